@@ -1,0 +1,38 @@
+# `make test` and `make bench` set everything up from a machine that has only Python 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: test bench lint clean runtime
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.bench-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+# The parallel runtime of generated kernels is libgomp (GOMP_parallel); install it when it is
+# missing and we may, otherwise kernels fall back to a thread pool (codegen/runtime.py).
+runtime:
+	@ldconfig -p 2>/dev/null | grep -q libgomp.so.1 || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get install -y -q libgomp1 >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libgomp1 >/dev/null 2>&1)) ; } || \
+	  echo "note: libgomp1 not installed; kernels use the thread-pool fallback"
+
+test: $(VENV)/.test-installed runtime
+	$(BIN)/python -m pytest -n 2 tests
+
+bench: $(VENV)/.bench-installed runtime
+	$(BIN)/python -m benchmarks $(ARGS)
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check tensorad simplify codegen benchmarks tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

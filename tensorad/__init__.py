@@ -1,0 +1,69 @@
+"""tensorad: automatic differentiation of index-level tensor expressions, compiled through LLVM.
+
+``import tensorad as ta`` gives the public API of ``API.md``: the language (``placeholder``,
+``compute``, reducers, scalar functions), autodiff (``Jacobian``, ``JacobianRecursive``, ``jvp``,
+...), the nonzeroness optimizer, printing, the reference evaluator, code generation and the
+operator library ``ta.topi``.  This module only composes the packages below it; the CamelCase
+names of the API are aliases of snake_case functions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from . import autodiff as _autodiff
+from . import topi
+from .autodiff import (generalized_matmul, gradcheck, hessian_vector_product,
+                       inline_non_reductions, jvp)
+from .codegen import Kernel, LoweredFunc, build, lower
+from .evaluate import evaluate
+from .ir import Expr, Op, Tensor, comm_reducer
+from .ir import print_tensor_recursively as PrintTensorRecursively
+from .ir import reducer as _reducer
+from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
+from .lang import (OutOfBoundsError, abs, cast, compute, const, cos, exp, if_then_else, log,
+                   max_value, maximum, min_value, minimum, placeholder, power, reduce_axis,
+                   select, sigmoid, sin, sqrt, tanh)
+from .simplify import optimize_and_lift_nonzeroness
+
+__version__ = "0.1.0"
+
+sum = _reducer.sum  # noqa: A001
+max = _reducer.max  # noqa: A001
+min = _reducer.min  # noqa: A001
+prod = _reducer.prod
+
+
+def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  # noqa: N802, A002
+    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
+
+    ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
+    elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
+    """
+    return _autodiff.jacobian(output, input,
+                              optimizer=optimize_and_lift_nonzeroness if optimize else None)
+
+
+def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
+                      head: Tensor | None = None,
+                      override: dict[Tensor, Callable] | None = None,
+                      optimize: bool = True) -> list[Tensor]:
+    """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
+    return _autodiff.jacobian_recursive(
+        output, inputs, head, override=override,
+        optimizer=optimize_and_lift_nonzeroness if optimize else None)
+
+
+gradient = JacobianRecursive
+OptimizeAndLiftNonzeronessConditions = optimize_and_lift_nonzeroness
+InlineNonReductions = inline_non_reductions
+
+__all__ = [
+    "Expr", "Op", "Tensor", "Kernel", "LoweredFunc", "FLOAT_DTYPES", "INT_DTYPES",
+    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "prod", "comm_reducer",
+    "select", "if_then_else", "const", "cast", "exp", "log", "sqrt", "tanh", "sigmoid", "abs",
+    "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
+    "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
+    "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi",
+]

@@ -1,0 +1,383 @@
+"""Scalar expression nodes: one immutable, hash-consed class for the whole expression IR.
+
+Every node is ``Expr(op, dtype, src, arg)``:
+
+* ``op``    -- an :class:`Op`, what the node computes;
+* ``dtype`` -- the result type, a dtype string;
+* ``src``   -- the operand nodes (a tuple of ``Expr``);
+* ``arg``   -- the non-expression payload: a constant's value, a variable's :class:`VarInfo`,
+  the tensor a ``READ`` reads, the :class:`ReduceArg` of a ``REDUCE``.
+
+Nodes are hash-consed: building the same node twice returns the same object, so structural
+equality is identity, hashing is O(1) and memo tables keyed by nodes are free.  Because the
+language lets ``a == b`` build a comparison, ``bool()`` of an ``EQ``/``NE`` node answers the
+identity question (so dicts and ``in`` work), and ``bool()`` of any other node raises.
+
+Operand dtypes are made explicit at construction: a binary node's operands share one dtype
+(ints are cast to float where they meet floats), so no later pass has to guess conversions.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from . import dtype as dt
+
+
+class Op(enum.Enum):
+    """Every kind of expression node. A test walks this enum to prove each pass covers it."""
+
+    VAR = "var"
+    CONST = "const"
+    # arithmetic (operands share the result dtype)
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    FLOORDIV = "//"
+    MOD = "%"
+    NEG = "neg"
+    POW = "pow"
+    MAXIMUM = "max"
+    MINIMUM = "min"
+    # comparisons and logic (result dtype bool)
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+    AND = "&&"
+    OR = "||"
+    NOT = "!"
+    # choice: SELECT evaluates both branches, IF_THEN_ELSE only the taken one
+    SELECT = "select"
+    IF_THEN_ELSE = "if_then_else"
+    CAST = "cast"
+    # scalar math
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    ABS = "abs"
+    SIN = "sin"
+    COS = "cos"
+    # tensor access and reduction
+    READ = "read"
+    REDUCE = "reduce"
+
+
+BINARY_ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW,
+                          Op.MAXIMUM, Op.MINIMUM})
+COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
+LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
+UNARY_MATH = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS})
+
+
+_uids = itertools.count(1)
+
+
+def fresh_uid() -> int:
+    """A process-unique integer; variables and placeholders carry one so they never alias."""
+    return next(_uids)
+
+
+@dataclass(frozen=True)
+class VarInfo:
+    """Identity and range of a variable: ``lo <= v < hi`` (``None`` for value variables)."""
+
+    name: str
+    uid: int
+    lo: int | None = None
+    hi: int | None = None
+
+
+@dataclass(frozen=True)
+class ReduceArg:
+    """The payload of a ``REDUCE`` node.
+
+    ``src`` of the node is ``(condition, *sources)``; the combiner folds the sources over
+    every point of ``axes`` where ``condition`` holds, starting from the combiner's identity;
+    the node's value is element ``value_index`` of the combined tuple.
+    """
+
+    combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
+    axes: tuple  # tuple of VAR Exprs with ranges
+    value_index: int = 0
+
+
+class Expr:
+    """An immutable, hash-consed expression node.  See the module docstring."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+    _table: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    op: Op
+    dtype: str
+    src: tuple[Expr, ...]
+    arg: Any
+
+    def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
+        key = (op, dtype, tuple(map(id, src)), _arg_key(arg))
+        with cls._lock:
+            node = cls._table.get(key)
+            if node is None:
+                node = object.__new__(cls)
+                object.__setattr__(node, "op", op)
+                object.__setattr__(node, "dtype", dtype)
+                object.__setattr__(node, "src", tuple(src))
+                object.__setattr__(node, "arg", arg)
+                cls._table[key] = node
+        return node
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Expr nodes are immutable")
+
+    __hash__ = object.__hash__
+
+    def __reduce__(self):  # pickling rebuilds through the hash-consing constructor
+        return (Expr, (self.op, self.dtype, self.src, self.arg))
+
+    def replace(self, src: tuple[Expr, ...] | None = None, arg: Any = None, dtype: str | None = None) -> Expr:
+        """The same node with some fields changed (``None`` keeps a field)."""
+        return Expr(self.op, dtype or self.dtype, self.src if src is None else tuple(src),
+                    self.arg if arg is None else arg)
+
+    # ---- variable and constant accessors -------------------------------------------------
+    @property
+    def name(self) -> str:
+        if self.op is not Op.VAR:
+            raise AttributeError(f"a {self.op.name} node has no name")
+        return self.arg.name
+
+    @property
+    def lo(self) -> int | None:
+        return self.arg.lo
+
+    @property
+    def hi(self) -> int | None:
+        return self.arg.hi
+
+    @property
+    def extent(self) -> int:
+        return self.arg.hi - self.arg.lo
+
+    @property
+    def dom(self) -> tuple[int, int]:
+        """``(lo, hi)`` of a variable, TVM-style ``IterVar.dom``."""
+        return (self.arg.lo, self.arg.hi)
+
+    @property
+    def var(self) -> Expr:
+        """A variable is its own ``IterVar.var`` (TVM code writes ``k.var``)."""
+        return self
+
+    @property
+    def value(self) -> Any:
+        if self.op is not Op.CONST:
+            raise AttributeError(f"a {self.op.name} node has no constant value")
+        return self.arg
+
+    @property
+    def tensor(self):
+        if self.op is not Op.READ:
+            raise AttributeError(f"a {self.op.name} node reads no tensor")
+        return self.arg
+
+    # ---- truth value ---------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        if self.op is Op.EQ:
+            return self.src[0] is self.src[1]
+        if self.op is Op.NE:
+            return self.src[0] is not self.src[1]
+        if self.op is Op.CONST and self.dtype == dt.BOOL:
+            return bool(self.arg)
+        raise TypeError(
+            "the truth value of a tensor expression is not known when it is built; "
+            "use ta.select(cond, a, b) or ta.if_then_else(cond, a, b) for a data-dependent "
+            "choice, and `a is b` to ask whether two expressions are the same node")
+
+    __iter__ = None  # an Expr is not a sequence: stop accidental unpacking early
+
+    # ---- operators: the language of API.md section 1 ---------------------------------------
+    def __add__(self, o): return binary(Op.ADD, self, o)
+    def __radd__(self, o): return binary(Op.ADD, o, self)
+    def __sub__(self, o): return binary(Op.SUB, self, o)
+    def __rsub__(self, o): return binary(Op.SUB, o, self)
+    def __mul__(self, o): return binary(Op.MUL, self, o)
+    def __rmul__(self, o): return binary(Op.MUL, o, self)
+    def __truediv__(self, o): return binary(Op.DIV, self, o)
+    def __rtruediv__(self, o): return binary(Op.DIV, o, self)
+    def __floordiv__(self, o): return binary(Op.FLOORDIV, self, o)
+    def __rfloordiv__(self, o): return binary(Op.FLOORDIV, o, self)
+    def __mod__(self, o): return binary(Op.MOD, self, o)
+    def __rmod__(self, o): return binary(Op.MOD, o, self)
+    def __pow__(self, o): return binary(Op.POW, self, o)
+    def __rpow__(self, o): return binary(Op.POW, o, self)
+    def __neg__(self): return unary(Op.NEG, self)
+    def __pos__(self): return self
+    def __lt__(self, o): return compare(Op.LT, self, o)
+    def __le__(self, o): return compare(Op.LE, self, o)
+    def __gt__(self, o): return compare(Op.GT, self, o)
+    def __ge__(self, o): return compare(Op.GE, self, o)
+    def __eq__(self, o):  # type: ignore[override]
+        return compare(Op.EQ, self, o) if _is_scalar(o) else NotImplemented
+
+    def __ne__(self, o):  # type: ignore[override]
+        return compare(Op.NE, self, o) if _is_scalar(o) else NotImplemented
+    def __and__(self, o): return logical(Op.AND, self, o)
+    def __rand__(self, o): return logical(Op.AND, o, self)
+    def __or__(self, o): return logical(Op.OR, self, o)
+    def __ror__(self, o): return logical(Op.OR, o, self)
+    def __invert__(self): return logical_not(self)
+
+    def astype(self, dtype: str) -> Expr:
+        return cast(dtype, self)
+
+    def __repr__(self) -> str:
+        from .printer import expr_to_str
+
+        return expr_to_str(self)
+
+    __str__ = __repr__
+
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, (Expr, bool, int, float)) or (hasattr(x, "dtype") and hasattr(x, "item"))
+
+
+def _arg_key(arg: Any) -> Any:
+    # Constants: keep int 1, float 1.0 and True apart even though they compare equal.
+    if isinstance(arg, (bool, int, float)):
+        return (type(arg), arg)
+    return arg
+
+
+# ---- constructors ------------------------------------------------------------------------
+
+def const(value: Any, dtype: str | None = None) -> Expr:
+    """A constant node; ``dtype`` defaults to bool / int32 / float32 by the Python type."""
+    if isinstance(value, Expr):
+        return value if dtype is None or value.dtype == dtype else cast(dtype, value)
+    if dtype is None:
+        dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+    dtype = dt.check_dtype(dtype)
+    if dt.is_float(dtype):
+        value = float(value)
+    elif dt.is_int(dtype):
+        if isinstance(value, float) and not value.is_integer():
+            raise TypeError(f"constant {value!r} is not an integer but dtype is {dtype}")
+        value = int(value)
+    else:
+        value = bool(value)
+    return Expr(Op.CONST, dtype, (), value)
+
+
+def var(name: str, lo: int | None = None, hi: int | None = None, dtype: str = dt.INDEX) -> Expr:
+    """A fresh variable (never equal to any other) ranging over ``lo <= v < hi``."""
+    return Expr(Op.VAR, dtype, (), VarInfo(name, fresh_uid(), lo, hi))
+
+
+def as_expr(x: Any, like: str | None = None) -> Expr:
+    """Convert a Python scalar to a constant; ``like`` is the dtype of the other operand."""
+    if isinstance(x, Expr):
+        return x
+    if hasattr(x, "op") and hasattr(x, "value_index"):
+        raise TypeError(
+            f"tensor {x.name!r} used as a scalar: read an element with {x.name}[i, ...]")
+    if isinstance(x, bool):
+        return const(x, dt.BOOL)
+    if isinstance(x, int):
+        if like is not None and like != dt.BOOL:
+            return const(x, like)
+        return const(x, "int32")
+    if isinstance(x, float):
+        return const(x, like if like is not None and dt.is_float(like) else "float32")
+    if hasattr(x, "dtype") and hasattr(x, "item"):  # numpy scalar
+        return const(x.item(), dt.check_dtype(x.dtype))
+    raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
+
+
+def cast(dtype: str, x: Any) -> Expr:
+    """Convert ``x`` to ``dtype`` (a no-op when it already has it)."""
+    dtype = dt.check_dtype(dtype)
+    x = as_expr(x)
+    if x.dtype == dtype:
+        return x
+    if x.op is Op.CONST:
+        return const(x.arg, dtype) if not dt.is_bool(dtype) else const(bool(x.arg), dtype)
+    return Expr(Op.CAST, dtype, (x,))
+
+
+def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
+    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype)."""
+    if not isinstance(a, Expr):
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    elif not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    if a.dtype != b.dtype:
+        common = dt.promote(a.dtype, b.dtype)
+        a, b = cast(common, a), cast(common, b)
+    return a, b
+
+
+def binary(op: Op, a: Any, b: Any) -> Expr:
+    """Build an arithmetic node, checking operand kinds."""
+    a, b = _unify(a, b)
+    if a.dtype == dt.BOOL:
+        raise TypeError(f"arithmetic {op.value!r} on boolean expressions; use & and | for logic")
+    if op is Op.DIV and dt.is_int(a.dtype):
+        raise TypeError("`/` on integer expressions is ambiguous: use `//` for floor division "
+                        "or ta.cast('float32', x) for true division")
+    if op is Op.POW and dt.is_int(a.dtype):
+        a, b = cast("float32", a), cast("float32", b)
+    return Expr(op, a.dtype, (a, b))
+
+
+def unary(op: Op, x: Any) -> Expr:
+    """Build NEG or a scalar math node; math on integers computes in float32."""
+    x = as_expr(x)
+    if x.dtype == dt.BOOL:
+        raise TypeError(f"{op.value} of a boolean expression")
+    if op in UNARY_MATH and op is not Op.ABS and not dt.is_float(x.dtype):
+        x = cast("float32", x)
+    return Expr(op, x.dtype, (x,))
+
+
+def compare(op: Op, a: Any, b: Any) -> Expr:
+    a, b = _unify(a, b)
+    return Expr(op, dt.BOOL, (a, b))
+
+
+def _as_bool(x: Any) -> Expr:
+    x = as_expr(x)
+    if x.dtype != dt.BOOL:
+        raise TypeError(f"expected a condition (bool expression), got a {x.dtype} expression {x}")
+    return x
+
+
+def logical(op: Op, a: Any, b: Any) -> Expr:
+    return Expr(op, dt.BOOL, (_as_bool(a), _as_bool(b)))
+
+
+def logical_not(a: Any) -> Expr:
+    return Expr(Op.NOT, dt.BOOL, (_as_bool(a),))
+
+
+def choice(op: Op, cond: Any, a: Any, b: Any) -> Expr:
+    """SELECT or IF_THEN_ELSE with a boolean condition and branches of one dtype."""
+    cond = _as_bool(cond)
+    a, b = _unify(a, b)
+    return Expr(op, a.dtype, (cond, a, b))
+
+
+TRUE = const(True)
+FALSE = const(False)

@@ -1,0 +1,168 @@
+"""Text and HTML forms of expressions and tensors (the seed tutorial's format).
+
+Output is deterministic: tensors and variables are shown by name, and two different objects
+that share a name are told apart by a ``#2``/``.1`` suffix given in order of first appearance
+(never by address or uid, which change from run to run).
+"""
+
+from __future__ import annotations
+
+import html
+
+from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
+from .rewrite import fold, op_reads
+from .tensor import ComputeOp, Tensor
+
+
+class Namer:
+    """Stable display names for variables and tensors within one printout."""
+
+    def __init__(self) -> None:
+        self._vars: dict[Expr, str] = {}
+        self._tensors: dict[object, str] = {}
+        self._used_var: dict[str, int] = {}
+        self._used_op: dict[str, int] = {}
+
+    def for_block(self) -> Namer:
+        """A namer that shares tensor names but numbers variables afresh (one tensor's block)."""
+        block = Namer()
+        block._tensors, block._used_op = self._tensors, self._used_op
+        return block
+
+    def var(self, v: Expr) -> str:
+        name = self._vars.get(v)
+        if name is None:
+            n = self._used_var.get(v.name, 0)
+            self._used_var[v.name] = n + 1
+            name = v.name if n == 0 else f"{v.name}.{n}"
+            self._vars[v] = name
+        return name
+
+    def tensor(self, t: Tensor) -> str:
+        name = self._tensors.get(t.op)
+        if name is None:
+            n = self._used_op.get(t.op.name, 0)
+            self._used_op[t.op.name] = n + 1
+            name = t.op.name if n == 0 else f"{t.op.name}#{n + 1}"
+            self._tensors[t.op] = name
+        if t.op.num_outputs > 1:
+            return f"{name}.v{t.value_index}"
+        return name
+
+
+def const_to_str(node: Expr) -> str:
+    v = node.arg
+    if node.dtype == "float32":
+        return f"{v:f}f"
+    if node.dtype == "float64":
+        return f"{v:f}"
+    if node.dtype == "bool":
+        return "True" if v else "False"
+    return str(v) if node.dtype == "int32" else f"{v}L"
+
+
+def _expr_table(namer: Namer) -> dict:
+    def binary(node, a, b):
+        if node.op in (Op.POW, Op.MAXIMUM, Op.MINIMUM):
+            return f"{node.op.value if node.op is not Op.POW else 'pow'}({a}, {b})"
+        return f"({a} {node.op.value} {b})"
+
+    def reduce(node, cond, *sources):
+        ra = node.arg
+        axes = ", ".join(namer.var(a) for a in ra.axes)
+        srcs = sources[0] if len(sources) == 1 else "(" + ", ".join(sources) + ")"
+        where = "" if cond == "True" else f", where={cond}"
+        sel = "" if len(sources) == 1 else f"[{ra.value_index}]"
+        return f"{ra.combiner.name}({srcs}, axis=[{axes}]{where}){sel}"
+
+    table = {
+        Op.VAR: lambda n: namer.var(n),
+        Op.CONST: const_to_str,
+        Op.NEG: lambda n, a: f"(-{a})",
+        Op.NOT: lambda n, a: f"!{a}",
+        Op.AND: lambda n, a, b: f"({a} && {b})",
+        Op.OR: lambda n, a, b: f"({a} || {b})",
+        Op.SELECT: lambda n, c, a, b: f"select({c}, {a}, {b})",
+        Op.IF_THEN_ELSE: lambda n, c, a, b: f"if_then_else({c}, {a}, {b})",
+        Op.CAST: lambda n, a: f"{n.dtype}({a})",
+        Op.READ: lambda n, *idx: f"{namer.tensor(n.arg)}({', '.join(idx)})",
+        Op.REDUCE: reduce,
+    }
+    for op in BINARY_ARITH | COMPARISONS:
+        table[op] = binary
+    for op in (Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS):
+        table[op] = lambda n, a: f"{n.op.value}({a})"
+    return table
+
+
+def expr_to_str(expr: Expr, namer: Namer | None = None) -> str:
+    return fold(expr, _expr_table(namer or Namer()))
+
+
+def _axes_str(axes, namer: Namer) -> str:
+    return "(" + ", ".join(f"{namer.var(a)} : [{a.lo}, {a.hi - 1}]" for a in axes) + ")"
+
+
+def _op_lines(t: Tensor, namer: Namer) -> list[str]:
+    """The seed's block for one tensor: header, axes, and the body or reduction attributes."""
+    op = t.op
+    head = f"tensor {namer.tensor(t)}[{t.value_index}] : {t.dtype} {list(t.shape)}"
+    if not isinstance(op, ComputeOp):
+        return [head.replace(f"[{t.value_index}]", "[0]", 1), f"    placeholder({op.name})"]
+    lines = [head]
+    if op.axes:
+        lines.append("axes " + _axes_str(op.axes, namer))
+    body = op.body[t.value_index]
+    if body.op is Op.REDUCE:
+        ra = body.arg
+        comb = ra.combiner
+        lines += [
+            "Reduction",
+            f"    identity [{', '.join(expr_to_str(e, namer) for e in comb.identity)}]",
+            f"    lhs [{', '.join(namer.var(v) for v in comb.lhs)}]  "
+            f"rhs [{', '.join(namer.var(v) for v in comb.rhs)}]",
+            f"    combiner [{', '.join(expr_to_str(e, namer) for e in comb.result)}]",
+            f"    axes {_axes_str(ra.axes, namer)}",
+            f"    condition {expr_to_str(body.src[0], namer)}",
+        ]
+        lines += [f"    source[{i}] = {expr_to_str(s, namer)}" for i, s in enumerate(body.src[1:])]
+        if comb.arity > 1:
+            lines.append(f"    value_index {ra.value_index}")
+    else:
+        lines.append("    " + expr_to_str(body, namer))
+    return lines
+
+
+def _consumers_first(tensor: Tensor) -> list[Tensor]:
+    """The tensor, then the tensors it reads in order of appearance, depth-first (pre-order)."""
+    out: dict[Tensor, None] = {}
+    stack = [tensor]
+    while stack:
+        t = stack.pop()
+        if t in out:
+            continue
+        out[t] = None
+        if isinstance(t.op, ComputeOp):
+            stack.extend(reversed([d for d in op_reads(t.op) if d not in out]))
+    return list(out)
+
+
+def print_tensor_recursively(tensor: Tensor) -> str:
+    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first."""
+    namer = Namer()
+    blocks = [_op_lines(t, namer.for_block()) for t in _consumers_first(tensor)]
+    return "\n\n".join("\n".join(b) for b in blocks) + "\n"
+
+
+def tensor_to_str(tensor: Tensor) -> str:
+    """``str(tensor)``: the one-tensor block (what it computes, not its producers)."""
+    return "\n".join(_op_lines(tensor, Namer()))
+
+
+def tensor_to_html(tensor: Tensor) -> str:
+    """Jupyter display: the recursive printout with tensor headers emphasised."""
+    parts = []
+    for block in print_tensor_recursively(tensor).rstrip("\n").split("\n\n"):
+        head, *rest = block.split("\n")
+        parts.append(f"<b>{html.escape(head)}</b>\n" + html.escape("\n".join(rest)))
+    return ("<pre style='line-height:1.3'>" + "\n\n".join(parts) + "</pre>")

@@ -1,0 +1,161 @@
+"""The one traversal mechanism of the IR: bottom-up folds and rule-driven rewrites.
+
+* :func:`fold` computes a value per node from the values of its operands, driven by a function
+  or by a table ``{Op: fn(node, *operand_values)}`` -- evaluation, printing, derivatives and LLVM
+  emission are all folds.
+* :func:`rewrite` rebuilds an expression bottom-up and applies rules at every node until none
+  fires -- simplification, substitution and inlining are all rewrites.
+
+Both are iterative (deep expressions do not hit Python's recursion limit) and memoized per call
+(a shared subexpression is visited once).  Everything here is deterministic: orders follow the
+first appearance in a left-to-right post-order walk, never a hash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from .expr import Expr, Op
+from .tensor import ComputeOp, Tensor
+
+Rule = Callable[[Expr], "Expr | None"]
+
+
+def walk(root: Expr) -> Iterator[Expr]:
+    """Every distinct node under ``root``, operands before users (post-order)."""
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            yield node
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for child in reversed(node.src):
+            if id(child) not in seen:
+                stack.append((child, False))
+
+
+def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]],
+         memo: dict | None = None) -> Any:
+    """Fold ``root`` bottom-up: ``visit(node, *operand_results)`` at every node.
+
+    ``visit`` may be a table keyed by :class:`Op`; a node whose op has no entry raises
+    ``NotImplementedError`` naming the op (a missing rule is a clear error, not a wrong answer).
+    """
+    memo = {} if memo is None else memo
+    if isinstance(visit, Mapping):
+        table = visit
+
+        def visit(node, *args):  # noqa: F811
+            try:
+                fn = table[node.op]
+            except KeyError:
+                raise NotImplementedError(f"no rule for {node.op.name} nodes ({node})") from None
+            return fn(node, *args)
+
+    for node in walk(root):
+        if node not in memo:
+            memo[node] = visit(node, *[memo[c] for c in node.src])
+    return memo[root]
+
+
+def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = None) -> Expr:
+    """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.
+
+    A rule returns a replacement node or ``None`` (no change).  A replacement is itself
+    rewritten, so rules may produce nodes other rules simplify further.
+    """
+    memo = {} if memo is None else memo
+    if isinstance(rules, Mapping):
+        table = rules
+
+        def rules(node):  # noqa: F811
+            fn = table.get(node.op)
+            return fn(node) if fn is not None else None
+
+    def visit(node: Expr, *new_src: Expr) -> Expr:
+        if any(a is not b for a, b in zip(new_src, node.src)):
+            node = node.replace(src=new_src)
+        for _ in range(10_000):
+            out = rules(node)
+            if out is None or out is node:
+                return node
+            if out in memo:
+                return memo[out]
+            out = rewrite(out, rules, memo)
+            if out is node:
+                return node
+            node = out
+        raise RuntimeError(f"rewrite rules do not reach a fixed point on {node}")
+
+    return fold(root, visit, memo)
+
+
+def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
+    """Replace variables (or any nodes) by expressions, everywhere under ``root``."""
+    if not mapping:
+        return root
+    return rewrite(root, lambda n: mapping.get(n))
+
+
+def replace_reads(root: Expr, fn: Callable[[Expr], "Expr | None"]) -> Expr:
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors)."""
+    return rewrite(root, {Op.READ: fn})
+
+
+def free_vars(root: Expr) -> list[Expr]:
+    """The variables used under ``root``, in order of first appearance (reduce axes excluded)."""
+    bound: set[Expr] = set()
+    out: list[Expr] = []
+    for node in walk(root):
+        if node.op is Op.REDUCE:
+            bound.update(node.arg.axes)
+        elif node.op is Op.VAR and node.lo is not None:
+            out.append(node)
+    return [v for v in dict.fromkeys(out) if v not in bound]
+
+
+def reads(root: Expr) -> list[Tensor]:
+    """Tensors read under ``root``, in order of first appearance."""
+    return list(dict.fromkeys(n.arg for n in walk(root) if n.op is Op.READ))
+
+
+def op_reads(op: ComputeOp) -> list[Tensor]:
+    """Tensors read by any body of ``op``, in order of first appearance."""
+    out: dict[Tensor, None] = {}
+    for b in op.body:
+        out.update(dict.fromkeys(reads(b)))
+    return list(out)
+
+
+def tensor_graph(outputs: Iterable[Tensor]) -> list[Tensor]:
+    """Every tensor the outputs depend on (themselves included), producers before consumers.
+
+    Deterministic: a depth-first post-order following reads in order of appearance.
+    """
+    order: dict[Tensor, None] = {}
+    done_ops: set = set()
+    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(list(outputs))]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.setdefault(t, None)
+            continue
+        if t in order:
+            continue
+        stack.append((t, True))
+        if isinstance(t.op, ComputeOp) and t.op not in done_ops:
+            done_ops.add(t.op)
+            for dep in reversed(op_reads(t.op)):
+                if dep not in order:
+                    stack.append((dep, False))
+    return list(order)
+
+
+def placeholders(outputs: Iterable[Tensor]) -> list[Tensor]:
+    """The placeholder tensors the outputs depend on, in deterministic order."""
+    return [t for t in tensor_graph(outputs) if t.is_placeholder]

@@ -1,0 +1,178 @@
+"""Tensors and the operations that define them: the nodes of the tensor DAG.
+
+A :class:`Tensor` is output ``value_index`` of an operation:
+
+* :class:`PlaceholderOp` -- an input with a shape and dtype (and a uid: two placeholders are
+  never the same tensor, whatever their names);
+* :class:`ComputeOp` -- ``body[v]`` evaluated at every point of ``axes`` (index variables with
+  ranges ``[0, shape[d])``).  A body is either free of reductions or a single ``REDUCE`` node;
+  several bodies (a multi-output op) are all reductions over one combiner and axes, or all
+  reduction-free.
+
+All of these are frozen dataclasses: immutable, hashable, structurally compared (expressions
+inside compare by identity thanks to hash-consing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import dtype as dt
+from .expr import Expr, Op, as_expr
+
+
+@dataclass(frozen=True)
+class PlaceholderOp:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    uid: int
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    name: str
+    tag: str
+    axes: tuple[Expr, ...]
+    body: tuple[Expr, ...]
+    attrs: tuple = field(default=())  # sorted (key, value) pairs for passes to annotate
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(ax.hi for ax in self.axes)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.body)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.body[0].op is Op.REDUCE
+
+    @property
+    def reduce_axes(self) -> tuple[Expr, ...]:
+        return self.body[0].arg.axes if self.is_reduction else ()
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(key, default)
+
+
+# Broadcasting arithmetic on whole tensors (``exps / sumexps`` in the seed) is defined by the
+# operator library; it registers its functions here so that the IR does not import it.
+TENSOR_OPERATORS: dict[str, Callable[..., Tensor]] = {}
+
+
+def _tensor_operator(name: str, swap: bool = False):
+    def method(self, other):
+        fn = TENSOR_OPERATORS.get(name)
+        if fn is None:
+            raise TypeError(f"arithmetic on whole tensors needs the operator library: "
+                            f"import tensorad (for {self.name} {name} ...)")
+        return fn(other, self) if swap else fn(self, other)
+    return method
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Output ``value_index`` of ``op``; index it (``T[i, j]``) to read an element."""
+
+    op: PlaceholderOp | ComputeOp
+    value_index: int = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    @property
+    def dtype(self) -> str:
+        if isinstance(self.op, PlaceholderOp):
+            return self.op.dtype
+        return self.op.body[self.value_index].dtype
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __getitem__(self, indices: Any) -> Expr:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return read(self, indices)
+
+    def __call__(self, *indices: Any) -> Expr:
+        return read(self, indices)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError(f"len() of 0-d tensor {self.name}")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return True
+
+    __add__ = _tensor_operator("add")
+    __radd__ = _tensor_operator("add", swap=True)
+    __sub__ = _tensor_operator("subtract")
+    __rsub__ = _tensor_operator("subtract", swap=True)
+    __mul__ = _tensor_operator("multiply")
+    __rmul__ = _tensor_operator("multiply", swap=True)
+    __truediv__ = _tensor_operator("divide")
+    __rtruediv__ = _tensor_operator("divide", swap=True)
+    __neg__ = lambda self: TENSOR_OPERATORS["negative"](self)  # noqa: E731
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
+
+    def __str__(self) -> str:
+        from .printer import tensor_to_str
+
+        return tensor_to_str(self)
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self) if not cycle else repr(self))
+
+    def _repr_html_(self) -> str:
+        from .printer import tensor_to_html
+
+        return tensor_to_html(self)
+
+
+def read(tensor: Tensor, indices: tuple) -> Expr:
+    """``tensor[indices]``: an integer index expression per dimension."""
+    if any(isinstance(i, slice) for i in indices) or indices is Ellipsis:
+        raise TypeError(f"{tensor.name}[...]: slices are not expressions; index every "
+                        f"dimension with an index variable or integer expression")
+    if len(indices) == 1 and isinstance(indices[0], tuple) and not indices[0]:
+        indices = ()
+    if len(indices) != tensor.ndim:
+        raise IndexError(f"{tensor.name} has {tensor.ndim} dimensions {tensor.shape} but is "
+                         f"indexed with {len(indices)} indices")
+    idx = []
+    for d, i in enumerate(indices):
+        e = as_expr(i)
+        if not dt.is_int(e.dtype):
+            raise TypeError(f"{tensor.name}: index {d} must be an integer expression, got "
+                            f"{e.dtype} expression {e}")
+        if e.dtype != dt.INDEX:
+            e = Expr(Op.CAST, dt.INDEX, (e,))
+        idx.append(e)
+    return Expr(Op.READ, tensor.dtype, tuple(idx), tensor)

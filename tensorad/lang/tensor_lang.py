@@ -1,0 +1,222 @@
+"""The user's language (API.md section 1): placeholders, compute, reduce axes, scalar functions.
+
+``compute`` names its axes after the parameters of ``fcompute`` (``lambda i, j: ...`` gives axes
+``i`` and ``j``), accepts tuple bodies (one op, several output tensors), and lifts reductions
+that are nested inside a larger expression into tensors of their own, so that in the IR every
+reduction is the whole body of its compute (the form autodiff, the optimizer and lowering use).
+Every new compute is checked for out-of-bounds reads before it is returned.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+from ..ir import dtype as dt
+from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
+from ..ir.rewrite import free_vars, rewrite, walk
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+
+
+def _check_shape(shape: Any, what: str) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}") from None
+    out = []
+    for s in shape:
+        if isinstance(s, Expr) and s.op is Op.CONST:
+            s = s.arg
+        if hasattr(s, "item") and not isinstance(s, Expr):
+            s = s.item()
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}")
+        if s < 0:
+            raise ValueError(f"{what}: negative dimension in shape {shape!r}")
+        out.append(s)
+    return tuple(out)
+
+
+def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of ``shape`` and ``dtype``."""
+    shape = _check_shape(shape, f"placeholder {name!r}")
+    return Tensor(PlaceholderOp(name, shape, dt.check_dtype(dtype), fresh_uid()))
+
+
+def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
+    """A reduction variable ranging over ``lo <= k < hi``."""
+    try:
+        lo, hi = (int(d.arg) if isinstance(d, Expr) else int(d) for d in dom)
+    except (TypeError, ValueError):
+        raise TypeError(f"reduce_axis {name!r}: dom must be a pair (lo, hi) of ints, got {dom!r}") from None
+    if hi < lo:
+        raise ValueError(f"reduce_axis {name!r}: empty or negative range [{lo}, {hi})")
+    return var(name, lo, hi)
+
+
+def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return [f"i{d}" for d in range(ndim)]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(names) != ndim:
+        raise TypeError(f"compute: fcompute takes {len(names)} index arguments but the shape "
+                        f"has {ndim} dimensions")
+    return names
+
+
+def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "",
+            attrs: dict | None = None, check_bounds: bool = True) -> Tensor | tuple[Tensor, ...]:
+    """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    Returns a tuple of tensors (sharing one op) when ``fcompute`` returns a tuple.
+    ``check_bounds=False`` skips the isl bounds proof: for tensorad's own passes (autodiff, the
+    optimizer), whose reads are in bounds by construction and which build many tensors.
+    """
+    shape = _check_shape(shape, f"compute {name!r}")
+    axes = tuple(var(n, 0, s) for n, s in zip(_axis_names(fcompute, len(shape)), shape))
+    result = fcompute(*axes)
+    multi = isinstance(result, (tuple, list))
+    bodies = tuple(as_expr(b) for b in (result if multi else (result,)))
+    if not bodies:
+        raise ValueError(f"compute {name!r}: fcompute returned an empty tuple")
+    tensors = make_compute(name, axes, bodies, tag, attrs, check_bounds)
+    return tensors if multi else tensors[0]
+
+
+def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: str = "",
+                 attrs: dict | None = None, check_bounds: bool = True) -> tuple[Tensor, ...]:
+    """The op behind :func:`compute`, from axis variables (``var(name, 0, extent)``) and bodies.
+
+    Passes that already hold axes and bodies call this; it lifts nested reductions, checks the
+    body form and (unless ``check_bounds=False``) proves every read in bounds.
+    """
+    axes = tuple(axes)
+    for ax in axes:
+        if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo == 0 and ax.hi is not None):
+            raise TypeError(f"compute {name!r}: axes must be variables with range [0, extent)")
+    bodies = _lift_nested_reductions(tuple(as_expr(b) for b in bodies), axes, name, check_bounds)
+    _check_body_form(bodies, axes, name)
+    op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())))
+    if check_bounds:
+        from .bounds import check_op_bounds  # isl-based; imported late to keep import light
+
+        check_op_bounds(op)
+    return tuple(Tensor(op, i) for i in range(len(bodies)))
+
+
+def _check_body_form(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str) -> None:
+    reds = [b.op is Op.REDUCE for b in bodies]
+    if any(reds) and not all(reds):
+        raise ValueError(f"compute {name!r}: a multi-output body mixes reductions and "
+                         "non-reductions; split it into two computes")
+    if all(reds) and len(bodies) > 1:
+        first = bodies[0].arg
+        for b in bodies[1:]:
+            if b.arg.combiner is not first.combiner or b.arg.axes != first.axes or b.src != bodies[0].src:
+                raise ValueError(f"compute {name!r}: the outputs of a multi-value reduction must "
+                                 "come from one reducer call")
+    allowed = set(axes)
+    for b in bodies:
+        if b.op is Op.REDUCE:
+            allowed_here = allowed | set(b.arg.axes)
+        else:
+            allowed_here = allowed
+        for v in free_vars(b):
+            if v not in allowed_here:
+                raise ValueError(f"compute {name!r}: variable {v.name!r} is neither an axis of "
+                                 "this compute nor a reduce axis of its reduction")
+        for node in walk(b):
+            if node.op is Op.VAR and node.lo is None:
+                raise ValueError(f"compute {name!r}: uses a reducer's combiner variable "
+                                 f"{node.name!r} outside its combiner")
+
+
+def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
+                            name: str, check_bounds: bool) -> tuple[Expr, ...]:
+    """Turn every reduction that is not a whole body into a read of a new tensor.
+
+    ``compute((n,), lambda i: sum(A[i, k], k) / n)`` becomes ``R = compute((n,), lambda i:
+    sum(A[i, k], k))`` and ``compute((n,), lambda i: R[i] / n)``; the new tensor is indexed by
+    the compute's own axes (its shape is the compute's), named ``<name>.red``.
+    """
+    shape = tuple(ax.hi for ax in axes)
+    lifted: dict[Expr, Expr] = {}
+    count = [0]
+
+    def lift(node: Expr) -> Expr | None:
+        if node.op is not Op.REDUCE:
+            return None
+        key = node.replace(arg=node.arg.__class__(node.arg.combiner, node.arg.axes, 0))
+        if key not in lifted:
+            count[0] += 1
+            new_axes = tuple(var(a.name, 0, a.hi) for a in axes)
+            mapping = dict(zip(axes, new_axes))
+            from ..ir.rewrite import substitute
+
+            n_out = key.arg.combiner.arity
+            red_bodies = tuple(substitute(node.replace(arg=node.arg.__class__(
+                node.arg.combiner, node.arg.axes, v)), mapping) for v in range(n_out))
+            op = ComputeOp(f"{name}.red" if count[0] == 1 else f"{name}.red{count[0]}", "",
+                           new_axes, red_bodies)
+            if check_bounds:
+                from .bounds import check_op_bounds
+
+                check_op_bounds(op)
+            lifted[key] = op
+        return Tensor(lifted[key], node.arg.value_index)[axes] if shape else \
+            Tensor(lifted[key], node.arg.value_index)[()]
+
+    out = []
+    for b in bodies:
+        if b.op is Op.REDUCE:
+            new_src = tuple(rewrite(s, lift) for s in b.src)
+            out.append(b.replace(src=new_src))
+        else:
+            out.append(rewrite(b, lift))
+    return tuple(out)
+
+
+# ---- scalar functions ------------------------------------------------------------------
+
+def select(cond: Any, a: Any, b: Any) -> Expr:
+    """``a`` where ``cond`` holds else ``b``; both branches are evaluated (and bounds-checked)."""
+    return choice(Op.SELECT, cond, a, b)
+
+
+def if_then_else(cond: Any, a: Any, b: Any) -> Expr:
+    """Lazy choice: only the taken branch is evaluated, so it may guard out-of-bounds reads."""
+    return choice(Op.IF_THEN_ELSE, cond, a, b)
+
+
+def exp(x: Any) -> Expr: return unary(Op.EXP, x)
+def log(x: Any) -> Expr: return unary(Op.LOG, x)
+def sqrt(x: Any) -> Expr: return unary(Op.SQRT, x)
+def tanh(x: Any) -> Expr: return unary(Op.TANH, x)
+def sigmoid(x: Any) -> Expr: return unary(Op.SIGMOID, x)
+def abs(x: Any) -> Expr: return unary(Op.ABS, x)  # noqa: A001
+def sin(x: Any) -> Expr: return unary(Op.SIN, x)
+def cos(x: Any) -> Expr: return unary(Op.COS, x)
+def power(a: Any, b: Any) -> Expr: return binary(Op.POW, a, b)
+def maximum(a: Any, b: Any) -> Expr: return binary(Op.MAXIMUM, a, b)
+def minimum(a: Any, b: Any) -> Expr: return binary(Op.MINIMUM, a, b)
+
+
+def min_value(dtype: str) -> Expr:
+    """The smallest value of ``dtype`` as a constant (``-inf`` for floats)."""
+    return const(dt.min_value(dtype), dt.check_dtype(dtype))
+
+
+def max_value(dtype: str) -> Expr:
+    """The largest value of ``dtype`` as a constant (``+inf`` for floats)."""
+    return const(dt.max_value(dtype), dt.check_dtype(dtype))
+
+
+__all__ = ["placeholder", "reduce_axis", "compute", "select", "if_then_else", "exp", "log",
+           "sqrt", "tanh", "sigmoid", "abs", "sin", "cos", "power", "maximum", "minimum",
+           "min_value", "max_value", "const", "cast", "make_compute"]

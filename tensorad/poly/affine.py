@@ -1,0 +1,161 @@
+"""Quasi-affine index expressions and conditions as isl piecewise-affine functions and sets.
+
+An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensions; it turns
+integer expressions built from ``+ - *`` (by constants), ``//`` and ``%`` (by positive
+constants), ``max``/``min`` into ``isl.PwAff`` and boolean conditions into ``isl.Set``.
+Everything else raises :class:`NotAffine` -- or, for conditions converted with
+``exact=False``, becomes "unknown" and is over-approximated by the universe (sound for
+questions of the form "can this read be out of bounds?").
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import islpy as isl
+
+from ..ir.expr import Expr, Op
+from ..ir.printer import expr_to_str
+
+CTX = isl.DEFAULT_CONTEXT
+
+
+class NotAffine(ValueError):
+    """An index expression or condition that isl cannot represent exactly."""
+
+
+def _val(n: int) -> isl.Val:
+    return isl.Val.int_from_si(CTX, int(n))
+
+
+class IndexSpace:
+    """isl conversions over a fixed, ordered set of index variables."""
+
+    def __init__(self, variables: Sequence[Expr]) -> None:
+        self.vars = list(dict.fromkeys(variables))
+        self.pos = {v: k for k, v in enumerate(self.vars)}
+        names = [f"{_ident(v.name)}_{v.arg.uid}" for v in self.vars]
+        self.space = isl.Space.create_from_names(CTX, set=names)
+        self.local = isl.LocalSpace.from_space(self.space)
+        self._aff_memo: dict[Expr, isl.PwAff] = {}
+
+    # ---- sets -----------------------------------------------------------------------------
+    def universe(self) -> isl.Set:
+        return isl.Set.universe(self.space)
+
+    def empty(self) -> isl.Set:
+        return isl.Set.empty(self.space)
+
+    def box(self, variables: Iterable[Expr] | None = None) -> isl.Set:
+        """``lo <= v < hi`` for every variable (default: all of the space)."""
+        s = self.universe()
+        for v in (self.vars if variables is None else variables):
+            pa = self.aff(v)
+            s = s.intersect(pa.ge_set(self.constant(v.lo))).intersect(pa.lt_set(self.constant(v.hi)))
+        return s
+
+    # ---- expressions ----------------------------------------------------------------------
+    def constant(self, c: int) -> isl.PwAff:
+        return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
+
+    def aff(self, e: Expr) -> isl.PwAff:
+        """``e`` as a piecewise quasi-affine function of the space's variables."""
+        found = self._aff_memo.get(e)
+        if found is None:
+            found = self._aff_memo[e] = self._aff(e)
+        return found
+
+    def _aff(self, e: Expr) -> isl.PwAff:
+        op = e.op
+        if op is Op.VAR:
+            if e not in self.pos:
+                raise NotAffine(f"variable {e.name!r} is not an index variable here")
+            return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, isl.dim_type.set, self.pos[e]))
+        if op is Op.CONST:
+            if isinstance(e.arg, float) and not e.arg.is_integer():
+                raise NotAffine(f"non-integer constant {e.arg}")
+            return self.constant(int(e.arg))
+        if op is Op.CAST and e.src[0].dtype in ("int32", "int64"):
+            return self.aff(e.src[0])
+        if op is Op.ADD:
+            return self.aff(e.src[0]).add(self.aff(e.src[1]))
+        if op is Op.SUB:
+            return self.aff(e.src[0]).sub(self.aff(e.src[1]))
+        if op is Op.NEG:
+            return self.aff(e.src[0]).neg()
+        if op is Op.MUL:
+            a, b = e.src
+            if b.op is not Op.CONST and a.op is Op.CONST:
+                a, b = b, a
+            if b.op is not Op.CONST:
+                raise NotAffine(f"product of two index expressions {expr_to_str(e)}")
+            return self.aff(a).scale_val(_val(int(b.arg)))
+        if op in (Op.FLOORDIV, Op.MOD):
+            a, b = e.src
+            if b.op is not Op.CONST or int(b.arg) <= 0:
+                raise NotAffine(f"{expr_to_str(e)}: division and modulo need a positive constant divisor")
+            if op is Op.FLOORDIV:
+                return self.aff(a).scale_down_val(_val(int(b.arg))).floor()
+            return self.aff(a).mod_val(_val(int(b.arg)))
+        if op is Op.MAXIMUM:
+            return self.aff(e.src[0]).max(self.aff(e.src[1]))
+        if op is Op.MINIMUM:
+            return self.aff(e.src[0]).min(self.aff(e.src[1]))
+        if op in (Op.SELECT, Op.IF_THEN_ELSE) and e.dtype in ("int32", "int64"):
+            c = self.cond(e.src[0])
+            a, b = self.aff(e.src[1]), self.aff(e.src[2])
+            return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
+        raise NotAffine(f"{expr_to_str(e)} is not a quasi-affine index expression "
+                        "(use + - * by constants, // and % by positive constants)")
+
+    # ---- conditions -----------------------------------------------------------------------
+    def cond(self, c: Expr, exact: bool = True) -> isl.Set:
+        """The set where boolean ``c`` holds.
+
+        With ``exact=False`` an atom isl cannot represent (a data-dependent test) is taken as
+        possibly true: the result is then a superset, valid only where a superset is safe.
+        Negation of an inexact set is not a superset, so under ``NOT`` unknown atoms are
+        taken as possibly false instead.
+        """
+        return self._cond(c, exact, positive=True)
+
+    def _cond(self, c: Expr, exact: bool, positive: bool) -> isl.Set:
+        op = c.op
+        if op is Op.CONST:
+            return self.universe() if c.arg else self.empty()
+        if op is Op.AND:
+            return self._cond(c.src[0], exact, positive).intersect(self._cond(c.src[1], exact, positive))
+        if op is Op.OR:
+            return self._cond(c.src[0], exact, positive).union(self._cond(c.src[1], exact, positive))
+        if op is Op.NOT:
+            return self._cond(c.src[0], exact, not positive).complement()
+        try:
+            if op in _CMP:
+                a, b = self.aff(c.src[0]), self.aff(c.src[1])
+                return getattr(a, _CMP[op])(b)
+            raise NotAffine(f"condition {expr_to_str(c)} is not an affine comparison of indices")
+        except NotAffine:
+            if exact:
+                raise
+            return self.universe() if positive else self.empty()
+
+
+_CMP = {Op.LT: "lt_set", Op.LE: "le_set", Op.GT: "gt_set", Op.GE: "ge_set",
+        Op.EQ: "eq_set", Op.NE: "ne_set"}
+
+
+def _ident(name: str) -> str:
+    out = "".join(ch if ch.isalnum() else "_" for ch in name)
+    return out if out and not out[0].isdigit() else "v" + out
+
+
+def point_str(space: IndexSpace, s: isl.Set) -> str:
+    """One point of nonempty ``s`` as ``name=value, ...`` (for error messages)."""
+    p = s.sample_point()
+    vals = [p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(space.vars))]
+    return ", ".join(f"{v.name}={x}" for v, x in zip(space.vars, vals))
+
+
+def point_values(space: IndexSpace, s: isl.Set) -> dict[Expr, int]:
+    p = s.sample_point()
+    return {v: p.get_coordinate_val(isl.dim_type.set, k).to_python() for k, v in enumerate(space.vars)}
