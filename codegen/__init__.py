@@ -1,15 +1,11 @@
-"""Code generation (being written)."""
+"""Code generation: tensors -> loop program (isl) -> LLVM IR (llvmlite) -> JIT -> Kernel.
 
+``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``);
+``build`` compiles it for the host CPU and returns a callable :class:`Kernel`.
+"""
 
-class Kernel: ...
+from .build import build
+from .kernel import Kernel, KernelArgumentError
+from .lower import LoweredFunc, lower
 
-
-class LoweredFunc: ...
-
-
-def lower(outputs, inputs, **options):
-    raise NotImplementedError("lower: in progress")
-
-
-def build(outputs, inputs, target="llvm", **options):
-    raise NotImplementedError("build: in progress")
+__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError"]

@@ -9,21 +9,40 @@ names of the API are aliases of snake_case functions.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from . import autodiff as _autodiff
 from . import topi
-from .autodiff import (generalized_matmul, gradcheck, hessian_vector_product,
-                       inline_non_reductions, jvp)
+from .autodiff import generalized_matmul, gradcheck, hessian_vector_product, inline_non_reductions, jvp
 from .codegen import Kernel, LoweredFunc, build, lower
 from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
-from .lang import (OutOfBoundsError, abs, cast, compute, const, cos, exp, if_then_else, log,
-                   max_value, maximum, min_value, minimum, placeholder, power, reduce_axis,
-                   select, sigmoid, sin, sqrt, tanh)
+from .lang import (
+    OutOfBoundsError,
+    abs,
+    cast,
+    compute,
+    const,
+    cos,
+    exp,
+    if_then_else,
+    log,
+    max_value,
+    maximum,
+    min_value,
+    minimum,
+    placeholder,
+    power,
+    reduce_axis,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+)
 from .simplify import optimize_and_lift_nonzeroness
 
 __version__ = "0.1.0"

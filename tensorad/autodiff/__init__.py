@@ -1,9 +1,24 @@
-"""Automatic differentiation (being written)."""
+"""Automatic differentiation of tensor expressions (API.md section 2).
 
+* :func:`jacobian` -- the elementwise Jacobian of a tensor by a tensor it reads;
+* :func:`jacobian_recursive` -- reverse accumulation over the tensor DAG with a head;
+* :func:`jvp` / :func:`hessian_vector_product` -- forward mode and forward-over-reverse;
+* :func:`gradcheck` -- both modes against central finite differences in float64;
+* :func:`generalized_matmul` / :func:`inline_non_reductions` -- the seed's manual path.
 
-def _todo(*a, **k):
-    raise NotImplementedError("autodiff: in progress")
+Derivative rules live in one table (:data:`rules.TANGENT_RULES`); gradients are ordinary
+tensors of the same IR, so they can be differentiated again.  This package never imports the
+optimizer: the facade passes it in as ``optimizer`` (a ``Tensor -> Tensor`` function).
+"""
 
+from .forward import hessian_vector_product, jvp
+from .gradcheck import GradcheckError, gradcheck
+from .jacobian import jacobian
+from .manual import generalized_matmul, inline_non_reductions
+from .reverse import jacobian_recursive
+from .rules import TANGENT_RULES, partial_by_read, tangent
+from .zero import ZERO
 
-jacobian = jacobian_recursive = jvp = hessian_vector_product = gradcheck = _todo
-generalized_matmul = inline_non_reductions = _todo
+__all__ = ["jacobian", "jacobian_recursive", "jvp", "hessian_vector_product", "gradcheck",
+           "GradcheckError", "generalized_matmul", "inline_non_reductions", "TANGENT_RULES",
+           "tangent", "partial_by_read", "ZERO"]

@@ -4,13 +4,42 @@ Nothing here imports any other part of tensorad; every other package builds on t
 """
 
 from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
-from .expr import (BINARY_ARITH, COMPARISONS, FALSE, LOGICAL, TRUE, UNARY_MATH, Expr, Op,
-                   ReduceArg, VarInfo, as_expr, binary, cast, choice, compare, const, logical,
-                   logical_not, unary, var)
+from .expr import (
+                   BINARY_ARITH,
+                   COMPARISONS,
+                   FALSE,
+                   LOGICAL,
+                   TRUE,
+                   UNARY_MATH,
+                   Expr,
+                   Op,
+                   ReduceArg,
+                   VarInfo,
+                   as_expr,
+                   binary,
+                   cast,
+                   choice,
+                   compare,
+                   const,
+                   logical,
+                   logical_not,
+                   unary,
+                   var,
+)
 from .printer import expr_to_str, print_tensor_recursively, tensor_to_html, tensor_to_str
 from .reducer import BUILTIN_REDUCERS, CommReducer, Reducer, comm_reducer
-from .rewrite import (fold, free_vars, op_reads, placeholders, reads, replace_reads, rewrite,
-                      substitute, tensor_graph, walk)
+from .rewrite import (
+                   fold,
+                   free_vars,
+                   op_reads,
+                   placeholders,
+                   reads,
+                   replace_reads,
+                   rewrite,
+                   substitute,
+                   tensor_graph,
+                   walk,
+)
 from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Tensor, read
 
 __all__ = [

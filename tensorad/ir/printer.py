@@ -38,13 +38,18 @@ class Namer:
             self._vars[v] = name
         return name
 
-    def tensor(self, t: Tensor) -> str:
-        name = self._tensors.get(t.op)
+    def op_name(self, op: object) -> str:
+        """The display name of an operation (all its output tensors share it)."""
+        name = self._tensors.get(op)
         if name is None:
-            n = self._used_op.get(t.op.name, 0)
-            self._used_op[t.op.name] = n + 1
-            name = t.op.name if n == 0 else f"{t.op.name}#{n + 1}"
-            self._tensors[t.op] = name
+            n = self._used_op.get(op.name, 0)
+            self._used_op[op.name] = n + 1
+            name = op.name if n == 0 else f"{op.name}#{n + 1}"
+            self._tensors[op] = name
+        return name
+
+    def tensor(self, t: Tensor) -> str:
+        name = self.op_name(t.op)
         if t.op.num_outputs > 1:
             return f"{name}.v{t.value_index}"
         return name
@@ -106,7 +111,7 @@ def _axes_str(axes, namer: Namer) -> str:
 def _op_lines(t: Tensor, namer: Namer) -> list[str]:
     """The seed's block for one tensor: header, axes, and the body or reduction attributes."""
     op = t.op
-    head = f"tensor {namer.tensor(t)}[{t.value_index}] : {t.dtype} {list(t.shape)}"
+    head = f"tensor {namer.op_name(op)}[{t.value_index}] : {t.dtype} {list(t.shape)}"
     if not isinstance(op, ComputeOp):
         return [head.replace(f"[{t.value_index}]", "[0]", 1), f"    placeholder({op.name})"]
     lines = [head]

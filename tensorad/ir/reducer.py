@@ -11,8 +11,9 @@ source dtypes (cached, so equal reductions hash-cons to equal nodes).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import dtype as dt
 from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, var

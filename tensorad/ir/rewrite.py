@@ -13,7 +13,8 @@ first appearance in a left-to-right post-order walk, never a hash.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from .expr import Expr, Op
 from .tensor import ComputeOp, Tensor
@@ -102,7 +103,7 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
     return rewrite(root, lambda n: mapping.get(n))
 
 
-def replace_reads(root: Expr, fn: Callable[[Expr], "Expr | None"]) -> Expr:
+def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors)."""
     return rewrite(root, {Op.READ: fn})
 

@@ -15,8 +15,9 @@ inside compare by identity thanks to hash-consing).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import dtype as dt
 from .expr import Expr, Op, as_expr

@@ -1,9 +1,29 @@
 """The user's tensor-expression language (API.md section 1)."""
 
 from .bounds import OutOfBoundsError, check_op_bounds
-from .tensor_lang import (abs, cast, compute, const, cos, exp, if_then_else, log, make_compute, max_value,
-                          maximum, min_value, minimum, placeholder, power, reduce_axis, select,
-                          sigmoid, sin, sqrt, tanh)
+from .tensor_lang import (
+                          abs,
+                          cast,
+                          compute,
+                          const,
+                          cos,
+                          exp,
+                          if_then_else,
+                          log,
+                          make_compute,
+                          max_value,
+                          maximum,
+                          min_value,
+                          minimum,
+                          placeholder,
+                          power,
+                          reduce_axis,
+                          select,
+                          sigmoid,
+                          sin,
+                          sqrt,
+                          tanh,
+)
 
 __all__ = ["OutOfBoundsError", "check_op_bounds", "abs", "cast", "compute", "const", "cos",
            "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value", "minimum",

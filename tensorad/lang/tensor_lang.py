@@ -10,7 +10,8 @@ Every new compute is checked for out-of-bounds reads before it is returned.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
@@ -100,7 +101,9 @@ def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: s
     for ax in axes:
         if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo == 0 and ax.hi is not None):
             raise TypeError(f"compute {name!r}: axes must be variables with range [0, extent)")
-    bodies = _lift_nested_reductions(tuple(as_expr(b) for b in bodies), axes, name, check_bounds)
+    bodies = tuple(as_expr(b) for b in bodies)
+    _check_reduce_axes(bodies, axes, name)
+    bodies = _lift_nested_reductions(bodies, axes, name, check_bounds)
     _check_body_form(bodies, axes, name)
     op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())))
     if check_bounds:
@@ -108,6 +111,18 @@ def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: s
 
         check_op_bounds(op)
     return tuple(Tensor(op, i) for i in range(len(bodies)))
+
+
+def _check_reduce_axes(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str) -> None:
+    """A reduction may not run over an axis of the compute itself (``sum(A[i], axis=i)``)."""
+    own = set(axes)
+    for b in bodies:
+        for node in walk(b):
+            if node.op is Op.REDUCE:
+                for ax in node.arg.axes:
+                    if ax in own:
+                        raise ValueError(f"compute {name!r}: reduces over {ax.name!r}, an axis of "
+                                         "the compute itself; reduce over a ta.reduce_axis")
 
 
 def _check_body_form(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str) -> None:

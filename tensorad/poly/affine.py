@@ -10,7 +10,7 @@ questions of the form "can this read be out of bounds?").
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import islpy as isl
 

@@ -1,1 +1,52 @@
-"""Operator library (being written)."""
+"""The operator library ``ta.topi`` (API.md section 5), written in the tensor language.
+
+Every operator is one or a few ``compute`` definitions built from reads, scalar functions,
+reducers and ``if_then_else``: nothing here is opaque to autodiff or the optimizer, which see
+exactly what a user would have written by hand.
+
+* ``ta.topi.nn``: ``dense``, ``conv2d``, ``pool``, ``softmax``, ``log_softmax``, ``flatten``,
+  ``relu``, ``pad``;
+* elementwise math: ``exp``, ``log``, ``sqrt``, ``sigmoid``, ``tanh``, ``negative``, ``abs``, ...;
+* broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
+  ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);
+* reductions: ``sum``, ``max``, ``min``, ``prod`` (``axis``, ``keepdims``);
+* transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
+  ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
+"""
+
+from tensorad.ir.tensor import TENSOR_OPERATORS
+
+from . import nn
+from .broadcast import add, broadcast_shape, broadcast_to, divide, maximum, minimum, multiply, power, subtract
+from .linalg import matmul
+from .math import (
+    abs,
+    cast,
+    cos,
+    exp,
+    full,
+    full_like,
+    log,
+    negative,
+    ones,
+    ones_like,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+    zeros,
+    zeros_like,
+)
+from .reduction import max, min, prod, sum
+from .transform import concatenate, expand_dims, reshape, split, squeeze, transpose
+
+TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
+                        negative=negative)
+
+__all__ = [
+    "nn", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+    "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
+    "sigmoid", "sin", "sqrt", "tanh", "full", "full_like", "ones", "ones_like", "zeros",
+    "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
+    "expand_dims", "squeeze",
+]

@@ -1,0 +1,171 @@
+"""``python -m benchmarks``: run every (thread count, system) worker, then report.
+
+Workers run one after another (never two at once on a 2-core machine), each in a fresh
+process with its thread limit (``threads.py``).  The run has a time budget: each worker gets a
+share of what is left, weighted by how much it usually needs (tensorad builds kernels, JAX
+compiles), skips what no longer fits and is killed at the end of the budget, keeping what it
+measured.  Results: ``benchmarks/results/bench-<time>.json``, ``latest.json``, ``latest.png``
+(or ``--json PATH`` and ``PATH`` with ``.png``), and the table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import report, sweeps, workloads
+from .machine import load_snapshot, machine_info
+from .systems import PEERS, SYSTEMS, TENSORAD
+from .threads import thread_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# mode -> (target seconds per measurement, minimum runs, default threads, time budget s)
+MODES = {
+    "full": (0.3, 5, "1,2", 560.0),
+    "quick": (0.06, 3, "1", 75.0),
+    "tiny": (0.003, 3, "1", 120.0),
+}
+WEIGHT = {"tensorad": 3.0, "tensorad-hand": 2.0, "torch": 1.0, "jax": 1.5, "numpy": 1.0}
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="about one minute: 1 thread, short measurements")
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes (the harness's smoke test)")
+    ap.add_argument("--workloads", default="",
+                    help=f"comma-separated subset of {','.join(workloads.BY_NAME)}")
+    ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; quick: 1)")
+    ap.add_argument("--systems", default="", help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    ap.add_argument("--no-peers", action="store_true", help="tensorad only (no torch, jax, numpy timings)")
+    ap.add_argument("--no-sweeps", action="store_true", help="skip the GEMM and memory-bound sweeps")
+    ap.add_argument("--json", default=None, metavar="PATH", help="write results here instead of results/")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
+    ap.add_argument("--target-s", type=float, default=None, help="seconds per measurement")
+    ap.add_argument("--min-runs", type=int, default=None)
+    args = ap.parse_args(argv)
+    args.mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    target, min_runs, threads, budget = MODES[args.mode]
+    args.target_s = args.target_s or target
+    args.min_runs = args.min_runs or min_runs
+    args.budget = args.budget or budget
+    args.thread_counts = [int(t) for t in (args.threads or threads).split(",") if t]
+    systems = [s for s in args.systems.split(",") if s] or list(SYSTEMS)
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        ap.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(SYSTEMS)}")
+    if args.no_peers:
+        systems = [s for s in systems if s in TENSORAD]
+    args.system_list = systems
+    try:
+        args.chosen = workloads.select([n for n in args.workloads.split(",") if n])
+    except ValueError as e:
+        ap.error(str(e))
+    return args
+
+
+def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, tmp: str) -> dict:
+    out = os.path.join(tmp, f"{system}-{threads}.json")
+    cmd = [sys.executable, "-m", "benchmarks.worker", "--system", system, "--threads", str(threads),
+           "--mode", args.mode, "--workloads", ",".join(w.name for w in args.chosen),
+           "--target-s", str(args.target_s), "--min-runs", str(args.min_runs),
+           "--deadline", f"{deadline:.3f}", "--out", out] + (["--no-sweeps"] if args.no_sweeps else [])
+    env = thread_env(threads)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
+    status = None
+    try:
+        rc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=max(hard_s, 5)).returncode
+        if rc:
+            status = f"worker failed (exit code {rc})"
+    except subprocess.TimeoutExpired:
+        status = f"worker killed at the time budget ({hard_s:.0f} s)"
+        sys.stderr.write(f"\n{status}: threads={threads} {system}\n")
+    try:
+        with open(out) as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        res = {"system": system, "threads": threads, "workloads": {}, "sweeps": {}, "status": "ok"}
+    if status and res.get("status") == "ok":
+        res["status"] = "ok" if res["workloads"] else status
+        res["note"] = status
+    return res
+
+
+def run(args) -> dict:
+    started = time.time()
+    end = started + args.budget
+    results = {
+        "schema": 1, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "options": {"mode": args.mode, "threads": args.thread_counts, "systems": args.system_list,
+                    "workloads": [w.name for w in args.chosen], "target_s": args.target_s,
+                    "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps},
+        "machine": machine_info(), "load": {"start": load_snapshot()},
+        "workloads": [{"name": w.name, "title": w.title, "kind": w.kind, "grads": list(w.grads),
+                       "describe": w.describe(args.mode == "tiny"), "seed_ms": list(w.seed_ms),
+                       "shapes": {k: list(s) for k, s in w.input_shapes(args.mode == "tiny").items()}}
+                      for w in args.chosen],
+        "sweep_tasks": [] if args.no_sweeps else [
+            {"name": t.name, "task": t.task, "kind": t.kind, "probe": t.probe,
+             "shapes": {k: list(s) for k, s in t.shapes.items()},
+             "work": t.flops if t.kind == "gemm" else t.bytes} for t in sweeps.sweep_tasks(args.mode)],
+        "runs": [],
+    }
+    jobs = [(n, s) for n in args.thread_counts for s in args.system_list]
+    with tempfile.TemporaryDirectory(prefix="tensorad-bench-") as tmp:
+        for i, (n, s) in enumerate(jobs):
+            if not results["runs"] or results["runs"][-1]["threads"] != n:
+                results["runs"].append({"threads": n, "systems": {}})
+            left = end - time.time()
+            weights = sum(WEIGHT.get(x, 1.0) for _, x in jobs[i:])
+            share = left * WEIGHT.get(s, 1.0) / weights
+            deadline = time.time() + min(1.5 * share, left)
+            results["runs"][-1]["systems"][s] = run_worker(args, s, n, deadline, left, tmp)
+    results["load"]["end"] = load_snapshot()
+    results["elapsed_s"] = round(time.time() - started, 1)
+    return results
+
+
+def save(results: dict, args) -> list[str]:
+    if args.json:
+        paths = [args.json]
+    else:
+        os.makedirs(report.RESULTS_DIR, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        paths = [os.path.join(report.RESULTS_DIR, f"bench-{stamp}.json"), report.LATEST_JSON]
+    for p in paths:
+        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+        with open(p, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    written = list(paths)
+    if not args.no_plot:
+        from .plot import plot
+
+        png = os.path.splitext(paths[-1])[0] + ".png"
+        if plot(results, png):
+            written.append(png)
+        else:
+            sys.stderr.write("matplotlib is not installed: no chart\n")
+    return written
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    peers = [s for s in args.system_list if s in PEERS]
+    sys.stderr.write(f"tensorad benchmarks: mode {args.mode}, threads {args.thread_counts}, "
+                     f"systems {', '.join(args.system_list)}{'' if peers else ' (no peers)'}, "
+                     f"budget {args.budget:.0f} s\n")
+    results = run(args)
+    print(report.text_table(results))
+    for p in save(results, args):
+        print(f"wrote {os.path.relpath(p)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""Reading a results JSON: the fixed-width stdout table and the README's markdown table.
+
+``python -m benchmarks.report [PATH]`` prints the markdown of ``results/latest.json`` (or PATH).
+Ratios are tensorad's median over the fastest peer's (below 1: tensorad is faster); only
+entries whose check against the float64 reference passed count as the fastest peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .machine import describe_load
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+LATEST_JSON = os.path.join(RESULTS_DIR, "latest.json")
+SYSTEM_ORDER = ("tensorad", "tensorad-hand", "torch", "jax", "numpy")
+PEERS = ("torch", "jax", "numpy")
+
+
+def load(path: str = LATEST_JSON) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+# ---- accessors ----------------------------------------------------------------------------
+
+
+def systems_of(run: dict) -> list[str]:
+    return [s for s in SYSTEM_ORDER if s in run["systems"]] + \
+        sorted(s for s in run["systems"] if s not in SYSTEM_ORDER)
+
+
+def entry(run: dict, system: str, workload: str, phase: str) -> dict | None:
+    res = run["systems"].get(system) or {}
+    return (res.get("workloads", {}).get(workload) or {}).get(phase)
+
+
+def median(e: dict | None) -> float | None:
+    """The median in ms of an entry that was timed (mismatching ones included)."""
+    return e["timing"]["median_ms"] if e and "timing" in e else None
+
+
+def fastest_peer(run: dict, workload: str, phase: str) -> tuple[str, float] | None:
+    best = None
+    for s in PEERS:
+        e = entry(run, s, workload, phase)
+        if e and e.get("status") == "ok" and "timing" in e:
+            m = e["timing"]["median_ms"]
+            if best is None or m < best[1]:
+                best = (s, m)
+    return best
+
+
+def system_status(run: dict, system: str) -> str:
+    res = run["systems"].get(system) or {}
+    return res.get("status", "missing")
+
+
+def why(run: dict, system: str, e: dict | None) -> str:
+    """A short reason for an entry without a timing (or with a failed check)."""
+    st = system_status(run, system)
+    if st != "ok":
+        return st
+    if e is None:
+        return "not run"
+    if e.get("status") == "mismatch":
+        return f"MISMATCH {e['check']['detail']}"
+    if "timing" in e:
+        return ""
+    return f"{e.get('status')}: {e.get('reason', '')}"
+
+
+def fmt_ms(m: float | None) -> str:
+    if m is None:
+        return "-"
+    if m >= 100:
+        return f"{m:.0f}"
+    if m >= 1:
+        return f"{m:.2f}"
+    return f"{m:.3f}"
+
+
+def fmt_seed(m: float) -> str:
+    """The seed printed whole milliseconds (``int(1000 * seconds)``): 0 means below 1 ms."""
+    return "<1" if m == 0 else f"{m:.0f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+# ---- fixed-width table ----------------------------------------------------------------------
+
+
+def _prep(e: dict | None) -> str:
+    if not e or not e.get("prep_s"):
+        return ""
+    return f"{sum(e['prep_s'].values()):.2f}"
+
+
+def workload_block(results: dict, run: dict, w: dict) -> list[str]:
+    name = w["name"]
+    lines = [f"{name}: {w['title']}  [{w['describe']}]"]
+    hdr = (f"  {'system':<14}{'fwd ms':>10}{'IQR':>8}{'bwd ms':>10}{'IQR':>8}{'bwd/fwd':>9}"
+           f"{'fwd/peer':>15}{'bwd/peer':>15}{'prep s':>8}  note")
+    lines.append(hdr)
+    best = {ph: fastest_peer(run, name, ph) for ph in ("forward", "backward")}
+    for s in systems_of(run):
+        cols = []
+        f, b = entry(run, s, name, "forward"), entry(run, s, name, "backward")
+        for e in (f, b):
+            m = median(e)
+            cols += [fmt_ms(m), fmt_ms(e["timing"]["iqr_ms"]) if m is not None else ""]
+        mf, mb = median(f), median(b)
+        ratio = fmt_ratio(mb / mf) if mf and mb else "-"
+        vs = []
+        for ph, m in (("forward", mf), ("backward", mb)):
+            bp = best[ph]
+            vs.append(f"{m / bp[1]:.2f}x {bp[0]}" if s not in PEERS and m and bp else "")
+        nf, nb = why(run, s, f), why(run, s, b)
+        note = nf if nf == nb else "; ".join(f"{ph} {n}" for ph, n in (("fwd", nf), ("bwd", nb)) if n)
+        prep = "/".join(x for x in (_prep(f), _prep(b)) if x)
+        lines.append(f"  {s:<14}{cols[0]:>10}{cols[1]:>8}{cols[2]:>10}{cols[3]:>8}{ratio:>9}"
+                     f"{vs[0]:>15}{vs[1]:>15}{prep:>8}  {note[:90]}")
+    sf, sb = w["seed_ms"]
+    lines.append(f"  {'seed 2018':<14}{fmt_seed(sf):>10}{'':>8}{fmt_seed(sb):>10}{'':>8}"
+                 f"{fmt_ratio(sb / sf) if sf else '-':>9}{'':>30}{'':>8}  TVM, seed 003 (reference only)")
+    return lines
+
+
+def sweep_block(run: dict, kind: str, tasks: list[dict]) -> list[str]:
+    rows = [t for t in tasks if t["kind"] == kind]
+    if not rows:
+        return []
+    unit = "GFLOP/s" if kind == "gemm" else "GB/s"
+    peak = sweep_peak(run, kind, tasks)
+    systems = [s for s in systems_of(run) if any(
+        (run["systems"][s].get("sweeps") or {}).get(t["name"]) for t in rows)]
+    if not systems:
+        return []
+    title = "GEMM float32 C[M,N] = A[M,K] B[K,N], MxNxK" if kind == "gemm" else \
+        "memory-bound (bytes = inputs read once + outputs written once)"
+    ref = f"measured peak {peak[1]:.1f} {unit} ({peak[0]})" if peak else "no peak measured"
+    lines = [f"{title}; {unit}, % of {ref}", f"  {'row':<24}" + "".join(f"{s:>18}" for s in systems)]
+    for t in rows:
+        cells = []
+        for s in systems:
+            e = (run["systems"][s].get("sweeps") or {}).get(t["name"])
+            if not e:
+                cells.append("")
+            elif "rate" in e:
+                pct = f" ({100 * e['rate'] / peak[1]:.0f}%)" if peak else ""
+                bad = "!" if e.get("status") == "mismatch" else ""
+                cells.append(f"{bad}{e['rate']:.1f}{pct}")
+            else:
+                cells.append(e.get("status", "-"))
+        label = t["name"] + (" *" if t["probe"] else "")
+        lines.append(f"  {label:<24}" + "".join(f"{c:>18}" for c in cells))
+    return lines
+
+
+def sweep_peak(run: dict, kind: str, tasks: list[dict]) -> tuple[str, float] | None:
+    """The best rate any peer reached on a sweep kind (probes included): the reference."""
+    best = None
+    for t in tasks:
+        if t["kind"] != kind:
+            continue
+        for s in PEERS:
+            e = ((run["systems"].get(s) or {}).get("sweeps") or {}).get(t["name"])
+            if e and e.get("status") == "ok" and "rate" in e and (best is None or e["rate"] > best[1]):
+                best = (f"{s} {t['name']}", e["rate"])
+    return best
+
+
+def load_lines(run: dict) -> list[str]:
+    out = []
+    for s in systems_of(run):
+        res = run["systems"][s]
+        if "load_before" in res:
+            out.append(f"  {s:<14} before: {describe_load(res.get('load_before'))}; "
+                       f"after: {describe_load(res.get('load_after'))}")
+    return out
+
+
+def text_table(results: dict) -> str:
+    m = results["machine"]
+    v = {k: x for k, x in m["versions"].items() if x}
+    lines = [f"tensorad benchmarks  {results['started']}  mode={results['options']['mode']}  "
+             f"elapsed {results.get('elapsed_s', 0):.0f} s",
+             f"machine: {m['cpu']} ({m['logical_cpus']} logical CPUs, {m.get('memory_gib', '?')} GiB, "
+             f"{' '.join(m['simd'])}); " + ", ".join(f"{k} {x}" for k, x in v.items()),
+             f"load at start: {describe_load(results['load']['start'])}; "
+             f"at end: {describe_load(results['load']['end'])}",
+             "times: median of repeated runs after warm-up, IQR = interquartile range; "
+             "x/peer = tensorad / fastest correct peer (< 1: tensorad faster)"]
+    for run in results["runs"]:
+        lines += ["", f"===== {run['threads']} thread(s) " + "=" * 60,
+                  "load per worker (loadavg 1/5/15 min, busy % per CPU):"] + load_lines(run)
+        for w in results["workloads"]:
+            lines += [""] + workload_block(results, run, w)
+        for kind in ("gemm", "memory"):
+            block = sweep_block(run, kind, results.get("sweep_tasks", []))
+            if block:
+                lines += [""] + block
+        if any(t["probe"] for t in results.get("sweep_tasks", [])):
+            lines.append("  (* a probe that measures the peak; tensorad does not run it)")
+    return "\n".join(lines)
+
+
+# ---- markdown ---------------------------------------------------------------------------------
+
+
+def markdown(results: dict) -> str:
+    out = [f"Measured {results['started']} on {results['machine']['cpu']} "
+           f"({results['machine']['logical_cpus']} CPUs), mode `{results['options']['mode']}`. "
+           "Milliseconds, median of repeated runs, forward / backward; "
+           "x peer = tensorad (autodiff) / fastest peer."]
+    for run in results["runs"]:
+        systems = systems_of(run)
+        out += ["", f"**{run['threads']} thread(s)**", "",
+                "| workload | " + " | ".join(systems) + " | tensorad x peer | seed 2018 |",
+                "| --- | " + " | ".join("---:" for _ in systems) + " | ---: | ---: |"]
+        for w in results["workloads"]:
+            cells = []
+            for s in systems:
+                f, b = (entry(run, s, w["name"], ph) for ph in ("forward", "backward"))
+                mark = " (!)" if any(e and e.get("status") == "mismatch" for e in (f, b)) else ""
+                cells.append(f"{fmt_ms(median(f))} / {fmt_ms(median(b))}{mark}")
+            ratios = []
+            for ph in ("forward", "backward"):
+                m, bp = median(entry(run, "tensorad", w["name"], ph)), fastest_peer(run, w["name"], ph)
+                ratios.append(fmt_ratio(m / bp[1]) if m and bp else "-")
+            sf, sb = w["seed_ms"]
+            out.append(f"| {w['name']} | " + " | ".join(cells) + f" | {ratios[0]} / {ratios[1]} | "
+                       f"{fmt_seed(sf)} / {fmt_seed(sb)} |")
+    out += ["", "(!) = result did not match the float64 NumPy reference; - = not available."]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.report",
+                                 description="print a benchmark results JSON as markdown or text")
+    ap.add_argument("path", nargs="?", default=LATEST_JSON)
+    ap.add_argument("--text", action="store_true", help="the fixed-width table instead of markdown")
+    args = ap.parse_args(argv)
+    try:
+        results = load(args.path)
+    except FileNotFoundError:
+        print(f"no results at {args.path}: run `make bench` first", file=sys.stderr)
+        return 1
+    print(text_table(results) if args.text else markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""NumPy forward formulas and hand-written backward formulas for every workload kind.
+
+They serve twice: in float64 as the reference every system is checked against, and in
+float32 as the NumPy peer.  Backward formulas recompute what they need from the inputs (like
+tensorad's gradient kernels and ``jax.vjp`` under ``jit``), and compute only the gradients
+the workload asks for.  Results are materialised arrays (``flatten`` copies), since every
+other system writes its outputs too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+# ---- forward ---------------------------------------------------------------------------------
+
+
+def _dense(a):
+    return a["X"] @ a["W"].T + a["B"]
+
+
+def _conv2d(a):
+    # windows[n, c, y, x, ky, kx] = X[n, c, y + ky, x + kx]
+    kh, kw = a["W"].shape[2:]
+    win = sliding_window_view(a["X"], (kh, kw), axis=(2, 3))
+    y = np.tensordot(win, a["W"], axes=([1, 4, 5], [1, 2, 3]))  # n, y, x, o
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+
+def _pool_view(x, kind):
+    n, c, h, w = x.shape
+    v = x[:, :, : h // 2 * 2, : w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2)
+    return v.mean(axis=(3, 5)) if kind == "avg" else v.max(axis=(3, 5))
+
+
+def _softmax_rows(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_homebrew_y(a):
+    e = np.exp(a["X"] @ a["W"].T)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+FORWARD = {
+    "dense": _dense,
+    "conv2d": _conv2d,
+    "avg_pool": lambda a: _pool_view(a["X"], "avg"),
+    "max_pool": lambda a: _pool_view(a["X"], "max"),
+    "softmax_homebrew": _softmax_homebrew_y,
+    "flatten": lambda a: a["X"].reshape(a["X"].shape[0], -1).copy(),
+    "softmax": lambda a: _softmax_rows(a["X"]),
+}
+
+# ---- backward (hand-written) ---------------------------------------------------------------
+
+
+def _dense_bwd(a, h, want):
+    g = {}
+    if "X" in want: g["X"] = h @ a["W"]            # dX[i,k] = sum_j H[i,j] W[j,k]
+    if "W" in want: g["W"] = h.T @ a["X"]          # dW[j,k] = sum_i H[i,j] X[i,k]
+    if "B" in want: g["B"] = h.sum(axis=0)         # dB[j]   = sum_i H[i,j]
+    return g
+
+
+def _conv2d_bwd(a, h, want):
+    x, w = a["X"], a["W"]
+    kh, kw = w.shape[2:]
+    g = {}
+    if "X" in want:
+        # dX[n,c,y,x] = sum_{o,ky,kx} H[n,o,y-ky,x-kx] W[o,c,ky,kx]: a full correlation of the
+        # zero-padded head with the flipped kernel.
+        hp = np.pad(h, ((0, 0), (0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1)))
+        win = sliding_window_view(hp, (kh, kw), axis=(2, 3))          # n, o, y, x, ky, kx
+        dx = np.tensordot(win, w[:, :, ::-1, ::-1], axes=([1, 4, 5], [0, 2, 3]))  # n, y, x, c
+        g["X"] = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
+    if "W" in want:
+        # dW[o,c,ky,kx] = sum_{n,y,x} H[n,o,y,x] X[n,c,y+ky,x+kx]
+        win = sliding_window_view(x, (kh, kw), axis=(2, 3))           # n, c, y, x, ky, kx
+        g["W"] = np.tensordot(h, win, axes=([0, 2, 3], [0, 2, 3]))    # o, c, ky, kx
+    return g
+
+
+def _avg_pool_bwd(a, h, want):
+    # dX[n,c,y,x] = H[n,c,y//2,x//2] / 4 inside the pooled area, 0 outside it.
+    x = a["X"]
+    dx = np.zeros_like(x)
+    n, c, oh, ow = h.shape
+    dx[:, :, : oh * 2, : ow * 2] = np.broadcast_to((h * x.dtype.type(0.25))[:, :, :, None, :, None],
+                                                   (n, c, oh, 2, ow, 2)).reshape(n, c, oh * 2, ow * 2)
+    return {"X": dx}
+
+
+def _max_pool_bwd(a, h, want):
+    # The head goes to the first maximum of each window.
+    x = a["X"]
+    n, c, oh, ow = h.shape
+    win = x[:, :, : oh * 2, : ow * 2].reshape(n, c, oh, 2, ow, 2).transpose(0, 1, 2, 4, 3, 5)
+    win = win.reshape(n, c, oh, ow, 4)
+    onehot = np.arange(4) == win.argmax(axis=-1)[..., None]
+    d = (onehot * h[..., None]).reshape(n, c, oh, ow, 2, 2).transpose(0, 1, 2, 4, 3, 5)
+    dx = np.zeros_like(x)
+    dx[:, :, : oh * 2, : ow * 2] = d.reshape(n, c, oh * 2, ow * 2)
+    return {"X": dx}
+
+
+def _softmax_bwd_z(y, h):
+    # dZ[i,j] = Y[i,j] (H[i,j] - sum_k H[i,k] Y[i,k])
+    return y * (h - (h * y).sum(axis=-1, keepdims=True))
+
+
+def _softmax_homebrew_bwd(a, h, want):
+    dz = _softmax_bwd_z(_softmax_homebrew_y(a), h)
+    g = {}
+    if "X" in want: g["X"] = dz @ a["W"]
+    if "W" in want: g["W"] = dz.T @ a["X"]
+    return g
+
+
+BACKWARD = {
+    "dense": _dense_bwd,
+    "conv2d": _conv2d_bwd,
+    "avg_pool": _avg_pool_bwd,
+    "max_pool": _max_pool_bwd,
+    "softmax_homebrew": _softmax_homebrew_bwd,
+    "flatten": lambda a, h, want: {"X": h.reshape(a["X"].shape).copy()},
+    "softmax": lambda a, h, want: {"X": _softmax_bwd_z(_softmax_rows(a["X"]), h)},
+}
+
+
+def forward(kind: str, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    return FORWARD[kind](arrays)
+
+
+def backward(kind: str, arrays: dict[str, np.ndarray], head: np.ndarray,
+             want: tuple[str, ...]) -> dict[str, np.ndarray]:
+    return BACKWARD[kind](arrays, head, want)
+
+
+def reference(kind: str, arrays: dict[str, np.ndarray], head: np.ndarray,
+              want: tuple[str, ...]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Forward output and gradients in float64: the oracle of every check."""
+    a64 = {k: v.astype(np.float64) for k, v in arrays.items()}
+    h64 = head.astype(np.float64)
+    return forward(kind, a64), backward(kind, a64, h64, want)

@@ -1,0 +1,142 @@
+"""tensorad as a benchmarked system: build kernels with ``ta.build`` and run them.
+
+Two variants share the forward pipeline up to the kernel:
+
+* ``autodiff``: Y from ``ta.topi`` (as in the seed), gradients from
+  ``ta.JacobianRecursive(Y, grads, H)``;
+* ``hand``: Y and the gradients written by hand in the language (``handwritten.py``).
+
+The preparation times (autodiff, lowering+JIT) are recorded beside the run times, and so is
+``ta.lower(...).work`` of each kernel (innermost-body executions: the work the optimizer left).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import handwritten
+from .systems import Phase, Unavailable, as_list, import_failure
+
+_threads = 1
+
+
+def setup(threads: int) -> dict:
+    global _threads
+    try:
+        import tensorad as ta
+    except ImportError as e:
+        raise import_failure("tensorad", e) from e
+    _threads = threads
+    return {"version": getattr(ta, "__version__", "?")}
+
+
+def _ta():
+    import tensorad as ta
+
+    return ta
+
+
+def topi_forward(kind: str, p: dict):
+    """Y built from ``ta.topi`` as in the seed notebook."""
+    ta = _ta()
+    nn = ta.topi.nn
+    if kind == "dense":
+        return nn.dense(p["X"], p["W"], p["B"])
+    if kind == "conv2d":
+        return nn.conv2d(p["X"], p["W"], 1, 0)
+    if kind in ("avg_pool", "max_pool"):
+        return nn.pool(p["X"], [2, 2], [2, 2], [0, 0, 0, 0], kind.split("_")[0])
+    if kind == "softmax_homebrew":
+        exps = ta.topi.exp(nn.dense(p["X"], p["W"]))
+        return exps / ta.topi.sum(exps, axis=-1, keepdims=True)
+    if kind == "flatten":
+        return nn.flatten(p["X"])
+    if kind == "softmax":
+        return nn.softmax(p["X"])
+    raise KeyError(kind)
+
+
+def _placeholders(arrays: dict[str, np.ndarray]) -> dict:
+    ta = _ta()
+    return {k: ta.placeholder(v.shape, str(v.dtype), k) for k, v in arrays.items()}
+
+
+def _define(what: str, fn):
+    """Run a definition step; a missing piece of tensorad becomes Unavailable, not a crash."""
+    try:
+        return fn()
+    except (NotImplementedError, AttributeError) as e:
+        raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+
+
+def _kernel_phase(outputs: list, inputs: list, args: list[np.ndarray], prep: dict) -> Phase:
+    ta = _ta()
+    t0 = time.perf_counter()
+    kernel = _define("ta.build", lambda: ta.build(outputs, inputs, num_threads=_threads))
+    prep["build"] = time.perf_counter() - t0
+    info = {}
+    try:
+        t0 = time.perf_counter()
+        info["work"] = int(ta.lower(outputs, inputs).work)
+        prep["lower"] = time.perf_counter() - t0
+    except Exception:  # noqa: BLE001 - the work figure is optional information
+        pass
+    return Phase(fn=lambda: kernel(*args), outputs=lambda r: [np.asarray(x) for x in as_list(r)],
+                 prep_s=prep, info=info)
+
+
+def _forward_tensor(workload, p: dict, variant: str):
+    if variant == "hand":
+        return handwritten.forward(workload.kind, p)
+    return _define("ta.topi", lambda: topi_forward(workload.kind, p))
+
+
+def forward(workload, arrays: dict[str, np.ndarray], variant: str) -> Phase:
+    p = _placeholders(arrays)
+    t0 = time.perf_counter()
+    y = _forward_tensor(workload, p, variant)
+    prep = {"define": time.perf_counter() - t0}
+    return _kernel_phase([y], list(p.values()), list(arrays.values()), prep)
+
+
+def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant: str) -> Phase:
+    ta = _ta()
+    p = _placeholders(arrays)
+    t0 = time.perf_counter()
+    y = _forward_tensor(workload, p, variant)
+    H = ta.placeholder(y.shape, "float32", "H")
+    want = [p[g] for g in workload.grads]
+    if variant == "hand":
+        grads = handwritten.backward(workload.kind, p, H, workload.grads)
+        prep = {"define": time.perf_counter() - t0}
+    else:
+        grads = _define("ta.JacobianRecursive", lambda: ta.JacobianRecursive(y, want, H))
+        prep = {"autodiff": time.perf_counter() - t0}
+    return _kernel_phase(list(grads), list(p.values()) + [H], list(arrays.values()) + [head], prep)
+
+
+# ---- sweeps ---------------------------------------------------------------------------------
+
+
+def sweep(task: str, arrays: dict[str, np.ndarray]) -> Phase:
+    ta = _ta()
+    p = _placeholders(arrays)
+    t0 = time.perf_counter()
+    if task == "gemm":
+        A, B = p["A"], p["B"]
+        k = ta.reduce_axis((0, A.shape[1]), "k")
+        out = ta.compute((A.shape[0], B.shape[1]), lambda i, j: ta.sum(A[i, k] * B[k, j], k), "C")
+    elif task == "add":
+        A, B = p["A"], p["B"]
+        out = ta.compute(A.shape, lambda i: A[i] + B[i], "add")
+    elif task == "relu":
+        A = p["A"]
+        out = ta.compute(A.shape, lambda i: ta.maximum(A[i], 0.0), "relu")
+    elif task == "avg_pool":
+        out = handwritten.pool(p["X"], "avg")
+    else:
+        raise Unavailable(f"no sweep task {task!r}")
+    prep = {"define": time.perf_counter() - t0}
+    return _kernel_phase([out], list(p.values()), list(arrays.values()), prep)

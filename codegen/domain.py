@@ -1,0 +1,160 @@
+"""Iteration domains of one materialized op, as polyhedral statements for isl's AST builder.
+
+A :class:`PolyStmt` is a templated list of program statements over its variables, the isl set of
+points where it runs, and its place in time (a schedule: one affine expression per time
+dimension).  Two forms come out of here:
+
+* **Elementwise** ``T[x] = body``.  A body ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` (the
+  form the nonzeroness optimizer produces) is split: the output is zero-filled (a memset, not
+  work) and the statement runs only on ``box ∩ affine(c)``; the non-affine rest of ``c`` stays
+  a choice in the value.  ``select(c, 0, e)`` is the same with ``!c``.
+* **Reduction** ``T[x] = reduce_{r : c(x, r)} src``: three statements, ``init`` (accumulators
+  take the identity), ``update`` (combine; a non-affine rest of ``c`` is an ``if``) and
+  ``store``.  The update runs on ``D = box(x, r) ∩ affine(c)``; init and store on the
+  projection of ``D`` onto ``x`` -- where that projection misses part of the output box (a
+  condition on outer axes only, or an empty reduction range), the output is filled with the
+  identity first.
+
+Example: ``C[i] = sum_{k : k <= i} A[k]`` gives ``D = {(i, k) : 0 <= k <= i < n}``; isl turns it
+into ``for i in range(0, n): for k in range(0, i + 1)`` -- exactly ``n(n+1)/2`` updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from tensorad.ir.expr import TRUE, Expr, Op, choice, const, logical, logical_not, var
+from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import ComputeOp
+from tensorad.poly.affine import IndexSpace, NotAffine
+
+from .program import Assign, Buffer, Fill, If, Store
+
+
+@dataclass(eq=False)
+class PolyStmt:
+    name: str
+    vars: tuple[Expr, ...]
+    domain: isl.Set
+    body: tuple
+    schedule: tuple  # one Expr or int per time dimension
+
+
+@dataclass(eq=False)
+class OpDomain:
+    """Everything lowering needs to know about one op: fills first, then the statements."""
+
+    fills: list[Fill]
+    stmts: list[PolyStmt]
+    space: IndexSpace
+    accumulators: tuple[Expr, ...] = ()
+    note: str = ""
+
+
+def conjuncts(c: Expr) -> list[Expr]:
+    """The terms of a conjunction ``a && b && ...`` (in order)."""
+    out, stack = [], [c]
+    while stack:
+        n = stack.pop()
+        if n.op is Op.AND:
+            stack.extend(reversed(n.src))
+        elif n is not TRUE:
+            out.append(n)
+    return out
+
+
+def split_condition(space: IndexSpace, c: Expr) -> tuple[isl.Set, Expr]:
+    """``c`` as (isl set of its affine conjuncts, conjunction of the rest)."""
+    aff, rest = space.universe(), TRUE
+    for term in conjuncts(c):
+        try:
+            aff = aff.intersect(space.cond(term))
+        except NotAffine:
+            rest = term if rest is TRUE else logical(Op.AND, rest, term)
+    return aff, rest
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0 and not (e.dtype == "bool")
+
+
+def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
+    """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain)."""
+    dom = space.universe()
+    while body.op in (Op.SELECT, Op.IF_THEN_ELSE):
+        c, a, b = body.src
+        if _is_zero(b):
+            e = a
+        elif _is_zero(a):
+            c, e = logical_not(c), b
+        else:
+            break
+        aff, rest = split_condition(space, c)
+        if aff.plain_is_universe() or aff.is_equal(space.universe()):
+            break
+        dom = dom.intersect(aff)
+        zero = const(0, body.dtype)
+        body = e if rest is TRUE else choice(body.op, rest, e, zero)
+    return dom, body
+
+
+def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+    axes = tuple(op.axes)
+    space = IndexSpace(axes)
+    box = space.box()
+    fills, stmts, notes = [], [], []
+    for v, (body, buf) in enumerate(zip(bodies, buffers)):
+        dom, value = peel_zero_select(space, body)
+        dom = box.intersect(dom)
+        if not box.is_subset(dom):
+            fills.append(Fill(buf, const(0, buf.dtype)))
+            notes.append(f"{buf.name} nonzero only on a sub-domain")
+        else:
+            dom = box
+        store = Store(buf, axes, value)
+        stmts.append(PolyStmt(f"S{v}", axes, dom, (store,), tuple(axes) + (v,)))
+    return OpDomain(fills, stmts, space, note="; ".join(notes))
+
+
+def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+    red = bodies[0]
+    cond, *sources = red.src
+    comb = red.arg.combiner
+    outer, raxes = tuple(op.axes), tuple(red.arg.axes)
+    space = IndexSpace(outer + raxes)
+    aff, rest = split_condition(space, cond)
+    dom = space.box().intersect(aff)
+    n_out, n_red = len(outer), len(raxes)
+    proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
+    outer_space = IndexSpace(outer)
+    obox = outer_space.box()
+    fills = []
+    if not obox.is_subset(proj):
+        fills = [Fill(buf, ident) for buf, ident in zip(buffers, comb.identity)]
+    else:
+        proj = obox
+    accs = tuple(var(f"acc{i}" if comb.arity > 1 else "acc", dtype=d) for i, d in enumerate(comb.dtypes))
+    mapping = {**dict(zip(comb.lhs, accs)), **dict(zip(comb.rhs, sources))}
+    combined = tuple(substitute(r, mapping) for r in comb.result)
+    update: tuple = (Assign(accs, combined),)
+    if rest is not TRUE:
+        update = (If(rest, update, (), affine=False),)
+    stores = tuple(Store(buf, outer, accs[b.arg.value_index]) for b, buf in zip(bodies, buffers))
+    zeros = (0,) * n_red
+    stmts = [
+        PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity)),), outer + (0,) + zeros),
+        PolyStmt("U", outer + raxes, dom, update, outer + (1,) + raxes),
+        PolyStmt("W", outer, proj, stores, outer + (2,) + zeros),
+    ]
+    note = f"{comb.name} over {', '.join(a.name for a in raxes) or 'nothing'}"
+    if fills:
+        note += "; identity outside the reduced region"
+    return OpDomain(fills, stmts, space, accs, note)
+
+
+def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+    if op.is_reduction:
+        return reduction_domain(op, bodies, buffers)
+    return elementwise_domain(op, bodies, buffers)

@@ -1,0 +1,216 @@
+"""Polyhedral statements to loop statements through isl's AST builder.
+
+The statements' domains, tagged with their names, and their schedules form one isl union map
+``{ S[x] -> [t0, t1, ...] }``; ``AstBuild.node_from_schedule_map`` scans it in time order and
+returns an AST of ``for``/``if``/block/user nodes with exact, possibly non-rectangular bounds.
+We convert that AST to :mod:`.program` statements: each ``for`` gets a fresh loop variable
+(named after the axis its time dimension schedules), each user node ``S(e0, e1, ...)`` becomes
+the statement's templated body with its variables replaced by the AST expressions.
+
+isl AST division operators: ``fdiv_q`` is floor division, ``pdiv_q``/``div`` divide non-negative
+operands (or exactly), so all three are the IR's floor division; ``pdiv_r``/``zdiv_r`` only
+appear compared with zero, where floor modulo gives the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+
+from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, unary, var
+from tensorad.ir.rewrite import fold, substitute
+
+from .domain import PolyStmt
+from .program import Assign, If, Loop, Store
+
+_E = isl.ast_expr_op_type
+_BIN = {_E.add: Op.ADD, _E.sub: Op.SUB, _E.mul: Op.MUL, _E.fdiv_q: Op.FLOORDIV,
+        _E.pdiv_q: Op.FLOORDIV, _E.div: Op.FLOORDIV, _E.pdiv_r: Op.MOD, _E.zdiv_r: Op.MOD}
+_CMP = {_E.eq: Op.EQ, _E.le: Op.LE, _E.lt: Op.LT, _E.ge: Op.GE, _E.gt: Op.GT}
+_LOGIC = {_E.and_: Op.AND, _E.and_then: Op.AND, _E.or_: Op.OR, _E.or_else: Op.OR}
+_NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
+
+
+def _isl_text(e: Expr | int, names: dict[Expr, str]) -> str:
+    """A schedule expression in isl's syntax (variables, integers, + - *, // and % by constants)."""
+    if isinstance(e, int):
+        return str(e)
+    rules = {
+        Op.VAR: lambda n: names[n],
+        Op.CONST: lambda n: str(int(n.arg)),
+        Op.ADD: lambda n, a, b: f"({a} + {b})",
+        Op.SUB: lambda n, a, b: f"({a} - {b})",
+        Op.MUL: lambda n, a, b: f"({a} * {b})",
+        Op.NEG: lambda n, a: f"(-{a})",
+        Op.FLOORDIV: lambda n, a, b: f"floor(({a}) / {b})",
+        Op.MOD: lambda n, a, b: f"(({a}) mod {b})",
+    }
+    return fold(e, rules)
+
+
+def schedule_map(stmts: Sequence[PolyStmt]) -> isl.UnionMap:
+    ndim = max(len(s.schedule) for s in stmts)
+    umap = None
+    for s in stmts:
+        dom = s.domain.set_tuple_name(s.name)
+        names = {v: dom.get_dim_name(isl.dim_type.set, k) for k, v in enumerate(s.vars)}
+        times = [_isl_text(t, names) for t in s.schedule] + ["0"] * (ndim - len(s.schedule))
+        m = isl.Map(f"{{ {s.name}[{', '.join(names[v] for v in s.vars)}] -> [{', '.join(times)}] }}")
+        m = isl.UnionMap.from_map(m.intersect_domain(dom))
+        umap = m if umap is None else umap.union(m)
+    return umap
+
+
+def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap) -> list[tuple[str, int, int]]:
+    """Per time dimension: a loop name and the range of values it takes."""
+    ndim = max(len(s.schedule) for s in stmts)
+    rng = isl.Set.from_union_set(umap.range()) if not umap.is_empty() else None
+    hints = []
+    for d in range(ndim):
+        name = "t"
+        for s in stmts:
+            t = s.schedule[d] if d < len(s.schedule) else 0
+            if isinstance(t, Expr):
+                vs = [n for n in _vars_of(t)]
+                if vs:
+                    name = vs[0].name
+                    break
+        lo, hi = 0, 1
+        if rng is not None:
+            one = rng.project_out(isl.dim_type.set, d + 1, ndim - d - 1).project_out(isl.dim_type.set, 0, d)
+            lo = _coord(one.lexmin())
+            hi = _coord(one.lexmax()) + 1
+        hints.append((name, lo, hi))
+    return hints
+
+
+def _vars_of(e: Expr) -> list[Expr]:
+    from tensorad.ir.rewrite import walk
+
+    return [n for n in walk(e) if n.op is Op.VAR]
+
+
+def _coord(s: isl.Set) -> int:
+    return s.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+
+
+class AstConverter:
+    """isl AST nodes and expressions to program statements and IR expressions."""
+
+    def __init__(self, stmts: Sequence[PolyStmt], hints: list[tuple[str, int, int]]) -> None:
+        self.stmts = {s.name: s for s in stmts}
+        self.hints = hints
+        self.scope: dict[str, Expr] = {}
+
+    def node(self, n: isl.AstNode) -> tuple:
+        t = n.get_type()
+        T = isl.ast_node_type
+        if t == T.block:
+            kids = n.block_get_children()
+            out: list = []
+            for k in range(kids.n_ast_node()):
+                out.extend(self.node(kids.get_at(k)))
+            return tuple(out)
+        if t == T.for_:
+            return (self.loop(n),)
+        if t == T.if_:
+            then = self.node(n.if_get_then_node())
+            orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else ()
+            return (If(self.expr(n.if_get_cond()), then, orelse, affine=True),)
+        if t == T.user:
+            return self.user(n.user_get_expr())
+        if t == T.mark:
+            return self.node(n.mark_get_node())
+        raise NotImplementedError(f"isl AST node of type {t}")
+
+    def loop(self, n: isl.AstNode) -> Loop:
+        it = n.for_get_iterator().id_get_id().get_name()
+        dim = int(it[1:]) if it[1:].isdigit() else 0
+        name, lo_r, hi_r = self.hints[dim] if dim < len(self.hints) else ("t", 0, 1)
+        v = var(name, lo_r, hi_r)
+        lo = self.expr(n.for_get_init())
+        cond = n.for_get_cond()
+        step = n.for_get_inc().int_get_val().to_python()
+        saved = self.scope.get(it)
+        self.scope[it] = v
+        kind = cond.op_get_type()
+        lhs, rhs = cond.op_get_arg(0), cond.op_get_arg(1)
+        if lhs.get_type() != isl.ast_expr_type.id or lhs.id_get_id().get_name() != it:
+            raise NotImplementedError(f"isl loop condition {cond.to_C_str()}")
+        bound = self.expr(rhs)
+        if kind == _E.le:
+            hi = binary(Op.ADD, bound, 1) if bound.op is not Op.CONST else const(int(bound.arg) + 1)
+        elif kind == _E.lt:
+            hi = bound
+        else:
+            raise NotImplementedError(f"isl loop condition {cond.to_C_str()}")
+        body = self.node(n.for_get_body())
+        if saved is None:
+            del self.scope[it]
+        else:
+            self.scope[it] = saved
+        return Loop(v, lo, hi, body, step, dim=dim)
+
+    def user(self, e: isl.AstExpr) -> tuple:
+        name = e.op_get_arg(0).id_get_id().get_name()
+        s = self.stmts[name]
+        args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
+        return tuple(subst_stmt(st, dict(zip(s.vars, args))) for st in s.body)
+
+    def expr(self, e: isl.AstExpr) -> Expr:
+        t = e.get_type()
+        if t == isl.ast_expr_type.id:
+            return self.scope[e.id_get_id().get_name()]
+        if t == isl.ast_expr_type.int:
+            return const(e.int_get_val().to_python(), "int32")
+        op = e.op_get_type()
+        args = [self.expr(e.op_get_arg(k)) for k in range(e.op_get_n_arg())]
+        if op in _BIN:
+            return binary(_BIN[op], *args)
+        if op in _CMP:
+            return compare(_CMP[op], *args)
+        if op in _LOGIC:
+            return logical(_LOGIC[op], *args)
+        if op in _NARY:
+            out = args[0]
+            for a in args[1:]:
+                out = binary(_NARY[op], out, a)
+            return out
+        if op == _E.minus:
+            return unary(Op.NEG, args[0])
+        if op in (_E.cond, _E.select):
+            return choice(Op.SELECT, *args)
+        raise NotImplementedError(f"isl AST expression {e.to_C_str()}")
+
+
+def subst_stmt(st, mapping: dict):
+    """A program statement with variables replaced (recursively through loops and ifs)."""
+    if not mapping:
+        return st
+    sub = lambda e: substitute(e, mapping)  # noqa: E731
+    if isinstance(st, Store):
+        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value))
+    if isinstance(st, Assign):
+        return Assign(st.targets, tuple(sub(v) for v in st.values))
+    if isinstance(st, If):
+        return If(sub(st.cond), tuple(subst_stmt(s, mapping) for s in st.then),
+                  tuple(subst_stmt(s, mapping) for s in st.orelse), st.affine)
+    if isinstance(st, Loop):
+        return Loop(st.var, sub(st.lo), sub(st.hi), tuple(subst_stmt(s, mapping) for s in st.body),
+                    st.step, st.kind, st.dim)
+    raise TypeError(f"unknown statement {st!r}")
+
+
+def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
+    """The loop statements that run ``stmts`` over their domains in schedule order."""
+    umap = schedule_map(stmts)
+    if umap.is_empty():
+        return ()
+    hints = _dim_hints(stmts, umap)
+    build = isl.AstBuild.from_context(isl.Set("{ : }"))
+    node = build.node_from_schedule_map(umap)
+    return AstConverter(stmts, hints).node(node)
+
+
+__all__ = ["build_loops", "schedule_map", "subst_stmt"]

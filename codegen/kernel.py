@@ -1,0 +1,153 @@
+"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4)."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .program import Buffer
+
+
+class KernelArgumentError(TypeError, ValueError):
+    """A wrong argument to a kernel: count, type, shape, dtype or layout.
+
+    It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
+    the message names the tensor and says what was expected.
+    """
+
+
+_MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+
+
+@dataclass
+class Compiled:
+    """A module loaded in the JIT engine: the entry address and the IR it came from."""
+
+    key: str
+    main_address: int
+    llvm_ir: str
+    llvm_ir_unoptimized: str
+    uses_gomp: bool
+
+    def __post_init__(self) -> None:
+        self.main = _MAIN(self.main_address)
+        self._asm: str | None = None
+
+    @property
+    def asm(self) -> str:
+        if self._asm is None:
+            from .jit import assembly
+
+            self._asm = assembly(self.llvm_ir)
+        return self._asm
+
+
+def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
+    return b.name, tuple(b.shape), np.dtype(b.dtype if b.dtype != "bool" else np.bool_)
+
+
+class Kernel:
+    """A compiled kernel: ``kernel(*arrays, out=None)``.
+
+    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use
+    are accepted and ignored).  Each must be a NumPy array with exactly the tensor's shape and
+    dtype -- float32 where float64 is expected is an error, not a silent cast.  Non-contiguous
+    (or misaligned) inputs are copied to a contiguous array first.  ``out=`` (an array, or a
+    tuple with one array per output) receives the results in place; such arrays must be
+    C-contiguous, writeable and not overlap any other argument.  Returns one array for one
+    output, a tuple for several.
+
+    The call releases the GIL and keeps no mutable state, so several Python threads may call
+    one kernel at once.  ``num_threads`` (settable) is the number of threads of each parallel
+    loop.
+    """
+
+    def __init__(self, lowered, compiled: Compiled, num_threads: int) -> None:
+        self.lowered = lowered
+        self._compiled = compiled
+        self.num_threads = num_threads
+        prog = lowered.program
+        self._inputs = [_spec(b) for b in prog.inputs]
+        self._outputs = [_spec(b) for b in prog.outputs]
+        self._temps = [(tuple(b.shape), np.dtype(b.dtype if b.dtype != "bool" else np.bool_)) for b in prog.temps]
+        self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
+
+    # ---- introspection --------------------------------------------------------------------
+    @property
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted)."""
+        return self._compiled.llvm_ir
+
+    @property
+    def llvm_ir_unoptimized(self) -> str:
+        return self._compiled.llvm_ir_unoptimized
+
+    @property
+    def asm(self) -> str:
+        return self._compiled.asm
+
+    @property
+    def work(self) -> int:
+        return self.lowered.work
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._inputs)
+        outs = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._outputs)
+        return f"<Kernel ({ins}) -> ({outs}), work={self.work}, threads={self.num_threads}>"
+
+    # ---- calling --------------------------------------------------------------------------
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        if len(arrays) != len(self._inputs):
+            names = ", ".join(n for n, _, _ in self._inputs)
+            raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
+                                      f"got {len(arrays)}")
+        ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
+        outs = self._outputs_for(out, ins)
+        temps = [np.empty(s, d) for s, d in self._temps]
+        addrs = np.empty(self._nargs, np.uintp)
+        for k, a in enumerate(ins + outs + temps):
+            addrs[k] = a.ctypes.data
+        self._compiled.main(addrs.ctypes.data, self.num_threads)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _check_input(a: Any, spec) -> np.ndarray:
+        name, shape, dtype = spec
+        if isinstance(a, np.generic):
+            a = np.asarray(a)
+        if not isinstance(a, np.ndarray):
+            raise KernelArgumentError(f"input {name}: expected a numpy array of shape {list(shape)} "
+                                      f"and dtype {dtype}, got {type(a).__name__}")
+        if a.dtype != dtype:
+            raise KernelArgumentError(f"input {name}: expected dtype {dtype}, got {a.dtype} "
+                                      f"(convert with .astype(np.{dtype}))")
+        if a.shape != shape:
+            raise KernelArgumentError(f"input {name}: expected shape {list(shape)}, got {list(a.shape)}")
+        if not (a.flags.c_contiguous and a.flags.aligned):
+            a = np.ascontiguousarray(a)
+        return a
+
+    def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> list[np.ndarray]:
+        if out is None:
+            return [np.empty(s, d) for _, s, d in self._outputs]
+        outs = [out] if isinstance(out, np.ndarray) else list(out) if isinstance(out, (tuple, list)) else None
+        if outs is None or len(outs) != len(self._outputs):
+            raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
+                                      f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
+        for k, (a, (name, shape, dtype)) in enumerate(zip(outs, self._outputs)):
+            if not isinstance(a, np.ndarray):
+                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(a).__name__}")
+            if a.dtype != dtype:
+                raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
+            if a.shape != shape:
+                raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
+            if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+                raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
+                                          f"array (outputs are written in place, never copied)")
+            for other in ins + outs[:k]:
+                if a.size and other.size and np.may_share_memory(a, other):
+                    raise KernelArgumentError(f"out {name}: overlaps another argument of the kernel")
+        return outs

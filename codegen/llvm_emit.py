@@ -1,0 +1,214 @@
+"""LLVM IR for a whole loop program.
+
+Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
+
+* ``P_nest<k>(ptr noalias b0, ..., ptr noalias bN, i64 lo, i64 hi)`` -- one function per nest;
+  a parallel nest runs its outermost loop over ``[lo, hi)`` only, a serial one ignores them.
+  ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
+* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop for libgomp: thread ``t`` of
+  ``T`` runs the static chunk ``[L + t*c, min(L + (t+1)*c, H))``, ``c = ceil((H - L) / T)``.
+* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
+  temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
+  through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
+
+Loops are emitted rotated (test before entry, test again at the latch) with ``i64`` induction
+variables; accumulators live in stack slots that SROA promotes to registers.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Op
+
+from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
+from .program import Assign, Fill, If, Loop, Nest, Program, Store
+
+REDUCTION_FLAGS = ("reassoc", "contract")
+VALUE_FLAGS = ("contract",)
+
+
+class ModuleEmitter:
+    def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True) -> None:
+        self.program = program
+        self.prefix = prefix
+        self.fastmath = fastmath
+        self.use_gomp = use_gomp
+        self.module = ir.Module(name=prefix)
+        self.args = program.arguments
+        self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
+
+    @property
+    def main_name(self) -> str:
+        return f"{self.prefix}_main"
+
+    def emit(self) -> ir.Module:
+        nests = []
+        for k, step in enumerate(self.program.steps):
+            if isinstance(step, Nest):
+                fn = self.nest_function(k, step)
+                omp = self.omp_function(k, step, fn) if step.parallel and self.use_gomp else None
+                nests.append((step, fn, omp))
+        self.main_function(nests)
+        return self.module
+
+    # ---- nests ----------------------------------------------------------------------------
+    def nest_function(self, k: int, nest: Nest) -> ir.Function:
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.args) + [I64, I64])
+        fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        for a in fn.args[:len(self.args)]:
+            a.add_attribute("noalias")
+        entry = fn.append_basic_block("entry")
+        start = fn.append_basic_block("start")
+        b = ir.IRBuilder(entry)
+        slots = {acc: b.alloca(LLTYPE[acc.dtype], name=acc.name) for acc in nest.accumulators}
+        b.branch(start)
+        b.position_at_end(start)
+        params = fn.args
+        em = ExprEmitter(b, lambda t: params[self.arg_index[t]],
+                         lambda t: self.args[self.arg_index[t]].strides,
+                         VALUE_FLAGS if self.fastmath else ())
+        em.accs = slots
+        self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
+        b.ret_void()
+        return fn
+
+    def block(self, em: ExprEmitter, stmts: tuple, range_override=None) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                self.loop(em, s, range_override if s.kind == "parallel" else None)
+            elif isinstance(s, If):
+                self.if_(em, s)
+            elif isinstance(s, Store):
+                em.push()
+                em.store(s.buffer.tensor, s.index, em.value(s.value))
+                em.pop()
+            elif isinstance(s, Assign):
+                em.push()
+                saved, em.fast = em.fast, (REDUCTION_FLAGS if self.fastmath else ())
+                vals = [em.value(v) for v in s.values]
+                em.fast = saved
+                for t, v in zip(s.targets, vals):
+                    em.b.store(v, em.accs[t])
+                em.pop()
+            else:
+                raise TypeError(f"unknown statement {s!r}")
+
+    def loop(self, em: ExprEmitter, s: Loop, bounds=None) -> None:
+        b = em.b
+        lo, hi = bounds if bounds is not None else (em.index(s.lo), em.index(s.hi))
+        pre = b.block
+        body_bb = b.append_basic_block(f"{s.var.name}.body")
+        exit_bb = b.append_basic_block(f"{s.var.name}.exit")
+        b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        iv = b.phi(I64, name=s.var.name)
+        iv.add_incoming(lo, pre)
+        em.env[s.var] = iv
+        em.push()
+        self.block(em, s.body)
+        em.pop()
+        del em.env[s.var]
+        nxt = b.add(iv, I64(s.step), flags=("nsw",))
+        iv.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        b.position_at_end(exit_bb)
+
+    def if_(self, em: ExprEmitter, s: If) -> None:
+        b = em.b
+        cond = em.index(s.cond) if s.affine else em.value(s.cond)
+        then_bb = b.append_basic_block("if.then")
+        else_bb = b.append_basic_block("if.else") if s.orelse else None
+        join_bb = b.append_basic_block("if.join")
+        b.cbranch(cond, then_bb, else_bb or join_bb)
+        for bb, stmts in ((then_bb, s.then), (else_bb, s.orelse)):
+            if bb is None:
+                continue
+            b.position_at_end(bb)
+            em.push()
+            self.block(em, stmts)
+            em.pop()
+            b.branch(join_bb)
+        b.position_at_end(join_bb)
+
+    # ---- parallel outlining ---------------------------------------------------------------
+    def _load_pointers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
+        out = []
+        for k in range(len(self.args)):
+            slot = b.gep(args, [I64(k)], inbounds=True, source_etype=PTR)
+            out.append(b.load(slot, typ=PTR))
+        return out
+
+    def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptrs = self._load_pointers(b, fn.args[0])
+        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        top = nest.body[0]
+        lo_all, hi_all = I64(int(top.lo.arg)), I64(int(top.hi.arg))
+        total = b.sub(hi_all, lo_all)
+        chunk = b.sdiv(b.add(total, b.sub(nt, I64(1))), nt)
+        lo = b.add(lo_all, b.mul(tid, chunk))
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), hi_all])
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            b.call(nest_fn, ptrs + [lo, hi])
+        b.ret_void()
+        return fn
+
+    # ---- the entry point ------------------------------------------------------------------
+    def main_function(self, nests: list) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args, nthreads = fn.args
+        ptrs = self._load_pointers(b, args)
+        by_step = {id(n): (fn_, omp) for n, fn_, omp in nests}
+        for step in self.program.steps:
+            if isinstance(step, Fill):
+                self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
+                continue
+            nest_fn, omp = by_step[id(step)]
+            if step.parallel:
+                top = step.body[0]
+                lo, hi = I64(int(top.lo.arg)), I64(int(top.hi.arg))
+            else:
+                lo, hi = I64(0), I64(0)
+            if omp is None:
+                b.call(nest_fn, ptrs + [lo, hi])
+                continue
+            gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+            with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                with par:
+                    b.call(gomp, [omp, args, nthreads, I32(0)])
+                with ser:
+                    b.call(nest_fn, ptrs + [lo, hi])
+        b.ret_void()
+        return fn
+
+    def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill) -> None:
+        buf = step.buffer
+        if buf.size == 0:
+            return
+        v = step.value
+        if v.op is Op.CONST and not v.arg:
+            nbytes = buf.size * (1 if buf.dtype == "bool" else int(buf.dtype[-2:]) // 8)
+            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
+            b.call(memset, [ptr, I8(0), I64(nbytes), I1(0)])
+            return
+        t = MEMTYPE[buf.dtype]
+        val = t(int(bool(v.arg))) if buf.dtype == "bool" else LLTYPE[buf.dtype](v.arg)
+        pre = b.block
+        body = b.append_basic_block("fill.body")
+        done = b.append_basic_block("fill.exit")
+        b.branch(body)
+        b.position_at_end(body)
+        i = b.phi(I64)
+        i.add_incoming(I64(0), pre)
+        b.store(val, b.gep(ptr, [i], inbounds=True, source_etype=t))
+        nxt = b.add(i, I64(1))
+        i.add_incoming(nxt, body)
+        b.cbranch(b.icmp_signed("<", nxt, I64(buf.size)), body, done)
+        b.position_at_end(done)

@@ -1,0 +1,338 @@
+"""LLVM IR for expressions: two fold tables, one for values and one for index arithmetic.
+
+* **Index mode** computes ``int32`` index expressions (tensor indices, loop bounds, isl guards)
+  in ``i64`` -- no overflow for big tensors, and the form LLVM's loop analyses like.  Floor
+  division and modulo by a positive constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``,
+  ``r = srem(a, c) + c * (srem(a, c) < 0)``; by a power of two, ``ashr`` and ``and``.
+* **Value mode** computes in each node's own dtype (``int32`` values wrap like NumPy's).
+  Integer ``//`` and ``%`` by a runtime divisor guard division by zero and ``INT_MIN // -1``
+  (both would trap): they give 0 there.  Float-to-int casts saturate (``fptosi.sat``).
+
+``IF_THEN_ELSE`` is lazy: before folding, each one whose branches read memory is replaced by a
+placeholder variable; when the fold reaches the placeholder, the condition is computed and
+each branch is emitted in its own block (with its own memo scope), joined by a phi.  ``SELECT``
+computes both branches (the language guarantees both are in bounds).
+
+Math: LLVM intrinsics (``llvm.exp.f32``, ``llvm.tanh.f64``, ...); ``sigmoid(x) = 1/(1+exp(-x))``;
+``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.rewrite import fold, rewrite, walk
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+LLTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1}
+MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I8}
+FSUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+
+_ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+_UNARY_INTRINSIC = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos",
+                    Op.TANH: "tanh", Op.ABS: "fabs"}
+
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args), name)
+    return fn
+
+
+class ExprEmitter:
+    """Emits expressions of one function body; ``env`` maps loop variables to ``i64`` values,
+    ``accs`` maps accumulator variables to their stack slots, ``pointer(tensor)`` gives the base
+    pointer of a tensor's buffer (and ``strides(tensor)`` its element strides)."""
+
+    def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
+                 fastmath: tuple[str, ...] = ()) -> None:
+        self.b = builder
+        self.module = builder.module
+        self.pointer = pointer
+        self.strides = strides
+        self.fast = fastmath
+        self.env: dict[Expr, ir.Value] = {}
+        self.accs: dict[Expr, ir.Value] = {}
+        self.lazy: dict[Expr, Expr] = {}
+        self.vmemo: ChainMap = ChainMap()
+        self.imemo: ChainMap = ChainMap()
+        self.vrules = _value_rules(self)
+        self.irules = _index_rules(self)
+
+    # ---- scopes: values computed inside a block are not reused after it ---------------------
+    def push(self) -> None:
+        self.vmemo, self.imemo = self.vmemo.new_child(), self.imemo.new_child()
+
+    def pop(self) -> None:
+        self.vmemo, self.imemo = self.vmemo.parents, self.imemo.parents
+
+    # ---- entry points ---------------------------------------------------------------------
+    def value(self, e: Expr) -> ir.Value:
+        return fold(self._lazify(e), self.vrules, self.vmemo)
+
+    def index(self, e: Expr) -> ir.Value:
+        return fold(e, self.irules, self.imemo)
+
+    def address(self, tensor, index: tuple[Expr, ...]) -> ir.Value:
+        strides = self.strides(tensor)
+        off = None
+        for i, s in zip(index, strides):
+            term = self.index(i)
+            if s != 1:
+                term = self.b.mul(term, I64(s), flags=("nsw",))
+            off = term if off is None else self.b.add(off, term, flags=("nsw",))
+        base = self.pointer(tensor)
+        if off is None:
+            return base
+        return self.b.gep(base, [off], inbounds=True, source_etype=MEMTYPE[tensor.dtype])
+
+    def load(self, tensor, index: tuple[Expr, ...]) -> ir.Value:
+        v = self.b.load(self.address(tensor, index), typ=MEMTYPE[tensor.dtype])
+        return self.b.icmp_unsigned("!=", v, I8(0)) if tensor.dtype == "bool" else v
+
+    def store(self, tensor, index: tuple[Expr, ...], value: ir.Value) -> None:
+        if tensor.dtype == "bool":
+            value = self.b.zext(value, I8)
+        self.b.store(value, self.address(tensor, index))
+
+    # ---- lazy if_then_else ----------------------------------------------------------------
+    def _lazify(self, e: Expr) -> Expr:
+        if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
+            return e
+
+        def rule(node: Expr) -> Expr | None:
+            c, a, b = node.src
+            if not any(n.op is Op.READ for x in (a, b) for n in walk(x)):
+                return Expr(Op.SELECT, node.dtype, node.src)
+            ph = var("ite", dtype=node.dtype)
+            self.lazy[ph] = node
+            return ph
+
+        return rewrite(e, {Op.IF_THEN_ELSE: rule})
+
+    def _emit_lazy(self, node: Expr) -> ir.Value:
+        c, a, b = node.src
+        cond = self.value(c)
+        then_bb = self.b.append_basic_block("ite.then")
+        else_bb = self.b.append_basic_block("ite.else")
+        join_bb = self.b.append_basic_block("ite.join")
+        self.b.cbranch(cond, then_bb, else_bb)
+        results = []
+        for bb, x in ((then_bb, a), (else_bb, b)):
+            self.b.position_at_end(bb)
+            self.push()
+            results.append((self.value(x), self.b.block))
+            self.pop()
+            self.b.branch(join_bb)
+        self.b.position_at_end(join_bb)
+        phi = self.b.phi(LLTYPE[node.dtype])
+        for v, bb in results:
+            phi.add_incoming(v, bb)
+        return phi
+
+    # ---- helpers used by the rule tables --------------------------------------------------
+    def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
+        t = LLTYPE[dtype]
+        fn = intrinsic(self.module, f"llvm.{name}.{FSUFFIX[dtype]}", t, [t] * len(args))
+        return self.b.call(fn, list(args), fastmath=flags)
+
+    def floordiv_const(self, a: ir.Value, c: int, mod: bool) -> ir.Value:
+        """Floor division / modulo of ``a`` by a positive constant (Python semantics)."""
+        t = a.type
+        if c & (c - 1) == 0:
+            shift = c.bit_length() - 1
+            return self.b.and_(a, t(c - 1)) if mod else self.b.ashr(a, t(shift))
+        q, r = self.b.sdiv(a, t(c)), self.b.srem(a, t(c))
+        neg = self.b.icmp_signed("<", r, t(0))
+        if mod:
+            return self.b.add(r, self.b.select(neg, t(c), t(0)))
+        return self.b.sub(q, self.b.zext(neg, t))
+
+    def int_divmod(self, a: ir.Value, bv: ir.Value, mod: bool) -> ir.Value:
+        """Python ``a // b`` or ``a % b`` for runtime ``b``; 0 where ``b == 0``, and no trap
+        for ``INT_MIN // -1`` (the divisor -1 is handled by negation)."""
+        t = a.type
+        zero, one, m1 = t(0), t(1), t(-1)
+        bad = self.b.or_(self.b.icmp_signed("==", bv, zero), self.b.icmp_signed("==", bv, m1))
+        d = self.b.select(bad, one, bv)
+        q, r = self.b.sdiv(a, d), self.b.srem(a, d)
+        # floor correction: when r != 0 and sign(r) != sign(d)
+        fix = self.b.and_(self.b.icmp_signed("!=", r, zero),
+                          self.b.icmp_signed("<", self.b.xor(r, d), zero))
+        if mod:
+            res = self.b.select(fix, self.b.add(r, d), r)
+            return self.b.select(bad, zero, res)
+        res = self.b.select(fix, self.b.sub(q, one), q)
+        neg = self.b.sub(zero, a)
+        return self.b.select(self.b.icmp_signed("==", bv, m1), neg, self.b.select(bad, zero, res))
+
+
+def _const(node: Expr) -> ir.Value:
+    t = LLTYPE[node.dtype]
+    if node.dtype == "bool":
+        return I1(1 if node.arg else 0)
+    return t(node.arg)
+
+
+def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
+    b, src, dst = em.b, node.src[0].dtype, node.dtype
+    t = LLTYPE[dst]
+    fsrc, fdst = src.startswith("float"), dst.startswith("float")
+    if src == dst:
+        return x
+    if dst == "bool":
+        return b.fcmp_unordered("!=", x, x.type(0.0)) if fsrc else b.icmp_signed("!=", x, x.type(0))
+    if src == "bool":
+        return b.uitofp(x, t) if fdst else b.zext(x, t)
+    if fsrc and fdst:
+        return b.fpext(x, t) if dst == "float64" else b.fptrunc(x, t)
+    if fdst:
+        return b.sitofp(x, t)
+    if fsrc:
+        fn = intrinsic(em.module, f"llvm.fptosi.sat.{FSUFFIX[dst]}.{FSUFFIX[src]}", t, [x.type])
+        return b.call(fn, [x])
+    return b.sext(x, t) if dst == "int64" else b.trunc(x, t)
+
+
+def _value_rules(em: ExprEmitter) -> dict:
+    b = em.b
+
+    def fl(node):  # fast-math flags for float arithmetic
+        return em.fast
+
+    def var_rule(node: Expr) -> ir.Value:
+        if node in em.env:
+            v = em.env[node]
+            return b.trunc(v, I32) if node.dtype == "int32" else v
+        if node in em.accs:
+            return b.load(em.accs[node], typ=LLTYPE[node.dtype])
+        if node in em.lazy:
+            return em._emit_lazy(em.lazy[node])
+        raise KeyError(f"variable {node.name!r} is not bound in this loop nest")
+
+    def arith(fop: str, iop: str) -> Callable:
+        def rule(node, x, y):
+            if node.dtype.startswith("float"):
+                return getattr(b, fop)(x, y, flags=fl(node))
+            return getattr(b, iop)(x, y)
+        return rule
+
+    def divmod_rule(mod: bool) -> Callable:
+        def rule(node, x, y):
+            if node.dtype.startswith("float"):
+                q = b.call(intrinsic(em.module, f"llvm.floor.{FSUFFIX[node.dtype]}", x.type, [x.type]),
+                           [b.fdiv(x, y)])
+                return b.fsub(x, b.fmul(q, y)) if mod else q
+            d = node.src[1]
+            if d.op is Op.CONST and int(d.arg) > 0:
+                return em.floordiv_const(x, int(d.arg), mod)
+            return em.int_divmod(x, y, mod)
+        return rule
+
+    def minmax(fname: str, iname: str) -> Callable:
+        def rule(node, x, y):
+            if node.dtype.startswith("float"):
+                return em.call(fname, node.dtype, x, y, flags=fl(node))
+            fn = intrinsic(em.module, f"llvm.{iname}.{FSUFFIX[node.dtype]}", x.type, [x.type, x.type])
+            return b.call(fn, [x, y])
+        return rule
+
+    def cmp(node, x, y):
+        op = _ICMP[node.op]
+        if node.src[0].dtype.startswith("float"):
+            return b.fcmp_unordered(op, x, y) if node.op is Op.NE else b.fcmp_ordered(op, x, y)
+        if node.src[0].dtype == "bool":
+            return b.icmp_unsigned(op, x, y)
+        return b.icmp_signed(op, x, y)
+
+    def unary_math(node, x):
+        if node.op is Op.ABS and not node.dtype.startswith("float"):
+            fn = intrinsic(em.module, f"llvm.abs.{FSUFFIX[node.dtype]}", x.type, [x.type, I1])
+            return b.call(fn, [x, I1(0)])
+        return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
+
+    def sigmoid(node, x):
+        one = x.type(1.0)
+        e = em.call("exp", node.dtype, b.fneg(x), flags=fl(node))
+        return b.fdiv(one, b.fadd(one, e, flags=fl(node)), flags=fl(node))
+
+    def neg(node, x):
+        return b.fneg(x, flags=fl(node)) if node.dtype.startswith("float") else b.neg(x)
+
+    rules = {
+        Op.VAR: var_rule,
+        Op.CONST: _const,
+        Op.ADD: arith("fadd", "add"),
+        Op.SUB: arith("fsub", "sub"),
+        Op.MUL: arith("fmul", "mul"),
+        Op.DIV: lambda n, x, y: b.fdiv(x, y, flags=fl(n)),
+        Op.FLOORDIV: divmod_rule(False),
+        Op.MOD: divmod_rule(True),
+        Op.NEG: neg,
+        Op.POW: lambda n, x, y: em.call("pow", n.dtype, x, y, flags=fl(n)),
+        Op.MAXIMUM: minmax("maximum", "smax"),
+        Op.MINIMUM: minmax("minimum", "smin"),
+        Op.AND: lambda n, x, y: b.and_(x, y),
+        Op.OR: lambda n, x, y: b.or_(x, y),
+        Op.NOT: lambda n, x: b.xor(x, I1(1)),
+        Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
+        Op.CAST: lambda n, x: _cast(em, n, x),
+        Op.SIGMOID: sigmoid,
+        Op.READ: lambda n, *idx: em.load(n.arg, n.src),
+    }
+    for op in _ICMP:
+        rules[op] = cmp
+    for op in _UNARY_INTRINSIC:
+        rules[op] = unary_math
+    return rules
+
+
+def _index_rules(em: ExprEmitter) -> dict:
+    b = em.b
+
+    def var_rule(node):
+        try:
+            return em.env[node]
+        except KeyError:
+            raise KeyError(f"index variable {node.name!r} is not bound in this loop nest") from None
+
+    def divmod_rule(mod: bool):
+        def rule(node, x, y):
+            d = node.src[1]
+            if d.op is Op.CONST and int(d.arg) > 0:
+                return em.floordiv_const(x, int(d.arg), mod)
+            return em.int_divmod(x, y, mod)
+        return rule
+
+    def minmax(name):
+        def rule(node, x, y):
+            return b.call(intrinsic(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
+        return rule
+
+    rules = {
+        Op.VAR: var_rule,
+        Op.CONST: lambda n: I1(1 if n.arg else 0) if n.dtype == "bool" else I64(int(n.arg)),
+        Op.ADD: lambda n, x, y: b.add(x, y, flags=("nsw",)),
+        Op.SUB: lambda n, x, y: b.sub(x, y, flags=("nsw",)),
+        Op.MUL: lambda n, x, y: b.mul(x, y, flags=("nsw",)),
+        Op.NEG: lambda n, x: b.sub(I64(0), x, flags=("nsw",)),
+        Op.FLOORDIV: divmod_rule(False),
+        Op.MOD: divmod_rule(True),
+        Op.MAXIMUM: minmax("smax"),
+        Op.MINIMUM: minmax("smin"),
+        Op.CAST: lambda n, x: x,
+        Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
+        Op.AND: lambda n, x, y: b.and_(x, y),
+        Op.OR: lambda n, x, y: b.or_(x, y),
+        Op.NOT: lambda n, x: b.xor(x, I1(1)),
+    }
+    for op, sym in _ICMP.items():
+        rules[op] = lambda n, x, y, sym=sym: b.icmp_signed(sym, x, y)
+    return rules

@@ -1,0 +1,171 @@
+"""``ta.lower``: tensors to a loop program (API.md section 3).
+
+Steps: collect the ops between the outputs and the given inputs; choose which get buffers
+(:mod:`.inline`); substitute inlined bodies; prove every read of the result in bounds; turn each
+materialized op into polyhedral statements (:mod:`.domain`), pick loop order, tiling and parallel
+loops (:mod:`.schedule`), and let isl build exact loops (:mod:`.islast`); count the work
+(:mod:`.work`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from threading import Lock
+from typing import Any
+
+from tensorad.ir.expr import Op
+from tensorad.ir.printer import Namer
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang.bounds import check_op_bounds
+
+from .domain import op_domain
+from .inline import choose_materialized, graph_ops, inline_bodies
+from .islast import build_loops
+from .program import Buffer, Loop, Nest, Program, program_text
+from .schedule import Options, schedule_nest
+from .work import count_work
+
+
+class LoweredFunc:
+    """The loop program ``build`` compiles; ``str()`` shows it, ``.work`` counts its work."""
+
+    def __init__(self, program: Program, options: Options) -> None:
+        self.program = program
+        self.options = options
+        self.text = program_text(program)
+        self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
+
+    @property
+    def inputs(self) -> list[Buffer]:
+        return self.program.inputs
+
+    @property
+    def outputs(self) -> list[Buffer]:
+        return self.program.outputs
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<LoweredFunc {self.program.name}: work={self.work}>\n{self.text}"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(self.text)
+
+
+def as_tensor_list(x: Any, what: str) -> list[Tensor]:
+    if isinstance(x, Tensor):
+        return [x]
+    try:
+        items = list(x)
+    except TypeError:
+        raise TypeError(f"{what} must be a list of tensors, got {type(x).__name__}") from None
+    for k, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}[{k}] must be a tensor, got {type(t).__name__} {t!r}")
+    return items
+
+
+def _check_io(outputs: list[Tensor], inputs: list[Tensor]) -> None:
+    if not outputs:
+        raise ValueError("lower/build: no outputs given")
+    for what, ts in (("outputs", outputs), ("inputs", inputs)):
+        seen = set()
+        for t in ts:
+            if t in seen:
+                raise ValueError(f"{what}: tensor {t.name!r} is listed twice")
+            seen.add(t)
+    for t in outputs:
+        if t in set(inputs):
+            raise ValueError(f"tensor {t.name!r} is both an input and an output")
+
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_LOCK = Lock()
+_CACHE_SIZE = 256
+
+
+def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
+          name: str = "kernel", **options: Any) -> LoweredFunc:
+    """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
+
+    Options (also accepted by ``build``): ``num_threads`` is not needed here; ``parallel``
+    (default True) allows a parallel outermost loop; ``tile`` (``None`` = automatic) and
+    ``microkernel`` (default True) control the schedule of matmul-like reductions; ``inline`` /
+    ``materialize`` force the choice for listed tensors.
+    """
+    outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
+    _check_io(outputs, inputs)
+    opts = Options.make(options).for_lowering()
+    key = (tuple(outputs), tuple(inputs), name, opts)
+    with _CACHE_LOCK:
+        found = _CACHE.get(key)
+        if found is not None:
+            _CACHE.move_to_end(key)
+            return found
+    result = LoweredFunc(_lower_program(outputs, inputs, name, opts), opts)
+    with _CACHE_LOCK:
+        _CACHE[key] = result
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return result
+
+
+def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts: Options) -> Program:
+    input_set = set(inputs)
+    tensors = graph_ops(outputs, input_set)
+    for t in tensors:
+        if t.is_placeholder and t not in input_set:
+            raise ValueError(f"tensor {t.name!r} {list(t.shape)} is needed to compute the outputs "
+                             f"but is not among the inputs ({', '.join(i.name for i in inputs) or 'none'})")
+    materialized = choose_materialized(tensors, outputs, input_set,
+                                       set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
+    namer = Namer()
+    buffers: dict[Tensor, Buffer] = {}
+    for t in inputs:
+        buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "input", t)
+    for t in outputs:
+        buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "output", t)
+    ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
+    temps = []
+    for op in ops:
+        for v in range(op.num_outputs):
+            t = Tensor(op, v)
+            if t not in buffers:
+                buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
+                temps.append(buffers[t])
+    inlined = [namer.tensor(t) for t in tensors
+               if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
+    steps = []
+    for op in ops:
+        bodies = inline_bodies(op, materialized, input_set)
+        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs))
+        outs = [buffers[Tensor(op, v)] for v in range(op.num_outputs)]
+        dom = op_domain(op, bodies, outs)
+        steps.extend(dom.fills)
+        stmts, attrs = schedule_nest(op, dom, outs, opts)
+        body = build_loops(stmts)
+        body, parallel = mark_parallel(body, attrs, opts)
+        nest = Nest(op.name, body, tuple(outs), count_work(body), dom.note, parallel,
+                    dom.accumulators, attrs)
+        if attrs.get("note"):
+            nest.note = f"{nest.note}; {attrs['note']}" if nest.note else attrs["note"]
+        steps.append(nest)
+    out_bufs = [buffers[t] for t in outputs]
+    in_bufs = [buffers[t] for t in inputs]
+    return Program(name, in_bufs, out_bufs, temps, steps, buffers, inlined)
+
+
+def mark_parallel(body: tuple, attrs: dict, opts: Options) -> tuple[tuple, bool]:
+    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
+    and scans the time dimension the schedule declared parallel (an output axis: each
+    iteration writes its own elements)."""
+    if not opts.parallel or len(body) != 1 or not isinstance(body[0], Loop):
+        return body, False
+    loop = body[0]
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:
+        return body, False
+    if loop.dim != attrs.get("parallel_dim", -1):
+        return body, False
+    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True

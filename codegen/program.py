@@ -1,0 +1,239 @@
+"""The loop program that ``lower`` produces and ``build`` compiles: buffers, nests, statements.
+
+A :class:`Program` is a list of steps run in order; a step is a :class:`Fill` (a whole buffer set
+to one value, e.g. the zero-fill of an output whose nonzero region is a sub-domain) or a
+:class:`Nest` (the loops of one materialized tensor).  Statements are immutable dataclasses:
+
+* :class:`Loop`   -- ``for var in range(lo, hi, step)``; ``lo``/``hi`` are index expressions of
+  enclosing loop variables (exact bounds from isl's AST builder);
+* :class:`If`     -- a guard; ``affine`` guards come from isl (they bound the iteration domain
+  and are evaluated when counting work), the others are data-dependent tests in a body;
+* :class:`Store`  -- ``buffer[index] = value``;
+* :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
+
+Expressions are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer
+they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`` nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.printer import Namer
+from tensorad.ir.rewrite import fold
+from tensorad.ir.tensor import Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """Storage of one tensor: row-major, contiguous, ``kind`` is input/output/temp."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str
+    tensor: Tensor
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    var: Expr
+    lo: Expr
+    hi: Expr
+    body: tuple
+    step: int = 1
+    kind: str = "serial"  # serial | parallel
+    dim: int = -1  # the schedule's time dimension this loop scans
+
+
+@dataclass(frozen=True, eq=False)
+class If:
+    cond: Expr
+    then: tuple
+    orelse: tuple = ()
+    affine: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class Store:
+    buffer: Buffer
+    index: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Assign:
+    targets: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+
+
+Stmt = Union[Loop, If, Store, Assign]
+
+
+@dataclass(frozen=True, eq=False)
+class Fill:
+    """``buffer[...] = value`` everywhere (a memset for zero); not counted as work."""
+
+    buffer: Buffer
+    value: Expr
+
+
+@dataclass(eq=False)
+class Nest:
+    """The loops computing one materialized op; ``parallel`` marks a parallel outermost loop."""
+
+    name: str
+    body: tuple
+    outputs: tuple[Buffer, ...]
+    work: int = 0
+    note: str = ""
+    parallel: bool = False
+    accumulators: tuple[Expr, ...] = ()
+    attrs: dict = field(default_factory=dict)
+
+
+Step = Union[Fill, Nest]
+
+
+@dataclass(eq=False)
+class Program:
+    name: str
+    inputs: list[Buffer]
+    outputs: list[Buffer]
+    temps: list[Buffer]
+    steps: list[Step]
+    buffers: dict[Tensor, Buffer]
+    inlined: list[str] = field(default_factory=list)
+
+    @property
+    def arguments(self) -> list[Buffer]:
+        """Kernel arguments: inputs, outputs, then temporaries (allocated per call)."""
+        return self.inputs + self.outputs + self.temps
+
+
+# ---- printing ------------------------------------------------------------------------------
+
+def const_text(node: Expr) -> str:
+    """An exact constant: ``repr`` of the value (so the text can key a cache), typed by suffix."""
+    v = node.arg
+    if node.dtype == "float32":
+        return f"{v!r}f"
+    if node.dtype == "bool":
+        return "True" if v else "False"
+    return repr(v) if node.dtype != "int64" else f"{v}L"
+
+
+def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer]) -> dict:
+    def bin_(n, a, b):
+        if n.op in (Op.POW, Op.MAXIMUM, Op.MINIMUM):
+            return f"{'pow' if n.op is Op.POW else n.op.value}({a}, {b})"
+        return f"({a} {n.op.value} {b})"
+
+    def read(n, *idx):
+        buf = buffers.get(n.arg)
+        name = buf.name if buf is not None else namer.tensor(n.arg)
+        return f"{name}[{', '.join(idx)}]"
+
+    rules = {
+        Op.VAR: lambda n: namer.var(n),
+        Op.CONST: const_text,
+        Op.NEG: lambda n, a: f"(-{a})",
+        Op.NOT: lambda n, a: f"!{a}",
+        Op.AND: lambda n, a, b: f"({a} && {b})",
+        Op.OR: lambda n, a, b: f"({a} || {b})",
+        Op.SELECT: lambda n, c, a, b: f"select({c}, {a}, {b})",
+        Op.IF_THEN_ELSE: lambda n, c, a, b: f"if_then_else({c}, {a}, {b})",
+        Op.CAST: lambda n, a: f"{n.dtype}({a})",
+        Op.READ: read,
+    }
+    for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAXIMUM,
+               Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
+        rules[op] = bin_
+    for op in (Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS):
+        rules[op] = lambda n, a: f"{n.op.value}({a})"
+    return rules
+
+
+class ProgramPrinter:
+    """Readable, deterministic and exact text of a program (it also keys the kernel cache)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.namer = Namer()
+        self.rules = _expr_rules(self.namer, program.buffers)
+        self.lines: list[str] = []
+
+    def expr(self, e: Expr) -> str:
+        return fold(e, self.rules)
+
+    def text(self) -> str:
+        p = self.program
+        base = self.namer
+        sig = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in p.inputs)
+        outs = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in p.outputs)
+        self.lines = [f"kernel {p.name}({sig}) -> ({outs})"]
+        if p.inlined:
+            self.lines.append(f"  # inlined: {', '.join(p.inlined)}")
+        for b in p.temps:
+            self.lines.append(f"  allocate {b.name}: {b.dtype}{list(b.shape)}")
+        for step in p.steps:
+            if isinstance(step, Fill):
+                what = "memset 0" if _is_zero(step.value) else f"fill {self.expr(step.value)}"
+                self.lines.append(f"  {what} -> {step.buffer.name}")
+                continue
+            note = f" ({step.note})" if step.note else ""
+            self.lines.append(f"  # nest {step.name}: work {step.work}{note}")
+            self.namer = base.for_block()  # loop variables are numbered afresh per nest
+            self.rules = _expr_rules(self.namer, p.buffers)
+            self.block(step.body, 1)
+        return "\n".join(self.lines) + "\n"
+
+    def block(self, stmts: tuple, depth: int) -> None:
+        pad = "  " * depth
+        for s in stmts:
+            if isinstance(s, Loop):
+                step = "" if s.step == 1 else f", {s.step}"
+                par = "parallel " if s.kind == "parallel" else ""
+                self.lines.append(f"{pad}{par}for {self.namer.var(s.var)} in "
+                                  f"range({self.expr(s.lo)}, {self.expr(s.hi)}{step}):")
+                self.block(s.body, depth + 1)
+            elif isinstance(s, If):
+                self.lines.append(f"{pad}if {self.expr(s.cond)}:")
+                self.block(s.then, depth + 1)
+                if s.orelse:
+                    self.lines.append(f"{pad}else:")
+                    self.block(s.orelse, depth + 1)
+            elif isinstance(s, Store):
+                idx = ", ".join(self.expr(i) for i in s.index)
+                self.lines.append(f"{pad}{s.buffer.name}[{idx}] = {self.expr(s.value)}")
+            elif isinstance(s, Assign):
+                lhs = ", ".join(self.namer.var(t) for t in s.targets)
+                rhs = ", ".join(self.expr(v) for v in s.values)
+                self.lines.append(f"{pad}{lhs} = {rhs}")
+            else:
+                raise TypeError(f"unknown statement {s!r}")
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and not e.arg
+
+
+def program_text(program: Program) -> str:
+    return ProgramPrinter(program).text()

@@ -1,0 +1,196 @@
+"""Reduction-variable elimination: solve a sum's where-condition for its reduction variables.
+
+``sum over (k...) where C of f`` is rewritten with the integer set ``D`` of points
+(outer axes x reduction variables) where the affine conjuncts of ``C`` hold:
+
+1. **Eliminate**: a reduction variable ``k`` that ``D`` determines (the map "other variables
+   -> k" is single-valued) is replaced by that function everywhere and dropped; ``D`` becomes
+   its projection.  Candidates are ranked by number of pieces, then number of divs (flatten:
+   ``ax1 == (k // 500) % 10 && ...`` gives ``k = 500*ax1 + 25*ax2 + ax3``; a stride-2 window
+   ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
+2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``, e.g.
+   ``k == Winner[i]``) substitutes ``k := e``; the constraints ``D`` put on ``k`` become a
+   (non-affine) guard on ``e``.
+3. **Tighten** what is left: a variable gets its exact constant range on ``D``, or is
+   *deskewed* -- ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)`` when a lower bound
+   ``lo`` (a piece of isl's lexmin) gives a shorter range (pooling gradients iterate over the
+   window footprint only: ``oh = ceil((h - 2) / 2) + oh'``, ``oh'`` in ``[0, 2)``).
+4. The where-condition is ``D`` gisted against the box of the remaining variables: only
+   constraints the variable ranges do not already imply stay.
+
+The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts, so
+it is memoized; applying a plan to a source is a substitution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, var
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import IndexSet
+
+from .linear import to_linear
+from .rules import all_of, conjuncts, simplify_expr
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to rewrite a sum: ``mapping`` (old reduction var -> expression of outer and new
+    reduction vars), the new reduction vars, the new affine where-condition and extra guards
+    (non-affine, from data-dependent equations).  ``empty``: the sum is zero everywhere."""
+
+    mapping: tuple[tuple[Expr, Expr], ...]
+    rvars: tuple[Expr, ...]
+    cond: Expr
+    guards: tuple[Expr, ...]
+    empty: bool = False
+
+
+_PLANS: dict[tuple, Plan] = {}
+
+
+def split_affine(conds: Sequence[Expr], variables: Sequence[Expr]) -> tuple[list[Expr], list[Expr]]:
+    """Conjuncts isl represents exactly over ``variables`` and the rest (residual)."""
+    space = IndexSpace(variables) if variables else None
+    affine, residual = [], []
+    for c in conds:
+        if space is not None and _is_affine(space, c):
+            affine.append(c)
+        else:
+            residual.append(c)
+    return affine, residual
+
+
+def _is_affine(space: IndexSpace, c: Expr) -> bool:
+    if any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)):
+        return False
+    try:
+        space.cond(c)
+    except NotAffine:
+        return False
+    return True
+
+
+def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
+    for k in list(mapping):
+        mapping[k] = substitute(mapping[k], {v: value})
+    mapping[v] = value
+
+
+def _equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
+    """``(k, e)`` when residual ``eq`` is ``k == e`` up to sign, ``e`` free of ``k``."""
+    if eq.op is not Op.EQ or not dt.is_int(eq.src[0].dtype):
+        return None
+    f = to_linear(eq.src[0]) - to_linear(eq.src[1])
+    for r in rvars:
+        coef = dict(f.terms).get(r, 0)
+        if coef not in (1, -1):
+            continue
+        rest = [(a, k) for a, k in f.terms if a is not r]
+        if any(r in walk(a) for a, _ in rest):
+            continue
+        # coef*r + rest + c == 0  ->  r == -coef*(rest + c)
+        e = None
+        for a, k in rest:
+            term = a * (-coef * k) if -coef * k != 1 else a
+            e = term if e is None else e + term
+        c = -coef * f.const
+        e = (e + c if c else e) if e is not None else Expr(Op.CONST, dt.INDEX, (), c)
+        return r, simplify_expr(e)
+    return None
+
+
+def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
+              equations: Sequence[Expr] = ()) -> Plan:
+    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds."""
+    key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations))
+    found = _PLANS.get(key)
+    if found is None:
+        if len(_PLANS) > 20_000:
+            _PLANS.clear()
+        found = _PLANS[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations))
+    return found
+
+
+def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
+               equations: list[Expr]) -> Plan:
+    dom = IndexSet.from_conditions(outer + rvars, affine)
+    if dom.is_empty():
+        return Plan((), (), TRUE, (), empty=True)
+    mapping: dict[Expr, Expr] = {}
+    rvars = list(rvars)
+    # 1. eliminate determined variables, best candidate first
+    while rvars:
+        best = None
+        for idx, r in enumerate(rvars):
+            sol = dom.solve(r)
+            if sol is None or sol.pieces > 1:
+                continue
+            score = (sol.pieces, sol.divs, idx)
+            if best is None or score < best[0]:
+                best = (score, r, sol)
+        if best is None:
+            break
+        _, r, sol = best
+        _compose(mapping, r, simplify_expr(sol.value))
+        dom = dom.project_out(r)
+        rvars.remove(r)
+    # 2. data-dependent equations k == e(...)
+    guards: list[Expr] = []
+    for eq in equations:
+        eq = simplify_expr(substitute(eq, mapping))
+        found = _equation_for(eq, rvars)
+        if found is None:
+            continue
+        r, e = found
+        others = [v for v in dom.vars if v is not r]
+        limits = dom.gist(IndexSet.box(dom.vars, bounded=others)).to_cond()
+        guards.append(simplify_expr(substitute(limits, {r: e})))
+        _compose(mapping, r, e)
+        dom = dom.project_out(r)
+        rvars.remove(r)
+    # 3. tighten and deskew the remaining variables
+    new_vars: list[Expr] = []
+    shift: dict[Expr, Expr] = {}
+    for r in rvars:
+        lo, hi = dom.const_range(r)
+        candidates = dom.lower_bounds(r, outer)
+        best = next(((b, ext) for b, ext in candidates
+                     if ext < hi - lo + 1 and free_vars(b)), None)
+        if best is not None:
+            b, ext = best
+            nv = var(r.name, 0, ext)
+            shift[r] = simplify_expr(b + nv)
+        else:
+            nv = var(r.name, lo, hi + 1) if (lo, hi + 1) != (r.lo, r.hi) else r
+            if nv is not r:
+                shift[r] = nv
+        new_vars.append(nv)
+    cond = dom.gist(IndexSet.box(dom.vars)).to_cond()
+    if shift:
+        for r, value in shift.items():
+            _compose(mapping, r, value)
+        cond = simplify_expr(substitute(cond, shift))
+        space_vars = outer + new_vars
+        cond = IndexSet.from_conditions(space_vars, [cond]).gist(IndexSet.box(space_vars)).to_cond()
+    cond = simplify_expr(cond)
+    return Plan(tuple(mapping.items()), tuple(new_vars), cond, tuple(guards))
+
+
+def apply_plan(plan: Plan, exprs: Sequence[Expr]) -> list[Expr]:
+    """``exprs`` with the plan's substitution applied (and simplified)."""
+    mapping = dict(plan.mapping)
+    return [simplify_expr(substitute(e, mapping)) if mapping else e for e in exprs]
+
+
+def guard_of(plan: Plan, residual: Sequence[Expr]) -> Expr:
+    """The non-affine guard of a planned sum: residual conjuncts and equation guards."""
+    parts = list(apply_plan(plan, list(residual))) + list(plan.guards)
+    out: list[Expr] = []
+    for p in parts:
+        out.extend(conjuncts(simplify_expr(p)))
+    return all_of(out)

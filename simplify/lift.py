@@ -1,0 +1,125 @@
+"""Optimize one compute body: lift nonzeroness, split sums, eliminate reduction variables.
+
+* a **sum** ``sum over k where C of f``: if ``f``'s terms are nonzero in different places the
+  sum is split, one reduction (own tensor) per group of terms (:mod:`.split`); otherwise the
+  affine conjuncts of ``nz(f)`` join ``C`` (``f`` is simplified assuming them), and the plan of
+  :mod:`.eliminate` substitutes determined variables, tightens the rest and gists ``C``.
+  Non-affine conditions stay in the source, as ``if_then_else(guard, f, 0)``, so the where-
+  condition is affine (the code generator makes it exact loop bounds) and reads inside the
+  guard are only evaluated where the affine part holds.  With no variable left the reduction
+  disappears: ``if_then_else(C, f, 0)``.
+* a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the box
+  of the axes, become ``if_then_else(cond, e', 0)`` at the top (``e'`` simplified under them).
+* other reductions (max, min, prod, custom) keep their meaning: only their expressions are
+  simplified and an empty domain becomes the identity.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import Tensor
+from tensorad.poly.domain import IndexSet
+
+from .eliminate import apply_plan, guard_of, make_plan, split_affine
+from .eliminate import _equation_for as equation_for
+from .nonzero import assume, nonzero
+from .rules import all_of, conjuncts, is_zero, simplify_expr
+from .split import group_terms
+
+MakeTensor = Callable[[str, Sequence[Expr], Expr], Tensor]
+
+
+def _ite(cond: Expr, e: Expr) -> Expr:
+    if cond is TRUE:
+        return e
+    if cond is FALSE:
+        return const(0, e.dtype)
+    return simplify_expr(Expr(Op.IF_THEN_ELSE, e.dtype, (cond, e, const(0, e.dtype))))
+
+
+def lift_body(axes: Sequence[Expr], body: Expr) -> Expr:
+    """A non-reduction body with its affine nonzeroness lifted to an outer guard."""
+    body = simplify_expr(body)
+    if body.op is Op.CONST:
+        return body
+    affine, _ = split_affine(conjuncts(nonzero(body)), axes)
+    if not affine:
+        return body
+    dom = IndexSet.from_conditions(axes, affine)
+    if dom.is_empty():
+        return const(0, body.dtype)
+    cond = simplify_expr(dom.gist(IndexSet.box(axes)).to_cond())
+    return _ite(cond, assume(body, affine))
+
+
+def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor) -> Expr:
+    """A sum-reduction body rewritten as described in the module docstring.
+
+    ``make(name, axes, body)`` creates a tensor for a split-off term (the caller decides how
+    it is optimized and registered).
+    """
+    cond, src = simplify_expr(red.src[0]), simplify_expr(red.src[1])
+    rvars = list(red.arg.axes)
+    if cond is FALSE or is_zero(src):
+        return const(0, red.dtype)
+    groups = group_terms(src)
+    if groups is not None:
+        parts = []
+        for k, (_, term) in enumerate(groups):
+            m = {v: var(v.name, v.lo, v.hi) for v in list(axes) + rvars}
+            sub_axes = [m[a] for a in axes]
+            sub = _reduce_like(red, [m[r] for r in rvars], substitute(cond, m), substitute(term, m))
+            t = make(f"{name}.t{k}", sub_axes, sub)
+            parts.append(t[tuple(axes)])
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return simplify_expr(out)
+    return solve_sum(axes, rvars, cond, src, red)
+
+
+def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Expr:
+    ra = red.arg
+    return Expr(Op.REDUCE, src.dtype, (cond, src), ReduceArg(ra.combiner, tuple(rvars), 0))
+
+
+def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr) -> Expr:
+    """One sum (no split): lift, plan, apply."""
+    variables = list(axes) + list(rvars)
+    where_aff, where_res = split_affine(conjuncts(cond), variables)
+    nz_aff, nz_res = split_affine(conjuncts(nonzero(src)), variables)
+    # data-dependent equations in the source (k == Winner[i]) are lifted so they can be solved
+    eqs = [c for c in nz_res if equation_for(c, rvars) is not None]
+    src = assume(src, nz_aff + eqs)
+    residual = where_res + eqs
+    equations = [c for c in residual if c.op is Op.EQ]
+    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations)
+    if plan.empty:
+        return const(0, red.dtype)
+    (src,) = apply_plan(plan, [src])
+    guard = guard_of(plan, residual)
+    src = _ite(guard, src)
+    if is_zero(src):
+        return const(0, red.dtype)
+    if not plan.rvars:
+        return _ite(plan.cond, src)
+    return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src))
+
+
+def simplify_reduction(axes: Sequence[Expr], red: Expr) -> Expr:
+    """A non-sum reduction: simplified expressions; an empty domain gives the identity."""
+    red = simplify_expr(red)
+    if red.op is not Op.REDUCE:
+        return red
+    variables = list(axes) + list(red.arg.axes)
+    affine, _ = split_affine(conjuncts(red.src[0]), variables)
+    if affine and IndexSet.from_conditions(variables, affine).is_empty():
+        return red.arg.combiner.identity[red.arg.value_index]
+    return red
+
+
+def all_conds(cs: Sequence[Expr]) -> Expr:
+    return all_of(cs)

@@ -1,0 +1,149 @@
+"""Nonzeroness: a condition under which an expression may be nonzero, and using it.
+
+``nonzero(e)`` over-approximates where ``e != 0``: if the condition is false, ``e`` is zero
+(with the symbolic-zero policy of :mod:`.rules`).  It is a fold over :data:`NZ_RULES`:
+
+    nz(c)                  = c != 0                  constants
+    nz(select(c, a, b))    = c && nz(a) || !c && nz(b)
+    nz(a * b)              = nz(a) && nz(b)
+    nz(a / b)              = nz(a)
+    nz(a + b), nz(a - b)   = nz(a) || nz(b)
+    nz(-a), nz(T(a))       = nz(a)               (a cast of a condition c: c itself)
+    nz(f(a))               = nz(a)   for f(0) = 0: tanh, sqrt, abs, sin
+    nz(T[idx])             = guard(T)[axes := idx]   (see :func:`tensor_guard`)
+    nz(anything else)      = True                variables, exp, log, reductions, ...
+
+:func:`assume` simplifies an expression under facts known to hold (atoms of a condition that
+guards it): each fact becomes ``True`` and the algebra removes the guards it decided.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+from tensorad.ir.rewrite import fold, rewrite, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .rules import all_of, any_of, conjuncts, is_zero, negate, simplify_expr
+
+
+def _and(a: Expr, b: Expr) -> Expr:
+    if a is FALSE or b is FALSE:
+        return FALSE
+    return all_of([x for x in (a, b) if x is not TRUE])
+
+
+def _or(a: Expr, b: Expr) -> Expr:
+    if a is TRUE or b is TRUE:
+        return TRUE
+    return any_of([x for x in (a, b) if x is not FALSE])
+
+
+def _choice(n: Expr, c: Expr, a: Expr, b: Expr) -> Expr:
+    cond = n.src[0]
+    then = _and(cond, a)
+    if b is FALSE:
+        return then
+    notc = negate(cond)
+    other = _and(notc if notc is not None else Expr(Op.NOT, dt.BOOL, (cond,)), b)
+    return _or(then, other)
+
+
+def _const(n: Expr) -> Expr:
+    return FALSE if (n.dtype != dt.BOOL and n.arg == 0) else TRUE
+
+
+def _cast(n: Expr, a: Expr) -> Expr:
+    return n.src[0] if n.src[0].dtype == dt.BOOL else a
+
+
+def _true(n: Expr, *args: Expr) -> Expr:
+    return TRUE
+
+
+def _same(n: Expr, a: Expr, *rest: Expr) -> Expr:
+    return a
+
+
+NZ_RULES = {
+    Op.CONST: _const,                                  # nz(c) = c != 0
+    Op.SELECT: _choice,                                # nz(sel(c,a,b)) = c&&nz(a) || !c&&nz(b)
+    Op.IF_THEN_ELSE: _choice,                          # (same for the lazy choice)
+    Op.MUL: lambda n, a, b: _and(a, b),                # nz(a*b) = nz(a) && nz(b)
+    Op.DIV: _same,                                     # nz(a/b) = nz(a)
+    Op.FLOORDIV: _same,                                # nz(a//b) <= nz(a)
+    Op.MOD: _same,                                     # nz(a%b) <= nz(a)
+    Op.ADD: lambda n, a, b: _or(a, b),                 # nz(a+b) <= nz(a) || nz(b)
+    Op.SUB: lambda n, a, b: _or(a, b),                 # nz(a-b) <= nz(a) || nz(b)
+    Op.MAXIMUM: lambda n, a, b: _or(a, b),             # max(0, 0) = 0
+    Op.MINIMUM: lambda n, a, b: _or(a, b),             # min(0, 0) = 0
+    Op.NEG: _same,                                     # nz(-a) = nz(a)
+    Op.CAST: _cast,                                    # nz(T(c)) = c; nz(T(a)) = nz(a)
+    Op.TANH: _same, Op.SQRT: _same, Op.ABS: _same, Op.SIN: _same,  # f(0) = 0
+    Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
+    Op.POW: lambda n, a, b: a if b.op is Op.CONST and b.arg > 0 else TRUE,  # 0**p = 0 for p > 0
+}
+for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS):
+    NZ_RULES[_op] = _true                              # may be nonzero anywhere
+for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
+    NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
+
+
+_GUARDS: dict = {}
+
+
+def tensor_guard(t: Tensor) -> Expr:
+    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known).
+
+    A non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` has guard ``c``; a sum
+    has the conjuncts of its where-condition that mention no reduction variable.  Only
+    conditions without reads are used (they are evaluated at other points than the read).
+    """
+    op = t.op
+    if not isinstance(op, ComputeOp):
+        return TRUE
+    key = (op, t.value_index)
+    found = _GUARDS.get(key)
+    if found is None:
+        body = op.body[t.value_index]
+        cands: list[Expr] = []
+        if body.op is Op.REDUCE:
+            if body.arg.combiner.kind == "sum":
+                bound = set(body.arg.axes)
+                cands = [c for c in conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
+        elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
+            cands = conjuncts(body.src[0])
+        found = all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
+        if len(_GUARDS) > 50_000:
+            _GUARDS.clear()
+        _GUARDS[key] = found
+    return found
+
+
+def read_nonzero(n: Expr) -> Expr:
+    """``nz(T[idx])``: the guard of ``T`` with its axes replaced by the indices."""
+    t = n.arg
+    guard = tensor_guard(t)
+    if guard is TRUE:
+        return TRUE
+    return substitute(guard, dict(zip(t.op.axes, n.src)))
+
+
+def nonzero(e: Expr) -> Expr:
+    """A (simplified) condition outside which ``e`` is zero."""
+    return simplify_expr(fold(e, NZ_RULES))
+
+
+def assume(e: Expr, facts: Iterable[Expr]) -> Expr:
+    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``)."""
+    mapping = {}
+    for f in facts:
+        mapping[f] = TRUE
+        neg = negate(f)
+        if neg is not None:
+            mapping[neg] = FALSE
+    if not mapping:
+        return e
+    return simplify_expr(rewrite(e, lambda n: mapping.get(n) if n.dtype == dt.BOOL else None))

@@ -1,0 +1,116 @@
+"""Interval bounds of integer index expressions, from the ranges of their variables.
+
+``bounds(e)`` is ``(lo, hi)``, inclusive, with ``None`` for "unbounded".  It is the cheap
+half of deciding comparisons (``i + 1 <= 10`` for ``i`` in ``[0, 10)`` is true by intervals
+alone); what intervals cannot decide, isl can (see :mod:`.eliminate`).  Results are memoized
+per node -- nodes are hash-consed and variable ranges never change.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import Expr, Op
+
+Bound = tuple["int | None", "int | None"]
+_MEMO: dict[Expr, Bound] = {}
+_UNBOUNDED: Bound = (None, None)
+
+
+def _add(a: Bound, b: Bound) -> Bound:
+    lo = None if a[0] is None or b[0] is None else a[0] + b[0]
+    hi = None if a[1] is None or b[1] is None else a[1] + b[1]
+    return lo, hi
+
+
+def _neg(a: Bound) -> Bound:
+    return (None if a[1] is None else -a[1], None if a[0] is None else -a[0])
+
+
+def _scale(a: Bound, c: int) -> Bound:
+    lo = None if a[0] is None else a[0] * c
+    hi = None if a[1] is None else a[1] * c
+    return (lo, hi) if c >= 0 else (hi, lo)
+
+
+def _floordiv(a: Bound, c: int) -> Bound:
+    return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
+
+
+def _mod(a: Bound, c: int) -> Bound:
+    if a[0] is not None and a[1] is not None and a[0] // c == a[1] // c:
+        return a[0] % c, a[1] % c  # the whole interval lies in one period
+    return 0, c - 1
+
+
+def _minmax(a: Bound, b: Bound, f) -> Bound:
+    lo = None if a[0] is None or b[0] is None else f(a[0], b[0])
+    hi = None if a[1] is None or b[1] is None else f(a[1], b[1])
+    if f is max:  # max(x, y) >= each operand's lower bound even when the other is unbounded
+        lo = a[0] if b[0] is None else b[0] if a[0] is None else lo
+    else:
+        hi = a[1] if b[1] is None else b[1] if a[1] is None else hi
+    return lo, hi
+
+
+def _union(a: Bound, b: Bound) -> Bound:
+    lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
+    hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
+    return lo, hi
+
+
+def _const_arg(e: Expr) -> int | None:
+    return int(e.arg) if e.op is Op.CONST else None
+
+
+def _compute(e: Expr) -> Bound:
+    op = e.op
+    if op is Op.CONST:
+        return int(e.arg), int(e.arg)
+    if op is Op.VAR:
+        return (e.lo, e.hi - 1) if e.lo is not None and e.hi is not None else _UNBOUNDED
+    if op is Op.ADD:
+        return _add(bounds(e.src[0]), bounds(e.src[1]))
+    if op is Op.SUB:
+        return _add(bounds(e.src[0]), _neg(bounds(e.src[1])))
+    if op is Op.NEG:
+        return _neg(bounds(e.src[0]))
+    if op is Op.MUL:
+        a, b = e.src
+        if _const_arg(a) is not None:
+            return _scale(bounds(b), _const_arg(a))
+        if _const_arg(b) is not None:
+            return _scale(bounds(a), _const_arg(b))
+        return _UNBOUNDED
+    if op in (Op.FLOORDIV, Op.MOD):
+        c = _const_arg(e.src[1])
+        if c is None or c <= 0:
+            return _UNBOUNDED
+        a = bounds(e.src[0])
+        return _floordiv(a, c) if op is Op.FLOORDIV else _mod(a, c)
+    if op is Op.MAXIMUM:
+        return _minmax(bounds(e.src[0]), bounds(e.src[1]), max)
+    if op is Op.MINIMUM:
+        return _minmax(bounds(e.src[0]), bounds(e.src[1]), min)
+    if op in (Op.SELECT, Op.IF_THEN_ELSE):
+        return _union(bounds(e.src[1]), bounds(e.src[2]))
+    if op is Op.CAST and dt.is_int(e.src[0].dtype):
+        return bounds(e.src[0])
+    if op is Op.CAST and e.src[0].dtype == dt.BOOL:
+        return 0, 1
+    return _UNBOUNDED
+
+
+def bounds(e: Expr) -> Bound:
+    """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side)."""
+    found = _MEMO.get(e)
+    if found is None:
+        if len(_MEMO) > 200_000:
+            _MEMO.clear()
+        found = _MEMO[e] = _compute(e) if dt.is_int(e.dtype) else _UNBOUNDED
+    return found
+
+
+def within(e: Expr, lo: int, hi: int) -> bool:
+    """Whether ``lo <= e <= hi`` holds for every value of the variables."""
+    b = bounds(e)
+    return b[0] is not None and b[1] is not None and lo <= b[0] and b[1] <= hi

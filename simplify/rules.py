@@ -1,0 +1,445 @@
+"""Algebraic simplification: a table of rewrite rules keyed by ``Op``, run by ``ir.rewrite``.
+
+Every rule is one line: a name, the math in a comment, a function ``(node, *operands) ->
+replacement | None``.  Before the rules of a node run, a node whose operands are all
+constants is folded (:func:`.consts.fold_constant`).  Integer ``+ - * neg`` are normalised as
+linear forms (:mod:`.linear`: ``i + 1 - 1`` -> ``i``), integer comparisons are decided by the
+ranges of their variables when intervals suffice (:mod:`.ranges`) and otherwise put in one
+canonical form (``lhs <= rhs`` / ``lhs == rhs`` with positive coefficients, gcd divided out).
+
+NaN/inf policy: a *symbolic* zero is a strong zero, as in every AD system -- ``0 * x -> 0``,
+``0 / x -> 0``, ``x - x -> 0`` and ``select(c, x, 0) * y -> select(c, x * y, 0)`` hold even
+when ``x``/``y`` would be inf or NaN at run time.  The derivative rules produce exactly such
+products (``0 * log(x)`` at a masked point must not poison a gradient with NaN), so this is
+the meaning we want, not an approximation.  Constant folding never folds a non-finite float
+or an integer division by zero.
+
+A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test walks
+``Op``); ops without algebraic rules have an empty tuple.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
+from tensorad.ir.rewrite import rewrite
+
+from .consts import fold_constant
+from .linear import Linear, from_linear, to_linear
+from .ranges import bounds
+
+Rule = tuple[str, Callable[..., "Expr | None"]]
+
+
+# ---- predicates and small builders ------------------------------------------------------
+
+def is_const(e: Expr, v: float | None = None) -> bool:
+    return e.op is Op.CONST and e.dtype != dt.BOOL and (v is None or e.arg == v)
+
+
+def is_zero(e: Expr) -> bool:
+    return is_const(e, 0)
+
+
+def zero_like(e: Expr) -> Expr:
+    return const(0, e.dtype)
+
+
+def gated(e: Expr) -> tuple[Expr, Expr] | None:
+    """``(c, x)`` when ``e`` is ``select(c, x, 0)`` or ``if_then_else(c, x, 0)``."""
+    if e.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(e.src[2]):
+        return e.src[0], e.src[1]
+    return None
+
+
+def rebuild_gate(e: Expr, x: Expr) -> Expr:
+    """The gate of ``e`` (a select or if_then_else with 0 else-branch) around ``x``."""
+    return Expr(e.op, x.dtype, (e.src[0], x, zero_like(x)))
+
+
+def has_reads(e: Expr) -> bool:
+    from tensorad.ir.rewrite import walk
+
+    return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
+
+
+def _int(e: Expr) -> bool:
+    return dt.is_int(e.dtype)
+
+
+# ---- integer linear forms and comparisons ------------------------------------------------
+
+def normalise_linear(node: Expr) -> Expr | None:
+    """Integer ``+ - * neg``: collect coefficients (``2*(j + 3) - j`` -> ``j + 6``)."""
+    if not _int(node):
+        return None
+    out = from_linear(to_linear(node), node.dtype)
+    return None if out is node else out
+
+
+def form_bounds(f: Linear) -> tuple[int | None, int | None]:
+    lo = hi = f.const
+    for atom, k in f.terms:
+        a_lo, a_hi = bounds(atom)
+        if k < 0:
+            a_lo, a_hi = (None if a_hi is None else -a_hi), (None if a_lo is None else -a_lo)
+            k = -k
+        lo = None if lo is None or a_lo is None else lo + k * a_lo
+        hi = None if hi is None or a_hi is None else hi + k * a_hi
+    return lo, hi
+
+
+def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
+    """Truth of ``L op 0`` for ``L`` in ``[lo, hi]``, when the interval decides it."""
+    always = {Op.EQ: lo is not None and lo == hi == 0, Op.NE: (lo is not None and lo > 0) or
+              (hi is not None and hi < 0), Op.LT: hi is not None and hi < 0,
+              Op.LE: hi is not None and hi <= 0, Op.GT: lo is not None and lo > 0,
+              Op.GE: lo is not None and lo >= 0}
+    never = {Op.EQ: always[Op.NE], Op.NE: always[Op.EQ], Op.LT: always[Op.GE],
+             Op.LE: always[Op.GT], Op.GT: always[Op.LE], Op.GE: always[Op.LT]}
+    if always[op]:
+        return TRUE
+    if never[op]:
+        return FALSE
+    return None
+
+
+def canonical_compare(node: Expr) -> Expr | None:
+    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.
+
+    ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
+    the gcd of the coefficients is divided out (rounding the constant the safe way), and the
+    result is written with positive coefficients on both sides: ``0 <= h - 2*oh`` becomes
+    ``2*oh <= h``.
+    """
+    a, b = node.src
+    if not _int(a):
+        return None
+    f = to_linear(a) - to_linear(b)
+    decided = _decide(node.op, *form_bounds(f))
+    if decided is not None:
+        return decided
+    op = node.op
+    if op in (Op.LT, Op.GT, Op.GE):
+        f = {Op.LT: f + Linear((), 1), Op.GT: f.scale(-1) + Linear((), 1), Op.GE: f.scale(-1)}[op]
+        op = Op.LE
+    g = 0
+    for _, k in f.terms:
+        g = math.gcd(g, k)
+    if g > 1:
+        if op is Op.LE:
+            f = Linear(tuple((t, k // g) for t, k in f.terms), -((-f.const) // g))
+        elif f.const % g:
+            return FALSE if op is Op.EQ else TRUE
+        else:
+            f = Linear(tuple((t, k // g) for t, k in f.terms), f.const // g)
+    if op is not Op.LE and f.terms and f.terms[0][1] < 0:
+        f = f.scale(-1)
+    pos = Linear(tuple((t, k) for t, k in f.terms if k > 0), 0)
+    neg = Linear(tuple((t, -k) for t, k in f.terms if k < 0), 0)
+    if op is not Op.LE or pos.terms:  # P + c op N  ->  P op N - c
+        lhs, rhs = pos, neg + Linear((), -f.const)
+    else:  # c - N <= 0  ->  c <= N
+        lhs, rhs = Linear((), f.const), neg
+    out = Expr(op, dt.BOOL, (from_linear(lhs, a.dtype), from_linear(rhs, a.dtype)))
+    return None if out is node else out
+
+
+_FLIP = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT, Op.EQ: Op.NE, Op.NE: Op.EQ}
+
+
+def negate(c: Expr) -> Expr | None:
+    """``!c`` without a NOT node when ``c`` is an integer comparison or a constant."""
+    if c.op is Op.CONST:
+        return FALSE if c.arg else TRUE
+    if c.op in _FLIP and _int(c.src[0]):
+        return Expr(_FLIP[c.op], dt.BOOL, c.src)
+    if c.op is Op.NOT:
+        return c.src[0]
+    return None
+
+
+def conjuncts(c: Expr) -> list[Expr]:
+    """The conjuncts of an ``&&`` chain, left to right (``True`` has none)."""
+    out: list[Expr] = []
+    stack = [c]
+    while stack:
+        e = stack.pop()
+        if e.op is Op.AND:
+            stack.extend(reversed(e.src))
+        elif e is not TRUE:
+            out.append(e)
+    return out
+
+
+def disjuncts(c: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [c]
+    while stack:
+        e = stack.pop()
+        if e.op is Op.OR:
+            stack.extend(reversed(e.src))
+        elif e is not FALSE:
+            out.append(e)
+    return out
+
+
+def all_of(cs) -> Expr:
+    """``c1 && c2 && ...`` without repeats (``True`` for none)."""
+    out = TRUE
+    for c in dict.fromkeys(cs):
+        out = c if out is TRUE else Expr(Op.AND, dt.BOOL, (out, c))
+    return out
+
+
+def any_of(cs) -> Expr:
+    out = FALSE
+    for c in dict.fromkeys(cs):
+        out = c if out is FALSE else Expr(Op.OR, dt.BOOL, (out, c))
+    return out
+
+
+# ---- floor division and modulo -----------------------------------------------------------
+
+def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
+    """``f = c*Q + R``: Q takes the terms (and constant part) divisible by ``c``."""
+    q = Linear(tuple((t, k // c) for t, k in f.terms if k % c == 0), f.const // c)
+    r = Linear(tuple((t, k) for t, k in f.terms if k % c), f.const % c)
+    return q, r
+
+
+def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """``(c*Q + R) // c -> Q + R // c``; ``R // c -> 0`` when ``0 <= R < c``."""
+    if not (_int(node) and b.op is Op.CONST and b.arg > 0):
+        return None
+    c = int(b.arg)
+    if c == 1:
+        return a
+    if a.op is Op.FLOORDIV and a.src[1].op is Op.CONST and a.src[1].arg > 0:  # (x//p)//c = x//(p c)
+        return Expr(Op.FLOORDIV, node.dtype, (a.src[0], const(int(a.src[1].arg) * c, node.dtype)))
+    q, r = _split_multiple(to_linear(a), c)
+    lo, hi = form_bounds(r)
+    if lo is not None and hi is not None and 0 <= lo and hi < c:
+        return from_linear(q, node.dtype)
+    if q.is_const and q.const == 0:
+        return None
+    rest = Expr(Op.FLOORDIV, node.dtype, (from_linear(r, node.dtype), b))
+    return from_linear(q + Linear(((rest, 1),), 0), node.dtype)
+
+
+def mod_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """``(c*Q + R) % c -> R % c``; ``R % c -> R`` when ``0 <= R < c``."""
+    if not (_int(node) and b.op is Op.CONST and b.arg > 0):
+        return None
+    c = int(b.arg)
+    if c == 1:
+        return zero_like(node)
+    f = to_linear(a)
+    _, r = _split_multiple(f, c)
+    lo, hi = form_bounds(r)
+    if lo is not None and hi is not None and 0 <= lo and hi < c:
+        return from_linear(r, node.dtype)
+    if r == f:
+        return None
+    return Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
+
+
+def _minmax_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """Integer max/min decided by the ranges of ``a - b``."""
+    if not _int(node):
+        return None
+    lo, hi = form_bounds(to_linear(a) - to_linear(b))
+    a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
+    b_wins = (hi is not None and hi <= 0) if node.op is Op.MAXIMUM else (lo is not None and lo >= 0)
+    return a if a_wins else b if b_wins else None
+
+
+# ---- the table -----------------------------------------------------------------------------
+
+def _neg(x: Expr) -> Expr:
+    return Expr(Op.NEG, x.dtype, (x,))
+
+
+def _bin(op: Op, a: Expr, b: Expr) -> Expr:
+    return Expr(op, a.dtype, (a, b))
+
+
+def _cast_gate(n: Expr, a: Expr) -> Expr | None:
+    if a.op in (Op.SELECT, Op.IF_THEN_ELSE) and (a.src[1].op is Op.CONST or a.src[2].op is Op.CONST) \
+            and a.dtype != dt.BOOL:
+        return Expr(a.op, n.dtype, (a.src[0], Expr(Op.CAST, n.dtype, (a.src[1],)),
+                                    Expr(Op.CAST, n.dtype, (a.src[2],))))
+    return None
+
+
+def _merge_gates(n: Expr, c: Expr, x: Expr, y: Expr) -> Expr | None:
+    """``select(c, select(d, x, 0), 0) -> select(c && d, x, 0)`` (when safe for the op kinds)."""
+    if not is_zero(y):
+        return None
+    g = gated(x)
+    if g is None:
+        return None
+    d, inner = g
+    if n.op is Op.SELECT and x.op is Op.SELECT:
+        return Expr(Op.SELECT, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
+    if n.op is Op.IF_THEN_ELSE and not has_reads(d):  # d may be evaluated unguarded
+        return Expr(Op.IF_THEN_ELSE, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
+    return None
+
+
+def _same_gate(x: Expr, y: Expr) -> bool:
+    gx, gy = gated(x), gated(y)
+    return gx is not None and gy is not None and x.op is y.op and gx[0] is gy[0]
+
+
+CHOICE_RULES: tuple[Rule, ...] = (
+    ("choice-true", lambda n, c, a, b: a if c is TRUE else None),                # select(T, a, b) = a
+    ("choice-false", lambda n, c, a, b: b if c is FALSE else None),              # select(F, a, b) = b
+    ("choice-same", lambda n, c, a, b: a if a is b else None),                   # select(c, a, a) = a
+    ("choice-not", lambda n, c, a, b: Expr(n.op, n.dtype, (c.src[0], b, a))      # select(!c, a, b)
+     if c.op is Op.NOT else None),                                               #   = select(c, b, a)
+    ("choice-zero-then", lambda n, c, a, b: Expr(n.op, n.dtype, (negate(c), b, a))  # select(c, 0, x)
+     if is_zero(a) and not is_zero(b) and negate(c) is not None                  #   = select(!c, x, 0)
+     and negate(c).op is not Op.NOT else None),
+    ("choice-nest-then", lambda n, c, a, b: Expr(n.op, n.dtype, (c, a.src[1], b))  # select(c, select(c,
+     if a.op is n.op and a.src[0] is c else None),                               #   x, y), z) = sel(c,x,z)
+    ("choice-nest-else", lambda n, c, a, b: Expr(n.op, n.dtype, (c, a, b.src[2]))  # select(c, x, select(c,
+     if b.op is n.op and b.src[0] is c else None),                               #   y, z)) = sel(c, x, z)
+    ("choice-merge", _merge_gates),                                 # sel(c, sel(d, x, 0), 0) = sel(c&d, x, 0)
+    ("choice-bool", lambda n, c, a, b: c if a is TRUE and b is FALSE else None),  # select(c, T, F) = c
+)
+
+ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
+    Op.ADD: (
+        ("int-linear", lambda n, a, b: normalise_linear(n)),            # sum of c_k*atom_k + c0
+        ("add-zero-r", lambda n, a, b: a if is_zero(b) else None),      # x + 0 = x
+        ("add-zero-l", lambda n, a, b: b if is_zero(a) else None),      # 0 + x = x
+        ("add-neg-r", lambda n, a, b: _bin(Op.SUB, a, b.src[0]) if b.op is Op.NEG else None),  # x+(-y)=x-y
+        ("add-neg-l", lambda n, a, b: _bin(Op.SUB, b, a.src[0]) if a.op is Op.NEG else None),  # (-x)+y=y-x
+        ("add-gate", lambda n, a, b: rebuild_gate(a, _bin(Op.ADD, a.src[1], b.src[1]))  # sel(c,x,0)+
+         if _same_gate(a, b) else None),                                 #   sel(c,y,0) = sel(c, x+y, 0)
+    ),
+    Op.SUB: (
+        ("int-linear", lambda n, a, b: normalise_linear(n)),            # sum of c_k*atom_k + c0
+        ("sub-zero-r", lambda n, a, b: a if is_zero(b) else None),      # x - 0 = x
+        ("sub-zero-l", lambda n, a, b: _neg(b) if is_zero(a) else None),  # 0 - x = -x
+        ("sub-self", lambda n, a, b: zero_like(n) if a is b else None),  # x - x = 0 (symbolic zero)
+        ("sub-neg", lambda n, a, b: _bin(Op.ADD, a, b.src[0]) if b.op is Op.NEG else None),  # x-(-y)=x+y
+        ("sub-gate", lambda n, a, b: rebuild_gate(a, _bin(Op.SUB, a.src[1], b.src[1]))  # sel(c,x,0)-
+         if _same_gate(a, b) else None),                                 #   sel(c,y,0) = sel(c, x-y, 0)
+    ),
+    Op.MUL: (
+        ("int-linear", lambda n, a, b: normalise_linear(n)),            # c * (sum) distributes
+        ("mul-one-r", lambda n, a, b: a if is_const(b, 1) else None),   # x * 1 = x
+        ("mul-one-l", lambda n, a, b: b if is_const(a, 1) else None),   # 1 * x = x
+        ("mul-zero-r", lambda n, a, b: b if is_zero(b) else None),      # x * 0 = 0 (symbolic zero)
+        ("mul-zero-l", lambda n, a, b: a if is_zero(a) else None),      # 0 * x = 0 (symbolic zero)
+        ("mul-minus-one-r", lambda n, a, b: _neg(a) if is_const(b, -1) else None),  # x * -1 = -x
+        ("mul-minus-one-l", lambda n, a, b: _neg(b) if is_const(a, -1) else None),  # -1 * x = -x
+        ("mul-gate-l", lambda n, a, b: rebuild_gate(a, _bin(Op.MUL, a.src[1], b))  # sel(c,x,0)*y
+         if gated(a) else None),                                         #   = sel(c, x*y, 0)
+        ("mul-gate-r", lambda n, a, b: rebuild_gate(b, _bin(Op.MUL, a, b.src[1]))  # y*sel(c,x,0)
+         if gated(b) else None),                                         #   = sel(c, y*x, 0)
+        ("mul-bool-l", lambda n, a, b: Expr(Op.SELECT, n.dtype, (a.src[0], b, zero_like(b)))  # T(c)*y
+         if a.op is Op.CAST and a.src[0].dtype == dt.BOOL else None),    #   = select(c, y, 0)
+        ("mul-bool-r", lambda n, a, b: Expr(Op.SELECT, n.dtype, (b.src[0], a, zero_like(a)))  # y*T(c)
+         if b.op is Op.CAST and b.src[0].dtype == dt.BOOL else None),    #   = select(c, y, 0)
+    ),
+    Op.DIV: (
+        ("div-one", lambda n, a, b: a if is_const(b, 1) else None),     # x / 1 = x
+        ("div-zero-num", lambda n, a, b: a if is_zero(a) else None),    # 0 / x = 0 (symbolic zero)
+        ("div-gate", lambda n, a, b: rebuild_gate(a, _bin(Op.DIV, a.src[1], b))  # sel(c,x,0)/y
+         if gated(a) else None),                                         #   = sel(c, x/y, 0)
+    ),
+    Op.FLOORDIV: (("floordiv", floordiv_rule),),                        # (c*Q + R)//c = Q + R//c
+    Op.MOD: (("mod", mod_rule),),                                       # (c*Q + R) % c = R % c
+    Op.NEG: (
+        ("int-linear", lambda n, a: normalise_linear(n)),               # -(sum) distributes
+        ("neg-neg", lambda n, a: a.src[0] if a.op is Op.NEG else None),  # -(-x) = x
+        ("neg-sub", lambda n, a: _bin(Op.SUB, a.src[1], a.src[0]) if a.op is Op.SUB else None),  # -(x-y)=y-x
+        ("neg-gate", lambda n, a: rebuild_gate(a, _neg(a.src[1])) if gated(a) else None),  # -sel(c,x,0)
+    ),                                                                   #   = sel(c, -x, 0)
+    Op.POW: (
+        ("pow-one", lambda n, a, b: a if is_const(b, 1) else None),     # x ** 1 = x
+        ("pow-zero", lambda n, a, b: const(1, n.dtype) if is_zero(b) else None),  # x ** 0 = 1
+    ),
+    Op.MAXIMUM: (
+        ("max-same", lambda n, a, b: a if a is b else None),            # max(x, x) = x
+        ("max-ranges", _minmax_rule),                                   # max(a, b) = a if a >= b always
+    ),
+    Op.MINIMUM: (
+        ("min-same", lambda n, a, b: a if a is b else None),            # min(x, x) = x
+        ("min-ranges", _minmax_rule),                                   # min(a, b) = a if a <= b always
+    ),
+    Op.AND: (
+        ("and-true-r", lambda n, a, b: a if b is TRUE else None),       # a && T = a
+        ("and-true-l", lambda n, a, b: b if a is TRUE else None),       # T && b = b
+        ("and-false", lambda n, a, b: FALSE if FALSE in (a, b) else None),  # a && F = F
+        ("and-dup", lambda n, a, b: a if b in conjuncts(a) else None),  # (a && b) && b = a && b
+        ("and-contra", lambda n, a, b: FALSE if negate(b) is not None   # a && !a = F
+         and negate(b) in conjuncts(a) else None),
+    ),
+    Op.OR: (
+        ("or-false-r", lambda n, a, b: a if b is FALSE else None),      # a || F = a
+        ("or-false-l", lambda n, a, b: b if a is FALSE else None),      # F || b = b
+        ("or-true", lambda n, a, b: TRUE if TRUE in (a, b) else None),  # a || T = T
+        ("or-dup", lambda n, a, b: a if b in disjuncts(a) else None),   # (a || b) || b = a || b
+        ("or-excluded", lambda n, a, b: TRUE if negate(b) is not None   # a || !a = T
+         and negate(b) in disjuncts(a) else None),
+    ),
+    Op.NOT: (("not-push", lambda n, a: negate(a)),),                    # !(a < b) = a >= b, !!a = a
+    Op.SELECT: CHOICE_RULES,
+    Op.IF_THEN_ELSE: CHOICE_RULES,
+    Op.CAST: (("cast-choice", _cast_gate),),                            # T(sel(c, 1, 0)) = sel(c, T(1), T(0))
+    Op.REDUCE: (
+        ("reduce-empty", lambda n, c, *s: n.arg.combiner.identity[n.arg.value_index]  # where False:
+         if c is FALSE else None),                                       #   identity
+        ("sum-zero", lambda n, c, *s: zero_like(n) if n.arg.combiner.kind == "sum"  # sum(0) = 0
+         and all(is_zero(x) for x in s) else None),
+    ),
+}
+for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
+    ALGEBRA_RULES[_op] = (("int-compare", lambda n, a, b: canonical_compare(n)),)  # decide or normalise
+for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
+            Op.SIN, Op.COS):
+    ALGEBRA_RULES[_op] = ()  # constant folding only
+
+
+# ---- the driver -----------------------------------------------------------------------------
+
+_LINEAR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG})
+TRACE: Counter | None = None  # set to a Counter to record which rules fire (tests use it)
+_MEMO: dict[Expr, Expr] = {}
+
+
+def _apply(node: Expr) -> Expr | None:
+    try:
+        rules = ALGEBRA_RULES[node.op]
+    except KeyError:
+        raise NotImplementedError(f"simplify: no rule entry for {node.op.name} ({node})") from None
+    folded = fold_constant(node)
+    if folded is not None:
+        if TRACE is not None:
+            TRACE["const-fold"] += 1
+        return folded
+    int_linear = node.op in _LINEAR_OPS and _int(node)
+    for name, fn in rules:
+        if int_linear and not (name == "int-linear" or "gate" in name):
+            continue  # integer + - * neg: the linear form is the one canonical form
+        out = fn(node, *node.src)
+        if out is not None and out is not node:
+            if TRACE is not None:
+                TRACE[name] += 1
+            return out
+    return None
+
+
+def simplify_expr(e: Expr) -> Expr:
+    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point (memoized across calls)."""
+    if len(_MEMO) > 500_000:
+        _MEMO.clear()
+    return rewrite(e, _apply, _MEMO if TRACE is None else {})

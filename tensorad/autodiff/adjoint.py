@@ -1,0 +1,171 @@
+"""Adjoint contributions of one consumer op, built directly in head-product form.
+
+For a consumer ``Y[i] = f(i)`` (or ``Y[i] = sum_k where c(i, k) of f(i, k)``) that reads ``X``
+at ``X[phi(i, k)]``, the contribution to ``adj_X[p, j]`` of that one read site is ::
+
+    sum over (i, k) where c(i, k) && phi(i, k) == j  of  H[p, i] * df/dX[phi](i, k)
+
+with ``H = adj_Y`` (shape ``prefix + Y.shape``).  One term per read site: a body such as
+``A[i, j] + A[j, i]`` gives two reductions, each with an equation ``phi == j`` that the
+optimizer can solve on its own (DESIGN.md lesson 1).  ``i`` and ``k`` are fresh reduce
+variables; without the optimizer the term is correct but iterates over all of ``(i, k)``.
+
+Reductions with other combiners (DESIGN.md lesson 2):
+
+* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
+  reduction over the same domain carrying ``(value..., k0, k1, ...)`` -- is computed once per
+  op; the head is routed to the winning element only, by adding ``k == W(i)`` to the
+  condition.  Ties: the first winner in loop order for max/min, the combiner's own condition
+  for custom ones (see :mod:`combiners`).
+* ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
+  product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
+  ``Z == 1``, else 0 -- exact with zeros, no division by zero.
+* any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
+  the head (the only case that builds a Jacobian-sized temporary).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical
+from ..ir.reducer import prod as prod_reducer
+from ..ir.reducer import sum as sum_reducer
+from ..ir.rewrite import walk
+from ..ir.tensor import ComputeOp, Tensor
+from . import combiners
+from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
+from .jacobian import body_jacobian
+from .rules import partial_by_read
+from .zero import ZERO, materialize, mul
+
+
+def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
+    """The distinct reads of ``x`` under ``expr``, in a deterministic order."""
+    return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
+
+
+class AdjointBuilder:
+    """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
+
+    def __init__(self) -> None:
+        self._winners: dict[ComputeOp, tuple[Tensor, ...]] = {}
+        self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
+        self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
+
+    def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
+                      p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:
+        """Terms (expressions over ``p + j``, dtype ``x.dtype``) of ``adj_x`` from ``op``."""
+        if not op.is_reduction:
+            return [t for v, h in heads.items()
+                    for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
+        body = op.body[0]
+        ra: ReduceArg = body.arg
+        kind, _ = combiners.classify(ra.combiner)
+        cond = body.src[0]
+        if kind == "sum":
+            return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        if kind in ("max", "min", "select"):
+            winner = self._winner(op)
+
+            def at_winner(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
+                return [equal_all(kv, [w[tuple(iv)] for w in winner])], None
+
+            return [t for v, h in heads.items()
+                    for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
+                                              at_winner)]
+        if kind == "prod":
+            zeros, nonzero = self._prod(op)
+
+            def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
+                g = rename(body.src[1], m)
+                z, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
+                is0 = compare(Op.EQ, g, const(0, g.dtype))
+                safe = choice(Op.SELECT, is0, const(1, g.dtype), g)
+                single_zero = logical(Op.AND, compare(Op.EQ, z, const(1, z.dtype)), is0)
+                factor = choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), pr / safe,
+                                choice(Op.SELECT, single_zero, pr, const(0, g.dtype)))
+                return [], factor
+
+            return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
+        return self._generic_terms(op, heads, x, p, j)
+
+    # ---- one term per read site ---------------------------------------------------------
+    def _site_terms(self, axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, source: Expr,
+                    head: Tensor, x: Tensor, p: Sequence[Expr], j: Sequence[Expr],
+                    extra: Callable | None = None) -> list[Expr]:
+        terms = []
+        for site in read_sites(source, x):
+            d = partial_by_read(source, site)
+            if d is ZERO:
+                continue
+            m = copy_vars(tuple(axes) + tuple(raxes))
+            iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
+            conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
+            where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in site.src], j)])
+            h = cast(source.dtype, head[tuple(p) + tuple(iv)])
+            value = h if factor is None else mul(h, factor)
+            value = mul(value, rename(d, m))
+            terms.append(head_sum(cast(x.dtype, materialize(value, source.dtype)), iv + kv, where))
+        return terms
+
+    # ---- helper tensors -----------------------------------------------------------------
+    def _winner(self, op: ComputeOp) -> tuple[Tensor, ...]:
+        """The index outputs ``(k0, k1, ...)`` of the op's winner reduction (built once)."""
+        found = self._winners.get(op)
+        if found is not None:
+            return found
+        body = op.body[0]
+        ra = body.arg
+        red = combiners.winner_reducer(ra.combiner, len(ra.axes))
+        m = copy_vars(op.axes + ra.axes)
+        kv = tuple(m[k] for k in ra.axes)
+        src = (rename(body.src[0], m),) + tuple(rename(s, m) for s in body.src[1:]) + kv
+        bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
+        outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
+        found = self._winners[op] = outs[ra.combiner.arity:]
+        return found
+
+    def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
+        """``(Z, P)``: the number of zero factors and the product of the nonzero ones."""
+        found = self._prods.get(op)
+        if found is not None:
+            return found
+        body = op.body[0]
+        ra = body.arg
+        out = []
+        for what in ("zeros", "nonzero_prod"):
+            m = copy_vars(op.axes + ra.axes)
+            cond, g = rename(body.src[0], m), rename(body.src[1], m)
+            is0 = compare(Op.EQ, g, const(0, g.dtype))
+            where = None if cond is TRUE else cond
+            kv = [m[k] for k in ra.axes]
+            if what == "zeros":
+                red = sum_reducer(choice(Op.SELECT, is0, const(1, "int32"), const(0, "int32")), kv, where)
+            else:
+                red = prod_reducer(choice(Op.SELECT, is0, const(1, g.dtype), g), kv, where)
+            out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
+        found = self._prods[op] = (out[0], out[1])
+        return found
+
+    def _generic_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
+                       p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:
+        """``sum_i H[p, i] * J[i, j]`` with ``J`` the (der, value) Jacobian of the op by ``x``."""
+        key = (op, x)
+        if key not in self._jacobians:
+            m = copy_vars(op.axes + op.reduce_axes)
+            jv = axis_vars(x.shape, prefix="jac_i")
+            ders = [body_jacobian(b, x, jv) for b in op.body]
+            live = [v for v, d in enumerate(ders) if d is not ZERO]
+            made = compute(f"{op.name}.jacobian", [m[a] for a in op.axes] + jv,
+                           [rename(ders[v], m) for v in live]) if live else ()
+            self._jacobians[key] = dict(zip(live, made))
+        jac = self._jacobians[key]
+        terms = []
+        for v, h in heads.items():
+            if v not in jac:
+                continue
+            iv = list(copy_vars(op.axes).values())
+            value = cast(op.body[v].dtype, h[tuple(p) + tuple(iv)]) * jac[v][tuple(iv) + tuple(j)]
+            terms.append(head_sum(cast(x.dtype, value), iv, TRUE))
+        return terms

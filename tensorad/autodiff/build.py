@@ -1,0 +1,101 @@
+"""Small builders shared by the autodiff modules: fresh variables, renaming, conditions, tensors.
+
+Every tensor autodiff creates gets its own axis and reduce-axis variables (copies with the
+same names and ranges), so no two ops share a variable; :func:`rename` substitutes variables
+everywhere, including the axes listed inside ``REDUCE`` nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..ir import dtype as dt
+from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical, var
+from ..ir.reducer import sum as sum_reducer
+from ..ir.rewrite import rewrite
+from ..ir.tensor import Tensor
+from ..lang import make_compute
+
+
+def copy_vars(variables: Sequence[Expr]) -> dict[Expr, Expr]:
+    """Fresh variables with the same names and ranges."""
+    return {v: var(v.name, v.lo, v.hi) for v in variables}
+
+
+def axis_vars(shape: Sequence[int], prefix: str = "ax", start: int = 0) -> list[Expr]:
+    return [var(f"{prefix}{start + d}", 0, s) for d, s in enumerate(shape)]
+
+
+def rename(expr: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
+    """Substitute variables in ``expr``, also in the axes of its reductions."""
+    if not mapping:
+        return expr
+
+    def rule(node: Expr) -> Expr | None:
+        if node.op is Op.VAR:
+            return mapping.get(node)
+        if node.op is Op.REDUCE and any(a in mapping for a in node.arg.axes):
+            ra = node.arg
+            return node.replace(arg=ReduceArg(ra.combiner, tuple(mapping.get(a, a) for a in ra.axes),
+                                              ra.value_index))
+        return None
+
+    return rewrite(expr, rule)
+
+
+def all_of(conds: Sequence[Expr]) -> Expr:
+    """The conjunction of ``conds`` (``True`` drops out)."""
+    out = TRUE
+    for c in conds:
+        if c is TRUE:
+            continue
+        out = c if out is TRUE else logical(Op.AND, out, c)
+    return out
+
+
+def equal_all(lhs: Sequence[Expr], rhs: Sequence[Expr]) -> Expr:
+    """``lhs[0] == rhs[0] && lhs[1] == rhs[1] && ...``"""
+    return all_of([compare(Op.EQ, a, b) for a, b in zip(lhs, rhs)])
+
+
+def delta(cond: Expr, dtype: str) -> Expr:
+    """``select(cond, 1, 0)``: the derivative of a read by an element (1 when they coincide)."""
+    if cond is TRUE:
+        return const(1, dtype)
+    return choice(Op.SELECT, cond, const(1, dtype), const(0, dtype))
+
+
+def head_sum(value: Expr, axes: Sequence[Expr], where: Expr) -> Expr:
+    """``sum(value, axes, where)``; with no axes, ``select(where, value, 0)``."""
+    if axes:
+        return sum_reducer(value, list(axes), where=None if where is TRUE else where)
+    if where is TRUE:
+        return value
+    return choice(Op.SELECT, where, value, const(0, value.dtype))
+
+
+def compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr]) -> tuple[Tensor, ...]:
+    """A compute op built by a pass (no isl bounds proof: reads are in bounds by construction)."""
+    return make_compute(name, axes, bodies, check_bounds=False)
+
+
+def zeros(shape: Sequence[int], dtype: str, name: str) -> Tensor:
+    return compute(name, axis_vars(shape), [const(0, dtype)])[0]
+
+
+def identity(shape: Sequence[int], dtype: str, name: str) -> Tensor:
+    """``I[p..., i...] = 1 if p == i else 0`` with ``p`` and ``i`` both of ``shape``."""
+    p = axis_vars(shape)
+    i = axis_vars(shape, start=len(shape))
+    return compute(name, p + i, [delta(equal_all(p, i), dtype)])[0]
+
+
+def read_as(t: Tensor, idx: Sequence[Expr], dtype: str) -> Expr:
+    """``t[idx]`` converted to ``dtype``."""
+    return cast(dtype, t[tuple(idx)])
+
+
+def check_float(t: Tensor, what: str) -> None:
+    if not dt.is_float(t.dtype):
+        raise TypeError(f"{what}: tensor {t.name!r} has dtype {t.dtype}; only floating-point "
+                        "tensors are differentiable (integer tensors have no gradient)")

@@ -1,0 +1,154 @@
+"""What autodiff knows about reduction combiners: their kind, their derivative, their winner.
+
+* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``,
+  ``select`` (a custom combiner that picks one side, such as argmax: every result element is a
+  ``select`` between ``lhs[t]`` and ``rhs[t]`` under one common condition, or a ``max``/``min``
+  of them) or ``generic``.  Built-in reducers carry their kind; a custom combiner written as
+  ``x + y`` or ``x * y`` is recognised structurally.
+* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
+  sums, and for every other combiner the seed's generic form -- a reduction over pairs
+  ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
+  of ``max`` is ``select(x >= y, x.der, y.der)``: ties go to the left operand, which is the
+  running value when a reduction is evaluated in order -- the first winner).
+* :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
+  selecting combiners (DESIGN.md lesson 2): it carries the original values and the reduce-axis
+  indices ``(value..., k0, k1, ...)``.  For ``max``/``min`` ties go to the lexicographically
+  smallest index, i.e. the first winner in loop order (as PyTorch's ``max(dim)``); a custom
+  selecting combiner keeps its own condition, so the winner is the one its forward value chose.
+  The index identity is the largest int32, which no real index equals.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..ir import dtype as dt
+from ..ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from ..ir.reducer import CommReducer
+from ..ir.reducer import sum as sum_reducer
+from .zero import ZERO, Tangent, materialize
+
+INDEX_SENTINEL = dt.max_value("int32")
+
+_pair_cache: dict[CommReducer, CommReducer] = {}
+_winner_cache: dict[tuple, CommReducer] = {}
+
+
+def _is_const(e: Expr, value: float) -> bool:
+    return e.op is Op.CONST and e.arg == value
+
+
+def _sides(e: Expr, x: Expr, y: Expr) -> bool:
+    return (e.src[0] is x and e.src[1] is y) or (e.src[0] is y and e.src[1] is x)
+
+
+def classify(comb: CommReducer) -> tuple[str, Expr | None]:
+    """``(kind, lhs_wins)``: the kind of ``comb`` and, for selecting kinds, the condition
+    (over ``comb.lhs``/``comb.rhs``) under which the left operand is the result."""
+    if comb.kind in ("sum", "prod"):
+        return comb.kind, None
+    if comb.kind in ("max", "min"):
+        return comb.kind, None
+    if comb.arity == 1:
+        r, x, y = comb.result[0], comb.lhs[0], comb.rhs[0]
+        ident = comb.identity[0]
+        if r.op is Op.ADD and _sides(r, x, y) and _is_const(ident, 0):
+            return "sum", None
+        if r.op is Op.MUL and _sides(r, x, y) and _is_const(ident, 1):
+            return "prod", None
+        if r.op is Op.MAXIMUM and _sides(r, x, y):
+            return "max", None
+        if r.op is Op.MINIMUM and _sides(r, x, y):
+            return "min", None
+    cond = _common_selection(comb)
+    if cond is not None:
+        return "select", cond
+    return "generic", None
+
+
+def _common_selection(comb: CommReducer) -> Expr | None:
+    """The common ``lhs wins`` condition of a selecting combiner, or ``None``."""
+    found: Expr | None = None
+    for r, x, y in zip(comb.result, comb.lhs, comb.rhs):
+        if r.op is Op.SELECT and r.src[1] is x and r.src[2] is y:
+            cond = r.src[0]
+        elif r.op is Op.SELECT and r.src[1] is y and r.src[2] is x:
+            cond = logical_not(r.src[0])
+        elif r.op in (Op.MAXIMUM, Op.MINIMUM) and _sides(r, x, y):
+            continue  # a max/min element agrees with any choice up to ties of its value
+        else:
+            return None
+        if found is None:
+            found = cond
+        elif found is not cond:
+            return None
+    return found
+
+
+# ---- forward mode ---------------------------------------------------------------------------
+
+def pair_reducer(comb: CommReducer) -> CommReducer:
+    """The derivative combiner over ``(x.der..., x...)``: ``(d combine, combine)``."""
+    found = _pair_cache.get(comb)
+    if found is not None:
+        return found
+    from .rules import tangent  # rules imports this module
+
+    xd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.lhs)
+    yd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.rhs)
+    leaves = dict(zip(comb.lhs + comb.rhs, xd + yd))
+    ders = tuple(materialize(tangent(r, lambda n: leaves.get(n, ZERO)), r.dtype) for r in comb.result)
+    ident = tuple(const(0, v.dtype) for v in comb.lhs)
+    pair = CommReducer(f"{comb.name}.der", "custom", xd + comb.lhs, yd + comb.rhs,
+                       ders + comb.result, ident + comb.identity)
+    _pair_cache[comb] = pair
+    return pair
+
+
+def reduce_tangent(node: Expr, dsrc: Sequence[Tangent]) -> Tangent:
+    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources."""
+    ra: ReduceArg = node.arg
+    cond, srcs = node.src[0], node.src[1:]
+    if all(d is ZERO for d in dsrc):
+        return ZERO
+    kind, _ = classify(ra.combiner)
+    if kind == "sum":
+        return sum_reducer(dsrc[0], list(ra.axes), where=cond)
+    pair = pair_reducer(ra.combiner)
+    ders = tuple(materialize(d, s.dtype) for d, s in zip(dsrc, srcs))
+    return Expr(Op.REDUCE, node.dtype, (cond,) + ders + tuple(srcs),
+                ReduceArg(pair, ra.axes, ra.value_index))
+
+
+# ---- reverse mode: winners ------------------------------------------------------------------
+
+def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
+    """``a <= b`` in lexicographic order (first index most significant)."""
+    out = compare(Op.LE, a[-1], b[-1])
+    for x, y in zip(reversed(a[:-1]), reversed(b[:-1])):
+        out = logical(Op.OR, compare(Op.LT, x, y), logical(Op.AND, compare(Op.EQ, x, y), out))
+    return out
+
+
+def winner_reducer(comb: CommReducer, n_axes: int) -> CommReducer:
+    """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index."""
+    key = (comb, n_axes)
+    found = _winner_cache.get(key)
+    if found is not None:
+        return found
+    kind, lhs_wins = classify(comb)
+    kl = tuple(var(f"k{t}.x", dtype=dt.INDEX) for t in range(n_axes))
+    kr = tuple(var(f"k{t}.y", dtype=dt.INDEX) for t in range(n_axes))
+    if kind in ("max", "min"):
+        x, y = comb.lhs[0], comb.rhs[0]
+        better = compare(Op.GT if kind == "max" else Op.LT, x, y)
+        lhs_wins = logical(Op.OR, better, logical(Op.AND, compare(Op.EQ, x, y), lex_le(kl, kr)))
+    elif kind != "select":
+        raise ValueError(f"combiner {comb.name!r} does not select one operand")
+    idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl, kr))
+    ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_axes))
+    red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl, comb.rhs + kr,
+                      comb.result + idx, comb.identity + ident)
+    _winner_cache[key] = red
+    return red
+

@@ -1,0 +1,92 @@
+"""Forward mode: ``jvp`` (tangent propagation over the DAG) and Hessian-vector products.
+
+``jvp(Y, inputs, tangents)`` gives every tensor ``T`` between the inputs and ``Y`` a tangent
+tensor ``dT`` of ``T``'s shape, producers first: the body of ``dT`` is the tangent of ``T``'s
+body in which a read ``S[idx]`` of a tensor with a tangent becomes ``dS[idx]``.  Sums stay
+sums; every other reduction becomes the seed's ``(derivative, value)`` pair reduction, which in
+forward mode costs no more than the original (no Jacobian-sized temporaries).
+
+``hessian_vector_product`` is forward-over-reverse: the gradients of a scalar are ordinary
+tensors, so their jvp along ``vectors`` is ``H v``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..ir.expr import Expr, Op, cast
+from ..ir.rewrite import tensor_graph
+from ..ir.tensor import ComputeOp, Tensor
+from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
+from .reverse import jacobian_recursive
+from .rules import tangent
+from .zero import ZERO, Tangent
+
+Optimizer = Callable[[Tensor], Tensor]
+
+
+def _as_list(x: Sequence[Tensor] | Tensor) -> list[Tensor]:
+    return [x] if isinstance(x, Tensor) else list(x)
+
+
+def _check_pairs(inputs: list[Tensor], vectors: list[Tensor], what: str) -> None:
+    if len(inputs) != len(vectors):
+        raise ValueError(f"{what}: {len(inputs)} inputs but {len(vectors)} tangents")
+    for x, v in zip(inputs, vectors):
+        check_float(x, f"{what} (input)")
+        if not isinstance(v, Tensor) or tuple(v.shape) != tuple(x.shape):
+            shape = list(v.shape) if isinstance(v, Tensor) else repr(v)
+            raise ValueError(f"{what}: the tangent of {x.name!r} must be a tensor of shape "
+                             f"{list(x.shape)}, got {shape}")
+
+
+def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
+        optimizer: Optimizer | None = None) -> Tensor:
+    """``sum_m J_m . tangents[m]``: the directional derivative of ``output``, of its shape."""
+    inputs, tangents = _as_list(inputs), _as_list(tangents)
+    check_float(output, "jvp (output)")
+    _check_pairs(inputs, tangents, "jvp")
+    dot: dict[Tensor, Tensor] = {}
+    for x, v in zip(inputs, tangents):
+        dot[x] = v
+    for op in dict.fromkeys(t.op for t in tensor_graph([output])):  # producers first
+        outs = [Tensor(op, v) for v in range(op.num_outputs)]
+        if not isinstance(op, ComputeOp) or all(t in dot for t in outs):
+            continue
+
+        def leaf(node: Expr) -> Tangent:
+            if node.op is Op.READ and node.arg in dot:
+                return cast(node.dtype, dot[node.arg][node.src])
+            return ZERO
+
+        ders = [tangent(b, leaf) for b in op.body]
+        if all(d is ZERO for d in ders):
+            continue
+        live = [v for v, d in enumerate(ders) if d is not ZERO]
+        m = copy_vars(op.axes + op.reduce_axes)
+        made = compute(f"{op.name}.jvp", [m[a] for a in op.axes],
+                       [rename(ders[v], m) for v in live])
+        if optimizer is not None and len(made) == 1:
+            made = (optimizer(made[0]),)
+        for v, made_t in zip(live, made):
+            dot.setdefault(outs[v], made_t)
+    out = dot.get(output)
+    if out is None:
+        return zeros(output.shape, output.dtype, f"{output.name}.jvp")
+    if out.dtype != output.dtype:  # output is an input whose tangent has another dtype
+        axes = axis_vars(output.shape)
+        out = compute(f"{output.name}.jvp", axes, [cast(output.dtype, out[tuple(axes)])])[0]
+    return out
+
+
+def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
+                           vectors: Sequence[Tensor] | Tensor,
+                           optimizer: Optimizer | None = None) -> list[Tensor]:
+    """``H v`` for each input of a scalar ``output``, as the jvp of its gradients along ``vectors``."""
+    inputs, vectors = _as_list(inputs), _as_list(vectors)
+    if output.ndim != 0:
+        raise ValueError(f"hessian_vector_product: the output must be a scalar (shape ()), "
+                         f"{output.name!r} has shape {list(output.shape)}")
+    _check_pairs(inputs, vectors, "hessian_vector_product")
+    grads = jacobian_recursive(output, inputs, optimizer=optimizer)
+    return [jvp(g, inputs, vectors, optimizer=optimizer) for g in grads]

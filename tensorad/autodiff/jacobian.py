@@ -1,0 +1,58 @@
+"""``jacobian(Y, X)``: the elementwise Jacobian of a tensor by a tensor it reads directly.
+
+``J[i..., jac_i0, ...] = d Y[i...] / d X[jac_i0, ...]``.  The body of ``Y`` is differentiated
+with the tangent rules; a read ``X[idx]`` becomes ``select(jac_i == idx, 1, 0)`` (1 where the
+read element is the one we differentiate by), reads of other tensors are constants.  A sum
+becomes the sum of the derivatives; any other combiner becomes a reduction over
+``(derivative, value)`` pairs (the seed's max-pool form).  The result is the raw Jacobian --
+a reduction over mostly zeros -- until the nonzeroness optimizer (passed in by the facade as
+``optimizer``) removes them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir.expr import Expr, Op
+from ..ir.tensor import ComputeOp, Tensor
+from .build import axis_vars, check_float, compute, copy_vars, delta, equal_all, identity, rename
+from .rules import tangent
+from .zero import ZERO, Tangent, materialize
+
+Optimizer = Callable[[Tensor], Tensor]
+
+
+def body_jacobian(body: Expr, x: Tensor, jac: list[Expr]) -> Tangent:
+    """The derivative of ``body`` by ``x[jac]`` (``ZERO`` when ``body`` does not read ``x``)."""
+
+    def leaf(node: Expr) -> Tangent:
+        if node.op is Op.READ and node.arg == x:
+            return delta(equal_all(jac, node.src), node.dtype)
+        return ZERO
+
+    return tangent(body, leaf)
+
+
+def jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
+    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
+
+    Only direct reads of ``input`` by ``output``'s body count (use ``jacobian_recursive`` for
+    a chain of tensors).  ``optimizer`` (a ``Tensor -> Tensor`` pass) is applied to the result.
+    """
+    check_float(output, "jacobian")
+    check_float(input, "jacobian")
+    name = f"{output.name}.jacobian"
+    if output == input:
+        jac = identity(output.shape, output.dtype, name)
+    else:
+        jvars = axis_vars(input.shape, prefix="jac_i")
+        if isinstance(output.op, ComputeOp):
+            op = output.op
+            mapping = copy_vars(op.axes + op.reduce_axes)
+            d = body_jacobian(op.body[output.value_index], input, jvars)
+            body = rename(materialize(d, output.dtype), mapping)
+            axes = [mapping[a] for a in op.axes]
+        else:  # a different placeholder: independent of input
+            body, axes = materialize(ZERO, output.dtype), axis_vars(output.shape, prefix="i")
+        jac = compute(name, axes + jvars, [body])[0]
+    return optimizer(jac) if optimizer is not None else jac

@@ -1,0 +1,150 @@
+"""``jacobian_recursive``: reverse accumulation over the tensor DAG (seed 000).
+
+The tensors between ``output`` and the inputs are visited consumers first.  Each tensor's
+adjoint ``adj_T`` (shape ``prefix + T.shape``, dtype ``T.dtype``) is one compute whose body is
+the sum of the contributions of all of its consumers (:mod:`adjoint`), built once and then read
+by every contribution it makes in turn.  Only tensors on a path from an input to ``output``
+are differentiated; inputs that ``output`` does not depend on get zero tensors.
+
+``head`` (shape ``prefix + output.shape``) is the adjoint of ``output``; ``None`` means the
+identity, so the results are full Jacobians (``prefix == output.shape``).  ``override`` maps a
+tensor to ``fn(tensor, input, adj_tensor) -> tensor of shape prefix + input.shape``, which
+replaces the derivative rule of that tensor: it is called once per (tensor, direct input).
+``optimizer`` (the facade passes the nonzeroness optimizer) is applied to every adjoint as soon
+as it is complete, before its consumers read it.
+
+Result form: ``adj_X`` has axes ``ax0 ... ax{n-1}`` (prefix then ``X``'s dimensions) and the
+body ``term_1 + term_2 + ...``; each term of a reduction is lifted into its own tensor
+``<X>.grad.red<n>`` by the language (see :mod:`adjoint` for the form of a term).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from ..ir.expr import Expr, cast
+from ..ir.rewrite import op_reads, tensor_graph
+from ..ir.tensor import ComputeOp, Tensor
+from .adjoint import AdjointBuilder
+from .build import axis_vars, check_float, compute, identity, zeros
+from .zero import sum_all
+
+Optimizer = Callable[[Tensor], Tensor]
+Override = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
+    n = output.ndim
+    if not isinstance(head, Tensor):
+        raise TypeError(f"jacobian_recursive: head must be a Tensor, got {type(head).__name__}")
+    check_float(head, "jacobian_recursive (head)")
+    if head.ndim < n or tuple(head.shape[head.ndim - n:]) != tuple(output.shape):
+        raise ValueError(f"jacobian_recursive: head {head.name!r} has shape {list(head.shape)}, "
+                         f"but it must be prefix + the output's shape {list(output.shape)}")
+    return tuple(head.shape[:head.ndim - n])
+
+
+def _relevant(graph: list[Tensor], inputs: set[Tensor]) -> set[Tensor]:
+    """Floating-point tensors of ``graph`` that are inputs or depend on one."""
+    found: set[Tensor] = set()
+    for t in graph:  # producers first
+        if t in inputs or (isinstance(t.op, ComputeOp) and t.dtype in ("float32", "float64")
+                           and any(d in found for d in op_reads(t.op))):
+            found.add(t)
+    return found
+
+
+class _Adjoints:
+    """Per-tensor lists of terms and the finished adjoint tensors."""
+
+    def __init__(self, prefix: tuple[int, ...], optimizer: Optimizer | None) -> None:
+        self.prefix = prefix
+        self.optimizer = optimizer
+        self.axes: dict[Tensor, tuple[list[Expr], list[Expr]]] = {}
+        self.terms: dict[Tensor, list[Expr]] = {}
+        self.done: dict[Tensor, Tensor] = {}
+
+    def axes_of(self, x: Tensor) -> tuple[list[Expr], list[Expr]]:
+        if x not in self.axes:
+            n = len(self.prefix)
+            self.axes[x] = (axis_vars(self.prefix), axis_vars(x.shape, start=n))
+        return self.axes[x]
+
+    def add(self, x: Tensor, terms: Sequence[Expr]) -> None:
+        self.terms.setdefault(x, []).extend(terms)
+
+    def finish(self, t: Tensor) -> Tensor | None:
+        """The adjoint of ``t`` (all its consumers have contributed), or ``None`` if zero."""
+        if t in self.done:
+            return self.done[t]
+        terms = self.terms.pop(t, [])
+        if not terms:
+            return None
+        p, j = self.axes[t]
+        adj = compute(f"{t.name}.grad", p + j, [sum_all(terms)])[0]
+        if self.optimizer is not None:
+            adj = self.optimizer(adj)
+        self.done[t] = adj
+        return adj
+
+
+def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: Tensor | None = None,
+                       override: Mapping[Tensor, Override] | None = None,
+                       optimizer: Optimizer | None = None) -> list[Tensor]:
+    """Adjoints of ``inputs`` for ``output`` with the given ``head`` (see the module docstring)."""
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    check_float(output, "jacobian_recursive (output)")
+    for x in inputs:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"jacobian_recursive: inputs must be tensors, got {type(x).__name__}")
+        check_float(x, "jacobian_recursive (input)")
+    override = dict(override or {})
+    if head is None:
+        prefix = tuple(output.shape)
+        head = identity(output.shape, output.dtype, f"{output.name}.identity")
+    else:
+        prefix = _check_head(output, head)
+
+    graph = tensor_graph([output])
+    relevant = _relevant(graph, set(inputs))
+    adj = _Adjoints(prefix, optimizer)
+    if output in relevant:
+        adj.done[output] = head
+    builder = AdjointBuilder()
+    ops = list(dict.fromkeys(t.op for t in graph))
+    for op in reversed(ops):  # consumers first
+        outs = [Tensor(op, v) for v in range(op.num_outputs)]
+        heads = {v: a for v, t in enumerate(outs) if t in relevant and (a := adj.finish(t)) is not None}
+        if not heads or not isinstance(op, ComputeOp):
+            continue
+        for x in op_reads(op):
+            if x not in relevant:
+                continue
+            p, j = adj.axes_of(x)
+            plain = {}
+            for v, h in heads.items():
+                fn = override.get(outs[v])
+                if fn is None:
+                    plain[v] = h
+                    continue
+                got = fn(outs[v], x, h)
+                want = prefix + tuple(x.shape)
+                if not isinstance(got, Tensor) or tuple(got.shape) != want:
+                    raise ValueError(f"override for {outs[v].name!r}: the adjoint contribution for "
+                                     f"{x.name!r} must be a tensor of shape {list(want)}, got "
+                                     f"{list(got.shape) if isinstance(got, Tensor) else got!r}")
+                adj.add(x, [cast(x.dtype, got[tuple(p) + tuple(j)])])
+            if plain:
+                adj.add(x, builder.contributions(op, plain, x, p, j))
+
+    results = []
+    for x in inputs:
+        a = adj.done.get(x)
+        if a is None:
+            a = zeros(prefix + tuple(x.shape), x.dtype, f"{x.name}.grad")
+        elif a.dtype != x.dtype:  # the head itself, when an input is the output
+            src = a
+            axes = axis_vars(a.shape)
+            a = compute(f"{x.name}.grad", axes, [cast(x.dtype, src[tuple(axes)])])[0]
+        results.append(a)
+    return results

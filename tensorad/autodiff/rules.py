@@ -1,0 +1,121 @@
+"""Derivative rules: one tangent rule per :class:`Op`, driven by :func:`tensorad.ir.rewrite.fold`.
+
+A rule receives the node and the tangents of its operands (an ``Expr`` of the operand's dtype,
+or the symbolic :data:`ZERO`) and returns the node's tangent -- forward-mode differentiation
+of one scalar expression.  Every other derivative in tensorad is built from this table:
+
+* ``jacobian``: tangent of a body where a read of the input ``X[idx]`` has the tangent
+  ``select(jac_j == idx, 1, 0)`` (the derivative of ``X[idx]`` by ``X[jac_j]``);
+* reverse mode: the partial derivative by one read site (that read has tangent 1, every
+  other read 0), multiplied by the head inside a reduction;
+* ``jvp``: reads of tensors with a tangent tensor ``dT`` have tangent ``dT[idx]``.
+
+The leaves (``VAR`` and ``READ``) are constants here; each mode overrides them.  Integer and
+boolean nodes always have the tangent ``ZERO`` (index arithmetic, comparisons, logic), so rules
+only ever see floating-point nodes.  Ties of ``max``/``min``/``abs`` pick a documented side.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from ..ir import dtype as dt
+from ..ir.expr import Expr, Op, compare, const, unary
+from ..ir.rewrite import fold
+from . import combiners
+from .zero import ZERO, Tangent, add, choose, div, materialize, mul, neg, sub, to_dtype
+
+
+def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
+    a, b = n.src
+    bm1 = const(b.arg - 1, b.dtype) if b.op is Op.CONST else b - 1
+    return add(mul(da, b * a ** bm1), mul(db, n * unary(Op.LOG, a)))
+
+
+def _cast(n: Expr, da: Tangent) -> Tangent:
+    # float -> float passes the derivative on; anything from or to an integer is piecewise
+    # constant and has derivative 0 (the int-to-float case is an index used as a value).
+    return to_dtype(da, n.dtype) if dt.is_float(n.src[0].dtype) else ZERO
+
+
+def _abs(n: Expr, da: Tangent) -> Tangent:
+    # d|a| = sign(a) da; at a == 0 the subgradient 0 (what central differences give).
+    a = n.src[0]
+    zero = const(0, a.dtype)
+    return choose(Op.SELECT, compare(Op.GT, a, zero), da,
+                  choose(Op.SELECT, compare(Op.LT, a, zero), neg(da), ZERO, n.dtype), n.dtype)
+
+
+def _mod(n: Expr, da: Tangent, db: Tangent) -> Tangent:
+    # a % b = a - floor(a / b) * b  =>  d(a % b) = da - floor(a / b) db  (floats only)
+    a, b = n.src
+    return sub(da, mul(db, a // b))
+
+
+def _zero(n: Expr, *d: Tangent) -> Tangent:
+    return ZERO
+
+
+def _reduce(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
+    return combiners.reduce_tangent(n, dsrc)
+
+
+TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
+    Op.VAR: _zero,                                                     # index variables: constants
+    Op.CONST: _zero,                                                   # d c = 0
+    Op.READ: _zero,                                                    # other tensors: constants (modes override)
+    Op.ADD: lambda n, da, db: add(da, db),                             # d(a + b) = da + db
+    Op.SUB: lambda n, da, db: sub(da, db),                             # d(a - b) = da - db
+    Op.MUL: lambda n, da, db: add(mul(da, n.src[1]), mul(n.src[0], db)),  # d(ab) = da b + a db
+    Op.DIV: lambda n, da, db: sub(div(da, n.src[1]), div(mul(n, db), n.src[1])),  # d(a/b) = (da - (a/b) db) / b
+    Op.FLOORDIV: _zero,                                                # floor(a / b): piecewise constant
+    Op.MOD: _mod,                                                      # d(a % b) = da - floor(a/b) db
+    Op.NEG: lambda n, da: neg(da),                                     # d(-a) = -da
+    Op.POW: _pow,                                                      # d(a^b) = b a^(b-1) da + a^b log(a) db
+    Op.MAXIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.GE, *n.src), da, db, n.dtype),  # ties: left
+    Op.MINIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.LE, *n.src), da, db, n.dtype),  # ties: left
+    Op.LT: _zero, Op.LE: _zero, Op.GT: _zero, Op.GE: _zero,            # comparisons: boolean, d = 0
+    Op.EQ: _zero, Op.NE: _zero,
+    Op.AND: _zero, Op.OR: _zero, Op.NOT: _zero,                        # logic: boolean, d = 0
+    Op.SELECT: lambda n, dc, da, db: choose(Op.SELECT, n.src[0], da, db, n.dtype),  # d select(c,a,b) = select(c,da,db)
+    Op.IF_THEN_ELSE: lambda n, dc, da, db: choose(Op.IF_THEN_ELSE, n.src[0], da, db, n.dtype),  # condition stays lazy
+    Op.CAST: _cast,                                                    # float->float: cast(da); int: 0
+    Op.EXP: lambda n, da: mul(da, n),                                  # d e^a = e^a da
+    Op.LOG: lambda n, da: div(da, n.src[0]),                           # d log a = da / a
+    Op.SQRT: lambda n, da: div(da, n * 2),                             # d sqrt a = da / (2 sqrt a)
+    Op.TANH: lambda n, da: mul(da, 1 - n * n),                         # d tanh a = (1 - tanh^2 a) da
+    Op.SIGMOID: lambda n, da: mul(da, n * (1 - n)),                    # d s(a) = s(a) (1 - s(a)) da
+    Op.ABS: _abs,                                                      # d|a| = sign(a) da, 0 at 0
+    Op.SIN: lambda n, da: mul(da, unary(Op.COS, n.src[0])),            # d sin a = cos a da
+    Op.COS: lambda n, da: neg(mul(da, unary(Op.SIN, n.src[0]))),       # d cos a = -sin a da
+    Op.REDUCE: _reduce,                                                # sum: sum of d; others: (der, value) pairs
+}
+
+
+def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
+            rules: Mapping[Op, Callable[..., Tangent]] = TANGENT_RULES) -> Tangent:
+    """The tangent of ``expr`` given the tangents of its leaves.
+
+    ``leaf(node)`` gives the tangent of every ``VAR`` and ``READ`` node (return ``ZERO`` for
+    constants).  Integer and boolean nodes get ``ZERO`` without consulting a rule.
+    """
+
+    def visit(node: Expr, *d: Tangent) -> Tangent:
+        if not dt.is_float(node.dtype):
+            return ZERO
+        if node.op is Op.VAR or node.op is Op.READ:
+            return leaf(node)
+        try:
+            rule = rules[node.op]
+        except KeyError:
+            raise NotImplementedError(f"no derivative rule for {node.op.name} nodes ({node})") from None
+        return rule(node, *d)
+
+    return fold(expr, visit)
+
+
+def partial_by_read(expr: Expr, site: Expr) -> Tangent:
+    """``d expr / d site`` for one read node ``site`` (other reads are held constant)."""
+    one = const(1, site.dtype)
+    return tangent(expr, lambda n: one if n is site else ZERO)
+

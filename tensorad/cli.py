@@ -1,0 +1,221 @@
+"""The ``tensorad`` command line (``pyproject``: ``tensorad = "tensorad.cli:main"``).
+
+* ``tensorad --version``
+* ``tensorad show FILE.py:TENSOR`` -- runs the script, takes its tensor variable ``TENSOR`` and
+  prints the tensor, its optimized gradient with respect to every placeholder it depends on
+  (reverse mode with a head placeholder ``head`` of the tensor's shape) and, where code
+  generation is available, the lowered loops of each gradient with their work count.
+* ``tensorad bench [ARGS...]`` -- the benchmark table: ``python -m benchmarks ARGS...``.
+
+Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line.
+
+Like the facade, this module composes the layers below it (``ta.gradient`` is
+``jacobian_recursive`` with the nonzeroness optimizer); it does not import the package root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import os
+import pathlib
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+
+from tensorad.autodiff import jacobian_recursive
+from tensorad.codegen import lower as lower_loops
+from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders, print_tensor_recursively
+from tensorad.lang import placeholder
+from tensorad.simplify import optimize_and_lift_nonzeroness
+
+PROG = "tensorad"
+
+
+class UsageError(Exception):
+    """A bad command line: reported in one line, exit status 2."""
+
+
+def version() -> str:
+    """The installed distribution's version (the facade's ``ta.__version__``)."""
+    try:
+        return importlib.metadata.version("tensorad")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Automatic differentiation of tensor expressions, compiled by LLVM.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    show = sub.add_parser(
+        "show", help="print a tensor of a script, its gradients and their loops",
+        description="Run FILE.py (with __name__ set to '__tensorad_show__', so an "
+                    "`if __name__ == '__main__':` block is skipped unless --as-main), take its "
+                    "variable TENSOR and print the tensor, its optimized gradient with respect to "
+                    "each placeholder it depends on, and the lowered loops of each gradient.")
+    show.add_argument("target", metavar="FILE.py:TENSOR")
+    show.add_argument("--as-main", action="store_true", help="run the script as __main__")
+    show.add_argument("--no-optimize", action="store_true",
+                      help="show the gradients without the nonzeroness optimizer")
+    show.add_argument("--no-lower", action="store_true", help="do not print the lowered loops")
+    sub.add_parser("bench", help="run the benchmarks: python -m benchmarks [ARGS...]",
+                   description="Forward every argument to the benchmarks' main().", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "bench":  # everything after `bench` belongs to the benchmarks
+            return run_bench(argv[1:])
+        args = _parser().parse_args(argv)
+        if args.command == "show":
+            return show(args.target, as_main=args.as_main, optimize=not args.no_optimize,
+                        lower=not args.no_lower)
+        _parser().print_help()
+        return 2
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+# ---- show ---------------------------------------------------------------------------------
+
+def _load_tensor(target: str, as_main: bool) -> tuple[Tensor, str]:
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise UsageError(f"expected FILE.py:TENSOR, got {target!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    if not name.isidentifier():
+        raise UsageError(f"{name!r} is not a variable name")
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)  # as `python FILE.py` does: the script may import its neighbours
+    try:
+        namespace = runpy.run_path(path, run_name="__main__" if as_main else "__tensorad_show__")
+    finally:
+        sys.path.remove(folder)
+    if name not in namespace:
+        tensors = sorted(k for k, v in namespace.items() if isinstance(v, Tensor))
+        raise UsageError(f"{path} defines no variable {name!r}; its tensors are: "
+                         f"{', '.join(tensors) or '(none)'}")
+    tensor = namespace[name]
+    if not isinstance(tensor, Tensor):
+        raise UsageError(f"{path}: {name} is a {type(tensor).__name__}, not a tensor")
+    return tensor, name
+
+
+def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool = True,
+         out=None) -> int:
+    """``tensorad show``: print the tensor, its gradients and (if available) their loops."""
+    out = out or sys.stdout
+    try:
+        tensor, name = _load_tensor(target, as_main)
+    except UsageError:
+        raise
+    except Exception:  # the user's script failed: show its traceback, exit status 1
+        traceback.print_exc()
+        print(f"{PROG}: error: running {target.rpartition(':')[0]} failed", file=sys.stderr)
+        return 1
+    print(f"# tensor {name}", file=out)
+    print(print_tensor_recursively(tensor), file=out)
+    if tensor.dtype not in FLOAT_DTYPES:
+        print(f"# {name} is {tensor.dtype}: not differentiable", file=out)
+        return 0
+    inputs = placeholders([tensor])
+    wrt = [p for p in inputs if p.dtype in FLOAT_DTYPES]
+    for p in inputs:
+        if p not in wrt:
+            print(f"# {p.name} is {p.dtype}: not differentiable, skipped\n", file=out)
+    if not wrt:
+        print(f"# {name} depends on no float placeholder: no gradient to show", file=out)
+        return 0
+    head = placeholder(tensor.shape, tensor.dtype, name="head")
+    try:
+        grads = jacobian_recursive(tensor, wrt, head,
+                                   optimizer=optimize_and_lift_nonzeroness if optimize else None)
+    except Exception:
+        traceback.print_exc()
+        print(f"{PROG}: error: differentiating {name} failed", file=sys.stderr)
+        return 1
+    for p, g in zip(wrt, grads):
+        print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
+              file=out)
+        print(print_tensor_recursively(g), file=out)
+        if lower and not _print_lowered(g, p, out):
+            lower = False
+    return 0
+
+
+def _print_lowered(grad: Tensor, wrt: Tensor, out) -> bool:
+    """Print the loops of ``grad``; ``False`` when code generation is not available."""
+    try:
+        lowered = lower_loops([grad], placeholders([grad]))
+    except NotImplementedError as exc:
+        print(f"# (no lowered loops: code generation is not available: {exc})\n", file=out)
+        return False
+    print(f"# lowered loops of the gradient with respect to {wrt.name} (work {lowered.work})",
+          file=out)
+    print(f"{lowered}\n", file=out)
+    return True
+
+
+# ---- bench --------------------------------------------------------------------------------
+
+def _find_benchmarks() -> str:
+    """Where ``python -m benchmarks`` would find the package, else a :class:`UsageError`.
+
+    As ``python -m`` does, the current folder comes first; the repository that holds the
+    (editable-installed) ``tensorad`` package is tried last.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    if root not in sys.path and (pathlib.Path(root) / "benchmarks").is_dir():
+        sys.path.append(root)
+    for module in ("benchmarks.__main__", "benchmarks"):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        if module == "benchmarks.__main__":
+            return module
+        if callable(getattr(importlib.import_module("benchmarks"), "main", None)):
+            return "benchmarks"
+    raise UsageError("the benchmarks are not available: no importable `benchmarks` package with "
+                     "a __main__ or a main() (run `tensorad bench` from the repository root, or "
+                     "`make bench`)")
+
+
+def run_bench(args: Sequence[str]) -> int:
+    """``tensorad bench ARGS``: exactly ``python -m benchmarks ARGS`` (or ``benchmarks.main(ARGS)``)."""
+    module = _find_benchmarks()
+    saved = sys.argv
+    sys.argv = ["python -m benchmarks", *args]
+    try:
+        if module == "benchmarks.__main__":
+            runpy.run_module("benchmarks", run_name="__main__", alter_sys=True)
+            return 0
+        bench_main = importlib.import_module("benchmarks").main
+        takes_args = bool(inspect.signature(bench_main).parameters)
+        result = bench_main(list(args)) if takes_args else bench_main()
+        return result if isinstance(result, int) else 0
+    except SystemExit as exc:  # `sys.exit(main())` or argparse inside the benchmarks
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        sys.argv = saved
+
+
+if __name__ == "__main__":
+    sys.exit(main())

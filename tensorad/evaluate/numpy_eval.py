@@ -1,0 +1,298 @@
+"""``ta.evaluate``: a slow, plain-NumPy reference evaluator of the whole language.
+
+It is the test oracle of the project, so it is written for obvious correctness, not speed:
+
+* Tensors are evaluated once each, producers before consumers (``ir.rewrite.tensor_graph``).
+* A compute op is evaluated over a broadcast index grid: axis ``d`` of the op is
+  ``arange(extent)`` laid along grid dimension ``d``; each reduce axis of its body gets a grid
+  dimension of its own after those.  A body is then one ``ir.rewrite.fold`` with the table
+  ``ARRAY_RULES`` (one NumPy function per ``Op``): every node becomes an array broadcastable
+  to the grid.  A ``REDUCE`` folds its sources over its own grid dimensions (keeping them with
+  size 1): ``np.add/maximum/minimum/multiply.reduce`` with the ``where`` condition as a mask
+  for the built-in reducers; for a custom combiner (argmax, ...) the combiner expression is
+  evaluated, vectorized over the outer points, once per reduce point in C order of the
+  reduce axes: ``acc = combine(lhs=acc, rhs=value)`` where the condition holds, starting
+  from the identity.  The combiner's own tie rule decides ties.
+* Values are computed in the tensor's dtype (float32 in float32; int32 index arithmetic wraps
+  as in compiled code).  Integer ``//`` and ``%`` are floor division and modulo with Python
+  semantics (``np.floor_divide``, ``np.mod``).
+* ``if_then_else`` is lazy without ever indexing out of bounds: every read clamps its indices
+  into the tensor and marks the points where they were out of bounds as *poisoned*; poison
+  flows up through every operation except the untaken branch of an ``if_then_else`` and the
+  points a reduction's ``where`` excludes.  A poisoned point left in a result is an
+  :class:`OutOfBoundsError` naming the compute, the read, the index values and the point --
+  a read that is out of bounds where it is really evaluated.  Floating-point warnings are
+  silenced (the untaken branch may compute ``log(-1)``, the taken one gives NaN as compiled
+  code would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.printer import expr_to_str
+from tensorad.ir.rewrite import fold, tensor_graph, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang.bounds import OutOfBoundsError
+
+from .feed import check_feed
+
+# Every value below is a pair (array, poison): poison is None or a bool mask, broadcastable to
+# the grid, of the points whose value came from an out-of-bounds read.
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # 1 / (1 + e^-x), in x's dtype (Python scalars are weak under NumPy 2 promotion)
+    return 1 / (1 + np.exp(-x))
+
+
+# ---- the scalar semantics: one NumPy function per op (operands already share node.dtype) ----
+ARRAY_RULES: dict[Op, Any] = {
+    Op.CONST: lambda n: np.asarray(n.arg, dtype=n.dtype),           # c
+    Op.ADD: lambda n, a, b: np.add(a, b),                            # a + b
+    Op.SUB: lambda n, a, b: np.subtract(a, b),                       # a - b
+    Op.MUL: lambda n, a, b: np.multiply(a, b),                       # a * b
+    Op.DIV: lambda n, a, b: np.true_divide(a, b),                    # a / b (floats only)
+    Op.FLOORDIV: lambda n, a, b: np.floor_divide(a, b),              # floor(a / b): -7 // 2 = -4
+    Op.MOD: lambda n, a, b: np.mod(a, b),                            # a - b*floor(a/b): -7 % 2 = 1
+    Op.NEG: lambda n, a: np.negative(a),                             # -a
+    Op.POW: lambda n, a, b: np.power(a, b),                          # a ** b (floats)
+    Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),                    # max(a, b)
+    Op.MINIMUM: lambda n, a, b: np.minimum(a, b),                    # min(a, b)
+    Op.LT: lambda n, a, b: np.less(a, b),                            # a < b
+    Op.LE: lambda n, a, b: np.less_equal(a, b),                      # a <= b
+    Op.GT: lambda n, a, b: np.greater(a, b),                         # a > b
+    Op.GE: lambda n, a, b: np.greater_equal(a, b),                   # a >= b
+    Op.EQ: lambda n, a, b: np.equal(a, b),                           # a == b
+    Op.NE: lambda n, a, b: np.not_equal(a, b),                       # a != b
+    Op.AND: lambda n, a, b: np.logical_and(a, b),                    # a && b
+    Op.OR: lambda n, a, b: np.logical_or(a, b),                      # a || b
+    Op.NOT: lambda n, a: np.logical_not(a),                          # !a
+    Op.SELECT: lambda n, c, a, b: np.where(c, a, b),                 # c ? a : b, both evaluated
+    Op.CAST: lambda n, a: a.astype(n.dtype),                         # float->int truncates
+    Op.EXP: lambda n, a: np.exp(a),                                  # e^a
+    Op.LOG: lambda n, a: np.log(a),                                  # ln a
+    Op.SQRT: lambda n, a: np.sqrt(a),                                # a^(1/2)
+    Op.TANH: lambda n, a: np.tanh(a),                                # tanh a
+    Op.SIGMOID: lambda n, a: _sigmoid(a),                            # 1 / (1 + e^-a)
+    Op.ABS: lambda n, a: np.abs(a),                                  # |a|
+    Op.SIN: lambda n, a: np.sin(a),                                  # sin a
+    Op.COS: lambda n, a: np.cos(a),                                  # cos a
+}
+# Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand),
+# READ (gather with clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes).
+CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE})
+
+# Built-in reducers: the NumPy fold of each kind.
+BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _or(*masks: Any) -> Any:
+    out = None
+    for m in masks:
+        if m is not None:
+            out = m if out is None else np.logical_or(out, m)
+    return out
+
+
+def _lift(fn):
+    """Turn an array rule into a rule on (array, poison) pairs: poison is the union."""
+    def rule(node: Expr, *args: tuple) -> tuple:
+        out = np.asarray(fn(node, *(a for a, _ in args)))
+        if out.dtype != node.dtype:
+            out = out.astype(node.dtype)
+        return out, _or(*(p for _, p in args))
+    return rule
+
+
+class _Grid:
+    """Evaluates the expressions of one compute op over its broadcast index grid."""
+
+    def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
+                 axis_pos: dict[Expr, int], grid_shape: tuple[int, ...]) -> None:
+        self.name = name
+        self.env = env
+        self.values = values
+        self.axis_pos = axis_pos
+        self.grid_shape = grid_shape
+        self.memo: dict = {}
+        self.oob: dict[Expr, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self.reduced: dict = {}
+        self.table = {op: _lift(fn) for op, fn in ARRAY_RULES.items()}
+        self.table.update({Op.VAR: self._var, Op.READ: self._read,
+                           Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce})
+
+    def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
+        return fold(e, self.table, self.memo)
+
+    # ---- context rules -------------------------------------------------------------------
+    def _var(self, node: Expr) -> tuple:
+        try:
+            return self.env[node], None
+        except KeyError:
+            raise ValueError(f"evaluate: {self.name}: variable {node.name!r} is not bound here "
+                             "(neither an axis of the compute nor a reduce axis)") from None
+
+    def _read(self, node: Expr, *idx: tuple) -> tuple:
+        t = node.arg
+        data = self.values[t]
+        poison = _or(*(p for _, p in idx))
+        if not idx:
+            return np.asarray(data), poison
+        arrays = np.broadcast_arrays(*(a for a, _ in idx))
+        bad = np.zeros(arrays[0].shape, dtype=bool)
+        clipped = []
+        for a, size in zip(arrays, t.shape):
+            bad |= (a < 0) | (a >= size)
+            clipped.append(np.clip(a, 0, max(size - 1, 0)))
+        out = np.zeros(bad.shape, data.dtype) if data.size == 0 else data[tuple(clipped)]
+        if bad.any():
+            self.oob.setdefault(node, (bad, arrays))
+            poison = _or(poison, bad)
+        return out, poison
+
+    def _if_then_else(self, node: Expr, c: tuple, a: tuple, b: tuple) -> tuple:
+        (cv, cp), (av, ap), (bv, bp) = c, a, b
+        out = np.where(cv, av, bv)
+        branch = None
+        if ap is not None or bp is not None:  # only the taken branch's poison counts
+            branch = np.where(cv, False if ap is None else ap, False if bp is None else bp)
+        return out, _or(cp, branch)
+
+    def _reduce(self, node: Expr, cond: tuple, *sources: tuple) -> tuple:
+        ra = node.arg
+        key = (node.src, ra.combiner, ra.axes)  # the outputs of one multi-value reduction
+        if key not in self.reduced:
+            self.reduced[key] = self._fold_reduction(ra, cond, sources)
+        return self.reduced[key][ra.value_index]
+
+    # ---- reductions ----------------------------------------------------------------------
+    def _fold_reduction(self, ra: Any, cond: tuple, sources: Sequence[tuple]) -> list[tuple]:
+        comb = ra.combiner
+        pos = tuple(self.axis_pos[a] for a in ra.axes)
+        extents = [1] * len(self.grid_shape)
+        for p in pos:
+            extents[p] = self.grid_shape[p]
+        shape = np.broadcast_shapes(cond[0].shape, *(s.shape for s, _ in sources), tuple(extents))
+        mask = np.broadcast_to(cond[0], shape)
+        srcs = [np.broadcast_to(s, shape) for s, _ in sources]
+        # Poison: the condition everywhere, the sources where the condition holds.
+        poison = _or(cond[1], *(None if p is None else np.logical_and(p, mask) for _, p in sources))
+        if poison is not None:
+            poison = np.logical_or.reduce(np.broadcast_to(poison, shape), axis=pos, keepdims=True)
+        ufunc = BUILTIN_FOLDS.get(comb.kind)
+        if ufunc is not None and comb.identity[0].op is Op.CONST:
+            s = srcs[0]
+            out = ufunc.reduce(s, axis=pos, keepdims=True, where=mask,
+                               initial=comb.identity[0].arg, dtype=s.dtype)
+            return [(np.asarray(out, dtype=s.dtype), poison)]
+        return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
+
+    def _fold_custom(self, comb: Any, pos: tuple[int, ...], mask: np.ndarray,
+                     srcs: list[np.ndarray]) -> list[np.ndarray]:
+        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point."""
+        last = tuple(range(-len(pos), 0))
+        mask = np.moveaxis(mask, pos, last)
+        srcs = [np.moveaxis(s, pos, last) for s in srcs]
+        outer = mask.shape[:mask.ndim - len(pos)]
+        sub = _Grid(self.name, {}, self.values, {}, ())
+        acc = [np.array(np.broadcast_to(sub.eval(e)[0], outer), dtype=v.dtype)
+               for e, v in zip(comb.identity, comb.lhs)]
+        for point in np.ndindex(*mask.shape[len(outer):]):
+            here = mask[(..., *point)]
+            if not here.any():
+                continue
+            sub.memo = {}
+            sub.env = dict(zip(comb.lhs, acc))
+            sub.env.update(zip(comb.rhs, (s[(..., *point)] for s in srcs)))
+            new = [sub.eval(r)[0] for r in comb.result]
+            acc = [np.where(here, n, a).astype(a.dtype) for n, a in zip(new, acc)]
+        return [np.expand_dims(a, tuple(sorted(pos))) for a in acc]
+
+    # ---- errors --------------------------------------------------------------------------
+    def out_of_bounds(self, op: ComputeOp, poison: np.ndarray, shape: tuple[int, ...]) -> Exception:
+        """The error for a poisoned result: which read, which index values, at which point."""
+        outer = tuple(np.argwhere(np.broadcast_to(poison, shape))[0][:len(op.axes)])
+        names = {v: v.name for v in self.env}
+        point = ", ".join(f"{ax.name}={int(x)}" for ax, x in zip(op.axes, outer))
+        for rd, (bad, arrays) in self.oob.items():
+            here = np.broadcast_to(bad, self.grid_shape)[outer]
+            if not here.any():
+                continue
+            full = outer + tuple(np.argwhere(here)[0])
+            order = sorted(self.env, key=lambda v: self.axis_pos[v])
+            at = ", ".join(f"{names[v]}={int(x)}" for v, x in zip(order, full))
+            idx = tuple(int(np.broadcast_to(a, self.grid_shape)[full]) for a in arrays)
+            return OutOfBoundsError(
+                f"evaluate: {op.name}: read {expr_to_str(rd)} is out of bounds of tensor "
+                f"{rd.arg.name} {list(rd.arg.shape)}: index {list(idx)} at {at}")
+        return OutOfBoundsError(f"evaluate: {op.name}: a value at {point} depends on an "
+                                "out-of-bounds read")
+
+
+def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
+    """The reduce axes of every reduction in the bodies, in order of first appearance."""
+    out: dict[Expr, None] = {}
+    for b in bodies:
+        for node in walk(b):
+            if node.op is Op.REDUCE:
+                out.update(dict.fromkeys(node.arg.axes))
+    return list(out)
+
+
+def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndarray]:
+    """The arrays of every output of compute ``op``, given the arrays of what it reads."""
+    outer = tuple(op.shape)
+    red = _reduce_axes(op.body)
+    axes = list(op.axes) + red
+    ndim = len(axes)
+    env, pos = {}, {}
+    for d, ax in enumerate(axes):
+        shape = [1] * ndim
+        shape[d] = ax.hi - ax.lo
+        env[ax] = np.arange(ax.lo, ax.hi, dtype=ax.dtype).reshape(shape)
+        pos[ax] = d
+    grid_shape = tuple(ax.hi - ax.lo for ax in axes)
+    grid = _Grid(op.name, env, values, pos, grid_shape)
+    kept = outer + (1,) * len(red)
+    out = []
+    for k, body in enumerate(op.body):
+        val, poison = grid.eval(body)
+        if poison is not None and np.broadcast_to(poison, kept).any():
+            raise grid.out_of_bounds(op, poison, kept)
+        try:
+            val = np.broadcast_to(val, kept)
+        except ValueError:
+            raise ValueError(f"evaluate: {op.name}: output {k} uses a reduce axis outside its "
+                             "reduction") from None
+        out.append(np.array(val.reshape(outer), dtype=body.dtype))
+    return out
+
+
+def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
+    """Evaluate ``outputs`` (a tensor or a list/tuple of tensors) with NumPy.
+
+    ``feed`` maps placeholders to arrays (see ``feed.py`` for what is accepted).  Returns one
+    array for one tensor, a list (tuple) of arrays for a list (tuple) of tensors.
+    """
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    for t in outs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"evaluate: outputs must be tensors, got {type(t).__name__} {t!r}")
+    graph = tensor_graph(outs)
+    values = check_feed([t for t in graph if t.is_placeholder], feed)
+    with np.errstate(all="ignore"):
+        for t in graph:
+            if t in values:
+                continue
+            for k, arr in enumerate(evaluate_op(t.op, values)):
+                values[Tensor(t.op, k)] = arr
+    results = [values[t].copy() for t in outs]
+    if single:
+        return results[0]
+    return tuple(results) if isinstance(outputs, tuple) else results

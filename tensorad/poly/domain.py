@@ -1,0 +1,151 @@
+"""Integer sets over named IR variables: the isl questions the nonzeroness optimizer asks.
+
+An :class:`IndexSet` pairs an ordered list of IR variables with an ``isl.Set`` over them.  It
+answers, in IR terms:
+
+* ``solve(v)``   -- is ``v`` determined by the other variables on the set?  If so, as which
+  quasi-affine function (isl: the map others -> v is single-valued; ``as_pw_multi_aff``)?
+* ``project_out(v)`` -- the set of the other variables for which some ``v`` exists;
+* ``const_range(v)`` -- the smallest and largest value of ``v`` on the set;
+* ``lower_bounds(v, over)`` -- candidate lower bounds of ``v`` as functions of ``over``
+  (isl's ``lexmin`` pieces), each checked to bound ``v`` on the whole set, with the extent
+  ``max(v - bound) + 1`` -- what "deskewing" a reduction variable needs;
+* ``gist(context)`` / ``to_cond()`` -- the set simplified against known constraints, as an IR
+  condition.
+
+Everything stays in isl until a result is converted with :mod:`.to_expr`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.expr import Expr
+from .affine import IndexSpace
+from .to_expr import aff_to_expr, pieces_to_expr, pw_aff_pieces, set_to_cond, val_to_fraction
+
+_IN = isl.dim_type.in_
+_OUT = isl.dim_type.out
+_SET = isl.dim_type.set
+
+
+@dataclass(frozen=True)
+class Solution:
+    """``var = value`` wherever ``domain`` holds (value: an IR expression of the other vars)."""
+
+    var: Expr
+    value: Expr
+    pieces: int
+    divs: int
+
+
+class IndexSet:
+    """An isl set over ``variables`` (in order); immutable."""
+
+    def __init__(self, variables: Sequence[Expr], s: isl.Set) -> None:
+        self.vars = list(variables)
+        self.set = s
+
+    # ---- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_conditions(cls, variables: Sequence[Expr], conds: Sequence[Expr]) -> IndexSet:
+        """The box of the variables' ranges intersected with every condition (all exact)."""
+        space = IndexSpace(variables)
+        s = space.box()
+        for c in conds:
+            s = s.intersect(space.cond(c))
+        return cls(space.vars, s)
+
+    @classmethod
+    def box(cls, variables: Sequence[Expr], bounded: Sequence[Expr] | None = None) -> IndexSet:
+        """The ranges of ``bounded`` (default: all) as a set over ``variables``."""
+        space = IndexSpace(variables)
+        return cls(space.vars, space.box(bounded))
+
+    # ---- questions ------------------------------------------------------------------------
+    def is_empty(self) -> bool:
+        return self.set.is_empty()
+
+    def count(self) -> int:
+        return int(self.set.count_val().to_python())
+
+    def _pos(self, v: Expr) -> int:
+        return self.vars.index(v)
+
+    def solve(self, v: Expr) -> Solution | None:
+        """``v`` as a function of the other variables, if the set determines it."""
+        k = self._pos(v)
+        m = isl.Map.from_domain(self.set).move_dims(_OUT, 0, _IN, k, 1)
+        if not m.is_single_valued():
+            return None
+        pma = m.as_pw_multi_aff().coalesce()
+        others = self.vars[:k] + self.vars[k + 1:]
+        affs: list[isl.Aff] = []
+        pma.foreach_piece(lambda s, ma: affs.append(ma.get_at(0)))
+        divs = sum(a.dim(isl.dim_type.div) for a in affs)
+        if len(affs) == 1:
+            value = aff_to_expr(affs[0], others)
+        else:
+            pieces = pw_aff_pieces(pma, others)
+            value = pieces_to_expr(pieces)
+        return Solution(v, value, len(affs), divs)
+
+    def project_out(self, v: Expr) -> IndexSet:
+        k = self._pos(v)
+        return IndexSet(self.vars[:k] + self.vars[k + 1:], self.set.project_out(_SET, k, 1))
+
+    def project_onto(self, keep: Sequence[Expr]) -> IndexSet:
+        out = self
+        for v in list(self.vars):
+            if v not in keep:
+                out = out.project_out(v)
+        return out
+
+    def const_range(self, v: Expr) -> tuple[int, int]:
+        """Inclusive ``(min, max)`` of ``v`` on the (nonempty, bounded) set."""
+        k = self._pos(v)
+        lo = val_to_fraction(self.set.dim_min_val(k))
+        hi = val_to_fraction(self.set.dim_max_val(k))
+        return int(lo), int(hi)
+
+    def lower_bounds(self, v: Expr, over: Sequence[Expr]) -> list[tuple[Expr, int]]:
+        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents.
+
+        The pieces of ``lexmin v`` (as a function of ``over``; other variables projected out)
+        are the candidates; a candidate ``a`` qualifies when ``v >= a`` on the whole set, and
+        its extent is ``max(v - a) + 1``.  Sorted by extent, then by number of divs.
+        """
+        keep = [x for x in self.vars if x in over or x is v]
+        proj = self.project_onto(keep)
+        k = proj._pos(v)
+        others = proj.vars[:k] + proj.vars[k + 1:]
+        m = isl.Map.from_domain(proj.set).move_dims(_OUT, 0, _IN, k, 1)
+        affs: list[isl.Aff] = []
+        m.lexmin_pw_multi_aff().foreach_piece(lambda s, ma: affs.append(ma.get_at(0)))
+        space = IndexSpace(self.vars)
+        out: list[tuple[Expr, int, int]] = []
+        for a in affs:
+            lo = aff_to_expr(a, others)
+            try:
+                diff = space.aff(v - lo)
+            except ValueError:
+                continue
+            dom = self.set
+            if not dom.intersect(diff.lt_set(space.constant(0))).is_empty():
+                continue  # not a lower bound everywhere
+            ext = int(val_to_fraction(diff.intersect_domain(dom).max_val())) + 1
+            out.append((lo, ext, a.dim(isl.dim_type.div)))
+        out.sort(key=lambda t: (t[1], t[2]))
+        return [(lo, ext) for lo, ext, _ in out]
+
+    def gist(self, context: IndexSet) -> IndexSet:
+        """The set simplified by constraints ``context`` (over the same variables) implies."""
+        if context.vars != self.vars:
+            raise ValueError("gist: the context must be over the same variables")
+        return IndexSet(self.vars, self.set.gist(context.set))
+
+    def to_cond(self) -> Expr:
+        return set_to_cond(self.set, self.vars)

@@ -1,0 +1,126 @@
+"""isl results back to IR: quasi-affine functions and sets as index expressions and conditions.
+
+The other direction of :mod:`.affine`.  Conventions:
+
+* an ``isl.Aff`` over variables ``x`` is ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` with
+  rational coefficients; we scale by the common denominator ``D`` so that every coefficient is
+  an integer and write ``(...) // D`` (exact: isl only hands out integer-valued functions for
+  integer points of their domain here).  A div ``floor(d_j)`` recurses into ``d_j`` -- only for
+  divs with a nonzero coefficient, the others may be stale;
+* ``Val.to_python`` raises on rationals, so values are read as numerator and denominator;
+* a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator (the denominator is positive);
+* a set is the disjunction of its basic sets, each the conjunction of its constraints
+  (existentially quantified variables are made explicit divs first, so ``exists e: x = 2e``
+  becomes ``x - 2*(x // 2) == 0``, which the simplifier prints as ``x % 2 == 0``);
+* a piecewise function with several pieces becomes a ``select`` chain over the pieces' domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from math import lcm
+
+import islpy as isl
+
+from ..ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
+
+_IN = isl.dim_type.in_
+_DIV = isl.dim_type.div
+
+
+def val_to_fraction(v: isl.Val) -> Fraction:
+    """An isl rational as a Fraction (``to_python`` refuses non-integers)."""
+    return Fraction(int(v.get_num_si()), int(v.get_den_val().get_num_si()))
+
+
+def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int, Expr]], int, int]:
+    """``aff = (sum k*t + c) / D``: integer ``[(k, t)]``, ``c`` and ``D``."""
+    n_in = aff.dim(_IN)
+    if n_in != len(variables):
+        raise ValueError(f"aff has {n_in} inputs but {len(variables)} variables were given")
+    coefs: list[tuple[Fraction, Expr]] = []
+    for k in range(n_in):
+        f = val_to_fraction(aff.get_coefficient_val(_IN, k))
+        if f:
+            coefs.append((f, variables[k]))
+    for j in range(aff.dim(_DIV)):
+        f = val_to_fraction(aff.get_coefficient_val(_DIV, j))
+        if f:
+            coefs.append((f, floor_expr(aff.get_div(j), variables)))
+    c = val_to_fraction(aff.get_constant_val())
+    d = lcm(c.denominator, *(f.denominator for f, _ in coefs))
+    return [(int(f * d), t) for f, t in coefs], int(c * d), d
+
+
+def _sum(terms: list[tuple[int, Expr]], c: int) -> Expr:
+    out: Expr | None = None
+    for k, t in terms:
+        term = t if k == 1 else t * k
+        out = term if out is None else out + term
+    if out is None:
+        return const(c)
+    return out + c if c else out
+
+
+def floor_expr(aff: isl.Aff, variables: Sequence[Expr]) -> Expr:
+    """``floor(aff)`` as an IR expression (``(numerator) // D``)."""
+    terms, c, d = _aff_terms(aff, variables)
+    num = _sum(terms, c)
+    return num if d == 1 else num // d
+
+
+def aff_to_expr(aff: isl.Aff, variables: Sequence[Expr]) -> Expr:
+    """An integer-valued quasi-affine function as an IR index expression."""
+    return floor_expr(aff, variables)
+
+
+def constraint_to_cond(c: isl.Constraint, variables: Sequence[Expr]) -> Expr:
+    terms, k, _ = _aff_terms(c.get_aff(), variables)
+    e = _sum(terms, k)
+    return (e == 0) if c.is_equality() else (e >= 0)
+
+
+def basic_set_to_cond(bs: isl.BasicSet, variables: Sequence[Expr]) -> Expr:
+    out = TRUE
+    for c in bs.get_constraints():
+        cond = constraint_to_cond(c, variables)
+        out = cond if out is TRUE else logical(Op.AND, out, cond)
+    return out
+
+
+def set_to_cond(s: isl.Set | isl.BasicSet, variables: Sequence[Expr]) -> Expr:
+    """The condition that holds exactly on ``s`` (a set over ``variables``, in order)."""
+    if isinstance(s, isl.BasicSet):
+        s = isl.Set.from_basic_set(s)
+    if s.is_empty():
+        return FALSE
+    s = s.coalesce().compute_divs()
+    out = FALSE
+    for bs in s.get_basic_sets():
+        cond = basic_set_to_cond(bs, variables)
+        if cond is TRUE:
+            return TRUE
+        out = cond if out is FALSE else logical(Op.OR, out, cond)
+    return out
+
+
+def pw_aff_pieces(pa: isl.PwAff | isl.PwMultiAff, variables: Sequence[Expr]) -> list[tuple[Expr, Expr]]:
+    """``[(domain condition, value)]`` of a piecewise function (first output of a multi-aff)."""
+    pieces: list[tuple[isl.Set, isl.Aff]] = []
+
+    def collect(s, a):
+        pieces.append((s, a if isinstance(a, isl.Aff) else a.get_at(0)))
+
+    pa.foreach_piece(collect)
+    return [(set_to_cond(s, variables), aff_to_expr(a, variables)) for s, a in pieces]
+
+
+def pieces_to_expr(pieces: list[tuple[Expr, Expr]]) -> Expr:
+    """A select chain ``select(c1, e1, select(c2, e2, ... en))`` (the last piece is the default)."""
+    if not pieces:
+        raise ValueError("a piecewise function without pieces")
+    out = pieces[-1][1]
+    for cond, value in reversed(pieces[:-1]):
+        out = choice(Op.SELECT, cond, value, out)
+    return out

@@ -1,0 +1,85 @@
+"""Shared helpers of the operator library: argument checking and building one compute.
+
+Every operator checks its arguments here so that a bad call fails at the call with a message
+naming the operator and what it expected, never later inside autodiff or lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tensorad.ir import Expr, Tensor, var
+from tensorad.lang import make_compute
+
+
+def check_tensor(x: Any, op: str, what: str = "input") -> Tensor:
+    """``x`` itself if it is a tensor, else a ``TypeError`` naming ``op``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {what} must be a tensor, got {type(x).__name__} {x!r}")
+    return x
+
+
+def check_ndim(x: Tensor, op: str, ndim: int, layout: str = "") -> None:
+    if x.ndim != ndim:
+        layout = f" ({layout})" if layout else ""
+        raise ValueError(f"{op}: {x.name} must be {ndim}-d{layout}, got shape {x.shape}")
+
+
+def is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def normalize_axis(axis: Any, ndim: int, op: str) -> int:
+    """``axis`` in ``[-ndim, ndim)`` as a non-negative axis."""
+    if hasattr(axis, "item") and not isinstance(axis, Expr):
+        axis = axis.item()
+    if not is_int(axis):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
+    return axis % ndim
+
+
+def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """``None`` (all axes), an int or a sequence of ints, as sorted non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = [normalize_axis(a, ndim, op) for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: axis {axis!r} lists an axis twice")
+    return tuple(sorted(out))
+
+
+def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[int, ...]:
+    """An int (repeated ``n`` times) or a sequence of ``n`` ints, each ``>= minimum``."""
+    if is_int(value):
+        vals = (value,) * n
+    elif isinstance(value, (tuple, list)) and len(value) == n and all(is_int(v) for v in value):
+        vals = tuple(value)
+    else:
+        raise TypeError(f"{op}: {what} must be an int or a sequence of {n} ints, got {value!r}")
+    if any(v < minimum for v in vals):
+        raise ValueError(f"{op}: {what} must be >= {minimum}, got {value!r}")
+    return vals
+
+
+def product(values: Sequence[int]) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
+                tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
+    """A one-output compute whose body is ``fbody(axes)`` (the axes as one tuple).
+
+    Generic n-d operators use this instead of ``compute(shape, lambda *i: ...)`` to give their
+    axes readable names (``ax0, ax1, ...`` unless ``axis_names`` says otherwise).
+    """
+    shape = tuple(shape)
+    names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
+    axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
+    return make_compute(name, axes, (fbody(axes),), tag)[0]

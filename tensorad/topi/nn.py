@@ -1,0 +1,263 @@
+"""Neural-network operators: dense, conv2d, pooling, softmax, flatten, relu, pad.
+
+Layouts are NCHW for activations and OIHW for convolution weights.  Padding is a tensor of its
+own (``pad``: an ``if_then_else`` that reads the input only inside it), so a convolution or a
+pool reads a padded tensor everywhere in bounds and their reductions stay condition-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import dtype as dt
+from tensorad.ir import reducer as _reducer
+from tensorad.lang import tensor_lang as lang
+
+from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
+from .math import elemwise
+from .transform import reshape
+
+
+def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
+    """``Y[i, j] = sum_k X[i, k] * W[j, k] (+ B[j])`` for ``X [batch, in]``, ``W [out, in]``.
+
+    With a bias the product is a tensor of its own (``dense.red``) and ``dense`` adds ``B``.
+    """
+    check_tensor(x, name, "X")
+    check_tensor(w, name, "W")
+    check_ndim(x, name, 2, "[batch, in]")
+    check_ndim(w, name, 2, "[out, in]")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"{name}: X {x.shape} has {x.shape[1]} input features but W {w.shape} "
+                         f"expects {w.shape[1]} (W is [out, in])")
+    if b is not None:
+        check_tensor(b, name, "B")
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"{name}: bias B must have shape ({w.shape[0]},), got {b.shape}")
+    k = lang.reduce_axis((0, x.shape[1]), "k")
+
+    def body(i: Expr, j: Expr) -> Expr:
+        y = _reducer.sum(x[i, k] * w[j, k], k)
+        return y if b is None else y + b[j]  # the language lifts the sum into `dense.red`
+
+    return lang.compute((x.shape[0], w.shape[0]), body, name=name, tag="dense")
+
+
+def _padding4(padding: Any, op: str) -> tuple[int, int, int, int]:
+    """An int, a pair ``(h, w)`` or ``[top, left, bottom, right]`` as a 4-tuple."""
+    if is_int(padding):
+        padding = (padding,) * 4
+    elif isinstance(padding, (tuple, list)) and len(padding) == 2:
+        padding = tuple(padding) * 2
+    return as_tuple(padding, 4, op, "padding ([top, left, bottom, right])")
+
+
+def pad(x: Tensor, pad_before: Sequence[int] | int, pad_after: Sequence[int] | int | None = None,
+        pad_value: float = 0.0, name: str = "pad") -> Tensor:
+    """``X`` with ``pad_before[d]`` elements of ``pad_value`` before axis ``d``, ``pad_after[d]`` after.
+
+    ``Y[i] = if_then_else(pad_before <= i < pad_before + n, X[i - pad_before], pad_value)``,
+    testing only the sides that have padding.
+    """
+    check_tensor(x, name)
+    before = as_tuple(pad_before, x.ndim, name, "pad_before")
+    after = before if pad_after is None else as_tuple(pad_after, x.ndim, name, "pad_after")
+    value = const(pad_value, x.dtype)
+    shape = tuple(s + p + q for s, p, q in zip(x.shape, before, after))
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        cond = None
+        for a, s, p, q in zip(ax, x.shape, before, after):
+            for c in ([a >= p] if p else []) + ([a < p + s] if q else []):
+                cond = c if cond is None else cond & c
+        inner = x[tuple(a - p if p else a for a, p in zip(ax, before))]
+        return inner if cond is None else lang.if_then_else(cond, inner, value)
+
+    return new_compute(shape, body, name, "injective")
+
+
+def _scale(v: Expr, factor: int) -> Expr:
+    return v if factor == 1 else v * factor
+
+
+def _out_size(size: int, lo: int, hi: int, window: int, stride: int, op: str, what: str) -> int:
+    if size + lo + hi < window:
+        raise ValueError(f"{op}: the {what} window of extent {window} is larger than the padded "
+                         f"input ({size} + {lo} + {hi})")
+    return (size + lo + hi - window) // stride + 1
+
+
+def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: Any = 1,
+           name: str = "conv2d") -> Tensor:
+    """2-d convolution (cross-correlation), ``X [N, C, H, W]`` with ``W [F, C, KH, KW]``.
+
+    ``Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, c, y*sh + ry*dh, x*sw + rx*dw] * W[f, c, ry, rx]``
+    where ``Xp`` is ``X`` zero-padded; strides and dilation are an int or a pair, padding an
+    int, a pair ``(h, w)`` (both sides) or ``[top, left, bottom, right]``.
+    """
+    check_tensor(x, name, "X")
+    check_tensor(w, name, "W")
+    check_ndim(x, name, 4, "NCHW")
+    check_ndim(w, name, 4, "OIHW")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"{name}: X {x.shape} has {x.shape[1]} channels but W {w.shape} "
+                         f"expects {w.shape[1]} (W is [out, in, kh, kw])")
+    sh, sw = as_tuple(strides, 2, name, "strides", minimum=1)
+    dh, dw = as_tuple(dilation, 2, name, "dilation", minimum=1)
+    top, left, bottom, right = _padding4(padding, name)
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    ho = _out_size(h, top, bottom, dh * (kh - 1) + 1, sh, name, "dilated kernel height")
+    wo = _out_size(wd, left, right, dw * (kw - 1) + 1, sw, name, "dilated kernel width")
+    if top or left or bottom or right:
+        x = pad(x, (0, 0, top, left), (0, 0, bottom, right), 0.0, f"{name}.pad")
+    rc = lang.reduce_axis((0, c), "rc")
+    ry = lang.reduce_axis((0, kh), "ry")
+    rx = lang.reduce_axis((0, kw), "rx")
+    return lang.compute(
+        (n, f, ho, wo),
+        lambda nn, ff, yy, xx: _reducer.sum(
+            x[nn, rc, _scale(yy, sh) + _scale(ry, dh), _scale(xx, sw) + _scale(rx, dw)]
+            * w[ff, rc, ry, rx], [rc, ry, rx]),
+        name=name, tag="conv2d_nchw")
+
+
+def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
+         count_include_pad: bool = True, name: str | None = None) -> Tensor:
+    """Max or average pooling over the last two axes (H, W) of ``X`` (NCHW, or any ``[..., H, W]``).
+
+    ``kernel`` and ``stride`` are an int or a pair, ``padding`` ``[top, left, bottom, right]``
+    (or an int, or a pair for both sides); every padding must be smaller than the kernel so
+    that each window holds an input element.  Max pooling pads with ``-inf``.  Average
+    pooling divides the window sum by the full window size, padding included, when
+    ``count_include_pad`` is true, and by the number of input elements in the window otherwise.
+    """
+    if pool_type not in ("avg", "max"):
+        raise ValueError(f"pool: pool_type must be 'avg' or 'max', got {pool_type!r}")
+    name = name or f"{pool_type}_pool"
+    check_tensor(x, name, "X")
+    if x.ndim < 2:
+        raise ValueError(f"{name}: X must have at least 2 axes [..., H, W], got shape {x.shape}")
+    kh, kw = as_tuple(kernel, 2, name, "kernel", minimum=1)
+    sh, sw = as_tuple(stride, 2, name, "stride", minimum=1)
+    top, left, bottom, right = pads = _padding4(padding, name)
+    if top >= kh or bottom >= kh or left >= kw or right >= kw:
+        raise ValueError(f"{name}: padding {list(pads)} must be smaller than the kernel "
+                         f"{[kh, kw]} (a window would hold only padding)")
+    h, wd = x.shape[-2:]
+    ho = _out_size(h, top, bottom, kh, sh, name, "kernel height")
+    wo = _out_size(wd, left, right, kw, sw, name, "kernel width")
+    lead = x.ndim - 2
+    src = x
+    if any(pads):
+        fill = dt.min_value(x.dtype) if pool_type == "max" else 0
+        src = pad(x, (0,) * lead + (top, left), (0,) * lead + (bottom, right), fill, f"{name}.pad")
+    shape = x.shape[:-2] + (ho, wo)
+    names = [f"ax{d}" for d in range(lead)] + ["y", "x"]
+
+    def window(ax: tuple[Expr, ...], reducer) -> Expr:
+        ry = lang.reduce_axis((0, kh), "ry")
+        rx = lang.reduce_axis((0, kw), "rx")
+        return reducer(src[ax[:lead] + (_scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx)],
+                       [ry, rx])
+
+    if pool_type == "max":
+        return new_compute(shape, lambda ax: window(ax, _reducer.max), name, "pool_max", names)
+    total = new_compute(shape, lambda ax: window(ax, _reducer.sum), f"{name}.sum", "pool_sum", names)
+
+    def average(ax: tuple[Expr, ...]) -> Expr:
+        y, xx = ax[lead], ax[lead + 1]
+        if count_include_pad or not any(pads):
+            return total[ax] / float(kh * kw)
+        count = (_valid(y, sh, top, kh, h, ho) * _valid(xx, sw, left, kw, wd, wo))
+        return total[ax] / lang.cast(x.dtype, count)
+
+    return new_compute(shape, average, name, "pool_avg", names)
+
+
+def _valid(o: Expr, stride: int, lo: int, window: int, size: int, out: int) -> Expr | int:
+    """How many of the window ``[o*stride - lo, o*stride - lo + window)`` lie in ``[0, size)``."""
+    start = _scale(o, stride) - lo if lo else _scale(o, stride)
+    first: Expr | int = lang.maximum(start, 0) if lo else start
+    last: Expr | int = start + window
+    if (out - 1) * stride - lo + window > size:
+        last = lang.minimum(last, size)
+    return last - first
+
+
+def _with_axis(ax: tuple[Expr, ...], axis: int, k: Expr) -> tuple[Expr, ...]:
+    return ax[:axis] + (k,) + ax[axis:]
+
+
+def _without_axis(ax: tuple[Expr, ...], axis: int) -> tuple[Expr, ...]:
+    return ax[:axis] + ax[axis + 1:]
+
+
+def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
+    """The max of ``X`` along ``axis`` (a tensor without that axis) and the normalized axis."""
+    check_tensor(x, name)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    if x.ndim == 0:
+        raise ValueError(f"{name}: cannot take a softmax of a 0-d tensor")
+    axis = normalize_axis(axis, x.ndim, name)
+    n = x.shape[axis]
+    reduced = _without_axis(x.shape, axis)
+
+    def row_max(ax):
+        k = lang.reduce_axis((0, n), "k")
+        return _reducer.max(x[_with_axis(ax, axis, k)], k)
+
+    return new_compute(reduced, row_max, f"{name}.max", "softmax_max"), axis
+
+
+def softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
+    """``exp(X - max) / sum(exp(X - max))`` along ``axis`` (the max keeps ``exp`` finite)."""
+    m, axis = _softmax_parts(x, axis, name)
+    n = x.shape[axis]
+    e = new_compute(x.shape, lambda ax: lang.exp(x[ax] - m[_without_axis(ax, axis)]),
+                    f"{name}.exp", "softmax_exp")
+
+    def row_sum(ax):
+        k = lang.reduce_axis((0, n), "k")
+        return _reducer.sum(e[_with_axis(ax, axis, k)], k)
+
+    s = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+    return new_compute(x.shape, lambda ax: e[ax] / s[_without_axis(ax, axis)], name, "softmax_output")
+
+
+def log_softmax(x: Tensor, axis: int = -1, name: str = "log_softmax") -> Tensor:
+    """``X - max - log(sum(exp(X - max)))`` along ``axis``."""
+    m, axis = _softmax_parts(x, axis, name)
+    n = x.shape[axis]
+
+    def row_sum(ax):
+        k = lang.reduce_axis((0, n), "k")
+        return _reducer.sum(lang.exp(x[_with_axis(ax, axis, k)] - m[ax]), k)
+
+    s = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+
+    def body(ax):
+        rest = _without_axis(ax, axis)
+        return x[ax] - m[rest] - lang.log(s[rest])
+
+    return new_compute(x.shape, body, name, "log_softmax_output")
+
+
+def flatten(x: Tensor, name: str = "flatten") -> Tensor:
+    """``X [n, d1, ..., dk]`` as ``[n, d1*...*dk]`` (row-major; a 1-d ``X`` becomes ``[n, 1]``).
+
+    For 4-d ``X [n, c, h, w]``: ``Y[i, k] = X[i, k // (h*w), (k // w) % h, k % w]``.
+    """
+    check_tensor(x, name)
+    if x.ndim == 0:
+        raise ValueError(f"{name}: cannot flatten a 0-d tensor")
+    return reshape(x, (x.shape[0], product(x.shape[1:])), name)
+
+
+def relu(x: Tensor, name: str = "relu") -> Tensor:
+    """``max(X, 0)`` elementwise."""
+    check_tensor(x, name)
+    return elemwise(x, lambda v: lang.maximum(v, const(0, x.dtype)), name)

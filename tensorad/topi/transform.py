@@ -1,0 +1,200 @@
+"""Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...
+
+They are pure index maps, so their derivatives are index maps too; the nonzeroness optimizer
+has to invert them (``//`` and ``%`` in reshape, the ``if_then_else`` chain of concatenate),
+which is why they are written plainly here rather than special-cased.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensorad.ir import Expr, Tensor
+from tensorad.lang import if_then_else
+
+from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis, product
+
+
+def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int, ...]:
+    """``shape`` with one ``-1`` inferred from ``X``'s size; a mismatch is an error."""
+    if is_int(shape):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(is_int(s) for s in shape):
+        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}")
+    shape = tuple(shape)
+    unknown = [d for d, s in enumerate(shape) if s == -1]
+    if len(unknown) > 1 or any(s < -1 for s in shape):
+        raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
+    if unknown:
+        known = product(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
+        shape = shape[:unknown[0]] + (x.size // known,) + shape[unknown[0] + 1:]
+    if product(shape) != x.size:
+        raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
+                         f"(size {product(shape)})")
+    return shape
+
+
+def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
+    """``X`` with a new shape of the same size, elements in row-major order.
+
+    Leading and trailing axes that keep their size map straight through; the axes in between
+    go through the row-major flat index.  Flatten ``[n, c, h, w] -> [n, c*h*w]`` reads
+    ``X[i, k // (h*w), (k // w) % h, k % w]``.
+    """
+    check_tensor(x, name)
+    shape = _target_shape(x, shape, name)
+    src, dst = x.shape, shape
+    pre = 0
+    while pre < min(len(src), len(dst)) and src[pre] == dst[pre]:
+        pre += 1
+    post = 0
+    while post < min(len(src), len(dst)) - pre and src[-1 - post] == dst[-1 - post]:
+        post += 1
+    mid_src, mid_dst = src[pre:len(src) - post], dst[pre:len(dst) - post]
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        mid_ax = ax[pre:len(ax) - post]
+        flat: Expr | None = None
+        for a, s in zip(mid_ax, mid_dst):  # row-major flat index of the middle axes
+            flat = a if flat is None else flat * s + a
+        idx: list[Expr | int] = []
+        stride = product(mid_src)
+        for d, s in enumerate(mid_src):
+            stride //= s
+            if s == 1:
+                idx.append(0)
+                continue
+            e = flat if stride == 1 else flat // stride
+            # the first non-unit axis needs no modulo: flat // stride < s already
+            if any(t != 1 for t in mid_src[:d]):
+                e = e % s
+            idx.append(e)
+        return x[tuple(ax[:pre]) + tuple(idx) + tuple(ax[len(ax) - post:])]
+
+    return new_compute(shape, body, name, "injective")
+
+
+def transpose(x: Tensor, axes: Sequence[int] | None = None, name: str = "transpose") -> Tensor:
+    """``Y[o...] = X[...]`` with output axis ``d`` being input axis ``axes[d]`` (default: reversed)."""
+    check_tensor(x, name)
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        if not isinstance(axes, (tuple, list)):
+            raise TypeError(f"{name}: axes must be a sequence of ints, got {axes!r}")
+        perm = tuple(normalize_axis(a, x.ndim, name) for a in axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise ValueError(f"{name}: axes {tuple(axes)} are not a permutation of the "
+                             f"{x.ndim} axes of {x.name}")
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        idx: list[Expr] = [ax[0]] * x.ndim
+        for d, p in enumerate(perm):
+            idx[p] = ax[d]
+        return x[tuple(idx)]
+
+    return new_compute(tuple(x.shape[p] for p in perm), body, name, "injective")
+
+
+def expand_dims(x: Tensor, axis: int, num_newaxis: int = 1, name: str = "expand_dims") -> Tensor:
+    """``X`` with ``num_newaxis`` axes of size 1 inserted at ``axis`` (of the result)."""
+    check_tensor(x, name)
+    axis = normalize_axis(axis, x.ndim + 1, name)
+    shape = x.shape[:axis] + (1,) * num_newaxis + x.shape[axis:]
+    return new_compute(shape, lambda ax: x[ax[:axis] + ax[axis + num_newaxis:]], name, "injective")
+
+
+def squeeze(x: Tensor, axis: Any = None, name: str = "squeeze") -> Tensor:
+    """``X`` without size-1 axes (all of them, or those listed in ``axis``)."""
+    check_tensor(x, name)
+    if axis is None:
+        drop = tuple(d for d, s in enumerate(x.shape) if s == 1)
+    else:
+        drop = normalize_axes(axis, x.ndim, name)
+        for d in drop:
+            if x.shape[d] != 1:
+                raise ValueError(f"{name}: axis {d} of {x.name} {x.shape} has size {x.shape[d]}, not 1")
+    keep = [d for d in range(x.ndim) if d not in drop]
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        idx: list[Expr | int] = [0] * x.ndim
+        for d, a in zip(keep, ax):
+            idx[d] = a
+        return x[tuple(idx)]
+
+    return new_compute(tuple(x.shape[d] for d in keep), body, name, "injective")
+
+
+def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatenate") -> Tensor:
+    """The tensors joined along ``axis``; every other axis must agree.
+
+    ``Y[..., j, ...] = if_then_else(j < n0, T0[..., j, ...], if_then_else(j < n0 + n1,
+    T1[..., j - n0, ...], ...))``: only the branch that holds reads, so no read leaves bounds.
+    """
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (tuple, list)) or not tensors:
+        raise TypeError(f"{name}: expects a nonempty list of tensors, got {tensors!r}")
+    for t in tensors:
+        check_tensor(t, name, "every element")
+    first = tensors[0]
+    axis = normalize_axis(axis, first.ndim, name)
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape))
+                                       if d != axis):
+            raise ValueError(f"{name}: shapes {first.shape} ({first.name}) and {t.shape} ({t.name}) "
+                             f"differ outside axis {axis}")
+    parts = [t for t in tensors if t.shape[axis] > 0] or [first]
+    offsets = [0]
+    for t in parts:
+        offsets.append(offsets[-1] + t.shape[axis])
+    shape = first.shape[:axis] + (offsets[-1],) + first.shape[axis + 1:]
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        j = ax[axis]
+
+        def part(p: int) -> Expr:
+            return parts[p][ax[:axis] + (j - offsets[p] if offsets[p] else j,) + ax[axis + 1:]]
+
+        out = part(len(parts) - 1)
+        for p in range(len(parts) - 2, -1, -1):
+            out = if_then_else(j < offsets[p + 1], part(p), out)
+        return out
+
+    return new_compute(shape, body, name, "injective")
+
+
+def split(x: Tensor, indices_or_sections: int | Sequence[int], axis: int = 0,
+          name: str = "split") -> list[Tensor]:
+    """``X`` cut along ``axis``: into ``n`` equal parts (an int), or at the given indices.
+
+    ``split(X, [2, 5])`` on an axis of size 7 gives the pieces ``[0, 2)``, ``[2, 5)``, ``[5, 7)``;
+    piece ``p`` reads ``X[..., j + start_p, ...]``.
+    """
+    check_tensor(x, name)
+    axis = normalize_axis(axis, x.ndim, name)
+    n = x.shape[axis]
+    if is_int(indices_or_sections):
+        sections = indices_or_sections
+        if sections <= 0 or n % sections:
+            raise ValueError(f"{name}: axis {axis} of size {n} cannot be split into "
+                             f"{sections} equal sections")
+        bounds = [n // sections * p for p in range(sections + 1)]
+    elif isinstance(indices_or_sections, (tuple, list)) and all(is_int(i) for i in indices_or_sections):
+        cuts = list(indices_or_sections)
+        if any(not 0 <= c <= n for c in cuts) or cuts != sorted(cuts):
+            raise ValueError(f"{name}: split indices {cuts} must be nondecreasing in [0, {n}]")
+        bounds = [0] + cuts + [n]
+    else:
+        raise TypeError(f"{name}: indices_or_sections must be an int or a list of ints, "
+                        f"got {indices_or_sections!r}")
+    out = []
+    for p, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        shape = x.shape[:axis] + (hi - lo,) + x.shape[axis + 1:]
+
+        def body(ax: tuple[Expr, ...], lo: int = lo) -> Expr:
+            return x[ax[:axis] + (ax[axis] + lo if lo else ax[axis],) + ax[axis + 1:]]
+
+        out.append(new_compute(shape, body, f"{name}.{p}", "injective"))
+    return out

@@ -1,0 +1,116 @@
+"""Smoke test of the benchmark harness (``python -m benchmarks``) on tiny shapes.
+
+Runs the real command line in subprocesses with PyTorch and JAX hidden (stub packages that
+raise ``ModuleNotFoundError`` first on ``PYTHONPATH``), so it needs neither and proves that a
+missing peer is reported as "not installed" instead of crashing the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tensorad as ta
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import timing  # noqa: E402
+from benchmarks.check import compare  # noqa: E402
+
+STUB = "raise ModuleNotFoundError(\"No module named '{0}'\", name='{0}')\n"
+WORKLOADS = "dense,max_pool"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    for mod in ("torch", "jax"):
+        (tmp / "stubs" / mod).mkdir(parents=True)
+        (tmp / "stubs" / mod / "__init__.py").write_text(STUB.format(mod))
+    env = dict(os.environ, PYTHONPATH=str(tmp / "stubs"))
+    out = tmp / "result.json"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1",
+                           "--workloads", WORKLOADS, "--json", str(out), "--no-plot"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return proc, json.loads(out.read_text()) if out.exists() else None, time.perf_counter() - t0, out
+
+
+def test_runs_and_reports_missing_peers(tiny_run):
+    proc, res, elapsed, _ = tiny_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert res["options"]["mode"] == "tiny" and [w["name"] for w in res["workloads"]] == WORKLOADS.split(",")
+    systems = res["runs"][0]["systems"]
+    assert systems["torch"]["status"] == "not installed"
+    assert systems["jax"]["status"] == "not installed"
+    assert "not installed" in proc.stdout and "seed 2018" in proc.stdout
+    assert res["machine"]["versions"]["tensorad"] == ta.__version__
+    assert res["load"]["start"]["loadavg"] is not None
+    assert "[" in proc.stderr and "done" in proc.stderr  # the progress bar
+
+
+def test_numpy_peer_is_checked_and_timed(tiny_run):
+    _, res, _, _ = tiny_run
+    numpy = res["runs"][0]["systems"]["numpy"]
+    for name in WORKLOADS.split(","):
+        for phase in ("forward", "backward"):
+            e = numpy["workloads"][name][phase]
+            assert e["status"] == "ok" and e["check"]["ok"], e
+            t = e["timing"]
+            assert t["runs"] >= 3 and 0 < t["q1_ms"] <= t["median_ms"] <= t["q3_ms"]
+    rows = numpy["sweeps"]
+    assert rows["gemm 16x16x16"]["rate"] > 0 and rows["copy 4096"]["status"] == "ok"
+
+
+def test_tensorad_entries_are_timed_or_explained(tiny_run):
+    _, res, _, _ = tiny_run
+    for system in ("tensorad", "tensorad-hand"):
+        r = res["runs"][0]["systems"][system]
+        entries = [e for w in r["workloads"].values() for e in w.values()] + list(r["sweeps"].values())
+        if r["status"] != "ok":
+            assert r["status"].startswith(("unavailable", "not installed")), r["status"]
+            continue
+        for e in entries:
+            if e["status"] == "ok":
+                assert e["check"]["ok"] and e["timing"]["runs"] >= 3
+            else:   # never silently missing: a status and a reason
+                assert e["status"] in ("unavailable", "error", "mismatch", "skipped") and \
+                    (e.get("reason") or e.get("check")), e
+
+
+def test_report_prints_markdown(tiny_run):
+    _, _, _, path = tiny_run
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.report", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("| workload | tensorad |") for line in lines)
+    assert sum(line.startswith("| max_pool |") for line in lines) == 1
+
+
+def test_timing_takes_median_and_iqr_of_several_runs():
+    calls = []
+    t = timing.measure(lambda: calls.append(1), target_s=0.01, min_runs=3)
+    assert t.runs >= 3 and t.batch > 1 and len(calls) >= t.runs * t.batch
+    assert t.q1_ms <= t.median_ms <= t.q3_ms and t.iqr_ms >= 0
+    assert timing.quartiles([4.0, 1.0, 3.0, 2.0, 5.0]) == (2.0, 3.0, 4.0)
+    assert timing.plan(0.5, 0.3, 5) == (5, 1)        # slow: the minimum count, no batching
+    with pytest.raises(ValueError, match="at least 3"):
+        timing.measure(lambda: None, min_runs=1)
+
+
+def test_check_flags_mismatches():
+    import numpy as np
+
+    ref = np.arange(6.0).reshape(2, 3)
+    assert compare([ref.astype(np.float32)], [ref])["ok"]
+    bad = compare([ref + 0.1], [ref])
+    assert not bad["ok"] and "max rel err" in bad["detail"]
+    assert "shape" in compare([ref.T], [ref])["detail"]

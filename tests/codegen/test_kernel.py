@@ -1,0 +1,157 @@
+"""Kernel calls: argument checks, out=, layouts, the compile cache, concurrent callers."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+
+def _dense(n=7, m=5, kk=9, dtype="float32"):
+    X = ta.placeholder((n, kk), dtype, "X")
+    W = ta.placeholder((m, kk), dtype, "W")
+    k = ta.reduce_axis((0, kk), "k")
+    Y = ta.compute((n, m), lambda i, j: ta.sum(X[i, k] * W[j, k], k), name="Y")
+    return X, W, Y
+
+
+@pytest.fixture(scope="module")
+def dense():
+    X, W, Y = _dense()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 9)).astype(np.float32)
+    w = rng.standard_normal((5, 9)).astype(np.float32)
+    return ta.build([Y], [X, W]), x, w
+
+
+def test_wrong_count(dense):
+    kern, x, w = dense
+    with pytest.raises(TypeError, match=r"takes 2 input arrays \(X, W\), got 1"):
+        kern(x)
+    with pytest.raises(ValueError, match="got 3"):
+        kern(x, w, w)
+
+
+def test_wrong_dtype_is_not_cast(dense):
+    kern, x, w = dense
+    with pytest.raises(TypeError, match="input W: expected dtype float32, got float64"):
+        kern(x, w.astype(np.float64))
+
+
+def test_wrong_shape(dense):
+    kern, x, w = dense
+    with pytest.raises(ValueError, match=r"input X: expected shape \[7, 9\], got \[9, 7\]"):
+        kern(x.T.copy(), w)
+
+
+def test_not_an_array(dense):
+    kern, x, w = dense
+    with pytest.raises(TypeError, match="input X: expected a numpy array"):
+        kern(x.tolist(), w)
+
+
+def test_non_contiguous_inputs_are_copied(dense):
+    kern, x, w = dense
+    xt = np.asfortranarray(x)
+    wide = np.zeros((5, 18), np.float32)
+    wide[:, ::2] = w
+    got = kern(xt, wide[:, ::2])
+    np.testing.assert_allclose(got, x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_out_is_written_in_place(dense):
+    kern, x, w = dense
+    out = np.full((7, 5), np.nan, np.float32)
+    res = kern(x, w, out=out)
+    assert res is out
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
+    res2 = kern(x, w, out=(out,))
+    assert res2 is out
+
+
+def test_bad_out(dense):
+    kern, x, w = dense
+    with pytest.raises(ValueError, match="out Y: expected shape"):
+        kern(x, w, out=np.empty((5, 7), np.float32))
+    with pytest.raises(TypeError, match="out Y: expected dtype float32"):
+        kern(x, w, out=np.empty((7, 5), np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kern(x, w, out=np.empty((5, 7), np.float32).T)
+    with pytest.raises(ValueError, match=r"out= must be 1 array"):
+        kern(x, w, out=(np.empty((7, 5), np.float32),) * 2)
+    ro = np.empty((7, 5), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        kern(x, w, out=ro)
+
+
+def test_out_overlapping_an_input_is_refused():
+    A = ta.placeholder((4,), "float32", "A")
+    Y = ta.compute((4,), lambda i: A[i] + 1.0, name="Y")
+    kern = ta.build([Y], [A])
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        kern(a, out=a)
+
+
+def test_several_outputs_return_a_tuple_in_order():
+    A = ta.placeholder((3,), "float64", "A")
+    P = ta.compute((3,), lambda i: A[i] + 1.0, name="P")
+    Q = ta.compute((3,), lambda i: A[i] * 2.0, name="Q")
+    a = np.arange(3.0)
+    q, p = ta.build([Q, P], [A])(a)
+    np.testing.assert_array_equal(p, a + 1)
+    np.testing.assert_array_equal(q, a * 2)
+
+
+def test_cache_hit_is_fast_and_shared():
+    X, W, Y = _dense(6, 4, 3)
+    k1 = ta.build([Y], [X, W])
+    t0 = time.perf_counter()
+    k2 = ta.build([Y], [X, W])
+    assert time.perf_counter() - t0 < 0.005
+    assert k2._compiled is k1._compiled
+    # a structurally equal program built from fresh tensors hits the compiled-code cache too
+    X2, W2, Y2 = _dense(6, 4, 3)
+    assert ta.build([Y2], [X2, W2])._compiled is k1._compiled
+    # a different constant is a different program
+    A = ta.placeholder((3,), "float32", "A")
+    c1 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000001, name="c")], [A])
+    c2 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000002, name="c")], [A])
+    assert c1._compiled is not c2._compiled
+
+
+def test_llvm_ir_and_asm_are_text(dense):
+    kern, _, _ = dense
+    assert "define void" in kern.llvm_ir
+    assert "ret" in kern.asm
+
+
+def test_unsupported_target():
+    X, W, Y = _dense()
+    with pytest.raises(ValueError, match="target"):
+        ta.build([Y], [X, W], target="cuda")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_calling_one_kernel_concurrently(threads):
+    X, W, Y = _dense(64, 48, 40, "float64")
+    kern = ta.build([Y], [X, W], num_threads=threads)
+    rng = np.random.default_rng(5)
+    data = [(rng.standard_normal((64, 40)), rng.standard_normal((48, 40))) for _ in range(4)]
+    errors = []
+
+    def work(x, w):
+        for _ in range(20):
+            got = kern(x, w)
+            if not np.allclose(got, x @ w.T, rtol=1e-12, atol=1e-12):
+                errors.append("mismatch")
+
+    ts = [threading.Thread(target=work, args=d) for d in data]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors

@@ -1,0 +1,164 @@
+"""ta.lower: printed loop programs, exact work counts, inlining choices, input checks."""
+
+import pytest
+
+import tensorad as ta
+
+
+def _mat(n, m, name, dtype="float32"):
+    return ta.placeholder((n, m), dtype, name)
+
+
+def test_dense_box_work_is_product_of_extents():
+    X, W = _mat(32, 10000, "X"), _mat(3000, 10000, "W")
+    k = ta.reduce_axis((0, 10000), "k")
+    Y = ta.compute((32, 3000), lambda i, j: ta.sum(X[i, k] * W[j, k], k), name="Y")
+    f = ta.lower([Y], [X, W])
+    assert f.work == 32 * 3000 * 10000
+    assert "for k in range(0, 10000)" in str(f)
+
+
+@pytest.mark.parametrize("n", [1, 7, 100])
+def test_triangular_reduction_work(n):
+    A = _mat(n, n, "A")
+    k = ta.reduce_axis((0, n), "k")
+    T = ta.compute((n,), lambda i: ta.sum(A[i, k], k, where=k <= i), name="T")
+    f = ta.lower([T], [A])
+    assert f.work == n * (n + 1) // 2
+    if n > 1:
+        assert "range(0, (i + 1))" in str(f)
+
+
+def test_select_zero_domain_is_iterated_exactly():
+    n = 50
+    A = _mat(n, n, "A")
+    S = ta.compute((n, n), lambda i, j: ta.select(j < i, A[i, j], 0.0), name="S")
+    f = ta.lower([S], [A])
+    assert f.work == n * (n - 1) // 2
+    assert "memset 0 -> S" in str(f)
+
+
+def test_select_zero_on_the_left_and_if_then_else():
+    n = 20
+    A = _mat(n, n, "A")
+    S = ta.compute((n, n), lambda i, j: ta.if_then_else(j >= i, 0.0, A[i, j]), name="S")
+    assert ta.lower([S], [A]).work == n * (n - 1) // 2
+
+
+def test_non_affine_rest_of_condition_stays_in_body():
+    A = _mat(6, 9, "A", "float64")
+    k = ta.reduce_axis((0, 9), "k")
+    W = ta.compute((6,), lambda i: ta.sum(A[i, k], k, where=(A[i, k] > 0) & (k >= i)), name="W")
+    f = ta.lower([W], [A])
+    text = str(f)
+    assert "if (A[i, k] > 0.0):" in text and "range(i, 9)" in text
+    assert f.work == sum(9 - i for i in range(6))
+
+
+def test_condition_on_outer_axes_only_fills_identity():
+    A = _mat(10, 10, "A")
+    k = ta.reduce_axis((0, 10), "k")
+    M = ta.compute((10, 10), lambda i, j: ta.max(A[k, j], k, where=i == j), name="M")
+    f = ta.lower([M], [A])
+    assert f.work == 10 * 10
+    assert "fill" in str(f)
+
+
+def test_strided_domain_counts_only_its_points():
+    A = ta.placeholder((40,), "float32", "A")
+    S = ta.compute((40,), lambda i: ta.select(i % 3 == 1, A[i], 0.0), name="S")
+    f = ta.lower([S], [A])
+    assert f.work == len(range(1, 40, 3))
+
+
+def test_flatten_gradient_like_reduction_with_div_mod_condition():
+    # sum over k of H[b, k] where the flattened index k maps back to (c, h, w)
+    H = ta.placeholder((2, 60), "float32", "H")
+    k = ta.reduce_axis((0, 60), "k")
+    G = ta.compute((2, 3, 4, 5), lambda b, c, h, w: ta.sum(
+        H[b, k], k, where=(c == k // 20) & (h == (k // 5) % 4) & (w == k % 5)), name="G")
+    f = ta.lower([G], [H])
+    assert f.work == 2 * 60  # one k per output element
+
+
+def test_elementwise_producer_is_inlined_and_reduction_materialized():
+    A, B = _mat(8, 8, "A"), _mat(8, 8, "B")
+    E = ta.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="E")
+    k = ta.reduce_axis((0, 8), "k")
+    C = ta.compute((8, 8), lambda i, j: ta.sum(E[i, k] * B[k, j], k), name="C")
+    D = ta.compute((8, 8), lambda i, j: C[i, j] + 1.0, name="D")
+    text = str(ta.lower([D], [A, B]))
+    assert "# inlined: E" in text
+    assert "allocate C" in text and "allocate E" not in text
+
+
+def test_expensive_producer_read_twice_is_materialized():
+    X = _mat(4, 100, "X")
+    E = ta.compute((4, 100), lambda i, j: ta.exp(X[i, j]), name="E")
+    k = ta.reduce_axis((0, 100), "k")
+    S = ta.compute((4,), lambda i: ta.sum(E[i, k], k), name="S")
+    Y = ta.compute((4, 100), lambda i, j: E[i, j] / S[i], name="Y")
+    text = str(ta.lower([Y], [X]))
+    assert "allocate E" in text
+
+
+def test_jacobian_sized_select_is_never_materialized():
+    X = _mat(4, 30, "X")
+    J = ta.compute((4, 30, 4, 30), lambda a, b, c, d: ta.select((a == c) & (b == d), ta.exp(X[a, b]), 0.0),
+                   name="J")
+    k1, k2 = ta.reduce_axis((0, 4), "k1"), ta.reduce_axis((0, 30), "k2")
+    G = ta.compute((4, 30), lambda c, d: ta.sum(J[k1, k2, c, d], [k1, k2]), name="G")
+    text = str(ta.lower([G], [X]))
+    assert "allocate J" not in text
+
+
+def test_zero_d_and_size_one_axes():
+    A = ta.placeholder((1, 5), "float32", "A")
+    k = ta.reduce_axis((0, 5), "k")
+    z = ta.compute((), lambda: ta.sum(A[0, k], k), name="z")
+    f = ta.lower([z], [A])
+    assert f.work == 5
+    e = ta.compute((1, 1), lambda i, j: A[i, j], name="e")
+    assert ta.lower([e], [A]).work == 1
+
+
+def test_empty_axis_has_no_work():
+    A = ta.placeholder((0, 5), "float32", "A")
+    B = ta.compute((0, 5), lambda i, j: A[i, j] + 1.0, name="B")
+    assert ta.lower([B], [A]).work == 0
+
+
+def test_missing_input_is_named():
+    A, B = _mat(3, 3, "A"), _mat(3, 3, "Bmissing")
+    C = ta.compute((3, 3), lambda i, j: A[i, j] + B[i, j], name="C")
+    with pytest.raises(ValueError, match="Bmissing"):
+        ta.lower([C], [A])
+
+
+def test_bad_output_and_input_lists():
+    A = _mat(3, 3, "A")
+    C = ta.compute((3, 3), lambda i, j: A[i, j], name="C")
+    with pytest.raises(TypeError, match="outputs"):
+        ta.lower([C, 3], [A])
+    with pytest.raises(ValueError, match="twice"):
+        ta.lower([C], [A, A])
+    with pytest.raises(ValueError, match="both an input and an output"):
+        ta.lower([C], [A, C])
+    with pytest.raises(TypeError, match="unknown option"):
+        ta.lower([C], [A], bogus=1)
+
+
+def test_intermediate_given_as_input_is_a_buffer():
+    A = _mat(3, 3, "A")
+    B = ta.compute((3, 3), lambda i, j: A[i, j] * 2.0, name="B")
+    C = ta.compute((3, 3), lambda i, j: B[i, j] + 1.0, name="C")
+    text = str(ta.lower([C], [B]))
+    assert "C[i, j] = (B[i, j] + 1.0f)" in text
+
+
+def test_printing_is_deterministic():
+    def make():
+        A = _mat(5, 5, "A")
+        k = ta.reduce_axis((0, 5), "k")
+        return str(ta.lower([ta.compute((5,), lambda i: ta.sum(A[i, k], k, where=k < i), name="R")], [A]))
+    assert make() == make()

@@ -1,0 +1,81 @@
+"""Shared fixtures for every test folder.
+
+* ``rng`` -- a seeded ``numpy.random.Generator`` (a fresh one per test: tests do not depend on
+  the order they run in).
+* ``numeric_grad`` -- central finite differences in float64, the gradient oracle that
+  tensorad did not compute (see :func:`numeric_grad`).
+
+``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
+``from strategies import random_program``.  (The tests folder is deliberately not put on
+``sys.path``: its ``tensorad/`` folder would shadow the editable-installed package as a namespace
+package.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+
+def _register_strategies() -> None:
+    if "strategies" in sys.modules:
+        return
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies.py")
+    spec = importlib.util.spec_from_file_location("strategies", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["strategies"] = module
+    spec.loader.exec_module(module)
+
+
+_register_strategies()
+
+
+def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
+                 head: np.ndarray | None = None, eps: float = 1e-6) -> list[np.ndarray]:
+    """Central finite differences of ``fn(*arrays)`` in float64.
+
+    With ``head`` (shape ``prefix + out.shape``) the i-th result is the vector-Jacobian product
+    ``sum_o head[p..., o...] * d out[o...] / d arrays[i][j...]``, of shape
+    ``prefix + arrays[i].shape`` (the reverse-mode convention of ``ta.JacobianRecursive``).
+    Without ``head`` it is the full Jacobian, of shape ``out.shape + arrays[i].shape``.
+    ``fn`` receives float64 copies and may return any float array; it is evaluated
+    ``2 * size`` times per input, so keep shapes small.
+    """
+    base = [np.array(a, dtype=np.float64) for a in arrays]
+    out_shape = np.shape(fn(*[a.copy() for a in base]))
+    grads = []
+    for i, a in enumerate(base):
+        jac = np.zeros(out_shape + a.shape)
+        for j in np.ndindex(*a.shape):
+            plus = [b.copy() for b in base]
+            minus = [b.copy() for b in base]
+            plus[i][j] += eps
+            minus[i][j] -= eps
+            diff = (np.asarray(fn(*plus), np.float64) - np.asarray(fn(*minus), np.float64))
+            jac[(Ellipsis,) + j] = diff / (2 * eps)
+        if head is None:
+            grads.append(jac)
+        else:
+            h = np.asarray(head, np.float64)
+            n_out = len(out_shape)
+            prefix = h.shape[:h.ndim - n_out]
+            if h.shape[len(prefix):] != out_shape:
+                raise ValueError(f"head shape {h.shape} does not end with the output shape {out_shape}")
+            flat = np.tensordot(h.reshape(prefix + (-1,)), jac.reshape((-1,) + a.shape), axes=1)
+            grads.append(np.asarray(flat).reshape(prefix + a.shape))
+    return grads
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20260521)
+
+
+@pytest.fixture(name="numeric_grad")
+def numeric_grad_fixture() -> Callable[..., list[np.ndarray]]:
+    return numeric_grad

@@ -1,0 +1,191 @@
+"""The IR: hash-consing, immutability, truth values, dtypes, and the fold/rewrite traversals."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+from tensorad import ir
+from tensorad.ir import Op
+
+
+def test_structural_equality_is_identity():
+    A = ta.placeholder((3, 3), name="A")
+    i = ir.var("i", 0, 3)
+    e1 = ta.exp(A[i, 2] * 2.0 + 1.0)
+    e2 = ta.exp(A[i, 2] * 2.0 + 1.0)
+    assert e1 is e2
+    assert len({e1, e2}) == 1
+    assert {e1: "x"}[e2] == "x"
+    assert A[i, 2] in [A[i, 1], A[i, 2]]
+
+
+def test_equal_names_are_different_variables_and_placeholders():
+    i1, i2 = ir.var("i", 0, 3), ir.var("i", 0, 3)
+    assert i1 is not i2 and i1.arg.uid != i2.arg.uid
+    A1, A2 = ta.placeholder((3,), name="A"), ta.placeholder((3,), name="A")
+    assert A1 != A2 and A1[0] is not A2[0]
+
+
+def test_constants_keep_type_apart():
+    assert ir.const(1) is not ir.const(1.0)
+    assert ir.const(1) is not ir.const(True)
+    assert ir.const(1.0, "float32") is not ir.const(1.0, "float64")
+    assert ir.const(1.0, "float32") is ir.const(1, "float32")
+
+
+def test_nodes_are_immutable():
+    e = ta.placeholder((2,), name="A")[0] + 1.0
+    with pytest.raises(AttributeError, match="immutable"):
+        e.op = Op.SUB
+    with pytest.raises(AttributeError):
+        e.dtype = "float64"
+
+
+def test_bool_of_eq_is_identity_and_other_bools_raise():
+    A = ta.placeholder((3,), name="A")
+    a, b = A[0] + 1.0, A[1] + 1.0
+    assert isinstance(a == b, ir.Expr) and (a == b).op is Op.EQ
+    assert bool(a == (A[0] + 1.0)) is True
+    assert bool(a == b) is False
+    assert bool(a != b) is True
+    for cond in (a < b, a <= b, a > b, a >= b, (a < b) & (a > b), ~(a < b), a + b):
+        with pytest.raises(TypeError, match="ta.select"):
+            bool(cond)
+    assert bool(ir.TRUE) and not bool(ir.FALSE)
+
+
+def test_an_expression_is_not_iterable():
+    with pytest.raises(TypeError):
+        list(ta.placeholder((2,), name="A")[0])
+
+
+def test_pickle_round_trip_gives_the_same_node():
+    A = ta.placeholder((3,), name="A")
+    e = ta.sigmoid(A[1]) / 3.0
+    assert pickle.loads(pickle.dumps(e)) is e
+
+
+def test_dtype_promotion_is_explicit():
+    A = ta.placeholder((3,), "float64", name="A")
+    i = ir.var("i", 0, 3)
+    e = A[i] + i  # int32 index meets float64: the index is cast
+    assert e.dtype == "float64"
+    assert e.src[1].op is Op.CAST and e.src[1].src[0] is i
+    assert (i + 2).dtype == "int32" and (i + 2).src[1] is ir.const(2)
+    assert ta.exp(i).dtype == "float32"  # math on integers computes in float32
+    assert ta.power(i, 2).dtype == "float32"
+    assert (A[i] > 0.0).dtype == "bool"
+    assert ta.cast("float64", A[i]) is A[i]  # a no-op cast builds nothing
+
+
+def test_integer_true_division_is_an_error():
+    i = ir.var("i", 0, 3)
+    with pytest.raises(TypeError, match="//"):
+        i / 2
+    assert (i // 2).op is Op.FLOORDIV and (i % 2).op is Op.MOD
+
+
+def test_reads_are_int32_indexed():
+    A = ta.placeholder((3,), name="A")
+    j = ir.var("j", 0, 3, dtype="int64")
+    r = A[j]
+    assert r.op is Op.READ and r.src[0].dtype == "int32" and r.arg is A
+
+
+def test_walk_is_post_order_and_visits_shared_nodes_once():
+    A = ta.placeholder((3,), name="A")
+    x = A[0]
+    e = (x + 1.0) * (x + 1.0)
+    nodes = list(ir.walk(e))
+    assert nodes[-1] is e
+    assert len(nodes) == len(set(nodes))
+    assert nodes.index(x) < nodes.index(x + 1.0) < nodes.index(e)
+
+
+def test_fold_with_a_table_and_a_missing_rule():
+    i = ir.var("i", 0, 9)
+    e = (i + 2) * 3
+    table = {Op.VAR: lambda n: 4, Op.CONST: lambda n: n.arg,
+             Op.ADD: lambda n, a, b: a + b, Op.MUL: lambda n, a, b: a * b}
+    assert ir.fold(e, table) == 18
+    with pytest.raises(NotImplementedError, match="SUB"):
+        ir.fold(i - 1, table)
+
+
+def test_fold_and_rewrite_handle_deep_expressions():
+    i = ir.var("i", 0, 9)
+    e = i
+    for _ in range(5000):
+        e = e + 1
+    assert ir.fold(e, {Op.VAR: lambda n: 0, Op.CONST: lambda n: n.arg,
+                       Op.ADD: lambda n, a, b: a + b}) == 5000
+    j = ir.var("j", 0, 9)
+    assert ir.free_vars(ir.substitute(e, {i: j})) == [j]
+
+
+def test_rewrite_to_a_fixed_point():
+    i = ir.var("i", 0, 9)
+    zero = ir.const(0)
+
+    def rules(n):  # x + 0 -> x ; x * 1 -> x
+        if n.op is Op.ADD and n.src[1] is zero:
+            return n.src[0]
+        if n.op is Op.MUL and n.src[1] is ir.const(1):
+            return n.src[0]
+        return None
+
+    assert ir.rewrite(((i + 0) * 1 + 0) * 1, rules) is i
+
+
+def test_free_vars_exclude_reduce_axes():
+    A = ta.placeholder((3, 3), name="A")
+    i = ir.var("i", 0, 3)
+    k = ta.reduce_axis((0, 3), "k")
+    red = ta.sum(A[i, k], axis=k)
+    assert ir.free_vars(red) == [i]
+
+
+def test_tensor_graph_orders_producers_first_and_is_deterministic():
+    A = ta.placeholder((3,), name="A")
+    B = ta.placeholder((3,), name="B")
+    C = ta.compute((3,), lambda i: A[i] * B[i], name="C")
+    D = ta.compute((3,), lambda i: C[i] + A[i], name="D")
+    E = ta.compute((3,), lambda i: D[i] - C[i], name="E")
+    graph = ir.tensor_graph([E])
+    names = [t.name for t in graph]
+    assert names == ["A", "B", "C", "D", "E"]
+    assert all(names.index(d.name) < names.index(t.name)
+               for t in graph if not t.is_placeholder for d in ir.op_reads(t.op))
+    assert ir.tensor_graph([E]) == graph
+    assert ir.placeholders([E]) == [A, B]
+
+
+def test_reducer_instances_are_cached_so_equal_reductions_hash_cons():
+    A = ta.placeholder((3, 3), name="A")
+    i = ir.var("i", 0, 3)
+    k = ta.reduce_axis((0, 3), "k")
+    assert ta.sum(A[i, k], axis=k) is ta.sum(A[i, k], axis=k)
+    assert ta.sum(A[i, k], axis=k) is not ta.max(A[i, k], axis=k)
+
+
+def test_tensor_attributes():
+    X = ta.placeholder((2, 5), "float64", name="X")
+    Y = ta.compute((5,), lambda j: X[0, j] * 2.0, name="Y", tag="elemwise")
+    assert X.shape == (2, 5) and X.ndim == 2 and X.dtype == "float64" and X.name == "X"
+    assert Y.shape == (5,) and Y.dtype == "float64" and Y.op.tag == "elemwise"
+    assert isinstance(Y.shape[0], int) and len(Y) == 5
+    s = ta.placeholder((), name="s")
+    assert s.shape == () and s.ndim == 0
+    with pytest.raises(TypeError):
+        len(s)
+
+
+def test_numpy_scalars_and_dtypes_are_accepted():
+    X = ta.placeholder((np.int64(3),), np.dtype("float32"), name="X")
+    assert X.shape == (3,) and X.dtype == "float32"
+    e = X[np.int32(1)] * np.float32(2.0)
+    assert e.dtype == "float32"
