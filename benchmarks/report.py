@@ -105,7 +105,7 @@ def workload_block(results: dict, run: dict, w: dict) -> list[str]:
     name = w["name"]
     lines = [f"{name}: {w['title']}  [{w['describe']}]"]
     hdr = (f"  {'system':<14}{'fwd ms':>10}{'IQR':>8}{'bwd ms':>10}{'IQR':>8}{'bwd/fwd':>9}"
-           f"{'fwd/peer':>15}{'bwd/peer':>15}{'prep s':>8}  note")
+           f"  {'fwd/peer':<13}{'bwd/peer':<13}{'prep s':>11}  note")
     lines.append(hdr)
     best = {ph: fastest_peer(run, name, ph) for ph in ("forward", "backward")}
     for s in systems_of(run):
@@ -124,10 +124,10 @@ def workload_block(results: dict, run: dict, w: dict) -> list[str]:
         note = nf if nf == nb else "; ".join(f"{ph} {n}" for ph, n in (("fwd", nf), ("bwd", nb)) if n)
         prep = "/".join(x for x in (_prep(f), _prep(b)) if x)
         lines.append(f"  {s:<14}{cols[0]:>10}{cols[1]:>8}{cols[2]:>10}{cols[3]:>8}{ratio:>9}"
-                     f"{vs[0]:>15}{vs[1]:>15}{prep:>8}  {note[:90]}")
+                     f"  {vs[0]:<13}{vs[1]:<13}{prep:>11}  {note[:90]}")
     sf, sb = w["seed_ms"]
     lines.append(f"  {'seed 2018':<14}{fmt_seed(sf):>10}{'':>8}{fmt_seed(sb):>10}{'':>8}"
-                 f"{fmt_ratio(sb / sf) if sf else '-':>9}{'':>30}{'':>8}  TVM, seed 003 (reference only)")
+                 f"{fmt_ratio(sb / sf) if sf else '-':>9}  {'':<26}{'':>11}  TVM, seed 003 (reference only)")
     return lines
 
 

@@ -4,7 +4,9 @@ GEMM ``C[M,N] = A[M,K] B[K,N]`` in float32 at square and skinny shapes; the peak
 GFLOP/s any BLAS peer reached in the sweep (the largest square, 2048 in a full run, is there for
 that).  Memory-bound: elementwise add and relu on 64 MB arrays and a 2x2 average pooling of a
 64 MB tensor; bytes moved count each input read once and each output written once, and the
-measured bandwidth is the best of a NumPy copy and the peers' adds.
+measured bandwidth is the best of a NumPy copy and the peers' adds.  Outputs are preallocated
+where the system allows it (``out=``; not in JAX, whose functions return new buffers), so the
+rows measure the loops rather than the page faults of fresh 64 MB outputs.
 """
 
 from __future__ import annotations

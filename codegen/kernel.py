@@ -72,7 +72,7 @@ class Kernel:
         prog = lowered.program
         self._inputs = [_spec(b) for b in prog.inputs]
         self._outputs = [_spec(b) for b in prog.outputs]
-        self._temps = [(tuple(b.shape), np.dtype(b.dtype if b.dtype != "bool" else np.bool_)) for b in prog.temps]
+        self._temps = [_spec(b)[1:] for b in prog.temps]
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
 
     # ---- introspection --------------------------------------------------------------------

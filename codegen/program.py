@@ -18,7 +18,6 @@ they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.printer import Namer
@@ -84,7 +83,7 @@ class Assign:
     values: tuple[Expr, ...]
 
 
-Stmt = Union[Loop, If, Store, Assign]
+Stmt = Loop | If | Store | Assign
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,7 +108,7 @@ class Nest:
     attrs: dict = field(default_factory=dict)
 
 
-Step = Union[Fill, Nest]
+Step = Fill | Nest
 
 
 @dataclass(eq=False)

@@ -1,6 +1,25 @@
-"""The nonzeroness optimizer (being written): identity until it lands."""
+"""The nonzeroness optimizer and the algebraic simplifier (installed as ``tensorad.simplify``).
 
+``optimize_and_lift_nonzeroness(tensor)`` (``ta.OptimizeAndLiftNonzeronessConditions``)
+returns an equivalent tensor in which sums over zeros are gone: reduction variables that the
+nonzeroness conditions determine are solved for with isl and substituted, the others iterate
+over tight ranges, the conditions left are exact affine where-conditions or guards.
 
-def optimize_and_lift_nonzeroness(tensor):
-    """Identity pass for now: returns ``tensor`` unchanged."""
-    return tensor
+Modules, one job each:
+
+* :mod:`.rules` -- algebraic simplification as a table of rewrite rules (``simplify_expr``);
+  :mod:`.linear` (index arithmetic as linear forms), :mod:`.ranges` (interval bounds),
+  :mod:`.consts` (constant folding with the IR's exact semantics);
+* :mod:`.nonzero` -- ``nz(e)``, the condition outside which ``e`` is zero, and ``assume``;
+* :mod:`.split` -- sums split into terms with different nonzeroness;
+* :mod:`.eliminate` -- the isl plan: eliminate, tighten, deskew reduction variables;
+* :mod:`.lift` -- one compute body optimized;
+* :mod:`.inline` / :mod:`.cse` -- inlining, gather fusion, structural merging of ops;
+* :mod:`.program` -- the pass over a tensor and the tensors it owns.
+"""
+
+from .nonzero import assume, nonzero
+from .program import optimize_and_lift_nonzeroness
+from .rules import ALGEBRA_RULES, simplify_expr
+
+__all__ = ["optimize_and_lift_nonzeroness", "simplify_expr", "nonzero", "assume", "ALGEBRA_RULES"]

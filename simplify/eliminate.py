@@ -81,7 +81,7 @@ def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
     mapping[v] = value
 
 
-def _equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
+def equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
     """``(k, e)`` when residual ``eq`` is ``k == e`` up to sign, ``e`` free of ``k``."""
     if eq.op is not Op.EQ or not dt.is_int(eq.src[0].dtype):
         return None
@@ -143,7 +143,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     guards: list[Expr] = []
     for eq in equations:
         eq = simplify_expr(substitute(eq, mapping))
-        found = _equation_for(eq, rvars)
+        found = equation_for(eq, rvars)
         if found is None:
             continue
         r, e = found

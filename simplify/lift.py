@@ -23,10 +23,9 @@ from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
-from .eliminate import apply_plan, guard_of, make_plan, split_affine
-from .eliminate import _equation_for as equation_for
+from .eliminate import apply_plan, equation_for, guard_of, make_plan, split_affine
 from .nonzero import assume, nonzero
-from .rules import all_of, conjuncts, is_zero, simplify_expr
+from .rules import conjuncts, is_zero, simplify_expr
 from .split import group_terms
 
 MakeTensor = Callable[[str, Sequence[Expr], Expr], Tensor]
@@ -119,7 +118,3 @@ def simplify_reduction(axes: Sequence[Expr], red: Expr) -> Expr:
     if affine and IndexSet.from_conditions(variables, affine).is_empty():
         return red.arg.combiner.identity[red.arg.value_index]
     return red
-
-
-def all_conds(cs: Sequence[Expr]) -> Expr:
-    return all_of(cs)

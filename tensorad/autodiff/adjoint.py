@@ -26,7 +26,7 @@ Reductions with other combiners (DESIGN.md lesson 2):
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical
 from ..ir.reducer import prod as prod_reducer

@@ -7,7 +7,7 @@ everywhere, including the axes listed inside ``REDUCE`` nodes.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical, var

@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var

@@ -12,7 +12,7 @@ tensors, so their jvp along ``vectors`` is ``H v``.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..ir.expr import Expr, Op, cast
 from ..ir.rewrite import tensor_graph

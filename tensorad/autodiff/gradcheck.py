@@ -17,7 +17,7 @@ finite difference is not finite (an output that is inf/NaN) are not compared.  F
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -63,12 +63,14 @@ class _Worst:
 def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, *, feed: Mapping | None = None,
               eps: float = 1e-6, atol: float = 1e-6, rtol: float = 1e-5, seed: int = 0,
               low: float = -1.0, high: float = 1.0, max_elements: int = 64, n_directions: int = 3,
-              reverse: bool = True, forward: bool = True, optimizer: Optimizer | None = None) -> bool:
+              reverse: bool = True, forward: bool = True, optimizer: Optimizer | None = None,
+              override: Mapping | None = None) -> bool:
     """Check ``output``'s derivatives by ``inputs`` (placeholders); ``True`` or raise.
 
     ``feed`` gives data for some placeholders (others get uniform values in ``[low, high)``,
     integers in ``[-3, 3]``); ``optimizer`` is applied to the derivative tensors as autodiff
-    would be by the facade.
+    would be by the facade; ``override`` is passed to the reverse mode (its functions receive
+    the float64 copies of the tensors).
     """
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for x in inputs:
@@ -107,7 +109,8 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, *, feed: Mappin
     worst = _Worst(atol, rtol)
     grads = jvp_val = None
     if reverse:
-        g = jacobian_recursive(y, xs, head=head, optimizer=optimizer)
+        over = {wide[t]: fn for t, fn in (override or {}).items() if t in wide}
+        g = jacobian_recursive(y, xs, head=head, override=over, optimizer=optimizer)
         grads = [np.asarray(a, np.float64) for a in evaluate(g, env)]
     if forward:
         jvp_val = np.asarray(evaluate(jvp(y, xs, vecs, optimizer=optimizer), env), np.float64)

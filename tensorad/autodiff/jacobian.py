@@ -11,7 +11,7 @@ a reduction over mostly zeros -- until the nonzeroness optimizer (passed in by t
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..ir.expr import Expr, Op
 from ..ir.tensor import ComputeOp, Tensor

@@ -11,7 +11,7 @@ same by hand, as the seed tutorial does::
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, cast

@@ -7,7 +7,7 @@ float64 placeholders (same names and shapes); integer tensors are kept.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..ir.expr import Expr, Op, ReduceArg, const, var
 from ..ir.reducer import CommReducer

@@ -20,7 +20,7 @@ body ``term_1 + term_2 + ...``; each term of a reduction is lifted into its own 
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph

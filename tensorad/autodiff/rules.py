@@ -17,13 +17,13 @@ only ever see floating-point nodes.  Ties of ``max``/``min``/``abs`` pick a docu
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, compare, const, unary
 from ..ir.rewrite import fold
 from . import combiners
-from .zero import ZERO, Tangent, add, choose, div, materialize, mul, neg, sub, to_dtype
+from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
 
 def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:

@@ -157,8 +157,10 @@ def test_conv2d_with_padding_and_stride(threads):
 def test_avg_and_max_pool():
     X = ta.placeholder((2, 3, 8, 10), "float32", "X")
     rh, rw = ta.reduce_axis((0, 2), "rh"), ta.reduce_axis((0, 2), "rw")
-    M = ta.compute((2, 3, 4, 5), lambda n, c, h, w: ta.max(X[n, c, 2 * h + rh, 2 * w + rw], [rh, rw]), name="M")
-    S = ta.compute((2, 3, 4, 5), lambda n, c, h, w: ta.sum(X[n, c, 2 * h + rh, 2 * w + rw], [rh, rw]), name="S")
+    M = ta.compute((2, 3, 4, 5), lambda n, c, h, w: ta.max(X[n, c, 2 * h + rh, 2 * w + rw], [rh, rw]),
+                   name="M")
+    S = ta.compute((2, 3, 4, 5), lambda n, c, h, w: ta.sum(X[n, c, 2 * h + rh, 2 * w + rw], [rh, rw]),
+                   name="S")
     A = ta.compute((2, 3, 4, 5), lambda n, c, h, w: S[n, c, h, w] * 0.25, name="A")
     x = _rand((2, 3, 8, 10), "float32")
     m, a = ta.build([M, A], [X])(x)

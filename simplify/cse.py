@@ -1,0 +1,60 @@
+"""Common-subexpression elimination for tensors.
+
+Expressions are hash-consed, so equal expressions are already one node.  Two *ops* that
+compute the same thing differ only in their axis variables (every op has its own).  The
+canonical key of an op replaces its axes and reduction variables by positional variables
+``(position, lo, hi)`` shared by all ops; ops with equal keys (and dtype-equal bodies) are
+the same tensor, and :class:`OpTable` hands back the first one created.  Tensor reads in a
+body refer to ops that were canonicalised before (producers first), so the key is structural
+all the way down.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.tensor import ComputeOp
+
+from .inline import rename_reduce
+
+_CANON: dict[tuple, Expr] = {}
+
+
+def _canon_var(kind: str, k: int, v: Expr) -> Expr:
+    key = (kind, k, v.lo, v.hi, v.dtype)
+    found = _CANON.get(key)
+    if found is None:
+        found = _CANON[key] = var(f"_{kind}{k}", v.lo, v.hi, v.dtype)
+    return found
+
+
+def canonical_key(op: ComputeOp) -> tuple:
+    """Bodies with positional variables: equal keys mean equal tensors."""
+    mapping = {a: _canon_var("a", k, a) for k, a in enumerate(op.axes)}
+    for k, r in enumerate(op.reduce_axes):
+        mapping[r] = _canon_var("r", k, r)
+    bodies = tuple(rename_reduce(b, mapping) if b.op is Op.REDUCE else _subst(b, mapping)
+                   for b in op.body)
+    return (op.shape, bodies)
+
+
+def _subst(e: Expr, mapping: dict) -> Expr:
+    from tensorad.ir.rewrite import substitute
+
+    return substitute(e, mapping)
+
+
+class OpTable:
+    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self._ops: dict[tuple, ComputeOp] = {}
+        self.limit = limit
+
+    def intern(self, op: ComputeOp) -> ComputeOp:
+        key = canonical_key(op)
+        found = self._ops.get(key)
+        if found is None:
+            if len(self._ops) > self.limit:
+                self._ops.clear()
+            found = self._ops[key] = op
+        return found

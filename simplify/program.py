@@ -1,0 +1,130 @@
+"""The nonzeroness optimizer on a tensor and the tensors it owns.
+
+``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns*: the
+reductions the language lifted out of ``T``'s body (``T.red``, ``T.red2``, ...: autodiff's
+adjoint ``X.grad = term1 + term2 + ...`` lifts every reduction term this way) and the tensors
+this pass creates itself (split terms ``T.t0``, ``T.t1``...).  Other tensors -- the user's
+forward computation, adjoints optimized before -- are only *read*: a cheap non-reduction is
+inlined into ``T`` (its guards then count for ``T``'s nonzeroness), and a gather of an
+adjoint sum may be fused into ``T`` (:func:`.inline.fuse_gather`); neither changes them, so
+nothing the user computes is duplicated behind their back.
+
+Per op: inline cheap producers, optimize the body (:mod:`.lift`), fuse a gathered sum and
+optimize again, and merge structurally equal helper ops (:mod:`.cse`).  An op whose body
+does not change is returned as is.  Results are memoized per op, so optimizing a tensor twice
+(or a tensor that reads one optimized before) costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import replace_reads
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .cse import OpTable
+from .inline import fuse_gather, inline_read, is_cheap
+from .lift import lift_body, optimize_sum, simplify_reduction
+from .rules import simplify_expr
+
+MAX_FUSE_ROUNDS = 4
+
+_MEMO: dict[ComputeOp, ComputeOp] = {}
+_CREATED: set[ComputeOp] = set()
+_TABLE = OpTable()
+
+
+def _remember(old: ComputeOp, new: ComputeOp) -> ComputeOp:
+    if len(_MEMO) > 50_000:
+        _MEMO.clear()
+    _MEMO[old] = new
+    _MEMO[new] = new
+    return new
+
+
+def is_adjoint(op: ComputeOp) -> bool:
+    """An adjoint built by autodiff (``X.grad``) or a tensor this pass created."""
+    return op.name.endswith(".grad") or op in _CREATED
+
+
+class _Pass:
+    """Optimization of one top-level op and the ops it owns."""
+
+    def __init__(self, top: ComputeOp) -> None:
+        self.prefix = top.name + ".red"
+
+    def owns(self, op: ComputeOp) -> bool:
+        return op in _CREATED or op.name.startswith(self.prefix)
+
+    # ---- reads ---------------------------------------------------------------------------
+    def _read(self, node: Expr) -> Expr | None:
+        t: Tensor = node.arg
+        op = t.op
+        if not isinstance(op, ComputeOp):
+            return None
+        if self.owns(op):
+            new = self.op(op)
+            if not new.is_reduction and new.num_outputs == 1:
+                return inline_read(Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index)))
+            return None if new is op else Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index))
+        if not op.is_reduction and op.num_outputs == 1 and is_cheap(op.body[0]):
+            return inline_read(node)
+        return None
+
+    def inline(self, body: Expr) -> Expr:
+        return replace_reads(body, self._read)
+
+    # ---- ops -----------------------------------------------------------------------------
+    def make(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
+        op = ComputeOp(name, "", tuple(axes), (body,))
+        _CREATED.add(op)
+        new = self.op(op)
+        new = _TABLE.intern(new)
+        _CREATED.add(new)
+        return Tensor(new, 0)
+
+    def body(self, axes: Sequence[Expr], body: Expr, name: str) -> Expr:
+        body = self.inline(body)
+        if body.op is Op.REDUCE:
+            if body.arg.combiner.kind == "sum":
+                body = optimize_sum(axes, body, name, self.make)
+                if body.op is not Op.REDUCE:
+                    body = lift_body(axes, self.inline(body))
+            else:
+                body = simplify_reduction(axes, body)
+        else:
+            body = lift_body(axes, body)
+        return body
+
+    def op(self, op: ComputeOp) -> ComputeOp:
+        found = _MEMO.get(op)
+        if found is not None:
+            return found
+        if op.num_outputs > 1:
+            bodies = tuple(simplify_expr(self.inline(b)) for b in op.body)
+        else:
+            body = self.body(op.axes, op.body[0], op.name)
+            for _ in range(MAX_FUSE_ROUNDS):
+                fused = fuse_gather(op.axes, body, is_adjoint)
+                if fused is None:
+                    break
+                body = self.body(op.axes, fused, op.name)
+            bodies = (body,)
+        if bodies == op.body:
+            return _remember(op, op)
+        new = ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs)
+        if op in _CREATED:
+            _CREATED.add(new)
+        return _remember(op, new)
+
+
+def optimize_and_lift_nonzeroness(tensor: Tensor) -> Tensor:
+    """An equivalent tensor with reductions over zeros eliminated (see the module docstring)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"OptimizeAndLiftNonzeronessConditions: expected a Tensor, got "
+                        f"{type(tensor).__name__}")
+    op = tensor.op
+    if not isinstance(op, ComputeOp):
+        return tensor
+    return Tensor(_Pass(op).op(op), tensor.value_index)

@@ -1,0 +1,145 @@
+"""The workloads of the optimizer's bar (issue 4), each with its hand-written gradient's work.
+
+Every workload builds a forward computation with ``ta.topi`` (small shapes that do not divide
+strides and windows evenly), a head ``H`` and the inputs to differentiate, and states the work
+of the hand-written gradient formula -- innermost loop-body executions, counted the way
+``ta.lower(...).work`` counts them -- next to the formula itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import tensorad as ta
+
+
+@dataclass
+class Workload:
+    name: str
+    output: ta.Tensor
+    inputs: list
+    formula: str
+    hand_work: int
+
+
+def _pairs(size: int, out: int, window: int, stride: int, pad: int, dilation: int = 1) -> int:
+    """#{(o, k): 0 <= o*stride + k*dilation - pad < size}: valid (output, tap) pairs per axis."""
+    return sum(1 for o in range(out) for k in range(window)
+               if 0 <= o * stride + k * dilation - pad < size)
+
+
+def dense() -> Workload:
+    b, n_in, n_out = 4, 7, 5
+    X, W, B = ta.placeholder((b, n_in), name="X"), ta.placeholder((n_out, n_in), name="W"), \
+        ta.placeholder((n_out,), name="B")
+    # dX = H W (b*in*out), dW = H^T X (out*in*b), dB = sum_i H (out*b)
+    return Workload("dense", ta.topi.nn.dense(X, W, B), [X, W, B],
+                    "dX=H.W, dW=H^T.X, dB=sum_i H: 2*b*in*out + b*out", 2 * b * n_in * n_out + b * n_out)
+
+
+def conv2d(stride: int = 2, pad: int = 1, dilation: int = 1) -> Workload:
+    n, c, h, w, f, k = 2, 3, 9, 8, 4, 3
+    X, Wt = ta.placeholder((n, c, h, w), name="X"), ta.placeholder((f, c, k, k), name="W")
+    Y = ta.topi.nn.conv2d(X, Wt, stride, pad, dilation)
+    oh, ow = Y.shape[2:]
+    ph, pw = _pairs(h, oh, k, stride, pad, dilation), _pairs(w, ow, k, stride, pad, dilation)
+    # each (output position, tap) pair that lands inside X is one multiply-add of dX and of dW
+    return Workload(f"conv2d(s={stride},p={pad},d={dilation})", Y, [X, Wt],
+                    "dX, dW over valid (out, tap) pairs: 2*N*F*C*Ph*Pw", 2 * n * f * c * ph * pw)
+
+
+def pool(kind: str, k: int, stride: int, pad: int = 0) -> Workload:
+    n, c, h, w = 2, 3, 9, 7
+    X = ta.placeholder((n, c, h, w), name="X")
+    Y = ta.topi.nn.pool(X, k, stride, [pad] * 4, kind)
+    oh, ow = Y.shape[2:]
+    ph, pw = _pairs(h, oh, k, stride, pad), _pairs(w, ow, k, stride, pad)
+    gather = n * c * ph * pw
+    if kind == "avg":
+        return Workload(f"avg_pool(k={k},s={stride},p={pad})", Y, [X],
+                        "dX[h] = sum over windows holding h of H/k^2: N*C*Ph*Pw", gather)
+    winner = n * c * oh * ow * k * k
+    return Workload(f"max_pool(k={k},s={stride},p={pad})", Y, [X],
+                    "argmax per window N*C*OH*OW*k^2 + gather N*C*Ph*Pw", winner + gather)
+
+
+def softmax() -> Workload:
+    n, m = 3, 7
+    X = ta.placeholder((n, m), name="X")
+    # forward max, sum of exp, Y; then s = sum_j H*Y and dX = Y*(H - s): 5 passes over X
+    return Workload("softmax", ta.topi.nn.softmax(X), [X], "max, sum, Y, sum(H*Y), dX: 5*n*m", 5 * n * m)
+
+
+def log_softmax() -> Workload:
+    n, m = 3, 7
+    X = ta.placeholder((n, m), name="X")
+    # forward max and sum of exp; s = sum_j H; dX = H - exp(X - max)/sum * s: 4 passes
+    return Workload("log_softmax", ta.topi.nn.log_softmax(X), [X],
+                    "max, sum, sum_j H, dX: 4*n*m", 4 * n * m)
+
+
+def homebrew_softmax() -> Workload:
+    n, k, m = 3, 6, 5
+    X, W = ta.placeholder((n, k), name="X"), ta.placeholder((m, k), name="W")
+    E = ta.topi.exp(ta.topi.nn.dense(X, W))
+    S = ta.topi.sum(E, axis=-1, keepdims=True)
+    Y = E / S
+    # D = X W^T (n*m*k), S (n*m), s = sum(H*Y) (n*m), G = Y*(H - s) (n*m),
+    # dX = G W (n*k*m), dW = G^T X (m*k*n)
+    return Workload("softmax_homebrew", Y, [X, W], "D, S, s, G, dX, dW: 3*n*m*k + 3*n*m",
+                    3 * n * m * k + 3 * n * m)
+
+
+def flatten() -> Workload:
+    X = ta.placeholder((2, 3, 4, 5), name="X")
+    return Workload("flatten", ta.topi.nn.flatten(X), [X], "dX = H[n, flat index]: |X|", 120)
+
+
+def reshape() -> Workload:
+    X = ta.placeholder((4, 6, 5), name="X")
+    return Workload("reshape", ta.topi.reshape(X, (5, 3, 8)), [X], "dX = H[reshaped index]: |X|", 120)
+
+
+def transpose() -> Workload:
+    X = ta.placeholder((3, 4, 5), name="X")
+    return Workload("transpose", ta.topi.transpose(X, (2, 0, 1)), [X], "dX = H transposed: |X|", 60)
+
+
+def broadcast_add() -> Workload:
+    A, b = ta.placeholder((4, 6), name="A"), ta.placeholder((6,), name="b")
+    return Workload("broadcast_add", A + b, [A, b], "dA = H (n*m), db = sum_i H (n*m): 2*n*m", 48)
+
+
+def elementwise(fn: Callable, name: str) -> Workload:
+    X = ta.placeholder((4, 6), name="X")
+    return Workload(name, fn(X), [X], "dX = H * f'(X): n*m", 24)
+
+
+def concat() -> Workload:
+    A, B = ta.placeholder((3, 4), name="A"), ta.placeholder((5, 4), name="B")
+    return Workload("concatenate", ta.topi.concatenate([A, B], 0), [A, B],
+                    "dA, dB = slices of H: |A| + |B|", 32)
+
+
+def split() -> Workload:
+    X = ta.placeholder((6, 5), name="X")
+    top, bottom = ta.topi.split(X, [2], axis=0)
+    Y = ta.compute((4, 5), lambda i, j: ta.if_then_else(i < 2, top[i, j], 2.0 * bottom[i, j]),
+                   name="Y")
+    # rows 0-1 of X get H, rows 2-5 get 2H (rows 4-5 of bottom feed Y's rows... all of X)
+    return Workload("split", Y, [X], "dX = H or 2H per row: |X|", 30)
+
+
+def all_workloads() -> list[Workload]:
+    return [
+        dense(),
+        conv2d(1, 0, 1), conv2d(2, 1, 1), conv2d(2, 0, 2), conv2d(3, 2, 1),
+        pool("avg", 2, 2), pool("avg", 3, 2), pool("avg", 3, 2, 1),
+        pool("max", 2, 2), pool("max", 3, 2), pool("max", 3, 1, 1),
+        softmax(), log_softmax(), homebrew_softmax(),
+        flatten(), reshape(), transpose(), broadcast_add(),
+        elementwise(ta.topi.nn.relu, "relu"), elementwise(ta.topi.sigmoid, "sigmoid"),
+        elementwise(ta.topi.tanh, "tanh"),
+        concat(), split(),
+    ]
