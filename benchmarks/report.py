@@ -122,6 +122,8 @@ def workload_block(results: dict, run: dict, w: dict) -> list[str]:
             vs.append(f"{m / bp[1]:.2f}x {bp[0]}" if s not in PEERS and m and bp else "")
         nf, nb = why(run, s, f), why(run, s, b)
         note = nf if nf == nb else "; ".join(f"{ph} {n}" for ph, n in (("fwd", nf), ("bwd", nb)) if n)
+        if not note and f and b and "work" in f and "work" in b:
+            note = f"work {f['work']:.2e} / {b['work']:.2e}"
         prep = "/".join(x for x in (_prep(f), _prep(b)) if x)
         lines.append(f"  {s:<14}{cols[0]:>10}{cols[1]:>8}{cols[2]:>10}{cols[3]:>8}{ratio:>9}"
                      f"  {vs[0]:<13}{vs[1]:<13}{prep:>11}  {note[:90]}")
@@ -175,13 +177,22 @@ def sweep_peak(run: dict, kind: str, tasks: list[dict]) -> tuple[str, float] | N
     return best
 
 
+BUSY_PERCENT = 25.0   # a CPU busier than this before a worker started: someone else was running
+
+
+def busy(snap: dict | None) -> bool:
+    return bool(snap and snap.get("cpu_percent") and max(snap["cpu_percent"]) > BUSY_PERCENT)
+
+
 def load_lines(run: dict) -> list[str]:
     out = []
     for s in systems_of(run):
         res = run["systems"][s]
         if "load_before" in res:
+            flag = "  << BUSY: another process was using the CPUs, figures are noisy" \
+                if busy(res.get("load_before")) or busy(res.get("load_after")) else ""
             out.append(f"  {s:<14} before: {describe_load(res.get('load_before'))}; "
-                       f"after: {describe_load(res.get('load_after'))}")
+                       f"after: {describe_load(res.get('load_after'))}{flag}")
     return out
 
 
@@ -195,7 +206,9 @@ def text_table(results: dict) -> str:
              f"load at start: {describe_load(results['load']['start'])}; "
              f"at end: {describe_load(results['load']['end'])}",
              "times: median of repeated runs after warm-up, IQR = interquartile range; "
-             "x/peer = tensorad / fastest correct peer (< 1: tensorad faster)"]
+             "x/peer = tensorad / fastest correct peer (< 1: tensorad faster); "
+             "prep s = autodiff or definition + build (JAX: jit) seconds, forward/backward; "
+             "work = innermost loop-body executions of the kernel, forward / backward"]
     for run in results["runs"]:
         lines += ["", f"===== {run['threads']} thread(s) " + "=" * 60,
                   "load per worker (loadavg 1/5/15 min, busy % per CPU):"] + load_lines(run)

@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass
 # A sample shorter than this is batched (several calls per sample).
 MIN_SAMPLE_S = 1e-3
 MAX_SAMPLES = 200
+# Calls slower than this get 3 samples (the least that has a median and a spread) instead of
+# ``min_runs``: a 2-second kernel is timed in 6 s, not 10.
+SLOW_CALL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ def plan(estimate_s: float, target_s: float, min_runs: int) -> tuple[int, int]:
     estimate_s = max(estimate_s, 1e-7)
     batch = 1 if estimate_s >= MIN_SAMPLE_S else math.ceil(MIN_SAMPLE_S / estimate_s)
     runs = int(target_s / (estimate_s * batch))
-    return min(max(runs, min_runs), MAX_SAMPLES), batch
+    floor = 3 if estimate_s > SLOW_CALL_S else min_runs
+    return min(max(runs, floor), MAX_SAMPLES), batch
 
 
 def measure(fn: Callable[[], object], target_s: float = 0.3, min_runs: int = 5,

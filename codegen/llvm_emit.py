@@ -22,6 +22,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Op
 
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
+from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 
 REDUCTION_FLAGS = ("reassoc", "contract")
@@ -67,6 +68,11 @@ class ModuleEmitter:
         b.branch(start)
         b.position_at_end(start)
         params = fn.args
+        if "gemm" in nest.attrs:
+            gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
+            gemm.emit(b, lambda t: params[self.arg_index[t]], fn.args[-2], fn.args[-1])
+            b.ret_void()
+            return fn
         em = ExprEmitter(b, lambda t: params[self.arg_index[t]],
                          lambda t: self.args[self.arg_index[t]].strides,
                          VALUE_FLAGS if self.fastmath else ())
@@ -148,8 +154,7 @@ class ModuleEmitter:
         ptrs = self._load_pointers(b, fn.args[0])
         tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
-        top = nest.body[0]
-        lo_all, hi_all = I64(int(top.lo.arg)), I64(int(top.hi.arg))
+        lo_all, hi_all = (I64(x) for x in nest.attrs["range"])
         total = b.sub(hi_all, lo_all)
         chunk = b.sdiv(b.add(total, b.sub(nt, I64(1))), nt)
         lo = b.add(lo_all, b.mul(tid, chunk))
@@ -171,11 +176,7 @@ class ModuleEmitter:
                 self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
                 continue
             nest_fn, omp = by_step[id(step)]
-            if step.parallel:
-                top = step.body[0]
-                lo, hi = I64(int(top.lo.arg)), I64(int(top.hi.arg))
-            else:
-                lo, hi = I64(0), I64(0)
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0)))
             if omp is None:
                 b.call(nest_fn, ptrs + [lo, hi])
                 continue

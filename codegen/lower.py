@@ -22,6 +22,7 @@ from tensorad.lang.bounds import check_op_bounds
 from .domain import op_domain
 from .inline import choose_materialized, graph_ops, inline_bodies
 from .islast import build_loops
+from .microkernel import MICROKERNEL_MIN, match_gemm
 from .program import Buffer, Loop, Nest, Program, program_text
 from .schedule import Options, schedule_nest
 from .work import count_work
@@ -147,6 +148,13 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         stmts, attrs = schedule_nest(op, dom, outs, opts)
         body = build_loops(stmts)
         body, parallel = mark_parallel(body, attrs, opts)
+        if parallel:
+            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+        if opts.microkernel is not False:
+            spec = match_gemm(op, bodies, buffers, opts.tile)
+            if spec is not None and (opts.microkernel or spec.M * spec.N * spec.K >= MICROKERNEL_MIN):
+                attrs = {"gemm": spec, "note": spec.describe(), "range": (0, spec.blocks)}
+                parallel = spec.blocks >= 2
         nest = Nest(op.name, body, tuple(outs), count_work(body), dom.note, parallel,
                     dom.accumulators, attrs)
         if attrs.get("note"):

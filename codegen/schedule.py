@@ -21,7 +21,7 @@ class Options:
     """Options of ``lower``/``build`` (hashable: they key the caches)."""
 
     parallel: bool = True
-    microkernel: bool = True
+    microkernel: bool | None = None  # None: for contractions of at least MICROKERNEL_MIN flops
     tile: tuple | None = None
     inline: tuple = ()
     materialize: tuple = ()
@@ -60,7 +60,8 @@ class Options:
 
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
-        return Options(self.parallel, self.microkernel, self.tile, self.inline, self.materialize)
+        return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
+                       self.inline, self.materialize)
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options) -> tuple[list, dict]:

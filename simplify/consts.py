@@ -95,7 +95,7 @@ def _visit(env: Mapping[Expr, Any]):
         if op is Op.CAST:
             v = args[0]
             if dt.is_int(node.dtype) and isinstance(v, (float, np.floating)):
-                v = math.trunc(v)
+                v = math.trunc(float(v))
             return _num(node, v)
         if op is Op.NEG:
             return _num(node, -args[0])

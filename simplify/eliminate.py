@@ -170,7 +170,9 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
             if nv is not r:
                 shift[r] = nv
         new_vars.append(nv)
-    cond = dom.gist(IndexSet.box(dom.vars)).to_cond()
+    # gist against the ranges that stay: a shifted variable's own bounds must survive
+    kept = [v for v in dom.vars if v not in shift]
+    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept)).to_cond()
     if shift:
         for r, value in shift.items():
             _compose(mapping, r, value)

@@ -1,7 +1,8 @@
 """Moving bodies between tensors: inlining cheap producers, fusing gathers of reductions.
 
 * :func:`is_cheap` -- a non-reduction body worth substituting into its readers: no
-  transcendental function, power, division or reduction, at most two reads, small.  Inlining
+  transcendental function, power or reduction, at most four reads, small (a division is cheap
+  next to a loop nest of its own).  Inlining
   such a producer exposes its ``select``/``if_then_else`` guards to the nonzeroness of the
   reader (the seed's ``matmul(H, Jacobian)`` needs exactly that) and costs no extra loop.
 * :func:`inline_read` -- the producer's body at the read's indices.
@@ -23,15 +24,16 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .rules import is_zero
 
-EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
+EXPENSIVE = UNARY_MATH | {Op.POW, Op.REDUCE}
 MAX_INLINE_NODES = 40
+MAX_INLINE_READS = 4
 
 
 def is_cheap(body: Expr) -> bool:
     nodes = list(walk(body))
     if len(nodes) > MAX_INLINE_NODES:
         return False
-    return not any(n.op in EXPENSIVE for n in nodes) and sum(n.op is Op.READ for n in nodes) <= 2
+    return not any(n.op in EXPENSIVE for n in nodes) and sum(n.op is Op.READ for n in nodes) <= MAX_INLINE_READS
 
 
 def inline_read(node: Expr) -> Expr:

@@ -54,7 +54,8 @@ def lift_body(axes: Sequence[Expr], body: Expr) -> Expr:
     return _ite(cond, assume(body, affine))
 
 
-def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor) -> Expr:
+def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
+                 split: bool = True) -> Expr:
     """A sum-reduction body rewritten as described in the module docstring.
 
     ``make(name, axes, body)`` creates a tensor for a split-off term (the caller decides how
@@ -64,7 +65,7 @@ def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor) -
     rvars = list(red.arg.axes)
     if cond is FALSE or is_zero(src):
         return const(0, red.dtype)
-    groups = group_terms(src)
+    groups = group_terms(src) if split else None
     if groups is not None:
         parts = []
         for k, (_, term) in enumerate(groups):

@@ -122,6 +122,9 @@ def _fold_mod(f: Linear, memo: dict) -> Linear:
 def from_linear(f: Linear, dtype: str = dt.INDEX) -> Expr:
     """Rebuild ``f`` as ``t1 +/- t2 ... +/- c`` in atom-key order (a fixed point of to_linear)."""
     acc: Expr | None = None
+    c = f.const
+    if f.terms and f.terms[0][1] < 0 and c > 0:  # 9 - i rather than -i + 9
+        acc, c = const(c, dtype), 0
     for atom, k in f.terms:
         mag = abs(k)
         term = atom if mag == 1 else Expr(Op.MUL, dtype, (const(mag, dtype), atom))
@@ -131,7 +134,7 @@ def from_linear(f: Linear, dtype: str = dt.INDEX) -> Expr:
         else:
             acc = Expr(Op.ADD if k > 0 else Op.SUB, dtype, (acc, term))
     if acc is None:
-        return const(f.const, dtype)
-    if f.const:
-        acc = Expr(Op.ADD if f.const > 0 else Op.SUB, dtype, (acc, const(abs(f.const), dtype)))
+        return const(c, dtype)
+    if c:
+        acc = Expr(Op.ADD if c > 0 else Op.SUB, dtype, (acc, const(abs(c), dtype)))
     return acc

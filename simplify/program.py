@@ -19,19 +19,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import Expr, Op, const
 from tensorad.ir.rewrite import replace_reads
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .cse import OpTable
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
+from .merge import merge_sums
+from .polynomial import provably_zero
 from .rules import simplify_expr
 
 MAX_FUSE_ROUNDS = 4
 
 _MEMO: dict[ComputeOp, ComputeOp] = {}
 _CREATED: set[ComputeOp] = set()
+_NO_SPLIT: set[ComputeOp] = set()  # merged sums: splitting them again would undo the merge
 _TABLE = OpTable()
 
 
@@ -76,25 +79,34 @@ class _Pass:
         return replace_reads(body, self._read)
 
     # ---- ops -----------------------------------------------------------------------------
-    def make(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
+    def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:
         op = ComputeOp(name, "", tuple(axes), (body,))
         _CREATED.add(op)
+        if not split:
+            _NO_SPLIT.add(op)
         new = self.op(op)
         new = _TABLE.intern(new)
         _CREATED.add(new)
         return Tensor(new, 0)
 
-    def body(self, axes: Sequence[Expr], body: Expr, name: str) -> Expr:
+    def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
+        return self.make(name, axes, body, split=False)
+
+    def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
         body = self.inline(body)
         if body.op is Op.REDUCE:
             if body.arg.combiner.kind == "sum":
-                body = optimize_sum(axes, body, name, self.make)
+                body = optimize_sum(axes, body, name, self.make, split)
                 if body.op is not Op.REDUCE:
                     body = lift_body(axes, self.inline(body))
             else:
                 body = simplify_reduction(axes, body)
         else:
             body = lift_body(axes, body)
+        if body.op is not Op.REDUCE:
+            merged = merge_sums(axes, body, self.owns, self.make_merged, name)
+            if merged is not None:
+                body = lift_body(axes, self.inline(merged))
         return body
 
     def op(self, op: ComputeOp) -> ComputeOp:
@@ -104,12 +116,15 @@ class _Pass:
         if op.num_outputs > 1:
             bodies = tuple(simplify_expr(self.inline(b)) for b in op.body)
         else:
-            body = self.body(op.axes, op.body[0], op.name)
+            split = op not in _NO_SPLIT
+            body = self.body(op.axes, op.body[0], op.name, split)
             for _ in range(MAX_FUSE_ROUNDS):
                 fused = fuse_gather(op.axes, body, is_adjoint)
                 if fused is None:
                     break
-                body = self.body(op.axes, fused, op.name)
+                body = self.body(op.axes, fused, op.name, split=False)
+            if body.op is Op.REDUCE and provably_zero(body):
+                body = const(0, body.dtype)
             bodies = (body,)
         if bodies == op.body:
             return _remember(op, op)

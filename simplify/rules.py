@@ -157,7 +157,9 @@ def negate(c: Expr) -> Expr | None:
     if c.op is Op.CONST:
         return FALSE if c.arg else TRUE
     if c.op in _FLIP and _int(c.src[0]):
-        return Expr(_FLIP[c.op], dt.BOOL, c.src)
+        flipped = Expr(_FLIP[c.op], dt.BOOL, c.src)
+        canon = canonical_compare(flipped)  # in the normal form the simplifier produces
+        return flipped if canon is None else canon
     if c.op is Op.NOT:
         return c.src[0]
     return None

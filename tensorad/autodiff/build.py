@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical, var
+from ..ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, var
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite
 from ..ir.tensor import Tensor
@@ -88,11 +88,6 @@ def identity(shape: Sequence[int], dtype: str, name: str) -> Tensor:
     p = axis_vars(shape)
     i = axis_vars(shape, start=len(shape))
     return compute(name, p + i, [delta(equal_all(p, i), dtype)])[0]
-
-
-def read_as(t: Tensor, idx: Sequence[Expr], dtype: str) -> Expr:
-    """``t[idx]`` converted to ``dtype``."""
-    return cast(dtype, t[tuple(idx)])
 
 
 def check_float(t: Tensor, what: str) -> None:

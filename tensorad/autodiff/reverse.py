@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from ..ir import dtype as dt
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
@@ -48,7 +49,7 @@ def _relevant(graph: list[Tensor], inputs: set[Tensor]) -> set[Tensor]:
     """Floating-point tensors of ``graph`` that are inputs or depend on one."""
     found: set[Tensor] = set()
     for t in graph:  # producers first
-        if t in inputs or (isinstance(t.op, ComputeOp) and t.dtype in ("float32", "float64")
+        if t in inputs or (isinstance(t.op, ComputeOp) and dt.is_float(t.dtype)
                            and any(d in found for d in op_reads(t.op))):
             found.add(t)
     return found

@@ -60,35 +60,39 @@ def _reduce(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
     return combiners.reduce_tangent(n, dsrc)
 
 
+def _select(n: Expr, dc: Tangent, da: Tangent, db: Tangent) -> Tangent:
+    return choose(n.op, n.src[0], da, db, n.dtype)  # the condition is kept (lazy for if_then_else)
+
+
 TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
-    Op.VAR: _zero,                                                     # index variables: constants
-    Op.CONST: _zero,                                                   # d c = 0
-    Op.READ: _zero,                                                    # other tensors: constants (modes override)
-    Op.ADD: lambda n, da, db: add(da, db),                             # d(a + b) = da + db
-    Op.SUB: lambda n, da, db: sub(da, db),                             # d(a - b) = da - db
-    Op.MUL: lambda n, da, db: add(mul(da, n.src[1]), mul(n.src[0], db)),  # d(ab) = da b + a db
-    Op.DIV: lambda n, da, db: sub(div(da, n.src[1]), div(mul(n, db), n.src[1])),  # d(a/b) = (da - (a/b) db) / b
-    Op.FLOORDIV: _zero,                                                # floor(a / b): piecewise constant
-    Op.MOD: _mod,                                                      # d(a % b) = da - floor(a/b) db
-    Op.NEG: lambda n, da: neg(da),                                     # d(-a) = -da
-    Op.POW: _pow,                                                      # d(a^b) = b a^(b-1) da + a^b log(a) db
-    Op.MAXIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.GE, *n.src), da, db, n.dtype),  # ties: left
-    Op.MINIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.LE, *n.src), da, db, n.dtype),  # ties: left
-    Op.LT: _zero, Op.LE: _zero, Op.GT: _zero, Op.GE: _zero,            # comparisons: boolean, d = 0
-    Op.EQ: _zero, Op.NE: _zero,
-    Op.AND: _zero, Op.OR: _zero, Op.NOT: _zero,                        # logic: boolean, d = 0
-    Op.SELECT: lambda n, dc, da, db: choose(Op.SELECT, n.src[0], da, db, n.dtype),  # d select(c,a,b) = select(c,da,db)
-    Op.IF_THEN_ELSE: lambda n, dc, da, db: choose(Op.IF_THEN_ELSE, n.src[0], da, db, n.dtype),  # condition stays lazy
-    Op.CAST: _cast,                                                    # float->float: cast(da); int: 0
-    Op.EXP: lambda n, da: mul(da, n),                                  # d e^a = e^a da
-    Op.LOG: lambda n, da: div(da, n.src[0]),                           # d log a = da / a
-    Op.SQRT: lambda n, da: div(da, n * 2),                             # d sqrt a = da / (2 sqrt a)
-    Op.TANH: lambda n, da: mul(da, 1 - n * n),                         # d tanh a = (1 - tanh^2 a) da
-    Op.SIGMOID: lambda n, da: mul(da, n * (1 - n)),                    # d s(a) = s(a) (1 - s(a)) da
-    Op.ABS: _abs,                                                      # d|a| = sign(a) da, 0 at 0
-    Op.SIN: lambda n, da: mul(da, unary(Op.COS, n.src[0])),            # d sin a = cos a da
-    Op.COS: lambda n, da: neg(mul(da, unary(Op.SIN, n.src[0]))),       # d cos a = -sin a da
-    Op.REDUCE: _reduce,                                                # sum: sum of d; others: (der, value) pairs
+    Op.VAR: _zero,                                              # index variables are constants
+    Op.CONST: _zero,                                            # d c = 0
+    Op.READ: _zero,                                             # other tensors: constants (modes override)
+    Op.ADD: lambda n, da, db: add(da, db),                      # d(a + b) = da + db
+    Op.SUB: lambda n, da, db: sub(da, db),                      # d(a - b) = da - db
+    Op.MUL: lambda n, da, db: add(mul(da, n.src[1]), mul(n.src[0], db)),    # d(ab) = da b + a db
+    Op.DIV: lambda n, da, db: div(sub(da, mul(n, db)), n.src[1]),           # d(a/b) = (da - (a/b) db) / b
+    Op.FLOORDIV: _zero,                                         # floor(a / b) is piecewise constant
+    Op.MOD: _mod,                                               # d(a % b) = da - floor(a/b) db
+    Op.NEG: lambda n, da: neg(da),                              # d(-a) = -da
+    Op.POW: _pow,                                               # d a^b = b a^(b-1) da + a^b log(a) db
+    Op.MAXIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.GE, *n.src), da, db, n.dtype),  # tie: a
+    Op.MINIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.LE, *n.src), da, db, n.dtype),  # tie: a
+    Op.LT: _zero, Op.LE: _zero, Op.GT: _zero,                   # comparisons are boolean: d = 0
+    Op.GE: _zero, Op.EQ: _zero, Op.NE: _zero,
+    Op.AND: _zero, Op.OR: _zero, Op.NOT: _zero,                 # logic is boolean: d = 0
+    Op.SELECT: _select,                                         # d select(c, a, b) = select(c, da, db)
+    Op.IF_THEN_ELSE: _select,                                   # d ite(c, a, b) = ite(c, da, db), lazy
+    Op.CAST: _cast,                                             # float -> float: cast(da); ints: 0
+    Op.EXP: lambda n, da: mul(da, n),                           # d e^a = e^a da
+    Op.LOG: lambda n, da: div(da, n.src[0]),                    # d log a = da / a
+    Op.SQRT: lambda n, da: div(da, n * 2),                      # d sqrt a = da / (2 sqrt a)
+    Op.TANH: lambda n, da: mul(da, 1 - n * n),                  # d tanh a = (1 - tanh^2 a) da
+    Op.SIGMOID: lambda n, da: mul(da, n * (1 - n)),             # d s(a) = s(a) (1 - s(a)) da
+    Op.ABS: _abs,                                               # d|a| = sign(a) da, 0 at a = 0
+    Op.SIN: lambda n, da: mul(da, unary(Op.COS, n.src[0])),     # d sin a = cos a da
+    Op.COS: lambda n, da: neg(mul(da, unary(Op.SIN, n.src[0]))),  # d cos a = -sin a da
+    Op.REDUCE: _reduce,                                         # sum: sum of d; others: (d, value) pairs
 }
 
 

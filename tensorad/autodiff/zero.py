@@ -11,8 +11,6 @@ Only where a value is needed (a tensor body, a reduction source) does :func:`mat
 
 from __future__ import annotations
 
-from typing import Union
-
 from ..ir.expr import Expr, Op, cast, choice, const
 
 
@@ -26,7 +24,7 @@ class _Zero:
 
 
 ZERO = _Zero()
-Tangent = Union[Expr, _Zero]
+Tangent = Expr | _Zero
 
 
 def is_one(x: Tangent) -> bool:

@@ -101,7 +101,9 @@ def test_timing_takes_median_and_iqr_of_several_runs():
     assert t.runs >= 3 and t.batch > 1 and len(calls) >= t.runs * t.batch
     assert t.q1_ms <= t.median_ms <= t.q3_ms and t.iqr_ms >= 0
     assert timing.quartiles([4.0, 1.0, 3.0, 2.0, 5.0]) == (2.0, 3.0, 4.0)
-    assert timing.plan(0.5, 0.3, 5) == (5, 1)        # slow: the minimum count, no batching
+    assert timing.plan(0.1, 0.3, 5) == (5, 1)        # the minimum count, no batching
+    assert timing.plan(0.5, 0.3, 5) == (3, 1)        # slow calls: 3 samples
+    assert timing.plan(1e-5, 0.3, 5) == (200, 100)   # fast calls: batched, capped
     with pytest.raises(ValueError, match="at least 3"):
         timing.measure(lambda: None, min_runs=1)
 

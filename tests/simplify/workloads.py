@@ -127,8 +127,8 @@ def split() -> Workload:
     top, bottom = ta.topi.split(X, [2], axis=0)
     Y = ta.compute((4, 5), lambda i, j: ta.if_then_else(i < 2, top[i, j], 2.0 * bottom[i, j]),
                    name="Y")
-    # rows 0-1 of X get H, rows 2-5 get 2H (rows 4-5 of bottom feed Y's rows... all of X)
-    return Workload("split", Y, [X], "dX = H or 2H per row: |X|", 30)
+    # Y reads rows 0-1 of X (top) and rows 4-5 (bottom[2:4]); rows 2-3 get no gradient
+    return Workload("split", Y, [X], "dX = H on rows 0-1, 2H on rows 4-5: 4*5", 20)
 
 
 def all_workloads() -> list[Workload]:

@@ -16,10 +16,6 @@ from tensorad.autodiff import jacobian_recursive
 from tensorad.ir.rewrite import placeholders
 
 
-def random_data(tensors, rng, lo=-1.0, hi=1.0):
-    return {t: rng.uniform(lo, hi, size=t.shape) for t in tensors}
-
-
 def _check(output, inputs, numeric_grad, rng, head="random", data=None, override=None,
            atol=1e-7, rtol=1e-6):
     data = dict(data or {})

@@ -231,7 +231,8 @@ def test_mismatched_head_shape_is_a_value_error(shape):
     x = ta.placeholder((3,), F, name="X")
     y = ta.compute((3, 4), lambda i, j: x[i] * 2.0, name="Y")
     h = ta.placeholder(shape[::-1] if shape == (3, 4) else shape, F, name="H")
-    with pytest.raises(ValueError, match=r"head 'H' has shape .* must be prefix \+ the output's shape \[3, 4\]"):
+    msg = r"head 'H' has shape .* must be prefix \+ the output's shape \[3, 4\]"
+    with pytest.raises(ValueError, match=msg):
         jacobian_recursive(y, [x], h)
 
 
@@ -243,3 +244,21 @@ def test_gradients_are_deterministic():
         return ta.PrintTensorRecursively(jacobian_recursive(y, [x], ta.placeholder((3,), F, name="H"))[0])
 
     assert build() == build()
+
+
+def test_multi_output_elementwise_op(check_reverse):
+    x = ta.placeholder((3,), F, name="X")
+    w = ta.placeholder((3,), F, name="W")
+    s, c = ta.compute((3,), lambda i: (ta.sin(x[i]) * w[i], ta.cos(x[(i + 1) % 3])), name="SC")
+    y = ta.compute((3,), lambda i: s[i] * c[2 - i] + c[i], name="Y")
+    check_reverse(y, [x, w])
+    check_reverse(c, [x, w])  # the output is one output of a tuple op
+
+
+def test_output_that_is_an_input(rng):
+    x = ta.placeholder((2,), F, name="X")
+    h = ta.placeholder((3, 2), F, name="H")
+    gx, = jacobian_recursive(x, [x], h)
+    assert gx is h
+    ident, = jacobian_recursive(x, [x])
+    np.testing.assert_array_equal(ta.evaluate(ident, {}), np.eye(2))

@@ -1,0 +1,104 @@
+"""Merge sums over the same domain: ``R1[idx] + R2[idx]`` -> one reduction.
+
+Autodiff gives every read site its own reduction (so that each can be solved alone); after
+solving, two of them often iterate over the same points -- ``adj_M[i] = sum_j -H[i, j] +
+sum_k -a[i] * exp(...)`` in a log-softmax.  Two loop nests over one domain do the work of one:
+the additive terms of a body that read sums with equal domains (the same indices, reduction
+ranges and where-condition once the reduction variables are renamed by position) are replaced
+by a read of one sum of their sources.  Only sums the caller allows (``mergeable``: ones the
+optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from tensorad.ir.expr import Expr, Op, ReduceArg, var
+from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .rules import simplify_expr
+
+Terms = list[tuple[int, Expr]]
+
+
+def additive_terms(e: Expr) -> Terms:
+    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations."""
+    out: Terms = []
+    stack = [(1, e)]
+    while stack:
+        sign, x = stack.pop()
+        if x.op is Op.ADD:
+            stack += [(sign, x.src[1]), (sign, x.src[0])]
+        elif x.op is Op.SUB:
+            stack += [(-sign, x.src[1]), (sign, x.src[0])]
+        elif x.op is Op.NEG:
+            stack.append((-sign, x.src[0]))
+        else:
+            out.append((sign, x))
+    return out
+
+
+_POS: dict[tuple, Expr] = {}
+
+
+def _positional(k: int, v: Expr) -> Expr:
+    key = (k, v.lo, v.hi)
+    if key not in _POS:
+        _POS[key] = var(f"_m{k}", v.lo, v.hi)
+    return _POS[key]
+
+
+def _instantiate(read: Expr) -> tuple[tuple, Expr, Expr, ReduceArg]:
+    """The sum read by ``read`` at its indices, reduction variables renamed by position."""
+    op: ComputeOp = read.arg.op
+    red = op.body[0]
+    rv = red.arg.axes
+    mapping = dict(zip(op.axes, read.src)) | {r: _positional(k, r) for k, r in enumerate(rv)}
+    cond = substitute(red.src[0], mapping)
+    src = substitute(red.src[1], mapping)
+    key = (tuple((r.lo, r.hi) for r in rv), cond, red.dtype)
+    return key, cond, src, red.arg
+
+
+def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
+               make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str) -> Expr | None:
+    """``body`` with same-domain sums among its additive terms merged, or ``None``."""
+    if body.op is Op.REDUCE:
+        return None
+    terms = additive_terms(body)
+    groups: dict[tuple, list[int]] = {}
+    inst: dict[int, tuple] = {}
+    for k, (_, t) in enumerate(terms):
+        if t.op is Op.READ and isinstance(t.arg.op, ComputeOp) and t.arg.op.is_reduction \
+                and t.arg.op.num_outputs == 1 and t.arg.op.body[0].arg.combiner.kind == "sum" \
+                and mergeable(t.arg.op):
+            key, cond, src, ra = _instantiate(t)
+            inst[k] = (cond, src, ra)
+            groups.setdefault(key, []).append(k)
+    merged = [g for g in groups.values() if len(g) > 1]
+    if not merged:
+        return None
+    replaced: dict[int, Expr | None] = {}
+    for n, group in enumerate(merged):
+        cond, _, ra = inst[group[0]]
+        src = None
+        for k in group:
+            sign, s = terms[k][0], inst[k][1]
+            src = (s if sign > 0 else -s) if src is None else (src + s if sign > 0 else src - s)
+        canon = ra.axes  # original variables of the first sum, renamed back from positions
+        fresh = {_positional(j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}
+        red = Expr(Op.REDUCE, src.dtype, (substitute(cond, fresh), substitute(src, fresh)),
+                   ReduceArg(ra.combiner, tuple(fresh[_positional(j, r)] for j, r in enumerate(canon)), 0))
+        t = make(f"{name}.m{n}", axes, red)
+        replaced[group[0]] = t[tuple(axes)]
+        for k in group[1:]:
+            replaced[k] = None
+    out: Expr | None = None
+    for k, (sign, t) in enumerate(terms):
+        if k in replaced:
+            if replaced[k] is None:
+                continue
+            t, sign = replaced[k], 1
+        out = (t if sign > 0 else -t) if out is None else (out + t if sign > 0 else out - t)
+    return simplify_expr(out)

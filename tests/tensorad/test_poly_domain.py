@@ -1,0 +1,71 @@
+"""isl results back to IR (tensorad.poly.to_expr / domain): conversions checked point by point."""
+
+from __future__ import annotations
+
+import itertools
+
+import islpy as isl
+
+import tensorad as ta
+from tensorad.ir import var
+from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import IndexSet
+from tensorad.poly.to_expr import set_to_cond
+from tensorad.simplify.consts import evaluate_scalar
+
+
+def _points(variables):
+    return itertools.product(*(range(v.lo, v.hi) for v in variables))
+
+
+def test_flatten_index_is_solved_as_a_linear_function():
+    a1, a2, a3, k = var("ax1", 0, 10), var("ax2", 0, 20), var("ax3", 0, 25), var("k", 0, 5000)
+    dom = IndexSet.from_conditions([a1, a2, a3, k], [a1 == (k // 500) % 10, a2 == (k // 25) % 20,
+                                                      a3 == k % 25])
+    sol = dom.solve(k)
+    assert (sol.pieces, sol.divs) == (1, 0)
+    env = {a1: 3, a2: 7, a3: 11}
+    assert evaluate_scalar(sol.value, env) == 3 * 500 + 7 * 25 + 11
+    assert dom.project_out(k).gist(IndexSet.box([a1, a2, a3])).to_cond() is ta.const(True)
+
+
+def test_strided_window_prefers_the_solution_without_divisions():
+    h, oh, kh = var("h", 0, 9), var("oh", 0, 4), var("kh", 0, 3)
+    dom = IndexSet.from_conditions([h, oh, kh], [h == 2 * oh + kh])
+    by_kh, by_oh = dom.solve(kh), dom.solve(oh)
+    assert by_kh.divs == 0 and by_oh.divs == 1
+    for hv, ohv, khv in _points([h, oh, kh]):
+        if hv == 2 * ohv + khv:
+            assert evaluate_scalar(by_kh.value, {h: hv, oh: ohv}) == khv
+            assert evaluate_scalar(by_oh.value, {h: hv, kh: khv}) == ohv
+    assert dom.solve(h) is not None and IndexSet.from_conditions([h, oh], []).solve(oh) is None
+
+
+def test_set_to_cond_holds_exactly_on_the_set():
+    h, kh = var("h", 0, 9), var("kh", 0, 3)
+    space = IndexSpace([h, kh])
+    cases = [((h + kh) % 2 == 0) & (kh <= h), (h - 3 * kh >= 1) | (h == 0), (h // 3 == kh)]
+    for c in cases:
+        s = space.box().intersect(space.cond(c))
+        back = set_to_cond(s, space.vars)
+        for hv, kv in _points([h, kh]):
+            env = {h: hv, kh: kv}
+            assert evaluate_scalar(back, env) == evaluate_scalar(c, env), (c, back, env)
+
+
+def test_lower_bounds_give_the_window_footprint():
+    h, oh = var("h", 0, 9), var("oh", 0, 4)
+    dom = IndexSet.from_conditions([h, oh], [2 * oh <= h, h <= 2 * oh + 2])
+    assert dom.const_range(oh) == (0, 3)
+    (lo, extent), *_ = dom.lower_bounds(oh, [h])
+    assert extent == 2
+    for hv, ohv in _points([h, oh]):
+        if 2 * ohv <= hv <= 2 * ohv + 2:
+            assert 0 <= ohv - evaluate_scalar(lo, {h: hv}) < extent
+
+
+def test_rational_values_are_read_without_to_python():
+    from tensorad.poly.to_expr import val_to_fraction
+
+    v = isl.Val.int_from_si(isl.DEFAULT_CONTEXT, 3).div(isl.Val.int_from_si(isl.DEFAULT_CONTEXT, 4))
+    assert val_to_fraction(v) == 0.75
