@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # mode -> (target seconds per measurement, minimum runs, default threads, time budget s)
 MODES = {
     "full": (0.3, 5, "1,2", 560.0),
-    "quick": (0.06, 3, "1", 75.0),
+    "quick": (0.06, 3, "1", 90.0),
     "tiny": (0.003, 3, "1", 120.0),
 }
 WEIGHT = {"tensorad": 3.0, "tensorad-hand": 2.0, "torch": 1.0, "jax": 1.5, "numpy": 1.0}
@@ -75,7 +75,8 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
     cmd = [sys.executable, "-m", "benchmarks.worker", "--system", system, "--threads", str(threads),
            "--mode", args.mode, "--workloads", ",".join(w.name for w in args.chosen),
            "--target-s", str(args.target_s), "--min-runs", str(args.min_runs),
-           "--deadline", f"{deadline:.3f}", "--out", out] + (["--no-sweeps"] if args.no_sweeps else [])
+           "--deadline", f"{deadline:.3f}", "--out", out, "--cache", tmp]
+    cmd += ["--no-sweeps"] if args.no_sweeps else []
     env = thread_env(threads)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
     status = None
@@ -124,7 +125,7 @@ def run(args) -> dict:
             left = end - time.time()
             weights = sum(WEIGHT.get(x, 1.0) for _, x in jobs[i:])
             share = left * WEIGHT.get(s, 1.0) / weights
-            deadline = time.time() + min(1.5 * share, left)
+            deadline = time.time() + share
             results["runs"][-1]["systems"][s] = run_worker(args, s, n, deadline, left, tmp)
     results["load"]["end"] = load_snapshot()
     results["elapsed_s"] = round(time.time() - started, 1)

@@ -89,7 +89,9 @@ def fmt_seed(m: float) -> str:
 
 
 def fmt_ratio(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
+    if x is None:
+        return "-"
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
 
 
 # ---- fixed-width table ----------------------------------------------------------------------
@@ -119,7 +121,7 @@ def workload_block(results: dict, run: dict, w: dict) -> list[str]:
         vs = []
         for ph, m in (("forward", mf), ("backward", mb)):
             bp = best[ph]
-            vs.append(f"{m / bp[1]:.2f}x {bp[0]}" if s not in PEERS and m and bp else "")
+            vs.append(f"{fmt_ratio(m / bp[1])} {bp[0]}" if s not in PEERS and m and bp else "")
         nf, nb = why(run, s, f), why(run, s, b)
         note = nf if nf == nb else "; ".join(f"{ph} {n}" for ph, n in (("fwd", nf), ("bwd", nb)) if n)
         if not note and f and b and "work" in f and "work" in b:
@@ -153,10 +155,11 @@ def sweep_block(run: dict, kind: str, tasks: list[dict]) -> list[str]:
             e = (run["systems"][s].get("sweeps") or {}).get(t["name"])
             if not e:
                 cells.append("")
+            elif e.get("status") == "mismatch":
+                cells.append("MISMATCH")
             elif "rate" in e:
                 pct = f" ({100 * e['rate'] / peak[1]:.0f}%)" if peak else ""
-                bad = "!" if e.get("status") == "mismatch" else ""
-                cells.append(f"{bad}{e['rate']:.1f}{pct}")
+                cells.append(f"{e['rate']:.1f}{pct}")
             else:
                 cells.append(e.get("status", "-"))
         label = t["name"] + (" *" if t["probe"] else "")
@@ -249,6 +252,11 @@ def markdown(results: dict) -> str:
             sf, sb = w["seed_ms"]
             out.append(f"| {w['name']} | " + " | ".join(cells) + f" | {ratios[0]} / {ratios[1]} | "
                        f"{fmt_seed(sf)} / {fmt_seed(sb)} |")
+        noisy = [s for s in systems if busy(run["systems"][s].get("load_before"))
+                 or busy(run["systems"][s].get("load_after"))]
+        if noisy:
+            out += ["", f"Another process was busy on the machine while {', '.join(noisy)} ran: "
+                    "those figures are noisy."]
     out += ["", "(!) = result did not match the float64 NumPy reference; - = not available."]
     return "\n".join(out)
 

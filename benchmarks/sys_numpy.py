@@ -28,9 +28,14 @@ def _conv2d(a):
 
 
 def _pool_view(x, kind):
-    n, c, h, w = x.shape
-    v = x[:, :, : h // 2 * 2, : w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2)
-    return v.mean(axis=(3, 5)) if kind == "avg" else v.max(axis=(3, 5))
+    # The four strided corners of the 2x2 windows, combined elementwise (much faster in NumPy
+    # than a reduction over the axes of a 6-d reshaped view).
+    h, w = x.shape[2] // 2 * 2, x.shape[3] // 2 * 2
+    a, b = x[:, :, 0:h:2, 0:w:2], x[:, :, 0:h:2, 1:w:2]
+    c, d = x[:, :, 1:h:2, 0:w:2], x[:, :, 1:h:2, 1:w:2]
+    if kind == "avg":
+        return ((a + b) + (c + d)) * x.dtype.type(0.25)
+    return np.maximum(np.maximum(a, b), np.maximum(c, d))
 
 
 def _softmax_rows(z):
@@ -85,10 +90,15 @@ def _conv2d_bwd(a, h, want):
 def _avg_pool_bwd(a, h, want):
     # dX[n,c,y,x] = H[n,c,y//2,x//2] / 4 inside the pooled area, 0 outside it.
     x = a["X"]
-    dx = np.zeros_like(x)
     n, c, oh, ow = h.shape
-    dx[:, :, : oh * 2, : ow * 2] = np.broadcast_to((h * x.dtype.type(0.25))[:, :, :, None, :, None],
-                                                   (n, c, oh, 2, ow, 2)).reshape(n, c, oh * 2, ow * 2)
+    q = h * x.dtype.type(0.25)
+    if x.shape[2:] == (2 * oh, 2 * ow):
+        dx = np.empty_like(x)
+    else:
+        dx = np.zeros_like(x)
+    for r in (0, 1):
+        for s in (0, 1):
+            dx[:, :, r:2 * oh:2, s:2 * ow:2] = q
     return {"X": dx}
 
 

@@ -30,18 +30,19 @@ def backward(workload, arrays, head) -> Phase:
 def sweep(task: str, arrays) -> Phase:
     """Sweep rows write into preallocated outputs (``out=``): they measure the loops."""
     a = arrays.get("A")
+    c = np.empty_like(a) if a is not None else None
     if task == "gemm":
         c = np.empty((a.shape[0], arrays["B"].shape[1]), np.float32)
         return _phase(lambda: np.matmul(a, arrays["B"], out=c))
     if task == "add":
-        return _phase(lambda c=np.empty_like(a): np.add(a, arrays["B"], out=c))
+        return _phase(lambda: np.add(a, arrays["B"], out=c))
     if task == "relu":
-        return _phase(lambda c=np.empty_like(a): np.maximum(a, np.float32(0), out=c))
+        return _phase(lambda: np.maximum(a, np.float32(0), out=c))
     if task == "avg_pool":
         x = arrays["X"]
         n, ch, h, w = x.shape
         c = np.empty((n, ch, h // 2, w // 2), np.float32)
         return _phase(lambda: x.reshape(n, ch, h // 2, 2, w // 2, 2).mean(axis=(3, 5), out=c))
     if task == "copy":   # bandwidth probe: read A, write a preallocated buffer
-        return _phase(lambda c=np.empty_like(a): np.copyto(c, a) or c)
+        return _phase(lambda: np.copyto(c, a) or c)
     raise Unavailable(f"no sweep task {task!r}")

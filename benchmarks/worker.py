@@ -33,6 +33,7 @@ def _parse(argv):
     ap.add_argument("--min-runs", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds; 0: none")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--cache", default="", help="directory shared by the run's workers (data.py)")
     return ap.parse_args(argv)
 
 
@@ -100,7 +101,8 @@ class Worker:
     def run(self) -> None:
         import gc
 
-        from . import sweeps, sys_numpy, workloads
+        from . import sweeps, workloads
+        from .data import workload_data
         from .machine import load_snapshot
         from .progress import Progress
         from .systems import SWEEP_SYSTEMS, System, Unavailable
@@ -120,12 +122,7 @@ class Worker:
             return
         bar = Progress(2 * len(chosen) + len(tasks), f"threads={args.threads} {args.system:<13}")
         for w in chosen:
-            arrays = workloads.make_inputs(w, self.tiny)
-            a64 = {k: v.astype("float64") for k, v in arrays.items()}
-            y_ref = sys_numpy.forward(w.kind, a64)
-            head = workloads.make_head(y_ref.shape)
-            g_ref = sys_numpy.backward(w.kind, a64, head.astype("float64"), w.grads)
-            del a64
+            arrays, y_ref, head, g_ref = workload_data(w, self.tiny, args.cache or None)
             entry = {}
             bar.step(f"{w.name} forward")
             entry["forward"] = self.phase(lambda w=w, a=arrays: system.forward(w, a), [y_ref],

@@ -43,6 +43,21 @@ class PolyStmt:
 
 
 @dataclass(eq=False)
+class ReductionInfo:
+    """The parts of a reduction a schedule may rearrange (see :mod:`.schedule`)."""
+
+    outer: tuple[Expr, ...]
+    raxes: tuple[Expr, ...]
+    update_domain: isl.Set  # D, over outer + raxes
+    outer_domain: isl.Set  # the projection of D, over outer
+    combiner: object
+    sources: tuple[Expr, ...]
+    rest: Expr  # the non-affine part of the condition
+    filled: bool  # the outputs were filled with the identity first
+    epilogue: object = None  # a fused consumer (:class:`.fuse.Epilogue`) or None
+
+
+@dataclass(eq=False)
 class OpDomain:
     """Everything lowering needs to know about one op: fills first, then the statements."""
 
@@ -51,6 +66,7 @@ class OpDomain:
     space: IndexSpace
     accumulators: tuple[Expr, ...] = ()
     note: str = ""
+    reduction: ReductionInfo | None = None
 
 
 def conjuncts(c: Expr) -> list[Expr]:
@@ -118,7 +134,18 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
     return OpDomain(fills, stmts, space, note="; ".join(notes))
 
 
-def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
+    """Whether a reduction's update domain projects onto its whole output box (no fill)."""
+    red = bodies[0]
+    outer, raxes = tuple(op.axes), tuple(red.arg.axes)
+    space = IndexSpace(outer + raxes)
+    dom = space.box().intersect(split_condition(space, red.src[0])[0])
+    proj = dom.project_out(isl.dim_type.set, len(outer), len(raxes)) if raxes else dom
+    return IndexSpace(outer).box().is_subset(proj)
+
+
+def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
+                     epilogue=None) -> OpDomain:
     red = bodies[0]
     cond, *sources = red.src
     comb = red.arg.combiner
@@ -141,7 +168,10 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     update: tuple = (Assign(accs, combined),)
     if rest is not TRUE:
         update = (If(rest, update, (), affine=False),)
-    stores = tuple(Store(buf, outer, accs[b.arg.value_index]) for b, buf in zip(bodies, buffers))
+    if epilogue is not None:
+        stores = (Store(buffers[0], outer, epilogue.apply(outer, accs[0])),)
+    else:
+        stores = tuple(Store(buf, outer, accs[b.arg.value_index]) for b, buf in zip(bodies, buffers))
     zeros = (0,) * n_red
     stmts = [
         PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity)),), outer + (0,) + zeros),
@@ -151,10 +181,13 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     note = f"{comb.name} over {', '.join(a.name for a in raxes) or 'nothing'}"
     if fills:
         note += "; identity outside the reduced region"
-    return OpDomain(fills, stmts, space, accs, note)
+    info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, bool(fills), epilogue)
+    if epilogue is not None:
+        note += f"; epilogue {epilogue.consumer.name} fused"
+    return OpDomain(fills, stmts, space, accs, note, info)
 
 
-def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer], epilogue=None) -> OpDomain:
     if op.is_reduction:
-        return reduction_domain(op, bodies, buffers)
+        return reduction_domain(op, bodies, buffers, epilogue)
     return elementwise_domain(op, bodies, buffers)

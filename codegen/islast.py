@@ -74,7 +74,7 @@ def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap) -> list[tuple[str,
             if isinstance(t, Expr):
                 vs = [n for n in _vars_of(t)]
                 if vs:
-                    name = vs[0].name
+                    name = vs[0].name if t.op is Op.VAR else f"{vs[0].name}o"  # a strip of it
                     break
         lo, hi = 0, 1
         if rng is not None:
@@ -190,7 +190,7 @@ def subst_stmt(st, mapping: dict):
         return st
     sub = lambda e: substitute(e, mapping)  # noqa: E731
     if isinstance(st, Store):
-        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value))
+        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted)
     if isinstance(st, Assign):
         return Assign(st.targets, tuple(sub(v) for v in st.values))
     if isinstance(st, If):

@@ -70,7 +70,8 @@ class ModuleEmitter:
         params = fn.args
         if "gemm" in nest.attrs:
             gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
-            gemm.emit(b, lambda t: params[self.arg_index[t]], fn.args[-2], fn.args[-1])
+            gemm.emit(b, lambda t: params[self.arg_index[t]], lambda t: self.args[self.arg_index[t]].strides,
+                      fn.args[-2], fn.args[-1], VALUE_FLAGS if self.fastmath else ())
             b.ret_void()
             return fn
         em = ExprEmitter(b, lambda t: params[self.arg_index[t]],

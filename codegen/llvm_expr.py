@@ -27,6 +27,8 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import fold, rewrite, walk
 
+from .llvm_math import emit_exp
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
@@ -253,6 +255,8 @@ def _value_rules(em: ExprEmitter) -> dict:
         return b.icmp_signed(op, x, y)
 
     def unary_math(node, x):
+        if node.op is Op.EXP:
+            return emit_exp(b, x, fl(node))
         if node.op is Op.ABS and not node.dtype.startswith("float"):
             fn = intrinsic(em.module, f"llvm.abs.{FSUFFIX[node.dtype]}", x.type, [x.type, I1])
             return b.call(fn, [x, I1(0)])
@@ -260,7 +264,7 @@ def _value_rules(em: ExprEmitter) -> dict:
 
     def sigmoid(node, x):
         one = x.type(1.0)
-        e = em.call("exp", node.dtype, b.fneg(x), flags=fl(node))
+        e = emit_exp(b, b.fneg(x), fl(node))
         return b.fdiv(one, b.fadd(one, e, flags=fl(node)), flags=fl(node))
 
     def neg(node, x):

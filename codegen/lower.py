@@ -19,10 +19,11 @@ from tensorad.ir.printer import Namer
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
 
-from .domain import op_domain
+from .domain import covers_box, op_domain
+from .fuse import find_epilogues
 from .inline import choose_materialized, graph_ops, inline_bodies
 from .islast import build_loops
-from .microkernel import MICROKERNEL_MIN, match_gemm
+from .contraction import match_contraction, worth_it
 from .program import Buffer, Loop, Nest, Program, program_text
 from .schedule import Options, schedule_nest
 from .work import count_work
@@ -129,8 +130,16 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     for t in outputs:
         buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "output", t)
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
+    bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
+    for op in ops:
+        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
+    epilogues = {} if not opts.fuse else find_epilogues(
+        [op for op in ops if not _is_gemm(op, bodies[op], opts)], bodies, set(outputs), covers_box)
+    fused_into = {e.consumer: r for r, e in epilogues.items()}
     temps = []
     for op in ops:
+        if op in epilogues:
+            continue  # its values go straight into the consumer's buffer
         for v in range(op.num_outputs):
             t = Tensor(op, v)
             if t not in buffers:
@@ -140,21 +149,25 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
     steps = []
     for op in ops:
-        bodies = inline_bodies(op, materialized, input_set)
-        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs))
-        outs = [buffers[Tensor(op, v)] for v in range(op.num_outputs)]
-        dom = op_domain(op, bodies, outs)
+        if op in epilogues:
+            continue  # emitted at its consumer's place
+        epilogue = None
+        if op in fused_into:
+            epilogue, op = epilogues[fused_into[op]], fused_into[op]
+            outs = [buffers[Tensor(epilogue.consumer, 0)]]
+        else:
+            outs = [buffers[Tensor(op, v)] for v in range(op.num_outputs)]
+        dom = op_domain(op, bodies[op], outs, epilogue)
         steps.extend(dom.fills)
         stmts, attrs = schedule_nest(op, dom, outs, opts)
         body = build_loops(stmts)
         body, parallel = mark_parallel(body, attrs, opts)
         if parallel:
             attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
-        if opts.microkernel is not False:
-            spec = match_gemm(op, bodies, buffers, opts.tile)
-            if spec is not None and (opts.microkernel or spec.M * spec.N * spec.K >= MICROKERNEL_MIN):
-                attrs = {"gemm": spec, "note": spec.describe(), "range": (0, spec.blocks)}
-                parallel = spec.blocks >= 2
+        spec = _is_gemm(op, bodies[op], opts) if epilogue is None else None
+        if spec is not None:
+            attrs = {"gemm": spec, "note": spec.describe(), "range": (0, spec.blocks)}
+            parallel = spec.blocks >= 2
         nest = Nest(op.name, body, tuple(outs), count_work(body), dom.note, parallel,
                     dom.accumulators, attrs)
         if attrs.get("note"):
@@ -163,6 +176,14 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     out_bufs = [buffers[t] for t in outputs]
     in_bufs = [buffers[t] for t in inputs]
     return Program(name, in_bufs, out_bufs, temps, steps, buffers, inlined)
+
+
+def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):
+    """The contraction form of ``op`` when the micro-kernel should compute it."""
+    if opts.microkernel is False or not op.is_reduction:
+        return None
+    spec = match_contraction(op, bodies, opts.tile)
+    return spec if spec is not None and worth_it(spec, opts.microkernel) else None
 
 
 def mark_parallel(body: tuple, attrs: dict, opts: Options) -> tuple[tuple, bool]:

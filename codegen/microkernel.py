@@ -1,20 +1,20 @@
-"""Matmul-like contractions as a packed, register-tiled vector micro-kernel.
+"""Contractions (:mod:`.contraction`) as a packed, register-tiled vector micro-kernel.
 
-``C[i, j] = sum_k A(i, k) * B(k, j)`` -- where ``A`` and ``B`` are buffers read at plain axis
-variables in any layout (``X[i, k] * W[j, k]`` of a dense layer, ``A[k, i]`` transposed, ...) --
-is emitted BLIS-style instead of as three plain loops:
+For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` is emitted BLIS-style instead of as
+plain loops:
 
-    for jc in blocks of NC columns        (the parallel loop: one block range per thread)
-      for kc in blocks of KC:             pack B[kc.., jc..] into NR-wide panels, k-major
-        for ic in blocks of MC rows:      pack A[ic.., kc..] into MR-high panels, k-major
+    for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
+      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major
+        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels, k-major
           for jr, ir in micro-tiles:      MR x NR tile of C in MR*NR/VW vector registers:
                                           per k: NR/VW vector loads of B, MR broadcasts of A,
                                           MR*NR/VW fused multiply-adds; then C (+)= tile
 
-Packing makes every layout unit-stride and zero-pads the edges, so the inner loop never
-branches; edge tiles are written through a small stack tile.  The first ``kc`` block stores,
-later blocks add (no zero-fill of C).  Buffers for the packed panels come from
-``aligned_alloc`` per call and thread (the nest may run on several threads at once).
+Packing evaluates the expressions ``A`` and ``B`` (any reads, guards and arithmetic, through the
+ordinary expression emitter) at flattened indices -- so every layout becomes unit-stride and the
+edges are zero-padded, and the inner loop never branches; edge tiles are written through a small
+stack tile.  The first ``kc`` block stores, later blocks add (C is never zero-filled).  Buffers
+for the packed panels come from ``aligned_alloc`` per call and thread.
 
 The plain loop nest is still what ``lower`` prints and counts (the same iterations); the note
 on the nest says that it is emitted as this kernel.  Strict mode (``fastmath=False``) does not
@@ -23,99 +23,23 @@ use it: blocking over ``k`` reassociates the sums.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.ir.rewrite import walk
 
+from .contraction import Contraction
 from .irloops import declare, for_range, smin
+from .llvm_expr import ExprEmitter
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
-MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
 PTR = ir.PointerType()
 
 
-@dataclass(frozen=True)
-class GemmSpec:
-    c: Tensor
-    a: Tensor
-    b: Tensor
-    M: int
-    N: int
-    K: int
-    a_strides: tuple[int, int]  # (stride along m, stride along k) in elements
-    b_strides: tuple[int, int]  # (stride along k, stride along n)
-    dtype: str
-    mr: int = 8
-    nr: int = 32
-    kc: int = 256
-    mc: int = 128
-    nc: int = 256
-
-    @property
-    def blocks(self) -> int:
-        """Iterations of the parallel ``jc`` loop."""
-        return -(-self.N // self.nc)
-
-    def describe(self) -> str:
-        return (f"emitted as the packed {self.mr}x{self.nr} vector micro-kernel "
-                f"(blocks KC={self.kc} MC={self.mc} NC={self.nc})")
-
-
-def _plain_read(e: Expr) -> bool:
-    return e.op is Op.READ and all(i.op is Op.VAR for i in e.src) and len(set(e.src)) == len(e.src)
-
-
-def match_gemm(op: ComputeOp, bodies: tuple[Expr, ...], buffers: dict, tile: tuple | None = None
-               ) -> GemmSpec | None:
-    """A :class:`GemmSpec` when ``op`` (with inlined ``bodies``) is a plain 2-D contraction."""
-    if not op.is_reduction or len(bodies) != 1 or len(op.axes) != 2:
-        return None
-    red = bodies[0]
-    cond, *srcs = red.src
-    comb = red.arg.combiner
-    if comb.kind != "sum" or len(srcs) != 1 or cond.op is not Op.CONST or not cond.arg:
-        return None
-    if red.dtype not in ("float32", "float64") or len(red.arg.axes) != 1:
-        return None
-    src = srcs[0]
-    if src.op is not Op.MUL or not all(_plain_read(x) for x in src.src):
-        return None
-    i, j = op.axes
-    (k,) = red.arg.axes
-    x, y = src.src
-    if j in x.src:
-        x, y = y, x
-    if set(x.src) != {i, k} or set(y.src) != {k, j} or k.lo != 0:
-        return None
-    ta, tb = x.arg, y.arg
-    if ta not in buffers or tb not in buffers or ta.dtype != red.dtype or tb.dtype != red.dtype:
-        return None
-    M, N, K = i.hi, j.hi, k.hi
-    if min(M, N, K) <= 0:
-        return None
-    sa, sb = buffers[ta].strides, buffers[tb].strides
-    a_str = (sa[x.src.index(i)], sa[x.src.index(k)])
-    b_str = (sb[y.src.index(k)], sb[y.src.index(j)])
-    vw = 16 if red.dtype == "float32" else 8
-    mr, nr = 8, 2 * vw
-    kc, mc = 256, 128
-    if tile:
-        mr, nr, kc, mc = (list(tile) + [None] * 4)[:4]
-        mr, kc, mc = mr or 8, kc or 256, mc or 128
-        nr = nr or 2 * vw
-        if nr % vw or mc % mr:
-            raise ValueError(f"tile: NR must be a multiple of {vw} and MC a multiple of MR, got {tile}")
-    nc = max(nr, min(1024, -(-(-(-N // 4)) // nr) * nr))
-    return GemmSpec(Tensor(op, 0), ta, tb, M, N, K, a_str, b_str, red.dtype, mr, nr, kc, mc, nc)
-
-
 class GemmEmitter:
-    """Emits the body of a nest function (``ptrs..., lo, hi``) for one :class:`GemmSpec`."""
+    """Emits the body of a nest function (``ptrs..., lo, hi``) for one :class:`Contraction`."""
 
-    def __init__(self, module: ir.Module, spec: GemmSpec, name: str) -> None:
+    def __init__(self, module: ir.Module, spec: Contraction, name: str) -> None:
         self.m = module
         self.s = spec
         self.name = name
@@ -159,8 +83,9 @@ class GemmEmitter:
         new = []
         for r in range(s.mr):
             a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-            splat = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), a, ir.IntType(32)(0)),
-                                     ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
+            undef = ir.Constant(vt, ir.Undefined)
+            lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
+            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
             new.append([b.call(fma, [splat, bvec[v], accs[r][v]]) for v in range(nv)])
         nxt = b.add(kv, I64(1))
         kv.add_incoming(nxt, b.block)
@@ -177,13 +102,18 @@ class GemmEmitter:
         full = b.and_(b.icmp_signed("==", rows, I64(s.mr)), b.icmp_signed("==", cols, I64(s.nr)))
         with b.if_else(full) as (then, other):
             with then:
-                for r in range(s.mr):
-                    rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
-                    for v in range(nv):
-                        p = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
-                        old = b.load(p, typ=vt, align=self.es)
-                        base = b.select(first, zero, old)
-                        b.store(b.fadd(base, res[r][v]), p, align=self.es)
+                # the first k block stores, later ones accumulate (C is never read before)
+                with b.if_else(first) as (store, accumulate):
+                    for branch, add in ((store, False), (accumulate, True)):
+                        with branch:
+                            for r in range(s.mr):
+                                rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
+                                for v in range(nv):
+                                    p = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
+                                    val = res[r][v]
+                                    if add:
+                                        val = b.fadd(b.load(p, typ=vt, align=self.es), val)
+                                    b.store(val, p, align=self.es)
             with other:
                 for r in range(s.mr):
                     for v in range(nv):
@@ -201,77 +131,146 @@ class GemmEmitter:
         return fn
 
     # ---- packing --------------------------------------------------------------------------
-    def _pack(self, b, dst, src, outer0, outer_len, width, k0, klen, s_outer, s_k) -> None:
-        """dst[p][k][w] = src(outer0 + p*width + w, k0 + k), zero past ``outer_len``.
+    def _bind(self, b, em: ExprEmitter, axes: tuple[Expr, ...], flat: ir.Value) -> None:
+        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
+        inner = 1
+        for ax in reversed(axes):
+            q = b.udiv(flat, I64(inner)) if inner != 1 else flat
+            em.env[ax] = b.urem(q, I64(ax.extent)) if ax is not axes[0] else q
+            inner *= ax.extent
 
-        Full panels copy ``width`` elements per ``k`` with a constant trip count (straight-line
-        code after unrolling: vector copies when the source is contiguous along ``w``, strided
-        loads otherwise); the one partial panel at the edge copies what exists and zero-fills.
+    def _segments(self, b, em, axes, start: ir.Value, count: ir.Value, body) -> None:
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
+        ``start + i``, walked in runs along the last axis: digits are decomposed once per run
+        and the last one steps by 1 inside it, so the run loop is affine (and vectorizable)."""
+        last = axes[-1]
+        pre = b.block
+        head = b.append_basic_block("seg.head")
+        run = b.append_basic_block("seg.run")
+        done = b.append_basic_block("seg.done")
+        b.branch(head)
+        b.position_at_end(head)
+        pos = b.phi(I64, name="seg.pos")
+        pos.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", pos, count), run, done)
+        b.position_at_end(run)
+        em.push()
+        self._bind(b, em, axes, b.add(start, pos))
+        first = em.env[last]
+        seglen = smin(b, b.sub(I64(last.extent), first), b.sub(count, pos))
+        with for_range(b, 0, seglen, name="seg") as i:
+            em.push()
+            em.env[last] = b.add(first, i)
+            body(b.add(pos, i))
+            em.pop()
+        em.pop()
+        pos.add_incoming(b.add(pos, seglen), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _pack(self, b, em, dst, expr, outer, o0, olen, width, k0, klen) -> None:
+        """dst[p][k][w] = expr(outer = o0 + p*width + w, k = k0 + k), zero past ``olen``.
+
+        The inner loop runs along the group (``k`` or the outer axes) in which ``expr`` reads
+        memory contiguously -- one sequential stream at a time; the strided stores land in the
+        panel, which stays in L1.  It walks in runs (:meth:`_segments`) so that it vectorizes
+        even when the group has several axes (convolution windows).
         """
-        t = self.t
-        nfull = b.sdiv(outer_len, I64(width))
+        s, t = self.s, self.t
+        k_inner = _stride(expr, s.k[-1], em) == 1 and _stride(expr, outer[-1], em) != 1
+        npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
 
-        def addr(outer, k):
-            return b.gep(src, [b.add(b.mul(outer, I64(s_outer)), b.mul(b.add(k0, k), I64(s_k)))],
-                         inbounds=True, source_etype=t)
+        def slot(p, kk, w):
+            return b.gep(dst, [b.add(b.mul(b.add(b.mul(p, klen), kk), I64(width)), w)], inbounds=True,
+                         source_etype=t)
 
-        def panel_of(p):
-            return b.gep(dst, [b.mul(b.mul(p, klen), I64(width))], inbounds=True, source_etype=t)
-
-        with for_range(b, 0, nfull, name="pp") as p:
-            first = b.add(outer0, b.mul(p, I64(width)))
-            panel = panel_of(p)
-            with for_range(b, 0, klen, name="pk") as k:
-                drow = b.gep(panel, [b.mul(k, I64(width))], inbounds=True, source_etype=t)
-                for w in range(width):
-                    v = b.load(addr(b.add(first, I64(w)), k), typ=t)
-                    b.store(v, b.gep(drow, [I64(w)], inbounds=True, source_etype=t))
-        valid = b.sub(outer_len, b.mul(nfull, I64(width)))
-        with b.if_then(b.icmp_signed(">", valid, I64(0))):
-            first = b.add(outer0, b.mul(nfull, I64(width)))
-            panel = panel_of(nfull)
-            with for_range(b, 0, klen, name="qk") as k:
-                drow = b.gep(panel, [b.mul(k, I64(width))], inbounds=True, source_etype=t)
-                with for_range(b, 0, width, name="qw") as w:
-                    inside = b.icmp_signed("<", w, valid)
-                    with b.if_else(inside) as (then, other):
-                        with then:
-                            v = b.load(addr(b.add(first, w), k), typ=t)
-                            b.store(v, b.gep(drow, [w], inbounds=True, source_etype=t))
-                        with other:
-                            b.store(t(0.0), b.gep(drow, [w], inbounds=True, source_etype=t))
+        with for_range(b, 0, npanel, name="pp") as p:
+            em.push()
+            first = b.add(o0, b.mul(p, I64(width)))
+            valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+            if k_inner:
+                with for_range(b, 0, valid, name="pw") as w:
+                    em.push()
+                    self._bind(b, em, outer, b.add(first, w))
+                    self._segments(b, em, s.k, k0, klen,
+                                   lambda kk, w=w, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                    em.pop()
+            else:
+                with for_range(b, 0, klen, name="pk") as kk:
+                    em.push()
+                    self._bind(b, em, s.k, b.add(k0, kk))
+                    self._segments(b, em, outer, first, valid,
+                                   lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                    em.pop()
+            with for_range(b, valid, width, name="zw") as w:
+                with for_range(b, 0, klen, name="zk") as kk:
+                    b.store(t(0.0), slot(p, kk, w))
+            em.pop()
 
     # ---- the nest -------------------------------------------------------------------------
-    def emit(self, b: ir.IRBuilder, ptr_of, lo: ir.Value, hi: ir.Value) -> None:
+    def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
+        em = ExprEmitter(b, ptr_of, strides_of, fastmath)
         alloc = declare(self.m, "aligned_alloc", PTR, [I64, I64])
         free = declare(self.m, "free", ir.VoidType(), [PTR])
         a_bytes = -(-(s.mc * s.kc * self.es) // 64) * 64
         b_bytes = -(-(s.kc * (-(-s.nc // s.nr) * s.nr) * self.es) // 64) * 64
         ap = b.call(alloc, [I64(64), I64(a_bytes)])
         bp = b.call(alloc, [I64(64), I64(b_bytes)])
-        A, B, C = ptr_of(s.a), ptr_of(s.b), ptr_of(s.c)
-        (sam, sak), (sbk, sbn) = s.a_strides, s.b_strides
-        with for_range(b, lo, hi, name="jb") as jb:
+        C = ptr_of(s.c)
+        cstrides = strides_of(s.c)
+        axes = list(s.c.op.axes)
+        ldc = cstrides[axes.index(s.m)]
+        njc = -(-s.N // s.nc)
+        with for_range(b, lo, hi, name="pb") as pb:
+            em.push()
+            jb = b.urem(pb, I64(njc))
+            cbase = C
+            if s.batch:
+                self._bind(b, em, s.batch, b.udiv(pb, I64(njc)))
+                off = None
+                for ax in s.batch:
+                    term = b.mul(em.env[ax], I64(cstrides[axes.index(ax)]))
+                    off = term if off is None else b.add(off, term)
+                cbase = b.gep(C, [off], inbounds=True, source_etype=self.t)
             jc = b.mul(jb, I64(s.nc))
             nc = smin(b, I64(s.nc), b.sub(I64(s.N), jc))
             with for_range(b, 0, s.K, s.kc, name="kc") as kc:
+                em.push()
                 kcl = smin(b, I64(s.kc), b.sub(I64(s.K), kc))
                 first = b.icmp_signed("==", kc, I64(0))
-                self._pack(b, bp, B, jc, nc, s.nr, kc, kcl, sbn, sbk)
+                self._pack(b, em, bp, s.b, s.n, jc, nc, s.nr, kc, kcl)
                 with for_range(b, 0, s.M, s.mc, name="ic") as ic:
+                    em.push()
                     mcl = smin(b, I64(s.mc), b.sub(I64(s.M), ic))
-                    self._pack(b, ap, A, ic, mcl, s.mr, kc, kcl, sam, sak)
+                    self._pack(b, em, ap, s.a, (s.m,), ic, mcl, s.mr, kc, kcl)
                     with for_range(b, 0, nc, s.nr, name="jr") as jr:
                         cols = smin(b, I64(s.nr), b.sub(nc, jr))
                         bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=self.t)
                         with for_range(b, 0, mcl, s.mr, name="ir") as ir_:
                             rows = smin(b, I64(s.mr), b.sub(mcl, ir_))
                             apanel = b.gep(ap, [b.mul(ir_, kcl)], inbounds=True, source_etype=self.t)
-                            row = b.add(ic, ir_)
-                            col = b.add(jc, jr)
-                            cptr = b.gep(C, [b.add(b.mul(row, I64(s.N)), col)], inbounds=True,
-                                         source_etype=self.t)
-                            b.call(self.micro, [apanel, bpanel, cptr, I64(s.N), rows, cols, kcl, first])
+                            off = b.add(b.mul(b.add(ic, ir_), I64(ldc)), b.add(jc, jr))
+                            cptr = b.gep(cbase, [off], inbounds=True, source_etype=self.t)
+                            b.call(self.micro, [apanel, bpanel, cptr, I64(ldc), rows, cols, kcl, first])
+                    em.pop()
+                em.pop()
+            em.pop()
         b.call(free, [ap])
         b.call(free, [bp])
+
+
+def _stride(expr: Expr, v: Expr, em: ExprEmitter) -> int | None:
+    """The element stride of the first read in ``expr`` along ``v`` (None: not linear)."""
+    from .schedule import linear_coefficients
+
+    for n in walk(expr):
+        if n.op is Op.READ:
+            total = 0
+            for idx, st in zip(n.src, em.strides(n.arg)):
+                co = linear_coefficients(idx)
+                if co is None:
+                    return None
+                total += co.get(v, 0) * st
+            return total
+    return None

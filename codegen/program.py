@@ -75,6 +75,7 @@ class Store:
     buffer: Buffer
     index: tuple[Expr, ...]
     value: Expr
+    counted: bool = True  # False: per-element bookkeeping (accumulator init, fused epilogue)
 
 
 @dataclass(frozen=True, eq=False)

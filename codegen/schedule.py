@@ -1,9 +1,20 @@
 """Schedule choices for one nest: loop order and which loop runs in parallel.
 
-The domain module gives each statement the natural schedule (output axes in order, then for a
-reduction ``init`` / the reduction axes / ``store``).  Here we keep that order -- the last output
-axis is the innermost output loop, so stores are unit-stride -- and declare the outermost output
-axis parallel.  Matmul-like contractions are handed to :mod:`.microkernel` instead (when enabled).
+The domain module gives each statement the natural schedule: output axes in order (the last one
+innermost, so stores are unit-stride), and for a reduction a scalar accumulator per output
+element with the reduction axes innermost.  That is right when the innermost reduction axis
+walks memory with unit stride (``X[i, k] * W[j, k]``).  When the last *output* axis does better
+(``A[i, k] * B[k, j]``, pooling windows of 2, convolutions over ``x``), the reduction is
+rescheduled to accumulate in the output buffer with that axis innermost, tiled so that the
+accumulated strip stays in L1:
+
+    for i, for jt:                              # jt = j // T
+        for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
+        for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+
+Each output element still combines its terms in the order of the reduction axes, so this form
+is exact also in strict mode.  The outermost output axis (or strip) is the parallel loop.
+Matmul-like contractions are handed to :mod:`.microkernel` instead (when enabled).
 """
 
 from __future__ import annotations
@@ -11,9 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tensorad.ir.expr import TRUE, Expr, Op
+from tensorad.ir.rewrite import fold, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from .domain import OpDomain
+from .domain import OpDomain, PolyStmt, ReductionInfo
+from .program import Buffer, If, Store
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,7 @@ class Options:
     opt_level: int = 3
     vector_width: int | None = None
     num_threads: int | None = None
+    fuse: bool = True
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -61,12 +76,122 @@ class Options:
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
         return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
-                       self.inline, self.materialize)
+                       self.inline, self.materialize, fuse=self.fuse)
+
+
+# ---- stride analysis -------------------------------------------------------------------------
+
+def linear_coefficients(e: Expr) -> dict[Expr, int] | None:
+    """``e`` as ``sum c_v * v + c`` (coefficients by variable), or ``None`` if not linear."""
+    def add(a, b, sign=1):
+        if a is None or b is None:
+            return None
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+
+    def mul(n, a, b):
+        if a is None or b is None:
+            return None
+        if set(a) <= {None}:
+            return {k: v * a.get(None, 0) for k, v in b.items()}
+        if set(b) <= {None}:
+            return {k: v * b.get(None, 0) for k, v in a.items()}
+        return None
+
+    rules = {
+        Op.VAR: lambda n: {n: 1},
+        Op.CONST: lambda n: {None: int(n.arg)},
+        Op.ADD: lambda n, a, b: add(a, b),
+        Op.SUB: lambda n, a, b: add(a, b, -1),
+        Op.NEG: lambda n, a: None if a is None else {k: -v for k, v in a.items()},
+        Op.MUL: mul,
+        Op.CAST: lambda n, a: a,
+    }
+    return fold(e, lambda n, *xs: rules[n.op](n, *xs) if n.op in rules else None)
+
+
+def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
+    """How badly an innermost loop over ``v`` accesses memory: 0 invariant, 1 unit stride,
+    3 any other stride (gathers), per read."""
+    cost = 0
+    for r in reads:
+        stride, known = 0, True
+        for idx, s in zip(r.src, strides_of(r.arg)):
+            co = linear_coefficients(idx)
+            if co is None:
+                known = known and v not in walk_vars(idx)
+                continue
+            stride += co.get(v, 0) * s
+        cost += 0 if (known and stride == 0) else 1 if (known and abs(stride) == 1) else 3
+    return cost
+
+
+def walk_vars(e: Expr) -> set:
+    return {n for n in walk(e) if n.op is Op.VAR}
+
+
+def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
+    """Accumulate into the output with the last output axis innermost (instead of a scalar
+    accumulator with the last reduction axis innermost) when that accesses memory better."""
+    if info.combiner.arity != 1 or not info.outer or not info.raxes:
+        return False
+    if info.epilogue is not None and out_dtype != info.combiner.dtypes[0]:
+        return False  # the output buffer cannot hold the accumulator
+    o, r = info.outer[-1], info.raxes[-1]
+    if o.extent < 8:
+        return False
+    reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
+    cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
+    cost_buf = access_cost(reads, o, strides_of) + 2  # the output is loaded and stored
+    return cost_buf < cost_acc
+
+
+def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyStmt]:
+    """``out[o] = identity`` (unless filled), then ``out[o] = combine(out[o], src)`` with the
+    schedule ``[o0, .., floor(o_last / T), phase, r..., o_last]``."""
+    outer, raxes = info.outer, info.raxes
+    o_last = outer[-1]
+    comb = info.combiner
+    here = Expr(Op.READ, out.dtype, outer, out.tensor)
+    combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: info.sources[0]})
+    update: tuple = (Store(out, outer, combined),)
+    if info.rest is not TRUE:
+        update = (If(info.rest, update, (), affine=False),)
+    tiled = o_last.extent > tile_elems
+    head = tuple(outer[:-1]) + ((o_last // tile_elems,) if tiled else ())
+    zeros = (0,) * len(raxes)
+    stmts = [PolyStmt("U", outer + raxes, info.update_domain, update, head + (1,) + raxes + (o_last,))]
+    if not info.filled:
+        init = Store(out, outer, comb.identity[0], counted=False)
+        stmts.insert(0, PolyStmt("I", outer, info.outer_domain, (init,), head + (0,) + zeros + (o_last,)))
+    if info.epilogue is not None:
+        final = Store(out, outer, info.epilogue.apply(outer, here), counted=False)
+        stmts.append(PolyStmt("E", outer, info.outer_domain, (final,), head + (2,) + zeros + (o_last,)))
+    return stmts
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes."""
     attrs: dict = {}
+    stmts = dom.stmts
+    info = dom.reduction
+    if info is not None and prefer_buffer_form(info, _strides, outputs[0].dtype):
+        out = outputs[0]
+        tile = max(64, 16384 // (8 if out.dtype.endswith("64") else 4))
+        stmts = buffer_form(info, out, tile)
+        attrs["note"] = "accumulates in the output, innermost loop over its last axis"
+        if len(op.axes) == 1 and op.axes[0].extent <= tile:
+            return stmts, attrs  # the outermost loop runs over the reduction: not parallel
     if op.axes:
         attrs["parallel_dim"] = 0
-    return dom.stmts, attrs
+    return stmts, attrs
+
+
+def _strides(t: Tensor) -> tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(t.shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))

@@ -23,7 +23,7 @@ import numpy as np
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
 
-from .program import If, Loop
+from .program import If, Loop, Store
 
 CHUNK = 1 << 22
 
@@ -86,6 +86,8 @@ class WorkCounter:
             return np.zeros(n, np.int64)
         structured = [s for s in stmts if isinstance(s, Loop) or (isinstance(s, If) and s.affine)]
         if not structured:
+            if all(isinstance(s, Store) and not s.counted for s in stmts):
+                return np.zeros(n, np.int64)  # accumulator init / fused epilogue: not work
             return np.ones(n, np.int64)
         total = np.zeros(n, np.int64)
         for s in structured:

@@ -10,7 +10,8 @@
    ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
 2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``, e.g.
    ``k == Winner[i]``) substitutes ``k := e``; the constraints ``D`` put on ``k`` become a
-   (non-affine) guard on ``e``.
+   (non-affine) guard on ``e``.  Not for a ``k`` that indexes a read: read indices must stay
+   quasi-affine (the language has no gather), so such a sum keeps ``k`` and the test.
 3. **Tighten** what is left: a variable gets its exact constant range on ``D``, or is
    *deskewed* -- ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)`` when a lower bound
    ``lo`` (a piece of isl's lexmin) gives a shorter range (pooling gradients iterate over the
@@ -24,8 +25,8 @@ it is memoized; applying a plan to a source is a substitution.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, var
@@ -34,7 +35,8 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
 
 from .linear import to_linear
-from .rules import all_of, conjuncts, simplify_expr
+from .logic import all_of, conjuncts
+from .rules import simplify_expr
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Plan:
 
 
 _PLANS: dict[tuple, Plan] = {}
+MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are not worth it
 
 
 def split_affine(conds: Sequence[Expr], variables: Sequence[Expr]) -> tuple[list[Expr], list[Expr]]:
@@ -105,19 +108,24 @@ def equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
 
 
 def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
-              equations: Sequence[Expr] = ()) -> Plan:
-    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds."""
-    key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations))
+              equations: Sequence[Expr] = (), indices: Sequence[Expr] = ()) -> Plan:
+    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.
+
+    ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
+    is not used for a variable that appears in one (a read index must stay quasi-affine).
+    """
+    key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations), tuple(indices))
     found = _PLANS.get(key)
     if found is None:
         if len(_PLANS) > 20_000:
             _PLANS.clear()
-        found = _PLANS[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations))
+        found = _PLANS[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
+                                         list(indices))
     return found
 
 
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
-               equations: list[Expr]) -> Plan:
+               equations: list[Expr], indices: list[Expr]) -> Plan:
     dom = IndexSet.from_conditions(outer + rvars, affine)
     if dom.is_empty():
         return Plan((), (), TRUE, (), empty=True)
@@ -128,7 +136,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         best = None
         for idx, r in enumerate(rvars):
             sol = dom.solve(r)
-            if sol is None or sol.pieces > 1:
+            if sol is None or sol.pieces > MAX_PIECES:
                 continue
             score = (sol.pieces, sol.divs, idx)
             if best is None or score < best[0]:
@@ -143,12 +151,13 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     guards: list[Expr] = []
     for eq in equations:
         eq = simplify_expr(substitute(eq, mapping))
-        found = equation_for(eq, rvars)
+        in_reads = {v for ix in indices for v in walk(substitute(ix, mapping)) if v.op is Op.VAR}
+        found = equation_for(eq, [r for r in rvars if r not in in_reads])
         if found is None:
             continue
         r, e = found
-        others = [v for v in dom.vars if v is not r]
-        limits = dom.gist(IndexSet.box(dom.vars, bounded=others)).to_cond()
+        limits = dom.constraints_on(r).to_cond()
+        guards = [simplify_expr(substitute(g, {r: e})) for g in guards]
         guards.append(simplify_expr(substitute(limits, {r: e})))
         _compose(mapping, r, e)
         dom = dom.project_out(r)
@@ -176,6 +185,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     if shift:
         for r, value in shift.items():
             _compose(mapping, r, value)
+        guards = [simplify_expr(substitute(g, shift)) for g in guards]
         cond = simplify_expr(substitute(cond, shift))
         space_vars = outer + new_vars
         cond = IndexSet.from_conditions(space_vars, [cond]).gist(IndexSet.box(space_vars)).to_cond()

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
 from tensorad.ir.rewrite import substitute, walk
@@ -33,7 +33,8 @@ def is_cheap(body: Expr) -> bool:
     nodes = list(walk(body))
     if len(nodes) > MAX_INLINE_NODES:
         return False
-    return not any(n.op in EXPENSIVE for n in nodes) and sum(n.op is Op.READ for n in nodes) <= MAX_INLINE_READS
+    reads = sum(n.op is Op.READ for n in nodes)
+    return not any(n.op in EXPENSIVE for n in nodes) and reads <= MAX_INLINE_READS
 
 
 def inline_read(node: Expr) -> Expr:

@@ -16,16 +16,17 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
 from .eliminate import apply_plan, equation_for, guard_of, make_plan, split_affine
+from .logic import conjuncts
 from .nonzero import assume, nonzero
-from .rules import conjuncts, is_zero, simplify_expr
+from .rules import is_zero, simplify_expr
 from .split import group_terms
 
 MakeTensor = Callable[[str, Sequence[Expr], Expr], Tensor]
@@ -96,7 +97,8 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
     src = assume(src, nz_aff + eqs)
     residual = where_res + eqs
     equations = [c for c in residual if c.op is Op.EQ]
-    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations)
+    indices = _read_indices([src] + residual) if equations else []
+    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations, indices)
     if plan.empty:
         return const(0, red.dtype)
     (src,) = apply_plan(plan, [src])
@@ -107,6 +109,15 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
     if not plan.rvars:
         return _ite(plan.cond, src)
     return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src))
+
+
+def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
+    out: dict[Expr, None] = {}
+    for e in exprs:
+        for n in walk(e):
+            if n.op is Op.READ:
+                out.update(dict.fromkeys(n.src))
+    return list(out)
 
 
 def simplify_reduction(axes: Sequence[Expr], red: Expr) -> Expr:

@@ -74,9 +74,18 @@ def is_index(e: Expr) -> bool:
     return dt.is_int(e.dtype)
 
 
+_FORMS: dict[Expr, Linear] = {}
+
+
 def to_linear(e: Expr, memo: dict | None = None) -> Linear:
-    """The linear form of integer expression ``e`` (atoms are its non-linear subterms)."""
-    memo = {} if memo is None else memo
+    """The linear form of integer expression ``e`` (atoms are its non-linear subterms).
+
+    Forms are pure functions of the (hash-consed) node, so they are memoized across calls.
+    """
+    if memo is None:
+        if len(_FORMS) > 200_000:
+            _FORMS.clear()
+        memo = _FORMS
     found = memo.get(e)
     if found is not None:
         return found

@@ -11,7 +11,7 @@ optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, var
 from tensorad.ir.rewrite import substitute

@@ -19,14 +19,16 @@ guards it): each fact becomes ``True`` and the algebra removes the guards it dec
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op
 from tensorad.ir.rewrite import fold, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from .rules import all_of, any_of, conjuncts, is_zero, negate, simplify_expr
+from .index import negate
+from .logic import all_of, any_of, conjuncts
+from .rules import is_zero, simplify_expr
 
 
 def _and(a: Expr, b: Expr) -> Expr:

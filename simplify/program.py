@@ -17,7 +17,7 @@ does not change is returned as is.  Results are memoized per op, so optimizing a
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const
 from tensorad.ir.rewrite import replace_reads

@@ -20,17 +20,25 @@ A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test w
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
-from tensorad.ir.rewrite import rewrite
+from tensorad.ir.rewrite import rewrite, walk
 
 from .consts import fold_constant
-from .linear import Linear, from_linear, to_linear
-from .ranges import bounds
+from .index import (
+    canonical_compare,
+    floordiv_rule,
+    minmax_rule,
+    mod_rule,
+    negate,
+    normalise_linear,
+    zero_like,
+)
+from .index import is_int as _int
+from .logic import conjuncts, disjuncts, has
 
 Rule = tuple[str, Callable[..., "Expr | None"]]
 
@@ -43,10 +51,6 @@ def is_const(e: Expr, v: float | None = None) -> bool:
 
 def is_zero(e: Expr) -> bool:
     return is_const(e, 0)
-
-
-def zero_like(e: Expr) -> Expr:
-    return const(0, e.dtype)
 
 
 def gated(e: Expr) -> tuple[Expr, Expr] | None:
@@ -62,202 +66,7 @@ def rebuild_gate(e: Expr, x: Expr) -> Expr:
 
 
 def has_reads(e: Expr) -> bool:
-    from tensorad.ir.rewrite import walk
-
     return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
-
-
-def _int(e: Expr) -> bool:
-    return dt.is_int(e.dtype)
-
-
-# ---- integer linear forms and comparisons ------------------------------------------------
-
-def normalise_linear(node: Expr) -> Expr | None:
-    """Integer ``+ - * neg``: collect coefficients (``2*(j + 3) - j`` -> ``j + 6``)."""
-    if not _int(node):
-        return None
-    out = from_linear(to_linear(node), node.dtype)
-    return None if out is node else out
-
-
-def form_bounds(f: Linear) -> tuple[int | None, int | None]:
-    lo = hi = f.const
-    for atom, k in f.terms:
-        a_lo, a_hi = bounds(atom)
-        if k < 0:
-            a_lo, a_hi = (None if a_hi is None else -a_hi), (None if a_lo is None else -a_lo)
-            k = -k
-        lo = None if lo is None or a_lo is None else lo + k * a_lo
-        hi = None if hi is None or a_hi is None else hi + k * a_hi
-    return lo, hi
-
-
-def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
-    """Truth of ``L op 0`` for ``L`` in ``[lo, hi]``, when the interval decides it."""
-    always = {Op.EQ: lo is not None and lo == hi == 0, Op.NE: (lo is not None and lo > 0) or
-              (hi is not None and hi < 0), Op.LT: hi is not None and hi < 0,
-              Op.LE: hi is not None and hi <= 0, Op.GT: lo is not None and lo > 0,
-              Op.GE: lo is not None and lo >= 0}
-    never = {Op.EQ: always[Op.NE], Op.NE: always[Op.EQ], Op.LT: always[Op.GE],
-             Op.LE: always[Op.GT], Op.GT: always[Op.LE], Op.GE: always[Op.LT]}
-    if always[op]:
-        return TRUE
-    if never[op]:
-        return FALSE
-    return None
-
-
-def canonical_compare(node: Expr) -> Expr | None:
-    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.
-
-    ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
-    the gcd of the coefficients is divided out (rounding the constant the safe way), and the
-    result is written with positive coefficients on both sides: ``0 <= h - 2*oh`` becomes
-    ``2*oh <= h``.
-    """
-    a, b = node.src
-    if not _int(a):
-        return None
-    f = to_linear(a) - to_linear(b)
-    decided = _decide(node.op, *form_bounds(f))
-    if decided is not None:
-        return decided
-    op = node.op
-    if op in (Op.LT, Op.GT, Op.GE):
-        f = {Op.LT: f + Linear((), 1), Op.GT: f.scale(-1) + Linear((), 1), Op.GE: f.scale(-1)}[op]
-        op = Op.LE
-    g = 0
-    for _, k in f.terms:
-        g = math.gcd(g, k)
-    if g > 1:
-        if op is Op.LE:
-            f = Linear(tuple((t, k // g) for t, k in f.terms), -((-f.const) // g))
-        elif f.const % g:
-            return FALSE if op is Op.EQ else TRUE
-        else:
-            f = Linear(tuple((t, k // g) for t, k in f.terms), f.const // g)
-    if op is not Op.LE and f.terms and f.terms[0][1] < 0:
-        f = f.scale(-1)
-    pos = Linear(tuple((t, k) for t, k in f.terms if k > 0), 0)
-    neg = Linear(tuple((t, -k) for t, k in f.terms if k < 0), 0)
-    if op is not Op.LE or pos.terms:  # P + c op N  ->  P op N - c
-        lhs, rhs = pos, neg + Linear((), -f.const)
-    else:  # c - N <= 0  ->  c <= N
-        lhs, rhs = Linear((), f.const), neg
-    out = Expr(op, dt.BOOL, (from_linear(lhs, a.dtype), from_linear(rhs, a.dtype)))
-    return None if out is node else out
-
-
-_FLIP = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT, Op.EQ: Op.NE, Op.NE: Op.EQ}
-
-
-def negate(c: Expr) -> Expr | None:
-    """``!c`` without a NOT node when ``c`` is an integer comparison or a constant."""
-    if c.op is Op.CONST:
-        return FALSE if c.arg else TRUE
-    if c.op in _FLIP and _int(c.src[0]):
-        flipped = Expr(_FLIP[c.op], dt.BOOL, c.src)
-        canon = canonical_compare(flipped)  # in the normal form the simplifier produces
-        return flipped if canon is None else canon
-    if c.op is Op.NOT:
-        return c.src[0]
-    return None
-
-
-def conjuncts(c: Expr) -> list[Expr]:
-    """The conjuncts of an ``&&`` chain, left to right (``True`` has none)."""
-    out: list[Expr] = []
-    stack = [c]
-    while stack:
-        e = stack.pop()
-        if e.op is Op.AND:
-            stack.extend(reversed(e.src))
-        elif e is not TRUE:
-            out.append(e)
-    return out
-
-
-def disjuncts(c: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [c]
-    while stack:
-        e = stack.pop()
-        if e.op is Op.OR:
-            stack.extend(reversed(e.src))
-        elif e is not FALSE:
-            out.append(e)
-    return out
-
-
-def all_of(cs) -> Expr:
-    """``c1 && c2 && ...`` without repeats (``True`` for none)."""
-    out = TRUE
-    for c in dict.fromkeys(cs):
-        out = c if out is TRUE else Expr(Op.AND, dt.BOOL, (out, c))
-    return out
-
-
-def any_of(cs) -> Expr:
-    out = FALSE
-    for c in dict.fromkeys(cs):
-        out = c if out is FALSE else Expr(Op.OR, dt.BOOL, (out, c))
-    return out
-
-
-# ---- floor division and modulo -----------------------------------------------------------
-
-def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
-    """``f = c*Q + R``: Q takes the terms (and constant part) divisible by ``c``."""
-    q = Linear(tuple((t, k // c) for t, k in f.terms if k % c == 0), f.const // c)
-    r = Linear(tuple((t, k) for t, k in f.terms if k % c), f.const % c)
-    return q, r
-
-
-def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
-    """``(c*Q + R) // c -> Q + R // c``; ``R // c -> 0`` when ``0 <= R < c``."""
-    if not (_int(node) and b.op is Op.CONST and b.arg > 0):
-        return None
-    c = int(b.arg)
-    if c == 1:
-        return a
-    if a.op is Op.FLOORDIV and a.src[1].op is Op.CONST and a.src[1].arg > 0:  # (x//p)//c = x//(p c)
-        return Expr(Op.FLOORDIV, node.dtype, (a.src[0], const(int(a.src[1].arg) * c, node.dtype)))
-    q, r = _split_multiple(to_linear(a), c)
-    lo, hi = form_bounds(r)
-    if lo is not None and hi is not None and 0 <= lo and hi < c:
-        return from_linear(q, node.dtype)
-    if q.is_const and q.const == 0:
-        return None
-    rest = Expr(Op.FLOORDIV, node.dtype, (from_linear(r, node.dtype), b))
-    return from_linear(q + Linear(((rest, 1),), 0), node.dtype)
-
-
-def mod_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
-    """``(c*Q + R) % c -> R % c``; ``R % c -> R`` when ``0 <= R < c``."""
-    if not (_int(node) and b.op is Op.CONST and b.arg > 0):
-        return None
-    c = int(b.arg)
-    if c == 1:
-        return zero_like(node)
-    f = to_linear(a)
-    _, r = _split_multiple(f, c)
-    lo, hi = form_bounds(r)
-    if lo is not None and hi is not None and 0 <= lo and hi < c:
-        return from_linear(r, node.dtype)
-    if r == f:
-        return None
-    return Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
-
-
-def _minmax_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
-    """Integer max/min decided by the ranges of ``a - b``."""
-    if not _int(node):
-        return None
-    lo, hi = form_bounds(to_linear(a) - to_linear(b))
-    a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
-    b_wins = (hi is not None and hi <= 0) if node.op is Op.MAXIMUM else (lo is not None and lo >= 0)
-    return a if a_wins else b if b_wins else None
 
 
 # ---- the table -----------------------------------------------------------------------------
@@ -371,27 +180,27 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
     ),
     Op.MAXIMUM: (
         ("max-same", lambda n, a, b: a if a is b else None),            # max(x, x) = x
-        ("max-ranges", _minmax_rule),                                   # max(a, b) = a if a >= b always
+        ("max-ranges", minmax_rule),                                   # max(a, b) = a if a >= b always
     ),
     Op.MINIMUM: (
         ("min-same", lambda n, a, b: a if a is b else None),            # min(x, x) = x
-        ("min-ranges", _minmax_rule),                                   # min(a, b) = a if a <= b always
+        ("min-ranges", minmax_rule),                                   # min(a, b) = a if a <= b always
     ),
     Op.AND: (
         ("and-true-r", lambda n, a, b: a if b is TRUE else None),       # a && T = a
         ("and-true-l", lambda n, a, b: b if a is TRUE else None),       # T && b = b
-        ("and-false", lambda n, a, b: FALSE if FALSE in (a, b) else None),  # a && F = F
-        ("and-dup", lambda n, a, b: a if b in conjuncts(a) else None),  # (a && b) && b = a && b
+        ("and-false", lambda n, a, b: FALSE if FALSE is a or FALSE is b else None),  # a && F = F
+        ("and-dup", lambda n, a, b: a if has(conjuncts(a), b) else None),  # (a && b) && b = a && b
         ("and-contra", lambda n, a, b: FALSE if negate(b) is not None   # a && !a = F
-         and negate(b) in conjuncts(a) else None),
+         and has(conjuncts(a), negate(b)) else None),
     ),
     Op.OR: (
         ("or-false-r", lambda n, a, b: a if b is FALSE else None),      # a || F = a
         ("or-false-l", lambda n, a, b: b if a is FALSE else None),      # F || b = b
-        ("or-true", lambda n, a, b: TRUE if TRUE in (a, b) else None),  # a || T = T
-        ("or-dup", lambda n, a, b: a if b in disjuncts(a) else None),   # (a || b) || b = a || b
+        ("or-true", lambda n, a, b: TRUE if TRUE is a or TRUE is b else None),  # a || T = T
+        ("or-dup", lambda n, a, b: a if has(disjuncts(a), b) else None),  # (a || b) || b = a || b
         ("or-excluded", lambda n, a, b: TRUE if negate(b) is not None   # a || !a = T
-         and negate(b) in disjuncts(a) else None),
+         and has(disjuncts(a), negate(b)) else None),
     ),
     Op.NOT: (("not-push", lambda n, a: negate(a)),),                    # !(a < b) = a >= b, !!a = a
     Op.SELECT: CHOICE_RULES,

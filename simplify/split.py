@@ -18,15 +18,16 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, Expr, Op, const
 from tensorad.ir.rewrite import fold
 
+from .index import negate
 from .nonzero import nonzero
-from .rules import negate, simplify_expr
+from .rules import simplify_expr
 
 MAX_TERMS = 16
 Terms = list[tuple[int, Expr]]  # (sign, term)
 
 
 def _atom(n: Expr, *args) -> Terms:
-    return [(1, n)]
+    return [] if n.op is Op.CONST and n.arg == 0 else [(1, n)]
 
 
 def _neg(ts: Terms) -> Terms:

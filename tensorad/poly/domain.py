@@ -6,6 +6,7 @@ answers, in IR terms:
 * ``solve(v)``   -- is ``v`` determined by the other variables on the set?  If so, as which
   quasi-affine function (isl: the map others -> v is single-valued; ``as_pw_multi_aff``)?
 * ``project_out(v)`` -- the set of the other variables for which some ``v`` exists;
+* ``constraints_on(v)`` -- only what the set says about ``v`` once the others are fixed;
 * ``const_range(v)`` -- the smallest and largest value of ``v`` on the set;
 * ``lower_bounds(v, over)`` -- candidate lower bounds of ``v`` as functions of ``over``
   (isl's ``lexmin`` pieces), each checked to bound ``v`` on the whole set, with the extent
@@ -73,7 +74,10 @@ class IndexSet:
         return int(self.set.count_val().to_python())
 
     def _pos(self, v: Expr) -> int:
-        return self.vars.index(v)
+        for k, x in enumerate(self.vars):
+            if x is v:
+                return k
+        raise ValueError(f"{v} is not a variable of this set")
 
     def solve(self, v: Expr) -> Solution | None:
         """``v`` as a function of the other variables, if the set determines it."""
@@ -100,9 +104,16 @@ class IndexSet:
     def project_onto(self, keep: Sequence[Expr]) -> IndexSet:
         out = self
         for v in list(self.vars):
-            if v not in keep:
+            if not any(v is x for x in keep):
                 out = out.project_out(v)
         return out
+
+    def constraints_on(self, v: Expr) -> IndexSet:
+        """What the set says about ``v`` given the others: gisted against its projection."""
+        k = self._pos(v)
+        ctx = self.set.project_out(_SET, k, 1).insert_dims(_SET, k, 1)
+        ctx = ctx.set_dim_id(_SET, k, self.set.get_dim_id(_SET, k))
+        return IndexSet(self.vars, self.set.gist(ctx))
 
     def const_range(self, v: Expr) -> tuple[int, int]:
         """Inclusive ``(min, max)`` of ``v`` on the (nonempty, bounded) set."""
@@ -118,7 +129,7 @@ class IndexSet:
         are the candidates; a candidate ``a`` qualifies when ``v >= a`` on the whole set, and
         its extent is ``max(v - a) + 1``.  Sorted by extent, then by number of divs.
         """
-        keep = [x for x in self.vars if x in over or x is v]
+        keep = [x for x in self.vars if x is v or any(x is o for o in over)]
         proj = self.project_onto(keep)
         k = proj._pos(v)
         others = proj.vars[:k] + proj.vars[k + 1:]

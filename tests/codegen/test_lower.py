@@ -89,7 +89,10 @@ def test_elementwise_producer_is_inlined_and_reduction_materialized():
     D = ta.compute((8, 8), lambda i, j: C[i, j] + 1.0, name="D")
     text = str(ta.lower([D], [A, B]))
     assert "# inlined: E" in text
-    assert "allocate C" in text and "allocate E" not in text
+    assert "allocate E" not in text
+    # D is C's only reader, elementwise at the same index: fused into C's store
+    assert "epilogue D fused" in text and "allocate C" not in text
+    assert "allocate C" in str(ta.lower([D], [A, B], fuse=False))
 
 
 def test_expensive_producer_read_twice_is_materialized():

@@ -71,3 +71,75 @@ def test_strict_mode_and_small_sizes_use_plain_loops():
 def test_bad_tile_option():
     with pytest.raises(ValueError, match="tile"):
         _build("A[i,k]*B[k,j]", 70, 70, 70, "float32", microkernel=True, tile=(8, 20, 16, 16))
+
+
+# ---- general contractions: batches, several axes per group, guards, gradients ------------------
+
+def _check_against_evaluate(outputs, inputs, feed, tol, **opts):
+    kern = ta.build(outputs, inputs, microkernel=True, **opts)
+    text = str(ta.lower(outputs, inputs, microkernel=True, **opts))
+    want = ta.evaluate(outputs, feed)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        got = kern(*[feed[p] for p in inputs])
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    return text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batched_matmul(dtype):
+    A = ta.placeholder((3, 17, 20), dtype, "A")
+    B = ta.placeholder((3, 20, 35), dtype, "B")
+    k = ta.reduce_axis((0, 20), "k")
+    C = ta.compute((3, 17, 35), lambda b, i, j: ta.sum(A[b, i, k] * B[b, k, j], k), name="C")
+    feed = {A: RNG.standard_normal((3, 17, 20)).astype(dtype), B: RNG.standard_normal((3, 20, 35)).astype(dtype)}
+    text = _check_against_evaluate([C], [A, B], feed, 1e-4 if dtype == "float32" else 1e-12)
+    assert "batch 3 of [17 x 20] @ [20 x 35]" in text
+
+
+def test_conv2d_forward_with_padding_and_stride():
+    X = ta.placeholder((2, 5, 13, 11), "float32", "X")
+    W = ta.placeholder((7, 5, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, (2, 1), (1, 2))
+    feed = {X: RNG.standard_normal((2, 5, 13, 11)).astype(np.float32),
+            W: RNG.standard_normal((7, 5, 3, 3)).astype(np.float32)}
+    text = _check_against_evaluate([Y], [X, W], feed, 1e-4, tile=(8, 32, 16, 16))
+    assert "matrix product" in text
+
+
+def test_conv2d_gradients():
+    X = ta.placeholder((2, 3, 9, 10), "float64", "X")
+    W = ta.placeholder((4, 3, 3, 3), "float64", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 0)
+    H = ta.placeholder(Y.shape, "float64", "H")
+    gx, gw = ta.JacobianRecursive(Y, [X, W], H)
+    feed = {X: RNG.standard_normal((2, 3, 9, 10)), W: RNG.standard_normal((4, 3, 3, 3)),
+            H: RNG.standard_normal(Y.shape)}
+    text = _check_against_evaluate([gx, gw], [X, W, H], feed, 1e-11, tile=(8, 16, 16, 16))
+    assert text.count("matrix product") == 2
+
+
+def test_guarded_triangular_contraction_and_extra_factors():
+    n = 37
+    A = ta.placeholder((n, n), "float32", "A")
+    B = ta.placeholder((n, 45), "float32", "B")
+    s = ta.placeholder((n,), "float32", "s")
+    k = ta.reduce_axis((0, n), "k")
+    C = ta.compute((n, 45), lambda i, j: ta.sum(2.0 * A[i, k] * s[k] * B[k, j], k, where=k <= i), name="C")
+    feed = {A: RNG.standard_normal((n, n)).astype(np.float32), B: RNG.standard_normal((n, 45)).astype(np.float32),
+            s: RNG.standard_normal(n).astype(np.float32)}
+    text = _check_against_evaluate([C], [A, B, s], feed, 1e-4, tile=(8, 32, 16, 16))
+    assert "matrix product" in text
+    assert ta.lower([C], [A, B, s]).work == 45 * n * (n + 1) // 2
+
+
+def test_non_contractions_are_left_alone():
+    A = ta.placeholder((20, 20), "float32", "A")
+    k = ta.reduce_axis((0, 20), "k")
+    # the condition ties m (i) to n (j): not a product of two independent sides
+    C = ta.compute((20, 20), lambda i, j: ta.sum(A[i, k] * A[k, j], k, where=k < i + j), name="C")
+    M = ta.compute((20, 20), lambda i, j: ta.max(A[i, k] * A[k, j], k), name="M")
+    text = str(ta.lower([C, M], [A], microkernel=True))
+    assert "matrix product" not in text

@@ -8,20 +8,20 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
-import tensorad as ta
-from tensorad.ir import FALSE, TRUE, Expr, Op, var
 from tensorad.simplify import rules
 from tensorad.simplify.consts import evaluate_scalar
 from tensorad.simplify.nonzero import NZ_RULES
 from tensorad.simplify.rules import ALGEBRA_RULES, simplify_expr
 
-I = var("i", 0, 7)
-J = var("j", 0, 5)
-K = var("k", -3, 4)
+import tensorad as ta
+from tensorad.ir import FALSE, TRUE, Expr, Op, var
+
+IV = var("i", 0, 7)
+JV = var("j", 0, 5)
+KV = var("k", -3, 4)
 X = var("x", dtype="float32")
 Y = var("y", dtype="float32")
-INDEX_VARS = [I, J, K]
+INDEX_VARS = [IV, JV, KV]
 
 
 def test_every_op_has_rule_entries():
@@ -68,7 +68,7 @@ def _float_expr(rng: random.Random, depth: int) -> Expr:
 
 
 def _env(rng: random.Random) -> dict:
-    return {I: rng.randrange(0, 7), J: rng.randrange(0, 5), K: rng.randrange(-3, 4),
+    return {IV: rng.randrange(0, 7), JV: rng.randrange(0, 5), KV: rng.randrange(-3, 4),
             X: np.float32(rng.uniform(-3, 3)), Y: np.float32(rng.uniform(-3, 3))}
 
 
@@ -91,34 +91,35 @@ def _check(e: Expr, rng: random.Random, points: int = 12) -> None:
 
 
 TARGETED = [
-    lambda: (I + 1) - 1, lambda: 2 * (J + 3) - J, lambda: -(I - J), lambda: I - (-J),
-    lambda: (I * 4 + 3) // 2, lambda: (I * 4 + 3) % 4, lambda: (K // 5) // 3, lambda: I // 1,
-    lambda: I % 1, lambda: (I + 7 * J) % 7, lambda: (I + 7 * J) // 7,
-    lambda: I - 2 * (I // 2), lambda: ta.maximum(I, I - 1), lambda: ta.minimum(I, I + 1),
-    lambda: ta.maximum(J, J), lambda: ta.minimum(J, J),
-    lambda: I + 1 <= 10, lambda: I < 0, lambda: 2 * I <= 2 * J + 1, lambda: 3 * I == 3 * J + 1,
-    lambda: 3 * I != 3 * J + 1, lambda: 0 <= J - 2 * I, lambda: ~(I < J), lambda: ~~(I < J),
-    lambda: (I < J) & TRUE, lambda: TRUE & (I < J), lambda: (I < J) & FALSE,
-    lambda: ((I < J) & (J < 3)) & (I < J), lambda: (I < J) & (I >= J),
-    lambda: (I < J) | FALSE, lambda: FALSE | (I < J), lambda: (I < J) | TRUE,
-    lambda: ((I < J) | (J < 3)) | (I < J), lambda: (I < J) | (I >= J),
+    lambda: (IV + 1) - 1, lambda: 2 * (JV + 3) - JV, lambda: -(IV - JV), lambda: IV - (-JV),
+    lambda: (IV * 4 + 3) // 2, lambda: (IV * 4 + 3) % 4, lambda: (KV // 5) // 3, lambda: IV // 1,
+    lambda: IV % 1, lambda: (IV + 7 * JV) % 7, lambda: (IV + 7 * JV) // 7,
+    lambda: IV - 2 * (IV // 2), lambda: ta.maximum(IV, IV - 1), lambda: ta.minimum(IV, IV + 1),
+    lambda: ta.maximum(JV, JV), lambda: ta.minimum(JV, JV),
+    lambda: IV + 1 <= 10, lambda: IV < 0, lambda: 2 * IV <= 2 * JV + 1, lambda: 3 * IV == 3 * JV + 1,
+    lambda: 3 * IV != 3 * JV + 1, lambda: 0 <= JV - 2 * IV, lambda: ~(IV < JV), lambda: ~~(IV < JV),
+    lambda: (IV < JV) & TRUE, lambda: TRUE & (IV < JV), lambda: (IV < JV) & FALSE,
+    lambda: ((IV < JV) & (JV < 3)) & (IV < JV), lambda: (IV < JV) & (IV >= JV),
+    lambda: (IV < JV) | FALSE, lambda: FALSE | (IV < JV), lambda: (IV < JV) | TRUE,
+    lambda: ((IV < JV) | (JV < 3)) | (IV < JV), lambda: (IV < JV) | (IV >= JV),
     lambda: X + 0.0, lambda: 0.0 + X, lambda: X + (-Y), lambda: (-X) + Y, lambda: X - 0.0,
     lambda: 0.0 - X, lambda: X - X, lambda: X - (-Y), lambda: X * 1.0, lambda: 1.0 * X,
     lambda: X * 0.0, lambda: 0.0 * X, lambda: X * -1.0, lambda: -1.0 * X, lambda: X / 1.0,
-    lambda: 0.0 / X, lambda: -(-X), lambda: -(X - Y), lambda: ta.power(X, 1.0),
+    lambda: 0.0 / X, lambda: ta.const(0.0) - (-X), lambda: -(ta.const(0.0) - X),
+    lambda: -(X - Y), lambda: ta.power(X, 1.0),
     lambda: ta.power(X, 0.0), lambda: ta.maximum(X, X), lambda: ta.minimum(X, X),
-    lambda: ta.select(I < J, X, 0.0) * Y, lambda: Y * ta.select(I < J, X, 0.0),
-    lambda: ta.select(I < J, X, 0.0) / Y, lambda: -ta.select(I < J, X, 0.0),
-    lambda: ta.select(I < J, X, 0.0) + ta.select(I < J, Y, 0.0),
-    lambda: ta.select(I < J, X, 0.0) - ta.select(I < J, Y, 0.0),
-    lambda: ta.cast("float32", I < J) * X, lambda: X * ta.cast("float32", I < J),
-    lambda: ta.select(TRUE, X, Y), lambda: ta.select(FALSE, X, Y), lambda: ta.select(I < J, X, X),
-    lambda: ta.select(~(X < Y), X, Y), lambda: ta.select(I < J, 0.0, X),
-    lambda: ta.select(I < J, ta.select(I < J, X, Y), 0.0),
-    lambda: ta.select(I < J, X, ta.select(I < J, Y, 0.0)),
-    lambda: ta.select(I < J, ta.select(J < 3, X, 0.0), 0.0),
-    lambda: ta.if_then_else(I < J, ta.select(J < 3, X, 0.0), 0.0),
-    lambda: ta.select(I < J, TRUE, FALSE), lambda: ta.cast("float32", ta.select(I < J, 1, 0)),
+    lambda: ta.select(IV < JV, X, 0.0) * Y, lambda: Y * ta.select(IV < JV, X, 0.0),
+    lambda: ta.select(IV < JV, X, 0.0) / Y, lambda: -ta.select(IV < JV, X, 0.0),
+    lambda: ta.select(IV < JV, X, 0.0) + ta.select(IV < JV, Y, 0.0),
+    lambda: ta.select(IV < JV, X, 0.0) - ta.select(IV < JV, Y, 0.0),
+    lambda: ta.cast("float32", IV < JV) * X, lambda: X * ta.cast("float32", IV < JV),
+    lambda: ta.select(TRUE, X, Y), lambda: ta.select(FALSE, X, Y), lambda: ta.select(IV < JV, X, X),
+    lambda: ta.select(~(X < Y), X, Y), lambda: ta.select(IV < JV, 0.0, X),
+    lambda: ta.select(IV < JV, ta.select(IV < JV, X, Y), 0.0),
+    lambda: ta.select(IV < JV, X, ta.select(IV < JV, Y, 0.0)),
+    lambda: ta.select(IV < JV, ta.select(JV < 3, X, 0.0), 0.0),
+    lambda: ta.if_then_else(IV < JV, ta.select(JV < 3, X, 0.0), 0.0),
+    lambda: ta.select(IV < JV, TRUE, FALSE), lambda: ta.cast("float32", ta.select(IV < JV, 1, 0)),
     lambda: ta.exp(ta.const(0.5)) + ta.const(1.0), lambda: ta.cast("int32", X) + 1,
 ]
 
@@ -157,20 +158,20 @@ def reductions() -> None:
 
 
 @pytest.mark.parametrize("expr, text", [
-    (lambda: (I + 1) - 1, "i"),
-    (lambda: 2 * (J + 3) - J, "(j + 6)"),
-    (lambda: J + I, "(i + j)"),
-    (lambda: 9 - I + 0, "(9 - i)"),
-    (lambda: I + 1 <= 10, "True"),
-    (lambda: I + 1 < 5, "(i <= 3)"),
-    (lambda: 0 <= J - 2 * I, "((2 * i) <= j)"),
-    (lambda: I - 2 * (I // 2), "(i % 2)"),
-    (lambda: (K // 25) // 20, "(k // 500)"),
-    (lambda: (I * 4 + 3) // 2, "((2 * i) + 1)"),
-    (lambda: ta.select(I < 5, ta.const(2.0), ta.const(0.0)) * ta.const(3.0),
+    (lambda: (IV + 1) - 1, "i"),
+    (lambda: 2 * (JV + 3) - JV, "(j + 6)"),
+    (lambda: JV + IV, "(i + j)"),
+    (lambda: 9 - IV + 0, "(9 - i)"),
+    (lambda: IV + 1 <= 10, "True"),
+    (lambda: IV + 1 < 5, "(i <= 3)"),
+    (lambda: 0 <= JV - 2 * IV, "((2 * i) <= j)"),
+    (lambda: IV - 2 * (IV // 2), "(i % 2)"),
+    (lambda: (KV // 25) // 20, "(k // 500)"),
+    (lambda: (IV * 4 + 3) // 2, "((2 * i) + 1)"),
+    (lambda: ta.select(IV < 5, ta.const(2.0), ta.const(0.0)) * ta.const(3.0),
      "select((i <= 4), 6.000000f, 0.000000f)"),
     (lambda: X * 0.0, "0.000000f"),
-    (lambda: ta.select(I < J, X, X), "x"),
+    (lambda: ta.select(IV < JV, X, X), "x"),
 ])
 def test_normal_forms(expr, text):
     assert str(simplify_expr(expr())) == text

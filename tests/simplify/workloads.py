@@ -8,8 +8,8 @@ of the hand-written gradient formula -- innermost loop-body executions, counted 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import tensorad as ta
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 
 import islpy as isl
+from tensorad.simplify.consts import evaluate_scalar
 
 import tensorad as ta
 from tensorad.ir import var
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.to_expr import set_to_cond
-from tensorad.simplify.consts import evaluate_scalar
 
 
 def _points(variables):

@@ -1,0 +1,196 @@
+"""Recognizing contractions: reductions that are a matrix product in disguise.
+
+A sum reduction ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its
+output axes split into
+
+* ``n``: a suffix of the output axes (contiguous in C) read only by some factors (side B),
+* ``m``: one other output axis read only by the other factors (side A),
+* ``batch``: the remaining output axes (read by either side),
+
+and each conjunct of the condition involves only side A's axes or only side B's (with the
+reduction axes ``k`` and the batch axes, which both sides share).  Then, for each batch point,
+
+    C[m, n] = sum_k A(m, k) * B(k, n)   with  A = if_then_else(cA, prod(FA), 0),
+                                               B = if_then_else(cB, prod(FB), 0)
+
+and the micro-kernel (:mod:`.microkernel`) computes it from packed panels of ``A`` and ``B``,
+evaluating these expressions while packing -- so convolutions (``X[n, c, y + ry, x + rx]``),
+padding guards, transposed and batched operands all take the fast path.  Examples:
+
+* dense ``X[i, k] * W[j, k]``: m = i, n = (j,), k = (k,);
+* conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,),
+  m = f, n = (y, x), k = (c, ry, rx);
+* its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``:
+  m = f, n = (c, ry, rx), k = (b, y, x).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorad.ir.expr import Expr, Op, choice, const, logical
+from tensorad.ir.rewrite import free_vars, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .domain import conjuncts
+
+MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
+
+
+@dataclass(frozen=True, eq=False)
+class Contraction:
+    c: Tensor
+    batch: tuple[Expr, ...]
+    m: Expr
+    n: tuple[Expr, ...]
+    k: tuple[Expr, ...]
+    a: Expr  # side A as an expression of batch, m and k
+    b: Expr  # side B as an expression of batch, k and n
+    dtype: str
+    mr: int = 8
+    nr: int = 32
+    kc: int = 256
+    mc: int = 128
+    nc: int = 256
+
+    @property
+    def M(self) -> int:  # noqa: N802
+        return self.m.extent
+
+    @property
+    def N(self) -> int:  # noqa: N802
+        return _prod(a.extent for a in self.n)
+
+    @property
+    def K(self) -> int:  # noqa: N802
+        return _prod(a.extent for a in self.k)
+
+    @property
+    def batches(self) -> int:
+        return _prod(a.extent for a in self.batch)
+
+    @property
+    def blocks(self) -> int:
+        """Iterations of the parallel loop: batch points times column blocks."""
+        return self.batches * -(-self.N // self.nc)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batches * self.M * self.N * self.K
+
+    def describe(self) -> str:
+        shape = (f"{'batch ' + 'x'.join(str(b.extent) for b in self.batch) + ' of ' if self.batch else ''}"
+                 f"[{self.M} x {self.K}] @ [{self.K} x {self.N}]")
+        return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
+                f"(KC={self.kc} MC={self.mc} NC={self.nc})")
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _factors(e: Expr) -> list[Expr]:
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if n.op is Op.MUL:
+            stack.extend(reversed(n.src))
+        else:
+            out.append(n)
+    return out
+
+
+def _vars(e: Expr) -> set[Expr]:
+    return {n for n in walk(e) if n.op is Op.VAR and n.lo is not None}
+
+
+def _product(fs: list[Expr], dtype: str) -> Expr:
+    if not fs:
+        return const(1, dtype)
+    out = fs[0]
+    for f in fs[1:]:
+        out = Expr(Op.MUL, dtype, (out, f))
+    return out
+
+
+def _guarded(cond: list[Expr], value: Expr) -> Expr:
+    if not cond:
+        return value
+    c = cond[0]
+    for x in cond[1:]:
+        c = logical(Op.AND, c, x)
+    return choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
+
+
+def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None) -> Contraction | None:
+    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), or ``None``."""
+    if not op.is_reduction or len(bodies) != 1 or not op.axes:
+        return None
+    red = bodies[0]
+    cond, *srcs = red.src
+    if red.arg.combiner.kind != "sum" or len(srcs) != 1 or red.dtype not in ("float32", "float64"):
+        return None
+    if any(a.extent <= 0 for a in op.axes + tuple(red.arg.axes)) or not red.arg.axes:
+        return None
+    if any(n.op is Op.REDUCE for n in walk(srcs[0])):
+        return None
+    factors = _factors(srcs[0])
+    fvars = [_vars(f) for f in factors]
+    cvars = [(c, _vars(c)) for c in conjuncts(cond)]
+    axes = list(op.axes)
+    for length in range(len(axes) - 1, 0, -1):
+        n_axes = axes[-length:]
+        fb = [i for i, vs in enumerate(fvars) if vs & set(n_axes)]
+        fa = [i for i in range(len(factors)) if i not in fb]
+        a_vars = set().union(*(fvars[i] for i in fa)) if fa else set()
+        b_vars = set().union(*(fvars[i] for i in fb)) if fb else set()
+        m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars]
+        if not m_cands or not fb:
+            continue
+        m = max(m_cands, key=lambda ax: ax.extent)
+        batch = tuple(ax for ax in axes[:-length] if ax is not m)
+        ga, gb = [], []
+        ok = True
+        for c, vs in cvars:
+            if m in vs and vs & set(n_axes):
+                ok = False
+                break
+            (gb if vs & set(n_axes) else ga).append(c)
+        if not ok:
+            continue
+        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype))
+        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype))
+        allowed_a = set(batch) | {m} | set(red.arg.axes)
+        allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
+        if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
+            continue
+        return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), tuple(red.arg.axes),
+                                       a, b, red.dtype), tile)
+    return None
+
+
+def _with_tiles(c: Contraction, tile: tuple | None) -> Contraction:
+    vw = 16 if c.dtype == "float32" else 8
+    mr, nr, kc, mc = 8, 2 * vw, 256, 128
+    if tile:
+        t = (list(tile) + [None] * 4)[:4]
+        mr, nr, kc, mc = t[0] or mr, t[1] or nr, t[2] or kc, t[3] or mc
+        if nr % vw or mc % mr or min(mr, nr, kc, mc) <= 0:
+            raise ValueError(f"tile (MR, NR, KC, MC): NR must be a multiple of {vw} and MC a multiple "
+                             f"of MR, got {tile}")
+    quarter = -(-c.N // 4)  # at least 4 column blocks, so that threads have work to share
+    nc = max(nr, min(1024, -(-quarter // nr) * nr))
+    return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc)
+
+
+def worth_it(c: Contraction, forced: bool | None) -> bool:
+    """Whether the micro-kernel should take ``c`` (always when forced)."""
+    if forced:
+        return True
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= 16
+
+
+__all__ = ["Contraction", "match_contraction", "worth_it", "MICROKERNEL_MIN"]

@@ -1,0 +1,173 @@
+"""Integer index arithmetic: linear normal forms, comparisons, floor division and modulo.
+
+The integer half of the algebraic simplifier (:mod:`.rules` puts these functions in its
+table).  Index expressions are linear forms over atoms (:mod:`.linear`); a comparison of two
+of them is decided by the ranges of the variables when intervals suffice (:mod:`.ranges`),
+otherwise written in one canonical form, so that equal conditions are equal nodes -- which
+the nonzeroness machinery relies on when it matches a guard with a fact.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
+
+from .linear import Linear, from_linear, to_linear
+from .ranges import bounds
+
+
+def is_int(e: Expr) -> bool:
+    return dt.is_int(e.dtype)
+
+
+def zero_like(e: Expr) -> Expr:
+    return const(0, e.dtype)
+
+
+def normalise_linear(node: Expr) -> Expr | None:
+    """Integer ``+ - * neg``: collect coefficients (``2*(j + 3) - j`` -> ``j + 6``)."""
+    if not is_int(node):
+        return None
+    out = from_linear(to_linear(node), node.dtype)
+    return None if out is node else out
+
+
+def form_bounds(f: Linear) -> tuple[int | None, int | None]:
+    lo = hi = f.const
+    for atom, k in f.terms:
+        a_lo, a_hi = bounds(atom)
+        if k < 0:
+            a_lo, a_hi = (None if a_hi is None else -a_hi), (None if a_lo is None else -a_lo)
+            k = -k
+        lo = None if lo is None or a_lo is None else lo + k * a_lo
+        hi = None if hi is None or a_hi is None else hi + k * a_hi
+    return lo, hi
+
+
+def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
+    """Truth of ``L op 0`` for ``L`` in ``[lo, hi]``, when the interval decides it."""
+    always = {Op.EQ: lo is not None and lo == hi == 0, Op.NE: (lo is not None and lo > 0) or
+              (hi is not None and hi < 0), Op.LT: hi is not None and hi < 0,
+              Op.LE: hi is not None and hi <= 0, Op.GT: lo is not None and lo > 0,
+              Op.GE: lo is not None and lo >= 0}
+    never = {Op.EQ: always[Op.NE], Op.NE: always[Op.EQ], Op.LT: always[Op.GE],
+             Op.LE: always[Op.GT], Op.GT: always[Op.LE], Op.GE: always[Op.LT]}
+    if always[op]:
+        return TRUE
+    if never[op]:
+        return FALSE
+    return None
+
+
+def canonical_compare(node: Expr) -> Expr | None:
+    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.
+
+    ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
+    the gcd of the coefficients is divided out (rounding the constant the safe way), and the
+    result is written with positive coefficients on both sides: ``0 <= h - 2*oh`` becomes
+    ``2*oh <= h``.
+    """
+    a, b = node.src
+    if not is_int(a):
+        return None
+    f = to_linear(a) - to_linear(b)
+    decided = _decide(node.op, *form_bounds(f))
+    if decided is not None:
+        return decided
+    op = node.op
+    if op in (Op.LT, Op.GT, Op.GE):
+        f = {Op.LT: f + Linear((), 1), Op.GT: f.scale(-1) + Linear((), 1), Op.GE: f.scale(-1)}[op]
+        op = Op.LE
+    g = 0
+    for _, k in f.terms:
+        g = math.gcd(g, k)
+    if g > 1:
+        if op is Op.LE:
+            f = Linear(tuple((t, k // g) for t, k in f.terms), -((-f.const) // g))
+        elif f.const % g:
+            return FALSE if op is Op.EQ else TRUE
+        else:
+            f = Linear(tuple((t, k // g) for t, k in f.terms), f.const // g)
+    if op is not Op.LE and f.terms and f.terms[0][1] < 0:
+        f = f.scale(-1)
+    pos = Linear(tuple((t, k) for t, k in f.terms if k > 0), 0)
+    neg = Linear(tuple((t, -k) for t, k in f.terms if k < 0), 0)
+    if op is not Op.LE or pos.terms:  # P + c op N  ->  P op N - c
+        lhs, rhs = pos, neg + Linear((), -f.const)
+    else:  # c - N <= 0  ->  c <= N
+        lhs, rhs = Linear((), f.const), neg
+    out = Expr(op, dt.BOOL, (from_linear(lhs, a.dtype), from_linear(rhs, a.dtype)))
+    return None if out is node else out
+
+
+_FLIP = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT, Op.EQ: Op.NE, Op.NE: Op.EQ}
+
+
+def negate(c: Expr) -> Expr | None:
+    """``!c`` without a NOT node when ``c`` is an integer comparison or a constant."""
+    if c.op is Op.CONST:
+        return FALSE if c.arg else TRUE
+    if c.op in _FLIP and is_int(c.src[0]):
+        flipped = Expr(_FLIP[c.op], dt.BOOL, c.src)
+        canon = canonical_compare(flipped)  # in the normal form the simplifier produces
+        return flipped if canon is None else canon
+    if c.op is Op.NOT:
+        return c.src[0]
+    return None
+
+
+# ---- floor division and modulo -----------------------------------------------------------
+
+def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
+    """``f = c*Q + R``: Q takes the terms (and constant part) divisible by ``c``."""
+    q = Linear(tuple((t, k // c) for t, k in f.terms if k % c == 0), f.const // c)
+    r = Linear(tuple((t, k) for t, k in f.terms if k % c), f.const % c)
+    return q, r
+
+
+def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """``(c*Q + R) // c -> Q + R // c``; ``R // c -> 0`` when ``0 <= R < c``."""
+    if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
+        return None
+    c = int(b.arg)
+    if c == 1:
+        return a
+    if a.op is Op.FLOORDIV and a.src[1].op is Op.CONST and a.src[1].arg > 0:  # (x//p)//c = x//(p c)
+        return Expr(Op.FLOORDIV, node.dtype, (a.src[0], const(int(a.src[1].arg) * c, node.dtype)))
+    q, r = _split_multiple(to_linear(a), c)
+    lo, hi = form_bounds(r)
+    if lo is not None and hi is not None and 0 <= lo and hi < c:
+        return from_linear(q, node.dtype)
+    if q.is_const and q.const == 0:
+        return None
+    rest = Expr(Op.FLOORDIV, node.dtype, (from_linear(r, node.dtype), b))
+    return from_linear(q + Linear(((rest, 1),), 0), node.dtype)
+
+
+def mod_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """``(c*Q + R) % c -> R % c``; ``R % c -> R`` when ``0 <= R < c``."""
+    if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
+        return None
+    c = int(b.arg)
+    if c == 1:
+        return zero_like(node)
+    f = to_linear(a)
+    _, r = _split_multiple(f, c)
+    lo, hi = form_bounds(r)
+    if lo is not None and hi is not None and 0 <= lo and hi < c:
+        return from_linear(r, node.dtype)
+    if r == f:
+        return None
+    return Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
+
+
+def minmax_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+    """Integer max/min decided by the ranges of ``a - b``."""
+    if not is_int(node):
+        return None
+    lo, hi = form_bounds(to_linear(a) - to_linear(b))
+    a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
+    b_wins = (hi is not None and hi <= 0) if node.op is Op.MAXIMUM else (lo is not None and lo >= 0)
+    return a if a_wins else b if b_wins else None

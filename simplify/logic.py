@@ -1,0 +1,54 @@
+"""Conditions as lists: conjuncts and disjuncts of ``&&``/``||`` chains, and back.
+
+Comparisons of expressions with ``==`` build nodes, so membership is by identity (:func:`has`).
+"""
+
+from __future__ import annotations
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+
+
+def has(items, x: Expr) -> bool:
+    """``x in items`` by identity (``==`` on expressions builds a comparison node)."""
+    return any(y is x for y in items)
+
+
+def conjuncts(c: Expr) -> list[Expr]:
+    """The conjuncts of an ``&&`` chain, left to right (``True`` has none)."""
+    out: list[Expr] = []
+    stack = [c]
+    while stack:
+        e = stack.pop()
+        if e.op is Op.AND:
+            stack.extend(reversed(e.src))
+        elif e is not TRUE:
+            out.append(e)
+    return out
+
+
+def disjuncts(c: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [c]
+    while stack:
+        e = stack.pop()
+        if e.op is Op.OR:
+            stack.extend(reversed(e.src))
+        elif e is not FALSE:
+            out.append(e)
+    return out
+
+
+def all_of(cs) -> Expr:
+    """``c1 && c2 && ...`` without repeats (``True`` for none)."""
+    out = TRUE
+    for c in dict.fromkeys(cs):
+        out = c if out is TRUE else Expr(Op.AND, dt.BOOL, (out, c))
+    return out
+
+
+def any_of(cs) -> Expr:
+    out = FALSE
+    for c in dict.fromkeys(cs):
+        out = c if out is FALSE else Expr(Op.OR, dt.BOOL, (out, c))
+    return out

@@ -1,0 +1,60 @@
+"""Nonzeroness conditions, simplification under facts, and splitting sums into terms."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from tensorad.simplify import assume, nonzero, simplify_expr
+from tensorad.simplify.consts import evaluate_scalar
+from tensorad.simplify.split import expand, group_terms
+
+import tensorad as ta
+from tensorad.ir import TRUE, var
+
+IV, JV = var("i", 0, 6), var("j", 0, 6)
+X, Y = var("x", dtype="float32"), var("y", dtype="float32")
+
+
+def test_nonzeroness_rules():
+    a = ta.select(IV == JV, X, 0.0)
+    b = ta.select(IV < 3, Y, 0.0)
+    assert nonzero(a * b) is simplify_expr((IV == JV) & (IV < 3))
+    assert nonzero(a + b) is simplify_expr((IV == JV) | (IV < 3))
+    assert nonzero(-a / Y) is simplify_expr(IV == JV)
+    assert nonzero(ta.tanh(a)) is simplify_expr(IV == JV)
+    assert nonzero(ta.exp(a)) is TRUE
+    assert nonzero(ta.cast("float32", IV < JV) * X) is simplify_expr(IV < JV)
+    assert nonzero(ta.const(0.0)) is ta.const(False)
+
+
+def test_nonzeroness_is_sound_at_every_point():
+    exprs = [ta.select(IV == JV, X, 0.0) * ta.select(IV < 3, Y, 0.0) - ta.if_then_else(JV > 4, X, 0.0),
+             ta.sqrt(ta.abs(ta.select(IV + JV == 5, X, 0.0))), ta.select(IV < JV, 0.0, Y) / (X + 3.0)]
+    for e in exprs:
+        nz = nonzero(e)
+        for i, j in itertools.product(range(6), repeat=2):
+            env = {IV: i, JV: j, X: np.float32(1.5), Y: np.float32(-2.0)}
+            if not evaluate_scalar(nz, env):
+                assert evaluate_scalar(e, env) == 0, (e, nz, env)
+
+
+def test_nonzeroness_of_a_read_is_the_guard_of_the_tensor_read():
+    A = ta.placeholder((6,), name="A")
+    P = ta.compute((8,), lambda p: ta.if_then_else((p >= 1) & (p < 7), A[p - 1], 0.0), name="P")
+    assert str(nonzero(P[IV + 2])) == "(i <= 4)"  # 1 <= i + 2 always holds
+
+
+def test_assume_removes_the_guards_the_facts_decide():
+    e = ta.select(IV == JV, X, 0.0) + ta.select(IV != JV, Y, 0.0)
+    assert assume(e, [simplify_expr(IV == JV)]) is X
+
+
+def test_expand_distributes_products_and_choices():
+    d1 = ta.select(IV == JV, 1.0, 0.0)
+    d2 = ta.select(IV + JV == 5, 1.0, 0.0)
+    terms = expand(X * (d1 + d2) - ta.select(IV < 2, X, Y))
+    assert len(terms) == 4
+    groups = group_terms(simplify_expr(X * (d1 + d2)))
+    assert [str(nz) for nz, _ in groups] == ["(i == j)", "((i + j) == 5)"]
+    assert group_terms(simplify_expr(X * d1 + Y * d1)) is None  # one group: nothing to split
