@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from . import report, sweeps, workloads
-from .machine import load_snapshot, machine_info
+from .machine import ForeignLoad, load_snapshot, machine_info
 from .systems import PEERS, SYSTEMS, TENSORAD
 from .threads import thread_env
 
@@ -49,6 +49,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
     ap.add_argument("--target-s", type=float, default=None, help="seconds per measurement")
     ap.add_argument("--min-runs", type=int, default=None)
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="before each worker wait up to S seconds (outside the budget) for other "
+                         "processes to leave the CPUs idle")
     args = ap.parse_args(argv)
     args.mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     target, min_runs, threads, budget = MODES[args.mode]
@@ -80,6 +83,7 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
     env = thread_env(threads)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
     status = None
+    foreign = ForeignLoad()
     try:
         rc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=max(hard_s, 5)).returncode
         if rc:
@@ -92,10 +96,22 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
             res = json.load(f)
     except (OSError, ValueError):
         res = {"system": system, "threads": threads, "workloads": {}, "sweeps": {}, "status": "ok"}
+    res["foreign_cpus"] = foreign.stop()
     if status and res.get("status") == "ok":
         res["status"] = "ok" if res["workloads"] else status
         res["note"] = status
     return res
+
+
+def wait_quiet(max_s: float) -> float:
+    """Wait until other processes use under 0.1 CPU over half a second, at most ``max_s``."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_s:
+        probe = ForeignLoad()
+        time.sleep(0.5)
+        if (probe.stop() or 0.0) < report.BUSY_CPUS:
+            break
+    return round(time.perf_counter() - start, 1)
 
 
 def run(args) -> dict:
@@ -105,7 +121,8 @@ def run(args) -> dict:
         "schema": 1, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "options": {"mode": args.mode, "threads": args.thread_counts, "systems": args.system_list,
                     "workloads": [w.name for w in args.chosen], "target_s": args.target_s,
-                    "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps},
+                    "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps,
+                    "wait_quiet_s": args.wait_quiet},
         "machine": machine_info(), "load": {"start": load_snapshot()},
         "workloads": [{"name": w.name, "title": w.title, "kind": w.kind, "grads": list(w.grads),
                        "describe": w.describe(args.mode == "tiny"), "seed_ms": list(w.seed_ms),
@@ -122,11 +139,14 @@ def run(args) -> dict:
         for i, (n, s) in enumerate(jobs):
             if not results["runs"] or results["runs"][-1]["threads"] != n:
                 results["runs"].append({"threads": n, "systems": {}})
+            waited = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else 0.0
+            end += waited
             left = end - time.time()
             weights = sum(WEIGHT.get(x, 1.0) for _, x in jobs[i:])
             share = left * WEIGHT.get(s, 1.0) / weights
             deadline = time.time() + share
             results["runs"][-1]["systems"][s] = run_worker(args, s, n, deadline, left, tmp)
+            results["runs"][-1]["systems"][s]["waited_quiet_s"] = waited
     results["load"]["end"] = load_snapshot()
     results["elapsed_s"] = round(time.time() - started, 1)
     return results

@@ -80,6 +80,46 @@ def load_snapshot(interval: float = 0.2) -> dict:
     return snap
 
 
+def busy_cpu_seconds() -> float | None:
+    """CPU-seconds all processes of the machine have spent busy since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal ...: busy = all but idle and iowait
+    busy = sum(fields[:8]) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU-seconds used by this process's finished (waited-for) children."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+class ForeignLoad:
+    """How many CPUs other processes kept busy while a child process ran.
+
+    The machine's busy CPU-seconds over the interval, minus the CPU-seconds of our children,
+    divided by the wall time: 0 on a quiet machine, 1.0 when another process used a whole
+    core throughout.  Unlike load snapshots taken before and after, it sees bursts in between.
+    """
+
+    def __init__(self) -> None:
+        self.wall, self.busy, self.ours = time.perf_counter(), busy_cpu_seconds(), children_cpu_seconds()
+
+    def stop(self) -> float | None:
+        busy = busy_cpu_seconds()
+        if busy is None or self.busy is None:
+            return None
+        wall = time.perf_counter() - self.wall
+        foreign = (busy - self.busy) - (children_cpu_seconds() - self.ours)
+        return round(max(foreign, 0.0) / wall, 3) if wall > 0 else None
+
+
 def describe_load(snap: dict | None) -> str:
     if not snap:
         return "n/a"

@@ -180,11 +180,13 @@ def sweep_peak(run: dict, kind: str, tasks: list[dict]) -> tuple[str, float] | N
     return best
 
 
-BUSY_PERCENT = 25.0   # a CPU busier than this before a worker started: someone else was running
+# Other processes kept this many CPUs busy on average while a worker ran: its figures are noisy
+# (on 2 cores a 2-thread parallel region then waits for a time slice, 4-8 ms, at every barrier).
+BUSY_CPUS = 0.1
 
 
-def busy(snap: dict | None) -> bool:
-    return bool(snap and snap.get("cpu_percent") and max(snap["cpu_percent"]) > BUSY_PERCENT)
+def busy(res: dict) -> bool:
+    return (res.get("foreign_cpus") or 0.0) > BUSY_CPUS
 
 
 def load_lines(run: dict) -> list[str]:
@@ -192,9 +194,10 @@ def load_lines(run: dict) -> list[str]:
     for s in systems_of(run):
         res = run["systems"][s]
         if "load_before" in res:
-            flag = "  << BUSY: another process was using the CPUs, figures are noisy" \
-                if busy(res.get("load_before")) or busy(res.get("load_after")) else ""
-            out.append(f"  {s:<14} before: {describe_load(res.get('load_before'))}; "
+            fc = res.get("foreign_cpus")
+            other = f"others used {fc:.2f} CPUs; " if fc is not None else ""
+            flag = "  << BUSY: figures are noisy" if busy(res) else ""
+            out.append(f"  {s:<14} {other}before: {describe_load(res.get('load_before'))}; "
                        f"after: {describe_load(res.get('load_after'))}{flag}")
     return out
 
@@ -214,7 +217,8 @@ def text_table(results: dict) -> str:
              "work = innermost loop-body executions of the kernel, forward / backward"]
     for run in results["runs"]:
         lines += ["", f"===== {run['threads']} thread(s) " + "=" * 60,
-                  "load per worker (loadavg 1/5/15 min, busy % per CPU):"] + load_lines(run)
+                  "load per worker (CPUs kept busy by other processes while it ran; loadavg 1/5/15 min "
+                  "and busy % per CPU before and after):"] + load_lines(run)
         for w in results["workloads"]:
             lines += [""] + workload_block(results, run, w)
         for kind in ("gemm", "memory"):
@@ -252,11 +256,11 @@ def markdown(results: dict) -> str:
             sf, sb = w["seed_ms"]
             out.append(f"| {w['name']} | " + " | ".join(cells) + f" | {ratios[0]} / {ratios[1]} | "
                        f"{fmt_seed(sf)} / {fmt_seed(sb)} |")
-        noisy = [s for s in systems if busy(run["systems"][s].get("load_before"))
-                 or busy(run["systems"][s].get("load_after"))]
+        noisy = [f"{s} ({run['systems'][s]['foreign_cpus']:.2f} CPUs)" for s in systems
+                 if busy(run["systems"][s])]
         if noisy:
-            out += ["", f"Another process was busy on the machine while {', '.join(noisy)} ran: "
-                    "those figures are noisy."]
+            out += ["", f"Other processes kept the machine busy while these ran: {', '.join(noisy)}; "
+                    "their figures are noisy."]
     out += ["", "(!) = result did not match the float64 NumPy reference; - = not available."]
     return "\n".join(out)
 

@@ -161,15 +161,15 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         steps.extend(dom.fills)
         stmts, attrs = schedule_nest(op, dom, outs, opts)
         body = build_loops(stmts)
-        body, parallel = mark_parallel(body, attrs, opts)
+        work = count_work(body)
+        body, parallel = mark_parallel(body, attrs, opts, work)
         if parallel:
             attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
         spec = _is_gemm(op, bodies[op], opts) if epilogue is None else None
         if spec is not None:
             attrs = {"gemm": spec, "note": spec.describe(), "range": (0, spec.blocks)}
-            parallel = spec.blocks >= 2
-        nest = Nest(op.name, body, tuple(outs), count_work(body), dom.note, parallel,
-                    dom.accumulators, attrs)
+            parallel = opts.parallel and spec.blocks >= 2 and spec.flops >= 2 * opts.parallel_min_work
+        nest = Nest(op.name, body, tuple(outs), work, dom.note, parallel, dom.accumulators, attrs)
         if attrs.get("note"):
             nest.note = f"{nest.note}; {attrs['note']}" if nest.note else attrs["note"]
         steps.append(nest)
@@ -186,11 +186,13 @@ def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):
     return spec if spec is not None and worth_it(spec, opts.microkernel) else None
 
 
-def mark_parallel(body: tuple, attrs: dict, opts: Options) -> tuple[tuple, bool]:
+def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int) -> tuple[tuple, bool]:
     """Mark the outermost loop parallel when it is the only top statement, has constant bounds
     and scans the time dimension the schedule declared parallel (an output axis: each
-    iteration writes its own elements)."""
-    if not opts.parallel or len(body) != 1 or not isinstance(body[0], Loop):
+    iteration writes its own elements), and the nest has enough work to share: with less than
+    ``opts.parallel_min_work`` waking a second thread costs more than it saves (and on a loaded
+    machine a sleeping worker can wait a whole scheduler time slice, ~4 ms)."""
+    if not opts.parallel or work < opts.parallel_min_work or len(body) != 1 or not isinstance(body[0], Loop):
         return body, False
     loop = body[0]
     if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:

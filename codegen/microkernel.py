@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import walk
-
 from .contraction import Contraction
 from .irloops import declare, for_range, smin
 from .llvm_expr import ExprEmitter
+from .packing import Packer
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -130,87 +128,11 @@ class GemmEmitter:
         b.ret_void()
         return fn
 
-    # ---- packing --------------------------------------------------------------------------
-    def _bind(self, b, em: ExprEmitter, axes: tuple[Expr, ...], flat: ir.Value) -> None:
-        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
-        inner = 1
-        for ax in reversed(axes):
-            q = b.udiv(flat, I64(inner)) if inner != 1 else flat
-            em.env[ax] = b.urem(q, I64(ax.extent)) if ax is not axes[0] else q
-            inner *= ax.extent
-
-    def _segments(self, b, em, axes, start: ir.Value, count: ir.Value, body) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
-        ``start + i``, walked in runs along the last axis: digits are decomposed once per run
-        and the last one steps by 1 inside it, so the run loop is affine (and vectorizable)."""
-        last = axes[-1]
-        pre = b.block
-        head = b.append_basic_block("seg.head")
-        run = b.append_basic_block("seg.run")
-        done = b.append_basic_block("seg.done")
-        b.branch(head)
-        b.position_at_end(head)
-        pos = b.phi(I64, name="seg.pos")
-        pos.add_incoming(I64(0), pre)
-        b.cbranch(b.icmp_signed("<", pos, count), run, done)
-        b.position_at_end(run)
-        em.push()
-        self._bind(b, em, axes, b.add(start, pos))
-        first = em.env[last]
-        seglen = smin(b, b.sub(I64(last.extent), first), b.sub(count, pos))
-        with for_range(b, 0, seglen, name="seg") as i:
-            em.push()
-            em.env[last] = b.add(first, i)
-            body(b.add(pos, i))
-            em.pop()
-        em.pop()
-        pos.add_incoming(b.add(pos, seglen), b.block)
-        b.branch(head)
-        b.position_at_end(done)
-
-    def _pack(self, b, em, dst, expr, outer, o0, olen, width, k0, klen) -> None:
-        """dst[p][k][w] = expr(outer = o0 + p*width + w, k = k0 + k), zero past ``olen``.
-
-        The inner loop runs along the group (``k`` or the outer axes) in which ``expr`` reads
-        memory contiguously -- one sequential stream at a time; the strided stores land in the
-        panel, which stays in L1.  It walks in runs (:meth:`_segments`) so that it vectorizes
-        even when the group has several axes (convolution windows).
-        """
-        s, t = self.s, self.t
-        k_inner = _stride(expr, s.k[-1], em) == 1 and _stride(expr, outer[-1], em) != 1
-        npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
-
-        def slot(p, kk, w):
-            return b.gep(dst, [b.add(b.mul(b.add(b.mul(p, klen), kk), I64(width)), w)], inbounds=True,
-                         source_etype=t)
-
-        with for_range(b, 0, npanel, name="pp") as p:
-            em.push()
-            first = b.add(o0, b.mul(p, I64(width)))
-            valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
-            if k_inner:
-                with for_range(b, 0, valid, name="pw") as w:
-                    em.push()
-                    self._bind(b, em, outer, b.add(first, w))
-                    self._segments(b, em, s.k, k0, klen,
-                                   lambda kk, w=w, p=p: b.store(em.value(expr), slot(p, kk, w)))
-                    em.pop()
-            else:
-                with for_range(b, 0, klen, name="pk") as kk:
-                    em.push()
-                    self._bind(b, em, s.k, b.add(k0, kk))
-                    self._segments(b, em, outer, first, valid,
-                                   lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
-                    em.pop()
-            with for_range(b, valid, width, name="zw") as w:
-                with for_range(b, 0, klen, name="zk") as kk:
-                    b.store(t(0.0), slot(p, kk, w))
-            em.pop()
-
     # ---- the nest -------------------------------------------------------------------------
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
         em = ExprEmitter(b, ptr_of, strides_of, fastmath)
+        packer = Packer(b, em, s.k, self.t)
         alloc = declare(self.m, "aligned_alloc", PTR, [I64, I64])
         free = declare(self.m, "free", ir.VoidType(), [PTR])
         a_bytes = -(-(s.mc * s.kc * self.es) // 64) * 64
@@ -227,7 +149,7 @@ class GemmEmitter:
             jb = b.urem(pb, I64(njc))
             cbase = C
             if s.batch:
-                self._bind(b, em, s.batch, b.udiv(pb, I64(njc)))
+                packer.bind(s.batch, b.udiv(pb, I64(njc)))
                 off = None
                 for ax in s.batch:
                     term = b.mul(em.env[ax], I64(cstrides[axes.index(ax)]))
@@ -239,11 +161,11 @@ class GemmEmitter:
                 em.push()
                 kcl = smin(b, I64(s.kc), b.sub(I64(s.K), kc))
                 first = b.icmp_signed("==", kc, I64(0))
-                self._pack(b, em, bp, s.b, s.n, jc, nc, s.nr, kc, kcl)
+                packer.pack(bp, s.b, s.n, jc, nc, s.nr, kc, kcl)
                 with for_range(b, 0, s.M, s.mc, name="ic") as ic:
                     em.push()
                     mcl = smin(b, I64(s.mc), b.sub(I64(s.M), ic))
-                    self._pack(b, em, ap, s.a, (s.m,), ic, mcl, s.mr, kc, kcl)
+                    packer.pack(ap, s.a, (s.m,), ic, mcl, s.mr, kc, kcl)
                     with for_range(b, 0, nc, s.nr, name="jr") as jr:
                         cols = smin(b, I64(s.nr), b.sub(nc, jr))
                         bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=self.t)
@@ -259,18 +181,3 @@ class GemmEmitter:
         b.call(free, [ap])
         b.call(free, [bp])
 
-
-def _stride(expr: Expr, v: Expr, em: ExprEmitter) -> int | None:
-    """The element stride of the first read in ``expr`` along ``v`` (None: not linear)."""
-    from .schedule import linear_coefficients
-
-    for n in walk(expr):
-        if n.op is Op.READ:
-            total = 0
-            for idx, st in zip(n.src, em.strides(n.arg)):
-                co = linear_coefficients(idx)
-                if co is None:
-                    return None
-                total += co.get(v, 0) * st
-            return total
-    return None

@@ -44,6 +44,7 @@ class Options:
     vector_width: int | None = None
     num_threads: int | None = None
     fuse: bool = True
+    parallel_min_work: int = 1 << 16  # nests with less work stay on one thread
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -76,7 +77,8 @@ class Options:
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
         return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
-                       self.inline, self.materialize, fuse=self.fuse)
+                       self.inline, self.materialize, fuse=self.fuse,
+                       parallel_min_work=self.parallel_min_work)
 
 
 # ---- stride analysis -------------------------------------------------------------------------

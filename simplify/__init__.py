@@ -7,15 +7,19 @@ over tight ranges, the conditions left are exact affine where-conditions or guar
 
 Modules, one job each:
 
-* :mod:`.rules` -- algebraic simplification as a table of rewrite rules (``simplify_expr``);
-  :mod:`.linear` (index arithmetic as linear forms), :mod:`.ranges` (interval bounds),
-  :mod:`.consts` (constant folding with the IR's exact semantics);
+* :mod:`.rules` -- algebraic simplification as a table of rewrite rules (``simplify_expr``),
+  with :mod:`.index` (integer index arithmetic: linear forms, comparisons, ``//``, ``%``),
+  :mod:`.linear` (linear forms), :mod:`.ranges` (interval bounds), :mod:`.consts` (constant
+  folding with the IR's exact semantics) and :mod:`.logic` (conjunct lists);
 * :mod:`.nonzero` -- ``nz(e)``, the condition outside which ``e`` is zero, and ``assume``;
 * :mod:`.split` -- sums split into terms with different nonzeroness;
-* :mod:`.eliminate` -- the isl plan: eliminate, tighten, deskew reduction variables;
+* :mod:`.eliminate` -- the isl plan: eliminate, substitute, tighten, deskew reduction variables;
 * :mod:`.lift` -- one compute body optimized;
-* :mod:`.inline` / :mod:`.cse` -- inlining, gather fusion, structural merging of ops;
+* :mod:`.inline` (inlining, gather fusion), :mod:`.merge` (same-domain sums merged),
+  :mod:`.polynomial` (sums proved zero), :mod:`.cse` (structurally equal ops merged);
 * :mod:`.program` -- the pass over a tensor and the tensors it owns.
+
+isl is only reached through ``tensorad.poly`` (``IndexSpace``, ``IndexSet``, ``to_expr``).
 """
 
 from .nonzero import assume, nonzero

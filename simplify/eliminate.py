@@ -146,7 +146,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         _, r, sol = best
         _compose(mapping, r, simplify_expr(sol.value))
         dom = dom.project_out(r)
-        rvars.remove(r)
+        rvars = [x for x in rvars if x is not r]
     # 2. data-dependent equations k == e(...)
     guards: list[Expr] = []
     for eq in equations:
@@ -161,7 +161,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         guards.append(simplify_expr(substitute(limits, {r: e})))
         _compose(mapping, r, e)
         dom = dom.project_out(r)
-        rvars.remove(r)
+        rvars = [x for x in rvars if x is not r]
     # 3. tighten and deskew the remaining variables
     new_vars: list[Expr] = []
     shift: dict[Expr, Expr] = {}

@@ -13,6 +13,7 @@ import math
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
+from tensorad.ir.rewrite import walk
 
 from .linear import Linear, from_linear, to_linear
 from .ranges import bounds
@@ -20,6 +21,10 @@ from .ranges import bounds
 
 def is_int(e: Expr) -> bool:
     return dt.is_int(e.dtype)
+
+
+def _reads_data(e: Expr) -> bool:
+    return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
 
 
 def zero_like(e: Expr) -> Expr:
@@ -67,7 +72,8 @@ def canonical_compare(node: Expr) -> Expr | None:
     ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
     the gcd of the coefficients is divided out (rounding the constant the safe way), and the
     result is written with positive coefficients on both sides: ``0 <= h - 2*oh`` becomes
-    ``2*oh <= h``.
+    ``2*oh <= h``.  An (in)equality with one read of data writes the read alone on the left:
+    ``Winner[i] == 3*kh + kw``.
     """
     a, b = node.src
     if not is_int(a):
@@ -90,8 +96,15 @@ def canonical_compare(node: Expr) -> Expr | None:
             return FALSE if op is Op.EQ else TRUE
         else:
             f = Linear(tuple((t, k // g) for t, k in f.terms), f.const // g)
-    if op is not Op.LE and f.terms and f.terms[0][1] < 0:
-        f = f.scale(-1)
+    if op is not Op.LE:
+        data = [(t, k) for t, k in f.terms if _reads_data(t)]
+        if len(data) == 1 and abs(data[0][1]) == 1:  # Winner[i] == 3*kh + kw: the read alone
+            t, k = data[0]
+            rest = (f - Linear(((t, k),), 0)).scale(-k)
+            out = Expr(op, dt.BOOL, (t, from_linear(rest, a.dtype)))
+            return None if out is node else out
+        if f.terms and f.terms[0][1] < 0:
+            f = f.scale(-1)
     pos = Linear(tuple((t, k) for t, k in f.terms if k > 0), 0)
     neg = Linear(tuple((t, -k) for t, k in f.terms if k < 0), 0)
     if op is not Op.LE or pos.terms:  # P + c op N  ->  P op N - c

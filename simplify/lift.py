@@ -12,6 +12,10 @@
   of the axes, become ``if_then_else(cond, e', 0)`` at the top (``e'`` simplified under them).
 * other reductions (max, min, prod, custom) keep their meaning: only their expressions are
   simplified and an empty domain becomes the identity.
+
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` reads at indices such as
+``H[(h - kh) // 2]`` that are in bounds only where the guard holds, and ``select`` would
+evaluate them everywhere.
 """
 
 from __future__ import annotations

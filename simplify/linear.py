@@ -32,7 +32,7 @@ def atom_key(e: Expr) -> tuple:
             found = (0, e.name, e.arg.uid)
         else:
             found = (1, expr_to_str(e), 0)
-        if len(_KEYS) > 200_000:
+        if len(_KEYS) > 100_000:
             _KEYS.clear()
         _KEYS[e] = found
     return found
@@ -83,7 +83,7 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
     Forms are pure functions of the (hash-consed) node, so they are memoized across calls.
     """
     if memo is None:
-        if len(_FORMS) > 200_000:
+        if len(_FORMS) > 100_000:
             _FORMS.clear()
         memo = _FORMS
     found = memo.get(e)

@@ -9,14 +9,18 @@ inlined into ``T`` (its guards then count for ``T``'s nonzeroness), and a gather
 adjoint sum may be fused into ``T`` (:func:`.inline.fuse_gather`); neither changes them, so
 nothing the user computes is duplicated behind their back.
 
-Per op: inline cheap producers, optimize the body (:mod:`.lift`), fuse a gathered sum and
-optimize again, and merge structurally equal helper ops (:mod:`.cse`).  An op whose body
-does not change is returned as is.  Results are memoized per op, so optimizing a tensor twice
+Per op: inline cheap producers, optimize the body (:mod:`.lift`), merge sums over the same
+domain (:mod:`.merge`), fuse a gathered adjoint sum and optimize again, replace a sum that is
+provably zero by 0 (:mod:`.polynomial`), and merge structurally equal helper ops
+(:mod:`.cse`).  An op whose body does not change is returned as is.  Dead code needs no pass
+of its own: a tensor no longer read (inlined, fused, proved zero) is simply not reachable
+from the result.  Results are memoized per op, so optimizing a tensor twice
 (or a tensor that reads one optimized before) costs a dictionary lookup.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const
@@ -33,8 +37,8 @@ from .rules import simplify_expr
 MAX_FUSE_ROUNDS = 4
 
 _MEMO: dict[ComputeOp, ComputeOp] = {}
-_CREATED: set[ComputeOp] = set()
-_NO_SPLIT: set[ComputeOp] = set()  # merged sums: splitting them again would undo the merge
+_CREATED: weakref.WeakSet = weakref.WeakSet()  # ops this pass made (it owns them)
+_NO_SPLIT: weakref.WeakSet = weakref.WeakSet()  # merged sums: splitting them would undo the merge
 _TABLE = OpTable()
 
 

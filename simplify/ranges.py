@@ -104,7 +104,7 @@ def bounds(e: Expr) -> Bound:
     """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side)."""
     found = _MEMO.get(e)
     if found is None:
-        if len(_MEMO) > 200_000:
+        if len(_MEMO) > 100_000:
             _MEMO.clear()
         found = _MEMO[e] = _compute(e) if dt.is_int(e.dtype) else _UNBOUNDED
     return found

@@ -251,6 +251,6 @@ def _apply(node: Expr) -> Expr | None:
 
 def simplify_expr(e: Expr) -> Expr:
     """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point (memoized across calls)."""
-    if len(_MEMO) > 500_000:
+    if len(_MEMO) > 200_000:
         _MEMO.clear()
     return rewrite(e, _apply, _MEMO if TRACE is None else {})

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from . import autodiff as _autodiff
 from . import topi
-from .autodiff import generalized_matmul, gradcheck, hessian_vector_product, inline_non_reductions, jvp
+from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
 from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
@@ -60,7 +60,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
     return _autodiff.jacobian(output, input,
-                              optimizer=optimize_and_lift_nonzeroness if optimize else None)
+                              optimizer=_optimizer(optimize))
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -70,7 +70,32 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
     return _autodiff.jacobian_recursive(
         output, inputs, head, override=override,
-        optimizer=optimize_and_lift_nonzeroness if optimize else None)
+        optimizer=_optimizer(optimize))
+
+
+def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
+        optimize: bool = True) -> Tensor:
+    """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
+    return _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+
+
+def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
+                           vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
+    """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
+    return _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+
+
+def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool = True, **options) -> bool:
+    """Reverse and forward mode against float64 central finite differences; True or raises.
+
+    With ``optimize=True`` (the default) the derivatives checked are the optimized ones that
+    ``JacobianRecursive`` and ``jvp`` return.  Options: see ``tensorad.autodiff.gradcheck``.
+    """
+    return _autodiff.gradcheck(output, inputs, optimizer=_optimizer(optimize), **options)
+
+
+def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
+    return optimize_and_lift_nonzeroness if optimize else None
 
 
 gradient = JacobianRecursive

@@ -53,6 +53,7 @@ def test_runs_and_reports_missing_peers(tiny_run):
     assert "not installed" in proc.stdout and "seed 2018" in proc.stdout
     assert res["machine"]["versions"]["tensorad"] == ta.__version__
     assert res["load"]["start"]["loadavg"] is not None
+    assert all(r["foreign_cpus"] >= 0 for r in systems.values())   # other processes' load
     assert "[" in proc.stderr and "done" in proc.stderr  # the progress bar
 
 

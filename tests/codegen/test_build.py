@@ -65,7 +65,7 @@ def test_reducers(red, threads, dtype):
     k = ta.reduce_axis((0, 7), "k")
     R = ta.compute((13,), lambda i: getattr(ta, red)(A[i, k], k), name=red)
     a = _rand((13, 7), dtype)
-    got = ta.build([R], [A], num_threads=threads)(a)
+    got = ta.build([R], [A], num_threads=threads, parallel_min_work=0)(a)
     _close(got, getattr(np, red)(a.astype(np.float64), axis=1), dtype, 4)
 
 
@@ -78,7 +78,8 @@ def test_matmul(shape, threads, dtype):
     k = ta.reduce_axis((0, kk), "k")
     C = ta.compute((n, m), lambda i, j: ta.sum(A[i, k] * B[k, j], k), name="C")
     a, b = _rand((n, kk), dtype), _rand((kk, m), dtype)
-    _close(ta.build([C], [A, B], num_threads=threads)(a, b), a.astype(np.float64) @ b, dtype, kk)
+    kern = ta.build([C], [A, B], num_threads=threads, parallel_min_work=0)
+    _close(kern(a, b), a.astype(np.float64) @ b, dtype, kk)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -151,7 +152,7 @@ def test_conv2d_with_padding_and_stride(threads):
         for xx in range(6):
             patch = xp[:, :, 2 * yy:2 * yy + 3, 2 * xx:2 * xx + 3]
             want[:, :, yy, xx] = np.einsum("nchw,fchw->nf", patch, w)
-    _close(ta.build([Y], [X, W], num_threads=threads)(x, w), want, "float32", 30)
+    _close(ta.build([Y], [X, W], num_threads=threads, parallel_min_work=0)(x, w), want, "float32", 30)
 
 
 def test_avg_and_max_pool():

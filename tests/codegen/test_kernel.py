@@ -138,7 +138,7 @@ def test_unsupported_target():
 @pytest.mark.parametrize("threads", [1, 2])
 def test_threads_calling_one_kernel_concurrently(threads):
     X, W, Y = _dense(64, 48, 40, "float64")
-    kern = ta.build([Y], [X, W], num_threads=threads)
+    kern = ta.build([Y], [X, W], num_threads=threads, parallel_min_work=0)
     rng = np.random.default_rng(5)
     data = [(rng.standard_normal((64, 40)), rng.standard_normal((48, 40))) for _ in range(4)]
     errors = []

@@ -165,3 +165,14 @@ def test_printing_is_deterministic():
         k = ta.reduce_axis((0, 5), "k")
         return str(ta.lower([ta.compute((5,), lambda i: ta.sum(A[i, k], k, where=k < i), name="R")], [A]))
     assert make() == make()
+
+
+def test_parallel_loop_only_with_enough_work():
+    A = _mat(40, 40, "A")
+    B = ta.compute((40, 40), lambda i, j: A[i, j] * 2.0, name="B")
+    assert "parallel for" not in str(ta.lower([B], [A]))
+    assert "parallel for i in range(0, 40)" in str(ta.lower([B], [A], parallel_min_work=0))
+    assert "parallel for" not in str(ta.lower([B], [A], parallel=False, parallel_min_work=0))
+    big = _mat(300, 300, "big")
+    C = ta.compute((300, 300), lambda i, j: big[i, j] * 2.0, name="C")
+    assert "parallel for" in str(ta.lower([C], [big]))

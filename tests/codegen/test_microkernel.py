@@ -26,7 +26,7 @@ def _build(layout, n, kk, m, dtype, **opts):
     k = ta.reduce_axis((0, kk), "k")
     C = ta.compute((n, m), lambda i, j: ta.sum(body(A, B, i, j, k), k), name="C")
     a, b = RNG.standard_normal(sa).astype(dtype), RNG.standard_normal(sb).astype(dtype)
-    return ta.lower([C], [A, B], **opts), ta.build([C], [A, B], **opts), a, b, ref
+    return ta.lower([C], [A, B], **opts), ta.build([C], [A, B], parallel_min_work=0, **opts), a, b, ref
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -76,7 +76,7 @@ def test_bad_tile_option():
 # ---- general contractions: batches, several axes per group, guards, gradients ------------------
 
 def _check_against_evaluate(outputs, inputs, feed, tol, **opts):
-    kern = ta.build(outputs, inputs, microkernel=True, **opts)
+    kern = ta.build(outputs, inputs, microkernel=True, parallel_min_work=0, **opts)
     text = str(ta.lower(outputs, inputs, microkernel=True, **opts))
     want = ta.evaluate(outputs, feed)
     for threads in (1, 2):

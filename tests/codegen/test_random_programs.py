@@ -37,7 +37,8 @@ def _check(outputs, placeholders, seed, **opts):
 @settings(max_examples=200, **SETTINGS)
 @given(random_program(dtype="float64"), st.sampled_from([1, 2]), st.booleans())
 def test_random_programs_float64(program, threads, fastmath):
-    _check(program.outputs, program.placeholders, 0, num_threads=threads, fastmath=fastmath)
+    _check(program.outputs, program.placeholders, 0, num_threads=threads, fastmath=fastmath,
+           parallel_min_work=0)
 
 
 @settings(max_examples=80, **SETTINGS)

@@ -1,0 +1,178 @@
+"""Packing the two sides of a contraction into the micro-kernel's panels.
+
+``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w,
+k0 + k)`` -- ``p`` a panel of ``W`` rows (MR for side A, NR for side B), ``k`` the reduction
+index, both flattened over their axes -- and zero-pads past ``olen``.
+
+* The general path evaluates ``expr`` with the expression emitter (any reads, guards,
+  arithmetic).  Its inner loop runs along the group in which ``expr`` reads memory
+  contiguously, walked in runs along the group's last axis (digits decomposed once per run), so
+  that it vectorizes even for convolution windows.
+* A plain read that is contiguous along ``k`` but strided along the panel rows (``W[j, k]`` of a
+  dense layer as side B, ``X[i, k]`` as side A) is a transposition: the general path would end
+  in scatter stores.  It is done instead in registers, a VW x VW block at a time: VW vector
+  loads (one per row), Eklundh's transpose -- log2(VW) stages; at distance ``d`` rows ``i`` and
+  ``i + d`` (``i & d == 0``) swap their off-diagonal ``d``-blocks, one two-source shuffle each --
+  and VW vector stores along the panel.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+
+from .irloops import for_range, smin
+from .llvm_expr import ExprEmitter
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+
+
+def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
+    """The element stride of the first read in ``expr`` along ``v`` (None: not linear)."""
+    from .schedule import linear_coefficients
+
+    for n in walk(expr):
+        if n.op is Op.READ:
+            total = 0
+            for idx, st in zip(n.src, strides_of(n.arg)):
+                co = linear_coefficients(idx)
+                if co is None:
+                    return None
+                total += co.get(v, 0) * st
+            return total
+    return None
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of the square block whose rows are ``rows`` (Eklundh's algorithm)."""
+    n = len(rows)
+    rows = list(rows)
+    d = n // 2
+    while d:
+        new = list(rows)
+        for i in range(n):
+            if i & d:
+                continue
+            j = i + d
+            lo = [c if not c & d else n + c - d for c in range(n)]
+            hi = [c + d if not c & d else n + c for c in range(n)]
+            new[i] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), lo))
+            new[j] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), hi))
+        rows = new
+        d //= 2
+    return rows
+
+
+class Packer:
+    """Packs panels for one contraction (``kaxes``: its reduction axes) in one function."""
+
+    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type) -> None:
+        self.b, self.em, self.kaxes, self.t = b, em, kaxes, t
+        self.vw = 16 if isinstance(t, ir.FloatType) else 8
+
+    def bind(self, axes: tuple[Expr, ...], flat: ir.Value) -> None:
+        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
+        b, inner = self.b, 1
+        for ax in reversed(axes):
+            q = b.udiv(flat, I64(inner)) if inner != 1 else flat
+            digit = b.urem(q, I64(ax.extent)) if ax is not axes[0] else q
+            self.em.env[ax] = b.add(digit, I64(ax.lo)) if ax.lo else digit
+            inner *= ax.extent
+
+    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
+        ``start + i``, walked in runs along the last axis (affine inside a run)."""
+        b, em = self.b, self.em
+        last = axes[-1]
+        pre = b.block
+        head = b.append_basic_block("seg.head")
+        run = b.append_basic_block("seg.run")
+        done = b.append_basic_block("seg.done")
+        b.branch(head)
+        b.position_at_end(head)
+        pos = b.phi(I64, name="seg.pos")
+        pos.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", pos, count), run, done)
+        b.position_at_end(run)
+        em.push()
+        self.bind(axes, b.add(start, pos))
+        first = em.env[last]
+        seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
+        with for_range(b, 0, seglen, name="seg") as i:
+            em.push()
+            em.env[last] = b.add(first, i)
+            body(b.add(pos, i))
+            em.pop()
+        em.pop()
+        pos.add_incoming(b.add(pos, seglen), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def pack(self, dst, expr, outer, o0, olen, width, k0, klen) -> None:
+        b, em, t = self.b, self.em, self.t
+        sk = linear_stride(expr, self.kaxes[-1], em.strides)
+        so = linear_stride(expr, outer[-1], em.strides)
+        k_inner = sk == 1 and so != 1
+        bs = self.vw if width % self.vw == 0 else 8 if width % 8 == 0 else 0
+        fast = (k_inner and bs and expr.op is Op.READ and len(outer) == 1 and len(self.kaxes) == 1
+                and so is not None)
+        npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
+
+        def slot(p, kk, w):
+            return b.gep(dst, [b.add(b.mul(b.add(b.mul(p, klen), kk), I64(width)), w)], inbounds=True,
+                         source_etype=t)
+
+        with for_range(b, 0, npanel, name="pp") as p:
+            em.push()
+            first = b.add(o0, b.mul(p, I64(width)))
+            valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+            kdone = I64(0)
+            if fast:
+                # whole VW x VW blocks of full panels, transposed in registers
+                full = b.icmp_signed("==", valid, I64(width))
+                kdone = b.select(full, b.mul(b.sdiv(klen, I64(bs)), I64(bs)), I64(0))
+                self._transposed(dst, expr, outer[0], first, width, k0, klen, kdone, p, bs)
+            if k_inner:
+                with for_range(b, 0, valid, name="pw") as w:
+                    em.push()
+                    self.bind(outer, b.add(first, w))
+                    self.segments(self.kaxes, b.add(k0, kdone), b.sub(klen, kdone),
+                                  lambda i, w=w, p=p: b.store(em.value(expr), slot(p, b.add(kdone, i), w)))
+                    em.pop()
+            else:
+                with for_range(b, 0, klen, name="pk") as kk:
+                    em.push()
+                    self.bind(self.kaxes, b.add(k0, kk))
+                    self.segments(outer, first, valid,
+                                  lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                    em.pop()
+            with for_range(b, valid, width, name="zw") as w:
+                with for_range(b, 0, klen, name="zk") as kk:
+                    b.store(t(0.0), slot(p, kk, w))
+            em.pop()
+
+    def _transposed(self, dst, expr, oax, first, width, k0, klen, kend, p, vw) -> None:
+        """Panel ``p`` for ``k`` in ``[0, kend)`` (a multiple of ``vw``) through ``vw`` x ``vw``
+        register blocks."""
+        b, em, t = self.b, self.em, self.t
+        vt = ir.VectorType(t, vw)
+        es = 4 if isinstance(t, ir.FloatType) else 8
+        kax = self.kaxes[0]
+        with for_range(b, 0, kend, vw, name="tk") as kk:
+            em.push()
+            em.env[kax] = b.add(b.add(k0, kk), I64(kax.lo)) if kax.lo else b.add(k0, kk)
+            for g in range(width // vw):
+                rows = []
+                for r in range(vw):
+                    em.push()
+                    em.env[oax] = b.add(first, I64(g * vw + r))
+                    addr = em.address(expr.arg, expr.src)
+                    rows.append(b.load(b.bitcast(addr, vt.as_pointer()), typ=vt, align=es))
+                    em.pop()
+                for c, col in enumerate(transpose(b, rows)):
+                    base = b.add(b.mul(b.add(b.mul(p, klen), b.add(kk, I64(c))), I64(width)), I64(g * vw))
+                    slot = b.gep(dst, [base], inbounds=True, source_etype=t)
+                    b.store(col, b.bitcast(slot, vt.as_pointer()), align=es)
+            em.pop()
