@@ -147,13 +147,13 @@ def sweep_block(run: dict, kind: str, tasks: list[dict]) -> list[str]:
         return []
     title = "GEMM float32 C[M,N] = A[M,K] B[K,N], MxNxK" if kind == "gemm" else \
         "memory-bound (bytes = inputs read once + outputs written once)"
-    ref = f"measured peak {peak[1]:.1f} {unit} ({peak[0]})" if peak else "no peak measured"
+    ref = f"measured peak = best peer {peak[1]:.1f} {unit} ({peak[0]})" if peak else "no peak measured"
     lines = [f"{title}; {unit}, % of {ref}", f"  {'row':<24}" + "".join(f"{s:>18}" for s in systems)]
     for t in rows:
         cells = []
         for s in systems:
             e = (run["systems"][s].get("sweeps") or {}).get(t["name"])
-            if not e:
+            if not e or (e.get("reason") or "").startswith("no sweep task"):
                 cells.append("")
             elif e.get("status") == "mismatch":
                 cells.append("MISMATCH")

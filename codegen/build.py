@@ -16,7 +16,7 @@ from tensorad.ir.tensor import Tensor
 
 from .jit import compile_module, target_key
 from .kernel import Compiled, Kernel
-from .llvm_emit import ModuleEmitter
+from .llvm_emit import ModuleEmitter, finish_ir
 from .lower import lower
 from .runtime import default_threads, parallel_runtime
 from .schedule import Options
@@ -55,9 +55,10 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool) -> Compiled:
-    emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp)
+    emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
+                            vector_width=opts.vector_width)
     module = emitter.emit()
-    text = str(module)
+    text = finish_ir(str(module))
     addrs, optimized = compile_module(text, [emitter.main_name], opts.opt_level)
     return Compiled(key, addrs[emitter.main_name], optimized, text, gomp)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from tensorad.ir.expr import Expr, Op, choice, const, logical
 from tensorad.ir.rewrite import free_vars, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import conjuncts
 
@@ -125,7 +126,8 @@ def _guarded(cond: list[Expr], value: Expr) -> Expr:
     return choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
 
 
-def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None) -> Contraction | None:
+def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...],
+                      tile: tuple | None = None) -> Contraction | None:
     """The :class:`Contraction` form of ``op`` (inlined ``bodies``), or ``None``."""
     if not op.is_reduction or len(bodies) != 1 or not op.axes:
         return None
@@ -167,9 +169,22 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
         if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
             continue
+        if not (_in_bounds(a, batch + (m,) + tuple(red.arg.axes))
+                and _in_bounds(b, batch + tuple(n_axes) + tuple(red.arg.axes))):
+            continue  # a read kept in bounds only by the other side's condition
         return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), tuple(red.arg.axes),
                                        a, b, red.dtype), tile)
     return None
+
+
+def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
+    """Whether every read of ``side`` is in bounds on the whole box of ``axes`` (packing
+    evaluates each side there, under its own guards only)."""
+    try:
+        check_op_bounds(ComputeOp("pack", "", axes, (side,)))
+    except OutOfBoundsError:
+        return False
+    return True
 
 
 def _with_tiles(c: Contraction, tile: tuple | None) -> Contraction:

@@ -17,6 +17,8 @@ variables; accumulators live in stack slots that SROA promotes to registers.
 
 from __future__ import annotations
 
+import re
+
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Op
@@ -29,12 +31,24 @@ REDUCTION_FLAGS = ("reassoc", "contract")
 VALUE_FLAGS = ("contract",)
 
 
+LOOP_ID = "tensorad.loop."
+
+
+def finish_ir(text: str) -> str:
+    """Module text with loop-ID placeholders made self-referential (see ``_loop_id``)."""
+    return re.sub(r'^(!\d+) = !\{\s*!"' + re.escape(LOOP_ID) + r'\d+"',
+                  lambda m: f"{m.group(1)} = distinct !{{ {m.group(1)}", text, flags=re.M)
+
+
 class ModuleEmitter:
-    def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True) -> None:
+    def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
+                 vector_width: int | None = None) -> None:
         self.program = program
         self.prefix = prefix
         self.fastmath = fastmath
         self.use_gomp = use_gomp
+        self.vector_width = vector_width
+        self.loop_ids = 0
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
@@ -120,8 +134,19 @@ class ModuleEmitter:
         del em.env[s.var]
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        if self.vector_width and not any(isinstance(x, Loop) for x in s.body):
+            br.set_metadata("llvm.loop", self._loop_id())
         b.position_at_end(exit_bb)
+
+    def _loop_id(self):
+        """Loop metadata asking for ``vector_width`` lanes.  A loop ID must be a distinct node
+        that refers to itself, which llvmlite cannot build: it gets a placeholder first operand
+        that :func:`finish_ir` turns into the self-reference."""
+        self.loop_ids += 1
+        m = self.module
+        width = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), I32(self.vector_width)])
+        return m.add_metadata([ir.MetaDataString(m, f"{LOOP_ID}{self.loop_ids}"), width])
 
     def if_(self, em: ExprEmitter, s: If) -> None:
         b = em.b

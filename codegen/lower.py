@@ -19,11 +19,11 @@ from tensorad.ir.printer import Namer
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
 
+from .contraction import match_contraction, worth_it
 from .domain import covers_box, op_domain
 from .fuse import find_epilogues
 from .inline import choose_materialized, graph_ops, inline_bodies
 from .islast import build_loops
-from .contraction import match_contraction, worth_it
 from .program import Buffer, Loop, Nest, Program, program_text
 from .schedule import Options, schedule_nest
 from .work import count_work

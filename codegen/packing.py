@@ -114,10 +114,13 @@ class Packer:
         b, em, t = self.b, self.em, self.t
         sk = linear_stride(expr, self.kaxes[-1], em.strides)
         so = linear_stride(expr, outer[-1], em.strides)
-        k_inner = sk == 1 and so != 1
+        # run along the group whose last axis reads memory contiguously, the longer run if both
+        run_k = self.kaxes[-1].extent if sk in (1, -1) else 0
+        run_o = outer[-1].extent if so in (1, -1) else 0
+        k_inner = run_k > run_o
         bs = self.vw if width % self.vw == 0 else 8 if width % 8 == 0 else 0
-        fast = (k_inner and bs and expr.op is Op.READ and len(outer) == 1 and len(self.kaxes) == 1
-                and so is not None)
+        fast = (k_inner and sk == 1 and bs and expr.op is Op.READ and len(outer) == 1
+                and len(self.kaxes) == 1 and so is not None)
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
 
         def slot(p, kk, w):

@@ -1,5 +1,8 @@
 """Kernel calls: argument checks, out=, layouts, the compile cache, concurrent callers."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -155,3 +158,37 @@ def test_threads_calling_one_kernel_concurrently(threads):
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_vector_width_and_opt_level_options():
+    A = ta.placeholder((100,), "float32", "A")
+    Y = ta.compute((100,), lambda i: A[i] * 2.0 + 1.0, name="Y")
+    a = np.arange(100, dtype=np.float32)
+    for opts in ({"vector_width": 1}, {"vector_width": 4}, {"opt_level": 0}, {"opt_level": 1}):
+        kern = ta.build([Y], [A], **opts)
+        np.testing.assert_array_equal(kern(a), a * 2 + 1)
+    assert "<4 x float>" in ta.build([Y], [A], vector_width=4).llvm_ir
+    assert "x float>" not in ta.build([Y], [A], vector_width=1).llvm_ir
+    with pytest.raises(ValueError, match="vector_width"):
+        ta.build([Y], [A], vector_width=3)
+    with pytest.raises(ValueError, match="opt_level"):
+        ta.build([Y], [A], opt_level=5)
+    with pytest.raises(ValueError, match="num_threads"):
+        ta.build([Y], [A], num_threads=0)
+
+
+def test_serial_fallback_without_libgomp():
+    script = (
+        "import numpy as np, tensorad as ta\n"
+        "A = ta.placeholder((300, 300), 'float64', 'A')\n"
+        "k = ta.reduce_axis((0, 300), 'k')\n"
+        "C = ta.compute((300, 300), lambda i, j: ta.sum(A[i, k] * A[k, j], k), name='C')\n"
+        "kern = ta.build([C], [A], num_threads=2, parallel_min_work=0)\n"
+        "a = np.random.default_rng(0).standard_normal((300, 300))\n"
+        "assert np.allclose(kern(a), a @ a)\n"
+        "assert kern.num_threads == 1 and 'GOMP' not in kern.llvm_ir\n"
+        "print('serial ok')\n")
+    env = dict(os.environ, TENSORAD_NO_GOMP="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "serial ok" in out.stdout

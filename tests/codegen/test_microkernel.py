@@ -94,7 +94,8 @@ def test_batched_matmul(dtype):
     B = ta.placeholder((3, 20, 35), dtype, "B")
     k = ta.reduce_axis((0, 20), "k")
     C = ta.compute((3, 17, 35), lambda b, i, j: ta.sum(A[b, i, k] * B[b, k, j], k), name="C")
-    feed = {A: RNG.standard_normal((3, 17, 20)).astype(dtype), B: RNG.standard_normal((3, 20, 35)).astype(dtype)}
+    feed = {A: RNG.standard_normal((3, 17, 20)).astype(dtype),
+            B: RNG.standard_normal((3, 20, 35)).astype(dtype)}
     text = _check_against_evaluate([C], [A, B], feed, 1e-4 if dtype == "float32" else 1e-12)
     assert "batch 3 of [17 x 20] @ [20 x 35]" in text
 
@@ -127,8 +128,10 @@ def test_guarded_triangular_contraction_and_extra_factors():
     B = ta.placeholder((n, 45), "float32", "B")
     s = ta.placeholder((n,), "float32", "s")
     k = ta.reduce_axis((0, n), "k")
-    C = ta.compute((n, 45), lambda i, j: ta.sum(2.0 * A[i, k] * s[k] * B[k, j], k, where=k <= i), name="C")
-    feed = {A: RNG.standard_normal((n, n)).astype(np.float32), B: RNG.standard_normal((n, 45)).astype(np.float32),
+    C = ta.compute((n, 45), lambda i, j: ta.sum(2.0 * A[i, k] * s[k] * B[k, j], k, where=k <= i),
+                   name="C")
+    feed = {A: RNG.standard_normal((n, n)).astype(np.float32),
+            B: RNG.standard_normal((n, 45)).astype(np.float32),
             s: RNG.standard_normal(n).astype(np.float32)}
     text = _check_against_evaluate([C], [A, B, s], feed, 1e-4, tile=(8, 32, 16, 16))
     assert "matrix product" in text
@@ -143,3 +146,16 @@ def test_non_contractions_are_left_alone():
     M = ta.compute((20, 20), lambda i, j: ta.max(A[i, k] * A[k, j], k), name="M")
     text = str(ta.lower([C, M], [A], microkernel=True))
     assert "matrix product" not in text
+
+
+def test_side_kept_in_bounds_only_by_the_other_sides_condition_is_not_packed():
+    # X has 10 columns, k runs to 20: X[i, k] is in bounds only because k < j (j < 10)
+    X = ta.placeholder((30, 10), "float32", "X")
+    Y = ta.placeholder((20, 10), "float32", "Y")
+    k = ta.reduce_axis((0, 20), "k")
+    C = ta.compute((30, 10), lambda i, j: ta.sum(X[i, k] * Y[k, j], k, where=k < j), name="C")
+    assert "matrix product" not in str(ta.lower([C], [X, Y], microkernel=True))
+    x = RNG.standard_normal((30, 10)).astype(np.float32)
+    y = RNG.standard_normal((20, 10)).astype(np.float32)
+    want = np.array([[sum(x[i, q] * y[q, j] for q in range(j)) for j in range(10)] for i in range(30)])
+    np.testing.assert_allclose(ta.build([C], [X, Y], microkernel=True)(x, y), want, rtol=1e-5, atol=1e-5)
