@@ -55,6 +55,8 @@ class ReductionInfo:
     rest: Expr  # the non-affine part of the condition
     filled: bool  # the outputs were filled with the identity first
     epilogue: object = None  # a fused consumer (:class:`.fuse.Epilogue`) or None
+    epilogue_value: Expr | None = None  # what is stored, in terms of ``acc``
+    acc: Expr | None = None
 
 
 @dataclass(eq=False)
@@ -168,8 +170,15 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     update: tuple = (Assign(accs, combined),)
     if rest is not TRUE:
         update = (If(rest, update, (), affine=False),)
+    evalue = None
     if epilogue is not None:
-        stores = (Store(buffers[0], outer, epilogue.apply(outer, accs[0])),)
+        # the consumer's own select(c, ., 0) domain restricts the whole reduction
+        edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[0]))
+        if not dom.is_subset(edom):
+            dom = dom.intersect(edom)
+            proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
+            fills = [Fill(buffers[0], const(0, buffers[0].dtype))]
+        stores = (Store(buffers[0], outer, evalue),)
     else:
         stores = tuple(Store(buf, outer, accs[b.arg.value_index]) for b, buf in zip(bodies, buffers))
     zeros = (0,) * n_red
@@ -179,9 +188,11 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         PolyStmt("W", outer, proj, stores, outer + (2,) + zeros),
     ]
     note = f"{comb.name} over {', '.join(a.name for a in raxes) or 'nothing'}"
-    if fills:
+    if fills and epilogue is None:
         note += "; identity outside the reduced region"
-    info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, bool(fills), epilogue)
+    filled = bool(fills) and epilogue is None  # (an epilogue's fill is zero, not the identity)
+    info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, filled, epilogue, evalue,
+                         accs[0])
     if epilogue is not None:
         note += f"; epilogue {epilogue.consumer.name} fused"
     return OpDomain(fills, stmts, space, accs, note, info)

@@ -1,12 +1,13 @@
 """Epilogue fusion: an elementwise consumer applied as a reduction stores its results.
 
-The language lifts ``sum(...) * 0.25`` into a reduction ``R`` and a consumer ``C[x] = R[x] * 0.25``;
-left alone that is a temporary the size of the output and a second pass over memory.  When ``C``
-is the only reader of ``R``, reads it exactly at its own index ``x`` (same shape), and the
-reduction writes every output element (no identity fill), the reduction's nest stores
-``C``'s body with ``R[x]`` replaced by the accumulated value -- ``R`` gets no buffer and ``C``
-no nest of its own.  The fused nest runs where ``C``'s nest would have (after everything ``C``
-reads).
+The language lifts ``sum(...) * 0.25`` into a reduction ``R`` and a consumer
+``C[x] = R[x] * 0.25``; left alone that is a temporary the size of the output and a second pass
+over memory.  When ``C`` is the only reader of ``R``, reads it exactly at its own index ``x``
+(same shape), and the reduction writes every output element (no identity fill), the
+reduction's nest stores ``C``'s body with ``R[x]`` replaced by the accumulated value -- ``R``
+gets no buffer and ``C`` no nest of its own.  A consumer ``select(c, R[x] ..., 0)`` (the
+optimizer's form) also restricts the reduction to ``c`` (see ``domain.reduction_domain``).
+The fused nest runs where ``C``'s nest would have (after everything ``C`` reads).
 """
 
 from __future__ import annotations
@@ -53,8 +54,6 @@ def find_epilogues(ops: list[ComputeOp], bodies: dict[ComputeOp, tuple[Expr, ...
         if c.is_reduction or c.num_outputs != 1 or c.shape != r.shape or c in taken:
             continue
         body = bodies[c][0]
-        if body.op in (Op.SELECT, Op.IF_THEN_ELSE):
-            continue  # keep the consumer's own domain restriction
         if any(n.op is Op.READ and n.arg == t and n.src != c.axes for n in walk(body)):
             continue
         if not covers_box(r, bodies[r]):

@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from contextlib import contextmanager
 
 import llvmlite.ir as ir
 
-I64 = ir.IntType(64)
+I32, I64 = ir.IntType(32), ir.IntType(64)
+LOOP_ID = "tensorad.loop."
+_ids = itertools.count(1)
+
+
+def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True):
+    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer, or ``vectorize=False``.
+
+    A loop ID must be a distinct node that refers to itself, which llvmlite cannot build: it
+    gets a unique placeholder first operand that :func:`finish_ir` turns into the reference.
+    """
+    def hint(*ops):
+        return module.add_metadata([ir.MetaDataString(module, ops[0]), *ops[1:]])
+
+    hints = []
+    if width:
+        hints.append(hint("llvm.loop.vectorize.width", I32(width)))
+    if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)
+        hints += [hint("llvm.loop.vectorize.enable", ir.IntType(1)(0)), hint("llvm.loop.unroll.disable")]
+    return module.add_metadata([ir.MetaDataString(module, f"{LOOP_ID}{next(_ids)}"), *hints])
+
+
+def finish_ir(text: str) -> str:
+    """Module text with loop-ID placeholders made self-referential (see :func:`loop_metadata`)."""
+    return re.sub(r'^(!\d+) = !\{\s*!"' + re.escape(LOOP_ID) + r'\d+"',
+                  lambda m: f"{m.group(1)} = distinct !{{ {m.group(1)}", text, flags=re.M)
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1, name: str = "i"):
-    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64); the body is the with-block."""
+def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1, name: str = "i",
+              vectorize: bool = True):
+    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64); the body is the with-block.
+    ``vectorize=False`` keeps LLVM's loop vectorizer off it (short remainder loops)."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
     pre = b.block
@@ -24,7 +53,9 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1, name: 
     yield iv
     nxt = b.add(iv, I64(step), flags=("nsw",))
     iv.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
+    br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
+    if not vectorize:
+        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=False))
     b.position_at_end(done)
 
 

@@ -22,18 +22,37 @@ class KernelArgumentError(TypeError, ValueError):
 _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 
 
+def _array_data_offset() -> int | None:
+    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``), verified
+    on a few arrays; ``None`` (the slow, portable path) if it is not where we expect."""
+    off = 2 * ctypes.sizeof(ctypes.c_void_p)  # after PyObject_HEAD: refcount, type
+    for a in (np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)):
+        if ctypes.c_void_p.from_address(id(a) + off).value != a.ctypes.data:
+            return None
+    return off
+
+
+ARRAY_DATA_OFFSET = _array_data_offset()
+
+
 @dataclass
 class Compiled:
-    """A module loaded in the JIT engine: the entry address and the IR it came from."""
+    """A module loaded in the JIT engine: the entry addresses and the IR it came from."""
 
     key: str
     main_address: int
     llvm_ir: str
     llvm_ir_unoptimized: str
     uses_gomp: bool
+    nargs: int = 0
+    call_address: int | None = None
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
+        self.call = None
+        if self.call_address:
+            proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
+            self.call = proto(self.call_address)
         self._asm: str | None = None
 
     @property
@@ -107,10 +126,14 @@ class Kernel:
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         outs = self._outputs_for(out, ins)
         temps = [np.empty(s, d) for s, d in self._temps]
-        addrs = np.empty(self._nargs, np.uintp)
-        for k, a in enumerate(ins + outs + temps):
-            addrs[k] = a.ctypes.data
-        self._compiled.main(addrs.ctypes.data, self.num_threads)
+        call = self._compiled.call
+        if call is not None:  # the arrays themselves: the kernel reads their data pointers
+            call(*ins, *outs, *temps, self.num_threads)
+        else:
+            addrs = np.empty(self._nargs, np.uintp)
+            for k, a in enumerate(ins + outs + temps):
+                addrs[k] = a.ctypes.data
+            self._compiled.main(addrs.ctypes.data, self.num_threads)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     @staticmethod

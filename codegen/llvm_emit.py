@@ -17,12 +17,11 @@ variables; accumulators live in stack slots that SROA promotes to registers.
 
 from __future__ import annotations
 
-import re
-
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Op
 
+from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
@@ -31,24 +30,15 @@ REDUCTION_FLAGS = ("reassoc", "contract")
 VALUE_FLAGS = ("contract",)
 
 
-LOOP_ID = "tensorad.loop."
-
-
-def finish_ir(text: str) -> str:
-    """Module text with loop-ID placeholders made self-referential (see ``_loop_id``)."""
-    return re.sub(r'^(!\d+) = !\{\s*!"' + re.escape(LOOP_ID) + r'\d+"',
-                  lambda m: f"{m.group(1)} = distinct !{{ {m.group(1)}", text, flags=re.M)
-
-
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
-                 vector_width: int | None = None) -> None:
+                 vector_width: int | None = None, data_offset: int | None = None) -> None:
         self.program = program
         self.prefix = prefix
         self.fastmath = fastmath
         self.use_gomp = use_gomp
         self.vector_width = vector_width
-        self.loop_ids = 0
+        self.data_offset = data_offset
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
@@ -57,6 +47,10 @@ class ModuleEmitter:
     def main_name(self) -> str:
         return f"{self.prefix}_main"
 
+    @property
+    def call_name(self) -> str:
+        return f"{self.prefix}_call"
+
     def emit(self) -> ir.Module:
         nests = []
         for k, step in enumerate(self.program.steps):
@@ -64,7 +58,9 @@ class ModuleEmitter:
                 fn = self.nest_function(k, step)
                 omp = self.omp_function(k, step, fn) if step.parallel and self.use_gomp else None
                 nests.append((step, fn, omp))
-        self.main_function(nests)
+        main = self.main_function(nests)
+        if self.data_offset is not None:
+            self.call_function(main)
         return self.module
 
     # ---- nests ----------------------------------------------------------------------------
@@ -136,17 +132,8 @@ class ModuleEmitter:
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if self.vector_width and not any(isinstance(x, Loop) for x in s.body):
-            br.set_metadata("llvm.loop", self._loop_id())
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
-
-    def _loop_id(self):
-        """Loop metadata asking for ``vector_width`` lanes.  A loop ID must be a distinct node
-        that refers to itself, which llvmlite cannot build: it gets a placeholder first operand
-        that :func:`finish_ir` turns into the self-reference."""
-        self.loop_ids += 1
-        m = self.module
-        width = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), I32(self.vector_width)])
-        return m.add_metadata([ir.MetaDataString(m, f"{LOOP_ID}{self.loop_ids}"), width])
 
     def if_(self, em: ExprEmitter, s: If) -> None:
         b = em.b
@@ -212,6 +199,23 @@ class ModuleEmitter:
                     b.call(gomp, [omp, args, nthreads, I32(0)])
                 with ser:
                     b.call(nest_fn, ptrs + [lo, hi])
+        b.ret_void()
+        return fn
+
+    def call_function(self, main: ir.Function) -> ir.Function:
+        """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's
+        data pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls
+        ``P_main`` -- a ctypes call that skips building the pointer array in Python (which
+        cost about 1 us per argument).  Used only when that offset was verified at import."""
+        n = len(self.args)
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arr = b.alloca(PTR, size=I64(max(n, 1)))
+        for k in range(n):
+            field = b.gep(fn.args[k], [I64(self.data_offset)], inbounds=True, source_etype=I8)
+            slot = b.gep(arr, [I64(k)], inbounds=True, source_etype=PTR)
+            b.store(b.load(field, typ=PTR), slot)
+        b.call(main, [arr, fn.args[n]])
         b.ret_void()
         return fn
 

@@ -92,10 +92,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
-    Options (also accepted by ``build``): ``num_threads`` is not needed here; ``parallel``
-    (default True) allows a parallel outermost loop; ``tile`` (``None`` = automatic) and
-    ``microkernel`` (default True) control the schedule of matmul-like reductions; ``inline`` /
-    ``materialize`` force the choice for listed tensors.
+    Accepts the options of ``build`` (:class:`.schedule.Options`); those that only change
+    compilation are ignored here.  Results are cached per (outputs, inputs, options).
     """
     outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
     _check_io(outputs, inputs)
@@ -123,59 +121,60 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                              f"but is not among the inputs ({', '.join(i.name for i in inputs) or 'none'})")
     materialized = choose_materialized(tensors, outputs, input_set,
                                        set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
-    namer = Namer()
-    buffers: dict[Tensor, Buffer] = {}
-    for t in inputs:
-        buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "input", t)
-    for t in outputs:
-        buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "output", t)
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
-    for op in ops:
+    for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
+    gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
     epilogues = {} if not opts.fuse else find_epilogues(
-        [op for op in ops if not _is_gemm(op, bodies[op], opts)], bodies, set(outputs), covers_box)
+        [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
     fused_into = {e.consumer: r for r, e in epilogues.items()}
+
+    namer = Namer()
+    buffers: dict[Tensor, Buffer] = {}
+    for kind, ts in (("input", inputs), ("output", outputs)):
+        for t in ts:
+            buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, kind, t)
     temps = []
     for op in ops:
         if op in epilogues:
             continue  # its values go straight into the consumer's buffer
-        for v in range(op.num_outputs):
-            t = Tensor(op, v)
+        for t in (Tensor(op, v) for v in range(op.num_outputs)):
             if t not in buffers:
                 buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
                 temps.append(buffers[t])
     inlined = [namer.tensor(t) for t in tensors
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
-    steps = []
+
+    steps: list = []
     for op in ops:
         if op in epilogues:
             continue  # emitted at its consumer's place
-        epilogue = None
         if op in fused_into:
-            epilogue, op = epilogues[fused_into[op]], fused_into[op]
-            outs = [buffers[Tensor(epilogue.consumer, 0)]]
+            epilogue = epilogues[fused_into[op]]
+            steps.extend(_lower_op(fused_into[op], bodies, [buffers[Tensor(op, 0)]], epilogue, None, opts))
         else:
             outs = [buffers[Tensor(op, v)] for v in range(op.num_outputs)]
-        dom = op_domain(op, bodies[op], outs, epilogue)
-        steps.extend(dom.fills)
-        stmts, attrs = schedule_nest(op, dom, outs, opts)
-        body = build_loops(stmts)
-        work = count_work(body)
-        body, parallel = mark_parallel(body, attrs, opts, work)
-        if parallel:
-            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
-        spec = _is_gemm(op, bodies[op], opts) if epilogue is None else None
-        if spec is not None:
-            attrs = {"gemm": spec, "note": spec.describe(), "range": (0, spec.blocks)}
-            parallel = opts.parallel and spec.blocks >= 2 and spec.flops >= 2 * opts.parallel_min_work
-        nest = Nest(op.name, body, tuple(outs), work, dom.note, parallel, dom.accumulators, attrs)
-        if attrs.get("note"):
-            nest.note = f"{nest.note}; {attrs['note']}" if nest.note else attrs["note"]
-        steps.append(nest)
-    out_bufs = [buffers[t] for t in outputs]
-    in_bufs = [buffers[t] for t in inputs]
-    return Program(name, in_bufs, out_bufs, temps, steps, buffers, inlined)
+            steps.extend(_lower_op(op, bodies, outs, None, gemms[op], opts))
+    return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
+                   buffers, inlined)
+
+
+def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer], epilogue, gemm, opts: Options) -> list:
+    """The steps (fills, then one nest) computing one materialized op."""
+    dom = op_domain(op, bodies[op], outs, epilogue)
+    stmts, attrs = schedule_nest(op, dom, outs, opts)
+    body = build_loops(stmts)
+    work = count_work(body)
+    body, parallel = mark_parallel(body, attrs, opts, work)
+    if parallel:
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+    if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
+        attrs = {"gemm": gemm, "note": gemm.describe(), "range": (0, gemm.blocks)}
+        parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
+    note = "; ".join(n for n in (dom.note, attrs.get("note", "")) if n)
+    nest = Nest(op.name, body, tuple(outs), work, note, parallel, dom.accumulators, attrs)
+    return [*dom.fills, nest]
 
 
 def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):

@@ -118,8 +118,8 @@ class GemmEmitter:
                         p = b.gep(tile, [I64(r * s.nr + v * vw)], inbounds=True, source_etype=t)
                         # llvmlite types alloca pointers: cast to a vector pointer to store a vector
                         b.store(res[r][v], b.bitcast(p, vt.as_pointer()), align=self.es)
-                with for_range(b, 0, rows, name="er") as r:
-                    with for_range(b, 0, cols, name="ec") as c:
+                with for_range(b, 0, rows, name="er", vectorize=False) as r:
+                    with for_range(b, 0, cols, name="ec", vectorize=False) as c:
                         src = b.gep(tile, [b.add(b.mul(r, I64(s.nr)), c)], inbounds=True, source_etype=t)
                         dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
                         old = b.load(dst, typ=t)

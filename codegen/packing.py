@@ -9,11 +9,12 @@ index, both flattened over their axes -- and zero-pads past ``olen``.
   contiguously, walked in runs along the group's last axis (digits decomposed once per run), so
   that it vectorizes even for convolution windows.
 * A plain read that is contiguous along ``k`` but strided along the panel rows (``W[j, k]`` of a
-  dense layer as side B, ``X[i, k]`` as side A) is a transposition: the general path would end
-  in scatter stores.  It is done instead in registers, a VW x VW block at a time: VW vector
-  loads (one per row), Eklundh's transpose -- log2(VW) stages; at distance ``d`` rows ``i`` and
-  ``i + d`` (``i & d == 0``) swap their off-diagonal ``d``-blocks, one two-source shuffle each --
-  and VW vector stores along the panel.
+  dense layer as side B, ``X[i, k]`` as side A, the input windows of a convolution's weight
+  gradient) is a transposition: the general path would end in scatter stores.  It is done
+  instead in registers, per contiguous run of ``k`` and a VW x VW block at a time: VW vector
+  loads (one per panel row), Eklundh's transpose -- log2(VW) stages; at distance ``d`` rows
+  ``i`` and ``i + d`` (``i & d == 0``) swap their off-diagonal ``d``-blocks, one two-source
+  shuffle each -- and VW vector stores along the panel.
 """
 
 from __future__ import annotations
@@ -81,18 +82,19 @@ class Packer:
             self.em.env[ax] = b.add(digit, I64(ax.lo)) if ax.lo else digit
             inner *= ax.extent
 
-    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
-        ``start + i``, walked in runs along the last axis (affine inside a run)."""
+    def runs(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last
+        of ``axes``: digits decomposed once per run (all but the last stay bound in the body),
+        the last one runs from ``first`` for ``seglen`` steps, at offset ``pos``."""
         b, em = self.b, self.em
         last = axes[-1]
         pre = b.block
-        head = b.append_basic_block("seg.head")
-        run = b.append_basic_block("seg.run")
-        done = b.append_basic_block("seg.done")
+        head = b.append_basic_block("run.head")
+        run = b.append_basic_block("run.body")
+        done = b.append_basic_block("run.done")
         b.branch(head)
         b.position_at_end(head)
-        pos = b.phi(I64, name="seg.pos")
+        pos = b.phi(I64, name="run.pos")
         pos.add_incoming(I64(0), pre)
         b.cbranch(b.icmp_signed("<", pos, count), run, done)
         b.position_at_end(run)
@@ -100,15 +102,25 @@ class Packer:
         self.bind(axes, b.add(start, pos))
         first = em.env[last]
         seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
-        with for_range(b, 0, seglen, name="seg") as i:
-            em.push()
-            em.env[last] = b.add(first, i)
-            body(b.add(pos, i))
-            em.pop()
+        body(pos, seglen, first)
         em.pop()
         pos.add_incoming(b.add(pos, seglen), b.block)
         b.branch(head)
         b.position_at_end(done)
+
+    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
+        ``start + i``, walked in runs along the last axis (affine inside a run)."""
+        b, em, last = self.b, self.em, axes[-1]
+
+        def run(pos, seglen, first):
+            with for_range(b, 0, seglen, name="seg") as i:
+                em.push()
+                em.env[last] = b.add(first, i)
+                body(b.add(pos, i))
+                em.pop()
+
+        self.runs(axes, start, count, run)
 
     def pack(self, dst, expr, outer, o0, olen, width, k0, klen) -> None:
         b, em, t = self.b, self.em, self.t
@@ -119,8 +131,7 @@ class Packer:
         run_o = outer[-1].extent if so in (1, -1) else 0
         k_inner = run_k > run_o
         bs = self.vw if width % self.vw == 0 else 8 if width % 8 == 0 else 0
-        fast = (k_inner and sk == 1 and bs and expr.op is Op.READ and len(outer) == 1
-                and len(self.kaxes) == 1 and so is not None)
+        transposing = k_inner and sk == 1 and bs and expr.op is Op.READ
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
 
         def slot(p, kk, w):
@@ -131,18 +142,15 @@ class Packer:
             em.push()
             first = b.add(o0, b.mul(p, I64(width)))
             valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
-            kdone = I64(0)
-            if fast:
-                # whole VW x VW blocks of full panels, transposed in registers
-                full = b.icmp_signed("==", valid, I64(width))
-                kdone = b.select(full, b.mul(b.sdiv(klen, I64(bs)), I64(bs)), I64(0))
-                self._transposed(dst, expr, outer[0], first, width, k0, klen, kdone, p, bs)
-            if k_inner:
+            if transposing:
+                self.runs(self.kaxes, k0, klen, lambda pos, seglen, kfirst, p=p, first=first, valid=valid:
+                          self._run(dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot))
+            elif k_inner:
                 with for_range(b, 0, valid, name="pw") as w:
                     em.push()
                     self.bind(outer, b.add(first, w))
-                    self.segments(self.kaxes, b.add(k0, kdone), b.sub(klen, kdone),
-                                  lambda i, w=w, p=p: b.store(em.value(expr), slot(p, b.add(kdone, i), w)))
+                    self.segments(self.kaxes, k0, klen,
+                                  lambda i, w=w, p=p: b.store(em.value(expr), slot(p, i, w)))
                     em.pop()
             else:
                 with for_range(b, 0, klen, name="pk") as kk:
@@ -151,31 +159,42 @@ class Packer:
                     self.segments(outer, first, valid,
                                   lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
                     em.pop()
-            with for_range(b, valid, width, name="zw") as w:
-                with for_range(b, 0, klen, name="zk") as kk:
+            with for_range(b, valid, width, name="zw", vectorize=False) as w:
+                with for_range(b, 0, klen, name="zk", vectorize=False) as kk:
                     b.store(t(0.0), slot(p, kk, w))
             em.pop()
 
-    def _transposed(self, dst, expr, oax, first, width, k0, klen, kend, p, vw) -> None:
-        """Panel ``p`` for ``k`` in ``[0, kend)`` (a multiple of ``vw``) through ``vw`` x ``vw``
-        register blocks."""
+    def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
+        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks of
+        the run go through ``bs`` x ``bs`` register transposes (``bs`` vector loads, one per
+        panel row, and ``bs`` vector stores along the panel); the rest element by element."""
         b, em, t = self.b, self.em, self.t
-        vt = ir.VectorType(t, vw)
+        klast = self.kaxes[-1]
+        vt = ir.VectorType(t, bs)
         es = 4 if isinstance(t, ir.FloatType) else 8
-        kax = self.kaxes[0]
-        with for_range(b, 0, kend, vw, name="tk") as kk:
+        full = b.icmp_signed("==", valid, I64(width))
+        nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
+        with for_range(b, 0, nb, bs, name="tk") as kb:
             em.push()
-            em.env[kax] = b.add(b.add(k0, kk), I64(kax.lo)) if kax.lo else b.add(k0, kk)
-            for g in range(width // vw):
+            em.env[klast] = b.add(kfirst, kb)
+            for g in range(width // bs):
                 rows = []
-                for r in range(vw):
+                for r in range(bs):
                     em.push()
-                    em.env[oax] = b.add(first, I64(g * vw + r))
+                    self.bind(outer, b.add(first, I64(g * bs + r)))
                     addr = em.address(expr.arg, expr.src)
                     rows.append(b.load(b.bitcast(addr, vt.as_pointer()), typ=vt, align=es))
                     em.pop()
                 for c, col in enumerate(transpose(b, rows)):
-                    base = b.add(b.mul(b.add(b.mul(p, klen), b.add(kk, I64(c))), I64(width)), I64(g * vw))
-                    slot = b.gep(dst, [base], inbounds=True, source_etype=t)
-                    b.store(col, b.bitcast(slot, vt.as_pointer()), align=es)
+                    base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
+                    b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
+            em.pop()
+        with for_range(b, 0, valid, name="rw", vectorize=False) as w:
+            em.push()
+            self.bind(outer, b.add(first, w))
+            with for_range(b, nb, seglen, name="rk", vectorize=False) as i:
+                em.push()
+                em.env[klast] = b.add(kfirst, i)
+                b.store(em.value(expr), slot(p, b.add(pos, i), w))
+                em.pop()
             em.pop()

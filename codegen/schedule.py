@@ -32,10 +32,25 @@ from .program import Buffer, If, Store
 
 @dataclass(frozen=True)
 class Options:
-    """Options of ``lower``/``build`` (hashable: they key the caches)."""
+    """Options of ``lower``/``build`` (hashable: they key the caches).
+
+    * ``num_threads``: threads of each parallel loop (default: all cores; settable later as
+      ``kernel.num_threads``); ``parallel=False`` never makes a parallel loop;
+      ``parallel_min_work``: nests with fewer innermost-body executions stay on one thread.
+    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked) and
+      multiply-adds fused, so sums round differently from a sequential loop; ``False`` keeps
+      IEEE order (and so never uses the micro-kernel).
+    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
+      innermost loops (1 disables it; the micro-kernel's explicit vectors are not affected).
+    * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
+      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
+      never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
+    * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
+      ``fuse=False`` turns epilogue fusion off.
+    """
 
     parallel: bool = True
-    microkernel: bool | None = None  # None: for contractions of at least MICROKERNEL_MIN flops
+    microkernel: bool | None = None
     tile: tuple | None = None
     inline: tuple = ()
     materialize: tuple = ()
@@ -44,7 +59,7 @@ class Options:
     vector_width: int | None = None
     num_threads: int | None = None
     fuse: bool = True
-    parallel_min_work: int = 1 << 16  # nests with less work stay on one thread
+    parallel_min_work: int = 1 << 16
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -115,8 +130,8 @@ def linear_coefficients(e: Expr) -> dict[Expr, int] | None:
 
 
 def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
-    """How badly an innermost loop over ``v`` accesses memory: 0 invariant, 1 unit stride,
-    3 any other stride (gathers), per read."""
+    """How badly an innermost loop over ``v`` accesses memory, per read: 0 invariant, 1 unit
+    stride, 2 a small stride (interleaved loads and shuffles), 3 anything else (gathers)."""
     cost = 0
     for r in reads:
         stride, known = 0, True
@@ -126,7 +141,10 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
                 known = known and v not in walk_vars(idx)
                 continue
             stride += co.get(v, 0) * s
-        cost += 0 if (known and stride == 0) else 1 if (known and abs(stride) == 1) else 3
+        if not known:
+            cost += 3
+        else:
+            cost += 0 if stride == 0 else 1 if abs(stride) == 1 else 2 if abs(stride) <= 4 else 3
     return cost
 
 
@@ -169,7 +187,7 @@ def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyS
         init = Store(out, outer, comb.identity[0], counted=False)
         stmts.insert(0, PolyStmt("I", outer, info.outer_domain, (init,), head + (0,) + zeros + (o_last,)))
     if info.epilogue is not None:
-        final = Store(out, outer, info.epilogue.apply(outer, here), counted=False)
+        final = Store(out, outer, substitute(info.epilogue_value, {info.acc: here}), counted=False)
         stmts.append(PolyStmt("E", outer, info.outer_domain, (final,), head + (2,) + zeros + (o_last,)))
     return stmts
 
@@ -188,7 +206,31 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options) ->
             return stmts, attrs  # the outermost loop runs over the reduction: not parallel
     if op.axes:
         attrs["parallel_dim"] = 0
+        stmts = fuse_short_outer(stmts)
     return stmts, attrs
+
+
+FUSE_BELOW = 8
+
+
+def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
+    """Scan the first two output axes as one loop when the first is too short to share among
+    threads (a batch of 1 or 2): time ``a0 * E1 + a1``; isl recovers ``a0`` and ``a1`` with
+    a division and a remainder.  Only when a third time dimension scanning an axis stays
+    inside, so that the innermost loop keeps its unit stride."""
+    def axis(t):
+        return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
+
+    first = [s.schedule for s in stmts]
+    if not all(len(t) >= 3 and axis(t[0]) and axis(t[1]) for t in first):
+        return stmts
+    a0, a1 = first[0][0], first[0][1]
+    if any(t[0] is not a0 or t[1] is not a1 for t in first) or a0.extent >= FUSE_BELOW:
+        return stmts
+    if not any(axis(x) for t in first for x in t[2:]):
+        return stmts
+    fused = a0 * a1.extent + a1
+    return [PolyStmt(s.name, s.vars, s.domain, s.body, (fused,) + tuple(s.schedule[2:])) for s in stmts]
 
 
 def _strides(t: Tensor) -> tuple[int, ...]:

@@ -327,3 +327,17 @@ def test_unused_input_is_accepted():
     Y = ta.compute((3,), lambda i: A[i] + 1.0, name="Y")
     a = _rand((3,), "float32")
     np.testing.assert_allclose(ta.build([Y], [A, B])(a, np.zeros(2)), a + 1)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 9])
+def test_short_batch_axis_is_fused_for_parallelism(batch):
+    X = ta.placeholder((batch, 3, 7, 19), "float64", "X")
+    Y = ta.compute(X.shape, lambda a, b, c, d: X[a, b, c, d] * 2.0 + ta.cast("float64", b), name="Y")
+    k = ta.reduce_axis((0, 19), "k")
+    Z = ta.compute((batch, 3, 7), lambda a, b, c: ta.sum(X[a, b, c, k] * X[a, b, 6 - c, k], k), name="Z")
+    text = str(ta.lower([Y, Z], [X], parallel_min_work=0))
+    assert ("ao in range" in text) == (batch < 8)
+    x = _rand((batch, 3, 7, 19), "float64")
+    y, z = ta.build([Y, Z], [X], num_threads=2, parallel_min_work=0)(x)
+    np.testing.assert_allclose(y, x * 2 + np.arange(3)[None, :, None, None])
+    np.testing.assert_allclose(z, np.einsum("abck,abck->abc", x, x[:, :, ::-1, :]), rtol=1e-12)

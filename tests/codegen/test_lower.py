@@ -176,3 +176,18 @@ def test_parallel_loop_only_with_enough_work():
     big = _mat(300, 300, "big")
     C = ta.compute((300, 300), lambda i, j: big[i, j] * 2.0, name="C")
     assert "parallel for" in str(ta.lower([C], [big]))
+
+
+def test_fused_zero_select_consumer_restricts_the_reduction():
+    n = 30
+    A = _mat(n, n, "A", "float64")
+    k = ta.reduce_axis((0, n), "k")
+    R = ta.compute((n, n), lambda i, j: ta.max(A[i, k] + A[k, j], k), name="R")
+    C = ta.compute((n, n), lambda i, j: ta.select(j <= i, R[i, j] * 2.0, 0.0), name="C")
+    f = ta.lower([C], [A])
+    assert "epilogue C fused" in str(f) and "memset 0 -> C" in str(f)
+    assert f.work == n * (n + 1) // 2 * n
+    import numpy as np
+    a = np.random.default_rng(3).standard_normal((n, n))
+    want = np.tril((a[:, :, None] + a[None, :, :]).max(axis=1) * 2)
+    np.testing.assert_allclose(ta.build([C], [A])(a), want)
