@@ -9,8 +9,7 @@
 
 Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line.
 
-Like the facade, this module composes the layers below it (``ta.gradient`` is
-``jacobian_recursive`` with the nonzeroness optimizer); it does not import the package root.
+It sits beside the facade and uses the public API (``import tensorad as ta``).
 """
 
 from __future__ import annotations
@@ -27,11 +26,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from tensorad.autodiff import jacobian_recursive
-from tensorad.codegen import lower as lower_loops
-from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders, print_tensor_recursively
-from tensorad.lang import placeholder
-from tensorad.simplify import optimize_and_lift_nonzeroness
+import tensorad as ta
+from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders
 
 PROG = "tensorad"
 
@@ -41,11 +37,8 @@ class UsageError(Exception):
 
 
 def version() -> str:
-    """The installed distribution's version (the facade's ``ta.__version__``)."""
-    try:
-        return importlib.metadata.version("tensorad")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+    """The package's version."""
+    return ta.__version__
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,7 +118,7 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
         print(f"{PROG}: error: running {target.rpartition(':')[0]} failed", file=sys.stderr)
         return 1
     print(f"# tensor {name}", file=out)
-    print(print_tensor_recursively(tensor), file=out)
+    print(ta.PrintTensorRecursively(tensor), file=out)
     if tensor.dtype not in FLOAT_DTYPES:
         print(f"# {name} is {tensor.dtype}: not differentiable", file=out)
         return 0
@@ -137,10 +130,9 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
     if not wrt:
         print(f"# {name} depends on no float placeholder: no gradient to show", file=out)
         return 0
-    head = placeholder(tensor.shape, tensor.dtype, name="head")
+    head = ta.placeholder(tensor.shape, tensor.dtype, name="head")
     try:
-        grads = jacobian_recursive(tensor, wrt, head,
-                                   optimizer=optimize_and_lift_nonzeroness if optimize else None)
+        grads = ta.JacobianRecursive(tensor, wrt, head, optimize=optimize)
     except Exception:
         traceback.print_exc()
         print(f"{PROG}: error: differentiating {name} failed", file=sys.stderr)
@@ -148,23 +140,18 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
     for p, g in zip(wrt, grads):
         print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
               file=out)
-        print(print_tensor_recursively(g), file=out)
-        if lower and not _print_lowered(g, p, out):
-            lower = False
+        print(ta.PrintTensorRecursively(g), file=out)
+        if lower:
+            _print_lowered(g, p, out)
     return 0
 
 
-def _print_lowered(grad: Tensor, wrt: Tensor, out) -> bool:
-    """Print the loops of ``grad``; ``False`` when code generation is not available."""
-    try:
-        lowered = lower_loops([grad], placeholders([grad]))
-    except NotImplementedError as exc:
-        print(f"# (no lowered loops: code generation is not available: {exc})\n", file=out)
-        return False
+def _print_lowered(grad: Tensor, wrt: Tensor, out) -> None:
+    """Print the loops of ``grad`` and their work count."""
+    lowered = ta.lower([grad], placeholders([grad]))
     print(f"# lowered loops of the gradient with respect to {wrt.name} (work {lowered.work})",
           file=out)
     print(f"{lowered}\n", file=out)
-    return True
 
 
 # ---- bench --------------------------------------------------------------------------------
