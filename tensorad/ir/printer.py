@@ -8,6 +8,7 @@ that share a name are told apart by a ``#2``/``.1`` suffix given in order of fir
 from __future__ import annotations
 
 import html
+import math
 
 from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
 from .rewrite import fold, op_reads
@@ -57,6 +58,8 @@ class Namer:
 
 def const_to_str(node: Expr) -> str:
     v = node.arg
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{node.dtype}({v})"  # float32(-inf), float64(nan)
     if node.dtype == "float32":
         return f"{v:f}f"
     if node.dtype == "float64":
