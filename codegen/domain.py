@@ -31,6 +31,7 @@ from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .program import Assign, Buffer, Fill, If, Store
+from .stripmine import AxisSplit, plan_split
 
 
 @dataclass(eq=False)
@@ -118,12 +119,27 @@ def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
     return dom, body
 
 
-def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer]) -> OpDomain:
+def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None],
+                       split: AxisSplit | None = None) -> OpDomain:
+    """``buffers[v] is None``: output ``v`` is not needed (nothing reads it)."""
     axes = tuple(op.axes)
+    index: tuple[Expr, ...] = axes
+    notes = []
+    split = split if split is not None else plan_split(axes, bodies)
+    if split is not None:  # axes read through // and %: scanned as their digits (stripmine)
+        index = tuple(split.value.get(a, a) for a in axes)
+        bodies = tuple(split.apply(b) for b in bodies)
+        axes = split.vars
+        notes.append("axes split into digits of their divisors")
     space = IndexSpace(axes)
     box = space.box()
-    fills, stmts, notes = [], [], []
+    if split is not None:
+        for c in split.constraints:
+            box = box.intersect(space.cond(c))
+    fills, stmts = [], []
     for v, (body, buf) in enumerate(zip(bodies, buffers)):
+        if buf is None:
+            continue
         dom, value = peel_zero_select(space, body)
         dom = box.intersect(dom)
         if not box.is_subset(dom):
@@ -131,7 +147,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
             notes.append(f"{buf.name} nonzero only on a sub-domain")
         else:
             dom = box
-        store = Store(buf, axes, value)
+        store = Store(buf, index, value)
         stmts.append(PolyStmt(f"S{v}", axes, dom, (store,), tuple(axes) + (v,)))
     return OpDomain(fills, stmts, space, note="; ".join(notes))
 
@@ -161,7 +177,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     obox = outer_space.box()
     fills = []
     if not obox.is_subset(proj):
-        fills = [Fill(buf, ident) for buf, ident in zip(buffers, comb.identity)]
+        fills = [Fill(buf, ident) for buf, ident in zip(buffers, comb.identity) if buf is not None]
     else:
         proj = obox
     accs = tuple(var(f"acc{i}" if comb.arity > 1 else "acc", dtype=d) for i, d in enumerate(comb.dtypes))
@@ -178,15 +194,18 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
             dom = dom.intersect(edom)
             proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
             fills = [Fill(buffers[0], const(0, buffers[0].dtype))]
-        stores = (Store(buffers[0], outer, evalue),)
+        stores = (Store(buffers[0], outer, evalue, counted=False),)
     else:
-        stores = tuple(Store(buf, outer, accs[b.arg.value_index]) for b, buf in zip(bodies, buffers))
+        stores = tuple(Store(buf, outer, accs[b.arg.value_index], counted=False)
+                       for b, buf in zip(bodies, buffers) if buf is not None)
     zeros = (0,) * n_red
     stmts = [
-        PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity)),), outer + (0,) + zeros),
+        PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity), counted=False),),
+                 outer + (0,) + zeros),
         PolyStmt("U", outer + raxes, dom, update, outer + (1,) + raxes),
-        PolyStmt("W", outer, proj, stores, outer + (2,) + zeros),
     ]
+    if stores:  # (none when the accumulators are read directly: see :mod:`.group`)
+        stmts.append(PolyStmt("W", outer, proj, stores, outer + (2,) + zeros))
     note = f"{comb.name} over {', '.join(a.name for a in raxes) or 'nothing'}"
     if fills and epilogue is None:
         note += "; identity outside the reduced region"
@@ -198,7 +217,8 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     return OpDomain(fills, stmts, space, accs, note, info)
 
 
-def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer], epilogue=None) -> OpDomain:
+def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None], epilogue=None,
+              split: AxisSplit | None = None) -> OpDomain:
     if op.is_reduction:
         return reduction_domain(op, bodies, buffers, epilogue)
-    return elementwise_domain(op, bodies, buffers)
+    return elementwise_domain(op, bodies, buffers, split)

@@ -192,7 +192,7 @@ def subst_stmt(st, mapping: dict):
     if isinstance(st, Store):
         return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted)
     if isinstance(st, Assign):
-        return Assign(st.targets, tuple(sub(v) for v in st.values))
+        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted)
     if isinstance(st, If):
         return If(sub(st.cond), tuple(subst_stmt(s, mapping) for s in st.then),
                   tuple(subst_stmt(s, mapping) for s in st.orelse), st.affine)

@@ -1,8 +1,11 @@
 """The process-wide LLVM JIT: one target machine and one MCJIT engine, created on first use.
 
-``compile_module(ir_text, opt_level)`` parses, optimizes (the new pass manager at
-``speed_level=opt_level`` with loop and SLP vectorization) and adds the module to the engine;
-it returns the optimized IR, from which ``assembly`` produces machine code text on demand.
+``compile_object(ir_text, opt_level)`` parses, optimizes (the new pass manager at
+``speed_level=opt_level`` with loop and SLP vectorization) and compiles a module to object
+code; ``load_object`` links object code into the engine (fresh, or read back from the disk
+cache -- symbols between objects, such as a kernel's calls into the matrix-product library,
+are resolved by the engine).  ``optimized_ir`` and ``assembly`` give the IR and machine code
+text on demand.
 
 The target is the host CPU with all its features.  LLVM tunes some AVX-512 CPUs to prefer
 256-bit vectors; we add ``-prefer-256-bit`` so the vectorizer uses full 512-bit registers
@@ -11,9 +14,11 @@ The target is the host CPU with all its features.  LLVM tunes some AVX-512 CPUs 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
@@ -78,28 +83,80 @@ def optimize(mod: llvm.ModuleRef, opt_level: int) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_module(ir_text: str, names: list[str], opt_level: int = 3) -> tuple[dict[str, int], str]:
-    """Compile and load a module; returns the addresses of ``names`` and the optimized IR."""
+def llvm_version() -> str:
+    return ".".join(str(x) for x in llvm.llvm_version_info)
+
+
+_FINGERPRINT: str | None = None
+
+
+def fingerprint() -> str:
+    """What besides the program determines the machine code: the target (triple, CPU,
+    features), the LLVM version, tensorad's version and the code generator's own source (so an
+    edited emitter never meets object code it did not produce)."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            ver = version("tensorad")
+        except PackageNotFoundError:  # pragma: no cover - not installed
+            ver = "?"
+        h = hashlib.sha256()
+        here = Path(__file__).parent
+        for f in sorted(here.glob("*.py")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        _FINGERPRINT = "|".join([target_key(), llvm_version(), ver, h.hexdigest()])
+    return _FINGERPRINT
+
+
+def compile_object(ir_text: str, opt_level: int = 3) -> bytes:
+    """Parse, verify, optimize and compile a module to relocatable object code."""
     s = state()
-    mod = llvm.parse_assembly(ir_text)
-    mod.triple = s.triple
-    mod.data_layout = str(s.target_machine.target_data)
-    mod.verify()
-    if opt_level > 0:
-        optimize(mod, opt_level)
-    optimized = str(mod)
     with _LOCK:
-        s.engine.add_module(mod)
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = s.triple
+        mod.data_layout = str(s.target_machine.target_data)
+        mod.verify()
+        if opt_level > 0:
+            optimize(mod, opt_level)
+        return s.target_machine.emit_object(mod)
+
+
+_OBJECTS: list = []  # loaded object files stay referenced for the life of the process
+
+
+def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
+    """Link object code into the engine; returns the addresses of ``names``."""
+    s = state()
+    with _LOCK:
+        ref = llvm.ObjectFileRef.from_data(obj)
+        s.engine.add_object_file(ref)
+        _OBJECTS.append(ref)
         s.engine.finalize_object()
         addrs = {n: s.engine.get_function_address(n) for n in names}
     for n, a in addrs.items():
         if not a:
-            raise RuntimeError(f"JIT: function {n} was not found after compilation")
-    return addrs, optimized
+            raise RuntimeError(f"JIT: function {n} was not found after linking")
+    return addrs
 
 
-def assembly(optimized_ir: str) -> str:
+def optimized_ir(ir_text: str, opt_level: int) -> str:
+    """The IR that ``compile_object`` compiles for ``ir_text`` (recomputed on demand)."""
+    s = state()
+    with _LOCK:
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = s.triple
+        mod.data_layout = str(s.target_machine.target_data)
+        if opt_level > 0:
+            optimize(mod, opt_level)
+        return str(mod)
+
+
+def assembly(optimized: str) -> str:
     """Machine code text of an optimized module (recompiled on demand, not loaded)."""
     s = state()
-    mod = llvm.parse_assembly(optimized_ir)
-    return s.target_machine.emit_assembly(mod)
+    with _LOCK:
+        mod = llvm.parse_assembly(optimized)
+        return s.target_machine.emit_assembly(mod)
+

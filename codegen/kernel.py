@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,15 +38,20 @@ ARRAY_DATA_OFFSET = _array_data_offset()
 
 @dataclass
 class Compiled:
-    """A module loaded in the JIT engine: the entry addresses and the IR it came from."""
+    """Object code linked into the JIT engine: the entry addresses and the IR it came from.
+
+    ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
+    from the disk cache keeps it compressed until asked); the optimized IR and the assembly
+    are recomputed from it on demand -- the same deterministic pipeline that produced the code.
+    """
 
     key: str
     main_address: int
-    llvm_ir: str
-    llvm_ir_unoptimized: str
+    source: str | Callable[[], str]
     uses_gomp: bool
     nargs: int = 0
     call_address: int | None = None
+    opt_level: int = 3
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
@@ -53,7 +59,22 @@ class Compiled:
         if self.call_address:
             proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
             self.call = proto(self.call_address)
+        self._ir: str | None = None
         self._asm: str | None = None
+
+    @property
+    def llvm_ir_unoptimized(self) -> str:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
+
+    @property
+    def llvm_ir(self) -> str:
+        if self._ir is None:
+            from .jit import optimized_ir
+
+            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level)
+        return self._ir
 
     @property
     def asm(self) -> str:

@@ -26,8 +26,8 @@ from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intr
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 
-REDUCTION_FLAGS = ("reassoc", "contract")
-VALUE_FLAGS = ("contract",)
+REDUCTION_FLAGS = ("reassoc", "contract", "arcp")
+VALUE_FLAGS = ("contract", "arcp")
 
 
 class ModuleEmitter:

@@ -240,8 +240,8 @@ def _value_rules(em: ExprEmitter) -> dict:
 
     def minmax(fname: str, iname: str) -> Callable:
         def rule(node, x, y):
-            if node.dtype.startswith("float"):
-                return em.call(fname, node.dtype, x, y, flags=fl(node))
+            if node.dtype.startswith("float"):  # fast mode: the sign of a zero result is free
+                return em.call(fname, node.dtype, x, y, flags=fl(node) + ("nsz",) * bool(fl(node)))
             fn = intrinsic(em.module, f"llvm.{iname}.{FSUFFIX[node.dtype]}", x.type, [x.type, x.type])
             return b.call(fn, [x, y])
         return rule

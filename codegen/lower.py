@@ -16,16 +16,21 @@ from typing import Any
 
 from tensorad.ir.expr import Op
 from tensorad.ir.printer import Namer
+from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
 
 from .contraction import match_contraction, worth_it
 from .domain import covers_box, op_domain
 from .fuse import find_epilogues
+from .group import Group, make_unit, plan_groups
 from .inline import choose_materialized, graph_ops, inline_bodies
 from .islast import build_loops
-from .program import Buffer, Loop, Nest, Program, program_text
-from .schedule import Options, schedule_nest
+from .nestfuse import lower_group
+from .program import Buffer, Nest, Program, program_text
+from .schedule import Options, mark_parallel, schedule_nest, work_weight
+from .speculate import speculate
+from .stripmine import plan_split
 from .work import count_work
 
 
@@ -45,6 +50,11 @@ class LoweredFunc:
     @property
     def outputs(self) -> list[Buffer]:
         return self.program.outputs
+
+    @property
+    def temporaries(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """The buffers a call allocates besides its inputs and outputs: (name, shape, dtype)."""
+        return [(b.name, tuple(b.shape), b.dtype) for b in self.program.temps]
 
     def __str__(self) -> str:
         return self.text
@@ -125,10 +135,57 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
+    bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
     epilogues = {} if not opts.fuse else find_epilogues(
         [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
     fused_into = {e.consumer: r for r, e in epilogues.items()}
+
+    units = []
+    for op in ops:
+        if op in epilogues:
+            continue  # emitted at its consumer's place
+        if op in fused_into:
+            r = fused_into[op]
+            units.append(make_unit(op, bodies[op], reduction=r, red_bodies=bodies[r], epilogue=epilogues[r]))
+        elif gemms[op] is not None:
+            units.append(make_unit(op, bodies[op], gemm=gemms[op]))
+        else:
+            split = None if op.is_reduction else plan_split(tuple(op.axes), bodies[op])
+            units.append(make_unit(op, bodies[op], split=split))
+    groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    while True:  # a group that cannot be fused exactly is lowered member by member
+        program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts)
+        if failed is None:
+            return program
+        groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
+
+
+def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, materialized, bodies: dict,
+                  opts: Options) -> tuple[Program | None, int | None]:
+    """The program of ``groups``, or the index of a group that could not be fused."""
+    input_set = set(inputs)
+    # which tensors need a buffer: outputs, and what a later group reads (an unread output of
+    # a multi-output op, or a reduction read only from its accumulators, needs none)
+    group_of = {u.op: k for k, g in enumerate(groups) for u in g.units}
+    read_by: dict[Tensor, set[int]] = {}
+    for k, g in enumerate(groups):
+        for u in g.units:
+            for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()):
+                for n in walk(b):
+                    if n.op is Op.READ:
+                        read_by.setdefault(n.arg, set()).add(k)
+    scalar = {op for g in groups if len(g.units) > 1 for op in g.scalar_reductions()
+              if covers_box(op, bodies[op])}
+    output_set = set(outputs)
+
+    def needs_buffer(t: Tensor) -> bool:
+        if t in output_set:
+            return True
+        readers = read_by.get(t, set())
+        if t.op in scalar:
+            readers = readers - {group_of[t.op]}
+        return bool(readers)
 
     namer = Namer()
     buffers: dict[Tensor, Buffer] = {}
@@ -136,44 +193,51 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         for t in ts:
             buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, kind, t)
     temps = []
-    for op in ops:
-        if op in epilogues:
-            continue  # its values go straight into the consumer's buffer
-        for t in (Tensor(op, v) for v in range(op.num_outputs)):
-            if t not in buffers:
-                buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
-                temps.append(buffers[t])
+    for g in groups:
+        for u in g.units:
+            for t in (Tensor(u.op, v) for v in range(u.op.num_outputs)):
+                if t not in buffers and needs_buffer(t):
+                    buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
+                    temps.append(buffers[t])
     inlined = [namer.tensor(t) for t in tensors
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
 
+    def outs_of(op: ComputeOp) -> list[Buffer | None]:
+        return [buffers.get(Tensor(op, v)) for v in range(op.num_outputs)]
+
     steps: list = []
-    for op in ops:
-        if op in epilogues:
-            continue  # emitted at its consumer's place
-        if op in fused_into:
-            epilogue = epilogues[fused_into[op]]
-            steps.extend(_lower_op(fused_into[op], bodies, [buffers[Tensor(op, 0)]], epilogue, None, opts))
+    for k, g in enumerate(groups):
+        if len(g.units) > 1:
+            fused = lower_group(g, bodies, outs_of, scalar, opts)
+            if fused is None:
+                return None, k
+            steps.extend(fused)
+            continue
+        u = g.units[0]
+        if u.reduction is not None:
+            steps.extend(_lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts))
         else:
-            outs = [buffers[Tensor(op, v)] for v in range(op.num_outputs)]
-            steps.extend(_lower_op(op, bodies, outs, None, gemms[op], opts))
+            steps.extend(_lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split))
     return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
-                   buffers, inlined)
+                   buffers, inlined), None
 
 
-def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer], epilogue, gemm, opts: Options) -> list:
+def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
+              split=None) -> list:
     """The steps (fills, then one nest) computing one materialized op."""
-    dom = op_domain(op, bodies[op], outs, epilogue)
+    dom = op_domain(op, bodies[op], outs, epilogue, split)
     stmts, attrs = schedule_nest(op, dom, outs, opts)
     body = build_loops(stmts)
     work = count_work(body)
-    body, parallel = mark_parallel(body, attrs, opts, work)
+    body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:
         attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
     if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
         attrs = {"gemm": gemm, "note": gemm.describe(), "range": (0, gemm.blocks)}
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
     note = "; ".join(n for n in (dom.note, attrs.get("note", "")) if n)
-    nest = Nest(op.name, body, tuple(outs), work, note, parallel, dom.accumulators, attrs)
+    nest = Nest(op.name, body, tuple(b for b in outs if b is not None), work, note, parallel,
+                dom.accumulators, attrs)
     return [*dom.fills, nest]
 
 
@@ -183,19 +247,3 @@ def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):
         return None
     spec = match_contraction(op, bodies, opts.tile)
     return spec if spec is not None and worth_it(spec, opts.microkernel) else None
-
-
-def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int) -> tuple[tuple, bool]:
-    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
-    and scans the time dimension the schedule declared parallel (an output axis: each
-    iteration writes its own elements), and the nest has enough work to share: with less than
-    ``opts.parallel_min_work`` waking a second thread costs more than it saves (and on a loaded
-    machine a sleeping worker can wait a whole scheduler time slice, ~4 ms)."""
-    if not opts.parallel or work < opts.parallel_min_work or len(body) != 1 or not isinstance(body[0], Loop):
-        return body, False
-    loop = body[0]
-    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:
-        return body, False
-    if loop.dim != attrs.get("parallel_dim", -1):
-        return body, False
-    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True

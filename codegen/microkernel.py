@@ -1,7 +1,6 @@
-"""Contractions (:mod:`.contraction`) as a packed, register-tiled vector micro-kernel.
+"""Contractions (:mod:`.contraction`) as calls into the packed matrix-product library.
 
-For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` is emitted BLIS-style instead of as
-plain loops:
+For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
 
     for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
       for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major
@@ -10,23 +9,33 @@ plain loops:
                                           per k: NR/VW vector loads of B, MR broadcasts of A,
                                           MR*NR/VW fused multiply-adds; then C (+)= tile
 
-Packing evaluates the expressions ``A`` and ``B`` (any reads, guards and arithmetic, through the
-ordinary expression emitter) at flattened indices -- so every layout becomes unit-stride and the
-edges are zero-padded, and the inner loop never branches; edge tiles are written through a small
-stack tile.  The first ``kc`` block stores, later blocks add (C is never zero-filled).  Buffers
-for the packed panels come from ``aligned_alloc`` per call and thread.
+That code is generic: :mod:`.gemmlib` compiles it once per process for each (dtype, MR, NR),
+and a nest only fills a descriptor (:mod:`.gemmdesc`: sizes, cache blocks, C's layout, and each
+side's layout as a linear read, possibly range-checked) and calls the library's driver -- so a
+kernel with matrix products compiles as fast as one without.  A side that is not a plain
+(possibly padded) linear read -- a product of factors, a non-affine index, a guard that is not
+a range check -- gets a packing function of its own in the kernel (:mod:`.packing`, which
+evaluates any expression), called by the driver through the descriptor.
 
-The plain loop nest is still what ``lower`` prints and counts (the same iterations); the note
-on the nest says that it is emitted as this kernel.  Strict mode (``fastmath=False``) does not
-use it: blocking over ``k`` reassociates the sums.
+Packing evaluates ``A`` and ``B`` at flattened indices, so every layout becomes unit-stride and
+the edges are zero-padded; the first ``kc`` block stores into C, later blocks add (C is never
+zero-filled).  The plain loop nest is still what ``lower`` prints and counts (the same
+iterations); the note on the nest says that it is emitted as this kernel.  Strict mode
+(``fastmath=False``) does not use it: blocking over ``k`` reassociates the sums.
 """
 
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import walk
+
+from . import gemmlib
 from .contraction import Contraction
-from .irloops import declare, for_range, smin
+from .gemmdesc import (DESC_LEN, H_BEXT, H_C, H_CCOEF, H_K, H_KC, H_LDC, H_M, H_MC, H_N, H_NB, H_NC,
+                       H_NJC, S_BASE, S_CTX, S_FN, SIDE_A, SIDE_B, plan_side)
+from .irloops import declare
 from .llvm_expr import ExprEmitter
 from .packing import Packer
 
@@ -44,140 +53,75 @@ class GemmEmitter:
         self.t = ir.FloatType() if spec.dtype == "float32" else ir.DoubleType()
         self.es = 4 if spec.dtype == "float32" else 8
         self.vw = 64 // self.es
-        self.vt = ir.VectorType(self.t, self.vw)
-        self.micro = self._micro()
 
-    # ---- the micro-kernel -----------------------------------------------------------------
-    def _micro(self) -> ir.Function:
-        s, t, vt, vw = self.s, self.t, self.vt, self.vw
-        nv = s.nr // vw
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64, I64, I64, I1])
-        fn = ir.Function(self.m, fnty, f"{self.name}_micro")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        ap, bp, cp, ldc, rows, cols, kcl, first = fn.args
-        for a in (ap, bp, cp):
-            a.add_attribute("noalias")
-        entry = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry)
-        tile = b.alloca(ir.ArrayType(t, s.mr * s.nr), name="tile")
-        fma = declare(self.m, f"llvm.fma.v{vw}{'f32' if self.es == 4 else 'f64'}", vt, [vt, vt, vt])
-        zero = ir.Constant(vt, None)
-        loop = b.append_basic_block("k.body")
-        done = b.append_basic_block("k.exit")
-        b.cbranch(b.icmp_signed(">", kcl, I64(0)), loop, done)
-        b.position_at_end(loop)
-        kv = b.phi(I64, name="k")
-        kv.add_incoming(I64(0), entry)
-        accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(s.mr)]
-        for row in accs:
-            for p in row:
-                p.add_incoming(zero, entry)
-        boff = b.mul(kv, I64(s.nr))
-        bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=64)
-                for v in range(nv)]
-        aoff = b.mul(kv, I64(s.mr))
-        new = []
-        for r in range(s.mr):
-            a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-            undef = ir.Constant(vt, ir.Undefined)
-            lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
-            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
-            new.append([b.call(fma, [splat, bvec[v], accs[r][v]]) for v in range(nv)])
-        nxt = b.add(kv, I64(1))
-        kv.add_incoming(nxt, b.block)
-        for r in range(s.mr):
-            for v in range(nv):
-                accs[r][v].add_incoming(new[r][v], b.block)
-        b.cbranch(b.icmp_signed("<", nxt, kcl), loop, done)
-        b.position_at_end(done)
-        res = [[b.phi(vt) for v in range(nv)] for r in range(s.mr)]
-        for r in range(s.mr):
-            for v in range(nv):
-                res[r][v].add_incoming(zero, entry)
-                res[r][v].add_incoming(new[r][v], loop)
-        full = b.and_(b.icmp_signed("==", rows, I64(s.mr)), b.icmp_signed("==", cols, I64(s.nr)))
-        with b.if_else(full) as (then, other):
-            with then:
-                # the first k block stores, later ones accumulate (C is never read before)
-                with b.if_else(first) as (store, accumulate):
-                    for branch, add in ((store, False), (accumulate, True)):
-                        with branch:
-                            for r in range(s.mr):
-                                rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
-                                for v in range(nv):
-                                    p = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
-                                    val = res[r][v]
-                                    if add:
-                                        val = b.fadd(b.load(p, typ=vt, align=self.es), val)
-                                    b.store(val, p, align=self.es)
-            with other:
-                for r in range(s.mr):
-                    for v in range(nv):
-                        p = b.gep(tile, [I64(r * s.nr + v * vw)], inbounds=True, source_etype=t)
-                        # llvmlite types alloca pointers: cast to a vector pointer to store a vector
-                        b.store(res[r][v], b.bitcast(p, vt.as_pointer()), align=self.es)
-                with for_range(b, 0, rows, name="er", vectorize=False) as r:
-                    with for_range(b, 0, cols, name="ec", vectorize=False) as c:
-                        src = b.gep(tile, [b.add(b.mul(r, I64(s.nr)), c)], inbounds=True, source_etype=t)
-                        dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
-                        old = b.load(dst, typ=t)
-                        base = b.select(first, t(0.0), old)
-                        b.store(b.fadd(base, b.load(src, typ=t)), dst)
-        b.ret_void()
-        return fn
-
-    # ---- the nest -------------------------------------------------------------------------
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
-        em = ExprEmitter(b, ptr_of, strides_of, fastmath)
-        packer = Packer(b, em, s.k, self.t)
-        alloc = declare(self.m, "aligned_alloc", PTR, [I64, I64])
-        free = declare(self.m, "free", ir.VoidType(), [PTR])
-        a_bytes = -(-(s.mc * s.kc * self.es) // 64) * 64
-        b_bytes = -(-(s.kc * (-(-s.nc // s.nr) * s.nr) * self.es) // 64) * 64
-        ap = b.call(alloc, [I64(64), I64(a_bytes)])
-        bp = b.call(alloc, [I64(64), I64(b_bytes)])
-        C = ptr_of(s.c)
-        cstrides = strides_of(s.c)
+        pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
+        fields = {H_M: s.M, H_N: s.N, H_K: s.K, H_KC: s.kc, H_MC: s.mc, H_NC: s.nc,
+                  H_NJC: -(-s.N // s.nc), H_NB: len(s.batch)}
         axes = list(s.c.op.axes)
-        ldc = cstrides[axes.index(s.m)]
-        njc = -(-s.N // s.nc)
-        with for_range(b, lo, hi, name="pb") as pb:
-            em.push()
-            jb = b.urem(pb, I64(njc))
-            cbase = C
-            if s.batch:
-                packer.bind(s.batch, b.udiv(pb, I64(njc)))
-                off = None
-                for ax in s.batch:
-                    term = b.mul(em.env[ax], I64(cstrides[axes.index(ax)]))
-                    off = term if off is None else b.add(off, term)
-                cbase = b.gep(C, [off], inbounds=True, source_etype=self.t)
-            jc = b.mul(jb, I64(s.nc))
-            nc = smin(b, I64(s.nc), b.sub(I64(s.N), jc))
-            with for_range(b, 0, s.K, s.kc, name="kc") as kc:
-                em.push()
-                kcl = smin(b, I64(s.kc), b.sub(I64(s.K), kc))
-                first = b.icmp_signed("==", kc, I64(0))
-                packer.pack(bp, s.b, s.n, jc, nc, s.nr, kc, kcl)
-                with for_range(b, 0, s.M, s.mc, name="ic") as ic:
-                    em.push()
-                    mcl = smin(b, I64(s.mc), b.sub(I64(s.M), ic))
-                    packer.pack(ap, s.a, (s.m,), ic, mcl, s.mr, kc, kcl)
-                    with for_range(b, 0, nc, s.nr, name="jr") as jr:
-                        cols = smin(b, I64(s.nr), b.sub(nc, jr))
-                        bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=self.t)
-                        with for_range(b, 0, mcl, s.mr, name="ir") as ir_:
-                            rows = smin(b, I64(s.mr), b.sub(mcl, ir_))
-                            apanel = b.gep(ap, [b.mul(ir_, kcl)], inbounds=True, source_etype=self.t)
-                            off = b.add(b.mul(b.add(ic, ir_), I64(ldc)), b.add(jc, jr))
-                            cptr = b.gep(cbase, [off], inbounds=True, source_etype=self.t)
-                            b.call(self.micro, [apanel, bpanel, cptr, I64(ldc), rows, cols, kcl, first])
-                    em.pop()
-                em.pop()
-            em.pop()
-        b.call(free, [ap])
-        b.call(free, [bp])
+        cstrides = strides_of(s.c)
+        fields[H_LDC] = cstrides[axes.index(s.m)]
+        for i, ax in enumerate(s.batch):
+            fields[H_BEXT + i] = ax.extent
+            fields[H_CCOEF + i] = cstrides[axes.index(ax)]
+        sides = []
+        for at, expr, outer, width in ((SIDE_A, s.a, (s.m,), s.mr), (SIDE_B, s.b, s.n, s.nr)):
+            plan = plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
+            if plan is not None:
+                fields.update({at + f: v for f, v in plan.fields.items()})
+            sides.append((at, expr, outer, width, plan))
+        # the constant part of the descriptor is a global; the pointers are stored per call
+        template = ir.GlobalVariable(self.m, ir.ArrayType(I64, DESC_LEN), f"{self.name}_desc")
+        template.linkage = "private"
+        template.global_constant = True
+        template.initializer = ir.Constant(ir.ArrayType(I64, DESC_LEN),
+                                           [I64(fields.get(i, 0)) for i in range(DESC_LEN)])
+        desc = b.alloca(I64, size=I64(DESC_LEN), name="desc")
+        memcpy = declare(self.m, "llvm.memcpy.p0.p0.i64", ir.VoidType(), [PTR, PTR, I64, I1])
+        b.call(memcpy, [desc, template, I64(DESC_LEN * 8), I1(0)])
 
+        def put(at: int, ptr: ir.Value) -> None:
+            slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
+            b.store(b.ptrtoint(ptr, I64), slot)
+
+        put(H_C, ptr_of(s.c))
+        for at, expr, outer, width, plan in sides:
+            if plan is not None:
+                put(at + S_BASE, ptr_of(plan.tensor))
+                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == SIDE_A else "B", plan.mode)
+                put(at + S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
+                continue
+            # a side of its own: the packing function reads its tensors' pointers from ctx
+            tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
+            ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
+            for i, tns in enumerate(tensors):
+                b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
+            fn = self._own_packer(f"{self.name}_pack{'A' if at == SIDE_A else 'B'}", expr, outer, width,
+                                  tensors, strides_of, fastmath)
+            put(at + S_FN, fn)
+            put(at + S_CTX, ctx)
+        driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr)
+        b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
+
+    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
+        expression (any reads, guards, arithmetic) with the ordinary expression emitter."""
+        s = self.s
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
+        fn = ir.Function(self.m, fnty, name)
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        side, dst, bflat, o0, olen, k0, klen, _ = fn.args
+        dst.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ctx = b.inttoptr(b.load(b.gep(side, [I64(S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
+        ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath)
+        packer = Packer(b, em, s.k, self.t)
+        if s.batch:
+            packer.bind(s.batch, bflat)
+        packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
+        b.ret_void()
+        return fn

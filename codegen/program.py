@@ -11,6 +11,9 @@ to one value, e.g. the zero-fill of an output whose nonzero region is a sub-doma
 * :class:`Store`  -- ``buffer[index] = value``;
 * :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
 
+``counted=False`` marks per-element bookkeeping (accumulator initialisation, the final store of
+an accumulator, a fused epilogue): it runs but is not work (:mod:`.work`).
+
 Expressions are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer
 they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`` nodes.
 """
@@ -82,6 +85,7 @@ class Store:
 class Assign:
     targets: tuple[Expr, ...]
     values: tuple[Expr, ...]
+    counted: bool = True  # False: accumulator initialisation (bookkeeping, not work)
 
 
 Stmt = Loop | If | Store | Assign

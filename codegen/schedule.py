@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tensorad.ir.expr import TRUE, Expr, Op
+from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import fold, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .domain import OpDomain, PolyStmt, ReductionInfo
-from .program import Buffer, If, Store
+from .program import Buffer, If, Loop, Store
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,13 @@ class Options:
                     if not isinstance(t, Tensor):
                         raise TypeError(f"option {k}: expected tensors, got {t!r}")
                 kw[k] = ts
+        for k in ("parallel", "fastmath", "fuse", "microkernel"):  # "no" would silently mean True
+            if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
+                raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
+                                f"got {kw[k]!r}")
+        pmw = kw.get("parallel_min_work", 0)
+        if not isinstance(pmw, int) or isinstance(pmw, bool) or pmw < 0:
+            raise ValueError(f"parallel_min_work must be a non-negative int, got {pmw!r}")
         if kw.get("tile") is not None:
             kw["tile"] = tuple(int(x) for x in kw["tile"])
         opt = kw.get("opt_level", 3)
@@ -192,12 +199,17 @@ def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyS
     return stmts
 
 
-def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options) -> tuple[list, dict]:
-    """The statements to scan (schedules possibly rewritten) and nest attributes."""
+def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
+                  fuse_outer: bool = True) -> tuple[list, dict]:
+    """The statements to scan (schedules possibly rewritten) and nest attributes.
+
+    ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
+    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix)."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
-    if info is not None and prefer_buffer_form(info, _strides, outputs[0].dtype):
+    if info is not None and allow_buffer and outputs[0] is not None \
+            and prefer_buffer_form(info, _strides, outputs[0].dtype):
         out = outputs[0]
         tile = max(64, 16384 // (8 if out.dtype.endswith("64") else 4))
         stmts = buffer_form(info, out, tile)
@@ -206,7 +218,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options) ->
             return stmts, attrs  # the outermost loop runs over the reduction: not parallel
     if op.axes:
         attrs["parallel_dim"] = 0
-        stmts = fuse_short_outer(stmts)
+        if fuse_outer:
+            stmts = fuse_short_outer(stmts)
     return stmts, attrs
 
 
@@ -239,3 +252,33 @@ def _strides(t: Tensor) -> tuple[int, ...]:
         out.append(acc)
         acc *= s
     return tuple(reversed(out))
+
+
+HEAVY = UNARY_MATH | {Op.POW}
+HEAVY_WEIGHT = 8  # a vectorized exp costs about as much as 8 loads, stores or adds
+
+
+def work_weight(exprs) -> int:
+    """How many plain innermost-body executions one execution of a body with ``exprs`` is
+    worth, for the parallel threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function
+    (a softmax row of exps is worth sharing long before a row of copies is)."""
+    heavy = sum(1 for e in exprs for n in walk(e) if n.op in HEAVY)
+    return 1 + HEAVY_WEIGHT * min(heavy, 4)
+
+
+def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
+    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
+    and scans the time dimension the schedule declared parallel (an output axis: each
+    iteration writes its own elements), and the nest has enough work to share: with less than
+    ``opts.parallel_min_work`` (times ``weight``, see :func:`work_weight`) waking a second
+    thread costs more than it saves (and on a loaded machine a sleeping worker can wait a
+    whole scheduler time slice, ~4 ms)."""
+    if not opts.parallel or work * weight < opts.parallel_min_work or len(body) != 1 \
+            or not isinstance(body[0], Loop):
+        return body, False
+    loop = body[0]
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:
+        return body, False
+    if loop.dim != attrs.get("parallel_dim", -1):
+        return body, False
+    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True

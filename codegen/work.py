@@ -10,8 +10,12 @@ per point for each loop variable in scope):
 * otherwise the loop is expanded: every point of the frontier is repeated once per iteration
   and the body is counted on the expanded frontier (a triangle ``k <= i`` expands ``i`` only,
   and the inner loop is ``i + 1`` trips in closed form);
-* an affine ``if`` (from isl) masks the frontier; a block without loops is one execution of an
-  innermost body.
+* an affine ``if`` (from isl) masks the frontier;
+* a block execution that runs a counted statement outside its inner loops is one execution of
+  an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
+  sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
+  body execution count once; bookkeeping (``counted=False``: accumulator init, final stores,
+  fused epilogues) never counts.
 
 Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
 """
@@ -23,7 +27,7 @@ import numpy as np
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
 
-from .program import If, Loop, Store
+from .program import If, Loop
 
 CHUNK = 1 << 22
 
@@ -82,23 +86,32 @@ class WorkCounter:
         return found
 
     def block(self, stmts: tuple, env: dict, n: int) -> np.ndarray:
-        if not stmts:
-            return np.zeros(n, np.int64)
-        structured = [s for s in stmts if isinstance(s, Loop) or (isinstance(s, If) and s.affine)]
-        if not structured:
-            if all(isinstance(s, Store) and not s.counted for s in stmts):
-                return np.zeros(n, np.int64)  # accumulator init / fused epilogue: not work
-            return np.ones(n, np.int64)
-        total = np.zeros(n, np.int64)
-        for s in structured:
+        """Executions of innermost bodies in ``stmts``, per frontier point."""
+        direct, nested = self.parts(stmts, env, n)
+        return direct.astype(np.int64) + nested
+
+    def parts(self, stmts: tuple, env: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(1 where this block execution runs a counted statement outside any inner loop,
+        executions of innermost bodies inside its inner loops), per frontier point.
+
+        A counted statement beside a loop (``x = ..; if c: for k: ..``, as isl splits a
+        domain into pieces) is an innermost-body execution of its own; counted statements of
+        one body execution (plain, or under affine ``if``s: the stores of a multi-output op
+        on different sub-domains) count once together."""
+        direct = np.zeros(n, bool)
+        nested = np.zeros(n, np.int64)
+        for s in stmts:
             if isinstance(s, Loop):
-                total += self.loop(s, env, n)
-            else:
+                nested += self.loop(s, env, n)
+            elif isinstance(s, If) and s.affine:
                 mask = evaluate_index(s.cond, env, n)
-                then = self.block(s.then, env, n)
-                other = self.block(s.orelse, env, n) if s.orelse else 0
-                total += np.where(mask, then, other)
-        return total
+                d_then, n_then = self.parts(s.then, env, n)
+                d_else, n_else = self.parts(s.orelse, env, n)
+                direct |= np.where(mask, d_then, d_else)
+                nested += np.where(mask, n_then, n_else)
+            elif counted(s):
+                direct[:] = True
+        return direct, nested
 
     def loop(self, s: Loop, env: dict, n: int) -> np.ndarray:
         lo = evaluate_index(s.lo, env, n).astype(np.int64)
@@ -127,6 +140,15 @@ class WorkCounter:
                 out += np.bincount(owner, weights=counts, minlength=n)
             start_pt = stop_pt
         return np.rint(out).astype(np.int64)
+
+
+def counted(s) -> bool:
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is."""
+    if isinstance(s, If):
+        return any(counted(x) for x in s.then + s.orelse)
+    if isinstance(s, Loop):
+        raise TypeError("a loop under a data-dependent if is not counted exactly")
+    return s.counted
 
 
 def _vars(e: Expr) -> set:

@@ -13,10 +13,10 @@ variables; without the optimizer the term is correct but iterates over all of ``
 Reductions with other combiners (DESIGN.md lesson 2):
 
 * ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
-  reduction over the same domain carrying ``(value..., k0, k1, ...)`` -- is computed once per
-  op; the head is routed to the winning element only, by adding ``k == W(i)`` to the
-  condition.  Ties: the first winner in loop order for max/min, the combiner's own condition
-  for custom ones (see :mod:`combiners`).
+  reduction over the same domain carrying ``(value..., k)``, ``k`` the flattened index of the
+  winning point -- is computed once per op; the head is routed to the winning element only, by
+  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: the first winner in loop order
+  for max/min, the combiner's own condition for custom ones (see :mod:`combiners`).
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.
@@ -69,7 +69,9 @@ class AdjointBuilder:
             winner = self._winner(op)
 
             def at_winner(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
-                return [equal_all(kv, [w[tuple(iv)] for w in winner])], None
+                flat = combiners.flat_index(kv) if len(winner) == 1 else None
+                keys = [flat] if flat is not None else kv
+                return [equal_all(keys, [w[tuple(iv)] for w in winner])], None
 
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
@@ -111,16 +113,20 @@ class AdjointBuilder:
 
     # ---- helper tensors -----------------------------------------------------------------
     def _winner(self, op: ComputeOp) -> tuple[Tensor, ...]:
-        """The index outputs ``(k0, k1, ...)`` of the op's winner reduction (built once)."""
+        """The index output of the op's winner reduction (built once): the flattened index of
+        the winning point (:func:`combiners.flat_index`), or ``(k0, k1, ...)`` when the
+        reduced box is too large to flatten into an int32."""
         found = self._winners.get(op)
         if found is not None:
             return found
         body = op.body[0]
         ra = body.arg
-        red = combiners.winner_reducer(ra.combiner, len(ra.axes))
         m = copy_vars(op.axes + ra.axes)
         kv = tuple(m[k] for k in ra.axes)
-        src = (rename(body.src[0], m),) + tuple(rename(s, m) for s in body.src[1:]) + kv
+        flat = combiners.flat_index(kv)
+        keys = (flat,) if flat is not None else kv
+        red = combiners.winner_reducer(ra.combiner, len(keys))
+        src = (rename(body.src[0], m),) + tuple(rename(s, m) for s in body.src[1:]) + keys
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
         outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
         found = self._winners[op] = outs[ra.combiner.arity:]

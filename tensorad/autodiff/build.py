@@ -91,6 +91,8 @@ def identity(shape: Sequence[int], dtype: str, name: str) -> Tensor:
 
 
 def check_float(t: Tensor, what: str) -> None:
+    if not isinstance(t, Tensor):  # arrays and expressions have a dtype too: say what is wrong
+        raise TypeError(f"{what}: expected a tensor, got {type(t).__name__}")
     if not dt.is_float(t.dtype):
         raise TypeError(f"{what}: tensor {t.name!r} has dtype {t.dtype}; only floating-point "
                         "tensors are differentiable (integer tensors have no gradient)")

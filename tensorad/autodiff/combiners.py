@@ -11,11 +11,15 @@
   of ``max`` is ``select(x >= y, x.der, y.der)``: ties go to the left operand, which is the
   running value when a reduction is evaluated in order -- the first winner).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
-  selecting combiners (DESIGN.md lesson 2): it carries the original values and the reduce-axis
-  indices ``(value..., k0, k1, ...)``.  For ``max``/``min`` ties go to the lexicographically
-  smallest index, i.e. the first winner in loop order (as PyTorch's ``max(dim)``); a custom
-  selecting combiner keeps its own condition, so the winner is the one its forward value chose.
-  The index identity is the largest int32, which no real index equals.
+  selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
+  the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
+  a 2x2 window: 0..3), so the winner costs one index register, one temporary and one
+  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it is larger, or
+  equal with a smaller-or-equal index: flattening preserves lexicographic order, so ties go to
+  the first winner in loop order (as PyTorch's ``max(dim)``), and the rule is a total order on
+  (value, index) -- commutative and associative, so the result does not depend on the order
+  of evaluation.  A custom selecting combiner keeps its own condition, so the winner is the one
+  its forward value chose.  The index identity is the largest int32, which no real index equals.
 """
 
 from __future__ import annotations
@@ -130,15 +134,31 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
     return out
 
 
-def winner_reducer(comb: CommReducer, n_axes: int) -> CommReducer:
-    """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index."""
-    key = (comb, n_axes)
+def flat_index(axes: Sequence[Expr]) -> Expr | None:
+    """The row-major flattening of a point of ``axes`` (0 for the first point, in loop order),
+    or ``None`` when the box is too large for an int32."""
+    size = 1
+    for a in axes:
+        size *= max(a.extent, 1)
+    if size >= INDEX_SENTINEL:
+        return None
+    out: Expr | None = None
+    for a in axes:
+        digit = a if not a.lo else a - const(a.lo, dt.INDEX)
+        out = digit if out is None else out * const(a.extent, dt.INDEX) + digit
+    return const(0, dt.INDEX) if out is None else out
+
+
+def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
+    """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index
+    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically)."""
+    key = (comb, n_index)
     found = _winner_cache.get(key)
     if found is not None:
         return found
     kind, lhs_wins = classify(comb)
-    kl = tuple(var(f"k{t}.x", dtype=dt.INDEX) for t in range(n_axes))
-    kr = tuple(var(f"k{t}.y", dtype=dt.INDEX) for t in range(n_axes))
+    kl = tuple(var(f"k{t}.x", dtype=dt.INDEX) for t in range(n_index))
+    kr = tuple(var(f"k{t}.y", dtype=dt.INDEX) for t in range(n_index))
     if kind in ("max", "min"):
         x, y = comb.lhs[0], comb.rhs[0]
         better = compare(Op.GT if kind == "max" else Op.LT, x, y)
@@ -146,9 +166,8 @@ def winner_reducer(comb: CommReducer, n_axes: int) -> CommReducer:
     elif kind != "select":
         raise ValueError(f"combiner {comb.name!r} does not select one operand")
     idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl, kr))
-    ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_axes))
+    ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
     red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl, comb.rhs + kr,
                       comb.result + idx, comb.identity + ident)
     _winner_cache[key] = red
     return red
-

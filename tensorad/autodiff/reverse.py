@@ -100,6 +100,10 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
             raise TypeError(f"jacobian_recursive: inputs must be tensors, got {type(x).__name__}")
         check_float(x, "jacobian_recursive (input)")
     override = dict(override or {})
+    for t, fn in override.items():  # a key by name ("Y") would silently never match
+        if not isinstance(t, Tensor) or not callable(fn):
+            raise TypeError(f"jacobian_recursive: override maps tensors to functions "
+                            f"fn(output, input, head) -> adjoint, got {t!r}: {fn!r}")
     if head is None:
         prefix = tuple(output.shape)
         head = identity(output.shape, output.dtype, f"{output.name}.identity")

@@ -130,6 +130,12 @@ class Tensor:
     def __bool__(self) -> bool:
         return True
 
+    def __iter__(self):
+        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are not
+        # bounds-checked until a compute is built): list(T), np.asarray(T), ndarray == T hung.
+        raise TypeError(f"tensor {self.name!r} is not iterable: read its elements with "
+                        f"{self.name}[i, ...] inside ta.compute, or pass a list of tensors")
+
     __add__ = _tensor_operator("add")
     __radd__ = _tensor_operator("add", swap=True)
     __sub__ = _tensor_operator("subtract")

@@ -1,0 +1,185 @@
+"""The descriptor of one contraction, read at run time by the generic matrix-product library.
+
+A contraction nest (:mod:`.microkernel`) does not emit its own packing loops and micro-kernel:
+it fills a descriptor -- a flat ``i64`` array -- and calls the library's driver
+(:mod:`.gemmlib`), which is compiled once per process (or loaded from the disk cache) for each
+(dtype, MR, NR).  So a kernel with a matrix product compiles in milliseconds, not in the 100-300
+ms that LLVM spent on per-kernel packing code.
+
+Each side (A: rows ``m``, B: columns ``n``) is described as a read whose element address is
+linear in the *digits* of three axis groups -- the batch axes, the side's outer axes (``m`` or
+``n``) and the reduction axes ``k``, each flattened row-major:
+
+    address = base + const + sum_axis coef[axis] * digit(axis)          (digit = value - lo)
+
+optionally guarded by range checks on some of the read's indices (a padded convolution's
+``if_then_else(0 <= y - ry < H, X[.., y - ry, ..], 0)``): ``0 <= chk_const[d] + sum coef_d *
+digit < size[d]``.  A side that is not such a read (a product of factors, a non-affine index)
+gets a specialized packing function emitted in the kernel, called through the same descriptor.
+
+Packing modes (chosen here, statically): ``TRANSPOSE`` -- the read is contiguous along ``k``
+(``X[i, k]`` of a dense layer): register transposes; ``COPY`` -- contiguous along the outer axes
+(``B[k, j]``, convolution windows): run-wise copies, with range checks as zero-filled interval
+ends; ``GATHER`` -- anything else linear, element by element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorad.ir.expr import Expr, Op, compare, const, logical
+from tensorad.poly.affine import IndexSpace, NotAffine
+
+MAXAX = 6  # axes per group
+MAXCHK = 4  # range-checked indices per side
+AX_LEN = 2 + MAXCHK  # extent, address coefficient, checked-index coefficients
+GROUP_LEN = 1 + MAXAX * AX_LEN  # number of axes, then the axes
+BATCH, OUTER, KGROUP = 0, 1, 2
+
+# fields of a side
+S_BASE, S_FN, S_CTX, S_MODE, S_CONST, S_NCHK = range(6)
+S_CHKSIZE = 6
+S_CHKCONST = S_CHKSIZE + MAXCHK
+S_CHKSTEP = S_CHKCONST + MAXCHK  # per checked index: its step along the last outer axis
+S_GROUPS = S_CHKSTEP + MAXCHK
+SIDE_LEN = S_GROUPS + 3 * GROUP_LEN
+
+# fields of the header
+H_M, H_N, H_K, H_KC, H_MC, H_NC, H_LDC, H_NJC, H_C, H_NB = range(10)
+H_BEXT = 10  # batch extents
+H_CCOEF = H_BEXT + MAXAX  # C's element strides along the batch axes
+SIDE_A = H_CCOEF + MAXAX
+SIDE_B = SIDE_A + SIDE_LEN
+DESC_LEN = SIDE_B + SIDE_LEN
+
+TRANSPOSE, COPY, GATHER = 0, 1, 2
+POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
+                  SIDE_B + S_CTX)
+
+
+def group_base(g: int) -> int:
+    """Offset (in a side) of group ``g``'s axis count; its axes follow."""
+    return S_GROUPS + g * GROUP_LEN
+
+
+def axis_field(g: int, ax: int, f: int) -> int:
+    """Offset (in a side) of field ``f`` (0 extent, 1 coefficient, 2 + d checked index d)."""
+    return group_base(g) + 1 + ax * AX_LEN + f
+
+
+def block_size(width: int, vw: int) -> int:
+    """Rows per register transpose for panels of ``width`` (0: no transposes)."""
+    return vw if width % vw == 0 else 8 if width % 8 == 0 else 0
+
+
+@dataclass
+class SidePlan:
+    """A side the library packs by itself: the tensor read and the integer fields."""
+
+    tensor: object
+    mode: int
+    fields: dict[int, int]  # side field offset -> value (the base pointer is filled at run time)
+
+
+def _linear(e: Expr) -> dict | None:
+    from .schedule import linear_coefficients
+
+    return linear_coefficients(e)
+
+
+def _runs(axes, coefs) -> int:
+    """Length of the contiguous run of addresses along the trailing axes (0: not unit stride)."""
+    if not axes or coefs[-1] != 1:
+        return 0
+    run = axes[-1].extent
+    for a in range(len(axes) - 2, -1, -1):
+        if coefs[a] != run:
+            break
+        run *= axes[a].extent
+    return run
+
+
+def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, width: int,
+              vw: int) -> SidePlan | None:
+    """The library's description of one side, or ``None`` when it needs its own packer."""
+    guard = None
+    read = expr
+    if expr.op is Op.IF_THEN_ELSE and expr.src[2].op is Op.CONST and expr.src[2].arg == 0:
+        guard, read = expr.src[0], expr.src[1]
+    if read.op is not Op.READ or read.dtype != expr.dtype:
+        return None
+    groups = (tuple(batch), tuple(outer), tuple(kaxes))
+    axes = [a for g in groups for a in g]
+    if any(len(g) > MAXAX for g in groups):
+        return None
+    strides = strides_of(read.arg)
+    shape = read.arg.shape
+    forms = []
+    for idx in read.src:
+        co = _linear(idx)
+        if co is None or any(v is not None and v not in axes for v in co):
+            return None
+        forms.append(co)
+    # index d = off_d + sum_axis c_d[axis] * digit(axis)
+    offs = [f.get(None, 0) + sum(c * v.lo for v, c in f.items() if v is not None) for f in forms]
+    addr_const = sum(o * s for o, s in zip(offs, strides))
+    coef = {a: sum(f.get(a, 0) * s for f, s in zip(forms, strides)) for a in axes}
+    checked = []
+    for d, f in enumerate(forms):
+        lo = offs[d] + sum(min(0, f.get(a, 0) * (a.extent - 1)) for a in axes)
+        hi = offs[d] + sum(max(0, f.get(a, 0) * (a.extent - 1)) for a in axes)
+        if lo < 0 or hi >= shape[d]:
+            checked.append(d)
+    if checked and (guard is None or len(checked) > MAXCHK):
+        return None
+    if guard is not None and not _guard_is_range_check(guard, read, checked, axes):
+        return None
+    fields = {S_FN: 0, S_CTX: 0, S_CONST: addr_const, S_NCHK: len(checked)}
+    o_last = outer[-1]
+    for n, d in enumerate(checked):
+        fields[S_CHKSIZE + n] = shape[d]
+        fields[S_CHKCONST + n] = offs[d]
+        step = forms[d].get(o_last, 0)
+        if step not in (-1, 0, 1):
+            return None
+        fields[S_CHKSTEP + n] = step
+    for g, group in enumerate(groups):
+        fields[group_base(g)] = len(group)
+        for i, a in enumerate(group):
+            fields[axis_field(g, i, 0)] = a.extent
+            fields[axis_field(g, i, 1)] = coef[a]
+            for n, d in enumerate(checked):
+                fields[axis_field(g, i, 2 + n)] = forms[d].get(a, 0)
+    run_k = _runs(kaxes, [coef[a] for a in kaxes])
+    run_o = _runs(outer, [coef[a] for a in outer])
+    if checked:
+        mode = COPY if coef[o_last] == 1 else None
+    elif run_k > run_o and block_size(width, vw):
+        mode = TRANSPOSE
+    elif coef[o_last] == 1:
+        mode = COPY
+    else:
+        mode = GATHER
+    if mode is None:
+        return None
+    fields[S_MODE] = mode
+    return SidePlan(read.arg, mode, fields)
+
+
+def _guard_is_range_check(guard: Expr, read: Expr, checked: list[int], axes: list) -> bool:
+    """Whether ``guard`` holds exactly where the ``checked`` indices of ``read`` are in range
+    (on the box of ``axes``): then packing may test the ranges instead of the guard."""
+    space = IndexSpace(tuple(axes))
+    claim = None
+    for d in checked:
+        idx = read.src[d]
+        term = logical(Op.AND, compare(Op.GE, idx, const(0, idx.dtype)),
+                       compare(Op.LT, idx, const(read.arg.shape[d], idx.dtype)))
+        claim = term if claim is None else logical(Op.AND, claim, term)
+    try:
+        box = space.box()
+        got = box.intersect(space.cond(guard))
+        want = box.intersect(space.cond(claim)) if claim is not None else box
+    except (NotAffine, NotImplementedError, ValueError):
+        return False
+    return got.is_equal(want)

@@ -1,0 +1,273 @@
+"""The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
+
+One library per (dtype, MR, NR) -- the only parameters that shape the fast code -- with
+everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
+(:mod:`.gemmdesc`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
+links them to it, so their own code is a few stores and a call.  The library is built at
+``-O3`` once per process, or loaded from the disk cache (:mod:`.diskcache`) in a few
+milliseconds.
+
+The driver, BLIS-style (see :mod:`.microkernel` for the loop structure):
+
+    for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
+      for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
+        for ic in blocks of MC:             pack A(ic.., kc..) into MR-high panels
+          for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
+
+A side is packed by the generic routine (:mod:`.packlib`) unless the descriptor names a packing
+function of the kernel's own (``S_FN``: a side that is not a plain linear read).  Panels and
+tables live in ``aligned_alloc`` buffers per call (and so per thread).
+
+The micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
+``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds; the first
+``kc`` block stores the tile, later ones add it; edge tiles go through a stack tile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import llvmlite.ir as ir
+
+from . import diskcache, jit
+from .gemmdesc import (H_BEXT, H_C, H_CCOEF, H_K, H_KC, H_LDC, H_M, H_MC, H_N, H_NB, H_NC, H_NJC,
+                       MAXCHK, S_FN, SIDE_A, SIDE_B)
+from .irloops import declare, for_range
+from .packlib import (I1, I64, MODES, PTR, VOID, emit_pack, emit_runs, emit_table, emit_tables, imin, ld,
+                      loop)
+
+_LOCK = threading.Lock()
+_LOADED: set[str] = set()  # pieces linked into the JIT engine
+LIBRARY_OPT_LEVEL = 3
+PACK_OPT_LEVEL = 3
+SIDES = ("A", "B")
+
+
+def prefix(dtype: str, mr: int, nr: int) -> str:
+    return f"tensorad_gemm_{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}"
+
+
+def driver_symbol(dtype: str, mr: int, nr: int) -> str:
+    return prefix(dtype, mr, nr) + "_driver"
+
+
+def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int) -> str:
+    names = {m: n for n, m in MODES.items()}
+    return f"{prefix(dtype, mr, nr)}_pack{side}_{names[mode]}"
+
+
+def parse_symbol(symbol: str) -> tuple | None:
+    """The piece that defines a library symbol: ``(dtype, mr, nr, part)`` with ``part``
+    ``"core"`` (micro-kernel, tables, driver) or ``("A"|"B", mode)``; ``None`` if foreign."""
+    parts = symbol.split("_")
+    if len(parts) < 5 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
+        return None
+    try:
+        mr, nr = (int(x) for x in parts[3].split("x"))
+    except ValueError:
+        return None
+    dtype = "float32" if parts[2] == "f32" else "float64"
+    if parts[4:] in (["driver"], ["tables"]):
+        return dtype, mr, nr, "core"
+    if len(parts) == 6 and parts[4] in ("packA", "packB") and parts[5] in MODES:
+        return dtype, mr, nr, (parts[4][-1], MODES[parts[5]])
+    return None
+
+
+def ensure_symbol(symbol: str) -> None:
+    """Link the library piece defining ``symbol`` (and the core it calls) into the JIT, once:
+    from the disk cache when it is there, else compiled at ``-O3`` (and stored)."""
+    piece = parse_symbol(symbol)
+    if piece is None:
+        raise RuntimeError(f"not a matrix-product library function: {symbol}")
+    dtype, mr, nr, part = piece
+    if part != "core":
+        ensure_symbol(driver_symbol(dtype, mr, nr))
+    name = repr(piece)
+    if name in _LOADED:
+        return
+    with _LOCK:
+        if name in _LOADED:
+            return
+        key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint()]).encode()).hexdigest()
+        obj = diskcache.get(key)
+        if obj is None:
+            obj = jit.compile_object(piece_ir(dtype, mr, nr, part), LIBRARY_OPT_LEVEL if part == "core" else PACK_OPT_LEVEL)
+            diskcache.put(key, obj)
+        jit.load_object(obj, [])
+        _LOADED.add(name)
+
+
+def piece_ir(dtype: str, mr: int, nr: int, part) -> str:
+    """LLVM IR of one library piece: the core, or the packing routine of one side and mode."""
+    from .irloops import finish_ir
+
+    p = prefix(dtype, mr, nr)
+    m = ir.Module(name=p)
+    t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    if part == "core":
+        micro = emit_micro(m, p + "_micro", t, mr, nr)
+        emit_tables(m, p + "_tables", emit_table(m, p + "_table"), emit_runs(m, p + "_runs"))
+        emit_driver(m, p + "_driver", t, mr, nr, micro)
+    else:
+        side, mode = part
+        tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
+        emit_pack(m, pack_symbol(dtype, mr, nr, side, mode), t, mr if side == "A" else nr, mode, tables)
+    return finish_ir(str(m))
+
+
+# ---- the micro-kernel ------------------------------------------------------------------------
+
+def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int) -> ir.Function:
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vw = 64 // es
+    vt = ir.VectorType(t, vw)
+    nv = nr // vw
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args
+    for a in (ap, bp, cp):
+        a.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
+    fma = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
+    zero = ir.Constant(vt, None)
+    body = b.append_basic_block("k.body")
+    done = b.append_basic_block("k.exit")
+    b.cbranch(b.icmp_signed(">", kcl, I64(0)), body, done)
+    b.position_at_end(body)
+    kv = b.phi(I64, name="k")
+    kv.add_incoming(I64(0), entry)
+    accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
+    for row in accs:
+        for ph in row:
+            ph.add_incoming(zero, entry)
+    boff = b.mul(kv, I64(nr))
+    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=64)
+            for v in range(nv)]
+    aoff = b.mul(kv, I64(mr))
+    undef = ir.Constant(vt, ir.Undefined)
+    lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
+    new = []
+    for r in range(mr):
+        a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
+        splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+        new.append([b.call(fma, [splat, bvec[v], accs[r][v]]) for v in range(nv)])
+    nxt = b.add(kv, I64(1))
+    kv.add_incoming(nxt, b.block)
+    for r in range(mr):
+        for v in range(nv):
+            accs[r][v].add_incoming(new[r][v], b.block)
+    b.cbranch(b.icmp_signed("<", nxt, kcl), body, done)
+    b.position_at_end(done)
+    res = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
+    for r in range(mr):
+        for v in range(nv):
+            res[r][v].add_incoming(zero, entry)
+            res[r][v].add_incoming(new[r][v], body)
+    full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
+    with b.if_else(full) as (then, other):
+        with then:
+            # the first k block stores, later ones accumulate (C is never read before)
+            with b.if_else(first) as (store, accumulate):
+                for branch, add in ((store, False), (accumulate, True)):
+                    with branch:
+                        for r in range(mr):
+                            rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
+                            for v in range(nv):
+                                ptr = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
+                                val = res[r][v]
+                                if add:
+                                    val = b.fadd(b.load(ptr, typ=vt, align=es), val)
+                                b.store(val, ptr, align=es)
+        with other:
+            for r in range(mr):
+                for v in range(nv):
+                    ptr = b.gep(tile, [I64(r * nr + v * vw)], inbounds=True, source_etype=t)
+                    # llvmlite types alloca pointers: cast to a vector pointer to store a vector
+                    b.store(res[r][v], b.bitcast(ptr, vt.as_pointer()), align=es)
+            with for_range(b, 0, rows, name="er", vectorize=False) as r:
+                with for_range(b, 0, cols, name="ec", vectorize=False) as c:
+                    src = b.gep(tile, [b.add(b.mul(r, I64(nr)), c)], inbounds=True, source_etype=t)
+                    dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
+                    old = b.load(dst, typ=t)
+                    base = b.select(first, t(0.0), old)
+                    b.store(b.fadd(base, b.load(src, typ=t)), dst)
+    b.ret_void()
+    return fn
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function) -> ir.Function:
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
+    fn.attributes.add("nounwind")
+    desc, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    M, N, K = ld(b, desc, H_M), ld(b, desc, H_N), ld(b, desc, H_K)
+    kc, mc, nc = ld(b, desc, H_KC), ld(b, desc, H_MC), ld(b, desc, H_NC)
+    ldc, njc = ld(b, desc, H_LDC), ld(b, desc, H_NJC)
+    C = b.inttoptr(ld(b, desc, H_C), PTR, name="C")
+    side_a = b.gep(desc, [I64(SIDE_A)], inbounds=True, source_etype=I64)
+    side_b = b.gep(desc, [I64(SIDE_B)], inbounds=True, source_etype=I64)
+
+    pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
+    fa = b.inttoptr(ld(b, desc, SIDE_A + S_FN), pack_ty.as_pointer(), name="packA")
+    fb = b.inttoptr(ld(b, desc, SIDE_B + S_FN), pack_ty.as_pointer(), name="packB")
+    alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
+    free = declare(m, "free", VOID, [PTR])
+
+    def round64(x):
+        return b.and_(b.add(x, I64(63)), I64(-64))
+
+    npan = b.sdiv(b.add(nc, I64(nr - 1)), I64(nr))
+    ap = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.add(mc, I64(mr)), kc), I64(es)))])
+    bp = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.mul(npan, I64(nr)), kc), I64(es)))])
+    tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + MAXCHK))
+    scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
+    nb = ld(b, desc, H_NB)
+    with loop(b, lo, hi, name="pb", vectorize=False) as pb:
+        bflat = b.sdiv(pb, njc)
+        jb = b.srem(pb, njc)
+        # C's offset at the batch point (row-major digits of bflat)
+        coff = b.alloca(I64, name="coff")
+        rem = b.alloca(I64, name="crem")
+        b.store(I64(0), coff)
+        b.store(bflat, rem)
+        with loop(b, 0, nb, name="cb", vectorize=False) as j:
+            ax = b.sub(b.sub(nb, I64(1)), j)
+            ext = ld(b, desc, b.add(I64(H_BEXT), ax))
+            r = b.load(rem)
+            digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
+            b.store(b.sdiv(r, ext), rem)
+            b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(H_CCOEF), ax)))), coff)
+        cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
+        jc = b.mul(jb, nc)
+        ncl = imin(b, nc, b.sub(N, jc))
+        with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
+            kcl = imin(b, kc, b.sub(K, k0))
+            first = b.icmp_signed("==", k0, I64(0))
+            b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+            with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
+                mcl = imin(b, mc, b.sub(M, ic))
+                b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
+                with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
+                    cols = imin(b, I64(nr), b.sub(ncl, jr))
+                    bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                    with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
+                        rows = imin(b, I64(mr), b.sub(mcl, ir_))
+                        apanel = b.gep(ap, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
+                        off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
+                        cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
+                        b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+    for x in (ap, bp, scratch):
+        b.call(free, [x])
+    b.ret_void()
+    return fn

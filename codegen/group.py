@@ -1,0 +1,165 @@
+"""Nest fusion: consecutive ops that walk the same outer loops become one loop nest.
+
+Lowered one by one, a softmax is four passes over its rows (max, exp, sum, divide), each its
+own nest with its own temporary; a max-pool gradient computes every window's winner into a
+temporary and then gathers from it.  When each op reads the ops before it only at the point
+its own outer loops are at, they can share those loops::
+
+    for i:                                  for (n, c, y, x) windows:
+      m = max_k X[i, k]                       w = argmax over the 2 x 2 window
+      for j: E[i, j] = exp(X[i, j] - m)       for (r, s) in the window:
+      s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
+      for j: Y[i, j] = E[i, j] / s
+
+Terms.  A *unit* is what one nest computes alone: an op (with its axes split into digits by
+:mod:`.stripmine`), or a reduction with its fused epilogue (:mod:`.fuse`).  A *group* is a run
+of consecutive units with a *prefix*: for each unit, ``depth`` of its outer loop variables
+(its *tau*; variables of extent 1 are left out), scanned together.  A unit ``C`` joins a group
+when every read of a member ``P`` in ``C`` maps ``P``'s tau to plain outer variables of ``C``,
+the same for every such read (``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the
+sum's ``(i,)``): then all of ``P`` that ``C`` reads at a prefix point is computed at that
+prefix point, earlier in the same iteration.  ``depth`` shrinks to what every member agrees on.
+
+Statements are scheduled ``tau + (position in the group,) + own schedule``, so isl scans the
+prefix once and each unit's own loops inside it, in order.  A reduction whose whole value at a
+prefix point is one element (its other axes have extent 1) is read by the later members from
+its accumulators (the ``m`` and ``s`` above), and needs no buffer unless something outside the
+group reads it.
+
+Work stays exact: a member's counted statements must run inside loops of its own (the
+counter counts one innermost-body execution per block execution, so two members' statements
+side by side in the prefix loop would count once); at most one member may run directly in
+the prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.tensor import ComputeOp
+
+from .stripmine import AxisSplit, simplify_index
+
+MAX_MEMBERS = 8
+
+
+@dataclass(eq=False)
+class Unit:
+    """What one nest computes alone (see the module docstring)."""
+
+    op: ComputeOp  # the op whose tensors the unit writes (the consumer of an epilogue)
+    bodies: tuple[Expr, ...]  # as lowered (inlined, speculated), over ``op``'s axes
+    outer: tuple[Expr, ...]  # the statements' outer variables (digits when split)
+    check: tuple[Expr, ...]  # what the unit reads, over ``outer`` (for alignment)
+    tau_of: dict = field(default_factory=dict)  # outer var -> expression over op's axes
+    reduction: ComputeOp | None = None  # the reduction of an epilogue unit
+    epilogue: object = None
+    gemm: object = None
+    split: AxisSplit | None = None
+
+
+def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
+              reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
+              epilogue=None, gemm=None) -> Unit:
+    if reduction is not None:  # statements run over the reduction's axes
+        outer = tuple(reduction.axes)
+        moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
+        check = tuple(red_bodies) + (moved,)
+        tau_of = dict(zip(outer, op.axes))
+    elif split is not None:
+        outer = split.vars
+        check = tuple(split.apply(b) for b in bodies)
+        tau_of = split.digit_of
+    else:
+        outer = tuple(op.axes)
+        check = tuple(bodies)
+        tau_of = {a: a for a in outer}
+    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split)
+
+
+@dataclass(eq=False)
+class Group:
+    units: list[Unit]
+    depth: int
+    taus: list[tuple[Expr, ...]]  # per unit: its prefix variables (``depth`` of its outer vars)
+
+    def scalar_reductions(self) -> set[ComputeOp]:
+        """Plain reductions (no epilogue) whose value at a prefix point is one element."""
+        out = set()
+        for u, tau in zip(self.units, self.taus):
+            if u.reduction is None and u.op.is_reduction and u.gemm is None:
+                rest = [a for a in u.outer if a not in tau[:self.depth]]
+                if all(a.extent == 1 for a in rest):
+                    out.add(u.op)
+        return out
+
+
+def _member_reads(unit: Unit, members: dict[ComputeOp, int]):
+    internal = unit.reduction
+    for e in unit.check:
+        for n in walk(e):
+            if n.op is Op.READ and n.arg.op in members and n.arg.op is not unit.op \
+                    and n.arg.op is not internal:
+                yield n
+
+
+def _alignment(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which ``unit`` can join ``group``, or ``None``."""
+    members = {u.op: k for k, u in enumerate(group.units)}
+    outer = list(unit.outer)
+    found: list[Expr] | None = None
+    depth = group.depth
+    for n in _member_reads(unit, members):
+        p = group.units[members[n.arg.op]]
+        at = dict(zip(p.op.axes, n.src))
+        vals = []
+        for t in group.taus[members[n.arg.op]][:depth]:
+            v = simplify_index(substitute(p.tau_of[t], at))
+            if v.op is not Op.VAR or v not in outer or v in vals:
+                break
+            vals.append(v)
+        if found is not None:  # agree with the reads seen so far
+            k = 0
+            while k < min(len(vals), len(found)) and vals[k] is found[k]:
+                k += 1
+            vals = vals[:k]
+        found = vals
+        depth = min(depth, len(vals))
+        if depth == 0:
+            return None
+    if not found:
+        return None  # no read of a member: nothing to gain
+    tau = tuple(found[:depth])
+    pos = [outer.index(v) for v in tau]
+    if pos != sorted(pos):
+        return None
+    inner_digits = set(unit.split.remainders) if unit.split is not None else set()
+    if any(outer[q] not in inner_digits and outer[q].extent > 1 for q in range(pos[-1]) if q not in pos):
+        return None  # the unit's loops would be scanned out of order (strided stores)
+    return depth, tau
+
+
+def plan_groups(units: list[Unit]) -> list[Group]:
+    """Consecutive units grouped greedily (a unit joins the group before it when aligned)."""
+    groups: list[Group] = []
+    for u in units:
+        g = groups[-1] if groups else None
+        if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
+                and len(g.units) < MAX_MEMBERS:
+            joined = _alignment(g, u)
+            if joined is not None:
+                depth, tau = joined
+                g.units.append(u)
+                g.taus.append(tau)
+                g.depth = depth
+                continue
+        tau = tuple(v for v in u.outer if v.extent > 1)  # (a loop of one point aligns nothing)
+        groups.append(Group([u], len(tau), [tau]))
+    for g in groups:
+        g.taus = [t[:g.depth] for t in g.taus]
+    return groups
+
+
+__all__ = ["Unit", "Group", "make_unit", "plan_groups"]

@@ -1,0 +1,135 @@
+"""Lowering one fused group (:mod:`.group`) to a single nest.
+
+Each member's statements come from its own domain and schedule (as if lowered alone, minus
+the outer-loop fusion and, for reductions read from their accumulators, minus the buffer
+form); each schedule is then prefixed with the member's tau and its position in the group::
+
+    max:     I[i] -> [i, 0, i, 0, 0]    U[i, k] -> [i, 0, i, 1, k]
+    exp:     S[i, j] -> [i, 1, i, j, 0]
+    sum:     I[i] -> [i, 2, i, 0, 0]    U[i, k] -> [i, 2, i, 1, k]
+    divide:  S[i, j] -> [i, 3, i, j, 0]
+
+and isl scans the union once.  Reads of a reduction whose value at a prefix point is one
+element are replaced by its accumulators (written earlier in the same prefix iteration).
+When a short first prefix axis leaves a single thread idle (a batch of 1), the first two
+prefix axes are scanned as one, as :func:`.schedule.fuse_short_outer` does for one op.
+
+``lower_group`` returns ``None`` when the fused nest would not count work exactly (two
+members with counted statements directly in the prefix loop); the caller then lowers the
+members one by one.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr
+from tensorad.ir.rewrite import replace_reads
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .domain import PolyStmt, op_domain
+from .fuse import Epilogue
+from .group import Group
+from .islast import build_loops
+from .program import Assign, If, Loop, Nest, Store
+from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
+from .work import count_work
+
+
+def _prefix_owners(stmts: tuple, own_dim: int, owner_of, inside: bool, found: set) -> None:
+    """Collect the owners of counted statements that run outside every loop of a dimension
+    ``>= own_dim`` (the members' own loops)."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            _prefix_owners(s.body, own_dim, owner_of, inside or s.dim >= own_dim, found)
+        elif isinstance(s, If) and s.affine:
+            _prefix_owners(s.then + s.orelse, own_dim, owner_of, inside, found)
+        elif not inside and _counted(s):
+            found.add(owner_of(s))
+
+
+def _counted(s) -> bool:
+    if isinstance(s, If):
+        return any(_counted(x) for x in s.then + s.orelse)
+    return getattr(s, "counted", True)
+
+
+def _first_store(s):
+    if isinstance(s, If):
+        for x in s.then + s.orelse:
+            found = _first_store(x)
+            if found is not None:
+                return found
+        return None
+    return s
+
+
+def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
+    """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
+    acc_of: dict[Tensor, Expr] = {}
+    acc_owner: dict[Expr, ComputeOp] = {}
+
+    def scalarize(n: Expr) -> Expr | None:
+        return acc_of.get(n.arg)
+
+    fills, stmts, accs, notes = [], [], [], []
+    depth = group.depth
+    taus = [list(t) for t in group.taus]
+    fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus)
+    width = max(t[1].extent for t in taus) if fuse else 0
+    for g, (u, tau) in enumerate(zip(group.units, taus)):
+        outs = outs_of(u.op)
+        if u.reduction is not None:
+            red_bodies = tuple(replace_reads(b, scalarize) for b in bodies[u.reduction])
+            e = u.epilogue
+            epi = Epilogue(e.consumer, e.reduction, replace_reads(e.body, scalarize))
+            dom = op_domain(u.reduction, red_bodies, outs, epi)
+            sched_op = u.reduction
+        else:
+            own = tuple(replace_reads(b, scalarize) for b in u.bodies)
+            dom = op_domain(u.op, own, outs, None, u.split)
+            sched_op = u.op
+        member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
+                                  fuse_outer=False)
+        head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
+        for st in member:
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, st.body,
+                                  head + (g,) + tuple(st.schedule)))
+        fills.extend(dom.fills)
+        accs.extend(dom.accumulators)
+        for a in dom.accumulators:
+            acc_owner[a] = u.op
+        if u.op in scalar:
+            for v, b in enumerate(bodies[u.op]):
+                acc_of[Tensor(u.op, v)] = dom.accumulators[b.arg.value_index]
+        if dom.note or dom.reduction is None:
+            notes.append(f"{u.op.name}{': ' + dom.note if dom.note else ''}")
+        else:
+            notes.append(u.op.name)
+    body = build_loops(stmts)
+
+    def owner_of(s):
+        s = _first_store(s)
+        if isinstance(s, Store):
+            return s.buffer.tensor.op
+        if isinstance(s, Assign):
+            return acc_owner.get(s.targets[0])
+        return None
+
+    prefix_owners: set = set()
+    _prefix_owners(body, depth - fuse + 1, owner_of, False, prefix_owners)
+    if len(prefix_owners) > 1:
+        return None
+    work = count_work(body)
+    attrs = {"parallel_dim": 0}
+    weight = work_weight([b for u in group.units for b in u.bodies])
+    body, parallel = mark_parallel(body, attrs, opts, work, weight)
+    if parallel:
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+    prefix = ", ".join(v.name for v in taus[0])
+    note = f"fused over ({prefix}): " + "; ".join(notes)
+    outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)
+    name = "+".join(u.op.name for u in group.units)
+    nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
+    return [*fills, nest]
+
+
+__all__ = ["lower_group"]

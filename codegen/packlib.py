@@ -1,0 +1,391 @@
+"""The library's generic packing routines: any linear read, described at run time (:mod:`.gemmdesc`).
+
+``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills the panels
+``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR, fixed per
+routine) and zero-pads the last panel, like the per-kernel packer of :mod:`.packing` -- but it
+reads the side's description instead of being compiled for it.
+
+First it tabulates the side's address (and range-checked indices) along the two groups:
+``ooff[o]`` for the outer positions and ``koff[k]`` for the reduction positions, so that the
+element at ``(o, k)`` is at ``src + ooff[o] + koff[k]`` -- the batch point and the constant are
+folded into ``ooff``.  The digits of the flat positions are stepped like an odometer: one
+multiply-add per axis at each carry, a vectorizable ramp along the last axis.  Then ``run[i]``,
+the length of the unit-stride stretch starting at ``i``, by a backward scan (so a layout whose
+axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The modes:
+
+* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
+  register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
+  vector stores), the rest element by element;
+* ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
+  ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
+  so a padded read is zeros, a copy, zeros -- no test per element;
+* ``GATHER``: element by element through the tables.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import llvmlite.ir as ir
+
+from .gemmdesc import (AX_LEN, BATCH, COPY, GATHER, KGROUP, MAXCHK, OUTER, S_BASE, S_CHKCONST,
+                       S_CHKSIZE, S_CHKSTEP, S_CONST, S_NCHK, TRANSPOSE, axis_field, block_size,
+                       group_base)
+from .packing import transpose
+
+I1, I64 = ir.IntType(1), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+# ---- small IR helpers ------------------------------------------------------------------------
+
+def c64(x) -> ir.Value:
+    return I64(x) if isinstance(x, int) else x
+
+
+def ld(b: ir.IRBuilder, base: ir.Value, idx, t: ir.Type = I64) -> ir.Value:
+    return b.load(b.gep(base, [c64(idx)], inbounds=True, source_etype=t), typ=t)
+
+
+def st(b: ir.IRBuilder, base: ir.Value, idx, v: ir.Value, t: ir.Type = I64) -> None:
+    b.store(v, b.gep(base, [c64(idx)], inbounds=True, source_etype=t))
+
+
+def imin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def imax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+@contextmanager
+def loop(b: ir.IRBuilder, lo, hi, step=1, name: str = "i", vectorize: bool = False):
+    """``for iv in range(lo, hi, step)``, ``step`` an int or a positive i64 value; only loops
+    asked to be (``vectorize=True``) may be vectorized or unrolled (compile time)."""
+    from .irloops import loop_metadata
+
+    lo, hi, stepv = c64(lo), c64(hi), c64(step)
+    pre = b.block
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.exit")
+    b.cbranch(b.icmp_signed("<", lo, hi), body, done)
+    b.position_at_end(body)
+    iv = b.phi(I64, name=name)
+    iv.add_incoming(lo, pre)
+    yield iv
+    nxt = b.add(iv, stepv, flags=("nsw",))
+    iv.add_incoming(nxt, b.block)
+    br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
+    if not vectorize:
+        br.set_metadata("llvm.loop", loop_metadata(b.module))
+    b.position_at_end(done)
+
+
+@contextmanager
+def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
+    """``pos = start; while pos < stop: <body>; pos = next`` -- the body sets ``nxt[0]``."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    pos = b.phi(I64, name=name)
+    pos.add_incoming(c64(start), pre)
+    b.cbranch(b.icmp_signed("<", pos, c64(stop)), body, done)
+    b.position_at_end(body)
+    nxt: list = [None]
+    yield pos, nxt
+    pos.add_incoming(nxt[0], b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e) -> None:
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)``: explicit 512-bit vectors, then elements
+    (explicit, so that the routine is fast without LLVM's loop vectorizer)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vw = 64 // es
+    vt = ir.VectorType(t, vw)
+    nvec = b.mul(b.sdiv(b.sub(e, a), I64(vw)), I64(vw))
+    with loop(b, 0, nvec, vw, name="cv") as i:
+        at = b.add(a, i)
+        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    with loop(b, b.add(a, nvec), e, name="ce") as i:
+        st(b, dst, i, ld(b, src, i, t), t)
+
+
+def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
+    fn = ir.Function(module, ir.FunctionType(VOID, args), name)
+    if internal:
+        fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+# ---- tables ----------------------------------------------------------------------------------
+
+def emit_table(module: ir.Module, name: str) -> ir.Function:
+    """``table(side, g, start, count, base_off, base_chk, off, chk)``: ``off[i]`` and
+    ``chk[d*count + i]`` at the flat positions ``start + i`` of group ``g``."""
+    fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, PTR, PTR, PTR])
+    side, g, start, count, base_off, base_chk, off, chk = fn.args
+    for a in (base_chk, off, chk):
+        a.add_attribute("noalias")
+    gb = b.add(I64(group_base(0)), b.mul(g, I64(group_base(1) - group_base(0))))
+    n = ld(b, side, gb)
+    nchk = ld(b, side, S_NCHK)
+    digits = b.alloca(I64, size=I64(8), name="digits")
+
+    def field(ax, f):
+        return ld(b, side, b.add(b.add(gb, c64(f)), b.add(I64(1), b.mul(ax, I64(AX_LEN)))))
+
+    with b.if_then(b.icmp_signed(">", count, I64(0))):
+        # digits of start (the first axis keeps the quotient: start is in range)
+        rem_slot = b.alloca(I64, name="rem")
+        b.store(start, rem_slot)
+        with loop(b, 0, n, name="dec") as j:
+            ax = b.sub(b.sub(n, I64(1)), j)
+            rem = b.load(rem_slot)
+            ext = field(ax, 0)
+            last = b.icmp_signed("==", ax, I64(0))
+            st(b, digits, ax, b.select(last, rem, b.srem(rem, ext)))
+            b.store(b.sdiv(rem, ext), rem_slot)
+        lastax = b.sub(n, I64(1))
+        ext_last = field(lastax, 0)
+        coef_last = field(lastax, 1)
+        with advancing(b, 0, count, "tab") as (i, nxt):
+            # the point's offset and checked indices from its digits
+            acc = b.alloca(I64, name="acc")
+            b.store(base_off, acc)
+            with loop(b, 0, n, name="ax") as ax:
+                b.store(b.add(b.load(acc), b.mul(ld(b, digits, ax), field(ax, 1))), acc)
+            o = b.load(acc)
+            dl = ld(b, digits, lastax)
+            seg = imin(b, b.sub(ext_last, dl), b.sub(count, i))
+            with loop(b, 0, seg, name="ramp") as r:
+                st(b, off, b.add(i, r), b.add(o, b.mul(r, coef_last)))
+            with loop(b, 0, nchk, name="chk") as d:
+                b.store(ld(b, base_chk, d), acc)
+                with loop(b, 0, n, name="cax") as ax:
+                    b.store(b.add(b.load(acc), b.mul(ld(b, digits, ax), field(ax, b.add(d, I64(2))))), acc)
+                x0 = b.load(acc)
+                cl = field(lastax, b.add(d, I64(2)))
+                row = b.add(b.mul(d, count), i)
+                with loop(b, 0, seg, name="cramp") as r:
+                    st(b, chk, b.add(row, r), b.add(x0, b.mul(r, cl)))
+            # advance the odometer by seg: the last digit wraps to 0, carries ripple up
+            st(b, digits, lastax, b.add(dl, seg))
+            with loop(b, 0, lastax, name="carry") as j:
+                ax = b.sub(lastax, j)
+                dv = ld(b, digits, ax)
+                wrap = b.icmp_signed(">=", dv, field(ax, 0))
+                with b.if_then(wrap):
+                    st(b, digits, ax, I64(0))
+                    up = b.sub(ax, I64(1))
+                    st(b, digits, up, b.add(ld(b, digits, up), I64(1)))
+            nxt[0] = b.add(i, seg)
+    b.ret_void()
+    return fn
+
+
+def emit_runs(module: ir.Module, name: str) -> ir.Function:
+    """``runs(off, chk, count, nchk, step, run)``: ``run[i]`` = length of the stretch from
+    ``i`` where ``off`` grows by 1 and each checked index by its ``step`` (a backward scan)."""
+    fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR])
+    off, chk, count, nchk, step, run = fn.args
+    with b.if_then(b.icmp_signed(">", count, I64(0))):
+        st(b, run, b.sub(count, I64(1)), I64(1))
+        with loop(b, 1, count, name="back") as j:
+            i = b.sub(b.sub(count, I64(1)), j)
+            nx = b.add(i, I64(1))
+            ok = b.alloca(I1, name="ok")
+            b.store(b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), I64(1))), ok)
+            with loop(b, 0, nchk, name="rc") as d:
+                row = b.mul(d, count)
+                delta = b.sub(ld(b, chk, b.add(row, nx)), ld(b, chk, b.add(row, i)))
+                b.store(b.and_(b.load(ok), b.icmp_signed("==", delta, ld(b, step, d))), ok)
+            st(b, run, i, b.select(b.load(ok), b.add(ld(b, run, nx), I64(1)), I64(1)))
+    b.ret_void()
+    return fn
+
+
+# ---- the packing routines --------------------------------------------------------------------
+
+def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
+    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
+    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``."""
+    fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
+    side, bflat, o0, olen, k0, klen, scratch, what = fn.args
+    ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
+    nchk = ld(b, side, S_NCHK)
+    # the batch point and the constant are folded into the outer table
+    base_chk = b.alloca(I64, size=I64(MAXCHK), name="base_chk")
+    zero_chk = b.alloca(I64, size=I64(MAXCHK), name="zero_chk")
+    steps = b.alloca(I64, size=I64(MAXCHK), name="steps")
+    for d in range(MAXCHK):
+        st(b, base_chk, d, ld(b, side, S_CHKCONST + d))
+        st(b, zero_chk, d, I64(0))
+        st(b, steps, d, ld(b, side, S_CHKSTEP + d))
+    base = b.alloca(I64, name="base")
+    b.store(ld(b, side, S_CONST), base)
+    rem = b.alloca(I64, name="brem")
+    b.store(bflat, rem)
+    nb = ld(b, side, group_base(BATCH))
+    with loop(b, 0, nb, name="bax") as j:
+        ax = b.sub(b.sub(nb, I64(1)), j)
+        fb = b.add(I64(axis_field(BATCH, 0, 0)), b.mul(ax, I64(AX_LEN)))
+        ext = ld(b, side, fb)
+        r = b.load(rem)
+        digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
+        b.store(b.sdiv(r, ext), rem)
+        b.store(b.add(b.load(base), b.mul(digit, ld(b, side, b.add(fb, I64(1))))), base)
+        with loop(b, 0, nchk, name="bchk") as d:
+            cc = ld(b, side, b.add(fb, b.add(d, I64(2))))
+            st(b, base_chk, d, b.add(ld(b, base_chk, d), b.mul(digit, cc)))
+    b.call(table, [side, I64(OUTER), o0, olen, b.load(base), base_chk, ooff, ochk])
+    b.call(table, [side, I64(KGROUP), k0, klen, I64(0), zero_chk, koff, kchk])
+    with b.if_then(b.icmp_signed("==", what, I64(1))):
+        b.call(runs, [koff, kchk, klen, I64(0), steps, krun])
+    with b.if_then(b.icmp_signed("==", what, I64(2))):
+        b.call(runs, [ooff, ochk, olen, nchk, steps, orun])
+    b.ret_void()
+    return fn
+
+
+def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
+    """``ooff[olen] orun[olen] ochk[MAXCHK][olen] koff[klen] krun[klen] kchk[MAXCHK][klen]``."""
+    ooff = scratch
+    orun = b.gep(ooff, [olen], source_etype=I64)
+    ochk = b.gep(orun, [olen], source_etype=I64)
+    koff = b.gep(ochk, [b.mul(olen, I64(MAXCHK))], source_etype=I64)
+    krun = b.gep(koff, [klen], source_etype=I64)
+    kchk = b.gep(krun, [klen], source_etype=I64)
+    return ooff, orun, ochk, koff, krun, kchk
+
+
+MODES = {"transpose": TRANSPOSE, "copy": COPY, "gather": GATHER}
+
+
+def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
+              tables: ir.Function) -> ir.Function:
+    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode."""
+    fn, b = new_function(module, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], internal=False)
+    side, dst, bflat, o0, olen, k0, klen, scratch = fn.args
+    dst.add_attribute("noalias")
+    scratch.add_attribute("noalias")
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    src = b.inttoptr(ld(b, side, S_BASE), PTR, name="src")
+    what = {TRANSPOSE: 1, COPY: 2, GATHER: 0}[mode]
+    b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
+    ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
+    npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
+    zero = t(0.0)
+
+    def slot(pdst, kk, w):
+        return b.gep(pdst, [b.add(b.mul(kk, I64(width)), c64(w))], inbounds=True, source_etype=t)
+
+    def elem(o, kk):
+        return ld(b, src, b.add(ld(b, ooff, o), ld(b, koff, kk)), t)
+
+    def gather(first, valid, pdst):
+        with loop(b, 0, klen, name="gk") as kk:
+            with loop(b, 0, valid, name="gw") as w:
+                b.store(elem(b.add(first, w), kk), slot(pdst, kk, w))
+            with loop(b, valid, width, name="gz") as w:
+                b.store(zero, slot(pdst, kk, w))
+
+    if mode == TRANSPOSE:
+        bs = block_size(width, 64 // es)
+        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather)
+    elif mode == COPY:
+        _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
+                   ld(b, side, S_NCHK), npanel, slot)
+    else:
+        with loop(b, 0, npanel, name="gp") as p:
+            first = b.mul(p, I64(width))
+            valid = imin(b, I64(width), b.sub(olen, first))
+            gather(first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t))
+    b.ret_void()
+    return fn
+
+
+def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
+                    gather) -> None:
+    vt = ir.VectorType(t, bs)
+    with loop(b, 0, npanel, name="tp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        with b.if_else(b.icmp_signed("==", valid, I64(width))) as (full, part):
+            with full:
+                with advancing(b, 0, klen, "kr") as (kk, nxt):
+                    run = ld(b, krun, kk)
+                    nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
+                    kbase = ld(b, koff, kk)
+                    with loop(b, 0, nblk, bs, name="tk") as kb:
+                        at = b.add(kbase, kb)
+                        for g in range(width // bs):
+                            rows = []
+                            for r in range(bs):
+                                o = ld(b, ooff, b.add(first, I64(g * bs + r)))
+                                ptr = b.gep(src, [b.add(o, at)], inbounds=True, source_etype=t)
+                                rows.append(b.load(ptr, typ=vt, align=es))
+                            for c, col in enumerate(transpose(b, rows)):
+                                ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g * bs))
+                                b.store(col, ptr, align=es)
+                    with loop(b, nblk, run, name="tr") as i:
+                        kpos = b.add(kk, i)
+                        with loop(b, 0, width, name="tw") as w:
+                            v = ld(b, src, b.add(ld(b, ooff, b.add(first, w)), b.add(kbase, i)), t)
+                            b.store(v, slot(pdst, kpos, w))
+                    nxt[0] = b.add(kk, run)
+            with part:
+                gather(first, valid, pdst)
+
+
+def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+               slot) -> None:
+    zero = t(0.0)
+    with loop(b, 0, npanel, name="cp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        with loop(b, 0, klen, name="ck") as kk:
+            kof = ld(b, koff, kk)
+            with advancing(b, 0, valid, "cw") as (w, nxt):
+                o = b.add(first, w)
+                seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+                lo_slot = b.alloca(I64, name="a")
+                hi_slot = b.alloca(I64, name="e")
+                b.store(I64(0), lo_slot)
+                b.store(seg, hi_slot)
+                with loop(b, 0, nchk, name="iv") as d:
+                    x0 = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
+                    size = ld(b, side, b.add(I64(S_CHKSIZE), d))
+                    step = ld(b, side, b.add(I64(S_CHKSTEP), d))
+                    a, e = b.load(lo_slot), b.load(hi_slot)
+                    inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
+                    # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
+                    a1, e1 = imax(b, a, b.sub(I64(0), x0)), imin(b, e, b.sub(size, x0))
+                    # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
+                    a2, e2 = imax(b, a, b.add(b.sub(x0, size), I64(1))), imin(b, e, b.add(x0, I64(1)))
+                    up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
+                    b.store(b.select(up, a1, b.select(down, a2, a)), lo_slot)
+                    b.store(b.select(up, e1, b.select(down, e2, b.select(inb, e, I64(0)))), hi_slot)
+                e = imax(b, b.load(hi_slot), I64(0))
+                a = imin(b, b.load(lo_slot), e)
+                row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
+                sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
+                with loop(b, 0, a, name="z0") as i:
+                    st(b, row, i, zero, t)
+                copy(b, t, row, sp, a, e)
+                with loop(b, e, seg, name="z1") as i:
+                    st(b, row, i, zero, t)
+                nxt[0] = b.add(w, seg)
+            with loop(b, valid, width, name="cz") as w:
+                b.store(zero, slot(pdst, kk, w))

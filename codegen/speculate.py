@@ -1,0 +1,71 @@
+"""Lazy choices made eager where that is safe: ``if_then_else`` -> ``select`` on data tests.
+
+``if_then_else(c, a, b)`` evaluates only the taken branch, so the emitter gives it real
+branches -- which stop LLVM's loop vectorizer.  The laziness only matters for reads that
+would be out of bounds in the branch ``c`` excludes.  The bounds checker
+(``tensorad.lang.bounds``) proves every read over the domain of its guards, and it cannot use a
+*data-dependent* test (``W[i // 2] == i % 2``): it takes such an atom as possibly true (and its
+negation as possibly false), i.e. it proved the reads of both branches on the enclosing guard
+alone.  So when every atom of ``c`` reads data, both branches are in bounds wherever the choice
+itself runs, and computing both (a ``select``) is safe.  Example, the max-pool gradient::
+
+    if_then_else(winner[y // 2, x // 2] == (y % 2) * 2 + x % 2, H[y // 2, x // 2], 0)
+      -> select(...)        (H's read is in bounds for every (y, x): no branch needed)
+
+Only cheap branches are speculated (no transcendental functions, divisions or reductions),
+so a rarely-taken expensive branch stays lazy.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import UNARY_MATH, Expr, Op
+from tensorad.ir.rewrite import rewrite, walk
+
+_LOGIC = (Op.AND, Op.OR, Op.NOT)
+_COSTLY = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
+MAX_BRANCH_NODES = 24
+
+
+def _atoms(c: Expr) -> list[Expr]:
+    out, stack = [], [c]
+    while stack:
+        n = stack.pop()
+        if n.op in _LOGIC:
+            stack.extend(n.src)
+        else:
+            out.append(n)
+    return out
+
+
+def data_dependent(c: Expr) -> bool:
+    """Whether every atom of condition ``c`` reads data (so isl could use none of them)."""
+    return all(any(n.op in (Op.READ, Op.REDUCE) for n in walk(a)) for a in _atoms(c))
+
+
+def _cheap(e: Expr) -> bool:
+    count = 0
+    for n in walk(e):
+        count += 1
+        if n.op in _COSTLY or count > MAX_BRANCH_NODES:
+            return False
+    return True
+
+
+def _rule(node: Expr) -> Expr | None:
+    c, a, b = node.src
+    if data_dependent(c) and _cheap(a) and _cheap(b):
+        return Expr(Op.SELECT, node.dtype, node.src)
+    return None
+
+
+def speculate(body: Expr) -> Expr:
+    """``body`` with safe, cheap ``if_then_else`` nodes turned into ``select`` (see above).
+
+    Sound only for bodies whose reads the bounds checker has proved (``lower`` checks every
+    inlined body first)."""
+    if not any(n.op is Op.IF_THEN_ELSE for n in walk(body)):
+        return body
+    return rewrite(body, {Op.IF_THEN_ELSE: _rule})
+
+
+__all__ = ["speculate", "data_dependent"]

@@ -1,0 +1,113 @@
+"""Axes read through floor division or modulo are scanned as loops over their digits.
+
+A body that reads ``H[y // 2, x // 2]`` (an average-pool gradient) or ``X[i // 500,
+(i // 25) % 20, i % 25]`` (flatten) computes a division and a remainder per element and reads
+memory with a stride LLVM cannot see, so it vectorizes into gathers.  Writing each such axis as
+mixed-radix digits turns the arithmetic into loop structure::
+
+    for x in range(0, 100):                 for q in range(0, 50):
+      G[x] = H[x // 2] * 0.25        ->       for r in range(0, 2):   # x = 2 q + r
+                                                G[2 q + r] = H[q] * 0.25
+
+The divisors of one axis must form a chain (``25 | 500``): the digits of ``i`` are then
+``i % 25``, ``(i // 25) % 20`` and ``i // 500``, and every division and remainder of the body
+simplifies to one digit (:func:`tensorad.simplify.index` rules, with the digits' ranges).  The
+digits are scanned in the axis's place, most significant first, so the order of the points
+(and of the stores) is unchanged; an extent that the largest divisor does not divide gets the
+constraint ``2 q + r < extent``.  The inner digit loops are short and constant, so LLVM unrolls
+them and vectorizes the loop around them (interleaved loads and stores instead of gathers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorad.simplify.index import floordiv_rule, mod_rule, normalise_linear
+
+from tensorad.ir.expr import Expr, Op, compare, const, var
+from tensorad.ir.rewrite import rewrite, substitute, walk
+
+MAX_INNER = 64  # longer inner digits gain nothing over the plain loop
+
+
+@dataclass(frozen=True)
+class AxisSplit:
+    """Statement variables after splitting, and how the original axes are written in them."""
+
+    vars: tuple[Expr, ...]  # the new variables, in scan order
+    value: dict  # original axis -> expression of the new variables
+    constraints: tuple[Expr, ...]  # conditions that keep the digits inside the original extents
+    digit_of: dict  # new variable -> its value in the original axes (``x.q -> x // 2``)
+    remainders: tuple[Expr, ...]  # the digits below the most significant one
+
+    def apply(self, e: Expr) -> Expr:
+        """``e`` in terms of the new variables, divisions and remainders simplified."""
+        return simplify_index(substitute(e, self.value))
+
+
+_INDEX_RULES = {
+    Op.FLOORDIV: lambda n: floordiv_rule(n, *n.src),  # (c*Q + R) // c = Q when 0 <= R < c
+    Op.MOD: lambda n: mod_rule(n, *n.src),  # (c*Q + R) % c = R when 0 <= R < c
+    Op.ADD: normalise_linear,  # integer linear forms collected
+    Op.SUB: normalise_linear,
+    Op.MUL: normalise_linear,
+}
+
+
+def simplify_index(e: Expr) -> Expr:
+    """Integer division, modulo and linear arithmetic of ``e`` simplified by variable ranges."""
+    return rewrite(e, _INDEX_RULES)
+
+
+def _divisors(bodies: tuple[Expr, ...], axes: tuple[Expr, ...]) -> dict[Expr, set[int]]:
+    found: dict[Expr, set[int]] = {}
+    axis_set = set(axes)
+    for b in bodies:
+        for n in walk(b):
+            if n.op in (Op.FLOORDIV, Op.MOD) and n.src[0] in axis_set:
+                d = n.src[1]
+                if d.op is Op.CONST and int(d.arg) > 1:
+                    found.setdefault(n.src[0], set()).add(int(d.arg))
+    return found
+
+
+def plan_split(axes: tuple[Expr, ...], bodies: tuple[Expr, ...]) -> AxisSplit | None:
+    """The digit split of ``axes`` for ``bodies``, or ``None`` when no axis qualifies."""
+    divs = _divisors(bodies, axes)
+    if not divs:
+        return None
+    new_vars: list[Expr] = []
+    value: dict[Expr, Expr] = {}
+    constraints: list[Expr] = []
+    digit_of: dict[Expr, Expr] = {}
+    remainders: list[Expr] = []
+    for ax in axes:
+        ds = sorted(d for d in divs.get(ax, ()) if d < ax.extent)
+        chain = all(b % a == 0 for a, b in zip(ds, ds[1:]))
+        if not ds or not chain or ds[0] > MAX_INNER or ax.lo != 0:
+            new_vars.append(ax)
+            digit_of[ax] = ax
+            continue
+        radices = [ds[0]] + [b // a for a, b in zip(ds, ds[1:])]
+        top = -(-ax.extent // ds[-1])
+        digits = [var(f"{ax.name}.q", 0, top)]
+        digits += [var(f"{ax.name}.r{k}", 0, r) for k, r in reversed(list(enumerate(radices)))]
+        weights = list(reversed(ds)) + [1]
+        expr = None
+        for w, dv in zip(weights, digits):
+            term = dv if w == 1 else dv * const(w, ax.dtype)
+            expr = term if expr is None else expr + term
+        value[ax] = expr
+        new_vars.extend(digits)
+        remainders.extend(digits[1:])
+        for k, (w, dv) in enumerate(zip(weights, digits)):
+            q = ax if w == 1 else ax // const(w, ax.dtype)
+            digit_of[dv] = q if k == 0 else q % const(dv.hi, ax.dtype)
+        if ax.extent % ds[-1]:
+            constraints.append(compare(Op.LT, expr, const(ax.extent, ax.dtype)))
+    if not value:
+        return None
+    return AxisSplit(tuple(new_vars), value, tuple(constraints), digit_of, tuple(remainders))
+
+
+__all__ = ["AxisSplit", "plan_split", "simplify_index"]
