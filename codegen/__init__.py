@@ -6,12 +6,17 @@
 Modules, in pipeline order:
 
 * ``inline``      which tensors get buffers, and inlining of the others into their readers
+* ``speculate``   ``if_then_else`` on data tests made ``select`` (no branch, vectorizable)
 * ``fuse``        an elementwise consumer stored by its reduction (``sum(..) * 0.25``)
+* ``stripmine``   axes read through ``//`` and ``%`` scanned as their digits
 * ``domain``      iteration domains as isl sets: ``select(c, e, 0)`` and ``where`` conditions
 * ``schedule``    options; loop order (scalar accumulator or accumulate-in-output), parallel loop
+* ``group``, ``nestfuse``  consecutive ops sharing their outer loops in one nest (softmax rows,
+  pooling windows), reductions read from their accumulators
 * ``islast``      isl's AST builder: schedules to exact loops (``program`` statements)
 * ``work``        exact counting of innermost-body executions
-* ``contraction`` reductions that are (batched) matrix products, for ``microkernel``/``packing``
+* ``contraction`` reductions that are (batched) matrix products, for ``microkernel``/``packing``;
+  ``splitk`` halves long sums whose few column blocks threads would share unevenly
 * ``llvm_expr``, ``llvm_math``, ``llvm_emit``  LLVM IR for expressions and programs
 * ``jit``, ``runtime``, ``kernel``, ``build``  the engine, libgomp, calling convention, cache
 """

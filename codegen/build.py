@@ -39,6 +39,7 @@ from .schedule import Options
 
 _COMPILED: dict[str, Compiled] = {}
 _LOCK = threading.Lock()
+STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from the disk cache
 TARGETS = ("llvm",)
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
@@ -87,6 +88,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool) -> Compiled:
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
     compiled = _link(key, obj, meta, text, opts.opt_level)
     diskcache.put(key, _pack_entry(meta, obj, text))
+    STATS["compiled"] += 1
     return compiled
 
 
@@ -108,7 +110,9 @@ def _load(key: str, opt_level: int) -> Compiled | None:
         meta, obj, zsource = _unpack_entry(payload)
     except (ValueError, KeyError, struct.error, json.JSONDecodeError):
         return None  # a foreign or damaged entry: rebuilt (and rewritten) by the caller
-    return _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level)
+    compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level)
+    STATS["loaded"] += 1
+    return compiled
 
 
 def _pack_entry(meta: dict, obj: bytes, text: str) -> bytes:

@@ -132,23 +132,22 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         axes = split.vars
         notes.append("axes split into digits of their divisors")
     space = IndexSpace(axes)
-    box = space.box()
-    if split is not None:
-        for c in split.constraints:
-            box = box.intersect(space.cond(c))
+    pieces = split.pieces(space) if split is not None else [space.box()]
+    box = pieces[0]
+    for p in pieces[1:]:
+        box = box.union(p)
     fills, stmts = [], []
     for v, (body, buf) in enumerate(zip(bodies, buffers)):
         if buf is None:
             continue
         dom, value = peel_zero_select(space, body)
-        dom = box.intersect(dom)
         if not box.is_subset(dom):
             fills.append(Fill(buf, const(0, buf.dtype)))
             notes.append(f"{buf.name} nonzero only on a sub-domain")
-        else:
-            dom = box
         store = Store(buf, index, value)
-        stmts.append(PolyStmt(f"S{v}", axes, dom, (store,), tuple(axes) + (v,)))
+        for k, piece in enumerate(pieces):
+            name = f"S{v}" if len(pieces) == 1 else f"S{v}p{k}"
+            stmts.append(PolyStmt(name, axes, piece.intersect(dom), (store,), tuple(axes) + (v,)))
     return OpDomain(fills, stmts, space, note="; ".join(notes))
 
 

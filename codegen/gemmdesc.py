@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from tensorad.ir.expr import Expr, Op, compare, const, logical
 from tensorad.poly.affine import IndexSpace, NotAffine
 
-MAXAX = 6  # axes per group
+MAXAX = 6  # axes per group of a side (more: the side gets its own packing function)
+MAXBATCH = 16  # batch axes of the product
 MAXCHK = 4  # range-checked indices per side
 AX_LEN = 2 + MAXCHK  # extent, address coefficient, checked-index coefficients
 GROUP_LEN = 1 + MAXAX * AX_LEN  # number of axes, then the axes
@@ -47,8 +48,8 @@ SIDE_LEN = S_GROUPS + 3 * GROUP_LEN
 # fields of the header
 H_M, H_N, H_K, H_KC, H_MC, H_NC, H_LDC, H_NJC, H_C, H_NB = range(10)
 H_BEXT = 10  # batch extents
-H_CCOEF = H_BEXT + MAXAX  # C's element strides along the batch axes
-SIDE_A = H_CCOEF + MAXAX
+H_CCOEF = H_BEXT + MAXBATCH  # C's element strides along the batch axes
+SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 DESC_LEN = SIDE_B + SIDE_LEN
 

@@ -1,24 +1,28 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
-One library per (dtype, MR, NR) -- the only parameters that shape the fast code -- with
-everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
+Specialized only on what shapes the fast code -- dtype, MR, NR (and so the vector width) --
+with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
 (:mod:`.gemmdesc`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
-links them to it, so their own code is a few stores and a call.  The library is built at
-``-O3`` once per process, or loaded from the disk cache (:mod:`.diskcache`) in a few
-milliseconds.
+links them to it, so their own code is a few stores and a call.
 
-The driver, BLIS-style (see :mod:`.microkernel` for the loop structure):
+The library comes in pieces, each built on first use (in ``-O1``: its fast paths are explicit
+vector code, which ``-O1`` keeps, at a third of ``-O3``'s build time -- measured equal GEMM
+speed) or linked from the disk cache (:mod:`.diskcache`) in about a millisecond:
+
+* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.packlib`);
+* one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
+  ``tensorad_gemm_f32_8x32_packB_copy`` -- a kernel stores the address of the one it needs in
+  the descriptor, or of its own packing function for a side that is not a plain linear read.
+
+The driver, BLIS-style (see :mod:`.microkernel`):
 
     for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
         for ic in blocks of MC:             pack A(ic.., kc..) into MR-high panels
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
 
-A side is packed by the generic routine (:mod:`.packlib`) unless the descriptor names a packing
-function of the kernel's own (``S_FN``: a side that is not a plain linear read).  Panels and
-tables live in ``aligned_alloc`` buffers per call (and so per thread).
-
-The micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
+Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
+micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
 ``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds; the first
 ``kc`` block stores the tile, later ones add it; edge tiles go through a stack tile.
 """
@@ -31,17 +35,13 @@ import threading
 import llvmlite.ir as ir
 
 from . import diskcache, jit
-from .gemmdesc import (H_BEXT, H_C, H_CCOEF, H_K, H_KC, H_LDC, H_M, H_MC, H_N, H_NB, H_NC, H_NJC,
-                       MAXCHK, S_FN, SIDE_A, SIDE_B)
-from .irloops import declare, for_range
-from .packlib import (I1, I64, MODES, PTR, VOID, emit_pack, emit_runs, emit_table, emit_tables, imin, ld,
-                      loop)
+from . import gemmdesc as gd
+from .irloops import declare, finish_ir, for_range
+from .packlib import I1, I64, MODES, PTR, VOID, emit_pack, emit_runs, emit_table, emit_tables, imin, ld, loop
 
 _LOCK = threading.Lock()
 _LOADED: set[str] = set()  # pieces linked into the JIT engine
-LIBRARY_OPT_LEVEL = 3
-PACK_OPT_LEVEL = 3
-SIDES = ("A", "B")
+LIBRARY_OPT_LEVEL = 1  # see the module docstring
 
 
 def prefix(dtype: str, mr: int, nr: int) -> str:
@@ -77,7 +77,7 @@ def parse_symbol(symbol: str) -> tuple | None:
 
 def ensure_symbol(symbol: str) -> None:
     """Link the library piece defining ``symbol`` (and the core it calls) into the JIT, once:
-    from the disk cache when it is there, else compiled at ``-O3`` (and stored)."""
+    from the disk cache when it is there, else compiled (and stored)."""
     piece = parse_symbol(symbol)
     if piece is None:
         raise RuntimeError(f"not a matrix-product library function: {symbol}")
@@ -93,7 +93,7 @@ def ensure_symbol(symbol: str) -> None:
         key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint()]).encode()).hexdigest()
         obj = diskcache.get(key)
         if obj is None:
-            obj = jit.compile_object(piece_ir(dtype, mr, nr, part), LIBRARY_OPT_LEVEL if part == "core" else PACK_OPT_LEVEL)
+            obj = jit.compile_object(piece_ir(dtype, mr, nr, part), LIBRARY_OPT_LEVEL)
             diskcache.put(key, obj)
         jit.load_object(obj, [])
         _LOADED.add(name)
@@ -101,8 +101,6 @@ def ensure_symbol(symbol: str) -> None:
 
 def piece_ir(dtype: str, mr: int, nr: int, part) -> str:
     """LLVM IR of one library piece: the core, or the packing routine of one side and mode."""
-    from .irloops import finish_ir
-
     p = prefix(dtype, mr, nr)
     m = ir.Module(name=p)
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
@@ -211,16 +209,16 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     fn.attributes.add("nounwind")
     desc, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    M, N, K = ld(b, desc, H_M), ld(b, desc, H_N), ld(b, desc, H_K)
-    kc, mc, nc = ld(b, desc, H_KC), ld(b, desc, H_MC), ld(b, desc, H_NC)
-    ldc, njc = ld(b, desc, H_LDC), ld(b, desc, H_NJC)
-    C = b.inttoptr(ld(b, desc, H_C), PTR, name="C")
-    side_a = b.gep(desc, [I64(SIDE_A)], inbounds=True, source_etype=I64)
-    side_b = b.gep(desc, [I64(SIDE_B)], inbounds=True, source_etype=I64)
+    M, N, K = ld(b, desc, gd.H_M), ld(b, desc, gd.H_N), ld(b, desc, gd.H_K)
+    kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
+    ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)
+    C = b.inttoptr(ld(b, desc, gd.H_C), PTR, name="C")
+    side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
+    side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
 
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
-    fa = b.inttoptr(ld(b, desc, SIDE_A + S_FN), pack_ty.as_pointer(), name="packA")
-    fb = b.inttoptr(ld(b, desc, SIDE_B + S_FN), pack_ty.as_pointer(), name="packB")
+    fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
+    fb = b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_FN), pack_ty.as_pointer(), name="packB")
     alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
     free = declare(m, "free", VOID, [PTR])
 
@@ -230,9 +228,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     npan = b.sdiv(b.add(nc, I64(nr - 1)), I64(nr))
     ap = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.add(mc, I64(mr)), kc), I64(es)))])
     bp = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.mul(npan, I64(nr)), kc), I64(es)))])
-    tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + MAXCHK))
+    tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
-    nb = ld(b, desc, H_NB)
+    nb = ld(b, desc, gd.H_NB)
     with loop(b, lo, hi, name="pb", vectorize=False) as pb:
         bflat = b.sdiv(pb, njc)
         jb = b.srem(pb, njc)
@@ -243,11 +241,11 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
         b.store(bflat, rem)
         with loop(b, 0, nb, name="cb", vectorize=False) as j:
             ax = b.sub(b.sub(nb, I64(1)), j)
-            ext = ld(b, desc, b.add(I64(H_BEXT), ax))
+            ext = ld(b, desc, b.add(I64(gd.H_BEXT), ax))
             r = b.load(rem)
             digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
             b.store(b.sdiv(r, ext), rem)
-            b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(H_CCOEF), ax)))), coff)
+            b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
         cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
         jc = b.mul(jb, nc)
         ncl = imin(b, nc, b.sub(N, jc))

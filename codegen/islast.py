@@ -202,8 +202,22 @@ def subst_stmt(st, mapping: dict):
     raise TypeError(f"unknown statement {st!r}")
 
 
+def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
+    """The statements with the time dimensions dropped that are one constant in every
+    schedule (they order nothing, and each costs isl's AST builder time)."""
+    ndim = max(len(s.schedule) for s in stmts)
+    padded = [tuple(s.schedule) + (0,) * (ndim - len(s.schedule)) for s in stmts]
+    keep = [d for d in range(ndim)
+            if not (all(isinstance(t[d], int) for t in padded) and len({t[d] for t in padded}) == 1)]
+    if len(keep) == ndim:
+        return list(stmts)
+    return [PolyStmt(s.name, s.vars, s.domain, s.body, tuple(t[d] for d in keep))
+            for s, t in zip(stmts, padded)]
+
+
 def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
     """The loop statements that run ``stmts`` over their domains in schedule order."""
+    stmts = compact(stmts)
     umap = schedule_map(stmts)
     if umap.is_empty():
         return ()

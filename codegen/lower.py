@@ -30,6 +30,7 @@ from .nestfuse import lower_group
 from .program import Buffer, Nest, Program, program_text
 from .schedule import Options, mark_parallel, schedule_nest, work_weight
 from .speculate import speculate
+from .splitk import split_k, wants_split
 from .stripmine import plan_split
 from .work import count_work
 
@@ -140,6 +141,16 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     epilogues = {} if not opts.fuse else find_epilogues(
         [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
     fused_into = {e.consumer: r for r, e in epilogues.items()}
+    alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K)
+    for op in list(ops):
+        if gemms[op] is not None and opts.parallel and wants_split(gemms[op]):
+            part, total = split_k(op, bodies[op][0])
+            spec = _is_gemm(part, part.body, opts)
+            if spec is not None:
+                ops[ops.index(op):ops.index(op) + 1] = [part, total]
+                bodies.update({part: part.body, total: total.body})
+                gemms.update({part: spec, total: None})
+                alias[total] = op
 
     units = []
     for op in ops:
@@ -155,15 +166,20 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             units.append(make_unit(op, bodies[op], split=split))
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
     while True:  # a group that cannot be fused exactly is lowered member by member
-        program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts)
+        program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
+                                        alias)
         if failed is None:
             return program
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
 
 
 def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, materialized, bodies: dict,
-                  opts: Options) -> tuple[Program | None, int | None]:
+                  opts: Options, alias: dict) -> tuple[Program | None, int | None]:
     """The program of ``groups``, or the index of a group that could not be fused."""
+
+    def tensor_of(op: ComputeOp, v: int) -> Tensor:  # what a unit's op writes
+        return Tensor(alias.get(op, op), v)
+
     input_set = set(inputs)
     # which tensors need a buffer: outputs, and what a later group reads (an unread output of
     # a multi-output op, or a reduction read only from its accumulators, needs none)
@@ -195,7 +211,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     temps = []
     for g in groups:
         for u in g.units:
-            for t in (Tensor(u.op, v) for v in range(u.op.num_outputs)):
+            for t in (tensor_of(u.op, v) for v in range(u.op.num_outputs)):
                 if t not in buffers and needs_buffer(t):
                     buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
                     temps.append(buffers[t])
@@ -203,7 +219,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
 
     def outs_of(op: ComputeOp) -> list[Buffer | None]:
-        return [buffers.get(Tensor(op, v)) for v in range(op.num_outputs)]
+        return [buffers.get(tensor_of(op, v)) for v in range(op.num_outputs)]
 
     steps: list = []
     for k, g in enumerate(groups):

@@ -31,10 +31,9 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
 
+from . import gemmdesc as gd
 from . import gemmlib
 from .contraction import Contraction
-from .gemmdesc import (DESC_LEN, H_BEXT, H_C, H_CCOEF, H_K, H_KC, H_LDC, H_M, H_MC, H_N, H_NB, H_NC,
-                       H_NJC, S_BASE, S_CTX, S_FN, SIDE_A, SIDE_B, plan_side)
 from .irloops import declare
 from .llvm_expr import ExprEmitter
 from .packing import Packer
@@ -56,51 +55,54 @@ class GemmEmitter:
 
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
+        if len(s.batch) > gd.MAXBATCH:
+            raise NotImplementedError(f"a matrix product with {len(s.batch)} batch axes (at most "
+                                      f"{gd.MAXBATCH}); build with microkernel=False")
         pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
-        fields = {H_M: s.M, H_N: s.N, H_K: s.K, H_KC: s.kc, H_MC: s.mc, H_NC: s.nc,
-                  H_NJC: -(-s.N // s.nc), H_NB: len(s.batch)}
+        fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
+                  gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
-        fields[H_LDC] = cstrides[axes.index(s.m)]
+        fields[gd.H_LDC] = cstrides[axes.index(s.m)]
         for i, ax in enumerate(s.batch):
-            fields[H_BEXT + i] = ax.extent
-            fields[H_CCOEF + i] = cstrides[axes.index(ax)]
+            fields[gd.H_BEXT + i] = ax.extent
+            fields[gd.H_CCOEF + i] = cstrides[axes.index(ax)]
         sides = []
-        for at, expr, outer, width in ((SIDE_A, s.a, (s.m,), s.mr), (SIDE_B, s.b, s.n, s.nr)):
-            plan = plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
+        for at, expr, outer, width in ((gd.SIDE_A, s.a, (s.m,), s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
+            plan = gd.plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
             if plan is not None:
                 fields.update({at + f: v for f, v in plan.fields.items()})
             sides.append((at, expr, outer, width, plan))
         # the constant part of the descriptor is a global; the pointers are stored per call
-        template = ir.GlobalVariable(self.m, ir.ArrayType(I64, DESC_LEN), f"{self.name}_desc")
+        template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
         template.global_constant = True
-        template.initializer = ir.Constant(ir.ArrayType(I64, DESC_LEN),
-                                           [I64(fields.get(i, 0)) for i in range(DESC_LEN)])
-        desc = b.alloca(I64, size=I64(DESC_LEN), name="desc")
+        template.initializer = ir.Constant(ir.ArrayType(I64, gd.DESC_LEN),
+                                           [I64(fields.get(i, 0)) for i in range(gd.DESC_LEN)])
+        desc = b.alloca(I64, size=I64(gd.DESC_LEN), name="desc")
         memcpy = declare(self.m, "llvm.memcpy.p0.p0.i64", ir.VoidType(), [PTR, PTR, I64, I1])
-        b.call(memcpy, [desc, template, I64(DESC_LEN * 8), I1(0)])
+        b.call(memcpy, [desc, template, I64(gd.DESC_LEN * 8), I1(0)])
 
         def put(at: int, ptr: ir.Value) -> None:
             slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
             b.store(b.ptrtoint(ptr, I64), slot)
 
-        put(H_C, ptr_of(s.c))
+        put(gd.H_C, ptr_of(s.c))
         for at, expr, outer, width, plan in sides:
             if plan is not None:
-                put(at + S_BASE, ptr_of(plan.tensor))
-                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == SIDE_A else "B", plan.mode)
-                put(at + S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
+                put(at + gd.S_BASE, ptr_of(plan.tensor))
+                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == gd.SIDE_A else "B", plan.mode)
+                put(at + gd.S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
             tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
             ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
             for i, tns in enumerate(tensors):
                 b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
-            fn = self._own_packer(f"{self.name}_pack{'A' if at == SIDE_A else 'B'}", expr, outer, width,
+            fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
                                   tensors, strides_of, fastmath)
-            put(at + S_FN, fn)
-            put(at + S_CTX, ctx)
+            put(at + gd.S_FN, fn)
+            put(at + gd.S_CTX, ctx)
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 
@@ -115,7 +117,7 @@ class GemmEmitter:
         side, dst, bflat, o0, olen, k0, klen, _ = fn.args
         dst.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ctx = b.inttoptr(b.load(b.gep(side, [I64(S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
+        ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
         ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath)

@@ -62,6 +62,17 @@ def _first_store(s):
     return s
 
 
+def _box_work(group: Group) -> int:
+    """An upper bound of the group's work: each member's box of outer and reduction axes."""
+    total = 0
+    for u in group.units:
+        n = 1
+        for a in u.outer + tuple((u.reduction or u.op).reduce_axes):
+            n *= a.extent
+        total += n
+    return total
+
+
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
@@ -73,7 +84,10 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     fills, stmts, accs, notes = [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
-    fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus)
+    weight = work_weight([b for u in group.units for b in u.bodies])
+    # the short-outer fusion only helps a nest that runs in parallel (and costs isl time)
+    fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
+        and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
     width = max(t[1].extent for t in taus) if fuse else 0
     for g, (u, tau) in enumerate(zip(group.units, taus)):
         outs = outs_of(u.op)
@@ -90,9 +104,10 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
+        fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
         for st in member:
-            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, st.body,
-                                  head + (g,) + tuple(st.schedule)))
+            own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, st.body, head + (g,) + own))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         for a in dom.accumulators:
@@ -120,7 +135,6 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         return None
     work = count_work(body)
     attrs = {"parallel_dim": 0}
-    weight = work_weight([b for u in group.units for b in u.bodies])
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
     if parallel:
         attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))

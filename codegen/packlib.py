@@ -28,9 +28,8 @@ from contextlib import contextmanager
 
 import llvmlite.ir as ir
 
-from .gemmdesc import (AX_LEN, BATCH, COPY, GATHER, KGROUP, MAXCHK, OUTER, S_BASE, S_CHKCONST,
-                       S_CHKSIZE, S_CHKSTEP, S_CONST, S_NCHK, TRANSPOSE, axis_field, block_size,
-                       group_base)
+from . import gemmdesc as gd
+from .irloops import declare
 from .packing import transpose
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
@@ -104,18 +103,38 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)``: explicit 512-bit vectors, then elements
-    (explicit, so that the routine is fast without LLVM's loop vectorizer)."""
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit 512-bit
+    vectors and one masked vector for the rest, so that the routine is fast without LLVM's loop
+    vectorizer (the library is compiled at ``-O1``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vw = 64 // es
     vt = ir.VectorType(t, vw)
-    nvec = b.mul(b.sdiv(b.sub(e, a), I64(vw)), I64(vw))
+    mt = ir.VectorType(I1, vw)
+    zero = ir.Constant(vt, None)
+    n = b.sub(e, a)
+    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
     with loop(b, 0, nvec, vw, name="cv") as i:
         at = b.add(a, i)
-        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+        v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
         b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-    with loop(b, b.add(a, nvec), e, name="ce") as i:
-        st(b, dst, i, ld(b, src, i, t), t)
+    rest = b.sub(n, nvec)
+    with b.if_then(b.icmp_signed(">", rest, I64(0))):
+        at = b.add(a, nvec)
+        lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+        splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
+                                                  ir.IntType(32)(0)),
+                                 ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
+                                 ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
+        mask = b.icmp_signed("<", lanes, splat)
+        suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
+        if src is None:
+            v = zero
+        else:
+            mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
+            at_src = b.gep(src, [at], inbounds=True, source_etype=t)
+            v = b.call(mload, [at_src, ir.IntType(32)(es), mask, zero])
+        mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
+        b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
 
 
 def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
@@ -136,13 +155,13 @@ def emit_table(module: ir.Module, name: str) -> ir.Function:
     side, g, start, count, base_off, base_chk, off, chk = fn.args
     for a in (base_chk, off, chk):
         a.add_attribute("noalias")
-    gb = b.add(I64(group_base(0)), b.mul(g, I64(group_base(1) - group_base(0))))
+    gb = b.add(I64(gd.group_base(0)), b.mul(g, I64(gd.group_base(1) - gd.group_base(0))))
     n = ld(b, side, gb)
-    nchk = ld(b, side, S_NCHK)
+    nchk = ld(b, side, gd.S_NCHK)
     digits = b.alloca(I64, size=I64(8), name="digits")
 
     def field(ax, f):
-        return ld(b, side, b.add(b.add(gb, c64(f)), b.add(I64(1), b.mul(ax, I64(AX_LEN)))))
+        return ld(b, side, b.add(b.add(gb, c64(f)), b.add(I64(1), b.mul(ax, I64(gd.AX_LEN)))))
 
     with b.if_then(b.icmp_signed(">", count, I64(0))):
         # digits of start (the first axis keeps the quotient: start is in range)
@@ -222,23 +241,23 @@ def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Funct
     fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
     side, bflat, o0, olen, k0, klen, scratch, what = fn.args
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
-    nchk = ld(b, side, S_NCHK)
+    nchk = ld(b, side, gd.S_NCHK)
     # the batch point and the constant are folded into the outer table
-    base_chk = b.alloca(I64, size=I64(MAXCHK), name="base_chk")
-    zero_chk = b.alloca(I64, size=I64(MAXCHK), name="zero_chk")
-    steps = b.alloca(I64, size=I64(MAXCHK), name="steps")
-    for d in range(MAXCHK):
-        st(b, base_chk, d, ld(b, side, S_CHKCONST + d))
+    base_chk = b.alloca(I64, size=I64(gd.MAXCHK), name="base_chk")
+    zero_chk = b.alloca(I64, size=I64(gd.MAXCHK), name="zero_chk")
+    steps = b.alloca(I64, size=I64(gd.MAXCHK), name="steps")
+    for d in range(gd.MAXCHK):
+        st(b, base_chk, d, ld(b, side, gd.S_CHKCONST + d))
         st(b, zero_chk, d, I64(0))
-        st(b, steps, d, ld(b, side, S_CHKSTEP + d))
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
     base = b.alloca(I64, name="base")
-    b.store(ld(b, side, S_CONST), base)
+    b.store(ld(b, side, gd.S_CONST), base)
     rem = b.alloca(I64, name="brem")
     b.store(bflat, rem)
-    nb = ld(b, side, group_base(BATCH))
+    nb = ld(b, side, gd.group_base(gd.BATCH))
     with loop(b, 0, nb, name="bax") as j:
         ax = b.sub(b.sub(nb, I64(1)), j)
-        fb = b.add(I64(axis_field(BATCH, 0, 0)), b.mul(ax, I64(AX_LEN)))
+        fb = b.add(I64(gd.axis_field(gd.BATCH, 0, 0)), b.mul(ax, I64(gd.AX_LEN)))
         ext = ld(b, side, fb)
         r = b.load(rem)
         digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
@@ -247,8 +266,8 @@ def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Funct
         with loop(b, 0, nchk, name="bchk") as d:
             cc = ld(b, side, b.add(fb, b.add(d, I64(2))))
             st(b, base_chk, d, b.add(ld(b, base_chk, d), b.mul(digit, cc)))
-    b.call(table, [side, I64(OUTER), o0, olen, b.load(base), base_chk, ooff, ochk])
-    b.call(table, [side, I64(KGROUP), k0, klen, I64(0), zero_chk, koff, kchk])
+    b.call(table, [side, I64(gd.OUTER), o0, olen, b.load(base), base_chk, ooff, ochk])
+    b.call(table, [side, I64(gd.KGROUP), k0, klen, I64(0), zero_chk, koff, kchk])
     with b.if_then(b.icmp_signed("==", what, I64(1))):
         b.call(runs, [koff, kchk, klen, I64(0), steps, krun])
     with b.if_then(b.icmp_signed("==", what, I64(2))):
@@ -258,17 +277,17 @@ def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Funct
 
 
 def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
-    """``ooff[olen] orun[olen] ochk[MAXCHK][olen] koff[klen] krun[klen] kchk[MAXCHK][klen]``."""
+    """``ooff[olen] orun[olen] ochk[gd.MAXCHK][olen] koff[klen] krun[klen] kchk[gd.MAXCHK][klen]``."""
     ooff = scratch
     orun = b.gep(ooff, [olen], source_etype=I64)
     ochk = b.gep(orun, [olen], source_etype=I64)
-    koff = b.gep(ochk, [b.mul(olen, I64(MAXCHK))], source_etype=I64)
+    koff = b.gep(ochk, [b.mul(olen, I64(gd.MAXCHK))], source_etype=I64)
     krun = b.gep(koff, [klen], source_etype=I64)
     kchk = b.gep(krun, [klen], source_etype=I64)
     return ooff, orun, ochk, koff, krun, kchk
 
 
-MODES = {"transpose": TRANSPOSE, "copy": COPY, "gather": GATHER}
+MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
@@ -279,8 +298,8 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     dst.add_attribute("noalias")
     scratch.add_attribute("noalias")
     es = 4 if isinstance(t, ir.FloatType) else 8
-    src = b.inttoptr(ld(b, side, S_BASE), PTR, name="src")
-    what = {TRANSPOSE: 1, COPY: 2, GATHER: 0}[mode]
+    src = b.inttoptr(ld(b, side, gd.S_BASE), PTR, name="src")
+    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0}[mode]
     b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
     npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
@@ -299,12 +318,12 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
             with loop(b, valid, width, name="gz") as w:
                 b.store(zero, slot(pdst, kk, w))
 
-    if mode == TRANSPOSE:
-        bs = block_size(width, 64 // es)
+    if mode == gd.TRANSPOSE:
+        bs = gd.block_size(width, 64 // es)
         _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather)
-    elif mode == COPY:
+    elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
-                   ld(b, side, S_NCHK), npanel, slot)
+                   ld(b, side, gd.S_NCHK), npanel, slot)
     else:
         with loop(b, 0, npanel, name="gp") as p:
             first = b.mul(p, I64(width))
@@ -329,14 +348,14 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                     kbase = ld(b, koff, kk)
                     with loop(b, 0, nblk, bs, name="tk") as kb:
                         at = b.add(kbase, kb)
-                        for g in range(width // bs):
+                        with loop(b, 0, width, bs, name="tg") as g:
                             rows = []
                             for r in range(bs):
-                                o = ld(b, ooff, b.add(first, I64(g * bs + r)))
+                                o = ld(b, ooff, b.add(first, b.add(g, I64(r))))
                                 ptr = b.gep(src, [b.add(o, at)], inbounds=True, source_etype=t)
                                 rows.append(b.load(ptr, typ=vt, align=es))
                             for c, col in enumerate(transpose(b, rows)):
-                                ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g * bs))
+                                ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), g)
                                 b.store(col, ptr, align=es)
                     with loop(b, nblk, run, name="tr") as i:
                         kpos = b.add(kk, i)
@@ -366,8 +385,8 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 b.store(seg, hi_slot)
                 with loop(b, 0, nchk, name="iv") as d:
                     x0 = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
-                    size = ld(b, side, b.add(I64(S_CHKSIZE), d))
-                    step = ld(b, side, b.add(I64(S_CHKSTEP), d))
+                    size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+                    step = ld(b, side, b.add(I64(gd.S_CHKSTEP), d))
                     a, e = b.load(lo_slot), b.load(hi_slot)
                     inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
                     # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
@@ -381,11 +400,9 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 a = imin(b, b.load(lo_slot), e)
                 row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
                 sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
-                with loop(b, 0, a, name="z0") as i:
-                    st(b, row, i, zero, t)
+                copy(b, t, row, None, I64(0), a)
                 copy(b, t, row, sp, a, e)
-                with loop(b, e, seg, name="z1") as i:
-                    st(b, row, i, zero, t)
+                copy(b, t, row, None, e, seg)
                 nxt[0] = b.add(w, seg)
             with loop(b, valid, width, name="cz") as w:
                 b.store(zero, slot(pdst, kk, w))

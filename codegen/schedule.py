@@ -36,17 +36,21 @@ class Options:
 
     * ``num_threads``: threads of each parallel loop (default: all cores; settable later as
       ``kernel.num_threads``); ``parallel=False`` never makes a parallel loop;
-      ``parallel_min_work``: nests with fewer innermost-body executions stay on one thread.
-    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked) and
-      multiply-adds fused, so sums round differently from a sequential loop; ``False`` keeps
-      IEEE order (and so never uses the micro-kernel).
+      ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
+      transcendental functions, :func:`work_weight`) stay on one thread.
+    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
+      matrix-product sums split in halves, :mod:`.splitk`), multiply-adds fused, divisions by
+      a loop-invariant value computed as multiplications by its reciprocal, and the sign of a
+      zero result of ``maximum``/``minimum`` is free (NaN still propagates), so results round
+      differently from a sequential loop; ``False`` keeps IEEE order (and so never uses the
+      micro-kernel).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
       innermost loops (1 disables it; the micro-kernel's explicit vectors are not affected).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
       ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
       never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
     * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
-      ``fuse=False`` turns epilogue fusion off.
+      ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.group`) off.
     """
 
     parallel: bool = True

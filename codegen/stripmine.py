@@ -28,6 +28,11 @@ from tensorad.ir.expr import Expr, Op, compare, const, var
 from tensorad.ir.rewrite import rewrite, substitute, walk
 
 MAX_INNER = 64  # longer inner digits gain nothing over the plain loop
+MAX_TAILS = 2  # axes whose last digit value is scanned apart (2**n statement pieces)
+
+
+def walk_vars(e: Expr) -> set:
+    return {n for n in walk(e) if n.op is Op.VAR}
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,26 @@ class AxisSplit:
     def apply(self, e: Expr) -> Expr:
         """``e`` in terms of the new variables, divisions and remainders simplified."""
         return simplify_index(substitute(e, self.value))
+
+    def pieces(self, space) -> list:
+        """The split box as isl sets: with an extent that the divisor does not divide, the
+        last value of the top digit is a piece of its own (``q < top - 1``: all remainders;
+        ``q == top - 1``: the rest), so that isl scans the full part with constant inner
+        bounds (which LLVM unrolls) instead of ``min(..)`` bounds on every iteration."""
+        box = space.box()
+        for c in self.constraints:
+            box = box.intersect(space.cond(c))
+        out = [box]
+        if len(self.constraints) > MAX_TAILS:
+            return out
+        for c in self.constraints:
+            q = next(v for v in self.vars if self.digit_of[v] is not v and v.name.endswith(".q")
+                     and v in walk_vars(c))
+            last = const(q.hi - 1, q.dtype)
+            full = space.cond(compare(Op.LT, q, last))
+            tail = space.cond(compare(Op.EQ, q, last))
+            out = [s for p in out for s in (p.intersect(full), p.intersect(tail)) if not s.is_empty()]
+        return out
 
 
 _INDEX_RULES = {

@@ -13,9 +13,12 @@ package.)
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -33,6 +36,11 @@ def _register_strategies() -> None:
 
 
 _register_strategies()
+
+# compiled code is cached in a temporary directory of the session, never in the user's home
+_CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
+os.environ["TENSORAD_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 
 def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],

@@ -177,21 +177,51 @@ def test_vector_width_and_opt_level_options():
         ta.build([Y], [A], num_threads=0)
 
 
-def test_serial_fallback_without_libgomp():
+def test_thread_pool_fallback_without_libgomp():
+    # without libgomp, GOMP_parallel is a ctypes callback into a Python thread pool: the
+    # parallel loop's chunks run on two threads (thread 0 is the caller), with correct results
     script = (
-        "import numpy as np, tensorad as ta\n"
+        "import threading, numpy as np, tensorad as ta\n"
+        "from tensorad.codegen import runtime\n"
+        "assert runtime.parallel_runtime() == runtime.THREAD_POOL\n"
+        "seen = set()\n"
+        "member = runtime._member\n"
+        "def spy(body, data, tid, size):\n"
+        "    seen.add((tid, size, threading.get_ident()))\n"
+        "    member(body, data, tid, size)\n"
+        "runtime._member = spy\n"
         "A = ta.placeholder((300, 300), 'float64', 'A')\n"
         "k = ta.reduce_axis((0, 300), 'k')\n"
         "C = ta.compute((300, 300), lambda i, j: ta.sum(A[i, k] * A[k, j], k), name='C')\n"
-        "kern = ta.build([C], [A], num_threads=2, parallel_min_work=0)\n"
+        "E = ta.compute((300, 300), lambda i, j: ta.exp(A[i, j]) + C[i, j], name='E')\n"
+        "kern = ta.build([E], [A], num_threads=2, parallel_min_work=0)\n"
+        "assert kern.num_threads == 2 and 'GOMP_parallel' in kern.llvm_ir\n"
         "a = np.random.default_rng(0).standard_normal((300, 300))\n"
-        "assert np.allclose(kern(a), a @ a)\n"
-        "assert kern.num_threads == 1 and 'GOMP' not in kern.llvm_ir\n"
-        "print('serial ok')\n")
+        "want = np.exp(a) + a @ a\n"
+        "assert np.allclose(kern(a), want)\n"
+        "assert {t for t, _, _ in seen} == {0, 1} and {s for _, s, _ in seen} == {2}\n"
+        "assert len({i for _, _, i in seen}) == 2\n"
+        "errors = []\n"
+        "def work():\n"
+        "    for _ in range(5):\n"
+        "        if not np.allclose(kern(a), want): errors.append(1)\n"
+        "ts = [threading.Thread(target=work) for _ in range(3)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "assert not errors\n"
+        "print('pool ok')\n")
     env = dict(os.environ, TENSORAD_NO_GOMP="1")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "serial ok" in out.stdout
+    assert "pool ok" in out.stdout
+
+
+def test_serial_kernels_without_parallel_loops():
+    A = ta.placeholder((300, 300), "float64", "A")
+    B = ta.compute((300, 300), lambda i, j: A[i, j] * 2.0, name="B")
+    kern = ta.build([B], [A], parallel=False, parallel_min_work=0)
+    assert kern.num_threads == 1 and "GOMP" not in kern.llvm_ir
+    a = np.arange(90000.0).reshape(300, 300)
+    np.testing.assert_array_equal(kern(a), a * 2)
 
 
 def test_portable_call_path_gives_the_same_results(dense):

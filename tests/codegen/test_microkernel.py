@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensorad as ta
 
@@ -159,3 +161,124 @@ def test_side_kept_in_bounds_only_by_the_other_sides_condition_is_not_packed():
     y = RNG.standard_normal((20, 10)).astype(np.float32)
     want = np.array([[sum(x[i, q] * y[q, j] for q in range(j)) for j in range(10)] for i in range(30)])
     np.testing.assert_allclose(ta.build([C], [X, Y], microkernel=True)(x, y), want, rtol=1e-5, atol=1e-5)
+
+
+# ---- the generic library: which packing routine each side gets, and that each is exact ---------
+
+PACK_CASES = {
+    # name: (A shape, B shape, body, reference, expected library routines)
+    "transpose both": ((37, 39), (45, 39), lambda A, B, i, j, k: A[i, k] * B[j, k],
+                       lambda a, b: a @ b.T, ("packA_transpose", "packB_transpose")),
+    "transpose A, copy B": ((37, 39), (39, 45), lambda A, B, i, j, k: A[i, k] * B[k, j],
+                            lambda a, b: a @ b, ("packA_transpose", "packB_copy")),
+    "copy both": ((39, 37), (39, 45), lambda A, B, i, j, k: A[k, i] * B[k, j],
+                  lambda a, b: a.T @ b, ("packA_copy", "packB_copy")),
+    "strided gathers": ((2 * 37, 3 * 39), (2 * 39, 3 * 45),
+                        lambda A, B, i, j, k: A[2 * i, 3 * k] * B[2 * k, 3 * j],
+                        lambda a, b: a[::2, ::3] @ b[::2, ::3], ("packA_gather", "packB_gather")),
+    "reversed k": ((37, 39), (39, 45), lambda A, B, i, j, k: A[i, 38 - k] * B[38 - k, j],
+                   lambda a, b: a @ b, ("packA_gather", "packB_copy")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PACK_CASES))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_library_packing_routines(name, dtype):
+    sa, sb, body, ref, routines = PACK_CASES[name]
+    A, B = ta.placeholder(sa, dtype, "A"), ta.placeholder(sb, dtype, "B")
+    k = ta.reduce_axis((0, 39), "k")
+    C = ta.compute((37, 45), lambda i, j: ta.sum(body(A, B, i, j, k), k), name="C")
+    vw = 16 if dtype == "float32" else 8
+    kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(8, 2 * vw, 16, 16))
+    text = kern._compiled.llvm_ir_unoptimized
+    for r in routines:
+        assert r in text, (r, name)
+    assert "shufflevector" not in text and '_packA"' not in text  # no packing code in the kernel
+    a, b = RNG.standard_normal(sa).astype(dtype), RNG.standard_normal(sb).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, b), ref(a.astype(np.float64), b), rtol=tol, atol=tol)
+
+
+def test_padded_convolution_side_is_range_checked_by_the_library():
+    # the padding guard of X is exactly the range of its indices: the library's checked copy
+    X = ta.placeholder((2, 3, 9, 21), "float32", "X")
+    W = ta.placeholder((5, 3, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1)
+    kern = ta.build([Y], [X, W], microkernel=True, parallel_min_work=0, tile=(8, 32, 16, 16))
+    assert "packB_copy" in kern._compiled.llvm_ir_unoptimized
+    x = RNG.standard_normal((2, 3, 9, 21)).astype(np.float32)
+    w = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    want = ta.evaluate([Y], {X: x, W: w})[0]
+    np.testing.assert_allclose(kern(x, w), want, rtol=1e-4, atol=1e-4)
+
+
+def test_side_that_is_not_a_linear_read_gets_its_own_packer():
+    A = ta.placeholder((37, 39), "float32", "A")
+    B = ta.placeholder((39, 45), "float32", "B")
+    s = ta.placeholder((39,), "float32", "s")
+    k = ta.reduce_axis((0, 39), "k")
+    C = ta.compute((37, 45), lambda i, j: ta.sum(A[i, k] * s[k] * B[k, j], k), name="C")
+    kern = ta.build([C], [A, B, s], microkernel=True, tile=(8, 32, 16, 16))
+    text = kern._compiled.llvm_ir_unoptimized
+    assert '_packA"' in text and "packB_copy" in text and '_packB"' not in text
+    a, b, sv = (RNG.standard_normal(x).astype(np.float32) for x in ((37, 39), (39, 45), (39,)))
+    np.testing.assert_allclose(kern(a, b, sv), (a * sv) @ b, rtol=1e-4, atol=1e-4)
+
+
+@st.composite
+def _contraction(draw):
+    """A random (batched, multi-axis, permuted, offset, possibly padded) matrix product."""
+    ext = st.integers(1, 6)
+    nb = draw(st.integers(0, 1))
+    shape_b = [draw(ext) for _ in range(nb)]
+    m = draw(st.integers(1, 11))
+    ns = [draw(st.integers(1, 9)) for _ in range(draw(st.integers(1, 2)))]
+    ks = [draw(ext) for _ in range(draw(st.integers(1, 2)))]
+    pad = draw(st.booleans())
+    off_a, off_b = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    perm_a = draw(st.permutations(range(nb + 1 + len(ks))))
+    perm_b = draw(st.permutations(range(nb + len(ks) + len(ns))))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    return nb, shape_b, m, ns, ks, pad, off_a, off_b, perm_a, perm_b, dtype
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(_contraction())
+def test_random_contractions_through_the_library(case):
+    nb, shape_b, m, ns, ks, pad, off_a, off_b, perm_a, perm_b, dtype = case
+    dims_a = shape_b + [m] + ks
+    dims_b = shape_b + ks + ns
+    dims_b_store = list(dims_b)
+    dims_b_store[-1] = ns[-1] if pad else ns[-1] + ks[-1] - 1  # padded: a convolution-like window
+    sa = [dims_a[p] + off_a for p in perm_a]
+    sb = [dims_b_store[p] + off_b for p in perm_b]
+    A, B = ta.placeholder(tuple(sa), dtype, "A"), ta.placeholder(tuple(sb), dtype, "B")
+    raxes = [ta.reduce_axis((0, e), f"k{i}") for i, e in enumerate(ks)]
+
+    def body(*axes):
+        bat, i, nax = axes[:nb], axes[nb], axes[nb + 1:]
+        ia = list(bat) + [i] + raxes
+        ib = list(bat) + raxes + list(nax)
+        ib[-1] = nax[-1] + raxes[-1] - (1 if pad else 0)
+        ra = A[tuple(ia[p] + off_a for p in perm_a)]
+        idx_b = tuple(ib[p] + off_b for p in perm_b)
+        if pad:
+            w = nax[-1] + raxes[-1] - 1
+            rb = ta.if_then_else((w >= 0) & (w < ns[-1]), B[idx_b], 0.0)
+        else:
+            rb = B[idx_b]
+        return ta.sum(ra * rb, raxes)
+
+    C = ta.compute(tuple(shape_b + [m] + ns), body, name="C")
+    vw = 16 if dtype == "float32" else 8
+    kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(8, 2 * vw, 5, 8))
+    assert "matrix product" in str(kern.lowered)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+    want = ta.evaluate([C], {A: a, B: b})[0]
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, b), want, rtol=tol, atol=tol)

@@ -15,9 +15,9 @@ Odd sizes, 1 and 2 threads (``parallel_min_work=0`` forces the parallel loop).
 
 import numpy as np
 import pytest
+from tensorad.codegen.program import Nest
 
 import tensorad as ta
-from tensorad.codegen.program import Nest
 
 RNG = np.random.default_rng(7)
 THREADS = [{"num_threads": 1}, {"num_threads": 2, "parallel_min_work": 0}]
@@ -85,7 +85,7 @@ def test_flatten_chain_of_divisors_becomes_a_plain_copy(opts):
     X = ta.placeholder((3, 4, 5, 6), "float32", "X")
     Y = ta.topi.nn.flatten(X)
     text = str(ta.lower([Y], [X]))
-    assert "//" not in text and "%" not in text
+    assert "(ax1 // " not in text and "ax1.r1, ax1.r0]" in text, text  # X read at plain digits
     x = RNG.standard_normal(X.shape).astype(np.float32)
     np.testing.assert_array_equal(ta.build([Y], [X], **opts)(x), x.reshape(3, -1))
 

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_program
+from tensorad.codegen.program import Assign, If, Loop, Nest, Store
 
 import tensorad as ta
-from tensorad.codegen.program import Assign, If, Loop, Nest, Store
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import fold
 

@@ -1,0 +1,170 @@
+"""Compile time and the caches of compiled code.
+
+* Matrix products call the generic library (compiled once per process, or read from the disk
+  cache), so their kernels are small and compile fast.
+* The disk cache: a new process links stored object code instead of compiling (same results);
+  corrupted entries are ignored and rewritten; ``cache=False`` and ``TENSORAD_NO_DISK_CACHE=1``
+  neither read nor write it; writes leave no temporary files.
+
+Every test that touches the disk cache runs in a subprocess with its own temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import tensorad as ta
+B = sys.modules["tensorad.codegen.build"]
+cache = sys.argv[1] == "1"
+X = ta.placeholder((40, 70), "float32", "X")
+W = ta.placeholder((50, 70), "float32", "W")
+k = ta.reduce_axis((0, 70), "k")
+Y = ta.compute((40, 50), lambda i, j: ta.sum(X[i, k] * W[j, k], k), name="Y")
+Z = ta.compute((40, 50), lambda i, j: ta.exp(Y[i, j] * 0.01), name="Z")
+t0 = time.perf_counter()
+kern = ta.build([Z], [X, W], microkernel=True, cache=cache)
+seconds = time.perf_counter() - t0
+x = np.linspace(-1, 1, 40 * 70, dtype=np.float32).reshape(40, 70)
+w = np.linspace(-1, 1, 50 * 70, dtype=np.float32).reshape(50, 70)
+out = kern(x, w)
+want = np.exp((x.astype(np.float64) @ w.T) * 0.01)
+assert np.allclose(out, want, rtol=1e-4, atol=1e-5)
+assert "define" in kern.llvm_ir and "ret" in kern.asm
+print(json.dumps({"stats": B.STATS, "seconds": seconds, "sum": float(out.sum())}))
+"""
+
+
+def _run(cache_dir, cache=True, **env):
+    e = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
+    e.update(TENSORAD_CACHE_DIR=str(cache_dir), **env)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, "1" if cache else "0"], env=e, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _entries(cache_dir):
+    return sorted(p for p in cache_dir.iterdir()) if cache_dir.exists() else []
+
+
+def test_new_process_links_cached_object_code(tmp_path):
+    first = _run(tmp_path)
+    assert first["stats"]["compiled"] == 1 and first["stats"]["loaded"] == 0
+    files = _entries(tmp_path)
+    assert files and all(p.suffix == ".bin" for p in files)  # no temporary files left
+    second = _run(tmp_path)
+    assert second["stats"] == {"compiled": 0, "loaded": 1}
+    assert second["sum"] == first["sum"]
+    assert _entries(tmp_path) == files
+
+
+def test_corrupted_entries_are_ignored_and_rewritten(tmp_path):
+    first = _run(tmp_path)
+    for p in _entries(tmp_path):
+        data = bytearray(p.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # a flipped byte: the checksum no longer matches
+        p.write_bytes(bytes(data))
+    again = _run(tmp_path)
+    assert again["stats"] == {"compiled": 1, "loaded": 0} and again["sum"] == first["sum"]
+    for p in _entries(tmp_path):
+        p.write_bytes(p.read_bytes()[:20])  # truncated
+    assert _run(tmp_path)["stats"]["compiled"] == 1
+    assert _run(tmp_path)["stats"] == {"compiled": 0, "loaded": 1}  # rewritten whole
+
+
+def test_disk_cache_can_be_turned_off(tmp_path):
+    off = tmp_path / "off"
+    assert _run(off, cache=False)["stats"]["compiled"] == 1
+    assert _entries(off) == []
+    env_off = tmp_path / "env"
+    assert _run(env_off, TENSORAD_NO_DISK_CACHE="1")["stats"]["compiled"] == 1
+    assert _entries(env_off) == []
+
+
+def test_cache_option_must_be_a_bool():
+    A = ta.placeholder((3,), "float32", "A")
+    B = ta.compute((3,), lambda i: A[i] * 2.0, name="B")
+    with pytest.raises(TypeError, match="cache"):
+        ta.build([B], [A], cache="no")
+
+
+def test_in_process_rebuild_is_a_lookup():
+    A = ta.placeholder((64, 64), "float32", "A")
+    k = ta.reduce_axis((0, 64), "k")
+    C = ta.compute((64, 64), lambda i, j: ta.sum(A[i, k] * A[k, j], k), name="C")
+    first = ta.build([C], [A], microkernel=True)
+    t0 = time.perf_counter()
+    again = ta.build([C], [A], microkernel=True, cache=False)
+    assert time.perf_counter() - t0 < 0.005
+    assert again._compiled is first._compiled
+
+
+def test_matrix_product_kernels_are_small():
+    # the packing and the micro-kernel live in the library: the kernel fills a descriptor
+    X = ta.placeholder((32, 1000), "float32", "X")
+    W = ta.placeholder((1000, 1000), "float32", "W")
+    Bv = ta.placeholder((1000,), "float32", "B")
+    Y = ta.topi.nn.dense(X, W, Bv)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    for outs, ins in (([Y], [X, W, Bv]), (list(ta.JacobianRecursive(Y, [X, W, Bv], H)), [X, W, Bv, H])):
+        text = ta.build(outs, ins)._compiled.llvm_ir_unoptimized
+        assert "tensorad_gemm_f32_8x32_driver" in text
+        assert "shufflevector" not in text and len(text.splitlines()) < 400
+
+
+COMPILE_SCRIPT = r"""
+import json, sys, time
+import tensorad as ta
+X = ta.placeholder((2, 3, 6, 6), "float32", "X")   # warm the library pieces the big ones use
+Wt = ta.placeholder((4, 3, 3, 3), "float32", "W")
+Yt = ta.topi.nn.conv2d(X, Wt, 1, 0)
+Ht = ta.placeholder(Yt.shape, "float32", "H")
+ta.build(list(ta.JacobianRecursive(Yt, [X, Wt], Ht)), [X, Wt, Ht], microkernel=True)
+out = {}
+def timed(name, outs, ins):
+    t0 = time.process_time()
+    ta.build(outs, ins)
+    out[name] = time.process_time() - t0
+p = {"X": ta.placeholder((32, 17, 28, 28), "float32", "X"),
+     "W": ta.placeholder((19, 17, 3, 3), "float32", "W")}
+Y = ta.topi.nn.conv2d(p["X"], p["W"], 1, 0)
+H = ta.placeholder(Y.shape, "float32", "H")
+timed("conv2d forward", [Y], [p["X"], p["W"]])
+timed("conv2d backward", list(ta.JacobianRecursive(Y, [p["X"], p["W"]], H)), [p["X"], p["W"], H])
+print(json.dumps(out))
+"""
+
+
+def test_convolution_kernels_compile_in_a_fraction_of_a_second(tmp_path):
+    # a fresh process, an empty disk cache; the library is warmed on a small convolution
+    # first, then the seed's conv2d forward and backward are lowered and compiled (CPU time)
+    env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
+    env["TENSORAD_CACHE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    times = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, seconds in times.items():
+        assert seconds < 0.3, (name, seconds)
+
+
+def test_library_routines_are_shared_between_kernels():
+    A = ta.placeholder((70, 80), "float64", "A")
+    k = ta.reduce_axis((0, 80), "k")
+    C1 = ta.compute((70, 70), lambda i, j: ta.sum(A[i, k] * A[j, k], k), name="C1")
+    C2 = ta.compute((70, 70), lambda i, j: ta.sum(A[i, k] * A[j, k] * 1.0, k), name="C2")
+    a = np.random.default_rng(0).standard_normal((70, 80))
+    for C in (C1, C2):
+        np.testing.assert_allclose(ta.build([C], [A], microkernel=True)(a), a @ a.T, rtol=1e-12, atol=1e-12)
