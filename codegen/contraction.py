@@ -26,10 +26,10 @@ padding guards, transposed and batched operands all take the fast path.  Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tensorad.ir.expr import Expr, Op, choice, const, logical
-from tensorad.ir.rewrite import free_vars, walk
+from tensorad.ir.expr import Expr, Op, choice, const, logical, var
+from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
@@ -53,6 +53,12 @@ class Contraction:
     kc: int = 256
     mc: int = 128
     nc: int = 256
+    c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
+
+    def c_axis(self, ax: Expr) -> Expr:
+        """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
+        :func:`pad_contraction`: C's rows start at ``lo``)."""
+        return self.c_batch[self.batch.index(ax)] if self.c_batch else ax
 
     @property
     def M(self) -> int:  # noqa: N802
@@ -201,6 +207,48 @@ def _with_tiles(c: Contraction, tile: tuple | None) -> Contraction:
     return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc)
 
 
+def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
+    """``c`` as pieces ``(copies, spec, batch range)``: each side that is a range-guarded read
+    reads a zero-padded copy instead (:mod:`.padding`), computed by ``copies`` just before the
+    piece.  A copy larger than ``limit`` elements is made per chunk of the first batch axis
+    (``batch range = (axis, lo, hi)``: the piece computes those batch points only); without
+    padding, the one piece is ``([], c, None)``."""
+    from .padding import plan_padding
+
+    if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
+        return [([], c, None)]
+    plans = {name: plan_padding(side, axes) for name, side, axes in
+             (("a", c.a, c.batch + (c.m,) + c.k), ("b", c.b, c.batch + c.n + c.k))}
+    whole = {n: p for n, p in plans.items() if p is not None and p.size <= limit}
+    big = [n for n, p in plans.items() if p is not None and p.size > limit]
+    copies, sides = [], {}
+    for name, plan in whole.items():
+        op, sides[name] = plan.copy()
+        copies.append(op)
+    chunked = None
+    if len(big) == 1 and c.batch:
+        plan = plans[big[0]]
+        b0 = c.batch[0]
+        rows = -(-plan.size // limit)
+        step = -(-b0.extent // rows)
+        if plan.read.src[0] is b0 and not plan.lows[0] and not plan.highs[0] and b0.extent >= 2 \
+                and step * plan.size // b0.extent <= limit:
+            chunked = (big[0], plan, b0, step)
+    if chunked is None:
+        return [(copies, replace(c, **sides) if sides else c, None)]
+    name, plan, b0, step = chunked
+    pieces = []
+    for first in range(b0.lo, b0.hi, step):
+        count = min(step, b0.hi - first)
+        op, side = plan.copy(first - b0.lo, count)
+        part = var(b0.name, first, first + count)  # the chunk's batch points (C starts at ``first``)
+        new = {k: substitute(e, {b0: part}) for k, e in {**sides, name: side}.items()}
+        new.setdefault("a" if name == "b" else "b", substitute(c.a if name == "b" else c.b, {b0: part}))
+        spec = replace(c, batch=(part,) + c.batch[1:], c_batch=c.batch, **new)
+        pieces.append(((copies if not pieces else []) + [op], spec, (b0, first, first + count)))
+    return pieces
+
+
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced)."""
     if forced:
@@ -208,4 +256,4 @@ def worth_it(c: Contraction, forced: bool | None) -> bool:
     return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= 16
 
 
-__all__ = ["Contraction", "match_contraction", "worth_it", "MICROKERNEL_MIN"]
+__all__ = ["Contraction", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

@@ -58,11 +58,12 @@ class Unit:
     epilogue: object = None
     gemm: object = None
     split: AxisSplit | None = None
+    batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
 
 
 def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
               reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
-              epilogue=None, gemm=None) -> Unit:
+              epilogue=None, gemm=None, batch_range: tuple | None = None) -> Unit:
     if reduction is not None:  # statements run over the reduction's axes
         outer = tuple(reduction.axes)
         moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
@@ -76,7 +77,7 @@ def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None =
         outer = tuple(op.axes)
         check = tuple(bodies)
         tau_of = {a: a for a in outer}
-    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split)
+    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range)
 
 
 @dataclass(eq=False)

@@ -42,6 +42,9 @@ class ModuleEmitter:
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
+        for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
+            if t not in self.arg_index and b.tensor in self.arg_index:
+                self.arg_index[t] = self.arg_index[b.tensor]
 
     @property
     def main_name(self) -> str:

@@ -20,15 +20,15 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
 
-from .contraction import match_contraction, worth_it
+from .contraction import match_contraction, pad_contraction, worth_it
 from .domain import covers_box, op_domain
 from .fuse import find_epilogues
 from .group import Group, make_unit, plan_groups
 from .inline import choose_materialized, graph_ops, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
-from .program import Buffer, Nest, Program, program_text
-from .schedule import Options, mark_parallel, schedule_nest, work_weight
+from .program import Buffer, Fill, Nest, Program, program_text
+from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
 from .splitk import split_k, wants_split
 from .stripmine import plan_split
@@ -151,6 +151,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                 bodies.update({part: part.body, total: total.body})
                 gemms.update({part: spec, total: None})
                 alias[total] = op
+    largest = max(t.size for t in inputs + outputs)
+    pieces = {op: pad_contraction(gemms[op], largest) for op in ops if gemms[op] is not None}
 
     units = []
     for op in ops:
@@ -160,7 +162,16 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             r = fused_into[op]
             units.append(make_unit(op, bodies[op], reduction=r, red_bodies=bodies[r], epilogue=epilogues[r]))
         elif gemms[op] is not None:
-            units.append(make_unit(op, bodies[op], gemm=gemms[op]))
+            first_copy = None
+            for copies, spec, batch_range in pieces[op]:  # zero-padded copies, then the product
+                for copy in copies:
+                    bodies[copy] = copy.body
+                    units.append(make_unit(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
+                    if batch_range is not None:  # the chunks' copies share one buffer
+                        first_copy = first_copy or copy
+                        if copy is not first_copy:
+                            alias[copy] = first_copy
+                units.append(make_unit(op, bodies[op], gemm=spec, batch_range=batch_range))
         else:
             split = None if op.is_reduction else plan_split(tuple(op.axes), bodies[op])
             units.append(make_unit(op, bodies[op], split=split))
@@ -187,7 +198,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):
         for u in g.units:
-            for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()):
+            sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
+            for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()) + sides:
                 for n in walk(b):
                     if n.op is Op.READ:
                         read_by.setdefault(n.arg, set()).add(k)
@@ -215,6 +227,10 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
                 if t not in buffers and needs_buffer(t):
                     buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
                     temps.append(buffers[t])
+    for op, target in alias.items():  # (reads of a chunk's padded copy name the shared buffer)
+        for v in range(op.num_outputs):
+            if Tensor(target, v) in buffers:
+                buffers.setdefault(Tensor(op, v), buffers[Tensor(target, v)])
     inlined = [namer.tensor(t) for t in tensors
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
 
@@ -233,24 +249,36 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if u.reduction is not None:
             steps.extend(_lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts))
         else:
-            steps.extend(_lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split))
+            made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range)
+            if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
+                made = [st for st in made if not isinstance(st, Fill)]
+            steps.extend(made)
     return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
                    buffers, inlined), None
 
 
 def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
-              split=None) -> list:
-    """The steps (fills, then one nest) computing one materialized op."""
+              split=None, batch_range=None) -> list:
+    """The steps (fills, then one nest) computing one materialized op (a product's
+    ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.padding`)."""
     dom = op_domain(op, bodies[op], outs, epilogue, split)
     stmts, attrs = schedule_nest(op, dom, outs, opts)
+    if batch_range is not None:
+        stmts = restrict_batch(stmts, *batch_range)
     body = build_loops(stmts)
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:
         attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
     if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
-        attrs = {"gemm": gemm, "note": gemm.describe(), "range": (0, gemm.blocks)}
+        note = gemm.describe()
+        if batch_range is not None:
+            axis, first, stop = batch_range
+            note += f" for {axis.name} in {first}..{stop - 1}"
+        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks)}
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
+    if batch_range is not None and batch_range[1] != batch_range[0].lo:
+        dom.fills = []  # (made by the first chunk)
     note = "; ".join(n for n in (dom.note, attrs.get("note", "")) if n)
     nest = Nest(op.name, body, tuple(b for b in outs if b is not None), work, note, parallel,
                 dom.accumulators, attrs)

@@ -66,7 +66,9 @@ class GemmEmitter:
         fields[gd.H_LDC] = cstrides[axes.index(s.m)]
         for i, ax in enumerate(s.batch):
             fields[gd.H_BEXT + i] = ax.extent
-            fields[gd.H_CCOEF + i] = cstrides[axes.index(ax)]
+            fields[gd.H_CCOEF + i] = cstrides[axes.index(s.c_axis(ax))]
+        # a chunk of the batch (contraction.pad_contraction) starts at C's row ``lo``
+        c_first = sum(ax.lo * cstrides[axes.index(s.c_axis(ax))] for ax in s.batch)
         sides = []
         for at, expr, outer, width in ((gd.SIDE_A, s.a, (s.m,), s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
             plan = gd.plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
@@ -87,7 +89,8 @@ class GemmEmitter:
             slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
             b.store(b.ptrtoint(ptr, I64), slot)
 
-        put(gd.H_C, ptr_of(s.c))
+        put(gd.H_C, b.gep(ptr_of(s.c), [I64(c_first)], inbounds=True, source_etype=self.t) if c_first
+            else ptr_of(s.c))
         for at, expr, outer, width, plan in sides:
             if plan is not None:
                 put(at + gd.S_BASE, ptr_of(plan.tensor))

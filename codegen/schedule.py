@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op
+from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
 from tensorad.ir.rewrite import fold, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace
 
 from .domain import OpDomain, PolyStmt, ReductionInfo
 from .program import Buffer, If, Loop, Store
@@ -259,7 +260,7 @@ def _strides(t: Tensor) -> tuple[int, ...]:
 
 
 HEAVY = UNARY_MATH | {Op.POW}
-HEAVY_WEIGHT = 8  # a vectorized exp costs about as much as 8 loads, stores or adds
+HEAVY_WEIGHT = 4  # a vectorized exp costs about as much as 4 vector loads, stores or adds
 
 
 def work_weight(exprs) -> int:
@@ -286,3 +287,17 @@ def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: in
     if loop.dim != attrs.get("parallel_dim", -1):
         return body, False
     return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True
+
+
+def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:
+    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as it
+    stand)."""
+    out = []
+    for st in stmts:
+        if axis not in st.vars:
+            out.append(st)
+            continue
+        space = IndexSpace(st.vars)
+        keep = space.cond(logical(Op.AND, compare(Op.GE, axis, const(lo)), compare(Op.LT, axis, const(hi))))
+        out.append(PolyStmt(st.name, st.vars, st.domain.intersect(keep), st.body, st.schedule))
+    return out

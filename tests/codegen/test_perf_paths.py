@@ -230,3 +230,47 @@ def test_division_by_a_loop_invariant_value():
     np.testing.assert_allclose(ta.build([Y], [X, S])(x, s), x / s[:, None], rtol=4e-16)
     exact = ta.build([Y], [X, S], fastmath=False)(x, s)
     np.testing.assert_array_equal(exact, x / s[:, None])
+
+
+# ---- contractions: padded copies, split sums ----------------------------------------------------
+
+@pytest.mark.parametrize("opts", THREADS)
+def test_convolution_input_gradient_reads_a_padded_copy(opts):
+    X = ta.placeholder((2, 16, 21, 20), "float32", "X")
+    W = ta.placeholder((9, 16, 3, 2), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 0)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    g = list(ta.gradient(Y, [X, W], H))
+    lowered = ta.lower(g, [X, W, H], microkernel=True)
+    assert ("H.padded", (2, 9, 23, 21), "float32") in lowered.temporaries  # (not above X's size)
+
+
+
+@pytest.mark.parametrize("opts", THREADS)
+def test_padded_copy_larger_than_every_argument_is_made_per_batch_chunk(opts):
+    X = ta.placeholder((5, 12, 21, 20), "float32", "X")
+    W = ta.placeholder((14, 12, 3, 2), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 0)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    g = list(ta.gradient(Y, [X], H))  # the whole copy (5, 14, 23, 21) would outgrow X (5, 12, 21, 20)
+    lowered = ta.lower(g, [X, W, H], microkernel=True)
+    assert lowered.temporaries == [("H.padded0", (3, 14, 23, 21), "float32")]  # chunks of 3 + 2
+    assert lowered.work == ta.lower(g, [X, W, H], microkernel=False).work + 5 * 14 * 19 * 19
+    args = [RNG.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
+    _check(g, [X, W, H], args, {**opts, "microkernel": True}, rtol=1e-4)
+    args = [RNG.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
+    _check(g, [X, W, H], args, {**opts, "microkernel": True}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("opts", THREADS)
+def test_long_sum_with_few_column_blocks_is_split_in_halves(opts):
+    A = ta.placeholder((4096, 12), "float32", "A")
+    B = ta.placeholder((4096, 70), "float32", "B")  # 3 blocks of 32 columns
+    k = ta.reduce_axis((0, 4096), "k")
+    C = ta.compute((12, 70), lambda i, j: ta.sum(A[k, i] * B[k, j], k), "C")
+    lowered = ta.lower([C], [A, B], microkernel=True)
+    assert "C.part" in [t[0] for t in lowered.temporaries]
+    assert lowered.work == 12 * 70 * 4096 + 12 * 70  # the halves, then their sum
+    args = [RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B)]
+    got = ta.build([C], [A, B], microkernel=True, **opts)(*args)
+    np.testing.assert_allclose(got, args[0].T.astype(np.float64) @ args[1], rtol=1e-3, atol=1e-3)
