@@ -16,7 +16,8 @@ Modules, in pipeline order:
 * ``islast``      isl's AST builder: schedules to exact loops (``program`` statements)
 * ``work``        exact counting of innermost-body executions
 * ``contraction`` reductions that are (batched) matrix products, for ``microkernel``/``packing``;
-  ``splitk`` halves long sums whose few column blocks threads would share unevenly
+  ``splitk`` halves long sums whose few column blocks threads would share unevenly; ``padding``
+  replaces a range-guarded side (a convolution's input gradient) by a zero-padded copy
 * ``llvm_expr``, ``llvm_math``, ``llvm_emit``  LLVM IR for expressions and programs
 * ``jit``, ``runtime``, ``kernel``, ``build``  the engine, libgomp, calling convention, cache
 """

@@ -9,6 +9,7 @@ loops (:mod:`.schedule`), and let isl build exact loops (:mod:`.islast`); count 
 
 from __future__ import annotations
 
+import html
 from collections import OrderedDict
 from collections.abc import Sequence
 from threading import Lock
@@ -65,6 +66,15 @@ class LoweredFunc:
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(self.text)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the loop program with its nest headers (work, schedule) emphasised."""
+        lines = []
+        for line in self.text.splitlines():
+            esc = html.escape(line)
+            lines.append(f"<b>{esc}</b>" if line.lstrip().startswith(("# nest", "kernel ")) else esc)
+        return ("<pre style='line-height:1.3'>" + "\n".join(lines)
+                + f"\n<i>work: {self.work}</i></pre>")
 
 
 def as_tensor_list(x: Any, what: str) -> list[Tensor]:

@@ -134,7 +134,9 @@ float64."""),
     ("code", """A = ta.placeholder((4, 5), dtype="float64", name="A")
 S = ta.compute((4, 5), lambda i, j: ta.tanh(A[i, j]) * A[i, (j + 1) % 5], name="S")
 print(ta.gradcheck(S, [A]))"""),
-    ("md", "In Jupyter a tensor displays as its recursive printout:"),
+    ("md", "In Jupyter a lowered program displays as its loops, with each nest's work:"),
+    ("code", "ta.lower([gm], [Xm, Hm])"),
+    ("md", "and a tensor as its recursive printout:"),
     ("code", "dW"),
 ]
 

@@ -191,3 +191,12 @@ def test_fused_zero_select_consumer_restricts_the_reduction():
     a = np.random.default_rng(3).standard_normal((n, n))
     want = np.tril((a[:, :, None] + a[None, :, :]).max(axis=1) * 2)
     np.testing.assert_allclose(ta.build([C], [A])(a), want)
+
+
+def test_lowered_program_displays_as_html_in_jupyter():
+    A = ta.placeholder((3, 4), name="A")
+    k = ta.reduce_axis((0, 4), "k")
+    S = ta.compute((3,), lambda i: ta.sum(A[i, k] * 2.0, axis=k), name="S")
+    html = ta.lower([S], [A])._repr_html_()
+    assert html.startswith("<pre") and "<b>  # nest S: work 12" in html
+    assert "for k in range(0, 4)" in html and "work: 12" in html

@@ -40,5 +40,7 @@ def test_tutorial_executes_and_shows_the_optimized_gradient():
     # Every timing cell printed its figures.
     assert sum("backward ms" in t for t in by_source.values()) >= 6
     # The HTML display of a tensor is there.
-    last = code[-1]
-    assert any("text/html" in o.get("data", {}) for o in last.outputs)
+    loops, tensor = code[-2], code[-1]
+    for cell in (loops, tensor):
+        assert any("text/html" in o.get("data", {}) for o in cell.outputs)
+    assert "# nest" in _text(loops) and ": work " in _text(loops)
