@@ -34,6 +34,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import conjuncts
+from .gemmdesc import MAXBATCH
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
 
@@ -251,6 +252,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced)."""
+    if len(c.batch) > MAXBATCH:
+        return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:
         return True
     return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= 16

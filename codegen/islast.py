@@ -25,6 +25,11 @@ from .domain import PolyStmt
 from .program import Assign, If, Loop, Store
 
 _E = isl.ast_expr_op_type
+
+
+class IslAstError(RuntimeError):
+    """isl built a loop construct this converter does not expect (an internal error: report it)."""
+
 _BIN = {_E.add: Op.ADD, _E.sub: Op.SUB, _E.mul: Op.MUL, _E.fdiv_q: Op.FLOORDIV,
         _E.pdiv_q: Op.FLOORDIV, _E.div: Op.FLOORDIV, _E.pdiv_r: Op.MOD, _E.zdiv_r: Op.MOD}
 _CMP = {_E.eq: Op.EQ, _E.le: Op.LE, _E.lt: Op.LT, _E.ge: Op.GE, _E.gt: Op.GT}
@@ -122,7 +127,7 @@ class AstConverter:
             return self.user(n.user_get_expr())
         if t == T.mark:
             return self.node(n.mark_get_node())
-        raise NotImplementedError(f"isl AST node of type {t}")
+        raise IslAstError(f"unexpected isl AST node of type {t}")
 
     def loop(self, n: isl.AstNode) -> Loop:
         it = n.for_get_iterator().id_get_id().get_name()
@@ -137,14 +142,14 @@ class AstConverter:
         kind = cond.op_get_type()
         lhs, rhs = cond.op_get_arg(0), cond.op_get_arg(1)
         if lhs.get_type() != isl.ast_expr_type.id or lhs.id_get_id().get_name() != it:
-            raise NotImplementedError(f"isl loop condition {cond.to_C_str()}")
+            raise IslAstError(f"unexpected isl loop condition {cond.to_C_str()}")
         bound = self.expr(rhs)
         if kind == _E.le:
             hi = binary(Op.ADD, bound, 1) if bound.op is not Op.CONST else const(int(bound.arg) + 1)
         elif kind == _E.lt:
             hi = bound
         else:
-            raise NotImplementedError(f"isl loop condition {cond.to_C_str()}")
+            raise IslAstError(f"unexpected isl loop condition {cond.to_C_str()}")
         body = self.node(n.for_get_body())
         if saved is None:
             del self.scope[it]
@@ -181,7 +186,7 @@ class AstConverter:
             return unary(Op.NEG, args[0])
         if op in (_E.cond, _E.select):
             return choice(Op.SELECT, *args)
-        raise NotImplementedError(f"isl AST expression {e.to_C_str()}")
+        raise IslAstError(f"unexpected isl AST expression {e.to_C_str()}")
 
 
 def subst_stmt(st, mapping: dict):

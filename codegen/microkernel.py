@@ -56,8 +56,8 @@ class GemmEmitter:
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
         if len(s.batch) > gd.MAXBATCH:
-            raise NotImplementedError(f"a matrix product with {len(s.batch)} batch axes (at most "
-                                      f"{gd.MAXBATCH}); build with microkernel=False")
+            raise RuntimeError(f"internal: a matrix product with {len(s.batch)} batch axes (at "
+                               f"most {gd.MAXBATCH}) reached the library (contraction.worth_it)")
         pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
         fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.printer import Namer
+from tensorad.ir.printer import Namer, expr_table
 from tensorad.ir.rewrite import fold
 from tensorad.ir.tensor import Tensor
 
@@ -145,34 +145,14 @@ def const_text(node: Expr) -> str:
 
 
 def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer]) -> dict:
-    def bin_(n, a, b):
-        if n.op in (Op.POW, Op.MAXIMUM, Op.MINIMUM):
-            return f"{'pow' if n.op is Op.POW else n.op.value}({a}, {b})"
-        return f"({a} {n.op.value} {b})"
+    """The IR printer's table with exact constants and reads of buffers as ``name[i, j]``."""
 
     def read(n, *idx):
         buf = buffers.get(n.arg)
         name = buf.name if buf is not None else namer.tensor(n.arg)
         return f"{name}[{', '.join(idx)}]"
 
-    rules = {
-        Op.VAR: lambda n: namer.var(n),
-        Op.CONST: const_text,
-        Op.NEG: lambda n, a: f"(-{a})",
-        Op.NOT: lambda n, a: f"!{a}",
-        Op.AND: lambda n, a, b: f"({a} && {b})",
-        Op.OR: lambda n, a, b: f"({a} || {b})",
-        Op.SELECT: lambda n, c, a, b: f"select({c}, {a}, {b})",
-        Op.IF_THEN_ELSE: lambda n, c, a, b: f"if_then_else({c}, {a}, {b})",
-        Op.CAST: lambda n, a: f"{n.dtype}({a})",
-        Op.READ: read,
-    }
-    for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAXIMUM,
-               Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
-        rules[op] = bin_
-    for op in (Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS):
-        rules[op] = lambda n, a: f"{n.op.value}({a})"
-    return rules
+    return {**expr_table(namer), Op.CONST: const_text, Op.READ: read}
 
 
 class ProgramPrinter:

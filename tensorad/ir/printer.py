@@ -69,7 +69,9 @@ def const_to_str(node: Expr) -> str:
     return str(v) if node.dtype == "int32" else f"{v}L"
 
 
-def _expr_table(namer: Namer) -> dict:
+def expr_table(namer: Namer) -> dict:
+    """The printing fold table ``{Op: fn(node, *operand_texts)}``; other printers (the loop
+    program's) start from it and replace the entries they print differently."""
     def binary(node, a, b):
         if node.op in (Op.POW, Op.MAXIMUM, Op.MINIMUM):
             return f"{node.op.value if node.op is not Op.POW else 'pow'}({a}, {b})"
@@ -104,7 +106,7 @@ def _expr_table(namer: Namer) -> dict:
 
 
 def expr_to_str(expr: Expr, namer: Namer | None = None) -> str:
-    return fold(expr, _expr_table(namer or Namer()))
+    return fold(expr, expr_table(namer or Namer()))
 
 
 def _axes_str(axes, namer: Namer) -> str:
