@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tensorad.simplify.logic import conjuncts
+
 from tensorad.ir.expr import Expr, Op, choice, const, logical, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
-from .domain import conjuncts
 from .gemmdesc import MAXBATCH
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import islpy as isl
+from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir.expr import TRUE, Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import substitute
@@ -70,18 +71,6 @@ class OpDomain:
     accumulators: tuple[Expr, ...] = ()
     note: str = ""
     reduction: ReductionInfo | None = None
-
-
-def conjuncts(c: Expr) -> list[Expr]:
-    """The terms of a conjunction ``a && b && ...`` (in order)."""
-    out, stack = [], [c]
-    while stack:
-        n = stack.pop()
-        if n.op is Op.AND:
-            stack.extend(reversed(n.src))
-        elif n is not TRUE:
-            out.append(n)
-    return out
 
 
 def split_condition(space: IndexSpace, c: Expr) -> tuple[isl.Set, Expr]:

@@ -14,29 +14,26 @@ def has(items, x: Expr) -> bool:
     return any(y is x for y in items)
 
 
-def conjuncts(c: Expr) -> list[Expr]:
-    """The conjuncts of an ``&&`` chain, left to right (``True`` has none)."""
+def _chain(c: Expr, op: Op, unit: Expr) -> list[Expr]:
     out: list[Expr] = []
     stack = [c]
     while stack:
         e = stack.pop()
-        if e.op is Op.AND:
+        if e.op is op:
             stack.extend(reversed(e.src))
-        elif e is not TRUE:
+        elif e is not unit:
             out.append(e)
     return out
+
+
+def conjuncts(c: Expr) -> list[Expr]:
+    """The conjuncts of an ``&&`` chain, left to right (``True`` has none)."""
+    return _chain(c, Op.AND, TRUE)
 
 
 def disjuncts(c: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [c]
-    while stack:
-        e = stack.pop()
-        if e.op is Op.OR:
-            stack.extend(reversed(e.src))
-        elif e is not FALSE:
-            out.append(e)
-    return out
+    """The disjuncts of an ``||`` chain, left to right (``False`` has none)."""
+    return _chain(c, Op.OR, FALSE)
 
 
 def all_of(cs) -> Expr:
