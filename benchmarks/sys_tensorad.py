@@ -118,7 +118,26 @@ def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant:
     else:
         grads = _define("ta.JacobianRecursive", lambda: ta.JacobianRecursive(y, want, H))
         prep = {"autodiff": time.perf_counter() - t0}
-    return _kernel_phase(list(grads), list(p.values()) + [H], list(arrays.values()) + [head], prep)
+    saved = saved_activations(y, grads)
+    saved_arrays = []
+    if saved:  # computed once by a forward kernel, as PyTorch's forward keeps them for backward
+        saved_arrays = as_list(ta.build(saved, list(p.values()), num_threads=_threads)(*arrays.values()))
+    return _kernel_phase(list(grads), list(p.values()) + [H] + saved,
+                         list(arrays.values()) + [head] + [np.asarray(a) for a in saved_arrays], prep)
+
+
+def saved_activations(y, grads) -> list:
+    """The forward's reductions that the gradients read: the backward kernel takes them as inputs.
+
+    PyTorch's backward reads the activations its forward saved; giving tensorad's backward the
+    same values (instead of recomputing, e.g., the homebrew softmax's matrix product) makes the
+    two backward timings measure the same work.  Elementwise forward values are cheaper to
+    recompute inside the gradient's loops than to read, so only reductions are passed.
+    """
+    ta = _ta()
+    forward = [t for t in ta.ir.tensor_graph([y]) if not t.is_placeholder and t.op.is_reduction]
+    read_by_grads = set(ta.ir.tensor_graph(list(grads)))
+    return [t for t in forward if t in read_by_grads and t is not y]
 
 
 # ---- sweeps ---------------------------------------------------------------------------------
