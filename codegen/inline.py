@@ -23,26 +23,6 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 
 
-def graph_ops(outputs: list[Tensor], stop: set[Tensor]) -> list[Tensor]:
-    """Tensors reachable from ``outputs`` without passing through ``stop``, producers first."""
-    order: dict[Tensor, None] = {}
-    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(outputs)]
-    while stack:
-        t, expanded = stack.pop()
-        if expanded:
-            order.setdefault(t, None)
-            continue
-        if t in order:
-            continue
-        stack.append((t, True))
-        if isinstance(t.op, ComputeOp) and t not in stop:
-            deps: dict[Tensor, None] = {}
-            for b in t.op.body:
-                deps.update(dict.fromkeys(n.arg for n in walk(b) if n.op is Op.READ))
-            stack.extend((d, False) for d in reversed(list(deps)) if d not in order)
-    return list(order)
-
-
 def _box(op: ComputeOp) -> int:
     n = 1
     for ax in list(op.axes) + list(op.reduce_axes):

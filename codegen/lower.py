@@ -17,7 +17,7 @@ from typing import Any
 
 from tensorad.ir.expr import Op
 from tensorad.ir.printer import Namer
-from tensorad.ir.rewrite import walk
+from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
 
@@ -25,7 +25,7 @@ from .contraction import match_contraction, pad_contraction, worth_it
 from .domain import covers_box, op_domain
 from .fuse import find_epilogues
 from .group import Group, make_unit, plan_groups
-from .inline import choose_materialized, graph_ops, inline_bodies
+from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
 from .program import Buffer, Fill, Nest, Program, program_text
@@ -135,7 +135,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts: Options) -> Program:
     input_set = set(inputs)
-    tensors = graph_ops(outputs, input_set)
+    tensors = tensor_graph(outputs, stop=input_set)
     for t in tensors:
         if t.is_placeholder and t not in input_set:
             raise ValueError(f"tensor {t.name!r} {list(t.shape)} is needed to compute the outputs "

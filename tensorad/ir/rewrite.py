@@ -133,11 +133,14 @@ def op_reads(op: ComputeOp) -> list[Tensor]:
     return list(out)
 
 
-def tensor_graph(outputs: Iterable[Tensor]) -> list[Tensor]:
+def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list[Tensor]:
     """Every tensor the outputs depend on (themselves included), producers before consumers.
 
-    Deterministic: a depth-first post-order following reads in order of appearance.
+    Tensors in ``stop`` are included but not expanded (what they read is not visited unless
+    something else reads it).  Deterministic: a depth-first post-order following reads in order
+    of appearance.
     """
+    stop = set(stop)
     order: dict[Tensor, None] = {}
     done_ops: set = set()
     stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(list(outputs))]
@@ -149,7 +152,7 @@ def tensor_graph(outputs: Iterable[Tensor]) -> list[Tensor]:
         if t in order:
             continue
         stack.append((t, True))
-        if isinstance(t.op, ComputeOp) and t.op not in done_ops:
+        if isinstance(t.op, ComputeOp) and t.op not in done_ops and t not in stop:
             done_ops.add(t.op)
             for dep in reversed(op_reads(t.op)):
                 if dep not in order:
