@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
-from tensorad.ir.rewrite import rewrite, walk
+from tensorad.ir.rewrite import MissingRuleError, rewrite, walk
 
 from .consts import fold_constant
 from .index import (
@@ -231,7 +231,7 @@ def _apply(node: Expr) -> Expr | None:
     try:
         rules = ALGEBRA_RULES[node.op]
     except KeyError:
-        raise NotImplementedError(f"simplify: no rule entry for {node.op.name} ({node})") from None
+        raise MissingRuleError(f"simplify: no rule entry for {node.op.name} ({node})") from None
     folded = fold_constant(node)
     if folded is not None:
         if TRACE is not None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, compare, const, unary
-from ..ir.rewrite import fold
+from ..ir.rewrite import MissingRuleError, fold
 from . import combiners
 from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
@@ -112,7 +112,7 @@ def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
         try:
             rule = rules[node.op]
         except KeyError:
-            raise NotImplementedError(f"no derivative rule for {node.op.name} nodes ({node})") from None
+            raise MissingRuleError(f"no derivative rule for {node.op.name} nodes ({node})") from None
         return rule(node, *d)
 
     return fold(expr, visit)

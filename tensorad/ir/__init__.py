@@ -29,6 +29,7 @@ from .expr import (
 from .printer import expr_to_str, print_tensor_recursively, tensor_to_html, tensor_to_str
 from .reducer import BUILTIN_REDUCERS, CommReducer, Reducer, comm_reducer
 from .rewrite import (
+                   MissingRuleError,
                    fold,
                    free_vars,
                    op_reads,
@@ -47,7 +48,7 @@ __all__ = [
     "BINARY_ARITH", "COMPARISONS", "FALSE", "LOGICAL", "TRUE", "UNARY_MATH", "Expr", "Op",
     "ReduceArg", "VarInfo", "as_expr", "binary", "cast", "choice", "compare", "const", "logical",
     "logical_not", "unary", "var", "expr_to_str", "print_tensor_recursively", "tensor_to_html",
-    "tensor_to_str", "BUILTIN_REDUCERS", "CommReducer", "Reducer", "comm_reducer", "fold",
+    "tensor_to_str", "BUILTIN_REDUCERS", "CommReducer", "Reducer", "comm_reducer", "MissingRuleError", "fold",
     "free_vars", "op_reads", "placeholders", "reads", "replace_reads", "rewrite", "substitute",
     "tensor_graph", "walk", "TENSOR_OPERATORS", "ComputeOp", "PlaceholderOp", "Tensor", "read",
 ]
