@@ -37,12 +37,14 @@ def finish_ir(text: str) -> str:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1, name: str = "i",
-              vectorize: bool = True):
-    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64); the body is the with-block.
-    ``vectorize=False`` keeps LLVM's loop vectorizer off it (short remainder loops)."""
+def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
+              name: str = "i", vectorize: bool = True):
+    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive
+    i64 value); the body is the with-block.  ``vectorize=False`` keeps LLVM's loop vectorizer
+    and unroller off it (short remainder loops, the library's packing loops)."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
+    step = I64(step) if isinstance(step, int) else step
     pre = b.block
     body = b.append_basic_block(f"{name}.body")
     done = b.append_basic_block(f"{name}.exit")
@@ -51,7 +53,7 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1, name: 
     iv = b.phi(I64, name=name)
     iv.add_incoming(lo, pre)
     yield iv
-    nxt = b.add(iv, I64(step), flags=("nsw",))
+    nxt = b.add(iv, step, flags=("nsw",))
     iv.add_incoming(nxt, b.block)
     br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
     if not vectorize:

@@ -25,11 +25,12 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import partial
 
 import llvmlite.ir as ir
 
 from . import gemmdesc as gd
-from .irloops import declare
+from .irloops import declare, for_range
 from .packing import transpose
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
@@ -66,27 +67,8 @@ def imax(b, x, y):
     return b.select(b.icmp_signed(">", x, y), x, y)
 
 
-@contextmanager
-def loop(b: ir.IRBuilder, lo, hi, step=1, name: str = "i", vectorize: bool = False):
-    """``for iv in range(lo, hi, step)``, ``step`` an int or a positive i64 value; only loops
-    asked to be (``vectorize=True``) may be vectorized or unrolled (compile time)."""
-    from .irloops import loop_metadata
-
-    lo, hi, stepv = c64(lo), c64(hi), c64(step)
-    pre = b.block
-    body = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.exit")
-    b.cbranch(b.icmp_signed("<", lo, hi), body, done)
-    b.position_at_end(body)
-    iv = b.phi(I64, name=name)
-    iv.add_incoming(lo, pre)
-    yield iv
-    nxt = b.add(iv, stepv, flags=("nsw",))
-    iv.add_incoming(nxt, b.block)
-    br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
-    if not vectorize:
-        br.set_metadata("llvm.loop", loop_metadata(b.module))
-    b.position_at_end(done)
+# The library's loops: only those asked to be (``vectorize=True``) are vectorized or unrolled.
+loop = partial(for_range, vectorize=False)
 
 
 @contextmanager
