@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, unary, var
+from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, logical_not, unary, var
 from tensorad.ir.rewrite import fold, substitute
 
+from .astcheck import Instance, guarded_hulls, has_divs, scans_exactly
 from .domain import PolyStmt
 from .program import Assign, If, Loop, Store
 
@@ -107,6 +108,8 @@ class AstConverter:
         self.stmts = {s.name: s for s in stmts}
         self.hints = hints
         self.scope: dict[str, Expr] = {}
+        self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
+        self.instances: list[Instance] = []  # every user node, for :func:`.astcheck.scans_exactly`
 
     def node(self, n: isl.AstNode) -> tuple:
         t = n.get_type()
@@ -120,9 +123,13 @@ class AstConverter:
         if t == T.for_:
             return (self.loop(n),)
         if t == T.if_:
+            cond = self.expr(n.if_get_cond())
+            self.frame.append(cond)
             then = self.node(n.if_get_then_node())
+            self.frame[-1] = logical_not(cond)
             orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else ()
-            return (If(self.expr(n.if_get_cond()), then, orelse, affine=True),)
+            self.frame.pop()
+            return (If(cond, then, orelse, affine=True),)
         if t == T.user:
             return self.user(n.user_get_expr())
         if t == T.mark:
@@ -150,7 +157,9 @@ class AstConverter:
             hi = bound
         else:
             raise IslAstError(f"unexpected isl loop condition {cond.to_C_str()}")
+        self.frame.append((v, lo, hi, step))
         body = self.node(n.for_get_body())
+        self.frame.pop()
         if saved is None:
             del self.scope[it]
         else:
@@ -161,6 +170,9 @@ class AstConverter:
         name = e.op_get_arg(0).id_get_id().get_name()
         s = self.stmts[name]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
+        loops = tuple(f for f in self.frame if isinstance(f, tuple))
+        conds = tuple(f for f in self.frame if not isinstance(f, tuple))
+        self.instances.append(Instance(name, tuple(args), loops, conds))
         return tuple(subst_stmt(st, dict(zip(s.vars, args))) for st in s.body)
 
     def expr(self, e: isl.AstExpr) -> Expr:
@@ -220,16 +232,33 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
-    """The loop statements that run ``stmts`` over their domains in schedule order."""
-    stmts = compact(stmts)
+def _scan(stmts: Sequence[PolyStmt]) -> tuple[tuple, AstConverter | None]:
     umap = schedule_map(stmts)
     if umap.is_empty():
-        return ()
+        return (), None
     hints = _dim_hints(stmts, umap)
     build = isl.AstBuild.from_context(isl.Set("{ : }"))
     node = build.node_from_schedule_map(umap)
-    return AstConverter(stmts, hints).node(node)
+    conv = AstConverter(stmts, hints)
+    return conv.node(node), conv
+
+
+def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
+    """The loop statements that run ``stmts`` over their domains in schedule order.
+
+    Loops over domains or schedules with divisions are checked to reach exactly the
+    domains, and rebuilt over division-free hulls with the exact test inside when they do
+    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations)."""
+    stmts = compact(stmts)
+    body, conv = _scan(stmts)
+    if conv is None or not has_divs(stmts) or scans_exactly(stmts, conv.instances):
+        return body
+    safe = guarded_hulls(stmts)
+    body, conv = _scan(safe)
+    if conv is not None and not scans_exactly(safe, conv.instances):
+        raise IslAstError("isl built loops that do not scan the statements' domains "
+                          f"({', '.join(s.name for s in stmts)}): an internal error, please report it")
+    return body
 
 
 __all__ = ["build_loops", "schedule_map", "subst_stmt"]
