@@ -74,6 +74,10 @@ def is_index(e: Expr) -> bool:
     return dt.is_int(e.dtype)
 
 
+def _int_const(e: Expr) -> bool:
+    return e.op is Op.CONST and float(e.arg).is_integer()
+
+
 _FORMS: dict[Expr, Linear] = {}
 
 
@@ -90,7 +94,9 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
     if found is not None:
         return found
     op = e.op
-    if op is Op.CONST:
+    if not is_index(e) or (op is Op.CONST and not float(e.arg).is_integer()):
+        out = Linear(((e, 1),), 0)  # not integer arithmetic: an atom (never int() of 0.3)
+    elif op is Op.CONST:
         out = Linear((), int(e.arg))
     elif op is Op.ADD:
         out = to_linear(e.src[0], memo) + to_linear(e.src[1], memo)
@@ -98,8 +104,8 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
         out = to_linear(e.src[0], memo) - to_linear(e.src[1], memo)
     elif op is Op.NEG:
         out = to_linear(e.src[0], memo).scale(-1)
-    elif op is Op.MUL and (e.src[0].op is Op.CONST or e.src[1].op is Op.CONST):
-        c, x = (e.src[0], e.src[1]) if e.src[0].op is Op.CONST else (e.src[1], e.src[0])
+    elif op is Op.MUL and (_int_const(e.src[0]) or _int_const(e.src[1])):
+        c, x = (e.src[0], e.src[1]) if _int_const(e.src[0]) else (e.src[1], e.src[0])
         out = to_linear(x, memo).scale(int(c.arg))
     else:
         out = Linear(((e, 1),), 0)

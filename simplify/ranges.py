@@ -8,6 +8,8 @@ per node -- nodes are hash-consed and variable ranges never change.
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
 
@@ -59,13 +61,14 @@ def _union(a: Bound, b: Bound) -> Bound:
 
 
 def _const_arg(e: Expr) -> int | None:
-    return int(e.arg) if e.op is Op.CONST else None
+    return int(e.arg) if e.op is Op.CONST and float(e.arg).is_integer() else None
 
 
 def _compute(e: Expr) -> Bound:
     op = e.op
     if op is Op.CONST:
-        return int(e.arg), int(e.arg)
+        c = _const_arg(e)
+        return (c, c) if c is not None else (math.floor(e.arg), math.ceil(e.arg))
     if op is Op.VAR:
         return (e.lo, e.hi - 1) if e.lo is not None and e.hi is not None else _UNBOUNDED
     if op is Op.ADD:

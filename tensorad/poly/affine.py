@@ -66,13 +66,15 @@ class IndexSpace:
         return found
 
     def _aff(self, e: Expr) -> isl.PwAff:
+        if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
+            raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
         op = e.op
         if op is Op.VAR:
             if e not in self.pos:
                 raise NotAffine(f"variable {e.name!r} is not an index variable here")
             return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, isl.dim_type.set, self.pos[e]))
         if op is Op.CONST:
-            if isinstance(e.arg, float) and not e.arg.is_integer():
+            if not float(e.arg).is_integer():
                 raise NotAffine(f"non-integer constant {e.arg}")
             return self.constant(int(e.arg))
         if op is Op.CAST and e.src[0].dtype in ("int32", "int64"):
@@ -140,6 +142,7 @@ class IndexSpace:
             return self.universe() if positive else self.empty()
 
 
+_INT = ("int32", "int64")
 _CMP = {Op.LT: "lt_set", Op.LE: "le_set", Op.GT: "gt_set", Op.GE: "ge_set",
         Op.EQ: "eq_set", Op.NE: "ne_set"}
 
