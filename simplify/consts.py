@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, const
-from tensorad.ir.rewrite import fold
+from tensorad.ir.rewrite import MissingRuleError, fold
 
 
 def _np(dtype: str):
@@ -39,70 +39,77 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-def _pow(a, b):
-    return np.power(a, b)
+def _floordiv(node: Expr, a, b):
+    return a // b if dt.is_int(node.dtype) else np.floor(a / b)
 
 
-_UNARY = {Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt, Op.TANH: np.tanh,
-          Op.SIGMOID: _sigmoid, Op.ABS: abs, Op.SIN: np.sin, Op.COS: np.cos}
+def _mod(node: Expr, a, b):
+    return a % b if dt.is_int(node.dtype) else a - b * np.floor(a / b)
 
 
-def _binary(node: Expr, a, b):
-    op = node.op
-    if op is Op.ADD:
-        return a + b
-    if op is Op.SUB:
-        return a - b
-    if op is Op.MUL:
-        return a * b
-    if op is Op.DIV:
-        return a / b
-    if op is Op.FLOORDIV:
-        return a // b if dt.is_int(node.dtype) else np.floor(a / b)
-    if op is Op.MOD:
-        return a % b if dt.is_int(node.dtype) else a - b * np.floor(a / b)
-    if op is Op.POW:
-        return _pow(a, b)
-    if op is Op.MAXIMUM:
-        return max(a, b)
-    return min(a, b)
+def _cast(node: Expr, v):
+    if dt.is_int(node.dtype) and isinstance(v, (float, np.floating)):
+        v = math.trunc(float(v))  # float -> int truncates toward zero (C, NumPy astype)
+    return _num(node, v)
 
 
-_CMP = {Op.LT: lambda a, b: a < b, Op.LE: lambda a, b: a <= b, Op.GT: lambda a, b: a > b,
-        Op.GE: lambda a, b: a >= b, Op.EQ: lambda a, b: a == b, Op.NE: lambda a, b: a != b}
+def _no_value(node: Expr, *args):
+    raise ValueError(f"{node.op.name} has no scalar value")
+
+
+def _num_rule(fn):
+    """A rule whose result is rounded to the node's dtype."""
+    return lambda node, *args: _num(node, fn(*args))
+
+
+# One entry per ``Op`` (a test walks the enum); ``VAR`` is looked up in the environment.
+CONST_RULES: dict[Op, Callable[..., Any]] = {
+    Op.CONST: lambda node: _num(node, node.arg),
+    Op.READ: _no_value,
+    Op.REDUCE: _no_value,
+    Op.ADD: _num_rule(lambda a, b: a + b),
+    Op.SUB: _num_rule(lambda a, b: a - b),
+    Op.MUL: _num_rule(lambda a, b: a * b),
+    Op.DIV: _num_rule(lambda a, b: a / b),
+    Op.FLOORDIV: lambda node, a, b: _num(node, _floordiv(node, a, b)),  # floor(a / b)
+    Op.MOD: lambda node, a, b: _num(node, _mod(node, a, b)),            # a - b * floor(a / b)
+    Op.POW: _num_rule(np.power),
+    Op.MAXIMUM: _num_rule(max),
+    Op.MINIMUM: _num_rule(min),
+    Op.NEG: _num_rule(lambda a: -a),
+    Op.LT: lambda node, a, b: bool(a < b),
+    Op.LE: lambda node, a, b: bool(a <= b),
+    Op.GT: lambda node, a, b: bool(a > b),
+    Op.GE: lambda node, a, b: bool(a >= b),
+    Op.EQ: lambda node, a, b: bool(a == b),
+    Op.NE: lambda node, a, b: bool(a != b),
+    Op.AND: lambda node, a, b: bool(a and b),
+    Op.OR: lambda node, a, b: bool(a or b),
+    Op.NOT: lambda node, a: not a,
+    Op.SELECT: lambda node, c, a, b: a if c else b,
+    Op.IF_THEN_ELSE: lambda node, c, a, b: a if c else b,
+    Op.CAST: _cast,
+    Op.EXP: _num_rule(np.exp),
+    Op.LOG: _num_rule(np.log),
+    Op.SQRT: _num_rule(np.sqrt),
+    Op.TANH: _num_rule(np.tanh),
+    Op.SIGMOID: _num_rule(_sigmoid),
+    Op.ABS: _num_rule(abs),
+    Op.SIN: _num_rule(np.sin),
+    Op.COS: _num_rule(np.cos),
+}
 
 
 def _visit(env: Mapping[Expr, Any]):
     def visit(node: Expr, *args: Any) -> Any:
-        op = node.op
-        if op is Op.CONST:
-            return _num(node, node.arg)
-        if op is Op.VAR:
+        if node.op is Op.VAR:
             if node not in env:
                 raise KeyError(f"no value for variable {node.name}")
             return _num(node, env[node])
-        if op in (Op.READ, Op.REDUCE):
-            raise ValueError(f"{op.name} has no scalar value")
-        if op in _CMP:
-            return bool(_CMP[op](*args))
-        if op is Op.AND:
-            return bool(args[0] and args[1])
-        if op is Op.OR:
-            return bool(args[0] or args[1])
-        if op is Op.NOT:
-            return not args[0]
-        if op in (Op.SELECT, Op.IF_THEN_ELSE):
-            return args[1] if args[0] else args[2]
-        if op is Op.CAST:
-            v = args[0]
-            if dt.is_int(node.dtype) and isinstance(v, (float, np.floating)):
-                v = math.trunc(float(v))
-            return _num(node, v)
-        if op is Op.NEG:
-            return _num(node, -args[0])
-        if op in _UNARY:
-            return _num(node, _UNARY[op](args[0]))
-        return _num(node, _binary(node, *args))
+        rule = CONST_RULES.get(node.op)
+        if rule is None:
+            raise MissingRuleError(f"constant folding: no rule for {node.op.name} ({node})")
+        return rule(node, *args)
     return visit
 
 

@@ -10,6 +10,7 @@
     nz(a + b), nz(a - b)   = nz(a) || nz(b)
     nz(-a), nz(T(a))       = nz(a)               (a cast of a condition c: c itself)
     nz(f(a))               = nz(a)   for f(0) = 0: tanh, sqrt, abs, sin
+    nz(a ** p)             = nz(a)   for a constant p > 0 (0 ** 0 = 1: else True)
     nz(T[idx])             = guard(T)[axes := idx]   (see :func:`tensor_guard`)
     nz(anything else)      = True                variables, exp, log, reductions, ...
 
@@ -69,6 +70,11 @@ def _same(n: Expr, a: Expr, *rest: Expr) -> Expr:
     return a
 
 
+def _positive_const(e: Expr) -> bool:
+    """``e`` is a constant > 0 (the exponent itself: ``0 ** 0 = 1``, ``0 ** -1 = inf``)."""
+    return e.op is Op.CONST and e.dtype != dt.BOOL and e.arg > 0
+
+
 NZ_RULES = {
     Op.CONST: _const,                                  # nz(c) = c != 0
     Op.SELECT: _choice,                                # nz(sel(c,a,b)) = c&&nz(a) || !c&&nz(b)
@@ -85,7 +91,7 @@ NZ_RULES = {
     Op.CAST: _cast,                                    # nz(T(c)) = c; nz(T(a)) = nz(a)
     Op.TANH: _same, Op.SQRT: _same, Op.ABS: _same, Op.SIN: _same,  # f(0) = 0
     Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
-    Op.POW: lambda n, a, b: a if b.op is Op.CONST and b.arg > 0 else TRUE,  # 0**p = 0 for p > 0
+    Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
 }
 for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS):
     NZ_RULES[_op] = _true                              # may be nonzero anywhere

@@ -5,6 +5,8 @@
 
 * elementwise arithmetic and scalar math in forms that stay finite on data in [-2, 2]
   (``exp(min(x, 3))``, ``log(|x| + 1)``, ``a / (|b| + 1)``, ...),
+* powers with constant and variable exponents (data, index values, 0), also of a ``select``
+  whose other branch is an exact zero (``0 ** 0 = 1``, ``0 ** -1 = inf``),
 * ``select`` on data comparisons and ``if_then_else`` on index conditions,
 * index variables used as values, with ``//`` and ``%`` on possibly negative numerators,
 * reads that are direct, transposed (another axis), reversed (``s - 1 - v % s``), shifted
@@ -177,12 +179,29 @@ class _BodyBuilder:
             "sqrt": lambda: ta.sqrt(ta.abs(x) + 0.25),
         }[fn]()
 
+    def exponent(self, b):
+        """An exponent: a constant (0 among them), an index value (exact zeros at some
+        points) or data (clamped to [-2, 2] so that powers stay finite on positive bases)."""
+        kinds = ["const", "data"] + (["ivalue"] if self.ivars else [])
+        kind = self.draw(st.sampled_from(kinds))
+        if kind == "const":
+            return ta.const(self.draw(st.sampled_from([0.0, 1.0, 2.0, -1.0, 0.5])), self.dtype)
+        if kind == "ivalue":
+            return self.index_value()
+        return ta.minimum(ta.maximum(b, -2.0), 2.0)
+
     def binary(self, a, b):
-        fn = self.draw(st.sampled_from(["add", "sub", "mul", "div", "max", "min", "pow"]))
+        fn = self.draw(st.sampled_from(["add", "sub", "mul", "div", "max", "min", "pow", "powvar",
+                                        "powsel"]))
         return {
             "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "div": lambda: a / (ta.abs(b) + 1.0), "max": lambda: ta.maximum(a, b),
             "min": lambda: ta.minimum(a, b), "pow": lambda: ta.power(ta.abs(a) + 0.5, 2.0),
+            # a variable exponent on a positive base
+            "powvar": lambda: ta.power(ta.abs(a) + 0.5, self.exponent(b)),
+            # a select inside pow: the base is exactly zero where the choice fails
+            # (0 ** 0 = 1, 0 ** -1 = inf: nonzeroness may not look through it)
+            "powsel": lambda: ta.power(ta.select(a < b, ta.abs(a), 0.0), self.exponent(b)),
         }[fn]()
 
 

@@ -377,10 +377,22 @@ def _nanmin(a, b):
     return math.nan if math.isnan(a) or math.isnan(b) else min(a, b)
 
 
+def _pow(a, b):
+    """C's ``pow``: ``0 ** -1 = inf``, a negative base to a non-integer power is NaN."""
+    if a == 0 and b < 0:
+        return math.inf
+    if a < 0 and not float(b).is_integer():
+        return math.nan
+    try:
+        return a ** b
+    except OverflowError:
+        return math.inf if a > 0 or float(b) % 2 == 0 else -math.inf
+
+
 _PY_SCALAR = {
     Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
     Op.DIV: lambda a, b: a / b, Op.FLOORDIV: lambda a, b: a // b, Op.MOD: lambda a, b: a % b,
-    Op.POW: lambda a, b: a ** b, Op.MAXIMUM: _nanmax, Op.MINIMUM: _nanmin,
+    Op.POW: _pow, Op.MAXIMUM: _nanmax, Op.MINIMUM: _nanmin,
     Op.LT: lambda a, b: a < b, Op.LE: lambda a, b: a <= b, Op.GT: lambda a, b: a > b,
     Op.GE: lambda a, b: a >= b, Op.EQ: lambda a, b: a == b, Op.NE: lambda a, b: a != b,
     Op.AND: lambda a, b: a and b, Op.OR: lambda a, b: a or b, Op.NOT: lambda a: not a,
