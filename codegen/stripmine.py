@@ -44,6 +44,7 @@ class AxisSplit:
     constraints: tuple[Expr, ...]  # conditions that keep the digits inside the original extents
     digit_of: dict  # new variable -> its value in the original axes (``x.q -> x // 2``)
     remainders: tuple[Expr, ...]  # the digits below the most significant one
+    tops: tuple[Expr, ...] = ()  # per constraint: the most significant digit it bounds
 
     def apply(self, e: Expr) -> Expr:
         """``e`` in terms of the new variables, divisions and remainders simplified."""
@@ -60,9 +61,7 @@ class AxisSplit:
         out = [box]
         if len(self.constraints) > MAX_TAILS:
             return out
-        for c in self.constraints:
-            q = next(v for v in self.vars if self.digit_of[v] is not v and v.name.endswith(".q")
-                     and v in walk_vars(c))
+        for q in self.tops:
             last = const(q.hi - 1, q.dtype)
             full = space.cond(compare(Op.LT, q, last))
             tail = space.cond(compare(Op.EQ, q, last))
@@ -106,6 +105,7 @@ def plan_split(axes: tuple[Expr, ...], bodies: tuple[Expr, ...]) -> AxisSplit | 
     constraints: list[Expr] = []
     digit_of: dict[Expr, Expr] = {}
     remainders: list[Expr] = []
+    tops: list[Expr] = []
     for ax in axes:
         ds = sorted(d for d in divs.get(ax, ()) if d < ax.extent)
         chain = all(b % a == 0 for a, b in zip(ds, ds[1:]))
@@ -130,9 +130,11 @@ def plan_split(axes: tuple[Expr, ...], bodies: tuple[Expr, ...]) -> AxisSplit | 
             digit_of[dv] = q if k == 0 else q % const(dv.hi, ax.dtype)
         if ax.extent % ds[-1]:
             constraints.append(compare(Op.LT, expr, const(ax.extent, ax.dtype)))
+            tops.append(digits[0])
     if not value:
         return None
-    return AxisSplit(tuple(new_vars), value, tuple(constraints), digit_of, tuple(remainders))
+    return AxisSplit(tuple(new_vars), value, tuple(constraints), digit_of, tuple(remainders),
+                     tuple(tops))
 
 
 __all__ = ["AxisSplit", "plan_split", "simplify_index"]

@@ -1,9 +1,11 @@
 """The nonzeroness optimizer on a tensor and the tensors it owns.
 
 ``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns*: the
-reductions the language lifted out of ``T``'s body (``T.red``, ``T.red2``, ...: autodiff's
-adjoint ``X.grad = term1 + term2 + ...`` lifts every reduction term this way) and the tensors
-this pass creates itself (split terms ``T.t0``, ``T.t1``...).  Other tensors -- the user's
+reductions the language lifted out of ``T``'s body (role ``LIFTED`` in ``T``'s provenance
+group, named ``T.red``, ``T.red2``, ...: autodiff's adjoint ``X.grad = term1 + term2 + ...``
+lifts every reduction term this way) and the tensors this pass creates itself (roles
+``SPLIT`` and ``MERGED``: split terms ``T.t0``, merged sums ``T.m0``).  Roles come from
+:class:`~tensorad.ir.tensor.Provenance`, never from names.  Other tensors -- the user's
 forward computation, adjoints optimized before -- are only *read*: a cheap non-reduction is
 inlined into ``T`` (its guards then count for ``T``'s nonzeroness), and a gather of an
 adjoint sum may be fused into ``T`` (:func:`.inline.fuse_gather`); neither changes them, so
@@ -20,12 +22,11 @@ from the result.  Results are memoized per op, so optimizing a tensor twice
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const
 from tensorad.ir.rewrite import replace_reads
-from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .cse import OpTable
 from .inline import fuse_gather, inline_read, is_cheap
@@ -37,9 +38,8 @@ from .rules import simplify_expr
 MAX_FUSE_ROUNDS = 4
 
 _MEMO: dict[ComputeOp, ComputeOp] = {}
-_CREATED: weakref.WeakSet = weakref.WeakSet()  # ops this pass made (it owns them)
-_NO_SPLIT: weakref.WeakSet = weakref.WeakSet()  # merged sums: splitting them would undo the merge
 _TABLE = OpTable()
+MADE_HERE = (Role.SPLIT, Role.MERGED)  # ops this pass made (it owns them)
 
 
 def _remember(old: ComputeOp, new: ComputeOp) -> ComputeOp:
@@ -51,18 +51,22 @@ def _remember(old: ComputeOp, new: ComputeOp) -> ComputeOp:
 
 
 def is_adjoint(op: ComputeOp) -> bool:
-    """An adjoint built by autodiff (``X.grad``) or a tensor this pass created."""
-    return op.name.endswith(".grad") or op in _CREATED
+    """An adjoint built by autodiff or a tensor this pass created (by provenance, not name)."""
+    return op.provenance.role is Role.ADJOINT or op.provenance.role in MADE_HERE
 
 
 class _Pass:
     """Optimization of one top-level op and the ops it owns."""
 
     def __init__(self, top: ComputeOp) -> None:
-        self.prefix = top.name + ".red"
+        self.top = top
+        self.group = top.provenance.group
 
     def owns(self, op: ComputeOp) -> bool:
-        return op in _CREATED or op.name.startswith(self.prefix)
+        """Made by this pass, or a reduction the language lifted out of the top op's body."""
+        role = op.provenance.role
+        return role in MADE_HERE or (role is Role.LIFTED and bool(self.group)
+                                     and op.provenance.group == self.group)
 
     # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr) -> Expr | None:
@@ -84,14 +88,10 @@ class _Pass:
 
     # ---- ops -----------------------------------------------------------------------------
     def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:
-        op = ComputeOp(name, "", tuple(axes), (body,))
-        _CREATED.add(op)
-        if not split:
-            _NO_SPLIT.add(op)
-        new = self.op(op)
-        new = _TABLE.intern(new)
-        _CREATED.add(new)
-        return Tensor(new, 0)
+        role = Role.SPLIT if split else Role.MERGED
+        op = ComputeOp(name, "", tuple(axes), (body,),
+                       provenance=Provenance(role, self.group, Tensor(self.top, 0)))
+        return Tensor(_TABLE.intern(self.op(op)), 0)
 
     def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
         return self.make(name, axes, body, split=False)
@@ -120,7 +120,7 @@ class _Pass:
         if op.num_outputs > 1:
             bodies = tuple(simplify_expr(self.inline(b)) for b in op.body)
         else:
-            split = op not in _NO_SPLIT
+            split = op.provenance.role is not Role.MERGED  # splitting would undo the merge
             body = self.body(op.axes, op.body[0], op.name, split)
             for _ in range(MAX_FUSE_ROUNDS):
                 fused = fuse_gather(op.axes, body, is_adjoint)
@@ -132,10 +132,7 @@ class _Pass:
             bodies = (body,)
         if bodies == op.body:
             return _remember(op, op)
-        new = ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs)
-        if op in _CREATED:
-            _CREATED.add(new)
-        return _remember(op, new)
+        return _remember(op, ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs, op.provenance))
 
 
 def optimize_and_lift_nonzeroness(tensor: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, var
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite
-from ..ir.tensor import Tensor
+from ..ir.tensor import Provenance, Role, Tensor
 from ..lang import make_compute
 
 
@@ -74,13 +74,19 @@ def head_sum(value: Expr, axes: Sequence[Expr], where: Expr) -> Expr:
     return choice(Op.SELECT, where, value, const(0, value.dtype))
 
 
-def compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr]) -> tuple[Tensor, ...]:
+def compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr],
+            provenance: Provenance | None = None) -> tuple[Tensor, ...]:
     """A compute op built by a pass (no isl bounds proof: reads are in bounds by construction)."""
-    return make_compute(name, axes, bodies, check_bounds=False)
+    return make_compute(name, axes, bodies, check_bounds=False, provenance=provenance)
 
 
-def zeros(shape: Sequence[int], dtype: str, name: str) -> Tensor:
-    return compute(name, axis_vars(shape), [const(0, dtype)])[0]
+def adjoint_of(x: Tensor) -> Provenance:
+    """The provenance of ``x``'s adjoint (the optimizer may fuse gathers of adjoint sums)."""
+    return Provenance(Role.ADJOINT, source=x)
+
+
+def zeros(shape: Sequence[int], dtype: str, name: str, provenance: Provenance | None = None) -> Tensor:
+    return compute(name, axis_vars(shape), [const(0, dtype)], provenance)[0]
 
 
 def identity(shape: Sequence[int], dtype: str, name: str) -> Tensor:

@@ -65,7 +65,7 @@ def inline_non_reductions(tensor: Tensor, tensors: Sequence[Tensor]) -> Tensor:
         return tensor
     m = copy_vars(op.axes + op.reduce_axes)
     bodies = [rename(rewrite(b, rule), m) for b in op.body]
-    return compute(op.name, [m[a] for a in op.axes], bodies)[tensor.value_index]
+    return compute(op.name, [m[a] for a in op.axes], bodies, op.provenance)[tensor.value_index]
 
 
 

@@ -63,7 +63,7 @@ class _Promoter:
         if not isinstance(op, ComputeOp):
             return placeholder(op.shape, WIDE, op.name) if op.dtype == "float32" else t
         made = make_compute(op.name, op.axes, [self.expr(b) for b in op.body], op.tag,
-                            dict(op.attrs), check_bounds=False)
+                            dict(op.attrs), check_bounds=False, provenance=op.provenance)
         return made[t.value_index]
 
 

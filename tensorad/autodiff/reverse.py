@@ -27,7 +27,7 @@ from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
 from .adjoint import AdjointBuilder
-from .build import axis_vars, check_float, compute, identity, zeros
+from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
 from .zero import sum_all
 
 Optimizer = Callable[[Tensor], Tensor]
@@ -82,7 +82,7 @@ class _Adjoints:
         if not terms:
             return None
         p, j = self.axes[t]
-        adj = compute(f"{t.name}.grad", p + j, [sum_all(terms)])[0]
+        adj = compute(f"{t.name}.grad", p + j, [sum_all(terms)], adjoint_of(t))[0]
         if self.optimizer is not None:
             adj = self.optimizer(adj)
         self.done[t] = adj
@@ -146,10 +146,10 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
     for x in inputs:
         a = adj.done.get(x)
         if a is None:
-            a = zeros(prefix + tuple(x.shape), x.dtype, f"{x.name}.grad")
+            a = zeros(prefix + tuple(x.shape), x.dtype, f"{x.name}.grad", adjoint_of(x))
         elif a.dtype != x.dtype:  # the head itself, when an input is the output
             src = a
             axes = axis_vars(a.shape)
-            a = compute(f"{x.name}.grad", axes, [cast(x.dtype, src[tuple(axes)])])[0]
+            a = compute(f"{x.name}.grad", axes, [cast(x.dtype, src[tuple(axes)])], adjoint_of(x))[0]
         results.append(a)
     return results

@@ -41,7 +41,7 @@ from .rewrite import (
                    tensor_graph,
                    walk,
 )
-from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Tensor, read
+from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Provenance, Role, Tensor, read
 
 __all__ = [
     "FLOAT_DTYPES", "INT_DTYPES", "check_dtype", "is_float", "is_int", "max_value", "min_value",
@@ -50,5 +50,6 @@ __all__ = [
     "logical_not", "unary", "var", "expr_to_str", "print_tensor_recursively", "tensor_to_html",
     "tensor_to_str", "BUILTIN_REDUCERS", "CommReducer", "Reducer", "comm_reducer", "MissingRuleError", "fold",
     "free_vars", "op_reads", "placeholders", "reads", "replace_reads", "rewrite", "substitute",
-    "tensor_graph", "walk", "TENSOR_OPERATORS", "ComputeOp", "PlaceholderOp", "Tensor", "read",
+    "tensor_graph", "walk", "TENSOR_OPERATORS", "ComputeOp", "PlaceholderOp", "Provenance", "Role",
+    "Tensor", "read",
 ]

@@ -5,9 +5,10 @@ A :class:`Tensor` is output ``value_index`` of an operation:
 * :class:`PlaceholderOp` -- an input with a shape and dtype (and a uid: two placeholders are
   never the same tensor, whatever their names);
 * :class:`ComputeOp` -- ``body[v]`` evaluated at every point of ``axes`` (index variables with
-  ranges ``[0, shape[d])``).  A body is either free of reductions or a single ``REDUCE`` node;
-  several bodies (a multi-output op) are all reductions over one combiner and axes, or all
-  reduction-free.
+  ranges ``[0, shape[d])``), with its :class:`Provenance` (user, lifted reduction, adjoint,
+  split or merged term: the passes read roles there, never in names).  A body is either free
+  of reductions or a single ``REDUCE`` node; several bodies (a multi-output op) are all
+  reductions over one combiner and axes, or all reduction-free.
 
 All of these are frozen dataclasses: immutable, hashable, structurally compared (expressions
 inside compare by identity thanks to hash-consing).
@@ -15,6 +16,8 @@ inside compare by identity thanks to hash-consing).
 
 from __future__ import annotations
 
+import enum
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +38,42 @@ class PlaceholderOp:
         return 1
 
 
+class Role(enum.Enum):
+    """Why a compute op exists: what the passes may do with it is decided by this, never by
+    its name (a user may name a tensor ``Y.red`` or ``X.grad``)."""
+
+    USER = "user"  # written by the user, the operator library or a pass (the default)
+    LIFTED = "lifted"  # a reduction the language lifted out of a compute body (``Y.red``)
+    ADJOINT = "adjoint"  # the adjoint of a tensor, built by reverse-mode autodiff (``X.grad``)
+    SPLIT = "split"  # a term of a sum split off by the optimizer (``T.t0``)
+    MERGED = "merged"  # sums over one domain merged by the optimizer (``T.m0``): not split again
+
+
+_groups = itertools.count(1)
+
+
+def new_group() -> int:
+    """A fresh group number: one per ``compute`` call (identity only, like variable uids)."""
+    return next(_groups)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The typed origin of a compute op.
+
+    ``group`` is shared by the op a ``compute`` call made and the reductions lifted out of its
+    body, so the optimizer knows which lifted reductions a tensor owns; ``source`` is the
+    tensor it derives from (the input of an adjoint, the tensor a term was split from), for
+    reading only -- it takes no part in equality."""
+
+    role: Role = Role.USER
+    group: int = 0
+    source: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+USER = Provenance()
+
+
 @dataclass(frozen=True)
 class ComputeOp:
     name: str
@@ -42,6 +81,7 @@ class ComputeOp:
     axes: tuple[Expr, ...]
     body: tuple[Expr, ...]
     attrs: tuple = field(default=())  # sorted (key, value) pairs for passes to annotate
+    provenance: Provenance = field(default=USER)
 
     @property
     def shape(self) -> tuple[int, ...]:

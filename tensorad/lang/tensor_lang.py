@@ -16,7 +16,7 @@ from typing import Any
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
 from ..ir.rewrite import free_vars, rewrite, walk
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 
 
 def _check_shape(shape: Any, what: str) -> tuple[int, ...]:
@@ -91,21 +91,28 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
 
 
 def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: str = "",
-                 attrs: dict | None = None, check_bounds: bool = True) -> tuple[Tensor, ...]:
+                 attrs: dict | None = None, check_bounds: bool = True,
+                 provenance: Provenance | None = None) -> tuple[Tensor, ...]:
     """The op behind :func:`compute`, from axis variables (``var(name, 0, extent)``) and bodies.
 
     Passes that already hold axes and bodies call this; it lifts nested reductions, checks the
     body form and (unless ``check_bounds=False``) proves every read in bounds.
+    ``provenance`` records why the op exists (default: a user op); without a group it gets a
+    fresh one, which the reductions lifted out of its bodies share (role ``LIFTED``).
     """
+    if provenance is None:
+        provenance = Provenance(Role.USER, new_group())
+    elif not provenance.group:
+        provenance = Provenance(provenance.role, new_group(), provenance.source)
     axes = tuple(axes)
     for ax in axes:
         if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo == 0 and ax.hi is not None):
             raise TypeError(f"compute {name!r}: axes must be variables with range [0, extent)")
     bodies = tuple(as_expr(b) for b in bodies)
     _check_reduce_axes(bodies, axes, name)
-    bodies = _lift_nested_reductions(bodies, axes, name, check_bounds)
+    bodies = _lift_nested_reductions(bodies, axes, name, check_bounds, provenance.group)
     _check_body_form(bodies, axes, name)
-    op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())))
+    op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())), provenance)
     if check_bounds:
         from .bounds import check_op_bounds  # isl-based; imported late to keep import light
 
@@ -153,12 +160,13 @@ def _check_body_form(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str
 
 
 def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
-                            name: str, check_bounds: bool) -> tuple[Expr, ...]:
+                            name: str, check_bounds: bool, group: int) -> tuple[Expr, ...]:
     """Turn every reduction that is not a whole body into a read of a new tensor.
 
     ``compute((n,), lambda i: sum(A[i, k], k) / n)`` becomes ``R = compute((n,), lambda i:
     sum(A[i, k], k))`` and ``compute((n,), lambda i: R[i] / n)``; the new tensor is indexed by
-    the compute's own axes (its shape is the compute's), named ``<name>.red``.
+    the compute's own axes (its shape is the compute's), named ``<name>.red``, with role
+    ``LIFTED`` in the compute's ``group`` (what makes it the compute's own, not its name).
     """
     shape = tuple(ax.hi for ax in axes)
     lifted: dict[Expr, Expr] = {}
@@ -178,7 +186,7 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
             red_bodies = tuple(substitute(node.replace(arg=node.arg.__class__(
                 node.arg.combiner, node.arg.axes, v)), mapping) for v in range(n_out))
             op = ComputeOp(f"{name}.red" if count[0] == 1 else f"{name}.red{count[0]}", "",
-                           new_axes, red_bodies)
+                           new_axes, red_bodies, provenance=Provenance(Role.LIFTED, group))
             if check_bounds:
                 from .bounds import check_op_bounds
 
