@@ -17,13 +17,16 @@ Modules, one job each:
 * :mod:`.lift` -- one compute body optimized;
 * :mod:`.inline` (inlining, gather fusion), :mod:`.merge` (same-domain sums merged),
   :mod:`.polynomial` (sums proved zero), :mod:`.cse` (structurally equal ops merged);
-* :mod:`.program` -- the pass over a tensor and the tensors it owns.
+* :mod:`.program` -- the pass over a tensor and the tensors it owns;
+* :mod:`.context` -- the memo tables of one call (nothing is cached at module level).
 
 isl is only reached through ``tensorad.poly`` (``IndexSpace``, ``IndexSet``, ``to_expr``).
 """
 
+from .context import OptimizerContext
 from .nonzero import assume, nonzero
-from .program import optimize_and_lift_nonzeroness
+from .program import Optimizer, optimize_and_lift_nonzeroness
 from .rules import ALGEBRA_RULES, simplify_expr
 
-__all__ = ["optimize_and_lift_nonzeroness", "simplify_expr", "nonzero", "assume", "ALGEBRA_RULES"]
+__all__ = ["optimize_and_lift_nonzeroness", "simplify_expr", "nonzero", "assume", "ALGEBRA_RULES",
+           "Optimizer", "OptimizerContext"]

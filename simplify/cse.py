@@ -16,22 +16,21 @@ from tensorad.ir.tensor import ComputeOp
 
 from .inline import rename_reduce
 
-_CANON: dict[tuple, Expr] = {}
 
-
-def _canon_var(kind: str, k: int, v: Expr) -> Expr:
+def _canon_var(canon: dict, kind: str, k: int, v: Expr) -> Expr:
     key = (kind, k, v.lo, v.hi, v.dtype)
-    found = _CANON.get(key)
+    found = canon.get(key)
     if found is None:
-        found = _CANON[key] = var(f"_{kind}{k}", v.lo, v.hi, v.dtype)
+        found = canon[key] = var(f"_{kind}{k}", v.lo, v.hi, v.dtype)
     return found
 
 
-def canonical_key(op: ComputeOp) -> tuple:
-    """Bodies with positional variables: equal keys mean equal tensors."""
-    mapping = {a: _canon_var("a", k, a) for k, a in enumerate(op.axes)}
+def canonical_key(op: ComputeOp, canon: dict) -> tuple:
+    """Bodies with positional variables (from ``canon``, shared by the keys compared):
+    equal keys mean equal tensors."""
+    mapping = {a: _canon_var(canon, "a", k, a) for k, a in enumerate(op.axes)}
     for k, r in enumerate(op.reduce_axes):
-        mapping[r] = _canon_var("r", k, r)
+        mapping[r] = _canon_var(canon, "r", k, r)
     bodies = tuple(rename_reduce(b, mapping) if b.op is Op.REDUCE else _subst(b, mapping)
                    for b in op.body)
     return (op.shape, bodies)
@@ -46,15 +45,13 @@ def _subst(e: Expr, mapping: dict) -> Expr:
 class OpTable:
     """Structurally equal ops merged: ``intern(op)`` returns the first op with its key."""
 
-    def __init__(self, limit: int = 50_000) -> None:
+    def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}
-        self.limit = limit
+        self._canon: dict[tuple, Expr] = {}
 
     def intern(self, op: ComputeOp) -> ComputeOp:
-        key = canonical_key(op)
+        key = canonical_key(op, self._canon)
         found = self._ops.get(key)
         if found is None:
-            if len(self._ops) > self.limit:
-                self._ops.clear()
             found = self._ops[key] = op
         return found

@@ -20,7 +20,7 @@
    constraints the variable ranges do not already imply stay.
 
 The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts, so
-it is memoized; applying a plan to a source is a substitution.
+it is memoized in the optimizer's context; applying a plan to a source is a substitution.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ class Plan:
     empty: bool = False
 
 
-_PLANS: dict[tuple, Plan] = {}
 MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are not worth it
 
 
@@ -84,7 +83,7 @@ def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
     mapping[v] = value
 
 
-def equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
+def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr] | None:
     """``(k, e)`` when residual ``eq`` is ``k == e`` up to sign, ``e`` free of ``k``."""
     if eq.op is not Op.EQ or not dt.is_int(eq.src[0].dtype):
         return None
@@ -103,29 +102,28 @@ def equation_for(eq: Expr, rvars: Sequence[Expr]) -> tuple[Expr, Expr] | None:
             e = term if e is None else e + term
         c = -coef * f.const
         e = (e + c if c else e) if e is not None else Expr(Op.CONST, dt.INDEX, (), c)
-        return r, simplify_expr(e)
+        return r, simplify_expr(e, ctx)
     return None
 
 
 def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
-              equations: Sequence[Expr] = (), indices: Sequence[Expr] = ()) -> Plan:
+              equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
     """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.
 
     ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
     is not used for a variable that appears in one (a read index must stay quasi-affine).
     """
     key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations), tuple(indices))
-    found = _PLANS.get(key)
+    plans = ctx.plans if ctx is not None else {}
+    found = plans.get(key)
     if found is None:
-        if len(_PLANS) > 20_000:
-            _PLANS.clear()
-        found = _PLANS[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
-                                         list(indices))
+        found = plans[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
+                                        list(indices), ctx)
     return found
 
 
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
-               equations: list[Expr], indices: list[Expr]) -> Plan:
+               equations: list[Expr], indices: list[Expr], ctx) -> Plan:
     dom = IndexSet.from_conditions(outer + rvars, affine)
     if dom.is_empty():
         return Plan((), (), TRUE, (), empty=True)
@@ -144,21 +142,21 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         if best is None:
             break
         _, r, sol = best
-        _compose(mapping, r, simplify_expr(sol.value))
+        _compose(mapping, r, simplify_expr(sol.value, ctx))
         dom = dom.project_out(r)
         rvars = [x for x in rvars if x is not r]
     # 2. data-dependent equations k == e(...)
     guards: list[Expr] = []
     for eq in equations:
-        eq = simplify_expr(substitute(eq, mapping))
+        eq = simplify_expr(substitute(eq, mapping), ctx)
         in_reads = {v for ix in indices for v in walk(substitute(ix, mapping)) if v.op is Op.VAR}
-        found = equation_for(eq, [r for r in rvars if r not in in_reads])
+        found = equation_for(eq, [r for r in rvars if r not in in_reads], ctx)
         if found is None:
             continue
         r, e = found
         limits = dom.constraints_on(r).to_cond()
-        guards = [simplify_expr(substitute(g, {r: e})) for g in guards]
-        guards.append(simplify_expr(substitute(limits, {r: e})))
+        guards = [simplify_expr(substitute(g, {r: e}), ctx) for g in guards]
+        guards.append(simplify_expr(substitute(limits, {r: e}), ctx))
         _compose(mapping, r, e)
         dom = dom.project_out(r)
         rvars = [x for x in rvars if x is not r]
@@ -173,7 +171,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         if best is not None:
             b, ext = best
             nv = var(r.name, 0, ext)
-            shift[r] = simplify_expr(b + nv)
+            shift[r] = simplify_expr(b + nv, ctx)
         else:
             nv = var(r.name, lo, hi + 1) if (lo, hi + 1) != (r.lo, r.hi) else r
             if nv is not r:
@@ -185,24 +183,24 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     if shift:
         for r, value in shift.items():
             _compose(mapping, r, value)
-        guards = [simplify_expr(substitute(g, shift)) for g in guards]
-        cond = simplify_expr(substitute(cond, shift))
+        guards = [simplify_expr(substitute(g, shift), ctx) for g in guards]
+        cond = simplify_expr(substitute(cond, shift), ctx)
         space_vars = outer + new_vars
         cond = IndexSet.from_conditions(space_vars, [cond]).gist(IndexSet.box(space_vars)).to_cond()
-    cond = simplify_expr(cond)
+    cond = simplify_expr(cond, ctx)
     return Plan(tuple(mapping.items()), tuple(new_vars), cond, tuple(guards))
 
 
-def apply_plan(plan: Plan, exprs: Sequence[Expr]) -> list[Expr]:
+def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
     """``exprs`` with the plan's substitution applied (and simplified)."""
     mapping = dict(plan.mapping)
-    return [simplify_expr(substitute(e, mapping)) if mapping else e for e in exprs]
+    return [simplify_expr(substitute(e, mapping), ctx) if mapping else e for e in exprs]
 
 
-def guard_of(plan: Plan, residual: Sequence[Expr]) -> Expr:
+def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> Expr:
     """The non-affine guard of a planned sum: residual conjuncts and equation guards."""
-    parts = list(apply_plan(plan, list(residual))) + list(plan.guards)
+    parts = list(apply_plan(plan, list(residual), ctx)) + list(plan.guards)
     out: list[Expr] = []
     for p in parts:
-        out.extend(conjuncts(simplify_expr(p)))
+        out.extend(conjuncts(simplify_expr(p, ctx)))
     return all_of(out)

@@ -36,41 +36,41 @@ from .split import group_terms
 MakeTensor = Callable[[str, Sequence[Expr], Expr], Tensor]
 
 
-def _ite(cond: Expr, e: Expr) -> Expr:
+def _ite(cond: Expr, e: Expr, ctx=None) -> Expr:
     if cond is TRUE:
         return e
     if cond is FALSE:
         return const(0, e.dtype)
-    return simplify_expr(Expr(Op.IF_THEN_ELSE, e.dtype, (cond, e, const(0, e.dtype))))
+    return simplify_expr(Expr(Op.IF_THEN_ELSE, e.dtype, (cond, e, const(0, e.dtype))), ctx)
 
 
-def lift_body(axes: Sequence[Expr], body: Expr) -> Expr:
+def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
     """A non-reduction body with its affine nonzeroness lifted to an outer guard."""
-    body = simplify_expr(body)
+    body = simplify_expr(body, ctx)
     if body.op is Op.CONST:
         return body
-    affine, _ = split_affine(conjuncts(nonzero(body)), axes)
+    affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes)
     if not affine:
         return body
     dom = IndexSet.from_conditions(axes, affine)
     if dom.is_empty():
         return const(0, body.dtype)
-    cond = simplify_expr(dom.gist(IndexSet.box(axes)).to_cond())
-    return _ite(cond, assume(body, affine))
+    cond = simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
+    return _ite(cond, assume(body, affine, ctx), ctx)
 
 
 def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
-                 split: bool = True) -> Expr:
+                 split: bool = True, ctx=None) -> Expr:
     """A sum-reduction body rewritten as described in the module docstring.
 
     ``make(name, axes, body)`` creates a tensor for a split-off term (the caller decides how
     it is optimized and registered).
     """
-    cond, src = simplify_expr(red.src[0]), simplify_expr(red.src[1])
+    cond, src = simplify_expr(red.src[0], ctx), simplify_expr(red.src[1], ctx)
     rvars = list(red.arg.axes)
     if cond is FALSE or is_zero(src):
         return const(0, red.dtype)
-    groups = group_terms(src) if split else None
+    groups = group_terms(src, ctx) if split else None
     if groups is not None:
         parts = []
         for k, (_, term) in enumerate(groups):
@@ -82,8 +82,8 @@ def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
         out = parts[0]
         for p in parts[1:]:
             out = out + p
-        return simplify_expr(out)
-    return solve_sum(axes, rvars, cond, src, red)
+        return simplify_expr(out, ctx)
+    return solve_sum(axes, rvars, cond, src, red, ctx)
 
 
 def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Expr:
@@ -91,28 +91,29 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
     return Expr(Op.REDUCE, src.dtype, (cond, src), ReduceArg(ra.combiner, tuple(rvars), 0))
 
 
-def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr) -> Expr:
+def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
+              ctx=None) -> Expr:
     """One sum (no split): lift, plan, apply."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables)
-    nz_aff, nz_res = split_affine(conjuncts(nonzero(src)), variables)
+    nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables)
     # data-dependent equations in the source (k == Winner[i]) are lifted so they can be solved
-    eqs = [c for c in nz_res if equation_for(c, rvars) is not None]
-    src = assume(src, nz_aff + eqs)
+    eqs = [c for c in nz_res if equation_for(c, rvars, ctx) is not None]
+    src = assume(src, nz_aff + eqs, ctx)
     residual = where_res + eqs
     equations = [c for c in residual if c.op is Op.EQ]
     indices = _read_indices([src] + residual) if equations else []
-    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations, indices)
+    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations, indices, ctx)
     if plan.empty:
         return const(0, red.dtype)
-    (src,) = apply_plan(plan, [src])
-    guard = guard_of(plan, residual)
-    src = _ite(guard, src)
+    (src,) = apply_plan(plan, [src], ctx)
+    guard = guard_of(plan, residual, ctx)
+    src = _ite(guard, src, ctx)
     if is_zero(src):
         return const(0, red.dtype)
     if not plan.rvars:
-        return _ite(plan.cond, src)
-    return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src))
+        return _ite(plan.cond, src, ctx)
+    return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src), ctx)
 
 
 def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
@@ -124,9 +125,9 @@ def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
     return list(out)
 
 
-def simplify_reduction(axes: Sequence[Expr], red: Expr) -> Expr:
+def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:
     """A non-sum reduction: simplified expressions; an empty domain gives the identity."""
-    red = simplify_expr(red)
+    red = simplify_expr(red, ctx)
     if red.op is not Op.REDUCE:
         return red
     variables = list(axes) + list(red.arg.axes)

@@ -4,7 +4,7 @@ An index expression built from ``+``, ``-``, unary ``-`` and products with const
 linear form over *atoms* -- variables, reads, ``//``/``%`` nodes, anything that is not
 linear.  Collecting coefficients normalises it: ``i + 1 - 1`` becomes ``i``,
 ``2 * (j + 3) - j`` becomes ``j + 6``.  Rebuilding orders the atoms by :func:`atom_key`, a
-structural key (variables by name and creation number, other atoms by their printed form),
+structural key (variables by name and creation number, other atoms by their structure),
 never by hash or address, so the result is the same from run to run and independent of the
 order the operands were written in (``i + j`` and ``j + i`` become one node).
 
@@ -19,22 +19,35 @@ from dataclasses import dataclass
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, const
-from tensorad.ir.printer import expr_to_str
-
-_KEYS: dict[Expr, tuple] = {}
 
 
 def atom_key(e: Expr) -> tuple:
-    """A deterministic sort key for atoms: variables first (by name, then creation order)."""
-    found = _KEYS.get(e)
+    """A deterministic sort key for atoms: variables first (by name, then creation order),
+    then other atoms by their structure (ops, dtypes, constants, variables -- never a
+    tensor's name or an address, so renaming a tensor does not reorder a form)."""
+    if e.op is Op.VAR:
+        return (0, e.name, e.arg.uid)
+    return (1, _structure(e, {}))
+
+
+def _tensor_id(t) -> tuple:
+    """A placeholder's uid or a compute op's provenance group: identity without the name."""
+    op = t.op
+    return ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group)
+
+
+def _structure(e: Expr, memo: dict) -> tuple:
+    found = memo.get(e)
     if found is None:
         if e.op is Op.VAR:
-            found = (0, e.name, e.arg.uid)
+            found = ("var", e.name, e.arg.uid)
+        elif e.op is Op.CONST:
+            found = ("const", e.dtype, repr(e.arg))
         else:
-            found = (1, expr_to_str(e), 0)
-        if len(_KEYS) > 100_000:
-            _KEYS.clear()
-        _KEYS[e] = found
+            arg = e.arg
+            extra = (repr(arg.shape), arg.value_index, _tensor_id(arg)) if e.op is Op.READ else ()
+            found = (e.op.value, e.dtype, *extra, *(_structure(s, memo) for s in e.src))
+        memo[e] = found
     return found
 
 
@@ -78,18 +91,13 @@ def _int_const(e: Expr) -> bool:
     return e.op is Op.CONST and float(e.arg).is_integer()
 
 
-_FORMS: dict[Expr, Linear] = {}
-
-
 def to_linear(e: Expr, memo: dict | None = None) -> Linear:
     """The linear form of integer expression ``e`` (atoms are its non-linear subterms).
 
-    Forms are pure functions of the (hash-consed) node, so they are memoized across calls.
+    ``memo`` (node -> form) may be shared by calls that know the same nodes recur.
     """
     if memo is None:
-        if len(_FORMS) > 100_000:
-            _FORMS.clear()
-        memo = _FORMS
+        memo = {}
     found = memo.get(e)
     if found is not None:
         return found

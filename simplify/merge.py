@@ -39,22 +39,20 @@ def additive_terms(e: Expr) -> Terms:
     return out
 
 
-_POS: dict[tuple, Expr] = {}
-
-
-def _positional(k: int, v: Expr) -> Expr:
+def _positional(pos: dict, k: int, v: Expr) -> Expr:
+    """The ``k``-th reduction variable of range ``v``'s, shared within one merge (``pos``)."""
     key = (k, v.lo, v.hi)
-    if key not in _POS:
-        _POS[key] = var(f"_m{k}", v.lo, v.hi)
-    return _POS[key]
+    if key not in pos:
+        pos[key] = var(f"_m{k}", v.lo, v.hi)
+    return pos[key]
 
 
-def _instantiate(read: Expr) -> tuple[tuple, Expr, Expr, ReduceArg]:
+def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
     """The sum read by ``read`` at its indices, reduction variables renamed by position."""
     op: ComputeOp = read.arg.op
     red = op.body[0]
     rv = red.arg.axes
-    mapping = dict(zip(op.axes, read.src)) | {r: _positional(k, r) for k, r in enumerate(rv)}
+    mapping = dict(zip(op.axes, read.src)) | {r: _positional(pos, k, r) for k, r in enumerate(rv)}
     cond = substitute(red.src[0], mapping)
     src = substitute(red.src[1], mapping)
     key = (tuple((r.lo, r.hi) for r in rv), cond, red.dtype)
@@ -62,18 +60,20 @@ def _instantiate(read: Expr) -> tuple[tuple, Expr, Expr, ReduceArg]:
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
-               make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str) -> Expr | None:
+               make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str,
+               ctx=None) -> Expr | None:
     """``body`` with same-domain sums among its additive terms merged, or ``None``."""
     if body.op is Op.REDUCE:
         return None
     terms = additive_terms(body)
+    pos: dict = {}
     groups: dict[tuple, list[int]] = {}
     inst: dict[int, tuple] = {}
     for k, (_, t) in enumerate(terms):
         if t.op is Op.READ and isinstance(t.arg.op, ComputeOp) and t.arg.op.is_reduction \
                 and t.arg.op.num_outputs == 1 and t.arg.op.body[0].arg.combiner.kind == "sum" \
                 and mergeable(t.arg.op):
-            key, cond, src, ra = _instantiate(t)
+            key, cond, src, ra = _instantiate(t, pos)
             inst[k] = (cond, src, ra)
             groups.setdefault(key, []).append(k)
     merged = [g for g in groups.values() if len(g) > 1]
@@ -87,9 +87,10 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
             sign, s = terms[k][0], inst[k][1]
             src = (s if sign > 0 else -s) if src is None else (src + s if sign > 0 else src - s)
         canon = ra.axes  # original variables of the first sum, renamed back from positions
-        fresh = {_positional(j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}
+        fresh = {_positional(pos, j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}
         red = Expr(Op.REDUCE, src.dtype, (substitute(cond, fresh), substitute(src, fresh)),
-                   ReduceArg(ra.combiner, tuple(fresh[_positional(j, r)] for j, r in enumerate(canon)), 0))
+                   ReduceArg(ra.combiner, tuple(fresh[_positional(pos, j, r)] for j, r in enumerate(canon)),
+                             0))
         t = make(f"{name}.m{n}", axes, red)
         replaced[group[0]] = t[tuple(axes)]
         for k in group[1:]:
@@ -101,4 +102,4 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
                 continue
             t, sign = replaced[k], 1
         out = (t if sign > 0 else -t) if out is None else (out + t if sign > 0 else out - t)
-    return simplify_expr(out)
+    return simplify_expr(out, ctx)

@@ -99,9 +99,6 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
 
 
-_GUARDS: dict = {}
-
-
 def tensor_guard(t: Tensor) -> Expr:
     """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known).
 
@@ -112,22 +109,15 @@ def tensor_guard(t: Tensor) -> Expr:
     op = t.op
     if not isinstance(op, ComputeOp):
         return TRUE
-    key = (op, t.value_index)
-    found = _GUARDS.get(key)
-    if found is None:
-        body = op.body[t.value_index]
-        cands: list[Expr] = []
-        if body.op is Op.REDUCE:
-            if body.arg.combiner.kind == "sum":
-                bound = set(body.arg.axes)
-                cands = [c for c in conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
-        elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
-            cands = conjuncts(body.src[0])
-        found = all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
-        if len(_GUARDS) > 50_000:
-            _GUARDS.clear()
-        _GUARDS[key] = found
-    return found
+    body = op.body[t.value_index]
+    cands: list[Expr] = []
+    if body.op is Op.REDUCE:
+        if body.arg.combiner.kind == "sum":
+            bound = set(body.arg.axes)
+            cands = [c for c in conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
+    elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
+        cands = conjuncts(body.src[0])
+    return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
 
 
 def read_nonzero(n: Expr) -> Expr:
@@ -139,12 +129,12 @@ def read_nonzero(n: Expr) -> Expr:
     return substitute(guard, dict(zip(t.op.axes, n.src)))
 
 
-def nonzero(e: Expr) -> Expr:
-    """A (simplified) condition outside which ``e`` is zero."""
-    return simplify_expr(fold(e, NZ_RULES))
+def nonzero(e: Expr, ctx=None) -> Expr:
+    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`)."""
+    return simplify_expr(fold(e, NZ_RULES), ctx)
 
 
-def assume(e: Expr, facts: Iterable[Expr]) -> Expr:
+def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
     """``e`` simplified where every condition in ``facts`` holds (facts become ``True``)."""
     mapping = {}
     for f in facts:
@@ -154,4 +144,4 @@ def assume(e: Expr, facts: Iterable[Expr]) -> Expr:
             mapping[neg] = FALSE
     if not mapping:
         return e
-    return simplify_expr(rewrite(e, lambda n: mapping.get(n) if n.dtype == dt.BOOL else None))
+    return simplify_expr(rewrite(e, lambda n: mapping.get(n) if n.dtype == dt.BOOL else None), ctx)

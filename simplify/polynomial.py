@@ -86,30 +86,28 @@ def _inverse(p: Poly) -> Poly | None:
     return {tuple((x, -e) for x, e in m): 1 / c}
 
 
-_POS: dict[tuple, Expr] = {}
-
-
-def _positional(k: int, v: Expr) -> Expr:
-    key = (k, v.lo, v.hi)
-    if key not in _POS:
-        _POS[key] = var(f"_s{k}", v.lo, v.hi)
-    return _POS[key]
-
-
-def _product_expr(m: Mono, dtype: str) -> Expr:
+def _product_expr(m: Mono, dtype: str, ctx) -> Expr:
     out: Expr = const(1, dtype)
     for atom, e in m:
         for _ in range(abs(e)):
             out = out * atom if e > 0 else out / atom
-    return simplify_expr(out)
+    return simplify_expr(out, ctx)
 
 
 class _Builder:
     """One conversion: memo per node, a budget of tensor expansions."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx=None) -> None:
         self.memo: dict[Expr, Poly] = {}
         self.expansions = 0
+        self.ctx = ctx
+        self.pos: dict[tuple, Expr] = {}  # reduction variables renamed by position
+
+    def positional(self, k: int, v: Expr) -> Expr:
+        key = (k, v.lo, v.hi)
+        if key not in self.pos:
+            self.pos[key] = var(f"_s{k}", v.lo, v.hi)
+        return self.pos[key]
 
     def poly(self, e: Expr) -> Poly:
         found = self.memo.get(e)
@@ -164,7 +162,7 @@ class _Builder:
                                 tuple(substitute(s, mapping | fresh) for s in body.src),
                                 ReduceArg(body.arg.combiner, tuple(fresh.values()), 0))
                     return self.poly(inst)
-                return self.poly(simplify_expr(substitute(body, mapping)))
+                return self.poly(simplify_expr(substitute(body, mapping), self.ctx))
         if op is Op.REDUCE and e.arg.combiner.kind == "sum" and len(e.src) == 2:
             return self._sum(e)
         return _atom(e)
@@ -174,21 +172,21 @@ class _Builder:
         cond, src = e.src
         rvars = e.arg.axes
         bound = set(rvars)
-        canon = {r: _positional(k, r) for k, r in enumerate(rvars)}
+        canon = {r: self.positional(k, r) for k, r in enumerate(rvars)}
         out: Poly = {}
         for m, c in self.poly(src).items():
             indep = tuple((x, p) for x, p in m if not any(n in bound for n in walk(x)))
             dep = tuple((x, p) for x, p in m if any(n in bound for n in walk(x)))
-            inner = substitute(_product_expr(dep, e.dtype), canon)
+            inner = substitute(_product_expr(dep, e.dtype, self.ctx), canon)
             atom = Expr(Op.REDUCE, e.dtype, (substitute(cond, canon), inner),
                         ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0))
             out = _add(out, _mul({indep: c}, _atom(atom)))
         return out
 
 
-def provably_zero(e: Expr) -> bool:
+def provably_zero(e: Expr, ctx=None) -> bool:
     """Whether ``e`` is identically zero as a polynomial over its atoms (see the docstring)."""
     try:
-        return not _Builder().poly(e)
+        return not _Builder(ctx).poly(e)
     except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
         return False

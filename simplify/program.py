@@ -16,8 +16,8 @@ domain (:mod:`.merge`), fuse a gathered adjoint sum and optimize again, replace 
 provably zero by 0 (:mod:`.polynomial`), and merge structurally equal helper ops
 (:mod:`.cse`).  An op whose body does not change is returned as is.  Dead code needs no pass
 of its own: a tensor no longer read (inlined, fused, proved zero) is simply not reachable
-from the result.  Results are memoized per op, so optimizing a tensor twice
-(or a tensor that reads one optimized before) costs a dictionary lookup.
+from the result.  Results are memoized per op in the call's :class:`.context.OptimizerContext`,
+so within one call (the adjoints of one ``JacobianRecursive``) an op is optimized once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tensorad.ir.expr import Expr, Op, const
 from tensorad.ir.rewrite import replace_reads
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
-from .cse import OpTable
+from .context import OptimizerContext
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
@@ -37,17 +37,7 @@ from .rules import simplify_expr
 
 MAX_FUSE_ROUNDS = 4
 
-_MEMO: dict[ComputeOp, ComputeOp] = {}
-_TABLE = OpTable()
 MADE_HERE = (Role.SPLIT, Role.MERGED)  # ops this pass made (it owns them)
-
-
-def _remember(old: ComputeOp, new: ComputeOp) -> ComputeOp:
-    if len(_MEMO) > 50_000:
-        _MEMO.clear()
-    _MEMO[old] = new
-    _MEMO[new] = new
-    return new
 
 
 def is_adjoint(op: ComputeOp) -> bool:
@@ -58,9 +48,15 @@ def is_adjoint(op: ComputeOp) -> bool:
 class _Pass:
     """Optimization of one top-level op and the ops it owns."""
 
-    def __init__(self, top: ComputeOp) -> None:
+    def __init__(self, top: ComputeOp, ctx: OptimizerContext) -> None:
         self.top = top
         self.group = top.provenance.group
+        self.ctx = ctx
+
+    def remember(self, old: ComputeOp, new: ComputeOp) -> ComputeOp:
+        self.ctx.ops[old] = new
+        self.ctx.ops[new] = new
+        return new
 
     def owns(self, op: ComputeOp) -> bool:
         """Made by this pass, or a reduction the language lifted out of the top op's body."""
@@ -91,34 +87,35 @@ class _Pass:
         role = Role.SPLIT if split else Role.MERGED
         op = ComputeOp(name, "", tuple(axes), (body,),
                        provenance=Provenance(role, self.group, Tensor(self.top, 0)))
-        return Tensor(_TABLE.intern(self.op(op)), 0)
+        return Tensor(self.ctx.table.intern(self.op(op)), 0)
 
     def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
         return self.make(name, axes, body, split=False)
 
     def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
+        ctx = self.ctx
         body = self.inline(body)
         if body.op is Op.REDUCE:
             if body.arg.combiner.kind == "sum":
-                body = optimize_sum(axes, body, name, self.make, split)
+                body = optimize_sum(axes, body, name, self.make, split, ctx)
                 if body.op is not Op.REDUCE:
-                    body = lift_body(axes, self.inline(body))
+                    body = lift_body(axes, self.inline(body), ctx)
             else:
-                body = simplify_reduction(axes, body)
+                body = simplify_reduction(axes, body, ctx)
         else:
-            body = lift_body(axes, body)
+            body = lift_body(axes, body, ctx)
         if body.op is not Op.REDUCE:
-            merged = merge_sums(axes, body, self.owns, self.make_merged, name)
+            merged = merge_sums(axes, body, self.owns, self.make_merged, name, ctx)
             if merged is not None:
-                body = lift_body(axes, self.inline(merged))
+                body = lift_body(axes, self.inline(merged), ctx)
         return body
 
     def op(self, op: ComputeOp) -> ComputeOp:
-        found = _MEMO.get(op)
+        found = self.ctx.ops.get(op)
         if found is not None:
             return found
         if op.num_outputs > 1:
-            bodies = tuple(simplify_expr(self.inline(b)) for b in op.body)
+            bodies = tuple(simplify_expr(self.inline(b), self.ctx) for b in op.body)
         else:
             split = op.provenance.role is not Role.MERGED  # splitting would undo the merge
             body = self.body(op.axes, op.body[0], op.name, split)
@@ -127,20 +124,38 @@ class _Pass:
                 if fused is None:
                     break
                 body = self.body(op.axes, fused, op.name, split=False)
-            if body.op is Op.REDUCE and provably_zero(body):
+            if body.op is Op.REDUCE and provably_zero(body, self.ctx):
                 body = const(0, body.dtype)
             bodies = (body,)
         if bodies == op.body:
-            return _remember(op, op)
-        return _remember(op, ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs, op.provenance))
+            return self.remember(op, op)
+        return self.remember(op, ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs, op.provenance))
 
 
-def optimize_and_lift_nonzeroness(tensor: Tensor) -> Tensor:
-    """An equivalent tensor with reductions over zeros eliminated (see the module docstring)."""
+def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None = None) -> Tensor:
+    """An equivalent tensor with reductions over zeros eliminated (see the module docstring).
+
+    ``ctx`` holds the memo tables; without one, a fresh context serves this call only."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"OptimizeAndLiftNonzeronessConditions: expected a Tensor, got "
                         f"{type(tensor).__name__}")
+    if ctx is not None and not isinstance(ctx, OptimizerContext):
+        raise TypeError(f"OptimizeAndLiftNonzeronessConditions: ctx must be an OptimizerContext, "
+                        f"got {type(ctx).__name__}")
     op = tensor.op
     if not isinstance(op, ComputeOp):
         return tensor
-    return Tensor(_Pass(op).op(op), tensor.value_index)
+    ctx = OptimizerContext() if ctx is None else ctx
+    return Tensor(_Pass(op, ctx).op(op), tensor.value_index)
+
+
+class Optimizer:
+    """The optimizer as a function of one tensor, with one context for every call: autodiff
+    optimizes each adjoint of one ``JacobianRecursive`` call with it, so terms equal across
+    adjoints become one tensor.  Make one per top-level call (never share it between threads)."""
+
+    def __init__(self) -> None:
+        self.context = OptimizerContext()
+
+    def __call__(self, tensor: Tensor) -> Tensor:
+        return optimize_and_lift_nonzeroness(tensor, self.context)

@@ -3,7 +3,7 @@
 ``bounds(e)`` is ``(lo, hi)``, inclusive, with ``None`` for "unbounded".  It is the cheap
 half of deciding comparisons (``i + 1 <= 10`` for ``i`` in ``[0, 10)`` is true by intervals
 alone); what intervals cannot decide, isl can (see :mod:`.eliminate`).  Results are memoized
-per node -- nodes are hash-consed and variable ranges never change.
+per node within one call (``memo``): nodes are hash-consed and variable ranges never change.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
 
 Bound = tuple["int | None", "int | None"]
-_MEMO: dict[Expr, Bound] = {}
 _UNBOUNDED: Bound = (None, None)
 
 
@@ -64,7 +63,7 @@ def _const_arg(e: Expr) -> int | None:
     return int(e.arg) if e.op is Op.CONST and float(e.arg).is_integer() else None
 
 
-def _compute(e: Expr) -> Bound:
+def _compute(e: Expr, memo: dict) -> Bound:
     op = e.op
     if op is Op.CONST:
         c = _const_arg(e)
@@ -72,44 +71,43 @@ def _compute(e: Expr) -> Bound:
     if op is Op.VAR:
         return (e.lo, e.hi - 1) if e.lo is not None and e.hi is not None else _UNBOUNDED
     if op is Op.ADD:
-        return _add(bounds(e.src[0]), bounds(e.src[1]))
+        return _add(bounds(e.src[0], memo), bounds(e.src[1], memo))
     if op is Op.SUB:
-        return _add(bounds(e.src[0]), _neg(bounds(e.src[1])))
+        return _add(bounds(e.src[0], memo), _neg(bounds(e.src[1], memo)))
     if op is Op.NEG:
-        return _neg(bounds(e.src[0]))
+        return _neg(bounds(e.src[0], memo))
     if op is Op.MUL:
         a, b = e.src
         if _const_arg(a) is not None:
-            return _scale(bounds(b), _const_arg(a))
+            return _scale(bounds(b, memo), _const_arg(a))
         if _const_arg(b) is not None:
-            return _scale(bounds(a), _const_arg(b))
+            return _scale(bounds(a, memo), _const_arg(b))
         return _UNBOUNDED
     if op in (Op.FLOORDIV, Op.MOD):
         c = _const_arg(e.src[1])
         if c is None or c <= 0:
             return _UNBOUNDED
-        a = bounds(e.src[0])
+        a = bounds(e.src[0], memo)
         return _floordiv(a, c) if op is Op.FLOORDIV else _mod(a, c)
     if op is Op.MAXIMUM:
-        return _minmax(bounds(e.src[0]), bounds(e.src[1]), max)
+        return _minmax(bounds(e.src[0], memo), bounds(e.src[1], memo), max)
     if op is Op.MINIMUM:
-        return _minmax(bounds(e.src[0]), bounds(e.src[1]), min)
+        return _minmax(bounds(e.src[0], memo), bounds(e.src[1], memo), min)
     if op in (Op.SELECT, Op.IF_THEN_ELSE):
-        return _union(bounds(e.src[1]), bounds(e.src[2]))
+        return _union(bounds(e.src[1], memo), bounds(e.src[2], memo))
     if op is Op.CAST and dt.is_int(e.src[0].dtype):
-        return bounds(e.src[0])
+        return bounds(e.src[0], memo)
     if op is Op.CAST and e.src[0].dtype == dt.BOOL:
         return 0, 1
     return _UNBOUNDED
 
 
-def bounds(e: Expr) -> Bound:
+def bounds(e: Expr, memo: dict | None = None) -> Bound:
     """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side)."""
-    found = _MEMO.get(e)
+    memo = {} if memo is None else memo
+    found = memo.get(e)
     if found is None:
-        if len(_MEMO) > 100_000:
-            _MEMO.clear()
-        found = _MEMO[e] = _compute(e) if dt.is_int(e.dtype) else _UNBOUNDED
+        found = memo[e] = _compute(e, memo) if dt.is_int(e.dtype) else _UNBOUNDED
     return found
 
 

@@ -223,34 +223,37 @@ for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGM
 # ---- the driver -----------------------------------------------------------------------------
 
 _LINEAR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG})
-TRACE: Counter | None = None  # set to a Counter to record which rules fire (tests use it)
-_MEMO: dict[Expr, Expr] = {}
 
 
-def _apply(node: Expr) -> Expr | None:
-    try:
-        rules = ALGEBRA_RULES[node.op]
-    except KeyError:
-        raise MissingRuleError(f"simplify: no rule entry for {node.op.name} ({node})") from None
-    folded = fold_constant(node)
-    if folded is not None:
-        if TRACE is not None:
-            TRACE["const-fold"] += 1
-        return folded
-    int_linear = node.op in _LINEAR_OPS and _int(node)
-    for name, fn in rules:
-        if int_linear and not (name == "int-linear" or "gate" in name):
-            continue  # integer + - * neg: the linear form is the one canonical form
-        out = fn(node, *node.src)
-        if out is not None and out is not node:
-            if TRACE is not None:
-                TRACE[name] += 1
-            return out
-    return None
+def _applier(trace: Counter | None) -> Callable[[Expr], Expr | None]:
+    def apply(node: Expr) -> Expr | None:
+        try:
+            rules = ALGEBRA_RULES[node.op]
+        except KeyError:
+            raise MissingRuleError(f"simplify: no rule entry for {node.op.name} ({node})") from None
+        folded = fold_constant(node)
+        if folded is not None:
+            if trace is not None:
+                trace["const-fold"] += 1
+            return folded
+        int_linear = node.op in _LINEAR_OPS and _int(node)
+        for name, fn in rules:
+            if int_linear and not (name == "int-linear" or "gate" in name):
+                continue  # integer + - * neg: the linear form is the one canonical form
+            out = fn(node, *node.src)
+            if out is not None and out is not node:
+                if trace is not None:
+                    trace[name] += 1
+                return out
+        return None
+    return apply
 
 
-def simplify_expr(e: Expr) -> Expr:
-    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point (memoized across calls)."""
-    if len(_MEMO) > 200_000:
-        _MEMO.clear()
-    return rewrite(e, _apply, _MEMO if TRACE is None else {})
+def simplify_expr(e: Expr, ctx=None) -> Expr:
+    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.
+
+    ``ctx`` (an :class:`.context.OptimizerContext`) keeps the memo across calls and may
+    record the rules that fire (``ctx.trace``); without one the memo lives for this call."""
+    if ctx is None:
+        return rewrite(e, _applier(None), {})
+    return rewrite(e, _applier(ctx.trace), ctx.simplified)

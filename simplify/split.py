@@ -88,15 +88,15 @@ def expand(e: Expr) -> Terms:
     return fold(e, visit, memo)
 
 
-def group_terms(e: Expr) -> list[tuple[Expr, Expr]] | None:
+def group_terms(e: Expr, ctx=None) -> list[tuple[Expr, Expr]] | None:
     """``[(nonzeroness, sum of the terms with it)]`` when ``e`` has 2+ groups, else ``None``."""
     terms = expand(e)
     if len(terms) < 2:
         return None
     groups: dict[Expr, list[tuple[int, Expr]]] = {}
     for sign, t in terms:
-        t = simplify_expr(t)
-        nz = nonzero(t)
+        t = simplify_expr(t, ctx)
+        nz = nonzero(t, ctx)
         if nz is FALSE:
             continue
         groups.setdefault(nz, []).append((sign, t))
@@ -110,5 +110,5 @@ def group_terms(e: Expr) -> list[tuple[Expr, Expr]] | None:
                 acc = t if sign > 0 else Expr(Op.NEG, t.dtype, (t,))
             else:
                 acc = Expr(Op.ADD if sign > 0 else Op.SUB, t.dtype, (acc, t))
-        out.append((nz, simplify_expr(acc)))
+        out.append((nz, simplify_expr(acc, ctx)))
     return out

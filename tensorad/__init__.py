@@ -43,7 +43,7 @@ from .lang import (
     sqrt,
     tanh,
 )
-from .simplify import optimize_and_lift_nonzeroness
+from .simplify import Optimizer, optimize_and_lift_nonzeroness
 
 __version__ = "0.1.0"
 
@@ -95,7 +95,8 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
-    return optimize_and_lift_nonzeroness if optimize else None
+    """One optimizer (and so one memo context) per call of the facade."""
+    return Optimizer() if optimize else None
 
 
 gradient = JacobianRecursive

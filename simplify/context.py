@@ -1,0 +1,46 @@
+"""The memo tables of one optimizer call.
+
+Every table the optimizer keeps lives in an :class:`OptimizerContext` that the caller owns and
+passes down: simplified expressions, elimination plans, optimized ops and the table of
+structurally equal ops.  Nothing is kept at module level, so a result never depends on what
+the process optimized before, tables are freed with the call, and two threads optimizing at
+once share nothing.  ``ta.JacobianRecursive`` uses one context for all the adjoints of one
+call (split terms equal across adjoints become one tensor); ``OptimizeAndLiftNonzeronessConditions``
+uses a fresh one per call.  Pure per-node analyses (linear forms, interval bounds, guards) are
+memoized only within the call that computes them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from tensorad.ir.expr import Expr
+
+from .cse import OpTable
+
+
+class OptimizerContext:
+    """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire."""
+
+    def __init__(self, trace: Counter | None = None) -> None:
+        self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
+        self.plans: dict[tuple, object] = {}  # (variables, conditions) -> elimination plan
+        self.ops: dict = {}  # op -> optimized op
+        self.table = OpTable()  # structurally equal ops merged
+        self.trace = trace
+
+    def simplify(self, e: Expr) -> Expr:
+        from .rules import simplify_expr
+
+        return simplify_expr(e, self)
+
+    def nonzero(self, e: Expr) -> Expr:
+        from .nonzero import nonzero
+
+        return nonzero(e, self)
+
+    def assume(self, e: Expr, facts: Iterable[Expr]) -> Expr:
+        from .nonzero import assume
+
+        return assume(e, facts, self)
