@@ -117,3 +117,14 @@ def test_check_flags_mismatches():
     bad = compare([ref + 0.1], [ref])
     assert not bad["ok"] and "max rel err" in bad["detail"]
     assert "shape" in compare([ref.T], [ref])["detail"]
+
+
+def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
+    from benchmarks import compile_time
+
+    res = compile_time.measure(["flatten"], repeat=1, tiny=True)
+    stages = res["workloads"]["flatten"]
+    assert set(stages) == {"cold", "cached"}
+    for times in stages.values():
+        assert set(times) == {"define", "differentiate", "build_fwd", "build_bwd"}
+        assert all(t > 0 for t in times.values())
