@@ -34,7 +34,7 @@ shapes = w.input_shapes(tiny=sys.argv[2] == "1")
 t = {}
 t0 = time.perf_counter()
 p = {k: ta.placeholder(s, "float32", k) for k, s in shapes.items()}
-Y = sys_tensorad.topi_forward(w.kind, {**p, **w.params})
+Y = sys_tensorad.topi_forward(w.kind, p, w.params)
 t["define"] = time.perf_counter() - t0
 H = ta.placeholder(Y.shape, "float32", "H")
 t0 = time.perf_counter()

@@ -40,10 +40,11 @@ def _ta():
     return ta
 
 
-def topi_forward(kind: str, p: dict):
-    """Y built from ``ta.topi`` as in the seed notebook."""
+def topi_forward(kind: str, p: dict, params: dict | None = None):
+    """Y built from ``ta.topi`` as a user would write it (the seed's kinds as in its notebook)."""
     ta = _ta()
     nn = ta.topi.nn
+    params = params or {}
     if kind == "dense":
         return nn.dense(p["X"], p["W"], p["B"])
     if kind == "conv2d":
@@ -57,6 +58,24 @@ def topi_forward(kind: str, p: dict):
         return nn.flatten(p["X"])
     if kind == "softmax":
         return nn.softmax(p["X"])
+    if kind == "conv_relu":
+        return nn.relu(nn.conv2d(p["X"], p["W"], params["stride"], params["padding"]))
+    if kind == "batch_norm":
+        return nn.batch_norm(p["X"], p["gamma"], p["beta"], training=True)
+    if kind == "max_pool_pad":
+        return nn.pool(p["X"], [3, 3], [2, 2], [1, 1, 1, 1], "max")
+    if kind == "global_avg_pool":
+        return ta.topi.mean(p["X"], axis=(2, 3))
+    if kind == "layer_norm":
+        return nn.layer_norm(p["X"], p["gamma"], p["beta"])
+    if kind == "attention":
+        return nn.scaled_dot_product_attention(p["Q"], p["K"], p["V"])
+    if kind == "gelu_mlp":
+        return nn.dense(nn.gelu(nn.dense(p["X"], p["W1"], p["B1"])), p["W2"], p["B2"])
+    if kind == "log_softmax_nll":
+        rows = p["Z"].shape[0]
+        picked = ta.topi.multiply(p["T"], nn.log_softmax(p["Z"]))
+        return ta.topi.multiply(ta.topi.sum(picked), -1.0 / rows)
     raise KeyError(kind)
 
 
@@ -93,8 +112,10 @@ def _kernel_phase(outputs: list, inputs: list, args: list[np.ndarray], prep: dic
 
 def _forward_tensor(workload, p: dict, variant: str):
     if variant == "hand":
+        if workload.kind not in handwritten.BACKWARD:
+            raise Unavailable(f"no hand-written formulas for {workload.kind}")
         return handwritten.forward(workload.kind, p)
-    return _define("ta.topi", lambda: topi_forward(workload.kind, p))
+    return _define("ta.topi", lambda: topi_forward(workload.kind, p, workload.params))
 
 
 def forward(workload, arrays: dict[str, np.ndarray], variant: str) -> Phase:

@@ -43,11 +43,12 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "tensorad": ("benchmarks.sys_tensorad", "autodiff"),
     "tensorad-hand": ("benchmarks.sys_tensorad", "hand"),
     "torch": ("benchmarks.sys_torch", ""),
+    "torch-compile": ("benchmarks.sys_torch_compile", ""),
     "jax": ("benchmarks.sys_jax", ""),
     "numpy": ("benchmarks.sys_numpy_peer", ""),
 }
 TENSORAD = ("tensorad", "tensorad-hand")
-PEERS = ("torch", "jax", "numpy")
+PEERS = ("torch", "torch-compile", "jax", "numpy")
 # Systems that run the GEMM / memory sweeps (the hand variant has nothing different there).
 SWEEP_SYSTEMS = ("tensorad", "torch", "jax", "numpy")
 
