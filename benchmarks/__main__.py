@@ -43,6 +43,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--suite", default="seed,layers",
                     help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
                          "classifier layers); default both")
+    ap.add_argument("--target", default="",
+                    help='the CPU tensorad compiles for, as ta.build\'s target (e.g. "llvm -mcpu=haswell", '
+                         '"llvm -mattr=-avx512f"); default: the host')
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; quick: 1)")
     ap.add_argument("--systems", default="", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     ap.add_argument("--no-peers", action="store_true", help="tensorad only (no torch, jax, numpy timings)")
@@ -86,6 +89,7 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
            "--target-s", str(args.target_s), "--min-runs", str(args.min_runs),
            "--deadline", f"{deadline:.3f}", "--out", out, "--cache", tmp]
     cmd += ["--no-sweeps"] if args.no_sweeps else []
+    cmd += ["--target", args.target] if args.target else []
     env = thread_env(threads)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
     status = None
@@ -146,7 +150,7 @@ def run(args) -> dict:
         "options": {"mode": args.mode, "threads": args.thread_counts, "systems": args.system_list,
                     "workloads": [w.name for w in args.chosen], "target_s": args.target_s,
                     "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps,
-                    "wait_quiet_s": args.wait_quiet},
+                    "wait_quiet_s": args.wait_quiet, "target": args.target or "host"},
         "machine": machine_info(), "load": {"start": load_snapshot()},
         "workloads": [{"name": w.name, "title": w.title, "kind": w.kind, "grads": list(w.grads),
                        "suite": w.suite,

@@ -240,6 +240,7 @@ def text_table(results: dict) -> str:
     m = results["machine"]
     v = {k: x for k, x in m["versions"].items() if x}
     lines = [f"tensorad benchmarks  {results['started']}  mode={results['options']['mode']}  "
+             f"tensorad target={results['options'].get('target', 'host')}  "
              f"elapsed {results.get('elapsed_s', 0):.0f} s",
              f"machine: {m['cpu']} ({m['logical_cpus']} logical CPUs, {m.get('memory_gib', '?')} GiB, "
              f"{' '.join(m['simd'])}); " + ", ".join(f"{k} {x}" for k, x in v.items()),
@@ -270,7 +271,9 @@ def text_table(results: dict) -> str:
 
 def markdown(results: dict) -> str:
     out = [f"Measured {results['started']} on {results['machine']['cpu']} "
-           f"({results['machine']['logical_cpus']} CPUs), mode `{results['options']['mode']}`. "
+           f"({results['machine']['logical_cpus']} CPUs, {' '.join(results['machine']['simd'])}), "
+           f"tensorad target `{results['options'].get('target', 'host')}`, "
+           f"mode `{results['options']['mode']}`. "
            "Milliseconds, median of repeated runs, forward / backward; "
            "x peer = tensorad (autodiff) / fastest peer."]
     for run in results["runs"]:

@@ -21,17 +21,18 @@ import numpy as np
 from . import handwritten
 from .systems import Phase, Unavailable, as_list, import_failure
 
-_threads = 1
+_options: dict = {"num_threads": 1}   # ta.build options of this worker (threads, target)
 
 
-def setup(threads: int) -> dict:
-    global _threads
+def setup(threads: int, target: str = "") -> dict:
     try:
         import tensorad as ta
     except ImportError as e:
         raise import_failure("tensorad", e) from e
-    _threads = threads
-    return {"version": getattr(ta, "__version__", "?")}
+    _options["num_threads"] = threads
+    if target:
+        _options["target"] = target
+    return {"version": getattr(ta, "__version__", "?"), "target": target or "host"}
 
 
 def _ta():
@@ -97,7 +98,7 @@ def _kernel_phase(outputs: list, inputs: list, args: list[np.ndarray], prep: dic
     """Build the kernel (timing it); ``preallocate`` runs it on output arrays made once."""
     ta = _ta()
     t0 = time.perf_counter()
-    kernel = _define("ta.build", lambda: ta.build(outputs, inputs, num_threads=_threads))
+    kernel = _define("ta.build", lambda: ta.build(outputs, inputs, **_options))
     prep["build"] = time.perf_counter() - t0
     info = {}
     work = getattr(kernel, "work", None)
@@ -142,7 +143,7 @@ def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant:
     saved = saved_activations(y, grads)
     saved_arrays = []
     if saved:  # computed once by a forward kernel, as PyTorch's forward keeps them for backward
-        saved_arrays = as_list(ta.build(saved, list(p.values()), num_threads=_threads)(*arrays.values()))
+        saved_arrays = as_list(ta.build(saved, list(p.values()), **_options)(*arrays.values()))
     return _kernel_phase(list(grads), list(p.values()) + [H] + saved,
                          list(arrays.values()) + [head] + [np.asarray(a) for a in saved_arrays], prep)
 
