@@ -19,15 +19,34 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Op
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
 
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 
-REDUCTION_FLAGS = ("reassoc", "contract", "arcp")
-VALUE_FLAGS = ("contract", "arcp")
+# Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
+# (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
+# ``acc + x``, ``maximum(acc, x)``, see :func:`combining_nodes`) also get ``reassoc``, which is
+# what lets LLVM vectorize and interleave them.  Nothing else: ``arcp`` (x / y as x * (1 / y),
+# 1 / sqrt(x) as an rsqrt estimate), ``afn``, ``nnan``/``ninf``, ``nsz`` change results at large
+# magnitudes and at 0, inf and NaN (issue 8: a softmax gradient's E / S / S became E / (S * S),
+# which overflows float32).  The target machine and functions carry no unsafe-fp-math options.
+VALUE_FLAGS = ("contract",)
+
+
+def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
+    """The nodes of an accumulator update that read one of its own ``accumulators``: the
+    reducer's combining operations (``acc + x`` in ``acc = acc + H[k] * (E[k] / s)``), the only
+    instructions that get ``reassoc``; the summand ``x`` itself keeps IEEE semantics."""
+    out: set[Expr] = set(accumulators)
+    for v in values:
+        for n in walk(v):  # operands before users
+            if any(x in out for x in n.src):
+                out.add(n)
+    return frozenset(out)
 
 
 class ModuleEmitter:
@@ -107,9 +126,10 @@ class ModuleEmitter:
                 em.pop()
             elif isinstance(s, Assign):
                 em.push()
-                saved, em.fast = em.fast, (REDUCTION_FLAGS if self.fastmath else ())
+                if self.fastmath:
+                    em.combining = combining_nodes(s.values, s.targets)
                 vals = [em.value(v) for v in s.values]
-                em.fast = saved
+                em.combining = frozenset()
                 for t, v in zip(s.targets, vals):
                     em.b.store(v, em.accs[t])
                 em.pop()

@@ -60,6 +60,7 @@ class ExprEmitter:
         self.pointer = pointer
         self.strides = strides
         self.fast = fastmath
+        self.combining: frozenset[Expr] = frozenset()  # reduction combiners: also ``reassoc``
         self.env: dict[Expr, ir.Value] = {}
         self.accs: dict[Expr, ir.Value] = {}
         self.lazy: dict[Expr, Expr] = {}
@@ -206,8 +207,8 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
 def _value_rules(em: ExprEmitter) -> dict:
     b = em.b
 
-    def fl(node):  # fast-math flags for float arithmetic
-        return em.fast
+    def fl(node):  # fast-math flags for float arithmetic (see llvm_emit.VALUE_FLAGS)
+        return em.fast + ("reassoc",) if node in em.combining else em.fast
 
     def var_rule(node: Expr) -> ir.Value:
         if node in em.env:
@@ -240,8 +241,8 @@ def _value_rules(em: ExprEmitter) -> dict:
 
     def minmax(fname: str, iname: str) -> Callable:
         def rule(node, x, y):
-            if node.dtype.startswith("float"):  # fast mode: the sign of a zero result is free
-                return em.call(fname, node.dtype, x, y, flags=fl(node) + ("nsz",) * bool(fl(node)))
+            if node.dtype.startswith("float"):  # IEEE maximum/minimum: NaN propagates, -0 < +0
+                return em.call(fname, node.dtype, x, y, flags=fl(node))
             fn = intrinsic(em.module, f"llvm.{iname}.{FSUFFIX[node.dtype]}", x.type, [x.type, x.type])
             return b.call(fn, [x, y])
         return rule

@@ -40,11 +40,10 @@ class Options:
       ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
       transcendental functions, :func:`work_weight`) stay on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
-      matrix-product sums split in halves, :mod:`.splitk`), multiply-adds fused, divisions by
-      a loop-invariant value computed as multiplications by its reciprocal, and the sign of a
-      zero result of ``maximum``/``minimum`` is free (NaN still propagates), so results round
-      differently from a sequential loop; ``False`` keeps IEEE order (and so never uses the
-      micro-kernel).
+      matrix-product sums split in halves, :mod:`.splitk`) and multiply-adds fused, so sums
+      round differently from a sequential loop; nothing else (no reciprocals, no
+      approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
+      the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
       innermost loops (1 disables it; the micro-kernel's explicit vectors are not affected).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
