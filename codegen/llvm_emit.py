@@ -5,8 +5,10 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
 * ``P_nest<k>(ptr noalias b0, ..., ptr noalias bN, i64 lo, i64 hi)`` -- one function per nest;
   a parallel nest runs its outermost loop over ``[lo, hi)`` only, a serial one ignores them.
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
-* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop for libgomp: thread ``t`` of
-  ``T`` runs the static chunk ``[L + t*c, min(L + (t+1)*c, H))``, ``c = ceil((H - L) / T)``.
+* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp:
+  thread ``t`` of ``T`` runs the static chunk ``[L + t*c*s, min(L + (t+1)*c*s, H))`` of
+  ``c = ceil(n / T)`` iterations, ``n = ceil((H - L) / s)`` (so every chunk starts on an
+  iteration of the loop).
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
   temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
   through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
@@ -190,11 +192,13 @@ class ModuleEmitter:
         ptrs = self._load_pointers(b, fn.args[0])
         tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
-        lo_all, hi_all = (I64(x) for x in nest.attrs["range"])
-        total = b.sub(hi_all, lo_all)
-        chunk = b.sdiv(b.add(total, b.sub(nt, I64(1))), nt)
-        lo = b.add(lo_all, b.mul(tid, chunk))
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), hi_all])
+        first, stop, step = nest.attrs["range"]
+        # split the trips, not the index range: each chunk starts on an iteration of the loop
+        trips = (stop - first + step - 1) // step
+        chunk = b.sdiv(b.add(I64(trips), b.sub(nt, I64(1))), nt)
+        lo = b.add(I64(first), b.mul(b.mul(tid, chunk), I64(step)))
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
+                    [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
         with b.if_then(b.icmp_signed("<", lo, hi)):
             b.call(nest_fn, ptrs + [lo, hi])
         b.ret_void()
@@ -212,7 +216,7 @@ class ModuleEmitter:
                 self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
                 continue
             nest_fn, omp = by_step[id(step)]
-            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0)))
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
             if omp is None:
                 b.call(nest_fn, ptrs + [lo, hi])
                 continue

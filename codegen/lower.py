@@ -279,13 +279,13 @@ def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, 
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
         note = gemm.describe()
         if batch_range is not None:
             axis, first, stop = batch_range
             note += f" for {axis.name} in {first}..{stop - 1}"
-        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks)}
+        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks, 1)}
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
     if batch_range is not None and batch_range[1] != batch_range[0].lo:
         dom.fills = []  # (made by the first chunk)
