@@ -168,7 +168,7 @@ def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
     accumulator with the last reduction axis innermost) when that accesses memory better."""
     if info.combiner.arity != 1 or not info.outer or not info.raxes:
         return False
-    if info.epilogue is not None and out_dtype != info.combiner.dtypes[0]:
+    if info.epilogue is not None and out_dtype != info.acc.dtype:
         return False  # the output buffer cannot hold the accumulator
     o, r = info.outer[-1], info.raxes[-1]
     if o.extent < 8:
