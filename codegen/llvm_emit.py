@@ -24,6 +24,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
+from .chains import unrolled_chain_too_long
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
 from .microkernel import GemmEmitter
@@ -156,7 +157,9 @@ class ModuleEmitter:
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
-        if self.vector_width and not any(isinstance(x, Loop) for x in s.body):
+        if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
+            br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
+        elif self.vector_width and not any(isinstance(x, Loop) for x in s.body):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
 
