@@ -134,7 +134,7 @@ class ModuleEmitter:
                 vals = [em.value(v) for v in s.values]
                 em.combining = frozenset()
                 for t, v in zip(s.targets, vals):
-                    em.b.store(v, em.accs[t])
+                    em.b.store(em.narrow(v, LLTYPE[t.dtype]), em.accs[t])
                 em.pop()
             else:
                 raise TypeError(f"unknown statement {s!r}")
