@@ -118,6 +118,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     """
     outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
     _check_io(outputs, inputs)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
     opts = Options.make(options).for_lowering()
     key = (tuple(outputs), tuple(inputs), name, opts)
     with _CACHE_LOCK:
