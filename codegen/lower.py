@@ -16,6 +16,7 @@ from threading import Lock
 from typing import Any
 
 from tensorad.ir.expr import Op
+from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -148,6 +149,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
+        check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
     epilogues = {} if not opts.fuse else find_epilogues(

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir.expr import Expr, Op
+from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import expr_to_str
 from tensorad.ir.rewrite import fold, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -250,6 +251,7 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads."""
+    check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
     axes = list(op.axes) + red

@@ -66,3 +66,14 @@ def test_index_value_stored_in_int32_wraps_like_numpy_astype():
     ey, ez = ta.evaluate([Y, Z], {Ii: ii})
     for got, want in ((y, want_y), (ey, want_y), (z, want_z), (ez, want_z)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_index_arithmetic_beyond_64_bits_is_refused():
+    """``i * 10**10 * 10**10`` reaches 3e24: no 64-bit kernel or evaluator is exact there, so
+    both refuse it, naming the expression (instead of wrapping silently)."""
+    A = ta.placeholder((7,), name="A")
+    Y = ta.compute((N,), lambda i: A[(i * 10**10 * 10**10) % 7], name="Y")
+    with pytest.raises(ValueError, match=r"index arithmetic .* can reach .* beyond the 64-bit"):
+        ta.build([Y], [A])
+    with pytest.raises(ValueError, match=r"evaluate: Y: index arithmetic .* can reach"):
+        ta.evaluate([Y], {A: np.zeros(7, np.float32)})
