@@ -38,7 +38,8 @@ def test_dense_gradient_is_one_head_product(check_reverse):
 
 
 def test_transposed_and_repeated_reads_give_separate_terms(check_reverse):
-    a = ta.placeholder((3, 3), F, name="A")
+    # Y covers only part of A (3x3 of 4x4), so each read site's term is a reduction to solve
+    a = ta.placeholder((4, 4), F, name="A")
     y = ta.compute((3, 3), lambda i, j: a[i, j] + a[j, i] * a[j, i], name="Y")
     check_reverse(y, [a])
     g = jacobian_recursive(y, [a], ta.placeholder((3, 3), F, name="H"))[0]
@@ -48,6 +49,17 @@ def test_transposed_and_repeated_reads_give_separate_terms(check_reverse):
     assert len(terms) == 2 and all(t.op.is_reduction for t in terms)
     conds = sorted(str(t.op.body[0].src[0]) for t in terms)
     assert conds == ["((i == ax0) && (j == ax1))", "((j == ax0) && (i == ax1))"]
+
+
+def test_bijective_reads_give_direct_terms_without_reductions(check_reverse):
+    # Y covers all of A: the equation phi(i, j) == (ax0, ax1) has the one solution, so each
+    # site's term is the head at the inverse point (no reduction left for the optimizer)
+    a = ta.placeholder((3, 3), F, name="A")
+    y = ta.compute((3, 3), lambda i, j: a[i, j] + a[j, i] * a[j, i], name="Y")
+    check_reverse(y, [a])
+    g = jacobian_recursive(y, [a], ta.placeholder((3, 3), F, name="H"))[0]
+    assert g.op.body[0].op is Op.ADD
+    assert not _reductions(g)
 
 
 def test_reversed_read(check_reverse):
