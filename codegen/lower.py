@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from threading import Lock
 from typing import Any
 
-from tensorad.ir.expr import Op
+from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.printer import Namer
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang import make_compute
 from tensorad.lang.bounds import check_op_bounds
 
 from .contraction import match_contraction, pad_contraction, worth_it
@@ -99,9 +100,19 @@ def _check_io(outputs: list[Tensor], inputs: list[Tensor]) -> None:
             if t in seen:
                 raise ValueError(f"{what}: tensor {t.name!r} is listed twice")
             seen.add(t)
+
+
+def _copies_of_inputs(outputs: list[Tensor], inputs: list[Tensor]) -> list[Tensor]:
+    """An output that is also an input (``build([A], [A])``, an identity kernel) is computed as
+    a copy of that input: a new tensor ``A[i...]`` with the input's name, written to the output."""
+    given = set(inputs)
+    out = []
     for t in outputs:
-        if t in set(inputs):
-            raise ValueError(f"tensor {t.name!r} is both an input and an output")
+        if t in given:
+            axes = [var(f"ax{d}", 0, s) for d, s in enumerate(t.shape)]
+            t = make_compute(t.name, axes, [Expr(Op.READ, t.dtype, tuple(axes), t)], check_bounds=False)[0]
+        out.append(t)
+    return out
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -125,7 +136,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         if found is not None:
             _CACHE.move_to_end(key)
             return found
-    result = LoweredFunc(_lower_program(outputs, inputs, name, opts), opts)
+    result = LoweredFunc(_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts), opts)
     with _CACHE_LOCK:
         _CACHE[key] = result
         while len(_CACHE) > _CACHE_SIZE:

@@ -274,3 +274,22 @@ def test_output_that_is_an_input(rng):
     assert gx is h
     ident, = jacobian_recursive(x, [x])
     np.testing.assert_array_equal(ta.evaluate(ident, {}), np.eye(2))
+
+
+def test_override_receives_the_original_tensor_objects():
+    # API.md: "called ... with the original tensor objects" (issue 8, D13: `out is t2` was False)
+    x = ta.placeholder((3,), F, name="X")
+    t1 = ta.compute((3,), lambda i: x[i] * 2.0, name="T1")
+    t2 = ta.compute((3,), lambda i: ta.exp(t1[i]), name="T2")
+    loss = ta.compute((), lambda: t2[0] + t2[2], name="L")
+    seen = []
+
+    def t2_grad(out, inp, head):
+        seen.append((out is t2, inp is t1))
+        return ta.compute((3,), lambda i: head[i] * ta.exp(t1[i]), name="custom")
+
+    gx = jacobian_recursive(loss, [x], override={t2: t2_grad})[0]
+    assert seen == [(True, True)]
+    xv = np.array([0.1, -0.2, 0.3])
+    want = np.array([2 * np.exp(0.2), 0.0, 2 * np.exp(0.6)])
+    np.testing.assert_allclose(ta.evaluate(gx, {x: xv}), want, rtol=1e-12)
