@@ -2,8 +2,8 @@
 
 * D8: a 10,000-deep expression (nested ``if_then_else`` and arithmetic) goes through
   definition, printing, evaluation and differentiation, a 2,000-deep one (250 nested lazy
-  branches) through the optimizer, lowering and LLVM -- every traversal is iterative.  Oracles: the same recurrence run in Python (value and derivative as a dual
-  number), and the compiled kernel against ``ta.evaluate``.
+  branches) through the optimizer, lowering and LLVM -- every traversal is iterative.
+  Oracle: the same recurrence run in Python on a dual number (value and derivative).
 * D9: the gradient of an elementwise chain stays linear in the chain's length.  Growth is
   measured by counting (IR nodes, printed characters, lowering steps) at ``n`` and ``2n``,
   never by the clock: linear doubles, quadratic quadruples, exponential explodes.
