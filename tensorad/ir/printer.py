@@ -7,7 +7,6 @@ that share a name are told apart by a ``#2``/``.1`` suffix given in order of fir
 
 from __future__ import annotations
 
-import builtins
 import html
 import math
 import re
@@ -130,7 +129,7 @@ def fold_text(expr: Expr, table: dict) -> str:
     uses: dict[Expr, int] = {}
     size: dict[Expr, int] = {}
     for node in order:
-        size[node] = 1 + builtins.sum(size[c] for c in node.src)
+        size[node] = 1 + sum(size[c] for c in node.src)
         for c in node.src:
             uses[c] = uses.get(c, 0) + 1
     share = size[expr] > 4 * len(order) + 200
