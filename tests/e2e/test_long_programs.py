@@ -149,3 +149,19 @@ def test_lowering_a_long_chain_gradient_does_linear_work(monkeypatch):
         counts[n] = (calls["n"], len(str(low)))
     for a, b in zip(counts[30], counts[60]):
         assert b <= 2.3 * a, counts  # each failed fusion used to re-lower every group: quadratic
+
+
+def test_a_1000_long_chain_of_inlined_producers_lowers_and_builds():
+    # every step is cheap and read once, so lowering inlines the whole chain into one nest:
+    # the rewriter nested Python calls per inlined producer (RecursionError at a few hundred)
+    X = ta.placeholder((4,), F, name="X")
+    Y = X
+    for k in range(1000):
+        Y = (lambda P: ta.compute((4,), lambda i: P[i] * 1.0001 + 0.001, name=f"c{k}"))(Y)
+    x = np.array([-1.0, 0.0, 0.5, 2.0])
+    want = x.copy()
+    for _ in range(1000):
+        want = want * 1.0001 + 0.001
+    low = ta.lower([Y], [X])
+    assert low.text.count("# nest") == 1 and low.work == 4
+    np.testing.assert_allclose(ta.build([Y], [X], opt_level=1)(x), want, rtol=1e-12)
