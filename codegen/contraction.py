@@ -36,6 +36,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .gemmdesc import MAXBATCH
+from .target import Target, host_target
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
 
@@ -56,6 +57,7 @@ class Contraction:
     mc: int = 128
     nc: int = 256
     c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
+    target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
@@ -134,9 +136,10 @@ def _guarded(cond: list[Expr], value: Expr) -> Expr:
     return choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
 
 
-def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...],
-                      tile: tuple | None = None) -> Contraction | None:
-    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), or ``None``."""
+def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,
+                      target: Target | None = None) -> Contraction | None:
+    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), its tiles chosen for
+    ``target`` (default: the host), or ``None``."""
     if not op.is_reduction or len(bodies) != 1 or not op.axes:
         return None
     red = bodies[0]
@@ -181,7 +184,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...],
                 and _in_bounds(b, batch + tuple(n_axes) + tuple(red.arg.axes))):
             continue  # a read kept in bounds only by the other side's condition
         return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), tuple(red.arg.axes),
-                                       a, b, red.dtype), tile)
+                                       a, b, red.dtype), tile, target or host_target())
     return None
 
 
@@ -195,18 +198,55 @@ def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
     return True
 
 
-def _with_tiles(c: Contraction, tile: tuple | None) -> Contraction:
-    vw = 16 if c.dtype == "float32" else 8
-    mr, nr, kc, mc = 8, 2 * vw, 256, 128
+MR_MAX = 8  # taller tiles waste more of the edge tiles and of the A panels' packing
+
+
+def register_tile(target: Target, dtype: str) -> tuple[int, int]:
+    """``(MR, NR)`` of the micro-kernel for ``target``: an ``MR x NR`` tile of C lives in
+    ``MR * NV`` vector registers (``NV = NR / lanes``), and each ``k`` step also holds ``NV``
+    vectors of B and one broadcast of A, so ``MR * NV + NV + 1 <= registers``.  Among the tiles
+    that fit (``NV`` 1 to 4, ``MR <= MR_MAX``), the most multiply-adds per step (latency
+    hidden, loop overhead amortized), then the fewest loads per multiply-add.  AVX2 (16
+    registers, 8 floats): 4 x 24; AVX-512 (32 registers, 16 floats): 6 x 64."""
+    vw, regs = target.lanes(dtype), target.vector_registers
+    best = None
+    for nv in (1, 2, 3, 4):
+        mr = min(MR_MAX, (regs - 1 - nv) // nv)
+        if mr < 1:
+            continue
+        score = (mr * nv, -(mr + nv) / (mr * nv), -nv)
+        if best is None or score > best[0]:
+            best = (score, mr, nv * vw)
+    if best is None:  # pragma: no cover - fewer than 3 vector registers
+        return 1, vw
+    return best[1], best[2]
+
+
+def cache_blocks(target: Target, dtype: str, mr: int, nr: int) -> tuple[int, int]:
+    """``(KC, MC)``: a ``KC x NR`` panel of B stays in half of L1 while the micro-kernel
+    sweeps the A panels, and the ``MC x KC`` block of A in half of L2 (the BLIS model; for
+    AVX2 float32 6 x 16 it gives BLIS's KC = 256)."""
+    es = 4 if dtype == "float32" else 8
+    kc = max(64, min(512, target.l1d // (2 * nr * es) // 16 * 16))
+    mc = max(mr, min(1024, target.l2 // (2 * kc * es) // mr * mr))
+    return kc, mc
+
+
+def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contraction:
+    vw = target.lanes(c.dtype)
+    mr, nr = register_tile(target, c.dtype)
+    kc, mc = cache_blocks(target, c.dtype, mr, nr)
     if tile:
         t = (list(tile) + [None] * 4)[:4]
         mr, nr, kc, mc = t[0] or mr, t[1] or nr, t[2] or kc, t[3] or mc
         if nr % vw or mc % mr or min(mr, nr, kc, mc) <= 0:
-            raise ValueError(f"tile (MR, NR, KC, MC): NR must be a multiple of {vw} and MC a multiple "
-                             f"of MR, got {tile}")
+            raise ValueError(f"tile (MR, NR, KC, MC): NR must be a multiple of {vw} (the vector lanes of "
+                             f"{c.dtype} on this target) and MC a multiple of MR, got {tile}")
+    else:
+        mc = max(mr, mc // mr * mr)
     quarter = -(-c.N // 4)  # at least 4 column blocks, so that threads have work to share
     nc = max(nr, min(1024, -(-quarter // nr) * nr))
-    return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc)
+    return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc, target=target)
 
 
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:

@@ -29,6 +29,7 @@ from tensorad.poly.affine import IndexSpace
 
 from .domain import OpDomain, PolyStmt, ReductionInfo
 from .program import Buffer, If, Loop, Store
+from .target import Target, parse_target
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Options:
       never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
     * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
       ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.group`) off.
+    * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
+      such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
+      (the micro-kernel's register tile and cache blocks).
     """
 
     parallel: bool = True
@@ -65,6 +69,7 @@ class Options:
     num_threads: int | None = None
     fuse: bool = True
     parallel_min_work: int = 1 << 16
+    target: Target | None = None
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -99,13 +104,14 @@ class Options:
         vw = kw.get("vector_width")
         if vw is not None and vw not in (1, 2, 4, 8, 16, 32, 64):
             raise ValueError(f"vector_width must be a power of two up to 64, got {vw!r}")
+        kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
         return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
                        self.inline, self.materialize, fuse=self.fuse,
-                       parallel_min_work=self.parallel_min_work)
+                       parallel_min_work=self.parallel_min_work, target=self.target)
 
 
 # ---- stride analysis -------------------------------------------------------------------------
