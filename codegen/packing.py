@@ -70,7 +70,8 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 class Packer:
     """Packs panels for one contraction (``kaxes``: its reduction axes) in one function."""
 
-    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type, vw: int) -> None:
+    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type,
+                 vw: int) -> None:
         self.b, self.em, self.kaxes, self.t = b, em, kaxes, t
         self.vw = vw  # the target's vector lanes for t
 
