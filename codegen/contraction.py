@@ -199,36 +199,28 @@ def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
 
 
 MR_MAX = 8  # taller tiles waste more of the edge tiles and of the A panels' packing
+NV = 2  # vectors of B per k step: the tile's width is two vector registers
+KC_MIN = 256  # shorter k blocks make the C tile's load-add-store per block weigh more
 
 
 def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     """``(MR, NR)`` of the micro-kernel for ``target``: an ``MR x NR`` tile of C lives in
-    ``MR * NV`` vector registers (``NV = NR / lanes``), and each ``k`` step also holds ``NV``
-    vectors of B and one broadcast of A, so ``MR * NV + NV + 1 <= registers``.  Among the tiles
-    that fit (``NV`` 1 to 4, ``MR <= MR_MAX``), the most multiply-adds per step (latency
-    hidden, loop overhead amortized), then the fewest loads per multiply-add.  AVX2 (16
-    registers, 8 floats): 4 x 24; AVX-512 (32 registers, 16 floats): 6 x 64."""
+    ``MR * NV`` vector registers (``NR = NV * lanes``), and each ``k`` step also holds the
+    ``NV`` vectors of B and one broadcast of A, so ``MR * NV + NV + 1 <= registers``: MR as
+    large as fits (up to ``MR_MAX``).  AVX2 (16 registers of 8 floats): 6 x 16, the tile of
+    BLIS's Haswell kernel; AVX-512 (32 registers of 16 floats): 8 x 32."""
     vw, regs = target.lanes(dtype), target.vector_registers
-    best = None
-    for nv in (1, 2, 3, 4):
-        mr = min(MR_MAX, (regs - 1 - nv) // nv)
-        if mr < 1:
-            continue
-        score = (mr * nv, -(mr + nv) / (mr * nv), -nv)
-        if best is None or score > best[0]:
-            best = (score, mr, nv * vw)
-    if best is None:  # pragma: no cover - fewer than 3 vector registers
-        return 1, vw
-    return best[1], best[2]
+    mr = max(1, min(MR_MAX, (regs - 1 - NV) // NV))
+    return mr, NV * vw
 
 
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int) -> tuple[int, int]:
-    """``(KC, MC)``: a ``KC x NR`` panel of B stays in half of L1 while the micro-kernel
-    sweeps the A panels, and the ``MC x KC`` block of A in half of L2 (the BLIS model; for
-    AVX2 float32 6 x 16 it gives BLIS's KC = 256)."""
+    """``(KC, MC)``: the ``KC x NR`` panel of B that the micro-kernel reuses across the A
+    panels stays in half of L1 (at least ``KC_MIN``), and the ``MC x KC`` block of A that is
+    reused across the B panels in a quarter of L2 (the rest of L2 holds B's block and C)."""
     es = 4 if dtype == "float32" else 8
-    kc = max(64, min(512, target.l1d // (2 * nr * es) // 16 * 16))
-    mc = max(mr, min(1024, target.l2 // (2 * kc * es) // mr * mr))
+    kc = max(KC_MIN, min(512, target.l1d // (2 * nr * es) // 16 * 16))
+    mc = max(mr, min(1024, target.l2 // (4 * kc * es) // mr * mr))
     return kc, mc
 
 
