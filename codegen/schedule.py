@@ -222,7 +222,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is not None and allow_buffer and outputs[0] is not None \
             and prefer_buffer_form(info, _strides, outputs[0].dtype):
         out = outputs[0]
-        tile = max(64, 16384 // (8 if out.dtype.endswith("64") else 4))
+        l1 = (opts.target or parse_target()).l1d
+        tile = max(64, l1 // 2 // (8 if out.dtype.endswith("64") else 4))  # the strip in half of L1
         stmts = buffer_form(info, out, tile)
         attrs["note"] = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:

@@ -164,15 +164,21 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         base = ""
     features = ",".join(x for x in [base] + mattr if x)
     triple = llvm.get_process_triple()
-    tm = jit.new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
-    asm = tm.emit_assembly(llvm.parse_assembly(_PROBE_IR))
-    bits = 512 if "zmm" in asm else 256 if "ymm" in asm else 128
-    fma = any(m in asm for m in _FMA_MNEMONICS)
+    x86 = triple.startswith(("x86_64", "i686", "i386"))
+    if host and not mattr and x86:  # the host's full feature list answers without a probe
+        have = set(base.split(","))
+        bits = 512 if "+avx512f" in have else 256 if "+avx" in have else 128
+        fma = "+fma" in have
+    else:
+        tm = jit.new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
+        asm = tm.emit_assembly(llvm.parse_assembly(_PROBE_IR))
+        bits = 512 if "zmm" in asm else 256 if "ymm" in asm else 128
+        fma = any(m in asm for m in _FMA_MNEMONICS)
     if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
         # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
         # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
-    regs = 32 if bits == 512 or not triple.startswith(("x86_64", "i686", "i386")) else 16
+    regs = 32 if bits == 512 or not x86 else 16
     caches = _host_caches() if host else DEFAULT_CACHES
     return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr)
 
