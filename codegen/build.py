@@ -61,8 +61,6 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     if not isinstance(target, (str, Target)):
         raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
                          f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
-    if "target" in options:
-        raise TypeError("build: give the target once, as target=")
     if not isinstance(cache, bool):
         raise TypeError(f"option cache must be True or False, got {cache!r}")
     tgt = parse_target(target)
