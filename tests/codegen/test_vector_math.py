@@ -25,6 +25,7 @@ from tensorad.codegen.target import host_target, parse_target
 import tensorad as ta
 
 AVX2 = "llvm -mcpu=haswell"
+CALL = re.compile(r"^\s*(callq?\s|jmpq?\s+\*)", re.M)  # a call, or a tail call through a register
 TARGETS = [AVX2, "llvm"]
 RTOL = {"float32": 1e-6, "float64": 1e-15}
 UNARY = {
@@ -111,7 +112,7 @@ def test_unary_math_matches_numpy(name, dtype, target):
     emit, ref = UNARY[name]
     x = _points(dtype)
     got, asm = _run(emit, dtype, target, x)
-    assert not re.search(r"^\s*(call|jmp)\s+[a-z_]*(exp|log|tanh|erf|ldexp|round|floor)", asm, re.M), asm
+    assert not CALL.search(asm), asm
     if got is None:
         pytest.skip(f"{target} code cannot run on this CPU (it compiled)")
     with np.errstate(all="ignore"):
@@ -135,7 +136,7 @@ def _pow_points(dtype: str) -> tuple[np.ndarray, np.ndarray]:
 def test_pow_matches_numpy(dtype, target):
     x, y = _pow_points(dtype)
     got, asm = _run(llvm_math.emit_pow, dtype, target, x, y)
-    assert not re.search(r"^\s*(call|jmp)\s+[a-z_]*(pow|exp|log)", asm, re.M)
+    assert not CALL.search(asm), asm
     if got is None:
         pytest.skip(f"{target} code cannot run on this CPU (it compiled)")
     with np.errstate(all="ignore"):
@@ -156,10 +157,10 @@ def test_no_library_calls_on_a_plain_sse2_cpu():
     x = _points("float32")
     for emit in (llvm_math.emit_exp, llvm_math.emit_log, llvm_math.emit_tanh, llvm_math.emit_erf):
         got, asm = _run(emit, "float32", "llvm -mcpu=x86-64", x)
-        assert not re.search(r"^\s*(call|jmp)\s+\S*[a-z]", asm, re.M), asm
+        assert not CALL.search(asm), asm
     x64 = x.astype(np.float64)
     got, asm = _run(llvm_math.emit_pow, "float64", "llvm -mcpu=x86-64", x64, x64)
-    assert not re.search(r"^\s*(call|jmp)\s+\S*[a-z]", asm, re.M)
+    assert not CALL.search(asm), asm
 
 
 @pytest.mark.parametrize("target", TARGETS)
