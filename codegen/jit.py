@@ -71,7 +71,9 @@ def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachi
 
 
 class _captured_stderr:  # noqa: N801 - used as a context manager
-    """Redirects file descriptor 2 to a temporary file; calling the result reads it."""
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
+    for the creation of one target machine, once per target and process: what another thread
+    writes to stderr in that millisecond lands in the file.)"""
 
     def __enter__(self):
         self.text = ""

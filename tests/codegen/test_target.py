@@ -107,12 +107,17 @@ def test_avx512_code_compiles_anywhere_and_runs_only_where_it_can():
     Y = ta.compute((1000,), lambda i: ta.exp(X[i]), name="Y")
     kern = ta.build([Y], [X], target=AVX512)
     assert "zmm" in kern.asm
+    outs, ins = _products()  # the matrix-product library is compiled for the target too
+    product = ta.build(outs, ins, target=AVX512, microkernel=True)
+    assert "8x32" in str(product.lowered)
     x = np.linspace(-5, 5, 1000, dtype=np.float32)
     if parse_target(AVX512).runs_here(host_target()):
         np.testing.assert_allclose(kern(x), np.exp(x), rtol=1e-6)
     else:
         with pytest.raises(RuntimeError, match="cannot run on this CPU"):
             kern(x)
+        with pytest.raises(RuntimeError, match="cannot run on this CPU"):
+            product(np.zeros((70, 90), np.float32), np.zeros((90, 130), np.float32))
 
 
 def test_default_threads_follow_omp_num_threads_then_the_affinity(monkeypatch):
