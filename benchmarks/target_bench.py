@@ -56,13 +56,18 @@ def _numpy_sum_exp(x):
 
 
 def _median_interleaved(fns: dict, reps: int) -> dict[str, float]:
+    """Medians of ``reps`` rounds; each round runs every system once, starting with a different
+    one each round, after a pause (a BLAS's worker threads spin for a while after a call and
+    would slow down whichever system runs next)."""
     for f in fns.values():  # warm up
         f()
+    names = list(fns)
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for name, f in fns.items():
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            time.sleep(0.05)
             t0 = time.perf_counter()
-            f()
+            fns[name]()
             times[name].append(time.perf_counter() - t0)
     return {k: float(np.median(v)) for k, v in times.items()}
 

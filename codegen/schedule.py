@@ -37,7 +37,8 @@ class Options:
     """Options of ``lower``/``build`` (hashable: they key the caches).
 
     * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set,
-      else the CPUs this process may run on; settable later as ``kernel.num_threads``); ``parallel=False`` never makes a parallel loop;
+      else the CPUs this process may run on; settable later as ``kernel.num_threads``);
+      ``parallel=False`` never makes a parallel loop;
       ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
       transcendental functions, :func:`work_weight`) stay on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long

@@ -66,14 +66,14 @@ def test_register_tile_fits_the_registers(spec, dtype):
 
 
 def test_tiles_follow_the_target():
-    assert register_tile(parse_target(AVX2), "float32") == (6, 16)
-    assert register_tile(parse_target(AVX512), "float32") == (8, 32)
+    assert register_tile(parse_target(AVX2), "float32") == (4, 24)
+    assert register_tile(parse_target(AVX512), "float32") == (8, 48)
     A = ta.placeholder((200, 300), name="A")
     B = ta.placeholder((300, 250), name="B")
     k = ta.reduce_axis((0, 300), "k")
     C = ta.compute((200, 250), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
-    assert "packed 6x16 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX2))
-    assert "packed 8x32 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX512))
+    assert "packed 4x24 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX2))
+    assert "packed 8x48 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX512))
     with pytest.raises(ValueError, match="NR must be a multiple of 8"):
         ta.lower([C], [A, B], target=AVX2, tile=(4, 12, 64, 64))
 
@@ -109,7 +109,7 @@ def test_avx512_code_compiles_anywhere_and_runs_only_where_it_can():
     assert "zmm" in kern.asm
     outs, ins = _products()  # the matrix-product library is compiled for the target too
     product = ta.build(outs, ins, target=AVX512, microkernel=True)
-    assert "8x32" in str(product.lowered)
+    assert "8x48" in str(product.lowered)
     x = np.linspace(-5, 5, 1000, dtype=np.float32)
     if parse_target(AVX512).runs_here(host_target()):
         np.testing.assert_allclose(kern(x), np.exp(x), rtol=1e-6)
