@@ -1,6 +1,6 @@
 """GEMM and exp-heavy kernels per target, against torch and NumPy (issue 9's bars).
 
-    python -m benchmarks.target_bench [--target "llvm -mcpu=haswell"] [--reps 9] [--quick]
+    python -m benchmarks.target_bench [--target "llvm -mcpu=haswell"] [--reps 9] [--quick] [--cpu-time]
 
 * float32 GEMM ``C = A @ B`` at 512^3 and 1024^3, 1 and 2 threads: tensorad, ``torch.mm``,
   NumPy (its BLAS, threads set through threadpoolctl-free env: NumPy's BLAS uses what it uses;
@@ -55,7 +55,7 @@ def _numpy_sum_exp(x):
     return np.exp(x).sum(1)
 
 
-def _median_interleaved(fns: dict, reps: int) -> dict[str, float]:
+def _median_interleaved(fns: dict, reps: int, clock=time.perf_counter) -> dict[str, float]:
     """Medians of ``reps`` rounds; each round runs every system once, starting with a different
     one each round, after a pause (a BLAS's worker threads spin for a while after a call and
     would slow down whichever system runs next)."""
@@ -65,10 +65,10 @@ def _median_interleaved(fns: dict, reps: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for r in range(reps):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            time.sleep(0.05)
-            t0 = time.perf_counter()
+            time.sleep(0.25)  # (OpenBLAS spins ~2^28 cycles, about 0.1 s)
+            t0 = clock()
             fns[name]()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
@@ -83,7 +83,7 @@ def _cpu_name() -> str:
     return platform.processor() or "?"
 
 
-def run(target: str, reps: int, quick: bool) -> None:
+def run(target: str, reps: int, quick: bool, cpu_time: bool = False, threads_list=(1, 2)) -> None:
     import torch
 
     tgt = parse_target(target)
@@ -101,7 +101,10 @@ def run(target: str, reps: int, quick: bool) -> None:
               f"{sorted({ln.split()[1] for ln in asm.splitlines() if ln.strip().startswith('call')})}")
         return
     sizes = (512,) if quick else (512, 1024)
-    for threads in (1, 2):
+    clock = time.process_time if cpu_time else time.perf_counter
+    if cpu_time:
+        print("times are CPU seconds of this process (robust to other processes' load; 1 thread only)")
+    for threads in threads_list:
         torch.set_num_threads(threads)
         for n in sizes:
             outs, ins = _gemm(n)
@@ -113,7 +116,7 @@ def run(target: str, reps: int, quick: bool) -> None:
             out = np.empty((n, n), np.float32)
             t = _median_interleaved({"tensorad": partial(kern, a, b, out=out),
                                      "torch.mm": partial(torch.mm, ta_, tb),
-                                     "numpy": partial(np.matmul, a, b, out=out)}, reps)
+                                     "numpy": partial(np.matmul, a, b, out=out)}, reps, clock)
             gf = {k: 2 * n ** 3 / v / 1e9 for k, v in t.items()}
             print(f"GEMM {n}^3 float32, {threads} thread(s): tensorad {gf['tensorad']:.1f} GFLOP/s, "
                   f"torch.mm {gf['torch.mm']:.1f}, numpy {gf['numpy']:.1f}; tensorad/torch "
@@ -125,7 +128,7 @@ def run(target: str, reps: int, quick: bool) -> None:
         np.testing.assert_allclose(kern(x), np.exp(x.astype(np.float64)).sum(1), rtol=1e-4)
         tx = torch.from_numpy(x)
         t = _median_interleaved({"tensorad": partial(kern, x), "torch": partial(_torch_sum_exp, tx),
-                                 "numpy": partial(_numpy_sum_exp, x)}, reps)
+                                 "numpy": partial(_numpy_sum_exp, x)}, reps, clock)
         print(f"sum of exp [512 x 10000] float32, {threads} thread(s): "
               f"tensorad {t['tensorad'] * 1e3:.2f} ms, "
               f"torch {t['torch'] * 1e3:.2f}, numpy {t['numpy'] * 1e3:.2f}; torch/tensorad "
@@ -138,8 +141,10 @@ def main() -> None:
     p.add_argument("--target", default="llvm")
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--quick", action="store_true", help="512^3 only")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by this process's CPU seconds, 1 thread only (a loaded machine)")
     a = p.parse_args()
-    run(a.target, a.reps, a.quick)
+    run(a.target, a.reps, a.quick, a.cpu_time, (1,) if a.cpu_time else (1, 2))
 
 
 if __name__ == "__main__":
