@@ -78,8 +78,10 @@ class Target:
 
     @property
     def key(self) -> str:
-        """What determines the machine code: triple, CPU and features."""
-        return f"{self.triple}|{self.cpu}|{self.features}"
+        """What determines the machine code: triple, CPU, features and the shape the code
+        generator chose from them (vector width, registers, FMA)."""
+        return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}x{self.vector_registers}"
+                f"|{'fma' if self.fma else 'nofma'}")
 
     def lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector register."""

@@ -3,6 +3,7 @@ per-target builds and caches, AVX-512 code compiled on any machine, the default 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -131,3 +132,42 @@ def test_default_threads_follow_omp_num_threads_then_the_affinity(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert default_num_threads() == len(os.sched_getaffinity(0))
     assert ta.build([Y], [X], num_threads=2).num_threads in (1, 2)
+
+
+def _wide_target():
+    """AVX-512's shape (16 floats per vector, 32 registers) with AVX2 instructions: LLVM splits
+    each 512-bit vector in two, so the code runs on any AVX2 machine and exercises the tiles
+    and packers an AVX-512 CPU gets (8 x 48 float32, 8 x 24 float64)."""
+    return dataclasses.replace(parse_target(AVX2), spec="llvm (AVX-512 shape on AVX2)", vector_bits=512,
+                               vector_registers=32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_avx512_shaped_tiles_compute_the_right_products(dtype):
+    if not parse_target(AVX2).runs_here(host_target()):
+        pytest.skip("needs an AVX2 machine")
+    wide = _wide_target()
+    rng = np.random.default_rng(3)
+    A = ta.placeholder((37, 53), dtype, "A")
+    B = ta.placeholder((53, 101), dtype, "B")
+    W = ta.placeholder((101, 53), dtype, "W")
+    k = ta.reduce_axis((0, 53), "k")
+    C = ta.compute((37, 101), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")  # copy packing
+    D = ta.compute((37, 101), lambda i, j: ta.sum(A[i, k] * W[j, k], axis=k), name="D")  # transposes
+    X = ta.placeholder((2, 3, 9, 9), dtype, "X")
+    F = ta.placeholder((20, 3, 3, 3), dtype, "F")
+    Y = ta.topi.nn.conv2d(X, F, 1, 1)  # padded windows
+    a, b, w = (rng.standard_normal(s).astype(dtype) for s in ((37, 53), (53, 101), (101, 53)))
+    x, f = rng.standard_normal((2, 3, 9, 9)).astype(dtype), rng.standard_normal((20, 3, 3, 3)).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for outs, ins, feed in (([C, D], [A, B, W], (a, b, w)), ([Y], [X, F], (x, f))):
+        kern = ta.build(outs, ins, target=wide, microkernel=True, parallel_min_work=0)
+        mr, nr = register_tile(wide, dtype)
+        assert f"packed {mr}x{nr}" in str(kern.lowered) and nr == 3 * wide.lanes(dtype)
+        kern._refuse = None  # (it runs: LLVM legalized the wide vectors for AVX2)
+        want = ta.evaluate(outs, dict(zip(ins, (v.astype(np.float64) for v in feed))))
+        for threads in (1, 2):
+            kern.num_threads = threads
+            got = kern(*feed)
+            for g, wv in zip(got if isinstance(got, tuple) else (got,), want):
+                np.testing.assert_allclose(g, wv, rtol=tol, atol=tol)
