@@ -32,10 +32,9 @@ our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and wit
     erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|))  (two pieces)
     pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
                negative x and non-integer y; float32 computes in float64 (the product y log|x|
-               must carry more bits than the result), float64 carries y e ln 2 exactly (Dekker's
-               product), so its error is about (2 + |y log(1 + f)|) ulp: within 1e-15 while
-               |y log(1 + f)| < 9 (x = 2^e (1 + f)), growing beyond (a double-double log(1 + f)
-               would close that).
+               must carry more bits than the result), float64 carries log|x| in about 70 bits
+               and y log|x| in two doubles (Dekker's products): within 1e-15 relative for
+               |y log x| up to about 150, growing to 4e-15 at the overflow limit (709).
 
 NaN inputs give NaN, infinities and zeros give the IEEE limits (exp(-inf) = 0, log(0) = -inf,
 log(-1) = NaN, tanh(inf) = 1, erf(-inf) = -1, ...).
@@ -332,12 +331,34 @@ def _two_product(m: _Math, x, y):
     return p, m.sel(m.isnan(err), m.c(0.0), err)
 
 
+def _two_sum(m: _Math, x, y):
+    """``(s, err)``: ``s = fl(x + y)`` and ``x + y = s + err`` (Knuth; no ordering needed)."""
+    s = m.exact_add(x, y)
+    bb = m.exact_sub(s, x)
+    err = m.exact_add(m.exact_sub(x, m.exact_sub(s, bb)), m.exact_sub(y, bb))
+    return s, m.sel(m.isnan(err), m.c(0.0), err)
+
+
 def _log_split(m: _Math, x):
-    """``(e ln2_hi, rest)`` with ``log|x| = e ln2_hi + rest`` (``e ln2_hi`` exact), for ``|x|``
-    positive and finite (0 gives the value of 1; the callers take its limit)."""
+    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` whose sum carries about 70
+    bits: ``e ln2_hi`` and ``2 s_hi`` are exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``
+    is a few percent of the total, so its rounding is negligible.  ``s = s_hi + s_lo = f / (2 +
+    f)`` in double-double: ``2 + f = d_hi + d_lo`` (exact), ``s_lo = (f - s_hi d_hi - s_hi d_lo)
+    / d_hi`` with ``s_hi d_hi`` an exact product.  For ``|x|`` positive and finite (0 gives the
+    value of 1; the callers take its limit)."""
     a = m.fabs(x)
     e, f = _log_parts(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a))
-    return m.mul(e, m.c(_LN2_HI)), m.add(_log1p_reduced(m, f), m.mul(e, m.c(_LN2_LO)))
+    two = m.c(2.0)
+    d_hi = m.exact_add(two, f)
+    d_lo = m.exact_add(m.exact_sub(two, d_hi), f)  # (|2| >= |f|: Fast2Sum)
+    s_hi = m.div(f, d_hi)
+    p, perr = _two_product(m, s_hi, d_hi)
+    r = m.exact_sub(m.exact_sub(m.exact_sub(f, p), perr), m.b.fmul(s_hi, d_lo))
+    s_lo = m.div(r, d_hi)
+    u = m.mul(s_hi, s_hi)
+    t = m.horner(u, [2.0 / (2 * k + 1) for k in range(_LOG_TERMS[m.dtype], 0, -1)] + [0.0])
+    small = m.exact_add(m.exact_add(m.exact_add(s_lo, s_lo), m.b.fmul(s_hi, t)), m.b.fmul(e, m.c(_LN2_LO)))
+    return m.b.fmul(e, m.c(_LN2_HI)), m.exact_add(s_hi, s_hi), small
 
 
 def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
@@ -348,13 +369,12 @@ def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
         r64 = emit_pow(b, b.fpext(x, dt), b.fpext(y, dt))
         return b.fptrunc(r64, x.type)
     a = m.fabs(x)
-    big, rest = _log_split(m, x)
-    hi, perr = _two_product(m, y, big)  # y e ln2_hi = hi + perr exactly
-    lo = m.exact_add(m.b.fmul(y, rest), perr)
-    s = m.exact_add(hi, lo)
-    bb = m.exact_sub(s, hi)  # Knuth's two-sum: hi + lo = s + err
-    err = m.exact_add(m.exact_sub(hi, m.exact_sub(s, bb)), m.exact_sub(lo, bb))
-    err = m.sel(m.isnan(err), m.c(0.0), err)
+    l1, l2, l3 = _log_split(m, x)
+    p1, e1 = _two_product(m, y, l1)  # y log|x| = p1 + p2 + (e1 + e2 + y l3), p1 and p2 exact products
+    p2, e2 = _two_product(m, y, l2)
+    hi, e3 = _two_sum(m, p1, p2)
+    s, e4 = _two_sum(m, hi, m.exact_add(m.exact_add(m.exact_add(e1, e2), e3), m.b.fmul(y, l3)))
+    err = e4
     mag = _exp_core(m, s)
     mag = m.b.fmul(mag, m.exact_add(m.c(1.0), err))  # exp(s + err) = exp(s) (1 + err); inf stays inf
     mag = m.sel(m.isnan(s), m.c(0.0), mag)  # (y = +-inf or |x| in {0, inf}: set below)

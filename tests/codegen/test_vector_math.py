@@ -177,3 +177,19 @@ def test_math_ops_in_kernels_match_evaluate(target):
     got = ta.build([Y], [X], target=target)(x)
     want = ta.evaluate([Y], {X: x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_pow_float64_keeps_its_bits_for_large_exponents():
+    # y log x up to the overflow limit: log|x| and the product carry ~70 bits (mpmath oracle)
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(5)
+    x = np.concatenate([1 + rng.uniform(-0.3, 0.4, 300), 10 ** rng.uniform(-300, 300, 300)])
+    y = rng.uniform(-700, 700, x.size) / np.log(x)
+    got, _ = _run(llvm_math.emit_pow, "float64", AVX2, x, y)
+    if got is None:
+        pytest.skip("haswell code cannot run here")
+    with mpmath.workprec(200):
+        want = np.array([float(mpmath.mpf(float(a)) ** mpmath.mpf(float(b))) for a, b in zip(x, y)])
+    small = np.abs(np.log(x) * y) < 150
+    np.testing.assert_allclose(got[small], want[small], rtol=1e-15, atol=0)
+    np.testing.assert_allclose(got, want, rtol=5e-15, atol=1e-300)
