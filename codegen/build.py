@@ -35,36 +35,41 @@ from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
 from .llvm_emit import ModuleEmitter
 from .lower import lower
 from .objcheck import object_is_sound
-from .runtime import default_threads, parallel_runtime
+from .runtime import parallel_runtime
 from .schedule import Options
+from .target import Target, default_num_threads, host_target, parse_target
 
 _COMPILED: dict[str, Compiled] = {}
 _LOCK = threading.Lock()
 STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from the disk cache
-TARGETS = ("llvm",)
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
 
 def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
-          target: str = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
-    """Compile ``outputs`` as functions of ``inputs`` for the host CPU.
+          target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
+    """Compile ``outputs`` as functions of ``inputs`` for ``target`` (:mod:`.target`):
+    ``"llvm"`` the host CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for
+    a CPU whose vectors this machine lacks compiles (its ``asm`` can be read) but refuses to run.
 
-    Options (:class:`.schedule.Options`): ``num_threads`` (default: all cores), ``fastmath``
+    Options (:class:`.schedule.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
+    set, else the CPUs this process may run on), ``fastmath``
     (default True: reductions may be reassociated -- vectorized sums round differently from a
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
     (0-3), ``vector_width``, ``tile`` and ``microkernel`` (the contraction kernel),
     ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``.
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
     """
-    if not isinstance(target, str) or target.split()[0] not in TARGETS:
-        raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU)")
+    if not isinstance(target, (str, Target)):
+        raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
+                         f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
     if not isinstance(cache, bool):
         raise TypeError(f"option cache must be True or False, got {cache!r}")
-    opts = Options.make(options)
-    lowered = lower(outputs, inputs, name=name, **options)
+    tgt = parse_target(target)
+    opts = Options.make({**options, "target": tgt})
+    lowered = lower(outputs, inputs, name=name, target=tgt, **options)
     gomp = parallel_runtime() is not None and opts.parallel
     key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
-                                               ARRAY_DATA_OFFSET)), fingerprint()])
+                                               ARRAY_DATA_OFFSET)), fingerprint(tgt)])
     key = hashlib.sha256(key_text.encode()).hexdigest()
     compiled = _COMPILED.get(key)
     if compiled is None:
@@ -72,38 +77,42 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp) \
-                        or _compile(lowered, key, opts, gomp)
+                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp, tgt) \
+                        or _compile(lowered, key, opts, gomp, tgt)
                 _COMPILED[key] = compiled
-    threads = opts.num_threads or default_threads()
-    return Kernel(lowered, compiled, threads if gomp else 1)
+    threads = opts.num_threads or default_num_threads()
+    host = host_target()
+    refuse = None if tgt.runs_here(host) else (
+        f"this kernel was compiled for target {tgt} and cannot run on this CPU ({host}); "
+        f"build it with target='llvm' to run it here")
+    return Kernel(lowered, compiled, threads if gomp else 1, refuse)
 
 
-def _compile(lowered, key: str, opts: Options, gomp: bool) -> Compiled:
+def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
     emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
                             vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
     module = emitter.emit()
     text = finish_ir(str(module))
     call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
-    obj = compile_object(text, opts.opt_level)
+    obj = compile_object(text, opts.opt_level, target)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": len(lowered.program.arguments),
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
-    compiled = _link(key, obj, meta, text, opts.opt_level)
+    compiled = _link(key, obj, meta, text, opts.opt_level, target)
     diskcache.put(key, _pack_entry(meta, obj, text))
     STATS["compiled"] += 1
     return compiled
 
 
-def _link(key: str, obj: bytes, meta: dict, source, opt_level: int) -> Compiled:
+def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target) -> Compiled:
     for symbol in meta["libraries"]:
-        gemmlib.ensure_symbol(symbol)
+        gemmlib.ensure_symbol(symbol, target)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level)
+                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target)
 
 
-def _load(key: str, opt_level: int, nargs: int, gomp: bool) -> Compiled | None:
+def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> Compiled | None:
     """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache
     off): an entry is linked only when its metadata is exactly what this program needs (entry
     names derived from the key, argument count, runtime, known library symbols) and its object
@@ -117,7 +126,7 @@ def _load(key: str, opt_level: int, nargs: int, gomp: bool) -> Compiled | None:
         return None
     if not _meta_is_sound(meta, key, nargs, gomp) or not object_is_sound(obj):
         return None
-    compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level)
+    compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
     STATS["loaded"] += 1
     return compiled
 

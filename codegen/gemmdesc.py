@@ -69,8 +69,9 @@ def axis_field(g: int, ax: int, f: int) -> int:
 
 
 def block_size(width: int, vw: int) -> int:
-    """Rows per register transpose for panels of ``width`` (0: no transposes)."""
-    return vw if width % vw == 0 else 8 if width % 8 == 0 else 0
+    """Rows per register transpose for panels of ``width`` with ``vw``-lane vectors: the
+    largest of ``vw``, ``vw/2``, ``vw/4`` (at least 4) dividing ``width`` (0: no transposes)."""
+    return next((n for n in (vw, vw // 2, vw // 4) if n >= 4 and width % n == 0), 0)
 
 
 @dataclass

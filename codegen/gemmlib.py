@@ -1,7 +1,7 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
-Specialized only on what shapes the fast code -- dtype, MR, NR (and so the vector width) --
-with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
+Specialized only on what shapes the fast code -- the target (its vector width, FMA), dtype,
+MR and NR -- with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
 (:mod:`.gemmdesc`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
 links them to it, so their own code is a few stores and a call.
 
@@ -42,89 +42,101 @@ from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
 from .objcheck import object_is_sound
 from .packlib import I1, I64, PTR, VOID, entry_alloca, imin, ld, loop
+from .target import Target
 
 _LOCK = threading.Lock()
 _LOADED: set[str] = set()  # pieces linked into the JIT engine
 
 
-def prefix(dtype: str, mr: int, nr: int) -> str:
-    return f"tensorad_gemm_{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}"
+def target_tag(target: Target) -> str:
+    """A short name of the target in library symbols: one process may link libraries for
+    several targets (an AVX2 and an AVX-512 build of the same product), which must not clash."""
+    return "t" + hashlib.sha256(target.key.encode()).hexdigest()[:10]
 
 
-def driver_symbol(dtype: str, mr: int, nr: int) -> str:
-    return prefix(dtype, mr, nr) + "_driver"
+def prefix(dtype: str, mr: int, nr: int, target: Target) -> str:
+    return f"tensorad_gemm_{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{target_tag(target)}"
 
 
-def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int) -> str:
+def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
+    return prefix(dtype, mr, nr, target) + "_driver"
+
+
+def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
     names = {m: n for n, m in pl.MODES.items()}
-    return f"{prefix(dtype, mr, nr)}_pack{side}_{names[mode]}"
+    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{names[mode]}"
 
 
 def parse_symbol(symbol: str) -> tuple | None:
-    """The piece that defines a library symbol: ``(dtype, mr, nr, part)`` with ``part``
+    """The piece that defines a library symbol: ``(dtype, mr, nr, tag, part)`` with ``part``
     ``"core"`` (micro-kernel, tables, driver) or ``("A"|"B", mode)``; ``None`` if foreign."""
     parts = symbol.split("_")
-    if len(parts) < 5 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
+    if len(parts) < 6 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
         return None
     try:
         mr, nr = (int(x) for x in parts[3].split("x"))
     except ValueError:
         return None
     dtype = "float32" if parts[2] == "f32" else "float64"
-    if parts[4:] in (["driver"], ["tables"]):
-        return dtype, mr, nr, "core"
-    if len(parts) == 6 and parts[4] in ("packA", "packB") and parts[5] in pl.MODES:
-        return dtype, mr, nr, (parts[4][-1], pl.MODES[parts[5]])
+    tag = parts[4]
+    if parts[5:] in (["driver"], ["tables"]):
+        return dtype, mr, nr, tag, "core"
+    if len(parts) == 7 and parts[5] in ("packA", "packB") and parts[6] in pl.MODES:
+        return dtype, mr, nr, tag, (parts[5][-1], pl.MODES[parts[6]])
     return None
 
 
-def ensure_symbol(symbol: str) -> None:
-    """Link the library piece defining ``symbol`` (and the core it calls) into the JIT, once:
-    from the disk cache when it is there, else compiled (and stored)."""
+def ensure_symbol(symbol: str, target: Target) -> None:
+    """Link the library piece defining ``symbol`` (and the core it calls), compiled for
+    ``target``, into the JIT, once: from the disk cache when it is there, else compiled (and
+    stored)."""
     piece = parse_symbol(symbol)
-    if piece is None:
-        raise RuntimeError(f"not a matrix-product library function: {symbol}")
-    dtype, mr, nr, part = piece
+    if piece is None or piece[3] != target_tag(target):
+        raise RuntimeError(f"not a matrix-product library function of target {target.spec!r}: {symbol}")
+    dtype, mr, nr, tag, part = piece
     if part != "core":
-        ensure_symbol(driver_symbol(dtype, mr, nr))
+        ensure_symbol(driver_symbol(dtype, mr, nr, target), target)
     name = repr(piece)
     if name in _LOADED:
         return
     with _LOCK:
         if name in _LOADED:
             return
-        key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint()]).encode()).hexdigest()
+        key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint(target)]).encode()).hexdigest()
         obj = diskcache.get(key)
         if obj is None or not object_is_sound(obj):
             level = 1 if part != "core" and part[1] == gd.TRANSPOSE else 0
-            obj = jit.compile_object(piece_ir(dtype, mr, nr, part), level)
+            obj = jit.compile_object(piece_ir(dtype, mr, nr, part, target), level, target)
             diskcache.put(key, obj)
         jit.load_object(obj, [])
         _LOADED.add(name)
 
 
-def piece_ir(dtype: str, mr: int, nr: int, part) -> str:
+def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     """LLVM IR of one library piece: the core, or the packing routine of one side and mode."""
-    p = prefix(dtype, mr, nr)
+    p = prefix(dtype, mr, nr, target)
     m = ir.Module(name=p)
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    vw = target.lanes(dtype)
     if part == "core":
-        micro = emit_micro(m, p + "_micro", t, mr, nr)
+        micro = emit_micro(m, p + "_micro", t, mr, nr, vw, target.fma)
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         emit_driver(m, p + "_driver", t, mr, nr, micro)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
-        pl.emit_pack(m, pack_symbol(dtype, mr, nr, side, mode), t, mr if side == "A" else nr, mode, tables)
+        pl.emit_pack(m, pack_symbol(dtype, mr, nr, side, mode, target), t, mr if side == "A" else nr, mode,
+                     tables, vw)
     return finish_ir(str(m))
 
 
 # ---- the micro-kernel ------------------------------------------------------------------------
 
-def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``."""
+def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool) -> ir.Function:
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
+    with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
+    and an add (``llvm.fma`` would be a library call)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vw = 64 // es
     vt = ir.VectorType(t, vw)
     nv = nr // vw
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]), name)
@@ -137,7 +149,10 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int) -> ir.Func
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
-    fma = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
+    fused = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
+
+    def madd(x, y, acc):
+        return b.call(fused, [x, y, acc]) if fma else b.fadd(b.fmul(x, y), acc)
     zero = ir.Constant(vt, None)
     body = b.append_basic_block("k.body")
     done = b.append_basic_block("k.exit")
@@ -150,7 +165,8 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int) -> ir.Func
         for ph in row:
             ph.add_incoming(zero, entry)
     boff = b.mul(kv, I64(nr))
-    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=64)
+    align = min(64, vw * es, (nr * es) & -(nr * es))  # panels are 64-byte aligned, rows nr apart
+    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
             for v in range(nv)]
     aoff = b.mul(kv, I64(mr))
     undef = ir.Constant(vt, ir.Undefined)
@@ -159,7 +175,7 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int) -> ir.Func
     for r in range(mr):
         a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
         splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
-        new.append([b.call(fma, [splat, bvec[v], accs[r][v]]) for v in range(nv)])
+        new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
     nxt = b.add(kv, I64(1))
     kv.add_incoming(nxt, b.block)
     for r in range(mr):

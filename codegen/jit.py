@@ -1,85 +1,145 @@
-"""The process-wide LLVM JIT: one target machine and one MCJIT engine, created on first use.
+"""The process-wide LLVM JIT: one MCJIT engine, and one target machine per :class:`.target.Target`.
 
-``compile_object(ir_text, opt_level)`` parses, optimizes (the new pass manager at
-``speed_level=opt_level`` with loop and SLP vectorization) and compiles a module to object
-code; ``load_object`` links object code into the engine (fresh, or read back from the disk
-cache -- symbols between objects, such as a kernel's calls into the matrix-product library,
-are resolved by the engine).  ``optimized_ir`` and ``assembly`` give the IR and machine code
-text on demand.
+``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
+``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
+module to object code for the target's CPU and features; ``load_object`` links object code into
+the engine (fresh, or read back from the disk cache -- symbols between objects, such as a
+kernel's calls into the matrix-product library, are resolved by the engine).  ``optimized_ir``
+and ``assembly`` give the IR and machine code text on demand.
 
-The target is the host CPU with all its features.  LLVM tunes some AVX-512 CPUs to prefer
-256-bit vectors; we add ``-prefer-256-bit`` so the vectorizer uses full 512-bit registers
-(measured faster for our kernels on AVX-512 machines), unless ``TENSORAD_PREFER_256`` is set.
+Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
+:func:`new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
+on stderr, then ignored by LLVM) into a ``ValueError``.  Code for any x86 CPU can be compiled on
+any x86 machine; the engine links it all, and :class:`.kernel.Kernel` refuses to run code whose
+vectors the host lacks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
+
+if TYPE_CHECKING:
+    from .target import Target
 
 _LOCK = threading.RLock()
 
 
 @dataclass
 class _JitState:
-    target_machine: llvm.TargetMachine
     engine: llvm.ExecutionEngine
     triple: str
-    cpu: str
-    features: str
 
 
 _STATE: _JitState | None = None
+_INITIALIZED = False
+_MACHINES: dict[str, llvm.TargetMachine] = {}  # target key -> its target machine (made once)
 
 
-def host_features() -> str:
-    feats = llvm.get_host_cpu_features().flatten()
-    if "+avx512f" in feats and not os.environ.get("TENSORAD_PREFER_256"):
-        feats += ",-prefer-256-bit"
-    return feats
+def initialize() -> None:
+    """LLVM's native target and assembly printer (once per process)."""
+    global _INITIALIZED
+    if not _INITIALIZED:
+        with _LOCK:
+            if not _INITIALIZED:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _INITIALIZED = True
+
+
+def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+    """A target machine for ``cpu`` with ``features``; ``ValueError`` when LLVM does not know
+    the CPU or a feature (it would warn on stderr and silently compile for a generic CPU)."""
+    initialize()
+    target = llvm.Target.from_triple(triple)
+    with _LOCK:
+        with _captured_stderr() as err:
+            tm = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+    text = err()
+    for line in text.splitlines():
+        if "not a recognized" in line:
+            raise ValueError(f"target: LLVM {line.strip()} -- check -mcpu/-mattr")
+    return tm
+
+
+class _captured_stderr:  # noqa: N801 - used as a context manager
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
+    for the creation of one target machine, once per target and process: what another thread
+    writes to stderr in that millisecond lands in the file.)"""
+
+    def __enter__(self):
+        self.text = ""
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+        except (OSError, ValueError):
+            self.saved = None
+            return lambda: self.text
+        self.tmp = tempfile.TemporaryFile()
+        os.dup2(self.tmp.fileno(), 2)
+        return lambda: self.text
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is None:
+            return
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.tmp.seek(0)
+        self.text = self.tmp.read().decode(errors="replace")
+        self.tmp.close()
+
+
+def target_machine(target: Target) -> llvm.TargetMachine:
+    """The target machine of ``target`` (made on first use)."""
+    tm = _MACHINES.get(target.key)
+    if tm is None:
+        with _LOCK:
+            tm = _MACHINES.get(target.key)
+            if tm is None:
+                tm = new_target_machine(target.triple, target.cpu, target.features)
+                _MACHINES[target.key] = tm
+    return tm
+
+
+def host() -> Target:
+    from .target import host_target
+
+    return host_target()
 
 
 def state() -> _JitState:
-    """The target machine and engine (created once per process, thread-safe)."""
+    """The execution engine (created once per process, thread-safe) for the host."""
     global _STATE
     if _STATE is None:
         with _LOCK:
             if _STATE is None:
-                llvm.initialize_native_target()
-                llvm.initialize_native_asmprinter()
-                triple = llvm.get_process_triple()
-                cpu = llvm.get_host_cpu_name()
-                feats = host_features()
-                target = llvm.Target.from_triple(triple)
-                tm = target.create_target_machine(cpu=cpu, features=feats, opt=3, codemodel="jitdefault")
+                h = host()
+                tm = target_machine(h)
                 empty = llvm.parse_assembly("")
-                empty.triple = triple
+                empty.triple = h.triple
                 engine = llvm.create_mcjit_compiler(empty, tm)
-                _STATE = _JitState(tm, engine, triple, cpu, feats)
+                _STATE = _JitState(engine, h.triple)
     return _STATE
 
 
-def target_key() -> str:
-    s = state()
-    return f"{s.triple}|{s.cpu}|{s.features}"
+def data_layout(target: Target | None = None) -> str:
+    return str(target_machine(target or host()).target_data)
 
 
-def data_layout() -> str:
-    return str(state().target_machine.target_data)
-
-
-def optimize(mod: llvm.ModuleRef, opt_level: int) -> None:
-    s = state()
+def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
     pto.slp_vectorization = opt_level >= 2
     pto.loop_unrolling = opt_level >= 2
-    pb = llvm.create_pass_builder(s.target_machine, pto)
+    pb = llvm.create_pass_builder(target_machine(target or host()), pto)
     pb.getModulePassManager().run(mod, pb)
 
 
@@ -87,15 +147,15 @@ def llvm_version() -> str:
     return ".".join(str(x) for x in llvm.llvm_version_info)
 
 
-_FINGERPRINT: str | None = None
+_SOURCE_HASH: str | None = None
 
 
-def fingerprint() -> str:
+def fingerprint(target: Target | None = None) -> str:
     """What besides the program determines the machine code: the target (triple, CPU,
     features), the LLVM version, tensorad's version and the code generator's own source (so an
     edited emitter never meets object code it did not produce)."""
-    global _FINGERPRINT
-    if _FINGERPRINT is None:
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
@@ -106,21 +166,26 @@ def fingerprint() -> str:
         here = Path(__file__).parent
         for f in sorted(here.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
-        _FINGERPRINT = "|".join([target_key(), llvm_version(), ver, h.hexdigest()])
-    return _FINGERPRINT
+        _SOURCE_HASH = "|".join([llvm_version(), ver, h.hexdigest()])
+    return "|".join([(target or host()).key, _SOURCE_HASH])
 
 
-def compile_object(ir_text: str, opt_level: int = 3) -> bytes:
+def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(ir_text)
+    mod.triple = target.triple
+    mod.data_layout = str(target_machine(target).target_data)
+    return mod
+
+
+def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
     """Parse, verify, optimize and compile a module to relocatable object code."""
-    s = state()
+    target = target or host()
     with _LOCK:
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = s.triple
-        mod.data_layout = str(s.target_machine.target_data)
+        mod = _parse(ir_text, target)
         mod.verify()
         if opt_level > 0:
-            optimize(mod, opt_level)
-        return s.target_machine.emit_object(mod)
+            optimize(mod, opt_level, target)
+        return target_machine(target).emit_object(mod)
 
 
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
@@ -141,22 +206,19 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
     return addrs
 
 
-def optimized_ir(ir_text: str, opt_level: int) -> str:
+def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> str:
     """The IR that ``compile_object`` compiles for ``ir_text`` (recomputed on demand)."""
-    s = state()
+    target = target or host()
     with _LOCK:
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = s.triple
-        mod.data_layout = str(s.target_machine.target_data)
+        mod = _parse(ir_text, target)
         if opt_level > 0:
-            optimize(mod, opt_level)
+            optimize(mod, opt_level, target)
         return str(mod)
 
 
-def assembly(optimized: str) -> str:
+def assembly(optimized: str, target: Target | None = None) -> str:
     """Machine code text of an optimized module (recompiled on demand, not loaded)."""
-    s = state()
+    target = target or host()
     with _LOCK:
         mod = llvm.parse_assembly(optimized)
-        return s.target_machine.emit_assembly(mod)
-
+        return target_machine(target).emit_assembly(mod)

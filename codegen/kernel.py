@@ -52,6 +52,7 @@ class Compiled:
     nargs: int = 0
     call_address: int | None = None
     opt_level: int = 3
+    target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
@@ -73,7 +74,7 @@ class Compiled:
         if self._ir is None:
             from .jit import optimized_ir
 
-            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level)
+            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
         return self._ir
 
     @property
@@ -81,7 +82,7 @@ class Compiled:
         if self._asm is None:
             from .jit import assembly
 
-            self._asm = assembly(self.llvm_ir)
+            self._asm = assembly(self.llvm_ir, self.target)
         return self._asm
 
 
@@ -105,8 +106,9 @@ class Kernel:
     loop.
     """
 
-    def __init__(self, lowered, compiled: Compiled, num_threads: int) -> None:
+    def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None) -> None:
         self.lowered = lowered
+        self._refuse = refuse  # why this kernel cannot run here (compiled for another CPU)
         self._compiled = compiled
         self.num_threads = num_threads
         prog = lowered.program
@@ -151,6 +153,8 @@ class Kernel:
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        if self._refuse is not None:
+            raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):
             names = ", ".join(n for n, _, _ in self._inputs)
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "

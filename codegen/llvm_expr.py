@@ -18,7 +18,8 @@ placeholder variable; when the fold reaches the placeholder, the condition is co
 each branch is emitted in its own block (with its own memo scope), joined by a phi.  ``SELECT``
 computes both branches (the language guarantees both are in bounds).
 
-Math: LLVM intrinsics (``llvm.exp.f32``, ``llvm.tanh.f64``, ...); ``sigmoid(x) = 1/(1+exp(-x))``;
+Math: exp, log, tanh, sigmoid and pow are inline vector code (:mod:`.llvm_math`, no library
+calls); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
 ``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
 """
 
@@ -31,7 +32,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
-from .llvm_math import emit_exp
+from .llvm_math import emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -374,18 +375,23 @@ def _value_rules(em: ExprEmitter) -> dict:
     def select(node, c, x, y):
         return b.select(c, *em.widen(x, y)) if node.dtype == "int32" else b.select(c, x, y)
 
+    inline_math = {Op.EXP: emit_exp, Op.LOG: emit_log, Op.TANH: emit_tanh}  # no libm calls
+
     def unary_math(node, x):
-        if node.op is Op.EXP:
-            return emit_exp(b, x, fl(node))
+        if node.op in inline_math and node.dtype.startswith("float"):
+            return inline_math[node.op](b, x)
         if node.op is Op.ABS and not node.dtype.startswith("float"):
             fn = intrinsic(em.module, f"llvm.abs.i{x.type.width}", x.type, [x.type, I1])
             return b.call(fn, [x, I1(0)])
         return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
 
     def sigmoid(node, x):
-        one = x.type(1.0)
-        e = emit_exp(b, b.fneg(x), fl(node))
-        return b.fdiv(one, b.fadd(one, e, flags=fl(node)), flags=fl(node))
+        return emit_sigmoid(b, x)
+
+    def power(node, x, y):
+        if node.dtype.startswith("float"):
+            return emit_pow(b, x, y)
+        return em.call("pow", node.dtype, x, y, flags=fl(node))
 
     def neg(node, x):
         return b.fneg(x, flags=fl(node)) if node.dtype.startswith("float") else b.neg(x)
@@ -400,7 +406,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.FLOORDIV: divmod_rule(False),
         Op.MOD: divmod_rule(True),
         Op.NEG: neg,
-        Op.POW: lambda n, x, y: em.call("pow", n.dtype, x, y, flags=fl(n)),
+        Op.POW: power,
         Op.MAXIMUM: minmax("maximum", "smax"),
         Op.MINIMUM: minmax("minimum", "smin"),
         Op.AND: lambda n, x, y: b.and_(x, y),

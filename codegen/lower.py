@@ -356,5 +356,5 @@ def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):
     """The contraction form of ``op`` when the micro-kernel should compute it."""
     if opts.microkernel is False or not op.is_reduction:
         return None
-    spec = match_contraction(op, bodies, opts.tile)
+    spec = match_contraction(op, bodies, opts.tile, opts.target)
     return spec if spec is not None and worth_it(spec, opts.microkernel) else None

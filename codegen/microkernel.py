@@ -51,7 +51,7 @@ class GemmEmitter:
         self.name = name
         self.t = ir.FloatType() if spec.dtype == "float32" else ir.DoubleType()
         self.es = 4 if spec.dtype == "float32" else 8
-        self.vw = 64 // self.es
+        self.vw = spec.target.lanes(spec.dtype)
 
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
         s = self.s
@@ -94,7 +94,8 @@ class GemmEmitter:
         for at, expr, outer, width, plan in sides:
             if plan is not None:
                 put(at + gd.S_BASE, ptr_of(plan.tensor))
-                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == gd.SIDE_A else "B", plan.mode)
+                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == gd.SIDE_A else "B", plan.mode,
+                                             s.target)
                 put(at + gd.S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
@@ -106,7 +107,7 @@ class GemmEmitter:
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
-        driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr)
+        driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
@@ -124,7 +125,7 @@ class GemmEmitter:
         ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath)
-        packer = Packer(b, em, s.k, self.t)
+        packer = Packer(b, em, s.k, self.t, self.vw)
         if s.batch:
             packer.bind(s.batch, bflat)
         packer.pack(dst, expr, outer, o0, olen, width, k0, klen)

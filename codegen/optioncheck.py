@@ -48,14 +48,7 @@ def tile(value: Any) -> tuple:
     return tuple(out)
 
 
-def register_file_bytes() -> int:
-    """Bytes of the host's vector register file: 32 x 64 with AVX-512, 16 x 32 with AVX,
-    16 x 16 otherwise (SSE, NEON)."""
-    from .jit import host_features
-
-    feats = host_features()
-    if "+avx512f" in feats:
-        return 32 * 64
-    if "+avx" in feats.split(","):
-        return 16 * 32
-    return 16 * 16
+def register_file_bytes(target) -> int:
+    """Bytes of ``target``'s vector register file (a :class:`.target.Target`: 32 x 64 with
+    AVX-512, 16 x 32 with AVX, 16 x 16 with SSE)."""
+    return target.vector_registers * target.vector_bits // 8

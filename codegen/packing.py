@@ -24,6 +24,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
+from .gemmdesc import block_size
 from .irloops import for_range, smin
 from .llvm_expr import ExprEmitter
 
@@ -69,9 +70,10 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 class Packer:
     """Packs panels for one contraction (``kaxes``: its reduction axes) in one function."""
 
-    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type) -> None:
+    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type,
+                 vw: int) -> None:
         self.b, self.em, self.kaxes, self.t = b, em, kaxes, t
-        self.vw = 16 if isinstance(t, ir.FloatType) else 8
+        self.vw = vw  # the target's vector lanes for t
 
     def bind(self, axes: tuple[Expr, ...], flat: ir.Value) -> None:
         """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
@@ -130,7 +132,7 @@ class Packer:
         run_k = self.kaxes[-1].extent if sk in (1, -1) else 0
         run_o = outer[-1].extent if so in (1, -1) else 0
         k_inner = run_k > run_o
-        bs = self.vw if width % self.vw == 0 else 8 if width % 8 == 0 else 0
+        bs = block_size(width, self.vw)
         transposing = k_inner and sk == 1 and bs and expr.op is Op.READ
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
 

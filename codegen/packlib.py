@@ -91,12 +91,11 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
     b.position_at_end(done)
 
 
-def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit 512-bit
-    vectors and one masked vector for the rest, so that the routine is fast without LLVM's loop
-    vectorizer (the library is compiled at ``-O1``)."""
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
+    the target's ``vw`` lanes and one masked vector for the rest, so that the routine is fast
+    without LLVM's loop vectorizer (the library is compiled at ``-O1``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vw = 64 // es
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
     zero = ir.Constant(vt, None)
@@ -303,8 +302,9 @@ MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
-              tables: ir.Function) -> ir.Function:
-    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode."""
+              tables: ir.Function, vw: int) -> ir.Function:
+    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, with
+    vectors of ``vw`` lanes (the target's)."""
     fn, b = new_function(module, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], internal=False)
     side, dst, bflat, o0, olen, k0, klen, scratch = fn.args
     dst.add_attribute("noalias")
@@ -331,11 +331,11 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
                 b.store(zero, slot(pdst, kk, w))
 
     if mode == gd.TRANSPOSE:
-        bs = gd.block_size(width, 64 // es)
+        bs = gd.block_size(width, vw)
         _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather)
     elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
-                   ld(b, side, gd.S_NCHK), npanel, slot)
+                   ld(b, side, gd.S_NCHK), npanel, slot, vw)
     else:
         with loop(b, 0, npanel, name="gp") as p:
             first = b.mul(p, I64(width))
@@ -380,10 +380,10 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 
 
 def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
-               slot) -> None:
+               slot, vw) -> None:
     zero = t(0.0)
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vl = next(n for n in (64 // es, 8, 4, 2, 1) if width % n == 0)
+    vl = next(n for n in (vw, 8, 4, 2, 1) if n <= vw and width % n == 0)
     vt = ir.VectorType(t, vl)
     with loop(b, 0, npanel, name="cp") as p:
         first = b.mul(p, I64(width))
@@ -403,11 +403,11 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                         b.store(v, slot(pdst, kk, I64(c)), align=es)
             with general:
                 _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first,
-                           valid, pdst, slot, zero)
+                           valid, pdst, slot, zero, vw)
 
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
-               slot, zero) -> None:
+               slot, zero, vw) -> None:
     """One panel, run by run (convolution windows, padding, edge panels)."""
     with loop(b, 0, klen, name="ck") as kk:
         kof = ld(b, koff, kk)
@@ -435,9 +435,9 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
             a = imin(b, b.load(lo_slot), e)
             row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
             sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
-            copy(b, t, row, None, I64(0), a)
-            copy(b, t, row, sp, a, e)
-            copy(b, t, row, None, e, seg)
+            copy(b, t, row, None, I64(0), a, vw)
+            copy(b, t, row, sp, a, e, vw)
+            copy(b, t, row, None, e, seg, vw)
             nxt[0] = b.add(w, seg)
         with loop(b, valid, width, name="cz") as w:
             b.store(zero, slot(pdst, kk, w))

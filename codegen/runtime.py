@@ -66,11 +66,10 @@ def _load_gomp() -> str | None:
 
 
 def default_threads() -> int:
-    """All the cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    """The threads a parallel region uses by default (:func:`.target.default_num_threads`)."""
+    from .target import default_num_threads
+
+    return default_num_threads()
 
 
 # ---- the fallback: GOMP_parallel on a Python thread pool -----------------------------------------

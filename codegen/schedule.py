@@ -30,14 +30,16 @@ from tensorad.poly.affine import IndexSpace
 from . import optioncheck as check
 from .domain import OpDomain, PolyStmt, ReductionInfo
 from .program import Buffer, If, Loop, Store
+from .target import Target, parse_target
 
 
 @dataclass(frozen=True)
 class Options:
     """Options of ``lower``/``build`` (hashable: they key the caches).
 
-    * ``num_threads``: threads of each parallel loop (default: all cores; settable later as
-      ``kernel.num_threads``); ``parallel=False`` never makes a parallel loop;
+    * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set,
+      else the CPUs this process may run on; settable later as ``kernel.num_threads``);
+      ``parallel=False`` never makes a parallel loop;
       ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
       transcendental functions, :func:`work_weight`) stay on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
@@ -52,6 +54,9 @@ class Options:
       never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
     * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
       ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.group`) off.
+    * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
+      such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
+      (the micro-kernel's register tile and cache blocks).
     """
 
     parallel: bool = True
@@ -65,6 +70,7 @@ class Options:
     num_threads: int | None = None
     fuse: bool = True
     parallel_min_work: int = 1 << 16
+    target: Target | None = None
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -104,13 +110,14 @@ class Options:
             if vw not in check.VECTOR_WIDTHS:
                 raise ValueError(f"vector_width must be a power of two up to 64 or None, got {vw!r}")
             kw["vector_width"] = vw
+        kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
         return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
                        self.inline, self.materialize, fuse=self.fuse,
-                       parallel_min_work=self.parallel_min_work)
+                       parallel_min_work=self.parallel_min_work, target=self.target)
 
 
 # ---- stride analysis -------------------------------------------------------------------------
@@ -211,18 +218,18 @@ def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyS
     return stmts
 
 
-STRIP_BYTES = 16384   # the accumulated strip of the buffer form stays in L1
+STRIP_L1_SHARE = 2   # the accumulated strip of the buffer form stays in half of the target's L1
 PARALLEL_STRIPS = 4   # a one-axis output is cut into this many strips, so threads can share it
 MIN_STRIP = 64
 
 
-def strip_length(extent: int, dtype: str, single_axis: bool) -> int:
+def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int) -> int:
     """Elements of the output strip that the buffer form accumulates at once.
 
     A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
     threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
     every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements."""
-    tile = STRIP_BYTES // (8 if dtype.endswith("64") else 4)
+    tile = l1d // STRIP_L1_SHARE // (8 if dtype.endswith("64") else 4)
     if single_axis:
         tile = min(tile, max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)))
     return max(MIN_STRIP, tile)
@@ -240,7 +247,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is not None and allow_buffer and outputs[0] is not None \
             and prefer_buffer_form(info, _strides, outputs[0].dtype):
         out = outputs[0]
-        tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1)
+        tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
+                            l1d=(opts.target or parse_target()).l1d)
         stmts = buffer_form(info, out, tile)
         attrs["note"] = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:

@@ -1,0 +1,224 @@
+"""The CPU that code is generated for: a :class:`Target` read by every code-generation decision.
+
+A target is named TVM-style: ``"llvm"`` (the host CPU with all its features),
+``"llvm -mcpu=haswell"`` (a named CPU with its own features), ``"llvm -mattr=-avx512f"`` (the
+host with features switched on or off), or both options.  What the code generator needs to know
+is then *asked of LLVM*, not looked up in a table of CPUs: a probe module with a 512-bit and a
+256-bit vector add and a fused multiply-add is compiled for the target, and its assembly tells
+the widest vector register (``zmm``/``ymm``/``xmm``) and whether FMA is an instruction.  So any
+CPU LLVM knows works, and ``-mattr=-avx512f`` on an AVX-512 host gives exactly AVX2 code.
+
+From that:
+
+* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register): the
+  micro-kernel's register tile, the packing routines' vectors and the math lowering use it;
+* ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
+  are chosen so that accumulators and operands fit (:func:`.contraction.register_tile`);
+* ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
+* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs; a named CPU gets
+  typical sizes), for the matrix-product cache blocks.
+
+``key`` (triple, CPU, features) keys the kernel caches.  Targets are made once per spec string
+per process (the probe costs ~10 ms); the memo only saves that time, it never changes a result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
+_DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+_FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
+_LOCK = threading.Lock()
+_MADE: dict[str, Target] = {}  # spec -> target (a memo of the probe; never changes a result)
+
+_PROBE_IR = """
+define void @w512(ptr %p) {
+  %a = load <16 x float>, ptr %p
+  %c = fadd <16 x float> %a, %a
+  store <16 x float> %c, ptr %p
+  ret void
+}
+define void @w256(ptr %p) {
+  %a = load <8 x float>, ptr %p
+  %c = fadd <8 x float> %a, %a
+  store <8 x float> %c, ptr %p
+  ret void
+}
+declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)
+define void @fma(ptr %p) {
+  %a = load <4 x float>, ptr %p
+  %c = call <4 x float> @llvm.fma.v4f32(<4 x float> %a, <4 x float> %a, <4 x float> %a)
+  store <4 x float> %c, ptr %p
+  ret void
+}
+"""
+_FMA_MNEMONICS = ("vfmadd", "vfmsub", "fmla", "xvmadd")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU to compile for (see the module docstring)."""
+
+    spec: str
+    triple: str
+    cpu: str
+    features: str
+    vector_bits: int
+    vector_registers: int
+    fma: bool
+    l1d: int = DEFAULT_CACHES[0]
+    l2: int = DEFAULT_CACHES[1]
+    l3: int = DEFAULT_CACHES[2]
+    is_host: bool = False
+
+    @property
+    def key(self) -> str:
+        """What determines the machine code: triple, CPU, features and the shape the code
+        generator chose from them (vector width, registers, FMA)."""
+        return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}x{self.vector_registers}"
+                f"|{'fma' if self.fma else 'nofma'}")
+
+    def lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one vector register."""
+        try:
+            return max(1, self.vector_bits // (8 * _DTYPE_BYTES[dtype]))
+        except KeyError:
+            raise ValueError(f"no vector lanes for dtype {dtype!r}") from None
+
+    def runs_here(self, host: Target) -> bool:
+        """Whether code for this target can run on ``host`` (its vectors and FMA exist there)."""
+        return self.triple == host.triple and self.vector_bits <= host.vector_bits \
+            and (host.fma or not self.fma)
+
+    def __str__(self) -> str:
+        return (f"{self.spec} ({self.cpu}, {self.vector_bits}-bit vectors x {self.vector_registers}"
+                f"{', FMA' if self.fma else ''})")
+
+
+def parse_target(spec: str | Target | None = None) -> Target:
+    """The :class:`Target` of ``spec`` (``None`` or ``"llvm"``: the host); a bad spec is a
+    ``ValueError`` that says what is accepted."""
+    if isinstance(spec, Target):
+        return spec
+    if spec is None:
+        spec = "llvm"
+    if not isinstance(spec, str):
+        raise ValueError(f"unsupported target {spec!r}; tensorad compiles for 'llvm' (the host CPU), "
+                         f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
+    canon = " ".join(spec.split())
+    with _LOCK:
+        found = _MADE.get(canon)
+    if found is not None:
+        return found
+    cpu, mattr = _parse_options(canon)
+    made = _make(canon, cpu, mattr)
+    with _LOCK:
+        return _MADE.setdefault(canon, made)
+
+
+def host_target() -> Target:
+    """The CPU this process runs on, with all its features."""
+    return parse_target("llvm")
+
+
+def _parse_options(spec: str) -> tuple[str | None, list[str]]:
+    words = spec.split()
+    if not words or words[0] != "llvm":
+        raise ValueError(f"unsupported target {spec!r}; tensorad compiles for 'llvm' (the host CPU), "
+                         f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
+    cpu, mattr = None, []
+    for w in words[1:]:
+        name, eq, value = w.partition("=")
+        if not eq or not value:
+            raise ValueError(f"target {spec!r}: option {w!r} needs a value (-mcpu=NAME or -mattr=+f,-g)")
+        if name == "-mcpu":
+            if cpu is not None:
+                raise ValueError(f"target {spec!r}: -mcpu is given twice")
+            if not re.fullmatch(r"[a-z0-9][a-z0-9.\-_]*", value):
+                raise ValueError(f"target {spec!r}: {value!r} is not a CPU name")
+            cpu = value
+        elif name == "-mattr":
+            for f in value.split(","):
+                if not _FEATURE.match(f):
+                    raise ValueError(f"target {spec!r}: feature {f!r} must be +name or -name")
+                mattr.append(f)
+        else:
+            raise ValueError(f"target {spec!r}: unknown option {name!r} (expected -mcpu or -mattr)")
+    return cpu, mattr
+
+
+def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
+    import llvmlite.binding as llvm
+
+    from . import jit
+
+    jit.initialize()
+    host = cpu is None
+    if host:
+        cpu = llvm.get_host_cpu_name()
+        base = llvm.get_host_cpu_features().flatten()
+    else:
+        base = ""
+    features = ",".join(x for x in [base] + mattr if x)
+    triple = llvm.get_process_triple()
+    x86 = triple.startswith(("x86_64", "i686", "i386"))
+    if host and not mattr and x86:  # the host's full feature list answers without a probe
+        have = set(base.split(","))
+        bits = 512 if "+avx512f" in have else 256 if "+avx" in have else 128
+        fma = "+fma" in have
+    else:
+        tm = jit.new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
+        asm = tm.emit_assembly(llvm.parse_assembly(_PROBE_IR))
+        bits = 512 if "zmm" in asm else 256 if "ymm" in asm else 128
+        fma = any(m in asm for m in _FMA_MNEMONICS)
+    if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
+        # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
+        # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
+        features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
+    regs = 32 if bits == 512 or not x86 else 16
+    caches = _host_caches() if host else DEFAULT_CACHES
+    return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr)
+
+
+def _host_caches() -> tuple[int, int, int]:
+    """L1 data, L2 and L3 sizes of CPU 0 (sysfs), the defaults where unknown."""
+    found = {}
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for d in sorted(root.glob("index*")):
+            kind = (d / "type").read_text().strip()
+            level = int((d / "level").read_text())
+            size = (d / "size").read_text().strip()
+            if kind == "Instruction":
+                continue
+            mult = {"K": 1024, "M": 1024 * 1024}.get(size[-1:], 1)
+            found[level] = int(size.rstrip("KM")) * mult
+    except (OSError, ValueError):
+        pass
+    return tuple(found.get(i + 1, d) for i, d in enumerate(DEFAULT_CACHES))  # type: ignore[return-value]
+
+
+def default_num_threads() -> int:
+    """Threads a kernel uses by default: ``OMP_NUM_THREADS`` when set (its first entry, as
+    libgomp reads it), else the CPUs this process may run on (its affinity), as NumPy's BLAS and
+    PyTorch do."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n >= 1:
+            return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+__all__ = ["Target", "parse_target", "host_target", "default_num_threads"]
