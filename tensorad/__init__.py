@@ -16,6 +16,7 @@ from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
 from .evaluate import evaluate
+from .function import Function, function
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
@@ -109,5 +110,17 @@ __all__ = [
     "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
-    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi", "function", "Function",
 ]
+
+
+def __getattr__(name: str):
+    """``ta.torch`` and ``ta.jax``: the framework bridges, imported on first use so that
+    ``import tensorad`` never imports PyTorch or JAX."""
+    if name in ("torch", "jax"):
+        import importlib
+
+        module = importlib.import_module(f".bridge_{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'tensorad' has no attribute {name!r}")
