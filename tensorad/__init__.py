@@ -120,7 +120,11 @@ def __getattr__(name: str):
     if name in ("torch", "jax"):
         import importlib
 
-        module = importlib.import_module(f".bridge_{name}", __name__)
+        try:
+            module = importlib.import_module(f".bridge_{name}", __name__)
+        except ImportError as e:
+            raise ImportError(f"ta.{name} needs {name}, which could not be imported ({e}); install it "
+                              f"with: pip install 'tensorad[{name}]'") from e
         globals()[name] = module
         return module
     raise AttributeError(f"module 'tensorad' has no attribute {name!r}")
