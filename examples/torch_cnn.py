@@ -27,7 +27,9 @@ class TensorADLayer(torch.nn.Module):
     """``y = build(x, *params)`` with ``build`` written in tensorad over placeholders.
 
     A tensorad program has fixed shapes, so the layer compiles one function per input shape
-    (the first batch of each size pays for it; later calls reuse the compiled kernels).
+    (the first batch of each size pays for it; later calls reuse the compiled kernels).  Under
+    ``torch.compile``, run the model once eagerly first: building a tensorad function is Python
+    work that belongs outside the traced graph.
     """
 
     def __init__(self, build: Callable[..., ta.Tensor], *params: torch.Tensor, **options) -> None:
@@ -40,6 +42,9 @@ class TensorADLayer(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fn = self._functions.get(tuple(x.shape))
         if fn is None:
+            if torch.compiler.is_compiling():
+                raise RuntimeError(f"no tensorad function for input shape {tuple(x.shape)} yet: call the "
+                                   f"model once eagerly with this shape before torch.compile")
             X = ta.placeholder(tuple(x.shape), "float32", "X")
             P = [ta.placeholder(tuple(p.shape), "float32", f"P{k}") for k, p in enumerate(self.params)]
             fn = self._functions[tuple(x.shape)] = ta.torch.function(self.build(X, *P), [X, *P],
