@@ -45,19 +45,77 @@ def torch_dtype(dtype: str) -> torch.dtype:
 
 class TorchFunction:
     """A callable on torch tensors (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it."""
+    :class:`Function` behind it (gradients for every ``wrt`` tensor).
+
+    Like PyTorch's own operators, a call computes only what its inputs' ``requires_grad``
+    asks for: one operator pair per set of inputs that need gradients, built on first use.
+    Without any (inference, ``torch.no_grad``) the forward saves nothing; with some, the
+    backward computes only their gradients and the forward saves only what those read.
+    """
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
                  **build_options: Any) -> None:
         self.function = fn = Function(outputs, inputs, wrt, policy, **build_options)
+        self._outputs = outputs
         self.policy, self.build_options = policy, build_options
         self._in_specs = [(tuple(x.shape), torch_dtype(x.dtype)) for x in fn.inputs]
         self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
         self.name = f"tensorad::fn{next(_SERIAL)}"
-        self._forward_op = self._register_forward()
+        self._operators: dict[tuple[bool, ...], _Operator] = {}
+
+    def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
+        """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
+        (default: all)."""
+        mask = tuple(needs) if needs is not None else (True,) * len(self.function.wrt)
+        op = self._operators.get(mask)
+        if op is None:
+            f = self.function
+            wrt = [x for x, m in zip(f.wrt, mask) if m]
+            fn = f if all(mask) else Function(self._outputs, f.inputs, wrt, self.policy, **self.build_options)
+            suffix = "".join("1" if m else "0" for m in mask)
+            op = _Operator(fn, f"{self.name}_{suffix}", self.policy, self.build_options)
+            self._operators[mask] = op
+        return op
+
+    def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        self._check(tensors)
+        grad = torch.is_grad_enabled()
+        op = self.operator([grad and tensors[k].requires_grad for k in self._wrt_pos])
+        if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
+            outs = op.forward_op(list(tensors))
+        else:  # eager: the autograd.Function form, which torch.func transforms accept too
+            outs = op.autograd.apply(*tensors)
+        outs = outs[:len(self.function.outputs)]
+        return outs[0] if self.function.single else tuple(outs)
+
+    def _check(self, tensors: Sequence[Any]) -> None:
+        names = [x.name for x in self.function.inputs]
+        if len(tensors) != len(names):
+            raise TypeError(f"{self.name} takes {len(names)} tensors ({', '.join(names)}), "
+                            f"got {len(tensors)}")
+        for t, name, (shape, dtype) in zip(tensors, names, self._in_specs):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"input {name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.dtype != dtype:
+                raise TypeError(f"input {name}: expected dtype {dtype}, got {t.dtype}")
+            if tuple(t.shape) != shape:
+                raise ValueError(f"input {name}: expected shape {list(shape)}, got {list(t.shape)}")
+            if t.device.type != "cpu":
+                raise ValueError(f"input {name}: tensorad kernels run on the CPU, got a tensor on {t.device}")
+
+
+class _Operator:
+    """One registered operator pair (forward, backward) for one ``Function``."""
+
+    def __init__(self, function: Function, name: str, policy: Policy, build_options: dict) -> None:
+        self.function = fn = function
+        self.name = name
+        self.policy, self.build_options = policy, build_options
+        self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
+        self.forward_op = self._register_forward()
         self._backward_op = self._register_backward()
-        self._autograd = self._autograd_function()
+        self.autograd = self._autograd_function()
 
     # ---- the operators --------------------------------------------------------------------
     def _forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -105,7 +163,7 @@ class TorchFunction:
         class Apply(torch.autograd.Function):
             @staticmethod
             def forward(*args):
-                return tuple(fn._forward_op(list(args)))
+                return tuple(fn.forward_op(list(args)))
 
             @staticmethod
             def setup_context(ctx, inputs, output):
@@ -147,7 +205,7 @@ class TorchFunction:
             return result
         float_heads = [self._head(h, o) for h, o, ph in zip(heads, f.outputs, f.heads) if ph is not None]
         if torch.is_grad_enabled():  # create_graph: differentiable again, through tensorad
-            grads = self._gradient_function(*args, *float_heads)
+            grads = self.gradient_function(*args, *float_heads)
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             residuals = f.plan.residuals(list(args), list(outs), list(extras))
@@ -163,36 +221,11 @@ class TorchFunction:
         return h if h.is_contiguous() else h.contiguous()
 
     @cached_property
-    def _gradient_function(self) -> TorchFunction:
+    def gradient_function(self) -> TorchFunction:
         """``grads(inputs, heads)`` as a torch function of its own (for higher orders)."""
         f = self.function
         heads = [h for h in f.heads if h is not None]
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
-
-    # ---- calling --------------------------------------------------------------------------
-    def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        self._check(tensors)
-        if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
-            outs = self._forward_op(list(tensors))
-        else:  # eager: the autograd.Function form, which torch.func transforms accept too
-            outs = self._autograd.apply(*tensors)
-        outs = outs[:len(self.function.outputs)]
-        return outs[0] if self.function.single else tuple(outs)
-
-    def _check(self, tensors: Sequence[Any]) -> None:
-        names = [x.name for x in self.function.inputs]
-        if len(tensors) != len(names):
-            raise TypeError(f"{self.name} takes {len(names)} tensors ({', '.join(names)}), "
-                            f"got {len(tensors)}")
-        for t, name, (shape, dtype) in zip(tensors, names, self._in_specs):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"input {name}: expected a torch.Tensor, got {type(t).__name__}")
-            if t.dtype != dtype:
-                raise TypeError(f"input {name}: expected dtype {dtype}, got {t.dtype}")
-            if tuple(t.shape) != shape:
-                raise ValueError(f"input {name}: expected shape {list(shape)}, got {list(t.shape)}")
-            if t.device.type != "cpu":
-                raise ValueError(f"input {name}: tensorad kernels run on the CPU, got a tensor on {t.device}")
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,

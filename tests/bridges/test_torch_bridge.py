@@ -117,7 +117,7 @@ def test_torch_func_grad(layer):
 
 
 def test_the_registered_operator_has_autograd_and_a_fake_implementation(layer):
-    op = getattr(torch.ops.tensorad, layer.name.split("::")[1])
+    op = getattr(torch.ops.tensorad, layer.operator().name.split("::")[1])
     x, w = (t.clone().requires_grad_() for t in _data(4))
     y, *extras = op([x, w])
     assert [e.requires_grad for e in extras] == [False] * len(extras)
@@ -160,3 +160,20 @@ def test_bad_arguments_are_clear_errors(layer):
         layer(x[:1], w)
     with pytest.raises(TypeError, match="input X: expected a torch.Tensor, got ndarray"):
         layer(x.numpy(), w)
+
+
+def test_only_the_gradients_asked_for_are_computed():
+    """Data that does not require grad gets no gradient kernel; inference saves nothing."""
+    f = _layer()
+    x, w = _data(6)
+    w.requires_grad_()
+    f(x, w).sum().backward()
+    (mask, op), = f._operators.items()
+    assert mask == (False, True) and op.function.wrt == [f.function.inputs[1]]
+    assert op.function.lower_backward().work < f.operator().function.lower_backward().work
+    xr, wr = x.clone(), w.detach().clone().requires_grad_()
+    _layer_torch(xr, wr).sum().backward()
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        f(x, w)
+    assert f.operator([False, False]).function.saved == ()
