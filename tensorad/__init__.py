@@ -16,7 +16,6 @@ from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
 from .evaluate import evaluate
-from .function import Function, function
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
@@ -45,6 +44,7 @@ from .lang import (
     tanh,
 )
 from .simplify import optimize_and_lift_nonzeroness
+from .vjp import Function, function
 
 __version__ = "0.1.0"
 

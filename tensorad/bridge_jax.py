@@ -4,7 +4,7 @@
     y = jax.jit(conv)(x, w)                      # jit, grad, vmap compose as with any JAX function
 
 The function is a ``jax.custom_vjp``: its forward calls the kernel that computes the outputs and
-the saved values of :class:`tensorad.function.Function` (the residuals of the VJP), its backward
+the saved values of :class:`tensorad.vjp.Function` (the residuals of the VJP), its backward
 calls the kernel that reads them, each through ``jax.pure_callback`` (with the shapes and dtypes
 declared, so ``jit`` traces through it).  Under ``vmap`` the callbacks run once per batch element
 (``vmap_method="sequential"``): correct for any program, not batched.  The callbacks receive
@@ -20,10 +20,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from .function import Function
 from .ir import dtype as dt
 from .ir.tensor import Tensor
 from .residuals import Policy
+from .vjp import Function
 
 
 def _struct(t: Tensor) -> jax.ShapeDtypeStruct:

@@ -8,7 +8,7 @@ Each function is registered with ``torch.library.custom_op`` as two operators,
 ``tensorad::fn<N>_backward`` (residuals and heads -> gradients), each with a fake (meta)
 implementation, so ``torch.compile(fullgraph=True)`` traces through them without a graph break,
 and the forward with ``register_autograd``, so eager autograd, ``torch.func.grad`` and
-AOTAutograd use :class:`tensorad.function.Function`'s forward/backward (the backward reads the
+AOTAutograd use :class:`tensorad.vjp.Function`'s forward/backward (the backward reads the
 residuals; it does not recompute saved reductions).
 
 Higher order: when the backward runs with grad mode on (``create_graph=True``, double backward,
@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from .function import Function
 from .ir.tensor import Tensor
 from .residuals import Policy
+from .vjp import Function
 
 _SERIAL = itertools.count()  # operator names only: tensorad::fn0, fn1, ... (never changes a result)
 

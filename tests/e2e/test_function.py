@@ -156,3 +156,13 @@ def test_errors():
         f.backward(res[:1], np.zeros(Y.shape))
     with pytest.raises(TypeError, match="expected dtype float64, got float32"):
         f.backward(res, np.zeros(Y.shape, np.float32))
+
+
+def test_build_only_options_reach_build_and_not_lower(rng):
+    X = ta.placeholder((4,), "float32", "X")
+    f = ta.function(ta.topi.exp(X), [X], cache=False, num_threads=1)
+    x = rng.normal(size=4).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.exp(x), rtol=1e-6)
+    assert f.lower_backward().work == 4
+    with pytest.raises(TypeError, match="option 'name' is not accepted"):
+        ta.function(ta.topi.exp(X), [X], name="mine")

@@ -19,6 +19,7 @@ results in place.  A head may be ``None`` (a zero head: that output does not rea
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -35,6 +36,10 @@ from .lang import compute, const, placeholder
 from .residuals import Policy, ResidualPlan, check_policy, plan_residuals
 from .simplify import optimize_and_lift_nonzeroness
 from .topi import add
+
+# ``build``'s own parameters besides the lowering options (target, cache, ...): passed to
+# ``build`` only, never to ``lower``
+_BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options"}
 
 
 def _tensor_list(x: Any, what: str) -> list[Tensor]:
@@ -92,9 +97,13 @@ class Function:
                     raise TypeError(f"ta.function: wrt tensor {x.name!r} has dtype {x.dtype}; only "
                                     f"floating-point inputs have gradients")
         check_policy(policy)
-        Options.make(build_options)  # unknown or bad options fail here, not at the first call
-        self.policy = policy
+        if "name" in build_options:
+            raise TypeError("ta.function: option 'name' is not accepted (the kernels are named "
+                            "forward, forward_res and backward)")
         self.build_options = build_options
+        self.lower_options = {k: v for k, v in build_options.items() if k not in _BUILD_ONLY}
+        Options.make(self.lower_options)  # unknown or bad options fail here, not at the first call
+        self.policy = policy
 
     # ---- the gradient program and the plan (built on first use) ---------------------------
     @cached_property
@@ -147,11 +156,11 @@ class Function:
 
     def lower_forward(self) -> LoweredFunc:
         """The forward-with-residuals loop program (``.work``: its work)."""
-        return lower(self.outputs + list(self.plan.extras), self.inputs, **self.build_options)
+        return lower(self.outputs + list(self.plan.extras), self.inputs, **self.lower_options)
 
     def lower_backward(self) -> LoweredFunc:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
-        return lower(self.grads, self._backward_inputs(), **self.build_options)
+        return lower(self.grads, self._backward_inputs(), **self.lower_options)
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
