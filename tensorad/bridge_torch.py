@@ -63,6 +63,9 @@ class TorchFunction:
         self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
         self.name = f"tensorad::fn{next(_SERIAL)}"
         self._operators: dict[tuple[bool, ...], _Operator] = {}
+        # made now, not while torch.compile traces a call: all gradients, and none (inference)
+        self._full = self.operator()
+        self.operator([False] * len(fn.wrt))
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
         """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
@@ -81,11 +84,12 @@ class TorchFunction:
     def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         self._check(tensors)
         grad = torch.is_grad_enabled()
-        op = self.operator([grad and tensors[k].requires_grad for k in self._wrt_pos])
+        mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
+            op = self._operators.get(mask, self._full)  # registering new operators is not traceable
             outs = op.forward_op(list(tensors))
         else:  # eager: the autograd.Function form, which torch.func transforms accept too
-            outs = op.autograd.apply(*tensors)
+            outs = self.operator(mask).autograd.apply(*tensors)
         outs = outs[:len(self.function.outputs)]
         return outs[0] if self.function.single else tuple(outs)
 
