@@ -1,8 +1,9 @@
 """``ta.jax.function``: tensorad programs as ``jax.custom_vjp`` functions.
 
-Oracles: ``jax.test_util.check_grads`` (finite differences taken by JAX, float64) for every topi
-op of the gradient test table, and the same layer written with ``jax.numpy``/``jax.lax`` under
-``jit``, ``grad`` and ``vmap``.
+Oracles: ``jax.test_util.check_grads`` (finite differences taken by JAX, float64) for one op of
+each kind of the gradient test table (the PyTorch bridge's tests take every op: the bridges share
+``ta.function``), and the same layer written with ``jax.numpy``/``jax.lax`` under ``jit``,
+``grad`` and ``vmap``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def _topi_cases() -> dict:
 
 
 CASES = _topi_cases()
+# one op of each kind: contraction, convolution, both pools, softmax, selecting and product
+# reductions, broadcasting, a data-movement transform, a batched matmul, elementwise math
+KINDS = ["dense_bias", "conv2d_stride_pad", "avg_pool_pad", "max_pool_pad_overlap", "log_softmax",
+         "max_axis", "prod_axis", "divide_broadcast", "concatenate", "matmul_batched", "sqrt"]
 
 
 @pytest.fixture
@@ -37,8 +42,8 @@ def x64():
         yield
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_check_grads_of_every_topi_op(case, x64, rng):
+@pytest.mark.parametrize("case", KINDS)
+def test_check_grads_of_each_kind_of_topi_op(case, x64, rng):
     from jax.test_util import check_grads
 
     shapes, build, domain = CASES[case]
