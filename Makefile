@@ -32,7 +32,7 @@ bench: $(VENV)/.bench-installed runtime
 	$(BIN)/python -m benchmarks $(ARGS)
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check tensorad simplify codegen benchmarks tests
+	$(BIN)/ruff check tensorad simplify codegen benchmarks tests examples
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -128,38 +128,47 @@ def forward(workload, arrays: dict[str, np.ndarray], variant: str) -> Phase:
 
 
 def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant: str) -> Phase:
-    ta = _ta()
-    p = _placeholders(arrays)
-    t0 = time.perf_counter()
-    y = _forward_tensor(workload, p, variant)
-    H = ta.placeholder(y.shape, "float32", "H")
-    want = [p[g] for g in workload.grads]
-    if variant == "hand":
-        grads = handwritten.backward(workload.kind, p, H, workload.grads)
-        prep = {"define": time.perf_counter() - t0}
-    else:
-        grads = _define("ta.JacobianRecursive", lambda: ta.JacobianRecursive(y, want, H))
-        prep = {"autodiff": time.perf_counter() - t0}
-    saved = saved_activations(y, grads)
-    saved_arrays = []
-    if saved:  # computed once by a forward kernel, as PyTorch's forward keeps them for backward
-        saved_arrays = as_list(ta.build(saved, list(p.values()), **_options)(*arrays.values()))
-    return _kernel_phase(list(grads), list(p.values()) + [H] + saved,
-                         list(arrays.values()) + [head] + [np.asarray(a) for a in saved_arrays], prep)
+    """The backward of ``ta.function``: the forward runs once (untimed) and keeps its residuals
+    (by the default policy, the reductions the gradients read: PyTorch's backward likewise reads
+    the activations its forward saved); the timed backward reads them instead of recomputing.
 
-
-def saved_activations(y, grads) -> list:
-    """The forward's reductions that the gradients read: the backward kernel takes them as inputs.
-
-    PyTorch's backward reads the activations its forward saved; giving tensorad's backward the
-    same values (instead of recomputing, e.g., the homebrew softmax's matrix product) makes the
-    two backward timings measure the same work.  Elementwise forward values are cheaper to
-    recompute inside the gradient's loops than to read, so only reductions are passed.
+    ``hand``: the handwritten gradients (their own head placeholder) are planned by the same
+    residual planner, so both variants save and read the same kind of values.
     """
     ta = _ta()
-    forward = [t for t in ta.ir.tensor_graph([y]) if not t.is_placeholder and t.op.is_reduction]
-    read_by_grads = set(ta.ir.tensor_graph(list(grads)))
-    return [t for t in forward if t in read_by_grads and t is not y]
+    p = _placeholders(arrays)
+    inputs, args = list(p.values()), list(arrays.values())
+    t0 = time.perf_counter()
+    y = _forward_tensor(workload, p, variant)
+    want = [p[g] for g in workload.grads]
+    if variant == "hand":
+        H = ta.placeholder(y.shape, "float32", "H")
+        grads = handwritten.backward(workload.kind, p, H, workload.grads)
+        prep = {"define": time.perf_counter() - t0}
+        return _planned_backward(H, grads, inputs, args, head, prep)
+    f = _define("ta.function", lambda: ta.function(y, inputs, wrt=want, **_options))
+    _define("ta.gradient", lambda: f.grads)
+    prep = {"autodiff": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    kernel = _define("ta.build", lambda: f.backward_kernel)
+    prep["build"] = time.perf_counter() - t0
+    _, residuals = f.forward(*args)
+    info = {"work": kernel.work, "saved": [t.name for t in f.saved]}
+    return Phase(fn=lambda: f.backward(residuals, head),
+                 outputs=lambda r: [np.asarray(x) for x in as_list(r)], prep_s=prep, info=info)
+
+
+def _planned_backward(H, grads, inputs, args, head, prep) -> Phase:
+    ta = _ta()
+    from tensorad.residuals import plan_residuals
+
+    plan = plan_residuals([], inputs, [H], grads, "default")  # y too is computed by the forward
+    extras = []
+    if plan.extras:  # computed once by a forward kernel
+        extras = as_list(ta.build(list(plan.extras), inputs, **_options)(*args))
+    residuals = plan.residuals(args, [], [np.asarray(a) for a in extras])
+    back_inputs = [inputs[i] for i in plan.inputs] + list(plan.saved) + [H]
+    return _kernel_phase(list(grads), back_inputs, list(residuals) + [head], prep)
 
 
 # ---- sweeps ---------------------------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4)."""
+"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4).
+
+Any object with ``__dlpack__`` (a PyTorch tensor, a JAX array, a CuPy array on the CPU) is
+accepted in place of a NumPy array: :func:`as_array` views its memory through
+``np.from_dlpack`` without copying, so a kernel reads a framework's tensor and writes into
+one passed as ``out=`` directly.
+"""
 
 from __future__ import annotations
 
@@ -86,6 +92,28 @@ class Compiled:
         return self._asm
 
 
+def as_array(a: Any, role: str) -> np.ndarray:
+    """``a`` as a NumPy array sharing its memory (no copy); ``role`` names it in errors.
+
+    NumPy arrays and scalars pass through; other objects go through the DLPack protocol.  An
+    object that DLPack cannot export on the CPU (a GPU tensor, a tensor that requires grad)
+    is a :class:`KernelArgumentError` that says why.
+    """
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if not hasattr(a, "__dlpack__"):
+        raise KernelArgumentError(f"{role}: expected a numpy array or an object with __dlpack__ "
+                                  f"(torch, jax), got {type(a).__name__}")
+    try:
+        return np.from_dlpack(a)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        raise KernelArgumentError(f"{role}: cannot view this {type(a).__name__} as a CPU array "
+                                  f"through DLPack ({e}); kernels run on the CPU: pass a CPU, "
+                                  f"detached tensor") from e
+
+
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
     return b.name, tuple(b.shape), np.dtype(b.dtype if b.dtype != "bool" else np.bool_)
 
@@ -94,12 +122,13 @@ class Kernel:
     """A compiled kernel: ``kernel(*arrays, out=None)``.
 
     Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use
-    are accepted and ignored).  Each must be a NumPy array with exactly the tensor's shape and
-    dtype -- float32 where float64 is expected is an error, not a silent cast.  Non-contiguous
-    (or misaligned) inputs are copied to a contiguous array first.  ``out=`` (an array, or a
-    tuple with one array per output) receives the results in place; such arrays must be
-    C-contiguous, writeable and not overlap any other argument.  Returns one array for one
-    output, a tuple for several.
+    are accepted and ignored).  Each must be a NumPy array (or an object with ``__dlpack__``,
+    viewed without a copy) with exactly the tensor's shape and dtype -- float32 where float64
+    is expected is an error, not a silent cast.  Non-contiguous (or misaligned) inputs are
+    copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
+    output) receives the results in place; such arrays must be C-contiguous, writeable and not
+    overlap any other argument.  Returns one array for one output, a tuple for several (the
+    ``out=`` objects themselves when given).
 
     The call releases the GIL and keeps no mutable state, so several Python threads may call
     one kernel at once.  ``num_threads`` (settable) is the number of threads of each parallel
@@ -160,7 +189,7 @@ class Kernel:
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
-        outs = self._outputs_for(out, ins)
+        given, outs = self._outputs_for(out, ins)
         temps = [np.empty(s, d) for s, d in self._temps]
         call = self._compiled.call
         if call is not None:  # the arrays themselves: the kernel reads their data pointers
@@ -170,16 +199,17 @@ class Kernel:
             for k, a in enumerate(ins + outs + temps):
                 addrs[k] = a.ctypes.data
             self._compiled.main(addrs.ctypes.data, self.num_threads)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        res = given if given is not None else outs
+        return res[0] if len(res) == 1 else tuple(res)
 
     @staticmethod
     def _check_input(a: Any, spec) -> np.ndarray:
         name, shape, dtype = spec
-        if isinstance(a, np.generic):
-            a = np.asarray(a)
-        if not isinstance(a, np.ndarray):
+        if not isinstance(a, np.ndarray | np.generic) and not hasattr(a, "__dlpack__"):
             raise KernelArgumentError(f"input {name}: expected a numpy array of shape {list(shape)} "
-                                      f"and dtype {dtype}, got {type(a).__name__}")
+                                      f"and dtype {dtype}, got {type(a).__name__} (any object with "
+                                      f"__dlpack__, such as a torch tensor, is also accepted)")
+        a = as_array(a, f"input {name}")
         if a.dtype != dtype:
             raise KernelArgumentError(f"input {name}: expected dtype {dtype}, got {a.dtype} "
                                       f"(convert with .astype(np.{dtype}))")
@@ -189,16 +219,21 @@ class Kernel:
             a = np.ascontiguousarray(a)
         return a
 
-    def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> list[np.ndarray]:
+    def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
+        """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
-            return [np.empty(s, d) for _, s, d in self._outputs]
-        outs = [out] if isinstance(out, np.ndarray) else list(out) if isinstance(out, (tuple, list)) else None
-        if outs is None or len(outs) != len(self._outputs):
+            return None, [np.empty(s, d) for _, s, d in self._outputs]
+        single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
+        given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
+        if given is None or len(given) != len(self._outputs):
             raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
                                       f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
-        for k, (a, (name, shape, dtype)) in enumerate(zip(outs, self._outputs)):
-            if not isinstance(a, np.ndarray):
-                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(a).__name__}")
+        outs = []
+        for k, (g, (name, shape, dtype)) in enumerate(zip(given, self._outputs)):
+            if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
+                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
+                                          f"(any object with __dlpack__ is also accepted)")
+            a = as_array(g, f"out {name}")
             if a.dtype != dtype:
                 raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
             if a.shape != shape:
@@ -209,4 +244,5 @@ class Kernel:
             for other in ins + outs[:k]:
                 if a.size and other.size and np.may_share_memory(a, other):
                     raise KernelArgumentError(f"out {name}: overlaps another argument of the kernel")
-        return outs
+            outs.append(a)
+        return given, outs

@@ -44,6 +44,7 @@ from .lang import (
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
+from .vjp import Function, function
 
 __version__ = "0.1.0"
 
@@ -110,5 +111,21 @@ __all__ = [
     "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
-    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi", "function", "Function",
 ]
+
+
+def __getattr__(name: str):
+    """``ta.torch`` and ``ta.jax``: the framework bridges, imported on first use so that
+    ``import tensorad`` never imports PyTorch or JAX."""
+    if name in ("torch", "jax"):
+        import importlib
+
+        try:
+            module = importlib.import_module(f".bridge_{name}", __name__)
+        except ImportError as e:
+            raise ImportError(f"ta.{name} needs {name}, which could not be imported ({e}); install it "
+                              f"with: pip install 'tensorad[{name}]'") from e
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'tensorad' has no attribute {name!r}")

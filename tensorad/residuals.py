@@ -1,0 +1,105 @@
+"""Which forward values a backward reads from the forward, and which it recomputes.
+
+A reverse-mode gradient ``grads = J^T heads`` is a tensor program over the inputs and the heads.
+The part of it that does not depend on a head (the forward's own values: a matrix product, a
+softmax's row sums, max pooling's winner) can be computed by the forward and *saved*, or
+recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
+``checkpoint_policies`` do:
+
+* ``"default"``: save reductions and the outputs (the forward computes those anyway), recompute
+  elementwise values (cheaper to recompute inside the backward's loops than to store and read);
+* ``"save_all"``: save every forward value the backward reads;
+* ``"recompute_all"``: save nothing; the backward starts again from the inputs;
+* a function ``policy(tensor) -> bool`` (True: save it).
+
+The plan cuts the backward's tensor graph at the saved tensors: the backward kernel takes them
+as inputs (so it never recomputes what was saved: a saved reduction is not in its loops), and
+only the saved tensors that the cut graph still reaches are kept.  Example, ``Y = exp(X W^T) /
+rowsum(exp(X W^T))`` with grads for X and W: the default saves ``X W^T`` (the dense) and the
+row sums; the backward reads them, X, W and the head, and recomputes ``exp`` elementwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .ir.rewrite import op_reads, tensor_graph
+from .ir.tensor import ComputeOp, Tensor
+
+Policy = str | Callable[[Tensor], bool]
+POLICIES = ("default", "save_all", "recompute_all")
+
+
+def check_policy(policy: Policy) -> None:
+    if callable(policy) and not isinstance(policy, str):
+        return
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))} or a function "
+                         f"tensor -> bool, got {policy!r}")
+
+
+def _chooser(policy: Policy, outputs: set[Tensor]) -> Callable[[Tensor], bool]:
+    if policy == "default":
+        return lambda t: t in outputs or (isinstance(t.op, ComputeOp) and t.op.is_reduction)
+    if policy == "save_all":
+        return lambda t: True
+    if policy == "recompute_all":
+        return lambda t: False
+
+    def ask(t: Tensor) -> bool:
+        answer = policy(t)
+        if not isinstance(answer, bool):
+            raise TypeError(f"policy({t.name!r}) must return True (save) or False (recompute), "
+                            f"got {answer!r}")
+        return answer
+    return ask
+
+
+@dataclass(frozen=True)
+class ResidualPlan:
+    """What the forward saves for the backward.
+
+    ``inputs``: the inputs the backward reads (indices into the function's inputs);
+    ``saved``: the forward tensors it reads instead of recomputing them, in graph order
+    (producers first); ``extras``: those of ``saved`` that are not outputs (the forward computes
+    them beside its outputs); ``outputs``: the function's outputs.  The residuals are the values
+    of ``inputs`` then ``saved``.
+    """
+
+    inputs: tuple[int, ...]
+    saved: tuple[Tensor, ...]
+    extras: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+
+    @property
+    def sources(self) -> list[tuple[str, int]]:
+        """Where each residual comes from: ``("input", i)``, ``("output", k)``, ``("extra", j)``."""
+        return [("input", i) for i in self.inputs] + [self._source(t) for t in self.saved]
+
+    def _source(self, t: Tensor) -> tuple[str, int]:
+        return ("extra", self.extras.index(t)) if t in self.extras else ("output", self.outputs.index(t))
+
+    def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
+        pools = {"input": arrays, "output": outputs, "extra": extras}
+        return tuple(pools[kind][k] for kind, k in self.sources)
+
+
+def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: Sequence[Tensor],
+                   grads: Sequence[Tensor], policy: Policy) -> ResidualPlan:
+    """The plan for ``grads`` (tensors over ``inputs`` and ``heads``) under ``policy``."""
+    graph = tensor_graph(grads)
+    on_head: set[Tensor] = set(heads)
+    for t in graph:  # producers first
+        if isinstance(t.op, ComputeOp) and any(d in on_head for d in op_reads(t.op)):
+            on_head.add(t)
+    grad_set = set(grads)
+    choose = _chooser(policy, set(outputs))
+    chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
+              and choose(t)}
+    cut = tensor_graph(grads, stop=chosen)
+    in_cut = set(cut)
+    saved = tuple(t for t in cut if t in chosen)
+    extras = tuple(t for t in saved if t not in set(outputs))
+    return ResidualPlan(tuple(k for k, x in enumerate(inputs) if x in in_cut), saved, extras,
+                        tuple(outputs))

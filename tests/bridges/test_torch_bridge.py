@@ -1,0 +1,181 @@
+"""``ta.torch.function``: tensorad programs as PyTorch operators.
+
+Oracles: ``torch.autograd.gradcheck``/``gradgradcheck`` (float64 finite differences taken by
+PyTorch), and the same computation written with PyTorch's own operators (eager autograd,
+``torch.func.grad``, ``torch.compile``).  Every topi op of the gradient test table
+(``tests/tensorad/topi/test_topi_gradients.py``) goes through the bridge.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+torch = pytest.importorskip("torch")
+nn = ta.topi.nn
+
+
+def _topi_cases() -> dict:
+    path = pathlib.Path(__file__).parents[1] / "tensorad" / "topi" / "test_topi_gradients.py"
+    spec = importlib.util.spec_from_file_location("topi_gradient_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+CASES = _topi_cases()
+
+
+def _inputs(shapes, domain, gen, dtype=torch.float64):
+    if domain == "pos":
+        return [(0.5 + torch.rand(s, generator=gen, dtype=dtype)).requires_grad_() for s in shapes]
+    return [torch.randn(s, generator=gen, dtype=dtype).requires_grad_() for s in shapes]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_gradcheck_of_every_topi_op(case):
+    shapes, build, domain = CASES[case]
+    xs = [ta.placeholder(s, "float64", f"in{k}") for k, s in enumerate(shapes)]
+    f = ta.torch.function(build(*xs), xs)
+    args = _inputs(shapes, domain, torch.Generator().manual_seed(7))
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["homebrew_softmax", "max_pool"])
+def test_gradgradcheck_through_tensorads_own_second_derivatives(case):
+    shapes, build, domain = CASES[case]
+    xs = [ta.placeholder(s, "float64", f"in{k}") for k, s in enumerate(shapes)]
+    f = ta.torch.function(build(*xs), xs)
+    args = _inputs(shapes, domain, torch.Generator().manual_seed(3))
+    assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def _layer(dtype="float32"):
+    """conv2d (padding 1) -> relu -> 2x2 max pool, as one tensorad function of X and W."""
+    X, W = ta.placeholder((2, 2, 6, 6), dtype, "X"), ta.placeholder((3, 2, 3, 3), dtype, "W")
+    Y = nn.pool(nn.relu(nn.conv2d(X, W, 1, 1)), 2, 2, 0, "max")
+    return ta.torch.function(Y, [X, W])
+
+
+def _layer_torch(x, w):
+    F = torch.nn.functional
+    return F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2, 2)
+
+
+@pytest.fixture(scope="module")
+def layer():
+    return _layer()
+
+
+def _data(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 2, 6, 6, generator=gen), torch.randn(3, 2, 3, 3, generator=gen)
+
+
+def test_eager_forward_and_backward_match_pytorch(layer):
+    x, w = _data()
+    head = torch.randn(2, 3, 3, 3, generator=torch.Generator().manual_seed(1))
+    got = [t.clone().requires_grad_() for t in (x, w)]
+    want = [t.clone().requires_grad_() for t in (x, w)]
+    y = layer(*got)
+    torch.testing.assert_close(y, _layer_torch(*want))
+    y.backward(head)
+    _layer_torch(*want).backward(head)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g.grad, r.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_fullgraph():
+    """No graph break (fullgraph=True raises on one); values and gradients as in eager mode."""
+    layer = _layer()  # a fresh one: its first call is traced by torch.compile
+
+    def loss(x, w):
+        return (layer(x, w) ** 2).sum()
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    x, w = _data(2)
+    got = [t.clone().requires_grad_() for t in (x, w)]
+    want = [t.clone().requires_grad_() for t in (x, w)]
+    value = compiled(*got)
+    value.backward()
+    ref = (_layer_torch(*want) ** 2).sum()
+    ref.backward()
+    torch.testing.assert_close(value, ref, rtol=1e-5, atol=1e-5)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g.grad, r.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_func_grad(layer):
+    x, w = _data(3)
+    got = torch.func.grad(lambda x, w: layer(x, w).sum(), argnums=(0, 1))(x, w)
+    want = torch.func.grad(lambda x, w: _layer_torch(x, w).sum(), argnums=(0, 1))(x, w)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
+def test_the_registered_operator_has_autograd_and_a_fake_implementation(layer):
+    op = getattr(torch.ops.tensorad, layer.operator().name.split("::")[1])
+    x, w = (t.clone().requires_grad_() for t in _data(4))
+    y, *extras = op([x, w])
+    assert [e.requires_grad for e in extras] == [False] * len(extras)
+    y.sum().backward()
+    xr, wr = (t.clone().requires_grad_() for t in _data(4))
+    _layer_torch(xr, wr).sum().backward()
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    plain = [x.detach(), w.detach()]
+    with FakeTensorMode() as mode:
+        fake = op([mode.from_tensor(t) for t in plain])
+    assert tuple(fake[0].shape) == (2, 3, 3, 3) and fake[0].dtype == torch.float32
+
+
+def test_outputs_share_memory_with_what_the_kernel_wrote(layer):
+    """The forward writes straight into torch tensors (DLPack): nothing is copied back."""
+    x, w = _data(5)
+    y = layer(x, w)
+    assert y.is_contiguous() and y.dtype == torch.float32
+    np.testing.assert_allclose(y.numpy(), _layer_torch(x, w).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_several_outputs_and_an_unused_one():
+    A, B = ta.placeholder((3, 4), "float64", "A"), ta.placeholder((4, 2), "float64", "B")
+    f = ta.torch.function([ta.topi.matmul(A, B), ta.topi.sum(ta.topi.exp(A), axis=1)], [A, B])
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda a, b: f(a, b)[0], (a.requires_grad_(), b.requires_grad_()))
+    assert torch.autograd.gradcheck(lambda a, b: f(a, b)[1], (a, b))
+    assert torch.autograd.gradcheck(lambda a, b: f(a, b), (a, b))
+
+
+def test_bad_arguments_are_clear_errors(layer):
+    x, w = _data()
+    with pytest.raises(TypeError, match="takes 2 tensors \\(X, W\\), got 1"):
+        layer(x)
+    with pytest.raises(TypeError, match="input W: expected dtype torch.float32, got torch.float64"):
+        layer(x, w.double())
+    with pytest.raises(ValueError, match="input X: expected shape \\[2, 2, 6, 6\\], got \\[1, 2, 6, 6\\]"):
+        layer(x[:1], w)
+    with pytest.raises(TypeError, match="input X: expected a torch.Tensor, got ndarray"):
+        layer(x.numpy(), w)
+
+
+def test_only_the_gradients_asked_for_are_computed():
+    """Data that does not require grad gets no gradient kernel; inference saves nothing."""
+    f = _layer()
+    x, w = _data(6)
+    w.requires_grad_()
+    f(x, w).sum().backward()
+    op = f._operators[(False, True)]
+    assert op.function.wrt == [f.function.inputs[1]]
+    assert op.function.lower_backward().work < f.operator().function.lower_backward().work
+    xr, wr = x.clone(), w.detach().clone().requires_grad_()
+    _layer_torch(xr, wr).sum().backward()
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        f(x, w)
+    assert f.operator([False, False]).function.saved == ()

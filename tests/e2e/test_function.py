@@ -1,0 +1,168 @@
+"""``ta.function``: forward with residuals, backward that reads them, checkpoint policies.
+
+Oracles: NumPy formulas written here (forward), float64 central finite differences of those
+formulas (backward), and the exact work of loop programs counted by ``ta.lower(...).work``:
+the backward of the default policy does the recomputing backward's work minus exactly the
+work of the reductions it was given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+nn = ta.topi.nn
+
+
+def _homebrew(n=3, d=6, m=5):
+    """Y = exp(X W^T) / rowsum(exp(X W^T)): two forward reductions the gradient reads."""
+    X, W = ta.placeholder((n, d), "float64", "X"), ta.placeholder((m, d), "float64", "W")
+    dense = nn.dense(X, W)
+    e = ta.topi.exp(dense)
+    s = ta.topi.sum(e, axis=-1, keepdims=True)
+    return ta.topi.divide(e, s), X, W, dense, s
+
+
+def _homebrew_np(x, w):
+    e = np.exp(x @ w.T)
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("policy", ["default", "save_all", "recompute_all", lambda t: t.name == "dense"])
+def test_forward_and_backward_match_numpy_and_finite_differences(policy, rng, numeric_grad):
+    Y, X, W, _, _ = _homebrew()
+    f = ta.function(Y, [X, W], policy=policy)
+    x, w = rng.normal(size=X.shape), rng.normal(size=W.shape) * 0.5
+    h = rng.normal(size=Y.shape)
+    y, res = f.forward(x, w)
+    np.testing.assert_allclose(y, _homebrew_np(x, w), rtol=1e-12)
+    np.testing.assert_allclose(f(x, w), y, rtol=1e-12)
+    gx, gw = f.backward(res, h)
+    want = numeric_grad(_homebrew_np, [x, w], h)
+    np.testing.assert_allclose(gx, want[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gw, want[1], rtol=1e-6, atol=1e-8)
+
+
+def test_default_saves_the_reductions_and_the_backward_does_not_recompute_them():
+    Y, X, W, dense, s = _homebrew()
+    saved = ta.function(Y, [X, W])
+    recompute = ta.function(Y, [X, W], policy="recompute_all")
+    assert set(saved.saved) == {dense, s} and recompute.saved == ()
+    reductions = ta.lower([dense, s], [X, W]).work
+    assert recompute.lower_backward().work - saved.lower_backward().work >= reductions
+
+
+def test_max_pool_saves_its_winner(rng):
+    X = ta.placeholder((1, 2, 6, 6), "float32", "X")
+    Y = nn.pool(X, 2, 2, [0, 0, 0, 0], "max")
+    f = ta.function(Y, [X])
+    (winner,) = f.saved
+    assert winner.op.is_reduction and winner.shape == Y.shape and winner not in (Y,)
+    assert f.lower_backward().work == X.size  # one gather per element of X, no window search
+    assert ta.function(Y, [X], policy="recompute_all").lower_backward().work == X.size + 4 * Y.size
+    x = rng.permutation(X.size).astype(np.float32).reshape(X.shape)  # no ties
+    y, res = f.forward(x)
+    np.testing.assert_array_equal(y, x.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5)))
+    (gx,) = f.backward(res, np.ones(Y.shape, np.float32))
+    np.testing.assert_array_equal(gx, (x == np.repeat(np.repeat(y, 2, 2), 2, 3)).astype(np.float32))
+
+
+def test_a_saved_output_is_a_residual_for_free(rng):
+    """With the row sums asked for as an output, the forward computes only the dense extra."""
+    Y, X, W, dense, s = _homebrew()
+    f = ta.function([Y, s], [X, W])
+    assert f.plan.extras == (dense,)
+    assert sorted(f.plan.sources) == [("extra", 0), ("input", 0), ("input", 1), ("output", 1)]
+    x, w = rng.normal(size=X.shape), rng.normal(size=W.shape)
+    (y, rowsum), res = f.forward(x, w)
+    assert any(r is rowsum for r in res)
+    np.testing.assert_allclose(rowsum[:, 0], np.exp(x @ w.T).sum(1), rtol=1e-12)
+
+
+def test_several_outputs_sum_their_gradients_and_none_is_a_zero_head(rng, numeric_grad):
+    A, B = ta.placeholder((3, 4), "float64", "A"), ta.placeholder((4, 2), "float64", "B")
+    P = ta.topi.matmul(A, B)
+    Q = ta.topi.sum(ta.topi.multiply(A, A), axis=1)
+    f = ta.function([P, Q], [A, B])
+    a, b = rng.normal(size=A.shape), rng.normal(size=B.shape)
+    hp, hq = rng.normal(size=P.shape), rng.normal(size=Q.shape)
+    (p, q), res = f.forward(a, b)
+    np.testing.assert_allclose(p, a @ b)
+    np.testing.assert_allclose(q, (a * a).sum(1))
+    ga, gb = f.backward(res, hp, hq)
+    np.testing.assert_allclose(ga, hp @ b.T + 2 * a * hq[:, None], rtol=1e-12)
+    np.testing.assert_allclose(gb, a.T @ hp, rtol=1e-12)
+    ga, gb = f.backward(res, None, hq)
+    np.testing.assert_allclose(ga, 2 * a * hq[:, None], rtol=1e-12)
+    np.testing.assert_array_equal(gb, np.zeros(B.shape))
+
+
+def test_wrt_defaults_to_the_float_inputs_and_can_be_chosen(rng):
+    X, N = ta.placeholder((5,), "float32", "X"), ta.placeholder((5,), "int32", "N")
+    W = ta.placeholder((5,), "float32", "W")
+    Y = ta.compute((5,), lambda i: X[i] * W[i] * ta.cast("float32", N[i]), "Y")
+    assert ta.function(Y, [X, N, W]).wrt == [X, W]
+    f = ta.function(Y, [X, N, W], wrt=[W])
+    x, i, w = rng.normal(size=5).astype(np.float32), np.arange(5, dtype=np.int32), np.ones(5, np.float32)
+    _, res = f.forward(x, i, w)
+    (gw,) = f.backward(res, np.ones(5, np.float32))
+    np.testing.assert_allclose(gw, x * i, rtol=1e-6)
+
+
+def test_out_writes_in_place(rng):
+    X = ta.placeholder((3,), "float32", "X")
+    f = ta.function(ta.topi.multiply(X, X), [X])
+    out = np.empty(3, np.float32)
+    x = rng.normal(size=3).astype(np.float32)
+    assert f(x, out=out) is out
+    np.testing.assert_allclose(out, x * x)
+
+
+def test_a_policy_function_decides_per_tensor():
+    Y, X, W, dense, s = _homebrew()
+    asked = []
+
+    def only_dense(t):
+        asked.append(t)
+        return t is dense
+    f = ta.function(Y, [X, W], policy=only_dense)
+    assert f.saved == (dense,)
+    assert dense in asked and s in asked
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+def test_errors():
+    Y, X, W, _, _ = _homebrew()
+    with pytest.raises(ValueError, match="policy must be one of 'default', 'save_all', 'recompute_all'"):
+        ta.function(Y, [X, W], policy="everything")
+    with pytest.raises(ValueError, match="read placeholder\\(s\\) W that are not among the inputs"):
+        ta.function(Y, [X])
+    with pytest.raises(ValueError, match="wrt tensor 'Z' is not among the inputs"):
+        ta.function(Y, [X, W], wrt=[ta.placeholder((2,), "float64", "Z")])
+    with pytest.raises(TypeError, match="input 'dense' is a computed tensor"):
+        ta.function(Y, [X, W, nn.dense(X, W)])
+    with pytest.raises(TypeError, match="unknown option 'threads'"):
+        ta.function(Y, [X, W], threads=2)
+    with pytest.raises(TypeError, match=r"policy\('.*'\) must return True \(save\) or False"):
+        ta.function(Y, [X, W], policy=lambda t: "yes").plan  # noqa: B018
+    f = ta.function(Y, [X, W])
+    _, res = f.forward(np.zeros(X.shape), np.zeros(W.shape))
+    with pytest.raises(ValueError, match="one head per output \\(1\\), got 2"):
+        f.backward(res, np.zeros(Y.shape), np.zeros(Y.shape))
+    with pytest.raises(ValueError, match="residuals must be the 4 values that forward returned"):
+        f.backward(res[:1], np.zeros(Y.shape))
+    with pytest.raises(TypeError, match="expected dtype float64, got float32"):
+        f.backward(res, np.zeros(Y.shape, np.float32))
+
+
+def test_build_only_options_reach_build_and_not_lower(rng):
+    X = ta.placeholder((4,), "float32", "X")
+    f = ta.function(ta.topi.exp(X), [X], cache=False, num_threads=1)
+    x = rng.normal(size=4).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.exp(x), rtol=1e-6)
+    assert f.lower_backward().work == 4
+    with pytest.raises(TypeError, match="option 'name' is not accepted"):
+        ta.function(ta.topi.exp(X), [X], name="mine")
