@@ -115,10 +115,11 @@ class Function:
     def grads(self) -> list[Tensor]:
         """``sum_k J_k^T head_k`` for each tensor of ``wrt``."""
         total: list[Tensor | None] = [None] * len(self.wrt)
+        optimizer = Optimizer()  # one context: terms equal across the outputs' adjoints are shared
         for o, h in zip(self.outputs, self.heads):
             if h is None or not self.wrt:
                 continue
-            parts = jacobian_recursive(o, self.wrt, h, optimizer=Optimizer())
+            parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
             total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
         grads = [_zeros(x) if t is None else t for x, t in zip(self.wrt, total)]
         return _distinct_computes(grads, "grad")
