@@ -61,6 +61,12 @@ class LoweredFunc:
     def __str__(self) -> str:
         return self.text
 
+    def text_with(self, names: Namer) -> str:
+        """The loop program with buffers named by ``names`` (a :class:`~tensorad.ir.printer.Namer`
+        shared with ``PrintTensorRecursively(..., namer=names)``), so that one name means one
+        tensor across printouts; ``str()`` uses the names lowering gave."""
+        return program_text(self.program, names)
+
     def __repr__(self) -> str:
         return f"<LoweredFunc {self.program.name}: work={self.work}>\n{self.text}"
 
@@ -73,7 +79,9 @@ class LoweredFunc:
         for line in self.text.splitlines():
             esc = html.escape(line)
             lines.append(f"<b>{esc}</b>" if line.lstrip().startswith(("# nest", "kernel ")) else esc)
-        return ("<pre style='line-height:1.3'>" + "\n".join(lines)
+        # long lines wrap (at any character if they must) instead of running off the page
+        style = "line-height:1.3; white-space:pre-wrap; overflow-wrap:anywhere; max-width:100%"
+        return (f"<pre style='{style}'>" + "\n".join(lines)
                 + f"\n<i>work: {self.work}</i></pre>")
 
 

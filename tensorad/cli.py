@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import tensorad as ta
 from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders
+from tensorad.ir.printer import Namer
 
 PROG = "tensorad"
 
@@ -117,8 +118,9 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
         traceback.print_exc()
         print(f"{PROG}: error: running {target.rpartition(':')[0]} failed", file=sys.stderr)
         return 1
+    names = Namer()  # one name per tensor across every printout below
     print(f"# tensor {name}", file=out)
-    print(ta.PrintTensorRecursively(tensor), file=out)
+    print(ta.PrintTensorRecursively(tensor, namer=names), file=out)
     if tensor.dtype not in FLOAT_DTYPES:
         print(f"# {name} is {tensor.dtype}: not differentiable", file=out)
         return 0
@@ -140,18 +142,18 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
     for p, g in zip(wrt, grads):
         print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
               file=out)
-        print(ta.PrintTensorRecursively(g), file=out)
+        print(ta.PrintTensorRecursively(g, namer=names), file=out)
         if lower:
-            _print_lowered(g, p, out)
+            _print_lowered(g, p, out, names)
     return 0
 
 
-def _print_lowered(grad: Tensor, wrt: Tensor, out) -> None:
-    """Print the loops of ``grad`` and their work count."""
+def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
+    """Print the loops of ``grad`` (its tensors named as in the printouts) and their work."""
     lowered = ta.lower([grad], placeholders([grad]))
     print(f"# lowered loops of the gradient with respect to {wrt.name} (work {lowered.work})",
           file=out)
-    print(f"{lowered}\n", file=out)
+    print(f"{lowered.text_with(names)}\n", file=out)
 
 
 # ---- bench --------------------------------------------------------------------------------
