@@ -98,7 +98,7 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int) -> Compiled:
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level)
+                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, meta=meta, obj=obj)
 
 
 def _load(key: str, opt_level: int) -> Compiled | None:

@@ -123,6 +123,23 @@ def compile_object(ir_text: str, opt_level: int = 3) -> bytes:
         return s.target_machine.emit_object(mod)
 
 
+def compile_shared_object(ir_text: str, opt_level: int = 3) -> bytes:
+    """Like :func:`compile_object`, but position-independent code for a shared library (the
+    JIT's own objects use the JIT code model and cannot be linked by ``cc -shared``)."""
+    s = state()
+    with _LOCK:
+        target = llvm.Target.from_triple(s.triple)
+        tm = target.create_target_machine(cpu=s.cpu, features=s.features, opt=3, reloc="pic",
+                                          codemodel="default")
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = s.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        if opt_level > 0:
+            optimize(mod, opt_level)
+        return tm.emit_object(mod)
+
+
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
 
 

@@ -15,6 +15,7 @@ from . import autodiff as _autodiff
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen import load_kernel as load
 from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
@@ -109,5 +110,5 @@ __all__ = [
     "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
-    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi",
 ]
