@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from tensorad.ir import trace
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
@@ -71,22 +72,37 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, opts.opt_level) or _compile(lowered, key, opts, gomp)
+                    compiled = _load(key, opts.opt_level)
+                    trace.record("cache hit" if compiled else "cache miss", 0.0,
+                                 f"{name} (disk)" if compiled else name)
+                    compiled = compiled or _compile(lowered, key, opts, gomp)
                 _COMPILED[key] = compiled
+            else:
+                trace.record("cache hit", 0.0, f"{name} (memory)")
+    else:
+        trace.record("cache hit", 0.0, f"{name} (memory)")
     threads = opts.num_threads or default_threads()
     return Kernel(lowered, compiled, threads if gomp else 1)
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool) -> Compiled:
-    emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                            vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
-    module = emitter.emit()
-    text = finish_ir(str(module))
-    call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
-    obj = compile_object(text, opts.opt_level)
+    name = lowered.program.name
+    with trace.stage("llvm", name):
+        emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
+                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
+        module = emitter.emit()
+        text = finish_ir(str(module))
+        call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
+        obj = compile_object(text, opts.opt_level)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": len(lowered.program.arguments),
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
-    compiled = _link(key, obj, meta, text, opts.opt_level)
+    with trace.stage("jit", name):
+        compiled = _link(key, obj, meta, text, opts.opt_level)
+    if trace.dumping():
+        stem = f"{name}-{key[:10]}"
+        trace.dump(stem, "ll", text)
+        trace.dump(stem, "opt.ll", lambda: compiled.llvm_ir)
+        trace.dump(stem, "s", lambda: compiled.asm)
     diskcache.put(key, _pack_entry(meta, obj, text))
     STATS["compiled"] += 1
     return compiled

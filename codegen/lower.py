@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from threading import Lock
 from typing import Any
 
+from tensorad.ir import trace
 from tensorad.ir.expr import Op
-from tensorad.ir.printer import Namer
+from tensorad.ir.printer import Namer, print_tensor_recursively
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import check_op_bounds
@@ -133,7 +134,12 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         if found is not None:
             _CACHE.move_to_end(key)
             return found
-    result = LoweredFunc(_lower_program(outputs, inputs, name, opts), opts)
+    with trace.stage("lower", name):
+        result = LoweredFunc(_lower_program(outputs, inputs, name, opts), opts)
+    if trace.dumping():
+        stem = f"{name}-{trace.short_hash(result.text)}"
+        trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))
+        trace.dump(stem, "loops.txt", result.text)
     with _CACHE_LOCK:
         _CACHE[key] = result
         while len(_CACHE) > _CACHE_SIZE:

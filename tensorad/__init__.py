@@ -20,7 +20,9 @@ from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
+from .ir import trace as _trace
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
+from .ir.trace import config
 from .lang import (
     OutOfBoundsError,
     abs,
@@ -60,8 +62,10 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
-    return _autodiff.jacobian(output, input,
-                              optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"Jacobian({output.name}, {input.name})"):
+        result = _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))
+    _dump_tensors("jacobian", [result])
+    return result
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -69,21 +73,29 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    return _autodiff.jacobian_recursive(
-        output, inputs, head, override=override,
-        optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"JacobianRecursive({output.name})"):
+        result = _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                              optimizer=_optimizer(optimize))
+    _dump_tensors("gradient", result)
+    return result
 
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    return _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"jvp({output.name})"):
+        result = _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+    _dump_tensors("jvp", [result])
+    return result
 
 
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    return _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"hessian_vector_product({output.name})"):
+        result = _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+    _dump_tensors("hvp", result)
+    return result
 
 
 def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool = True, **options) -> bool:
@@ -96,7 +108,20 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
-    return optimize_and_lift_nonzeroness if optimize else None
+    return _traced_optimizer if optimize else None
+
+
+def _traced_optimizer(tensor: Tensor) -> Tensor:
+    with _trace.stage("optimize", tensor.name):
+        return optimize_and_lift_nonzeroness(tensor)
+
+
+def _dump_tensors(what: str, tensors: Sequence[Tensor]) -> None:
+    """``TENSORAD_DUMP``: the printed result tensors of a differentiation."""
+    if _trace.dumping():
+        text = "\n".join(PrintTensorRecursively(t) for t in tensors)
+        first = tensors[0].name if tensors else ""
+        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
 
 
 gradient = JacobianRecursive
@@ -110,5 +135,5 @@ __all__ = [
     "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
-    "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi", "config",
 ]
