@@ -62,7 +62,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
-    with _trace.stage("differentiate", f"Jacobian({output.name}, {input.name})"):
+    with _trace.stage("differentiate", f"Jacobian({_name(output)}, {_name(input)})"):
         result = _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))
     _dump_tensors("jacobian", [result])
     return result
@@ -73,7 +73,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    with _trace.stage("differentiate", f"JacobianRecursive({output.name})"):
+    with _trace.stage("differentiate", f"JacobianRecursive({_name(output)})"):
         result = _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                               optimizer=_optimizer(optimize))
     _dump_tensors("gradient", result)
@@ -83,7 +83,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    with _trace.stage("differentiate", f"jvp({output.name})"):
+    with _trace.stage("differentiate", f"jvp({_name(output)})"):
         result = _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
     _dump_tensors("jvp", [result])
     return result
@@ -92,7 +92,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    with _trace.stage("differentiate", f"hessian_vector_product({output.name})"):
+    with _trace.stage("differentiate", f"hessian_vector_product({_name(output)})"):
         result = _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
     _dump_tensors("hvp", result)
     return result
@@ -109,6 +109,11 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
     return _traced_optimizer if optimize else None
+
+
+def _name(x: object) -> str:
+    """A tensor's name for a log line (the call itself reports a bad argument)."""
+    return x.name if isinstance(x, Tensor) else type(x).__name__
 
 
 def _traced_optimizer(tensor: Tensor) -> Tensor:
