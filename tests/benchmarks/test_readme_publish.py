@@ -22,7 +22,8 @@ def good() -> dict:
 def test_the_published_run_is_one_that_publish_accepts(good):
     assert readme.refusal(good) is None
     text = (ROOT / "README.md").read_text()
-    assert readme.rewrite_readme(text, report.markdown(good)) == text  # the README shows it
+    table = text[text.index(readme.START):text.index(readme.END)]
+    assert f"Measured {good['started']}" in table  # the README shows that run
     assert "](benchmarks/readme/latest.png)" in text
 
 
