@@ -24,8 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.printer import Namer, expr_table
-from tensorad.ir.rewrite import fold
+from tensorad.ir.printer import Namer, expr_table, fold_text
 from tensorad.ir.tensor import Tensor
 
 
@@ -178,7 +177,7 @@ class ProgramPrinter:
         self.lines: list[str] = []
 
     def expr(self, e: Expr) -> str:
-        return fold(e, self.rules)
+        return fold_text(e, self.rules)
 
     def buffer(self, b: Buffer) -> str:
         return b.name if self.names is None else self.names.tensor(b.tensor)
