@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test bench lint clean runtime
+.PHONY: test bench bench-readme docs lint clean runtime
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,11 +28,21 @@ runtime:
 test: $(VENV)/.test-installed runtime
 	$(BIN)/python -m pytest -n 2 tests
 
+# results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
+# the README's table and chart (benchmarks/readme/), and refuses a quick or busy one
 bench: $(VENV)/.bench-installed runtime
 	$(BIN)/python -m benchmarks $(ARGS)
+
+bench-readme: $(VENV)/.test-installed
+	$(BIN)/python -m benchmarks.readme $(ARGS)
+
+# the API reference (Sphinx, from the docstrings) in the untracked docs/_build/html
+docs: $(VENV)/.test-installed
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check tensorad simplify codegen benchmarks tests examples
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build

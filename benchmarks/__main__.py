@@ -5,7 +5,9 @@ process with its thread limit (``threads.py``).  The run has a time budget: each
 share of what is left, weighted by how much it usually needs (tensorad builds kernels, JAX
 compiles), skips what no longer fits and is killed at the end of the budget, keeping what it
 measured.  Results: ``benchmarks/results/bench-<time>.json``, ``latest.json``, ``latest.png``
-(or ``--json PATH`` and ``PATH`` with ``.png``), and the table on stdout.
+(or ``--json PATH`` and ``PATH`` with ``.png``), and the table on stdout.  That folder is not
+tracked: the README's table and chart change only by ``make bench-readme`` (:mod:`.readme`),
+which refuses a quick or busy run; the JSON records both (``flags``).
 """
 
 from __future__ import annotations
@@ -186,6 +188,8 @@ def run(args) -> dict:
 
 
 def save(results: dict, args) -> list[str]:
+    results["flags"] = {"quick": results["options"]["mode"] != "full",
+                        "busy": report.run_is_busy(results)}
     if args.json:
         paths = [args.json]
     else:

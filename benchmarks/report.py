@@ -223,6 +223,11 @@ def busy(res: dict) -> bool:
     return (res.get("foreign_cpus") or 0.0) > BUSY_CPUS
 
 
+def run_is_busy(results: dict) -> bool:
+    """Did other processes keep the machine busy while any system ran?"""
+    return any(busy(res) for run in results.get("runs", []) for res in run["systems"].values())
+
+
 def load_lines(run: dict) -> list[str]:
     out = []
     for s in systems_of(run):

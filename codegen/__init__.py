@@ -20,10 +20,12 @@ Modules, in pipeline order:
   replaces a range-guarded side (a convolution's input gradient) by a zero-padded copy
 * ``llvm_expr``, ``llvm_math``, ``llvm_emit``  LLVM IR for expressions and programs
 * ``jit``, ``runtime``, ``kernel``, ``build``  the engine, libgomp, calling convention, cache
+* ``export``      kernels as shared libraries with a C header (``kernel.export``, ``load``), pickling
 """
 
 from .build import build
+from .export import ExportError, load_kernel
 from .kernel import Kernel, KernelArgumentError
 from .lower import LoweredFunc, lower
 
-__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError"]
+__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError"]

@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from tensorad.ir import trace
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
@@ -77,9 +78,15 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp, tgt) \
-                        or _compile(lowered, key, opts, gomp, tgt)
+                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp, tgt)
+                    trace.record("cache hit" if compiled else "cache miss", 0.0,
+                                 f"{name} (disk)" if compiled else name)
+                    compiled = compiled or _compile(lowered, key, opts, gomp, tgt)
                 _COMPILED[key] = compiled
+            else:
+                trace.record("cache hit", 0.0, f"{name} (memory)")
+    else:
+        trace.record("cache hit", 0.0, f"{name} (memory)")
     threads = opts.num_threads or default_num_threads()
     host = host_target()
     refuse = None if tgt.runs_here(host) else (
@@ -89,15 +96,23 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
-    emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                            vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
-    module = emitter.emit()
-    text = finish_ir(str(module))
-    call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
-    obj = compile_object(text, opts.opt_level, target)
+    name = lowered.program.name
+    with trace.stage("llvm", name):
+        emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
+                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
+        module = emitter.emit()
+        text = finish_ir(str(module))
+        call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
+        obj = compile_object(text, opts.opt_level, target)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": len(lowered.program.arguments),
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
-    compiled = _link(key, obj, meta, text, opts.opt_level, target)
+    with trace.stage("jit", name):
+        compiled = _link(key, obj, meta, text, opts.opt_level, target)
+    if trace.dumping():
+        stem = f"{name}-{key[:10]}"
+        trace.dump(stem, "ll", text)
+        trace.dump(stem, "opt.ll", lambda: compiled.llvm_ir)
+        trace.dump(stem, "s", lambda: compiled.asm)
     diskcache.put(key, _pack_entry(meta, obj, text))
     STATS["compiled"] += 1
     return compiled
@@ -109,7 +124,7 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Targ
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target)
+                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj)
 
 
 def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> Compiled | None:

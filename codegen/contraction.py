@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from tensorad.simplify.logic import conjuncts
 
-from tensorad.ir.expr import Expr, Op, choice, const, logical, var
+from tensorad.ir.expr import Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
@@ -136,10 +136,35 @@ def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     product of the masked head ``if_then_else(Y >= 0, H, 0)`` (the side that reads the same
     point) and ``W``; the mask's conjuncts join the reduction condition and go to their side."""
     masks: list[Expr] = []
-    while src.op in (Op.SELECT, Op.IF_THEN_ELSE) and src.src[2].op is Op.CONST and src.src[2].arg == 0:
-        masks += conjuncts(src.src[0])
-        src = src.src[1]
+    while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
+        c, a, b = src.src
+        if _is_const(b, 0):
+            masks += conjuncts(c)
+            src = a
+        elif _is_const(a, 0):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
+            masks.append(logical_not(c))
+            src = b
+        else:
+            break
     return src, masks
+
+
+def _is_const(e: Expr, value: float) -> bool:
+    return e.op is Op.CONST and e.arg == value
+
+
+def _mask_factors(factors: list[Expr]) -> tuple[list[Expr], list[Expr]]:
+    """Factors that are 0/1 masks (``select(c, 1, 0)``, ``select(c, 0, 1)``: the derivative of
+    ``relu = select(x <= 0, 0, x)``) become conditions: ``(factors left, their conditions)``."""
+    kept, masks = [], []
+    for f in factors:
+        if f.op is Op.SELECT and _is_const(f.src[1], 1) and _is_const(f.src[2], 0):
+            masks += conjuncts(f.src[0])
+        elif f.op is Op.SELECT and _is_const(f.src[1], 0) and _is_const(f.src[2], 1):
+            masks.append(logical_not(f.src[0]))
+        else:
+            kept.append(f)
+    return kept, masks
 
 
 def _guarded(cond: list[Expr], value: Expr) -> Expr:
@@ -170,7 +195,10 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     if any(n.op is Op.REDUCE for n in walk(srcs[0])):
         return None
     src, masks = _peel_masks(srcs[0])
-    factors = _factors(src)
+    factors, more = _mask_factors(_factors(src))
+    masks += more
+    if not factors:
+        return None
     fvars = [_vars(f) for f in factors]
     cvars = [(c, _vars(c)) for c in conjuncts(cond) + masks]
     axes = list(op.axes)

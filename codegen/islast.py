@@ -68,20 +68,24 @@ def schedule_map(stmts: Sequence[PolyStmt]) -> isl.UnionMap:
     return umap
 
 
+def _loop_name(s: PolyStmt, d: int) -> str | None:
+    """The name statement ``s`` gives a loop over time dimension ``d`` (``None``: none)."""
+    t = s.schedule[d] if d < len(s.schedule) else 0
+    if isinstance(t, Expr):
+        vs = _vars_of(t)
+        if vs:
+            return vs[0].name if t.op is Op.VAR else f"{vs[0].name}o"  # a strip of it
+    return None
+
+
 def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap) -> list[tuple[str, int, int]]:
-    """Per time dimension: a loop name and the range of values it takes."""
+    """Per time dimension: a default loop name and the range of values it takes (a loop takes
+    its name from the statements it runs, :meth:`AstConverter.loop`)."""
     ndim = max(len(s.schedule) for s in stmts)
     rng = isl.Set.from_union_set(umap.range()) if not umap.is_empty() else None
     hints = []
     for d in range(ndim):
-        name = "t"
-        for s in stmts:
-            t = s.schedule[d] if d < len(s.schedule) else 0
-            if isinstance(t, Expr):
-                vs = [n for n in _vars_of(t)]
-                if vs:
-                    name = vs[0].name if t.op is Op.VAR else f"{vs[0].name}o"  # a strip of it
-                    break
+        name = next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t")
         lo, hi = 0, 1
         if rng is not None:
             one = rng.project_out(isl.dim_type.set, d + 1, ndim - d - 1).project_out(isl.dim_type.set, 0, d)
@@ -99,6 +103,25 @@ def _vars_of(e: Expr) -> list[Expr]:
 
 def _coord(s: isl.Set) -> int:
     return s.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+
+
+def _statements_under(n: isl.AstNode) -> set[str]:
+    """The names of the statements an isl AST node runs."""
+    T = isl.ast_node_type
+    t = n.get_type()
+    if t == T.user:
+        return {n.user_get_expr().op_get_arg(0).id_get_id().get_name()}
+    if t == T.block:
+        kids = n.block_get_children()
+        return set().union(*(_statements_under(kids.get_at(k)) for k in range(kids.n_ast_node())))
+    if t == T.for_:
+        return _statements_under(n.for_get_body())
+    if t == T.if_:
+        out = _statements_under(n.if_get_then_node())
+        return out | _statements_under(n.if_get_else_node()) if n.if_has_else_node() else out
+    if t == T.mark:
+        return _statements_under(n.mark_get_node())
+    return set()
 
 
 class AstConverter:
@@ -140,6 +163,11 @@ class AstConverter:
         it = n.for_get_iterator().id_get_id().get_name()
         dim = int(it[1:]) if it[1:].isdigit() else 0
         name, lo_r, hi_r = self.hints[dim] if dim < len(self.hints) else ("t", 0, 1)
+        # named after a statement this loop runs (in a fused nest another statement's
+        # variable at the same depth would name, say, a digit loop of a split axis `ry`)
+        inner = _statements_under(n)
+        name = next((x for x in (_loop_name(s, dim) for s in self.stmts.values() if s.name in inner)
+                     if x is not None), name)
         v = var(name, lo_r, hi_r)
         lo = self.expr(n.for_get_init())
         cond = n.for_get_cond()

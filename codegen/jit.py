@@ -188,6 +188,22 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
         return target_machine(target).emit_object(mod)
 
 
+def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
+    """Like :func:`compile_object`, but position-independent code for a shared library (the
+    JIT's own objects use the JIT code model and cannot be linked by ``cc -shared``)."""
+    target = target or host()
+    with _LOCK:
+        tm = llvm.Target.from_triple(target.triple).create_target_machine(
+            cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = target.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        if opt_level > 0:
+            optimize(mod, opt_level, target)
+        return tm.emit_object(mod)
+
+
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
 
 

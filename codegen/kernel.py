@@ -59,6 +59,8 @@ class Compiled:
     call_address: int | None = None
     opt_level: int = 3
     target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
+    meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
+    obj: bytes | None = None  # the object code that was linked, for pickling
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
@@ -174,6 +176,19 @@ class Kernel:
     @property
     def work(self) -> int:
         return self.lowered.work
+
+    # ---- shipping -------------------------------------------------------------------------
+    def export(self, path: str) -> str:
+        """Write a shared library ``path`` (``name.so``), a C header ``name.h`` with one function
+        taking plain pointers, and ``name.json`` (what ``ta.load`` checks); see :mod:`.export`."""
+        from .export import export_kernel
+
+        return export_kernel(self, path)
+
+    def __reduce__(self):
+        from .export import kernel_state, restore_kernel
+
+        return restore_kernel, (kernel_state(self),)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._inputs)

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from threading import Lock
 from typing import Any
 
+from tensorad.ir import trace
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.intrange import check_index_range
-from tensorad.ir.printer import Namer
+from tensorad.ir.printer import Namer, print_tensor_recursively
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
@@ -64,6 +65,12 @@ class LoweredFunc:
     def __str__(self) -> str:
         return self.text
 
+    def text_with(self, names: Namer) -> str:
+        """The loop program with buffers named by ``names`` (a :class:`~tensorad.ir.printer.Namer`
+        shared with ``PrintTensorRecursively(..., namer=names)``), so that one name means one
+        tensor across printouts; ``str()`` uses the names lowering gave."""
+        return program_text(self.program, names)
+
     def __repr__(self) -> str:
         return f"<LoweredFunc {self.program.name}: work={self.work}>\n{self.text}"
 
@@ -76,7 +83,9 @@ class LoweredFunc:
         for line in self.text.splitlines():
             esc = html.escape(line)
             lines.append(f"<b>{esc}</b>" if line.lstrip().startswith(("# nest", "kernel ")) else esc)
-        return ("<pre style='line-height:1.3'>" + "\n".join(lines)
+        # long lines wrap (at any character if they must) instead of running off the page
+        style = "line-height:1.3; white-space:pre-wrap; overflow-wrap:anywhere; max-width:100%"
+        return (f"<pre style='{style}'>" + "\n".join(lines)
                 + f"\n<i>work: {self.work}</i></pre>")
 
 
@@ -140,7 +149,12 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         if found is not None:
             _CACHE.move_to_end(key)
             return found
-    result = LoweredFunc(_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts), opts)
+    with trace.stage("lower", name):
+        result = LoweredFunc(_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts), opts)
+    if trace.dumping():
+        stem = f"{name}-{trace.short_hash(result.text)}"
+        trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))
+        trace.dump(stem, "loops.txt", result.text)
     with _CACHE_LOCK:
         _CACHE[key] = result
         while len(_CACHE) > _CACHE_SIZE:

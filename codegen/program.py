@@ -20,6 +20,7 @@ they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tensorad.ir.expr import Expr, Op
@@ -136,6 +137,8 @@ class Program:
 def const_text(node: Expr) -> str:
     """An exact constant: ``repr`` of the value (so the text can key a cache), typed by suffix."""
     v = node.arg
+    if isinstance(v, float) and not math.isfinite(v):  # -inf, not -inff; float64 says so
+        return repr(v) if node.dtype == "float32" else f"{node.dtype}({v!r})"
     if node.dtype == "float32":
         return f"{v!r}f"
     if node.dtype == "bool":
@@ -143,48 +146,61 @@ def const_text(node: Expr) -> str:
     return repr(v) if node.dtype != "int64" else f"{v}L"
 
 
-def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer]) -> dict:
-    """The IR printer's table with exact constants and reads of buffers as ``name[i, j]``."""
+def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None = None) -> dict:
+    """The IR printer's table with exact constants and reads of buffers as ``name[i, j]``
+    (a buffer's own name, or its tensor's name in ``names`` when given)."""
 
     def read(n, *idx):
         buf = buffers.get(n.arg)
-        name = buf.name if buf is not None else namer.tensor(n.arg)
+        if buf is None:
+            name = namer.tensor(n.arg)
+        else:
+            name = buf.name if names is None else names.tensor(buf.tensor)
         return f"{name}[{', '.join(idx)}]"
 
     return {**expr_table(namer), Op.CONST: const_text, Op.READ: read}
 
 
 class ProgramPrinter:
-    """Readable, deterministic and exact text of a program (it also keys the kernel cache)."""
+    """Readable, deterministic and exact text of a program (it also keys the kernel cache).
 
-    def __init__(self, program: Program) -> None:
+    ``names``: a :class:`Namer` shared with other printouts (``tensorad show`` prints a tensor
+    and its loops with one), so that a buffer is shown under its tensor's name there; without
+    it buffers keep the names lowering gave them.
+    """
+
+    def __init__(self, program: Program, names: Namer | None = None) -> None:
         self.program = program
-        self.namer = Namer()
-        self.rules = _expr_rules(self.namer, program.buffers)
+        self.names = names
+        self.namer = Namer() if names is None else names.for_block()
+        self.rules = _expr_rules(self.namer, program.buffers, names)
         self.lines: list[str] = []
 
     def expr(self, e: Expr) -> str:
         return fold_text(e, self.rules)
 
+    def buffer(self, b: Buffer) -> str:
+        return b.name if self.names is None else self.names.tensor(b.tensor)
+
     def text(self) -> str:
         p = self.program
         base = self.namer
-        sig = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in p.inputs)
-        outs = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in p.outputs)
+        sig = ", ".join(f"{self.buffer(b)}: {b.dtype}{list(b.shape)}" for b in p.inputs)
+        outs = ", ".join(f"{self.buffer(b)}: {b.dtype}{list(b.shape)}" for b in p.outputs)
         self.lines = [f"kernel {p.name}({sig}) -> ({outs})"]
         if p.inlined:
             self.lines.append(f"  # inlined: {', '.join(p.inlined)}")
         for b in p.temps:
-            self.lines.append(f"  allocate {b.name}: {b.dtype}{list(b.shape)}")
+            self.lines.append(f"  allocate {self.buffer(b)}: {b.dtype}{list(b.shape)}")
         for step in p.steps:
             if isinstance(step, Fill):
                 what = "memset 0" if _is_zero(step.value) else f"fill {self.expr(step.value)}"
-                self.lines.append(f"  {what} -> {step.buffer.name}")
+                self.lines.append(f"  {what} -> {self.buffer(step.buffer)}")
                 continue
             note = f" ({step.note})" if step.note else ""
             self.lines.append(f"  # nest {step.name}: work {step.work}{note}")
             self.namer = base.for_block()  # loop variables are numbered afresh per nest
-            self.rules = _expr_rules(self.namer, p.buffers)
+            self.rules = _expr_rules(self.namer, p.buffers, self.names)
             self.block(step.body, 1)
         return "\n".join(self.lines) + "\n"
 
@@ -205,7 +221,7 @@ class ProgramPrinter:
                     self.block(s.orelse, depth + 1)
             elif isinstance(s, Store):
                 idx = ", ".join(self.expr(i) for i in s.index)
-                self.lines.append(f"{pad}{s.buffer.name}[{idx}] = {self.expr(s.value)}")
+                self.lines.append(f"{pad}{self.buffer(s.buffer)}[{idx}] = {self.expr(s.value)}")
             elif isinstance(s, Assign):
                 lhs = ", ".join(self.namer.var(t) for t in s.targets)
                 rhs = ", ".join(self.expr(v) for v in s.values)
@@ -218,5 +234,6 @@ def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and not e.arg
 
 
-def program_text(program: Program) -> str:
-    return ProgramPrinter(program).text()
+def program_text(program: Program, names: Namer | None = None) -> str:
+    """The program's text; ``names`` as in :class:`ProgramPrinter`."""
+    return ProgramPrinter(program, names).text()

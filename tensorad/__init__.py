@@ -15,11 +15,14 @@ from . import autodiff as _autodiff
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen import load_kernel as load
 from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
+from .ir import trace as _trace
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
+from .ir.trace import config
 from .lang import (
     OutOfBoundsError,
     abs,
@@ -60,8 +63,10 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
-    return _autodiff.jacobian(output, input,
-                              optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"Jacobian({_name(output)}, {_name(input)})"):
+        result = _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))
+    _dump_tensors("jacobian", [result])
+    return result
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -69,21 +74,29 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    return _autodiff.jacobian_recursive(
-        output, inputs, head, override=override,
-        optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"JacobianRecursive({_name(output)})"):
+        result = _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                              optimizer=_optimizer(optimize))
+    _dump_tensors("gradient", result)
+    return result
 
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    return _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"jvp({_name(output)})"):
+        result = _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+    _dump_tensors("jvp", [result])
+    return result
 
 
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    return _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+    with _trace.stage("differentiate", f"hessian_vector_product({_name(output)})"):
+        result = _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+    _dump_tensors("hvp", result)
+    return result
 
 
 def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool = True, **options) -> bool:
@@ -96,8 +109,29 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
-    """One optimizer (and so one memo context) per call of the facade."""
-    return Optimizer() if optimize else None
+    """One optimizer (and so one memo context) per call of the facade, its calls timed as the
+    ``optimize`` stage (``TENSORAD_LOG=passes``)."""
+    if not optimize:
+        return None
+    optimizer = Optimizer()
+
+    def traced(tensor: Tensor) -> Tensor:
+        with _trace.stage("optimize", tensor.name):
+            return optimizer(tensor)
+    return traced
+
+
+def _name(x: object) -> str:
+    """A tensor's name for a log line (the call itself reports a bad argument)."""
+    return x.name if isinstance(x, Tensor) else type(x).__name__
+
+
+def _dump_tensors(what: str, tensors: Sequence[Tensor]) -> None:
+    """``TENSORAD_DUMP``: the printed result tensors of a differentiation."""
+    if _trace.dumping():
+        text = "\n".join(PrintTensorRecursively(t) for t in tensors)
+        first = tensors[0].name if tensors else ""
+        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
 
 
 gradient = JacobianRecursive
@@ -111,7 +145,8 @@ __all__ = [
     "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
-    "gradcheck", "PrintTensorRecursively", "lower", "build", "evaluate", "topi", "function", "Function",
+    "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi", "config",
+    "function", "Function",
 ]
 
 

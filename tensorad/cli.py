@@ -4,7 +4,9 @@
 * ``tensorad show FILE.py:TENSOR`` -- runs the script, takes its tensor variable ``TENSOR`` and
   prints the tensor, its optimized gradient with respect to every placeholder it depends on
   (reverse mode with a head placeholder ``head`` of the tensor's shape) and, where code
-  generation is available, the lowered loops of each gradient with their work count.
+  generation is available, the lowered loops of each gradient with their work count; one name
+  means one tensor in all of them.  ``--timings`` also compiles the gradients and prints the
+  time of every compiler stage.
 * ``tensorad bench [ARGS...]`` -- the benchmark table: ``python -m benchmarks ARGS...``.
 
 Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line.
@@ -27,7 +29,8 @@ import traceback
 from collections.abc import Sequence
 
 import tensorad as ta
-from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders
+from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders, trace
+from tensorad.ir.printer import Namer
 
 PROG = "tensorad"
 
@@ -57,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--no-optimize", action="store_true",
                       help="show the gradients without the nonzeroness optimizer")
     show.add_argument("--no-lower", action="store_true", help="do not print the lowered loops")
+    show.add_argument("--timings", action="store_true",
+                      help="also compile each gradient and print the time of every stage (define, "
+                           "differentiate, optimize, lower, llvm, jit, cache hits and misses)")
     sub.add_parser("bench", help="run the benchmarks: python -m benchmarks [ARGS...]",
                    description="Forward every argument to the benchmarks' main().", add_help=False)
     return parser
@@ -71,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "show":
             return show(args.target, as_main=args.as_main, optimize=not args.no_optimize,
-                        lower=not args.no_lower)
+                        lower=not args.no_lower, timings=args.timings)
         _parser().print_help()
         return 2
     except UsageError as exc:
@@ -106,9 +112,31 @@ def _load_tensor(target: str, as_main: bool) -> tuple[Tensor, str]:
 
 
 def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool = True,
-         out=None) -> int:
-    """``tensorad show``: print the tensor, its gradients and (if available) their loops."""
+         out=None, timings: bool = False) -> int:
+    """``tensorad show``: print the tensor, its gradients and (if available) their loops;
+    ``timings``: also compile the gradients and print the time of each compiler stage."""
     out = out or sys.stdout
+    if not timings:
+        return _show(target, as_main, optimize, lower, out, build=False)
+    with trace.collect() as stages:
+        status = _show(target, as_main, optimize, lower, out, build=True)
+    print(_timing_table(stages), file=out)
+    return status
+
+
+def _timing_table(stages: list[tuple[str, float, str]]) -> str:
+    """Stage times: one line per stage run, then the total of each stage."""
+    lines = ["# stage times (ms)"]
+    lines += [f"{name:<14}{seconds * 1e3:>10.3f}  {detail}" for name, seconds, detail in stages]
+    totals: dict[str, list[float]] = {}
+    for name, seconds, _ in stages:
+        totals.setdefault(name, []).append(seconds)
+    lines.append("# totals")
+    lines += [f"{name:<14}{sum(v) * 1e3:>10.3f}  ({len(v)}x)" for name, v in totals.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _show(target: str, as_main: bool, optimize: bool, lower: bool, out, build: bool) -> int:
     try:
         tensor, name = _load_tensor(target, as_main)
     except UsageError:
@@ -117,8 +145,9 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
         traceback.print_exc()
         print(f"{PROG}: error: running {target.rpartition(':')[0]} failed", file=sys.stderr)
         return 1
+    names = Namer()  # one name per tensor across every printout below
     print(f"# tensor {name}", file=out)
-    print(ta.PrintTensorRecursively(tensor), file=out)
+    print(ta.PrintTensorRecursively(tensor, namer=names), file=out)
     if tensor.dtype not in FLOAT_DTYPES:
         print(f"# {name} is {tensor.dtype}: not differentiable", file=out)
         return 0
@@ -140,18 +169,20 @@ def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool 
     for p, g in zip(wrt, grads):
         print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
               file=out)
-        print(ta.PrintTensorRecursively(g), file=out)
+        print(ta.PrintTensorRecursively(g, namer=names), file=out)
         if lower:
-            _print_lowered(g, p, out)
+            _print_lowered(g, p, out, names)
+        if build:
+            ta.build([g], placeholders([g]))
     return 0
 
 
-def _print_lowered(grad: Tensor, wrt: Tensor, out) -> None:
-    """Print the loops of ``grad`` and their work count."""
+def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
+    """Print the loops of ``grad`` (its tensors named as in the printouts) and their work."""
     lowered = ta.lower([grad], placeholders([grad]))
     print(f"# lowered loops of the gradient with respect to {wrt.name} (work {lowered.work})",
           file=out)
-    print(f"{lowered}\n", file=out)
+    print(f"{lowered.text_with(names)}\n", file=out)
 
 
 # ---- bench --------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ Reductions with other combiners (DESIGN.md lesson 2):
 * ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
   reduction over the same domain carrying ``(value..., k)``, ``k`` the flattened index of the
   winning point -- is computed once per op; the head is routed to the winning element only, by
-  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: the first winner in loop order
-  for max/min, the combiner's own condition for custom ones (see :mod:`combiners`).
+  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
+  counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
+  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.
@@ -68,7 +69,7 @@ class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
     def __init__(self) -> None:
-        self._winners: dict[ComputeOp, tuple[Tensor, ...]] = {}
+        self._winners: dict[ComputeOp, tuple] = {}
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
@@ -85,16 +86,26 @@ class AdjointBuilder:
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "select"):
-            winner = self._winner(op)
+            best, winner, ties = self._winner(op)
 
-            def at_winner(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
+            def at_winner(m: dict, iv: list, kv: list, v: int) -> tuple[list[Expr], Expr | None]:
                 flat = combiners.flat_index(kv) if len(winner) == 1 else None
                 keys = [flat] if flat is not None else kv
-                return [equal_all(keys, [w[tuple(iv)] for w in winner])], None
+                first = equal_all(keys, [w[tuple(iv)] for w in winner])
+                if ties is None:
+                    return [first], None
+                # max/min: every element equal to the result gets head / (number of ties);
+                # the first winner by index always does (exact even if the source, computed
+                # again here, rounded differently), the others by comparing values.
+                count = ties[tuple(iv)]
+                source = rename(body.src[1 + v], m)
+                tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
+                               compare(Op.EQ, source, best[tuple(iv)]))
+                return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
 
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
-                                              at_winner)]
+                                              lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
         if kind == "prod":
             zeros, nonzero = self._prod(op)
 
@@ -137,10 +148,11 @@ class AdjointBuilder:
         return terms
 
     # ---- helper tensors -----------------------------------------------------------------
-    def _winner(self, op: ComputeOp) -> tuple[Tensor, ...]:
-        """The index output of the op's winner reduction (built once): the flattened index of
-        the winning point (:func:`combiners.flat_index`), or ``(k0, k1, ...)`` when the
-        reduced box is too large to flatten into an int32."""
+    def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
+        """``(value, index, ties)`` of the op's winner reduction (built once): its first value,
+        the flattened index of the winning point (:func:`combiners.flat_index`) -- or ``(k0,
+        k1, ...)`` when the reduced box is too large to flatten into an int32 -- and, for
+        ``max``/``min``, the number of points tied with the winner (else ``None``)."""
         found = self._winners.get(op)
         if found is not None:
             return found
@@ -152,9 +164,13 @@ class AdjointBuilder:
         keys = (flat,) if flat is not None else kv
         red = combiners.winner_reducer(ra.combiner, len(keys))
         src = (rename(body.src[0], m),) + tuple(rename(s, m) for s in body.src[1:]) + keys
+        src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
         outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
-        found = self._winners[op] = outs[ra.combiner.arity:]
+        arity = ra.combiner.arity
+        idx = outs[arity:arity + len(keys)]
+        ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
+        found = self._winners[op] = (outs[0], idx, ties)
         return found
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:

@@ -9,7 +9,8 @@
   sums, and for every other combiner the seed's generic form -- a reduction over pairs
   ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
   of ``max`` is ``select(x >= y, x.der, y.der)``: ties go to the left operand, which is the
-  running value when a reduction is evaluated in order -- the first winner).
+  running value when a reduction is evaluated in order -- the first winner; forward mode keeps
+  this associative choice, while reverse mode splits a tie evenly, see :func:`winner_reducer`).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
   selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
   the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
@@ -101,7 +102,14 @@ def pair_reducer(comb: CommReducer) -> CommReducer:
     xd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.lhs)
     yd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.rhs)
     leaves = dict(zip(comb.lhs + comb.rhs, xd + yd))
-    ders = tuple(materialize(tangent(r, lambda n: leaves.get(n, ZERO)), r.dtype) for r in comb.result)
+    kind, _ = classify(comb)
+    if kind in ("max", "min") and comb.arity == 1:
+        # not the tie rule of ``maximum`` ((x.der + y.der) / 2 is not associative over three
+        # ties): the first winner's tangent, an associative choice (the seed's combiner)
+        x, y = comb.lhs[0], comb.rhs[0]
+        ders = (choice(Op.SELECT, compare(Op.GE if kind == "max" else Op.LE, x, y), xd[0], yd[0]),)
+    else:
+        ders = tuple(materialize(tangent(r, lambda n: leaves.get(n, ZERO)), r.dtype) for r in comb.result)
     ident = tuple(const(0, v.dtype) for v in comb.lhs)
     pair = CommReducer(f"{comb.name}.der", "custom", xd + comb.lhs, yd + comb.rhs,
                        ders + comb.result, ident + comb.identity)
@@ -151,7 +159,11 @@ def flat_index(axes: Sequence[Expr]) -> Expr | None:
 
 def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index
-    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically)."""
+    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically).
+
+    For ``max``/``min`` a last value counts the points that tie with the winner (``(x, cx) +
+    (y, cy)`` keeps the count of the strictly better side, or ``cx + cy`` at a tie), so that
+    reverse mode can split the gradient evenly among tied elements (PyTorch's ``amax``)."""
     key = (comb, n_index)
     found = _winner_cache.get(key)
     if found is not None:
@@ -159,15 +171,20 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     kind, lhs_wins = classify(comb)
     kl = tuple(var(f"k{t}.x", dtype=dt.INDEX) for t in range(n_index))
     kr = tuple(var(f"k{t}.y", dtype=dt.INDEX) for t in range(n_index))
+    counts: tuple[tuple, tuple, tuple, tuple] = ((), (), (), ())
     if kind in ("max", "min"):
         x, y = comb.lhs[0], comb.rhs[0]
         better = compare(Op.GT if kind == "max" else Op.LT, x, y)
+        worse = compare(Op.LT if kind == "max" else Op.GT, x, y)
         lhs_wins = logical(Op.OR, better, logical(Op.AND, compare(Op.EQ, x, y), lex_le(kl, kr)))
+        cx, cy = var("ties.x", dtype=dt.INDEX), var("ties.y", dtype=dt.INDEX)
+        tied = choice(Op.SELECT, better, cx, choice(Op.SELECT, worse, cy, cx + cy))
+        counts = ((cx,), (cy,), (tied,), (const(0, dt.INDEX),))
     elif kind != "select":
         raise ValueError(f"combiner {comb.name!r} does not select one operand")
     idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl, kr))
     ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
-    red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl, comb.rhs + kr,
-                      comb.result + idx, comb.identity + ident)
+    red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
+                      comb.result + idx + counts[2], comb.identity + ident + counts[3])
     _winner_cache[key] = red
     return red

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.expr import Expr, Op
+from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, delta, equal_all, identity, rename
 from .rules import tangent
@@ -41,6 +42,13 @@ def jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) 
     """
     check_float(output, "jacobian")
     check_float(input, "jacobian")
+    if isinstance(output.op, ComputeOp) and output != input and input not in op_reads(output.op) \
+            and input in tensor_graph([output]):
+        # the elementwise Jacobian would treat the tensors in between as constants: a zero
+        # that is not the derivative
+        raise ValueError(f"Jacobian({output.name}, {input.name}): {output.name} reads {input.name} only "
+                         f"through other tensors; Jacobian differentiates one tensor's body -- use "
+                         f"JacobianRecursive({output.name}, [{input.name}]) for the whole chain")
     name = f"{output.name}.jacobian"
     if output == input:
         jac = identity(output.shape, output.dtype, name)

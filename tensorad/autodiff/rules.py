@@ -46,6 +46,19 @@ def _abs(n: Expr, da: Tangent) -> Tangent:
                   choose(Op.SELECT, compare(Op.LT, a, zero), neg(da), ZERO, n.dtype), n.dtype)
 
 
+def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
+    # d max(a, b) = da where a > b, db where a < b, and (da + db) / 2 at a tie a == b: the
+    # gradient is split evenly between the operands, as torch.maximum/torch.minimum do (JAX
+    # too).  ``relu`` is written as a select so that its derivative at 0 is 0 (torch.relu).
+    if not dt.is_float(n.dtype):
+        return ZERO
+    a, b = n.src
+    win, lose = (Op.GT, Op.LT) if n.op is Op.MAXIMUM else (Op.LT, Op.GT)
+    half = mul(add(da, db), const(0.5, n.dtype))
+    tie = choose(Op.SELECT, compare(lose, a, b), db, half, n.dtype)
+    return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
+
+
 def _mod(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     # a % b = a - floor(a / b) * b  =>  d(a % b) = da - floor(a / b) db  (floats only)
     a, b = n.src
@@ -76,8 +89,8 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
     Op.MOD: _mod,                                               # d(a % b) = da - floor(a/b) db
     Op.NEG: lambda n, da: neg(da),                              # d(-a) = -da
     Op.POW: _pow,                                               # d a^b = b a^(b-1) da + a^b log(a) db
-    Op.MAXIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.GE, *n.src), da, db, n.dtype),  # tie: a
-    Op.MINIMUM: lambda n, da, db: choose(Op.SELECT, compare(Op.LE, *n.src), da, db, n.dtype),  # tie: a
+    Op.MAXIMUM: _extremum,                                      # d max(a, b): da, db; tie: (da + db) / 2
+    Op.MINIMUM: _extremum,                                      # d min(a, b): da, db; tie: (da + db) / 2
     Op.LT: _zero, Op.LE: _zero, Op.GT: _zero,                   # comparisons are boolean: d = 0
     Op.GE: _zero, Op.EQ: _zero, Op.NE: _zero,
     Op.AND: _zero, Op.OR: _zero, Op.NOT: _zero,                 # logic is boolean: d = 0

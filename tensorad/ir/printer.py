@@ -230,9 +230,13 @@ def _consumers_first(tensor: Tensor) -> list[Tensor]:
     return list(out)
 
 
-def print_tensor_recursively(tensor: Tensor) -> str:
-    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first."""
-    namer = Namer()
+def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
+    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.
+
+    ``namer``: share tensor names with other printouts (``tensorad show`` prints a tensor, its
+    gradients and their loops with one :class:`Namer`, so ``dense#2`` is the same tensor in
+    all of them); by default the printout names its tensors on its own."""
+    namer = Namer() if namer is None else namer
     blocks = [_op_lines(t, namer.for_block()) for t in _consumers_first(tensor)]
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 
@@ -248,4 +252,5 @@ def tensor_to_html(tensor: Tensor) -> str:
     for block in print_tensor_recursively(tensor).rstrip("\n").split("\n\n"):
         head, *rest = block.split("\n")
         parts.append(f"<b>{html.escape(head)}</b>\n" + html.escape("\n".join(rest)))
-    return ("<pre style='line-height:1.3'>" + "\n\n".join(parts) + "</pre>")
+    style = "line-height:1.3; white-space:pre-wrap; overflow-wrap:anywhere; max-width:100%"
+    return (f"<pre style='{style}'>" + "\n\n".join(parts) + "</pre>")

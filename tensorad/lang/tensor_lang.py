@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ir import dtype as dt
+from ..ir import trace
 from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
@@ -104,6 +105,14 @@ def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: s
         provenance = Provenance(Role.USER, new_group())
     elif not provenance.group:
         provenance = Provenance(provenance.role, new_group(), provenance.source)
+    if not check_bounds:  # a pass's op: not a definition of the user's
+        return _make_compute(name, axes, bodies, tag, attrs, check_bounds, provenance)
+    with trace.stage("define", name):
+        return _make_compute(name, axes, bodies, tag, attrs, check_bounds, provenance)
+
+
+def _make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: str,
+                  attrs: dict | None, check_bounds: bool, provenance: Provenance) -> tuple[Tensor, ...]:
     axes = tuple(axes)
     for ax in axes:
         if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo == 0 and ax.hi is not None):

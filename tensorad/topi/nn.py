@@ -258,6 +258,9 @@ def flatten(x: Tensor, name: str = "flatten") -> Tensor:
 
 
 def relu(x: Tensor, name: str = "relu") -> Tensor:
-    """``max(X, 0)`` elementwise."""
+    """``max(X, 0)`` elementwise, written ``select(X <= 0, 0, X)``: its derivative at 0 is 0
+    (PyTorch's and JAX's convention; ``maximum(X, 0)`` would split a tie evenly and give 1/2),
+    and a NaN passes through as in ``torch.relu``."""
     check_tensor(x, name)
-    return elemwise(x, lambda v: lang.maximum(v, const(0, x.dtype)), name)
+    zero = const(0, x.dtype)
+    return elemwise(x, lambda v: lang.select(v <= zero, zero, v), name)

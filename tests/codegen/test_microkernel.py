@@ -126,9 +126,9 @@ def test_conv2d_gradients():
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-11), ("float32", 1e-4)])
 def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
-    # The ReLU's mask select(Y >= 0, H * W, 0) sits inside the sums; it is a condition of the
-    # side that reads the same point (the head), so both gradients stay matrix products and the
-    # masked head is copied once, zero-padded, for the input gradient.
+    # The ReLU's mask (H * select(Y <= 0, 0, 1) * W: relu'(0) = 0) sits inside the sums; it is
+    # a condition of the side that reads the same point (the head), so both gradients stay
+    # matrix products and the masked head is copied once, zero-padded, for the input gradient.
     X = ta.placeholder((2, 8, 16, 16), dtype, "X")
     W = ta.placeholder((16, 8, 3, 3), dtype, "W")
     C = ta.topi.nn.conv2d(X, W, 1, 1)
@@ -151,7 +151,7 @@ def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
     assert {line.split()[2].split(":")[0] for line in sums} >= {"X.grad", "W.grad"}
     assert all("matrix product" in line for line in sums), sums
     copies = [line for line in text.splitlines() if ".padded" in line and "] = " in line]
-    assert any(">= 0" in line for line in copies)  # the masked head, copied once
+    assert any("!(conv2d[" in line and "<= 0" in line for line in copies)  # the masked head, copied once
 
 
 @pytest.mark.parametrize("stride,padding,size,relu", [(2, 1, (13, 11), True), (2, 0, (12, 12), False),

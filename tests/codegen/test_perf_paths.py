@@ -177,19 +177,19 @@ def test_fusion_that_would_miscount_work_falls_back():
 
 # ---- winners ---------------------------------------------------------------------------------------
 
-def test_max_gradient_ties_go_to_the_first_winner_in_its_window():
+def test_max_gradient_ties_share_the_window_evenly():
     X = ta.placeholder((1, 1, 4, 6), "float32", "X")
     Y = ta.topi.nn.pool(X, [2, 3], [2, 3], [0, 0, 0, 0], "max")
     H = ta.placeholder(Y.shape, "float32", "H")
     g = ta.gradient(Y, [X], H)
     x = np.zeros(X.shape, np.float32)
-    x[0, 0, 1, 1] = x[0, 0, 1, 2] = 5.0  # a tie inside the first window: (1, 1) comes first
+    x[0, 0, 1, 1] = x[0, 0, 1, 2] = 5.0  # a tie inside the first window: half each
     h = np.ones(H.shape, np.float32)
     got = ta.build(g, [X, H])(x, h)
-    want = np.zeros(X.shape, np.float32)
-    want[0, 0, 1, 1] = 1.0
-    want[0, 0, 0, 3] = want[0, 0, 2, 0] = want[0, 0, 2, 3] = 1.0  # all-zero windows: first point
-    np.testing.assert_array_equal(got, want)
+    want = np.full(X.shape, 1.0 / 6.0, np.float32)  # all-zero windows: a sixth to each point
+    want[0, 0, :2, :3] = 0.0
+    want[0, 0, 1, 1] = want[0, 0, 1, 2] = 0.5
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 # ---- math ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""The tutorial notebook runs from top to bottom in a real Jupyter kernel, and says what it should."""
+"""The tutorial notebook runs from top to bottom in a real Jupyter kernel, and says what it should:
+every kernel it builds is compared with NumPy, and it covers the API a new user needs."""
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import re
 
@@ -9,6 +11,7 @@ import nbformat
 from nbclient import NotebookClient
 
 NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "autodiff_tutorial.ipynb"
+BUILDER = NOTEBOOK.with_name("build_tutorial.py")
 
 
 def _text(cell) -> str:
@@ -21,26 +24,45 @@ def _text(cell) -> str:
     return "".join(parts)
 
 
-def test_tutorial_executes_and_shows_the_optimized_gradient():
+def test_notebook_is_generated_from_its_builder():
+    spec = importlib.util.spec_from_file_location("build_tutorial", BUILDER)
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
+    # regenerate with `python notebooks/build_tutorial.py` after editing the builder
+    assert [(c.cell_type, c.source) for c in nb.cells] == \
+        [("markdown" if kind == "md" else "code", src) for kind, src in builder.CELLS]
+
+
+def test_tutorial_executes_compares_with_numpy_and_covers_the_api():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
+    assert not errors, errors[0]["evalue"] if errors else ""
     code = [c for c in nb.cells if c.cell_type == "code"]
-    by_source = {c.source.strip(): _text(c) for c in code}
-    dw_text = by_source["print(ta.PrintTensorRecursively(dW))"]
-    # The optimized dW of the dense layer is one reduction over the batch and nothing else.
-    assert dw_text.count("Reduction") == 1
+    source = "\n".join(c.source for c in code)
+    text = "\n".join(_text(c) for c in code)
+    for call in ("ta.compute(", "ta.build(", "ta.JacobianRecursive(", ".work", "ta.jvp(",
+                 "ta.hessian_vector_product(", "override=", "ta.gradcheck(", "ta.comm_reducer(",
+                 "ta.evaluate(", "plt.bar(", "plt.plot("):
+        assert call in source, call
+    # every built kernel was compared with NumPy; every comparison printed its agreement
+    builds = source.count("ta.build(")
+    assert text.count("matches NumPy") >= builds + 5, (builds, text.count("matches NumPy"))
+    # the optimized dW of the dense layer is one reduction over the batch
+    dw_text = next(_text(c) for c in code if c.source.strip() == "H = ta.placeholder(Y.shape, name=\"H\")\n"
+                   "dW, dB = ta.JacobianRecursive(Y, [W, Bias], H)\nprint(ta.PrintTensorRecursively(dW))")
+    assert dw_text.count("Reduction") == 1 and "jac" not in dw_text
     assert re.search(r"axes \(\w[\w.]* : \[0, 31\]\)", dw_text.split("Reduction")[1])
-    assert "jac" not in dw_text
-    # The raw Jacobian really is the 4-d tensor with a delta inside its reduction.
-    raw = next(t for s, t in by_source.items() if s.startswith("Y0 = "))
-    assert "[32, 1000, 1000, 1000]" in raw
-    # Every timing cell printed its figures.
-    assert sum("backward ms" in t for t in by_source.values()) >= 6
-    # The HTML display of a tensor is there.
-    loops, tensor = code[-2], code[-1]
+    raw = int(re.search(r"work through the raw Jacobian: ([\d,]+)", text).group(1).replace(",", ""))
+    opt = int(re.search(r"work of the optimized dW: +([\d,]+)", text).group(1).replace(",", ""))
+    assert opt == 32 * 48 * 64 and raw > 1000 * opt
+    assert "True" in text  # gradcheck
+    assert re.search(r"loss [\d.]+ -> [\d.]+", text)
+    assert sum("image/png" in o.get("data", {}) for c in code for o in c.outputs) == 2  # loss, timings
+    assert len(re.findall(r"forward +[\d.]+ ms +backward +[\d.]+ ms", text)) == 4
+    loops, tensor = code[-2], code[-1]  # the HTML displays
     for cell in (loops, tensor):
         assert any("text/html" in o.get("data", {}) for o in cell.outputs)
     assert "# nest" in _text(loops) and ": work " in _text(loops)

@@ -1,0 +1,152 @@
+"""Seeing what the compiler does: stage times to ``logging`` and each stage's text to files.
+
+Stages (names as logged): ``define`` (a ``compute`` checked and built), ``differentiate``
+(an autodiff call, the optimizer included), ``optimize`` (the nonzeroness optimizer on one
+tensor), ``lower`` (tensors to a loop program), ``llvm`` (LLVM IR emitted, optimized and
+compiled to object code), ``jit`` (object code linked), and the events ``cache hit`` (memory
+or disk) and ``cache miss``.
+
+Switched on by the environment or, for a block of code, by :func:`config` (a context manager;
+the setting lives in a ``contextvars.ContextVar``, so it follows threads and tasks that copy
+the context and never changes what is computed)::
+
+    TENSORAD_LOG=passes      every stage's time at INFO level on the logger "tensorad"
+    TENSORAD_DUMP=DIR        each stage's text in DIR: printed tensors (.txt), the loop
+                             program (.loops.txt), LLVM IR (.ll) and assembly (.s)
+
+    with ta.config(log="passes", dump="/tmp/dump"):
+        kernel = ta.build(...)
+
+:func:`collect` gathers the stage times of a block (``tensorad show --timings`` prints them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+LOGGER = logging.getLogger("tensorad")
+LOG_KINDS = ("passes",)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to report: ``log`` (a set of kinds: ``"passes"``) and ``dump`` (a folder or None)."""
+
+    log: frozenset[str] = frozenset()
+    dump: Path | None = None
+
+
+_CONFIG: ContextVar[Config | None] = ContextVar("tensorad_config", default=None)
+_TIMINGS: ContextVar[list | None] = ContextVar("tensorad_timings", default=None)
+
+
+def _parse_log(value: str | None, what: str) -> frozenset[str]:
+    kinds = frozenset(k for k in re.split(r"[,\s]+", value or "") if k)
+    bad = sorted(kinds - set(LOG_KINDS))
+    if bad:
+        raise ValueError(f"{what}: unknown log kind(s) {', '.join(bad)}; known: {', '.join(LOG_KINDS)}")
+    return kinds
+
+
+def current() -> Config:
+    """The configuration in force: the innermost :func:`config`, else the environment."""
+    cfg = _CONFIG.get()
+    if cfg is not None:
+        return cfg
+    dump = os.environ.get("TENSORAD_DUMP")
+    return Config(_parse_log(os.environ.get("TENSORAD_LOG"), "TENSORAD_LOG"), Path(dump) if dump else None)
+
+
+@contextmanager
+def config(log: str | None = None, dump: str | os.PathLike | None = None) -> Iterator[Config]:
+    """``with ta.config(log="passes", dump=DIR):`` -- report the stages of the code inside.
+
+    ``log=None``/``dump=None`` turn that report off inside the block (the environment's
+    setting does not apply there)."""
+    if log is not None and not isinstance(log, str):
+        raise TypeError(f"config: log must be a string such as 'passes', got {type(log).__name__}")
+    if dump is not None and not isinstance(dump, (str, os.PathLike)):
+        raise TypeError(f"config: dump must be a folder path, got {type(dump).__name__}")
+    cfg = Config(_parse_log(log, "config(log=...)"), Path(dump) if dump is not None else None)
+    token = _CONFIG.set(cfg)
+    try:
+        yield cfg
+    finally:
+        _CONFIG.reset(token)
+
+
+@contextmanager
+def collect() -> Iterator[list[tuple[str, float, str]]]:
+    """Gather ``(stage, seconds, detail)`` of every stage run inside the block."""
+    found: list[tuple[str, float, str]] = []
+    token = _TIMINGS.set(found)
+    try:
+        yield found
+    finally:
+        _TIMINGS.reset(token)
+
+
+def _log(message: str, *args) -> None:
+    if not LOGGER.handlers and not logging.getLogger().handlers:
+        # asked for on the command line, but the program configured no logging: show it anyway
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        LOGGER.addHandler(handler)
+    if LOGGER.level == logging.NOTSET:
+        LOGGER.setLevel(logging.INFO)
+    LOGGER.info(message, *args)
+
+
+def record(name: str, seconds: float, detail: str = "") -> None:
+    """Report one finished stage (or, with ``seconds == 0``, an event such as a cache hit)."""
+    found = _TIMINGS.get()
+    if found is not None:
+        found.append((name, seconds, detail))
+    if "passes" in current().log:
+        _log("%-13s %9.3f ms  %s", name, seconds * 1e3, detail)
+
+
+@contextmanager
+def stage(name: str, detail: str = "") -> Iterator[None]:
+    """Time the block as stage ``name``; reported when it ends (also on an exception)."""
+    if _TIMINGS.get() is None and not current().log:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        record(name, time.perf_counter() - start, detail)
+
+
+def dumping() -> bool:
+    return current().dump is not None
+
+
+def dump(stem: str, suffix: str, text: str | Callable[[], str]) -> Path | None:
+    """Write ``text`` (or what the function returns: computed only when dumping) to
+    ``DIR/<stem>.<suffix>``; ``stem`` should identify the object (a name and a content hash)."""
+    folder = current().dump
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_.#+-]', '_', stem)}.{suffix}"
+    path.write_text(text() if callable(text) else text)
+    return path
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+__all__ = ["Config", "LOGGER", "collect", "config", "current", "dump", "dumping", "record", "short_hash",
+           "stage"]
