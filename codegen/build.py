@@ -29,6 +29,7 @@ from typing import Any
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
+from .checks import Checks
 from .irloops import finish_ir
 from .jit import compile_object, fingerprint, load_object
 from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
@@ -52,7 +53,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     (default True: reductions may be reassociated -- vectorized sums round differently from a
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
     (0-3), ``vector_width``, ``tile`` and ``microkernel`` (the contraction kernel),
-    ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``.
+    ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
+    (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
     """
     if not isinstance(target, str) or target.split()[0] not in TARGETS:
@@ -63,7 +65,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     lowered = lower(outputs, inputs, name=name, **options)
     gomp = parallel_runtime() is not None and opts.parallel
     key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
-                                               ARRAY_DATA_OFFSET)), fingerprint()])
+                                               ARRAY_DATA_OFFSET, opts.checked)), fingerprint()])
     key = hashlib.sha256(key_text.encode()).hexdigest()
     compiled = _COMPILED.get(key)
     if compiled is None:
@@ -78,14 +80,16 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool) -> Compiled:
+    checks = Checks() if opts.checked else None
     emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                            vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
+                            vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks)
     module = emitter.emit()
     text = finish_ir(str(module))
     call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
     obj = compile_object(text, opts.opt_level)
-    meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": len(lowered.program.arguments),
-            "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
+    meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
+            "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
+            "checks": checks.to_json() if checks is not None else None}
     compiled = _link(key, obj, meta, text, opts.opt_level)
     diskcache.put(key, _pack_entry(meta, obj, text))
     STATS["compiled"] += 1
@@ -97,8 +101,9 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int) -> Compiled:
         gemmlib.ensure_symbol(symbol)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
+    checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level)
+                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, checks)
 
 
 def _load(key: str, opt_level: int) -> Compiled | None:

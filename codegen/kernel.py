@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import Checks
 from .program import Buffer
 
 
@@ -52,6 +53,7 @@ class Compiled:
     nargs: int = 0
     call_address: int | None = None
     opt_level: int = 3
+    checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
@@ -147,14 +149,19 @@ class Kernel:
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         outs = self._outputs_for(out, ins)
         temps = [np.empty(s, d) for s, d in self._temps]
+        checks = self._compiled.checks
+        if checks is not None:  # one violation record per call (calls may run concurrently)
+            temps.append(checks.new_record())
         call = self._compiled.call
         if call is not None:  # the arrays themselves: the kernel reads their data pointers
             call(*ins, *outs, *temps, self.num_threads)
         else:
-            addrs = np.empty(self._nargs, np.uintp)
+            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
             for k, a in enumerate(ins + outs + temps):
                 addrs[k] = a.ctypes.data
             self._compiled.main(addrs.ctypes.data, self.num_threads)
+        if checks is not None:
+            checks.raise_for(temps[-1])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     @staticmethod

@@ -52,6 +52,8 @@ class Options:
       never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
     * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
       ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.group`) off.
+    * ``checked``: bounds checks on every load and store (:mod:`.checks`); a violation raises
+      ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
     """
 
     parallel: bool = True
@@ -65,6 +67,7 @@ class Options:
     num_threads: int | None = None
     fuse: bool = True
     parallel_min_work: int = 1 << 16
+    checked: bool = False
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -81,7 +84,7 @@ class Options:
                     if not isinstance(t, Tensor):
                         raise TypeError(f"option {k}: expected tensors, got {t!r}")
                 kw[k] = ts
-        for k in ("parallel", "fastmath", "fuse", "microkernel"):  # "no" would silently mean True
+        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked"):  # "no" would silently mean True
             if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
                 raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
                                 f"got {kw[k]!r}")
@@ -103,7 +106,8 @@ class Options:
 
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
-        return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
+        plain = not self.fastmath or self.checked
+        return Options(self.parallel, False if plain else self.microkernel, self.tile,
                        self.inline, self.materialize, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work)
 
