@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test bench lint clean runtime
+.PHONY: test bench lint clean runtime fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ bench: $(VENV)/.bench-installed runtime
 	$(BIN)/python -m benchmarks $(ARGS)
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check tensorad simplify codegen benchmarks tests
+	$(BIN)/ruff check tensorad simplify codegen benchmarks tests fuzz
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Differential fuzzing (fuzz/): N random programs, every check, reproducers in fuzz-failures/.
+N ?= 10000
+fuzz: $(VENV)/.test-installed runtime
+	$(BIN)/python -m fuzz --n $(N) $(ARGS)

@@ -1,4 +1,5 @@
-"""``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T] [--checks C] [--shrink K] [--out DIR]``."""
+"""``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T] [--checks C]
+[--rotate] [--shrink K] [--out DIR]``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program")
     ap.add_argument("--checks", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--rotate", action="store_true", help="one check per program, rotating over seeds")
     ap.add_argument("--shrink", type=int, default=40, help="shrinking trials per failure (0: none)")
     ap.add_argument("--out", default="fuzz-failures", help="folder for reproducer scripts")
     args = ap.parse_args(argv)
@@ -34,7 +36,8 @@ def main(argv=None) -> int:
 
     seeds = [int(x) for x in args.seeds.split(",") if x] or range(args.start, args.start + args.n)
     rep = fuzz(seeds, workers=args.workers, timeout=args.timeout,
-               checks=checks, shrink=args.shrink, out_dir=args.out, progress=progress)
+               checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
+               shrink=args.shrink, out_dir=args.out, progress=progress)
     print(rep.summary())
     return 1 if rep.failures else 0
 

@@ -47,7 +47,8 @@ def load(source: str) -> dict:
 
 # ---- comparison -------------------------------------------------------------------------------
 
-def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = False, rtol: float | None = None):
+def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = False,
+            rtol: float | None = None):
     """``got`` against ``want`` (and, for float32, a float64 reference ``ref64``: an element
     passes when it is close to either).  Non-finite values must match exactly unless
     ``lenient`` (reassociated sums of huge values may overflow differently)."""

@@ -25,7 +25,7 @@ from .program import Program, generate, shrink_candidates
 
 
 def job_for(prog: Program, seed: int, checks=ALL) -> dict:
-    checks = [c for c in checks if prog.safe or c not in DERIVATIVE]
+    checks = [c for c in checks if prog.safe or c not in DERIVATIVE] or ["forward"]
     return {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
             "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
             "checks": checks, "all_outputs": seed % 3 != 0}
@@ -173,7 +173,8 @@ class Report:
 
     def summary(self) -> str:
         lines = [f"{self.programs} programs, {sum(self.checks.values())} checks "
-                 f"({', '.join(f'{k} {v}' for k, v in sorted(self.checks.items()))}) in {self.seconds:.1f} s; "
+                 f"({', '.join(f'{k} {v}' for k, v in sorted(self.checks.items()))}) "
+                 f"in {self.seconds:.1f} s; "
                  f"{len(self.failures)} failures, {len(self.invalid)} invalid programs"]
         for f in self.failures:
             lines.append(f"  seed {f.seed} {f.check} [{f.status}]: {f.message[:300]}"
@@ -192,7 +193,8 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
-    ``shrink`` trials and save reproducers under ``out_dir`` (when given)."""
+    ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
+    list of check names, or a function of the seed giving one (to spread checks over seeds)."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
@@ -200,7 +202,7 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
     def jobs():
         for s in seeds:
             progs[s] = generate(s)
-            yield s, job_for(progs[s], s, checks)
+            yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir) as pool:
         for seed, results in pool.run(jobs()):
@@ -234,7 +236,8 @@ def shrink_failure(pool: Pool, f: Failure, budget: int) -> Program:
     while improved and tries < budget:
         improved = False
         for cand in shrink_candidates(best):
-            if cand.size() > best.size() or (cand.size() == best.size() and len(cand.options) >= len(best.options)):
+            smaller = cand.size() < best.size() or len(cand.options) < len(best.options)
+            if cand.size() > best.size() or not smaller:
                 continue
             tries += 1
             (_, results), = pool.run([(0, job_for(cand, f.seed, checks))])
@@ -284,10 +287,11 @@ def save_reproducer(f: Failure, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"seed{f.seed}_{checks[0]}.py")
     with open(path, "w") as fh:
-        fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=f.message.replace('"""', "'''"),
-                              path=path, source=job["source"], source64=job["source64"], dtype=job["dtype"],
-                              options=job["options"], data=job["data"], safe=job["safe"], checks=job["checks"],
-                              all_outputs=job["all_outputs"]))
+        message = f.message.replace('"""', "'''")
+        fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=message, path=path,
+                              source=job["source"], source64=job["source64"], dtype=job["dtype"],
+                              options=job["options"], data=job["data"], safe=job["safe"],
+                              checks=job["checks"], all_outputs=job["all_outputs"]))
     return path
 
 
