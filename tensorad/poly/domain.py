@@ -80,8 +80,11 @@ class IndexSet:
         raise ValueError(f"{v} is not a variable of this set")
 
     def solve(self, v: Expr) -> Solution | None:
-        """``v`` as a function of the other variables, if the set determines it."""
+        """``v`` as a function of the other variables, if the set determines it (``None`` for
+        an empty set: nothing to determine)."""
         k = self._pos(v)
+        if self.set.is_empty():
+            return None
         m = isl.Map.from_domain(self.set).move_dims(_OUT, 0, _IN, k, 1)
         if not m.is_single_valued():
             return None
