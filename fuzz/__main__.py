@@ -28,8 +28,12 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown checks {sorted(unknown)}")
     last = [time.monotonic()]
+    seen: list = []
 
     def progress(rep):
+        for f in rep.failures[len(seen):]:
+            print(f"  FAIL seed {f.seed} {f.check} [{f.status}]: {f.message[:200]}", file=sys.stderr, flush=True)
+        seen[:] = rep.failures
         if time.monotonic() - last[0] > 30:
             last[0] = time.monotonic()
             print(f"  {rep.programs} programs, {len(rep.failures)} failures", file=sys.stderr, flush=True)
