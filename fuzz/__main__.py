@@ -32,7 +32,8 @@ def main(argv=None) -> int:
 
     def progress(rep):
         for f in rep.failures[len(seen):]:
-            print(f"  FAIL seed {f.seed} {f.check} [{f.status}]: {f.message[:200]}", file=sys.stderr, flush=True)
+            print(f"  FAIL seed {f.seed} {f.check} [{f.status}]: {f.message[:200]}",
+                  file=sys.stderr, flush=True)
         seen[:] = rep.failures
         if time.monotonic() - last[0] > 30:
             last[0] = time.monotonic()
