@@ -155,3 +155,19 @@ def test_checked_option_must_be_bool():
     A = ta.placeholder((2,), name="A")
     with pytest.raises(TypeError, match="option checked must be True or False"):
         ta.build([ta.compute((2,), lambda i: A[i], name="Y")], [A], checked="yes")
+
+
+def test_checked_kernel_from_the_disk_cache(no_bounds_proof, monkeypatch):
+    """The access sites travel with the cached object code: a kernel linked from the disk
+    cache names the same tensor and index."""
+    X, Y = _oob_read(7)
+    first = ta.build([Y], [X], checked=True, cache=True)
+    with pytest.raises(IndexError) as direct:
+        first(np.ones((5, 4), np.float32))
+    monkeypatch.setattr(BUILD, "_COMPILED", {})  # a new process: only the disk cache holds it
+    loaded = BUILD.STATS["loaded"]
+    again = ta.build([Y], [X], checked=True, cache=True)
+    assert BUILD.STATS["loaded"] == loaded + 1
+    with pytest.raises(IndexError) as cached:
+        again(np.ones((5, 4), np.float32))
+    assert str(cached.value) == str(direct.value)
