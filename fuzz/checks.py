@@ -284,10 +284,45 @@ def run_checks(job: dict) -> list[dict]:
             getattr(case, name)()
             results.append({"check": name, "status": "ok"})
         except Mismatch as e:
-            results.append({"check": name, "status": "fail", "message": str(e)})
+            results.append({"check": name, "status": "fail", "message": str(e), "hint": triage(job, name)})
         except Exception as e:
-            results.append({"check": name, "status": "fail", "message": _describe(e, traceback.format_exc())})
+            results.append({"check": name, "status": "fail", "message": _describe(e, traceback.format_exc()),
+                            "hint": triage(job, name)})
     return results
+
+
+VARIANTS = (("num_threads", 1), ("fastmath", False), ("fuse", False), ("opt_level", 0),
+            ("microkernel", False), ("parallel", False))
+
+
+def triage(job: dict, name: str) -> str:
+    """Which single option change makes a failing check pass (a hint at the culprit), and
+    whether the program has a parallel loop with a step (issue 8's D1)."""
+    if job.get("triage") is False:
+        return ""
+    passing = []
+    for key, value in VARIANTS:
+        if job["options"].get(key, None) == value:
+            continue
+        variant = {**job, "options": {**job["options"], key: value}, "checks": [name], "triage": False}
+        try:
+            if run_checks(variant)[0]["status"] == "ok":
+                passing.append(f"{key}={value}")
+        except Exception:
+            pass
+    hint = "passes with " + ", ".join(passing) if passing else "fails with every single option change"
+    try:
+        import re
+
+        import tensorad as ta
+        case = Case({**job, "triage": False})
+        text = str(ta.lower(case.outputs, case.inputs, **{k: v for k, v in case.options.items()
+                                                          if k != "target"}))
+        if re.search(r"parallel for \w+ in range\([^,]+, [^,]+, \d+\)", text):
+            hint += "; has a parallel loop with a step (D1?)"
+    except Exception:
+        pass
+    return hint
 
 
 def _describe(e: Exception, tb: str) -> str:

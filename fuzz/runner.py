@@ -213,8 +213,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
                     continue
                 report.checks[r["check"]] = report.checks.get(r["check"], 0) + 1
                 if r["status"] != "ok":
-                    report.failures.append(Failure(seed, r["check"], r["status"], r.get("message", ""),
-                                                   progs[seed]))
+                    msg = r.get("message", "") + (f" [{r['hint']}]" if r.get("hint") else "")
+                    report.failures.append(Failure(seed, r["check"], r["status"], msg, progs[seed]))
             if progress:
                 progress(report)
         for f in report.failures:
@@ -240,7 +240,7 @@ def shrink_failure(pool: Pool, f: Failure, budget: int) -> Program:
             if cand.size() > best.size() or not smaller:
                 continue
             tries += 1
-            (_, results), = pool.run([(0, job_for(cand, f.seed, checks))])
+            (_, results), = pool.run([(0, {**job_for(cand, f.seed, checks), "triage": False})])
             hit = [r for r in results if r["status"] == f.status and signature(r) == want
                    or (f.status in ("hang", "crash") and r["status"] == f.status)]
             if hit:
