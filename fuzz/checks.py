@@ -325,6 +325,8 @@ def triage(job: dict, name: str) -> str:
                                                           if k != "target"}))
         if re.search(r"parallel for \w+ in range\([^,]+, [^,]+, \d+\)", text):
             hint += "; has a parallel loop with a step (D1?)"
+        if re.search(r"for \w+o in range", text) and "%" in text:
+            hint += "; merges output axes into one loop, with % (D2?)"
     except Exception:
         pass
     return hint
