@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-SIZES = (1, 1, 2, 3, 3, 4, 5, 7)
+SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ elements
 CONSTS = ("0.0", "0.5", "-1.5", "2.0", "3.0")
 
 
@@ -155,7 +155,8 @@ class Generator:
         if not ivars or r.random() < 0.1:
             return str(r.randrange(size)), []
         name, lo, hi = r.choice(ivars)
-        kind = r.choice(["direct", "direct", "mod", "rev", "div", "flat", "guard", "guard", "neg", "cast"])
+        kind = r.choice(["direct", "direct", "mod", "rev", "div", "flat", "guard", "guard", "neg", "cast",
+                         "big"])
         c = r.randint(-3, 3)
         if kind == "direct" and lo >= 0 and hi <= size:
             return name, []
@@ -168,6 +169,8 @@ class Generator:
             return f"({name} * {r.choice((2, 3))} + {other}) % {size}", []
         if kind == "neg":
             return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
+        if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
+            return f"({name} * {r.choice((100003, 65537 * 32768, 1 << 30))} + {c}) % {size}", []
         if kind == "cast":
             return f"ta.cast('int32', ta.cast('int64', {name}) * {r.choice((3, 5))} % {size})", []
         if kind == "guard":
@@ -264,7 +267,7 @@ class Generator:
         raxes = []
         for _ in range(r.choice((1, 1, 2))):
             lo = r.choice((0, 0, 1, -1))
-            raxes.append((f"r{len(nest)}", lo, lo + r.choice((1, 2, 3, 4, 5))))
+            raxes.append((f"r{len(nest)}", lo, lo + r.choice((1, 2, 3, 4, 5, 2, 3, 9, 17))))
             nest.append(raxes[-1])
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
