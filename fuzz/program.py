@@ -170,7 +170,7 @@ class Generator:
         if kind == "neg":
             return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
         if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
-            return f"({name} * {r.choice((100003, 65537 * 32768, 1 << 30))} + {c}) % {size}", []
+            return f"({name} * {r.choice((100003, (1 << 30) + 1, 1 << 30))} + {c}) % {size}", []
         if kind == "cast":
             return f"ta.cast('int32', ta.cast('int64', {name}) * {r.choice((3, 5))} % {size})", []
         if kind == "guard":
