@@ -144,6 +144,7 @@ class Generator:
     def __init__(self, rng: random.Random, safe: bool) -> None:
         self.r = rng
         self.safe = safe
+        self.big = rng.random() < 0.1  # index products past int32 in this program
 
     def shape(self) -> tuple[int, ...]:
         return tuple(self.r.choice(SIZES) for _ in range(self.r.choice((0, 1, 1, 2, 2, 2, 3))))
@@ -155,8 +156,8 @@ class Generator:
         if not ivars or r.random() < 0.1:
             return str(r.randrange(size)), []
         name, lo, hi = r.choice(ivars)
-        kind = r.choice(["direct", "direct", "mod", "rev", "div", "flat", "guard", "guard", "neg", "cast",
-                         "big"])
+        kind = r.choice(["direct", "direct", "mod", "rev", "div", "flat", "guard", "guard", "neg", "cast"]
+                        + ["big"] * self.big)
         c = r.randint(-3, 3)
         if kind == "direct" and lo >= 0 and hi <= size:
             return name, []
