@@ -32,7 +32,7 @@ from tensorad.poly import IndexSpace
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.to_expr import pieces_to_expr, pw_aff_pieces, set_to_cond
 
-SETTINGS = dict(max_examples=150, deadline=None, derandomize=True,
+SETTINGS = dict(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
