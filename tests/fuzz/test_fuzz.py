@@ -31,11 +31,10 @@ TIMEOUT = 120.0  # generous: a loaded machine runs these several times slower
 # seed -> (defect id, what fails).  Found by this suite's own programs; see the reproducers
 # that `python -m fuzz --seeds S --checks C` writes.
 KNOWN: dict[int, tuple[str, str]] = {
-    19: ("D1", "prod with where=(2*i1 - i0 + 3) % 5 == 0: merged parallel loop with step 5, 2 threads"),
-    94: ("D1", "gradient of a strided read (i0 - 2) // 2: parallel loop with step 2"),
-    106: ("D1", "argmax with where=i1 % 2 == 0: parallel loop with step 2, 3 threads"),
+    169: ("D2", "argmax over r0 with where=(2*r0 - i0 + 1) % 5 == 0, output (7, 4): the merged "
+                "output loop computes only i1 == 0"),
 }
-DEFECTS = {"D1": "parallel loop with a step (codegen/llvm_emit.py omp_function)"}
+DEFECTS = {"D2": "% conditions when output axes are merged into one loop"}
 
 
 def _check_of(seed: int) -> tuple[str, ...]:
