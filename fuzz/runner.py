@@ -34,6 +34,7 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
 def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in the child
     if cache_dir:
         os.environ["TENSORAD_CACHE_DIR"] = cache_dir
+    _exit_with_parent()
     from .checks import run_checks
 
     while True:
@@ -44,6 +45,21 @@ def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in 
         if job is None:
             return
         conn.send(run_checks(job))
+
+
+def _exit_with_parent() -> None:
+    """A worker busy with a job (or hung in one) ends when the fuzzing process is gone."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 class Worker:
