@@ -35,8 +35,11 @@ def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in 
     if cache_dir:
         os.environ["TENSORAD_CACHE_DIR"] = cache_dir
     _exit_with_parent()
+    import tensorad  # noqa: F401  (before the first job's clock starts)
+
     from .checks import run_checks
 
+    conn.send("ready")
     while True:
         try:
             job = conn.recv()
@@ -71,10 +74,21 @@ class Worker:
         self.job = None
         self.key = None
         self.started = 0.0
+        self.ready = False
 
     def submit(self, key, job: dict) -> None:
+        if not self.ready:  # a fresh worker imports tensorad first: not part of a job's time
+            if self.conn.poll(600):
+                try:
+                    self.conn.recv()
+                except (EOFError, OSError):
+                    pass
+            self.ready = True
         self.key, self.job, self.started = key, job, time.monotonic()
-        self.conn.send(job)
+        try:
+            self.conn.send(job)
+        except (BrokenPipeError, OSError):
+            pass  # a worker that died on start: reported as a crash of this job
 
     def kill(self) -> None:
         if self.proc.is_alive():
