@@ -33,15 +33,11 @@ TIMEOUT = 120.0  # generous: a loaded machine runs these several times slower
 KNOWN: dict[int, tuple[str, str]] = {
     169: ("D2", "argmax over r0 with where=(2*r0 - i0 + 1) % 5 == 0, output (7, 4): the merged "
                 "output loop computes only i1 == 0"),
-    # beyond the suite's range: one program per defect, so that each strict xfail flips on its fix
-    252: ("D1", "min over r0 with a % where-condition, 2 threads: a parallel loop with step 2"),
-    373: ("D1", "checked build, 2 threads: a parallel loop with a step"),
-    278: ("D6", "x1[0, (i2 * 1073741825 - 3) % 3]: int32 wraps in evaluate, exact in the optimizer"),
-    445: ("D6", "t0[i1, (i0 * 1073741824 + 1) % 3, i0 - 1]: int32 evaluate vs int64 kernel"),
 }
-DEFECTS = {"D1": "parallel loop with a step (codegen/llvm_emit.py omp_function)",
-           "D2": "% conditions when output axes are merged into one loop",
-           "D6": "index arithmetic overflows int32 (evaluate wraps, the kernel and optimizer do not)"}
+DEFECTS = {"D2": "% conditions when output axes are merged into one loop"}
+# programs beyond the suite's range that failed through a defect since fixed (they run with it):
+# 252, 373 (D1: parallel loops with a step), 278, 445 (D6: index products past int32)
+FIXED = (252, 373, 278, 445)
 
 
 def _check_of(seed: int) -> tuple[str, ...]:
@@ -60,7 +56,7 @@ def _run(seeds) -> dict:
 
 
 def test_random_programs():
-    seeds = [s for s in range(N_PROGRAMS) if s not in KNOWN]  # (KNOWN also holds seeds beyond)
+    seeds = [s for s in list(range(N_PROGRAMS)) + list(FIXED) if s not in KNOWN]
     failures = _run(seeds)
     assert not failures, "\n".join(f"seed {s}: {m}" for s, ms in sorted(failures.items()) for m in ms)
 
