@@ -80,14 +80,19 @@ class Checks:
         """An ``i1``: a violation has been recorded."""
         return b.icmp_unsigned("!=", b.load(record, typ=I64), I64(0))
 
-    def new_record(self) -> np.ndarray:
-        return np.zeros(max(self.record_size, 1), np.int64)
+    @staticmethod
+    def new_record(max_ndim: int) -> np.ndarray:
+        """A record for a program whose buffers have at most ``max_ndim`` dimensions (sized
+        from the program, never from stored metadata)."""
+        return np.zeros(1 + max_ndim, np.int64)
 
     def raise_for(self, record: np.ndarray) -> None:
         """Raise ``IndexError`` for a record holding a violation (nothing for a clean one)."""
         code = int(record[0])
         if code == 0:
             return
+        if not 0 < code <= len(self.sites):
+            raise IndexError(f"out-of-bounds access (site {code - 1}; detected by checked=True)")
         raise IndexError(violation_message(self.sites[code - 1], [int(x) for x in record[1:]]))
 
     def to_json(self) -> list:

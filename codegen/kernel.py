@@ -116,6 +116,7 @@ class Kernel:
         self._outputs = [_spec(b) for b in prog.outputs]
         self._temps = [_spec(b)[1:] for b in prog.temps]
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
+        self._max_ndim = max((len(b.shape) for b in prog.buffers.values()), default=0)
 
     @property
     def num_threads(self) -> int:
@@ -162,7 +163,7 @@ class Kernel:
         temps = [np.empty(s, d) for s, d in self._temps]
         checks = self._compiled.checks
         if checks is not None:  # one violation record per call (calls may run concurrently)
-            temps.append(checks.new_record())
+            temps.append(checks.new_record(self._max_ndim))
         call = self._compiled.call
         if call is not None:  # the arrays themselves: the kernel reads their data pointers
             call(*ins, *outs, *temps, self.num_threads)
