@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test bench bench-readme docs lint clean runtime
+.PHONY: test bench bench-readme docs lint clean runtime fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,12 @@ docs: $(VENV)/.test-installed
 	@echo "docs: docs/_build/html/index.html"
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check tensorad simplify codegen benchmarks tests examples
+	$(BIN)/ruff check tensorad simplify codegen benchmarks tests examples fuzz
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
+
+# Differential fuzzing (fuzz/): N random programs, every check, reproducers in fuzz-failures/.
+N ?= 10000
+fuzz: $(VENV)/.test-installed runtime
+	$(BIN)/python -m fuzz --n $(N) $(ARGS)

@@ -30,6 +30,7 @@ from tensorad.ir import trace
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
+from .checks import Checks
 from .irloops import finish_ir
 from .jit import compile_object, fingerprint, load_object
 from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
@@ -57,7 +58,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     (default True: reductions may be reassociated -- vectorized sums round differently from a
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
     (0-3), ``vector_width``, ``tile`` and ``microkernel`` (the contraction kernel),
-    ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``.
+    ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
+    (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
     """
     if not isinstance(target, (str, Target)):
@@ -70,7 +72,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     lowered = lower(outputs, inputs, name=name, target=tgt, **options)
     gomp = parallel_runtime() is not None and opts.parallel
     key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
-                                               ARRAY_DATA_OFFSET)), fingerprint(tgt)])
+                                               ARRAY_DATA_OFFSET, opts.checked)), fingerprint(tgt)])
     key = hashlib.sha256(key_text.encode()).hexdigest()
     compiled = _COMPILED.get(key)
     if compiled is None:
@@ -78,7 +80,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp, tgt)
+                    nargs = len(lowered.program.arguments) + opts.checked  # (+ the violation record)
+                    compiled = _load(key, opts.opt_level, nargs, gomp, tgt)
                     trace.record("cache hit" if compiled else "cache miss", 0.0,
                                  f"{name} (disk)" if compiled else name)
                     compiled = compiled or _compile(lowered, key, opts, gomp, tgt)
@@ -97,15 +100,17 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
     name = lowered.program.name
+    checks = Checks() if opts.checked else None
     with trace.stage("llvm", name):
         emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET)
+                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks)
         module = emitter.emit()
         text = finish_ir(str(module))
         call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
         obj = compile_object(text, opts.opt_level, target)
-    meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": len(lowered.program.arguments),
-            "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text)))}
+    meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
+            "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
+            "checks": checks.to_json() if checks is not None else None}
     with trace.stage("jit", name):
         compiled = _link(key, obj, meta, text, opts.opt_level, target)
     if trace.dumping():
@@ -123,8 +128,10 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Targ
         gemmlib.ensure_symbol(symbol, target)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
+    checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj)
+                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj,
+                    checks=checks)
 
 
 def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> Compiled | None:
@@ -149,8 +156,13 @@ def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> C
 def _meta_is_sound(meta: Any, key: str, nargs: int, gomp: bool) -> bool:
     """The metadata an entry for ``key`` must have (as :func:`_compile` writes it)."""
     prefix = f"k{key[:16]}"
-    if not isinstance(meta, dict) or set(meta) != {"main", "call", "gomp", "nargs", "libraries"}:
+    if not isinstance(meta, dict) or set(meta) != {"main", "call", "gomp", "nargs", "libraries", "checks"}:
         return False
+    if meta["checks"] is not None:  # checked mode: the access sites (see .checks)
+        try:
+            Checks.from_json(meta["checks"])
+        except (TypeError, ValueError):
+            return False
     libs = meta["libraries"]
     return (meta["main"] == f"{prefix}_main"
             and meta["call"] in (None, f"{prefix}_call")

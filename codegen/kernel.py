@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import Checks
 from .program import Buffer
 
 
@@ -61,6 +62,7 @@ class Compiled:
     target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
     meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
     obj: bytes | None = None  # the object code that was linked, for pickling
+    checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
@@ -147,6 +149,7 @@ class Kernel:
         self._outputs = [_spec(b) for b in prog.outputs]
         self._temps = [_spec(b)[1:] for b in prog.temps]
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
+        self._max_ndim = max((len(b.shape) for b in prog.buffers.values()), default=0)
 
     @property
     def num_threads(self) -> int:
@@ -206,14 +209,19 @@ class Kernel:
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
         temps = [np.empty(s, d) for s, d in self._temps]
+        checks = self._compiled.checks
+        if checks is not None:  # one violation record per call (calls may run concurrently)
+            temps.append(checks.new_record(self._max_ndim))
         call = self._compiled.call
         if call is not None:  # the arrays themselves: the kernel reads their data pointers
             call(*ins, *outs, *temps, self.num_threads)
         else:
-            addrs = np.empty(self._nargs, np.uintp)
+            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
             for k, a in enumerate(ins + outs + temps):
                 addrs[k] = a.ctypes.data
             self._compiled.main(addrs.ctypes.data, self.num_threads)
+        if checks is not None:
+            checks.raise_for(temps[-1])
         res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 

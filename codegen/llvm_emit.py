@@ -25,6 +25,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
 from .chains import unrolled_chain_too_long
+from .checks import Checks
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
 from .microkernel import GemmEmitter
@@ -54,7 +55,8 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
-                 vector_width: int | None = None, data_offset: int | None = None) -> None:
+                 vector_width: int | None = None, data_offset: int | None = None,
+                 checks: Checks | None = None) -> None:
         self.program = program
         self.prefix = prefix
         self.fastmath = fastmath
@@ -63,6 +65,9 @@ class ModuleEmitter:
         self.data_offset = data_offset
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
+        # checked mode (:mod:`.checks`): the violation record is one more pointer after the buffers
+        self.checks = checks
+        self.nptr = len(self.args) + (checks is not None)
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
@@ -90,7 +95,7 @@ class ModuleEmitter:
 
     # ---- nests ----------------------------------------------------------------------------
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.args) + [I64, I64])
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * self.nptr + [I64, I64])
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
@@ -113,6 +118,13 @@ class ModuleEmitter:
                          lambda t: self.args[self.arg_index[t]].strides,
                          VALUE_FLAGS if self.fastmath else ())
         em.accs = slots
+        if self.checks is not None:
+            record = params[len(self.args)]
+
+            def check(t, kind, index, values):
+                buf = self.args[self.arg_index[t]]
+                self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values)
+            em.check = check
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         b.ret_void()
         return fn
@@ -183,7 +195,7 @@ class ModuleEmitter:
     # ---- parallel outlining ---------------------------------------------------------------
     def _load_pointers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
         out = []
-        for k in range(len(self.args)):
+        for k in range(self.nptr):
             slot = b.gep(args, [I64(k)], inbounds=True, source_etype=PTR)
             out.append(b.load(slot, typ=PTR))
         return out
@@ -222,13 +234,16 @@ class ModuleEmitter:
             lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
             if omp is None:
                 b.call(nest_fn, ptrs + [lo, hi])
-                continue
-            gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-            with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
-                with par:
-                    b.call(gomp, [omp, args, nthreads, I32(0)])
-                with ser:
-                    b.call(nest_fn, ptrs + [lo, hi])
+            else:
+                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                    with par:
+                        b.call(gomp, [omp, args, nthreads, I32(0)])
+                    with ser:
+                        b.call(nest_fn, ptrs + [lo, hi])
+            if self.checks is not None:  # stop at the first nest that recorded a violation
+                with b.if_then(self.checks.failed(b, ptrs[-1]), likely=False):
+                    b.ret_void()
         b.ret_void()
         return fn
 
@@ -237,7 +252,7 @@ class ModuleEmitter:
         data pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls
         ``P_main`` -- a ctypes call that skips building the pointer array in Python (which
         cost about 1 us per argument).  Used only when that offset was verified at import."""
-        n = len(self.args)
+        n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         arr = b.alloca(PTR, size=I64(max(n, 1)))

@@ -109,6 +109,8 @@ class ExprEmitter:
         self.env: dict[Expr, ir.Value] = {}
         self.accs: dict[Expr, ir.Value] = {}
         self.lazy: dict[Expr, Expr] = {}
+        # checked mode: ``check(tensor, kind, index_exprs, values)`` emits a bounds test
+        self.check: Callable | None = None
         self.vmemo = ScopedMemo()
         self.imemo = ScopedMemo()
         self.vrules = _value_rules(self)
@@ -164,11 +166,13 @@ class ExprEmitter:
     def index(self, e: Expr) -> ir.Value:
         return fold(e, self.irules, self.imemo)
 
-    def address(self, tensor, index: tuple[Expr, ...]) -> ir.Value:
+    def address(self, tensor, index: tuple[Expr, ...], kind: str = "read") -> ir.Value:
         strides = self.strides(tensor)
+        values = [self.index(i) for i in index]
+        if self.check is not None:
+            self.check(tensor, kind, index, values)
         off = None
-        for i, s in zip(index, strides):
-            term = self.index(i)
+        for term, s in zip(values, strides):
             if s != 1:
                 term = self.b.mul(term, I64(s), flags=("nsw",))
             off = term if off is None else self.b.add(off, term, flags=("nsw",))
@@ -184,7 +188,7 @@ class ExprEmitter:
     def store(self, tensor, index: tuple[Expr, ...], value: ir.Value) -> None:
         if tensor.dtype == "bool":
             value = self.b.zext(value, I8)
-        self.b.store(self.narrow(value, MEMTYPE[tensor.dtype]), self.address(tensor, index))
+        self.b.store(self.narrow(value, MEMTYPE[tensor.dtype]), self.address(tensor, index, "write"))
 
     def narrow(self, value: ir.Value, t: ir.Type) -> ir.Value:
         """``value`` as type ``t``: an exact ``i64`` index value stored as ``int32`` wraps."""

@@ -57,6 +57,8 @@ class Options:
     * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
       such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
       (the micro-kernel's register tile and cache blocks).
+    * ``checked``: bounds checks on every load and store (:mod:`.checks`); a violation raises
+      ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
     """
 
     parallel: bool = True
@@ -71,6 +73,7 @@ class Options:
     fuse: bool = True
     parallel_min_work: int = 1 << 16
     target: Target | None = None
+    checked: bool = False
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -89,7 +92,7 @@ class Options:
                     if not isinstance(t, Tensor):
                         raise TypeError(f"option {k}: expected tensors, got {t!r}")
                 kw[k] = ts
-        for k in ("parallel", "fastmath", "fuse", "microkernel"):  # "no" would silently mean True
+        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked"):  # "no" would silently mean True
             if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
                 raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
                                 f"got {kw[k]!r}")
@@ -115,7 +118,8 @@ class Options:
 
     def for_lowering(self) -> Options:
         """The options that change the loop program (the rest only change compilation)."""
-        return Options(self.parallel, self.microkernel if self.fastmath else False, self.tile,
+        plain = not self.fastmath or self.checked
+        return Options(self.parallel, False if plain else self.microkernel, self.tile,
                        self.inline, self.materialize, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target)
 

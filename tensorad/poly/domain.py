@@ -80,8 +80,11 @@ class IndexSet:
         raise ValueError(f"{v} is not a variable of this set")
 
     def solve(self, v: Expr) -> Solution | None:
-        """``v`` as a function of the other variables, if the set determines it."""
+        """``v`` as a function of the other variables, if the set determines it (``None`` for
+        an empty set: nothing to determine)."""
         k = self._pos(v)
+        if self.set.is_empty():
+            return None
         m = isl.Map.from_domain(self.set).move_dims(_OUT, 0, _IN, k, 1)
         if not m.is_single_valued():
             return None
@@ -147,7 +150,10 @@ class IndexSet:
             dom = self.set
             if not dom.intersect(diff.lt_set(space.constant(0))).is_empty():
                 continue  # not a lower bound everywhere
-            ext = int(val_to_fraction(diff.intersect_domain(dom).max_val())) + 1
+            # max(v - lo) over the set: as the range of a map, so that isl maximizes over a set
+            # (``PwAff.max_val`` refuses quasi-affine pieces: "expecting integer affine expression")
+            values = isl.Map.from_pw_aff(diff.intersect_domain(dom)).range()
+            ext = int(val_to_fraction(values.dim_max_val(0))) + 1
             out.append((lo, ext, a.dim(isl.dim_type.div)))
         out.sort(key=lambda t: (t[1], t[2]))
         return [(lo, ext) for lo, ext, _ in out]

@@ -1,0 +1,51 @@
+"""``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T] [--checks C]
+[--rotate] [--shrink K] [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .checks import ALL
+from .runner import fuzz
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__)
+    ap.add_argument("--n", type=int, default=10000, help="number of programs")
+    ap.add_argument("--start", type=int, default=0, help="first seed")
+    ap.add_argument("--seeds", default="", help="comma-separated seeds to run (instead of --start/--n)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program")
+    ap.add_argument("--checks", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--rotate", action="store_true", help="one check per program, rotating over seeds")
+    ap.add_argument("--shrink", type=int, default=40, help="shrinking trials per failure (0: none)")
+    ap.add_argument("--out", default="fuzz-failures", help="folder for reproducer scripts")
+    args = ap.parse_args(argv)
+    checks = tuple(c for c in args.checks.split(",") if c)
+    unknown = set(checks) - set(ALL)
+    if unknown:
+        ap.error(f"unknown checks {sorted(unknown)}")
+    last = [time.monotonic()]
+    seen: list = []
+
+    def progress(rep):
+        for f in rep.failures[len(seen):]:
+            print(f"  FAIL seed {f.seed} {f.check} [{f.status}]: {f.message[:200]}",
+                  file=sys.stderr, flush=True)
+        seen[:] = rep.failures
+        if time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            print(f"  {rep.programs} programs, {len(rep.failures)} failures", file=sys.stderr, flush=True)
+
+    seeds = [int(x) for x in args.seeds.split(",") if x] or range(args.start, args.start + args.n)
+    rep = fuzz(seeds, workers=args.workers, timeout=args.timeout,
+               checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
+               shrink=args.shrink, out_dir=args.out, progress=progress)
+    print(rep.summary())
+    return 1 if rep.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""The differential checks run on each fuzzed program (in a worker process, :mod:`.runner`).
+
+Every check compares tensorad with an oracle it did not compute:
+
+* ``forward``:   ``ta.build`` (the drawn options) against ``ta.evaluate``;
+* ``checked``:   ``ta.build(checked=True)`` against ``ta.evaluate`` (and no ``IndexError``);
+* ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions``, and the reverse
+  gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
+* ``reverse``:   the built reverse gradient (a random head) against central finite differences
+  in float64 of a strict forward kernel (itself checked by ``forward``);
+* ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``;
+* ``hvp``:       ``ta.hessian_vector_product`` of ``sum(OUT * h)`` against finite differences of
+  its built gradient along ``v``.
+
+Derivative checks run on the float64 version of the program, and only on ``safe`` programs
+(smooth where the data lies).  A check returns ``None`` or raises :class:`Mismatch` with what
+differs; any other exception is a failure of the program too (a crash of tensorad).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import data as fdata
+
+FORWARD = ("forward", "checked", "optimizer")
+DERIVATIVE = ("reverse", "jvp", "hvp")
+ALL = FORWARD + DERIVATIVE
+
+
+class Mismatch(AssertionError):
+    """tensorad disagrees with an oracle."""
+
+
+class Invalid(Exception):
+    """The generated program is not a valid program (a generator bug, reported apart)."""
+
+
+def load(source: str) -> dict:
+    ns: dict = {}
+    try:
+        exec(compile(source, "<fuzz program>", "exec"), ns)
+    except Exception as e:  # the language rejected the program
+        raise Invalid(f"{type(e).__name__}: {e}") from e
+    return ns
+
+
+# ---- comparison -------------------------------------------------------------------------------
+
+def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = False,
+            rtol: float | None = None, strong_zero: bool = False):
+    """``got`` against ``want`` (and, for float32, a float64 reference ``ref64``: an element
+    passes when it is close to either).  Non-finite values must match exactly unless
+    ``lenient`` (reassociated sums of huge values may overflow differently).  With
+    ``strong_zero`` an element that ``want`` has non-finite may be anything: the optimizer
+    treats a symbolic zero as a strong zero (``0 / x -> 0``, simplify/rules.py's NaN policy)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        raise Mismatch(f"{what}: shape {got.shape} != {want.shape}")
+    if not dtype.startswith("float"):
+        if not np.array_equal(got, want):
+            bad = np.argwhere(got != want)[:3].tolist()
+            raise Mismatch(f"{what}: integers differ at {bad}: {got[tuple(np.array(bad).T)]} != "
+                           f"{want[tuple(np.array(bad).T)]}")
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    fg, fw = np.isfinite(g), np.isfinite(w)
+    if strong_zero:
+        g = np.where(fw, g, w)
+        fg = np.isfinite(g)
+    if not lenient:
+        same = (fg == fw) & np.where(~fw, (np.isnan(g) == np.isnan(w)) & ((g == w) | np.isnan(w)), True)
+        if not same.all():
+            k = tuple(np.argwhere(~same)[0])
+            raise Mismatch(f"{what}: non-finite values differ at {list(k)}: got {g[k]!r}, want {w[k]!r}")
+    both = fg & fw
+    if not both.any():
+        return
+    rtol = rtol if rtol is not None else (2e-3 if dtype == "float32" else 1e-8)
+    scale = max(1.0, float(np.max(np.abs(w[both]))))
+    allowed = rtol * (np.abs(w) + scale)
+    with np.errstate(all="ignore"):
+        err = np.where(both, np.abs(g - w), 0.0)
+    if ref64 is not None:
+        r = np.asarray(ref64, np.float64)
+        err = np.minimum(err, np.where(both & np.isfinite(r), np.abs(g - r), np.inf))
+    bad = err > allowed
+    if bad.any():
+        k = tuple(np.argwhere(bad)[0])
+        raise Mismatch(f"{what}: at {list(k)} got {g[k]!r}, want {w[k]!r} (|diff| {err[k]:.3g} > "
+                       f"{allowed[k]:.3g}; {int(bad.sum())} of {bad.size} elements differ)")
+
+
+def _tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+# ---- the checks ---------------------------------------------------------------------------------
+
+class Case:
+    """One program with its data and options, as a worker sees it."""
+
+    def __init__(self, job: dict) -> None:
+        import tensorad as ta
+
+        from .options import usable
+
+        self.ta = ta
+        self.job = job
+        self.ns = load(job["source"])
+        self.ns64 = load(job["source64"]) if job["dtype"] != "float64" else self.ns
+        self.options = usable(ta, dict(job["options"]))
+        self.seed = job["seed"]
+        self.profile = job["data"]
+        self.dtype = job["dtype"]
+        self.outputs = list(self.ns["TENSORS"]) if job.get("all_outputs", True) else [self.ns["OUT"]]
+        self.inputs = list(self.ns["INPUTS"])
+        self.feed = fdata.feed(self.inputs, self.profile, self.seed)
+        self.lenient = self.profile in ("wide", "huge") and self.options.get("fastmath", True)
+
+    def args(self, feed=None):
+        feed = feed or self.feed
+        return [feed[p] for p in self.inputs]
+
+    def _outs64(self):
+        """The same outputs in the float64 program, and its feed (the same values)."""
+        ins64 = self.ns64["INPUTS"]
+        outs64 = list(self.ns64["TENSORS"]) if self.job.get("all_outputs", True) else [self.ns64["OUT"]]
+        feed64 = {p64: self.feed[p].astype(np.float64) if p64.dtype == "float64" else self.feed[p]
+                  for p, p64 in zip(self.inputs, ins64)}
+        return outs64, feed64
+
+    def _reference(self):
+        want = _tuple(self.ta.evaluate(self.outputs, self.feed))
+        ref64 = None
+        if self.dtype != "float64":
+            outs64, feed64 = self._outs64()
+            ref64 = _tuple(self.ta.evaluate(outs64, feed64))
+        return want, ref64
+
+    def _compare_all(self, what, got, want, ref64):
+        for k, (t, g, w) in enumerate(zip(self.outputs, got, want)):
+            compare(f"{what} {t.name}", g, w, t.dtype, ref64=None if ref64 is None else ref64[k],
+                    lenient=self.lenient,
+                    rtol=None if self.options.get("fastmath", True) or t.dtype != "float32" else 1e-3)
+
+    def forward(self):
+        want, ref64 = self._reference()
+        got = _tuple(self.ta.build(self.outputs, self.inputs, **self.options)(*self.args()))
+        self._compare_all("build", got, want, ref64)
+
+    def checked(self):
+        want, ref64 = self._reference()
+        try:
+            got = _tuple(self.ta.build(self.outputs, self.inputs, checked=True, **self.options)(*self.args()))
+        except IndexError as e:
+            raise Mismatch(f"checked build reports an out-of-bounds access: {e}") from e
+        self._compare_all("checked build", got, want, ref64)
+
+    def optimizer(self):
+        ta = self.ta
+        for t in self.outputs:
+            if t.dtype not in ta.FLOAT_DTYPES:
+                continue
+            opt = ta.OptimizeAndLiftNonzeronessConditions(t)
+            want, got = ta.evaluate([t, opt], self.feed)
+            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True)
+        if not self.job.get("safe"):
+            return
+        ns, feed = self._grad_setup()
+        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
+        g_opt = ta.JacobianRecursive(out, ins, H)
+        g_raw = ta.JacobianRecursive(out, ins, H, optimize=False)
+        vals = ta.evaluate(list(g_opt) + list(g_raw), feed)
+        n = len(ins)
+        for p, a, b in zip(ins, vals[:n], vals[n:]):
+            compare(f"optimized gradient wrt {p.name}", a, b, "float64", strong_zero=True)
+
+    # ---- derivatives (float64) ------------------------------------------------------------
+    def _grad_setup(self):
+        """The float64 program with a head ``_H``, tangents ``_U``, its float inputs ``_FIN`` and a
+        feed for all of them."""
+        if "_H" in self.ns64:
+            return self.ns64, self._feed64
+        ta, ns = self.ta, self.ns64
+        _, feed = self._outs64()
+        out = ns["OUT"]
+        fin = [p for p in ns["INPUTS"] if p.dtype in ta.FLOAT_DTYPES]
+        ns["_FIN"] = fin
+        ns["_H"] = ta.placeholder(out.shape, "float64", name="head")
+        ns["_U"] = [ta.placeholder(p.shape, "float64", name=f"u_{p.name}") for p in fin]
+        rng = np.random.default_rng(self.seed + 1)
+        # a head of zero where the output is not finite (an empty max is -inf): finite
+        # differences mean nothing there
+        finite = self._finite = np.isfinite(self.ta.evaluate([out], feed)[0])
+        feed[ns["_H"]] = np.where(finite, rng.uniform(-1, 1, out.shape), 0.0)
+        for u in ns["_U"]:
+            feed[u] = rng.uniform(-1, 1, u.shape)
+        self._feed64 = feed
+        return ns, feed
+
+    def _fd_ready(self) -> bool:
+        """Derivatives are checked on safe programs with float inputs whose output is finite at
+        the data (an empty max is -inf; a product with it is inf, and 0 * inf poisons a head)."""
+        if not self.job.get("safe"):
+            return False
+        ns, feed = self._grad_setup()
+        return bool(ns["_FIN"]) and bool(np.all(self._finite))
+
+    def reverse(self):
+        if not self._fd_ready():
+            return
+        ta = self.ta
+        ns, feed = self._grad_setup()
+        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
+        all_ins = ns["INPUTS"]
+        grads = _tuple(ta.build(ta.JacobianRecursive(out, ins, H), all_ins + [H], **self.options)(
+            *[feed[p] for p in all_ins + [H]]))
+        fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
+        h = feed[H]
+
+        def loss(f):
+            with np.errstate(all="ignore"):
+                return float(np.sum(np.where(h != 0, fwd(*[f[p] for p in all_ins]) * h, 0.0)))
+
+        eps = 1e-6
+        for p, g in zip(ins, grads):
+            fd = np.zeros(p.shape)
+            base = feed[p]
+            for j in np.ndindex(*p.shape):
+                plus, minus = base.copy(), base.copy()
+                plus[j] += eps
+                minus[j] -= eps
+                fd[j] = (loss({**feed, p: plus}) - loss({**feed, p: minus})) / (2 * eps)
+            compare(f"reverse gradient wrt {p.name} vs finite differences", g, fd, "float64", rtol=1e-4)
+
+    def jvp(self):
+        if not self._fd_ready():
+            return
+        ta = self.ta
+        ns, feed = self._grad_setup()
+        out, ins, H, U = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
+        all_ins = ns["INPUTS"]
+        grads = _tuple(ta.build(ta.JacobianRecursive(out, ins, H), all_ins + [H], **self.options)(
+            *[feed[p] for p in all_ins + [H]]))
+        jv = ta.build([ta.jvp(out, ins, U)], all_ins + U, **self.options)(*[feed[p] for p in all_ins + U])
+        lhs = float(np.sum(jv * feed[H]))
+        rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))
+        compare("h . jvp(u) vs u . reverse(h)", np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
+
+    def hvp(self):
+        if not self._fd_ready():
+            return
+        ta = self.ta
+        ns, feed = self._grad_setup()
+        out, ins, H, V = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
+        all_ins = ns["INPUTS"]
+        if out.ndim:
+            ax = [ta.reduce_axis((0, n), name=f"l{d}") for d, n in enumerate(out.shape)]
+            L = ta.compute((), lambda: ta.sum(out[tuple(ax)] * H[tuple(ax)], axis=ax), name="loss")
+        else:
+            L = ta.compute((), lambda: out[()] * H[()], name="loss")
+        hv = _tuple(ta.build(ta.hessian_vector_product(L, ins, V), all_ins + [H] + V, **self.options)(
+            *[feed[p] for p in all_ins + [H] + V]))
+        gk = ta.build(ta.gradient(L, ins), all_ins + [H], fastmath=False)
+        eps = 1e-5
+
+        def grad_at(sign):
+            f = dict(feed)
+            for p, v in zip(ins, V):
+                f[p] = feed[p] + sign * eps * feed[v]
+            return _tuple(gk(*[f[p] for p in all_ins + [H]]))
+
+        gp, gm = grad_at(1), grad_at(-1)
+        for p, a, b, c in zip(ins, hv, gp, gm):
+            compare(f"hvp wrt {p.name} vs finite differences of the gradient", a, (b - c) / (2 * eps),
+                    "float64", rtol=1e-4)
+
+
+def run_checks(job: dict) -> list[dict]:
+    """Run ``job["checks"]`` on one program; one result per check (``ok``, ``fail`` with the
+    message, or ``invalid`` when the program itself is rejected)."""
+    import traceback
+
+    try:
+        case = Case(job)
+    except Invalid as e:
+        if _rejects_overflow(e):
+            return [{"check": "define", "status": "ok"}]
+        return [{"check": "define", "status": "invalid", "message": str(e)}]
+    except Exception as e:  # data or setup: a failure of tensorad
+        return [{"check": "define", "status": "fail", "message": _describe(e, traceback.format_exc())}]
+    results = []
+    for name in job["checks"]:
+        try:
+            getattr(case, name)()
+            results.append({"check": name, "status": "ok"})
+        except Mismatch as e:
+            results.append({"check": name, "status": "fail", "message": str(e), "hint": triage(job, name)})
+        except Exception as e:
+            if _rejects_overflow(e):
+                results.append({"check": name, "status": "ok"})
+                continue
+            results.append({"check": name, "status": "fail", "message": _describe(e, traceback.format_exc()),
+                            "hint": triage(job, name)})
+    return results
+
+
+def _rejects_overflow(e: Exception) -> bool:
+    """Index arithmetic past int64/int32 may be rejected with a clear error (issue 8, D6)."""
+    return isinstance(e, (ValueError, OverflowError, Invalid)) and "overflow" in str(e).lower()
+
+
+VARIANTS = (("num_threads", 1), ("fastmath", False), ("fuse", False), ("opt_level", 0),
+            ("microkernel", False), ("parallel", False))
+
+
+def triage(job: dict, name: str) -> str:
+    """Which single option change makes a failing check pass (a hint at the culprit), and
+    whether the program has a parallel loop with a step (issue 8's D1)."""
+    if job.get("triage") is False:
+        return ""
+    passing = []
+    for key, value in VARIANTS:
+        if job["options"].get(key, None) == value:
+            continue
+        variant = {**job, "options": {**job["options"], key: value}, "checks": [name], "triage": False}
+        try:
+            if run_checks(variant)[0]["status"] == "ok":
+                passing.append(f"{key}={value}")
+        except Exception:
+            pass
+    hint = "passes with " + ", ".join(passing) if passing else "fails with every single option change"
+    try:
+        import re
+
+        import tensorad as ta
+        case = Case({**job, "triage": False})
+        text = str(ta.lower(case.outputs, case.inputs, **{k: v for k, v in case.options.items()
+                                                          if k != "target"}))
+        if re.search(r"parallel for \w+ in range\([^,]+, [^,]+, \d+\)", text):
+            hint += "; has a parallel loop with a step (D1?)"
+        if re.search(r"for \w+o in range", text) and "%" in text:
+            hint += "; merges output axes into one loop, with % (D2?)"
+    except Exception:
+        pass
+    return hint
+
+
+def _describe(e: Exception, tb: str) -> str:
+    frames = [ln for ln in tb.splitlines() if ln.startswith('  File "')]
+    where = frames[-1].strip() if frames else ""
+    return f"{type(e).__name__}: {str(e)[:400]} [{where}]"

@@ -1,0 +1,369 @@
+"""Random well-formed tensor programs, kept as small trees that render to Python source.
+
+A program is a list of tensor definitions (placeholders, then computes that read the tensors
+made before them).  Bodies are trees of :class:`Node` -- a format string and children -- so
+that the same tree renders to the source a worker executes, to the reproducer script saved
+for a failure, and shrinks (:func:`shrink_candidates`) by replacing a subtree with one of its
+children or a constant.  The generator needs no tensorad: it writes source text.
+
+What the programs contain (issue 8): shapes with size-1 and odd axes and 0-d tensors; chains
+of tensors; index expressions with ``+ - * // %`` (reversed, strided, flattened, modular,
+shifted by negative offsets under an ``if_then_else`` guard); reductions with every built-in
+reducer and custom combiners (argmax as a two-output op, a user-written product), with ``where``
+conditions, reduction ranges that start below zero, reductions nested in larger bodies (the
+language lifts them); ``select`` on data; index variables used as values through integer casts;
+the math functions.  ``safe`` programs keep every function smooth where data is (``log(|x| +
+0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
+the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
+values (zeros, infinities) in forward checks.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ elements
+CONSTS = ("0.0", "0.5", "-1.5", "2.0", "3.0")
+
+
+@dataclass(frozen=True)
+class Node:
+    """``fmt.format(*children)``; ``ty`` is ``"v"`` for a value (replaceable when shrinking)."""
+
+    fmt: str
+    kids: tuple = ()
+    ty: str = "x"
+
+    def render(self) -> str:
+        return self.fmt.format(*(k.render() for k in self.kids))
+
+    def size(self) -> int:
+        return 1 + sum(k.size() for k in self.kids)
+
+
+def leaf(text: str, ty: str = "x") -> Node:
+    return Node(text.replace("{", "{{").replace("}", "}}"), (), ty)
+
+
+@dataclass(frozen=True)
+class Def:
+    """One tensor: a placeholder (``body is None``) or a compute over ``axes`` (and ``raxes``,
+    each ``(name, lo, hi)``).  ``names`` has two entries for an argmax (index, value)."""
+
+    names: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str = "DT"
+    body: Node | None = None
+    axes: tuple[str, ...] = ()
+    raxes: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.names[-1]
+
+
+@dataclass(frozen=True)
+class Program:
+    dtype: str
+    defs: tuple[Def, ...]
+    out: str  # the float tensor to differentiate
+    safe: bool = True
+    data: str = "unit"  # data profile (:mod:`.data`)
+    options: dict = field(default_factory=dict, compare=False)
+    prune: bool = False  # render only what ``out`` needs (shrunk programs)
+
+    @property
+    def placeholders(self) -> list[Def]:
+        return [d for d in self.defs if d.body is None]
+
+    def render(self, dtype: str | None = None) -> str:
+        """Python source defining ``INPUTS``, ``TENSORS`` (every computed tensor) and ``OUT``."""
+        needed = self._needed()
+        lines = ["import tensorad as ta", "", f"DT = {dtype or self.dtype!r}", PRELUDE]
+        for d in self.defs:
+            if d.name not in needed:
+                continue
+            if d.body is None:
+                lines.append(f"{d.name} = ta.placeholder({d.shape!r}, {d.dtype}, name={d.name!r})")
+                continue
+            for r, lo, hi in d.raxes:
+                lines.append(f"{r} = ta.reduce_axis(({lo}, {hi}), name={r!r})")
+            lhs = ", ".join(d.names)
+            lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
+                         f"name={d.name!r})")
+        ins = [d.name for d in self.placeholders]
+        outs = [n for d in self.defs if d.body is not None and d.name in needed for n in d.names]
+        lines += [f"INPUTS = [{', '.join(ins)}]", f"TENSORS = [{', '.join(outs)}]", f"OUT = {self.out}"]
+        return "\n".join(lines) + "\n"
+
+    def _needed(self) -> set[str]:
+        """Placeholders, and the computes ``out`` depends on (a shrunk program drops the rest)."""
+        by_name = {n: d for d in self.defs for n in d.names}
+        if not self.prune:
+            return set(by_name) | {d.name for d in self.defs}
+        keep = {d.name for d in self.placeholders}
+        todo = [self.out]
+        while todo:
+            n = todo.pop()
+            d = by_name[n]
+            if d.name in keep and d.body is not None:
+                continue
+            keep.add(d.name)
+            if d.body is not None:
+                text = d.body.render()
+                todo += [m for m in by_name if m not in keep and _mentions(text, m)]
+        return keep
+
+    def size(self) -> int:
+        needed = self._needed()
+        return sum(d.body.size() for d in self.defs if d.body is not None and d.name in needed)
+
+
+def _mentions(text: str, name: str) -> bool:
+    import re
+    return re.search(rf"\b{re.escape(name)}\[", text) is not None
+
+
+PRELUDE = '''
+def _argmax_combine(x, y):
+    keep = x[1] >= y[1]
+    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+
+ARGMAX = ta.comm_reducer(_argmax_combine, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)),
+                         name="argmax")
+MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+MYSUM = ta.comm_reducer(lambda x, y: y + x, lambda t: ta.const(0, t), name="mysum")
+'''
+
+
+class Generator:
+    """Draws one program from a ``random.Random``."""
+
+    def __init__(self, rng: random.Random, safe: bool) -> None:
+        self.r = rng
+        self.safe = safe
+        self.big = rng.random() < 0.1  # index products past int32 in this program
+
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.r.choice(SIZES) for _ in range(self.r.choice((0, 1, 1, 2, 2, 2, 3))))
+
+    # ---- indices -------------------------------------------------------------------------
+    def index(self, size: int, ivars: list) -> tuple[str, list[str]]:
+        """An index expression into an axis of ``size`` and the guards it needs."""
+        r = self.r
+        if not ivars or r.random() < 0.1:
+            return str(r.randrange(size)), []
+        name, lo, hi = r.choice(ivars)
+        kind = r.choice(["direct", "direct", "mod", "rev", "div", "flat", "guard", "guard", "neg", "cast"]
+                        + ["big"] * self.big)
+        c = r.randint(-3, 3)
+        if kind == "direct" and lo >= 0 and hi <= size:
+            return name, []
+        if kind == "rev":
+            return f"{size - 1} - {name} % {size}", []
+        if kind == "div":
+            return f"({name} + {c}) // {r.choice((2, 3))} % {size}", []
+        if kind == "flat" and len(ivars) > 1:
+            other = r.choice([v for v in ivars if v[0] != name])[0]
+            return f"({name} * {r.choice((2, 3))} + {other}) % {size}", []
+        if kind == "neg":
+            return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
+        if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
+            return f"({name} * {r.choice((100003, (1 << 30) + 1, 1 << 30))} + {c}) % {size}", []
+        if kind == "cast":
+            return f"ta.cast('int32', ta.cast('int64', {name}) * {r.choice((3, 5))} % {size})", []
+        if kind == "guard":
+            e = f"{name} + {c}" if c >= 0 else f"{name} - {-c}"
+            return e, [f"({e} >= 0)", f"({e} < {size})"]
+        return f"({name} + {c}) % {size}", []
+
+    def read(self, pool: list[Def], ivars: list) -> Node:
+        d = self.r.choice(pool)
+        name = d.names[self.r.randrange(len(d.names))]
+        idx, guards = [], []
+        for s in d.shape:
+            i, g = self.index(s, ivars)
+            idx.append(i)
+            guards += g
+        text = f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
+        if d.dtype != "DT" or name != d.name:  # an integer tensor, or an argmax's index output
+            text = f"ta.cast(DT, {text})"
+        if guards:
+            pad = self.r.choice(("0.0", "-1.0"))
+            return Node("ta.if_then_else(" + " & ".join(guards).replace("{", "{{") + ", {0}, " + pad + ")",
+                        (leaf(text, "v"),), "v")
+        return leaf(text, "v")
+
+    def cond(self, ivars: list) -> str:
+        r = self.r
+        name, lo, hi = r.choice(ivars)
+        c = r.randint(lo, max(lo, hi - 1))
+        forms = [f"{name} < {c}", f"{name} >= {c}", f"{name} % 2 == 0", f"{name} != {c}"]
+        if len(ivars) > 1:
+            other = r.choice([v for v in ivars if v[0] != name])[0]
+            forms += [f"({name} + {other}) % 3 == 1", f"(2 * {name} - {other} + {c}) % 5 == 0",
+                      f"({name} % 2 == {c % 2}) & ({other} <= {c})"]
+        return r.choice(forms)
+
+    # ---- values --------------------------------------------------------------------------
+    def expr(self, pool: list[Def], ivars: list, depth: int, nest: list | None = None) -> Node:
+        r = self.r
+        kinds = ["read", "read", "read", "const"] + (["ivalue"] if ivars else [])
+        if depth > 0:
+            kinds += ["unary", "unary", "binary", "binary", "binary", "select"] + (["ite"] if ivars else [])
+            if nest is not None:
+                kinds.append("nested")
+        kind = r.choice(kinds)
+        if kind == "read":
+            return self.read(pool, ivars)
+        if kind == "const":
+            return leaf(f"ta.const({r.choice(CONSTS)}, DT)", "v")
+        if kind == "ivalue":
+            name, _, _ = r.choice(ivars)
+            c = r.randint(-3, 2)
+            form = r.choice([f"ta.cast(DT, {name} + {c})", f"ta.cast(DT, ({name} + {c}) // 2)",
+                             f"ta.cast(DT, ({name} - 2) % 3)",
+                             f"ta.cast(DT, ta.cast('int64', {name}) * 3 - {r.randint(0, 5)})"])
+            return leaf(form, "v")
+        sub = lambda: self.expr(pool, ivars, depth - 1, nest)  # noqa: E731
+        if kind == "unary":
+            return self.unary(sub())
+        if kind == "binary":
+            return self.binary(sub(), sub())
+        if kind == "select":
+            a, b = sub(), sub()
+            if r.random() < 0.3 and ivars:
+                return Node(f"ta.select({self.cond(ivars)}, {{0}}, {{1}})", (a, b), "v")
+            op = r.choice(("<", "<=", ">", "=="))
+            return Node(f"ta.select({{0}} {op} {{1}}, {{0}}, {{2}})", (a, b, sub()), "v")
+        if kind == "ite":
+            return Node(f"ta.if_then_else({self.cond(ivars)}, {{0}}, {{1}})", (sub(), sub()), "v")
+        # a reduction inside a larger body: the language lifts it into a tensor of its own
+        red = self.reduction(pool, ivars, depth - 1, nest, custom=False)
+        return Node("{0} * 0.5 + {1}", (red, sub()), "v")
+
+    def unary(self, x: Node) -> Node:
+        safe = {"neg": "-({0})", "abs": "ta.abs({0})", "tanh": "ta.tanh({0})", "sigmoid": "ta.sigmoid({0})",
+                "sin": "ta.sin({0})", "cos": "ta.cos({0})", "exp": "ta.exp(ta.minimum({0}, 3.0))",
+                "log": "ta.log(ta.abs({0}) + 0.5)", "sqrt": "ta.sqrt(ta.abs({0}) + 0.25)",
+                "pow": "ta.power(ta.abs({0}) + 0.5, 1.5)", "sq": "({0}) * ({0})"}
+        raw = {"exp": "ta.exp({0})", "log": "ta.log({0})", "sqrt": "ta.sqrt({0})",
+               "rsqrt": "1.0 / ta.sqrt({0})", "recip": "1.0 / ({0})", "pow": "ta.power({0}, 0.5)",
+               "pow2": "ta.power({0}, 2.0)"}
+        table = dict(safe) if self.safe else {**safe, **raw}
+        return Node(table[self.r.choice(sorted(table))], (x,), "v")
+
+    def binary(self, a: Node, b: Node) -> Node:
+        forms = ["{0} + {1}", "{0} - {1}", "{0} * {1}", "{0} / (ta.abs({1}) + 1.0)", "ta.maximum({0}, {1})",
+                 "ta.minimum({0}, {1})"]
+        if not self.safe:
+            forms += ["{0} / {1}", "ta.power({0}, {1})"]
+        return Node("(" + self.r.choice(forms) + ")", (a, b), "v")
+
+    def reduction(self, pool, ivars, depth, nest: list, custom: bool) -> Node:
+        """A reduction node; its reduce axes are appended to ``nest`` (declared before the def)."""
+        r = self.r
+        raxes = []
+        for _ in range(r.choice((1, 1, 2))):
+            lo = r.choice((0, 0, 1, -1))
+            raxes.append((f"r{len(nest)}", lo, lo + r.choice((1, 2, 3, 4, 5, 2, 3, 9, 17))))
+            nest.append(raxes[-1])
+        inner = list(ivars) + raxes
+        src = self.expr(pool, inner, max(depth, 0))
+        where = leaf(f", where={self.cond(inner)}" if r.random() < 0.35 else "", "w")
+        axis = "[" + ", ".join(a[0] for a in raxes) + "]"
+        names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
+                                                                       else [])
+        red = r.choice(names)
+        if red == "ARGMAX":
+            flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
+            return Node(f"ARGMAX(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
+        return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
+
+    # ---- programs ------------------------------------------------------------------------
+    def program(self, dtype: str) -> Program:
+        r = self.r
+        defs = [Def((f"x{k}",), self.shape()) for k in range(r.choice((1, 1, 2, 2, 3)))]
+        if r.random() < 0.15:  # an integer input, read as a value
+            defs.append(Def((f"n{len(defs)}",), self.shape(), "'int32'"))
+        n_red = 0
+        for c in range(r.choice((1, 2, 2, 3, 4))):
+            shape = self.shape()
+            axes = tuple(f"i{k}" for k in range(len(shape)))
+            ivars = [(a, 0, s) for a, s in zip(axes, shape)]
+            nest: list = []
+            form = r.choice(("elementwise", "reduce", "reduce", "nested"))
+            if form == "reduce":
+                body = self.reduction(defs, ivars, 2, nest, custom=True)
+            else:
+                body = self.expr(defs, ivars, 2 if form == "elementwise" else 1, nest)
+            nest = [(f"r{n_red + k}", lo, hi) for k, (_, lo, hi) in enumerate(nest)]
+            body = _rename_raxes(body, len(nest), n_red)
+            n_red += len(nest)
+            name = f"t{c}"
+            names = (f"{name}_i", name) if body.ty == "r" else (name,)
+            defs.append(Def(names, shape, "DT", body, axes, tuple(nest)))
+        last = defs[-1]
+        return Program(dtype, tuple(defs), last.name, self.safe)
+
+
+def _rename_raxes(node: Node, n: int, offset: int) -> Node:
+    """Reduce axes are numbered per def while drawing; number them per program."""
+    if offset == 0 or n == 0:
+        return node
+    import re
+
+    def sub(text: str) -> str:
+        return re.sub(r"\br(\d+)\b", lambda m: f"r{int(m.group(1)) + offset}", text)
+
+    return Node(sub(node.fmt), tuple(_rename_raxes(k, n, offset) for k in node.kids), node.ty)
+
+
+def generate(seed: int, dtype: str | None = None) -> Program:
+    """The program of ``seed`` (deterministic), with its data profile and build options."""
+    from .options import draw_options
+
+    r = random.Random(seed)
+    dtype = dtype or r.choice(("float32", "float64", "float64"))
+    safe = r.random() < 0.7
+    prog = Generator(r, safe).program(dtype)
+    data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
+    return replace(prog, data=data, options=draw_options(r))
+
+
+# ---- shrinking ----------------------------------------------------------------------------
+
+def shrink_candidates(prog: Program):
+    """Smaller variants of ``prog``: an earlier output, a value subtree replaced by one of its
+    value children or by a constant, a ``where`` condition dropped, an option set to its default."""
+    for d in prog.defs:
+        if d.body is not None and d.name != prog.out and d.body.ty == "v" and d.name in prog._needed():
+            yield replace(prog, out=d.name, prune=True)
+    for k, d in enumerate(prog.defs):
+        if d.body is None or d.name not in prog._needed():
+            continue
+        for new in _node_variants(d.body):
+            defs = list(prog.defs)
+            defs[k] = replace(d, body=new)
+            yield replace(prog, defs=tuple(defs), prune=True)
+    for key in sorted(prog.options):
+        opts = dict(prog.options)
+        del opts[key]
+        yield replace(prog, options=opts)
+
+
+def _node_variants(node: Node):
+    if node.ty == "w" and node.fmt:
+        yield leaf("", "w")
+    if node.ty == "v" and node.kids:
+        for k in node.kids:
+            if k.ty == "v":
+                yield k
+        yield leaf("ta.const(0.5, DT)", "v")
+    for i, k in enumerate(node.kids):
+        for new in _node_variants(k):
+            kids = list(node.kids)
+            kids[i] = new
+            yield Node(node.fmt, tuple(kids), node.ty)

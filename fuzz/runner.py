@@ -1,0 +1,333 @@
+"""Running fuzz jobs in worker processes with a time limit, and saving reproducers.
+
+Each worker is a fresh Python process (``spawn``: no LLVM state is inherited) that imports
+tensorad once and runs jobs sent over a pipe.  The parent waits for each answer at most
+``timeout`` seconds: a worker that dies (a segfault, an abort, the OOM killer) or does not
+answer in time (a hang) is recorded as a ``crash`` or ``hang`` failure of that program, killed
+if needed and replaced, and the run goes on.
+
+Failures are shrunk (:func:`.program.shrink_candidates`: each smaller variant that still fails
+the same check the same way is kept) and saved as reproducer scripts: the program's source,
+its data and options, and the check that failed, runnable with ``python path/to/script.py``
+from the repository root.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait
+
+from .checks import ALL, DERIVATIVE
+from .program import Program, generate, shrink_candidates
+
+
+def job_for(prog: Program, seed: int, checks=ALL) -> dict:
+    checks = [c for c in checks if prog.safe or c not in DERIVATIVE] or ["forward"]
+    return {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
+            "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
+            "checks": checks, "all_outputs": seed % 3 != 0}
+
+
+def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in the child
+    if cache_dir:
+        os.environ["TENSORAD_CACHE_DIR"] = cache_dir
+    _exit_with_parent()
+    import tensorad  # noqa: F401  (before the first job's clock starts)
+
+    from .checks import run_checks
+
+    conn.send("ready")
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(run_checks(job))
+
+
+def _exit_with_parent() -> None:
+    """A worker busy with a job (or hung in one) ends when the fuzzing process is gone."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+class Worker:
+    def __init__(self, ctx, cache_dir: str | None) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, cache_dir), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job = None
+        self.key = None
+        self.started = 0.0
+        self.ready = False
+
+    def submit(self, key, job: dict) -> None:
+        if not self.ready:  # a fresh worker imports tensorad first: not part of a job's time
+            if self.conn.poll(600):
+                try:
+                    self.conn.recv()
+                except (EOFError, OSError):
+                    pass
+            self.ready = True
+        self.key, self.job, self.started = key, job, time.monotonic()
+        try:
+            self.conn.send(job)
+        except (BrokenPipeError, OSError):
+            pass  # a worker that died on start: reported as a crash of this job
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.kill()
+
+
+class Pool:
+    """``run(jobs)`` yields ``(key, results)`` for each ``(key, job)`` as they finish."""
+
+    def __init__(self, workers: int = 2, timeout: float = 60.0, cache_dir: str | None = None) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.n = workers
+        self.timeout = timeout
+        self.cache_dir = cache_dir
+        self.workers: list[Worker] = []
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for w in self.workers:
+            w.stop()
+        self.workers = []
+
+    def _spawn(self) -> Worker:
+        return Worker(self.ctx, self.cache_dir)
+
+    def run(self, jobs):
+        jobs = iter(jobs)
+        while len(self.workers) < self.n:
+            self.workers.append(self._spawn())
+        idle = list(self.workers)
+        busy: list[Worker] = []
+        exhausted = False
+        while True:
+            while idle and not exhausted:
+                nxt = next(jobs, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                w = idle.pop()
+                w.submit(*nxt)
+                busy.append(w)
+            if not busy:
+                return
+            now = time.monotonic()
+            left = min(w.started + self.timeout - now for w in busy)
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=max(left, 0.01))
+            now = time.monotonic()
+            for w in list(busy):
+                result = None
+                if w.conn in ready:
+                    try:
+                        result = w.conn.recv()
+                    except (EOFError, OSError):
+                        result = None
+                if result is not None:
+                    busy.remove(w)
+                    idle.append(w)
+                    yield w.key, result
+                    continue
+                dead = not w.proc.is_alive() or w.conn in ready or w.proc.sentinel in ready
+                late = now - w.started > self.timeout
+                if dead or late:
+                    w.kill() if late else w.proc.join(5)
+                    code = w.proc.exitcode
+                    status = "hang" if late and not dead else "crash"
+                    msg = (f"no answer in {self.timeout:.0f} s" if status == "hang"
+                           else f"worker died (exit code {code})")
+                    busy.remove(w)
+                    self.workers.remove(w)
+                    fresh = self._spawn()
+                    self.workers.append(fresh)
+                    idle.append(fresh)
+                    yield w.key, [{"check": ",".join(w.job["checks"]), "status": status, "message": msg}]
+
+
+# ---- a fuzzing session ----------------------------------------------------------------------
+
+@dataclass
+class Failure:
+    seed: int
+    check: str
+    status: str
+    message: str
+    program: Program
+    shrunk: Program | None = None
+    path: str | None = None
+
+
+@dataclass
+class Report:
+    programs: int = 0
+    checks: dict = field(default_factory=dict)  # check -> number run
+    invalid: list = field(default_factory=list)  # (seed, message)
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def failed_seeds(self) -> set[int]:
+        return {f.seed for f in self.failures}
+
+    def summary(self) -> str:
+        lines = [f"{self.programs} programs, {sum(self.checks.values())} checks "
+                 f"({', '.join(f'{k} {v}' for k, v in sorted(self.checks.items()))}) "
+                 f"in {self.seconds:.1f} s; "
+                 f"{len(self.failures)} failures, {len(self.invalid)} invalid programs"]
+        for f in self.failures:
+            lines.append(f"  seed {f.seed} {f.check} [{f.status}]: {f.message[:300]}"
+                         + (f"  -> {f.path}" if f.path else ""))
+        for seed, msg in self.invalid[:10]:
+            lines.append(f"  invalid seed {seed}: {msg[:200]}")
+        return "\n".join(lines)
+
+
+def signature(result: dict) -> tuple:
+    """What makes two failures 'the same' while shrinking: the check, the status and the kind
+    of message (its first words)."""
+    return result["check"], result["status"], result.get("message", "").split(":")[0][:40]
+
+
+def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
+         out_dir: str | None = None, cache_dir: str | None = None, progress=None) -> Report:
+    """Generate and check the programs of ``seeds``; shrink each failure with at most
+    ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
+    list of check names, or a function of the seed giving one (to spread checks over seeds)."""
+    report = Report()
+    t0 = time.monotonic()
+    progs = {}
+
+    def jobs():
+        for s in seeds:
+            progs[s] = generate(s)
+            yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
+
+    with Pool(workers, timeout, cache_dir) as pool:
+        for seed, results in pool.run(jobs()):
+            report.programs += 1
+            for r in results:
+                if r["status"] == "invalid":
+                    report.invalid.append((seed, r["message"]))
+                    continue
+                report.checks[r["check"]] = report.checks.get(r["check"], 0) + 1
+                if r["status"] != "ok":
+                    msg = r.get("message", "") + (f" [{r['hint']}]" if r.get("hint") else "")
+                    report.failures.append(Failure(seed, r["check"], r["status"], msg, progs[seed]))
+            if progress:
+                progress(report)
+        for f in report.failures:
+            if shrink:
+                f.shrunk = shrink_failure(pool, f, shrink)
+            if out_dir:
+                f.path = save_reproducer(f, out_dir)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def shrink_failure(pool: Pool, f: Failure, budget: int) -> Program:
+    """Greedy shrinking: take the first smaller variant that fails the same way, repeat."""
+    want = (f.check, f.status, f.message.split(":")[0][:40])
+    checks = f.check.split(",") if f.status in ("hang", "crash") else [f.check]
+    best = f.program
+    tries = 0
+    improved = True
+    while improved and tries < budget:
+        improved = False
+        for cand in shrink_candidates(best):
+            smaller = cand.size() < best.size() or len(cand.options) < len(best.options)
+            if cand.size() > best.size() or not smaller:
+                continue
+            tries += 1
+            (_, results), = pool.run([(0, {**job_for(cand, f.seed, checks), "triage": False})])
+            hit = [r for r in results if r["status"] == f.status and signature(r) == want
+                   or (f.status in ("hang", "crash") and r["status"] == f.status)]
+            if hit:
+                best, improved = cand, True
+                break
+            if tries >= budget:
+                break
+    return best
+
+
+REPRO = '''"""Reproducer of a tensorad fuzz failure (seed {seed}): check {check!r} [{status}].
+
+{message}
+
+Run from the repository root: python {path}
+"""
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+
+from fuzz.checks import run_checks  # noqa: E402
+
+SOURCE = {source!r}
+
+SOURCE64 = {source64!r}
+
+JOB = dict(source=SOURCE, source64=SOURCE64, dtype={dtype!r}, options={options!r}, data={data!r},
+           seed={seed!r}, safe={safe!r}, checks={checks!r}, all_outputs={all_outputs!r})
+
+if __name__ == "__main__":
+    print("program:")
+    print(SOURCE)
+    print("options:", JOB["options"], "data:", JOB["data"])
+    for result in run_checks(JOB):
+        print(result)
+'''
+
+
+def save_reproducer(f: Failure, out_dir: str) -> str:
+    prog = f.shrunk or f.program
+    checks = f.check.split(",")
+    job = job_for(prog, f.seed, checks)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"seed{f.seed}_{checks[0]}.py")
+    with open(path, "w") as fh:
+        message = f.message.replace('"""', "'''")
+        fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=message, path=path,
+                              source=job["source"], source64=job["source64"], dtype=job["dtype"],
+                              options=job["options"], data=job["data"], safe=job["safe"],
+                              checks=job["checks"], all_outputs=job["all_outputs"]))
+    return path
+
+
+def rerun(f: Failure, pool: Pool) -> list[dict]:
+    (_, results), = pool.run([(0, job_for(f.shrunk or f.program, f.seed, [f.check]))])
+    return results
+
+
+__all__ = ["Pool", "Report", "Failure", "fuzz", "job_for", "save_reproducer", "replace"]

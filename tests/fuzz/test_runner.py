@@ -1,0 +1,65 @@
+"""The fuzzing machinery itself: a crash or a hang is a recorded failure, not the end of the run;
+failures are shrunk and saved as reproducer scripts that run on their own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from fuzz.program import generate, shrink_candidates  # noqa: E402
+from fuzz.runner import Failure, Pool, job_for, save_reproducer  # noqa: E402
+
+GOOD = """import tensorad as ta
+DT = 'float64'
+x0 = ta.placeholder((3,), DT, name='x0')
+t0 = ta.compute((3,), lambda i0: x0[i0] * 2.0, name='t0')
+INPUTS = [x0]
+TENSORS = [t0]
+OUT = t0
+"""
+
+
+def _job(source: str) -> dict:
+    return {"source": source, "source64": source, "dtype": "float64", "options": {}, "data": "unit",
+            "seed": 0, "safe": True, "checks": ["forward"], "all_outputs": True}
+
+
+def test_crash_and_hang_are_failures_and_the_run_goes_on():
+    jobs = [("crash", _job("import os\nos.abort()\n")),
+            ("hang", _job("import time\ntime.sleep(600)\n")),
+            ("good", _job(GOOD))]
+    with Pool(workers=2, timeout=20) as pool:
+        results = dict(pool.run(jobs))
+    assert results["crash"][0]["status"] == "crash" and "exit code" in results["crash"][0]["message"]
+    assert results["hang"][0]["status"] == "hang"
+    assert results["good"] == [{"check": "forward", "status": "ok"}]
+
+
+def test_generated_programs_are_deterministic_and_shrink_to_smaller_ones():
+    a, b = generate(7), generate(7)
+    assert a.render() == b.render() and a.options == b.options
+    assert generate(8).render() != a.render()
+    smaller = list(shrink_candidates(a))
+    assert smaller and all(c.size() <= a.size() for c in smaller if c.options == a.options)
+
+
+def test_reproducer_script_runs_on_its_own(tmp_path):
+    prog = generate(3)
+    f = Failure(3, "forward", "fail", "a made-up mismatch", prog)
+    path = save_reproducer(f, str(tmp_path))
+    out = subprocess.run([sys.executable, path], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'check': 'forward'" in out.stdout and prog.render().splitlines()[-1] in out.stdout
+
+
+def test_every_check_runs_on_a_program():
+    prog = replace(generate(11), safe=True, data="smooth")
+    with Pool(workers=1, timeout=240) as pool:
+        ((_, results),) = list(pool.run([(0, job_for(prog, 11))]))
+    assert {r["check"] for r in results} == {"forward", "checked", "optimizer", "reverse", "jvp", "hvp"}
