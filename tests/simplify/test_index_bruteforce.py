@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import assume, nonzero, simplify_expr
@@ -283,8 +282,6 @@ def float_cond_case(draw):
     return vs, compare(op, scaled, const(draw(st.sampled_from([1.0, 0.5, -0.7, 2.2])), "float64"))
 
 
-@pytest.mark.xfail(strict=True, reason="D3: float constants truncated by int() in simplify/linear.py, "
-                                        "ranges.py")
 @settings(**SETTINGS)
 @given(float_cond_case())
 def test_conditions_with_float_constants(case):
