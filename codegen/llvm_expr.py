@@ -14,6 +14,7 @@ each branch is emitted in its own block (with its own memo scope), joined by a p
 computes both branches (the language guarantees both are in bounds).
 
 Math: LLVM intrinsics (``llvm.exp.f32``, ``llvm.tanh.f64``, ...); ``sigmoid(x) = 1/(1+exp(-x))``;
+``erf`` inline for float32 (``llvm_math.emit_erf``);
 ``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
 """
 
@@ -27,7 +28,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import fold, rewrite, walk
 
-from .llvm_math import emit_exp
+from .llvm_math import emit_erf, emit_exp
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -289,6 +290,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
         Op.CAST: lambda n, x: _cast(em, n, x),
         Op.SIGMOID: sigmoid,
+        Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
     }
     for op in _ICMP:

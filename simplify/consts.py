@@ -44,7 +44,8 @@ def _pow(a, b):
 
 
 _UNARY = {Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt, Op.TANH: np.tanh,
-          Op.SIGMOID: _sigmoid, Op.ABS: abs, Op.SIN: np.sin, Op.COS: np.cos}
+          Op.SIGMOID: _sigmoid, Op.ABS: abs, Op.SIN: np.sin, Op.COS: np.cos,
+          Op.ERF: math.erf}
 
 
 def _binary(node: Expr, a, b):

@@ -68,6 +68,7 @@ class Op(enum.Enum):
     ABS = "abs"
     SIN = "sin"
     COS = "cos"
+    ERF = "erf"
     # tensor access and reduction
     READ = "read"
     REDUCE = "reduce"
@@ -77,7 +78,8 @@ BINARY_ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, O
                           Op.MAXIMUM, Op.MINIMUM})
 COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
 LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
-UNARY_MATH = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS})
+UNARY_MATH = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS,
+                        Op.ERF})
 
 
 _uids = itertools.count(1)
