@@ -46,19 +46,19 @@ def np_group_norm(x, groups, g, b):
 
 
 def np_conv2d(x, w, stride, pad, groups):
+    """Sum over the kernel taps of strided input slices times the tap's weights, per group."""
     x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     n, c, h, wd = x.shape
     f, cg, kh, kw = w.shape
     ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
-    fg = f // groups
-    y = np.zeros((n, f, ho, wo))
-    for ff in range(f):
-        g0 = (ff // fg) * cg
-        for yy in range(ho):
-            for xx in range(wo):
-                win = x[:, g0:g0 + cg, yy * stride:yy * stride + kh, xx * stride:xx * stride + kw]
-                y[:, ff, yy, xx] = np.einsum("nchw,chw->n", win, w[ff])
-    return y
+    xg = x.reshape(n, groups, cg, h, wd)
+    wg = w.reshape(groups, f // groups, cg, kh, kw)
+    y = np.zeros((n, groups, f // groups, ho, wo))
+    for ky in range(kh):
+        for kx in range(kw):
+            patch = xg[..., ky:ky + stride * (ho - 1) + 1:stride, kx:kx + stride * (wo - 1) + 1:stride]
+            y += np.einsum("ngchw,gfc->ngfhw", patch, wg[..., ky, kx])
+    return y.reshape(n, f, ho, wo)
 
 
 def np_conv2d_transpose(x, w, stride, pad, out_pad):
