@@ -57,6 +57,9 @@ prod = _reducer.prod
 def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  # noqa: N802, A002
     """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
 
+    Follows every path from ``input`` to ``output`` (the chain rule over the tensor DAG when
+    ``input`` also reaches ``output`` through other tensors, e.g. for the Jacobian of a gradient).
+
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
