@@ -14,10 +14,12 @@ from typing import Any
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
+from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
 from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
 from .attention import scaled_dot_product_attention
+from .loss import cross_entropy, nll_loss
 from .math import elemwise, erf
 from .norm import batch_norm, group_norm, layer_norm
 from .spatial import conv2d_transpose, upsampling
@@ -25,7 +27,7 @@ from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "erf", "layer_norm", "batch_norm",
-           "group_norm", "scaled_dot_product_attention"]
+           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss"]
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
@@ -231,7 +233,7 @@ def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
         k = lang.reduce_axis((0, n), "k")
         return _reducer.max(x[_with_axis(ax, axis, k)], k)
 
-    return new_compute(reduced, row_max, f"{name}.max", "softmax_max"), axis
+    return new_compute(reduced, row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True}), axis
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
