@@ -25,13 +25,13 @@ from .threads import thread_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# mode -> (target seconds per measurement, minimum runs, default threads, time budget s)
+# mode -> (target seconds per measurement, minimum runs, default threads, time budget s per suite)
 MODES = {
     "full": (0.3, 5, "1,2", 560.0),
     "quick": (0.06, 3, "1", 90.0),
     "tiny": (0.003, 3, "1", 120.0),
 }
-WEIGHT = {"tensorad": 3.0, "tensorad-hand": 2.0, "torch": 1.0, "jax": 1.5, "numpy": 1.0}
+WEIGHT = {"tensorad": 3.0, "tensorad-hand": 1.5, "torch": 1.0, "torch-compile": 3.0, "jax": 1.5, "numpy": 1.0}
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -40,6 +40,12 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (the harness's smoke test)")
     ap.add_argument("--workloads", default="",
                     help=f"comma-separated subset of {','.join(workloads.BY_NAME)}")
+    ap.add_argument("--suite", default="seed,layers",
+                    help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
+                         "classifier layers); default both")
+    ap.add_argument("--target", default="",
+                    help='the CPU tensorad compiles for, as ta.build\'s target (e.g. "llvm -mcpu=haswell", '
+                         '"llvm -mattr=-avx512f"); default: the host')
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; quick: 1)")
     ap.add_argument("--systems", default="", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     ap.add_argument("--no-peers", action="store_true", help="tensorad only (no torch, jax, numpy timings)")
@@ -57,7 +63,6 @@ def parse(argv=None) -> argparse.Namespace:
     target, min_runs, threads, budget = MODES[args.mode]
     args.target_s = args.target_s or target
     args.min_runs = args.min_runs or min_runs
-    args.budget = args.budget or budget
     args.thread_counts = [int(t) for t in (args.threads or threads).split(",") if t]
     systems = [s for s in args.systems.split(",") if s] or list(SYSTEMS)
     unknown = [s for s in systems if s not in SYSTEMS]
@@ -66,10 +71,14 @@ def parse(argv=None) -> argparse.Namespace:
     if args.no_peers:
         systems = [s for s in systems if s in TENSORAD]
     args.system_list = systems
+    suites = tuple(x for x in args.suite.split(",") if x)
+    if not suites or set(suites) - set(workloads.SUITES):
+        ap.error(f"unknown suite in {args.suite!r}; known: {', '.join(workloads.SUITES)}")
     try:
-        args.chosen = workloads.select([n for n in args.workloads.split(",") if n])
+        args.chosen = workloads.select([n for n in args.workloads.split(",") if n], suites)
     except ValueError as e:
         ap.error(str(e))
+    args.budget = args.budget or budget * max(1, len({w.suite for w in args.chosen}))
     return args
 
 
@@ -80,6 +89,7 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
            "--target-s", str(args.target_s), "--min-runs", str(args.min_runs),
            "--deadline", f"{deadline:.3f}", "--out", out, "--cache", tmp]
     cmd += ["--no-sweeps"] if args.no_sweeps else []
+    cmd += ["--target", args.target] if args.target else []
     env = thread_env(threads)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
     status = None
@@ -103,6 +113,24 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
     return res
 
 
+def prepare_references(args, tmp: str) -> str:
+    """Make every workload's data and float64 reference once, in a process of its own (the
+    layers' reference is PyTorch's autograd: it must not load into a worker that measures
+    another system).  Without PyTorch, the layers are dropped with a note."""
+    cmd = [sys.executable, "-m", "benchmarks.data", "--cache", tmp, "--workloads",
+           ",".join(w.name for w in args.chosen)] + (["--tiny"] if args.mode == "tiny" else [])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ROOT) if p))
+    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode:
+        sys.stderr.write(out.stderr[-2000:])
+        raise SystemExit("could not compute the references")
+    dropped = [n for n in out.stdout.split() if n]
+    if dropped:
+        sys.stderr.write(f"PyTorch is not installed: no reference for {', '.join(dropped)}; skipped\n")
+        args.chosen = [w for w in args.chosen if w.name not in dropped]
+    return "dropped (no PyTorch): " + ", ".join(dropped) if dropped else "ok"
+
+
 def wait_quiet(max_s: float) -> float:
     """Wait until other processes use under 0.1 CPU over half a second, at most ``max_s``."""
     start = time.perf_counter()
@@ -122,9 +150,10 @@ def run(args) -> dict:
         "options": {"mode": args.mode, "threads": args.thread_counts, "systems": args.system_list,
                     "workloads": [w.name for w in args.chosen], "target_s": args.target_s,
                     "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps,
-                    "wait_quiet_s": args.wait_quiet},
+                    "wait_quiet_s": args.wait_quiet, "target": args.target or "host"},
         "machine": machine_info(), "load": {"start": load_snapshot()},
         "workloads": [{"name": w.name, "title": w.title, "kind": w.kind, "grads": list(w.grads),
+                       "suite": w.suite,
                        "describe": w.describe(args.mode == "tiny"), "seed_ms": list(w.seed_ms),
                        "shapes": {k: list(s) for k, s in w.input_shapes(args.mode == "tiny").items()}}
                       for w in args.chosen],
@@ -136,6 +165,10 @@ def run(args) -> dict:
     }
     jobs = [(n, s) for n in args.thread_counts for s in args.system_list]
     with tempfile.TemporaryDirectory(prefix="tensorad-bench-") as tmp:
+        results["references"] = prepare_references(args, tmp)
+        kept = {w.name for w in args.chosen}
+        results["workloads"] = [w for w in results["workloads"] if w["name"] in kept]
+        results["options"]["workloads"] = [n for n in results["options"]["workloads"] if n in kept]
         for i, (n, s) in enumerate(jobs):
             if not results["runs"] or results["runs"][-1]["threads"] != n:
                 results["runs"].append({"threads": n, "systems": {}})

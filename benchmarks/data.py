@@ -18,9 +18,14 @@ from . import sys_numpy, workloads
 def _compute(w: workloads.Workload, tiny: bool) -> dict[str, np.ndarray]:
     arrays = workloads.make_inputs(w, tiny)
     a64 = {k: v.astype(np.float64) for k, v in arrays.items()}
-    y = sys_numpy.forward(w.kind, a64)
-    head = workloads.make_head(y.shape)
-    grads = sys_numpy.backward(w.kind, a64, head.astype(np.float64), w.grads)
+    if w.kind in sys_numpy.BACKWARD:   # the seed's kinds: NumPy formulas written by hand
+        y = sys_numpy.forward(w.kind, a64, w.params)
+        head = workloads.make_head(y.shape)
+        grads = sys_numpy.backward(w.kind, a64, head.astype(np.float64), w.grads)
+    else:                              # the layers: PyTorch's autograd in float64
+        from . import sys_torch
+
+        y, head, grads = sys_torch.autograd_reference(w, arrays, workloads.make_head)
     return {**{f"in_{k}": v for k, v in arrays.items()}, "head": head, "y": y,
             **{f"grad_{k}": v for k, v in grads.items()}}
 
@@ -40,3 +45,30 @@ def workload_data(w: workloads.Workload, tiny: bool, cache_dir: str | None = Non
             os.replace(tmp, path)
     arrays = {k: d[f"in_{k}"] for k in w.input_shapes(tiny)}
     return arrays, d["y"], d["head"], {k: d[f"grad_{k}"] for k in w.grads}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.data --cache DIR --workloads a,b [--tiny]``: fill the run's data
+    cache; prints the workloads that need PyTorch for their reference when it is missing."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.data")
+    ap.add_argument("--cache", required=True)
+    ap.add_argument("--workloads", default="")
+    ap.add_argument("--tiny", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        import torch  # noqa: F401 - only to know whether the layers' oracle is available
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    for w in workloads.select([n for n in args.workloads.split(",") if n]):
+        if w.kind not in sys_numpy.BACKWARD and not have_torch:
+            print(w.name)
+            continue
+        workload_data(w, args.tiny, args.cache)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

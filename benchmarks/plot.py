@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .report import entry, median, systems_of
 
-COLORS = {"tensorad": "#d62728", "tensorad-hand": "#ff9896", "torch": "#1f77b4", "jax": "#2ca02c",
+COLORS = {"tensorad": "#d62728", "tensorad-hand": "#ff9896", "torch": "#1f77b4",
+          "torch-compile": "#17becf", "jax": "#2ca02c",
           "numpy": "#9467bd", "seed 2018": "#7f7f7f"}
 
 

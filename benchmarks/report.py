@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
 from .machine import describe_load
+from .systems import PEERS
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 LATEST_JSON = os.path.join(RESULTS_DIR, "latest.json")
-SYSTEM_ORDER = ("tensorad", "tensorad-hand", "torch", "jax", "numpy")
-PEERS = ("torch", "jax", "numpy")
+SYSTEM_ORDER = ("tensorad", "tensorad-hand", "torch", "torch-compile", "jax", "numpy")
+WORST_ALLOWED = 1.5   # issue 9's bar: no layer worse than this against the fastest peer
 
 
 def load(path: str = LATEST_JSON) -> dict:
@@ -52,6 +54,36 @@ def fastest_peer(run: dict, workload: str, phase: str) -> tuple[str, float] | No
             if best is None or m < best[1]:
                 best = (s, m)
     return best
+
+
+def ratios(run: dict, workloads: list[dict], phase: str) -> dict[str, float]:
+    """tensorad (autodiff) / fastest correct peer per workload, where both were timed."""
+    out = {}
+    for w in workloads:
+        m, bp = median(entry(run, "tensorad", w["name"], phase)), fastest_peer(run, w["name"], phase)
+        if m and bp:
+            out[w["name"]] = m / bp[1]
+    return out
+
+
+def summary_lines(results: dict, run: dict) -> list[str]:
+    """Per suite: the geometric mean of tensorad / fastest peer and the workloads worse than
+    ``WORST_ALLOWED``, forward and backward."""
+    lines = []
+    for suite in sorted({w.get("suite", "seed") for w in results["workloads"]}):
+        ws = [w for w in results["workloads"] if w.get("suite", "seed") == suite]
+        parts = []
+        for phase in ("forward", "backward"):
+            r = ratios(run, ws, phase)
+            if not r:
+                continue
+            geo = math.exp(sum(math.log(x) for x in r.values()) / len(r))
+            worst = sorted((n for n, x in r.items() if x > WORST_ALLOWED), key=lambda n: -r[n])
+            behind = "; behind >1.5x: " + ", ".join(f"{n} {r[n]:.2f}x" for n in worst) if worst else ""
+            parts.append(f"{phase} geomean {geo:.2f}x over {len(r)}{behind}")
+        if parts:
+            lines.append(f"  suite {suite}: tensorad / fastest peer: " + " | ".join(parts))
+    return lines
 
 
 def system_status(run: dict, system: str) -> str:
@@ -130,6 +162,8 @@ def workload_block(results: dict, run: dict, w: dict) -> list[str]:
         lines.append(f"  {s:<14}{cols[0]:>10}{cols[1]:>8}{cols[2]:>10}{cols[3]:>8}{ratio:>9}"
                      f"  {vs[0]:<13}{vs[1]:<13}{prep:>11}  {note[:90]}")
     sf, sb = w["seed_ms"]
+    if not (sf or sb):
+        return lines
     lines.append(f"  {'seed 2018':<14}{fmt_seed(sf):>10}{'':>8}{fmt_seed(sb):>10}{'':>8}"
                  f"{fmt_ratio(sb / sf) if sf else '-':>9}  {'':<26}{'':>11}  TVM, seed 003 (reference only)")
     return lines
@@ -206,6 +240,7 @@ def text_table(results: dict) -> str:
     m = results["machine"]
     v = {k: x for k, x in m["versions"].items() if x}
     lines = [f"tensorad benchmarks  {results['started']}  mode={results['options']['mode']}  "
+             f"tensorad target={results['options'].get('target', 'host')}  "
              f"elapsed {results.get('elapsed_s', 0):.0f} s",
              f"machine: {m['cpu']} ({m['logical_cpus']} logical CPUs, {m.get('memory_gib', '?')} GiB, "
              f"{' '.join(m['simd'])}); " + ", ".join(f"{k} {x}" for k, x in v.items()),
@@ -219,6 +254,7 @@ def text_table(results: dict) -> str:
         lines += ["", f"===== {run['threads']} thread(s) " + "=" * 60,
                   "load per worker (CPUs kept busy by other processes while it ran; loadavg 1/5/15 min "
                   "and busy % per CPU before and after):"] + load_lines(run)
+        lines += [""] + summary_lines(results, run)
         for w in results["workloads"]:
             lines += [""] + workload_block(results, run, w)
         for kind in ("gemm", "memory"):
@@ -235,7 +271,9 @@ def text_table(results: dict) -> str:
 
 def markdown(results: dict) -> str:
     out = [f"Measured {results['started']} on {results['machine']['cpu']} "
-           f"({results['machine']['logical_cpus']} CPUs), mode `{results['options']['mode']}`. "
+           f"({results['machine']['logical_cpus']} CPUs, {' '.join(results['machine']['simd'])}), "
+           f"tensorad target `{results['options'].get('target', 'host')}`, "
+           f"mode `{results['options']['mode']}`. "
            "Milliseconds, median of repeated runs, forward / backward; "
            "x peer = tensorad (autodiff) / fastest peer."]
     for run in results["runs"]:
@@ -256,12 +294,14 @@ def markdown(results: dict) -> str:
             sf, sb = w["seed_ms"]
             out.append(f"| {w['name']} | " + " | ".join(cells) + f" | {ratios[0]} / {ratios[1]} | "
                        f"{fmt_seed(sf)} / {fmt_seed(sb)} |")
+        out += [""] + [line.strip() for line in summary_lines(results, run)]
         noisy = [f"{s} ({run['systems'][s]['foreign_cpus']:.2f} CPUs)" for s in systems
                  if busy(run["systems"][s])]
         if noisy:
             out += ["", f"Other processes kept the machine busy while these ran: {', '.join(noisy)}; "
                     "their figures are noisy."]
-    out += ["", "(!) = result did not match the float64 NumPy reference; - = not available."]
+    out += ["", "(!) = result did not match the float64 reference (NumPy formulas; PyTorch autograd "
+            "for the layers); - = not available."]
     return "\n".join(out)
 
 

@@ -48,6 +48,50 @@ def _softmax_homebrew_y(a):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _conv_relu(a, params):
+    s, p = params["stride"], params["padding"]
+    x = np.pad(a["X"], ((0, 0), (0, 0), (p, p), (p, p)))
+    kh, kw = a["W"].shape[2:]
+    win = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::s, ::s]
+    y = np.tensordot(win, a["W"], axes=([1, 4, 5], [1, 2, 3]))  # n, y, x, o
+    return np.maximum(np.ascontiguousarray(y.transpose(0, 3, 1, 2)), 0)
+
+
+def _normalize(x, axes, eps=1e-5):
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def _max_pool_pad(x):
+    # 3x3 windows, stride 2, padding 1 (padding never wins: -inf)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    return sliding_window_view(xp, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(4, 5))
+
+
+def _attention(a):
+    q, k, v = a["Q"], a["K"], a["V"]
+    return _softmax_rows(q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]).astype(q.dtype)) @ v
+
+
+def _log_softmax_nll(a):
+    z = a["Z"] - a["Z"].max(axis=-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return np.asarray(-(a["T"] * logp).sum() / a["Z"].shape[0])
+
+
+# the layers suite: NumPy forwards (the peer); their reference is PyTorch's float64 autograd
+LAYER_FORWARD = {
+    "conv_relu": _conv_relu,
+    "batch_norm": lambda a, _: (_normalize(a["X"], (0, 2, 3)) * a["gamma"][:, None, None]
+                                + a["beta"][:, None, None]),
+    "max_pool_pad": lambda a, _: _max_pool_pad(a["X"]),
+    "global_avg_pool": lambda a, _: a["X"].mean(axis=(2, 3)),
+    "layer_norm": lambda a, _: _normalize(a["X"], (-1,)) * a["gamma"] + a["beta"],
+    "attention": lambda a, _: _attention(a),
+    "log_softmax_nll": lambda a, _: _log_softmax_nll(a),
+}
+
 FORWARD = {
     "dense": _dense,
     "conv2d": _conv2d,
@@ -139,7 +183,9 @@ BACKWARD = {
 }
 
 
-def forward(kind: str, arrays: dict[str, np.ndarray]) -> np.ndarray:
+def forward(kind: str, arrays: dict[str, np.ndarray], params: dict | None = None) -> np.ndarray:
+    if kind in LAYER_FORWARD:
+        return LAYER_FORWARD[kind](arrays, params or {})
     return FORWARD[kind](arrays)
 
 

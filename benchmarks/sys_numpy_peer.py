@@ -17,10 +17,14 @@ def _phase(fn) -> Phase:
 
 
 def forward(workload, arrays) -> Phase:
-    return _phase(lambda: sys_numpy.forward(workload.kind, arrays))
+    if workload.kind not in sys_numpy.FORWARD and workload.kind not in sys_numpy.LAYER_FORWARD:
+        raise Unavailable(f"no NumPy formula for {workload.kind}")
+    return _phase(lambda: sys_numpy.forward(workload.kind, arrays, workload.params))
 
 
 def backward(workload, arrays, head) -> Phase:
+    if workload.kind not in sys_numpy.BACKWARD:
+        raise Unavailable(f"no hand-written NumPy backward for {workload.kind}")
     def run():
         g = sys_numpy.backward(workload.kind, arrays, head, workload.grads)
         return [g[n] for n in workload.grads]

@@ -21,17 +21,18 @@ import numpy as np
 from . import handwritten
 from .systems import Phase, Unavailable, as_list, import_failure
 
-_threads = 1
+_options: dict = {"num_threads": 1}   # ta.build options of this worker (threads, target)
 
 
-def setup(threads: int) -> dict:
-    global _threads
+def setup(threads: int, target: str = "") -> dict:
     try:
         import tensorad as ta
     except ImportError as e:
         raise import_failure("tensorad", e) from e
-    _threads = threads
-    return {"version": getattr(ta, "__version__", "?")}
+    _options["num_threads"] = threads
+    if target:
+        _options["target"] = target
+    return {"version": getattr(ta, "__version__", "?"), "target": target or "host"}
 
 
 def _ta():
@@ -40,10 +41,11 @@ def _ta():
     return ta
 
 
-def topi_forward(kind: str, p: dict):
-    """Y built from ``ta.topi`` as in the seed notebook."""
+def topi_forward(kind: str, p: dict, params: dict | None = None):
+    """Y built from ``ta.topi`` as a user would write it (the seed's kinds as in its notebook)."""
     ta = _ta()
     nn = ta.topi.nn
+    params = params or {}
     if kind == "dense":
         return nn.dense(p["X"], p["W"], p["B"])
     if kind == "conv2d":
@@ -57,6 +59,24 @@ def topi_forward(kind: str, p: dict):
         return nn.flatten(p["X"])
     if kind == "softmax":
         return nn.softmax(p["X"])
+    if kind == "conv_relu":
+        return nn.relu(nn.conv2d(p["X"], p["W"], params["stride"], params["padding"]))
+    if kind == "batch_norm":
+        return nn.batch_norm(p["X"], p["gamma"], p["beta"], training=True)
+    if kind == "max_pool_pad":
+        return nn.pool(p["X"], [3, 3], [2, 2], [1, 1, 1, 1], "max")
+    if kind == "global_avg_pool":
+        return ta.topi.mean(p["X"], axis=(2, 3))
+    if kind == "layer_norm":
+        return nn.layer_norm(p["X"], p["gamma"], p["beta"])
+    if kind == "attention":
+        return nn.scaled_dot_product_attention(p["Q"], p["K"], p["V"])
+    if kind == "gelu_mlp":
+        return nn.dense(nn.gelu(nn.dense(p["X"], p["W1"], p["B1"])), p["W2"], p["B2"])
+    if kind == "log_softmax_nll":
+        rows = p["Z"].shape[0]
+        picked = ta.topi.multiply(p["T"], nn.log_softmax(p["Z"]))
+        return ta.topi.multiply(ta.topi.sum(picked), -1.0 / rows)
     raise KeyError(kind)
 
 
@@ -78,7 +98,7 @@ def _kernel_phase(outputs: list, inputs: list, args: list[np.ndarray], prep: dic
     """Build the kernel (timing it); ``preallocate`` runs it on output arrays made once."""
     ta = _ta()
     t0 = time.perf_counter()
-    kernel = _define("ta.build", lambda: ta.build(outputs, inputs, num_threads=_threads))
+    kernel = _define("ta.build", lambda: ta.build(outputs, inputs, **_options))
     prep["build"] = time.perf_counter() - t0
     info = {}
     work = getattr(kernel, "work", None)
@@ -93,8 +113,10 @@ def _kernel_phase(outputs: list, inputs: list, args: list[np.ndarray], prep: dic
 
 def _forward_tensor(workload, p: dict, variant: str):
     if variant == "hand":
+        if workload.kind not in handwritten.BACKWARD:
+            raise Unavailable(f"no hand-written formulas for {workload.kind}")
         return handwritten.forward(workload.kind, p)
-    return _define("ta.topi", lambda: topi_forward(workload.kind, p))
+    return _define("ta.topi", lambda: topi_forward(workload.kind, p, workload.params))
 
 
 def forward(workload, arrays: dict[str, np.ndarray], variant: str) -> Phase:
@@ -121,7 +143,7 @@ def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant:
     saved = saved_activations(y, grads)
     saved_arrays = []
     if saved:  # computed once by a forward kernel, as PyTorch's forward keeps them for backward
-        saved_arrays = as_list(ta.build(saved, list(p.values()), num_threads=_threads)(*arrays.values()))
+        saved_arrays = as_list(ta.build(saved, list(p.values()), **_options)(*arrays.values()))
     return _kernel_phase(list(grads), list(p.values()) + [H] + saved,
                          list(arrays.values()) + [head] + [np.asarray(a) for a in saved_arrays], prep)
 

@@ -27,8 +27,12 @@ def setup(threads: int) -> dict:
     return {"version": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def _model(kind: str):
+def _model(kind: str, params: dict | None = None):
+    """The workload's forward in PyTorch, as its users write it (``torch.nn.functional``)."""
     F = torch.nn.functional
+    params = params or {}
+    if kind == "conv_relu":
+        return lambda X, W: F.relu(F.conv2d(X, W, stride=params["stride"], padding=params["padding"]))
     return {
         "dense": lambda X, W, B: F.linear(X, W, B),
         "conv2d": lambda X, W: F.conv2d(X, W),
@@ -37,6 +41,13 @@ def _model(kind: str):
         "softmax_homebrew": lambda X, W: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(X @ W.T)),
         "flatten": lambda X: torch.flatten(X, 1),
         "softmax": lambda X: torch.softmax(X, -1),
+        "batch_norm": lambda X, g, b: F.batch_norm(X, None, None, g, b, training=True, eps=1e-5),
+        "max_pool_pad": lambda X: F.max_pool2d(X, 3, 2, 1),
+        "global_avg_pool": lambda X: X.mean((2, 3)),
+        "layer_norm": lambda X, g, b: F.layer_norm(X, g.shape, g, b, 1e-5),
+        "attention": lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V),
+        "gelu_mlp": lambda X, W1, B1, W2, B2: F.linear(F.gelu(F.linear(X, W1, B1)), W2, B2),
+        "log_softmax_nll": lambda Z, T: -(T * F.log_softmax(Z, -1)).sum() / Z.shape[0],
     }[kind]
 
 
@@ -45,7 +56,7 @@ def _outputs(r) -> list[np.ndarray]:
 
 
 def forward(workload, arrays) -> Phase:
-    f = _model(workload.kind)
+    f = _model(workload.kind, workload.params)
     args = [torch.from_numpy(a) for a in arrays.values()]
 
     def run():
@@ -55,7 +66,7 @@ def forward(workload, arrays) -> Phase:
 
 
 def backward(workload, arrays, head) -> Phase:
-    f = _model(workload.kind)
+    f = _model(workload.kind, workload.params)
     args = {k: torch.from_numpy(a.copy()).requires_grad_(k in workload.grads) for k, a in arrays.items()}
     y = f(*args.values())
     h = torch.from_numpy(head)
@@ -84,3 +95,20 @@ def sweep(task: str, arrays) -> Phase:
         with torch.no_grad():
             return fn()
     return Phase(fn=run, outputs=_outputs)
+
+
+def autograd_reference(workload, arrays: dict[str, np.ndarray], make_head):
+    """(Y, head, gradients): the float64 forward, the head ``make_head(Y.shape)`` and the
+    gradients by PyTorch's autograd: the oracle of the layers suite."""
+    import torch as _torch
+
+    global torch
+    torch = torch or _torch
+    f = _model(workload.kind, workload.params)
+    args = {k: _torch.from_numpy(a.astype(np.float64)).requires_grad_(k in workload.grads)
+            for k, a in arrays.items()}
+    y = f(*args.values())
+    head = make_head(tuple(y.shape))
+    h = _torch.from_numpy(head.astype(np.float64))
+    grads = _torch.autograd.grad(y, [args[g] for g in workload.grads], h)
+    return y.detach().numpy(), head, {g: d.numpy() for g, d in zip(workload.grads, grads)}

@@ -2,7 +2,8 @@
 
 A system module (``sys_tensorad``, ``sys_torch``, ``sys_jax``, ``sys_numpy_peer``) provides
 
-* ``setup(threads) -> dict``: import the framework, apply its thread settings, return its
+* ``setup(threads) -> dict`` (tensorad's also takes the target CPU to compile for): import the
+  framework, apply its thread settings, return its
   version; raises :class:`Unavailable` ("not installed") when the framework is missing;
 * ``forward(workload, arrays) -> Phase`` and ``backward(workload, arrays, head) -> Phase``;
 * ``sweep(task, arrays) -> Phase`` for the GEMM and memory-bound sweeps.
@@ -43,11 +44,12 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "tensorad": ("benchmarks.sys_tensorad", "autodiff"),
     "tensorad-hand": ("benchmarks.sys_tensorad", "hand"),
     "torch": ("benchmarks.sys_torch", ""),
+    "torch-compile": ("benchmarks.sys_torch_compile", ""),
     "jax": ("benchmarks.sys_jax", ""),
     "numpy": ("benchmarks.sys_numpy_peer", ""),
 }
 TENSORAD = ("tensorad", "tensorad-hand")
-PEERS = ("torch", "jax", "numpy")
+PEERS = ("torch", "torch-compile", "jax", "numpy")
 # Systems that run the GEMM / memory sweeps (the hand variant has nothing different there).
 SWEEP_SYSTEMS = ("tensorad", "torch", "jax", "numpy")
 
@@ -64,7 +66,9 @@ class System:
         except ImportError as e:  # pragma: no cover - our own modules import lazily
             raise Unavailable(f"not installed ({e})") from e
 
-    def setup(self, threads: int) -> dict:
+    def setup(self, threads: int, target: str = "") -> dict:
+        if self.name in TENSORAD:
+            return self.module.setup(threads, target)
         return self.module.setup(threads)
 
     def forward(self, workload, arrays) -> Phase:

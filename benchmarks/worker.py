@@ -33,6 +33,7 @@ def _parse(argv):
     ap.add_argument("--min-runs", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds; 0: none")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--target", default="", help="tensorad's target CPU (ta.build target=); default host")
     ap.add_argument("--cache", default="", help="directory shared by the run's workers (data.py)")
     return ap.parse_args(argv)
 
@@ -114,7 +115,7 @@ class Worker:
             tasks = [t for t in tasks if not t.probe]
         try:
             system = System(args.system)
-            self.result["setup"] = system.setup(args.threads)
+            self.result["setup"] = system.setup(args.threads, args.target)
         except Unavailable as e:
             self.result["status"] = str(e) if str(e).startswith("not installed") else f"unavailable: {e}"
             self.result["load_after"] = load_snapshot()

@@ -176,7 +176,9 @@ def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
         return False
     reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
     cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
-    cost_buf = access_cost(reads, o, strides_of) + 2  # the output is loaded and stored
+    # the output strip is loaded and stored with unit stride (it stays in L1): one more
+    # contiguous access, as cheap as any other unit-stride read
+    cost_buf = access_cost(reads, o, strides_of) + 1
     return cost_buf < cost_acc
 
 
@@ -204,6 +206,23 @@ def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyS
     return stmts
 
 
+STRIP_BYTES = 16384   # the accumulated strip of the buffer form stays in L1
+PARALLEL_STRIPS = 4   # a one-axis output is cut into this many strips, so threads can share it
+MIN_STRIP = 64
+
+
+def strip_length(extent: int, dtype: str, single_axis: bool) -> int:
+    """Elements of the output strip that the buffer form accumulates at once.
+
+    A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
+    threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
+    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements."""
+    tile = STRIP_BYTES // (8 if dtype.endswith("64") else 4)
+    if single_axis:
+        tile = min(tile, max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)))
+    return max(MIN_STRIP, tile)
+
+
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
                   fuse_outer: bool = True) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
@@ -216,7 +235,7 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is not None and allow_buffer and outputs[0] is not None \
             and prefer_buffer_form(info, _strides, outputs[0].dtype):
         out = outputs[0]
-        tile = max(64, 16384 // (8 if out.dtype.endswith("64") else 4))
+        tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1)
         stmts = buffer_form(info, out, tile)
         attrs["note"] = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:

