@@ -197,3 +197,11 @@ def test_scalar_function_of_a_tensor_names_the_topi_call(A, call, fix):
     with pytest.raises(TypeError, match=r"tensor 'A' used as a scalar: read an element with "
                                         r"A\[i, \.\.\.\], or call " + fix):
         call(A)
+
+
+def test_data_dependent_index_says_gathers_are_not_supported_yet(A):
+    idx = ta.placeholder((4,), "int32", name="I")
+    with pytest.raises(ta.OutOfBoundsError, match=r"the read A\(I\(i\), 0\) indexes A with data "
+                                                  r"\(index 0, I\(i\), reads tensor I\): data-dependent "
+                                                  r"reads \(gathers\) are not supported yet"):
+        ta.compute((4,), lambda i: A[idx[i], 0])
