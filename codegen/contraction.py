@@ -125,13 +125,32 @@ def _product(fs: list[Expr], dtype: str) -> Expr:
     return out
 
 
+def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
+    """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and the
+    conjuncts of their conditions.
+
+    A masked term is a term of the sum whose condition is ``c``: the gradient of a convolution
+    followed by ReLU, ``sum select(Y[n, f, y - ry, x - rx] >= 0, H[..] * W[..], 0)``, is the
+    product of the masked head ``if_then_else(Y >= 0, H, 0)`` (the side that reads the same
+    point) and ``W``; the mask's conjuncts join the reduction condition and go to their side."""
+    masks: list[Expr] = []
+    while src.op in (Op.SELECT, Op.IF_THEN_ELSE) and src.src[2].op is Op.CONST and src.src[2].arg == 0:
+        masks += conjuncts(src.src[0])
+        src = src.src[1]
+    return src, masks
+
+
 def _guarded(cond: list[Expr], value: Expr) -> Expr:
-    if not cond:
-        return value
-    c = cond[0]
-    for x in cond[1:]:
-        c = logical(Op.AND, c, x)
-    return choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
+    """``if_then_else(cond, value, 0)``; conjuncts that read tensors (a mask) are tested inside
+    the others, so that those reads happen only where the index conditions hold."""
+    reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
+    for group in (reading, [c for c in cond if c not in reading]):
+        if group:
+            c = group[0]
+            for x in group[1:]:
+                c = logical(Op.AND, c, x)
+            value = choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
+    return value
 
 
 def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...],
@@ -147,9 +166,10 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...],
         return None
     if any(n.op is Op.REDUCE for n in walk(srcs[0])):
         return None
-    factors = _factors(srcs[0])
+    src, masks = _peel_masks(srcs[0])
+    factors = _factors(src)
     fvars = [_vars(f) for f in factors]
-    cvars = [(c, _vars(c)) for c in conjuncts(cond)]
+    cvars = [(c, _vars(c)) for c in conjuncts(cond) + masks]
     axes = list(op.axes)
     for length in range(len(axes) - 1, 0, -1):
         n_axes = axes[-length:]

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op, choice, compare, const, logical, var
+from tensorad.ir.rewrite import free_vars, replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 
@@ -35,11 +36,14 @@ MAX_GROWTH = 4.0  # the copy's size over the tensor's
 
 @dataclass(frozen=True, eq=False)
 class Padding:
-    """A side ``if_then_else(in_bounds(T[idx]), T[idx], 0)`` and its padding per dimension."""
+    """A side ``if_then_else(in_bounds(T[idx]), v, 0)`` and its padding per dimension, where
+    ``v`` is ``T[idx]`` or a pointwise expression of reads all at ``idx`` (``read`` is the first
+    of them): a ReLU-masked head ``if_then_else(Y[idx] >= 0, H[idx], 0)`` is copied masked."""
 
     read: Expr
     lows: tuple[int, ...]
     highs: tuple[int, ...]
+    value: Expr | None = None  # None: the read itself
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -70,6 +74,9 @@ class Padding:
         src = tuple(p + const(o) if o else p for p, o in zip(paxes, offsets))
         dtype = self.read.dtype
         value = Expr(Op.READ, dtype, src, t)
+        if self.value is not None:
+            value = replace_reads(self.value, lambda n: Expr(Op.READ, n.dtype, src, n.arg))
+            dtype = value.dtype
         if checks is not None:
             value = choice(Op.IF_THEN_ELSE, checks, value, const(0, dtype))
         name = f"{t.name}.padded" if count is None and not first else f"{t.name}.padded{first}"
@@ -80,6 +87,17 @@ class Padding:
         return op, Expr(Op.READ, dtype, idx, Tensor(op, 0))
 
 
+def _pointwise_read(value: Expr) -> Expr | None:
+    """The first read of ``value`` when every read in it is at the same index of tensors of the
+    same shape and no variable appears outside those indices (so a copy can compute it at each
+    point), else ``None``."""
+    reads = [n for n in walk(value) if n.op is Op.READ]
+    if not reads or any(r.src != reads[0].src or r.arg.shape != reads[0].arg.shape for r in reads):
+        return None
+    outside = replace_reads(value, lambda n: const(0, n.dtype))  # what is left besides the reads
+    return None if free_vars(outside) else reads[0]
+
+
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
 
@@ -87,9 +105,12 @@ def _is_zero(e: Expr) -> bool:
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is
     not a read guarded by exactly its own bounds, or needs no padding."""
-    if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]) or side.src[1].op is not Op.READ:
+    if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
         return None
-    cond, read = side.src[0], side.src[1]
+    cond, value = side.src[0], side.src[1]
+    read = value if value.op is Op.READ else _pointwise_read(value)
+    if read is None:
+        return None
     t: Tensor = read.arg
     space = IndexSpace(axes)
     box = space.box()
@@ -107,7 +128,7 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
         highs.append(max(0, on_box.max_val().to_python() - (size - 1)))
     if not guarded.is_equal(inside) or (not any(lows) and not any(highs)):
         return None
-    plan = Padding(read, tuple(lows), tuple(highs))
+    plan = Padding(read, tuple(lows), tuple(highs), None if value is read else value)
     return plan if plan.size <= MAX_GROWTH * t.size else None
 
 

@@ -124,6 +124,36 @@ def test_conv2d_gradients():
     assert text.count("matrix product") == 2
 
 
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-11), ("float32", 1e-4)])
+def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
+    # The ReLU's mask select(Y >= 0, H * W, 0) sits inside the sums; it is a condition of the
+    # side that reads the same point (the head), so both gradients stay matrix products and the
+    # masked head is copied once, zero-padded, for the input gradient.
+    X = ta.placeholder((2, 8, 16, 16), dtype, "X")
+    W = ta.placeholder((16, 8, 3, 3), dtype, "W")
+    C = ta.topi.nn.conv2d(X, W, 1, 1)
+    Y = ta.topi.nn.relu(C)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    gx, gw = ta.JacobianRecursive(Y, [X, W], H)
+    x, w = RNG.standard_normal(X.shape).astype(dtype), RNG.standard_normal(W.shape).astype(dtype)
+    x[0, :, :6, :6] = 0.0  # the convolution is exactly 0 there: ties at the kink
+    h = RNG.standard_normal(Y.shape).astype(dtype)
+    want = ta.evaluate([gx, gw], {X: x, W: w, H: h})
+    inputs = [X, W, H, C]  # the forward's saved convolution is an input, as in training
+    c = ta.build([C], [X, W])(x, w)
+    kern = ta.build([gx, gw], inputs, microkernel=True, parallel_min_work=0)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        for g, ref in zip(kern(x, w, h, c), want):
+            np.testing.assert_allclose(g, ref, rtol=tol, atol=tol)
+    text = str(ta.lower([gx, gw], inputs, microkernel=True))
+    sums = [line for line in text.splitlines() if "# nest" in line and "sum over" in line]
+    assert {line.split()[2].split(":")[0] for line in sums} >= {"X.grad", "W.grad"}
+    assert all("matrix product" in line for line in sums), sums
+    copies = [line for line in text.splitlines() if ".padded" in line and "] = " in line]
+    assert any(">= 0" in line for line in copies)  # the masked head, copied once
+
+
 def test_guarded_triangular_contraction_and_extra_factors():
     n = 37
     A = ta.placeholder((n, n), "float32", "A")
