@@ -150,12 +150,12 @@ CASES = {
                                 lambda x: np_norm(x, (1, 2)), None, None),
     "batch_norm": ([(2, 3, 4, 4), (3,), (3,)], lambda X, g, b: nn.batch_norm(X, g, b),
                    lambda x, g, b: np_norm(x, (0, 2, 3), g, b, (1, 3, 1, 1)), norm_hand(96, 3), 1.0),
-    # inference: Y = (X - rm) rstd g + b; dX, dg, db one pass each (3n) plus rstd (c)
+    # inference: Y = (X - rm) rstd g + b; dX, dg, db, d(rm), d(rv) one pass each (5n), rstd (c)
     "batch_norm_inference": ([(2, 3, 2, 2), (3,), (3,), (3,), (3,)],
                              lambda X, g, b, m, v: nn.batch_norm(X, g, b, m, v + 1.0, training=False),
                              lambda x, g, b, m, v: (x - m.reshape(1, 3, 1, 1)) / np.sqrt(
                                  v.reshape(1, 3, 1, 1) + 1.0 + EPS) * g.reshape(1, 3, 1, 1)
-                             + b.reshape(1, 3, 1, 1), 3 * 24 + 3, None),
+                             + b.reshape(1, 3, 1, 1), 5 * 24 + 3, 1.0),
     "group_norm": ([(2, 4, 3, 3), (4,), (4,)], lambda X, g, b: nn.group_norm(X, 2, g, b),
                    lambda x, g, b: np_group_norm(x, 2, g, b), norm_hand(72, 4), 1.0),
     "gelu": ([(3, 4)], lambda X: nn.gelu(X), lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), 12, 1.0),
