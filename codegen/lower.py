@@ -28,6 +28,7 @@ from .group import Group, make_unit, plan_groups
 from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
+from .parity import decompose
 from .program import Buffer, Fill, Nest, Program, program_text
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
@@ -148,10 +149,19 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
+    alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K, parity)
+    for op in list(ops):  # strided convolutions' input gradients: one product per residue class
+        found = None if gemms[op] is not None else \
+            decompose(op, bodies[op][0], lambda piece: _is_gemm(piece, piece.body, opts))
+        if found is not None:
+            pieces, specs, gather = found
+            ops[ops.index(op):ops.index(op) + 1] = pieces + [gather]
+            bodies.update({p: p.body for p in pieces + [gather]})
+            gemms.update({**dict(zip(pieces, specs)), gather: None})
+            alias[gather] = op
     epilogues = {} if not opts.fuse else find_epilogues(
         [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
     fused_into = {e.consumer: r for r, e in epilogues.items()}
-    alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K)
     for op in list(ops):
         if gemms[op] is not None and opts.parallel and wants_split(gemms[op]):
             part, total = split_k(op, bodies[op][0])

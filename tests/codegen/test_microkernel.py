@@ -154,6 +154,33 @@ def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
     assert any(">= 0" in line for line in copies)  # the masked head, copied once
 
 
+@pytest.mark.parametrize("stride,padding,size,relu", [(2, 1, (13, 11), True), (2, 0, (12, 12), False),
+                                                      (3, 1, (14, 10), False), ((2, 1), 1, (9, 12), True)])
+def test_strided_convolution_input_gradient_is_one_product_per_residue_class(stride, padding, size, relu):
+    # dX of a stride-s convolution tests y % s inside its sum; each residue class of (y, x) is a
+    # stride-1 convolution with a sub-kernel: a matrix product as long as its real taps
+    X = ta.placeholder((2, 8) + size, "float64", "X")
+    W = ta.placeholder((16, 8, 3, 3), "float64", "W")
+    C = ta.topi.nn.conv2d(X, W, stride, padding)
+    Y = ta.topi.nn.relu(C) if relu else C
+    H = ta.placeholder(Y.shape, "float64", "H")
+    (gx,) = ta.JacobianRecursive(Y, [X], H)
+    x, w = RNG.standard_normal(X.shape), RNG.standard_normal(W.shape)
+    h = RNG.standard_normal(Y.shape)
+    want = ta.evaluate([gx], {X: x, W: w, H: h})[0]
+    inputs = [X, W, H, C] if relu else [X, W, H]
+    args = [x, w, h] + ([ta.build([C], [X, W])(x, w)] if relu else [])
+    kern = ta.build([gx], inputs, microkernel=True, parallel_min_work=0)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(*args), want, rtol=1e-11, atol=1e-11)
+    lowered = ta.lower([gx], inputs, microkernel=True)
+    sums = [line for line in str(lowered).splitlines() if "# nest" in line and "sum over" in line]
+    strides = stride if isinstance(stride, tuple) else (stride, stride)
+    assert len(sums) == strides[0] * strides[1] and all("matrix product" in line for line in sums), sums
+    assert lowered.work <= 1.1 * ta.lower([gx], inputs, microkernel=False).work  # no padded taps
+
+
 def test_guarded_triangular_contraction_and_extra_factors():
     n = 37
     A = ta.placeholder((n, n), "float32", "A")

@@ -1,0 +1,146 @@
+"""Parity decomposition: a strided convolution's input gradient as stride-1 convolutions.
+
+The input gradient of a convolution with stride 2 sums over the kernel taps that land on each
+input point, and which taps those are depends on the point's parity::
+
+    dX[n, c, y, x] = sum_{f, i, j} H[n, f, y', x'] * W[f, c, 2 - 2 i - (y + 1) % 2, 2 - 2 j - (x + 1) % 2]
+                     with y' = y + i - (y + 1) // 2 (and x' alike)
+
+so no single matrix product computes it, and the loops test ``% 2`` in their innermost body.
+Fixing the residue of every such axis (``y = 2 q + r``) turns each divided and remaindered index
+into an affine one (``(2 q + r + 1) // 2 = q + (r + 1) // 2``, ``(2 q + r + 1) % 2 = (r + 1) % 2``):
+each of the ``2 x 2`` residue classes is a stride-1 convolution of ``H`` with a sub-kernel of
+``W`` -- a matrix product -- over a quarter of the output::
+
+    P_rs[n, c, q, p] = sum_{f, i, j} H[n, f, q + i + .., p + j + ..] * W[f, c, 2 - 2 i - .., ..]
+    dX[n, c, y, x]   = P_{y % 2, x % 2}[n, c, y // 2, x // 2]
+
+The second line is a copy (scanned digit by digit, :mod:`.stripmine`).  Each output element
+still sums the same terms in the same order, so the split is exact.  It is used only when every
+piece is a matrix product (:func:`decompose` receives the test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import product
+from math import lcm
+
+from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, var
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace
+
+from .schedule import linear_coefficients
+from .stripmine import simplify_index
+
+MAX_MODULUS = 4   # strides up to 4
+MAX_PIECES = 16   # residue classes over all split axes
+
+
+def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
+    """For each output axis ``a`` read as ``(a + c) // m`` or ``(a + c) % m`` (integer ``c``,
+    constant ``m > 1``), the least common multiple of its moduli; empty when there are none or
+    when the pieces would be too many or too small."""
+    axes = set(op.axes)
+    found: dict[Expr, int] = {}
+    for n in walk(body):
+        if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST:
+            continue
+        m = int(n.src[1].arg)
+        co = linear_coefficients(n.src[0])
+        if m <= 1 or co is None:
+            continue
+        terms = {v: c for v, c in co.items() if v is not None and c}
+        if len(terms) != 1:
+            continue
+        (v, c), = terms.items()
+        if v in axes and c == 1:
+            found[v] = lcm(found.get(v, 1), m)
+    pieces = 1
+    for ax, m in found.items():
+        if m > MAX_MODULUS or ax.lo != 0 or ax.extent < 2 * m:
+            return {}
+        pieces *= m
+    return found if pieces <= MAX_PIECES else {}
+
+
+def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object]
+              ) -> tuple[list[ComputeOp], list, ComputeOp] | None:
+    """``(pieces, their product specs, gather)`` for a reduction ``op`` whose residue classes
+    are all matrix products (``is_product(piece)`` returns the spec or ``None``); the gather
+    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so."""
+    if not op.is_reduction or body.op is not Op.REDUCE:
+        return None
+    moduli = residue_moduli(op, body)
+    if not moduli:
+        return None
+    split = [ax for ax in op.axes if ax in moduli]
+    pieces: dict[tuple[int, ...], ComputeOp] = {}
+    specs = []
+    for residues in product(*(range(moduli[ax]) for ax in split)):
+        r_of = dict(zip(split, residues))
+        new_axes, mapping = [], {}
+        for ax in op.axes:
+            if ax in r_of:
+                m, r = moduli[ax], r_of[ax]
+                q = var(ax.name, 0, -(-(ax.extent - r) // m))
+                mapping[ax] = q * const(m, ax.dtype) + const(r, ax.dtype) if r else q * const(m, ax.dtype)
+            else:
+                q = var(ax.name, ax.lo, ax.hi)
+                mapping[ax] = q
+            new_axes.append(q)
+        src = tuple(simplify_index(substitute(e, mapping)) for e in body.src)
+        red = _tighten(new_axes, Expr(Op.REDUCE, body.dtype, src, body.arg))
+        piece = ComputeOp(f"{op.name}.parity", "", tuple(new_axes), (red,))
+        spec = is_product(piece)
+        if spec is None:
+            return None
+        pieces[residues] = piece
+        specs.append(spec)
+    return list(pieces.values()), specs, _gather(op, body.dtype, split, moduli, pieces)
+
+
+def _tighten(axes: list[Expr], red: Expr) -> Expr:
+    """``red`` with each reduction axis narrowed to where its condition can hold (a residue
+    class of a stride-2 gradient meets 1 or 2 of 3 kernel taps per axis: the piece's matrix
+    product is then as long as its real sum, not the whole kernel)."""
+    ra: ReduceArg = red.arg
+    space = IndexSpace(tuple(axes) + tuple(ra.axes))
+    dom = space.box().intersect(space.cond(red.src[0], exact=False))  # a superset: safe bounds
+    if dom.is_empty():
+        return red
+    mapping = {}
+    for k in ra.axes:
+        on = space.aff(k).intersect_domain(dom)
+        lo, hi = on.min_val().to_python(), on.max_val().to_python() + 1
+        if (lo, hi) != (k.lo, k.hi):
+            mapping[k] = var(k.name, lo, hi)
+    if not mapping:
+        return red
+    src = tuple(substitute(e, mapping) for e in red.src)
+    axes_now = tuple(mapping.get(k, k) for k in ra.axes)
+    return Expr(Op.REDUCE, red.dtype, src, ReduceArg(ra.combiner, axes_now, ra.value_index))
+
+
+def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int],
+            pieces: dict[tuple[int, ...], ComputeOp]) -> ComputeOp:
+    """``op[.., a, ..] = piece_{a % m}[.., a // m, ..]``, over fresh axes."""
+    out_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    fresh = dict(zip(op.axes, out_axes))
+
+    def pick(i: int, residues: tuple[int, ...]) -> Expr:
+        if i == len(split):
+            idx = tuple(fresh[a] // const(moduli[a], a.dtype) if a in moduli else fresh[a] for a in op.axes)
+            return Expr(Op.READ, dtype, idx, Tensor(pieces[residues], 0))
+        a, m = fresh[split[i]], moduli[split[i]]
+        value = pick(i + 1, residues + (m - 1,))
+        for r in range(m - 2, -1, -1):
+            test = compare(Op.EQ, a % const(m, a.dtype), const(r, a.dtype))
+            value = choice(Op.IF_THEN_ELSE, test, pick(i + 1, residues + (r,)), value)
+        return value
+
+    return ComputeOp(op.name, op.tag, out_axes, (pick(0, ()),))
+
+
+__all__ = ["residue_moduli", "decompose"]
