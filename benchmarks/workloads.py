@@ -9,9 +9,12 @@ Two suites: ``seed`` (the seed's table) and ``layers``, the ordinary layers of a
 Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on.
 Their float64 reference is PyTorch's autograd when PyTorch is installed (``reference.py``).
 
-Inputs are uniform in ``[-scale, scale]`` (the seed's natural range), except the inputs a
-workload names in ``params["onehot"]`` (one-hot rows: a classifier's targets) and
-``params["positive"]`` (uniform in ``[0.5, 1.5]``: normalization scales).
+Inputs are uniform in ``[-scale, scale]`` (the seed's natural range ``[-1, 1]``), except the
+inputs a workload names in ``params["onehot"]`` (one-hot rows: a classifier's targets) and
+``params["positive"]`` (uniform in ``[0.5, 1.5]``: normalization scales).  The homebrew
+softmax's logits (dense sums 1000 products) then reach about 44, where a row's sum of exps
+squared is at the edge of float32's range -- a gradient that rewrote ``E / S / S`` into
+``E / (S * S)`` is wrong there (issue 8, D0; ``tests/regressions/test_fastmath.py``).
 """
 
 from __future__ import annotations

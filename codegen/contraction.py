@@ -219,14 +219,46 @@ def _with_tiles(c: Contraction, tile: tuple | None) -> Contraction:
     vw = 16 if c.dtype == "float32" else 8
     mr, nr, kc, mc = 8, 2 * vw, 256, 128
     if tile:
-        t = (list(tile) + [None] * 4)[:4]
-        mr, nr, kc, mc = t[0] or mr, t[1] or nr, t[2] or kc, t[3] or mc
-        if nr % vw or mc % mr or min(mr, nr, kc, mc) <= 0:
-            raise ValueError(f"tile (MR, NR, KC, MC): NR must be a multiple of {vw} and MC a multiple "
-                             f"of MR, got {tile}")
+        mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc))
     quarter = -(-c.N // 4)  # at least 4 column blocks, so that threads have work to share
     nc = max(nr, min(1024, -(-quarter // nr) * nr))
     return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc)
+
+
+def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, int, int]
+               ) -> tuple[int, int, int, int]:
+    """A user's ``(MR, NR, KC, MC)`` (``None`` entries: the default) checked against the
+    micro-kernel and the target, with ``KC`` and ``MC`` clamped to the product's own size.
+
+    * ``NR`` a multiple of the vector width, ``MC`` a multiple of ``MR``;
+    * the ``MR x NR`` accumulator tile at most twice the target's vector register file
+      (:func:`.optioncheck.register_file_bytes`): past it every ``k`` step spills, and the
+      fully unrolled micro-kernel grows with ``MR * NR`` (``MR = 1024`` took 14 s to compile,
+      ``10**6`` never finished: issue 8, D11);
+    * the packed blocks (``(MC + MR) x KC`` of A, ``NC x KC`` of B) under
+      :data:`.optioncheck.PACK_LIMIT` bytes (they are allocated on every call)."""
+    from .optioncheck import PACK_LIMIT, register_file_bytes
+
+    t = (list(tile) + [None] * 4)[:4]
+    mr, nr, kc, mc = (d if x is None else x for x, d in zip(t, default))
+    if nr % vw or mc % mr:
+        raise ValueError(f"tile (MR, NR, KC, MC) for {c.dtype}: NR must be a multiple of {vw} and MC "
+                         f"a multiple of MR, got {tuple(tile)}")
+    es = 4 if c.dtype == "float32" else 8
+    budget = 2 * register_file_bytes()
+    if mr * nr * es > budget:
+        raise ValueError(f"tile (MR, NR, KC, MC): an MR x NR = {mr} x {nr} {c.dtype} accumulator tile "
+                         f"({mr * nr * es} bytes) exceeds twice this target's vector registers "
+                         f"({budget} bytes); keep MR * NR <= {budget // es}")
+    kc = min(kc, max(c.K, 1))
+    mc = min(mc, -(-max(c.M, 1) // mr) * mr)
+    nc = max(nr, min(1024, -(-c.N // nr) * nr))
+    packed = ((mc + mr) * kc + nc * kc) * es
+    if packed > PACK_LIMIT:
+        raise ValueError(f"tile (MR, NR, KC, MC) = {tuple(tile)}: the packed blocks of A and B need "
+                         f"{packed >> 20} MiB per call, more than {PACK_LIMIT >> 20} MiB; choose a "
+                         "smaller KC or MC (blocks that fit the caches are faster)")
+    return mr, nr, kc, mc
 
 
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:

@@ -58,7 +58,7 @@ class ReductionInfo:
     filled: bool  # the outputs were filled with the identity first
     epilogue: object = None  # a fused consumer (:class:`.fuse.Epilogue`) or None
     epilogue_value: Expr | None = None  # what is stored, in terms of ``acc``
-    acc: Expr | None = None
+    acc: Expr | None = None  # the accumulator of the op's (first) output
 
 
 @dataclass(eq=False)
@@ -165,7 +165,8 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     obox = outer_space.box()
     fills = []
     if not obox.is_subset(proj):
-        fills = [Fill(buf, ident) for buf, ident in zip(buffers, comb.identity) if buf is not None]
+        fills = [Fill(buf, comb.identity[b.arg.value_index]) for b, buf in zip(bodies, buffers)
+                 if buf is not None]
     else:
         proj = obox
     accs = tuple(var(f"acc{i}" if comb.arity > 1 else "acc", dtype=d) for i, d in enumerate(comb.dtypes))
@@ -177,7 +178,9 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     evalue = None
     if epilogue is not None:
         # the consumer's own select(c, ., 0) domain restricts the whole reduction
-        edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[0]))
+        # the value the consumer reads: the reduction's output (value ``value_index`` of a
+        # multi-value reducer whose op keeps one output, e.g. a forward-mode argmax value)
+        edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[red.arg.value_index]))
         if not dom.is_subset(edom):
             dom = dom.intersect(edom)
             proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
@@ -199,7 +202,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         note += "; identity outside the reduced region"
     filled = bool(fills) and epilogue is None  # (an epilogue's fill is zero, not the identity)
     info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, filled, epilogue, evalue,
-                         accs[0])
+                         accs[red.arg.value_index])
     if epilogue is not None:
         note += f"; epilogue {epilogue.consumer.name} fused"
     return OpDomain(fills, stmts, space, accs, note, info)

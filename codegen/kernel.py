@@ -115,6 +115,17 @@ class Kernel:
         self._temps = [_spec(b)[1:] for b in prog.temps]
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
 
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        from .optioncheck import MAX_THREADS, integer
+
+        self._num_threads = integer("num_threads", n, 1, MAX_THREADS, what="a positive int",
+                                    note=f" (at most {MAX_THREADS} threads)")
+
     # ---- introspection --------------------------------------------------------------------
     @property
     def llvm_ir(self) -> str:

@@ -5,8 +5,10 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
 * ``P_nest<k>(ptr noalias b0, ..., ptr noalias bN, i64 lo, i64 hi)`` -- one function per nest;
   a parallel nest runs its outermost loop over ``[lo, hi)`` only, a serial one ignores them.
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
-* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop for libgomp: thread ``t`` of
-  ``T`` runs the static chunk ``[L + t*c, min(L + (t+1)*c, H))``, ``c = ceil((H - L) / T)``.
+* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp:
+  thread ``t`` of ``T`` runs the static chunk ``[L + t*c*s, min(L + (t+1)*c*s, H))`` of
+  ``c = ceil(n / T)`` iterations, ``n = ceil((H - L) / s)`` (so every chunk starts on an
+  iteration of the loop).
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
   temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
   through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
@@ -19,15 +21,35 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Op
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
 
+from .chains import unrolled_chain_too_long
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 
-REDUCTION_FLAGS = ("reassoc", "contract", "arcp")
-VALUE_FLAGS = ("contract", "arcp")
+# Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
+# (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
+# ``acc + x``, ``maximum(acc, x)``, see :func:`combining_nodes`) also get ``reassoc``, which is
+# what lets LLVM vectorize and interleave them.  Nothing else: ``arcp`` (x / y as x * (1 / y),
+# 1 / sqrt(x) as an rsqrt estimate), ``afn``, ``nnan``/``ninf``, ``nsz`` change results at large
+# magnitudes and at 0, inf and NaN (issue 8: a softmax gradient's E / S / S became E / (S * S),
+# which overflows float32).  The target machine and functions carry no unsafe-fp-math options.
+VALUE_FLAGS = ("contract",)
+
+
+def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
+    """The nodes of an accumulator update that read one of its own ``accumulators``: the
+    reducer's combining operations (``acc + x`` in ``acc = acc + H[k] * (E[k] / s)``), the only
+    instructions that get ``reassoc``; the summand ``x`` itself keeps IEEE semantics."""
+    out: set[Expr] = set(accumulators)
+    for v in values:
+        for n in walk(v):  # operands before users
+            if any(x in out for x in n.src):
+                out.add(n)
+    return frozenset(out)
 
 
 class ModuleEmitter:
@@ -107,11 +129,12 @@ class ModuleEmitter:
                 em.pop()
             elif isinstance(s, Assign):
                 em.push()
-                saved, em.fast = em.fast, (REDUCTION_FLAGS if self.fastmath else ())
+                if self.fastmath:
+                    em.combining = combining_nodes(s.values, s.targets)
                 vals = [em.value(v) for v in s.values]
-                em.fast = saved
+                em.combining = frozenset()
                 for t, v in zip(s.targets, vals):
-                    em.b.store(v, em.accs[t])
+                    em.b.store(em.narrow(v, LLTYPE[t.dtype]), em.accs[t])
                 em.pop()
             else:
                 raise TypeError(f"unknown statement {s!r}")
@@ -134,7 +157,9 @@ class ModuleEmitter:
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
-        if self.vector_width and not any(isinstance(x, Loop) for x in s.body):
+        if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
+            br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
+        elif self.vector_width and not any(isinstance(x, Loop) for x in s.body):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
 
@@ -170,11 +195,13 @@ class ModuleEmitter:
         ptrs = self._load_pointers(b, fn.args[0])
         tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
-        lo_all, hi_all = (I64(x) for x in nest.attrs["range"])
-        total = b.sub(hi_all, lo_all)
-        chunk = b.sdiv(b.add(total, b.sub(nt, I64(1))), nt)
-        lo = b.add(lo_all, b.mul(tid, chunk))
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), hi_all])
+        first, stop, step = nest.attrs["range"]
+        # split the trips, not the index range: each chunk starts on an iteration of the loop
+        trips = (stop - first + step - 1) // step
+        chunk = b.sdiv(b.add(I64(trips), b.sub(nt, I64(1))), nt)
+        lo = b.add(I64(first), b.mul(b.mul(tid, chunk), I64(step)))
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
+                    [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
         with b.if_then(b.icmp_signed("<", lo, hi)):
             b.call(nest_fn, ptrs + [lo, hi])
         b.ret_void()
@@ -192,7 +219,7 @@ class ModuleEmitter:
                 self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
                 continue
             nest_fn, omp = by_step[id(step)]
-            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0)))
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
             if omp is None:
                 b.call(nest_fn, ptrs + [lo, hi])
                 continue

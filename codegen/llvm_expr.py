@@ -4,7 +4,12 @@
   in ``i64`` -- no overflow for big tensors, and the form LLVM's loop analyses like.  Floor
   division and modulo by a positive constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``,
   ``r = srem(a, c) + c * (srem(a, c) < 0)``; by a power of two, ``ashr`` and ``and``.
-* **Value mode** computes in each node's own dtype (``int32`` values wrap like NumPy's).
+* **Value mode** computes in each node's own dtype, except that index arithmetic is exact:
+  a loop variable is an ``i64`` whatever its dtype, and an ``int32`` node with an ``i64``
+  operand is computed in ``i64`` (its other operands sign-extended) -- ``i * 100000 < 10``
+  does not wrap (issue 8, D6).  ``int32`` values read from tensors, and arithmetic among them
+  only, wrap like NumPy's; an ``int32`` result is truncated where it is stored (a buffer or an
+  accumulator), as NumPy's ``astype`` does.  ``ta.evaluate`` follows the same rule.
   Integer ``//`` and ``%`` by a runtime divisor guard division by zero and ``INT_MIN // -1``
   (both would trap): they give 0 there.  Float-to-int casts saturate (``fptosi.sat``).
 
@@ -61,6 +66,7 @@ class ExprEmitter:
         self.pointer = pointer
         self.strides = strides
         self.fast = fastmath
+        self.combining: frozenset[Expr] = frozenset()  # reduction combiners: also ``reassoc``
         self.env: dict[Expr, ir.Value] = {}
         self.accs: dict[Expr, ir.Value] = {}
         self.lazy: dict[Expr, Expr] = {}
@@ -103,7 +109,20 @@ class ExprEmitter:
     def store(self, tensor, index: tuple[Expr, ...], value: ir.Value) -> None:
         if tensor.dtype == "bool":
             value = self.b.zext(value, I8)
-        self.b.store(value, self.address(tensor, index))
+        self.b.store(self.narrow(value, MEMTYPE[tensor.dtype]), self.address(tensor, index))
+
+    def narrow(self, value: ir.Value, t: ir.Type) -> ir.Value:
+        """``value`` as type ``t``: an exact ``i64`` index value stored as ``int32`` wraps."""
+        if value.type == t or not isinstance(t, ir.IntType) or value.type.width <= t.width:
+            return value
+        return self.b.trunc(value, t)
+
+    def widen(self, *xs: ir.Value) -> list[ir.Value]:
+        """Integer operands at one width: ``i32`` ones sign-extended when another is ``i64``."""
+        if not any(x.type == I64 for x in xs):
+            return list(xs)
+        return [I64(x.constant) if x.type == I32 and isinstance(x, ir.Constant)
+                else self.b.sext(x, I64) if x.type == I32 else x for x in xs]
 
     # ---- lazy if_then_else ----------------------------------------------------------------
     def _lazify(self, e: Expr) -> Expr:
@@ -131,11 +150,14 @@ class ExprEmitter:
         for bb, x in ((then_bb, a), (else_bb, b)):
             self.b.position_at_end(bb)
             self.push()
-            results.append((self.value(x), self.b.block))
+            v = self.value(x)
+            if node.dtype == "int32":  # either branch may be exact index arithmetic (i64)
+                v = self.widen(v, I64(0))[0]
+            results.append((v, self.b.block))
             self.pop()
             self.b.branch(join_bb)
         self.b.position_at_end(join_bb)
-        phi = self.b.phi(LLTYPE[node.dtype])
+        phi = self.b.phi(I64 if node.dtype == "int32" else LLTYPE[node.dtype])
         for v, bb in results:
             phi.add_incoming(v, bb)
         return phi
@@ -201,19 +223,20 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
     if fsrc:
         fn = intrinsic(em.module, f"llvm.fptosi.sat.{FSUFFIX[dst]}.{FSUFFIX[src]}", t, [x.type])
         return b.call(fn, [x])
-    return b.sext(x, t) if dst == "int64" else b.trunc(x, t)
+    if dst == "int64":
+        return x if x.type == I64 else b.sext(x, t)
+    return b.trunc(x, t)
 
 
 def _value_rules(em: ExprEmitter) -> dict:
     b = em.b
 
-    def fl(node):  # fast-math flags for float arithmetic
-        return em.fast
+    def fl(node):  # fast-math flags for float arithmetic (see llvm_emit.VALUE_FLAGS)
+        return em.fast + ("reassoc",) if node in em.combining else em.fast
 
     def var_rule(node: Expr) -> ir.Value:
-        if node in em.env:
-            v = em.env[node]
-            return b.trunc(v, I32) if node.dtype == "int32" else v
+        if node in em.env:  # a loop variable: an exact i64 (see the module docstring)
+            return em.env[node]
         if node in em.accs:
             return b.load(em.accs[node], typ=LLTYPE[node.dtype])
         if node in em.lazy:
@@ -224,7 +247,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         def rule(node, x, y):
             if node.dtype.startswith("float"):
                 return getattr(b, fop)(x, y, flags=fl(node))
-            return getattr(b, iop)(x, y)
+            return getattr(b, iop)(*em.widen(x, y))
         return rule
 
     def divmod_rule(mod: bool) -> Callable:
@@ -236,14 +259,15 @@ def _value_rules(em: ExprEmitter) -> dict:
             d = node.src[1]
             if d.op is Op.CONST and int(d.arg) > 0:
                 return em.floordiv_const(x, int(d.arg), mod)
-            return em.int_divmod(x, y, mod)
+            return em.int_divmod(*em.widen(x, y), mod)
         return rule
 
     def minmax(fname: str, iname: str) -> Callable:
         def rule(node, x, y):
-            if node.dtype.startswith("float"):  # fast mode: the sign of a zero result is free
-                return em.call(fname, node.dtype, x, y, flags=fl(node) + ("nsz",) * bool(fl(node)))
-            fn = intrinsic(em.module, f"llvm.{iname}.{FSUFFIX[node.dtype]}", x.type, [x.type, x.type])
+            if node.dtype.startswith("float"):  # IEEE maximum/minimum: NaN propagates, -0 < +0
+                return em.call(fname, node.dtype, x, y, flags=fl(node))
+            x, y = em.widen(x, y)
+            fn = intrinsic(em.module, f"llvm.{iname}.i{x.type.width}", x.type, [x.type, x.type])
             return b.call(fn, [x, y])
         return rule
 
@@ -253,13 +277,16 @@ def _value_rules(em: ExprEmitter) -> dict:
             return b.fcmp_unordered(op, x, y) if node.op is Op.NE else b.fcmp_ordered(op, x, y)
         if node.src[0].dtype == "bool":
             return b.icmp_unsigned(op, x, y)
-        return b.icmp_signed(op, x, y)
+        return b.icmp_signed(op, *em.widen(x, y))
+
+    def select(node, c, x, y):
+        return b.select(c, *em.widen(x, y)) if node.dtype == "int32" else b.select(c, x, y)
 
     def unary_math(node, x):
         if node.op is Op.EXP:
             return emit_exp(b, x, fl(node))
         if node.op is Op.ABS and not node.dtype.startswith("float"):
-            fn = intrinsic(em.module, f"llvm.abs.{FSUFFIX[node.dtype]}", x.type, [x.type, I1])
+            fn = intrinsic(em.module, f"llvm.abs.i{x.type.width}", x.type, [x.type, I1])
             return b.call(fn, [x, I1(0)])
         return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
 
@@ -287,7 +314,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.AND: lambda n, x, y: b.and_(x, y),
         Op.OR: lambda n, x, y: b.or_(x, y),
         Op.NOT: lambda n, x: b.xor(x, I1(1)),
-        Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
+        Op.SELECT: select,
         Op.CAST: lambda n, x: _cast(em, n, x),
         Op.SIGMOID: sigmoid,
         Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),

@@ -16,6 +16,7 @@ from threading import Lock
 from typing import Any
 
 from tensorad.ir.expr import Op
+from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -119,6 +120,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     """
     outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
     _check_io(outputs, inputs)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
     opts = Options.make(options).for_lowering()
     key = (tuple(outputs), tuple(inputs), name, opts)
     with _CACHE_LOCK:
@@ -147,6 +150,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
+        check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
     alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K, parity)
@@ -289,13 +293,13 @@ def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, 
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
         note = gemm.describe()
         if batch_range is not None:
             axis, first, stop = batch_range
             note += f" for {axis.name} in {first}..{stop - 1}"
-        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks)}
+        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks, 1)}
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
     if batch_range is not None and batch_range[1] != batch_range[0].lo:
         dom.fills = []  # (made by the first chunk)

@@ -137,7 +137,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     attrs = {"parallel_dim": 0}
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
     if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg))
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
     outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)

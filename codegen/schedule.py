@@ -27,6 +27,7 @@ from tensorad.ir.rewrite import fold, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
 
+from . import optioncheck as check
 from .domain import OpDomain, PolyStmt, ReductionInfo
 from .program import Buffer, If, Loop, Store
 
@@ -40,11 +41,10 @@ class Options:
       ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
       transcendental functions, :func:`work_weight`) stay on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
-      matrix-product sums split in halves, :mod:`.splitk`), multiply-adds fused, divisions by
-      a loop-invariant value computed as multiplications by its reciprocal, and the sign of a
-      zero result of ``maximum``/``minimum`` is free (NaN still propagates), so results round
-      differently from a sequential loop; ``False`` keeps IEEE order (and so never uses the
-      micro-kernel).
+      matrix-product sums split in halves, :mod:`.splitk`) and multiply-adds fused, so sums
+      round differently from a sequential loop; nothing else (no reciprocals, no
+      approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
+      the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
       innermost loops (1 disables it; the micro-kernel's explicit vectors are not affected).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
@@ -76,6 +76,8 @@ class Options:
         for k in ("inline", "materialize"):
             if k in kw:
                 ts = kw[k]
+                if isinstance(ts, (str, bytes)) or not (isinstance(ts, Tensor) or hasattr(ts, "__iter__")):
+                    raise TypeError(f"option {k}: expected a tensor or a list of tensors, got {ts!r}")
                 ts = (ts,) if isinstance(ts, Tensor) else tuple(ts)
                 for t in ts:
                     if not isinstance(t, Tensor):
@@ -85,20 +87,23 @@ class Options:
             if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
                 raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
                                 f"got {kw[k]!r}")
-        pmw = kw.get("parallel_min_work", 0)
-        if not isinstance(pmw, int) or isinstance(pmw, bool) or pmw < 0:
-            raise ValueError(f"parallel_min_work must be a non-negative int, got {pmw!r}")
+        if "parallel_min_work" in kw:
+            kw["parallel_min_work"] = check.integer("parallel_min_work", kw["parallel_min_work"], 0,
+                                                    what="a non-negative int")
         if kw.get("tile") is not None:
-            kw["tile"] = tuple(int(x) for x in kw["tile"])
-        opt = kw.get("opt_level", 3)
-        if opt not in (0, 1, 2, 3):
-            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt!r}")
-        nt = kw.get("num_threads")
-        if nt is not None and (not isinstance(nt, int) or nt < 1):
-            raise ValueError(f"num_threads must be a positive int or None, got {nt!r}")
-        vw = kw.get("vector_width")
-        if vw is not None and vw not in (1, 2, 4, 8, 16, 32, 64):
-            raise ValueError(f"vector_width must be a power of two up to 64, got {vw!r}")
+            kw["tile"] = check.tile(kw["tile"])
+        if "opt_level" in kw:
+            kw["opt_level"] = check.integer("opt_level", kw["opt_level"], 0, 3, what="0, 1, 2 or 3")
+        if kw.get("num_threads") is not None:
+            kw["num_threads"] = check.integer("num_threads", kw["num_threads"], 1, check.MAX_THREADS,
+                                              what="a positive int or None",
+                                              note=f" (at most {check.MAX_THREADS} threads)")
+        if kw.get("vector_width") is not None:
+            vw = check.integer("vector_width", kw["vector_width"], 1, 64,
+                               what="a power of two up to 64 or None")
+            if vw not in check.VECTOR_WIDTHS:
+                raise ValueError(f"vector_width must be a power of two up to 64 or None, got {vw!r}")
+            kw["vector_width"] = vw
         return cls(**kw)
 
     def for_lowering(self) -> Options:
@@ -169,7 +174,7 @@ def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
     accumulator with the last reduction axis innermost) when that accesses memory better."""
     if info.combiner.arity != 1 or not info.outer or not info.raxes:
         return False
-    if info.epilogue is not None and out_dtype != info.combiner.dtypes[0]:
+    if info.epilogue is not None and out_dtype != info.acc.dtype:
         return False  # the output buffer cannot hold the accumulator
     o, r = info.outer[-1], info.raxes[-1]
     if o.extent < 8:

@@ -18,6 +18,14 @@ per point for each loop variable in scope):
   fused epilogues) never counts.
 
 Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
+A loop whose only statement is an inner loop of unit step with affine bounds and a body that
+depends on neither variable is summed in closed form instead of expanded (an arithmetic series
+clipped at zero trips: the triangle ``k <= i`` of ``2**40`` rows costs a few operations).
+
+Counts are exact integers: int64 arrays while no product or sum can reach ``2**62``, Python
+ints (object arrays) past that -- a ``2**40 x 2**40`` op has ``2**80`` units of work, not 0
+(issue 8, D12).  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
+clear error instead of running for hours.
 """
 
 from __future__ import annotations
@@ -30,6 +38,32 @@ from tensorad.ir.rewrite import fold, walk
 from .program import If, Loop
 
 CHUNK = 1 << 22
+EXPAND_LIMIT = 1 << 28
+PIECEWISE_POINTS = 4096  # frontier points summed piece by piece in Python
+_SAFE = 1 << 62
+
+
+def _magnitude(a) -> int:
+    a = np.asarray(a)
+    return int(np.max(np.abs(a))) if a.size else 0
+
+
+def _exact(a) -> np.ndarray:
+    """``a`` as an array of Python ints (object dtype)."""
+    return np.asarray(a).astype(object)
+
+
+def exact_mul(a, b) -> np.ndarray:
+    """``a * b`` elementwise, exact (int64 while it cannot overflow, Python ints beyond)."""
+    if _magnitude(a) * _magnitude(b) < _SAFE:
+        return np.asarray(a) * np.asarray(b)
+    return _exact(a) * _exact(b)
+
+
+def exact_add(a, b) -> np.ndarray:
+    if _magnitude(a) + _magnitude(b) < _SAFE:
+        return np.asarray(a) + np.asarray(b)
+    return _exact(a) + _exact(b)
 
 _RULES = {
     Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg),
@@ -88,7 +122,7 @@ class WorkCounter:
     def block(self, stmts: tuple, env: dict, n: int) -> np.ndarray:
         """Executions of innermost bodies in ``stmts``, per frontier point."""
         direct, nested = self.parts(stmts, env, n)
-        return direct.astype(np.int64) + nested
+        return exact_add(direct.astype(np.int64), nested)
 
     def parts(self, stmts: tuple, env: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(1 where this block execution runs a counted statement outside any inner loop,
@@ -102,13 +136,13 @@ class WorkCounter:
         nested = np.zeros(n, np.int64)
         for s in stmts:
             if isinstance(s, Loop):
-                nested += self.loop(s, env, n)
+                nested = exact_add(nested, self.loop(s, env, n))
             elif isinstance(s, If) and s.affine:
                 mask = evaluate_index(s.cond, env, n)
                 d_then, n_then = self.parts(s.then, env, n)
                 d_else, n_else = self.parts(s.orelse, env, n)
                 direct |= np.where(mask, d_then, d_else)
-                nested += np.where(mask, n_then, n_else)
+                nested = exact_add(nested, np.where(mask, n_then, n_else))
             elif counted(s):
                 direct[:] = True
         return direct, nested
@@ -119,27 +153,106 @@ class WorkCounter:
         trips = np.maximum(0, (hi - lo + s.step - 1) // s.step)
         inner = frozenset().union(*(self.deps(b) for b in s.body))
         if s.var not in inner:
-            return trips * self.block(s.body, env, n)
+            return exact_mul(trips, self.block(s.body, env, n))
+        closed = self.series(s, env, n, lo, trips)
+        if closed is not None:
+            return closed
+        total = int(_exact(trips).sum())
+        if total > EXPAND_LIMIT:
+            raise ValueError(f"work: counting the loop over {s.var.name} exactly would visit {total} "
+                             f"points (more than {EXPAND_LIMIT}); its inner bounds are not affine "
+                             "in it, so no closed form applies")
         keep = [v for v in inner if v is not s.var and v in env]
-        out = np.zeros(n, np.float64)
-        # expand the frontier in chunks of at most CHUNK points
-        ends = np.cumsum(trips)
-        start_pt = 0
-        while start_pt < n:
-            base = ends[start_pt - 1] if start_pt else 0
-            stop_pt = int(np.searchsorted(ends, base + CHUNK, side="right"))
-            stop_pt = max(stop_pt, start_pt + 1)
-            t = trips[start_pt:stop_pt]
-            owner = np.repeat(np.arange(start_pt, stop_pt), t)
-            if owner.size:
-                first = np.repeat(ends[start_pt:stop_pt] - t, t)
-                offset = np.arange(base, base + owner.size) - first
-                sub_env = {v: np.broadcast_to(env[v], (n,))[owner] for v in keep}
-                sub_env[s.var] = lo[owner] + s.step * offset
-                counts = self.block(s.body, sub_env, owner.size)
-                out += np.bincount(owner, weights=counts, minlength=n)
-            start_pt = stop_pt
-        return np.rint(out).astype(np.int64)
+        out = np.zeros(n, np.int64)
+        # expand the frontier in chunks of about CHUNK points (a point with more trips than
+        # that is split into several chunks of its own)
+        pts = np.repeat(np.arange(n), -(-trips // CHUNK))  # one row per (point, chunk of trips)
+        part = np.arange(pts.size) - np.repeat(np.cumsum(-(-trips // CHUNK)) - -(-trips // CHUNK),
+                                               -(-trips // CHUNK))
+        first_iter = part * CHUNK
+        count = np.minimum(trips[pts] - first_iter, CHUNK)
+        ends = np.cumsum(count)
+        row = 0
+        while row < pts.size:
+            base = ends[row - 1] if row else 0
+            stop = max(int(np.searchsorted(ends, base + CHUNK, side="right")), row + 1)
+            c = count[row:stop]
+            rows = np.repeat(np.arange(row, stop), c)
+            offset = first_iter[rows] + np.arange(rows.size) - np.repeat(ends[row:stop] - c, c) + base
+            owner = pts[rows]
+            sub_env = {v: np.broadcast_to(env[v], (n,))[owner] for v in keep}
+            sub_env[s.var] = lo[owner] + s.step * offset
+            counts = self.block(s.body, sub_env, owner.size)
+            if counts.dtype == object or _magnitude(counts) * max(owner.size, 1) >= _SAFE:
+                out = _exact(out)
+                np.add.at(out, owner, _exact(counts))
+            else:
+                out = exact_add(out, np.bincount(owner, weights=counts, minlength=n).astype(np.int64)
+                                if _magnitude(counts) * owner.size < (1 << 53) else _sum_by(owner, counts, n))
+            row = stop
+        return out
+
+    def series(self, s: Loop, env: dict, n: int, lo: np.ndarray, trips: np.ndarray):
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when
+        ``s``'s body is one loop ``t`` of unit step (beside plain statements) whose bounds are
+        affine in ``v`` and whose body depends on neither ``v`` nor ``t``'s variable; ``None``
+        otherwise.
+
+        With ``v = lo + step * m`` (``m`` in ``[0, T)``), the trips of ``t`` are
+        ``max(0, A*m + B)``: ``A = a * step``, ``B = a * lo + b`` where ``a`` is ``v``'s
+        coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
+        form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
+        ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
+        from .schedule import linear_coefficients
+
+        loops = [x for x in s.body if isinstance(x, Loop)]
+        others = [x for x in s.body if not isinstance(x, Loop)]
+        if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
+            return None
+        t = loops[0]
+        direct = int(any(counted(x) for x in others))  # (a counted statement beside the loop)
+        body_deps = frozenset().union(*(self.deps(b) for b in t.body))
+        if s.var in body_deps or t.var in body_deps:
+            return None
+        co_hi, co_lo = linear_coefficients(t.hi), linear_coefficients(t.lo)
+        if co_hi is None or co_lo is None:
+            pieces = self.piecewise_series(s, t, env, n, lo, trips)
+            if pieces is None:
+                return None
+            return _exact(pieces) * _exact(self.block(t.body, env, n)) + direct * _exact(trips)
+        a = co_hi.get(s.var, 0) - co_lo.get(s.var, 0)
+        at0 = {**env, s.var: np.zeros(n, np.int64)}
+        b = _exact(evaluate_index(t.hi, at0, n)) - _exact(evaluate_index(t.lo, at0, n))
+        big_a, big_b, T = a * s.step, a * _exact(lo) + b, _exact(trips)
+        if big_a == 0:
+            total = T * np.maximum(big_b, 0)
+        elif big_a > 0:
+            m0 = np.minimum(np.maximum((-big_b) // big_a + 1, 0), T)
+            cnt = T - m0
+            total = big_a * ((m0 + T - 1) * cnt // 2) + big_b * cnt
+        else:
+            m1 = np.minimum(np.maximum(-((-big_b) // -big_a), 0), T)
+            total = big_a * ((m1 - 1) * m1 // 2) + big_b * m1
+        return _exact(total) * _exact(self.block(t.body, env, n)) + direct * T
+
+    def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
+                         trips: np.ndarray) -> np.ndarray | None:
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s
+        bounds are ``min``/``max`` trees of affine functions of ``v`` (isl's
+        ``range(i + 1, min(n, 2 * i))``): between two consecutive crossings of those lines
+        (or with zero trips) the trips are affine in ``v``, so each piece is an arithmetic
+        series (checked at three points).  ``None`` when a bound is not piecewise affine or
+        the frontier is too wide for a per-point Python sum."""
+        if n > PIECEWISE_POINTS:
+            return None
+        out = []
+        for p in range(n):
+            point = {v: int(np.broadcast_to(a, (n,))[p]) for v, a in env.items()}
+            total = _piecewise_sum(t, s.var, point, int(lo[p]), s.step, int(trips[p]))
+            if total is None:
+                return None  # not affine between crossings (floor divisions): expand instead
+            out.append(total)
+        return np.array(out, dtype=object)
 
 
 def counted(s) -> bool:
@@ -155,6 +268,100 @@ def _vars(e: Expr) -> set:
     return {n for n in walk(e) if n.op is Op.VAR}
 
 
+def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int) -> int | None:
+    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``;
+    ``None`` when a bound is not a piecewise-affine function of ``v``."""
+    def f(m: int) -> int:
+        at = {**point, v: first + step * m}
+        return max(0, _py(t.hi, at) - _py(t.lo, at))
+
+    pairs: list = []
+    hi, lo = _lines(t.hi, v, point, pairs), _lines(t.lo, v, point, pairs)
+    if hi is None or lo is None:
+        return None
+    pairs.append((hi, lo))  # where the trips reach zero
+    cuts = {0, count}
+    for xs, ys in pairs:  # lines cross at v* = (by - bx) / (ax - ay)
+        for ax, bx in xs:
+            for ay, by in ys:
+                if ax != ay:
+                    m = ((by - bx) // (ax - ay) - first) // step
+                    cuts.update(c for c in (m - 1, m, m + 1, m + 2) if 0 < c < count)
+    total = 0
+    edges = sorted(cuts)
+    for a, b in zip(edges, edges[1:]):
+        fa, fb = f(a), f(b - 1)
+        if b - a > 1:  # one affine piece (a safety check: three more points)
+            d = f(a + 1) - fa
+            mid = (a + b) // 2
+            if fb != fa + d * (b - 1 - a) or f(mid) != fa + d * (mid - a):
+                return None
+        total += (fa + fb) * (b - a) // 2
+    return total
+
+
+def _lines(e: Expr, v: Expr, point: dict, pairs: list) -> list[tuple[int, int]] | None:
+    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when
+    ``e`` is built from affine terms by ``+ - min max`` and constant factors; every
+    ``min``/``max`` adds its operands' line sets to ``pairs`` (where its choice can change).
+    ``None`` otherwise."""
+    op = e.op
+    if op is Op.VAR:
+        return [(1, 0)] if e is v else [(0, point[e])] if e in point else None
+    if op is Op.CONST:
+        return [(0, int(e.arg))]
+    if op is Op.CAST:
+        return _lines(e.src[0], v, point, pairs)
+    kids = [_lines(x, v, point, pairs) for x in e.src]
+    if any(k is None for k in kids):
+        return None
+    if op is Op.NEG:
+        return [(-a, -b) for a, b in kids[0]]
+    if op in (Op.ADD, Op.SUB):
+        sign = 1 if op is Op.ADD else -1
+        out = sorted({(a + sign * c, b + sign * d) for a, b in kids[0] for c, d in kids[1]})
+        return out if len(out) <= 64 else None
+    if op is Op.MUL:
+        const = [k for k in kids if len(k) == 1 and k[0][0] == 0]
+        if not const:
+            return None
+        factor = const[0][0][1]
+        other = kids[1] if const[0] is kids[0] else kids[0]
+        return [(a * factor, b * factor) for a, b in other]
+    if op in (Op.MINIMUM, Op.MAXIMUM):
+        pairs.append((kids[0], kids[1]))
+        return sorted(set(kids[0]) | set(kids[1]))
+    return None
+
+
+_PY_RULES = {
+    Op.CONST: lambda n: int(n.arg),
+    Op.ADD: lambda n, a, b: a + b,
+    Op.SUB: lambda n, a, b: a - b,
+    Op.MUL: lambda n, a, b: a * b,
+    Op.NEG: lambda n, a: -a,
+    Op.FLOORDIV: lambda n, a, b: a // b,
+    Op.MOD: lambda n, a, b: a % b,
+    Op.MAXIMUM: lambda n, a, b: max(a, b),
+    Op.MINIMUM: lambda n, a, b: min(a, b),
+    Op.CAST: lambda n, a: a,
+}
+
+
+def _py(e: Expr, env: dict) -> int:
+    """An index expression at one point, in Python ints."""
+    rules = dict(_PY_RULES)
+    rules[Op.VAR] = lambda node: env[node]
+    return fold(e, rules)
+
+
+def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, np.int64)
+    np.add.at(out, owner, counts.astype(np.int64))
+    return out
+
+
 def count_work(body: tuple) -> int:
-    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once)."""
+    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), as
+    an exact Python int."""
     return int(WorkCounter().block(body, {}, 1)[0])

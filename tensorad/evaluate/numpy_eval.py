@@ -13,9 +13,12 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   evaluated, vectorized over the outer points, once per reduce point in C order of the
   reduce axes: ``acc = combine(lhs=acc, rhs=value)`` where the condition holds, starting
   from the identity.  The combiner's own tie rule decides ties.
-* Values are computed in the tensor's dtype (float32 in float32; int32 index arithmetic wraps
-  as in compiled code).  Integer ``//`` and ``%`` are floor division and modulo with Python
-  semantics (``np.floor_divide``, ``np.mod``).
+* Values are computed in the tensor's dtype (float32 in float32), except that index
+  arithmetic is exact, as in compiled code: index variables are int64 arrays, and an int32
+  node computed from one keeps NumPy's int64 result (``(i * 100000) % 7`` does not wrap).
+  int32 values read from tensors, and arithmetic among them only, wrap like NumPy's; results
+  are converted to their tensor's dtype when stored.  Integer ``//`` and ``%`` are floor
+  division and modulo with Python semantics (``np.floor_divide``, ``np.mod``).
 * ``if_then_else`` is lazy without ever indexing out of bounds: every read clamps its indices
   into the tensor and marks the points where they were out of bounds as *poisoned*; poison
   flows up through every operation except the untaken branch of an ``if_then_else`` and the
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir.expr import Expr, Op
+from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import expr_to_str
 from tensorad.ir.rewrite import fold, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -111,8 +115,9 @@ def _lift(fn):
     """Turn an array rule into a rule on (array, poison) pairs: poison is the union."""
     def rule(node: Expr, *args: tuple) -> tuple:
         out = np.asarray(fn(node, *(a for a, _ in args)))
-        if out.dtype != node.dtype:
-            out = out.astype(node.dtype)
+        if out.dtype != node.dtype and not (out.dtype == np.int64 and node.dtype == "int32"
+                                            and node.op is not Op.CAST):
+            out = out.astype(node.dtype)  # (exact index arithmetic stays int64)
         return out, _or(*(p for _, p in args))
     return rule
 
@@ -254,6 +259,7 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads."""
+    check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
     axes = list(op.axes) + red
@@ -262,7 +268,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndar
     for d, ax in enumerate(axes):
         shape = [1] * ndim
         shape[d] = ax.hi - ax.lo
-        env[ax] = np.arange(ax.lo, ax.hi, dtype=ax.dtype).reshape(shape)
+        env[ax] = np.arange(ax.lo, ax.hi, dtype=np.int64).reshape(shape)  # exact index math
         pos[ax] = d
     grid_shape = tuple(ax.hi - ax.lo for ax in axes)
     grid = _Grid(op.name, env, values, pos, grid_shape)

@@ -1,0 +1,61 @@
+"""Checks of ``build``/``lower`` options: every option's type and range, before any work.
+
+A bad option is a clear error naming the option, what it must be and what it got -- never a
+hang or a crash later (issue 8, D11: ``tile=(10**6, 16, 10**6, 10**6)`` unrolled a micro-kernel
+of a million rows and never finished compiling).  Checks that need the product's shape and
+dtype (the tile's relation to the vector width and registers) are in
+:func:`.contraction.check_tile`; the target facts they read are here.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+MAX_THREADS = 1024
+# tile entries: MR and NR are register-tile sides (the register check bounds them further),
+# KC and MC cache blocks
+TILE_LIMITS = (("MR", 256), ("NR", 1024), ("KC", 1 << 20), ("MC", 1 << 20))
+PACK_LIMIT = 256 << 20  # bytes of packed A and B blocks, allocated on every call
+VECTOR_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def integer(name: str, value: Any, lo: int, hi: int | None = None, what: str = "", note: str = "") -> int:
+    """``value`` as an int in ``[lo, hi]`` (NumPy integers accepted; bools, floats and strings
+    are not: ``2.0`` threads or ``True`` as an opt level are mistakes, not numbers)."""
+    bad = isinstance(value, bool)
+    if not bad:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            bad = True
+    if bad or value < lo or (hi is not None and value > hi):
+        rng = what or (f"an int from {lo} to {hi}" if hi is not None else f"an int >= {lo}")
+        raise ValueError(f"{name} must be {rng}, got {value!r}{note}")
+    return value
+
+
+def tile(value: Any) -> tuple:
+    """``(MR, NR, KC, MC)``: 1 to 4 positive ints (``None``: that entry's default)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"tile must be a tuple (MR, NR, KC, MC) of positive ints, got {value!r}")
+    entries = tuple(value)
+    if not 1 <= len(entries) <= 4:
+        raise ValueError(f"tile must have 1 to 4 entries (MR, NR, KC, MC), got {value!r}")
+    out = []
+    for x, (label, hi) in zip(entries, TILE_LIMITS):
+        out.append(None if x is None else integer(f"tile {label}", x, 1, hi))
+    return tuple(out)
+
+
+def register_file_bytes() -> int:
+    """Bytes of the host's vector register file: 32 x 64 with AVX-512, 16 x 32 with AVX,
+    16 x 16 otherwise (SSE, NEON)."""
+    from .jit import host_features
+
+    feats = host_features()
+    if "+avx512f" in feats:
+        return 32 * 64
+    if "+avx" in feats.split(","):
+        return 16 * 32
+    return 16 * 16

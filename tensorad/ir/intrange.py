@@ -1,0 +1,102 @@
+"""Index arithmetic must be exact: a proof that it fits 64 bits, or a clear error.
+
+Compiled code and ``ta.evaluate`` compute index arithmetic (loop and reduce variables,
+constants, ``+ - * // %``, ``min``/``max``, selects and casts of them) in 64-bit integers.  That
+is exact unless a value passes ``2**63``; :func:`check_index_range` bounds every integer node by
+interval arithmetic over the variables' ranges (Python ints, so the bounds themselves never
+overflow) and raises a ``ValueError`` naming the expression when one could.  Values read from
+integer tensors, reduction accumulators and float-to-int casts are data, not indices: they
+wrap like NumPy's, and nodes that depend on them are not checked (issue 8, D6).
+
+Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refused;
+``(i * 100000) % 7`` reaches ``3 * 10**9``: exact in 64 bits, accepted.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+_RANGE = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": INT64, "bool": (0, 1)}
+
+# A node's bound: (lo, hi) for index arithmetic, None for data (or a non-integer value).
+Bound = tuple[int, int] | None
+
+
+def _hull(*bs: tuple[int, int]) -> tuple[int, int]:
+    return min(b[0] for b in bs), max(b[1] for b in bs)
+
+
+def _mul(a, b):
+    ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+    return min(ps), max(ps)
+
+
+def _floordiv(node: Expr, a, b):
+    if b[0] > 0 or b[1] < 0:  # the divisor keeps one sign: the quotient's extremes are at corners
+        qs = [x // y for x in a for y in b]
+        return min(qs), max(qs)
+    m = max(abs(a[0]), abs(a[1]))
+    return -m, m
+
+
+def _mod(node: Expr, a, b):
+    m = max(abs(b[0]), abs(b[1]))
+    return (0, m - 1) if b[0] > 0 else (-m, m)
+
+
+_ARITH = {
+    Op.ADD: lambda n, a, b: (a[0] + b[0], a[1] + b[1]),
+    Op.SUB: lambda n, a, b: (a[0] - b[1], a[1] - b[0]),
+    Op.MUL: lambda n, a, b: _mul(a, b),
+    Op.FLOORDIV: _floordiv,
+    Op.MOD: _mod,
+    Op.MAXIMUM: lambda n, a, b: (max(a[0], b[0]), max(a[1], b[1])),
+    Op.MINIMUM: lambda n, a, b: (min(a[0], b[0]), min(a[1], b[1])),
+    Op.NEG: lambda n, a: (-a[1], -a[0]),
+    Op.ABS: lambda n, a: (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1])), max(abs(a[0]), abs(a[1]))),
+}
+
+
+def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
+    """Interval bounds of an integer expression that is index arithmetic; ``None`` for data."""
+    def visit(node: Expr, *kids: Bound) -> Bound:
+        if node.dtype not in ("int32", "int64") or node.op in (Op.READ, Op.REDUCE):
+            return None
+        if node.op is Op.VAR:
+            return (node.lo, node.hi - 1) if node.lo is not None and node.hi is not None else None
+        if node.op is Op.CONST:
+            return int(node.arg), int(node.arg)
+        if node.op is Op.CAST:
+            src = kids[0]
+            if src is None:
+                return None
+            lo, hi = _RANGE[node.dtype]
+            return src if lo <= src[0] and src[1] <= hi else (lo, hi)  # int32 casts wrap
+        if node.op in (Op.SELECT, Op.IF_THEN_ELSE):
+            a, b = kids[1], kids[2]
+            return None if a is None or b is None else _hull(a, b)
+        rule = _ARITH.get(node.op)
+        if rule is None or any(k is None for k in kids):
+            return None
+        return rule(node, *kids)
+
+    return fold(e, visit, memo)
+
+
+def check_index_range(exprs, where: str) -> None:
+    """Raise ``ValueError`` if index arithmetic in ``exprs`` can leave the 64-bit range."""
+    from tensorad.ir.printer import expr_to_str
+    from tensorad.ir.rewrite import walk
+
+    memo: dict = {}
+    for e in exprs:
+        index_bounds(e, memo)
+        for node in walk(e):
+            b = memo.get(node)
+            if b is not None and (b[0] < INT64[0] or b[1] > INT64[1]):
+                raise ValueError(
+                    f"{where}: index arithmetic {expr_to_str(node)} can reach "
+                    f"{b[1] if b[1] > INT64[1] else b[0]}, beyond the 64-bit integers that "
+                    "compiled code and ta.evaluate compute it in; reduce the factors or the ranges")
