@@ -34,6 +34,7 @@ from .jit import compile_object, fingerprint, load_object
 from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
 from .llvm_emit import ModuleEmitter
 from .lower import lower
+from .objcheck import object_is_sound
 from .runtime import default_threads, parallel_runtime
 from .schedule import Options
 
@@ -71,7 +72,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, opts.opt_level) or _compile(lowered, key, opts, gomp)
+                    compiled = _load(key, opts.opt_level, len(lowered.program.arguments), gomp) \
+                        or _compile(lowered, key, opts, gomp)
                 _COMPILED[key] = compiled
     threads = opts.num_threads or default_threads()
     return Kernel(lowered, compiled, threads if gomp else 1)
@@ -101,18 +103,38 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int) -> Compiled:
                     addrs.get(meta["call"]) if meta["call"] else None, opt_level)
 
 
-def _load(key: str, opt_level: int) -> Compiled | None:
-    """The kernel from the disk cache, or ``None`` (absent, unreadable, or cache off)."""
+def _load(key: str, opt_level: int, nargs: int, gomp: bool) -> Compiled | None:
+    """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache
+    off): an entry is linked only when its metadata is exactly what this program needs (entry
+    names derived from the key, argument count, runtime, known library symbols) and its object
+    code is structurally sound -- anything else is rebuilt (and rewritten) by the caller."""
     payload = diskcache.get(key)
     if payload is None:
         return None
     try:
         meta, obj, zsource = _unpack_entry(payload)
-    except (ValueError, KeyError, struct.error, json.JSONDecodeError):
-        return None  # a foreign or damaged entry: rebuilt (and rewritten) by the caller
+    except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not _meta_is_sound(meta, key, nargs, gomp) or not object_is_sound(obj):
+        return None
     compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level)
     STATS["loaded"] += 1
     return compiled
+
+
+def _meta_is_sound(meta: Any, key: str, nargs: int, gomp: bool) -> bool:
+    """The metadata an entry for ``key`` must have (as :func:`_compile` writes it)."""
+    prefix = f"k{key[:16]}"
+    if not isinstance(meta, dict) or set(meta) != {"main", "call", "gomp", "nargs", "libraries"}:
+        return False
+    libs = meta["libraries"]
+    return (meta["main"] == f"{prefix}_main"
+            and meta["call"] in (None, f"{prefix}_call")
+            and (meta["call"] is None) == (ARRAY_DATA_OFFSET is None)
+            and meta["gomp"] is gomp
+            and type(meta["nargs"]) is int and meta["nargs"] == nargs
+            and isinstance(libs, list)
+            and all(isinstance(x, str) and gemmlib.parse_symbol(x) is not None for x in libs))
 
 
 def _pack_entry(meta: dict, obj: bytes, text: str) -> bytes:

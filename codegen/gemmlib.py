@@ -40,6 +40,7 @@ from . import diskcache, jit
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
+from .objcheck import object_is_sound
 from .packlib import I1, I64, PTR, VOID, entry_alloca, imin, ld, loop
 
 _LOCK = threading.Lock()
@@ -94,7 +95,7 @@ def ensure_symbol(symbol: str) -> None:
             return
         key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint()]).encode()).hexdigest()
         obj = diskcache.get(key)
-        if obj is None:
+        if obj is None or not object_is_sound(obj):
             level = 1 if part != "core" and part[1] == gd.TRANSPOSE else 0
             obj = jit.compile_object(piece_ir(dtype, mr, nr, part), level)
             diskcache.put(key, obj)

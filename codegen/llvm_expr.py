@@ -25,13 +25,12 @@ Math: LLVM intrinsics (``llvm.exp.f32``, ``llvm.tanh.f64``, ...); ``sigmoid(x) =
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Callable
 
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import fold, rewrite, walk
+from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from .llvm_math import emit_erf, emit_exp
 
@@ -47,11 +46,51 @@ _UNARY_INTRINSIC = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin"
                     Op.TANH: "tanh", Op.ABS: "fabs"}
 
 
+_EVAL, _APPLY, _STEP = "eval", "apply", "step"  # the kinds of work items of ExprEmitter.value
+
+
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = module.globals.get(name)
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(ret, args), name)
     return fn
+
+
+class ScopedMemo:
+    """A memo table with nested scopes: what is added inside a scope is forgotten when it is
+    popped.  One dictionary plus an undo log per scope, so a lookup costs O(1) at any nesting
+    depth (a chain of dictionaries costs O(depth) per lookup: quadratic for deep nests)."""
+
+    def __init__(self) -> None:
+        self._table: dict = {}
+        self._undo: list[list] = []
+
+    def push(self) -> None:
+        self._undo.append([])
+
+    def pop(self) -> None:
+        for key, old in reversed(self._undo.pop()):
+            if old is _MISSING:
+                del self._table[key]
+            else:
+                self._table[key] = old
+
+    def __contains__(self, key) -> bool:
+        return key in self._table
+
+    def __getitem__(self, key):
+        return self._table[key]
+
+    def get(self, key, default=None):
+        return self._table.get(key, default)
+
+    def __setitem__(self, key, value) -> None:
+        if self._undo:
+            self._undo[-1].append((key, self._table.get(key, _MISSING)))
+        self._table[key] = value
+
+
+_MISSING = object()
 
 
 class ExprEmitter:
@@ -70,21 +109,57 @@ class ExprEmitter:
         self.env: dict[Expr, ir.Value] = {}
         self.accs: dict[Expr, ir.Value] = {}
         self.lazy: dict[Expr, Expr] = {}
-        self.vmemo: ChainMap = ChainMap()
-        self.imemo: ChainMap = ChainMap()
+        self.vmemo = ScopedMemo()
+        self.imemo = ScopedMemo()
         self.vrules = _value_rules(self)
         self.irules = _index_rules(self)
 
     # ---- scopes: values computed inside a block are not reused after it ---------------------
     def push(self) -> None:
-        self.vmemo, self.imemo = self.vmemo.new_child(), self.imemo.new_child()
+        self.vmemo.push()
+        self.imemo.push()
 
     def pop(self) -> None:
-        self.vmemo, self.imemo = self.vmemo.parents, self.imemo.parents
+        self.vmemo.pop()
+        self.imemo.pop()
 
     # ---- entry points ---------------------------------------------------------------------
     def value(self, e: Expr) -> ir.Value:
-        return fold(self._lazify(e), self.vrules, self.vmemo)
+        """Emit ``e`` (its value in the current block).
+
+        An explicit work stack instead of recursion, so nesting depth is unbounded: ``eval``
+        items push their operands, ``apply`` items fold a node from its operands' values, and a
+        lazy ``if_then_else`` pushes its steps (condition, branch, join) as callables, each
+        branch in its own memo scope.
+        """
+        e = self._lazify(e)
+        stack: list = [(_EVAL, e)]
+        values: list[ir.Value] = []
+        while stack:
+            kind, item = stack.pop()
+            if kind is _STEP:
+                item(values)
+            elif kind is _APPLY:
+                n = len(item.src)
+                args = values[len(values) - n:]
+                del values[len(values) - n:]
+                values.append(self._apply(item, args))
+            elif item in self.vmemo:
+                values.append(self.vmemo[item])
+            elif item in self.lazy:
+                stack.extend(self._lazy_steps(item))
+            else:
+                stack.append((_APPLY, item))
+                stack.extend((_EVAL, x) for x in reversed(item.src))
+        return values[-1]
+
+    def _apply(self, node: Expr, args: list) -> ir.Value:
+        try:
+            rule = self.vrules[node.op]
+        except KeyError:
+            raise MissingRuleError(f"no rule for {node.op.name} nodes ({node})") from None
+        v = self.vmemo[node] = rule(node, *args)
+        return v
 
     def index(self, e: Expr) -> ir.Value:
         return fold(e, self.irules, self.imemo)
@@ -128,39 +203,59 @@ class ExprEmitter:
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
+        reads: set[Expr] = set()  # rebuilt nodes with a READ under them (children come first)
 
         def rule(node: Expr) -> Expr | None:
+            if node.op is Op.READ or any(x in reads for x in node.src):
+                reads.add(node)
+            if node.op is not Op.IF_THEN_ELSE:
+                return None
             c, a, b = node.src
-            if not any(n.op is Op.READ for x in (a, b) for n in walk(x)):
+            if a not in reads and b not in reads:
                 return Expr(Op.SELECT, node.dtype, node.src)
             ph = var("ite", dtype=node.dtype)
             self.lazy[ph] = node
             return ph
 
-        return rewrite(e, {Op.IF_THEN_ELSE: rule})
+        return rewrite(e, rule)
 
-    def _emit_lazy(self, node: Expr) -> ir.Value:
-        c, a, b = node.src
-        cond = self.value(c)
-        then_bb = self.b.append_basic_block("ite.then")
-        else_bb = self.b.append_basic_block("ite.else")
-        join_bb = self.b.append_basic_block("ite.join")
-        self.b.cbranch(cond, then_bb, else_bb)
-        results = []
-        for bb, x in ((then_bb, a), (else_bb, b)):
-            self.b.position_at_end(bb)
+    def _lazy_steps(self, ph: Expr) -> list:
+        """The work items of a lazy ``if_then_else`` (pushed in reverse: the condition first),
+        ending with the phi of its branches bound to the placeholder ``ph``."""
+        c, a, b = self.lazy[ph].src
+        blocks: dict = {}
+        incoming: list = []
+
+        def branch(values: list) -> None:  # after the condition: split the block
+            blocks["then"] = self.b.append_basic_block("ite.then")
+            blocks["else"] = self.b.append_basic_block("ite.else")
+            blocks["join"] = self.b.append_basic_block("ite.join")
+            self.b.cbranch(values.pop(), blocks["then"], blocks["else"])
+            self.b.position_at_end(blocks["then"])
             self.push()
-            v = self.value(x)
-            if node.dtype == "int32":  # either branch may be exact index arithmetic (i64)
-                v = self.widen(v, I64(0))[0]
-            results.append((v, self.b.block))
+
+        def exact(v: ir.Value) -> ir.Value:  # either branch may be exact index arithmetic (i64)
+            return self.widen(v, I64(0))[0] if ph.dtype == "int32" else v
+
+        def then_done(values: list) -> None:
+            incoming.append((exact(values.pop()), self.b.block))
             self.pop()
-            self.b.branch(join_bb)
-        self.b.position_at_end(join_bb)
-        phi = self.b.phi(I64 if node.dtype == "int32" else LLTYPE[node.dtype])
-        for v, bb in results:
-            phi.add_incoming(v, bb)
-        return phi
+            self.b.branch(blocks["join"])
+            self.b.position_at_end(blocks["else"])
+            self.push()
+
+        def join(values: list) -> None:
+            incoming.append((exact(values.pop()), self.b.block))
+            self.pop()
+            self.b.branch(blocks["join"])
+            self.b.position_at_end(blocks["join"])
+            phi = self.b.phi(I64 if ph.dtype == "int32" else LLTYPE[ph.dtype])
+            for v, bb in incoming:
+                phi.add_incoming(v, bb)
+            self.vmemo[ph] = phi
+            values.append(phi)
+
+        return [(_STEP, join), (_EVAL, b), (_STEP, then_done), (_EVAL, a), (_STEP, branch), (_EVAL, c)]
 
     # ---- helpers used by the rule tables --------------------------------------------------
     def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
@@ -239,8 +334,6 @@ def _value_rules(em: ExprEmitter) -> dict:
             return em.env[node]
         if node in em.accs:
             return b.load(em.accs[node], typ=LLTYPE[node.dtype])
-        if node in em.lazy:
-            return em._emit_lazy(em.lazy[node])
         raise KeyError(f"variable {node.name!r} is not bound in this loop nest")
 
     def arith(fop: str, iop: str) -> Callable:

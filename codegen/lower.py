@@ -15,17 +15,18 @@ from collections.abc import Sequence
 from threading import Lock
 from typing import Any
 
-from tensorad.ir.expr import Op
+from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang import make_compute
 from tensorad.lang.bounds import check_op_bounds
 
 from .contraction import match_contraction, pad_contraction, worth_it
 from .domain import covers_box, op_domain
 from .fuse import find_epilogues
-from .group import Group, make_unit, plan_groups
+from .group import Group, Unit, make_unit, plan_groups
 from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
@@ -101,9 +102,19 @@ def _check_io(outputs: list[Tensor], inputs: list[Tensor]) -> None:
             if t in seen:
                 raise ValueError(f"{what}: tensor {t.name!r} is listed twice")
             seen.add(t)
+
+
+def _copies_of_inputs(outputs: list[Tensor], inputs: list[Tensor]) -> list[Tensor]:
+    """An output that is also an input (``build([A], [A])``, an identity kernel) is computed as
+    a copy of that input: a new tensor ``A[i...]`` with the input's name, written to the output."""
+    given = set(inputs)
+    out = []
     for t in outputs:
-        if t in set(inputs):
-            raise ValueError(f"tensor {t.name!r} is both an input and an output")
+        if t in given:
+            axes = [var(f"ax{d}", 0, s) for d, s in enumerate(t.shape)]
+            t = make_compute(t.name, axes, [Expr(Op.READ, t.dtype, tuple(axes), t)], check_bounds=False)[0]
+        out.append(t)
+    return out
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -129,7 +140,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         if found is not None:
             _CACHE.move_to_end(key)
             return found
-    result = LoweredFunc(_lower_program(outputs, inputs, name, opts), opts)
+    result = LoweredFunc(_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts), opts)
     with _CACHE_LOCK:
         _CACHE[key] = result
         while len(_CACHE) > _CACHE_SIZE:
@@ -200,16 +211,45 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             split = None if op.is_reduction else plan_split(tuple(op.axes), bodies[op])
             units.append(make_unit(op, bodies[op], split=split))
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
-                                        alias)
+                                        alias, memo)
         if failed is None:
             return program
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
 
 
+class _LoweringMemo:
+    """What one ``lower`` call keeps between its attempts (a group that cannot be fused is
+    split and the program lowered again): the tensors each unit reads, the buffers, and the
+    steps of every group whose buffers did not change.  Without it each retry re-lowers every
+    group, quadratic in the number of ops for a long chain."""
+
+    def __init__(self) -> None:
+        self.reads: dict[Unit, frozenset] = {}
+        self.buffers: dict[Tensor, Buffer] = {}
+        self.steps: dict[tuple, list | None] = {}
+
+    def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
+        found = self.reads.get(u)
+        if found is None:
+            sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
+            found = self.reads[u] = frozenset(
+                n.arg for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()) + sides
+                for n in walk(b) if n.op is Op.READ)
+        return found
+
+    def buffer(self, name: str, t: Tensor, kind: str) -> Buffer:
+        """The buffer of ``t`` made by an earlier attempt when it is the same, else a new one."""
+        b = self.buffers.get(t)
+        if b is None or b.name != name or b.kind != kind:
+            b = self.buffers[t] = Buffer(name, t.shape, t.dtype, kind, t)
+        return b
+
+
 def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, materialized, bodies: dict,
-                  opts: Options, alias: dict) -> tuple[Program | None, int | None]:
+                  opts: Options, alias: dict, memo: _LoweringMemo) -> tuple[Program | None, int | None]:
     """The program of ``groups``, or the index of a group that could not be fused."""
 
     def tensor_of(op: ComputeOp, v: int) -> Tensor:  # what a unit's op writes
@@ -222,11 +262,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):
         for u in g.units:
-            sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
-            for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()) + sides:
-                for n in walk(b):
-                    if n.op is Op.READ:
-                        read_by.setdefault(n.arg, set()).add(k)
+            for t in memo.unit_reads(u, bodies):
+                read_by.setdefault(t, set()).add(k)
     scalar = {op for g in groups if len(g.units) > 1 for op in g.scalar_reductions()
               if covers_box(op, bodies[op])}
     output_set = set(outputs)
@@ -243,13 +280,13 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     buffers: dict[Tensor, Buffer] = {}
     for kind, ts in (("input", inputs), ("output", outputs)):
         for t in ts:
-            buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, kind, t)
+            buffers[t] = memo.buffer(namer.tensor(t), t, kind)
     temps = []
     for g in groups:
         for u in g.units:
             for t in (tensor_of(u.op, v) for v in range(u.op.num_outputs)):
                 if t not in buffers and needs_buffer(t):
-                    buffers[t] = Buffer(namer.tensor(t), t.shape, t.dtype, "temp", t)
+                    buffers[t] = memo.buffer(namer.tensor(t), t, "temp")
                     temps.append(buffers[t])
     for op, target in alias.items():  # (reads of a chunk's padded copy name the shared buffer)
         for v in range(op.num_outputs):
@@ -263,22 +300,28 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
     steps: list = []
     for k, g in enumerate(groups):
-        if len(g.units) > 1:
-            fused = lower_group(g, bodies, outs_of, scalar, opts)
-            if fused is None:
-                return None, k
-            steps.extend(fused)
-            continue
-        u = g.units[0]
-        if u.reduction is not None:
-            steps.extend(_lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts))
-        else:
-            made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range)
-            if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
-                made = [st for st in made if not isinstance(st, Fill)]
-            steps.extend(made)
+        key = (g, tuple(tuple(outs_of(u.op)) for u in g.units), frozenset(scalar & {u.op for u in g.units}))
+        if key not in memo.steps:
+            memo.steps[key] = _lower_one_group(g, bodies, outs_of, scalar, opts)
+        made = memo.steps[key]
+        if made is None:
+            return None, k
+        steps.extend(made)
     return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
                    buffers, inlined), None
+
+
+def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options) -> list | None:
+    """The steps of one group (``None``: its members cannot be fused exactly)."""
+    if len(g.units) > 1:
+        return lower_group(g, bodies, outs_of, scalar, opts)
+    u = g.units[0]
+    if u.reduction is not None:
+        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts)
+    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range)
+    if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
+        made = [st for st in made if not isinstance(st, Fill)]
+    return made
 
 
 def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,

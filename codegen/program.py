@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.printer import Namer, expr_table
-from tensorad.ir.rewrite import fold
+from tensorad.ir.printer import Namer, expr_table, fold_text
 from tensorad.ir.tensor import Tensor
 
 
@@ -165,7 +164,7 @@ class ProgramPrinter:
         self.lines: list[str] = []
 
     def expr(self, e: Expr) -> str:
-        return fold(e, self.rules)
+        return fold_text(e, self.rules)
 
     def text(self) -> str:
         p = self.program

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const
-from tensorad.ir.rewrite import replace_reads
+from tensorad.ir.rewrite import reads, replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .cse import OpTable
@@ -35,6 +35,7 @@ from .polynomial import provably_zero
 from .rules import simplify_expr
 
 MAX_FUSE_ROUNDS = 4
+MAX_INLINED_NODES = 160  # a cheap producer chain inlined into one read: at most this many nodes
 
 _MEMO: dict[ComputeOp, ComputeOp] = {}
 _CREATED: weakref.WeakSet = weakref.WeakSet()  # ops this pass made (it owns them)
@@ -53,6 +54,32 @@ def _remember(old: ComputeOp, new: ComputeOp) -> ComputeOp:
 def is_adjoint(op: ComputeOp) -> bool:
     """An adjoint built by autodiff (``X.grad``) or a tensor this pass created."""
     return op.name.endswith(".grad") or op in _CREATED
+
+
+def _inlinable(t: Tensor) -> bool:
+    op = t.op
+    return isinstance(op, ComputeOp) and not op.is_reduction and op.num_outputs == 1 \
+        and is_cheap(op.body[0])
+
+
+def _inlined_size_within(t: Tensor, budget: int) -> bool:
+    """Whether ``t``'s body, with the cheap producers it reads inlined in turn (as the rewriter
+    will), stays within ``budget`` nodes counted as a tree.
+
+    Each producer is cheap on its own, but a chain of them is not: ``Y_k = 0.5 Y_{k-1}^2 + 0.1``
+    inlined transitively puts the whole forward chain into every adjoint -- quadratic size over
+    a chain's gradient (issue 8, D9), and a rewriter nesting as deep as the chain.  The search
+    stops as soon as the budget is spent, so it costs O(budget) per read.
+    """
+    stack = [t]
+    while stack:
+        u = stack.pop()
+        body = u.op.body[u.value_index]
+        budget -= sum(1 for _ in walk(body))
+        if budget < 0:
+            return False
+        stack.extend(r for r in reads(body) if _inlinable(r))
+    return True
 
 
 class _Pass:
@@ -75,7 +102,7 @@ class _Pass:
             if not new.is_reduction and new.num_outputs == 1:
                 return inline_read(Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index)))
             return None if new is op else Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index))
-        if not op.is_reduction and op.num_outputs == 1 and is_cheap(op.body[0]):
+        if _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES):
             return inline_read(node)
         return None
 

@@ -45,6 +45,25 @@ def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
 
 
+def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
+    """For a read ``X[phi(i)]`` that is a bijection of the consumer's domain onto ``X``'s
+    (each index a distinct axis, ``0 <= i_a < X.shape[k]`` exactly: identity or transpose),
+    ``{axis: k}`` -- ``i_a = j_k`` is the only point with ``phi(i) == j`` -- else ``None``.
+
+    Elementwise consumers read their inputs this way; their adjoint terms then need no
+    reduction for the optimizer to solve (a long elementwise chain differentiates in linear
+    time with a small constant).
+    """
+    if len(site.src) != len(axes) or len(axes) != len(x.shape):
+        return None
+    inverse: dict[Expr, int] = {}
+    for k, (e, size) in enumerate(zip(site.src, x.shape)):
+        if e.op is not Op.VAR or e in inverse or e not in axes or e.lo != 0 or e.hi != size:
+            return None
+        inverse[e] = k
+    return inverse
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
@@ -100,6 +119,12 @@ class AdjointBuilder:
         for site in read_sites(source, x):
             d = partial_by_read(source, site)
             if d is ZERO:
+                continue
+            inverse = None if raxes or cond is not TRUE or extra is not None else _inverse_map(axes, site, x)
+            if inverse is not None:  # phi is a bijection: the sum has the one term i = phi^-1(j)
+                m = {a: j[k] for a, k in inverse.items()}
+                h = cast(source.dtype, head[tuple(p) + tuple(m[a] for a in axes)])
+                terms.append(cast(x.dtype, materialize(mul(h, rename(d, m)), source.dtype)))
                 continue
             m = copy_vars(tuple(axes) + tuple(raxes))
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]

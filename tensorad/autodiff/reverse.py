@@ -113,6 +113,11 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         prefix = _check_head(output, head)
 
     graph = tensor_graph([output])
+    # the caller's own tensor objects (API.md: an override receives the original tensors, so
+    # ``out is t2`` holds): a tensor rebuilt here as ``Tensor(op, v)`` is equal, not identical
+    original: dict[Tensor, Tensor] = {}
+    for t in [*override, *inputs, output, *graph]:
+        original.setdefault(t, t)
     relevant = _relevant(graph, set(inputs))
     adj = _Adjoints(prefix, optimizer)
     if output in relevant:
@@ -134,7 +139,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
                 if fn is None:
                     plain[v] = h
                     continue
-                got = fn(outs[v], x, h)
+                got = fn(original.get(outs[v], outs[v]), original.get(x, x), h)
                 want = prefix + tuple(x.shape)
                 if not isinstance(got, Tensor) or tuple(got.shape) != want:
                     raise ValueError(f"override for {outs[v].name!r}: the adjoint contribution for "

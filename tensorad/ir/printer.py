@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
-from .rewrite import fold, op_reads
+from .rewrite import MissingRuleError, fold, op_reads, walk
 from .tensor import ComputeOp, Tensor
 
 
@@ -106,7 +107,79 @@ def expr_table(namer: Namer) -> dict:
 
 
 def expr_to_str(expr: Expr, namer: Namer | None = None) -> str:
-    return fold(expr, expr_table(namer or Namer()))
+    return fold_text(expr, expr_table(namer or Namer()))
+
+
+_OPEN, _CLOSE = "\ue000", "\ue001"  # private-use characters around a reference to a node's text
+_REF = re.compile(f"{_OPEN}(\\d+){_CLOSE}")
+_SHORT = 64  # operand texts up to this length are passed to the table as they are
+
+
+def fold_text(expr: Expr, table: dict) -> str:
+    """The text of ``expr`` by the printing ``table``, in time and space linear in its size.
+
+    A fold that concatenated operand texts would copy a depth-``d`` nest ``d`` times (quadratic)
+    and print a DAG as a tree (exponential: ``y = x * x`` repeated).  Here a long operand text
+    reaches its user's rule as a short reference, and the references are expanded once at the
+    end.  When the tree is much larger than the DAG, every shared non-leaf node is printed once,
+    named ``@k`` in a ``let @1 = ...; @2 = ... in ...`` prefix (names of shared values, not an
+    evaluation order).  Small expressions print exactly as the plain fold would.
+    """
+    order = list(walk(expr))
+    uses: dict[Expr, int] = {}
+    size: dict[Expr, int] = {}
+    for node in order:
+        size[node] = 1 + sum(size[c] for c in node.src)
+        for c in node.src:
+            uses[c] = uses.get(c, 0) + 1
+    share = size[expr] > 4 * len(order) + 200
+    bound = [n for n in order if share and n.src and uses.get(n, 0) > 1]
+    names = {n: f"@{k + 1}" for k, n in enumerate(bound)}
+    templates: list[str] = []
+    own: dict[Expr, str] = {}  # a bound node's own text (a reference to its template)
+
+    def visit(node: Expr, *args: str) -> str:
+        return _template(node, args, table, templates, own, names)
+
+    body = _expand(fold(expr, visit, {}), templates)
+    if not bound:
+        return body
+    lets = "; ".join(f"{names[n]} = {_expand(own[n], templates)}" for n in bound)
+    return f"let {lets} in {body}"
+
+
+def _template(node: Expr, args: tuple, table: dict, templates: list, own: dict, names: dict) -> str:
+    """The text a user's rule receives for ``node``: short texts as they are, long ones and
+    bound nodes as references (their templates kept in ``templates``)."""
+    try:
+        rule = table[node.op]
+    except KeyError:
+        raise MissingRuleError(f"no rule for {node.op.name} nodes ({node.op})") from None
+    mine = rule(node, *args)
+    if node not in names and len(mine) <= _SHORT:
+        return mine
+    templates.append(mine)
+    ref = f"{_OPEN}{len(templates) - 1}{_CLOSE}"
+    if node in names:
+        own[node] = ref
+        return names[node]
+    return ref
+
+
+def _expand(root: str, templates: list[str]) -> str:
+    """Replace references by their texts, iteratively (each template is expanded where used)."""
+    out: list[str] = []
+    stack = [root]
+    while stack:
+        piece = stack.pop()
+        parts = _REF.split(piece)
+        if len(parts) == 1:
+            out.append(piece)
+            continue
+        # parts: literal, ref, literal, ref, ..., literal -- push in reverse order
+        for k in range(len(parts) - 1, -1, -1):
+            stack.append(templates[int(parts[k])] if k % 2 else parts[k])
+    return "".join(out)
 
 
 def _axes_str(axes, namer: Namer) -> str:

@@ -77,6 +77,10 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
 
     A rule returns a replacement node or ``None`` (no change).  A replacement is itself
     rewritten, so rules may produce nodes other rules simplify further.
+
+    Iterative: one work stack holds both the walk over ``root`` and the rewriting of
+    replacements (a rule that inlines a tensor whose body reads another inlined tensor, 10,000
+    times over, nests no Python calls).  ``memo`` maps every visited node to its result.
     """
     memo = {} if memo is None else memo
     if isinstance(rules, Mapping):
@@ -86,22 +90,52 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
             fn = table.get(node.op)
             return fn(node) if fn is not None else None
 
-    def visit(node: Expr, *new_src: Expr) -> Expr:
-        if any(a is not b for a, b in zip(new_src, node.src)):
-            node = node.replace(src=new_src)
-        for _ in range(10_000):
-            out = rules(node)
-            if out is None or out is node:
-                return node
-            if out in memo:
-                return memo[out]
-            out = rewrite(out, rules, memo)
-            if out is node:
-                return node
-            node = out
-        raise RuntimeError(f"rewrite rules do not reach a fixed point on {node}")
+    results: list[Expr] = []
+    # work items: (VISIT, node) | (BUILD, node) | (APPLY, key, current, round) | (AFTER, key, current, round)
+    stack: list[tuple] = [(_VISIT, root)]
+    while stack:
+        item = stack.pop()
+        kind = item[0]
+        if kind is _VISIT:
+            node = item[1]
+            if node in memo:
+                results.append(memo[node])
+                continue
+            stack.append((_BUILD, node))
+            stack.extend((_VISIT, c) for c in reversed(node.src))
+        elif kind is _BUILD:
+            node = item[1]
+            n = len(node.src)
+            new_src = results[len(results) - n:] if n else []
+            del results[len(results) - n:]
+            cur = node.replace(src=new_src) if any(a is not b for a, b in zip(new_src, node.src)) else node
+            stack.append((_APPLY, node, cur, 0))
+        elif kind is _APPLY:
+            _, key, cur, rounds = item
+            if rounds >= 10_000:
+                raise RuntimeError(f"rewrite rules do not reach a fixed point on {cur}")
+            out = rules(cur)
+            if out is None or out is cur:
+                memo[key] = cur
+                results.append(cur)
+            elif out in memo:
+                memo[key] = memo[out]
+                results.append(memo[out])
+            else:
+                stack.append((_AFTER, key, cur, rounds))
+                stack.append((_VISIT, out))
+        else:  # AFTER: the replacement is rewritten; apply the rules to it again
+            _, key, cur, rounds = item
+            out = results.pop()
+            if out is cur:
+                memo[key] = cur
+                results.append(cur)
+            else:
+                stack.append((_APPLY, key, out, rounds + 1))
+    return results[-1]
 
-    return fold(root, visit, memo)
+
+_VISIT, _BUILD, _APPLY, _AFTER = "visit", "build", "apply", "after"
 
 
 def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:

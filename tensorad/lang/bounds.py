@@ -12,7 +12,9 @@ quasi-affine cannot be checked and is rejected with a clear message.
 
 from __future__ import annotations
 
-from ..ir.expr import TRUE, Expr, Op, logical, logical_not
+import islpy as isl
+
+from ..ir.expr import Expr, Op, logical_not
 from ..ir.printer import expr_to_str
 from ..ir.rewrite import walk
 from ..ir.tensor import ComputeOp
@@ -23,48 +25,67 @@ class OutOfBoundsError(IndexError):
     """A compute definition reads a tensor outside its shape for some point of its domain."""
 
 
-def _guarded_reads(body: Expr):
-    """Yield ``(read_node, guard)`` for every read, with the condition under which it runs."""
-    seen: set[tuple[Expr, Expr]] = set()
-    stack: list[tuple[Expr, Expr]] = [(body, TRUE)]
-    while stack:
-        node, guard = stack.pop()
-        if (node, guard) in seen:
+def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[Expr, isl.Set]]:
+    """Every read under ``body`` with the set of points at which it is evaluated.
+
+    A node is evaluated wherever one of its users is, restricted by the branch it sits in: the
+    branches of an ``if_then_else`` under its condition (then) or its negation (else), a
+    reduction's sources under its ``where``.  Users come before operands in reversed post-order,
+    so one pass over the DAG suffices: linear in its size (a shared node takes the union of its
+    users' sets), with no recursion and no enumeration of paths, whatever the nesting depth.
+    """
+    order = list(walk(body))
+    has_read: set[Expr] = set()
+    for node in order:
+        if node.op is Op.READ or any(x in has_read for x in node.src):
+            has_read.add(node)
+    reach: dict[Expr, isl.Set] = {body: domain}
+
+    def add(node: Expr, where: isl.Set) -> None:
+        if node in has_read:
+            before = reach.get(node)
+            reach[node] = where if before is None else before.union(where).coalesce()
+
+    for node in reversed(order):
+        here = reach.get(node)
+        if here is None:
             continue
-        seen.add((node, guard))
-        if node.op is Op.READ:
-            yield node, guard
         if node.op is Op.IF_THEN_ELSE:
             c, a, b = node.src
-            stack.append((c, guard))
-            stack.append((a, _and(guard, c)))
-            stack.append((b, _and(guard, logical_not(c))))
+            add(c, here)
+            add(a, here.intersect(space.cond(c, exact=False)))
+            add(b, here.intersect(space.cond(logical_not(c), exact=False)))
         elif node.op is Op.REDUCE:
             cond = node.src[0]
-            stack.append((cond, guard))
+            add(cond, here)
+            inside = here.intersect(space.cond(cond, exact=False))
             for s in node.src[1:]:
-                stack.append((s, _and(guard, cond)))
+                add(s, inside)
         else:
-            stack.extend((s, guard) for s in node.src)
+            for s in node.src:
+                add(s, here)
+    return [(n, reach[n]) for n in order if n.op is Op.READ and n in reach]
 
 
-def _and(a: Expr, b: Expr) -> Expr:
-    return b if a is TRUE else logical(Op.AND, a, b)
+def _needs_proof(node: Expr) -> bool:
+    """A read whose indices are not all constants in range (those need no proof)."""
+    return node.op is Op.READ and not all(
+        i.op is Op.CONST and 0 <= i.arg < s for i, s in zip(node.src, node.arg.shape))
 
 
 def check_op_bounds(op: ComputeOp) -> None:
     """Raise :class:`OutOfBoundsError` if some read of ``op`` can be out of bounds."""
+    bodies = op.body[:1] if op.is_reduction else op.body
+    if not any(_needs_proof(n) for b in bodies for n in walk(b)):
+        return
     axes = list(op.axes) + list(op.reduce_axes)
-    space = None
-    for body in op.body[:1] if op.is_reduction else op.body:
-        for rd, guard in _guarded_reads(body):
+    space = IndexSpace(axes)
+    domain = space.box()
+    for body in bodies:
+        for rd, where in _read_domains(space, domain, body):
             tensor = rd.arg
-            if all(i.op is Op.CONST and 0 <= i.arg < s for i, s in zip(rd.src, tensor.shape)):
-                continue  # constant indices in range: nothing to prove
-            if space is None:
-                space = IndexSpace(axes)
-                domain = space.box()
-            where = domain.intersect(space.cond(guard, exact=False))
+            if not _needs_proof(rd):
+                continue
             for d, (idx, size) in enumerate(zip(rd.src, tensor.shape)):
                 try:
                     pa = space.aff(idx)

@@ -38,6 +38,7 @@ class IndexSpace:
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.local = isl.LocalSpace.from_space(self.space)
         self._aff_memo: dict[Expr, isl.PwAff] = {}
+        self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
 
     # ---- sets -----------------------------------------------------------------------------
     def universe(self) -> isl.Set:
@@ -59,14 +60,31 @@ class IndexSpace:
         return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
 
     def aff(self, e: Expr) -> isl.PwAff:
-        """``e`` as a piecewise quasi-affine function of the space's variables."""
-        found = self._aff_memo.get(e)
-        if found is None:
-            found = self._aff_memo[e] = self._aff(e)
-        return found
+        """``e`` as a piecewise quasi-affine function of the space's variables.
 
-    def _aff(self, e: Expr) -> isl.PwAff:
-        op = e.op
+        Iterative (an explicit stack, operands before users), so an index expression of any
+        depth converts without reaching Python's recursion limit; results are memoized per
+        space, so a shared subexpression converts once.
+        """
+        memo = self._aff_memo
+        found = memo.get(e)
+        if found is not None:
+            return found
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node in memo:
+                continue
+            if ready:
+                memo[node] = self._aff_node(node)
+                continue
+            stack.append((node, True))
+            stack.extend((x, False) for x in reversed(_aff_operands(node)) if x not in memo)
+        return memo[e]
+
+    def _aff_node(self, e: Expr) -> isl.PwAff:
+        """One node, its affine operands (:func:`_aff_operands`) already in the memo."""
+        op, get = e.op, self._aff_memo.__getitem__
         if op is Op.VAR:
             if e not in self.pos:
                 raise NotAffine(f"variable {e.name!r} is not an index variable here")
@@ -76,34 +94,34 @@ class IndexSpace:
                 raise NotAffine(f"non-integer constant {e.arg}")
             return self.constant(int(e.arg))
         if op is Op.CAST and e.src[0].dtype in ("int32", "int64"):
-            return self.aff(e.src[0])
+            return get(e.src[0])
         if op is Op.ADD:
-            return self.aff(e.src[0]).add(self.aff(e.src[1]))
+            return get(e.src[0]).add(get(e.src[1]))
         if op is Op.SUB:
-            return self.aff(e.src[0]).sub(self.aff(e.src[1]))
+            return get(e.src[0]).sub(get(e.src[1]))
         if op is Op.NEG:
-            return self.aff(e.src[0]).neg()
+            return get(e.src[0]).neg()
         if op is Op.MUL:
             a, b = e.src
             if b.op is not Op.CONST and a.op is Op.CONST:
                 a, b = b, a
             if b.op is not Op.CONST:
                 raise NotAffine(f"product of two index expressions {expr_to_str(e)}")
-            return self.aff(a).scale_val(_val(int(b.arg)))
+            return get(a).scale_val(_val(int(b.arg)))
         if op in (Op.FLOORDIV, Op.MOD):
             a, b = e.src
             if b.op is not Op.CONST or int(b.arg) <= 0:
                 raise NotAffine(f"{expr_to_str(e)}: division and modulo need a positive constant divisor")
             if op is Op.FLOORDIV:
-                return self.aff(a).scale_down_val(_val(int(b.arg))).floor()
-            return self.aff(a).mod_val(_val(int(b.arg)))
+                return get(a).scale_down_val(_val(int(b.arg))).floor()
+            return get(a).mod_val(_val(int(b.arg)))
         if op is Op.MAXIMUM:
-            return self.aff(e.src[0]).max(self.aff(e.src[1]))
+            return get(e.src[0]).max(get(e.src[1]))
         if op is Op.MINIMUM:
-            return self.aff(e.src[0]).min(self.aff(e.src[1]))
+            return get(e.src[0]).min(get(e.src[1]))
         if op in (Op.SELECT, Op.IF_THEN_ELSE) and e.dtype in ("int32", "int64"):
             c = self.cond(e.src[0])
-            a, b = self.aff(e.src[1]), self.aff(e.src[2])
+            a, b = get(e.src[1]), get(e.src[2])
             return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
         raise NotAffine(f"{expr_to_str(e)} is not a quasi-affine index expression "
                         "(use + - * by constants, // and % by positive constants)")
@@ -115,29 +133,68 @@ class IndexSpace:
         With ``exact=False`` an atom isl cannot represent (a data-dependent test) is taken as
         possibly true: the result is then a superset, valid only where a superset is safe.
         Negation of an inexact set is not a superset, so under ``NOT`` unknown atoms are
-        taken as possibly false instead.
+        taken as possibly false instead.  Iterative and memoized like :meth:`aff`: a
+        condition of any depth converts without recursion.
         """
-        return self._cond(c, exact, positive=True)
+        memo = self._cond_memo
+        root = (c, exact, True)
+        stack: list[tuple[tuple[Expr, bool, bool], bool]] = [(root, False)]
+        while stack:
+            key, ready = stack.pop()
+            if key in memo:
+                continue
+            node, _, positive = key
+            if node.op is Op.NOT:
+                operands = [(node.src[0], exact, not positive)]
+            elif node.op in (Op.AND, Op.OR):
+                operands = [(x, exact, positive) for x in node.src]
+            else:
+                memo[key] = self._atom(node, exact, positive)
+                continue
+            if not ready:
+                stack.append((key, True))
+                stack.extend((k, False) for k in reversed(operands) if k not in memo)
+            elif node.op is Op.NOT:
+                memo[key] = memo[operands[0]].complement()
+            elif node.op is Op.AND:
+                memo[key] = memo[operands[0]].intersect(memo[operands[1]])
+            else:
+                memo[key] = memo[operands[0]].union(memo[operands[1]])
+        return memo[root]
 
-    def _cond(self, c: Expr, exact: bool, positive: bool) -> isl.Set:
-        op = c.op
-        if op is Op.CONST:
+    def _atom(self, c: Expr, exact: bool, positive: bool) -> isl.Set:
+        """A condition that is not a logical connective: a constant or a comparison."""
+        if c.op is Op.CONST:
             return self.universe() if c.arg else self.empty()
-        if op is Op.AND:
-            return self._cond(c.src[0], exact, positive).intersect(self._cond(c.src[1], exact, positive))
-        if op is Op.OR:
-            return self._cond(c.src[0], exact, positive).union(self._cond(c.src[1], exact, positive))
-        if op is Op.NOT:
-            return self._cond(c.src[0], exact, not positive).complement()
         try:
-            if op in _CMP:
+            if c.op in _CMP:
                 a, b = self.aff(c.src[0]), self.aff(c.src[1])
-                return getattr(a, _CMP[op])(b)
+                return getattr(a, _CMP[c.op])(b)
             raise NotAffine(f"condition {expr_to_str(c)} is not an affine comparison of indices")
         except NotAffine:
             if exact:
                 raise
             return self.universe() if positive else self.empty()
+
+
+def _aff_operands(e: Expr) -> tuple[Expr, ...]:
+    """The operands :meth:`IndexSpace._aff_node` reads from the memo (none for a node it rejects)."""
+    op = e.op
+    if op in (Op.ADD, Op.SUB, Op.NEG, Op.MAXIMUM, Op.MINIMUM):
+        return e.src
+    if op is Op.CAST:
+        return e.src if e.src[0].dtype in ("int32", "int64") else ()
+    if op is Op.MUL:
+        a, b = e.src
+        if b.op is Op.CONST:
+            return (a,)
+        return (b,) if a.op is Op.CONST else ()
+    if op in (Op.FLOORDIV, Op.MOD):
+        b = e.src[1]
+        return (e.src[0],) if b.op is Op.CONST and int(b.arg) > 0 else ()
+    if op in (Op.SELECT, Op.IF_THEN_ELSE) and e.dtype in ("int32", "int64"):
+        return e.src[1:]
+    return ()
 
 
 _CMP = {Op.LT: "lt_set", Op.LE: "le_set", Op.GT: "gt_set", Op.GE: "ge_set",

@@ -341,3 +341,17 @@ def test_short_batch_axis_is_fused_for_parallelism(batch):
     y, z = ta.build([Y, Z], [X], num_threads=2, parallel_min_work=0)(x)
     np.testing.assert_allclose(y, x * 2 + np.arange(3)[None, :, None, None])
     np.testing.assert_allclose(z, np.einsum("abck,abck->abc", x, x[:, :, ::-1, :]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (5,), ()])
+def test_identity_kernel_copies_an_input_that_is_also_an_output(shape):
+    # issue 8, D13: ta.build([A], [A]) raised "both an input and an output"
+    A = ta.placeholder(shape, "float64", name="A")
+    kern = ta.build([A], [A])
+    a = np.random.default_rng(0).uniform(-1, 1, shape)
+    got = kern(a)
+    assert np.array_equal(got, a) and not np.shares_memory(got, a)
+    B = ta.compute(shape, lambda *i: A[i] * 2.0 if i else A[()] * 2.0, name="B")
+    both = ta.build([B, A], [A])
+    b, a2 = both(a)
+    assert np.array_equal(b, a * 2) and np.array_equal(a2, a)

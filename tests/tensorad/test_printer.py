@@ -142,3 +142,19 @@ def test_expression_str_uses_operator_syntax():
     i = ta.ir.var("i", 0, 3)
     e = ta.maximum(ta.exp(-A[i]), ta.power(A[i], 2.0)) / ta.sqrt(A[(i + 1) % 3])
     assert str(e) == "(max(exp((-A(i))), pow(A(i), 2.000000f)) / sqrt(A(((i + 1) % 3))))"
+
+
+def test_a_shared_dag_prints_once_per_value_not_as_a_tree():
+    # y = y * y + 1, 200 times: a tree print has 2^200 leaves (issue 8, D9); each value once here
+    X = ta.placeholder((4,), name="X")
+
+    def body(i):
+        e = X[i]
+        for _ in range(200):
+            e = e * e + 1.0
+        return e
+
+    text = str(ta.compute((4,), body, name="Z"))
+    assert len(text) < 200 * 40 and text.count("@") == 3 * 200  # 200 names, 400 uses
+    assert "let @1 = X(i); @2 = ((@1 * @1) + 1.000000f);" in text
+

@@ -38,7 +38,8 @@ def test_dense_gradient_is_one_head_product(check_reverse):
 
 
 def test_transposed_and_repeated_reads_give_separate_terms(check_reverse):
-    a = ta.placeholder((3, 3), F, name="A")
+    # Y covers only part of A (3x3 of 4x4), so each read site's term is a reduction to solve
+    a = ta.placeholder((4, 4), F, name="A")
     y = ta.compute((3, 3), lambda i, j: a[i, j] + a[j, i] * a[j, i], name="Y")
     check_reverse(y, [a])
     g = jacobian_recursive(y, [a], ta.placeholder((3, 3), F, name="H"))[0]
@@ -48,6 +49,17 @@ def test_transposed_and_repeated_reads_give_separate_terms(check_reverse):
     assert len(terms) == 2 and all(t.op.is_reduction for t in terms)
     conds = sorted(str(t.op.body[0].src[0]) for t in terms)
     assert conds == ["((i == ax0) && (j == ax1))", "((j == ax0) && (i == ax1))"]
+
+
+def test_bijective_reads_give_direct_terms_without_reductions(check_reverse):
+    # Y covers all of A: the equation phi(i, j) == (ax0, ax1) has the one solution, so each
+    # site's term is the head at the inverse point (no reduction left for the optimizer)
+    a = ta.placeholder((3, 3), F, name="A")
+    y = ta.compute((3, 3), lambda i, j: a[i, j] + a[j, i] * a[j, i], name="Y")
+    check_reverse(y, [a])
+    g = jacobian_recursive(y, [a], ta.placeholder((3, 3), F, name="H"))[0]
+    assert g.op.body[0].op is Op.ADD
+    assert not _reductions(g)
 
 
 def test_reversed_read(check_reverse):
@@ -262,3 +274,22 @@ def test_output_that_is_an_input(rng):
     assert gx is h
     ident, = jacobian_recursive(x, [x])
     np.testing.assert_array_equal(ta.evaluate(ident, {}), np.eye(2))
+
+
+def test_override_receives_the_original_tensor_objects():
+    # API.md: "called ... with the original tensor objects" (issue 8, D13: `out is t2` was False)
+    x = ta.placeholder((3,), F, name="X")
+    t1 = ta.compute((3,), lambda i: x[i] * 2.0, name="T1")
+    t2 = ta.compute((3,), lambda i: ta.exp(t1[i]), name="T2")
+    loss = ta.compute((), lambda: t2[0] + t2[2], name="L")
+    seen = []
+
+    def t2_grad(out, inp, head):
+        seen.append((out is t2, inp is t1))
+        return ta.compute((3,), lambda i: head[i] * ta.exp(t1[i]), name="custom")
+
+    gx = jacobian_recursive(loss, [x], override={t2: t2_grad})[0]
+    assert seen == [(True, True)]
+    xv = np.array([0.1, -0.2, 0.3])
+    want = np.array([2 * np.exp(0.2), 0.0, 2 * np.exp(0.6)])
+    np.testing.assert_allclose(ta.evaluate(gx, {x: xv}), want, rtol=1e-12)

@@ -1,0 +1,167 @@
+"""Deep and long programs (issue 8, D8 and D9): no recursion limit, linear size.
+
+* D8: a 10,000-deep expression (nested ``if_then_else`` and arithmetic) goes through
+  definition, printing, evaluation and differentiation, a 2,000-deep one (250 nested lazy
+  branches) through the optimizer, lowering and LLVM -- every traversal is iterative.
+  Oracle: the same recurrence run in Python on a dual number (value and derivative).
+* D9: the gradient of an elementwise chain stays linear in the chain's length.  Growth is
+  measured by counting (IR nodes, printed characters, lowering steps) at ``n`` and ``2n``,
+  never by the clock: linear doubles, quadratic quadruples, exponential explodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensorad as ta
+from tensorad.ir.rewrite import tensor_graph, walk
+
+DEPTH = 10_000
+F = "float64"
+
+
+def _deep(A, i, depth):
+    """``e_{k+1} = ite(i > k % 7, 0.999 e_k + 0.001 A[i], A[i] + 1)`` every 8th level, else the
+    arithmetic step; 10,000 levels deep."""
+    e = A[i]
+    for k in range(depth):
+        if k % 8 == 7:
+            e = ta.if_then_else(i > k % 7, e * 0.999 + A[i] * 0.001, A[i] + 1.0)
+        else:
+            e = e * 0.999 + A[i] * 0.001
+    return e
+
+
+def _deep_reference(a: float, i: int, depth: int) -> tuple[float, float]:
+    """The recurrence of :func:`_deep` on a dual number: (value, d value / d a)."""
+    v, d = a, 1.0
+    for k in range(depth):
+        if k % 8 == 7 and not i > k % 7:
+            v, d = a + 1.0, 1.0
+        else:
+            v, d = v * 0.999 + a * 0.001, d * 0.999 + 0.001
+    return v, d
+
+
+def test_a_10000_deep_expression_defines_prints_evaluates_and_differentiates():
+    A = ta.placeholder((8,), F, name="A")
+    Y = ta.compute((8,), lambda i: _deep(A, i, DEPTH), name="Y")
+    L = ta.compute((), lambda: Y[2] + Y[7], name="L")
+    assert len(str(Y)) > DEPTH and "Y" in ta.PrintTensorRecursively(L)
+    a = np.linspace(-1, 1, 8)
+    ref = [_deep_reference(a[i], i, DEPTH) for i in range(8)]
+    np.testing.assert_allclose(ta.evaluate(Y, {A: a}), [v for v, _ in ref], rtol=1e-10)
+    (g,) = ta.gradient(L, [A], optimize=False)
+    dwant = np.zeros(8)
+    dwant[[2, 7]] = [ref[2][1], ref[7][1]]
+    np.testing.assert_allclose(ta.evaluate(g, {A: a}), dwant, rtol=1e-10)
+
+
+def test_a_2000_deep_expression_optimizes_lowers_and_builds():
+    # 250 nested lazy if_then_else: 200 raised RecursionError in the LLVM emitter (D8)
+    depth = 2_000
+    A = ta.placeholder((8,), F, name="A")
+    Y = ta.compute((8,), lambda i: _deep(A, i, depth), name="Y")
+    L = ta.compute((), lambda: Y[2] + Y[7], name="L")
+    a = np.linspace(-1, 1, 8)
+    ref = [_deep_reference(a[i], i, depth) for i in range(8)]
+    want = np.array([v for v, _ in ref])
+    np.testing.assert_allclose(ta.build([Y], [A], opt_level=1)(a), want, rtol=1e-10)
+    (g,) = ta.gradient(L, [A])  # optimized
+    dwant = np.zeros(8)
+    dwant[[2, 7]] = [ref[2][1], ref[7][1]]
+    np.testing.assert_allclose(ta.evaluate(g, {A: a}), dwant, rtol=1e-10)
+    np.testing.assert_allclose(ta.build([g], [A], opt_level=1)(a), dwant, rtol=1e-10)
+
+
+# ---- D9: linear growth ------------------------------------------------------------------
+
+def _square_chain(n: int):
+    """``Y_{k+1} = 0.5 Y_k^2 + 0.1``: each step reads its producer twice (a DAG that a tree
+    printer expands to 2^n copies) and is cheap, so the whole chain is inlined into one nest."""
+    X = ta.placeholder((16,), F, name="X")
+    Y = X
+    for k in range(n):
+        Y = (lambda P: ta.compute((16,), lambda i: P[i] * P[i] * 0.5 + 0.1, name=f"sq{k}"))(Y)
+    L = ta.compute((), lambda: Y[0] + Y[5], name="L")
+    return X, Y, L
+
+
+def _nodes(tensors) -> int:
+    seen: set = set()
+    for t in tensor_graph(tensors):
+        if not t.is_placeholder:
+            for b in t.op.body:
+                seen.update(walk(b))
+    return len(seen)
+
+
+def test_gradient_of_a_square_chain_is_linear_in_size_and_right():
+    sizes = {}
+    for n in (24, 48):
+        X, Y, L = _square_chain(n)
+        (g,) = ta.gradient(L, [X])
+        text = str(ta.lower([g], [X]))
+        sizes[n] = (len(text), _nodes([g]), len(ta.PrintTensorRecursively(g)))
+    for a, b in zip(sizes[24], sizes[48]):
+        assert b <= 2.5 * a, sizes  # quadratic would be 4x, the tree expansion 2^24 x
+    X, Y, L = _square_chain(12)
+    (g,) = ta.gradient(L, [X])
+    x = np.linspace(-0.5, 0.5, 16)
+    y, d = x.copy(), np.ones(16)
+    for _ in range(12):  # dual numbers: y' = y * dy
+        y, d = 0.5 * y * y + 0.1, y * d
+    want = np.zeros(16)
+    want[[0, 5]] = d[[0, 5]]
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-10)
+    np.testing.assert_allclose(ta.build([g], [X])(x), want, rtol=1e-10)
+
+
+def _tanh_chain(n: int):
+    """Alternating ``tanh`` and ``sigmoid(Y) + Y/2`` steps: each materialized (expensive and
+    read twice by the gradient), so the lowered program has about one nest per step."""
+    X = ta.placeholder((16,), F, name="X")
+    Y = X
+    for k in range(n):
+        if k % 2:
+            Y = (lambda P: ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
+        else:
+            Y = (lambda P: ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
+    return X, ta.compute((), lambda: Y[0] + Y[9], name="L")
+
+
+def test_lowering_a_long_chain_gradient_does_linear_work(monkeypatch):
+    lower_module = __import__("sys").modules["tensorad.codegen.lower"]
+    calls = {"n": 0}
+    real = lower_module._lower_op
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lower_module, "_lower_op", counting)
+    counts = {}
+    for n in (30, 60):
+        X, L = _tanh_chain(n)
+        (g,) = ta.gradient(L, [X])
+        calls["n"] = 0
+        low = ta.lower([g], [X])
+        counts[n] = (calls["n"], len(str(low)))
+    for a, b in zip(counts[30], counts[60]):
+        assert b <= 2.3 * a, counts  # each failed fusion used to re-lower every group: quadratic
+
+
+def test_a_1000_long_chain_of_inlined_producers_lowers_and_builds():
+    # every step is cheap and read once, so lowering inlines the whole chain into one nest:
+    # the rewriter nested Python calls per inlined producer (RecursionError at a few hundred)
+    X = ta.placeholder((4,), F, name="X")
+    Y = X
+    for k in range(1000):
+        Y = (lambda P: ta.compute((4,), lambda i: P[i] * 1.0001 + 0.001, name=f"c{k}"))(Y)
+    x = np.array([-1.0, 0.0, 0.5, 2.0])
+    want = x.copy()
+    for _ in range(1000):
+        want = want * 1.0001 + 0.001
+    low = ta.lower([Y], [X])
+    assert low.text.count("# nest") == 1 and low.work == 4
+    np.testing.assert_allclose(ta.build([Y], [X], opt_level=1)(x), want, rtol=1e-12)
