@@ -18,7 +18,7 @@ placeholder variable; when the fold reaches the placeholder, the condition is co
 each branch is emitted in its own block (with its own memo scope), joined by a phi.  ``SELECT``
 computes both branches (the language guarantees both are in bounds).
 
-Math: exp, log, tanh, sigmoid and pow are inline vector code (:mod:`.llvm_math`, no library
+Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm_math`, no library
 calls); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
 ``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
 """
@@ -32,7 +32,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
-from .llvm_math import emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
+from .llvm_math import emit_erf, emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -419,6 +419,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.SELECT: select,
         Op.CAST: lambda n, x: _cast(em, n, x),
         Op.SIGMOID: sigmoid,
+        Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
     }
     for op in _ICMP:

@@ -97,6 +97,7 @@ CONST_RULES: dict[Op, Callable[..., Any]] = {
     Op.ABS: _num_rule(abs),
     Op.SIN: _num_rule(np.sin),
     Op.COS: _num_rule(np.cos),
+    Op.ERF: _num_rule(math.erf),
 }
 
 

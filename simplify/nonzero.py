@@ -90,6 +90,7 @@ NZ_RULES = {
     Op.NEG: _same,                                     # nz(-a) = nz(a)
     Op.CAST: _cast,                                    # nz(T(c)) = c; nz(T(a)) = nz(a)
     Op.TANH: _same, Op.SQRT: _same, Op.ABS: _same, Op.SIN: _same,  # f(0) = 0
+    Op.ERF: _same,                                     # erf(0) = 0 (odd, zero only at 0)
     Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
     Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
 }

@@ -30,6 +30,7 @@ from .lang import (
     compute,
     const,
     cos,
+    erf,
     exp,
     if_then_else,
     log,
@@ -59,6 +60,9 @@ prod = _reducer.prod
 
 def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  # noqa: N802, A002
     """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
+
+    Follows every path from ``input`` to ``output`` (the chain rule over the tensor DAG when
+    ``input`` also reaches ``output`` through other tensors, e.g. for the Jacobian of a gradient).
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
@@ -142,7 +146,7 @@ __all__ = [
     "Expr", "Op", "Tensor", "Kernel", "LoweredFunc", "FLOAT_DTYPES", "INT_DTYPES",
     "placeholder", "compute", "reduce_axis", "sum", "max", "min", "prod", "comm_reducer",
     "select", "if_then_else", "const", "cast", "exp", "log", "sqrt", "tanh", "sigmoid", "abs",
-    "power", "sin", "cos", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
+    "power", "sin", "cos", "erf", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
     "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi", "config",

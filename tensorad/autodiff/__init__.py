@@ -1,6 +1,7 @@
 """Automatic differentiation of tensor expressions (API.md section 2).
 
-* :func:`jacobian` -- the elementwise Jacobian of a tensor by a tensor it reads;
+* :func:`jacobian` -- the Jacobian of a tensor by a tensor (elementwise when it reads it
+  directly, the chain rule over the DAG otherwise);
 * :func:`jacobian_recursive` -- reverse accumulation over the tensor DAG with a head;
 * :func:`jvp` / :func:`hessian_vector_product` -- forward mode and forward-over-reverse;
 * :func:`gradcheck` -- both modes against central finite differences in float64;
@@ -11,14 +12,15 @@ tensors of the same IR, so they can be differentiated again.  This package never
 optimizer: the facade passes it in as ``optimizer`` (a ``Tensor -> Tensor`` function).
 """
 
+from .chain import jacobian
 from .forward import hessian_vector_product, jvp
 from .gradcheck import GradcheckError, gradcheck
-from .jacobian import jacobian
+from .jacobian import direct_jacobian
 from .manual import generalized_matmul, inline_non_reductions
 from .reverse import jacobian_recursive
 from .rules import TANGENT_RULES, partial_by_read, tangent
 from .zero import ZERO
 
-__all__ = ["jacobian", "jacobian_recursive", "jvp", "hessian_vector_product", "gradcheck",
+__all__ = ["jacobian", "direct_jacobian", "jacobian_recursive", "jvp", "hessian_vector_product", "gradcheck",
            "GradcheckError", "generalized_matmul", "inline_non_reductions", "TANGENT_RULES",
            "tangent", "partial_by_read", "ZERO"]

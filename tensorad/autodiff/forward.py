@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from ..ir.expr import Expr, Op, cast
 from ..ir.rewrite import tensor_graph
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
 from .reverse import jacobian_recursive
 from .rules import tangent
@@ -51,7 +51,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         dot[x] = v
     for op in dict.fromkeys(t.op for t in tensor_graph([output])):  # producers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
-        if not isinstance(op, ComputeOp) or all(t in dot for t in outs):
+        if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op.attr(SHIFT_ATTR):
             continue
 
         def leaf(node: Expr) -> Tangent:

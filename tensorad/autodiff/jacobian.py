@@ -34,11 +34,19 @@ def body_jacobian(body: Expr, x: Tensor, jac: list[Expr]) -> Tangent:
     return tangent(body, leaf)
 
 
-def jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
-    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
+def reads_only_directly(output: Tensor, input: Tensor) -> bool:  # noqa: A002
+    """True when ``output`` depends on ``input`` only through its own reads of it (or not at
+    all): no other tensor that ``output`` reads depends on ``input``."""
+    if not isinstance(output.op, ComputeOp):
+        return True
+    return not any(t != input and input in tensor_graph([t]) for t in op_reads(output.op))
 
-    Only direct reads of ``input`` by ``output``'s body count (use ``jacobian_recursive`` for
-    a chain of tensors).  ``optimizer`` (a ``Tensor -> Tensor`` pass) is applied to the result.
+
+def direct_jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
+    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``,
+    from the direct reads of ``input`` by ``output``'s body only (the elementwise Jacobian; see
+    :func:`tensorad.autodiff.chain.jacobian` for the one that follows every path).
+    ``optimizer`` (a ``Tensor -> Tensor`` pass) is applied to the result.
     """
     check_float(output, "jacobian")
     check_float(input, "jacobian")

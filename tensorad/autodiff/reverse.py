@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .adjoint import AdjointBuilder
 from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
 from .zero import sum_all
@@ -46,10 +46,12 @@ def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
 
 
 def _relevant(graph: list[Tensor], inputs: set[Tensor]) -> set[Tensor]:
-    """Floating-point tensors of ``graph`` that are inputs or depend on one."""
+    """Floating-point tensors of ``graph`` that are inputs or depend on one (a stabilizing
+    shift, ``SHIFT_ATTR``, cancels out of its consumers: no derivative flows through it)."""
     found: set[Tensor] = set()
     for t in graph:  # producers first
         if t in inputs or (isinstance(t.op, ComputeOp) and dt.is_float(t.dtype)
+                           and not t.op.attr(SHIFT_ATTR)
                            and any(d in found for d in op_reads(t.op))):
             found.add(t)
     return found

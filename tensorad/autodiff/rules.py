@@ -17,6 +17,7 @@ only ever see floating-point nodes.  Ties of ``max``/``min``/``abs`` pick a docu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from ..ir import dtype as dt
@@ -57,6 +58,12 @@ def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     half = mul(add(da, db), const(0.5, n.dtype))
     tie = choose(Op.SELECT, compare(lose, a, b), db, half, n.dtype)
     return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
+
+
+def _erf(n: Expr, da: Tangent) -> Tangent:
+    # d erf(a) = 2/sqrt(pi) e^(-a^2) da
+    a = n.src[0]
+    return mul(da, unary(Op.EXP, -(a * a)) * const(2 / math.sqrt(math.pi), a.dtype))
 
 
 def _mod(n: Expr, da: Tangent, db: Tangent) -> Tangent:
@@ -105,6 +112,7 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
     Op.ABS: _abs,                                               # d|a| = sign(a) da, 0 at a = 0
     Op.SIN: lambda n, da: mul(da, unary(Op.COS, n.src[0])),     # d sin a = cos a da
     Op.COS: lambda n, da: neg(mul(da, unary(Op.SIN, n.src[0]))),  # d cos a = -sin a da
+    Op.ERF: _erf,                                               # d erf a = 2/sqrt(pi) e^(-a^2) da
     Op.REDUCE: _reduce,                                         # sum: sum of d; others: (d, value) pairs
 }
 

@@ -31,6 +31,7 @@ It is the test oracle of the project, so it is written for obvious correctness, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,12 @@ from .feed import check_feed
 
 # Every value below is a pair (array, poison): poison is None or a bool mask, broadcastable to
 # the grid, of the points whose value came from an out-of-bounds read.
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """``math.erf`` elementwise, in ``x``'s dtype (no SciPy: the reference must stay plain)."""
+    x = np.asarray(x)
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -86,6 +93,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.ABS: lambda n, a: np.abs(a),                                  # |a|
     Op.SIN: lambda n, a: np.sin(a),                                  # sin a
     Op.COS: lambda n, a: np.cos(a),                                  # cos a
+    Op.ERF: lambda n, a: _erf(a),                                    # 2/sqrt(pi) int_0^a e^-t^2 dt
 }
 # Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand),
 # READ (gather with clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes).

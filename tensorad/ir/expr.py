@@ -68,6 +68,7 @@ class Op(enum.Enum):
     ABS = "abs"
     SIN = "sin"
     COS = "cos"
+    ERF = "erf"
     # tensor access and reduction
     READ = "read"
     REDUCE = "reduce"
@@ -77,7 +78,8 @@ BINARY_ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, O
                           Op.MAXIMUM, Op.MINIMUM})
 COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
 LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
-UNARY_MATH = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS})
+UNARY_MATH = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS,
+                        Op.ERF})
 
 
 _uids = itertools.count(1)
@@ -285,13 +287,31 @@ def var(name: str, lo: int | None = None, hi: int | None = None, dtype: str = dt
     return Expr(Op.VAR, dtype, (), VarInfo(name, fresh_uid(), lo, hi))
 
 
+def is_tensor(x: Any) -> bool:
+    """True for a ``Tensor`` (tested by its attributes: ``tensor.py`` imports this module)."""
+    return not isinstance(x, Expr) and hasattr(x, "op") and hasattr(x, "value_index")
+
+
+def scalar_use_error(x: Any, whole: str = "") -> TypeError:
+    """The error for a tensor ``x`` where a scalar expression is expected; ``whole`` names the
+    ``ta.topi`` call that does the same to the whole tensor (``{}`` is replaced by its name)."""
+    msg = f"tensor {x.name!r} used as a scalar: read an element with {x.name}[i, ...]"
+    if whole:
+        msg += f", or call {whole.format(x.name)} for the whole tensor"
+    return TypeError(msg)
+
+
+# the ta.topi function that applies a scalar op to whole tensors
+_TOPI_NAMES = {Op.ADD: "add", Op.SUB: "subtract", Op.MUL: "multiply", Op.DIV: "divide",
+               Op.POW: "power", Op.MAXIMUM: "maximum", Op.MINIMUM: "minimum", Op.NEG: "negative"}
+
+
 def as_expr(x: Any, like: str | None = None) -> Expr:
     """Convert a Python scalar to a constant; ``like`` is the dtype of the other operand."""
     if isinstance(x, Expr):
         return x
-    if hasattr(x, "op") and hasattr(x, "value_index"):
-        raise TypeError(
-            f"tensor {x.name!r} used as a scalar: read an element with {x.name}[i, ...]")
+    if is_tensor(x):
+        raise scalar_use_error(x)
     if isinstance(x, bool):
         return const(x, dt.BOOL)
     if isinstance(x, int):
@@ -331,6 +351,9 @@ def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
 
 def binary(op: Op, a: Any, b: Any) -> Expr:
     """Build an arithmetic node, checking operand kinds."""
+    for x in (a, b):
+        if is_tensor(x) and op in _TOPI_NAMES:
+            raise scalar_use_error(x, f"ta.topi.{_TOPI_NAMES[op]}(...)")
     a, b = _unify(a, b)
     if a.dtype == dt.BOOL:
         raise TypeError(f"arithmetic {op.value!r} on boolean expressions; use & and | for logic")
@@ -344,6 +367,8 @@ def binary(op: Op, a: Any, b: Any) -> Expr:
 
 def unary(op: Op, x: Any) -> Expr:
     """Build NEG or a scalar math node; math on integers computes in float32."""
+    if is_tensor(x):
+        raise scalar_use_error(x, f"ta.topi.{_TOPI_NAMES.get(op, op.value)}({{}})")
     x = as_expr(x)
     if x.dtype == dt.BOOL:
         raise TypeError(f"{op.value} of a boolean expression")

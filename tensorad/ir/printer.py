@@ -101,7 +101,7 @@ def expr_table(namer: Namer) -> dict:
     }
     for op in BINARY_ARITH | COMPARISONS:
         table[op] = binary
-    for op in (Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS):
+    for op in (Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS, Op.SIN, Op.COS, Op.ERF):
         table[op] = lambda n, a: f"{n.op.value}({a})"
     return table
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import dtype as dt
-from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, var
+from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, is_tensor, scalar_use_error, var
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,12 @@ class Reducer:
     def __call__(self, expr: Any, axis: Any, where: Any = None) -> Any:
         single = not isinstance(expr, (tuple, list))
         sources = (expr,) if single else tuple(expr)
+        for s in sources:
+            if is_tensor(s):
+                axis_text = axis if isinstance(axis, int) else "..."
+                whole = (f"ta.topi.{self.kind}({{}}, axis={axis_text})"
+                         if self.kind in ("sum", "max", "min", "prod") else "")
+                raise scalar_use_error(s, whole)
         sources = tuple(as_expr(s) for s in sources)
         axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         for ax in axes:

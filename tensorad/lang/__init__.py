@@ -7,6 +7,7 @@ from .tensor_lang import (
                           compute,
                           const,
                           cos,
+                          erf,
                           exp,
                           if_then_else,
                           log,
@@ -26,5 +27,6 @@ from .tensor_lang import (
 )
 
 __all__ = ["OutOfBoundsError", "check_op_bounds", "abs", "cast", "compute", "const", "cos",
-           "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value", "minimum",
+           "erf", "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value",
+           "minimum",
            "placeholder", "power", "reduce_axis", "select", "sigmoid", "sin", "sqrt", "tanh"]

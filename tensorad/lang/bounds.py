@@ -90,6 +90,14 @@ def check_op_bounds(op: ComputeOp) -> None:
                 try:
                     pa = space.aff(idx)
                 except NotAffine as exc:
+                    data = [n for n in walk(idx) if n.op is Op.READ]
+                    if data:
+                        raise OutOfBoundsError(
+                            f"{op.name}: the read {expr_to_str(rd)} indexes {tensor.name} with data "
+                            f"(index {d}, {expr_to_str(idx)}, reads tensor {data[0].arg.name}): "
+                            f"data-dependent reads (gathers) are not supported yet; the one-hot "
+                            f"reduction sum(select({expr_to_str(idx)} == v, ...[v ...], 0), v) over a "
+                            f"reduce axis v computes the same") from None
                     raise OutOfBoundsError(
                         f"{op.name}: cannot check the read {expr_to_str(rd)}: index {d} "
                         f"({expr_to_str(idx)}) is not quasi-affine ({exc})") from None

@@ -234,6 +234,7 @@ def sigmoid(x: Any) -> Expr: return unary(Op.SIGMOID, x)
 def abs(x: Any) -> Expr: return unary(Op.ABS, x)  # noqa: A001
 def sin(x: Any) -> Expr: return unary(Op.SIN, x)
 def cos(x: Any) -> Expr: return unary(Op.COS, x)
+def erf(x: Any) -> Expr: return unary(Op.ERF, x)  # 2/sqrt(pi) int_0^x e^-t^2 dt
 def power(a: Any, b: Any) -> Expr: return binary(Op.POW, a, b)
 def maximum(a: Any, b: Any) -> Expr: return binary(Op.MAXIMUM, a, b)
 def minimum(a: Any, b: Any) -> Expr: return binary(Op.MINIMUM, a, b)
@@ -250,5 +251,5 @@ def max_value(dtype: str) -> Expr:
 
 
 __all__ = ["placeholder", "reduce_axis", "compute", "select", "if_then_else", "exp", "log",
-           "sqrt", "tanh", "sigmoid", "abs", "sin", "cos", "power", "maximum", "minimum",
+           "sqrt", "tanh", "sigmoid", "abs", "sin", "cos", "erf", "power", "maximum", "minimum",
            "min_value", "max_value", "const", "cast", "make_compute"]

@@ -4,12 +4,14 @@ Every operator is one or a few ``compute`` definitions built from reads, scalar 
 reducers and ``if_then_else``: nothing here is opaque to autodiff or the optimizer, which see
 exactly what a user would have written by hand.
 
-* ``ta.topi.nn``: ``dense``, ``conv2d``, ``pool``, ``softmax``, ``log_softmax``, ``flatten``,
-  ``relu``, ``pad``;
-* elementwise math: ``exp``, ``log``, ``sqrt``, ``sigmoid``, ``tanh``, ``negative``, ``abs``, ...;
+* ``ta.topi.nn``: ``dense``, ``conv2d`` (``groups``), ``conv2d_transpose``, ``pool``,
+  ``upsampling``, ``softmax``, ``log_softmax``, ``flatten``, ``relu``, ``gelu``, ``pad``,
+  ``layer_norm``, ``batch_norm``, ``group_norm``, ``scaled_dot_product_attention``,
+  ``cross_entropy``, ``nll_loss`` (integer labels);
+* elementwise math: ``exp``, ``log``, ``sqrt``, ``sigmoid``, ``tanh``, ``erf``, ``negative``, ``abs``, ...;
 * broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
   ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);
-* reductions: ``sum``, ``max``, ``min``, ``prod`` (``axis``, ``keepdims``);
+* reductions: ``sum``, ``max``, ``min``, ``prod``, ``mean``, ``var`` (``axis``, ``keepdims``);
 * transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
   ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
 """
@@ -23,6 +25,7 @@ from .math import (
     abs,
     cast,
     cos,
+    erf,
     exp,
     full,
     full_like,
@@ -37,6 +40,7 @@ from .math import (
     zeros,
     zeros_like,
 )
+from .norm import mean, var
 from .reduction import max, min, prod, sum
 from .transform import concatenate, expand_dims, reshape, split, squeeze, transpose
 
@@ -46,7 +50,7 @@ TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=di
 __all__ = [
     "nn", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
     "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
-    "sigmoid", "sin", "sqrt", "tanh", "full", "full_like", "ones", "ones_like", "zeros",
+    "sigmoid", "sin", "sqrt", "tanh", "erf", "mean", "var", "full", "full_like", "ones", "ones_like", "zeros",
     "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
     "expand_dims", "squeeze",
 ]

@@ -73,13 +73,15 @@ def product(values: Sequence[int]) -> int:
 
 
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
-                tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
+                tag: str = "", axis_names: Sequence[str] | None = None,
+                attrs: dict | None = None) -> Tensor:
     """A one-output compute whose body is ``fbody(axes)`` (the axes as one tuple).
 
     Generic n-d operators use this instead of ``compute(shape, lambda *i: ...)`` to give their
-    axes readable names (``ax0, ax1, ...`` unless ``axis_names`` says otherwise).
+    axes readable names (``ax0, ax1, ...`` unless ``axis_names`` says otherwise).  ``attrs``
+    annotate the op (``{SHIFT_ATTR: True}`` for a stabilizing shift the operator cancels).
     """
     shape = tuple(shape)
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
-    return make_compute(name, axes, (fbody(axes),), tag)[0]
+    return make_compute(name, axes, (fbody(axes),), tag, attrs)[0]

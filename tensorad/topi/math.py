@@ -43,6 +43,7 @@ sigmoid = _unary(lang.sigmoid, "sigmoid")
 tanh = _unary(lang.tanh, "tanh")
 sin = _unary(lang.sin, "sin")
 cos = _unary(lang.cos, "cos")
+erf = _unary(lang.erf, "erf")
 abs = _unary(lang.abs, "abs", float_only=False)  # noqa: A001
 negative = _unary(lambda v: -v, "negative", float_only=False)
 

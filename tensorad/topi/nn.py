@@ -7,17 +7,27 @@ pool reads a padded tensor everywhere in bounds and their reductions stay condit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
+from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
 from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
-from .math import elemwise
+from .attention import scaled_dot_product_attention
+from .loss import cross_entropy, nll_loss
+from .math import elemwise, erf
+from .norm import batch_norm, group_norm, layer_norm
+from .spatial import conv2d_transpose, upsampling
 from .transform import reshape
+
+__all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
+           "log_softmax", "flatten", "relu", "gelu", "erf", "layer_norm", "batch_norm",
+           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss"]
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
@@ -90,20 +100,28 @@ def _out_size(size: int, lo: int, hi: int, window: int, stride: int, op: str, wh
 
 
 def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: Any = 1,
-           name: str = "conv2d") -> Tensor:
-    """2-d convolution (cross-correlation), ``X [N, C, H, W]`` with ``W [F, C, KH, KW]``.
+           groups: int = 1, name: str = "conv2d") -> Tensor:
+    """2-d convolution (cross-correlation), ``X [N, C, H, W]`` with ``W [F, C/groups, KH, KW]``.
 
-    ``Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, c, y*sh + ry*dh, x*sw + rx*dw] * W[f, c, ry, rx]``
-    where ``Xp`` is ``X`` zero-padded; strides and dilation are an int or a pair, padding an
-    int, a pair ``(h, w)`` (both sides) or ``[top, left, bottom, right]``.
+    ``Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, g(f) + c, y*sh + ry*dh, x*sw + rx*dw] * W[f, c, ry, rx]``
+    where ``Xp`` is ``X`` zero-padded and ``g(f) = (f // (F/groups)) * (C/groups)`` is the first
+    input channel of ``f``'s group (0 without groups; ``groups=C`` is a depthwise convolution);
+    strides and dilation are an int or a pair, padding an int, a pair ``(h, w)`` (both sides)
+    or ``[top, left, bottom, right]``.
     """
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
     check_ndim(x, name, 4, "NCHW")
     check_ndim(w, name, 4, "OIHW")
-    if x.shape[1] != w.shape[1]:
+    if not is_int(groups) or groups < 1:
+        raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    if x.shape[1] % groups or w.shape[0] % groups:
+        raise ValueError(f"{name}: groups={groups} must divide the {x.shape[1]} input channels "
+                         f"and the {w.shape[0]} output channels")
+    if x.shape[1] != w.shape[1] * groups:
         raise ValueError(f"{name}: X {x.shape} has {x.shape[1]} channels but W {w.shape} "
-                         f"expects {w.shape[1]} (W is [out, in, kh, kw])")
+                         f"expects {w.shape[1] * groups} (W is [out, in/groups, kh, kw], "
+                         f"groups={groups})")
     sh, sw = as_tuple(strides, 2, name, "strides", minimum=1)
     dh, dw = as_tuple(dilation, 2, name, "dilation", minimum=1)
     top, left, bottom, right = _padding4(padding, name)
@@ -113,15 +131,20 @@ def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: A
     wo = _out_size(wd, left, right, dw * (kw - 1) + 1, sw, name, "dilated kernel width")
     if top or left or bottom or right:
         x = pad(x, (0, 0, top, left), (0, 0, bottom, right), 0.0, f"{name}.pad")
-    rc = lang.reduce_axis((0, c), "rc")
+    cg, fg = c // groups, f // groups
+    rc = lang.reduce_axis((0, cg), "rc")
     ry = lang.reduce_axis((0, kh), "ry")
     rx = lang.reduce_axis((0, kw), "rx")
+
+    def channel(ff: Expr) -> Expr:
+        return rc if groups == 1 else (ff // fg) * cg + rc if fg > 1 else _scale(ff, cg) + rc
+
     return lang.compute(
         (n, f, ho, wo),
         lambda nn, ff, yy, xx: _reducer.sum(
-            x[nn, rc, _scale(yy, sh) + _scale(ry, dh), _scale(xx, sw) + _scale(rx, dw)]
+            x[nn, channel(ff), _scale(yy, sh) + _scale(ry, dh), _scale(xx, sw) + _scale(rx, dw)]
             * w[ff, rc, ry, rx], [rc, ry, rx]),
-        name=name, tag="conv2d_nchw")
+        name=name, tag="conv2d_nchw" if groups == 1 else "group_conv2d_nchw")
 
 
 def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
@@ -210,7 +233,7 @@ def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
         k = lang.reduce_axis((0, n), "k")
         return _reducer.max(x[_with_axis(ax, axis, k)], k)
 
-    return new_compute(reduced, row_max, f"{name}.max", "softmax_max"), axis
+    return new_compute(reduced, row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True}), axis
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
@@ -264,3 +287,22 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
     check_tensor(x, name)
     zero = const(0, x.dtype)
     return elemwise(x, lambda v: lang.select(v <= zero, zero, v), name)
+
+
+def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
+    """GELU elementwise, as ``torch.nn.functional.gelu``.
+
+    ``approximate="none"``: ``x/2 (1 + erf(x / sqrt 2))``;
+    ``approximate="tanh"``: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+    """
+    check_tensor(x, name)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    c = lambda v: const(v, x.dtype)  # noqa: E731
+    if approximate == "none":
+        return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.erf(v * c(math.sqrt(0.5)))), name)
+    if approximate == "tanh":
+        return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.tanh(
+            c(math.sqrt(2 / math.pi)) * (v + c(0.044715) * v * v * v))), name)
+    raise ValueError(f"{name}: approximate must be 'none' or 'tanh', got {approximate!r}")
+

@@ -182,3 +182,26 @@ def test_make_compute_axes_must_start_at_zero(A):
     i = var("i", 1, 4)
     with pytest.raises(TypeError, match=r"axes must be variables with range \[0, extent\)"):
         ta.lang.make_compute("T", (i,), (A[i, 0],))
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda A: ta.tanh(A), r"ta\.topi\.tanh\(A\)"),
+    (lambda A: ta.erf(A), r"ta\.topi\.erf\(A\)"),
+    (lambda A: ta.exp(A), r"ta\.topi\.exp\(A\)"),
+    (lambda A: ta.sum(A, axis=0), r"ta\.topi\.sum\(A, axis=0\)"),
+    (lambda A: ta.max(A, axis=1), r"ta\.topi\.max\(A, axis=1\)"),
+    (lambda A: ta.power(A, 2.0), r"ta\.topi\.power\(\.\.\.\)"),
+    (lambda A: ta.maximum(0.0, A), r"ta\.topi\.maximum\(\.\.\.\)"),
+])
+def test_scalar_function_of_a_tensor_names_the_topi_call(A, call, fix):
+    with pytest.raises(TypeError, match=r"tensor 'A' used as a scalar: read an element with "
+                                        r"A\[i, \.\.\.\], or call " + fix):
+        call(A)
+
+
+def test_data_dependent_index_says_gathers_are_not_supported_yet(A):
+    idx = ta.placeholder((4,), "int32", name="I")
+    with pytest.raises(ta.OutOfBoundsError, match=r"the read A\(I\(i\), 0\) indexes A with data "
+                                                  r"\(index 0, I\(i\), reads tensor I\): data-dependent "
+                                                  r"reads \(gathers\) are not supported yet"):
+        ta.compute((4,), lambda i: A[idx[i], 0])

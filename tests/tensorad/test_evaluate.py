@@ -63,6 +63,8 @@ def _cases():
         Op.ABS: (lambda a, b, i: ta.abs(a), lambda a, b, i: np.abs(a)),
         Op.SIN: (lambda a, b, i: ta.sin(a), lambda a, b, i: np.sin(a)),
         Op.COS: (lambda a, b, i: ta.cos(a), lambda a, b, i: np.cos(a)),
+        Op.ERF: (lambda a, b, i: ta.erf(a * 2.0),
+                 lambda a, b, i: np.array([math.erf(v) for v in 2 * a], a.dtype)),
         Op.READ: (lambda a, b, i: a, lambda a, b, i: a),
         Op.REDUCE: None,  # test_reducers below
     }
@@ -403,6 +405,7 @@ _PY_SCALAR = {
     Op.TANH: math.tanh, Op.SIGMOID: lambda a: 1 / (1 + math.exp(-a)) if a > -700 else 0.0,
     Op.SIN: lambda a: math.sin(a) if math.isfinite(a) else math.nan,
     Op.COS: lambda a: math.cos(a) if math.isfinite(a) else math.nan,
+    Op.ERF: math.erf,
 }
 
 

@@ -62,6 +62,7 @@ CASES = {
     Op.ABS: (lambda a, b, i: ta.abs(a - b), (-1, 1), (-1, 1)),
     Op.SIN: (lambda a, b, i: ta.sin(a * b), (-1, 1), (-1, 1)),
     Op.COS: (lambda a, b, i: ta.cos(a + b), (-1, 1), (-1, 1)),
+    Op.ERF: (lambda a, b, i: ta.erf(a * b + a), (-1, 1), (-1, 1)),
 }
 
 

@@ -128,3 +128,37 @@ def test_arguments_must_be_tensors():
         nn.relu(np.zeros(3))
     with pytest.raises(TypeError, match=r"flatten: input must be a tensor"):
         nn.flatten([1, 2])
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: topi.mean(P((2, 3)), axis=(0, 0)), ValueError, "lists an axis twice"),
+    (lambda: topi.var(P((3,)), ddof=3), ValueError, "no degrees of freedom with ddof=3"),
+    (lambda: topi.var(P((3,), dtype="int32")), TypeError, "var: needs a float tensor"),
+    (lambda: nn.layer_norm(P((2, 3)), P((4,), "g")), ValueError, r"gamma must have shape \(3,\), got \(4,\)"),
+    (lambda: nn.layer_norm(P((2, 3)), eps=-1.0), ValueError, "eps must be a non-negative number"),
+    (lambda: nn.batch_norm(P((2, 3, 4)), running_mean=P((3,), "m"), training=False), ValueError,
+     "needs running_mean and running_var"),
+    (lambda: nn.batch_norm(P((2, 3, 4)), P((2,), "g")), ValueError, r"gamma must have shape \(3,\)"),
+    (lambda: nn.group_norm(P((2, 6, 4)), 4), ValueError, "num_groups must be a positive divisor of the 6"),
+    (lambda: nn.gelu(P((2, 3)), approximate="fast"), ValueError, "approximate must be 'none' or 'tanh'"),
+    (lambda: nn.conv2d(P((1, 4, 5, 5)), P((6, 4, 3, 3), "W"), groups=2), ValueError,
+     r"expects 8 \(W is \[out, in/groups, kh, kw\], groups=2\)"),
+    (lambda: nn.conv2d(P((1, 4, 5, 5)), P((5, 2, 3, 3), "W"), groups=2), ValueError,
+     "groups=2 must divide the 4 input channels and the 5 output channels"),
+    (lambda: nn.conv2d_transpose(P((1, 2, 4, 4)), P((3, 2, 3, 3), "W")), ValueError,
+     r"has 2 channels but W \(3, 2, 3, 3\) expects 3 \(W is \[in, out, kh, kw\]\)"),
+    (lambda: nn.conv2d_transpose(P((1, 2, 4, 4)), P((2, 2, 3, 3), "W"), 2, 0, 2), ValueError,
+     "output_padding .* must be smaller than the stride"),
+    (lambda: nn.conv2d_transpose(P((1, 2, 1, 1)), P((2, 2, 1, 1), "W"), 1, 1), ValueError,
+     "leaves an empty output"),
+    (lambda: nn.upsampling(P((1, 2, 3, 3)), 1.5), TypeError, "scale_factor .* must be an int"),
+    (lambda: nn.upsampling(P((1, 2, 3, 3)), 2, "bicubic"), ValueError,
+     "method must be 'nearest' or 'bilinear'"),
+    (lambda: nn.scaled_dot_product_attention(P((2, 5, 4), "Q"), P((2, 6, 3), "K"), P((2, 6, 3), "V")),
+     ValueError, "differ in their last axis"),
+    (lambda: nn.scaled_dot_product_attention(P((2, 5, 4), "Q"), P((3, 6, 4), "K"), P((3, 6, 3), "V")),
+     ValueError, "must share their leading axes"),
+])
+def test_layer_errors_name_the_problem(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,84 @@
+"""Scaled dot-product attention, written as five computes (scores, row max, exponentials, row
+sum, weighted values) so that autodiff sees an ordinary softmax of a matrix product.
+
+With ``causal=True`` the mask ``s <= l`` (top-left aligned, as PyTorch's ``is_causal``) is a
+``where`` condition of every reduction over keys and an ``if_then_else`` on the
+exponentials: the optimizer turns it into triangular loop bounds, so neither the forward
+nor the gradient computes the masked half.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import dtype as dt
+from tensorad.ir import reducer as _reducer
+from tensorad.ir.tensor import SHIFT_ATTR
+from tensorad.lang import tensor_lang as lang
+
+from ._util import check_tensor, new_compute
+
+Index = tuple[Expr, ...]
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
+                                 scale: float | None = None,
+                                 name: str = "attention") -> Tensor:
+    """``softmax(Q K^T * scale [+ causal mask]) V`` for ``Q [..., L, D]``, ``K [..., S, D]``,
+    ``V [..., S, Dv]`` (the same leading axes); ``scale`` defaults to ``1 / sqrt(D)``."""
+    for t, what in ((q, "Q"), (k, "K"), (v, "V")):
+        check_tensor(t, name, what)
+        if t.ndim < 2:
+            raise ValueError(f"{name}: {what} must have at least 2 axes [..., seq, dim], got {t.shape}")
+        if not dt.is_float(t.dtype):
+            raise TypeError(f"{name}: {what} must be a float tensor, {t.name} is {t.dtype}")
+    lead = q.shape[:-2]
+    if k.shape[:-2] != lead or v.shape[:-2] != lead:
+        raise ValueError(f"{name}: Q {q.shape}, K {k.shape} and V {v.shape} must share their "
+                         f"leading axes")
+    (length, d), (keys, dk), (kv, dv) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
+    if dk != d:
+        raise ValueError(f"{name}: Q {q.shape} and K {k.shape} differ in their last axis")
+    if kv != keys:
+        raise ValueError(f"{name}: K {k.shape} and V {v.shape} differ in their sequence axis")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    b = len(lead)
+    dtype = q.dtype
+
+    def mask(l_: Expr, s: Expr) -> Expr | None:
+        return (s <= l_) if causal else None
+
+    def scores_body(ax: Index) -> Expr:
+        r = lang.reduce_axis((0, d), "d")
+        lead_ax, l_, s = ax[:b], ax[b], ax[b + 1]
+        dot = _reducer.sum(q[lead_ax + (l_, r)] * k[lead_ax + (s, r)], r, where=mask(l_, s))
+        return dot * const(scale, dtype)
+
+    scores = new_compute(lead + (length, keys), scores_body, f"{name}.scores", "attention_scores")
+
+    def row_max(ax: Index) -> Expr:
+        s = lang.reduce_axis((0, keys), "s")
+        return _reducer.max(scores[ax + (s,)], s, where=mask(ax[b], s))
+
+    m = new_compute(lead + (length,), row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True})
+
+    def exps(ax: Index) -> Expr:
+        e = lang.exp(scores[ax] - m[ax[:-1]])
+        return lang.if_then_else(mask(ax[b], ax[b + 1]), e, const(0.0, dtype)) if causal else e
+
+    e = new_compute(scores.shape, exps, f"{name}.exp", "softmax_exp")
+
+    def row_sum(ax: Index) -> Expr:
+        s = lang.reduce_axis((0, keys), "s")
+        return _reducer.sum(e[ax + (s,)], s, where=mask(ax[b], s))
+
+    den = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+    p = new_compute(scores.shape, lambda ax: e[ax] / den[ax[:-1]], f"{name}.weights", "softmax_output")
+
+    def out(ax: Index) -> Expr:
+        s = lang.reduce_axis((0, keys), "s")
+        return _reducer.sum(p[ax[:-1] + (s,)] * v[ax[:b] + (s, ax[-1])], s, where=mask(ax[b], s))
+
+    return new_compute(lead + (length, dv), out, name, "attention")

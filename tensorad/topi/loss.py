@@ -1,0 +1,117 @@
+"""Losses over integer class labels: ``cross_entropy`` and ``nll_loss``.
+
+A label is read as a *value* (``L[r] == c`` compares it with the class index), never as an
+index, so no data-dependent read is needed: the loss picks the labelled logit with one pass
+over the classes, ``sum_c select(L[r] == c, X[r, c], 0)``, which costs what the log-sum-exp
+beside it costs.  Labels equal to ``ignore_index`` contribute nothing and are left out of the
+mean, as in PyTorch; a label outside ``[0, C)`` other than ``ignore_index`` picks no class
+(its row's loss is the log-sum-exp alone): PyTorch raises there, tensorad cannot check data.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import dtype as dt
+from tensorad.ir import reducer as _reducer
+from tensorad.ir.tensor import SHIFT_ATTR
+from tensorad.lang import tensor_lang as lang
+
+from ._util import check_tensor, is_int, new_compute
+
+Index = tuple[Expr, ...]
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check(x: Tensor, labels: Tensor, reduction: str, ignore_index: int, op: str) -> None:
+    check_tensor(x, op, "input")
+    check_tensor(labels, op, "labels")
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{op}: input must be a float tensor, {x.name} is {x.dtype}")
+    if not dt.is_int(labels.dtype):
+        raise TypeError(f"{op}: labels must be an integer tensor (class indices), {labels.name} is "
+                        f"{labels.dtype}")
+    if x.ndim < 1 or labels.shape != x.shape[:-1]:
+        raise ValueError(f"{op}: labels {labels.shape} must have the shape of input {x.shape} "
+                         f"without its last (class) axis, {x.shape[:-1]}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not is_int(ignore_index):
+        raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
+
+
+def _picked(x: Tensor, labels: Tensor, name: str) -> Tensor:
+    """``P[r] = X[r, L[r]]`` as a pass over the classes (0 when no class matches)."""
+    classes = x.shape[-1]
+
+    def body(r: Index) -> Expr:
+        c = lang.reduce_axis((0, classes), "c")
+        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], const(0.0, x.dtype)), c)
+
+    return new_compute(labels.shape, body, f"{name}.picked", "loss_pick")
+
+
+def _reduce(per: Tensor, labels: Tensor, reduction: str, ignore_index: int, name: str) -> Tensor:
+    """``none``: the per-row losses; ``sum``: their sum; ``mean``: the sum over the count of
+    rows whose label is not ``ignore_index`` (NaN when every row is ignored, as in PyTorch)."""
+    if reduction == "none":
+        return per
+    rows = labels.shape
+
+    def total(_: Index) -> Expr:
+        rs = tuple(lang.reduce_axis((0, n), f"r{d}") for d, n in enumerate(rows))
+        return _reducer.sum(per[rs], list(rs)) if rs else per[()]
+
+    if reduction == "sum":
+        return new_compute((), total, name, "loss_sum")
+    s = new_compute((), total, f"{name}.sum", "loss_sum")
+
+    def count(_: Index) -> Expr:
+        rs = tuple(lang.reduce_axis((0, n), f"r{d}") for d, n in enumerate(rows))
+        valid = lang.cast(per.dtype, labels[rs] != ignore_index)
+        return _reducer.sum(valid, list(rs)) if rs else valid
+
+    n = new_compute((), count, f"{name}.count", "loss_count")
+    return new_compute((), lambda _: s[()] / n[()], name, "loss_mean")
+
+
+def nll_loss(logp: Tensor, labels: Tensor, reduction: str = "mean", ignore_index: int = -100,
+             name: str = "nll_loss") -> Tensor:
+    """``-logp[r, L[r]]`` per row ``r`` (class axis last), reduced by ``reduction``."""
+    _check(logp, labels, reduction, ignore_index, name)
+    picked = _picked(logp, labels, name)
+    zero = const(0.0, logp.dtype)
+    per = new_compute(labels.shape, lambda r: lang.select(labels[r] != ignore_index, -picked[r], zero),
+                      f"{name}.rows" if reduction != "none" else name, "loss_rows")
+    return _reduce(per, labels, reduction, ignore_index, name)
+
+
+def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignore_index: int = -100,
+                  name: str = "cross_entropy") -> Tensor:
+    """``logsumexp(X[r, :]) - X[r, L[r]]`` per row ``r`` (class axis last: ``X [..., C]``,
+    ``L [...]``), reduced by ``reduction`` (``"mean"`` over the rows not ignored, ``"sum"``,
+    ``"none"``); ``torch.nn.functional.cross_entropy`` for 2-d logits."""
+    _check(logits, labels, reduction, ignore_index, name)
+    classes = logits.shape[-1]
+    if classes == 0:
+        raise ValueError(f"{name}: logits {logits.shape} have no classes")
+
+    def row_max(r: Index) -> Expr:
+        c = lang.reduce_axis((0, classes), "c")
+        return _reducer.max(logits[r + (c,)], c)
+
+    m = new_compute(labels.shape, row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True})
+
+    def row_sum(r: Index) -> Expr:
+        c = lang.reduce_axis((0, classes), "c")
+        return _reducer.sum(lang.exp(logits[r + (c,)] - m[r]), c)
+
+    s = new_compute(labels.shape, row_sum, f"{name}.sumexp", "softmax_sum")
+    picked = _picked(logits, labels, name)
+    zero = const(0.0, logits.dtype)
+
+    def row_loss(r: Index) -> Expr:
+        return lang.select(labels[r] != ignore_index, m[r] + lang.log(s[r]) - picked[r], zero)
+
+    per = new_compute(labels.shape, row_loss, f"{name}.rows" if reduction != "none" else name,
+                      "loss_rows")
+    return _reduce(per, labels, reduction, ignore_index, name)

@@ -1,0 +1,227 @@
+"""Statistics and normalization layers: ``mean``, ``var``, ``layer_norm``, ``batch_norm``,
+``group_norm``.
+
+All normalizations share one shape of computation, written once in :func:`_normalize`:
+
+    mean[s]  = (1/M) sum_{k in group s} X[k]
+    var[s]   = (1/M) sum_{k in group s} (X[k] - mean[s])^2         (two passes: no cancellation)
+    rstd[s]  = 1 / sqrt(var[s] + eps)
+    Y[i]     = (X[i] - mean[s(i)]) * rstd[s(i)] * gamma[c(i)] + beta[c(i)]
+
+where ``s(i)`` maps an element to its statistics group and ``c(i)`` to its affine parameters:
+
+* layer norm: ``s`` = the leading axes, the group is the trailing ``gamma.ndim`` axes;
+* batch norm: ``s`` = the channel axis, the group is every other axis;
+* group norm: ``s`` = ``(n, c // (C/G))``, the group is ``C/G`` channels and the spatial axes.
+
+Every piece is an ordinary compute, so autodiff differentiates it like a user's program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import dtype as dt
+from tensorad.ir import reducer as _reducer
+from tensorad.lang import tensor_lang as lang
+
+from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis, product
+from .reduction import sum as _sum
+
+Index = tuple[Expr, ...]
+
+
+def _check_float(x: Tensor, op: str) -> None:
+    check_tensor(x, op)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{op}: needs a float tensor, {x.name} is {x.dtype}")
+
+
+def _scaled(t: Tensor, factor: float, name: str) -> Tensor:
+    return new_compute(t.shape, lambda ax: t[ax] * const(factor, t.dtype), name, "elemwise")
+
+
+def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
+    """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all)."""
+    _check_float(x, name)
+    axes = normalize_axes(axis, x.ndim, name)
+    count = product(x.shape[d] for d in axes)
+    if count == 0:
+        raise ValueError(f"{name}: the mean over axes {axes} of shape {x.shape} is empty")
+    return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), 1.0 / count, name)
+
+
+def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
+        name: str = "var") -> Tensor:
+    """The variance of ``X`` over ``axis``: ``sum((X - mean)^2) / (M - ddof)`` (NumPy's ``ddof``;
+    ``ddof=1`` is PyTorch's default unbiased estimate)."""
+    _check_float(x, name)
+    if not is_int(ddof) or ddof < 0:
+        raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
+    axes = normalize_axes(axis, x.ndim, name)
+    count = product(x.shape[d] for d in axes)
+    if count - ddof <= 0:
+        raise ValueError(f"{name}: {count} elements over axes {axes} leave no degrees of freedom "
+                         f"with ddof={ddof}")
+    m = mean(x, axes, True, f"{name}.mean")
+    out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
+    inv = const(1.0 / (count - ddof), x.dtype)
+
+    def body(out: Index) -> Expr:
+        ks = iter([lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes])
+        rest = iter(out)
+        idx = []
+        for d in range(x.ndim):
+            if d in axes:
+                idx.append(next(ks))
+                if keepdims:
+                    next(rest)
+            else:
+                idx.append(next(rest))
+        centered = x[tuple(idx)] - m[tuple(0 if d in axes else i for d, i in enumerate(idx))]
+        red = [i for d, i in enumerate(idx) if d in axes]
+        return _reducer.sum(centered * centered, red) * inv
+
+    return new_compute(out_shape, body, name, "var")
+
+
+def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
+             read: Callable[[Index, Index], Index], eps: float, name: str) -> tuple[Tensor, Tensor]:
+    """``mean`` and ``rstd = 1/sqrt(var + eps)`` over the groups ``read(s, k)`` for ``k`` in
+    ``extents`` (population variance, computed around the mean)."""
+    count = product(extents)
+    inv = const(1.0 / count, x.dtype)
+
+    def axes_k() -> Index:
+        return tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(extents))
+
+    def mean_body(s: Index) -> Expr:
+        ks = axes_k()
+        return _reducer.sum(x[read(s, ks)], list(ks)) * inv
+
+    m = new_compute(stat_shape, mean_body, f"{name}.mean", "norm_mean")
+
+    def var_body(s: Index) -> Expr:
+        ks = axes_k()
+        centered = x[read(s, ks)] - m[s]
+        return _reducer.sum(centered * centered, list(ks)) * inv
+
+    v = new_compute(stat_shape, var_body, f"{name}.var", "norm_var")
+    rstd = new_compute(stat_shape, lambda s: const(1.0, x.dtype) / lang.sqrt(v[s] + const(eps, x.dtype)),
+                       f"{name}.rstd", "norm_rstd")
+    return m, rstd
+
+
+def _affine_param(p: Tensor | None, shape: tuple[int, ...], op: str, what: str) -> Tensor | None:
+    if p is None:
+        return None
+    check_tensor(p, op, what)
+    if p.shape != shape:
+        raise ValueError(f"{op}: {what} must have shape {shape}, got {p.shape}")
+    return p
+
+
+def _normalize(x: Tensor, m: Tensor, rstd: Tensor, stat: Callable[[Index], Index],
+               param: Callable[[Index], Index], gamma: Tensor | None, beta: Tensor | None,
+               name: str, tag: str) -> Tensor:
+    def body(ax: Index) -> Expr:
+        s = stat(ax)
+        y = (x[ax] - m[s]) * rstd[s]
+        if gamma is not None:
+            y = y * gamma[param(ax)]
+        if beta is not None:
+            y = y + beta[param(ax)]
+        return y
+
+    return new_compute(x.shape, body, name, tag)
+
+
+def _check_eps(eps: Any, op: str) -> float:
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
+        raise ValueError(f"{op}: eps must be a non-negative number, got {eps!r}")
+    return float(eps)
+
+
+def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None,
+               eps: float = 1e-5, ndim: int | None = None, name: str = "layer_norm") -> Tensor:
+    """Layer normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the
+    last axis without gamma).
+
+    ``Y = (X - mean) / sqrt(var + eps) * gamma + beta`` with mean and (biased) variance over
+    the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``.
+    """
+    _check_float(x, name)
+    eps = _check_eps(eps, name)
+    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
+    if not is_int(nd) or not 1 <= nd <= x.ndim:
+        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
+    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    gamma = _affine_param(gamma, norm, name, "gamma")
+    beta = _affine_param(beta, norm, name, "beta")
+    k = len(lead)
+    m, rstd = _moments(x, lead, norm, lambda s, ks: s + ks, eps, name)
+    return _normalize(x, m, rstd, lambda ax: ax[:k], lambda ax: ax[k:], gamma, beta, name,
+                      "layer_norm")
+
+
+def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None,
+               running_mean: Tensor | None = None, running_var: Tensor | None = None,
+               training: bool | None = None, axis: int = 1, eps: float = 1e-5,
+               name: str = "batch_norm") -> Tensor:
+    """Batch normalization of the channel ``axis`` (1: NCHW, NCL, NC).
+
+    Training (the default when no running statistics are given): mean and biased variance over
+    every axis but ``axis``.  Inference (``training=False``): the given ``running_mean`` and
+    ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``.
+    """
+    _check_float(x, name)
+    eps = _check_eps(eps, name)
+    axis = normalize_axis(axis, x.ndim, name)
+    c = x.shape[axis]
+    gamma = _affine_param(gamma, (c,), name, "gamma")
+    beta = _affine_param(beta, (c,), name, "beta")
+    if training is None:
+        training = running_mean is None and running_var is None
+    if training:
+        if x.ndim < 2:
+            raise ValueError(f"{name}: training statistics need at least 2 axes, X is {x.shape}")
+        extents = x.shape[:axis] + x.shape[axis + 1:]
+        m, rstd = _moments(x, (c,), extents, lambda s, ks: ks[:axis] + s + ks[axis:], eps, name)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(f"{name}: inference (training=False) needs running_mean and "
+                             f"running_var")
+        m = _affine_param(running_mean, (c,), name, "running_mean")
+        rv = _affine_param(running_var, (c,), name, "running_var")
+        rstd = new_compute((c,), lambda s: const(1.0, x.dtype) / lang.sqrt(rv[s] + const(eps, x.dtype)),
+                           f"{name}.rstd", "norm_rstd")
+    chan = (lambda ax: (ax[axis],))
+    return _normalize(x, m, rstd, chan, chan, gamma, beta, name, "batch_norm")
+
+
+def group_norm(x: Tensor, num_groups: int, gamma: Tensor | None = None, beta: Tensor | None = None,
+               eps: float = 1e-5, name: str = "group_norm") -> Tensor:
+    """Group normalization of ``X [N, C, *spatial]``: channels split into ``num_groups`` groups
+    of ``C / num_groups``; statistics per ``(n, group)`` over the group's channels and every
+    spatial position; ``gamma``/``beta`` per channel ``[C]`` (``torch``'s ``group_norm``)."""
+    _check_float(x, name)
+    eps = _check_eps(eps, name)
+    if x.ndim < 2:
+        raise ValueError(f"{name}: X must be [N, C, ...], got shape {x.shape}")
+    n, c = x.shape[:2]
+    if not is_int(num_groups) or num_groups < 1 or c % num_groups:
+        raise ValueError(f"{name}: num_groups must be a positive divisor of the {c} channels, "
+                         f"got {num_groups!r}")
+    cg = c // num_groups
+    gamma = _affine_param(gamma, (c,), name, "gamma")
+    beta = _affine_param(beta, (c,), name, "beta")
+    extents = (cg,) + x.shape[2:]
+
+    def read(s: Index, ks: Index) -> Index:
+        return (s[0], s[1] * cg + ks[0]) + ks[1:]
+
+    m, rstd = _moments(x, (n, num_groups), extents, read, eps, name)
+    return _normalize(x, m, rstd, lambda ax: (ax[0], ax[1] // cg),
+                      lambda ax: (ax[1],), gamma, beta, name, "group_norm")
