@@ -9,6 +9,7 @@ emitted.  Strict IEEE mode (``fastmath=False``): fast-math contracts are checked
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -57,6 +58,7 @@ def _programs(dtype: str):
         f("abs", lambda p: ta.abs(A[p]), lambda a, b, c, i, j: np.abs(a)),
         f("sin", lambda p: ta.sin(C[p]), lambda a, b, c, i, j: np.sin(c)),
         f("cos", lambda p: ta.cos(C[p]), lambda a, b, c, i, j: np.cos(c)),
+        f("erf", lambda p: ta.erf(A[p]), lambda a, b, c, i, j: np.vectorize(math.erf)(a)),
         f("lt", lambda p: ta.select(A[p] < B[p], one, zero), lambda a, b, c, i, j: 1.0 * (a < b)),
         f("le", lambda p: ta.select(A[p] <= B[p], one, zero), lambda a, b, c, i, j: 1.0 * (a <= b)),
         f("gt", lambda p: ta.select(A[p] > B[p], one, zero), lambda a, b, c, i, j: 1.0 * (a > b)),

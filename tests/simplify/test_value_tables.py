@@ -89,7 +89,8 @@ def _unary(fn):
 
 _ORACLE_UNARY = {Op.EXP: _unary(np.exp), Op.LOG: _unary(np.log), Op.SQRT: _unary(np.sqrt),
                  Op.TANH: _unary(np.tanh), Op.SIGMOID: _unary(lambda a: 1.0 / (1.0 + np.exp(-a))),
-                 Op.ABS: abs, Op.SIN: _unary(np.sin), Op.COS: _unary(np.cos), Op.NEG: lambda a: -a}
+                 Op.ABS: abs, Op.SIN: _unary(np.sin), Op.COS: _unary(np.cos), Op.NEG: lambda a: -a,
+                 Op.ERF: lambda a: math.erf(a) if not math.isnan(a) else math.nan}
 _ORACLE_CMP = {Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater, Op.GE: np.greater_equal,
                Op.EQ: np.equal, Op.NE: np.not_equal}
 _TENSORS: dict = {}
@@ -202,7 +203,7 @@ def _floats(reads: bool = True):
         binary = st.sampled_from([Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM,
                                   Op.FLOORDIV, Op.MOD])
         unary = st.sampled_from([Op.NEG, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
-                                 Op.SIN, Op.COS])
+                                 Op.SIN, Op.COS, Op.ERF])
         return st.one_of(
             st.tuples(binary, sub, sub).map(lambda t: Expr(t[0], F, (t[1], t[2]))),
             st.tuples(unary, sub).map(lambda t: Expr(t[0], F, (t[1],))),
