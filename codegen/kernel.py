@@ -149,7 +149,7 @@ class Kernel:
         self._outputs = [_spec(b) for b in prog.outputs]
         self._temps = [_spec(b)[1:] for b in prog.temps]
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
-        self._max_ndim = max((len(b.shape) for b in prog.buffers.values()), default=0)
+        self._max_ndim = max((len(b.shape) for b in [*prog.inputs, *prog.outputs, *prog.temps]), default=0)
 
     @property
     def num_threads(self) -> int:

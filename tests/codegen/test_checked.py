@@ -79,7 +79,7 @@ def test_out_of_bounds_write_raises():
     fake = SimpleNamespace(program=prog, work=lowered.work, text=lowered.text)
     opts = BUILD.Options.make({"checked": True})
     with BUILD.diskcache.disabled(True):
-        compiled = BUILD._compile(fake, "checked-write-test", opts, gomp=True)
+        compiled = BUILD._compile(fake, "checked-write-test", opts, gomp=True, target=BUILD.host_target())
     kern = BUILD.Kernel(fake, compiled, 2)
     with pytest.raises(IndexError, match=r"write of tensor Y \(shape \[4, 3\]\) at index .* = \[4, \d\]"):
         kern(np.zeros((6, 3), np.float32))
