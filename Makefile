@@ -26,7 +26,7 @@ runtime:
 	  echo "note: libgomp1 not installed; kernels use the thread-pool fallback"
 
 test: $(VENV)/.test-installed runtime
-	$(BIN)/python -m pytest -n 2 tests
+	TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
 
 # results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
 # the README's table and chart (benchmarks/readme/), and refuses a quick or busy one
