@@ -32,13 +32,17 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
+from . import halfconv
 from .llvm_math import emit_erf, emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
-LLTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1}
-MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I8}
+# half values (float16, bfloat16) are their i16 bit patterns; only a cast converts (halfconv.py)
+LLTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1,
+          "float16": I16, "bfloat16": I16}
+MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I8,
+           "float16": I16, "bfloat16": I16}
 FSUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 
 _ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
@@ -99,8 +103,11 @@ class ExprEmitter:
     pointer of a tensor's buffer (and ``strides(tensor)`` its element strides)."""
 
     def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
-                 fastmath: tuple[str, ...] = ()) -> None:
+                 fastmath: tuple[str, ...] = (), target=None) -> None:
         self.b = builder
+        # half conversions: instructions where the target has them (target.py asks LLVM)
+        self.f16c = bool(target is not None and target.f16c)
+        self.bf16 = bool(target is not None and target.bf16)
         self.module = builder.module
         self.pointer = pointer
         self.strides = strides
@@ -298,11 +305,21 @@ class ExprEmitter:
         return self.b.select(self.b.icmp_signed("==", bv, m1), neg, self.b.select(bad, zero, res))
 
 
+def const_value(dtype: str, value) -> ir.Constant:
+    """The LLVM constant of ``value`` in ``dtype`` (a half value as its ``i16`` bits)."""
+    if dtype == "bool":
+        return I1(1 if value else 0)
+    if dtype in ("float16", "bfloat16"):
+        from tensorad.ir.dtype import numpy_dtype
+
+        import numpy as np
+
+        return I16(int(np.asarray(value, dtype=numpy_dtype(dtype)).view(np.uint16)))
+    return LLTYPE[dtype](value)
+
+
 def _const(node: Expr) -> ir.Value:
-    t = LLTYPE[node.dtype]
-    if node.dtype == "bool":
-        return I1(1 if node.arg else 0)
-    return t(node.arg)
+    return const_value(node.dtype, node.arg)
 
 
 def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
@@ -311,6 +328,13 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
     fsrc, fdst = src.startswith("float"), dst.startswith("float")
     if src == dst:
         return x
+    if src in ("float16", "bfloat16"):  # widen to float32, then on as from float32
+        x = halfconv.to_float32(b, x, src, em.f16c)
+        return x if dst == "float32" else _cast(em, Expr(Op.CAST, dst, (Expr(Op.CAST, "float32", node.src),)), x)
+    if dst in ("float16", "bfloat16"):  # from float32 only (the language casts there first)
+        if src != "float32":
+            x = _cast(em, Expr(Op.CAST, "float32", node.src), x)
+        return halfconv.from_float32(b, x, dst, em.f16c, em.bf16)
     if dst == "bool":
         return b.fcmp_unordered("!=", x, x.type(0.0)) if fsrc else b.icmp_signed("!=", x, x.type(0))
     if src == "bool":

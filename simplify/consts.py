@@ -22,6 +22,8 @@ from tensorad.ir.rewrite import MissingRuleError, fold
 
 
 def _np(dtype: str):
+    if dt.is_half(dtype):
+        return dt.numpy_dtype(dtype).type  # np.float16 or ml_dtypes.bfloat16: rounds (RNE)
     return {"float32": np.float32, "float64": np.float64, "int32": np.int64, "int64": np.int64,
             "bool": bool}[dtype]
 

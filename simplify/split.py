@@ -58,7 +58,7 @@ def _div(n: Expr, a: Terms, b: Terms) -> Terms:
 
 
 def _cast(n: Expr, a: Terms) -> Terms:
-    if not (dt.is_float(n.dtype) and dt.is_float(n.src[0].dtype)):
+    if not (dt.is_float(n.dtype) and dt.is_float(n.src[0].dtype)) or dt.is_half(n.dtype):  # rounding: not linear
         return [(1, n)]
     return [(s, Expr(Op.CAST, n.dtype, (t,))) for s, t in a]
 

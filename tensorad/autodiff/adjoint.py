@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
@@ -135,7 +136,7 @@ class AdjointBuilder:
             if inverse is not None:  # phi is a bijection: the sum has the one term i = phi^-1(j)
                 m = {a: j[k] for a, k in inverse.items()}
                 h = cast(source.dtype, head[tuple(p) + tuple(m[a] for a in axes)])
-                terms.append(cast(x.dtype, materialize(mul(h, rename(d, m)), source.dtype)))
+                terms.append(cast(dt.compute_dtype(x.dtype), materialize(mul(h, rename(d, m)), source.dtype)))
                 continue
             m = copy_vars(tuple(axes) + tuple(raxes))
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
@@ -144,7 +145,7 @@ class AdjointBuilder:
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = h if factor is None else mul(h, factor)
             value = mul(value, rename(d, m))
-            terms.append(head_sum(cast(x.dtype, materialize(value, source.dtype)), iv + kv, where))
+            terms.append(head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv + kv, where))
         return terms
 
     # ---- helper tensors -----------------------------------------------------------------
@@ -214,5 +215,5 @@ class AdjointBuilder:
                 continue
             iv = list(copy_vars(op.axes).values())
             value = cast(op.body[v].dtype, h[tuple(p) + tuple(iv)]) * jac[v][tuple(iv) + tuple(j)]
-            terms.append(head_sum(cast(x.dtype, value), iv, TRUE))
+            terms.append(head_sum(cast(dt.compute_dtype(x.dtype), value), iv, TRUE))
         return terms

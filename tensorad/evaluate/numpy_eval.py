@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import expr_to_str
@@ -63,7 +64,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 # ---- the scalar semantics: one NumPy function per op (operands already share node.dtype) ----
 ARRAY_RULES: dict[Op, Any] = {
-    Op.CONST: lambda n: np.asarray(n.arg, dtype=n.dtype),           # c
+    Op.CONST: lambda n: np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype)),  # c
     Op.ADD: lambda n, a, b: np.add(a, b),                            # a + b
     Op.SUB: lambda n, a, b: np.subtract(a, b),                       # a - b
     Op.MUL: lambda n, a, b: np.multiply(a, b),                       # a * b
@@ -84,7 +85,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.OR: lambda n, a, b: np.logical_or(a, b),                      # a || b
     Op.NOT: lambda n, a: np.logical_not(a),                          # !a
     Op.SELECT: lambda n, c, a, b: np.where(c, a, b),                 # c ? a : b, both evaluated
-    Op.CAST: lambda n, a: a.astype(n.dtype),                         # float->int truncates
+    Op.CAST: lambda n, a: a.astype(dt.numpy_dtype(n.dtype)),         # float->int truncates; half: RNE
     Op.EXP: lambda n, a: np.exp(a),                                  # e^a
     Op.LOG: lambda n, a: np.log(a),                                  # ln a
     Op.SQRT: lambda n, a: np.sqrt(a),                                # a^(1/2)
@@ -115,9 +116,10 @@ def _lift(fn):
     """Turn an array rule into a rule on (array, poison) pairs: poison is the union."""
     def rule(node: Expr, *args: tuple) -> tuple:
         out = np.asarray(fn(node, *(a for a, _ in args)))
-        if out.dtype != node.dtype and not (out.dtype == np.int64 and node.dtype == "int32"
-                                            and node.op is not Op.CAST):
-            out = out.astype(node.dtype)  # (exact index arithmetic stays int64)
+        want = dt.numpy_dtype(node.dtype)
+        if out.dtype != want and not (out.dtype == np.int64 and node.dtype == "int32"
+                                      and node.op is not Op.CAST):
+            out = out.astype(want)  # (exact index arithmetic stays int64)
         return out, _or(*(p for _, p in args))
     return rule
 
@@ -283,7 +285,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndar
         except ValueError:
             raise ValueError(f"evaluate: {op.name}: output {k} uses a reduce axis outside its "
                              "reduction") from None
-        out.append(np.array(val.reshape(outer), dtype=body.dtype))
+        out.append(np.array(val.reshape(outer), dtype=dt.numpy_dtype(body.dtype)))
     return out
 
 

@@ -271,7 +271,9 @@ def const(value: Any, dtype: str | None = None) -> Expr:
     if dtype is None:
         dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
     dtype = dt.check_dtype(dtype)
-    if dt.is_float(dtype):
+    if dt.is_half(dtype):
+        value = dt.round_to(value, dtype)  # a half constant holds exactly what it stores
+    elif dt.is_float(dtype):
         value = float(value)
     elif dt.is_int(dtype):
         if isinstance(value, float) and not value.is_integer():
@@ -331,18 +333,28 @@ def cast(dtype: str, x: Any) -> Expr:
     x = as_expr(x)
     if x.dtype == dtype:
         return x
+    if dt.is_half(dtype) and x.dtype != dt.ACCUMULATE and x.op is not Op.CONST:
+        x = cast(dt.ACCUMULATE, x)  # a half value is always rounded from float32
     if x.op is Op.CONST:
         return const(x.arg, dtype) if not dt.is_bool(dtype) else const(bool(x.arg), dtype)
     return Expr(Op.CAST, dtype, (x,))
 
 
+def widen(x: Expr) -> Expr:
+    """``x`` itself, or ``cast("float32", x)`` for a half value: half types only store."""
+    return cast(dt.compute_dtype(x.dtype), x) if dt.is_half(x.dtype) else x
+
+
 def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
-    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype)."""
+    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype);
+    half operands compute in float32."""
     if not isinstance(a, Expr):
-        b = as_expr(b)
+        b = widen(as_expr(b))
         a = as_expr(a, b.dtype)
     elif not isinstance(b, Expr):
+        a = widen(a)
         b = as_expr(b, a.dtype)
+    a, b = widen(a), widen(b)
     if a.dtype != b.dtype:
         common = dt.promote(a.dtype, b.dtype)
         a, b = cast(common, a), cast(common, b)
@@ -369,7 +381,7 @@ def unary(op: Op, x: Any) -> Expr:
     """Build NEG or a scalar math node; math on integers computes in float32."""
     if is_tensor(x):
         raise scalar_use_error(x, f"ta.topi.{_TOPI_NAMES.get(op, op.value)}({{}})")
-    x = as_expr(x)
+    x = widen(as_expr(x))
     if x.dtype == dt.BOOL:
         raise TypeError(f"{op.value} of a boolean expression")
     if op in UNARY_MATH and op is not Op.ABS and not dt.is_float(x.dtype):

@@ -229,4 +229,6 @@ def read(tensor: Tensor, indices: tuple) -> Expr:
         if e.dtype != dt.INDEX:
             e = Expr(Op.CAST, dt.INDEX, (e,))
         idx.append(e)
-    return Expr(Op.READ, tensor.dtype, tuple(idx), tensor)
+    node = Expr(Op.READ, tensor.dtype, tuple(idx), tensor)
+    # a half tensor is read as float32 (dtype.py): the conversion is an explicit, printed node
+    return Expr(Op.CAST, dt.compute_dtype(tensor.dtype), (node,)) if dt.is_half(tensor.dtype) else node

@@ -19,6 +19,7 @@ exactly what a user would have written by hand.
 from tensorad.ir.tensor import TENSOR_OPERATORS
 
 from . import nn
+from ._util import keeps_storage
 from .broadcast import add, broadcast_shape, broadcast_to, divide, maximum, minimum, multiply, power, subtract
 from .linalg import matmul
 from .math import (
@@ -44,9 +45,6 @@ from .norm import mean, var
 from .reduction import max, min, prod, sum
 from .transform import concatenate, expand_dims, reshape, split, squeeze, transpose
 
-TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
-                        negative=negative)
-
 __all__ = [
     "nn", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
     "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
@@ -54,3 +52,13 @@ __all__ = [
     "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
     "expand_dims", "squeeze",
 ]
+
+# an operator on half tensors stores its result in their dtype (``cast`` says its own dtype)
+for _name in [n for n in __all__ if n not in ("nn", "cast", "broadcast_shape")]:
+    globals()[_name] = keeps_storage(globals()[_name])
+for _name in nn.__all__:
+    setattr(nn, _name, keeps_storage(getattr(nn, _name)))
+
+TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
+                        negative=negative)
+

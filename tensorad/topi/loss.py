@@ -45,7 +45,7 @@ def _picked(x: Tensor, labels: Tensor, name: str) -> Tensor:
 
     def body(r: Index) -> Expr:
         c = lang.reduce_axis((0, classes), "c")
-        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], const(0.0, x.dtype)), c)
+        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], const(0.0, dt.compute_dtype(x.dtype))), c)
 
     return new_compute(labels.shape, body, f"{name}.picked", "loss_pick")
 
@@ -67,7 +67,7 @@ def _reduce(per: Tensor, labels: Tensor, reduction: str, ignore_index: int, name
 
     def count(_: Index) -> Expr:
         rs = tuple(lang.reduce_axis((0, n), f"r{d}") for d, n in enumerate(rows))
-        valid = lang.cast(per.dtype, labels[rs] != ignore_index)
+        valid = lang.cast(dt.compute_dtype(per.dtype), labels[rs] != ignore_index)
         return _reducer.sum(valid, list(rs)) if rs else valid
 
     n = new_compute((), count, f"{name}.count", "loss_count")
@@ -79,7 +79,7 @@ def nll_loss(logp: Tensor, labels: Tensor, reduction: str = "mean", ignore_index
     """``-logp[r, L[r]]`` per row ``r`` (class axis last), reduced by ``reduction``."""
     _check(logp, labels, reduction, ignore_index, name)
     picked = _picked(logp, labels, name)
-    zero = const(0.0, logp.dtype)
+    zero = const(0.0, dt.compute_dtype(logp.dtype))
     per = new_compute(labels.shape, lambda r: lang.select(labels[r] != ignore_index, -picked[r], zero),
                       f"{name}.rows" if reduction != "none" else name, "loss_rows")
     return _reduce(per, labels, reduction, ignore_index, name)
@@ -107,7 +107,7 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignor
 
     s = new_compute(labels.shape, row_sum, f"{name}.sumexp", "softmax_sum")
     picked = _picked(logits, labels, name)
-    zero = const(0.0, logits.dtype)
+    zero = const(0.0, dt.compute_dtype(logits.dtype))
 
     def row_loss(r: Index) -> Expr:
         return lang.select(labels[r] != ignore_index, m[r] + lang.log(s[r]) - picked[r], zero)
