@@ -66,7 +66,8 @@ _HALF_PROBE_IR = """
 define void @f16(ptr %p, ptr %q) {
   %a = load <8 x half>, ptr %p
   %b = fpext <8 x half> %a to <8 x float>
-  %c = fptrunc <8 x float> %b to <8 x half>
+  %s = fadd <8 x float> %b, %b
+  %c = fptrunc <8 x float> %s to <8 x half>
   store <8 x half> %c, ptr %q
   ret void
 }
