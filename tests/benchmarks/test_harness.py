@@ -147,3 +147,23 @@ def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
             e = res["runs"][0]["systems"]["tensorad"]["workloads"][name][phase]
             assert e["check"]["ok"], (name, phase, e["check"])
     assert "suite layers: tensorad / fastest peer" in proc.stdout
+
+
+def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
+    # Whole models (Transformer block, small CNN), forward = the loss, backward = every
+    # parameter's gradient, against PyTorch's float64 autograd; JAX runs the same models.
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    out = tmp_path / "models.json"
+    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "models",
+           "--systems", "tensorad,torch,jax", "--no-sweeps", "--json", str(out), "--no-plot"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert [w["name"] for w in res["workloads"]] == ["transformer_block", "small_cnn"]
+    for name in ("transformer_block", "small_cnn"):
+        for system in ("tensorad", "torch", "jax"):
+            for phase in ("forward", "backward"):
+                e = res["runs"][0]["systems"][system]["workloads"][name][phase]
+                assert e["check"]["ok"], (system, name, phase, e["check"])
+    assert "suite models: tensorad / fastest peer" in proc.stdout
