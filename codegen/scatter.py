@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorad.simplify.logic import conjuncts
+
 from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace
-from tensorad.simplify.logic import conjuncts
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
