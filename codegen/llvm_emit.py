@@ -125,7 +125,10 @@ class ModuleEmitter:
             def check(t, kind, index, values):
                 buf = self.args[self.arg_index[t]]
                 self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values)
-            em.check = check
+            if self.checks.every_access:
+                em.check = check
+            em.gather_check = lambda node, value, position: self.checks.emit_gather(
+                em.b, record, node, value, position)
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         b.ret_void()
         return fn

@@ -118,6 +118,9 @@ class ExprEmitter:
         self.lazy: dict[Expr, Expr] = {}
         # checked mode: ``check(tensor, kind, index_exprs, values)`` emits a bounds test
         self.check: Callable | None = None
+        # ``gather_check(node, value, position)``: the run-time test of a gather index under
+        # mode="raise" (every kernel that has one gets it; see :mod:`.checks`)
+        self.gather_check: Callable | None = None
         self.vmemo = ScopedMemo()
         self.imemo = ScopedMemo()
         self.vrules = _value_rules(self)
@@ -171,7 +174,45 @@ class ExprEmitter:
         return v
 
     def index(self, e: Expr) -> ir.Value:
-        return fold(e, self.irules, self.imemo)
+        """``e`` as an ``i64`` index; a gather index inside (``DATA_INDEX``) is data, emitted
+        in value mode (:meth:`data_index`), and what lies under it is not index arithmetic."""
+        memo = self.imemo
+        if e in memo:
+            return memo[e]
+        gathers = [n for n in walk(e) if n.op is Op.DATA_INDEX]
+        if not gathers:
+            return fold(e, self.irules, memo)
+        under = {x for g in gathers for x in walk(g.src[0])}
+        for node in walk(e):
+            if node in memo or node in under:
+                continue
+            if node.op is Op.DATA_INDEX:
+                memo[node] = self.value(node)
+            else:
+                rule = self.irules.get(node.op)
+                if rule is None:
+                    raise MissingRuleError(f"no index rule for {node.op.name} nodes ({node})")
+                memo[node] = rule(node, *[memo[c] for c in node.src])
+        return memo[e]
+
+    def data_index(self, node: Expr, x: ir.Value) -> ir.Value:
+        """A gather index (:class:`~tensorad.ir.expr.DataIndex`) of the data value ``x``, as an
+        ``i64`` in ``[0, extent)``: clipped, wrapped (Python's modulo), or tested at run time."""
+        x = self.widen(x, I64(0))[0]
+        n, mode = node.arg.extent, node.arg.mode
+        if mode == "clip":
+            lo = self.b.call(intrinsic(self.module, "llvm.smax.i64", I64, [I64, I64]), [x, I64(0)])
+            return self.b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [lo, I64(n - 1)])
+        if mode == "wrap":
+            return self.floordiv_const(x, n, True)
+        if self.gather_check is None:  # never a wild read: a kernel without the test is a bug
+            raise RuntimeError(f"internal error: gather index {node} emitted without its run-time check")
+        read = next((r for r in walk(node.src[0]) if r.op is Op.READ), None)
+        position = None
+        if read is not None:
+            position = (read.arg.name, [self.index(i) for i in read.src])
+        self.gather_check(node, x, position)
+        return x
 
     def address(self, tensor, index: tuple[Expr, ...], kind: str = "read") -> ir.Value:
         strides = self.strides(tensor)
@@ -445,6 +486,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.SIGMOID: sigmoid,
         Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
+        Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
     }
     for op in _ICMP:
         rules[op] = cmp

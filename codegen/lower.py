@@ -33,6 +33,7 @@ from .islast import build_loops
 from .nestfuse import lower_group
 from .parity import decompose
 from .program import Buffer, Fill, Nest, Program, program_text
+from .scatter import lower_scatter, match_scatter
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
 from .splitk import split_k, wants_split
@@ -177,10 +178,11 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
-    gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
+    scatters = {op for op in ops if match_scatter(op, bodies[op]) is not None}  # (:mod:`.scatter`)
+    gemms = {op: None if op in scatters else _is_gemm(op, bodies[op], opts) for op in ops}
     alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K, parity)
     for op in list(ops):  # strided convolutions' input gradients: one product per residue class
-        found = None if gemms[op] is not None else \
+        found = None if gemms[op] is not None or op in scatters else \
             decompose(op, bodies[op][0], lambda piece: _is_gemm(piece, piece.body, opts))
         if found is not None:
             pieces, specs, gather = found
@@ -189,7 +191,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             gemms.update({**dict(zip(pieces, specs)), gather: None})
             alias[gather] = op
     epilogues = {} if not opts.fuse else find_epilogues(
-        [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
+        [op for op in ops if gemms[op] is None and op not in scatters], bodies, set(outputs), covers_box)
     fused_into = {e.consumer: r for r, e in epilogues.items()}
     for op in list(ops):
         if gemms[op] is not None and opts.parallel and wants_split(gemms[op]):
@@ -225,6 +227,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             split = None if op.is_reduction else plan_split(tuple(op.axes), bodies[op])
             units.append(make_unit(op, bodies[op], split=split))
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = [h for g in groups for h in  # a scatter-add is a nest of its own
+              ([Group([u], 0, [()]) for u in g.units] if any(u.op in scatters for u in g.units) else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -330,6 +334,10 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]
+    spec = match_scatter(u.op, bodies[u.op]) if u.reduction is None and u.gemm is None else None
+    if spec is not None:
+        out = outs_of(u.op)[0]
+        return lower_scatter(u.op, spec, out) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range)

@@ -225,7 +225,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
     ALGEBRA_RULES[_op] = (("int-compare", lambda n, a, b: canonical_compare(n)),)  # decide or normalise
 for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
-            Op.SIN, Op.COS, Op.ERF):
+            Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
     ALGEBRA_RULES[_op] = ()  # constant folding only
 
 

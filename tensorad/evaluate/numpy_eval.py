@@ -98,7 +98,8 @@ ARRAY_RULES: dict[Op, Any] = {
 }
 # Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand),
 # READ (gather with clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes).
-CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE})
+# DATA_INDEX (a gather index: checked, clipped or wrapped; see tensorad.ir.expr.DataIndex).
+CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -139,7 +140,8 @@ class _Grid:
         self.reduced: dict = {}
         self.table = {op: _lift(fn) for op, fn in ARRAY_RULES.items()}
         self.table.update({Op.VAR: self._var, Op.READ: self._read,
-                           Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce})
+                           Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
+                           Op.DATA_INDEX: self._data_index})
 
     def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
         return fold(e, self.table, self.memo)
@@ -169,6 +171,22 @@ class _Grid:
             self.oob.setdefault(node, (bad, arrays))
             poison = _or(poison, bad)
         return out, poison
+
+    def _data_index(self, node: Expr, v: tuple) -> tuple:
+        """``np.take``'s modes: ``clip`` and ``wrap`` bring the value into ``[0, n)``; under
+        ``raise`` an out-of-range value poisons its points (an error where it is evaluated)."""
+        a, poison = v
+        a = np.asarray(a, dtype=np.int64)
+        n, mode = node.arg.extent, node.arg.mode
+        if mode == "clip":
+            return np.clip(a, 0, n - 1), poison
+        if mode == "wrap":
+            return np.mod(a, n), poison
+        bad = (a < 0) | (a >= n)
+        if bad.any():
+            self.oob.setdefault(node, (bad, [a]))
+            poison = _or(poison, bad)
+        return np.clip(a, 0, n - 1), poison
 
     def _if_then_else(self, node: Expr, c: tuple, a: tuple, b: tuple) -> tuple:
         (cv, cp), (av, ap), (bv, bp) = c, a, b
@@ -242,6 +260,9 @@ class _Grid:
             order = sorted(self.env, key=lambda v: self.axis_pos[v])
             at = ", ".join(f"{names[v]}={int(x)}" for v, x in zip(order, full))
             idx = tuple(int(np.broadcast_to(a, self.grid_shape)[full]) for a in arrays)
+            if rd.op is Op.DATA_INDEX:
+                return IndexError(rd.arg.message(idx[0], expr_to_str(rd.src[0]),
+                                                 f"{op.name} at {at}", "evaluate"))
             return OutOfBoundsError(
                 f"evaluate: {op.name}: read {expr_to_str(rd)} is out of bounds of tensor "
                 f"{rd.arg.name} {list(rd.arg.shape)}: index {list(idx)} at {at}")

@@ -12,6 +12,8 @@ exactly what a user would have written by hand.
 * broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
   ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);
 * reductions: ``sum``, ``max``, ``min``, ``prod``, ``mean``, ``var`` (``axis``, ``keepdims``);
+* gathers (indexed by integer tensors; gradient: a scatter-add): ``take``, ``index_select``,
+  ``embedding``, ``embedding_bag`` (also in ``nn``);
 * transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
   ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
 """
@@ -21,6 +23,7 @@ from tensorad.ir.tensor import TENSOR_OPERATORS
 from . import nn
 from ._util import keeps_storage
 from .broadcast import add, broadcast_shape, broadcast_to, divide, maximum, minimum, multiply, power, subtract
+from .gather import embedding, embedding_bag, index_select, take
 from .linalg import matmul
 from .math import (
     abs,
@@ -50,7 +53,7 @@ __all__ = [
     "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
     "sigmoid", "sin", "sqrt", "tanh", "erf", "mean", "var", "full", "full_like", "ones", "ones_like", "zeros",
     "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
-    "expand_dims", "squeeze",
+    "expand_dims", "squeeze", "take", "index_select", "embedding", "embedding_bag",
 ]
 
 # an operator on half tensors stores its result in their dtype (``cast`` says its own dtype)

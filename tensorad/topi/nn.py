@@ -19,6 +19,7 @@ from tensorad.lang import tensor_lang as lang
 
 from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
 from .attention import scaled_dot_product_attention
+from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
 from .math import elemwise, erf
 from .norm import batch_norm, group_norm, layer_norm
@@ -27,7 +28,8 @@ from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "erf", "layer_norm", "batch_norm",
-           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss"]
+           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss", "embedding",
+           "embedding_bag"]
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
