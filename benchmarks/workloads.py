@@ -132,8 +132,10 @@ MODELS: list[Workload] = [
              "cross-entropy; 32 images 3x32x32 (grad all)",
              {"X": (32, 3, 32, 32), "W": (16, 3, 3, 3), "B": (16,), "Wd": (10, 16 * 16 * 16), "Bd": (10,),
               "labels": (32,)},
-             {"X": (2, 3, 6, 6), "W": (4, 3, 3, 3), "B": (4,), "Wd": (5, 4 * 3 * 3), "Bd": (5,), "labels": (2,)},
-             ("W", "B", "Wd", "Bd"), NO_SEED, scale=0.5, suite="models", params={"ints": {"labels": (10, 5)}}),
+             {"X": (2, 3, 6, 6), "W": (4, 3, 3, 3), "B": (4,), "Wd": (5, 4 * 3 * 3), "Bd": (5,),
+              "labels": (2,)},
+             ("W", "B", "Wd", "Bd"), NO_SEED, scale=0.5, suite="models",
+             params={"ints": {"labels": (10, 5)}}),
 ]
 WORKLOADS = WORKLOADS + LAYERS + MODELS
 SUITES = ("seed", "layers", "models")

@@ -103,7 +103,8 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Co
     checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
     with trace.stage("llvm", name):
         emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks, target=target)
+                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks,
+                                target=target)
         module = emitter.emit()
         text = finish_ir(str(module))
         call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None

@@ -351,9 +351,9 @@ def const_value(dtype: str, value) -> ir.Constant:
     if dtype == "bool":
         return I1(1 if value else 0)
     if dtype in ("float16", "bfloat16"):
-        from tensorad.ir.dtype import numpy_dtype
-
         import numpy as np
+
+        from tensorad.ir.dtype import numpy_dtype
 
         return I16(int(np.asarray(value, dtype=numpy_dtype(dtype)).view(np.uint16)))
     return LLTYPE[dtype](value)
@@ -371,7 +371,8 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
         return x
     if src in ("float16", "bfloat16"):  # widen to float32, then on as from float32
         x = halfconv.to_float32(b, x, src, em.f16c)
-        return x if dst == "float32" else _cast(em, Expr(Op.CAST, dst, (Expr(Op.CAST, "float32", node.src),)), x)
+        wide = Expr(Op.CAST, "float32", node.src)
+        return x if dst == "float32" else _cast(em, Expr(Op.CAST, dst, (wide,)), x)
     if dst in ("float16", "bfloat16"):  # from float32 only (the language casts there first)
         if src != "float32":
             x = _cast(em, Expr(Op.CAST, "float32", node.src), x)

@@ -145,7 +145,8 @@ class AdjointBuilder:
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = h if factor is None else mul(h, factor)
             value = mul(value, rename(d, m))
-            terms.append(head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv + kv, where))
+            value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
+            terms.append(head_sum(value, iv + kv, where))
         return terms
 
     # ---- helper tensors -----------------------------------------------------------------

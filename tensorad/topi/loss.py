@@ -45,7 +45,8 @@ def _picked(x: Tensor, labels: Tensor, name: str) -> Tensor:
 
     def body(r: Index) -> Expr:
         c = lang.reduce_axis((0, classes), "c")
-        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], const(0.0, dt.compute_dtype(x.dtype))), c)
+        zero = const(0.0, dt.compute_dtype(x.dtype))
+        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], zero), c)
 
     return new_compute(labels.shape, body, f"{name}.picked", "loss_pick")
 

@@ -109,7 +109,8 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
         return _reducer.sum(centered * centered, list(ks)) * inv
 
     v = new_compute(stat_shape, var_body, f"{name}.var", "norm_var")
-    rstd = new_compute(stat_shape, lambda s: const(1.0, dt.compute_dtype(x.dtype)) / lang.sqrt(v[s] + const(eps, dt.compute_dtype(x.dtype))),
+    wide = dt.compute_dtype(x.dtype)
+    rstd = new_compute(stat_shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
                        f"{name}.rstd", "norm_rstd")
     return m, rstd
 
@@ -195,7 +196,8 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
                              f"running_var")
         m = _affine_param(running_mean, (c,), name, "running_mean")
         rv = _affine_param(running_var, (c,), name, "running_var")
-        rstd = new_compute((c,), lambda s: const(1.0, dt.compute_dtype(x.dtype)) / lang.sqrt(rv[s] + const(eps, dt.compute_dtype(x.dtype))),
+        wide = dt.compute_dtype(x.dtype)
+        rstd = new_compute((c,), lambda s: const(1.0, wide) / lang.sqrt(rv[s] + const(eps, wide)),
                            f"{name}.rstd", "norm_rstd")
     chan = (lambda ax: (ax[axis],))
     return _normalize(x, m, rstd, chan, chan, gamma, beta, name, "batch_norm")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from tensorad.codegen.target import parse_target
 
 import tensorad as ta
-from tensorad.codegen.target import parse_target
 
 TARGETS = ["llvm", "llvm -mcpu=haswell", "llvm -mattr=-f16c"]
 NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
