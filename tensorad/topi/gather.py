@@ -13,10 +13,10 @@ from __future__ import annotations
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
-from tensorad.ir.expr import GATHER_MODES
+from tensorad.ir.expr import GATHER_MODES, data_index
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, new_compute, normalize_axis
+from ._util import check_tensor, new_compute, normalize_axis, product
 
 __all__ = ["take", "index_select", "embedding", "embedding_bag"]
 
@@ -36,11 +36,15 @@ def take(x: Tensor, indices: Tensor, axis: int | None = None, mode: str = "raise
     ``out[a..., i..., b...] = x[a..., I[i...], b...]``; the shape is
     ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``."""
     _check(x, indices, mode, name)
-    if axis is None:
-        from .transform import reshape
+    if axis is None:  # one gather index into the flattened x, unravelled in row-major order
+        strides = [product(x.shape[d + 1:]) for d in range(x.ndim)]
 
-        x = reshape(x, (x.size,), name=f"{name}.flat")
-        axis = 0
+        def flat(ax: tuple[Expr, ...]) -> Expr:
+            g = data_index(indices[ax] if ax else indices[()], x.size, mode, x.name, 0)
+            return x[tuple(g // s if d == 0 else (g // s) % n
+                           for d, (s, n) in enumerate(zip(strides, x.shape)))]
+
+        return new_compute(indices.shape, flat, name, "take")
     axis = normalize_axis(axis, x.ndim, name)
     k = indices.ndim
     shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
