@@ -46,6 +46,8 @@ def test_reads_and_stores_are_explicit_printed_casts():
     k = ta.reduce_axis((0, 4), "k")
     S = ta.compute((), lambda: ta.sum(X[k], k), "S", dtype="float16")
     assert S.dtype == "float16" and S.op.body[0].op is Op.CAST  # the float32 sum is its own tensor
+    R = ta.compute((), lambda: ta.max(ta.cast("bfloat16", X[k] * 3.0), k))  # a half source
+    assert R.dtype == "float32" and R.op.body[0].op is Op.REDUCE  # accumulates in float32
 
 
 @pytest.mark.parametrize("target", TARGETS)
