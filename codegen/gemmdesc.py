@@ -18,7 +18,8 @@ digit < size[d]``.  A side that is not such a read (a product of factors, a non-
 gets a specialized packing function emitted in the kernel, called through the same descriptor.
 
 Packing modes (chosen here, statically): ``TRANSPOSE`` -- the read is contiguous along ``k``
-(``X[i, k]`` of a dense layer): register transposes; ``COPY`` -- contiguous along the outer axes
+(``X[i, k]`` of a dense layer, a convolution's input windows in its weight gradient): register
+transposes, masked where a range check fails; ``COPY`` -- contiguous along the outer axes
 (``B[k, j]``, convolution windows): run-wise copies, with range checks as zero-filled interval
 ends; ``GATHER`` -- anything else linear, element by element.
 """
@@ -154,7 +155,10 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
                 fields[axis_field(g, i, 2 + n)] = forms[d].get(a, 0)
     run_k = _runs(kaxes, [coef[a] for a in kaxes])
     run_o = _runs(outer, [coef[a] for a in outer])
-    if checked:
+    k_steps_unit = all(forms[d].get(kaxes[-1], 0) in (-1, 0, 1) for d in checked)
+    if checked and run_k > run_o and block_size(width, vw) and k_steps_unit:
+        mode = TRANSPOSE  # contiguous along k: masked transposes (a weight gradient's input windows)
+    elif checked:
         mode = COPY if coef[o_last] == 1 else None
     elif run_k > run_o and block_size(width, vw):
         mode = TRANSPOSE
