@@ -35,8 +35,9 @@ def _conv_grads(x, w, h, stride, pad, dil):
     return gx, gw
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype):
+@pytest.mark.parametrize("dtype,target", [("float32", "llvm"), ("float64", "llvm"),
+                                          ("float32", "llvm -mcpu=x86-64")])  # (SSE: masked loads by lanes)
+def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype, target):
     # dW[f, c, ry, rx] = sum_{n, y, x} H[n, f, y, x] * X[n, c, y + ry - 1, x + rx - 1] reads X
     # contiguously along the sum (x) under range checks: the library transposes it in
     # registers, masked at the borders, instead of copying runs of 3 taps (3x slower)
@@ -45,7 +46,7 @@ def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype
     Y = ta.topi.nn.conv2d(X, W, 1, 1)
     H = ta.placeholder(Y.shape, dtype, "H")
     (gw,) = ta.JacobianRecursive(Y, [W], H)
-    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0)
+    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
     assert "matrix product" in str(kern.lowered) and ".padded" not in str(kern.lowered)
     assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
     x, h = RNG.standard_normal(X.shape).astype(dtype), RNG.standard_normal(H.shape).astype(dtype)
