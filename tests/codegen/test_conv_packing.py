@@ -63,6 +63,8 @@ def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype
     (2, 2, 3, (13, 11), 3, 1, 4, 1),   # padding larger than the kernel
     (2, 3, 4, (23, 17), 3, 1, 2, 2),   # dilation 2
     (1, 2, 3, (19, 13), 3, 3, 1, 1),   # stride 3
+    (2, 3, 5, (23, 37), 3, 2, 1, 1),   # stride 2: dW packs every other element by transposes
+    (1, 2, 3, (17, 41), 3, 2, 3, 2),   # stride 2, dilation 2, padding larger than the kernel
     (3, 1, 1, (7, 5), 1, 1, 0, 1),     # 1x1 kernel, one channel
     (2, 4, 6, (29, 31), 5, 1, 2, 1),
 ])
@@ -73,6 +75,8 @@ def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil)
     H = ta.placeholder(Y.shape, "float32", "H")
     gx, gw = ta.JacobianRecursive(Y, [X, W], H)
     kern = ta.build([gx, gw], [X, W, H], microkernel=True, parallel_min_work=0)
+    if stride == 2 and dil == 1:
+        assert "packB_transpose2" in kern._compiled.llvm_ir_unoptimized
     x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
     h = RNG.standard_normal(H.shape).astype(np.float32)
     want = _conv_grads(x.astype(np.float64), w.astype(np.float64), h.astype(np.float64), stride, pad, dil)
