@@ -84,3 +84,36 @@ def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil)
         kern.num_threads = threads
         for got, ref in zip(kern(x, w, h), want):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def _descriptor_fields(kern) -> list[list[int]]:
+    import re
+
+    text = kern._compiled.llvm_ir_unoptimized
+    return [[int(v) for v in re.findall(r"i64 (-?\d+)", m)]
+            for m in re.findall(r"_desc\" = private constant \[\d+ x i64\] \[([^\]]*)\]", text)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_side_without_batch_axes_is_packed_once_per_call(dtype):
+    # C[b, i, j] = sum_k A[i, k] * B[b, k, j]: A is the same at every batch point (a
+    # convolution's weights), so the driver packs it once per call, in blocks of KC x MC
+    # (small blocks here: several of each), instead of once per batch point and column block
+    from tensorad.codegen import gemmdesc as gd
+
+    A = ta.placeholder((37, 45), dtype, "A")
+    B = ta.placeholder((5, 45, 53), dtype, "B")
+    k = ta.reduce_axis((0, 45), "k")
+    C = ta.compute((5, 37, 53), lambda b, i, j: ta.sum(A[i, k] * B[b, k, j], k), name="C")
+    kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
+    assert [f[gd.H_APRE] for f in _descriptor_fields(kern)] == [1]
+    a, bb = RNG.standard_normal((37, 45)).astype(dtype), RNG.standard_normal((5, 45, 53)).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, bb), np.einsum("ik,bkj->bij", a, bb), rtol=tol, atol=tol)
+    # B's side reads the batch axis: not marked
+    Cb = ta.compute((5, 53, 37), lambda b, j, i: ta.sum(B[b, k, j] * A[i, k], k), name="Cb")
+    kb = ta.build([Cb], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
+    assert [f[gd.H_APRE] for f in _descriptor_fields(kb)] == [0]
+    np.testing.assert_allclose(kb(a, bb), np.einsum("ik,bkj->bji", a, bb), rtol=tol, atol=tol)
