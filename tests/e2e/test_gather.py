@@ -344,3 +344,15 @@ def test_exported_and_pickled_kernels_keep_the_check(tmp_path):
         got = fn(ev.ctypes.data_as(ctypes.c_void_p), idx.ctypes.data_as(ctypes.c_void_p),
                  out.ctypes.data_as(ctypes.c_void_p), 1)
         assert (got != 0) == bool(want)
+
+
+def test_index_arithmetic_around_a_gather_may_share_nodes_with_it():
+    """Inlining ``A[i] = X[i % 2]`` into ``A[I[j] * 2 + 1]`` puts index arithmetic around the
+    gather that shares the constant 2 with the arithmetic inside it (a fuzz find: seed 207)."""
+    x = ta.placeholder((2, 3), F, name="X")
+    ids = ta.placeholder((4,), "int32", name="I")
+    a = ta.compute((5, 3), lambda i, j: x[i % 2, j] * 2.0, name="A")
+    y = ta.compute((4, 3), lambda i, j: a.take(ids[i] * 2 + 1, j, mode="clip"), name="Y")
+    xv, iv = np.arange(6.0).reshape(2, 3), np.array([-1, 0, 1, 7], np.int32)
+    rows = np.clip(iv * 2 + 1, 0, 4) % 2
+    np.testing.assert_array_equal(ta.build([y], [x, ids])(xv, iv), xv[rows] * 2)
