@@ -179,12 +179,17 @@ class ExprEmitter:
         memo = self.imemo
         if e in memo:
             return memo[e]
-        gathers = [n for n in walk(e) if n.op is Op.DATA_INDEX]
-        if not gathers:
+        if not any(n.op is Op.DATA_INDEX for n in walk(e)):
             return fold(e, self.irules, memo)
-        under = {x for g in gathers for x in walk(g.src[0])}
+        outside, stack = set(), [e]  # the index arithmetic around the gathers (shared nodes too)
+        while stack:
+            node = stack.pop()
+            if node not in outside:
+                outside.add(node)
+                if node.op is not Op.DATA_INDEX:
+                    stack.extend(node.src)
         for node in walk(e):
-            if node in memo or node in under:
+            if node in memo or node not in outside:
                 continue
             if node.op is Op.DATA_INDEX:
                 memo[node] = self.value(node)

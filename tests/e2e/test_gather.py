@@ -321,3 +321,38 @@ def test_random_index_data(mode, axis, ids, seed):
     else:
         np.add.at(want_g.T, rows, np.moveaxis(hv, 0, -1))
     np.testing.assert_allclose(got_g, want_g, rtol=1e-12, atol=1e-12)
+
+
+def test_exported_and_pickled_kernels_keep_the_check(tmp_path):
+    """The run-time check travels: ``ta.load`` raises, the C function returns its code."""
+    import ctypes
+    import pickle
+
+    e, ids, y = _gather_program("raise")
+    kernel = ta.build([y], [e, ids])
+    ev, good, bad = np.ones((5, 3)), np.array([0, 4, 1, 1], np.int32), np.array([0, 9, 1, 1], np.int32)
+    path = kernel.export(tmp_path / "gather.so")
+    for k in (ta.load(path), pickle.loads(pickle.dumps(kernel))):
+        np.testing.assert_array_equal(k(ev, good), ev[good])
+        with pytest.raises(IndexError, match=r"I\(i\) = 9 indexes axis 0 of tensor E.*at I\[1\]"):
+            k(ev, bad)
+    assert "int gather(" in (tmp_path / "gather.h").read_text()
+    fn = ctypes.CDLL(path).gather
+    fn.restype = ctypes.c_int
+    out = np.zeros((4, 3))
+    for idx, want in ((good, 0), (bad, 1)):
+        got = fn(ev.ctypes.data_as(ctypes.c_void_p), idx.ctypes.data_as(ctypes.c_void_p),
+                 out.ctypes.data_as(ctypes.c_void_p), 1)
+        assert (got != 0) == bool(want)
+
+
+def test_index_arithmetic_around_a_gather_may_share_nodes_with_it():
+    """Inlining ``A[i] = X[i % 2]`` into ``A[I[j] * 2 + 1]`` puts index arithmetic around the
+    gather that shares the constant 2 with the arithmetic inside it (a fuzz find: seed 207)."""
+    x = ta.placeholder((2, 3), F, name="X")
+    ids = ta.placeholder((4,), "int32", name="I")
+    a = ta.compute((5, 3), lambda i, j: x[i % 2, j] * 2.0, name="A")
+    y = ta.compute((4, 3), lambda i, j: a.take(ids[i] * 2 + 1, j, mode="clip"), name="Y")
+    xv, iv = np.arange(6.0).reshape(2, 3), np.array([-1, 0, 1, 7], np.int32)
+    rows = np.clip(iv * 2 + 1, 0, 4) % 2
+    np.testing.assert_array_equal(ta.build([y], [x, ids])(xv, iv), xv[rows] * 2)
