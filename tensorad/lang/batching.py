@@ -28,11 +28,14 @@ def batch_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], batched: 
         raise ValueError(f"batch_program: {len(inputs)} inputs but {len(batched)} batch flags")
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_program: the batch size must be a positive integer, got {size!r}")
-    new: dict[Tensor, Tensor] = {}
+    new: dict[Tensor, Tensor] = {}  # every tensor of the program -> its batched form (or itself)
+    changed: set[Tensor] = set()  # the tensors that gain the batch axis
     for x, b in zip(inputs, batched):
         if not x.is_placeholder:
             raise TypeError(f"batch_program: input {x.name!r} is not a placeholder")
         new[x] = placeholder((size, *x.shape), x.dtype, x.name) if b else x
+        if b:
+            changed.add(x)
     made: dict[ComputeOp, tuple[Tensor, ...]] = {}
     for t in tensor_graph(outputs):
         if t in new:
@@ -40,16 +43,19 @@ def batch_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], batched: 
         if t.is_placeholder:
             raise ValueError(f"batch_program: the outputs read placeholder {t.name!r}, not an input")
         if t.op not in made:
-            made[t.op] = _batch_op(t.op, new, size)
-        new[t] = made[t.op][t.value_index]
+            made[t.op] = _batch_op(t.op, new, changed, size)
+        made_t = made[t.op][t.value_index]
+        new[t] = t if made_t is None else made_t
+        if made_t is not None:
+            changed.add(t)
     return [new[o] for o in outputs], [new[x] for x in inputs]
 
 
-def _batch_op(op: ComputeOp, new: dict[Tensor, Tensor], size: int) -> tuple[Tensor, ...]:
-    old = [Tensor(op, v) for v in range(op.num_outputs)]
-    reads_batched = {n.arg for b in op.body for n in walk(b) if n.op is Op.READ and new[n.arg] is not n.arg}
+def _batch_op(op: ComputeOp, new: dict[Tensor, Tensor], changed: set[Tensor],
+              size: int) -> tuple[Tensor, ...]:
+    reads_batched = {n.arg for b in op.body for n in walk(b) if n.op is Op.READ and n.arg in changed}
     if not reads_batched:
-        return tuple(old)
+        return (None,) * op.num_outputs
     bvar = var("b", 0, size)
     reduce_axes = {a for b in op.body for n in walk(b) if n.op is Op.REDUCE for a in n.arg.axes}
     fresh = {v: var(v.name, v.lo, v.hi) for v in (*op.axes, *sorted(reduce_axes, key=lambda v: v.name))}
