@@ -51,18 +51,21 @@ class Program:
     """``outputs`` as a function of the placeholders ``free``, run by one kernel.
 
     ``linear``: positions in ``free`` in which the program is linear (JAX may transpose it
-    there).  ``n_saved``: operands after ``free`` that the kernel may read (saved forward values)
-    but that the mathematics does not depend on.  ``run``: the kernel on all operands (default:
-    the program built over ``free``).  ``jvp_rule``/``transpose_rule`` replace the generic ones
-    (the first-order forms that keep residuals).
+    there).  ``frozen``: positions in ``free`` that carry no derivative (inputs outside the
+    user's ``wrt``: as ``stop_gradient``, at every order).  ``n_saved``: operands after ``free``
+    that the kernel may read (saved forward values) but that the mathematics does not depend
+    on.  ``run``: the kernel on all operands (default: the program built over ``free``).
+    ``jvp_rule``/``transpose_rule`` replace the generic ones (the first-order forms that keep
+    residuals).
     """
 
     def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
                  linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,
-                 policy: Policy = "default") -> None:
+                 policy: Policy = "default", frozen: frozenset[int] = frozenset()) -> None:
         self.outputs = _distinct_computes(list(outputs), "out")
         self.free = list(free)
         self.linear = frozenset(linear)
+        self.frozen = frozen
         self.n_saved = n_saved
         self.build_options, self.policy = build_options, policy
         self._run = run
@@ -100,7 +103,7 @@ class Program:
             outs = [_jvp(o, xs, ts, optimizer=optimizer) for o in self.outputs if dt.is_float(o.dtype)]
             n = len(self.free)
             return Program(outs, self.free + ts, self.build_options, range(n, n + len(ts)),
-                           policy=self.policy)
+                           policy=self.policy, frozen=self.frozen)
         return self._cached(("jvp", mask), make)
 
     def transpose_program(self, needed: tuple[bool, ...]) -> Program:
@@ -112,7 +115,7 @@ class Program:
             heads = [h for h in fn.heads if h is not None]
             n = len(self.free)
             return Program(fn.grads, self.free + heads, self.build_options, range(n, n + len(heads)),
-                           policy=self.policy)
+                           policy=self.policy, frozen=self.frozen)
         return self._cached(("transpose", needed), make)
 
     def batched(self, size: int, mask: tuple[bool, ...]) -> Program:
@@ -120,7 +123,8 @@ class Program:
         def make() -> Program:
             outs, free = batch_program(self.outputs, self.free, mask, size)
             linear = [k for k in self.linear]
-            return Program(outs, free, self.build_options, linear, policy=self.policy)
+            return Program(outs, free, self.build_options, linear, policy=self.policy,
+                           frozen=self.frozen)
         return self._cached(("batch", size, mask), make)
 
 
@@ -152,8 +156,8 @@ def _zero_like(aval: Any) -> ad.Zero:
 
 
 def _float_mask(program: Program, tangents: Sequence[Any]) -> tuple[bool, ...]:
-    return tuple(type(t) is not ad.Zero and dt.is_float(x.dtype)
-                 for x, t in zip(program.free, tangents))
+    return tuple(type(t) is not ad.Zero and dt.is_float(x.dtype) and k not in program.frozen
+                 for k, (x, t) in enumerate(zip(program.free, tangents)))
 
 
 def _tangents_out(program: Program, float_tangents: list) -> list:
@@ -234,7 +238,7 @@ class _Level:
         tangent = base.jvp_program(mask)
         n_saved = len(fn.plan.sources)
         self.tangent = Program(tangent.outputs, tangent.free, base.build_options, tangent.linear,
-                               n_saved=n_saved, run=tangent.run, policy=base.policy)
+                               n_saved=n_saved, run=tangent.run, policy=base.policy, frozen=base.frozen)
         self.tangent._derived = tangent._derived  # its derivatives are the recomputing program's
         self.tangent.transpose_rule = self._tangent_transpose
         full = base.transpose_program(mask)
@@ -244,7 +248,7 @@ class _Level:
         def backward(*a: Any) -> list:
             return list(fn.backward(list(a[n_free:]), *self._heads(a[n_in:n_free])))
         self.backward = Program(full.outputs, full.free, base.build_options, full.linear,
-                                n_saved=n_saved, policy=base.policy, run=backward)
+                                n_saved=n_saved, policy=base.policy, run=backward, frozen=base.frozen)
         self.backward._derived = full._derived
 
     def _heads(self, given: Sequence[Any]) -> list:
@@ -293,15 +297,16 @@ class JaxFunction:
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
                  **build_options: Any) -> None:
         self.function = f = Function(outputs, inputs, wrt, policy, **build_options)
-        self.base = Program(f.outputs, f.inputs, build_options, policy=policy,
+        wrt_set = set(f.wrt)
+        frozen = frozenset(k for k, x in enumerate(f.inputs) if x not in wrt_set)
+        self.base = Program(f.outputs, f.inputs, build_options, policy=policy, frozen=frozen,
                             run=lambda *a: _listed(f.forward_kernel(*a)))
         self.base.jvp_rule = self._jvp
         self._levels: dict[tuple[bool, ...], _Level] = {}
 
     def _jvp(self, primals: Sequence[Any], tangents: Sequence[Any]):
         f = self.function
-        wrt = set(f.wrt)
-        mask = tuple(m and x in wrt for m, x in zip(_float_mask(self.base, tangents), f.inputs))
+        mask = _float_mask(self.base, tangents)
         if not any(mask):
             return _bind(self.base, *primals), [_zero_like(a) for a in self.base.avals]
         level = self._levels.get(mask)

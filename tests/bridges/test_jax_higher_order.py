@@ -104,6 +104,16 @@ def test_first_order_reads_the_saved_winner(x64, rng):
     assert any("winner" in t.name for t in level.fn.saved)
 
 
+def test_inputs_outside_wrt_carry_no_derivative_at_any_order(x64, rng):
+    X, S = ta.placeholder((3,), "float64", "X"), ta.placeholder((3,), "float64", "S")
+    f = ta.jax.function(topi.sum(topi.exp(X * S)), [X, S], wrt=[X])
+    x, s = jnp.asarray(rng.standard_normal(3)), jnp.asarray(rng.standard_normal(3))
+    _close(jax.grad(f)(x, s), s * jnp.exp(x * s))
+    _close(jax.grad(lambda x, s: jax.grad(f)(x, s).sum(), argnums=1)(x, s), np.zeros(3))
+    _close(jax.jacfwd(jax.grad(f), argnums=1)(x, s), np.zeros((3, 3)))
+    _close(jax.grad(lambda x, s: jax.grad(f)(x, s).sum())(x, s), s * s * jnp.exp(x * s))
+
+
 # ---- vmap -----------------------------------------------------------------------------------
 def _layer_jax(x, w):
     y = jax.lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)])
