@@ -63,7 +63,8 @@ def test_gradcheck_and_gradgradcheck_of_every_topi_op(case):
     f = ta.torch.function(build(*xs), xs)
     args = _inputs(shapes, domain, torch.Generator().manual_seed(7))
     assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
-    assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+    # second order: random projections of the Hessian (fast mode), each against finite differences
+    assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5, fast_mode=True)
 
 
 @pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
