@@ -12,8 +12,9 @@ program outputs over placeholder inputs).  The primitive's rules are tensorad's 
   program linear in the tangents;
 * **transpose** (of a program linear in some inputs, as every JVP program is): the program
   ``J^T head`` built by tensorad's reverse mode (``JacobianRecursive``);
-* **vmap**: one program with the batch as a leading axis (:func:`tensorad.lang.batching.
-  batch_program`), built once per batch size and set of batched arguments: one kernel call.
+* **vmap**: one program with the batch as a leading axis (``batch_program`` of
+  :mod:`tensorad.lang.batching`), built once per batch size and set of batched arguments: one
+  kernel call.
 
 Every derived program is again a ``Program`` with the same rules, so ``jax.grad(jax.grad(f))``,
 ``jax.hessian`` (forward over reverse) and ``check_grads(order=2)`` differentiate tensorad's own
