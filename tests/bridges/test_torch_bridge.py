@@ -80,6 +80,30 @@ def test_gradcheck_of_the_losses_with_integer_labels(loss, reduction):
     assert torch.autograd.gradgradcheck(lambda x: f(x, labels), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
+# the gathers, with integer indices (repeated, so the scatter-add of the gradient accumulates)
+_GATHERS = {
+    "take": (lambda X, J: topi.take(X, J, axis=1), (3, 5), (4,), lambda x, i: x[:, i]),
+    "index_select": (lambda X, J: topi.index_select(X, J, axis=0), (5, 3), (4,), lambda x, i: x[i]),
+    "embedding": (lambda W, J: ta.topi.nn.embedding(W, J), (6, 3), (2, 4),
+                  lambda w, i: torch.nn.functional.embedding(i.long(), w)),
+    "embedding_bag": (lambda W, J: ta.topi.nn.embedding_bag(W, J, "sum"), (6, 3), (2, 4),
+                      lambda w, i: torch.nn.functional.embedding_bag(i.long(), w, mode="sum")),
+}
+
+
+@pytest.mark.parametrize("case", list(_GATHERS))
+def test_gradcheck_and_gradgradcheck_of_the_gathers(case):
+    build, shape, ishape, reference = _GATHERS[case]
+    X, J = ta.placeholder(shape, "float64", "X"), ta.placeholder(ishape, "int32", "J")
+    f = ta.torch.function(build(X, J), [X, J])
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2)).requires_grad_()
+    idx = torch.tensor([[1, 3, 1, 0], [2, 2, 0, 1]][: ishape[0]] if len(ishape) == 2 else [1, 2, 1, 0],
+                       dtype=torch.int32)
+    torch.testing.assert_close(f(x, idx), reference(x, idx))
+    assert torch.autograd.gradcheck(lambda x: f(x, idx), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert torch.autograd.gradgradcheck(lambda x: f(x, idx), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
 def _layer(dtype="float32"):
     """conv2d (padding 1) -> relu -> 2x2 max pool, as one tensorad function of X and W."""
     X, W = ta.placeholder((2, 2, 6, 6), dtype, "X"), ta.placeholder((3, 2, 3, 3), dtype, "W")
