@@ -5,8 +5,8 @@
 
 The model (as in ``torch_cnn.py``): conv2d 3x3 (padding 1) + bias -> relu -> 2x2 max pool ->
 flatten -> dense.  The two layers are tensor programs written with ``ta.topi`` and made JAX
-functions by ``ta.jax.function`` (a ``custom_vjp`` whose forward and backward call tensorad
-kernels); the loss, ``jax.grad``, ``jax.jit`` of the whole training step and the SGD update are
+functions by ``ta.jax.function`` (a JAX primitive whose evaluation, derivatives and batching
+are tensorad kernels); the loss, ``jax.grad``, ``jax.jit`` of the whole training step and the SGD update are
 ordinary JAX.
 """
 

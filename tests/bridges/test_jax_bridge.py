@@ -1,4 +1,5 @@
-"""``ta.jax.function``: tensorad programs as ``jax.custom_vjp`` functions.
+"""``ta.jax.function``: tensorad programs as JAX functions (first order; see
+``test_jax_higher_order.py`` for second order and batched ``vmap``).
 
 Oracles: ``jax.test_util.check_grads`` (finite differences taken by JAX, float64) for one op of
 each kind of the gradient test table (the PyTorch bridge's tests take every op: the bridges share

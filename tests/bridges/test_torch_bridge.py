@@ -2,8 +2,9 @@
 
 Oracles: ``torch.autograd.gradcheck``/``gradgradcheck`` (float64 finite differences taken by
 PyTorch), and the same computation written with PyTorch's own operators (eager autograd,
-``torch.func.grad``, ``torch.compile``).  Every topi op of the gradient test table
-(``tests/tensorad/topi/test_topi_gradients.py``) goes through the bridge.
+``torch.func.grad``, ``torch.compile``).  Every topi op goes through the bridge, at first and
+second order: the gradient test table (``tests/tensorad/topi/test_topi_gradients.py``), the
+layers table (``test_topi_layers.py``) and the few ops neither takes.
 """
 
 from __future__ import annotations
@@ -20,15 +21,31 @@ torch = pytest.importorskip("torch")
 nn = ta.topi.nn
 
 
-def _topi_cases() -> dict:
-    path = pathlib.Path(__file__).parents[1] / "tensorad" / "topi" / "test_topi_gradients.py"
-    spec = importlib.util.spec_from_file_location("topi_gradient_cases", path)
+def _load(name: str, module_name: str) -> dict:
+    path = pathlib.Path(__file__).parents[1] / "tensorad" / "topi" / name
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.CASES
 
 
-CASES = _topi_cases()
+topi = ta.topi
+# the ops that neither table below takes (elementwise math, broadcasting, shape changes)
+_MORE = {
+    "abs": ([(2, 3)], topi.abs, None),
+    "sin": ([(2, 3)], topi.sin, None),
+    "cos": ([(2, 3)], topi.cos, None),
+    "power": ([(2, 3), (2, 3)], topi.power, "pos"),
+    "maximum": ([(2, 3), (3,)], topi.maximum, None),
+    "minimum": ([(2, 3), (2, 1)], topi.minimum, None),
+    "broadcast_to": ([(3, 1)], lambda X: topi.broadcast_to(X, (2, 3, 4)), None),
+    "expand_dims": ([(2, 3)], lambda X: topi.expand_dims(X, 1, 2), None),
+    "squeeze": ([(2, 1, 3)], lambda X: topi.squeeze(X, 1), None),
+}
+# every topi op: the gradient table, the layers table (norms, GELU, grouped and transposed
+# convolution, upsampling, attention), and the ops above
+CASES = {**_load("test_topi_gradients.py", "topi_gradient_cases"), **_MORE,
+         **{k: (v[0], v[1], None) for k, v in _load("test_topi_layers.py", "topi_layer_cases").items()}}
 
 
 def _inputs(shapes, domain, gen, dtype=torch.float64):
@@ -38,21 +55,53 @@ def _inputs(shapes, domain, gen, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_gradcheck_of_every_topi_op(case):
+def test_gradcheck_and_gradgradcheck_of_every_topi_op(case):
+    """First order through the saved residuals; second order through tensorad's own
+    derivatives of the gradient program (create_graph)."""
     shapes, build, domain = CASES[case]
     xs = [ta.placeholder(s, "float64", f"in{k}") for k, s in enumerate(shapes)]
     f = ta.torch.function(build(*xs), xs)
     args = _inputs(shapes, domain, torch.Generator().manual_seed(7))
     assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+    # second order: random projections of the Hessian (fast mode), each against finite differences
+    assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5, fast_mode=True)
 
 
-@pytest.mark.parametrize("case", ["homebrew_softmax", "max_pool"])
-def test_gradgradcheck_through_tensorads_own_second_derivatives(case):
-    shapes, build, domain = CASES[case]
-    xs = [ta.placeholder(s, "float64", f"in{k}") for k, s in enumerate(shapes)]
-    f = ta.torch.function(build(*xs), xs)
-    args = _inputs(shapes, domain, torch.Generator().manual_seed(3))
-    assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_gradcheck_of_the_losses_with_integer_labels(loss, reduction):
+    X, L = ta.placeholder((3, 4), "float64", "X"), ta.placeholder((3,), "int32", "L")
+    f = ta.torch.function(getattr(ta.topi.nn, loss)(X, L, reduction=reduction, ignore_index=2), [X, L])
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(5)).requires_grad_()
+    labels = torch.tensor([1, 2, 3], dtype=torch.int32)  # the second is ignored
+    torch.testing.assert_close(f(x, labels), getattr(torch.nn.functional, loss)(
+        x, labels.long(), reduction=reduction, ignore_index=2))
+    assert torch.autograd.gradcheck(lambda x: f(x, labels), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert torch.autograd.gradgradcheck(lambda x: f(x, labels), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+# the gathers, with integer indices (repeated, so the scatter-add of the gradient accumulates)
+_GATHERS = {
+    "take": (lambda X, J: topi.take(X, J, axis=1), (3, 5), (4,), lambda x, i: x[:, i]),
+    "index_select": (lambda X, J: topi.index_select(X, J, axis=0), (5, 3), (4,), lambda x, i: x[i]),
+    "embedding": (lambda W, J: ta.topi.nn.embedding(W, J), (6, 3), (2, 4),
+                  lambda w, i: torch.nn.functional.embedding(i.long(), w)),
+    "embedding_bag": (lambda W, J: ta.topi.nn.embedding_bag(W, J, "sum"), (6, 3), (2, 4),
+                      lambda w, i: torch.nn.functional.embedding_bag(i.long(), w, mode="sum")),
+}
+
+
+@pytest.mark.parametrize("case", list(_GATHERS))
+def test_gradcheck_and_gradgradcheck_of_the_gathers(case):
+    build, shape, ishape, reference = _GATHERS[case]
+    X, J = ta.placeholder(shape, "float64", "X"), ta.placeholder(ishape, "int32", "J")
+    f = ta.torch.function(build(X, J), [X, J])
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2)).requires_grad_()
+    idx = torch.tensor([[1, 3, 1, 0], [2, 2, 0, 1]][: ishape[0]] if len(ishape) == 2 else [1, 2, 1, 0],
+                       dtype=torch.int32)
+    torch.testing.assert_close(f(x, idx), reference(x, idx))
+    assert torch.autograd.gradcheck(lambda x: f(x, idx), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert torch.autograd.gradgradcheck(lambda x: f(x, idx), (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
 def _layer(dtype="float32"):
