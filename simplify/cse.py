@@ -55,3 +55,11 @@ class OpTable:
         if found is None:
             found = self._ops[key] = op
         return found
+
+    def lookup(self, op: ComputeOp) -> ComputeOp | None:
+        """The op held with ``op``'s key, if any (nothing is added)."""
+        return self._ops.get(canonical_key(op, self._canon))
+
+    def register(self, op: ComputeOp) -> None:
+        """Hold ``op`` under its key unless an equal op is held already."""
+        self._ops.setdefault(canonical_key(op, self._canon), op)

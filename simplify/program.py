@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tensorad.ir.expr import Expr, Op, const
-from tensorad.ir.rewrite import reads, replace_reads, walk
+from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.rewrite import reads, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .context import OptimizerContext
+from .factor import factor_sum, is_sum_op
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
@@ -119,12 +120,50 @@ class _Pass:
     def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
         return self.make(name, axes, body, split=False)
 
+    def _fresh(self, axes: Sequence[Expr], body: Expr) -> tuple[list[Expr], Expr]:
+        """``axes`` and ``body`` with fresh axis and reduction variables (one op's own)."""
+        rvars = body.arg.axes if body.op is Op.REDUCE else ()
+        m = {v: var(v.name, v.lo, v.hi, v.dtype) for v in list(axes) + list(rvars)}
+        if body.op is Op.REDUCE:
+            ra = body.arg
+            body = Expr(Op.REDUCE, body.dtype, tuple(substitute(s, m) for s in body.src),
+                        type(ra)(ra.combiner, tuple(m[r] for r in rvars), ra.value_index))
+        else:
+            body = substitute(body, m)
+        return [m[a] for a in axes], body
+
+    def lookup(self, axes: Sequence[Expr], body: Expr) -> Tensor | None:
+        """A tensor of the call's table equal to ``body`` over ``axes``, if one is held."""
+        found = self.ctx.table.lookup(ComputeOp("", "", tuple(axes), (body,)))
+        return None if found is None else Tensor(found, 0)
+
+    def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
+        """:func:`.factor.factor_sum` with brackets made as this pass's tensors."""
+        made = iter(range(1 << 30))
+
+        def make(ax: Sequence[Expr], body: Expr) -> Tensor:
+            ax, body = self._fresh(ax, body)
+            return self.make(f"{name}.f{next(made)}", ax, body)
+
+        return factor_sum(axes, red, self.lookup, make, self.ctx)
+
+    def register_reads(self, body: Expr) -> None:
+        """Sums ``body`` reads join the table, so that equal brackets become reads of them."""
+        for t in reads(body):
+            if is_sum_op(t.op):
+                self.ctx.table.register(t.op)
+
     def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
         ctx = self.ctx
         body = self.inline(body)
+        self.register_reads(body)
         if body.op is Op.REDUCE:
             if body.arg.combiner.kind == "sum":
                 body = optimize_sum(axes, body, name, self.make, split, ctx)
+                if body.op is Op.REDUCE:
+                    factored = self.factor(axes, body, name)
+                    if factored is not None:
+                        body = factored
                 if body.op is not Op.REDUCE:
                     body = lift_body(axes, self.inline(body), ctx)
             else:
@@ -154,9 +193,11 @@ class _Pass:
             if body.op is Op.REDUCE and provably_zero(body, self.ctx):
                 body = const(0, body.dtype)
             bodies = (body,)
-        if bodies == op.body:
-            return self.remember(op, op)
-        return self.remember(op, ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs, op.provenance))
+        new = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
+                                                       op.provenance)
+        if is_sum_op(new):
+            self.ctx.table.register(new)
+        return self.remember(op, new)
 
 
 def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None = None) -> Tensor:

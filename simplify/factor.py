@@ -1,0 +1,230 @@
+"""Factor loop-invariant terms out of sums, and share sums that are equal up to such factors.
+
+A sum over ``k`` is linear in its source, so factors that do not mention ``k`` move out::
+
+    sum_k (a * f(k) + b * g(k))  =  a * [sum_k f(k)] + b * [sum_k g(k)]          (linearity)
+    sum_{k in box} c             =  c * |box|                                     (a count)
+
+Autodiff builds adjoint sums whose sources carry per-row factors: in batch norm's gradient
+``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and ``gamma.grad[c] = sum_k H * (X - mean) *
+rstd[c]`` are one sum ``[sum_k H * (X - mean)]`` times different factors, and
+``mean.grad[c] = sum_k (H * u[c] + v[c] * (mean[c] - X))`` is ``u * [sum_k H] + v * (|box| *
+mean - [sum_k X])``, whose brackets are ``beta.grad`` and the forward ``mean``'s own sum.
+Written as brackets, the sums become tensors of the call's :class:`~.cse.OpTable`, so equal
+brackets -- across adjoints, and with the forward sums the gradient reads -- are one tensor.
+
+:func:`factor_sum` rewrites one sum only when that does not add a pass: every bracket must
+be a count, provably zero (:mod:`.polynomial`) or a sum the table already holds, except at
+most one new sum (the *remainder*: the sum of every term not shared, as one reduction).  A
+variant factor that is itself a sum (``mean - X``) is expanded only when that makes its
+brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); otherwise it is
+kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
+(which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
+custom combiners are not linear).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .linear import atom_key
+from .polynomial import provably_zero
+from .rules import simplify_expr
+
+MAX_TERMS = 16  # more additive terms than this: the source is left as it is
+
+Term = tuple[Expr, tuple[Expr, ...]]  # (invariant coefficient, variant factors)
+Lookup = Callable[[Sequence[Expr], Expr], Tensor | None]
+Make = Callable[[Sequence[Expr], Expr], Tensor]
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _mentions(e: Expr, bound: frozenset) -> bool:
+    return any(n in bound for n in walk(e))
+
+
+def _factors(e: Expr) -> tuple[Expr, ...]:
+    if e.op is Op.MUL:
+        return _factors(e.src[0]) + _factors(e.src[1])
+    return (e,)
+
+
+def _collapse(e: Expr, bound: frozenset) -> Term:
+    """A product kept whole: its invariant factors are the coefficient, the rest its factors."""
+    coef: Expr = const(1, e.dtype)
+    factors = []
+    for f in _factors(e):
+        if _mentions(f, bound):
+            factors.append(f)
+        else:
+            coef = coef * f
+    return coef, tuple(factors)
+
+
+def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
+    """``e`` as ``sum(coef * prod(variant factors))``: coefficients free of ``bound``.
+
+    Invariant subexpressions are one coefficient; products and quotients by invariants move
+    the invariant into the coefficient; ``+``, ``-``, negation split terms.  A product of two
+    variant sums is distributed only with ``distribute`` (else it is one variant factor)."""
+    memo: dict[Expr, list[Term]] = {}
+
+    def go(n: Expr) -> list[Term]:
+        found = memo.get(n)
+        if found is not None:
+            return found
+        one = const(1, n.dtype)
+        if not _mentions(n, bound):
+            out = [(n, ())]
+        elif n.op is Op.ADD:
+            out = go(n.src[0]) + go(n.src[1])
+        elif n.op is Op.SUB:
+            out = go(n.src[0]) + [(-c, f) for c, f in go(n.src[1])]
+        elif n.op is Op.NEG:
+            out = [(-c, f) for c, f in go(n.src[0])]
+        elif n.op is Op.MUL:
+            a, b = go(n.src[0]), go(n.src[1])
+            if not distribute and all(_mentions(s, bound) for s in n.src):
+                # a variant sum times a variant factor stays one factor: H * (X - mean) is
+                # not H * X - H * mean (that would cancel catastrophically in the sum)
+                a, b = (x if len(x) == 1 else [_collapse(s, bound)] for x, s in ((a, n.src[0]), (b, n.src[1])))
+            if len(a) * len(b) > MAX_TERMS:
+                out = [_collapse(n, bound)]
+            else:
+                out = [(ca * cb, fa + fb) for ca, fa in a for cb, fb in b]
+        elif n.op is Op.DIV and not _mentions(n.src[1], bound):
+            out = [(c / n.src[1], f) for c, f in go(n.src[0])]
+        else:
+            out = [(one, (n,))]
+        if len(out) > MAX_TERMS:
+            raise _TooMany
+        memo[n] = out
+        return out
+
+    return go(e)
+
+
+def _product(factors: Sequence[Expr], dtype: str) -> Expr:
+    out: Expr | None = None
+    for f in sorted(factors, key=atom_key):
+        out = f if out is None else Expr(Op.MUL, dtype, (out, f))
+    return const(1, dtype) if out is None else out
+
+
+def _group(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
+    """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
+    out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
+    for c, f in ts:
+        key = tuple(sorted(f, key=atom_key))
+        if key in out:
+            c = out[key][0] + c
+        out[key] = (c, key)
+    return out
+
+
+def _count(red: Expr) -> int | None:
+    """``|box|`` of an unconditioned reduction over ``red``'s variables."""
+    if red.src[0] is not TRUE:
+        return None
+    n = 1
+    for r in red.arg.axes:
+        if r.lo is None or r.hi is None:
+            return None
+        n *= max(r.hi - r.lo, 0)
+    return n
+
+
+class _Plan:
+    """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
+
+    def __init__(self) -> None:
+        self.out: list[Expr] = []  # coef * bracket, already built
+        self.rest: list[Term] = []  # terms of the remainder
+        self.changed = False
+
+
+def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
+    """``red`` (a sum body over ``axes``) with invariant factors moved out of shared brackets, or
+    ``None`` when that would not save a pass (see the module docstring)."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or not dt.is_float(red.dtype):
+        return None
+    cond, src = red.src
+    rvars = red.arg.axes
+    bound = frozenset(rvars)
+    count = _count(red)
+
+    def bracket(factors: tuple[Expr, ...]) -> Expr:
+        return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
+                    ReduceArg(red.arg.combiner, rvars, 0))
+
+    def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
+        """Put a group that costs no pass into ``plan``; False when it needs the remainder."""
+        if not factors:
+            if count is None:
+                return False
+            plan.out.append(coef * const(float(count), red.dtype))
+            return True
+        body = bracket(factors)
+        found = lookup(axes, body)
+        if found is not None:
+            plan.out.append(coef * found[tuple(axes)])
+            return True
+        if provably_zero(body, ctx):
+            return True
+        return False
+
+    try:
+        groups = _group(terms(src, bound))
+    except _TooMany:
+        return None
+    plan = _Plan()
+    for coef, factors in groups.values():
+        if place(coef, factors, plan):
+            plan.changed = True
+            continue
+        if any(f.op in (Op.ADD, Op.SUB) for f in factors):
+            try:
+                sub = _group(terms(_product(factors, red.dtype), bound, distribute=True))
+            except _TooMany:
+                sub = {}
+            trial = _Plan()
+            if len(sub) > 1 and all(place(coef * c, f, trial) for c, f in sub.values()):
+                plan.out += trial.out
+                plan.changed = True
+                continue
+        plan.rest.append((coef, factors))
+    if len(plan.rest) == 1:
+        coef, factors = plan.rest[0]
+        if not plan.changed and simplify_expr(coef, ctx).op is Op.CONST:
+            return None  # a constant factor: moving it out shares nothing new
+        plan.out.append(coef * make(axes, bracket(factors))[tuple(axes)])
+    elif plan.rest:
+        if not plan.changed:
+            return None
+        rest = None
+        for coef, factors in plan.rest:
+            t = coef * _product(factors, red.dtype)
+            rest = t if rest is None else rest + t
+        body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
+        plan.out.append(make(axes, body)[tuple(axes)])
+    if not plan.out:
+        return const(0, red.dtype)
+    total = plan.out[0]
+    for t in plan.out[1:]:
+        total = total + t
+    return simplify_expr(total, ctx)
+
+
+def is_sum_op(op: object) -> bool:
+    """A single-output compute op whose body is a sum reduction."""
+    return isinstance(op, ComputeOp) and op.num_outputs == 1 and op.is_reduction \
+        and op.body[0].arg.combiner.kind == "sum"
