@@ -60,6 +60,7 @@ class OpTable:
         """The op held with ``op``'s key, if any (nothing is added)."""
         return self._ops.get(canonical_key(op, self._canon))
 
-    def register(self, op: ComputeOp) -> None:
-        """Hold ``op`` under its key unless an equal op is held already."""
-        self._ops.setdefault(canonical_key(op, self._canon), op)
+    def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
+        """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is
+        held already (``as_op``: the same tensor spelled as the optimizer spells it)."""
+        self._ops.setdefault(canonical_key(op if as_op is None else as_op, self._canon), op)

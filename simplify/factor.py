@@ -166,6 +166,14 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
                     ReduceArg(red.arg.combiner, rvars, 0))
 
+    def used(body: Expr) -> tuple[Expr, ...]:
+        """The axes a bracket depends on: a bracket is a tensor over those only."""
+        free = set(walk(body))
+        ax = tuple(a for a in axes if a in free)
+        dropped = [a for a in axes if a not in free]
+        # dropping only unit axes makes no smaller tensor: keep the op's own axes then
+        return ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+
     def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
         """Put a group that costs no pass into ``plan``; False when it needs the remainder."""
         if not factors:
@@ -174,9 +182,10 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             plan.out.append(coef * const(float(count), red.dtype))
             return True
         body = bracket(factors)
-        found = lookup(axes, body)
+        ax = used(body)
+        found = lookup(ax, body)
         if found is not None:
-            plan.out.append(coef * found[tuple(axes)])
+            plan.out.append(coef * found[ax])
             return True
         if provably_zero(body, ctx):
             return True
@@ -204,9 +213,11 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         plan.rest.append((coef, factors))
     if len(plan.rest) == 1:
         coef, factors = plan.rest[0]
-        if not plan.changed and simplify_expr(coef, ctx).op is Op.CONST:
+        body = bracket(factors)
+        ax = used(body)
+        if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
             return None  # a constant factor: moving it out shares nothing new
-        plan.out.append(coef * make(axes, bracket(factors))[tuple(axes)])
+        plan.out.append(coef * make(ax, body)[ax])
     elif plan.rest:
         if not plan.changed:
             return None
@@ -215,7 +226,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             t = coef * _product(factors, red.dtype)
             rest = t if rest is None else rest + t
         body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
-        plan.out.append(make(axes, body)[tuple(axes)])
+        ax = used(body)
+        plan.out.append(make(ax, body)[ax])
     if not plan.out:
         return const(0, red.dtype)
     total = plan.out[0]

@@ -149,9 +149,22 @@ class _Pass:
 
     def register_reads(self, body: Expr) -> None:
         """Sums ``body`` reads join the table, so that equal brackets become reads of them."""
+        seen = self.ctx.registered
         for t in reads(body):
-            if is_sum_op(t.op):
-                self.ctx.table.register(t.op)
+            op = t.op
+            if is_sum_op(op) and op not in seen:
+                seen.add(op)
+                self.ctx.table.register(op)
+                # a forward sum is not rewritten: hold it also as the optimizer spells it
+                red = op.body[0]
+                unit = {r: const(r.lo, r.dtype) for r in red.arg.axes if r.hi == r.lo + 1}
+                spelled = Expr(Op.REDUCE, red.dtype,
+                               tuple(simplify_expr(substitute(s, unit), self.ctx) for s in red.src),
+                               type(red.arg)(red.arg.combiner,
+                                             tuple(r for r in red.arg.axes if r not in unit),
+                                             red.arg.value_index))
+                if spelled is not red:
+                    self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
 
     def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
         ctx = self.ctx
