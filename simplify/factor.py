@@ -32,7 +32,6 @@ from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from .linear import atom_key
 from .polynomial import provably_zero
 from .rules import simplify_expr
 
@@ -40,7 +39,7 @@ MAX_TERMS = 16  # more additive terms than this: the source is left as it is
 
 Term = tuple[Expr, tuple[Expr, ...]]  # (invariant coefficient, variant factors)
 Lookup = Callable[[Sequence[Expr], Expr], Tensor | None]
-Make = Callable[[Sequence[Expr], Expr], Tensor]
+Make = Callable[[Sequence[Expr], Expr, bool], Tensor]  # (axes, body, a lone bracket)
 
 
 class _TooMany(Exception):
@@ -112,9 +111,24 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
     return go(e)
 
 
+def _key(e: Expr) -> tuple:
+    """A shallow deterministic order of factors (not by address, nor by a tensor's name; a
+    structural key would cost the size of the expression as a tree)."""
+    arg = e.arg
+    if e.op is Op.READ:
+        op = arg.op
+        tid = ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group, arg.shape)
+        return (e.op.value, e.dtype, tid, len(e.src))
+    if e.op is Op.VAR:
+        return (e.op.value, e.dtype, e.name, arg.uid)
+    if e.op is Op.CONST:
+        return (e.op.value, e.dtype, repr(arg))
+    return (e.op.value, e.dtype, len(e.src))
+
+
 def _product(factors: Sequence[Expr], dtype: str) -> Expr:
     out: Expr | None = None
-    for f in sorted(factors, key=atom_key):
+    for f in sorted(factors, key=_key):
         out = f if out is None else Expr(Op.MUL, dtype, (out, f))
     return const(1, dtype) if out is None else out
 
@@ -123,7 +137,7 @@ def _group(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
     """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
     out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
     for c, f in ts:
-        key = tuple(sorted(f, key=atom_key))
+        key = tuple(sorted(f, key=_key))
         if key in out:
             c = out[key][0] + c
         out[key] = (c, key)
@@ -217,7 +231,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         ax = used(body)
         if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
             return None  # a constant factor: moving it out shares nothing new
-        plan.out.append(coef * make(ax, body)[ax])
+        plan.out.append(coef * make(ax, body, not plan.changed)[ax])
     elif plan.rest:
         if not plan.changed:
             return None
@@ -227,7 +241,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             rest = t if rest is None else rest + t
         body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
         ax = used(body)
-        plan.out.append(make(ax, body)[ax])
+        plan.out.append(make(ax, body, False)[ax])
     if not plan.out:
         return const(0, red.dtype)
     total = plan.out[0]
@@ -240,3 +254,70 @@ def is_sum_op(op: object) -> bool:
     """A single-output compute op whose body is a sum reduction."""
     return isinstance(op, ComputeOp) and op.num_outputs == 1 and op.is_reduction \
         and op.body[0].arg.combiner.kind == "sum"
+
+
+def _folded(node: Expr, brackets: dict) -> Expr | None:
+    """``coef * T[i]`` for a bracket ``T`` read once, as ``T'[i]`` with ``T' = sum coef' * f``."""
+    if node.op is not Op.MUL:
+        return None
+    for k in (0, 1):
+        read, coef = node.src[k], node.src[1 - k]
+        if read.op is not Op.READ or read.arg.op not in brackets:
+            continue
+        op: ComputeOp = read.arg.op
+        idx = read.src
+        if any(i.op is not Op.VAR for i in idx) or len(set(idx)) != len(idx) \
+                or any(n.op is Op.VAR and n.lo is not None and n not in idx for n in walk(coef)) \
+                or any(n.op is Op.REDUCE for n in walk(coef)):
+            continue
+        red = op.body[0]
+        moved = _subst(coef, dict(zip(idx, op.axes)))
+        body = Expr(Op.REDUCE, red.dtype, (red.src[0], moved * red.src[1]), red.arg)
+        new = ComputeOp(op.name, op.tag, op.axes, (body,), op.attrs, op.provenance)
+        return Tensor(new, 0)[idx]
+    return None
+
+
+def _subst(e: Expr, m: dict) -> Expr:
+    from tensorad.ir.rewrite import substitute
+
+    return substitute(e, m)
+
+
+def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
+    """``outputs`` with every bracket read exactly once folded back into its sum.
+
+    :func:`factor_sum` moves a single bracket's coefficient out so that a later sum can share
+    it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
+    (a sum over a row whose coefficient reads the row's forward statistics no longer shares
+    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work)."""
+    from tensorad.ir.rewrite import replace_reads, rewrite, tensor_graph
+
+    graph = tensor_graph(outputs)
+    count: dict = {}
+    for t in graph:
+        if isinstance(t.op, ComputeOp):
+            for b in t.op.body:
+                for n in walk(b):
+                    if n.op is Op.READ and n.arg.op in brackets:
+                        count[n.arg.op] = count.get(n.arg.op, 0) + 1
+    once = {op: True for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
+    if not once:
+        return list(outputs)
+    new: dict[Tensor, Tensor] = {}
+
+    def read(node: Expr) -> Expr | None:
+        t = new.get(node.arg)
+        return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
+
+    for t in graph:
+        op = t.op
+        if not isinstance(op, ComputeOp) or t in new:
+            continue
+        bodies = tuple(rewrite(replace_reads(b, read), {Op.MUL: lambda n: _folded(n, once)})
+                       for b in op.body)
+        made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
+                                                       op.provenance)
+        for v in range(op.num_outputs):
+            new[Tensor(op, v)] = Tensor(made, v)
+    return [new.get(t, t) for t in outputs]

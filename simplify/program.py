@@ -29,7 +29,7 @@ from tensorad.ir.rewrite import reads, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .context import OptimizerContext
-from .factor import factor_sum, is_sum_op
+from .factor import factor_sum, fold_unshared, is_sum_op
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
@@ -92,6 +92,10 @@ class _Pass:
         return role in MADE_HERE or (role is Role.LIFTED and bool(self.group)
                                      and op.provenance.group == self.group)
 
+    def mergeable(self, op: ComputeOp) -> bool:
+        """A sum :mod:`.merge` may merge: owned, and not a bracket :mod:`.factor` made."""
+        return self.owns(op) and op not in self.ctx.factored
+
     # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr) -> Expr | None:
         t: Tensor = node.arg
@@ -141,9 +145,13 @@ class _Pass:
         """:func:`.factor.factor_sum` with brackets made as this pass's tensors."""
         made = iter(range(1 << 30))
 
-        def make(ax: Sequence[Expr], body: Expr) -> Tensor:
+        def make(ax: Sequence[Expr], body: Expr, alone: bool) -> Tensor:
             ax, body = self._fresh(ax, body)
-            return self.make(f"{name}.f{next(made)}", ax, body)
+            t = self.make(f"{name}.f{next(made)}", ax, body)
+            self.ctx.factored.add(t.op)  # merge_sums must not undo it (merge and factor would loop)
+            if alone and is_sum_op(t.op):
+                self.ctx.brackets.add(t.op)  # folded back at the end unless shared
+            return t
 
         return factor_sum(axes, red, self.lookup, make, self.ctx)
 
@@ -170,6 +178,7 @@ class _Pass:
         ctx = self.ctx
         body = self.inline(body)
         self.register_reads(body)
+        factored = None
         if body.op is Op.REDUCE:
             if body.arg.combiner.kind == "sum":
                 body = optimize_sum(axes, body, name, self.make, split, ctx)
@@ -183,8 +192,8 @@ class _Pass:
                 body = simplify_reduction(axes, body, ctx)
         else:
             body = lift_body(axes, body, ctx)
-        if body.op is not Op.REDUCE:
-            merged = merge_sums(axes, body, self.owns, self.make_merged, name, ctx)
+        if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
+            merged = merge_sums(axes, body, self.mergeable, self.make_merged, name, ctx)
             if merged is not None:
                 body = lift_body(axes, self.inline(merged), ctx)
         return body
@@ -240,3 +249,8 @@ class Optimizer:
 
     def __call__(self, tensor: Tensor) -> Tensor:
         return optimize_and_lift_nonzeroness(tensor, self.context)
+
+    def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """The call's results once every tensor is optimized: sums factored for sharing that
+        no other sum shared are folded back (:func:`.factor.fold_unshared`)."""
+        return fold_unshared(tensors, self.context.brackets)
