@@ -38,3 +38,24 @@ def test_family_reaches_hand_work(name):
                    "statistics' adjoints and dgamma/dbeta yet (issue 10)")
 def test_family_gap(name):
     _check(GAPS[name])
+
+
+def test_hvp_of_dense_tanh_shares_the_tangent_of_the_shared_intermediate():
+    """Second order: the Hessian-vector product of ``sum(tanh(X W^T))`` by forward-over-reverse.
+    Hand: Z = X W^T, Zdot = sum_i (vX W + X vW) (the tangent of Z, which both gradients read:
+    computed once), HvX = sum_o (dZdot W + dZ vW), HvW = sum_b (dZdot^T X + dZ^T vX), with the
+    elementwise dZ = 1 - tanh(Z)^2 and dZdot = -2 tanh(Z) (1 - tanh(Z)^2) Zdot fused into them:
+    4*b*o*i + b*o."""
+    b, n_in, n_out = 4, 6, 5
+    X, Wt = ta.placeholder((b, n_in), name="X"), ta.placeholder((n_out, n_in), name="W")
+    vX, vW = ta.placeholder(X.shape, name="vX"), ta.placeholder(Wt.shape, name="vW")
+    loss = ta.topi.sum(ta.topi.tanh(ta.topi.nn.dense(X, Wt)))
+    hv = ta.hessian_vector_product(loss, [X, Wt], [vX, vW])
+    raw = ta.hessian_vector_product(loss, [X, Wt], [vX, vW], optimize=False)
+    rng = np.random.default_rng(5)
+    feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in (X, Wt, vX, vW)}
+    for got, want in zip(ta.evaluate(hv, feed), ta.evaluate(raw, feed)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+    hand = 4 * b * n_out * n_in + b * n_out
+    work = ta.lower(hv, placeholders(hv)).work
+    assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
