@@ -59,3 +59,36 @@ def test_hvp_of_dense_tanh_shares_the_tangent_of_the_shared_intermediate():
     hand = 4 * b * n_out * n_in + b * n_out
     work = ta.lower(hv, placeholders(hv)).work
     assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
+
+
+def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
+    """Causal attention written by hand: softmax's input is an elementwise tensor
+    (``scaled = scores / 8``) and the mask an ``if_then_else`` inside sums ``where j <= i``.
+    The softmax does not depend on its row max, so no winner reduction and no adjoint of the
+    max may remain: the polynomial sees ``exp(scaled - m)`` and ``exp(scores / 8 - m)`` as one
+    atom, and ``if_then_else(j <= i, x, 0)`` as ``x`` inside a sum over ``j <= i``."""
+    n, d = 7, 3
+    Q, K, V = (ta.placeholder((n, d), name=c) for c in "QKV")
+    r = ta.reduce_axis((0, d), "d")
+    S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
+    Ss = ta.compute((n, n), lambda i, j: S[i, j] / 8.0, name="scaled")
+    s1, s2, s3 = (ta.reduce_axis((0, n), "s") for _ in range(3))
+    m = ta.compute((n,), lambda i: ta.max(Ss[i, s1], s1, where=s1 <= i), name="rowmax")
+    E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
+    den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2, where=s2 <= i), name="den")
+    P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
+    O = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
+    H = ta.placeholder(O.shape, name="H")
+    grads = ta.JacobianRecursive(O, [Q, K, V], H)
+    from tensorad.ir import tensor_graph
+
+    kinds = {t.op.body[0].arg.combiner.kind for t in tensor_graph(grads)
+             if not t.is_placeholder and t.op.is_reduction}
+    assert kinds == {"sum", "max"}, kinds  # the forward max only: no winner (argmax) reduction
+    assert sum(1 for t in tensor_graph(grads) if not t.is_placeholder and t.op.is_reduction
+               and t.op.body[0].arg.combiner.kind == "max") == 1
+    raw = ta.JacobianRecursive(O, [Q, K, V], H, optimize=False)
+    rng = np.random.default_rng(7)
+    feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(raw)}
+    for got, want in zip(ta.evaluate(grads, feed), ta.evaluate(raw, feed)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
