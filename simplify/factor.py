@@ -94,7 +94,8 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
             if not distribute and all(_mentions(s, bound) for s in n.src):
                 # a variant sum times a variant factor stays one factor: H * (X - mean) is
                 # not H * X - H * mean (that would cancel catastrophically in the sum)
-                a, b = (x if len(x) == 1 else [_collapse(s, bound)] for x, s in ((a, n.src[0]), (b, n.src[1])))
+                a, b = (x if len(x) == 1 else [_collapse(s, bound)]
+                        for x, s in ((a, n.src[0]), (b, n.src[1])))
             if len(a) * len(b) > MAX_TERMS:
                 out = [_collapse(n, bound)]
             else:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import tensorad as ta
 from simplify import Optimizer
-from tensorad.ir.expr import var
 from simplify.factor import factor_sum, terms
+from tensorad.ir.expr import var
 
 N = 5
 A = ta.placeholder((N, N), name="A")

@@ -77,9 +77,9 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
     E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
     den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2, where=s2 <= i), name="den")
     P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
-    O = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
-    H = ta.placeholder(O.shape, name="H")
-    grads = ta.JacobianRecursive(O, [Q, K, V], H)
+    out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
+    H = ta.placeholder(out.shape, name="H")
+    grads = ta.JacobianRecursive(out, [Q, K, V], H)
     from tensorad.ir import tensor_graph
 
     kinds = {t.op.body[0].arg.combiner.kind for t in tensor_graph(grads)
@@ -87,7 +87,7 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
     assert kinds == {"sum", "max"}, kinds  # the forward max only: no winner (argmax) reduction
     assert sum(1 for t in tensor_graph(grads) if not t.is_placeholder and t.op.is_reduction
                and t.op.body[0].arg.combiner.kind == "max") == 1
-    raw = ta.JacobianRecursive(O, [Q, K, V], H, optimize=False)
+    raw = ta.JacobianRecursive(out, [Q, K, V], H, optimize=False)
     rng = np.random.default_rng(7)
     feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(raw)}
     for got, want in zip(ta.evaluate(grads, feed), ta.evaluate(raw, feed)):
