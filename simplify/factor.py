@@ -299,9 +299,10 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
     for t in graph:
         if isinstance(t.op, ComputeOp):
             for b in t.op.body:
-                for n in walk(b):
-                    if n.op is Op.READ and n.arg.op in brackets:
-                        count[n.arg.op] = count.get(n.arg.op, 0) + 1
+                uses = [b] + [r for n in walk(b) for r in n.src]  # each use (nodes are shared)
+                for r in uses:
+                    if r.op is Op.READ and r.arg.op in brackets:
+                        count[r.arg.op] = count.get(r.arg.op, 0) + 1
     once = {op: True for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
     if not once:
         return list(outputs)

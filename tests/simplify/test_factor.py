@@ -12,10 +12,10 @@ from collections import Counter
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tensorad.simplify import Optimizer
+from tensorad.simplify.factor import factor_sum, terms
 
 import tensorad as ta
-from simplify import Optimizer
-from simplify.factor import factor_sum, terms
 from tensorad.ir.expr import var
 
 N = 5

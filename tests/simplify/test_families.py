@@ -92,3 +92,42 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
     feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(raw)}
     for got, want in zip(ta.evaluate(grads, feed), ta.evaluate(raw, feed)):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+def _pairs(size: int, out: int, window: int, pad: int) -> int:
+    return sum(1 for o in range(out) for k in range(window) if 0 <= o + k - pad < size)
+
+
+def _hvp_conv():
+    n, c, h, w, f, k = 2, 3, 7, 6, 4, 3
+    X, Wt = ta.placeholder((n, c, h, w), name="X"), ta.placeholder((f, c, k, k), name="W")
+    Z = ta.topi.nn.conv2d(X, Wt, 1, 1, 1)
+    oh, ow = Z.shape[2:]
+    taps = n * f * c * _pairs(h, oh, k, 1) * _pairs(w, ow, k, 1)  # valid (output, tap) pairs
+    # Z, Zdot = conv(vX, W) + conv(X, vW) (one sum), HvX = conv^T(dZdot, W) + conv^T(dZ, vW),
+    # HvW = corr(dZdot, X) + corr(dZ, vX): 4 passes over the taps; dZ, dZdot elementwise (N*F*OH*OW)
+    return ta.topi.sum(ta.topi.tanh(Z)), [X, Wt], 4 * taps + n * f * oh * ow
+
+
+def _hvp_softmax_ce():
+    b, m = 4, 7
+    X, T = ta.placeholder((b, m), name="X"), ta.placeholder((b, m), name="T")
+    ls = ta.topi.nn.log_softmax(X)
+    loss = ta.topi.sum(ta.compute((b, m), lambda i, j: T[i, j] * ls[i, j], name="TL"))
+    # grad = T - p t with t = sum_j T, p = softmax(X); Hv = -t p (v - sum_j p v):
+    # max, sum exp, sum v exp (the tangent of the sum), t, Hv: 5*b*m
+    return loss, [X], 5 * b * m
+
+
+@pytest.mark.parametrize("case", [_hvp_conv, _hvp_softmax_ce], ids=["conv+tanh", "softmax_cross_entropy"])
+def test_hvp_family_reaches_hand_work(case):
+    loss, inputs, hand = case()
+    vs = [ta.placeholder(x.shape, name=f"v{x.name}") for x in inputs]
+    hv = ta.hessian_vector_product(loss, inputs, vs)
+    raw = ta.hessian_vector_product(loss, inputs, vs, optimize=False)
+    rng = np.random.default_rng(9)
+    feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(raw)}
+    for got, want in zip(ta.evaluate(hv, feed), ta.evaluate(raw, feed)):
+        np.testing.assert_allclose(got, want, rtol=5e-4, atol=5e-4)
+    work = ta.lower(hv, placeholders(hv)).work
+    assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
