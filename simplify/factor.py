@@ -127,6 +127,21 @@ def _key(e: Expr) -> tuple:
     return (e.op.value, e.dtype, len(e.src))
 
 
+def scaled(coef: Expr, t: Expr) -> Expr:
+    """``coef * t`` applied the way ``coef`` was built, innermost operand first: ``(-(1/S))/S``
+    times ``t`` is ``-(t/S)/S``, never ``t * (-(1/S)/S)`` -- ``1/S^2`` underflows where ``S``
+    is large (a softmax of large logits), while each step of the original stays in range."""
+    if coef.op is Op.DIV:
+        return Expr(Op.DIV, coef.dtype, (scaled(coef.src[0], t), coef.src[1]))
+    if coef.op is Op.NEG:
+        return Expr(Op.NEG, coef.dtype, (scaled(coef.src[0], t),))
+    if coef.op is Op.MUL:
+        return scaled(coef.src[0], scaled(coef.src[1], t))
+    if coef.op is Op.CONST and coef.arg == 1:
+        return t
+    return coef * t
+
+
 def _product(factors: Sequence[Expr], dtype: str) -> Expr:
     out: Expr | None = None
     for f in sorted(factors, key=_key):
@@ -194,13 +209,13 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         if not factors:
             if count is None:
                 return False
-            plan.out.append(coef * const(float(count), red.dtype))
+            plan.out.append(scaled(coef, const(float(count), red.dtype)))
             return True
         body = bracket(factors)
         ax = used(body)
         found = lookup(ax, body)
         if found is not None:
-            plan.out.append(coef * found[ax])
+            plan.out.append(scaled(coef, found[ax]))
             return True
         if provably_zero(body, ctx):
             return True
@@ -232,7 +247,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         ax = used(body)
         if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
             return None  # a constant factor: moving it out shares nothing new
-        plan.out.append(coef * make(ax, body, not plan.changed)[ax])
+        plan.out.append(scaled(coef, make(ax, body, not plan.changed)[ax]))
     elif plan.rest:
         if not plan.changed:
             return None
@@ -258,11 +273,13 @@ def is_sum_op(op: object) -> bool:
 
 
 def _folded(node: Expr, brackets: dict) -> Expr | None:
-    """``coef * T[i]`` for a bracket ``T`` read once, as ``T'[i]`` with ``T' = sum coef' * f``."""
-    if node.op is not Op.MUL:
+    """``coef * T[i]`` (or ``T[i] / coef``, ``-T[i]``) for a bracket ``T`` read once, as
+    ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in)."""
+    if node.op not in (Op.MUL, Op.DIV, Op.NEG):
         return None
-    for k in (0, 1):
-        read, coef = node.src[k], node.src[1 - k]
+    for k in ((0, 1) if node.op is Op.MUL else (0,)):
+        read = node.src[k]
+        coef = node.src[1 - k] if node.op is not Op.NEG else const(-1, node.dtype)
         if read.op is not Op.READ or read.arg.op not in brackets:
             continue
         op: ComputeOp = read.arg.op
@@ -273,7 +290,9 @@ def _folded(node: Expr, brackets: dict) -> Expr | None:
             continue
         red = op.body[0]
         moved = _subst(coef, dict(zip(idx, op.axes)))
-        body = Expr(Op.REDUCE, red.dtype, (red.src[0], moved * red.src[1]), red.arg)
+        src = red.src[1] / moved if node.op is Op.DIV else -red.src[1] if node.op is Op.NEG \
+            else moved * red.src[1]
+        body = Expr(Op.REDUCE, red.dtype, (red.src[0], src), red.arg)
         new = ComputeOp(op.name, op.tag, op.axes, (body,), op.attrs, op.provenance)
         return Tensor(new, 0)[idx]
     return None
@@ -308,6 +327,9 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
         return list(outputs)
     new: dict[Tensor, Tensor] = {}
 
+    def fold(n: Expr) -> Expr | None:
+        return _folded(n, once)
+
     def read(node: Expr) -> Expr | None:
         t = new.get(node.arg)
         return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
@@ -316,7 +338,7 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
         op = t.op
         if not isinstance(op, ComputeOp) or t in new:
             continue
-        bodies = tuple(rewrite(replace_reads(b, read), {Op.MUL: lambda n: _folded(n, once)})
+        bodies = tuple(rewrite(replace_reads(b, read), dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), fold))
                        for b in op.body)
         made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
                                                        op.provenance)
