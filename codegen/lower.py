@@ -30,10 +30,11 @@ from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
 from .program import Buffer, Fill, Nest, Program, program_text
+from .scatter import lower_scatter, match_scatter
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
 from .strategies import REGISTRY
-from .strategy import PlanContext, plan_ops
+from .strategy import Item, PlanContext, plan_ops
 from .target import parse_target
 from .work import count_work
 
@@ -200,12 +201,27 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
                       choices=dict(opts.choices), tuning=opts.variants)
-    items, alias = plan_ops(ops, bodies, ctx)
+    # a scatter-add (:mod:`.scatter`) is a nest of its own, planned by no strategy
+    scatters = {op for op in ops if match_scatter(op, bodies[op]) is not None}
+    items, alias, run = [], {}, []
+    for op in ops + [None]:
+        if op is None or op in scatters:
+            if run:
+                got, more = plan_ops(run, bodies, ctx)
+                items.extend(got)
+                alias.update(more)
+                run = []
+            if op is not None:
+                items.append(Item(op, bodies[op]))
+        else:
+            run.append(op)
     units = [make_unit(it.op, it.bodies, split=it.split, reduction=it.reduction,
                        red_bodies=bodies[it.reduction] if it.reduction is not None else (),
                        epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
              for it in items]
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = [h for g in groups for h in  # a scatter-add is a nest of its own
+              ([Group([u], 0, [()]) for u in g.units] if any(u.op in scatters for u in g.units) else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -311,6 +327,10 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]
+    spec = match_scatter(u.op, bodies[u.op]) if u.reduction is None and u.gemm is None else None
+    if spec is not None:
+        out = outs_of(u.op)[0]
+        return lower_scatter(u.op, spec, out) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)
