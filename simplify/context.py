@@ -28,6 +28,9 @@ class OptimizerContext:
         self.plans: dict[tuple, object] = {}  # (variables, conditions) -> elimination plan
         self.ops: dict = {}  # op -> optimized op
         self.table = OpTable()  # structurally equal ops merged
+        self.registered: set = set()  # sums read by the ops optimized, held in ``table``
+        self.factored: set = set()  # every sum .factor made
+        self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.trace = trace
 
     def simplify(self, e: Expr) -> Expr:

@@ -55,3 +55,12 @@ class OpTable:
         if found is None:
             found = self._ops[key] = op
         return found
+
+    def lookup(self, op: ComputeOp) -> ComputeOp | None:
+        """The op held with ``op``'s key, if any (nothing is added)."""
+        return self._ops.get(canonical_key(op, self._canon))
+
+    def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
+        """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is
+        held already (``as_op``: the same tensor spelled as the optimizer spells it)."""
+        self._ops.setdefault(canonical_key(op if as_op is None else as_op, self._canon), op)

@@ -28,10 +28,12 @@ from fractions import Fraction
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp
 
 from .linear import atom_key
+from .logic import conjuncts
+from .nonzero import assume
 from .rules import simplify_expr
 
 MAX_TERMS = 48
@@ -102,6 +104,7 @@ class _Builder:
         self.expansions = 0
         self.ctx = ctx
         self.pos: dict[tuple, Expr] = {}  # reduction variables renamed by position
+        self.facts: list[Expr] = []  # conjuncts of the enclosing sums' where-conditions
 
     def positional(self, k: int, v: Expr) -> Expr:
         key = (k, v.lo, v.hi)
@@ -110,10 +113,32 @@ class _Builder:
         return self.pos[key]
 
     def poly(self, e: Expr) -> Poly:
-        found = self.memo.get(e)
+        key = (e, tuple(self.facts))  # a node means what the facts around it allow
+        found = self.memo.get(key)
         if found is None:
-            found = self.memo[e] = self._poly(e)
+            found = self.memo[key] = self._poly(e)
         return found
+
+    def _under_facts(self, e: Expr) -> Expr:
+        """``e`` simplified where the where-conditions of the enclosing sums hold (an
+        ``if_then_else(j <= i, x, 0)`` read inside ``sum over j <= i`` is ``x``)."""
+        return assume(e, self.facts, self.ctx) if self.facts else e
+
+    def _canonical_atom(self, e: Expr) -> Expr:
+        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number),
+        simplified under the enclosing sums' conditions -- ``exp(scaled[i, j] - m[i])`` and
+        ``exp(scores[i, j] / 8 - m[i])`` are one atom when ``scaled = scores / 8``."""
+        def inline(node: Expr) -> Expr | None:
+            t = node.arg
+            if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction \
+                    or self.expansions >= MAX_EXPANSIONS:
+                return None
+            self.expansions += 1
+            return substitute(t.op.body[0], dict(zip(t.op.axes, node.src)))
+
+        if e.op is Op.REDUCE or not any(n.op is Op.READ for n in walk(e)):
+            return self._under_facts(e)
+        return self._under_facts(simplify_expr(replace_reads(e, inline), self.ctx))
 
     def _expand(self) -> None:
         self.expansions += 1
@@ -162,10 +187,14 @@ class _Builder:
                                 tuple(substitute(s, mapping | fresh) for s in body.src),
                                 ReduceArg(body.arg.combiner, tuple(fresh.values()), 0))
                     return self.poly(inst)
-                return self.poly(simplify_expr(substitute(body, mapping), self.ctx))
+                return self.poly(self._under_facts(simplify_expr(substitute(body, mapping), self.ctx)))
         if op is Op.REDUCE and e.arg.combiner.kind == "sum" and len(e.src) == 2:
             return self._sum(e)
-        return _atom(e)
+        if op is Op.IF_THEN_ELSE or op is Op.SELECT:
+            known = self._under_facts(e)
+            if known is not e:
+                return self.poly(known)
+        return _atom(self._canonical_atom(e))
 
     def _sum(self, e: Expr) -> Poly:
         """``sum_k where c of P``: factors free of ``k`` move out, the rest is one atom."""
@@ -174,7 +203,13 @@ class _Builder:
         bound = set(rvars)
         canon = {r: self.positional(k, r) for k, r in enumerate(rvars)}
         out: Poly = {}
-        for m, c in self.poly(src).items():
+        facts = conjuncts(cond)
+        self.facts.extend(facts)
+        try:
+            terms = self.poly(src)
+        finally:
+            del self.facts[len(self.facts) - len(facts):]
+        for m, c in terms.items():
             indep = tuple((x, p) for x, p in m if not any(n in bound for n in walk(x)))
             dep = tuple((x, p) for x, p in m if any(n in bound for n in walk(x)))
             inner = substitute(_product_expr(dep, e.dtype, self.ctx), canon)

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tensorad.ir.expr import Expr, Op, const
-from tensorad.ir.rewrite import reads, replace_reads, walk
+from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.rewrite import reads, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .context import OptimizerContext
+from .factor import factor_sum, fold_unshared, is_sum_op
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
@@ -91,6 +92,10 @@ class _Pass:
         return role in MADE_HERE or (role is Role.LIFTED and bool(self.group)
                                      and op.provenance.group == self.group)
 
+    def mergeable(self, op: ComputeOp) -> bool:
+        """A sum :mod:`.merge` may merge: owned, and not a bracket :mod:`.factor` made."""
+        return self.owns(op) and op not in self.ctx.factored
+
     # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr) -> Expr | None:
         t: Tensor = node.arg
@@ -119,20 +124,76 @@ class _Pass:
     def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
         return self.make(name, axes, body, split=False)
 
+    def _fresh(self, axes: Sequence[Expr], body: Expr) -> tuple[list[Expr], Expr]:
+        """``axes`` and ``body`` with fresh axis and reduction variables (one op's own)."""
+        rvars = body.arg.axes if body.op is Op.REDUCE else ()
+        m = {v: var(v.name, v.lo, v.hi, v.dtype) for v in list(axes) + list(rvars)}
+        if body.op is Op.REDUCE:
+            ra = body.arg
+            body = Expr(Op.REDUCE, body.dtype, tuple(substitute(s, m) for s in body.src),
+                        type(ra)(ra.combiner, tuple(m[r] for r in rvars), ra.value_index))
+        else:
+            body = substitute(body, m)
+        return [m[a] for a in axes], body
+
+    def lookup(self, axes: Sequence[Expr], body: Expr) -> Tensor | None:
+        """A tensor of the call's table equal to ``body`` over ``axes``, if one is held."""
+        found = self.ctx.table.lookup(ComputeOp("", "", tuple(axes), (body,)))
+        return None if found is None else Tensor(found, 0)
+
+    def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
+        """:func:`.factor.factor_sum` with brackets made as this pass's tensors."""
+        made = iter(range(1 << 30))
+
+        def make(ax: Sequence[Expr], body: Expr, alone: bool) -> Tensor:
+            ax, body = self._fresh(ax, body)
+            t = self.make(f"{name}.f{next(made)}", ax, body)
+            self.ctx.factored.add(t.op)  # merge_sums must not undo it (merge and factor would loop)
+            if alone and is_sum_op(t.op):
+                self.ctx.brackets.add(t.op)  # folded back at the end unless shared
+            return t
+
+        return factor_sum(axes, red, self.lookup, make, self.ctx)
+
+    def register_reads(self, body: Expr) -> None:
+        """Sums ``body`` reads join the table, so that equal brackets become reads of them."""
+        seen = self.ctx.registered
+        for t in reads(body):
+            op = t.op
+            if is_sum_op(op) and op not in seen:
+                seen.add(op)
+                self.ctx.table.register(op)
+                # a forward sum is not rewritten: hold it also as the optimizer spells it
+                red = op.body[0]
+                unit = {r: const(r.lo, r.dtype) for r in red.arg.axes if r.hi == r.lo + 1}
+                spelled = Expr(Op.REDUCE, red.dtype,
+                               tuple(simplify_expr(substitute(s, unit), self.ctx) for s in red.src),
+                               type(red.arg)(red.arg.combiner,
+                                             tuple(r for r in red.arg.axes if r not in unit),
+                                             red.arg.value_index))
+                if spelled is not red:
+                    self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
+
     def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
         ctx = self.ctx
         body = self.inline(body)
+        self.register_reads(body)
+        factored = None
         if body.op is Op.REDUCE:
             if body.arg.combiner.kind == "sum":
                 body = optimize_sum(axes, body, name, self.make, split, ctx)
+                if body.op is Op.REDUCE:
+                    factored = self.factor(axes, body, name)
+                    if factored is not None:
+                        body = factored
                 if body.op is not Op.REDUCE:
                     body = lift_body(axes, self.inline(body), ctx)
             else:
                 body = simplify_reduction(axes, body, ctx)
         else:
             body = lift_body(axes, body, ctx)
-        if body.op is not Op.REDUCE:
-            merged = merge_sums(axes, body, self.owns, self.make_merged, name, ctx)
+        if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
+            merged = merge_sums(axes, body, self.mergeable, self.make_merged, name, ctx)
             if merged is not None:
                 body = lift_body(axes, self.inline(merged), ctx)
         return body
@@ -154,9 +215,11 @@ class _Pass:
             if body.op is Op.REDUCE and provably_zero(body, self.ctx):
                 body = const(0, body.dtype)
             bodies = (body,)
-        if bodies == op.body:
-            return self.remember(op, op)
-        return self.remember(op, ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs, op.provenance))
+        new = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
+                                                       op.provenance)
+        if is_sum_op(new):
+            self.ctx.table.register(new)
+        return self.remember(op, new)
 
 
 def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None = None) -> Tensor:
@@ -186,3 +249,8 @@ class Optimizer:
 
     def __call__(self, tensor: Tensor) -> Tensor:
         return optimize_and_lift_nonzeroness(tensor, self.context)
+
+    def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """The call's results once every tensor is optimized: sums factored for sharing that
+        no other sum shared are folded back (:func:`.factor.fold_unshared`)."""
+        return fold_unshared(tensors, self.context.brackets)

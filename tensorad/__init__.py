@@ -79,8 +79,9 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
     with _trace.stage("differentiate", f"JacobianRecursive({_name(output)})"):
-        result = _autodiff.jacobian_recursive(output, inputs, head, override=override,
-                                              optimizer=_optimizer(optimize))
+        opt = _optimizer(optimize)
+        result = _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                                           optimizer=opt))
     _dump_tensors("gradient", result)
     return result
 
@@ -89,7 +90,8 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
     with _trace.stage("differentiate", f"jvp({_name(output)})"):
-        result = _autodiff.jvp(output, inputs, tangents, optimizer=_optimizer(optimize))
+        opt = _optimizer(optimize)
+        result = _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])[0]
     _dump_tensors("jvp", [result])
     return result
 
@@ -98,7 +100,8 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
     with _trace.stage("differentiate", f"hessian_vector_product({_name(output)})"):
-        result = _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=_optimizer(optimize))
+        opt = _optimizer(optimize)
+        result = _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
     _dump_tensors("hvp", result)
     return result
 
@@ -122,7 +125,13 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
     def traced(tensor: Tensor) -> Tensor:
         with _trace.stage("optimize", tensor.name):
             return optimizer(tensor)
+    traced.finish = optimizer.finish  # type: ignore[attr-defined]
     return traced
+
+
+def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor]) -> list[Tensor]:
+    """The optimizer's last step over all the results of one call (see ``Optimizer.finish``)."""
+    return tensors if optimizer is None else optimizer.finish(tensors)  # type: ignore[attr-defined]
 
 
 def _name(x: object) -> str:

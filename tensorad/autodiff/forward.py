@@ -49,6 +49,12 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
     dot: dict[Tensor, Tensor] = {}
     for x, v in zip(inputs, tangents):
         dot[x] = v
+    return _tangent_of(output, dot, optimizer)
+
+
+def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor], optimizer: Optimizer | None) -> Tensor:
+    """``output``'s tangent, given the tangents in ``dot`` (extended with every tangent made,
+    so that several outputs sharing intermediates compute each intermediate's tangent once)."""
     for op in dict.fromkeys(t.op for t in tensor_graph([output])):  # producers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
         if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op.attr(SHIFT_ATTR):
@@ -89,4 +95,7 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                          f"{output.name!r} has shape {list(output.shape)}")
     _check_pairs(inputs, vectors, "hessian_vector_product")
     grads = jacobian_recursive(output, inputs, optimizer=optimizer)
-    return [jvp(g, inputs, vectors, optimizer=optimizer) for g in grads]
+    for g in grads:
+        check_float(g, "jvp (output)")
+    dot: dict[Tensor, Tensor] = dict(zip(inputs, vectors))  # one table: shared tangents once
+    return [_tangent_of(g, dot, optimizer) for g in grads]

@@ -1,0 +1,347 @@
+"""Factor loop-invariant terms out of sums, and share sums that are equal up to such factors.
+
+A sum over ``k`` is linear in its source, so factors that do not mention ``k`` move out::
+
+    sum_k (a * f(k) + b * g(k))  =  a * [sum_k f(k)] + b * [sum_k g(k)]          (linearity)
+    sum_{k in box} c             =  c * |box|                                     (a count)
+
+Autodiff builds adjoint sums whose sources carry per-row factors: in batch norm's gradient
+``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and ``gamma.grad[c] = sum_k H * (X - mean) *
+rstd[c]`` are one sum ``[sum_k H * (X - mean)]`` times different factors, and
+``mean.grad[c] = sum_k (H * u[c] + v[c] * (mean[c] - X))`` is ``u * [sum_k H] + v * (|box| *
+mean - [sum_k X])``, whose brackets are ``beta.grad`` and the forward ``mean``'s own sum.
+Written as brackets, the sums become tensors of the call's :class:`~.cse.OpTable`, so equal
+brackets -- across adjoints, and with the forward sums the gradient reads -- are one tensor.
+
+:func:`factor_sum` rewrites one sum only when that does not add a pass: every bracket must
+be a count, provably zero (:mod:`.polynomial`) or a sum the table already holds, except at
+most one new sum (the *remainder*: the sum of every term not shared, as one reduction).  A
+variant factor that is itself a sum (``mean - X``) is expanded only when that makes its
+brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); otherwise it is
+kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
+(which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
+custom combiners are not linear).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .polynomial import provably_zero
+from .rules import simplify_expr
+
+MAX_TERMS = 16  # more additive terms than this: the source is left as it is
+
+Term = tuple[Expr, tuple[Expr, ...]]  # (invariant coefficient, variant factors)
+Lookup = Callable[[Sequence[Expr], Expr], Tensor | None]
+Make = Callable[[Sequence[Expr], Expr, bool], Tensor]  # (axes, body, a lone bracket)
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _mentions(e: Expr, bound: frozenset) -> bool:
+    return any(n in bound for n in walk(e))
+
+
+def _factors(e: Expr) -> tuple[Expr, ...]:
+    if e.op is Op.MUL:
+        return _factors(e.src[0]) + _factors(e.src[1])
+    return (e,)
+
+
+def _collapse(e: Expr, bound: frozenset) -> Term:
+    """A product kept whole: its invariant factors are the coefficient, the rest its factors."""
+    coef: Expr = const(1, e.dtype)
+    factors = []
+    for f in _factors(e):
+        if _mentions(f, bound):
+            factors.append(f)
+        else:
+            coef = coef * f
+    return coef, tuple(factors)
+
+
+def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
+    """``e`` as ``sum(coef * prod(variant factors))``: coefficients free of ``bound``.
+
+    Invariant subexpressions are one coefficient; products and quotients by invariants move
+    the invariant into the coefficient; ``+``, ``-``, negation split terms.  A product of two
+    variant sums is distributed only with ``distribute`` (else it is one variant factor)."""
+    memo: dict[Expr, list[Term]] = {}
+
+    def go(n: Expr) -> list[Term]:
+        found = memo.get(n)
+        if found is not None:
+            return found
+        one = const(1, n.dtype)
+        if not _mentions(n, bound):
+            out = [(n, ())]
+        elif n.op is Op.ADD:
+            out = go(n.src[0]) + go(n.src[1])
+        elif n.op is Op.SUB:
+            out = go(n.src[0]) + [(-c, f) for c, f in go(n.src[1])]
+        elif n.op is Op.NEG:
+            out = [(-c, f) for c, f in go(n.src[0])]
+        elif n.op is Op.MUL:
+            a, b = go(n.src[0]), go(n.src[1])
+            if not distribute and all(_mentions(s, bound) for s in n.src):
+                # a variant sum times a variant factor stays one factor: H * (X - mean) is
+                # not H * X - H * mean (that would cancel catastrophically in the sum)
+                a, b = (x if len(x) == 1 else [_collapse(s, bound)]
+                        for x, s in ((a, n.src[0]), (b, n.src[1])))
+            if len(a) * len(b) > MAX_TERMS:
+                out = [_collapse(n, bound)]
+            else:
+                out = [(ca * cb, fa + fb) for ca, fa in a for cb, fb in b]
+        elif n.op is Op.DIV and not _mentions(n.src[1], bound):
+            out = [(c / n.src[1], f) for c, f in go(n.src[0])]
+        else:
+            out = [(one, (n,))]
+        if len(out) > MAX_TERMS:
+            raise _TooMany
+        memo[n] = out
+        return out
+
+    return go(e)
+
+
+def _key(e: Expr) -> tuple:
+    """A shallow deterministic order of factors (not by address, nor by a tensor's name; a
+    structural key would cost the size of the expression as a tree)."""
+    arg = e.arg
+    if e.op is Op.READ:
+        op = arg.op
+        tid = ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group, arg.shape)
+        return (e.op.value, e.dtype, tid, len(e.src))
+    if e.op is Op.VAR:
+        return (e.op.value, e.dtype, e.name, arg.uid)
+    if e.op is Op.CONST:
+        return (e.op.value, e.dtype, repr(arg))
+    return (e.op.value, e.dtype, len(e.src))
+
+
+def scaled(coef: Expr, t: Expr) -> Expr:
+    """``coef * t`` applied the way ``coef`` was built, innermost operand first: ``(-(1/S))/S``
+    times ``t`` is ``-(t/S)/S``, never ``t * (-(1/S)/S)`` -- ``1/S^2`` underflows where ``S``
+    is large (a softmax of large logits), while each step of the original stays in range."""
+    if coef.op is Op.DIV:
+        return Expr(Op.DIV, coef.dtype, (scaled(coef.src[0], t), coef.src[1]))
+    if coef.op is Op.NEG:
+        return Expr(Op.NEG, coef.dtype, (scaled(coef.src[0], t),))
+    if coef.op is Op.MUL:
+        return scaled(coef.src[0], scaled(coef.src[1], t))
+    if coef.op is Op.CONST and coef.arg == 1:
+        return t
+    return coef * t
+
+
+def _product(factors: Sequence[Expr], dtype: str) -> Expr:
+    out: Expr | None = None
+    for f in sorted(factors, key=_key):
+        out = f if out is None else Expr(Op.MUL, dtype, (out, f))
+    return const(1, dtype) if out is None else out
+
+
+def _group(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
+    """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
+    out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
+    for c, f in ts:
+        key = tuple(sorted(f, key=_key))
+        if key in out:
+            c = out[key][0] + c
+        out[key] = (c, key)
+    return out
+
+
+def _count(red: Expr) -> int | None:
+    """``|box|`` of an unconditioned reduction over ``red``'s variables."""
+    if red.src[0] is not TRUE:
+        return None
+    n = 1
+    for r in red.arg.axes:
+        if r.lo is None or r.hi is None:
+            return None
+        n *= max(r.hi - r.lo, 0)
+    return n
+
+
+class _Plan:
+    """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
+
+    def __init__(self) -> None:
+        self.out: list[Expr] = []  # coef * bracket, already built
+        self.rest: list[Term] = []  # terms of the remainder
+        self.changed = False
+
+
+def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
+    """``red`` (a sum body over ``axes``) with invariant factors moved out of shared brackets, or
+    ``None`` when that would not save a pass (see the module docstring)."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or not dt.is_float(red.dtype):
+        return None
+    cond, src = red.src
+    rvars = red.arg.axes
+    bound = frozenset(rvars)
+    count = _count(red)
+
+    def bracket(factors: tuple[Expr, ...]) -> Expr:
+        return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
+                    ReduceArg(red.arg.combiner, rvars, 0))
+
+    def used(body: Expr) -> tuple[Expr, ...]:
+        """The axes a bracket depends on: a bracket is a tensor over those only."""
+        free = set(walk(body))
+        ax = tuple(a for a in axes if a in free)
+        dropped = [a for a in axes if a not in free]
+        # dropping only unit axes makes no smaller tensor: keep the op's own axes then
+        return ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+
+    def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
+        """Put a group that costs no pass into ``plan``; False when it needs the remainder."""
+        if not factors:
+            if count is None:
+                return False
+            plan.out.append(scaled(coef, const(float(count), red.dtype)))
+            return True
+        body = bracket(factors)
+        ax = used(body)
+        found = lookup(ax, body)
+        if found is not None:
+            plan.out.append(scaled(coef, found[ax]))
+            return True
+        if provably_zero(body, ctx):
+            return True
+        return False
+
+    try:
+        groups = _group(terms(src, bound))
+    except _TooMany:
+        return None
+    plan = _Plan()
+    for coef, factors in groups.values():
+        if place(coef, factors, plan):
+            plan.changed = True
+            continue
+        if any(f.op in (Op.ADD, Op.SUB) for f in factors):
+            try:
+                sub = _group(terms(_product(factors, red.dtype), bound, distribute=True))
+            except _TooMany:
+                sub = {}
+            trial = _Plan()
+            if len(sub) > 1 and all(place(coef * c, f, trial) for c, f in sub.values()):
+                plan.out += trial.out
+                plan.changed = True
+                continue
+        plan.rest.append((coef, factors))
+    if len(plan.rest) == 1:
+        coef, factors = plan.rest[0]
+        body = bracket(factors)
+        ax = used(body)
+        if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
+            return None  # a constant factor: moving it out shares nothing new
+        plan.out.append(scaled(coef, make(ax, body, not plan.changed)[ax]))
+    elif plan.rest:
+        if not plan.changed:
+            return None
+        rest = None
+        for coef, factors in plan.rest:
+            t = coef * _product(factors, red.dtype)
+            rest = t if rest is None else rest + t
+        body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
+        ax = used(body)
+        plan.out.append(make(ax, body, False)[ax])
+    if not plan.out:
+        return const(0, red.dtype)
+    total = plan.out[0]
+    for t in plan.out[1:]:
+        total = total + t
+    return simplify_expr(total, ctx)
+
+
+def is_sum_op(op: object) -> bool:
+    """A single-output compute op whose body is a sum reduction."""
+    return isinstance(op, ComputeOp) and op.num_outputs == 1 and op.is_reduction \
+        and op.body[0].arg.combiner.kind == "sum"
+
+
+def _folded(node: Expr, brackets: dict) -> Expr | None:
+    """``coef * T[i]`` (or ``T[i] / coef``, ``-T[i]``) for a bracket ``T`` read once, as
+    ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in)."""
+    if node.op not in (Op.MUL, Op.DIV, Op.NEG):
+        return None
+    for k in ((0, 1) if node.op is Op.MUL else (0,)):
+        read = node.src[k]
+        coef = node.src[1 - k] if node.op is not Op.NEG else const(-1, node.dtype)
+        if read.op is not Op.READ or read.arg.op not in brackets:
+            continue
+        op: ComputeOp = read.arg.op
+        idx = read.src
+        if any(i.op is not Op.VAR for i in idx) or len(set(idx)) != len(idx) \
+                or any(n.op is Op.VAR and n.lo is not None and n not in idx for n in walk(coef)) \
+                or any(n.op is Op.REDUCE for n in walk(coef)):
+            continue
+        red = op.body[0]
+        moved = _subst(coef, dict(zip(idx, op.axes)))
+        src = red.src[1] / moved if node.op is Op.DIV else -red.src[1] if node.op is Op.NEG \
+            else moved * red.src[1]
+        body = Expr(Op.REDUCE, red.dtype, (red.src[0], src), red.arg)
+        new = ComputeOp(op.name, op.tag, op.axes, (body,), op.attrs, op.provenance)
+        return Tensor(new, 0)[idx]
+    return None
+
+
+def _subst(e: Expr, m: dict) -> Expr:
+    from tensorad.ir.rewrite import substitute
+
+    return substitute(e, m)
+
+
+def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
+    """``outputs`` with every bracket read exactly once folded back into its sum.
+
+    :func:`factor_sum` moves a single bracket's coefficient out so that a later sum can share
+    it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
+    (a sum over a row whose coefficient reads the row's forward statistics no longer shares
+    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work)."""
+    from tensorad.ir.rewrite import replace_reads, rewrite, tensor_graph
+
+    graph = tensor_graph(outputs)
+    count: dict = {}
+    for t in graph:
+        if isinstance(t.op, ComputeOp):
+            for b in t.op.body:
+                uses = [b] + [r for n in walk(b) for r in n.src]  # each use (nodes are shared)
+                for r in uses:
+                    if r.op is Op.READ and r.arg.op in brackets:
+                        count[r.arg.op] = count.get(r.arg.op, 0) + 1
+    once = {op: True for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
+    if not once:
+        return list(outputs)
+    new: dict[Tensor, Tensor] = {}
+
+    def fold(n: Expr) -> Expr | None:
+        return _folded(n, once)
+
+    def read(node: Expr) -> Expr | None:
+        t = new.get(node.arg)
+        return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
+
+    for t in graph:
+        op = t.op
+        if not isinstance(op, ComputeOp) or t in new:
+            continue
+        bodies = tuple(rewrite(replace_reads(b, read), dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), fold))
+                       for b in op.body)
+        made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
+                                                       op.provenance)
+        for v in range(op.num_outputs):
+            new[Tensor(op, v)] = Tensor(made, v)
+    return [new.get(t, t) for t in outputs]
