@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorad.ir.expr import Op
-from tensorad.ir.rewrite import walk
+from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .contraction import Contraction, match_contraction, pad_contraction, worth_it
@@ -46,6 +46,7 @@ PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads 
 EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
 GUARDED_PACK = 4  # a range-guarded element costs this many plain ones to pack
 CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel region
+INTERLEAVE = 4  # vectors per iteration of a vectorized innermost loop (LLVM's interleaving)
 
 
 def _prod(xs) -> int:
@@ -88,21 +89,46 @@ def _strip_costs(op: ComputeOp, bodies: tuple) -> tuple[int, int] | None:
     return cost_acc, access_cost(reads, o, strides) + 1
 
 
-def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "accumulators") -> float:
-    """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
+def short_loop_factor(trips: int, lanes: int) -> float:
+    """How much slower per element an innermost loop of ``trips`` (a known count) runs than a
+    long one.  The vectorizer takes ``IC`` vectors per iteration (``IC`` up to
+    ``INTERLEAVE``, the best for the count) and leaves the rest scalar: a 14-long row of a
+    14 x 14 pooling window with 8 lanes is one vector and 6 scalar steps, 4x the long-loop
+    cost per element."""
+    if trips < 8:
+        return 1.0  # (not vectorized: the access cost's short-loop term counts it)
+    vf = lanes
+    while vf > trips:  # (shorter vectors for a loop shorter than one register)
+        vf //= 2
+    steps = min((trips // (ic * vf)) * ic + trips % (ic * vf)
+                for ic in (1, 2, INTERLEAVE) if ic * vf <= trips)
+    return max(1.0, steps * lanes / trips)
+
+
+def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "accumulators",
+                inner_trips: int | None = None) -> float:
+    """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says
+    (``inner_trips``: the innermost loop's length when it is not that axis's extent)."""
+    lanes = _lanes(ctx, op.body[0].dtype)
     iters = _prod(a.extent for a in op.axes)
+    inner = op.axes[-1] if op.axes else None
     if op.is_reduction:
         red = bodies[0]
         iters *= _prod(a.extent for a in red.arg.axes)
         costs = _strip_costs(op, bodies)
         if costs is not None:
             access = costs[1] if form == "strips" else costs[0]
+            inner = op.axes[-1] if form == "strips" else red.arg.axes[-1]
         else:
-            inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
+            inner = red.arg.axes[-1] if red.arg.axes else inner
             access = access_cost(_reads(red.src), inner, strides) if inner is not None else 0
     else:
-        access = access_cost(_reads(bodies), op.axes[-1], strides) if op.axes else 0
-    return iters * (2 + access + _heavy(bodies)) / _lanes(ctx, op.body[0].dtype)
+        access = access_cost(_reads(bodies), inner, strides) if inner is not None else 0
+    # (an accumulator chain makes a short innermost loop slow; elementwise loops and strips
+    # around a short one are vectorized or unrolled as a whole)
+    serial = op.is_reduction and form != "strips"  # (a strip's elements are independent)
+    trips = inner_trips or (inner.extent if inner is not None and serial else 0)
+    return iters * (2 + access + _heavy(bodies)) * short_loop_factor(trips, lanes) / lanes
 
 
 class Loops:
@@ -139,6 +165,88 @@ class Strips:
 
     def lower(self, cand, ctx):
         return Plan([Item(cand.op, cand.bodies, form="strips")])
+
+
+def _collapsible(red) -> tuple | None:
+    """``(a, b, stride of b per read)`` when the last two reduction axes ``a, b`` are read
+    only as adjacent dimensions ``[.., a, b, ..]`` with ``stride(a) == extent(b) * stride(b)``
+    in every read (a pooling window over whole rows ``X[n, c, y, x]``): one loop over
+    ``k = a * extent(b) + b`` then walks the same memory in one run.  ``None`` otherwise (also
+    when ``a`` or ``b`` appears anywhere else: in the condition, a value, another index)."""
+    if len(red.arg.axes) < 2:
+        return None
+    a, b = red.arg.axes[-2:]
+    if a.lo != 0 or b.lo != 0 or b.extent < 2:
+        return None
+    pair = {a, b}
+    unit = False
+    for n in _reads(red.src[1:]):
+        st = strides(n.arg)
+        pos = [d for d, i in enumerate(n.src) if i in pair]
+        if not pos:
+            if any(pair & set(free_vars(i)) for i in n.src):
+                return None
+            continue
+        if len(pos) != 2 or n.src[pos[0]] is not a or pos[1] != pos[0] + 1 \
+                or st[pos[0]] != b.extent * st[pos[1]]:
+            return None
+        if any(pair & set(free_vars(i)) for d, i in enumerate(n.src) if d not in pos):
+            return None
+        unit = unit or st[pos[1]] == 1
+    rest = [replace_reads(e, lambda n: const(0, n.dtype)) for e in red.src]
+    if not unit or any(pair & set(free_vars(e)) for e in rest):
+        return None
+    return a, b
+
+
+class CollapsedLoops:
+    """A reduction whose last two axes walk one contiguous run (``sum_{y, x} X[n, c, y, x]``)
+    as one loop over both (:func:`_collapsible`): the vectorized innermost loop is ``H x W``
+    long instead of ``W`` (a 14 x 14 global average pool: 196 instead of 14, no scalar tail).
+    The reads become ``X[n, c, k // W, k % W]``, which the address computation recombines into
+    ``k`` (:func:`.llvm_expr._recombine_digits`)."""
+
+    name = "collapse"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or any(b.src is not bodies[0].src or b.arg.axes != bodies[0].arg.axes
+                                      for b in bodies):
+            return []
+        found = _collapsible(bodies[0])
+        if found is None:
+            return []
+        a, b = found
+        red = bodies[0]
+        k = var(f"{a.name}.{b.name}", 0, a.extent * b.extent)
+        w = const(b.extent, k.dtype)
+        src = tuple(substitute(e, {a: k // w, b: k % w}) for e in red.src)
+        axes = tuple(red.arg.axes[:-2]) + (k,)
+        new = tuple(Expr(Op.REDUCE, x.dtype, src, ReduceArg(x.arg.combiner, axes, x.arg.value_index))
+                    for x in bodies)
+        return [Candidate(self, op, new, (a, b), single_nest=True)]
+
+    def cost(self, cand, ctx):
+        a, b = cand.data
+        red = cand.bodies[0]
+        lanes = _lanes(ctx, cand.op.body[0].dtype)
+        iters = _prod(x.extent for x in cand.op.axes) * _prod(x.extent for x in red.arg.axes)
+        return iters * (2 + self._access(cand) + _heavy(cand.bodies)) \
+            * short_loop_factor(a.extent * b.extent, lanes) / lanes
+
+    @staticmethod
+    def _access(cand) -> int:
+        """The access cost of the collapsed loop: that of ``b`` in the original reads."""
+        red = cand.bodies[0]
+        k = red.arg.axes[-1]
+        cost = 0  # a read of the pair walks k with b's stride (its ``k % W`` dimension's)
+        for n in _reads(red.src):
+            st = strides(n.arg)
+            ks = [st[d] for d, i in enumerate(n.src) if k in set(free_vars(i)) and i.op is Op.MOD]
+            cost += 0 if not ks else 1 if ks[0] == 1 else 2 if ks[0] <= 4 else 3
+        return cost
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, form="accumulators")])
 
 
 # ---- matrix products ------------------------------------------------------------------------
@@ -361,7 +469,8 @@ class EpilogueFusion:
                     absorbs=(r,))
 
 
-REGISTRY = (Loops(), Strips(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(), EpilogueFusion())
+REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
+            EpilogueFusion())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
