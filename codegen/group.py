@@ -176,10 +176,12 @@ def _sibling(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
     return group.depth, tau
 
 
-def order_siblings(units: list[Unit]) -> list[Unit]:
+def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
     """``units`` with each plain reduction moved up to just after an earlier one that it can
     join as a sibling (same outer extents, a shared input), when no unit in between computes
-    anything it reads -- so that :func:`plan_groups` finds them next to each other."""
+    anything it reads -- so that :func:`plan_groups` finds them next to each other.  ``alias``
+    maps a unit's op to the op whose tensors it writes (a split-K sum, a parity gather)."""
+    alias = alias or {}
     out = list(units)
     k = 1
     while k < len(out):
@@ -187,15 +189,17 @@ def order_siblings(units: list[Unit]) -> list[Unit]:
         if _plain_reduction(u) and u.outer:
             reads, shape = _reads(u), _extents(u)
             between: set = set()
+            needs = {t.op for t in reads}
             for j in range(k - 1, -1, -1):
                 v = out[j]
-                if any(t.op is v.op for t in reads):
+                writes = {v.op, alias.get(v.op, v.op)}
+                if needs & writes:
                     break  # (u depends on v: it stays after it)
                 if _plain_reduction(v) and _extents(v) == shape and reads & _reads(v):
-                    if j + 1 < k and not (between & {t.op for t in reads}):
+                    if j + 1 < k and not (between & needs):
                         out.insert(j + 1, out.pop(k))
                     break
-                between.add(v.op)
+                between |= writes
         k += 1
     return out
 

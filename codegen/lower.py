@@ -205,7 +205,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                        red_bodies=bodies[it.reduction] if it.reduction is not None else (),
                        epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
              for it in items]
-    groups = plan_groups(order_siblings(units)) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = plan_groups(order_siblings(units, alias)) if opts.fuse else [Group([u], 0, [()]) for u in units]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
