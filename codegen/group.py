@@ -143,14 +143,76 @@ def _alignment(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
     return depth, tau
 
 
+def _plain_reduction(u: Unit) -> bool:
+    """A reduction of its own with scalar accumulators (a strip form would lose its rows in
+    a group, whose members accumulate in registers)."""
+    return u.op.is_reduction and u.reduction is None and u.gemm is None and u.split is None \
+        and u.form != "strips"
+
+
+def _reads(u: Unit) -> set:
+    return {n.arg for e in u.check for n in walk(e) if n.op is Op.READ}
+
+
+def _extents(u: Unit) -> tuple[int, ...]:
+    return tuple(v.extent for v in u.outer if v.extent > 1)
+
+
+def _sibling(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which a reduction that reads no member joins ``group`` as a sibling:
+    its outer loops are the group's prefix (same extents) and it reads a tensor a member
+    reads, so its pass over that tensor's slice at a prefix point finds it in cache
+    (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x)."""
+    members = {u.op for u in group.units}
+    if not _plain_reduction(unit) or not all(u.gemm is None for u in group.units):
+        return None
+    reads = _reads(unit)
+    if any(t.op in members for t in reads) or not any(reads & _reads(u) for u in group.units):
+        return None
+    tau = tuple(v for v in unit.outer if v.extent > 1)[:group.depth]
+    want = tuple(v.extent for v in group.taus[0][:group.depth])
+    if len(tau) != group.depth or tuple(v.extent for v in tau) != want:
+        return None
+    return group.depth, tau
+
+
+def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
+    """``units`` with each plain reduction moved up to just after an earlier one that it can
+    join as a sibling (same outer extents, a shared input), when no unit in between computes
+    anything it reads -- so that :func:`plan_groups` finds them next to each other.  ``alias``
+    maps a unit's op to the op whose tensors it writes (a split-K sum, a parity gather)."""
+    alias = alias or {}
+    out = list(units)
+    k = 1
+    while k < len(out):
+        u = out[k]
+        if _plain_reduction(u) and u.outer:
+            reads, shape = _reads(u), _extents(u)
+            between: set = set()
+            needs = {t.op for t in reads}
+            for j in range(k - 1, -1, -1):
+                v = out[j]
+                writes = {v.op, alias.get(v.op, v.op)}
+                if needs & writes:
+                    break  # (u depends on v: it stays after it)
+                if _plain_reduction(v) and _extents(v) == shape and reads & _reads(v):
+                    if j + 1 < k and not (between & needs):
+                        out.insert(j + 1, out.pop(k))
+                    break
+                between |= writes
+        k += 1
+    return out
+
+
 def plan_groups(units: list[Unit]) -> list[Group]:
-    """Consecutive units grouped greedily (a unit joins the group before it when aligned)."""
+    """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
+    as a sibling reduction)."""
     groups: list[Group] = []
     for u in units:
         g = groups[-1] if groups else None
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
                 and len(g.units) < MAX_MEMBERS:
-            joined = _alignment(g, u)
+            joined = _alignment(g, u) or _sibling(g, u)
             if joined is not None:
                 depth, tau = joined
                 g.units.append(u)
@@ -164,4 +226,4 @@ def plan_groups(units: list[Unit]) -> list[Group]:
     return groups
 
 
-__all__ = ["Unit", "Group", "make_unit", "plan_groups"]
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings"]

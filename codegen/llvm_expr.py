@@ -60,6 +60,24 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -
     return fn
 
 
+def _recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]:
+    """``(index expression, stride)`` terms of a flat address.  Two dimensions read as the
+    digits of one value -- ``e // c`` at stride ``c * s`` and ``e % c`` at stride ``s`` (a
+    reduction over a collapsed ``y, x`` reads ``X[.., k // W, k % W]``) -- address ``e * s``:
+    ``(e // c) * c + e % c == e`` for floor division and its remainder, so the division is
+    never computed and the access is seen as unit stride."""
+    terms = list(zip(index, strides))
+    for i, (q, sq) in enumerate(terms):
+        if q is None or q.op is not Op.FLOORDIV or q.src[1].op is not Op.CONST:
+            continue
+        e, c = q.src
+        for j, (r, sr) in enumerate(terms):
+            if r is not None and r.op is Op.MOD and r.src[0] is e and r.src[1] is c and sq == int(c.arg) * sr:
+                terms[i], terms[j] = (None, 0), (e, sr)
+                break
+    return [(e, st) for e, st in terms if e is not None]
+
+
 class ScopedMemo:
     """A memo table with nested scopes: what is added inside a scope is forgotten when it is
     popped.  One dictionary plus an undo log per scope, so a lookup costs O(1) at any nesting
@@ -221,11 +239,11 @@ class ExprEmitter:
 
     def address(self, tensor, index: tuple[Expr, ...], kind: str = "read") -> ir.Value:
         strides = self.strides(tensor)
-        values = [self.index(i) for i in index]
         if self.check is not None:
-            self.check(tensor, kind, index, values)
+            self.check(tensor, kind, index, [self.index(i) for i in index])
+        terms = [(self.index(i), s) for i, s in _recombine_digits(index, strides)]
         off = None
-        for term, s in zip(values, strides):
+        for term, s in terms:
             if s != 1:
                 term = self.b.mul(term, I64(s), flags=("nsw",))
             off = term if off is None else self.b.add(off, term, flags=("nsw",))

@@ -25,7 +25,7 @@ from tensorad.lang import make_compute
 from tensorad.lang.bounds import check_op_bounds
 
 from .domain import covers_box, op_domain
-from .group import Group, Unit, make_unit, plan_groups
+from .group import Group, Unit, make_unit, order_siblings, plan_groups
 from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
@@ -206,7 +206,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                        red_bodies=bodies[it.reduction] if it.reduction is not None else (),
                        epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
              for it in items]
-    groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = plan_groups(order_siblings(units, alias)) if opts.fuse else [Group([u], 0, [()]) for u in units]
     groups = [h for g in groups for h in  # a scatter-add is a nest of its own
               ([Group([u], 0, [()]) for u in g.units] if any(u.form == "scatter" for u in g.units) else [g])]
     memo = _LoweringMemo()

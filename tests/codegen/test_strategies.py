@@ -106,3 +106,67 @@ def test_tune_measures_once_then_reuses_its_choice_from_the_disk_cache(tmp_path,
     if parse_target(other).runs_here(host_target()):
         ta.build([B], [H], tune=True, target=other)  # another target: its own entry
         assert tune.STATS["measured"] - before == 3 * measured
+
+
+def test_a_pooling_window_over_whole_rows_is_one_collapsed_loop():
+    X = ta.placeholder((3, 5, 14, 14), name="X")
+    y = ta.reduce_axis((0, 14), "y")
+    x = ta.reduce_axis((0, 14), "x")
+    S = ta.compute((3, 5), lambda n, c: ta.sum(X[n, c, y, x], axis=[y, x]), name="S")
+    lowered = ta.lower([S], [X])
+    (_, labels, chosen), = lowered.offered
+    assert chosen == "collapse" and "loops" in labels
+    assert "range(0, 196)" in str(lowered)
+    point = lowered.offered[0][0]
+    assert lowered.work == ta.lower([S], [X], choices={point: "loops"}).work == 3 * 5 * 196
+    data = np.random.default_rng(2).standard_normal((3, 5, 14, 14)).astype("float32")
+    np.testing.assert_allclose(ta.build([S], [X])(data), data.astype("float64").sum((2, 3)),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_axes_read_elsewhere_or_out_of_step_are_not_collapsed():
+    X = ta.placeholder((4, 14, 14), name="X")
+    y = ta.reduce_axis((0, 14), "y")
+    x = ta.reduce_axis((0, 14), "x")
+    T = ta.compute((4,), lambda n: ta.sum(X[n, x, y], axis=[y, x]), name="T")  # transposed
+    U = ta.compute((4,), lambda n: ta.sum(X[n, y, x] * ta.cast("float32", x), axis=[y, x]), name="U")
+    for t in (T, U):
+        assert all("collapse" not in labels for _, labels, _ in ta.lower([t], [X]).offered)
+
+
+@pytest.mark.parametrize("shift, cols", [(0, 7), (3, 7), (0, 8)])
+def test_reads_of_a_value_and_its_digits_address_the_value(shift, cols):
+    """``X[(k + s) // 7, (k + s) % 7]`` is ``flat(X)[k + s]`` when rows are 7 long (the address
+    recombines the digits); with rows of 8 it is not, and must stay correct."""
+    X = ta.placeholder((9, cols), name="X")
+    n = 49
+    Y = ta.compute((n,), lambda k: X[(k + shift) // 7, (k + shift) % 7] * 2.0, name="Y")
+    data = np.random.default_rng(3).standard_normal((9, cols)).astype("float32")
+    k = np.arange(n) + shift
+    np.testing.assert_array_equal(ta.build([Y], [X])(data), data[k // 7, k % 7] * 2)
+
+
+def test_sibling_reductions_over_one_input_share_a_nest():
+    H = ta.placeholder((4, 6, 9, 9), name="H")
+    X = ta.placeholder((4, 6, 9, 9), name="X")
+
+    def total(name, f):
+        n = ta.reduce_axis((0, 4), "n")
+        y = ta.reduce_axis((0, 9), "y")
+        x = ta.reduce_axis((0, 9), "x")
+        return ta.compute((6,), lambda c: ta.sum(f(n, c, y, x), axis=[n, y, x]), name=name)
+
+    G = total("G", lambda n, c, y, x: H[n, c, y, x] * X[n, c, y, x])
+    D = ta.compute(H.shape, lambda n, c, y, x: H[n, c, y, x] * G[c], name="D")  # between them
+    B = total("B", lambda n, c, y, x: H[n, c, y, x])
+    lowered = ta.lower([G, D, B], [H, X])
+    nests = [line for line in str(lowered).splitlines() if line.lstrip().startswith("# nest")]
+    assert any("G" in line and "+B" in line for line in nests), nests
+    assert lowered.work == 2 * 4 * 6 * 81 + 4 * 6 * 81  # each member in loops of its own
+    rng = np.random.default_rng(4)
+    h, xv = (rng.standard_normal((4, 6, 9, 9)).astype("float32") for _ in range(2))
+    g, d, b = ta.build([G, D, B], [H, X])(h, xv)
+    want_g = (h.astype("float64") * xv).sum((0, 2, 3))
+    np.testing.assert_allclose(g, want_g, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b, h.astype("float64").sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(d, h * g[None, :, None, None], rtol=1e-5, atol=1e-5)
