@@ -220,6 +220,7 @@ class ExprEmitter:
                 return Expr(Op.SELECT, node.dtype, node.src)
             ph = var("ite", dtype=node.dtype)
             self.lazy[ph] = node
+            reads.add(ph)  # an enclosing if_then_else whose branch holds this one stays lazy too
             return ph
 
         return rewrite(e, rule)
