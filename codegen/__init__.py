@@ -5,6 +5,8 @@
 
 Modules, in pipeline order:
 
+* ``strategy``, ``strategies``  how each op is computed: registered strategies (match, cost,
+  lower) and the driver keeping the cheapest; ``tune`` measures them instead (``tune=True``)
 * ``inline``      which tensors get buffers, and inlining of the others into their readers
 * ``speculate``   ``if_then_else`` on data tests made ``select`` (no branch, vectorizable)
 * ``fuse``        an elementwise consumer stored by its reduction (``sum(..) * 0.25``)

@@ -59,7 +59,9 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
     (0-3), ``vector_width``, ``tile`` and ``microkernel`` (the contraction kernel),
     ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
-    (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``).
+    (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``),
+    ``tune`` (measure the candidate strategies on random data and keep the winners in the disk
+    cache per target: :mod:`.tune`).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
     """
     if not isinstance(target, (str, Target)):
@@ -69,7 +71,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         raise TypeError(f"option cache must be True or False, got {cache!r}")
     tgt = parse_target(target)
     opts = Options.make({**options, "target": tgt})
-    lowered = lower(outputs, inputs, name=name, target=tgt, **options)
+    with diskcache.disabled(not cache):  # (tune=True keeps its choices there)
+        lowered = lower(outputs, inputs, name=name, target=tgt, **options)
     gomp = parallel_runtime() is not None and opts.parallel
     key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
                                                ARRAY_DATA_OFFSET, opts.checked)), fingerprint(tgt)])

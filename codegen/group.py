@@ -59,11 +59,12 @@ class Unit:
     gemm: object = None
     split: AxisSplit | None = None
     batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
+    form: str | None = None  # a reduction's loop order (:func:`.schedule.schedule_nest`)
 
 
 def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
               reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
-              epilogue=None, gemm=None, batch_range: tuple | None = None) -> Unit:
+              epilogue=None, gemm=None, batch_range: tuple | None = None, form: str | None = None) -> Unit:
     if reduction is not None:  # statements run over the reduction's axes
         outer = tuple(reduction.axes)
         moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
@@ -77,7 +78,7 @@ def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None =
         outer = tuple(op.axes)
         check = tuple(bodies)
         tau_of = {a: a for a in outer}
-    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range)
+    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range, form)
 
 
 @dataclass(eq=False)

@@ -24,28 +24,29 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import check_op_bounds
 
-from .contraction import match_contraction, pad_contraction, worth_it
 from .domain import covers_box, op_domain
-from .fuse import find_epilogues
 from .group import Group, Unit, make_unit, plan_groups
 from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
-from .parity import decompose
 from .program import Buffer, Fill, Nest, Program, program_text
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
-from .splitk import split_k, wants_split
-from .stripmine import plan_split
+from .strategies import REGISTRY
+from .strategy import PlanContext, plan_ops
+from .target import parse_target
 from .work import count_work
 
 
 class LoweredFunc:
     """The loop program ``build`` compiles; ``str()`` shows it, ``.work`` counts its work."""
 
-    def __init__(self, program: Program, options: Options) -> None:
+    def __init__(self, program: Program, options: Options, offered: tuple = ()) -> None:
         self.program = program
         self.options = options
+        #: (point, candidate labels, the label chosen) for every op offered several strategies
+        #: (:mod:`.strategy`); ``tune=True`` measures them, ``choices={point: label}`` pins them
+        self.offered = offered
         self.text = program_text(program)
         self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
 
@@ -137,12 +138,24 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
     Accepts the options of ``build`` (:class:`.schedule.Options`); those that only change
     compilation are ignored here.  Results are cached per (outputs, inputs, options).
+    ``tune=True`` measures the strategies offered (:mod:`.tune`) and lowers with the winners.
     """
     outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
     _check_io(outputs, inputs)
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty string, got {name!r}")
-    opts = Options.make(options).for_lowering()
+    full = Options.make(options)
+    if full.tune:
+        from .tune import tuned_choices  # (tuning builds kernels: build imports this module)
+
+        plain = {k: v for k, v in options.items() if k != "tune"}
+        plain["variants"] = True
+        base = lower(outputs, inputs, name, **plain)
+        target = full.target or parse_target()
+        options = {**plain, "choices": {**dict(full.choices),
+                                        **tuned_choices(base, outputs, inputs, name, plain, target)}}
+        full = Options.make(options)
+    opts = full.for_lowering()
     key = (tuple(outputs), tuple(inputs), name, opts)
     with _CACHE_LOCK:
         found = _CACHE.get(key)
@@ -150,7 +163,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             _CACHE.move_to_end(key)
             return found
     with trace.stage("lower", name):
-        result = LoweredFunc(_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts), opts)
+        result = LoweredFunc(*_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts))
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))
@@ -162,7 +175,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     return result
 
 
-def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts: Options) -> Program:
+def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts: Options
+                   ) -> tuple[Program, Options, tuple]:
     input_set = set(inputs)
     tensors = tensor_graph(outputs, stop=input_set)
     for t in tensors:
@@ -177,60 +191,27 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
-    gemms = {op: _is_gemm(op, bodies[op], opts) for op in ops}
-    alias: dict[ComputeOp, ComputeOp] = {}  # an op computing another op's values (split-K, parity)
-    for op in list(ops):  # strided convolutions' input gradients: one product per residue class
-        found = None if gemms[op] is not None else \
-            decompose(op, bodies[op][0], lambda piece: _is_gemm(piece, piece.body, opts))
-        if found is not None:
-            pieces, specs, gather = found
-            ops[ops.index(op):ops.index(op) + 1] = pieces + [gather]
-            bodies.update({p: p.body for p in pieces + [gather]})
-            gemms.update({**dict(zip(pieces, specs)), gather: None})
-            alias[gather] = op
-    epilogues = {} if not opts.fuse else find_epilogues(
-        [op for op in ops if gemms[op] is None], bodies, set(outputs), covers_box)
-    fused_into = {e.consumer: r for r, e in epilogues.items()}
-    for op in list(ops):
-        if gemms[op] is not None and opts.parallel and wants_split(gemms[op]):
-            part, total = split_k(op, bodies[op][0])
-            spec = _is_gemm(part, part.body, opts)
-            if spec is not None:
-                ops[ops.index(op):ops.index(op) + 1] = [part, total]
-                bodies.update({part: part.body, total: total.body})
-                gemms.update({part: spec, total: None})
-                alias[total] = op
-    largest = max(t.size for t in inputs + outputs)
-    pieces = {op: pad_contraction(gemms[op], largest) for op in ops if gemms[op] is not None}
-
-    units = []
+    readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
-        if op in epilogues:
-            continue  # emitted at its consumer's place
-        if op in fused_into:
-            r = fused_into[op]
-            units.append(make_unit(op, bodies[op], reduction=r, red_bodies=bodies[r], epilogue=epilogues[r]))
-        elif gemms[op] is not None:
-            first_copy = None
-            for copies, spec, batch_range in pieces[op]:  # zero-padded copies, then the product
-                for copy in copies:
-                    bodies[copy] = copy.body
-                    units.append(make_unit(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
-                    if batch_range is not None:  # the chunks' copies share one buffer
-                        first_copy = first_copy or copy
-                        if copy is not first_copy:
-                            alias[copy] = first_copy
-                units.append(make_unit(op, bodies[op], gemm=spec, batch_range=batch_range))
-        else:
-            split = None if op.is_reduction else plan_split(tuple(op.axes), bodies[op])
-            units.append(make_unit(op, bodies[op], split=split))
+        for n in (n for b in bodies[op] for n in walk(b)):
+            if n.op is Op.READ and n.arg.op in readers and op not in readers[n.arg.op]:
+                readers[n.arg.op].append(op)
+    ctx = PlanContext(opts=opts, target=opts.target or parse_target(), outputs=frozenset(outputs),
+                      largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
+                      position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
+                      choices=dict(opts.choices), tuning=opts.variants)
+    items, alias = plan_ops(ops, bodies, ctx)
+    units = [make_unit(it.op, it.bodies, split=it.split, reduction=it.reduction,
+                       red_bodies=bodies[it.reduction] if it.reduction is not None else (),
+                       epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
+             for it in items]
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
                                         alias, memo)
         if failed is None:
-            return program
+            return program, opts, tuple(ctx.offered)
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
 
 
@@ -331,19 +312,19 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]
     if u.reduction is not None:
-        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts)
-    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range)
+        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
+    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
         made = [st for st in made if not isinstance(st, Fill)]
     return made
 
 
 def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
-              split=None, batch_range=None) -> list:
+              split=None, batch_range=None, form=None) -> list:
     """The steps (fills, then one nest) computing one materialized op (a product's
     ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.padding`)."""
     dom = op_domain(op, bodies[op], outs, epilogue, split)
-    stmts, attrs = schedule_nest(op, dom, outs, opts)
+    stmts, attrs = schedule_nest(op, dom, outs, opts, form=form)
     if batch_range is not None:
         stmts = restrict_batch(stmts, *batch_range)
     body = build_loops(stmts)
@@ -364,11 +345,3 @@ def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, 
     nest = Nest(op.name, body, tuple(b for b in outs if b is not None), work, note, parallel,
                 dom.accumulators, attrs)
     return [*dom.fills, nest]
-
-
-def _is_gemm(op: ComputeOp, bodies: tuple, opts: Options):
-    """The contraction form of ``op`` when the micro-kernel should compute it."""
-    if opts.microkernel is False or not op.is_reduction:
-        return None
-    spec = match_contraction(op, bodies, opts.tile, opts.target)
-    return spec if spec is not None and worth_it(spec, opts.microkernel) else None

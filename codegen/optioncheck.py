@@ -52,3 +52,17 @@ def register_file_bytes(target) -> int:
     """Bytes of ``target``'s vector register file (a :class:`.target.Target`: 32 x 64 with
     AVX-512, 16 x 32 with AVX, 16 x 16 with SSE)."""
     return target.vector_registers * target.vector_bits // 8
+
+
+def choices(value: Any) -> tuple:
+    """``{point: label}`` (or pairs) of strategy choices as sorted pairs of strings."""
+    if isinstance(value, dict):
+        value = value.items()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"option choices must map strategy points to labels (str -> str), got {value!r}")
+    out = []
+    for pair in value:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise TypeError(f"option choices must map strategy points to labels (str -> str), got {pair!r}")
+        out.append(pair)
+    return tuple(sorted(dict(out).items()))

@@ -59,6 +59,12 @@ class Options:
       (the micro-kernel's register tile and cache blocks).
     * ``checked``: bounds checks on every load and store (:mod:`.checks`); a violation raises
       ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
+    * ``tune``: measure the candidate strategies (and tiles) of every op that has several on
+      random data of the actual shapes, and keep the winners in the disk cache per target
+      (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
+      (``lower(...).offered`` lists the points and labels; a label not offered is ignored);
+      ``variants=True`` offers every variant of each strategy (register tiles, cache blocks),
+      as ``tune`` does.
     """
 
     parallel: bool = True
@@ -74,6 +80,9 @@ class Options:
     parallel_min_work: int = 1 << 16
     target: Target | None = None
     checked: bool = False
+    tune: bool = False
+    choices: tuple = ()
+    variants: bool = False
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -92,7 +101,8 @@ class Options:
                     if not isinstance(t, Tensor):
                         raise TypeError(f"option {k}: expected tensors, got {t!r}")
                 kw[k] = ts
-        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked"):  # "no" would silently mean True
+        # ("no" would silently mean True)
+        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked", "tune", "variants"):
             if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
                 raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
                                 f"got {kw[k]!r}")
@@ -113,6 +123,8 @@ class Options:
             if vw not in check.VECTOR_WIDTHS:
                 raise ValueError(f"vector_width must be a power of two up to 64 or None, got {vw!r}")
             kw["vector_width"] = vw
+        if "choices" in kw:
+            kw["choices"] = check.choices(kw["choices"])
         kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
@@ -121,7 +133,8 @@ class Options:
         plain = not self.fastmath or self.checked
         return Options(self.parallel, False if plain else self.microkernel, self.tile,
                        self.inline, self.materialize, fuse=self.fuse,
-                       parallel_min_work=self.parallel_min_work, target=self.target)
+                       parallel_min_work=self.parallel_min_work, target=self.target,
+                       choices=self.choices, variants=self.variants)
 
 
 # ---- stride analysis -------------------------------------------------------------------------
@@ -198,6 +211,13 @@ def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
     return cost_buf < cost_acc
 
 
+def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:
+    """Whether the output buffer can hold the accumulators of ``info`` (one value; a fused
+    epilogue's output of the accumulator's dtype)."""
+    return info is not None and info.combiner.arity == 1 and bool(info.outer) and bool(info.raxes) \
+        and not (info.epilogue is not None and out_dtype != info.acc.dtype)
+
+
 def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyStmt]:
     """``out[o] = identity`` (unless filled), then ``out[o] = combine(out[o], src)`` with the
     schedule ``[o0, .., floor(o_last / T), phase, r..., o_last]``."""
@@ -240,16 +260,24 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int) -> int:
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
-                  fuse_outer: bool = True) -> tuple[list, dict]:
+                  fuse_outer: bool = True, form: str | None = None) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
-    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix)."""
+    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
+    ``form``: a reduction's loop order as its strategy chose it (``"strips"``: accumulate in
+    the output where it can hold the accumulators, ``"accumulators"``: never; ``None``: by
+    :func:`prefer_buffer_form`)."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
-    if info is not None and allow_buffer and outputs[0] is not None \
-            and prefer_buffer_form(info, _strides, outputs[0].dtype):
+    if info is None or not allow_buffer or outputs[0] is None:
+        wanted = False
+    elif form is not None:
+        wanted = form == "strips" and _buffer_can_accumulate(info, outputs[0].dtype)
+    else:
+        wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
+    if wanted:
         out = outputs[0]
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
                             l1d=(opts.target or parse_target()).l1d)
@@ -287,7 +315,7 @@ def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
     return [PolyStmt(s.name, s.vars, s.domain, s.body, (fused,) + tuple(s.schedule[2:])) for s in stmts]
 
 
-def _strides(t: Tensor) -> tuple[int, ...]:
+def strides(t: Tensor) -> tuple[int, ...]:
     out, acc = [], 1
     for s in reversed(t.shape):
         out.append(acc)

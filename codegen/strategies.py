@@ -1,0 +1,367 @@
+"""The registered code-generation strategies (:mod:`.strategy`) and their cost model.
+
+Costs are estimated cycles on one core of the target.  The model is deliberately coarse; what
+it must get right is the order of the candidates an op is offered:
+
+* **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``: the
+  access cost of the innermost loop's variable (:func:`.schedule.access_cost`: 0 invariant,
+  1 unit stride, 2 small stride, 3 gather) over every read;
+* **strips** -- the same with the last *output* axis innermost, accumulating in the output
+  (:func:`.schedule.buffer_form`; a column sum ``B[j] = sum_i H[i, j]``): cheaper exactly
+  when that axis walks memory better than the last reduction axis;
+* **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (a side under a
+  range guard costs ``GUARDED_PACK`` times a plain read per packed element), times the load
+  imbalance of its parallel blocks over ``PLAN_THREADS`` threads, plus a call overhead;
+* **padded** -- the micro-kernel reading zero-padded copies of its guarded sides, plus the
+  copies;
+* **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
+* **parity** -- the residue classes' products plus the gather;
+* **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
+  writes and the consumer no longer reads.
+
+Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
+:func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
+cheapest candidate wins.  With it, the micro-kernel also offers other register tiles and
+cache blocks, which :mod:`.tune` measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .contraction import Contraction, match_contraction, pad_contraction, worth_it
+from .domain import covers_box
+from .fuse import Epilogue
+from .parity import decompose
+from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
+from .splitk import split_k, wants_split
+from .strategy import Candidate, Item, Open, Plan, PlanContext
+from .stripmine import plan_split
+
+PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
+EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
+GUARDED_PACK = 4  # a range-guarded element costs this many plain ones to pack
+CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel region
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _lanes(ctx: PlanContext, dtype: str) -> int:
+    try:
+        return ctx.target.lanes(dtype)
+    except ValueError:  # bool and other narrow types: as wide as int32
+        return ctx.target.lanes("int32")
+
+
+def _reads(exprs) -> list:
+    return [n for e in exprs for n in walk(e) if n.op is Op.READ]
+
+
+def _heavy(exprs) -> int:
+    return HEAVY_WEIGHT * min(4, sum(1 for e in exprs for n in walk(e) if n.op in HEAVY))
+
+
+# ---- plain loops ----------------------------------------------------------------------------
+
+def _strip_costs(op: ComputeOp, bodies: tuple) -> tuple[int, int] | None:
+    """``(accumulators, strips)``: access costs of the two loop orders of a reduction that the
+    strip form can take (one combined value, output and reduction axes), else ``None``."""
+    red = bodies[0]
+    if not op.is_reduction or red.arg.combiner.arity != 1 or not op.axes or not red.arg.axes:
+        return None
+    o, r = op.axes[-1], red.arg.axes[-1]
+    if o.extent < 8:
+        return None
+    reads = _reads(red.src)
+    cost_acc = access_cost(reads, r, strides) + (4 if r.extent < 8 else 0)
+    # the output strip is loaded and stored with unit stride (it stays in L1): one more
+    # contiguous access, as cheap as any other unit-stride read
+    return cost_acc, access_cost(reads, o, strides) + 1
+
+
+def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "accumulators") -> float:
+    """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
+    iters = _prod(a.extent for a in op.axes)
+    if op.is_reduction:
+        red = bodies[0]
+        iters *= _prod(a.extent for a in red.arg.axes)
+        costs = _strip_costs(op, bodies)
+        if costs is not None:
+            access = costs[1] if form == "strips" else costs[0]
+        else:
+            inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
+            access = access_cost(_reads(red.src), inner, strides) if inner is not None else 0
+    else:
+        access = access_cost(_reads(bodies), op.axes[-1], strides) if op.axes else 0
+    return iters * (2 + access + _heavy(bodies)) / _lanes(ctx, op.body[0].dtype)
+
+
+class Loops:
+    """Plain loops (the isl AST of :mod:`.domain`): every op, always."""
+
+    name = "loops"
+
+    def match(self, op, bodies, ctx):
+        return [Candidate(self, op, bodies, single_nest=True)]
+
+    def cost(self, cand, ctx):
+        return loop_cycles(cand.op, cand.bodies, ctx)
+
+    def lower(self, cand, ctx):
+        op = cand.op
+        if op.is_reduction:
+            return Plan([Item(op, cand.bodies, form="accumulators")])
+        return Plan([Item(op, cand.bodies, split=plan_split(tuple(op.axes), cand.bodies))])
+
+
+class Strips:
+    """A reduction accumulated in strips of its output, the last output axis innermost
+    (:func:`.schedule.buffer_form`): a column sum reads whole rows."""
+
+    name = "strips"
+
+    def match(self, op, bodies, ctx):
+        if _strip_costs(op, bodies) is None:
+            return []
+        return [Candidate(self, op, bodies, single_nest=True)]
+
+    def cost(self, cand, ctx):
+        return loop_cycles(cand.op, cand.bodies, ctx, "strips")
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, form="strips")])
+
+
+# ---- matrix products ------------------------------------------------------------------------
+
+def _guarded(side) -> bool:
+    return side.op in (Op.IF_THEN_ELSE, Op.SELECT)
+
+
+def padded_cycles(pieces: list, ctx: PlanContext) -> float:
+    """The pieces of :func:`.contraction.pad_contraction`: each one's copies and product."""
+    total = 0.0
+    for copies, spec, _ in pieces:
+        total += contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+    return total
+
+
+def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
+    """The micro-kernel computing ``spec``."""
+    lanes = _lanes(ctx, spec.dtype)
+    macs = spec.flops / 2
+    compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
+    a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
+    b_packs = spec.batches * spec.K * spec.N
+    pack = (a_packs * (GUARDED_PACK if _guarded(spec.a) else 1)
+            + b_packs * (GUARDED_PACK if _guarded(spec.b) else 1)) / lanes
+    blocks = max(1, spec.blocks)
+    threads = PLAN_THREADS if ctx.opts.parallel else 1
+    imbalance = -(-blocks // threads) * threads / blocks
+    return (compute + pack) * imbalance + CALL_CYCLES
+
+
+# variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
+TILE_VARIANTS = ((None, None, 512), ("mr+2", 2, None), (None, 1, None))
+
+
+def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
+    """Other ``(MR, NR, KC, MC)`` tiles for ``spec`` that fit the target's registers."""
+    lanes = _lanes(ctx, spec.dtype)
+    regs = ctx.target.vector_registers
+    out = []
+    for mr, nv, kc in TILE_VARIANTS:
+        nv = nv if nv is not None else spec.nr // lanes
+        mr = spec.mr if mr is None else min(8, (regs - 1 - nv) // nv)
+        tile = (mr, nv * lanes, kc or spec.kc, max(mr, spec.mc // mr * mr) if mr >= 1 else None)
+        if mr >= 1 and tile[:3] != (spec.mr, spec.nr, spec.kc) and \
+                tile not in [t for _, t in out]:
+            out.append((f"{mr}x{nv * lanes}k{tile[2]}", tile))
+    return out
+
+
+def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tuple[str, Contraction]]:
+    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), or none
+    when ``op`` is not a product worth it."""
+    opts = ctx.opts
+    if opts.microkernel is False or not op.is_reduction:
+        return []
+    spec = match_contraction(op, bodies, opts.tile, ctx.target)
+    if spec is None or not worth_it(spec, opts.microkernel):
+        return []
+    out = [("", spec)]
+    if ctx.tuning and opts.tile is None:
+        for label, tile in _tiles(spec, ctx):
+            try:
+                other = match_contraction(op, bodies, tile, ctx.target)
+            except ValueError:  # a tile the product's shape refuses
+                continue
+            if other is not None:
+                out.append((label, other))
+    return out
+
+
+def default_spec(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> Contraction | None:
+    specs = contraction_specs(op, bodies, ctx)
+    return specs[0][1] if specs else None
+
+
+class MicroKernel:
+    """A sum of products as a packed matrix product (:mod:`.contraction`, :mod:`.microkernel`);
+    its guarded sides are packed element by element under their guards."""
+
+    name = "microkernel"
+
+    def match(self, op, bodies, ctx):
+        return [Candidate(self, op, bodies, spec, variant)
+                for variant, spec in contraction_specs(op, bodies, ctx)]
+
+    def cost(self, cand, ctx):
+        return 0.0 if ctx.opts.microkernel is True else contraction_cycles(cand.data, ctx)
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
+
+
+class PaddedMicroKernel:
+    """The micro-kernel reading zero-padded copies of its range-guarded sides
+    (:mod:`.padding`), made per chunk of the batch when a whole copy would outgrow the
+    kernel's arguments."""
+
+    name = "padded"
+
+    def match(self, op, bodies, ctx):
+        out = []
+        for variant, spec in contraction_specs(op, bodies, ctx):
+            pieces = pad_contraction(spec, ctx.largest)
+            if pieces[0][0] or pieces[0][2] is not None or len(pieces) > 1:
+                out.append(Candidate(self, op, bodies, pieces, variant))
+        return out
+
+    def cost(self, cand, ctx):
+        return -1.0 if ctx.opts.microkernel is True else padded_cycles(cand.data, ctx)
+
+    def lower(self, cand, ctx):
+        steps: list = []
+        alias = {}
+        first_copy = None
+        for copies, spec, batch_range in cand.data:  # zero-padded copies, then the product
+            for copy in copies:
+                steps.append(Item(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
+                if batch_range is not None:  # the chunks' copies share one buffer
+                    first_copy = first_copy or copy
+                    if copy is not first_copy:
+                        alias[copy] = first_copy
+            steps.append(Item(cand.op, cand.bodies, gemm=spec, batch_range=batch_range))
+        return Plan(steps, alias)
+
+
+class SplitK:
+    """A long product whose few, odd parallel blocks threads would share unevenly, summed in
+    two halves along its first reduction axis (:mod:`.splitk`), then added."""
+
+    name = "split-k"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.parallel:
+            return []
+        spec = default_spec(op, bodies, ctx)
+        if spec is None or not wants_split(spec):
+            return []
+        part, total = split_k(op, bodies[0])
+        part_spec = default_spec(part, part.body, ctx)
+        if part_spec is None:
+            return []
+        return [Candidate(self, op, bodies, (part, part_spec, total))]
+
+    def cost(self, cand, ctx):
+        part, part_spec, total = cand.data
+        forced = -2.0 if ctx.opts.microkernel is True else 0.0
+        return forced or contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+
+    def lower(self, cand, ctx):
+        part, _, total = cand.data
+        return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
+
+
+class Parity:
+    """A strided convolution's input gradient, which is no product, as one product per
+    residue class of its output (:mod:`.parity`) and a gather; only when every class is one."""
+
+    name = "parity"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1 or default_spec(op, bodies, ctx) is not None:
+            return []
+        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx))
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        pieces, specs, gather = cand.data
+        if ctx.opts.microkernel is True:
+            return -1.0  # (the user asked for the micro-kernel wherever it applies)
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
+
+    def lower(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
+                    alias={gather: cand.op})
+
+
+@dataclass(frozen=True, eq=False)
+class _Fusion:
+    reduction: ComputeOp
+    epilogue: Epilogue
+
+
+class EpilogueFusion:
+    """An elementwise consumer stored by the reduction it reads (:mod:`.fuse`): no temporary,
+    no second pass.  The reduction must be the consumer's only at-point read of it, read by
+    nothing else, not an output, one plain nest writing its whole box."""
+
+    name = "epilogue"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
+            return []
+        body = bodies[0]
+        read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
+        for r in sorted(read, key=ctx.position.__getitem__):  # the first in program order
+            chosen = ctx.chosen.get(r)
+            if chosen is None or not chosen.single_nest or ctx.readers.get(r) != [op]:
+                continue
+            t = Tensor(r, 0)
+            if not r.is_reduction or r.num_outputs != 1 or t in ctx.outputs or op.shape != r.shape:
+                continue
+            if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
+                continue
+            if not covers_box(r, ctx.bodies[r]):
+                continue
+            return [Candidate(self, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))]
+        return []
+
+    def cost(self, cand, ctx):
+        r = cand.data.reduction
+        saved = 2 * _prod(r.shape) / _lanes(ctx, r.body[0].dtype)  # its temporary: stored, read
+        return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
+
+    def lower(self, cand, ctx):
+        r = cand.data.reduction
+        form = "strips" if ctx.chosen[r].strategy.name == Strips.name else "accumulators"
+        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue, form=form)],
+                    absorbs=(r,))
+
+
+REGISTRY = (Loops(), Strips(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(), EpilogueFusion())
+
+
+__all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

@@ -1,0 +1,108 @@
+"""The strategy registry (match, cost, lower), pinned choices, and ``tune=True``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensorad.codegen import tune
+from tensorad.codegen.strategies import REGISTRY
+from tensorad.codegen.target import host_target, parse_target
+
+import tensorad as ta
+
+
+def _gemm(m: int = 64, n: int = 64, k: int = 64):
+    X = ta.placeholder((m, k), name="X")
+    W = ta.placeholder((n, k), name="W")
+    r = ta.reduce_axis((0, k), "r")
+    Y = ta.compute((m, n), lambda i, j: ta.sum(X[i, r] * W[j, r], axis=r), name="Y")
+    return X, W, Y
+
+
+def _column_sum(rows: int = 48, cols: int = 40):
+    H = ta.placeholder((rows, cols), name="H")
+    r = ta.reduce_axis((0, rows), "r")
+    B = ta.compute((cols,), lambda j: ta.sum(H[r, j], axis=r), name="B")
+    return H, B
+
+
+def test_registry_entries_are_strategies_with_distinct_names():
+    names = [s.name for s in REGISTRY]
+    assert len(set(names)) == len(names)
+    for s in REGISTRY:
+        assert callable(s.match) and callable(s.cost) and callable(s.lower)
+    assert {"loops", "strips", "microkernel", "padded", "split-k", "parity", "epilogue"} <= set(names)
+
+
+def test_gemm_is_offered_loops_and_the_micro_kernel_and_takes_the_cheaper():
+    X, W, Y = _gemm()
+    lowered = ta.lower([Y], [X, W])
+    (point, labels, chosen), = lowered.offered
+    assert {"loops", "microkernel"} <= set(labels)
+    assert chosen == "microkernel"
+    assert "matrix product" in str(lowered)
+
+
+def test_variants_offer_other_register_tiles():
+    X, W, Y = _gemm()
+    (_, labels, _), = ta.lower([Y], [X, W], variants=True).offered
+    tiles = [lab for lab in labels if lab.startswith("microkernel:")]
+    assert tiles, labels
+
+
+@pytest.mark.parametrize("label", ["loops", "microkernel"])
+def test_a_pinned_choice_is_used_and_computes_the_same(label):
+    X, W, Y = _gemm()
+    point = ta.lower([Y], [X, W]).offered[0][0]
+    lowered = ta.lower([Y], [X, W], choices={point: label})
+    assert lowered.offered[0][2] == label
+    assert ("matrix product" in str(lowered)) == (label == "microkernel")
+    assert lowered.work == 64 ** 3
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((64, 64), "float32"), rng.standard_normal((64, 64), "float32")
+    got = ta.build([Y], [X, W], choices={point: label})(x, w)
+    np.testing.assert_allclose(got, x.astype("float64") @ w.T.astype("float64"), rtol=1e-4, atol=1e-4)
+
+
+def test_column_sum_takes_strips_by_the_access_strides():
+    H, B = _column_sum()
+    (_, labels, chosen), = ta.lower([B], [H]).offered
+    assert labels == ("loops", "strips") and chosen == "strips"  # rows are contiguous: j innermost
+    Ht = ta.placeholder((40, 48), name="Ht")  # the transposed layout: the sum's axis is contiguous
+    r = ta.reduce_axis((0, 48), "r")
+    Bt = ta.compute((40,), lambda j: ta.sum(Ht[j, r], axis=r), name="Bt")
+    assert ta.lower([Bt], [Ht]).offered[0][2] == "loops"
+
+
+def test_an_unknown_label_is_ignored_and_bad_choices_are_refused():
+    H, B = _column_sum()
+    point = ta.lower([B], [H]).offered[0][0]
+    assert ta.lower([B], [H], choices={point: "no-such-strategy"}).offered[0][2] == "strips"
+    with pytest.raises(TypeError, match="choices"):
+        ta.lower([B], [H], choices=5)
+    with pytest.raises(TypeError, match="choices"):
+        ta.lower([B], [H], choices={point: 3})
+    with pytest.raises(TypeError, match="tune"):
+        ta.build([B], [H], tune="yes")
+
+
+def test_tune_measures_once_then_reuses_its_choice_from_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
+    H, B = _column_sum(56, 48)
+    h = np.random.default_rng(1).standard_normal((56, 48)).astype("float32")
+    plain = ta.build([B], [H])(h)
+    before = tune.STATS["measured"]
+    tuned = ta.build([B], [H], tune=True)
+    measured = tune.STATS["measured"] - before
+    assert measured == 2  # loops and strips
+    np.testing.assert_allclose(tuned(h), plain, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tuned(h), h.astype("float64").sum(0), rtol=1e-4, atol=1e-4)
+    again = ta.build([B], [H], tune=True)  # the choice comes from the disk cache
+    assert tune.STATS["measured"] - before == measured
+    np.testing.assert_array_equal(again(h), tuned(h))
+    ta.build([B], [H], tune=True, cache=False)  # no cache: measured again
+    assert tune.STATS["measured"] - before == 2 * measured
+    other = "llvm -mcpu=x86-64"  # (SSE2: runs on any x86-64)
+    if parse_target(other).runs_here(host_target()):
+        ta.build([B], [H], tune=True, target=other)  # another target: its own entry
+        assert tune.STATS["measured"] - before == 3 * measured
