@@ -18,9 +18,11 @@ digit < size[d]``.  A side that is not such a read (a product of factors, a non-
 gets a specialized packing function emitted in the kernel, called through the same descriptor.
 
 Packing modes (chosen here, statically): ``TRANSPOSE`` -- the read is contiguous along ``k``
-(``X[i, k]`` of a dense layer): register transposes; ``COPY`` -- contiguous along the outer axes
-(``B[k, j]``, convolution windows): run-wise copies, with range checks as zero-filled interval
-ends; ``GATHER`` -- anything else linear, element by element.
+(``X[i, k]`` of a dense layer, a convolution's input windows in its weight gradient): register
+transposes, masked where a range check fails; ``TRANSPOSE2`` -- the same for a read at stride 2
+along ``k`` (a stride-2 convolution's weight gradient), every other lane of two loads; ``COPY``
+-- contiguous along the outer axes (``B[k, j]``, convolution windows): run-wise copies, with
+range checks as zero-filled interval ends; ``GATHER`` -- anything else linear, element by element.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ H_BEXT = 10  # batch extents
 H_CCOEF = H_BEXT + MAXBATCH  # C's element strides along the batch axes
 SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
-DESC_LEN = SIDE_B + SIDE_LEN
+H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
+DESC_LEN = H_APRE + 1
+APRE_LIMIT = 1 << 20  # bytes of side A packed once per call
 
-TRANSPOSE, COPY, GATHER = 0, 1, 2
+TRANSPOSE, COPY, GATHER, TRANSPOSE2 = 0, 1, 2, 3
 POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
                   SIDE_B + S_CTX)
 
@@ -154,7 +158,13 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
                 fields[axis_field(g, i, 2 + n)] = forms[d].get(a, 0)
     run_k = _runs(kaxes, [coef[a] for a in kaxes])
     run_o = _runs(outer, [coef[a] for a in outer])
-    if checked:
+    k_steps = {forms[d].get(kaxes[-1], 0) for d in checked}
+    if checked and run_k > run_o and block_size(width, vw) and k_steps <= {-1, 0, 1}:
+        mode = TRANSPOSE  # contiguous along k: masked transposes (a weight gradient's input windows)
+    elif coef[kaxes[-1]] == 2 and kaxes[-1].extent >= 2 * block_size(width, vw) > 0 \
+            and _runs(outer, [coef[a] for a in outer]) < kaxes[-1].extent and k_steps <= {0, 2}:
+        mode = TRANSPOSE2  # every other element along k (a stride-2 convolution's weight gradient)
+    elif checked:
         mode = COPY if coef[o_last] == 1 else None
     elif run_k > run_o and block_size(width, vw):
         mode = TRANSPOSE

@@ -105,7 +105,7 @@ def ensure_symbol(symbol: str, target: Target) -> None:
         key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint(target)]).encode()).hexdigest()
         obj = diskcache.get(key)
         if obj is None or not object_is_sound(obj):
-            level = 1 if part != "core" and part[1] == gd.TRANSPOSE else 0
+            level = 1 if part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2) else 0
             obj = jit.compile_object(piece_ir(dtype, mr, nr, part, target), level, target)
             diskcache.put(key, obj)
         jit.load_object(obj, [])
@@ -251,6 +251,19 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
+    # side A packed once for the whole call when it reads no batch axis and this call runs
+    # several batch points (each block at k0 * Mpad + ic * kcl), else per block as usual
+    mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
+    pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
+                 b.icmp_signed(">", b.sub(hi, lo), njc))
+    apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
+    with b.if_then(pre):
+        with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
+            kcl = imin(b, kc, b.sub(K, k0))
+            with loop(b, 0, M, mc, name="pic", vectorize=False) as ic:
+                mcl = imin(b, mc, b.sub(M, ic))
+                at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
+                b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
     with loop(b, lo, hi, name="pb", vectorize=False) as pb:
         bflat = b.sdiv(pb, njc)
         jb = b.srem(pb, njc)
@@ -275,17 +288,20 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
             b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
             with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
                 mcl = imin(b, mc, b.sub(M, ic))
-                b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
+                with b.if_then(b.not_(pre)):
+                    b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
+                ablock = b.select(pre, b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True,
+                                             source_etype=t), ap)
                 with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                     cols = imin(b, I64(nr), b.sub(ncl, jr))
                     bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                     with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                         rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                        apanel = b.gep(ap, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
+                        apanel = b.gep(ablock, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
                         off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                         cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                         b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
-    for x in (ap, bp, scratch):
+    for x in (ap, bp, scratch, apre):
         b.call(free, [x])
     b.ret_void()
     return fn

@@ -29,7 +29,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Op
-from tensorad.ir.rewrite import walk
+from tensorad.ir.rewrite import free_vars, walk
 
 from . import gemmdesc as gd
 from . import gemmlib
@@ -61,6 +61,9 @@ class GemmEmitter:
         pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
         fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
+        # side A the same at every batch point (a convolution's weights): packed once per call
+        fields[gd.H_APRE] = int(bool(s.batch) and not set(free_vars(s.a)) & set(s.batch)
+                                and -(-s.M // s.mr) * s.mr * s.K * self.es <= gd.APRE_LIMIT)
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
         fields[gd.H_LDC] = cstrides[axes.index(s.m)]

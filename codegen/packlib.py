@@ -201,11 +201,12 @@ def emit_table(module: ir.Module, name: str) -> ir.Function:
 
 
 def emit_runs(module: ir.Module, name: str) -> ir.Function:
-    """``runs(off, chk, count, nchk, step, run)``: ``run[i]`` = length of the stretch from
-    ``i`` where ``off`` grows by 1 and each checked index by its ``step`` (a backward scan;
-    without checked indices, one compare per element with the run length in a register)."""
-    fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR])
-    off, chk, count, nchk, step, run = fn.args
+    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = length of the stretch
+    from ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a
+    backward scan; without checked indices, one compare per element with the run length in a
+    register)."""
+    fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR, I64])
+    off, chk, count, nchk, step, run, stride = fn.args
     with b.if_then(b.icmp_signed(">", count, I64(0))):
         last = b.sub(count, I64(1))
         st(b, run, last, I64(1))
@@ -222,7 +223,7 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
                 i.add_incoming(start, pre)
                 r.add_incoming(I64(1), pre)
                 nx = b.add(i, I64(1))
-                cont = b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), I64(1)))
+                cont = b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), stride))
                 rn = b.select(cont, b.add(r, I64(1)), I64(1))
                 st(b, run, i, rn)
                 i.add_incoming(b.sub(i, I64(1)), b.block)
@@ -234,7 +235,7 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
                     i = b.sub(last, j)
                     nx = b.add(i, I64(1))
                     ok = entry_alloca(b, I1, "ok")
-                    b.store(b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), I64(1))), ok)
+                    b.store(b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), stride)), ok)
                     with loop(b, 0, nchk, name="rc") as d:
                         row = b.mul(d, count)
                         delta = b.sub(ld(b, chk, b.add(row, nx)), ld(b, chk, b.add(row, i)))
@@ -248,7 +249,8 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
 
 def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
     """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
-    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``."""
+    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``,
+    3 ``krun`` of stride-2 runs."""
     fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
     side, bflat, o0, olen, k0, klen, scratch, what = fn.args
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
@@ -279,10 +281,12 @@ def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Funct
             st(b, base_chk, d, b.add(ld(b, base_chk, d), b.mul(digit, cc)))
     b.call(table, [side, I64(gd.OUTER), o0, olen, b.load(base), base_chk, ooff, ochk])
     b.call(table, [side, I64(gd.KGROUP), k0, klen, I64(0), zero_chk, koff, kchk])
-    with b.if_then(b.icmp_signed("==", what, I64(1))):
-        b.call(runs, [koff, kchk, klen, I64(0), steps, krun])
+    for code, stride in ((1, 1), (3, 2)):
+        with b.if_then(b.icmp_signed("==", what, I64(code))):
+            # (transposes: a run of k also keeps each checked index on its step along k's last axis)
+            b.call(runs, [koff, kchk, klen, nchk, _ksteps(b, side), krun, I64(stride)])
     with b.if_then(b.icmp_signed("==", what, I64(2))):
-        b.call(runs, [ooff, ochk, olen, nchk, steps, orun])
+        b.call(runs, [ooff, ochk, olen, nchk, steps, orun, I64(1)])
     b.ret_void()
     return fn
 
@@ -298,7 +302,7 @@ def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
     return ooff, orun, ochk, koff, krun, kchk
 
 
-MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER}
+MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
@@ -311,7 +315,7 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     scratch.add_attribute("noalias")
     es = 4 if isinstance(t, ir.FloatType) else 8
     src = b.inttoptr(ld(b, side, gd.S_BASE), PTR, name="src")
-    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0}[mode]
+    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0, gd.TRANSPOSE2: 3}[mode]
     b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
     npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
@@ -330,9 +334,11 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
             with loop(b, valid, width, name="gz") as w:
                 b.store(zero, slot(pdst, kk, w))
 
-    if mode == gd.TRANSPOSE:
+    if mode in (gd.TRANSPOSE, gd.TRANSPOSE2):
         bs = gd.block_size(width, vw)
-        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather)
+        checks = (side, ochk, kchk, ld(b, side, gd.S_NCHK))
+        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather,
+                        checks, 2 if mode == gd.TRANSPOSE2 else 1)
     elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
@@ -345,9 +351,98 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     return fn
 
 
+def _ksteps(b: ir.IRBuilder, side) -> ir.Value:
+    """Per checked index, its step along the last reduction axis (a stack array)."""
+    ksteps = entry_alloca(b, I64, "ksteps", gd.MAXCHK)
+    nk = ld(b, side, gd.group_base(gd.KGROUP))
+    klast = b.add(I64(gd.axis_field(gd.KGROUP, 0, 2)), b.mul(b.sub(nk, I64(1)), I64(gd.AX_LEN)))
+    for d in range(gd.MAXCHK):
+        st(b, ksteps, d, ld(b, side, b.add(klast, I64(d))))
+    return ksteps
+
+
+def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
+    """``[a, e)``: the positions ``i`` in ``[0, n)`` where every checked index ``d``, which is
+    ``x0_of(d) + step_of(d) * i`` (step -1, 0, 1 or 2), lies in ``[0, size_d)``."""
+    lo_slot = entry_alloca(b, I64, "iva")
+    hi_slot = entry_alloca(b, I64, "ive")
+    b.store(I64(0), lo_slot)
+    b.store(n, hi_slot)
+    with loop(b, 0, nchk, name="iv") as d:
+        x0 = x0_of(d)
+        size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+        step = step_of(d)
+        a, e = b.load(lo_slot), b.load(hi_slot)
+        inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
+        # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
+        a1, e1 = imax(b, a, b.sub(I64(0), x0)), imin(b, e, b.sub(size, x0))
+        # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
+        a2, e2 = imax(b, a, b.add(b.sub(x0, size), I64(1))), imin(b, e, b.add(x0, I64(1)))
+        # step 2: x0 + 2 i in [0, size) <=> ceil(-x0 / 2) <= i < ceil((size - x0) / 2)
+        a3 = imax(b, a, b.ashr(b.sub(I64(1), x0), I64(1)))
+        e3 = imin(b, e, b.ashr(b.add(b.sub(size, x0), I64(1)), I64(1)))
+        up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
+        up2 = b.icmp_signed("==", step, I64(2))
+        b.store(b.select(up, a1, b.select(down, a2, b.select(up2, a3, a))), lo_slot)
+        b.store(b.select(up, e1, b.select(down, e2, b.select(up2, e3, b.select(inb, e, I64(0))))), hi_slot)
+    e = imax(b, b.load(hi_slot), I64(0))
+    return imin(b, b.load(lo_slot), e), e
+
+
 def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
-                    gather) -> None:
+                    gather, checks, kstride: int = 1) -> None:
+    """Register transposes per run of ``k``.  With range-checked indices (a convolution's
+    weight gradient reading its unpadded input), each panel row is valid on an interval of the
+    run (the runs also keep every checked index on its step): blocks inside every row's
+    interval are plain loads, the others masked loads (zeros outside, nothing read there).
+    ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
+    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read)."""
+    side, ochk, kchk, nchk = checks
     vt = ir.VectorType(t, bs)
+    ngroups = width // bs
+    ksteps = _ksteps(b, side)
+    row_lo = entry_alloca(b, I64, "row_lo", width)
+    row_hi = entry_alloca(b, I64, "row_hi", width)
+    grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
+    grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
+    i32 = ir.IntType(32)
+    mt = ir.VectorType(I1, bs)
+    v32 = ir.VectorType(i32, bs)
+    zero_v = ir.Constant(vt, None)
+    mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
+                    [PTR, i32, mt, vt])
+
+    def splat(x):
+        undef = ir.Constant(v32, ir.Undefined)
+        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
+                                ir.Constant(v32, None))
+
+    def load_part(o, at, shift, pos, use, r, kb, checked):
+        """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
+        the run position ``kb + pos[l]`` is in row ``r``'s interval."""
+        if not checked:
+            ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
+            return b.load(ptr, typ=vt, align=es)
+        lanes = b.add(ir.Constant(v32, pos), splat(kb))
+        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
+                    b.icmp_signed("<", lanes, splat(ld(b, row_hi, r))))
+        if not all(use):
+            ok = b.and_(ok, ir.Constant(mt, use))
+        ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
+        return b.call(mload, [ptr, i32(es), ok, zero_v])
+
+    def load_row(first, r, at, kb, checked):
+        """Row ``r`` of a block: a vector load, or a masked one (lanes in the row's interval)."""
+        o = ld(b, ooff, b.add(first, I64(r)))
+        if kstride == 1:
+            return load_part(o, at, 0, list(range(bs)), [True] * bs, r, kb, checked)
+        lo_half = load_part(o, at, 0, [n // 2 for n in range(bs)], [n % 2 == 0 for n in range(bs)], r, kb,
+                            checked)
+        hi_half = load_part(o, at, bs - 1, [(bs - 1 + n) // 2 for n in range(bs)],
+                            [(bs - 1 + n) % 2 == 0 for n in range(bs)], r, kb, checked)
+        pick = [2 * n for n in range(bs // 2)] + [bs + 2 * n + 1 for n in range(bs // 2)]
+        return b.shuffle_vector(lo_half, hi_half, ir.Constant(v32, pick))
+
     with loop(b, 0, npanel, name="tp") as p:
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))
@@ -358,25 +453,76 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                     run = ld(b, krun, kk)
                     nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
                     kbase = ld(b, koff, kk)
+                    for g in range(ngroups):
+                        st(b, grp_lo, g, I64(0))
+                        st(b, grp_hi, g, run)
+                    with loop(b, 0, width, name="rows") as w:
+                        o = b.add(first, w)
+                        a, e = _interval(
+                            b, side, nchk,
+                            lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                                 ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                            lambda d: ld(b, ksteps, d), run)
+                        st(b, row_lo, w, a)
+                        st(b, row_hi, w, e)
+                        g = b.sdiv(w, I64(bs))
+                        st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
+                        st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
                     with loop(b, 0, nblk, bs, name="tk") as kb:
-                        at = b.add(kbase, kb)
+                        at = b.add(kbase, b.mul(kb, I64(kstride)))
                         for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
-                            rows = []
-                            for r in range(bs):
-                                o = ld(b, ooff, b.add(first, I64(g + r)))
-                                ptr = b.gep(src, [b.add(o, at)], inbounds=True, source_etype=t)
-                                rows.append(b.load(ptr, typ=vt, align=es))
-                            for c, col in enumerate(transpose(b, rows)):
-                                ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g))
-                                b.store(col, ptr, align=es)
+                            inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
+                                            b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
+                            with b.if_else(inside) as (plain, masked):
+                                for branch, checked in ((plain, False), (masked, True)):
+                                    with branch:
+                                        rows = [load_row(first, g + r, at, kb, checked) for r in range(bs)]
+                                        for c, col in enumerate(transpose(b, rows)):
+                                            ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g))
+                                            b.store(col, ptr, align=es)
                     with loop(b, nblk, run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
-                            v = ld(b, src, b.add(ld(b, ooff, b.add(first, w)), b.add(kbase, i)), t)
-                            b.store(v, slot(pdst, kpos, w))
+                            ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
+                                        b.icmp_signed("<", i, ld(b, row_hi, w)))
+                            with b.if_else(ok) as (yes, no):
+                                with yes:
+                                    at = b.add(kbase, b.mul(i, I64(kstride)))
+                                    v = ld(b, src, b.add(ld(b, ooff, b.add(first, w)), at), t)
+                                    b.store(v, slot(pdst, kpos, w))
+                                with no:
+                                    b.store(t(0.0), slot(pdst, kpos, w))
                     nxt[0] = b.add(kk, run)
             with part:
-                gather(first, valid, pdst)
+                with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
+                    with plain:
+                        gather(first, valid, pdst)
+                    with checked:
+                        _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first,
+                                        valid, width, pdst, slot)
+
+
+def _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first, valid, width, pdst,
+                    slot) -> None:
+    """A panel element by element, each element read only where every checked index is in
+    range (zeros elsewhere and past ``valid``)."""
+    ok_slot = entry_alloca(b, I1, "gok")
+    with loop(b, 0, klen, name="ck") as kk:
+        with loop(b, 0, valid, name="cw") as w:
+            o = b.add(first, w)
+            b.store(I1(1), ok_slot)
+            with loop(b, 0, nchk, name="cd") as d:
+                x = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
+                size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+                inb = b.and_(b.icmp_signed(">=", x, I64(0)), b.icmp_signed("<", x, size))
+                b.store(b.and_(b.load(ok_slot), inb), ok_slot)
+            with b.if_else(b.load(ok_slot)) as (yes, no):
+                with yes:
+                    b.store(ld(b, src, b.add(ld(b, ooff, o), ld(b, koff, kk)), t), slot(pdst, kk, w))
+                with no:
+                    b.store(t(0.0), slot(pdst, kk, w))
+        with loop(b, valid, width, name="cz") as w:
+            b.store(t(0.0), slot(pdst, kk, w))
 
 
 def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,

@@ -168,8 +168,8 @@ def test_unknown_option_to_build(simple):
 
 def test_option_of_another_library(simple):
     A, Y = simple
-    with pytest.raises(TypeError,
-                       match=r"unknown option 'device'; expected one of checked, fastmath, fuse, inline"):
+    with pytest.raises(TypeError, match=r"unknown option 'device'; expected one of "
+                                        r"checked, choices, fastmath, fuse, inline"):
         ta.build([Y], [A], device="cpu")
 
 

@@ -1,0 +1,119 @@
+"""Convolution gradients on the packed library: the weight gradient reads its input's windows
+with range checks (no padded copy), packed by masked register transposes.
+
+Oracles: NumPy formulas of the convolution's gradients written here (float64) and
+``ta.evaluate``; odd shapes (prime sizes, a batch of 1, stride 3, dilation 2, padding larger
+than the kernel) and both thread counts.
+"""
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+RNG = np.random.default_rng(11)
+
+
+def _pad(x, p):
+    return np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+
+
+def _conv_grads(x, w, h, stride, pad, dil):
+    """dX, dW of Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, c, y*s + ry*d, x*s + rx*d] W[f, c, ry, rx]."""
+    xp = _pad(x, pad)
+    gxp = np.zeros_like(xp)
+    gw = np.zeros_like(w)
+    oh, ow = h.shape[2:]
+    for ry in range(w.shape[2]):
+        for rx in range(w.shape[3]):
+            ys = slice(ry * dil, ry * dil + stride * (oh - 1) + 1, stride)
+            xs = slice(rx * dil, rx * dil + stride * (ow - 1) + 1, stride)
+            win = xp[:, :, ys, xs]
+            gw[:, :, ry, rx] = np.einsum("nfyx,ncyx->fc", h, win)
+            gxp[:, :, ys, xs] += np.einsum("nfyx,fc->ncyx", h, w[:, :, ry, rx])
+    gx = gxp[:, :, pad:pad + x.shape[2], pad:pad + x.shape[3]]
+    return gx, gw
+
+
+@pytest.mark.parametrize("dtype,target", [("float32", "llvm"), ("float64", "llvm"),
+                                          ("float32", "llvm -mcpu=x86-64")])  # (SSE: masked loads by lanes)
+def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype, target):
+    # dW[f, c, ry, rx] = sum_{n, y, x} H[n, f, y, x] * X[n, c, y + ry - 1, x + rx - 1] reads X
+    # contiguously along the sum (x) under range checks: the library transposes it in
+    # registers, masked at the borders, instead of copying runs of 3 taps (3x slower)
+    X = ta.placeholder((2, 5, 11, 13), dtype, "X")
+    W = ta.placeholder((7, 5, 3, 3), dtype, "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    (gw,) = ta.JacobianRecursive(Y, [W], H)
+    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
+    assert "matrix product" in str(kern.lowered) and ".padded" not in str(kern.lowered)
+    assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
+    x, h = RNG.standard_normal(X.shape).astype(dtype), RNG.standard_normal(H.shape).astype(dtype)
+    w = RNG.standard_normal(W.shape).astype(dtype)
+    want = _conv_grads(x.astype(np.float64), w.astype(np.float64), h.astype(np.float64), 1, 1, 1)[1]
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, h), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("n,c,f,size,k,stride,pad,dil", [
+    (1, 3, 5, (17, 19), 3, 1, 1, 1),
+    (2, 2, 3, (13, 11), 3, 1, 4, 1),   # padding larger than the kernel
+    (2, 3, 4, (23, 17), 3, 1, 2, 2),   # dilation 2
+    (1, 2, 3, (19, 13), 3, 3, 1, 1),   # stride 3
+    (2, 3, 5, (23, 37), 3, 2, 1, 1),   # stride 2: dW packs every other element by transposes
+    (1, 2, 3, (17, 41), 3, 2, 3, 2),   # stride 2, dilation 2, padding larger than the kernel
+    (3, 1, 1, (7, 5), 1, 1, 0, 1),     # 1x1 kernel, one channel
+    (2, 4, 6, (29, 31), 5, 1, 2, 1),
+])
+def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil):
+    X = ta.placeholder((n, c) + size, "float32", "X")
+    W = ta.placeholder((f, c, k, k), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, stride, pad, dil)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    gx, gw = ta.JacobianRecursive(Y, [X, W], H)
+    kern = ta.build([gx, gw], [X, W, H], microkernel=True, parallel_min_work=0)
+    if stride == 2 and dil == 1:
+        assert "packB_transpose2" in kern._compiled.llvm_ir_unoptimized
+    x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
+    h = RNG.standard_normal(H.shape).astype(np.float32)
+    want = _conv_grads(x.astype(np.float64), w.astype(np.float64), h.astype(np.float64), stride, pad, dil)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        for got, ref in zip(kern(x, w, h), want):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def _descriptor_fields(kern) -> list[list[int]]:
+    import re
+
+    text = kern._compiled.llvm_ir_unoptimized
+    return [[int(v) for v in re.findall(r"i64 (-?\d+)", m)]
+            for m in re.findall(r"_desc\" = private constant \[\d+ x i64\] \[([^\]]*)\]", text)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_side_without_batch_axes_is_packed_once_per_call(dtype):
+    # C[b, i, j] = sum_k A[i, k] * B[b, k, j]: A is the same at every batch point (a
+    # convolution's weights), so the driver packs it once per call, in blocks of KC x MC
+    # (small blocks here: several of each), instead of once per batch point and column block
+    from tensorad.codegen import gemmdesc as gd
+
+    A = ta.placeholder((37, 45), dtype, "A")
+    B = ta.placeholder((5, 45, 53), dtype, "B")
+    k = ta.reduce_axis((0, 45), "k")
+    C = ta.compute((5, 37, 53), lambda b, i, j: ta.sum(A[i, k] * B[b, k, j], k), name="C")
+    kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
+    assert [f[gd.H_APRE] for f in _descriptor_fields(kern)] == [1]
+    a, bb = RNG.standard_normal((37, 45)).astype(dtype), RNG.standard_normal((5, 45, 53)).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, bb), np.einsum("ik,bkj->bij", a, bb), rtol=tol, atol=tol)
+    # B's side reads the batch axis: not marked
+    Cb = ta.compute((5, 53, 37), lambda b, j, i: ta.sum(B[b, k, j] * A[i, k], k), name="Cb")
+    kb = ta.build([Cb], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
+    assert [f[gd.H_APRE] for f in _descriptor_fields(kb)] == [0]
+    np.testing.assert_allclose(kb(a, bb), np.einsum("ik,bkj->bji", a, bb), rtol=tol, atol=tol)
