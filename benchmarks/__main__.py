@@ -42,9 +42,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (the harness's smoke test)")
     ap.add_argument("--workloads", default="",
                     help=f"comma-separated subset of {','.join(workloads.BY_NAME)}")
-    ap.add_argument("--suite", default="seed,layers",
+    ap.add_argument("--suite", default="seed,layers,models",
                     help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
-                         "classifier layers); default both")
+                         "classifier layers), models (a whole Transformer block and a small CNN); "
+                         "default all")
     ap.add_argument("--target", default="",
                     help='the CPU tensorad compiles for, as ta.build\'s target (e.g. "llvm -mcpu=haswell", '
                          '"llvm -mattr=-avx512f"); default: the host')

@@ -44,9 +44,44 @@ def _normalize(x, axes, eps=1e-5):
     return (x - mean) * jax.lax.rsqrt(var + eps)
 
 
+def _nll(logits, labels):
+    lp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.take_along_axis(lp, labels.reshape(-1, 1), axis=1).mean()
+
+
+def _transformer(heads: int):
+    def block(tokens, labels, E, g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout):
+        b, n = tokens.shape
+        d = E.shape[1]
+
+        def split(t):  # [b, n, d] -> [b, heads, n, d / heads]
+            return t.reshape(b, n, heads, d // heads).transpose(0, 2, 1, 3)
+        x = E[tokens]
+        h = _normalize(x, (-1,)) * g1 + b1
+        q, k, v = split(h @ Wq), split(h @ Wk), split(h @ Wv)
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(jnp.float32(d // heads))
+        s = jnp.where(jnp.tril(jnp.ones((n, n), bool)), s, -jnp.inf)
+        a = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+        x = x + a.transpose(0, 2, 1, 3).reshape(b, n, d) @ Wo
+        h = jax.nn.gelu((_normalize(x, (-1,)) * g2 + b2) @ W1 + c1, approximate=False)
+        x = x + h @ W2
+        return _nll((x @ Wout).reshape(b * n, -1), labels)
+    return block
+
+
+def _cnn(X, W, B, Wd, Bd, labels):
+    y = jax.lax.conv_general_dilated(X, W, (1, 1), [(1, 1), (1, 1)]) + B[None, :, None, None]
+    h = _pool(jax.nn.relu(y), "max")
+    return _nll(h.reshape(h.shape[0], -1) @ Wd.T + Bd, labels)
+
+
 def _model(kind: str, params: dict | None = None):
     """The workload's forward in JAX, as its users write it (``jax.numpy``, ``jax.nn``)."""
     params = params or {}
+    if kind == "transformer":
+        return _transformer(params["heads"])
+    if kind == "cnn":
+        return _cnn
 
     def softmax_homebrew(X, W):
         e = jnp.exp(X @ W.T)

@@ -73,11 +73,36 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
         return nn.scaled_dot_product_attention(p["Q"], p["K"], p["V"])
     if kind == "gelu_mlp":
         return nn.dense(nn.gelu(nn.dense(p["X"], p["W1"], p["B1"])), p["W2"], p["B2"])
+    if kind == "transformer":
+        return _transformer(ta, p, params["heads"])
+    if kind == "cnn":
+        conv = nn.conv2d(p["X"], p["W"], 1, 1)
+        bias = ta.topi.reshape(p["B"], (p["B"].shape[0], 1, 1))
+        h = nn.pool(nn.relu(conv + bias), [2, 2], [2, 2], [0, 0, 0, 0], "max")
+        return nn.cross_entropy(nn.dense(nn.flatten(h), p["Wd"], p["Bd"]), p["labels"])
     if kind == "log_softmax_nll":
         rows = p["Z"].shape[0]
         picked = ta.topi.multiply(p["T"], nn.log_softmax(p["Z"]))
         return ta.topi.multiply(ta.topi.sum(picked), -1.0 / rows)
     raise KeyError(kind)
+
+
+def _transformer(ta, p: dict, heads: int):
+    """The pre-norm Transformer block of the ``models`` suite, only ``ta.topi`` calls."""
+    topi, nn = ta.topi, ta.topi.nn
+    b, n = p["tokens"].shape
+    d = p["E"].shape[1]
+
+    def split(t):  # [b, n, d] -> [b, heads, n, d / heads]
+        return topi.transpose(topi.reshape(t, (b, n, heads, d // heads)), (0, 2, 1, 3))
+    x = nn.embedding(p["E"], p["tokens"])
+    h = nn.layer_norm(x, p["g1"], p["b1"])
+    q, k, v = (split(topi.matmul(h, p[w])) for w in ("Wq", "Wk", "Wv"))
+    a = nn.scaled_dot_product_attention(q, k, v, causal=True)
+    x = x + topi.matmul(topi.reshape(topi.transpose(a, (0, 2, 1, 3)), (b, n, d)), p["Wo"])
+    h = nn.gelu(topi.matmul(nn.layer_norm(x, p["g2"], p["b2"]), p["W1"]) + p["c1"])
+    x = x + topi.matmul(h, p["W2"])
+    return nn.cross_entropy(topi.matmul(x, p["Wout"]), p["labels"])
 
 
 def _placeholders(arrays: dict[str, np.ndarray]) -> dict:

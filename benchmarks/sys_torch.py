@@ -27,10 +27,39 @@ def setup(threads: int) -> dict:
     return {"version": torch.__version__, "threads": torch.get_num_threads()}
 
 
+def _transformer(heads: int):
+    F = torch.nn.functional
+
+    def block(tokens, labels, E, g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout):
+        b, n = tokens.shape
+        d = E.shape[1]
+
+        def split(t):  # [b, n, d] -> [b, heads, n, d / heads]
+            return t.reshape(b, n, heads, d // heads).transpose(1, 2)
+        x = F.embedding(tokens.long(), E)
+        h = F.layer_norm(x, (d,), g1, b1)
+        a = F.scaled_dot_product_attention(split(h @ Wq), split(h @ Wk), split(h @ Wv), is_causal=True)
+        x = x + a.transpose(1, 2).reshape(b, n, d) @ Wo
+        h = F.gelu(F.layer_norm(x, (d,), g2, b2) @ W1 + c1)
+        x = x + h @ W2
+        return F.cross_entropy((x @ Wout).reshape(b * n, -1), labels.long().reshape(-1))
+    return block
+
+
+def _cnn(X, W, B, Wd, Bd, labels):
+    F = torch.nn.functional
+    h = F.max_pool2d(F.relu(F.conv2d(X, W, B, padding=1)), 2, 2)
+    return F.cross_entropy(F.linear(h.flatten(1), Wd, Bd), labels.long())
+
+
 def _model(kind: str, params: dict | None = None):
     """The workload's forward in PyTorch, as its users write it (``torch.nn.functional``)."""
     F = torch.nn.functional
     params = params or {}
+    if kind == "transformer":
+        return _transformer(params["heads"])
+    if kind == "cnn":
+        return _cnn
     if kind == "conv_relu":
         return lambda X, W: F.relu(F.conv2d(X, W, stride=params["stride"], padding=params["padding"]))
     return {
@@ -105,8 +134,8 @@ def autograd_reference(workload, arrays: dict[str, np.ndarray], make_head):
     global torch
     torch = torch or _torch
     f = _model(workload.kind, workload.params)
-    args = {k: _torch.from_numpy(a.astype(np.float64)).requires_grad_(k in workload.grads)
-            for k, a in arrays.items()}
+    args = {k: _torch.from_numpy(a.astype(np.float64) if a.dtype.kind == "f" else a)
+            .requires_grad_(k in workload.grads) for k, a in arrays.items()}
     y = f(*args.values())
     head = make_head(tuple(y.shape))
     h = _torch.from_numpy(head.astype(np.float64))

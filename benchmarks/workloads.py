@@ -5,8 +5,9 @@ gradients are asked for, and a ``kind`` that selects its formulas in each system
 (``sys_numpy``, ``sys_torch``, ``sys_jax``, ``sys_tensorad``, ``handwritten``).  ``tiny``
 shapes keep the same structure at a size the smoke test runs in milliseconds.
 
-Two suites: ``seed`` (the seed's table) and ``layers``, the ordinary layers of a ResNet, a
-Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on.
+Three suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
+Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on;
+``models``, whole models (a Transformer block, a small CNN) from their inputs to the loss.
 Their float64 reference is PyTorch's autograd when PyTorch is installed (``reference.py``).
 
 Inputs are uniform in ``[-scale, scale]`` (the seed's natural range ``[-1, 1]``), except the
@@ -103,8 +104,41 @@ LAYERS: list[Workload] = [
              {"Z": (256, 1000), "T": (256, 1000)}, {"Z": (4, 7), "T": (4, 7)}, ("Z",), NO_SEED,
              params={"onehot": ("T",)}, suite="layers"),
 ]
-WORKLOADS = WORKLOADS + LAYERS
-SUITES = ("seed", "layers")
+# Whole models, forward (the loss) and backward (every parameter's gradient): a pre-norm
+# Transformer block (embedding, layer norm, causal attention, GELU MLP, cross-entropy over the
+# next token) and the small CNN of examples/torch_cnn.py (conv + bias + ReLU + max pool + dense
+# + cross-entropy).  ``params["ints"]`` names the integer inputs and their ranges (full, tiny).
+TRANSFORMER = {"B": 4, "L": 64, "D": 128, "HEADS": 4, "V": 512}
+TRANSFORMER_TINY = {"B": 2, "L": 4, "D": 8, "HEADS": 4, "V": 5}
+
+
+def _transformer_shapes(c: dict) -> dict[str, tuple[int, ...]]:
+    b, n, d, v = c["B"], c["L"], c["D"], c["V"]
+    return {"tokens": (b, n), "labels": (b, n), "E": (v, d), "g1": (d,), "b1": (d,), "Wq": (d, d),
+            "Wk": (d, d), "Wv": (d, d), "Wo": (d, d), "g2": (d,), "b2": (d,), "W1": (d, 4 * d),
+            "c1": (4 * d,), "W2": (4 * d, d), "Wout": (d, v)}
+
+
+TRANSFORMER_GRADS = ("E", "g1", "b1", "Wq", "Wk", "Wv", "Wo", "g2", "b2", "W1", "c1", "W2", "Wout")
+MODELS: list[Workload] = [
+    Workload("transformer_block", "transformer", "Transformer block: embedding, causal attention, "
+             "GELU MLP, cross-entropy; 4 x 64 tokens, d=128, 4 heads, vocabulary 512 (grad all)",
+             _transformer_shapes(TRANSFORMER), _transformer_shapes(TRANSFORMER_TINY), TRANSFORMER_GRADS,
+             NO_SEED, scale=0.2, suite="models",
+             params={"positive": ("g1", "g2"), "heads": TRANSFORMER["HEADS"],
+                     "ints": {"tokens": (TRANSFORMER["V"], TRANSFORMER_TINY["V"]),
+                              "labels": (TRANSFORMER["V"], TRANSFORMER_TINY["V"])}}),
+    Workload("small_cnn", "cnn", "small CNN: conv 3x3 pad 1 + bias + ReLU, max pool 2x2, dense, "
+             "cross-entropy; 32 images 3x32x32 (grad all)",
+             {"X": (32, 3, 32, 32), "W": (16, 3, 3, 3), "B": (16,), "Wd": (10, 16 * 16 * 16), "Bd": (10,),
+              "labels": (32,)},
+             {"X": (2, 3, 6, 6), "W": (4, 3, 3, 3), "B": (4,), "Wd": (5, 4 * 3 * 3), "Bd": (5,),
+              "labels": (2,)},
+             ("W", "B", "Wd", "Bd"), NO_SEED, scale=0.5, suite="models",
+             params={"ints": {"labels": (10, 5)}}),
+]
+WORKLOADS = WORKLOADS + LAYERS + MODELS
+SUITES = ("seed", "layers", "models")
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
@@ -124,7 +158,9 @@ def make_inputs(w: Workload, tiny: bool = False, seed: int = 0) -> dict[str, np.
     rng = np.random.default_rng(seed)
     out = {}
     for k, s in w.input_shapes(tiny).items():
-        if k in w.params.get("onehot", ()):
+        if k in w.params.get("ints", {}):  # token ids, class labels
+            out[k] = rng.integers(0, w.params["ints"][k][1 if tiny else 0], size=s).astype(np.int32)
+        elif k in w.params.get("onehot", ()):
             rows = int(np.prod(s[:-1]))
             onehot = np.zeros((rows, s[-1]), np.float32)
             onehot[np.arange(rows), rng.integers(0, s[-1], size=rows)] = 1.0

@@ -30,7 +30,7 @@ from tensorad.ir import trace
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
-from .checks import Checks
+from .checks import Checks, has_raise_gather
 from .irloops import finish_ir
 from .jit import compile_object, fingerprint, load_object
 from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
@@ -83,7 +83,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             compiled = _COMPILED.get(key)
             if compiled is None:
                 with diskcache.disabled(not cache):
-                    nargs = len(lowered.program.arguments) + opts.checked  # (+ the violation record)
+                    nargs = len(lowered.program.arguments) + _needs_record(lowered, opts)  # (+ the record)
                     compiled = _load(key, opts.opt_level, nargs, gomp, tgt)
                     trace.record("cache hit" if compiled else "cache miss", 0.0,
                                  f"{name} (disk)" if compiled else name)
@@ -103,10 +103,11 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
     name = lowered.program.name
-    checks = Checks() if opts.checked else None
+    checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
     with trace.stage("llvm", name):
         emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks)
+                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks,
+                                target=target)
         module = emitter.emit()
         text = finish_ir(str(module))
         call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
@@ -124,6 +125,12 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Co
     diskcache.put(key, _pack_entry(meta, obj, text))
     STATS["compiled"] += 1
     return compiled
+
+
+def _needs_record(lowered, opts: Options) -> bool:
+    """A violation record (:mod:`.checks`): for ``checked=True``, and for every program with a
+    gather index under ``mode="raise"`` (tested at run time in every kernel)."""
+    return bool(opts.checked) or has_raise_gather(lowered.program)
 
 
 def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target) -> Compiled:

@@ -194,6 +194,9 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         return None
     if any(n.op is Op.REDUCE for n in walk(srcs[0])):
         return None
+    # a checked gather index needs the kernel's run-time test, which the packers do not emit
+    if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
+        return None
     src, masks = _peel_masks(srcs[0])
     factors, more = _mask_factors(_factors(src))
     masks += more

@@ -9,11 +9,14 @@ one passed as ``out=`` directly.
 from __future__ import annotations
 
 import ctypes
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tensorad.ir.dtype import numpy_dtype
 
 from .checks import Checks
 from .program import Buffer
@@ -113,13 +116,31 @@ def as_array(a: Any, role: str) -> np.ndarray:
     try:
         return np.from_dlpack(a)
     except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        view = _bfloat16_view(a)  # NumPy's DLPack import has no bfloat16
+        if view is not None:
+            return view
         raise KernelArgumentError(f"{role}: cannot view this {type(a).__name__} as a CPU array "
                                   f"through DLPack ({e}); kernels run on the CPU: pass a CPU, "
                                   f"detached tensor") from e
 
 
+def _bfloat16_view(a: Any) -> np.ndarray | None:
+    """A bfloat16 tensor of a framework as an ``ml_dtypes.bfloat16`` array without a copy (a
+    torch tensor is exported as int16 bits and viewed back), or ``None``."""
+    if not str(getattr(a, "dtype", "")).endswith("bfloat16"):
+        return None
+    torch = sys.modules.get("torch")  # loaded already if ``a`` is a torch tensor
+    if torch is not None and isinstance(a, torch.Tensor):
+        try:
+            return np.from_dlpack(a.view(torch.int16)).view(numpy_dtype("bfloat16"))
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            return None
+    arr = np.asarray(a)  # JAX arrays convert to ml_dtypes.bfloat16 themselves
+    return arr if arr.dtype == numpy_dtype("bfloat16") else None
+
+
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
-    return b.name, tuple(b.shape), np.dtype(b.dtype if b.dtype != "bool" else np.bool_)
+    return b.name, tuple(b.shape), numpy_dtype(b.dtype)  # bfloat16: ml_dtypes.bfloat16
 
 
 class Kernel:
@@ -234,8 +255,9 @@ class Kernel:
                                       f"__dlpack__, such as a torch tensor, is also accepted)")
         a = as_array(a, f"input {name}")
         if a.dtype != dtype:
+            how = "ml_dtypes.bfloat16" if dtype == numpy_dtype("bfloat16") else f"np.{dtype}"
             raise KernelArgumentError(f"input {name}: expected dtype {dtype}, got {a.dtype} "
-                                      f"(convert with .astype(np.{dtype}))")
+                                      f"(convert with .astype({how}))")
         if a.shape != shape:
             raise KernelArgumentError(f"input {name}: expected shape {list(shape)}, got {list(a.shape)}")
         if not (a.flags.c_contiguous and a.flags.aligned):

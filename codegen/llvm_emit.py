@@ -27,7 +27,7 @@ from tensorad.ir.rewrite import walk
 from .chains import unrolled_chain_too_long
 from .checks import Checks
 from .irloops import loop_metadata
-from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, intrinsic
+from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 
@@ -56,8 +56,9 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
                  vector_width: int | None = None, data_offset: int | None = None,
-                 checks: Checks | None = None) -> None:
+                 checks: Checks | None = None, target=None) -> None:
         self.program = program
+        self.target = target  # read for the half conversions (halfconv.py)
         self.prefix = prefix
         self.fastmath = fastmath
         self.use_gomp = use_gomp
@@ -116,7 +117,7 @@ class ModuleEmitter:
             return fn
         em = ExprEmitter(b, lambda t: params[self.arg_index[t]],
                          lambda t: self.args[self.arg_index[t]].strides,
-                         VALUE_FLAGS if self.fastmath else ())
+                         VALUE_FLAGS if self.fastmath else (), target=self.target)
         em.accs = slots
         if self.checks is not None:
             record = params[len(self.args)]
@@ -124,7 +125,10 @@ class ModuleEmitter:
             def check(t, kind, index, values):
                 buf = self.args[self.arg_index[t]]
                 self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values)
-            em.check = check
+            if self.checks.every_access:
+                em.check = check
+            em.gather_check = lambda node, value, position: self.checks.emit_gather(
+                em.b, record, node, value, position)
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         b.ret_void()
         return fn
@@ -275,7 +279,7 @@ class ModuleEmitter:
             b.call(memset, [ptr, I8(0), I64(nbytes), I1(0)])
             return
         t = MEMTYPE[buf.dtype]
-        val = t(int(bool(v.arg))) if buf.dtype == "bool" else LLTYPE[buf.dtype](v.arg)
+        val = t(int(bool(v.arg))) if buf.dtype == "bool" else const_value(buf.dtype, v.arg)
         pre = b.block
         body = b.append_basic_block("fill.body")
         done = b.append_basic_block("fill.exit")

@@ -33,13 +33,17 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
+from . import halfconv
 from .llvm_math import emit_erf, emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
-LLTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1}
-MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I8}
+# half values (float16, bfloat16) are their i16 bit patterns; only a cast converts (halfconv.py)
+LLTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1,
+          "float16": I16, "bfloat16": I16}
+MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I8,
+           "float16": I16, "bfloat16": I16}
 FSUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 
 _ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
@@ -100,8 +104,11 @@ class ExprEmitter:
     pointer of a tensor's buffer (and ``strides(tensor)`` its element strides)."""
 
     def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
-                 fastmath: tuple[str, ...] = ()) -> None:
+                 fastmath: tuple[str, ...] = (), target=None) -> None:
         self.b = builder
+        # half conversions: instructions where the target has them (target.py asks LLVM)
+        self.f16c = bool(target is not None and target.f16c)
+        self.bf16 = bool(target is not None and target.bf16)
         self.module = builder.module
         self.pointer = pointer
         self.strides = strides
@@ -112,6 +119,9 @@ class ExprEmitter:
         self.lazy: dict[Expr, Expr] = {}
         # checked mode: ``check(tensor, kind, index_exprs, values)`` emits a bounds test
         self.check: Callable | None = None
+        # ``gather_check(node, value, position)``: the run-time test of a gather index under
+        # mode="raise" (every kernel that has one gets it; see :mod:`.checks`)
+        self.gather_check: Callable | None = None
         self.vmemo = ScopedMemo()
         self.imemo = ScopedMemo()
         self.vrules = _value_rules(self)
@@ -165,7 +175,50 @@ class ExprEmitter:
         return v
 
     def index(self, e: Expr) -> ir.Value:
-        return fold(e, self.irules, self.imemo)
+        """``e`` as an ``i64`` index; a gather index inside (``DATA_INDEX``) is data, emitted
+        in value mode (:meth:`data_index`), and what lies under it is not index arithmetic."""
+        memo = self.imemo
+        if e in memo:
+            return memo[e]
+        if not any(n.op is Op.DATA_INDEX for n in walk(e)):
+            return fold(e, self.irules, memo)
+        outside, stack = set(), [e]  # the index arithmetic around the gathers (shared nodes too)
+        while stack:
+            node = stack.pop()
+            if node not in outside:
+                outside.add(node)
+                if node.op is not Op.DATA_INDEX:
+                    stack.extend(node.src)
+        for node in walk(e):
+            if node in memo or node not in outside:
+                continue
+            if node.op is Op.DATA_INDEX:
+                memo[node] = self.value(node)
+            else:
+                rule = self.irules.get(node.op)
+                if rule is None:
+                    raise MissingRuleError(f"no index rule for {node.op.name} nodes ({node})")
+                memo[node] = rule(node, *[memo[c] for c in node.src])
+        return memo[e]
+
+    def data_index(self, node: Expr, x: ir.Value) -> ir.Value:
+        """A gather index (:class:`~tensorad.ir.expr.DataIndex`) of the data value ``x``, as an
+        ``i64`` in ``[0, extent)``: clipped, wrapped (Python's modulo), or tested at run time."""
+        x = self.widen(x, I64(0))[0]
+        n, mode = node.arg.extent, node.arg.mode
+        if mode == "clip":
+            lo = self.b.call(intrinsic(self.module, "llvm.smax.i64", I64, [I64, I64]), [x, I64(0)])
+            return self.b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [lo, I64(n - 1)])
+        if mode == "wrap":
+            return self.floordiv_const(x, n, True)
+        if self.gather_check is None:  # never a wild read: a kernel without the test is a bug
+            raise RuntimeError(f"internal error: gather index {node} emitted without its run-time check")
+        read = next((r for r in walk(node.src[0]) if r.op is Op.READ), None)
+        position = None
+        if read is not None:
+            position = (read.arg.name, [self.index(i) for i in read.src])
+        self.gather_check(node, x, position)
+        return x
 
     def address(self, tensor, index: tuple[Expr, ...], kind: str = "read") -> ir.Value:
         strides = self.strides(tensor)
@@ -300,15 +353,25 @@ class ExprEmitter:
         return self.b.select(self.b.icmp_signed("==", bv, m1), neg, self.b.select(bad, zero, res))
 
 
+def const_value(dtype: str, value) -> ir.Constant:
+    """The LLVM constant of ``value`` in ``dtype`` (a half value as its ``i16`` bits)."""
+    if dtype == "bool":
+        return I1(1 if value else 0)
+    if dtype in ("float16", "bfloat16"):
+        import numpy as np
+
+        from tensorad.ir.dtype import numpy_dtype
+
+        return I16(int(np.asarray(value, dtype=numpy_dtype(dtype)).view(np.uint16)))
+    return LLTYPE[dtype](value)
+
+
 def _const(node: Expr) -> ir.Value:
-    t = LLTYPE[node.dtype]
-    if node.dtype == "bool":
-        return I1(1 if node.arg else 0)
     if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
         # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
         # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does (issue 8)
         return I64(int(node.arg))
-    return t(node.arg)
+    return const_value(node.dtype, node.arg)
 
 
 def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
@@ -317,6 +380,14 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
     fsrc, fdst = src.startswith("float"), dst.startswith("float")
     if src == dst:
         return x
+    if src in ("float16", "bfloat16"):  # widen to float32, then on as from float32
+        x = halfconv.to_float32(b, x, src, em.f16c)
+        wide = Expr(Op.CAST, "float32", node.src)
+        return x if dst == "float32" else _cast(em, Expr(Op.CAST, dst, (wide,)), x)
+    if dst in ("float16", "bfloat16"):  # from float32 only (the language casts there first)
+        if src != "float32":
+            x = _cast(em, Expr(Op.CAST, "float32", node.src), x)
+        return halfconv.from_float32(b, x, dst, em.f16c, em.bf16)
     if dst == "bool":
         return b.fcmp_unordered("!=", x, x.type(0.0)) if fsrc else b.icmp_signed("!=", x, x.type(0))
     if src == "bool":
@@ -427,6 +498,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.SIGMOID: sigmoid,
         Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
+        Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
     }
     for op in _ICMP:
         rules[op] = cmp

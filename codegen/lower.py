@@ -30,6 +30,7 @@ from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
 from .nestfuse import lower_group
 from .program import Buffer, Fill, Nest, Program, program_text
+from .scatter import lower_scatter, match_scatter
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
 from .strategies import REGISTRY
@@ -206,6 +207,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                        epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
              for it in items]
     groups = plan_groups(units) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = [h for g in groups for h in  # a scatter-add is a nest of its own
+              ([Group([u], 0, [()]) for u in g.units] if any(u.form == "scatter" for u in g.units) else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -311,6 +314,10 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]
+    spec = match_scatter(u.op, bodies[u.op]) if u.form == "scatter" else None
+    if spec is not None:
+        out = outs_of(u.op)[0]
+        return lower_scatter(u.op, spec, out) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)

@@ -127,7 +127,7 @@ class GemmEmitter:
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
         ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
-        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath)
+        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath, target=s.target)  # half: F16C
         packer = Packer(b, em, s.k, self.t, self.vw)
         if s.batch:
             packer.bind(s.batch, bflat)

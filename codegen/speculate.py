@@ -43,10 +43,15 @@ def data_dependent(c: Expr) -> bool:
 
 
 def _cheap(e: Expr) -> bool:
+    """Small, no costly math, and no gather index checked at run time (``mode="raise"``): the
+    bounds proof took that index as in range, which only the branch's guard may make true
+    (``if_then_else(L[r] != -100, X[r, L[r]], 0)``)."""
     count = 0
     for n in walk(e):
         count += 1
         if n.op in _COSTLY or count > MAX_BRANCH_NODES:
+            return False
+        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return False
     return True
 

@@ -37,6 +37,7 @@ from .contraction import Contraction, match_contraction, pad_contraction, worth_
 from .domain import covers_box
 from .fuse import Epilogue
 from .parity import decompose
+from .scatter import match_scatter
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
 from .splitk import split_k, wants_split
 from .strategy import Candidate, Item, Open, Plan, PlanContext
@@ -361,7 +362,25 @@ class EpilogueFusion:
                     absorbs=(r,))
 
 
-REGISTRY = (Loops(), Strips(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(), EpilogueFusion())
+class Scatter:
+    """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.scatter`): one
+    serial add per point of the other axes, instead of a pass over the gathered axis."""
+
+    name = "scatter"
+
+    def match(self, op, bodies, ctx):
+        spec = match_scatter(op, bodies)
+        return [] if spec is None else [Candidate(self, op, bodies, spec)]
+
+    def cost(self, cand, ctx):
+        return float(_prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, form="scatter")])
+
+
+REGISTRY = (Loops(), Strips(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(), EpilogueFusion(),
+            Scatter())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

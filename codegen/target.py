@@ -15,6 +15,8 @@ From that:
 * ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
   are chosen so that accumulators and operands fit (:func:`.contraction.register_tile`);
 * ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
+* ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
+  conversion instructions; without them :mod:`.halfconv` emits integer code;
 * ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs; a named CPU gets
   typical sizes), for the matrix-product cache blocks.
 
@@ -58,6 +60,26 @@ define void @fma(ptr %p) {
 }
 """
 _FMA_MNEMONICS = ("vfmadd", "vfmsub", "fmla", "xvmadd")
+# half conversions: compiled for the target, a conversion instruction in the assembly (rather
+# than a library call or integer code) says the target has it
+_HALF_PROBE_IR = """
+define void @f16(ptr %p, ptr %q) {
+  %a = load <8 x half>, ptr %p
+  %b = fpext <8 x half> %a to <8 x float>
+  %s = fadd <8 x float> %b, %b
+  %c = fptrunc <8 x float> %s to <8 x half>
+  store <8 x half> %c, ptr %q
+  ret void
+}
+define void @bf16(ptr %p, ptr %q) {
+  %a = load <8 x float>, ptr %p
+  %c = fptrunc <8 x float> %a to <8 x bfloat>
+  store <8 x bfloat> %c, ptr %q
+  ret void
+}
+"""
+_F16C_MNEMONICS = ("vcvtph2ps", "fcvtl")
+_BF16_MNEMONICS = ("vcvtneps2bf16", "bfcvtn")
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,8 @@ class Target:
     l2: int = DEFAULT_CACHES[1]
     l3: int = DEFAULT_CACHES[2]
     is_host: bool = False
+    f16c: bool = False
+    bf16: bool = False
 
     @property
     def key(self) -> str:
@@ -171,18 +195,33 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         have = set(base.split(","))
         bits = 512 if "+avx512f" in have else 256 if "+avx" in have else 128
         fma = "+fma" in have
+        f16c, bf16 = "+f16c" in have, "+avx512bf16" in have
     else:
         tm = jit.new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
         asm = tm.emit_assembly(llvm.parse_assembly(_PROBE_IR))
         bits = 512 if "zmm" in asm else 256 if "ymm" in asm else 128
         fma = any(m in asm for m in _FMA_MNEMONICS)
+        f16c, bf16 = _half_probe(tm)
     if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
         # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
         # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     regs = 32 if bits == 512 or not x86 else 16
     caches = _host_caches() if host else DEFAULT_CACHES
-    return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr)
+    return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr,
+                  f16c=f16c, bf16=bf16)
+
+
+def _half_probe(tm) -> tuple[bool, bool]:
+    """Whether ``tm`` converts float16 and bfloat16 with instructions (see ``_HALF_PROBE_IR``)."""
+    import llvmlite.binding as llvm
+
+    try:
+        asm = tm.emit_assembly(llvm.parse_assembly(_HALF_PROBE_IR))
+    except RuntimeError:  # a target LLVM cannot lower this for: integer code is always right
+        return False, False
+    f16, _, bf = asm.partition("bf16:")
+    return any(m in f16 for m in _F16C_MNEMONICS), any(m in bf for m in _BF16_MNEMONICS)
 
 
 def _host_caches() -> tuple[int, int, int]:

@@ -13,7 +13,9 @@ reducer and custom combiners (argmax as a two-output op, argmin with the other t
 combiner of two float values ``(sum, max)``, a user-written product), with ``where``
 conditions, reduction ranges that start below zero, reductions nested in larger bodies (the
 language lifts them); ``select`` on data; index variables used as values through integer casts;
-the math functions.  ``safe`` programs keep every function smooth where data is (``log(|x| +
+the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an integer input:
+clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
+``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
 values (zeros, infinities) in forward checks.
@@ -153,13 +155,19 @@ SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
 class Generator:
     """Draws one program from a ``random.Random``."""
 
-    def __init__(self, rng: random.Random, safe: bool, extra: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
+                 extra: random.Random | None = None) -> None:
         self.r = rng
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
         self.safe = safe
         self.big = rng.random() < 0.1  # index products past int32 in this program
+        # gathers draw from their own generator, so every other draw of a seed stays as it was
+        self.g = gather
+        self.gathers = gather is not None and gather.random() < 0.3
+        self.gshape = tuple(gather.choice(SIZES) for _ in range(gather.choice((1, 1, 2)))) \
+            if self.gathers else ()
 
     def extra(self, p: float) -> bool:
         """An addition to the first version, drawn with probability ``p`` (never without
@@ -210,11 +218,38 @@ class Generator:
             idx.append(i)
             guards += g
         text = f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
+        if self.gathers and idx and ivars and self.g.random() < 0.4:
+            return self.gather_read(name, d, idx, guards, ivars)
         if d.dtype != "DT" or name != d.name:  # an integer tensor, or an argmax's index output
             text = f"ta.cast(DT, {text})"
         if guards:
             pad = self.r.choice(("0.0", "-1.0"))
             return Node("ta.if_then_else(" + " & ".join(guards).replace("{", "{{") + ", {0}, " + pad + ")",
+                        (leaf(text, "v"),), "v")
+        return leaf(text, "v")
+
+    def gather_read(self, name: str, d: Def, idx: list[str], guards: list[str], ivars: list) -> Node:
+        """``name`` read with one index taken from the integer input ``g`` (values in [-3, 3]):
+        clipped, wrapped, or checked under a guard that keeps it in range."""
+        g = self.g
+        axis = g.randrange(len(idx))
+        gidx = []
+        for s in self.gshape:
+            v, lo, hi = g.choice(ivars)
+            gidx.append(v if lo >= 0 and hi <= s else f"({v} + {g.randint(0, 3)}) % {s}")
+        value = f"g[{', '.join(gidx)}]"
+        if g.random() < 0.5:
+            value = f"({value} * {g.choice((1, 2, -1))} + {g.randint(-1, 2)})"
+        mode = g.choice(("clip", "wrap", "raise"))
+        idx = list(idx)
+        idx[axis] = value
+        text = f"{name}.take({', '.join(idx)}, mode={mode!r})"
+        if d.dtype != "DT" or name != d.name:
+            text = f"ta.cast(DT, {text})"
+        if mode == "raise":  # in range where it runs: a guard (the gather's own check never fires)
+            guards = guards + [f"({value} >= 0)", f"({value} < {d.shape[axis]})"]
+        if guards:
+            return Node("ta.if_then_else(" + " & ".join(guards).replace("{", "{{") + ", {0}, 0.0)",
                         (leaf(text, "v"),), "v")
         return leaf(text, "v")
 
@@ -312,6 +347,8 @@ class Generator:
     def program(self, dtype: str) -> Program:
         r = self.r
         defs = [Def((f"x{k}",), self.shape()) for k in range(r.choice((1, 1, 2, 2, 3)))]
+        if self.gathers:  # the integer input that gathers take their indices from
+            defs.append(Def(("g",), self.gshape, "'int32'"))
         if r.random() < 0.15:  # an integer input, read as a value
             defs.append(Def((f"n{len(defs)}",), self.shape(), "'int32'"))
         n_red = 0
@@ -358,7 +395,7 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Progra
     dtype = dtype or r.choice(("float32", "float64", "float64"))
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
-    prog = Generator(r, safe, extra).program(dtype)
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     return replace(prog, data=data, options=draw_options(r, extra))
 

@@ -22,6 +22,8 @@ from tensorad.ir.rewrite import MissingRuleError, fold
 
 
 def _np(dtype: str):
+    if dt.is_half(dtype):
+        return dt.numpy_dtype(dtype).type  # np.float16 or ml_dtypes.bfloat16: rounds (RNE)
     return {"float32": np.float32, "float64": np.float64, "int32": np.int64, "int64": np.int64,
             "bool": bool}[dtype]
 
@@ -53,6 +55,19 @@ def _cast(node: Expr, v):
     return _num(node, v)
 
 
+def _data_index(info: Any, a: Any) -> int:
+    """A gather index of a constant: clipped or wrapped; out of range under ``raise`` it has no
+    value (left for run time, where it raises)."""
+    n, a = info.extent, int(a)
+    if info.mode == "clip":
+        return min(max(a, 0), n - 1)
+    if info.mode == "wrap":
+        return a % n
+    if not 0 <= a < n:
+        raise ValueError(f"gather index {a} out of range [0, {n})")
+    return a
+
+
 def _no_value(node: Expr, *args):
     raise ValueError(f"{node.op.name} has no scalar value")
 
@@ -67,6 +82,7 @@ CONST_RULES: dict[Op, Callable[..., Any]] = {
     Op.CONST: lambda node: _num(node, node.arg),
     Op.READ: _no_value,
     Op.REDUCE: _no_value,
+    Op.DATA_INDEX: lambda node, a: _num(node, _data_index(node.arg, a)),  # np.take's modes
     Op.ADD: _num_rule(lambda a, b: a + b),
     Op.SUB: _num_rule(lambda a, b: a - b),
     Op.MUL: _num_rule(lambda a, b: a * b),

@@ -94,7 +94,7 @@ NZ_RULES = {
     Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
     Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
 }
-for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS):
+for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
     NZ_RULES[_op] = _true                              # may be nonzero anywhere
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness

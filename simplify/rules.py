@@ -87,6 +87,14 @@ def _cast_gate(n: Expr, a: Expr) -> Expr | None:
     return None
 
 
+def _half_round_trip(n: Expr, a: Expr) -> Expr | None:
+    """``bfloat16(float32(bfloat16(x))) = bfloat16(x)``: float32 holds every half value, so
+    widening and rounding again to the same half type changes nothing."""
+    if dt.is_half(n.dtype) and a.op is Op.CAST and a.src[0].op is Op.CAST and a.src[0].dtype == n.dtype:
+        return a.src[0]
+    return None
+
+
 def _merge_gates(n: Expr, c: Expr, x: Expr, y: Expr) -> Expr | None:
     """``select(c, select(d, x, 0), 0) -> select(c && d, x, 0)`` (when safe for the op kinds)."""
     if not is_zero(y):
@@ -205,7 +213,8 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
     Op.NOT: (("not-push", lambda n, a: negate(a)),),                    # !(a < b) = a >= b, !!a = a
     Op.SELECT: CHOICE_RULES,
     Op.IF_THEN_ELSE: CHOICE_RULES,
-    Op.CAST: (("cast-choice", _cast_gate),),                            # T(sel(c, 1, 0)) = sel(c, T(1), T(0))
+    Op.CAST: (("cast-choice", _cast_gate),                              # T(sel(c, 1, 0)) = sel(c, T(1), T(0))
+              ("half-round-trip", _half_round_trip)),                   # h(f32(h(x))) = h(x): exact
     Op.REDUCE: (
         ("reduce-empty", lambda n, c, *s: n.arg.combiner.identity[n.arg.value_index]  # where False:
          if c is FALSE else None),                                       #   identity
@@ -216,7 +225,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
     ALGEBRA_RULES[_op] = (("int-compare", lambda n, a, b: canonical_compare(n)),)  # decide or normalise
 for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
-            Op.SIN, Op.COS, Op.ERF):
+            Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
     ALGEBRA_RULES[_op] = ()  # constant folding only
 
 

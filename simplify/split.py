@@ -58,7 +58,8 @@ def _div(n: Expr, a: Terms, b: Terms) -> Terms:
 
 
 def _cast(n: Expr, a: Terms) -> Terms:
-    if not (dt.is_float(n.dtype) and dt.is_float(n.src[0].dtype)):
+    # (rounding to a half type is not linear: it stays one term)
+    if not (dt.is_float(n.dtype) and dt.is_float(n.src[0].dtype)) or dt.is_half(n.dtype):
         return [(1, n)]
     return [(s, Expr(Op.CAST, n.dtype, (t,))) for s, t in a]
 

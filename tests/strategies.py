@@ -36,6 +36,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import tensorad as ta
+from tensorad.ir.dtype import numpy_dtype
 
 
 class Program(NamedTuple):
@@ -55,7 +56,7 @@ def random_feed(placeholders, rng: np.random.Generator, lo: float = -2.0, hi: fl
     feed = {}
     for p in placeholders:
         if p.dtype in ta.FLOAT_DTYPES:
-            feed[p] = rng.uniform(lo, hi, size=p.shape).astype(p.dtype)
+            feed[p] = rng.uniform(lo, hi, size=p.shape).astype(numpy_dtype(p.dtype))
         else:
             feed[p] = rng.integers(-3, 4, size=p.shape).astype(p.dtype)
     return feed

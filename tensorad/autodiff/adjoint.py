@@ -28,11 +28,13 @@ Reductions with other combiners (DESIGN.md lesson 2):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
+from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import walk
+from ..ir.rewrite import rewrite, walk
 from ..ir.tensor import ComputeOp, Tensor
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -44,6 +46,38 @@ from .zero import ZERO, materialize, mul
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     """The distinct reads of ``x`` under ``expr``, in a deterministic order."""
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
+
+
+def _unguarded_reads(source: Expr) -> set[Expr]:
+    """The reads of ``source`` evaluated at every point (not only in a branch of an
+    ``if_then_else``): those whose gather indices may be checked wherever the term runs."""
+    out: set[Expr] = set()
+    seen: set[Expr] = set()
+    stack = [source]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op is Op.READ:
+            out.add(node)
+        stack.extend(node.src[:1] if node.op is Op.IF_THEN_ELSE else node.src)
+    return out
+
+
+def _unchecked(e: Expr) -> Expr:
+    """``e`` with its ``mode="raise"`` gather indices clipped instead.
+
+    The equation ``phi(i) == j`` of a read that runs only under a guard (an ``if_then_else``
+    branch, a reduction's ``where``) is tested at every point of the adjoint's sum, guard or
+    not: a label ``-100`` that ``ignore_index`` excludes must not raise there.  Clipping is
+    exact where the guard holds (the read ran, so its index was in range) and harmless where
+    it does not (the term's value carries the guard: it is zero there)."""
+    def rule(n: Expr) -> Expr | None:
+        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
+            return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))
+        return None
+    return rewrite(e, rule)
 
 
 def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
@@ -135,16 +169,20 @@ class AdjointBuilder:
             if inverse is not None:  # phi is a bijection: the sum has the one term i = phi^-1(j)
                 m = {a: j[k] for a, k in inverse.items()}
                 h = cast(source.dtype, head[tuple(p) + tuple(m[a] for a in axes)])
-                terms.append(cast(x.dtype, materialize(mul(h, rename(d, m)), source.dtype)))
+                terms.append(cast(dt.compute_dtype(x.dtype), materialize(mul(h, rename(d, m)), source.dtype)))
                 continue
             m = copy_vars(tuple(axes) + tuple(raxes))
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
             conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
-            where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in site.src], j)])
+            index = site.src
+            if cond is not TRUE or site not in _unguarded_reads(source):
+                index = tuple(_unchecked(e) for e in index)
+            where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = h if factor is None else mul(h, factor)
             value = mul(value, rename(d, m))
-            terms.append(head_sum(cast(x.dtype, materialize(value, source.dtype)), iv + kv, where))
+            value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
+            terms.append(head_sum(value, iv + kv, where))
         return terms
 
     # ---- helper tensors -----------------------------------------------------------------
@@ -214,5 +252,5 @@ class AdjointBuilder:
                 continue
             iv = list(copy_vars(op.axes).values())
             value = cast(op.body[v].dtype, h[tuple(p) + tuple(iv)]) * jac[v][tuple(iv) + tuple(j)]
-            terms.append(head_sum(cast(x.dtype, value), iv, TRUE))
+            terms.append(head_sum(cast(dt.compute_dtype(x.dtype), value), iv, TRUE))
         return terms

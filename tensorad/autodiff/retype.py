@@ -1,4 +1,4 @@
-"""Promote a program to float64: the same tensor DAG with every float32 value made float64.
+"""Promote a program to float64: the same tensor DAG with every float32 (or half) value made float64.
 
 ``gradcheck`` differentiates and finite-differences the float64 copy, so its comparisons are
 not limited by float32 rounding whatever dtype the user's program has.  Placeholders become new
@@ -16,6 +16,7 @@ from ..ir.tensor import ComputeOp, Tensor
 from ..lang import make_compute, placeholder
 
 WIDE = "float64"
+NARROW = ("float32", "float16", "bfloat16")  # the float types the copy widens
 
 
 class _Promoter:
@@ -42,7 +43,7 @@ class _Promoter:
             if comb is not ra.combiner:
                 return node.replace(arg=ReduceArg(comb, ra.axes, ra.value_index),
                                     dtype=comb.lhs[ra.value_index].dtype)
-        if node.dtype != "float32":
+        if node.dtype not in NARROW:
             return None
         if node.op is Op.CONST:
             return const(node.arg, WIDE)
@@ -61,7 +62,7 @@ class _Promoter:
     def tensor(self, t: Tensor) -> Tensor:
         op = t.op
         if not isinstance(op, ComputeOp):
-            return placeholder(op.shape, WIDE, op.name) if op.dtype == "float32" else t
+            return placeholder(op.shape, WIDE, op.name) if op.dtype in NARROW else t
         made = make_compute(op.name, op.axes, [self.expr(b) for b in op.body], op.tag,
                             dict(op.attrs), check_bounds=False, provenance=op.provenance)
         return made[t.value_index]

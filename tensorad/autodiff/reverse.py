@@ -84,7 +84,8 @@ class _Adjoints:
         if not terms:
             return None
         p, j = self.axes[t]
-        adj = compute(f"{t.name}.grad", p + j, [sum_all(terms)], adjoint_of(t))[0]
+        body = sum_all(terms)  # in float32 for a half tensor: one rounding, to t.dtype, at the end
+        adj = compute(f"{t.name}.grad", p + j, [cast(t.dtype, body)], adjoint_of(t))[0]
         if self.optimizer is not None:
             adj = self.optimizer(adj)
         self.done[t] = adj
@@ -145,7 +146,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
                     raise ValueError(f"override for {outs[v].name!r}: the adjoint contribution for "
                                      f"{x.name!r} must be a tensor of shape {list(want)}, got "
                                      f"{list(got.shape) if isinstance(got, Tensor) else got!r}")
-                adj.add(x, [cast(x.dtype, got[tuple(p) + tuple(j)])])
+                adj.add(x, [cast(dt.compute_dtype(x.dtype), got[tuple(p) + tuple(j)])])
             if plain:
                 adj.add(x, builder.contributions(op, plain, x, p, j))
 

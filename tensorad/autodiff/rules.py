@@ -88,6 +88,7 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
     Op.VAR: _zero,                                              # index variables are constants
     Op.CONST: _zero,                                            # d c = 0
     Op.READ: _zero,                                             # other tensors: constants (modes override)
+    Op.DATA_INDEX: _zero,                                       # an integer index: piecewise constant
     Op.ADD: lambda n, da, db: add(da, db),                      # d(a + b) = da + db
     Op.SUB: lambda n, da, db: sub(da, db),                      # d(a - b) = da - db
     Op.MUL: lambda n, da, db: add(mul(da, n.src[1]), mul(n.src[0], db)),    # d(ab) = da b + a db

@@ -34,7 +34,7 @@ def convert_array(t: Tensor, value: Any) -> np.ndarray:
     except Exception as exc:  # noqa: BLE001 - numpy raises many kinds here
         raise TypeError(f"evaluate: {_describe(t)} was fed a {type(value).__name__} that is "
                         f"not an array ({exc})") from None
-    kind = arr.dtype.kind
+    kind = "f" if arr.dtype == dt.numpy_dtype("bfloat16") else arr.dtype.kind
     if kind not in "biuf":
         raise TypeError(f"evaluate: {_describe(t)} was fed an array of dtype {arr.dtype}; "
                         f"expected numeric values of dtype {t.dtype}")
@@ -51,7 +51,7 @@ def convert_array(t: Tensor, value: Any) -> np.ndarray:
         if arr.min() < info.min or arr.max() > info.max:
             raise ValueError(f"evaluate: {_describe(t)} was fed integers outside the {t.dtype} "
                              f"range [{info.min}, {info.max}]")
-    return np.array(arr, dtype=t.dtype, copy=True)
+    return np.array(arr, dtype=dt.numpy_dtype(t.dtype), copy=True)
 
 
 def check_feed(needed: Iterable[Tensor], feed: Mapping) -> dict[Tensor, np.ndarray]:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import expr_to_str
@@ -61,7 +62,7 @@ def _const(n: Expr) -> np.ndarray:
     (int64), as in compiled code: the operation it meets is computed in 64 bits."""
     if n.dtype == "int32" and not -(1 << 31) <= int(n.arg) < (1 << 31):
         return np.asarray(int(n.arg), dtype=np.int64)
-    return np.asarray(n.arg, dtype=n.dtype)
+    return np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -92,7 +93,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.OR: lambda n, a, b: np.logical_or(a, b),                      # a || b
     Op.NOT: lambda n, a: np.logical_not(a),                          # !a
     Op.SELECT: lambda n, c, a, b: np.where(c, a, b),                 # c ? a : b, both evaluated
-    Op.CAST: lambda n, a: a.astype(n.dtype),                         # float->int truncates
+    Op.CAST: lambda n, a: a.astype(dt.numpy_dtype(n.dtype)),         # float->int truncates; half: RNE
     Op.EXP: lambda n, a: np.exp(a),                                  # e^a
     Op.LOG: lambda n, a: np.log(a),                                  # ln a
     Op.SQRT: lambda n, a: np.sqrt(a),                                # a^(1/2)
@@ -105,7 +106,8 @@ ARRAY_RULES: dict[Op, Any] = {
 }
 # Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand),
 # READ (gather with clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes).
-CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE})
+# DATA_INDEX (a gather index: checked, clipped or wrapped; see tensorad.ir.expr.DataIndex).
+CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -123,9 +125,10 @@ def _lift(fn):
     """Turn an array rule into a rule on (array, poison) pairs: poison is the union."""
     def rule(node: Expr, *args: tuple) -> tuple:
         out = np.asarray(fn(node, *(a for a, _ in args)))
-        if out.dtype != node.dtype and not (out.dtype == np.int64 and node.dtype == "int32"
-                                            and node.op is not Op.CAST):
-            out = out.astype(node.dtype)  # (exact index arithmetic stays int64)
+        want = dt.numpy_dtype(node.dtype)
+        if out.dtype != want and not (out.dtype == np.int64 and node.dtype == "int32"
+                                      and node.op is not Op.CAST):
+            out = out.astype(want)  # (exact index arithmetic stays int64)
         return out, _or(*(p for _, p in args))
     return rule
 
@@ -145,7 +148,8 @@ class _Grid:
         self.reduced: dict = {}
         self.table = {op: _lift(fn) for op, fn in ARRAY_RULES.items()}
         self.table.update({Op.VAR: self._var, Op.READ: self._read,
-                           Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce})
+                           Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
+                           Op.DATA_INDEX: self._data_index})
 
     def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
         return fold(e, self.table, self.memo)
@@ -175,6 +179,22 @@ class _Grid:
             self.oob.setdefault(node, (bad, arrays))
             poison = _or(poison, bad)
         return out, poison
+
+    def _data_index(self, node: Expr, v: tuple) -> tuple:
+        """``np.take``'s modes: ``clip`` and ``wrap`` bring the value into ``[0, n)``; under
+        ``raise`` an out-of-range value poisons its points (an error where it is evaluated)."""
+        a, poison = v
+        a = np.asarray(a, dtype=np.int64)
+        n, mode = node.arg.extent, node.arg.mode
+        if mode == "clip":
+            return np.clip(a, 0, n - 1), poison
+        if mode == "wrap":
+            return np.mod(a, n), poison
+        bad = (a < 0) | (a >= n)
+        if bad.any():
+            self.oob.setdefault(node, (bad, [a]))
+            poison = _or(poison, bad)
+        return np.clip(a, 0, n - 1), poison
 
     def _if_then_else(self, node: Expr, c: tuple, a: tuple, b: tuple) -> tuple:
         (cv, cp), (av, ap), (bv, bp) = c, a, b
@@ -248,6 +268,9 @@ class _Grid:
             order = sorted(self.env, key=lambda v: self.axis_pos[v])
             at = ", ".join(f"{names[v]}={int(x)}" for v, x in zip(order, full))
             idx = tuple(int(np.broadcast_to(a, self.grid_shape)[full]) for a in arrays)
+            if rd.op is Op.DATA_INDEX:
+                return IndexError(rd.arg.message(idx[0], expr_to_str(rd.src[0]),
+                                                 f"{op.name} at {at}", "evaluate"))
             return OutOfBoundsError(
                 f"evaluate: {op.name}: read {expr_to_str(rd)} is out of bounds of tensor "
                 f"{rd.arg.name} {list(rd.arg.shape)}: index {list(idx)} at {at}")
@@ -291,7 +314,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndar
         except ValueError:
             raise ValueError(f"evaluate: {op.name}: output {k} uses a reduce axis outside its "
                              "reduction") from None
-        out.append(np.array(val.reshape(outer), dtype=body.dtype))
+        out.append(np.array(val.reshape(outer), dtype=dt.numpy_dtype(body.dtype)))
     return out
 
 

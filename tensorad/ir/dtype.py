@@ -3,15 +3,23 @@
 Types are plain strings (``"float32"``, ``"int32"``, ``"bool"``) so that they print, hash and
 compare without ceremony.  Index variables are ``int32``; code generation may widen index
 arithmetic to 64 bits, the IR's meaning does not change.
+
+``float16`` and ``bfloat16`` are storage types (``HALF_DTYPES``): a tensor may hold them, but
+arithmetic never runs in them.  The language converts every read of a half tensor to
+``float32`` with an explicit ``CAST`` and every half result is a ``CAST`` of a ``float32``
+value, so reductions accumulate in float32 as PyTorch's CPU kernels do, and the optimizer and
+autodiff see ordinary float32 math.  A ``CAST`` to a half type rounds to nearest, ties to even.
 """
 
 from __future__ import annotations
 
-FLOAT_DTYPES = ("float32", "float64")
+HALF_DTYPES = ("float16", "bfloat16")
+FLOAT_DTYPES = HALF_DTYPES + ("float32", "float64")
 INT_DTYPES = ("int32", "int64")
 BOOL = "bool"
 INDEX = "int32"
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + (BOOL,)
+ACCUMULATE = "float32"  # the type half values compute and accumulate in
 
 
 def check_dtype(dtype: str) -> str:
@@ -27,6 +35,37 @@ def check_dtype(dtype: str) -> str:
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
+
+
+def is_half(dtype: str) -> bool:
+    """True for the storage-only float types (float16, bfloat16)."""
+    return dtype in HALF_DTYPES
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype arithmetic on values of ``dtype`` runs in: float32 for half types."""
+    return ACCUMULATE if dtype in HALF_DTYPES else dtype
+
+
+def numpy_dtype(dtype: str):
+    """The NumPy dtype that holds ``dtype`` (bfloat16 is ``ml_dtypes.bfloat16``)."""
+    import numpy as np
+
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(np.bool_ if dtype == BOOL else dtype)
+
+
+def round_to(value: float, dtype: str) -> float:
+    """``value`` rounded to ``dtype`` (nearest, ties to even) as a Python float."""
+    if dtype not in HALF_DTYPES and dtype != "float32":
+        return float(value)
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return float(np.asarray(np.float32(value)).astype(numpy_dtype(dtype)))
 
 
 def is_int(dtype: str) -> bool:
@@ -45,7 +84,9 @@ def promote(a: str, b: str) -> str:
     """The dtype of a binary arithmetic result: float beats int beats bool, wider beats narrower."""
     if a == b:
         return a
-    rank = {BOOL: 0, "int32": 1, "int64": 2, "float32": 3, "float64": 4}
+    rank = {BOOL: 0, "int32": 1, "int64": 2, "float16": 3, "bfloat16": 3, "float32": 4, "float64": 5}
+    if a in HALF_DTYPES and b in HALF_DTYPES:  # float16 and bfloat16 meet in float32
+        return ACCUMULATE
     return a if rank[a] > rank[b] else b
 
 

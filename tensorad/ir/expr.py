@@ -69,6 +69,9 @@ class Op(enum.Enum):
     SIN = "sin"
     COS = "cos"
     ERF = "erf"
+    # a data-dependent index (a gather): an integer value checked, clipped or wrapped into
+    # [0, extent) of one axis of the tensor it indexes (arg: DataIndex)
+    DATA_INDEX = "data_index"
     # tensor access and reduction
     READ = "read"
     REDUCE = "reduce"
@@ -112,6 +115,33 @@ class ReduceArg:
     combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
     axes: tuple  # tuple of VAR Exprs with ranges
     value_index: int = 0
+
+
+GATHER_MODES = ("raise", "clip", "wrap")
+
+
+@dataclass(frozen=True)
+class DataIndex:
+    """The payload of a ``DATA_INDEX`` node: an index read from data (``E[I[i], j]``).
+
+    The node's value is its operand ``v`` brought into ``[0, extent)`` as ``np.take`` does:
+    ``mode="raise"`` keeps ``v`` and makes an out-of-range value a run-time ``IndexError``
+    (``ta.evaluate`` and built kernels alike), ``"clip"`` is ``min(max(v, 0), extent - 1)``,
+    ``"wrap"`` is ``v mod extent``.  So the value always lies in ``[0, extent)``: the bounds
+    proof and the optimizer treat the node as an opaque value in that range.  ``tensor`` and
+    ``axis`` name what it indexes, for error messages only.
+    """
+
+    extent: int
+    mode: str
+    tensor: str
+    axis: int
+
+    def message(self, value: int, index: str, where: str, who: str) -> str:
+        """The error of an index out of range (``ta.evaluate`` and built kernels share it)."""
+        return (f"{who}: gather index out of range: {index} = {value} indexes axis {self.axis} "
+                f"of tensor {self.tensor}, of size {self.extent} (valid: 0 <= index < "
+                f"{self.extent}; mode='clip' or 'wrap' bring it into range), at {where}")
 
 
 class Expr:
@@ -271,7 +301,9 @@ def const(value: Any, dtype: str | None = None) -> Expr:
     if dtype is None:
         dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
     dtype = dt.check_dtype(dtype)
-    if dt.is_float(dtype):
+    if dt.is_half(dtype):
+        value = dt.round_to(value, dtype)  # a half constant holds exactly what it stores
+    elif dt.is_float(dtype):
         value = float(value)
     elif dt.is_int(dtype):
         if isinstance(value, float) and not value.is_integer():
@@ -285,6 +317,23 @@ def const(value: Any, dtype: str | None = None) -> Expr:
 def var(name: str, lo: int | None = None, hi: int | None = None, dtype: str = dt.INDEX) -> Expr:
     """A fresh variable (never equal to any other) ranging over ``lo <= v < hi``."""
     return Expr(Op.VAR, dtype, (), VarInfo(name, fresh_uid(), lo, hi))
+
+
+def data_index(value: Any, extent: int, mode: str = "raise", tensor: str = "?", axis: int = 0) -> Expr:
+    """``value`` (an integer expression read from data) as an index into ``[0, extent)``;
+    see :class:`DataIndex` for the modes.  A ``DATA_INDEX`` operand is taken as is."""
+    if mode not in GATHER_MODES:
+        raise ValueError(f"gather mode must be one of {', '.join(map(repr, GATHER_MODES))}, got {mode!r}")
+    value = as_expr(value)
+    if not dt.is_int(value.dtype):
+        raise TypeError(f"{tensor}: index {axis} must be an integer expression, got "
+                        f"{value.dtype} expression {value}")
+    if isinstance(extent, bool) or not isinstance(extent, int) or extent < 0:
+        raise ValueError(f"{tensor}: axis {axis} has no valid extent ({extent!r})")
+    if extent == 0:
+        raise IndexError(f"{tensor}: cannot gather along axis {axis} of size 0")
+    # (the operand keeps its own dtype: an int64 value must not wrap into range)
+    return Expr(Op.DATA_INDEX, dt.INDEX, (value,), DataIndex(int(extent), mode, str(tensor), int(axis)))
 
 
 def is_tensor(x: Any) -> bool:
@@ -331,18 +380,28 @@ def cast(dtype: str, x: Any) -> Expr:
     x = as_expr(x)
     if x.dtype == dtype:
         return x
+    if dt.is_half(dtype) and x.dtype != dt.ACCUMULATE and x.op is not Op.CONST:
+        x = cast(dt.ACCUMULATE, x)  # a half value is always rounded from float32
     if x.op is Op.CONST:
         return const(x.arg, dtype) if not dt.is_bool(dtype) else const(bool(x.arg), dtype)
     return Expr(Op.CAST, dtype, (x,))
 
 
+def widen(x: Expr) -> Expr:
+    """``x`` itself, or ``cast("float32", x)`` for a half value: half types only store."""
+    return cast(dt.compute_dtype(x.dtype), x) if dt.is_half(x.dtype) else x
+
+
 def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
-    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype)."""
+    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype);
+    half operands compute in float32."""
     if not isinstance(a, Expr):
-        b = as_expr(b)
+        b = widen(as_expr(b))
         a = as_expr(a, b.dtype)
     elif not isinstance(b, Expr):
+        a = widen(a)
         b = as_expr(b, a.dtype)
+    a, b = widen(a), widen(b)
     if a.dtype != b.dtype:
         common = dt.promote(a.dtype, b.dtype)
         a, b = cast(common, a), cast(common, b)
@@ -369,7 +428,7 @@ def unary(op: Op, x: Any) -> Expr:
     """Build NEG or a scalar math node; math on integers computes in float32."""
     if is_tensor(x):
         raise scalar_use_error(x, f"ta.topi.{_TOPI_NAMES.get(op, op.value)}({{}})")
-    x = as_expr(x)
+    x = widen(as_expr(x))
     if x.dtype == dt.BOOL:
         raise TypeError(f"{op.value} of a boolean expression")
     if op in UNARY_MATH and op is not Op.ABS and not dt.is_float(x.dtype):

@@ -68,6 +68,8 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
             return (node.lo, node.hi - 1) if node.lo is not None and node.hi is not None else None
         if node.op is Op.CONST:
             return int(node.arg), int(node.arg)
+        if node.op is Op.DATA_INDEX:  # checked, clipped or wrapped into [0, extent)
+            return 0, node.arg.extent - 1
         if node.op is Op.CAST:
             src = kids[0]
             if src is None:

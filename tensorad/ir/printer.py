@@ -97,6 +97,8 @@ def expr_table(namer: Namer) -> dict:
         Op.IF_THEN_ELSE: lambda n, c, a, b: f"if_then_else({c}, {a}, {b})",
         Op.CAST: lambda n, a: f"{n.dtype}({a})",
         Op.READ: lambda n, *idx: f"{namer.tensor(n.arg)}({', '.join(idx)})",
+        # a gather index: the value, the extent it is brought into, and how
+        Op.DATA_INDEX: lambda n, a: f"data_index({a}, {n.arg.extent}, {n.arg.mode})",
         Op.REDUCE: reduce,
     }
     for op in BINARY_ARITH | COMPARISONS:

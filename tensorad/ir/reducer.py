@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import dtype as dt
-from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, is_tensor, scalar_use_error, var
+from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, is_tensor, scalar_use_error, var, widen
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Reducer:
                 whole = (f"ta.topi.{self.kind}({{}}, axis={axis_text})"
                          if self.kind in ("sum", "max", "min", "prod") else "")
                 raise scalar_use_error(s, whole)
-        sources = tuple(as_expr(s) for s in sources)
+        sources = tuple(widen(as_expr(s)) for s in sources)  # half values accumulate in float32
         axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         for ax in axes:
             if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo is not None):

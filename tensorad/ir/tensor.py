@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import dtype as dt
-from .expr import Expr, Op, as_expr
+from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,11 @@ class Tensor:
     def __call__(self, *indices: Any) -> Expr:
         return read(self, indices)
 
+    def take(self, *indices: Any, mode: str = "raise") -> Expr:
+        """``self[indices]`` with an explicit gather ``mode`` (``"raise"``, ``"clip"``,
+        ``"wrap"``, as in ``np.take``); see :func:`read`."""
+        return read(self, indices, mode)
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError(f"len() of 0-d tensor {self.name}")
@@ -210,8 +215,15 @@ class Tensor:
         return tensor_to_html(self)
 
 
-def read(tensor: Tensor, indices: tuple) -> Expr:
-    """``tensor[indices]``: an integer index expression per dimension."""
+def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:
+    """``tensor[indices]``: an integer index expression per dimension.
+
+    An index that reads data (``E[I[i], j]``: ``I`` an integer tensor) is a gather: it is
+    wrapped in a ``DATA_INDEX`` node (:func:`~tensorad.ir.expr.data_index`) with ``mode``
+    (default ``"raise"``: a value out of range is a run-time ``IndexError``).  With
+    ``mode="clip"`` or ``"wrap"`` an index of loop variables is clipped (``min``/``max``) or
+    wrapped (``%``) as well, in plain index arithmetic that the bounds proof reads exactly.
+    """
     if any(isinstance(i, slice) for i in indices) or indices is Ellipsis:
         raise TypeError(f"{tensor.name}[...]: slices are not expressions; index every "
                         f"dimension with an index variable or integer expression")
@@ -220,13 +232,39 @@ def read(tensor: Tensor, indices: tuple) -> Expr:
     if len(indices) != tensor.ndim:
         raise IndexError(f"{tensor.name} has {tensor.ndim} dimensions {tensor.shape} but is "
                          f"indexed with {len(indices)} indices")
+    if mode is not None and mode not in GATHER_MODES:
+        raise ValueError(f"{tensor.name}: gather mode must be one of "
+                         f"{', '.join(map(repr, GATHER_MODES))}, got {mode!r}")
     idx = []
     for d, i in enumerate(indices):
         e = as_expr(i)
         if not dt.is_int(e.dtype):
             raise TypeError(f"{tensor.name}: index {d} must be an integer expression, got "
                             f"{e.dtype} expression {e}")
+        n = tensor.shape[d]
+        if reads_data(e):
+            e = data_index(e, n, mode or "raise", tensor.name, d)
+        elif mode in ("clip", "wrap") and e.op is not Op.DATA_INDEX:
+            if e.dtype != dt.INDEX:
+                e = Expr(Op.CAST, dt.INDEX, (e,))
+            e = (e % n) if mode == "wrap" else binary(Op.MAXIMUM, binary(Op.MINIMUM, e, n - 1), 0)
         if e.dtype != dt.INDEX:
             e = Expr(Op.CAST, dt.INDEX, (e,))
         idx.append(e)
-    return Expr(Op.READ, tensor.dtype, tuple(idx), tensor)
+    node = Expr(Op.READ, tensor.dtype, tuple(idx), tensor)
+    # a half tensor is read as float32 (dtype.py): the conversion is an explicit, printed node
+    return Expr(Op.CAST, dt.compute_dtype(tensor.dtype), (node,)) if dt.is_half(tensor.dtype) else node
+
+
+def reads_data(e: Expr) -> bool:
+    """Whether index expression ``e`` reads a tensor outside a ``DATA_INDEX`` (a raw gather index)."""
+    stack, seen = [e], set()
+    while stack:
+        node = stack.pop()
+        if node in seen or node.op is Op.DATA_INDEX:
+            continue
+        seen.add(node)
+        if node.op in (Op.READ, Op.REDUCE):
+            return True
+        stack.extend(node.src)
+    return False

@@ -7,7 +7,10 @@ A nonempty set is an error naming the tensor, the index and one offending point.
 
 Guards that isl cannot represent (data-dependent conditions) are taken as possibly true, so the
 check stays sound: such a guard cannot excuse an out-of-bounds read.  An index that is not
-quasi-affine cannot be checked and is rejected with a clear message.
+quasi-affine cannot be checked and is rejected with a clear message.  A gather index (a
+``DATA_INDEX`` node, ``E[I[i], j]``) is in range by construction (checked at run time,
+clipped or wrapped): it enters the proof as an opaque variable over that range, so an index
+computed from it (``X[I[i] + 1]`` after a pass substitutes) is still proved exactly in the rest.
 """
 
 from __future__ import annotations
@@ -79,7 +82,8 @@ def check_op_bounds(op: ComputeOp) -> None:
     if not any(_needs_proof(n) for b in bodies for n in walk(b)):
         return
     axes = list(op.axes) + list(op.reduce_axes)
-    space = IndexSpace(axes)
+    opaque = [n for b in bodies for n in walk(b) if n.op is Op.DATA_INDEX]
+    space = IndexSpace(axes, opaque)  # gather indices: any value in their range
     domain = space.box()
     for body in bodies:
         for rd, where in _read_domains(space, domain, body):
@@ -94,10 +98,10 @@ def check_op_bounds(op: ComputeOp) -> None:
                     if data:
                         raise OutOfBoundsError(
                             f"{op.name}: the read {expr_to_str(rd)} indexes {tensor.name} with data "
-                            f"(index {d}, {expr_to_str(idx)}, reads tensor {data[0].arg.name}): "
-                            f"data-dependent reads (gathers) are not supported yet; the one-hot "
-                            f"reduction sum(select({expr_to_str(idx)} == v, ...[v ...], 0), v) over a "
-                            f"reduce axis v computes the same") from None
+                            f"(index {d}, {expr_to_str(idx)}, reads tensor {data[0].arg.name}) "
+                            f"outside a gather index: build the read with {tensor.name}[...] or "
+                            f"{tensor.name}.take(..., mode=...), which check, clip or wrap "
+                            f"such an index") from None
                     raise OutOfBoundsError(
                         f"{op.name}: cannot check the read {expr_to_str(rd)}: index {d} "
                         f"({expr_to_str(idx)}) is not quasi-affine ({exc})") from None

@@ -73,10 +73,13 @@ def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
 
 
 def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "",
-            attrs: dict | None = None, check_bounds: bool = True) -> Tensor | tuple[Tensor, ...]:
+            attrs: dict | None = None, check_bounds: bool = True,
+            dtype: str | None = None) -> Tensor | tuple[Tensor, ...]:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     Returns a tuple of tensors (sharing one op) when ``fcompute`` returns a tuple.
+    ``dtype`` (default: the body's) stores the values in another dtype, with an explicit
+    ``cast``: ``dtype="bfloat16"`` computes in float32 and stores rounded to bfloat16.
     ``check_bounds=False`` skips the isl bounds proof: for tensorad's own passes (autodiff, the
     optimizer), whose reads are in bounds by construction and which build many tensors.
     """
@@ -85,6 +88,9 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     result = fcompute(*axes)
     multi = isinstance(result, (tuple, list))
     bodies = tuple(as_expr(b) for b in (result if multi else (result,)))
+    if dtype is not None:
+        dtype = dt.check_dtype(dtype)
+        bodies = tuple(cast(dtype, b) for b in bodies)
     if not bodies:
         raise ValueError(f"compute {name!r}: fcompute returned an empty tuple")
     tensors = make_compute(name, axes, bodies, tag, attrs, check_bounds)

@@ -29,12 +29,19 @@ def _val(n: int) -> isl.Val:
 
 
 class IndexSpace:
-    """isl conversions over a fixed, ordered set of index variables."""
+    """isl conversions over a fixed, ordered set of index variables.
 
-    def __init__(self, variables: Sequence[Expr]) -> None:
-        self.vars = list(dict.fromkeys(variables))
+    ``opaque``: ``DATA_INDEX`` nodes (gather indices, read from data) to treat as variables of
+    the space ranging over ``[0, extent)`` -- an over-approximation (any value in range, at any
+    point), sound for "can this read be out of bounds?" and exact for everything that does not
+    depend on them.  Without it such a node is :class:`NotAffine`.
+    """
+
+    def __init__(self, variables: Sequence[Expr], opaque: Sequence[Expr] = ()) -> None:
+        self.vars = list(dict.fromkeys(list(variables) + list(opaque)))
         self.pos = {v: k for k, v in enumerate(self.vars)}
-        names = [f"{_ident(v.name)}_{v.arg.uid}" for v in self.vars]
+        names = [f"{_ident(v.name)}_{v.arg.uid}" if v.op is Op.VAR else f"gather_{k}"
+                 for k, v in enumerate(self.vars)]
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.local = isl.LocalSpace.from_space(self.space)
         self._aff_memo: dict[Expr, isl.PwAff] = {}
@@ -52,7 +59,8 @@ class IndexSpace:
         s = self.universe()
         for v in (self.vars if variables is None else variables):
             pa = self.aff(v)
-            s = s.intersect(pa.ge_set(self.constant(v.lo))).intersect(pa.lt_set(self.constant(v.hi)))
+            lo, hi = (v.lo, v.hi) if v.op is Op.VAR else (0, v.arg.extent)
+            s = s.intersect(pa.ge_set(self.constant(lo))).intersect(pa.lt_set(self.constant(hi)))
         return s
 
     # ---- expressions ----------------------------------------------------------------------
@@ -87,6 +95,8 @@ class IndexSpace:
         if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
             raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
         op, get = e.op, self._aff_memo.__getitem__
+        if op is Op.DATA_INDEX and e in self.pos:  # an opaque gather index (see the class)
+            return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, isl.dim_type.set, self.pos[e]))
         if op is Op.VAR:
             if e not in self.pos:
                 raise NotAffine(f"variable {e.name!r} is not an index variable here")
@@ -217,7 +227,7 @@ def point_str(space: IndexSpace, s: isl.Set) -> str:
     """One point of nonempty ``s`` as ``name=value, ...`` (for error messages)."""
     p = s.sample_point()
     vals = [p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(space.vars))]
-    return ", ".join(f"{v.name}={x}" for v, x in zip(space.vars, vals))
+    return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}={x}" for v, x in zip(space.vars, vals))
 
 
 def point_values(space: IndexSpace, s: isl.Set) -> dict[Expr, int]:

@@ -12,6 +12,8 @@ exactly what a user would have written by hand.
 * broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
   ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);
 * reductions: ``sum``, ``max``, ``min``, ``prod``, ``mean``, ``var`` (``axis``, ``keepdims``);
+* gathers (indexed by integer tensors; gradient: a scatter-add): ``take``, ``index_select``,
+  ``embedding``, ``embedding_bag`` (also in ``nn``);
 * transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
   ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
 """
@@ -19,7 +21,9 @@ exactly what a user would have written by hand.
 from tensorad.ir.tensor import TENSOR_OPERATORS
 
 from . import nn
+from ._util import keeps_storage
 from .broadcast import add, broadcast_shape, broadcast_to, divide, maximum, minimum, multiply, power, subtract
+from .gather import embedding, embedding_bag, index_select, take
 from .linalg import matmul
 from .math import (
     abs,
@@ -44,13 +48,20 @@ from .norm import mean, var
 from .reduction import max, min, prod, sum
 from .transform import concatenate, expand_dims, reshape, split, squeeze, transpose
 
-TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
-                        negative=negative)
-
 __all__ = [
     "nn", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
     "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
     "sigmoid", "sin", "sqrt", "tanh", "erf", "mean", "var", "full", "full_like", "ones", "ones_like", "zeros",
     "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
-    "expand_dims", "squeeze",
+    "expand_dims", "squeeze", "take", "index_select", "embedding", "embedding_bag",
 ]
+
+# an operator on half tensors stores its result in their dtype (``cast`` says its own dtype)
+for _name in [n for n in __all__ if n not in ("nn", "cast", "broadcast_shape")]:
+    globals()[_name] = keeps_storage(globals()[_name])
+for _name in nn.__all__:
+    setattr(nn, _name, keeps_storage(getattr(nn, _name)))
+
+TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
+                        negative=negative)
+

@@ -6,10 +6,14 @@ naming the operator and what it expected, never later inside autodiff or lowerin
 
 from __future__ import annotations
 
+import contextvars
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorad.ir import Expr, Tensor, var
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import cast
 from tensorad.lang import make_compute
 
 
@@ -85,3 +89,52 @@ def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr],
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
     return make_compute(name, axes, (fbody(axes),), tag, attrs)[0]
+
+
+# ---- half storage: an operator on half tensors returns half tensors, as PyTorch's do ------
+
+_INSIDE = contextvars.ContextVar("tensorad_topi_inside", default=False)
+
+
+def _storage_dtype(args: Sequence[Any]) -> str | None:
+    """The half dtype shared by every float tensor among ``args`` (lists searched), or ``None``."""
+    found: set[str] = set()
+    stack = list(args)
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif isinstance(a, Tensor) and dt.is_float(a.dtype):
+            found.add(a.dtype)
+    return found.pop() if len(found) == 1 and dt.is_half(next(iter(found))) else None
+
+
+def _stored(t: Any, dtype: str) -> Any:
+    if not isinstance(t, Tensor) or t.dtype != dt.compute_dtype(dtype):
+        return t
+    axes = tuple(var(f"ax{d}", 0, s) for d, s in enumerate(t.shape))
+    return make_compute(f"{t.name}.{dtype}", axes, (cast(dtype, t[axes]),), "elemwise")[0]
+
+
+def keeps_storage(fn: Callable) -> Callable:
+    """``fn`` (an operator) made to store its float32 results in the half dtype of its tensor
+    arguments: computed in float32, rounded once at the end, like one PyTorch CPU kernel.  The
+    operators it calls inside compute in float32 throughout (only the outermost one rounds)."""
+
+    @functools.wraps(fn)
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if _INSIDE.get():
+            return fn(*args, **kwargs)
+        token = _INSIDE.set(True)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _INSIDE.reset(token)
+        dtype = _storage_dtype([*args, *kwargs.values()])
+        if dtype is None:
+            return out
+        if isinstance(out, (tuple, list)):
+            return type(out)(_stored(t, dtype) for t in out)
+        return _stored(out, dtype)
+
+    return op

@@ -45,7 +45,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     b = len(lead)
-    dtype = q.dtype
+    dtype = dt.compute_dtype(q.dtype)
 
     def mask(l_: Expr, s: Expr) -> Expr | None:
         return (s <= l_) if causal else None

@@ -1,11 +1,11 @@
 """Losses over integer class labels: ``cross_entropy`` and ``nll_loss``.
 
-A label is read as a *value* (``L[r] == c`` compares it with the class index), never as an
-index, so no data-dependent read is needed: the loss picks the labelled logit with one pass
-over the classes, ``sum_c select(L[r] == c, X[r, c], 0)``, which costs what the log-sum-exp
-beside it costs.  Labels equal to ``ignore_index`` contribute nothing and are left out of the
-mean, as in PyTorch; a label outside ``[0, C)`` other than ``ignore_index`` picks no class
-(its row's loss is the log-sum-exp alone): PyTorch raises there, tensorad cannot check data.
+The labelled logit is a gather, ``if_then_else(L[r] != ignore_index, X[r, L[r]], 0)``: one
+read per row (a pass over the classes, ``sum_c select(L[r] == c, X[r, c], 0)``, costs ``C``
+times more), and its gradient is one store per row, not a one-hot pass.  Labels equal to
+``ignore_index`` contribute nothing and are left out of the mean, as in PyTorch; any other
+label outside ``[0, C)`` raises ``IndexError`` when the loss is computed (the gather's
+run-time check, as PyTorch does).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ def _check(x: Tensor, labels: Tensor, reduction: str, ignore_index: int, op: str
         raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
 
 
-def _picked(x: Tensor, labels: Tensor, name: str) -> Tensor:
-    """``P[r] = X[r, L[r]]`` as a pass over the classes (0 when no class matches)."""
-    classes = x.shape[-1]
+def _picked(x: Tensor, labels: Tensor, ignore_index: int, name: str) -> Tensor:
+    """``P[r] = X[r, L[r]]`` (a gather, checked at run time), 0 where ``L[r]`` is ``ignore_index``
+    (the lazy choice never evaluates that read)."""
 
     def body(r: Index) -> Expr:
-        c = lang.reduce_axis((0, classes), "c")
-        return _reducer.sum(lang.select(labels[r] == c, x[r + (c,)], const(0.0, x.dtype)), c)
+        zero = const(0.0, dt.compute_dtype(x.dtype))
+        return lang.if_then_else(labels[r] != ignore_index, x[r + (labels[r],)], zero)
 
     return new_compute(labels.shape, body, f"{name}.picked", "loss_pick")
 
@@ -67,7 +67,7 @@ def _reduce(per: Tensor, labels: Tensor, reduction: str, ignore_index: int, name
 
     def count(_: Index) -> Expr:
         rs = tuple(lang.reduce_axis((0, n), f"r{d}") for d, n in enumerate(rows))
-        valid = lang.cast(per.dtype, labels[rs] != ignore_index)
+        valid = lang.cast(dt.compute_dtype(per.dtype), labels[rs] != ignore_index)
         return _reducer.sum(valid, list(rs)) if rs else valid
 
     n = new_compute((), count, f"{name}.count", "loss_count")
@@ -78,8 +78,8 @@ def nll_loss(logp: Tensor, labels: Tensor, reduction: str = "mean", ignore_index
              name: str = "nll_loss") -> Tensor:
     """``-logp[r, L[r]]`` per row ``r`` (class axis last), reduced by ``reduction``."""
     _check(logp, labels, reduction, ignore_index, name)
-    picked = _picked(logp, labels, name)
-    zero = const(0.0, logp.dtype)
+    picked = _picked(logp, labels, ignore_index, name)
+    zero = const(0.0, dt.compute_dtype(logp.dtype))
     per = new_compute(labels.shape, lambda r: lang.select(labels[r] != ignore_index, -picked[r], zero),
                       f"{name}.rows" if reduction != "none" else name, "loss_rows")
     return _reduce(per, labels, reduction, ignore_index, name)
@@ -106,8 +106,8 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignor
         return _reducer.sum(lang.exp(logits[r + (c,)] - m[r]), c)
 
     s = new_compute(labels.shape, row_sum, f"{name}.sumexp", "softmax_sum")
-    picked = _picked(logits, labels, name)
-    zero = const(0.0, logits.dtype)
+    picked = _picked(logits, labels, ignore_index, name)
+    zero = const(0.0, dt.compute_dtype(logits.dtype))
 
     def row_loss(r: Index) -> Expr:
         return lang.select(labels[r] != ignore_index, m[r] + lang.log(s[r]) - picked[r], zero)

@@ -19,6 +19,7 @@ from tensorad.lang import tensor_lang as lang
 
 from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
 from .attention import scaled_dot_product_attention
+from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
 from .math import elemwise, erf
 from .norm import batch_norm, group_norm, layer_norm
@@ -27,7 +28,8 @@ from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "erf", "layer_norm", "batch_norm",
-           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss"]
+           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss", "embedding",
+           "embedding_bag"]
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
@@ -74,7 +76,7 @@ def pad(x: Tensor, pad_before: Sequence[int] | int, pad_after: Sequence[int] | i
     check_tensor(x, name)
     before = as_tuple(pad_before, x.ndim, name, "pad_before")
     after = before if pad_after is None else as_tuple(pad_after, x.ndim, name, "pad_after")
-    value = const(pad_value, x.dtype)
+    value = const(pad_value, dt.compute_dtype(x.dtype))
     shape = tuple(s + p + q for s, p, q in zip(x.shape, before, after))
 
     def body(ax: tuple[Expr, ...]) -> Expr:
@@ -195,7 +197,7 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
         if count_include_pad or not any(pads):
             return total[ax] / float(kh * kw)
         count = (_valid(y, sh, top, kh, h, ho) * _valid(xx, sw, left, kw, wd, wo))
-        return total[ax] / lang.cast(x.dtype, count)
+        return total[ax] / lang.cast(dt.compute_dtype(x.dtype), count)
 
     return new_compute(shape, average, name, "pool_avg", names)
 
@@ -285,7 +287,7 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
     (PyTorch's and JAX's convention; ``maximum(X, 0)`` would split a tie evenly and give 1/2),
     and a NaN passes through as in ``torch.relu``."""
     check_tensor(x, name)
-    zero = const(0, x.dtype)
+    zero = const(0, dt.compute_dtype(x.dtype))
     return elemwise(x, lambda v: lang.select(v <= zero, zero, v), name)
 
 
@@ -298,7 +300,7 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
     check_tensor(x, name)
     if not dt.is_float(x.dtype):
         raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
-    c = lambda v: const(v, x.dtype)  # noqa: E731
+    c = lambda v: const(v, dt.compute_dtype(x.dtype))  # noqa: E731
     if approximate == "none":
         return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.erf(v * c(math.sqrt(0.5)))), name)
     if approximate == "tanh":

@@ -40,7 +40,7 @@ def _check_float(x: Tensor, op: str) -> None:
 
 
 def _scaled(t: Tensor, factor: float, name: str) -> Tensor:
-    return new_compute(t.shape, lambda ax: t[ax] * const(factor, t.dtype), name, "elemwise")
+    return new_compute(t.shape, lambda ax: t[ax] * const(factor, dt.compute_dtype(t.dtype)), name, "elemwise")
 
 
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
@@ -67,7 +67,7 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
                          f"with ddof={ddof}")
     m = mean(x, axes, True, f"{name}.mean")
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
-    inv = const(1.0 / (count - ddof), x.dtype)
+    inv = const(1.0 / (count - ddof), dt.compute_dtype(x.dtype))
 
     def body(out: Index) -> Expr:
         ks = iter([lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes])
@@ -92,7 +92,7 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
     """``mean`` and ``rstd = 1/sqrt(var + eps)`` over the groups ``read(s, k)`` for ``k`` in
     ``extents`` (population variance, computed around the mean)."""
     count = product(extents)
-    inv = const(1.0 / count, x.dtype)
+    inv = const(1.0 / count, dt.compute_dtype(x.dtype))
 
     def axes_k() -> Index:
         return tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(extents))
@@ -109,7 +109,8 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
         return _reducer.sum(centered * centered, list(ks)) * inv
 
     v = new_compute(stat_shape, var_body, f"{name}.var", "norm_var")
-    rstd = new_compute(stat_shape, lambda s: const(1.0, x.dtype) / lang.sqrt(v[s] + const(eps, x.dtype)),
+    wide = dt.compute_dtype(x.dtype)
+    rstd = new_compute(stat_shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
                        f"{name}.rstd", "norm_rstd")
     return m, rstd
 
@@ -195,7 +196,8 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
                              f"running_var")
         m = _affine_param(running_mean, (c,), name, "running_mean")
         rv = _affine_param(running_var, (c,), name, "running_var")
-        rstd = new_compute((c,), lambda s: const(1.0, x.dtype) / lang.sqrt(rv[s] + const(eps, x.dtype)),
+        wide = dt.compute_dtype(x.dtype)
+        rstd = new_compute((c,), lambda s: const(1.0, wide) / lang.sqrt(rv[s] + const(eps, wide)),
                            f"{name}.rstd", "norm_rstd")
     chan = (lambda ax: (ax[axis],))
     return _normalize(x, m, rstd, chan, chan, gamma, beta, name, "batch_norm")

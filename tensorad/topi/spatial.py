@@ -100,7 +100,7 @@ def _interp_axis(x: Tensor, axis: int, s: int, align_corners: bool, name: str) -
         else:
             num, den = o * 2 + (1 - s), 2 * s
         i0 = num // den
-        lam = lang.cast(x.dtype, num % den) * const(1.0 / den, x.dtype)
+        lam = lang.cast(dt.compute_dtype(x.dtype), num % den) * const(1.0 / den, dt.compute_dtype(x.dtype))
         inner = at(ax, i0) + (at(ax, i0 + 1) - at(ax, i0)) * lam
         y = lang.if_then_else(i0 >= n - 1, at(ax, n - 1), inner)
         return y if align_corners else lang.if_then_else(num < 0, at(ax, 0), y)

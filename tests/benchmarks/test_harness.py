@@ -147,3 +147,47 @@ def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
             e = res["runs"][0]["systems"]["tensorad"]["workloads"][name][phase]
             assert e["check"]["ok"], (name, phase, e["check"])
     assert "suite layers: tensorad / fastest peer" in proc.stdout
+
+
+def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
+    # A whole model (the small CNN), forward = the loss, backward = every parameter's gradient,
+    # against PyTorch's float64 autograd, in tensorad, PyTorch and JAX.  (The Transformer
+    # block's tensorad program takes long to differentiate and build: its formulas are checked
+    # without the harness below, and the block itself in tests/e2e/test_transformer_*.py.)
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    out = tmp_path / "models.json"
+    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "models",
+           "--workloads", "small_cnn", "--systems", "tensorad,torch,jax", "--no-sweeps",
+           "--budget", "600", "--json", str(out), "--no-plot"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert [w["name"] for w in res["workloads"]] == ["small_cnn"]
+    for system in ("tensorad", "torch", "jax"):
+        for phase in ("forward", "backward"):
+            e = res["runs"][0]["systems"][system]["workloads"]["small_cnn"][phase]
+            assert e["check"]["ok"], (system, phase, e["check"])
+    assert "suite models: tensorad / fastest peer" in proc.stdout
+
+
+def test_transformer_block_formulas_agree():
+    """The models suite's Transformer block as tensorad (ta.topi, evaluated), PyTorch (float64
+    autograd, the suite's reference) and JAX write it: one loss."""
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    import numpy as np
+
+    from benchmarks import sys_jax, sys_tensorad, sys_torch, workloads
+
+    w = workloads.BY_NAME["transformer_block"]
+    arrays = workloads.make_inputs(w, tiny=True)
+    want, _, _ = sys_torch.autograd_reference(w, arrays, workloads.make_head)
+    wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in arrays.items()}
+    p = {k: ta.placeholder(v.shape, str(v.dtype), k) for k, v in wide.items()}
+    loss = sys_tensorad.topi_forward(w.kind, p, w.params)
+    got = ta.evaluate(loss, {p[k]: v for k, v in wide.items()})
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    sys_jax.setup(1)
+    jax_loss = sys_jax._model(w.kind, w.params)(*arrays.values())
+    np.testing.assert_allclose(float(jax_loss), want, rtol=1e-5)

@@ -84,6 +84,9 @@ def _programs(dtype: str):
           lambda a, b, c, i, j: 1.0 * (i // 3 + (i % 4) * 10 + i // -2)),
         f("int_minmax", lambda p: ta.cast(dtype, ta.maximum(K[p], J[p]) - ta.minimum(K[p], J[p]) * 2),
           lambda a, b, c, i, j: 1.0 * (np.maximum(i, j) - np.minimum(i, j) * 2)),
+        # gathers: K's values (negative and past N) clipped and wrapped, as np.take does
+        f("gather", lambda p: A.take(K[p] * 5, mode="clip") + C.take(J[p] * 7 - 3, mode="wrap"),
+          lambda a, b, c, i, j: np.take(a, i * 5, mode="clip") + np.take(c, j * 7 - 3, mode="wrap")),
     ])
     return [A, B, C, K, J], out
 

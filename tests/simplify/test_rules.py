@@ -121,6 +121,9 @@ TARGETED = [
     lambda: ta.if_then_else(IV < JV, ta.select(JV < 3, X, 0.0), 0.0),
     lambda: ta.select(IV < JV, TRUE, FALSE), lambda: ta.cast("float32", ta.select(IV < JV, 1, 0)),
     lambda: ta.exp(ta.const(0.5)) + ta.const(1.0), lambda: ta.cast("int32", X) + 1,
+    lambda: ta.cast("bfloat16", ta.cast("float32", ta.cast("bfloat16", X * Y))) * 1.0,
+    lambda: ta.cast("float16", ta.cast("float32", ta.cast("float16", X + Y))) * 1.0,
+    lambda: ta.cast("float16", ta.cast("float32", ta.cast("bfloat16", X + Y))) * 1.0,  # not a round trip
 ]
 
 

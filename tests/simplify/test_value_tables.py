@@ -31,7 +31,7 @@ from tensorad.simplify.nonzero import NZ_RULES
 
 import tensorad as ta
 from tensorad.ir import Expr, Op, var
-from tensorad.ir.expr import const
+from tensorad.ir.expr import const, data_index
 from tensorad.ir.rewrite import MissingRuleError
 
 F = "float64"
@@ -151,6 +151,9 @@ def _value(e: Expr, env: dict, strong: bool):
         return bool(args[0]) or bool(args[1])
     if op is Op.NOT:
         return not args[0]
+    if op is Op.DATA_INDEX:  # np.take's modes (raise: the value itself, in range here)
+        n, mode = e.arg.extent, e.arg.mode
+        return min(max(args[0], 0), n - 1) if mode == "clip" else args[0] % n if mode == "wrap" else args[0]
     if op is Op.CAST:
         if e.dtype == "bool":
             return bool(args[0] != 0)
@@ -223,7 +226,10 @@ EVERY_OP = [Expr(op, F, (X, Y)) for op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.PO
     [Expr(op, F, (ta.select(IV < 3, X, c(0.0)),)) for op in _ORACLE_UNARY] + \
     [ta.power(ta.select(IV < 3, X, c(0.0)), W), ta.if_then_else(IV % 2 == 0, X, c(0.0)),
      ta.cast(F, (IV // 2) % 3 - JV), ta.cast(F, ~(IV < JV) | (JV >= 1) & (IV != 2)),
-     ta.cast(F, ta.cast("int32", Y)), ta.cast(F, IV == JV) * X]
+     ta.cast(F, ta.cast("int32", Y)), ta.cast(F, IV == JV) * X,
+     # gather indices: j in [-3, 3) clipped or wrapped into [0, 4); i in [0, 6) checked
+     ta.cast(F, data_index(JV, 4, "clip")) * X, ta.cast(F, data_index(JV + IV, 4, "wrap")),
+     ta.cast(F, data_index(IV, 6, "raise")) - Y]
 GRID = [{IV: i, JV: j, X: x, Y: y, W: w, P: np.arange(8.0) - 3}
         for i, j in ((0, 0), (4, -3)) for x in (0.0, -2.5, 0.5) for y in (0.0, 3.0, -1.0)
         for w in (0.0, 2.0)]

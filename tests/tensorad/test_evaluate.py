@@ -14,6 +14,7 @@ from strategies import random_feed, random_program
 import tensorad as ta
 from tensorad.evaluate import ARRAY_RULES, CONTEXT_OPS, numpy_eval
 from tensorad.ir import Op, var
+from tensorad.ir.expr import data_index
 from tensorad.lang import make_compute
 
 
@@ -66,6 +67,8 @@ def _cases():
         Op.ERF: (lambda a, b, i: ta.erf(a * 2.0),
                  lambda a, b, i: np.array([math.erf(v) for v in 2 * a], a.dtype)),
         Op.READ: (lambda a, b, i: a, lambda a, b, i: a),
+        Op.DATA_INDEX: (lambda a, b, i: ta.cast("float32", data_index(ta.cast("int32", a * 3.0), 4, "wrap")),
+                        lambda a, b, i: np.mod(np.trunc(a * 3), 4).astype(np.float32)),
         Op.REDUCE: None,  # test_reducers below
     }
 

@@ -8,6 +8,7 @@ import pytest
 import tensorad as ta
 from tensorad.autodiff import TANGENT_RULES, ZERO, jacobian, jvp, partial_by_read, tangent
 from tensorad.ir import Op
+from tensorad.ir.expr import data_index
 from tensorad.ir.rewrite import walk
 
 F = "float64"
@@ -63,6 +64,7 @@ CASES = {
     Op.SIN: (lambda a, b, i: ta.sin(a * b), (-1, 1), (-1, 1)),
     Op.COS: (lambda a, b, i: ta.cos(a + b), (-1, 1), (-1, 1)),
     Op.ERF: (lambda a, b, i: ta.erf(a * b + a), (-1, 1), (-1, 1)),
+    Op.DATA_INDEX: (lambda a, b, i: a * ta.cast(F, data_index(i + 2, 5, "wrap")) + b, (-1, 1), (-1, 1)),
 }
 
 

@@ -1,0 +1,96 @@
+"""Conversions between the half storage types (float16, bfloat16) and float32, in LLVM IR.
+
+A half value travels through the generated code as its ``i16`` bit pattern: it is loaded,
+stored and selected as an integer, and only converted where the IR says ``cast``.  Arithmetic
+never runs in a half type (``tensorad/ir/dtype.py``), so these four conversions are all there
+is.  Each one is an instruction where the target has it and integer code where it does not;
+which one is read from the :class:`~.target.Target` (``f16c``, ``bf16``), never from a CPU name.
+All are scalar code without branches, so LLVM's loop vectorizer widens them.
+
+* **float16 -> float32**: F16C ``fpext half`` (``vcvtph2ps``); else, with ``h`` the bits,
+  ``o = (h & 0x7fff) << 13`` re-biased by ``+ (127 - 15) << 23``; an Inf/NaN exponent gets
+  another ``(128 - 16) << 23``; a zero/subnormal exponent is fixed by one exact float
+  subtraction (``o + 2^23 as float - 2^-14``); then the sign ``(h & 0x8000) << 16``.
+  Exact for every input (subnormals included; NaN stays NaN with its payload).
+* **float32 -> float16**, round to nearest, ties to even: F16C ``fptrunc`` (``vcvtps2ph``);
+  else, on ``f = |x|`` bits: ``f >= 65536.0`` gives Inf (``0x7c00``) or a quiet NaN
+  (``0x7e00``); ``f < 2^-14`` (a subnormal or zero result) adds ``0.5f`` as a float, so the
+  FPU's own nearest-even rounding places the bits, and subtracts its bits; otherwise
+  ``(f + 0xc8000fff + ((f >> 13) & 1)) >> 13`` re-biases and rounds (ties go to the even
+  mantissa; a carry rounds up into the exponent, up to Inf).  Worked example: 1 + 2^-11 (a tie
+  between 1 and 1 + 2^-10) has bits 0x3f801000; mantissa bit 13 is 0, so
+  ``(0x3f801000 + 0xc8000fff) >> 13 = 0x3c00``: 1.0, the even neighbour.
+* **bfloat16 -> float32**: ``(h as i32) << 16``, bit for bit (no instruction is faster).
+* **float32 -> bfloat16**, round to nearest, ties to even: AVX512-BF16 ``fptrunc bfloat``
+  (``vcvtneps2bf16``); else ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits, and a NaN
+  keeps its sign and top payload with the quiet bit set: ``(x >> 16) | 0x40``.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+I16, I32 = ir.IntType(16), ir.IntType(32)
+F32 = ir.FloatType()
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite has no class for it)."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+BFLOAT = _BFloat()
+
+
+def _c(v: int) -> ir.Constant:
+    return I32(v & 0xFFFFFFFF)
+
+
+def to_float32(b: ir.IRBuilder, bits: ir.Value, dtype: str, f16c: bool) -> ir.Value:
+    """The float32 value of half ``bits`` (an ``i16``) of ``dtype``."""
+    if dtype == "bfloat16":
+        return b.bitcast(b.shl(b.zext(bits, I32), _c(16)), F32)
+    if f16c:
+        return b.fpext(b.bitcast(bits, ir.HalfType()), F32)
+    h = b.zext(bits, I32)
+    o = b.shl(b.and_(h, _c(0x7FFF)), _c(13))
+    exp = b.and_(o, _c(0x0F800000))
+    o = b.add(o, _c(0x38000000))
+    special = b.add(o, _c(0x38000000))  # Inf/NaN: exponent all ones
+    tiny = b.fsub(b.bitcast(b.add(o, _c(1 << 23)), F32), F32(2.0 ** -14))  # zero/subnormal
+    o = b.select(b.icmp_unsigned("==", exp, _c(0x0F800000)), special,
+                 b.select(b.icmp_unsigned("==", exp, _c(0)), b.bitcast(tiny, I32), o))
+    o = b.or_(o, b.shl(b.and_(h, _c(0x8000)), _c(16)))
+    return b.bitcast(o, F32)
+
+
+def from_float32(b: ir.IRBuilder, x: ir.Value, dtype: str, f16c: bool, bf16: bool) -> ir.Value:
+    """``x`` (float32) rounded to nearest-even ``dtype``, as ``i16`` bits."""
+    if dtype == "bfloat16":
+        if bf16:
+            return b.bitcast(b.fptrunc(x, BFLOAT), I16)
+        u = b.bitcast(x, I32)
+        rounded = b.lshr(b.add(b.add(u, _c(0x7FFF)), b.and_(b.lshr(u, _c(16)), _c(1))), _c(16))
+        nan = b.fcmp_unordered("uno", x, x)
+        return b.trunc(b.select(nan, b.or_(b.lshr(u, _c(16)), _c(0x40)), rounded), I16)
+    if f16c:
+        return b.bitcast(b.fptrunc(x, ir.HalfType()), I16)
+    u = b.bitcast(x, I32)
+    sign = b.and_(u, _c(0x80000000))
+    f = b.xor(u, sign)
+    big = b.select(b.icmp_unsigned(">", f, _c(0x7F800000)), _c(0x7E00), _c(0x7C00))
+    magic = b.bitcast(_c(0x3F000000), F32)  # 0.5f = ((127 - 15) + (23 - 10) + 1) << 23
+    small = b.sub(b.bitcast(b.fadd(b.bitcast(f, F32), magic), I32), _c(0x3F000000))
+    odd = b.and_(b.lshr(f, _c(13)), _c(1))
+    normal = b.lshr(b.add(b.add(f, _c(0xC8000FFF)), odd), _c(13))
+    o = b.select(b.icmp_unsigned(">=", f, _c(0x47800000)), big,
+                 b.select(b.icmp_unsigned("<", f, _c(0x38800000)), small, normal))
+    return b.trunc(b.or_(o, b.lshr(sign, _c(16))), I16)
