@@ -7,9 +7,10 @@
 * **Value mode** computes in each node's own dtype, except that index arithmetic is exact:
   a loop variable is an ``i64`` whatever its dtype, and an ``int32`` node with an ``i64``
   operand is computed in ``i64`` (its other operands sign-extended) -- ``i * 100000 < 10``
-  does not wrap (issue 8, D6).  ``int32`` values read from tensors, and arithmetic among them
-  only, wrap like NumPy's; an ``int32`` result is truncated where it is stored (a buffer or an
-  accumulator), as NumPy's ``astype`` does.  ``ta.evaluate`` follows the same rule.
+  does not wrap (issue 8, D6); an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
+  values read from tensors, and arithmetic among them only, wrap like NumPy's; an ``int32``
+  result is truncated where it is stored (a buffer or an accumulator), as NumPy's ``astype``
+  does.  ``ta.evaluate`` follows the same rule.
   Integer ``//`` and ``%`` by a runtime divisor guard division by zero and ``INT_MIN // -1``
   (both would trap): they give 0 there.  Float-to-int casts saturate (``fptosi.sat``).
 
@@ -290,6 +291,7 @@ class ExprEmitter:
                 return Expr(Op.SELECT, node.dtype, node.src)
             ph = var("ite", dtype=node.dtype)
             self.lazy[ph] = node
+            reads.add(ph)  # an enclosing if_then_else whose branch holds this one stays lazy too
             return ph
 
         return rewrite(e, rule)
@@ -383,6 +385,10 @@ def const_value(dtype: str, value) -> ir.Constant:
 
 
 def _const(node: Expr) -> ir.Value:
+    if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
+        # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
+        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does (issue 8)
+        return I64(int(node.arg))
     return const_value(node.dtype, node.arg)
 
 

@@ -374,7 +374,9 @@ def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
     p2, e2 = _two_product(m, y, l2)
     hi, e3 = _two_sum(m, p1, p2)
     s, e4 = _two_sum(m, hi, m.exact_add(m.exact_add(m.exact_add(e1, e2), e3), m.b.fmul(y, l3)))
-    err = e4
+    # past |s| = 1000 exp(s) is inf or 0 either way, and the error terms of a huge y log|x|
+    # may be inf or NaN (inf * (1 + -inf) would give -inf): no correction there
+    err = m.sel(m.cmp("<", m.fabs(s), m.c(1000.0)), e4, m.c(0.0))
     mag = _exp_core(m, s)
     mag = m.b.fmul(mag, m.exact_add(m.c(1.0), err))  # exp(s + err) = exp(s) (1 + err); inf stays inf
     mag = m.sel(m.isnan(s), m.c(0.0), mag)  # (y = +-inf or |x| in {0, inf}: set below)

@@ -169,7 +169,7 @@ class Case:
             return
         ns, feed = self._grad_setup()
         out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
-        g_opt = ta.JacobianRecursive(out, ins, H)
+        g_opt = self._gradient()
         g_raw = ta.JacobianRecursive(out, ins, H, optimize=False)
         vals = ta.evaluate(list(g_opt) + list(g_raw), feed)
         n = len(ins)
@@ -199,6 +199,24 @@ class Case:
         self._feed64 = feed
         return ns, feed
 
+    def _gradient(self) -> list:
+        """The (optimized) reverse gradient of the float64 program with the head ``_H``: made
+        once, shared by the optimizer, reverse and jvp checks."""
+        if not hasattr(self, "_grad_tensors"):
+            ns, _ = self._grad_setup()
+            self._grad_tensors = list(self.ta.JacobianRecursive(ns["OUT"], ns["_FIN"], ns["_H"]))
+        return self._grad_tensors
+
+    def _gradient_values(self) -> tuple:
+        """The gradient built with the drawn options and run on the feed (reverse and jvp
+        compare the same kernel's values with their oracles: built once)."""
+        if not hasattr(self, "_grad_values"):
+            ns, feed = self._grad_setup()
+            all_ins = ns["INPUTS"] + [ns["_H"]]
+            self._grad_values = _tuple(self.ta.build(self._gradient(), all_ins, **self.options)(
+                *[feed[p] for p in all_ins]))
+        return self._grad_values
+
     def _fd_ready(self) -> bool:
         """Derivatives are checked on safe programs with float inputs whose output is finite at
         the data (an empty max is -inf; a product with it is inf, and 0 * inf poisons a head)."""
@@ -214,8 +232,7 @@ class Case:
         ns, feed = self._grad_setup()
         out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
         all_ins = ns["INPUTS"]
-        grads = _tuple(ta.build(ta.JacobianRecursive(out, ins, H), all_ins + [H], **self.options)(
-            *[feed[p] for p in all_ins + [H]]))
+        grads = self._gradient_values()
         fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
         h = feed[H]
 
@@ -241,8 +258,7 @@ class Case:
         ns, feed = self._grad_setup()
         out, ins, H, U = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
         all_ins = ns["INPUTS"]
-        grads = _tuple(ta.build(ta.JacobianRecursive(out, ins, H), all_ins + [H], **self.options)(
-            *[feed[p] for p in all_ins + [H]]))
+        grads = self._gradient_values()
         jv = ta.build([ta.jvp(out, ins, U)], all_ins + U, **self.options)(*[feed[p] for p in all_ins + U])
         lhs = float(np.sum(jv * feed[H]))
         rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))

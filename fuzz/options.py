@@ -12,8 +12,9 @@ import random
 TARGETS = ("llvm", "llvm -mcpu=haswell", "llvm -mattr=-avx512f", "llvm -mcpu=x86-64")
 
 
-def draw_options(r: random.Random) -> dict:
-    """A random subset of build options; absent keys take ``build``'s defaults."""
+def draw_options(r: random.Random, extra: random.Random | None = None) -> dict:
+    """A random subset of build options; absent keys take ``build``'s defaults.  ``extra``
+    draws the options added later (:func:`.program.generate` keeps old seeds' programs)."""
     opts: dict = {}
     if r.random() < 0.5:
         opts["num_threads"] = r.choice((1, 2, 3))
@@ -33,6 +34,11 @@ def draw_options(r: random.Random) -> dict:
             opts["tile"] = (r.choice((1, 2, 4)), r.choice((8, 16)), r.choice((1, 3, 8)), r.choice((1, 4, 16)))
     if r.random() < 0.3:
         opts["target"] = r.choice(TARGETS[1:])
+    if extra is not None:
+        if "opt_level" in opts and extra.random() < 0.25:
+            opts["opt_level"] = 3
+        if extra.random() < 0.1:
+            opts["parallel"] = False
     return opts
 
 

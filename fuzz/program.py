@@ -9,7 +9,8 @@ children or a constant.  The generator needs no tensorad: it writes source text.
 What the programs contain (issue 8): shapes with size-1 and odd axes and 0-d tensors; chains
 of tensors; index expressions with ``+ - * // %`` (reversed, strided, flattened, modular,
 shifted by negative offsets under an ``if_then_else`` guard); reductions with every built-in
-reducer and custom combiners (argmax as a two-output op, a user-written product), with ``where``
+reducer and custom combiners (argmax as a two-output op, argmin with the other tie rule, a
+combiner of two float values ``(sum, max)``, a user-written product), with ``where``
 conditions, reduction ranges that start below zero, reductions nested in larger bodies (the
 language lifts them); ``select`` on data; index variables used as values through integer casts;
 the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an integer input:
@@ -137,14 +138,29 @@ ARGMAX = ta.comm_reducer(_argmax_combine, lambda ti, tv: (ta.const(-1, ti), ta.m
                          name="argmax")
 MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
 MYSUM = ta.comm_reducer(lambda x, y: y + x, lambda t: ta.const(0, t), name="mysum")
+
+
+def _argmin_combine(x, y):  # strict: a tie goes to the right operand (the later element)
+    keep = x[1] < y[1]
+    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+
+ARGMIN = ta.comm_reducer(_argmin_combine, lambda ti, tv: (ta.const(-1, ti), ta.max_value(tv)),
+                         name="argmin")
+SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
+                         lambda a, b: (ta.const(0, a), ta.min_value(b)), name="summax")
 '''
 
 
 class Generator:
     """Draws one program from a ``random.Random``."""
 
-    def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
+                 extra: random.Random | None = None) -> None:
         self.r = rng
+        # draws added after the generator's first version: a stream of their own, so that
+        # every seed still makes the program it made before, now and then with an addition
+        self.x = extra
         self.safe = safe
         self.big = rng.random() < 0.1  # index products past int32 in this program
         # gathers draw from their own generator, so every other draw of a seed stays as it was
@@ -152,6 +168,11 @@ class Generator:
         self.gathers = gather is not None and gather.random() < 0.3
         self.gshape = tuple(gather.choice(SIZES) for _ in range(gather.choice((1, 1, 2)))) \
             if self.gathers else ()
+
+    def extra(self, p: float) -> bool:
+        """An addition to the first version, drawn with probability ``p`` (never without
+        ``extra``: the first version's programs)."""
+        return self.x is not None and self.x.random() < p
 
     def shape(self) -> tuple[int, ...]:
         return tuple(self.r.choice(SIZES) for _ in range(self.r.choice((0, 1, 1, 2, 2, 2, 3))))
@@ -178,7 +199,9 @@ class Generator:
         if kind == "neg":
             return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
         if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
-            return f"({name} * {r.choice((100003, (1 << 30) + 1, 1 << 30))} + {c}) % {size}", []
+            m = r.choice((100003, (1 << 30) + 1, 1 << 30))
+            m = 2147516416 if self.extra(0.3) else m  # a constant past int32 itself
+            return f"({name} * {m} + {c}) % {size}", []
         if kind == "cast":
             return f"ta.cast('int32', ta.cast('int64', {name}) * {r.choice((3, 5))} % {size})", []
         if kind == "guard":
@@ -287,7 +310,8 @@ class Generator:
                "rsqrt": "1.0 / ta.sqrt({0})", "recip": "1.0 / ({0})", "pow": "ta.power({0}, 0.5)",
                "pow2": "ta.power({0}, 2.0)"}
         table = dict(safe) if self.safe else {**safe, **raw}
-        return Node(table[self.r.choice(sorted(table))], (x,), "v")
+        form = table[self.r.choice(sorted(table))]
+        return Node("ta.erf({0})" if self.extra(0.08) else form, (x,), "v")
 
     def binary(self, a: Node, b: Node) -> Node:
         forms = ["{0} + {1}", "{0} - {1}", "{0} * {1}", "{0} / (ta.abs({1}) + 1.0)", "ta.maximum({0}, {1})",
@@ -313,7 +337,10 @@ class Generator:
         red = r.choice(names)
         if red == "ARGMAX":
             flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
-            return Node(f"ARGMAX(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
+            red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
+            return Node(f"{red}(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
+        if red == "MYSUM" and self.extra(0.4):  # a combiner of two float values
+            return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
 
     # ---- programs ------------------------------------------------------------------------
@@ -357,16 +384,20 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
     return Node(sub(node.fmt), tuple(_rename_raxes(k, n, offset) for k in node.kids), node.ty)
 
 
-def generate(seed: int, dtype: str | None = None) -> Program:
-    """The program of ``seed`` (deterministic), with its data profile and build options."""
+def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Program:
+    """The program of ``seed`` (deterministic), with its data profile and build options;
+    ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
+    constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
+    stream of their own so that they change a third of the programs and leave the rest)."""
     from .options import draw_options
 
     r = random.Random(seed)
     dtype = dtype or r.choice(("float32", "float64", "float64"))
     safe = r.random() < 0.7
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17)).program(dtype)
+    extra = random.Random(seed + 0x9E3779B9) if extras else None
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
-    return replace(prog, data=data, options=draw_options(r))
+    return replace(prog, data=data, options=draw_options(r, extra))
 
 
 # ---- shrinking ----------------------------------------------------------------------------

@@ -221,17 +221,20 @@ def signature(result: dict) -> tuple:
 
 
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
-         out_dir: str | None = None, cache_dir: str | None = None, progress=None) -> Report:
+         out_dir: str | None = None, cache_dir: str | None = None, progress=None,
+         extras: bool = True) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
-    list of check names, or a function of the seed giving one (to spread checks over seeds)."""
+    list of check names, or a function of the seed giving one (to spread checks over seeds).
+    ``extras=False`` (or a function of the seed giving it): the generator's first version
+    (:func:`.program.generate`)."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
 
     def jobs():
         for s in seeds:
-            progs[s] = generate(s)
+            progs[s] = generate(s, extras=extras(s) if callable(extras) else extras)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir) as pool:

@@ -46,16 +46,18 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
     inputs, tangents = _as_list(inputs), _as_list(tangents)
     check_float(output, "jvp (output)")
     _check_pairs(inputs, tangents, "jvp")
+    return _jvps([output], inputs, tangents, optimizer)[0]
+
+
+def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
+          optimizer: Optimizer | None) -> list[Tensor]:
+    """The jvp of each of ``outputs`` in one pass over their common graph: a tensor that
+    several outputs depend on gets one tangent, shared (the gradients of a Hessian-vector
+    product share most of their producers)."""
     dot: dict[Tensor, Tensor] = {}
     for x, v in zip(inputs, tangents):
         dot[x] = v
-    return _tangent_of(output, dot, optimizer)
-
-
-def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor], optimizer: Optimizer | None) -> Tensor:
-    """``output``'s tangent, given the tangents in ``dot`` (extended with every tangent made,
-    so that several outputs sharing intermediates compute each intermediate's tangent once)."""
-    for op in dict.fromkeys(t.op for t in tensor_graph([output])):  # producers first
+    for op in dict.fromkeys(t.op for t in tensor_graph(outputs)):  # producers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
         if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op.attr(SHIFT_ATTR):
             continue
@@ -76,6 +78,10 @@ def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor], optimizer: Optimizer 
             made = (optimizer(made[0]),)
         for v, made_t in zip(live, made):
             dot.setdefault(outs[v], made_t)
+    return [_tangent_of(output, dot) for output in outputs]
+
+
+def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor]) -> Tensor:
     out = dot.get(output)
     if out is None:
         return zeros(output.shape, output.dtype, f"{output.name}.jvp")
@@ -97,5 +103,4 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
     grads = jacobian_recursive(output, inputs, optimizer=optimizer)
     for g in grads:
         check_float(g, "jvp (output)")
-    dot: dict[Tensor, Tensor] = dict(zip(inputs, vectors))  # one table: shared tangents once
-    return [_tangent_of(g, dot, optimizer) for g in grads]
+    return _jvps(list(grads), inputs, vectors, optimizer)  # shared tangents made once

@@ -57,6 +57,14 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
 
 
+def _const(n: Expr) -> np.ndarray:
+    """A constant in its dtype; an ``int32`` one past int32's range is exact index arithmetic
+    (int64), as in compiled code: the operation it meets is computed in 64 bits."""
+    if n.dtype == "int32" and not -(1 << 31) <= int(n.arg) < (1 << 31):
+        return np.asarray(int(n.arg), dtype=np.int64)
+    return np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype))
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # 1 / (1 + e^-x), in x's dtype (Python scalars are weak under NumPy 2 promotion)
     return 1 / (1 + np.exp(-x))
@@ -64,7 +72,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 # ---- the scalar semantics: one NumPy function per op (operands already share node.dtype) ----
 ARRAY_RULES: dict[Op, Any] = {
-    Op.CONST: lambda n: np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype)),  # c
+    Op.CONST: lambda n: _const(n),                                   # c
     Op.ADD: lambda n, a, b: np.add(a, b),                            # a + b
     Op.SUB: lambda n, a, b: np.subtract(a, b),                       # a - b
     Op.MUL: lambda n, a, b: np.multiply(a, b),                       # a * b
