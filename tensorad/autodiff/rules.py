@@ -28,9 +28,25 @@ from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
 
 def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
+    # d a^b = b a^(b-1) da + a^b log(a) db.  At a zero base both products are 0 * inf; there
+    # the values are PyTorch's (the limits where the function is constant): the da term is 0
+    # where b == 0 (a^0 = 1 for every a), the db term is 0 where a == 0 and b >= 0 (0^b is
+    # constant for b > 0).  A constant exponent or a positive constant base needs no test.
     a, b = n.src
-    bm1 = const(b.arg - 1, b.dtype) if b.op is Op.CONST else b - 1
-    return add(mul(da, b * a ** bm1), mul(db, n * unary(Op.LOG, a)))
+    zero = const(0, b.dtype)
+    d_base: Tangent = ZERO
+    if da is not ZERO:
+        if b.op is Op.CONST:
+            d_base = ZERO if b.arg == 0 else mul(da, b * a ** const(b.arg - 1, b.dtype))
+        else:
+            d_base = choose(Op.SELECT, compare(Op.EQ, b, zero), ZERO, mul(da, b * a ** (b - 1)), n.dtype)
+    d_exp: Tangent = ZERO
+    if db is not ZERO:
+        d_exp = mul(db, n * unary(Op.LOG, a))
+        if not (a.op is Op.CONST and a.arg > 0):
+            at_zero = compare(Op.EQ, a, zero) & compare(Op.GE, b, zero)
+            d_exp = choose(Op.SELECT, at_zero, ZERO, d_exp, n.dtype)
+    return add(d_base, d_exp)
 
 
 def _cast(n: Expr, da: Tangent) -> Tangent:
