@@ -65,6 +65,17 @@ def _const(n: Expr) -> np.ndarray:
     return np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype))
 
 
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a ** b`` with C's ``pow`` at a base of -inf, as compiled code has it: NumPy computes
+    ``-inf ** 0.5`` as a square root (NaN) on some array shapes and as ``pow`` (inf) on
+    others.  ``pow(-inf, b)`` is -inf / -0 for odd integers b > 0 / b < 0, else inf / 0."""
+    r = np.power(a, b)
+    bad = np.isneginf(a) & np.isnan(r) & ~np.isnan(b)
+    if np.any(bad):
+        r = np.where(bad, np.where(b > 0, np.inf, 0.0).astype(r.dtype), r)
+    return r
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # 1 / (1 + e^-x), in x's dtype (Python scalars are weak under NumPy 2 promotion)
     return 1 / (1 + np.exp(-x))
@@ -80,7 +91,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.FLOORDIV: lambda n, a, b: np.floor_divide(a, b),              # floor(a / b): -7 // 2 = -4
     Op.MOD: lambda n, a, b: np.mod(a, b),                            # a - b*floor(a/b): -7 % 2 = 1
     Op.NEG: lambda n, a: np.negative(a),                             # -a
-    Op.POW: lambda n, a, b: np.power(a, b),                          # a ** b (floats)
+    Op.POW: lambda n, a, b: _pow(a, b),                              # a ** b (C's pow)
     Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),                    # max(a, b)
     Op.MINIMUM: lambda n, a, b: np.minimum(a, b),                    # min(a, b)
     Op.LT: lambda n, a, b: np.less(a, b),                            # a < b
