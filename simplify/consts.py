@@ -137,6 +137,24 @@ def evaluate_scalar(e: Expr, env: Mapping[Expr, Any] | None = None) -> Any:
         return fold(e, _visit(env or {}))
 
 
+# Functions that NumPy and the generated code (inline vector math, ``codegen/llvm_math.py``)
+# round differently: folded here, ``pow(0.5, 1.5)`` may differ by an ulp from the same
+# expression computed at run time elsewhere in the program, and code that compares a value
+# with its recomputation (a max's tie count in its gradient) then miscounts.  They are folded
+# only where every correct implementation gives the same bits.
+INEXACT = frozenset({Op.POW, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.ERF})
+
+
+def _exact_case(node: Expr) -> bool:
+    """``node`` (an INEXACT op over constants) has an exactly defined value: ``x ** 0``,
+    ``1 ** y``, or one of ``exp``/``log``/``tanh``/``sigmoid``/``sin``/``cos``/``erf`` at the
+    point where it is 0, 1 or 1/2."""
+    args = [float(s.arg) for s in node.src]
+    if node.op is Op.POW:
+        return args[1] == 0.0 or args[0] == 1.0
+    return args[0] == (1.0 if node.op is Op.LOG else 0.0)
+
+
 def fold_constant(node: Expr) -> Expr | None:
     """``node`` as a constant when all its operands are constants, else ``None``.
 
@@ -148,6 +166,8 @@ def fold_constant(node: Expr) -> Expr | None:
     if any(s.op is not Op.CONST for s in node.src):
         return None
     if node.op in (Op.FLOORDIV, Op.MOD, Op.DIV) and node.src[1].arg == 0:
+        return None
+    if node.op in INEXACT and not _exact_case(node):
         return None
     try:
         v = evaluate_scalar(node)
