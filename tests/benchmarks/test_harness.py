@@ -132,7 +132,7 @@ def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
 
 def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
     # The layers' oracle is PyTorch's float64 autograd, computed in a process of its own.
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
     out = tmp_path / "layers.json"
     names = "conv3x3s2_relu,max_pool3s2,log_softmax_nll"
     cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "layers",
@@ -154,8 +154,8 @@ def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
     # against PyTorch's float64 autograd, in tensorad, PyTorch and JAX.  (The Transformer
     # block's tensorad program takes long to differentiate and build: its formulas are checked
     # without the harness below, and the block itself in tests/e2e/test_transformer_*.py.)
-    pytest.importorskip("torch")
-    pytest.importorskip("jax")
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    pytest.importorskip("jax", reason="an optional extra; make test requires it")
     out = tmp_path / "models.json"
     cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "models",
            "--workloads", "small_cnn", "--systems", "tensorad,torch,jax", "--no-sweeps",
@@ -174,8 +174,8 @@ def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
 def test_transformer_block_formulas_agree():
     """The models suite's Transformer block as tensorad (ta.topi, evaluated), PyTorch (float64
     autograd, the suite's reference) and JAX write it: one loss."""
-    pytest.importorskip("torch")
-    pytest.importorskip("jax")
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    pytest.importorskip("jax", reason="an optional extra; make test requires it")
     import numpy as np
 
     from benchmarks import sys_jax, sys_tensorad, sys_torch, workloads

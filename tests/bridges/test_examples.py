@@ -35,21 +35,21 @@ def _check_losses(runs: dict, peer: str, steps: int) -> None:
 
 
 def test_torch_cnn_trains_like_pytorch(capsys):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
     runs = _load("torch_cnn").main(["--steps", "4", "--compare"])
     _check_losses(runs, "torch", 4)
     assert "step   3  tensorad loss" in capsys.readouterr().out
 
 
 def test_jax_cnn_trains_like_jax(capsys):
-    pytest.importorskip("jax")
+    pytest.importorskip("jax", reason="an optional extra; make test requires it")
     runs = _load("jax_cnn").main(["--steps", "4", "--compare"])
     _check_losses(runs, "jax", 4)
     assert "step   3  tensorad loss" in capsys.readouterr().out
 
 
 def test_ddp_reaches_the_single_process_parameters():
-    pytest.importorskip("torch.distributed")
+    pytest.importorskip("torch.distributed", reason="an optional extra; make test requires it")
     done = subprocess.run([sys.executable, str(EXAMPLES / "ddp_cnn.py"), "--steps", "2"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

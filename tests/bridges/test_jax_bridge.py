@@ -17,8 +17,8 @@ import pytest
 
 import tensorad as ta
 
-jax = pytest.importorskip("jax")
-jnp = pytest.importorskip("jax.numpy")
+jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
+jnp = pytest.importorskip("jax.numpy", reason="an optional extra; make test requires it")
 nn = ta.topi.nn
 
 

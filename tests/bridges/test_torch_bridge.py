@@ -17,7 +17,7 @@ import pytest
 
 import tensorad as ta
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
 nn = ta.topi.nn
 
 

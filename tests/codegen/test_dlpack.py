@@ -60,7 +60,7 @@ def test_a_read_only_dlpack_output_is_refused(axpy):
 
 
 def test_torch_tensors_in_and_out_share_memory(axpy, rng):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     x = torch.from_numpy(rng.standard_normal((3, 5)).astype(np.float32))
     y = torch.from_numpy(rng.standard_normal((3, 5)).astype(np.float32))
     assert as_array(x, "x").ctypes.data == x.data_ptr()
@@ -74,13 +74,13 @@ def test_torch_tensors_in_and_out_share_memory(axpy, rng):
 
 
 def test_torch_tensor_that_requires_grad_is_a_clear_error(axpy):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     x = torch.ones(3, 5, requires_grad=True)
     with pytest.raises(KernelArgumentError, match="input X: cannot view this Tensor .* detached"):
         axpy(x, np.ones((3, 5), np.float32))
 
 
 def test_jax_arrays_as_inputs(axpy, rng):
-    jnp = pytest.importorskip("jax.numpy")
+    jnp = pytest.importorskip("jax.numpy", reason="an optional extra; make test requires it")
     x, y = (rng.standard_normal((3, 5)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(axpy(jnp.asarray(x), jnp.asarray(y)), 2 * x + y, rtol=1e-6)

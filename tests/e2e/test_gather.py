@@ -63,7 +63,7 @@ def test_embedding_value_gradient_and_work(rng):
 
 
 def test_embedding_matches_torch(rng):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     V, D = 11, 6
     w = ta.placeholder((V, D), F, name="W")
     ids = ta.placeholder((4, 7), "int32", name="I")
@@ -81,7 +81,7 @@ def test_embedding_matches_torch(rng):
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_embedding_bag_matches_torch(reduce, rng):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     V, D, B, n = 8, 5, 3, 4
     w = ta.placeholder((V, D), F, name="W")
     ids = ta.placeholder((B, n), "int64", name="I")
@@ -100,7 +100,7 @@ def test_embedding_bag_matches_torch(reduce, rng):
 
 
 def test_embedding_bag_with_per_sample_weights(rng):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     w = ta.placeholder((6, 3), F, name="W")
     ids = ta.placeholder((2, 4), "int64", name="I")
     psw = ta.placeholder((2, 4), F, name="P")
@@ -119,7 +119,7 @@ def test_embedding_bag_with_per_sample_weights(rng):
 # ---- index_select and take along every axis -------------------------------------------------
 
 def test_index_select_matches_torch(rng):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     x = ta.placeholder((4, 6, 3), F, name="X")
     ids = ta.placeholder((5,), "int32", name="I")
     y = topi.index_select(x, ids, axis=1)

@@ -133,7 +133,7 @@ def test_kernel_checks_half_dtypes():
 
 
 def test_torch_half_tensors_through_dlpack():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     X = ta.placeholder((5,), "bfloat16", "X")
     Y = ta.compute((5,), lambda i: X[i] * 3.0, "Y", dtype="float16")
     k = ta.build([Y], [X])
@@ -147,7 +147,7 @@ def test_torch_half_tensors_through_dlpack():
 def test_matches_torch_half_autograd(dtype, rng):
     """dense + layer norm + GELU + mean square in a half type, forward and backward, against
     PyTorch's CPU kernels in the same type (float32 accumulation on both sides)."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     x, w = _data(rng, (8, 32), dtype), _data(rng, (16, 32), dtype, 0.2)
     g, b = _data(rng, (16,), dtype), _data(rng, (16,), dtype)

@@ -113,7 +113,7 @@ def torch_curve(torch, dtype) -> list[float]:
 
 
 def test_bfloat16_transformer_trains_like_pytorch_bfloat16():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     ours = np.array(tensorad_curve("bfloat16"))
     theirs = np.array(torch_curve(torch, torch.bfloat16))
     f32 = np.array(torch_curve(torch, torch.float32))

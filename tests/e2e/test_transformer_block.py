@@ -52,7 +52,7 @@ def torch_block(torch, p, labels):
 
 
 def test_transformer_block_matches_torch_autograd():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     rng = np.random.default_rng(0)
     data = {n: rng.normal(scale=0.5, size=s) for n, s in SHAPES.items()}
     data["g1"] += 1.0

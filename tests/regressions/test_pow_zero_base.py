@@ -29,7 +29,7 @@ def _grads(a, b, out_of=lambda x, y: x ** y):
 
 
 def test_pow_gradients_at_zero_base_follow_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     ta_ = torch.tensor(A, requires_grad=True)
     tb = torch.tensor(B, requires_grad=True)
     (ta_ ** tb).sum().backward()

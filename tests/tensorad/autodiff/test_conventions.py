@@ -29,7 +29,7 @@ def _grads(loss, inputs, feed):
 
 
 def _torch():
-    return pytest.importorskip("torch")
+    return pytest.importorskip("torch", reason="an optional extra; make test requires it")
 
 
 def test_relu_and_abs_at_zero_have_zero_gradient():

@@ -53,7 +53,7 @@ def test_cross_entropy_value_and_gradient(reduction):
 
 
 def test_cross_entropy_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     x, labels, y = _program("mean", (2, 3, 7))
     grad = ta.JacobianRecursive(y, [x])[0]
     xv = np.random.default_rng(2).normal(size=(2, 3, 7))
