@@ -293,9 +293,29 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
         mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)
     else:
         mc = max(mr, mc // mr * mr)
-    quarter = -(-c.N // 4)  # at least 4 column blocks, so that threads have work to share
-    nc = max(nr, min(1024, -(-quarter // nr) * nr))
+    nc = column_block(c.N, c.batches, nr)
     return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc, target=target)
+
+
+PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
+NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
+
+
+def column_block(n: int, batches: int, nr: int) -> int:
+    """``NC``: the width of the column blocks of an ``n``-column product over ``batches``
+    batch points.  The parallel loop runs over batch points times column blocks, and needs
+    only ``PARALLEL_BLOCKS`` of them in all: a batched product cuts its columns no more than
+    that asks, because each column block packs side A again (attention's ``dS @ K``, 8 heads
+    of ``[256 x 256] @ [256 x 64]``, packed A three times with ``NC = 24``).  Blocks are
+    at most ``NC_MAX`` wide and of equal width (rounded up to whole ``NR`` panels).  A few
+    blocks are kept even in number (5 batch points: 2 columns blocks each), so that two
+    threads share them evenly."""
+    batches = max(1, batches)
+    cols = max(-(-PARALLEL_BLOCKS // batches), -(-n // max(nr, NC_MAX // nr * nr)), 1)
+    while batches * cols % 2 and batches * cols < 4 * PARALLEL_BLOCKS and cols < n:
+        cols += 1
+    width = -(-n // cols)
+    return max(nr, -(-width // nr) * nr)
 
 
 def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, int, int],

@@ -102,6 +102,25 @@ def test_batched_matmul(dtype):
     assert "batch 3 of [17 x 20] @ [20 x 35]" in text
 
 
+@pytest.mark.parametrize("batch,cols,col_blocks", [(8, 64, (1,)), (5, 64, (2,)), (1, 256, (3, 4))])
+def test_batched_product_cuts_its_columns_only_as_the_parallel_loop_needs(batch, cols, col_blocks):
+    # each column block packs side A again: with 8 batch points there is parallel work enough
+    # without cutting 64 columns (attention's dS @ K), 5 get 2 blocks each (10: even), one
+    # batch point gets 4 (3 when NR-panel multiples make 4 cover the columns)
+    import re
+
+    A = ta.placeholder((batch, 40, 48), "float32", "A")
+    B = ta.placeholder((batch, 48, cols), "float32", "B")
+    k = ta.reduce_axis((0, 48), "k")
+    C = ta.compute((batch, 40, cols), lambda b, i, j: ta.sum(A[b, i, k] * B[b, k, j], k), name="C")
+    feed = {A: RNG.standard_normal(A.shape).astype(np.float32),
+            B: RNG.standard_normal(B.shape).astype(np.float32)}
+    text = _check_against_evaluate([C], [A, B], feed, 1e-4)
+    nr, nc = (int(x) for x in re.search(r"\d+x(\d+) vector micro-kernel \(KC=\d+ MC=\d+ NC=(\d+)\)",
+                                        text).groups())
+    assert -(-cols // nc) in col_blocks and nc % nr == 0, text
+
+
 def test_conv2d_forward_with_padding_and_stride():
     X = ta.placeholder((2, 5, 13, 11), "float32", "X")
     W = ta.placeholder((7, 5, 3, 3), "float32", "W")
