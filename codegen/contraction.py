@@ -36,6 +36,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .gemmdesc import MAXBATCH
+from .speculate import speculate
 from .target import Target, host_target
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
@@ -169,7 +170,10 @@ def _mask_factors(factors: list[Expr]) -> tuple[list[Expr], list[Expr]]:
 
 def _guarded(cond: list[Expr], value: Expr) -> Expr:
     """``if_then_else(cond, value, 0)``; conjuncts that read tensors (a mask) are tested inside
-    the others, so that those reads happen only where the index conditions hold."""
+    the others, so that those reads happen only where the index conditions hold.  The mask's
+    choice is made eager where :func:`.speculate.speculate` finds that safe (a data test, a
+    cheap value): a lazy one branches on data in the packers and in padded copies (a ReLU
+    mask is taken half the time: a misprediction every other element)."""
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
@@ -177,6 +181,8 @@ def _guarded(cond: list[Expr], value: Expr) -> Expr:
             for x in group[1:]:
                 c = logical(Op.AND, c, x)
             value = choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
+            if group is reading:
+                value = speculate(value)
     return value
 
 
@@ -203,7 +209,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     if not factors:
         return None
     fvars = [_vars(f) for f in factors]
-    cvars = [(c, _vars(c)) for c in conjuncts(cond) + masks]
+    cvars = [(c, _vars(c)) for c in _unless_implied(conjuncts(cond), op.axes + tuple(red.arg.axes)) + masks]
     axes = list(op.axes)
     for length in range(len(axes) - 1, 0, -1):
         n_axes = axes[-length:]
@@ -237,6 +243,27 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), tuple(red.arg.axes),
                                        a, b, red.dtype), tile, target or host_target())
     return None
+
+
+def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
+    """``conds`` without the affine conjuncts that hold on the whole box of ``axes``: a
+    residue class of a strided convolution's gradient (:mod:`.parity`) keeps the kernel's
+    and the input's range tests, which its narrowed axes make always true; left in, they
+    would make a plain side a guarded one (packed element by element, never copied)."""
+    from tensorad.poly.affine import IndexSpace, NotAffine
+
+    space = IndexSpace(axes)
+    box = space.box()
+    out = []
+    for c in conds:
+        if not any(n.op is Op.READ or n.op is Op.DATA_INDEX for n in walk(c)):
+            try:
+                if box.is_subset(space.cond(c)):
+                    continue
+            except NotAffine:
+                pass
+        out.append(c)
+    return out
 
 
 def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:

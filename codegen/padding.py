@@ -102,11 +102,25 @@ def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
 
 
+def _masked_copy(side: Expr) -> Padding | None:
+    """A copy of ``side`` with no padding when ``side`` is a masked pointwise value,
+    ``if_then_else(Y[idx] > 0, H[idx], 0)`` (the head of a convolution with ReLU, as its
+    weight gradient reads it): the packers then read plain values instead of testing the
+    mask each time they pack the side (once per column block)."""
+    if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
+        return None
+    read = _pointwise_read(side)
+    if read is None:
+        return None
+    return Padding(read, (0,) * len(read.src), (0,) * len(read.src), side)
+
+
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is
-    not a read guarded by exactly its own bounds, or needs no padding."""
+    not a read guarded by exactly its own bounds (or a masked pointwise value,
+    :func:`_masked_copy`), or needs no copy."""
     if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
-        return None
+        return _masked_copy(side)
     cond, value = side.src[0], side.src[1]
     read = value if value.op is Op.READ else _pointwise_read(value)
     if read is None:
@@ -118,7 +132,7 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
         guarded = box.intersect(space.cond(cond))
         affs = [space.aff(i) for i in read.src]
     except NotAffine:
-        return None
+        return _masked_copy(side)
     inside = box
     lows, highs = [], []
     for pa, size in zip(affs, t.shape):
@@ -126,8 +140,10 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
         on_box = pa.intersect_domain(box)
         lows.append(max(0, -on_box.min_val().to_python()))
         highs.append(max(0, on_box.max_val().to_python() - (size - 1)))
-    if not guarded.is_equal(inside) or (not any(lows) and not any(highs)):
+    if not guarded.is_equal(inside):
         return None
+    if not any(lows) and not any(highs):
+        return _masked_copy(side)
     plan = Padding(read, tuple(lows), tuple(highs), None if value is read else value)
     return plan if plan.size <= MAX_GROWTH * t.size else None
 

@@ -200,6 +200,46 @@ def test_strided_convolution_input_gradient_is_one_product_per_residue_class(str
     assert lowered.work <= 1.1 * ta.lower([gx], inputs, microkernel=False).work  # no padded taps
 
 
+@pytest.mark.parametrize("stride,padding,dilation", [(2, 1, 1), (1, 1, 1), (2, 0, 1), (1, 2, 2)])
+def test_relu_masked_sides_are_copied_by_selects_not_branches(stride, padding, dilation):
+    # The ReLU mask of a convolution's head is a data test taken about half the time: packers
+    # and copies evaluate it as a select (no branch to mispredict); the weight gradient's
+    # unpadded masked head is copied once instead of being tested at every packing; the range
+    # tests that a residue class's narrowed taps make always true are dropped (its kernel
+    # side is then a plain read)
+    X = ta.placeholder((2, 16, 29, 27), "float64", "X")  # products worth the micro-kernel
+    W = ta.placeholder((32, 16, 3, 3), "float64", "W")
+    C = ta.topi.nn.conv2d(X, W, stride, padding, dilation)
+    Y = ta.topi.nn.relu(C)
+    H = ta.placeholder(Y.shape, "float64", "H")
+    gx, gw = ta.JacobianRecursive(Y, [X, W], H)
+    x, w, h = (RNG.standard_normal(t.shape) for t in (X, W, H))
+    x[0, :, :4, :4] = 0.0  # ties at the kink: relu'(0) = 0
+    want = ta.evaluate([gx, gw], {X: x, W: w, H: h})
+    inputs = [X, W, H, C]
+    args = [x, w, h, ta.build([C], [X, W])(x, w)]
+    kern = ta.build([gx, gw], inputs, microkernel=True, parallel_min_work=0)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        for g, ref in zip(kern(*args), want):
+            np.testing.assert_allclose(g, ref, rtol=1e-11, atol=1e-11)
+    text = str(ta.lower([gx, gw], inputs, microkernel=True))
+    copies = [line for line in text.splitlines()
+              if ".padded" in line and "] = " in line and "conv2d[" in line]
+    assert copies and all("select(" in line and "if_then_else(" not in line for line in copies), copies
+    assert f"float64[{', '.join(map(str, Y.shape))}]" in "".join(
+        line for line in text.splitlines() if line.strip().startswith("allocate") and ".padded" in line)
+    if stride == 2:  # the kernel side of each residue class is a plain read: no guarded packing
+        from tensorad.codegen.contraction import match_contraction
+        from tensorad.codegen.inline import inline_bodies
+        from tensorad.codegen.parity import decompose
+
+        op = gx.op
+        body = inline_bodies(op, set(), {X, W, H, C})[0]
+        pieces, specs, _ = decompose(op, body, lambda p: match_contraction(p, p.body))
+        assert all(spec.a.op is ta.ir.expr.Op.READ or spec.b.op is ta.ir.expr.Op.READ for spec in specs)
+
+
 def test_guarded_triangular_contraction_and_extra_factors():
     n = 37
     A = ta.placeholder((n, n), "float32", "A")
