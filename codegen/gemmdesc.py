@@ -55,7 +55,7 @@ SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
 DESC_LEN = H_APRE + 1
-APRE_LIMIT = 1 << 20  # bytes of side A packed once per call
+APRE_LIMIT = 4 << 20  # bytes of side A packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2 = 0, 1, 2, 3
 POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,

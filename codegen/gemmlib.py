@@ -252,10 +252,11 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
     # side A packed once for the whole call when it reads no batch axis and this call runs
-    # several batch points (each block at k0 * Mpad + ic * kcl), else per block as usual
+    # several blocks (batch points or column blocks, which all read the same A; each block
+    # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
-                 b.icmp_signed(">", b.sub(hi, lo), njc))
+                 b.icmp_signed(">", b.sub(hi, lo), I64(1)))
     apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
     with b.if_then(pre):
         with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:

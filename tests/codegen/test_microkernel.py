@@ -121,6 +121,30 @@ def test_batched_product_cuts_its_columns_only_as_the_parallel_loop_needs(batch,
     assert -(-cols // nc) in col_blocks and nc % nr == 0, text
 
 
+def test_side_a_that_reads_no_batch_axis_is_packed_once_per_call():
+    # every column block (and batch point) reads the same A: the library packs it once per
+    # call instead of once per block; correct with partial row, depth and column blocks
+    from tensorad.codegen.contraction import match_contraction
+    from tensorad.codegen.microkernel import packs_a_once
+
+    def spec(a_shape, a_read, batch=()):
+        A = ta.placeholder(a_shape, "float32", "A")
+        B = ta.placeholder(batch + (39, 45), "float32", "B")
+        k = ta.reduce_axis((0, 39), "k")
+        C = ta.compute(batch + (37, 45), lambda *ax: ta.sum(a_read(A, ax, k) * B[ax[:-2] + (k, ax[-1])], k),
+                       name="C")
+        return match_contraction(C.op, C.op.body), A, B, C
+
+    unbatched, A, B, C = spec((39, 37), lambda A, ax, k: A[k, ax[-2]])
+    assert packs_a_once(unbatched)
+    assert packs_a_once(spec((37, 39), lambda A, ax, k: A[ax[-2], k], (3,))[0])  # shared weights
+    assert not packs_a_once(spec((3, 37, 39), lambda A, ax, k: A[ax[0], ax[-2], k], (3,))[0])
+    feed = {A: RNG.standard_normal(A.shape).astype(np.float32),
+            B: RNG.standard_normal(B.shape).astype(np.float32)}
+    for tile in ((8, 16, 16, 16), None):
+        _check_against_evaluate([C], [A, B], feed, 1e-4, **({"tile": tile} if tile else {}))
+
+
 def test_conv2d_forward_with_padding_and_stride():
     X = ta.placeholder((2, 5, 13, 11), "float32", "X")
     W = ta.placeholder((7, 5, 3, 3), "float32", "W")
