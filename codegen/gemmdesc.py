@@ -161,7 +161,7 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
     k_steps = {forms[d].get(kaxes[-1], 0) for d in checked}
     if checked and run_k > run_o and block_size(width, vw) and k_steps <= {-1, 0, 1}:
         mode = TRANSPOSE  # contiguous along k: masked transposes (a weight gradient's input windows)
-    elif coef[kaxes[-1]] == 2 and kaxes[-1].extent >= 2 * block_size(width, vw) > 0 \
+    elif coef[kaxes[-1]] == 2 and kaxes[-1].extent >= block_size(width, vw) > 0 \
             and _runs(outer, [coef[a] for a in outer]) < kaxes[-1].extent and k_steps <= {0, 2}:
         mode = TRANSPOSE2  # every other element along k (a stride-2 convolution's weight gradient)
     elif checked:
