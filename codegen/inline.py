@@ -72,6 +72,57 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
     return chosen
 
 
+def _match(pattern: Expr, e: Expr, axes: frozenset, bind: dict) -> bool:
+    """Whether ``e`` is ``pattern`` with each of ``axes`` replaced by an expression (bound in
+    ``bind``, the same one at each occurrence)."""
+    stack = [(pattern, e)]
+    while stack:
+        p, x = stack.pop()
+        if p in axes:
+            if bind.setdefault(p, x) != x:
+                return False
+        elif p is not x and (p.op is not x.op or p.dtype != x.dtype or p.arg != x.arg
+                             or len(p.src) != len(x.src)):
+            return False
+        elif p is not x:
+            stack.extend(zip(p.src, x.src))
+    return True
+
+
+def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
+    """Reads of a materialized elementwise value instead of computing it again: where a later
+    op's body contains the body of a materialized op ``T`` (no reduction, a transcendental
+    function in it, stored in the type it computes) at some index, it reads ``T`` there.  The
+    softmax gradient ``(dP / s - c) * exp(z - m)`` reads the ``exp(z - m)`` its program
+    stores anyway.  ``check(op, bodies)`` proves the new reads in bounds (the reader may
+    evaluate the expression where ``T`` has no element: then its bodies stay as they were).
+    ``bodies`` is updated in place."""
+    from tensorad.ir.rewrite import rewrite
+
+    for k, t_op in enumerate(ops):
+        if t_op.is_reduction or t_op.num_outputs != 1 or not t_op.axes:
+            continue
+        pattern = bodies[t_op][0]
+        if pattern.dtype != t_op.body[0].dtype or not any(n.op in UNARY_MATH for n in walk(pattern)):
+            continue
+        axes = frozenset(t_op.axes)
+        tensor = Tensor(t_op, 0)
+
+        def rule(node: Expr, pattern=pattern, axes=axes, tensor=tensor, t_op=t_op) -> Expr | None:
+            bind: dict = {}
+            if not _match(pattern, node, axes, bind) or len(bind) != len(axes):
+                return None
+            return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
+
+        for reader in ops[k + 1:]:
+            old = bodies[reader]
+            if not any(n.op is pattern.op for b in old for n in walk(b)):
+                continue
+            new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
+            if any(a is not b for a, b in zip(new, old)) and check(reader, new):
+                bodies[reader] = new
+
+
 def inline_bodies(op: ComputeOp, materialized: set[ComputeOp], inputs: set[Tensor]) -> tuple[Expr, ...]:
     """``op``'s bodies with every read of a non-materialized compute replaced by its body."""
     def inline(node: Expr) -> Expr | None:

@@ -22,11 +22,11 @@ from tensorad.ir.printer import Namer, print_tensor_recursively
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
-from tensorad.lang.bounds import check_op_bounds
+from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import covers_box, op_domain
 from .group import Group, Unit, make_unit, order_siblings, plan_groups
-from .inline import choose_materialized, inline_bodies
+from .inline import choose_materialized, inline_bodies, reuse_materialized
 from .islast import build_loops
 from .nestfuse import lower_group
 from .program import Buffer, Fill, Nest, Program, program_text
@@ -188,6 +188,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                                        set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
+    reuse_materialized(ops, bodies, _reads_in_bounds)
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
@@ -216,6 +217,14 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         if failed is None:
             return program, opts, tuple(ctx.offered)
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
+
+
+def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:
+    try:
+        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs))
+    except OutOfBoundsError:
+        return False
+    return True
 
 
 class _LoweringMemo:

@@ -127,6 +127,34 @@ def test_softmax_gradient_rows_run_in_one_nest(opts):
 
 
 @pytest.mark.parametrize("opts", THREADS)
+def test_attention_gradient_reads_the_stored_exp_instead_of_computing_it_again(opts):
+    # the softmax gradient (dP / s - c) * exp(z - m) contains the exp its program stores for
+    # the row sums and V's gradient: it reads it there (one exp per element, not two)
+    Q, K, V = (ta.placeholder((2, 9, 5), "float64", n) for n in "QKV")
+    Y = ta.topi.nn.scaled_dot_product_attention(Q, K, V)
+    H = ta.placeholder(Y.shape, "float64", "H")
+    g = ta.gradient(Y, [Q, K, V], H)
+    text = str(ta.lower(g, [Q, K, V, H]))
+    assert text.count("exp(") == 1, text
+    _check(g, [Q, K, V, H], [RNG.standard_normal(t.shape) for t in (Q, K, V, H)], opts, 1e-10)
+
+
+def test_stored_value_is_not_read_where_it_has_no_element():
+    # T = exp(X[i]) has 5 elements, R computes exp(X[i]) for 8: R keeps its own exp
+    X = ta.placeholder((8,), "float64", "X")
+    T = ta.compute((5,), lambda i: ta.exp(X[i]), "T")
+    R = ta.compute((8,), lambda i: ta.exp(X[i]) * 2.0, "R")
+    S = ta.compute((5,), lambda i: ta.exp(X[i]) + T[i], "S")
+    lowered = ta.lower([T, R, S], [X])
+    assert str(lowered).count("exp(") == 2  # T's and R's; S reads T
+    x = RNG.standard_normal(8)
+    t, r, s = ta.build([T, R, S], [X])(x)
+    np.testing.assert_allclose(t, np.exp(x[:5]))
+    np.testing.assert_allclose(r, 2 * np.exp(x))
+    np.testing.assert_allclose(s, 2 * np.exp(x[:5]))
+
+
+@pytest.mark.parametrize("opts", THREADS)
 @pytest.mark.parametrize("hw", [(8, 8), (9, 7)])
 def test_max_pool_gradient_computes_each_winner_in_its_window(hw, opts):
     X = ta.placeholder((2, 3) + hw, "float32", "X")
