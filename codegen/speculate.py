@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import rewrite, walk
+from tensorad.ir.tensor import reads_data
 
 _LOGIC = (Op.AND, Op.OR, Op.NOT)
 _COSTLY = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
@@ -43,22 +44,10 @@ def _atoms(c: Expr) -> list[Expr]:
     return out
 
 
-def _reads_outside_gathers(e: Expr) -> bool:
-    """Whether ``e`` reads data other than through a gather index (which isl models)."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if n.op in (Op.READ, Op.REDUCE):
-            return True
-        if n.op is not Op.DATA_INDEX:
-            stack.extend(n.src)
-    return False
-
-
 def data_dependent(c: Expr) -> bool:
     """Whether every atom of condition ``c`` reads data isl cannot model (so the bounds proof
     could use none of them)."""
-    return all(_reads_outside_gathers(a) for a in _atoms(c))
+    return all(reads_data(a) for a in _atoms(c))
 
 
 def _cheap(e: Expr) -> bool:
