@@ -260,7 +260,7 @@ def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
             try:
                 if box.is_subset(space.cond(c)):
                     continue
-            except NotAffine:
+            except (NotAffine, NotImplementedError, ValueError):
                 pass
         out.append(c)
     return out

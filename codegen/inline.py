@@ -99,11 +99,19 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
     ``bodies`` is updated in place."""
     from tensorad.ir.rewrite import rewrite
 
+    position = {op: k for k, op in enumerate(ops)}
+    readers: dict[Tensor, list[ComputeOp]] = {}  # tensor -> the ops reading it, in order
+    for op in ops:
+        for t in dict.fromkeys(n.arg for b in bodies[op] for n in walk(b) if n.op is Op.READ):
+            readers.setdefault(t, []).append(op)
     for k, t_op in enumerate(ops):
         if t_op.is_reduction or t_op.num_outputs != 1 or not t_op.axes:
             continue
         pattern = bodies[t_op][0]
         if pattern.dtype != t_op.body[0].dtype or not any(n.op in UNARY_MATH for n in walk(pattern)):
+            continue
+        first = next((n.arg for n in walk(pattern) if n.op is Op.READ), None)
+        if first is None:
             continue
         axes = frozenset(t_op.axes)
         tensor = Tensor(t_op, 0)
@@ -114,7 +122,8 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
                 return None
             return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
 
-        for reader in ops[k + 1:]:
+        # (only the later readers of a tensor the pattern reads: linear in a long chain)
+        for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
             if not any(n.op is pattern.op for b in old for n in walk(b)):
                 continue
