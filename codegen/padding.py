@@ -15,6 +15,10 @@ equals a plain read of a zero-padded copy::
 which packs like a forward convolution's window: one pass over the padded size (a few percent
 of the contraction's time) saves a third of it (conv2d's input gradient: 8.0 -> 6.7 ms).
 
+A side that needs no padding but tests a mask at each element (``if_then_else(Y[idx] > 0,
+H[idx], 0)``, a ReLU-masked head as a weight gradient reads it) is copied the same way with no
+padding, when packing it once per column block would cost more than the copy.
+
 A temporary never outgrows the kernel's arguments.  When the whole copy would, and the read's
 first index is the contraction's first batch axis (the batch of a convolution), the batch is
 done in *chunks*: the copy of chunk ``c`` (``Hp_c[n', ...] = padded H[n' + c0, ...]``), then
