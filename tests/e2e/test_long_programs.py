@@ -165,3 +165,21 @@ def test_a_1000_long_chain_of_inlined_producers_lowers_and_builds():
     low = ta.lower([Y], [X])
     assert low.text.count("# nest") == 1 and low.work == 4
     np.testing.assert_allclose(ta.build([Y], [X], opt_level=1)(x), want, rtol=1e-12)
+
+
+def test_the_llvm_module_of_a_long_chain_gradient_is_linear_in_size():
+    # every nest function took every buffer of the program as a parameter (and main passed them
+    # all at each call): N nests over N buffers gave N x N parameters, and LLVM's time followed
+    from tensorad.codegen.llvm_emit import ModuleEmitter
+
+    sizes = {}
+    for n in (30, 60):
+        X, L = _tanh_chain(n)
+        (g,) = ta.gradient(L, [X])
+        low = ta.lower([g], [X])
+        text = str(ModuleEmitter(low.program, "p", use_gomp=False).emit())
+        params = sum(line.count("ptr noalias") for line in text.splitlines() if line.startswith("define"))
+        sizes[n] = (low.text.count("# nest"), params, len(text))
+    assert sizes[60][0] >= 1.8 * sizes[30][0], sizes  # about one nest per step
+    for a, b in zip(sizes[30], sizes[60]):
+        assert b <= 2.3 * a, sizes
