@@ -236,7 +236,8 @@ else:
     print("ok")
 """
     env = dict(__import__("os").environ, PYTHONHASHSEED="1")
-    data = subprocess.run([sys.executable, "-c", code, "dump"], capture_output=True, env=env, check=True).stdout
+    data = subprocess.run([sys.executable, "-c", code, "dump"], capture_output=True, env=env,
+                          check=True).stdout
     env["PYTHONHASHSEED"] = "2"
     out = subprocess.run([sys.executable, "-c", code, "load"], input=data, capture_output=True, env=env)
     assert out.returncode == 0 and out.stdout.strip() == b"ok", out.stderr[-2000:]
