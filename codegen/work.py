@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import MissingRuleError, fold, walk
+from tensorad.ir.rewrite import fold, walk
 
 from .program import If, Loop
 
@@ -247,6 +247,8 @@ class WorkCounter:
             return None
         out = []
         bounds = (_py_function(t.hi), _py_function(t.lo))  # (walked once, evaluated per point)
+        if None in bounds:
+            return None  # not integer arithmetic (a comparison, a select): expand instead
         for p in range(n):
             point = {v: int(np.broadcast_to(a, (n,))[p]) for v, a in env.items()}
             total = _piecewise_sum(t, s.var, point, int(lo[p]), s.step, int(trips[p]), bounds)
@@ -359,12 +361,16 @@ _PY_BINARY = {op: r for op, r in _PY_RULES.items() if r.__code__.co_argcount == 
 def _py_function(e: Expr):
     """``e`` as a Python function of a point (``{var: int}``): the expression is walked once,
     then each evaluation is nested closure calls (the loop counter evaluates the same bounds
-    at many frontier points)."""
+    at many frontier points).  ``None`` when ``e`` is not integer arithmetic."""
     def rule(node: Expr, *kids):
         op = node.op
+        if any(k is None for k in kids):
+            return None
         if op is Op.VAR:
             return lambda env: env[node]
         if op is Op.CONST:
+            if isinstance(node.arg, float) and not node.arg.is_integer():
+                return None
             c = int(node.arg)
             return lambda env: c
         if op is Op.CAST:
@@ -373,8 +379,8 @@ def _py_function(e: Expr):
             a = kids[0]
             return lambda env: -a(env)
         combine = _PY_BINARY.get(op)
-        if combine is None:
-            raise MissingRuleError(f"no integer evaluation rule for {op.name}")
+        if combine is None or len(kids) != 2:
+            return None
         a, b = kids
         return lambda env: combine(node, a(env), b(env))
 

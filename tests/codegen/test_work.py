@@ -283,3 +283,19 @@ def test_piecewise_bounds_are_walked_once_per_loop_not_per_point(monkeypatch):
     want = sum(max(0, min(64, 2 * i) - (i + 1)) for i in range(64)) * 40
     assert low.work == want
     assert 0 < walks["n"] <= 16, walks
+
+
+def test_piecewise_bounds_that_are_not_integer_arithmetic_expand():
+    # a bound with a comparison (select(v >= 3, v, 2 v)) is no piecewise-affine form: the
+    # counter expands it; compiling the bounds up front raised MissingRuleError instead
+    # (found by the torch bridge's gradgradcheck of reshape)
+    from tensorad.codegen.work import count_work
+    from tensorad.ir import expr as E
+
+    v, t, o = E.var("v"), E.var("t"), E.var("o")
+    zero = E.const(0, v.dtype)
+    hi = ta.select(v >= 3, v, v * 2)
+    inner = Loop(t, zero, hi, (Assign((), (), counted=True),))
+    outer = Loop(v, zero, E.const(8, v.dtype), (inner,))
+    body = (Loop(o, zero, E.const(5, v.dtype), (outer,)),)
+    assert count_work(body) == 5 * sum(x if x >= 3 else 2 * x for x in range(8))
