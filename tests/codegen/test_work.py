@@ -290,6 +290,7 @@ def test_piecewise_bounds_that_are_not_integer_arithmetic_expand():
     # counter expands it; compiling the bounds up front raised MissingRuleError instead
     # (found by the torch bridge's gradgradcheck of reshape)
     from tensorad.codegen.work import count_work
+
     from tensorad.ir import expr as E
 
     v, t, o = E.var("v"), E.var("t"), E.var("o")
