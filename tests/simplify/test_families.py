@@ -60,13 +60,10 @@ def test_hvp_of_dense_tanh_shares_the_tangent_of_the_shared_intermediate():
     assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
 
 
-def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
+def _hand_causal_attention(n: int, d: int):
     """Causal attention written by hand: softmax's input is an elementwise tensor
-    (``scaled = scores / 8``) and the mask an ``if_then_else`` inside sums ``where j <= i``.
-    The softmax does not depend on its row max, so no winner reduction and no adjoint of the
-    max may remain: the polynomial sees ``exp(scaled - m)`` and ``exp(scores / 8 - m)`` as one
-    atom, and ``if_then_else(j <= i, x, 0)`` as ``x`` inside a sum over ``j <= i``."""
-    n, d = 7, 3
+    (``scaled = scores / 8``), the mask an ``if_then_else`` inside sums ``where j <= i``, and
+    ``scores`` is defined on the whole square."""
     Q, K, V = (ta.placeholder((n, d), name=c) for c in "QKV")
     r = ta.reduce_axis((0, d), "d")
     S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
@@ -78,7 +75,15 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
     P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
     out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
     H = ta.placeholder(out.shape, name="H")
-    grads = ta.JacobianRecursive(out, [Q, K, V], H)
+    return out, [Q, K, V], H
+
+
+def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
+    """The softmax does not depend on its row max, so no winner reduction and no adjoint of the
+    max may remain: the polynomial sees ``exp(scaled - m)`` and ``exp(scores / 8 - m)`` as one
+    atom, and ``if_then_else(j <= i, x, 0)`` as ``x`` inside a sum over ``j <= i``."""
+    out, inputs, H = _hand_causal_attention(7, 3)
+    grads = ta.JacobianRecursive(out, inputs, H)
     from tensorad.ir import tensor_graph
 
     kinds = {t.op.body[0].arg.combiner.kind for t in tensor_graph(grads)
@@ -86,11 +91,31 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
     assert kinds == {"sum", "max"}, kinds  # the forward max only: no winner (argmax) reduction
     assert sum(1 for t in tensor_graph(grads) if not t.is_placeholder and t.op.is_reduction
                and t.op.body[0].arg.combiner.kind == "max") == 1
-    raw = ta.JacobianRecursive(out, [Q, K, V], H, optimize=False)
+    raw = ta.JacobianRecursive(out, inputs, H, optimize=False)
     rng = np.random.default_rng(7)
     feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(raw)}
     for got, want in zip(ta.evaluate(grads, feed), ta.evaluate(raw, feed)):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+def test_hand_written_causal_attention_reaches_hand_work():
+    """The same hand formula as the topi workload (``causal_attention`` in workloads.py):
+    ``scores`` and ``scaled`` are materialized, and every reader reads them where ``j <= i``
+    only, so they are computed on the triangle (codegen/footprint.py), not on the square."""
+    n, d = 9, 4
+    out, inputs, H = _hand_causal_attention(n, d)
+    grads = ta.JacobianRecursive(out, inputs, H)
+    t = n * (n + 1) // 2
+    hand = 5 * t * d + 5 * t
+    work = ta.lower(grads, placeholders(grads)).work
+    assert work <= 1.1 * hand, f"hand-written causal attention: work {work} > 1.1 x {hand}"
+    kernel = ta.build(grads, placeholders(grads))
+    rng = np.random.default_rng(11)
+    feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(grads)}
+    got = kernel(*[feed[x] for x in placeholders(grads)])
+    raw = ta.JacobianRecursive(out, inputs, H, optimize=False)
+    for g, want in zip(got, ta.evaluate(raw, feed)):
+        np.testing.assert_allclose(g, want, rtol=2e-4, atol=2e-5)
 
 
 def _pairs(size: int, out: int, window: int, pad: int) -> int:
