@@ -140,6 +140,8 @@ class _Pass:
     def lookup(self, free: Sequence[Expr], body: Expr) -> Expr | None:
         """A read of a tensor of the call's table equal to ``body`` over the variables
         ``free``, as written or in its canonical spelling (:mod:`.bracket`), if one is held."""
+        if not self.ctx.table.may_hold((body,)):  # (canonical spellings read the same tensors)
+            return None
         found = self.ctx.table.lookup(ComputeOp("", "", tuple(free), (body,)))
         if found is not None:
             return Tensor(found, 0)[tuple(free)]
