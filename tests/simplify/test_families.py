@@ -53,14 +53,18 @@ def test_hvp_of_dense_tanh_shares_the_tangent_of_the_shared_intermediate():
     assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
 
 
-def _hand_causal_attention(n: int, d: int):
+def _hand_causal_attention(n: int, d: int, lifted: bool = False):
     """Causal attention written by hand: softmax's input is an elementwise tensor
-    (``scaled = scores / 8``), the mask an ``if_then_else`` inside sums ``where j <= i``, and
-    ``scores`` is defined on the whole square."""
+    (``scaled = scores / 8``; with ``lifted``, one compute ``sum(Q K) / 8`` whose sum the
+    language lifts into ``scores.red``), the mask an ``if_then_else`` inside sums
+    ``where j <= i``, and the scores are defined on the whole square."""
     Q, K, V = (ta.placeholder((n, d), name=c) for c in "QKV")
     r = ta.reduce_axis((0, d), "d")
-    S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
-    Ss = ta.compute((n, n), lambda i, j: S[i, j] / 8.0, name="scaled")
+    if lifted:
+        Ss = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r) / 8.0, name="scores")
+    else:
+        S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
+        Ss = ta.compute((n, n), lambda i, j: S[i, j] / 8.0, name="scaled")
     s1, s2, s3 = (ta.reduce_axis((0, n), "s") for _ in range(3))
     m = ta.compute((n,), lambda i: ta.max(Ss[i, s1], s1, where=s1 <= i), name="rowmax")
     E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
@@ -71,11 +75,12 @@ def _hand_causal_attention(n: int, d: int):
     return out, [Q, K, V], H
 
 
-def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
+@pytest.mark.parametrize("lifted", [False, True], ids=["scaled_tensor", "lifted_sum"])
+def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input(lifted):
     """The softmax does not depend on its row max, so no winner reduction and no adjoint of the
     max may remain: the polynomial sees ``exp(scaled - m)`` and ``exp(scores / 8 - m)`` as one
     atom, and ``if_then_else(j <= i, x, 0)`` as ``x`` inside a sum over ``j <= i``."""
-    out, inputs, H = _hand_causal_attention(7, 3)
+    out, inputs, H = _hand_causal_attention(7, 3, lifted)
     grads = ta.JacobianRecursive(out, inputs, H)
     from tensorad.ir import tensor_graph
 
@@ -91,12 +96,13 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input():
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
 
 
-def test_hand_written_causal_attention_reaches_hand_work():
+@pytest.mark.parametrize("lifted", [False, True], ids=["scaled_tensor", "lifted_sum"])
+def test_hand_written_causal_attention_reaches_hand_work(lifted):
     """The same hand formula as the topi workload (``causal_attention`` in workloads.py):
-    ``scores`` and ``scaled`` are materialized, and every reader reads them where ``j <= i``
-    only, so they are computed on the triangle (codegen/footprint.py), not on the square."""
+    the scores are materialized, and every reader reads them where ``j <= i`` only, so they
+    are computed on the triangle (codegen/footprint.py), not on the square."""
     n, d = 9, 4
-    out, inputs, H = _hand_causal_attention(n, d)
+    out, inputs, H = _hand_causal_attention(n, d, lifted)
     grads = ta.JacobianRecursive(out, inputs, H)
     t = n * (n + 1) // 2
     hand = 5 * t * d + 5 * t
