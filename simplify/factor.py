@@ -21,6 +21,13 @@ brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); oth
 kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
 (which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
 custom combiners are not linear).
+
+A sum over an empty domain is ``0`` whatever its terms, but ``coef * [sum]`` is ``coef * 0``,
+which is NaN when ``coef`` is inf or NaN at run time (an empty max is ``-inf``; fuzz seed
+14178).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
+``if_then_else(exists k: cond(i, k), coef * [sum], 0)``: the strong zero of the original.  isl
+projects the where-condition onto the axes; where no point's domain is empty there is no guard,
+and a where-condition isl cannot represent is not rewritten.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.domain import IndexSet
 
+from .eliminate import split_affine
 from .logic import all_of, conjuncts
 from .polynomial import provably_zero
 from .rules import simplify_expr
@@ -176,6 +185,20 @@ def _count(red: Expr) -> int | None:
     return n
 
 
+def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
+    """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
+    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell."""
+    cond = red.src[0]
+    if cond is TRUE:
+        return TRUE
+    variables = list(axes) + list(red.arg.axes)
+    affine, residual = split_affine(conjuncts(cond), variables)
+    if residual:
+        return None
+    onto = IndexSet.from_conditions(variables, affine).project_onto(axes)
+    return simplify_expr(onto.gist(IndexSet.box(onto.vars)).to_cond(), ctx)
+
+
 class _Plan:
     """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
 
@@ -195,6 +218,9 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     rvars = red.arg.axes
     bound = frozenset(rvars)
     count = _count(red)
+    nonempty = _nonempty(axes, red, ctx)
+    if nonempty is None:
+        return None
 
     def bracket(factors: tuple[Expr, ...]) -> Expr:
         return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
@@ -226,23 +252,19 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             tries = [(frozenset(sub), False) for k in range(1, len(rvars))
                      for sub in combinations(rvars, k)]
         for outer, create in tries:
-            inner = frozenset(r for r in rvars if r not in outer)
-            cs = conjuncts(cond)
-            inside = Expr(Op.REDUCE, red.dtype,
-                          (all_of([c for c in cs if _mentions(c, inner)]),
-                           _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
-                          ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
-            free = used(inside, tuple(r for r in rvars if r in outer))
+            split = _nest_split(axes, red, factors, seen, outer, ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
+            free = used(inside, ovars)
             read = lookup(free, inside)
             if read is None:
                 if not create:
                     continue
                 read = make(free, inside, True, True)
-            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inner]
+            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inside_vars(inside)]
                                         + [read], red.dtype))
-            return Expr(Op.REDUCE, red.dtype,
-                        (all_of([c for c in cs if not _mentions(c, inner)]), src),
-                        ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in outer), 0))
+            return Expr(Op.REDUCE, red.dtype, (where, src), ReduceArg(red.arg.combiner, ovars, 0))
         return None
 
     def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
@@ -309,6 +331,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     total = plan.out[0]
     for t in plan.out[1:]:
         total = total + t
+    if nonempty is not TRUE:
+        total = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, total, const(0, red.dtype)))
     return simplify_expr(total, ctx)
 
 
@@ -500,28 +524,52 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
     coef, factors = groups[0]
     if not factors:
         return None
-    cond = red.src[0]
+    seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
     for k in range(len(rvars) - 1, 0, -1):
         for sub in combinations(rvars, k):
-            outer = frozenset(sub)
-            inner = frozenset(r for r in rvars if r not in outer)
-            seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
-            cs = conjuncts(cond)
-            inside = Expr(Op.REDUCE, red.dtype,
-                          (all_of([c for c in cs if _mentions(c, inner)]),
-                           _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
-                          ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
+            split = _nest_split(axes, red, factors, seen, frozenset(sub), ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
             free = set(walk(inside))
-            found = lookup(tuple(a for a in axes if a in free)
-                           + tuple(r for r in rvars if r in outer and r in free), inside)
+            found = lookup(tuple(a for a in axes if a in free) + tuple(r for r in ovars if r in free),
+                           inside)
             if found is None:
                 continue
+            inner = inside_vars(inside)
             src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inner] + [found],
                                         red.dtype))
-            return Expr(Op.REDUCE, red.dtype,
-                        (all_of([c for c in cs if not _mentions(c, inner)]), simplify_expr(src, ctx)),
-                        ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in outer), 0))
+            return Expr(Op.REDUCE, red.dtype, (where, simplify_expr(src, ctx)),
+                        ReduceArg(red.arg.combiner, ovars, 0))
     return None
+
+
+def inside_vars(inside: Expr) -> frozenset:
+    """The variables of an inner bracket's sum."""
+    return frozenset(inside.arg.axes)
+
+
+def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
+                outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the
+    bracket sums the factors that use an inner variable under the conjuncts that do; the outer
+    sum keeps the other conjuncts and runs only where the inner domain has a point (else
+    ``coef * [empty sum]`` is NaN when ``coef`` is inf, where the original has no term).
+    ``None`` when isl cannot tell where the inner domain is empty."""
+    rvars = red.arg.axes
+    inner = frozenset(r for r in rvars if r not in outer)
+    cs = conjuncts(red.src[0])
+    inside = Expr(Op.REDUCE, red.dtype,
+                  (all_of([c for c in cs if _mentions(c, inner)]),
+                   _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
+                  ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
+    ovars = tuple(r for r in rvars if r in outer)
+    nonempty = _nonempty(tuple(axes) + ovars, inside, ctx)
+    if nonempty is None:
+        return None
+    where = all_of([c for c in cs if not _mentions(c, inner)]
+                   + ([] if nonempty is TRUE else [nonempty]))
+    return inside, ovars, where
 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
