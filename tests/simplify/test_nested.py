@@ -152,3 +152,27 @@ def test_normalization_gradients_keep_their_values(shape, data, affine, seed):
     feed = {x: rng.standard_normal(x.shape).astype(np.float32) for x in placeholders(want)}
     for a, e in zip(ta.evaluate(got, feed), ta.evaluate(want, feed)):
         np.testing.assert_allclose(a, e, rtol=2e-4, atol=2e-4)
+
+
+def test_a_nested_sum_keeps_the_zero_of_an_empty_inner_domain():
+    """``Y1[c] = sum_{b, k < c} v[b, c] A[b, c, k]`` and ``Y2[c] = sum_{b, k < c} u[b]
+    A[b, c, k]`` share the partial sums ``sum_{k < c} A[b, c, k]``: for ``c = 0`` the inner
+    domain is empty, so ``v[b, 0] = inf`` never meets it (the original is finite), while
+    ``v * [sum]`` would be ``inf * 0 = NaN``.  The outer sums run only where the inner domain
+    has a point."""
+    b1, k1 = ta.reduce_axis((0, N), "b"), ta.reduce_axis((0, K), "k")
+    b2, k2 = ta.reduce_axis((0, N), "b"), ta.reduce_axis((0, K), "k")
+    Y1 = ta.compute((C,), lambda c: ta.sum(v[b1, c] * A[b1, c, k1], [b1, k1], where=k1 < c), name="Y1")
+    Y2 = ta.compute((C,), lambda c: ta.sum(u[b2] * A[b2, c, k2], [b2, k2], where=k2 < c), name="Y2")
+    opt = Optimizer()
+    got = opt.finish([opt(Y1), opt(Y2)])
+    from tensorad.ir import tensor_graph
+
+    shared = {t.op for t in tensor_graph([got[0]])} & {t.op for t in tensor_graph([got[1]])}
+    assert any(not isinstance(op, type(A.op)) and op.is_reduction for op in shared), "one partial sum"
+    feed = _feed(np.random.default_rng(4))
+    feed[v][:, 0] = np.inf
+    want = ta.evaluate([Y1, Y2], feed)
+    assert np.isfinite(want[0]).all() and np.isfinite(want[1]).all()
+    for g, w in zip(ta.evaluate(got, feed), want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
