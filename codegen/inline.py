@@ -8,7 +8,13 @@ The rule (visible in the printed program as ``# inlined: ...`` and ``allocate ..
   at least twice per element (``reads / size >= 2``, estimated from the readers' iteration
   boxes) -- the softmax ``exp`` read by both the sum and the division;
 * but a tensor larger than every input and output together is never materialized when it can
-  be inlined (a Jacobian-sized intermediate must not reach memory).
+  be inlined (a Jacobian-sized intermediate must not reach memory);
+* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor
+  whose body, with its inlined producers substituted, would pass it is materialized (a long
+  elementwise chain becomes one nest per ``INLINE_BUDGET`` operations).  LLVM's time on one
+  straight-line body grows faster than its length (the register allocator's is about
+  quadratic), so this keeps compile time linear in the program; a producer shared by two
+  readers is counted in both (an over-estimate: at worst it materializes earlier).
 
 :func:`inline_bodies` then substitutes the bodies of inlined tensors into their readers, giving
 each materialized op bodies that read only buffers.
@@ -21,6 +27,7 @@ from tensorad.ir.rewrite import replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
+INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
 
 
 def _box(op: ComputeOp) -> int:
@@ -69,7 +76,31 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
         costly = heavy > 0 or reads >= 3
         if costly and uses[op] >= 2 * size and size <= max(limit, 1):
             chosen.add(op)
+    _bound_inlined_size(ops, chosen, force_inline)
     return chosen
+
+
+def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inline: set) -> None:
+    """Materialize (add to ``chosen``) every op whose body with its inlined producers would
+    hold more than :data:`INLINE_BUDGET` expensive operations; ``ops`` lists producers first."""
+    gathered: dict[ComputeOp, int] = {}
+    for op in ops:
+        seen: set[int] = set()
+        total = 0
+        producers: dict[ComputeOp, None] = {}
+        for b in op.body:
+            for n in walk(b):
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if n.op in EXPENSIVE:
+                    total += 1
+                elif n.op is Op.READ and n.arg.op in gathered:
+                    producers.setdefault(n.arg.op, None)
+        total += sum(gathered[p] for p in producers)
+        if total > INLINE_BUDGET and op not in force_inline:
+            chosen.add(op)
+        gathered[op] = 0 if op in chosen else total
 
 
 def _match(pattern: Expr, e: Expr, axes: frozenset, bind: dict) -> bool:

@@ -2,8 +2,11 @@
 
 Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
 
-* ``P_nest<k>(ptr noalias b0, ..., ptr noalias bN, i64 lo, i64 hi)`` -- one function per nest;
-  a parallel nest runs its outermost loop over ``[lo, hi)`` only, a serial one ignores them.
+* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the
+  buffers that nest reads or writes (:func:`nest_buffers`; all of them for a micro-kernel nest)
+  and, in checked mode, the violation record: a program of N nests over N buffers stays linear
+  in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
+  over ``[lo, hi)`` only, a serial one ignores them.
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
 * ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp:
   thread ``t`` of ``T`` runs the static chunk ``[L + t*c*s, min(L + (t+1)*c*s, H))`` of
@@ -53,6 +56,51 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
     return frozenset(out)
 
 
+def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
+    """The tensors whose buffers the statements read or store, in first-use order (a dict used
+    as an ordered set): the parameters of a nest's function."""
+    found = {} if found is None else found
+    seen: set[int] = set()
+
+    def exprs(e: Expr) -> None:
+        for n in _walk_new(e, seen):
+            if n.op is Op.READ:
+                found.setdefault(n.arg, None)
+
+    for s in stmts:
+        if isinstance(s, Loop):
+            exprs(s.lo)
+            exprs(s.hi)
+            nest_buffers(s.body, found)
+        elif isinstance(s, If):
+            exprs(s.cond)
+            nest_buffers(s.then, found)
+            nest_buffers(s.orelse, found)
+        elif isinstance(s, Store):
+            found.setdefault(s.buffer.tensor, None)
+            for e in (*s.index, s.value):
+                exprs(e)
+        elif isinstance(s, Assign):
+            for e in s.values:
+                exprs(e)
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+    return found
+
+
+def _walk_new(root: Expr, seen: set[int]):
+    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
+    statements are visited once."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(n.src)
+
+
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
                  vector_width: int | None = None, data_offset: int | None = None,
@@ -69,6 +117,7 @@ class ModuleEmitter:
         # checked mode (:mod:`.checks`): the violation record is one more pointer after the buffers
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
+        self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
@@ -88,7 +137,7 @@ class ModuleEmitter:
             if isinstance(step, Nest):
                 fn = self.nest_function(k, step)
                 omp = self.omp_function(k, step, fn) if step.parallel and self.use_gomp else None
-                nests.append((step, fn, omp))
+                nests.append((k, step, fn, omp))
         main = self.main_function(nests)
         if self.data_offset is not None:
             self.call_function(main)
@@ -96,11 +145,17 @@ class ModuleEmitter:
 
     # ---- nests ----------------------------------------------------------------------------
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] * self.nptr + [I64, I64])
+        if "gemm" in nest.attrs:
+            used = list(range(len(self.args)))
+        else:
+            used = sorted({self.arg_index[t] for t in nest_buffers(nest.body)})
+        where = {a: p for p, a in enumerate(used)}
+        self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.params[k]) + [I64, I64])
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
-        for a in fn.args[:len(self.args)]:
+        for a in fn.args[:len(used)]:
             a.add_attribute("noalias")
         entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
@@ -109,18 +164,21 @@ class ModuleEmitter:
         b.branch(start)
         b.position_at_end(start)
         params = fn.args
+
+        def pointer(t):
+            return params[where[self.arg_index[t]]]
         if "gemm" in nest.attrs:
             gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
-            gemm.emit(b, lambda t: params[self.arg_index[t]], lambda t: self.args[self.arg_index[t]].strides,
+            gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
                       fn.args[-2], fn.args[-1], VALUE_FLAGS if self.fastmath else ())
             b.ret_void()
             return fn
-        em = ExprEmitter(b, lambda t: params[self.arg_index[t]],
+        em = ExprEmitter(b, pointer,
                          lambda t: self.args[self.arg_index[t]].strides,
                          VALUE_FLAGS if self.fastmath else (), target=self.target)
         em.accs = slots
         if self.checks is not None:
-            record = params[len(self.args)]
+            record = params[len(used)]
 
             def check(t, kind, index, values):
                 buf = self.args[self.arg_index[t]]
@@ -219,7 +277,7 @@ class ModuleEmitter:
         hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
                     [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
         with b.if_then(b.icmp_signed("<", lo, hi)):
-            b.call(nest_fn, ptrs + [lo, hi])
+            b.call(nest_fn, [ptrs[p] for p in self.params[k]] + [lo, hi])
         b.ret_void()
         return fn
 
@@ -229,22 +287,23 @@ class ModuleEmitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, nthreads = fn.args
         ptrs = self._load_pointers(b, args)
-        by_step = {id(n): (fn_, omp) for n, fn_, omp in nests}
+        by_step = {id(n): (fn_, omp, k) for k, n, fn_, omp in nests}
         for step in self.program.steps:
             if isinstance(step, Fill):
                 self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
                 continue
-            nest_fn, omp = by_step[id(step)]
+            nest_fn, omp, k = by_step[id(step)]
+            own = [ptrs[p] for p in self.params[k]]
             lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
             if omp is None:
-                b.call(nest_fn, ptrs + [lo, hi])
+                b.call(nest_fn, own + [lo, hi])
             else:
                 gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
                         b.call(gomp, [omp, args, nthreads, I32(0)])
                     with ser:
-                        b.call(nest_fn, ptrs + [lo, hi])
+                        b.call(nest_fn, own + [lo, hi])
             if self.checks is not None:  # stop at the first nest that recorded a violation
                 with b.if_then(self.checks.failed(b, ptrs[-1]), likely=False):
                     b.ret_void()

@@ -246,9 +246,12 @@ class WorkCounter:
         if n > PIECEWISE_POINTS:
             return None
         out = []
+        bounds = (_py_function(t.hi), _py_function(t.lo))  # (walked once, evaluated per point)
+        if None in bounds:
+            return None  # not integer arithmetic (a comparison, a select): expand instead
         for p in range(n):
             point = {v: int(np.broadcast_to(a, (n,))[p]) for v, a in env.items()}
-            total = _piecewise_sum(t, s.var, point, int(lo[p]), s.step, int(trips[p]))
+            total = _piecewise_sum(t, s.var, point, int(lo[p]), s.step, int(trips[p]), bounds)
             if total is None:
                 return None  # not affine between crossings (floor divisions): expand instead
             out.append(total)
@@ -268,12 +271,16 @@ def _vars(e: Expr) -> set:
     return {n for n in walk(e) if n.op is Op.VAR}
 
 
-def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int) -> int | None:
-    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``;
-    ``None`` when a bound is not a piecewise-affine function of ``v``."""
+def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int,
+                   bounds: tuple) -> int | None:
+    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``, with
+    ``bounds`` = ``t``'s (hi, lo) as :func:`_py_function`; ``None`` when a bound is not a
+    piecewise-affine function of ``v``."""
+    hi_at, lo_at = bounds
+
     def f(m: int) -> int:
         at = {**point, v: first + step * m}
-        return max(0, _py(t.hi, at) - _py(t.lo, at))
+        return max(0, hi_at(at) - lo_at(at))
 
     pairs: list = []
     hi, lo = _lines(t.hi, v, point, pairs), _lines(t.lo, v, point, pairs)
@@ -348,11 +355,36 @@ _PY_RULES = {
 }
 
 
-def _py(e: Expr, env: dict) -> int:
-    """An index expression at one point, in Python ints."""
-    rules = dict(_PY_RULES)
-    rules[Op.VAR] = lambda node: env[node]
-    return fold(e, rules)
+_PY_BINARY = {op: r for op, r in _PY_RULES.items() if r.__code__.co_argcount == 3}
+
+
+def _py_function(e: Expr):
+    """``e`` as a Python function of a point (``{var: int}``): the expression is walked once,
+    then each evaluation is nested closure calls (the loop counter evaluates the same bounds
+    at many frontier points).  ``None`` when ``e`` is not integer arithmetic."""
+    def rule(node: Expr, *kids):
+        op = node.op
+        if any(k is None for k in kids):
+            return None
+        if op is Op.VAR:
+            return lambda env: env[node]
+        if op is Op.CONST:
+            if isinstance(node.arg, float) and not node.arg.is_integer():
+                return None
+            c = int(node.arg)
+            return lambda env: c
+        if op is Op.CAST:
+            return kids[0]
+        if op is Op.NEG:
+            a = kids[0]
+            return lambda env: -a(env)
+        combine = _PY_BINARY.get(op)
+        if combine is None or len(kids) != 2:
+            return None
+        a, b = kids
+        return lambda env: combine(node, a(env), b(env))
+
+    return fold(e, rule)
 
 
 def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:

@@ -26,6 +26,22 @@ from . import dtype as dt
 from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
 
 
+def _cached_hash(obj: Any, fields: Callable[[Any], tuple]) -> int:
+    """The hash of a frozen dataclass, computed once and kept on the object: tensors and ops
+    key every table of the compiler, and the generated ``__hash__`` rebuilt and hashed the
+    field tuple (op -> provenance -> role) at every lookup.  The stored value never travels:
+    ``__getstate__`` drops it (string hashes differ between processes)."""
+    h = obj.__dict__.get("_hash")
+    if h is None:
+        h = hash(fields(obj))
+        object.__setattr__(obj, "_hash", h)
+    return h
+
+
+def _state_without_hash(obj: Any) -> dict:
+    return {k: v for k, v in obj.__dict__.items() if k != "_hash"}
+
+
 @dataclass(frozen=True)
 class PlaceholderOp:
     name: str
@@ -83,6 +99,11 @@ class ComputeOp:
     attrs: tuple = field(default=())  # sorted (key, value) pairs for passes to annotate
     provenance: Provenance = field(default=USER)
 
+    def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
+        return _cached_hash(self, lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
+
+    __getstate__ = _state_without_hash
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(ax.hi for ax in self.axes)
@@ -131,6 +152,11 @@ class Tensor:
 
     op: PlaceholderOp | ComputeOp
     value_index: int = 0
+
+    def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
+        return _cached_hash(self, lambda o: (o.op, o.value_index))
+
+    __getstate__ = _state_without_hash
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -165,3 +165,60 @@ def test_a_1000_long_chain_of_inlined_producers_lowers_and_builds():
     low = ta.lower([Y], [X])
     assert low.text.count("# nest") == 1 and low.work == 4
     np.testing.assert_allclose(ta.build([Y], [X], opt_level=1)(x), want, rtol=1e-12)
+
+
+def test_the_llvm_module_of_a_long_chain_gradient_is_linear_in_size():
+    # every nest function took every buffer of the program as a parameter (and main passed them
+    # all at each call): N nests over N buffers gave N x N parameters, and LLVM's time followed
+    from tensorad.codegen.llvm_emit import ModuleEmitter
+
+    sizes = {}
+    for n in (30, 60):
+        X, L = _tanh_chain(n)
+        (g,) = ta.gradient(L, [X])
+        low = ta.lower([g], [X])
+        text = str(ModuleEmitter(low.program, "p", use_gomp=False).emit())
+        params = sum(line.count("ptr noalias") for line in text.splitlines() if line.startswith("define"))
+        sizes[n] = (low.text.count("# nest"), params, len(text))
+    assert sizes[60][0] >= 1.8 * sizes[30][0], sizes  # about one nest per step
+    for a, b in zip(sizes[30], sizes[60]):
+        assert b <= 2.3 * a, sizes
+
+
+def _heavy_per_nest(low) -> list[int]:
+    from tensorad.codegen.inline import EXPENSIVE
+    from tensorad.codegen.program import Assign, If, Loop, Nest, Store
+
+    def count(stmts, seen) -> int:
+        n = 0
+        for s in stmts:
+            if isinstance(s, Loop):
+                n += count(s.body, seen)
+            elif isinstance(s, If):
+                n += count(s.then, seen) + count(s.orelse, seen)
+            elif isinstance(s, (Store, Assign)):
+                for v in (s.value,) if isinstance(s, Store) else s.values:
+                    for node in walk(v):
+                        if node.op in EXPENSIVE and node not in seen:
+                            seen.add(node)
+                            n += 1
+        return n
+
+    return [count(st.body, set()) for st in low.program.steps if isinstance(st, Nest)]
+
+
+def test_no_nest_gathers_an_unbounded_straight_line_body():
+    # the forward of a 300-step tanh/sigmoid chain read at two points was one straight-line
+    # body of 600 transcendental functions: LLVM's register allocator is about quadratic in
+    # it (4 CPU-s of 8 at n=300).  Inlining stops at INLINE_BUDGET expensive operations.
+    from tensorad.codegen.inline import INLINE_BUDGET
+
+    heavy = {}
+    for n in (150, 300):
+        X, L = _tanh_chain(n)
+        heavy[n] = _heavy_per_nest(ta.lower([L], [X]))
+    assert max(heavy[300]) <= 2 * INLINE_BUDGET + 4, heavy  # (two points of the last piece)
+    assert len(heavy[300]) >= 2 * len(heavy[150]) - 1 >= 3, heavy
+    X, L = _tanh_chain(150)
+    x = np.linspace(-1, 1, 16)
+    np.testing.assert_allclose(ta.build([L], [X], opt_level=1)(x), ta.evaluate(L, {X: x}), rtol=1e-12)

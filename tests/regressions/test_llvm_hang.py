@@ -66,3 +66,38 @@ def test_path_count_of_argmax_combiner():
     assert chain_paths(m, 4) == 16
     assert chain_paths(m, 36) > PATH_LIMIT
     assert chain_paths([[1]], 10_000) == 1  # a sum's chain is a line
+
+
+class _Counted(int):
+    """An int that counts the multiplications it takes part in."""
+
+    calls = 0
+
+    def __mul__(self, other):
+        _Counted.calls += 1
+        return int(self) * other
+
+
+def _brute_paths(m, steps):
+    rows = [1] * len(m)
+    for _ in range(steps):
+        rows = [sum(m[i][j] * rows[j] for j in range(len(m))) for i in range(len(m))]
+    return max(rows)
+
+
+def test_path_count_work_does_not_grow_with_the_steps():
+    # compile time: a sum (or any chain whose counts stay bounded) unrolled over a 10^5-step
+    # window iterated the matrix product 10^5 times per loop (0.6 s CPU of an attention build)
+    for m, steps in (([[1]], 100_000), ([[0, 1], [1, 0]], 100_001), ([[1, 0], [1, 0]], 100_000)):
+        cm = [[_Counted(x) for x in row] for row in m]
+        _Counted.calls = 0
+        got = chain_paths(cm, steps)
+        assert _Counted.calls <= 20 * len(m) ** 2, (m, _Counted.calls)
+        assert got == _brute_paths(m, steps)
+    # exact against brute force where the counts cycle, grow or pass the limit
+    for m in ([[0, 1], [1, 0]], [[0, 2], [1, 0]], [[1, 1], [0, 1]], [[1, 1], [0, 2]], [[0, 0], [1, 0]],
+              [[0, 1, 0], [0, 0, 1], [1, 0, 0]]):
+        for steps in range(0, 15):
+            want = _brute_paths(m, steps)
+            got = chain_paths(m, steps, limit=64)
+            assert got == want or (want > 64 and got > 64), (m, steps, got, want)

@@ -189,3 +189,55 @@ def test_numpy_scalars_and_dtypes_are_accepted():
     assert X.shape == (3,) and X.dtype == "float32"
     e = X[np.int32(1)] * np.float32(2.0)
     assert e.dtype == "float32"
+
+
+def test_tensor_and_op_hashes_are_computed_once(monkeypatch):
+    # compile time: every table of the compiler is keyed by tensors and ops, and the generated
+    # dataclass __hash__ rebuilt the field tuple (op -> provenance -> role) at each lookup
+    from tensorad.ir.tensor import Provenance
+
+    calls = {"n": 0}
+    real = Provenance.__hash__
+
+    def counting(self):
+        calls["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(Provenance, "__hash__", counting)
+    X = ta.placeholder((16,), "float64", name="X")
+    Y = X
+    for k in range(20):
+        Y = (lambda P: ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9 + P[i], name=f"c{k}"))(Y)
+    L = ta.compute((), lambda: Y[0] + Y[9], name="L")
+    (g,) = ta.gradient(L, [X])
+    ta.lower([g], [X])
+    ops = {t.op for t in __import__("tensorad.ir.rewrite", fromlist=["x"]).tensor_graph([g])}
+    assert calls["n"] <= 4 * len(ops) + 100, (calls["n"], len(ops))
+
+
+def test_a_hashed_tensor_pickles_without_its_hash():
+    # string hashes differ between processes: a kept hash must not travel with the tensor
+    import subprocess
+    import sys
+
+    code = r"""
+import pickle, sys
+import tensorad as ta
+if sys.argv[1] == "dump":
+    X = ta.placeholder((4,), "float64", name="X")
+    Y = ta.compute((4,), lambda i: X[i] * 2.0, name="Y")
+    hash(Y), hash(Y.op)
+    sys.stdout.buffer.write(pickle.dumps(Y))
+else:
+    Y = pickle.loads(sys.stdin.buffer.read())
+    o = Y.op
+    assert hash(o) == hash((o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
+    assert hash(Y) == hash((o, Y.value_index))
+    print("ok")
+"""
+    env = dict(__import__("os").environ, PYTHONHASHSEED="1")
+    data = subprocess.run([sys.executable, "-c", code, "dump"], capture_output=True, env=env,
+                          check=True).stdout
+    env["PYTHONHASHSEED"] = "2"
+    out = subprocess.run([sys.executable, "-c", code, "load"], input=data, capture_output=True, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == b"ok", out.stderr[-2000:]
