@@ -29,7 +29,7 @@ from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
-from tensorad.poly.affine import IndexSpace
+from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
@@ -64,6 +64,31 @@ def _gathers(e: Expr) -> bool:
     return any(n.op is Op.DATA_INDEX for n in walk(e))
 
 
+def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a`` occurs once,
+    under additions, subtractions and negations only (``q // 3 == a - 2 * y`` gives ``a ==
+    q // 3 + 2 * y``); else ``None``."""
+    if a in free_vars(rhs):
+        lhs, rhs = rhs, lhs
+    if a in free_vars(rhs):
+        return None
+    while lhs is not a:
+        if lhs.op is Op.NEG:
+            lhs, rhs = lhs.src[0], -rhs
+        elif lhs.op in (Op.ADD, Op.SUB):
+            u, w = lhs.src
+            in_u, in_w = a in free_vars(u), a in free_vars(w)
+            if in_u == in_w:
+                return None
+            if in_u:
+                lhs, rhs = u, (rhs - w if lhs.op is Op.ADD else rhs + w)
+            else:
+                lhs, rhs = w, (rhs - u if lhs.op is Op.ADD else u - rhs)
+        else:
+            return None
+    return rhs
+
+
 def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
     """The scatter-add form of a one-output sum, when a gather index fixes an output axis."""
     if len(bodies) != 1 or bodies[0].op is not Op.REDUCE:
@@ -74,13 +99,17 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     guards, value = _peel(red.src[1])
     terms = conjuncts(red.src[0]) + guards
     solved: dict[Expr, Expr] = {}
+    used: set[Expr] = set()
     for t in terms:
-        if t.op is not Op.EQ:
+        if t.op is not Op.EQ or not _gathers(t):
             continue
-        for a, d in (t.src, t.src[::-1]):
-            if a in op.axes and a not in solved and _gathers(d) and a not in free_vars(d) \
-                    and not any(s in free_vars(d) for s in solved):
+        for a in op.axes:
+            if a in solved:
+                continue
+            d = isolate(a, t.src[0], t.src[1])
+            if d is not None and _gathers(d) and not any(s in free_vars(d) for s in solved):
                 solved[a] = d
+                used.add(t)
                 break
     if not solved:
         return None
@@ -89,6 +118,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
     rest = []
     for t in terms:
+        if t in used:  # (true by construction once the axis is solved)
+            continue
         u = substitute(t, solved)
         if u.op is Op.EQ and u.src[0] is u.src[1]:
             continue
@@ -103,23 +134,82 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     for t in rest:
         cond = t if cond is TRUE else logical(Op.AND, cond, t)
     value = substitute(value, solved)
-    loop_vars = tuple(red.arg.axes) + tuple(a for a in op.axes if a not in solved)
+    # output axes before every solved one (batch, channels: each its own targets) run
+    # outermost, the others innermost; the adds into one element keep the reduce axes' order
+    first = min(op.axes.index(a) for a in solved)
+    free = [a for a in op.axes if a not in solved]
+    loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \
+        + tuple(a for a in free if op.axes.index(a) > first)
     if any(a in free_vars(value) or a in free_vars(cond) for a in solved):
         return None
     target = tuple(solved.get(a, a) for a in op.axes)
     return ScatterSpec(target, loop_vars, value, cond)
 
 
+def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
+    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
+    ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
+    outer ones (the rare case of a scatter, ``T(i) > 1``, tested once per outer point instead
+    of once per inner point), with every affine conjunct on one side only; else ``None``."""
+    parts = conjuncts(cond)
+    for p in range(1, len(loop_vars)):
+        outer, inner = set(loop_vars[:p]), set(loop_vars[p:])
+        space_o, space_i = IndexSpace(loop_vars[:p]), IndexSpace(loop_vars[p:])
+        sides: list[list[Expr]] = [[], [], [], []]
+        ok, test = True, False
+        for c in parts:
+            used = set(free_vars(c))
+            if used <= outer:
+                affine = _is_affine(space_o, c)
+                sides[0 if affine else 1].append(c)
+                test = test or not affine
+            elif not used & outer:
+                sides[2 if _is_affine(space_i, c) else 3].append(c)
+            elif not _is_affine(IndexSpace(loop_vars), c):
+                sides[3].append(c)  # (a data-dependent test of both: inside)
+            else:
+                ok = False  # an affine bound coupling both sides: no split here
+                break
+        if ok and test:
+            return (p,) + tuple(_all(s) for s in sides)  # type: ignore[return-value]
+    return None
+
+
+def _is_affine(space: IndexSpace, c: Expr) -> bool:
+    try:
+        space.cond(c)
+    except NotAffine:
+        return False
+    return True
+
+
+def _all(cs: list[Expr]) -> Expr:
+    out = TRUE
+    for c in cs:
+        out = c if out is TRUE else logical(Op.AND, out, c)
+    return out
+
+
+def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
+    """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
+    space = IndexSpace(variables)
+    aff, rest = split_condition(space, cond)
+    if rest is not TRUE:
+        body = (If(rest, body, (), affine=False),)
+    return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
+
+
 def lower_scatter(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> list:
     """Zero-fill ``out``, then one serial nest of ``out[target] += value``."""
-    space = IndexSpace(spec.loop_vars)
-    aff, rest = split_condition(space, spec.cond)
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
     update: tuple = (Store(out, spec.target, here + spec.value),)
-    if rest is not TRUE:
-        update = (If(rest, update, (), affine=False),)
-    stmt = PolyStmt("S", spec.loop_vars, space.box().intersect(aff), update, spec.loop_vars)
-    body = build_loops([stmt])
+    split = _hoist(spec.loop_vars, spec.cond)
+    if split is None:
+        body = _scan(spec.loop_vars, spec.cond, update)
+    else:
+        p, outer_aff, test, inner_aff, inner_rest = split
+        inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), update)
+        body = _scan(spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),))
     axes = ", ".join(a.name for a in spec.loop_vars)
     nest = Nest(op.name, body, (out,), count_work(body), f"scatter-add over {axes}")
     return [Fill(out, const(0, out.dtype)), nest]

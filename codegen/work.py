@@ -112,8 +112,9 @@ class WorkCounter:
             for b in s.body:
                 out |= self.deps(b)
             out.discard(s.var)
-        elif isinstance(s, If) and s.affine:
-            out |= _vars(s.cond)
+        elif isinstance(s, If):
+            if s.affine:
+                out |= _vars(s.cond)
             for b in s.then + s.orelse:
                 out |= self.deps(b)
         found = self._deps[key] = frozenset(out)
@@ -143,6 +144,12 @@ class WorkCounter:
                 d_else, n_else = self.parts(s.orelse, env, n)
                 direct |= np.where(mask, d_then, d_else)
                 nested = exact_add(nested, np.where(mask, n_then, n_else))
+            elif isinstance(s, If) and _has_loop(s):
+                # loops under a data-dependent test (a scatter's rare case, hoisted out of
+                # them): counted as if it held, the most they can run
+                d_then, n_then = self.parts(s.then, env, n)
+                direct |= d_then
+                nested = exact_add(nested, n_then)
             elif counted(s):
                 direct[:] = True
         return direct, nested
@@ -253,6 +260,12 @@ class WorkCounter:
                 return None  # not affine between crossings (floor divisions): expand instead
             out.append(total)
         return np.array(out, dtype=object)
+
+
+def _has_loop(s) -> bool:
+    if isinstance(s, Loop):
+        return True
+    return isinstance(s, If) and any(_has_loop(x) for x in s.then + s.orelse)
 
 
 def counted(s) -> bool:
