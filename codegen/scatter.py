@@ -146,6 +146,21 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     return ScatterSpec(target, loop_vars, value, cond)
 
 
+def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
+    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``
+    (``X.grad[j] = pad.grad[j + 1]``): targets moved by ``-offsets``, and only those inside
+    ``shape`` (the rest would land in what the reader never reads: padding)."""
+    target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
+    cond = spec.cond
+    for t, n in zip(target, shape):
+        lo, hi = index_bounds(t) or (None, None)
+        if lo is None or lo < 0:
+            cond = _all([cond, t >= 0])
+        if hi is None or hi >= n:
+            cond = _all([cond, t < n])
+    return ScatterSpec(target, spec.loop_vars, spec.value, cond)
+
+
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
     """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
     ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
@@ -199,8 +214,14 @@ def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
     return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
 
 
-def lower_scatter(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> list:
-    """Zero-fill ``out``, then one serial nest of ``out[target] += value``."""
+def lower_scatter(op: ComputeOp, specs, out: Buffer) -> list:
+    """Zero-fill ``out``, then one serial nest of ``out[target] += value`` per spec."""
+    if isinstance(specs, ScatterSpec):
+        specs = (specs,)
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, s, out) for s in specs]
+
+
+def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> Nest:
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
     update: tuple = (Store(out, spec.target, here + spec.value),)
     split = _hoist(spec.loop_vars, spec.cond)
@@ -211,5 +232,4 @@ def lower_scatter(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> list:
         inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), update)
         body = _scan(spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),))
     axes = ", ".join(a.name for a in spec.loop_vars)
-    nest = Nest(op.name, body, (out,), count_work(body), f"scatter-add over {axes}")
-    return [Fill(out, const(0, out.dtype)), nest]
+    return Nest(op.name, body, (out,), count_work(body), f"scatter-add over {axes}")
