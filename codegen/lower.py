@@ -318,7 +318,7 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
     if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
-        return lower_scatter(u.op, specs, out) if out is not None else []
+        return lower_scatter(u.op, specs, out, opts) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)

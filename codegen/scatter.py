@@ -34,6 +34,7 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
 from .program import Buffer, Fill, If, Nest, Store
+from .schedule import mark_parallel
 from .work import count_work
 
 
@@ -214,14 +215,17 @@ def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
     return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
 
 
-def lower_scatter(op: ComputeOp, specs, out: Buffer) -> list:
-    """Zero-fill ``out``, then one serial nest of ``out[target] += value`` per spec."""
+def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
+    """Zero-fill ``out``, then one nest of ``out[target] += value`` per spec.  A nest is
+    serial, except over a leading output axis that the target keeps as it is (each of its
+    points adds into elements of its own: a batch or channel axis), which ``opts`` may run in
+    parallel; either way the adds into one element happen in the same order."""
     if isinstance(specs, ScatterSpec):
         specs = (specs,)
-    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, s, out) for s in specs]
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, s, out, opts) for s in specs]
 
 
-def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> Nest:
+def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer, opts) -> Nest:
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
     update: tuple = (Store(out, spec.target, here + spec.value),)
     split = _hoist(spec.loop_vars, spec.cond)
@@ -232,4 +236,11 @@ def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> Nest:
         inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), update)
         body = _scan(spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),))
     axes = ", ".join(a.name for a in spec.loop_vars)
-    return Nest(op.name, body, (out,), count_work(body), f"scatter-add over {axes}")
+    work = count_work(body)
+    parallel, attrs = False, {}
+    first = spec.loop_vars[0]
+    if opts is not None and any(t is first for t in spec.target):  # (an output axis kept as is)
+        body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
+        if parallel:
+            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
+    return Nest(op.name, body, (out,), work, f"scatter-add over {axes}", parallel=parallel, attrs=attrs)

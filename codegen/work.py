@@ -15,7 +15,8 @@ per point for each loop variable in scope):
   an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
   sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
   body execution count once; bookkeeping (``counted=False``: accumulator init, final stores,
-  fused epilogues) never counts.
+  fused epilogues) never counts; a data-dependent ``if`` guarding loops (a scatter's rare
+  case, its test hoisted out of them: a max's tied points) is one execution, the test's.
 
 Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
 A loop whose only statement is an inner loop of unit step with affine bounds and a body that
@@ -112,9 +113,8 @@ class WorkCounter:
             for b in s.body:
                 out |= self.deps(b)
             out.discard(s.var)
-        elif isinstance(s, If):
-            if s.affine:
-                out |= _vars(s.cond)
+        elif isinstance(s, If) and s.affine:
+            out |= _vars(s.cond)
             for b in s.then + s.orelse:
                 out |= self.deps(b)
         found = self._deps[key] = frozenset(out)
@@ -144,12 +144,6 @@ class WorkCounter:
                 d_else, n_else = self.parts(s.orelse, env, n)
                 direct |= np.where(mask, d_then, d_else)
                 nested = exact_add(nested, np.where(mask, n_then, n_else))
-            elif isinstance(s, If) and _has_loop(s):
-                # loops under a data-dependent test (a scatter's rare case, hoisted out of
-                # them): counted as if it held, the most they can run
-                d_then, n_then = self.parts(s.then, env, n)
-                direct |= d_then
-                nested = exact_add(nested, n_then)
             elif counted(s):
                 direct[:] = True
         return direct, nested
@@ -269,11 +263,11 @@ def _has_loop(s) -> bool:
 
 
 def counted(s) -> bool:
-    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is."""
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is;
+    one guarding loops (a scatter's rare case, its test hoisted out of them: ties of a max)
+    is one execution, the test's: what runs when it fails, the common case."""
     if isinstance(s, If):
-        return any(counted(x) for x in s.then + s.orelse)
-    if isinstance(s, Loop):
-        raise TypeError("a loop under a data-dependent if is not counted exactly")
+        return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
     return s.counted
 
 
