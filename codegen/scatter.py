@@ -17,6 +17,16 @@ and emits the update ``out[x/v := d] = out[x/v := d] + src`` over the remaining 
 the reduce axes, the rest of the condition as its guard.  The nest is serial (a data-dependent
 address cannot be split among threads without races), so the result is deterministic:
 the adds happen in the order of the reduce axes, as ``ta.evaluate``'s sum does.
+
+The same form serves a max/min/argmax gradient, which autodiff writes from the saved winner
+index ``W(i)`` (:mod:`tensorad.autodiff.adjoint`): ``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``
+-- one add per output, whatever the window.  So: an equation is solved for an axis under
+``+``/``-`` (:func:`isolate`); a data-dependent test that reads only outer loop variables (a
+window with ties, ``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`); a leading
+output axis kept as it is in the target (batch, channels) may run in parallel, since its
+points add into disjoint elements; and a sum of scatter-adds read at shifted points (the
+winners and the ties through the padding: ``X.grad[j] = R1[j + 1] + R2[j + 1]``) scatters
+straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
 """
 
 from __future__ import annotations
@@ -169,7 +179,7 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
     of once per inner point), with every affine conjunct on one side only; else ``None``."""
     parts = conjuncts(cond)
     for p in range(1, len(loop_vars)):
-        outer, inner = set(loop_vars[:p]), set(loop_vars[p:])
+        outer = set(loop_vars[:p])
         space_o, space_i = IndexSpace(loop_vars[:p]), IndexSpace(loop_vars[p:])
         sides: list[list[Expr]] = [[], [], [], []]
         ok, test = True, False

@@ -20,7 +20,9 @@ it must get right is the order of the candidates an op is offered:
 * **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
 * **parity** -- the residue classes' products plus the gather;
 * **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
-  writes and the consumer no longer reads.
+  writes and the consumer no longer reads;
+* **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
+  absorbs plus one fill of its buffer.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the

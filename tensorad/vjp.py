@@ -28,12 +28,12 @@ import numpy as np
 
 from .autodiff import jacobian_recursive
 from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen.kernel import as_array
 from .codegen.schedule import Options
 from .ir import dtype as dt
 from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
 from .lang import compute, const, placeholder
-from .codegen.kernel import as_array
 from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_values
 from .simplify import Optimizer
 from .topi import add

@@ -219,10 +219,9 @@ class AdjointBuilder:
         c(i, k*) && phi(i, k*) == j of H[i] * df/dX(i, k*) [/ T(i)]``, which code generation
         lowers as a scatter-add of one element per output (:mod:`codegen.scatter`), not as
         a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
-        get ``H / T`` from a second term over the whole window, guarded by ``T(i) > 1``."""
+        get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
+        generation tests once per output (:func:`_point_term`)."""
         body = op.body[0]
-        ra: ReduceArg = body.arg
-        cond = body.src[0]
         terms: list[Expr] = []
         for v, h in heads.items():
             source = body.src[1 + v]

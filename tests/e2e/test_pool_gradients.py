@@ -57,9 +57,14 @@ def _windows(x, kernel, stride, padding, out_hw):
                                          if 0 <= y < x.shape[2] and 0 <= xx < x.shape[3]]
 
 
-@pytest.mark.parametrize("kind", ["max", "min"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c[0]}/{c[1]}/{c[2]}")
+# every window shape in float32 max pooling, and a spread of float64 and min pooling
+CASES = [(c, "float32", "max") for c in CONFIGS] + [
+    (CONFIGS[0], "float64", "min"), (CONFIGS[1], "float64", "max"), (CONFIGS[2], "float32", "min"),
+    (CONFIGS[3], "float64", "max"), (CONFIGS[4], "float64", "min")]
+
+
+@pytest.mark.parametrize("config,dtype,kind", CASES,
+                         ids=[f"{c[0]}/{c[1]}/{c[2]}-{d}-{k}" for c, d, k in CASES])
 def test_pool_gradient_matches_torch(config, dtype, kind, rng):
     kernel, stride, padding = config
     X = ta.placeholder((2, 3, 11, 13), dtype, "X")
@@ -80,7 +85,7 @@ def test_pool_gradient_matches_torch(config, dtype, kind, rng):
     np.testing.assert_array_equal(direct, gx)
 
 
-@pytest.mark.parametrize("config", CONFIGS[:4], ids=lambda c: f"{c[0]}/{c[1]}/{c[2]}")
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[2]], ids=lambda c: f"{c[0]}/{c[1]}/{c[2]}")
 def test_pool_gradient_splits_ties_evenly(config, rng):
     kernel, stride, padding = config
     X = ta.placeholder((2, 2, 9, 10), "float64", "X")
