@@ -60,11 +60,13 @@ class Unit:
     split: AxisSplit | None = None
     batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
     form: str | None = None  # a reduction's loop order (:func:`.schedule.schedule_nest`)
+    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.scatter`)
 
 
 def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
               reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
-              epilogue=None, gemm=None, batch_range: tuple | None = None, form: str | None = None) -> Unit:
+              epilogue=None, gemm=None, batch_range: tuple | None = None, form: str | None = None,
+              scatter: tuple = ()) -> Unit:
     if reduction is not None:  # statements run over the reduction's axes
         outer = tuple(reduction.axes)
         moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
@@ -78,7 +80,8 @@ def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None =
         outer = tuple(op.axes)
         check = tuple(bodies)
         tau_of = {a: a for a in outer}
-    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range, form)
+    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range, form,
+                scatter)
 
 
 @dataclass(eq=False)

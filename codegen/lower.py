@@ -207,7 +207,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     items, alias = plan_ops(ops, bodies, ctx)
     units = [make_unit(it.op, it.bodies, split=it.split, reduction=it.reduction,
                        red_bodies=bodies[it.reduction] if it.reduction is not None else (),
-                       epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form)
+                       epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form,
+                       scatter=it.scatter)
              for it in items]
     groups = plan_groups(order_siblings(units, alias)) if opts.fuse else [Group([u], 0, [()]) for u in units]
     groups = [h for g in groups for h in  # a scatter-add is a nest of its own
@@ -325,10 +326,10 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]
-    spec = match_scatter(u.op, bodies[u.op]) if u.form == "scatter" else None
-    if spec is not None:
+    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
+    if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
-        return lower_scatter(u.op, spec, out) if out is not None else []
+        return lower_scatter(u.op, specs, out, opts) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)

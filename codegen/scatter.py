@@ -17,6 +17,16 @@ and emits the update ``out[x/v := d] = out[x/v := d] + src`` over the remaining 
 the reduce axes, the rest of the condition as its guard.  The nest is serial (a data-dependent
 address cannot be split among threads without races), so the result is deterministic:
 the adds happen in the order of the reduce axes, as ``ta.evaluate``'s sum does.
+
+The same form serves a max/min/argmax gradient, which autodiff writes from the saved winner
+index ``W(i)`` (:mod:`tensorad.autodiff.adjoint`): ``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``
+-- one add per output, whatever the window.  So: an equation is solved for an axis under
+``+``/``-`` (:func:`isolate`); a data-dependent test that reads only outer loop variables (a
+window with ties, ``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`); a leading
+output axis kept as it is in the target (batch, channels) may run in parallel, since its
+points add into disjoint elements; and a sum of scatter-adds read at shifted points (the
+winners and the ties through the padding: ``X.grad[j] = R1[j + 1] + R2[j + 1]``) scatters
+straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
 """
 
 from __future__ import annotations
@@ -29,11 +39,12 @@ from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
-from tensorad.poly.affine import IndexSpace
+from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
 from .program import Buffer, Fill, If, Nest, Store
+from .schedule import mark_parallel
 from .work import count_work
 
 
@@ -64,6 +75,31 @@ def _gathers(e: Expr) -> bool:
     return any(n.op is Op.DATA_INDEX for n in walk(e))
 
 
+def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a`` occurs once,
+    under additions, subtractions and negations only (``q // 3 == a - 2 * y`` gives ``a ==
+    q // 3 + 2 * y``); else ``None``."""
+    if a in free_vars(rhs):
+        lhs, rhs = rhs, lhs
+    if a in free_vars(rhs):
+        return None
+    while lhs is not a:
+        if lhs.op is Op.NEG:
+            lhs, rhs = lhs.src[0], -rhs
+        elif lhs.op in (Op.ADD, Op.SUB):
+            u, w = lhs.src
+            in_u, in_w = a in free_vars(u), a in free_vars(w)
+            if in_u == in_w:
+                return None
+            if in_u:
+                lhs, rhs = u, (rhs - w if lhs.op is Op.ADD else rhs + w)
+            else:
+                lhs, rhs = w, (rhs - u if lhs.op is Op.ADD else u - rhs)
+        else:
+            return None
+    return rhs
+
+
 def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
     """The scatter-add form of a one-output sum, when a gather index fixes an output axis."""
     if len(bodies) != 1 or bodies[0].op is not Op.REDUCE:
@@ -74,13 +110,17 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     guards, value = _peel(red.src[1])
     terms = conjuncts(red.src[0]) + guards
     solved: dict[Expr, Expr] = {}
+    used: set[Expr] = set()
     for t in terms:
-        if t.op is not Op.EQ:
+        if t.op is not Op.EQ or not _gathers(t):
             continue
-        for a, d in (t.src, t.src[::-1]):
-            if a in op.axes and a not in solved and _gathers(d) and a not in free_vars(d) \
-                    and not any(s in free_vars(d) for s in solved):
+        for a in op.axes:
+            if a in solved:
+                continue
+            d = isolate(a, t.src[0], t.src[1])
+            if d is not None and _gathers(d) and not any(s in free_vars(d) for s in solved):
                 solved[a] = d
+                used.add(t)
                 break
     if not solved:
         return None
@@ -89,6 +129,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
     rest = []
     for t in terms:
+        if t in used:  # (true by construction once the axis is solved)
+            continue
         u = substitute(t, solved)
         if u.op is Op.EQ and u.src[0] is u.src[1]:
             continue
@@ -103,23 +145,112 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     for t in rest:
         cond = t if cond is TRUE else logical(Op.AND, cond, t)
     value = substitute(value, solved)
-    loop_vars = tuple(red.arg.axes) + tuple(a for a in op.axes if a not in solved)
+    # output axes before every solved one (batch, channels: each its own targets) run
+    # outermost, the others innermost; the adds into one element keep the reduce axes' order
+    first = min(op.axes.index(a) for a in solved)
+    free = [a for a in op.axes if a not in solved]
+    loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \
+        + tuple(a for a in free if op.axes.index(a) > first)
     if any(a in free_vars(value) or a in free_vars(cond) for a in solved):
         return None
     target = tuple(solved.get(a, a) for a in op.axes)
     return ScatterSpec(target, loop_vars, value, cond)
 
 
-def lower_scatter(op: ComputeOp, spec: ScatterSpec, out: Buffer) -> list:
-    """Zero-fill ``out``, then one serial nest of ``out[target] += value``."""
-    space = IndexSpace(spec.loop_vars)
-    aff, rest = split_condition(space, spec.cond)
+def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
+    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``
+    (``X.grad[j] = pad.grad[j + 1]``): targets moved by ``-offsets``, and only those inside
+    ``shape`` (the rest would land in what the reader never reads: padding)."""
+    target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
+    cond = spec.cond
+    for t, n in zip(target, shape):
+        lo, hi = index_bounds(t) or (None, None)
+        if lo is None or lo < 0:
+            cond = _all([cond, t >= 0])
+        if hi is None or hi >= n:
+            cond = _all([cond, t < n])
+    return ScatterSpec(target, spec.loop_vars, spec.value, cond)
+
+
+def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
+    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
+    ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
+    outer ones (the rare case of a scatter, ``T(i) > 1``, tested once per outer point instead
+    of once per inner point), with every affine conjunct on one side only; else ``None``."""
+    parts = conjuncts(cond)
+    for p in range(1, len(loop_vars)):
+        outer = set(loop_vars[:p])
+        space_o, space_i = IndexSpace(loop_vars[:p]), IndexSpace(loop_vars[p:])
+        sides: list[list[Expr]] = [[], [], [], []]
+        ok, test = True, False
+        for c in parts:
+            used = set(free_vars(c))
+            if used <= outer:
+                affine = _is_affine(space_o, c)
+                sides[0 if affine else 1].append(c)
+                test = test or not affine
+            elif not used & outer:
+                sides[2 if _is_affine(space_i, c) else 3].append(c)
+            elif not _is_affine(IndexSpace(loop_vars), c):
+                sides[3].append(c)  # (a data-dependent test of both: inside)
+            else:
+                ok = False  # an affine bound coupling both sides: no split here
+                break
+        if ok and test:
+            return (p,) + tuple(_all(s) for s in sides)  # type: ignore[return-value]
+    return None
+
+
+def _is_affine(space: IndexSpace, c: Expr) -> bool:
+    try:
+        space.cond(c)
+    except NotAffine:
+        return False
+    return True
+
+
+def _all(cs: list[Expr]) -> Expr:
+    out = TRUE
+    for c in cs:
+        out = c if out is TRUE else logical(Op.AND, out, c)
+    return out
+
+
+def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
+    """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
+    space = IndexSpace(variables)
+    aff, rest = split_condition(space, cond)
+    if rest is not TRUE:
+        body = (If(rest, body, (), affine=False),)
+    return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
+
+
+def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
+    """Zero-fill ``out``, then one nest of ``out[target] += value`` per spec.  A nest is
+    serial, except over a leading output axis that the target keeps as it is (each of its
+    points adds into elements of its own: a batch or channel axis), which ``opts`` may run in
+    parallel; either way the adds into one element happen in the same order."""
+    if isinstance(specs, ScatterSpec):
+        specs = (specs,)
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, s, out, opts) for s in specs]
+
+
+def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer, opts) -> Nest:
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
     update: tuple = (Store(out, spec.target, here + spec.value),)
-    if rest is not TRUE:
-        update = (If(rest, update, (), affine=False),)
-    stmt = PolyStmt("S", spec.loop_vars, space.box().intersect(aff), update, spec.loop_vars)
-    body = build_loops([stmt])
+    split = _hoist(spec.loop_vars, spec.cond)
+    if split is None:
+        body = _scan(spec.loop_vars, spec.cond, update)
+    else:
+        p, outer_aff, test, inner_aff, inner_rest = split
+        inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), update)
+        body = _scan(spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),))
     axes = ", ".join(a.name for a in spec.loop_vars)
-    nest = Nest(op.name, body, (out,), count_work(body), f"scatter-add over {axes}")
-    return [Fill(out, const(0, out.dtype)), nest]
+    work = count_work(body)
+    parallel, attrs = False, {}
+    first = spec.loop_vars[0]
+    if opts is not None and any(t is first for t in spec.target):  # (an output axis kept as is)
+        body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
+        if parallel:
+            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
+    return Nest(op.name, body, (out,), work, f"scatter-add over {axes}", parallel=parallel, attrs=attrs)

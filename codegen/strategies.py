@@ -20,7 +20,9 @@ it must get right is the order of the candidates an op is offered:
 * **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
 * **parity** -- the residue classes' products plus the gather;
 * **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
-  writes and the consumer no longer reads.
+  writes and the consumer no longer reads;
+* **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
+  absorbs plus one fill of its buffer.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -40,7 +42,7 @@ from .contraction import Contraction, match_contraction, pad_contraction, worth_
 from .domain import covers_box
 from .fuse import Epilogue
 from .parity import decompose
-from .scatter import match_scatter
+from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
 from .splitk import split_k, wants_split
 from .strategy import Candidate, Item, Open, Plan, PlanContext
@@ -472,8 +474,72 @@ class Scatter:
         return Plan([Item(cand.op, cand.bodies, form="scatter")])
 
 
+def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
+    """``(T, c)`` when ``e`` reads ``T[axes + c]`` (each of ``op``'s axes in order, plus a
+    constant), else ``None``."""
+    if e.op is Op.CAST and e.src[0].dtype == e.dtype:
+        e = e.src[0]
+    if e.op is not Op.READ or len(e.src) != len(op.axes):
+        return None
+    offsets = []
+    for i, a in zip(e.src, op.axes):
+        if i is a:
+            offsets.append(0)
+        elif i.op is Op.ADD and i.src[0] is a and i.src[1].op is Op.CONST:
+            offsets.append(int(i.src[1].arg))
+        elif i.op is Op.SUB and i.src[0] is a and i.src[1].op is Op.CONST:
+            offsets.append(-int(i.src[1].arg))
+        else:
+            return None
+    return e.arg, tuple(offsets)
+
+
+def _terms(e: Expr) -> list[Expr]:
+    return _terms(e.src[0]) + _terms(e.src[1]) if e.op is Op.ADD else [e]
+
+
+class ScatterSum:
+    """A sum of scatter-adds read at shifted points (an adjoint's terms, ``X.grad[j] =
+    R1[j + 1] + R2[j + 1]``: a max pool's winners and its ties, through the padding) as
+    scatter-adds straight into the sum's buffer: one fill, no temporaries, no adding pass."""
+
+    name = "scatter-sum"
+
+    def match(self, op, bodies, ctx):
+        if op.is_reduction or len(bodies) != 1 or not op.axes:
+            return []
+        body = bodies[0]
+        if body.op is Op.CAST and body.src[0].dtype == body.dtype:
+            body = body.src[0]
+        specs, absorbed = [], []
+        for term in _terms(body):
+            found = _shifted_read(term, op)
+            if found is None:
+                return []
+            t, offsets = found
+            r = t.op
+            chosen = ctx.chosen.get(r)
+            if chosen is None or chosen.strategy.name != Scatter.name or r in absorbed \
+                    or ctx.readers.get(r) != [op] or t in ctx.outputs or r.num_outputs != 1 \
+                    or t.dtype != op.body[0].dtype:
+                return []
+            specs.append(shifted(chosen.data, offsets, op.shape))
+            absorbed.append(r)
+        if not absorbed:
+            return []
+        return [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
+
+    def cost(self, cand, ctx):
+        fill = _prod(cand.op.shape) / _lanes(ctx, cand.op.body[0].dtype)
+        return fill + sum(ctx.costs[r] for r in cand.absorbs)
+
+    def lower(self, cand, ctx):
+        reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)
+        return Plan([Item(cand.op, reads, form="scatter", scatter=cand.data)], absorbs=cand.absorbs)
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            EpilogueFusion(), Scatter())
+            EpilogueFusion(), Scatter(), ScatterSum())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

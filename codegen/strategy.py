@@ -48,6 +48,7 @@ class Item:
     reduction: ComputeOp | None = None
     epilogue: Any = None
     form: str | None = None  # a reduction's loop order: "accumulators" or "strips" (schedule)
+    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.scatter`)
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,8 @@ per point for each loop variable in scope):
   an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
   sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
   body execution count once; bookkeeping (``counted=False``: accumulator init, final stores,
-  fused epilogues) never counts.
+  fused epilogues) never counts; a data-dependent ``if`` guarding loops (a scatter's rare
+  case, its test hoisted out of them: a max's tied points) is one execution, the test's.
 
 Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
 A loop whose only statement is an inner loop of unit step with affine bounds and a body that
@@ -258,12 +259,18 @@ class WorkCounter:
         return np.array(out, dtype=object)
 
 
-def counted(s) -> bool:
-    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is."""
-    if isinstance(s, If):
-        return any(counted(x) for x in s.then + s.orelse)
+def _has_loop(s) -> bool:
     if isinstance(s, Loop):
-        raise TypeError("a loop under a data-dependent if is not counted exactly")
+        return True
+    return isinstance(s, If) and any(_has_loop(x) for x in s.then + s.orelse)
+
+
+def counted(s) -> bool:
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is;
+    one guarding loops (a scatter's rare case, its test hoisted out of them: ties of a max)
+    is one execution, the test's: what runs when it fails, the common case."""
+    if isinstance(s, If):
+        return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
     return s.counted
 
 

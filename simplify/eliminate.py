@@ -125,6 +125,13 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
     return found
 
 
+def _gathers_data(e: Expr) -> bool:
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque
+    index of a plain variable (a max gradient's window point ``data_index(t)``, kept opaque
+    so that its sum stays a scatter) is no gather to substitute into a read."""
+    return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
+
+
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
                equations: list[Expr], indices: list[Expr], ctx) -> Plan:
     dom = IndexSet.from_conditions(outer + rvars, affine)
@@ -156,7 +163,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         found = equation_for(eq, [r for r in rvars if r not in in_reads], ctx)
         if found is None:  # a read index may take a gather index: H[b] -> H[data_index(S[k])]
             found = equation_for(eq, [r for r in rvars if r in in_reads], ctx)
-            if found is not None and reads_data(found[1]):
+            if found is not None and (reads_data(found[1]) or not _gathers_data(found[1])):
                 found = None
         if found is None:
             continue

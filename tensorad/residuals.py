@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .ir.rewrite import op_reads, tensor_graph
+from .ir.expr import Op
+from .ir.rewrite import free_vars, op_reads, substitute, tensor_graph
 from .ir.tensor import ComputeOp, Tensor
 
 Policy = str | Callable[[Tensor], bool]
@@ -83,6 +84,32 @@ class ResidualPlan:
     def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
         pools = {"input": arrays, "output": outputs, "extra": extras}
         return tuple(pools[kind][k] for kind, k in self.sources)
+
+
+def same_values(y: Tensor, w: Tensor) -> bool:
+    """Whether ``w`` (one value of a tuple reduction) holds exactly the values of the
+    reduction ``y``: the same box, condition and source, and a combiner whose element is
+    ``y``'s own combiner (its update reads only its own operands).  Max pooling's winner
+    reduction carries the maximum as its first value; a forward that saves the winner then
+    need not compute the maximum a second time."""
+    if not (isinstance(y.op, ComputeOp) and isinstance(w.op, ComputeOp) and y.op.is_reduction
+            and w.op.is_reduction) or y.op is w.op or y.shape != w.shape or y.dtype != w.dtype:
+        return False
+    a, b = y.op.body[y.value_index], w.op.body[w.value_index]
+    ca, cb = a.arg.combiner, b.arg.combiner
+    if ca.arity != 1 or a.arg.value_index != 0 or b.arg.value_index != 0:
+        return False
+    if not (cb.lhs[0] is ca.lhs[0] and cb.rhs[0] is ca.rhs[0] and cb.result[0] is ca.result[0]
+            and cb.identity[0] is ca.identity[0]):
+        return False
+    if set(free_vars(cb.result[0])) - {ca.lhs[0], ca.rhs[0]}:
+        return False
+    ra, rb = a.arg.axes, b.arg.axes
+    if len(ra) != len(rb) or any((u.lo, u.hi) != (v.lo, v.hi) for u, v in zip(ra, rb)) \
+            or any((u.lo, u.hi) != (v.lo, v.hi) for u, v in zip(y.op.axes, w.op.axes)):
+        return False
+    m = dict(zip(tuple(w.op.axes) + tuple(rb), tuple(y.op.axes) + tuple(ra)))
+    return all(substitute(s, m) is t for s, t in zip(b.src[:2], a.src[:2])) and a.op is Op.REDUCE
 
 
 def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: Sequence[Tensor],

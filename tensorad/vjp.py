@@ -28,12 +28,13 @@ import numpy as np
 
 from .autodiff import jacobian_recursive
 from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen.kernel import as_array
 from .codegen.schedule import Options
 from .ir import dtype as dt
 from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
 from .lang import compute, const, placeholder
-from .residuals import Policy, ResidualPlan, check_policy, plan_residuals
+from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_values
 from .simplify import Optimizer
 from .topi import add
 
@@ -144,12 +145,27 @@ class Function:
         return build(self.outputs, self.inputs, name="forward", **self.build_options)
 
     @cached_property
+    def _copied(self) -> dict[int, int]:
+        """``{output k: extra j}`` for outputs whose values a saved extra holds (a max pool
+        and its winner's maximum): the forward with residuals computes them once and copies."""
+        found: dict[int, int] = {}
+        for k, o in enumerate(self.outputs):
+            j = next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
+            if j is not None:
+                found[k] = j
+        return found
+
+    def _residual_outputs(self) -> list[Tensor]:
+        return ([o for k, o in enumerate(self.outputs) if k not in self._copied]
+                + list(self.plan.extras))
+
+    @cached_property
     def residual_kernel(self) -> Kernel:
-        """The forward that also computes the saved tensors that are not outputs."""
+        """The forward that also computes the saved tensors that are not outputs (an output
+        that one of them holds is copied from it, not computed again: see ``forward_parts``)."""
         if not self.plan.extras:
             return self.forward_kernel
-        return build(self.outputs + list(self.plan.extras), self.inputs, name="forward_res",
-                     **self.build_options)
+        return build(self._residual_outputs(), self.inputs, name="forward_res", **self.build_options)
 
     @cached_property
     def backward_kernel(self) -> Kernel:
@@ -157,7 +173,7 @@ class Function:
 
     def lower_forward(self) -> LoweredFunc:
         """The forward-with-residuals loop program (``.work``: its work)."""
-        return lower(self.outputs + list(self.plan.extras), self.inputs, **self.lower_options)
+        return lower(self._residual_outputs(), self.inputs, **self.lower_options)
 
     def lower_backward(self) -> LoweredFunc:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
@@ -176,10 +192,27 @@ class Function:
 
     def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
         """The outputs and the extra saved values as two lists (``out=``: all of them, in place)."""
+        n = len(self.outputs)
+        copied = self._copied if self.plan.extras else {}
+        out_all = out
+        if out is not None and copied:
+            if not isinstance(out, (list, tuple)) or len(out) != n + len(self.plan.extras):
+                raise ValueError(f"forward_parts: out= must hold the {n} outputs and the "
+                                 f"{len(self.plan.extras)} saved values")
+            out = [o for k, o in enumerate(out[:n]) if k not in copied] + list(out[n:])
         res = self.residual_kernel(*arrays, out=out)
         res = list(res) if isinstance(res, tuple) else [res]
-        n = len(self.outputs)
-        return res[:n], res[n:]
+        m = n - len(copied)
+        outs, extras = res[:m], res[m:]
+        for k in sorted(copied):
+            src = extras[copied[k]]
+            if out is None:
+                outs.insert(k, np.array(as_array(src, "saved value"), copy=True))
+            else:
+                dst = out_all[k]
+                np.copyto(as_array(dst, "out"), as_array(src, "saved value"))
+                outs.insert(k, dst)
+        return outs, extras
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
         """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head

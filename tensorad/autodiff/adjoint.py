@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..ir import dtype as dt
-from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, logical
+from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite, walk
@@ -99,6 +99,27 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
     return inverse
 
 
+def _box_size(axes: Sequence[Expr]) -> int:
+    size = 1
+    for a in axes:
+        size *= max(a.extent, 1)
+    return size
+
+
+def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
+    """The point of ``axes`` whose row-major flattening (:func:`combiners.flat_index`) is
+    ``flat``: ``k_a = lo_a + (flat // stride_a) % extent_a``."""
+    out = []
+    stride = _box_size(axes)
+    for n, a in enumerate(axes):
+        stride //= max(a.extent, 1)
+        digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
+        if n:
+            digit = digit % const(a.extent, dt.INDEX)
+        out.append(digit + const(a.lo, dt.INDEX) if a.lo else digit)
+    return out
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
@@ -137,6 +158,8 @@ class AdjointBuilder:
                                compare(Op.EQ, source, best[tuple(iv)]))
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
 
+            if len(winner) == 1 and ra.axes:
+                return self._winner_scatter_terms(op, heads, x, p, j, winner[0], best, ties)
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
@@ -184,6 +207,69 @@ class AdjointBuilder:
             value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
             terms.append(head_sum(value, iv + kv, where))
         return terms
+
+    def _winner_scatter_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
+                              p: Sequence[Expr], j: Sequence[Expr], index: Tensor, best: Tensor,
+                              ties: Tensor | None) -> list[Expr]:
+        """The terms of a selecting reduction whose winner is one flattened index ``W(i)``.
+
+        The first winner's point is data: ``k* = unflatten(W(i))``, each digit a gather index
+        (``DATA_INDEX``, clipped: an empty reduction's sentinel lands on a point whose
+        condition is false).  So the main term is a sum over ``i`` alone, ``sum_i where
+        c(i, k*) && phi(i, k*) == j of H[i] * df/dX(i, k*) [/ T(i)]``, which code generation
+        lowers as a scatter-add of one element per output (:mod:`codegen.scatter`), not as
+        a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
+        get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
+        generation tests once per output (:func:`_point_term`)."""
+        body = op.body[0]
+        terms: list[Expr] = []
+        for v, h in heads.items():
+            source = body.src[1 + v]
+            for site in read_sites(source, x):
+                d = partial_by_read(source, site)
+                if d is ZERO:
+                    continue
+                terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, None))
+                if ties is not None:
+                    terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, best))
+        return terms
+
+    def _point_term(self, op: ComputeOp, source: Expr, site: Expr, d: Expr, h: Tensor, x: Tensor,
+                    p: Sequence[Expr], j: Sequence[Expr], index: Tensor, ties: Tensor | None,
+                    best: Tensor | None) -> Expr:
+        """One read site's term at the winner (``best is None``), or at the other tied points:
+        a sum over the outputs and a window point ``t`` (an opaque index, so that the term
+        stays a scatter from the outputs -- solved for the outputs, it would visit every
+        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
+        body = op.body[0]
+        ra: ReduceArg = body.arg
+        size = _box_size(ra.axes)
+        m = copy_vars(tuple(op.axes))
+        iv = [m[a] for a in op.axes]
+        conds: list[Expr] = []
+        axes = iv
+        if best is None:
+            point = data_index(index[tuple(iv)], size, "clip", index.name)
+        else:
+            t = var("t", 0, size)
+            axes = iv + [t]
+            point = data_index(t, size, "clip", index.name)
+        for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
+            m[k] = digit
+        if best is not None and ties is not None:
+            count = ties[tuple(iv)]
+            conds = [compare(Op.GT, count, const(1, count.dtype)),
+                     compare(Op.NE, axes[-1], index[tuple(iv)]),
+                     compare(Op.EQ, rename(source, m), best[tuple(iv)])]
+        idx = tuple(_unchecked(e) for e in site.src)
+        where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
+        value = cast(source.dtype, h[tuple(p) + tuple(iv)])
+        if ties is not None:
+            count = ties[tuple(iv)]
+            value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
+        value = mul(value, rename(d, m))
+        value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
+        return head_sum(value, axes, where)
 
     # ---- helper tensors -----------------------------------------------------------------
     def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:

@@ -63,6 +63,8 @@ def _int(e, env: dict) -> int:
 
 
 def _counted(s) -> bool:
+    if isinstance(s, Loop):  # loops under a data-dependent guard: the guard's one execution
+        return True
     if isinstance(s, If):  # a data-dependent guard in a body: counted if what it guards is
         return any(_counted(x) for x in s.then + s.orelse)
     return s.counted
