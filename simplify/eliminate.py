@@ -213,7 +213,8 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
 
 def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> Expr:
     """The non-affine guard of a planned sum: residual conjuncts and equation guards."""
-    parts = list(apply_plan(plan, list(residual), ctx)) + list(plan.guards)
+    # the range guards of substituted equations first: they keep the reads of the rest in bounds
+    parts = list(plan.guards) + list(apply_plan(plan, list(residual), ctx))
     out: list[Expr] = []
     for p in parts:
         out.extend(conjuncts(simplify_expr(p, ctx)))
