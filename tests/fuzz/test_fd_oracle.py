@@ -1,0 +1,79 @@
+"""The fuzzer's finite-difference oracle checks itself before it calls a mismatch.
+
+Two seeds were reported as wrong gradients when the oracle was wrong: 13513 (tensorad's
+reverse gradient -704.88 was right; the oracle summed outputs of magnitude 1e19 with the head
+before subtracting, and the difference vanished in rounding) and 12677 (``sin`` of a product
+near 1e234: no step can follow it).  The oracle subtracts outputs element by element, and
+where a derivative disagrees it takes the differences again with twice the step: a mismatch
+needs the two estimates to agree.  The unit tests below show it still catches a wrong
+derivative wherever the differences are stable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from fuzz.checks import Mismatch, compare_fd, run_checks  # noqa: E402
+from fuzz.program import generate  # noqa: E402
+from fuzz.runner import job_for  # noqa: E402
+
+TRUE = np.array([3.0, -2.0, 0.0, 1e3, 0.25])
+
+
+def _smooth(eps):
+    """Central differences of a smooth function: the derivative plus an O(eps^2) error."""
+    return TRUE + 0.3 * eps * eps
+
+
+def test_a_wrong_derivative_is_a_mismatch_where_the_differences_are_stable():
+    compare_fd("d", TRUE.copy(), _smooth, 1e-6, rtol=1e-4)  # right: passes
+    for k in range(TRUE.size):
+        wrong = TRUE.copy()
+        wrong[k] += 1.0
+        with pytest.raises(Mismatch, match=rf"at \[(np\.int64\()?{k}\)?\]"):
+            compare_fd("d", wrong, _smooth, 1e-6, rtol=1e-4)
+    nan = TRUE.copy()
+    nan[1] = np.nan
+    with pytest.raises(Mismatch, match="non-finite"):
+        compare_fd("d", nan, _smooth, 1e-6, rtol=1e-4)
+
+
+def test_unconverged_differences_are_no_verdict_and_the_other_elements_still_count():
+    def kink(eps):  # element 2 has a kink inside the step window: its estimate moves with eps
+        fd = _smooth(eps)
+        fd[2] = 5.0 * (1e-6 / eps)
+        return fd
+
+    got = TRUE.copy()
+    compare_fd("d", got, kink, 1e-6, rtol=1e-4)  # only element 2 disagrees, and it is unstable
+    got[4] = 7.0
+    with pytest.raises(Mismatch, match=r"1 elements with unstable differences.*at \[(np\.int64\()?4\)?\]"):
+        compare_fd("d", got, kink, 1e-6, rtol=1e-4)
+
+
+def test_huge_unstable_garbage_does_not_widen_the_tolerance_of_the_others():
+    def garbage(eps):  # element 0 is noise of magnitude 1e9 (a huge sum's rounding)
+        fd = _smooth(eps)
+        fd[0] = 1e9 if eps < 1.5e-6 else -3e9
+        return fd
+
+    got = TRUE.copy()
+    got[1] += 1.0  # off by 1 at a scale of 1e3: a mismatch at rtol 1e-4
+    with pytest.raises(Mismatch, match=r"at \[(np\.int64\()?1\)?\]"):
+        compare_fd("d", got, garbage, 1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("seed,checks", [(13513, ["reverse"]), (12677, ["reverse", "hvp"])])
+def test_seeds_the_oracle_misjudged_pass(seed, checks):
+    job = {**job_for(generate(seed), seed, checks), "triage": False}
+    assert job["safe"] and job["checks"] == checks
+    results = run_checks(job)
+    assert [r["status"] for r in results] == ["ok"] * len(checks), results
