@@ -44,14 +44,26 @@ from .zero import ZERO, materialize, mul
 
 EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_ELSE, Op.NEG, Op.ABS,
                              Op.MAXIMUM, Op.MINIMUM})
+ONE_ROUNDING_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
 
 
 def recomputes_exactly(expr: Expr) -> bool:
     """Whether every evaluation of ``expr`` gives the same bits, wherever and however it is
-    compiled: its float values come only from reads, constants, casts, choices, negation,
-    ``abs`` and ``max``/``min`` (no rounding, so no folding, contraction or math library can
-    change them; integer index arithmetic is exact)."""
-    return all(n.op in EXACT_FLOAT_OPS for n in walk(expr) if dt.is_float(n.dtype))
+    compiled: its float values come from reads, constants, casts, choices, negation, ``abs``,
+    ``max``/``min`` and at most one ``+ - * /`` (IEEE-rounded the same everywhere: with no
+    second arithmetic operation there is nothing to contract into an FMA or to fold
+    differently; integer index arithmetic is exact).  A math function or a second operation
+    may round differently where it is computed again."""
+    arithmetic = 0
+    for n in walk(expr):
+        if not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
+            continue
+        if n.op not in ONE_ROUNDING_OPS:
+            return False
+        arithmetic += 1
+        if arithmetic > 1:
+            return False
+    return True
 
 
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:

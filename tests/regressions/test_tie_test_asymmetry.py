@@ -7,8 +7,9 @@ Here the forward (which saves the winner, ``ta.function``'s default policy) is b
 math, so ``x0 * x1 + z`` is one FMA, and the backward without it, so the backward's copy of
 the source rounds twice: at ``x0 = x1 = 1 + 2^-27, z = -1`` the two differ by 2^-54.  Every
 point ties (the source does not depend on ``k``); the gradient is the head's sum times the
-other factor.  A source that rounds is stored once (``Y.tie``) and read by both sides; a
-source of reads, choices and casts recomputes exactly and is not stored (work unchanged).
+other factor.  A source that may round differently (here two operations) is stored once
+(``Y.tie``) and read by both sides; a source of reads, choices, casts and at most one
+arithmetic operation recomputes exactly and is not stored (work unchanged).
 """
 
 from __future__ import annotations
