@@ -10,8 +10,10 @@
    ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
 2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``, e.g.
    ``k == Winner[i]``) substitutes ``k := e``; the constraints ``D`` put on ``k`` become a
-   (non-affine) guard on ``e``.  Not for a ``k`` that indexes a read: read indices must stay
-   quasi-affine (the language has no gather), so such a sum keeps ``k`` and the test.
+   (non-affine) guard on ``e``.  For a ``k`` that indexes a read only when ``e`` reads data
+   through gather indices alone (``b == data_index(S[k])``: ``H[b]`` becomes the gather
+   ``H[data_index(S[k])]``); any other data in a read index is not quasi-affine, so such a sum
+   keeps ``k`` and the test.
 3. **Tighten** what is left: a variable gets its exact constant range on ``D``, or is
    *deskewed* -- ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)`` when a lower bound
    ``lo`` (a piece of isl's lexmin) gives a shorter range (pooling gradients iterate over the
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import reads_data
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
 
@@ -151,6 +154,10 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         eq = simplify_expr(substitute(eq, mapping), ctx)
         in_reads = {v for ix in indices for v in walk(substitute(ix, mapping)) if v.op is Op.VAR}
         found = equation_for(eq, [r for r in rvars if r not in in_reads], ctx)
+        if found is None:  # a read index may take a gather index: H[b] -> H[data_index(S[k])]
+            found = equation_for(eq, [r for r in rvars if r in in_reads], ctx)
+            if found is not None and reads_data(found[1]):
+                found = None
         if found is None:
             continue
         r, e = found

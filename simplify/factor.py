@@ -21,6 +21,13 @@ brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); oth
 kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
 (which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
 custom combiners are not linear).
+
+A sum over an empty domain is ``0`` whatever its terms, but ``coef * [sum]`` is ``coef * 0``,
+which is NaN when ``coef`` is inf or NaN at run time (an empty max is ``-inf``; fuzz seed
+14178).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
+``if_then_else(exists k: cond(i, k), coef * [sum], 0)``: the strong zero of the original.  isl
+projects the where-condition onto the axes; where no point's domain is empty there is no guard,
+and a where-condition isl cannot represent is not rewritten.
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.domain import IndexSet
 
+from .eliminate import split_affine
+from .logic import conjuncts
 from .polynomial import provably_zero
 from .rules import simplify_expr
 
@@ -172,6 +182,20 @@ def _count(red: Expr) -> int | None:
     return n
 
 
+def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
+    """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
+    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell."""
+    cond = red.src[0]
+    if cond is TRUE:
+        return TRUE
+    variables = list(axes) + list(red.arg.axes)
+    affine, residual = split_affine(conjuncts(cond), variables)
+    if residual:
+        return None
+    onto = IndexSet.from_conditions(variables, affine).project_onto(axes)
+    return simplify_expr(onto.gist(IndexSet.box(onto.vars)).to_cond(), ctx)
+
+
 class _Plan:
     """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
 
@@ -191,6 +215,9 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     rvars = red.arg.axes
     bound = frozenset(rvars)
     count = _count(red)
+    nonempty = _nonempty(axes, red, ctx)
+    if nonempty is None:
+        return None
 
     def bracket(factors: tuple[Expr, ...]) -> Expr:
         return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
@@ -263,6 +290,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     total = plan.out[0]
     for t in plan.out[1:]:
         total = total + t
+    if nonempty is not TRUE:
+        total = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, total, const(0, red.dtype)))
     return simplify_expr(total, ctx)
 
 

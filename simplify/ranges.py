@@ -99,6 +99,8 @@ def _compute(e: Expr, memo: dict) -> Bound:
         return bounds(e.src[0], memo)
     if op is Op.CAST and e.src[0].dtype == dt.BOOL:
         return 0, 1
+    if op is Op.DATA_INDEX:  # a gather index: checked, clipped or wrapped into [0, extent)
+        return 0, e.arg.extent - 1
     return _UNBOUNDED
 
 

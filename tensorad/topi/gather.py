@@ -77,15 +77,29 @@ def embedding(weight: Tensor, indices: Tensor, mode: str = "raise", name: str = 
 
 def embedding_bag(weight: Tensor, indices: Tensor, reduce: str = "mean",
                   per_sample_weights: Tensor | None = None, mode: str = "raise",
-                  name: str = "embedding_bag") -> Tensor:
-    """``torch.nn.functional.embedding_bag`` for bags of one length: ``indices [bags, n]``,
-    ``out[b, d] = reduce_k W[I[b, k], d]`` (``reduce``: ``"sum"`` or ``"mean"``), each row
-    scaled by ``per_sample_weights[b, k]`` when given (``"sum"`` only, as in PyTorch)."""
+                  name: str = "embedding_bag", offsets: Tensor | None = None) -> Tensor:
+    """``torch.nn.functional.embedding_bag``: ``out[b, d] = reduce_{k in bag b} W[I[k], d]``
+    (``reduce``: ``"sum"`` or ``"mean"``; an empty bag gives zeros), each row scaled by
+    ``per_sample_weights`` (the shape of ``indices``; ``"sum"`` only, as in PyTorch).
+
+    Bags of one length: ``indices [bags, n]``, bag ``b`` is row ``b``.  Bags of any lengths, as
+    PyTorch's ``offsets``: ``indices [n]`` and ``offsets [bags]`` (integers), bag ``b`` is
+    ``indices[offsets[b]:offsets[b + 1]]`` (the last one runs to ``n``).  As in PyTorch the
+    offsets start at 0 and do not decrease; an index before the first offset belongs to no
+    bag, a run-time ``IndexError``.  Each index's bag is found once (``bag[k] = #{b : offsets[b]
+    <= k} - 1``, ``bags * n`` integer work), so the bags are a gather and the sum and its
+    gradient are scatter-adds of ``n * dim`` work."""
     _check(weight, indices, mode, name)
     if weight.ndim != 2:
         raise ValueError(f"{name}: weight must be 2-d [vocabulary, dim], got shape {weight.shape}")
-    if indices.ndim != 2:
-        raise ValueError(f"{name}: indices must be 2-d [bags, bag size], got shape {indices.shape}")
+    want = "1-d [n] (with offsets)" if offsets is not None else "2-d [bags, bag size]"
+    if indices.ndim != (1 if offsets is not None else 2):
+        raise ValueError(f"{name}: indices must be {want}, got shape {indices.shape}")
+    if offsets is not None:
+        check_tensor(offsets, name, "offsets")
+        if not dt.is_int(offsets.dtype) or offsets.ndim != 1 or offsets.shape[0] < 1:
+            raise ValueError(f"{name}: offsets must be a 1-d integer tensor of at least one bag, "
+                             f"got {offsets.dtype} {offsets.shape}")
     if reduce not in ("sum", "mean"):
         raise ValueError(f"{name}: reduce must be 'sum' or 'mean', got {reduce!r}")
     if per_sample_weights is not None:
@@ -95,6 +109,8 @@ def embedding_bag(weight: Tensor, indices: Tensor, reduce: str = "mean",
                              f"{indices.shape}, got {per_sample_weights.dtype} {per_sample_weights.shape}")
         if reduce != "sum":
             raise ValueError(f"{name}: per_sample_weights needs reduce='sum' (as in PyTorch)")
+    if offsets is not None:
+        return _ragged_bags(weight, indices, offsets, reduce, per_sample_weights, mode, name)
     bags, n = indices.shape
 
     def body(ax: tuple[Expr, ...]) -> Expr:
@@ -105,5 +121,36 @@ def embedding_bag(weight: Tensor, indices: Tensor, reduce: str = "mean",
             row = row * per_sample_weights[b, k]
         total = _reducer.sum(row, k)
         return total / const(float(max(n, 1)), weight.dtype) if reduce == "mean" else total
+
+    return new_compute((bags, weight.shape[1]), body, name, "embedding_bag", ("bag", "d"))
+
+
+def _ragged_bags(weight: Tensor, indices: Tensor, offsets: Tensor, reduce: str,
+                 per_sample_weights: Tensor | None, mode: str, name: str) -> Tensor:
+    """``embedding_bag`` with ``offsets``: each index's bag as a gather index, then one sum."""
+    (n,), (bags,) = indices.shape, offsets.shape
+    itype = offsets.dtype
+
+    def bag_of(ax: tuple[Expr, ...]) -> Expr:
+        (k,) = ax
+        b = lang.reduce_axis((0, bags), "b")
+        first = lang.if_then_else(offsets[b] <= k, const(1, itype), const(0, itype))
+        return _reducer.sum(first, b) - const(1, itype)
+
+    bag = new_compute((n,), bag_of, f"{name}.bag", "embedding_bag", ("k",))
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        b, d = ax
+        k = lang.reduce_axis((0, n), "k")
+        row = weight.take(indices[k], d, mode=mode)
+        if per_sample_weights is not None:
+            row = row * per_sample_weights[k]
+        mine = data_index(bag[k], bags, "raise", f"{name} (the bag of an index before offsets[0])")
+        total = _reducer.sum(lang.if_then_else(mine == b, row, const(0, weight.dtype)), k)
+        if reduce == "sum":
+            return total
+        end = lang.if_then_else(b + 1 < bags, offsets[b + 1], const(n, itype))
+        size = lang.maximum(end - offsets[b], const(1, itype))
+        return total / lang.cast(weight.dtype, size)
 
     return new_compute((bags, weight.shape[1]), body, name, "embedding_bag", ("bag", "d"))

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -36,15 +35,14 @@ def tiny_run(tmp_path_factory):
         (tmp / "stubs" / mod / "__init__.py").write_text(STUB.format(mod))
     env = dict(os.environ, PYTHONPATH=str(tmp / "stubs"))
     out = tmp / "result.json"
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1",
                            "--workloads", WORKLOADS, "--json", str(out), "--no-plot"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    return proc, json.loads(out.read_text()) if out.exists() else None, time.perf_counter() - t0, out
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return proc, json.loads(out.read_text()) if out.exists() else None, out
 
 
 def test_runs_and_reports_missing_peers(tiny_run):
-    proc, res, elapsed, _ = tiny_run
+    proc, res, _ = tiny_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert res["options"]["mode"] == "tiny" and [w["name"] for w in res["workloads"]] == WORKLOADS.split(",")
     systems = res["runs"][0]["systems"]
@@ -58,7 +56,7 @@ def test_runs_and_reports_missing_peers(tiny_run):
 
 
 def test_numpy_peer_is_checked_and_timed(tiny_run):
-    _, res, _, _ = tiny_run
+    _, res, _ = tiny_run
     numpy = res["runs"][0]["systems"]["numpy"]
     for name in WORKLOADS.split(","):
         for phase in ("forward", "backward"):
@@ -71,7 +69,7 @@ def test_numpy_peer_is_checked_and_timed(tiny_run):
 
 
 def test_tensorad_entries_are_timed_or_explained(tiny_run):
-    _, res, _, _ = tiny_run
+    _, res, _ = tiny_run
     for system in ("tensorad", "tensorad-hand"):
         r = res["runs"][0]["systems"][system]
         entries = [e for w in r["workloads"].values() for e in w.values()] + list(r["sweeps"].values())
@@ -87,7 +85,7 @@ def test_tensorad_entries_are_timed_or_explained(tiny_run):
 
 
 def test_report_prints_markdown(tiny_run):
-    _, _, _, path = tiny_run
+    _, _, path = tiny_run
     proc = subprocess.run([sys.executable, "-m", "benchmarks.report", str(path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

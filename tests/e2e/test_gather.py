@@ -116,6 +116,59 @@ def test_embedding_bag_with_per_sample_weights(rng):
     np.testing.assert_allclose(gp, tp.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(0, 9), min_size=0, max_size=4), reduce=st.sampled_from(["sum", "mean"]),
+       weighted=st.booleans())
+def test_ragged_embedding_bag_matches_torch(cuts, reduce, weighted):
+    """Bags of any lengths (PyTorch's ``offsets``), empty ones included, against
+    ``torch.nn.functional.embedding_bag``: values and gradients (weights and per-sample
+    weights), with ``n * dim`` work for the sum and its gradient plus ``bags * n`` to find
+    each index's bag."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    weighted = weighted and reduce == "sum"
+    V, D, n = 7, 3, 9
+    offsets = np.array([0] + sorted(cuts), np.int64)
+    bags = len(offsets)
+    w = ta.placeholder((V, D), F, name="W")
+    ids = ta.placeholder((n,), "int64", name="I")
+    off = ta.placeholder((bags,), "int64", name="offsets")
+    psw = ta.placeholder((n,), F, name="P") if weighted else None
+    y = topi.nn.embedding_bag(w, ids, reduce, per_sample_weights=psw, offsets=off)
+    wrt = [w] + ([psw] if weighted else [])
+    loss, h = _weighted(y)
+    grads = ta.JacobianRecursive(loss, wrt)
+    rng = np.random.default_rng(len(cuts))
+    wv, iv = rng.normal(size=(V, D)), rng.integers(0, V, n)
+    hv, pv = rng.normal(size=(bags, D)), rng.normal(size=n)
+    feeds = [wv, iv, offsets] + ([pv] if weighted else []) + [hv]
+    got = ta.build([y, *grads], [w, ids, off] + ([psw] if weighted else []) + [h])(*feeds)
+    tw, tp = torch.tensor(wv, requires_grad=True), torch.tensor(pv, requires_grad=True)
+    ty = torch.nn.functional.embedding_bag(torch.tensor(iv), tw, torch.tensor(offsets), mode=reduce,
+                                           per_sample_weights=tp if weighted else None)
+    (ty * torch.tensor(hv)).sum().backward()
+    np.testing.assert_allclose(got[0], ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[1], tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+    if weighted:
+        np.testing.assert_allclose(got[2], tp.grad.numpy(), rtol=1e-12, atol=1e-12)
+    if reduce == "sum" and not weighted:
+        assert ta.lower([y], [w, ids, off]).work <= bags * n + n * D
+        assert ta.lower([grads[0]], [ids, off, h]).work <= bags * n + n * D
+
+
+def test_ragged_embedding_bag_rejects_an_index_before_the_first_offset():
+    w = ta.placeholder((5, 2), F, name="W")
+    ids, off = ta.placeholder((4,), "int64", name="I"), ta.placeholder((2,), "int64", name="offsets")
+    y = topi.nn.embedding_bag(w, ids, "sum", offsets=off)
+    kern = ta.build([y], [w, ids, off])
+    args = (np.ones((5, 2)), np.zeros(4, np.int64), np.array([1, 2], np.int64))
+    with pytest.raises(IndexError, match="before offsets"):
+        kern(*args)
+    with pytest.raises(IndexError, match="before offsets"):
+        ta.evaluate([y], dict(zip((w, ids, off), args)))
+    with pytest.raises(ValueError, match="1-d"):
+        topi.nn.embedding_bag(w, ta.placeholder((2, 2), "int64", name="J"), offsets=off)
+
+
 # ---- index_select and take along every axis -------------------------------------------------
 
 def test_index_select_matches_torch(rng):

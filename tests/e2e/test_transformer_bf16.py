@@ -120,3 +120,44 @@ def test_bfloat16_transformer_trains_like_pytorch_bfloat16():
     assert theirs[-1] < 0.5 * theirs[0]  # it trains: the curve falls by far more than the tolerance
     np.testing.assert_allclose(ours, theirs, rtol=0.02)
     np.testing.assert_allclose(f32, theirs, rtol=0.02)
+
+
+def hand_gradient_work() -> tuple[int, dict[str, int]]:
+    """The work of the hand-written gradient of ``block``, counted as ``ta.lower(...).work``
+    counts it (innermost loop-body executions): every forward value the backward reads, once,
+    then PyTorch's per-operator backward formulas.  N tokens, F = 2D hidden units, P causal
+    (query, key) pairs over all batches and heads, DH the head width."""
+    n, f = B * L, 2 * D
+    pairs = B * HEADS * L * (L + 1) // 2
+    terms = {
+        "embedding gather x = E[tokens]": n * D,
+        "layer norms: mean, var, output (x2)": 2 * 3 * n * D,
+        "q, k, v = h Wq, h Wk, h Wv": 3 * n * D * D,
+        "attention forward on the triangle: S = q k^T, max, sum, P": pairs * DH + 3 * pairs,
+        "attention output A = P v": pairs * DH,
+        "A Wo, LN2 h W1, gelu, h W2": n * D * D + n * D * f + n * f + n * f * D,
+        "logits x Wout, their max, sum of exp, the loss": n * D * V + 2 * n * V + n,
+        "dlogits = softmax - onehot": n * V,
+        "dWout, dx = dlogits Wout^T": 2 * n * D * V,
+        "dW2, dh, dc1 (gelu' fused)": 2 * n * f * D + n * f,
+        "dW1, dh2": 2 * n * D * f,
+        "layer norm backward: dbeta, dgamma, two row sums, dX (x2)": 2 * 5 * n * D,
+        "dWo, dA": 2 * n * D * D,
+        "attention backward: dv, dP, r, dS, dq, dk": 4 * pairs * DH + 2 * pairs,
+        "dWq, dWk, dWv and dh1 = sum of the three products": 6 * n * D * D,
+        "embedding scatter-add dE": n * D,
+    }
+    return sum(terms.values()), terms
+
+
+def test_gradient_work_of_the_block_is_within_10_percent_of_hand_written():
+    """Issue 12's bar: the block's gradient does the work of the hand-written one (<= 1.1x)."""
+    from tensorad.ir import placeholders
+
+    params = {n: ta.placeholder(s, "float32", n) for n, s in SHAPES.items()}
+    tok, lab = ta.placeholder((B, L), "int32", "tokens"), ta.placeholder((B, L), "int32", "labels")
+    loss = block(params, tok, lab)
+    grads = ta.JacobianRecursive(loss, list(params.values()), ta.placeholder(loss.shape, name="H"))
+    work = ta.lower(grads, placeholders(grads)).work
+    hand, terms = hand_gradient_work()
+    assert work <= 1.1 * hand, f"block gradient work {work} > 1.1 x hand {hand}: {terms}"
