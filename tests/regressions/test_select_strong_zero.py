@@ -83,3 +83,14 @@ def test_hvp_through_a_clamp_at_minus_infinity_is_finite_and_right(optimize):
     eps = 1e-6
     fd = (gk(xv + eps * vv, av, wv) - gk(xv - eps * vv, av, wv)) / (2 * eps)
     np.testing.assert_allclose(want, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_the_safe_square_root_matches_torch_where():
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    x, y = _safe_sqrt()
+    H = ta.placeholder((6,), "float64", name="H")
+    (g,) = ta.JacobianRecursive(y, [x], H)
+    xv, h = np.where(X == 0.0, 0.5, X), np.linspace(-1.0, 1.0, 6)
+    xt = torch.tensor(xv, requires_grad=True)
+    torch.sqrt(torch.where(xt < 0, torch.zeros_like(xt), xt)).backward(torch.tensor(h))
+    np.testing.assert_allclose(ta.build([g], [x, H])(xv, h), xt.grad.numpy(), rtol=1e-12)
