@@ -94,7 +94,7 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
 FD_STEPS = (1, 64, 4096)  # multiples of the base step tried where the differences decide nothing
 
 
-def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> None:
+def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> int:
     """``got`` (a derivative) against central differences, an oracle that checks itself.
 
     ``central(step)`` gives the estimates and a bound of their rounding noise (one ulp of each
@@ -105,11 +105,13 @@ def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> None:
     Undecided elements say nothing about ``got``: a kink or a tie in every window, a function
     that varies faster than any step can follow (``sin`` of 1e234, seed 12677), or values so
     large that their ulps drown every difference (a constant 51-fold product beside ``4.5 x``,
-    seed 14838).  Decided elements are compared exactly as :func:`compare` does."""
+    seed 14838).  Decided elements are compared exactly as :func:`compare` does.  Returns the
+    number of undecided elements (reported by the runner: the oracle's abstentions are counted,
+    never silent)."""
     fd, noise = central(eps)
     try:
         compare(what, got, fd, "float64", rtol=rtol)
-        return
+        return 0
     except Mismatch:
         pass
     ref = np.zeros(np.shape(fd))
@@ -125,6 +127,7 @@ def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> None:
     undecided = int(decided.size - np.count_nonzero(decided))
     note = f" ({undecided} elements whose differences decide nothing not compared)" if undecided else ""
     compare(what + note, np.where(decided, got, 0.0), np.where(decided, ref, 0.0), "float64", rtol=rtol)
+    return undecided
 
 
 def fd_stable(a, b, rtol: float, noise=None):
@@ -182,6 +185,7 @@ class Case:
         self.inputs = list(self.ns["INPUTS"])
         self.feed = fdata.feed(self.inputs, self.profile, self.seed)
         self.lenient = self.profile in ("wide", "huge") and self.options.get("fastmath", True)
+        self.undecided = 0  # derivative elements the finite differences could not judge
 
     def args(self, feed=None):
         feed = feed or self.feed
@@ -321,8 +325,8 @@ class Case:
             return fd, noise
 
         for p, g in zip(ins, grads):
-            compare_fd(f"reverse gradient wrt {p.name} vs finite differences", g,
-                       lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
+            self.undecided += compare_fd(f"reverse gradient wrt {p.name} vs finite differences", g,
+                                         lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
 
     def jvp(self):
         if not self._fd_ready():
@@ -369,8 +373,8 @@ class Case:
                 return (gp - gm) / (2 * eps), (fd_noise(gp) + fd_noise(gm)) / (2 * eps)
 
         for k, (p, a) in enumerate(zip(ins, hv)):
-            compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
-                       lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
+            self.undecided += compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
+                                         lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
 
 
 def run_checks(job: dict) -> list[dict]:
@@ -389,8 +393,10 @@ def run_checks(job: dict) -> list[dict]:
     results = []
     for name in job["checks"]:
         try:
+            case.undecided = 0
             getattr(case, name)()
-            results.append({"check": name, "status": "ok"})
+            results.append({"check": name, "status": "ok"} if not case.undecided else
+                           {"check": name, "status": "ok", "undecided": case.undecided})
         except Mismatch as e:
             results.append({"check": name, "status": "fail", "message": str(e), "hint": triage(job, name)})
         except Exception as e:
