@@ -3,13 +3,13 @@
 Four seeds were reported as wrong gradients when the oracle was wrong: 13513 and 14253
 (tensorad's reverse gradients, -704.88 and a prod of x^51, were right; the oracle summed
 outputs of magnitude 1e19 and 1e58 with the head before subtracting, and the difference
-vanished in rounding) and 12677 (``sin`` of a product
-near 1e234: no step can follow it), 14838 (``4.5 x`` beside a 51-fold product of about 1e20:
-its ulps drown the difference at small steps; a step of 4e-3 judges it, and tensorad agrees).  The oracle subtracts outputs element by
-element, and where a derivative disagrees it takes the differences again with twice the step:
-a mismatch needs the two estimates to agree and their rounding noise to be small, at the base
-step or at a larger one.  The unit tests below show it still catches a wrong
-derivative wherever the differences are stable.
+vanished in rounding), 12677 (``sin`` of a product near 1e234: no step can follow it) and
+14838 (``4.5 x`` beside a 51-fold product of about 1e20: its ulps drown the difference at
+small steps; a step of 4e-3 judges it, and tensorad agrees).  The oracle subtracts outputs
+element by element, and where a derivative disagrees it takes the differences again with
+twice the step: a mismatch needs the two estimates to agree and their rounding noise to be
+small, at the base step or at a larger one.  Elements no step judges are counted.  The unit
+tests below show it still catches a wrong derivative wherever the differences are stable.
 """
 
 from __future__ import annotations
