@@ -25,6 +25,7 @@ from tensorad.lang import make_compute
 from tensorad.lang.bounds import check_op_bounds
 
 from .domain import covers_box, op_domain
+from .footprint import shrink_to_footprints
 from .group import Group, Unit, make_unit, order_siblings, plan_groups
 from .inline import choose_materialized, inline_bodies
 from .islast import build_loops
@@ -188,6 +189,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                                        set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
+    bodies = shrink_to_footprints(ops, bodies, {t.op for t in outputs})
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)

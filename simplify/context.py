@@ -31,6 +31,7 @@ class OptimizerContext:
         self.registered: set = set()  # sums read by the ops optimized, held in ``table``
         self.factored: set = set()  # every sum .factor made
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
+        self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
         self.trace = trace
 
     def simplify(self, e: Expr) -> Expr:

@@ -12,6 +12,7 @@ all the way down.
 from __future__ import annotations
 
 from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.rewrite import reads
 from tensorad.ir.tensor import ComputeOp
 
 from .inline import rename_reduce
@@ -42,25 +43,43 @@ def _subst(e: Expr, mapping: dict) -> Expr:
     return substitute(e, mapping)
 
 
+def signature(bodies: tuple[Expr, ...]) -> tuple:
+    """What every spelling of one tensor shares, cheap to compute: the dtypes, the tensors read
+    and the reduction ranges (no variable names, no index expressions)."""
+    ranges = tuple(sorted((r.lo, r.hi) for b in bodies if b.op is Op.REDUCE for r in b.arg.axes))
+    return (tuple(b.dtype for b in bodies), frozenset(t for b in bodies for t in reads(b)), ranges)
+
+
 class OpTable:
-    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key."""
+    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.
+    :meth:`may_hold` answers "certainly not held" without building a key."""
 
     def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}
         self._canon: dict[tuple, Expr] = {}
+        self._sigs: set[tuple] = set()
 
     def intern(self, op: ComputeOp) -> ComputeOp:
         key = canonical_key(op, self._canon)
         found = self._ops.get(key)
         if found is None:
             found = self._ops[key] = op
+            self._sigs.add(signature(op.body))
         return found
+
+    def may_hold(self, bodies: tuple[Expr, ...]) -> bool:
+        """False when no op held has ``bodies``' signature (then :meth:`lookup` finds none)."""
+        return signature(bodies) in self._sigs
 
     def lookup(self, op: ComputeOp) -> ComputeOp | None:
         """The op held with ``op``'s key, if any (nothing is added)."""
+        if not self.may_hold(op.body):
+            return None
         return self._ops.get(canonical_key(op, self._canon))
 
     def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
         """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is
         held already (``as_op``: the same tensor spelled as the optimizer spells it)."""
-        self._ops.setdefault(canonical_key(op if as_op is None else as_op, self._canon), op)
+        spelled = op if as_op is None else as_op
+        self._sigs.add(signature(spelled.body))
+        self._ops.setdefault(canonical_key(spelled, self._canon), op)

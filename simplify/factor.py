@@ -33,6 +33,7 @@ and a where-condition isl cannot represent is not rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import combinations
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
@@ -41,15 +42,17 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.domain import IndexSet
 
 from .eliminate import split_affine
-from .logic import conjuncts
+from .logic import all_of, conjuncts
 from .polynomial import provably_zero
 from .rules import simplify_expr
 
 MAX_TERMS = 16  # more additive terms than this: the source is left as it is
 
 Term = tuple[Expr, tuple[Expr, ...]]  # (invariant coefficient, variant factors)
-Lookup = Callable[[Sequence[Expr], Expr], Tensor | None]
-Make = Callable[[Sequence[Expr], Expr, bool], Tensor]  # (axes, body, a lone bracket)
+# (free variables, bracket) -> the bracket's read over them, if the table holds it
+Lookup = Callable[[Sequence[Expr], Expr], Expr | None]
+# (free variables, bracket, a lone bracket, a nested bracket) -> the read of a new tensor
+Make = Callable[[Sequence[Expr], Expr, bool, bool], Expr]
 
 
 class _TooMany(Exception):
@@ -223,13 +226,46 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
                     ReduceArg(red.arg.combiner, rvars, 0))
 
-    def used(body: Expr) -> tuple[Expr, ...]:
-        """The axes a bracket depends on: a bracket is a tensor over those only."""
+    def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
+        """The axes a bracket depends on (then the ``outer`` sum variables it reads): a
+        bracket is a tensor over those only."""
         free = set(walk(body))
         ax = tuple(a for a in axes if a in free)
         dropped = [a for a in axes if a not in free]
         # dropping only unit axes makes no smaller tensor: keep the op's own axes then
-        return ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+        ax = ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+        return ax + tuple(r for r in outer if r in free)
+
+    def nest(coef: Expr, factors: tuple[Expr, ...]) -> Expr | None:
+        """``sum_{O, I} coef a(O) f(O, I)`` as ``sum_O coef a(O) [sum_I f](O)``: factors free of
+        the inner variables ``I`` move out of an inner bracket over the axes and ``O``.  With
+        such factors the bracket is made (a per-(n, c) partial sum, kept only if another sum
+        shares it: :func:`fold_nested`); with none, only a bracket the table holds is used."""
+        if len(rvars) < 2:
+            return None
+        seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+        proper = [v for v in seen if v != bound]
+        if proper:
+            outer = frozenset().union(*proper)
+            tries = [(outer, True)] if outer != bound else []
+        else:
+            tries = [(frozenset(sub), False) for k in range(1, len(rvars))
+                     for sub in combinations(rvars, k)]
+        for outer, create in tries:
+            split = _nest_split(axes, red, factors, seen, outer, ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
+            free = used(inside, ovars)
+            read = lookup(free, inside)
+            if read is None:
+                if not create:
+                    continue
+                read = make(free, inside, True, True)
+            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inside_vars(inside)]
+                                        + [read], red.dtype))
+            return Expr(Op.REDUCE, red.dtype, (where, src), ReduceArg(red.arg.combiner, ovars, 0))
+        return None
 
     def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
         """Put a group that costs no pass into ``plan``; False when it needs the remainder."""
@@ -242,7 +278,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         ax = used(body)
         found = lookup(ax, body)
         if found is not None:
-            plan.out.append(scaled(coef, found[ax]))
+            plan.out.append(scaled(coef, found))
             return True
         if provably_zero(body, ctx):
             return True
@@ -270,11 +306,16 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         plan.rest.append((coef, factors))
     if len(plan.rest) == 1:
         coef, factors = plan.rest[0]
+        if not plan.changed:
+            nested = nest(coef, factors)
+            if nested is not None:
+                return Expr(Op.REDUCE, nested.dtype, tuple(simplify_expr(s, ctx) for s in nested.src),
+                            nested.arg)
         body = bracket(factors)
         ax = used(body)
         if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
             return None  # a constant factor: moving it out shares nothing new
-        plan.out.append(scaled(coef, make(ax, body, not plan.changed)[ax]))
+        plan.out.append(scaled(coef, make(ax, body, not plan.changed, False)))
     elif plan.rest:
         if not plan.changed:
             return None
@@ -284,7 +325,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             rest = t if rest is None else rest + t
         body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
         ax = used(body)
-        plan.out.append(make(ax, body, False)[ax])
+        plan.out.append(make(ax, body, False, False))
     if not plan.out:
         return const(0, red.dtype)
     total = plan.out[0]
@@ -374,3 +415,194 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
         for v in range(op.num_outputs):
             new[Tensor(op, v)] = Tensor(made, v)
     return [new.get(t, t) for t in outputs]
+
+
+def _linear_in(e: Expr, read: Expr) -> bool:
+    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators
+    and negations only."""
+    while e is not read:
+        if e.op is Op.NEG:
+            e = e.src[0]
+        elif e.op in (Op.MUL, Op.DIV):
+            inside = [k for k, s in enumerate(e.src) if any(n is read for n in walk(s))]
+            if len(inside) != 1 or (e.op is Op.DIV and inside[0] != 0):
+                return False
+            e = e.src[inside[0]]
+        else:
+            return False
+    return True
+
+
+def _use_counts(graph: Sequence[Tensor], ops: set) -> dict:
+    count: dict = {}
+    for t in graph:
+        if isinstance(t.op, ComputeOp) and t.value_index == 0:
+            for b in t.op.body:
+                for r in [b] + [r for n in walk(b) for r in n.src]:  # each use (nodes are shared)
+                    if r.op is Op.READ and r.arg.op in ops:
+                        count[r.arg.op] = count.get(r.arg.op, 0) + 1
+    return count
+
+
+def _unnested(op: ComputeOp, inner: set) -> Expr | None:
+    """``op``'s sum ``sum_O c(O) T[idx(O)]`` with ``T = sum_I f`` in ``inner`` as one sum
+    ``sum_{O, I} c(O) f(idx(O), I)``, or ``None`` when the body is not of that form."""
+    from tensorad.ir.expr import var
+    from tensorad.ir.rewrite import substitute
+
+    red = op.body[0]
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2:
+        return None
+    found = [n for n in walk(red.src[1]) if n.op is Op.READ and n.arg.op in inner]
+    if len(found) != 1 or not _linear_in(red.src[1], found[0]) \
+            or any(n.op is Op.READ and n.arg.op in inner for n in walk(red.src[0])):
+        return None
+    read = found[0]
+    t_op: ComputeOp = read.arg.op
+    t_red = t_op.body[0]
+    if t_red.op is not Op.REDUCE or t_red.arg.combiner.kind != "sum" or len(t_red.src) != 2:
+        return None
+    fresh = {r: var(r.name, r.lo, r.hi, r.dtype) for r in t_red.arg.axes}
+    m = dict(zip(t_op.axes, read.src)) | fresh
+    cond = substitute(t_red.src[0], m)
+    inside = substitute(t_red.src[1], m)
+    src = substitute(red.src[1], {read: inside})
+    both = all_of(conjuncts(red.src[0]) + conjuncts(cond))
+    return Expr(Op.REDUCE, red.dtype, (both, src),
+                ReduceArg(red.arg.combiner, red.arg.axes + tuple(fresh[r] for r in t_red.arg.axes), 0))
+
+
+def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
+    """``outputs`` with every nested bracket read exactly once folded back into the sum that
+    reads it: ``sum_O c [sum_I f]`` is ``sum_{O, I} c f`` again (the work of one pass, where
+    the nest costs a pass and a small sum) unless another sum shares the bracket."""
+    from tensorad.ir.rewrite import replace_reads, tensor_graph
+
+    if not nested:
+        return list(outputs)
+    graph = tensor_graph(outputs)
+    count = _use_counts(graph, nested)
+    once = {op for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
+    if not once:
+        return list(outputs)
+    new: dict[Tensor, Tensor] = {}
+
+    def read(node: Expr) -> Expr | None:
+        t = new.get(node.arg)
+        return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
+
+    for t in graph:
+        op = t.op
+        if not isinstance(op, ComputeOp) or t in new:
+            continue
+        bodies = op.body
+        if op.num_outputs == 1 and op.is_reduction:
+            body = _unnested(op, once)
+            if body is not None:
+                bodies = (body,)
+        bodies = tuple(replace_reads(b, read) for b in bodies)
+        made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
+                                                       op.provenance)
+        for v in range(op.num_outputs):
+            new[Tensor(op, v)] = Tensor(made, v)
+    return [new.get(t, t) for t in outputs]
+
+
+def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> Expr | None:
+    """``red`` (a sum of one term) as ``sum_O c [sum_I f]`` over a bracket the table holds, or
+    ``None``.  For the sums optimized before the bracket was made (:meth:`.program.Optimizer.finish`)."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or len(red.arg.axes) < 2 or not dt.is_float(red.dtype):
+        return None
+    rvars = red.arg.axes
+    try:
+        groups = list(_group(terms(red.src[1], frozenset(rvars))).values())
+    except _TooMany:
+        return None
+    if len(groups) != 1:
+        return None
+    coef, factors = groups[0]
+    if not factors:
+        return None
+    seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+    for k in range(len(rvars) - 1, 0, -1):
+        for sub in combinations(rvars, k):
+            split = _nest_split(axes, red, factors, seen, frozenset(sub), ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
+            free = set(walk(inside))
+            found = lookup(tuple(a for a in axes if a in free) + tuple(r for r in ovars if r in free),
+                           inside)
+            if found is None:
+                continue
+            inner = inside_vars(inside)
+            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inner] + [found],
+                                        red.dtype))
+            return Expr(Op.REDUCE, red.dtype, (where, simplify_expr(src, ctx)),
+                        ReduceArg(red.arg.combiner, ovars, 0))
+    return None
+
+
+def inside_vars(inside: Expr) -> frozenset:
+    """The variables of an inner bracket's sum."""
+    return frozenset(inside.arg.axes)
+
+
+def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
+                outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the
+    bracket sums the factors that use an inner variable under the conjuncts that do; the outer
+    sum keeps the other conjuncts and runs only where the inner domain has a point (else
+    ``coef * [empty sum]`` is NaN when ``coef`` is inf, where the original has no term).
+    ``None`` when isl cannot tell where the inner domain is empty."""
+    rvars = red.arg.axes
+    inner = frozenset(r for r in rvars if r not in outer)
+    cs = conjuncts(red.src[0])
+    inside = Expr(Op.REDUCE, red.dtype,
+                  (all_of([c for c in cs if _mentions(c, inner)]),
+                   _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
+                  ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
+    ovars = tuple(r for r in rvars if r in outer)
+    nonempty = _nonempty(tuple(axes) + ovars, inside, ctx)
+    if nonempty is None:
+        return None
+    where = all_of([c for c in cs if not _mentions(c, inner)]
+                   + ([] if nonempty is TRUE else [nonempty]))
+    return inside, ovars, where
+
+
+def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
+    """``outputs`` with the ops in ``bodies`` given those bodies (which read the original ops),
+    every reader rebuilt to read the new ones: producers first, by a depth-first walk of the
+    new reads (no recursion)."""
+    from tensorad.ir.rewrite import reads, replace_reads
+
+    def deps(op: ComputeOp) -> list[Tensor]:
+        return [t for b in bodies.get(op, op.body) for t in reads(b)]
+
+    new: dict[ComputeOp, ComputeOp] = {}
+    stack = [(t.op, False) for t in outputs if isinstance(t.op, ComputeOp)]
+    seen: set = set()
+
+    def read(node: Expr) -> Expr | None:
+        op = new.get(node.arg.op)
+        return None if op is None or op is node.arg.op else \
+            Expr(Op.READ, node.dtype, node.src, Tensor(op, node.arg.value_index))
+
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            if op in new:
+                continue
+            bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
+            new[op] = op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs,
+                                                         op.provenance)
+            continue
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.append((op, True))
+        stack.extend((t.op, False) for t in reversed(deps(op))
+                     if isinstance(t.op, ComputeOp) and t.op not in seen)
+    return [Tensor(new[t.op], t.value_index) if t.op in new else t for t in outputs]

@@ -124,7 +124,17 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
 
 
 def _fold_mod(f: Linear, memo: dict) -> Linear:
-    """``m*x - m*c*(x // c)`` -> ``m*(x % c)`` (floor semantics: x = c*(x//c) + x%c)."""
+    """``m*x - m*c*(x // c)`` -> ``m*(x % c)``, and ``m*c*(x // c) + m*(x % c)`` -> ``m*x``
+    (floor semantics: x = c*(x//c) + x%c)."""
+    d = f.as_dict()
+    for atom, k in f.terms:
+        if atom.op is not Op.FLOORDIV or atom.src[1].op is not Op.CONST:
+            continue
+        c = int(atom.src[1].arg)
+        mod = Expr(Op.MOD, atom.dtype, atom.src)
+        if c > 0 and k % c == 0 and d.get(mod, 0) * c == k:
+            whole = to_linear(atom.src[0], memo).scale(k // c)
+            return _fold_mod(f - Linear.of({atom: k, mod: k // c}, 0) + whole, memo)
     for atom, k in f.terms:
         if atom.op is not Op.FLOORDIV or atom.src[1].op is not Op.CONST:
             continue

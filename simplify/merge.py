@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tensorad.ir.expr import Expr, Op, ReduceArg, var
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from .logic import any_of
 from .rules import simplify_expr
 
 Terms = list[tuple[int, Expr]]
@@ -48,15 +49,51 @@ def _positional(pos: dict, k: int, v: Expr) -> Expr:
 
 
 def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
-    """The sum read by ``read`` at its indices, reduction variables renamed by position."""
+    """The sum read by ``read`` at its indices, reduction variables renamed by position; the
+    key holds the ranges and dtype (sums of one key iterate over one box)."""
     op: ComputeOp = read.arg.op
     red = op.body[0]
     rv = red.arg.axes
     mapping = dict(zip(op.axes, read.src)) | {r: _positional(pos, k, r) for k, r in enumerate(rv)}
     cond = substitute(red.src[0], mapping)
     src = substitute(red.src[1], mapping)
-    key = (tuple((r.lo, r.hi) for r in rv), cond, red.dtype)
+    key = (tuple((r.lo, r.hi) for r in rv), red.dtype)
     return key, cond, src, red.arg
+
+
+def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[Expr]) -> bool:
+    """Whether one nest over the union of the domains ``conds`` (over the axes and the shared
+    positional reduction variables) runs its body fewer times than one nest per domain:
+    shifted windows that overlap (bilinear upsampling's two taps along an axis) do."""
+    from tensorad.poly.affine import NotAffine
+    from tensorad.poly.domain import IndexSet
+
+    variables = list(axes) + list(rvars)
+    if any(v.lo is None or v.hi is None for v in variables):
+        return False
+    try:
+        sets = [IndexSet.from_conditions(variables, [c]).set for c in conds]
+        union = sets[0]
+        for x in sets[1:]:
+            union = union.union(x)
+        total = sum(int(x.count_val().to_python()) for x in sets)
+        return int(union.count_val().to_python()) < total
+    except (NotAffine, ValueError, TypeError):
+        return False
+
+
+def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict) -> list[list[int]]:
+    """``group`` (sums over one box) as the lists to merge: equal conditions always; different
+    ones only all together, when their union saves body runs (:func:`_overlap_saves`)."""
+    by_cond: dict[Expr, list[int]] = {}
+    for k in group:
+        by_cond.setdefault(inst[k][0], []).append(k)
+    if len(by_cond) == 1:
+        return [group]
+    rvars = [_positional(pos, j, r) for j, r in enumerate(inst[group[0]][2].axes)]
+    if _overlap_saves(axes, rvars, list(by_cond)):
+        return [group]
+    return list(by_cond.values())
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
@@ -76,15 +113,21 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
             key, cond, src, ra = _instantiate(t, pos)
             inst[k] = (cond, src, ra)
             groups.setdefault(key, []).append(k)
-    merged = [g for g in groups.values() if len(g) > 1]
+    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos)
+              if len(h) > 1]
     if not merged:
         return None
     replaced: dict[int, Expr | None] = {}
     for n, group in enumerate(merged):
+        conds = list(dict.fromkeys(inst[k][0] for k in group))
         cond, _, ra = inst[group[0]]
+        if len(conds) > 1:  # one nest over the union: each source where its own sum runs
+            cond = any_of(conds)
         src = None
         for k in group:
             sign, s = terms[k][0], inst[k][1]
+            if len(conds) > 1 and inst[k][0] is not TRUE:
+                s = Expr(Op.IF_THEN_ELSE, s.dtype, (inst[k][0], s, const(0, s.dtype)))
             src = (s if sign > 0 else -s) if src is None else (src + s if sign > 0 else src - s)
         canon = ra.axes  # original variables of the first sum, renamed back from positions
         fresh = {_positional(pos, j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}

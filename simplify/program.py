@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const, var
-from tensorad.ir.rewrite import reads, replace_reads, substitute, walk
+from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
+from .bracket import canonical
 from .context import OptimizerContext
-from .factor import factor_sum, fold_unshared, is_sum_op
+from .factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
@@ -136,22 +137,34 @@ class _Pass:
             body = substitute(body, m)
         return [m[a] for a in axes], body
 
-    def lookup(self, axes: Sequence[Expr], body: Expr) -> Tensor | None:
-        """A tensor of the call's table equal to ``body`` over ``axes``, if one is held."""
-        found = self.ctx.table.lookup(ComputeOp("", "", tuple(axes), (body,)))
-        return None if found is None else Tensor(found, 0)
+    def lookup(self, free: Sequence[Expr], body: Expr) -> Expr | None:
+        """A read of a tensor of the call's table equal to ``body`` over the variables
+        ``free``, as written or in its canonical spelling (:mod:`.bracket`), if one is held."""
+        if not self.ctx.table.may_hold((body,)):  # (canonical spellings read the same tensors)
+            return None
+        found = self.ctx.table.lookup(ComputeOp("", "", tuple(free), (body,)))
+        if found is not None:
+            return Tensor(found, 0)[tuple(free)]
+        axes, cbody, index = canonical(free, body, self.ctx)
+        found = self.ctx.table.lookup(ComputeOp("", "", axes, (cbody,)))
+        return None if found is None else Tensor(found, 0)[index]
 
     def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
-        """:func:`.factor.factor_sum` with brackets made as this pass's tensors."""
+        """:func:`.factor.factor_sum` with brackets made as this pass's tensors, each in its
+        canonical spelling (so that other sums find it whatever their variables)."""
         made = iter(range(1 << 30))
 
-        def make(ax: Sequence[Expr], body: Expr, alone: bool) -> Tensor:
-            ax, body = self._fresh(ax, body)
-            t = self.make(f"{name}.f{next(made)}", ax, body)
+        def make(free: Sequence[Expr], body: Expr, alone: bool, nested: bool) -> Expr:
+            ax, cbody, index = canonical(free, body, self.ctx)
+            unoptimized = ComputeOp("", "", ax, (cbody,))
+            t = self.make(f"{name}.f{next(made)}", ax, cbody)
+            self.ctx.table.register(t.op, unoptimized)  # found by its spelling before optimizing
             self.ctx.factored.add(t.op)  # merge_sums must not undo it (merge and factor would loop)
-            if alone and is_sum_op(t.op):
+            if nested:
+                self.ctx.nested.add(t.op)  # folded back at the end unless shared
+            elif alone and is_sum_op(t.op):
                 self.ctx.brackets.add(t.op)  # folded back at the end unless shared
-            return t
+            return t[index]
 
         return factor_sum(axes, red, self.lookup, make, self.ctx)
 
@@ -252,5 +265,30 @@ class Optimizer:
 
     def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """The call's results once every tensor is optimized: sums factored for sharing that
-        no other sum shared are folded back (:func:`.factor.fold_unshared`)."""
-        return fold_unshared(tensors, self.context.brackets)
+        no other sum shared are folded back (:func:`.factor.fold_nested`,
+        :func:`.factor.fold_unshared`)."""
+        tensors = self.share_late(tensors)
+        return fold_unshared(fold_nested(tensors, self.context.nested), self.context.brackets)
+
+    def share_late(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """Adjoint sums optimized before a bracket they contain was made (``b.grad`` before
+        group norm's per-(n, c) sums of ``H``) read it now: ``sum_O [sum_I f]``
+        (:func:`.factor.nested_share`); only brackets the result already computes are used."""
+        ctx = self.context
+        graph = tensor_graph(tensors)
+        live = {t.op for t in graph}
+        bodies = {}
+        for t in graph:
+            op = t.op
+            if not is_sum_op(op) or not is_adjoint(op) or op in ctx.factored:
+                continue
+
+            def lookup(free: Sequence[Expr], body: Expr, op=op) -> Expr | None:
+                found = _Pass(op, ctx).lookup(free, body)
+                return found if found is not None and found.arg.op in live \
+                    and found.arg.op is not op else None
+
+            shared = nested_share(op.axes, op.body[0], lookup, ctx)
+            if shared is not None:
+                bodies[op] = (shared,)
+        return rebuild(tensors, bodies) if bodies else list(tensors)

@@ -84,9 +84,9 @@ def test_the_rewrites_fire():
     i, k = var("i", 0, N), ta.reduce_axis((0, N), "k")
     made = Counter()
 
-    def make(ax, body, alone):
-        made["alone" if alone else "remainder"] += 1
-        return ta.compute(tuple(a.hi for a in ax), lambda *idx: ta.const(0.0), name="T")
+    def make(ax, body, alone, nested):
+        made["nested" if nested else "alone" if alone else "remainder"] += 1
+        return ta.compute(tuple(a.hi for a in ax), lambda *idx: ta.const(0.0), name="T")[tuple(ax)]
 
     def nothing(ax, body):
         return None

@@ -165,6 +165,28 @@ def test_linear_forms_round_trip(case):
 
 
 @settings(**SETTINGS)
+@given(expr_case(), st.integers(1, 5), st.integers(-3, 3), st.data())
+def test_quotient_and_remainder_fold_back(case, c, m, data):
+    """``m*c*(e // c) + m*(e % c) + rest`` is ``m*e + rest`` (linear.py folds it; floor
+    semantics, negative values included), and the fold happens when ``e`` is affine."""
+    vs, rest = case
+    e = data.draw(st.sampled_from(vs)) * data.draw(st.integers(-2, 3)) + data.draw(st.integers(-4, 4))
+    q = binary(Op.MUL, const(m * c, "int32"), binary(Op.FLOORDIV, e, const(c, "int32")))
+    r = binary(Op.MUL, const(m, "int32"), binary(Op.MOD, e, const(c, "int32")))
+    both = binary(Op.ADD, binary(Op.ADD, q, r), rest)
+    folded = from_linear(to_linear(both))
+    _same_everywhere(vs, both, folded, "quotient and remainder folded")
+    if m and c > 1:
+        assert not any(n.op in (Op.FLOORDIV, Op.MOD) and n.src[0] is e for n in _nodes(folded))
+
+
+def _nodes(e: Expr):
+    from tensorad.ir.rewrite import walk
+
+    return list(walk(e))
+
+
+@settings(**SETTINGS)
 @given(expr_case())
 def test_interval_bounds_contain_every_value(case):
     vs, e = case

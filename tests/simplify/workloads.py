@@ -218,8 +218,8 @@ def constant_head() -> Workload:
 
 
 def family_workloads() -> list[Workload]:
-    return [batch_norm(), layer_norm(), variance(), upsampling_nearest(), causal_attention(),
-            constant_head()]
+    return [batch_norm(), layer_norm(), group_norm(2), group_norm(4), variance(),
+            upsampling_nearest(), upsampling_bilinear(), causal_attention(), constant_head()]
 
 
 def upsampling_bilinear() -> Workload:
@@ -233,9 +233,3 @@ def upsampling_bilinear() -> Workload:
     return Workload("upsampling_bilinear", ta.topi.nn.upsampling(X, 2, "bilinear"), [X],
                     "dT, dX over the interpolation taps", hand)
 
-
-def family_gaps() -> list[Workload]:
-    """Families still above 1.1x their hand formula (issue 10 stays open for them): group and
-    instance norm 1.34 (per-(n, c) partial sums not shared), bilinear upsampling 1.25 (the
-    two taps' sums are separate tensors, so each is gathered again)."""
-    return [group_norm(2), group_norm(4), upsampling_bilinear()]

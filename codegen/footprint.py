@@ -1,0 +1,145 @@
+"""Shrink a materialized tensor to the points its readers read.
+
+A tensor the program materializes is computed over its whole box.  When every reader reads
+only part of it -- causal attention written by hand materializes ``scores[i, j]`` (and
+``scaled = scores / 8``) on the square, while every consumer reads ``j <= i`` -- the rest is
+work whose values nobody uses.  :func:`shrink_to_footprints` asks isl for the *footprint* of
+each materialized tensor that is not an output: the union over every read of it, in every
+materialized body (inlined producers included), of the image of the reader's points under the
+read's index map.  A read's points are its reader's box and reduction ranges, narrowed by the
+guards on the way to it: a sum's ``where``, the taken branch of a lazy ``if_then_else``
+(conditions isl cannot represent are taken as possibly true, so the footprint is a superset).
+Readers are done first (consumers before producers), so a tensor shrunk already reads only
+within its own footprint.
+
+A tensor whose footprint is a proper part of its box (at most :data:`MAX_FRACTION` of it,
+described without divisions) gets the footprint as a guard: a sum's ``where`` gains it (the
+points outside hold the identity), another body becomes ``if_then_else(footprint, body, 0)``
+(zero-filled outside) -- the loop builder then iterates over the footprint only.  Values
+outside are never read, so results do not change; reads stay in bounds (the guard only
+removes points).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp
+from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.to_expr import set_to_cond
+
+MAX_FRACTION = 0.9  # shrink only when the footprint is at most this part of the box
+MAX_VISITS = 20000  # (node, guards) pairs walked per body before giving up (no shrinking)
+MAX_PIECES = 2  # a footprint of more convex pieces than this is not used
+
+
+class _GiveUp(Exception):
+    pass
+
+
+def _guarded_reads(body: Expr, targets: set) -> list[tuple[Expr, tuple[Expr, ...]]]:
+    """Each read of a ``targets`` op in ``body`` with the guards that hold where it runs."""
+    out: list[tuple[Expr, tuple[Expr, ...]]] = []
+    seen: set = set()
+    stack: list[tuple[Expr, tuple[Expr, ...]]] = [(body, ())]
+    while stack:
+        node, guards = stack.pop()
+        key = (id(node), guards)
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > MAX_VISITS:
+            raise _GiveUp
+        if node.op is Op.READ and node.arg.op in targets:
+            out.append((node, guards))
+        if node.op is Op.IF_THEN_ELSE:
+            c, a, b = node.src
+            stack += [(c, guards), (a, guards + (c,)), (b, guards)]
+        elif node.op is Op.REDUCE:
+            c = node.src[0]
+            stack.append((c, guards))
+            stack += [(s, guards + ((c,) if c is not TRUE else ())) for s in node.src[1:]]
+        else:
+            stack += [(s, guards) for s in node.src]
+    return out
+
+
+def _image(read: Expr, guards: Sequence[Expr], body: Expr) -> isl.Set | None:
+    """The points of the read tensor that ``read`` reads (a set over its axes), or ``None``
+    when an index is not affine (then the whole box)."""
+    op: ComputeOp = read.arg.op
+    free = [n for n in walk(body) if n.op is Op.VAR and n.lo is not None and n.hi is not None]
+    space = IndexSpace(list(op.axes) + free)
+    try:
+        s = space.box()
+        for g in guards:
+            s = s.intersect(space.cond(g, exact=False))
+        for a, e in zip(op.axes, read.src):
+            s = s.intersect(space.aff(a).eq_set(space.aff(e)))
+    except NotAffine:
+        return None
+    return s.project_out(isl.dim_type.set, len(op.axes), len(space.vars) - len(op.axes))
+
+
+def _guard(op: ComputeOp, fp: isl.Set) -> Expr | None:
+    """The footprint as a condition over ``op``'s axes, when it is worth using."""
+    space = IndexSpace(list(op.axes))
+    box = space.box()
+    fp = fp.intersect(box).coalesce()
+    if fp.is_equal(box):
+        return None
+    try:
+        if fp.count_val().to_python() > MAX_FRACTION * box.count_val().to_python():
+            return None
+    except Exception:  # (a count isl cannot give: not worth the risk)
+        return None
+    pieces = fp.get_basic_sets()
+    if len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces):
+        return None
+    cond = set_to_cond(fp.gist(box), space.vars)
+    if any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)):
+        return None
+    return cond
+
+
+def _restricted(op: ComputeOp, bodies: tuple[Expr, ...], cond: Expr) -> tuple[Expr, ...]:
+    (body,) = bodies
+    if body.op is Op.REDUCE:
+        where = cond if body.src[0] is TRUE else logical(Op.AND, body.src[0], cond)
+        return (Expr(Op.REDUCE, body.dtype, (where,) + body.src[1:],
+                     ReduceArg(body.arg.combiner, body.arg.axes, body.arg.value_index)),)
+    return (Expr(Op.IF_THEN_ELSE, body.dtype, (cond, body, const(0, body.dtype))),)
+
+
+def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -> dict:
+    """``bodies`` (op -> its inlined bodies, ops producers first) with every materialized op
+    that no output is made of restricted to its footprint (see the module docstring)."""
+    targets = {op for op in ops if op.num_outputs == 1 and op not in outputs}
+    if not targets:
+        return bodies
+    bodies = dict(bodies)
+    fps: dict[ComputeOp, isl.Set | None] = {}
+    for op in reversed(ops):  # readers before what they read
+        if op in targets and op in fps and fps[op] is not None:
+            cond = _guard(op, fps[op])
+            if cond is not None:
+                bodies[op] = _restricted(op, bodies[op], cond)
+        for body in bodies[op]:
+            try:
+                found = _guarded_reads(body, targets)
+            except _GiveUp:
+                found = [(n, ()) for n in walk(body) if n.op is Op.READ and n.arg.op in targets]
+                for n, _ in found:
+                    fps[n.arg.op] = None
+                continue
+            for read, guards in found:
+                t = read.arg.op
+                if t in fps and fps[t] is None:
+                    continue
+                img = _image(read, guards, body)
+                fps[t] = None if img is None else img if t not in fps else fps[t].union(img)
+    return bodies
