@@ -2,7 +2,8 @@
 
 The rule (visible in the printed program as ``# inlined: ...`` and ``allocate ...``):
 
-* outputs and reductions are materialized (a reduction recomputed per use multiplies work);
+* outputs and reductions are materialized (a reduction recomputed per use multiplies work),
+  and values whose readers must see the same bits (``Role.SAVED``: a max gradient's tie test);
 * a non-reduction tensor is inlined into its readers -- unless recomputing it costs more than
   storing it: its body has a transcendental function or several reads, and its readers read it
   at least twice per element (``reads / size >= 2``, estimated from the readers' iteration
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import replace_reads, substitute, walk
-from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -54,7 +55,7 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
     limit = sum(t.size for t in list(inputs) + list(outputs))
     chosen: set[ComputeOp] = set()
     for op in ops:
-        if op in out_ops or op.is_reduction or op in force_materialize:
+        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED:
             chosen.add(op)
     # reads of each op by every other op, weighted by the reader's iteration box
     uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)

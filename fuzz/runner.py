@@ -196,6 +196,7 @@ class Report:
     checks: dict = field(default_factory=dict)  # check -> number run
     invalid: list = field(default_factory=list)  # (seed, message)
     failures: list = field(default_factory=list)
+    undecided: list = field(default_factory=list)  # (seed, check, elements the oracle could not judge)
     seconds: float = 0.0
 
     def failed_seeds(self) -> set[int]:
@@ -209,6 +210,10 @@ class Report:
         for f in self.failures:
             lines.append(f"  seed {f.seed} {f.check} [{f.status}]: {f.message[:300]}"
                          + (f"  -> {f.path}" if f.path else ""))
+        if self.undecided:
+            lines.append(f"  finite differences decided nothing at {sum(n for _, _, n in self.undecided)} "
+                         f"derivative elements of {len(self.undecided)} passing checks (not compared): "
+                         + ", ".join(f"{s} {c} ({n})" for s, c, n in self.undecided[:10]))
         for seed, msg in self.invalid[:10]:
             lines.append(f"  invalid seed {seed}: {msg[:200]}")
         return "\n".join(lines)
@@ -245,6 +250,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
                     report.invalid.append((seed, r["message"]))
                     continue
                 report.checks[r["check"]] = report.checks.get(r["check"], 0) + 1
+                if r.get("undecided"):
+                    report.undecided.append((seed, r["check"], r["undecided"]))
                 if r["status"] != "ok":
                     msg = r.get("message", "") + (f" [{r['hint']}]" if r.get("hint") else "")
                     report.failures.append(Failure(seed, r["check"], r["status"], msg, progs[seed]))

@@ -51,7 +51,7 @@ def is_adjoint(op: ComputeOp) -> bool:
 def _inlinable(t: Tensor) -> bool:
     op = t.op
     return isinstance(op, ComputeOp) and not op.is_reduction and op.num_outputs == 1 \
-        and is_cheap(op.body[0])
+        and op.provenance.role is not Role.SAVED and is_cheap(op.body[0])
 
 
 def _inlined_size_within(t: Tensor, budget: int) -> bool:

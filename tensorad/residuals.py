@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .ir.expr import Op
 from .ir.rewrite import free_vars, op_reads, substitute, tensor_graph
-from .ir.tensor import ComputeOp, Tensor
+from .ir.tensor import ComputeOp, Role, Tensor
 
 Policy = str | Callable[[Tensor], bool]
 POLICIES = ("default", "save_all", "recompute_all")
@@ -40,9 +40,13 @@ def check_policy(policy: Policy) -> None:
                          f"tensor -> bool, got {policy!r}")
 
 
+def _must_share(t: Tensor) -> bool:
+    return isinstance(t.op, ComputeOp) and t.op.provenance.role is Role.SAVED
+
+
 def _chooser(policy: Policy, outputs: set[Tensor]) -> Callable[[Tensor], bool]:
     if policy == "default":
-        return lambda t: t in outputs or (isinstance(t.op, ComputeOp) and t.op.is_reduction)
+        return lambda t: t in outputs or _must_share(t) or (isinstance(t.op, ComputeOp) and t.op.is_reduction)
     if policy == "save_all":
         return lambda t: True
     if policy == "recompute_all":
@@ -124,6 +128,10 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     choose = _chooser(policy, set(outputs))
     chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
               and choose(t)}
+    # a value the backward compares with a saved tensor made from it (a max's tie test reads
+    # ``Y.tie`` and the winner computed from it) comes from the same pass: saved with it
+    chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
+               if _must_share(r) and r not in on_head}
     cut = tensor_graph(grads, stop=chosen)
     in_cut = set(cut)
     saved = tuple(t for t in cut if t in chosen)

@@ -35,12 +35,35 @@ from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, d
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite, walk
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .jacobian import body_jacobian
 from .rules import partial_by_read
 from .zero import ZERO, materialize, mul
+
+EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_ELSE, Op.NEG, Op.ABS,
+                             Op.MAXIMUM, Op.MINIMUM})
+ONE_ROUNDING_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
+
+
+def recomputes_exactly(expr: Expr) -> bool:
+    """Whether every evaluation of ``expr`` gives the same bits, wherever and however it is
+    compiled: its float values come from reads, constants, casts, choices, negation, ``abs``,
+    ``max``/``min`` and at most one ``+ - * /`` (IEEE-rounded the same everywhere: with no
+    second arithmetic operation there is nothing to contract into an FMA or to fold
+    differently; integer index arithmetic is exact).  A math function or a second operation
+    may round differently where it is computed again."""
+    arithmetic = 0
+    for n in walk(expr):
+        if not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
+            continue
+        if n.op not in ONE_ROUNDING_OPS:
+            return False
+        arithmetic += 1
+        if arithmetic > 1:
+            return False
+    return True
 
 
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
@@ -126,6 +149,7 @@ class AdjointBuilder:
     def __init__(self) -> None:
         self._winners: dict[ComputeOp, tuple] = {}
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
+        self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
@@ -153,7 +177,7 @@ class AdjointBuilder:
                 # the first winner by index always does (exact even if the source, computed
                 # again here, rounded differently), the others by comparing values.
                 count = ties[tuple(iv)]
-                source = rename(body.src[1 + v], m)
+                source = self._tie_value(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
                                compare(Op.EQ, source, best[tuple(iv)]))
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
@@ -260,7 +284,7 @@ class AdjointBuilder:
             count = ties[tuple(iv)]
             conds = [compare(Op.GT, count, const(1, count.dtype)),
                      compare(Op.NE, axes[-1], index[tuple(iv)]),
-                     compare(Op.EQ, rename(source, m), best[tuple(iv)])]
+                     compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
@@ -272,6 +296,42 @@ class AdjointBuilder:
         return head_sum(value, axes, where)
 
     # ---- helper tensors -----------------------------------------------------------------
+    def _tie_value(self, op: ComputeOp, m: dict) -> Expr:
+        """The source of a max/min ``op`` at the point ``m`` (renamed variables), for the tie
+        test ``source == winner``: the expression itself where every evaluation gives the same
+        bits, else a read of the tensor ``op.tie`` that the winner reduced (see :meth:`_saved`)."""
+        saved = self._saved(op)
+        if saved is None:
+            return rename(op.body[0].src[1], m)
+        ra = op.body[0].arg
+        return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
+
+    def _saved(self, op: ComputeOp) -> Tensor | None:
+        """For a max/min whose source may round differently where it is computed again (any
+        float arithmetic or math function: constant folding, FMA contraction, another build's
+        options -- fuzz seed 13060), the source stored once over the reduction's domain
+        (``Role.SAVED``: materialized, never inlined, saved with the winner by ``ta.function``),
+        so that the winner and the tie test compare the same bits; ``None`` when recomputing is
+        exact (reads, selects, casts, max/min, negation, constants: max pooling, softmax)."""
+        if op in self._saved_values:
+            return self._saved_values[op]
+        body = op.body[0]
+        source = body.src[1]
+        found = None
+        if not recomputes_exactly(source):
+            ra = body.arg
+            m = copy_vars(op.axes)
+            kz = {k: var(k.name, 0, k.extent) for k in ra.axes}
+            m.update({k: z + const(k.lo, z.dtype) if k.lo else z for k, z in kz.items()})
+            cond = rename(body.src[0], m)
+            value = rename(source, m)
+            if cond is not TRUE:  # out of the domain the source may read out of bounds
+                value = choice(Op.IF_THEN_ELSE, cond, value, body.arg.combiner.identity[0])
+            (found,) = compute(f"{op.name}.tie", [m[a] for a in op.axes] + list(kz.values()), [value],
+                               provenance=Provenance(Role.SAVED))
+        self._saved_values[op] = found
+        return found
+
     def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
         """``(value, index, ties)`` of the op's winner reduction (built once): its first value,
         the flattened index of the winning point (:func:`combiners.flat_index`) -- or ``(k0,
@@ -287,7 +347,11 @@ class AdjointBuilder:
         flat = combiners.flat_index(kv)
         keys = (flat,) if flat is not None else kv
         red = combiners.winner_reducer(ra.combiner, len(keys))
-        src = (rename(body.src[0], m),) + tuple(rename(s, m) for s in body.src[1:]) + keys
+        sources = tuple(rename(s, m) for s in body.src[1:])
+        saved = self._saved(op) if combiners.classify(ra.combiner)[0] in ("max", "min") else None
+        if saved is not None:
+            sources = (self._tie_value(op, m),)
+        src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
         outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)

@@ -7,10 +7,22 @@ of JAX's symbolic zeros).  The helpers below build expressions and never multipl
 ``mul(ZERO, x)`` is ``ZERO``, ``add(ZERO, x)`` is ``x``, ``select(c, ZERO, ZERO)`` is ``ZERO``.
 Only where a value is needed (a tensor body, a reduction source) does :func:`materialize` turn
 ``ZERO`` into a constant of the right dtype.
+
+A zero *branch* stays strong too: the tangent of ``select(c, a, x)`` by ``x`` is
+``select(c, 0, dx)``, zero wherever ``c`` picks ``a``.  Multiplying that select by the next
+partial of the chain rule, evaluated at the chosen ``a``, would give ``0 * inf = NaN`` where
+the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``; fuzz seed
+12529: ``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
+select, ``select(c, 0, x) * y = select(c, 0, x * y)``: 0 where the branch is not taken, as
+PyTorch's and JAX's masking ``where`` give, and as the math gives (the function is locally
+constant there).  The simplifier's NaN policy says the same of every symbolic zero.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, cast, choice, const
 
 
@@ -56,10 +68,32 @@ def neg(a: Tangent) -> Tangent:
     return ZERO if a is ZERO else -a
 
 
-def mul(a: Tangent, b: Tangent) -> Tangent:
-    """``a * b``; a factor ``ZERO`` gives ``ZERO`` and a constant 1 is dropped."""
-    if a is ZERO or b is ZERO:
-        return ZERO
+def _zero_branch(e: Expr) -> int | None:
+    """1 or 2: which branch of a float ``select``/``if_then_else`` is the constant 0 (the
+    other one is not); ``None`` when ``e`` is no such gate."""
+    if e.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not dt.is_float(e.dtype):
+        return None
+    zero = [k for k in (1, 2) if e.src[k].op is Op.CONST and e.src[k].arg == 0]
+    return zero[0] if len(zero) == 1 else None
+
+
+def _inside_gates(a: Expr, f: Callable[[Expr], Tangent]) -> Tangent:
+    """``f`` applied inside the zero-branch gates around ``a`` (peeled in a loop: gates nest as
+    deep as the program's selects): ``select(c, 0, x) -> select(c, 0, f(x))``."""
+    gates = []
+    while (k := _zero_branch(a)) is not None:
+        gates.append((a, k))
+        a = a.src[3 - k]
+    out = f(a)
+    for g, k in reversed(gates):
+        if out is ZERO:
+            continue
+        branches = [materialize(ZERO, out.dtype), out] if k == 1 else [out, materialize(ZERO, out.dtype)]
+        out = choice(g.op, g.src[0], *branches)
+    return out
+
+
+def _product(a: Expr, b: Expr) -> Tangent:
     if is_one(a):
         return b
     if is_one(b):
@@ -67,8 +101,24 @@ def mul(a: Tangent, b: Tangent) -> Tangent:
     return a * b
 
 
+def mul(a: Tangent, b: Tangent) -> Tangent:
+    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and the zero
+    branch of a select factor stays a strong zero (the product goes inside the select)."""
+    if a is ZERO or b is ZERO:
+        return ZERO
+    if _zero_branch(a) is not None:
+        return _inside_gates(a, lambda x: mul(x, b))
+    if _zero_branch(b) is not None:
+        return _inside_gates(b, lambda y: _product(a, y))
+    return _product(a, b)
+
+
 def div(a: Tangent, b: Expr) -> Tangent:
-    return ZERO if a is ZERO else a / b
+    """``a / b``; the zero branch of a select numerator stays a strong zero (``0 / 0`` there
+    would be NaN)."""
+    if a is ZERO:
+        return ZERO
+    return _inside_gates(a, lambda x: x / b)
 
 
 def to_dtype(a: Tangent, dtype: str) -> Tangent:

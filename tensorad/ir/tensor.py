@@ -63,6 +63,8 @@ class Role(enum.Enum):
     ADJOINT = "adjoint"  # the adjoint of a tensor, built by reverse-mode autodiff (``X.grad``)
     SPLIT = "split"  # a term of a sum split off by the optimizer (``T.t0``)
     MERGED = "merged"  # sums over one domain merged by the optimizer (``T.m0``): not split again
+    SAVED = "saved"  # values two passes must read bit-identical (a max gradient's tie test,
+    #                  ``Y.tie``): always materialized, never inlined or recomputed
 
 
 _groups = itertools.count(1)

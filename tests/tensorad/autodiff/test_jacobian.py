@@ -28,7 +28,9 @@ def test_dense_jacobian_has_the_seed_form(rng, numeric_grad):
     assert jac.shape == (3, 5, 5, 4)
     assert [a.name for a in jac.op.axes] == ["i", "j", "jac_i0", "jac_i1"]
     text = ta.PrintTensorRecursively(jac)
-    assert "source[0] = (X(i, k) * select(((jac_i0 == j) && (jac_i1 == k)), 1.000000, 0.000000))" in text
+    # the seed's X(i, k) * select(delta, 1, 0), with the product inside the select: its zero
+    # branch is a strong zero (tensorad/autodiff/zero.py)
+    assert "source[0] = select(((jac_i0 == j) && (jac_i1 == k)), X(i, k), 0.000000)" in text
     assert "tensor W" not in text  # W(j, k) became the delta
     data = {x: rng.normal(size=(3, 4)), w: rng.normal(size=(5, 4))}
     np.testing.assert_allclose(ta.evaluate(jac, data), _fd_jacobian(numeric_grad, y, w, data), atol=1e-8)
