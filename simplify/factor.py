@@ -552,15 +552,18 @@ def inside_vars(inside: Expr) -> frozenset:
 def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
                 outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
     """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the
-    bracket sums the factors that use an inner variable under the conjuncts that do; the outer
+    bracket sums the factors that use an inner variable under every conjunct; the outer
     sum keeps the other conjuncts and runs only where the inner domain has a point (else
     ``coef * [empty sum]`` is NaN when ``coef`` is inf, where the original has no term).
     ``None`` when isl cannot tell where the inner domain is empty."""
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])
+    # the bracket is a tensor over the axes and the outer variables, computed on their whole
+    # box: it keeps the outer conjuncts too, which keep its reads in bounds where no outer term
+    # reads it (fuzz seed 21271: head[.., i1 + (a + 1) % 5, ..] past the end)
     inside = Expr(Op.REDUCE, red.dtype,
-                  (all_of([c for c in cs if _mentions(c, inner)]),
+                  (all_of(cs),
                    _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
                   ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
     ovars = tuple(r for r in rvars if r in outer)
