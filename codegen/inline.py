@@ -24,7 +24,7 @@ each materialized op bodies that read only buffers.
 from __future__ import annotations
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import replace_reads, substitute, walk
+from tensorad.ir.rewrite import match_pattern, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
@@ -104,23 +104,6 @@ def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inli
         gathered[op] = 0 if op in chosen else total
 
 
-def _match(pattern: Expr, e: Expr, axes: frozenset, bind: dict) -> bool:
-    """Whether ``e`` is ``pattern`` with each of ``axes`` replaced by an expression (bound in
-    ``bind``, the same one at each occurrence)."""
-    stack = [(pattern, e)]
-    while stack:
-        p, x = stack.pop()
-        if p in axes:
-            if bind.setdefault(p, x) != x:
-                return False
-        elif p is not x and (p.op is not x.op or p.dtype != x.dtype or p.arg != x.arg
-                             or len(p.src) != len(x.src)):
-            return False
-        elif p is not x:
-            stack.extend(zip(p.src, x.src))
-    return True
-
-
 def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
     """Reads of a materialized elementwise value instead of computing it again: where a later
     op's body contains the body of a materialized op ``T`` (no reduction, a transcendental
@@ -150,7 +133,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
 
         def rule(node: Expr, pattern=pattern, axes=axes, tensor=tensor, t_op=t_op) -> Expr | None:
             bind: dict = {}
-            if not _match(pattern, node, axes, bind) or len(bind) != len(axes):
+            if not match_pattern(pattern, node, axes, bind) or len(bind) != len(axes):
                 return None
             return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
 

@@ -7,8 +7,12 @@ recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
 ``checkpoint_policies`` do:
 
 * ``"default"``: save reductions and the outputs (the forward computes those anyway), recompute
-  elementwise values (cheaper to recompute inside the backward's loops than to store and read);
-* ``"save_all"``: save every forward value the backward reads;
+  elementwise values (cheaper to recompute inside the backward's loops than to store and read),
+  except a transcendental value the forward computes anyway and the backward would compute
+  again, where the target's cost model says a load is cheaper (:mod:`.saved_values`:
+  log-softmax's ``exp(z - m)``, computed by the forward's row sum);
+* ``"save_all"``: save every forward value the backward reads (the values of
+  :mod:`.saved_values` too);
 * ``"recompute_all"``: save nothing; the backward starts again from the inputs;
 * a function ``policy(tensor) -> bool`` (True: save it).
 
@@ -21,12 +25,13 @@ row sums; the backward reads them, X, W and the head, and recomputes ``exp`` ele
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from .ir.expr import Op
+from .ir.expr import Expr, Op
 from .ir.rewrite import free_vars, op_reads, substitute, tensor_graph
 from .ir.tensor import ComputeOp, Role, Tensor
+from .saved_values import share_values
 
 Policy = str | Callable[[Tensor], bool]
 POLICIES = ("default", "save_all", "recompute_all")
@@ -68,14 +73,19 @@ class ResidualPlan:
     ``inputs``: the inputs the backward reads (indices into the function's inputs);
     ``saved``: the forward tensors it reads instead of recomputing them, in graph order
     (producers first); ``extras``: those of ``saved`` that are not outputs (the forward computes
-    them beside its outputs); ``outputs``: the function's outputs.  The residuals are the values
-    of ``inputs`` then ``saved``.
+    them beside its outputs); ``outputs``: the function's outputs as the forward with residuals
+    computes them; ``grads``: the gradients as the backward computes them (both read the
+    shared values of :mod:`.saved_values` where the policy saves them).  The residuals are the
+    values of ``inputs`` then ``saved``.  ``original``: each tensor so rewritten -> the given
+    tensor it stands for.
     """
 
     inputs: tuple[int, ...]
     saved: tuple[Tensor, ...]
     extras: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
+    grads: tuple[Tensor, ...] = ()
+    original: Mapping[Tensor, Tensor] = field(default_factory=dict)
 
     @property
     def sources(self) -> list[tuple[str, int]]:
@@ -117,8 +127,18 @@ def same_values(y: Tensor, w: Tensor) -> bool:
 
 
 def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: Sequence[Tensor],
-                   grads: Sequence[Tensor], policy: Policy) -> ResidualPlan:
-    """The plan for ``grads`` (tensors over ``inputs`` and ``heads``) under ``policy``."""
+                   grads: Sequence[Tensor], policy: Policy,
+                   worth: Callable[[Expr], bool] | None = None) -> ResidualPlan:
+    """The plan for ``grads`` (tensors over ``inputs`` and ``heads``) under ``policy``.
+
+    ``worth(value)``: the target's cost model for sharing a transcendental value between the
+    forward and the backward (:mod:`.saved_values`; ``None``: never shared).  Used by the
+    ``"default"`` and ``"save_all"`` policies."""
+    values: tuple[Tensor, ...] = ()
+    original: dict[Tensor, Tensor] = {}
+    if worth is not None and policy in ("default", "save_all"):
+        shared = share_values(outputs, grads, worth)
+        outputs, grads, values, original = shared.outputs, shared.grads, shared.values, shared.original
     graph = tensor_graph(grads)
     on_head: set[Tensor] = set(heads)
     for t in graph:  # producers first
@@ -127,7 +147,7 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     grad_set = set(grads)
     choose = _chooser(policy, set(outputs))
     chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
-              and choose(t)}
+              and (t in values or choose(t))}
     # a value the backward compares with a saved tensor made from it (a max's tie test reads
     # ``Y.tie`` and the winner computed from it) comes from the same pass: saved with it
     chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
@@ -137,4 +157,4 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     saved = tuple(t for t in cut if t in chosen)
     extras = tuple(t for t in saved if t not in set(outputs))
     return ResidualPlan(tuple(k for k, x in enumerate(inputs) if x in in_cut), saved, extras,
-                        tuple(outputs))
+                        tuple(outputs), tuple(grads), original)

@@ -29,7 +29,9 @@ import numpy as np
 from .autodiff import jacobian_recursive
 from .codegen import Kernel, LoweredFunc, build, lower
 from .codegen.kernel import as_array
+from .codegen.recompute import worth_saving
 from .codegen.schedule import Options
+from .codegen.target import parse_target
 from .ir import dtype as dt
 from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
@@ -128,16 +130,24 @@ class Function:
     @cached_property
     def plan(self) -> ResidualPlan:
         heads = [h for h in self.heads if h is not None]
-        return plan_residuals(self.outputs, self.inputs, heads, self.grads, self.policy)
+        target = parse_target(self.build_options.get("target", "llvm"))
+        return plan_residuals(self.outputs, self.inputs, heads, self.grads, self.policy,
+                              worth=lambda value: worth_saving(value, target))
 
     @property
     def saved(self) -> tuple[Tensor, ...]:
-        """The forward tensors the backward reads instead of recomputing."""
-        return self.plan.saved
+        """The forward tensors the backward reads instead of recomputing (those of the given
+        program, and the values of :mod:`.saved_values` that the forward stores for it)."""
+        return tuple(self.plan.original.get(t, t) for t in self.plan.saved)
 
     def _backward_inputs(self) -> list[Tensor]:
         return ([self.inputs[i] for i in self.plan.inputs] + list(self.plan.saved)
                 + [h for h in self.heads if h is not None])
+
+    @property
+    def _backward_grads(self) -> list[Tensor]:
+        """The gradients as the backward kernel computes them (reading the saved values)."""
+        return list(self.plan.grads)
 
     # ---- kernels --------------------------------------------------------------------------
     @cached_property
@@ -149,14 +159,14 @@ class Function:
         """``{output k: extra j}`` for outputs whose values a saved extra holds (a max pool
         and its winner's maximum): the forward with residuals computes them once and copies."""
         found: dict[int, int] = {}
-        for k, o in enumerate(self.outputs):
+        for k, o in enumerate(self.plan.outputs):
             j = next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
             if j is not None:
                 found[k] = j
         return found
 
     def _residual_outputs(self) -> list[Tensor]:
-        return ([o for k, o in enumerate(self.outputs) if k not in self._copied]
+        return ([o for k, o in enumerate(self.plan.outputs) if k not in self._copied]
                 + list(self.plan.extras))
 
     @cached_property
@@ -169,7 +179,7 @@ class Function:
 
     @cached_property
     def backward_kernel(self) -> Kernel:
-        return build(self.grads, self._backward_inputs(), name="backward", **self.build_options)
+        return build(self._backward_grads, self._backward_inputs(), name="backward", **self.build_options)
 
     def lower_forward(self) -> LoweredFunc:
         """The forward-with-residuals loop program (``.work``: its work)."""
@@ -177,7 +187,7 @@ class Function:
 
     def lower_backward(self) -> LoweredFunc:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
-        return lower(self.grads, self._backward_inputs(), **self.lower_options)
+        return lower(self._backward_grads, self._backward_inputs(), **self.lower_options)
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:

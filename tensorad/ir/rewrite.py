@@ -150,6 +150,23 @@ def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     return rewrite(root, {Op.READ: fn})
 
 
+def match_pattern(pattern: Expr, e: Expr, holes: frozenset, bind: dict) -> bool:
+    """Whether ``e`` is ``pattern`` with each node of ``holes`` (variables) replaced by an
+    expression, the same one at each occurrence; ``bind`` receives the replacements."""
+    stack = [(pattern, e)]
+    while stack:
+        p, x = stack.pop()
+        if p in holes:
+            if bind.setdefault(p, x) is not x:
+                return False
+        elif p is not x and (p.op is not x.op or p.dtype != x.dtype or p.arg != x.arg
+                             or len(p.src) != len(x.src)):
+            return False
+        else:  # (equal nodes too: the holes under them bind to themselves)
+            stack.extend(zip(p.src, x.src))
+    return True
+
+
 def free_vars(root: Expr) -> list[Expr]:
     """The variables used under ``root``, in order of first appearance (reduce axes excluded)."""
     bound: set[Expr] = set()

@@ -1,0 +1,213 @@
+"""Elementwise values that the forward computes and the backward would compute again: saved.
+
+A gradient often needs a transcendental value that its forward computed and threw away:
+log-softmax's backward needs ``exp(z - m)``, which the forward's row sum computed inside its
+reduction.  Recomputing it costs the backward one exponential per element; JAX's pullback
+instead keeps the value.  :func:`share_values` makes such a value a tensor ``E`` over the box
+of its index variables and rewrites both programs to read it: the forward's op (and any other
+op that computes the same value) reads ``E`` where it computed the value, and the backward's
+ops read ``E`` where they recomputed it.  The residual planner then saves ``E``
+(:mod:`.residuals`, under the ``"default"`` and ``"save_all"`` policies), so the forward
+computes each exponential once, stores it, and the backward loads it.
+
+A value (a node whose operation is a transcendental function or a power) is shared when:
+
+* it lies in a body of an op of the forward, outside any lazy ``if_then_else`` and in a
+  reduction without a ``where``-condition (so ``E`` over its whole box computes nothing the
+  forward skips), and its index variables are that op's axes or reduction axes;
+* ``E`` is no larger than the largest tensor the value reads (saving it costs no more memory
+  than one of its operands) and every read in it is in bounds on the whole box (isl's proof);
+* the backward contains it, each index variable bound to a variable whose range lies inside
+  ``E``'s (so the new read is in bounds wherever it runs);
+* ``worth(value)`` says a load beats recomputing (the target's cost model,
+  :func:`tensorad.codegen.recompute.worth_saving`: per element, a store in the forward and a
+  load in the backward against the value's arithmetic).
+
+Nothing here depends on names or shapes: the match is structural (:func:`.ir.rewrite.match_pattern`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .ir.expr import TRUE, UNARY_MATH, Expr, Op, var
+from .ir.rewrite import free_vars, match_pattern, rewrite, tensor_graph, walk
+from .ir.tensor import ComputeOp, Provenance, Role, Tensor
+from .lang.bounds import OutOfBoundsError
+from .lang.tensor_lang import make_compute
+
+HEAVY = UNARY_MATH | {Op.POW}
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A candidate: ``node`` over the index variables ``axes`` (in the source op's order)."""
+
+    node: Expr
+    axes: tuple[Expr, ...]
+    source: ComputeOp
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for v in self.axes:
+            n *= v.hi - v.lo
+        return n
+
+
+def _lazy_free_nodes(body: Expr) -> list[Expr]:
+    """The nodes of ``body`` that run wherever the body runs: not under a lazy choice's branches,
+    not in a reduction's condition."""
+    out: list[Expr] = []
+    seen: set[int] = set()
+    stack = [body]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        out.append(n)
+        if n.op is Op.IF_THEN_ELSE:
+            stack.append(n.src[0])  # the condition runs; the branches only where chosen
+        elif n.op is Op.REDUCE:
+            if n.src[0] is TRUE:
+                stack.extend(n.src[1:])
+        else:
+            stack.extend(n.src)
+    return out
+
+
+def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool]) -> list[_Value]:
+    found: dict[tuple, _Value] = {}
+    for op in ops:
+        own = tuple(op.axes) + tuple(op.reduce_axes)
+        for body in op.body:
+            for n in _lazy_free_nodes(body):
+                if n.op not in HEAVY or (n, op) in found:
+                    continue
+                used = set(free_vars(n))
+                axes = tuple(v for v in own if v in used)
+                if not axes or len(axes) != len(used) or any(v.hi is None or v.lo is None for v in axes):
+                    continue
+                reads = [r.arg for r in walk(n) if r.op is Op.READ]
+                value = _Value(n, axes, op)
+                if reads and value.size <= max(t.size for t in reads) and worth(n):
+                    found[(n, op)] = value
+    return list(found.values())
+
+
+def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[Expr, ...] | None:
+    """The indices at which ``node`` reads ``value``'s tensor, or None when it is not the value
+    at index variables inside the tensor's box."""
+    bind: dict = {}
+    if not match_pattern(value.node, node, frozenset(value.axes), bind) or len(bind) != len(value.axes):
+        return None
+    for v in value.axes:
+        b = bind[v]
+        if b.op is not Op.VAR or b.lo is None or b.hi is None or b.lo < v.lo or b.hi > v.hi \
+                or not allowed(b):
+            return None
+    return tuple(bind[v] - v.lo if v.lo else bind[v] for v in value.axes)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The programs rewritten to read the shared values: ``outputs`` and ``grads``; ``values``:
+    the value tensors the backward reads (to be saved); ``original``: each rewritten tensor ->
+    the tensor of the given programs it stands for."""
+
+    outputs: list[Tensor]
+    grads: list[Tensor]
+    values: tuple[Tensor, ...]
+    original: dict[Tensor, Tensor]
+
+
+def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
+                 worth: Callable[[Expr], bool]) -> Shared:
+    """The programs rewritten to read the values worth sharing (unchanged, with no values, when
+    none qualifies)."""
+    forward = tensor_graph(outputs)
+    forward_set = set(forward)
+    fwd_ops = list(dict.fromkeys(t.op for t in forward if isinstance(t.op, ComputeOp)))
+    candidates = _candidates(fwd_ops, worth)
+    if not candidates:
+        return Shared(list(outputs), list(grads), (), {})
+    whole = tensor_graph(list(outputs) + list(grads))
+    back_ops = [t.op for t in whole if isinstance(t.op, ComputeOp) and t not in forward_set]
+    by_op: dict[Op, list[_Value]] = {}
+    for c in candidates:  # only values the backward recomputes
+        if any(_bind(c, n, lambda v: True) is not None for op in back_ops for b in op.body
+               for n in walk(b) if n.op is c.node.op):
+            by_op.setdefault(c.node.op, []).append(c)
+    if not by_op:
+        return Shared(list(outputs), list(grads), (), {})
+    producers = {c: set(tensor_graph([r.arg for r in walk(c.node) if r.op is Op.READ]))
+                 for vs in by_op.values() for c in vs}
+    return _Rebuild(by_op, producers, forward_set).run(whole, outputs, grads)
+
+
+class _Rebuild:
+    """One pass over the whole graph, producers first: each op's bodies read the rebuilt
+    tensors and the value tensors; each value tensor is made at its first use."""
+
+    def __init__(self, by_op: dict, producers: dict, forward_set: set) -> None:
+        self.by_op, self.producers, self.forward_set = by_op, producers, forward_set
+        self.new: dict[Tensor, Tensor] = {}
+        self.made: dict[_Value, Tensor | None] = {}
+        self.read_by_backward: set[Tensor] = set()
+
+    def value_tensor(self, c: _Value) -> Tensor | None:
+        if c not in self.made:
+            fresh = tuple(var(v.name, 0, v.hi - v.lo) for v in c.axes)
+            m = {v: (a + v.lo if v.lo else a) for v, a in zip(c.axes, fresh)}
+            body = rewrite(c.node, lambda n: m.get(n) if n.op is Op.VAR else self._remap(n))
+            try:
+                (t,) = make_compute(f"{c.source.name}.value", fresh, (body,), "saved_value",
+                                    provenance=Provenance(Role.SAVED))
+            except OutOfBoundsError:
+                t = None
+            self.made[c] = t
+        return self.made[c]
+
+    def _remap(self, n: Expr) -> Expr | None:
+        if n.op is Op.READ and n.arg in self.new and self.new[n.arg] is not n.arg:
+            return n.replace(arg=self.new[n.arg])
+        return None
+
+    def body(self, op: ComputeOp, tensor: Tensor, b: Expr) -> Expr:
+        own = set(op.axes) | set(op.reduce_axes)
+        backward = tensor not in self.forward_set
+
+        def rule(n: Expr) -> Expr | None:
+            for c in self.by_op.get(n.op, ()):
+                if tensor in self.producers[c]:
+                    continue
+                at = _bind(c, n, lambda v: v in own)
+                if at is None:
+                    continue
+                t = self.value_tensor(c)
+                if t is not None:
+                    if backward:
+                        self.read_by_backward.add(t)
+                    return Expr(Op.READ, n.dtype, at, t)
+            return self._remap(n)
+        return rewrite(b, rule)
+
+    def run(self, whole: list[Tensor], outputs, grads):
+        done: dict[ComputeOp, ComputeOp] = {}
+        for t in whole:
+            if not isinstance(t.op, ComputeOp):
+                self.new[t] = t
+                continue
+            if t.op not in done:
+                op = t.op
+                bodies = tuple(self.body(op, t, b) for b in op.body)
+                done[op] = op if all(x is y for x, y in zip(bodies, op.body)) else ComputeOp(
+                    op.name, op.tag, op.axes, bodies, op.attrs, op.provenance)
+            self.new[t] = t if done[t.op] is t.op else Tensor(done[t.op], t.value_index)
+        values = tuple(t for t in self.made.values() if t is not None and t in self.read_by_backward)
+        if not values:
+            return Shared(list(outputs), list(grads), (), {})
+        original = {n: t for t, n in self.new.items() if n is not t}
+        return Shared([self.new[o] for o in outputs], [self.new[g] for g in grads], values, original)
