@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir.expr import TRUE, UNARY_MATH, Expr, Op, var
-from .ir.rewrite import free_vars, match_pattern, rewrite, tensor_graph, walk
+from .ir.rewrite import free_vars, match_pattern, reads, rewrite, substitute, tensor_graph, walk
 from .ir.tensor import ComputeOp, Provenance, Role, Tensor
 from .lang.bounds import OutOfBoundsError
 from .lang.tensor_lang import make_compute
@@ -42,11 +42,15 @@ HEAVY = UNARY_MATH | {Op.POW}
 
 @dataclass(frozen=True)
 class _Value:
-    """A candidate: ``node`` over the index variables ``axes`` (in the source op's order)."""
+    """A candidate: ``node`` over the index variables ``axes`` (in the source op's order);
+    ``pattern``: its spelling (:class:`_Speller`); ``itself``: the source's own tensor when the
+    value is its whole body over its axes (then that tensor is saved, no new one is made)."""
 
     node: Expr
     axes: tuple[Expr, ...]
     source: ComputeOp
+    pattern: Expr
+    itself: Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -54,6 +58,25 @@ class _Value:
         for v in self.axes:
             n *= v.hi - v.lo
         return n
+
+
+class _Speller:
+    """One spelling per value: reads of the forward's elementwise tensors replaced by their
+    bodies, so ``exp(scores[i, j] - m[i])`` and the backward's inlined
+    ``exp(0.5 * dot[i, j] - m[i])`` are one pattern."""
+
+    def __init__(self, forward: Sequence[Tensor]) -> None:
+        self.inline = {t for t in forward if isinstance(t.op, ComputeOp) and not t.op.is_reduction
+                       and t.op.provenance.role is not Role.SAVED}
+        self.memo: dict = {}
+
+    def __call__(self, e: Expr) -> Expr:
+        def rule(n: Expr) -> Expr | None:
+            t = n.arg
+            if t not in self.inline:
+                return None
+            return substitute(t.op.body[t.value_index], dict(zip(t.op.axes, n.src)))
+        return rewrite(e, {Op.READ: rule}, self.memo)
 
 
 def _lazy_free_nodes(body: Expr) -> list[Expr]:
@@ -78,7 +101,7 @@ def _lazy_free_nodes(body: Expr) -> list[Expr]:
     return out
 
 
-def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool]) -> list[_Value]:
+def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: _Speller) -> list[_Value]:
     found: dict[tuple, _Value] = {}
     for op in ops:
         own = tuple(op.axes) + tuple(op.reduce_axes)
@@ -91,7 +114,10 @@ def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool]) -> list
                 if not axes or len(axes) != len(used) or any(v.hi is None or v.lo is None for v in axes):
                     continue
                 reads = [r.arg for r in walk(n) if r.op is Op.READ]
-                value = _Value(n, axes, op)
+                itself = None
+                if not op.is_reduction and op.num_outputs == 1 and body is n and axes == tuple(op.axes):
+                    itself = Tensor(op, 0)
+                value = _Value(n, axes, op, spell(n), itself)
                 if reads and value.size <= max(t.size for t in reads) and worth(n):
                     found[(n, op)] = value
     return list(found.values())
@@ -101,7 +127,7 @@ def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[E
     """The indices at which ``node`` reads ``value``'s tensor, or None when it is not the value
     at index variables inside the tensor's box."""
     bind: dict = {}
-    if not match_pattern(value.node, node, frozenset(value.axes), bind) or len(bind) != len(value.axes):
+    if not match_pattern(value.pattern, node, frozenset(value.axes), bind) or len(bind) != len(value.axes):
         return None
     for v in value.axes:
         b = bind[v]
@@ -130,34 +156,39 @@ def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
     forward = tensor_graph(outputs)
     forward_set = set(forward)
     fwd_ops = list(dict.fromkeys(t.op for t in forward if isinstance(t.op, ComputeOp)))
-    candidates = _candidates(fwd_ops, worth)
+    spell = _Speller(forward)
+    candidates = _candidates(fwd_ops, worth, spell)
     if not candidates:
         return Shared(list(outputs), list(grads), (), {})
-    whole = tensor_graph(list(outputs) + list(grads))
-    back_ops = [t.op for t in whole if isinstance(t.op, ComputeOp) and t not in forward_set]
+    whole = tensor_graph(list(outputs) + list(grads))  # the forward's tensors first
+    back_ops = list(dict.fromkeys(t.op for t in whole
+                                  if isinstance(t.op, ComputeOp) and t not in forward_set))
+    read_back = {r for op in back_ops for b in op.body for r in reads(b)}
     by_op: dict[Op, list[_Value]] = {}
-    for c in candidates:  # only values the backward recomputes
-        if any(_bind(c, n, lambda v: True) is not None for op in back_ops for b in op.body
-               for n in walk(b) if n.op is c.node.op):
+    for c in candidates:  # only values the backward reads or recomputes
+        if c.itself in read_back or any(
+                _bind(c, spell(n), lambda v: True) is not None for op in back_ops for b in op.body
+                for n in walk(b) if n.op is c.node.op):
             by_op.setdefault(c.node.op, []).append(c)
     if not by_op:
         return Shared(list(outputs), list(grads), (), {})
     producers = {c: set(tensor_graph([r.arg for r in walk(c.node) if r.op is Op.READ]))
                  for vs in by_op.values() for c in vs}
-    return _Rebuild(by_op, producers, forward_set).run(whole, outputs, grads)
+    return _Rebuild(by_op, producers, forward_set, spell).run(whole, outputs, grads)
 
 
 class _Rebuild:
     """One pass over the whole graph, producers first: each op's bodies read the rebuilt
     tensors and the value tensors; each value tensor is made at its first use."""
 
-    def __init__(self, by_op: dict, producers: dict, forward_set: set) -> None:
-        self.by_op, self.producers, self.forward_set = by_op, producers, forward_set
+    def __init__(self, by_op: dict, producers: dict, forward_set: set, spell: _Speller) -> None:
+        self.by_op, self.producers, self.forward_set, self.spell = by_op, producers, forward_set, spell
         self.new: dict[Tensor, Tensor] = {}
         self.made: dict[_Value, Tensor | None] = {}
-        self.read_by_backward: set[Tensor] = set()
 
     def value_tensor(self, c: _Value) -> Tensor | None:
+        if c.itself is not None:
+            return self.new.get(c.itself)
         if c not in self.made:
             fresh = tuple(var(v.name, 0, v.hi - v.lo) for v in c.axes)
             m = {v: (a + v.lo if v.lo else a) for v, a in zip(c.axes, fresh)}
@@ -177,25 +208,23 @@ class _Rebuild:
 
     def body(self, op: ComputeOp, tensor: Tensor, b: Expr) -> Expr:
         own = set(op.axes) | set(op.reduce_axes)
-        backward = tensor not in self.forward_set
 
         def rule(n: Expr) -> Expr | None:
             for c in self.by_op.get(n.op, ()):
-                if tensor in self.producers[c]:
+                if tensor in self.producers[c] or (c.itself is not None and op is c.source):
                     continue
-                at = _bind(c, n, lambda v: v in own)
+                at = _bind(c, self.spell(n), lambda v: v in own)
                 if at is None:
                     continue
                 t = self.value_tensor(c)
                 if t is not None:
-                    if backward:
-                        self.read_by_backward.add(t)
                     return Expr(Op.READ, n.dtype, at, t)
             return self._remap(n)
         return rewrite(b, rule)
 
-    def run(self, whole: list[Tensor], outputs, grads):
+    def run(self, whole: list[Tensor], outputs, grads) -> Shared:
         done: dict[ComputeOp, ComputeOp] = {}
+        backward: list[ComputeOp] = []
         for t in whole:
             if not isinstance(t.op, ComputeOp):
                 self.new[t] = t
@@ -205,8 +234,12 @@ class _Rebuild:
                 bodies = tuple(self.body(op, t, b) for b in op.body)
                 done[op] = op if all(x is y for x, y in zip(bodies, op.body)) else ComputeOp(
                     op.name, op.tag, op.axes, bodies, op.attrs, op.provenance)
+                if t not in self.forward_set:
+                    backward.append(done[op])
             self.new[t] = t if done[t.op] is t.op else Tensor(done[t.op], t.value_index)
-        values = tuple(t for t in self.made.values() if t is not None and t in self.read_by_backward)
+        candidates = {self.value_tensor(c) for vs in self.by_op.values() for c in vs} - {None}
+        read = {r for op in backward for b in op.body for r in reads(b)}
+        values = tuple(t for t in candidates if t in read)
         if not values:
             return Shared(list(outputs), list(grads), (), {})
         original = {n: t for t, n in self.new.items() if n is not t}

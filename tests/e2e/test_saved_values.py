@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import tensorad as ta
 from tensorad.codegen.recompute import worth_saving
 from tensorad.codegen.target import host_target
+
+import tensorad as ta
 from tensorad.ir.expr import var
 from tensorad.ir.rewrite import tensor_graph, walk
 
@@ -74,6 +74,22 @@ def test_the_cost_model_saves_transcendentals_and_recomputes_cheap_values():
     assert not worth_saving(ta.abs(X[i, j]), target)
 
 
+def _attention(q, k, v):
+    return nn.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("build", [_attention, lambda q, k, v: nn.softmax(q)])
+def test_attention_and_softmax_backwards_read_the_stored_exp(build):
+    """The forward stores ``exp(s - m)`` (its sum and division read it): the backward loads it,
+    and no longer needs the scores or their maximum."""
+    xs = [ta.placeholder((2, 5, 3), "float32", n) for n in "QKV"]
+    Y = build(*xs)
+    f = ta.function(Y, xs)
+    assert _ops_in_backward(f, ta.Op.EXP) == 0
+    assert _ops_in_backward(ta.function(Y, xs, policy="recompute_all"), ta.Op.EXP) > 0
+    assert not any(t.op.is_reduction and t.op.body[0].arg.combiner.kind == "max" for t in f.saved)
+
+
 def _softmax_head(x):
     return nn.softmax(x)
 
@@ -109,6 +125,7 @@ def _shifted_exp(x):
 
 PROGRAMS = {
     "softmax": (_softmax_head, [(3, 6)]),
+    "attention": (_attention, [(2, 5, 3), (2, 5, 3), (2, 5, 3)]),
     "gelu_mlp": (_gelu_mlp, [(5, 4), (6, 4), (3, 6)]),
     "causal_attention": (_causal_attention, [(2, 5, 3), (2, 5, 3), (2, 5, 3)]),
     "tanh_rows": (_tanh_rows, [(3, 5), (5,)]),
