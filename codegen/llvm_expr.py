@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.expr import Expr, Op, binary, const, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from . import halfconv
@@ -61,22 +61,58 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -
     return fn
 
 
-def _recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]:
-    """``(index expression, stride)`` terms of a flat address.  Two dimensions read as the
-    digits of one value -- ``e // c`` at stride ``c * s`` and ``e % c`` at stride ``s`` (a
-    reduction over a collapsed ``y, x`` reads ``X[.., k // W, k % W]``) -- address ``e * s``:
-    ``(e // c) * c + e % c == e`` for floor division and its remainder, so the division is
-    never computed and the access is seen as unit stride."""
-    terms = list(zip(index, strides))
-    for i, (q, sq) in enumerate(terms):
-        if q is None or q.op is not Op.FLOORDIV or q.src[1].op is not Op.CONST:
-            continue
-        e, c = q.src
-        for j, (r, sr) in enumerate(terms):
-            if r is not None and r.op is Op.MOD and r.src[0] is e and r.src[1] is c and sq == int(c.arg) * sr:
-                terms[i], terms[j] = (None, 0), (e, sr)
+def recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]:
+    """``(index expression, stride)`` terms of a flat address.  Dimensions read as the digits
+    of one value are merged, so the divisions are never computed and the access is seen as
+    unit stride (floor division and its remainder, constant positive divisors):
+
+    * ``e // c`` at stride ``c * s`` and ``e % c`` at stride ``s`` address ``e * s``
+      (``(e // c) * c + e % c == e``: a reduction over a collapsed ``y, x`` reads
+      ``X[.., k // W, k % W]``);
+    * ``(e // c) % d`` at stride ``c * s`` and ``e % c`` at stride ``s`` address
+      ``(e % (c * d)) * s``, which the first rule may then merge with ``e // (c * d)``: a
+      flattened ``X[n, c, y, x]`` read as ``X[i, j // (H W), (j // W) % H, j % W]`` is
+      ``X[i, j]``."""
+    terms: list[tuple[Expr | None, int]] = list(zip(index, strides))
+    changed = True
+    while changed:
+        changed = False
+        for i, (q, sq) in enumerate(terms):
+            for j, (r, sr) in enumerate(terms):
+                merged = _merge_digits(q, sq, r, sr) if i != j and q is not None and r is not None else None
+                if merged is not None:
+                    terms[i], terms[j] = (None, 0), (merged, sr)
+                    changed = True
+                    break
+            if changed:
                 break
     return [(e, st) for e, st in terms if e is not None]
+
+
+def _const_div(n: Expr, op: Op) -> tuple[Expr, int] | None:
+    if n.op is op and n.src[1].op is Op.CONST and int(n.src[1].arg) > 0:
+        return n.src[0], int(n.src[1].arg)
+    return None
+
+
+def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
+    """One expression at stride ``sr`` for the digits ``q`` (stride ``sq``) and ``r``
+    (stride ``sr``), or None (see :func:`recombine_digits`)."""
+    rem = _const_div(r, Op.MOD)
+    if rem is None:
+        return None
+    e, c = rem
+    if sq != c * sr:
+        return None
+    div = _const_div(q, Op.FLOORDIV)
+    if div is not None and div[0] is e and div[1] == c:
+        return e
+    outer = _const_div(q, Op.MOD)
+    if outer is not None:
+        inner = _const_div(outer[0], Op.FLOORDIV)
+        if inner is not None and inner[0] is e and inner[1] == c:
+            return binary(Op.MOD, e, const(c * outer[1], e.dtype))
+    return None
 
 
 class ScopedMemo:
@@ -242,7 +278,7 @@ class ExprEmitter:
         strides = self.strides(tensor)
         if self.check is not None:
             self.check(tensor, kind, index, [self.index(i) for i in index])
-        terms = [(self.index(i), s) for i, s in _recombine_digits(index, strides)]
+        terms = [(self.index(i), s) for i, s in recombine_digits(index, strides)]
         off = None
         for term, s in terms:
             if s != 1:

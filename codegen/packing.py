@@ -32,13 +32,15 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
-    """The element stride of the first read in ``expr`` along ``v`` (None: not linear)."""
+    """The element stride of the first read in ``expr`` along ``v`` (None: not linear); the
+    digits of one value read as adjacent dimensions are that value (a flattened tensor)."""
+    from .llvm_expr import recombine_digits
     from .schedule import linear_coefficients
 
     for n in walk(expr):
         if n.op is Op.READ:
             total = 0
-            for idx, st in zip(n.src, strides_of(n.arg)):
+            for idx, st in recombine_digits(n.src, strides_of(n.arg)):
                 co = linear_coefficients(idx)
                 if co is None:
                     return None

@@ -204,7 +204,7 @@ class CollapsedLoops:
     as one loop over both (:func:`_collapsible`): the vectorized innermost loop is ``H x W``
     long instead of ``W`` (a 14 x 14 global average pool: 196 instead of 14, no scalar tail).
     The reads become ``X[n, c, k // W, k % W]``, which the address computation recombines into
-    ``k`` (:func:`.llvm_expr._recombine_digits`)."""
+    ``k`` (:func:`.llvm_expr.recombine_digits`)."""
 
     name = "collapse"
 
