@@ -424,12 +424,15 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
-    """Whether the micro-kernel should take ``c`` (always when forced)."""
+    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds,
+    at least 8 rows and one vector of the target's columns (a single-channel convolution's
+    weight gradient, 16 x 9, is one; the cost model then weighs it against the loops)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:
         return True
-    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= 16
+    lanes = (c.target or host_target()).lanes(c.dtype)
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= lanes
 
 
 __all__ = ["Contraction", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]
