@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import random_feed, random_program
 from tensorad.codegen.recompute import worth_saving
 from tensorad.codegen.target import host_target
 
@@ -154,3 +156,27 @@ def test_gradients_with_shared_values_match_recomputation_and_finite_differences
         return ta.evaluate(Y, dict(zip(xs, a)))
     for g, w in zip(grads, numeric_grad(fn, arrays, h)):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-8)
+
+
+SETTINGS = dict(deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(random_program(dtype="float64", max_inputs=2, max_computes=3, depth=2))
+def test_random_programs_default_policy_matches_recompute_all(program):
+    """Forward with residuals and backward of the default policy (values shared where they
+    qualify) against ``ta.evaluate`` and the ``recompute_all`` backward, on random programs."""
+    inputs = [p for p in program.placeholders if p.dtype in ta.FLOAT_DTYPES]
+    if not inputs:
+        return
+    y = program.output
+    f = ta.function(y, program.placeholders, wrt=inputs)
+    again = ta.function(y, program.placeholders, wrt=inputs, policy="recompute_all")
+    feed = random_feed(program.placeholders, np.random.default_rng(3))
+    arrays = [feed[p] for p in program.placeholders]
+    h = np.random.default_rng(4).uniform(-1, 1, size=y.shape)
+    out, res = f.forward(*arrays)
+    np.testing.assert_allclose(out, ta.evaluate(y, feed), rtol=1e-9, atol=1e-9)
+    for g, w in zip(f.backward(res, h), again.backward(again.forward(*arrays)[1], h)):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9)
