@@ -61,13 +61,16 @@ class _Value:
 
 
 class _Speller:
-    """One spelling per value: reads of the forward's elementwise tensors replaced by their
-    bodies, so ``exp(scores[i, j] - m[i])`` and the backward's inlined
+    """One spelling per value: reads of the forward's cheap elementwise tensors replaced by
+    their bodies, so ``exp(scores[i, j] - m[i])`` and the backward's inlined
     ``exp(0.5 * dot[i, j] - m[i])`` are one pattern."""
 
     def __init__(self, forward: Sequence[Tensor]) -> None:
+        # cheap tensors only (the optimizer inlines those into the gradients): a spelling never
+        # crosses another transcendental value, so a long chain of them spells in linear size
         self.inline = {t for t in forward if isinstance(t.op, ComputeOp) and not t.op.is_reduction
-                       and t.op.provenance.role is not Role.SAVED}
+                       and t.op.provenance.role is not Role.SAVED
+                       and not any(n.op in HEAVY for b in t.op.body for n in walk(b))}
         self.memo: dict = {}
 
     def __call__(self, e: Expr) -> Expr:
@@ -164,27 +167,50 @@ def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
     back_ops = list(dict.fromkeys(t.op for t in whole
                                   if isinstance(t.op, ComputeOp) and t not in forward_set))
     read_back = {r for op in back_ops for b in op.body for r in reads(b)}
-    by_op: dict[Op, list[_Value]] = {}
+    heavy_ops = {c.node.op for c in candidates}
+    in_backward: dict[tuple, list[Expr]] = {}  # the backward's nodes by key (see _key)
+    for op in back_ops:
+        for b in op.body:
+            for n in walk(b):
+                if n.op in heavy_ops:
+                    m = spell(n)
+                    in_backward.setdefault(_key(m), []).append(m)
+    by_key: dict[tuple, list[_Value]] = {}
     for c in candidates:  # only values the backward reads or recomputes
-        if c.itself in read_back or any(
-                _bind(c, spell(n), lambda v: True) is not None for op in back_ops for b in op.body
-                for n in walk(b) if n.op is c.node.op):
-            by_op.setdefault(c.node.op, []).append(c)
-    if not by_op:
+        if c.itself in read_back or any(_bind(c, m, lambda v: True) is not None
+                                        for m in in_backward.get(_key(c.pattern), ())):
+            by_key.setdefault(_key(c.pattern), []).append(c)
+    if not by_key:
         return Shared(list(outputs), list(grads), (), {})
-    producers = {c: set(tensor_graph([r.arg for r in walk(c.node) if r.op is Op.READ]))
-                 for vs in by_op.values() for c in vs}
-    return _Rebuild(by_op, producers, forward_set, spell).run(whole, outputs, grads)
+    return _Rebuild(by_key, forward_set, spell).run(whole, outputs, grads)
+
+
+def _key(spelled: Expr) -> tuple:
+    """What a value and every node matching it share: the operation and the tensors read
+    (a match binds only index variables), so each node is compared with few candidates."""
+    return spelled.op, frozenset(reads(spelled))
 
 
 class _Rebuild:
     """One pass over the whole graph, producers first: each op's bodies read the rebuilt
     tensors and the value tensors; each value tensor is made at its first use."""
 
-    def __init__(self, by_op: dict, producers: dict, forward_set: set, spell: _Speller) -> None:
-        self.by_op, self.producers, self.forward_set, self.spell = by_op, producers, forward_set, spell
+    def __init__(self, by_key: dict, forward_set: set, spell: _Speller) -> None:
+        self.by_key, self.forward_set, self.spell = by_key, forward_set, spell
+        self.heavy_ops = {k[0] for k in by_key}
+        self.producers: dict[_Value, set[Tensor]] = {}
         self.new: dict[Tensor, Tensor] = {}
         self.made: dict[_Value, Tensor | None] = {}
+
+    def feeds(self, tensor: Tensor, c: _Value) -> bool:
+        """Whether ``tensor`` is one of the tensors ``c``'s value is computed from (reading the
+        value there would be a cycle).  Only forward tensors can be (the value reads the
+        forward's), so the graph is walked only for them, once per value."""
+        if tensor not in self.forward_set:
+            return False
+        if c not in self.producers:
+            self.producers[c] = set(tensor_graph([r.arg for r in walk(c.node) if r.op is Op.READ]))
+        return tensor in self.producers[c]
 
     def value_tensor(self, c: _Value) -> Tensor | None:
         if c.itself is not None:
@@ -210,10 +236,13 @@ class _Rebuild:
         own = set(op.axes) | set(op.reduce_axes)
 
         def rule(n: Expr) -> Expr | None:
-            for c in self.by_op.get(n.op, ()):
-                if tensor in self.producers[c] or (c.itself is not None and op is c.source):
+            if n.op not in self.heavy_ops:
+                return self._remap(n)
+            m = self.spell(n)
+            for c in self.by_key.get(_key(m), ()):
+                if (c.itself is not None and op is c.source) or self.feeds(tensor, c):
                     continue
-                at = _bind(c, self.spell(n), lambda v: v in own)
+                at = _bind(c, m, lambda v: v in own)
                 if at is None:
                     continue
                 t = self.value_tensor(c)
@@ -237,7 +266,7 @@ class _Rebuild:
                 if t not in self.forward_set:
                     backward.append(done[op])
             self.new[t] = t if done[t.op] is t.op else Tensor(done[t.op], t.value_index)
-        candidates = {self.value_tensor(c) for vs in self.by_op.values() for c in vs} - {None}
+        candidates = {self.value_tensor(c) for vs in self.by_key.values() for c in vs} - {None}
         read = {r for op in backward for b in op.body for r in reads(b)}
         values = tuple(t for t in candidates if t in read)
         if not values:
