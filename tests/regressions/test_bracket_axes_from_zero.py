@@ -49,3 +49,35 @@ def test_optimized_gradient_through_a_shrunk_bracket_evaluates_and_builds():
     np.testing.assert_allclose(got_eval, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got_raw, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ta.build([g], [x0, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_through_a_bracket_over_a_negative_range_builds():
+    """Fuzz seed 30155: reduce axes over ``[-1, 4)``; the bracket's axis started at -1 and
+    ``ta.build`` of the gradient raised OutOfBoundsError (a read at ``r1 = -1``)."""
+    myprod = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+    x0 = ta.placeholder((4, 2), "float64", name="x0")
+    g = ta.placeholder((3,), "int32", name="g")
+    r0 = ta.reduce_axis((-1, 4), name="r0")
+    r1 = ta.reduce_axis((-1, 4), name="r1")
+    t3 = ta.compute((3,), lambda i0: myprod(0.5 - x0.take(-g[(r1 + 2) % 3], 1, mode="wrap"),
+                                            axis=[r0, r1], where=(r0 + r1) % 3 == 1), name="t3")
+    H = ta.placeholder((3,), "float64", name="head")
+    (grad,) = ta.JacobianRecursive(t3, [x0], H)
+    rng = np.random.default_rng(2)
+    x, gi, h = rng.uniform(-1, 1, (4, 2)), np.array([2, 0, 3], np.int32), rng.uniform(-1, 1, 3)
+
+    def loss(xv):  # NumPy: every output is the same product
+        p = 1.0
+        for a in range(-1, 4):
+            for b in range(-1, 4):
+                if (a + b) % 3 == 1:
+                    p *= 0.5 - xv[(-gi[(b + 2) % 3]) % 4, 1]
+        return p * h.sum()
+
+    eps, want = 1e-6, np.zeros((4, 2))
+    for j in np.ndindex(4, 2):
+        d = np.zeros((4, 2))
+        d[j] = eps
+        want[j] = (loss(x + d) - loss(x - d)) / (2 * eps)
+    np.testing.assert_allclose(ta.build([grad], [x0, g, H])(x, gi, h), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.evaluate([grad], {x0: x, g: gi, H: h})[0], want, rtol=1e-6, atol=1e-8)
