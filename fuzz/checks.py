@@ -171,13 +171,11 @@ class Case:
     def __init__(self, job: dict) -> None:
         import tensorad as ta
 
-        from .options import usable
-
         self.ta = ta
         self.job = job
         self.ns = load(job["source"])
         self.ns64 = load(job["source64"]) if job["dtype"] != "float64" else self.ns
-        self.options = usable(ta, dict(job["options"]))
+        self.options = dict(job["options"])
         self.seed = job["seed"]
         self.profile = job["data"]
         self.dtype = job["dtype"]
