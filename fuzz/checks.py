@@ -52,8 +52,8 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
     """``got`` against ``want`` (and, for float32, a float64 reference ``ref64``: an element
     passes when it is close to either).  Non-finite values must match exactly unless
     ``lenient`` (reassociated sums of huge values may overflow differently).  With
-    ``strong_zero`` an element that ``want`` has non-finite may be anything: the optimizer
-    treats a symbolic zero as a strong zero (``0 / x -> 0``, simplify/rules.py's NaN policy)."""
+    ``strong_zero`` an element that ``want`` has non-finite may be anything: nonzeroness
+    lifting skips a masked term whose other factor is inf or NaN (docs/conventions.md)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise Mismatch(f"{what}: shape {got.shape} != {want.shape}")
