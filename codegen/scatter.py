@@ -31,7 +31,7 @@ straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tensorad.simplify.logic import conjuncts
 
@@ -43,8 +43,9 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
-from .program import Buffer, Fill, If, Nest, Store
+from .program import Buffer, Fill, If, Loop, Nest, Store
 from .schedule import mark_parallel
+from .target import parse_target
 from .work import count_work
 
 
@@ -248,9 +249,89 @@ def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer, opts) -> Nest:
     axes = ", ".join(a.name for a in spec.loop_vars)
     work = count_work(body)
     parallel, attrs = False, {}
+    note = f"scatter-add over {axes}"
     first = spec.loop_vars[0]
     if opts is not None and any(t is first for t in spec.target):  # (an output axis kept as is)
         body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
         if parallel:
             attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
-    return Nest(op.name, body, (out,), work, f"scatter-add over {axes}", parallel=parallel, attrs=attrs)
+    if not parallel and opts is not None:
+        split = split_columns(body, spec, out, opts, work)
+        if split is not None:
+            body, attrs = split
+            parallel = True
+            note += f", columns of {attrs['column'].name} shared among threads"
+            del attrs["column"]
+    return Nest(op.name, body, (out,), work, note, parallel=parallel, attrs=attrs)
+
+
+def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
+    """The nest with the loop over an output axis that no gather fixes (``j`` of
+    ``dE[d(i), j] += H[i, j]``) shared among threads, each scanning every ``i`` but adding only
+    into its own columns: no two threads write one element, and each element's adds keep the
+    serial order (that of ``i``), so the result is the serial one bit for bit at any thread
+    count.  Chunks are whole cache lines of the output (``grain`` trips).  ``None`` when the
+    nest is too small to share, no such axis has a single loop with constant bounds, or it is
+    too short to give two threads a cache line each."""
+    if not opts.parallel or work < opts.parallel_min_work:
+        return None
+    target = opts.target or parse_target()
+    strides = out.strides
+    size = 1 if out.dtype == "bool" else int(out.dtype[-2:]) // 8
+    stores = _stores(body)
+    for d, t in enumerate(spec.target):
+        if t.op is not Op.VAR or not stores:
+            continue
+        v = stores[0].index[d]  # (isl's loops scan fresh variables)
+        if v.op is not Op.VAR or any(st.index[d] is not v for st in stores):
+            continue
+        loops = _loops_over(body, v)
+        if len(loops) != 1:
+            continue
+        loop = loops[0]
+        if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.step != 1:
+            continue
+        trips = int(loop.hi.arg) - int(loop.lo.arg)
+        grain = max(1, -(-target.line // (size * strides[d])))
+        if trips < 2 * grain:
+            continue
+        body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
+        return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
+    return None
+
+
+def _stores(stmts: tuple) -> list[Store]:
+    found: list[Store] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            found += _stores(s.body)
+        elif isinstance(s, If):
+            found += _stores(s.then) + _stores(s.orelse)
+        elif isinstance(s, Store):
+            found.append(s)
+    return found
+
+
+def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
+    found = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            if s.var is v:
+                found.append(s)
+            found += _loops_over(s.body, v)
+        elif isinstance(s, If):
+            found += _loops_over(s.then, v) + _loops_over(s.orelse, v)
+    return found
+
+
+def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
+    out = []
+    for s in stmts:
+        if s is old:
+            s = new
+        elif isinstance(s, Loop):
+            s = replace(s, body=_replace_loop(s.body, old, new))
+        elif isinstance(s, If):
+            s = replace(s, then=_replace_loop(s.then, old, new), orelse=_replace_loop(s.orelse, old, new))
+        out.append(s)
+    return tuple(out)
