@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -198,3 +199,26 @@ def test_random_pool_shapes(n, c, hw, kernel, stride, pad, seed):
 @given(V=st.integers(1, 60), N=st.integers(1, 200), D=st.integers(1, 80), seed=st.integers(0, 1000))
 def test_random_embedding_shapes(V, N, D, seed):
     check_embedding(V, N, D, seed)
+
+
+def test_out_of_range_index_is_an_error_at_every_thread_count():
+    Ix, H, dE = _embedding_grad(40, 300, 64)
+    k = ta.build([dE], [Ix, H], num_threads=3, **SHARE)
+    idx = np.arange(300, dtype=np.int32) % 40
+    idx[123] = 41
+    h = np.ones((300, 64), np.float32)
+    for t in THREADS:
+        k.num_threads = t
+        with pytest.raises(IndexError, match="41"):
+            k(idx, h)
+
+
+def test_checked_build_of_a_fused_fill_runs_in_bounds():
+    X, H, dX = _pool_grad((2, 3, 9, 9), 3, 2, 1)
+    k = ta.build([dX], [X, H], num_threads=2, checked=True, **SHARE)
+    assert "slice by slice" in str(k.lowered)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    h = rng.standard_normal(tuple(H.shape)).astype(np.float32)
+    want = _pool_grad_numpy(x.astype(np.float64), h.astype(np.float64), 3, 2, 1)
+    np.testing.assert_allclose(_at_threads(k, x, h), want, rtol=1e-6, atol=1e-6)
