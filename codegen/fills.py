@@ -174,13 +174,28 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
     return loops, depth
 
 
+def _parallel_loops(stmts: tuple) -> list[Loop]:
+    found: list[Loop] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            found += [s] * (s.kind == "parallel") + _parallel_loops(s.body)
+        elif isinstance(s, If):
+            found += _parallel_loops(s.then) + _parallel_loops(s.orelse)
+    return found
+
+
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its own
-    slice first), or ``None`` when the nest does not own slices of the buffer."""
+    slice first), or ``None`` when the nest does not own slices of the buffer or shares a loop
+    inside a slice's iteration among threads (a scatter's columns: every thread runs the
+    slice's iteration, and one would fill what another has added to)."""
     buf = fill.buffer
     loops, depth = owned_depth(program, buf, nest)
     if depth == 0:
         return None
+    shared = _parallel_loops(nest.body)
+    if any(all(p is not loop for loop in loops[:depth]) for p in shared):
+        return None  # (every thread runs the loops outside a deeper parallel loop: each would fill)
     prefix = tuple(loop.var for loop in loops[:depth])
     rest = tuple(var(f"z{d}", 0, n) for d, n in enumerate(buf.shape[depth:], start=depth))
     zero: tuple = (Store(buf, prefix + rest, fill.value, counted=False),)

@@ -222,3 +222,28 @@ def test_checked_build_of_a_fused_fill_runs_in_bounds():
     h = rng.standard_normal(tuple(H.shape)).astype(np.float32)
     want = _pool_grad_numpy(x.astype(np.float64), h.astype(np.float64), 3, 2, 1)
     np.testing.assert_allclose(_at_threads(k, x, h), want, rtol=1e-6, atol=1e-6)
+
+
+def test_no_fill_is_fused_outside_a_deeper_parallel_loop():
+    # for v: (parallel for j: B[v, 39 - j] = ...): every thread runs each v, so a fill of
+    # B[v, :] there would erase what another thread wrote; a parallel v owns its slices
+    from tensorad.codegen.fills import fuse_fill
+    from tensorad.codegen.program import Buffer, Fill, Loop, Nest, Program, Store
+
+    from tensorad.ir.expr import const, var
+
+    A = ta.placeholder((6, 40), "float32", "A")
+    buf = Buffer("B", (6, 40), "float32", "output", A)
+    v, j = var("v", 0, 6), var("j", 0, 40)
+
+    def nest(outer, inner):
+        store = Store(buf, (v, const(39) - j), const(1.0))
+        return Nest("B", (Loop(v, const(0), const(6), (Loop(j, const(0), const(40), (store,), 1, inner),),
+                               1, outer),), (buf,), 240, parallel=True, attrs={"range": (0, 6, 1)})
+    fill = Fill(buf, const(0.0))
+    inner_parallel = nest("serial", "parallel")
+    program = Program("p", [], [buf], [], [fill, inner_parallel], {A: buf})
+    assert fuse_fill(program, fill, inner_parallel) is None
+    outer_parallel = nest("parallel", "serial")
+    fused = fuse_fill(program, fill, outer_parallel)
+    assert fused is not None and "fills B slice by slice" in fused.note
