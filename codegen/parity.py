@@ -30,6 +30,7 @@ from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, var
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import pw_aff_range
 
 from .schedule import linear_coefficients
 from .stripmine import simplify_index
@@ -112,8 +113,8 @@ def _tighten(axes: list[Expr], red: Expr) -> Expr:
         return red
     mapping = {}
     for k in ra.axes:
-        on = space.aff(k).intersect_domain(dom)
-        lo, hi = on.min_val().to_python(), on.max_val().to_python() + 1
+        lo, last = pw_aff_range(space.aff(k).intersect_domain(dom))
+        hi = last + 1
         if (lo, hi) != (k.lo, k.hi):
             mapping[k] = var(k.name, lo, hi)
     if not mapping:
