@@ -36,8 +36,8 @@ from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
+from tensorad.poly.linear import to_linear
 
-from .linear import to_linear
 from .logic import all_of, conjuncts
 from .rules import simplify_expr
 

@@ -1,24 +1,34 @@
-"""Integer index arithmetic as linear forms: ``c0 + sum(c_k * atom_k)``.
+"""Linear forms of integer index expressions: ``c0 + sum(c_k * atom_k)``, exact Python ints.
 
-An index expression built from ``+``, ``-``, unary ``-`` and products with constants is a
-linear form over *atoms* -- variables, reads, ``//``/``%`` nodes, anything that is not
-linear.  Collecting coefficients normalises it: ``i + 1 - 1`` becomes ``i``,
-``2 * (j + 3) - j`` becomes ``j + 6``.  Rebuilding orders the atoms by :func:`atom_key`, a
-structural key (variables by name and creation number, other atoms by their structure),
-never by hash or address, so the result is the same from run to run and independent of the
-order the operands were written in (``i + j`` and ``j + i`` become one node).
+The one module that takes index expressions apart.  An integer expression built from ``+``,
+``-``, unary ``-`` and products in which one side is a constant is a linear form over
+*atoms* -- variables, reads, ``//``/``%`` nodes, casts, anything that is not linear.  Every
+analyzer reads index expressions through it:
+
+* the simplifier's normal form (``simplify/index.py``): collecting coefficients normalises,
+  ``i + 1 - 1`` becomes ``i`` and ``2 * (j + 3) - j`` becomes ``j + 6``; :func:`from_linear`
+  rebuilds a form with its atoms ordered by :func:`atom_key` (a structural key, never a hash or
+  an address), so ``i + j`` and ``j + i`` become one node, the same from run to run;
+* the isl boundary (:class:`.affine.IndexSpace`): a form becomes an isl function through
+  islpy's constructors, each atom by the table of quasi-affine atoms there;
+* code generation's stride and access analysis (:func:`var_coefficients`): a form whose atoms
+  are all variables is a map from variables to integer coefficients.
+
+Coefficients and constants are Python ints (exact past 64 bits); a float constant or any
+float arithmetic is an atom (``0.3 * i`` is never truncated to ``0``).
 
 One non-linear identity is folded here because it needs the whole form: isl writes
 ``x mod c`` as ``x - c * floor(x / c)``, and :func:`to_linear` turns ``m*x - m*c*(x // c)``
-back into ``m * (x % c)``.
+back into ``m * (x % c)`` (and ``m*c*(x // c) + m*(x % c)`` into ``m*x``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorad.ir import dtype as dt
-from tensorad.ir.expr import Expr, Op, const
+from ..ir import dtype as dt
+from ..ir.expr import Expr, Op, const
+from ..ir.rewrite import fold_along
 
 
 def atom_key(e: Expr) -> tuple:
@@ -87,40 +97,61 @@ def is_index(e: Expr) -> bool:
     return dt.is_int(e.dtype)
 
 
-def _int_const(e: Expr) -> bool:
-    return e.op is Op.CONST and float(e.arg).is_integer()
+def int_constant(e: Expr) -> int | None:
+    """The value of an integer constant node (exact), else ``None`` -- also for a float
+    constant with an integral value: float arithmetic is never index arithmetic."""
+    if e.op is not Op.CONST or not is_index(e):
+        return None
+    a = e.arg
+    return int(a) if isinstance(a, int) or float(a).is_integer() else None
+
+
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    """The operands whose forms the form of ``e`` is made of (none: ``e`` is an atom or a constant)."""
+    if not is_index(e):
+        return ()
+    if e.op in (Op.ADD, Op.SUB, Op.MUL):
+        return e.src
+    if e.op is Op.NEG:
+        return e.src
+    return ()
+
+
+def _combine(e: Expr, memo: dict) -> Linear:
+    """The form of ``e`` from the forms of its operands (already in ``memo``)."""
+    op = e.op
+    if not is_index(e):
+        return Linear(((e, 1),), 0)  # not integer arithmetic: an atom (never int() of 0.3)
+    if op is Op.CONST:
+        c = int_constant(e)
+        return Linear(((e, 1),), 0) if c is None else Linear((), c)
+    if op is Op.ADD:
+        return _fold_mod(memo[e.src[0]] + memo[e.src[1]], memo)
+    if op is Op.SUB:
+        return _fold_mod(memo[e.src[0]] - memo[e.src[1]], memo)
+    if op is Op.NEG:
+        return memo[e.src[0]].scale(-1)
+    if op is Op.MUL:
+        a, b = memo[e.src[0]], memo[e.src[1]]
+        if a.is_const:
+            return b.scale(a.const)
+        if b.is_const:
+            return a.scale(b.const)
+    return Linear(((e, 1),), 0)
 
 
 def to_linear(e: Expr, memo: dict | None = None) -> Linear:
     """The linear form of integer expression ``e`` (atoms are its non-linear subterms).
 
-    ``memo`` (node -> form) may be shared by calls that know the same nodes recur.
+    Iterative (an explicit stack, operands first), so a sum of any depth takes no Python
+    recursion; ``memo`` (node -> form) may be shared by calls that know the same nodes recur.
     """
     if memo is None:
         memo = {}
     found = memo.get(e)
     if found is not None:
         return found
-    op = e.op
-    if not is_index(e) or (op is Op.CONST and not float(e.arg).is_integer()):
-        out = Linear(((e, 1),), 0)  # not integer arithmetic: an atom (never int() of 0.3)
-    elif op is Op.CONST:
-        out = Linear((), int(e.arg))
-    elif op is Op.ADD:
-        out = to_linear(e.src[0], memo) + to_linear(e.src[1], memo)
-    elif op is Op.SUB:
-        out = to_linear(e.src[0], memo) - to_linear(e.src[1], memo)
-    elif op is Op.NEG:
-        out = to_linear(e.src[0], memo).scale(-1)
-    elif op is Op.MUL and (_int_const(e.src[0]) or _int_const(e.src[1])):
-        c, x = (e.src[0], e.src[1]) if _int_const(e.src[0]) else (e.src[1], e.src[0])
-        out = to_linear(x, memo).scale(int(c.arg))
-    else:
-        out = Linear(((e, 1),), 0)
-    if op in (Op.ADD, Op.SUB):
-        out = _fold_mod(out, memo)
-    memo[e] = out
-    return out
+    return fold_along(e, _operands, lambda n: _combine(n, memo), memo)
 
 
 def _fold_mod(f: Linear, memo: dict) -> Linear:
@@ -145,7 +176,6 @@ def _fold_mod(f: Linear, memo: dict) -> Linear:
         x = to_linear(atom.src[0], memo).scale(m)
         rest = f - x - Linear(((atom, k),), 0)
         # the fold applies when every atom of m*x is present with its coefficient
-        d = f.as_dict()
         if all(d.get(a, 0) == kx for a, kx in x.terms):
             mod = Expr(Op.MOD, atom.dtype, atom.src)
             return rest + Linear(((mod, m),), 0)
@@ -171,3 +201,30 @@ def from_linear(f: Linear, dtype: str = dt.INDEX) -> Expr:
     if c:
         acc = Expr(Op.ADD if c > 0 else Op.SUB, dtype, (acc, const(abs(c), dtype)))
     return acc
+
+
+def int_cast_operand(atom: Expr) -> Expr | None:
+    """The operand of a cast between integer types (the same value: index arithmetic is proved
+    to fit 64 bits, :mod:`tensorad.ir.intrange`), else ``None``."""
+    if atom.op is Op.CAST and is_index(atom) and is_index(atom.src[0]):
+        return atom.src[0]
+    return None
+
+
+def var_coefficients(e: Expr) -> dict[Expr | None, int] | None:
+    """``e`` as ``sum c_v * v + c`` -- ``{v: c_v, None: c}`` -- when every atom of its form is
+    a variable (through casts between integer types); ``None`` when it is not linear in its
+    variables (a division, a read, float arithmetic).  What stride and access analyses ask."""
+    f = to_linear(e)
+    out: dict[Expr | None, int] = {None: f.const} if f.const else {}
+    for atom, k in f.terms:
+        if atom.op is Op.VAR:
+            out[atom] = out.get(atom, 0) + k
+            continue
+        inner = int_cast_operand(atom)
+        sub = None if inner is None else var_coefficients(inner)
+        if sub is None:
+            return None
+        for v, c in sub.items():
+            out[v] = out.get(v, 0) + k * c
+    return out
