@@ -181,3 +181,17 @@ def test_a_deep_sum_converts_without_recursion():
     assert to_linear(e).terms == ((i, 1),) and to_linear(e).const == -2500
     pa = IndexSpace([i]).aff(e)
     assert pa.is_equal(IndexSpace([i]).aff(i - 2500))
+
+
+@pytest.mark.parametrize("c", [2**31 + 1, -(2**40) - 3, 2**62 + 7, 2**70 + 3, -(2**70) - 5])
+def test_constants_past_64_bits_come_back_from_isl_exactly(c):
+    """``k == 3*i + c`` solved for ``k`` and ``k``'s range: isl's values read back exactly
+    (``get_num_si`` truncated them: the solution lost its constant)."""
+    from tensorad.poly.domain import IndexSet
+    from tensorad.simplify.consts import evaluate_scalar
+
+    i, k = var("i", 0, 5, I64), var("k", c - 3, c + 30, I64)
+    dom = IndexSet.from_conditions([i, k], [k == 3 * i + const(c, I64)])
+    sol = dom.solve(k)
+    assert [evaluate_scalar(sol.value, {i: x}) for x in range(5)] == [3 * x + c for x in range(5)]
+    assert dom.const_range(k) == (c, c + 12)
