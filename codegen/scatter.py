@@ -39,7 +39,7 @@ from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
-from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.affine import IndexSpace
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
@@ -186,12 +186,12 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
         for c in parts:
             used = set(free_vars(c))
             if used <= outer:
-                affine = _is_affine(space_o, c)
+                affine = space_o.is_affine(c)
                 sides[0 if affine else 1].append(c)
                 test = test or not affine
             elif not used & outer:
-                sides[2 if _is_affine(space_i, c) else 3].append(c)
-            elif not _is_affine(IndexSpace(loop_vars), c):
+                sides[2 if space_i.is_affine(c) else 3].append(c)
+            elif not IndexSpace(loop_vars).is_affine(c):
                 sides[3].append(c)  # (a data-dependent test of both: inside)
             else:
                 ok = False  # an affine bound coupling both sides: no split here
@@ -199,14 +199,6 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
         if ok and test:
             return (p,) + tuple(_all(s) for s in sides)  # type: ignore[return-value]
     return None
-
-
-def _is_affine(space: IndexSpace, c: Expr) -> bool:
-    try:
-        space.cond(c)
-    except NotAffine:
-        return False
-    return True
 
 
 def _all(cs: list[Expr]) -> Expr:

@@ -183,6 +183,14 @@ class IndexSpace:
                 memo[key] = memo[operands[0]].union(memo[operands[1]])
         return memo[root]
 
+    def is_affine(self, c: Expr) -> bool:
+        """Whether isl represents boolean ``c`` exactly over this space."""
+        try:
+            self.cond(c)
+        except NotAffine:
+            return False
+        return True
+
     def _atom(self, c: Expr, exact: bool, positive: bool) -> isl.Set:
         """A condition that is not a logical connective: a constant or a comparison."""
         if c.op is Op.CONST:
