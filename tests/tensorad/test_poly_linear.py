@@ -21,9 +21,11 @@ import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tensorad.simplify.consts import evaluate_scalar
 
 from tensorad.ir.expr import Expr, Op, binary, cast, compare, const, unary, var
 from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import from_linear, to_linear, var_coefficients
 
 SETTINGS = dict(max_examples=150, deadline=None, derandomize=True,
@@ -187,9 +189,6 @@ def test_a_deep_sum_converts_without_recursion():
 def test_constants_past_64_bits_come_back_from_isl_exactly(c):
     """``k == 3*i + c`` solved for ``k`` and ``k``'s range: isl's values read back exactly
     (``get_num_si`` truncated them: the solution lost its constant)."""
-    from tensorad.poly.domain import IndexSet
-    from tensorad.simplify.consts import evaluate_scalar
-
     i, k = var("i", 0, 5, I64), var("k", c - 3, c + 30, I64)
     dom = IndexSet.from_conditions([i, k], [k == 3 * i + const(c, I64)])
     sol = dom.solve(k)
