@@ -100,6 +100,9 @@ class IndexSpace:
         found = self._aff_memo.get(e)
         if found is not None:
             return found
+        if e in self.pos:  # a variable of the space
+            found = self._aff_memo[e] = self._aff_node(e)
+            return found
         return fold_along(e, self._needs, self._aff_node, self._aff_memo)
 
     def _is_var(self, atom: Expr) -> bool:
@@ -119,14 +122,17 @@ class IndexSpace:
         form = to_linear(e, self._form_memo)
         if _is_atom(e, form) and not self._is_var(e):
             return self._atom_aff(e)
-        aff = isl.Aff.zero_on_domain(self.local).set_constant_val(_val(form.const))
-        rest = []
-        for atom, k in form.terms:
-            if self._is_var(atom):
-                aff = aff.set_coefficient_val(isl.dim_type.in_, self.pos[atom], _val(k))
-            else:
-                rest.append((atom, k))
+        coefs = [(self.pos[a], k) for a, k in form.terms if self._is_var(a)]
+        if len(coefs) == 1 and coefs[0][1] == 1:
+            aff = isl.Aff.var_on_domain(self.local, isl.dim_type.set, coefs[0][0])
+        else:
+            aff = isl.Aff.zero_on_domain(self.local)
+            for k, c in coefs:
+                aff = aff.set_coefficient_val(isl.dim_type.in_, k, _val(c))
+        if form.const:
+            aff = aff.set_constant_val(_val(form.const))
         out = isl.PwAff.from_aff(aff)
+        rest = [(a, k) for a, k in form.terms if not self._is_var(a)]
         for atom, k in rest:
             out = out.add(self._aff_memo[atom].scale_val(_val(k)))
         return out

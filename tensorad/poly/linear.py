@@ -70,20 +70,26 @@ class Linear:
 
     @staticmethod
     def of(terms: dict[Expr, int], c: int) -> Linear:
-        items = sorted(((a, k) for a, k in terms.items() if k), key=lambda t: atom_key(t[0]))
+        items = [(a, k) for a, k in terms.items() if k]
+        if len(items) > 1:  # (structural keys cost: most forms have one atom)
+            items.sort(key=lambda t: atom_key(t[0]))
         return Linear(tuple(items), int(c))
 
     def as_dict(self) -> dict[Expr, int]:
         return dict(self.terms)
 
     def __add__(self, other: Linear) -> Linear:
+        if not other.terms or not self.terms:  # a constant shifts the other form: order kept
+            return Linear(self.terms or other.terms, self.const + other.const)
         d = self.as_dict()
         for a, k in other.terms:
             d[a] = d.get(a, 0) + k
         return Linear.of(d, self.const + other.const)
 
     def scale(self, s: int) -> Linear:
-        return Linear.of({a: k * s for a, k in self.terms}, self.const * s)
+        if not s:
+            return Linear((), 0)
+        return Linear(tuple((a, k * s) for a, k in self.terms), self.const * s)
 
     def __sub__(self, other: Linear) -> Linear:
         return self + other.scale(-1)
@@ -106,15 +112,12 @@ def int_constant(e: Expr) -> int | None:
     return int(a) if isinstance(a, int) or float(a).is_integer() else None
 
 
+_LINEAR_OPS = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.NEG))
+
+
 def _operands(e: Expr) -> tuple[Expr, ...]:
     """The operands whose forms the form of ``e`` is made of (none: ``e`` is an atom or a constant)."""
-    if not is_index(e):
-        return ()
-    if e.op in (Op.ADD, Op.SUB, Op.MUL):
-        return e.src
-    if e.op is Op.NEG:
-        return e.src
-    return ()
+    return e.src if e.op in _LINEAR_OPS and dt.is_int(e.dtype) else ()
 
 
 def _combine(e: Expr, memo: dict) -> Linear:
@@ -150,6 +153,9 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
         memo = {}
     found = memo.get(e)
     if found is not None:
+        return found
+    if not _operands(e):  # an atom or a constant
+        found = memo[e] = _combine(e, memo)
         return found
     return fold_along(e, _operands, lambda n: _combine(n, memo), memo)
 
