@@ -35,11 +35,13 @@ from dataclasses import dataclass
 
 from tensorad.simplify.logic import conjuncts
 
+from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
@@ -76,28 +78,13 @@ def _gathers(e: Expr) -> bool:
 
 
 def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
-    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a`` occurs once,
-    under additions, subtractions and negations only (``q // 3 == a - 2 * y`` gives ``a ==
-    q // 3 + 2 * y``); else ``None``."""
-    if a in free_vars(rhs):
-        lhs, rhs = rhs, lhs
-    if a in free_vars(rhs):
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient
+    in the linear form of ``lhs - rhs`` is 1 or -1 and no other atom mentions it (``q // 3 ==
+    a - 2 * y`` gives ``a == 2 * y + q // 3``); else ``None``."""
+    if not dt.is_int(lhs.dtype):
         return None
-    while lhs is not a:
-        if lhs.op is Op.NEG:
-            lhs, rhs = lhs.src[0], -rhs
-        elif lhs.op in (Op.ADD, Op.SUB):
-            u, w = lhs.src
-            in_u, in_w = a in free_vars(u), a in free_vars(w)
-            if in_u == in_w:
-                return None
-            if in_u:
-                lhs, rhs = u, (rhs - w if lhs.op is Op.ADD else rhs + w)
-            else:
-                lhs, rhs = w, (rhs - u if lhs.op is Op.ADD else u - rhs)
-        else:
-            return None
-    return rhs
+    g = solve_for(to_linear(lhs) - to_linear(rhs), a)
+    return None if g is None else from_linear(g, lhs.dtype)
 
 
 def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, const
-from ..ir.rewrite import fold_along
+from ..ir.rewrite import fold_along, walk
 
 
 def atom_key(e: Expr) -> tuple:
@@ -207,6 +207,22 @@ def from_linear(f: Linear, dtype: str = dt.INDEX) -> Expr:
     if c:
         acc = Expr(Op.ADD if c > 0 else Op.SUB, dtype, (acc, const(abs(c), dtype)))
     return acc
+
+
+def solve_for(f: Linear, v: Expr) -> Linear | None:
+    """``g`` such that ``f == 0`` exactly when ``v == g``: when ``v``'s coefficient is 1 or -1
+    and no other atom mentions ``v`` (``q // 3 - a + 2*y == 0`` gives ``a == 2*y + q // 3``);
+    else ``None``.  Integer solutions only: no division."""
+    k = 0
+    for atom, c in f.terms:
+        if atom is v:
+            k = c
+    if k not in (1, -1):
+        return None
+    rest = Linear(tuple((a, c) for a, c in f.terms if a is not v), f.const)
+    if any(n is v for a, _ in rest.terms for n in walk(a)):
+        return None
+    return rest.scale(-k)  # k*v + rest == 0  <=>  v == -k*rest (k = +-1)
 
 
 def int_cast_operand(atom: Expr) -> Expr | None:

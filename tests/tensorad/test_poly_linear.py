@@ -26,7 +26,7 @@ from tensorad.simplify.consts import evaluate_scalar
 from tensorad.ir.expr import Expr, Op, binary, cast, compare, const, unary, var
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
-from tensorad.poly.linear import from_linear, to_linear, var_coefficients
+from tensorad.poly.linear import Linear, from_linear, solve_for, to_linear, var_coefficients
 
 SETTINGS = dict(max_examples=150, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -162,6 +162,22 @@ def test_isl_objects_hold_exactly_the_enumerated_points(case, delta, op):
     cmp = {Op.LT: lambda x: x < c, Op.LE: lambda x: x <= c, Op.GT: lambda x: x > c,
            Op.GE: lambda x: x >= c, Op.EQ: lambda x: x == c, Op.NE: lambda x: x != c}[op]
     assert _isl_points(cond) == {k for k, x in values.items() if cmp(x)}
+
+
+@settings(**SETTINGS)
+@given(expr_case(), st.integers(-3, 3), st.data())
+def test_a_solution_for_a_variable_holds_exactly_where_the_equation_does(case, delta, data):
+    """``solve_for(e - c, v)``: ``e == c`` exactly where ``v == g`` (``g`` free of ``v``)."""
+    vs, e = case
+    v = data.draw(st.sampled_from(vs))
+    e = binary(Op.ADD, e, v) if data.draw(st.booleans()) else binary(Op.SUB, e, v)
+    c = run(e, dict(zip(vs, [x.lo for x in vs]))) + delta
+    g = solve_for(to_linear(e) - Linear((), c), v)
+    if g is None:
+        return
+    value = from_linear(g, I64)
+    for p in points(vs):
+        assert (run(e, p) == c) == (p[v] == run(value, {**p, v: None})), f"{e} == {c} vs {v} == {value}"
 
 
 def test_float_arithmetic_is_an_atom_never_truncated():
