@@ -93,7 +93,7 @@ class IndexSpace:
 
         ``e`` is read as a linear form (:mod:`.linear`): its coefficients of variables go into
         one ``isl.Aff``, each other atom is converted by :data:`_ATOMS` and added scaled.
-        Iterative (an explicit stack, an atom's operands before the atom), so an index
+        Iterative (:func:`fold_along`, an atom's operands before the atom), so an index
         expression of any depth converts without reaching Python's recursion limit; results
         are memoized per space, so a shared subexpression converts once.
         """

@@ -12,7 +12,9 @@ analyzer reads index expressions through it:
 * the isl boundary (:class:`.affine.IndexSpace`): a form becomes an isl function through
   islpy's constructors, each atom by the table of quasi-affine atoms there;
 * code generation's stride and access analysis (:func:`var_coefficients`): a form whose atoms
-  are all variables is a map from variables to integer coefficients.
+  are all variables is a map from variables to integer coefficients;
+* equations ``f == 0`` solved for a variable of coefficient +-1 (:func:`solve_for`): the
+  optimizer's reduction variables, the scatter's gather-index axes.
 
 Coefficients and constants are Python ints (exact past 64 bits); a float constant or any
 float arithmetic is an atom (``0.3 * i`` is never truncated to ``0``).
