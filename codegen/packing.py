@@ -23,6 +23,7 @@ import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
+from tensorad.poly.linear import var_coefficients
 
 from .gemmdesc import block_size
 from .irloops import for_range, smin
@@ -33,13 +34,11 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
     """The element stride of the first read in ``expr`` along ``v`` (None: not linear)."""
-    from .schedule import linear_coefficients
-
     for n in walk(expr):
         if n.op is Op.READ:
             total = 0
             for idx, st in zip(n.src, strides_of(n.arg)):
-                co = linear_coefficients(idx)
+                co = var_coefficients(idx)
                 if co is None:
                     return None
                 total += co.get(v, 0) * st

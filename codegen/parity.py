@@ -31,8 +31,8 @@ from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.domain import pw_aff_range
+from tensorad.poly.linear import var_coefficients
 
-from .schedule import linear_coefficients
 from .stripmine import simplify_index
 
 MAX_MODULUS = 4   # strides up to 4
@@ -49,7 +49,7 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST:
             continue
         m = int(n.src[1].arg)
-        co = linear_coefficients(n.src[0])
+        co = var_coefficients(n.src[0])
         if m <= 1 or co is None:
             continue
         terms = {v: c for v, c in co.items() if v is not None and c}

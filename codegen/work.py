@@ -35,6 +35,7 @@ import numpy as np
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
+from tensorad.poly.linear import var_coefficients
 
 from .program import If, Loop
 
@@ -204,8 +205,6 @@ class WorkCounter:
         coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
         form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
         ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
-        from .schedule import linear_coefficients
-
         loops = [x for x in s.body if isinstance(x, Loop)]
         others = [x for x in s.body if not isinstance(x, Loop)]
         if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
@@ -215,7 +214,7 @@ class WorkCounter:
         body_deps = frozenset().union(*(self.deps(b) for b in t.body))
         if s.var in body_deps or t.var in body_deps:
             return None
-        co_hi, co_lo = linear_coefficients(t.hi), linear_coefficients(t.lo)
+        co_hi, co_lo = var_coefficients(t.hi), var_coefficients(t.lo)
         if co_hi is None or co_lo is None:
             pieces = self.piecewise_series(s, t, env, n, lo, trips)
             if pieces is None:
