@@ -26,10 +26,9 @@ prefix point is one element (its other axes have extent 1) is read by the later 
 its accumulators (the ``m`` and ``s`` above), and needs no buffer unless something outside the
 group reads it.
 
-Work stays exact: a member's counted statements must run inside loops of its own (the
-counter counts one innermost-body execution per block execution, so two members' statements
-side by side in the prefix loop would count once); at most one member may run directly in
-the prefix.
+Work stays exact: the counter counts one innermost-body execution per member and block
+execution (:func:`.work.count_work` with owners), so members side by side in the prefix loop
+-- an elementwise chain, one loop storing every link -- count as their own nests would.
 """
 
 from __future__ import annotations
