@@ -30,19 +30,9 @@ from .domain import PolyStmt, op_domain
 from .fuse import Epilogue
 from .group import Group
 from .islast import build_loops
-from .program import Assign, If, Nest, Store
+from .program import Nest, owned
 from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
 from .work import count_work
-
-
-def _first_store(s):
-    if isinstance(s, If):
-        for x in s.then + s.orelse:
-            found = _first_store(x)
-            if found is not None:
-                return found
-        return None
-    return s
 
 
 def _box_work(group: Group) -> int:
@@ -59,7 +49,6 @@ def _box_work(group: Group) -> int:
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
-    acc_owner: dict[Expr, ComputeOp] = {}
 
     def scalarize(n: Expr) -> Expr | None:
         return acc_of.get(n.arg)
@@ -90,11 +79,10 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
         for st in member:
             own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
-            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, st.body, head + (g,) + own))
+            body = tuple(owned(x, u.op) for x in st.body)
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (g,) + own))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
-        for a in dom.accumulators:
-            acc_owner[a] = u.op
         if u.op in scalar:
             for v, b in enumerate(bodies[u.op]):
                 acc_of[Tensor(u.op, v)] = dom.accumulators[b.arg.value_index]
@@ -104,15 +92,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             notes.append(u.op.name)
     body = build_loops(stmts)
 
-    def owner_of(s):
-        s = _first_store(s)
-        if isinstance(s, Store):
-            return s.buffer.tensor.op
-        if isinstance(s, Assign):
-            return acc_owner.get(s.targets[0])
-        return None
-
-    work = count_work(body, owner_of)
+    work = count_work(body)
     attrs = {"parallel_dim": 0}
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
     if parallel:

@@ -37,7 +37,7 @@ import numpy as np
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
 
-from .program import If, Loop
+from .program import If, Loop, owner_of
 
 CHUNK = 1 << 22
 EXPAND_LIMIT = 1 << 28
@@ -99,13 +99,13 @@ def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
 
 
 class WorkCounter:
-    """``owner(stmt)`` names what a counted statement computes (default: one thing): a block
-    execution counts one innermost-body execution per distinct owner it runs directly, so a
-    fused nest whose body stores several ops (:mod:`.nestfuse`) counts each op's body once."""
+    """A block execution counts one innermost-body execution per distinct owner
+    (:func:`.program.owner_of`) of the counted statements it runs directly, so a fused nest
+    whose body stores several ops (:mod:`.nestfuse`) counts each op's body once."""
 
-    def __init__(self, owner=None) -> None:
+    def __init__(self) -> None:
         self._deps: dict[int, frozenset] = {}
-        self.owner = owner or (lambda s: None)
+        self.owner = owner_of
 
     def deps(self, s) -> frozenset:
         """Loop variables that bounds and affine guards inside ``s`` read from outside it."""
@@ -411,7 +411,7 @@ def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def count_work(body: tuple, owner=None) -> int:
+def count_work(body: tuple) -> int:
     """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), as
-    an exact Python int; ``owner`` as :class:`WorkCounter`'s."""
-    return int(WorkCounter(owner).block(body, {}, 1)[0])
+    an exact Python int."""
+    return int(WorkCounter().block(body, {}, 1)[0])
