@@ -33,6 +33,7 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
+from .schedule import work_weight
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
 # (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
@@ -58,6 +59,35 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 
 UNROLL_NEST_LIMIT = 256
 WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
+
+
+COLD_WORK = 2048
+
+
+def is_cold(nest: Nest) -> bool:
+    """Whether a nest runs so little that LLVM's optimizations cost more than they can save:
+    serial, with fewer than :data:`COLD_WORK` body executions weighted by its transcendental
+    functions (:func:`.schedule.work_weight`) -- a few microseconds unoptimized.  Its function
+    is emitted ``optnone``: LLVM neither optimizes nor vectorizes it and selects instructions
+    the fast way, about 6x less compile time (a 300-link chain's gradient: 300 nests of 16
+    elements).  Results are the same up to FMA contraction, which only optimized code does."""
+    if nest.parallel or nest.work >= COLD_WORK:
+        return False
+    values = []
+
+    def collect(stmts) -> None:
+        for st in stmts:
+            if isinstance(st, Loop):
+                collect(st.body)
+            elif isinstance(st, If):
+                values.append(st.cond)
+                collect(st.then + st.orelse)
+            elif isinstance(st, Store):
+                values.append(st.value)
+            elif isinstance(st, Assign):
+                values.extend(st.values)
+    collect(nest.body)
+    return nest.work * work_weight(values) < COLD_WORK
 
 
 def _trips(x: Loop) -> int | None:
@@ -205,6 +235,8 @@ class ModuleEmitter:
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
+        if "gemm" not in nest.attrs and is_cold(nest):
+            fn.attributes.add("optnone")  # (see is_cold)
         for a in fn.args[:len(used)]:
             a.add_attribute("noalias")
         entry = fn.append_basic_block("entry")
