@@ -10,7 +10,11 @@ Every check compares tensorad with an oracle it did not compute:
   in float64 of a strict forward kernel (itself checked by ``forward``);
 * ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``;
 * ``hvp``:       ``ta.hessian_vector_product`` of ``sum(OUT * h)`` against finite differences of
-  its built gradient along ``v``.
+  its built gradient along ``v``;
+* ``split``:     ``ta.function``'s forward built with the drawn options and its backward built
+  *differently* (:func:`split_options`: fast math flipped, another target, the rest drawn
+  again), the backward run on the forward's residuals (a checkpoint policy per seed), against
+  ``ta.evaluate`` of the outputs and of the unoptimized gradient.
 
 Derivative checks run on the float64 version of the program, and only on ``safe`` programs
 (smooth where the data lies).  A check returns ``None`` or raises :class:`Mismatch` with what
@@ -24,7 +28,8 @@ import numpy as np
 from . import data as fdata
 
 FORWARD = ("forward", "checked", "optimizer")
-DERIVATIVE = ("reverse", "jvp", "hvp")
+DERIVATIVE = ("reverse", "jvp", "hvp", "split")
+SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
 
 
@@ -52,8 +57,8 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
     """``got`` against ``want`` (and, for float32, a float64 reference ``ref64``: an element
     passes when it is close to either).  Non-finite values must match exactly unless
     ``lenient`` (reassociated sums of huge values may overflow differently).  With
-    ``strong_zero`` an element that ``want`` has non-finite may be anything: the optimizer
-    treats a symbolic zero as a strong zero (``0 / x -> 0``, simplify/rules.py's NaN policy)."""
+    ``strong_zero`` an element that ``want`` has non-finite may be anything: nonzeroness
+    lifting skips a masked term whose other factor is inf or NaN (docs/conventions.md)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise Mismatch(f"{what}: shape {got.shape} != {want.shape}")
@@ -159,6 +164,21 @@ def fd_noise(values, weights=None):
     return u
 
 
+def split_options(options: dict, seed: int) -> dict:
+    """Build options for ``split``'s backward that differ from the forward's ``options``: fast
+    math flipped, another named target, the other options drawn again.  Deterministic per seed,
+    from a generator of its own (the programs and options of every seed stay as they were)."""
+    import random
+
+    from .options import TARGETS, draw_options
+
+    r = random.Random(seed * 1_000_003 + 7)
+    other = draw_options(r, r)
+    other["fastmath"] = not options.get("fastmath", True)
+    other["target"] = r.choice([t for t in TARGETS if t != options.get("target", TARGETS[0])])
+    return other
+
+
 def _tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
@@ -171,13 +191,11 @@ class Case:
     def __init__(self, job: dict) -> None:
         import tensorad as ta
 
-        from .options import usable
-
         self.ta = ta
         self.job = job
         self.ns = load(job["source"])
         self.ns64 = load(job["source64"]) if job["dtype"] != "float64" else self.ns
-        self.options = usable(ta, dict(job["options"]))
+        self.options = dict(job["options"])
         self.seed = job["seed"]
         self.profile = job["data"]
         self.dtype = job["dtype"]
@@ -375,6 +393,29 @@ class Case:
         for k, (p, a) in enumerate(zip(ins, hv)):
             self.undecided += compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
                                          lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
+
+
+    def split(self):
+        """The backward built unlike the forward reads the forward's residuals (saved
+        reductions, a max's winner and tie values): both sides must agree on what was saved."""
+        if not self._fd_ready():
+            return
+        ta = self.ta
+        ns, feed = self._grad_setup()
+        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
+        all_ins = ns["INPUTS"]
+        policy = SPLIT_POLICIES[self.seed % len(SPLIT_POLICIES)]
+        back = split_options(self.options, self.seed)
+        fwd = ta.function(out, all_ins, wrt=ins, policy=policy, **self.options)
+        bwd = ta.function(out, all_ins, wrt=ins, policy=policy, **back)
+        y, res = fwd.forward(*[feed[p] for p in all_ins])
+        compare(f"forward with residuals ({policy}, {self.options})", y, ta.evaluate([out], feed)[0],
+                "float64")
+        grads = _tuple(bwd.backward(res, feed[H]))
+        want = _tuple(ta.evaluate(ta.JacobianRecursive(out, ins, H, optimize=False), feed))
+        for p, g, w in zip(ins, grads, want):
+            compare(f"backward built with {back} on the residuals ({policy}) of a forward built with "
+                    f"{self.options}, wrt {p.name}", g, w, "float64", rtol=1e-6, strong_zero=True)
 
 
 def run_checks(job: dict) -> list[dict]:

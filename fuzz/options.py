@@ -1,8 +1,7 @@
 """Build options drawn at random for a fuzzed program (``ta.build``'s options, API.md 4 and 6).
 
-Targets: the host, and named CPUs/feature strings (``-mattr=-avx512f`` style).  A ``build``
-that refuses such strings is detected once per worker (:func:`target_supported`) and the
-programs are then built for the host only.
+Targets: the host, and named CPUs/feature strings (``-mattr=-avx512f`` style), which
+``ta.build`` compiles for (codegen/target.py describes each).
 """
 
 from __future__ import annotations
@@ -39,27 +38,4 @@ def draw_options(r: random.Random, extra: random.Random | None = None) -> dict:
             opts["opt_level"] = 3
         if extra.random() < 0.1:
             opts["parallel"] = False
-    return opts
-
-
-_PROBED: dict[str, bool] = {}
-
-
-def target_supported(ta) -> bool:
-    """Does ``ta.build`` take a named target?  (Today's ``build`` accepts ``"llvm ..."`` and
-    compiles for the host; a ``ValueError`` means a build that refuses such strings.)"""
-    if "target" not in _PROBED:
-        A = ta.placeholder((2,), name="A")
-        try:
-            ta.build([ta.compute((2,), lambda i: A[i] + 1.0, name="Y")], [A], target="llvm -mattr=-avx512f")
-            _PROBED["target"] = True
-        except ValueError:
-            _PROBED["target"] = False
-    return _PROBED["target"]
-
-
-def usable(ta, opts: dict) -> dict:
-    """``opts`` without what this tensorad cannot take yet (a named target)."""
-    if "target" in opts and not target_supported(ta):
-        opts = {k: v for k, v in opts.items() if k != "target"}
     return opts

@@ -84,8 +84,12 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
         cur[cur.index(g)] = c
         cur.remove(j)
     order = _first_seen(body, cur)
-    axes = tuple(var(f"_b{k}", v.lo, v.hi, v.dtype) for k, v in enumerate(order))
-    mapping = dict(zip(order, axes))
+    # axes start at 0, as the language's do (a free variable of a shrunk range [lo, hi) is
+    # read at ``v - lo``): evaluate and codegen size a tensor by its axes' ``hi``
+    low = {v: v.lo if v.lo and v.hi is not None else 0 for v in order}
+    axes = tuple(var(f"_b{k}", v.lo if not low[v] else 0, v.hi - low[v] if low[v] else v.hi, v.dtype)
+                 for k, v in enumerate(order))
+    mapping = {v: a + low[v] if low[v] else a for v, a in zip(order, axes)}
     if body.op is Op.REDUCE:
         ra = body.arg
         rvars = _first_seen(Expr(Op.REDUCE, body.dtype, body.src, ra), list(ra.axes))
@@ -95,4 +99,5 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
                     ReduceArg(ra.combiner, tuple(fresh[r] for r in rvars), ra.value_index))
     else:
         body = substitute(body, mapping)
-    return axes, _simplify(body, ctx), tuple(simplify_expr(of[v], ctx) for v in order)
+    return axes, _simplify(body, ctx), tuple(simplify_expr(of[v] - low[v] if low[v] else of[v], ctx)
+                                             for v in order)

@@ -1,7 +1,10 @@
 """Nonzeroness: a condition under which an expression may be nonzero, and using it.
 
 ``nonzero(e)`` over-approximates where ``e != 0``: if the condition is false, ``e`` is zero
-(with the symbolic-zero policy of :mod:`.rules`).  It is a fold over :data:`NZ_RULES`:
+under the *strong* reading, where a zero (a mask's or a literal one) times or divided by
+anything is zero.  Lifting on it skips such terms, so where their other factor is inf or NaN
+optimized code gives 0 and ``ta.evaluate`` NaN: the one licensed difference of optimized code
+(docs/conventions.md; :mod:`.rules` itself is exact).  It is a fold over :data:`NZ_RULES`:
 
     nz(c)                  = c != 0                  constants
     nz(select(c, a, b))    = c && nz(a) || !c && nz(b)

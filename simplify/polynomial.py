@@ -19,7 +19,8 @@ integer (also negative) exponents:
 ``provably_zero(e)`` holds when the polynomial is 0.  It is only ever used to *remove* a
 tensor: a polynomial that grows past :data:`MAX_TERMS` or an expansion budget means "not
 known to be zero".  The identities used (``(1/S) * S = 1``) hold in real arithmetic, so the
-removed value is zero up to rounding -- the symbolic-zero policy of :mod:`.rules`.
+removed value is zero up to rounding for finite values (real-number identities: at inf or NaN
+the removed value may have been NaN, docs/conventions.md).
 """
 
 from __future__ import annotations

@@ -7,12 +7,18 @@ linear forms (:mod:`.linear`: ``i + 1 - 1`` -> ``i``), integer comparisons are d
 ranges of their variables when intervals suffice (:mod:`.ranges`) and otherwise put in one
 canonical form (``lhs <= rhs`` / ``lhs == rhs`` with positive coefficients, gcd divided out).
 
-NaN/inf policy: a *symbolic* zero is a strong zero, as in every AD system -- ``0 * x -> 0``,
-``0 / x -> 0``, ``x - x -> 0`` and ``select(c, x, 0) * y -> select(c, x * y, 0)`` hold even
-when ``x``/``y`` would be inf or NaN at run time.  The derivative rules produce exactly such
-products (``0 * log(x)`` at a masked point must not poison a gradient with NaN), so this is
-the meaning we want, not an approximation.  Constant folding never folds a non-finite float
-or an integer division by zero.
+NaN/inf policy: every rule is exact, at inf and NaN too, so optimized code
+computes the value ``ta.evaluate`` and a plain build compute (one language, one meaning).  A
+literal zero is an IEEE value: ``0 * x``, ``0 / x``, ``x - x`` and the gate products
+``select(c, x, 0) * y``, ``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other
+operand *absorbs* the zero (:func:`absorbs`: finite wherever computed), never where it could be
+inf or NaN at run time; ``0 / x`` is never rewritten (a user's ``0.0 / x`` at ``x = 0`` is NaN,
+and a comparison on it must see NaN: fuzz seed 16322).  Derivatives get their strong
+zeros where they are built (``tensorad/autodiff/zero.py``: a symbolic ``ZERO`` is never
+multiplied, a product goes inside a zero-branch select), so evaluate, plain builds and
+optimized code see them alike; the one licensed difference left is the nonzeroness lifting of
+:mod:`.nonzero` (a term a mask switches off is skipped).  Constant folding never folds a
+non-finite float or an integer division by zero.
 
 A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test walks
 ``Op``); ops without algebraic rules have an empty tuple.
@@ -20,6 +26,7 @@ A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test w
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -51,6 +58,19 @@ def is_const(e: Expr, v: float | None = None) -> bool:
 
 def is_zero(e: Expr) -> bool:
     return is_const(e, 0)
+
+
+def absorbs(e: Expr, divisor: bool = False) -> bool:
+    """``0 * e`` (``0 / e`` for a ``divisor``) is exactly 0 (up to the sign of the zero): ``e``
+    is finite wherever it is computed -- an integer, a float cast of an integer or a finite
+    constant -- and, as a divisor, a nonzero constant.  Anything else may be inf or NaN (or 0)
+    at run time, where the IEEE result is NaN."""
+    if e.op is Op.CONST:
+        return e.dtype != dt.BOOL and math.isfinite(e.arg) and not (divisor and e.arg == 0)
+    if divisor or e.dtype == dt.BOOL:
+        return False
+    return not dt.is_float(e.dtype) or (e.op is Op.CAST and e.dtype in ("float32", "float64")
+                                        and not dt.is_float(e.src[0].dtype))
 
 
 def gated(e: Expr) -> tuple[Expr, Expr] | None:
@@ -146,7 +166,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
         ("int-linear", lambda n, a, b: normalise_linear(n)),            # sum of c_k*atom_k + c0
         ("sub-zero-r", lambda n, a, b: a if is_zero(b) else None),      # x - 0 = x
         ("sub-zero-l", lambda n, a, b: _neg(b) if is_zero(a) else None),  # 0 - x = -x
-        ("sub-self", lambda n, a, b: zero_like(n) if a is b else None),  # x - x = 0 (symbolic zero)
+        ("sub-self", lambda n, a, b: zero_like(n) if a is b and absorbs(a) else None),  # x - x = 0 (x finite)
         ("sub-neg", lambda n, a, b: _bin(Op.ADD, a, b.src[0]) if b.op is Op.NEG else None),  # x-(-y)=x+y
         ("sub-gate", lambda n, a, b: rebuild_gate(a, _bin(Op.SUB, a.src[1], b.src[1]))  # sel(c,x,0)-
          if _same_gate(a, b) else None),                                 #   sel(c,y,0) = sel(c, x-y, 0)
@@ -155,24 +175,23 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
         ("int-linear", lambda n, a, b: normalise_linear(n)),            # c * (sum) distributes
         ("mul-one-r", lambda n, a, b: a if is_const(b, 1) else None),   # x * 1 = x
         ("mul-one-l", lambda n, a, b: b if is_const(a, 1) else None),   # 1 * x = x
-        ("mul-zero-r", lambda n, a, b: b if is_zero(b) else None),      # x * 0 = 0 (symbolic zero)
-        ("mul-zero-l", lambda n, a, b: a if is_zero(a) else None),      # 0 * x = 0 (symbolic zero)
+        ("mul-zero-r", lambda n, a, b: b if is_zero(b) and absorbs(a) else None),  # x * 0 = 0 (x absorbs)
+        ("mul-zero-l", lambda n, a, b: a if is_zero(a) and absorbs(b) else None),  # 0 * x = 0 (x absorbs)
         ("mul-minus-one-r", lambda n, a, b: _neg(a) if is_const(b, -1) else None),  # x * -1 = -x
         ("mul-minus-one-l", lambda n, a, b: _neg(b) if is_const(a, -1) else None),  # -1 * x = -x
         ("mul-gate-l", lambda n, a, b: rebuild_gate(a, _bin(Op.MUL, a.src[1], b))  # sel(c,x,0)*y
-         if gated(a) else None),                                         #   = sel(c, x*y, 0)
+         if gated(a) and absorbs(b) else None),                          #   = sel(c, x*y, 0)
         ("mul-gate-r", lambda n, a, b: rebuild_gate(b, _bin(Op.MUL, a, b.src[1]))  # y*sel(c,x,0)
-         if gated(b) else None),                                         #   = sel(c, y*x, 0)
+         if gated(b) and absorbs(a) else None),                          #   = sel(c, y*x, 0)
         ("mul-bool-l", lambda n, a, b: Expr(Op.SELECT, n.dtype, (a.src[0], b, zero_like(b)))  # T(c)*y
-         if a.op is Op.CAST and a.src[0].dtype == dt.BOOL else None),    #   = select(c, y, 0)
+         if a.op is Op.CAST and a.src[0].dtype == dt.BOOL and absorbs(b) else None),  # = sel(c, y, 0)
         ("mul-bool-r", lambda n, a, b: Expr(Op.SELECT, n.dtype, (b.src[0], a, zero_like(a)))  # y*T(c)
-         if b.op is Op.CAST and b.src[0].dtype == dt.BOOL else None),    #   = select(c, y, 0)
+         if b.op is Op.CAST and b.src[0].dtype == dt.BOOL and absorbs(a) else None),  # = sel(c, y, 0)
     ),
     Op.DIV: (
         ("div-one", lambda n, a, b: a if is_const(b, 1) else None),     # x / 1 = x
-        ("div-zero-num", lambda n, a, b: a if is_zero(a) else None),    # 0 / x = 0 (symbolic zero)
         ("div-gate", lambda n, a, b: rebuild_gate(a, _bin(Op.DIV, a.src[1], b))  # sel(c,x,0)/y
-         if gated(a) else None),                                         #   = sel(c, x/y, 0)
+         if gated(a) and absorbs(b, True) else None),                    #   = sel(c, x/y, 0)
     ),
     Op.FLOORDIV: (("floordiv", floordiv_rule),),                        # (c*Q + R)//c = Q + R//c
     Op.MOD: (("mod", mod_rule),),                                       # (c*Q + R) % c = R % c

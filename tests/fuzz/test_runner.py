@@ -62,4 +62,4 @@ def test_every_check_runs_on_a_program():
     prog = replace(generate(11), safe=True, data="smooth")
     with Pool(workers=1, timeout=240) as pool:
         ((_, results),) = list(pool.run([(0, job_for(prog, 11))]))
-    assert {r["check"] for r in results} == {"forward", "checked", "optimizer", "reverse", "jvp", "hvp"}
+    assert {r["check"] for r in results} == {"forward", "checked", "optimizer", "reverse", "jvp", "hvp", "split"}

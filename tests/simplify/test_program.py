@@ -88,11 +88,23 @@ def test_structurally_equal_ops_are_merged():
 
 
 def test_constant_zero_tensors_are_inlined_away():
-    A, B = ta.placeholder((4,), name="A"), ta.placeholder((4,), name="B")
-    Z = ta.compute((4,), lambda i: A[i] * 0.0, name="Z")
+    B = ta.placeholder((4,), name="B")
+    Z = ta.compute((4,), lambda i: ta.cast("float32", i) * 0.0, name="Z")
     Y = ta.compute((4,), lambda i: Z[i] + B[i], name="Y")
     out = opt(Y)
     assert out.op.body[0].op is Op.READ and out.op.body[0].arg.op.name == "B"
+
+
+def test_a_literal_zero_times_a_tensor_keeps_its_nan():
+    """``A[i] * 0.0`` is NaN where ``A`` is inf or NaN, optimized or not (a literal zero is an
+    IEEE value; fuzz seed 16322)."""
+    A, B = ta.placeholder((4,), name="A"), ta.placeholder((4,), name="B")
+    Z = ta.compute((4,), lambda i: A[i] * 0.0, name="Z")
+    Y = ta.compute((4,), lambda i: Z[i] + B[i], name="Y")
+    feed = {A: np.array([1, np.inf, np.nan, -2], np.float32), B: np.ones(4, np.float32)}
+    want = np.array([1, np.nan, np.nan, 1], np.float32)
+    np.testing.assert_array_equal(ta.evaluate([opt(Y)], feed)[0], want)
+    np.testing.assert_array_equal(ta.evaluate([Y], feed)[0], want)
 
 
 _SCRIPT = textwrap.dedent("""
