@@ -228,9 +228,9 @@ def subst_stmt(st, mapping: dict):
         return st
     sub = lambda e: substitute(e, mapping)  # noqa: E731
     if isinstance(st, Store):
-        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted)
+        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted, st.owner)
     if isinstance(st, Assign):
-        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted)
+        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted, st.owner)
     if isinstance(st, If):
         return If(sub(st.cond), tuple(subst_stmt(s, mapping) for s in st.then),
                   tuple(subst_stmt(s, mapping) for s in st.orelse), st.affine)

@@ -35,6 +35,7 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
+from .schedule import work_weight
 from .target import Target, parse_target
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
@@ -57,6 +58,89 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
             if any(x in out for x in n.src):
                 out.add(n)
     return frozenset(out)
+
+
+UNROLL_NEST_LIMIT = 256
+WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
+
+
+COLD_WORK = 2048
+LONG_PROGRAM_NESTS = 16
+
+
+def is_cold(nest: Nest) -> bool:
+    """Whether a nest runs so little that LLVM's optimizations cost more than they can save:
+    serial, with fewer than :data:`COLD_WORK` body executions weighted by its transcendental
+    functions (:func:`.schedule.work_weight`) -- a few microseconds unoptimized.  In a program
+    of at least :data:`LONG_PROGRAM_NESTS` nests its function is emitted ``optnone``: LLVM
+    neither optimizes nor vectorizes it and selects instructions the fast way, about 6x less
+    compile time for such a nest (a 300-link chain's gradient, 41 nests of 16 elements: 9.3
+    -> 5.6 CPU-s to build, 436 -> 549 us a call).  Short programs -- a single layer, and the
+    tests' small programs, which must exercise the optimizer -- are always optimized.
+    Results are the same up to FMA contraction, which only optimized code does."""
+    if nest.parallel or nest.work >= COLD_WORK:
+        return False
+    values = []
+
+    def collect(stmts) -> None:
+        for st in stmts:
+            if isinstance(st, Loop):
+                collect(st.body)
+            elif isinstance(st, If):
+                values.append(st.cond)
+                collect(st.then + st.orelse)
+            elif isinstance(st, Store):
+                values.append(st.value)
+            elif isinstance(st, Assign):
+                values.extend(st.values)
+    collect(nest.body)
+    return nest.work * work_weight(values) < COLD_WORK
+
+
+def _trips(x: Loop) -> int | None:
+    """A loop's trip count when its bounds are constant."""
+    if x.lo.op is not Op.CONST or x.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(x.hi.arg) - int(x.lo.arg)) // x.step))
+
+
+def nest_trips(s: Loop) -> int | None:
+    """For a loop with loops inside: how many times full unrolling would copy its innermost
+    body (the product of constant trip counts down its deepest path); ``None`` for a loop
+    without inner loops or with a bound that is not constant.
+
+    An outer loop above :data:`UNROLL_NEST_LIMIT` of at least :data:`WINDOW_TRIPS` trips is
+    emitted with unrolling off: LLVM would otherwise fully unroll the constant loops inside it
+    and spend its loop vectorizer's time on the unrolled body in the loop around it (a batch
+    norm forward built in 0.21 CPU-s, 0.12 without).  Up to 256 copies are left to LLVM (a
+    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
+    and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
+    them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
+    trips = _trips
+
+    def deepest(stmts: tuple) -> int | None:
+        best = 1
+        for st in stmts:
+            inner = [st] if isinstance(st, Loop) else list(st.then + st.orelse) if isinstance(st, If) else []
+            for x in inner:
+                if isinstance(x, Loop):
+                    t, d = trips(x), deepest(x.body)
+                    if t is None or d is None:
+                        return None
+                    best = max(best, t * d)
+                elif isinstance(x, If):
+                    d = deepest((x,))
+                    if d is None:
+                        return None
+                    best = max(best, d)
+        return best
+
+    if not any(isinstance(x, (Loop, If)) for x in s.body):
+        return None
+    t, d = trips(s), deepest(s.body)
+    if t is None or d is None or d == 1:
+        return None
+    return t * d
 
 
 def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
@@ -122,6 +206,8 @@ class ModuleEmitter:
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
+        # a program of many nests (a long chain) gets its cold nests unoptimized (:func:`is_cold`)
+        self.long = sum(isinstance(st, Nest) for st in program.steps) >= LONG_PROGRAM_NESTS
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -164,6 +250,8 @@ class ModuleEmitter:
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
+        if self.long and "gemm" not in nest.attrs and is_cold(nest):
+            fn.attributes.add("optnone")  # (see is_cold)
         for a in fn.args[:len(used)]:
             a.add_attribute("noalias")
         entry = fn.append_basic_block("entry")
@@ -247,6 +335,8 @@ class ModuleEmitter:
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
+        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
+            br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif self.vector_width and not any(isinstance(x, Loop) for x in s.body):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
