@@ -35,7 +35,6 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
-from .schedule import work_weight
 from .target import Target, parse_target
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
@@ -62,39 +61,6 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 
 UNROLL_NEST_LIMIT = 256
 WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
-
-
-COLD_WORK = 2048
-LONG_PROGRAM_NESTS = 16
-
-
-def is_cold(nest: Nest) -> bool:
-    """Whether a nest runs so little that LLVM's optimizations cost more than they can save:
-    serial, with fewer than :data:`COLD_WORK` body executions weighted by its transcendental
-    functions (:func:`.schedule.work_weight`) -- a few microseconds unoptimized.  In a program
-    of at least :data:`LONG_PROGRAM_NESTS` nests its function is emitted ``optnone``: LLVM
-    neither optimizes nor vectorizes it and selects instructions the fast way, about 6x less
-    compile time for such a nest (a 300-link chain's gradient, 41 nests of 16 elements: 9.3
-    -> 5.6 CPU-s to build, 436 -> 549 us a call).  Short programs -- a single layer, and the
-    tests' small programs, which must exercise the optimizer -- are always optimized.
-    Results are the same up to FMA contraction, which only optimized code does."""
-    if nest.parallel or nest.work >= COLD_WORK:
-        return False
-    values = []
-
-    def collect(stmts) -> None:
-        for st in stmts:
-            if isinstance(st, Loop):
-                collect(st.body)
-            elif isinstance(st, If):
-                values.append(st.cond)
-                collect(st.then + st.orelse)
-            elif isinstance(st, Store):
-                values.append(st.value)
-            elif isinstance(st, Assign):
-                values.extend(st.values)
-    collect(nest.body)
-    return nest.work * work_weight(values) < COLD_WORK
 
 
 def _trips(x: Loop) -> int | None:
@@ -206,8 +172,6 @@ class ModuleEmitter:
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
-        # a program of many nests (a long chain) gets its cold nests unoptimized (:func:`is_cold`)
-        self.long = sum(isinstance(st, Nest) for st in program.steps) >= LONG_PROGRAM_NESTS
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -250,8 +214,6 @@ class ModuleEmitter:
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
-        if self.long and "gemm" not in nest.attrs and is_cold(nest):
-            fn.attributes.add("optnone")  # (see is_cold)
         for a in fn.args[:len(used)]:
             a.add_attribute("noalias")
         entry = fn.append_basic_block("entry")

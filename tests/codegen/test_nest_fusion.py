@@ -194,19 +194,13 @@ def test_random_fused_chains_match_numpy_and_evaluate(chain, threads, dtype):
     assert len(_nests(fused)) <= len(_nests(alone))
 
 
-def test_cold_nests_of_a_long_program_are_not_optimized():
-    # 20 unfused nests of 16 elements: each is emitted optnone (LLVM's time on it would exceed
-    # its run time); a short program of the same nests is optimized (and vectorized)
+def test_nests_of_a_long_program_are_optimized():
+    # 20 unfused nests of 16 elements: build time is not bought with run time -- every nest of a
+    # long program is optimized like a short program's (the opt level is the user's choice)
     X, L = _chain(20)
     (g,) = ta.gradient(L, [X])
     x = np.linspace(-2, 2, 16)
     long = ta.build([g], [X], fuse=False)
-    nests = _nests(ta.lower([g], [X], fuse=False))
-    assert len(nests) >= 16
-    assert long.llvm_ir_unoptimized.count("optnone") >= len(nests) - 1
+    assert len(_nests(ta.lower([g], [X], fuse=False))) >= 16
+    assert "optnone" not in long.llvm_ir_unoptimized
     np.testing.assert_allclose(long(x), _chain_gradient_reference(x, 20), rtol=1e-12)
-    X, L = _chain(2)
-    (g,) = ta.gradient(L, [X])
-    short = ta.build([g], [X], fuse=False)
-    assert "optnone" not in short.llvm_ir_unoptimized
-    np.testing.assert_allclose(short(x), _chain_gradient_reference(x, 2), rtol=1e-12)
