@@ -85,6 +85,26 @@ def _image(read: Expr, guards: Sequence[Expr], body: Expr) -> isl.Set | None:
     return s.project_out(isl.dim_type.set, len(op.axes), len(space.vars) - len(op.axes))
 
 
+def count_points(s: isl.Set) -> int:
+    """The number of points of a bounded set: the product of its extents when it is a box (one
+    piece, no divisions, equal to the box of its bounds), else isl's count -- which walks the
+    points (0.1 s CPU for a 1.6-million-point box: a max pool gradient's footprint)."""
+    if s.n_basic_set() == 1 and not s.get_basic_sets()[0].dim(isl.dim_type.div):
+        n = s.dim(isl.dim_type.set)
+        lo = [s.dim_min_val(d).to_python() for d in range(n)]
+        hi = [s.dim_max_val(d).to_python() for d in range(n)]
+        hull = isl.Set.universe(s.space)
+        for d in range(n):
+            hull = hull.lower_bound_val(isl.dim_type.set, d, lo[d])
+            hull = hull.upper_bound_val(isl.dim_type.set, d, hi[d])
+        if hull.is_equal(s):
+            total = 1
+            for a, b in zip(lo, hi):
+                total *= max(0, b - a + 1)
+            return total
+    return s.count_val().to_python()
+
+
 def _guard(op: ComputeOp, fp: isl.Set) -> Expr | None:
     """The footprint as a condition over ``op``'s axes, when it is worth using."""
     space = IndexSpace(list(op.axes))
@@ -92,10 +112,14 @@ def _guard(op: ComputeOp, fp: isl.Set) -> Expr | None:
     fp = fp.intersect(box).coalesce()
     if fp.is_equal(box):
         return None
-    try:
-        if fp.count_val().to_python() > MAX_FRACTION * box.count_val().to_python():
+    if fp.is_empty():
+        size = 0
+    else:
+        try:
+            size = count_points(fp)
+        except Exception:  # (a count isl cannot give: not worth the risk)
             return None
-    except Exception:  # (a count isl cannot give: not worth the risk)
+    if size > MAX_FRACTION * count_points(box):
         return None
     pieces = fp.get_basic_sets()
     if len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op, compare, const, logical
 from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.linear import var_coefficients
 
 MAXAX = 6  # axes per group of a side (more: the side gets its own packing function)
 MAXBATCH = 16  # batch axes of the product
@@ -87,12 +88,6 @@ class SidePlan:
     fields: dict[int, int]  # side field offset -> value (the base pointer is filled at run time)
 
 
-def _linear(e: Expr) -> dict | None:
-    from .schedule import linear_coefficients
-
-    return linear_coefficients(e)
-
-
 def _runs(axes, coefs) -> int:
     """Length of the contiguous run of addresses along the trailing axes (0: not unit stride)."""
     if not axes or coefs[-1] != 1:
@@ -122,7 +117,7 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
     shape = read.arg.shape
     forms = []
     for idx in read.src:
-        co = _linear(idx)
+        co = var_coefficients(idx)
         if co is None or any(v is not None and v not in axes for v in co):
             return None
         forms.append(co)

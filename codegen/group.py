@@ -26,10 +26,9 @@ prefix point is one element (its other axes have extent 1) is read by the later 
 its accumulators (the ``m`` and ``s`` above), and needs no buffer unless something outside the
 group reads it.
 
-Work stays exact: a member's counted statements must run inside loops of its own (the
-counter counts one innermost-body execution per block execution, so two members' statements
-side by side in the prefix loop would count once); at most one member may run directly in
-the prefix.
+Work stays exact: the counter counts one innermost-body execution per member and block
+execution (:func:`.work.count_work` with owners), so members side by side in the prefix loop
+-- an elementwise chain, one loop storing every link -- count as their own nests would.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp
 
+from .inline import EXPENSIVE, INLINE_BUDGET
 from .stripmine import AxisSplit, simplify_index
 
 MAX_MEMBERS = 8
@@ -207,23 +207,34 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
     return out
 
 
+def _heavy(u: Unit) -> int:
+    """Expensive operations in a unit's statements (each shared node once)."""
+    return len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})
+
+
 def plan_groups(units: list[Unit]) -> list[Group]:
     """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
-    as a sibling reduction)."""
+    as a sibling reduction), at most :data:`MAX_MEMBERS` per group and at most
+    :data:`.inline.INLINE_BUDGET` expensive operations in all: the members' bodies become one
+    loop body, and LLVM's time on one straight-line body grows faster than its length."""
     groups: list[Group] = []
+    heavy = 0
     for u in units:
         g = groups[-1] if groups else None
+        h = _heavy(u)
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
-                and len(g.units) < MAX_MEMBERS:
+                and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET:
             joined = _alignment(g, u) or _sibling(g, u)
             if joined is not None:
                 depth, tau = joined
                 g.units.append(u)
                 g.taus.append(tau)
                 g.depth = depth
+                heavy += h
                 continue
         tau = tuple(v for v in u.outer if v.extent > 1)  # (a loop of one point aligns nothing)
         groups.append(Group([u], len(tau), [tau]))
+        heavy = h
     for g in groups:
         g.taus = [t[:g.depth] for t in g.taus]
     return groups

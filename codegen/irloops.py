@@ -13,8 +13,9 @@ LOOP_ID = "tensorad.loop."
 _ids = itertools.count(1)
 
 
-def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True):
-    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer, or ``vectorize=False``.
+def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True):
+    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer, or ``vectorize=False``
+    (which also keeps the loop rolled), or ``unroll=False`` alone.
 
     A loop ID must be a distinct node that refers to itself, which llvmlite cannot build: it
     gets a unique placeholder first operand that :func:`finish_ir` turns into the reference.
@@ -27,6 +28,8 @@ def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool =
         hints.append(hint("llvm.loop.vectorize.width", I32(width)))
     if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)
         hints += [hint("llvm.loop.vectorize.enable", ir.IntType(1)(0)), hint("llvm.loop.unroll.disable")]
+    elif not unroll:
+        hints.append(hint("llvm.loop.unroll.disable"))
     return module.add_metadata([ir.MetaDataString(module, f"{LOOP_ID}{next(_ids)}"), *hints])
 
 

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import islpy as isl
 
 from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, logical_not, unary, var
-from tensorad.ir.rewrite import fold, substitute
+from tensorad.ir.rewrite import substitute
+from tensorad.poly.affine import IndexSpace
 
 from .astcheck import Instance, guarded_hulls, has_divs, scans_exactly
 from .domain import PolyStmt
@@ -38,32 +39,24 @@ _LOGIC = {_E.and_: Op.AND, _E.and_then: Op.AND, _E.or_: Op.OR, _E.or_else: Op.OR
 _NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
 
 
-def _isl_text(e: Expr | int, names: dict[Expr, str]) -> str:
-    """A schedule expression in isl's syntax (variables, integers, + - *, // and % by constants)."""
-    if isinstance(e, int):
-        return str(e)
-    rules = {
-        Op.VAR: lambda n: names[n],
-        Op.CONST: lambda n: str(int(n.arg)),
-        Op.ADD: lambda n, a, b: f"({a} + {b})",
-        Op.SUB: lambda n, a, b: f"({a} - {b})",
-        Op.MUL: lambda n, a, b: f"({a} * {b})",
-        Op.NEG: lambda n, a: f"(-{a})",
-        Op.FLOORDIV: lambda n, a, b: f"floor(({a}) / {b})",
-        Op.MOD: lambda n, a, b: f"(({a}) mod {b})",
-    }
-    return fold(e, rules)
+def _statement_map(s: PolyStmt, ndim: int) -> isl.Map:
+    """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain: each time dimension is an
+    isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text."""
+    space = IndexSpace(s.vars)
+    times = [space.aff(t) if isinstance(t, Expr) else space.constant(t) for t in s.schedule]
+    times += [space.constant(0)] * (ndim - len(times))
+    m = isl.Map.from_domain(space.universe())
+    for t in times:
+        m = m.flat_range_product(isl.Map.from_pw_aff(t))
+    m = m.set_tuple_name(isl.dim_type.in_, s.name)
+    return m.intersect_domain(s.domain.set_tuple_name(s.name))
 
 
 def schedule_map(stmts: Sequence[PolyStmt]) -> isl.UnionMap:
     ndim = max(len(s.schedule) for s in stmts)
     umap = None
     for s in stmts:
-        dom = s.domain.set_tuple_name(s.name)
-        names = {v: dom.get_dim_name(isl.dim_type.set, k) for k, v in enumerate(s.vars)}
-        times = [_isl_text(t, names) for t in s.schedule] + ["0"] * (ndim - len(s.schedule))
-        m = isl.Map(f"{{ {s.name}[{', '.join(names[v] for v in s.vars)}] -> [{', '.join(times)}] }}")
-        m = isl.UnionMap.from_map(m.intersect_domain(dom))
+        m = isl.UnionMap.from_map(_statement_map(s, ndim))
         umap = m if umap is None else umap.union(m)
     return umap
 
@@ -235,9 +228,9 @@ def subst_stmt(st, mapping: dict):
         return st
     sub = lambda e: substitute(e, mapping)  # noqa: E731
     if isinstance(st, Store):
-        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted)
+        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted, st.owner)
     if isinstance(st, Assign):
-        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted)
+        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted, st.owner)
     if isinstance(st, If):
         return If(sub(st.cond), tuple(subst_stmt(s, mapping) for s in st.then),
                   tuple(subst_stmt(s, mapping) for s in st.orelse), st.affine)
@@ -265,7 +258,7 @@ def _scan(stmts: Sequence[PolyStmt]) -> tuple[tuple, AstConverter | None]:
     if umap.is_empty():
         return (), None
     hints = _dim_hints(stmts, umap)
-    build = isl.AstBuild.from_context(isl.Set("{ : }"))
+    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
     node = build.node_from_schedule_map(umap)
     conv = AstConverter(stmts, hints)
     return conv.node(node), conv

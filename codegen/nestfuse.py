@@ -14,9 +14,10 @@ element are replaced by its accumulators (written earlier in the same prefix ite
 When a short first prefix axis leaves a single thread idle (a batch of 1), the first two
 prefix axes are scanned as one, as :func:`.schedule.fuse_short_outer` does for one op.
 
-``lower_group`` returns ``None`` when the fused nest would not count work exactly (two
-members with counted statements directly in the prefix loop); the caller then lowers the
-members one by one.
+Work is counted per member (:func:`.work.count_work` with each statement's owner): members
+whose statements all run directly in the prefix loop (an elementwise chain ``s0[i]``,
+``t1[i] = tanh(s0[i])``, ... fused into one loop whose body stores each of them) count one body
+execution each, as they would in nests of their own.
 """
 
 from __future__ import annotations
@@ -29,37 +30,9 @@ from .domain import PolyStmt, op_domain
 from .fuse import Epilogue
 from .group import Group
 from .islast import build_loops
-from .program import Assign, If, Loop, Nest, Store
+from .program import Nest, owned
 from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
 from .work import count_work
-
-
-def _prefix_owners(stmts: tuple, own_dim: int, owner_of, inside: bool, found: set) -> None:
-    """Collect the owners of counted statements that run outside every loop of a dimension
-    ``>= own_dim`` (the members' own loops)."""
-    for s in stmts:
-        if isinstance(s, Loop):
-            _prefix_owners(s.body, own_dim, owner_of, inside or s.dim >= own_dim, found)
-        elif isinstance(s, If) and s.affine:
-            _prefix_owners(s.then + s.orelse, own_dim, owner_of, inside, found)
-        elif not inside and _counted(s):
-            found.add(owner_of(s))
-
-
-def _counted(s) -> bool:
-    if isinstance(s, If):
-        return any(_counted(x) for x in s.then + s.orelse)
-    return getattr(s, "counted", True)
-
-
-def _first_store(s):
-    if isinstance(s, If):
-        for x in s.then + s.orelse:
-            found = _first_store(x)
-            if found is not None:
-                return found
-        return None
-    return s
 
 
 def _box_work(group: Group) -> int:
@@ -76,7 +49,6 @@ def _box_work(group: Group) -> int:
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
-    acc_owner: dict[Expr, ComputeOp] = {}
 
     def scalarize(n: Expr) -> Expr | None:
         return acc_of.get(n.arg)
@@ -107,11 +79,10 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
         for st in member:
             own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
-            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, st.body, head + (g,) + own))
+            body = tuple(owned(x, u.op) for x in st.body)
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (g,) + own))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
-        for a in dom.accumulators:
-            acc_owner[a] = u.op
         if u.op in scalar:
             for v, b in enumerate(bodies[u.op]):
                 acc_of[Tensor(u.op, v)] = dom.accumulators[b.arg.value_index]
@@ -121,18 +92,6 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             notes.append(u.op.name)
     body = build_loops(stmts)
 
-    def owner_of(s):
-        s = _first_store(s)
-        if isinstance(s, Store):
-            return s.buffer.tensor.op
-        if isinstance(s, Assign):
-            return acc_owner.get(s.targets[0])
-        return None
-
-    prefix_owners: set = set()
-    _prefix_owners(body, depth - fuse + 1, owner_of, False, prefix_owners)
-    if len(prefix_owners) > 1:
-        return None
     work = count_work(body)
     attrs = {"parallel_dim": 0}
     body, parallel = mark_parallel(body, attrs, opts, work, weight)

@@ -23,6 +23,7 @@ import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
+from tensorad.poly.linear import var_coefficients
 
 from .gemmdesc import block_size
 from .irloops import for_range, smin
@@ -35,13 +36,12 @@ def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
     """The element stride of the first read in ``expr`` along ``v`` (None: not linear); the
     digits of one value read as adjacent dimensions are that value (a flattened tensor)."""
     from .llvm_expr import recombine_digits
-    from .schedule import linear_coefficients
 
     for n in walk(expr):
         if n.op is Op.READ:
             total = 0
             for idx, st in recombine_digits(n.src, strides_of(n.arg)):
-                co = linear_coefficients(idx)
+                co = var_coefficients(idx)
                 if co is None:
                     return None
                 total += co.get(v, 0) * st

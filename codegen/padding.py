@@ -34,6 +34,7 @@ from tensorad.ir.expr import Expr, Op, choice, compare, const, logical, var
 from tensorad.ir.rewrite import free_vars, replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import pw_aff_range
 
 MAX_GROWTH = 4.0  # the copy's size over the tensor's
 
@@ -141,9 +142,9 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     lows, highs = [], []
     for pa, size in zip(affs, t.shape):
         inside = inside.intersect(pa.ge_set(space.constant(0))).intersect(pa.lt_set(space.constant(size)))
-        on_box = pa.intersect_domain(box)
-        lows.append(max(0, -on_box.min_val().to_python()))
-        highs.append(max(0, on_box.max_val().to_python() - (size - 1)))
+        first, last = pw_aff_range(pa.intersect_domain(box))
+        lows.append(max(0, -first))
+        highs.append(max(0, last - (size - 1)))
     if not guarded.is_equal(inside):
         return None
     if not any(lows) and not any(highs):

@@ -30,8 +30,9 @@ from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, var
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import pw_aff_range
+from tensorad.poly.linear import var_coefficients
 
-from .schedule import linear_coefficients
 from .stripmine import simplify_index
 
 MAX_MODULUS = 4   # strides up to 4
@@ -48,7 +49,7 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST:
             continue
         m = int(n.src[1].arg)
-        co = linear_coefficients(n.src[0])
+        co = var_coefficients(n.src[0])
         if m <= 1 or co is None:
             continue
         terms = {v: c for v, c in co.items() if v is not None and c}
@@ -112,8 +113,8 @@ def _tighten(axes: list[Expr], red: Expr) -> Expr:
         return red
     mapping = {}
     for k in ra.axes:
-        on = space.aff(k).intersect_domain(dom)
-        lo, hi = on.min_val().to_python(), on.max_val().to_python() + 1
+        lo, last = pw_aff_range(space.aff(k).intersect_domain(dom))
+        hi = last + 1
         if (lo, hi) != (k.lo, k.hi):
             mapping[k] = var(k.name, lo, hi)
     if not mapping:

@@ -12,7 +12,9 @@ to one value, e.g. the zero-fill of an output whose nonzero region is a sub-doma
 * :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
 
 ``counted=False`` marks per-element bookkeeping (accumulator initialisation, the final store of
-an accumulator, a fused epilogue): it runs but is not work (:mod:`.work`).
+an accumulator, a fused epilogue): it runs but is not work (:mod:`.work`).  ``owner`` names the
+member op of a fused nest (:mod:`.nestfuse`) a statement belongs to: work counts one body
+execution per owner, so fusing nests never changes ``work``.
 
 Expressions are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer
 they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`` nodes.
@@ -79,6 +81,7 @@ class Store:
     index: tuple[Expr, ...]
     value: Expr
     counted: bool = True  # False: per-element bookkeeping (accumulator init, fused epilogue)
+    owner: object = None  # the op of a fused nest's member that runs it (work counts per owner)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +89,7 @@ class Assign:
     targets: tuple[Expr, ...]
     values: tuple[Expr, ...]
     counted: bool = True  # False: accumulator initialisation (bookkeeping, not work)
+    owner: object = None  # as Store's
 
 
 Stmt = Loop | If | Store | Assign
@@ -240,3 +244,29 @@ def _is_zero(e: Expr) -> bool:
 def program_text(program: Program, names: Namer | None = None) -> str:
     """The program's text; ``names`` as in :class:`ProgramPrinter`."""
     return ProgramPrinter(program, names).text()
+
+
+def owned(st, owner):
+    """``st`` (a statement, recursively) with ``owner`` set on its stores and assignments."""
+    if isinstance(st, Store):
+        return Store(st.buffer, st.index, st.value, st.counted, owner)
+    if isinstance(st, Assign):
+        return Assign(st.targets, st.values, st.counted, owner)
+    if isinstance(st, If):
+        return If(st.cond, tuple(owned(x, owner) for x in st.then), tuple(owned(x, owner) for x in st.orelse),
+                  st.affine)
+    if isinstance(st, Loop):
+        return Loop(st.var, st.lo, st.hi, tuple(owned(x, owner) for x in st.body), st.step, st.kind, st.dim)
+    raise TypeError(f"unknown statement {st!r}")
+
+
+def owner_of(st):
+    """The owner of a statement (an ``if``'s: that of the first store or assignment in it)."""
+    if isinstance(st, (Store, Assign)):
+        return st.owner
+    if isinstance(st, (If, Loop)):
+        for x in (st.then + st.orelse if isinstance(st, If) else st.body):
+            found = owner_of(x)
+            if found is not None:
+                return found
+    return None

@@ -35,11 +35,13 @@ from dataclasses import dataclass, replace
 
 from tensorad.simplify.logic import conjuncts
 
+from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
-from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.affine import IndexSpace
+from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
@@ -77,28 +79,13 @@ def _gathers(e: Expr) -> bool:
 
 
 def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
-    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a`` occurs once,
-    under additions, subtractions and negations only (``q // 3 == a - 2 * y`` gives ``a ==
-    q // 3 + 2 * y``); else ``None``."""
-    if a in free_vars(rhs):
-        lhs, rhs = rhs, lhs
-    if a in free_vars(rhs):
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient
+    in the linear form of ``lhs - rhs`` is 1 or -1 and no other atom mentions it (``q // 3 ==
+    a - 2 * y`` gives ``a == 2 * y + q // 3``); else ``None``."""
+    if not dt.is_int(lhs.dtype):
         return None
-    while lhs is not a:
-        if lhs.op is Op.NEG:
-            lhs, rhs = lhs.src[0], -rhs
-        elif lhs.op in (Op.ADD, Op.SUB):
-            u, w = lhs.src
-            in_u, in_w = a in free_vars(u), a in free_vars(w)
-            if in_u == in_w:
-                return None
-            if in_u:
-                lhs, rhs = u, (rhs - w if lhs.op is Op.ADD else rhs + w)
-            else:
-                lhs, rhs = w, (rhs - u if lhs.op is Op.ADD else u - rhs)
-        else:
-            return None
-    return rhs
+    g = solve_for(to_linear(lhs) - to_linear(rhs), a)
+    return None if g is None else from_linear(g, lhs.dtype)
 
 
 def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
@@ -187,12 +174,12 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
         for c in parts:
             used = set(free_vars(c))
             if used <= outer:
-                affine = _is_affine(space_o, c)
+                affine = space_o.is_affine(c)
                 sides[0 if affine else 1].append(c)
                 test = test or not affine
             elif not used & outer:
-                sides[2 if _is_affine(space_i, c) else 3].append(c)
-            elif not _is_affine(IndexSpace(loop_vars), c):
+                sides[2 if space_i.is_affine(c) else 3].append(c)
+            elif not IndexSpace(loop_vars).is_affine(c):
                 sides[3].append(c)  # (a data-dependent test of both: inside)
             else:
                 ok = False  # an affine bound coupling both sides: no split here
@@ -200,14 +187,6 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
         if ok and test:
             return (p,) + tuple(_all(s) for s in sides)  # type: ignore[return-value]
     return None
-
-
-def _is_affine(space: IndexSpace, c: Expr) -> bool:
-    try:
-        space.cond(c)
-    except NotAffine:
-        return False
-    return True
 
 
 def _all(cs: list[Expr]) -> Expr:

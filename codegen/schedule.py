@@ -23,9 +23,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
-from tensorad.ir.rewrite import fold, substitute, walk
+from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.linear import var_coefficients
 
 from . import optioncheck as check
 from .domain import OpDomain, PolyStmt, ReductionInfo
@@ -139,37 +140,6 @@ class Options:
 
 # ---- stride analysis -------------------------------------------------------------------------
 
-def linear_coefficients(e: Expr) -> dict[Expr, int] | None:
-    """``e`` as ``sum c_v * v + c`` (coefficients by variable), or ``None`` if not linear."""
-    def add(a, b, sign=1):
-        if a is None or b is None:
-            return None
-        out = dict(a)
-        for k, v in b.items():
-            out[k] = out.get(k, 0) + sign * v
-        return out
-
-    def mul(n, a, b):
-        if a is None or b is None:
-            return None
-        if set(a) <= {None}:
-            return {k: v * a.get(None, 0) for k, v in b.items()}
-        if set(b) <= {None}:
-            return {k: v * b.get(None, 0) for k, v in a.items()}
-        return None
-
-    rules = {
-        Op.VAR: lambda n: {n: 1},
-        Op.CONST: lambda n: {None: int(n.arg)},
-        Op.ADD: lambda n, a, b: add(a, b),
-        Op.SUB: lambda n, a, b: add(a, b, -1),
-        Op.NEG: lambda n, a: None if a is None else {k: -v for k, v in a.items()},
-        Op.MUL: mul,
-        Op.CAST: lambda n, a: a,
-    }
-    return fold(e, lambda n, *xs: rules[n.op](n, *xs) if n.op in rules else None)
-
-
 def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
     """How badly an innermost loop over ``v`` accesses memory, per read: 0 invariant, 1 unit
     stride, 2 a small stride (interleaved loads and shuffles), 3 anything else (gathers)."""
@@ -177,7 +147,7 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
     for r in reads:
         stride, known = 0, True
         for idx, s in zip(r.src, strides_of(r.arg)):
-            co = linear_coefficients(idx)
+            co = var_coefficients(idx)
             if co is None:
                 known = known and v not in walk_vars(idx)
                 continue

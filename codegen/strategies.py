@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.linear import to_linear
 
 from .contraction import Contraction, match_contraction, pad_contraction, worth_it
 from .domain import covers_box
@@ -486,14 +487,10 @@ def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | No
         return None
     offsets = []
     for i, a in zip(e.src, op.axes):
-        if i is a:
-            offsets.append(0)
-        elif i.op is Op.ADD and i.src[0] is a and i.src[1].op is Op.CONST:
-            offsets.append(int(i.src[1].arg))
-        elif i.op is Op.SUB and i.src[0] is a and i.src[1].op is Op.CONST:
-            offsets.append(-int(i.src[1].arg))
-        else:
+        f = to_linear(i)
+        if f.terms != ((a, 1),):
             return None
+        offsets.append(f.const)
     return e.arg, tuple(offsets)
 
 

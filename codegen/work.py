@@ -14,8 +14,9 @@ per point for each loop variable in scope):
 * a block execution that runs a counted statement outside its inner loops is one execution of
   an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
   sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
-  body execution count once; bookkeeping (``counted=False``: accumulator init, final stores,
-  fused epilogues) never counts; a data-dependent ``if`` guarding loops (a scatter's rare
+  op in one body execution count once, those of different ops (a fused nest) once per op;
+  bookkeeping (``counted=False``: accumulator init, final stores, fused epilogues) never
+  counts; a data-dependent ``if`` guarding loops (a scatter's rare
   case, its test hoisted out of them: a max's tied points) is one execution, the test's.
 
 Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
@@ -35,8 +36,9 @@ import numpy as np
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
+from tensorad.poly.linear import var_coefficients
 
-from .program import If, Loop
+from .program import If, Loop, owner_of
 
 CHUNK = 1 << 22
 EXPAND_LIMIT = 1 << 28
@@ -98,8 +100,13 @@ def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
 
 
 class WorkCounter:
+    """A block execution counts one innermost-body execution per distinct owner
+    (:func:`.program.owner_of`) of the counted statements it runs directly, so a fused nest
+    whose body stores several ops (:mod:`.nestfuse`) counts each op's body once."""
+
     def __init__(self) -> None:
         self._deps: dict[int, frozenset] = {}
+        self.owner = owner_of
 
     def deps(self, s) -> frozenset:
         """Loop variables that bounds and affine guards inside ``s`` read from outside it."""
@@ -123,17 +130,20 @@ class WorkCounter:
     def block(self, stmts: tuple, env: dict, n: int) -> np.ndarray:
         """Executions of innermost bodies in ``stmts``, per frontier point."""
         direct, nested = self.parts(stmts, env, n)
-        return exact_add(direct.astype(np.int64), nested)
+        for d in direct.values():
+            nested = exact_add(nested, d.astype(np.int64))
+        return nested
 
-    def parts(self, stmts: tuple, env: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(1 where this block execution runs a counted statement outside any inner loop,
-        executions of innermost bodies inside its inner loops), per frontier point.
+    def parts(self, stmts: tuple, env: dict, n: int) -> tuple[dict, np.ndarray]:
+        """({owner: 1 where this block execution runs a counted statement of that owner outside
+        any inner loop}, executions of innermost bodies inside its inner loops), per frontier
+        point.
 
         A counted statement beside a loop (``x = ..; if c: for k: ..``, as isl splits a
         domain into pieces) is an innermost-body execution of its own; counted statements of
-        one body execution (plain, or under affine ``if``s: the stores of a multi-output op
-        on different sub-domains) count once together."""
-        direct = np.zeros(n, bool)
+        one owner in one body execution (plain, or under affine ``if``s: the stores of a
+        multi-output op on different sub-domains) count once together."""
+        direct: dict = {}
         nested = np.zeros(n, np.int64)
         for s in stmts:
             if isinstance(s, Loop):
@@ -142,10 +152,12 @@ class WorkCounter:
                 mask = evaluate_index(s.cond, env, n)
                 d_then, n_then = self.parts(s.then, env, n)
                 d_else, n_else = self.parts(s.orelse, env, n)
-                direct |= np.where(mask, d_then, d_else)
+                for o in {**d_then, **d_else}:
+                    hit = np.where(mask, d_then.get(o, False), d_else.get(o, False))
+                    direct[o] = direct[o] | hit if o in direct else hit
                 nested = exact_add(nested, np.where(mask, n_then, n_else))
             elif counted(s):
-                direct[:] = True
+                direct[self.owner(s)] = np.ones(n, bool)
         return direct, nested
 
     def loop(self, s: Loop, env: dict, n: int) -> np.ndarray:
@@ -204,18 +216,16 @@ class WorkCounter:
         coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
         form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
         ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
-        from .schedule import linear_coefficients
-
         loops = [x for x in s.body if isinstance(x, Loop)]
         others = [x for x in s.body if not isinstance(x, Loop)]
         if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
             return None
         t = loops[0]
-        direct = int(any(counted(x) for x in others))  # (a counted statement beside the loop)
+        direct = len({self.owner(x) for x in others if counted(x)})  # (counted statements beside the loop)
         body_deps = frozenset().union(*(self.deps(b) for b in t.body))
         if s.var in body_deps or t.var in body_deps:
             return None
-        co_hi, co_lo = linear_coefficients(t.hi), linear_coefficients(t.lo)
+        co_hi, co_lo = var_coefficients(t.hi), var_coefficients(t.lo)
         if co_hi is None or co_lo is None:
             pieces = self.piecewise_series(s, t, env, n, lo, trips)
             if pieces is None:

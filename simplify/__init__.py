@@ -8,8 +8,8 @@ over tight ranges, the conditions left are exact affine where-conditions or guar
 Modules, one job each:
 
 * :mod:`.rules` -- algebraic simplification as a table of rewrite rules (``simplify_expr``),
-  with :mod:`.index` (integer index arithmetic: linear forms, comparisons, ``//``, ``%``),
-  :mod:`.linear` (linear forms), :mod:`.ranges` (interval bounds), :mod:`.consts` (constant
+  with :mod:`.index` (integer index arithmetic on the linear forms of :mod:`tensorad.poly.linear`:
+  normal forms, comparisons, ``//``, ``%``), :mod:`.ranges` (interval bounds), :mod:`.consts` (constant
   folding with the IR's exact semantics) and :mod:`.logic` (conjunct lists);
 * :mod:`.nonzero` -- ``nz(e)``, the condition outside which ``e`` is zero, and ``assume``;
 * :mod:`.split` -- sums split into terms with different nonzeroness;

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute, walk
+from tensorad.poly.linear import to_linear
 
-from .linear import to_linear
 from .rules import simplify_expr
 
 MAX_MERGES = 8

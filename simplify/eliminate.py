@@ -34,10 +34,10 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
-from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.affine import IndexSpace
 from tensorad.poly.domain import IndexSet
+from tensorad.poly.linear import solve_for, to_linear
 
-from .linear import to_linear
 from .logic import all_of, conjuncts
 from .rules import simplify_expr
 
@@ -71,13 +71,8 @@ def split_affine(conds: Sequence[Expr], variables: Sequence[Expr]) -> tuple[list
 
 
 def _is_affine(space: IndexSpace, c: Expr) -> bool:
-    if any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)):
-        return False
-    try:
-        space.cond(c)
-    except NotAffine:
-        return False
-    return True
+    """A condition isl represents that reads no data (not even in terms that cancel)."""
+    return not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and space.is_affine(c)
 
 
 def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
@@ -92,19 +87,14 @@ def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]
         return None
     f = to_linear(eq.src[0]) - to_linear(eq.src[1])
     for r in rvars:
-        coef = dict(f.terms).get(r, 0)
-        if coef not in (1, -1):
+        g = solve_for(f, r)  # coef*r + rest + c == 0  ->  r == -coef*(rest + c)
+        if g is None:
             continue
-        rest = [(a, k) for a, k in f.terms if a is not r]
-        if any(r in walk(a) for a, _ in rest):
-            continue
-        # coef*r + rest + c == 0  ->  r == -coef*(rest + c)
         e = None
-        for a, k in rest:
-            term = a * (-coef * k) if -coef * k != 1 else a
+        for a, k in g.terms:
+            term = a * k if k != 1 else a
             e = term if e is None else e + term
-        c = -coef * f.const
-        e = (e + c if c else e) if e is not None else Expr(Op.CONST, dt.INDEX, (), c)
+        e = (e + g.const if g.const else e) if e is not None else Expr(Op.CONST, dt.INDEX, (), g.const)
         return r, simplify_expr(e, ctx)
     return None
 

@@ -342,7 +342,7 @@ def is_sum_op(op: object) -> bool:
         and op.body[0].arg.combiner.kind == "sum"
 
 
-def _folded(node: Expr, brackets: dict) -> Expr | None:
+def _folded(node: Expr, brackets: set) -> Expr | None:
     """``coef * T[i]`` (or ``T[i] / coef``, ``-T[i]``) for a bracket ``T`` read once, as
     ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in)."""
     if node.op not in (Op.MUL, Op.DIV, Op.NEG):
@@ -381,24 +381,31 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
     it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
     (a sum over a row whose coefficient reads the row's forward statistics no longer shares
     the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work)."""
-    from tensorad.ir.rewrite import replace_reads, rewrite, tensor_graph
+    from tensorad.ir.rewrite import replace_reads, rewrite
 
+    def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
+        table = dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), lambda n: _folded(n, once))
+        return tuple(rewrite(replace_reads(b, read), table) for b in op.body)
+
+    return _fold_read_once(outputs, brackets, bodies)
+
+
+def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]:
+    """The graph of ``outputs`` rebuilt by ``bodies(op, once, read)`` -- an op's new bodies,
+    given the ops of ``ops`` read exactly once and not outputs (``once``, the ones to fold
+    back), and ``read``, the :func:`replace_reads` callback that points reads at rebuilt
+    tensors -- producers before consumers.  The walk :func:`fold_unshared` and
+    :func:`fold_nested` share."""
+    from tensorad.ir.rewrite import tensor_graph
+
+    if not ops:
+        return list(outputs)
     graph = tensor_graph(outputs)
-    count: dict = {}
-    for t in graph:
-        if isinstance(t.op, ComputeOp):
-            for b in t.op.body:
-                uses = [b] + [r for n in walk(b) for r in n.src]  # each use (nodes are shared)
-                for r in uses:
-                    if r.op is Op.READ and r.arg.op in brackets:
-                        count[r.arg.op] = count.get(r.arg.op, 0) + 1
-    once = {op: True for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
+    count = _use_counts(graph, ops)
+    once = {op for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
     if not once:
         return list(outputs)
     new: dict[Tensor, Tensor] = {}
-
-    def fold(n: Expr) -> Expr | None:
-        return _folded(n, once)
 
     def read(node: Expr) -> Expr | None:
         t = new.get(node.arg)
@@ -408,10 +415,9 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
         op = t.op
         if not isinstance(op, ComputeOp) or t in new:
             continue
-        bodies = tuple(rewrite(replace_reads(b, read), dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), fold))
-                       for b in op.body)
-        made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
-                                                       op.provenance)
+        made_bodies = bodies(op, once, read)
+        made = op if made_bodies == op.body else ComputeOp(op.name, op.tag, op.axes, made_bodies, op.attrs,
+                                                             op.provenance)
         for v in range(op.num_outputs):
             new[Tensor(op, v)] = Tensor(made, v)
     return [new.get(t, t) for t in outputs]
@@ -476,36 +482,17 @@ def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
     """``outputs`` with every nested bracket read exactly once folded back into the sum that
     reads it: ``sum_O c [sum_I f]`` is ``sum_{O, I} c f`` again (the work of one pass, where
     the nest costs a pass and a small sum) unless another sum shares the bracket."""
-    from tensorad.ir.rewrite import replace_reads, tensor_graph
+    from tensorad.ir.rewrite import replace_reads
 
-    if not nested:
-        return list(outputs)
-    graph = tensor_graph(outputs)
-    count = _use_counts(graph, nested)
-    once = {op for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
-    if not once:
-        return list(outputs)
-    new: dict[Tensor, Tensor] = {}
-
-    def read(node: Expr) -> Expr | None:
-        t = new.get(node.arg)
-        return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
-
-    for t in graph:
-        op = t.op
-        if not isinstance(op, ComputeOp) or t in new:
-            continue
-        bodies = op.body
+    def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
+        out = op.body
         if op.num_outputs == 1 and op.is_reduction:
             body = _unnested(op, once)
             if body is not None:
-                bodies = (body,)
-        bodies = tuple(replace_reads(b, read) for b in bodies)
-        made = op if bodies == op.body else ComputeOp(op.name, op.tag, op.axes, bodies, op.attrs,
-                                                       op.provenance)
-        for v in range(op.num_outputs):
-            new[Tensor(op, v)] = Tensor(made, v)
-    return [new.get(t, t) for t in outputs]
+                out = (body,)
+        return tuple(replace_reads(b, read) for b in out)
+
+    return _fold_read_once(outputs, nested, bodies)
 
 
 def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> Expr | None:

@@ -1,7 +1,7 @@
 """Integer index arithmetic: linear normal forms, comparisons, floor division and modulo.
 
 The integer half of the algebraic simplifier (:mod:`.rules` puts these functions in its
-table).  Index expressions are linear forms over atoms (:mod:`.linear`); a comparison of two
+table).  Index expressions are linear forms over atoms (:mod:`tensorad.poly.linear`); a comparison of two
 of them is decided by the ranges of the variables when intervals suffice (:mod:`.ranges`),
 otherwise written in one canonical form, so that equal conditions are equal nodes -- which
 the nonzeroness machinery relies on when it matches a guard with a fact.
@@ -14,8 +14,8 @@ import math
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import walk
+from tensorad.poly.linear import Linear, from_linear, to_linear
 
-from .linear import Linear, from_linear, to_linear
 from .ranges import bounds
 
 

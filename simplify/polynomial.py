@@ -31,8 +31,8 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp
+from tensorad.poly.linear import atom_key
 
-from .linear import atom_key
 from .logic import conjuncts
 from .nonzero import assume
 from .rules import simplify_expr

@@ -12,6 +12,8 @@ import math
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold_along
+from tensorad.poly.linear import int_constant
 
 Bound = tuple["int | None", "int | None"]
 _UNBOUNDED: Bound = (None, None)
@@ -59,14 +61,10 @@ def _union(a: Bound, b: Bound) -> Bound:
     return lo, hi
 
 
-def _const_arg(e: Expr) -> int | None:
-    return int(e.arg) if e.op is Op.CONST and float(e.arg).is_integer() else None
-
-
 def _compute(e: Expr, memo: dict) -> Bound:
     op = e.op
     if op is Op.CONST:
-        c = _const_arg(e)
+        c = int_constant(e)
         return (c, c) if c is not None else (math.floor(e.arg), math.ceil(e.arg))
     if op is Op.VAR:
         return (e.lo, e.hi - 1) if e.lo is not None and e.hi is not None else _UNBOUNDED
@@ -78,13 +76,13 @@ def _compute(e: Expr, memo: dict) -> Bound:
         return _neg(bounds(e.src[0], memo))
     if op is Op.MUL:
         a, b = e.src
-        if _const_arg(a) is not None:
-            return _scale(bounds(b, memo), _const_arg(a))
-        if _const_arg(b) is not None:
-            return _scale(bounds(a, memo), _const_arg(b))
+        if int_constant(a) is not None:
+            return _scale(bounds(b, memo), int_constant(a))
+        if int_constant(b) is not None:
+            return _scale(bounds(a, memo), int_constant(b))
         return _UNBOUNDED
     if op in (Op.FLOORDIV, Op.MOD):
-        c = _const_arg(e.src[1])
+        c = int_constant(e.src[1])
         if c is None or c <= 0:
             return _UNBOUNDED
         a = bounds(e.src[0], memo)
@@ -104,12 +102,30 @@ def _compute(e: Expr, memo: dict) -> Bound:
     return _UNBOUNDED
 
 
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    """The operands whose bounds :func:`_compute` reads."""
+    if not dt.is_int(e.dtype):
+        return ()
+    op = e.op
+    if op in (Op.ADD, Op.SUB, Op.NEG, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
+        return e.src
+    if op in (Op.FLOORDIV, Op.MOD):
+        return e.src[:1]
+    if op in (Op.SELECT, Op.IF_THEN_ELSE):
+        return e.src[1:]
+    if op is Op.CAST and dt.is_int(e.src[0].dtype):
+        return e.src
+    return ()
+
+
 def bounds(e: Expr, memo: dict | None = None) -> Bound:
-    """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side)."""
+    """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side).
+    Iterative (operands first), so an expression of any depth takes no Python recursion."""
     memo = {} if memo is None else memo
     found = memo.get(e)
     if found is None:
-        found = memo[e] = _compute(e, memo) if dt.is_int(e.dtype) else _UNBOUNDED
+        found = fold_along(e, _operands, lambda n: _compute(n, memo) if dt.is_int(n.dtype) else _UNBOUNDED,
+                           memo)
     return found
 
 

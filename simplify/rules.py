@@ -3,7 +3,7 @@
 Every rule is one line: a name, the math in a comment, a function ``(node, *operands) ->
 replacement | None``.  Before the rules of a node run, a node whose operands are all
 constants is folded (:func:`.consts.fold_constant`).  Integer ``+ - * neg`` are normalised as
-linear forms (:mod:`.linear`: ``i + 1 - 1`` -> ``i``), integer comparisons are decided by the
+linear forms (:mod:`tensorad.poly.linear`: ``i + 1 - 1`` -> ``i``), integer comparisons are decided by the
 ranges of their variables when intervals suffice (:mod:`.ranges`) and otherwise put in one
 canonical form (``lhs <= rhs`` / ``lhs == rhs`` with positive coefficients, gcd divided out).
 

@@ -6,7 +6,8 @@
   tensorad did not compute (see :func:`numeric_grad`).
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
-``from strategies import random_program``.  (The tests folder is deliberately not put on
+``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
+``ta.topi`` and with torch) as ``blocks``.  (The tests folder is deliberately not put on
 ``sys.path``: its ``tensorad/`` folder would shadow the editable-installed package as a namespace
 package.)
 """
@@ -25,17 +26,19 @@ import numpy as np
 import pytest
 
 
-def _register_strategies() -> None:
-    if "strategies" in sys.modules:
+def _register(name: str) -> None:
+    """``tests/<name>.py`` importable as the module ``name``."""
+    if name in sys.modules:
         return
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies.py")
-    spec = importlib.util.spec_from_file_location("strategies", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["strategies"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
 
 
-_register_strategies()
+_register("strategies")
+_register("blocks")
 
 # compiled code is cached in a temporary directory of the session, never in the user's home
 _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")

@@ -5,6 +5,8 @@
   emission are all folds.
 * :func:`rewrite` rebuilds an expression bottom-up and applies rules at every node until none
   fires -- simplification, substitution and inlining are all rewrites.
+* :func:`fold_along` is a fold that descends only where the analysis says (linear forms do
+  not look inside their atoms).
 
 Both are iterative (deep expressions do not hit Python's recursion limit) and memoized per call
 (a shared subexpression is visited once).  Everything here is deterministic: orders follow the
@@ -46,6 +48,25 @@ def walk(root: Expr) -> Iterator[Expr]:
         for child in reversed(node.src):
             if id(child) not in seen:
                 stack.append((child, False))
+
+
+def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
+               memo: dict) -> Any:
+    """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root``
+    through ``operands(node)`` (not necessarily ``node.src``: the nodes an analysis descends
+    into), operands first; nodes already in ``memo`` are not visited again.  Iterative, so
+    chains of any depth take no Python recursion (linear forms and isl conversion use it)."""
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if ready:
+            memo[node] = visit(node)
+            continue
+        stack.append((node, True))
+        stack.extend((x, False) for x in reversed(tuple(operands(node))) if x not in memo)
+    return memo[root]
 
 
 def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]],

@@ -3,6 +3,9 @@
 An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensions; it turns
 integer expressions built from ``+ - *`` (by constants), ``//`` and ``%`` (by positive
 constants), ``max``/``min`` into ``isl.PwAff`` and boolean conditions into ``isl.Set``.
+Expressions are read as linear forms (:mod:`.linear`, the one analyzer of index arithmetic)
+and built with islpy's constructors (``Aff`` coefficients, ``PwAff`` operations), never by
+formatting text for isl to parse; integers stay exact past 64 bits.
 Everything else raises :class:`NotAffine` -- or, for conditions converted with
 ``exact=False``, becomes "unknown" and is over-approximated by the universe (sound for
 questions of the form "can this read be out of bounds?").
@@ -16,6 +19,8 @@ import islpy as isl
 
 from ..ir.expr import Expr, Op
 from ..ir.printer import expr_to_str
+from ..ir.rewrite import fold_along
+from .linear import Linear, int_cast_operand, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
 
@@ -24,8 +29,23 @@ class NotAffine(ValueError):
     """An index expression or condition that isl cannot represent exactly."""
 
 
+_CHUNK = 62
+
+
 def _val(n: int) -> isl.Val:
-    return isl.Val.int_from_si(CTX, int(n))
+    """An exact isl integer (``int_from_si`` takes 64 bits: larger values are built in chunks)."""
+    n = int(n)
+    if -(1 << 63) <= n < (1 << 63):
+        return isl.Val.int_from_si(CTX, n)
+    mag, digits = abs(n), []
+    while mag:
+        digits.append(mag & ((1 << _CHUNK) - 1))
+        mag >>= _CHUNK
+    out = isl.Val.int_from_si(CTX, 0)
+    base = isl.Val.int_from_si(CTX, 1 << _CHUNK)
+    for d in reversed(digits):
+        out = out.mul(base).add(isl.Val.int_from_si(CTX, d))
+    return out.neg() if n < 0 else out
 
 
 class IndexSpace:
@@ -45,6 +65,7 @@ class IndexSpace:
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.local = isl.LocalSpace.from_space(self.space)
         self._aff_memo: dict[Expr, isl.PwAff] = {}
+        self._form_memo: dict[Expr, Linear] = {}
         self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
 
     # ---- sets -----------------------------------------------------------------------------
@@ -70,73 +91,67 @@ class IndexSpace:
     def aff(self, e: Expr) -> isl.PwAff:
         """``e`` as a piecewise quasi-affine function of the space's variables.
 
-        Iterative (an explicit stack, operands before users), so an index expression of any
-        depth converts without reaching Python's recursion limit; results are memoized per
-        space, so a shared subexpression converts once.
+        ``e`` is read as a linear form (:mod:`.linear`): its coefficients of variables go into
+        one ``isl.Aff``, each other atom is converted by :data:`_ATOMS` and added scaled.
+        Iterative (:func:`fold_along`, an atom's operands before the atom), so an index
+        expression of any depth converts without reaching Python's recursion limit; results
+        are memoized per space, so a shared subexpression converts once.
         """
-        memo = self._aff_memo
-        found = memo.get(e)
+        found = self._aff_memo.get(e)
         if found is not None:
             return found
-        stack: list[tuple[Expr, bool]] = [(e, False)]
-        while stack:
-            node, ready = stack.pop()
-            if node in memo:
-                continue
-            if ready:
-                memo[node] = self._aff_node(node)
-                continue
-            stack.append((node, True))
-            stack.extend((x, False) for x in reversed(_aff_operands(node)) if x not in memo)
-        return memo[e]
+        if e in self.pos:  # a variable of the space
+            found = self._aff_memo[e] = self._aff_node(e)
+            return found
+        return fold_along(e, self._needs, self._aff_node, self._aff_memo)
+
+    def _is_var(self, atom: Expr) -> bool:
+        return atom in self.pos and atom.op in (Op.VAR, Op.DATA_INDEX)
+
+    def _needs(self, e: Expr) -> tuple[Expr, ...]:
+        """What :meth:`_aff_node` reads from the memo: the atoms of ``e``'s form, or, for an
+        atom, its operands (none for one isl cannot represent: that raises when it converts)."""
+        form = to_linear(e, self._form_memo)
+        if not _is_atom(e, form):
+            return tuple(a for a, _ in form.terms if not self._is_var(a))
+        rule = _ATOMS.get(e.op)
+        return () if rule is None or self._is_var(e) else (rule[0](e) or ())
 
     def _aff_node(self, e: Expr) -> isl.PwAff:
-        """One node, its affine operands (:func:`_aff_operands`) already in the memo."""
+        """One node, the affine functions of what :meth:`_needs` named already in the memo."""
+        form = to_linear(e, self._form_memo)
+        if _is_atom(e, form) and not self._is_var(e):
+            return self._atom_aff(e)
+        coefs = [(self.pos[a], k) for a, k in form.terms if self._is_var(a)]
+        if len(coefs) == 1 and coefs[0][1] == 1:
+            aff = isl.Aff.var_on_domain(self.local, isl.dim_type.set, coefs[0][0])
+        else:
+            aff = isl.Aff.zero_on_domain(self.local)
+            for k, c in coefs:
+                aff = aff.set_coefficient_val(isl.dim_type.in_, k, _val(c))
+        if form.const:
+            aff = aff.set_constant_val(_val(form.const))
+        out = isl.PwAff.from_aff(aff)
+        rest = [(a, k) for a, k in form.terms if not self._is_var(a)]
+        for atom, k in rest:
+            out = out.add(self._aff_memo[atom].scale_val(_val(k)))
+        return out
+
+    def _atom_aff(self, e: Expr) -> isl.PwAff:
+        """An atom of a linear form that is not a variable of the space, by :data:`_ATOMS`."""
         if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
             raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
-        op, get = e.op, self._aff_memo.__getitem__
-        if op is Op.DATA_INDEX and e in self.pos:  # an opaque gather index (see the class)
-            return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, isl.dim_type.set, self.pos[e]))
-        if op is Op.VAR:
-            if e not in self.pos:
-                raise NotAffine(f"variable {e.name!r} is not an index variable here")
-            return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, isl.dim_type.set, self.pos[e]))
-        if op is Op.CONST:
-            if not float(e.arg).is_integer():
-                raise NotAffine(f"non-integer constant {e.arg}")
-            return self.constant(int(e.arg))
-        if op is Op.CAST and e.src[0].dtype in ("int32", "int64"):
-            return get(e.src[0])
-        if op is Op.ADD:
-            return get(e.src[0]).add(get(e.src[1]))
-        if op is Op.SUB:
-            return get(e.src[0]).sub(get(e.src[1]))
-        if op is Op.NEG:
-            return get(e.src[0]).neg()
-        if op is Op.MUL:
-            a, b = e.src
-            if b.op is not Op.CONST and a.op is Op.CONST:
-                a, b = b, a
-            if b.op is not Op.CONST:
-                raise NotAffine(f"product of two index expressions {expr_to_str(e)}")
-            return get(a).scale_val(_val(int(b.arg)))
-        if op in (Op.FLOORDIV, Op.MOD):
-            a, b = e.src
-            if b.op is not Op.CONST or int(b.arg) <= 0:
+        if e.op is Op.VAR:
+            raise NotAffine(f"variable {e.name!r} is not an index variable here")
+        if e.op is Op.MUL:
+            raise NotAffine(f"product of two index expressions {expr_to_str(e)}")
+        rule = _ATOMS.get(e.op)
+        if rule is None or rule[0](e) is None:
+            if e.op in (Op.FLOORDIV, Op.MOD):
                 raise NotAffine(f"{expr_to_str(e)}: division and modulo need a positive constant divisor")
-            if op is Op.FLOORDIV:
-                return get(a).scale_down_val(_val(int(b.arg))).floor()
-            return get(a).mod_val(_val(int(b.arg)))
-        if op is Op.MAXIMUM:
-            return get(e.src[0]).max(get(e.src[1]))
-        if op is Op.MINIMUM:
-            return get(e.src[0]).min(get(e.src[1]))
-        if op in (Op.SELECT, Op.IF_THEN_ELSE) and e.dtype in ("int32", "int64"):
-            c = self.cond(e.src[0])
-            a, b = get(e.src[1]), get(e.src[2])
-            return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
-        raise NotAffine(f"{expr_to_str(e)} is not a quasi-affine index expression "
-                        "(use + - * by constants, // and % by positive constants)")
+            raise NotAffine(f"{expr_to_str(e)} is not a quasi-affine index expression "
+                            "(use + - * by constants, // and % by positive constants)")
+        return rule[1](self, e)
 
     # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
@@ -174,6 +189,14 @@ class IndexSpace:
                 memo[key] = memo[operands[0]].union(memo[operands[1]])
         return memo[root]
 
+    def is_affine(self, c: Expr) -> bool:
+        """Whether isl represents boolean ``c`` exactly over this space."""
+        try:
+            self.cond(c)
+        except NotAffine:
+            return False
+        return True
+
     def _atom(self, c: Expr, exact: bool, positive: bool) -> isl.Set:
         """A condition that is not a logical connective: a constant or a comparison."""
         if c.op is Op.CONST:
@@ -192,26 +215,59 @@ class IndexSpace:
 _INT = ("int32", "int64")
 
 
-def _aff_operands(e: Expr) -> tuple[Expr, ...]:
-    """The operands :meth:`IndexSpace._aff_node` reads from the memo (none for a node it rejects)."""
-    op = e.op
-    if e.dtype not in _INT:
-        return ()
-    if op in (Op.ADD, Op.SUB, Op.NEG, Op.MAXIMUM, Op.MINIMUM):
-        return e.src
-    if op is Op.CAST:
-        return e.src if e.src[0].dtype in ("int32", "int64") else ()
-    if op is Op.MUL:
-        a, b = e.src
-        if b.op is Op.CONST:
-            return (a,)
-        return (b,) if a.op is Op.CONST else ()
-    if op in (Op.FLOORDIV, Op.MOD):
-        b = e.src[1]
-        return (e.src[0],) if b.op is Op.CONST and int(b.arg) > 0 else ()
-    if op in (Op.SELECT, Op.IF_THEN_ELSE) and e.dtype in ("int32", "int64"):
-        return e.src[1:]
-    return ()
+def _is_atom(e: Expr, form: Linear) -> bool:
+    """Whether ``e`` is itself an atom of its linear form (not a sum, product or constant)."""
+    return form.const == 0 and len(form.terms) == 1 and form.terms[0] == (e, 1)
+
+
+def _divisor(e: Expr) -> int | None:
+    c = int_constant(e.src[1])
+    return c if c is not None and c > 0 else None
+
+
+def _div_operands(e: Expr) -> tuple[Expr, ...] | None:
+    return None if _divisor(e) is None else (e.src[0],)
+
+
+def _cast_operands(e: Expr) -> tuple[Expr, ...] | None:
+    inner = int_cast_operand(e)
+    return None if inner is None else (inner,)
+
+
+def _floordiv(space: IndexSpace, e: Expr) -> isl.PwAff:  # floor(a / c)
+    return space._aff_memo[e.src[0]].scale_down_val(_val(_divisor(e))).floor()
+
+
+def _mod(space: IndexSpace, e: Expr) -> isl.PwAff:  # a - c * floor(a / c)
+    return space._aff_memo[e.src[0]].mod_val(_val(_divisor(e)))
+
+
+def _maximum(space: IndexSpace, e: Expr) -> isl.PwAff:
+    return space._aff_memo[e.src[0]].max(space._aff_memo[e.src[1]])
+
+
+def _minimum(space: IndexSpace, e: Expr) -> isl.PwAff:
+    return space._aff_memo[e.src[0]].min(space._aff_memo[e.src[1]])
+
+
+def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b elsewhere
+    c = space.cond(e.src[0])
+    a, b = space._aff_memo[e.src[1]], space._aff_memo[e.src[2]]
+    return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
+
+
+# The atoms of a linear form that isl represents, besides the space's variables: op -> (the
+# operands converted first, or ``None`` when the node is not quasi-affine; the function of the
+# node from theirs).  A product of two non-constant forms, a read, float arithmetic: not here.
+_ATOMS = {
+    Op.FLOORDIV: (_div_operands, _floordiv),
+    Op.MOD: (_div_operands, _mod),
+    Op.CAST: (_cast_operands, lambda space, e: space._aff_memo[e.src[0]]),
+    Op.MAXIMUM: (lambda e: e.src, _maximum),
+    Op.MINIMUM: (lambda e: e.src, _minimum),
+    Op.SELECT: (lambda e: e.src[1:], _choice),
+    Op.IF_THEN_ELSE: (lambda e: e.src[1:], _choice),
+}
 
 
 _CMP = {Op.LT: "lt_set", Op.LE: "le_set", Op.GT: "gt_set", Op.GE: "ge_set",

@@ -166,3 +166,13 @@ class IndexSet:
 
     def to_cond(self) -> Expr:
         return set_to_cond(self.set, self.vars)
+
+
+def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
+    """The smallest and largest value ``pa`` takes on its domain, both inclusive.
+
+    Taken from the image set (``dim_min_val``), not ``isl_pw_aff_min_val``: the latter raises
+    "expecting integer affine expression" on some domains with divisions (a `where` with a
+    modulo, fuzz seed 51313) where the set question is answered exactly."""
+    image = isl.Map.from_pw_aff(pa).range()
+    return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()

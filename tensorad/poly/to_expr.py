@@ -7,7 +7,8 @@ The other direction of :mod:`.affine`.  Conventions:
   an integer and write ``(...) // D`` (exact: isl only hands out integer-valued functions for
   integer points of their domain here).  A div ``floor(d_j)`` recurses into ``d_j`` -- only for
   divs with a nonzero coefficient, the others may be stale;
-* ``Val.to_python`` raises on rationals, so values are read as numerator and denominator;
+* ``Val.to_python`` raises on rationals, so values are read as numerator and denominator,
+  both exact Python ints;
 * a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator (the denominator is positive);
 * a set is the disjunction of its basic sets, each the conjunction of its constraints
   (existentially quantified variables are made explicit divs first, so ``exists e: x = 2e``
@@ -30,8 +31,10 @@ _DIV = isl.dim_type.div
 
 
 def val_to_fraction(v: isl.Val) -> Fraction:
-    """An isl rational as a Fraction (``to_python`` refuses non-integers)."""
-    return Fraction(int(v.get_num_si()), int(v.get_den_val().get_num_si()))
+    """An isl rational as an exact Fraction (``to_python`` refuses non-integers, and
+    ``get_num_si`` truncates past 64 bits: the numerator is read as the integer ``v * den``)."""
+    den = v.get_den_val()
+    return Fraction(v.mul(den).to_python(), den.to_python())
 
 
 def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int, Expr]], int, int]:

@@ -9,6 +9,7 @@ program checks that the shrinking happens (the work of the triangle, not the squ
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,20 @@ def test_a_product_read_on_its_lower_triangle_is_computed_there():
     y, z = ta.build(outs, [A, B])(a, b)
     np.testing.assert_allclose(y, [full[i, :i + 1].sum() for i in range(N)])
     np.testing.assert_allclose(z, np.tril(full))
+
+
+
+@pytest.mark.parametrize("text, inside", [
+    ("{ [a, b] : 0 <= a <= 7 and 0 < b <= 5 }", lambda a, b: 0 <= a <= 7 and 0 < b <= 5),  # a box
+    ("{ [a, b] : 0 <= a <= 6 and 0 <= b <= a }", lambda a, b: 0 <= a <= 6 and 0 <= b <= a),  # a triangle
+    ("{ [a, b] : 0 <= a <= 3 and 0 <= b <= 2 or 5 <= a <= 6 and 1 <= b <= 4 }",
+     lambda a, b: 0 <= a <= 3 and 0 <= b <= 2 or 5 <= a <= 6 and 1 <= b <= 4),  # two boxes
+    ("{ [a, b] : 0 <= a <= 9 and 0 <= b <= 4 and exists e : a = 2e }",
+     lambda a, b: 0 <= a <= 9 and 0 <= b <= 4 and a % 2 == 0),  # even rows (a division)
+])
+def test_count_points_counts_every_point(text, inside):
+    import islpy as isl
+    from tensorad.codegen.footprint import count_points
+
+    s = isl.Set(text)
+    assert count_points(s) == sum(1 for a in range(-2, 14) for b in range(-2, 14) if inside(a, b))

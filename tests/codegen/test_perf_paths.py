@@ -192,9 +192,9 @@ def test_misaligned_reader_is_not_fused():
     _check([Y], [X], [RNG.standard_normal((6, 10)).astype(np.float32)], {})
 
 
-def test_fusion_that_would_miscount_work_falls_back():
-    # two reductions over one point each: both updates would run beside each other in the
-    # prefix loop, where work counts one body execution
+def test_fused_members_side_by_side_count_their_own_work():
+    # two reductions over one point each: both updates run beside each other in the prefix
+    # loop, and work counts one body execution for each
     X = ta.placeholder((5, 1), "float32", "X")
     k = ta.reduce_axis((0, 1), "k")
     A = ta.compute((5,), lambda i: ta.sum(X[i, k], k), "A")

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_program
-from tensorad.codegen.program import Assign, If, Loop, Nest, Store
+from tensorad.codegen.program import Assign, If, Loop, Nest, Store, owner_of
 
 import tensorad as ta
 from tensorad.ir.expr import Op
@@ -78,14 +78,15 @@ def _run(stmts: tuple, env: dict, path: tuple, seen: set) -> None:
         elif isinstance(s, If) and s.affine:
             _run(s.then if _int(s.cond, env) else s.orelse, env, path, seen)
         elif isinstance(s, (Store, Assign, If)):
-            if _counted(s):
-                seen.add(path)
+            if _counted(s):  # (a fused nest: each member op's body execution is its own)
+                seen.add((path, owner_of(s)))
         else:
             raise TypeError(s)
 
 
 def executed_work(lowered) -> list[int]:
-    """Per nest: the distinct innermost-body executions that run a counted statement."""
+    """Per nest: the distinct innermost-body executions that run a counted statement (per
+    member op of a fused nest)."""
     out = []
     for step in lowered.program.steps:
         if isinstance(step, Nest):

@@ -21,16 +21,6 @@ F = "float64"
 topi = ta.topi
 
 
-def _fd(fn, x, step=1e-6):
-    grad = np.zeros_like(x)
-    for j in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[j] += step
-        xm[j] -= step
-        grad[j] = (fn(xp) - fn(xm)) / (2 * step)
-    return grad
-
-
 def _weighted(y):
     """``sum(Y * H)`` and ``H``: a scalar loss with a random head."""
     h = ta.placeholder(y.shape, F, name="H")
@@ -44,7 +34,7 @@ def _grad_program(y, x):
 
 # ---- embedding ------------------------------------------------------------------------------
 
-def test_embedding_value_gradient_and_work(rng):
+def test_embedding_value_gradient_and_work(rng, numeric_grad):
     """``W[I[b, t], d]``: NumPy, finite differences, evaluate vs build, and N*D work."""
     V, D = 9, 4
     w = ta.placeholder((V, D), F, name="W")
@@ -57,7 +47,7 @@ def test_embedding_value_gradient_and_work(rng):
     want = np.zeros_like(wv)
     np.add.at(want, iv, hv)  # the scatter-add, by NumPy
     np.testing.assert_allclose(got_g, want, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_fd(lambda a: np.sum(a[iv] * hv), wv), want, atol=1e-7)
+    np.testing.assert_allclose(numeric_grad(lambda a: np.sum(a[iv] * hv), [wv])[0], want, atol=1e-7)
     np.testing.assert_allclose(ta.evaluate(grad, {w: wv, ids: iv, h: hv}), want, rtol=1e-12, atol=1e-12)
     assert ta.lower([grad], [w, ids, h]).work == 3 * 5 * D  # N*J, not V*N*J
 
@@ -80,7 +70,7 @@ def test_embedding_matches_torch(rng):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
-def test_embedding_bag_matches_torch(reduce, rng):
+def test_embedding_bag_matches_torch(reduce, rng, numeric_grad):
     torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     V, D, B, n = 8, 5, 3, 4
     w = ta.placeholder((V, D), F, name="W")
@@ -94,7 +84,7 @@ def test_embedding_bag_matches_torch(reduce, rng):
     (ty * torch.tensor(hv)).sum().backward()
     np.testing.assert_allclose(got_y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got_g, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_fd(lambda a: np.sum(ta.evaluate(y, {w: a, ids: iv}) * hv), wv),
+    np.testing.assert_allclose(numeric_grad(lambda a: np.sum(ta.evaluate(y, {w: a, ids: iv}) * hv), [wv])[0],
                                got_g, atol=1e-7)
     assert ta.lower([grad], [w, ids, h]).work == B * n * D
 
@@ -187,7 +177,7 @@ def test_index_select_matches_torch(rng):
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, None])
-def test_take_along_every_axis(axis, rng):
+def test_take_along_every_axis(axis, rng, numeric_grad):
     """``np.take(X, I, axis)`` for a 3-d X and a 2-d I; the gradient by finite differences and
     ``np.add.at``; work: one add per element taken."""
     shape = (4, 5, 3)
@@ -201,7 +191,8 @@ def test_take_along_every_axis(axis, rng):
     hv = rng.normal(size=want_y.shape)
     got_y, got_g = ta.build([y, grad], [x, ids, h])(xv, iv, hv)
     np.testing.assert_array_equal(got_y, want_y)
-    np.testing.assert_allclose(got_g, _fd(lambda a: np.sum(np.take(a, iv, axis=axis) * hv), xv), atol=1e-7)
+    want_g = numeric_grad(lambda a: np.take(a, iv, axis=axis), [xv], hv)[0]
+    np.testing.assert_allclose(got_g, want_g, atol=1e-7)
     assert ta.lower([grad], [x, ids, h]).work == want_y.size
 
 

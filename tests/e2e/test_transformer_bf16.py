@@ -2,8 +2,8 @@
 
 Token embedding, pre-norm causal two-head attention, a GELU MLP, residuals, an output
 projection and cross-entropy over integer labels, written only with ``ta.topi``
-(tests/e2e/test_transformer_block.py checks the same block against ``torch.autograd`` in
-float64) and differentiated with ``ta.JacobianRecursive``.  Every parameter is stored in
+(tests/blocks.py, which tests/e2e/test_transformer_block.py checks against ``torch.autograd``
+in float64) and differentiated with ``ta.JacobianRecursive``.  Every parameter is stored in
 bfloat16; both sides run a few SGD steps on one fixed synthetic batch, each update computed in
 float32 and rounded to bfloat16 (as PyTorch's ``p -= lr * g`` on bfloat16 tensors does).
 
@@ -19,10 +19,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from blocks import torch_transformer_block, transformer_block
 
 import tensorad as ta
 
-topi, nn = ta.topi, ta.topi.nn
+nn = ta.topi.nn
 B, L, D, HEADS, V = 2, 8, 16, 2, 13
 DH = D // HEADS
 SHAPES = {"E": (V, D), "g1": (D,), "b1": (D,), "Wq": (D, D), "Wk": (D, D), "Wv": (D, D),
@@ -32,37 +33,8 @@ STEPS, LR = 6, 0.2
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _heads(t):  # [B, L, D] -> [B, HEADS, L, DH]
-    return topi.transpose(topi.reshape(t, (B, L, HEADS, DH)), (0, 2, 1, 3))
-
-
 def block(p, tokens, labels):
-    x = nn.embedding(p["E"], tokens)
-    h = nn.layer_norm(x, p["g1"], p["b1"])
-    q, k, v = (_heads(topi.matmul(h, p[w])) for w in ("Wq", "Wk", "Wv"))
-    a = nn.scaled_dot_product_attention(q, k, v, causal=True)
-    a = topi.reshape(topi.transpose(a, (0, 2, 1, 3)), (B, L, D))
-    x = x + topi.matmul(a, p["Wo"])
-    h = nn.layer_norm(x, p["g2"], p["b2"])
-    h = nn.gelu(topi.matmul(h, p["W1"]) + p["c1"])
-    x = x + topi.matmul(h, p["W2"])
-    return nn.cross_entropy(topi.matmul(x, p["Wout"]), labels)
-
-
-def torch_block(torch, p, tokens, labels):
-    f = torch.nn.functional
-    x = f.embedding(tokens, p["E"])
-    h = f.layer_norm(x, (D,), p["g1"], p["b1"])
-
-    def heads(t):
-        return t.reshape(B, L, HEADS, DH).transpose(1, 2)
-
-    q, k, v = (heads(h @ p[w]) for w in ("Wq", "Wk", "Wv"))
-    a = f.scaled_dot_product_attention(q, k, v, is_causal=True)
-    x = x + a.transpose(1, 2).reshape(B, L, D) @ p["Wo"]
-    h = f.gelu(f.layer_norm(x, (D,), p["g2"], p["b2"]) @ p["W1"] + p["c1"])
-    x = x + h @ p["W2"]
-    return f.cross_entropy((x @ p["Wout"]).reshape(B * L, V), labels.reshape(B * L))
+    return transformer_block(p, nn.embedding(p["E"], tokens), labels, HEADS)
 
 
 def _initial():
@@ -102,7 +74,8 @@ def torch_curve(torch, dtype) -> list[float]:
     tok, lab = torch.tensor(tokens, dtype=torch.long), torch.tensor(labels, dtype=torch.long)
     curve = []
     for _ in range(STEPS):
-        loss = torch_block(torch, p, tok, lab)
+        x = torch.nn.functional.embedding(tok, p["E"])
+        loss = torch_transformer_block(torch, p, x, lab, HEADS)
         curve.append(loss.item())
         loss.backward()
         with torch.no_grad():

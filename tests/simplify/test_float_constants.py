@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.simplify.linear import to_linear
 from tensorad.simplify.ranges import bounds
 
 import tensorad as ta
 from tensorad.ir.expr import const, var
 from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.linear import to_linear
 
 F64 = "float64"
 

@@ -5,7 +5,7 @@ Random integer index expressions and conditions over two or three variables with
 interpreter written here (floor division and modulo as Python's), and compared with what the
 index reasoning claims:
 
-* linear forms (``simplify/linear.py``): ``from_linear(to_linear(e))`` equals ``e``;
+* linear forms (``tensorad/poly/linear.py``): ``from_linear(to_linear(e))`` equals ``e``;
 * interval bounds (``simplify/ranges.py``): every value lies within ``bounds(e)``;
 * the rewrite rules (``simplify_expr``): the simplified expression or condition is equal;
 * the isl boundary (``tensorad/poly``): ``IndexSpace.aff`` and ``IndexSpace.cond`` converted
@@ -23,12 +23,12 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import assume, nonzero, simplify_expr
-from tensorad.simplify.linear import from_linear, to_linear
 from tensorad.simplify.ranges import bounds
 
 from tensorad.ir.expr import Expr, Op, binary, cast, choice, compare, const, logical, logical_not, unary, var
 from tensorad.poly import IndexSpace
 from tensorad.poly.domain import IndexSet
+from tensorad.poly.linear import from_linear, to_linear
 from tensorad.poly.to_expr import pieces_to_expr, pw_aff_pieces, set_to_cond
 
 SETTINGS = dict(max_examples=100, deadline=None, derandomize=True,

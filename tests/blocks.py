@@ -1,0 +1,50 @@
+"""Model blocks written twice -- with ``ta.topi`` and with ``torch.nn.functional`` -- shared by
+the end-to-end tests that compare them (registered as the module ``blocks`` by conftest.py).
+
+``transformer_block``: pre-norm causal multi-head attention, a GELU MLP, residuals, an output
+projection and cross-entropy over integer labels, on activations ``x`` of shape ``[B, L, D]``
+(tests/e2e/test_transformer_block.py feeds an input, test_transformer_bf16.py an embedding).
+Parameters ``p``: ``g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout``.
+"""
+
+from __future__ import annotations
+
+import tensorad as ta
+
+topi, nn = ta.topi, ta.topi.nn
+
+
+def transformer_block(p: dict, x, labels, heads: int):
+    b, seq, d = x.shape
+    dh = d // heads
+
+    def split(t):  # [B, L, D] -> [B, HEADS, L, DH]
+        return topi.transpose(topi.reshape(t, (b, seq, heads, dh)), (0, 2, 1, 3))
+
+    h = nn.layer_norm(x, p["g1"], p["b1"])
+    q, k, v = (split(topi.matmul(h, p[w])) for w in ("Wq", "Wk", "Wv"))
+    a = nn.scaled_dot_product_attention(q, k, v, causal=True)
+    a = topi.reshape(topi.transpose(a, (0, 2, 1, 3)), (b, seq, d))
+    x = x + topi.matmul(a, p["Wo"])
+    h = nn.layer_norm(x, p["g2"], p["b2"])
+    h = nn.gelu(topi.matmul(h, p["W1"]) + p["c1"])
+    x = x + topi.matmul(h, p["W2"])
+    return nn.cross_entropy(topi.matmul(x, p["Wout"]), labels)
+
+
+def torch_transformer_block(torch, p: dict, x, labels, heads: int):
+    """The same block in PyTorch (``labels``: a long tensor of shape ``[B, L]``)."""
+    f = torch.nn.functional
+    b, seq, d = x.shape
+
+    def split(t):
+        return t.reshape(b, seq, heads, d // heads).transpose(1, 2)
+
+    h = f.layer_norm(x, (d,), p["g1"], p["b1"])
+    q, k, v = (split(h @ p[w]) for w in ("Wq", "Wk", "Wv"))
+    a = f.scaled_dot_product_attention(q, k, v, is_causal=True)
+    x = x + a.transpose(1, 2).reshape(b, seq, d) @ p["Wo"]
+    h = f.gelu(f.layer_norm(x, (d,), p["g2"], p["b2"]) @ p["W1"] + p["c1"])
+    x = x + h @ p["W2"]
+    logits = x @ p["Wout"]
+    return f.cross_entropy(logits.reshape(b * seq, logits.shape[-1]), labels.reshape(b * seq))
