@@ -12,6 +12,8 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
   thread ``t`` of ``T`` runs the static chunk ``[L + t*c*s, min(L + (t+1)*c*s, H))`` of
   ``c = ceil(n / T)`` iterations, ``n = ceil((H - L) / s)`` (so every chunk starts on an
   iteration of the loop).
+* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.fills`): thread ``t`` fills its chunk of
+  whole pages.
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
   temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
   through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
@@ -33,6 +35,7 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
+from .target import Target, parse_target
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
 # (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
@@ -123,6 +126,9 @@ class ModuleEmitter:
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
 
+    def _target(self) -> Target:
+        return self.target or parse_target()
+
     @property
     def main_name(self) -> str:
         return f"{self.prefix}_main"
@@ -133,11 +139,14 @@ class ModuleEmitter:
 
     def emit(self) -> ir.Module:
         nests = []
+        self.fill_fns: dict[int, ir.Function] = {}
         for k, step in enumerate(self.program.steps):
             if isinstance(step, Nest):
                 fn = self.nest_function(k, step)
                 omp = self.omp_function(k, step, fn) if step.parallel and self.use_gomp else None
                 nests.append((k, step, fn, omp))
+            elif step.parallel and self.use_gomp and step.buffer.size:
+                self.fill_fns[id(step)] = self.fill_function(k, step)
         main = self.main_function(nests)
         if self.data_offset is not None:
             self.call_function(main)
@@ -192,11 +201,13 @@ class ModuleEmitter:
         return fn
 
     def block(self, em: ExprEmitter, stmts: tuple, range_override=None) -> None:
+        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
+        scatter may share an inner loop among threads: :mod:`.scatter`)."""
         for s in stmts:
             if isinstance(s, Loop):
-                self.loop(em, s, range_override if s.kind == "parallel" else None)
+                self.loop(em, s, range_override)
             elif isinstance(s, If):
-                self.if_(em, s)
+                self.if_(em, s, range_override)
             elif isinstance(s, Store):
                 em.push()
                 em.store(s.buffer.tensor, s.index, em.value(s.value))
@@ -213,9 +224,12 @@ class ModuleEmitter:
             else:
                 raise TypeError(f"unknown statement {s!r}")
 
-    def loop(self, em: ExprEmitter, s: Loop, bounds=None) -> None:
+    def loop(self, em: ExprEmitter, s: Loop, range_override=None) -> None:
         b = em.b
-        lo, hi = bounds if bounds is not None else (em.index(s.lo), em.index(s.hi))
+        if s.kind == "parallel" and range_override is not None:
+            lo, hi = range_override
+        else:
+            lo, hi = em.index(s.lo), em.index(s.hi)
         pre = b.block
         body_bb = b.append_basic_block(f"{s.var.name}.body")
         exit_bb = b.append_basic_block(f"{s.var.name}.exit")
@@ -225,7 +239,7 @@ class ModuleEmitter:
         iv.add_incoming(lo, pre)
         em.env[s.var] = iv
         em.push()
-        self.block(em, s.body)
+        self.block(em, s.body, range_override)
         em.pop()
         del em.env[s.var]
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
@@ -237,7 +251,7 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
 
-    def if_(self, em: ExprEmitter, s: If) -> None:
+    def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
         b = em.b
         cond = em.index(s.cond) if s.affine else em.value(s.cond)
         then_bb = b.append_basic_block("if.then")
@@ -249,7 +263,7 @@ class ModuleEmitter:
                 continue
             b.position_at_end(bb)
             em.push()
-            self.block(em, stmts)
+            self.block(em, stmts, range_override)
             em.pop()
             b.branch(join_bb)
         b.position_at_end(join_bb)
@@ -271,8 +285,12 @@ class ModuleEmitter:
         nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
         first, stop, step = nest.attrs["range"]
         # split the trips, not the index range: each chunk starts on an iteration of the loop
+        # (and on a multiple of ``grain`` trips: a scatter's column chunks are whole cache lines)
         trips = (stop - first + step - 1) // step
         chunk = b.sdiv(b.add(I64(trips), b.sub(nt, I64(1))), nt)
+        grain = int(nest.attrs.get("grain", 1))
+        if grain > 1:
+            chunk = b.mul(b.sdiv(b.add(chunk, I64(grain - 1)), I64(grain)), I64(grain))
         lo = b.add(I64(first), b.mul(b.mul(tid, chunk), I64(step)))
         hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
                     [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
@@ -290,7 +308,17 @@ class ModuleEmitter:
         by_step = {id(n): (fn_, omp, k) for k, n, fn_, omp in nests}
         for step in self.program.steps:
             if isinstance(step, Fill):
-                self.fill(b, ptrs[self.arg_index[step.buffer.tensor]], step)
+                ptr = ptrs[self.arg_index[step.buffer.tensor]]
+                fill_fn = self.fill_fns.get(id(step))
+                if fill_fn is None:
+                    self.fill(b, ptr, step)
+                    continue
+                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                    with par:
+                        b.call(gomp, [fill_fn, args, nthreads, I32(0)])
+                    with ser:
+                        self.fill(b, ptr, step)
                 continue
             nest_fn, omp, k = by_step[id(step)]
             own = [ptrs[p] for p in self.params[k]]
@@ -327,17 +355,45 @@ class ModuleEmitter:
         b.ret_void()
         return fn
 
-    def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill) -> None:
+    def fill_function(self, k: int, step: Fill) -> ir.Function:
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of
+        the buffer, each a whole number of the target's pages, so that threads neither share a
+        cache line nor fault in the same page."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        slot = b.gep(fn.args[0], [I64(self.arg_index[step.buffer.tensor])], inbounds=True, source_etype=PTR)
+        ptr = b.load(slot, typ=PTR)
+        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        n = step.buffer.size
+        grain = max(1, self._target().page // _itemsize(step.buffer.dtype))
+        share = b.sdiv(b.add(I64(n), b.sub(nt, I64(1))), nt)
+        chunk = b.mul(b.sdiv(b.add(share, I64(grain - 1)), I64(grain)), I64(grain))
+        lo = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            self.fill(b, ptr, step, lo, hi)
+        b.ret_void()
+        return fn
+
+    def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill, lo: ir.Value | None = None,
+             hi: ir.Value | None = None) -> None:
+        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is
+        not empty)."""
         buf = step.buffer
         if buf.size == 0:
             return
+        lo = I64(0) if lo is None else lo
+        hi = I64(buf.size) if hi is None else hi
         v = step.value
-        if v.op is Op.CONST and not v.arg:
-            nbytes = buf.size * (1 if buf.dtype == "bool" else int(buf.dtype[-2:]) // 8)
-            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
-            b.call(memset, [ptr, I8(0), I64(nbytes), I1(0)])
-            return
         t = MEMTYPE[buf.dtype]
+        if v.op is Op.CONST and not v.arg:
+            size = _itemsize(buf.dtype)
+            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
+            start = b.gep(ptr, [b.mul(lo, I64(size))], inbounds=True, source_etype=I8)
+            b.call(memset, [start, I8(0), b.mul(b.sub(hi, lo), I64(size)), I1(0)])
+            return
         val = t(int(bool(v.arg))) if buf.dtype == "bool" else const_value(buf.dtype, v.arg)
         pre = b.block
         body = b.append_basic_block("fill.body")
@@ -345,9 +401,13 @@ class ModuleEmitter:
         b.branch(body)
         b.position_at_end(body)
         i = b.phi(I64)
-        i.add_incoming(I64(0), pre)
+        i.add_incoming(lo, pre)
         b.store(val, b.gep(ptr, [i], inbounds=True, source_etype=t))
         nxt = b.add(i, I64(1))
         i.add_incoming(nxt, body)
-        b.cbranch(b.icmp_signed("<", nxt, I64(buf.size)), body, done)
+        b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
         b.position_at_end(done)
+
+
+def _itemsize(dtype: str) -> int:
+    return 1 if dtype == "bool" else int(dtype[-2:]) // 8

@@ -25,6 +25,7 @@ from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import covers_box, op_domain
+from .fills import place_fills
 from .footprint import shrink_to_footprints
 from .group import Group, Unit, make_unit, order_siblings, plan_groups
 from .inline import choose_materialized, inline_bodies, reuse_materialized
@@ -218,7 +219,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
                                         alias, memo)
         if failed is None:
-            return program, opts, tuple(ctx.offered)
+            return place_fills(program, opts, ctx.target), opts, tuple(ctx.offered)
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
 
 

@@ -93,10 +93,12 @@ Stmt = Loop | If | Store | Assign
 
 @dataclass(frozen=True, eq=False)
 class Fill:
-    """``buffer[...] = value`` everywhere (a memset for zero); not counted as work."""
+    """``buffer[...] = value`` everywhere (a memset for zero); not counted as work.
+    ``parallel``: split among the threads of a parallel build (:mod:`.fills`)."""
 
     buffer: Buffer
     value: Expr
+    parallel: bool = False
 
 
 @dataclass(eq=False)
@@ -195,7 +197,8 @@ class ProgramPrinter:
         for step in p.steps:
             if isinstance(step, Fill):
                 what = "memset 0" if _is_zero(step.value) else f"fill {self.expr(step.value)}"
-                self.lines.append(f"  {what} -> {self.buffer(step.buffer)}")
+                par = "parallel " if step.parallel else ""
+                self.lines.append(f"  {par}{what} -> {self.buffer(step.buffer)}")
                 continue
             note = f" ({step.note})" if step.note else ""
             self.lines.append(f"  # nest {step.name}: work {step.work}{note}")

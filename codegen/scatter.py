@@ -31,7 +31,7 @@ straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tensorad.simplify.logic import conjuncts
 
@@ -43,8 +43,9 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
-from .program import Buffer, Fill, If, Nest, Store
+from .program import Buffer, Fill, If, Loop, Nest, Store
 from .schedule import mark_parallel
+from .target import parse_target
 from .work import count_work
 
 
@@ -226,31 +227,141 @@ def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
 
 
 def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
-    """Zero-fill ``out``, then one nest of ``out[target] += value`` per spec.  A nest is
-    serial, except over a leading output axis that the target keeps as it is (each of its
-    points adds into elements of its own: a batch or channel axis), which ``opts`` may run in
-    parallel; either way the adds into one element happen in the same order."""
+    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs: one nest for
+    all of them when they share outer loops (:func:`_fused`: a max's winners and its tied
+    points, one pass over the windows), else one nest per spec.  A nest is serial, except over
+    a leading output axis that every spec keeps as it is (each of its points adds into elements
+    of its own: a batch or channel axis), or, for a gather's scatter, over the columns
+    (:func:`split_columns`); ``opts`` decides.  Either way the order of the adds into one
+    element is fixed by the loops, the same at any thread count."""
     if isinstance(specs, ScatterSpec):
         specs = (specs,)
-    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, s, out, opts) for s in specs]
+    stmts = [_statement(s, out, f"S{k}") for k, s in enumerate(specs)]
+    fused = _fused(stmts) if len(stmts) > 1 else None
+    groups = [(specs, fused)] if fused is not None else [((s,), [st]) for s, st in zip(specs, stmts)]
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, ss, sts, out, opts) for ss, sts in groups]
 
 
-def _scatter_nest(op: ComputeOp, spec: ScatterSpec, out: Buffer, opts) -> Nest:
+def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
+    """``out[target] += value`` over the spec's loops; a data-dependent test of the outer loops
+    only is hoisted out of the inner ones (:func:`_hoist`), which then form its body."""
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
-    update: tuple = (Store(out, spec.target, here + spec.value),)
+    body: tuple = (Store(out, spec.target, here + spec.value),)
+    variables, cond = spec.loop_vars, spec.cond
     split = _hoist(spec.loop_vars, spec.cond)
-    if split is None:
-        body = _scan(spec.loop_vars, spec.cond, update)
-    else:
+    if split is not None:
         p, outer_aff, test, inner_aff, inner_rest = split
-        inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), update)
-        body = _scan(spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),))
-    axes = ", ".join(a.name for a in spec.loop_vars)
+        inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), body)
+        variables, cond, body = spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),)
+    space = IndexSpace(variables)
+    aff, rest = split_condition(space, cond)
+    if rest is not TRUE:
+        body = (If(rest, body, (), affine=False),)
+    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
+
+
+def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
+    """The statements scheduled to share their first ``c`` loops (``c`` >= 1: the longest
+    prefix of loop variables with equal ranges in all of them), statement ``k`` after
+    statement ``k - 1`` inside; ``None`` when they share none."""
+    c = 0
+    while all(len(st.vars) > c for st in stmts) and len({(v.arg.lo, v.arg.hi) for v in
+                                                         (st.vars[c] for st in stmts)}) == 1:
+        c += 1
+    if c == 0:
+        return None
+    return [PolyStmt(st.name, st.vars, st.domain, st.body, st.vars[:c] + (k,) + st.vars[c:])
+            for k, st in enumerate(stmts)]
+
+
+def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffer, opts) -> Nest:
+    body = build_loops(stmts)
+    axes = " + ".join(", ".join(a.name for a in s.loop_vars) for s in specs)
     work = count_work(body)
     parallel, attrs = False, {}
-    first = spec.loop_vars[0]
-    if opts is not None and any(t is first for t in spec.target):  # (an output axis kept as is)
+    note = f"scatter-add over {axes}"
+    # (each spec's first loop scans an output axis kept as is)
+    if opts is not None and all(any(t is s.loop_vars[0] for t in s.target) for s in specs):
         body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
         if parallel:
             attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
-    return Nest(op.name, body, (out,), work, f"scatter-add over {axes}", parallel=parallel, attrs=attrs)
+    if not parallel and opts is not None and len(specs) == 1:
+        split = split_columns(body, specs[0], out, opts, work)
+        if split is not None:
+            body, attrs = split
+            parallel = True
+            note += f", columns of {attrs['column'].name} shared among threads"
+            del attrs["column"]
+    return Nest(op.name, body, (out,), work, note, parallel=parallel, attrs=attrs)
+
+
+def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
+    """The nest with the loop over an output axis that no gather fixes (``j`` of
+    ``dE[d(i), j] += H[i, j]``) shared among threads, each scanning every ``i`` but adding only
+    into its own columns: no two threads write one element, and each element's adds keep the
+    serial order (that of ``i``), so the result is the serial one bit for bit at any thread
+    count.  Chunks are whole cache lines of the output (``grain`` trips).  ``None`` when the
+    nest is too small to share, no such axis has a single loop with constant bounds, or it is
+    too short to give two threads a cache line each."""
+    if not opts.parallel or work < opts.parallel_min_work:
+        return None
+    target = opts.target or parse_target()
+    strides = out.strides
+    size = 1 if out.dtype == "bool" else int(out.dtype[-2:]) // 8
+    stores = _stores(body)
+    for d, t in enumerate(spec.target):
+        if t.op is not Op.VAR or not stores:
+            continue
+        v = stores[0].index[d]  # (isl's loops scan fresh variables)
+        if v.op is not Op.VAR or any(st.index[d] is not v for st in stores):
+            continue
+        loops = _loops_over(body, v)
+        if len(loops) != 1:
+            continue
+        loop = loops[0]
+        if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.step != 1:
+            continue
+        trips = int(loop.hi.arg) - int(loop.lo.arg)
+        grain = max(1, -(-target.line // (size * strides[d])))
+        if trips < 2 * grain:
+            continue
+        body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
+        return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
+    return None
+
+
+def _stores(stmts: tuple) -> list[Store]:
+    found: list[Store] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            found += _stores(s.body)
+        elif isinstance(s, If):
+            found += _stores(s.then) + _stores(s.orelse)
+        elif isinstance(s, Store):
+            found.append(s)
+    return found
+
+
+def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
+    found = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            if s.var is v:
+                found.append(s)
+            found += _loops_over(s.body, v)
+        elif isinstance(s, If):
+            found += _loops_over(s.then, v) + _loops_over(s.orelse, v)
+    return found
+
+
+def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
+    out = []
+    for s in stmts:
+        if s is old:
+            s = new
+        elif isinstance(s, Loop):
+            s = replace(s, body=_replace_loop(s.body, old, new))
+        elif isinstance(s, If):
+            s = replace(s, then=_replace_loop(s.then, old, new), orelse=_replace_loop(s.orelse, old, new))
+        out.append(s)
+    return tuple(out)

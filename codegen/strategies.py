@@ -22,7 +22,9 @@ it must get right is the order of the candidates an op is offered:
 * **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
   writes and the consumer no longer reads;
 * **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
-  absorbs plus one fill of its buffer.
+  absorbs plus one fill of its buffer;
+* **gathered** -- a product whose side reads rows through a checked gather index: the copy of
+  those rows (plain loops) plus the product of the copy.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -41,6 +43,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from .contraction import Contraction, match_contraction, pad_contraction, worth_it
 from .domain import covers_box
 from .fuse import Epilogue
+from .gathered import gather_rows
 from .parity import decompose
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
@@ -538,8 +541,38 @@ class ScatterSum:
         return Plan([Item(cand.op, reads, form="scatter", scatter=cand.data)], absorbs=cand.absorbs)
 
 
+class GatheredRows:
+    """A product reading rows through a checked gather index (``E[I[i], k] * W[k, j]``, which
+    the packers cannot check): the rows copied once (:mod:`.gathered`), then a plain product."""
+
+    name = "gathered"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1:
+            return []
+        found = gather_rows(op, bodies[0])
+        if found is None:
+            return []
+        copies, product = found
+        if any(_prod(a.extent for a in c.axes) > ctx.largest for c in copies):
+            return []  # (a temporary never outgrows the kernel's arguments)
+        spec = default_spec(product, product.body, ctx)
+        return [] if spec is None else [Candidate(self, op, bodies, (copies, product, spec))]
+
+    def cost(self, cand, ctx):
+        copies, _, spec = cand.data
+        if ctx.opts.microkernel is True:
+            return -1.0  # (the user asked for the micro-kernel wherever it applies)
+        return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+
+    def lower(self, cand, ctx):
+        copies, product, _ = cand.data
+        return Plan([Open(c, c.body) for c in copies] + [Open(product, product.body)],
+                    alias={product: cand.op})
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            EpilogueFusion(), Scatter(), ScatterSum())
+            EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

@@ -18,7 +18,9 @@ From that:
 * ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
   conversion instructions; without them :mod:`.halfconv` emits integer code;
 * ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs; a named CPU gets
-  typical sizes), for the matrix-product cache blocks.
+  typical sizes), for the matrix-product cache blocks and fills (:mod:`.fills`);
+* ``line``/``page`` -- the cache line and the memory page in bytes (host: sysfs and
+  ``sysconf``; else 64 and 4096): threads that share a buffer split it on these boundaries.
 
 ``key`` (triple, CPU, features) keys the kernel caches.  Targets are made once per spec string
 per process (the probe costs ~10 ms); the memo only saves that time, it never changes a result.
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
+DEFAULT_LINE, DEFAULT_PAGE = 64, 4096  # cache line and page bytes of a named CPU
 _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
 _LOCK = threading.Lock()
@@ -99,6 +102,8 @@ class Target:
     is_host: bool = False
     f16c: bool = False
     bf16: bool = False
+    line: int = DEFAULT_LINE
+    page: int = DEFAULT_PAGE
 
     @property
     def key(self) -> str:
@@ -208,8 +213,9 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     regs = 32 if bits == 512 or not x86 else 16
     caches = _host_caches() if host else DEFAULT_CACHES
+    line, page = _host_line_and_page() if host else (DEFAULT_LINE, DEFAULT_PAGE)
     return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr,
-                  f16c=f16c, bf16=bf16)
+                  f16c=f16c, bf16=bf16, line=line, page=page)
 
 
 def _half_probe(tm) -> tuple[bool, bool]:
@@ -240,6 +246,22 @@ def _host_caches() -> tuple[int, int, int]:
     except (OSError, ValueError):
         pass
     return tuple(found.get(i + 1, d) for i, d in enumerate(DEFAULT_CACHES))  # type: ignore[return-value]
+
+
+def _host_line_and_page() -> tuple[int, int]:
+    """The cache line (sysfs) and page (``sysconf``) sizes in bytes, the defaults where unknown."""
+    line, page = DEFAULT_LINE, DEFAULT_PAGE
+    try:
+        got = int(Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size").read_text())
+        line = got if got > 0 and got & (got - 1) == 0 else line
+    except (OSError, ValueError):
+        pass
+    try:
+        got = os.sysconf("SC_PAGE_SIZE")
+        page = got if got > 0 and got & (got - 1) == 0 else page
+    except (OSError, ValueError, AttributeError):
+        pass
+    return line, page
 
 
 def default_num_threads() -> int:

@@ -1,0 +1,59 @@
+"""Gathered rows copied once, so that a product reading them is a matrix product (issue 12).
+
+``C[i, j] = sum_k E[I[i], k] * W[k, j]`` (an embedding times a weight) reads ``E`` through a
+checked gather index: the micro-kernel's packers cannot raise the ``IndexError`` an index out
+of range must give, so the product ran as loops.  :func:`gather_rows` splits it in two:
+
+    G[i, k] = E[I[i], k]                 a copy: one checked index per point, a row at a time
+    C[i, j] = sum_k G[i, k] * W[k, j]    a plain product, packed like any other
+
+The copy costs ``N*K`` element moves against the product's ``N*K*J`` multiply-adds.  Only a
+read that every point of the sum evaluates is copied: one under a lazy guard, or in a sum with a
+``where`` condition, may hold an index the program never reads (``if_then_else(L[r] != -100,
+X[r, L[r]], 0)``), and copying it over the whole box would raise where the program does not.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import TRUE, Expr, Op, var
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+
+def _checked(e: Expr) -> bool:
+    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(e))
+
+
+def _guarded_reads(e: Expr) -> set[Expr]:
+    """Reads under a choice (``select``/``if_then_else``): evaluated only where it says."""
+    out: set[Expr] = set()
+    for n in walk(e):
+        if n.op in (Op.SELECT, Op.IF_THEN_ELSE):
+            out.update(m for m in walk(n) if m.op is Op.READ)
+    return out
+
+
+def gather_rows(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
+    """``(copies, product)``: one copy op per read of ``body`` (a sum) that goes through a
+    checked gather index, and ``op`` reading those copies instead; ``None`` when there is no
+    such read or one may not be evaluated everywhere (see the module docstring)."""
+    if body.op is not Op.REDUCE or body.src[0] is not TRUE:
+        return None
+    gathered = [n for n in walk(body) if n.op is Op.READ and any(_checked(i) for i in n.src)]
+    if not gathered or _guarded_reads(body) & set(gathered):
+        return None
+    mapping: dict[Expr, Expr] = {}
+    copies: list[ComputeOp] = []
+    for read in dict.fromkeys(gathered):
+        used = free_vars(read) + [a for a in body.arg.axes if any(a is n for n in walk(read))]
+        used = list(dict.fromkeys(used))
+        if any(v.lo != 0 for v in used):
+            return None
+        axes = tuple(var(v.name, 0, v.hi) for v in used)
+        copy = ComputeOp(f"{read.arg.name}.rows", "", axes, (substitute(read, dict(zip(used, axes))),))
+        copies.append(copy)
+        mapping[read] = Expr(Op.READ, read.dtype, tuple(used), Tensor(copy, 0))
+    product = replace_reads(body, lambda n: mapping.get(n))
+    if _checked(product):
+        return None
+    return copies, ComputeOp(op.name, op.tag, op.axes, (product,), op.attrs, op.provenance)
