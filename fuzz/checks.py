@@ -88,7 +88,8 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
         err = np.where(both, np.abs(g - w), 0.0)
     if ref64 is not None:
         r = np.asarray(ref64, np.float64)
-        err = np.minimum(err, np.where(both & np.isfinite(r), np.abs(g - r), np.inf))
+        with np.errstate(all="ignore"):  # (inf - inf where g is not finite: masked out)
+            err = np.minimum(err, np.where(both & np.isfinite(r), np.abs(g - r), np.inf))
     bad = err > allowed
     if bad.any():
         k = tuple(np.argwhere(bad)[0])

@@ -12,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from fuzz.checks import ALL  # noqa: E402
 from fuzz.program import generate, shrink_candidates  # noqa: E402
 from fuzz.runner import Failure, Pool, job_for, save_reproducer  # noqa: E402
 
@@ -62,5 +63,6 @@ def test_every_check_runs_on_a_program():
     prog = replace(generate(11), safe=True, data="smooth")
     with Pool(workers=1, timeout=240) as pool:
         ((_, results),) = list(pool.run([(0, job_for(prog, 11))]))
-    assert {r["check"] for r in results} == {"forward", "checked", "optimizer", "reverse", "jvp", "hvp",
-                                             "split"}
+    assert {r["check"] for r in results} == set(ALL) == {"forward", "checked", "optimizer", "reverse",
+                                                         "jvp", "hvp", "split"}
+    assert all(r["status"] == "ok" for r in results), results
