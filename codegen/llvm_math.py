@@ -31,7 +31,7 @@ our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and wit
     sigmoid  = 1 / (1 + t) for x >= 0, t / (1 + t) for x < 0,  t = exp(-|x|)  (no overflow)
     erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|)): float32 one
                polynomial Q on [1, 4) (no division), float64 two pieces, the second Q2(s) / |x|;
-               exp(-x^2) there is a normal number: one scaling, no clamp
+               exp(-x^2) there is a normal number: one scaling, no clamp; one select
     pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
                negative x and non-integer y; float32 computes in float64 (the product y log|x|
                must carry more bits than the result), float64 carries log|x| in about 70 bits
@@ -303,10 +303,10 @@ def emit_erf(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
         span = hi - 2.5
         tail = m.div(m.horner(m.sub(m.mul(ac, m.c(2 / span)), m.c((2.5 + hi) / span)), k["tail"]), ac)
         q = m.sel(m.cmp("<", ac, m.c(2.5)), mid, tail)
+    # past hi, 1 - g q rounds to 1 (erfc(hi) is under half an ulp of 1): the clamp gives +-1,
+    # also at +-inf; NaN takes the small piece (an unordered test), which is NaN
     big = m.copysign(m.sub(m.c(1.0), m.mul(g, q)), x)
-    r = m.sel(m.cmp("<", a, m.c(1.0)), small, big)
-    r = m.sel(m.cmp(">=", a, m.c(hi)), m.copysign(m.c(1.0), x), r)
-    return m.sel(m.isnan(x), x, r)
+    return m.sel(m.b.fcmp_unordered("<", a, m.c(1.0)), small, big)
 
 
 def _int_parity(m: _Math, y):
