@@ -151,15 +151,16 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 
 def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[isl.Set, list[Expr]]:
-    """``(affine set, sources)``: a built-in reducer's one source ``if_then_else(c, e, id)``
-    (or ``select``), ``id`` its identity and ``c`` affine, combines ``id`` -- nothing -- where
-    ``c`` fails, so the update runs on ``c`` only, reading ``e``: a padded window's max
-    ``max(acc, if_then_else(0 <= 2x + rx - 1, X[..], -inf))`` becomes loops whose bounds skip
-    the padding, and the guard leaves the vectorized body.  Exact: ``max(a, -inf)``,
-    ``min(a, inf)``, ``a * 1`` are ``a`` at every ``a`` (NaN, -0 included), and ``a + 0`` too
-    for a sum's accumulator, which starts at +0 and so is never -0."""
+    """``(affine set, sources)``: a max or min reducer's one source ``if_then_else(c, e, id)``
+    (or ``select``), ``id`` its identity (-inf, inf) and ``c`` affine, combines ``id`` --
+    nothing -- where ``c`` fails, so the update runs on ``c`` only, reading ``e``: a padded
+    window's max ``max(acc, if_then_else(0 <= 2x + rx - 1, X[..], -inf))`` becomes loops whose
+    bounds skip the padding, and the guard leaves the vectorized body.  Exact: ``max(a, -inf)``
+    and ``min(a, inf)`` are ``a`` at every ``a`` (NaN, -0 included).  Sums keep their
+    ``select(c, e, 0)`` bodies: eliminating those zeros is the optimizer's job, and ``work``
+    of an unoptimized program measures what it left (a raw Jacobian's delta sums)."""
     universe = space.universe()
-    if comb.kind not in ("sum", "max", "min", "prod") or comb.arity != 1 or len(sources) != 1:
+    if comb.kind not in ("max", "min") or comb.arity != 1 or len(sources) != 1:
         return universe, sources
     src, ident = sources[0], comb.identity[0]
     if src.op not in (Op.SELECT, Op.IF_THEN_ELSE) or ident.op is not Op.CONST:
