@@ -27,6 +27,7 @@ from collections.abc import Callable
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.linear import to_linear
 
 from .scatter import match_scatter
 
@@ -52,8 +53,10 @@ def _terms(e: Expr) -> list[Expr]:
 
 
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
-    """``(index, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct
-    scatter ops at one index of distinct variables, every variable of ``node`` among them."""
+    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct
+    scatter ops at one index, each entry a distinct variable from 0 plus a constant (a read
+    through padding: the ``scatter-sum`` strategy adds at shifted points), every variable of
+    ``node`` among them."""
     terms = _terms(_unmask(node))
     if len(terms) < 2:
         return None
@@ -66,11 +69,18 @@ def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...]
         elif t.src != index:
             return None
         ops.append(t.arg.op)
-    if any(i.op is not Op.VAR for i in index) or len(set(index)) != len(index):
+    variables = []
+    for i in index:  # ``v`` or ``v + c``: a loop variable from 0, maybe shifted (padding)
+        f = to_linear(i)
+        if len(f.terms) != 1 or f.terms[0][1] != 1 or f.terms[0][0].op is not Op.VAR:
+            return None
+        v = f.terms[0][0]
+        if v.arg.lo != 0 or v.arg.hi is None:
+            return None
+        variables.append(v)
+    if len(set(variables)) != len(variables) or not set(free_vars(node)) <= set(variables):
         return None
-    if not set(free_vars(node)) <= set(index):
-        return None
-    return index, ops
+    return tuple(variables), ops
 
 
 def _outermost(root: Expr, scatters: set[ComputeOp], skip: set[Expr]) -> list[tuple[Expr, tuple]]:
@@ -100,12 +110,13 @@ def share_scatter_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
     if len(scatters) < 2:
         return ops
     whole = {bodies[op][0] for op in ops if len(bodies[op]) == 1}  # (an op that is the sum already)
-    groups: dict[Expr, tuple[ComputeOp, list, list[ComputeOp]]] = {}  # canonical body -> (new op, sites, scatters)
+    # canonical body -> (its new op, the sites reading it, the scatters it reads)
+    groups: dict[Expr, tuple[ComputeOp, list, list[ComputeOp]]] = {}
     axes_of: dict[tuple, tuple[Expr, ...]] = {}
     for op in ops:
         for b in bodies[op]:
             for n, (index, reads) in _outermost(b, scatters, whole):
-                shape = reads[0].shape
+                shape = tuple(v.arg.hi for v in index)
                 key = (shape, tuple(r.name for r in reads))
                 axes = axes_of.get(key)
                 if axes is None:
