@@ -23,12 +23,18 @@ nn = ta.topi.nn
 CONFIGS = [(2, 2, 0), (3, 2, 1), (3, 1, 1)]
 
 
-def _program(shape, wshape, dtype, kernel, stride, padding):
+def _positive_part(Z):
+    """ReLU written with the zero in the other branch (``select(z > 0, z, 0)``): its gradient
+    masks with ``select(c, R, 0)``, the mask not negated."""
+    return ta.compute(Z.shape, lambda *i: ta.select(Z[i] > 0, Z[i], ta.const(0.0, Z.dtype)), "pos")
+
+
+def _program(shape, wshape, dtype, kernel, stride, padding, relu=nn.relu):
     X = ta.placeholder(shape, dtype, "X")
     W = ta.placeholder(wshape, dtype, "W")
     B = ta.placeholder((wshape[0],), dtype, "B")
     Z = nn.conv2d(X, W, 1, 1) + ta.topi.reshape(B, (wshape[0], 1, 1))
-    Y = nn.pool(nn.relu(Z), kernel, stride, [padding] * 4, "max")
+    Y = nn.pool(relu(Z), kernel, stride, [padding] * 4, "max")
     return X, W, B, Y
 
 
@@ -57,12 +63,20 @@ def _oracle(x, w, b, h, kernel, stride, padding):
     return tw.grad.numpy(), tb.grad.numpy()
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c[0]}x{c[0]}/{c[1]} pad {c[2]}")
-@pytest.mark.parametrize("threads", [1, 2])
-def test_weight_and_bias_gradients_at_ties(config, threads, rng):
+# (config, threads, ReLU's spelling, checkpoint policy: recompute_all recomputes the
+# convolution in the backward, so the shared tensor's mask reads a value computed there)
+TIES = [(c, t, "relu", "default") for c in CONFIGS for t in (1, 2)] + [
+    (CONFIGS[0], 1, "positive part", "default"), (CONFIGS[1], 2, "positive part", "recompute_all"),
+    (CONFIGS[2], 1, "relu", "recompute_all")]
+
+
+@pytest.mark.parametrize("config,threads,relu,policy", TIES,
+                         ids=[f"{c[0]}x{c[0]}/{c[1]} pad {c[2]}-{t}t-{r}-{p}" for c, t, r, p in TIES])
+def test_weight_and_bias_gradients_at_ties(config, threads, relu, policy, rng):
     kernel, stride, padding = config
-    X, W, B, Y = _program((2, 1, 9, 10), (3, 1, 3, 3), "float64", kernel, stride, padding)
-    f = ta.function(Y, [X, W, B], wrt=[W, B], num_threads=threads, parallel_min_work=1)
+    X, W, B, Y = _program((2, 1, 9, 10), (3, 1, 3, 3), "float64", kernel, stride, padding,
+                          nn.relu if relu == "relu" else _positive_part)
+    f = ta.function(Y, [X, W, B], wrt=[W, B], policy=policy, num_threads=threads, parallel_min_work=1)
     # small integers: exact sums, so windows tie between positive values as well as at the
     # ReLU's zeros
     x = rng.integers(-2, 3, X.shape).astype(np.float64)
@@ -111,12 +125,14 @@ def test_float32_matches_torch_without_ties(rng):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c[0]}x{c[0]}/{c[1]} pad {c[2]}")
-def test_one_masked_scatter_buffer_feeds_both_consumers(config):
+@pytest.mark.parametrize("relu", ["relu", "positive part"])
+def test_one_masked_scatter_buffer_feeds_both_consumers(config, relu):
     """The backward allocates one activation-sized buffer (not the winners' and the ties'
     separately), both scatters add into it in one nest, and neither consumer reads the mask's
     operands again."""
     kernel, stride, padding = config
-    X, W, B, Y = _program((2, 4, 12, 12), (6, 4, 3, 3), "float32", kernel, stride, padding)
+    X, W, B, Y = _program((2, 4, 12, 12), (6, 4, 3, 3), "float32", kernel, stride, padding,
+                          nn.relu if relu == "relu" else _positive_part)
     f = ta.function(Y, [X, W, B], wrt=[W, B])
     lowered = f.lower_backward()
     activation = (2, 6, 12, 12)
