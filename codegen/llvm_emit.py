@@ -33,6 +33,7 @@ from .chains import unrolled_chain_too_long
 from .checks import Checks
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 from .target import Target, parse_target
@@ -141,6 +142,24 @@ def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
     return found
 
 
+def nest_exprs(stmts: tuple):
+    """Every expression of the statements (bounds, conditions, indices, values)."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s.lo
+            yield s.hi
+            yield from nest_exprs(s.body)
+        elif isinstance(s, If):
+            yield s.cond
+            yield from nest_exprs(s.then)
+            yield from nest_exprs(s.orelse)
+        elif isinstance(s, Store):
+            yield from s.index
+            yield s.value
+        elif isinstance(s, Assign):
+            yield from s.values
+
+
 def _walk_new(root: Expr, seen: set[int]):
     """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
     statements are visited once."""
@@ -190,6 +209,9 @@ class ModuleEmitter:
     def emit(self) -> ir.Module:
         nests = []
         self.fill_fns: dict[int, ir.Function] = {}
+        # vector math: inline in the first small nests, else calls (:mod:`.mathlib`)
+        self.mathlib = MathLibrary(self.module, self.prefix, self._target().lanes)
+        self.math_budget = InlineBudget()
         for k, step in enumerate(self.program.steps):
             if isinstance(step, Nest):
                 fn = self.nest_function(k, step)
@@ -198,6 +220,7 @@ class ModuleEmitter:
             elif step.parallel and self.use_gomp and step.buffer.size:
                 self.fill_fns[id(step)] = self.fill_function(k, step)
         main = self.main_function(nests)
+        self.mathlib.finish()
         if self.data_offset is not None:
             self.call_function(main)
         return self.module
@@ -236,6 +259,8 @@ class ModuleEmitter:
                          lambda t: self.args[self.arg_index[t]].strides,
                          VALUE_FLAGS if self.fastmath else (), target=self.target)
         em.accs = slots
+        if not self.math_budget.inline(math_sites(nest_exprs(nest.body))):
+            em.mathlib = self.mathlib
         if self.checks is not None:
             record = params[len(used)]
 
