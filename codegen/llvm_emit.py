@@ -60,6 +60,14 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
     return frozenset(out)
 
 
+# The glue functions (``P_main``, ``P_call``) only load pointers and call the nests.  With
+# thousands of buffers and hundreds of nests (a long chain's gradient) they are the module's
+# largest functions, and LLVM's optimizer and register allocator take superlinear time on them
+# (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain): past this many pointers or steps they are
+# compiled ``optnone`` (the fast instruction selector and register allocator), a few
+# nanoseconds per nest call at run time; smaller programs keep optimized glue.
+GLUE_OPT_LIMIT = 64
+
 UNROLL_NEST_LIMIT = 256
 WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
 
@@ -377,8 +385,15 @@ class ModuleEmitter:
         return fn
 
     # ---- the entry point ------------------------------------------------------------------
+    def _glue(self, fn: ir.Function) -> None:
+        """``optnone`` for the glue of a large program (see :data:`GLUE_OPT_LIMIT`)."""
+        if max(self.nptr, len(self.program.steps)) > GLUE_OPT_LIMIT:
+            fn.attributes.add("noinline")
+            fn.attributes.add("optnone")
+
     def main_function(self, nests: list) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
+        self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, nthreads = fn.args
         ptrs = self._load_pointers(b, args)
@@ -422,6 +437,7 @@ class ModuleEmitter:
         cost about 1 us per argument).  Used only when that offset was verified at import."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
+        self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         arr = b.alloca(PTR, size=I64(max(n, 1)))
         for k in range(n):
