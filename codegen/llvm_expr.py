@@ -20,7 +20,8 @@ each branch is emitted in its own block (with its own memo scope), joined by a p
 computes both branches (the language guarantees both are in bounds).
 
 Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm_math`, no library
-calls); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
+calls), or calls of the module's own out-of-line copy of that code when a nest or module has
+many of them (:mod:`.mathlib`); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
 ``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
 """
 
