@@ -33,7 +33,7 @@ from . import diskcache, gemmlib
 from .checks import Checks, has_raise_gather
 from .irloops import finish_ir
 from .jit import compile_object, fingerprint, load_object
-from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel
+from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, call_entry
 from .llvm_emit import ModuleEmitter
 from .lower import lower
 from .objcheck import object_is_sound
@@ -104,13 +104,15 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
     name = lowered.program.name
     checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
+    direct = call_entry(len(lowered.program.arguments) + (checks is not None))
     with trace.stage("llvm", name):
+        offset = ARRAY_DATA_OFFSET if direct else None
         emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                                vector_width=opts.vector_width, data_offset=ARRAY_DATA_OFFSET, checks=checks,
+                                vector_width=opts.vector_width, data_offset=offset, checks=checks,
                                 target=target)
         module = emitter.emit()
         text = finish_ir(str(module))
-        call = emitter.call_name if ARRAY_DATA_OFFSET is not None else None
+        call = emitter.call_name if direct else None
         obj = compile_object(text, opts.opt_level, target)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
@@ -176,7 +178,7 @@ def _meta_is_sound(meta: Any, key: str, nargs: int, gomp: bool) -> bool:
     libs = meta["libraries"]
     return (meta["main"] == f"{prefix}_main"
             and meta["call"] in (None, f"{prefix}_call")
-            and (meta["call"] is None) == (ARRAY_DATA_OFFSET is None)
+            and (meta["call"] is None) == (not call_entry(nargs))
             and meta["gomp"] is gomp
             and type(meta["nargs"]) is int and meta["nargs"] == nargs
             and isinstance(libs, list)

@@ -68,16 +68,30 @@ def _guarded_reads(body: Expr, targets: set) -> list[tuple[Expr, tuple[Expr, ...
     return out
 
 
-def _image(read: Expr, guards: Sequence[Expr], body: Expr) -> isl.Set | None:
+def _bounded_vars(body: Expr) -> list[Expr]:
+    """The variables with a range under ``body`` (its axes and reduction variables)."""
+    return [n for n in walk(body) if n.op is Op.VAR and n.lo is not None and n.hi is not None]
+
+
+def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], sets: dict) -> isl.Set | None:
     """The points of the read tensor that ``read`` reads (a set over its axes), or ``None``
-    when an index is not affine (then the whole box)."""
+    when an index is not affine (then the whole box); ``free``: the body's
+    :func:`_bounded_vars`; ``sets``: the call's memo of guarded boxes as isl sets (a long
+    program repeats a few guards over thousands of reads)."""
     op: ComputeOp = read.arg.op
-    free = [n for n in walk(body) if n.op is Op.VAR and n.lo is not None and n.hi is not None]
-    space = IndexSpace(list(op.axes) + free)
+    names = tuple(op.axes) + tuple(free)
+    space = IndexSpace(list(names))
     try:
-        s = space.box()
-        for g in guards:
-            s = s.intersect(space.cond(g, exact=False))
+        # the box under the guards (each once: a long body repeats them), memoized per prefix
+        guards = tuple(dict.fromkeys(guards))
+        k = len(guards)
+        while k and (guards[:k], names) not in sets:
+            k -= 1
+        s = sets.get((guards[:k], names))
+        if s is None:
+            s = sets[((), names)] = space.box()
+        for j in range(k, len(guards)):
+            s = sets[(guards[:j + 1], names)] = s.intersect(space.cond(guards[j], exact=False))
         for a, e in zip(op.axes, read.src):
             s = s.intersect(space.aff(a).eq_set(space.aff(e)))
     except NotAffine:
@@ -147,6 +161,7 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
         return bodies
     bodies = dict(bodies)
     fps: dict[ComputeOp, isl.Set | None] = {}
+    sets: dict = {}  # (guards, variables) -> the box under the guards (see _image)
     for op in reversed(ops):  # readers before what they read
         if op in targets and op in fps and fps[op] is not None:
             cond = _guard(op, fps[op])
@@ -160,10 +175,11 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
                 for n, _ in found:
                     fps[n.arg.op] = None
                 continue
+            free = _bounded_vars(body) if found else []  # (once per body: a long body has many reads)
             for read, guards in found:
                 t = read.arg.op
                 if t in fps and fps[t] is None:
                     continue
-                img = _image(read, guards, body)
+                img = _image(read, guards, free, sets)
                 fps[t] = None if img is None else img if t not in fps else fps[t].union(img)
     return bodies

@@ -115,6 +115,19 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
     from tensorad.ir.rewrite import rewrite
 
     position = {op: k for k, op in enumerate(ops)}
+    kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
+
+    def by_kind(reader: ComputeOp, bs: tuple) -> dict:
+        """The nodes of ``reader``'s bodies ``bs`` grouped by operation (one walk per version)."""
+        got = kinds.get(reader)
+        if got is None or got[0] is not bs:
+            table: dict = {}
+            for b in bs:
+                for n in walk(b):
+                    table.setdefault(n.op, []).append(n)
+            got = kinds[reader] = (bs, table)
+        return got[1]
+
     readers: dict[Tensor, list[ComputeOp]] = {}  # tensor -> the ops reading it, in order
     for op in ops:
         for t in dict.fromkeys(n.arg for b in bodies[op] for n in walk(b) if n.op is Op.READ):
@@ -137,10 +150,15 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
                 return None
             return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
 
-        # (only the later readers of a tensor the pattern reads: linear in a long chain)
+        def matches(node: Expr, pattern=pattern, axes=axes) -> bool:
+            bind: dict = {}
+            return match_pattern(pattern, node, axes, bind) and len(bind) == len(axes)
+
+        # (only the later readers of a tensor the pattern reads: linear in a long chain; a
+        # reader's body is rewritten only where a node of the pattern's kind matches it)
         for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
-            if not any(n.op is pattern.op for b in old for n in walk(b)):
+            if not any(matches(n) for n in by_kind(reader, old).get(pattern.op, ())):
                 continue
             new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
             if any(a is not b for a, b in zip(new, old)) and check(reader, new):

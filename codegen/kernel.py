@@ -44,6 +44,15 @@ def _array_data_offset() -> int | None:
 
 
 ARRAY_DATA_OFFSET = _array_data_offset()
+# ctypes makes function prototypes of at most 1024 arguments: a kernel with more buffers (a long
+# chain's temporaries) is called through ``P_main`` and an array of pointers
+CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
+
+
+def call_entry(nargs: int) -> bool:
+    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
+    reads each array's data pointer itself, see :mod:`.llvm_emit`)."""
+    return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
 
 
 @dataclass

@@ -33,6 +33,7 @@ from .chains import unrolled_chain_too_long, window_vector_width
 from .checks import Checks
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 from .target import Target, parse_target
@@ -58,6 +59,14 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
                 out.add(n)
     return frozenset(out)
 
+
+# The glue functions (``P_main``, ``P_call``) only load pointers and call the nests.  With
+# thousands of buffers and hundreds of nests (a long chain's gradient) they are the module's
+# largest functions, and LLVM's optimizer and register allocator take superlinear time on them
+# (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain): past this many pointers or steps they are
+# compiled ``optnone`` (the fast instruction selector and register allocator), a few
+# nanoseconds per nest call at run time; smaller programs keep optimized glue.
+GLUE_OPT_LIMIT = 64
 
 UNROLL_NEST_LIMIT = 256
 WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
@@ -141,6 +150,24 @@ def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
     return found
 
 
+def nest_exprs(stmts: tuple):
+    """Every expression of the statements (bounds, conditions, indices, values)."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s.lo
+            yield s.hi
+            yield from nest_exprs(s.body)
+        elif isinstance(s, If):
+            yield s.cond
+            yield from nest_exprs(s.then)
+            yield from nest_exprs(s.orelse)
+        elif isinstance(s, Store):
+            yield from s.index
+            yield s.value
+        elif isinstance(s, Assign):
+            yield from s.values
+
+
 def _walk_new(root: Expr, seen: set[int]):
     """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
     statements are visited once."""
@@ -196,6 +223,9 @@ class ModuleEmitter:
     def emit(self) -> ir.Module:
         nests = []
         self.fill_fns: dict[int, ir.Function] = {}
+        # vector math: inline in the first small nests, else calls (:mod:`.mathlib`)
+        self.mathlib = MathLibrary(self.module, self.prefix, self._target().lanes)
+        self.math_budget = InlineBudget()
         for k, step in enumerate(self.program.steps):
             if isinstance(step, Nest):
                 fn = self.nest_function(k, step)
@@ -204,6 +234,7 @@ class ModuleEmitter:
             elif step.parallel and self.use_gomp and step.buffer.size:
                 self.fill_fns[id(step)] = self.fill_function(k, step)
         main = self.main_function(nests)
+        self.mathlib.finish()
         if self.data_offset is not None:
             self.call_function(main)
         return self.module
@@ -242,6 +273,8 @@ class ModuleEmitter:
                          lambda t: self.args[self.arg_index[t]].strides,
                          VALUE_FLAGS if self.fastmath else (), target=self.target)
         em.accs = slots
+        if not self.math_budget.inline(math_sites(nest_exprs(nest.body))):
+            em.mathlib = self.mathlib
         if self.checks is not None:
             record = params[len(used)]
 
@@ -360,8 +393,15 @@ class ModuleEmitter:
         return fn
 
     # ---- the entry point ------------------------------------------------------------------
+    def _glue(self, fn: ir.Function) -> None:
+        """``optnone`` for the glue of a large program (see :data:`GLUE_OPT_LIMIT`)."""
+        if max(self.nptr, len(self.program.steps)) > GLUE_OPT_LIMIT:
+            fn.attributes.add("noinline")
+            fn.attributes.add("optnone")
+
     def main_function(self, nests: list) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
+        self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, nthreads = fn.args
         ptrs = self._load_pointers(b, args)
@@ -405,6 +445,7 @@ class ModuleEmitter:
         cost about 1 us per argument).  Used only when that offset was verified at import."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
+        self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         arr = b.alloca(PTR, size=I64(max(n, 1)))
         for k in range(n):

@@ -20,7 +20,8 @@ each branch is emitted in its own block (with its own memo scope), joined by a p
 computes both branches (the language guarantees both are in bounds).
 
 Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm_math`, no library
-calls); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
+calls), or calls of the module's own out-of-line copy of that code when a nest or module has
+many of them (:mod:`.mathlib`); the rest are LLVM intrinsics (``llvm.sqrt.f32``, ``llvm.sin.f64``, ...);
 ``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
 """
 
@@ -34,7 +35,7 @@ from tensorad.ir.expr import Expr, Op, binary, const, var
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from . import halfconv
-from .llvm_math import emit_erf, emit_exp, emit_log, emit_pow, emit_sigmoid, emit_tanh
+from .mathlib import EMIT
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -176,6 +177,8 @@ class ExprEmitter:
         # ``gather_check(node, value, position)``: the run-time test of a gather index under
         # mode="raise" (every kernel that has one gets it; see :mod:`.checks`)
         self.gather_check: Callable | None = None
+        # out-of-line math (:mod:`.mathlib`): a module's library, or None for inline code
+        self.mathlib = None
         self.vmemo = ScopedMemo()
         self.imemo = ScopedMemo()
         self.vrules = _value_rules(self)
@@ -371,6 +374,13 @@ class ExprEmitter:
         return [(_STEP, join), (_EVAL, b), (_STEP, then_done), (_EVAL, a), (_STEP, branch), (_EVAL, c)]
 
     # ---- helpers used by the rule tables --------------------------------------------------
+    def math(self, name: str, *args: ir.Value) -> ir.Value:
+        """A vector-math function (:mod:`.llvm_math`): inline code, or a call of the module's
+        out-of-line library when :attr:`mathlib` is set."""
+        if self.mathlib is None:
+            return EMIT[name](self.b, *args)
+        return self.mathlib.call(self.b, name, *args)
+
     def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
         t = LLTYPE[dtype]
         fn = intrinsic(self.module, f"llvm.{name}.{FSUFFIX[dtype]}", t, [t] * len(args))
@@ -510,22 +520,22 @@ def _value_rules(em: ExprEmitter) -> dict:
     def select(node, c, x, y):
         return b.select(c, *em.widen(x, y)) if node.dtype == "int32" else b.select(c, x, y)
 
-    inline_math = {Op.EXP: emit_exp, Op.LOG: emit_log, Op.TANH: emit_tanh}  # no libm calls
+    vector_math = {Op.EXP: "exp", Op.LOG: "log", Op.TANH: "tanh"}  # no libm calls
 
     def unary_math(node, x):
-        if node.op in inline_math and node.dtype.startswith("float"):
-            return inline_math[node.op](b, x)
+        if node.op in vector_math and node.dtype.startswith("float"):
+            return em.math(vector_math[node.op], x)
         if node.op is Op.ABS and not node.dtype.startswith("float"):
             fn = intrinsic(em.module, f"llvm.abs.i{x.type.width}", x.type, [x.type, I1])
             return b.call(fn, [x, I1(0)])
         return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
 
     def sigmoid(node, x):
-        return emit_sigmoid(b, x)
+        return em.math("sigmoid", x)
 
     def power(node, x, y):
         if node.dtype.startswith("float"):
-            return emit_pow(b, x, y)
+            return em.math("pow", x, y)
         return em.call("pow", node.dtype, x, y, flags=fl(node))
 
     def neg(node, x):
@@ -550,7 +560,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.SELECT: select,
         Op.CAST: lambda n, x: _cast(em, n, x),
         Op.SIGMOID: sigmoid,
-        Op.ERF: lambda n, x: emit_erf(b, x, fl(n)),
+        Op.ERF: lambda n, x: em.math("erf", x),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
         Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
     }

@@ -495,7 +495,17 @@ def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | No
 
 
 def _terms(e: Expr) -> list[Expr]:
-    return _terms(e.src[0]) + _terms(e.src[1]) if e.op is Op.ADD else [e]
+    """The terms of a tree of additions, left to right (iterative: a sum of thousands of
+    terms takes no Python recursion)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.op is Op.ADD:
+            stack += [x.src[1], x.src[0]]
+        else:
+            out.append(x)
+    return out
 
 
 def _masked(e: Expr) -> tuple[Expr, Expr]:

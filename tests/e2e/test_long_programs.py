@@ -222,3 +222,49 @@ def test_no_nest_gathers_an_unbounded_straight_line_body():
     X, L = _tanh_chain(150)
     x = np.linspace(-1, 1, 16)
     np.testing.assert_allclose(ta.build([L], [X], opt_level=1)(x), ta.evaluate(L, {X: x}), rtol=1e-12)
+
+
+def test_footprints_of_a_long_chain_gradient_convert_each_guard_once(monkeypatch):
+    # every read of a long body converted every guard on its path to an isl set again (the same
+    # few guards thousands of times): quadratic in the chain's length (636, 2181, 7971 at 30,
+    # 60, 120 steps); the call memoizes the guarded boxes
+    from tensorad.poly.affine import IndexSpace
+
+    calls = {"n": 0}
+    real = IndexSpace.cond
+
+    def counting(self, *args, **kwargs):
+        calls["n"] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(IndexSpace, "cond", counting)
+    counts = {}
+    for n in (30, 60):
+        X, L = _tanh_chain(n)
+        (g,) = ta.gradient(L, [X])
+        calls["n"] = 0
+        ta.lower([g], [X])
+        counts[n] = calls["n"]
+    assert counts[60] <= 2.3 * counts[30] and counts[60] <= 10 * 60, counts
+
+
+def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
+    # the direct entry point P_call takes one argument per buffer, and ctypes makes prototypes
+    # of at most 1024 arguments: a 3,000-step chain's gradient (3,024 buffers) raised
+    # ctypes.ArgumentError out of build; such kernels are called through P_main's pointer array
+    from tensorad.codegen.kernel import CALL_MAX_ARGS
+
+    n = CALL_MAX_ARGS + 2
+    P = [ta.placeholder((2,), F, name=f"p{k}") for k in range(n)]
+
+    def body(i):
+        e = P[0][i]
+        for k in range(1, n):
+            e = e + P[k][i] * (k % 3)
+        return e
+
+    Y = ta.compute((2,), body, name="Y")
+    kern = ta.build([Y], P, num_threads=1)
+    xs = [np.array([k, -k], dtype=np.float64) for k in range(n)]
+    want = xs[0] + sum(xs[k] * (k % 3) for k in range(1, n))
+    np.testing.assert_allclose(kern(*xs), want, rtol=1e-12)
