@@ -23,6 +23,8 @@ differs; any other exception is a failure of the program too (a crash of tensora
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import data as fdata
@@ -186,6 +188,18 @@ def _tuple(x):
 
 # ---- the checks ---------------------------------------------------------------------------------
 
+class GradCase(NamedTuple):
+    """The float64 program's output, its float inputs (differentiated), all its inputs, the
+    head ``_H`` and tangents ``_U`` (placeholders), and the feed of all of them."""
+
+    out: object
+    ins: list
+    all_ins: list
+    head: object
+    tangents: list
+    feed: dict
+
+
 class Case:
     """One program with its data and options, as a worker sees it."""
 
@@ -313,13 +327,18 @@ class Case:
         ns, feed = self._grad_setup()
         return bool(ns["_FIN"]) and bool(np.all(self._finite))
 
-    def reverse(self):
+    def _derivative_case(self) -> GradCase | None:
+        """What every derivative check starts from (None: the program is not checked by finite
+        differences, :meth:`_fd_ready`)."""
         if not self._fd_ready():
-            return
-        ta = self.ta
+            return None
         ns, feed = self._grad_setup()
-        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
-        all_ins = ns["INPUTS"]
+        return GradCase(ns["OUT"], ns["_FIN"], ns["INPUTS"], ns["_H"], ns["_U"], feed)
+
+    def reverse(self):
+        if (g := self._derivative_case()) is None:
+            return
+        ta, feed, out, ins, H, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.all_ins
         grads = self._gradient_values()
         fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
         h = feed[H]
@@ -348,12 +367,9 @@ class Case:
                                          lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
 
     def jvp(self):
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H, U = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
-        all_ins = ns["INPUTS"]
+        ta, feed, out, ins, H, U, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.tangents, g.all_ins
         grads = self._gradient_values()
         jv = ta.build([ta.jvp(out, ins, U)], all_ins + U, **self.options)(*[feed[p] for p in all_ins + U])
         lhs = float(np.sum(jv * feed[H]))
@@ -361,12 +377,9 @@ class Case:
         compare("h . jvp(u) vs u . reverse(h)", np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
 
     def hvp(self):
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H, V = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
-        all_ins = ns["INPUTS"]
+        ta, feed, out, ins, H, V, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.tangents, g.all_ins
         if out.ndim:
             ax = [ta.reduce_axis((0, n), name=f"l{d}") for d, n in enumerate(out.shape)]
             L = ta.compute((), lambda: ta.sum(out[tuple(ax)] * H[tuple(ax)], axis=ax), name="loss")
@@ -395,16 +408,12 @@ class Case:
             self.undecided += compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
                                          lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
 
-
     def split(self):
         """The backward built unlike the forward reads the forward's residuals (saved
         reductions, a max's winner and tie values): both sides must agree on what was saved."""
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
-        all_ins = ns["INPUTS"]
+        ta, feed, out, ins, H, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.all_ins
         policy = SPLIT_POLICIES[self.seed % len(SPLIT_POLICIES)]
         back = split_options(self.options, self.seed)
         fwd = ta.function(out, all_ins, wrt=ins, policy=policy, **self.options)
