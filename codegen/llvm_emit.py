@@ -301,7 +301,7 @@ class ModuleEmitter:
         elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
-              and vectorizable(body_bb, b.block, iv, em.accs.values())):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         b.position_at_end(exit_bb)
 

@@ -16,24 +16,29 @@ model picks the width).  It reads the loop's LLVM IR, one basic block, and asks:
   loaded once, combined by one integer ``add``/``mul``/``and``/``or``/``xor`` or a float
   ``fadd``/``fmul`` carrying ``reassoc`` (an argmax's select chain, an IEEE min/max or an
   in-order float sum is not one: "value that could not be identified as reduction");
-* every other store's address depends on the loop variable and on no loaded value ("write to
-  a loop invariant address", a scatter's data-dependent address), and a buffer both stored
-  and loaded in the loop is read only where it is written (no carried memory dependence).
+* every other store's address is affine in the loop variable -- it moves with it ("write to
+  a loop invariant address"), through no loaded value (a scatter), no ``%``/``//``/select
+  (two iterations could store to one place) -- and a buffer both stored and loaded in the
+  loop is read only where it is written (no carried memory dependence);
+* a constant trip count is at least :data:`TINY_TRIPS`: below it LLVM vectorizes only without
+  runtime checks and says so when it would need them ("runtime SCEV checks needed").
 """
 
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+TINY_TRIPS = 16  # LLVM's TinyTripCountVectorThreshold
+_AFFINE = frozenset({"add", "sub", "mul", "shl", "sext", "zext", "getelementptr"})
 _INT_REDUCTIONS = frozenset({"add", "mul", "and", "or", "xor"})
 _FLOAT_REDUCTIONS = frozenset({"fadd", "fmul"})
 
 
-def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots) -> bool:
+def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: int | None = None) -> bool:
     """True when the innermost loop whose body is ``body`` (entered with the induction
-    variable ``iv``; ``latch`` is the block that branches back) can take a width hint.
-    ``slots`` are the function's accumulator ``alloca``s."""
-    if body is not latch:
+    variable ``iv``; ``latch`` is the block that branches back; ``trips`` its trip count when
+    constant) can take a width hint.  ``slots`` are the function's accumulator ``alloca``s."""
+    if body is not latch or (trips is not None and trips < TINY_TRIPS):
         return False
     slots = set(map(id, slots))
     insts = [i for i in body.instructions if not isinstance(i, ir.Terminator)]
@@ -61,7 +66,7 @@ def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots) -> bool:
             if not _reduction(value, slot_loads.get(id(ptr), [])):
                 return False
             continue
-        if not deps.reaches(ptr, iv) or any(deps.reaches(ptr, ld) for ld in loads):
+        if not deps.reaches(ptr, iv) or not _affine(ptr, iv, deps):
             return False
         stored.setdefault(id(_base(ptr)), []).append(_key(ptr, inside))
     for ld in loads:
@@ -83,6 +88,23 @@ def _reduction(value, loads: list) -> bool:
     if value.opname in _INT_REDUCTIONS:
         return True
     return value.opname in _FLOAT_REDUCTIONS and "reassoc" in getattr(value, "flags", ())
+
+
+def _affine(ptr, iv, deps: _Deps) -> bool:
+    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded
+    value on the way is not: it depends on data)."""
+    stack, seen = [ptr], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or x is iv or not isinstance(x, ir.Instruction) or id(x) not in deps.inside:
+            continue
+        seen.add(id(x))
+        if not deps.reaches(x, iv):
+            continue
+        if x.opname not in _AFFINE:
+            return False
+        stack.extend(x.operands)
+    return True
 
 
 def _base(ptr):

@@ -2,7 +2,9 @@
 
 Every check compares tensorad with an oracle it did not compute:
 
-* ``forward``:   ``ta.build`` (the drawn options) against ``ta.evaluate``;
+* ``forward``:   ``ta.build`` (the drawn options) against ``ta.evaluate``, the kernel called
+  as the program's ``calling`` says (plain arrays, ``out=`` arrays, strided views, objects
+  offering only ``__dlpack__``);
 * ``checked``:   ``ta.build(checked=True)`` against ``ta.evaluate`` (and no ``IndexError``);
 * ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions``, and the reverse
   gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
@@ -64,7 +66,7 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise Mismatch(f"{what}: shape {got.shape} != {want.shape}")
-    if not dtype.startswith("float"):
+    if dtype not in ("float16", "bfloat16", "float32", "float64"):
         if not np.array_equal(got, want):
             bad = np.argwhere(got != want)[:3].tolist()
             raise Mismatch(f"{what}: integers differ at {bad}: {got[tuple(np.array(bad).T)]} != "
@@ -182,6 +184,50 @@ def split_options(options: dict, seed: int) -> dict:
     return other
 
 
+class DLPackOnly:
+    """An input seen by a kernel only through the DLPack protocol (as a torch or JAX array
+    would be)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._array.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def strided(a: np.ndarray, reverse: bool) -> np.ndarray:
+    """``a``'s values as a non-contiguous view: every other element of a wider array along the
+    last axis, or (``reverse``) a view with a negative stride."""
+    if a.ndim == 0:
+        return a
+    if reverse:
+        return np.ascontiguousarray(a[..., ::-1])[..., ::-1]
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+def call_as(kernel, args: list, outputs: list, calling: str, seed: int):
+    """``kernel(*args)`` called the way ``calling`` says (:data:`.program.CALLING`), its
+    outputs as a tuple; with ``out=``, the arrays given must be the arrays returned (filled
+    with NaN first: an element the kernel does not write shows)."""
+    if calling == "strided":
+        args = [strided(a, (seed + k) % 2 == 1) for k, a in enumerate(args)]
+    elif calling == "dlpack":  # (NumPy exports no DLPack for ml_dtypes' bfloat16)
+        args = [DLPackOnly(a) if a.dtype.kind in "fiu" else a for a in args]
+    if calling != "out":
+        return _tuple(kernel(*args))
+    outs = tuple(np.full(t.shape, np.nan if t.dtype.startswith("float") else -7,
+                         fdata.np_dtype(t.dtype)) for t in outputs)
+    got = _tuple(kernel(*args, out=outs if len(outs) > 1 else outs[0]))
+    if len(got) != len(outs) or any(g is not o for g, o in zip(got, outs)):
+        raise Mismatch("a kernel called with out= returned other arrays than the ones given")
+    return got
+
+
 def _tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
@@ -218,6 +264,8 @@ class Case:
         self.inputs = list(self.ns["INPUTS"])
         self.feed = fdata.feed(self.inputs, self.profile, self.seed)
         self.lenient = self.profile in ("wide", "huge") and self.options.get("fastmath", True)
+        self.calling = job.get("calling", "plain")
+        self.half = self.dtype in ("float16", "bfloat16")
         self.undecided = 0  # derivative elements the finite differences could not judge
 
     def args(self, feed=None):
@@ -242,14 +290,18 @@ class Case:
 
     def _compare_all(self, what, got, want, ref64):
         for k, (t, g, w) in enumerate(zip(self.outputs, got, want)):
+            # half storage: a stored value may round to the neighbouring half where a kernel sums
+            # in another order than evaluate (one ulp: 2^-8 for bfloat16), and carry it on
+            rtol = 3e-2 if self.half else (
+                None if self.options.get("fastmath", True) or t.dtype != "float32" else 1e-3)
             compare(f"{what} {t.name}", g, w, t.dtype, ref64=None if ref64 is None else ref64[k],
-                    lenient=self.lenient,
-                    rtol=None if self.options.get("fastmath", True) or t.dtype != "float32" else 1e-3)
+                    lenient=self.lenient, rtol=rtol)
 
     def forward(self):
         want, ref64 = self._reference()
-        got = _tuple(self.ta.build(self.outputs, self.inputs, **self.options)(*self.args()))
-        self._compare_all("build", got, want, ref64)
+        kernel = self.ta.build(self.outputs, self.inputs, **self.options)
+        got = _tuple(call_as(kernel, self.args(), self.outputs, self.calling, self.seed))
+        self._compare_all(f"build (called with {self.calling} arguments)", got, want, ref64)
 
     def checked(self):
         want, ref64 = self._reference()
@@ -266,7 +318,8 @@ class Case:
                 continue
             opt = ta.OptimizeAndLiftNonzeronessConditions(t)
             want, got = ta.evaluate([t, opt], self.feed)
-            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True)
+            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True,
+                    rtol=3e-2 if self.half else None)
         if not self.job.get("safe"):
             return
         ns, feed = self._grad_setup()

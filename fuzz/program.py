@@ -15,6 +15,11 @@ conditions, reduction ranges that start below zero, reductions nested in larger 
 language lifts them); ``select`` on data; index variables used as values through integer casts;
 the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an integer input:
 clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
+Session 11 added (a stream of their own, :func:`generate`): integer tensors computed from
+index values, integer inputs and saturating float-to-int casts of data, with runtime ``//``
+and ``%`` (a zero divisor gives 0) and integer reductions; float16/bfloat16 storage; data
+with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
+``__dlpack__`` objects: :data:`CALLING`).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -27,6 +32,10 @@ import random
 from dataclasses import dataclass, field, replace
 
 SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ elements
+# how the forward kernel is called: plain arrays, ``out=`` arrays, strided (non-contiguous)
+# views of the inputs, inputs wrapped in an object offering only ``__dlpack__``
+CALLING = ("plain", "out", "strided", "dlpack")
+HALF = ("float16", "bfloat16")
 CONSTS = ("0.0", "0.5", "-1.5", "2.0", "3.0")
 
 
@@ -75,6 +84,7 @@ class Program:
     data: str = "unit"  # data profile (:mod:`.data`)
     options: dict = field(default_factory=dict, compare=False)
     prune: bool = False  # render only what ``out`` needs (shrunk programs)
+    calling: str = "plain"  # how the forward kernel is called (:data:`CALLING`)
 
     @property
     def placeholders(self) -> list[Def]:
@@ -92,6 +102,10 @@ class Program:
                 continue
             for r, lo, hi in d.raxes:
                 lines.append(f"{r} = ta.reduce_axis(({lo}, {hi}), name={r!r})")
+            if d.dtype != "DT":  # an integer compute: its casts fix its dtype
+                lines.append(f"{d.name} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: "
+                             f"{d.body.render()}, name={d.name!r})")
+                continue
             lhs = ", ".join(d.names)
             lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
                          f"name={d.name!r})")
@@ -156,8 +170,9 @@ class Generator:
     """Draws one program from a ``random.Random``."""
 
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
-                 extra: random.Random | None = None) -> None:
+                 extra: random.Random | None = None, more: random.Random | None = None) -> None:
         self.r = rng
+        self.m = more  # session 11's additions (integer tensors): a stream of their own
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -343,6 +358,66 @@ class Generator:
             return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
 
+    # ---- integer tensors (session 11) --------------------------------------------------------
+    def int_def(self, defs: list[Def], n_red: int, name: str) -> Def:
+        """An ``int32``/``int64`` compute drawn from the stream ``m`` alone (so that the rest of
+        the program stays as its seed made it): index values, integer inputs, saturating casts
+        of float data (inf and NaN included), runtime ``//``/``%`` (a zero divisor gives 0),
+        or an integer reduction."""
+        main, self.r = self.r, self.m
+        try:
+            r = self.r
+            shape = self.shape()
+            axes = tuple(f"i{k}" for k in range(len(shape)))
+            ivars = [(a, 0, s) for a, s in zip(axes, shape)]
+            ints = [d for d in defs if d.dtype in ("'int32'", "'int64'")]
+            floats = [d for d in defs if d.dtype == "DT"]
+            it = r.choice(("int32", "int32", "int64"))
+
+            def ival(vs) -> str:
+                forms = []
+                if vs:
+                    v = r.choice(vs)[0]
+                    forms.append(f"ta.cast('{it}', {v} * {r.randint(-3, 3)} - {r.randint(0, 4)})")
+                if ints:
+                    forms.append(f"ta.cast('{it}', {self._int_read(r.choice(ints), vs)})")
+                if floats:
+                    x = self.read(floats, vs).render()
+                    forms.append(f"ta.cast('{it}', ({x}) * {r.choice(('3.0', '0.5', '1e10', '-7.5'))})")
+                return r.choice(forms or [f"ta.const({r.randint(-4, 4)}, '{it}')"])
+
+            nest: list = []
+            form = r.choice(("arith", "div", "mod", "select", "reduce"))
+            if form == "reduce" and (ints or floats):
+                lo = r.choice((0, 1, -1))
+                rname = f"r{n_red}"
+                nest.append((rname, lo, lo + r.choice((1, 2, 3, 5, 9))))
+                red = r.choice(("ta.sum", "ta.max", "ta.min", "ta.prod"))
+                body = f"{red}({ival(ivars + nest)}, axis=[{rname}])"
+            elif form in ("div", "mod"):
+                op = "//" if form == "div" else "%"
+                body = f"({ival(ivars)} {op} {ival(ivars)})"
+            elif form == "select":
+                a, b = ival(ivars), ival(ivars)
+                body = f"ta.select({a} < {b}, {a}, {b} * {r.choice((2, -1))})"
+            else:
+                body = f"({ival(ivars)} {r.choice(('+', '-', '*'))} {ival(ivars)})"
+            return Def((name,), shape, f"'{it}'", leaf(body, "i"), axes, tuple(nest))
+        finally:
+            self.r = main
+
+    def _int_read(self, d: Def, ivars: list) -> str:
+        """``d`` read at in-range indices: a variable (wrapped when its range leaves the axis)
+        or a constant."""
+        r, idx = self.r, []
+        for s in d.shape:
+            if not ivars or r.random() < 0.2:
+                idx.append(str(r.randrange(s)))
+                continue
+            v, lo, hi = r.choice(ivars)
+            idx.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(-2, 2)}) % {s}")
+        return f"{d.name}[{', '.join(idx)}]" if idx else f"{d.name}[()]"
+
     # ---- programs ------------------------------------------------------------------------
     def program(self, dtype: str) -> Program:
         r = self.r
@@ -352,7 +427,13 @@ class Generator:
         if r.random() < 0.15:  # an integer input, read as a value
             defs.append(Def((f"n{len(defs)}",), self.shape(), "'int32'"))
         n_red = 0
+        n_int = 0
         for c in range(r.choice((1, 2, 2, 3, 4))):
+            if self.m is not None and self.m.random() < 0.08:
+                d = self.int_def(defs, n_red, f"k{n_int}")
+                defs.append(d)
+                n_red += len(d.raxes)
+                n_int += 1
             shape = self.shape()
             axes = tuple(f"i{k}" for k in range(len(shape)))
             ivars = [(a, 0, s) for a, s in zip(axes, shape)]
@@ -392,12 +473,22 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Progra
     from .options import draw_options
 
     r = random.Random(seed)
+    drawn = dtype is None
     dtype = dtype or r.choice(("float32", "float64", "float64"))
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra).program(dtype)
+    more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
+    if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
+        dtype = more.choice(HALF)  # half storage: arithmetic in float32
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
-    return replace(prog, data=data, options=draw_options(r, extra))
+    calling = "plain"
+    if more is not None:
+        if not safe and more.random() < 0.25:
+            data = "special"  # inf, NaN, signed zeros among the values
+        if more.random() < 0.3:
+            calling = more.choice(CALLING[1:])
+    return replace(prog, data=data, options=draw_options(r, extra), calling=calling)
 
 
 # ---- shrinking ----------------------------------------------------------------------------
