@@ -17,8 +17,9 @@ the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an int
 clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
 Session 11 added (a stream of their own, :func:`generate`): integer tensors computed from
 index values, integer inputs and saturating float-to-int casts of data, with runtime ``//``
-and ``%`` (a zero divisor gives 0) and integer reductions; float16/bfloat16 storage; data
-with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
+and ``%`` (a zero divisor gives 0) and integer reductions; ``ta.topi`` layers (softmax,
+reductions, layer norm, GELU, transpose, reshape, matmul) on earlier tensors; float16/bfloat16
+storage; data with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
 ``__dlpack__`` objects: :data:`CALLING`).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
@@ -102,6 +103,9 @@ class Program:
                 continue
             for r, lo, hi in d.raxes:
                 lines.append(f"{r} = ta.reduce_axis(({lo}, {hi}), name={r!r})")
+            if d.axes == ("topi",):  # a library layer
+                lines.append(f"{d.name} = {d.body.render()}")
+                continue
             if d.dtype != "DT":  # an integer compute: its casts fix its dtype
                 lines.append(f"{d.name} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: "
                              f"{d.body.render()}, name={d.name!r})")
@@ -139,7 +143,14 @@ class Program:
 
 def _mentions(text: str, name: str) -> bool:
     import re
-    return re.search(rf"\b{re.escape(name)}\[", text) is not None
+    return re.search(rf"\b{re.escape(name)}(\[|[,)]|\.take\()", text) is not None
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 PRELUDE = '''
@@ -418,6 +429,38 @@ class Generator:
             idx.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(-2, 2)}) % {s}")
         return f"{d.name}[{', '.join(idx)}]" if idx else f"{d.name}[()]"
 
+    # ---- library layers (session 11) ---------------------------------------------------------
+    def topi_def(self, defs: list[Def], name: str) -> Def | None:
+        """A ``ta.topi`` layer on an earlier float tensor (drawn from the stream ``m``): its
+        body is the call, its shape the layer's.  None when no tensor fits."""
+        r = self.m
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1]
+        if not floats:
+            return None
+        d = r.choice(floats)
+        x, s, n = d.name, d.shape, len(d.shape)
+        ax = r.randrange(n) if n else 0
+        forms = [(f"ta.topi.add({x}, {x} * 0.5)", s), (f"ta.topi.nn.gelu({x})", s)]
+        if n:
+            keep = r.random() < 0.3
+            red = s[:ax] + ((1,) if keep else ()) + s[ax + 1:]
+            forms += [(f"ta.topi.nn.softmax({x}, axis={ax - n})", s),
+                      (f"ta.topi.sum({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.max({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.mean({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.nn.layer_norm({x}, ndim=1)", s),
+                      (f"ta.topi.reshape({x}, ({_prod(s)},))", (_prod(s),))]
+            if not self.safe:
+                forms.append((f"ta.topi.nn.relu({x})", s))
+        if n >= 2:
+            perm = list(range(n))
+            r.shuffle(perm)
+            forms.append((f"ta.topi.transpose({x}, {tuple(perm)!r})", tuple(s[p] for p in perm)))
+        if n == 2:
+            forms.append((f"ta.topi.matmul({x}, ta.topi.transpose({x}, (1, 0)))", (s[0], s[0])))
+        body, shape = r.choice(forms)
+        return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
+
     # ---- programs ------------------------------------------------------------------------
     def program(self, dtype: str) -> Program:
         r = self.r
@@ -434,6 +477,10 @@ class Generator:
                 defs.append(d)
                 n_red += len(d.raxes)
                 n_int += 1
+            if self.m is not None and self.m.random() < 0.1:
+                d = self.topi_def(defs, f"L{c}")
+                if d is not None:
+                    defs.append(d)
             shape = self.shape()
             axes = tuple(f"i{k}" for k in range(len(shape)))
             ivars = [(a, 0, s) for a, s in zip(axes, shape)]

@@ -1,7 +1,7 @@
 """What the generator draws beyond its first versions (session 11): integer tensors (runtime
-``//`` and ``%``, saturating casts of data, integer reductions), half storage, data with inf
-and NaN, and the ways a kernel is called; and that the forward check's calling conventions
-check what they claim."""
+``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers, half
+storage, data with inf and NaN, and the ways a kernel is called; and that the forward check's
+calling conventions check what they claim."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fuzz import data as fdata  # noqa: E402
 from fuzz.checks import DLPackOnly, Mismatch, call_as, load, strided  # noqa: E402
 from fuzz.program import CALLING, HALF, generate  # noqa: E402
 
-SEEDS = range(1500)
+SEEDS = range(800)
 
 
 def _programs():
@@ -39,6 +39,7 @@ def test_every_addition_is_drawn_in_proportion():
         "runtime %": sum(") % ta.cast('int" in s for s in sources),
         "saturating casts of data": sum("* 1e10)" in s for s in sources),
         "integer reductions": sum(", axis=[r" in s and "(ta.cast('int" in s for s in sources),
+        "library layers": sum("= ta.topi." in s for s in sources),
     }
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
@@ -56,12 +57,12 @@ def test_old_seeds_without_additions_are_unchanged():
     assert all(generate(s, extras=False).calling == "plain" for s in range(50))
 
 
-def test_half_and_integer_programs_load():
-    for p in _programs()[:300]:
-        if p.dtype in HALF or "ta.cast('int" in p.render():
-            ns = load(p.render())
-            feed = fdata.feed(ns["INPUTS"], p.data, 0)
-            ta.evaluate(list(ns["TENSORS"]), feed)
+def test_half_integer_and_layer_programs_define_and_evaluate():
+    picked = [p for p in _programs()[:400] if p.dtype in HALF or "= ta.topi." in p.render()
+              or ") // ta.cast('int" in p.render()][:12]
+    for p in picked:
+        ns = load(p.render())
+        ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))
 
 
 def test_strided_views_and_dlpack_wrappers():
