@@ -17,7 +17,8 @@ the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an int
 clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
 Session 11 added (a stream of their own, :func:`generate`): integer tensors computed from
 index values, integer inputs and saturating float-to-int casts of data, with runtime ``//``
-and ``%`` (a zero divisor gives 0) and integer reductions; ``ta.topi`` layers (softmax,
+and ``%`` (a zero divisor gives 0) and integer reductions; ``where`` masks on data; a
+selecting combiner (the value of largest magnitude); ``ta.topi`` layers (softmax,
 reductions, layer norm, GELU, transpose, reshape, matmul) on earlier tensors; float16/bfloat16
 storage; data with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
 ``__dlpack__`` objects: :data:`CALLING`).
@@ -172,6 +173,8 @@ def _argmin_combine(x, y):  # strict: a tie goes to the right operand (the later
 
 ARGMIN = ta.comm_reducer(_argmin_combine, lambda ti, tv: (ta.const(-1, ti), ta.max_value(tv)),
                          name="argmin")
+MAXABS = ta.comm_reducer(lambda x, y: ta.select(ta.abs(x) >= ta.abs(y), x, y), lambda t: ta.const(0, t),
+                         name="maxabs")
 SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
                          lambda a, b: (ta.const(0, a), ta.min_value(b)), name="summax")
 '''
@@ -357,6 +360,8 @@ class Generator:
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
         where = leaf(f", where={self.cond(inner)}" if r.random() < 0.35 else "", "w")
+        if where.fmt and self.m is not None and self.m.random() < 0.25:  # a mask on data
+            where = leaf(f", where=({self.read(pool, inner).render()}) > 0.0", "w")
         axis = "[" + ", ".join(a[0] for a in raxes) + "]"
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
@@ -365,6 +370,8 @@ class Generator:
             flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
             return Node(f"{red}(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
+        if red == "MYPROD" and self.m is not None and self.m.random() < 0.3:  # a selecting combiner
+            return Node(f"MAXABS({{0}}, axis={axis}{{1}})", (src, where), "v")
         if red == "MYSUM" and self.extra(0.4):  # a combiner of two float values
             return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
