@@ -58,3 +58,39 @@ def test_vectorizable_loops_keep_the_width():
     for t in (Y, S):
         ir_text = ta.build([t], [A], vector_width=4, opt_level=2).llvm_ir
         assert "<4 x float>" in ir_text, t.name
+
+
+def _loop(store_index):
+    """A one-block loop body ``Y[f(i)] = X[i]`` in hand-written IR: (body, iv)."""
+    import llvmlite.ir as ir
+
+    i64, f32, ptr = ir.IntType(64), ir.FloatType(), ir.PointerType()
+    m = ir.Module()
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, ptr]), "f")
+    entry, body = fn.append_basic_block("entry"), fn.append_basic_block("body")
+    b = ir.IRBuilder(entry)
+    b.branch(body)
+    b.position_at_end(body)
+    iv = b.phi(i64, name="i")
+    x = b.load(b.gep(fn.args[0], [iv], source_etype=f32), typ=f32)
+    b.store(x, b.gep(fn.args[1], [store_index(b, iv)], source_etype=f32))
+    return body, iv
+
+
+def test_vectorizable_reads_the_loop_body():
+    """The rules of codegen/vectorizable.py on hand-made loops: a store that moves with the
+    loop affinely takes a hint; one at a fixed place or at ``i % 3`` does not, nor does a loop
+    of fewer trips than LLVM's tiny-loop threshold."""
+    import llvmlite.ir as ir
+    from tensorad.codegen.vectorizable import TINY_TRIPS, vectorizable
+
+    c = ir.IntType(64)
+    cases = {"affine": (lambda b, iv: b.add(b.mul(iv, c(2)), c(1)), True),
+             "invariant": (lambda b, iv: c(4), False),
+             "modulo": (lambda b, iv: b.srem(iv, c(3)), False)}
+    for name, (index, want) in cases.items():
+        body, iv = _loop(index)
+        assert vectorizable(body, body, iv, (), None) is want, name
+    body, iv = _loop(cases["affine"][0])
+    assert vectorizable(body, body, iv, (), TINY_TRIPS)
+    assert not vectorizable(body, body, iv, (), TINY_TRIPS - 1)
