@@ -150,6 +150,34 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
     return IndexSpace(outer).box().is_subset(proj)
 
 
+def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[isl.Set, list[Expr]]:
+    """``(affine set, sources)``: a max or min reducer's one source ``if_then_else(c, e, id)``
+    (or ``select``), ``id`` its identity (-inf, inf) and ``c`` affine, combines ``id`` --
+    nothing -- where ``c`` fails, so the update runs on ``c`` only, reading ``e``: a padded
+    window's max ``max(acc, if_then_else(0 <= 2x + rx - 1, X[..], -inf))`` becomes loops whose
+    bounds skip the padding, and the guard leaves the vectorized body.  Exact: ``max(a, -inf)``
+    and ``min(a, inf)`` are ``a`` at every ``a`` (NaN, -0 included).  Sums keep their
+    ``select(c, e, 0)`` bodies: eliminating those zeros is the optimizer's job, and ``work``
+    of an unoptimized program measures what it left (a raw Jacobian's delta sums)."""
+    universe = space.universe()
+    if comb.kind not in ("max", "min") or comb.arity != 1 or len(sources) != 1:
+        return universe, sources
+    src, ident = sources[0], comb.identity[0]
+    if src.op not in (Op.SELECT, Op.IF_THEN_ELSE) or ident.op is not Op.CONST:
+        return universe, sources
+    c, a, b = src.src
+    if b.op is Op.CONST and b.arg == ident.arg and b.dtype == ident.dtype:
+        keep, value = c, a
+    elif a.op is Op.CONST and a.arg == ident.arg and a.dtype == ident.dtype:
+        keep, value = logical_not(c), b
+    else:
+        return universe, sources
+    aff, rest = split_condition(space, keep)
+    if rest is not TRUE:
+        return universe, sources
+    return aff, [value]
+
+
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
                      epilogue=None) -> OpDomain:
     red = bodies[0]
@@ -158,7 +186,8 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     outer, raxes = tuple(op.axes), tuple(red.arg.axes)
     space = IndexSpace(outer + raxes)
     aff, rest = split_condition(space, cond)
-    dom = space.box().intersect(aff)
+    guard, sources = _peel_identity_guard(space, comb, sources)
+    dom = space.box().intersect(aff).intersect(guard)
     n_out, n_red = len(outer), len(raxes)
     proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
     outer_space = IndexSpace(outer)

@@ -22,7 +22,9 @@ Packing modes (chosen here, statically): ``TRANSPOSE`` -- the read is contiguous
 transposes, masked where a range check fails; ``TRANSPOSE2`` -- the same for a read at stride 2
 along ``k`` (a stride-2 convolution's weight gradient), every other lane of two loads; ``COPY``
 -- contiguous along the outer axes (``B[k, j]``, convolution windows): run-wise copies, with
-range checks as zero-filled interval ends; ``GATHER`` -- anything else linear, element by element.
+range checks as zero-filled interval ends; ``COPY2`` -- at stride 2 along the outer axes (a
+stride-2 convolution's input windows): every other lane of two loads per vector, range checks
+as interval ends; ``GATHER`` -- anything else linear, element by element.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per cal
 DESC_LEN = H_APRE + 1
 APRE_LIMIT = 4 << 20  # bytes of side A packed once per call
 
-TRANSPOSE, COPY, GATHER, TRANSPOSE2 = 0, 1, 2, 3
+TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
 POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
                   SIDE_B + S_CTX)
 
@@ -88,13 +90,14 @@ class SidePlan:
     fields: dict[int, int]  # side field offset -> value (the base pointer is filled at run time)
 
 
-def _runs(axes, coefs) -> int:
-    """Length of the contiguous run of addresses along the trailing axes (0: not unit stride)."""
-    if not axes or coefs[-1] != 1:
+def _runs(axes, coefs, stride: int = 1) -> int:
+    """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last
+    axis steps otherwise)."""
+    if not axes or coefs[-1] != stride:
         return 0
     run = axes[-1].extent
     for a in range(len(axes) - 2, -1, -1):
-        if coefs[a] != run:
+        if coefs[a] != run * stride:
             break
         run *= axes[a].extent
     return run
@@ -141,7 +144,7 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
         fields[S_CHKSIZE + n] = shape[d]
         fields[S_CHKCONST + n] = offs[d]
         step = forms[d].get(o_last, 0)
-        if step not in (-1, 0, 1):
+        if step not in (-1, 0, 1, 2):
             return None
         fields[S_CHKSTEP + n] = step
     for g, group in enumerate(groups):
@@ -154,13 +157,17 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
     run_k = _runs(kaxes, [coef[a] for a in kaxes])
     run_o = _runs(outer, [coef[a] for a in outer])
     k_steps = {forms[d].get(kaxes[-1], 0) for d in checked}
-    if checked and run_k > run_o and block_size(width, vw) and k_steps <= {-1, 0, 1}:
+    o_steps = {fields[S_CHKSTEP + n] for n in range(len(checked))}
+    run_o2 = _runs(outer, [coef[a] for a in outer], 2)
+    if vw >= 2 and run_o2 >= max(run_k + 1, vw) and o_steps <= {0, 2}:
+        mode = COPY2  # every other element along the outer axes (a stride-2 convolution's windows)
+    elif checked and run_k > run_o and block_size(width, vw) and k_steps <= {-1, 0, 1}:
         mode = TRANSPOSE  # contiguous along k: masked transposes (a weight gradient's input windows)
     elif coef[kaxes[-1]] == 2 and kaxes[-1].extent >= block_size(width, vw) > 0 \
             and _runs(outer, [coef[a] for a in outer]) < kaxes[-1].extent and k_steps <= {0, 2}:
         mode = TRANSPOSE2  # every other element along k (a stride-2 convolution's weight gradient)
     elif checked:
-        mode = COPY if coef[o_last] == 1 else None
+        mode = COPY if coef[o_last] == 1 and o_steps <= {-1, 0, 1} else None
     elif run_k > run_o and block_size(width, vw):
         mode = TRANSPOSE
     elif coef[o_last] == 1:

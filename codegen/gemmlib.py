@@ -105,7 +105,7 @@ def ensure_symbol(symbol: str, target: Target) -> None:
         key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint(target)]).encode()).hexdigest()
         obj = diskcache.get(key)
         if obj is None or not object_is_sound(obj):
-            level = 1 if part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2) else 0
+            level = 1 if part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY2) else 0
             obj = jit.compile_object(piece_ir(dtype, mr, nr, part, target), level, target)
             diskcache.put(key, obj)
         jit.load_object(obj, [])

@@ -29,7 +29,9 @@ our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and wit
                log(1 + f) = 2 atanh(f / (2 + f)) by its series
     tanh(x)  = x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (exp(2|x|) + 1))
     sigmoid  = 1 / (1 + t) for x >= 0, t / (1 + t) for x < 0,  t = exp(-|x|)  (no overflow)
-    erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|))  (two pieces)
+    erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|)): float32 one
+               polynomial Q on [1, 4) (no division), float64 two pieces, the second Q2(s) / |x|;
+               exp(-x^2) there is a normal number: one scaling, no clamp; one select
     pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
                negative x and non-integer y; float32 computes in float64 (the product y log|x|
                must carry more bits than the result), float64 carries log|x| in about 70 bits
@@ -66,16 +68,15 @@ _TANH = {
                     q=(1.0, 1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3)),
 }
 # erf pieces fitted by tools/fit_erf.py (highest degree first): |x| < 1: x * SMALL(2x^2 - 1);
+# float32: 1 <= |x| < HI: 1 - exp(-x^2) ONE((2|x| - 1 - HI) / (HI - 1)); float64:
 # 1 <= |x| < 2.5: 1 - exp(-x^2) MID((x - 1.75) / 0.75); 2.5 <= |x| < HI: 1 - exp(-x^2) TAIL(s) / |x|
 _ERF = {
     "float32": dict(hi=4.0, small=(
         -1.766908081197942e-05, 0.00021935945001758258, -0.0022854195288921145, 0.019851804925181918,
-        -0.14053609728153707, 0.9654687771263063,), mid=(
-        1.2497523563701414e-05, -5.20092785634855e-05, 0.00018357887833084948, -0.0007121607321963626,
-        0.0026596772306965986, -0.009392265951180267, 0.03136697918656347, -0.09823215860630466,
-        0.28497223599855837,), tail=(
-        1.7609173346177362e-06, -8.758325581860788e-06, 3.863716361816938e-05, -0.00017549062014725743,
-        0.0007475959052008714, -0.0028987630693997654, 0.009702965935666602, 0.5405898850297258,)),
+        -0.14053609728153707, 0.9654687771263063,), one=(
+        9.640451525152444e-05, -0.000245502587717269, 0.0003678686723926149, -0.0009155637844761307,
+        0.002425885101277224, -0.005611762780083814, 0.012484035685726026, -0.026997791384281364,
+        0.05611095841163573, -0.1115214013906552, 0.21080635752833898,)),
     "float64": dict(hi=6.0, small=(
         -2.033691978340166e-14, -3.8640147588463154e-13, 9.262831432596225e-12, -2.0350774310004103e-10,
         4.1157016182063514e-09, -7.511570747427961e-08, 1.2233827878170113e-06, -1.7537169435008102e-05,
@@ -191,10 +192,13 @@ class _Math:
         return self.b.fmul(self.b.fmul(x, self.pow2(half)), self.pow2(self.b.sub(n, half)))
 
 
-def _exp_core(m: _Math, x):
-    """``exp`` of a non-NaN ``x`` (NaN is patched by the callers)."""
+def _exp_core(m: _Math, x, normal: bool = False):
+    """``exp`` of a non-NaN ``x`` (NaN is patched by the callers); ``normal``: the caller
+    knows ``x`` lies in ``[-80, 0]`` (float64: ``[-700, 0]``), where the result is a normal number:
+    no clamp, and one scaling by ``2^n``."""
     k = _EXP[m.dtype]
-    x = m.clamp(x, k["lo"], k["hi"])  # past the range of finite, nonzero results
+    if not normal:
+        x = m.clamp(x, k["lo"], k["hi"])  # past the range of finite, nonzero results
     n, ni = m.round_int(m.mul(x, m.c(k["log2e"])))
     r = m.sub(x, m.mul(n, m.c(k["c1"])))  # n * C1 is exact (C1 has few bits)
     r = m.sub(r, m.mul(n, m.c(k["c2"])))
@@ -204,7 +208,7 @@ def _exp_core(m: _Math, x):
     else:  # Pade form: e^r = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2))
         px = m.mul(r, m.horner(rr, k["p"]))
         er = m.add(m.c(1.0), m.mul(m.c(2.0), m.div(px, m.sub(m.horner(rr, k["q"]), px))))
-    return m.scale(er, ni)
+    return m.b.fmul(er, m.pow2(ni)) if normal else m.scale(er, ni)
 
 
 def emit_exp(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
@@ -291,15 +295,18 @@ def emit_erf(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
     a = m.fabs(x)
     small = m.mul(x, m.horner(m.sub(m.mul(m.add(x, x), x), m.c(1.0)), k["small"]))
     ac = m.clamp(a, 1.0, hi)  # (NaN: patched below)
-    g = _exp_core(m, m.b.fneg(m.mul(ac, ac)))
-    mid = m.horner(m.mul(m.sub(ac, m.c(1.75)), m.c(1 / 0.75)), k["mid"])
-    span = hi - 2.5
-    tail = m.div(m.horner(m.sub(m.mul(ac, m.c(2 / span)), m.c((2.5 + hi) / span)), k["tail"]), ac)
-    q = m.sel(m.cmp("<", ac, m.c(2.5)), mid, tail)
+    g = _exp_core(m, m.b.fneg(m.mul(ac, ac)), normal=True)  # (-x^2 in [-hi^2, -1])
+    if "one" in k:
+        q = m.horner(m.sub(m.mul(ac, m.c(2 / (hi - 1))), m.c((1 + hi) / (hi - 1))), k["one"])
+    else:
+        mid = m.horner(m.mul(m.sub(ac, m.c(1.75)), m.c(1 / 0.75)), k["mid"])
+        span = hi - 2.5
+        tail = m.div(m.horner(m.sub(m.mul(ac, m.c(2 / span)), m.c((2.5 + hi) / span)), k["tail"]), ac)
+        q = m.sel(m.cmp("<", ac, m.c(2.5)), mid, tail)
+    # past hi, 1 - g q rounds to 1 (erfc(hi) is under half an ulp of 1): the clamp gives +-1,
+    # also at +-inf; NaN takes the small piece (an unordered test), which is NaN
     big = m.copysign(m.sub(m.c(1.0), m.mul(g, q)), x)
-    r = m.sel(m.cmp("<", a, m.c(1.0)), small, big)
-    r = m.sel(m.cmp(">=", a, m.c(hi)), m.copysign(m.c(1.0), x), r)
-    return m.sel(m.isnan(x), x, r)
+    return m.sel(m.b.fcmp_unordered("<", a, m.c(1.0)), small, big)
 
 
 def _int_parity(m: _Math, y):

@@ -19,6 +19,9 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 * ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
   so a padded read is zeros, a copy, zeros -- no test per element;
+* ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
+  run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
+  element is read); range checks of step 2 along a run as zero-filled interval ends;
 * ``GATHER``: element by element through the tables.
 """
 
@@ -250,7 +253,7 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
 def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
     """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
     ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``,
-    3 ``krun`` of stride-2 runs."""
+    3 ``krun`` of stride-2 runs, 4 ``orun`` of stride-2 runs."""
     fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
     side, bflat, o0, olen, k0, klen, scratch, what = fn.args
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
@@ -285,8 +288,9 @@ def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Funct
         with b.if_then(b.icmp_signed("==", what, I64(code))):
             # (transposes: a run of k also keeps each checked index on its step along k's last axis)
             b.call(runs, [koff, kchk, klen, nchk, _ksteps(b, side), krun, I64(stride)])
-    with b.if_then(b.icmp_signed("==", what, I64(2))):
-        b.call(runs, [ooff, ochk, olen, nchk, steps, orun, I64(1)])
+    for code, stride in ((2, 1), (4, 2)):
+        with b.if_then(b.icmp_signed("==", what, I64(code))):
+            b.call(runs, [ooff, ochk, olen, nchk, steps, orun, I64(stride)])
     b.ret_void()
     return fn
 
@@ -302,7 +306,8 @@ def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
     return ooff, orun, ochk, koff, krun, kchk
 
 
-MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2}
+MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2,
+         "copy2": gd.COPY2}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
@@ -315,7 +320,7 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     scratch.add_attribute("noalias")
     es = 4 if isinstance(t, ir.FloatType) else 8
     src = b.inttoptr(ld(b, side, gd.S_BASE), PTR, name="src")
-    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0, gd.TRANSPOSE2: 3}[mode]
+    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0, gd.TRANSPOSE2: 3, gd.COPY2: 4}[mode]
     b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
     npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
@@ -339,6 +344,9 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
         checks = (side, ochk, kchk, ld(b, side, gd.S_NCHK))
         _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather,
                         checks, 2 if mode == gd.TRANSPOSE2 else 1)
+    elif mode == gd.COPY2:
+        _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
+                    ld(b, side, gd.S_NCHK), npanel, vw)
     elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
@@ -587,3 +595,58 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
             nxt[0] = b.add(w, seg)
         with loop(b, valid, width, name="cz") as w:
             b.store(zero, slot(pdst, kk, w))
+
+
+def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                vw) -> None:
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run of the outer
+    positions, ``row[i] = src[at + 2 i]`` on the interval where the checked indices (step 0 or
+    2 along the run) are in range, zeros around it and past ``valid``."""
+    steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
+    for d in range(gd.MAXCHK):
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
+    with loop(b, 0, npanel, name="sp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        with loop(b, 0, klen, name="sk") as kk:
+            kof = ld(b, koff, kk)
+            row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
+            with advancing(b, 0, valid, "sw") as (w, nxt):
+                o = b.add(first, w)
+                seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+                a, e = _interval(
+                    b, side, nchk,
+                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                    lambda d: ld(b, steps, d), seg)
+                seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
+                sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
+                copy(b, t, seg_row, None, I64(0), a, vw)
+                _strided_copy(b, t, seg_row, sp, a, e, vw)
+                copy(b, t, seg_row, None, e, seg, vw)
+                nxt[0] = b.add(w, seg)
+            copy(b, t, row, None, valid, I64(width), vw)
+
+
+def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector of ``vw`` is the even lanes of
+    the loads at ``2 i`` and the odd lanes of the load at ``2 i + vw - 1``, so the last element
+    read is ``src[2 (i + vw - 1)]``, one the copy needs; the rest element by element."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    i32 = ir.IntType(32)
+    pick = ir.Constant(ir.VectorType(i32, vw), [2 * n for n in range(vw // 2)]
+                       + [vw + 2 * n + 1 for n in range(vw // 2)])
+    n = imax(b, b.sub(e, a), I64(0))
+    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
+    with loop(b, 0, nvec, vw, name="sv") as i:
+        at = b.add(a, i)
+        two = b.mul(at, I64(2))
+        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
+        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
+        b.store(b.shuffle_vector(lo, hi, pick), b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    with loop(b, nvec, n, name="ss") as i:
+        at = b.add(a, i)
+        v = ld(b, src, b.mul(at, I64(2)), t)
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t))
