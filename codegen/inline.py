@@ -23,6 +23,8 @@ each materialized op bodies that read only buffers.
 
 from __future__ import annotations
 
+from tensorad.simplify.ranges import wraps_where_stored
+
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import match_pattern, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
@@ -55,7 +57,8 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
     limit = sum(t.size for t in list(inputs) + list(outputs))
     chosen: set[ComputeOp] = set()
     for op in ops:
-        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED:
+        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED \
+                or any(wraps_where_stored(b) for b in op.body):
             chosen.add(op)
     # reads of each op by every other op, weighted by the reader's iteration box
     uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)

@@ -37,6 +37,7 @@ from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store
 from .target import Target, parse_target
+from .vectorizable import vectorizable
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
 # (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
@@ -338,7 +339,8 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
         elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
-        elif self.vector_width and not any(isinstance(x, Loop) for x in s.body):
+        elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif (width := window_vector_width(s, self._lanes)) is not None:  # (see .chains)
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))

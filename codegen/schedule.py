@@ -49,7 +49,8 @@ class Options:
       approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
       the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
-      innermost loops (1 disables it; the micro-kernel's explicit vectors are not affected).
+      innermost loops LLVM can vectorize (:mod:`.vectorizable`; 1 disables it; the micro-kernel's
+      explicit vectors are not affected).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
       ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
       never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.

@@ -2,7 +2,9 @@
 
 Every check compares tensorad with an oracle it did not compute:
 
-* ``forward``:   ``ta.build`` (the drawn options) against ``ta.evaluate``;
+* ``forward``:   ``ta.build`` (the drawn options) against ``ta.evaluate``, the kernel called
+  as the program's ``calling`` says (plain arrays, ``out=`` arrays, strided views, objects
+  offering only ``__dlpack__``);
 * ``checked``:   ``ta.build(checked=True)`` against ``ta.evaluate`` (and no ``IndexError``);
 * ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions``, and the reverse
   gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
@@ -13,7 +15,8 @@ Every check compares tensorad with an oracle it did not compute:
   its built gradient along ``v``;
 * ``split``:     ``ta.function``'s forward built with the drawn options and its backward built
   *differently* (:func:`split_options`: fast math flipped, another target, the rest drawn
-  again), the backward run on the forward's residuals (a checkpoint policy per seed), against
+  again), the backward run on the forward's residuals (a checkpoint policy per seed, named or
+  a function), against
   ``ta.evaluate`` of the outputs and of the unoptimized gradient.
 
 Derivative checks run on the float64 version of the program, and only on ``safe`` programs
@@ -22,6 +25,8 @@ differs; any other exception is a failure of the program too (a crash of tensora
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,7 +67,7 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise Mismatch(f"{what}: shape {got.shape} != {want.shape}")
-    if not dtype.startswith("float"):
+    if dtype not in ("float16", "bfloat16", "float32", "float64"):
         if not np.array_equal(got, want):
             bad = np.argwhere(got != want)[:3].tolist()
             raise Mismatch(f"{what}: integers differ at {bad}: {got[tuple(np.array(bad).T)]} != "
@@ -165,6 +170,30 @@ def fd_noise(values, weights=None):
     return u
 
 
+class SavePolicy:
+    """A checkpoint policy function (``ta.function(policy=f)``): saves the tensors whose name
+    hashes, with the seed, to an even number -- a mix no named policy makes."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __call__(self, tensor) -> bool:
+        import zlib
+
+        return (zlib.crc32(tensor.name.encode()) + self.seed) % 2 == 0
+
+    def __repr__(self) -> str:
+        return f"SavePolicy({self.seed})"
+
+
+def split_policy(seed: int):
+    """``split``'s checkpoint policy: a named one by the seed, a function for a quarter of
+    the seeds (session 11; the others keep the policy they had)."""
+    if (seed // 3) % 4 == 1:
+        return SavePolicy(seed)
+    return SPLIT_POLICIES[seed % len(SPLIT_POLICIES)]
+
+
 def split_options(options: dict, seed: int) -> dict:
     """Build options for ``split``'s backward that differ from the forward's ``options``: fast
     math flipped, another named target, the other options drawn again.  Deterministic per seed,
@@ -180,11 +209,67 @@ def split_options(options: dict, seed: int) -> dict:
     return other
 
 
+class DLPackOnly:
+    """An input seen by a kernel only through the DLPack protocol (as a torch or JAX array
+    would be)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._array.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def strided(a: np.ndarray, reverse: bool) -> np.ndarray:
+    """``a``'s values as a non-contiguous view: every other element of a wider array along the
+    last axis, or (``reverse``) a view with a negative stride."""
+    if a.ndim == 0:
+        return a
+    if reverse:
+        return np.ascontiguousarray(a[..., ::-1])[..., ::-1]
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+def call_as(kernel, args: list, outputs: list, calling: str, seed: int):
+    """``kernel(*args)`` called the way ``calling`` says (:data:`.program.CALLING`), its
+    outputs as a tuple; with ``out=``, the arrays given must be the arrays returned (filled
+    with NaN first: an element the kernel does not write shows)."""
+    if calling == "strided":
+        args = [strided(a, (seed + k) % 2 == 1) for k, a in enumerate(args)]
+    elif calling == "dlpack":  # (NumPy exports no DLPack for ml_dtypes' bfloat16)
+        args = [DLPackOnly(a) if a.dtype.kind in "fiu" else a for a in args]
+    if calling != "out":
+        return _tuple(kernel(*args))
+    outs = tuple(np.full(t.shape, np.nan if t.dtype.startswith("float") else -7,
+                         fdata.np_dtype(t.dtype)) for t in outputs)
+    got = _tuple(kernel(*args, out=outs if len(outs) > 1 else outs[0]))
+    if len(got) != len(outs) or any(g is not o for g, o in zip(got, outs)):
+        raise Mismatch("a kernel called with out= returned other arrays than the ones given")
+    return got
+
+
 def _tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 # ---- the checks ---------------------------------------------------------------------------------
+
+class GradCase(NamedTuple):
+    """The float64 program's output, its float inputs (differentiated), all its inputs, the
+    head ``_H`` and tangents ``_U`` (placeholders), and the feed of all of them."""
+
+    out: object
+    ins: list
+    all_ins: list
+    head: object
+    tangents: list
+    feed: dict
+
 
 class Case:
     """One program with its data and options, as a worker sees it."""
@@ -204,6 +289,8 @@ class Case:
         self.inputs = list(self.ns["INPUTS"])
         self.feed = fdata.feed(self.inputs, self.profile, self.seed)
         self.lenient = self.profile in ("wide", "huge") and self.options.get("fastmath", True)
+        self.calling = job.get("calling", "plain")
+        self.half = self.dtype in ("float16", "bfloat16")
         self.undecided = 0  # derivative elements the finite differences could not judge
 
     def args(self, feed=None):
@@ -228,14 +315,18 @@ class Case:
 
     def _compare_all(self, what, got, want, ref64):
         for k, (t, g, w) in enumerate(zip(self.outputs, got, want)):
+            # half storage: a stored value may round to the neighbouring half where a kernel sums
+            # in another order than evaluate (one ulp: 2^-8 for bfloat16), and carry it on
+            rtol = 3e-2 if self.half else (
+                None if self.options.get("fastmath", True) or t.dtype != "float32" else 1e-3)
             compare(f"{what} {t.name}", g, w, t.dtype, ref64=None if ref64 is None else ref64[k],
-                    lenient=self.lenient,
-                    rtol=None if self.options.get("fastmath", True) or t.dtype != "float32" else 1e-3)
+                    lenient=self.lenient, rtol=rtol)
 
     def forward(self):
         want, ref64 = self._reference()
-        got = _tuple(self.ta.build(self.outputs, self.inputs, **self.options)(*self.args()))
-        self._compare_all("build", got, want, ref64)
+        kernel = self.ta.build(self.outputs, self.inputs, **self.options)
+        got = _tuple(call_as(kernel, self.args(), self.outputs, self.calling, self.seed))
+        self._compare_all(f"build (called with {self.calling} arguments)", got, want, ref64)
 
     def checked(self):
         want, ref64 = self._reference()
@@ -252,7 +343,8 @@ class Case:
                 continue
             opt = ta.OptimizeAndLiftNonzeronessConditions(t)
             want, got = ta.evaluate([t, opt], self.feed)
-            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True)
+            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True,
+                    rtol=3e-2 if self.half else None)
         if not self.job.get("safe"):
             return
         ns, feed = self._grad_setup()
@@ -313,13 +405,18 @@ class Case:
         ns, feed = self._grad_setup()
         return bool(ns["_FIN"]) and bool(np.all(self._finite))
 
-    def reverse(self):
+    def _derivative_case(self) -> GradCase | None:
+        """What every derivative check starts from (None: the program is not checked by finite
+        differences, :meth:`_fd_ready`)."""
         if not self._fd_ready():
-            return
-        ta = self.ta
+            return None
         ns, feed = self._grad_setup()
-        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
-        all_ins = ns["INPUTS"]
+        return GradCase(ns["OUT"], ns["_FIN"], ns["INPUTS"], ns["_H"], ns["_U"], feed)
+
+    def reverse(self):
+        if (g := self._derivative_case()) is None:
+            return
+        ta, feed, out, ins, H, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.all_ins
         grads = self._gradient_values()
         fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
         h = feed[H]
@@ -348,12 +445,9 @@ class Case:
                                          lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
 
     def jvp(self):
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H, U = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
-        all_ins = ns["INPUTS"]
+        ta, feed, out, ins, H, U, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.tangents, g.all_ins
         grads = self._gradient_values()
         jv = ta.build([ta.jvp(out, ins, U)], all_ins + U, **self.options)(*[feed[p] for p in all_ins + U])
         lhs = float(np.sum(jv * feed[H]))
@@ -361,12 +455,9 @@ class Case:
         compare("h . jvp(u) vs u . reverse(h)", np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
 
     def hvp(self):
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H, V = ns["OUT"], ns["_FIN"], ns["_H"], ns["_U"]
-        all_ins = ns["INPUTS"]
+        ta, feed, out, ins, H, V, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.tangents, g.all_ins
         if out.ndim:
             ax = [ta.reduce_axis((0, n), name=f"l{d}") for d, n in enumerate(out.shape)]
             L = ta.compute((), lambda: ta.sum(out[tuple(ax)] * H[tuple(ax)], axis=ax), name="loss")
@@ -395,17 +486,13 @@ class Case:
             self.undecided += compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
                                          lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
 
-
     def split(self):
         """The backward built unlike the forward reads the forward's residuals (saved
         reductions, a max's winner and tie values): both sides must agree on what was saved."""
-        if not self._fd_ready():
+        if (g := self._derivative_case()) is None:
             return
-        ta = self.ta
-        ns, feed = self._grad_setup()
-        out, ins, H = ns["OUT"], ns["_FIN"], ns["_H"]
-        all_ins = ns["INPUTS"]
-        policy = SPLIT_POLICIES[self.seed % len(SPLIT_POLICIES)]
+        ta, feed, out, ins, H, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.all_ins
+        policy = split_policy(self.seed)
         back = split_options(self.options, self.seed)
         fwd = ta.function(out, all_ins, wrt=ins, policy=policy, **self.options)
         bwd = ta.function(out, all_ins, wrt=ins, policy=policy, **back)

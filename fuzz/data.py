@@ -4,7 +4,10 @@
 * ``smooth``: uniform in [0.2, 1.5] with random signs (no value near 0, where ``|x|`` kinks);
 * ``nasty``: exact zeros, ties (a few repeated values), and negative and positive values;
 * ``wide``: uniform in [-60, 60] (``exp`` of such logits is near the float32 range);
-* ``huge``: mostly unit values with some at +-1e30 (float32's range ends at 3.4e38).
+* ``huge``: mostly unit values with some at +-1e30 (float32's range ends at 3.4e38);
+* ``special``: unit values with inf, -inf, NaN, 0.0 and -0.0 among them.
+
+Half dtypes (``float16``, ``bfloat16``) are the values rounded to them.
 
 Integer inputs are small (in [-3, 3]).  Everything comes from one seed.
 """
@@ -27,9 +30,22 @@ def array(profile: str, shape: tuple, dtype: str, rng: np.random.Generator) -> n
     elif profile == "huge":
         a = rng.uniform(-2, 2, size=shape)
         a = np.where(rng.random(shape) < 0.25, rng.choice((-1e30, 1e30), size=shape), a)
+    elif profile == "special":
+        pool = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0])
+        a = np.where(rng.random(shape) < 0.3, rng.choice(pool, size=shape), rng.uniform(-2, 2, size=shape))
     else:
         a = rng.uniform(-2.0, 2.0, size=shape)
-    return np.asarray(a).astype(dtype)
+    with np.errstate(over="ignore"):  # 1e30 is inf in half types: meant
+        return np.asarray(a).astype(np_dtype(dtype))
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """NumPy's dtype of a tensorad dtype (bfloat16 from ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 
 def feed(placeholders, profile: str, seed: int) -> dict:

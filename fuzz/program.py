@@ -15,6 +15,13 @@ conditions, reduction ranges that start below zero, reductions nested in larger 
 language lifts them); ``select`` on data; index variables used as values through integer casts;
 the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an integer input:
 clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
+Session 11 added (a stream of their own, :func:`generate`): integer tensors computed from
+index values, integer inputs and saturating float-to-int casts of data, with runtime ``//``
+and ``%`` (a zero divisor gives 0) and integer reductions; ``where`` masks on data; a
+selecting combiner (the value of largest magnitude); ``ta.topi`` layers (softmax,
+reductions, layer norm, GELU, transpose, reshape, matmul) on earlier tensors; float16/bfloat16
+storage; data with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
+``__dlpack__`` objects: :data:`CALLING`).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -27,6 +34,10 @@ import random
 from dataclasses import dataclass, field, replace
 
 SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ elements
+# how the forward kernel is called: plain arrays, ``out=`` arrays, strided (non-contiguous)
+# views of the inputs, inputs wrapped in an object offering only ``__dlpack__``
+CALLING = ("plain", "out", "strided", "dlpack")
+HALF = ("float16", "bfloat16")
 CONSTS = ("0.0", "0.5", "-1.5", "2.0", "3.0")
 
 
@@ -75,6 +86,7 @@ class Program:
     data: str = "unit"  # data profile (:mod:`.data`)
     options: dict = field(default_factory=dict, compare=False)
     prune: bool = False  # render only what ``out`` needs (shrunk programs)
+    calling: str = "plain"  # how the forward kernel is called (:data:`CALLING`)
 
     @property
     def placeholders(self) -> list[Def]:
@@ -92,6 +104,13 @@ class Program:
                 continue
             for r, lo, hi in d.raxes:
                 lines.append(f"{r} = ta.reduce_axis(({lo}, {hi}), name={r!r})")
+            if d.axes == ("topi",):  # a library layer
+                lines.append(f"{d.name} = {d.body.render()}")
+                continue
+            if d.dtype != "DT":  # an integer compute: its casts fix its dtype
+                lines.append(f"{d.name} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: "
+                             f"{d.body.render()}, name={d.name!r})")
+                continue
             lhs = ", ".join(d.names)
             lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
                          f"name={d.name!r})")
@@ -125,7 +144,14 @@ class Program:
 
 def _mentions(text: str, name: str) -> bool:
     import re
-    return re.search(rf"\b{re.escape(name)}\[", text) is not None
+    return re.search(rf"\b{re.escape(name)}(\[|[,)]|\.take\()", text) is not None
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 PRELUDE = '''
@@ -147,6 +173,8 @@ def _argmin_combine(x, y):  # strict: a tie goes to the right operand (the later
 
 ARGMIN = ta.comm_reducer(_argmin_combine, lambda ti, tv: (ta.const(-1, ti), ta.max_value(tv)),
                          name="argmin")
+MAXABS = ta.comm_reducer(lambda x, y: ta.select(ta.abs(x) >= ta.abs(y), x, y), lambda t: ta.const(0, t),
+                         name="maxabs")
 SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
                          lambda a, b: (ta.const(0, a), ta.min_value(b)), name="summax")
 '''
@@ -156,8 +184,9 @@ class Generator:
     """Draws one program from a ``random.Random``."""
 
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
-                 extra: random.Random | None = None) -> None:
+                 extra: random.Random | None = None, more: random.Random | None = None) -> None:
         self.r = rng
+        self.m = more  # session 11's additions (integer tensors): a stream of their own
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -331,6 +360,8 @@ class Generator:
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
         where = leaf(f", where={self.cond(inner)}" if r.random() < 0.35 else "", "w")
+        if where.fmt and self.m is not None and self.m.random() < 0.25:  # a mask on data
+            where = leaf(f", where=({self.read(pool, inner).render()}) > 0.0", "w")
         axis = "[" + ", ".join(a[0] for a in raxes) + "]"
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
@@ -339,9 +370,103 @@ class Generator:
             flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
             return Node(f"{red}(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
+        if red == "MYPROD" and self.m is not None and self.m.random() < 0.3:  # a selecting combiner
+            return Node(f"MAXABS({{0}}, axis={axis}{{1}})", (src, where), "v")
         if red == "MYSUM" and self.extra(0.4):  # a combiner of two float values
             return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
+
+    # ---- integer tensors (session 11) --------------------------------------------------------
+    def int_def(self, defs: list[Def], n_red: int, name: str) -> Def:
+        """An ``int32``/``int64`` compute drawn from the stream ``m`` alone (so that the rest of
+        the program stays as its seed made it): index values, integer inputs, saturating casts
+        of float data (inf and NaN included), runtime ``//``/``%`` (a zero divisor gives 0),
+        or an integer reduction."""
+        main, self.r = self.r, self.m
+        try:
+            r = self.r
+            shape = self.shape()
+            axes = tuple(f"i{k}" for k in range(len(shape)))
+            ivars = [(a, 0, s) for a, s in zip(axes, shape)]
+            ints = [d for d in defs if d.dtype in ("'int32'", "'int64'")]
+            floats = [d for d in defs if d.dtype == "DT"]
+            it = r.choice(("int32", "int32", "int64"))
+
+            def ival(vs) -> str:
+                forms = []
+                if vs:
+                    v = r.choice(vs)[0]
+                    forms.append(f"ta.cast('{it}', {v} * {r.randint(-3, 3)} - {r.randint(0, 4)})")
+                if ints:
+                    forms.append(f"ta.cast('{it}', {self._int_read(r.choice(ints), vs)})")
+                if floats:
+                    x = self.read(floats, vs).render()
+                    forms.append(f"ta.cast('{it}', ({x}) * {r.choice(('3.0', '0.5', '1e10', '-7.5'))})")
+                return r.choice(forms or [f"ta.const({r.randint(-4, 4)}, '{it}')"])
+
+            nest: list = []
+            form = r.choice(("arith", "div", "mod", "select", "reduce"))
+            if form == "reduce" and (ints or floats):
+                lo = r.choice((0, 1, -1))
+                rname = f"r{n_red}"
+                nest.append((rname, lo, lo + r.choice((1, 2, 3, 5, 9))))
+                red = r.choice(("ta.sum", "ta.max", "ta.min", "ta.prod"))
+                body = f"{red}({ival(ivars + nest)}, axis=[{rname}])"
+            elif form in ("div", "mod"):
+                op = "//" if form == "div" else "%"
+                body = f"({ival(ivars)} {op} {ival(ivars)})"
+            elif form == "select":
+                a, b = ival(ivars), ival(ivars)
+                body = f"ta.select({a} < {b}, {a}, {b} * {r.choice((2, -1))})"
+            else:
+                body = f"({ival(ivars)} {r.choice(('+', '-', '*'))} {ival(ivars)})"
+            return Def((name,), shape, f"'{it}'", leaf(body, "i"), axes, tuple(nest))
+        finally:
+            self.r = main
+
+    def _int_read(self, d: Def, ivars: list) -> str:
+        """``d`` read at in-range indices: a variable (wrapped when its range leaves the axis)
+        or a constant."""
+        r, idx = self.r, []
+        for s in d.shape:
+            if not ivars or r.random() < 0.2:
+                idx.append(str(r.randrange(s)))
+                continue
+            v, lo, hi = r.choice(ivars)
+            idx.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(-2, 2)}) % {s}")
+        return f"{d.name}[{', '.join(idx)}]" if idx else f"{d.name}[()]"
+
+    # ---- library layers (session 11) ---------------------------------------------------------
+    def topi_def(self, defs: list[Def], name: str) -> Def | None:
+        """A ``ta.topi`` layer on an earlier float tensor (drawn from the stream ``m``): its
+        body is the call, its shape the layer's.  None when no tensor fits."""
+        r = self.m
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1]
+        if not floats:
+            return None
+        d = r.choice(floats)
+        x, s, n = d.name, d.shape, len(d.shape)
+        ax = r.randrange(n) if n else 0
+        forms = [(f"ta.topi.add({x}, {x} * 0.5)", s), (f"ta.topi.nn.gelu({x})", s)]
+        if n:
+            keep = r.random() < 0.3
+            red = s[:ax] + ((1,) if keep else ()) + s[ax + 1:]
+            forms += [(f"ta.topi.nn.softmax({x}, axis={ax - n})", s),
+                      (f"ta.topi.sum({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.max({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.mean({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.nn.layer_norm({x}, ndim=1)", s),
+                      (f"ta.topi.reshape({x}, ({_prod(s)},))", (_prod(s),))]
+            if not self.safe:
+                forms.append((f"ta.topi.nn.relu({x})", s))
+        if n >= 2:
+            perm = list(range(n))
+            r.shuffle(perm)
+            forms.append((f"ta.topi.transpose({x}, {tuple(perm)!r})", tuple(s[p] for p in perm)))
+        if n == 2:
+            forms.append((f"ta.topi.matmul({x}, ta.topi.transpose({x}, (1, 0)))", (s[0], s[0])))
+        body, shape = r.choice(forms)
+        return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
 
     # ---- programs ------------------------------------------------------------------------
     def program(self, dtype: str) -> Program:
@@ -352,7 +477,17 @@ class Generator:
         if r.random() < 0.15:  # an integer input, read as a value
             defs.append(Def((f"n{len(defs)}",), self.shape(), "'int32'"))
         n_red = 0
+        n_int = 0
         for c in range(r.choice((1, 2, 2, 3, 4))):
+            if self.m is not None and self.m.random() < 0.08:
+                d = self.int_def(defs, n_red, f"k{n_int}")
+                defs.append(d)
+                n_red += len(d.raxes)
+                n_int += 1
+            if self.m is not None and self.m.random() < 0.1:
+                d = self.topi_def(defs, f"L{c}")
+                if d is not None:
+                    defs.append(d)
             shape = self.shape()
             axes = tuple(f"i{k}" for k in range(len(shape)))
             ivars = [(a, 0, s) for a, s in zip(axes, shape)]
@@ -392,12 +527,22 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Progra
     from .options import draw_options
 
     r = random.Random(seed)
+    drawn = dtype is None
     dtype = dtype or r.choice(("float32", "float64", "float64"))
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra).program(dtype)
+    more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
+    if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
+        dtype = more.choice(HALF)  # half storage: arithmetic in float32
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
-    return replace(prog, data=data, options=draw_options(r, extra))
+    calling = "plain"
+    if more is not None:
+        if not safe and more.random() < 0.25:
+            data = "special"  # inf, NaN, signed zeros among the values
+        if more.random() < 0.3:
+            calling = more.choice(CALLING[1:])
+    return replace(prog, data=data, options=draw_options(r, extra), calling=calling)
 
 
 # ---- shrinking ----------------------------------------------------------------------------

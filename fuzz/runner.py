@@ -28,7 +28,7 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
     checks = [c for c in checks if prog.safe or c not in DERIVATIVE] or ["forward"]
     return {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
             "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
-            "checks": checks, "all_outputs": seed % 3 != 0}
+            "checks": checks, "all_outputs": seed % 3 != 0, "calling": prog.calling}
 
 
 def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in the child
@@ -309,7 +309,8 @@ SOURCE = {source!r}
 SOURCE64 = {source64!r}
 
 JOB = dict(source=SOURCE, source64=SOURCE64, dtype={dtype!r}, options={options!r}, data={data!r},
-           seed={seed!r}, safe={safe!r}, checks={checks!r}, all_outputs={all_outputs!r})
+           seed={seed!r}, safe={safe!r}, checks={checks!r}, all_outputs={all_outputs!r},
+           calling={calling!r})
 
 if __name__ == "__main__":
     print("program:")
@@ -331,7 +332,7 @@ def save_reproducer(f: Failure, out_dir: str) -> str:
         fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=message, path=path,
                               source=job["source"], source64=job["source64"], dtype=job["dtype"],
                               options=job["options"], data=job["data"], safe=job["safe"],
-                              checks=job["checks"], all_outputs=job["all_outputs"]))
+                              checks=job["checks"], all_outputs=job["all_outputs"], calling=job["calling"]))
     return path
 
 

@@ -51,7 +51,7 @@ def _mod(node: Expr, a, b):
 
 def _cast(node: Expr, v):
     if dt.is_int(node.dtype) and isinstance(v, (float, np.floating)):
-        v = math.trunc(float(v))  # float -> int truncates toward zero (C, NumPy astype)
+        v = dt.float_to_int(float(v), node.dtype)  # toward zero, saturated, NaN -> 0
     return _num(node, v)
 
 

@@ -35,6 +35,7 @@ from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
 from .polynomial import provably_zero
+from .ranges import wraps_where_stored
 from .rules import simplify_expr
 
 MAX_FUSE_ROUNDS = 4
@@ -51,7 +52,8 @@ def is_adjoint(op: ComputeOp) -> bool:
 def _inlinable(t: Tensor) -> bool:
     op = t.op
     return isinstance(op, ComputeOp) and not op.is_reduction and op.num_outputs == 1 \
-        and op.provenance.role is not Role.SAVED and is_cheap(op.body[0])
+        and op.provenance.role is not Role.SAVED and is_cheap(op.body[0]) \
+        and not wraps_where_stored(op.body[0])
 
 
 def _inlined_size_within(t: Tensor, budget: int) -> bool:

@@ -5,6 +5,8 @@ the end-to-end tests that compare them (registered as the module ``blocks`` by c
 projection and cross-entropy over integer labels, on activations ``x`` of shape ``[B, L, D]``
 (tests/e2e/test_transformer_block.py feeds an input, test_transformer_bf16.py an embedding).
 Parameters ``p``: ``g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout``.
+
+``tanh_chain``: a long elementwise chain (tests of long programs and of nest fusion).
 """
 
 from __future__ import annotations
@@ -48,3 +50,17 @@ def torch_transformer_block(torch, p: dict, x, labels, heads: int):
     x = x + h @ p["W2"]
     logits = x @ p["Wout"]
     return f.cross_entropy(logits.reshape(b * seq, logits.shape[-1]), labels.reshape(b * seq))
+
+
+def tanh_chain(n: int, size: int = 16, dtype: str = "float64"):
+    """``(X, Y)``: ``n`` links from the input ``X`` alternating ``sigmoid(P) + P / 2`` and
+    ``tanh(P) * 0.9``.  Each link is expensive and read twice by the gradient, so each is
+    stored: the lowered gradient has about one nest (or fused member) per link."""
+    X = ta.placeholder((size,), dtype, name="X")
+    Y = X
+    for k in range(n):
+        if k % 2:
+            Y = (lambda P: ta.compute((size,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
+        else:
+            Y = (lambda P: ta.compute((size,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
+    return X, Y

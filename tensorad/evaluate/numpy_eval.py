@@ -65,6 +65,15 @@ def _const(n: Expr) -> np.ndarray:
     return np.asarray(n.arg, dtype=dt.numpy_dtype(n.dtype))
 
 
+def _cast(dtype: str, a: np.ndarray) -> np.ndarray:
+    """``a`` converted to ``dtype``; float to int saturates as compiled code does
+    (:func:`tensorad.ir.dtype.float_to_int`)."""
+    a = np.asarray(a)
+    if dt.is_int(dtype) and (a.dtype.kind == "f" or a.dtype.name == "bfloat16"):
+        return dt.float_to_int(a, dtype)
+    return a.astype(dt.numpy_dtype(dtype))
+
+
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a ** b`` with C's ``pow`` at a base of -inf, as compiled code has it: NumPy computes
     ``-inf ** 0.5`` as a square root (NaN) on some array shapes and as ``pow`` (inf) on
@@ -104,7 +113,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.OR: lambda n, a, b: np.logical_or(a, b),                      # a || b
     Op.NOT: lambda n, a: np.logical_not(a),                          # !a
     Op.SELECT: lambda n, c, a, b: np.where(c, a, b),                 # c ? a : b, both evaluated
-    Op.CAST: lambda n, a: a.astype(dt.numpy_dtype(n.dtype)),         # float->int truncates; half: RNE
+    Op.CAST: lambda n, a: _cast(n.dtype, a),                         # float->int saturates; half: RNE
     Op.EXP: lambda n, a: np.exp(a),                                  # e^a
     Op.LOG: lambda n, a: np.log(a),                                  # ln a
     Op.SQRT: lambda n, a: np.sqrt(a),                                # a^(1/2)

@@ -68,6 +68,22 @@ def round_to(value: float, dtype: str) -> float:
         return float(np.asarray(np.float32(value)).astype(numpy_dtype(dtype)))
 
 
+def float_to_int(values, dtype: str):
+    """Float ``values`` (a NumPy array or a scalar) converted to the integer ``dtype`` as every
+    part of tensorad converts them (generated code's ``fptosi.sat``): toward zero, saturated at
+    the type's ends (inf included), NaN to 0.  NumPy's ``astype`` leaves out-of-range values
+    undefined (INT_MIN on x86)."""
+    import numpy as np
+
+    info = np.iinfo(dtype)
+    a = np.asarray(values, np.float64)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isnan(a), 0.0, np.clip(np.trunc(a), info.min, info.max))
+    big = out >= 2.0**63  # int64's max rounds up to 2^63 in float64: set after the cast
+    ints = np.where(big, info.max, np.where(big, 0.0, out).astype(np.int64)).astype(dtype)
+    return ints if isinstance(values, np.ndarray) else int(ints)
+
+
 def is_int(dtype: str) -> bool:
     return dtype in INT_DTYPES
 

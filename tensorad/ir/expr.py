@@ -383,6 +383,8 @@ def cast(dtype: str, x: Any) -> Expr:
     if dt.is_half(dtype) and x.dtype != dt.ACCUMULATE and x.op is not Op.CONST:
         x = cast(dt.ACCUMULATE, x)  # a half value is always rounded from float32
     if x.op is Op.CONST:
+        if dt.is_int(dtype) and dt.is_float(x.dtype):  # toward zero, saturated, NaN -> 0
+            return const(dt.float_to_int(x.arg, dtype), dtype)
         return const(x.arg, dtype) if not dt.is_bool(dtype) else const(bool(x.arg), dtype)
     return Expr(Op.CAST, dtype, (x,))
 

@@ -16,6 +16,7 @@ producer at the point the loop is at, written earlier in the same iteration.  Ch
 from __future__ import annotations
 
 import numpy as np
+from blocks import tanh_chain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.codegen.group import MAX_MEMBERS
@@ -32,15 +33,8 @@ def _nests(lowered) -> list[Nest]:
 
 
 def _chain(n: int, size: int = 16):
-    """``n`` links alternating ``tanh(P) * 0.9`` and ``sigmoid(P) + P / 2``, summed: each link
-    is read twice by the gradient, so each is stored."""
-    X = ta.placeholder((size,), "float64", name="X")
-    Y = X
-    for k in range(n):
-        if k % 2:
-            Y = (lambda P: ta.compute((size,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
-        else:
-            Y = (lambda P: ta.compute((size,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
+    """:func:`blocks.tanh_chain`, summed."""
+    X, Y = tanh_chain(n, size, "float64")
     r = ta.reduce_axis((0, size), "r")
     return X, ta.compute((), lambda: ta.sum(Y[r], axis=r), name="L")
 

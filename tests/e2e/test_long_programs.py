@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import numpy as np
+from blocks import tanh_chain
 
 import tensorad as ta
 from tensorad.ir.rewrite import tensor_graph, walk
@@ -118,15 +119,8 @@ def test_gradient_of_a_square_chain_is_linear_in_size_and_right():
 
 
 def _tanh_chain(n: int):
-    """Alternating ``tanh`` and ``sigmoid(Y) + Y/2`` steps: each materialized (expensive and
-    read twice by the gradient), so the lowered program has about one nest per step."""
-    X = ta.placeholder((16,), F, name="X")
-    Y = X
-    for k in range(n):
-        if k % 2:
-            Y = (lambda P: ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
-        else:
-            Y = (lambda P: ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
+    """:func:`blocks.tanh_chain`, its output read at two points."""
+    X, Y = tanh_chain(n, 16, F)
     return X, ta.compute((), lambda: Y[0] + Y[9], name="L")
 
 

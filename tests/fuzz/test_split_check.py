@@ -16,7 +16,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import tensorad.vjp as vjp  # noqa: E402
-from fuzz.checks import SPLIT_POLICIES, run_checks, split_options  # noqa: E402
+from fuzz.checks import SPLIT_POLICIES, run_checks, split_options, split_policy  # noqa: E402
 from fuzz.options import TARGETS  # noqa: E402
 
 SOURCE = """import tensorad as ta
@@ -38,8 +38,9 @@ def _job(seed: int, options: dict) -> dict:
             "triage": False}
 
 
-@pytest.mark.parametrize("seed", range(len(SPLIT_POLICIES)))  # one seed per policy
+@pytest.mark.parametrize("seed", range(len(SPLIT_POLICIES) + 1))  # one per named policy, a function
 def test_split_check_passes_under_each_policy(seed):
+    assert callable(split_policy(seed)) == (seed == len(SPLIT_POLICIES))
     (result,) = run_checks(_job(seed, {"fastmath": True}))
     assert result == {"check": "split", "status": "ok"}, result
 

@@ -1,0 +1,159 @@
+"""Whether LLVM's loop vectorizer can take an innermost loop as emitted, so that a requested
+``vector_width`` hint goes only where it can be honoured.
+
+A ``llvm.loop.vectorize.width`` hint makes the vectorizer report every failure on that loop as
+an always-printed remark ("remark: <unknown>:0:0: loop not vectorized: ...") on the process's
+stderr, which a user's build must not write.  A loop this test rejects gets no hint: LLVM
+then decides alone (and silently) -- it could not have used the hint anyway.
+
+The test is conservative (a loop it rejects may still be vectorizable; then LLVM's own cost
+model picks the width).  It reads the loop's LLVM IR, one basic block, and asks:
+
+* no control flow inside the body (lazy branches, ``If`` statements, bounds checks, a gather's
+  range test: "early exit", "control flow cannot be substituted for a select");
+* every call is to an LLVM intrinsic (a library function cannot be widened);
+* every store to an accumulator slot (an ``alloca``) is a reduction LLVM recognizes: the slot
+  loaded once, combined by one integer ``add``/``mul``/``and``/``or``/``xor`` or a float
+  ``fadd``/``fmul`` carrying ``reassoc`` (an argmax's select chain, an IEEE min/max or an
+  in-order float sum is not one: "value that could not be identified as reduction");
+* every other store's address is affine in the loop variable -- it moves with it ("write to
+  a loop invariant address"), through no loaded value (a scatter), no ``%``/``//``/select
+  (two iterations could store to one place) -- and a buffer both stored and loaded in the
+  loop is read only where it is written (no carried memory dependence);
+* a constant trip count is at least :data:`TINY_TRIPS`: below it LLVM vectorizes only without
+  runtime checks and says so when it would need them ("runtime SCEV checks needed").
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+TINY_TRIPS = 16  # LLVM's TinyTripCountVectorThreshold
+_AFFINE = frozenset({"add", "sub", "mul", "shl", "sext", "zext", "getelementptr"})
+_INT_REDUCTIONS = frozenset({"add", "mul", "and", "or", "xor"})
+_FLOAT_REDUCTIONS = frozenset({"fadd", "fmul"})
+
+
+def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: int | None = None) -> bool:
+    """True when the innermost loop whose body is ``body`` (entered with the induction
+    variable ``iv``; ``latch`` is the block that branches back; ``trips`` its trip count when
+    constant) can take a width hint.  ``slots`` are the function's accumulator ``alloca``s."""
+    if body is not latch or (trips is not None and trips < TINY_TRIPS):
+        return False
+    slots = set(map(id, slots))
+    insts = [i for i in body.instructions if not isinstance(i, ir.Terminator)]
+    inside = set(map(id, insts))
+    slot_loads: dict[int, list] = {}
+    stores, loads = [], []
+    for i in insts:
+        if isinstance(i, ir.CallInstr):
+            callee = getattr(i.callee, "name", "")
+            if not callee.startswith("llvm."):
+                return False
+        elif isinstance(i, ir.LoadInstr):
+            ptr = i.operands[0]
+            if id(ptr) in slots:
+                slot_loads.setdefault(id(ptr), []).append(i)
+            else:
+                loads.append(i)
+        elif isinstance(i, ir.StoreInstr):
+            stores.append(i)
+    deps = _Deps(inside)
+    stored: dict[int, list] = {}
+    for s in stores:
+        value, ptr = s.operands
+        if id(ptr) in slots:
+            if not _reduction(value, slot_loads.get(id(ptr), [])):
+                return False
+            continue
+        if not deps.reaches(ptr, iv) or not _affine(ptr, iv, deps):
+            return False
+        stored.setdefault(id(_base(ptr)), []).append(_key(ptr, inside))
+    for ld in loads:
+        ptr = ld.operands[0]
+        written = stored.get(id(_base(ptr)))
+        if written is not None and any(k != _key(ptr, inside) for k in written):
+            return False
+    return True
+
+
+def _reduction(value, loads: list) -> bool:
+    """``value`` is ``op(load slot, x)`` with ``op`` one LLVM reduces, and that load the slot's
+    only one in the loop."""
+    if len(loads) != 1 or not isinstance(value, ir.Instruction):
+        return False
+    (load,) = loads
+    if not any(op is load for op in value.operands):
+        return False
+    if value.opname in _INT_REDUCTIONS:
+        return True
+    return value.opname in _FLOAT_REDUCTIONS and "reassoc" in getattr(value, "flags", ())
+
+
+def _affine(ptr, iv, deps: _Deps) -> bool:
+    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded
+    value on the way is not: it depends on data)."""
+    stack, seen = [ptr], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or x is iv or not isinstance(x, ir.Instruction) or id(x) not in deps.inside:
+            continue
+        seen.add(id(x))
+        if not deps.reaches(x, iv):
+            continue
+        if x.opname not in _AFFINE:
+            return False
+        stack.extend(x.operands)
+    return True
+
+
+def _base(ptr):
+    """The pointer a chain of ``getelementptr``s starts from (a buffer parameter)."""
+    while isinstance(ptr, ir.GEPInstr):
+        ptr = ptr.pointer
+    return ptr
+
+
+def _key(v, inside: set, memo: dict | None = None):
+    """A structural key of a value computed in the loop (two equal address computations
+    emitted twice have one key); values from outside are themselves."""
+    memo = {} if memo is None else memo
+    if not isinstance(v, ir.Instruction) or id(v) not in inside or isinstance(v, ir.PhiInstr):
+        return ("v", id(v))
+    k = memo.get(id(v))
+    if k is None:
+        k = (v.opname, tuple(getattr(v, "flags", ())),
+             tuple(_key(o, inside, memo) if isinstance(o, ir.Instruction) else
+                   (str(o) if isinstance(o, ir.Constant) else ("v", id(o))) for o in v.operands))
+        memo[id(v)] = k
+    return k
+
+
+class _Deps:
+    """Which values a value computed in the loop depends on (transitively, inside the loop)."""
+
+    def __init__(self, inside: set) -> None:
+        self.inside = inside
+        self.memo: dict[int, frozenset] = {}
+
+    def sources(self, v) -> frozenset:
+        key = id(v)
+        if key in self.memo:
+            return self.memo[key]
+        out: set = {key}
+        stack = [v]
+        seen = {key}
+        while stack:
+            x = stack.pop()
+            if not isinstance(x, ir.Instruction) or id(x) not in self.inside:
+                continue
+            for o in x.operands:
+                if id(o) not in seen:
+                    seen.add(id(o))
+                    out.add(id(o))
+                    stack.append(o)
+        self.memo[key] = frozenset(out)
+        return self.memo[key]
+
+    def reaches(self, v, source) -> bool:
+        return id(source) in self.sources(v)

@@ -1,0 +1,96 @@
+"""``vector_width`` hints go only on loops LLVM's vectorizer can take (codegen/vectorizable.py).
+
+A width hint makes LLVM print an always-on remark ("loop not vectorized: ...") on stderr for
+every hinted loop it cannot vectorize -- a user's build must print nothing -- and it licenses
+LLVM to reorder a float sum, so ``fastmath=False`` (IEEE order) with a ``vector_width`` summed
+in another order.  LLVM writes to file descriptor 2 itself: the test captures at the fd level
+(``capfd``)."""
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+
+def _argmax(x, y):
+    keep = x[1] >= y[1]
+    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+
+ARGMAX = ta.comm_reducer(_argmax, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)), name="argmax")
+
+
+@pytest.mark.parametrize("options", [{"vector_width": 4}, {"vector_width": 8, "fastmath": False},
+                                     {"vector_width": 2, "checked": True, "opt_level": 2}])
+def test_build_with_vector_width_writes_nothing(capfd, options):
+    """An argmax's select chain is no reduction LLVM knows: its loop must carry no hint."""
+    X = ta.placeholder((9, 200), "float32", name="X")
+    k = ta.reduce_axis((0, 200), name="k")
+    Idx, V = ta.compute((9,), lambda i: ARGMAX((k, X[i, k]), axis=k), name="am")
+    x = np.random.default_rng(0).uniform(-2, 2, X.shape).astype("float32")
+    capfd.readouterr()
+    i, v = ta.build([Idx, V], [X], **options)(x)
+    err = capfd.readouterr().err
+    assert err == "", err
+    np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+    np.testing.assert_array_equal(v, np.max(x, axis=1))
+
+
+@pytest.mark.parametrize("width", [4, 8])
+def test_strict_sum_keeps_its_order_under_a_width(width):
+    """``fastmath=False``: the sum is added in index order, bit for bit, whatever the width."""
+    X = ta.placeholder((4, 1000), "float32", name="X")
+    k = ta.reduce_axis((0, 1000), name="k")
+    S = ta.compute((4,), lambda i: ta.sum(X[i, k], axis=k), name="S")
+    x = (np.random.default_rng(1).standard_normal((4, 1000)) * 1000).astype(np.float32)
+    want = np.zeros(4, np.float32)
+    for j in range(1000):
+        want += x[:, j]
+    np.testing.assert_array_equal(ta.build([S], [X], fastmath=False, vector_width=width)(x), want)
+
+
+def test_vectorizable_loops_keep_the_width():
+    """The hint still reaches loops LLVM can vectorize: an elementwise loop and a fast sum."""
+    A = ta.placeholder((64, 64), "float32", name="A")
+    k = ta.reduce_axis((0, 64), name="k")
+    Y = ta.compute((64, 64), lambda i, j: A[i, j] * 2.0 + 1.0, name="Y")
+    S = ta.compute((64,), lambda i: ta.sum(A[i, k] * A[i, k], axis=k), name="S")
+    for t in (Y, S):
+        ir_text = ta.build([t], [A], vector_width=4, opt_level=2).llvm_ir
+        assert "<4 x float>" in ir_text, t.name
+
+
+def _loop(store_index):
+    """A one-block loop body ``Y[f(i)] = X[i]`` in hand-written IR: (body, iv)."""
+    import llvmlite.ir as ir
+
+    i64, f32, ptr = ir.IntType(64), ir.FloatType(), ir.PointerType()
+    m = ir.Module()
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, ptr]), "f")
+    entry, body = fn.append_basic_block("entry"), fn.append_basic_block("body")
+    b = ir.IRBuilder(entry)
+    b.branch(body)
+    b.position_at_end(body)
+    iv = b.phi(i64, name="i")
+    x = b.load(b.gep(fn.args[0], [iv], source_etype=f32), typ=f32)
+    b.store(x, b.gep(fn.args[1], [store_index(b, iv)], source_etype=f32))
+    return body, iv
+
+
+def test_vectorizable_reads_the_loop_body():
+    """The rules of codegen/vectorizable.py on hand-made loops: a store that moves with the
+    loop affinely takes a hint; one at a fixed place or at ``i % 3`` does not, nor does a loop
+    of fewer trips than LLVM's tiny-loop threshold."""
+    import llvmlite.ir as ir
+    from tensorad.codegen.vectorizable import TINY_TRIPS, vectorizable
+
+    c = ir.IntType(64)
+    cases = {"affine": (lambda b, iv: b.add(b.mul(iv, c(2)), c(1)), True),
+             "invariant": (lambda b, iv: c(4), False),
+             "modulo": (lambda b, iv: b.srem(iv, c(3)), False)}
+    for name, (index, want) in cases.items():
+        body, iv = _loop(index)
+        assert vectorizable(body, body, iv, (), None) is want, name
+    body, iv = _loop(cases["affine"][0])
+    assert vectorizable(body, body, iv, (), TINY_TRIPS)
+    assert not vectorizable(body, body, iv, (), TINY_TRIPS - 1)

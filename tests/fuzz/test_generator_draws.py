@@ -1,0 +1,92 @@
+"""What the generator draws beyond its first versions (session 11): integer tensors (runtime
+``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers, half
+storage, data with inf and NaN, and the ways a kernel is called; and that the forward check's
+calling conventions check what they claim."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import tensorad as ta  # noqa: E402
+from fuzz import data as fdata  # noqa: E402
+from fuzz.checks import DLPackOnly, Mismatch, call_as, load, strided  # noqa: E402
+from fuzz.program import CALLING, HALF, generate  # noqa: E402
+
+SEEDS = range(800)
+
+
+def _programs():
+    return [generate(s) for s in SEEDS]
+
+
+def test_every_addition_is_drawn_in_proportion():
+    progs = _programs()
+    n = len(progs)
+    sources = [p.render() for p in progs]
+    share = {
+        "half storage": sum(p.dtype in HALF for p in progs),
+        "special data": sum(p.data == "special" for p in progs),
+        "integer computes": sum("lambda" in s and "ta.cast('int" in s for s in sources),
+        "runtime //": sum(") // ta.cast('int" in s for s in sources),
+        "runtime %": sum(") % ta.cast('int" in s for s in sources),
+        "saturating casts of data": sum("* 1e10)" in s for s in sources),
+        "integer reductions": sum(", axis=[r" in s and "(ta.cast('int" in s for s in sources),
+        "library layers": sum("= ta.topi." in s for s in sources),
+    }
+    for calling in CALLING:
+        share[calling] = sum(p.calling == calling for p in progs)
+    low = {k: v for k, v in share.items() if v < 0.01 * n}
+    assert not low, (low, share)
+    assert share["plain"] > n // 2  # the additions are a minority of each program's draws
+    assert {p.dtype for p in progs} >= {"float16", "bfloat16", "float32", "float64"}
+
+
+def test_old_seeds_without_additions_are_unchanged():
+    """The additions come from a stream of their own: a seed that draws none of them renders
+    the program it rendered before (the first versions, ``extras=False``, stay as they were)."""
+    same = sum(generate(s, extras=False).render() == generate(s, extras=False).render() for s in range(50))
+    assert same == 50
+    assert all(generate(s, extras=False).calling == "plain" for s in range(50))
+
+
+def test_half_integer_and_layer_programs_define_and_evaluate():
+    picked = [p for p in _programs()[:400] if p.dtype in HALF or "= ta.topi." in p.render()
+              or ") // ta.cast('int" in p.render()][:12]
+    for p in picked:
+        ns = load(p.render())
+        ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))
+
+
+def test_strided_views_and_dlpack_wrappers():
+    a = np.arange(12.0).reshape(3, 4)
+    for reverse in (False, True):
+        v = strided(a, reverse)
+        assert not v.flags.c_contiguous and np.array_equal(v, a)
+    w = DLPackOnly(a)
+    assert not isinstance(w, np.ndarray) and hasattr(w, "__dlpack__")
+    assert np.array_equal(np.from_dlpack(w), a)
+
+
+def test_out_calling_checks_identity_and_every_element():
+    X = ta.placeholder((5,), "float64", name="X")
+    Y = ta.compute((5,), lambda i: X[i] * 2.0, name="Y")
+    kernel = ta.build([Y], [X])
+    x = np.arange(5.0)
+    for calling in CALLING:
+        (got,) = call_as(kernel, [x], [Y], calling, 0)
+        np.testing.assert_array_equal(got, x * 2)
+
+    class Copying:  # returns fresh arrays instead of the out= ones: must be caught
+        def __call__(self, *args, out=None):
+            return kernel(*args).copy()
+
+    with pytest.raises(Mismatch, match="out="):
+        call_as(Copying(), [x], [Y], "out", 0)
