@@ -32,6 +32,8 @@ class OptimizerContext:
         self.factored: set = set()  # every sum .factor made
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
+        self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
+        self.counts: Counter = Counter()  # isl questions computed (not answered from a memo), by kind
         self.trace = trace
 
     def simplify(self, e: Expr) -> Expr:
