@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from tensorad.ir.expr import Expr
 
 from .cse import OpTable
+from .index import IndexMemo
 
 
 class OptimizerContext:
@@ -34,6 +35,7 @@ class OptimizerContext:
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
         self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
         self.counts: Counter = Counter()  # isl questions computed (not answered from a memo), by kind
+        self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
         self.trace = trace
 
     def simplify(self, e: Expr) -> Expr:
