@@ -36,6 +36,8 @@ class OptimizerContext:
         self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
         self.counts: Counter = Counter()  # isl questions computed (not answered from a memo), by kind
         self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
+        self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
+        self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
         self.trace = trace
 
     def simplify(self, e: Expr) -> Expr:
