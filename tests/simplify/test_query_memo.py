@@ -107,3 +107,19 @@ def test_emptiness_over_the_mentioned_variables_is_exact(specs, summed):
         want = any(all(_atom_holds(s, pool, at | dict(zip(rvars, inner))) for s in specs)
                    for inner in itertools.product(*(range(r.lo, r.hi) for r in rvars)))
         assert _holds(where, at) == want, (cond, rvars, point)
+
+
+def test_a_sum_is_proved_zero_once_per_call(monkeypatch):
+    import tensorad.simplify.polynomial as polynomial
+
+    built = []
+    real = polynomial._Builder
+    monkeypatch.setattr(polynomial, "_Builder", lambda ctx: built.append(1) or real(ctx))
+    X = ta.placeholder((3, 4), name="X")
+    k = ta.reduce_axis((0, 4), "k")
+    Z = ta.compute((3,), lambda i: ta.sum(X[i, k] * 2.0 - X[i, k] - X[i, k], k), name="Z")  # = 0
+    ctx = OptimizerContext()
+    body = Z.op.body[0]
+    assert polynomial.provably_zero(body, ctx) and polynomial.provably_zero(body, ctx)
+    assert len(built) == 1 and ctx.zero == {body: True}
+    assert polynomial.provably_zero(body) and len(built) == 2  # no context: no memo
