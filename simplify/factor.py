@@ -209,11 +209,12 @@ def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     if ctx is not None:
         ctx.counts["nonempty"] += 1
     variables = list(axes) + list(rvars)
-    affine, residual = split_affine(conjuncts(cond), variables)
+    affine, residual = split_affine(conjuncts(cond), variables, ctx)
     if residual:
         out = None
     else:
-        onto = IndexSet.from_conditions(variables, affine).project_onto(axes)
+        space = None if ctx is None else ctx.space(variables)
+        onto = IndexSet.from_conditions(variables, affine, space).project_onto(axes)
         out = simplify_expr(onto.gist(IndexSet.box(onto.vars)).to_cond(), ctx)
     memo[key] = out
     return out

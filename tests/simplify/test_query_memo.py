@@ -123,3 +123,23 @@ def test_a_sum_is_proved_zero_once_per_call(monkeypatch):
     assert polynomial.provably_zero(body, ctx) and polynomial.provably_zero(body, ctx)
     assert len(built) == 1 and ctx.zero == {body: True}
     assert polynomial.provably_zero(body) and len(built) == 2  # no context: no memo
+
+
+def test_a_condition_is_converted_to_isl_once_per_call(monkeypatch):
+    from tensorad.simplify.eliminate import space_of, split_affine
+
+    from tensorad.poly.affine import IndexSpace
+    from tensorad.poly.domain import IndexSet
+
+    converted = []
+    real = IndexSpace._atom
+    monkeypatch.setattr(IndexSpace, "_atom", lambda self, c, *a: converted.append(c) or real(self, c, *a))
+    i, k = var("i", 0, 6), var("k", 0, 4)
+    conds = [i - k >= 1, 2 * k <= i + 3]
+    ctx = OptimizerContext()
+    affine, residual = split_affine(conds, [i, k], ctx)
+    dom = IndexSet.from_conditions([i, k], affine, space_of([i, k], ctx))
+    assert residual == [] and not dom.is_empty()
+    assert len(converted) == 2  # classified and intersected: one conversion each
+    split_affine(conds, [i, k])  # without a context, each call converts afresh
+    assert len(converted) == 4
