@@ -16,7 +16,7 @@ from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import walk
 from tensorad.poly.linear import Linear, from_linear, to_linear
 
-from .ranges import bounds
+from .ranges import bounds, linear_bounds
 
 
 class IndexMemo:
@@ -59,15 +59,10 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
 
 
 def form_bounds(f: Linear, memo: IndexMemo | None = None) -> tuple[int | None, int | None]:
-    lo = hi = f.const
-    for atom, k in f.terms:
-        a_lo, a_hi = bounds(atom, None if memo is None else memo.bounds)
-        if k < 0:
-            a_lo, a_hi = (None if a_hi is None else -a_hi), (None if a_lo is None else -a_lo)
-            k = -k
-        lo = None if lo is None or a_lo is None else lo + k * a_lo
-        hi = None if hi is None or a_hi is None else hi + k * a_hi
-    return lo, hi
+    """Bounds of a linear form (:func:`.ranges.linear_bounds` over its atoms' bounds)."""
+    if memo is None:
+        return linear_bounds(f, bounds)
+    return linear_bounds(f, lambda a: bounds(a, memo.bounds, memo.forms))
 
 
 def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
