@@ -190,7 +190,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         new_vars.append(nv)
     # gist against the ranges that stay: a shifted variable's own bounds must survive
     kept = [v for v in dom.vars if v not in shift]
-    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept)).to_cond()
+    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept, space=space_of(dom.vars, ctx))).to_cond()
     if shift:
         for r, value in shift.items():
             _compose(mapping, r, value)

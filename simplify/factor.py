@@ -215,7 +215,8 @@ def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     else:
         space = None if ctx is None else ctx.space(variables)
         onto = IndexSet.from_conditions(variables, affine, space).project_onto(axes)
-        out = simplify_expr(onto.gist(IndexSet.box(onto.vars)).to_cond(), ctx)
+        box = IndexSet.box(onto.vars, space=None if ctx is None else ctx.space(onto.vars))
+        out = simplify_expr(onto.gist(box).to_cond(), ctx)
     memo[key] = out
     return out
 
