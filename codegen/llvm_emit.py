@@ -29,7 +29,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
-from .chains import unrolled_chain_too_long
+from .chains import unrolled_chain_too_long, window_vector_width
 from .checks import Checks
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
@@ -179,6 +179,12 @@ class ModuleEmitter:
     def _target(self) -> Target:
         return self.target or parse_target()
 
+    def _lanes(self, dtype: str) -> int:
+        try:
+            return self._target().lanes(dtype)
+        except ValueError:  # (bool: as wide as int32)
+            return self._target().lanes("int32")
+
     @property
     def main_name(self) -> str:
         return f"{self.prefix}_main"
@@ -301,6 +307,8 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif self.vector_width and not any(isinstance(x, Loop) for x in s.body):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
+        elif (width := window_vector_width(s, self._lanes)) is not None:  # (see .chains)
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         b.position_at_end(exit_bb)
 
     def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:

@@ -33,6 +33,7 @@ from .islast import build_loops
 from .nestfuse import lower_group
 from .program import Buffer, Fill, Nest, Program, program_text
 from .scatter import lower_scatter, match_scatter
+from .scattershare import share_scatter_sums
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .speculate import speculate
 from .strategies import REGISTRY
@@ -195,6 +196,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
+    ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:

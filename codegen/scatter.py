@@ -59,6 +59,7 @@ class ScatterSpec:
     loop_vars: tuple[Expr, ...]  # reduce axes, then the output axes not fixed by a gather
     value: Expr
     cond: Expr
+    guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
 
 
 def _is_zero(e: Expr) -> bool:
@@ -157,7 +158,7 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
             cond = _all([cond, t >= 0])
         if hi is None or hi >= n:
             cond = _all([cond, t < n])
-    return ScatterSpec(target, spec.loop_vars, spec.value, cond)
+    return ScatterSpec(target, spec.loop_vars, spec.value, cond, spec.guard)
 
 
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
@@ -226,6 +227,8 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     only is hoisted out of the inner ones (:func:`_hoist`), which then form its body."""
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
     body: tuple = (Store(out, spec.target, here + spec.value),)
+    if spec.guard is not TRUE:  # (inside ``cond``'s tests: it may read at the target)
+        body = (If(spec.guard, body, (), affine=False),)
     variables, cond = spec.loop_vars, spec.cond
     split = _hoist(spec.loop_vars, spec.cond)
     if split is not None:

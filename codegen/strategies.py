@@ -34,9 +34,9 @@ cache blocks, which :mod:`.tune` measures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
@@ -498,6 +498,26 @@ def _terms(e: Expr) -> list[Expr]:
     return _terms(e.src[0]) + _terms(e.src[1]) if e.op is Op.ADD else [e]
 
 
+def _masked(e: Expr) -> tuple[Expr, Expr]:
+    """``(value, guard)``: ``e`` is ``value`` where ``guard`` holds and 0 elsewhere, peeling
+    ``select``/``if_then_else`` masks with a zero branch (``select(c, 0, x)``: ``!c``, which
+    is true at NaN as the select's choice of ``x`` is)."""
+    guard = TRUE
+    while e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[1].dtype != "bool":
+        if _zero(e.src[2]):
+            c, e = e.src[0], e.src[1]
+        elif _zero(e.src[1]):
+            c, e = logical_not(e.src[0]), e.src[2]
+        else:
+            break
+        guard = c if guard is TRUE else logical(Op.AND, guard, c)
+    return e, guard
+
+
+def _zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0
+
+
 class ScatterSum:
     """A sum of scatter-adds read at shifted points (an adjoint's terms, ``X.grad[j] =
     R1[j + 1] + R2[j + 1]``: a max pool's winners and its ties, through the padding) as
@@ -511,6 +531,7 @@ class ScatterSum:
         body = bodies[0]
         if body.op is Op.CAST and body.src[0].dtype == body.dtype:
             body = body.src[0]
+        body, guard = _masked(body)
         specs, absorbed = [], []
         for term in _terms(body):
             found = _shifted_read(term, op)
@@ -523,7 +544,10 @@ class ScatterSum:
                     or ctx.readers.get(r) != [op] or t in ctx.outputs or r.num_outputs != 1 \
                     or t.dtype != op.body[0].dtype:
                 return []
-            specs.append(shifted(chosen.data, offsets, op.shape))
+            spec = shifted(chosen.data, offsets, op.shape)
+            if guard is not TRUE:  # (the mask at the point each add lands on)
+                spec = replace(spec, guard=substitute(guard, dict(zip(op.axes, spec.target))))
+            specs.append(spec)
             absorbed.append(r)
         if not absorbed:
             return []

@@ -144,6 +144,10 @@ class _Operator:
             (args,) = inputs
             n = len(fn.function.outputs)
             ctx.mark_non_differentiable(*output[n:])
+            # the saved values get no gradient: without this, autograd would allocate and
+            # zero-fill a head for each of them on every backward (a max pool's winner, the
+            # convolution it read: megabytes of memset per step that nothing reads)
+            ctx.set_materialize_grads(False)
             ctx.save_for_backward(*args, *output)
 
         def backward(ctx, grads):

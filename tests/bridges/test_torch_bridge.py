@@ -228,3 +228,23 @@ def test_only_the_gradients_asked_for_are_computed():
     with torch.no_grad():
         f(x, w)
     assert f.operator([False, False]).function.saved == ()
+
+
+def test_the_saved_values_get_no_zero_filled_heads(layer):
+    """The forward's saved values (the convolution, the pool's winner) are outputs of the
+    registered operator that no loss reads: autograd must not allocate and zero-fill a head for
+    each of them on every backward (megabytes of memset per training step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w = (t.clone().requires_grad_() for t in _data(7))
+    y = layer(x, w)
+    head = torch.randn(y.shape, generator=torch.Generator().manual_seed(8))
+    assert len(layer.operator().function.plan.extras) >= 2  # (else the test shows nothing)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        y.backward(head)
+    fills = [e.key for e in prof.key_averages() if e.key in ("aten::zeros", "aten::zero_", "aten::fill_")]
+    assert fills == [], fills
+    xr, wr = (t.clone().requires_grad_() for t in _data(7))
+    _layer_torch(xr, wr).backward(head)
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-5)
