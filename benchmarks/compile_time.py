@@ -44,7 +44,8 @@ def timed(name, fn):
     t[name], t["cpu_" + name] = time.perf_counter() - t0, time.process_time() - c0
     return out
 def define():
-    p = {k: ta.placeholder(s, "float32", k) for k, s in shapes.items()}
+    ints = w.params.get("ints", {})  # token ids, class labels
+    p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k) for k, s in shapes.items()}
     return p, sys_tensorad.topi_forward(w.kind, p, w.params)
 p, Y = timed("define", define)
 H = ta.placeholder(Y.shape, "float32", "H")

@@ -16,8 +16,10 @@ from collections import Counter
 from collections.abc import Iterable
 
 from tensorad.ir.expr import Expr
+from tensorad.poly.affine import IndexSpace
 
 from .cse import OpTable
+from .index import IndexMemo
 
 
 class OptimizerContext:
@@ -32,7 +34,23 @@ class OptimizerContext:
         self.factored: set = set()  # every sum .factor made
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
+        self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
+        self.counts: Counter = Counter()  # isl questions computed (not answered from a memo), by kind
+        self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
+        self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
+        self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
+        self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
         self.trace = trace
+
+    def space(self, variables) -> IndexSpace:
+        """The call's one :class:`IndexSpace` over ``variables`` (in order): its conversions
+        of index expressions and conditions to isl are kept, so a condition the optimizer
+        classifies (``split_affine``) and then intersects is converted once."""
+        key = tuple(variables)
+        found = self.spaces.get(key)
+        if found is None:
+            found = self.spaces[key] = IndexSpace(key)
+        return found
 
     def simplify(self, e: Expr) -> Expr:
         from .rules import simplify_expr

@@ -58,9 +58,16 @@ class Plan:
 MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are not worth it
 
 
-def split_affine(conds: Sequence[Expr], variables: Sequence[Expr]) -> tuple[list[Expr], list[Expr]]:
+def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
+    """An isl space over ``variables``: the call's own (its conversions kept) when there is a
+    context, else a fresh one."""
+    return IndexSpace(variables) if ctx is None else ctx.space(variables)
+
+
+def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
+                 ctx=None) -> tuple[list[Expr], list[Expr]]:
     """Conjuncts isl represents exactly over ``variables`` and the rest (residual)."""
-    space = IndexSpace(variables) if variables else None
+    space = space_of(variables, ctx) if variables else None
     affine, residual = [], []
     for c in conds:
         if space is not None and _is_affine(space, c):
@@ -124,7 +131,7 @@ def _gathers_data(e: Expr) -> bool:
 
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
                equations: list[Expr], indices: list[Expr], ctx) -> Plan:
-    dom = IndexSet.from_conditions(outer + rvars, affine)
+    dom = IndexSet.from_conditions(outer + rvars, affine, space_of(outer + rvars, ctx))
     if dom.is_empty():
         return Plan((), (), TRUE, (), empty=True)
     mapping: dict[Expr, Expr] = {}
@@ -183,14 +190,16 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         new_vars.append(nv)
     # gist against the ranges that stay: a shifted variable's own bounds must survive
     kept = [v for v in dom.vars if v not in shift]
-    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept)).to_cond()
+    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept, space=space_of(dom.vars, ctx))).to_cond()
     if shift:
         for r, value in shift.items():
             _compose(mapping, r, value)
         guards = [simplify_expr(substitute(g, shift), ctx) for g in guards]
         cond = simplify_expr(substitute(cond, shift), ctx)
         space_vars = outer + new_vars
-        cond = IndexSet.from_conditions(space_vars, [cond]).gist(IndexSet.box(space_vars)).to_cond()
+        space = space_of(space_vars, ctx)
+        cond = IndexSet.from_conditions(space_vars, [cond], space).gist(
+            IndexSet.box(space_vars, space=space)).to_cond()
     cond = simplify_expr(cond, ctx)
     return Plan(tuple(mapping.items()), tuple(new_vars), cond, tuple(guards))
 

@@ -187,16 +187,38 @@ def _count(red: Expr) -> int | None:
 
 def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
-    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell."""
+    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell.
+
+    Only the variables the condition mentions enter the isl set: another one ranges over a
+    nonempty box whatever the rest is, so it neither empties the domain nor constrains the
+    axes (a variable with an empty range keeps them all: then the whole domain is empty).  The
+    answer depends on the condition and those variables alone, so the call's context memoizes
+    it under that key: the sums of one adjoint, nested over different outer variables, share
+    their conditions (:func:`_nest_split` asks up to ``2^k`` times per sum)."""
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
-    variables = list(axes) + list(red.arg.axes)
-    affine, residual = split_affine(conjuncts(cond), variables)
+    rvars = tuple(red.arg.axes)
+    used = {n for n in walk(cond) if n.op is Op.VAR}
+    if all(v in used or (v.lo is not None and v.hi is not None and v.hi > v.lo) for v in tuple(axes) + rvars):
+        axes, rvars = tuple(a for a in axes if a in used), tuple(r for r in rvars if r in used)
+    key = (tuple(axes), rvars, cond)
+    memo = ctx.nonempty if ctx is not None else {}
+    if key in memo:
+        return memo[key]
+    if ctx is not None:
+        ctx.counts["nonempty"] += 1
+    variables = list(axes) + list(rvars)
+    affine, residual = split_affine(conjuncts(cond), variables, ctx)
     if residual:
-        return None
-    onto = IndexSet.from_conditions(variables, affine).project_onto(axes)
-    return simplify_expr(onto.gist(IndexSet.box(onto.vars)).to_cond(), ctx)
+        out = None
+    else:
+        space = None if ctx is None else ctx.space(variables)
+        onto = IndexSet.from_conditions(variables, affine, space).project_onto(axes)
+        box = IndexSet.box(onto.vars, space=None if ctx is None else ctx.space(onto.vars))
+        out = simplify_expr(onto.gist(box).to_cond(), ctx)
+    memo[key] = out
+    return out
 
 
 class _Plan:

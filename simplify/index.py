@@ -16,7 +16,26 @@ from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import walk
 from tensorad.poly.linear import Linear, from_linear, to_linear
 
-from .ranges import bounds
+from .ranges import bounds, linear_bounds
+
+
+class IndexMemo:
+    """The per-node index analyses of one optimizer call: linear forms, interval bounds and
+    negations.  Nodes are immutable and hash-consed, so each is a pure function of its node;
+    the call's :class:`.context.OptimizerContext` owns one, so a form is taken apart once per
+    call instead of once per rule that reads it (``a <= b`` and its negation, ``a + b`` and
+    every sum above it).  Without one, each function call starts afresh."""
+
+    __slots__ = ("forms", "bounds", "negations")
+
+    def __init__(self) -> None:
+        self.forms: dict = {}  # node -> Linear (tensorad.poly.linear.to_linear's memo)
+        self.bounds: dict = {}  # node -> (lo, hi) (ranges.bounds' memo)
+        self.negations: dict = {}  # comparison -> its canonical negation (or None)
+
+
+def _forms(memo: IndexMemo | None) -> dict | None:
+    return None if memo is None else memo.forms
 
 
 def is_int(e: Expr) -> bool:
@@ -31,24 +50,19 @@ def zero_like(e: Expr) -> Expr:
     return const(0, e.dtype)
 
 
-def normalise_linear(node: Expr) -> Expr | None:
+def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """Integer ``+ - * neg``: collect coefficients (``2*(j + 3) - j`` -> ``j + 6``)."""
     if not is_int(node):
         return None
-    out = from_linear(to_linear(node), node.dtype)
+    out = from_linear(to_linear(node, _forms(memo)), node.dtype)
     return None if out is node else out
 
 
-def form_bounds(f: Linear) -> tuple[int | None, int | None]:
-    lo = hi = f.const
-    for atom, k in f.terms:
-        a_lo, a_hi = bounds(atom)
-        if k < 0:
-            a_lo, a_hi = (None if a_hi is None else -a_hi), (None if a_lo is None else -a_lo)
-            k = -k
-        lo = None if lo is None or a_lo is None else lo + k * a_lo
-        hi = None if hi is None or a_hi is None else hi + k * a_hi
-    return lo, hi
+def form_bounds(f: Linear, memo: IndexMemo | None = None) -> tuple[int | None, int | None]:
+    """Bounds of a linear form (:func:`.ranges.linear_bounds` over its atoms' bounds)."""
+    if memo is None:
+        return linear_bounds(f, bounds)
+    return linear_bounds(f, lambda a: bounds(a, memo.bounds, memo.forms))
 
 
 def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
@@ -66,7 +80,7 @@ def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
     return None
 
 
-def canonical_compare(node: Expr) -> Expr | None:
+def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.
 
     ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
@@ -78,8 +92,8 @@ def canonical_compare(node: Expr) -> Expr | None:
     a, b = node.src
     if not is_int(a):
         return None
-    f = to_linear(a) - to_linear(b)
-    decided = _decide(node.op, *form_bounds(f))
+    f = to_linear(a, _forms(memo)) - to_linear(b, _forms(memo))
+    decided = _decide(node.op, *form_bounds(f, memo))
     if decided is not None:
         return decided
     op = node.op
@@ -118,14 +132,19 @@ def canonical_compare(node: Expr) -> Expr | None:
 _FLIP = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT, Op.EQ: Op.NE, Op.NE: Op.EQ}
 
 
-def negate(c: Expr) -> Expr | None:
+def negate(c: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``!c`` without a NOT node when ``c`` is an integer comparison or a constant."""
     if c.op is Op.CONST:
         return FALSE if c.arg else TRUE
     if c.op in _FLIP and is_int(c.src[0]):
+        if memo is not None and c in memo.negations:
+            return memo.negations[c]
         flipped = Expr(_FLIP[c.op], dt.BOOL, c.src)
-        canon = canonical_compare(flipped)  # in the normal form the simplifier produces
-        return flipped if canon is None else canon
+        canon = canonical_compare(flipped, memo)  # in the normal form the simplifier produces
+        out = flipped if canon is None else canon
+        if memo is not None:
+            memo.negations[c] = out
+        return out
     if c.op is Op.NOT:
         return c.src[0]
     return None
@@ -140,7 +159,7 @@ def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
     return q, r
 
 
-def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+def floordiv_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``(c*Q + R) // c -> Q + R // c``; ``R // c -> 0`` when ``0 <= R < c``."""
     if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
         return None
@@ -149,8 +168,8 @@ def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
         return a
     if a.op is Op.FLOORDIV and a.src[1].op is Op.CONST and a.src[1].arg > 0:  # (x//p)//c = x//(p c)
         return Expr(Op.FLOORDIV, node.dtype, (a.src[0], const(int(a.src[1].arg) * c, node.dtype)))
-    q, r = _split_multiple(to_linear(a), c)
-    lo, hi = form_bounds(r)
+    q, r = _split_multiple(to_linear(a, _forms(memo)), c)
+    lo, hi = form_bounds(r, memo)
     if lo is not None and hi is not None and 0 <= lo and hi < c:
         return from_linear(q, node.dtype)
     if q.is_const and q.const == 0:
@@ -159,16 +178,16 @@ def floordiv_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
     return from_linear(q + Linear(((rest, 1),), 0), node.dtype)
 
 
-def mod_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+def mod_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``(c*Q + R) % c -> R % c``; ``R % c -> R`` when ``0 <= R < c``."""
     if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
         return None
     c = int(b.arg)
     if c == 1:
         return zero_like(node)
-    f = to_linear(a)
+    f = to_linear(a, _forms(memo))
     _, r = _split_multiple(f, c)
-    lo, hi = form_bounds(r)
+    lo, hi = form_bounds(r, memo)
     if lo is not None and hi is not None and 0 <= lo and hi < c:
         return from_linear(r, node.dtype)
     if r == f:
@@ -176,11 +195,11 @@ def mod_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
     return Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
 
 
-def minmax_rule(node: Expr, a: Expr, b: Expr) -> Expr | None:
+def minmax_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """Integer max/min decided by the ranges of ``a - b``."""
     if not is_int(node):
         return None
-    lo, hi = form_bounds(to_linear(a) - to_linear(b))
+    lo, hi = form_bounds(to_linear(a, _forms(memo)) - to_linear(b, _forms(memo)), memo)
     a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
     b_wins = (hi is not None and hi <= 0) if node.op is Op.MAXIMUM else (lo is not None and lo >= 0)
     return a if a_wins else b if b_wins else None

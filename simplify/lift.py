@@ -27,7 +27,7 @@ from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
-from .eliminate import apply_plan, equation_for, guard_of, make_plan, split_affine
+from .eliminate import apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
 from .logic import conjuncts
 from .nonzero import assume, nonzero
 from .rules import is_zero, simplify_expr
@@ -49,10 +49,10 @@ def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
     body = simplify_expr(body, ctx)
     if body.op is Op.CONST:
         return body
-    affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes)
+    affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes, ctx)
     if not affine:
         return body
-    dom = IndexSet.from_conditions(axes, affine)
+    dom = IndexSet.from_conditions(axes, affine, space_of(axes, ctx))
     if dom.is_empty():
         return const(0, body.dtype)
     cond = simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
@@ -95,8 +95,8 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
               ctx=None) -> Expr:
     """One sum (no split): lift, plan, apply."""
     variables = list(axes) + list(rvars)
-    where_aff, where_res = split_affine(conjuncts(cond), variables)
-    nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables)
+    where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
+    nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)
     # data-dependent equations in the source (k == Winner[i]) are lifted so they can be solved
     eqs = [c for c in nz_res if equation_for(c, rvars, ctx) is not None]
     src = assume(src, nz_aff + eqs, ctx)
@@ -131,7 +131,7 @@ def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:
     if red.op is not Op.REDUCE:
         return red
     variables = list(axes) + list(red.arg.axes)
-    affine, _ = split_affine(conjuncts(red.src[0]), variables)
-    if affine and IndexSet.from_conditions(variables, affine).is_empty():
+    affine, _ = split_affine(conjuncts(red.src[0]), variables, ctx)
+    if affine and IndexSet.from_conditions(variables, affine, space_of(variables, ctx)).is_empty():
         return red.arg.combiner.identity[red.arg.value_index]
     return red

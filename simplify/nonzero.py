@@ -143,7 +143,7 @@ def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
     mapping = {}
     for f in facts:
         mapping[f] = TRUE
-        neg = negate(f)
+        neg = negate(f, None if ctx is None else ctx.index)
         if neg is not None:
             mapping[neg] = FALSE
     if not mapping:

@@ -48,11 +48,13 @@ class _TooBig(Exception):
     pass
 
 
-def _mono_mul(a: Mono, b: Mono) -> Mono:
+def _mono_mul(a: Mono, b: Mono, keys: dict) -> Mono:
+    """``a * b``, atoms in :func:`atom_key` order (``keys``: the call's memo of structural keys,
+    so equal subtrees have one key object and compare by identity)."""
     d = dict(a)
     for atom, e in b:
         d[atom] = d.get(atom, 0) + e
-    return tuple(sorted(((x, e) for x, e in d.items() if e), key=lambda t: atom_key(t[0])))
+    return tuple(sorted(((x, e) for x, e in d.items() if e), key=lambda t: atom_key(t[0], keys)))
 
 
 def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
@@ -68,13 +70,13 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
     return out
 
 
-def _mul(a: Poly, b: Poly) -> Poly:
+def _mul(a: Poly, b: Poly, keys: dict) -> Poly:
     if len(a) * len(b) > MAX_TERMS * 4:
         raise _TooBig
     out: Poly = {}
     for ma, ca in a.items():
         for mb, cb in b.items():
-            out = _add(out, {_mono_mul(ma, mb): ca * cb})
+            out = _add(out, {_mono_mul(ma, mb, keys): ca * cb})
     return out
 
 
@@ -104,6 +106,7 @@ class _Builder:
         self.memo: dict[Expr, Poly] = {}
         self.expansions = 0
         self.ctx = ctx
+        self.keys: dict = {} if ctx is None else ctx.keys  # node -> structural key (atom_key)
         self.pos: dict[tuple, Expr] = {}  # reduction variables renamed by position
         self.facts: list[Expr] = []  # conjuncts of the enclosing sums' where-conditions
 
@@ -159,11 +162,11 @@ class _Builder:
         if op is Op.NEG:
             return {m: -c for m, c in self.poly(e.src[0]).items()}
         if op is Op.MUL:
-            return _mul(self.poly(e.src[0]), self.poly(e.src[1]))
+            return _mul(self.poly(e.src[0]), self.poly(e.src[1]), self.keys)
         if op is Op.DIV:
             num, den = self.poly(e.src[0]), self.poly(e.src[1])
             inv = _inverse(den)
-            return _mul(num, inv if inv is not None else _atom(e.src[1], -1))
+            return _mul(num, inv if inv is not None else _atom(e.src[1], -1), self.keys)
         if op is Op.POW and e.src[1].op is Op.CONST and float(e.src[1].arg).is_integer() \
                 and abs(e.src[1].arg) <= 4:
             n = int(e.src[1].arg)
@@ -174,7 +177,7 @@ class _Builder:
                     return _atom(e)
             out: Poly = {(): Fraction(1)}
             for _ in range(abs(n)):
-                out = _mul(out, base)
+                out = _mul(out, base, self.keys)
             return out
         if op is Op.READ and isinstance(e.arg.op, ComputeOp) and e.arg.op.num_outputs == 1:
             t = e.arg
@@ -210,19 +213,32 @@ class _Builder:
             terms = self.poly(src)
         finally:
             del self.facts[len(self.facts) - len(facts):]
+        uses: dict[Expr, bool] = {}  # atom -> whether it mentions a reduction variable
         for m, c in terms.items():
-            indep = tuple((x, p) for x, p in m if not any(n in bound for n in walk(x)))
-            dep = tuple((x, p) for x, p in m if any(n in bound for n in walk(x)))
+            for x, _ in m:
+                if x not in uses:
+                    uses[x] = any(n in bound for n in walk(x))
+            indep = tuple((x, p) for x, p in m if not uses[x])
+            dep = tuple((x, p) for x, p in m if uses[x])
             inner = substitute(_product_expr(dep, e.dtype, self.ctx), canon)
             atom = Expr(Op.REDUCE, e.dtype, (substitute(cond, canon), inner),
                         ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0))
-            out = _add(out, _mul({indep: c}, _atom(atom)))
+            out = _add(out, _mul({indep: c}, _atom(atom), self.keys))
         return out
 
 
 def provably_zero(e: Expr, ctx=None) -> bool:
-    """Whether ``e`` is identically zero as a polynomial over its atoms (see the docstring)."""
+    """Whether ``e`` is identically zero as a polynomial over its atoms (see the docstring).
+
+    Each call starts a fresh conversion (its own expansion budget), so the answer depends on
+    ``e`` alone: the call's context memoizes it (the optimizer asks again about the same sums
+    when it factors and when it optimizes an op)."""
+    if ctx is not None and e in ctx.zero:
+        return ctx.zero[e]
     try:
-        return not _Builder(ctx).poly(e)
+        out = not _Builder(ctx).poly(e)
     except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
-        return False
+        out = False
+    if ctx is not None:
+        ctx.zero[e] = out
+    return out

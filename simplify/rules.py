@@ -26,6 +26,7 @@ A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test w
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from tensorad.ir.rewrite import MissingRuleError, rewrite, walk
 
 from .consts import fold_constant
 from .index import (
+    IndexMemo,
     canonical_compare,
     floordiv_rule,
     minmax_rule,
@@ -141,9 +143,10 @@ CHOICE_RULES: tuple[Rule, ...] = (
     ("choice-same", lambda n, c, a, b: a if a is b else None),                   # select(c, a, a) = a
     ("choice-not", lambda n, c, a, b: Expr(n.op, n.dtype, (c.src[0], b, a))      # select(!c, a, b)
      if c.op is Op.NOT else None),                                               #   = select(c, b, a)
-    ("choice-zero-then", lambda n, c, a, b: Expr(n.op, n.dtype, (negate(c), b, a))  # select(c, 0, x)
-     if is_zero(a) and not is_zero(b) and negate(c) is not None                  #   = select(!c, x, 0)
-     and negate(c).op is not Op.NOT else None),
+    ("choice-zero-then", lambda n, c, a, b, memo=None:                            # select(c, 0, x)
+     Expr(n.op, n.dtype, (negate(c, memo), b, a))                                 #   = select(!c, x, 0)
+     if is_zero(a) and not is_zero(b) and negate(c, memo) is not None
+     and negate(c, memo).op is not Op.NOT else None),
     ("choice-nest-then", lambda n, c, a, b: Expr(n.op, n.dtype, (c, a.src[1], b))  # select(c, select(c,
      if a.op is n.op and a.src[0] is c else None),                               #   x, y), z) = sel(c,x,z)
     ("choice-nest-else", lambda n, c, a, b: Expr(n.op, n.dtype, (c, a, b.src[2]))  # select(c, x, select(c,
@@ -154,7 +157,7 @@ CHOICE_RULES: tuple[Rule, ...] = (
 
 ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
     Op.ADD: (
-        ("int-linear", lambda n, a, b: normalise_linear(n)),            # sum of c_k*atom_k + c0
+        ("int-linear", lambda n, a, b, memo=None: normalise_linear(n, memo)),  # sum of c_k*atom_k + c0
         ("add-zero-r", lambda n, a, b: a if is_zero(b) else None),      # x + 0 = x
         ("add-zero-l", lambda n, a, b: b if is_zero(a) else None),      # 0 + x = x
         ("add-neg-r", lambda n, a, b: _bin(Op.SUB, a, b.src[0]) if b.op is Op.NEG else None),  # x+(-y)=x-y
@@ -163,7 +166,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
          if _same_gate(a, b) else None),                                 #   sel(c,y,0) = sel(c, x+y, 0)
     ),
     Op.SUB: (
-        ("int-linear", lambda n, a, b: normalise_linear(n)),            # sum of c_k*atom_k + c0
+        ("int-linear", lambda n, a, b, memo=None: normalise_linear(n, memo)),  # sum of c_k*atom_k + c0
         ("sub-zero-r", lambda n, a, b: a if is_zero(b) else None),      # x - 0 = x
         ("sub-zero-l", lambda n, a, b: _neg(b) if is_zero(a) else None),  # 0 - x = -x
         ("sub-self", lambda n, a, b: zero_like(n) if a is b and absorbs(a) else None),  # x - x = 0 (x finite)
@@ -172,7 +175,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
          if _same_gate(a, b) else None),                                 #   sel(c,y,0) = sel(c, x-y, 0)
     ),
     Op.MUL: (
-        ("int-linear", lambda n, a, b: normalise_linear(n)),            # c * (sum) distributes
+        ("int-linear", lambda n, a, b, memo=None: normalise_linear(n, memo)),  # c * (sum) distributes
         ("mul-one-r", lambda n, a, b: a if is_const(b, 1) else None),   # x * 1 = x
         ("mul-one-l", lambda n, a, b: b if is_const(a, 1) else None),   # 1 * x = x
         ("mul-zero-r", lambda n, a, b: b if is_zero(b) and absorbs(a) else None),  # x * 0 = 0 (x absorbs)
@@ -196,7 +199,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
     Op.FLOORDIV: (("floordiv", floordiv_rule),),                        # (c*Q + R)//c = Q + R//c
     Op.MOD: (("mod", mod_rule),),                                       # (c*Q + R) % c = R % c
     Op.NEG: (
-        ("int-linear", lambda n, a: normalise_linear(n)),               # -(sum) distributes
+        ("int-linear", lambda n, a, memo=None: normalise_linear(n, memo)),  # -(sum) distributes
         ("neg-neg", lambda n, a: a.src[0] if a.op is Op.NEG else None),  # -(-x) = x
         ("neg-sub", lambda n, a: _bin(Op.SUB, a.src[1], a.src[0]) if a.op is Op.SUB else None),  # -(x-y)=y-x
         ("neg-gate", lambda n, a: rebuild_gate(a, _neg(a.src[1])) if gated(a) else None),  # -sel(c,x,0)
@@ -218,18 +221,18 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
         ("and-true-l", lambda n, a, b: b if a is TRUE else None),       # T && b = b
         ("and-false", lambda n, a, b: FALSE if FALSE is a or FALSE is b else None),  # a && F = F
         ("and-dup", lambda n, a, b: a if has(conjuncts(a), b) else None),  # (a && b) && b = a && b
-        ("and-contra", lambda n, a, b: FALSE if negate(b) is not None   # a && !a = F
-         and has(conjuncts(a), negate(b)) else None),
+        ("and-contra", lambda n, a, b, memo=None: FALSE if negate(b, memo) is not None  # a && !a = F
+         and has(conjuncts(a), negate(b, memo)) else None),
     ),
     Op.OR: (
         ("or-false-r", lambda n, a, b: a if b is FALSE else None),      # a || F = a
         ("or-false-l", lambda n, a, b: b if a is FALSE else None),      # F || b = b
         ("or-true", lambda n, a, b: TRUE if TRUE is a or TRUE is b else None),  # a || T = T
         ("or-dup", lambda n, a, b: a if has(disjuncts(a), b) else None),  # (a || b) || b = a || b
-        ("or-excluded", lambda n, a, b: TRUE if negate(b) is not None   # a || !a = T
-         and has(disjuncts(a), negate(b)) else None),
+        ("or-excluded", lambda n, a, b, memo=None: TRUE if negate(b, memo) is not None  # a || !a = T
+         and has(disjuncts(a), negate(b, memo)) else None),
     ),
-    Op.NOT: (("not-push", lambda n, a: negate(a)),),                    # !(a < b) = a >= b, !!a = a
+    Op.NOT: (("not-push", lambda n, a, memo=None: negate(a, memo)),),  # !(a < b) = a >= b, !!a = a
     Op.SELECT: CHOICE_RULES,
     Op.IF_THEN_ELSE: CHOICE_RULES,
     Op.CAST: (("cast-choice", _cast_gate),                              # T(sel(c, 1, 0)) = sel(c, T(1), T(0))
@@ -242,7 +245,8 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
     ),
 }
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
-    ALGEBRA_RULES[_op] = (("int-compare", lambda n, a, b: canonical_compare(n)),)  # decide or normalise
+    ALGEBRA_RULES[_op] = (("int-compare",  # decide or normalise
+                           lambda n, a, b, memo=None: canonical_compare(n, memo)),)
 for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
             Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
     ALGEBRA_RULES[_op] = ()  # constant folding only
@@ -251,9 +255,13 @@ for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGM
 # ---- the driver -----------------------------------------------------------------------------
 
 _LINEAR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG})
+# which rules read per-node index analyses (a ``memo`` keyword: the call's IndexMemo)
+_TAKES_MEMO: dict[Op, tuple[bool, ...]] = {
+    op: tuple("memo" in inspect.signature(fn).parameters for _, fn in rules)
+    for op, rules in ALGEBRA_RULES.items()}
 
 
-def _applier(trace: Counter | None) -> Callable[[Expr], Expr | None]:
+def _applier(trace: Counter | None, memo: IndexMemo) -> Callable[[Expr], Expr | None]:
     def apply(node: Expr) -> Expr | None:
         try:
             rules = ALGEBRA_RULES[node.op]
@@ -265,10 +273,10 @@ def _applier(trace: Counter | None) -> Callable[[Expr], Expr | None]:
                 trace["const-fold"] += 1
             return folded
         int_linear = node.op in _LINEAR_OPS and _int(node)
-        for name, fn in rules:
+        for (name, fn), takes_memo in zip(rules, _TAKES_MEMO[node.op]):
             if int_linear and not (name == "int-linear" or "gate" in name):
                 continue  # integer + - * neg: the linear form is the one canonical form
-            out = fn(node, *node.src)
+            out = fn(node, *node.src, memo=memo) if takes_memo else fn(node, *node.src)
             if out is not None and out is not node:
                 if trace is not None:
                     trace[name] += 1
@@ -280,8 +288,9 @@ def _applier(trace: Counter | None) -> Callable[[Expr], Expr | None]:
 def simplify_expr(e: Expr, ctx=None) -> Expr:
     """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.
 
-    ``ctx`` (an :class:`.context.OptimizerContext`) keeps the memo across calls and may
-    record the rules that fire (``ctx.trace``); without one the memo lives for this call."""
+    ``ctx`` (an :class:`.context.OptimizerContext`) keeps the memos across calls (results and
+    the index analyses, ``ctx.index``) and may record the rules that fire (``ctx.trace``);
+    without one the memos live for this call."""
     if ctx is None:
-        return rewrite(e, _applier(None), {})
-    return rewrite(e, _applier(ctx.trace), ctx.simplified)
+        return rewrite(e, _applier(None, IndexMemo()), {})
+    return rewrite(e, _applier(ctx.trace, ctx.index), ctx.simplified)

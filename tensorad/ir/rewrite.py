@@ -160,10 +160,32 @@ _VISIT, _BUILD, _APPLY, _AFTER = "visit", "build", "apply", "after"
 
 
 def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
-    """Replace variables (or any nodes) by expressions, everywhere under ``root``."""
+    """Replace variables (or any nodes) by expressions, everywhere under ``root``.
+
+    The replacement of a node is substituted again (``rewrite``'s semantics).  When every key
+    is a leaf and no replacement contains a key -- renaming or instantiating variables, what
+    nearly every caller does -- that changes nothing, and one memoized walk rebuilds only the
+    nodes above a key (the optimizer substitutes into large adjoint bodies many times)."""
     if not mapping:
         return root
-    return rewrite(root, lambda n: mapping.get(n))
+    if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
+        return rewrite(root, lambda n: mapping.get(n))
+    memo: dict[Expr, Expr] = dict(mapping)
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if ready:
+            new = tuple(memo[c] for c in node.src)
+            memo[node] = node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+            continue
+        if not node.src:
+            memo[node] = node
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in node.src if c not in memo)
+    return memo[root]
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:

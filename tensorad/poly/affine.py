@@ -67,6 +67,7 @@ class IndexSpace:
         self._aff_memo: dict[Expr, isl.PwAff] = {}
         self._form_memo: dict[Expr, Linear] = {}
         self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
+        self._box: isl.Set | None = None
 
     # ---- sets -----------------------------------------------------------------------------
     def universe(self) -> isl.Set:
@@ -76,9 +77,16 @@ class IndexSpace:
         return isl.Set.empty(self.space)
 
     def box(self, variables: Iterable[Expr] | None = None) -> isl.Set:
-        """``lo <= v < hi`` for every variable (default: all of the space)."""
+        """``lo <= v < hi`` for every variable (default: all of the space, built once)."""
+        if variables is None:
+            if self._box is None:
+                self._box = self._make_box(self.vars)
+            return self._box
+        return self._make_box(variables)
+
+    def _make_box(self, variables: Iterable[Expr]) -> isl.Set:
         s = self.universe()
-        for v in (self.vars if variables is None else variables):
+        for v in variables:
             pa = self.aff(v)
             lo, hi = (v.lo, v.hi) if v.op is Op.VAR else (0, v.arg.extent)
             s = s.intersect(pa.ge_set(self.constant(lo))).intersect(pa.lt_set(self.constant(hi)))

@@ -52,18 +52,21 @@ class IndexSet:
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
-    def from_conditions(cls, variables: Sequence[Expr], conds: Sequence[Expr]) -> IndexSet:
-        """The box of the variables' ranges intersected with every condition (all exact)."""
-        space = IndexSpace(variables)
+    def from_conditions(cls, variables: Sequence[Expr], conds: Sequence[Expr],
+                        space: IndexSpace | None = None) -> IndexSet:
+        """The box of the variables' ranges intersected with every condition (all exact).
+        ``space``: an :class:`IndexSpace` over ``variables`` whose conversions to reuse."""
+        space = _space(variables, space)
         s = space.box()
         for c in conds:
             s = s.intersect(space.cond(c))
         return cls(space.vars, s)
 
     @classmethod
-    def box(cls, variables: Sequence[Expr], bounded: Sequence[Expr] | None = None) -> IndexSet:
+    def box(cls, variables: Sequence[Expr], bounded: Sequence[Expr] | None = None,
+            space: IndexSpace | None = None) -> IndexSet:
         """The ranges of ``bounded`` (default: all) as a set over ``variables``."""
-        space = IndexSpace(variables)
+        space = _space(variables, space)
         return cls(space.vars, space.box(bounded))
 
     # ---- questions ------------------------------------------------------------------------
@@ -166,6 +169,14 @@ class IndexSet:
 
     def to_cond(self) -> Expr:
         return set_to_cond(self.set, self.vars)
+
+
+def _space(variables: Sequence[Expr], space: IndexSpace | None) -> IndexSpace:
+    if space is None:
+        return IndexSpace(variables)
+    if space.vars != list(dict.fromkeys(variables)):
+        raise ValueError("the index space must be over the same variables, in order")
+    return space
 
 
 def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:

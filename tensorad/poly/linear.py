@@ -33,13 +33,17 @@ from ..ir.expr import Expr, Op, const
 from ..ir.rewrite import fold_along, walk
 
 
-def atom_key(e: Expr) -> tuple:
+def atom_key(e: Expr, memo: dict | None = None) -> tuple:
     """A deterministic sort key for atoms: variables first (by name, then creation order),
     then other atoms by their structure (ops, dtypes, constants, variables -- never a
-    tensor's name or an address, so renaming a tensor does not reorder a form)."""
+    tensor's name or an address, so renaming a tensor does not reorder a form).
+
+    The key of a node is as large as its tree; ``memo`` (node -> key, shared by a caller that
+    sorts many atoms: the optimizer's context) builds each subtree's key once, and equal
+    subtrees then share one key object, which tuple comparison skips by identity."""
     if e.op is Op.VAR:
         return (0, e.name, e.arg.uid)
-    return (1, _structure(e, {}))
+    return (1, _structure(e, {} if memo is None else memo))
 
 
 def _tensor_id(t) -> tuple:
