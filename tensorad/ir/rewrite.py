@@ -171,21 +171,12 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
     if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
         return rewrite(root, lambda n: mapping.get(n))
     memo: dict[Expr, Expr] = dict(mapping)
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if node in memo:
-            continue
-        if ready:
-            new = tuple(memo[c] for c in node.src)
-            memo[node] = node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
-            continue
-        if not node.src:
-            memo[node] = node
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in node.src if c not in memo)
-    return memo[root]
+
+    def rebuilt(node: Expr) -> Expr:
+        new = tuple(memo[c] for c in node.src)
+        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+
+    return fold_along(root, lambda n: n.src, rebuilt, memo)
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
