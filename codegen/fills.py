@@ -30,7 +30,7 @@ import dataclasses
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
-from .program import Assign, Fill, If, Loop, Nest, Program, Store
+from .program import Fill, If, Loop, Nest, Program, Store, nest_exprs
 from .schedule import Options
 from .target import Target
 
@@ -97,26 +97,7 @@ def _first_toucher(program: Program, steps: list, k: int) -> int | None:
 
 
 def _tensors(stmts: tuple) -> set:
-    return {n.arg for e in _exprs(stmts) for n in walk(e) if n.op is Op.READ}
-
-
-def _exprs(stmts: tuple):
-    for s in stmts:
-        if isinstance(s, Loop):
-            yield s.lo
-            yield s.hi
-            yield from _exprs(s.body)
-        elif isinstance(s, If):
-            yield s.cond
-            yield from _exprs(s.then)
-            yield from _exprs(s.orelse)
-        elif isinstance(s, Store):
-            yield from s.index
-            yield s.value
-        elif isinstance(s, Assign):
-            yield from s.values
-        else:
-            raise TypeError(f"unknown statement {s!r}")
+    return {n.arg for e in nest_exprs(stmts) for n in walk(e) if n.op is Op.READ}
 
 
 def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | None:
@@ -136,7 +117,7 @@ def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | N
                 out.append(tuple(s.index))
 
     stores(stmts)
-    for e in _exprs(stmts):
+    for e in nest_exprs(stmts):
         for n in walk(e):
             if id(n) in seen or n.op is not Op.READ:
                 continue

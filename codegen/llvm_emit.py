@@ -35,7 +35,7 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
-from .program import Assign, Fill, If, Loop, Nest, Program, Store
+from .program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
 from .target import Target, parse_target
 from .vectorizable import vectorizable
 
@@ -149,24 +149,6 @@ def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
         else:
             raise TypeError(f"unknown statement {s!r}")
     return found
-
-
-def nest_exprs(stmts: tuple):
-    """Every expression of the statements (bounds, conditions, indices, values)."""
-    for s in stmts:
-        if isinstance(s, Loop):
-            yield s.lo
-            yield s.hi
-            yield from nest_exprs(s.body)
-        elif isinstance(s, If):
-            yield s.cond
-            yield from nest_exprs(s.then)
-            yield from nest_exprs(s.orelse)
-        elif isinstance(s, Store):
-            yield from s.index
-            yield s.value
-        elif isinstance(s, Assign):
-            yield from s.values
 
 
 def _walk_new(root: Expr, seen: set[int]):

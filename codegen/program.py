@@ -270,3 +270,21 @@ def owner_of(st):
             if found is not None:
                 return found
     return None
+
+
+def nest_exprs(stmts: tuple):
+    """Every expression of the statements (bounds, conditions, indices, values)."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s.lo
+            yield s.hi
+            yield from nest_exprs(s.body)
+        elif isinstance(s, If):
+            yield s.cond
+            yield from nest_exprs(s.then)
+            yield from nest_exprs(s.orelse)
+        elif isinstance(s, Store):
+            yield from s.index
+            yield s.value
+        elif isinstance(s, Assign):
+            yield from s.values
