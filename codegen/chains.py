@@ -104,24 +104,32 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     trips = _const_trips(loop)
     if trips is None or trips < 2:
         return None
-    found: list[Assign] = []
+    found: list[tuple[Assign, int]] = []  # (update, loop depth below ``loop``)
 
-    def visit(stmts: tuple, copies: int) -> bool:
+    def visit(stmts: tuple, copies: int, depth: int) -> bool:
         for s in stmts:
             if isinstance(s, Loop):
                 t = _const_trips(s)
-                if t is None or copies * t > WINDOW_COPIES or not visit(s.body, copies * t):
+                if t is None or copies * t > WINDOW_COPIES or not visit(s.body, copies * t, depth + 1):
                     return False
             elif isinstance(s, If):
-                if not (visit(s.then, copies) and visit(s.orelse, copies)):
+                if not (visit(s.then, copies, depth) and visit(s.orelse, copies, depth)):
                     return False
             elif isinstance(s, Assign):
-                found.append(s)
+                found.append((s, depth))
         return True
 
-    if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1):
+    if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
-    selecting = [s for s in found if max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
+    # a window: the update runs in a loop inside the one its accumulators are started in (an
+    # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
+    # output rows around a one-element reduction is no window, and LLVM declined it aloud)
+    starts: dict[tuple, int] = {}
+    for s, depth in found:
+        if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
+            starts[s.targets] = min(depth, starts.get(s.targets, depth))
+    selecting = [s for s, depth in found if depth > starts.get(s.targets, depth)
+                 and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
     if not selecting:
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)

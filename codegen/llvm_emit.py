@@ -37,7 +37,7 @@ from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
 from .target import Target, parse_target
-from .vectorizable import vectorizable
+from .vectorizable import loop_blocks_widenable, vectorizable
 
 # Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
 # (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
@@ -324,7 +324,8 @@ class ModuleEmitter:
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
-        elif (width := window_vector_width(s, self._lanes)) is not None:  # (see .chains)
+        elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
+              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb)):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         b.position_at_end(exit_bb)
 
@@ -496,3 +497,10 @@ class ModuleEmitter:
 
 def _itemsize(dtype: str) -> int:
     return 1 if dtype == "bool" else int(dtype[-2:]) // 8
+
+
+def _loop_blocks(body: ir.Block, exit_: ir.Block) -> list[ir.Block]:
+    """The blocks of the loop being emitted whose body starts at ``body``: that block, and all
+    those appended after its ``exit_`` block (appended before the body was emitted)."""
+    blocks = body.function.blocks
+    return [body, *blocks[blocks.index(exit_) + 1:]]

@@ -157,3 +157,21 @@ class _Deps:
 
     def reaches(self, v, source) -> bool:
         return id(source) in self.sources(v)
+
+
+def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block) -> bool:
+    """For a loop asked to vectorize *after* LLVM unrolls its inner loops (a max pool's window
+    loop, :func:`codegen.chains.window_vector_width`): no block calls anything but an LLVM
+    intrinsic ("call instruction cannot be vectorized": a half-precision conversion, an
+    out-of-line math function), and no branch leaves the loop but to its own exit ("early
+    exit": a checked build's bounds test, which returns).  Either would make the hint a
+    remark on stderr (fuzz seed 80002)."""
+    inside = set(map(id, blocks)) | {id(exit_)}
+    for bb in blocks:
+        for i in bb.instructions:
+            if isinstance(i, ir.CallInstr) and not getattr(i.callee, "name", "").startswith("llvm."):
+                return False
+            if isinstance(i, (ir.Ret, ir.Unreachable)) or (isinstance(i, ir.Terminator) and any(
+                    isinstance(o, ir.Block) and id(o) not in inside for o in i.operands)):
+                return False
+    return True

@@ -36,6 +36,7 @@ FORWARD = ("forward", "checked", "optimizer")
 DERIVATIVE = ("reverse", "jvp", "hvp", "split")
 SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
+FINITE_DIFFERENCES = ("reverse", "hvp")  # not run on a program with steps (``Program.steps``)
 
 
 class Mismatch(AssertionError):

@@ -87,6 +87,7 @@ class Program:
     options: dict = field(default_factory=dict, compare=False)
     prune: bool = False  # render only what ``out`` needs (shrunk programs)
     calling: str = "plain"  # how the forward kernel is called (:data:`CALLING`)
+    steps: tuple[str, ...] = ()  # tensors that cast float data to an integer (step functions)
 
     @property
     def placeholders(self) -> list[Def]:
@@ -119,11 +120,20 @@ class Program:
         lines += [f"INPUTS = [{', '.join(ins)}]", f"TENSORS = [{', '.join(outs)}]", f"OUT = {self.out}"]
         return "\n".join(lines) + "\n"
 
+    @property
+    def out_has_steps(self) -> bool:
+        """Whether ``out`` depends on a step function of the data: its derivative is 0 wherever
+        it exists, and finite differences across a step say nothing about it (seed 81355)."""
+        return bool(set(self.steps) & self._reaching_out())
+
     def _needed(self) -> set[str]:
         """Placeholders, and the computes ``out`` depends on (a shrunk program drops the rest)."""
-        by_name = {n: d for d in self.defs for n in d.names}
         if not self.prune:
-            return set(by_name) | {d.name for d in self.defs}
+            return {n for d in self.defs for n in d.names} | {d.name for d in self.defs}
+        return self._reaching_out()
+
+    def _reaching_out(self) -> set[str]:
+        by_name = {n: d for d in self.defs for n in d.names}
         keep = {d.name for d in self.placeholders}
         todo = [self.out]
         while todo:
@@ -191,6 +201,7 @@ class Generator:
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
         self.safe = safe
+        self.steps: tuple[str, ...] = ()  # :attr:`Program.steps`
         self.big = rng.random() < 0.1  # index products past int32 in this program
         # gathers draw from their own generator, so every other draw of a seed stays as it was
         self.g = gather
@@ -393,7 +404,7 @@ class Generator:
             it = r.choice(("int32", "int32", "int64"))
 
             def ival(vs) -> str:
-                forms = []
+                forms, of_data = [], None
                 if vs:
                     v = r.choice(vs)[0]
                     forms.append(f"ta.cast('{it}', {v} * {r.randint(-3, 3)} - {r.randint(0, 4)})")
@@ -401,8 +412,12 @@ class Generator:
                     forms.append(f"ta.cast('{it}', {self._int_read(r.choice(ints), vs)})")
                 if floats:
                     x = self.read(floats, vs).render()
-                    forms.append(f"ta.cast('{it}', ({x}) * {r.choice(('3.0', '0.5', '1e10', '-7.5'))})")
-                return r.choice(forms or [f"ta.const({r.randint(-4, 4)}, '{it}')"])
+                    of_data = f"ta.cast('{it}', ({x}) * {r.choice(('3.0', '0.5', '1e10', '-7.5'))})"
+                    forms.append(of_data)
+                pick = r.choice(forms or [f"ta.const({r.randint(-4, 4)}, '{it}')"])
+                if pick == of_data and name not in self.steps:
+                    self.steps = (*self.steps, name)
+                return pick
 
             nest: list = []
             form = r.choice(("arith", "div", "mod", "select", "reduce"))
@@ -504,7 +519,7 @@ class Generator:
             names = (f"{name}_i", name) if body.ty == "r" else (name,)
             defs.append(Def(names, shape, "DT", body, axes, tuple(nest)))
         last = defs[-1]
-        return Program(dtype, tuple(defs), last.name, self.safe)
+        return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
 
 
 def _rename_raxes(node: Node, n: int, offset: int) -> Node:

@@ -94,3 +94,24 @@ def test_vectorizable_reads_the_loop_body():
     body, iv = _loop(cases["affine"][0])
     assert vectorizable(body, body, iv, (), TINY_TRIPS)
     assert not vectorizable(body, body, iv, (), TINY_TRIPS - 1)
+
+
+@pytest.mark.parametrize("dtype,options", [("float32", {"checked": True}), ("float16", {}),
+                                           ("float32", {})])
+def test_pool_window_hint_writes_nothing(capfd, dtype, options):
+    """A max pool's window loop is asked to vectorize only after LLVM unrolls its inner loops
+    (codegen/chains.window_vector_width); a checked build's bounds tests (an early exit) or a
+    half-precision conversion call in that loop withdraw the hint (fuzz seeds 80002, 80012
+    printed "loop not vectorized" remarks)."""
+    X = ta.placeholder((2, 3, 30, 30), dtype, "X")
+    Y = ta.topi.nn.pool(ta.topi.nn.relu(X), 2, 2, [0] * 4, "max")
+    x = np.random.default_rng(2).uniform(-1, 1, X.shape).astype(dtype)
+    capfd.readouterr()
+    f = ta.function(Y, [X], target="llvm -mcpu=haswell", **options)
+    y = f(x)
+    err = capfd.readouterr().err
+    assert err == "", err
+    want = np.maximum(x, 0).reshape(2, 3, 15, 2, 15, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(np.asarray(y, dtype), want)
+    if not options and dtype == "float32":  # (the hint stays where LLVM can take it)
+        assert "llvm.loop.vectorize.width" in f.residual_kernel.llvm_ir_unoptimized

@@ -41,12 +41,13 @@ def _loop(v, body):
 
 
 def _window(trips: int, window: int, combine) -> Loop:
-    """``for x in range(trips): for r in range(window): acc = combine(acc, r)``."""
+    """``for x in range(trips): acc = start; for r in range(window): acc = combine(acc, r)``."""
     x, r = var("x", 0, trips), var("r", 0, window)
     acc, idx = var("acc", dtype="float32"), var("idx", dtype="int32")
     values = combine(acc, idx, r)
     targets = (acc, idx)[:len(values)]
-    return _loop(x, (_loop(r, (Assign(targets, values),)),))
+    start = Assign(targets, (const(0.0, "float32"), const(0, "int32"))[:len(values)])
+    return _loop(x, (start, _loop(r, (Assign(targets, values),))))
 
 
 def _argmax(acc, idx, r):
@@ -69,10 +70,13 @@ def test_only_selecting_windows_of_constant_trips():
     assert window_vector_width(_window(14, 4, _sum), lambda dtype: 8) is None  # (LLVM vectorizes sums)
     assert window_vector_width(_window(14, 100, _argmax), lambda dtype: 8) is None  # not a window
     x, n = var("x", 0, 14), var("n", 0, 9)
-    inner = _window(4, 4, _argmax).body[0]
+    inner = _window(4, 4, _argmax).body[1]
     ragged = Loop(x, const(0, "int64"), const(14, "int64"),
                   (Loop(inner.var, const(0, "int64"), n, inner.body),))
     assert window_vector_width(ragged, lambda dtype: 8) is None  # an inner loop stays
+    start, update = _window(4, 1, _argmax).body[0], _window(4, 1, _argmax).body[1].body[0]
+    rows = _loop(x, (_loop(var("y", 0, 7), (start, update)),))
+    assert window_vector_width(rows, lambda dtype: 8) is None  # a loop of rows: no window (seed 80012)
 
 
 @pytest.mark.parametrize("config", [(2, 2, 0), (3, 2, 1), (2, 1, 0)], ids=["2x2/2", "3x3/2 pad 1", "2x2/1"])

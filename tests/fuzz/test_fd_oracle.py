@@ -111,3 +111,17 @@ def test_seeds_the_oracle_misjudged_pass(seed, checks):
         assert all(r.get("undecided", 0) >= 1 for r in results), results
     else:
         assert not any(r.get("undecided") for r in results), results
+
+
+def test_a_step_function_of_the_data_gets_no_finite_differences():
+    """Seed 81355: the output is float(int64(x0 * 1e10) * 2), whose derivative is 0 wherever it
+    exists (tensorad's answer, as PyTorch's and JAX's); central differences straddle its steps and
+    give 5e10.  Such a program keeps the checks that need no differences."""
+    prog = generate(81355)
+    assert prog.safe and prog.out_has_steps
+    checks = job_for(prog, 81355)["checks"]
+    assert "reverse" not in checks and "hvp" not in checks
+    assert {"forward", "optimizer", "jvp", "split"} <= set(checks)
+    # the flag follows the dependence: a program whose output reads no such cast keeps its oracle
+    free = next(s for s in range(80000, 80400) if generate(s).steps and not generate(s).out_has_steps)
+    assert "reverse" in job_for(generate(free), free)["checks"]
