@@ -106,7 +106,11 @@ def _atom(e: Expr, memo: dict) -> Bound:
     if op in (Op.SELECT, Op.IF_THEN_ELSE):
         return _union(memo[e.src[1]], memo[e.src[2]])
     if op is Op.CAST and dt.is_int(e.src[0].dtype):
-        return memo[e.src[0]]
+        lo, hi = memo[e.src[0]]
+        if dt.narrows(e.src[0].dtype, e.dtype) and (
+                lo is None or hi is None or lo < dt.min_value(e.dtype) or hi > dt.max_value(e.dtype)):
+            return dt.min_value(e.dtype), dt.max_value(e.dtype)  # it wraps: anything of its type
+        return lo, hi
     if op is Op.CAST and e.src[0].dtype == dt.BOOL:
         return 0, 1
     if op is Op.DATA_INDEX:  # a gather index: checked, clipped or wrapped into [0, extent)

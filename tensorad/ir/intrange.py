@@ -107,6 +107,20 @@ def check_index_range(exprs, where: str) -> None:
 INT32 = _RANGE["int32"]
 
 
+def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
+    """Whether the integer cast ``cast`` leaves its operand's value unchanged: a cast to the
+    same or a wider type always does; a narrowing one (``int64`` to ``int32``, which wraps)
+    when the operand's index bounds are proved within the narrower type."""
+    from tensorad.ir import dtype as dt
+
+    src = cast.src[0]
+    if not dt.narrows(src.dtype, cast.dtype):
+        return True
+    b = index_bounds(src, memo)
+    lo, hi = _RANGE[cast.dtype]
+    return b is not None and lo <= b[0] and b[1] <= hi
+
+
 def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
     """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps, so that inlining
     it into a reader would change what the reader sees: the body computes exactly in 64 bits
