@@ -77,10 +77,11 @@ def test_only_selecting_windows_of_constant_trips():
     start, update = _window(4, 1, _argmax).body[0], _window(4, 1, _argmax).body[1].body[0]
     rows = _loop(x, (_loop(var("y", 0, 7), (start, update)),))
     assert window_vector_width(rows, lambda dtype: 8) is None  # a loop of rows: no window (seed 80012)
-    masked = _window(14, 4, _argmax)
-    inner = masked.body[1]
-    mask = If(Expr(Op.GT, "bool", (var("m", dtype="float32"), const(0.0, "float32"))), inner.body, (), affine=False)
-    masked = Loop(masked.var, masked.lo, masked.hi, (masked.body[0], Loop(inner.var, inner.lo, inner.hi, (mask,))))
+    w = _window(14, 4, _argmax)
+    inner = w.body[1]
+    data = Expr(Op.GT, "bool", (var("m", dtype="float32"), const(0.0, "float32")))
+    mask = If(data, inner.body, (), affine=False)
+    masked = Loop(w.var, w.lo, w.hi, (w.body[0], Loop(inner.var, inner.lo, inner.hi, (mask,))))
     assert window_vector_width(masked, lambda dtype: 8) is None  # a where-mask of data (seed 90236)
 
 
