@@ -453,6 +453,31 @@ class Case:
             self.undecided += compare_fd(f"reverse gradient wrt {p.name} vs finite differences", g,
                                          lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
 
+    def torch(self):
+        """A layer (:mod:`.layers`) against PyTorch: the forward kernel (the drawn dtype and
+        options) against ``torch.nn.functional`` in float64, and the reverse gradient with a
+        random head (the float64 program, the drawn options) against PyTorch's autograd."""
+        source = self.job.get("torch")
+        if not source:
+            return
+        import torch
+
+        ref = load(source)["REF"]
+        ns, feed = self._grad_setup()
+        fin = set(ns["_FIN"])
+        xs = {p: torch.tensor(feed[p], requires_grad=p in fin) for p in ns["INPUTS"]}
+        y = ref(torch, torch.nn.functional, *[xs[p] for p in ns["INPUTS"]])
+        want = y.detach().numpy()
+        out = self.ns["OUT"]
+        got = _tuple(self.ta.build([out], self.inputs, **self.options)(*self.args()))[0]
+        compare(f"forward {out.name} vs PyTorch (float64)", got, want, self.dtype,
+                rtol=None if self.options.get("fastmath", True) or self.dtype != "float32" else 1e-3)
+        head = torch.tensor(feed[ns["_H"]])
+        grads = torch.autograd.grad(y, [xs[p] for p in ns["_FIN"]], head, allow_unused=True)
+        for p, g, w in zip(ns["_FIN"], self._gradient_values(), grads):
+            w = np.zeros(p.shape) if w is None else w.numpy()
+            compare(f"gradient wrt {p.name} vs PyTorch autograd (float64)", g, w, "float64", rtol=1e-7)
+
     def jvp(self):
         if (g := self._derivative_case()) is None:
             return
