@@ -20,7 +20,7 @@ from __future__ import annotations
 from itertools import permutations
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import replace_reads, substitute
+from tensorad.ir.rewrite import replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 MAX_AXES = 4  # permutations tried: at most 4! per pair
@@ -77,18 +77,27 @@ def merge_transposed(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> 
     """``ops`` without each sum that an earlier one computes transposed (an output keeps its
     own); readers of a dropped sum read the earlier one; ``bodies`` is updated in place."""
     out_ops = {t.op for t in outputs}
-    sums = [(op, s) for op in ops if (s := _sum(op, bodies)) is not None]
+    # compared only within a bucket of the same shape (sorted), sum ranges and tensors read:
+    # near-linear in a long program
+    buckets: dict[tuple, list[tuple[ComputeOp, Expr]]] = {}
     dropped: dict[ComputeOp, tuple[ComputeOp, tuple[int, ...]]] = {}
-    for k, (b_op, b) in enumerate(sums):
-        if b_op in out_ops:
+    for b_op in ops:
+        b = _sum(b_op, bodies)
+        if b is None:
             continue
-        for a_op, a in sums[:k]:
-            if a_op in dropped:
-                continue
+        key = (tuple(sorted(b_op.shape)), tuple((r.lo, r.hi) for r in b.arg.axes),
+               frozenset(n.arg for n in walk(b) if n.op is Op.READ))
+        earlier = buckets.setdefault(key, [])
+        if b_op in out_ops:
+            earlier.append((b_op, b))
+            continue
+        for a_op, a in earlier:
             perm = _transposed(a_op, a, b_op, b)
             if perm is not None:
                 dropped[b_op] = (a_op, perm)
                 break
+        else:
+            earlier.append((b_op, b))
     if not dropped:
         return ops
 
