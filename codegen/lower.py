@@ -25,6 +25,7 @@ from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import covers_box, op_domain
+from .elide import elide_copies
 from .fills import place_fills
 from .footprint import shrink_to_footprints
 from .group import Group, Unit, make_unit, order_siblings, plan_groups
@@ -39,6 +40,7 @@ from .speculate import speculate
 from .strategies import REGISTRY
 from .strategy import PlanContext, plan_ops
 from .target import parse_target
+from .transposed import merge_transposed
 from .work import count_work
 
 
@@ -198,6 +200,9 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
+    ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)
+    if opts.fuse:  # (an output copying a temporary computes it: one pass fewer)
+        ops = elide_copies(ops, bodies, frozenset(outputs))
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
         for n in (n for b in bodies[op] for n in walk(b)):
