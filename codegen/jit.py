@@ -152,8 +152,11 @@ _SOURCE_HASH: str | None = None
 
 def fingerprint(target: Target | None = None) -> str:
     """What besides the program determines the machine code: the target (triple, CPU,
-    features), the LLVM version, tensorad's version and the code generator's own source (so an
-    edited emitter never meets object code it did not produce)."""
+    features), the LLVM version, tensorad's version and the source of everything that turns
+    tensors into code -- the code generator, the simplifier and the core (IR, language,
+    polyhedral tools) -- so that an edited compiler never meets object code it did not produce,
+    and a cache key taken before lowering (:mod:`.buildkey`) names the lowering code too.  The
+    source is read once per process (it is the code this process runs)."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:
         from importlib.metadata import PackageNotFoundError, version
@@ -163,11 +166,24 @@ def fingerprint(target: Target | None = None) -> str:
         except PackageNotFoundError:  # pragma: no cover - not installed
             ver = "?"
         h = hashlib.sha256()
-        here = Path(__file__).parent
-        for f in sorted(here.glob("*.py")):
+        for f in _compiler_sources():
             h.update(f.name.encode() + b"\0" + f.read_bytes())
         _SOURCE_HASH = "|".join([llvm_version(), ver, h.hexdigest()])
     return "|".join([(target or host()).key, _SOURCE_HASH])
+
+
+def _compiler_sources() -> list[Path]:
+    """The Python files of the code generator, the simplifier and tensorad's core packages
+    (wherever the install put them), in a fixed order."""
+    import importlib.util
+
+    dirs = [Path(__file__).parent]
+    for pkg in ("tensorad.simplify", "tensorad.ir", "tensorad.lang", "tensorad.poly"):
+        spec = importlib.util.find_spec(pkg)
+        if spec is not None and spec.origin:
+            dirs.append(Path(spec.origin).parent)
+    files = {d / n: d.name for d in dict.fromkeys(dirs) for n in os.listdir(d) if n.endswith(".py")}
+    return sorted(files, key=lambda f: (files[f], f.name))
 
 
 def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
