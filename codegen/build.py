@@ -1,18 +1,23 @@
-"""``ta.build``: lower, emit LLVM IR, compile to object code (cached), link, wrap in a :class:`Kernel`.
+"""``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
-Compiled code is cached at two levels, both keyed by a SHA-256 of the exact program text
-(constants are printed with ``repr``), the compilation options and :func:`.jit.fingerprint`
-(target triple, CPU, features, LLVM version, tensorad version, the code generator's source):
+Compiled code is cached at two levels, both keyed by a SHA-256 of the text of
+:func:`.buildkey.describe` -- a canonical description of the tensor DAG, the inputs, every
+option, the target and :func:`.jit.fingerprint` (LLVM version, the compiler's source), taken
+*before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
+of the loop program's text with the same options:
 
-* in the process: a rebuild of the same program costs a lowering-cache lookup and a dictionary
-  lookup (microseconds);
-* on disk (:mod:`.diskcache`): a new process links the stored object code instead of running
-  LLVM (a few milliseconds plus lowering).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
+* in the process: a rebuild of the same program costs the description and a dictionary
+  lookup;
+* on disk (:mod:`.diskcache`): a new process links the stored object code, running neither
+  lowering nor LLVM (milliseconds).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
   neither reads nor writes it.
 
 A disk entry holds the object code, the entry-point names, the matrix-product libraries it
-calls (:mod:`.gemmlib`, loaded first so that the linker finds them) and the emitted IR
-(compressed; ``kernel.llvm_ir`` recomputes the optimized IR from it on demand).
+calls (:mod:`.gemmlib`, loaded first so that the linker finds them), the key text in full and
+the kernel's signature (argument shapes and dtypes, temporaries, work), both compared with
+this call's before anything is linked, and the emitted IR (compressed; ``kernel.llvm_ir``
+recomputes the optimized IR from it on demand).  A kernel found in a cache lowers only when
+``kernel.lowered`` is asked for.
 """
 
 from __future__ import annotations
