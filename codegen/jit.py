@@ -22,7 +22,6 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import llvmlite
@@ -161,24 +160,30 @@ def fingerprint(target: Target | None = None) -> str:
     global _SOURCE_HASH
     if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
         h = hashlib.sha256()  # metadata costs 10 ms, a third of a cached build)
-        for f in _compiler_sources():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        for path in _compiler_sources():
+            with open(path, "rb") as f:
+                h.update(os.path.basename(path).encode() + b"\0" + f.read())
         _SOURCE_HASH = "|".join([llvm_version(), f"llvmlite {llvmlite.__version__}", h.hexdigest()])
     return "|".join([(target or host()).key, _SOURCE_HASH])
 
 
-def _compiler_sources() -> list[Path]:
+def _compiler_sources() -> list[str]:
     """The Python files of the code generator, the simplifier and tensorad's core packages
     (wherever the install put them), in a fixed order."""
     import importlib.util
 
-    dirs = [Path(__file__).parent]
+    dirs = [os.path.dirname(__file__)]
     for pkg in ("tensorad.simplify", "tensorad.ir", "tensorad.lang", "tensorad.poly"):
-        spec = importlib.util.find_spec(pkg)
-        if spec is not None and spec.origin:
-            dirs.append(Path(spec.origin).parent)
-    files = {d / n: d.name for d in dict.fromkeys(dirs) for n in os.listdir(d) if n.endswith(".py")}
-    return sorted(files, key=lambda f: (files[f], f.name))
+        module = sys.modules.get(pkg)  # (imported already: build needs them all)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            spec = importlib.util.find_spec(pkg)
+            origin = spec.origin if spec is not None else None
+        if origin:
+            dirs.append(os.path.dirname(origin))
+    files = [(os.path.basename(d), n, os.path.join(d, n)) for d in dict.fromkeys(dirs)
+             for n in os.listdir(d) if n.endswith(".py")]
+    return [path for _, _, path in sorted(files)]
 
 
 def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
