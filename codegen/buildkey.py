@@ -96,7 +96,7 @@ class _Describer:
         if k is not None:
             return f"in{k}"
         op = t.op
-        if isinstance(op, PlaceholderOp):  # lowering raises for it (not among the inputs)
+        if not isinstance(op, ComputeOp):  # a placeholder not among the inputs: lowering raises
             raise _Unkeyable
         n = self.op_of.get(op)
         if n is None:
