@@ -133,6 +133,23 @@ def _copies_of_inputs(outputs: list[Tensor], inputs: list[Tensor]) -> list[Tenso
     return out
 
 
+def check_arguments(outputs: Any, inputs: Any, name: Any) -> tuple[list[Tensor], list[Tensor]]:
+    """The outputs and inputs of ``lower``/``build`` as lists, checked (``TypeError`` /
+    ``ValueError`` naming what is wrong), and the kernel's name."""
+    outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
+    _check_io(outputs, inputs)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    return outputs, inputs
+
+
+def argument_names(outputs: list[Tensor], inputs: list[Tensor]) -> tuple[list[str], list[str]]:
+    """The names lowering gives the input and output buffers (what a kernel's errors print),
+    without lowering: a kernel read from the cache takes them from the call's tensors."""
+    namer = Namer()
+    return [namer.tensor(t) for t in inputs], [namer.tensor(t) for t in _copies_of_inputs(outputs, inputs)]
+
+
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_LOCK = Lock()
 _CACHE_SIZE = 256
@@ -146,10 +163,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     compilation are ignored here.  Results are cached per (outputs, inputs, options).
     ``tune=True`` measures the strategies offered (:mod:`.tune`) and lowers with the winners.
     """
-    outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
-    _check_io(outputs, inputs)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
     if full.tune:
         from .tune import tuned_choices  # (tuning builds kernels: build imports this module)
