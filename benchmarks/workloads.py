@@ -158,6 +158,10 @@ def _conv(name: str, title: str, x: tuple[int, ...], w: tuple[int, ...], x_tiny:
 # Convolution variants at the shapes of the networks that use them (MobileNet, ResNet's stem,
 # ResNeXt, Inception, U-Net, DeepLab), none of which tensorad was tuned on; every gradient
 # (X, W and the bias) is asked for.  ``python -m benchmarks --suite convs``; not in the default.
+# ``grad_rtol``: the bias gradient behind a ReLU sums the head over the active points (|dB| ~ 100
+# at batch 32), and a pre-activation within float32 rounding of 0 (about one of the 3.2M) is
+# active in float32 and not in float64 -- each such point moves dB by |H| <= 1, so every
+# float32 system (PyTorch's too: 1.5e-2 measured) misses the 1e-3 default there.
 CONVS: list[Workload] = [
     _conv("depthwise3x3", "depthwise conv 3x3 pad 1, 128 channels (MobileNet)", (8, 128, 56, 56),
           (128, 1, 3, 3), (2, 4, 7, 7), (4, 1, 3, 3), padding=1),
@@ -177,7 +181,7 @@ CONVS: list[Workload] = [
           (8, 128, 28, 28), (128, 64, 2, 2), (2, 4, 5, 5), (4, 3, 2, 2), stride=2, transposed=True),
     _conv("conv3x3_bias_relu_b32", "conv 3x3 pad 1 + bias + ReLU, batch 32, 128 channels at 28x28",
           (32, 128, 28, 28), (128, 128, 3, 3), (2, 3, 6, 6), (4, 3, 3, 3), bias=True, padding=1,
-          relu=True),
+          relu=True, grad_rtol=5e-2),
     _conv("conv3x3_odd7x13", "conv 3x3 pad 1 + ReLU on a 7x13 input, 64 -> 96", (32, 64, 7, 13),
           (96, 64, 3, 3), (2, 3, 3, 5), (4, 3, 3, 3), padding=1, relu=True),
 ]
