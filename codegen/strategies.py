@@ -258,7 +258,10 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
     lanes = _lanes(ctx, spec.dtype)
-    macs = spec.flops / 2
+    # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
+    rows = -(-spec.M // spec.mr) * spec.mr
+    cols = -(-spec.N // spec.nr) * spec.nr
+    macs = spec.batches * rows * cols * spec.K
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
     a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
     b_packs = spec.batches * spec.K * spec.N
