@@ -39,6 +39,7 @@ from .speculate import speculate
 from .strategies import REGISTRY
 from .strategy import PlanContext, plan_ops
 from .target import parse_target
+from .unstride import unstride
 from .work import count_work
 
 
@@ -198,6 +199,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
+    bodies = {op: tuple(unstride(b) for b in bs) for op, bs in bodies.items()}  # strided sums
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
         for n in (n for b in bodies[op] for n in walk(b)):

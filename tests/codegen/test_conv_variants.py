@@ -3,6 +3,9 @@ gradient takes, and its values.
 
 * the input gradient of a strided convolution on few input channels (a ResNet stem, RGB) is
   one matrix product per residue class (parity), though each has only 3 rows;
+* a transposed convolution's forward is one product per residue class of its output (each
+  class meets only its own taps), and a sum over one residue class of an axis (its weight
+  gradient) runs over that class alone (``codegen.unstride``);
 
 Oracles: float64 NumPy convolutions and their adjoints written here (window by window), at odd
 sizes, 1 and 2 threads, on the host and on ``-mcpu=haswell``.
@@ -12,8 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tensorad.codegen.unstride import unstride
 
 import tensorad as ta
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
 
 TARGETS = ("llvm", "llvm -mcpu=haswell")
 
@@ -72,3 +79,75 @@ def test_few_channel_strided_input_gradient_is_a_product_per_parity(rng, target)
         gx, gw = f.backward(residuals, h)
         np.testing.assert_allclose(gx, want_x, rtol=1e-4, atol=1e-4 * np.abs(want_x).max())
         np.testing.assert_allclose(gw, want_w, rtol=1e-4, atol=1e-4 * np.abs(want_w).max())
+
+
+def _canvas(t, p: int, size: tuple[int, int]):
+    """``t`` placed at offset ``p`` of a zero canvas of ``size`` (a transposed convolution's
+    uncropped output plane)."""
+    out = np.zeros(t.shape[:2] + size)
+    out[:, :, p:p + t.shape[2], p:p + t.shape[3]] = t
+    return out
+
+
+def conv_transpose_and_grads(x, w, h, s, p, op=0):
+    """``Y = conv_transpose2d(X, W [C, F, kh, kw], s, p, output_padding=op)`` and, for the head
+    ``h``, dX and dW: input point ``(y, x)`` meets canvas point ``(y s + ry, x s + rx)``, and
+    the output is the canvas with ``p`` cut off at the start."""
+    n, _, hh, ww = x.shape
+    kh, kw = w.shape[2:]
+    oh, ow = (hh - 1) * s - 2 * p + kh + op, (ww - 1) * s - 2 * p + kw + op
+    size = (oh + 2 * p + s + kh, ow + 2 * p + s + kw)
+    canvas = np.zeros((n, w.shape[1]) + size)
+    hc = _canvas(h, p, size)
+    dx, dw = np.zeros(x.shape), np.zeros(w.shape)
+    for ry in range(kh):
+        for rx in range(kw):
+            at = (slice(None), slice(None), slice(ry, ry + s * (hh - 1) + 1, s),
+                  slice(rx, rx + s * (ww - 1) + 1, s))
+            canvas[at] += np.einsum("ncyx,cf->nfyx", x, w[:, :, ry, rx])
+            dx += np.einsum("nfyx,cf->ncyx", hc[at], w[:, :, ry, rx])
+            dw[:, :, ry, rx] = np.einsum("ncyx,nfyx->cf", x, hc[at])
+    return canvas[:, :, p:p + oh, p:p + ow], dx, dw
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k,s,p,op", [(2, 2, 0, 0), (3, 2, 1, 1), (3, 3, 0, 0)])
+def test_transposed_conv_forward_is_a_product_per_parity(rng, target, k, s, p, op):
+    # The forward meets one of the s*s tap classes per output point (a 2x2 stride 2 kernel: 1
+    # of 4 taps), so as one product it multiplied zeros for most of its terms; its weight
+    # gradient sums over the zero-dilated input's points, of which 1 in s*s holds a value.
+    X = ta.placeholder((2, 64, 13, 11), "float32", "X")
+    W = ta.placeholder((64, 32, k, k), "float32", "W")
+    Y = ta.topi.nn.conv2d_transpose(X, W, s, p, output_padding=op)
+    assert _chosen(ta.lower([Y], [X, W], target=target))["conv2d_transpose"] == "parity"
+    f = ta.function(Y, [X, W], target=target)
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    w = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    h = rng.uniform(-1, 1, Y.shape).astype(np.float32)
+    wants = conv_transpose_and_grads(*(a.astype(np.float64) for a in (x, w, h)), s, p, op)
+    for threads in (1, 2):
+        f.forward_kernel.num_threads = f.backward_kernel.num_threads = threads
+        y, residuals = f.forward(x, w)
+        for got, want in zip((y, *f.backward(residuals, h)), wants):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("s,k", [(2, 2), (3, 3), (2, 3)])
+def test_a_sum_over_one_residue_class_runs_over_that_class_alone(rng, s, k):
+    # dW of a transposed convolution: sum over y, x with y % s == 0 && x % s == 0 (the points
+    # of the zero-dilated input).  unstride re-indexes y = s y' (x alike): no modulo is left,
+    # the axes are s times shorter, and the values are those of the original sum.
+    X = ta.placeholder((2, 3, 5, 4), "float64", "X")
+    W = ta.placeholder((3, 2, k, k), "float64", "W")
+    Y = ta.topi.nn.conv2d_transpose(X, W, s)
+    H = ta.placeholder(Y.shape, "float64", "H")
+    dW = ta.gradient(Y, [W], H)[0]
+    op = dW.op
+    red = unstride(op.body[0])
+    assert not [n for n in walk(red) if n.op is Op.MOD]
+    before = sorted(a.extent for a in op.body[0].arg.axes)
+    after = sorted(a.extent for a in red.arg.axes)
+    assert sum(after) < sum(before)
+    new = Tensor(ComputeOp(op.name, op.tag, op.axes, (red,)), 0)
+    feed = {X: rng.normal(size=X.shape), W: rng.normal(size=W.shape), H: rng.normal(size=Y.shape)}
+    np.testing.assert_allclose(ta.evaluate(new, feed), ta.evaluate(dW, feed), rtol=1e-12)
