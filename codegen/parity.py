@@ -71,14 +71,11 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
     return found if pieces <= MAX_PIECES else {}
 
 
-def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object],
-              products_only: bool = True) -> tuple[list[ComputeOp], list, ComputeOp] | None:
+def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object]
+              ) -> tuple[list[ComputeOp], list, ComputeOp] | None:
     """``(pieces, their product specs, gather)`` for a reduction ``op`` whose residue classes
     are all matrix products (``is_product(piece)`` returns the spec or ``None``); the gather
-    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so.
-    ``products_only=False``: pieces that are no product are kept too (their spec ``None``):
-    loops over a class index affinely, with no ``% m`` test in their innermost body (a
-    depthwise convolution's input gradient at stride 2)."""
+    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so."""
     if not op.is_reduction or body.op is not Op.REDUCE:
         return None
     moduli = residue_moduli(op, body)
@@ -103,7 +100,7 @@ def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], objec
         red = _tighten(new_axes, unstride(Expr(Op.REDUCE, body.dtype, src, body.arg)))
         piece = ComputeOp(f"{op.name}.parity", "", tuple(new_axes), (red,))
         spec = is_product(piece)
-        if spec is None and products_only:
+        if spec is None:
             return None
         pieces[residues] = piece
         specs.append(spec)

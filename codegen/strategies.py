@@ -396,14 +396,6 @@ class SplitK:
         return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
 
 
-def _piece_loop_cycles(piece: ComputeOp, ctx: PlanContext) -> float:
-    """A residue class that is no product, as the cheaper of plain loops and strips."""
-    costs = [loop_cycles(piece, piece.body, ctx)]
-    if _strip_costs(piece, piece.body) is not None:
-        costs.append(loop_cycles(piece, piece.body, ctx, "strips"))
-    return min(costs)
-
-
 class Parity:
     """A strided convolution's input gradient, which is no product, as one product per
     residue class of its output (:mod:`.parity`) and a gather; only when every class is one.
@@ -416,16 +408,14 @@ class Parity:
     def match(self, op, bodies, ctx):
         if not op.is_reduction or len(bodies) != 1:
             return []
-        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx),
-                          products_only=False)
+        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx))
         return [] if found is None else [Candidate(self, op, bodies, found)]
 
     def cost(self, cand, ctx):
         pieces, specs, gather = cand.data
-        if ctx.opts.microkernel is True and all(specs):
+        if ctx.opts.microkernel is True:
             return -1.0  # (the user asked for the micro-kernel wherever it applies)
-        return sum(contraction_cycles(s, ctx) if s is not None else _piece_loop_cycles(p, ctx)
-                   for p, s in zip(pieces, specs)) + loop_cycles(gather, gather.body, ctx)
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data

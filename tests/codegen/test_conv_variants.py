@@ -6,8 +6,6 @@ gradient takes, and its values.
 * a transposed convolution's forward is one product per residue class of its output (each
   class meets only its own taps), and a sum over one residue class of an axis (its weight
   gradient) runs over that class alone (``codegen.unstride``);
-* a strided depthwise convolution's input gradient, no product, is one loop nest per residue
-  class (no ``% s`` test inside them);
 
 Oracles: float64 NumPy convolutions and their adjoints written here (window by window), at odd
 sizes, 1 and 2 threads, on the host and on ``-mcpu=haswell``.
@@ -153,30 +151,3 @@ def test_a_sum_over_one_residue_class_runs_over_that_class_alone(rng, s, k):
     new = Tensor(ComputeOp(op.name, op.tag, op.axes, (red,)), 0)
     feed = {X: rng.normal(size=X.shape), W: rng.normal(size=W.shape), H: rng.normal(size=Y.shape)}
     np.testing.assert_allclose(ta.evaluate(new, feed), ta.evaluate(dW, feed), rtol=1e-12)
-
-
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("s,k,p", [(2, 3, 1), (2, 5, 2)])
-def test_depthwise_strided_input_gradient_loops_over_each_parity(rng, target, s, k, p):
-    # A depthwise convolution's input gradient is no product (each channel its own filter),
-    # but at stride s its loops tested `% s` in their innermost body; one nest per residue class
-    # indexes affinely.  Odd sizes; the oracle is the dense convolution of a block-diagonal W.
-    c = 5
-    X = ta.placeholder((2, c, 13, 11), "float32", "X")
-    W = ta.placeholder((c, 1, k, k), "float32", "W")
-    Y = ta.topi.nn.conv2d(X, W, s, p, groups=c)
-    f = ta.function(Y, [X, W], target=target)
-    assert _chosen(f.lower_backward())["X.grad"] == "parity"
-    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
-    w = rng.uniform(-1, 1, W.shape).astype(np.float32)
-    h = rng.uniform(-1, 1, Y.shape).astype(np.float32)
-    dense = np.einsum("fc,fij->fcij", np.eye(c), w[:, 0].astype(np.float64))
-    want_x = conv_input_grad(h.astype(np.float64), dense, X.shape, s, p)
-    want_w = np.einsum("ffij->fij", conv_weight_grad(h.astype(np.float64), x.astype(np.float64),
-                                                     dense.shape, s, p))[:, None]
-    residuals = f.forward(x, w)[1]
-    for threads in (1, 2):
-        f.backward_kernel.num_threads = threads
-        gx, gw = f.backward(residuals, h)
-        np.testing.assert_allclose(gx, want_x, rtol=1e-4, atol=1e-4 * np.abs(want_x).max())
-        np.testing.assert_allclose(gw, want_w, rtol=1e-4, atol=1e-4 * np.abs(want_w).max())
