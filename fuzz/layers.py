@@ -14,9 +14,10 @@ micro-kernel's threshold, and the same layer written with ``torch.nn.functional`
 Each layer program is an ordinary fuzz :class:`~.program.Program` (so the ``forward``,
 ``checked``, ``jvp`` and ``split`` checks run on it as on any other) carrying its PyTorch
 reference, which the ``torch`` check compares the forward and the reverse gradient with, in
-float64 (:meth:`.checks.Case.torch`).  The finite-difference checks are skipped: one pair of
-forward runs per input element is too slow at these sizes, and PyTorch's autograd is the
-oracle here.  Every draw comes from ``seed`` alone.
+float64 (:meth:`.checks.Case.torch`).  The finite-difference checks and the optimizer check
+are skipped: one pair of forward runs per input element, or ``evaluate`` of an unoptimized
+gradient summing over every input element, is too slow at these sizes; PyTorch's autograd is
+the oracle here.  Every draw comes from ``seed`` alone.
 """
 
 from __future__ import annotations
