@@ -138,3 +138,25 @@ def test_footprints_and_bounds_of_a_long_gradient_take_few_isl_conversions(monke
         counts[n] = calls["box"]
     assert counts[80] <= 2.3 * counts[40], counts
     assert counts[80] <= 2.5 * 80, counts  # (391 before)
+
+
+def test_reuse_of_stored_values_tries_few_candidates_in_a_long_gradient(monkeypatch):
+    # each stored tanh/sigmoid step was matched against every product of every later reader's
+    # body (about 190 tries per step); candidates are now the nodes whose operands have the
+    # pattern's operations
+    inline_module = sys.modules["tensorad.codegen.inline"]
+    calls = {"n": 0}
+    real = inline_module.match_pattern
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inline_module, "match_pattern", counting)
+    counts = {}
+    for n in (40, 80):
+        X, g = _chain_gradient(n)
+        calls["n"] = 0
+        ta.lower([g], [X], name=f"reuse{n}")
+        counts[n] = calls["n"]
+    assert counts[80] <= 2.3 * counts[40] and counts[80] <= 10 * 80, counts
