@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical
-from tensorad.ir.rewrite import walk
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical, var
+from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.to_expr import set_to_cond
@@ -56,13 +56,14 @@ def _guarded_reads(body: Expr, targets: set) -> list[tuple[Expr, tuple[Expr, ...
             raise _GiveUp
         if node.op is Op.READ and node.arg.op in targets:
             out.append((node, guards))
-        if node.op is Op.IF_THEN_ELSE:
-            c, a, b = node.src
-            stack += [(c, guards), (a, guards + (c,)), (b, guards)]
+        if node.op is Op.IF_THEN_ELSE:  # (a guard already held is not added again: a long
+            c, a, b = node.src          # gradient nests one mask hundreds of times)
+            stack += [(c, guards), (a, guards if c in guards else guards + (c,)), (b, guards)]
         elif node.op is Op.REDUCE:
             c = node.src[0]
             stack.append((c, guards))
-            stack += [(s, guards + ((c,) if c is not TRUE else ())) for s in node.src[1:]]
+            inner = guards if c is TRUE or c in guards else guards + (c,)
+            stack += [(s, inner) for s in node.src[1:]]
         else:
             stack += [(s, guards) for s in node.src]
     return out
@@ -73,14 +74,43 @@ def _bounded_vars(body: Expr) -> list[Expr]:
     return [n for n in walk(body) if n.op is Op.VAR and n.lo is not None and n.hi is not None]
 
 
-def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], sets: dict) -> isl.Set | None:
-    """The points of the read tensor that ``read`` reads (a set over its axes), or ``None``
-    when an index is not affine (then the whole box); ``free``: the body's
-    :func:`_bounded_vars`; ``sets``: the call's memo of guarded boxes as isl sets (a long
-    program repeats a few guards over thousands of reads)."""
-    op: ComputeOp = read.arg.op
-    names = tuple(op.axes) + tuple(free)
-    space = IndexSpace(list(names))
+class _Call:
+    """What one :func:`shrink_to_footprints` call shares between its reads and tensors: every
+    tensor's points are described over *canonical* axes -- one variable per (position, range)
+    -- so tensors of one shape share an isl space, their guarded boxes and their footprint
+    conditions (a long chain has thousands of tensors of a few shapes; converting each
+    tensor's own axes cost a box and a guard conversion per read)."""
+
+    def __init__(self) -> None:
+        self.axes: dict[tuple, Expr] = {}
+        self.spaces: dict[tuple, IndexSpace] = {}
+        self.sets: dict = {}  # (guards, variables) -> the box under the guards (see _image)
+        self.guards: dict[tuple, Expr | None] = {}  # (axes, footprint text) -> its condition
+
+    def canonical(self, op: ComputeOp) -> tuple[Expr, ...]:
+        out = []
+        for d, a in enumerate(op.axes):
+            key = (d, a.lo, a.hi, a.dtype)
+            if key not in self.axes:
+                self.axes[key] = var(f"fp{d}", a.lo, a.hi, a.dtype)
+            out.append(self.axes[key])
+        return tuple(out)
+
+    def space(self, names: tuple) -> IndexSpace:
+        found = self.spaces.get(names)
+        if found is None:
+            found = self.spaces[names] = IndexSpace(list(names))
+        return found
+
+
+def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], call: _Call) -> isl.Set | None:
+    """The points of the read tensor that ``read`` reads (a set over its canonical axes,
+    :class:`_Call`), or ``None`` when an index is not affine (then the whole box); ``free``:
+    the body's :func:`_bounded_vars`."""
+    axes = call.canonical(read.arg.op)
+    names = axes + tuple(free)
+    space = call.space(names)
+    sets = call.sets
     try:
         # the box under the guards (each once: a long body repeats them), memoized per prefix
         guards = tuple(dict.fromkeys(guards))
@@ -92,11 +122,24 @@ def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], sets: dict) -> 
             s = sets[((), names)] = space.box()
         for j in range(k, len(guards)):
             s = sets[(guards[:j + 1], names)] = s.intersect(space.cond(guards[j], exact=False))
-        for a, e in zip(op.axes, read.src):
+        for a, e in zip(axes, read.src):
             s = s.intersect(space.aff(a).eq_set(space.aff(e)))
     except NotAffine:
         return None
-    return s.project_out(isl.dim_type.set, len(op.axes), len(space.vars) - len(op.axes))
+    return s.project_out(isl.dim_type.set, len(axes), len(space.vars) - len(axes))
+
+
+def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
+    """Whether ``read`` reads the whole box of its tensor, decided without isl: no guard, each
+    index a distinct variable whose range contains its axis's, and every variable of the body
+    with a non-empty range (then :func:`_image` is the box).  A long chain's gradient reads
+    most of its thousands of materialized steps this way."""
+    if guards or len(set(read.src)) != len(read.src):
+        return False
+    for a, e in zip(read.arg.op.axes, read.src):
+        if e.op is not Op.VAR or e.lo is None or e.hi is None or e.lo > a.lo or e.hi < a.hi:
+            return False
+    return all(v.hi > v.lo for v in free)
 
 
 def count_points(s: isl.Set) -> int:
@@ -119,9 +162,18 @@ def count_points(s: isl.Set) -> int:
     return s.count_val().to_python()
 
 
-def _guard(op: ComputeOp, fp: isl.Set) -> Expr | None:
-    """The footprint as a condition over ``op``'s axes, when it is worth using."""
-    space = IndexSpace(list(op.axes))
+def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
+    """The footprint (over ``op``'s canonical axes) as a condition over ``op``'s axes, when
+    it is worth using."""
+    axes = call.canonical(op)
+    key = (axes, str(fp))
+    if key not in call.guards:
+        call.guards[key] = _canonical_guard(call.space(axes), fp)
+    cond = call.guards[key]
+    return None if cond is None else substitute(cond, dict(zip(axes, op.axes)))
+
+
+def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
     box = space.box()
     fp = fp.intersect(box).coalesce()
     if fp.is_equal(box):
@@ -161,10 +213,11 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
         return bodies
     bodies = dict(bodies)
     fps: dict[ComputeOp, isl.Set | None] = {}
-    sets: dict = {}  # (guards, variables) -> the box under the guards (see _image)
+    full: set[ComputeOp] = set()  # ops some read reads whole: no footprint to find
+    call = _Call()
     for op in reversed(ops):  # readers before what they read
-        if op in targets and op in fps and fps[op] is not None:
-            cond = _guard(op, fps[op])
+        if op in targets and op in fps and fps[op] is not None and op not in full:
+            cond = _guard(op, fps[op], call)
             if cond is not None:
                 bodies[op] = _restricted(op, bodies[op], cond)
         for body in bodies[op]:
@@ -178,8 +231,12 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
             free = _bounded_vars(body) if found else []  # (once per body: a long body has many reads)
             for read, guards in found:
                 t = read.arg.op
-                if t in fps and fps[t] is None:
+                if t in full or (t in fps and fps[t] is None):
                     continue
-                img = _image(read, guards, free, sets)
+                if _covers_box(read, guards, free):
+                    full.add(t)
+                    fps.setdefault(t, None)
+                    continue
+                img = _image(read, guards, free, call)
                 fps[t] = None if img is None else img if t not in fps else fps[t].union(img)
     return bodies

@@ -121,13 +121,15 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
     kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
 
     def by_kind(reader: ComputeOp, bs: tuple) -> dict:
-        """The nodes of ``reader``'s bodies ``bs`` grouped by operation (one walk per version)."""
+        """The nodes of ``reader``'s bodies ``bs`` grouped by operation and by operation and
+        the operations of their operands (one walk per version)."""
         got = kinds.get(reader)
         if got is None or got[0] is not bs:
             table: dict = {}
             for b in bs:
                 for n in walk(b):
                     table.setdefault(n.op, []).append(n)
+                    table.setdefault((n.op, tuple(x.op for x in n.src)), []).append(n)
             got = kinds[reader] = (bs, table)
         return got[1]
 
@@ -146,6 +148,11 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             continue
         axes = frozenset(t_op.axes)
         tensor = Tensor(t_op, 0)
+        # (the candidates: nodes of the pattern's operation -- and of its operands' operations
+        # when none of them is an axis, which matches anything: a long gradient's bodies hold
+        # hundreds of products, few of them a product of a tanh and a constant)
+        kind = pattern.op if any(x in axes for x in pattern.src) else (
+            pattern.op, tuple(x.op for x in pattern.src))
 
         def rule(node: Expr, pattern=pattern, axes=axes, tensor=tensor, t_op=t_op) -> Expr | None:
             bind: dict = {}
@@ -161,7 +168,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
         # reader's body is rewritten only where a node of the pattern's kind matches it)
         for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
-            if not any(matches(n) for n in by_kind(reader, old).get(pattern.op, ())):
+            if not any(matches(n) for n in by_kind(reader, old).get(kind, ())):
                 continue
             new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
             if any(a is not b for a, b in zip(new, old)) and check(reader, new):

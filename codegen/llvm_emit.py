@@ -358,7 +358,9 @@ class ModuleEmitter:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ptrs = self._load_pointers(b, fn.args[0])
+        # (a large program's parallel nest loads only its own pointers: all of them, in each of
+        # hundreds of nests, is quadratic)
+        ptrs = _LazyPointers(b, fn.args[0]) if self._large() else self._load_pointers(b, fn.args[0])
         tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
         first, stop, step = nest.attrs["range"]
@@ -384,14 +386,42 @@ class ModuleEmitter:
             fn.attributes.add("noinline")
             fn.attributes.add("optnone")
 
+    def _large(self) -> bool:
+        return max(self.nptr, len(self.program.steps)) > GLUE_OPT_LIMIT
+
     def main_function(self, nests: list) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
         self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, nthreads = fn.args
-        ptrs = self._load_pointers(b, args)
         by_step = {id(n): (fn_, omp, k) for k, n, fn_, omp in nests}
-        for step in self.program.steps:
+        if not self._large():
+            self._steps(b, args, nthreads, self.program.steps, self._load_pointers(b, args), by_step)
+            b.ret_void()
+            return fn
+        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading the pointers
+        # its steps pass where they pass them: one function of all the steps, every pointer
+        # loaded at its entry, kept thousands of pointers live across tens of thousands of
+        # instructions (LLVM's register allocator: 10 of 14 CPU-s at 3,000 chain steps)
+        steps = self.program.steps
+        for j in range(0, len(steps), GLUE_OPT_LIMIT):
+            part = ir.Function(self.module, fn.ftype, f"{self.prefix}_glue{j}")
+            self._glue(part)
+            pb = ir.IRBuilder(part.append_basic_block("entry"))
+            self._steps(pb, part.args[0], part.args[1], steps[j:j + GLUE_OPT_LIMIT],
+                        _LazyPointers(pb, part.args[0]), by_step)
+            pb.ret_void()
+            b.call(part, [args, nthreads])
+            if self.checks is not None:  # (the part stopped at a violation: so does main)
+                slot = b.gep(args, [I64(self.nptr - 1)], inbounds=True, source_etype=PTR)
+                with b.if_then(self.checks.failed(b, b.load(slot, typ=PTR)), likely=False):
+                    b.ret_void()
+        b.ret_void()
+        return fn
+
+    def _steps(self, b: ir.IRBuilder, args: ir.Value, nthreads: ir.Value, steps, ptrs, by_step: dict) -> None:
+        """The calls and fills of ``steps``; ``ptrs[k]``: the ``k``-th buffer's pointer."""
+        for step in steps:
             if isinstance(step, Fill):
                 ptr = ptrs[self.arg_index[step.buffer.tensor]]
                 fill_fn = self.fill_fns.get(id(step))
@@ -418,10 +448,8 @@ class ModuleEmitter:
                     with ser:
                         b.call(nest_fn, own + [lo, hi])
             if self.checks is not None:  # stop at the first nest that recorded a violation
-                with b.if_then(self.checks.failed(b, ptrs[-1]), likely=False):
+                with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
                     b.ret_void()
-        b.ret_void()
-        return fn
 
     def call_function(self, main: ir.Function) -> ir.Function:
         """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's
@@ -493,6 +521,21 @@ class ModuleEmitter:
         i.add_incoming(nxt, body)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
         b.position_at_end(done)
+
+
+class _LazyPointers:
+    """``[k]``: the ``k``-th buffer's pointer, loaded from the pointer array where first asked
+    for (at the builder's position, so before any branch that uses it)."""
+
+    def __init__(self, b: ir.IRBuilder, args: ir.Value) -> None:
+        self.b, self.args, self.loaded = b, args, {}
+
+    def __getitem__(self, k: int) -> ir.Value:
+        found = self.loaded.get(k)
+        if found is None:
+            slot = self.b.gep(self.args, [I64(k)], inbounds=True, source_etype=PTR)
+            found = self.loaded[k] = self.b.load(slot, typ=PTR)
+        return found
 
 
 def _itemsize(dtype: str) -> int:

@@ -70,16 +70,23 @@ def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[
     return [(n, reach[n]) for n in order if n.op is Op.READ and n in reach]
 
 
-def _needs_proof(node: Expr) -> bool:
-    """A read whose indices are not all constants in range (those need no proof)."""
+def _needs_proof(node: Expr, ranged: frozenset) -> bool:
+    """A read whose indices are not all in range by their form (those need no proof): a
+    constant in ``[0, size)``, or one of the compute's own variables (``ranged``: its axes and
+    reduction axes) whose whole range lies in ``[0, size)`` -- the common ``Y[i] = f(X[i])``,
+    which a long chain repeats thousands of times."""
     return node.op is Op.READ and not all(
-        i.op is Op.CONST and 0 <= i.arg < s for i, s in zip(node.src, node.arg.shape))
+        (0 <= i.arg < s) if i.op is Op.CONST else
+        (i in ranged and 0 <= i.lo and i.hi <= s) if i.op is Op.VAR else False
+        for i, s in zip(node.src, node.arg.shape))
 
 
 def check_op_bounds(op: ComputeOp) -> None:
     """Raise :class:`OutOfBoundsError` if some read of ``op`` can be out of bounds."""
     bodies = op.body[:1] if op.is_reduction else op.body
-    if not any(_needs_proof(n) for b in bodies for n in walk(b)):
+    ranged = frozenset(a for a in list(op.axes) + list(op.reduce_axes)
+                       if a.lo is not None and a.hi is not None)
+    if not any(_needs_proof(n, ranged) for b in bodies for n in walk(b)):
         return
     axes = list(op.axes) + list(op.reduce_axes)
     opaque = [n for b in bodies for n in walk(b) if n.op is Op.DATA_INDEX]
@@ -88,7 +95,7 @@ def check_op_bounds(op: ComputeOp) -> None:
     for body in bodies:
         for rd, where in _read_domains(space, domain, body):
             tensor = rd.arg
-            if not _needs_proof(rd):
+            if not _needs_proof(rd, ranged):
                 continue
             for d, (idx, size) in enumerate(zip(rd.src, tensor.shape)):
                 try:

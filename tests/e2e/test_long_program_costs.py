@@ -1,0 +1,162 @@
+"""The compile cost of a long program grows linearly in its length (issue 8, D9: "a 10,000-op
+chain and its gradient build in seconds").
+
+Growth is measured by counting -- isl conversions, LLVM instructions per function -- at two
+lengths, never by the clock; answers are checked against a NumPy recurrence written here.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pytest
+from blocks import tanh_chain
+
+import tensorad as ta
+from tensorad.poly.affine import IndexSpace
+
+F = "float64"
+
+
+def _chain_gradient(n: int):
+    X, Y = tanh_chain(n, 16, F)
+    L = ta.compute((), lambda: Y[0] + Y[9], name="L")
+    (g,) = ta.gradient(L, [X])
+    return X, g
+
+
+def _reference_gradient(x: np.ndarray, n: int) -> np.ndarray:
+    """d(Y[0] + Y[9]) / dX of :func:`blocks.tanh_chain` by forward-mode dual numbers."""
+    y, d = x.copy(), np.ones_like(x)
+    for k in range(n):
+        if k % 2:
+            t = np.tanh(y)
+            y, d = 0.9 * t, 0.9 * (1 - t * t) * d
+        else:
+            s = 1 / (1 + np.exp(-y))
+            y, d = s + 0.5 * y, (s * (1 - s) + 0.5) * d
+    out = np.zeros_like(x)
+    out[[0, 9]] = d[[0, 9]]
+    return out
+
+
+def _function_sizes(text: str) -> dict[str, int]:
+    """Instructions per defined function of an LLVM module's text."""
+    sizes: dict[str, int] = {}
+    name = None
+    for line in text.splitlines():
+        if line.startswith("define"):
+            name = re.search(r'@"?([\w.]+)"?\(', line).group(1)
+            sizes[name] = 0
+        elif line.startswith("}"):
+            name = None
+        elif name is not None and line.startswith("  "):
+            sizes[name] += 1
+    return sizes
+
+
+def test_the_glue_of_a_long_gradient_is_functions_of_bounded_size():
+    # P_main loaded every buffer's pointer at its entry and then ran every step: one function
+    # growing with the program, thousands of pointers live across it (LLVM's register
+    # allocator took 10 of 14 CPU-s at 3,000 steps); it now calls a function per 64 steps,
+    # each loading the pointers its own steps pass
+    from tensorad.codegen.llvm_emit import GLUE_OPT_LIMIT, ModuleEmitter
+
+    X, g = _chain_gradient(200)
+    low = ta.lower([g], [X])
+    assert len(low.program.steps) > 2 * GLUE_OPT_LIMIT
+    text = str(ModuleEmitter(low.program, "p", use_gomp=False).emit())
+    bodies = dict(re.findall(r'define void @"(p_\w+)"\(.*?\n(.*?)\n}', text, re.S))
+    glue = {k: v for k, v in bodies.items() if "_nest" not in k and "_math" not in k}
+    steps = {k: len(re.findall(r'call void @"(p_nest\d+|llvm\.memset[\w.]*)"', v)) for k, v in glue.items()}
+    assert sum(steps.values()) >= len(low.program.steps) and max(steps.values()) <= GLUE_OPT_LIMIT, steps
+    for k, v in glue.items():  # a pointer is loaded once per function, only where it is passed
+        loads = re.findall(r'(%"?[.\w]+"?) = load ptr', v)
+        used = set(re.findall(r'ptr (%"?[.\w]+"?)[,)]', v))
+        assert len(loads) == len(set(loads)) and set(loads) <= used | {"%\".1\""}, k
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_long_gradient_with_split_glue_is_right(threads):
+    n = 100  # (steps: 3 glue parts)
+    X, g = _chain_gradient(n)
+    x = np.linspace(-1.5, 1.5, 16)
+    want = _reference_gradient(x, n)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-10, atol=1e-300)
+    # (parallel_min_work=0: parallel nests load their own pointers from the array)
+    kern = ta.build([g], [X], num_threads=threads, parallel_min_work=0, cache=False)
+    np.testing.assert_allclose(kern(x), want, rtol=1e-10, atol=1e-300)
+    if threads == 1:
+        checked = ta.build([g], [X], checked=True, cache=False)
+        np.testing.assert_allclose(checked(x), want, rtol=1e-10, atol=1e-300)
+
+
+def test_a_violation_in_a_long_program_stops_it_with_an_index_error():
+    # a gather under mode="raise" in the first of 80 stored steps: the part of the glue that
+    # ran it stops, and so does the program (the record is tested after each part)
+    idx = ta.placeholder((8,), "int32", name="I")
+    X = ta.placeholder((8,), F, name="X")
+    Y = ta.topi.take(X, idx, mode="raise")
+    steps = []
+    for k in range(80):
+        Y = (lambda P: ta.compute((8,), lambda i: ta.tanh(P[i]) * 0.5 + 0.25, name=f"c{k}"))(Y)
+        steps.append(Y)
+    kern = ta.build([Y], [X, idx], materialize=steps, fuse=False, cache=False)
+    assert kern.lowered.text.count("# nest") >= 80
+    x = np.linspace(-1, 1, 8)
+    good = np.arange(8, dtype=np.int32)[::-1].copy()
+    want = x[good]
+    for _ in range(80):
+        want = np.tanh(want) * 0.5 + 0.25
+    np.testing.assert_allclose(kern(x, good), want, rtol=1e-12)
+    bad = good.copy()
+    bad[3] = 8
+    with pytest.raises(IndexError):
+        kern(x, bad)
+
+
+def test_footprints_and_bounds_of_a_long_gradient_take_few_isl_conversions(monkeypatch):
+    # every read converted its reader's box and guards to isl in a space of the read tensor's
+    # own axes (a new space per tensor: 3 boxes per step), and every read X[i] of a compute's
+    # own in-range variable was proved with isl; tensors of one shape now share one space
+    lower_module = sys.modules["tensorad.codegen.lower"]
+    calls = {"box": 0}
+    real_box = IndexSpace._make_box
+
+    def counting(self, *args, **kwargs):
+        calls["box"] += 1
+        return real_box(self, *args, **kwargs)
+
+    monkeypatch.setattr(IndexSpace, "_make_box", counting)
+    counts = {}
+    for n in (40, 80):
+        X, g = _chain_gradient(n)
+        calls["box"] = 0
+        lower_module.lower([g], [X], name=f"boxes{n}")
+        counts[n] = calls["box"]
+    assert counts[80] <= 2.3 * counts[40], counts
+    assert counts[80] <= 2.5 * 80, counts  # (391 before)
+
+
+def test_reuse_of_stored_values_tries_few_candidates_in_a_long_gradient(monkeypatch):
+    # each stored tanh/sigmoid step was matched against every product of every later reader's
+    # body (about 190 tries per step); candidates are now the nodes whose operands have the
+    # pattern's operations
+    inline_module = sys.modules["tensorad.codegen.inline"]
+    calls = {"n": 0}
+    real = inline_module.match_pattern
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inline_module, "match_pattern", counting)
+    counts = {}
+    for n in (40, 80):
+        X, g = _chain_gradient(n)
+        calls["n"] = 0
+        ta.lower([g], [X], name=f"reuse{n}")
+        counts[n] = calls["n"]
+    assert counts[80] <= 2.3 * counts[40] and counts[80] <= 10 * 80, counts
