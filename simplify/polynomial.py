@@ -70,13 +70,24 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
     return out
 
 
+def _accumulate(out: Poly, m: Mono, c: Fraction) -> None:
+    """``out += c * m`` in place (``out`` is a polynomial being built, never a memoized one)."""
+    v = out.get(m, Fraction(0)) + c
+    if v:
+        out[m] = v
+    else:
+        out.pop(m, None)
+    if len(out) > MAX_TERMS:
+        raise _TooBig
+
+
 def _mul(a: Poly, b: Poly, keys: dict) -> Poly:
     if len(a) * len(b) > MAX_TERMS * 4:
         raise _TooBig
     out: Poly = {}
     for ma, ca in a.items():
         for mb, cb in b.items():
-            out = _add(out, {_mono_mul(ma, mb, keys): ca * cb})
+            _accumulate(out, _mono_mul(ma, mb, keys), ca * cb)
     return out
 
 
@@ -122,6 +133,40 @@ class ProofMemo:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
         self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
+        self.spellings: dict[tuple, tuple[Expr, ...]] = {}  # variables of one name -> theirs
+        self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
+
+    def variables(self, e: Expr) -> frozenset:
+        """The variables ``e`` mentions (memoized per node for the call)."""
+        def visit(n: Expr) -> frozenset:
+            if n.op is Op.VAR:
+                return frozenset((n,))
+            if not n.src:
+                return frozenset()
+            if len(n.src) == 1:
+                return self.free[n.src[0]]
+            return frozenset().union(*(self.free[c] for c in n.src))
+
+        return fold_along(e, lambda n: n.src, visit, self.free)
+
+    def canonical(self, e: Expr) -> Expr:
+        """``e`` with its variables renamed to the call's own: two proofs about sums equal up
+        to their variables (the same adjoints read at the same index patterns) are one
+        expression.  Variables of one name keep their order (the tie-break of
+        :func:`~tensorad.poly.linear.atom_key`), so every spelling sorts as ``e``'s did."""
+        named: dict[str, list[Expr]] = {}
+        for n in walk(e):
+            if n.op is Op.VAR:
+                named.setdefault(n.name, []).append(n)
+        mapping = {}
+        for name, vs in named.items():
+            vs.sort(key=lambda v: v.arg.uid)
+            key = (name, tuple((v.lo, v.hi, v.dtype) for v in vs))
+            found = self.spellings.get(key)
+            if found is None:
+                found = self.spellings[key] = tuple(var(name, v.lo, v.hi, v.dtype) for v in vs)
+            mapping.update(zip(vs, found))
+        return substitute(e, mapping)
 
 
 class _Record:
@@ -316,11 +361,11 @@ class _Builder:
         for m, c in terms.items():
             for x, _ in m:
                 if x not in uses:
-                    uses[x] = any(n in bound for n in walk(x))
+                    uses[x] = not bound.isdisjoint(self.shared.variables(x))
             indep = tuple((x, p) for x, p in m if not uses[x])
             dep = tuple((x, p) for x, p in m if uses[x])
             atom = Expr(Op.REDUCE, e.dtype, (where, rename(self.product(dep, e.dtype))), arg)
-            out = _add(out, _mul({indep: c}, _atom(atom), self.keys))
+            _accumulate(out, _mono_mul(indep, ((atom, 1),), self.keys), c)
         return out
 
     def product(self, m: Mono, dtype: str) -> Expr:
@@ -365,9 +410,9 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
-            out = not _Builder(ctx, shared).poly(e)
+            out = not _Builder(ctx, shared).poly(shared.canonical(e))
         except _Cut:  # (an atom spelled otherwise: convert without replay)
-            out = not _Builder(ctx, shared, replay=False).poly(e)
+            out = not _Builder(ctx, shared, replay=False).poly(shared.canonical(e))
     except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
         out = False
     if ctx is not None:
