@@ -16,7 +16,8 @@ integer (also negative) exponents:
   atom, its reduction variables renamed by position so that equal sums are equal atoms;
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
-``provably_zero(e)`` holds when the polynomial is 0.  It is only ever used to *remove* a
+``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
+the nodes they convert, by exact replay: :class:`ProofMemo`).  It is only ever used to *remove* a
 tensor: a polynomial that grows past :data:`MAX_TERMS` or an expansion budget means "not
 known to be zero".  The identities used (``(1/S) * S = 1``) hold in real arithmetic, so the
 removed value is zero up to rounding for finite values (real-number identities: at inf or NaN
@@ -133,7 +134,6 @@ class ProofMemo:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
         self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
-        self.spellings: dict[tuple, tuple[Expr, ...]] = {}  # variables of one name -> theirs
         self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
 
     def variables(self, e: Expr) -> frozenset:
@@ -148,25 +148,6 @@ class ProofMemo:
             return frozenset().union(*(self.free[c] for c in n.src))
 
         return fold_along(e, lambda n: n.src, visit, self.free)
-
-    def canonical(self, e: Expr) -> Expr:
-        """``e`` with its variables renamed to the call's own: two proofs about sums equal up
-        to their variables (the same adjoints read at the same index patterns) are one
-        expression.  Variables of one name keep their order (the tie-break of
-        :func:`~tensorad.poly.linear.atom_key`), so every spelling sorts as ``e``'s did."""
-        named: dict[str, list[Expr]] = {}
-        for n in walk(e):
-            if n.op is Op.VAR:
-                named.setdefault(n.name, []).append(n)
-        mapping = {}
-        for name, vs in named.items():
-            vs.sort(key=lambda v: v.arg.uid)
-            key = (name, tuple((v.lo, v.hi, v.dtype) for v in vs))
-            found = self.spellings.get(key)
-            if found is None:
-                found = self.spellings[key] = tuple(var(name, v.lo, v.hi, v.dtype) for v in vs)
-            mapping.update(zip(vs, found))
-        return substitute(e, mapping)
 
 
 class _Record:
@@ -404,15 +385,17 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
     Each call starts a fresh conversion (its own expansion budget), so the answer depends on
     ``e`` alone: the call's context memoizes it (the optimizer asks again about the same sums
-    when it factors and when it optimizes an op)."""
+    when it factors and when it optimizes an op), and the nodes other proofs of the call
+    converted are replayed, not converted again, spending this proof's budget as converting
+    them would (:class:`ProofMemo`)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
-            out = not _Builder(ctx, shared).poly(shared.canonical(e))
+            out = not _Builder(ctx, shared).poly(e)
         except _Cut:  # (an atom spelled otherwise: convert without replay)
-            out = not _Builder(ctx, shared, replay=False).poly(shared.canonical(e))
+            out = not _Builder(ctx, shared, replay=False).poly(e)
     except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
         out = False
     if ctx is not None:
