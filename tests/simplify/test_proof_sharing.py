@@ -14,6 +14,9 @@ import pytest
 import tensorad.simplify.factor as factor
 import tensorad.simplify.polynomial as polynomial
 import tensorad.simplify.program as program
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import random_program
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
 
@@ -139,3 +142,16 @@ def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
     ta.JacobianRecursive(Y, [p[g] for g in w.grads], ta.placeholder(Y.shape, name="H"))
     assert 1000 < len(converted) <= 9000
     assert sum(op is Op.READ for op in converted) <= 4000
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(random_program(dtype="float64", max_inputs=3, max_computes=4, depth=2), st.sampled_from([3, 64]))
+def test_random_programs_proofs_answer_and_spend_as_alone(program, budget):
+    inputs = [p for p in program.placeholders if p.dtype in ta.FLOAT_DTYPES]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(polynomial, "MAX_EXPANSIONS", budget)
+        rec = _Recorder(mp)
+        ta.JacobianRecursive(program.output, inputs, ta.placeholder(program.output.shape, "float64", "H"))
+    for shared, alone in rec.pairs:
+        assert shared == alone
