@@ -112,8 +112,8 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
                 t = _const_trips(s)
                 if t is None or copies * t > WINDOW_COPIES or not visit(s.body, copies * t, depth + 1):
                     return False
-            elif isinstance(s, If):
-                if not (visit(s.then, copies, depth) and visit(s.orelse, copies, depth)):
+            elif isinstance(s, If):  # a test of data (a where-mask) leaves no select LLVM takes
+                if not s.affine or not (visit(s.then, copies, depth) and visit(s.orelse, copies, depth)):
                     return False
             elif isinstance(s, Assign):
                 found.append((s, depth))

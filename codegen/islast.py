@@ -271,9 +271,18 @@ def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
     domains, and rebuilt over division-free hulls with the exact test inside when they do
     not (:mod:`.astcheck`: isl's AST builder can drop strided iterations)."""
     stmts = compact(stmts)
-    body, conv = _scan(stmts)
-    if conv is None or not has_divs(stmts) or scans_exactly(stmts, conv.instances):
-        return body
+    divs = has_divs(stmts)
+    try:
+        body, conv = _scan(stmts)
+    except isl.Error:
+        # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
+        # that a fused loop recovers with a division ("cannot handle void expression", fuzz
+        # seed 90390); the division-free hulls below are its other way out
+        if not divs:
+            raise
+    else:
+        if conv is None or not divs or scans_exactly(stmts, conv.instances):
+            return body
     safe = guarded_hulls(stmts)
     body, conv = _scan(safe)
     if conv is not None and not scans_exactly(safe, conv.instances):

@@ -325,7 +325,7 @@ class ModuleEmitter:
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
-              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb)):
+              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         b.position_at_end(exit_bb)
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op, binary, const, var
+from tensorad.ir.intrange import cast_keeps_value
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from . import halfconv
@@ -181,6 +182,7 @@ class ExprEmitter:
         self.mathlib = None
         self.vmemo = ScopedMemo()
         self.imemo = ScopedMemo()
+        self.bounds_memo: dict = {}  # index_bounds of nodes (a pure function of the node)
         self.vrules = _value_rules(self)
         self.irules = _index_rules(self)
 
@@ -593,6 +595,13 @@ def _index_rules(em: ExprEmitter) -> dict:
             return b.call(intrinsic(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
         return rule
 
+    def narrowing_cast(node, x):
+        """Index arithmetic is exact in ``i64``; a cast to a narrower integer type wraps (as in
+        ``ta.evaluate``) unless the operand is proved within the type."""
+        if cast_keeps_value(node, em.bounds_memo):
+            return x
+        return b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
+
     rules = {
         Op.VAR: var_rule,
         Op.CONST: lambda n: I1(1 if n.arg else 0) if n.dtype == "bool" else I64(int(n.arg)),
@@ -604,7 +613,7 @@ def _index_rules(em: ExprEmitter) -> dict:
         Op.MOD: divmod_rule(True),
         Op.MAXIMUM: minmax("smax"),
         Op.MINIMUM: minmax("smin"),
-        Op.CAST: lambda n, x: x,
+        Op.CAST: narrowing_cast,
         Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
         Op.AND: lambda n, x, y: b.and_(x, y),
         Op.OR: lambda n, x, y: b.or_(x, y),

@@ -272,6 +272,7 @@ def emit_tanh(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
     else:
         k = _TANH["float64"]
         small = m.add(m.mul(m.mul(x, z), m.div(m.horner(z, k["p"]), m.horner(z, k["q"]))), x)
+    small = m.copysign(small, x)  # tanh is odd: tanh(-0) = -0 (the polynomial gives +0 there)
     e = _exp_core(m, m.add(a, a))
     big = m.copysign(m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0)))), x)
     r = m.sel(m.cmp("<", a, m.c(0.625)), small, big)

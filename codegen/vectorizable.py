@@ -159,14 +159,20 @@ class _Deps:
         return id(source) in self.sources(v)
 
 
-def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block) -> bool:
+def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value,
+                          trips: int | None = None) -> bool:
     """For a loop asked to vectorize *after* LLVM unrolls its inner loops (a max pool's window
-    loop, :func:`codegen.chains.window_vector_width`): no block calls anything but an LLVM
-    intrinsic ("call instruction cannot be vectorized": a half-precision conversion, an
-    out-of-line math function), and no branch leaves the loop but to its own exit ("early
-    exit": a checked build's bounds test, which returns).  Either would make the hint a
-    remark on stderr (fuzz seed 80002)."""
+    loop, :func:`codegen.chains.window_vector_width`; ``iv`` its induction variable, ``trips``
+    its trip count when constant): no block calls anything but an LLVM intrinsic ("call
+    instruction cannot be vectorized": a half-precision conversion, an out-of-line math
+    function), and no branch leaves the loop but to its own exit ("early exit": a checked
+    build's bounds test, which returns).  Below :data:`TINY_TRIPS` LLVM vectorizes without
+    run-time checks only, so there every address must also move affinely with ``iv``
+    ("runtime SCEV checks needed", fuzz seed 90195: ``X[int32(i * 5 % 2)]``).  Each failure
+    would make the hint a remark on stderr (fuzz seed 80002)."""
     inside = set(map(id, blocks)) | {id(exit_)}
+    tiny = trips is not None and trips < TINY_TRIPS
+    deps = _Deps({id(i) for bb in blocks for i in bb.instructions}) if tiny else None
     for bb in blocks:
         for i in bb.instructions:
             if isinstance(i, ir.CallInstr) and not getattr(i.callee, "name", "").startswith("llvm."):
@@ -174,4 +180,8 @@ def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block) -> bool:
             if isinstance(i, (ir.Ret, ir.Unreachable)) or (isinstance(i, ir.Terminator) and any(
                     isinstance(o, ir.Block) and id(o) not in inside for o in i.operands)):
                 return False
+            if tiny and isinstance(i, (ir.LoadInstr, ir.StoreInstr)):
+                ptr = i.operands[0] if isinstance(i, ir.LoadInstr) else i.operands[1]
+                if isinstance(ptr, ir.Instruction) and not _affine(ptr, iv, deps):
+                    return False
     return True

@@ -1,5 +1,5 @@
 """``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T] [--checks C]
-[--rotate] [--shrink K] [--out DIR]``."""
+[--rotate] [--shrink K] [--out DIR] [--layers]``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import time
 
 from .checks import ALL
+from .layers import generate_layer
 from .runner import fuzz
 
 
@@ -22,6 +23,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rotate", action="store_true", help="one check per program, rotating over seeds")
     ap.add_argument("--shrink", type=int, default=40, help="shrinking trials per failure (0: none)")
     ap.add_argument("--out", default="fuzz-failures", help="folder for reproducer scripts")
+    ap.add_argument("--layers", action="store_true",
+                    help="ordinary layers at moderate shapes, checked against PyTorch (fuzz/layers.py)")
     args = ap.parse_args(argv)
     checks = tuple(c for c in args.checks.split(",") if c)
     unknown = set(checks) - set(ALL)
@@ -42,7 +45,8 @@ def main(argv=None) -> int:
     seeds = [int(x) for x in args.seeds.split(",") if x] or range(args.start, args.start + args.n)
     rep = fuzz(seeds, workers=args.workers, timeout=args.timeout,
                checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
-               shrink=args.shrink, out_dir=args.out, progress=progress)
+               shrink=args.shrink, out_dir=args.out, progress=progress,
+               generator=generate_layer if args.layers else None)
     print(rep.summary())
     return 1 if rep.failures else 0
 

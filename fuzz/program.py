@@ -88,6 +88,7 @@ class Program:
     prune: bool = False  # render only what ``out`` needs (shrunk programs)
     calling: str = "plain"  # how the forward kernel is called (:data:`CALLING`)
     steps: tuple[str, ...] = ()  # tensors that cast float data to an integer (step functions)
+    torch: str = field(default="", compare=False)  # a layer's PyTorch reference (:mod:`.layers`)
 
     @property
     def placeholders(self) -> list[Def]:

@@ -25,11 +25,16 @@ from .program import Program, generate, shrink_candidates
 
 
 def job_for(prog: Program, seed: int, checks=ALL) -> dict:
+    """What a worker runs for ``prog``.  A layer (:mod:`.layers`) is checked against PyTorch
+    instead of finite differences (too slow at its size)."""
     checks = [c for c in checks if (prog.safe or c not in DERIVATIVE)
-              and not (prog.out_has_steps and c in FINITE_DIFFERENCES)] or ["forward"]
+              and not ((prog.out_has_steps or prog.torch) and c in FINITE_DIFFERENCES)] or ["forward"]
+    if prog.torch and "torch" not in checks:
+        checks.append("torch")
     return {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
             "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
-            "checks": checks, "all_outputs": seed % 3 != 0, "calling": prog.calling}
+            "checks": checks, "all_outputs": seed % 3 != 0, "calling": prog.calling,
+            "torch": prog.torch or None}
 
 
 def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in the child
@@ -228,19 +233,21 @@ def signature(result: dict) -> tuple:
 
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
-         extras: bool = True) -> Report:
+         extras: bool = True, generator=None) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
-    (:func:`.program.generate`)."""
+    (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
+    layers of :func:`.layers.generate_layer`)."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
 
     def jobs():
         for s in seeds:
-            progs[s] = generate(s, extras=extras(s) if callable(extras) else extras)
+            progs[s] = generator(s) if generator is not None else \
+                generate(s, extras=extras(s) if callable(extras) else extras)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir) as pool:
@@ -311,7 +318,7 @@ SOURCE64 = {source64!r}
 
 JOB = dict(source=SOURCE, source64=SOURCE64, dtype={dtype!r}, options={options!r}, data={data!r},
            seed={seed!r}, safe={safe!r}, checks={checks!r}, all_outputs={all_outputs!r},
-           calling={calling!r})
+           calling={calling!r}, torch={torch!r})
 
 if __name__ == "__main__":
     print("program:")
@@ -333,7 +340,8 @@ def save_reproducer(f: Failure, out_dir: str) -> str:
         fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=message, path=path,
                               source=job["source"], source64=job["source64"], dtype=job["dtype"],
                               options=job["options"], data=job["data"], safe=job["safe"],
-                              checks=job["checks"], all_outputs=job["all_outputs"], calling=job["calling"]))
+                              checks=job["checks"], all_outputs=job["all_outputs"], calling=job["calling"],
+                              torch=job["torch"]))
     return path
 
 

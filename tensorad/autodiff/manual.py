@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, cast
+from ..ir.intrange import wraps_where_stored
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite, walk
 from ..ir.tensor import ComputeOp, Tensor
@@ -48,11 +49,14 @@ def inline_non_reductions(tensor: Tensor, tensors: Sequence[Tensor]) -> Tensor:
     """``tensor`` with every read of a listed non-reduction tensor replaced by its body.
 
     Inlining repeats until no listed tensor is read (a listed tensor whose body reads another
-    is inlined transitively).  Listed reductions and placeholders are left as reads.
+    is inlined transitively).  Listed reductions and placeholders are left as reads, and so is
+    an ``int32`` tensor whose store may wrap a value its body computes exactly (inlined, the
+    reader would see the exact value: :func:`tensorad.ir.intrange.wraps_where_stored`).
     """
     if not isinstance(tensor.op, ComputeOp):
         return tensor
-    inline = {t for t in tensors if isinstance(t.op, ComputeOp) and not t.op.is_reduction}
+    inline = {t for t in tensors if isinstance(t.op, ComputeOp) and not t.op.is_reduction
+              and not wraps_where_stored(t.op.body[t.value_index])}
 
     def rule(node: Expr) -> Expr | None:
         if node.op is not Op.READ or node.arg not in inline:

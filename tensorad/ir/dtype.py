@@ -96,6 +96,13 @@ def bits(dtype: str) -> int:
     return 1 if dtype == BOOL else int(dtype[-2:])
 
 
+def narrows(src: str, dst: str) -> bool:
+    """Whether an integer cast from ``src`` to ``dst`` can change the value (``int64`` to
+    ``int32`` wraps, as NumPy's ``astype`` does); a cast to the same or a wider type cannot --
+    integer arithmetic is exact in 64 bits whatever its node's type (issue 8, D6)."""
+    return is_int(src) and is_int(dst) and bits(dst) < bits(src)
+
+
 def promote(a: str, b: str) -> str:
     """The dtype of a binary arithmetic result: float beats int beats bool, wider beats narrower."""
     if a == b:

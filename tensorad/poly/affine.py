@@ -17,10 +17,12 @@ from collections.abc import Iterable, Sequence
 
 import islpy as isl
 
+from ..ir import dtype as dt
 from ..ir.expr import Expr, Op
+from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
 from ..ir.rewrite import fold_along
-from .linear import Linear, int_cast_operand, int_constant, to_linear
+from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
 
@@ -238,8 +240,18 @@ def _div_operands(e: Expr) -> tuple[Expr, ...] | None:
 
 
 def _cast_operands(e: Expr) -> tuple[Expr, ...] | None:
-    inner = int_cast_operand(e)
-    return None if inner is None else (inner,)
+    return (e.src[0],) if dt.is_int(e.dtype) and dt.is_int(e.src[0].dtype) else None
+
+
+def _cast(space: IndexSpace, e: Expr) -> isl.PwAff:
+    """An integer cast: the operand itself, or -- narrowing a value it may not hold -- the
+    operand wrapped into the type, ``((a + 2**(b-1)) mod 2**b) - 2**(b-1)``: quasi-affine, so
+    a wrapping index stays exact in isl (``int32(int64(i) * 100000) % 7``)."""
+    a = space._aff_memo[e.src[0]]
+    if cast_keeps_value(e):
+        return a
+    half = 1 << (dt.bits(e.dtype) - 1)
+    return a.add_constant_val(_val(half)).mod_val(_val(2 * half)).add_constant_val(_val(-half))
 
 
 def _floordiv(space: IndexSpace, e: Expr) -> isl.PwAff:  # floor(a / c)
@@ -270,7 +282,7 @@ def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b else
 _ATOMS = {
     Op.FLOORDIV: (_div_operands, _floordiv),
     Op.MOD: (_div_operands, _mod),
-    Op.CAST: (_cast_operands, lambda space, e: space._aff_memo[e.src[0]]),
+    Op.CAST: (_cast_operands, _cast),
     Op.MAXIMUM: (lambda e: e.src, _maximum),
     Op.MINIMUM: (lambda e: e.src, _minimum),
     Op.SELECT: (lambda e: e.src[1:], _choice),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, const
+from ..ir.intrange import cast_keeps_value
 from ..ir.rewrite import fold_along, walk
 
 
@@ -232,9 +233,11 @@ def solve_for(f: Linear, v: Expr) -> Linear | None:
 
 
 def int_cast_operand(atom: Expr) -> Expr | None:
-    """The operand of a cast between integer types (the same value: index arithmetic is proved
-    to fit 64 bits, :mod:`tensorad.ir.intrange`), else ``None``."""
-    if atom.op is Op.CAST and is_index(atom) and is_index(atom.src[0]):
+    """The operand of a cast between integer types that keeps its value (index arithmetic is
+    proved to fit 64 bits; a narrowing cast's operand is proved within the narrower type:
+    :func:`tensorad.ir.intrange.cast_keeps_value`), else ``None``.  A cast that may wrap
+    stays an atom: ``int32(int64(i) * 100000) < 0`` holds for 8,525 of 30,000 rows."""
+    if atom.op is Op.CAST and is_index(atom) and is_index(atom.src[0]) and cast_keeps_value(atom):
         return atom.src[0]
     return None
 

@@ -62,6 +62,22 @@ def test_sum_where_mod_keeps_the_strided_loop():
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("opts", [{}, {"num_threads": 3, "checked": True}])
+def test_mod_condition_isl_cannot_scan_on_fused_axes_is_rebuilt(opts):
+    """Fuzz seed 90390: a reduction masked by ``(2 k - j + 2) % 5 == 0`` over output axes
+    ``(i, j, k)`` whose first two are scanned as one loop made isl's AST builder fail outright
+    ("cannot handle void expression"), at every option; the loops are now rebuilt over the
+    division-free hulls with the exact test inside."""
+    r0, r1 = ta.reduce_axis((1, 4), name="r0"), ta.reduce_axis((-1, 1), name="r1")
+    T = ta.compute((3, 16, 3), lambda i, j, k: ta.sum(ta.const(-1.5, F64), axis=[r0, r1],
+                                                       where=(2 * k - j + 2) % 5 == 0), name="T")
+    i, j, k = np.meshgrid(np.arange(3), np.arange(16), np.arange(3), indexing="ij")
+    want = np.where((2 * k - j + 2) % 5 == 0, -1.5 * 6, 0.0)
+    (got,) = _run([T], [], {}, **opts)
+    np.testing.assert_array_equal(got, want)
+    assert ta.lower([T], []).work == 6 * int(((2 * k - j + 2) % 5 == 0).sum())
+
+
 @pytest.mark.parametrize("loss", [False, True])
 def test_gradient_of_modular_read(loss):
     """``Y[i, j] = X[i % 2, j % 5]`` on a (3, 7) output: its gradient sums a strided window."""

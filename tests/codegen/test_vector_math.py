@@ -90,10 +90,15 @@ def _points(dtype: str) -> np.ndarray:
                            rng.uniform(-6, 6, 1000), rng.uniform(-1, 1, 500)]).astype(dtype)
 
 
-def _check(got: np.ndarray, want: np.ndarray, dtype: str, what: str) -> None:
+def _check(got: np.ndarray, want: np.ndarray, dtype: str, what: str, zero_sign: bool = False) -> None:
+    """``got`` within ``RTOL`` of NumPy's ``want`` (NaN where it is NaN); with ``zero_sign``, a
+    zero result also has NumPy's sign (``tanh(-0.0) = -0.0``)."""
     with np.errstate(over="ignore"):
         want = want.astype(dtype)
     assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN where NumPy has none (or not)"
+    if zero_sign:
+        zero = want == 0
+        assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero])), f"{what}: sign of a zero"
     ok = ~np.isnan(want)
     g, w = got[ok].astype(np.float64), want[ok].astype(np.float64)
     with np.errstate(invalid="ignore"):
@@ -117,7 +122,7 @@ def test_unary_math_matches_numpy(name, dtype, target):
         pytest.skip(f"{target} code cannot run on this CPU (it compiled)")
     with np.errstate(all="ignore"):
         want = ref(x.astype(np.float64))
-    _check(got, want, dtype, f"{name}({dtype}) on {target}")
+    _check(got, want, dtype, f"{name}({dtype}) on {target}", zero_sign=True)
 
 
 def _pow_points(dtype: str) -> tuple[np.ndarray, np.ndarray]:

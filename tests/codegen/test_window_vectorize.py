@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tensorad.codegen.chains import window_vector_width
-from tensorad.codegen.program import Assign, Loop
+from tensorad.codegen.program import Assign, If, Loop
 
 import tensorad as ta
 from tensorad.ir.expr import Expr, Op, const, var
@@ -77,6 +77,12 @@ def test_only_selecting_windows_of_constant_trips():
     start, update = _window(4, 1, _argmax).body[0], _window(4, 1, _argmax).body[1].body[0]
     rows = _loop(x, (_loop(var("y", 0, 7), (start, update)),))
     assert window_vector_width(rows, lambda dtype: 8) is None  # a loop of rows: no window (seed 80012)
+    w = _window(14, 4, _argmax)
+    inner = w.body[1]
+    data = Expr(Op.GT, "bool", (var("m", dtype="float32"), const(0.0, "float32")))
+    mask = If(data, inner.body, (), affine=False)
+    masked = Loop(w.var, w.lo, w.hi, (w.body[0], Loop(inner.var, inner.lo, inner.hi, (mask,))))
+    assert window_vector_width(masked, lambda dtype: 8) is None  # a where-mask of data (seed 90236)
 
 
 @pytest.mark.parametrize("config", [(2, 2, 0), (3, 2, 1), (2, 1, 0)], ids=["2x2/2", "3x3/2 pad 1", "2x2/1"])

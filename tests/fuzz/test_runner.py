@@ -66,3 +66,19 @@ def test_every_check_runs_on_a_program():
     assert {r["check"] for r in results} == set(ALL) == {"forward", "checked", "optimizer", "reverse",
                                                          "jvp", "hvp", "split"}
     assert all(r["status"] == "ok" for r in results), results
+
+
+def test_an_llvm_diagnostic_on_stderr_fails_the_check(monkeypatch, capfd):
+    """LLVM writes its remarks to file descriptor 2 itself; a check during which one appears
+    fails (a user's build prints nothing), and the text still reaches the real stderr."""
+    from fuzz import checks
+
+    def noisy(self):
+        os.write(2, b"remark: <unknown>:0:0: loop not vectorized: call instruction cannot be vectorized\n")
+
+    monkeypatch.setattr(checks.Case, "forward", noisy)
+    (result,) = checks.run_checks(_job(GOOD))
+    assert result["status"] == "fail" and "LLVM wrote to stderr" in result["message"], result
+    assert "loop not vectorized" in capfd.readouterr().err
+    monkeypatch.setattr(checks.Case, "forward", lambda self: os.write(2, b"a warning of Python's\n"))
+    assert checks.run_checks(_job(GOOD))[0]["status"] == "ok"

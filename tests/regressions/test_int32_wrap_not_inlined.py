@@ -3,7 +3,7 @@ exactly in 64 bits (an index variable among its operands) and its store wraps th
 int32; inlined into a reader, the exact value was read instead.  Fuzz seed 6116 (session 11):
 ``k = int32(i * -3 - 2) - int32(x * 1e10)`` read through a sigmoid and summed gave 45 in
 evaluate and in a build that stored ``k``, 18 optimized or built with ``k`` inlined.  Such a
-tensor now keeps its buffer (``simplify.ranges.wraps_where_stored``)."""
+tensor now keeps its buffer (``tensorad.ir.intrange.wraps_where_stored``), in every inliner."""
 
 import numpy as np
 import pytest
@@ -46,3 +46,16 @@ def test_index_arithmetic_within_int32_is_still_inlined():
     Y = ta.compute((8,), lambda i: ta.cast("float64", K[i]) * X[i], name="Y")
     text = str(ta.lower([Y], [X]))
     assert "inlined: K" in text and "allocate K" not in text, text
+
+
+def test_inline_non_reductions_keeps_a_wrapping_int32_tensor():
+    """``ta.InlineNonReductions`` (the seed's manual path) asks the same question: inlined, K
+    gave 5.0 where the program's value is 8.95 (evaluate and build alike)."""
+    X, K, S = _program()
+    x = np.array([-0.9, 1.07])
+    inl = ta.InlineNonReductions(S, [K])
+    np.testing.assert_allclose(ta.evaluate([inl], {X: x})[0], _want(x), rtol=1e-12)
+    np.testing.assert_allclose(ta.build([inl], [X])(x), _want(x), rtol=1e-12)
+    Y = ta.compute((8,), lambda i: ta.cast("int32", i * 3 + 1) % 8, name="Y")
+    Z = ta.compute((8,), lambda i: ta.cast("float64", Y[i]) * 2.0, name="Z")
+    assert "Y" not in str(ta.InlineNonReductions(Z, [Y]).op.body[0])  # within int32: inlined
