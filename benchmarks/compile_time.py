@@ -5,8 +5,9 @@ another fresh process reading that cache (cached), it times the stages separatel
 
 * ``define``: the forward tensors from ``ta.topi``;
 * ``differentiate``: ``ta.JacobianRecursive`` with the optimizer (differentiate + optimize);
-* ``build_fwd`` / ``build_bwd``: ``ta.build`` of the forward and of the gradients (lowering, LLVM,
-  JIT, or the disk cache when it holds the kernel);
+* ``build_fwd`` / ``build_bwd``: ``ta.build`` of the forward and of the gradients (cold:
+  lowering, LLVM, JIT; cached: the key computed from the tensors, the entry read and linked --
+  no lowering, see :mod:`tensorad.codegen.buildkey`);
 * ``library`` (CPU only, part of the builds): compiling the matrix-product library's pieces
   (:mod:`tensorad.codegen.gemmlib`), a cost once per machine and target -- afterwards every
   program links them from the disk cache -- so the table also prints the total without it.

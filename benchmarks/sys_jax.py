@@ -91,9 +91,27 @@ def _model(kind: str, params: dict | None = None):
         s, p = params["stride"], params["padding"]
         return jax.nn.relu(jax.lax.conv_general_dilated(X, W, (s, s), [(p, p), (p, p)]))
 
-    def attention(Q, K, V):
+    def attention(Q, K, V, causal=False):
         scores = jnp.einsum("bqd,bkd->bqk", Q, K) / jnp.sqrt(jnp.float32(Q.shape[-1]))
+        if causal:  # key j <= query i
+            n = Q.shape[-2]
+            scores = jnp.where(jnp.arange(n)[None, :] <= jnp.arange(n)[:, None], scores, -jnp.inf)
         return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(scores, axis=-1), V)
+
+    def group_norm(X, g, b):
+        n, c = X.shape[:2]
+        y = _normalize(X.reshape(n, params["groups"], -1), (-1,)).reshape(X.shape)
+        return y * g[:, None, None] + b[:, None, None]
+
+    def rms_norm(X, g):
+        eps = jnp.finfo(X.dtype).eps
+        return X * jax.lax.rsqrt((X * X).mean(-1, keepdims=True) + eps) * g
+
+    def ce_smooth(Z, L):
+        e = params["smoothing"]
+        lp = jax.nn.log_softmax(Z, axis=-1)
+        nll = -jnp.take_along_axis(lp, L.reshape(-1, 1), axis=1)[:, 0]
+        return ((1 - e) * nll - e * lp.mean(-1)).mean()
     return {
         "dense": lambda X, W, B: X @ W.T + B,
         "conv2d": lambda X, W: jax.lax.conv_general_dilated(X, W, (1, 1), "VALID"),
@@ -110,6 +128,15 @@ def _model(kind: str, params: dict | None = None):
         "attention": attention,
         "gelu_mlp": lambda X, W1, B1, W2, B2: jax.nn.gelu(X @ W1.T + B1, approximate=False) @ W2.T + B2,
         "log_softmax_nll": lambda Z, T: -(T * jax.nn.log_softmax(Z, axis=-1)).sum() / Z.shape[0],
+        # the norms suite
+        "group_norm": group_norm,
+        "instance_norm": lambda X, g, b: _normalize(X, (2, 3)) * g[:, None, None] + b[:, None, None],
+        "rms_norm": rms_norm,
+        "residual_layer_norm": lambda X, R, g, b: _normalize(X + R, (-1,)) * g + b,
+        "ce_smooth": ce_smooth,
+        "swiglu": lambda X, W1, W3, W2: (jax.nn.silu(X @ W1.T) * (X @ W3.T)) @ W2.T,
+        "causal_attention": lambda Q, K, V: attention(Q, K, V, causal=True),
+        "embedding_mean": lambda E, ids: E[ids].mean(1),
     }[kind]
 
 

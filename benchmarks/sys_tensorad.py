@@ -80,6 +80,23 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
         bias = ta.topi.reshape(p["B"], (p["B"].shape[0], 1, 1))
         h = nn.pool(nn.relu(conv + bias), [2, 2], [2, 2], [0, 0, 0, 0], "max")
         return nn.cross_entropy(nn.dense(nn.flatten(h), p["Wd"], p["Bd"]), p["labels"])
+    if kind == "group_norm":
+        return nn.group_norm(p["X"], params["groups"], p["gamma"], p["beta"])
+    if kind == "instance_norm":
+        return nn.instance_norm(p["X"], p["gamma"], p["beta"])
+    if kind == "rms_norm":
+        return nn.rms_norm(p["X"], p["gamma"])
+    if kind == "residual_layer_norm":
+        return nn.layer_norm(p["X"] + p["R"], p["gamma"], p["beta"])
+    if kind == "ce_smooth":
+        return nn.cross_entropy(p["Z"], p["labels"], label_smoothing=params["smoothing"])
+    if kind == "swiglu":
+        gate = nn.silu(nn.dense(p["X"], p["W1"])) * nn.dense(p["X"], p["W3"])
+        return nn.dense(gate, p["W2"])
+    if kind == "causal_attention":
+        return nn.scaled_dot_product_attention(p["Q"], p["K"], p["V"], causal=True)
+    if kind == "embedding_mean":
+        return ta.topi.mean(nn.embedding(p["E"], p["ids"]), axis=1)
     if kind == "log_softmax_nll":
         rows = p["Z"].shape[0]
         picked = ta.topi.multiply(p["T"], nn.log_softmax(p["Z"]))

@@ -77,6 +77,15 @@ def _model(kind: str, params: dict | None = None):
         "attention": lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V),
         "gelu_mlp": lambda X, W1, B1, W2, B2: F.linear(F.gelu(F.linear(X, W1, B1)), W2, B2),
         "log_softmax_nll": lambda Z, T: -(T * F.log_softmax(Z, -1)).sum() / Z.shape[0],
+        # the norms suite
+        "group_norm": lambda X, g, b: F.group_norm(X, params["groups"], g, b, 1e-5),
+        "instance_norm": lambda X, g, b: F.instance_norm(X, weight=g, bias=b, eps=1e-5),
+        "rms_norm": lambda X, g: F.rms_norm(X, g.shape, g),
+        "residual_layer_norm": lambda X, R, g, b: F.layer_norm(X + R, g.shape, g, b, 1e-5),
+        "ce_smooth": lambda Z, L: F.cross_entropy(Z, L.long(), label_smoothing=params["smoothing"]),
+        "swiglu": lambda X, W1, W3, W2: F.linear(F.silu(F.linear(X, W1)) * F.linear(X, W3), W2),
+        "causal_attention": lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
+        "embedding_mean": lambda E, ids: F.embedding(ids.long(), E).mean(1),
     }[kind]
 
 

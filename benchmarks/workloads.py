@@ -5,9 +5,12 @@ gradients are asked for, and a ``kind`` that selects its formulas in each system
 (``sys_numpy``, ``sys_torch``, ``sys_jax``, ``sys_tensorad``, ``handwritten``).  ``tiny``
 shapes keep the same structure at a size the smoke test runs in milliseconds.
 
-Three suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
+Four suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
 Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on;
-``models``, whole models (a Transformer block, a small CNN) from their inputs to the loss.
+``models``, whole models (a Transformer block, a small CNN) from their inputs to the loss;
+``norms`` (not in the default set), the layers' neighbours: group/instance/RMS/layer norms at
+other and odd widths, a language-model head with label smoothing, SwiGLU, causal ViT attention
+(197 tokens), an embedding table's gradient, long-sequence attention, residual + layer norm.
 Their float64 reference is PyTorch's autograd when PyTorch is installed (``reference.py``).
 
 Inputs are uniform in ``[-scale, scale]`` (the seed's natural range ``[-1, 1]``), except the
@@ -137,12 +140,66 @@ MODELS: list[Workload] = [
              ("W", "B", "Wd", "Bd"), NO_SEED, scale=0.5, suite="models",
              params={"ints": {"labels": (10, 5)}}),
 ]
-WORKLOADS = WORKLOADS + LAYERS + MODELS
-SUITES = ("seed", "layers", "models")
+# The layers' neighbours, measured only when asked for (``--suite norms``).
+_NORMED = {"positive": ("gamma",)}
+NORMS: list[Workload] = [
+    Workload("group_norm32", "group_norm", "group norm, 32 groups (grad X, gamma, beta)",
+             {"X": (8, 256, 28, 28), "gamma": (256,), "beta": (256,)},
+             {"X": (2, 64, 3, 5), "gamma": (64,), "beta": (64,)}, ("X", "gamma", "beta"), NO_SEED,
+             params={"positive": ("gamma",), "groups": 32}, suite="norms"),
+    Workload("instance_norm", "instance_norm", "instance norm (grad X, gamma, beta)",
+             {"X": (8, 64, 56, 56), "gamma": (64,), "beta": (64,)},
+             {"X": (2, 3, 4, 5), "gamma": (3,), "beta": (3,)}, ("X", "gamma", "beta"), NO_SEED,
+             params=_NORMED, suite="norms"),
+    Workload("rms_norm768", "rms_norm", "RMSNorm over 768, 512 tokens (grad X, gamma)",
+             {"X": (512, 768), "gamma": (768,)}, {"X": (4, 7), "gamma": (7,)}, ("X", "gamma"),
+             NO_SEED, params=_NORMED, suite="norms"),
+    Workload("rms_norm4096", "rms_norm", "RMSNorm over 4096, 128 tokens (grad X, gamma)",
+             {"X": (128, 4096), "gamma": (4096,)}, {"X": (3, 9), "gamma": (9,)}, ("X", "gamma"),
+             NO_SEED, params=_NORMED, suite="norms"),
+    Workload("layer_norm768", "layer_norm", "layer norm over 768, 512 tokens (grad X, gamma, beta)",
+             {"X": (512, 768), "gamma": (768,), "beta": (768,)},
+             {"X": (5, 7), "gamma": (7,), "beta": (7,)}, ("X", "gamma", "beta"), NO_SEED,
+             params=_NORMED, suite="norms"),
+    Workload("layer_norm1000", "layer_norm", "layer norm over 1000 (odd), 512 rows (grad X, gamma, beta)",
+             {"X": (512, 1000), "gamma": (1000,), "beta": (1000,)},
+             {"X": (3, 11), "gamma": (11,), "beta": (11,)}, ("X", "gamma", "beta"), NO_SEED,
+             params=_NORMED, suite="norms"),
+    Workload("ce_smooth32k", "ce_smooth", "cross-entropy, label smoothing 0.1, 32,000 classes, "
+             "64 tokens (grad logits)",
+             {"Z": (64, 32000), "labels": (64,)}, {"Z": (3, 13), "labels": (3,)}, ("Z",), NO_SEED,
+             scale=4.0, params={"ints": {"labels": (32000, 13)}, "smoothing": 0.1}, suite="norms"),
+    Workload("swiglu_mlp", "swiglu", "SwiGLU MLP 768 -> 2048 -> 768, 256 tokens (grad all)",
+             {"X": (256, 768), "W1": (2048, 768), "W3": (2048, 768), "W2": (768, 2048)},
+             {"X": (4, 6), "W1": (8, 6), "W3": (8, 6), "W2": (6, 8)}, ("X", "W1", "W3", "W2"),
+             NO_SEED, scale=0.2, suite="norms"),
+    Workload("causal_attention197", "causal_attention", "causal self-attention, mask j <= i, "
+             "12 heads x 197 tokens x 64 (grad Q, K, V)",
+             {"Q": (12, 197, 64), "K": (12, 197, 64), "V": (12, 197, 64)},
+             {"Q": (2, 5, 3), "K": (2, 5, 3), "V": (2, 5, 3)}, ("Q", "K", "V"), NO_SEED, suite="norms"),
+    Workload("embedding_mean", "embedding_mean", "embedding 30,000 x 256, 8 x 128 ids, mean over "
+             "tokens (grad table)",
+             {"E": (30000, 256), "ids": (8, 128)}, {"E": (5, 4), "ids": (2, 3)}, ("E",), NO_SEED,
+             params={"ints": {"ids": (30000, 5)}}, suite="norms"),
+    Workload("attention1024", "attention", "attention softmax(QK^T/8)V, 4 heads x 1,024 tokens x 64 "
+             "(grad Q, K, V)",
+             {"Q": (4, 1024, 64), "K": (4, 1024, 64), "V": (4, 1024, 64)},
+             {"Q": (2, 6, 4), "K": (2, 6, 4), "V": (2, 6, 4)}, ("Q", "K", "V"), NO_SEED, suite="norms"),
+    Workload("residual_layer_norm", "residual_layer_norm", "residual add + layer norm over 768, "
+             "512 tokens (grad X, R, gamma, beta)",
+             {"X": (512, 768), "R": (512, 768), "gamma": (768,), "beta": (768,)},
+             {"X": (4, 7), "R": (4, 7), "gamma": (7,), "beta": (7,)}, ("X", "R", "gamma", "beta"),
+             NO_SEED, params=_NORMED, suite="norms"),
+]
+WORKLOADS = WORKLOADS + LAYERS + MODELS + NORMS
+SUITES = ("seed", "layers", "models", "norms")
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
-def select(names: list[str] | None, suites: tuple[str, ...] = SUITES) -> list[Workload]:
+DEFAULT_SUITES = ("seed", "layers", "models")
+
+
+def select(names: list[str] | None, suites: tuple[str, ...] = DEFAULT_SUITES) -> list[Workload]:
     """The workloads named (in table order), those of ``suites`` when ``names`` is empty;
     unknown names raise."""
     if not names:

@@ -1,23 +1,27 @@
-"""``ta.build``: lower, emit LLVM IR, compile to object code (cached), link, wrap in a :class:`Kernel`.
+"""``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
-Compiled code is cached at two levels, both keyed by a SHA-256 of the exact program text
-(constants are printed with ``repr``), the compilation options and :func:`.jit.fingerprint`
-(target triple, CPU, features, LLVM version, tensorad version, the code generator's source):
+Compiled code is cached at two levels, both keyed by a SHA-256 of the text of
+:func:`.buildkey.describe` -- a canonical description of the tensor DAG, the inputs, every
+option, the target and :func:`.jit.fingerprint` (LLVM version, the compiler's source), taken
+*before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
+of the loop program's text with the same options:
 
-* in the process: a rebuild of the same program costs a lowering-cache lookup and a dictionary
-  lookup (microseconds);
-* on disk (:mod:`.diskcache`): a new process links the stored object code instead of running
-  LLVM (a few milliseconds plus lowering).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
+* in the process: a rebuild of the same program costs the description and a dictionary
+  lookup;
+* on disk (:mod:`.diskcache`): a new process links the stored object code, running neither
+  lowering nor LLVM (milliseconds).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
   neither reads nor writes it.
 
 A disk entry holds the object code, the entry-point names, the matrix-product libraries it
-calls (:mod:`.gemmlib`, loaded first so that the linker finds them) and the emitted IR
-(compressed; ``kernel.llvm_ir`` recomputes the optimized IR from it on demand).
+calls (:mod:`.gemmlib`, loaded first so that the linker finds them), the key text in full and
+the kernel's signature (argument shapes and dtypes, temporaries, work), both compared with
+this call's before anything is linked, and the emitted IR (compressed; ``kernel.llvm_ir``
+recomputes the optimized IR from it on demand).  A kernel found in a cache lowers only when
+``kernel.lowered`` is asked for.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import struct
@@ -27,15 +31,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorad.ir import trace
+from tensorad.ir.dtype import ALL_DTYPES as DTYPES
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib
+from .buildkey import describe, digest
 from .checks import Checks, has_raise_gather
 from .irloops import finish_ir
 from .jit import compile_object, fingerprint, load_object
-from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, call_entry
+from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
 from .llvm_emit import ModuleEmitter
-from .lower import lower
+from .lower import LoweredFunc, argument_names, check_arguments, lower
 from .objcheck import object_is_sound
 from .runtime import parallel_runtime
 from .schedule import Options
@@ -63,46 +69,76 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     ``tune`` (measure the candidate strategies on random data and keep the winners in the disk
     cache per target: :mod:`.tune`).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
+
+    The cache key is computed before lowering (:mod:`.buildkey`): a kernel found in the
+    process or on disk is returned without lowering; ``kernel.lowered`` lowers on first use.
     """
     if not isinstance(target, (str, Target)):
         raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
                          f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
     if not isinstance(cache, bool):
         raise TypeError(f"option cache must be True or False, got {cache!r}")
+    outs, ins = check_arguments(outputs, inputs, name)
     tgt = parse_target(target)
     opts = Options.make({**options, "target": tgt})
-    with diskcache.disabled(not cache):  # (tune=True keeps its choices there)
-        lowered = lower(outputs, inputs, name=name, target=tgt, **options)
     gomp = parallel_runtime() is not None and opts.parallel
-    key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
-                                               ARRAY_DATA_OFFSET, opts.checked)), fingerprint(tgt)])
-    key = hashlib.sha256(key_text.encode()).hexdigest()
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        with _LOCK:
-            compiled = _COMPILED.get(key)
-            if compiled is None:
-                with diskcache.disabled(not cache):
-                    nargs = len(lowered.program.arguments) + _needs_record(lowered, opts)  # (+ the record)
-                    compiled = _load(key, opts.opt_level, nargs, gomp, tgt)
-                    trace.record("cache hit" if compiled else "cache miss", 0.0,
-                                 f"{name} (disk)" if compiled else name)
-                    compiled = compiled or _compile(lowered, key, opts, gomp, tgt)
-                _COMPILED[key] = compiled
-            else:
-                trace.record("cache hit", 0.0, f"{name} (memory)")
-    else:
-        trace.record("cache hit", 0.0, f"{name} (memory)")
     threads = opts.num_threads or default_num_threads()
     host = host_target()
     refuse = None if tgt.runs_here(host) else (
         f"this kernel was compiled for target {tgt} and cannot run on this CPU ({host}); "
         f"build it with target='llvm' to run it here")
-    return Kernel(lowered, compiled, threads if gomp else 1, refuse)
+
+    def lowering() -> LoweredFunc:
+        with diskcache.disabled(not cache):  # (tune=True keeps its choices there)
+            return lower(outs, ins, name=name, target=tgt, **options)
+
+    key_text = describe(outs, ins, opts, tgt, gomp, ARRAY_DATA_OFFSET)
+    lowered = None
+    if key_text is None:  # keyed by the loop program instead (see .buildkey)
+        lowered = lowering()
+        key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
+                                                    ARRAY_DATA_OFFSET, opts.checked)), fingerprint(tgt)])
+    key = digest(key_text)
+    expect = _signature_of_tensors(outs, ins)
+    compiled = _COMPILED.get(key)
+    if compiled is None or not _fits(compiled.meta, key_text, expect):
+        with _LOCK:
+            compiled = _COMPILED.get(key)
+            if compiled is None or not _fits(compiled.meta, key_text, expect):
+                with diskcache.disabled(not cache):
+                    compiled = _load(key, key_text, expect, opts.opt_level, gomp, tgt)
+                    trace.record("cache hit" if compiled else "cache miss", 0.0,
+                                 f"{name} (disk)" if compiled else name)
+                    if compiled is None:
+                        lowered = lowered or lowering()
+                        compiled = _compile(lowered, key, opts, gomp, tgt, key_text)
+                _COMPILED[key] = compiled
+            else:
+                trace.record("cache hit", 0.0, f"{name} (memory)")
+    else:
+        trace.record("cache hit", 0.0, f"{name} (memory)")
+    in_names, out_names = argument_names(outs, ins)
+    signature = Signature.of(compiled.meta["signature"], in_names, out_names)
+    return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature)
 
 
-def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Compiled:
+def _signature_of_tensors(outputs: list[Tensor], inputs: list[Tensor]) -> dict:
+    """The argument shapes and dtypes an entry for this call must have been compiled for."""
+    return {"inputs": [[list(t.shape), t.dtype] for t in inputs],
+            "outputs": [[list(t.shape), t.dtype] for t in outputs]}
+
+
+def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
+    """Whether linked code (its entry's metadata) was compiled for exactly this key and call."""
+    return meta is not None and meta.get("key") == key_text and all(
+        meta["signature"][k] == v for k, v in expect.items())
+
+
+def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_text: str = "") -> Compiled:
+    """LLVM on the lowered program; the entry written records ``key_text`` (the key in full)
+    and the kernel's signature (argument shapes and dtypes, temporaries, work)."""
     name = lowered.program.name
+    prog = lowered.program
     checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
     direct = call_entry(len(lowered.program.arguments) + (checks is not None))
     with trace.stage("llvm", name):
@@ -116,7 +152,10 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target) -> Co
         obj = compile_object(text, opts.opt_level, target)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
-            "checks": checks.to_json() if checks is not None else None}
+            "checks": checks.to_json() if checks is not None else None, "key": key_text,
+            "signature": {"inputs": [[list(b.shape), b.dtype] for b in prog.inputs],
+                          "outputs": [[list(b.shape), b.dtype] for b in prog.outputs],
+                          "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work}}
     with trace.stage("jit", name):
         compiled = _link(key, obj, meta, text, opts.opt_level, target)
     if trace.dumping():
@@ -146,10 +185,12 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Targ
                     checks=checks)
 
 
-def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> Compiled | None:
+def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
+          ) -> Compiled | None:
     """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache
-    off): an entry is linked only when its metadata is exactly what this program needs (entry
-    names derived from the key, argument count, runtime, known library symbols) and its object
+    off): an entry is linked only when its metadata is exactly what this program needs (the
+    key in full, entry names derived from the key, the argument shapes and dtypes of the call
+    ``expect``, a consistent argument count, runtime, known library symbols) and its object
     code is structurally sound -- anything else is rebuilt (and rewritten) by the caller."""
     payload = diskcache.get(key)
     if payload is None:
@@ -158,23 +199,30 @@ def _load(key: str, opt_level: int, nargs: int, gomp: bool, target: Target) -> C
         meta, obj, zsource = _unpack_entry(payload)
     except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if not _meta_is_sound(meta, key, nargs, gomp) or not object_is_sound(obj):
+    if not _meta_is_sound(meta, key, gomp) or not _fits(meta, key_text, expect) or not object_is_sound(obj):
         return None
     compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
     STATS["loaded"] += 1
     return compiled
 
 
-def _meta_is_sound(meta: Any, key: str, nargs: int, gomp: bool) -> bool:
+_META_KEYS = {"main", "call", "gomp", "nargs", "libraries", "checks", "key", "signature"}
+
+
+def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
     """The metadata an entry for ``key`` must have (as :func:`_compile` writes it)."""
     prefix = f"k{key[:16]}"
-    if not isinstance(meta, dict) or set(meta) != {"main", "call", "gomp", "nargs", "libraries", "checks"}:
+    if not isinstance(meta, dict) or set(meta) != _META_KEYS or not isinstance(meta["key"], str):
         return False
     if meta["checks"] is not None:  # checked mode: the access sites (see .checks)
         try:
             Checks.from_json(meta["checks"])
         except (TypeError, ValueError):
             return False
+    nargs = _signature_arguments(meta["signature"])
+    if nargs is None:
+        return False
+    nargs += meta["checks"] is not None  # (the violation record)
     libs = meta["libraries"]
     return (meta["main"] == f"{prefix}_main"
             and meta["call"] in (None, f"{prefix}_call")
@@ -183,6 +231,26 @@ def _meta_is_sound(meta: Any, key: str, nargs: int, gomp: bool) -> bool:
             and type(meta["nargs"]) is int and meta["nargs"] == nargs
             and isinstance(libs, list)
             and all(isinstance(x, str) and gemmlib.parse_symbol(x) is not None for x in libs))
+
+
+def _signature_arguments(sig: Any) -> int | None:
+    """The number of arrays a kernel of signature ``sig`` takes, or ``None`` if ``sig`` is not
+    a well-formed signature (shapes of non-negative ints, known dtypes, an int work count)."""
+    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", "work"}:
+        return None
+    if type(sig["work"]) is not int or sig["work"] < 0:
+        return None
+    n = 0
+    for part in ("inputs", "outputs", "temps"):
+        items = sig[part]
+        if not isinstance(items, list):
+            return None
+        for item in items:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+                    and all(type(d) is int and d >= 0 for d in item[0]) and item[1] in DTYPES):
+                return None
+        n += len(items)
+    return n
 
 
 def _pack_entry(meta: dict, obj: bytes, text: str) -> bytes:
@@ -197,7 +265,7 @@ def _unpack_entry(payload: bytes) -> tuple[dict, bytes, bytes]:
         raise ValueError("truncated cache entry")
     meta = json.loads(payload[12:12 + nh])
     obj = payload[12 + nh:12 + nh + no]
-    for k in ("main", "call", "gomp", "nargs", "libraries"):
+    for k in ("main", "call", "gomp", "nargs", "libraries", "key", "signature"):
         meta[k]  # noqa: B018 - KeyError for an entry without it
     return meta, obj, payload[12 + nh + no:]
 

@@ -22,9 +22,9 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+import llvmlite
 import llvmlite.binding as llvm
 
 if TYPE_CHECKING:
@@ -152,22 +152,38 @@ _SOURCE_HASH: str | None = None
 
 def fingerprint(target: Target | None = None) -> str:
     """What besides the program determines the machine code: the target (triple, CPU,
-    features), the LLVM version, tensorad's version and the code generator's own source (so an
-    edited emitter never meets object code it did not produce)."""
+    features), the LLVM and llvmlite versions and the source of everything that turns
+    tensors into code -- the code generator, the simplifier and the core (IR, language,
+    polyhedral tools) -- so that an edited compiler never meets object code it did not produce,
+    and a cache key taken before lowering (:mod:`.buildkey`) names the lowering code too.  The
+    source is read once per process (it is the code this process runs)."""
     global _SOURCE_HASH
-    if _SOURCE_HASH is None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            ver = version("tensorad")
-        except PackageNotFoundError:  # pragma: no cover - not installed
-            ver = "?"
-        h = hashlib.sha256()
-        here = Path(__file__).parent
-        for f in sorted(here.glob("*.py")):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-        _SOURCE_HASH = "|".join([llvm_version(), ver, h.hexdigest()])
+    if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
+        h = hashlib.sha256()  # metadata costs 10 ms, a third of a cached build)
+        for path in _compiler_sources():
+            with open(path, "rb") as f:
+                h.update(os.path.basename(path).encode() + b"\0" + f.read())
+        _SOURCE_HASH = "|".join([llvm_version(), f"llvmlite {llvmlite.__version__}", h.hexdigest()])
     return "|".join([(target or host()).key, _SOURCE_HASH])
+
+
+def _compiler_sources() -> list[str]:
+    """The Python files of the code generator, the simplifier and tensorad's core packages
+    (wherever the install put them), in a fixed order."""
+    import importlib.util
+
+    dirs = [os.path.dirname(__file__)]
+    for pkg in ("tensorad.simplify", "tensorad.ir", "tensorad.lang", "tensorad.poly"):
+        module = sys.modules.get(pkg)  # (imported already: build needs them all)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            spec = importlib.util.find_spec(pkg)
+            origin = spec.origin if spec is not None else None
+        if origin:
+            dirs.append(os.path.dirname(origin))
+    files = [(os.path.basename(d), n, os.path.join(d, n)) for d in dict.fromkeys(dirs)
+             for n in os.listdir(d) if n.endswith(".py")]
+    return [path for _, _, path in sorted(files)]
 
 
 def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:

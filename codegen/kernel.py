@@ -152,6 +152,33 @@ def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
     return b.name, tuple(b.shape), numpy_dtype(b.dtype)  # bfloat16: ml_dtypes.bfloat16
 
 
+@dataclass(frozen=True)
+class Signature:
+    """What a call of a kernel needs besides its code: the inputs and outputs (name, shape,
+    NumPy dtype), the temporaries (shape, dtype) in the order of the code's arguments, and the
+    work count.  A kernel read from the cache has it from the entry, without lowering."""
+
+    inputs: tuple
+    outputs: tuple
+    temps: tuple
+    work: int
+
+    @classmethod
+    def of(cls, stored: dict, in_names: list[str], out_names: list[str]) -> Signature:
+        """From an entry's ``signature`` (shapes and dtype strings) and the call's names."""
+        def specs(names, items):
+            return tuple((n, tuple(s), numpy_dtype(d)) for n, (s, d) in zip(names, items, strict=True))
+
+        return cls(specs(in_names, stored["inputs"]), specs(out_names, stored["outputs"]),
+                   tuple((tuple(s), numpy_dtype(d)) for s, d in stored["temps"]), stored["work"])
+
+    @classmethod
+    def of_program(cls, lowered) -> Signature:
+        prog = lowered.program
+        return cls(tuple(_spec(b) for b in prog.inputs), tuple(_spec(b) for b in prog.outputs),
+                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work)
+
+
 class Kernel:
     """A compiled kernel: ``kernel(*arrays, out=None)``.
 
@@ -169,17 +196,27 @@ class Kernel:
     loop.
     """
 
-    def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None) -> None:
-        self.lowered = lowered
+    def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
+                 signature: Signature | None = None) -> None:
+        """``lowered``: the loop program, or a function returning it (a kernel read from the
+        cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
+        (default: those of ``lowered``)."""
+        self._lowered = lowered
         self._refuse = refuse  # why this kernel cannot run here (compiled for another CPU)
         self._compiled = compiled
         self.num_threads = num_threads
-        prog = lowered.program
-        self._inputs = [_spec(b) for b in prog.inputs]
-        self._outputs = [_spec(b) for b in prog.outputs]
-        self._temps = [_spec(b)[1:] for b in prog.temps]
+        sig = signature or Signature.of_program(lowered)
+        self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
+        self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
-        self._max_ndim = max((len(b.shape) for b in [*prog.inputs, *prog.outputs, *prog.temps]), default=0)
+        self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
+
+    @property
+    def lowered(self):
+        """The loop program this kernel runs (:class:`.lower.LoweredFunc`)."""
+        if callable(self._lowered):
+            self._lowered = self._lowered()
+        return self._lowered
 
     @property
     def num_threads(self) -> int:
@@ -208,7 +245,7 @@ class Kernel:
 
     @property
     def work(self) -> int:
-        return self.lowered.work
+        return self._work
 
     # ---- shipping -------------------------------------------------------------------------
     def export(self, path: str) -> str:

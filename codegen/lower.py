@@ -25,6 +25,7 @@ from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
 from .domain import covers_box, op_domain
+from .elide import elide_copies
 from .fills import place_fills
 from .footprint import shrink_to_footprints
 from .group import Group, Unit, make_unit, order_siblings, plan_groups
@@ -39,6 +40,7 @@ from .speculate import speculate
 from .strategies import REGISTRY
 from .strategy import PlanContext, plan_ops
 from .target import parse_target
+from .transposed import merge_transposed
 from .work import count_work
 
 
@@ -131,6 +133,23 @@ def _copies_of_inputs(outputs: list[Tensor], inputs: list[Tensor]) -> list[Tenso
     return out
 
 
+def check_arguments(outputs: Any, inputs: Any, name: Any) -> tuple[list[Tensor], list[Tensor]]:
+    """The outputs and inputs of ``lower``/``build`` as lists, checked (``TypeError`` /
+    ``ValueError`` naming what is wrong), and the kernel's name."""
+    outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
+    _check_io(outputs, inputs)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    return outputs, inputs
+
+
+def argument_names(outputs: list[Tensor], inputs: list[Tensor]) -> tuple[list[str], list[str]]:
+    """The names lowering gives the input and output buffers (what a kernel's errors print),
+    without lowering: a kernel read from the cache takes them from the call's tensors."""
+    namer = Namer()
+    return [namer.tensor(t) for t in inputs], [namer.tensor(t) for t in _copies_of_inputs(outputs, inputs)]
+
+
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_LOCK = Lock()
 _CACHE_SIZE = 256
@@ -144,10 +163,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     compilation are ignored here.  Results are cached per (outputs, inputs, options).
     ``tune=True`` measures the strategies offered (:mod:`.tune`) and lowers with the winners.
     """
-    outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
-    _check_io(outputs, inputs)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
     if full.tune:
         from .tune import tuned_choices  # (tuning builds kernels: build imports this module)
@@ -198,6 +214,9 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
+    ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)
+    if opts.fuse:  # (an output copying a temporary computes it: one pass fewer)
+        ops = elide_copies(ops, bodies, frozenset(outputs))
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
         for n in (n for b in bodies[op] for n in walk(b)):

@@ -295,9 +295,18 @@ def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tu
     opts = ctx.opts
     if opts.microkernel is False or not op.is_reduction:
         return []
+    key = ("contraction_specs", op, bodies)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _contraction_specs(op, bodies, ctx)
+    return list(found)
+
+
+def _contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> tuple[tuple[str, Contraction], ...]:
+    opts = ctx.opts
     spec = match_contraction(op, bodies, opts.tile, ctx.target)
     if spec is None or not worth_it(spec, opts.microkernel):
-        return []
+        return ()
     out = [("", spec)]
     if ctx.tuning and opts.tile is None:
         for label, tile in _tiles(spec, ctx):
@@ -307,7 +316,7 @@ def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tu
                 continue
             if other is not None:
                 out.append((label, other))
-    return out
+    return tuple(out)
 
 
 def default_spec(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> Contraction | None:

@@ -110,6 +110,9 @@ class PlanContext:
     chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
     costs: dict[ComputeOp, float] = field(default_factory=dict)
     offered: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
+    #: what several strategies compute for one op, computed once per call (the matrix-product
+    #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)
+    memo: dict = field(default_factory=dict)
 
     def candidates(self, op: ComputeOp, bodies: tuple[Expr, ...], exclude: tuple = ()) -> list[Candidate]:
         """Every registered strategy's candidates for ``op`` (those of ``exclude`` left out)."""

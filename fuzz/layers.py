@@ -7,7 +7,8 @@ collapsed reductions -- engage only past a size threshold, on the shapes layers 
 generator draws those: a ``ta.topi`` layer (convolution with random stride, padding, dilation
 and groups, optionally with bias and ReLU; transposed convolution; max and average pooling;
 dense; batched matrix product; batch, layer and group normalization; softmax and log-softmax;
-attention, causal or not; upsampling; GELU; an embedding lookup) with shapes drawn around the
+attention, causal or not; upsampling; GELU; an embedding lookup; RMS and instance
+normalization; a SwiGLU gate; a residual add before layer normalization) with shapes drawn around the
 micro-kernel's threshold, and the same layer written with ``torch.nn.functional``.
 
 Each layer program is an ordinary fuzz :class:`~.program.Program` (so the ``forward``,
@@ -28,7 +29,7 @@ from .program import Def, Program, leaf
 
 KINDS = ("conv2d", "conv2d", "conv2d", "conv2d_transpose", "pool", "pool", "dense", "matmul",
          "batch_norm", "layer_norm", "group_norm", "softmax", "attention", "upsampling", "gelu",
-         "embedding")
+         "embedding", "rms_norm", "instance_norm", "silu", "residual_norm")
 
 
 def _divisors(n: int) -> list[int]:
@@ -209,10 +210,52 @@ def _embedding(r: random.Random, L: _Layer) -> None:
     L.ref = f"E[torch.remainder(I.long(), {v})]"
 
 
+def _rms_norm(r: random.Random, L: _Layer) -> None:
+    lead, d = r.choice(((4,), (2, 7), (33,))), r.choice((1, 8, 31, 64, 100))
+    L.input("X", (*lead, d))
+    L.input("G", (d,))
+    L.shape = (*lead, d)
+    L.body = "ta.topi.nn.rms_norm(X, G, eps=1e-6)"
+    L.ref = f"F.rms_norm(X, ({d},), G, eps=1e-6)"
+
+
+def _instance_norm(r: random.Random, L: _Layer) -> None:
+    n, c, h, w = r.choice((1, 2, 4)), r.choice((1, 3, 16)), r.randint(1, 12), r.randint(2, 12)
+    L.input("X", (n, c, h, w))
+    L.input("G", (c,))
+    L.input("B", (c,))
+    L.shape = (n, c, h, w)
+    L.body = "ta.topi.nn.instance_norm(X, G, B)"
+    L.ref = "F.instance_norm(X, weight=G, bias=B, eps=1e-5)"
+
+
+def _silu(r: random.Random, L: _Layer) -> None:
+    """A gated MLP's gate, ``silu(X W1^T) * (X W3^T)`` (SwiGLU)."""
+    b, i, o = r.choice((1, 8, 33)), r.choice((4, 16, 64)), r.choice((8, 24, 96))
+    L.input("X", (b, i))
+    L.input("W1", (o, i))
+    L.input("W3", (o, i))
+    L.shape = (b, o)
+    L.body = "ta.topi.nn.silu(ta.topi.nn.dense(X, W1)) * ta.topi.nn.dense(X, W3)"
+    L.ref = "F.silu(F.linear(X, W1)) * F.linear(X, W3)"
+
+
+def _residual_norm(r: random.Random, L: _Layer) -> None:
+    t, d = r.choice((1, 16, 33)), r.choice((8, 64, 100))
+    L.input("X", (t, d))
+    L.input("R", (t, d))
+    L.input("G", (d,))
+    L.input("B", (d,))
+    L.shape = (t, d)
+    L.body = "ta.topi.nn.layer_norm(X + R, G, B)"
+    L.ref = f"F.layer_norm(X + R, ({d},), G, B, eps=1e-5)"
+
+
 BUILDERS = {"conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "pool": _pool, "dense": _dense,
             "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
             "group_norm": _group_norm, "softmax": _softmax, "attention": _attention,
-            "upsampling": _upsampling, "gelu": _gelu, "embedding": _embedding}
+            "upsampling": _upsampling, "gelu": _gelu, "embedding": _embedding, "rms_norm": _rms_norm,
+            "instance_norm": _instance_norm, "silu": _silu, "residual_norm": _residual_norm}
 
 
 def generate_layer(seed: int) -> Program:

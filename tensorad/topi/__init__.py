@@ -6,8 +6,9 @@ exactly what a user would have written by hand.
 
 * ``ta.topi.nn``: ``dense``, ``conv2d`` (``groups``), ``conv2d_transpose``, ``pool``,
   ``upsampling``, ``softmax``, ``log_softmax``, ``flatten``, ``relu``, ``gelu``, ``pad``,
-  ``layer_norm``, ``batch_norm``, ``group_norm``, ``scaled_dot_product_attention``,
-  ``cross_entropy``, ``nll_loss`` (integer labels);
+  ``layer_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``rms_norm``, ``silu``,
+  ``scaled_dot_product_attention``, ``cross_entropy`` (``label_smoothing``), ``nll_loss``
+  (integer labels);
 * elementwise math: ``exp``, ``log``, ``sqrt``, ``sigmoid``, ``tanh``, ``erf``, ``negative``, ``abs``, ...;
 * broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
   ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);

@@ -86,14 +86,22 @@ def nll_loss(logp: Tensor, labels: Tensor, reduction: str = "mean", ignore_index
 
 
 def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignore_index: int = -100,
-                  name: str = "cross_entropy") -> Tensor:
+                  name: str = "cross_entropy", label_smoothing: float = 0.0) -> Tensor:
     """``logsumexp(X[r, :]) - X[r, L[r]]`` per row ``r`` (class axis last: ``X [..., C]``,
     ``L [...]``), reduced by ``reduction`` (``"mean"`` over the rows not ignored, ``"sum"``,
-    ``"none"``); ``torch.nn.functional.cross_entropy`` for 2-d logits."""
+    ``"none"``); ``torch.nn.functional.cross_entropy`` for 2-d logits.
+
+    ``label_smoothing`` ``e`` in ``[0, 1]`` mixes the one-hot target with the uniform one, as
+    PyTorch does: ``(1 - e) (lse - X[r, L]) + e/C sum_c (lse - X[r, c])``
+    ``= lse - (1 - e) X[r, L] - (e/C) sum_c X[r, c]`` (one more row sum of the logits)."""
     _check(logits, labels, reduction, ignore_index, name)
     classes = logits.shape[-1]
     if classes == 0:
         raise ValueError(f"{name}: logits {logits.shape} have no classes")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{name}: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+    eps = float(label_smoothing)
 
     def row_max(r: Index) -> Expr:
         c = lang.reduce_axis((0, classes), "c")
@@ -107,10 +115,23 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignor
 
     s = new_compute(labels.shape, row_sum, f"{name}.sumexp", "softmax_sum")
     picked = _picked(logits, labels, ignore_index, name)
-    zero = const(0.0, dt.compute_dtype(logits.dtype))
+    wide = dt.compute_dtype(logits.dtype)
+    zero = const(0.0, wide)
+    total = None
+    if eps > 0.0:
+        def row_total(r: Index) -> Expr:
+            c = lang.reduce_axis((0, classes), "c")
+            return _reducer.sum(logits[r + (c,)], c)
+
+        total = new_compute(labels.shape, row_total, f"{name}.rowsum", "loss_smooth")
 
     def row_loss(r: Index) -> Expr:
-        return lang.select(labels[r] != ignore_index, m[r] + lang.log(s[r]) - picked[r], zero)
+        loss = m[r] + lang.log(s[r])
+        if total is None:
+            loss = loss - picked[r]
+        else:
+            loss = loss - picked[r] * const(1.0 - eps, wide) - total[r] * const(eps / classes, wide)
+        return lang.select(labels[r] != ignore_index, loss, zero)
 
     per = new_compute(labels.shape, row_loss, f"{name}.rows" if reduction != "none" else name,
                       "loss_rows")

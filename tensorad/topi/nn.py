@@ -22,14 +22,14 @@ from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
 from .math import elemwise, erf
-from .norm import batch_norm, group_norm, layer_norm
+from .norm import batch_norm, group_norm, instance_norm, layer_norm, rms_norm
 from .spatial import conv2d_transpose, upsampling
 from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
-           "log_softmax", "flatten", "relu", "gelu", "erf", "layer_norm", "batch_norm",
-           "group_norm", "scaled_dot_product_attention", "cross_entropy", "nll_loss", "embedding",
-           "embedding_bag"]
+           "log_softmax", "flatten", "relu", "gelu", "silu", "erf", "layer_norm", "batch_norm",
+           "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
+           "cross_entropy", "nll_loss", "embedding", "embedding_bag"]
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
@@ -289,6 +289,15 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
     check_tensor(x, name)
     zero = const(0, dt.compute_dtype(x.dtype))
     return elemwise(x, lambda v: lang.select(v <= zero, zero, v), name)
+
+
+def silu(x: Tensor, name: str = "silu") -> Tensor:
+    """SiLU (swish) elementwise, ``X * sigmoid(X)``, as ``torch.nn.functional.silu`` (SwiGLU's
+    gate: ``silu(X W1^T) * (X W3^T)``)."""
+    check_tensor(x, name)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    return elemwise(x, lambda v: v * lang.sigmoid(v), name)
 
 
 def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:

@@ -1,5 +1,5 @@
 """Statistics and normalization layers: ``mean``, ``var``, ``layer_norm``, ``batch_norm``,
-``group_norm``.
+``group_norm``, ``instance_norm``, ``rms_norm``.
 
 All normalizations share one shape of computation, written once in :func:`_normalize`:
 
@@ -12,7 +12,10 @@ where ``s(i)`` maps an element to its statistics group and ``c(i)`` to its affin
 
 * layer norm: ``s`` = the leading axes, the group is the trailing ``gamma.ndim`` axes;
 * batch norm: ``s`` = the channel axis, the group is every other axis;
-* group norm: ``s`` = ``(n, c // (C/G))``, the group is ``C/G`` channels and the spatial axes.
+* group norm: ``s`` = ``(n, c // (C/G))``, the group is ``C/G`` channels and the spatial axes;
+* instance norm: group norm with one channel per group.
+
+RMS norm has no mean: ``Y = X / sqrt(mean(X^2) + eps) * gamma`` over the trailing axes.
 
 Every piece is an ordinary compute, so autodiff differentiates it like a user's program.
 """
@@ -227,3 +230,49 @@ def group_norm(x: Tensor, num_groups: int, gamma: Tensor | None = None, beta: Te
     m, rstd = _moments(x, (n, num_groups), extents, read, eps, name)
     return _normalize(x, m, rstd, lambda ax: (ax[0], ax[1] // cg),
                       lambda ax: (ax[1],), gamma, beta, name, "group_norm")
+
+
+def instance_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None,
+                  eps: float = 1e-5, name: str = "instance_norm") -> Tensor:
+    """Instance normalization of ``X [N, C, *spatial]``: statistics per ``(n, c)`` over the
+    spatial axes, ``gamma``/``beta`` per channel ``[C]`` (``torch.nn.functional.instance_norm``
+    with ``use_input_stats=True``): group norm with one channel per group."""
+    _check_float(x, name)
+    if x.ndim < 3:
+        raise ValueError(f"{name}: X must be [N, C, spatial...], got shape {x.shape}")
+    return group_norm(x, x.shape[1], gamma, beta, eps, name)
+
+
+def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
+             ndim: int | None = None, name: str = "rms_norm") -> Tensor:
+    """RMS normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the last
+    axis without gamma): ``Y = X * rsqrt(mean(X^2) + eps) * gamma``, as
+    ``torch.nn.functional.rms_norm(X, gamma.shape, gamma, eps)``; ``eps=None`` is the machine
+    epsilon of X's compute dtype (PyTorch's default)."""
+    _check_float(x, name)
+    wide = dt.compute_dtype(x.dtype)
+    if eps is None:
+        eps = 2.0 ** -23 if wide == "float32" else 2.0 ** -52
+    eps = _check_eps(eps, name)
+    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
+    if not is_int(nd) or not 1 <= nd <= x.ndim:
+        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
+    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    gamma = _affine_param(gamma, norm, name, "gamma")
+    k = len(lead)
+    inv = const(1.0 / product(norm), wide)
+
+    def ms_body(s: Index) -> Expr:
+        ks = tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(norm))
+        v = x[s + ks]
+        return _reducer.sum(v * v, list(ks)) * inv
+
+    ms = new_compute(lead, ms_body, f"{name}.ms", "norm_var")
+    rstd = new_compute(lead, lambda s: const(1.0, wide) / lang.sqrt(ms[s] + const(eps, wide)),
+                       f"{name}.rstd", "norm_rstd")
+
+    def body(ax: Index) -> Expr:
+        y = x[ax] * rstd[ax[:k]]
+        return y * gamma[ax[k:]] if gamma is not None else y
+
+    return new_compute(x.shape, body, name, "rms_norm")

@@ -29,7 +29,8 @@ def test_every_kind_is_drawn_and_checked_against_torch_not_finite_differences():
     calls = {"conv2d": "conv2d(", "conv2d_transpose": "conv2d_transpose(", "pool": "pool(",
              "dense": "dense(", "matmul": "matmul(", "batch_norm": "batch_norm(", "layer_norm": "layer_norm(",
              "group_norm": "group_norm(", "softmax": "softmax(", "attention": "attention(",
-             "upsampling": "upsampling(", "gelu": "gelu(", "embedding": "embedding("}
+             "upsampling": "upsampling(", "gelu": "gelu(", "embedding": "embedding(", "rms_norm": "rms_norm(",
+             "instance_norm": "instance_norm(", "silu": "silu(", "residual_norm": "layer_norm(X + R"}
     assert set(calls) == set(KINDS)
     for kind, call in calls.items():
         assert any(call in _kind(p) for p in progs), kind
