@@ -46,7 +46,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
                          "classifier layers), models (a whole Transformer block and a small CNN); "
                          "default these three; norms (the layers' neighbours: other norms, widths, "
-                         "heads, masks) only when named")
+                         "heads, masks) and convs (convolution variants: depthwise, grouped, dilated, "
+                         "transposed, ...) only when named")
     ap.add_argument("--target", default="",
                     help='the CPU tensorad compiles for, as ta.build\'s target (e.g. "llvm -mcpu=haswell", '
                          '"llvm -mattr=-avx512f"); default: the host')

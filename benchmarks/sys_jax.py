@@ -75,6 +75,27 @@ def _cnn(X, W, B, Wd, Bd, labels):
     return _nll(h.reshape(h.shape[0], -1) @ Wd.T + Bd, labels)
 
 
+def _conv(params: dict):
+    """The ``convs`` suite's layer in ``jax.lax`` (groups from the shapes).  The transposed
+    convolution is the convolution of the stride-dilated input with the flipped kernel,
+    ``W [in, out, kh, kw]`` read as ``[out, in]``, padded ``d (k - 1) - p`` on each side."""
+    s, p, d = params["stride"], params["padding"], params["dilation"]
+
+    def layer(X, W, B=None):
+        if params.get("transposed"):
+            kh, kw = W.shape[2:]
+            pads = [(d * (kh - 1) - p,) * 2, (d * (kw - 1) - p,) * 2]
+            y = jax.lax.conv_general_dilated(X, jnp.flip(W, (2, 3)).transpose(1, 0, 2, 3), (1, 1), pads,
+                                             lhs_dilation=(s, s), rhs_dilation=(d, d))
+        else:
+            y = jax.lax.conv_general_dilated(X, W, (s, s), [(p, p), (p, p)], rhs_dilation=(d, d),
+                                             feature_group_count=X.shape[1] // W.shape[1])
+        if B is not None:
+            y = y + B[None, :, None, None]
+        return jax.nn.relu(y) if params.get("relu") else y
+    return layer
+
+
 def _model(kind: str, params: dict | None = None):
     """The workload's forward in JAX, as its users write it (``jax.numpy``, ``jax.nn``)."""
     params = params or {}
@@ -82,6 +103,8 @@ def _model(kind: str, params: dict | None = None):
         return _transformer(params["heads"])
     if kind == "cnn":
         return _cnn
+    if kind == "conv":
+        return _conv(params)
 
     def softmax_homebrew(X, W):
         e = jnp.exp(X @ W.T)

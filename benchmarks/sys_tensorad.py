@@ -61,6 +61,8 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
         return nn.softmax(p["X"])
     if kind == "conv_relu":
         return nn.relu(nn.conv2d(p["X"], p["W"], params["stride"], params["padding"]))
+    if kind == "conv":
+        return _conv(ta, p, params)
     if kind == "batch_norm":
         return nn.batch_norm(p["X"], p["gamma"], p["beta"], training=True)
     if kind == "max_pool_pad":
@@ -102,6 +104,20 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
         picked = ta.topi.multiply(p["T"], nn.log_softmax(p["Z"]))
         return ta.topi.multiply(ta.topi.sum(picked), -1.0 / rows)
     raise KeyError(kind)
+
+
+def _conv(ta, p: dict, params: dict):
+    """The ``convs`` suite's layer: conv2d (groups from the shapes) or conv2d_transpose, then
+    an optional per-channel bias and ReLU."""
+    nn, X, W = ta.topi.nn, p["X"], p["W"]
+    s, pad, d = params["stride"], params["padding"], params["dilation"]
+    if params.get("transposed"):
+        y = nn.conv2d_transpose(X, W, s, pad, dilation=d)
+    else:
+        y = nn.conv2d(X, W, s, pad, d, groups=X.shape[1] // W.shape[1])
+    if "B" in p:
+        y = y + ta.topi.reshape(p["B"], (p["B"].shape[0], 1, 1))
+    return nn.relu(y) if params.get("relu") else y
 
 
 def _transformer(ta, p: dict, heads: int):

@@ -52,6 +52,20 @@ def _cnn(X, W, B, Wd, Bd, labels):
     return F.cross_entropy(F.linear(h.flatten(1), Wd, Bd), labels.long())
 
 
+def _conv(params: dict):
+    """The ``convs`` suite's layer (``workloads._conv``): groups from the shapes."""
+    F = torch.nn.functional
+    s, p, d = params["stride"], params["padding"], params["dilation"]
+
+    def layer(X, W, B=None):
+        if params.get("transposed"):
+            y = F.conv_transpose2d(X, W, B, stride=s, padding=p, dilation=d)
+        else:
+            y = F.conv2d(X, W, B, stride=s, padding=p, dilation=d, groups=X.shape[1] // W.shape[1])
+        return F.relu(y) if params.get("relu") else y
+    return layer
+
+
 def _model(kind: str, params: dict | None = None):
     """The workload's forward in PyTorch, as its users write it (``torch.nn.functional``)."""
     F = torch.nn.functional
@@ -62,6 +76,8 @@ def _model(kind: str, params: dict | None = None):
         return _cnn
     if kind == "conv_relu":
         return lambda X, W: F.relu(F.conv2d(X, W, stride=params["stride"], padding=params["padding"]))
+    if kind == "conv":
+        return _conv(params)
     return {
         "dense": lambda X, W, B: F.linear(X, W, B),
         "conv2d": lambda X, W: F.conv2d(X, W),

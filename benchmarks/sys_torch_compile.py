@@ -25,7 +25,11 @@ def setup(threads: int) -> dict:
 
 
 def _compiled(workload):
+    """A fresh compilation per phase: workloads of one kind share their function's code object
+    (the ``convs`` suite's layers), and Dynamo's per-code cache (8 entries) would otherwise
+    fill up and leave the later workloads running eager."""
     torch = sys_torch.torch
+    torch._dynamo.reset()
     return torch.compile(sys_torch._model(workload.kind, workload.params), dynamic=False)
 
 

@@ -60,9 +60,10 @@ class Worker:
         return self.args.deadline - time.time() if self.args.deadline else float("inf")
 
     # -- one phase ---------------------------------------------------------------------------
-    def phase(self, make, refs, label: str) -> dict:
-        """Prepare, check once, then time one phase; every failure becomes the entry's status."""
-        from .check import compare
+    def phase(self, make, refs, label: str, rtol: float | None = None) -> dict:
+        """Prepare, check once (within ``rtol``, default ``check.RTOL``), then time one phase;
+        every failure becomes the entry's status."""
+        from .check import RTOL, compare
         from .systems import Unavailable
         from .timing import measure
 
@@ -81,7 +82,7 @@ class Worker:
             t0 = time.perf_counter()
             r = sync(ph.fn())
             first = time.perf_counter() - t0
-            entry["check"] = compare(ph.outputs(r), refs)
+            entry["check"] = compare(ph.outputs(r), refs, rtol or RTOL)
             del r
         except Exception as e:  # noqa: BLE001
             traceback.print_exc(limit=4, file=sys.stderr)
@@ -131,7 +132,8 @@ class Worker:
             gc.collect()
             bar.step(f"{w.name} backward")
             entry["backward"] = self.phase(lambda w=w, a=arrays, h=head: system.backward(w, a, h),
-                                           [g_ref[g] for g in w.grads], f"{w.name} backward")
+                                           [g_ref[g] for g in w.grads], f"{w.name} backward",
+                                           w.params.get("grad_rtol"))
             self.result["workloads"][w.name] = entry
             del arrays, y_ref, head, g_ref
             gc.collect()

@@ -191,8 +191,56 @@ NORMS: list[Workload] = [
              {"X": (4, 7), "R": (4, 7), "gamma": (7,), "beta": (7,)}, ("X", "R", "gamma", "beta"),
              NO_SEED, params=_NORMED, suite="norms"),
 ]
-WORKLOADS = WORKLOADS + LAYERS + MODELS + NORMS
-SUITES = ("seed", "layers", "models", "norms")
+
+
+def _conv(name: str, title: str, x: tuple[int, ...], w: tuple[int, ...], x_tiny: tuple[int, ...],
+          w_tiny: tuple[int, ...], bias: bool = False, **params) -> Workload:
+    """A convolution variant of the ``convs`` suite (``kind`` ``conv``): ``params`` are
+    ``ta.topi.nn.conv2d``'s (stride, padding, dilation) or, with ``transposed=True``,
+    ``conv2d_transpose``'s; the groups are the shapes' (``X`` channels / ``W``'s second axis:
+    ``W [C, 1, kh, kw]`` is depthwise); ``relu`` adds a ReLU and ``bias`` a per-channel bias
+    input ``B``."""
+    out = w[1] if params.get("transposed") else w[0]
+    out_tiny = w_tiny[1] if params.get("transposed") else w_tiny[0]
+    shapes, tiny = {"X": x, "W": w}, {"X": x_tiny, "W": w_tiny}
+    if bias:
+        shapes["B"], tiny["B"] = (out,), (out_tiny,)
+    return Workload(name, "conv", title, shapes, tiny, tuple(shapes), NO_SEED, suite="convs",
+                    params={"stride": 1, "padding": 0, "dilation": 1, **params})
+
+
+# Convolution variants at the shapes of the networks that use them (MobileNet, ResNet's stem,
+# ResNeXt, Inception, U-Net, DeepLab), none of which tensorad was tuned on; every gradient
+# (X, W and the bias) is asked for.  ``python -m benchmarks --suite convs``; not in the default.
+# ``grad_rtol``: the bias gradient behind a ReLU sums the head over the active points (|dB| ~ 100
+# at batch 32), and a pre-activation within float32 rounding of 0 (about one of the 3.2M) is
+# active in float32 and not in float64 -- each such point moves dB by |H| <= 1, so every
+# float32 system (PyTorch's too: 1.5e-2 measured) misses the 1e-3 default there.
+CONVS: list[Workload] = [
+    _conv("depthwise3x3", "depthwise conv 3x3 pad 1, 128 channels (MobileNet)", (8, 128, 56, 56),
+          (128, 1, 3, 3), (2, 4, 7, 7), (4, 1, 3, 3), padding=1),
+    _conv("depthwise3x3s2", "depthwise conv 3x3 stride 2 pad 1, 128 channels (MobileNet)",
+          (8, 128, 56, 56), (128, 1, 3, 3), (2, 4, 7, 7), (4, 1, 3, 3), stride=2, padding=1),
+    _conv("pointwise1x1", "pointwise conv 1x1, 64 -> 256 (ResNet bottleneck)", (8, 64, 56, 56),
+          (256, 64, 1, 1), (2, 3, 5, 5), (4, 3, 1, 1)),
+    _conv("stem7x7s2", "ResNet stem conv 7x7 stride 2 pad 3, 3 -> 64 at 224x224", (8, 3, 224, 224),
+          (64, 3, 7, 7), (2, 3, 11, 11), (4, 3, 7, 7), stride=2, padding=3),
+    _conv("dilated3x3", "dilated conv 3x3 dilation 2 pad 2, 64 channels (DeepLab)", (8, 64, 56, 56),
+          (64, 64, 3, 3), (2, 3, 9, 9), (4, 3, 3, 3), padding=2, dilation=2),
+    _conv("grouped3x3", "grouped conv 3x3 pad 1, 32 groups of 4 channels (ResNeXt)", (8, 128, 28, 28),
+          (128, 4, 3, 3), (2, 4, 6, 6), (4, 2, 3, 3), padding=1),
+    _conv("conv5x5", "conv 5x5 pad 2, 32 -> 64 at 28x28 (Inception)", (8, 32, 28, 28), (64, 32, 5, 5),
+          (2, 3, 7, 7), (4, 3, 5, 5), padding=2),
+    _conv("convT2x2s2", "transposed conv 2x2 stride 2, 128 -> 64, 28x28 -> 56x56 (U-Net)",
+          (8, 128, 28, 28), (128, 64, 2, 2), (2, 4, 5, 5), (4, 3, 2, 2), stride=2, transposed=True),
+    _conv("conv3x3_bias_relu_b32", "conv 3x3 pad 1 + bias + ReLU, batch 32, 128 channels at 28x28",
+          (32, 128, 28, 28), (128, 128, 3, 3), (2, 3, 6, 6), (4, 3, 3, 3), bias=True, padding=1,
+          relu=True, grad_rtol=5e-2),
+    _conv("conv3x3_odd7x13", "conv 3x3 pad 1 + ReLU on a 7x13 input, 64 -> 96", (32, 64, 7, 13),
+          (96, 64, 3, 3), (2, 3, 3, 5), (4, 3, 3, 3), padding=1, relu=True),
+]
+WORKLOADS = WORKLOADS + LAYERS + MODELS + NORMS + CONVS
+SUITES = ("seed", "layers", "models", "norms", "convs")
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 

@@ -40,6 +40,7 @@ from .speculate import speculate
 from .target import Target, host_target
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
+MIN_ROWS = 2  # one row is a matrix-vector product: memory-bound, the loops stream it as well
 
 
 @dataclass(frozen=True, eq=False)
@@ -425,14 +426,15 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds,
-    at least 8 rows and one vector of the target's columns (a single-channel convolution's
-    weight gradient, 16 x 9, is one; the cost model then weighs it against the loops)."""
+    at least ``MIN_ROWS`` rows and one vector of the target's columns (a single-channel
+    convolution's weight gradient, 16 x 9, is one; an RGB input's gradient, 3 rows, another;
+    the cost model then weighs it against the loops, counting the register tile's idle rows)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:
         return True
     lanes = (c.target or host_target()).lanes(c.dtype)
-    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= 8 and c.N >= lanes
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
 
 
 __all__ = ["Contraction", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

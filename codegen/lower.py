@@ -41,6 +41,7 @@ from .strategies import REGISTRY
 from .strategy import PlanContext, plan_ops
 from .target import parse_target
 from .transposed import merge_transposed
+from .unstride import unstride
 from .work import count_work
 
 
@@ -217,6 +218,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)
     if opts.fuse:  # (an output copying a temporary computes it: one pass fewer)
         ops = elide_copies(ops, bodies, frozenset(outputs))
+    bodies = {op: tuple(unstride(b) for b in bs) for op, bs in bodies.items()}  # strided sums
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
         for n in (n for b in bodies[op] for n in walk(b)):

@@ -34,16 +34,21 @@ from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import var_coefficients
 
 from .stripmine import simplify_index
+from .unstride import unstride
 
 MAX_MODULUS = 4   # strides up to 4
 MAX_PIECES = 16   # residue classes over all split axes
 
 
 def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
-    """For each output axis ``a`` read as ``(a + c) // m`` or ``(a + c) % m`` (integer ``c``,
-    constant ``m > 1``), the least common multiple of its moduli; empty when there are none or
-    when the pieces would be too many or too small."""
+    """For each output axis ``a`` read as ``(a + e) // m`` or ``(a + e) % m`` (``e`` an integer
+    combination of reduction axes and a constant, ``m > 1`` constant), the least common
+    multiple of its moduli; empty when there are none or when the pieces would be too many or
+    too small.  (A transposed convolution's ``(y - ry) % 2 == 0``: fixing ``y``'s residue
+    leaves a condition on ``ry`` alone, which :func:`.unstride.unstride` turns into a sum over
+    the taps that apply.)"""
     axes = set(op.axes)
+    reduced = set(body.arg.axes) if body.op is Op.REDUCE else set()
     found: dict[Expr, int] = {}
     for n in walk(body):
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST:
@@ -52,7 +57,7 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
         co = var_coefficients(n.src[0])
         if m <= 1 or co is None:
             continue
-        terms = {v: c for v, c in co.items() if v is not None and c}
+        terms = {v: c for v, c in co.items() if v is not None and c and v not in reduced}
         if len(terms) != 1:
             continue
         (v, c), = terms.items()
@@ -92,7 +97,7 @@ def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], objec
                 mapping[ax] = q
             new_axes.append(q)
         src = tuple(simplify_index(substitute(e, mapping)) for e in body.src)
-        red = _tighten(new_axes, Expr(Op.REDUCE, body.dtype, src, body.arg))
+        red = _tighten(new_axes, unstride(Expr(Op.REDUCE, body.dtype, src, body.arg)))
         piece = ComputeOp(f"{op.name}.parity", "", tuple(new_axes), (red,))
         spec = is_product(piece)
         if spec is None:

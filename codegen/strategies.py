@@ -258,7 +258,10 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
     lanes = _lanes(ctx, spec.dtype)
-    macs = spec.flops / 2
+    # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
+    rows = -(-spec.M // spec.mr) * spec.mr
+    cols = -(-spec.N // spec.nr) * spec.nr
+    macs = spec.batches * rows * cols * spec.K
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
     a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
     b_packs = spec.batches * spec.K * spec.N
@@ -404,12 +407,15 @@ class SplitK:
 
 class Parity:
     """A strided convolution's input gradient, which is no product, as one product per
-    residue class of its output (:mod:`.parity`) and a gather; only when every class is one."""
+    residue class of its output (:mod:`.parity`) and a gather; only when every class is one.
+    Also offered beside a product whose guards zero most of its terms (a transposed
+    convolution's forward: each output point meets 1 of the 4 taps of a 2x2 stride 2 kernel),
+    where the classes' products are shorter."""
 
     name = "parity"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or len(bodies) != 1 or default_spec(op, bodies, ctx) is not None:
+        if not op.is_reduction or len(bodies) != 1:
             return []
         found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx))
         return [] if found is None else [Candidate(self, op, bodies, found)]

@@ -601,8 +601,11 @@ def _quiet_llvm(check: str):
 
 
 def _rejects_overflow(e: Exception) -> bool:
-    """Index arithmetic past int64/int32 may be rejected with a clear error (issue 8, D6)."""
-    return isinstance(e, (ValueError, OverflowError, Invalid)) and "overflow" in str(e).lower()
+    """Index arithmetic past int64/int32 may be rejected with a clear error (issue 8, D6), and
+    so may a drawn register tile the target's vectors cannot hold (``NR`` not a multiple of
+    the lanes: 8 is one AVX2 vector of float32, half an AVX-512 one)."""
+    return isinstance(e, (ValueError, OverflowError, Invalid)) and (
+        "overflow" in str(e).lower() or str(e).startswith("tile (MR, NR, KC, MC)"))
 
 
 VARIANTS = (("num_threads", 1), ("fastmath", False), ("fuse", False), ("opt_level", 0),

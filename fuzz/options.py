@@ -30,7 +30,8 @@ def draw_options(r: random.Random, extra: random.Random | None = None) -> dict:
     if r.random() < 0.15:
         opts["microkernel"] = True
         if r.random() < 0.5:
-            opts["tile"] = (r.choice((1, 2, 4)), r.choice((8, 16)), r.choice((1, 3, 8)), r.choice((1, 4, 16)))
+            mr, nr, kc, mc = r.choice((1, 2, 4)), r.choice((8, 16)), r.choice((1, 3, 8)), r.choice((1, 4, 16))
+            opts["tile"] = (mr, nr, kc, max(mr, mc))  # MC a multiple of MR (layer seed 1050)
     if r.random() < 0.3:
         opts["target"] = r.choice(TARGETS[1:])
     if extra is not None:

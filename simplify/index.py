@@ -92,7 +92,15 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     a, b = node.src
     if not is_int(a):
         return None
-    f = to_linear(a, _forms(memo)) - to_linear(b, _forms(memo))
+    fa, fb = to_linear(a, _forms(memo)), to_linear(b, _forms(memo))
+    # integer data wraps like NumPy's: a side whose exact value may leave its type is not the
+    # value compared, and a moved term may wrap (fuzz seed 90803: ``7 < INT_MIN`` became
+    # ``7 <= INT_MIN - 1``, true); an ordering of data is rewritten only when every side is
+    # proved within the type (an equality is kept by adding to both sides, modulo 2^bits)
+    of_data = node.op not in (Op.EQ, Op.NE) and (_reads_data(a) or _reads_data(b))
+    if of_data and not (_fits(fa, a.dtype, memo) and _fits(fb, a.dtype, memo)):
+        return None
+    f = fa - fb
     decided = _decide(node.op, *form_bounds(f, memo))
     if decided is not None:
         return decided
@@ -125,8 +133,17 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
         lhs, rhs = pos, neg + Linear((), -f.const)
     else:  # c - N <= 0  ->  c <= N
         lhs, rhs = Linear((), f.const), neg
+    if of_data and not (_fits(lhs, a.dtype, memo) and _fits(rhs, a.dtype, memo)):
+        return None
     out = Expr(op, dt.BOOL, (from_linear(lhs, a.dtype), from_linear(rhs, a.dtype)))
     return None if out is node else out
+
+
+def _fits(f: Linear, dtype: str, memo: IndexMemo | None) -> bool:
+    """Whether the exact value of form ``f`` is proved within ``dtype`` (then its wrapping
+    computation gives it: + - * are exact modulo 2^bits)."""
+    lo, hi = form_bounds(f, memo)
+    return lo is not None and hi is not None and dt.min_value(dtype) <= lo and hi <= dt.max_value(dtype)
 
 
 _FLIP = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT, Op.EQ: Op.NE, Op.NE: Op.EQ}

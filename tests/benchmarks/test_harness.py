@@ -193,3 +193,27 @@ def test_transformer_block_formulas_agree():
     sys_jax.setup(1)
     jax_loss = sys_jax._model(w.kind, w.params)(*arrays.values())
     np.testing.assert_allclose(float(jax_loss), want, rtol=1e-5)
+
+
+def test_convs_suite_formulas_agree():
+    """Every layer of the convs suite as tensorad (ta.topi, evaluated), PyTorch (float64, the
+    suite's reference) and JAX write it, at the tiny shapes: one output (grouped, depthwise,
+    dilated, strided, transposed, biased)."""
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    pytest.importorskip("jax", reason="an optional extra; make test requires it")
+    import numpy as np
+
+    from benchmarks import sys_jax, sys_tensorad, sys_torch, workloads
+
+    sys_jax.setup(1)
+    convs = [w for w in workloads.WORKLOADS if w.suite == "convs"]
+    assert {w.name for w in workloads.select([], ("layers",))}.isdisjoint(w.name for w in convs)
+    for w in convs:
+        arrays = workloads.make_inputs(w, tiny=True)
+        want, _, _ = sys_torch.autograd_reference(w, arrays, workloads.make_head)
+        wide = {k: v.astype(np.float64) for k, v in arrays.items()}
+        p = {k: ta.placeholder(v.shape, "float64", k) for k, v in wide.items()}
+        got = ta.evaluate(sys_tensorad.topi_forward(w.kind, p, w.params), {p[k]: v for k, v in wide.items()})
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=w.name)
+        jax_y = sys_jax._model(w.kind, w.params)(*arrays.values())
+        np.testing.assert_allclose(np.asarray(jax_y), want, rtol=1e-5, atol=1e-5, err_msg=w.name)

@@ -68,3 +68,22 @@ def test_a_narrowing_cast_within_int32_stays_affine():
     Y = ta.compute((N,), lambda i: X[ta.cast("int32", ta.cast("int64", i) * 3 % N)], name="Y")
     x = np.arange(N, dtype=np.float64)
     np.testing.assert_array_equal(ta.build([Y], [X])(x), x[np.arange(N) * 3 % N])
+
+
+@pytest.mark.parametrize("xv", [-1.0, -1.2, 1.0, 0.3])
+def test_a_comparison_of_wrapping_int32_data_is_not_rewritten(xv):
+    """Fuzz seed 90803: ``int32(-7.5 x) < int32(1e10 x)`` at ``x = -1`` compares 7 with a
+    saturated INT_MIN; the simplifier's ``a < b -> a <= b - 1`` computed ``INT_MIN - 1``,
+    which wraps to INT_MAX: the select took the other branch (7 for -2147483648).  A
+    comparison of integer data is rewritten only when every side is proved within its type."""
+    X = ta.placeholder((), "float64", name="X")
+    a, b = ta.cast("int32", X[()] * -7.5), ta.cast("int32", X[()] * 1e10)
+    K = ta.compute((2,), lambda i: ta.select(a < b, a, b * -1), name="K")
+    T = ta.compute((), lambda: ta.cast("float64", K[0]), name="T")
+    x = np.array(xv)
+    sa = np.int64(np.trunc(xv * -7.5))
+    sb = np.int64(np.clip(np.trunc(xv * 1e10), -(2**31), 2**31 - 1))
+    want = float(sa if sa < sb else np.array([sb * -1]).astype(np.int32)[0])  # int32 wraps
+    opt = ta.OptimizeAndLiftNonzeronessConditions(T)
+    for got in (ta.evaluate([T], {X: x})[0], ta.evaluate([opt], {X: x})[0], ta.build([opt], [X])(x)):
+        assert float(got) == want
