@@ -20,6 +20,7 @@ from tensorad.poly.affine import IndexSpace
 
 from .cse import OpTable
 from .index import IndexMemo
+from .polynomial import ProofMemo
 
 
 class OptimizerContext:
@@ -39,6 +40,7 @@ class OptimizerContext:
         self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
         self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
+        self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
         self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
         self.trace = trace
 

@@ -16,7 +16,8 @@ integer (also negative) exponents:
   atom, its reduction variables renamed by position so that equal sums are equal atoms;
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
-``provably_zero(e)`` holds when the polynomial is 0.  It is only ever used to *remove* a
+``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
+the nodes they convert, by exact replay: :class:`ProofMemo`).  It is only ever used to *remove* a
 tensor: a polynomial that grows past :data:`MAX_TERMS` or an expansion budget means "not
 known to be zero".  The identities used (``(1/S) * S = 1``) hold in real arithmetic, so the
 removed value is zero up to rounding for finite values (real-number identities: at inf or NaN
@@ -29,7 +30,7 @@ from fractions import Fraction
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import replace_reads, substitute, walk
+from tensorad.ir.rewrite import fold_along, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import atom_key
 
@@ -70,13 +71,24 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
     return out
 
 
+def _accumulate(out: Poly, m: Mono, c: Fraction) -> None:
+    """``out += c * m`` in place (``out`` is a polynomial being built, never a memoized one)."""
+    v = out.get(m, Fraction(0)) + c
+    if v:
+        out[m] = v
+    else:
+        out.pop(m, None)
+    if len(out) > MAX_TERMS:
+        raise _TooBig
+
+
 def _mul(a: Poly, b: Poly, keys: dict) -> Poly:
     if len(a) * len(b) > MAX_TERMS * 4:
         raise _TooBig
     out: Poly = {}
     for ma, ca in a.items():
         for mb, cb in b.items():
-            out = _add(out, {_mono_mul(ma, mb, keys): ca * cb})
+            _accumulate(out, _mono_mul(ma, mb, keys), ca * cb)
     return out
 
 
@@ -99,29 +111,124 @@ def _product_expr(m: Mono, dtype: str, ctx) -> Expr:
     return simplify_expr(out, ctx)
 
 
-class _Builder:
-    """One conversion: memo per node, a budget of tensor expansions."""
+class ProofMemo:
+    """What the zero-proofs of one optimizer call share (held by the call's context).
 
-    def __init__(self, ctx=None) -> None:
-        self.memo: dict[Expr, Poly] = {}
+    Proofs of one call expand the same tensors again and again (every bracket of one sum reads
+    the same adjoints).  A proof's answer must not change with what was proved before, and its
+    expansion budget is counted per proof, so sharing is exact *replay*: every node a
+    conversion computes is kept as a :class:`_Record` -- its polynomial, what it spent of the
+    budget itself (one expansion, or the reads an atom's spelling inlined) and the nodes it
+    asked for, in order -- and a later proof that asks for a kept node walks the records
+    instead of converting: each node not yet in its own memo spends its cost in the same
+    order as the conversion would, so the budget runs out (``_TooBig``) at the same node.  An
+    atom whose inlining the budget would cut short has another spelling: the proof starts
+    again without replay (:class:`_Cut`), and a proof that cut an atom short keeps nothing.
+
+    The variables of an expanded sum are made once per read node (not per expansion), and
+    the positional variables once per call, so equal nodes of two proofs are one node.  A
+    read is never expanded inside its own expansion (tensors form a DAG), so no variable is
+    captured."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
+        self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
+        self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
+        self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
+
+    def variables(self, e: Expr) -> frozenset:
+        """The variables ``e`` mentions (memoized per node for the call)."""
+        def visit(n: Expr) -> frozenset:
+            if n.op is Op.VAR:
+                return frozenset((n,))
+            if not n.src:
+                return frozenset()
+            if len(n.src) == 1:
+                return self.free[n.src[0]]
+            return frozenset().union(*(self.free[c] for c in n.src))
+
+        return fold_along(e, lambda n: n.src, visit, self.free)
+
+
+class _Record:
+    __slots__ = ("poly", "cost", "atom", "asked")
+
+    def __init__(self, poly: Poly, cost: int, atom: bool, asked: list) -> None:
+        self.poly = poly  # the node's polynomial
+        self.cost = cost  # expansions it spent itself: 1 (a read), or the reads an atom inlined
+        self.atom = atom  # the cost is an atom's inlining (bounded: never raises)
+        self.asked = asked  # the (node, facts) keys it converted or found, in order
+
+
+class _Cut(Exception):
+    """A replayed atom would have been spelled differently (its inlining cut by the budget)."""
+
+
+class _Builder:
+    """One conversion: memo per node, a budget of tensor expansions (see :class:`ProofMemo`
+    for what is shared with the other proofs of the call; ``replay=False``: nothing read)."""
+
+    def __init__(self, ctx=None, shared: ProofMemo | None = None, replay: bool = True) -> None:
+        self.memo: dict[tuple, Poly] = {}
         self.expansions = 0
         self.ctx = ctx
         self.keys: dict = {} if ctx is None else ctx.keys  # node -> structural key (atom_key)
-        self.pos: dict[tuple, Expr] = {}  # reduction variables renamed by position
+        self.shared = ProofMemo() if shared is None else shared
+        self.replay = replay
+        self.cut = False  # an atom's inlining was cut by the budget: keep no more records
         self.facts: list[Expr] = []  # conjuncts of the enclosing sums' where-conditions
+        self.products: dict[tuple, Expr] = {}  # (monomial, dtype) -> its product, simplified
+        self.frames: list[list] = []  # per node being converted: [cost, atom, asked keys]
 
     def positional(self, k: int, v: Expr) -> Expr:
         key = (k, v.lo, v.hi)
-        if key not in self.pos:
-            self.pos[key] = var(f"_s{k}", v.lo, v.hi)
-        return self.pos[key]
+        pos = self.shared.positions
+        if key not in pos:
+            pos[key] = var(f"_s{k}", v.lo, v.hi)
+        return pos[key]
 
     def poly(self, e: Expr) -> Poly:
         key = (e, tuple(self.facts))  # a node means what the facts around it allow
+        if self.frames:
+            self.frames[-1][2].append(key)
         found = self.memo.get(key)
-        if found is None:
+        if found is not None:
+            return found
+        if self.replay and key in self.shared.records:
+            return self._replay(key)
+        frame: list = [0, False, []]
+        self.frames.append(frame)
+        try:
             found = self.memo[key] = self._poly(e)
+        finally:
+            self.frames.pop()
+        if not self.cut:
+            self.shared.records[key] = _Record(found, frame[0], frame[1], frame[2])
         return found
+
+    def _replay(self, key: tuple) -> Poly:
+        """The kept conversion of ``key``, spending the budget as converting it would."""
+        records, memo = self.shared.records, self.memo
+        stack = [(key, False)]
+        while stack:
+            k, done = stack.pop()
+            rec = records[k]
+            if done:
+                memo[k] = rec.poly
+                continue
+            if k in memo:
+                continue
+            if rec.atom:
+                if self.expansions + rec.cost > MAX_EXPANSIONS:
+                    raise _Cut
+                self.expansions += rec.cost
+            elif rec.cost:
+                self.expansions += 1
+                if self.expansions > MAX_EXPANSIONS:
+                    raise _TooBig
+            stack.append((k, True))
+            stack.extend((c, False) for c in reversed(rec.asked))
+        return memo[key]
 
     def _under_facts(self, e: Expr) -> Expr:
         """``e`` simplified where the where-conditions of the enclosing sums hold (an
@@ -134,10 +241,15 @@ class _Builder:
         ``exp(scores[i, j] / 8 - m[i])`` are one atom when ``scaled = scores / 8``."""
         def inline(node: Expr) -> Expr | None:
             t = node.arg
-            if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction \
-                    or self.expansions >= MAX_EXPANSIONS:
+            if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:
+                return None
+            if self.expansions >= MAX_EXPANSIONS:
+                self.cut = True
                 return None
             self.expansions += 1
+            if self.frames:
+                self.frames[-1][0] += 1
+                self.frames[-1][1] = True
             return substitute(t.op.body[0], dict(zip(t.op.axes, node.src)))
 
         if e.op is Op.REDUCE or not any(n.op is Op.READ for n in walk(e)):
@@ -146,8 +258,18 @@ class _Builder:
 
     def _expand(self) -> None:
         self.expansions += 1
+        if self.frames:
+            self.frames[-1][0] = 1
         if self.expansions > MAX_EXPANSIONS:
             raise _TooBig
+
+    def _instance_vars(self, e: Expr, rvars: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        """The variables of the sum ``e`` (a read) expands to: one set per read node."""
+        inst = self.shared.instances
+        found = inst.get(e)
+        if found is None:
+            found = inst[e] = tuple(var(r.name, r.lo, r.hi) for r in rvars)
+        return found
 
     def _poly(self, e: Expr) -> Poly:
         op = e.op
@@ -186,7 +308,7 @@ class _Builder:
                 self._expand()
                 mapping = dict(zip(t.op.axes, e.src))
                 if body.op is Op.REDUCE:
-                    fresh = {r: var(r.name, r.lo, r.hi) for r in body.arg.axes}
+                    fresh = dict(zip(body.arg.axes, self._instance_vars(e, body.arg.axes)))
                     inst = Expr(Op.REDUCE, body.dtype,
                                 tuple(substitute(s, mapping | fresh) for s in body.src),
                                 ReduceArg(body.arg.combiner, tuple(fresh.values()), 0))
@@ -214,17 +336,48 @@ class _Builder:
         finally:
             del self.facts[len(self.facts) - len(facts):]
         uses: dict[Expr, bool] = {}  # atom -> whether it mentions a reduction variable
+        rename = _Renamer(canon)  # one walk over the terms' shared subtrees
+        where = rename(cond)
+        arg = ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0)
         for m, c in terms.items():
             for x, _ in m:
                 if x not in uses:
-                    uses[x] = any(n in bound for n in walk(x))
+                    uses[x] = not bound.isdisjoint(self.shared.variables(x))
             indep = tuple((x, p) for x, p in m if not uses[x])
             dep = tuple((x, p) for x, p in m if uses[x])
-            inner = substitute(_product_expr(dep, e.dtype, self.ctx), canon)
-            atom = Expr(Op.REDUCE, e.dtype, (substitute(cond, canon), inner),
-                        ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0))
-            out = _add(out, _mul({indep: c}, _atom(atom), self.keys))
+            atom = Expr(Op.REDUCE, e.dtype, (where, rename(self.product(dep, e.dtype))), arg)
+            _accumulate(out, _mono_mul(indep, ((atom, 1),), self.keys), c)
         return out
+
+    def product(self, m: Mono, dtype: str) -> Expr:
+        """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
+        their variant factors)."""
+        key = (m, dtype)
+        found = self.products.get(key)
+        if found is None:
+            found = self.products[key] = _product_expr(m, dtype, self.ctx)
+        return found
+
+
+class _Renamer:
+    """``substitute(e, mapping)`` for many ``e`` with one memo: a leaf-for-leaf renaming (the
+    reduction variables of a sum by position), so subtrees the expressions share are rebuilt
+    once -- the same results as separate substitutions."""
+
+    def __init__(self, mapping: dict[Expr, Expr]) -> None:
+        self.mapping = mapping
+        self.leaves = not any(k.src for k in mapping) and not any(
+            n in mapping for v in mapping.values() for n in walk(v))
+        self.memo: dict[Expr, Expr] = dict(mapping)
+
+    def _rebuilt(self, node: Expr) -> Expr:
+        new = tuple(self.memo[c] for c in node.src)
+        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+
+    def __call__(self, e: Expr) -> Expr:
+        if not self.leaves:  # (substitute's general case: replacements substituted again)
+            return substitute(e, self.mapping)
+        return fold_along(e, lambda n: n.src, self._rebuilt, self.memo)
 
 
 def provably_zero(e: Expr, ctx=None) -> bool:
@@ -232,11 +385,17 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
     Each call starts a fresh conversion (its own expansion budget), so the answer depends on
     ``e`` alone: the call's context memoizes it (the optimizer asks again about the same sums
-    when it factors and when it optimizes an op)."""
+    when it factors and when it optimizes an op), and the nodes other proofs of the call
+    converted are replayed, not converted again, spending this proof's budget as converting
+    them would (:class:`ProofMemo`)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
+    shared = ProofMemo() if ctx is None else ctx.proofs
     try:
-        out = not _Builder(ctx).poly(e)
+        try:
+            out = not _Builder(ctx, shared).poly(e)
+        except _Cut:  # (an atom spelled otherwise: convert without replay)
+            out = not _Builder(ctx, shared, replay=False).poly(e)
     except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
         out = False
     if ctx is not None:
