@@ -121,14 +121,15 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
 
     if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
-    # a window: the update runs in a loop inside the one its accumulators are started in (an
+    # a window: the update runs in a loop inside this one, which starts its accumulators (an
     # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
-    # output rows around a one-element reduction is no window, and LLVM declined it aloud)
+    # output rows around a one-element reduction is no window; a loop around the one that
+    # starts them is no window either, seed 90780: both hinted, LLVM declined one aloud)
     starts: dict[tuple, int] = {}
     for s, depth in found:
         if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
-    selecting = [s for s, depth in found if depth > starts.get(s.targets, depth)
+    selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
     if not selecting:
         return None

@@ -83,6 +83,9 @@ def test_only_selecting_windows_of_constant_trips():
     mask = If(data, inner.body, (), affine=False)
     masked = Loop(w.var, w.lo, w.hi, (w.body[0], Loop(inner.var, inner.lo, inner.hi, (mask,))))
     assert window_vector_width(masked, lambda dtype: 8) is None  # a where-mask of data (seed 90236)
+    around = _loop(var("o", 0, 15), (_window(2, 3, _argmax),))
+    assert window_vector_width(_window(2, 3, _argmax), lambda dtype: 8) == 2
+    assert window_vector_width(around, lambda dtype: 8) is None  # only the loop that starts them (90792)
 
 
 @pytest.mark.parametrize("config", [(2, 2, 0), (3, 2, 1), (2, 1, 0)], ids=["2x2/2", "3x3/2 pad 1", "2x2/1"])
