@@ -125,14 +125,19 @@ def _matmul(r: random.Random, L: _Layer) -> None:
     L.body, L.ref = "ta.topi.matmul(A, B)", "torch.matmul(A, B)"
 
 
+def _channel_norm(L: _Layer, shape: tuple[int, ...], body: str, ref: str) -> None:
+    """A normalization of ``X [N, C, H, W]`` with a scale ``G`` and a shift ``B`` per channel."""
+    L.input("X", shape)
+    L.input("G", (shape[1],))
+    L.input("B", (shape[1],))
+    L.shape = shape
+    L.body, L.ref = body, ref
+
+
 def _batch_norm(r: random.Random, L: _Layer) -> None:
     n, c, h, w = r.choice((2, 4, 8)), r.choice((1, 3, 16)), r.randint(1, 12), r.randint(1, 12)
-    L.input("X", (n, c, h, w))
-    L.input("G", (c,))
-    L.input("B", (c,))
-    L.shape = (n, c, h, w)
-    L.body = "ta.topi.nn.batch_norm(X, G, B)"
-    L.ref = "F.batch_norm(X, None, None, G, B, training=True, eps=1e-5)"
+    _channel_norm(L, (n, c, h, w), "ta.topi.nn.batch_norm(X, G, B)",
+                  "F.batch_norm(X, None, None, G, B, training=True, eps=1e-5)")
 
 
 def _layer_norm(r: random.Random, L: _Layer) -> None:
@@ -149,12 +154,8 @@ def _group_norm(r: random.Random, L: _Layer) -> None:
     n, c = r.choice((1, 2, 4)), r.choice((2, 4, 8, 16))
     g = r.choice(_divisors(c))
     h, w = r.randint(1, 10), r.randint(1, 10)
-    L.input("X", (n, c, h, w))
-    L.input("G", (c,))
-    L.input("B", (c,))
-    L.shape = (n, c, h, w)
-    L.body = f"ta.topi.nn.group_norm(X, {g}, G, B)"
-    L.ref = f"F.group_norm(X, {g}, G, B, eps=1e-5)"
+    _channel_norm(L, (n, c, h, w), f"ta.topi.nn.group_norm(X, {g}, G, B)",
+                  f"F.group_norm(X, {g}, G, B, eps=1e-5)")
 
 
 def _softmax(r: random.Random, L: _Layer) -> None:
@@ -222,12 +223,8 @@ def _rms_norm(r: random.Random, L: _Layer) -> None:
 
 def _instance_norm(r: random.Random, L: _Layer) -> None:
     n, c, h, w = r.choice((1, 2, 4)), r.choice((1, 3, 16)), r.randint(1, 12), r.randint(2, 12)
-    L.input("X", (n, c, h, w))
-    L.input("G", (c,))
-    L.input("B", (c,))
-    L.shape = (n, c, h, w)
-    L.body = "ta.topi.nn.instance_norm(X, G, B)"
-    L.ref = "F.instance_norm(X, weight=G, bias=B, eps=1e-5)"
+    _channel_norm(L, (n, c, h, w), "ta.topi.nn.instance_norm(X, G, B)",
+                  "F.instance_norm(X, weight=G, bias=B, eps=1e-5)")
 
 
 def _silu(r: random.Random, L: _Layer) -> None:

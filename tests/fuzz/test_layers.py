@@ -17,7 +17,7 @@ from fuzz.checks import FINITE_DIFFERENCES, run_checks  # noqa: E402
 from fuzz.layers import KINDS, generate_layer  # noqa: E402
 from fuzz.runner import job_for  # noqa: E402
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="the reference is PyTorch, an optional extra; make test requires it")
 
 
 def _kind(prog) -> str:
