@@ -29,12 +29,12 @@ KINDS = (  # (tensorad body, NumPy formula)
 )
 
 
-def _chain(n: int, k: int):
+def _chain(n: int, k: int, size: int = 16):
     """``n`` steps cycling through the first ``k`` kinds; every step but the last stored."""
     def step(P, body, s: int):
-        return ta.compute((16,), lambda i: body(P, i), name=f"c{s}")
+        return ta.compute((size,), lambda i: body(P, i), name=f"c{s}")
 
-    X = ta.placeholder((16,), F, name="X")
+    X = ta.placeholder((size,), F, name="X")
     Y, steps = X, []
     for s in range(n):
         Y = step(Y, KINDS[s % k][0], s)
@@ -42,8 +42,8 @@ def _chain(n: int, k: int):
     return X, Y, steps[:-1]
 
 
-def _nest_functions(low) -> int:
-    text = str(ModuleEmitter(low.program, "p", use_gomp=False).emit())
+def _nest_functions(low, use_gomp: bool = False) -> int:
+    text = str(ModuleEmitter(low.program, "p", use_gomp=use_gomp).emit())
     return len(re.findall(r'define void @"p_nest\d+"', text))
 
 
@@ -67,6 +67,24 @@ def test_shared_nest_functions_compute_the_chain():
         want = x.copy()
         for s in range(n):
             want = KINDS[s % k][1](want)
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
+
+
+def test_parallel_nests_share_functions_and_split_their_own_rows():
+    # each parallel nest keeps its own libgomp wrapper (its range, its pointers) around the
+    # shared function
+    x = np.random.default_rng(2).uniform(-2, 2, 1000)
+    X, Y, stored = _chain(9, 2, size=1000)
+    opts = dict(fuse=False, materialize=stored, parallel_min_work=0)
+    low = ta.lower([Y], [X], **opts)
+    nests = [s for s in low.program.steps if isinstance(s, Nest)]
+    assert len(nests) == 9 and all(s.parallel for s in nests)
+    assert _nest_functions(low, use_gomp=True) == 2
+    want = x.copy()
+    for s in range(9):
+        want = KINDS[s % 2][1](want)
+    for threads in (1, 2):
+        y = np.asarray(ta.build([Y], [X], num_threads=threads, **opts)(x))
         np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
 
 
