@@ -31,7 +31,7 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options) -> list | N
     """The steps (fills, then one nest) of a strips group, or ``None`` when a member does not
     take the strip form (the group is then lowered member by member)."""
     n = len(group.units)
-    fills, stmts, accs, names, outputs = [], [], [], [], []
+    fills, stmts, accs, names, notes, outputs = [], [], [], [], [], []
     attrs0: dict | None = None
     for g, u in enumerate(group.units):
         outs = outs_of(u.op)
@@ -50,6 +50,7 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options) -> list | N
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         names.append(u.op.name)
+        notes.append(f"{u.op.name}: {dom.note}" if dom.note else u.op.name)
         outputs.extend(b for b in outs if b is not None)
     body = build_loops(stmts)
     work = count_work(body)
@@ -58,7 +59,7 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options) -> list | N
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
     if parallel:
         attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
-    note = f"{NOTE}; one pass for " + ", ".join(names)
+    note = f"{NOTE}; one pass for " + "; ".join(notes)
     attrs["note"] = note
     nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
