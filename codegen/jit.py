@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
+from .objcheck import undefined_symbols
+
 if TYPE_CHECKING:
     from .target import Target
 
@@ -227,6 +229,10 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
     """Link object code into the engine; returns the addresses of ``names``."""
     s = state()
     with _LOCK:
+        missing = [n for n in undefined_symbols(obj)
+                   if not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
+        if missing:  # (the linker would bind them to address 0: a call would crash the process)
+            raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
         ref = llvm.ObjectFileRef.from_data(obj)
         s.engine.add_object_file(ref)
         _OBJECTS.append(ref)

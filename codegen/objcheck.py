@@ -54,3 +54,29 @@ def _elf_is_sound(obj: bytes) -> bool:
         if sh_type != _SHT_NOBITS and sh_offset + sh_size > len(obj):
             return False
     return True
+
+
+_SHT_SYMTAB = 2
+_STB_GLOBAL = 1
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT
+    must resolve: libgomp, libc, the matrix-product library).  Weak ones may stay unresolved and
+    are left out; for Mach-O the list is empty (not read)."""
+    if not obj.startswith(_ELF_MAGIC):
+        return []
+    (e_shoff,) = struct.unpack_from("<Q", obj, 40)
+    (e_shnum,) = struct.unpack_from("<H", obj, 60)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, e_shoff + 64 * k) for k in range(e_shnum)]
+    out = []
+    for _, sh_type, _, _, offset, size, link, _, _, entsize in sections:
+        if sh_type != _SHT_SYMTAB or entsize < 24 or link >= e_shnum:
+            continue
+        strings = sections[link][4]
+        for base in range(offset, offset + size - entsize + 1, entsize):
+            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", obj, base)
+            if st_shndx == 0 and st_name and st_info >> 4 == _STB_GLOBAL:
+                start = strings + st_name
+                out.append(obj[start:obj.index(b"\0", start)].decode())
+    return out
