@@ -390,6 +390,11 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     them would (:class:`ProofMemo`)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
+    if ctx is not None and ctx.refuter is not None and ctx.refuter.refutes(e):
+        ctx.zero[e] = False  # (nonzero at a point of a model the proof's steps hold in)
+        return False
+    if ctx is not None:
+        ctx.counts["zero-proof"] += 1
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
