@@ -32,8 +32,8 @@ producer's body, a sum split by linearity, simplification under a sum's conditio
 evaluates a sum's body only where its condition holds) -- holds in this model, so a term the
 proof would show zero has value 0 here.  The evaluation is bounded (:data:`MAX_STEPS` node
 evaluations, numbers of at most :data:`MAX_BITS` bits) and gives up -- the proof then runs as
-before -- on anything it does not model: a division by zero, a custom or multi-value
-reduction, an integer outside its type, a variable without a range.  One gap is left: a
+before -- on anything it does not model: a division by zero, an infinite constant (an empty
+max), an integer outside its type, a variable without a range.  One gap is left: a
 producer's body read at *constant* indices is simplified by the proof, so float arithmetic on
 its index values (``float(i) * 0.1f`` read at ``i = 3``) is folded and rounded there and exact
 here; a proof that cancels such a rounded constant against an exact one could differ (no
@@ -309,22 +309,28 @@ class Refuter:
             found = self.values[key] = self._eval(op.body[t.value_index], dict(zip(op.axes, idx)), {})
         return found
 
-    def _reduce(self, e: Expr, env: dict, memo: dict) -> Any:
-        combiner, axes = e.arg.combiner, e.arg.axes
-        kind = combiner.kind
-        if len(e.src) != 2 or kind not in ("sum", "max", "min", "prod"):
-            raise _GiveUp  # (custom and multi-value reductions: not modelled)
-        cond, body = e.src
-        acc = None
+    def _points(self, e: Expr, env: dict):
+        """``(environment, weight, memo)`` for each sample point of the sum's axes where its
+        condition holds."""
+        axes, cond = e.arg.axes, e.src[0]
         for point in itertools.product(*[self._sample(a) for a in axes]):
             inner = dict(env)
             weight = 1
             for a, (p, w) in zip(axes, point):
                 inner[a] = p
                 weight *= w
-            memo = {}
-            if not self._eval(cond, inner, memo):
-                continue
+            memo: dict = {}
+            if self._eval(cond, inner, memo):
+                yield inner, weight, memo
+
+    def _reduce(self, e: Expr, env: dict, memo: dict) -> Any:
+        combiner = e.arg.combiner
+        kind = combiner.kind
+        if len(e.src) != 2 or kind not in ("sum", "max", "min", "prod"):
+            return self._combine(e, env)
+        body = e.src[1]
+        acc = None
+        for inner, weight, memo in self._points(e, env):
             v = self._eval(body, inner, memo)
             if kind == "sum":
                 acc = weight * v if acc is None else acc + weight * v
@@ -334,6 +340,22 @@ class Refuter:
                 acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else acc * v
             _big(acc)
         return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
+
+    def _combine(self, e: Expr, env: dict) -> Any:
+        """A custom or multi-value reduction (argmax): its combiner over the sample points,
+        starting from the first (the identity is neutral)."""
+        combiner = e.arg.combiner
+        acc = None
+        for inner, _, memo in self._points(e, env):
+            values = tuple(self._eval(s, inner, memo) for s in e.src[1:])
+            if acc is None:
+                acc = values
+                continue
+            both = dict(zip(combiner.lhs, acc)) | dict(zip(combiner.rhs, values))
+            acc = tuple(self._eval(r, both, {}) for r in combiner.result)
+        if acc is None:
+            return _const(combiner.identity[e.arg.value_index])
+        return acc[e.arg.value_index]
 
 
 def _const(c: Expr) -> Any:

@@ -132,6 +132,8 @@ def test_odd_terms_give_up_cleanly():
         assert refuter.refutes(e) in (True, False)
     assert refuter.counts["gave up"] >= 3
     assert refuter.refutes(A[I, 0] / (zero + 2.0))  # and the refuter still works afterwards
+    assert refuter.refutes(am[1][I])  # a max of nonzero elements, by argmax's own combiner
+    assert not refuter.refutes(am[1][I] - am[1][I] * 1.0)
 
 
 def _questions(monkeypatch, build) -> list:
