@@ -13,11 +13,11 @@ would round true identities such as a sum minus the same sum in another order to
 * the free index variables take random points of their ranges; a placeholder element is a
   random small value (the same for every read of that element, in every proof of the call);
 * an element of a computed tensor is its body at the element's indices (memoized per call);
-* a sum over axes with ranges ``[lo, hi)`` is a fixed random *linear functional* over those
-  ranges -- a weighted sum over a few sample points per axis, chosen once per range -- not
-  the whole sum: it is linear, factors free of the axes move out of it, it does not depend
-  on the axes' names or order, and nested sums commute, which is all the proof assumes of a
-  sum; other reductions (max, min, prod) fold the same sample points;
+* a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
+  chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
+  is linear, factors free of the axes move out of it, it does not depend on the axes' names
+  or order, and nested sums commute, which is all the proof assumes of a sum; other
+  reductions (max, min, prod, argmax) combine their source over the same sample points;
 * ``exp``, ``log``, ``tanh``, ... are the float64 function of the exact argument rounded to
   :data:`ROUND_BITS` bits (a deterministic value, as good as a random one, and the true one
   where constant folding folds them: ``exp(0) = 1``); outside a function's domain any
@@ -64,10 +64,10 @@ MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): giv
 POINTS = 3  # points tried (the first near the start of every free variable's range)
 NEAR = 4  # "near the start of a range": its first NEAR points
 ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
-_WEIGHTS = tuple(Fraction(k, 8) for k in (2, 3, 4, 5, 6))  # a sample point's weight in a sum
-_DATA = tuple(Fraction(k, 4) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
+_DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
 
 _MISSING = object()
+_CONST = Op.CONST
 
 
 class _GiveUp(Exception):
@@ -207,7 +207,7 @@ class Refuter:
         self.left = 0
         self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
         self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
-        self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> ((point, weight), ...)
+        self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0}
 
@@ -243,9 +243,9 @@ class Refuter:
             return v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
         return self.rng.randrange(v.lo, v.hi)
 
-    def _sample(self, v: Expr) -> tuple:
-        """The sample points of a sum's axis with ``v``'s range and their weights: the first
-        point, one near it and one anywhere (chosen once per range and call)."""
+    def _sample(self, v: Expr) -> tuple[int, ...]:
+        """The sample points of a reduction axis with ``v``'s range: the first point, one near
+        it and one anywhere (chosen once per range and call)."""
         key = (v.lo, v.hi)
         found = self.samples.get(key)
         if found is None:
@@ -253,7 +253,7 @@ class Refuter:
                 raise _GiveUp
             points = {v.lo, v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo)),
                       self.rng.randrange(v.lo, v.hi)} if v.lo < v.hi else set()
-            found = self.samples[key] = tuple((p, self.rng.choice(_WEIGHTS)) for p in sorted(points))
+            found = self.samples[key] = tuple(sorted(points))
         return found
 
     def _datum(self, t: Any, idx: tuple) -> Any:
@@ -279,7 +279,7 @@ class Refuter:
         self.left -= 1
         if self.left < 0:
             raise _GiveUp
-        out = memo[e] = _NODES[e.op](self, e, env, memo)
+        out = memo[e] = _BY_ID[id(e.op)](self, e, env, memo)  # (an enum's hash is slow)
         return out
 
     def _fold(self, e: Expr, exact: Any) -> Any:
@@ -296,7 +296,7 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        idx = tuple([_as_int(self._eval(s, env, memo)) for s in e.src])
+        idx = tuple([_as_int(self._eval(s, env, memo)) for s in e.src])  # (ints: index values)
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:
@@ -310,18 +310,15 @@ class Refuter:
         return found
 
     def _points(self, e: Expr, env: dict):
-        """``(environment, weight, memo)`` for each sample point of the sum's axes where its
+        """``(environment, memo)`` for each sample point of the reduction's axes where its
         condition holds."""
         axes, cond = e.arg.axes, e.src[0]
         for point in itertools.product(*[self._sample(a) for a in axes]):
             inner = dict(env)
-            weight = 1
-            for a, (p, w) in zip(axes, point):
-                inner[a] = p
-                weight *= w
+            inner.update(zip(axes, point))
             memo: dict = {}
             if self._eval(cond, inner, memo):
-                yield inner, weight, memo
+                yield inner, memo
 
     def _reduce(self, e: Expr, env: dict, memo: dict) -> Any:
         combiner = e.arg.combiner
@@ -330,15 +327,14 @@ class Refuter:
             return self._combine(e, env)
         body = e.src[1]
         acc = None
-        for inner, weight, memo in self._points(e, env):
+        for inner, memo in self._points(e, env):
             v = self._eval(body, inner, memo)
-            if kind == "sum":
-                acc = weight * v if acc is None else acc + weight * v
-            elif acc is None:
+            if acc is None:
                 acc = v
+            elif kind == "sum":
+                acc += v
             else:
-                acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else acc * v
-            _big(acc)
+                acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else _big(acc * v)
         return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
 
     def _combine(self, e: Expr, env: dict) -> Any:
@@ -346,7 +342,7 @@ class Refuter:
         starting from the first (the identity is neutral)."""
         combiner = e.arg.combiner
         acc = None
-        for inner, _, memo in self._points(e, env):
+        for inner, memo in self._points(e, env):
             values = tuple(self._eval(s, inner, memo) for s in e.src[1:])
             if acc is None:
                 acc = values
@@ -375,7 +371,7 @@ def _const(c: Expr) -> Any:
 def _unary(fn: Callable[[Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a = e.src[0]
-        if a.op is Op.CONST:
+        if a.op is _CONST:
             return r._fold(e, fn(_const(a)))
         return fn(r._eval(a, env, memo))
     return node
@@ -384,7 +380,7 @@ def _unary(fn: Callable[[Any], Any]) -> Callable:
 def _binary(fn: Callable[[Any, Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a, b = e.src
-        if a.op is Op.CONST and b.op is Op.CONST:
+        if a.op is _CONST and b.op is _CONST:
             return r._fold(e, fn(_const(a), _const(b)))
         return fn(r._eval(a, env, memo), r._eval(b, env, memo))
     return node
@@ -435,3 +431,4 @@ _NODES: dict[Op, Callable[[Refuter, Expr, dict, dict], Any]] = {
     **{op: _binary(fn) for op, fn in _BINARY.items()},
     **{op: _unary(fn) for op, fn in _UNARY.items()},
 }
+_BY_ID = {id(op): fn for op, fn in _NODES.items()}
