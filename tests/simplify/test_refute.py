@@ -15,6 +15,7 @@ import tensorad.simplify.program as program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import Optimizer
+from tensorad.simplify.context import OptimizerContext
 from tensorad.simplify.refute import Refuter
 
 import tensorad as ta
@@ -193,6 +194,9 @@ def test_what_the_proofs_show_zero_is_zero_in_the_model(monkeypatch):
     asked = _questions(monkeypatch, build)
     zeros = [e for e, out in asked if out]
     assert len(zeros) >= 2 and len(zeros) < len(asked)  # (the row max's adjoint: zero)
+    quick = [polynomial._quick(e, OptimizerContext()) for e, _ in asked]  # (tried before)
+    assert sum(q is not None for q in quick) >= 10
+    assert all(q is None or q == out for q, (_, out) in zip(quick, asked))
     zeros += _proved_zero()
     assert all(polynomial.provably_zero(e) for e in zeros)
     for seed in range(4):
