@@ -21,12 +21,15 @@ from tensorad.poly.affine import IndexSpace
 from .cse import OpTable
 from .index import IndexMemo
 from .polynomial import ProofMemo
+from .refute import Refuter
 
 
 class OptimizerContext:
-    """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire."""
+    """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
+    ``refute=False`` runs every zero-proof in full (no :class:`.refute.Refuter` first: the
+    answers are the same, only slower -- the tests compare the two)."""
 
-    def __init__(self, trace: Counter | None = None) -> None:
+    def __init__(self, trace: Counter | None = None, refute: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
         self.plans: dict[tuple, object] = {}  # (variables, conditions) -> elimination plan
         self.ops: dict = {}  # op -> optimized op
@@ -36,11 +39,12 @@ class OptimizerContext:
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
         self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
-        self.counts: Counter = Counter()  # isl questions computed (not answered from a memo), by kind
+        self.counts: Counter = Counter()  # isl questions and zero-proofs computed (not from a memo), by kind
         self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
         self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
         self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
+        self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof
         self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
         self.trace = trace
 

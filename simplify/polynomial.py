@@ -17,11 +17,14 @@ integer (also negative) exponents:
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
 ``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
-the nodes they convert, by exact replay: :class:`ProofMemo`).  It is only ever used to *remove* a
-tensor: a polynomial that grows past :data:`MAX_TERMS` or an expansion budget means "not
-known to be zero".  The identities used (``(1/S) * S = 1``) hold in real arithmetic, so the
-removed value is zero up to rounding for finite values (real-number identities: at inf or NaN
-the removed value may have been NaN, docs/conventions.md).
+the nodes they convert, by exact replay: :class:`ProofMemo`).  With a context, a proof first
+runs within :data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter
+(:mod:`.refute`: a nonzero value at a point of a model in which every step of the proof holds
+means "not zero"), and only then in full -- the same answers, by construction.  It is only
+ever used to *remove* a tensor: a polynomial that grows past :data:`MAX_TERMS` or an
+expansion budget means "not known to be zero".  The identities used (``(1/S) * S = 1``) hold
+in real arithmetic, so the removed value is zero up to rounding for finite values (real-number
+identities: at inf or NaN the removed value may have been NaN, docs/conventions.md).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .rules import simplify_expr
 
 MAX_TERMS = 48
 MAX_EXPANSIONS = 64
+QUICK_EXPANSIONS = 2  # the budget of a proof tried before the refuter (:func:`_quick`)
 
 Mono = tuple[tuple[Expr, int], ...]
 Poly = dict[Mono, Fraction]
@@ -168,9 +172,11 @@ class _Builder:
     """One conversion: memo per node, a budget of tensor expansions (see :class:`ProofMemo`
     for what is shared with the other proofs of the call; ``replay=False``: nothing read)."""
 
-    def __init__(self, ctx=None, shared: ProofMemo | None = None, replay: bool = True) -> None:
+    def __init__(self, ctx=None, shared: ProofMemo | None = None, replay: bool = True,
+                 budget: int | None = None) -> None:
         self.memo: dict[tuple, Poly] = {}
         self.expansions = 0
+        self.budget = MAX_EXPANSIONS if budget is None else budget
         self.ctx = ctx
         self.keys: dict = {} if ctx is None else ctx.keys  # node -> structural key (atom_key)
         self.shared = ProofMemo() if shared is None else shared
@@ -219,12 +225,12 @@ class _Builder:
             if k in memo:
                 continue
             if rec.atom:
-                if self.expansions + rec.cost > MAX_EXPANSIONS:
+                if self.expansions + rec.cost > self.budget:
                     raise _Cut
                 self.expansions += rec.cost
             elif rec.cost:
                 self.expansions += 1
-                if self.expansions > MAX_EXPANSIONS:
+                if self.expansions > self.budget:
                     raise _TooBig
             stack.append((k, True))
             stack.extend((c, False) for c in reversed(rec.asked))
@@ -243,7 +249,7 @@ class _Builder:
             t = node.arg
             if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:
                 return None
-            if self.expansions >= MAX_EXPANSIONS:
+            if self.expansions >= self.budget:
                 self.cut = True
                 return None
             self.expansions += 1
@@ -260,7 +266,7 @@ class _Builder:
         self.expansions += 1
         if self.frames:
             self.frames[-1][0] = 1
-        if self.expansions > MAX_EXPANSIONS:
+        if self.expansions > self.budget:
             raise _TooBig
 
     def _instance_vars(self, e: Expr, rvars: tuple[Expr, ...]) -> tuple[Expr, ...]:
@@ -390,6 +396,15 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     them would (:class:`ProofMemo`)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
+    if ctx is not None and ctx.refuter is not None:
+        out = _quick(e, ctx)
+        if out is None and ctx.refuter.refutes(e):
+            out = False  # (nonzero at a point of a model the proof's steps hold in)
+        if out is not None:
+            ctx.zero[e] = out
+            return out
+    if ctx is not None:
+        ctx.counts["zero-proof"] += 1  # (a full proof)
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
@@ -401,3 +416,23 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     if ctx is not None:
         ctx.zero[e] = out
     return out
+
+
+def _quick(e: Expr, ctx) -> bool | None:
+    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there
+    without cutting an atom's inlining short (the full proof converts the same nodes in the
+    same order, so it answers the same), ``None`` when it runs out -- then the refuter
+    (:mod:`.refute`) and, if that finds no nonzero point, the full proof.  Most proofs of
+    small layers finish here, cheaper than a refutation; the long ones cost this much more."""
+    try:
+        try:
+            b = _Builder(ctx, ctx.proofs, budget=QUICK_EXPANSIONS)
+            out = not b.poly(e)
+        except _Cut:
+            b = _Builder(ctx, ctx.proofs, replay=False, budget=QUICK_EXPANSIONS)
+            out = not b.poly(e)
+    except (_Cut, _TooBig):
+        return None
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return False
+    return None if b.cut else out

@@ -1,0 +1,434 @@
+"""A cheap, sound "not zero" tried before a zero-proof: a sum nonzero at one point of a model.
+
+Nearly every zero-proof the optimizer asks for (:func:`.polynomial.provably_zero`) fails, and
+a failing proof is the expensive kind: it expands producers until its budget runs out.  A
+term that has a nonzero value in *one* model of what the proof assumes cannot be identically
+zero, so the proof could only have answered "not zero": :meth:`Refuter.refutes` computes such
+a value and the proof runs only where it finds none (the answers are the same by construction,
+only the time differs).
+
+The model evaluates the term itself, in exact arithmetic (Python ints and fractions; floats
+would round true identities such as a sum minus the same sum in another order to a nonzero):
+
+* the free index variables take random points of their ranges; a placeholder element is a
+  random small value (the same for every read of that element, in every proof of the call);
+* an element of a computed tensor is its body at the element's indices (memoized per call);
+* a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
+  chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
+  is linear, factors free of the axes move out of it, it does not depend on the axes' names
+  or order, and nested sums commute, which is all the proof assumes of a sum; other
+  reductions (max, min, prod, argmax) combine their source over the same sample points;
+* ``exp``, ``log``, ``tanh``, ... are the float64 function of the exact argument rounded to
+  :data:`ROUND_BITS` bits (a deterministic value, as good as a random one, and the true one
+  where constant folding folds them: ``exp(0) = 1``); outside a function's domain any
+  deterministic value will do;
+* an operator over constants is exact, and the model gives up where constant folding
+  (:func:`.consts.fold_constant`, which rounds to the node's dtype) would give another value
+  (``0.1f * 0.1f``): the proof computes such a node exactly where it converts it as it
+  stands and folds it where it simplifies first (a producer's body, an atom).
+
+Every step the proof takes -- polynomial arithmetic over its atoms, a read replaced by its
+producer's body, a sum split by linearity, simplification under a sum's condition (the model
+evaluates a sum's body only where its condition holds) -- holds in this model, so a term the
+proof would show zero has value 0 here.  The evaluation is bounded (:data:`MAX_STEPS` node
+evaluations, numbers of at most :data:`MAX_BITS` bits) and gives up -- the proof then runs as
+before -- on anything it does not model: a division by zero, an infinite constant (an empty
+max), an integer outside its type, a variable without a range.  One gap is left: a
+producer's body read at *constant* indices is simplified by the proof, so float arithmetic on
+its index values (``float(i) * 0.1f`` read at ``i = 3``) is folded and rounded there and exact
+here; a proof that cancels such a rounded constant against an exact one could differ (no
+program of the tests or benchmarks has one: their results are unchanged, byte for byte).
+
+The random choices come from the :class:`Refuter` of the optimizer call's context (seeded:
+the same program gives the same answers, and the answers never depend on them anyway).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, PlaceholderOp
+
+from .consts import fold_constant
+
+MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together)
+MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
+POINTS = 3  # points tried (the first near the start of every free variable's range)
+NEAR = 4  # "near the start of a range": its first NEAR points
+ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
+_DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
+
+_MISSING = object()
+_CONST = Op.CONST
+
+
+class _GiveUp(Exception):
+    """The model has no value here (or the budget is spent): let the proof decide."""
+
+
+_FAILS = (_GiveUp, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError,
+          RecursionError)
+
+
+def _big(v: Any) -> Any:
+    """``v``, or give up when its numbers grew past :data:`MAX_BITS`."""
+    if type(v) is int:
+        if v.bit_length() > MAX_BITS:
+            raise _GiveUp
+    elif isinstance(v, Fraction) and (v.numerator.bit_length() > MAX_BITS
+                                      or v.denominator.bit_length() > MAX_BITS):
+        raise _GiveUp
+    return v
+
+
+def _real(x: float) -> Any:
+    """``x`` to :data:`ROUND_BITS` significant bits, exactly (0, 1/2 and 1 stay exact)."""
+    if not math.isfinite(x):
+        raise _GiveUp
+    m, p = math.frexp(x)
+    n, p = round(m * (1 << ROUND_BITS)), p - ROUND_BITS
+    return n << p if p >= 0 else Fraction(n, 1 << -p)
+
+
+def _squash(x: float) -> float:
+    """``x`` where ``|x| <= 32``, else drawn in slowly (exp and the others stay finite)."""
+    return x if abs(x) <= 32 else math.copysign(32 + math.log(abs(x) - 31), x)
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else math.log(-x) + 0.5 if x < 0 else -64.0
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-_squash(x)))
+
+
+# A deterministic function of the exact argument is all the model needs (the proof treats these
+# as opaque atoms); outside a function's domain any value will do.  Each is the true function
+# where constant folding folds it (exp(0) = 1, log(1) = 0, ...: :func:`.consts.fold_constant`).
+_MATH: dict[Op, Callable[[float], float]] = {
+    Op.EXP: lambda x: math.exp(_squash(x)), Op.LOG: _log, Op.SQRT: lambda x: math.sqrt(abs(x)),
+    Op.TANH: math.tanh, Op.SIGMOID: _sigmoid, Op.SIN: math.sin, Op.COS: math.cos,
+    Op.ERF: math.erf,
+}
+
+
+def _as_int(v: Any) -> int:
+    if type(v) is int:
+        return v
+    if isinstance(v, Fraction):
+        if v.denominator != 1:
+            raise _GiveUp
+        return v.numerator
+    return int(v)  # (a bool)
+
+
+def _cast(dtype: str, v: Any) -> Any:
+    if dtype == dt.BOOL:
+        return v != 0
+    if dt.is_int(dtype):
+        out = int(v)  # (a fraction truncates toward zero, as the IR's cast does)
+        if not dt.min_value(dtype) <= out <= dt.max_value(dtype):
+            raise _GiveUp  # (wrapping is the proof's business: not modelled)
+        return out
+    return int(v) if type(v) is bool else v  # a float: exact (any deterministic value is a model)
+
+
+def _div(a: Any, b: Any) -> Any:
+    q = Fraction(a, b)
+    return q.numerator if q.denominator == 1 else _big(q)
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if (type(b) is int or b.denominator == 1) and abs(b) <= 64:
+        b = int(b)
+        return _big(a ** b) if b >= 0 else _div(1, _big(a ** -b))
+    return _real(math.pow(float(a), float(b)))
+
+
+def _data_index(info: Any, v: Any) -> int:
+    n, v = info.extent, _as_int(v)
+    if info.mode == "clip":
+        return min(max(v, 0), n - 1)
+    return v % n  # wrap; under "raise" any value in range models the opaque index
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    return a // b  # (floor division of ints and of fractions alike; by zero: give up)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return _big(a - b * (a // b))
+
+
+_BINARY: dict[Op, Callable[[Any, Any], Any]] = {
+    Op.ADD: lambda a, b: a + b,
+    Op.SUB: lambda a, b: a - b,
+    Op.MUL: lambda a, b: _big(a * b),
+    Op.FLOORDIV: _floordiv,
+    Op.MOD: _mod,
+    Op.MAXIMUM: max,
+    Op.MINIMUM: min,
+    Op.LT: lambda a, b: a < b,
+    Op.LE: lambda a, b: a <= b,
+    Op.GT: lambda a, b: a > b,
+    Op.GE: lambda a, b: a >= b,
+    Op.EQ: lambda a, b: a == b,
+    Op.NE: lambda a, b: a != b,
+    Op.POW: _pow,
+}
+def _math(fn: Callable[[float], float]) -> Callable[[Any], Any]:
+    return lambda a: _real(fn(float(a)))
+
+
+_UNARY: dict[Op, Callable[[Any], Any]] = {
+    Op.NEG: lambda a: -a,
+    Op.NOT: lambda a: not a,
+    Op.ABS: abs,
+    **{op: _math(fn) for op, fn in _MATH.items()},
+}
+
+
+class Refuter:
+    """The random model of one optimizer call (see the module docstring) and its counts:
+    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up``."""
+
+    def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
+        self.rng = random.Random(seed)
+        self.steps = steps
+        self.left = 0
+        self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
+        self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
+        self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
+        self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
+        self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0}
+
+    def refutes(self, e: Expr) -> bool:
+        """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the model (so
+        not identically zero); False also when the model has no value for it.  The budget of
+        :data:`MAX_STEPS` node evaluations is for all the points together."""
+        self.counts["tried"] += 1
+        self.left = self.steps
+        try:
+            nodes = list(walk(e))
+            bound = {a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes}
+            free = [n for n in nodes if n.op is Op.VAR and n not in bound]
+            for attempt in range(POINTS):
+                env = {v: self._point(v, near=attempt == 0) for v in free}
+                if self._eval(e, env, {}):
+                    self.counts["refuted"] += 1
+                    return True
+        except _FAILS:
+            self.counts["gave up"] += 1
+            return False
+        self.counts["zero"] += 1
+        return False
+
+    # ---- the model's random choices ---------------------------------------------------------
+
+    def _point(self, v: Expr, near: bool) -> int:
+        """A free variable's value: ``near`` the start of its range (where masks such as
+        ``j <= i`` and small integer data meet the sums' sample points), else anywhere."""
+        if v.lo is None or v.hi is None or v.lo >= v.hi:
+            raise _GiveUp
+        if near:
+            return v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
+        return self.rng.randrange(v.lo, v.hi)
+
+    def _sample(self, v: Expr) -> tuple[int, ...]:
+        """The sample points of a reduction axis with ``v``'s range: the first point, one near
+        it and one anywhere (chosen once per range and call)."""
+        key = (v.lo, v.hi)
+        found = self.samples.get(key)
+        if found is None:
+            if v.lo is None or v.hi is None:
+                raise _GiveUp
+            points = {v.lo, v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo)),
+                      self.rng.randrange(v.lo, v.hi)} if v.lo < v.hi else set()
+            found = self.samples[key] = tuple(sorted(points))
+        return found
+
+    def _datum(self, t: Any, idx: tuple) -> Any:
+        key = (t.op, idx)
+        found = self.data.get(key)
+        if found is None:
+            dtype = t.op.dtype
+            if dtype == dt.BOOL:
+                found = self.rng.random() < 0.5
+            elif dt.is_int(dtype):
+                found = self.rng.randrange(0, NEAR)
+            else:
+                found = self.rng.choice(_DATA)
+            self.data[key] = found
+        return found
+
+    # ---- evaluation ---------------------------------------------------------------------------
+
+    def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
+        found = memo.get(e, _MISSING)
+        if found is not _MISSING:
+            return found
+        self.left -= 1
+        if self.left < 0:
+            raise _GiveUp
+        out = memo[e] = _BY_ID[id(e.op)](self, e, env, memo)  # (an enum's hash is slow)
+        return out
+
+    def _fold(self, e: Expr, exact: Any) -> Any:
+        """An operator over constants, ``exact`` its exact value: the proof computes it exactly
+        where it converts the node as it stands, but folds it where it simplifies first (a
+        producer's body, an atom), rounding to the node's dtype -- the model gives up where
+        the two differ (``0.1f * 0.1f``), so it never means what the proof does not."""
+        found = self.folded.get(e, _MISSING)
+        if found is _MISSING:
+            c = fold_constant(e)
+            found = self.folded[e] = _const(c) if c is not None else None
+        if found is not None and found != exact:
+            raise _GiveUp
+        return exact
+
+    def _read(self, e: Expr, env: dict, memo: dict) -> Any:
+        idx = tuple([_as_int(self._eval(s, env, memo)) for s in e.src])  # (ints: index values)
+        t = e.arg
+        op = t.op
+        if type(op) is PlaceholderOp:
+            return self._datum(t, idx)
+        if type(op) is not ComputeOp or len(idx) != len(op.axes):
+            raise _GiveUp
+        key = (op, t.value_index, idx)
+        found = self.values.get(key, _MISSING)
+        if found is _MISSING:
+            found = self.values[key] = self._eval(op.body[t.value_index], dict(zip(op.axes, idx)), {})
+        return found
+
+    def _points(self, e: Expr, env: dict):
+        """``(environment, memo)`` for each sample point of the reduction's axes where its
+        condition holds."""
+        axes, cond = e.arg.axes, e.src[0]
+        for point in itertools.product(*[self._sample(a) for a in axes]):
+            inner = dict(env)
+            inner.update(zip(axes, point))
+            memo: dict = {}
+            if self._eval(cond, inner, memo):
+                yield inner, memo
+
+    def _reduce(self, e: Expr, env: dict, memo: dict) -> Any:
+        combiner = e.arg.combiner
+        kind = combiner.kind
+        if len(e.src) != 2 or kind not in ("sum", "max", "min", "prod"):
+            return self._combine(e, env)
+        body = e.src[1]
+        acc = None
+        for inner, memo in self._points(e, env):
+            v = self._eval(body, inner, memo)
+            if acc is None:
+                acc = v
+            elif kind == "sum":
+                acc += v
+            else:
+                acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else _big(acc * v)
+        return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
+
+    def _combine(self, e: Expr, env: dict) -> Any:
+        """A custom or multi-value reduction (argmax): its combiner over the sample points,
+        starting from the first (the identity is neutral)."""
+        combiner = e.arg.combiner
+        acc = None
+        for inner, memo in self._points(e, env):
+            values = tuple(self._eval(s, inner, memo) for s in e.src[1:])
+            if acc is None:
+                acc = values
+                continue
+            both = dict(zip(combiner.lhs, acc)) | dict(zip(combiner.rhs, values))
+            acc = tuple(self._eval(r, both, {}) for r in combiner.result)
+        if acc is None:
+            return _const(combiner.identity[e.arg.value_index])
+        return acc[e.arg.value_index]
+
+
+def _const(c: Expr) -> Any:
+    v = c.arg
+    if c.dtype == dt.BOOL:
+        return bool(v)
+    if dt.is_int(c.dtype):
+        return int(v)
+    v = float(v)
+    if v.is_integer() and abs(v) < 2 ** 53:
+        return int(v)
+    if not math.isfinite(v):
+        raise _GiveUp
+    return Fraction(v)
+
+
+def _unary(fn: Callable[[Any], Any]) -> Callable:
+    def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+        a = e.src[0]
+        if a.op is _CONST:
+            return r._fold(e, fn(_const(a)))
+        return fn(r._eval(a, env, memo))
+    return node
+
+
+def _binary(fn: Callable[[Any, Any], Any]) -> Callable:
+    def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+        a, b = e.src
+        if a.op is _CONST and b.op is _CONST:
+            return r._fold(e, fn(_const(a), _const(b)))
+        return fn(r._eval(a, env, memo), r._eval(b, env, memo))
+    return node
+
+
+def _choice(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+    c, a, b = e.src
+    return r._eval(a if r._eval(c, env, memo) else b, env, memo)
+
+
+def _and(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+    return bool(r._eval(e.src[0], env, memo)) and bool(r._eval(e.src[1], env, memo))
+
+
+def _or(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+    return bool(r._eval(e.src[0], env, memo)) or bool(r._eval(e.src[1], env, memo))
+
+
+_DIVIDE = _binary(_div)
+
+
+def _div_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+    if not dt.is_float(e.dtype):
+        raise _GiveUp
+    return _DIVIDE(r, e, env, memo)
+
+
+def _cast_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
+    a = e.src[0]
+    if a.op is Op.CONST:
+        return r._fold(e, _cast(e.dtype, _const(a)))
+    return _cast(e.dtype, r._eval(a, env, memo))
+
+
+# One entry per ``Op`` (a test walks the enum).
+_NODES: dict[Op, Callable[[Refuter, Expr, dict, dict], Any]] = {
+    Op.VAR: lambda r, e, env, memo: env[e],
+    Op.CONST: lambda r, e, env, memo: _const(e),
+    Op.READ: Refuter._read,
+    Op.REDUCE: Refuter._reduce,
+    Op.SELECT: _choice,
+    Op.IF_THEN_ELSE: _choice,
+    Op.AND: _and,
+    Op.OR: _or,
+    Op.DIV: _div_node,
+    Op.CAST: _cast_node,
+    Op.DATA_INDEX: lambda r, e, env, memo: _data_index(e.arg, r._eval(e.src[0], env, memo)),
+    **{op: _binary(fn) for op, fn in _BINARY.items()},
+    **{op: _unary(fn) for op, fn in _UNARY.items()},
+}
+_BY_ID = {id(op): fn for op, fn in _NODES.items()}
