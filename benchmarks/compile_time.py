@@ -9,8 +9,11 @@ another fresh process reading that cache (cached), it times the stages separatel
   lowering, LLVM, JIT; cached: the key computed from the tensors, the entry read and linked --
   no lowering, see :mod:`tensorad.codegen.buildkey`);
 * ``library`` (CPU only, part of the builds): compiling the matrix-product library's pieces
-  (:mod:`tensorad.codegen.gemmlib`), a cost once per machine and target -- afterwards every
-  program links them from the disk cache -- so the table also prints the total without it.
+  that the layer's products link (:mod:`tensorad.codegen.gemmlib`: a core per dtype and
+  register tile, a packer per side and mode), each kept in the disk cache apart from the
+  kernels -- a cost once per machine, target and compiler version: afterwards every program
+  that links a piece reads it from disk.  The cold total *includes* it (an empty cache is a
+  first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds of the process (``cpu_<stage>``); the table
 prints CPU time, which a shared machine disturbs less.

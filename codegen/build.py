@@ -177,14 +177,15 @@ def _needs_record(lowered, opts: Options) -> bool:
 def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target) -> Compiled:
     if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
         raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
+    library: dict[str, str] = {}  # the library pieces this kernel links, and how each was obtained
     for symbol in meta["libraries"]:
-        gemmlib.ensure_symbol(symbol, target)
+        gemmlib.ensure_symbol(symbol, target, library)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
                     addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj,
-                    checks=checks)
+                    checks=checks, library=library)
 
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target

@@ -6,10 +6,19 @@ MR and NR -- with everything else (sizes, strides, layouts, cache blocks) read a
 links them to it, so their own code is a few stores and a call.
 
 The library comes in pieces, each built on first use or linked from the disk cache
-(:mod:`.diskcache`) in about a millisecond.  Its fast paths are explicit vector code in SSA form,
-so LLVM's IR optimizer has little to add: the pieces skip it (the transposing packers get
-``-O1``, measured 2% faster on a dense layer) and only the code generator runs -- a quarter of
-``-O3``'s build time, for the same GEMM speed (measured):
+(:mod:`.diskcache`) in about a millisecond: a build compiles only the pieces its products link
+(and records, in its :class:`.kernel.Compiled`, each piece and whether it was compiled, read
+from disk or linked already).  A piece's entry is keyed by the piece and
+:func:`.jit.fingerprint` (the whole target, LLVM, the compiler's source) and records that key's
+full text before the object code, compared on reading; the object code must be sound
+(:mod:`.objcheck`): anything else is compiled again and rewritten.
+
+Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
+the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
+the same GEMM speed (measured).  The transposing packers, which keep loop values in stack
+slots, get :func:`.jit.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did for them (2%
+on a dense layer over none), in a quarter of its time, packing as fast (measured on
+packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
 
 * the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.packlib`);
 * one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
@@ -32,6 +41,7 @@ micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: pe
 from __future__ import annotations
 
 import hashlib
+import struct
 import threading
 import time
 
@@ -46,7 +56,7 @@ from .packlib import I1, I64, PTR, VOID, entry_alloca, imin, ld, loop
 from .target import Target
 
 _LOCK = threading.Lock()
-_LOADED: set[str] = set()  # pieces linked into the JIT engine
+_LOADED: set[str] = set()  # pieces linked into the JIT engine (piece_name)
 # pieces compiled by LLVM in this process and their CPU seconds (the compile-time benchmark
 # reports them apart: a once-per-machine cost, afterwards linked from the disk cache)
 STATS = {"compiled": 0, "cpu_seconds": 0.0}
@@ -90,33 +100,89 @@ def parse_symbol(symbol: str) -> tuple | None:
     return None
 
 
-def ensure_symbol(symbol: str, target: Target) -> None:
+def ensure_symbol(symbol: str, target: Target, linked: dict[str, str] | None = None) -> str:
     """Link the library piece defining ``symbol`` (and the core it calls), compiled for
     ``target``, into the JIT, once: from the disk cache when it is there, else compiled (and
-    stored)."""
+    stored).  Returns, and records in ``linked`` (the calling build's record: piece name ->
+    how it was obtained) for the piece and its core, ``"process"`` (linked already),
+    ``"disk"`` (read from the disk cache) or ``"compiled"``."""
     piece = parse_symbol(symbol)
     if piece is None or piece[3] != target_tag(target):
         raise RuntimeError(f"not a matrix-product library function of target {target.spec!r}: {symbol}")
     dtype, mr, nr, tag, part = piece
     if part != "core":
-        ensure_symbol(driver_symbol(dtype, mr, nr, target), target)
-    name = repr(piece)
-    if name in _LOADED:
-        return
-    with _LOCK:
-        if name in _LOADED:
-            return
-        key = hashlib.sha256("\n".join(["gemmlib", name, jit.fingerprint(target)]).encode()).hexdigest()
-        obj = diskcache.get(key)
-        if obj is None or not object_is_sound(obj):
-            start = time.process_time()
-            level = 1 if part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY2) else 0
-            obj = jit.compile_object(piece_ir(dtype, mr, nr, part, target), level, target)
-            diskcache.put(key, obj)
-            STATS["compiled"] += 1
-            STATS["cpu_seconds"] += time.process_time() - start
-        jit.load_object(obj, [])
-        _LOADED.add(name)
+        ensure_symbol(driver_symbol(dtype, mr, nr, target), target, linked)
+    name = piece_name(dtype, mr, nr, tag, part)
+    origin = "process"
+    if name not in _LOADED:
+        with _LOCK:
+            if name not in _LOADED:
+                key, key_text = entry_key(symbol, target)
+                obj = unpack_entry(diskcache.get(key), key_text)
+                origin = "disk"
+                if obj is None:
+                    start = time.process_time()
+                    text = piece_ir(dtype, mr, nr, part, target)
+                    level = 1 if part != "core" and part[1] == gd.COPY2 else 0
+                    obj = jit.compile_object(text, level, target, light=light(part))
+                    diskcache.put(key, pack_entry(obj, key_text))
+                    STATS["compiled"] += 1
+                    STATS["cpu_seconds"] += time.process_time() - start
+                    origin = "compiled"
+                jit.load_object(obj, [])
+                _LOADED.add(name)
+    if linked is not None:
+        linked.setdefault(name, origin)
+    return origin
+
+
+def light(part) -> bool:
+    """Whether a piece is compiled with :func:`.jit.promote`'s light pipeline: the transposing
+    packers (their loops keep values in stack slots).  The stride-2 copy keeps ``-O1`` (6%
+    faster packing than the light pipeline, measured); the core and the other packers get no
+    IR optimization (SSA already)."""
+    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2)
+
+
+def entry_key(symbol: str, target: Target) -> tuple[str, str]:
+    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its full text:
+    the piece (dtype, MR, NR, target tag, part) and :func:`.jit.fingerprint` (the whole
+    target, LLVM, the compiler's source)."""
+    piece = parse_symbol(symbol)
+    if piece is None:
+        raise ValueError(f"not a matrix-product library function: {symbol}")
+    key_text = "\n".join(["gemmlib", repr(piece), jit.fingerprint(target)])
+    return hashlib.sha256(key_text.encode()).hexdigest(), key_text
+
+
+def piece_name(dtype: str, mr: int, nr: int, tag: str, part) -> str:
+    """A readable name of one piece of the target tagged ``tag`` (:func:`target_tag`):
+    ``f32_4x24_t0123456789_core``, ``f32_4x24_t0123456789_packB_transpose``."""
+    head = f"{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{tag}"
+    if part == "core":
+        return head + "_core"
+    names = {m: n for n, m in pl.MODES.items()}
+    return f"{head}_pack{part[0]}_{names[part[1]]}"
+
+
+def pack_entry(obj: bytes, key_text: str) -> bytes:
+    """A disk entry of one piece: the full text of its key, then its object code (the disk
+    cache adds the key's hash and a hash of both, :mod:`.diskcache`)."""
+    k = key_text.encode()
+    return struct.pack("<I", len(k)) + k + obj
+
+
+def unpack_entry(payload: bytes | None, key_text: str) -> bytes | None:
+    """The object code of an entry written for exactly ``key_text`` whose code is sound, else
+    ``None`` (the caller compiles the piece again and rewrites the entry)."""
+    if payload is None or len(payload) < 4:
+        return None
+    (n,) = struct.unpack_from("<I", payload)
+    k = key_text.encode()
+    if n != len(k) or payload[4:4 + n] != k:
+        return None
+    obj = payload[4 + n:]
+    return obj if object_is_sound(obj) else None
 
 
 def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:

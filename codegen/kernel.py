@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,9 @@ class Compiled:
     meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
     obj: bytes | None = None  # the object code that was linked, for pickling
     checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
+    # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
+    # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
+    library: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)

@@ -404,52 +404,25 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
     run (the runs also keep every checked index on its step): blocks inside every row's
     interval are plain loads, the others masked loads (zeros outside, nothing read there).
     ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
-    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read)."""
+    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
+
+    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer);
+    the masked block, a border's, is emitted once -- a function of the block's first row --
+    when a panel has several blocks: its code is most of the routine's, and LLVM's time grows
+    with the routine's size."""
     side, ochk, kchk, nchk = checks
-    vt = ir.VectorType(t, bs)
     ngroups = width // bs
     ksteps = _ksteps(b, side)
     row_lo = entry_alloca(b, I64, "row_lo", width)
     row_hi = entry_alloca(b, I64, "row_hi", width)
     grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
     grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
-    i32 = ir.IntType(32)
-    mt = ir.VectorType(I1, bs)
-    v32 = ir.VectorType(i32, bs)
-    zero_v = ir.Constant(vt, None)
-    mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
-                    [PTR, i32, mt, vt])
-
-    def splat(x):
-        undef = ir.Constant(v32, ir.Undefined)
-        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
-                                ir.Constant(v32, None))
-
-    def load_part(o, at, shift, pos, use, r, kb, checked):
-        """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
-        the run position ``kb + pos[l]`` is in row ``r``'s interval."""
-        if not checked:
-            ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
-            return b.load(ptr, typ=vt, align=es)
-        lanes = b.add(ir.Constant(v32, pos), splat(kb))
-        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
-                    b.icmp_signed("<", lanes, splat(ld(b, row_hi, r))))
-        if not all(use):
-            ok = b.and_(ok, ir.Constant(mt, use))
-        ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
-        return b.call(mload, [ptr, i32(es), ok, zero_v])
-
-    def load_row(first, r, at, kb, checked):
-        """Row ``r`` of a block: a vector load, or a masked one (lanes in the row's interval)."""
-        o = ld(b, ooff, b.add(first, I64(r)))
-        if kstride == 1:
-            return load_part(o, at, 0, list(range(bs)), [True] * bs, r, kb, checked)
-        lo_half = load_part(o, at, 0, [n // 2 for n in range(bs)], [n % 2 == 0 for n in range(bs)], r, kb,
-                            checked)
-        hi_half = load_part(o, at, bs - 1, [(bs - 1 + n) // 2 for n in range(bs)],
-                            [(bs - 1 + n) % 2 == 0 for n in range(bs)], r, kb, checked)
-        pick = [2 * n for n in range(bs // 2)] + [bs + 2 * n + 1 for n in range(bs // 2)]
-        return b.shuffle_vector(lo_half, hi_half, ir.Constant(v32, pick))
+    mname = b.function.name + "_masked"
+    masked_fn = None
+    if ngroups > 1:
+        masked_fn, mb = new_function(b.module, mname, [PTR, PTR, PTR, PTR, PTR, I64, I64, I64, I64, I64])
+        _transpose_block(mb, t, es, width, bs, kstride, *masked_fn.args, checked=True)
+        mb.ret_void()
 
     with loop(b, 0, npanel, name="tp") as p:
         first = b.mul(p, I64(width))
@@ -478,16 +451,19 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                         st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
                     with loop(b, 0, nblk, bs, name="tk") as kb:
                         at = b.add(kbase, b.mul(kb, I64(kstride)))
+                        block = (src, ooff, row_lo, row_hi, pdst, first, None, at, kb, kk)
                         for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
                             inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
                                             b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
+                            here = block[:6] + (I64(g),) + block[7:]
                             with b.if_else(inside) as (plain, masked):
-                                for branch, checked in ((plain, False), (masked, True)):
-                                    with branch:
-                                        rows = [load_row(first, g + r, at, kb, checked) for r in range(bs)]
-                                        for c, col in enumerate(transpose(b, rows)):
-                                            ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g))
-                                            b.store(col, ptr, align=es)
+                                with plain:
+                                    _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                                with masked:
+                                    if masked_fn is None:
+                                        _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                                    else:
+                                        b.call(masked_fn, list(here))
                     with loop(b, nblk, run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
@@ -508,6 +484,58 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                     with checked:
                         _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first,
                                         valid, width, pdst, slot)
+
+
+def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
+                     checked: bool) -> None:
+    """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run
+    positions ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at
+    ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
+    run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])``."""
+    vt = ir.VectorType(t, bs)
+    i32 = ir.IntType(32)
+    mt = ir.VectorType(I1, bs)
+    v32 = ir.VectorType(i32, bs)
+    zero_v = ir.Constant(vt, None)
+
+    def splat(x):
+        undef = ir.Constant(v32, ir.Undefined)
+        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
+                                ir.Constant(v32, None))
+
+    def load_part(o, shift, pos, use, r):
+        """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
+        the run position ``kb + pos[l]`` is in row ``r``'s interval."""
+        if not checked:
+            ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
+            return b.load(ptr, typ=vt, align=es)
+        mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
+                        [PTR, i32, mt, vt])
+        lanes = b.add(ir.Constant(v32, pos), splat(kb))
+        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
+                    b.icmp_signed("<", lanes, splat(ld(b, row_hi, r))))
+        if not all(use):
+            ok = b.and_(ok, ir.Constant(mt, use))
+        ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
+        return b.call(mload, [ptr, i32(es), ok, zero_v])
+
+    def load_row(r):
+        """Row ``r`` of a block: a vector load, or a masked one (lanes in the row's interval)."""
+        o = ld(b, ooff, b.add(first, r))
+        if kstride == 1:
+            return load_part(o, 0, list(range(bs)), [True] * bs, r)
+        lo_half = load_part(o, 0, [n // 2 for n in range(bs)], [n % 2 == 0 for n in range(bs)], r)
+        hi_half = load_part(o, bs - 1, [(bs - 1 + n) // 2 for n in range(bs)],
+                            [(bs - 1 + n) % 2 == 0 for n in range(bs)], r)
+        pick = [2 * n for n in range(bs // 2)] + [bs + 2 * n + 1 for n in range(bs // 2)]
+        return b.shuffle_vector(lo_half, hi_half, ir.Constant(v32, pick))
+
+    rows = [load_row(b.add(g, I64(r)) if not isinstance(g, ir.Constant) else I64(g.constant + r))
+            for r in range(bs)]
+    for c, col in enumerate(transpose(b, rows)):
+        kpos = b.add(b.add(kk, kb), I64(c))
+        ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
+        b.store(col, ptr, align=es)
 
 
 def _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first, valid, width, pdst,
