@@ -249,8 +249,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
     free = declare(m, "free", VOID, [PTR])
 
-    def round64(x):
-        return b.and_(b.add(x, I64(63)), I64(-64))
+    def round64(x):  # whole cache lines, and pl.SLACK elements past the end for spilling copies
+        return b.and_(b.add(b.add(x, I64(pl.SLACK * es)), I64(63)), I64(-64))
 
     npan = b.sdiv(b.add(nc, I64(nr - 1)), I64(nr))
     ap = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.add(mc, I64(mr)), kc), I64(es)))])

@@ -94,10 +94,20 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
     b.position_at_end(done)
 
 
-def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
+
+
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False) -> None:
     """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
     the target's ``vw`` lanes and one masked vector for the rest, so that the routine is fast
-    without LLVM's loop vectorizer (the library is compiled at ``-O1``)."""
+    without LLVM's loop vectorizer (the library is compiled at ``-O1``).
+
+    ``spill=True``: the rest is a masked load (nothing past ``e`` is read) and a whole vector
+    store, which writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores
+    overwrite them (a panel filled in ascending order, :data:`SLACK` elements allocated past its
+    end).  A masked store is a microcoded sequence on some CPUs (AMD: several times a vector
+    store), and a panel made of short runs -- a convolution's window rows of 13 or 28 in
+    24-wide panels -- ends every run in one."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -124,8 +134,11 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
             mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
             at_src = b.gep(src, [at], inbounds=True, source_etype=t)
             v = b.call(mload, [at_src, ir.IntType(32)(es), mask, zero])
-        mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
-        b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
+        if spill:
+            b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+        else:
+            mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
+            b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
 
 
 def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
@@ -589,9 +602,9 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
             a = imin(b, b.load(lo_slot), e)
             row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
             sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
-            copy(b, t, row, None, I64(0), a, vw)
-            copy(b, t, row, sp, a, e, vw)
-            copy(b, t, row, None, e, seg, vw)
+            copy(b, t, row, None, I64(0), a, vw, spill=True)
+            copy(b, t, row, sp, a, e, vw, spill=True)
+            copy(b, t, row, None, e, seg, vw, spill=True)
             nxt[0] = b.add(w, seg)
         with loop(b, valid, width, name="cz") as w:
             b.store(zero, slot(pdst, kk, w))
@@ -622,11 +635,11 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
                     lambda d: ld(b, steps, d), seg)
                 seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
                 sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
-                copy(b, t, seg_row, None, I64(0), a, vw)
+                copy(b, t, seg_row, None, I64(0), a, vw, spill=True)
                 _strided_copy(b, t, seg_row, sp, a, e, vw)
-                copy(b, t, seg_row, None, e, seg, vw)
+                copy(b, t, seg_row, None, e, seg, vw, spill=True)
                 nxt[0] = b.add(w, seg)
-            copy(b, t, row, None, valid, I64(width), vw)
+            copy(b, t, row, None, valid, I64(width), vw, spill=True)
 
 
 def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
