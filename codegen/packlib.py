@@ -99,18 +99,16 @@ SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last v
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False) -> None:
     """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
-    the target's ``vw`` lanes and one masked vector for the rest, so that the routine is fast
-    without LLVM's loop vectorizer (the library is compiled at ``-O1``).
-
-    ``spill=True``: the rest is a masked load (nothing past ``e`` is read) and a whole vector
-    store, which writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores
-    overwrite them (a panel filled in ascending order, :data:`SLACK` elements allocated past its
-    end).  A masked store is a microcoded sequence on some CPUs (AMD: several times a vector
-    store), and a panel made of short runs -- a convolution's window rows of 13 or 28 in
-    24-wide panels -- ends every run in one."""
+    the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
+    library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
+    elements copied again by one plain vector; a shorter run is one masked load (nothing past
+    ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
+    writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
+    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end).
+    Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
+    a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
-    mt = ir.VectorType(I1, vw)
     zero = ir.Constant(vt, None)
     n = b.sub(e, a)
     nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
@@ -120,25 +118,40 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
         b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
     rest = b.sub(n, nvec)
     with b.if_then(b.icmp_signed(">", rest, I64(0))):
-        at = b.add(a, nvec)
-        lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
-        splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
-                                                  ir.IntType(32)(0)),
-                                 ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
-                                 ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
-        mask = b.icmp_signed("<", lanes, splat)
-        suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
-        if src is None:
-            v = zero
-        else:
-            mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
-            at_src = b.gep(src, [at], inbounds=True, source_etype=t)
-            v = b.call(mload, [at_src, ir.IntType(32)(es), mask, zero])
-        if spill:
-            b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-        else:
-            mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
-            b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
+        with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
+            with back:  # a run of at least vw: its last vw elements again, as one plain vector
+                at = b.sub(e, I64(vw))
+                v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt,
+                                                    align=es)
+                b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+            with short:
+                _masked_rest(b, t, dst, src, a, rest, vw, spill)
+
+
+def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool) -> None:
+    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
+    or (``spill``) a whole one."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    mt = ir.VectorType(I1, vw)
+    zero = ir.Constant(vt, None)
+    lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+    splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
+                                              ir.IntType(32)(0)),
+                             ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
+                             ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
+    mask = b.icmp_signed("<", lanes, splat)
+    suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
+    if src is None:
+        v = zero
+    else:
+        mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
+        v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
+    if spill:
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    else:
+        mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
+        b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
 
 
 def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
