@@ -432,6 +432,32 @@ class Parity:
                     alias={gather: cand.op})
 
 
+class ParityLoops:
+    """A reduction that reads its output axes divided and remaindered (``(x + 1) // 2``,
+    ``(x + 1) % 2``: a strided depthwise or grouped convolution's input gradient, whose loops
+    test a residue in their innermost body and read at non-affine indices) as one reduction per
+    residue class of its output (:mod:`.parity`), each with affine indices and only the taps
+    that apply, and a gather; each class is planned in turn (loops, strips, a product)."""
+
+    name = "parity-loops"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1:
+            return []
+        found = decompose(op, bodies[0], lambda piece: piece)
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return (sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, "strips")) for p in pieces)
+                + loop_cycles(gather, gather.body, ctx))
+
+    def lower(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
+                    alias={gather: cand.op})
+
+
 @dataclass(frozen=True, eq=False)
 class _Fusion:
     reduction: ComputeOp
@@ -618,7 +644,7 @@ class GatheredRows:
 
 
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
