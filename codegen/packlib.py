@@ -502,7 +502,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                         g = b.sdiv(w, I64(bs))
                         st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
                         st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
-                    with loop(b, 0, nblk, bs, name="tk") as kb:
+                    def block(kb, kk=kk, kbase=kbase, first=first, pdst=pdst):
                         at = b.add(kbase, b.mul(kb, I64(kstride)))
                         for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
                             inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
@@ -514,7 +514,15 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                         for c, col in enumerate(transpose(b, rows)):
                                             ptr = slot(pdst, b.add(b.add(kk, kb), I64(c)), I64(g))
                                             b.store(col, ptr, align=es)
-                    with loop(b, nblk, run, name="tr") as i:
+
+                    with loop(b, 0, nblk, bs, name="tk") as kb:
+                        block(kb)
+                    # the rest of a run of at least bs: its last bs positions transposed again
+                    # (the same values where it overlaps), not element by element
+                    tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
+                    with b.if_then(tail):
+                        block(b.sub(run, I64(bs)))
+                    with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
                             ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),

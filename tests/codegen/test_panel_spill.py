@@ -73,3 +73,31 @@ def test_convolution_forward_with_short_window_runs(h, wd, k, stride, pad, dil, 
     for threads in (1, 2):
         kern.num_threads = threads
         np.testing.assert_allclose(kern(x, w), want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=8, deadline=None)
+@given(h=st.integers(3, 7), wd=st.integers(7, 30), stride=st.sampled_from([1, 2]), pad=st.integers(0, 1),
+       dtype=st.sampled_from(["float32", "float64"]), spec=st.sampled_from(TARGETS))
+def test_weight_gradient_with_runs_not_a_multiple_of_the_block(h, wd, stride, pad, dtype, spec):
+    # dW reads X along the sum's last axis in runs of one output row: a run longer than the
+    # transposer's block and not a multiple of it ends in its last block transposed again
+    X = ta.placeholder((2, 3, h, wd), dtype, "X")
+    W = ta.placeholder((5, 3, 3, 3), dtype, "W")
+    Y = ta.topi.nn.conv2d(X, W, stride, pad)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    (gw,) = ta.JacobianRecursive(Y, [W], H)
+    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=spec)
+    rng = np.random.default_rng(h * 100 + wd)
+    x = rng.standard_normal(X.shape).astype(dtype)
+    hh = rng.standard_normal(H.shape).astype(dtype)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = H.shape[2:]
+    want = np.zeros(W.shape)
+    for ry in range(3):
+        for rx in range(3):
+            win = xp[:, :, ry:ry + stride * (oh - 1) + 1:stride, rx:rx + stride * (ow - 1) + 1:stride]
+            want[:, :, ry, rx] = np.einsum("nfyx,ncyx->fc", hh.astype(np.float64), win)
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, hh), want, rtol=tol, atol=tol)
