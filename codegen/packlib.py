@@ -15,7 +15,8 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 
 * ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
-  vector stores), the rest element by element;
+  vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
+  the same values), a shorter run element by element;
 * ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
   so a padded read is zeros, a copy, zeros -- no test per element;
