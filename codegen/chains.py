@@ -19,7 +19,7 @@ gradients, 16 or 512 paths -- keep the vectorized outer loop.
 from __future__ import annotations
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold
+from tensorad.ir.rewrite import fold, free_vars
 
 from .program import Assign, If, Loop
 
@@ -131,7 +131,10 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
     selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
-    if not selecting:
+    # the windows move with the loop: an update that reads nothing indexed by ``loop``'s
+    # variable is invariant in it (LLVM hoists it and then declines the hint aloud: seed 90780's
+    # argmax over a column read the same for every output element)
+    if not any(loop.var in free_vars(v) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)
     best = None

@@ -115,3 +115,21 @@ def test_pool_window_hint_writes_nothing(capfd, dtype, options):
     np.testing.assert_array_equal(np.asarray(y, dtype), want)
     if not options and dtype == "float32":  # (the hint stays where LLVM can take it)
         assert "llvm.loop.vectorize.width" in f.residual_kernel.llvm_ir_unoptimized
+
+
+def test_argmax_that_does_not_move_with_the_output_writes_nothing(capfd):
+    """Fuzz seed 90780: the jvp of an argmax whose window reads the same column of ``x`` for
+    every output element; the loop over the outputs started the accumulators, so it was hinted,
+    but its body is invariant in it (LLVM hoisted it and printed "loop not vectorized")."""
+    x = ta.placeholder((7, 1), "float64", "x")
+    u = ta.placeholder((7, 1), "float64", "u")
+    r = ta.reduce_axis((1, 4), "r")
+    _, y = ta.compute((5, 3, 2), lambda a, b, c: ARGMAX((r, ta.sigmoid(x[(r + 3) % 7, 0])), axis=[r]), "y")
+    xv, uv = np.random.default_rng(3).uniform(-1, 1, (2, 7, 1))
+    capfd.readouterr()
+    got = ta.build(ta.jvp(y, [x], [u]), [x, u], opt_level=3)(xv, uv)
+    err = capfd.readouterr().err
+    assert err == "", err
+    win = 1 + int(np.argmax(xv[4:7, 0]))  # the first of the largest sigmoid(x[r + 3]), r in [1, 4)
+    s = 1 / (1 + np.exp(-xv[win + 3, 0]))
+    np.testing.assert_allclose(np.asarray(got), np.full((5, 3, 2), uv[win + 3, 0] * s * (1 - s)), rtol=1e-12)

@@ -44,7 +44,7 @@ def _window(trips: int, window: int, combine) -> Loop:
     """``for x in range(trips): acc = start; for r in range(window): acc = combine(acc, r)``."""
     x, r = var("x", 0, trips), var("r", 0, window)
     acc, idx = var("acc", dtype="float32"), var("idx", dtype="int32")
-    values = combine(acc, idx, r)
+    values = combine(acc, idx, r + x)  # the window moves with ``x``
     targets = (acc, idx)[:len(values)]
     start = Assign(targets, (const(0.0, "float32"), const(0, "int32"))[:len(values)])
     return _loop(x, (start, _loop(r, (Assign(targets, values),))))
@@ -86,6 +86,12 @@ def test_only_selecting_windows_of_constant_trips():
     around = _loop(var("o", 0, 15), (_window(2, 3, _argmax),))
     assert window_vector_width(_window(2, 3, _argmax), lambda dtype: 8) == 2
     assert window_vector_width(around, lambda dtype: 8) is None  # only the loop that starts them (90792)
+    fixed = _window(2, 3, _argmax)
+    r = fixed.body[1].var
+    acc, idx = fixed.body[0].targets
+    update = Assign((acc, idx), _argmax(acc, idx, r + var("o", 0, 15)))  # an outer loop's column
+    still = Loop(fixed.var, fixed.lo, fixed.hi, (fixed.body[0], _loop(r, (update,))))
+    assert window_vector_width(still, lambda dtype: 8) is None  # reads that do not move with it (90780)
 
 
 @pytest.mark.parametrize("config", [(2, 2, 0), (3, 2, 1), (2, 1, 0)], ids=["2x2/2", "3x3/2 pad 1", "2x2/1"])
