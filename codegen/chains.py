@@ -19,7 +19,7 @@ gradients, 16 or 512 paths -- keep the vectorized outer loop.
 from __future__ import annotations
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold, free_vars
+from tensorad.ir.rewrite import fold, free_vars, walk
 
 from .program import Assign, If, Loop
 
@@ -131,10 +131,11 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
     selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
-    # the windows move with the loop: an update that reads nothing indexed by ``loop``'s
-    # variable is invariant in it (LLVM hoists it and then declines the hint aloud: seed 90780's
-    # argmax over a column read the same for every output element)
-    if not any(loop.var in free_vars(v) for s in selecting for v in s.values):
+    # the windows move with the loop: an update that reads no memory at an address of
+    # ``loop``'s variable is invariant in it, or tests it only in selects (LLVM hoists or
+    # if-converts it, then declines the hint aloud: seed 90780's argmax over a column read the
+    # same for every output element, 100286's Jacobian rows chosen by ``jac_i1 == ...``)
+    if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)
     best = None
@@ -145,6 +146,11 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
             best = (cost, vf)
         vf //= 2
     return None if best is None else best[1]
+
+
+def _reads_at(e: Expr, v: Expr) -> bool:
+    """Whether ``e`` reads memory at an address that depends on variable ``v``."""
+    return any(n.op is Op.READ and any(v in free_vars(i) for i in n.src) for n in walk(e))
 
 
 def _const_trips(loop: Loop) -> int | None:

@@ -31,6 +31,7 @@ from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
 from ..ir.reducer import CommReducer
 from ..ir.reducer import sum as sum_reducer
+from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
 
 INDEX_SENTINEL = dt.max_value("int32")
@@ -125,11 +126,14 @@ def reduce_tangent(node: Expr, dsrc: Sequence[Tangent]) -> Tangent:
         return ZERO
     kind, _ = classify(ra.combiner)
     if kind == "sum":
-        return sum_reducer(dsrc[0], list(ra.axes), where=cond)
-    pair = pair_reducer(ra.combiner)
-    ders = tuple(materialize(d, s.dtype) for d, s in zip(dsrc, srcs))
-    return Expr(Op.REDUCE, node.dtype, (cond,) + ders + tuple(srcs),
-                ReduceArg(pair, ra.axes, ra.value_index))
+        d = sum_reducer(dsrc[0], list(ra.axes), where=cond)
+    else:
+        pair = pair_reducer(ra.combiner)
+        ders = tuple(materialize(d, s.dtype) for d, s in zip(dsrc, srcs))
+        d = Expr(Op.REDUCE, node.dtype, (cond,) + ders + tuple(srcs),
+                 ReduceArg(pair, ra.axes, ra.value_index))
+    empty = empty_where(node)  # a strong zero where it reduces over nothing (.emptiness)
+    return d if empty is None else choice(Op.SELECT, empty, const(0, d.dtype), d)
 
 
 # ---- reverse mode: winners ------------------------------------------------------------------

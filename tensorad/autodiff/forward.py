@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..ir.expr import Expr, Op, cast
-from ..ir.rewrite import tensor_graph
+from ..ir.expr import Expr, Op, cast, choice, const
+from ..ir.rewrite import substitute, tensor_graph, walk
 from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
 from .reverse import jacobian_recursive
 from .rules import tangent
-from .zero import ZERO, Tangent
+from .zero import ZERO, Tangent, zero_branch
 
 Optimizer = Callable[[Tensor], Tensor]
 
@@ -55,6 +55,7 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
     several outputs depend on gets one tangent, shared (the gradients of a Hessian-vector
     product share most of their producers)."""
     dot: dict[Tensor, Tensor] = {}
+    gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
     for x, v in zip(inputs, tangents):
         dot[x] = v
     for op in dict.fromkeys(t.op for t in tensor_graph(outputs)):  # producers first
@@ -64,7 +65,14 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
 
         def leaf(node: Expr) -> Tangent:
             if node.op is Op.READ and node.arg in dot:
-                return cast(node.dtype, dot[node.arg][node.src])
+                read = cast(node.dtype, dot[node.arg][node.src])
+                gate = gates.get(node.arg)
+                if gate is None:
+                    return read
+                cond, k, axes = gate
+                cond = substitute(cond, dict(zip(axes, node.src)))
+                zero = const(0, read.dtype)
+                return choice(Op.SELECT, cond, zero, read) if k == 1 else choice(Op.SELECT, cond, read, zero)
             return ZERO
 
         ders = [tangent(b, leaf) for b in op.body]
@@ -77,8 +85,22 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
         if optimizer is not None and len(made) == 1:
             made = (optimizer(made[0]),)
         for v, made_t in zip(live, made):
+            if outs[v] not in dot and (gate := _index_gate(ders[v])) is not None:
+                gates[outs[v]] = (gate[0], gate[1], list(op.axes))
             dot.setdefault(outs[v], made_t)
     return [_tangent_of(output, dot) for output in outputs]
+
+
+def _index_gate(d: Tangent) -> tuple[Expr, int] | None:
+    """``(cond, k)`` when tangent ``d`` is a zero-branch gate on a condition of indices alone
+    (branch ``k`` of ``select(cond, ., .)`` is the strong zero: an empty reduction's,
+    :mod:`.emptiness`): a read of the tensor storing ``d`` carries the same gate, so the next
+    factor of the chain rule stays outside its zeros."""
+    if d is ZERO or (k := zero_branch(d)) is None:
+        return None
+    if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(d.src[0])):
+        return None
+    return d.src[0], k
 
 
 def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor]) -> Tensor:

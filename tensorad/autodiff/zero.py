@@ -68,7 +68,7 @@ def neg(a: Tangent) -> Tangent:
     return ZERO if a is ZERO else -a
 
 
-def _zero_branch(e: Expr) -> int | None:
+def zero_branch(e: Expr) -> int | None:
     """1 or 2: which branch of a float ``select``/``if_then_else`` is the constant 0 (the
     other one is not); ``None`` when ``e`` is no such gate."""
     if e.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not dt.is_float(e.dtype):
@@ -81,7 +81,7 @@ def _inside_gates(a: Expr, f: Callable[[Expr], Tangent]) -> Tangent:
     """``f`` applied inside the zero-branch gates around ``a`` (peeled in a loop: gates nest as
     deep as the program's selects): ``select(c, 0, x) -> select(c, 0, f(x))``."""
     gates = []
-    while (k := _zero_branch(a)) is not None:
+    while (k := zero_branch(a)) is not None:
         gates.append((a, k))
         a = a.src[3 - k]
     out = f(a)
@@ -101,24 +101,60 @@ def _product(a: Expr, b: Expr) -> Tangent:
     return a * b
 
 
+GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate below a factor
+
+
+def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
+    """Whether a zero-branch gate is reached from ``e`` through float selects, negations,
+    sums and differences within ``depth`` levels (``abs``'s tangent nests its operand's in two
+    selects; a product's tangent is a sum of two)."""
+    if depth == 0 or not dt.is_float(e.dtype):
+        return False
+    if zero_branch(e) is not None:
+        return True
+    if e.op in (Op.SELECT, Op.IF_THEN_ELSE):
+        return _holds_gate(e.src[1], depth - 1) or _holds_gate(e.src[2], depth - 1)
+    if e.op in (Op.NEG, Op.ADD, Op.SUB):
+        return any(_holds_gate(k, depth - 1) for k in e.src)
+    return False
+
+
+def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tangent:
+    """Linear ``f`` (a product or quotient by the chain rule's next factor) applied below the
+    selects, negations and sums of ``a`` that lead to a gate, and inside the gates: every
+    strong zero of ``a`` stays 0 whatever ``f`` multiplies it by."""
+    if zero_branch(a) is not None:
+        return _inside_gates(a, lambda x: _push(x, f, depth))
+    if depth == 0 or not _holds_gate(a, depth):
+        return f(a)
+    if a.op in (Op.SELECT, Op.IF_THEN_ELSE):
+        x, y = (_push(k, f, depth - 1) for k in a.src[1:])
+        return choose(a.op, a.src[0], x, y, a.dtype)
+    if a.op is Op.NEG:
+        return neg(_push(a.src[0], f, depth - 1))
+    x, y = (_push(k, f, depth - 1) for k in a.src)
+    return add(x, y) if a.op is Op.ADD else sub(x, y)
+
+
 def mul(a: Tangent, b: Tangent) -> Tangent:
     """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and the zero
-    branch of a select factor stays a strong zero (the product goes inside the select)."""
+    branches of a select factor stay strong zeros (the product goes inside the select, and
+    below the selects, negations and sums that lead to one)."""
     if a is ZERO or b is ZERO:
         return ZERO
-    if _zero_branch(a) is not None:
-        return _inside_gates(a, lambda x: mul(x, b))
-    if _zero_branch(b) is not None:
-        return _inside_gates(b, lambda y: _product(a, y))
+    if _holds_gate(a):
+        return _push(a, lambda x: mul(x, b))
+    if _holds_gate(b):
+        return _push(b, lambda y: _product(a, y))
     return _product(a, b)
 
 
 def div(a: Tangent, b: Expr) -> Tangent:
-    """``a / b``; the zero branch of a select numerator stays a strong zero (``0 / 0`` there
+    """``a / b``; the zero branches of a select numerator stay strong zeros (``0 / 0`` there
     would be NaN)."""
     if a is ZERO:
         return ZERO
-    return _inside_gates(a, lambda x: x / b)
+    return _push(a, lambda x: x / b)
 
 
 def to_dtype(a: Tangent, dtype: str) -> Tangent:

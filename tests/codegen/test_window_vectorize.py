@@ -50,8 +50,11 @@ def _window(trips: int, window: int, combine) -> Loop:
     return _loop(x, (start, _loop(r, (Assign(targets, values),))))
 
 
+DATA = ta.placeholder((64,), "float32", "data")
+
+
 def _argmax(acc, idx, r):
-    v = Expr(Op.CAST, "float32", (r,))
+    v = DATA[r]
     keep = acc >= v
     k = Expr(Op.CAST, "int32", (r,))
     return Expr(Op.SELECT, "float32", (keep, acc, v)), Expr(Op.SELECT, "int32", (keep, idx, k))
@@ -92,6 +95,12 @@ def test_only_selecting_windows_of_constant_trips():
     update = Assign((acc, idx), _argmax(acc, idx, r + var("o", 0, 15)))  # an outer loop's column
     still = Loop(fixed.var, fixed.lo, fixed.hi, (fixed.body[0], _loop(r, (update,))))
     assert window_vector_width(still, lambda dtype: 8) is None  # reads that do not move with it (90780)
+    x = fixed.var
+    first = Expr(Op.EQ, "bool", (x, const(1, x.dtype)))
+    picked = Expr(Op.SELECT, "float32", (first, DATA[r], const(0.0, "float32")))
+    update = Assign((acc,), (Expr(Op.SELECT, "float32", (acc >= picked, acc, picked)),))
+    chosen = Loop(x, fixed.lo, fixed.hi, (Assign((acc,), (const(0.0, "float32"),)), _loop(r, (update,))))
+    assert window_vector_width(chosen, lambda dtype: 8) is None  # ``x`` only in a select (100286)
 
 
 @pytest.mark.parametrize("config", [(2, 2, 0), (3, 2, 1), (2, 1, 0)], ids=["2x2/2", "3x3/2 pad 1", "2x2/1"])

@@ -1,0 +1,59 @@
+"""Where a reduction runs over nothing: the tangent there is a strong zero.
+
+A reduction whose ``where`` leaves no point for some outputs -- ``max(x[r], where=i % 2 == 0)``
+at odd ``i`` -- yields its combiner's identity there (``-inf`` for a max), which no input moves:
+its derivative is exactly 0.  Forward mode computes that 0 as a sum of no tangents, and the next
+factor of the chain rule, evaluated at the identity, may be infinite (``pow'(inf)``,
+``sqrt'(0)``): ``0 * inf`` made the jvp NaN where the reverse gradient, which sends nothing to an
+empty reduction's sources, is 0 (fuzz seed 90892; the function is constant there, and central
+differences agree with 0).  So the tangent of such a reduction is ``select(empty, 0, d)``, a
+zero-branch gate that :func:`.zero.mul` keeps strong, and forward mode carries the gate across the
+tensor that stores it (:mod:`.forward`).
+
+The emptiness condition is exact on the affine part of the ``where``; a conjunct that reads data
+is dropped, which only enlarges the domain, so the gate is put only where the reduction is
+certainly empty.
+"""
+
+from __future__ import annotations
+
+from ..ir.expr import Expr, Op
+from ..ir.rewrite import free_vars, walk
+from ..poly.affine import IndexSpace
+from ..poly.domain import IndexSet
+
+
+def _conjuncts(c: Expr) -> list[Expr]:
+    out, todo = [], [c]
+    while todo:
+        e = todo.pop()
+        if e.op is Op.AND:
+            todo.extend(e.src)
+        else:
+            out.append(e)
+    return out
+
+
+def _reads_data(c: Expr) -> bool:
+    return any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(c))
+
+
+def empty_where(node: Expr) -> Expr | None:
+    """The condition on the free index variables of ``REDUCE`` ``node`` under which it reduces
+    over no point, or ``None`` where it is never certainly empty (or that is not decided)."""
+    rvars = list(node.arg.axes)
+    cond = node.src[0]
+    if cond.op is Op.CONST and cond.arg and all(v.hi > v.lo for v in rvars):
+        return None  # a full box: the common case, decided without isl
+    kept = [c for c in _conjuncts(cond) if not _reads_data(c)]
+    outer = list(dict.fromkeys(v for c in kept for v in free_vars(c) if v not in rvars))
+    if any(v.lo is None or v.hi is None for v in outer + rvars):
+        return None
+    space = IndexSpace(outer + rvars)
+    kept = [c for c in kept if space.is_affine(c)]
+    domain = IndexSet.from_conditions(outer + rvars, kept, space).project_onto(outer)
+    box = IndexSet.box(outer)
+    empty = IndexSet(outer, box.set.subtract(domain.set))
+    if empty.is_empty():
+        return None
+    return empty.gist(box).to_cond()
