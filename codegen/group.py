@@ -89,10 +89,13 @@ class Group:
     units: list[Unit]
     depth: int
     taus: list[tuple[Expr, ...]]  # per unit: its prefix variables (``depth`` of its outer vars)
+    strips: bool = False  # sibling strip-form reductions sharing one pass (:mod:`.stripfuse`)
 
     def scalar_reductions(self) -> set[ComputeOp]:
         """Plain reductions (no epilogue) whose value at a prefix point is one element."""
         out = set()
+        if self.strips:
+            return out  # (each accumulates in its own output buffer)
         for u, tau in zip(self.units, self.taus):
             if u.reduction is None and u.op.is_reduction and u.gemm is None:
                 rest = [a for a in u.outer if a not in tau[:self.depth]]
@@ -179,17 +182,42 @@ def _sibling(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
     return group.depth, tau
 
 
+def _strip_reduction(u: Unit) -> bool:
+    """A reduction of its own accumulated in strips of its output (:func:`.schedule.buffer_form`)."""
+    return u.op.is_reduction and u.form == "strips" and u.reduction is None and u.gemm is None \
+        and u.split is None and bool(u.outer)
+
+
+def _red_extents(u: Unit) -> tuple[int, ...]:
+    return tuple(a.extent for a in u.op.body[0].arg.axes)
+
+
+def strip_siblings(a: Unit, b: Unit) -> bool:
+    """Whether strip-form reductions ``a`` and ``b`` can share one pass: the same output and
+    reduction extents (so the same strips and the same row loops) and a tensor both read, and
+    neither reads the other (``dgamma[j] = sum_i H[i, j] * xhat[i, j]`` and
+    ``dbeta[j] = sum_i H[i, j]``: one pass over H's rows updates both strips)."""
+    if not (_strip_reduction(a) and _strip_reduction(b)):
+        return False
+    if tuple(v.extent for v in a.outer) != tuple(v.extent for v in b.outer) \
+            or _red_extents(a) != _red_extents(b) or a.op.body[0].dtype != b.op.body[0].dtype:
+        return False
+    ra, rb = _reads(a), _reads(b)
+    return bool(ra & rb) and not any(t.op is b.op for t in ra) and not any(t.op is a.op for t in rb)
+
+
 def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
     """``units`` with each plain reduction moved up to just after an earlier one that it can
     join as a sibling (same outer extents, a shared input), when no unit in between computes
-    anything it reads -- so that :func:`plan_groups` finds them next to each other.  ``alias``
+    anything it reads -- so that :func:`plan_groups` finds them next to each other (likewise a
+    strip-form reduction after an earlier :func:`strip_siblings` one).  ``alias``
     maps a unit's op to the op whose tensors it writes (a split-K sum, a parity gather)."""
     alias = alias or {}
     out = list(units)
     k = 1
     while k < len(out):
         u = out[k]
-        if _plain_reduction(u) and u.outer:
+        if (_plain_reduction(u) or _strip_reduction(u)) and u.outer:
             reads, shape = _reads(u), _extents(u)
             between: set = set()
             needs = {t.op for t in reads}
@@ -198,7 +226,8 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
                 writes = {v.op, alias.get(v.op, v.op)}
                 if needs & writes:
                     break  # (u depends on v: it stays after it)
-                if _plain_reduction(v) and _extents(v) == shape and reads & _reads(v):
+                if (_plain_reduction(u) and _plain_reduction(v) and _extents(v) == shape
+                        and reads & _reads(v)) or strip_siblings(v, u):
                     if j + 1 < k and not (between & needs):
                         out.insert(j + 1, out.pop(k))
                     break
@@ -214,14 +243,22 @@ def _heavy(u: Unit) -> int:
 
 def plan_groups(units: list[Unit]) -> list[Group]:
     """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
-    as a sibling reduction), at most :data:`MAX_MEMBERS` per group and at most
-    :data:`.inline.INLINE_BUDGET` expensive operations in all: the members' bodies become one
-    loop body, and LLVM's time on one straight-line body grows faster than its length."""
+    as a sibling reduction, or as a :func:`strip_siblings` of every member), at most
+    :data:`MAX_MEMBERS` per group and at most :data:`.inline.INLINE_BUDGET` expensive
+    operations in all: the members' bodies become one loop body, and LLVM's time on one
+    straight-line body grows faster than its length."""
     groups: list[Group] = []
     heavy = 0
     for u in units:
         g = groups[-1] if groups else None
         h = _heavy(u)
+        if g is not None and (g.strips or len(g.units) == 1) and len(g.units) < MAX_MEMBERS \
+                and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u) for v in g.units):
+            g.units.append(u)
+            g.taus = [() for _ in g.units]
+            g.depth, g.strips = 0, True
+            heavy += h
+            continue
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET:
             joined = _alignment(g, u) or _sibling(g, u)
@@ -240,4 +277,4 @@ def plan_groups(units: list[Unit]) -> list[Group]:
     return groups
 
 
-__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings"]
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]

@@ -39,6 +39,7 @@ from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, wor
 from .speculate import speculate
 from .strategies import REGISTRY
 from .strategy import PlanContext, plan_ops
+from .stripfuse import lower_strips
 from .target import parse_target
 from .transposed import merge_transposed
 from .unstride import unstride
@@ -347,6 +348,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options) -> list | None:
     """The steps of one group (``None``: its members cannot be fused exactly)."""
+    if g.strips:
+        return lower_strips(g, bodies, outs_of, opts)
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts)
     u = g.units[0]

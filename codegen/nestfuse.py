@@ -22,8 +22,8 @@ execution each, as they would in nests of their own.
 
 from __future__ import annotations
 
-from tensorad.ir.expr import Expr
-from tensorad.ir.rewrite import replace_reads
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .domain import PolyStmt, op_domain
@@ -46,6 +46,54 @@ def _box_work(group: Group) -> int:
     return total
 
 
+def _pointwise(u, tau, member) -> bool:
+    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits), its
+    prefix among them: each statement's schedule is ``axes + (output index,)``."""
+    if u.reduction is not None or u.op.is_reduction or u.gemm is not None or u.split is not None:
+        return False
+    axes = tuple(u.op.axes)
+    return all(v in axes for v in tau) and all(
+        tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
+        for st in member)
+
+
+def shared_positions(members: list) -> list[int | None]:
+    """Per member ``(unit, tau, statements, bodies)`` of a group: the position of the earlier
+    member whose inner loops it shares, or ``None`` (its own loops, as before).
+
+    Consecutive elementwise members of one shape, their prefixes at the same axes, share their
+    inner loops when each reads the run's earlier members only at its own point (a residual
+    add's ``dR[i, j] = dX[i, j]`` right after ``dX[i, j] = ...``): one loop over ``j`` stores
+    both, the value still in a register, instead of a second pass over the row.  Statements
+    then run in member order at each point (schedule ``prefix, run, axes, member, output``), so
+    a read at the reader's own point finds the value written; a read anywhere else would not,
+    and keeps the member in loops of its own."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for g, (u, tau, member, bodies) in enumerate(members):
+        if run:
+            p, ptau = members[run[0]][0], members[run[0]][1]
+            axes, paxes = list(u.op.axes), list(p.op.axes)
+            ok = _pointwise(u, tau, member) and u.op.shape == p.op.shape \
+                and [axes.index(v) for v in tau] == [paxes.index(v) for v in ptau]
+            if ok:
+                inside = {members[k][0].op for k in run}
+                own = tuple(u.op.axes)
+                ok = all(n.src == own for b in bodies for n in walk(b)
+                         if n.op is Op.READ and n.arg.op in inside)
+            if ok:
+                run.append(g)
+                continue
+        run = [g] if _pointwise(u, tau, member) else []
+        runs.append(run)
+    out: list[int | None] = [None] * len(members)
+    for run in runs:
+        if len(run) > 1:
+            for k in run:
+                out[k] = run[0]
+    return out
+
+
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
@@ -53,7 +101,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     def scalarize(n: Expr) -> Expr | None:
         return acc_of.get(n.arg)
 
-    fills, stmts, accs, notes = [], [], [], []
+    fills, stmts, accs, notes, members = [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
     weight = work_weight([b for u in group.units for b in u.bodies])
@@ -61,7 +109,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
         and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
     width = max(t[1].extent for t in taus) if fuse else 0
-    for g, (u, tau) in enumerate(zip(group.units, taus)):
+    for u, tau in zip(group.units, taus):
         outs = outs_of(u.op)
         if u.reduction is not None:
             red_bodies = tuple(replace_reads(b, scalarize) for b in bodies[u.reduction])
@@ -75,12 +123,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             sched_op = u.op
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
-        fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
-        for st in member:
-            own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
-            body = tuple(owned(x, u.op) for x in st.body)
-            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (g,) + own))
+        members.append((u, tau, member, own if u.reduction is None else ()))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:
@@ -90,6 +133,17 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             notes.append(f"{u.op.name}{': ' + dom.note if dom.note else ''}")
         else:
             notes.append(u.op.name)
+    position = shared_positions(members)
+    for g, (u, tau, member, _) in enumerate(members):
+        head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
+        fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
+        for st in member:
+            own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+            if position[g] is not None:  # (own is the axes, then the output index v)
+                own = own[:-1] + (g,) + own[-1:]
+            body = tuple(owned(x, u.op) for x in st.body)
+            pos = g if position[g] is None else position[g]
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (pos,) + own))
     body = build_loops(stmts)
 
     work = count_work(body)

@@ -231,14 +231,16 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int) -> int:
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
-                  fuse_outer: bool = True, form: str | None = None) -> tuple[list, dict]:
+                  fuse_outer: bool = True, form: str | None = None, strips_share: int = 1
+                  ) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
     ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
     ``form``: a reduction's loop order as its strategy chose it (``"strips"``: accumulate in
     the output where it can hold the accumulators, ``"accumulators"``: never; ``None``: by
-    :func:`prefer_buffer_form`)."""
+    :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
+    (sibling strip reductions in one pass, :mod:`.stripfuse`)."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
@@ -251,7 +253,7 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if wanted:
         out = outputs[0]
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
-                            l1d=(opts.target or parse_target()).l1d)
+                            l1d=(opts.target or parse_target()).l1d // strips_share)
         stmts = buffer_form(info, out, tile)
         attrs["note"] = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:

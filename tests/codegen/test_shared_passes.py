@@ -1,0 +1,189 @@
+"""Passes shared by siblings (codegen/stripfuse.py, codegen/nestfuse.shared_positions):
+
+* column sums over the same rows (strip form) run as one pass, each updating its own strip;
+* consecutive elementwise members of a fused nest whose reads of each other are at their own
+  point share one inner loop (a residual add's ``dR = dX`` stored beside ``dX``).
+
+Oracles: NumPy formulas written here, torch float64 autograd for the residual layer norm,
+``ta.evaluate`` for random programs; the loop structure is read from ``ta.lower``'s program."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorad.codegen.program import If, Loop, Nest, Store
+
+import tensorad as ta
+
+TARGETS = ["", "llvm -mcpu=haswell"]
+
+
+def _opts(target: str) -> dict:
+    return {"target": target} if target else {}
+
+
+def _loops(stmts):
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s
+            yield from _loops(s.body)
+        elif isinstance(s, If):
+            yield from _loops(s.then + s.orelse)
+
+
+def _stored_together(lowered, names: set[str]) -> bool:
+    """Whether one loop's body stores every buffer of ``names`` (one pass over the points)."""
+    for step in lowered.program.steps:
+        if isinstance(step, Nest):
+            for loop in _loops(step.body):
+                stored = {s.buffer.name for s in loop.body if isinstance(s, Store)}
+                if names <= stored:
+                    return True
+    return False
+
+
+def _nests(lowered) -> list[str]:
+    return [s.name for s in lowered.program.steps if isinstance(s, Nest)]
+
+
+# ---- column sums over the same rows -------------------------------------------------------------
+
+def _column_sums(rows: int, cols: int, dtype: str = "float64"):
+    H = ta.placeholder((rows, cols), dtype, "H")
+    A = ta.placeholder((rows, cols), dtype, "A")
+    s = ta.placeholder((rows,), dtype, "s")
+    i = ta.reduce_axis((0, rows), "i")
+    dg = ta.compute((cols,), lambda j: ta.sum(H[i, j] * (A[i, j] - s[i]), axis=i), "dgamma")
+    i2 = ta.reduce_axis((0, rows), "i2")
+    db = ta.compute((cols,), lambda j: ta.sum(H[i2, j], axis=i2), "dbeta")
+    return (H, A, s), (dg, db)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rows,cols", [(7, 13), (33, 300), (5, 1031)])
+def test_sibling_column_sums_take_one_pass(target, rows, cols):
+    ins, outs = _column_sums(rows, cols)
+    lowered = ta.lower(list(outs), list(ins), **_opts(target))
+    assert _nests(lowered) == ["dgamma+dbeta"], lowered
+    assert _stored_together(lowered, {"dgamma", "dbeta"}), lowered
+    # work: each sum's updates, as two nests of their own would count
+    assert lowered.work == 2 * rows * cols
+    rng = np.random.default_rng(rows * cols)
+    h, a, s = rng.normal(size=(rows, cols)), rng.normal(size=(rows, cols)), rng.normal(size=rows)
+    dg, db = ta.build(list(outs), list(ins), **_opts(target))(h, a, s)
+    np.testing.assert_allclose(dg, (h * (a - s[:, None])).sum(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(db, h.sum(0), rtol=1e-12, atol=1e-12)
+
+
+def test_column_sums_of_other_rows_keep_their_passes():
+    """Different row counts (other strips' loops) or nothing read in common: apart."""
+    H = ta.placeholder((6, 40), "float64", "H")
+    G = ta.placeholder((9, 40), "float64", "G")
+    i, k = ta.reduce_axis((0, 6), "i"), ta.reduce_axis((0, 9), "k")
+    a = ta.compute((40,), lambda j: ta.sum(H[i, j], axis=i), "a")
+    b = ta.compute((40,), lambda j: ta.sum(G[k, j], axis=k), "b")
+    lowered = ta.lower([a, b], [H, G])
+    assert len(_nests(lowered)) == 2, lowered
+    h, g = np.arange(240.0).reshape(6, 40), np.arange(360.0).reshape(9, 40)
+    ra, rb = ta.build([a, b], [H, G])(h, g)
+    np.testing.assert_array_equal(ra, h.sum(0))
+    np.testing.assert_array_equal(rb, g.sum(0))
+
+
+# ---- elementwise members sharing one inner loop -------------------------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_residual_layer_norm_grads_share_the_row_pass(target):
+    torch = pytest.importorskip("torch")
+    n, d = 5, 37
+    X, R = ta.placeholder((n, d), "float64", "X"), ta.placeholder((n, d), "float64", "R")
+    g, b = ta.placeholder((d,), "float64", "gamma"), ta.placeholder((d,), "float64", "beta")
+    y = ta.topi.nn.layer_norm(X + R, g, b)
+    f = ta.function(y, [X, R, g, b], **_opts(target))
+    lowered = f.lower_backward()
+    assert _stored_together(lowered, {"X.grad", "R.grad"}), lowered
+    assert _stored_together(lowered, {"gamma.grad", "beta.grad"}), lowered
+    rng = np.random.default_rng(11)
+    arrays = [rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.uniform(0.5, 1.5, d), rng.normal(size=d)]
+    head = rng.normal(size=(n, d))
+    _, res = f.forward(*arrays)
+    got = f.backward(res, head)
+    tx = [torch.tensor(a, requires_grad=True) for a in arrays]
+    ty = torch.nn.functional.layer_norm(tx[0] + tx[1], (d,), tx[2], tx[3], 1e-5)
+    want = torch.autograd.grad(ty, tx, torch.tensor(head))
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_a_read_elsewhere_than_its_own_point_keeps_its_own_loop():
+    """``C[i, j] = B[i, n - 1 - j]`` reads B where the shared loop has not been yet: C keeps a
+    loop of its own after B's (and the values stay right)."""
+    n, m = 4, 11
+    X = ta.placeholder((n, m), "float64", "X")
+    k = ta.reduce_axis((0, m), "k")
+    s = ta.compute((n,), lambda i: ta.sum(X[i, k], axis=k), "s")
+    B = ta.compute((n, m), lambda i, j: ta.exp(X[i, j] - s[i]), "B")
+    C = ta.compute((n, m), lambda i, j: B[i, m - 1 - j] * 2.0 + B[i, j], "C")
+    D = ta.compute((n, m), lambda i, j: B[i, j] * 3.0, "D")
+    lowered = ta.lower([B, C, D], [X])
+    assert not _stored_together(lowered, {"B", "C"}), lowered
+    x = np.random.default_rng(2).normal(size=(n, m))
+    b = np.exp(x - x.sum(1, keepdims=True))
+    rb, rc, rd = ta.build([B, C, D], [X])(x)
+    np.testing.assert_allclose(rb, b, rtol=1e-13)
+    np.testing.assert_allclose(rc, b[:, ::-1] * 2.0 + b, rtol=1e-13)
+    np.testing.assert_allclose(rd, 3.0 * b, rtol=1e-13)
+
+
+def _elementwise(src, X, stat, prev, c, m):
+    if src == "x":
+        return lambda i, j: X[i, j] * c + stat[i]
+    if src == "own":
+        return lambda i, j: prev[i, j] * c - X[i, j]
+    if src == "shift":
+        return lambda i, j: prev[i, (j + 1) % m] + c
+    return lambda i, j: prev[i, m - 1 - j] * X[i, j] + c
+
+
+def _column_sum(r, t, weight):
+    if weight is None:
+        return lambda j: ta.sum(t[r, j], axis=r)
+    return lambda j: ta.sum(t[r, j] * weight[r], axis=r)
+
+
+@st.composite
+def _siblings(draw):
+    """A row statistic, then 1-4 elementwise outputs over the rows (each reading the input, the
+    statistic and possibly an earlier output at its own point or at a shifted point), and 0-3
+    column sums over the same rows."""
+    n, m = draw(st.integers(1, 6)), draw(st.integers(1, 19))
+    X = ta.placeholder((n, m), "float64", "X")
+    k = ta.reduce_axis((0, m), "k")
+    stat = ta.compute((n,), lambda i: ta.sum(X[i, k] * X[i, k], axis=k), "stat")
+    outs = []
+    for e in range(draw(st.integers(1, 4))):
+        src = draw(st.sampled_from(["x"] + ["own", "shift", "flip"] * bool(outs)))
+        prev = outs[-1] if outs else None
+        c = draw(st.floats(-2, 2, allow_nan=False, width=32))
+        outs.append(ta.compute((n, m), _elementwise(src, X, stat, prev, c, m), f"E{e}"))
+    rows = [X] + outs
+    for s in range(draw(st.integers(0, 3))):
+        r = ta.reduce_axis((0, n), f"r{s}")
+        src = draw(st.sampled_from(rows))
+        w = draw(st.sampled_from(["plain", "weighted"]))
+        outs.append(ta.compute((m,), _column_sum(r, src, stat if w == "weighted" else None), f"S{s}"))
+    return X, outs
+
+
+@settings(max_examples=25, deadline=None)
+@given(_siblings(), st.sampled_from(TARGETS))
+def test_random_sibling_passes_equal_evaluate(prog, target):
+    X, outs = prog
+    x = np.random.default_rng(X.shape[0] * 31 + X.shape[1]).normal(size=X.shape)
+    got = ta.build(outs, [X], **_opts(target))(x)
+    got = got if isinstance(got, tuple) else (got,)
+    want = ta.evaluate(outs, {X: x})
+    for t, a, w in zip(outs, got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-11, atol=1e-11, err_msg=t.name)
