@@ -175,6 +175,8 @@ def _needs_record(lowered, opts: Options) -> bool:
 
 
 def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target) -> Compiled:
+    if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
+        raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
     for symbol in meta["libraries"]:
         gemmlib.ensure_symbol(symbol, target)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])

@@ -35,6 +35,7 @@ from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
+from .nestkey import nest_key
 from .program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
 from .target import Target, parse_target
 from .vectorizable import loop_blocks_widenable, vectorizable
@@ -181,6 +182,11 @@ class ModuleEmitter:
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
+        # a nest's name-free key -> (its function, its buffers' pointer positions in key order,
+        # where each of them is among the function's parameters): identical nests of a long
+        # chain are one function (:mod:`.nestkey`); checked code names buffers in its records
+        self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
+            {} if checks is None else None
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
@@ -224,6 +230,29 @@ class ModuleEmitter:
 
     # ---- nests ----------------------------------------------------------------------------
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
+        """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
+        with the same name-free key (:mod:`.nestkey`), called with this nest's pointers."""
+        keyed = None
+        if self.shared is not None:
+            keyed = nest_key(nest, lambda t: self.args[self.arg_index[t]])
+        if keyed is not None:
+            key, order = keyed
+            found = self.shared.get(key)
+            if found is not None:
+                fn, _, where = found
+                params = [0] * len(where)
+                for j, buf in enumerate(order):
+                    params[where[j]] = self.arg_index[buf.tensor]
+                self.params[k] = params
+                return fn
+        fn = self._new_nest_function(k, nest)
+        if keyed is not None:
+            position = {a: p for p, a in enumerate(self.params[k])}
+            self.shared[key] = (fn, self.params[k], {j: position[self.arg_index[buf.tensor]]
+                                                     for j, buf in enumerate(order)})
+        return fn
+
+    def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
         if "gemm" in nest.attrs:
             used = list(range(len(self.args)))
         else:

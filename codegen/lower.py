@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import cached_property
 from threading import Lock
 from typing import Any
 
@@ -55,8 +56,13 @@ class LoweredFunc:
         #: (point, candidate labels, the label chosen) for every op offered several strategies
         #: (:mod:`.strategy`); ``tune=True`` measures them, ``choices={point: label}`` pins them
         self.offered = offered
-        self.text = program_text(program)
         self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
+
+    @cached_property
+    def text(self) -> str:
+        """The loop program as text, printed when first asked for (a build does not need it:
+        printing a 10,000-step chain's gradient was a tenth of its lowering)."""
+        return program_text(self.program)
 
     @property
     def inputs(self) -> list[Buffer]:

@@ -46,6 +46,14 @@ def _box_work(group: Group) -> int:
     return total
 
 
+def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
+    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (no
+    rewrite when there are none: an elementwise chain's members, thousands of bodies)."""
+    if not acc_of:
+        return body
+    return replace_reads(body, lambda n: acc_of.get(n.arg))
+
+
 def _pointwise(u, tau, member) -> bool:
     """Whether ``u`` is elementwise and scanned as its own axes in order (no digits), its
     prefix among them: each statement's schedule is ``axes + (output index,)``."""
@@ -97,10 +105,6 @@ def shared_positions(members: list) -> list[int | None]:
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
-
-    def scalarize(n: Expr) -> Expr | None:
-        return acc_of.get(n.arg)
-
     fills, stmts, accs, notes, members = [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
@@ -112,13 +116,13 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     for u, tau in zip(group.units, taus):
         outs = outs_of(u.op)
         if u.reduction is not None:
-            red_bodies = tuple(replace_reads(b, scalarize) for b in bodies[u.reduction])
+            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[u.reduction])
             e = u.epilogue
-            epi = Epilogue(e.consumer, e.reduction, replace_reads(e.body, scalarize))
+            epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
             dom = op_domain(u.reduction, red_bodies, outs, epi)
             sched_op = u.reduction
         else:
-            own = tuple(replace_reads(b, scalarize) for b in u.bodies)
+            own = tuple(_scalarized(b, acc_of) for b in u.bodies)
             dom = op_domain(u.op, own, outs, None, u.split)
             sched_op = u.op
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,

@@ -171,3 +171,40 @@ def test_checked_kernel_from_the_disk_cache(no_bounds_proof, monkeypatch):
     with pytest.raises(IndexError) as cached:
         again(np.ones((5, 4), np.float32))
     assert str(cached.value) == str(direct.value)
+
+
+_FRESH_PROCESS = """
+import copy, sys
+from types import SimpleNamespace
+import numpy as np
+import tensorad as ta
+BUILD = sys.modules["tensorad.codegen.build"]
+X = ta.placeholder((6, 3), "float32", name="X")
+Y = ta.compute((6, 3), lambda i, j: X[i, j] + 1.0, name="Y")
+lowered = ta.lower([Y], [X], parallel_min_work=0)
+prog = copy.copy(lowered.program)
+small = type(prog.outputs[0])(prog.outputs[0].name, (4, 3), "float32", "output", Y)
+prog.outputs, prog.buffers = [small], {**prog.buffers, Y: small}
+fake = SimpleNamespace(program=prog, work=lowered.work, text=lowered.text)
+with BUILD.diskcache.disabled(True):
+    compiled = BUILD._compile(fake, "fresh-gomp", BUILD.Options.make({"checked": True}), gomp=True,
+                              target=BUILD.host_target())
+try:
+    BUILD.Kernel(fake, compiled, 2)(np.zeros((6, 3), np.float32))
+except IndexError as e:
+    print("raised", e)
+"""
+
+
+def test_parallel_kernel_links_its_runtime_in_a_fresh_process(tmp_path):
+    """A kernel with parallel loops compiled before anything loaded libgomp: its ``GOMP_parallel``
+    was linked to address 0 and the call crashed the process (only when this test file ran
+    alone); linking a kernel now sets up the parallel runtime first."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TENSORAD_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "raised out-of-bounds write of tensor Y" in done.stdout

@@ -1,0 +1,152 @@
+"""Identical nests are one LLVM function (issue 8, D9: a long chain is a handful of distinct
+nests repeated thousands of times).
+
+Counted, never timed: a chain of ``n`` steps of ``k`` kinds emits ``k`` nest functions; the
+name-free key (:mod:`tensorad.codegen.nestkey`) separates nests that differ in anything that
+reaches the code (hypothesis); kernels sharing functions give the answers of NumPy formulas
+written here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from blocks import tanh_chain
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorad.codegen.llvm_emit import ModuleEmitter
+from tensorad.codegen.nestkey import nest_key
+from tensorad.codegen.program import Nest
+
+import tensorad as ta
+
+F = "float64"
+KINDS = (  # (tensorad body, NumPy formula)
+    (lambda P, i: ta.tanh(P[i]) * 0.9, lambda p: np.tanh(p) * 0.9),
+    (lambda P, i: ta.sigmoid(P[i]) + P[i] * 0.5, lambda p: 1 / (1 + np.exp(-p)) + p * 0.5),
+    (lambda P, i: ta.exp(P[i] * -0.5) - P[i], lambda p: np.exp(p * -0.5) - p),
+)
+
+
+def _chain(n: int, k: int, size: int = 16):
+    """``n`` steps cycling through the first ``k`` kinds; every step but the last stored."""
+    def step(P, body, s: int):
+        return ta.compute((size,), lambda i: body(P, i), name=f"c{s}")
+
+    X = ta.placeholder((size,), F, name="X")
+    Y, steps = X, []
+    for s in range(n):
+        Y = step(Y, KINDS[s % k][0], s)
+        steps.append(Y)
+    return X, Y, steps[:-1]
+
+
+def _nest_functions(low, use_gomp: bool = False) -> int:
+    text = str(ModuleEmitter(low.program, "p", use_gomp=use_gomp).emit())
+    return len(re.findall(r'define void @"p_nest\d+"', text))
+
+
+def test_a_chain_of_k_kinds_emits_k_nest_functions():
+    for k in (1, 2, 3):
+        X, Y, stored = _chain(12 * k, k)
+        low = ta.lower([Y], [X], fuse=False, materialize=stored)
+        nests = [s for s in low.program.steps if isinstance(s, Nest)]
+        assert len(nests) == 12 * k
+        assert _nest_functions(low) == k  # (was one function per nest)
+
+
+def test_shared_nest_functions_compute_the_chain():
+    # the last nest writes the output (argument 1) from the last temporary: its pointers are
+    # mapped onto the shared function's parameters in another order than the first nest's
+    x = np.random.default_rng(0).uniform(-2, 2, 16)
+    for k in (2, 3):
+        n = 10 * k + 1
+        X, Y, stored = _chain(n, k)
+        y = np.asarray(ta.build([Y], [X], fuse=False, materialize=stored, num_threads=1)(x))
+        want = x.copy()
+        for s in range(n):
+            want = KINDS[s % k][1](want)
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
+
+
+def test_parallel_nests_share_functions_and_split_their_own_rows():
+    # each parallel nest keeps its own libgomp wrapper (its range, its pointers) around the
+    # shared function
+    x = np.random.default_rng(2).uniform(-2, 2, 1000)
+    X, Y, stored = _chain(9, 2, size=1000)
+    opts = dict(fuse=False, materialize=stored, parallel_min_work=0)
+    low = ta.lower([Y], [X], **opts)
+    nests = [s for s in low.program.steps if isinstance(s, Nest)]
+    assert len(nests) == 9 and all(s.parallel for s in nests)
+    assert _nest_functions(low, use_gomp=True) == 2
+    want = x.copy()
+    for s in range(9):
+        want = KINDS[s % 2][1](want)
+    for threads in (1, 2):
+        y = np.asarray(ta.build([Y], [X], num_threads=threads, **opts)(x))
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
+
+
+def _chain_gradient_reference(x: np.ndarray, n: int) -> np.ndarray:
+    """d(Y[0] + Y[9]) / dX of :func:`blocks.tanh_chain`, by forward-mode dual numbers."""
+    y, d = x.copy(), np.ones_like(x)
+    for k in range(n):
+        if k % 2:
+            t = np.tanh(y)
+            y, d = 0.9 * t, 0.9 * (1 - t * t) * d
+        else:
+            s = 1 / (1 + np.exp(-y))
+            y, d = s + 0.5 * y, (s * (1 - s) + 0.5) * d
+    out = np.zeros_like(x)
+    out[[0, 9]] = d[[0, 9]]
+    return out
+
+
+def test_a_long_chain_gradient_shares_nests_and_is_right():
+    n = 240
+    X, Y = tanh_chain(n, 16, F)
+    L = ta.compute((), lambda: Y[0] + Y[9], name="L")
+    (g,) = ta.gradient(L, [X])
+    low = ta.lower([g], [X])
+    nests = [s for s in low.program.steps if isinstance(s, Nest)]
+    assert _nest_functions(low) < len(nests) // 2, (len(nests), _nest_functions(low))
+    x = np.random.default_rng(1).uniform(-1, 1, 16)
+    got = np.asarray(ta.build([g], [X], num_threads=1)(x))
+    np.testing.assert_allclose(got, _chain_gradient_reference(x, n), rtol=1e-10, atol=0)
+
+
+def _keys(params: tuple, names: str = "") -> tuple:
+    """The keys of the nests of one small program, ``params`` = (rows, width, stride, dtype,
+    constant, pad, cut): ``Y[i, j] = A[i, stride * j] * c`` where ``j >= cut``, else 0, with
+    ``pad`` columns of ``A`` never read (its row stride alone differs)."""
+    rows, width, stride, dtype, c, pad, cut = params
+    A = ta.placeholder((rows, width * stride + pad), dtype, name=f"A{names}")
+    Y = ta.compute((rows, width), lambda i, j: ta.if_then_else(j >= cut, A[i, j * stride] * c, 0.0),
+                   name=f"Y{names}")
+    low = ta.lower([Y], [A], name=f"k{names}")
+    prog = low.program
+    keyed = [nest_key(s, lambda t: prog.buffers[t]) for s in prog.steps if isinstance(s, Nest)]
+    assert keyed and all(k is not None for k in keyed)
+    return tuple(k[0] for k in keyed)
+
+
+PARAMS = st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 3), st.sampled_from(["float32", F]),
+                   st.sampled_from([0.5, 1.5, -2.0, 3.0]), st.integers(0, 2), st.integers(0, 4))
+
+
+def _valid(p: tuple) -> tuple:
+    return p[:6] + (min(p[6], p[1] - 1),)
+
+
+@settings(max_examples=40, deadline=None)
+@given(PARAMS, st.integers(0, 6), st.data())
+def test_nests_differing_in_anything_that_reaches_code_never_share_a_key(p, field, data):
+    p = _valid(p)
+    q = list(p)
+    q[field] = data.draw(PARAMS.map(lambda r: r[field]).filter(lambda v: v != p[field]))
+    q = _valid(tuple(q))
+    if q == p:  # (the cut clamped back to the same value)
+        return
+    assert _keys(p) != _keys(q), (p, q)
+    assert _keys(p) == _keys(p, names="_renamed")  # names never reach the key
