@@ -277,13 +277,23 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
                                     val = b.fadd(b.load(ptr, typ=vt, align=es), val)
                                 b.store(val, ptr, align=es)
         with other:
+            # an edge tile: its rows' whole vectors go straight to C, the rest of each row
+            # (cols % vw) through the stack tile element by element
+            whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
             for r in range(mr):
                 for v in range(nv):
                     ptr = b.gep(tile, [I64(r * nr + v * vw)], inbounds=True, source_etype=t)
                     # llvmlite types alloca pointers: cast to a vector pointer to store a vector
                     b.store(res[r][v], b.bitcast(ptr, vt.as_pointer()), align=es)
+                with b.if_then(b.icmp_signed("<", I64(r), rows)):
+                    rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
+                    for v in range(nv):
+                        with b.if_then(b.icmp_signed("<=", I64((v + 1) * vw), cols)):
+                            ptr = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
+                            old = b.load(ptr, typ=vt, align=es)
+                            b.store(b.select(first, res[r][v], b.fadd(old, res[r][v])), ptr, align=es)
             with for_range(b, 0, rows, name="er", vectorize=False) as r:
-                with for_range(b, 0, cols, name="ec", vectorize=False) as c:
+                with for_range(b, whole, cols, name="ec", vectorize=False) as c:
                     src = b.gep(tile, [b.add(b.mul(r, I64(nr)), c)], inbounds=True, source_etype=t)
                     dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
                     old = b.load(dst, typ=t)
@@ -315,8 +325,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
     free = declare(m, "free", VOID, [PTR])
 
-    def round64(x):
-        return b.and_(b.add(x, I64(63)), I64(-64))
+    def round64(x):  # whole cache lines, and pl.SLACK elements past the end for spilling copies
+        return b.and_(b.add(b.add(x, I64(pl.SLACK * es)), I64(63)), I64(-64))
 
     npan = b.sdiv(b.add(nc, I64(nr - 1)), I64(nr))
     ap = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.add(mc, I64(mr)), kc), I64(es)))])

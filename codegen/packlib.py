@@ -15,7 +15,8 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 
 * ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
-  vector stores), the rest element by element;
+  vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
+  the same values), a shorter run element by element;
 * ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
   so a padded read is zeros, a copy, zeros -- no test per element;
@@ -94,13 +95,21 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
     b.position_at_end(done)
 
 
-def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
+
+
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False) -> None:
     """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
-    the target's ``vw`` lanes and one masked vector for the rest, so that the routine is fast
-    without LLVM's loop vectorizer (the library is compiled at ``-O1``)."""
+    the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
+    library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
+    elements copied again by one plain vector; a shorter run is one masked load (nothing past
+    ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
+    writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
+    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end).
+    Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
+    a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
-    mt = ir.VectorType(I1, vw)
     zero = ir.Constant(vt, None)
     n = b.sub(e, a)
     nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
@@ -110,20 +119,38 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
         b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
     rest = b.sub(n, nvec)
     with b.if_then(b.icmp_signed(">", rest, I64(0))):
-        at = b.add(a, nvec)
-        lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
-        splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
-                                                  ir.IntType(32)(0)),
-                                 ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
-                                 ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
-        mask = b.icmp_signed("<", lanes, splat)
-        suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
-        if src is None:
-            v = zero
-        else:
-            mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
-            at_src = b.gep(src, [at], inbounds=True, source_etype=t)
-            v = b.call(mload, [at_src, ir.IntType(32)(es), mask, zero])
+        with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
+            with back:  # a run of at least vw: its last vw elements again, as one plain vector
+                at = b.sub(e, I64(vw))
+                v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt,
+                                                    align=es)
+                b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+            with short:
+                _masked_rest(b, t, dst, src, a, rest, vw, spill)
+
+
+def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool) -> None:
+    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
+    or (``spill``) a whole one."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    mt = ir.VectorType(I1, vw)
+    zero = ir.Constant(vt, None)
+    lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+    splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
+                                              ir.IntType(32)(0)),
+                             ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
+                             ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
+    mask = b.icmp_signed("<", lanes, splat)
+    suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
+    if src is None:
+        v = zero
+    else:
+        mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
+        v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
+    if spill:
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    else:
         mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
         b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
 
@@ -449,13 +476,13 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                         g = b.sdiv(w, I64(bs))
                         st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
                         st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
-                    with loop(b, 0, nblk, bs, name="tk") as kb:
+                    def block(kb, kk=kk, kbase=kbase, first=first, pdst=pdst):
                         at = b.add(kbase, b.mul(kb, I64(kstride)))
-                        block = (src, ooff, row_lo, row_hi, pdst, first, None, at, kb, kk)
+                        args = (src, ooff, row_lo, row_hi, pdst, first, None, at, kb, kk)
                         for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
                             inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
                                             b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
-                            here = block[:6] + (I64(g),) + block[7:]
+                            here = args[:6] + (I64(g),) + args[7:]
                             with b.if_else(inside) as (plain, masked):
                                 with plain:
                                     _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
@@ -464,7 +491,15 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                         _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
                                     else:
                                         b.call(masked_fn, list(here))
-                    with loop(b, nblk, run, name="tr") as i:
+
+                    with loop(b, 0, nblk, bs, name="tk") as kb:
+                        block(kb)
+                    # the rest of a run of at least bs: its last bs positions transposed again
+                    # (the same values where it overlaps), not element by element
+                    tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
+                    with b.if_then(tail):
+                        block(b.sub(run, I64(bs)))
+                    with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
                             ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
@@ -617,9 +652,9 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
             a = imin(b, b.load(lo_slot), e)
             row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
             sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
-            copy(b, t, row, None, I64(0), a, vw)
-            copy(b, t, row, sp, a, e, vw)
-            copy(b, t, row, None, e, seg, vw)
+            copy(b, t, row, None, I64(0), a, vw, spill=True)
+            copy(b, t, row, sp, a, e, vw, spill=True)
+            copy(b, t, row, None, e, seg, vw, spill=True)
             nxt[0] = b.add(w, seg)
         with loop(b, valid, width, name="cz") as w:
             b.store(zero, slot(pdst, kk, w))
@@ -650,11 +685,11 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
                     lambda d: ld(b, steps, d), seg)
                 seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
                 sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
-                copy(b, t, seg_row, None, I64(0), a, vw)
+                copy(b, t, seg_row, None, I64(0), a, vw, spill=True)
                 _strided_copy(b, t, seg_row, sp, a, e, vw)
-                copy(b, t, seg_row, None, e, seg, vw)
+                copy(b, t, seg_row, None, e, seg, vw, spill=True)
                 nxt[0] = b.add(w, seg)
-            copy(b, t, row, None, valid, I64(width), vw)
+            copy(b, t, row, None, valid, I64(width), vw, spill=True)
 
 
 def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:

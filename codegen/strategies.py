@@ -45,7 +45,7 @@ from .contraction import Contraction, match_contraction, pad_contraction, worth_
 from .domain import covers_box
 from .fuse import Epilogue
 from .gathered import gather_rows
-from .parity import decompose
+from .parity import decompose, residue_moduli
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
 from .splitk import split_k, wants_split
@@ -432,6 +432,50 @@ class Parity:
                     alias={gather: cand.op})
 
 
+def _box(op: ComputeOp) -> int:
+    """Points of ``op``'s loop box, its reduction's axes included."""
+    red = op.body[0]
+    inner = _prod(a.extent for a in red.arg.axes) if red.op is Op.REDUCE else 1
+    return _prod(a.extent for a in op.axes) * inner
+
+
+def _reads_divided(body: Expr) -> bool:
+    """Whether ``body`` reads at an index that divides or takes a remainder (not only tests one)."""
+    return any(n.op is Op.READ and any(m.op in (Op.FLOORDIV, Op.MOD) for i in n.src for m in walk(i))
+               for n in walk(body))
+
+
+class ParityLoops:
+    """A reduction that reads its output axes divided and remaindered (``(x + 1) // 2``,
+    ``(x + 1) % 2``: a strided depthwise or grouped convolution's input gradient, whose loops
+    test a residue in their innermost body and read at non-affine indices) as one reduction per
+    residue class of its output (:mod:`.parity`), each with affine indices and only the taps
+    that apply, and a gather; each class is planned in turn (loops, strips, a product)."""
+
+    name = "parity-loops"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1 or not _reads_divided(bodies[0]):
+            return []
+        lanes = _lanes(ctx, bodies[0].dtype)
+        if any(ax.extent // m < lanes for ax, m in residue_moduli(op, bodies[0]).items()):
+            return []  # (a class shorter than a vector: nothing to gain, a gather to pay)
+        found = decompose(op, bodies[0], lambda piece: piece)
+        if found is None or sum(_box(p) for p in found[0]) + _box(found[2]) >= _box(op):
+            return []  # (no taps saved: a grouped convolution's classes are as long as its sum)
+        return [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return (sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, "strips")) for p in pieces)
+                + loop_cycles(gather, gather.body, ctx))
+
+    def lower(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
+                    alias={gather: cand.op})
+
+
 @dataclass(frozen=True, eq=False)
 class _Fusion:
     reduction: ComputeOp
@@ -618,7 +662,7 @@ class GatheredRows:
 
 
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
