@@ -53,34 +53,12 @@ def test_hvp_of_dense_tanh_shares_the_tangent_of_the_shared_intermediate():
     assert work <= 1.1 * hand, f"HVP work {work} > 1.1 x {hand}"
 
 
-def _hand_causal_attention(n: int, d: int, lifted: bool = False):
-    """Causal attention written by hand: softmax's input is an elementwise tensor
-    (``scaled = scores / 8``; with ``lifted``, one compute ``sum(Q K) / 8`` whose sum the
-    language lifts into ``scores.red``), the mask an ``if_then_else`` inside sums
-    ``where j <= i``, and the scores are defined on the whole square."""
-    Q, K, V = (ta.placeholder((n, d), name=c) for c in "QKV")
-    r = ta.reduce_axis((0, d), "d")
-    if lifted:
-        Ss = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r) / 8.0, name="scores")
-    else:
-        S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
-        Ss = ta.compute((n, n), lambda i, j: S[i, j] / 8.0, name="scaled")
-    s1, s2, s3 = (ta.reduce_axis((0, n), "s") for _ in range(3))
-    m = ta.compute((n,), lambda i: ta.max(Ss[i, s1], s1, where=s1 <= i), name="rowmax")
-    E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
-    den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2, where=s2 <= i), name="den")
-    P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
-    out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
-    H = ta.placeholder(out.shape, name="H")
-    return out, [Q, K, V], H
-
-
 @pytest.mark.parametrize("lifted", [False, True], ids=["scaled_tensor", "lifted_sum"])
 def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input(lifted):
     """The softmax does not depend on its row max, so no winner reduction and no adjoint of the
     max may remain: the polynomial sees ``exp(scaled - m)`` and ``exp(scores / 8 - m)`` as one
     atom, and ``if_then_else(j <= i, x, 0)`` as ``x`` inside a sum over ``j <= i``."""
-    out, inputs, H = _hand_causal_attention(7, 3, lifted)
+    out, inputs, H = W.hand_causal_attention(7, 3, lifted)
     grads = ta.JacobianRecursive(out, inputs, H)
     from tensorad.ir import tensor_graph
 
@@ -102,7 +80,7 @@ def test_hand_written_causal_attention_reaches_hand_work(lifted):
     the scores are materialized, and every reader reads them where ``j <= i`` only, so they
     are computed on the triangle (codegen/footprint.py), not on the square."""
     n, d = 9, 4
-    out, inputs, H = _hand_causal_attention(n, d, lifted)
+    out, inputs, H = W.hand_causal_attention(n, d, lifted)
     grads = ta.JacobianRecursive(out, inputs, H)
     t = n * (n + 1) // 2
     hand = 5 * t * d + 5 * t

@@ -9,6 +9,7 @@ optimizer's printed output with the refuter switched off through the context.
 
 from __future__ import annotations
 
+import simplify_workloads as W
 import tensorad.simplify.factor as factor
 import tensorad.simplify.polynomial as polynomial
 import tensorad.simplify.program as program
@@ -155,31 +156,12 @@ def _questions(monkeypatch, build) -> list:
     return asked
 
 
-def _causal_attention(n: int, d: int, lifted: bool):
-    """Causal attention written by hand (as in test_families.py): the row max's adjoint is
-    zero, which only the proofs show -- under both spellings of the softmax's input."""
-    Q, K_, V = (ta.placeholder((n, d), name=c) for c in "QKV")
-    r = ta.reduce_axis((0, d), "d")
-    if lifted:
-        Ss = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K_[j, r], r) / 8.0, name="scores")
-    else:
-        S_ = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K_[j, r], r), name="scores")
-        Ss = ta.compute((n, n), lambda i, j: S_[i, j] / 8.0, name="scaled")
-    s1, s2, s3 = (ta.reduce_axis((0, n), "s") for _ in range(3))
-    m = ta.compute((n,), lambda i: ta.max(Ss[i, s1], s1, where=s1 <= i), name="rowmax")
-    E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
-    den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2, where=s2 <= i), name="den")
-    P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
-    out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
-    return out, [Q, K_, V]
-
-
 def _layers():
     X = ta.placeholder((3, 6), name="X")
     g, b = ta.placeholder((6,), name="g"), ta.placeholder((6,), name="b")
     Q, K_, V = (ta.placeholder((2, 5, 4), name=n) for n in "QKV")
-    yield _causal_attention(7, 3, False)
-    yield _causal_attention(7, 3, True)
+    yield W.hand_causal_attention(7, 3, False)[:2]
+    yield W.hand_causal_attention(7, 3, True)[:2]
     yield ta.topi.nn.softmax(X), [X]
     yield ta.topi.nn.layer_norm(X, g, b), [X, g, b]
     yield ta.topi.nn.scaled_dot_product_attention(Q, K_, V, causal=True), [Q, K_, V]

@@ -233,3 +233,24 @@ def upsampling_bilinear() -> Workload:
     return Workload("upsampling_bilinear", ta.topi.nn.upsampling(X, 2, "bilinear"), [X],
                     "dT, dX over the interpolation taps", hand)
 
+
+def hand_causal_attention(n: int, d: int, lifted: bool = False):
+    """Causal attention written by hand: softmax's input is an elementwise tensor
+    (``scaled = scores / 8``; with ``lifted``, one compute ``sum(Q K) / 8`` whose sum the
+    language lifts into ``scores.red``), the mask an ``if_then_else`` inside sums
+    ``where j <= i``, and the scores are defined on the whole square."""
+    Q, K, V = (ta.placeholder((n, d), name=c) for c in "QKV")
+    r = ta.reduce_axis((0, d), "d")
+    if lifted:
+        Ss = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r) / 8.0, name="scores")
+    else:
+        S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r), name="scores")
+        Ss = ta.compute((n, n), lambda i, j: S[i, j] / 8.0, name="scaled")
+    s1, s2, s3 = (ta.reduce_axis((0, n), "s") for _ in range(3))
+    m = ta.compute((n,), lambda i: ta.max(Ss[i, s1], s1, where=s1 <= i), name="rowmax")
+    E = ta.compute((n, n), lambda i, j: ta.if_then_else(j <= i, ta.exp(Ss[i, j] - m[i]), 0.0), name="E")
+    den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2, where=s2 <= i), name="den")
+    P = ta.compute((n, n), lambda i, j: E[i, j] / den[i], name="P")
+    out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
+    H = ta.placeholder(out.shape, name="H")
+    return out, [Q, K, V], H
