@@ -208,8 +208,9 @@ class AstConverter:
             return binary(_BIN[op], *args)
         if op in _CMP:
             return compare(_CMP[op], *args)
-        if op in _LOGIC:
-            return logical(_LOGIC[op], *args)
+        if op in _LOGIC:  # (isl writes a true operand as the integer 1: seed 110967)
+            return logical(_LOGIC[op], *(a if a.dtype == "bool" else compare(Op.NE, a, const(0, a.dtype))
+                                         for a in args))
         if op in _NARY:
             out = args[0]
             for a in args[1:]:
