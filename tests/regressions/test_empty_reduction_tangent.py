@@ -82,3 +82,15 @@ def test_emptiness_is_exact_on_the_affine_part_and_ignores_data():
     mask = ta.compute((4, 3), lambda p, q: ta.select(substitute(cond, {i: p, j: q}), 1.0, 0.0), name="mask")
     got = np.argwhere(np.asarray(ta.evaluate([mask], {})[0]) == 1.0).tolist()
     assert got == [[a, 0] for a in range(4)]  # empty at j = 0 only; the data conjunct is dropped
+
+
+def test_hvp_of_a_guarded_gather_stays_in_bounds():
+    """Fuzz seed 110932: distributing the chain rule's factor over a tangent's sums (an early
+    form of the strong-zero push above) made the Hessian-vector product's kernel read a guarded
+    ``mode='raise'`` gather outside its guard: IndexError.  The whole fuzz check, regenerated."""
+    from fuzz.checks import run_checks
+    from fuzz.program import generate
+    from fuzz.runner import job_for
+
+    results = run_checks(job_for(generate(110932), 110932, checks=("hvp",)))
+    assert all(r["status"] == "ok" for r in results), results
