@@ -96,7 +96,7 @@ def test_column_sums_of_other_rows_keep_their_passes():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_residual_layer_norm_grads_share_the_row_pass(target):
-    torch = pytest.importorskip("torch", reason="the reference is PyTorch, an optional extra; make test requires it")
+    torch = pytest.importorskip("torch", reason="PyTorch, the oracle: an optional extra make test installs")
     n, d = 5, 37
     X, R = ta.placeholder((n, d), "float64", "X"), ta.placeholder((n, d), "float64", "R")
     g, b = ta.placeholder((d,), "float64", "gamma"), ta.placeholder((d,), "float64", "beta")
