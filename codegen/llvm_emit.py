@@ -29,7 +29,8 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
-from .chains import unrolled_chain_too_long, window_vector_width
+from .chains import WINDOW_COPIES, unrolled_chain_too_long, window_vector_width
+from .collapse import collapsed_plane
 from .checks import Checks
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
@@ -305,8 +306,9 @@ class ModuleEmitter:
         """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
         scatter may share an inner loop among threads: :mod:`.scatter`)."""
         for s in stmts:
-            if isinstance(s, Loop):
-                self.loop(em, s, range_override)
+            if isinstance(s, Loop):  # (a plane LLVM would unroll into one body: one loop, see .collapse)
+                plane = collapsed_plane(s, em.strides, WINDOW_COPIES, UNROLL_NEST_LIMIT)
+                self.loop(em, plane or s, range_override)
             elif isinstance(s, If):
                 self.if_(em, s, range_override)
             elif isinstance(s, Store):
