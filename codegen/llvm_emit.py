@@ -29,9 +29,15 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
-from .chains import WINDOW_COPIES, unrolled_chain_too_long, window_vector_width
-from .collapse import collapsed_plane
+from .chains import (
+    WINDOW_COPIES,
+    WINDOW_TRIPS,
+    rolled_inside_scatter,
+    unrolled_chain_too_long,
+    window_vector_width,
+)
 from .checks import Checks
+from .collapse import collapsed_plane
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .mathlib import InlineBudget, MathLibrary, math_sites
@@ -72,7 +78,6 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 GLUE_OPT_LIMIT = 64
 
 UNROLL_NEST_LIMIT = 256
-WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
 
 
 def _trips(x: Loop) -> int | None:
@@ -189,6 +194,7 @@ class ModuleEmitter:
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None else None
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
+        self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -342,6 +348,7 @@ class ModuleEmitter:
         iv.add_incoming(lo, pre)
         em.env[s.var] = iv
         em.push()
+        self._rolled.update(id(x) for x in rolled_inside_scatter(s, em.strides, UNROLL_NEST_LIMIT))  # .chains
         self.block(em, s.body, range_override)
         em.pop()
         del em.env[s.var]
@@ -354,10 +361,14 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width,
+                                                       unroll=id(s) not in self._rolled))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
+            rolled = id(s) in self._rolled
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=not rolled))
+        elif id(s) in self._rolled:
+            br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
 
     def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
