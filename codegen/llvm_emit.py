@@ -96,7 +96,8 @@ def nest_trips(s: Loop) -> int | None:
     emitted with unrolling off: LLVM would otherwise fully unroll the constant loops inside it
     and spend its loop vectorizer's time on the unrolled body in the loop around it (a batch
     norm forward built in 0.21 CPU-s, 0.12 without).  Up to 256 copies are left to LLVM (a
-    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
+    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops;
+    a plane of contiguous addresses is emitted as that one loop, :mod:`.collapse`),
     and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
     them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
     trips = _trips
