@@ -167,7 +167,9 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     in 0.18 CPU-s, 0.05 with its row loop rolled.  Short loops (windows, residue classes) stay
     unrollable, and innermost loops LLVM's (its vectorized loops keep their unrolling: a
     dense layer's bias add, 256-trip rows under a 512-row loop, was 3-6% slower with them
-    rolled).  ``strides(tensor)``: the tensor's element strides."""
+    rolled).  A window loop (:func:`window_vector_width`) keeps its own hint alone (its body is
+    the window's selects, far past LLVM's unrolling budget).  ``strides(tensor)``: the tensor's
+    element strides."""
     if _const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
         return []
     stores: list[Store] = []

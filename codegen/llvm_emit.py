@@ -366,8 +366,7 @@ class ModuleEmitter:
                                                        unroll=id(s) not in self._rolled))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
-            rolled = id(s) in self._rolled
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=not rolled))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         elif id(s) in self._rolled:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
