@@ -30,14 +30,12 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
 from .chains import (
-    WINDOW_COPIES,
     WINDOW_TRIPS,
     rolled_inside_scatter,
     unrolled_chain_too_long,
     window_vector_width,
 )
 from .checks import Checks
-from .collapse import collapsed_plane
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .mathlib import InlineBudget, MathLibrary, math_sites
@@ -96,8 +94,7 @@ def nest_trips(s: Loop) -> int | None:
     emitted with unrolling off: LLVM would otherwise fully unroll the constant loops inside it
     and spend its loop vectorizer's time on the unrolled body in the loop around it (a batch
     norm forward built in 0.21 CPU-s, 0.12 without).  Up to 256 copies are left to LLVM (a
-    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops;
-    a plane of contiguous addresses is emitted as that one loop, :mod:`.collapse`),
+    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
     and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
     them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
     trips = _trips
@@ -313,9 +310,8 @@ class ModuleEmitter:
         """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
         scatter may share an inner loop among threads: :mod:`.scatter`)."""
         for s in stmts:
-            if isinstance(s, Loop):  # (a plane LLVM would unroll into one body: one loop, see .collapse)
-                plane = collapsed_plane(s, em.strides, WINDOW_COPIES, UNROLL_NEST_LIMIT)
-                self.loop(em, plane or s, range_override)
+            if isinstance(s, Loop):
+                self.loop(em, s, range_override)
             elif isinstance(s, If):
                 self.if_(em, s, range_override)
             elif isinstance(s, Store):
@@ -362,8 +358,7 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width,
-                                                       unroll=id(s) not in self._rolled))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
