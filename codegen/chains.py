@@ -199,6 +199,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     copies = visit(loop.body)
     if copies is None or not WINDOW_COPIES < copies <= largest or not stores or not long:
         return []
+
     def step(s: Store, v: Expr) -> int | None:
         """The smallest stride at which ``s``'s address moves with ``v`` (None: it does not)."""
         moving = [abs(stride) for term, stride in recombine_digits(tuple(s.index), strides(s.buffer.tensor))
