@@ -39,6 +39,7 @@ from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import solve_for, to_linear
 
 from .logic import all_of, conjuncts
+from .plankey import rename, shape_key
 from .rules import simplify_expr
 
 
@@ -113,6 +114,18 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
     ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
     is not used for a variable that appears in one (a read index must stay quasi-affine).
     """
+    variables = list(outer) + list(rvars)
+    shape = shape_key(variables, affine) if ctx is not None and not equations else None
+    if shape is not None:  # equal up to the variables' identities: renamed (:mod:`.plankey`)
+        shape = (len(outer), shape)
+        found = ctx.plans.get(shape)
+        if found is not None:
+            ctx.counts["plan renamed"] += 1
+            plan, old = found
+            return rename(plan, old, variables)
+        plan = _make_plan(list(outer), list(rvars), list(affine), [], [], ctx)
+        ctx.plans[shape] = (plan, variables)
+        return plan
     key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations), tuple(indices))
     plans = ctx.plans if ctx is not None else {}
     found = plans.get(key)
