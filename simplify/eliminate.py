@@ -115,7 +115,8 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
     is not used for a variable that appears in one (a read index must stay quasi-affine).
     """
     variables = list(outer) + list(rvars)
-    shape = shape_key(variables, affine) if ctx is not None and not equations else None
+    sharing = ctx is not None and ctx.share_plans and not equations
+    shape = shape_key(variables, affine) if sharing else None
     if shape is not None:  # equal up to the variables' identities: renamed (:mod:`.plankey`)
         shape = (len(outer), shape)
         found = ctx.plans.get(shape)
@@ -123,6 +124,7 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
             ctx.counts["plan renamed"] += 1
             plan, old = found
             return rename(plan, old, variables)
+        ctx.counts["plan"] += 1
         plan = _make_plan(list(outer), list(rvars), list(affine), [], [], ctx)
         ctx.plans[shape] = (plan, variables)
         return plan
@@ -130,6 +132,8 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
     plans = ctx.plans if ctx is not None else {}
     found = plans.get(key)
     if found is None:
+        if ctx is not None:
+            ctx.counts["plan"] += 1
         found = plans[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
                                         list(indices), ctx)
     return found
