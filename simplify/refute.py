@@ -199,7 +199,8 @@ _UNARY: dict[Op, Callable[[Any], Any]] = {
 
 class Refuter:
     """The random model of one optimizer call (see the module docstring) and its counts:
-    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up``."""
+    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up`` and the
+    ``steps`` (node evaluations) they took."""
 
     def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
         self.rng = random.Random(seed)
@@ -210,7 +211,7 @@ class Refuter:
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
         self.points: dict[tuple, int] = {}  # (range, attempt, slot) -> a free variable's value
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
-        self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0}
+        self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
     def refutes(self, e: Expr) -> bool:
         """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the model (so
@@ -235,6 +236,8 @@ class Refuter:
         except _FAILS:
             self.counts["gave up"] += 1
             return False
+        finally:
+            self.counts["steps"] += self.steps - max(self.left, 0)
         self.counts["zero"] += 1
         return False
 
