@@ -153,10 +153,21 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         return Plan((), (), TRUE, (), empty=True)
     mapping: dict[Expr, Expr] = {}
     rvars = list(rvars)
+    # A variable no condition mentions ranges over its whole range whatever the others are
+    # (the set is its range times the rest, projections keep that): with two or more values
+    # it is not determined, its range is its own and its least value a constant -- what the
+    # isl questions below would answer, known without asking them.
+    mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
+    free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
+            and r.hi - r.lo > 1}
     # 1. eliminate determined variables, best candidate first
     while rvars:
         best = None
         for idx, r in enumerate(rvars):
+            if r in free:
+                continue
+            if ctx is not None:
+                ctx.counts["solve"] += 1
             sol = dom.solve(r)
             if sol is None or sol.pieces > MAX_PIECES:
                 continue
@@ -192,7 +203,12 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     new_vars: list[Expr] = []
     shift: dict[Expr, Expr] = {}
     for r in rvars:
+        if r in free:
+            new_vars.append(r)
+            continue
         lo, hi = dom.const_range(r)
+        if ctx is not None:
+            ctx.counts["lower bounds"] += 1
         candidates = dom.lower_bounds(r, outer)
         best = next(((b, ext) for b, ext in candidates
                      if ext < hi - lo + 1 and free_vars(b)), None)
