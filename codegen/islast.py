@@ -42,7 +42,7 @@ _NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
 def _statement_map(s: PolyStmt, ndim: int, name: str | None = None) -> isl.Map:
     """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain: each time dimension is an
     isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text.
-    ``name`` tags it instead of the statement's own name."""
+    ``name`` tags it instead of the statement's own name; the variables are named by position."""
     name = s.name if name is None else name
     space = IndexSpace(s.vars)
     times = [space.aff(t) if isinstance(t, Expr) else space.constant(t) for t in s.schedule]
@@ -50,8 +50,10 @@ def _statement_map(s: PolyStmt, ndim: int, name: str | None = None) -> isl.Map:
     m = isl.Map.from_domain(space.universe())
     for t in times:
         m = m.flat_range_product(isl.Map.from_pw_aff(t))
-    m = m.set_tuple_name(isl.dim_type.in_, name)
-    return m.intersect_domain(s.domain.set_tuple_name(name))
+    m = m.set_tuple_name(isl.dim_type.in_, name).intersect_domain(s.domain.set_tuple_name(name))
+    for k in range(len(s.vars)):  # (named by position: isl's AST never shows these names)
+        m = m.set_dim_name(isl.dim_type.in_, k, f"x{k}")
+    return m
 
 
 def schedule_map(stmts: Sequence[PolyStmt], names: Sequence[str] | None = None) -> isl.UnionMap:
