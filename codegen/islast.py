@@ -281,8 +281,9 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple[tuple, 
         if umap.is_empty():
             found = (None, None)
         else:
-            build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
-            found = (build.node_from_schedule_map(umap), _time_ranges(umap, max(len(s.schedule) for s in stmts)))
+            ctx = isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+            ndim = max(len(s.schedule) for s in stmts)
+            found = (isl.AstBuild.from_context(ctx).node_from_schedule_map(umap), _time_ranges(umap, ndim))
         if scans is not None:
             scans[key] = found
     node, ranges = found

@@ -27,7 +27,8 @@ from .work import count_work
 NOTE = "accumulates in the output, innermost loop over its last axis"
 
 
-def lower_strips(group: Group, bodies: dict, outs_of, opts: Options, scans: dict | None = None) -> list | None:
+def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
+                 scans: dict | None = None) -> list | None:
     """The steps (fills, then one nest) of a strips group, or ``None`` when a member does not
     take the strip form (the group is then lowered member by member)."""
     n = len(group.units)

@@ -219,13 +219,14 @@ def test_footprints_of_a_long_gradient_convert_a_constant_number_of_conditions(m
 def _windowed_chain(n: int, size: int = 12):
     """``n`` steps whose statements are alike but for their domains and read offsets: step
     ``k`` is ``tanh(P[i + s]) * 0.9 + P[i]`` where ``i + s < size`` (``s = k % 3``), else 0."""
+    def step(P, s: int, k: int):
+        return ta.compute((size,), lambda i: ta.if_then_else(i + s < size, ta.tanh(P[i + s]) * 0.9 + P[i], 0.0),
+                          name=f"w{k}")
+
     X = ta.placeholder((size,), F, name="X")
     Y, steps = X, []
     for k in range(n):
-        s = k % 3
-        Y = (lambda P, s: ta.compute(
-            (size,), lambda i: ta.if_then_else(i + s < size, ta.tanh(P[i + s]) * 0.9 + P[i], 0.0),
-            name=f"w{k}"))(Y, s)
+        Y = step(Y, k % 3, k)
         steps.append(Y)
     return X, Y, steps
 
