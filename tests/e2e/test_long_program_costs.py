@@ -220,8 +220,8 @@ def _windowed_chain(n: int, size: int = 12):
     """``n`` steps whose statements are alike but for their domains and read offsets: step
     ``k`` is ``tanh(P[i + s]) * 0.9 + P[i]`` where ``i + s < size`` (``s = k % 3``), else 0."""
     def step(P, s: int, k: int):
-        return ta.compute((size,), lambda i: ta.if_then_else(i + s < size, ta.tanh(P[i + s]) * 0.9 + P[i], 0.0),
-                          name=f"w{k}")
+        return ta.compute((size,), lambda i: ta.if_then_else(
+            i + s < size, ta.tanh(P[i + s]) * 0.9 + P[i], 0.0), name=f"w{k}")
 
     X = ta.placeholder((size,), F, name="X")
     Y, steps = X, []
