@@ -84,7 +84,7 @@ class _Call:
     def __init__(self) -> None:
         self.axes: dict[tuple, Expr] = {}
         self.spaces: dict[tuple, IndexSpace] = {}
-        self.sets: dict = {}  # (guards, variables) -> the box under the guards (see _image)
+        self.sets: dict = {}  # (guards, variables) -> the box under the guards; images (_image)
         self.guards: dict[tuple, Expr | None] = {}  # (axes, footprint text) -> its condition
 
     def canonical(self, op: ComputeOp) -> tuple[Expr, ...]:
@@ -96,6 +96,17 @@ class _Call:
             out.append(self.axes[key])
         return tuple(out)
 
+    def renaming(self, free: list[Expr]) -> dict[Expr, Expr]:
+        """A body's variables to canonical ones (one per position and range), so that bodies
+        alike up to their variables' names share boxes, guards and images."""
+        out = {}
+        for k, v in enumerate(free):
+            key = ("free", k, v.lo, v.hi, v.dtype)
+            if key not in self.axes:
+                self.axes[key] = var(f"fv{k}", v.lo, v.hi, v.dtype)
+            out[v] = self.axes[key]
+        return out
+
     def space(self, names: tuple) -> IndexSpace:
         found = self.spaces.get(names)
         if found is None:
@@ -106,14 +117,20 @@ class _Call:
 def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], call: _Call) -> isl.Set | None:
     """The points of the read tensor that ``read`` reads (a set over its canonical axes,
     :class:`_Call`), or ``None`` when an index is not affine (then the whole box); ``free``:
-    the body's :func:`_bounded_vars`."""
+    the body's :func:`_bounded_vars`, renamed to canonical variables, so reads alike up to
+    their variables' names share one image."""
     axes = call.canonical(read.arg.op)
-    names = axes + tuple(free)
+    rename = call.renaming(free)
+    names = axes + tuple(rename.values())
     space = call.space(names)
     sets = call.sets
+    guards = tuple(dict.fromkeys(substitute(g, rename) for g in guards))
+    index = tuple(substitute(e, rename) for e in read.src)
+    key = ("image", guards, index, names)
+    if key in sets:
+        return sets[key]
     try:
         # the box under the guards (each once: a long body repeats them), memoized per prefix
-        guards = tuple(dict.fromkeys(guards))
         k = len(guards)
         while k and (guards[:k], names) not in sets:
             k -= 1
@@ -122,11 +139,13 @@ def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], call: _Call) ->
             s = sets[((), names)] = space.box()
         for j in range(k, len(guards)):
             s = sets[(guards[:j + 1], names)] = s.intersect(space.cond(guards[j], exact=False))
-        for a, e in zip(axes, read.src):
+        for a, e in zip(axes, index):
             s = s.intersect(space.aff(a).eq_set(space.aff(e)))
     except NotAffine:
+        s = sets[key] = None
         return None
-    return s.project_out(isl.dim_type.set, len(axes), len(space.vars) - len(axes))
+    s = sets[key] = s.project_out(isl.dim_type.set, len(axes), len(space.vars) - len(axes))
+    return s
 
 
 def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:

@@ -39,24 +39,29 @@ _LOGIC = {_E.and_: Op.AND, _E.and_then: Op.AND, _E.or_: Op.OR, _E.or_else: Op.OR
 _NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
 
 
-def _statement_map(s: PolyStmt, ndim: int) -> isl.Map:
+def _statement_map(s: PolyStmt, ndim: int, name: str | None = None) -> isl.Map:
     """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain: each time dimension is an
-    isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text."""
+    isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text.
+    ``name`` tags it instead of the statement's own name; the variables are named by position."""
+    name = s.name if name is None else name
     space = IndexSpace(s.vars)
     times = [space.aff(t) if isinstance(t, Expr) else space.constant(t) for t in s.schedule]
     times += [space.constant(0)] * (ndim - len(times))
     m = isl.Map.from_domain(space.universe())
     for t in times:
         m = m.flat_range_product(isl.Map.from_pw_aff(t))
-    m = m.set_tuple_name(isl.dim_type.in_, s.name)
-    return m.intersect_domain(s.domain.set_tuple_name(s.name))
+    m = m.set_tuple_name(isl.dim_type.in_, name).intersect_domain(s.domain.set_tuple_name(name))
+    for k in range(len(s.vars)):  # (named by position: isl's AST never shows these names)
+        m = m.set_dim_name(isl.dim_type.in_, k, f"x{k}")
+    return m
 
 
-def schedule_map(stmts: Sequence[PolyStmt]) -> isl.UnionMap:
+def schedule_map(stmts: Sequence[PolyStmt], names: Sequence[str] | None = None) -> isl.UnionMap:
+    """The statements' schedules as one union map, each tagged with its name (or ``names``)."""
     ndim = max(len(s.schedule) for s in stmts)
     umap = None
-    for s in stmts:
-        m = isl.UnionMap.from_map(_statement_map(s, ndim))
+    for k, s in enumerate(stmts):
+        m = isl.UnionMap.from_map(_statement_map(s, ndim, None if names is None else names[k]))
         umap = m if umap is None else umap.union(m)
     return umap
 
@@ -71,21 +76,27 @@ def _loop_name(s: PolyStmt, d: int) -> str | None:
     return None
 
 
-def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap) -> list[tuple[str, int, int]]:
+def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap,
+               ranges: list[tuple[int, int]] | None = None) -> list[tuple[str, int, int]]:
     """Per time dimension: a default loop name and the range of values it takes (a loop takes
-    its name from the statements it runs, :meth:`AstConverter.loop`)."""
+    its name from the statements it runs, :meth:`AstConverter.loop`); ``ranges``: those
+    ranges, known already (:func:`_time_ranges`)."""
     ndim = max(len(s.schedule) for s in stmts)
-    rng = isl.Set.from_union_set(umap.range()) if not umap.is_empty() else None
-    hints = []
+    ranges = _time_ranges(umap, ndim) if ranges is None else ranges
+    return [(next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t"), *ranges[d])
+            for d in range(ndim)]
+
+
+def _time_ranges(umap: isl.UnionMap, ndim: int) -> list[tuple[int, int]]:
+    """``(lo, hi)`` of the values each of the ``ndim`` time dimensions of ``umap`` takes."""
+    if umap.is_empty():
+        return [(0, 1)] * ndim
+    rng = isl.Set.from_union_set(umap.range())
+    out = []
     for d in range(ndim):
-        name = next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t")
-        lo, hi = 0, 1
-        if rng is not None:
-            one = rng.project_out(isl.dim_type.set, d + 1, ndim - d - 1).project_out(isl.dim_type.set, 0, d)
-            lo = _coord(one.lexmin())
-            hi = _coord(one.lexmax()) + 1
-        hints.append((name, lo, hi))
-    return hints
+        one = rng.project_out(isl.dim_type.set, d + 1, ndim - d - 1).project_out(isl.dim_type.set, 0, d)
+        out.append((_coord(one.lexmin()), _coord(one.lexmax()) + 1))
+    return out
 
 
 def _vars_of(e: Expr) -> list[Expr]:
@@ -120,8 +131,10 @@ def _statements_under(n: isl.AstNode) -> set[str]:
 class AstConverter:
     """isl AST nodes and expressions to program statements and IR expressions."""
 
-    def __init__(self, stmts: Sequence[PolyStmt], hints: list[tuple[str, int, int]]) -> None:
-        self.stmts = {s.name: s for s in stmts}
+    def __init__(self, stmts: Sequence[PolyStmt], hints: list[tuple[str, int, int]],
+                 names: Sequence[str] | None = None) -> None:
+        # (``names``: the tags the AST's user nodes carry instead of the statements' names)
+        self.stmts = {s.name if names is None else names[k]: s for k, s in enumerate(stmts)}
         self.hints = hints
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
@@ -159,7 +172,7 @@ class AstConverter:
         # named after a statement this loop runs (in a fused nest another statement's
         # variable at the same depth would name, say, a digit loop of a split axis `ry`)
         inner = _statements_under(n)
-        name = next((x for x in (_loop_name(s, dim) for s in self.stmts.values() if s.name in inner)
+        name = next((x for x in (_loop_name(s, dim) for tag, s in self.stmts.items() if tag in inner)
                      if x is not None), name)
         v = var(name, lo_r, hi_r)
         lo = self.expr(n.for_get_init())
@@ -188,12 +201,11 @@ class AstConverter:
         return Loop(v, lo, hi, body, step, dim=dim)
 
     def user(self, e: isl.AstExpr) -> tuple:
-        name = e.op_get_arg(0).id_get_id().get_name()
-        s = self.stmts[name]
+        s = self.stmts[e.op_get_arg(0).id_get_id().get_name()]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
         conds = tuple(f for f in self.frame if not isinstance(f, tuple))
-        self.instances.append(Instance(name, tuple(args), loops, conds))
+        self.instances.append(Instance(s.name, tuple(args), loops, conds))
         return tuple(subst_stmt(st, dict(zip(s.vars, args))) for st in s.body)
 
     def expr(self, e: isl.AstExpr) -> Expr:
@@ -254,27 +266,44 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-def _scan(stmts: Sequence[PolyStmt]) -> tuple[tuple, AstConverter | None]:
-    umap = schedule_map(stmts)
-    if umap.is_empty():
+def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple[tuple, AstConverter | None]:
+    """isl's AST of the statements, converted.  The statements are tagged ``S0``, ``S1``, ...
+    by their order (one tag per distinct name), so statements that differ only in their
+    names and bodies -- an elementwise chain's nests, the repeated layers of a gradient --
+    give the same union map; ``scans`` (owned by one ``lower`` call) keeps the AST and the
+    time ranges built for each map's text, and each use converts it with its own bodies."""
+    tags: dict[str, str] = {}
+    names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
+    umap = schedule_map(stmts, names)
+    key = umap.to_str() if scans is not None else None
+    found = scans.get(key) if scans is not None else None
+    if found is None:
+        if umap.is_empty():
+            found = (None, None)
+        else:
+            ctx = isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+            ndim = max(len(s.schedule) for s in stmts)
+            found = (isl.AstBuild.from_context(ctx).node_from_schedule_map(umap), _time_ranges(umap, ndim))
+        if scans is not None:
+            scans[key] = found
+    node, ranges = found
+    if node is None:
         return (), None
-    hints = _dim_hints(stmts, umap)
-    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
-    node = build.node_from_schedule_map(umap)
-    conv = AstConverter(stmts, hints)
+    conv = AstConverter(stmts, _dim_hints(stmts, umap, ranges), names)
     return conv.node(node), conv
 
 
-def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
+def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     """The loop statements that run ``stmts`` over their domains in schedule order.
 
     Loops over domains or schedules with divisions are checked to reach exactly the
     domains, and rebuilt over division-free hulls with the exact test inside when they do
-    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations)."""
+    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations).  ``scans``: a
+    memo of isl's ASTs owned by the caller (:func:`_scan`), or ``None``."""
     stmts = compact(stmts)
     divs = has_divs(stmts)
     try:
-        body, conv = _scan(stmts)
+        body, conv = _scan(stmts, scans)
     except isl.Error:
         # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
         # that a fused loop recovers with a division ("cannot handle void expression", fuzz
@@ -285,7 +314,7 @@ def build_loops(stmts: Sequence[PolyStmt]) -> tuple:
         if conv is None or not divs or scans_exactly(stmts, conv.instances):
             return body
     safe = guarded_hulls(stmts)
-    body, conv = _scan(safe)
+    body, conv = _scan(safe, scans)
     if conv is not None and not scans_exactly(safe, conv.instances):
         raise IslAstError("isl built loops that do not scan the statements' domains "
                           f"({', '.join(s.name for s in stmts)}): an internal error, please report it")

@@ -271,6 +271,7 @@ class _LoweringMemo:
         self.reads: dict[Unit, frozenset] = {}
         self.buffers: dict[Tensor, Buffer] = {}
         self.steps: dict[tuple, list | None] = {}
+        self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.islast.build_loops`)
 
     def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
         found = self.reads.get(u)
@@ -343,7 +344,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     for k, g in enumerate(groups):
         key = (g, tuple(tuple(outs_of(u.op)) for u in g.units), frozenset(scalar & {u.op for u in g.units}))
         if key not in memo.steps:
-            memo.steps[key] = _lower_one_group(g, bodies, outs_of, scalar, opts)
+            memo.steps[key] = _lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans)
         made = memo.steps[key]
         if made is None:
             return None, k
@@ -352,34 +353,36 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
                    buffers, inlined), None
 
 
-def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options) -> list | None:
-    """The steps of one group (``None``: its members cannot be fused exactly)."""
+def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
+                     scans: dict | None = None) -> list | None:
+    """The steps of one group (``None``: its members cannot be fused exactly; ``scans``: the
+    call's memo of isl ASTs, :func:`.islast.build_loops`)."""
     if g.strips:
-        return lower_strips(g, bodies, outs_of, opts)
+        return lower_strips(g, bodies, outs_of, opts, scans)
     if len(g.units) > 1:
-        return lower_group(g, bodies, outs_of, scalar, opts)
+        return lower_group(g, bodies, outs_of, scalar, opts, scans)
     u = g.units[0]
     specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
     if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
         return lower_scatter(u.op, specs, out, opts) if out is not None else []
     if u.reduction is not None:
-        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form)
-    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form)
+        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form, scans=scans)
+    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form, scans)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
         made = [st for st in made if not isinstance(st, Fill)]
     return made
 
 
 def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
-              split=None, batch_range=None, form=None) -> list:
+              split=None, batch_range=None, form=None, scans: dict | None = None) -> list:
     """The steps (fills, then one nest) computing one materialized op (a product's
     ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.padding`)."""
     dom = op_domain(op, bodies[op], outs, epilogue, split)
     stmts, attrs = schedule_nest(op, dom, outs, opts, form=form)
     if batch_range is not None:
         stmts = restrict_batch(stmts, *batch_range)
-    body = build_loops(stmts)
+    body = build_loops(stmts, scans)
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:

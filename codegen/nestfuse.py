@@ -102,7 +102,8 @@ def shared_positions(members: list) -> list[int | None]:
     return out
 
 
-def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options) -> list | None:
+def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options,
+                scans: dict | None = None) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
     acc_of: dict[Tensor, Expr] = {}
     fills, stmts, accs, notes, members = [], [], [], [], []
@@ -148,7 +149,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             body = tuple(owned(x, u.op) for x in st.body)
             pos = g if position[g] is None else position[g]
             stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (pos,) + own))
-    body = build_loops(stmts)
+    body = build_loops(stmts, scans)
 
     work = count_work(body)
     attrs = {"parallel_dim": 0}

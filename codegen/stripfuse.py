@@ -27,7 +27,8 @@ from .work import count_work
 NOTE = "accumulates in the output, innermost loop over its last axis"
 
 
-def lower_strips(group: Group, bodies: dict, outs_of, opts: Options) -> list | None:
+def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
+                 scans: dict | None = None) -> list | None:
     """The steps (fills, then one nest) of a strips group, or ``None`` when a member does not
     take the strip form (the group is then lowered member by member)."""
     n = len(group.units)
@@ -52,7 +53,7 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options) -> list | N
         names.append(u.op.name)
         notes.append(f"{u.op.name}: {dom.note}" if dom.note else u.op.name)
         outputs.extend(b for b in outs if b is not None)
-    body = build_loops(stmts)
+    body = build_loops(stmts, scans)
     work = count_work(body)
     attrs = dict(attrs0 or {})
     weight = work_weight([b for u in group.units for b in bodies[u.op]])

@@ -160,3 +160,104 @@ def test_reuse_of_stored_values_tries_few_candidates_in_a_long_gradient(monkeypa
         ta.lower([g], [X], name=f"reuse{n}")
         counts[n] = calls["n"]
     assert counts[80] <= 2.3 * counts[40] and counts[80] <= 10 * 80, counts
+
+
+def test_nests_alike_up_to_names_share_one_isl_ast(monkeypatch):
+    # each fused group of a long gradient (8 chain steps over the 2 points L reads) asked isl's
+    # AST builder for its loops: 5, 10, 22 builds at n = 40, 80, 160 steps (one per nest);
+    # statements that differ only in names and bodies now give one union map, whose AST the
+    # lower call keeps: 2, 2, 3
+    import islpy as isl
+
+    calls = {"ast": 0}
+    real = isl.AstBuild.node_from_schedule_map
+
+    def counting(self, *args):
+        calls["ast"] += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(isl.AstBuild, "node_from_schedule_map", counting)
+    nests = {}
+    for n in (40, 80, 160):
+        X, g = _chain_gradient(n)
+        calls["ast"] = 0
+        nests[n] = ta.lower([g], [X], name=f"asts{n}").text.count("# nest")
+        assert calls["ast"] <= 3, (n, calls["ast"], nests[n])
+    assert nests[160] > nests[80] > nests[40] >= 5, nests
+
+
+def test_footprints_of_a_long_gradient_convert_a_constant_number_of_conditions(monkeypatch):
+    # every read's guard (the footprint condition of the step it reads, over that step's own
+    # variables) was converted to isl, 2 per step; reads alike up to their variables' names
+    # now share one image: the conversions inside shrink_to_footprints do not grow with n
+    lower_module = sys.modules["tensorad.codegen.lower"]
+    calls = {"cond": 0, "inside": False}
+    real_cond, real_shrink = IndexSpace.cond, lower_module.shrink_to_footprints
+
+    def counting(self, *args, **kwargs):
+        calls["cond"] += calls["inside"]
+        return real_cond(self, *args, **kwargs)
+
+    def shrink(*args, **kwargs):
+        calls["inside"] = True
+        try:
+            return real_shrink(*args, **kwargs)
+        finally:
+            calls["inside"] = False
+
+    monkeypatch.setattr(IndexSpace, "cond", counting)
+    monkeypatch.setattr(lower_module, "shrink_to_footprints", shrink)
+    counts = {}
+    for n in (40, 80, 160):
+        X, g = _chain_gradient(n)
+        calls["cond"] = 0
+        lower_module.lower([g], [X], name=f"fps{n}")
+        counts[n] = calls["cond"]
+    assert max(counts.values()) <= 4, counts
+
+
+def _windowed_chain(n: int, size: int = 12):
+    """``n`` steps whose statements are alike but for their domains and read offsets: step
+    ``k`` is ``tanh(P[i + s]) * 0.9 + P[i]`` where ``i + s < size`` (``s = k % 3``), else 0."""
+    def step(P, s: int, k: int):
+        return ta.compute((size,), lambda i: ta.if_then_else(
+            i + s < size, ta.tanh(P[i + s]) * 0.9 + P[i], 0.0), name=f"w{k}")
+
+    X = ta.placeholder((size,), F, name="X")
+    Y, steps = X, []
+    for k in range(n):
+        Y = step(Y, k % 3, k)
+        steps.append(Y)
+    return X, Y, steps
+
+
+def _windowed_reference(x: np.ndarray, n: int) -> np.ndarray:
+    y = x.copy()
+    for k in range(n):
+        s, z = k % 3, np.zeros_like(y)
+        z[:len(y) - s] = np.tanh(y[s:]) * 0.9 + y[:len(y) - s]
+        y = z
+    return y
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_nests_alike_but_for_domains_and_offsets_keep_their_own_loops(fuse):
+    # the memo of isl ASTs and of footprint images is keyed on the affine data: steps whose
+    # statements differ only in domains (i + s < 12) and read offsets must not share them
+    n = 14
+    X, Y, steps = _windowed_chain(n)
+    x = np.linspace(-1.2, 1.3, 12)
+    kern = ta.build([Y], [X], materialize=steps[:-1], fuse=fuse, cache=False)
+    np.testing.assert_allclose(kern(x), _windowed_reference(x, n), rtol=1e-12, atol=1e-14)
+    # three points of the last step read: every step is computed on its footprint only, which
+    # differ by the offsets
+    Z = ta.compute((3,), lambda j: Y[j + 2], name="Z")
+    kern = ta.build([Z], [X], fuse=fuse, cache=False)
+    np.testing.assert_allclose(kern(x), _windowed_reference(x, n)[2:5], rtol=1e-12, atol=1e-14)
+    # and so does its gradient
+    L = ta.compute((), lambda: Y[0] * 2.0 + Y[5] + Y[11], name="L")
+    (g,) = ta.gradient(L, [X])
+    want = ta.evaluate(g, {X: x})
+    got = ta.build([g], [X], fuse=fuse, cache=False)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
+    assert np.count_nonzero(want) > 0
