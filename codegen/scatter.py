@@ -45,6 +45,7 @@ from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
+from .masks import peel_masks
 from .program import Buffer, Fill, If, Loop, Nest, Store
 from .schedule import mark_parallel
 from .target import parse_target
@@ -64,15 +65,6 @@ class ScatterSpec:
 
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
-def _peel(source: Expr) -> tuple[list[Expr], Expr]:
-    """The guards of ``select(c, e, 0)``/``if_then_else(c, e, 0)`` nests and the value inside."""
-    guards = []
-    while source.op in (Op.SELECT, Op.IF_THEN_ELSE) and _is_zero(source.src[2]):
-        guards += conjuncts(source.src[0])
-        source = source.src[1]
-    return guards, source
 
 
 def _gathers(e: Expr) -> bool:
@@ -96,7 +88,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     red = bodies[0]
     if red.arg.combiner.kind != "sum" or len(red.src) != 2:
         return None
-    guards, value = _peel(red.src[1])
+    guards, value = peel_masks(red.src[1])  # (a conjunct under a lazy guard stays lazy)
     terms = conjuncts(red.src[0]) + guards
     solved: dict[Expr, Expr] = {}
     used: set[Expr] = set()
