@@ -5,9 +5,10 @@ Each program reads ``x`` through a checked gather index (``mode="raise"``) or a 
 (``x[2 i - 3]``) that leaves the tensor wherever its ``if_then_else`` guard excludes it --
 negative offsets, ``i*k - c``, ``%``, ``//`` of data -- under a random algebraic shape: products
 over sums, nested selects and guards, masks (the ReLU of a gather), reductions of guarded terms
-with ``where``.  The forward, the reverse gradient, the jvp and the Hessian-vector product are
-built in checked mode (every load and store tested) and with default options, and must equal
-``ta.evaluate`` (the oracle: it raises where a read it computes leaves its tensor).
+with ``where``.  The forward (also as the optimizer lifts its conditions), the reverse
+gradient, the jvp and the Hessian-vector product are built in checked mode (every load and
+store tested) and with default options, and must equal ``ta.evaluate`` (the oracle: it raises
+where a read it computes leaves its tensor).
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def programs(draw):
     y = ta.compute((N,), body, name="y")
     r = ta.reduce_axis((0, N), name="l")
     loss = ta.compute((), lambda: ta.sum(y[r] * h[r], axis=r), name="loss")
-    outs = [y, *ta.gradient(loss, [x]), ta.jvp(y, [x], [v]), *ta.hessian_vector_product(loss, [x], [v])]
+    lifted = ta.OptimizeAndLiftNonzeronessConditions(y)
+    lifted = ta.compute((N,), lambda i: lifted[i] * 1.0, name="lifted")  # (y itself when unchanged)
+    outs = [y, lifted, *ta.gradient(loss, [x]), ta.jvp(y, [x], [v]),
+            *ta.hessian_vector_product(loss, [x], [v])]
     return outs, [x, g, h, v]
 
 
