@@ -117,3 +117,24 @@ def test_peeled_conjuncts_keep_a_lazy_guard():
     # under a select (computed everywhere already), nothing is wrapped
     conds, _ = peel_masks(ta.select(guard, ta.select(d, 1.0, 0.0), 0.0))
     assert d in conds
+
+
+def test_scatter_mask_read_at_a_solved_axis_out_of_its_range():
+    """``W[v] > 0`` is in bounds for every output ``v``; the scatter solves ``v = I[r] + 2``,
+    which can pass the last row, and tested ``W[I[r] + 2]`` before its range check (the same
+    eager ``&&``): checked mode caught the read of ``W[6]``."""
+    i = ta.placeholder((6,), "int32", name="I")
+    w = ta.placeholder((5,), "float64", name="W")
+    h = ta.placeholder((6,), "float64", name="h")
+    r = ta.reduce_axis((0, 6), name="r")
+    y = ta.compute((5,), lambda v: ta.sum(ta.if_then_else(
+        data_index(i[r], 5, "clip") + 2 == v, ta.select(w[v] > 0.0, h[r], 0.0), 0.0), axis=r), name="y")
+    I_ = np.array([0, 1, 4, 3, 2, 1], "int32")
+    W_ = np.array([1.0, -1.0, 2.0, 3.0, 4.0])
+    want = np.zeros(5)
+    for k, hv in zip(I_ + 2, H):
+        if k < 5 and W_[k] > 0:
+            want[k] += hv
+    assert "scatter" in str(ta.lower([y], [i, w, h]))
+    for checked in (False, True):
+        np.testing.assert_allclose(ta.build([y], [i, w, h], checked=checked)(I_, W_, H), want)
