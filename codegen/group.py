@@ -243,7 +243,9 @@ def _heavy(u: Unit) -> int:
 
 def plan_groups(units: list[Unit]) -> list[Group]:
     """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
-    as a sibling reduction, or as a :func:`strip_siblings` of every member), at most
+    as a sibling reduction, or as a :func:`strip_siblings` of every member; a strip-form
+    reduction is in no aligned group, whose members accumulate in registers one output point at
+    a time: a column sum there walks its input down the columns), at most
     :data:`MAX_MEMBERS` per group and at most :data:`.inline.INLINE_BUDGET` expensive
     operations in all: the members' bodies become one loop body, and LLVM's time on one
     straight-line body grows faster than its length."""
@@ -260,7 +262,8 @@ def plan_groups(units: list[Unit]) -> list[Group]:
             heavy += h
             continue
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
-                and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET:
+                and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
+                and not any(_strip_reduction(v) for v in (*g.units, u)):
             joined = _alignment(g, u) or _sibling(g, u)
             if joined is not None:
                 depth, tau = joined

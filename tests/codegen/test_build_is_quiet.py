@@ -36,6 +36,28 @@ def test_build_with_vector_width_writes_nothing(capfd, options):
     np.testing.assert_array_equal(v, np.max(x, axis=1))
 
 
+@pytest.mark.parametrize("rows", [17, 22])
+def test_window_loop_that_loses_peeled_iterations_writes_nothing(capfd, rows):
+    """Fuzz seed 120125: a window loop (an argmax per row) of 17 rows that also tests
+    ``i <= 1``.  LLVM peels the first two rows to settle the test, 15 are left -- below its
+    tiny-trip threshold, where the ``% 4`` row address would need run-time checks -- and it
+    declined the width hint aloud.  A trip count within the peeling limit of the threshold
+    now counts as tiny when the loop compares its variable."""
+    X = ta.placeholder((4, 2), "float64", name="X")
+    r, s = ta.reduce_axis((0, 9), name="r"), ta.reduce_axis((0, 9), name="s")
+    M = ta.compute((rows,), lambda i: ta.if_then_else(i <= 1, ta.max(X[(i - 3) % 4, 0] * 2.0, axis=r), 0.0),
+                   name="M")
+    Idx, V = ta.compute((rows,), lambda i: ARGMAX((s, X[(i - 3) % 4, s % 2]), axis=s), name="am")
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 2))
+    capfd.readouterr()
+    m, i, v = ta.build([M, Idx, V], [X], vector_width=16, cache=False)(x)
+    err = capfd.readouterr().err
+    assert err == "", err
+    rows_of = x[(np.arange(rows) - 3) % 4]
+    np.testing.assert_array_equal(v, rows_of.max(axis=1))
+    np.testing.assert_array_equal(m, np.where(np.arange(rows) <= 1, 2.0 * rows_of[:, 0], 0.0))
+
+
 @pytest.mark.parametrize("width", [4, 8])
 def test_strict_sum_keeps_its_order_under_a_width(width):
     """``fastmath=False``: the sum is added in index order, bit for bit, whatever the width."""
