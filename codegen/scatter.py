@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, const, logical
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
@@ -45,6 +45,7 @@ from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from .domain import PolyStmt, split_condition
 from .islast import build_loops
+from .masks import all_of, may_fault, peel_masks
 from .program import Buffer, Fill, If, Loop, Nest, Store
 from .schedule import mark_parallel
 from .target import parse_target
@@ -64,15 +65,6 @@ class ScatterSpec:
 
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
-def _peel(source: Expr) -> tuple[list[Expr], Expr]:
-    """The guards of ``select(c, e, 0)``/``if_then_else(c, e, 0)`` nests and the value inside."""
-    guards = []
-    while source.op in (Op.SELECT, Op.IF_THEN_ELSE) and _is_zero(source.src[2]):
-        guards += conjuncts(source.src[0])
-        source = source.src[1]
-    return guards, source
 
 
 def _gathers(e: Expr) -> bool:
@@ -96,7 +88,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     red = bodies[0]
     if red.arg.combiner.kind != "sum" or len(red.src) != 2:
         return None
-    guards, value = _peel(red.src[1])
+    guards, value = peel_masks(red.src[1])  # (a conjunct under a lazy guard stays lazy)
     terms = conjuncts(red.src[0]) + guards
     solved: dict[Expr, Expr] = {}
     used: set[Expr] = set()
@@ -116,6 +108,13 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     # later solutions may mention earlier axes: substitute until no solved axis is left
     for a in list(solved):
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
+    ranges = []
+    for a, d in solved.items():  # the gather's range may exceed the axis: keep it in [0, extent)
+        lo, hi = index_bounds(d) or (None, None)
+        if lo is None or lo < 0:
+            ranges.append(d >= 0)
+        if hi is None or hi >= a.hi:
+            ranges.append(d < a.hi)
     rest = []
     for t in terms:
         if t in used:  # (true by construction once the axis is solved)
@@ -123,13 +122,10 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         u = substitute(t, solved)
         if u.op is Op.EQ and u.src[0] is u.src[1]:
             continue
+        if ranges and may_fault(u):  # a read at the solved axis, ``W[v] > 0``: only in range
+            u = choice(Op.IF_THEN_ELSE, all_of(ranges), u, FALSE)
         rest.append(u)
-    for a, d in solved.items():  # the gather's range may exceed the axis: keep it in [0, extent)
-        lo, hi = index_bounds(d) or (None, None)
-        if lo is None or lo < 0:
-            rest.append(d >= 0)
-        if hi is None or hi >= a.hi:
-            rest.append(d < a.hi)
+    rest += ranges
     cond = TRUE
     for t in rest:
         cond = t if cond is TRUE else logical(Op.AND, cond, t)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical, logical_not, var
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
@@ -46,6 +46,7 @@ from .domain import covers_box
 from .fuse import Epilogue
 from .gathered import gather_rows
 from .hoist import hoist_invariants
+from .masks import all_of, peel_masks
 from .parity import decompose, residue_moduli
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
@@ -564,22 +565,6 @@ def _terms(e: Expr) -> list[Expr]:
     return out
 
 
-def _masked(e: Expr) -> tuple[Expr, Expr]:
-    """``(value, guard)``: ``e`` is ``value`` where ``guard`` holds and 0 elsewhere, peeling
-    ``select``/``if_then_else`` masks with a zero branch (``select(c, 0, x)``: ``!c``, which
-    is true at NaN as the select's choice of ``x`` is)."""
-    guard = TRUE
-    while e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[1].dtype != "bool":
-        if _zero(e.src[2]):
-            c, e = e.src[0], e.src[1]
-        elif _zero(e.src[1]):
-            c, e = logical_not(e.src[0]), e.src[2]
-        else:
-            break
-        guard = c if guard is TRUE else logical(Op.AND, guard, c)
-    return e, guard
-
-
 def _zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
 
@@ -597,7 +582,8 @@ class ScatterSum:
         body = bodies[0]
         if body.op is Op.CAST and body.src[0].dtype == body.dtype:
             body = body.src[0]
-        body, guard = _masked(body)
+        guards, body = peel_masks(body, negated=True)
+        guard = all_of(guards)
         specs, absorbed = [], []
         for term in _terms(body):
             found = _shifted_read(term, op)

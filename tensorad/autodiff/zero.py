@@ -101,29 +101,31 @@ def _product(a: Expr, b: Expr) -> Tangent:
     return a * b
 
 
-GATE_DEPTH = 6  # levels of selects and negations searched for a gate below a factor
+GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate below a factor
 
 
 def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
-    """Whether a zero-branch gate is reached from ``e`` through float selects and negations
-    within ``depth`` levels (``abs``'s tangent nests its operand's in two selects).  Not through
-    sums: distributing a product over a tangent's sum let a Hessian-vector product's kernel read
-    a guarded gather outside its guard (fuzz seed 110932; the cause of that is still open)."""
+    """Whether a zero-branch gate is reached from ``e`` through float selects, negations,
+    sums and differences within ``depth`` levels (``abs``'s tangent nests its operand's in two
+    selects; a product's tangent is a sum of two: without sums, the jvp of ``erf(|m1 + m2|^1.5)``
+    over two empty maxima was ``(0 + 0) * erf'(inf) pow'(inf)``, NaN).  The products this
+    spreads over a sum's gated terms once let a scatter compute a guarded gather's mask outside
+    its guard (fuzz seed 110932): that was the scatter's (codegen/masks.py)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:
         return True
     if e.op in (Op.SELECT, Op.IF_THEN_ELSE):
         return _holds_gate(e.src[1], depth - 1) or _holds_gate(e.src[2], depth - 1)
-    if e.op is Op.NEG:
-        return _holds_gate(e.src[0], depth - 1)
+    if e.op in (Op.NEG, Op.ADD, Op.SUB):
+        return any(_holds_gate(k, depth - 1) for k in e.src)
     return False
 
 
 def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tangent:
     """Linear ``f`` (a product or quotient by the chain rule's next factor) applied below the
-    selects and negations of ``a`` that lead to a gate, and inside the gates: every strong zero
-    of ``a`` stays 0 whatever ``f`` multiplies it by."""
+    selects, negations and sums of ``a`` that lead to a gate, and inside the gates: every
+    strong zero of ``a`` stays 0 whatever ``f`` multiplies it by."""
     if zero_branch(a) is not None:
         return _inside_gates(a, lambda x: _push(x, f, depth))
     if depth == 0 or not _holds_gate(a, depth):
@@ -131,13 +133,16 @@ def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tan
     if a.op in (Op.SELECT, Op.IF_THEN_ELSE):
         x, y = (_push(k, f, depth - 1) for k in a.src[1:])
         return choose(a.op, a.src[0], x, y, a.dtype)
-    return neg(_push(a.src[0], f, depth - 1))
+    if a.op is Op.NEG:
+        return neg(_push(a.src[0], f, depth - 1))
+    x, y = (_push(k, f, depth - 1) for k in a.src)
+    return add(x, y) if a.op is Op.ADD else sub(x, y)
 
 
 def mul(a: Tangent, b: Tangent) -> Tangent:
     """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and the zero
     branches of a select factor stay strong zeros (the product goes inside the select, and
-    below the selects and negations that lead to one)."""
+    below the selects, negations and sums that lead to one)."""
     if a is ZERO or b is ZERO:
         return ZERO
     if _holds_gate(a):

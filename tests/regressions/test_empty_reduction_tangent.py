@@ -84,10 +84,31 @@ def test_emptiness_is_exact_on_the_affine_part_and_ignores_data():
     assert got == [[a, 0] for a in range(4)]  # empty at j = 0 only; the data conjunct is dropped
 
 
+@pytest.mark.parametrize("optimize", [False, True])
+def test_jvp_through_a_sum_of_empty_maxima_is_zero_where_they_are_empty(optimize):
+    """``erf(|m1 + m2|^1.5)``: at odd rows both maxima are over nothing, their tangents strong
+    zeros, and the chain rule's factor ``erf'(inf) pow'(inf) = 0 * inf`` must go inside each
+    term of their sum (``(0 + 0) * inf`` was NaN)."""
+    x = ta.placeholder((3,), "float64", name="x")
+    u = ta.placeholder((3,), "float64", name="u")
+    r, s = ta.reduce_axis((0, 3), name="r"), ta.reduce_axis((0, 3), name="s")
+    m1 = ta.compute((4,), lambda i: ta.max(x[r], axis=[r], where=i % 2 == 0), name="m1")
+    m2 = ta.compute((4,), lambda i: ta.max(x[s] * 2.0, axis=[s], where=i % 2 == 0), name="m2")
+    y = ta.compute((4,), lambda i: ta.erf(ta.power(ta.abs(m1[i] + m2[i]) + 0.5, 1.5)), name="y")
+    k = int(np.argmax(X))
+    a = 3 * abs(X[k]) + 0.5
+    d = 2 / math.sqrt(math.pi) * math.exp(-a ** 3) * 1.5 * math.sqrt(a) * math.copysign(1, X[k]) * 3 * U[k]
+    want = np.array([d, 0.0, d, 0.0])
+    j = ta.jvp(y, [x], [u], optimize=optimize)
+    np.testing.assert_allclose(np.asarray(ta.build([j], [x, u])(X, U)), want, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.asarray(ta.evaluate([j], {x: X, u: U})[0]), want, rtol=1e-12, atol=0)
+
+
 def test_hvp_of_a_guarded_gather_stays_in_bounds():
-    """Fuzz seed 110932: distributing the chain rule's factor over a tangent's sums (an early
-    form of the strong-zero push above) made the Hessian-vector product's kernel read a guarded
-    ``mode='raise'`` gather outside its guard: IndexError.  The whole fuzz check, regenerated."""
+    """Fuzz seed 110932: distributing the chain rule's factor over a tangent's sums (the
+    strong-zero push above) made the HVP's scatter test a guarded ``mode='raise'`` gather's
+    mask outside its guard: IndexError (the cause, the scatter's eager ``&&`` of nested masks,
+    is fixed in codegen/masks.py: test_guarded_mask_peel.py).  The whole fuzz check, regenerated."""
     from fuzz.checks import run_checks
     from fuzz.program import generate
     from fuzz.runner import job_for
