@@ -145,3 +145,28 @@ def test_pieces_that_leave_zeros_are_still_split(rng):
     dG = np.concatenate([dy * g[:, h:2 * h] * si * (1 - si), dy * si, np.zeros((n, 2 * h))], axis=1)
     np.testing.assert_allclose(gx, dG @ w, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gw, dG.T @ x, rtol=1e-10, atol=1e-12)
+
+
+def _tiles(fcompute) -> bool:
+    from tensorad.simplify.pieces import tiles_box
+
+    A = ta.placeholder((6, 8), "float32", name="A")
+    B = ta.placeholder((6, 8), "float32", name="B")
+    T = ta.compute((6, 8), lambda i, j: fcompute(A, B, i, j), name="T")
+    return tiles_box(T.op.axes, T.op.body[0])
+
+
+def test_which_sums_of_pieces_tile_the_box():
+    zero = ta.const(0.0)
+    ite = ta.if_then_else
+    # slices of the columns, as a split's adjoint: tiled
+    assert _tiles(lambda A, B, i, j: ite(j < 3, A[i, j], zero) + ite(j >= 3, B[i, j], zero))
+    assert _tiles(lambda A, B, i, j: ite((j < 3) & (i < 2), A[i, j], zero)
+                  + ite((j >= 3) & (i < 2), B[i, j], zero) + ite(i >= 2, A[i, j] * B[i, j], zero))
+    # overlapping pieces, a zero column left, one term, a term everywhere: not
+    assert not _tiles(lambda A, B, i, j: ite(j < 4, A[i, j], zero) + ite(j >= 3, B[i, j], zero))
+    assert not _tiles(lambda A, B, i, j: ite(j < 3, A[i, j], zero) + ite(j >= 4, B[i, j], zero))
+    assert not _tiles(lambda A, B, i, j: ite(j < 3, A[i, j], zero))
+    assert not _tiles(lambda A, B, i, j: ite(j < 3, A[i, j], zero) + B[i, j])
+    # a diagonal and the rest: a sum over the diagonal eliminates its variable, so not kept
+    assert not _tiles(lambda A, B, i, j: ite(i == j, A[i, j], zero) + ite(i != j, B[i, j], zero))
