@@ -38,7 +38,7 @@ from . import diskcache, gemmlib
 from .buildkey import describe, digest
 from .checks import Checks, has_raise_gather
 from .irloops import finish_ir
-from .jit import compile_object, fingerprint, load_object
+from .jit import compile_kernel, fingerprint, load_object
 from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
 from .llvm_emit import ModuleEmitter
 from .lower import LoweredFunc, argument_names, check_arguments, lower
@@ -149,7 +149,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
         module = emitter.emit()
         text = finish_ir(str(module))
         call = emitter.call_name if direct else None
-        obj = compile_object(text, opts.opt_level, target)
+        text, obj = compile_kernel(text, opts.opt_level, target)  # (width hints LLVM declines: dropped)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
             "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
             "checks": checks.to_json() if checks is not None else None, "key": key_text,

@@ -175,11 +175,24 @@ def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
     if o.extent < 8:
         return False
     reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
-    cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
-    # the output strip is loaded and stored with unit stride (it stays in L1): one more
-    # contiguous access, as cheap as any other unit-stride read
-    cost_buf = access_cost(reads, o, strides_of) + 1
+    cost_acc, cost_buf = strip_access_costs(reads, o, r, strides_of)
     return cost_buf < cost_acc
+
+
+STRIP_ACCESS = 0.5
+
+
+def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
+    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the
+    last reduction axis ``r`` innermost (scalar accumulators; a loop shorter than 8 is costed
+    4 more: it hardly vectorizes) or the last output axis ``o`` innermost (accumulating in a
+    strip of the output).  The strip is loaded and stored with unit stride and stays in L1:
+    :data:`STRIP_ACCESS`, less than a unit-stride read that streams from memory, so that
+    where the reads cost the same either way the strips win -- their innermost loop is the
+    strip's length, long and contiguous, while the reduction's may be short and strided
+    (a log-softmax over the 21 channels of NCHW: 16 KB between terms)."""
+    cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
+    return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
 
 
 def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:

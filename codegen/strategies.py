@@ -45,9 +45,10 @@ from .contraction import Contraction, match_contraction, pad_contraction, worth_
 from .domain import covers_box
 from .fuse import Epilogue
 from .gathered import gather_rows
+from .hoist import hoist_invariants
 from .parity import decompose, residue_moduli
 from .scatter import match_scatter, shifted
-from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides
+from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
 from .strategy import Candidate, Item, Open, Plan, PlanContext
 from .stripmine import plan_split
@@ -83,7 +84,7 @@ def _heavy(exprs) -> int:
 
 # ---- plain loops ----------------------------------------------------------------------------
 
-def _strip_costs(op: ComputeOp, bodies: tuple) -> tuple[int, int] | None:
+def _strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     """``(accumulators, strips)``: access costs of the two loop orders of a reduction that the
     strip form can take (one combined value, output and reduction axes), else ``None``."""
     red = bodies[0]
@@ -92,11 +93,7 @@ def _strip_costs(op: ComputeOp, bodies: tuple) -> tuple[int, int] | None:
     o, r = op.axes[-1], red.arg.axes[-1]
     if o.extent < 8:
         return None
-    reads = _reads(red.src)
-    cost_acc = access_cost(reads, r, strides) + (4 if r.extent < 8 else 0)
-    # the output strip is loaded and stored with unit stride (it stays in L1): one more
-    # contiguous access, as cheap as any other unit-stride read
-    return cost_acc, access_cost(reads, o, strides) + 1
+    return strip_access_costs(_reads(red.src), o, r, strides)
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:
@@ -661,8 +658,31 @@ class GatheredRows:
                     alias={product: cand.op})
 
 
+class Hoist:
+    """An elementwise op whose transcendental subexpression depends on fewer axes than the op
+    (a log-softmax over NCHW's channels: ``log(s[n, y, x])`` for every channel): that part
+    computed once per point of its own axes into a temporary (:mod:`.hoist`), then the op
+    reading it; both planned in turn."""
+
+    name = "hoist"
+
+    def match(self, op, bodies, ctx):
+        if len(bodies) != 1 or (found := hoist_invariants(op, bodies[0])) is None:
+            return []
+        temps, rest = found
+        return [Candidate(self, op, bodies, (temps, rest))]
+
+    def cost(self, cand, ctx):
+        temps, rest = cand.data
+        return sum(loop_cycles(t, t.body, ctx) for t in temps) + loop_cycles(rest, rest.body, ctx)
+
+    def lower(self, cand, ctx):
+        temps, rest = cand.data
+        return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

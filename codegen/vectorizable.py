@@ -86,7 +86,9 @@ def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: in
 def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value, deps: _Deps) -> bool:
     """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations of the loop: a constant
     trip count below it, or within :data:`PEEL_MAX` of it when a compare other than the loop's
-    own exit test (the branch to ``exit_``, or back to the one-block body) reads ``iv``."""
+    own exit test (the branch to ``exit_``, or back to the one-block body) reads ``iv`` -- a
+    float compare too: ``float(3 i) > 0`` is ``i > 0`` once LLVM's instcombine has run (fuzz
+    seed 121380)."""
     if trips is None:
         return False
     if trips < TINY_TRIPS:
@@ -95,7 +97,7 @@ def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Val
         return False
     exits = {id(t.operands[0]) for bb in blocks for t in [bb.terminator]
              if isinstance(t, ir.ConditionalBranch) and any(o is exit_ for o in t.operands)}
-    return any(isinstance(i, ir.ICMPInstr) and id(i) not in exits and deps.reaches(i, iv)
+    return any(isinstance(i, ir.instructions.CompareInstr) and id(i) not in exits and deps.reaches(i, iv)
                for bb in blocks for i in bb.instructions)
 
 

@@ -27,11 +27,14 @@ from .refute import Refuter
 class OptimizerContext:
     """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
     ``refute=False`` runs every zero-proof in full (no :class:`.refute.Refuter` first: the
-    answers are the same, only slower -- the tests compare the two)."""
+    answers are the same, only slower -- the tests compare the two).  ``share_plans=False``
+    makes every elimination plan for its own variables (no renaming of an equal one,
+    :mod:`.plankey`: the same plans, only slower)."""
 
-    def __init__(self, trace: Counter | None = None, refute: bool = True) -> None:
+    def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
-        self.plans: dict[tuple, object] = {}  # (variables, conditions) -> elimination plan
+        self.plans: dict[tuple, object] = {}  # (variables, conditions) or their shape -> elimination plan
+        self.share_plans = share_plans
         self.ops: dict = {}  # op -> optimized op
         self.table = OpTable()  # structurally equal ops merged
         self.registered: set = set()  # sums read by the ops optimized, held in ``table``
@@ -39,7 +42,7 @@ class OptimizerContext:
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
         self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is
-        self.counts: Counter = Counter()  # isl questions and zero-proofs computed (not from a memo), by kind
+        self.counts: Counter = Counter()  # isl questions, plans, zero-proofs computed (not memoized), by kind
         self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
         self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)

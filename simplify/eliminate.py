@@ -39,6 +39,7 @@ from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import solve_for, to_linear
 
 from .logic import all_of, conjuncts
+from .plankey import rename, shape_key
 from .rules import simplify_expr
 
 
@@ -113,10 +114,26 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
     ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
     is not used for a variable that appears in one (a read index must stay quasi-affine).
     """
+    variables = list(outer) + list(rvars)
+    sharing = ctx is not None and ctx.share_plans and not equations
+    shape = shape_key(variables, affine) if sharing else None
+    if shape is not None:  # equal up to the variables' identities: renamed (:mod:`.plankey`)
+        shape = (len(outer), shape)
+        found = ctx.plans.get(shape)
+        if found is not None:
+            ctx.counts["plan renamed"] += 1
+            plan, old = found
+            return rename(plan, old, variables)
+        ctx.counts["plan"] += 1
+        plan = _make_plan(list(outer), list(rvars), list(affine), [], [], ctx)
+        ctx.plans[shape] = (plan, variables)
+        return plan
     key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations), tuple(indices))
     plans = ctx.plans if ctx is not None else {}
     found = plans.get(key)
     if found is None:
+        if ctx is not None:
+            ctx.counts["plan"] += 1
         found = plans[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
                                         list(indices), ctx)
     return found
@@ -136,10 +153,21 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         return Plan((), (), TRUE, (), empty=True)
     mapping: dict[Expr, Expr] = {}
     rvars = list(rvars)
+    # A variable no condition mentions ranges over its whole range whatever the others are
+    # (the set is its range times the rest, projections keep that): with two or more values
+    # it is not determined, its range is its own and its least value a constant -- what the
+    # isl questions below would answer, known without asking them.
+    mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
+    free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
+            and r.hi - r.lo > 1}
     # 1. eliminate determined variables, best candidate first
     while rvars:
         best = None
         for idx, r in enumerate(rvars):
+            if r in free:
+                continue
+            if ctx is not None:
+                ctx.counts["solve"] += 1
             sol = dom.solve(r)
             if sol is None or sol.pieces > MAX_PIECES:
                 continue
@@ -175,7 +203,12 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     new_vars: list[Expr] = []
     shift: dict[Expr, Expr] = {}
     for r in rvars:
+        if r in free:
+            new_vars.append(r)
+            continue
         lo, hi = dom.const_range(r)
+        if ctx is not None:
+            ctx.counts["lower bounds"] += 1
         candidates = dom.lower_bounds(r, outer)
         best = next(((b, ext) for b, ext in candidates
                      if ext < hi - lo + 1 and free_vars(b)), None)

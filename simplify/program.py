@@ -274,10 +274,11 @@ class Optimizer:
     """The optimizer as a function of one tensor, with one context for every call: autodiff
     optimizes each adjoint of one ``JacobianRecursive`` call with it, so terms equal across
     adjoints become one tensor.  Make one per top-level call (never share it between threads).
-    ``refute=False``: every zero-proof runs in full (:class:`.context.OptimizerContext`)."""
+    ``refute=False``: every zero-proof runs in full; ``share_plans=False``: no elimination plan
+    renamed from another's (:class:`.context.OptimizerContext`)."""
 
-    def __init__(self, refute: bool = True) -> None:
-        self.context = OptimizerContext(refute=refute)
+    def __init__(self, refute: bool = True, share_plans: bool = True) -> None:
+        self.context = OptimizerContext(refute=refute, share_plans=share_plans)
 
     def __call__(self, tensor: Tensor) -> Tensor:
         return optimize_and_lift_nonzeroness(tensor, self.context)

@@ -61,7 +61,7 @@ from .consts import fold_constant
 
 MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together)
 MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
-POINTS = 3  # points tried (the first near the start of every free variable's range)
+POINTS = 3  # points tried (the first two near the start of every free variable's range)
 NEAR = 4  # "near the start of a range": its first NEAR points
 ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
 _DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
@@ -199,7 +199,8 @@ _UNARY: dict[Op, Callable[[Any], Any]] = {
 
 class Refuter:
     """The random model of one optimizer call (see the module docstring) and its counts:
-    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up``."""
+    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up`` and the
+    ``steps`` (node evaluations) they took."""
 
     def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
         self.rng = random.Random(seed)
@@ -208,8 +209,9 @@ class Refuter:
         self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
         self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
+        self.points: dict[tuple, int] = {}  # (range, attempt, slot) -> a free variable's value
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
-        self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0}
+        self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
     def refutes(self, e: Expr) -> bool:
         """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the model (so
@@ -222,24 +224,41 @@ class Refuter:
             bound = {a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes}
             free = [n for n in nodes if n.op is Op.VAR and n not in bound]
             for attempt in range(POINTS):
-                env = {v: self._point(v, near=attempt == 0) for v in free}
+                slots: dict[tuple, int] = {}
+                env = {}
+                for v in free:
+                    rng = (v.lo, v.hi)
+                    slot = slots[rng] = slots.get(rng, -1) + 1
+                    env[v] = self._point(v, attempt, slot)
                 if self._eval(e, env, {}):
                     self.counts["refuted"] += 1
                     return True
         except _FAILS:
             self.counts["gave up"] += 1
             return False
+        finally:
+            self.counts["steps"] += self.steps - max(self.left, 0)
         self.counts["zero"] += 1
         return False
 
     # ---- the model's random choices ---------------------------------------------------------
 
-    def _point(self, v: Expr, near: bool) -> int:
-        """A free variable's value: ``near`` the start of its range (where masks such as
-        ``j <= i`` and small integer data meet the sums' sample points), else anywhere."""
+    def _point(self, v: Expr, attempt: int, slot: int) -> int:
+        """A free variable's value at ``attempt``: near the start of its range on the first two
+        (where masks such as ``j <= i`` and small integer data meet the sums' sample points),
+        then anywhere.  The first is drawn once per call for each range and ``slot`` (the
+        variable's place among the question's free variables of that range): questions about
+        the same tensors then read the same elements, which the model keeps (``values``) --
+        most questions are refuted there; the other attempts are drawn afresh."""
         if v.lo is None or v.hi is None or v.lo >= v.hi:
             raise _GiveUp
-        if near:
+        if attempt == 0:
+            key = (v.lo, v.hi, slot)
+            found = self.points.get(key)
+            if found is None:
+                found = self.points[key] = v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
+            return found
+        if attempt == 1:
             return v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
         return self.rng.randrange(v.lo, v.hi)
 

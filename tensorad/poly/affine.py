@@ -25,6 +25,7 @@ from ..ir.rewrite import fold_along
 from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
+_SET = isl.dim_type.set
 
 
 class NotAffine(ValueError):
@@ -87,6 +88,23 @@ class IndexSpace:
         return self._make_box(variables)
 
     def _make_box(self, variables: Iterable[Expr]) -> isl.Set:
+        """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set
+        that intersecting ``v >= lo`` and ``v < hi`` one at a time gives, printed alike (a
+        test compares them), in a third of the time -- the optimizer builds one per plan."""
+        variables = list(variables)
+        if not all(v in self.pos for v in variables):
+            return self._intersected_box(variables)
+        bs = isl.BasicSet.universe(self.space)
+        for v in variables:
+            k = self.pos[v]
+            lo, hi = (v.lo, v.hi) if v.op is Op.VAR else (0, v.arg.extent)
+            ge = isl.Constraint.inequality_alloc(self.local).set_coefficient_val(_SET, k, _val(1))
+            lt = isl.Constraint.inequality_alloc(self.local).set_coefficient_val(_SET, k, _val(-1))
+            bs = bs.add_constraint(ge.set_constant_val(_val(-lo)))
+            bs = bs.add_constraint(lt.set_constant_val(_val(hi - 1)))
+        return isl.Set.from_basic_set(bs)
+
+    def _intersected_box(self, variables: Iterable[Expr]) -> isl.Set:
         s = self.universe()
         for v in variables:
             pa = self.aff(v)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import islpy as isl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tensorad.simplify.consts import evaluate_scalar
 
 import tensorad as ta
@@ -69,3 +71,23 @@ def test_rational_values_are_read_without_to_python():
 
     v = isl.Val.int_from_si(isl.DEFAULT_CONTEXT, 3).div(isl.Val.int_from_si(isl.DEFAULT_CONTEXT, 4))
     assert val_to_fraction(v) == 0.75
+
+
+_RANGES = st.tuples(st.sampled_from([0, 1, -3, 5, 2**70]), st.integers(-2, 40))
+
+
+@given(st.lists(_RANGES, min_size=1, max_size=6), st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_box_is_the_intersection_of_its_ranges(ranges, data):
+    # IndexSpace builds a box from constraints directly; it must be the set (and the printed
+    # set, which the optimizer turns into conditions) that intersecting each range gives
+    vs = [var(f"v{k}", lo, lo + n) for k, (lo, n) in enumerate(ranges)]
+    space = IndexSpace(vs)
+    sub = data.draw(st.lists(st.sampled_from(vs), unique=True))
+    built = space.box(sub)
+    expected = space.universe()
+    for v in sub:
+        pa = space.aff(v)
+        expected = expected.intersect(pa.ge_set(space.constant(v.lo)))
+        expected = expected.intersect(pa.lt_set(space.constant(v.hi)))
+    assert built.is_equal(expected) and str(built) == str(expected)

@@ -1,0 +1,61 @@
+"""Dump every benchmark workload's (all suites) and every simplify work workload's gradient
+program, lowered loop nest and ``.work`` count, one file per workload, so that two trees'
+optimizers can be compared byte for byte (an optimizer speed-up must leave them identical).
+
+Run from a tree's root: ``PYTHONPATH=. python tools/dump_gradients.py OUTDIR [NAME ...]``, then
+``diff -r`` two OUTDIRs.  stderr gets each workload's differentiate and total CPU seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+
+import tensorad as ta
+from benchmarks import sys_tensorad, workloads
+from tensorad.ir import placeholders
+
+
+def _dump(out: str, name: str, Y, inputs, all_inputs) -> None:
+    t0 = time.process_time()
+    H = ta.placeholder(Y.shape, "float32", "H")
+    try:
+        grads = list(ta.JacobianRecursive(Y, inputs, H))
+        text = "\n".join(ta.PrintTensorRecursively(g) for g in grads)
+        t1 = time.process_time()
+        low = ta.lower(grads, list(all_inputs) + [H])
+        text += "\n==== lowered\n" + str(low) + f"\n==== work {low.work}\n"
+    except Exception:  # an error is part of the result: it is dumped and compared too
+        text = "ERROR\n" + traceback.format_exc()
+        t1 = time.process_time()
+    with open(os.path.join(out, name + ".txt"), "w") as f:
+        f.write(text)
+    print(name, f"diff {t1 - t0:.2f} total {time.process_time() - t0:.2f}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> None:
+    out, only = argv[0], set(argv[1:])
+    os.makedirs(out, exist_ok=True)
+    spec = importlib.util.spec_from_file_location("simplify_workloads", "tests/simplify/workloads.py")
+    W = importlib.util.module_from_spec(spec)
+    sys.modules["simplify_workloads"] = W
+    spec.loader.exec_module(W)
+    for w in workloads.select(None, workloads.SUITES):
+        if only and w.name not in only:
+            continue
+        ints = w.params.get("ints", {})
+        p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k)
+             for k, s in w.input_shapes(tiny=False).items()}
+        Y = sys_tensorad.topi_forward(w.kind, p, w.params)
+        _dump(out, "bench-" + w.name, Y, [p[g] for g in w.grads], p.values())
+    for wl in W.all_workloads() + W.family_workloads():
+        if only and wl.name not in only:
+            continue
+        _dump(out, "simplify-" + wl.name, wl.output, wl.inputs, placeholders([wl.output]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
