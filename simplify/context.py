@@ -49,6 +49,8 @@ class OptimizerContext:
         self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
         self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof
         self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
+        self.tiles: dict = {}  # op -> whether its body is pieces tiling its box (.pieces)
+        self.tiled = OpTable()  # the ops kept for that, structurally equal ones merged
         self.trace = trace
 
     def space(self, variables) -> IndexSpace:

@@ -34,6 +34,7 @@ from .factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_sh
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
+from .pieces import tiles_box
 from .polynomial import provably_zero
 from .ranges import wraps_where_stored
 from .rules import simplify_expr
@@ -100,7 +101,7 @@ class _Pass:
         return self.owns(op) and op not in self.ctx.factored
 
     # ---- reads ---------------------------------------------------------------------------
-    def _read(self, node: Expr) -> Expr | None:
+    def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
         t: Tensor = node.arg
         op = t.op
         if not isinstance(op, ComputeOp):
@@ -111,10 +112,25 @@ class _Pass:
                 return inline_read(Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index)))
             return None if new is op else Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index))
         if _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES):
-            return inline_read(node)
+            if not (in_sum and self.tiles(op)):
+                return inline_read(node)
+            kept = self.ctx.tiled.intern(op)  # one tensor for equal bodies (dense.grad, dense#2.grad)
+            return None if kept is op else Expr(Op.READ, node.dtype, node.src, Tensor(kept, 0))
         return None
 
+    def tiles(self, op: ComputeOp) -> bool:
+        """Whether ``op``'s body is pieces tiling its box (:mod:`.pieces`): a sum reading it
+        keeps one read of it (of the first op with its body) instead of splitting into one
+        sum per piece."""
+        found = self.ctx.tiles.get(op)
+        if found is None:
+            found = self.ctx.tiles[op] = tiles_box(op.axes, op.body[0], self.ctx)
+        return found
+
     def inline(self, body: Expr) -> Expr:
+        """``body`` with cheap producers inlined; into a sum, pieces tiling a box are kept."""
+        if body.op is Op.REDUCE and body.arg.combiner.kind == "sum":
+            return replace_reads(body, lambda n: self._read(n, in_sum=True))
         return replace_reads(body, self._read)
 
     # ---- ops -----------------------------------------------------------------------------
