@@ -48,6 +48,7 @@ def may_fault(e: Expr, memo: dict | None = None) -> bool:
 
 
 def all_of(cs: list[Expr]) -> Expr:
+    """``c1 && c2 && ...`` built by :func:`logical` (which folds constants), ``True`` for none."""
     out = TRUE
     for c in cs:
         out = c if out is TRUE else logical(Op.AND, out, c)

@@ -151,9 +151,9 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
     for t, n in zip(target, shape):
         lo, hi = index_bounds(t) or (None, None)
         if lo is None or lo < 0:
-            cond = _all([cond, t >= 0])
+            cond = all_of([cond, t >= 0])
         if hi is None or hi >= n:
-            cond = _all([cond, t < n])
+            cond = all_of([cond, t < n])
     return ScatterSpec(target, spec.loop_vars, spec.value, cond, spec.guard)
 
 
@@ -182,15 +182,8 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
                 ok = False  # an affine bound coupling both sides: no split here
                 break
         if ok and test:
-            return (p,) + tuple(_all(s) for s in sides)  # type: ignore[return-value]
+            return (p,) + tuple(all_of(s) for s in sides)  # type: ignore[return-value]
     return None
-
-
-def _all(cs: list[Expr]) -> Expr:
-    out = TRUE
-    for c in cs:
-        out = c if out is TRUE else logical(Op.AND, out, c)
-    return out
 
 
 def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
@@ -229,7 +222,7 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     split = _hoist(spec.loop_vars, spec.cond)
     if split is not None:
         p, outer_aff, test, inner_aff, inner_rest = split
-        inner = _scan(spec.loop_vars[p:], _all([inner_aff, inner_rest]), body)
+        inner = _scan(spec.loop_vars[p:], all_of([inner_aff, inner_rest]), body)
         variables, cond, body = spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),)
     space = IndexSpace(variables)
     aff, rest = split_condition(space, cond)
