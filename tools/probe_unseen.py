@@ -8,6 +8,7 @@ case's storage dtype) at 1 thread: CPU-time medians of interleaved runs, in ms. 
 
 Not a test: timing belongs here, never in the suite.  Extends the session-14 probe of the lead.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,7 @@ def _setup(shapes, grads, ta_fn, torch_fn, dtype, rng, half=None):
     th = torch.tensor(h).to(y.dtype)
     if half:
         import ml_dtypes
+
         npdt = ml_dtypes.bfloat16 if half == "bfloat16" else np.float16
         data = {k: (v.astype(npdt) if v.dtype == np.float32 else v) for k, v in data.items()}
         h = h.astype(npdt)
@@ -82,8 +84,9 @@ def check64(name, shapes, grads, ta_fn, torch_fn, rng):
     tg = torch.autograd.grad(y, [tx[g] for g in grads], th)
     for g, a, b in zip(grads, _grads(fn, args, h), tg):
         b = b.numpy()
-        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8 * max(1.0, float(np.abs(b).max())),
-                                   err_msg=f"{name} grad {g}")
+        np.testing.assert_allclose(
+            a, b, rtol=1e-8, atol=1e-8 * max(1.0, float(np.abs(b).max())), err_msg=f"{name} grad {g}"
+        )
 
 
 def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None):
@@ -115,12 +118,16 @@ def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None):
             f()
             ts[k].append(time.process_time() - t)
     m = {k: statistics.median(v) * 1e3 for k, v in ts.items()}
-    print(f"{name:34s} cold {cold:5.2f}s  fwd {m['ta_f']:7.2f}/{m['pt_f']:7.2f} = {m['ta_f'] / m['pt_f']:4.2f}"
-          f"   bwd {m['ta_b']:7.2f}/{m['pt_b']:7.2f} = {m['ta_b'] / m['pt_b']:4.2f}", flush=True)
+    print(
+        f"{name:34s} cold {cold:5.2f}s  fwd {m['ta_f']:7.2f}/{m['pt_f']:7.2f} = {m['ta_f'] / m['pt_f']:4.2f}"
+        f"   bwd {m['ta_b']:7.2f}/{m['pt_b']:7.2f} = {m['ta_b'] / m['pt_b']:4.2f}",
+        flush=True,
+    )
     return m
 
 
 # ---------------------------------------------------------------- the layers, as a user writes them
+
 
 def _gru_ta(X, Hh, Wx, Wh, bx, bh):
     gx = topi.add(topi.nn.dense(X, Wx), bx)
@@ -146,9 +153,15 @@ def _conv1d_ta(X, W):
     o, _, kw = W.shape
     rc, rk = ta.reduce_axis((0, c), "c"), ta.reduce_axis((0, kw), "k")
     pad = kw // 2
-    return ta.compute((n, o, length), lambda b, oc, i: ta.sum(
-        ta.if_then_else((i + rk - pad >= 0) & (i + rk - pad < length), X[b, rc, i + rk - pad], 0.0)
-        * W[oc, rc, rk], axis=[rc, rk]), name="conv1d")
+    return ta.compute(
+        (n, o, length),
+        lambda b, oc, i: ta.sum(
+            ta.if_then_else((i + rk - pad >= 0) & (i + rk - pad < length), X[b, rc, i + rk - pad], 0.0)
+            * W[oc, rc, rk],
+            axis=[rc, rk],
+        ),
+        name="conv1d",
+    )
 
 
 def _dwsep_ta(X, Wd, Wp):
@@ -181,8 +194,11 @@ def _masked_attn_pt(Q, K, V, M):
 
 def _sqdist_ta(X, Y):
     k = ta.reduce_axis((0, X.shape[1]), "k")
-    return ta.compute((X.shape[0], Y.shape[0]), lambda i, j: ta.sum(
-        (X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k]), axis=k), name="sqdist")
+    return ta.compute(
+        (X.shape[0], Y.shape[0]),
+        lambda i, j: ta.sum((X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k]), axis=k),
+        name="sqdist",
+    )
 
 
 def _l2norm_ta(X):
@@ -193,8 +209,11 @@ def _l2norm_ta(X):
 
 def _bce_ta(Z, T):
     # mean(max(z, 0) - z t + log(1 + exp(-|z|)))
-    e = ta.compute(Z.shape, lambda i, j: ta.maximum(Z[i, j], 0.0) - Z[i, j] * T[i, j]
-                   + ta.log(1.0 + ta.exp(-ta.abs(Z[i, j]))), name="bce")
+    e = ta.compute(
+        Z.shape,
+        lambda i, j: ta.maximum(Z[i, j], 0.0) - Z[i, j] * T[i, j] + ta.log(1.0 + ta.exp(-ta.abs(Z[i, j]))),
+        name="bce",
+    )
     return topi.mean(e)
 
 
@@ -209,8 +228,11 @@ def _mish_ta(X):
 def _pixel_shuffle_ta(X):
     n, c, h, w = X.shape
     r = 2
-    return ta.compute((n, c // (r * r), h * r, w * r), lambda b, oc, i, j: X[
-        b, oc * r * r + (i % r) * r + j % r, i // r, j // r], name="pixel_shuffle")
+    return ta.compute(
+        (n, c // (r * r), h * r, w * r),
+        lambda b, oc, i, j: X[b, oc * r * r + (i % r) * r + j % r, i // r, j // r],
+        name="pixel_shuffle",
+    )
 
 
 def _linear3d_ta(X, W, B):
@@ -226,9 +248,15 @@ def _gmaxpool_ta(X):
 
 
 def _smoothl1_ta(A, B):
-    e = ta.compute(A.shape, lambda i, j: ta.if_then_else(
-        ta.abs(A[i, j] - B[i, j]) < 1.0, 0.5 * (A[i, j] - B[i, j]) * (A[i, j] - B[i, j]),
-        ta.abs(A[i, j] - B[i, j]) - 0.5), name="smoothl1")
+    e = ta.compute(
+        A.shape,
+        lambda i, j: ta.if_then_else(
+            ta.abs(A[i, j] - B[i, j]) < 1.0,
+            0.5 * (A[i, j] - B[i, j]) * (A[i, j] - B[i, j]),
+            ta.abs(A[i, j] - B[i, j]) - 0.5,
+        ),
+        name="smoothl1",
+    )
     return topi.mean(e)
 
 
@@ -241,26 +269,41 @@ def _lse_ta(X):
 
 def _bilinear_form_ta(A, W, B):
     i_, j_ = ta.reduce_axis((0, A.shape[1]), "i"), ta.reduce_axis((0, B.shape[1]), "j")
-    return ta.compute((A.shape[0], W.shape[0]), lambda b, o: ta.sum(
-        A[b, i_] * W[o, i_, j_] * B[b, j_], axis=[i_, j_]), name="bilinear")
+    return ta.compute(
+        (A.shape[0], W.shape[0]),
+        lambda b, o: ta.sum(A[b, i_] * W[o, i_, j_] * B[b, j_], axis=[i_, j_]),
+        name="bilinear",
+    )
 
 
 def _masked_mean_ta(X, M):
     t = ta.reduce_axis((0, X.shape[1]), "t")
     cnt = ta.compute((X.shape[0],), lambda b: ta.sum(M[b, t], axis=t), name="cnt")
     t2 = ta.reduce_axis((0, X.shape[1]), "t2")
-    return ta.compute((X.shape[0], X.shape[2]), lambda b, c: ta.sum(X[b, t2, c] * M[b, t2], axis=t2)
-                      / cnt[b], name="masked_mean")
+    return ta.compute(
+        (X.shape[0], X.shape[2]),
+        lambda b, c: ta.sum(X[b, t2, c] * M[b, t2], axis=t2) / cnt[b],
+        name="masked_mean",
+    )
 
 
 def _conv_nhwc_ta(X, W):
     n, h, w, c = X.shape
     kh, kw, _, o = W.shape
     rc, ry, rx = ta.reduce_axis((0, c), "c"), ta.reduce_axis((0, kh), "ry"), ta.reduce_axis((0, kw), "rx")
-    return ta.compute((n, h, w, o), lambda b, y, x, oc: ta.sum(
-        ta.if_then_else((y + ry >= 1) & (y + ry <= h) & (x + rx >= 1) & (x + rx <= w),
-                        X[b, y + ry - 1, x + rx - 1, rc], 0.0) * W[ry, rx, rc, oc],
-        axis=[ry, rx, rc]), name="conv_nhwc")
+    return ta.compute(
+        (n, h, w, o),
+        lambda b, y, x, oc: ta.sum(
+            ta.if_then_else(
+                (y + ry >= 1) & (y + ry <= h) & (x + rx >= 1) & (x + rx <= w),
+                X[b, y + ry - 1, x + rx - 1, rc],
+                0.0,
+            )
+            * W[ry, rx, rc, oc],
+            axis=[ry, rx, rc],
+        ),
+        name="conv_nhwc",
+    )
 
 
 def _conv_nhwc_pt(X, W):
@@ -276,14 +319,20 @@ def _leaky_ta(X):
 
 
 def _hardswish_ta(X):
-    return ta.compute(X.shape, lambda i, j: X[i, j] * ta.minimum(ta.maximum(X[i, j] + 3.0, 0.0), 6.0) / 6.0,
-                      name="hardswish")
+    return ta.compute(
+        X.shape,
+        lambda i, j: X[i, j] * ta.minimum(ta.maximum(X[i, j] + 3.0, 0.0), 6.0) / 6.0,
+        name="hardswish",
+    )
 
 
 def _grouped_linear_ta(X, W):
     k = ta.reduce_axis((0, X.shape[2]), "k")
-    return ta.compute((X.shape[0], X.shape[1], W.shape[2]), lambda g, b, o: ta.sum(
-        X[g, b, k] * W[g, k, o], axis=k), name="glinear")
+    return ta.compute(
+        (X.shape[0], X.shape[1], W.shape[2]),
+        lambda g, b, o: ta.sum(X[g, b, k] * W[g, k, o], axis=k),
+        name="glinear",
+    )
 
 
 def _cumsum_ta(X):
@@ -301,74 +350,231 @@ def _cosine_ta(A, B):
 
 f, pos, mask = "f", "pos", "mask"
 CASES = {
-    "gru": ("GRU cell 64x512 (x 256)", {"X": ((64, 256), f), "Hh": ((64, 512), f), "Wx": ((1536, 256), f),
-            "Wh": ((1536, 512), f), "bx": ((1536,), f), "bh": ((1536,), f)},
-            ("X", "Hh", "Wx", "Wh", "bx", "bh"), _gru_ta, _gru_pt),
-    "conv1d": ("conv1d k3 p1 256ch L512 (compute)", {"X": ((8, 256, 512), f), "W": ((256, 256, 3), f)},
-               ("X", "W"), _conv1d_ta, lambda X, W: F.conv1d(X, W, padding=1)),
-    "embedding": ("embedding 32000x512, 16x128 ids", {"E": ((32000, 512), f), "ids": ((16, 128), ("int", 32000))},
-                  ("E",), lambda E, ids: topi.nn.embedding(E, ids), lambda E, ids: F.embedding(ids.long(), E)),
-    "dwsep": ("dw3x3+relu+pw1x1 64->128 +relu 56", {"X": ((8, 64, 56, 56), f), "Wd": ((64, 1, 3, 3), f),
-              "Wp": ((128, 64, 1, 1), f)}, ("X", "Wd", "Wp"), _dwsep_ta, _dwsep_pt),
-    "maxpool2": ("max pool 2x2 s2 (8,64,56,56)", {"X": ((8, 64, 56, 56), f)}, ("X",),
-                 lambda X: topi.nn.pool(X, 2, 2, 0, "max"), lambda X: F.max_pool2d(X, 2, 2)),
-    "avgpool2": ("avg pool 2x2 s2 (8,64,56,56)", {"X": ((8, 64, 56, 56), f)}, ("X",),
-                 lambda X: topi.nn.pool(X, 2, 2, 0, "avg"), lambda X: F.avg_pool2d(X, 2, 2)),
-    "se": ("squeeze-excite 128ch 28x28", {"X": ((8, 128, 28, 28), f), "W1": ((32, 128), f), "W2": ((128, 32), f)},
-           ("X", "W1", "W2"), _se_block_ta, _se_block_pt),
-    "masked_attn": ("attention + additive mask 8x256x64", {"Q": ((8, 256, 64), f), "K": ((8, 256, 64), f),
-                    "V": ((8, 256, 64), f), "M": ((256, 256), f)}, ("Q", "K", "V"), _masked_attn_ta, _masked_attn_pt),
-    "sqdist": ("pairwise sq. distance 1024x1024x128", {"X": ((1024, 128), f), "Y": ((1024, 128), f)}, ("X", "Y"),
-               _sqdist_ta, lambda X, Y: ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)),
-    "l2norm": ("L2-normalize rows 4096x256", {"X": ((4096, 256), f)}, ("X",), _l2norm_ta,
-               lambda X: X / torch.sqrt((X * X).sum(1, keepdim=True) + 1e-12)),
-    "bce": ("BCE with logits, mean 256x1000", {"Z": ((256, 1000), f), "T": ((256, 1000), mask)}, ("Z",), _bce_ta,
-            lambda Z, T: F.binary_cross_entropy_with_logits(Z, T)),
+    "gru": (
+        "GRU cell 64x512 (x 256)",
+        {
+            "X": ((64, 256), f),
+            "Hh": ((64, 512), f),
+            "Wx": ((1536, 256), f),
+            "Wh": ((1536, 512), f),
+            "bx": ((1536,), f),
+            "bh": ((1536,), f),
+        },
+        ("X", "Hh", "Wx", "Wh", "bx", "bh"),
+        _gru_ta,
+        _gru_pt,
+    ),
+    "conv1d": (
+        "conv1d k3 p1 256ch L512 (compute)",
+        {"X": ((8, 256, 512), f), "W": ((256, 256, 3), f)},
+        ("X", "W"),
+        _conv1d_ta,
+        lambda X, W: F.conv1d(X, W, padding=1),
+    ),
+    "embedding": (
+        "embedding 32000x512, 16x128 ids",
+        {"E": ((32000, 512), f), "ids": ((16, 128), ("int", 32000))},
+        ("E",),
+        lambda E, ids: topi.nn.embedding(E, ids),
+        lambda E, ids: F.embedding(ids.long(), E),
+    ),
+    "dwsep": (
+        "dw3x3+relu+pw1x1 64->128 +relu 56",
+        {"X": ((8, 64, 56, 56), f), "Wd": ((64, 1, 3, 3), f), "Wp": ((128, 64, 1, 1), f)},
+        ("X", "Wd", "Wp"),
+        _dwsep_ta,
+        _dwsep_pt,
+    ),
+    "maxpool2": (
+        "max pool 2x2 s2 (8,64,56,56)",
+        {"X": ((8, 64, 56, 56), f)},
+        ("X",),
+        lambda X: topi.nn.pool(X, 2, 2, 0, "max"),
+        lambda X: F.max_pool2d(X, 2, 2),
+    ),
+    "avgpool2": (
+        "avg pool 2x2 s2 (8,64,56,56)",
+        {"X": ((8, 64, 56, 56), f)},
+        ("X",),
+        lambda X: topi.nn.pool(X, 2, 2, 0, "avg"),
+        lambda X: F.avg_pool2d(X, 2, 2),
+    ),
+    "se": (
+        "squeeze-excite 128ch 28x28",
+        {"X": ((8, 128, 28, 28), f), "W1": ((32, 128), f), "W2": ((128, 32), f)},
+        ("X", "W1", "W2"),
+        _se_block_ta,
+        _se_block_pt,
+    ),
+    "masked_attn": (
+        "attention + additive mask 8x256x64",
+        {"Q": ((8, 256, 64), f), "K": ((8, 256, 64), f), "V": ((8, 256, 64), f), "M": ((256, 256), f)},
+        ("Q", "K", "V"),
+        _masked_attn_ta,
+        _masked_attn_pt,
+    ),
+    "sqdist": (
+        "pairwise sq. distance 1024x1024x128",
+        {"X": ((1024, 128), f), "Y": ((1024, 128), f)},
+        ("X", "Y"),
+        _sqdist_ta,
+        lambda X, Y: ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1),
+    ),
+    "l2norm": (
+        "L2-normalize rows 4096x256",
+        {"X": ((4096, 256), f)},
+        ("X",),
+        _l2norm_ta,
+        lambda X: X / torch.sqrt((X * X).sum(1, keepdim=True) + 1e-12),
+    ),
+    "bce": (
+        "BCE with logits, mean 256x1000",
+        {"Z": ((256, 1000), f), "T": ((256, 1000), mask)},
+        ("Z",),
+        _bce_ta,
+        lambda Z, T: F.binary_cross_entropy_with_logits(Z, T),
+    ),
     "softplus": ("softplus 64x4096", {"X": ((64, 4096), f)}, ("X",), _softplus_ta, lambda X: F.softplus(X)),
     "mish": ("mish 64x4096", {"X": ((64, 4096), f)}, ("X",), _mish_ta, lambda X: F.mish(X)),
-    "pixel_shuffle": ("pixel shuffle r2 (8,256,28,28)", {"X": ((8, 256, 28, 28), f)}, ("X",), _pixel_shuffle_ta,
-                      lambda X: F.pixel_shuffle(X, 2)),
-    "linear3d_gelu": ("(8,128,512)@(512,2048)+b, gelu tanh", {"X": ((8, 128, 512), f), "W": ((512, 2048), f),
-                      "B": ((2048,), f)}, ("X", "W", "B"), _linear3d_ta, _linear3d_pt),
-    "gmaxpool": ("global max pool (16,256,14,14)", {"X": ((16, 256, 14, 14), f)}, ("X",), _gmaxpool_ta,
-                 lambda X: X.amax((2, 3))),
-    "convT4x4s2": ("convT 4x4 s2 p1 128->64 16->32", {"X": ((8, 128, 16, 16), f), "W": ((128, 64, 4, 4), f)},
-                   ("X", "W"), lambda X, W: topi.nn.conv2d_transpose(X, W, 2, 1),
-                   lambda X, W: F.conv_transpose2d(X, W, stride=2, padding=1)),
-    "smoothl1": ("smooth L1 loss 256x1024", {"A": ((256, 1024), f), "B": ((256, 1024), f)}, ("A",), _smoothl1_ta,
-                 lambda A, B: F.smooth_l1_loss(A, B)),
-    "lse": ("logsumexp rows 512x4096", {"X": ((512, 4096), f)}, ("X",), _lse_ta, lambda X: torch.logsumexp(X, 1)),
-    "bilinear_form": ("bilinear x1 W x2 64x128x128->32", {"A": ((64, 128), f), "W": ((32, 128, 128), f),
-                      "B": ((64, 128), f)}, ("A", "W", "B"), _bilinear_form_ta,
-                      lambda A, W, B: F.bilinear(A, B, W)),
-    "masked_mean": ("masked mean over tokens (32,256,512)", {"X": ((32, 256, 512), f), "M": ((32, 256), mask)},
-                    ("X",), _masked_mean_ta, lambda X, M: (X * M[:, :, None]).sum(1) / M.sum(1)[:, None]),
-    "conv_nhwc": ("conv 3x3 p1 NHWC 64->64 28x28 (compute)", {"X": ((8, 28, 28, 64), f), "W": ((3, 3, 64, 64), f)},
-                  ("X", "W"), _conv_nhwc_ta, _conv_nhwc_pt),
-    "dropout": ("dropout (given mask) 256x4096", {"X": ((256, 4096), f), "M": ((256, 4096), mask)}, ("X",),
-                _dropout_ta, lambda X, M: X * M * 1.25),
-    "leaky": ("leaky relu 256x4096", {"X": ((256, 4096), f)}, ("X",), _leaky_ta, lambda X: F.leaky_relu(X, 0.01)),
-    "hardswish": ("hardswish 256x4096", {"X": ((256, 4096), f)}, ("X",), _hardswish_ta, lambda X: F.hardswish(X)),
-    "grouped_linear": ("grouped linear 8 x (256x256 @ 256x256)", {"X": ((8, 256, 256), f), "W": ((8, 256, 256), f)},
-                       ("X", "W"), _grouped_linear_ta, lambda X, W: torch.bmm(X, W)),
-    "cumsum": ("cumsum (where k<=j) 64x1024", {"X": ((64, 1024), f)}, ("X",), _cumsum_ta,
-               lambda X: torch.cumsum(X, 1)),
-    "cosine": ("row cosine similarity 4096x256", {"A": ((4096, 256), f), "B": ((4096, 256), f)}, ("A", "B"),
-               _cosine_ta, lambda A, B: (A * B).sum(1) / torch.sqrt((A * A).sum(1) * (B * B).sum(1) + 1e-8)),
-    "upsample_bilinear": ("upsample bilinear 2x (8,64,28,28)", {"X": ((8, 64, 28, 28), f)}, ("X",),
-                          lambda X: topi.nn.upsampling(X, 2, method="bilinear"),
-                          lambda X: F.interpolate(X, scale_factor=2, mode="bilinear", align_corners=False)),
+    "pixel_shuffle": (
+        "pixel shuffle r2 (8,256,28,28)",
+        {"X": ((8, 256, 28, 28), f)},
+        ("X",),
+        _pixel_shuffle_ta,
+        lambda X: F.pixel_shuffle(X, 2),
+    ),
+    "linear3d_gelu": (
+        "(8,128,512)@(512,2048)+b, gelu tanh",
+        {"X": ((8, 128, 512), f), "W": ((512, 2048), f), "B": ((2048,), f)},
+        ("X", "W", "B"),
+        _linear3d_ta,
+        _linear3d_pt,
+    ),
+    "gmaxpool": (
+        "global max pool (16,256,14,14)",
+        {"X": ((16, 256, 14, 14), f)},
+        ("X",),
+        _gmaxpool_ta,
+        lambda X: X.amax((2, 3)),
+    ),
+    "convT4x4s2": (
+        "convT 4x4 s2 p1 128->64 16->32",
+        {"X": ((8, 128, 16, 16), f), "W": ((128, 64, 4, 4), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d_transpose(X, W, 2, 1),
+        lambda X, W: F.conv_transpose2d(X, W, stride=2, padding=1),
+    ),
+    "smoothl1": (
+        "smooth L1 loss 256x1024",
+        {"A": ((256, 1024), f), "B": ((256, 1024), f)},
+        ("A",),
+        _smoothl1_ta,
+        lambda A, B: F.smooth_l1_loss(A, B),
+    ),
+    "lse": (
+        "logsumexp rows 512x4096",
+        {"X": ((512, 4096), f)},
+        ("X",),
+        _lse_ta,
+        lambda X: torch.logsumexp(X, 1),
+    ),
+    "bilinear_form": (
+        "bilinear x1 W x2 64x128x128->32",
+        {"A": ((64, 128), f), "W": ((32, 128, 128), f), "B": ((64, 128), f)},
+        ("A", "W", "B"),
+        _bilinear_form_ta,
+        lambda A, W, B: F.bilinear(A, B, W),
+    ),
+    "masked_mean": (
+        "masked mean over tokens (32,256,512)",
+        {"X": ((32, 256, 512), f), "M": ((32, 256), mask)},
+        ("X",),
+        _masked_mean_ta,
+        lambda X, M: (X * M[:, :, None]).sum(1) / M.sum(1)[:, None],
+    ),
+    "conv_nhwc": (
+        "conv 3x3 p1 NHWC 64->64 28x28 (compute)",
+        {"X": ((8, 28, 28, 64), f), "W": ((3, 3, 64, 64), f)},
+        ("X", "W"),
+        _conv_nhwc_ta,
+        _conv_nhwc_pt,
+    ),
+    "dropout": (
+        "dropout (given mask) 256x4096",
+        {"X": ((256, 4096), f), "M": ((256, 4096), mask)},
+        ("X",),
+        _dropout_ta,
+        lambda X, M: X * M * 1.25,
+    ),
+    "leaky": (
+        "leaky relu 256x4096",
+        {"X": ((256, 4096), f)},
+        ("X",),
+        _leaky_ta,
+        lambda X: F.leaky_relu(X, 0.01),
+    ),
+    "hardswish": (
+        "hardswish 256x4096",
+        {"X": ((256, 4096), f)},
+        ("X",),
+        _hardswish_ta,
+        lambda X: F.hardswish(X),
+    ),
+    "grouped_linear": (
+        "grouped linear 8 x (256x256 @ 256x256)",
+        {"X": ((8, 256, 256), f), "W": ((8, 256, 256), f)},
+        ("X", "W"),
+        _grouped_linear_ta,
+        lambda X, W: torch.bmm(X, W),
+    ),
+    "cumsum": (
+        "cumsum (where k<=j) 64x1024",
+        {"X": ((64, 1024), f)},
+        ("X",),
+        _cumsum_ta,
+        lambda X: torch.cumsum(X, 1),
+    ),
+    "cosine": (
+        "row cosine similarity 4096x256",
+        {"A": ((4096, 256), f), "B": ((4096, 256), f)},
+        ("A", "B"),
+        _cosine_ta,
+        lambda A, B: (A * B).sum(1) / torch.sqrt((A * A).sum(1) * (B * B).sum(1) + 1e-8),
+    ),
+    "upsample_bilinear": (
+        "upsample bilinear 2x (8,64,28,28)",
+        {"X": ((8, 64, 28, 28), f)},
+        ("X",),
+        lambda X: topi.nn.upsampling(X, 2, method="bilinear"),
+        lambda X: F.interpolate(X, scale_factor=2, mode="bilinear", align_corners=False),
+    ),
 }
 # storage-dtype cases: (name, half dtype, case key)
 HALF = {
-    "bf16_dense": ("bfloat16 dense 256x1024x1024", "bfloat16", {"X": ((256, 1024), f), "W": ((1024, 1024), f)},
-                   ("X", "W"), lambda X, W: topi.nn.dense(X, W), lambda X, W: F.linear(X, W)),
-    "bf16_layernorm": ("bfloat16 layer norm (64,128,768)", "bfloat16",
-                       {"X": ((64, 128, 768), f), "G": ((768,), pos), "B": ((768,), f)}, ("X", "G", "B"),
-                       lambda X, G, B: topi.nn.layer_norm(X, G, B),
-                       lambda X, G, B: F.layer_norm(X, (768,), G, B)),
-    "f16_gelu": ("float16 gelu 256x4096", "float16", {"X": ((256, 4096), f)}, ("X",),
-                 lambda X: topi.nn.gelu(X), lambda X: F.gelu(X)),
+    "bf16_dense": (
+        "bfloat16 dense 256x1024x1024",
+        "bfloat16",
+        {"X": ((256, 1024), f), "W": ((1024, 1024), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.dense(X, W),
+        lambda X, W: F.linear(X, W),
+    ),
+    "bf16_layernorm": (
+        "bfloat16 layer norm (64,128,768)",
+        "bfloat16",
+        {"X": ((64, 128, 768), f), "G": ((768,), pos), "B": ((768,), f)},
+        ("X", "G", "B"),
+        lambda X, G, B: topi.nn.layer_norm(X, G, B),
+        lambda X, G, B: F.layer_norm(X, (768,), G, B),
+    ),
+    "f16_gelu": (
+        "float16 gelu 256x4096",
+        "float16",
+        {"X": ((256, 4096), f)},
+        ("X",),
+        lambda X: topi.nn.gelu(X),
+        lambda X: F.gelu(X),
+    ),
 }
 
 
