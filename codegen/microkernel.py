@@ -58,7 +58,8 @@ def packs_b_once(s: Contraction) -> bool:
     batch axis (the shared weights of a product batched over rows, ``X[b, y, x, c] W[c, o]``
     of a channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
     es = 4 if s.dtype == "float32" else 8
-    return not set(free_vars(s.b)) & set(s.batch) and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT
+    return (not set(free_vars(s.b)) & set(s.batch) and s.nc % s.nr == 0  # (blocks at jc * KC)
+            and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
 
 
 class GemmEmitter:
