@@ -353,7 +353,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
     preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
                   b.icmp_signed(">", b.sub(hi, lo), njc))
-    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(1)), K), I64(es)))])
+    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
     with b.if_then(preb):
         with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
             kcl = imin(b, kc, b.sub(K, k0))

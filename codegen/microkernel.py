@@ -54,11 +54,12 @@ def packs_a_once(s: Contraction) -> bool:
 
 def packs_b_once(s: Contraction) -> bool:
     """Whether side B is packed once per call (when the call runs more blocks than there are
-    column blocks, so several batch points read each) rather than once per block: it reads no
-    batch axis (the shared weights of a product batched over rows, ``X[b, y, x, c] W[c, o]``
-    of a channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
+    column blocks, so several batch points read each) rather than once per block: a batched
+    product whose B reads no batch axis (shared weights, ``X[b, y, x, c] W[c, o]`` of a
+    channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
     es = 4 if s.dtype == "float32" else 8
-    return (not set(free_vars(s.b)) & set(s.batch) and s.nc % s.nr == 0  # (blocks at jc * KC)
+    return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
+            and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
             and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
 
 
