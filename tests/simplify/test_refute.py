@@ -226,11 +226,16 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
         if refute:
             refuted = opt.context.refuter.counts
     assert counts[1] == 76
-    assert counts[0] <= 8
+    # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
+    # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
+    # data, its own sample points) refutes all but the one sum that is zero in real arithmetic
+    # (the key gradient summed over keys) and that the full proof cannot show
+    assert counts[0] <= 2
     assert texts[0] == texts[1]
     # the first point of every question drawn once per range: questions read the elements
-    # others computed (26,213 node evaluations when each drew its own; 20,369 today)
-    assert refuted["refuted"] >= 64 and refuted["steps"] <= 23_000
+    # others computed (26,213 node evaluations when each drew its own; 20,369 with one
+    # model, 31,499 with the second model's points)
+    assert refuted["refuted"] >= 67 and refuted["steps"] <= 34_000
 
 
 def test_every_op_has_a_meaning_in_the_model():
