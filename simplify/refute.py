@@ -65,7 +65,8 @@ from tensorad.ir.tensor import ComputeOp, PlaceholderOp
 
 from .consts import fold_constant
 
-MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together)
+MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together;
+#                     a variable or a constant is a lookup, not a step)
 MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
 POINTS = 3  # points tried (the first two near the start of every free variable's range)
 NEAR = 4  # "near the start of a range": its first NEAR points
@@ -75,6 +76,7 @@ _DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float p
 
 _MISSING = object()
 _CONST = Op.CONST
+_VAR = Op.VAR
 
 
 class _GiveUp(Exception):
@@ -239,6 +241,7 @@ class Refuter:
         self.steps = steps
         self.left = 0
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
+        self.consts: dict[Expr, Any] = {}  # constant node -> its exact value
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
     def refutes(self, e: Expr) -> bool:
@@ -330,6 +333,14 @@ class Refuter:
     # ---- evaluation ---------------------------------------------------------------------------
 
     def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
+        op = e.op
+        if op is _VAR:  # (half the nodes evaluated: a lookup, not a step)
+            return env[e]
+        if op is _CONST:
+            found = self.consts.get(e, _MISSING)
+            if found is _MISSING:
+                found = self.consts[e] = _const(e)
+            return found
         found = memo.get(e, _MISSING)
         if found is not _MISSING:
             return found
@@ -353,7 +364,8 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        idx = tuple([_as_int(self._eval(s, env, memo)) for s in e.src])  # (ints: index values)
+        ev = self._eval
+        idx = tuple([v if type(v) is int else _as_int(v) for v in [ev(s, env, memo) for s in e.src]])
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:

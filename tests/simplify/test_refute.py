@@ -234,8 +234,9 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
     assert texts[0] == texts[1]
     # the first point of every question drawn once per range: questions read the elements
     # others computed (26,213 node evaluations when each drew its own; 20,369 with one
-    # model, 31,499 with the second model's points)
-    assert refuted["refuted"] >= 67 and refuted["steps"] <= 34_000
+    # model, 31,499 with the second model's points; 15,813 now that a variable or a constant
+    # is a lookup, not a step)
+    assert refuted["refuted"] >= 67 and refuted["steps"] <= 17_000
 
 
 def test_every_op_has_a_meaning_in_the_model():
