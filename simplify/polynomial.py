@@ -30,6 +30,7 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 from __future__ import annotations
 
 from fractions import Fraction
+from operator import is_not
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
@@ -378,7 +379,7 @@ class _Renamer:
 
     def _rebuilt(self, node: Expr) -> Expr:
         new = tuple(self.memo[c] for c in node.src)
-        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+        return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
     def __call__(self, e: Expr) -> Expr:
         if not self.leaves:  # (substitute's general case: replacements substituted again)
