@@ -244,12 +244,12 @@ class Refuter:
         self.consts: dict[Expr, Any] = {}  # constant node -> its exact value
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
-    def refutes(self, e: Expr) -> bool:
+    def refutes(self, e: Expr, steps: int | None = None) -> bool:
         """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the models (so
         not identically zero); False also when a model has no value for it.  The budget of
-        :data:`MAX_STEPS` node evaluations is for all the points together."""
+        :data:`MAX_STEPS` node evaluations (or ``steps``) is for all the points together."""
         self.counts["tried"] += 1
-        self.left = self.steps
+        budget = self.left = self.steps if steps is None else steps
         evaluated = False  # 0 at some point (not only points without a value)
         try:
             nodes = list(walk(e))
@@ -274,7 +274,7 @@ class Refuter:
                     if self.left < 0:
                         break  # (the budget is spent: no other point either)
         finally:
-            self.counts["steps"] += self.steps - max(self.left, 0)
+            self.counts["steps"] += budget - max(self.left, 0)
         self.counts["zero" if evaluated else "gave up"] += 1
         return False
 

@@ -213,10 +213,17 @@ def _transformer():
     return Y, [p[g] for g in w.grads]
 
 
-def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
+def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeypatch):
     # Issue 10's bar: the Transformer block's 76 zero-proofs all failed, 57 at the expansion
     # budget (3 CPU-s); the refuter answers all but a few, and the results are the same.
     texts, counts = [], []
+    quick, real_quick = [], polynomial._quick
+
+    def counted(e, ctx):
+        quick.append(e)
+        return real_quick(e, ctx)
+
+    monkeypatch.setattr(polynomial, "_quick", counted)
     for refute in (True, False):
         Y, inputs = _transformer()
         opt = Optimizer(refute=refute)
@@ -225,12 +232,16 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
         counts.append(opt.context.counts["zero-proof"])
         if refute:
             refuted = opt.context.refuter.counts
+            quick_tried = len(quick)
     assert counts[1] == 76
     # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
     # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
     # data, its own sample points) refutes all but the one sum that is zero in real arithmetic
     # (the key gradient summed over keys) and that the full proof cannot show
     assert counts[0] <= 2
+    # a short refutation first (questions about elements evaluated already): the quick proof
+    # runs for 20 of the 76 questions, not all (it cost as much as the refutations)
+    assert quick_tried <= 24
     assert texts[0] == texts[1]
     # the first point of every question drawn once per range: questions read the elements
     # others computed (26,213 node evaluations when each drew its own; 20,369 with one
