@@ -28,14 +28,17 @@ B = ta.placeholder((6,), name="B")
 T = ta.compute((4, 6), lambda i, j: A[i, j] * 2.0 + B[j], name="T")  # read through: its body
 _k = ta.reduce_axis((0, 6), "k")
 S = ta.compute((4,), lambda i: ta.sum(T[i, _k] * B[_k], _k), name="S")  # a sum tensor
+Ix = ta.placeholder((4,), "int32", name="Ix")  # gather indices (token ids: integer data)
 I = ta.reduce_axis((0, 4), "i").var  # noqa: E741  (the free variable of every term)
 K, J = ta.reduce_axis((0, 6), "k2").var, ta.reduce_axis((0, 6), "j2").var  # summed over
 
 
 def _leaves(k):
-    """Atoms at ``(I, k)``: placeholder reads, a producer's element, a sum tensor, opaque math."""
+    """Atoms at ``(I, k)``: placeholder reads, a producer's element, a sum tensor, opaque math,
+    a gather by integer data and that data as a value (both models' integer data)."""
     return [A[I, k], B[k], T[I, k], S[I] * B[k], ta.exp(A[I, k] * 0.5),
-            ta.select(A[I, k] > 0.0, B[k], T[I, 1]), ta.sum(A[I, _k] * T[I, _k], _k) * A[I, k]]
+            ta.select(A[I, k] > 0.0, B[k], T[I, 1]), ta.sum(A[I, _k] * T[I, _k], _k) * A[I, k],
+            A[Ix[I], k], ta.cast("float32", Ix[I]) * B[k]]
 
 
 @st.composite
