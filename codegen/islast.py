@@ -136,9 +136,35 @@ class AstConverter:
         # (``names``: the tags the AST's user nodes carry instead of the statements' names)
         self.stmts = {s.name if names is None else names[k]: s for k, s in enumerate(stmts)}
         self.hints = hints
+        self.offset = 0  # leading time dimensions scanned outside isl (:func:`_peel`)
+        self.peeled: dict[str, tuple[int, ...]] = {}  # tag -> positions of its variables scanned outside
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.astcheck.scans_exactly`
+
+    def _iterator(self, it: str) -> str:
+        """The name isl gives the loop of time dimension ``d`` of the whole schedule, for a
+        name in an AST built without the first :attr:`offset` dimensions."""
+        return f"c{int(it[1:]) + self.offset}" if self.offset and it[1:].isdigit() else it
+
+    def outer(self, box: list[tuple[int, int]], inner) -> tuple:
+        """The loops isl builds over the leading time dimensions ``box`` (``(lo, hi)``, the
+        same for every statement and constrained by nothing else), around ``inner()`` -- the
+        conversion of the AST isl built for the other dimensions: a loop per dimension, as
+        :meth:`loop` converts isl's ``for (c = lo; c <= hi - 1; c += 1)``."""
+        if not box:
+            return inner()
+        dim = self.offset - len(box)
+        name, lo_r, hi_r = self.hints[dim]
+        name = next((x for x in (_loop_name(s, dim) for s in self.stmts.values()) if x is not None), name)
+        v = var(name, lo_r, hi_r)
+        lo, hi = const(box[0][0], "int32"), const(int(const(box[0][1] - 1, "int32").arg) + 1)
+        self.scope[f"c{dim}"] = v
+        self.frame.append((v, lo, hi, 1))
+        body = self.outer(box[1:], inner)
+        self.frame.pop()
+        del self.scope[f"c{dim}"]
+        return (Loop(v, lo, hi, body, 1, dim=dim),)
 
     def node(self, n: isl.AstNode) -> tuple:
         t = n.get_type()
@@ -166,7 +192,8 @@ class AstConverter:
         raise IslAstError(f"unexpected isl AST node of type {t}")
 
     def loop(self, n: isl.AstNode) -> Loop:
-        it = n.for_get_iterator().id_get_id().get_name()
+        raw = n.for_get_iterator().id_get_id().get_name()
+        it = self._iterator(raw)
         dim = int(it[1:]) if it[1:].isdigit() else 0
         name, lo_r, hi_r = self.hints[dim] if dim < len(self.hints) else ("t", 0, 1)
         # named after a statement this loop runs (in a fused nest another statement's
@@ -182,7 +209,7 @@ class AstConverter:
         self.scope[it] = v
         kind = cond.op_get_type()
         lhs, rhs = cond.op_get_arg(0), cond.op_get_arg(1)
-        if lhs.get_type() != isl.ast_expr_type.id or lhs.id_get_id().get_name() != it:
+        if lhs.get_type() != isl.ast_expr_type.id or lhs.id_get_id().get_name() != raw:
             raise IslAstError(f"unexpected isl loop condition {cond.to_C_str()}")
         bound = self.expr(rhs)
         if kind == _E.le:
@@ -201,8 +228,11 @@ class AstConverter:
         return Loop(v, lo, hi, body, step, dim=dim)
 
     def user(self, e: isl.AstExpr) -> tuple:
-        s = self.stmts[e.op_get_arg(0).id_get_id().get_name()]
+        tag = e.op_get_arg(0).id_get_id().get_name()
+        s = self.stmts[tag]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
+        for d, k in enumerate(self.peeled.get(tag, ())):  # (in increasing position order)
+            args.insert(k, self.scope[f"c{d}"])
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
         conds = tuple(f for f in self.frame if not isinstance(f, tuple))
         self.instances.append(Instance(s.name, tuple(args), loops, conds))
@@ -211,7 +241,7 @@ class AstConverter:
     def expr(self, e: isl.AstExpr) -> Expr:
         t = e.get_type()
         if t == isl.ast_expr_type.id:
-            return self.scope[e.id_get_id().get_name()]
+            return self.scope[self._iterator(e.id_get_id().get_name())]
         if t == isl.ast_expr_type.int:
             return const(e.int_get_val().to_python(), "int32")
         op = e.op_get_type()
@@ -274,7 +304,8 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple[tuple, 
     time ranges built for each map's text, and each use converts it with its own bodies."""
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
-    umap = schedule_map(stmts, names)
+    box, inner, peeled = _peel(stmts)
+    umap = schedule_map(inner, names)
     key = umap.to_str() if scans is not None else None
     found = scans.get(key) if scans is not None else None
     if found is None:
@@ -282,15 +313,74 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple[tuple, 
             found = (None, None)
         else:
             ctx = isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-            ndim = max(len(s.schedule) for s in stmts)
+            ndim = max(len(s.schedule) for s in inner)
             found = (isl.AstBuild.from_context(ctx).node_from_schedule_map(umap), _time_ranges(umap, ndim))
         if scans is not None:
             scans[key] = found
     node, ranges = found
     if node is None:
         return (), None
-    conv = AstConverter(stmts, _dim_hints(stmts, umap, ranges), names)
-    return conv.node(node), conv
+    conv = AstConverter(stmts, _dim_hints(stmts, umap, [(lo, hi) for lo, hi in box] + ranges), names)
+    conv.offset = len(box)
+    conv.peeled = {tag: positions for tag, positions in zip(names, peeled)}
+    return conv.outer(box, lambda: conv.node(node)), conv
+
+
+PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
+
+
+def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
+    """The leading time dimensions that every statement schedules by one of its own variables
+    over the same range ``[lo, hi)``, which no other constraint of its domain and no other
+    time dimension mentions -- a batch or channel loop around the whole nest -- and the
+    statements without them (each keeps one time dimension at least).  isl's AST of such a
+    product is a plain loop over that range around the AST of the rest
+    (:meth:`AstConverter.outer` builds those loops), and isl's time grows with the dimensions
+    it scans: a convolution gradient's nest of 8 time dimensions is built in half the time
+    without its two outer ones.  Returns the ranges, the statements left, and per statement
+    the positions of the variables taken out (ascending)."""
+    box: list[tuple[int, int]] = []
+    current = list(stmts)
+    positions: list[list[int]] = [[] for _ in stmts]
+    if any(s.domain.is_empty() for s in current):
+        return box, current, [()] * len(stmts)
+    while all(len(s.schedule) > 1 for s in current):
+        found = [_product_axis(s) for s in current]
+        if any(f is None for f in found) or len({f[1] for f in found}) != 1:
+            break
+        box.append(found[0][1])
+        for k, (s, (i, _)) in enumerate(zip(current, found)):
+            left = [j for j in range(len(stmts[k].vars)) if j not in positions[k]]
+            positions[k].append(left[i])
+            current[k] = PolyStmt(s.name, s.vars[:i] + s.vars[i + 1:],
+                                  s.domain.project_out(isl.dim_type.set, i, 1), s.body, s.schedule[1:])
+    return box, current, [tuple(sorted(p)) for p in positions]
+
+
+def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
+    """``(i, (lo, hi))`` when ``s``'s first time dimension is its variable ``i``, mentioned by no
+    other time dimension, and its domain is ``[lo, hi)`` for that variable times a set of the
+    others (at least :data:`PEEL_MIN_TRIPS` values); else ``None``."""
+    if not s.schedule or not isinstance(s.schedule[0], Expr) or s.schedule[0].op is not Op.VAR:
+        return None
+    v = s.schedule[0]
+    if v not in s.vars or any(isinstance(t, Expr) and v in _vars_of(t) for t in s.schedule[1:]):
+        return None
+    i = s.vars.index(v)
+    n = len(s.vars)
+    rng = s.domain.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+    lo, hi = rng.dim_min_val(0), rng.dim_max_val(0)
+    if not (lo.is_int() and hi.is_int()) or not isl.Set.from_basic_set(rng.polyhedral_hull()).is_equal(rng):
+        return None  # (unbounded, or not every value between: a residue class)
+    lo, hi = lo.to_python(), hi.to_python() + 1
+    if hi - lo < PEEL_MIN_TRIPS:
+        return None
+    rest = s.domain.project_out(isl.dim_type.set, i, 1).insert_dims(isl.dim_type.set, i, 1)
+    interval = rng.insert_dims(isl.dim_type.set, 1, n - i - 1).insert_dims(isl.dim_type.set, 0, i)
+    product = rest.intersect(interval.reset_space(rest.get_space()))
+    if not product.is_subset(s.domain):
+        return None
+    return i, (lo, hi)
 
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:

@@ -71,40 +71,59 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
     return found if pieces <= MAX_PIECES else {}
 
 
-def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object]
+def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object], memo: dict | None = None
               ) -> tuple[list[ComputeOp], list, ComputeOp] | None:
     """``(pieces, their product specs, gather)`` for a reduction ``op`` whose residue classes
     are all matrix products (``is_product(piece)`` returns the spec or ``None``); the gather
-    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so."""
+    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so.
+    ``memo`` (owned by one planning call) keeps the pieces and gathers made for ``op``, so the
+    strategies that both decompose it (a product per class, loops per class) build them once."""
     if not op.is_reduction or body.op is not Op.REDUCE:
         return None
     moduli = residue_moduli(op, body)
     if not moduli:
         return None
     split = [ax for ax in op.axes if ax in moduli]
+    memo = {} if memo is None else memo
     pieces: dict[tuple[int, ...], ComputeOp] = {}
     specs = []
     for residues in product(*(range(moduli[ax]) for ax in split)):
-        r_of = dict(zip(split, residues))
-        new_axes, mapping = [], {}
-        for ax in op.axes:
-            if ax in r_of:
-                m, r = moduli[ax], r_of[ax]
-                q = var(ax.name, 0, -(-(ax.extent - r) // m))
-                mapping[ax] = q * const(m, ax.dtype) + const(r, ax.dtype) if r else q * const(m, ax.dtype)
-            else:
-                q = var(ax.name, ax.lo, ax.hi)
-                mapping[ax] = q
-            new_axes.append(q)
-        src = tuple(simplify_index(substitute(e, mapping)) for e in body.src)
-        red = _tighten(new_axes, unstride(Expr(Op.REDUCE, body.dtype, src, body.arg)))
-        piece = ComputeOp(f"{op.name}.parity", "", tuple(new_axes), (red,))
+        piece = _kept(memo, ("parity piece", op, body, residues),
+                      lambda r=residues: _piece(op, body, moduli, dict(zip(split, r))))
         spec = is_product(piece)
         if spec is None:
             return None
         pieces[residues] = piece
         specs.append(spec)
-    return list(pieces.values()), specs, _gather(op, body.dtype, split, moduli, pieces)
+    gather = _kept(memo, ("parity gather", op, body), lambda: _gather(op, body.dtype, split, moduli, pieces))
+    return list(pieces.values()), specs, gather
+
+
+def _kept(memo: dict, key: tuple, make: Callable[[], ComputeOp]) -> ComputeOp:
+    """``memo``'s op for ``key`` -- made by ``make`` once -- keyed by the identity of the op
+    decomposed (``key[1]``; the entry holds it, so its id is not reused while the memo lives)."""
+    ident = (key[0], id(key[1])) + key[2:]
+    found = memo.get(ident)
+    if found is None or found[0] is not key[1]:
+        found = memo[ident] = (key[1], make())
+    return found[1]
+
+
+def _piece(op: ComputeOp, body: Expr, moduli: dict, r_of: dict) -> ComputeOp:
+    """The reduction of ``op``'s residue class ``r_of`` (axis -> residue) of ``moduli``."""
+    new_axes, mapping = [], {}
+    for ax in op.axes:
+        if ax in r_of:
+            m, r = moduli[ax], r_of[ax]
+            q = var(ax.name, 0, -(-(ax.extent - r) // m))
+            mapping[ax] = q * const(m, ax.dtype) + const(r, ax.dtype) if r else q * const(m, ax.dtype)
+        else:
+            q = var(ax.name, ax.lo, ax.hi)
+            mapping[ax] = q
+        new_axes.append(q)
+    src = tuple(simplify_index(substitute(e, mapping)) for e in body.src)
+    red = _tighten(new_axes, unstride(Expr(Op.REDUCE, body.dtype, src, body.arg)))
+    return ComputeOp(f"{op.name}.parity", "", tuple(new_axes), (red,))
 
 
 def _tighten(axes: list[Expr], red: Expr) -> Expr:

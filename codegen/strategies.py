@@ -420,7 +420,7 @@ class Parity:
     def match(self, op, bodies, ctx):
         if not op.is_reduction or len(bodies) != 1:
             return []
-        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx))
+        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx), ctx.memo)
         return [] if found is None else [Candidate(self, op, bodies, found)]
 
     def cost(self, cand, ctx):
@@ -463,7 +463,7 @@ class ParityLoops:
         lanes = _lanes(ctx, bodies[0].dtype)
         if any(ax.extent // m < lanes for ax, m in residue_moduli(op, bodies[0]).items()):
             return []  # (a class shorter than a vector: nothing to gain, a gather to pay)
-        found = decompose(op, bodies[0], lambda piece: piece)
+        found = decompose(op, bodies[0], lambda piece: piece, ctx.memo)
         if found is None or sum(_box(p) for p in found[0]) + _box(found[2]) >= _box(op):
             return []  # (no taps saved: a grouped convolution's classes are as long as its sum)
         return [Candidate(self, op, bodies, found)]
