@@ -101,7 +101,7 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
         return
     rtol = rtol if rtol is not None else (2e-3 if dtype == "float32" else 1e-8)
     scale = max(1.0, float(np.max(np.abs(w[both]))))
-    allowed = rtol * (np.abs(w) + scale)
+    allowed = rtol * np.abs(w) + rtol * scale  # (|w| + scale overflows beside 1e308)
     if noise is not None:
         allowed = allowed + noise
     with np.errstate(all="ignore"):
