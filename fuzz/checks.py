@@ -427,8 +427,8 @@ class Case:
                 continue
             opt = ta.OptimizeAndLiftNonzeronessConditions(t)
             want, got = ta.evaluate([t, opt], self.feed)
-            compare(f"optimized {t.name}", got, want, t.dtype, lenient=self.lenient, strong_zero=True,
-                    rtol=3e-2 if self.half else None)
+            self._compare_orders("optimized", [got], [t], self.feed, want=[want], lenient=self.lenient,
+                                 strong_zero=True, rtol=3e-2 if self.half else None)
         if not self.job.get("safe"):
             return
         ns, feed = self._grad_setup()
@@ -437,8 +437,8 @@ class Case:
         g_raw = ta.JacobianRecursive(out, ins, H, optimize=False)
         vals = ta.evaluate(list(g_opt) + list(g_raw), feed)
         n = len(ins)
-        for p, a, b in zip(ins, vals[:n], vals[n:]):
-            compare(f"optimized gradient wrt {p.name}", a, b, "float64", strong_zero=True)
+        self._compare_orders("optimized gradient", vals[:n], list(g_raw), feed, want=vals[n:],
+                             strong_zero=True)
 
     # ---- derivatives (float64) ------------------------------------------------------------
     def _grad_setup(self):
@@ -613,17 +613,18 @@ class Case:
                              list(ta.JacobianRecursive(out, ins, H, optimize=False)), feed,
                              rtol=1e-6, strong_zero=True)
 
-    def _compare_orders(self, what: str, got, tensors, feed, **kw) -> None:
-        """``got`` against ``evaluate`` of ``tensors`` (float64), each element allowed its
-        spread over summation orders (:meth:`order_spread`) once a first comparison fails."""
-        want = _tuple(self.ta.evaluate(tensors, feed))
+    def _compare_orders(self, what: str, got, tensors, feed, want=None, **kw) -> None:
+        """``got`` against ``want``, the values of ``tensors`` (``evaluate``'s when not given),
+        each element allowed its spread over summation orders (:meth:`order_spread`) once a
+        first comparison fails: the optimizer regroups sums and a kernel orders them."""
+        want = _tuple(self.ta.evaluate(tensors, feed)) if want is None else want
         spread = None
         for k, (t, g, w) in enumerate(zip(tensors, got, want)):
             try:
-                compare(f"{what}: {t.name}", g, w, "float64", **kw)
+                compare(f"{what} {t.name}", g, w, t.dtype, **kw)
             except Mismatch:
                 spread = self.order_spread(tensors, feed, want) if spread is None else spread
-                compare(f"{what}: {t.name}", g, w, "float64", noise=spread[k], **kw)
+                compare(f"{what} {t.name}", g, w, t.dtype, noise=spread[k], **kw)
 
 
 def run_checks(job: dict) -> list[dict]:

@@ -147,3 +147,14 @@ OUT = s
     case._compare_all("build", [np.array(np.inf), want[1]], want, None)
     with pytest.raises(checks.Mismatch, match="non-finite values differ"):
         case._compare_all("build", [want[0], np.array(np.inf)], want, None)
+
+
+def test_optimizer_and_split_comparisons_allow_the_order_spread_too():
+    case = _norm_case(16, {}, CONSTANT)
+    m, y = case.outputs[0], case.outputs[2]
+    from tensorad.evaluate import evaluate_in_order
+    other = evaluate_in_order([m, y], case.feed, "sequential")
+    case._compare_orders("optimized", other, [m, y], case.feed, strong_zero=True)
+    wrong = [other[0] * (15 / 16), other[1]]
+    with pytest.raises(checks.Mismatch, match="optimized m"):
+        case._compare_orders("optimized", wrong, [m, y], case.feed, strong_zero=True)
