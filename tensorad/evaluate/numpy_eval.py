@@ -321,7 +321,7 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
     last = tuple(range(-len(pos), 0))
     terms = np.moveaxis(np.where(mask, s, np.asarray(identity, s.dtype)), pos, last)
     outer = terms.shape[:terms.ndim - len(pos)]
-    terms = terms.reshape(outer + (-1,))
+    terms = terms.reshape(outer + (math.prod(terms.shape[len(outer):]),))  # (no -1: a size may be 0)
     if reverse:
         terms = terms[..., ::-1]
     start = np.full(outer + (1,), identity, dtype=s.dtype)

@@ -75,6 +75,16 @@ def test_float32_rounds_in_float32_and_equal_terms_spread_by_order():
     assert got.dtype == np.float32 and got == seq
 
 
+@pytest.mark.parametrize("outer, extent", [((0,), 3), ((2,), 0), ((0,), 0)])
+def test_empty_outputs_and_empty_sums(outer, extent):
+    X = ta.placeholder((2, 3), "float32", name="X")
+    k = ta.reduce_axis((0, extent), name="k")
+    S = ta.compute(outer, lambda i: ta.sum(X[i, k], axis=k), name="S")
+    for order in ORDERS:
+        got = evaluate_in_order(S, {X: np.ones((2, 3), np.float32)}, order)
+        np.testing.assert_array_equal(got, np.zeros(outer, np.float32))
+
+
 def test_an_unknown_order_is_a_clear_error():
     X, S = _sum_program(2)
     with pytest.raises(ValueError, match=r"order must be one of .*'sequential'.*got 'pairwise'"):
