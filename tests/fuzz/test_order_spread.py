@@ -89,7 +89,7 @@ def test_seed_131017_passes_forward_and_checked(fastmath):
     t2, L3 = case.ns["t2"], case.ns["L3"]
     assert np.all(ta.evaluate(t2, case.feed) == ta.evaluate(t2, case.feed)[0])  # 16 equal terms
     want = checks._tuple(ta.evaluate(case.outputs, case.feed))
-    spread = case.order_spread(case.outputs, case.feed, want)
+    spread, alternatives = case.order_spread(case.outputs, case.feed, want)
     assert np.all(spread[3] >= np.abs(ta.build([L3], [case.inputs[0]], fastmath=fastmath)(SEED_X0)))
     case.forward()
     case.checked()
@@ -123,7 +123,7 @@ def test_a_kernel_whose_sum_misses_a_term_still_fails(fastmath, x):
 def test_a_well_conditioned_element_gets_no_spread():
     case = _norm_case(16, {}, ORDINARY)
     want = checks._tuple(ta.evaluate(case.outputs, case.feed))
-    spread = case.order_spread(case.outputs, case.feed, want)
+    spread, _ = case.order_spread(case.outputs, case.feed, want)
     for s, w in zip(spread, want):
         assert np.all(s <= 1e-14 * (np.abs(w) + 1.0))
 
@@ -144,7 +144,11 @@ OUT = s
     case.feed[case.inputs[0]] = np.array([-1e308, 1e308, 1e308])  # reversed: 1e308 + 1e308 = inf
     want = checks._tuple(ta.evaluate(case.outputs, case.feed))
     assert float(want[0]) == 1e308
-    case._compare_all("build", [np.array(np.inf), want[1]], want, None)
+    case._compare_all("build", [np.array(np.inf), want[1]], want, None)  # the reversed order's inf
+    with pytest.raises(checks.Mismatch, match="non-finite values differ"):
+        case._compare_all("build", [np.array(-np.inf), want[1]], want, None)  # no order gives -inf
+    with pytest.raises(checks.Mismatch, match="build s: at"):
+        case._compare_all("build", [np.array(0.0), want[1]], want, None)  # an order's inf allows no 0
     with pytest.raises(checks.Mismatch, match="non-finite values differ"):
         case._compare_all("build", [want[0], np.array(np.inf)], want, None)
 
