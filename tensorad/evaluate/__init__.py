@@ -1,6 +1,7 @@
 """The plain-NumPy reference evaluator ``ta.evaluate`` (the test oracle of the project)."""
 
 from .feed import check_feed, convert_array
-from .numpy_eval import ARRAY_RULES, CONTEXT_OPS, evaluate, evaluate_op
+from .numpy_eval import ARRAY_RULES, CONTEXT_OPS, ORDERS, evaluate, evaluate_in_order, evaluate_op
 
-__all__ = ["ARRAY_RULES", "CONTEXT_OPS", "check_feed", "convert_array", "evaluate", "evaluate_op"]
+__all__ = ["ARRAY_RULES", "CONTEXT_OPS", "ORDERS", "check_feed", "convert_array", "evaluate",
+           "evaluate_in_order", "evaluate_op"]

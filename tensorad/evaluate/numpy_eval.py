@@ -27,6 +27,13 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   a read that is out of bounds where it is really evaluated.  Floating-point warnings are
   silenced (the untaken branch may compute ``log(-1)``, the taken one gives NaN as compiled
   code would).
+* Summation order: a sum or product is NumPy's reduction (pairwise for sums), one IEEE
+  rounding of the formula among many; a kernel may round it in another order.
+  :func:`evaluate_in_order` folds every built-in sum and product of the program one term at a
+  time instead, in index order (``"sequential"``, as a strict kernel's loop does) or in reverse
+  (``"reversed"``): the spread between orders tells a test how order-sensitive a result is
+  (the fuzz oracle's allowance, ``fuzz/checks.Case.order_spread``).  Max and min do not
+  depend on the order; custom combiners always fold in index order (their tie rule).
 """
 
 from __future__ import annotations
@@ -131,6 +138,9 @@ CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_IN
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+# The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order.
+ORDERS = ("numpy", "sequential", "reversed")
+ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 
 
 def _or(*masks: Any) -> Any:
@@ -157,8 +167,9 @@ class _Grid:
     """Evaluates the expressions of one compute op over its broadcast index grid."""
 
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
-                 axis_pos: dict[Expr, int], grid_shape: tuple[int, ...]) -> None:
+                 axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy") -> None:
         self.name = name
+        self.order = order
         self.env = env
         self.values = values
         self.axis_pos = axis_pos
@@ -248,8 +259,11 @@ class _Grid:
         ufunc = BUILTIN_FOLDS.get(comb.kind)
         if ufunc is not None and comb.identity[0].op is Op.CONST:
             s = srcs[0]
-            out = ufunc.reduce(s, axis=pos, keepdims=True, where=mask,
-                               initial=comb.identity[0].arg, dtype=s.dtype)
+            if self.order != "numpy" and comb.kind in ORDERED_FOLDS:
+                out = _fold_in_order(ufunc, s, mask, pos, comb.identity[0].arg, self.order == "reversed")
+            else:
+                out = ufunc.reduce(s, axis=pos, keepdims=True, where=mask,
+                                   initial=comb.identity[0].arg, dtype=s.dtype)
             return [(np.asarray(out, dtype=s.dtype), poison)]
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
@@ -298,6 +312,23 @@ class _Grid:
                                 "out-of-bounds read")
 
 
+def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
+                   identity: Any, reverse: bool) -> np.ndarray:
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` (kept with size 1) where
+    ``mask`` holds, one term at a time from the identity: ``((id + s0) + s1) + ...`` over the
+    reduce points in C order (``reverse``: the last point first), rounded in ``s``'s dtype --
+    a strict kernel's accumulation loop.  A masked-out point adds the identity (exact)."""
+    last = tuple(range(-len(pos), 0))
+    terms = np.moveaxis(np.where(mask, s, np.asarray(identity, s.dtype)), pos, last)
+    outer = terms.shape[:terms.ndim - len(pos)]
+    terms = terms.reshape(outer + (math.prod(terms.shape[len(outer):]),))  # (no -1: a size may be 0)
+    if reverse:
+        terms = terms[..., ::-1]
+    start = np.full(outer + (1,), identity, dtype=s.dtype)
+    acc = ufunc.accumulate(np.concatenate([start, terms], axis=-1), axis=-1, dtype=s.dtype)[..., -1]
+    return np.expand_dims(acc, tuple(sorted(pos)))
+
+
 def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
     """The reduce axes of every reduction in the bodies, in order of first appearance."""
     out: dict[Expr, None] = {}
@@ -308,8 +339,9 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
     return list(out)
 
 
-def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndarray]:
-    """The arrays of every output of compute ``op``, given the arrays of what it reads."""
+def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy") -> list[np.ndarray]:
+    """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
+    and products folded in ``order``, one of :data:`ORDERS`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
@@ -322,7 +354,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray]) -> list[np.ndar
         env[ax] = np.arange(ax.lo, ax.hi, dtype=np.int64).reshape(shape)  # exact index math
         pos[ax] = d
     grid_shape = tuple(ax.hi - ax.lo for ax in axes)
-    grid = _Grid(op.name, env, values, pos, grid_shape)
+    grid = _Grid(op.name, env, values, pos, grid_shape, order)
     kept = outer + (1,) * len(red)
     out = []
     for k, body in enumerate(op.body):
@@ -344,6 +376,17 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
     ``feed`` maps placeholders to arrays (see ``feed.py`` for what is accepted).  Returns one
     array for one tensor, a list (tuple) of arrays for a list (tuple) of tensors.
     """
+    return evaluate_in_order(outputs, feed, "numpy")
+
+
+def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str) -> Any:
+    """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
+    :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
+    ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
+    rounding of the same formula; how far they spread measures a result's sensitivity to the
+    summation order, which no kernel is bound to (a test's allowance, never a user's answer)."""
+    if order not in ORDERS:
+        raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     for t in outs:
@@ -355,7 +398,7 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
         for t in graph:
             if t in values:
                 continue
-            for k, arr in enumerate(evaluate_op(t.op, values)):
+            for k, arr in enumerate(evaluate_op(t.op, values, order)):
                 values[Tensor(t.op, k)] = arr
     results = [values[t].copy() for t in outs]
     if single:

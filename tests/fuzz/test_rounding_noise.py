@@ -59,7 +59,8 @@ def test_a_wrong_value_still_fails_where_the_element_is_well_conditioned():
     case._compare_all("build", got, want, None)
 
 
-def test_no_allowance_without_fast_math():
+def test_no_conditioning_allowance_without_fast_math():
+    # (a strict kernel gets the order spread only, Case.order_spread: none here, the orders agree)
     case = _case({"fastmath": False})
     want = checks._tuple(case.ta.evaluate(case.outputs, case.feed))
     got = [np.array(w, copy=True) for w in want]

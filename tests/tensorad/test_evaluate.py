@@ -342,7 +342,7 @@ def test_each_tensor_is_evaluated_once(rng, monkeypatch):
     E = ta.compute((3,), lambda i: C[i] * D[i], name="E")
     calls = []
     real = numpy_eval.evaluate_op
-    monkeypatch.setattr(numpy_eval, "evaluate_op", lambda op, v: calls.append(op.name) or real(op, v))
+    monkeypatch.setattr(numpy_eval, "evaluate_op", lambda op, v, *a: calls.append(op.name) or real(op, v, *a))
     a = _f32(rng, 3)
     np.testing.assert_allclose(ta.evaluate([E, C], {A: a}), [(2 * a + 1) * (2 * a - 1), 2 * a + 1],
                                rtol=1e-6)
@@ -480,6 +480,20 @@ def test_random_programs_agree_with_elementwise_interpreter(program, seed):
         assert g.shape == t.shape and g.dtype == np.dtype(t.dtype)
         np.testing.assert_allclose(g, _interpret(t, feed), rtol=1e-9, atol=1e-9, equal_nan=True,
                                    err_msg=ta.PrintTensorRecursively(t))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=random_program(dtype="float64"), seed=st.integers(0, 2**16))
+def test_random_programs_in_other_summation_orders_agree_with_the_interpreter(program, seed):
+    # the fuzz oracle evaluates in these orders after a mismatch: they must run wherever
+    # evaluate does, with its dtypes and shapes (the interpreter folds in index order)
+    feed = random_feed(program.placeholders, np.random.default_rng(seed))
+    for order in ("sequential", "reversed"):
+        got = numpy_eval.evaluate_in_order(program.outputs, feed, order)
+        for t, g in zip(program.outputs, got):
+            assert g.shape == t.shape and g.dtype == np.dtype(t.dtype)
+            np.testing.assert_allclose(g, _interpret(t, feed), rtol=1e-9, atol=1e-9, equal_nan=True,
+                                       err_msg=f"{order}: {ta.PrintTensorRecursively(t)}")
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,92 @@
+"""``evaluate_in_order``: ``ta.evaluate`` with its sums and products folded one term at a time.
+
+Each order is an IEEE rounding of the same formula; the values below are worked by hand (the
+cancellation ``1 + 1e100 - 1e100`` is 0 left to right and 1 right to left), so the oracle is
+the arithmetic, not tensorad.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+from tensorad.evaluate import ORDERS, evaluate_in_order
+
+
+def _sum_program(n: int, where=None, dtype: str = "float64"):
+    X = ta.placeholder((n,), dtype, name="X")
+    k = ta.reduce_axis((0, n), name="k")
+    S = ta.compute((), lambda: ta.sum(X[k], axis=k, where=where(k) if where else None), name="S")
+    return X, S
+
+
+def test_sequential_and_reversed_fold_one_term_at_a_time():
+    X, S = _sum_program(3)
+    x = np.array([1.0, 1e100, -1e100])
+    assert float(evaluate_in_order(S, {X: x}, "sequential")) == 0.0  # (1 + 1e100) - 1e100
+    assert float(evaluate_in_order(S, {X: x}, "reversed")) == 1.0    # (-1e100 + 1e100) + 1
+    assert float(evaluate_in_order(S, {X: x}, "numpy")) == float(ta.evaluate(S, {X: x}))
+
+
+def test_masked_points_are_skipped_in_order():
+    X, S = _sum_program(4, where=lambda k: k != 1)
+    x = np.array([1.0, 5.0, 1e100, -1e100])
+    assert float(evaluate_in_order(S, {X: x}, "sequential")) == 0.0
+    assert float(evaluate_in_order(S, {X: x}, "reversed")) == 1.0
+
+
+def test_several_reduce_axes_fold_in_c_order_and_outer_points_apart():
+    X = ta.placeholder((2, 2, 3), "float64", name="X")
+    a = ta.reduce_axis((0, 2), name="a")
+    b = ta.reduce_axis((0, 3), name="b")
+    S = ta.compute((2,), lambda i: ta.sum(X[a, i, b], axis=[a, b]), name="S")
+    x = np.zeros((2, 2, 3))
+    x[0, 0] = [1.0, 1e100, 0.0]  # row i=0, C order over (a, b): 1, 1e100, 0, -1e100, 0, 0
+    x[1, 0] = [-1e100, 0.0, 0.0]
+    x[:, 1] = [[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]]  # row i=1: 2, 0, 0, 0, 0, 0
+    seq = evaluate_in_order(S, {X: x}, "sequential")
+    rev = evaluate_in_order(S, {X: x}, "reversed")
+    np.testing.assert_array_equal(seq, [0.0, 2.0])
+    np.testing.assert_array_equal(rev, [1.0, 2.0])
+
+
+def test_products_are_ordered_and_max_is_not_touched():
+    X = ta.placeholder((3,), "float64", name="X")
+    k = ta.reduce_axis((0, 3), name="k")
+    P = ta.compute((), lambda: ta.prod(X[k], axis=k), name="P")
+    M = ta.compute((), lambda: ta.max(X[k], axis=k), name="M")
+    x = np.array([1e300, 1e300, 1e-300])
+    p_seq, m_seq = evaluate_in_order([P, M], {X: x}, "sequential")
+    p_rev, m_rev = evaluate_in_order([P, M], {X: x}, "reversed")
+    assert float(p_seq) == np.inf          # 1e300 * 1e300 overflows first
+    assert float(p_rev) == pytest.approx(1e300, rel=1e-12)  # 1e-300 * 1e300 first
+    assert float(m_seq) == float(m_rev) == 1e300
+
+
+def test_float32_rounds_in_float32_and_equal_terms_spread_by_order():
+    # 1/3 sixteen times in float32: pairwise is exact at each level of the tree, index order is not
+    X, S = _sum_program(16, dtype="float32")
+    x = np.full(16, 1 / 3, np.float32)
+    seq = np.float32(0)
+    for v in x:
+        seq = np.float32(seq + v)
+    got = evaluate_in_order(S, {X: x}, "sequential")
+    assert got.dtype == np.float32 and got == seq
+
+
+@pytest.mark.parametrize("outer, extent", [((0,), 3), ((2,), 0), ((0,), 0)])
+def test_empty_outputs_and_empty_sums(outer, extent):
+    X = ta.placeholder((2, 3), "float32", name="X")
+    k = ta.reduce_axis((0, extent), name="k")
+    S = ta.compute(outer, lambda i: ta.sum(X[i, k], axis=k), name="S")
+    for order in ORDERS:
+        got = evaluate_in_order(S, {X: np.ones((2, 3), np.float32)}, order)
+        np.testing.assert_array_equal(got, np.zeros(outer, np.float32))
+
+
+def test_an_unknown_order_is_a_clear_error():
+    X, S = _sum_program(2)
+    with pytest.raises(ValueError, match=r"order must be one of .*'sequential'.*got 'pairwise'"):
+        evaluate_in_order(S, {X: np.zeros(2)}, "pairwise")
+    assert ORDERS[0] == "numpy"
