@@ -3,8 +3,8 @@
 A half value travels through the generated code as its ``i16`` bit pattern: it is loaded,
 stored and selected as an integer, and only converted where the IR says ``cast``.  Arithmetic
 never runs in a half type (``tensorad/ir/dtype.py``), so these four conversions are all there
-is.  Each one is an instruction where the target has it and integer code where it does not;
-which one is read from the :class:`~.target.Target` (``f16c``, ``bf16``), never from a CPU name.
+is.  The float16 ones are an instruction where the target has it (F16C, which is exact) and integer
+code where it does not, read from the :class:`~.target.Target` (``f16c``), never from a CPU name.
 All are scalar code without branches, so LLVM's loop vectorizer widens them.
 
 * **float16 -> float32**: F16C ``fpext half`` (``vcvtph2ps``); else, with ``h`` the bits,
@@ -21,9 +21,11 @@ All are scalar code without branches, so LLVM's loop vectorizer widens them.
   between 1 and 1 + 2^-10) has bits 0x3f801000; mantissa bit 13 is 0, so
   ``(0x3f801000 + 0xc8000fff) >> 13 = 0x3c00``: 1.0, the even neighbour.
 * **bfloat16 -> float32**: ``(h as i32) << 16``, bit for bit (no instruction is faster).
-* **float32 -> bfloat16**, round to nearest, ties to even: AVX512-BF16 ``fptrunc bfloat``
-  (``vcvtneps2bf16``); else ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits, and a NaN
-  keeps its sign and top payload with the quiet bit set: ``(x >> 16) | 0x40``.
+* **float32 -> bfloat16**, round to nearest, ties to even, on every target:
+  ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits, and a NaN keeps its sign and top payload
+  with the quiet bit set: ``(x >> 16) | 0x40``.  AVX512-BF16's ``vcvtneps2bf16`` (what LLVM makes
+  of ``fptrunc bfloat`` there) is not used: it treats subnormal inputs as zero, so 2.2e-39 would
+  become 0 on such CPUs and its nearest bfloat16 elsewhere (seen on an Emerald Rapids Xeon).
 """
 
 from __future__ import annotations
@@ -32,22 +34,6 @@ import llvmlite.ir as ir
 
 I16, I32 = ir.IntType(16), ir.IntType(32)
 F32 = ir.FloatType()
-
-
-class _BFloat(ir.Type):
-    """LLVM's ``bfloat`` (llvmlite has no class for it)."""
-
-    def _to_string(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BFloat)
-
-    def __hash__(self) -> int:
-        return hash("bfloat")
-
-
-BFLOAT = _BFloat()
 
 
 def _c(v: int) -> ir.Constant:
@@ -72,11 +58,9 @@ def to_float32(b: ir.IRBuilder, bits: ir.Value, dtype: str, f16c: bool) -> ir.Va
     return b.bitcast(o, F32)
 
 
-def from_float32(b: ir.IRBuilder, x: ir.Value, dtype: str, f16c: bool, bf16: bool) -> ir.Value:
+def from_float32(b: ir.IRBuilder, x: ir.Value, dtype: str, f16c: bool) -> ir.Value:
     """``x`` (float32) rounded to nearest-even ``dtype``, as ``i16`` bits."""
     if dtype == "bfloat16":
-        if bf16:
-            return b.bitcast(b.fptrunc(x, BFLOAT), I16)
         u = b.bitcast(x, I32)
         rounded = b.lshr(b.add(b.add(u, _c(0x7FFF)), b.and_(b.lshr(u, _c(16)), _c(1))), _c(16))
         nan = b.fcmp_unordered("uno", x, x)

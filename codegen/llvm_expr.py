@@ -162,9 +162,8 @@ class ExprEmitter:
     def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
                  fastmath: tuple[str, ...] = (), target=None) -> None:
         self.b = builder
-        # half conversions: instructions where the target has them (target.py asks LLVM)
+        # float16 conversions: F16C instructions where the target has them (target.py asks LLVM)
         self.f16c = bool(target is not None and target.f16c)
-        self.bf16 = bool(target is not None and target.bf16)
         self.module = builder.module
         self.pointer = pointer
         self.strides = strides
@@ -453,7 +452,7 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
     if dst in ("float16", "bfloat16"):  # from float32 only (the language casts there first)
         if src != "float32":
             x = _cast(em, Expr(Op.CAST, "float32", node.src), x)
-        return halfconv.from_float32(b, x, dst, em.f16c, em.bf16)
+        return halfconv.from_float32(b, x, dst, em.f16c)
     if dst == "bool":
         return b.fcmp_unordered("!=", x, x.type(0.0)) if fsrc else b.icmp_signed("!=", x, x.type(0))
     if src == "bool":

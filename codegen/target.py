@@ -16,11 +16,16 @@ From that:
   are chosen so that accumulators and operands fit (:func:`.contraction.register_tile`);
 * ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
 * ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
-  conversion instructions; without them :mod:`.halfconv` emits integer code;
+  conversion instructions; :mod:`.halfconv` uses F16C's (exact) and emits integer code without
+  them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
+  rounds to bfloat16 on every target);
 * ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs; a named CPU gets
   typical sizes), for the matrix-product cache blocks and fills (:mod:`.fills`);
 * ``line``/``page`` -- the cache line and the memory page in bytes (host: sysfs and
   ``sysconf``; else 64 and 4096): threads that share a buffer split it on these boundaries.
+
+On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` (LLVM tuning flags: the
+vectorizer uses loads and shuffles, not gathers and scatters) unless the spec names either.
 
 ``key`` (triple, CPU, features) keys the kernel caches.  Targets are made once per spec string
 per process (the probe costs ~10 ms); the memo only saves that time, it never changes a result.
@@ -211,6 +216,15 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
         # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
+    if x86:
+        # LLVM's vectorizer takes AVX-512 gathers for cheap; on an Emerald Rapids Xeon a max pool's
+        # stride-2 reads as gathers ran 4.3x slower than as loads and shuffles, and on the CPUs
+        # with the gather data sampling mitigation every gather is slower still.  So, as XLA's
+        # CPU backend does, vectorize without gathers and scatters unless asked
+        # (``-mattr=-prefer-no-gather``): a tuning preference, not an instruction set.
+        for tune in ("prefer-no-gather", "prefer-no-scatter"):
+            if not any(tune in f for f in mattr):
+                features = f"{features},+{tune}" if features else f"+{tune}"
     regs = 32 if bits == 512 or not x86 else 16
     caches = _host_caches() if host else DEFAULT_CACHES
     line, page = _host_line_and_page() if host else (DEFAULT_LINE, DEFAULT_PAGE)

@@ -40,9 +40,10 @@ from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_
 from .simplify import Optimizer
 from .topi import add
 
-# ``build``'s own parameters besides the lowering options (target, cache, ...): passed to
-# ``build`` only, never to ``lower``
-_BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options"}
+# ``build``'s own parameters besides the lowering options (cache, ...): passed to ``build``
+# only, never to ``lower``; the target is both's (a plan's tiles are the target's)
+_BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options",
+                                                                "target"}
 
 
 def _tensor_list(x: Any, what: str) -> list[Tensor]:

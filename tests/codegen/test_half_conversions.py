@@ -2,10 +2,11 @@
 
 Each conversion is compiled three ways: the host ("llvm": F16C here), a named CPU
 ("llvm -mcpu=haswell") and the integer code path ("llvm -mattr=-f16c" for float16; bfloat16
-uses integer code on every CPU without AVX512-BF16).  The inputs are every half bit pattern
-(widening) and float32 patterns chosen to hit each branch of the rounding: ties to even at
-every exponent, the largest finite values and the overflow edge, subnormal results, zeros,
-infinities and NaNs, plus random bits.
+uses integer code on every CPU: AVX512-BF16's instruction flushes subnormal inputs to zero, which
+an Emerald Rapids host showed as 184 wrong roundings in ``test_rounding_from_float32``).  The
+inputs are every half bit pattern (widening) and float32 patterns chosen to hit each branch of
+the rounding: ties to even at every exponent, the largest finite values and the overflow edge,
+subnormal results, zeros, infinities and NaNs, plus random bits.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def test_targets_say_which_conversions_are_instructions() -> None:
 @pytest.mark.parametrize("dtype,target,mnemonic,present", [
     ("float16", "llvm -mcpu=haswell", "vcvtps2ph", True),
     ("float16", "llvm -mattr=-f16c", "vcvtps2ph", False),
-    ("bfloat16", "llvm -mcpu=cooperlake", "vcvtneps2bf16", True),
+    ("bfloat16", "llvm -mcpu=cooperlake", "vcvtneps2bf16", False),  # flushes subnormals
     ("bfloat16", "llvm -mcpu=haswell", "vcvtneps2bf16", False),
 ])
 def test_conversions_are_vector_code_without_calls(dtype, target, mnemonic, present) -> None:

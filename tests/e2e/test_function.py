@@ -174,3 +174,19 @@ def test_build_only_options_reach_build_and_not_lower(rng):
     assert f.lower_backward().work == 4
     with pytest.raises(TypeError, match="option 'name' is not accepted"):
         ta.function(ta.topi.exp(X), [X], name="mine")
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=emeraldrapids"])
+def test_lowered_plans_are_those_of_the_functions_target(target):
+    """``lower_forward``/``lower_backward`` show the plan the kernels are built from: the
+    function's target's (register tiles differ between AVX2 and AVX-512), not the host's."""
+    X = ta.placeholder((64, 96), "float32", "X")
+    W = ta.placeholder((96, 80), "float32", "W")
+    k = ta.reduce_axis((0, 96), "k")
+    Y = ta.compute((64, 80), lambda i, j: ta.sum(X[i, k] * W[k, j], k), "Y")
+    f = ta.function(Y, [X, W], target=target, num_threads=1)
+    def body(lowered):  # the loops, without the signature line (its kernel name differs)
+        return str(lowered).split("\n", 1)[1]
+
+    assert body(f.lower_backward()) == body(f.backward_kernel.lowered)
+    assert body(f.lower_forward()) == body(f.forward_kernel.lowered)
