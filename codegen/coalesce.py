@@ -20,7 +20,7 @@ ever computed.  So the transformation applies only when that holds for every acc
 * ``y`` and ``x`` are the op's last two axes, ranges ``[0, E_y)`` and ``[0, E_x)``, not split
   into digits (:mod:`.stripmine`; other axes may be);
 * every read uses them only as adjacent dimensions ``[.., y, x, ..]`` (exactly those
-  variables) with ``stride(y) == E_x * stride(x)``, or not at all; nothing else of the body
+  variables) at strides ``(E_x, 1)``, or not at all; nothing else of the body
   (a condition, a value, another index, a gather index) uses them;
 * the rows are short for the target: ``E_x`` is not a whole number of the vectorized loop's
   iterations (``block`` elements: lanes times LLVM's interleave) and is below
@@ -40,8 +40,19 @@ from tensorad.ir.tensor import ComputeOp
 
 from .schedule import strides
 from .stripmine import AxisSplit
+from .target import Target
 
 SHORT_BLOCKS = 8  # rows of at least this many vector-loop iterations are long enough
+INTERLEAVE = 4  # vectors per iteration of LLVM's vectorized loop (its interleave count)
+
+
+def vector_block(target: Target, dtype: str) -> int:
+    """Elements one iteration of a vectorized loop over ``dtype`` handles on ``target``."""
+    try:
+        lanes = target.lanes(dtype)
+    except ValueError:  # bool and other narrow types: as wide as int32
+        lanes = target.lanes("int32")
+    return INTERLEAVE * lanes
 
 
 def short_rows(extent: int, block: int) -> bool:
@@ -61,8 +72,9 @@ def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
             st = strides(n.arg)
             d = at[0]
             if len(at) != 2 or at[1] != d + 1 or n.src[d] is not a or n.src[d + 1] is not b \
-                    or st[d] != b.extent * st[d + 1]:
-                return False  # (a wider map's rows, ``X[.., y, x]`` of 28 x 30: no one run)
+                    or st[d + 1] != 1 or st[d] != b.extent:
+                return False  # (a wider map's rows, ``X[.., y, x]`` of 28 x 30; a transpose's
+                # strided run, ``X[y, x, n]``: a gather either way, nothing to gain)
         if any(pair & set(free_vars(i)) for i in n.src if i not in pair):
             return False
     rest = [replace_reads(e, lambda n: const(0, n.dtype)) for e in bodies]
@@ -98,4 +110,22 @@ def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | N
                      merged=split.merged + ((a, b),))
 
 
-__all__ = ["coalesce_split", "short_rows", "SHORT_BLOCKS"]
+def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Target) -> AxisSplit | None:
+    """The split a unit (:class:`.group.Unit`) of an elementwise op is lowered with: its own
+    digit split, plus its last two axes scanned as one loop when :func:`coalesce_split`
+    allows and neither is in ``tau``, the prefix its fused nest scans (a gemm, a scatter, a
+    reduction or an epilogue unit keeps its split)."""
+    op = unit.op
+    if unit.reduction is not None or op.is_reduction or unit.gemm is not None or unit.form == "scatter" \
+            or unit.batch_range is not None or len(op.axes) < 2 or set(op.axes[-2:]) & set(tau):
+        return unit.split
+    return coalesce_split(op, bodies, unit.split, vector_block(target, op.body[0].dtype))
+
+
+def only_merged(split: AxisSplit | None) -> bool:
+    """Whether ``split`` only scans pairs of axes as one (no digits): its statements' variables
+    are still one per position of the op's axes, in order."""
+    return split is not None and bool(split.merged) and len(split.value) == 2 * len(split.merged)
+
+
+__all__ = ["coalesce_split", "unit_split", "only_merged", "short_rows", "vector_block", "SHORT_BLOCKS"]

@@ -41,7 +41,6 @@ from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
 
-from .coalesce import coalesce_split
 from .contraction import Contraction, match_contraction, pad_contraction, worth_it
 from .domain import covers_box
 from .fuse import Epilogue
@@ -135,10 +134,7 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "acc
 
 
 class Loops:
-    """Plain loops (the isl AST of :mod:`.domain`): every op, always.  An elementwise op's
-    axes read through divisions are scanned as their digits (:mod:`.stripmine`), and its last
-    two axes as one loop when its rows are short and every access walks them as one run
-    (:mod:`.coalesce`; the cost model counts the same work either way)."""
+    """Plain loops (the isl AST of :mod:`.domain`): every op, always."""
 
     name = "loops"
 
@@ -152,9 +148,7 @@ class Loops:
         op = cand.op
         if op.is_reduction:
             return Plan([Item(op, cand.bodies, form="accumulators")])
-        split = coalesce_split(op, cand.bodies, plan_split(tuple(op.axes), cand.bodies),
-                               INTERLEAVE * _lanes(ctx, op.body[0].dtype))
-        return Plan([Item(op, cand.bodies, split=split)])
+        return Plan([Item(op, cand.bodies, split=plan_split(tuple(op.axes), cand.bodies))])
 
 
 class Strips:
