@@ -17,10 +17,12 @@ integer (also negative) exponents:
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
 ``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
-the nodes they convert, by exact replay: :class:`ProofMemo`).  With a context, a proof first
-runs within :data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter
-(:mod:`.refute`: a nonzero value at a point of a model in which every step of the proof holds
-means "not zero"), and only then in full -- the same answers, by construction.  It is only
+the nodes they convert, by exact replay: :class:`ProofMemo`).  With a context, the cheap
+checks come first: the refuter (:mod:`.refute`: a nonzero value at a point of a model in which
+every step of the proof holds means "not zero") within :data:`FIRST_STEPS` node evaluations
+(a question about elements other questions evaluated costs a few), then the proof within
+:data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter with its whole
+budget, and only then the proof in full -- the same answers, by construction.  It is only
 ever used to *remove* a tensor: a polynomial that grows past :data:`MAX_TERMS` or an
 expansion budget means "not known to be zero".  The identities used (``(1/S) * S = 1``) hold
 in real arithmetic, so the removed value is zero up to rounding for finite values (real-number
@@ -30,6 +32,7 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 from __future__ import annotations
 
 from fractions import Fraction
+from operator import is_not
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
@@ -43,6 +46,7 @@ from .rules import simplify_expr
 
 MAX_TERMS = 48
 MAX_EXPANSIONS = 64
+FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
 QUICK_EXPANSIONS = 2  # the budget of a proof tried before the refuter (:func:`_quick`)
 
 Mono = tuple[tuple[Expr, int], ...]
@@ -378,7 +382,7 @@ class _Renamer:
 
     def _rebuilt(self, node: Expr) -> Expr:
         new = tuple(self.memo[c] for c in node.src)
-        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+        return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
     def __call__(self, e: Expr) -> Expr:
         if not self.leaves:  # (substitute's general case: replacements substituted again)
@@ -397,7 +401,10 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
     if ctx is not None and ctx.refuter is not None:
-        out = _quick(e, ctx)
+        out = False if ctx.refuter.refutes(e, FIRST_STEPS) else None
+        if out is None:
+            ctx.counts["quick proof"] += 1
+            out = _quick(e, ctx)
         if out is None and ctx.refuter.refutes(e):
             out = False  # (nonzero at a point of a model the proof's steps hold in)
         if out is not None:
@@ -422,8 +429,9 @@ def _quick(e: Expr, ctx) -> bool | None:
     """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there
     without cutting an atom's inlining short (the full proof converts the same nodes in the
     same order, so it answers the same), ``None`` when it runs out -- then the refuter
-    (:mod:`.refute`) and, if that finds no nonzero point, the full proof.  Most proofs of
-    small layers finish here, cheaper than a refutation; the long ones cost this much more."""
+    (:mod:`.refute`) with its whole budget and, if that finds no nonzero point, the full
+    proof.  Most proofs of small layers finish here, cheaper than a long refutation (the
+    refuter's first, short try comes before: a question about elements evaluated already)."""
     try:
         try:
             b = _Builder(ctx, ctx.proofs, budget=QUICK_EXPANSIONS)

@@ -40,7 +40,13 @@ here; a proof that cancels such a rounded constant against an exact one could di
 program of the tests or benchmarks has one: their results are unchanged, byte for byte).
 
 The random choices come from the :class:`Refuter` of the optimizer call's context (seeded:
-the same program gives the same answers, and the answers never depend on them anyway).
+the same program gives the same answers, and the answers never depend on them anyway).  It
+holds two models, each kept for the call: the first (integer data near 0, free variables near
+the start of their ranges) answers nearly every question; the last attempt evaluates in the
+second (integer data spread wide, its own sample points, free variables anywhere), where
+rows gathered by token ids differ and a causal row has more than one key -- terms that are 0
+at every point of the first for such reasons alone are refuted there, not proved in full.
+A point where a model has no value is skipped (another may have one).
 """
 
 from __future__ import annotations
@@ -59,15 +65,18 @@ from tensorad.ir.tensor import ComputeOp, PlaceholderOp
 
 from .consts import fold_constant
 
-MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together)
+MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together;
+#                     a variable or a constant is a lookup, not a step)
 MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
 POINTS = 3  # points tried (the first two near the start of every free variable's range)
 NEAR = 4  # "near the start of a range": its first NEAR points
+WIDE = 1 << 15  # integer placeholder elements of the second model: below this
 ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
 _DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
 
 _MISSING = object()
 _CONST = Op.CONST
+_VAR = Op.VAR
 
 
 class _GiveUp(Exception):
@@ -197,101 +206,141 @@ _UNARY: dict[Op, Callable[[Any], Any]] = {
 }
 
 
+class _Model:
+    """One random interpretation of the placeholders and sums, kept for the whole call: its
+    placeholder elements, the sample points of each axis range, the free variables' shared
+    first points, and the elements of computed tensors evaluated in it (the memo that makes
+    later questions about the same tensors cheap).  ``wide``: integer placeholder elements
+    are drawn from a wide range (distinct token ids: rows gathered by them differ) instead of
+    near 0 (where they meet small free variables and sample points)."""
+
+    __slots__ = ("rng", "wide", "data", "values", "samples", "points")
+
+    def __init__(self, seed: int, wide: bool) -> None:
+        self.rng = random.Random(seed)
+        self.wide = wide
+        self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
+        self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
+        self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
+        self.points: dict[tuple, int] = {}  # (range, slot) -> a free variable's shared value
+
+
+# attempt -> (model, free variables: "shared" first points near the start of their ranges,
+# "near" the start drawn afresh, or "anywhere" shared per range and slot)
+_ATTEMPTS = ((0, "shared"), (0, "near"), (1, "anywhere"))
+
+
 class Refuter:
-    """The random model of one optimizer call (see the module docstring) and its counts:
+    """The random models of one optimizer call (see the module docstring) and its counts:
     ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up`` and the
     ``steps`` (node evaluations) they took."""
 
     def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
-        self.rng = random.Random(seed)
+        self.models = (_Model(seed, False), _Model(seed + 1_000_003, True))
+        self.model = self.models[0]  # the model the evaluation under way reads
         self.steps = steps
         self.left = 0
-        self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
-        self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
-        self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
-        self.points: dict[tuple, int] = {}  # (range, attempt, slot) -> a free variable's value
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
+        self.consts: dict[Expr, Any] = {}  # constant node -> its exact value
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
-    def refutes(self, e: Expr) -> bool:
-        """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the model (so
-        not identically zero); False also when the model has no value for it.  The budget of
-        :data:`MAX_STEPS` node evaluations is for all the points together."""
+    def refutes(self, e: Expr, steps: int | None = None) -> bool:
+        """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the models (so
+        not identically zero); False also when a model has no value for it.  The budget of
+        :data:`MAX_STEPS` node evaluations (or ``steps``) is for all the points together."""
         self.counts["tried"] += 1
-        self.left = self.steps
+        budget = self.left = self.steps if steps is None else steps
+        evaluated = False  # 0 at some point (not only points without a value)
         try:
             nodes = list(walk(e))
             bound = {a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes}
             free = [n for n in nodes if n.op is Op.VAR and n not in bound]
-            for attempt in range(POINTS):
-                slots: dict[tuple, int] = {}
-                env = {}
-                for v in free:
-                    rng = (v.lo, v.hi)
-                    slot = slots[rng] = slots.get(rng, -1) + 1
-                    env[v] = self._point(v, attempt, slot)
-                if self._eval(e, env, {}):
-                    self.counts["refuted"] += 1
-                    return True
-        except _FAILS:
-            self.counts["gave up"] += 1
-            return False
+            for model, how in _ATTEMPTS[:POINTS]:
+                if how == "near" and not free:
+                    continue  # (the shared point again)
+                self.model = self.models[model]
+                try:
+                    slots: dict[tuple, int] = {}
+                    env = {}
+                    for v in free:
+                        rng = (v.lo, v.hi)
+                        slot = slots[rng] = slots.get(rng, -1) + 1
+                        env[v] = self._point(v, how, slot)
+                    if self._eval(e, env, {}):
+                        self.counts["refuted"] += 1
+                        return True
+                    evaluated = True
+                except _FAILS:
+                    if self.left < 0:
+                        break  # (the budget is spent: no other point either)
         finally:
-            self.counts["steps"] += self.steps - max(self.left, 0)
-        self.counts["zero"] += 1
+            self.counts["steps"] += budget - max(self.left, 0)
+        self.counts["zero" if evaluated else "gave up"] += 1
         return False
 
-    # ---- the model's random choices ---------------------------------------------------------
+    # ---- the models' random choices ---------------------------------------------------------
 
-    def _point(self, v: Expr, attempt: int, slot: int) -> int:
-        """A free variable's value at ``attempt``: near the start of its range on the first two
+    def _point(self, v: Expr, how: str, slot: int) -> int:
+        """A free variable's value: near the start of its range on the first two attempts
         (where masks such as ``j <= i`` and small integer data meet the sums' sample points),
-        then anywhere.  The first is drawn once per call for each range and ``slot`` (the
-        variable's place among the question's free variables of that range): questions about
-        the same tensors then read the same elements, which the model keeps (``values``) --
-        most questions are refuted there; the other attempts are drawn afresh."""
+        then anywhere, in the second model.  The shared points are drawn once per model,
+        range and ``slot`` (the variable's place among the question's free variables of that
+        range): questions about the same tensors then read the same elements, which the
+        model keeps (``values``) -- most questions are refuted at the first; the "near"
+        points are drawn afresh."""
         if v.lo is None or v.hi is None or v.lo >= v.hi:
             raise _GiveUp
-        if attempt == 0:
-            key = (v.lo, v.hi, slot)
-            found = self.points.get(key)
-            if found is None:
-                found = self.points[key] = v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
-            return found
-        if attempt == 1:
-            return v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo))
-        return self.rng.randrange(v.lo, v.hi)
+        m = self.model
+        if how == "near":
+            return v.lo + m.rng.randrange(min(NEAR, v.hi - v.lo))
+        key = (v.lo, v.hi, slot)
+        found = m.points.get(key)
+        if found is None:
+            found = m.points[key] = v.lo + m.rng.randrange(min(NEAR, v.hi - v.lo)) if how == "shared" \
+                else m.rng.randrange(v.lo, v.hi)
+        return found
 
     def _sample(self, v: Expr) -> tuple[int, ...]:
         """The sample points of a reduction axis with ``v``'s range: the first point, one near
-        it and one anywhere (chosen once per range and call)."""
+        it and one anywhere (chosen once per range and model)."""
         key = (v.lo, v.hi)
-        found = self.samples.get(key)
+        m = self.model
+        found = m.samples.get(key)
         if found is None:
             if v.lo is None or v.hi is None:
                 raise _GiveUp
-            points = {v.lo, v.lo + self.rng.randrange(min(NEAR, v.hi - v.lo)),
-                      self.rng.randrange(v.lo, v.hi)} if v.lo < v.hi else set()
-            found = self.samples[key] = tuple(sorted(points))
+            points = {v.lo, v.lo + m.rng.randrange(min(NEAR, v.hi - v.lo)),
+                      m.rng.randrange(v.lo, v.hi)} if v.lo < v.hi else set()
+            found = m.samples[key] = tuple(sorted(points))
         return found
 
     def _datum(self, t: Any, idx: tuple) -> Any:
         key = (t.op, idx)
-        found = self.data.get(key)
+        m = self.model
+        found = m.data.get(key)
         if found is None:
             dtype = t.op.dtype
             if dtype == dt.BOOL:
-                found = self.rng.random() < 0.5
+                found = m.rng.random() < 0.5
             elif dt.is_int(dtype):
-                found = self.rng.randrange(0, NEAR)
+                top = min(WIDE, dt.max_value(dtype) + 1) if m.wide else NEAR
+                found = m.rng.randrange(0, top)
             else:
-                found = self.rng.choice(_DATA)
-            self.data[key] = found
+                found = m.rng.choice(_DATA)
+            m.data[key] = found
         return found
 
     # ---- evaluation ---------------------------------------------------------------------------
 
     def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
+        op = e.op
+        if op is _VAR:  # (half the nodes evaluated: a lookup, not a step)
+            return env[e]
+        if op is _CONST:
+            found = self.consts.get(e, _MISSING)
+            if found is _MISSING:
+                found = self.consts[e] = _const(e)
+            return found
         found = memo.get(e, _MISSING)
         if found is not _MISSING:
             return found
@@ -315,7 +364,8 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        idx = tuple([_as_int(self._eval(s, env, memo)) for s in e.src])  # (ints: index values)
+        ev = self._eval
+        idx = tuple([v if type(v) is int else _as_int(v) for v in [ev(s, env, memo) for s in e.src]])
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:
@@ -323,9 +373,10 @@ class Refuter:
         if type(op) is not ComputeOp or len(idx) != len(op.axes):
             raise _GiveUp
         key = (op, t.value_index, idx)
-        found = self.values.get(key, _MISSING)
+        values = self.model.values
+        found = values.get(key, _MISSING)
         if found is _MISSING:
-            found = self.values[key] = self._eval(op.body[t.value_index], dict(zip(op.axes, idx)), {})
+            found = values[key] = self._eval(op.body[t.value_index], dict(zip(op.axes, idx)), {})
         return found
 
     def _points(self, e: Expr, env: dict):

@@ -76,6 +76,10 @@ class Op(enum.Enum):
     READ = "read"
     REDUCE = "reduce"
 
+    # Members are singletons, so identity is equality: hashed by identity (a C slot) instead
+    # of Enum's hash of the name, a Python call at every table lookup keyed by an op.
+    __hash__ = object.__hash__
+
 
 BINARY_ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW,
                           Op.MAXIMUM, Op.MINIMUM})
@@ -157,7 +161,11 @@ class Expr:
     arg: Any
 
     def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
-        key = (op, dtype, tuple(map(id, src)), _arg_key(arg))
+        key = (op, dtype, tuple(map(id, src)),
+               (type(arg), arg) if type(arg) in _NUMBERS else _arg_key(arg))
+        node = cls._table.get(key)  # (a node already made: no lock; a new one is made under it)
+        if node is not None:
+            return node
         with cls._lock:
             node = cls._table.get(key)
             if node is None:
@@ -283,6 +291,9 @@ class Expr:
 
 def _is_scalar(x: Any) -> bool:
     return isinstance(x, (Expr, bool, int, float)) or (hasattr(x, "dtype") and hasattr(x, "item"))
+
+
+_NUMBERS = (bool, int, float)
 
 
 def _arg_key(arg: Any) -> Any:

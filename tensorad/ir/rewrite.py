@@ -16,6 +16,7 @@ first appearance in a left-to-right post-order walk, never a hash.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import is_not
 from typing import Any
 
 from .expr import Expr, Op
@@ -129,7 +130,7 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
             n = len(node.src)
             new_src = results[len(results) - n:] if n else []
             del results[len(results) - n:]
-            cur = node.replace(src=new_src) if any(a is not b for a, b in zip(new_src, node.src)) else node
+            cur = node.replace(src=new_src) if any(map(is_not, new_src, node.src)) else node
             stack.append((_APPLY, node, cur, 0))
         elif kind is _APPLY:
             _, key, cur, rounds = item
@@ -174,7 +175,7 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
 
     def rebuilt(node: Expr) -> Expr:
         new = tuple(memo[c] for c in node.src)
-        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+        return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
     return fold_along(root, lambda n: n.src, rebuilt, memo)
 

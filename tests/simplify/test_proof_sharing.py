@@ -65,7 +65,7 @@ class _Recorder:
             return out
 
         real_prove = polynomial.provably_zero
-        monkeypatch.setattr(Refuter, "refutes", lambda self, e: False)  # (every proof runs,
+        monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
         monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
         monkeypatch.setattr(polynomial._Builder, "_replay", replay)
         monkeypatch.setattr(polynomial, "_Builder", make)
@@ -136,7 +136,7 @@ def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
 
     converted = []
     real = polynomial._Builder._poly
-    monkeypatch.setattr(Refuter, "refutes", lambda self, e: False)  # (every proof runs,
+    monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
     monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
     monkeypatch.setattr(polynomial._Builder, "_poly", lambda b, e: converted.append(e.op) or real(b, e))
     w = workloads.BY_NAME["transformer_block"]

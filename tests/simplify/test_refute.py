@@ -28,14 +28,17 @@ B = ta.placeholder((6,), name="B")
 T = ta.compute((4, 6), lambda i, j: A[i, j] * 2.0 + B[j], name="T")  # read through: its body
 _k = ta.reduce_axis((0, 6), "k")
 S = ta.compute((4,), lambda i: ta.sum(T[i, _k] * B[_k], _k), name="S")  # a sum tensor
+Ix = ta.placeholder((4,), "int32", name="Ix")  # gather indices (token ids: integer data)
 I = ta.reduce_axis((0, 4), "i").var  # noqa: E741  (the free variable of every term)
 K, J = ta.reduce_axis((0, 6), "k2").var, ta.reduce_axis((0, 6), "j2").var  # summed over
 
 
 def _leaves(k):
-    """Atoms at ``(I, k)``: placeholder reads, a producer's element, a sum tensor, opaque math."""
+    """Atoms at ``(I, k)``: placeholder reads, a producer's element, a sum tensor, opaque math,
+    a gather by integer data and that data as a value (both models' integer data)."""
     return [A[I, k], B[k], T[I, k], S[I] * B[k], ta.exp(A[I, k] * 0.5),
-            ta.select(A[I, k] > 0.0, B[k], T[I, 1]), ta.sum(A[I, _k] * T[I, _k], _k) * A[I, k]]
+            ta.select(A[I, k] > 0.0, B[k], T[I, 1]), ta.sum(A[I, _k] * T[I, _k], _k) * A[I, k],
+            A[Ix[I], k], ta.cast("float32", Ix[I]) * B[k]]
 
 
 @st.composite
@@ -213,10 +216,17 @@ def _transformer():
     return Y, [p[g] for g in w.grads]
 
 
-def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
+def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeypatch):
     # Issue 10's bar: the Transformer block's 76 zero-proofs all failed, 57 at the expansion
     # budget (3 CPU-s); the refuter answers all but a few, and the results are the same.
     texts, counts = [], []
+    quick, real_quick = [], polynomial._quick
+
+    def counted(e, ctx):
+        quick.append(e)
+        return real_quick(e, ctx)
+
+    monkeypatch.setattr(polynomial, "_quick", counted)
     for refute in (True, False):
         Y, inputs = _transformer()
         opt = Optimizer(refute=refute)
@@ -225,12 +235,22 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter():
         counts.append(opt.context.counts["zero-proof"])
         if refute:
             refuted = opt.context.refuter.counts
+            quick_tried = len(quick)
     assert counts[1] == 76
-    assert counts[0] <= 8
+    # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
+    # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
+    # data, its own sample points) refutes all but the one sum that is zero in real arithmetic
+    # (the key gradient summed over keys) and that the full proof cannot show
+    assert counts[0] <= 2
+    # a short refutation first (questions about elements evaluated already): the quick proof
+    # runs for 20 of the 76 questions, not all (it cost as much as the refutations)
+    assert quick_tried <= 24
     assert texts[0] == texts[1]
     # the first point of every question drawn once per range: questions read the elements
-    # others computed (26,213 node evaluations when each drew its own; 20,369 today)
-    assert refuted["refuted"] >= 64 and refuted["steps"] <= 23_000
+    # others computed (26,213 node evaluations when each drew its own; 20,369 with one
+    # model, 31,499 with the second model's points; 15,813 now that a variable or a constant
+    # is a lookup, not a step)
+    assert refuted["refuted"] >= 67 and refuted["steps"] <= 17_000
 
 
 def test_every_op_has_a_meaning_in_the_model():
