@@ -20,7 +20,8 @@ ever computed.  So the transformation applies only when that holds for every acc
 * ``y`` and ``x`` are the op's last two axes, ranges ``[0, E_y)`` and ``[0, E_x)``, not split
   into digits (:mod:`.stripmine`; other axes may be);
 * every read uses them only as adjacent dimensions ``[.., y, x, ..]`` (exactly those
-  variables) at strides ``(E_x, 1)``, or not at all; nothing else of the body
+  variables) at strides ``(E_x, 1)`` inside the tensor (a checked build's messages then never
+  name ``t // E``), or not at all; nothing else of the body
   (a condition, a value, another index, a gather index) uses them;
 * the rows are short for the target: ``E_x`` is not a whole number of the vectorized loop's
   iterations (``block`` elements: lanes times LLVM's interleave) and is below
@@ -72,7 +73,7 @@ def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
             st = strides(n.arg)
             d = at[0]
             if len(at) != 2 or at[1] != d + 1 or n.src[d] is not a or n.src[d + 1] is not b \
-                    or st[d + 1] != 1 or st[d] != b.extent:
+                    or st[d + 1] != 1 or st[d] != b.extent or n.arg.shape[d] < a.extent:
                 return False  # (a wider map's rows, ``X[.., y, x]`` of 28 x 30; a transpose's
                 # strided run, ``X[y, x, n]``: a gather either way, nothing to gain)
         if any(pair & set(free_vars(i)) for i in n.src if i not in pair):
