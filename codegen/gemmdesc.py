@@ -57,8 +57,9 @@ H_CCOEF = H_BEXT + MAXBATCH  # C's element strides along the batch axes
 SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
-DESC_LEN = H_APRE + 1
-APRE_LIMIT = 4 << 20  # bytes of side A packed once per call
+H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see gemmlib)
+DESC_LEN = H_BPRE + 1
+APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
 POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,

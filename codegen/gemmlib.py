@@ -348,6 +348,19 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 mcl = imin(b, mc, b.sub(M, ic))
                 at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                 b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
+    # side B likewise when it reads no batch axis and this call runs more blocks than there are
+    # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
+    npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
+    preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
+                  b.icmp_signed(">", b.sub(hi, lo), njc))
+    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
+    with b.if_then(preb):
+        with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
+            kcl = imin(b, kc, b.sub(K, k0))
+            with loop(b, 0, N, nc, name="pjc", vectorize=False) as jc:
+                ncl = imin(b, nc, b.sub(N, jc))
+                at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
+                b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
     with loop(b, lo, hi, name="pb", vectorize=False) as pb:
         bflat = b.sdiv(pb, njc)
         jb = b.srem(pb, njc)
@@ -369,7 +382,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
         with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
             kcl = imin(b, kc, b.sub(K, k0))
             first = b.icmp_signed("==", k0, I64(0))
-            b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+            with b.if_then(b.not_(preb)):
+                b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+            bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
+                                          source_etype=t), bp)
             with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
                 mcl = imin(b, mc, b.sub(M, ic))
                 with b.if_then(b.not_(pre)):
@@ -378,14 +394,14 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                                              source_etype=t), ap)
                 with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                     cols = imin(b, I64(nr), b.sub(ncl, jr))
-                    bpanel = b.gep(bp, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                    bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                     with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                         rows = imin(b, I64(mr), b.sub(mcl, ir_))
                         apanel = b.gep(ablock, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
                         off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                         cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                         b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
-    for x in (ap, bp, scratch, apre):
+    for x in (ap, bp, scratch, apre, bpre):
         b.call(free, [x])
     b.ret_void()
     return fn

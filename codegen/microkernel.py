@@ -52,6 +52,17 @@ def packs_a_once(s: Contraction) -> bool:
     return not set(free_vars(s.a)) & set(s.batch) and -(-s.M // s.mr) * s.mr * s.K * es <= gd.APRE_LIMIT
 
 
+def packs_b_once(s: Contraction) -> bool:
+    """Whether side B is packed once per call (when the call runs more blocks than there are
+    column blocks, so several batch points read each) rather than once per block: a batched
+    product whose B reads no batch axis (shared weights, ``X[b, y, x, c] W[c, o]`` of a
+    channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
+    es = 4 if s.dtype == "float32" else 8
+    return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
+            and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
+            and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
+
+
 class GemmEmitter:
     """Emits the body of a nest function (``ptrs..., lo, hi``) for one :class:`Contraction`."""
 
@@ -72,6 +83,7 @@ class GemmEmitter:
         fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
         fields[gd.H_APRE] = int(packs_a_once(s))
+        fields[gd.H_BPRE] = int(packs_b_once(s))
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
         fields[gd.H_LDC] = cstrides[axes.index(s.m)]

@@ -608,19 +608,65 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
         pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
         # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
         whole = b.and_(b.icmp_signed("==", valid, I64(width)),
-                       b.and_(b.icmp_signed(">=", ld(b, orun, first), I64(width)),
-                              b.icmp_signed("==", nchk, I64(0))))
-        with b.if_else(whole) as (fast, general):
+                       b.icmp_signed(">=", ld(b, orun, first), I64(width)))
+        row0 = b.gep(src, [ld(b, ooff, first)], inbounds=True, source_etype=t)
+
+        def row_copies(kk):
+            at = b.gep(row0, [ld(b, koff, kk)], inbounds=True, source_etype=t)
+            for c in range(0, width, vl):
+                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+                b.store(v, slot(pdst, kk, I64(c)), align=es)
+
+        with b.if_else(b.and_(whole, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
             with fast:
-                row0 = b.gep(src, [ld(b, ooff, first)], inbounds=True, source_etype=t)
                 with loop(b, 0, klen, name="fk") as kk:
-                    at = b.gep(row0, [ld(b, koff, kk)], inbounds=True, source_etype=t)
-                    for c in range(0, width, vl):
-                        v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
-                        b.store(v, slot(pdst, kk, I64(c)), align=es)
-            with general:
-                _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first,
-                           valid, pdst, slot, zero, vw)
+                    row_copies(kk)
+            with checked:
+                # checked indices the same at every position of the panel (they read only ``k``:
+                # a channels-last convolution's windows, ``X[n, y + ry - 1, x + rx - 1, c]`` over
+                # panels of ``c``): per ``k`` one test, then the whole row or zeros
+                uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
+                with b.if_else(uniform) as (rows, general):
+                    with rows:
+                        vzero = ir.Constant(vt, None)
+                        with loop(b, 0, klen, name="uk") as kk:
+                            ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, first, kk)
+                            with b.if_else(ok) as (inside, outside):
+                                with inside:
+                                    row_copies(kk)
+                                with outside:
+                                    for c in range(0, width, vl):
+                                        b.store(vzero, slot(pdst, kk, I64(c)), align=es)
+                    with general:
+                        _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk,
+                                   first, valid, pdst, slot, zero, vw)
+
+
+def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
+    """Whether every checked index has one value over the ``width`` outer positions from
+    ``first`` (its outer part, ``ochk``, equal at each)."""
+    flag = entry_alloca(b, I1, "uni")
+    b.store(I1(1), flag)
+    with loop(b, 0, nchk, name="ud") as d:
+        base = b.mul(d, olen)
+        x0 = ld(b, ochk, b.add(base, first))
+        with loop(b, 1, width, name="uw") as w:
+            same = b.icmp_signed("==", ld(b, ochk, b.add(base, b.add(first, w))), x0)
+            b.store(b.and_(b.load(flag), same), flag)
+    return b.load(flag)
+
+
+def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
+    """Whether every checked index is in range at outer position ``o`` and reduction position
+    ``kk``."""
+    flag = entry_alloca(b, I1, "inr")
+    b.store(I1(1), flag)
+    with loop(b, 0, nchk, name="rd") as d:
+        x0 = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
+        size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+        inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
+        b.store(b.and_(b.load(flag), inb), flag)
+    return b.load(flag)
 
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,

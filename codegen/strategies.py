@@ -514,13 +514,23 @@ class EpilogueFusion:
     def cost(self, cand, ctx):
         r = cand.data.reduction
         saved = 2 * _prod(r.shape) / _lanes(ctx, r.body[0].dtype)  # its temporary: stored, read
-        return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
+        own = ctx.costs[r] if self._form(cand, ctx) == "strips" else loop_cycles(r, ctx.bodies[r], ctx)
+        return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
+
+    @staticmethod
+    def _form(cand, ctx) -> str:
+        """The fused reduction's loop order: its own choice, except that strips accumulate in
+        the output buffer, which a consumer of another dtype (a float32 sum rounded to
+        bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
+        that beats strips in its own float32 temporary plus the consumer's pass."""
+        r = cand.data.reduction
+        strips = ctx.chosen[r].strategy.name == Strips.name
+        return "strips" if strips and cand.op.body[0].dtype == r.body[0].dtype else "accumulators"
 
     def lower(self, cand, ctx):
         r = cand.data.reduction
-        form = "strips" if ctx.chosen[r].strategy.name == Strips.name else "accumulators"
-        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue, form=form)],
-                    absorbs=(r,))
+        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue,
+                          form=self._form(cand, ctx))], absorbs=(r,))
 
 
 class Scatter:

@@ -136,3 +136,26 @@ def test_side_without_batch_axes_is_packed_once_per_call(dtype):
     kb = ta.build([Cb], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
     assert [f[gd.H_APRE] for f in _descriptor_fields(kb)] == [0]
     np.testing.assert_allclose(kb(a, bb), np.einsum("ik,bkj->bji", a, bb), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batches", [2, 3])
+def test_side_b_without_batch_axes_is_packed_once_per_call(dtype, batches):
+    # C[b, i, j] = sum_k A[b, i, k] * B[k, j]: shared weights on the right (a channels-last
+    # convolution batched over (n, y), dX of one), so the driver packs B once per call, in
+    # blocks of KC (several here) by column blocks (several: few batch points), instead of once
+    # per batch point and column block; with 2 threads a thread's blocks may read each column
+    # block once, and then B is packed per block as before
+    from tensorad.codegen import gemmdesc as gd
+
+    A = ta.placeholder((batches, 37, 45), dtype, "A")
+    B = ta.placeholder((45, 53), dtype, "B")
+    k = ta.reduce_axis((0, 45), "k")
+    C = ta.compute((batches, 37, 53), lambda b, i, j: ta.sum(A[b, i, k] * B[k, j], k), name="C")
+    kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
+    assert [(f[gd.H_APRE], f[gd.H_BPRE]) for f in _descriptor_fields(kern)] == [(0, 1)]
+    a, bb = RNG.standard_normal((batches, 37, 45)).astype(dtype), RNG.standard_normal((45, 53)).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, bb), np.einsum("bik,kj->bij", a, bb), rtol=tol, atol=tol)

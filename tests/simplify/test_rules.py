@@ -198,6 +198,17 @@ def test_normal_forms(expr, text):
     assert str(simplify_expr(expr())) == text
 
 
+def test_a_half_value_widened_and_rounded_back_is_itself():
+    # bfloat16(float32(h)) = h for a read of a half tensor too (a half head in an adjoint),
+    # not only for a rounding cast; float16(float32(bfloat16 h)) is no round trip
+    Hb = ta.placeholder((4,), "bfloat16", "Hb")
+    i = var("i", 0, 4)
+    read = Expr(Op.READ, "bfloat16", (i,), Hb)
+    assert simplify_expr(ta.cast("bfloat16", ta.cast("float32", read))) is read
+    other = simplify_expr(ta.cast("float16", ta.cast("float32", read)))
+    assert other.op is Op.CAST and other.dtype == "float16"
+
+
 def test_constant_folding_rounds_to_float32():
     e = simplify_expr(ta.const(0.1) + ta.const(0.2))
     assert e.op is Op.CONST and e.arg == float(np.float32(0.1) + np.float32(0.2))
