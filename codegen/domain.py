@@ -119,7 +119,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         index = tuple(split.value.get(a, a) for a in axes)
         bodies = tuple(split.apply(b) for b in bodies)
         axes = split.vars
-        notes.append("axes split into digits of their divisors")
+        notes.append(split.note)
     space = IndexSpace(axes)
     pieces = split.pieces(space) if split is not None else [space.box()]
     box = pieces[0]

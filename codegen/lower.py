@@ -25,6 +25,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
+from .coalesce import unit_split
 from .domain import covers_box, op_domain
 from .elide import elide_copies
 from .fills import place_fills
@@ -368,7 +369,8 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
         return lower_scatter(u.op, specs, out, opts) if out is not None else []
     if u.reduction is not None:
         return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form, scans=scans)
-    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, u.split, u.batch_range, u.form, scans)
+    split = unit_split(u, bodies[u.op], (), opts.target or parse_target())  # (short rows as one loop)
+    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, split, u.batch_range, u.form, scans)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
         made = [st for st in made if not isinstance(st, Fill)]
     return made

@@ -26,12 +26,14 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from .coalesce import only_merged, unit_split
 from .domain import PolyStmt, op_domain
 from .fuse import Epilogue
 from .group import Group
 from .islast import build_loops
 from .program import Nest, owned
 from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
+from .target import parse_target
 from .work import count_work
 
 
@@ -54,20 +56,29 @@ def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
     return replace_reads(body, lambda n: acc_of.get(n.arg))
 
 
-def _pointwise(u, tau, member) -> bool:
-    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits), its
-    prefix among them: each statement's schedule is ``axes + (output index,)``."""
-    if u.reduction is not None or u.op.is_reduction or u.gemm is not None or u.split is not None:
-        return False
-    axes = tuple(u.op.axes)
-    return all(v in axes for v in tau) and all(
+def _scanned(u, split) -> tuple | None:
+    """The variables ``u``'s statements scan when it is elementwise and scanned as its own axes
+    in order, no digits (its last two perhaps as one loop, :mod:`.coalesce`), else ``None``."""
+    if u.reduction is not None or u.op.is_reduction or u.gemm is not None:
+        return None
+    if split is None:
+        return tuple(u.op.axes)
+    return tuple(split.vars) if only_merged(split) else None
+
+
+def _pointwise(u, tau, member, split=None) -> bool:
+    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits; its last
+    two perhaps as one), its prefix among them: each statement's schedule is ``axes +
+    (output index,)``."""
+    axes = _scanned(u, split)
+    return axes is not None and all(v in axes for v in tau) and all(
         tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
         for st in member)
 
 
 def shared_positions(members: list) -> list[int | None]:
-    """Per member ``(unit, tau, statements, bodies)`` of a group: the position of the earlier
-    member whose inner loops it shares, or ``None`` (its own loops, as before).
+    """Per member ``(unit, tau, statements, bodies, split)`` of a group: the position of the
+    earlier member whose inner loops it shares, or ``None`` (its own loops, as before).
 
     Consecutive elementwise members of one shape, their prefixes at the same axes, share their
     inner loops when each reads the run's earlier members only at its own point (a residual
@@ -78,12 +89,14 @@ def shared_positions(members: list) -> list[int | None]:
     and keeps the member in loops of its own."""
     runs: list[list[int]] = []
     run: list[int] = []
-    for g, (u, tau, member, bodies) in enumerate(members):
+    for g, (u, tau, member, bodies, split) in enumerate(members):
         if run:
-            p, ptau = members[run[0]][0], members[run[0]][1]
-            axes, paxes = list(u.op.axes), list(p.op.axes)
-            ok = _pointwise(u, tau, member) and u.op.shape == p.op.shape \
-                and [axes.index(v) for v in tau] == [paxes.index(v) for v in ptau]
+            p, ptau, _, _, psplit = members[run[0]]
+            ok = _pointwise(u, tau, member, split)
+            if ok:  # (the same loops: the same extents scanned, the prefix at the same places)
+                axes, paxes = list(_scanned(u, split)), list(_scanned(p, psplit))
+                ok = u.op.shape == p.op.shape and [v.extent for v in axes] == [v.extent for v in paxes] \
+                    and [axes.index(v) for v in tau] == [paxes.index(v) for v in ptau]
             if ok:
                 inside = {members[k][0].op for k in run}
                 own = tuple(u.op.axes)
@@ -92,7 +105,7 @@ def shared_positions(members: list) -> list[int | None]:
             if ok:
                 run.append(g)
                 continue
-        run = [g] if _pointwise(u, tau, member) else []
+        run = [g] if _pointwise(u, tau, member, split) else []
         runs.append(run)
     out: list[int | None] = [None] * len(members)
     for run in runs:
@@ -114,6 +127,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
         and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
     width = max(t[1].extent for t in taus) if fuse else 0
+    target = opts.target or parse_target()
     for u, tau in zip(group.units, taus):
         outs = outs_of(u.op)
         if u.reduction is not None:
@@ -122,13 +136,15 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
             dom = op_domain(u.reduction, red_bodies, outs, epi)
             sched_op = u.reduction
+            split = None
         else:
             own = tuple(_scalarized(b, acc_of) for b in u.bodies)
-            dom = op_domain(u.op, own, outs, None, u.split)
+            split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
+            dom = op_domain(u.op, own, outs, None, split)
             sched_op = u.op
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        members.append((u, tau, member, own if u.reduction is None else ()))
+        members.append((u, tau, member, own if u.reduction is None else (), split))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:
@@ -139,7 +155,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         else:
             notes.append(u.op.name)
     position = shared_positions(members)
-    for g, (u, tau, member, _) in enumerate(members):
+    for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
         for st in member:

@@ -45,6 +45,15 @@ class AxisSplit:
     digit_of: dict  # new variable -> its value in the original axes (``x.q -> x // 2``)
     remainders: tuple[Expr, ...]  # the digits below the most significant one
     tops: tuple[Expr, ...] = ()  # per constraint: the most significant digit it bounds
+    merged: tuple = ()  # pairs of axes scanned as one variable (:mod:`.coalesce`)
+
+    @property
+    def note(self) -> str:
+        """What the split does, for the nest's header."""
+        digits = len(self.value) > 2 * len(self.merged)  # (each merged pair maps two axes)
+        parts = ["axes split into digits of their divisors"] if digits else []
+        parts += [f"{a.name}, {b.name} scanned as one loop" for a, b in self.merged]
+        return "; ".join(parts)
 
     def apply(self, e: Expr) -> Expr:
         """``e`` in terms of the new variables, divisions and remainders simplified."""
