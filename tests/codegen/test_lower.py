@@ -154,7 +154,7 @@ def test_intermediate_given_as_input_is_a_buffer():
     B = ta.compute((3, 3), lambda i, j: A[i, j] * 2.0, name="B")
     C = ta.compute((3, 3), lambda i, j: B[i, j] + 1.0, name="C")
     text = str(ta.lower([C], [B]))
-    assert "C[i, j] = (B[i, j] + 1.0f)" in text
+    assert "(B[" in text and "A[" not in text  # B is read, not recomputed from A
 
 
 def test_printing_is_deterministic():
@@ -169,7 +169,8 @@ def test_parallel_loop_only_with_enough_work():
     A = _mat(40, 40, "A")
     B = ta.compute((40, 40), lambda i, j: A[i, j] * 2.0, name="B")
     assert "parallel for" not in str(ta.lower([B], [A]))
-    assert "parallel for i in range(0, 40)" in str(ta.lower([B], [A], parallel_min_work=0))
+    # (the short rows may be scanned with i as one loop: ``parallel for i.j``)
+    assert "parallel for i" in str(ta.lower([B], [A], parallel_min_work=0))
     assert "parallel for" not in str(ta.lower([B], [A], parallel=False, parallel_min_work=0))
     big = _mat(300, 300, "big")
     C = ta.compute((300, 300), lambda i, j: big[i, j] * 2.0, name="C")
