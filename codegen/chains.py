@@ -23,6 +23,7 @@ from tensorad.ir.rewrite import fold, free_vars, walk
 
 from .llvm_expr import recombine_digits
 from .program import Assign, If, Loop, Store
+from .program import stores as stores_in
 
 PATH_LIMIT = 1 << 12
 WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
@@ -211,19 +212,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     # kept rolled only where LLVM can vectorize instead: every store inside moves with the
     # kept loop by a few elements (a 14 x 14 plane's row loop, 14 apart, was 1.7x slower rolled)
     return [x for x in long if all((st := step(s, x.var)) is not None and st <= SCATTER_STRIDE
-                                   for s in _stores(x.body))]
-
-
-def _stores(stmts: tuple) -> list[Store]:
-    out: list[Store] = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            out += _stores(s.body)
-        elif isinstance(s, If):
-            out += _stores(s.then) + _stores(s.orelse)
-        elif isinstance(s, Store):
-            out.append(s)
-    return out
+                                   for s in stores_in(x.body))]
 
 
 def _reads_at(e: Expr, v: Expr) -> bool:

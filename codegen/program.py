@@ -272,6 +272,19 @@ def owner_of(st):
     return None
 
 
+def stores(stmts: tuple) -> list[Store]:
+    """Every ``Store`` among ``stmts``, inside loops and both branches of ``If``s, in order."""
+    found: list[Store] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            found += stores(s.body)
+        elif isinstance(s, If):
+            found += stores(s.then) + stores(s.orelse)
+        elif isinstance(s, Store):
+            found.append(s)
+    return found
+
+
 def nest_exprs(stmts: tuple):
     """Every expression of the statements (bounds, conditions, indices, values)."""
     for s in stmts:

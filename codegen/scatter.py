@@ -47,6 +47,7 @@ from .domain import PolyStmt, split_condition
 from .islast import build_loops
 from .masks import all_of, may_fault, peel_masks
 from .program import Buffer, Fill, If, Loop, Nest, Store
+from .program import stores as stores_in
 from .schedule import mark_parallel
 from .target import parse_target
 from .work import count_work
@@ -279,7 +280,7 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
     target = opts.target or parse_target()
     strides = out.strides
     size = 1 if out.dtype == "bool" else int(out.dtype[-2:]) // 8
-    stores = _stores(body)
+    stores = stores_in(body)
     for d, t in enumerate(spec.target):
         if t.op is not Op.VAR or not stores:
             continue
@@ -299,18 +300,6 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
         return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
     return None
-
-
-def _stores(stmts: tuple) -> list[Store]:
-    found: list[Store] = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            found += _stores(s.body)
-        elif isinstance(s, If):
-            found += _stores(s.then) + _stores(s.orelse)
-        elif isinstance(s, Store):
-            found.append(s)
-    return found
 
 
 def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
