@@ -171,6 +171,15 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
         return root
     if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
         return rewrite(root, lambda n: mapping.get(n))
+    return substitute_at_once(root, mapping)
+
+
+def substitute_at_once(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
+    """Replace leaves (variables) by expressions simultaneously: a replacement is not itself
+    substituted, so a permutation of variables (``{i: j, j: i}``) swaps them, where
+    :func:`substitute`'s repeated replacement would go round the cycle."""
+    if any(k.src for k in mapping):
+        raise ValueError("substitute_at_once replaces leaves only")
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:

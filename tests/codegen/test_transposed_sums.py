@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import tensorad as ta
+from tensorad.ir.rewrite import substitute_at_once
+from tensorad.ir.tensor import ComputeOp, Tensor
 
 M, N, K = 5, 7, 3
 
@@ -89,3 +91,21 @@ def test_swiglu_gradients_match_torch(target):
     want = torch.autograd.grad(y, ts, torch.tensor(vals[4]))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_sums_that_share_their_axis_variables():
+    """Fuzz seed 153630 (a hang): forward mode made two sums over the same axis variables, one
+    the other transposed.  Matching them maps each shared axis to another shared axis, a cycle
+    that replacing over and over never leaves; the substitution is simultaneous."""
+    X = ta.placeholder((2, 3, 5), "float64", "X")
+    r = ta.reduce_axis((0, 5), "r")
+    s = ta.reduce_axis((0, 5), "s")
+    S = ta.compute((2, 3, 3), lambda b, i, j: ta.sum(X[b, i, r] * X[b, j, r], r), "S")
+    b, i, j = S.op.axes  # T[j, b, i] = S[b, i, j], written over S's own axis variables
+    body = ta.sum(X[b, i, s] * X[b, j, s], s)
+    T = Tensor(ComputeOp("T", "", (j, b, i), (body,)), 0)
+    U = ta.compute((2, 3, 3), lambda b, i, j: S[b, i, j] - 2.0 * T[j, b, i], "U")
+    x = np.random.default_rng(5).normal(size=(2, 3, 5))
+    assert ta.lower([U], [X]).work == 2 * 3 * 3 * 5 + 2 * 3 * 3
+    np.testing.assert_allclose(ta.build([U], [X])(x), -np.einsum("bir,bjr->bij", x, x), rtol=1e-13)
+    assert substitute_at_once(b + 2 * i, {b: i, i: b}) == i + 2 * b
