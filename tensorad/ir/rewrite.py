@@ -166,12 +166,41 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
     The replacement of a node is substituted again (``rewrite``'s semantics).  When every key
     is a leaf and no replacement contains a key -- renaming or instantiating variables, what
     nearly every caller does -- that changes nothing, and one memoized walk rebuilds only the
-    nodes above a key (the optimizer substitutes into large adjoint bodies many times)."""
+    nodes above a key (the optimizer substitutes into large adjoint bodies many times).  Leaf
+    keys whose replacements lead back to themselves (``{i: j, j: i}``, ``{i: i + 1}``: a
+    producer inlined into a consumer that shares its axis variables, permuted) have no
+    repeated-replacement meaning, which would go round the cycle: they are replaced at once."""
     if not mapping:
         return root
-    if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
+    if any(k.src for k in mapping):
         return rewrite(root, lambda n: mapping.get(n))
-    return substitute_at_once(root, mapping)
+    inside = {k: [n for n in walk(v) if n in mapping and not (n is k and v is k)]
+              for k, v in mapping.items()}
+    if not any(inside.values()) or _cyclic(inside):
+        return substitute_at_once(root, mapping)
+    return rewrite(root, lambda n: mapping.get(n))
+
+
+def _cyclic(graph: Mapping[Expr, list[Expr]]) -> bool:
+    """Whether following ``graph``'s edges from some key comes back to it."""
+    state: dict[Expr, int] = {}  # 1: on the current path, 2: done
+    for start in graph:
+        if start in state:
+            continue
+        stack = [(start, iter(graph[start]))]
+        state[start] = 1
+        while stack:
+            node, edges = stack[-1]
+            nxt = next(edges, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return True
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(graph[nxt])))
+    return False
 
 
 def substitute_at_once(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:

@@ -52,3 +52,14 @@ def test_a_key_that_is_not_a_leaf_is_matched_after_its_operands():
     i, j, _ = V
     read = A[i, j]
     assert substitute(read * 2.0, {read: ta.const(1.0), i: j}) is A[j, j] * 2.0
+
+
+def test_a_cycle_of_leaf_keys_is_replaced_at_once():
+    """A permutation of variables, or a variable replaced by an expression of itself, has no
+    repeated-replacement meaning (it never ends); it is the simultaneous substitution, as when
+    a producer is read, permuted, by a consumer over the same axis variables."""
+    i, j, k = V
+    assert substitute(i - 2 * j, {i: j, j: i}) is j - 2 * i
+    assert substitute(A[i, j], {i: i + 1}) is A[i + 1, j]
+    assert substitute(i + j + k, {i: j, j: k, k: i}) is j + k + i
+    assert substitute(i + k, {i: i}) is i + k
