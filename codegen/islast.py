@@ -137,7 +137,8 @@ class AstConverter:
         self.stmts = {s.name if names is None else names[k]: s for k, s in enumerate(stmts)}
         self.hints = hints
         self.offset = 0  # leading time dimensions scanned outside isl (:func:`_peel`)
-        self.peeled: dict[str, tuple[int, ...]] = {}  # tag -> positions of its variables scanned outside
+        # tag -> per leading dimension scanned outside, the position of its variable
+        self.peeled: dict[str, tuple[int, ...]] = {}
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.astcheck.scans_exactly`
@@ -231,7 +232,9 @@ class AstConverter:
         tag = e.op_get_arg(0).id_get_id().get_name()
         s = self.stmts[tag]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
-        for d, k in enumerate(self.peeled.get(tag, ())):  # (in increasing position order)
+        # (inserted by increasing position; the dimensions need not be in that order: a strip
+        # form's first loop runs a reduction variable that comes after the output's)
+        for k, d in sorted((k, d) for d, k in enumerate(self.peeled.get(tag, ()))):
             args.insert(k, self.scope[f"c{d}"])
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
         conds = tuple(f for f in self.frame if not isinstance(f, tuple))
@@ -338,7 +341,7 @@ def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolySt
     (:meth:`AstConverter.outer` builds those loops), and isl's time grows with the dimensions
     it scans: a convolution gradient's nest of 8 time dimensions is built in half the time
     without its two outer ones.  Returns the ranges, the statements left, and per statement
-    the positions of the variables taken out (ascending)."""
+    the positions of the variables taken out, one per dimension taken out, in its order."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]
@@ -354,7 +357,7 @@ def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolySt
             positions[k].append(left[i])
             current[k] = PolyStmt(s.name, s.vars[:i] + s.vars[i + 1:],
                                   s.domain.project_out(isl.dim_type.set, i, 1), s.body, s.schedule[1:])
-    return box, current, [tuple(sorted(p)) for p in positions]
+    return box, current, [tuple(p) for p in positions]
 
 
 def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:

@@ -61,12 +61,24 @@ def _mod_domain():
     return [Z], [H]
 
 
+def _sibling_column_sums():
+    """Two sums in one strip-form pass whose first loop runs the reduction variable, which
+    comes after the output's among the statement's variables (fuzz seed 190309: the peeled
+    loops were matched to the variables in position order, swapping them)."""
+    X = ta.placeholder((3,), F64, name="X")
+    r, s = ta.reduce_axis((0, 2), "r"), ta.reduce_axis((0, 2), "s")
+    A = ta.compute((16,), lambda i: ta.sum(X[(r + 2) % 3], axis=r, where=i >= 9), name="A")
+    B = ta.compute((16,), lambda i: ta.sum(X[(s + 2) % 3] * 2.0, axis=s, where=i >= 9), name="B")
+    return [A, B], [X]
+
+
 # (16 channels: the products take the packed micro-kernel, as a real layer's do)
 PRODUCT = dict(shape=(2, 16, 12, 12), out_channels=16)
 PROGRAMS = {"conv_relu_s1": lambda: _conv_relu_grad(1), "conv_relu_s2": lambda: _conv_relu_grad(2),
             "conv_relu_product": lambda: _conv_relu_grad(1, **PRODUCT),
             "max_pool_3s2": _max_pool_grad, "causal_attention": _causal_attention_grad,
-            "layer_norm": _layer_norm_grad, "mod_domain": _mod_domain}
+            "layer_norm": _layer_norm_grad, "mod_domain": _mod_domain,
+            "sibling_column_sums": _sibling_column_sums}
 
 
 def _unpeeled(stmts):
@@ -158,3 +170,12 @@ def test_peel_leaves_loops_isl_must_build(case):
     stmts = stmts or [_stmt([a, i], dom, sched)]
     box, inner, positions = islast._peel(stmts)
     assert box == [] and inner == stmts and all(p == () for p in positions)
+
+
+def test_sibling_column_sums_values():
+    outs, ins = _sibling_column_sums()
+    x = np.array([0.5, 2.0, -3.0])
+    a, b = ta.build(outs, ins)(x)
+    want = np.where(np.arange(16) >= 9, x[2] + x[0], 0.0)
+    np.testing.assert_allclose(a, want, rtol=1e-15)
+    np.testing.assert_allclose(b, 2 * want, rtol=1e-15)
