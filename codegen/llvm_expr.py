@@ -56,6 +56,29 @@ _UNARY_INTRINSIC = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin"
 _EVAL, _APPLY, _STEP = "eval", "apply", "step"  # the kinds of work items of ExprEmitter.value
 
 
+def _float_minmax_shaped(node: Expr) -> bool:
+    """Whether ``node`` is ``select(a <cmp> b, a, b)`` (either order) on floats: the shape
+    LLVM's instcombine reads as a min/max, whatever its NaN behaviour."""
+    cond, x, y = node.src
+    return (node.dtype.startswith("float") and cond.op in _ICMP and cond.src[0].dtype.startswith("float")
+            and {cond.src[0], cond.src[1]} == {x, y})
+
+
+def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """``freeze value``: the same value, but instcombine cannot reason through it.
+
+    A float min/max-shaped select is frozen because LLVM 22's instcombine folds a compare of
+    one such select with the constant it was selected against as if NaN could not arise:
+    ``a = select(-1 >= v, -1, v)`` (NaN for a NaN ``v``), ``select(a >= -1, a, -1)`` (-1 for
+    a NaN ``a``) became ``a`` -- an argmax combiner over a guarded ``-1`` default returned NaN
+    where the fold in order gives -1 (fuzz seed 191487, at every opt level above 0).  A
+    freeze, unlike an ``llvm.arithmetic.fence``, leaves the loop vectorizable and costs no
+    instruction."""
+    instr = ir.Instruction(b.block, value.type, "freeze", [value])
+    b._insert(instr)
+    return instr
+
+
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = module.globals.get(name)
     if fn is None:
@@ -519,7 +542,10 @@ def _value_rules(em: ExprEmitter) -> dict:
         return b.icmp_signed(op, *em.widen(x, y))
 
     def select(node, c, x, y):
-        return b.select(c, *em.widen(x, y)) if node.dtype == "int32" else b.select(c, x, y)
+        if node.dtype == "int32":
+            return b.select(c, *em.widen(x, y))
+        out = b.select(c, x, y)
+        return freeze(b, out) if _float_minmax_shaped(node) else out
 
     vector_math = {Op.EXP: "exp", Op.LOG: "log", Op.TANH: "tanh"}  # no libm calls
 
