@@ -132,10 +132,11 @@ class Options:
         return cls(**kw)
 
     def for_lowering(self) -> Options:
-        """The options that change the loop program (the rest only change compilation)."""
+        """The options that change the loop program (the rest only change compilation;
+        ``fastmath=False`` keeps a scan's terms in the plain loop's order, :mod:`.scan`)."""
         plain = not self.fastmath or self.checked
         return Options(self.parallel, False if plain else self.microkernel, self.tile,
-                       self.inline, self.materialize, fuse=self.fuse,
+                       self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
                        choices=self.choices, variants=self.variants)
 
