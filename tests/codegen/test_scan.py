@@ -91,3 +91,15 @@ def test_random_bounds_and_offsets(n, rows, c, lo, kind, axis):
     np.testing.assert_allclose(ta.build([Y], [X])(x), np.moveaxis(want, 0, axis), rtol=1e-12, atol=1e-12)
     if "scanned" in str(lowered):
         assert lowered.work <= rows * n
+
+
+def test_a_running_max_down_the_first_axis_under_a_second_bound():
+    # R[i, j] = max_{i <= k <= j} A[k, j]: the sets nest downwards along i (k <= j stays a bound)
+    A = ta.placeholder((9, 9), "float32", "A")
+    k = ta.reduce_axis((0, 9), "k")
+    R = ta.compute((9, 9), lambda i, j: ta.max(A[k, j], k, where=(k >= i) & (k <= j)), name="R")
+    lowered = ta.lower([R], [A])
+    assert "scanned along i downwards" in str(lowered) and lowered.work == 45, str(lowered)
+    a = RNG.standard_normal((9, 9)).astype(np.float32)
+    want = np.array([[a[i:j + 1, j].max() if i <= j else -np.inf for j in range(9)] for i in range(9)])
+    np.testing.assert_array_equal(ta.build([R], [A], checked=True)(a), want.astype(np.float32))
