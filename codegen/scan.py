@@ -64,7 +64,7 @@ def _lift(s: isl.Set, like: isl.Set) -> isl.Set:
 
 
 def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
-    """The cheapest scan of ``info`` (fewest updates), when one saves updates; else ``None``.
+    """The cheapest scan of ``info`` (fewest updates), when one carries terms; else ``None``.
     ``ordered``: only a scan that combines in the plain loop's order (``fastmath=False``)."""
     comb = info.combiner
     if comb.arity != 1 or comb.kind not in COMBINERS or not info.outer or not info.raxes \
@@ -72,7 +72,6 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
         return None
     used = {v for e in (*info.sources, info.rest) for v in free_vars(e)}
     dom, proj = info.update_domain, info.outer_domain
-    total = dom.count_val().to_python()
     best = None
     for pos, j in enumerate(info.outer):
         if j in used or j.extent < 2:
@@ -80,11 +79,11 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
         for step in (1, -1):
             carry = proj.intersect(_shift(proj, pos, step))
             prev = _shift(dom, pos, step).intersect(_lift(carry, dom))
-            if carry.is_empty() or not prev.is_subset(dom):
-                continue
+            if prev.is_empty() or not prev.is_subset(dom):
+                continue  # (nothing carried, or a term that leaves)
             fresh = dom.subtract(prev)
             updates = fresh.count_val().to_python()
-            if updates < total and (best is None or updates < best.updates):
+            if best is None or updates < best.updates:
                 in_order = step == 1 and _ordered(fresh, prev, len(info.outer))
                 if in_order or not ordered:
                     best = ScanSpec(pos, step, carry, fresh, updates, in_order)
@@ -114,7 +113,8 @@ def scan_form(info: ReductionInfo, out: Buffer, spec: ScanSpec) -> list[PolyStmt
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
     here = Expr(Op.READ, out.dtype, outer, out.tensor)
-    shifted = tuple(j - const(spec.step, j.dtype) if v is j else v for v in outer)
+    shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
+                    for v in outer)
     before = Expr(Op.READ, out.dtype, shifted, out.tensor)
     combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: info.sources[0]})
     update: tuple = (Store(out, outer, combined),)
