@@ -12,8 +12,8 @@ where ``j -/+ 1`` is computed too, and the whole reduction where it is not (the 
 each row).  A prefix sum over ``n`` points makes ``n`` updates instead of ``n (n + 1) / 2``.
 isl proves the nesting and gives both sets exactly, so any affine bounds, offsets, other axes
 and reduction axes qualify; the scanned axis may be anywhere, and the output axes after it run
-innermost (vectorized across them).  Any combiner works (no inverse is needed: a sliding
-window's sets do not nest and are left to plain loops).
+innermost (vectorized across them), the ones before it are parallel.  Sums, products, max
+and min qualify (no inverse is needed; a sliding window's sets do not nest: plain loops).
 
 Order: a prefix sum adds its terms in the order of the plain sequential loop (``((x0 + x1) +
 x2) ...``); a suffix sum in the reversed order, which fast math allows (``fastmath=False``
@@ -44,7 +44,6 @@ class ScanSpec:
     carry: isl.Set  # over the output axes: the points whose predecessor is computed too
     fresh: isl.Set  # over output + reduction axes: the terms a point adds to what it carries
     updates: int  # points of ``fresh``: the nest's work
-    in_order: bool  # the terms combine in the plain loop's order (see the module docstring)
 
 
 def _shift(s: isl.Set, pos: int, d: int) -> isl.Set:
@@ -84,9 +83,8 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
             fresh = dom.subtract(prev)
             updates = fresh.count_val().to_python()
             if best is None or updates < best.updates:
-                in_order = step == 1 and _ordered(fresh, prev, len(info.outer))
-                if in_order or not ordered:
-                    best = ScanSpec(pos, step, carry, fresh, updates, in_order)
+                if not ordered or (step == 1 and _ordered(fresh, prev, len(info.outer))):
+                    best = ScanSpec(pos, step, carry, fresh, updates)
     return best
 
 
