@@ -243,8 +243,9 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                        scatter=it.scatter)
              for it in items]
     groups = plan_groups(order_siblings(units, alias)) if opts.fuse else [Group([u], 0, [()]) for u in units]
-    groups = [h for g in groups for h in  # a scatter-add is a nest of its own
-              ([Group([u], 0, [()]) for u in g.units] if any(u.form == "scatter" for u in g.units) else [g])]
+    groups = [h for g in groups for h in  # a scatter-add or a scan is a nest of its own
+              ([Group([u], 0, [()]) for u in g.units] if any(u.form in ("scatter", "scan") for u in g.units)
+               else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,

@@ -31,6 +31,7 @@ from tensorad.poly.linear import var_coefficients
 from . import optioncheck as check
 from .domain import OpDomain, PolyStmt, ReductionInfo
 from .program import Buffer, If, Loop, Store
+from .scan import find_scan, scan_form
 from .target import Target, parse_target
 
 
@@ -131,10 +132,11 @@ class Options:
         return cls(**kw)
 
     def for_lowering(self) -> Options:
-        """The options that change the loop program (the rest only change compilation)."""
+        """The options that change the loop program (the rest only change compilation;
+        ``fastmath=False`` keeps a scan's terms in the plain loop's order, :mod:`.scan`)."""
         plain = not self.fastmath or self.checked
         return Options(self.parallel, False if plain else self.microkernel, self.tile,
-                       self.inline, self.materialize, fuse=self.fuse,
+                       self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
                        choices=self.choices, variants=self.variants)
 
@@ -263,6 +265,13 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         wanted = form == "strips" and _buffer_can_accumulate(info, outputs[0].dtype)
     else:
         wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
+    spec = find_scan(info, ordered=not opts.fastmath) if form == "scan" and outputs[0] is not None \
+        and info is not None and allow_buffer and outputs[0].dtype == info.acc.dtype else None
+    if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
+        attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
+        if spec.axis > 0:
+            attrs["parallel_dim"] = 0
+        return scan_form(info, outputs[0], spec), attrs
     if wanted:
         out = outputs[0]
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,

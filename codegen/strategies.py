@@ -24,7 +24,9 @@ it must get right is the order of the candidates an op is offered:
 * **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
   absorbs plus one fill of its buffer;
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
-  those rows (plain loops) plus the product of the copy.
+  those rows (plain loops) plus the product of the copy;
+* **scan** -- a running reduction: one update per new term and one copy per output point,
+  vectorized across the output axes after the scanned one.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -42,12 +44,13 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
 
 from .contraction import Contraction, match_contraction, pad_contraction, worth_it
-from .domain import covers_box
+from .domain import covers_box, reduction_domain
 from .fuse import Epilogue
 from .gathered import gather_rows
 from .hoist import hoist_invariants
 from .masks import all_of, peel_masks
 from .parity import decompose, residue_moduli
+from .scan import find_scan
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
@@ -682,8 +685,39 @@ class Hoist:
         return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})
 
 
+class Scan:
+    """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
+    as a running value carried along that axis (:mod:`.scan`): one update per new term."""
+
+    name = "scan"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1:
+            return []
+        key = ("scan", op, bodies)
+        if key not in ctx.memo:
+            info = reduction_domain(op, bodies, [None]).reduction
+            spec = find_scan(info, ordered=not ctx.opts.fastmath)
+            ctx.memo[key] = spec if spec is not None and info.acc.dtype == bodies[0].dtype else None
+        spec = ctx.memo[key]
+        return [] if spec is None else [Candidate(self, op, bodies, spec)]
+
+    def cost(self, cand, ctx):
+        """Each update and each point's carried copy, vectorized across the output axes after
+        the scanned one (a scan along the last axis is a scalar chain)."""
+        spec, op = cand.data, cand.op
+        vector = spec.axis < len(op.axes) - 1
+        lanes = _lanes(ctx, op.body[0].dtype) if vector else 1
+        access = access_cost(_reads(cand.bodies), op.axes[-1], strides) if vector else 1
+        points = _prod(a.extent for a in op.axes)
+        return (spec.updates * (2 + access + _heavy(cand.bodies)) + 2 * points) / lanes
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, form="scan")])
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
