@@ -364,8 +364,11 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        ev = self._eval
-        idx = tuple([v if type(v) is int else _as_int(v) for v in [ev(s, env, memo) for s in e.src]])
+        idx = []  # (one loop, an index variable looked up in place: most indices are variables)
+        for s in e.src:
+            v = env[s] if s.op is _VAR else self._eval(s, env, memo)
+            idx.append(v if type(v) is int else _as_int(v))
+        idx = tuple(idx)
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:
