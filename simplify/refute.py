@@ -444,18 +444,21 @@ def _const(c: Expr) -> Any:
 def _unary(fn: Callable[[Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a = e.src[0]
-        if a.op is _CONST:
+        op = a.op
+        if op is _CONST:
             return r._fold(e, fn(_const(a)))
-        return fn(r._eval(a, env, memo))
+        return fn(env[a] if op is _VAR else r._eval(a, env, memo))
     return node
 
 
 def _binary(fn: Callable[[Any, Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a, b = e.src
-        if a.op is _CONST and b.op is _CONST:
+        ao, bo = a.op, b.op
+        if ao is _CONST and bo is _CONST:
             return r._fold(e, fn(_const(a), _const(b)))
-        return fn(r._eval(a, env, memo), r._eval(b, env, memo))
+        # (an operand variable looked up in place: index arithmetic is mostly over variables)
+        return fn(env[a] if ao is _VAR else r._eval(a, env, memo), env[b] if bo is _VAR else r._eval(b, env, memo))
     return node
 
 
