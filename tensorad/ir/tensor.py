@@ -102,7 +102,10 @@ class ComputeOp:
     provenance: Provenance = field(default=USER)
 
     def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
-        return _cached_hash(self, lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
+        try:
+            return self._hash  # type: ignore[attr-defined]  # (kept: one attribute read)
+        except AttributeError:
+            return _cached_hash(self, lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
 
     __getstate__ = _state_without_hash
 
@@ -156,7 +159,10 @@ class Tensor:
     value_index: int = 0
 
     def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
-        return _cached_hash(self, lambda o: (o.op, o.value_index))
+        try:
+            return self._hash  # type: ignore[attr-defined]  # (kept: one attribute read)
+        except AttributeError:
+            return _cached_hash(self, lambda o: (o.op, o.value_index))
 
     __getstate__ = _state_without_hash
 
