@@ -486,9 +486,10 @@ def _div_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
 
 def _cast_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
     a = e.src[0]
-    if a.op is Op.CONST:
+    op = a.op
+    if op is _CONST:
         return r._fold(e, _cast(e.dtype, _const(a)))
-    return _cast(e.dtype, r._eval(a, env, memo))
+    return _cast(e.dtype, env[a] if op is _VAR else r._eval(a, env, memo))
 
 
 # One entry per ``Op`` (a test walks the enum).

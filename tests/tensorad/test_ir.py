@@ -215,6 +215,22 @@ def test_tensor_and_op_hashes_are_computed_once(monkeypatch):
     assert calls["n"] <= 4 * len(ops) + 100, (calls["n"], len(ops))
 
 
+def test_a_kept_hash_is_read_without_recomputing_it(monkeypatch):
+    # every table of the optimizer is keyed by tensors and ops: once kept, a hash is one
+    # attribute read (the helper that computes and keeps it is not called again)
+    from tensorad.ir import tensor as tensor_mod
+
+    X = ta.placeholder((4,), name="X")
+    Y = ta.compute((4,), lambda i: X[i] * 2.0, name="Y")
+    first = (hash(Y), hash(Y.op))
+    calls = []
+    real = tensor_mod._cached_hash
+    monkeypatch.setattr(tensor_mod, "_cached_hash", lambda *a: calls.append(a) or real(*a))
+    assert (hash(Y), hash(Y.op)) == first and not calls
+    Z = ta.compute((4,), lambda i: X[i] * 3.0, name="Z")
+    assert hash(Z) == hash((Z.op, 0)) and len(calls) == 2  # (computed once: tensor and op)
+
+
 def test_a_hashed_tensor_pickles_without_its_hash():
     # string hashes differ between processes: a kept hash must not travel with the tensor
     import subprocess
