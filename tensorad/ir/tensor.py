@@ -49,6 +49,14 @@ class PlaceholderOp:
     dtype: str
     uid: int
 
+    def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
+        try:
+            return self._hash  # type: ignore[attr-defined]  # (kept: one attribute read)
+        except AttributeError:
+            return _cached_hash(self, lambda o: (o.name, o.shape, o.dtype, o.uid))
+
+    __getstate__ = _state_without_hash
+
     @property
     def num_outputs(self) -> int:
         return 1
