@@ -458,7 +458,8 @@ def _binary(fn: Callable[[Any, Any], Any]) -> Callable:
         if ao is _CONST and bo is _CONST:
             return r._fold(e, fn(_const(a), _const(b)))
         # (an operand variable looked up in place: index arithmetic is mostly over variables)
-        return fn(env[a] if ao is _VAR else r._eval(a, env, memo), env[b] if bo is _VAR else r._eval(b, env, memo))
+        return fn(env[a] if ao is _VAR else r._eval(a, env, memo),
+                  env[b] if bo is _VAR else r._eval(b, env, memo))
     return node
 
 

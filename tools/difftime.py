@@ -2,11 +2,14 @@
 (every suite), each in a fresh process (cold: no in-process memo), the LLVM build excluded --
 the figure of issue 10's bar (<= 0.3 s per layer).
 
-Run from a tree's root: ``PYTHONPATH=. python tools/difftime.py [--repeat N] [--profile NAME]
-[NAME ...]``.  Prints one line per workload (median CPU-s of ``--repeat`` processes, then the
-runs) and the machine's load before and after; ``--profile NAME`` instead prints a cProfile of
-that workload's differentiation, sorted by ``--sort`` (default ``tottime``).  To check that an
-optimizer speed-up leaves the programs unchanged, use ``tools/dump_gradients.py``.
+Run from a tree's root: ``PYTHONPATH=. python tools/difftime.py [--repeat N] [--against ROOT]
+[--profile NAME] [NAME ...]``.  Prints one line per workload (median CPU-s of ``--repeat``
+processes, then the runs) and the machine's load before and after.  ``--against ROOT`` also
+times another tree (a checkout of main), its processes alternating with this tree's, and prints
+its median first (``before -> after``): on a shared machine only interleaved figures compare.
+``--profile NAME`` instead prints a cProfile of that workload's differentiation, sorted by
+``--sort`` (default ``tottime``).  To check that an optimizer speed-up leaves the programs
+unchanged, use ``tools/dump_gradients.py``.
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ print(f"{time.process_time() - c1:.4f}")
 """
 
 
-def cpu_seconds(name: str, profile_sort: str | None = None) -> tuple[float, str]:
-    """One fresh process's CPU seconds of define + differentiate + optimize, and its stdout."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_seconds(name: str, profile_sort: str | None = None, root: str = ROOT) -> tuple[float, str]:
+    """One fresh process's CPU seconds of define + differentiate + optimize in the tree at
+    ``root``, and its stdout."""
     env = dict(os.environ, PYTHONPATH=root)
     args = [sys.executable, "-c", _CHILD, name] + ([profile_sort] if profile_sort else [])
     out = subprocess.run(args, env=env, cwd=root, capture_output=True, text=True, timeout=900)
@@ -52,12 +58,13 @@ def cpu_seconds(name: str, profile_sort: str | None = None) -> tuple[float, str]
 
 
 def main(argv: list[str]) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, ROOT)
     from benchmarks import workloads
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--against", metavar="ROOT")
     ap.add_argument("--profile", metavar="NAME")
     ap.add_argument("--sort", default="tottime")
     a = ap.parse_args(argv)
@@ -66,8 +73,13 @@ def main(argv: list[str]) -> None:
         return
     print("load before:", os.getloadavg())
     for w in workloads.select(a.names, workloads.SUITES):
-        runs = [cpu_seconds(w.name)[0] for _ in range(a.repeat)]
-        print(f"{w.name:24s} {w.suite:7s} {statistics.median(runs):7.3f}  "
+        runs, other = [], []
+        for _ in range(a.repeat):
+            if a.against:
+                other.append(cpu_seconds(w.name, root=a.against)[0])
+            runs.append(cpu_seconds(w.name)[0])
+        before = f"{statistics.median(other):7.3f} -> " if other else ""
+        print(f"{w.name:24s} {w.suite:7s} {before}{statistics.median(runs):7.3f}  "
               + " ".join(f"{r:.3f}" for r in runs), flush=True)
     print("load after:", os.getloadavg())
 
