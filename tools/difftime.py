@@ -22,7 +22,6 @@ import sys
 
 _CHILD = r"""
 import sys, time
-c0 = time.process_time()
 import tensorad as ta
 from benchmarks import sys_tensorad, workloads
 w = workloads.BY_NAME[sys.argv[1]]
