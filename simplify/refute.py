@@ -364,8 +364,11 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        ev = self._eval
-        idx = tuple([v if type(v) is int else _as_int(v) for v in [ev(s, env, memo) for s in e.src]])
+        idx = []  # (one loop, an index variable looked up in place: most indices are variables)
+        for s in e.src:
+            v = env[s] if s.op is _VAR else self._eval(s, env, memo)
+            idx.append(v if type(v) is int else _as_int(v))
+        idx = tuple(idx)
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:
@@ -441,18 +444,22 @@ def _const(c: Expr) -> Any:
 def _unary(fn: Callable[[Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a = e.src[0]
-        if a.op is _CONST:
+        op = a.op
+        if op is _CONST:
             return r._fold(e, fn(_const(a)))
-        return fn(r._eval(a, env, memo))
+        return fn(env[a] if op is _VAR else r._eval(a, env, memo))
     return node
 
 
 def _binary(fn: Callable[[Any, Any], Any]) -> Callable:
     def node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
         a, b = e.src
-        if a.op is _CONST and b.op is _CONST:
+        ao, bo = a.op, b.op
+        if ao is _CONST and bo is _CONST:
             return r._fold(e, fn(_const(a), _const(b)))
-        return fn(r._eval(a, env, memo), r._eval(b, env, memo))
+        # (an operand variable looked up in place: index arithmetic is mostly over variables)
+        return fn(env[a] if ao is _VAR else r._eval(a, env, memo),
+                  env[b] if bo is _VAR else r._eval(b, env, memo))
     return node
 
 
@@ -480,9 +487,10 @@ def _div_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
 
 def _cast_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
     a = e.src[0]
-    if a.op is Op.CONST:
+    op = a.op
+    if op is _CONST:
         return r._fold(e, _cast(e.dtype, _const(a)))
-    return _cast(e.dtype, r._eval(a, env, memo))
+    return _cast(e.dtype, env[a] if op is _VAR else r._eval(a, env, memo))
 
 
 # One entry per ``Op`` (a test walks the enum).

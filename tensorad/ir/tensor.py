@@ -26,15 +26,22 @@ from . import dtype as dt
 from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
 
 
-def _cached_hash(obj: Any, fields: Callable[[Any], tuple]) -> int:
-    """The hash of a frozen dataclass, computed once and kept on the object: tensors and ops
-    key every table of the compiler, and the generated ``__hash__`` rebuilt and hashed the
-    field tuple (op -> provenance -> role) at every lookup.  The stored value never travels:
-    ``__getstate__`` drops it (string hashes differ between processes)."""
-    h = obj.__dict__.get("_hash")
-    if h is None:
-        h = hash(fields(obj))
-        object.__setattr__(obj, "_hash", h)
+def _kept_hash(obj: Any) -> int:
+    """The ``__hash__`` of the frozen dataclasses below: the generated hash's value (of the
+    fields ``type(obj)._hashed`` names), computed once and kept on the object -- tensors and
+    ops key every table of the compiler, and the generated ``__hash__`` rebuilt and hashed the
+    field tuple (op -> provenance -> role) at every lookup; a kept one is one attribute read.
+    The stored value never travels: ``__getstate__`` drops it (string hashes differ between
+    processes)."""
+    try:
+        return obj._hash
+    except AttributeError:
+        return _compute_hash(obj)
+
+
+def _compute_hash(obj: Any) -> int:
+    h = hash(type(obj)._hashed(obj))
+    object.__setattr__(obj, "_hash", h)
     return h
 
 
@@ -48,6 +55,10 @@ class PlaceholderOp:
     shape: tuple[int, ...]
     dtype: str
     uid: int
+
+    _hashed = staticmethod(lambda o: (o.name, o.shape, o.dtype, o.uid))
+    __hash__ = _kept_hash
+    __getstate__ = _state_without_hash
 
     @property
     def num_outputs(self) -> int:
@@ -101,9 +112,8 @@ class ComputeOp:
     attrs: tuple = field(default=())  # sorted (key, value) pairs for passes to annotate
     provenance: Provenance = field(default=USER)
 
-    def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
-        return _cached_hash(self, lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
-
+    _hashed = staticmethod(lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
+    __hash__ = _kept_hash
     __getstate__ = _state_without_hash
 
     @property
@@ -155,9 +165,8 @@ class Tensor:
     op: PlaceholderOp | ComputeOp
     value_index: int = 0
 
-    def __hash__(self) -> int:  # the generated one's value, kept (see _cached_hash)
-        return _cached_hash(self, lambda o: (o.op, o.value_index))
-
+    _hashed = staticmethod(lambda o: (o.op, o.value_index))
+    __hash__ = _kept_hash
     __getstate__ = _state_without_hash
 
     @property

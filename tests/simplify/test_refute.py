@@ -122,6 +122,22 @@ def test_constants_the_proof_may_fold_are_not_guessed():
     assert refuter.refutes(x * y * A[I, 0])  # (no constant rounds here: 0.1f * 1.0f)
 
 
+def test_variables_are_looked_up_in_place(monkeypatch):
+    # half the nodes the model meets are index variables (a read's indices, index arithmetic):
+    # each is a lookup where its parent is evaluated, never an evaluation call of its own
+    calls = []
+    real = Refuter._eval
+
+    def counted(self, e, env, memo):
+        calls.append(e.op)
+        return real(self, e, env, memo)
+
+    monkeypatch.setattr(Refuter, "_eval", counted)
+    e = ta.sum(T[I, K] * A[(I + 1) % 4, K] * ta.exp(ta.cast("float32", K)), K) - A[I, 0]
+    assert Refuter().refutes(e)
+    assert Op.READ in calls and Op.VAR not in calls
+
+
 def test_odd_terms_give_up_cleanly():
     # division by zero, integer division and modulo by zero, a huge power, log of a negative,
     # an argmax (a two-value reduction): no exception, no refutation where nothing is known

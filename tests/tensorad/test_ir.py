@@ -215,6 +215,22 @@ def test_tensor_and_op_hashes_are_computed_once(monkeypatch):
     assert calls["n"] <= 4 * len(ops) + 100, (calls["n"], len(ops))
 
 
+def test_a_kept_hash_is_read_without_recomputing_it(monkeypatch):
+    # every table of the optimizer is keyed by tensors and ops: once kept, a hash is one
+    # attribute read (the helper that computes and keeps it is not called again)
+    from tensorad.ir import tensor as tensor_mod
+
+    X = ta.placeholder((4,), name="X")
+    Y = ta.compute((4,), lambda i: X[i] * 2.0, name="Y")
+    first = (hash(Y), hash(Y.op), hash(X.op))
+    calls = []
+    real = tensor_mod._compute_hash
+    monkeypatch.setattr(tensor_mod, "_compute_hash", lambda o: calls.append(o) or real(o))
+    assert (hash(Y), hash(Y.op), hash(X.op)) == first and not calls
+    Z = ta.compute((4,), lambda i: X[i] * 3.0, name="Z")
+    assert hash(Z) == hash((Z.op, 0)) and len(calls) == 2  # (computed once: tensor and op)
+
+
 def test_a_hashed_tensor_pickles_without_its_hash():
     # string hashes differ between processes: a kept hash must not travel with the tensor
     import subprocess
@@ -226,11 +242,12 @@ import tensorad as ta
 if sys.argv[1] == "dump":
     X = ta.placeholder((4,), "float64", name="X")
     Y = ta.compute((4,), lambda i: X[i] * 2.0, name="Y")
-    hash(Y), hash(Y.op)
-    sys.stdout.buffer.write(pickle.dumps(Y))
+    hash(Y), hash(Y.op), hash(X.op)
+    sys.stdout.buffer.write(pickle.dumps((Y, X)))
 else:
-    Y = pickle.loads(sys.stdin.buffer.read())
-    o = Y.op
+    Y, X = pickle.loads(sys.stdin.buffer.read())
+    p, o = X.op, Y.op
+    assert hash(p) == hash((p.name, p.shape, p.dtype, p.uid))
     assert hash(o) == hash((o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
     assert hash(Y) == hash((o, Y.value_index))
     print("ok")
