@@ -492,13 +492,12 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                     else:
                                         b.call(masked_fn, list(here))
 
-                    with loop(b, 0, nblk, bs, name="tk") as kb:
-                        block(kb)
                     # the rest of a run of at least bs: its last bs positions transposed again
-                    # (the same values where it overlaps), not element by element
+                    # (the same values where it overlaps), not element by element -- one more
+                    # trip of the block loop, whose blocks are emitted once (not again for it)
                     tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
-                    with b.if_then(tail):
-                        block(b.sub(run, I64(bs)))
+                    with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
+                        block(imin(b, kb, b.sub(run, I64(bs))))
                     with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
