@@ -16,7 +16,12 @@ another fresh process reading that cache (cached), it times the stages separatel
   first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds of the process (``cpu_<stage>``); the table
-prints CPU time, which a shared machine disturbs less.
+prints CPU time, which a shared machine disturbs less.  A second table splits the cold builds
+by phase (CPU seconds summed over both builds, timed by wrapping the functions in the measured
+process): ``lower`` (all of lowering), ``IR`` (LLVM IR emission), ``passes`` (the kernels' LLVM
+optimization pipeline) and ``codegen`` (their parse and code generation; a kernel whose width
+hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.compile_kernel`) -- the
+library's pieces are apart, in ``library``.
 
 Each figure is the median of ``--repeat`` process pairs, with the machine's load beside it.
 Timing lives here, never in the tests (a loaded machine makes timed asserts flaky).
