@@ -48,7 +48,8 @@ w = workloads.BY_NAME[sys.argv[1]]
 shapes = w.input_shapes(tiny=sys.argv[2] == "1")
 t = {}
 import importlib
-_build, _jit, _emit = (importlib.import_module("tensorad.codegen." + m) for m in ("build", "jit", "llvm_emit"))
+_build, _jit, _emit = (importlib.import_module("tensorad.codegen." + m)
+                       for m in ("build", "jit", "llvm_emit"))
 inside = []  # the kernel compilation running (the library's pieces compile apart: "library")
 def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
     fn = getattr(owner, attr)
@@ -132,12 +133,13 @@ def main(argv: list[str] | None = None) -> None:
                   f"{sum(cpu):8.1f} {lib:8.1f} {sum(cpu) - lib:8.1f}")
     print("\nthe cold builds by phase (ms CPU): lower (whole, LLVM excluded), LLVM IR emission, the kernels'"
           " LLVM passes and parse + code generation (the library's pieces apart, in 'library')")
-    print("{:<18} {:>8} {:>8} {:>8} {:>8} {:>8}".format("workload", "lower", "IR", "passes", "codegen", "library"))
+    print("{:<18} {:>8} {:>8} {:>8} {:>8} {:>8}".format("workload", "lower", "IR", "passes", "codegen",
+                                                         "library"))
     for name, modes in res["workloads"].items():
         t = modes["cold"]
         g = {k: t.get("cpu_" + k, 0.0) * 1e3 for k in ("lower", "ir", "passes", "llvm", "library")}
-        print(f"{name:<18} {g['lower']:8.1f} {g['ir']:8.1f} {g['passes']:8.1f} {g['llvm'] - g['passes']:8.1f} "
-              f"{g['library']:8.1f}")
+        print(f"{name:<18} {g['lower']:8.1f} {g['ir']:8.1f} {g['passes']:8.1f} "
+              f"{g['llvm'] - g['passes']:8.1f} {g['library']:8.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
