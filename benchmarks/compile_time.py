@@ -16,7 +16,12 @@ another fresh process reading that cache (cached), it times the stages separatel
   first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds of the process (``cpu_<stage>``); the table
-prints CPU time, which a shared machine disturbs less.
+prints CPU time, which a shared machine disturbs less.  A second table splits the cold builds
+by phase (CPU seconds summed over both builds, timed by wrapping the functions in the measured
+process): ``lower`` (all of lowering), ``IR`` (LLVM IR emission), ``passes`` (the kernels' LLVM
+optimization pipeline) and ``codegen`` (their parse and code generation; a kernel whose width
+hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.compile_kernel`) -- the
+library's pieces are apart, in ``library``.
 
 Each figure is the median of ``--repeat`` process pairs, with the machine's load beside it.
 Timing lives here, never in the tests (a loaded machine makes timed asserts flaky).
@@ -42,6 +47,25 @@ from benchmarks import sys_tensorad, workloads
 w = workloads.BY_NAME[sys.argv[1]]
 shapes = w.input_shapes(tiny=sys.argv[2] == "1")
 t = {}
+import importlib
+_build, _jit, _emit = (importlib.import_module("tensorad.codegen." + m)
+                       for m in ("build", "jit", "llvm_emit"))
+inside = []  # the kernel compilation running (the library's pieces compile apart: "library")
+def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
+    fn = getattr(owner, attr)
+    def wrapped(*a, **k):
+        c0 = time.process_time()
+        inside.append(attr)
+        try:
+            return fn(*a, **k)
+        finally:
+            inside.pop()
+            if attr != "optimize" or "compile_kernel" in inside:
+                t[stage] = t.get(stage, 0.0) + time.process_time() - c0
+    setattr(owner, attr, wrapped)
+for owner, attr, stage in [(_build, "lower", "cpu_lower"), (_emit.ModuleEmitter, "emit", "cpu_ir"),
+                           (_build, "compile_kernel", "cpu_llvm"), (_jit, "optimize", "cpu_passes")]:
+    cpu_wrap(owner, attr, stage)
 def timed(name, fn):
     t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
@@ -82,7 +106,7 @@ def measure(names: list[str], repeat: int, tiny: bool = False) -> dict:
                 runs["cold"].append(_run(w.name, cache_dir, tiny))
                 runs["cached"].append(_run(w.name, cache_dir, tiny))
         results["workloads"][w.name] = {
-            mode: {stage: statistics.median(r[stage] for r in rs) for stage in rs[0]}
+            mode: {stage: statistics.median(r.get(stage, 0.0) for r in rs) for stage in set().union(*rs)}
             for mode, rs in runs.items()}
     results["load_after"] = load_snapshot()
     return results
@@ -107,6 +131,15 @@ def main(argv: list[str] | None = None) -> None:
             lib = t.get("cpu_library", 0.0) * 1e3
             print(f"{name:<18} {mode:<7} {cpu[0]:8.1f} {cpu[1]:9.1f} {cpu[2]:10.1f} {cpu[3]:10.1f} "
                   f"{sum(cpu):8.1f} {lib:8.1f} {sum(cpu) - lib:8.1f}")
+    print("\nthe cold builds by phase (ms CPU): lower (whole, LLVM excluded), LLVM IR emission, the kernels'"
+          " LLVM passes and parse + code generation (the library's pieces apart, in 'library')")
+    print("{:<18} {:>8} {:>8} {:>8} {:>8} {:>8}".format("workload", "lower", "IR", "passes", "codegen",
+                                                         "library"))
+    for name, modes in res["workloads"].items():
+        t = modes["cold"]
+        g = {k: t.get("cpu_" + k, 0.0) * 1e3 for k in ("lower", "ir", "passes", "llvm", "library")}
+        print(f"{name:<18} {g['lower']:8.1f} {g['ir']:8.1f} {g['passes']:8.1f} "
+              f"{g['llvm'] - g['passes']:8.1f} {g['library']:8.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

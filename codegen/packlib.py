@@ -433,10 +433,11 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
     ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
     ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
 
-    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer);
-    the masked block, a border's, is emitted once -- a function of the block's first row --
-    when a panel has several blocks: its code is most of the routine's, and LLVM's time grows
-    with the routine's size."""
+    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer),
+    once: a run's last block, transposed again where a run is not a whole number of blocks, is
+    one more trip of the block loop.  The masked block, a border's, is emitted once -- a
+    function of the block's first row -- when a panel has several blocks: its code is most of
+    the routine's, and LLVM's time grows with the routine's size."""
     side, ochk, kchk, nchk = checks
     ngroups = width // bs
     ksteps = _ksteps(b, side)
@@ -492,13 +493,12 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                     else:
                                         b.call(masked_fn, list(here))
 
-                    with loop(b, 0, nblk, bs, name="tk") as kb:
-                        block(kb)
                     # the rest of a run of at least bs: its last bs positions transposed again
-                    # (the same values where it overlaps), not element by element
+                    # (the same values where it overlaps), not element by element -- one more
+                    # trip of the block loop
                     tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
-                    with b.if_then(tail):
-                        block(b.sub(run, I64(bs)))
+                    with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
+                        block(imin(b, kb, b.sub(run, I64(bs))))
                     with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
                         kpos = b.add(kk, i)
                         with loop(b, 0, width, name="tw") as w:
