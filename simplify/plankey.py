@@ -73,10 +73,7 @@ def rename(plan, old: Sequence[Expr], new: Sequence[Expr]):
     for v in plan.rvars:
         if v not in mapping:
             mapping[v] = var(v.name, v.lo, v.hi, v.dtype)
-    memo: dict[Expr, Expr] = dict(mapping)
-
-    def swap(e: Expr) -> Expr:  # simultaneous: a new variable may be another's old one
-        return fold_along(e, _operands, lambda n: n.replace(src=tuple(memo[c] for c in n.src)), memo)
+    swap = renamer(mapping)
 
     return type(plan)(
         mapping=tuple((mapping[k], swap(value)) for k, value in plan.mapping),
@@ -84,6 +81,16 @@ def rename(plan, old: Sequence[Expr], new: Sequence[Expr]):
         cond=swap(plan.cond),
         guards=tuple(swap(g) for g in plan.guards),
         empty=plan.empty)
+
+
+def renamer(mapping: dict[Expr, Expr]):
+    """A function that renames the variables of an expression as ``mapping`` says, all at once
+    (a new variable may be another's old one); the renamed nodes are shared between its calls."""
+    memo: dict[Expr, Expr] = dict(mapping)
+
+    def swap(e: Expr) -> Expr:
+        return fold_along(e, _operands, lambda n: n.replace(src=tuple(memo[c] for c in n.src)), memo)
+    return swap
 
 
 def _operands(e: Expr) -> tuple[Expr, ...]:
