@@ -40,19 +40,20 @@ def chain(ta, n: int, variant: str):
     X = ta.placeholder((16,), "float64", name="X")
     prev, Y = X, X
     for k in range(n):
-        P, Q = Y, prev
-        if variant == "reduce" and k % 8 == 7:
-            r = ta.reduce_axis((0, 16), name="r")
-            m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
-            Z = ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
-        elif k % 2:
-            Z = ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
-        elif variant == "two":
-            Z = ta.compute((16,), lambda i: ta.sigmoid(P[i]) + Q[i] * 0.5, name=f"s{k}")
-        else:
-            Z = ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")
-        prev, Y = Y, Z
+        prev, Y = Y, _step(ta, k, variant, Y, prev)
     return X, ta.compute((), lambda: Y[0] + Y[9], name="L")
+
+
+def _step(ta, k: int, variant: str, P, Q):
+    """Step ``k`` from the last tensor ``P`` (and the one before, ``Q``)."""
+    if variant == "reduce" and k % 8 == 7:
+        r = ta.reduce_axis((0, 16), name="r")
+        m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
+        return ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
+    if k % 2:
+        return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
+    R = Q if variant == "two" else P
+    return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + R[i] * 0.5, name=f"s{k}")
 
 
 def _peak_reset() -> None:

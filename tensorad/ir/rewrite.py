@@ -167,17 +167,29 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
     is a leaf and no replacement contains a key -- renaming or instantiating variables, what
     nearly every caller does -- that changes nothing, and one memoized walk rebuilds only the
     nodes above a key (the optimizer substitutes into large adjoint bodies many times)."""
+    return substituter(mapping)(root) if mapping else root
+
+
+def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
+    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and
+    the nodes rebuilt are shared between the calls (a loop nest's statements, each index and
+    value of each, all take the same loop variables)."""
     if not mapping:
-        return root
+        return lambda root: root
     if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
-        return rewrite(root, lambda n: mapping.get(n))
+        done: dict = {}
+        return lambda root: rewrite(root, lambda n: mapping.get(n), done)
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:
         new = tuple(memo[c] for c in node.src)
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
-    return fold_along(root, lambda n: n.src, rebuilt, memo)
+    return lambda root: fold_along(root, _operands, rebuilt, memo)
+
+
+def _operands(node: Expr) -> tuple[Expr, ...]:
+    return node.src
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
