@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import simultaneous, substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
 from .eliminate import apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
 from .logic import conjuncts
 from .nonzero import assume, nonzero
-from .plankey import renamer, shape_key
+from .plankey import shape_key
 from .rules import is_zero, simplify_expr
 from .split import group_terms
 
@@ -70,7 +70,7 @@ def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None
         found = ctx.guards.get(shape)
         if found is not None:
             cond, old = found
-            return None if cond is None else renamer(dict(zip(old, axes)))(cond)
+            return None if cond is None else simultaneous(dict(zip(old, axes)))(cond)
     dom = IndexSet.from_conditions(axes, affine, space_of(axes, ctx))
     cond = None if dom.is_empty() else simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
     if shape is not None:

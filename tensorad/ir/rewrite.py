@@ -179,6 +179,12 @@ def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
     if any(k.src for k in mapping) or any(n in mapping for v in mapping.values() for n in walk(v)):
         done: dict = {}
         return lambda root: rewrite(root, lambda n: mapping.get(n), done)
+    return simultaneous(mapping)
+
+
+def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
+    """Every node of ``mapping`` replaced by its value at once, never substituted again (a new
+    variable may be another's old one: a swap); the nodes rebuilt are shared between calls."""
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:
