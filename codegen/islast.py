@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import islpy as isl
 
 from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, logical_not, unary, var
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.rewrite import substituter
 from tensorad.poly.affine import IndexSpace
 
 from .astcheck import Instance, guarded_hulls, has_divs, scans_exactly
@@ -239,7 +239,9 @@ class AstConverter:
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
         conds = tuple(f for f in self.frame if not isinstance(f, tuple))
         self.instances.append(Instance(s.name, tuple(args), loops, conds))
-        return tuple(subst_stmt(st, dict(zip(s.vars, args))) for st in s.body)
+        mapping = dict(zip(s.vars, args))
+        sub = substituter(mapping)
+        return tuple(subst_stmt(st, mapping, sub) for st in s.body)
 
     def expr(self, e: isl.AstExpr) -> Expr:
         t = e.get_type()
@@ -268,20 +270,21 @@ class AstConverter:
         raise IslAstError(f"unexpected isl AST expression {e.to_C_str()}")
 
 
-def subst_stmt(st, mapping: dict):
-    """A program statement with variables replaced (recursively through loops and ifs)."""
+def subst_stmt(st, mapping: dict, sub=None):
+    """A program statement with variables replaced (recursively through loops and ifs); ``sub``
+    (a :func:`substituter` of ``mapping``) shares the nodes rebuilt between statements."""
     if not mapping:
         return st
-    sub = lambda e: substitute(e, mapping)  # noqa: E731
+    sub = substituter(mapping) if sub is None else sub
     if isinstance(st, Store):
         return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted, st.owner)
     if isinstance(st, Assign):
         return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted, st.owner)
     if isinstance(st, If):
-        return If(sub(st.cond), tuple(subst_stmt(s, mapping) for s in st.then),
-                  tuple(subst_stmt(s, mapping) for s in st.orelse), st.affine)
+        return If(sub(st.cond), tuple(subst_stmt(s, mapping, sub) for s in st.then),
+                  tuple(subst_stmt(s, mapping, sub) for s in st.orelse), st.affine)
     if isinstance(st, Loop):
-        return Loop(st.var, sub(st.lo), sub(st.hi), tuple(subst_stmt(s, mapping) for s in st.body),
+        return Loop(st.var, sub(st.lo), sub(st.hi), tuple(subst_stmt(s, mapping, sub) for s in st.body),
                     st.step, st.kind, st.dim)
     raise TypeError(f"unknown statement {st!r}")
 

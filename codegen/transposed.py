@@ -20,7 +20,7 @@ from __future__ import annotations
 from itertools import permutations
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import replace_reads, substitute_at_once, walk
+from tensorad.ir.rewrite import replace_reads, simultaneous, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 MAX_AXES = 4  # permutations tried: at most 4! per pair
@@ -69,7 +69,7 @@ def _transposed(a_op: ComputeOp, a: Expr, b_op: ComputeOp, b: Expr) -> tuple[int
         mapping = {**{a_op.axes[k]: b_op.axes[p] for k, p in enumerate(perm)}, **dict(zip(ra, rb))}
         # at once: the two sums may share axis variables, and a permutation of shared axes
         # is a cycle that repeated replacement would never leave (fuzz seed 153630)
-        moved = [substitute_at_once(s, mapping) for s in a.src]
+        moved = [simultaneous(mapping)(s) for s in a.src]
         if all(_same(x, y, {}) for x, y in zip(moved, b.src)):
             return perm
     return None

@@ -28,13 +28,14 @@ class OptimizerContext:
     """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
     ``refute=False`` runs every zero-proof in full (no :class:`.refute.Refuter` first: the
     answers are the same, only slower -- the tests compare the two).  ``share_plans=False``
-    makes every elimination plan for its own variables (no renaming of an equal one,
-    :mod:`.plankey`: the same plans, only slower)."""
+    makes every elimination plan and lifted guard for its own variables (no renaming of an
+    equal one, :mod:`.plankey`: the same results, only slower)."""
 
     def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
         self.plans: dict[tuple, object] = {}  # (variables, conditions) or their shape -> elimination plan
         self.share_plans = share_plans
+        self.guards: dict[tuple, tuple] = {}  # shape of (axes, conditions) -> (.lift's box guard, axes)
         self.ops: dict = {}  # op -> optimized op
         self.table = OpTable()  # structurally equal ops merged
         self.registered: set = set()  # sums read by the ops optimized, held in ``table``

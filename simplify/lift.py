@@ -23,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import simultaneous, substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
 from .eliminate import apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
 from .logic import conjuncts
 from .nonzero import assume, nonzero
+from .plankey import shape_key
 from .rules import is_zero, simplify_expr
 from .split import group_terms
 
@@ -52,11 +53,30 @@ def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
     affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes, ctx)
     if not affine:
         return body
-    dom = IndexSet.from_conditions(axes, affine, space_of(axes, ctx))
-    if dom.is_empty():
+    cond = _box_guard(axes, affine, ctx)
+    if cond is None:
         return const(0, body.dtype)
-    cond = simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
     return _ite(cond, assume(body, affine, ctx), ctx)
+
+
+def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None:
+    """Where the conjuncts ``affine`` hold, gisted against the box of ``axes`` (None: nowhere).
+
+    Memoized in the call's context up to a renaming of the axes (:func:`.plankey.shape_key`):
+    every adjoint of a long elementwise chain has fresh axes and the same guard -- ``i == 0 or
+    i == 9`` where a loss reads two points -- so isl is asked once, not once per link."""
+    shape = shape_key(axes, affine) if ctx is not None and ctx.share_plans else None
+    if shape is not None:
+        found = ctx.guards.get(shape)
+        if found is not None:
+            cond, old = found
+            return None if cond is None else simultaneous(dict(zip(old, axes)))(cond)
+    dom = IndexSet.from_conditions(axes, affine, space_of(axes, ctx))
+    cond = None if dom.is_empty() else simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
+    if shape is not None:
+        ctx.counts["box guard"] += 1
+        ctx.guards[shape] = (cond, tuple(axes))
+    return cond
 
 
 def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import fold_along
+from tensorad.ir.rewrite import simultaneous
 
 
 def shape_key(variables: Sequence[Expr], affine: Sequence[Expr]) -> tuple | None:
@@ -73,18 +73,10 @@ def rename(plan, old: Sequence[Expr], new: Sequence[Expr]):
     for v in plan.rvars:
         if v not in mapping:
             mapping[v] = var(v.name, v.lo, v.hi, v.dtype)
-    memo: dict[Expr, Expr] = dict(mapping)
-
-    def swap(e: Expr) -> Expr:  # simultaneous: a new variable may be another's old one
-        return fold_along(e, _operands, lambda n: n.replace(src=tuple(memo[c] for c in n.src)), memo)
-
+    swap = simultaneous(mapping)
     return type(plan)(
         mapping=tuple((mapping[k], swap(value)) for k, value in plan.mapping),
         rvars=tuple(mapping[v] for v in plan.rvars),
         cond=swap(plan.cond),
         guards=tuple(swap(g) for g in plan.guards),
         empty=plan.empty)
-
-
-def _operands(e: Expr) -> tuple[Expr, ...]:
-    return e.src

@@ -32,11 +32,10 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 from __future__ import annotations
 
 from fractions import Fraction
-from operator import is_not
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import fold_along, replace_reads, substitute, walk
+from tensorad.ir.rewrite import fold_along, replace_reads, substitute, substituter, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import atom_key
 
@@ -346,7 +345,7 @@ class _Builder:
         finally:
             del self.facts[len(self.facts) - len(facts):]
         uses: dict[Expr, bool] = {}  # atom -> whether it mentions a reduction variable
-        rename = _Renamer(canon)  # one walk over the terms' shared subtrees
+        rename = substituter(canon)  # one walk over the terms' shared subtrees
         where = rename(cond)
         arg = ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0)
         for m, c in terms.items():
@@ -367,27 +366,6 @@ class _Builder:
         if found is None:
             found = self.products[key] = _product_expr(m, dtype, self.ctx)
         return found
-
-
-class _Renamer:
-    """``substitute(e, mapping)`` for many ``e`` with one memo: a leaf-for-leaf renaming (the
-    reduction variables of a sum by position), so subtrees the expressions share are rebuilt
-    once -- the same results as separate substitutions."""
-
-    def __init__(self, mapping: dict[Expr, Expr]) -> None:
-        self.mapping = mapping
-        self.leaves = not any(k.src for k in mapping) and not any(
-            n in mapping for v in mapping.values() for n in walk(v))
-        self.memo: dict[Expr, Expr] = dict(mapping)
-
-    def _rebuilt(self, node: Expr) -> Expr:
-        new = tuple(self.memo[c] for c in node.src)
-        return node.replace(src=new) if any(map(is_not, new, node.src)) else node
-
-    def __call__(self, e: Expr) -> Expr:
-        if not self.leaves:  # (substitute's general case: replacements substituted again)
-            return substitute(e, self.mapping)
-        return fold_along(e, lambda n: n.src, self._rebuilt, self.memo)
 
 
 def provably_zero(e: Expr, ctx=None) -> bool:

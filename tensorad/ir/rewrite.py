@@ -170,15 +170,22 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
     keys whose replacements lead back to themselves (``{i: j, j: i}``, ``{i: i + 1}``: a
     producer inlined into a consumer that shares its axis variables, permuted) have no
     repeated-replacement meaning, which would go round the cycle: they are replaced at once."""
+    return substituter(mapping)(root) if mapping else root
+
+
+def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
+    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and
+    the nodes rebuilt are shared between the calls (a loop nest's statements, each index and
+    value of each, all take the same loop variables)."""
     if not mapping:
-        return root
-    if any(k.src for k in mapping):
-        return rewrite(root, lambda n: mapping.get(n))
-    inside = {k: [n for n in walk(v) if n in mapping and not (n is k and v is k)]
-              for k, v in mapping.items()}
-    if not any(inside.values()) or _cyclic(inside):
-        return substitute_at_once(root, mapping)
-    return rewrite(root, lambda n: mapping.get(n))
+        return lambda root: root
+    if not any(k.src for k in mapping):
+        inside = {k: [n for n in walk(v) if n in mapping and not (n is k and v is k)]
+                  for k, v in mapping.items()}
+        if not any(inside.values()) or _cyclic(inside):
+            return simultaneous(mapping)
+    done: dict = {}
+    return lambda root: rewrite(root, lambda n: mapping.get(n), done)
 
 
 def _cyclic(graph: Mapping[Expr, list[Expr]]) -> bool:
@@ -203,19 +210,20 @@ def _cyclic(graph: Mapping[Expr, list[Expr]]) -> bool:
     return False
 
 
-def substitute_at_once(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
-    """Replace leaves (variables) by expressions simultaneously: a replacement is not itself
-    substituted, so a permutation of variables (``{i: j, j: i}``) swaps them, where
-    :func:`substitute`'s repeated replacement would go round the cycle."""
-    if any(k.src for k in mapping):
-        raise ValueError("substitute_at_once replaces leaves only")
+def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
+    """Every node of ``mapping`` replaced by its value at once, never substituted again (a new
+    variable may be another's old one: a swap); the nodes rebuilt are shared between calls."""
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:
         new = tuple(memo[c] for c in node.src)
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
-    return fold_along(root, lambda n: n.src, rebuilt, memo)
+    return lambda root: fold_along(root, _operands, rebuilt, memo)
+
+
+def _operands(node: Expr) -> tuple[Expr, ...]:
+    return node.src
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:

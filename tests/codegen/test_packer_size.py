@@ -14,11 +14,11 @@ import re
 
 import numpy as np
 import pytest
-
-import tensorad as ta
 from tensorad.codegen import gemmdesc as gd
 from tensorad.codegen import gemmlib
 from tensorad.codegen.target import parse_target
+
+import tensorad as ta
 
 RNG = np.random.default_rng(7)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from tensorad.ir.rewrite import substitute_at_once
+from tensorad.ir.rewrite import simultaneous
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 M, N, K = 5, 7, 3
@@ -108,4 +108,4 @@ def test_sums_that_share_their_axis_variables():
     x = np.random.default_rng(5).normal(size=(2, 3, 5))
     assert ta.lower([U], [X]).work == 2 * 3 * 3 * 5 + 2 * 3 * 3
     np.testing.assert_allclose(ta.build([U], [X])(x), -np.einsum("bir,bjr->bij", x, x), rtol=1e-13)
-    assert substitute_at_once(b + 2 * i, {b: i, i: b}) == i + 2 * b
+    assert simultaneous({b: i, i: b})(b + 2 * i) == i + 2 * b

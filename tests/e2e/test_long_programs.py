@@ -242,6 +242,29 @@ def test_footprints_of_a_long_chain_gradient_convert_each_guard_once(monkeypatch
     assert counts[60] <= 2.3 * counts[30] and counts[60] <= 10 * 60, counts
 
 
+def test_the_optimizer_asks_isl_about_a_long_chain_gradients_guard_once(monkeypatch):
+    # every adjoint of the chain is zero but at the loss's two points, over its own fresh axis:
+    # each link's lifted guard was a new isl set (from_conditions, is_empty, gist, back to an
+    # expression: a fifth of the optimizer's time); the call's context keeps it up to renaming
+    from tensorad.poly.domain import IndexSet
+
+    calls = {"n": 0}
+    real = IndexSet.from_conditions.__func__
+
+    def counting(cls, *args, **kwargs):
+        calls["n"] += 1
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(IndexSet, "from_conditions", classmethod(counting))
+    counts = {}
+    for n in (30, 60):
+        X, L = _tanh_chain(n)
+        calls["n"] = 0
+        ta.gradient(L, [X])
+        counts[n] = calls["n"]
+    assert counts[60] <= counts[30] + 2 and counts[60] <= 10, counts
+
+
 def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
     # the direct entry point P_call takes one argument per buffer, and ctypes makes prototypes
     # of at most 1024 arguments: a 3,000-step chain's gradient (3,024 buffers) raised

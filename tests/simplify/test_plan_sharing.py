@@ -107,3 +107,34 @@ def test_work_workloads_are_the_same_without_plan_sharing():
         shared, ctx = _gradients(build, True)
         alone, _ = _gradients(build, False)
         assert shared == alone, name
+
+
+def _tanh_grid_chain(n: int):
+    """``n`` links ``tanh(P) * 0.9`` over a 5 x 6 grid; the loss reads two points, so every
+    adjoint is zero but at ``(i, j) = (0, 1), (2, 4)``: a guard over two axes, renamed."""
+    X = ta.placeholder((5, 6), "float64", name="X")
+    Y = X
+    for k in range(n):
+        Y = (lambda P: ta.compute((5, 6), lambda i, j: ta.tanh(P[i, j]) * 0.9, name=f"t{k}"))(Y)
+    return X, ta.compute((), lambda: Y[0, 1] + Y[2, 4] * 2.0, name="L")
+
+
+def test_a_lifted_guard_renamed_is_the_guard_of_its_own_axes():
+    import numpy as np
+
+    printed = {}
+    for share in (True, False):
+        X, L = _tanh_grid_chain(6)
+        opt = Optimizer(share_plans=share)
+        (g,) = opt.finish(jacobian_recursive(L, [X], None, optimizer=opt))
+        printed[share] = ta.PrintTensorRecursively(g)
+        if share:
+            assert opt.context.counts["box guard"] <= 3, opt.context.counts  # (of 6 links)
+            x = np.linspace(-1, 1, 30).reshape(5, 6)
+            y, d = x.copy(), np.ones((5, 6))
+            for _ in range(6):  # d/dx of 0.9 tanh(y): 0.9 (1 - tanh(y)^2)
+                y, d = 0.9 * np.tanh(y), d * 0.9 * (1 - np.tanh(y) ** 2)
+            want = np.zeros((5, 6))
+            want[0, 1], want[2, 4] = d[0, 1], 2 * d[2, 4]
+            np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-12)
+    assert printed[True] == printed[False]
