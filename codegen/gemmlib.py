@@ -334,12 +334,37 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
+    # a shared schedule: this thread's first block is the team's next one (none left: a late
+    # thread packs nothing), and the packing choices below weigh a thread's share of the blocks
+    shared = b.inttoptr(ld(b, desc, gd.H_SHARED), PTR, name="shared")
+    dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
+
+    def next_block(done: ir.Value | None) -> ir.Value:
+        """The block after ``done`` (``None``: the first): the team's next, or ``done + 1``."""
+        with b.if_else(dynamic) as (team, alone):
+            with team:
+                ticket = b.add(lo, b.atomic_rmw("add", shared, I64(1), "monotonic"))
+                team_bb = b.block
+            with alone:
+                own = lo if done is None else b.add(done, I64(1))
+                alone_bb = b.block
+        block = b.phi(I64, name="block")
+        block.add_incoming(ticket, team_bb)
+        block.add_incoming(own, alone_bb)
+        return block
+
+    first_block = next_block(None)
+    # (the team's size, read from the schedule when there is one: the descriptor's own slot 1
+    # is read otherwise, and not used)
+    team_size = b.select(dynamic, ld(b, b.select(dynamic, shared, desc), 1), I64(1))
+    share = b.select(b.icmp_signed("<", first_block, hi),
+                     b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
     # side A packed once for the whole call when it reads no batch axis and this call runs
     # several blocks (batch points or column blocks, which all read the same A; each block
     # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
-                 b.icmp_signed(">", b.sub(hi, lo), I64(1)))
+                 b.icmp_signed(">", share, I64(1)))
     apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
     with b.if_then(pre):
         with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
@@ -352,7 +377,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
     npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
     preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
-                  b.icmp_signed(">", b.sub(hi, lo), njc))
+                  b.icmp_signed(">", share, njc))
     bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
     with b.if_then(preb):
         with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
@@ -361,7 +386,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 ncl = imin(b, nc, b.sub(N, jc))
                 at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
                 b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
-    with loop(b, lo, hi, name="pb", vectorize=False) as pb:
+    with pl.advancing(b, first_block, hi, name="pb") as (pb, after):
         bflat = b.sdiv(pb, njc)
         jb = b.srem(pb, njc)
         # C's offset at the batch point (row-major digits of bflat)
@@ -401,6 +426,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                         cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                         b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+        after[0] = next_block(pb)
     for x in (ap, bp, scratch, apre, bpre):
         b.call(free, [x])
     b.ret_void()
