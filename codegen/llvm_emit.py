@@ -30,6 +30,8 @@ variables; accumulators live in stack slots that SROA promotes to registers.
 
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
@@ -84,6 +86,8 @@ GLUE_OPT_LIMIT = 64
 # thread's share is taken by the others, few enough that a chunk's call and its atomic add are
 # nothing next to its work (a parallel loop has at least ``parallel_min_work``)
 DYNAMIC_CHUNKS = 4
+# vectors in the body of a loop LLVM vectorizes (its interleave count is at most 4 on x86)
+VECTOR_BODY = 4
 
 UNROLL_NEST_LIMIT = 256
 
@@ -424,12 +428,16 @@ class ModuleEmitter:
         team = b.load(region_field(b, region, 2), typ=I64)
         # deal the trips, not the index range: each chunk starts on an iteration of the loop
         # (and on a multiple of ``grain`` trips: a scatter's column chunks are whole cache lines)
+        # (and, when there are trips enough, on a multiple of ``vector`` trips, so that a loop
+        # LLVM vectorizes runs each trip in the vector body or the scalar rest as one thread
+        # does: the two may round differently, with fused multiply-adds)
         trips = (stop - first + step - 1) // step
-        parts = b.mul(team, I64(DYNAMIC_CHUNKS))
-        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
         grain = int(nest.attrs.get("grain", 1))
-        if grain > 1:
-            chunk = b.mul(b.sdiv(b.add(chunk, I64(grain - 1)), I64(grain)), I64(grain))
+        vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
+        parts = b.mul(team, I64(DYNAMIC_CHUNKS))
+        unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
+        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
+        chunk = b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
         head = b.append_basic_block("chunk")
         body = b.append_basic_block("chunk.run")
         done = b.append_basic_block("chunk.done")
