@@ -10,14 +10,15 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
 * ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
   ``region`` is ``{ptr args, i64 next, i64 team}`` on ``P_main``'s stack, ``next = 0`` on entry.
-  The ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c`` (about ``DYNAMIC_CHUNKS`` per
-  thread, a multiple of the nest's ``grain``): each thread takes chunk ``next++`` (an
-  ``atomicrmw add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` -- every chunk starts on an
-  iteration of the loop -- and takes the next until none is left, so a thread that starts late
-  or runs slow does not hold the others back.  A matrix product (``gemm`` nest) is called once
-  with the whole range and the address of ``next``: its driver takes one block at a time
-  (:data:`.gemmdesc.H_SHARED`).  Each element is still computed by one iteration, so results
-  do not depend on the threads.
+  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``: each thread takes chunk
+  ``j = next++`` (an ``atomicrmw add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes
+  the next until none is left, so a thread that starts late or runs slow holds nobody back.
+  About ``DYNAMIC_CHUNKS`` chunks per thread (one when the parallel loop is not the nest's
+  outermost statement, whose outer loops each chunk runs again), each a multiple of the nest's
+  ``grain`` and, when there are trips enough, of a vector body (see ``omp_function``).  A matrix
+  product (``gemm`` nest) is called once with the whole range and the address of ``next``: its
+  driver takes one block at a time (:data:`.gemmdesc.H_SHARED`).  Each element is computed by
+  one iteration, as by one thread.
 * ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.fills`): thread ``t`` fills its chunk of
   whole pages.
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
@@ -434,7 +435,10 @@ class ModuleEmitter:
         trips = (stop - first + step - 1) // step
         grain = int(nest.attrs.get("grain", 1))
         vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
-        parts = b.mul(team, I64(DYNAMIC_CHUNKS))
+        # (a parallel loop inside others, a scatter's columns under its scan of the rows: each
+        # chunk runs the outer loops again, so one chunk per thread, still taken dynamically)
+        whole = len(nest.body) == 1 and isinstance(nest.body[0], Loop) and nest.body[0].kind == "parallel"
+        parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
         unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
         chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
         chunk = b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)

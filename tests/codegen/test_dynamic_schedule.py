@@ -103,3 +103,22 @@ def test_thread_pool_fallback_shares_loops_and_products():
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "pool ok" in out.stdout
+
+
+def test_scatter_columns_shared_at_any_thread_count(rng):
+    # a gather's gradient: each thread scans every row and adds into its own chunk of columns
+    # (one chunk per thread: the scan is not repeated per chunk); the adds keep the row order
+    E = ta.placeholder((30, 203), name="E")
+    Ix = ta.placeholder((97,), "int32", name="I")
+    Y = ta.compute((97, 203), lambda i, j: E[Ix[i], j], name="Y")
+    H = ta.placeholder((97, 203), name="H")
+    (dE,) = ta.JacobianRecursive(Y, [E], H)
+    kern = ta.build([dE], [Ix, H], parallel_min_work=0)
+    assert "shared among threads" in str(kern.lowered)
+    idx = rng.integers(0, 30, 97).astype(np.int32)
+    h = rng.standard_normal((97, 203)).astype(np.float32)
+    want = np.zeros((30, 203), np.float32)
+    np.add.at(want, idx, h)
+    for t in THREADS:
+        kern.num_threads = t
+        np.testing.assert_array_equal(kern(idx, h), want)
