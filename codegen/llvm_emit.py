@@ -9,16 +9,14 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
   over ``[lo, hi)`` only, a serial one ignores them.
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
 * ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
-  ``region`` is ``{ptr args, i64 next, i64 team}`` on ``P_main``'s stack, ``next = 0`` on entry.
-  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``: each thread takes chunk
-  ``j = next++`` (an ``atomicrmw add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes
-  the next until none is left, so a thread that starts late or runs slow holds nobody back.
-  About ``DYNAMIC_CHUNKS`` chunks per thread (one when the parallel loop is not the nest's
-  outermost statement, whose outer loops each chunk runs again), each a multiple of the nest's
-  ``grain`` and, when there are trips enough, of a vector body (see ``omp_function``).  A matrix
-  product (``gemm`` nest) is called once with the whole range and the address of ``next``: its
-  driver takes one block at a time (:data:`.gemmdesc.H_SHARED`).  Each element is computed by
-  one iteration, as by one thread.
+  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack, ``next = 0``
+  on entry.  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``
+  (:meth:`ModuleEmitter.chunk_size`): each thread takes chunk ``j = next++`` (an ``atomicrmw
+  add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes the next until none is left, so
+  a thread that starts late or runs slow holds nobody back.  A matrix product (``gemm`` nest)
+  is called once with the whole range and the address of ``next``: its driver takes chunks of
+  blocks likewise (:data:`.gemmdesc.H_SHARED`).  Each element is computed by one iteration, as
+  by one thread.
 * ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.fills`): thread ``t`` fills its chunk of
   whole pages.
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
@@ -426,22 +424,8 @@ class ModuleEmitter:
             b.call(nest_fn, own + [I64(first), I64(stop), shared])
             b.ret_void()
             return fn
-        team = b.load(region_field(b, region, 2), typ=I64)
-        # deal the trips, not the index range: each chunk starts on an iteration of the loop
-        # (and on a multiple of ``grain`` trips: a scatter's column chunks are whole cache lines)
-        # (and, when there are trips enough, on a multiple of ``vector`` trips, so that a loop
-        # LLVM vectorizes runs each trip in the vector body or the scalar rest as one thread
-        # does: the two may round differently, with fused multiply-adds)
+        chunk = b.load(region_field(b, region, 3), typ=I64)
         trips = (stop - first + step - 1) // step
-        grain = int(nest.attrs.get("grain", 1))
-        vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
-        # (a parallel loop inside others, a scatter's columns under its scan of the rows: each
-        # chunk runs the outer loops again, so one chunk per thread, still taken dynamically)
-        whole = len(nest.body) == 1 and isinstance(nest.body[0], Loop) and nest.body[0].kind == "parallel"
-        parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
-        unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
-        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
-        chunk = b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
         head = b.append_basic_block("chunk")
         body = b.append_basic_block("chunk.run")
         done = b.append_basic_block("chunk.done")
@@ -458,6 +442,27 @@ class ModuleEmitter:
         b.position_at_end(done)
         b.ret_void()
         return fn
+
+    def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
+        """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about
+        ``DYNAMIC_CHUNKS`` per thread (one when the parallel loop sits inside other loops, which
+        each chunk runs again: a scatter's columns under its scan of the rows), a multiple of
+        the nest's ``grain`` (a scatter's column chunks are whole cache lines) and, when there
+        are trips enough, of a vector body: a loop LLVM vectorizes then runs each trip in the
+        vector body or the scalar rest as one thread does (the two may round differently,
+        with fused multiply-adds).  A matrix product's trips are its blocks."""
+        first, stop, step = nest.attrs["range"]
+        trips = (stop - first + step - 1) // step
+        whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
+                                         and nest.body[0].kind == "parallel")
+        parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
+        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
+        if "gemm" in nest.attrs:
+            return chunk
+        grain = int(nest.attrs.get("grain", 1))
+        vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
+        unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
+        return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
 
     # ---- the entry point ------------------------------------------------------------------
     def _glue(self, fn: ir.Function) -> None:
@@ -501,7 +506,7 @@ class ModuleEmitter:
 
     def _steps(self, b: ir.IRBuilder, args: ir.Value, nthreads: ir.Value, steps, ptrs, by_step: dict) -> None:
         """The calls and fills of ``steps``; ``ptrs[k]``: the ``k``-th buffer's pointer."""
-        region = None  # the parallel loops' {args, next, team} (P_omp), one slot for them all
+        region = None  # the parallel loops' {args, next, team, chunk} (P_omp), one for them all
         for step in steps:
             if isinstance(step, Fill):
                 ptr = ptrs[self.arg_index[step.buffer.tensor]]
@@ -525,11 +530,13 @@ class ModuleEmitter:
             else:
                 if region is None:
                     with b.goto_entry_block():
-                        region = b.alloca(I64, size=I64(3), name="region")
+                        region = b.alloca(I64, size=I64(4), name="region")
                 gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
-                        for field, value in enumerate((b.ptrtoint(args, I64), I64(0), b.sext(nthreads, I64))):
+                        team = b.sext(nthreads, I64)
+                        for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
+                                                       self.chunk_size(b, step, team))):
                             b.store(value, region_field(b, region, field))
                         b.call(gomp, [omp, region, nthreads, I32(0)])
                     with ser:
@@ -612,7 +619,7 @@ class ModuleEmitter:
 
 def region_field(b: ir.IRBuilder, region: ir.Value, field: int) -> ir.Value:
     """The address of a parallel loop's region field (``i64``s: 0 the pointer array, 1 the next
-    chunk, 2 the team's size; see ``P_omp``)."""
+    chunk, 2 the team's size, 3 the trips of a chunk; see ``P_omp``)."""
     return b.gep(region, [I64(field)], inbounds=True, source_etype=I64)
 
 
