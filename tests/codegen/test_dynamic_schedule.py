@@ -1,6 +1,6 @@
 """Parallel loops deal their trips dynamically (issue 9): each thread takes the next chunk from a
 counter shared by the team (an ``atomicrmw add``) until none is left, and a matrix product's
-driver takes one block of its tile grid at a time -- so a thread that starts late is not waited
+driver takes chunks of its blocks likewise -- so a thread that starts late or runs slow is not waited
 for.  Each element is still computed by one iteration, so the results are bitwise those of one
 thread, at any thread count and trip count.  Oracles: NumPy formulas."""
 
@@ -79,7 +79,7 @@ def test_parallel_loops_take_their_chunks_from_a_shared_counter():
 def test_the_product_driver_takes_its_blocks_from_the_shared_counter():
     target = host_target()
     core = gemmlib.piece_ir("float32", 4, 2 * target.lanes("float32"), "core", target)
-    assert core.count("atomicrmw add") == 2  # the first block, and each next one
+    assert core.count("atomicrmw add") == 2  # the first chunk, and each next one
 
 
 def test_thread_pool_fallback_shares_loops_and_products():
