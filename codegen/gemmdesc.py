@@ -58,7 +58,11 @@ SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
 H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see gemmlib)
-DESC_LEN = H_BPRE + 1
+# the address of the parallel loop's shared schedule ``{i64 next, i64 team, i64 chunk}`` (0:
+# the call runs ``[lo, hi)`` whole): the team's threads each take the next chunk of blocks,
+# from ``lo + chunk * next++``, until none is left (see gemmlib's driver and llvm_emit's ``P_omp``)
+H_SHARED = H_BPRE + 1
+DESC_LEN = H_SHARED + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

@@ -334,12 +334,36 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next
+    # chunk (none left: a late thread packs nothing), and the packing choices below weigh a
+    # thread's share of the blocks; without one, the call's chunk is all of ``[lo, hi)``
+    dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
+    shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
+    team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
+    chunk = b.select(dynamic, ld(b, shared, 2), b.sub(hi, lo))
+
+    def next_chunk(done: bool) -> ir.Value:
+        """The first block of this thread's next chunk (``hi`` or past it: none left)."""
+        with b.if_else(dynamic) as (team, alone):
+            with team:
+                ticket = b.add(lo, b.mul(b.atomic_rmw("add", shared, I64(1), "monotonic"), chunk))
+                team_bb = b.block
+            with alone:
+                alone_bb = b.block
+        block = b.phi(I64, name="block")
+        block.add_incoming(ticket, team_bb)
+        block.add_incoming(hi if done else lo, alone_bb)
+        return block
+
+    first_chunk = next_chunk(False)
+    share = b.select(b.icmp_signed("<", first_chunk, hi),
+                     b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
     # side A packed once for the whole call when it reads no batch axis and this call runs
     # several blocks (batch points or column blocks, which all read the same A; each block
     # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
-                 b.icmp_signed(">", b.sub(hi, lo), I64(1)))
+                 b.icmp_signed(">", share, I64(1)))
     apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
     with b.if_then(pre):
         with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
@@ -352,7 +376,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
     npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
     preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
-                  b.icmp_signed(">", b.sub(hi, lo), njc))
+                  b.icmp_signed(">", share, njc))
     bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
     with b.if_then(preb):
         with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
@@ -361,46 +385,48 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 ncl = imin(b, nc, b.sub(N, jc))
                 at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
                 b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
-    with loop(b, lo, hi, name="pb", vectorize=False) as pb:
-        bflat = b.sdiv(pb, njc)
-        jb = b.srem(pb, njc)
-        # C's offset at the batch point (row-major digits of bflat)
-        coff = entry_alloca(b, I64, "coff")
-        rem = entry_alloca(b, I64, "crem")
-        b.store(I64(0), coff)
-        b.store(bflat, rem)
-        with loop(b, 0, nb, name="cb", vectorize=False) as j:
-            ax = b.sub(b.sub(nb, I64(1)), j)
-            ext = ld(b, desc, b.add(I64(gd.H_BEXT), ax))
-            r = b.load(rem)
-            digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
-            b.store(b.sdiv(r, ext), rem)
-            b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
-        cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
-        jc = b.mul(jb, nc)
-        ncl = imin(b, nc, b.sub(N, jc))
-        with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
-            kcl = imin(b, kc, b.sub(K, k0))
-            first = b.icmp_signed("==", k0, I64(0))
-            with b.if_then(b.not_(preb)):
-                b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
-            bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
-                                          source_etype=t), bp)
-            with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
-                mcl = imin(b, mc, b.sub(M, ic))
-                with b.if_then(b.not_(pre)):
-                    b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
-                ablock = b.select(pre, b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True,
-                                             source_etype=t), ap)
-                with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
-                    cols = imin(b, I64(nr), b.sub(ncl, jr))
-                    bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
-                    with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
-                        rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                        apanel = b.gep(ablock, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
-                        off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
-                        cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                        b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+    with pl.advancing(b, first_chunk, hi, name="chunk") as (start, after):
+        with loop(b, start, imin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
+            bflat = b.sdiv(pb, njc)
+            jb = b.srem(pb, njc)
+            # C's offset at the batch point (row-major digits of bflat)
+            coff = entry_alloca(b, I64, "coff")
+            rem = entry_alloca(b, I64, "crem")
+            b.store(I64(0), coff)
+            b.store(bflat, rem)
+            with loop(b, 0, nb, name="cb", vectorize=False) as j:
+                ax = b.sub(b.sub(nb, I64(1)), j)
+                ext = ld(b, desc, b.add(I64(gd.H_BEXT), ax))
+                r = b.load(rem)
+                digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
+                b.store(b.sdiv(r, ext), rem)
+                b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
+            cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
+            jc = b.mul(jb, nc)
+            ncl = imin(b, nc, b.sub(N, jc))
+            with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
+                kcl = imin(b, kc, b.sub(K, k0))
+                first = b.icmp_signed("==", k0, I64(0))
+                with b.if_then(b.not_(preb)):
+                    b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+                bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
+                                              source_etype=t), bp)
+                with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
+                    mcl = imin(b, mc, b.sub(M, ic))
+                    with b.if_then(b.not_(pre)):
+                        b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
+                    at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
+                    ablock = b.select(pre, at, ap)
+                    with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
+                        cols = imin(b, I64(nr), b.sub(ncl, jr))
+                        bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                        with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
+                            rows = imin(b, I64(mr), b.sub(mcl, ir_))
+                            apanel = b.gep(ablock, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
+                            off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
+                            cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
+                            b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+        after[0] = next_chunk(True)
     for x in (ap, bp, scratch, apre, bpre):
         b.call(free, [x])
     b.ret_void()

@@ -8,10 +8,15 @@ Module layout (``P`` is a prefix unique to the program, so many kernels share on
   in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
   over ``[lo, hi)`` only, a serial one ignores them.
   ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
-* ``P_omp<k>(ptr args)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp:
-  thread ``t`` of ``T`` runs the static chunk ``[L + t*c*s, min(L + (t+1)*c*s, H))`` of
-  ``c = ceil(n / T)`` iterations, ``n = ceil((H - L) / s)`` (so every chunk starts on an
-  iteration of the loop).
+* ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
+  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack, ``next = 0``
+  on entry.  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``
+  (:meth:`ModuleEmitter.chunk_size`): each thread takes chunk ``j = next++`` (an ``atomicrmw
+  add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes the next until none is left, so
+  a thread that starts late or runs slow holds nobody back.  A matrix product (``gemm`` nest)
+  is called once with the whole range and the address of ``next``: its driver takes chunks of
+  blocks likewise (:data:`.gemmdesc.H_SHARED`).  Each element is computed by one iteration, as
+  by one thread.
 * ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.fills`): thread ``t`` fills its chunk of
   whole pages.
 * ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
@@ -23,6 +28,8 @@ variables; accumulators live in stack slots that SROA promotes to registers.
 """
 
 from __future__ import annotations
+
+import math
 
 import llvmlite.ir as ir
 
@@ -74,6 +81,12 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 # compiled ``optnone`` (the fast instruction selector and register allocator), a few
 # nanoseconds per nest call at run time; smaller programs keep optimized glue.
 GLUE_OPT_LIMIT = 64
+# chunks per thread of a parallel loop's dynamic schedule (see P_omp): enough that a delayed
+# thread's share is taken by the others, few enough that a chunk's call and its atomic add are
+# nothing next to its work (a parallel loop has at least ``parallel_min_work``)
+DYNAMIC_CHUNKS = 4
+# vectors in the body of a loop LLVM vectorizes (its interleave count is at most 4 on x86)
+VECTOR_BODY = 4
 
 UNROLL_NEST_LIMIT = 256
 
@@ -264,7 +277,9 @@ class ModuleEmitter:
             used = sorted({self.arg_index[t] for t in nest_buffers(nest.body)})
         where = {a: p for p, a in enumerate(used)}
         self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.params[k]) + [I64, I64])
+        # (a matrix product also takes its parallel loop's shared schedule, or null)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.params[k]) + [I64, I64]
+                               + [PTR] * ("gemm" in nest.attrs))
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
@@ -283,7 +298,7 @@ class ModuleEmitter:
         if "gemm" in nest.attrs:
             gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
             gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
-                      fn.args[-2], fn.args[-1], VALUE_FLAGS if self.fastmath else ())
+                      fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
             b.ret_void()
             return fn
         em = ExprEmitter(b, pointer,
@@ -392,29 +407,62 @@ class ModuleEmitter:
         return out
 
     def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
+        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop
+        (see the module docstring)."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        region = fn.args[0]
+        args = b.inttoptr(b.load(region_field(b, region, 0), typ=I64), PTR)
+        shared = region_field(b, region, 1)
         # (a large program's parallel nest loads only its own pointers: all of them, in each of
         # hundreds of nests, is quadratic)
-        ptrs = _LazyPointers(b, fn.args[0]) if self._large() else self._load_pointers(b, fn.args[0])
-        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
-        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
+        own = [ptrs[p] for p in self.params[k]]
         first, stop, step = nest.attrs["range"]
-        # split the trips, not the index range: each chunk starts on an iteration of the loop
-        # (and on a multiple of ``grain`` trips: a scatter's column chunks are whole cache lines)
+        if "gemm" in nest.attrs:
+            b.call(nest_fn, own + [I64(first), I64(stop), shared])
+            b.ret_void()
+            return fn
+        chunk = b.load(region_field(b, region, 3), typ=I64)
         trips = (stop - first + step - 1) // step
-        chunk = b.sdiv(b.add(I64(trips), b.sub(nt, I64(1))), nt)
-        grain = int(nest.attrs.get("grain", 1))
-        if grain > 1:
-            chunk = b.mul(b.sdiv(b.add(chunk, I64(grain - 1)), I64(grain)), I64(grain))
-        lo = b.add(I64(first), b.mul(b.mul(tid, chunk), I64(step)))
+        head = b.append_basic_block("chunk")
+        body = b.append_basic_block("chunk.run")
+        done = b.append_basic_block("chunk.done")
+        b.branch(head)
+        b.position_at_end(head)
+        start = b.mul(b.atomic_rmw("add", shared, I64(1), "monotonic"), chunk)
+        b.cbranch(b.icmp_signed("<", start, I64(trips)), body, done)
+        b.position_at_end(body)
+        lo = b.add(I64(first), b.mul(start, I64(step)))
         hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
                     [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
-        with b.if_then(b.icmp_signed("<", lo, hi)):
-            b.call(nest_fn, [ptrs[p] for p in self.params[k]] + [lo, hi])
+        b.call(nest_fn, own + [lo, hi])
+        b.branch(head)
+        b.position_at_end(done)
         b.ret_void()
         return fn
+
+    def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
+        """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about
+        ``DYNAMIC_CHUNKS`` per thread (one when the parallel loop sits inside other loops, which
+        each chunk runs again: a scatter's columns under its scan of the rows), a multiple of
+        the nest's ``grain`` (a scatter's column chunks are whole cache lines) and, when there
+        are trips enough, of a vector body: a loop LLVM vectorizes then runs each trip in the
+        vector body or the scalar rest as one thread does (the two may round differently,
+        with fused multiply-adds).  A matrix product's trips are its blocks."""
+        first, stop, step = nest.attrs["range"]
+        trips = (stop - first + step - 1) // step
+        whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
+                                         and nest.body[0].kind == "parallel")
+        parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
+        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
+        if "gemm" in nest.attrs:
+            return chunk
+        grain = int(nest.attrs.get("grain", 1))
+        vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
+        unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
+        return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
 
     # ---- the entry point ------------------------------------------------------------------
     def _glue(self, fn: ir.Function) -> None:
@@ -458,6 +506,7 @@ class ModuleEmitter:
 
     def _steps(self, b: ir.IRBuilder, args: ir.Value, nthreads: ir.Value, steps, ptrs, by_step: dict) -> None:
         """The calls and fills of ``steps``; ``ptrs[k]``: the ``k``-th buffer's pointer."""
+        region = None  # the parallel loops' {args, next, team, chunk} (P_omp), one for them all
         for step in steps:
             if isinstance(step, Fill):
                 ptr = ptrs[self.arg_index[step.buffer.tensor]]
@@ -475,15 +524,23 @@ class ModuleEmitter:
             nest_fn, omp, k = by_step[id(step)]
             own = [ptrs[p] for p in self.params[k]]
             lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
+            serial = own + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs)
             if omp is None:
-                b.call(nest_fn, own + [lo, hi])
+                b.call(nest_fn, serial)
             else:
+                if region is None:
+                    with b.goto_entry_block():
+                        region = b.alloca(I64, size=I64(4), name="region")
                 gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
-                        b.call(gomp, [omp, args, nthreads, I32(0)])
+                        team = b.sext(nthreads, I64)
+                        for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
+                                                       self.chunk_size(b, step, team))):
+                            b.store(value, region_field(b, region, field))
+                        b.call(gomp, [omp, region, nthreads, I32(0)])
                     with ser:
-                        b.call(nest_fn, own + [lo, hi])
+                        b.call(nest_fn, serial)
             if self.checks is not None:  # stop at the first nest that recorded a violation
                 with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
                     b.ret_void()
@@ -558,6 +615,12 @@ class ModuleEmitter:
         i.add_incoming(nxt, body)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
         b.position_at_end(done)
+
+
+def region_field(b: ir.IRBuilder, region: ir.Value, field: int) -> ir.Value:
+    """The address of a parallel loop's region field (``i64``s: 0 the pointer array, 1 the next
+    chunk, 2 the team's size, 3 the trips of a chunk; see ``P_omp``)."""
+    return b.gep(region, [I64(field)], inbounds=True, source_etype=I64)
 
 
 class _LazyPointers:

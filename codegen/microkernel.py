@@ -64,7 +64,7 @@ def packs_b_once(s: Contraction) -> bool:
 
 
 class GemmEmitter:
-    """Emits the body of a nest function (``ptrs..., lo, hi``) for one :class:`Contraction`."""
+    """Emits the body of a nest function (``ptrs..., lo, hi, shared``) for one :class:`Contraction`."""
 
     def __init__(self, module: ir.Module, spec: Contraction, name: str) -> None:
         self.m = module
@@ -74,7 +74,10 @@ class GemmEmitter:
         self.es = 4 if spec.dtype == "float32" else 8
         self.vw = spec.target.lanes(spec.dtype)
 
-    def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=()) -> None:
+    def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=(),
+             shared: ir.Value | None = None) -> None:
+        """The descriptor and the driver's call for blocks ``[lo, hi)``; ``shared``: the
+        parallel loop's schedule (:data:`.gemmdesc.H_SHARED`; null: all of ``[lo, hi)``)."""
         s = self.s
         if len(s.batch) > gd.MAXBATCH:
             raise RuntimeError(f"internal: a matrix product with {len(s.batch)} batch axes (at "
@@ -130,6 +133,8 @@ class GemmEmitter:
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
+        if shared is not None:
+            put(gd.H_SHARED, shared)
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 

@@ -1,7 +1,8 @@
 """The parallel runtime of generated kernels: libgomp, or a thread pool of our own without it.
 
 Parallel loops call ``GOMP_parallel(body, data, nthreads, 0)``; the outlined ``body(data)``
-asks ``omp_get_thread_num()`` / ``omp_get_num_threads()`` for its share of the iterations.
+takes chunks of the iterations from a counter in ``data`` until none is left (a parallel fill
+asks ``omp_get_thread_num()`` / ``omp_get_num_threads()`` for its share).
 
 * **libgomp** (about 1.5 us per parallel region on 2 cores) is loaded once per process with
   ``llvm.load_library_permanently`` so that the JIT resolves its symbols.  torch ships its own
