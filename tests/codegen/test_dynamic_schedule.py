@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
-
-import tensorad as ta
 from tensorad.codegen import gemmlib
 from tensorad.codegen.target import host_target
+
+import tensorad as ta
 
 THREADS = (1, 2, 3, 5)
 
