@@ -23,28 +23,12 @@ from __future__ import annotations
 from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, logical, logical_not
-from tensorad.ir.intrange import index_bounds
+from tensorad.ir.intrange import may_fault
 from tensorad.ir.rewrite import walk
 
 
 def _zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
-def may_fault(e: Expr, memo: dict | None = None) -> bool:
-    """Whether computing ``e`` at a point its guards exclude could fail: ``e`` holds a gather
-    index checked at run time (``mode="raise"``) or a read whose indices' interval bounds
-    over their variables' ranges (a gather index anywhere in its range) leave the tensor."""
-    memo = {} if memo is None else memo
-    for n in walk(e):
-        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
-            return True
-        if n.op is Op.READ:
-            for i, size in zip(n.src, n.arg.shape):
-                b = index_bounds(i, memo)
-                if b is None or b[0] < 0 or b[1] >= size:
-                    return True
-    return False
 
 
 def all_of(cs: list[Expr]) -> Expr:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, var
+from tensorad.ir.intrange import may_fault
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
 from tensorad.poly.affine import IndexSpace
@@ -243,11 +244,20 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
     return [simplify_expr(substitute(e, mapping), ctx) if mapping else e for e in exprs]
 
 
-def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> Expr:
-    """The non-affine guard of a planned sum: residual conjuncts and equation guards."""
-    # the range guards of substituted equations first: they keep the reads of the rest in bounds
-    parts = list(plan.guards) + list(apply_plan(plan, list(residual), ctx))
-    out: list[Expr] = []
-    for p in parts:
-        out.extend(conjuncts(simplify_expr(p, ctx)))
-    return all_of(out)
+def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
+    """The non-affine guard of a planned sum as ``(outer, inner)``: the source is computed
+    where ``outer`` holds and then ``inner`` (``True`` when there is nothing to nest).
+
+    The range guards of substituted equations (``3 <= w <= 7`` for ``i := w - 3``) keep the
+    residual conjuncts' reads in bounds (``X[i]`` became ``X[w - 3]``).  ``&&`` computes both
+    operands -- in ``ta.evaluate``, the bounds proof and LLVM -- so a residual conjunct that
+    may fault once substituted stays in an inner, lazy ``if_then_else`` under the range
+    guards (fuzz seed 202459: a max gradient's tie test read out of its winner tensor's
+    bounds); one that cannot fault joins them in one conjunction, as before.
+    """
+    guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
+    rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
+    memo: dict = {}
+    if guards and any(may_fault(c, memo) for c in rest):
+        return all_of(guards), all_of(rest)
+    return all_of(guards + rest), TRUE

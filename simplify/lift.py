@@ -127,8 +127,8 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
     if plan.empty:
         return const(0, red.dtype)
     (src,) = apply_plan(plan, [src], ctx)
-    guard = guard_of(plan, residual, ctx)
-    src = _ite(guard, src, ctx)
+    outer, inner = guard_of(plan, residual, ctx)
+    src = _ite(outer, _ite(inner, src, ctx), ctx)
     if is_zero(src):
         return const(0, red.dtype)
     if not plan.rvars:

@@ -87,6 +87,23 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
     return fold(e, visit, memo)
 
 
+def may_fault(e: Expr, memo: dict | None = None) -> bool:
+    """Whether computing ``e`` at a point its guards exclude could fail: ``e`` holds a gather
+    index checked at run time (``mode="raise"``) or a read whose indices' interval bounds
+    over their variables' ranges (a gather index anywhere in its range) leave the tensor."""
+    from tensorad.ir.rewrite import walk
+    memo = {} if memo is None else memo
+    for n in walk(e):
+        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
+            return True
+        if n.op is Op.READ:
+            for i, size in zip(n.src, n.arg.shape):
+                b = index_bounds(i, memo)
+                if b is None or b[0] < 0 or b[1] >= size:
+                    return True
+    return False
+
+
 def check_index_range(exprs, where: str) -> None:
     """Raise ``ValueError`` if index arithmetic in ``exprs`` can leave the 64-bit range."""
     from tensorad.ir.printer import expr_to_str

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from codegen.masks import all_of, may_fault, peel_masks
+from codegen.masks import all_of, peel_masks
+from tensorad.ir.intrange import may_fault
 from tensorad.ir.expr import FALSE, Op, choice, data_index
 
 G = np.array([0, 1, -3, 5, 1, -1], "int32")  # 2 g is in [0, 3) at rows 0 and 1 only
