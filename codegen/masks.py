@@ -24,7 +24,6 @@ from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, logical, logical_not
 from tensorad.ir.intrange import may_fault
-from tensorad.ir.rewrite import walk
 
 
 def _zero(e: Expr) -> bool:

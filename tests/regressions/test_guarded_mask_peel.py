@@ -14,8 +14,8 @@ import pytest
 
 import tensorad as ta
 from codegen.masks import all_of, peel_masks
-from tensorad.ir.intrange import may_fault
 from tensorad.ir.expr import FALSE, Op, choice, data_index
+from tensorad.ir.intrange import may_fault
 
 G = np.array([0, 1, -3, 5, 1, -1], "int32")  # 2 g is in [0, 3) at rows 0 and 1 only
 X = np.array([0.5, -1.0, 2.0])
