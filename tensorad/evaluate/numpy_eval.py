@@ -167,8 +167,10 @@ class _Grid:
     """Evaluates the expressions of one compute op over its broadcast index grid."""
 
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
-                 axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy") -> None:
+                 axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy",
+                 origin: tuple[int, ...] = ()) -> None:
         self.name = name
+        self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
         self.order = order
         self.env = env
         self.values = values
@@ -181,6 +183,14 @@ class _Grid:
         self.table.update({Op.VAR: self._var, Op.READ: self._read,
                            Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
                            Op.DATA_INDEX: self._data_index})
+
+    def release(self) -> None:
+        """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
+        which only the cyclic collector would free: box after box, memory would pile up)."""
+        self.memo.clear()
+        self.reduced.clear()
+        self.oob.clear()
+        self.table.clear()
 
     def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
         return fold(e, self.table, self.memo)
@@ -293,14 +303,15 @@ class _Grid:
         """The error for a poisoned result: which read, which index values, at which point."""
         outer = tuple(np.argwhere(np.broadcast_to(poison, shape))[0][:len(op.axes)])
         names = {v: v.name for v in self.env}
-        point = ", ".join(f"{ax.name}={int(x)}" for ax, x in zip(op.axes, outer))
+        point = ", ".join(f"{ax.name}={int(x) + o}" for ax, x, o in zip(op.axes, outer, self.origin))
         for rd, (bad, arrays) in self.oob.items():
             here = np.broadcast_to(bad, self.grid_shape)[outer]
             if not here.any():
                 continue
             full = outer + tuple(np.argwhere(here)[0])
             order = sorted(self.env, key=lambda v: self.axis_pos[v])
-            at = ", ".join(f"{names[v]}={int(x)}" for v, x in zip(order, full))
+            at = ", ".join(f"{names[v]}={int(x) + self.origin[self.axis_pos[v]]}"
+                           for v, x in zip(order, full))
             idx = tuple(int(np.broadcast_to(a, self.grid_shape)[full]) for a in arrays)
             if rd.op is Op.DATA_INDEX:
                 return IndexError(rd.arg.message(idx[0], expr_to_str(rd.src[0]),
@@ -339,34 +350,81 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
     return list(out)
 
 
+# Points of one op's grid evaluated at once: every node of a body is an array of up to this many
+# elements (8 bytes each for indices and float64), and a body's nodes are all held until it is
+# done.  A larger grid -- an unoptimized convolution gradient's outer axes times its reduce axes
+# reach 2e9 points -- is cut into boxes of its outer axes (fuzz seed 3205: a 17 GiB mask).
+GRID_BUDGET = 1 << 21
+
+
+def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) -> list[tuple[range, ...]]:
+    """The outer index ranges of the boxes an op's grid is evaluated in: axes ``extents``, each
+    point carrying ``inner`` reduce points.  Trailing axes stay whole while the box fits
+    ``budget``; the next axis is cut into blocks that fit, and the axes before it are taken one
+    index at a time.  A reduction is never cut (its fold order stays the evaluator's): when one
+    outer point's reduction alone passes the budget, each outer point is a box."""
+    k, size = len(extents), max(inner, 1)
+    while k > 0 and size * extents[k - 1] <= budget:
+        size *= extents[k - 1]
+        k -= 1
+    whole = tuple(range(e) for e in extents[k:])
+    if k == 0:
+        return [whole]
+    if size > budget:  # (k == len(extents): no axis fits)
+        return [tuple(range(i, i + 1) for i in point) for point in np.ndindex(*extents)]
+    step = budget // size
+    cut = [range(a, min(a + step, extents[k - 1])) for a in range(0, extents[k - 1], step)]
+    return [tuple(range(i, i + 1) for i in head) + (c,) + whole
+            for head in np.ndindex(*extents[:k - 1]) for c in cut]
+
+
+def _widest_reduction(bodies: Sequence[Expr]) -> int:
+    """The most reduce points an array of the bodies spans per outer point: the product of the
+    extents of the reductions nested along one path (each reduction's arrays span its own axes
+    and those of the reductions around it; the other reduce axes of the grid stay size 1)."""
+    width: dict[Expr, int] = {}
+    for b in bodies:
+        for node in walk(b):  # (operands first)
+            w = max((width[x] for x in node.src), default=1)
+            if node.op is Op.REDUCE:
+                w *= math.prod(ax.hi - ax.lo for ax in node.arg.axes)
+            width[node] = w
+    return max((width[b] for b in bodies), default=1)
+
+
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy") -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
-    and products folded in ``order``, one of :data:`ORDERS`)."""
+    and products folded in ``order``, one of :data:`ORDERS`).  Outer points are independent,
+    so a large grid is evaluated box by box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
-    axes = list(op.axes) + red
-    ndim = len(axes)
-    env, pos = {}, {}
-    for d, ax in enumerate(axes):
-        shape = [1] * ndim
-        shape[d] = ax.hi - ax.lo
-        env[ax] = np.arange(ax.lo, ax.hi, dtype=np.int64).reshape(shape)  # exact index math
-        pos[ax] = d
-    grid_shape = tuple(ax.hi - ax.lo for ax in axes)
-    grid = _Grid(op.name, env, values, pos, grid_shape, order)
-    kept = outer + (1,) * len(red)
-    out = []
-    for k, body in enumerate(op.body):
-        val, poison = grid.eval(body)
-        if poison is not None and np.broadcast_to(poison, kept).any():
-            raise grid.out_of_bounds(op, poison, kept)
-        try:
-            val = np.broadcast_to(val, kept)
-        except ValueError:
-            raise ValueError(f"evaluate: {op.name}: output {k} uses a reduce axis outside its "
-                             "reduction") from None
-        out.append(np.array(val.reshape(outer), dtype=dt.numpy_dtype(body.dtype)))
+    inner = _widest_reduction(op.body)
+    out = [np.zeros(outer, dtype=dt.numpy_dtype(b.dtype)) for b in op.body]
+    for box in grid_boxes(outer, inner):
+        ranges = list(box) + [range(ax.hi - ax.lo) for ax in red]
+        axes = list(op.axes) + red
+        env, pos = {}, {}
+        for d, (ax, r) in enumerate(zip(axes, ranges)):
+            shape = [1] * len(axes)
+            shape[d] = len(r)
+            env[ax] = np.arange(ax.lo + r.start, ax.lo + r.stop, dtype=np.int64).reshape(shape)  # exact
+            pos[ax] = d
+        grid = _Grid(op.name, env, values, pos, tuple(len(r) for r in ranges), order,
+                     origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)))
+        kept = tuple(len(r) for r in box) + (1,) * len(red)
+        where = tuple(slice(r.start, r.stop) for r in box)
+        for k, body in enumerate(op.body):
+            val, poison = grid.eval(body)
+            if poison is not None and np.broadcast_to(poison, kept).any():
+                raise grid.out_of_bounds(op, poison, kept)
+            try:
+                val = np.broadcast_to(val, kept)
+            except ValueError:
+                raise ValueError(f"evaluate: {op.name}: output {k} uses a reduce axis outside its "
+                                 "reduction") from None
+            out[k][where] = val.reshape(kept[:len(outer)])
+        grid.release()
     return out
 
 
