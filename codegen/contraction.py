@@ -294,11 +294,11 @@ def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     """``(MR, NR)`` of the micro-kernel for ``target``.  An ``MR x NR`` tile of C lives in
     ``MR * NV`` vector registers (``NR = NV * lanes``), and each ``k`` step also holds ``NV``
     vectors of B and :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with
-    FMA, ``+ 2`` without.  Per ``k`` step
-    the kernel loads ``MR + NV`` values for ``MR * NV`` multiply-adds, so among the tiles that
-    fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes the fewest loads per multiply-add.  AVX2
-    (16 registers of 8 floats): 4 x 24 (measured 10-70% faster than 6 x 16 on an AMD EPYC);
-    AVX-512 (32 registers of 16 floats): 8 x 48."""
+    FMA, ``+ 2`` without.  Per ``k`` step the kernel loads ``MR + NV`` values for ``MR * NV``
+    multiply-adds, so among the tiles that fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes
+    the fewest loads per multiply-add.  AVX2 (16 registers of 8 floats): 4 x 24 (measured
+    10-70% faster than 6 x 16 on an AMD EPYC); AVX without FMA 6 x 16 (the 512^3 float32
+    product 1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):
