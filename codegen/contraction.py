@@ -286,7 +286,8 @@ def operand_registers(target: Target) -> int:
     """Vector registers a micro-kernel ``k`` step holds besides the accumulators and B's
     vectors: A's broadcast and, without FMA, the product ``a * b`` before it is added (a
     multiply then an add: without a register of its own for it, the tile spilled and reloaded
-    an accumulator every ``k`` step -- 42 instructions a step instead of 31 for 4 x 24 on AVX)."""
+    an accumulator every ``k`` step: AVX's 4 x 24 took 42 instructions for its 12
+    multiply-adds, its 6 x 16 now 37 with no memory access but the loads)."""
     return 1 if target.fma else 2
 
 
@@ -298,7 +299,7 @@ def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     multiply-adds, so among the tiles that fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes
     the fewest loads per multiply-add.  AVX2 (16 registers of 8 floats): 4 x 24 (measured
     10-70% faster than 6 x 16 on an AMD EPYC); AVX without FMA 6 x 16 (the 512^3 float32
-    product 1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
+    product 1.3-1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):

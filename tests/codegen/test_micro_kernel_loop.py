@@ -3,9 +3,9 @@
 Per ``k`` step an ``MR x NR`` tile does ``MR * NV`` multiply-adds (``NV = NR / lanes``) from
 ``NV`` vector loads of B and ``MR`` broadcasts of A, all in registers.  Without FMA the
 product needs a register of its own before it is added: the 4 x 24 tile chosen as for FMA
-spilled and reloaded an accumulator every step on AVX without FMA (42 instructions a step, 31
-without the spill; the 512^3 float32 product 1.5x slower).  The AVX2 code of the host and of
-``-mcpu=haswell`` is the same loop (the conv 3x3 forward ran at the same speed on both); the
+spilled and reloaded an accumulator every step on AVX without FMA (42 instructions a step; the
+6 x 16 tile now 37, no spill; the 512^3 float32 product was 1.3-1.5x slower).  The AVX2 code of
+the host and of ``-mcpu=haswell`` is the same loop (the conv 3x3 forward ran at the same speed on both); the
 AVX-512 loop is read here though it cannot run on an AVX2 machine.
 """
 
