@@ -282,18 +282,28 @@ NV_MAX = 3  # wider tiles waste more of the edge tiles along N and of the B pane
 KC_MIN = 256  # shorter k blocks make the C tile's load-add-store per block weigh more
 
 
+def operand_registers(target: Target) -> int:
+    """Vector registers a micro-kernel ``k`` step holds besides the accumulators and B's
+    vectors: A's broadcast and, without FMA, the product ``a * b`` before it is added (a
+    multiply then an add: without a register of its own for it, the tile spilled and reloaded
+    an accumulator every ``k`` step: AVX's 4 x 24 took 42 instructions for its 12
+    multiply-adds, its 6 x 16 now 37 with no memory access but the loads)."""
+    return 1 if target.fma else 2
+
+
 def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     """``(MR, NR)`` of the micro-kernel for ``target``.  An ``MR x NR`` tile of C lives in
     ``MR * NV`` vector registers (``NR = NV * lanes``), and each ``k`` step also holds ``NV``
-    vectors of B and one broadcast of A: ``MR * NV + NV + 1 <= registers``.  Per ``k`` step
-    the kernel loads ``MR + NV`` values for ``MR * NV`` multiply-adds, so among the tiles that
-    fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes the fewest loads per multiply-add.  AVX2
-    (16 registers of 8 floats): 4 x 24 (measured 10-70% faster than 6 x 16 on an AMD EPYC);
-    AVX-512 (32 registers of 16 floats): 8 x 48."""
+    vectors of B and :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with
+    FMA, ``+ 2`` without.  Per ``k`` step the kernel loads ``MR + NV`` values for ``MR * NV``
+    multiply-adds, so among the tiles that fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes
+    the fewest loads per multiply-add.  AVX2 (16 registers of 8 floats): 4 x 24 (measured
+    10-70% faster than 6 x 16 on an AMD EPYC); AVX without FMA 6 x 16 (the 512^3 float32
+    product 1.3-1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):
-        mr = min(MR_MAX, (regs - 1 - nv) // nv)
+        mr = min(MR_MAX, (regs - operand_registers(target) - nv) // nv)
         if mr >= 1:
             score = ((mr + nv) / (mr * nv), nv)
             if best is None or score < best[0]:

@@ -43,7 +43,7 @@ from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
 
-from .contraction import Contraction, match_contraction, pad_contraction, worth_it
+from .contraction import Contraction, match_contraction, operand_registers, pad_contraction, worth_it
 from .domain import covers_box, reduction_domain
 from .fuse import Epilogue
 from .gathered import gather_rows
@@ -290,7 +290,7 @@ def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
     out = []
     for mr, nv, kc in TILE_VARIANTS:
         nv = nv if nv is not None else spec.nr // lanes
-        mr = spec.mr if mr is None else min(8, (regs - 1 - nv) // nv)
+        mr = spec.mr if mr is None else min(8, (regs - operand_registers(ctx.target) - nv) // nv)
         tile = (mr, nv * lanes, kc or spec.kc, max(mr, spec.mc // mr * mr) if mr >= 1 else None)
         if mr >= 1 and tile[:3] != (spec.mr, spec.nr, spec.kc) and \
                 tile not in [t for _, t in out]:
