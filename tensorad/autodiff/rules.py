@@ -21,17 +21,18 @@ import math
 from collections.abc import Callable, Mapping
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, compare, const, unary
+from ..ir.expr import Expr, Op, binary, compare, const, unary
 from ..ir.rewrite import MissingRuleError, fold
 from . import combiners
 from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
 
 def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d a^b = b a^(b-1) da + a^b log(a) db.  At a zero base both products are 0 * inf; there
-    # the values are PyTorch's (the limits where the function is constant): the da term is 0
-    # where b == 0 (a^0 = 1 for every a), the db term is 0 where a == 0 and b >= 0 (0^b is
-    # constant for b > 0).  A constant exponent or a positive constant base needs no test.
+    # d a^b = b a^(b-1) da + a^b log(a) db.  At a zero or infinite base the products are
+    # 0 * inf; there the values are PyTorch's (the limits where the function is constant): the
+    # da term is 0 where b == 0 (a^0 = 1 for every a), the db term is 0 where a == 0 and b >= 0
+    # (0^b is constant for b > 0) and where a == +inf and b < 0 (inf^b = 0 for b < 0).  A
+    # constant exponent or a finite positive constant base needs no test.
     a, b = n.src
     zero = const(0, b.dtype)
     d_base: Tangent = ZERO
@@ -43,9 +44,10 @@ def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     d_exp: Tangent = ZERO
     if db is not ZERO:
         d_exp = mul(db, n * unary(Op.LOG, a))
-        if not (a.op is Op.CONST and a.arg > 0):
-            at_zero = compare(Op.EQ, a, zero) & compare(Op.GE, b, zero)
-            d_exp = choose(Op.SELECT, at_zero, ZERO, d_exp, n.dtype)
+        if not (a.op is Op.CONST and 0 < a.arg < math.inf):
+            constant = (compare(Op.EQ, a, zero) & compare(Op.GE, b, zero)) | (
+                compare(Op.EQ, a, const(math.inf, a.dtype)) & compare(Op.LT, b, zero))
+            d_exp = choose(Op.SELECT, constant, ZERO, d_exp, n.dtype)
     return add(d_base, d_exp)
 
 
@@ -76,10 +78,18 @@ def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
 
 
+# Past this square, e^(-a^2) is 0 in float32 and float64 (e^-1024 < 2^-1075): erf' is 0 there.
+_ERF_SQUARE_CAP = 1024.0
+
+
 def _erf(n: Expr, da: Tangent) -> Tangent:
-    # d erf(a) = 2/sqrt(pi) e^(-a^2) da
+    # d erf(a) = 2/sqrt(pi) e^(-min(a^2, cap)) da.  The cap changes no value (e^(-a^2) is
+    # already 0 past it, and ``minimum`` keeps NaN), but it makes the second derivative 0 where
+    # the first is 0: e^(-a^2) (-2a da) is inf * 0 = NaN at a = +-inf (an empty min reduction)
+    # or where 2a overflows, while the derivative of min(a^2, cap) past the cap is 0.
     a = n.src[0]
-    return mul(da, unary(Op.EXP, -(a * a)) * const(2 / math.sqrt(math.pi), a.dtype))
+    square = binary(Op.MINIMUM, a * a, const(_ERF_SQUARE_CAP, a.dtype))
+    return mul(da, unary(Op.EXP, -square) * const(2 / math.sqrt(math.pi), a.dtype))
 
 
 def _mod(n: Expr, da: Tangent, db: Tangent) -> Tangent:
