@@ -12,7 +12,8 @@ would round true identities such as a sum minus the same sum in another order to
 
 * the free index variables take random points of their ranges; a placeholder element is a
   random small value (the same for every read of that element, in every proof of the call);
-* an element of a computed tensor is its body at the element's indices (memoized per call);
+* an element of a computed tensor is its body at the element's indices (memoized per call,
+  as is an element without a value; evaluated at a bounded depth: :meth:`Refuter._value`);
 * a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
   chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
   is linear, factors free of the axes move out of it, it does not depend on the axes' names
