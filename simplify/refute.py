@@ -362,6 +362,10 @@ class Refuter:
                 pending.pop()
             except _Deep as deep:
                 pending.append(deep.key)
+            except _NO_VALUE:
+                if not pending or self.left < 0:
+                    raise
+                pending.pop()  # (kept as without a value: the element that reads it is next)
 
     def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
         op = e.op
