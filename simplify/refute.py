@@ -12,7 +12,8 @@ would round true identities such as a sum minus the same sum in another order to
 
 * the free index variables take random points of their ranges; a placeholder element is a
   random small value (the same for every read of that element, in every proof of the call);
-* an element of a computed tensor is its body at the element's indices (memoized per call);
+* an element of a computed tensor is its body at the element's indices (memoized per call,
+  as is an element without a value; evaluated at a bounded depth: :meth:`Refuter._value`);
 * a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
   chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
   is linear, factors free of the axes move out of it, it does not depend on the axes' names
@@ -83,8 +84,18 @@ class _GiveUp(Exception):
     """The model has no value here (or the budget is spent): let the proof decide."""
 
 
-_FAILS = (_GiveUp, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError,
-          RecursionError)
+class _Deep(Exception):
+    """An element read :data:`MAX_DEPTH` elements deep, not evaluated yet (``key``): evaluated
+    first, on its own (:meth:`Refuter._value`)."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+
+
+_NO_VALUE = (_GiveUp, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError)
+_FAILS = (*_NO_VALUE, RecursionError)  # (RecursionError: the stack's depth, not the element)
+MAX_DEPTH = 32  # elements evaluated one inside another before the innermost is set aside
+_NONE = object()  # an element without a value in a model (kept: asked again, it gives up at once)
 
 
 def _big(v: Any) -> Any:
@@ -240,6 +251,7 @@ class Refuter:
         self.model = self.models[0]  # the model the evaluation under way reads
         self.steps = steps
         self.left = 0
+        self.depth = 0  # elements being evaluated, one inside another (:meth:`_value`)
         self.folded: dict[Expr, Any] = {}  # node over constants -> folded value (None: not)
         self.consts: dict[Expr, Any] = {}  # constant node -> its exact value
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
@@ -266,7 +278,7 @@ class Refuter:
                         rng = (v.lo, v.hi)
                         slot = slots[rng] = slots.get(rng, -1) + 1
                         env[v] = self._point(v, how, slot)
-                    if self._eval(e, env, {}):
+                    if self._value(e, env):
                         self.counts["refuted"] += 1
                         return True
                     evaluated = True
@@ -332,6 +344,29 @@ class Refuter:
 
     # ---- evaluation ---------------------------------------------------------------------------
 
+    def _value(self, e: Expr, env: dict) -> Any:
+        """``e``'s value in the current model.  An element of a long chain of tensors reads
+        the one before, and so on: evaluated inside one another, they would go as deep as the
+        chain -- a RecursionError, or the budget spent at the bottom of it, before any element
+        was kept, so that every later question walked the whole chain again (quadratic in its
+        length).  Past :data:`MAX_DEPTH` the innermost element is set aside, evaluated (and
+        kept) first, and the evaluation starts again: every element is evaluated once, at a
+        bounded depth, and what one question evaluated serves the next."""
+        pending: list[tuple] = []
+        while True:
+            self.depth = 0
+            try:
+                if not pending:
+                    return self._eval(e, env, {})
+                self._element(*pending[-1])
+                pending.pop()
+            except _Deep as deep:
+                pending.append(deep.key)
+            except _NO_VALUE:
+                if not pending or self.left < 0:
+                    raise
+                pending.pop()  # (kept as without a value: the element that reads it is next)
+
     def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
         op = e.op
         if op is _VAR:  # (half the nodes evaluated: a lookup, not a step)
@@ -375,11 +410,29 @@ class Refuter:
             return self._datum(t, idx)
         if type(op) is not ComputeOp or len(idx) != len(op.axes):
             raise _GiveUp
-        key = (op, t.value_index, idx)
+        return self._element(op, t.value_index, idx)
+
+    def _element(self, op: ComputeOp, value_index: int, idx: tuple) -> Any:
+        """An element of a computed tensor, evaluated once per model (its value, or that it
+        has none, is kept)."""
+        key = (op, value_index, idx)
         values = self.model.values
         found = values.get(key, _MISSING)
         if found is _MISSING:
-            found = values[key] = self._eval(op.body[t.value_index], dict(zip(op.axes, idx)), {})
+            if self.depth >= MAX_DEPTH:
+                raise _Deep(key)
+            self.depth += 1
+            try:
+                found = self._eval(op.body[value_index], dict(zip(op.axes, idx)), {})
+            except _NO_VALUE:
+                if self.left >= 0:  # (not the budget: the element has no value in this model)
+                    values[key] = _NONE
+                raise
+            finally:
+                self.depth -= 1
+            values[key] = found
+        elif found is _NONE:
+            raise _GiveUp
         return found
 
     def _points(self, e: Expr, env: dict):

@@ -285,3 +285,62 @@ def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
     xs = [np.array([k, -k], dtype=np.float64) for k in range(n)]
     want = xs[0] + sum(xs[k] * (k % 3) for k in range(1, n))
     np.testing.assert_allclose(kern(*xs), want, rtol=1e-12)
+
+
+def _centered_step(k: int, P):
+    """Step ``k`` of :func:`_centered_chain` from ``P``."""
+    if k % 8 == 7:
+        r = ta.reduce_axis((0, 16), name="r")
+        m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
+        return ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
+    if k % 2:
+        return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
+    return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")
+
+
+def _centered_chain(n: int):
+    """:func:`_tanh_chain` whose every 8th step subtracts the mean: each centered adjoint sums
+    to zero, which the optimizer asks about (a zero-proof per mean)."""
+    X = ta.placeholder((16,), F, name="X")
+    Y = X
+    for k in range(n):
+        Y = _centered_step(k, Y)
+    return X, ta.compute((), lambda: Y[0] + Y[9], name="L")
+
+
+def test_the_refuter_evaluates_a_long_chain_gradients_elements_once(monkeypatch):
+    # every zero-proof of the gradient (a centered adjoint's sum) is tried on the refuter's
+    # models first: its elements read the chain up to the loss.  An element without a value
+    # (its exact numbers past MAX_BITS) was not kept, and a deep one spent the budget (or the
+    # stack) before any element was kept: each question walked the chain again, quadratic
+    # (51k and 217k steps at 250 and 500 steps; differentiating 2,000 steps took 194 CPU-s, 13 now)
+    from tensorad.simplify import refute
+
+    made = []
+    real = refute.Refuter.__init__
+
+    def keep(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(refute.Refuter, "__init__", keep)
+    steps = {}
+    for n in (96, 192):
+        made.clear()
+        X, L = _centered_chain(n)
+        (g,) = ta.gradient(L, [X])
+        steps[n] = sum(r.counts["steps"] for r in made)
+    assert steps[192] <= 2.3 * steps[96], steps
+    x = np.linspace(-1, 1, 16)  # oracle: float64 central differences of the chain in NumPy
+    X, L = _centered_chain(24)
+    (g,) = ta.gradient(L, [X])
+
+    def loss(v):
+        y = v.copy()
+        for k in range(24):
+            y = y - y.mean() if k % 8 == 7 else np.tanh(y) * 0.9 if k % 2 else 1 / (1 + np.exp(-y)) + y * 0.5
+        return y[0] + y[9]
+
+    h = 1e-6
+    want = [(loss(x + h * e) - loss(x - h * e)) / (2 * h) for e in np.eye(16)]
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-6, atol=1e-8)

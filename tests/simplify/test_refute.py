@@ -273,3 +273,35 @@ def test_every_op_has_a_meaning_in_the_model():
     from tensorad.simplify.refute import _NODES
 
     assert set(_NODES) == set(Op)
+
+
+def test_a_long_chains_elements_are_evaluated_once_at_a_bounded_depth():
+    # element k of the chain reads element k - 1: evaluated inside one another they went as
+    # deep as the chain (RecursionError at 1,500: gave up), and an element without a value
+    # (its numbers past MAX_BITS) was not kept, so every question walked the chain again
+    import sys
+
+    from tensorad.ir.expr import var
+
+    i, r = var("i", 0, 4), ta.reduce_axis((0, 4), name="r")
+    Y = ta.placeholder((4,), "float64", name="X")
+    chain = []
+    for k in range(1_500):  # Y_k = Y_{k-1} + 1: exact, small
+        Y = (lambda P: ta.compute((4,), lambda j: P[j] + 1.0, name=f"y{k}"))(Y)
+        chain.append(Y)
+    assert 1_500 * 4 > sys.getrecursionlimit()
+    refuter = Refuter(steps=100_000)
+    assert refuter.refutes(ta.sum(Y[r] * Y[r] + 1.0, axis=r))  # (X's elements are small)
+    steps = refuter.counts["steps"]
+    assert steps <= 3 * 1_500 * 2 * 4 and refuter.refutes(chain[-2][i] + 1.0)
+    assert refuter.counts["steps"] - steps <= 10  # (kept from the first question)
+    # numbers doubling their bits at each step pass MAX_BITS; asked again, the chain is not walked again
+    Z = ta.placeholder((4,), "float64", name="Z")
+    for k in range(400):  # (past MAX_BITS at the 11th)
+        Z = (lambda P: ta.compute((4,), lambda j: P[j] * P[j] * 3.0, name=f"z{k}"))(Z)
+    refuter = Refuter(steps=100_000)
+    assert not refuter.refutes(Z[2] + 1.0)  # (at a fixed point: each model evaluates it once)
+    steps = refuter.counts["steps"]
+    for _ in range(5):
+        assert not refuter.refutes(Z[2] + 2.0)
+    assert refuter.counts["steps"] - steps <= 5 * 3 * 3, refuter.counts
