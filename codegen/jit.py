@@ -150,6 +150,11 @@ def llvm_version() -> str:
     return ".".join(str(x) for x in llvm.llvm_version_info)
 
 
+def toolchain() -> str:
+    """The LLVM and llvmlite versions (part of every cache key of object code)."""
+    return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
+
+
 _SOURCE_HASH: str | None = None
 
 
@@ -166,7 +171,7 @@ def fingerprint(target: Target | None = None) -> str:
         for path in _compiler_sources():
             with open(path, "rb") as f:
                 h.update(os.path.basename(path).encode() + b"\0" + f.read())
-        _SOURCE_HASH = "|".join([llvm_version(), f"llvmlite {llvmlite.__version__}", h.hexdigest()])
+        _SOURCE_HASH = "|".join([toolchain(), h.hexdigest()])
     return "|".join([(target or host()).key, _SOURCE_HASH])
 
 
