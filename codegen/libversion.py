@@ -10,7 +10,8 @@ build, measured by ``python -m benchmarks.compile_time``).  Kernels keep the who
 
 The closure is read from the sources' import statements (relative imports and ``tensorad.*``
 ones, including those under ``TYPE_CHECKING`` and inside functions), once per process with the
-hash: a few milliseconds, which a cached build pays only when it links a library piece.
+hash, from the files :func:`.jit.fingerprint` reads anyway (a cached build computes that): the
+regular expressions' half millisecond.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 
 _LOCK = threading.Lock()
 _VERSION: dict[str, str] = {}  # root module -> its version (the source this process runs)
@@ -76,16 +78,22 @@ def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | Non
             target = name
         if not target.startswith("tensorad"):
             continue
-        words = [item.split(" as ")[0].strip() for item in names.strip("()").replace("\n", " ").split(",")]
-        subs = {f"{target}.{w}" for w in words if w.isidentifier() and _path(f"{target}.{w}", memo)}
-        found.update(subs if len(subs) == len([w for w in words if w.isidentifier()]) else subs | {target})
+        path = _path(target, memo)
+        if path is None or not path.endswith("__init__.py"):  # a module: the names are its own
+            found.add(target)
+            continue
+        words = [w for w in (item.split(" as ")[0].strip() for item in names.strip("()").split(","))
+                 if w.isidentifier()]
+        subs = {f"{target}.{w}" for w in words if _path(f"{target}.{w}", memo)}
+        found.update(subs if len(subs) == len(words) else subs | {target})
     found.update(name for (name,) in _statements(_IMPORT, text))
     return {m for m in found if _path(m, memo) is not None}
 
 
-def closure(root: str) -> dict[str, bytes]:
+def closure(root: str, read: Callable[[str], bytes | None] | None = None) -> dict[str, bytes]:
     """The source of ``root`` and of every ``tensorad`` module it imports, transitively
-    (module name -> source bytes)."""
+    (module name -> source bytes); ``read(path)`` gives a file's bytes when the caller has
+    read it already (else ``None``: read here)."""
     sources: dict[str, bytes] = {}
     memo: dict[str, str | None] = {}  # module -> its file (or None)
     todo = [root]
@@ -94,22 +102,26 @@ def closure(root: str) -> dict[str, bytes]:
         path = _path(module, memo)
         if module in sources or path is None:
             continue
-        with open(path, "rb") as f:
-            sources[module] = f.read()
+        text = read(path) if read is not None else None
+        if text is None:
+            with open(path, "rb") as f:
+                text = f.read()
+        sources[module] = text
         todo.extend(_imports(module, sources[module].decode(), path.endswith("__init__.py"), memo))
     return sources
 
 
-def version(root: str = "tensorad.codegen.gemmlib") -> str:
+def version(root: str = "tensorad.codegen.gemmlib", read: Callable[[str], bytes | None] | None = None
+            ) -> str:
     """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per
-    process."""
+    process (:func:`.jit.fingerprint` computes it from the files it reads anyway)."""
     v = _VERSION.get(root)
     if v is None:
         with _LOCK:
             v = _VERSION.get(root)
             if v is None:
                 h = hashlib.sha256()
-                for module, source in sorted(closure(root).items()):
+                for module, source in sorted(closure(root, read).items()):
                     h.update(module.encode() + b"\0" + source + b"\0")
                 v = _VERSION[root] = h.hexdigest()
     return v
