@@ -27,7 +27,7 @@ _LOCK = threading.Lock()
 _VERSION: dict[str, str] = {}  # root module -> its version (the source this process runs)
 
 # (a literal first word lets the search skip ahead: ``^`` with re.M tries every position)
-_FROM = re.compile(r"from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)")
+_FROM = re.compile(r"from[ \t]+(\.+|(?=tensorad\b))([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)")
 _IMPORT = re.compile(r"import[ \t]+(tensorad[\w.]*)")
 
 
