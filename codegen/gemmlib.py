@@ -10,9 +10,9 @@ The library comes in pieces, each built on first use or linked from the disk cac
 (and records, in its :class:`.kernel.Compiled`, each piece and whether it was compiled, read
 from disk or linked already).  A piece's entry is keyed by the piece, the whole target, LLVM
 and the library's version (:mod:`.libversion`: the source of this module's import closure, not
-the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk) and
-records that key's full text before the object code, compared on reading; the object code must be sound
-(:mod:`.objcheck`): anything else is compiled again and rewritten.
+the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk); it
+records that key's full text before the object code, compared on reading; the object code
+must be sound (:mod:`.objcheck`): anything else is compiled again and rewritten.
 
 Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
 the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for

@@ -10,8 +10,8 @@ build, measured by ``python -m benchmarks.compile_time``).  Kernels keep the who
 
 The closure is read from the sources' import statements (relative imports and ``tensorad.*``
 ones, including those under ``TYPE_CHECKING`` and inside functions), once per process with the
-hash, from the files :func:`.jit.fingerprint` reads anyway (a cached build computes that): the
-regular expressions' half millisecond.
+hash, from the files :func:`.jit.fingerprint` reads anyway (a cached build computes that): about
+a millisecond of regular expressions.
 """
 
 from __future__ import annotations

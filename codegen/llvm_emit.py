@@ -77,13 +77,12 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 # The glue functions (``P_main``, ``P_call``, each parallel nest's ``P_omp``) only load
 # pointers and call the nests, once per kernel call or per chunk of a parallel loop: they are
 # compiled ``optnone`` (no IR passes; the fast instruction selector and register allocator), a
-# few nanoseconds per call at run time.  Their loops are the only other code LLVM would spend
-# time on: optimized, a module's glue took 15-25% of its LLVM time in the benchmark's layers
-# (python -m benchmarks.compile_time) and superlinear time in long programs (2.5 and 1.3 CPU-s
-# of 5.5 for a 1,000-step chain's P_main and P_call).  The one loop over elements that glue can
-# hold, a serial fill of a non-zero value in ``P_main``, keeps a program's ``P_main``
-# optimized, unless it is past this many pointers or steps (then a function per this many
-# steps, ``P_glue<j>``, see :meth:`ModuleEmitter.main_function`).
+# few nanoseconds per call at run time.  Optimized, they took 15-25% of the LLVM time of a
+# benchmark layer's module (python -m benchmarks.compile_time) and superlinear time in long
+# programs (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain's P_main and P_call).  The one loop
+# over elements glue can hold, a serial fill of a non-zero value, keeps ``P_main`` optimized,
+# unless the program is past this many pointers or steps (then its glue is a function per this
+# many steps, ``P_glue<j>``, see :meth:`ModuleEmitter.main_function`, all ``optnone``).
 GLUE_OPT_LIMIT = 64
 # chunks per thread of a parallel loop's dynamic schedule (see P_omp): enough that a delayed
 # thread's share is taken by the others, few enough that a chunk's call and its atomic add are
