@@ -1,7 +1,7 @@
 """The glue of a kernel (``P_main``, ``P_call``, each parallel nest's ``P_omp``) is compiled ``optnone``.
 
 Glue loads pointers and calls the nests, once per call or per chunk of a parallel loop; LLVM's
-optimizer and code generator spent 15-25% of a layer's build on it (``python -m
+optimizer and code generator spent 15-25% of a layer module's LLVM time on it (``python -m
 benchmarks.compile_time``).  LLVM optimizes the nests and the parallel fills -- exactly as
 before: their machine code is the same -- and a ``P_main`` that fills a buffer with a non-zero
 value in a loop, unless the program is large (past ``GLUE_OPT_LIMIT`` pointers or steps).
