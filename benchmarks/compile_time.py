@@ -11,8 +11,9 @@ another fresh process reading that cache (cached), it times the stages separatel
 * ``library`` (CPU only, part of the builds): compiling the matrix-product library's pieces
   that the layer's products link (:mod:`tensorad.codegen.gemmlib`: a core per dtype and
   register tile, a packer per side and mode), each kept in the disk cache apart from the
-  kernels -- a cost once per machine, target and compiler version: afterwards every program
-  that links a piece reads it from disk.  The cold total *includes* it (an empty cache is a
+  kernels -- a cost once per machine, target and library version
+  (:mod:`tensorad.codegen.libversion`: an edit elsewhere in the compiler keeps it): afterwards
+  every program that links a piece reads it from disk.  The cold total *includes* it (an empty cache is a
   first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds of the process (``cpu_<stage>``); the table

@@ -8,10 +8,11 @@ links them to it, so their own code is a few stores and a call.
 The library comes in pieces, each built on first use or linked from the disk cache
 (:mod:`.diskcache`) in about a millisecond: a build compiles only the pieces its products link
 (and records, in its :class:`.kernel.Compiled`, each piece and whether it was compiled, read
-from disk or linked already).  A piece's entry is keyed by the piece and
-:func:`.jit.fingerprint` (the whole target, LLVM, the compiler's source) and records that key's
-full text before the object code, compared on reading; the object code must be sound
-(:mod:`.objcheck`): anything else is compiled again and rewritten.
+from disk or linked already).  A piece's entry is keyed by the piece, the whole target, LLVM
+and the library's version (:mod:`.libversion`: the source of this module's import closure, not
+the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk); it
+records that key's full text before the object code, compared on reading; the object code
+must be sound (:mod:`.objcheck`): anything else is compiled again and rewritten.
 
 Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
 the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
@@ -47,7 +48,7 @@ import time
 
 import llvmlite.ir as ir
 
-from . import diskcache, jit
+from . import diskcache, jit, libversion
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
@@ -146,12 +147,12 @@ def light(part) -> bool:
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:
     """The disk-cache key of the piece defining ``symbol`` for ``target``, and its full text:
-    the piece (dtype, MR, NR, target tag, part) and :func:`.jit.fingerprint` (the whole
-    target, LLVM, the compiler's source)."""
+    the piece (dtype, MR, NR, target tag, part), the whole target, LLVM and
+    :func:`.libversion.version` (the source the library's code depends on)."""
     piece = parse_symbol(symbol)
     if piece is None:
         raise ValueError(f"not a matrix-product library function: {symbol}")
-    key_text = "\n".join(["gemmlib", repr(piece), jit.fingerprint(target)])
+    key_text = "\n".join(["gemmlib", repr(piece), target.key, jit.toolchain(), libversion.version()])
     return hashlib.sha256(key_text.encode()).hexdigest(), key_text
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
+from . import libversion
 from .objcheck import undefined_symbols
 
 if TYPE_CHECKING:
@@ -150,6 +151,11 @@ def llvm_version() -> str:
     return ".".join(str(x) for x in llvm.llvm_version_info)
 
 
+def toolchain() -> str:
+    """The LLVM and llvmlite versions (part of every cache key of object code)."""
+    return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
+
+
 _SOURCE_HASH: str | None = None
 
 
@@ -163,10 +169,13 @@ def fingerprint(target: Target | None = None) -> str:
     global _SOURCE_HASH
     if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
         h = hashlib.sha256()  # metadata costs 10 ms, a third of a cached build)
+        texts: dict[str, bytes] = {}
         for path in _compiler_sources():
             with open(path, "rb") as f:
-                h.update(os.path.basename(path).encode() + b"\0" + f.read())
-        _SOURCE_HASH = "|".join([llvm_version(), f"llvmlite {llvmlite.__version__}", h.hexdigest()])
+                texts[path] = f.read()
+            h.update(os.path.basename(path).encode() + b"\0" + texts[path])
+        libversion.version(read=texts.get)  # (the library's key, from the same reads)
+        _SOURCE_HASH = "|".join([toolchain(), h.hexdigest()])
     return "|".join([(target or host()).key, _SOURCE_HASH])
 
 

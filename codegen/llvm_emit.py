@@ -74,12 +74,15 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
     return frozenset(out)
 
 
-# The glue functions (``P_main``, ``P_call``) only load pointers and call the nests.  With
-# thousands of buffers and hundreds of nests (a long chain's gradient) they are the module's
-# largest functions, and LLVM's optimizer and register allocator take superlinear time on them
-# (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain): past this many pointers or steps they are
-# compiled ``optnone`` (the fast instruction selector and register allocator), a few
-# nanoseconds per nest call at run time; smaller programs keep optimized glue.
+# The glue functions (``P_main``, ``P_call``, each parallel nest's ``P_omp``) only load
+# pointers and call the nests, once per kernel call or per chunk of a parallel loop: they are
+# compiled ``optnone`` (no IR passes; the fast instruction selector and register allocator), a
+# few nanoseconds per call at run time.  Optimized, they took 15-25% of the LLVM time of a
+# benchmark layer's module (python -m benchmarks.compile_time) and superlinear time in long
+# programs (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain's P_main and P_call).  The one loop
+# over elements glue can hold, a serial fill of a non-zero value, keeps ``P_main`` optimized,
+# unless the program is past this many pointers or steps (then its glue is a function per this
+# many steps, ``P_glue<j>``, see :meth:`ModuleEmitter.main_function`, all ``optnone``).
 GLUE_OPT_LIMIT = 64
 # chunks per thread of a parallel loop's dynamic schedule (see P_omp): enough that a delayed
 # thread's share is taken by the others, few enough that a chunk's call and its atomic add are
@@ -89,6 +92,13 @@ DYNAMIC_CHUNKS = 4
 VECTOR_BODY = 4
 
 UNROLL_NEST_LIMIT = 256
+
+
+def _fills_in_a_loop(step) -> bool:
+    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero
+    value (zeros are a ``memset``, see :meth:`ModuleEmitter.fill`)."""
+    return (isinstance(step, Fill) and step.buffer.size > 0
+            and not (step.value.op is Op.CONST and not step.value.arg))
 
 
 def _trips(x: Loop) -> int | None:
@@ -411,6 +421,7 @@ class ModuleEmitter:
         (see the module docstring)."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
         fn.attributes.add("nounwind")
+        self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         region = fn.args[0]
         args = b.inttoptr(b.load(region_field(b, region, 0), typ=I64), PTR)
@@ -465,9 +476,11 @@ class ModuleEmitter:
         return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
 
     # ---- the entry point ------------------------------------------------------------------
-    def _glue(self, fn: ir.Function) -> None:
-        """``optnone`` for the glue of a large program (see :data:`GLUE_OPT_LIMIT`)."""
-        if max(self.nptr, len(self.program.steps)) > GLUE_OPT_LIMIT:
+    def _glue(self, fn: ir.Function, steps=()) -> None:
+        """``optnone`` for a glue function (see :data:`GLUE_OPT_LIMIT`): always, unless it
+        fills a buffer with a non-zero value in a loop (one of ``steps``) in a program that is
+        not large."""
+        if self._large() or not any(_fills_in_a_loop(s) for s in steps):
             fn.attributes.add("noinline")
             fn.attributes.add("optnone")
 
@@ -476,7 +489,7 @@ class ModuleEmitter:
 
     def main_function(self, nests: list) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
-        self._glue(fn)
+        self._glue(fn, self.program.steps)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, nthreads = fn.args
         by_step = {id(n): (fn_, omp, k) for k, n, fn_, omp in nests}
@@ -491,7 +504,7 @@ class ModuleEmitter:
         steps = self.program.steps
         for j in range(0, len(steps), GLUE_OPT_LIMIT):
             part = ir.Function(self.module, fn.ftype, f"{self.prefix}_glue{j}")
-            self._glue(part)
+            self._glue(part, steps[j:j + GLUE_OPT_LIMIT])
             pb = ir.IRBuilder(part.append_basic_block("entry"))
             self._steps(pb, part.args[0], part.args[1], steps[j:j + GLUE_OPT_LIMIT],
                         _LazyPointers(pb, part.args[0]), by_step)

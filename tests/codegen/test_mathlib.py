@@ -131,25 +131,3 @@ def test_a_layer_with_a_few_sites_keeps_inline_math():
     (g,) = ta.gradient(ta.topi.sum(Y * Y), [X])
     for outs in ([Y], [g]):
         assert "_math_" not in ta.build(outs, [X]).llvm_ir_unoptimized
-
-
-def test_the_glue_of_a_program_with_many_buffers_is_compiled_unoptimized():
-    # P_main and P_call of a long program load thousands of pointers and call hundreds of nests:
-    # LLVM took superlinear time on them (2.5 + 1.3 of 5.5 CPU-s for a 1,000-step chain); past
-    # GLUE_OPT_LIMIT pointers or steps they are optnone, smaller programs keep optimized glue
-    from tensorad.codegen.llvm_emit import GLUE_OPT_LIMIT
-
-    X = ta.placeholder((8,), "float32", name="X")
-    steps = [X]
-    for k in range(GLUE_OPT_LIMIT + 8):
-        steps.append((lambda P: ta.compute((8,), lambda i: P[i] * 0.5 + 1.0, name=f"s{k}"))(steps[-1]))
-    Y = steps[-1]
-    kern = ta.build([Y], [X], num_threads=1, materialize=steps[1:-1], fuse=False)
-    glue = [line for line in kern.llvm_ir_unoptimized.splitlines()
-            if line.startswith("define") and ("_main\"(" in line or "_call\"(" in line)]
-    assert len(glue) == 2 and all("optnone" in line for line in glue), glue
-    x = np.linspace(-2, 2, 8, dtype=np.float32)
-    np.testing.assert_allclose(kern(x), ta.evaluate(Y, {X: x.astype(np.float64)}), rtol=1e-5)
-    X, Y = _chain(4, size=8)
-    small = ta.build([Y], [X], num_threads=1)
-    assert "optnone" not in small.llvm_ir_unoptimized
