@@ -634,9 +634,14 @@ class Case:
         y, res = fwd.forward(*[feed[p] for p in all_ins])
         self._compare_orders(f"forward with residuals ({policy}, {self.options})", [y], [out], feed)
         grads = _tuple(bwd.backward(res, feed[H]))
+        # A layer (PyTorch its oracle, the ``torch`` check) is compared with its optimized
+        # gradient: evaluating the unoptimized one sums over every input element per point --
+        # 2e10 points for a 5x5 convolution's (layers seeds 3205, 3542: 17 GiB, or no answer in
+        # 600 s).  The residuals' agreement is what this check is about.
+        plain = self.job.get("torch") is None
         self._compare_orders(f"backward built with {back} on the residuals ({policy}) of a forward "
                              f"built with {self.options}", grads,
-                             list(ta.JacobianRecursive(out, ins, H, optimize=False)), feed,
+                             list(ta.JacobianRecursive(out, ins, H, optimize=not plain)), feed,
                              rtol=1e-6, strong_zero=True)
 
     def _compare_orders(self, what: str, got, tensors, feed, want=None, **kw) -> None:

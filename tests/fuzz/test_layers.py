@@ -52,3 +52,22 @@ def test_a_wrong_reference_is_a_mismatch():
         bad = replace(prog, torch=prog.torch.replace("return ", wrong).rstrip() + ")\n")
         (result,) = run_checks({**job_for(bad, 3, ["torch"]), "triage": False})
         assert result["status"] == "fail" and "PyTorch" in result["message"], (wrong, result)
+
+
+def test_the_split_check_of_a_layer_evaluates_its_optimized_gradient(monkeypatch):
+    # seed 3542 (a 5x5 convolution): evaluating the unoptimized gradient, which sums over every
+    # input element at each point, took over 600 s (seed 3205: a 17 GiB mask); PyTorch's
+    # autograd is a layer's oracle, the split check compares residuals
+    import tensorad as ta
+
+    asked = []
+    real = ta.JacobianRecursive
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("optimize", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ta, "JacobianRecursive", spy)
+    results = run_checks({**job_for(generate_layer(3542), 3542, ["split"]), "triage": False})
+    assert {r["status"] for r in results} == {"ok"}, results
+    assert asked and all(asked)
