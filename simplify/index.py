@@ -55,7 +55,17 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     if not is_int(node):
         return None
     out = from_linear(to_linear(node, _forms(memo)), node.dtype)
-    return None if out is node else out
+    if out is node:
+        return None
+    # Collected in exact integers, a constant may leave the dtype: an int32 constant past its
+    # range is exact index arithmetic (int64) in ta.evaluate and the kernels, while int32 data
+    # -- casts of floats among it -- wraps.  ``int32(-9.0) - int32(3e10)`` wraps to 2147483640;
+    # folded, it was -2147483656 (fuzz seed 220419): such a form is left as written, like
+    # fold_constant leaves an operation whose result leaves its dtype.
+    lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
+    if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
+        return None
+    return out
 
 
 def form_bounds(f: Linear, memo: IndexMemo | None = None) -> tuple[int | None, int | None]:
