@@ -10,10 +10,8 @@ loops (:mod:`.schedule`), and let isl build exact loops (:mod:`.islast`); count 
 from __future__ import annotations
 
 import html
-from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cached_property
-from threading import Lock
 from typing import Any
 
 from tensorad.ir import trace
@@ -159,17 +157,14 @@ def argument_names(outputs: list[Tensor], inputs: list[Tensor]) -> tuple[list[st
     return [namer.tensor(t) for t in inputs], [namer.tensor(t) for t in _copies_of_inputs(outputs, inputs)]
 
 
-_CACHE: OrderedDict = OrderedDict()
-_CACHE_LOCK = Lock()
-_CACHE_SIZE = 256
-
-
 def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
     Accepts the options of ``build`` (:class:`.schedule.Options`); those that only change
-    compilation are ignored here.  Results are cached per (outputs, inputs, options).
+    compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
+    returns never depends on what the process lowered before (``ta.build`` skips lowering when
+    its disk cache has the kernel, :mod:`.buildkey`).
     ``tune=True`` measures the strategies offered (:mod:`.tune`) and lowers with the winners.
     """
     outputs, inputs = check_arguments(outputs, inputs, name)
@@ -185,22 +180,12 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                         **tuned_choices(base, outputs, inputs, name, plain, target)}}
         full = Options.make(options)
     opts = full.for_lowering()
-    key = (tuple(outputs), tuple(inputs), name, opts)
-    with _CACHE_LOCK:
-        found = _CACHE.get(key)
-        if found is not None:
-            _CACHE.move_to_end(key)
-            return found
     with trace.stage("lower", name):
         result = LoweredFunc(*_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts))
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))
         trace.dump(stem, "loops.txt", result.text)
-    with _CACHE_LOCK:
-        _CACHE[key] = result
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
     return result
 
 

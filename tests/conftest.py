@@ -4,10 +4,6 @@
   the order they run in).
 * ``numeric_grad`` -- central finite differences in float64, the gradient oracle that
   tensorad did not compute (see :func:`numeric_grad`).
-* ``monkeypatch`` -- pytest's, except that each patch and each undo forgets the lowerings
-  ``ta.lower`` memoized (:data:`tensorad.codegen.lower._CACHE`): a test that patches a pass and
-  lowers the same program again must see the patched pass, not the first lowering (fuzz seed
-  190309's loop swap hid behind one such test).
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
@@ -28,7 +24,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
-from _pytest.monkeypatch import MonkeyPatch
 
 
 def _register(name: str) -> None:
@@ -49,39 +44,6 @@ _register("blocks")
 _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
 os.environ["TENSORAD_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, True)
-
-
-def _forget_lowerings() -> None:
-    lower = importlib.import_module("tensorad.codegen.lower")  # (the package exports the function)
-    with lower._CACHE_LOCK:
-        lower._CACHE.clear()
-
-
-class _ForgetfulPatch(MonkeyPatch):
-    """A patch or an undo also clears the lowering memo (``context()`` makes one of these too)."""
-
-    def setattr(self, *args, **kwargs) -> None:
-        super().setattr(*args, **kwargs)
-        _forget_lowerings()
-
-    def setitem(self, *args, **kwargs) -> None:
-        super().setitem(*args, **kwargs)
-        _forget_lowerings()
-
-    def setenv(self, *args, **kwargs) -> None:
-        super().setenv(*args, **kwargs)
-        _forget_lowerings()
-
-    def undo(self) -> None:
-        super().undo()
-        _forget_lowerings()
-
-
-@pytest.fixture
-def monkeypatch():
-    patch = _ForgetfulPatch()
-    yield patch
-    patch.undo()
 
 
 def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
