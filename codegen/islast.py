@@ -302,28 +302,75 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple[tuple, AstConverter | None]:
+# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (fuzz seed
+# 224270: four floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
+# division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than
+# ``AST_DIVISIONS`` divisions in one of its pieces goes to the hulls at once (the benchmarks'
+# have at most 2: a strip's block index, a parity), and any other map with divisions gets
+# ``AST_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``: deterministic, unlike
+# a clock; the benchmarks' largest takes 80,000, in 40 ms; seed 224270's spends 320,000 in 19 s).
+AST_DIVISIONS = 3
+AST_OPERATIONS = 320_000
+
+
+class _AstBudgetSpent(Exception):
+    """isl's AST builder spent :data:`AST_OPERATIONS` on a map (kept in the scan memo)."""
+
+
+def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
+    """isl's AST of ``umap``.  With a ``budget``, it is built in a context of its own that isl
+    stops after that many operations (``isl.Error``), so that the stop never reaches another
+    thread's isl calls in the shared context; the converter only reads the AST's nodes."""
+    if budget is None:
+        ctx = umap.get_ctx()
+    else:
+        ctx = isl.Context()
+        ctx.set_max_operations(budget)
+        umap = isl.UnionMap.read_from_str(ctx, umap.to_str())
+    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
+    return build.node_from_schedule_map(umap)
+
+
+def _divisions(umap: isl.UnionMap) -> int:
+    """The most integer divisions (existential variables) in one basic map of ``umap``."""
+    counts = [0]
+    umap.foreach_map(lambda m: counts.extend(bm.dim(isl.dim_type.div) for bm in m.get_basic_maps()))
+    return max(counts)
+
+
+def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
+          budget: int | None = None) -> tuple[tuple, AstConverter | None]:
     """isl's AST of the statements, converted.  The statements are tagged ``S0``, ``S1``, ...
     by their order (one tag per distinct name), so statements that differ only in their
     names and bodies -- an elementwise chain's nests, the repeated layers of a gradient --
     give the same union map; ``scans`` (owned by one ``lower`` call) keeps the AST and the
-    time ranges built for each map's text, and each use converts it with its own bodies."""
+    time ranges built for each map's text, and each use converts it with its own bodies.
+    ``budget``: isl operations the AST may take (:data:`AST_OPERATIONS`; and at most
+    :data:`AST_DIVISIONS` divisions), else :class:`_AstBudgetSpent`."""
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)
     umap = schedule_map(inner, names)
-    key = umap.to_str() if scans is not None else None
+    key = (umap.to_str(), budget) if scans is not None else None
     found = scans.get(key) if scans is not None else None
     if found is None:
         if umap.is_empty():
             found = (None, None)
         else:
-            ctx = isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
             ndim = max(len(s.schedule) for s in inner)
-            found = (isl.AstBuild.from_context(ctx).node_from_schedule_map(umap), _time_ranges(umap, ndim))
+            try:
+                if budget is not None and _divisions(umap) > AST_DIVISIONS:
+                    raise isl.Error("too many divisions")
+                found = (_ast(umap, budget), _time_ranges(umap, ndim))
+            except isl.Error:
+                if budget is None:
+                    raise
+                found = (_AstBudgetSpent, None)
         if scans is not None:
             scans[key] = found
     node, ranges = found
+    if node is _AstBudgetSpent:
+        raise _AstBudgetSpent
     if node is None:
         return (), None
     conv = AstConverter(stmts, _dim_hints(stmts, umap, [(lo, hi) for lo, hi in box] + ranges), names)
@@ -400,16 +447,17 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
 
     Loops over domains or schedules with divisions are checked to reach exactly the
     domains, and rebuilt over division-free hulls with the exact test inside when they do
-    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations).  ``scans``: a
+    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations) or when they are
+    too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).  ``scans``: a
     memo of isl's ASTs owned by the caller (:func:`_scan`), or ``None``."""
     stmts = compact(stmts)
     divs = has_divs(stmts)
     try:
-        body, conv = _scan(stmts, scans)
-    except isl.Error:
+        body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
+    except (isl.Error, _AstBudgetSpent):
         # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
         # that a fused loop recovers with a division ("cannot handle void expression", fuzz
-        # seed 90390); the division-free hulls below are its other way out
+        # seed 90390), or spend its budget; the division-free hulls below are its other way out
         if not divs:
             raise
     else:
