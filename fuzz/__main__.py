@@ -1,5 +1,5 @@
-"""``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T] [--checks C]
-[--rotate] [--shrink K] [--out DIR] [--layers]``."""
+"""``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T]
+[--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers]``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ def main(argv=None) -> int:
     ap.add_argument("--start", type=int, default=0, help="first seed")
     ap.add_argument("--seeds", default="", help="comma-separated seeds to run (instead of --start/--n)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program")
+    ap.add_argument("--timeout", type=float, default=60.0, help="CPU seconds per program")
+    ap.add_argument("--wall-timeout", type=float, default=None,
+                    help="wall-clock seconds per program (default: 4x --timeout)")
     ap.add_argument("--checks", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
     ap.add_argument("--rotate", action="store_true", help="one check per program, rotating over seeds")
     ap.add_argument("--shrink", type=int, default=40, help="shrinking trials per failure (0: none)")
@@ -43,7 +45,7 @@ def main(argv=None) -> int:
             print(f"  {rep.programs} programs, {len(rep.failures)} failures", file=sys.stderr, flush=True)
 
     seeds = [int(x) for x in args.seeds.split(",") if x] or range(args.start, args.start + args.n)
-    rep = fuzz(seeds, workers=args.workers, timeout=args.timeout,
+    rep = fuzz(seeds, workers=args.workers, timeout=args.timeout, wall_timeout=args.wall_timeout,
                checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
                shrink=args.shrink, out_dir=args.out, progress=progress,
                generator=generate_layer if args.layers else None)

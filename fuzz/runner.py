@@ -1,10 +1,14 @@
 """Running fuzz jobs in worker processes with a time limit, and saving reproducers.
 
 Each worker is a fresh Python process (``spawn``: no LLVM state is inherited) that imports
-tensorad once and runs jobs sent over a pipe.  The parent waits for each answer at most
-``timeout`` seconds: a worker that dies (a segfault, an abort, the OOM killer) or does not
-answer in time (a hang) is recorded as a ``crash`` or ``hang`` failure of that program, killed
-if needed and replaced, and the run goes on.
+tensorad once and runs jobs sent over a pipe.  A worker that dies (a segfault, an abort, the
+OOM killer) or does not answer in time (a hang) is recorded as a ``crash`` or ``hang`` failure
+of that program, killed if needed and replaced, and the run goes on.  "In time" is ``timeout``
+seconds of the worker's CPU time (``/proc``; wall-clock time where that cannot be read), or
+``wall_timeout`` seconds of wall-clock time for a worker that waits without computing: on a
+shared machine a worker at low priority can get a few percent of a core, and a wall-clock
+limit alone called slow-but-finishing programs hangs (campaign K's seed 224532: 15 CPU-s,
+more than 300 s of wall time at ``nice -n 19`` beside five busy colleagues).
 
 Failures are shrunk (:func:`.program.shrink_candidates`: each smaller variant that still fails
 the same check the same way is kept) and saved as reproducer scripts: the program's source,
@@ -74,6 +78,17 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system, all threads) process ``pid`` has used, or ``None`` where
+    ``/proc`` cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # (the command name may hold spaces)
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Worker:
     def __init__(self, ctx, cache_dir: str | None) -> None:
         self.conn, child = ctx.Pipe()
@@ -83,7 +98,20 @@ class Worker:
         self.job = None
         self.key = None
         self.started = 0.0
+        self.cpu_started: float | None = None
         self.ready = False
+
+    def late(self, now: float, timeout: float, wall_timeout: float) -> str | None:
+        """Why the current job counts as a hang, or ``None``."""
+        wall = now - self.started
+        cpu = cpu_seconds(self.proc.pid)
+        if self.cpu_started is None or cpu is None:
+            return f"no answer in {timeout:.0f} s" if wall > timeout else None
+        if cpu - self.cpu_started > timeout:
+            return f"no answer in {timeout:.0f} CPU-s ({wall:.0f} s)"
+        if wall > wall_timeout:
+            return f"no answer in {wall:.0f} s ({cpu - self.cpu_started:.0f} CPU-s)"
+        return None
 
     def submit(self, key, job: dict) -> None:
         if not self.ready:  # a fresh worker imports tensorad first: not part of a job's time
@@ -94,6 +122,7 @@ class Worker:
                     pass
             self.ready = True
         self.key, self.job, self.started = key, job, time.monotonic()
+        self.cpu_started = cpu_seconds(self.proc.pid)
         try:
             self.conn.send(job)
         except (BrokenPipeError, OSError):
@@ -115,13 +144,19 @@ class Worker:
             self.kill()
 
 
+WALL_FACTOR = 4  # a job's wall-clock limit, in multiples of its CPU limit
+POLL_SECONDS = 5.0  # how often busy workers' CPU times are read
+
+
 class Pool:
     """``run(jobs)`` yields ``(key, results)`` for each ``(key, job)`` as they finish."""
 
-    def __init__(self, workers: int = 2, timeout: float = 60.0, cache_dir: str | None = None) -> None:
+    def __init__(self, workers: int = 2, timeout: float = 60.0, cache_dir: str | None = None,
+                 wall_timeout: float | None = None) -> None:
         self.ctx = mp.get_context("spawn")
         self.n = workers
-        self.timeout = timeout
+        self.timeout = timeout  # CPU seconds of a job (see the module docstring)
+        self.wall_timeout = wall_timeout if wall_timeout is not None else WALL_FACTOR * timeout
         self.cache_dir = cache_dir
         self.workers: list[Worker] = []
 
@@ -155,8 +190,9 @@ class Pool:
             if not busy:
                 return
             now = time.monotonic()
-            left = min(w.started + self.timeout - now for w in busy)
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=max(left, 0.01))
+            left = min(w.started + min(self.timeout, self.wall_timeout) - now for w in busy)
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
+                         timeout=min(max(left, 0.01), POLL_SECONDS))
             now = time.monotonic()
             for w in list(busy):
                 result = None
@@ -171,13 +207,12 @@ class Pool:
                     yield w.key, result
                     continue
                 dead = not w.proc.is_alive() or w.conn in ready or w.proc.sentinel in ready
-                late = now - w.started > self.timeout
+                late = None if dead else w.late(now, self.timeout, self.wall_timeout)
                 if dead or late:
                     w.kill() if late else w.proc.join(5)
                     code = w.proc.exitcode
-                    status = "hang" if late and not dead else "crash"
-                    msg = (f"no answer in {self.timeout:.0f} s" if status == "hang"
-                           else f"worker died (exit code {code})")
+                    status = "hang" if late else "crash"
+                    msg = late if late else f"worker died (exit code {code})"
                     busy.remove(w)
                     self.workers.remove(w)
                     fresh = self._spawn()
@@ -236,7 +271,7 @@ def signature(result: dict) -> tuple:
 
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
-         extras: bool = True, generator=None) -> Report:
+         extras: bool = True, generator=None, wall_timeout: float | None = None) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
@@ -253,7 +288,7 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
                 generate(s, extras=extras(s) if callable(extras) else extras)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
-    with Pool(workers, timeout, cache_dir) as pool:
+    with Pool(workers, timeout, cache_dir, wall_timeout) as pool:
         for seed, results in pool.run(jobs()):
             report.programs += 1
             for r in results:

@@ -35,11 +35,23 @@ def test_crash_and_hang_are_failures_and_the_run_goes_on():
     jobs = [("crash", _job("import os\nos.abort()\n")),
             ("hang", _job("import time\ntime.sleep(600)\n")),
             ("good", _job(GOOD))]
-    with Pool(workers=2, timeout=20) as pool:
+    with Pool(workers=2, timeout=20, wall_timeout=20) as pool:
         results = dict(pool.run(jobs))
     assert results["crash"][0]["status"] == "crash" and "exit code" in results["crash"][0]["message"]
     assert results["hang"][0]["status"] == "hang"
     assert results["good"] == [{"check": "forward", "status": "ok"}]
+
+
+def test_a_hang_is_counted_in_cpu_seconds():
+    # a loop that computes is a hang after `timeout` CPU seconds, long before the wall-clock
+    # limit; a job that waits longer than `timeout` without computing (a worker starved of
+    # CPU on a shared machine looks the same to a clock) still answers
+    jobs = [("spin", _job("while True:\n    pass\n")),
+            ("waits", _job("import time\ntime.sleep(6)\n" + GOOD))]
+    with Pool(workers=2, timeout=3, wall_timeout=300) as pool:
+        results = dict(pool.run(jobs))
+    assert results["spin"][0]["status"] == "hang" and "CPU-s" in results["spin"][0]["message"]
+    assert results["waits"] == [{"check": "forward", "status": "ok"}]
 
 
 def test_generated_programs_are_deterministic_and_shrink_to_smaller_ones():
