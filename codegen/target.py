@@ -19,16 +19,18 @@ From that:
   conversion instructions; :mod:`.halfconv` uses F16C's (exact) and emits integer code without
   them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
   rounds to bfloat16 on every target);
-* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs; a named CPU gets
-  typical sizes), for the matrix-product cache blocks and fills (:mod:`.fills`);
-* ``line``/``page`` -- the cache line and the memory page in bytes (host: sysfs and
-  ``sysconf``; else 64 and 4096): threads that share a buffer split it on these boundaries.
+* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named
+  CPU whose code runs on the host; a named CPU that cannot run here gets typical sizes), for
+  the matrix-product cache blocks and fills (:mod:`.fills`);
+* ``line``/``page`` -- the cache line and the memory page in bytes (the same way: sysfs and
+  ``sysconf``, else 64 and 4096): threads that share a buffer split it on these boundaries.
 
 On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` (LLVM tuning flags: the
 vectorizer uses loads and shuffles, not gathers and scatters) unless the spec names either.
 
-``key`` (triple, CPU, features) keys the kernel caches.  Targets are made once per spec string
-per process (the probe costs ~10 ms); the memo only saves that time, it never changes a result.
+``key`` (triple, CPU, features, and the caches the code was blocked for) keys the kernel caches.
+Targets are made once per spec string per process (the probe costs ~10 ms); the memo only saves
+that time, it never changes a result.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
@@ -115,7 +117,7 @@ class Target:
         """What determines the machine code: triple, CPU, features and the shape the code
         generator chose from them (vector width, registers, FMA)."""
         return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}x{self.vector_registers}"
-                f"|{'fma' if self.fma else 'nofma'}")
+                f"|{'fma' if self.fma else 'nofma'}|{self.l1d},{self.l2},{self.l3},{self.line},{self.page}")
 
     def lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector register."""
@@ -226,10 +228,15 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
             if not any(tune in f for f in mattr):
                 features = f"{features},+{tune}" if features else f"+{tune}"
     regs = 32 if bits == 512 or not x86 else 16
-    caches = _host_caches() if host else DEFAULT_CACHES
-    line, page = _host_line_and_page() if host else (DEFAULT_LINE, DEFAULT_PAGE)
-    return Target(spec, triple, cpu, features, bits, regs, fma, *caches, is_host=host and not mattr,
-                  f16c=f16c, bf16=bf16, line=line, page=page)
+    made = Target(spec, triple, cpu, features, bits, regs, fma, is_host=host and not mattr,
+                  f16c=f16c, bf16=bf16)
+    if host or made.runs_here(host_target()):
+        # code that can run on this machine meets its caches: an AVX2 target on an AVX-512 host,
+        # or "-mcpu=haswell" on a Zen host, is blocked for the caches it will run with
+        l1d, l2, l3 = _host_caches()
+        line, page = _host_line_and_page()
+        made = replace(made, l1d=l1d, l2=l2, l3=l3, line=line, page=page)
+    return made
 
 
 def _half_probe(tm) -> tuple[bool, bool]:

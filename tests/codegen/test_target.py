@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 from tensorad.codegen.contraction import register_tile
-from tensorad.codegen.target import default_num_threads, host_target, parse_target
+from tensorad.codegen.target import DEFAULT_CACHES, default_num_threads, host_target, parse_target
 
 import tensorad as ta
 
@@ -36,6 +36,18 @@ def test_host_target_is_the_default():
     assert parse_target("llvm") is h and parse_target(None) is h and h.is_host
     assert h.runs_here(h)
     assert h.vector_bits in (128, 256, 512) and h.l1d > 0 and h.l2 > 0
+
+
+@pytest.mark.parametrize("spec", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mattr=-avx512f"])
+def test_code_that_runs_here_is_blocked_for_this_machines_caches(spec):
+    # an AVX2 target on an AVX-512 host, or a named CPU on another vendor's host, runs with the
+    # host's caches; a CPU whose code cannot run here gets typical sizes.  The caches key the
+    # kernel caches: the blocking depends on them
+    host, t = host_target(), parse_target(spec)
+    want = (host.l1d, host.l2, host.l3) if t.runs_here(host) else DEFAULT_CACHES
+    assert (t.l1d, t.l2, t.l3) == want
+    assert (t.line, t.page) == ((host.line, host.page) if t.runs_here(host) else (64, 4096))
+    assert dataclasses.replace(t, l2=t.l2 // 2).key != t.key
 
 
 @pytest.mark.parametrize("spec, words", [
