@@ -142,6 +142,9 @@ class AstConverter:
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.astcheck.scans_exactly`
+        # whether isl's loops divide (a floor division or modulo, a loop step > 1): then isl has
+        # found a stride, also in a domain without divisions, and may have dropped points
+        self.divides = False
 
     def _iterator(self, it: str) -> str:
         """The name isl gives the loop of time dimension ``d`` of the whole schedule, for a
@@ -206,6 +209,7 @@ class AstConverter:
         lo = self.expr(n.for_get_init())
         cond = n.for_get_cond()
         step = n.for_get_inc().int_get_val().to_python()
+        self.divides |= step != 1
         saved = self.scope.get(it)
         self.scope[it] = v
         kind = cond.op_get_type()
@@ -252,6 +256,7 @@ class AstConverter:
         op = e.op_get_type()
         args = [self.expr(e.op_get_arg(k)) for k in range(e.op_get_n_arg())]
         if op in _BIN:
+            self.divides |= _BIN[op] in (Op.FLOORDIV, Op.MOD)
             return binary(_BIN[op], *args)
         if op in _CMP:
             return compare(_CMP[op], *args)
@@ -445,11 +450,12 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     """The loop statements that run ``stmts`` over their domains in schedule order.
 
-    Loops over domains or schedules with divisions are checked to reach exactly the
-    domains, and rebuilt over division-free hulls with the exact test inside when they do
-    not (:mod:`.astcheck`: isl's AST builder can drop strided iterations) or when they are
-    too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).  ``scans``: a
-    memo of isl's ASTs owned by the caller (:func:`_scan`), or ``None``."""
+    Loops over domains or schedules with divisions, and loops in which isl divides, are
+    checked to reach exactly the domains, and rebuilt over division-free hulls (or boxes)
+    with the exact test inside when they do not (:mod:`.astcheck`: isl's AST builder can
+    drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
+    :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
+    (:func:`_scan`), or ``None``."""
     stmts = compact(stmts)
     divs = has_divs(stmts)
     try:
@@ -461,7 +467,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
         if not divs:
             raise
     else:
-        if conv is None or not divs or scans_exactly(stmts, conv.instances):
+        if conv is None or not (divs or conv.divides) or scans_exactly(stmts, conv.instances):
             return body
     safe = guarded_hulls(stmts)
     body, conv = _scan(safe, scans)
