@@ -13,7 +13,8 @@ would round true identities such as a sum minus the same sum in another order to
 * the free index variables take random points of their ranges; a placeholder element is a
   random small value (the same for every read of that element, in every proof of the call);
 * an element of a computed tensor is its body at the element's indices (memoized per call,
-  as is an element without a value; evaluated at a bounded depth: :meth:`Refuter._value`);
+  as is an element without a value -- a budget stop is neither -- in a table per tensor that
+  each read node finds once; evaluated at a bounded depth: :meth:`Refuter._value`);
 * a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
   chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
   is linear, factors free of the axes move out of it, it does not depend on the axes' names
@@ -47,6 +48,15 @@ the start of their ranges) answers nearly every question; the last attempt evalu
 second (integer data spread wide, its own sample points, free variables anywhere), where
 rows gathered by token ids differ and a causal row has more than one key -- terms that are 0
 at every point of the first for such reasons alone are refuted there, not proved in full.
+That attempt spends at most :data:`WIDE_STEPS` after a term that is 0 at the first model's
+points: such a term is most often zero in real arithmetic, so the proof runs anyway and the
+attempt's steps are lost, and the second model, read by few questions, holds few elements, so
+an attempt there evaluates the term's producers afresh (the Transformer block's key-gradient
+sum, zero in real arithmetic, spent 7,526 steps there -- a third of the call's -- before its
+proof; the terms the second model refutes in the tests and benchmarks take at most about
+1,000).  A term without a value at the first model's points keeps the whole budget there: what
+has no value in one model (numbers past :data:`MAX_BITS` in a long chain) is most often without
+one in the other, and kept once found, the element gives up at once when asked again.
 A point where a model has no value is skipped (another may have one).
 """
 
@@ -70,6 +80,7 @@ MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points 
 #                     a variable or a constant is a lookup, not a step)
 MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
 POINTS = 3  # points tried (the first two near the start of every free variable's range)
+WIDE_STEPS = 2_000  # the most the last point (the second model's) may spend after a zero
 NEAR = 4  # "near the start of a range": its first NEAR points
 WIDE = 1 << 15  # integer placeholder elements of the second model: below this
 ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
@@ -85,8 +96,8 @@ class _GiveUp(Exception):
 
 
 class _Deep(Exception):
-    """An element read :data:`MAX_DEPTH` elements deep, not evaluated yet (``key``): evaluated
-    first, on its own (:meth:`Refuter._value`)."""
+    """An element read :data:`MAX_DEPTH` elements deep, not evaluated yet (``key``: its read's
+    site and index): evaluated first, on its own (:meth:`Refuter._value`)."""
 
     def __init__(self, key: tuple) -> None:
         self.key = key
@@ -225,15 +236,29 @@ class _Model:
     are drawn from a wide range (distinct token ids: rows gathered by them differ) instead of
     near 0 (where they meet small free variables and sample points)."""
 
-    __slots__ = ("rng", "wide", "data", "values", "samples", "points")
+    __slots__ = ("rng", "wide", "tables", "sites", "samples", "points")
 
     def __init__(self, seed: int, wide: bool) -> None:
         self.rng = random.Random(seed)
         self.wide = wide
-        self.data: dict[tuple, Any] = {}  # (placeholder op, index) -> its random value
-        self.values: dict[tuple, Any] = {}  # (compute op, output, index) -> element value
+        # (placeholder op) or (compute op, output) -> {index: element value, or _NONE}: a
+        # placeholder's random elements, a computed tensor's evaluated ones
+        self.tables: dict[tuple, dict[tuple, Any]] = {}
+        self.sites: dict[Expr, _Site] = {}  # read node -> its tensor's table, axes and body
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
         self.points: dict[tuple, int] = {}  # (range, slot) -> a free variable's shared value
+
+
+class _Site:
+    """What a read node reads in one model: its tensor's ``table`` of elements (shared by every
+    read of the tensor, found by the op's hash once per read node, not at every element read),
+    the ``axes`` and ``body`` that compute an element -- for a placeholder ``None`` and its
+    dtype -- and whether every index is a variable (``direct``: looked up in place)."""
+
+    __slots__ = ("table", "axes", "body", "direct")
+
+    def __init__(self, table: dict, axes: tuple | None, body: Any, direct: bool) -> None:
+        self.table, self.axes, self.body, self.direct = table, axes, body, direct
 
 
 # attempt -> (model, free variables: "shared" first points near the start of their ranges,
@@ -259,7 +284,8 @@ class Refuter:
     def refutes(self, e: Expr, steps: int | None = None) -> bool:
         """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the models (so
         not identically zero); False also when a model has no value for it.  The budget of
-        :data:`MAX_STEPS` node evaluations (or ``steps``) is for all the points together."""
+        :data:`MAX_STEPS` node evaluations (or ``steps``) is for all the points together, the
+        second model's at most :data:`WIDE_STEPS` of it when the first model's were 0."""
         self.counts["tried"] += 1
         budget = self.left = self.steps if steps is None else steps
         evaluated = False  # 0 at some point (not only points without a value)
@@ -270,6 +296,10 @@ class Refuter:
             for model, how in _ATTEMPTS[:POINTS]:
                 if how == "near" and not free:
                     continue  # (the shared point again)
+                if model and evaluated:
+                    kept = max(self.left - WIDE_STEPS, 0)  # (steps the cold model may not spend)
+                    budget -= kept
+                    self.left -= kept
                 self.model = self.models[model]
                 try:
                     slots: dict[tuple, int] = {}
@@ -298,7 +328,7 @@ class Refuter:
         then anywhere, in the second model.  The shared points are drawn once per model,
         range and ``slot`` (the variable's place among the question's free variables of that
         range): questions about the same tensors then read the same elements, which the
-        model keeps (``values``) -- most questions are refuted at the first; the "near"
+        model keeps (``tables``) -- most questions are refuted at the first; the "near"
         points are drawn afresh."""
         if v.lo is None or v.hi is None or v.lo >= v.hi:
             raise _GiveUp
@@ -326,21 +356,14 @@ class Refuter:
             found = m.samples[key] = tuple(sorted(points))
         return found
 
-    def _datum(self, t: Any, idx: tuple) -> Any:
-        key = (t.op, idx)
+    def _datum(self, dtype: str) -> Any:
+        """A new random placeholder element of ``dtype``."""
         m = self.model
-        found = m.data.get(key)
-        if found is None:
-            dtype = t.op.dtype
-            if dtype == dt.BOOL:
-                found = m.rng.random() < 0.5
-            elif dt.is_int(dtype):
-                top = min(WIDE, dt.max_value(dtype) + 1) if m.wide else NEAR
-                found = m.rng.randrange(0, top)
-            else:
-                found = m.rng.choice(_DATA)
-            m.data[key] = found
-        return found
+        if dtype == dt.BOOL:
+            return m.rng.random() < 0.5
+        if dt.is_int(dtype):
+            return m.rng.randrange(0, min(WIDE, dt.max_value(dtype) + 1) if m.wide else NEAR)
+        return m.rng.choice(_DATA)
 
     # ---- evaluation ---------------------------------------------------------------------------
 
@@ -358,7 +381,9 @@ class Refuter:
             try:
                 if not pending:
                     return self._eval(e, env, {})
-                self._element(*pending[-1])
+                site, idx = pending[-1]
+                if idx not in site.table:
+                    self._element(site, idx)
                 pending.pop()
             except _Deep as deep:
                 pending.append(deep.key)
@@ -399,51 +424,74 @@ class Refuter:
         return exact
 
     def _read(self, e: Expr, env: dict, memo: dict) -> Any:
-        idx = []  # (one loop, an index variable looked up in place: most indices are variables)
-        for s in e.src:
-            v = env[s] if s.op is _VAR else self._eval(s, env, memo)
-            idx.append(v if type(v) is int else _as_int(v))
-        idx = tuple(idx)
+        site = self.model.sites.get(e)
+        if site is None:
+            site = self._site(e)
+        if site.direct:  # (every index a variable: its value an int)
+            idx = tuple(map(env.__getitem__, e.src))
+        else:
+            idx = []
+            for s in e.src:
+                v = env[s] if s.op is _VAR else self._eval(s, env, memo)
+                idx.append(v if type(v) is int else _as_int(v))
+            idx = tuple(idx)
+        found = site.table.get(idx, _MISSING)
+        if found is _MISSING:
+            if site.axes is None:  # (a placeholder's element, drawn at its first read)
+                found = site.table[idx] = self._datum(site.body)
+            else:
+                found = self._element(site, idx)
+        elif found is _NONE:
+            raise _GiveUp
+        return found
+
+    def _site(self, e: Expr) -> _Site:
+        """The read ``e``'s :class:`_Site` in the model (made at its first read)."""
         t = e.arg
         op = t.op
         if type(op) is PlaceholderOp:
-            return self._datum(t, idx)
-        if type(op) is not ComputeOp or len(idx) != len(op.axes):
+            key, axes, body = (op,), None, op.dtype
+        elif type(op) is ComputeOp and len(e.src) == len(op.axes):
+            key, axes, body = (op, t.value_index), op.axes, op.body[t.value_index]
+        else:
             raise _GiveUp
-        return self._element(op, t.value_index, idx)
+        m = self.model
+        table = m.tables.get(key)
+        if table is None:
+            table = m.tables[key] = {}
+        site = m.sites[e] = _Site(table, axes, body, all(s.op is _VAR for s in e.src))
+        return site
 
-    def _element(self, op: ComputeOp, value_index: int, idx: tuple) -> Any:
-        """An element of a computed tensor, evaluated once per model (its value, or that it
-        has none, is kept)."""
-        key = (op, value_index, idx)
-        values = self.model.values
-        found = values.get(key, _MISSING)
-        if found is _MISSING:
-            if self.depth >= MAX_DEPTH:
-                raise _Deep(key)
-            self.depth += 1
-            try:
-                found = self._eval(op.body[value_index], dict(zip(op.axes, idx)), {})
-            except _NO_VALUE:
-                if self.left >= 0:  # (not the budget: the element has no value in this model)
-                    values[key] = _NONE
-                raise
-            finally:
-                self.depth -= 1
-            values[key] = found
-        elif found is _NONE:
-            raise _GiveUp
+    def _element(self, site: _Site, idx: tuple) -> Any:
+        """A computed tensor's element not evaluated yet in the model, evaluated (its value,
+        or that it has none, is kept; a budget stop is not)."""
+        if self.depth >= MAX_DEPTH:
+            raise _Deep((site, idx))
+        self.depth += 1
+        try:
+            found = self._eval(site.body, dict(zip(site.axes, idx)), {})
+        except _NO_VALUE:
+            if self.left >= 0:  # (not the budget: the element has no value in this model)
+                site.table[idx] = _NONE
+            raise
+        finally:
+            self.depth -= 1
+        site.table[idx] = found
         return found
 
     def _points(self, e: Expr, env: dict):
         """``(environment, memo)`` for each sample point of the reduction's axes where its
         condition holds."""
         axes, cond = e.arg.axes, e.src[0]
-        for point in itertools.product(*[self._sample(a) for a in axes]):
+        points = itertools.product(*[self._sample(a) for a in axes])
+        always = cond.op is _CONST  # (most sums' condition: tested once)
+        if always and not self._eval(cond, env, {}):
+            return
+        for point in points:
             inner = dict(env)
             inner.update(zip(axes, point))
             memo: dict = {}
-            if self._eval(cond, inner, memo):
+            if always or self._eval(cond, inner, memo):
                 yield inner, memo
 
     def _reduce(self, e: Expr, env: dict, memo: dict) -> Any:

@@ -23,6 +23,7 @@ import enum
 import itertools
 import threading
 import weakref
+from _weakref import _remove_dead_weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +153,7 @@ class Expr:
     """An immutable, hash-consed expression node.  See the module docstring."""
 
     __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
-    _table: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _table: dict[tuple, _Ref] = {}  # node key -> a weak reference to the node (see _Ref)
     _lock = threading.Lock()
 
     op: Op
@@ -163,18 +164,23 @@ class Expr:
     def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
         key = (op, dtype, tuple(map(id, src)),
                (type(arg), arg) if type(arg) in _NUMBERS else _arg_key(arg))
-        node = cls._table.get(key)  # (a node already made: no lock; a new one is made under it)
-        if node is not None:
-            return node
+        ref = _TABLE.get(key)  # (a node already made: no lock; a new one is made under it)
+        if ref is not None:
+            node = ref()
+            if node is not None:
+                return node
         with cls._lock:
-            node = cls._table.get(key)
+            ref = _TABLE.get(key)
+            node = None if ref is None else ref()
             if node is None:
                 node = object.__new__(cls)
                 object.__setattr__(node, "op", op)
                 object.__setattr__(node, "dtype", dtype)
                 object.__setattr__(node, "src", tuple(src))
                 object.__setattr__(node, "arg", arg)
-                cls._table[key] = node
+                ref = _Ref(node, _drop)
+                ref.key = key
+                _TABLE[key] = ref
         return node
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -294,6 +300,25 @@ def _is_scalar(x: Any) -> bool:
 
 
 _NUMBERS = (bool, int, float)
+
+
+class _Ref(weakref.ref):
+    """A weak reference to a hash-consed node that knows the node's key in the table.  The
+    table is a plain dict of these, not a ``WeakValueDictionary``, whose ``get`` and whose
+    references' constructors are Python calls: a node made and freed costs a third as much
+    (the optimizer makes and drops nodes by the thousand)."""
+
+    __slots__ = ("key",)
+
+
+_TABLE = Expr._table
+
+
+def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -> None:
+    """A node died: its entry goes, unless a new node took the key already (atomic: the entry
+    is removed only while it still holds a dead reference).  (Its globals bound as defaults:
+    nodes die at interpreter exit too.)"""
+    remove(table, ref.key)
 
 
 def _arg_key(arg: Any) -> Any:

@@ -23,6 +23,41 @@ def test_structural_equality_is_identity():
     assert A[i, 2] in [A[i, 1], A[i, 2]]
 
 
+def test_a_node_is_made_and_found_without_python_calls_and_its_entry_goes_with_it():
+    # the table is a plain dict of weak references that know their key: making a node, and
+    # finding one made already, calls no Python function outside expr.py (a
+    # WeakValueDictionary's get, set and references' constructors were Python calls, two
+    # thirds of a node's making and freeing); a dead node's entry goes at once, never a live one's
+    import gc
+    import os
+    import sys
+
+    from tensorad.ir import expr as E
+
+    i = ir.var("i", 0, 3)
+    calls: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        made = E.Expr(Op.ADD, i.dtype, (i, i))
+        found = E.Expr(Op.ADD, i.dtype, (i, i))
+    finally:
+        sys.setprofile(None)
+    assert made is found and calls and {os.path.basename(f) for f in calls} == {"expr.py"}
+    key = (Op.ADD, i.dtype, (id(i), id(i)), None)  # (its key, as Expr.__new__ makes it)
+    E._drop(E._TABLE[key])  # (a live node's reference: kept)
+    assert E._TABLE[key]() is made
+    del made, found
+    gc.collect()
+    assert key not in E._TABLE
+    again = E.Expr(Op.ADD, i.dtype, (i, i))
+    assert E._TABLE[key]() is again and again.src == (i, i)
+
+
 def test_equal_names_are_different_variables_and_placeholders():
     i1, i2 = ir.var("i", 0, 3), ir.var("i", 0, 3)
     assert i1 is not i2 and i1.arg.uid != i2.arg.uid
