@@ -142,7 +142,7 @@ def light(part) -> bool:
     packers (their loops keep values in stack slots).  The stride-2 copy keeps ``-O1`` (6%
     faster packing than the light pipeline, measured); the core and the other packers get no
     IR optimization (SSA already)."""
-    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2)
+    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY, gd.GATHER)
 
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:

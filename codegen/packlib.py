@@ -602,6 +602,48 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
     es = 4 if isinstance(t, ir.FloatType) else 8
     vl = next(n for n in (vw, 8, 4, 2, 1) if n <= vw and width % n == 0)
     vt = ir.VectorType(t, vl)
+    vzero = ir.Constant(vt, None)
+
+    def panel_row(p, kk, copy_it: bool):
+        """Row ``kk`` of the whole panel ``p``: copied, or zeros."""
+        first = b.mul(p, I64(width))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        at = b.gep(src, [b.add(ld(b, ooff, first), ld(b, koff, kk))], inbounds=True, source_etype=t)
+        for c in range(0, width, vl):
+            v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es) if copy_it else vzero
+            b.store(v, slot(pdst, kk, I64(c)), align=es)
+
+    # checked indices the same at every outer position and every panel whole (a channels-last
+    # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
+    # each ``k``'s test once for all panels, not once per panel and ``k``
+    shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
+                    b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
+                           _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
+    contiguous = entry_alloca(b, I1, "rows")
+    b.store(shared, contiguous)
+    with b.if_then(shared):
+        with loop(b, 0, npanel, name="rp") as p:
+            whole = b.icmp_signed(">=", ld(b, orun, b.mul(p, I64(width))), I64(width))
+            b.store(b.and_(b.load(contiguous), whole), contiguous)
+    with b.if_else(b.load(contiguous)) as (by_k, by_panel):
+        with by_k:
+            with loop(b, 0, klen, name="sk") as kk:
+                ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
+                with b.if_else(ok) as (inside, outside):
+                    with inside:
+                        with loop(b, 0, npanel, name="sp") as p:
+                            panel_row(p, kk, True)
+                    with outside:
+                        with loop(b, 0, npanel, name="sz") as p:
+                            panel_row(p, kk, False)
+        with by_panel:
+            _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                         slot, vl, vt, es, zero, vw)
+
+
+def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                 slot, vl, vt, es, zero, vw) -> None:
+    """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))
