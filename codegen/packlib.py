@@ -627,7 +627,7 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
             b.store(b.and_(b.load(contiguous), whole), contiguous)
     with b.if_else(b.load(contiguous)) as (by_k, by_panel):
         with by_k:
-            with loop(b, 0, klen, name="sk") as kk:
+            with loop(b, 0, klen, name="ak") as kk:
                 ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
                 with b.if_else(ok) as (inside, outside):
                     with inside:
