@@ -95,6 +95,7 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
     b.position_at_end(done)
 
 
+K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
 
 
@@ -615,7 +616,10 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
 
     # checked indices the same at every outer position and every panel whole (a channels-last
     # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
-    # each ``k``'s test once for all panels, not once per panel and ``k``
+    # each ``k``'s test once for all the panels, kept in a byte per ``k``; then blocks of
+    # ``K_BLOCK`` rows panel by panel, so that the block's source rows stay in L1 and each
+    # panel is written in one stretch (row ``k`` of every panel at once: stores a panel apart,
+    # ``width * klen`` elements, all in one set of the L1 -- slower than the tests saved)
     shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
                     b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
                            _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
@@ -627,15 +631,20 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
             b.store(b.and_(b.load(contiguous), whole), contiguous)
     with b.if_else(b.load(contiguous)) as (by_k, by_panel):
         with by_k:
+            I8 = ir.IntType(8)
+            oks = b.alloca(I8, size=klen, name="oks")
             with loop(b, 0, klen, name="ak") as kk:
                 ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
-                with b.if_else(ok) as (inside, outside):
-                    with inside:
-                        with loop(b, 0, npanel, name="sp") as p:
-                            panel_row(p, kk, True)
-                    with outside:
-                        with loop(b, 0, npanel, name="sz") as p:
-                            panel_row(p, kk, False)
+                st(b, oks, kk, b.zext(ok, I8), I8)
+            with loop(b, 0, klen, K_BLOCK, name="kb") as k0:
+                k1 = imin(b, b.add(k0, I64(K_BLOCK)), klen)
+                with loop(b, 0, npanel, name="sp") as p:
+                    with loop(b, k0, k1, name="sk") as kk:
+                        with b.if_else(b.icmp_unsigned("!=", ld(b, oks, kk, I8), I8(0))) as (inside, outside):
+                            with inside:
+                                panel_row(p, kk, True)
+                            with outside:
+                                panel_row(p, kk, False)
         with by_panel:
             _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
                          slot, vl, vt, es, zero, vw)

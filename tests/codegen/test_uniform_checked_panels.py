@@ -77,9 +77,10 @@ def test_nhwc_convolution_and_gradients_match_numpy(shape):
 
 def test_copy_packer_tests_checks_shared_by_every_panel_once_per_row():
     # checks with one value over all of a call's outer positions (every panel of ``c``) are
-    # tested once per ``k`` for all the panels (loop ``ak``), not once per panel and ``k``
+    # tested once per ``k`` for all the panels (loop ``ak``), not once per panel and ``k``; then
+    # blocks of rows (``kb``) panel by panel (``sp``)
     text = piece_ir("float32", 4, 24, ("A", gd.COPY), parse_target())
-    assert "ak.body" in text and "sp.body" in text and "sz.body" in text
+    assert "ak.body" in text and "kb.body" in text and "sp.body" in text
 
 
 def test_nhwc_input_gradient_sums_its_taps_channels_last_so_both_sides_are_transposed():
