@@ -19,7 +19,9 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
   the same values), a shorter run element by element;
 * ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
-  so a padded read is zeros, a copy, zeros -- no test per element;
+  so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
+  (a channels-last convolution's windows over panels of channels) are tested once per row of
+  a panel, or, shared by every panel of the call, once per ``k`` for all of them;
 * ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
   run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
   element is read); range checks of step 2 along a run as zero-filled interval ends;
