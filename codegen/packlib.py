@@ -613,7 +613,9 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
         pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
         at = b.gep(src, [b.add(ld(b, ooff, first), ld(b, koff, kk))], inbounds=True, source_etype=t)
         for c in range(0, width, vl):
-            v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es) if copy_it else vzero
+            v = vzero
+            if copy_it:
+                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
             b.store(v, slot(pdst, kk, I64(c)), align=es)
 
     # checked indices the same at every outer position and every panel whole (a channels-last
