@@ -87,8 +87,6 @@ def test_nhwc_input_gradient_sums_its_taps_channels_last_so_both_sides_are_trans
     # dX[n, y, x, c] = sum_{o, ry, rx} H[n, y - ry + 1, x - rx + 1, o] W[ry, rx, c, o]: the
     # optimizer leaves the sum over (o, ry, rx), where neither side has a unit-stride run along
     # k and both were packed element by element (GATHER); over (ry, rx, o) both read runs of o
-    from tensorad.codegen.contraction import k_order
-
     n, hh, ww, c, o = 2, 10, 10, 32, 48
     X = ta.placeholder((n, hh, ww, c), "float32", "X")
     W = ta.placeholder((3, 3, c, o), "float32", "W")
@@ -104,6 +102,8 @@ def test_nhwc_input_gradient_sums_its_taps_channels_last_so_both_sides_are_trans
     np.testing.assert_allclose(kern(w.astype(np.float32), h.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
     # the order itself: the unit-stride axis last; a side contiguous along its outer axes
     # (copied whatever the order) does not vote, and ties keep the given order
+    from tensorad.codegen.contraction import k_order
+
     i, j, a, b = (ta.reduce_axis((0, e), nm) for e, nm in ((8, "i"), (4, "j"), (3, "a"), (5, "b")))
     m = ta.reduce_axis((0, 8), "m")
     assert k_order(((ta.placeholder((6, 10), "float32", "Q")[2 * a, 2 * b], (m,)),), (b, a)) == (b, a)
