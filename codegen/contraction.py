@@ -27,6 +27,7 @@ padding guards, transposed and batched operands all take the fast path.  Example
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import permutations
 
 from tensorad.simplify.logic import conjuncts
 
@@ -34,8 +35,9 @@ from tensorad.ir.expr import Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
+from tensorad.poly.linear import var_coefficients
 
-from .gemmdesc import MAXBATCH
+from .gemmdesc import MAXBATCH, runs
 from .speculate import speculate
 from .target import Target, host_target
 
@@ -241,9 +243,49 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         if not (_in_bounds(a, batch + (m,) + tuple(red.arg.axes))
                 and _in_bounds(b, batch + tuple(n_axes) + tuple(red.arg.axes))):
             continue  # a read kept in bounds only by the other side's condition
-        return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), tuple(red.arg.axes),
-                                       a, b, red.dtype), tile, target or host_target())
+        k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
+        return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype),
+                           tile, target or host_target())
     return None
+
+
+K_ORDER_MAX = 5  # reduction axes whose orders are all tried (120)
+OUTER_RUN = 8  # a read this contiguous along its outer axes is copied whatever the order of k
+
+
+def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """The reduction axes of a product in the order its packers read best: the sum is the same
+    in any order (the micro-kernel reassociates it anyway, so ``fastmath=False`` never runs
+    it), but a side read along ``k`` is packed by register transposes only over a run of unit
+    stride along the trailing ``k`` axes, else element by element.  An input gradient of a
+    channels-last convolution sums ``H[n, y - ry + 1, x - rx + 1, o] * W[ry, rx, c, o]`` over
+    ``(o, ry, rx)`` as the optimizer left it: no run (``rx`` steps by -64); over ``(ry, rx, o)``
+    runs of 64.  ``sides`` are ``(side, its outer axes)``; each read of a side that is not
+    contiguous along its outer axes (those are copied) counts its run; the given order is
+    kept unless another has longer runs."""
+    if not 2 <= len(k) <= K_ORDER_MAX:
+        return k
+    coefs = []
+    for side, outer in sides:
+        for r in walk(side):
+            if r.op is not Op.READ:
+                continue
+            forms = [var_coefficients(i) for i in r.src]
+            if any(f is None for f in forms):
+                continue
+            flat, acc = [], 1
+            for n in reversed(r.arg.shape):
+                flat.append(acc)
+                acc *= n
+            coef = {a: sum(f.get(a, 0) * st for f, st in zip(forms, reversed(flat))) for a in k + outer}
+            if runs(outer, [coef[a] for a in outer]) < OUTER_RUN:
+                coefs.append(coef)
+
+    def score(order) -> int:
+        return sum(runs(order, [c[a] for a in order]) for c in coefs)
+
+    best = max(permutations(k), key=score)  # the first best: the given order on ties
+    return best if score(best) > score(k) else k
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:

@@ -95,7 +95,7 @@ class SidePlan:
     fields: dict[int, int]  # side field offset -> value (the base pointer is filled at run time)
 
 
-def _runs(axes, coefs, stride: int = 1) -> int:
+def runs(axes, coefs, stride: int = 1) -> int:
     """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last
     axis steps otherwise)."""
     if not axes or coefs[-1] != stride:
@@ -159,17 +159,17 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
             fields[axis_field(g, i, 1)] = coef[a]
             for n, d in enumerate(checked):
                 fields[axis_field(g, i, 2 + n)] = forms[d].get(a, 0)
-    run_k = _runs(kaxes, [coef[a] for a in kaxes])
-    run_o = _runs(outer, [coef[a] for a in outer])
+    run_k = runs(kaxes, [coef[a] for a in kaxes])
+    run_o = runs(outer, [coef[a] for a in outer])
     k_steps = {forms[d].get(kaxes[-1], 0) for d in checked}
     o_steps = {fields[S_CHKSTEP + n] for n in range(len(checked))}
-    run_o2 = _runs(outer, [coef[a] for a in outer], 2)
+    run_o2 = runs(outer, [coef[a] for a in outer], 2)
     if vw >= 2 and run_o2 >= max(run_k + 1, vw) and o_steps <= {0, 2}:
         mode = COPY2  # every other element along the outer axes (a stride-2 convolution's windows)
     elif checked and run_k > run_o and block_size(width, vw) and k_steps <= {-1, 0, 1}:
         mode = TRANSPOSE  # contiguous along k: masked transposes (a weight gradient's input windows)
     elif coef[kaxes[-1]] == 2 and kaxes[-1].extent >= block_size(width, vw) > 0 \
-            and _runs(outer, [coef[a] for a in outer]) < kaxes[-1].extent and k_steps <= {0, 2}:
+            and runs(outer, [coef[a] for a in outer]) < kaxes[-1].extent and k_steps <= {0, 2}:
         mode = TRANSPOSE2  # every other element along k (a stride-2 convolution's weight gradient)
     elif checked:
         mode = COPY if coef[o_last] == 1 and o_steps <= {-1, 0, 1} else None

@@ -16,10 +16,10 @@ must be sound (:mod:`.objcheck`): anything else is compiled again and rewritten.
 
 Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
 the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
-the same GEMM speed (measured).  The transposing packers, which keep loop values in stack
-slots, get :func:`.jit.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did for them (2%
-on a dense layer over none), in a quarter of its time, packing as fast (measured on
-packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
+the same GEMM speed (measured).  The transposing and copying packers, which keep loop values
+in stack slots, get :func:`.jit.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did
+for them (2% on a dense layer over none), in a quarter of its time, packing as fast (measured
+on packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
 
 * the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.packlib`);
 * one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
@@ -139,10 +139,11 @@ def ensure_symbol(symbol: str, target: Target, linked: dict[str, str] | None = N
 
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.promote`'s light pipeline: the transposing
-    packers (their loops keep values in stack slots).  The stride-2 copy keeps ``-O1`` (6%
-    faster packing than the light pipeline, measured); the core and the other packers get no
-    IR optimization (SSA already)."""
-    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2)
+    packers and the copying one (their loops keep values in stack slots: the copy's flags of
+    checks shared by a panel or by all).  The stride-2 copy keeps ``-O1`` (6% faster packing
+    than the light pipeline, measured); the core and the gathering packer get no IR
+    optimization (SSA already)."""
+    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY)
 
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:

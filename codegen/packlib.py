@@ -19,7 +19,9 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
   the same values), a shorter run element by element;
 * ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
-  so a padded read is zeros, a copy, zeros -- no test per element;
+  so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
+  (a channels-last convolution's windows over panels of channels) are tested once per row of
+  a panel, or, shared by every panel of the call, once per ``k`` for all of them;
 * ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
   run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
   element is read); range checks of step 2 along a run as zero-filled interval ends;
@@ -95,6 +97,7 @@ def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
     b.position_at_end(done)
 
 
+K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
 
 
@@ -602,6 +605,58 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
     es = 4 if isinstance(t, ir.FloatType) else 8
     vl = next(n for n in (vw, 8, 4, 2, 1) if n <= vw and width % n == 0)
     vt = ir.VectorType(t, vl)
+    vzero = ir.Constant(vt, None)
+
+    def panel_row(p, kk, copy_it: bool):
+        """Row ``kk`` of the whole panel ``p``: copied, or zeros."""
+        first = b.mul(p, I64(width))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        at = b.gep(src, [b.add(ld(b, ooff, first), ld(b, koff, kk))], inbounds=True, source_etype=t)
+        for c in range(0, width, vl):
+            v = vzero
+            if copy_it:
+                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+            b.store(v, slot(pdst, kk, I64(c)), align=es)
+
+    # checked indices the same at every outer position and every panel whole (a channels-last
+    # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
+    # each ``k``'s test once for all the panels, kept in a byte per ``k``; then blocks of
+    # ``K_BLOCK`` rows panel by panel, so that the block's source rows stay in L1 and each
+    # panel is written in one stretch (row ``k`` of every panel at once: stores a panel apart,
+    # ``width * klen`` elements, all in one set of the L1 -- slower than the tests saved)
+    shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
+                    b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
+                           _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
+    contiguous = entry_alloca(b, I1, "rows")
+    b.store(shared, contiguous)
+    with b.if_then(shared):
+        with loop(b, 0, npanel, name="rp") as p:
+            whole = b.icmp_signed(">=", ld(b, orun, b.mul(p, I64(width))), I64(width))
+            b.store(b.and_(b.load(contiguous), whole), contiguous)
+    with b.if_else(b.load(contiguous)) as (by_k, by_panel):
+        with by_k:
+            I8 = ir.IntType(8)
+            oks = b.alloca(I8, size=klen, name="oks")
+            with loop(b, 0, klen, name="ak") as kk:
+                ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
+                st(b, oks, kk, b.zext(ok, I8), I8)
+            with loop(b, 0, klen, K_BLOCK, name="kb") as k0:
+                k1 = imin(b, b.add(k0, I64(K_BLOCK)), klen)
+                with loop(b, 0, npanel, name="sp") as p:
+                    with loop(b, k0, k1, name="sk") as kk:
+                        with b.if_else(b.icmp_unsigned("!=", ld(b, oks, kk, I8), I8(0))) as (inside, outside):
+                            with inside:
+                                panel_row(p, kk, True)
+                            with outside:
+                                panel_row(p, kk, False)
+        with by_panel:
+            _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                         slot, vl, vt, es, zero, vw)
+
+
+def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                 slot, vl, vt, es, zero, vw) -> None:
+    """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))

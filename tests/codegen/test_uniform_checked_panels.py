@@ -73,3 +73,40 @@ def test_nhwc_convolution_and_gradients_match_numpy(shape):
     got = ta.build([Y, dX, dW], [X, W, H], microkernel=True)(x, w, h)
     for a, want in zip(got, _reference(*(v.astype(np.float64) for v in (x, w, h)), 1)):
         np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-4)
+
+
+def test_copy_packer_tests_checks_shared_by_every_panel_once_per_row():
+    # checks with one value over all of a call's outer positions (every panel of ``c``) are
+    # tested once per ``k`` for all the panels (loop ``ak``), not once per panel and ``k``; then
+    # blocks of rows (``kb``) panel by panel (``sp``)
+    text = piece_ir("float32", 4, 24, ("A", gd.COPY), parse_target())
+    assert "ak.body" in text and "kb.body" in text and "sp.body" in text
+
+
+def test_nhwc_input_gradient_sums_its_taps_channels_last_so_both_sides_are_transposed():
+    # dX[n, y, x, c] = sum_{o, ry, rx} H[n, y - ry + 1, x - rx + 1, o] W[ry, rx, c, o]: the
+    # optimizer leaves the sum over (o, ry, rx), where neither side has a unit-stride run along
+    # k and both were packed element by element (GATHER); over (ry, rx, o) both read runs of o
+    n, hh, ww, c, o = 2, 10, 10, 32, 48
+    X = ta.placeholder((n, hh, ww, c), "float32", "X")
+    W = ta.placeholder((3, 3, c, o), "float32", "W")
+    Y = _conv_nhwc(X, W, 1)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    (dX,) = ta.gradient(Y, [X], H)
+    kern = ta.build([dX], [W, H], microkernel=True)
+    pieces = set(kern._compiled.library)
+    assert any(p.endswith("packA_transpose") for p in pieces), pieces
+    assert not any(p.endswith("_gather") for p in pieces), pieces
+    w, h = RNG.uniform(-1, 1, (3, 3, c, o)), RNG.uniform(-1, 1, Y.shape)
+    want = _reference(np.zeros((n, hh, ww, c)), w, h, 1)[1]
+    np.testing.assert_allclose(kern(w.astype(np.float32), h.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
+    # the order itself: the unit-stride axis last; a side contiguous along its outer axes
+    # (copied whatever the order) does not vote, and ties keep the given order
+    from tensorad.codegen.contraction import k_order
+
+    i, j, a, b = (ta.reduce_axis((0, e), nm) for e, nm in ((8, "i"), (4, "j"), (3, "a"), (5, "b")))
+    m = ta.reduce_axis((0, 8), "m")
+    assert k_order(((ta.placeholder((6, 10), "float32", "Q")[2 * a, 2 * b], (m,)),), (b, a)) == (b, a)
+    side = ta.placeholder((3, 5, 8), "float32", "S")[a, b, i]
+    assert k_order(((side, (j,)),), (b, i, a)) == (a, b, i)
+    assert k_order(((side, (i,)),), (b, a)) == (b, a)  # contiguous along its outer axis i
