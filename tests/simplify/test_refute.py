@@ -305,3 +305,19 @@ def test_a_long_chains_elements_are_evaluated_once_at_a_bounded_depth():
     for _ in range(5):
         assert not refuter.refutes(Z[2] + 2.0)
     assert refuter.counts["steps"] - steps <= 5 * 3 * 3, refuter.counts
+
+
+def test_a_chain_deeper_than_one_budget_is_evaluated_across_questions():
+    # a question's budget ran out on the way down a chain deeper than it, before any element
+    # was kept: every later question walked down again and gave up (a 8,000-step centered
+    # chain's gradient: 20,000 steps a question, 307 CPU-s).  The elements set aside are the
+    # model's: the next question goes on from there, and each element is evaluated once
+    r = ta.reduce_axis((0, 4), name="r")
+    Y = ta.placeholder((4,), "float64", name="X")
+    for k in range(1_500):  # Y_k = Y_{k-1} + 1: exact, small
+        Y = (lambda P: ta.compute((4,), lambda j: P[j] + 1.0, name=f"y{k}"))(Y)
+    refuter = Refuter(steps=2_000)  # (a fraction of the chain: 1,500 x 4 elements, 2 steps each)
+    answers = [refuter.refutes(ta.sum(Y[r] * Y[r] + 1.0, axis=r)) for _ in range(12)]
+    assert not answers[0] and answers[-1], refuter.counts  # (X's elements are small: not zero)
+    steps = refuter.counts["steps"]
+    assert refuter.refutes(ta.sum(Y[r] + 2.0, axis=r)) and refuter.counts["steps"] - steps <= 20
