@@ -410,6 +410,7 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
 
 def _prove(e: Expr, ctx) -> bool:
+    """:func:`provably_zero` of ``e`` as asked (the refuter, the quick proof, the full one)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
     if ctx is not None and ctx.refuter is not None:
