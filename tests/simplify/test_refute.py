@@ -309,7 +309,7 @@ def test_a_long_chains_elements_are_evaluated_once_at_a_bounded_depth():
 
 def test_a_chain_deeper_than_one_budget_is_evaluated_across_questions():
     # a question's budget ran out on the way down a chain deeper than it, before any element
-    # was kept: every later question walked down again and gave up (a 8,000-step centered
+    # was kept: every later question walked down again and gave up (an 8,000-step centered
     # chain's gradient: 20,000 steps a question, 307 CPU-s).  The elements set aside are the
     # model's: the next question goes on from there, and each element is evaluated once
     r = ta.reduce_axis((0, 4), name="r")
