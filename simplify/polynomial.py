@@ -142,6 +142,25 @@ class ProofMemo:
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
         self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
         self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
+        self.bound: dict[tuple, Expr] = {}  # (position, lo, hi, dtype) -> a question's summed axis
+        self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
+
+    def closed(self, e: Expr) -> Expr:
+        """``e`` with the axes of its outermost sum renamed by position and range: questions
+        equal up to those axes -- a long chain's adjoint summed over a fresh axis by each
+        bracket that asks -- are one node, one answer and one set of expansions.  The names
+        appear only as that sum's own axes (no capture)."""
+        if e.op is not Op.REDUCE:
+            return e
+        axes = []
+        for k, a in enumerate(e.arg.axes):
+            key = (k, a.lo, a.hi, a.dtype)
+            if key not in self.bound:
+                self.bound[key] = var(f"_q{k}", a.lo, a.hi, a.dtype)
+            axes.append(self.bound[key])
+        rename = substituter(dict(zip(e.arg.axes, axes)))
+        return Expr(Op.REDUCE, e.dtype, tuple(rename(s) for s in e.src),
+                    ReduceArg(e.arg.combiner, tuple(axes), e.arg.value_index))
 
     def variables(self, e: Expr) -> frozenset:
         """The variables ``e`` mentions (memoized per node for the call)."""
@@ -322,7 +341,12 @@ class _Builder:
                                 tuple(substitute(s, mapping | fresh) for s in body.src),
                                 ReduceArg(body.arg.combiner, tuple(fresh.values()), 0))
                     return self.poly(inst)
-                return self.poly(self._under_facts(simplify_expr(substitute(body, mapping), self.ctx)))
+                key = (e, tuple(self.facts))
+                found = self.shared.bodies.get(key)
+                if found is None:  # (pure: proofs of one call expand the same reads again)
+                    found = self.shared.bodies[key] = \
+                        self._under_facts(simplify_expr(substitute(body, mapping), self.ctx))
+                return self.poly(found)
         if op is Op.REDUCE and e.arg.combiner.kind == "sum" and len(e.src) == 2:
             return self._sum(e)
         if op is Op.IF_THEN_ELSE or op is Op.SELECT:
@@ -373,9 +397,20 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
     Each call starts a fresh conversion (its own expansion budget), so the answer depends on
     ``e`` alone: the call's context memoizes it (the optimizer asks again about the same sums
-    when it factors and when it optimizes an op), and the nodes other proofs of the call
-    converted are replayed, not converted again, spending this proof's budget as converting
-    them would (:class:`ProofMemo`)."""
+    when it factors and when it optimizes an op; a sum is asked with its axes renamed by
+    position, :meth:`ProofMemo.closed`), and the nodes other proofs of the call converted
+    are replayed, not converted again, spending this proof's budget as converting them would
+    (:class:`ProofMemo`)."""
+    if ctx is None:
+        return _prove(e, None)
+    found = ctx.zero.get(e)
+    if found is None:
+        found = ctx.zero[e] = _prove(ctx.proofs.closed(e), ctx)
+    return found
+
+
+def _prove(e: Expr, ctx) -> bool:
+    """:func:`provably_zero` of ``e`` as asked (the refuter, the quick proof, the full one)."""
     if ctx is not None and e in ctx.zero:
         return ctx.zero[e]
     if ctx is not None and ctx.refuter is not None:

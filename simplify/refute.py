@@ -236,7 +236,7 @@ class _Model:
     are drawn from a wide range (distinct token ids: rows gathered by them differ) instead of
     near 0 (where they meet small free variables and sample points)."""
 
-    __slots__ = ("rng", "wide", "tables", "sites", "samples", "points")
+    __slots__ = ("rng", "wide", "tables", "sites", "samples", "points", "resume")
 
     def __init__(self, seed: int, wide: bool) -> None:
         self.rng = random.Random(seed)
@@ -247,6 +247,7 @@ class _Model:
         self.sites: dict[Expr, _Site] = {}  # read node -> its tensor's table, axes and body
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
         self.points: dict[tuple, int] = {}  # (range, slot) -> a free variable's shared value
+        self.resume: list[tuple] = []  # elements set aside when a question's budget ran out
 
 
 class _Site:
@@ -374,8 +375,13 @@ class Refuter:
         was kept, so that every later question walked the whole chain again (quadratic in its
         length).  Past :data:`MAX_DEPTH` the innermost element is set aside, evaluated (and
         kept) first, and the evaluation starts again: every element is evaluated once, at a
-        bounded depth, and what one question evaluated serves the next."""
-        pending: list[tuple] = []
+        bounded depth, and what one question evaluated serves the next.
+
+        The elements set aside are the model's (``resume``): a question whose budget runs out
+        on the way down leaves them to the next, which goes on from there before its own term
+        -- a chain deeper than one budget is evaluated across questions, each element once,
+        not walked down again by every question and kept by none."""
+        pending = self.model.resume
         while True:
             self.depth = 0
             try:
@@ -389,8 +395,11 @@ class Refuter:
                 pending.append(deep.key)
             except _NO_VALUE:
                 if not pending or self.left < 0:
-                    raise
+                    raise  # (the budget spent: ``pending`` is where the next question starts)
                 pending.pop()  # (kept as without a value: the element that reads it is next)
+            except RecursionError:
+                pending.clear()  # (an element too deep for the stack: not resumed)
+                raise
 
     def _eval(self, e: Expr, env: dict, memo: dict) -> Any:
         op = e.op

@@ -112,7 +112,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", default="1000,2000,4000,10000", help="comma-separated chain lengths")
     ap.add_argument("--variant", default="tanh", choices=("tanh", "two", "reduce"))
-    ap.add_argument("--profile", default=None, help="a phase to profile with cProfile")
+    ap.add_argument("--profile", default=None, choices=("define", "differentiate", "lower", "build"),
+                    help="a phase to profile with cProfile (the optimizer's time is differentiate's)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # the subprocess
     args = ap.parse_args(argv)
     if args.one:

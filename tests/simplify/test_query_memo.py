@@ -121,8 +121,31 @@ def test_a_sum_is_proved_zero_once_per_call(monkeypatch):
     ctx = OptimizerContext()
     body = Z.op.body[0]
     assert polynomial.provably_zero(body, ctx) and polynomial.provably_zero(body, ctx)
-    assert len(built) == 1 and ctx.zero == {body: True}
+    assert len(built) == 1 and ctx.zero[body] is True
     assert polynomial.provably_zero(body) and len(built) == 2  # no context: no memo
+
+
+def test_sums_equal_up_to_their_axes_are_proved_once_and_expand_a_read_once(monkeypatch):
+    # each bracket of a long chain's adjoints asks about the same sum over its own fresh axis:
+    # proved again per axis, every read expanded (substituted, simplified) again per proof
+    import tensorad.simplify.polynomial as polynomial
+
+    X = ta.placeholder((4,), name="X")
+    T = ta.compute((4,), lambda i: X[i] * 2.0 - X[i], name="T")
+    U = ta.compute((4,), lambda i: T[i] - X[i], name="U")  # = 0
+    ctx = OptimizerContext(refute=False)
+    sums = [ta.sum(U[r], r) for r in (ta.reduce_axis((0, 4), n) for n in "rst")]
+    assert len(set(sums)) == 3 and all(polynomial.provably_zero(s, ctx) for s in sums)
+    assert ctx.counts["zero-proof"] == 1
+    V = ta.compute((4,), lambda i: U[i] + X[i] * X[i], name="V")  # = X^2: not zero
+    subs = []
+    real = polynomial.substitute
+    monkeypatch.setattr(polynomial, "substitute", lambda *a: subs.append(1) or real(*a))
+    for n in "uvw":
+        r = ta.reduce_axis((0, 4), n)
+        assert not polynomial.provably_zero(ta.sum(V[r] * (r == 2).astype("float32"), r), ctx)
+        assert not polynomial.provably_zero(ta.sum(V[r] * X[r], r), ctx)
+    assert len(subs) == 1 and ctx.counts["zero-proof"] == 3  # (V's body, once)
 
 
 def test_a_condition_is_converted_to_isl_once_per_call(monkeypatch):
