@@ -149,8 +149,9 @@ class ProofMemo:
         """``e`` with the axes of its outermost sum renamed by position and range: questions
         equal up to those axes -- a long chain's adjoint summed over a fresh axis by each
         bracket that asks -- are one node, one answer and one set of expansions.  The names
-        appear only as that sum's own axes (no capture)."""
-        if e.op is not Op.REDUCE:
+        appear only as that sum's own axes: a question that already mentions one (asked
+        inside another renamed one) is kept as it is, so no name is captured."""
+        if e.op is not Op.REDUCE or (self.bound and not self.variables(e).isdisjoint(self.bound.values())):
             return e
         axes = []
         for k, a in enumerate(e.arg.axes):
