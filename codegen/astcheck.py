@@ -105,10 +105,14 @@ def scans_exactly(stmts: Sequence[PolyStmt], instances: Sequence[Instance]) -> b
 
 
 def _box(domain: isl.Set) -> isl.Set:
-    """The smallest box around a bounded ``domain``: each variable between its extremes."""
+    """The smallest box around ``domain``: each variable between its extremes (``domain``
+    itself when it is empty or unbounded: there is no box to scan instead)."""
     box = isl.Set.universe(domain.get_space())
     for d in range(domain.dim(isl.dim_type.set)):
-        lo, hi = domain.dim_min_val(d).to_python(), domain.dim_max_val(d).to_python()
+        lo, hi = domain.dim_min_val(d), domain.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()):
+            return domain
+        lo, hi = lo.to_python(), hi.to_python()
         box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(domain.get_ctx(), lo))
         box = box.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(domain.get_ctx(), hi))
     return box

@@ -58,3 +58,14 @@ def test_random_modular_gathers_have_every_gradient_element(m, a, c, n1):
     got, want = gather_gradient(m, index, 3, n1)
     for g in got:
         np.testing.assert_array_equal(g, want)
+
+
+def test_the_box_a_domain_is_scanned_over_instead():
+    import islpy as isl
+    from tensorad.codegen.astcheck import _box
+
+    seed = isl.Set("{ [a, b, c] : 0 <= a <= 2 and 0 <= b <= 4 and 0 <= c <= 1 and "
+                   "8 - 10a + 6b <= 15c <= 11 - 10a + 6b }")
+    assert _box(seed).is_equal(isl.Set("{ [a, b, c] : 0 <= a <= 2 and 0 <= b <= 4 and 0 <= c <= 1 }"))
+    for no_box in ("{ [a, b] : 0 <= a < 4 and 1 = 0 }", "{ [a, b] : 0 <= a < 4 and b >= 0 }"):
+        assert _box(isl.Set(no_box)).is_equal(isl.Set(no_box))  # (empty, unbounded: kept)
