@@ -363,14 +363,15 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
             found = (None, None)
         else:
             ndim = max(len(s.schedule) for s in inner)
-            try:
-                if budget is not None and _divisions(umap) > AST_DIVISIONS:
-                    raise isl.Error("too many divisions")
-                found = (_ast(umap, budget), _time_ranges(umap, ndim))
-            except isl.Error:
-                if budget is None:
-                    raise
+            if budget is not None and _divisions(umap) > AST_DIVISIONS:
                 found = (_AstBudgetSpent, None)
+            else:
+                try:
+                    found = (_ast(umap, budget), _time_ranges(umap, ndim))
+                except isl.Error:
+                    if budget is None:
+                        raise
+                    found = (_AstBudgetSpent, None)
         if scans is not None:
             scans[key] = found
     node, ranges = found
