@@ -177,10 +177,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workloads", default="attention,conv3x3s2_relu,conv3x3_relu,gelu_mlp,max_pool3s2")
     ap.add_argument("--top", type=int, default=12, help="kernel functions listed per workload")
     args = ap.parse_args(argv)
+    saved = os.environ.get("TENSORAD_CACHE_DIR")
     for name in args.workloads.split(","):
         with tempfile.TemporaryDirectory() as cache:
-            os.environ["TENSORAD_CACHE_DIR"] = cache
-            compiled = record(_workload_build(name))
+            os.environ["TENSORAD_CACHE_DIR"] = cache  # (read by every disk-cache access)
+            try:
+                compiled = record(_workload_build(name))
+            finally:
+                os.environ.pop("TENSORAD_CACHE_DIR")
+                if saved is not None:
+                    os.environ["TENSORAD_CACHE_DIR"] = saved
         rows = profile(compiled)
         kernels = sorted((r for r in rows if not compiled[r.module].library),
                          key=lambda r: -(r.passes + r.codegen))
