@@ -1,0 +1,204 @@
+"""``python tools/profile_compile.py [--workloads attention,conv3x3s2_relu] [--top 12]``
+
+Where a cold build's LLVM time goes, per function (issue 9: "a cold define -> differentiate ->
+build is <= 0.5 s per layer").  ``python -m benchmarks.compile_time`` splits a cold build by
+phase; this splits its ``passes`` and ``codegen`` phases further: every module a cold build
+hands to LLVM (the kernels' modules and the matrix-product library's pieces, recorded by
+wrapping :func:`tensorad.codegen.jit.compile_object`) is compiled again, function by
+function -- each alone in a module that declares the others, with the pipeline the build
+used -- and timed (CPU seconds of LLVM's passes, then of code generation), with the number of
+machine instructions it became.  A function alone pays a module's fixed cost (~2-4 ms), so
+the rows add up to more than the module; ``optnone`` glue is listed too.
+
+Each workload runs in this process with an empty disk cache of its own (cold: the library's
+pieces are compiled, unless an earlier workload of the same run linked them already).  Timing
+lives here, never in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+_DEFINE = re.compile(r"^define (?:internal |private )?(.*?)@\"?([\w.$]+)\"?\((.*)$")
+_PARAM_ATTRS = re.compile(r"(?: noalias| nocapture| readonly| writeonly| nonnull| noundef| align \d+"
+                          r"| dereferenceable\(\d+\))* %\"?[\w.]+\"?")
+
+
+@dataclass
+class Compilation:
+    """One module a build compiled: its IR text, optimization level, light pipeline or not,
+    and whether it is a piece of the matrix-product library."""
+
+    text: str
+    level: int
+    light: bool
+    library: bool
+
+
+@dataclass
+class FunctionCost:
+    """One function compiled alone: CPU seconds of LLVM's passes and of code generation, the
+    machine instructions it became; ``error`` when its module could not be made."""
+
+    module: int
+    name: str
+    optnone: bool
+    passes: float = 0.0
+    codegen: float = 0.0
+    instructions: int = 0
+    error: str = ""
+
+
+def record(build) -> list[Compilation]:
+    """Run ``build()`` and return every module it compiled, in order."""
+    from tensorad.codegen import jit
+
+    done: list[Compilation] = []
+    original = jit.compile_object
+
+    def wrapped(ir_text, opt_level=3, target=None, light=False):
+        library = re.search(r'^; ModuleID = "tensorad_gemm_', ir_text, re.M) is not None
+        done.append(Compilation(ir_text, opt_level, light, library))
+        return original(ir_text, opt_level, target, light)
+
+    jit.compile_object = wrapped
+    try:
+        build()
+    finally:
+        jit.compile_object = original
+    return done
+
+
+def functions(text: str) -> list[tuple[str, str, str]]:
+    """The module's defined functions: ``(name, module text with it alone, its define line)`` --
+    the others become declarations, and the function itself external, so LLVM keeps it."""
+    lines = text.split("\n")
+    head: list[str] = []
+    bodies: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(lines):
+        m = _DEFINE.match(lines[i])
+        if m is None:
+            head.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while lines[j] != "}":
+            j += 1
+        bodies.append((m.group(2), lines[i:j + 1]))
+        i = j + 1
+    out = []
+    for name, body in bodies:
+        decls = [_declaration(other[0]) for n, other in bodies if n != name]
+        alone = [re.sub(r"^define (?:internal|private) ", "define ", body[0])] + body[1:]
+        out.append((name, "\n".join(head + decls + alone), body[0]))
+    return out
+
+
+def _declaration(define_line: str) -> str:
+    d = re.sub(r"^define (?:internal |private )?", "declare ", define_line.rstrip(" {"))
+    d = re.sub(r" #\d+", "", d)
+    return _PARAM_ATTRS.sub("", d)
+
+
+def _optnone(define_line: str, text: str) -> bool:
+    if "optnone" in define_line:
+        return True
+    group = re.search(r"#(\d+)", define_line)
+    attrs = group and re.search(rf"^attributes #{group.group(1)} = \{{([^}}]*)\}}", text, re.M)
+    return bool(attrs and "optnone" in attrs.group(1))
+
+
+def cost(text: str, level: int, light: bool, target=None) -> tuple[float, float, int]:
+    """CPU seconds of LLVM's passes and of code generation for one module, and the number of
+    machine instructions it became."""
+    from tensorad.codegen import jit
+
+    target = target or jit.host()
+    mod = jit._parse(text, target)
+    c0 = time.process_time()
+    if light:
+        jit.promote(mod, target)
+    elif level > 0:
+        jit.optimize(mod, level, target)
+    c1 = time.process_time()
+    jit.target_machine(target).emit_object(mod)
+    c2 = time.process_time()
+    asm = jit.target_machine(target).emit_assembly(mod)
+    count = sum(1 for line in asm.split("\n") if line.startswith("\t") and not line.startswith("\t."))
+    return c1 - c0, c2 - c1, count
+
+
+def profile(compiled: list[Compilation], target=None) -> list[FunctionCost]:
+    """Every function of every kernel module, and every library piece as a whole."""
+    rows = []
+    for k, c in enumerate(compiled):
+        if c.library:
+            defined = [re.sub(r"^tensorad_gemm_\w+?_t[0-9a-f]{10}_", "", n) for n, _, _ in functions(c.text)]
+            row = FunctionCost(k, "library: " + ", ".join(defined), False)
+            row.passes, row.codegen, row.instructions = cost(c.text, c.level, c.light, target)
+            rows.append(row)
+            continue
+        for name, alone, define_line in functions(c.text):
+            row = FunctionCost(k, name, _optnone(define_line, c.text))
+            try:
+                row.passes, row.codegen, row.instructions = cost(alone, c.level, c.light, target)
+            except RuntimeError as e:  # (a module text this splitter got wrong: say so, go on)
+                row.error = str(e).splitlines()[0][:200]
+            rows.append(row)
+    return rows
+
+
+def _workload_build(name: str):
+    import tensorad as ta
+    from benchmarks import sys_tensorad, workloads
+
+    w = workloads.BY_NAME[name]
+    ints = w.params.get("ints", {})
+    p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k) for k, s in w.input_shapes().items()}
+    y = sys_tensorad.topi_forward(w.kind, p, w.params)
+    head = ta.placeholder(y.shape, "float32", "H")
+    grads = list(ta.JacobianRecursive(y, [p[g] for g in w.grads], head))
+
+    def build():
+        ta.build([y], list(p.values()))
+        ta.build(grads, list(p.values()) + [head])
+    return build
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python tools/profile_compile.py", description=__doc__.split("\n")[2])
+    ap.add_argument("--workloads", default="attention,conv3x3s2_relu,conv3x3_relu,gelu_mlp,max_pool3s2")
+    ap.add_argument("--top", type=int, default=12, help="kernel functions listed per workload")
+    args = ap.parse_args(argv)
+    saved = os.environ.get("TENSORAD_CACHE_DIR")
+    for name in args.workloads.split(","):
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["TENSORAD_CACHE_DIR"] = cache  # (read by every disk-cache access)
+            try:
+                compiled = record(_workload_build(name))
+            finally:
+                os.environ.pop("TENSORAD_CACHE_DIR")
+                if saved is not None:
+                    os.environ["TENSORAD_CACHE_DIR"] = saved
+        rows = profile(compiled)
+        kernels = sorted((r for r in rows if not compiled[r.module].library),
+                         key=lambda r: -(r.passes + r.codegen))
+        print(f"== {name}: {len(compiled)} modules ({sum(c.library for c in compiled)} library pieces)")
+        print(f"{'module':>6} {'function':<44} {'passes':>8} {'codegen':>8} {'instrs':>7}  (ms CPU, alone)")
+        for r in [r for r in rows if compiled[r.module].library] + kernels[:args.top]:
+            flag = " optnone" if r.optnone else (" ERROR " + r.error if r.error else "")
+            print(f"{r.module:>6} {r.name[-44:]:<44} {r.passes * 1e3:8.1f} {r.codegen * 1e3:8.1f} "
+                  f"{r.instructions:7d}{flag}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (benchmarks)
+    main()
