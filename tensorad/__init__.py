@@ -9,7 +9,8 @@ names of the API are aliases of snake_case functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from . import autodiff as _autodiff
 from . import topi
@@ -21,6 +22,7 @@ from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
 from .ir import trace as _trace
+from .ir.collect import fewer_collections as _fewer_collections
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
 from .ir.trace import config
 from .lang import (
@@ -67,7 +69,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
-    with _trace.stage("differentiate", f"Jacobian({_name(output)}, {_name(input)})"):
+    with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))
     _dump_tensors("jacobian", [result])
     return result
@@ -78,7 +80,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    with _trace.stage("differentiate", f"JacobianRecursive({_name(output)})"):
+    with _differentiating(f"JacobianRecursive({_name(output)})"):
         opt = _optimizer(optimize)
         result = _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                                            optimizer=opt))
@@ -89,7 +91,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    with _trace.stage("differentiate", f"jvp({_name(output)})"):
+    with _differentiating(f"jvp({_name(output)})"):
         opt = _optimizer(optimize)
         result = _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])[0]
     _dump_tensors("jvp", [result])
@@ -99,7 +101,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    with _trace.stage("differentiate", f"hessian_vector_product({_name(output)})"):
+    with _differentiating(f"hessian_vector_product({_name(output)})"):
         opt = _optimizer(optimize)
         result = _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
     _dump_tensors("hvp", result)
@@ -113,6 +115,14 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
     ``JacobianRecursive`` and ``jvp`` return.  Options: see ``tensorad.autodiff.gradcheck``.
     """
     return _autodiff.gradcheck(output, inputs, optimizer=_optimizer(optimize), **options)
+
+
+@contextmanager
+def _differentiating(detail: str) -> Iterator[None]:
+    """A differentiation call: timed as the ``differentiate`` stage, run with fewer garbage
+    collections (:mod:`.ir.collect`: the call allocates many short-lived nodes)."""
+    with _trace.stage("differentiate", detail), _fewer_collections():
+        yield
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:

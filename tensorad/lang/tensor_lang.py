@@ -16,7 +16,7 @@ from typing import Any
 from ..ir import dtype as dt
 from ..ir import trace
 from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
-from ..ir.rewrite import free_vars, rewrite, walk
+from ..ir.rewrite import rewrite, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 
 
@@ -124,9 +124,12 @@ def _make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: 
         if not (isinstance(ax, Expr) and ax.op is Op.VAR and ax.lo == 0 and ax.hi is not None):
             raise TypeError(f"compute {name!r}: axes must be variables with range [0, extent)")
     bodies = tuple(as_expr(b) for b in bodies)
-    _check_reduce_axes(bodies, axes, name)
-    bodies = _lift_nested_reductions(bodies, axes, name, check_bounds, provenance.group)
-    _check_body_form(bodies, axes, name)
+    nodes = [list(walk(b)) for b in bodies]  # (one walk per body serves every check)
+    _check_reduce_axes(nodes, axes, name)
+    if any(n.op is Op.REDUCE and n is not b for b, ns in zip(bodies, nodes) for n in ns):
+        bodies = _lift_nested_reductions(bodies, axes, name, check_bounds, provenance.group)
+        nodes = [list(walk(b)) for b in bodies]
+    _check_body_form(bodies, nodes, axes, name)
     op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())), provenance)
     if check_bounds:
         from .bounds import check_op_bounds  # isl-based; imported late to keep import light
@@ -135,11 +138,12 @@ def _make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: 
     return tuple(Tensor(op, i) for i in range(len(bodies)))
 
 
-def _check_reduce_axes(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str) -> None:
-    """A reduction may not run over an axis of the compute itself (``sum(A[i], axis=i)``)."""
+def _check_reduce_axes(nodes: list[list[Expr]], axes: tuple[Expr, ...], name: str) -> None:
+    """A reduction may not run over an axis of the compute itself (``sum(A[i], axis=i)``);
+    ``nodes``: each body's nodes (:func:`walk`)."""
     own = set(axes)
-    for b in bodies:
-        for node in walk(b):
+    for body_nodes in nodes:
+        for node in body_nodes:
             if node.op is Op.REDUCE:
                 for ax in node.arg.axes:
                     if ax in own:
@@ -147,7 +151,8 @@ def _check_reduce_axes(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: s
                                          "the compute itself; reduce over a ta.reduce_axis")
 
 
-def _check_body_form(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str) -> None:
+def _check_body_form(bodies: tuple[Expr, ...], nodes: list[list[Expr]], axes: tuple[Expr, ...],
+                     name: str) -> None:
     reds = [b.op is Op.REDUCE for b in bodies]
     if any(reds) and not all(reds):
         raise ValueError(f"compute {name!r}: a multi-output body mixes reductions and "
@@ -159,16 +164,17 @@ def _check_body_form(bodies: tuple[Expr, ...], axes: tuple[Expr, ...], name: str
                 raise ValueError(f"compute {name!r}: the outputs of a multi-value reduction must "
                                  "come from one reducer call")
     allowed = set(axes)
-    for b in bodies:
+    for b, body_nodes in zip(bodies, nodes):
         if b.op is Op.REDUCE:
             allowed_here = allowed | set(b.arg.axes)
         else:
             allowed_here = allowed
-        for v in free_vars(b):
-            if v not in allowed_here:
+        bound = {a for n in body_nodes if n.op is Op.REDUCE for a in n.arg.axes}
+        for v in body_nodes:  # (free_vars: variables in order of first appearance)
+            if v.op is Op.VAR and v.lo is not None and v not in bound and v not in allowed_here:
                 raise ValueError(f"compute {name!r}: variable {v.name!r} is neither an axis of "
                                  "this compute nor a reduce axis of its reduction")
-        for node in walk(b):
+        for node in body_nodes:
             if node.op is Op.VAR and node.lo is None:
                 raise ValueError(f"compute {name!r}: uses a reducer's combiner variable "
                                  f"{node.name!r} outside its combiner")

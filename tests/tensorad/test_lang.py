@@ -136,3 +136,22 @@ def test_compute_with_zero_extent():
     Z = ta.compute((0, 2), lambda i, j: A[i] * 2.0, name="Z")
     out = ta.evaluate(Z, {A: np.ones(3, np.float32)})
     assert out.shape == (0, 2) and out.dtype == np.float32
+
+
+def test_a_body_without_nested_reductions_is_walked_not_rewritten(monkeypatch):
+    """Building a compute checks its bodies in one walk each; only a body with a nested
+    reduction is rewritten (lifting), so a pass's many ops are not rebuilt node by node."""
+    import tensorad.lang.tensor_lang as tl
+
+    rewrites, walks = [], []
+    real_rewrite, real_walk = tl.rewrite, tl.walk
+    monkeypatch.setattr(tl, "rewrite", lambda *a, **k: rewrites.append(1) or real_rewrite(*a, **k))
+    monkeypatch.setattr(tl, "walk", lambda *a, **k: walks.append(1) or real_walk(*a, **k))
+    A = ta.placeholder((3, 4), name="A")
+    k = ta.reduce_axis((0, 4), "k")
+    ta.compute((3,), lambda i: ta.sum(A[i, k] * 2.0, axis=k, where=k < 3), name="S")
+    ta.compute((3, 4), lambda i, j: A[i, j] * A[i, 0] + 1.0, name="E")
+    assert rewrites == [] and len(walks) == 2  # (before: a rewrite and three walks per body)
+    k2 = ta.reduce_axis((0, 4), "k2")
+    M = ta.compute((3,), lambda i: ta.sum(A[i, k2], axis=k2) / 4.0, name="M")
+    assert rewrites and [t.name for t in ta.ir.op_reads(M.op)] == ["M.red"]
