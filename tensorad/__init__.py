@@ -21,6 +21,7 @@ from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
 from .ir import trace as _trace
+from .ir.collector import paused as _collector_paused
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
 from .ir.trace import config
 from .lang import (
@@ -58,6 +59,7 @@ min = _reducer.min  # noqa: A001
 prod = _reducer.prod
 
 
+@_collector_paused
 def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  # noqa: N802, A002
     """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``.
 
@@ -73,6 +75,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     return result
 
 
+@_collector_paused
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
                       head: Tensor | None = None,
                       override: dict[Tensor, Callable] | None = None,
@@ -86,6 +89,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
     return result
 
 
+@_collector_paused
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
@@ -96,6 +100,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
     return result
 
 
+@_collector_paused
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
