@@ -131,7 +131,7 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
     pinned = ctx.choices.get(point)
     k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
     if k is None:  # (min keeps the first of equal costs)
-        k = min(range(len(cands)), key=lambda k: ctx.net(cands[k], own[k]))
+        k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
     best = cands[k]
     if len(cands) > 1:
         ctx.offered.append((point, tuple(c.label for c in cands), best.label))
