@@ -192,9 +192,11 @@ def test_each_candidate_is_costed_once(monkeypatch):
     # (a long chain's lowering costed the chosen candidate of each op twice: its loops counted
     # once to pick it and again to record its cost)
     costed: dict[int, int] = {}
+    alive = []  # (the candidates kept, so that no id is reused)
     for s in {type(s) for s in REGISTRY}:
         def counted(self, cand, ctx, _cost=s.cost):
             costed[id(cand)] = costed.get(id(cand), 0) + 1
+            alive.append(cand)
             return _cost(self, cand, ctx)
         monkeypatch.setattr(s, "cost", counted)
     X, W, Y = _gemm()
