@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorad.ir import trace
+from tensorad.ir.collect import fewer_collections
 from tensorad.ir.dtype import ALL_DTYPES as DTYPES
 from tensorad.ir.tensor import Tensor
 
@@ -53,6 +54,7 @@ STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from t
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
 
+@fewer_collections()
 def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
     """Compile ``outputs`` as functions of ``inputs`` for ``target`` (:mod:`.target`):

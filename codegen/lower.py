@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from tensorad.ir import trace
+from tensorad.ir.collect import fewer_collections
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer, print_tensor_recursively
@@ -157,6 +158,7 @@ def argument_names(outputs: list[Tensor], inputs: list[Tensor]) -> tuple[list[st
     return [namer.tensor(t) for t in inputs], [namer.tensor(t) for t in _copies_of_inputs(outputs, inputs)]
 
 
+@fewer_collections()
 def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).

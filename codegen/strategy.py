@@ -118,23 +118,25 @@ class PlanContext:
         """Every registered strategy's candidates for ``op`` (those of ``exclude`` left out)."""
         return [c for s in self.registry if s.name not in exclude for c in s.match(op, bodies, self)]
 
-    def cost(self, cand: Candidate) -> float:
-        """``cand``'s cost less what the plans it absorbs cost (they are then not run)."""
-        return cand.strategy.cost(cand, self) - sum(self.costs.get(a, 0.0) for a in cand.absorbs)
+    def net(self, cand: Candidate, own: float) -> float:
+        """``cand``'s cost ``own`` less what the plans it absorbs cost (they are then not run)."""
+        return own - sum(self.costs.get(a, 0.0) for a in cand.absorbs)
 
 
 def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str) -> Candidate:
     cands = ctx.candidates(op, bodies)
     if not cands:
         raise AssertionError(f"no code-generation strategy matches {op.name}")  # (plain loops always do)
+    own = [c.strategy.cost(c, ctx) for c in cands]  # (each candidate costed once)
     pinned = ctx.choices.get(point)
-    best = next((c for c in cands if c.label == pinned), None) if pinned else None
-    if best is None:
-        best = min(cands, key=ctx.cost)  # (min keeps the first of equal costs)
+    k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
+    if k is None:  # (min keeps the first of equal costs)
+        k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
+    best = cands[k]
     if len(cands) > 1:
         ctx.offered.append((point, tuple(c.label for c in cands), best.label))
     ctx.chosen[op] = best
-    ctx.costs[op] = best.strategy.cost(best, ctx)
+    ctx.costs[op] = own[k]
     return best
 
 

@@ -34,21 +34,29 @@ class MissingRuleError(NotImplementedError):
 
 
 def walk(root: Expr) -> Iterator[Expr]:
-    """Every distinct node under ``root``, operands before users (post-order)."""
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
+    """Every distinct node under ``root``, operands before users (post-order).
+
+    A stack of operand iterators, a set of the nodes (their hash is their identity) and a
+    leaf yielded where it is met: each node is pushed once, every walk of the compiler is one
+    (a long chain's bodies are walked some 25 times each when lowered)."""
+    src = root.src
+    if not src:
+        yield root
+        return
+    seen = {root}
+    stack = [(root, iter(src))]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node, operands = stack[-1]
+        for child in operands:
+            if child not in seen:
+                seen.add(child)
+                if child.src:
+                    stack.append((child, iter(child.src)))
+                    break
+                yield child
+        else:
+            stack.pop()
             yield node
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for child in reversed(node.src):
-            if id(child) not in seen:
-                stack.append((child, False))
 
 
 def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
@@ -102,7 +110,9 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
 
     Iterative: one work stack holds both the walk over ``root`` and the rewriting of
     replacements (a rule that inlines a tensor whose body reads another inlined tensor, 10,000
-    times over, nests no Python calls).  ``memo`` maps every visited node to its result.
+    times over, nests no Python calls).  ``memo`` maps every visited node to its result; a
+    node's operands are read back from it, so a frame is a node and its operand iterator, or
+    ``(key, before, rounds, replacement)`` waiting for a replacement's result.
     """
     memo = {} if memo is None else memo
     if isinstance(rules, Mapping):
@@ -112,52 +122,47 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
             fn = table.get(node.op)
             return fn(node) if fn is not None else None
 
-    results: list[Expr] = []
-    # work items: (VISIT, node) | (BUILD, node) | (APPLY, key, current, round) | (AFTER, key, current, round)
-    stack: list[tuple] = [(_VISIT, root)]
+    if root in memo:
+        return memo[root]
+    stack: list[tuple] = [(root, iter(root.src))]
+
+    def settle(key: Expr, cur: Expr, rounds: int) -> None:
+        """``memo[key]``: the rules applied to ``cur`` -- now, or after a replacement's frame."""
+        if rounds >= 10_000:
+            raise RuntimeError(f"rewrite rules do not reach a fixed point on {cur}")
+        out = rules(cur)
+        if out is None or out is cur:
+            memo[key] = cur
+        elif out in memo:
+            memo[key] = memo[out]
+        else:
+            stack.append((key, cur, rounds, out))
+            stack.append((out, iter(out.src)))
+
     while stack:
-        item = stack.pop()
-        kind = item[0]
-        if kind is _VISIT:
-            node = item[1]
-            if node in memo:
-                results.append(memo[node])
-                continue
-            stack.append((_BUILD, node))
-            stack.extend((_VISIT, c) for c in reversed(node.src))
-        elif kind is _BUILD:
-            node = item[1]
-            n = len(node.src)
-            new_src = results[len(results) - n:] if n else []
-            del results[len(results) - n:]
-            cur = node.replace(src=new_src) if any(map(is_not, new_src, node.src)) else node
-            stack.append((_APPLY, node, cur, 0))
-        elif kind is _APPLY:
-            _, key, cur, rounds = item
-            if rounds >= 10_000:
-                raise RuntimeError(f"rewrite rules do not reach a fixed point on {cur}")
-            out = rules(cur)
-            if out is None or out is cur:
-                memo[key] = cur
-                results.append(cur)
-            elif out in memo:
-                memo[key] = memo[out]
-                results.append(memo[out])
+        frame = stack[-1]
+        if len(frame) == 2:
+            node, operands = frame
+            for child in operands:
+                if child not in memo:
+                    stack.append((child, iter(child.src)))
+                    break
             else:
-                stack.append((_AFTER, key, cur, rounds))
-                stack.append((_VISIT, out))
-        else:  # AFTER: the replacement is rewritten; apply the rules to it again
-            _, key, cur, rounds = item
-            out = results.pop()
-            if out is cur:
+                stack.pop()
+                src = node.src
+                if src:
+                    new = tuple([memo[c] for c in src])
+                    settle(node, node.replace(src=new) if any(map(is_not, new, src)) else node, 0)
+                else:
+                    settle(node, node, 0)
+        else:  # a replacement rewritten: the rules again on its result, unless it came back
+            key, cur, rounds, out = stack.pop()
+            result = memo[out]
+            if result is cur:
                 memo[key] = cur
-                results.append(cur)
             else:
-                stack.append((_APPLY, key, out, rounds + 1))
-    return results[-1]
-
-
-_VISIT, _BUILD, _APPLY, _AFTER = "visit", "build", "apply", "after"
+                settle(key, result, rounds + 1)
+    return memo[root]
 
 
 def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:

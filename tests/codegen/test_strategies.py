@@ -186,3 +186,24 @@ def test_sibling_reductions_over_one_input_share_a_nest():
     np.testing.assert_allclose(g, want_g, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(b, h.astype("float64").sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(d, h * g[None, :, None, None], rtol=1e-5, atol=1e-5)
+
+
+def test_each_candidate_is_costed_once(monkeypatch):
+    # (a long chain's lowering costed the chosen candidate of each op twice: its loops counted
+    # once to pick it and again to record its cost)
+    costed: dict[int, int] = {}
+    alive = []  # (the candidates kept, so that no id is reused)
+    for s in {type(s) for s in REGISTRY}:
+        def counted(self, cand, ctx, _cost=s.cost):
+            costed[id(cand)] = costed.get(id(cand), 0) + 1
+            alive.append(cand)
+            return _cost(self, cand, ctx)
+        monkeypatch.setattr(s, "cost", counted)
+    X, W, Y = _gemm()
+    Z = ta.compute(Y.shape, lambda i, j: ta.tanh(Y[i, j]) * 0.5, name="Z")
+    low = ta.lower([Z], [X, W])
+    assert len(costed) >= 3 and set(costed.values()) == {1}
+    x, w = np.random.default_rng(0).standard_normal((2, 64, 64)).astype("float32")
+    np.testing.assert_allclose(ta.build([Z], [X, W], cache=False)(x, w), np.tanh(x @ w.T) * 0.5,
+                               rtol=1e-4, atol=1e-5)
+    assert low.offered  # (a choice was made between strategies)

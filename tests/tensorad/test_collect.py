@@ -4,9 +4,13 @@ timed, and the process's threshold put back after nested, overlapping and failin
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 
+import numpy as np
 import pytest
+from blocks import tanh_chain
 
 import tensorad as ta
 from tensorad.ir import collect
@@ -95,3 +99,44 @@ def test_overlapping_threads_put_it_back(default_threshold):
         t.join()  # the first call left while this one is still inside: still raised
         assert gc.get_threshold()[0] == collect.YOUNG
     assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.fixture
+def seen():
+    """The collections of each generation started inside tensorad's code (the one a caller's
+    first allocation after a call may start is the caller's)."""
+    count = [0, 0, 0]
+    root = os.path.dirname(ta.__file__)
+
+    def seen(phase, info):
+        frame = sys._getframe(1)
+        while phase == "start" and frame is not None:
+            if frame.f_code.co_filename.startswith(root):
+                count[info["generation"]] += 1
+                return
+            frame = frame.f_back
+
+    gc.callbacks.append(seen)
+    yield count
+    gc.callbacks.remove(seen)
+
+
+def test_no_full_collection_while_a_chain_is_differentiated_lowered_and_built(seen):
+    X, Y = tanh_chain(60)
+    L = ta.compute((), lambda: Y[0] + Y[9], name="L")
+    assert gc.isenabled()
+    gc.collect()
+    seen[:] = [0, 0, 0]  # (defining runs with the default thresholds)
+    (g,) = ta.gradient(L, [X])
+    ta.lower([g], [X])
+    kernel = ta.build([g], [X], cache=False)
+    assert seen[2] == 0 and sum(seen) <= 10, seen  # (default thresholds: 30)
+    assert gc.isenabled() and gc.get_threshold()[0] < 20_000
+    x = np.linspace(-1, 1, 16)
+    eps = 1e-6  # oracle: central differences of the chain written in NumPy
+    def f(v):
+        for k in range(60):
+            v = np.tanh(v) * 0.9 if k % 2 else 1 / (1 + np.exp(-v)) + v * 0.5
+        return v[0] + v[9]
+    fd = np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(16)])
+    np.testing.assert_allclose(kernel(x), fd, rtol=1e-6, atol=1e-9)

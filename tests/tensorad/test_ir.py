@@ -141,6 +141,27 @@ def test_walk_is_post_order_and_visits_shared_nodes_once():
     assert nodes.index(x) < nodes.index(x + 1.0) < nodes.index(e)
 
 
+
+def test_walk_is_the_recursive_left_to_right_post_order():
+    # (the iterative walk must keep the order every pass and printer relies on)
+    A = ta.placeholder((3,), name="A")
+    i, j = ir.var("i", 0, 3), ir.var("j", 0, 3)
+    x, y = A[i], A[j]
+    s = x * y + 1.0
+    e = ta.select(x < y, s * s, (y - x) * s) + ta.exp(s) * x
+
+    def reference(n, seen, out):
+        if n in seen:
+            return out
+        seen.add(n)
+        for c in n.src:
+            reference(c, seen, out)
+        out.append(n)
+        return out
+
+    for root in (e, s, x, i, ir.const(2.0)):
+        assert list(ir.walk(root)) == reference(root, set(), [])
+
 def test_fold_with_a_table_and_a_missing_rule():
     i = ir.var("i", 0, 9)
     e = (i + 2) * 3
