@@ -112,13 +112,13 @@ class Packer:
         b.branch(head)
         b.position_at_end(done)
 
-    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+    def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
         ``start + i``, walked in runs along the last axis (affine inside a run)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="seg") as i:
+            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
                 em.push()
                 em.env[last] = b.add(first, i)
                 body(b.add(pos, i))
@@ -200,7 +200,7 @@ class Packer:
                 b.store(em.value(expr), slot(kk, w))
                 em.pop()
 
-        self.segments(self.kaxes, k0, klen, rows)
+        self.segments(self.kaxes, k0, klen, rows, vectorize=False)
         em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
