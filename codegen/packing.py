@@ -159,7 +159,8 @@ class Packer:
             else:
                 with b.if_else(self._whole_run(outer, first, valid, width)) as (whole, broken):
                     with whole:
-                        self._panel_rows(expr, outer, first, width, k0, klen, lambda kk, w, p=p: slot(p, kk, w))
+                        self._panel_rows(expr, outer, first, width, k0, klen,
+                                         lambda kk, w, p=p: slot(p, kk, w))
                     with broken:
                         with for_range(b, 0, klen, name="pk") as kk:
                             em.push()
