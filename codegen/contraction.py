@@ -254,14 +254,14 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
             (gb if vs & set(n_axes) else ga).append(c)
         if not ok:
             continue
-        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype), batch + (m,) + tuple(red.arg.axes))
-        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype), batch + tuple(n_axes) + tuple(red.arg.axes))
+        box_a, box_b = batch + (m,) + tuple(red.arg.axes), batch + tuple(n_axes) + tuple(red.arg.axes)
+        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype), box_a)
+        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype), box_b)
         allowed_a = set(batch) | {m} | set(red.arg.axes)
         allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
         if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
             continue
-        if not (_in_bounds(a, batch + (m,) + tuple(red.arg.axes))
-                and _in_bounds(b, batch + tuple(n_axes) + tuple(red.arg.axes))):
+        if not (_in_bounds(a, box_a) and _in_bounds(b, box_b)):
             continue  # a read kept in bounds only by the other side's condition
         k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
         return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype),

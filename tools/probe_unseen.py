@@ -602,7 +602,9 @@ def _lstm_pt(X, Hh, Cc, Wx, Wh, b):
 def _emb_sum_ta(E, ids):
     # the bag of each row summed: embedding lookup + sum over the tokens, as a user writes it
     t = ta.reduce_axis((0, ids.shape[1]), "t")
-    return ta.compute((ids.shape[0], E.shape[1]), lambda b, d: ta.sum(E[ids[b, t], d], axis=t), name="emb_sum")
+    return ta.compute(
+        (ids.shape[0], E.shape[1]), lambda b, d: ta.sum(E[ids[b, t], d], axis=t), name="emb_sum"
+    )
 
 
 CASES.update({
