@@ -31,7 +31,7 @@ from itertools import permutations
 
 from tensorad.simplify.logic import conjuncts
 
-from tensorad.ir.expr import Expr, Op, choice, const, logical, logical_not, var
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
@@ -171,22 +171,42 @@ def _mask_factors(factors: list[Expr]) -> tuple[list[Expr], list[Expr]]:
     return kept, masks
 
 
-def _guarded(cond: list[Expr], value: Expr) -> Expr:
-    """``if_then_else(cond, value, 0)``; conjuncts that read tensors (a mask) are tested inside
-    the others, so that those reads happen only where the index conditions hold.  The mask's
-    choice is made eager where :func:`.speculate.speculate` finds that safe (a data test, a
-    cheap value): a lazy one branches on data in the packers and in padded copies (a ReLU
-    mask is taken half the time: a misprediction every other element)."""
+def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
+    """``if_then_else(cond, value, 0)`` over the box of ``axes``; conjuncts that read tensors
+    (a mask) are tested inside the others, so that those reads happen only where the index
+    conditions hold.  The mask's choice is made eager where :func:`.speculate.speculate` finds
+    that safe (a data test, a cheap value): a lazy one branches on data in the packers and in
+    padded copies (a ReLU mask is taken half the time: a misprediction every other element).
+    The index conditions' choice is eager too (a ``select``) when ``value`` reads in bounds on
+    the whole box and costs no more than an arithmetic expression (:func:`_eager`): a causal
+    triangle ``k >= m`` over a transposed operand was a branch per packed element, which kept
+    the packer's loops scalar."""
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
             c = group[0]
             for x in group[1:]:
                 c = logical(Op.AND, c, x)
-            value = choice(Op.IF_THEN_ELSE, c, value, const(0, value.dtype))
+            lazy = group is not reading and not _eager(value, axes)
+            value = choice(Op.IF_THEN_ELSE if lazy else Op.SELECT, c, value, const(0, value.dtype))
             if group is reading:
                 value = speculate(value)
     return value
+
+
+EAGER_NODES = 24  # a larger guarded value stays behind its branch
+
+
+def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
+    """Whether computing ``value`` where an index condition fails is safe and cheap: every read
+    in bounds on the box (the condition is not what keeps it there: a padded window's is),
+    no transcendental function, reduction or checked gather index, few nodes."""
+    nodes = list(walk(value))
+    if len(nodes) > EAGER_NODES or any(
+            n.op in UNARY_MATH or n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
+            for n in nodes):
+        return False
+    return _in_bounds(value, axes)
 
 
 def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,
@@ -234,14 +254,14 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
             (gb if vs & set(n_axes) else ga).append(c)
         if not ok:
             continue
-        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype))
-        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype))
+        box_a, box_b = batch + (m,) + tuple(red.arg.axes), batch + tuple(n_axes) + tuple(red.arg.axes)
+        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype), box_a)
+        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype), box_b)
         allowed_a = set(batch) | {m} | set(red.arg.axes)
         allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
         if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
             continue
-        if not (_in_bounds(a, batch + (m,) + tuple(red.arg.axes))
-                and _in_bounds(b, batch + tuple(n_axes) + tuple(red.arg.axes))):
+        if not (_in_bounds(a, box_a) and _in_bounds(b, box_b)):
             continue  # a read kept in bounds only by the other side's condition
         k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
         return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype),

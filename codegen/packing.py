@@ -30,6 +30,7 @@ from .irloops import for_range, smin
 from .llvm_expr import ExprEmitter
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
+ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
@@ -112,13 +113,13 @@ class Packer:
         b.branch(head)
         b.position_at_end(done)
 
-    def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
+    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
         ``start + i``, walked in runs along the last axis (affine inside a run)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
+            with for_range(b, 0, seglen, name="seg") as i:
                 em.push()
                 em.env[last] = b.add(first, i)
                 body(b.add(pos, i))
@@ -142,6 +143,8 @@ class Packer:
             return b.gep(dst, [b.add(b.mul(b.add(b.mul(p, klen), kk), I64(width)), w)], inbounds=True,
                          source_etype=t)
 
+        if not k_inner:
+            self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
         with for_range(b, 0, npanel, name="pp") as p:
             em.push()
             first = b.add(o0, b.mul(p, I64(width)))
@@ -156,53 +159,48 @@ class Packer:
                     self.segments(self.kaxes, k0, klen,
                                   lambda i, w=w, p=p: b.store(em.value(expr), slot(p, i, w)))
                     em.pop()
-            else:
-                with b.if_else(self._whole_run(outer, first, valid, width)) as (whole, broken):
-                    with whole:
-                        self._panel_rows(expr, outer, first, width, k0, klen,
-                                         lambda kk, w, p=p: slot(p, kk, w))
-                    with broken:
-                        with for_range(b, 0, klen, name="pk") as kk:
-                            em.push()
-                            self.bind(self.kaxes, b.add(k0, kk))
-                            self.segments(outer, first, valid,
-                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
-                            em.pop()
             with for_range(b, valid, width, name="zw", vectorize=False) as w:
                 with for_range(b, 0, klen, name="zk", vectorize=False) as kk:
                     b.store(t(0.0), slot(p, kk, w))
             em.pop()
 
-    def _whole_run(self, outer, first: ir.Value, valid: ir.Value, width: int) -> ir.Value:
-        """Whether the panel of ``width`` rows from ``first`` is full and lies in one run of the
-        last outer axis (its rows differ only in that axis' digit)."""
-        b, em, last = self.b, self.em, outer[-1]
-        em.push()
-        self.bind(outer, first)
-        fits = b.icmp_signed("<=", b.add(em.env[last], I64(width)), I64(last.hi))
-        em.pop()
-        return b.and_(b.icmp_signed("==", valid, I64(width)), fits)
-
-    def _panel_rows(self, expr, outer, first, width, k0, klen, slot) -> None:
-        """A whole panel in one run of the last outer axis (:meth:`_whole_run`), read along the
-        outer axes: per ``k`` (digits decomposed once per run of ``k``), ``width`` rows in a loop
-        of constant trips that LLVM unrolls and vectorizes.  The general walk decomposed the
-        outer digits and tested a run's end for every ``k`` of a 4-row panel (attention's
-        ``dS^T Q`` and ``(E / s)^T dO`` as side A: 1.4x the time of a plain read)."""
-        b, em, last = self.b, self.em, outer[-1]
-        em.push()
-        self.bind(outer, first)
-        row0 = em.env[last]
-
-        def rows(kk):
-            with for_range(b, 0, width, name="pr") as w:
+    def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
+        """The panels of a side read contiguously along the panel rows (``A[k, m]`` of a
+        transposed operand, a masked or scaled row), :data:`ROWS_BLOCK` values of ``k`` at a
+        time, panel by panel: the block's source rows stay in the first-level cache while
+        every panel reads its stretch of them, and each panel is written in order (panel by
+        panel over all of ``k``, a panel of 4 rows kept one cache line of each source row,
+        which was gone by the next panel; ``k`` outermost, the stores stride a panel apart).
+        A full panel inside one run of the last outer axis is ``width`` elements at
+        consecutive offsets: a loop of constant trip count, which LLVM unrolls into vector
+        code; any other panel goes run by run."""
+        b, em = self.b, self.em
+        last = outer[-1]
+        with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
+            kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
+            with for_range(b, 0, npanel, name="pp") as p:
                 em.push()
-                em.env[last] = b.add(row0, w)
-                b.store(em.value(expr), slot(kk, w))
+                first = b.add(o0, b.mul(p, I64(width)))
+                valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+                self.bind(outer, first)
+                start = em.env[last]
+                fits = b.and_(b.icmp_signed("==", valid, I64(width)),
+                              b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
+                with for_range(b, kb, kend, name="pk") as kk:
+                    em.push()
+                    self.bind(self.kaxes, b.add(k0, kk))
+                    with b.if_else(fits) as (whole, part):
+                        with whole:
+                            with for_range(b, 0, width, name="pf") as w:
+                                em.push()
+                                em.env[last] = b.add(start, w)
+                                b.store(em.value(expr), slot(p, kk, w))
+                                em.pop()
+                        with part:
+                            self.segments(outer, first, valid,
+                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                    em.pop()
                 em.pop()
-
-        self.segments(self.kaxes, k0, klen, rows, vectorize=False)
-        em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
         """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks of

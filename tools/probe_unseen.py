@@ -74,11 +74,11 @@ def _grads(fn, args, h):
     return list(g) if isinstance(g, (list, tuple)) else [g]
 
 
-def check64(name, shapes, grads, ta_fn, torch_fn, rng):
+def check64(name, shapes, grads, ta_fn, torch_fn, rng, target="llvm"):
     """tensorad in float64 against PyTorch in float64: forward and every gradient."""
     phs, ins, wrt, data, Y, h, tx, y, th = _setup(shapes, grads, ta_fn, torch_fn, np.float64, rng)
     args = [data[k] for k in shapes]
-    fn = ta.function(Y, ins, wrt=wrt, num_threads=1)
+    fn = ta.function(Y, ins, wrt=wrt, num_threads=1, target=target)
     got = fn(*args)
     np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-9, atol=1e-9, err_msg=f"{name} forward")
     tg = torch.autograd.grad(y, [tx[g] for g in grads], th)
@@ -89,13 +89,13 @@ def check64(name, shapes, grads, ta_fn, torch_fn, rng):
         )
 
 
-def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None):
+def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None, target="llvm"):
     """CPU-time medians (ms) of interleaved runs: tensorad and PyTorch, forward and backward."""
     phs, ins, wrt, data, Y, h, tx, y, th = _setup(shapes, grads, ta_fn, torch_fn, np.float32, rng, half)
     args = [data[k] for k in shapes]
     t0 = time.perf_counter()
-    fwd = ta.build([Y], ins, num_threads=1)
-    fn = ta.function(Y, ins, wrt=wrt, num_threads=1)
+    fwd = ta.build([Y], ins, num_threads=1, target=target)
+    fn = ta.function(Y, ins, wrt=wrt, num_threads=1, target=target)
     _, res = fn.forward(*args)
     cold = time.perf_counter() - t0
     tol = 3e-2 if half else 2e-3
@@ -549,6 +549,180 @@ CASES = {
         lambda X: F.interpolate(X, scale_factor=2, mode="bilinear", align_corners=False),
     ),
 }
+# ---------------------------------------------------------------- session 19: more ordinary layers
+
+
+def _conv1d_s2_ta(X, W):
+    n, c, length = X.shape
+    o, _, kw = W.shape
+    lo = (length + 2 - kw) // 2 + 1
+    rc, rk = ta.reduce_axis((0, c), "c"), ta.reduce_axis((0, kw), "k")
+    return ta.compute(
+        (n, o, lo),
+        lambda b, oc, i: ta.sum(
+            ta.if_then_else((2 * i + rk >= 1) & (2 * i + rk <= length), X[b, rc, 2 * i + rk - 1], 0.0)
+            * W[oc, rc, rk],
+            axis=[rc, rk],
+        ),
+        name="conv1d_s2",
+    )
+
+
+def _pw_nhwc_ta(X, W):
+    c = ta.reduce_axis((0, X.shape[3]), "c")
+    return ta.compute(
+        X.shape[:3] + (W.shape[1],),
+        lambda b, y, x, o: ta.sum(X[b, y, x, c] * W[c, o], axis=c),
+        name="pw_nhwc",
+    )
+
+
+def _swiglu_ta(X, W1, W3, W2):
+    g = topi.multiply(topi.nn.silu(topi.nn.dense(X, W1)), topi.nn.dense(X, W3))
+    return topi.nn.dense(g, W2)
+
+
+def _swiglu_pt(X, W1, W3, W2):
+    return F.linear(F.silu(F.linear(X, W1)) * F.linear(X, W3), W2)
+
+
+def _lstm_ta(X, Hh, Cc, Wx, Wh, b):
+    g = topi.add(topi.add(topi.nn.dense(X, Wx), topi.nn.dense(Hh, Wh)), b)
+    i, f_, gg, o = topi.split(g, 4, axis=1)
+    c2 = topi.add(topi.multiply(topi.sigmoid(f_), Cc), topi.multiply(topi.sigmoid(i), topi.tanh(gg)))
+    return topi.multiply(topi.sigmoid(o), topi.tanh(c2))
+
+
+def _lstm_pt(X, Hh, Cc, Wx, Wh, b):
+    i, f_, g, o = (X @ Wx.T + Hh @ Wh.T + b).chunk(4, 1)
+    c2 = torch.sigmoid(f_) * Cc + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c2)
+
+
+def _emb_sum_ta(E, ids):
+    # the bag of each row summed: embedding lookup + sum over the tokens, as a user writes it
+    t = ta.reduce_axis((0, ids.shape[1]), "t")
+    return ta.compute(
+        (ids.shape[0], E.shape[1]), lambda b, d: ta.sum(E[ids[b, t], d], axis=t), name="emb_sum"
+    )
+
+
+CASES.update({
+    "dwconv3x3": (
+        "depthwise conv 3x3 p1 (8,128,56,56)",
+        {"X": ((8, 128, 56, 56), f), "W": ((128, 1, 3, 3), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d(X, W, 1, 1, groups=128),
+        lambda X, W: F.conv2d(X, W, padding=1, groups=128),
+    ),
+    "groupconv": (
+        "grouped conv 3x3 g32 128->128 28x28",
+        {"X": ((8, 128, 28, 28), f), "W": ((128, 4, 3, 3), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d(X, W, 1, 1, groups=32),
+        lambda X, W: F.conv2d(X, W, padding=1, groups=32),
+    ),
+    "dilconv": (
+        "dilated conv 3x3 d2 p2 64->64 28x28",
+        {"X": ((8, 64, 28, 28), f), "W": ((64, 64, 3, 3), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d(X, W, 1, 2, dilation=2),
+        lambda X, W: F.conv2d(X, W, padding=2, dilation=2),
+    ),
+    "conv3x3s2": (
+        "conv 3x3 s2 p1 64->128 56->28",
+        {"X": ((8, 64, 56, 56), f), "W": ((128, 64, 3, 3), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d(X, W, 2, 1),
+        lambda X, W: F.conv2d(X, W, stride=2, padding=1),
+    ),
+    "conv1d_s2": (
+        "conv1d k3 s2 p1 128->256 L1024 (compute)",
+        {"X": ((8, 128, 1024), f), "W": ((256, 128, 3), f)},
+        ("X", "W"),
+        _conv1d_s2_ta,
+        lambda X, W: F.conv1d(X, W, stride=2, padding=1),
+    ),
+    "pw_nhwc": (
+        "1x1 conv NHWC 256->128 28x28 (compute)",
+        {"X": ((8, 28, 28, 256), f), "W": ((256, 128), f)},
+        ("X", "W"),
+        _pw_nhwc_ta,
+        lambda X, W: X @ W,
+    ),
+    "rmsnorm": (
+        "RMSNorm (16,128,1024)",
+        {"X": ((16, 128, 1024), f), "G": ((1024,), pos)},
+        ("X", "G"),
+        lambda X, G: topi.nn.rms_norm(X, G, 1e-6),
+        lambda X, G: F.rms_norm(X, (1024,), G, 1e-6),
+    ),
+    "groupnorm": (
+        "GroupNorm 32g (8,256,28,28)",
+        {"X": ((8, 256, 28, 28), f), "G": ((256,), pos), "B": ((256,), f)},
+        ("X", "G", "B"),
+        lambda X, G, B: topi.nn.group_norm(X, 32, G, B),
+        lambda X, G, B: F.group_norm(X, 32, G, B),
+    ),
+    "instnorm": (
+        "instance norm (8,64,56,56)",
+        {"X": ((8, 64, 56, 56), f), "G": ((64,), pos), "B": ((64,), f)},
+        ("X", "G", "B"),
+        lambda X, G, B: topi.nn.instance_norm(X, G, B),
+        lambda X, G, B: F.instance_norm(X, weight=G, bias=B),
+    ),
+    "swiglu": (
+        "SiLU-gated MLP 256x512->1376->512",
+        {"X": ((256, 512), f), "W1": ((1376, 512), f), "W3": ((1376, 512), f), "W2": ((512, 1376), f)},
+        ("X", "W1", "W3", "W2"),
+        _swiglu_ta,
+        _swiglu_pt,
+    ),
+    "causal_attn": (
+        "causal attention (16,256,64)",
+        {"Q": ((16, 256, 64), f), "K": ((16, 256, 64), f), "V": ((16, 256, 64), f)},
+        ("Q", "K", "V"),
+        lambda Q, K, V: topi.nn.scaled_dot_product_attention(Q, K, V, causal=True),
+        lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
+    ),
+    "emb_sum": (
+        "embedding 32000x256 + sum, 64x32 ids",
+        {"E": ((32000, 256), f), "ids": ((64, 32), ("int", 32000))},
+        ("E",),
+        _emb_sum_ta,
+        lambda E, ids: F.embedding_bag(ids.long(), E, mode="sum"),
+    ),
+    "ce_smooth": (
+        "cross-entropy ls=0.1 512x1000",
+        {"Z": ((512, 1000), f), "L": ((512,), ("int", 1000))},
+        ("Z",),
+        lambda Z, L: topi.nn.cross_entropy(Z, L, label_smoothing=0.1),
+        lambda Z, L: F.cross_entropy(Z, L.long(), label_smoothing=0.1),
+    ),
+    "upsample_nearest": (
+        "upsample nearest 2x (8,64,28,28)",
+        {"X": ((8, 64, 28, 28), f)},
+        ("X",),
+        lambda X: topi.nn.upsampling(X, 2),
+        lambda X: F.interpolate(X, scale_factor=2, mode="nearest"),
+    ),
+    "lstm": (
+        "LSTM cell 64x512 (x 256)",
+        {
+            "X": ((64, 256), f),
+            "Hh": ((64, 512), f),
+            "Cc": ((64, 512), f),
+            "Wx": ((2048, 256), f),
+            "Wh": ((2048, 512), f),
+            "b": ((2048,), f),
+        },
+        ("X", "Hh", "Cc", "Wx", "Wh", "b"),
+        _lstm_ta,
+        _lstm_pt,
+    ),
+})
+
+
 # storage-dtype cases: (name, half dtype, case key)
 HALF = {
     "bf16_dense": (
@@ -584,6 +758,7 @@ def main() -> None:
     p.add_argument("--no-check", action="store_true", help="skip the float64 check")
     p.add_argument("--no-time", action="store_true", help="only the float64 check")
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--target", default="llvm", help='e.g. "llvm -mcpu=haswell"')
     a = p.parse_args()
     torch.set_num_threads(1)
     names = a.names or list(CASES) + list(HALF)
@@ -593,15 +768,15 @@ def main() -> None:
             if n in CASES:
                 title, shapes, grads, ta_fn, pt_fn = CASES[n]
                 if not a.no_check:
-                    check64(title, shapes, grads, ta_fn, pt_fn, rng)
+                    check64(title, shapes, grads, ta_fn, pt_fn, rng, a.target)
                 if not a.no_time:
-                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps)
+                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, target=a.target)
             else:
                 title, half, shapes, grads, ta_fn, pt_fn = HALF[n]
                 if not a.no_check:
-                    check64(title, shapes, grads, ta_fn, pt_fn, rng)
+                    check64(title, shapes, grads, ta_fn, pt_fn, rng, a.target)
                 if not a.no_time:
-                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, half=half)
+                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, half=half, target=a.target)
         except Exception as e:  # a probe reports every failure and goes on
             print(f"{n:34s} ERROR {type(e).__name__}: {str(e)[:400]}", flush=True)
 

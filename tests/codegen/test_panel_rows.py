@@ -6,8 +6,8 @@ A an expression (a product, a quotient) read along its rows ``j``.  The packer w
 side per ``k`` through the general run machinery -- outer digits decomposed and a run's end
 tested for each 4-element row of a panel -- and those products took 1.4x the time of the plain
 ``dS^T Q``.  A full panel inside one run of the last outer axis is now packed per ``k`` by a
-loop of ``width`` trips (one vector load and store); a partial panel, or one that straddles a
-run of its last outer axis, keeps the general walk.
+loop of ``width`` trips (one vector load and store; ``Packer._pack_rows``); a partial panel, or
+one that straddles a run of its last outer axis, keeps the general walk.
 
 Oracles: the products written here in NumPy (float64), at sizes whose panels are partial and
 whose rows span two axes (panels straddling runs), on the host, AVX2 and SSE targets.
@@ -52,7 +52,7 @@ def test_a_panel_in_one_run_is_packed_by_a_loop_of_constant_trips():
     outs, ins, _, _ = _products(2, 40, (32,), 16, "float32")
     kern = ta.build(outs, ins, microkernel=True)
     assert "micro-kernel" in str(kern.lowered)
-    assert "pr.body" in kern.llvm_ir_unoptimized  # the per-k loop over a panel's rows
+    assert "pf.body" in kern.llvm_ir_unoptimized  # the per-k loop over a panel's rows
 
 
 @settings(max_examples=12, deadline=None)
