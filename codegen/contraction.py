@@ -31,6 +31,7 @@ from itertools import permutations
 
 from tensorad.simplify.logic import conjuncts
 
+from tensorad.ir.dtype import INT_DTYPES
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -38,7 +39,7 @@ from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 from tensorad.poly.linear import var_coefficients
 
 from .gemmdesc import MAXBATCH, runs
-from .speculate import speculate
+from .speculate import cheap, speculate
 from .target import Target, host_target
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
@@ -194,19 +195,18 @@ def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
     return value
 
 
-EAGER_NODES = 24  # a larger guarded value stays behind its branch
-
-
 def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
     """Whether computing ``value`` where an index condition fails is safe and cheap: every read
     in bounds on the box (the condition is not what keeps it there: a padded window's is),
-    no transcendental function, reduction or checked gather index, few nodes."""
-    nodes = list(walk(value))
-    if len(nodes) > EAGER_NODES or any(
-            n.op in UNARY_MATH or n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
-            for n in nodes):
-        return False
-    return _in_bounds(value, axes)
+    no transcendental function, reduction or checked gather index, few nodes, and no integer
+    division (a floating-point division by zero is an inf the choice drops; an integer one
+    traps)."""
+    return (cheap(value, UNARY_MATH | {Op.REDUCE})
+            and not any(n.op in _DIVISIONS and n.dtype in INT_DTYPES for n in walk(value))
+            and _in_bounds(value, axes))
+
+
+_DIVISIONS = frozenset({Op.DIV, Op.FLOORDIV, Op.MOD})
 
 
 def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,

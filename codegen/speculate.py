@@ -50,14 +50,14 @@ def data_dependent(c: Expr) -> bool:
     return all(reads_data(a) for a in _atoms(c))
 
 
-def _cheap(e: Expr) -> bool:
-    """Small, no costly math, and no gather index checked at run time (``mode="raise"``): the
-    bounds proof took that index as in range, which only the branch's guard may make true
-    (``if_then_else(L[r] != -100, X[r, L[r]], 0)``)."""
+def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
+    """Small, none of the ``costly`` ops, and no gather index checked at run time
+    (``mode="raise"``): the bounds proof took that index as in range, which only the branch's
+    guard may make true (``if_then_else(L[r] != -100, X[r, L[r]], 0)``)."""
     count = 0
     for n in walk(e):
         count += 1
-        if n.op in _COSTLY or count > MAX_BRANCH_NODES:
+        if n.op in costly or count > MAX_BRANCH_NODES:
             return False
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return False
@@ -66,7 +66,7 @@ def _cheap(e: Expr) -> bool:
 
 def _rule(node: Expr) -> Expr | None:
     c, a, b = node.src
-    if data_dependent(c) and _cheap(a) and _cheap(b):
+    if data_dependent(c) and cheap(a) and cheap(b):
         return Expr(Op.SELECT, node.dtype, node.src)
     return None
 
@@ -81,4 +81,4 @@ def speculate(body: Expr) -> Expr:
     return rewrite(body, {Op.IF_THEN_ELSE: _rule})
 
 
-__all__ = ["speculate", "data_dependent"]
+__all__ = ["speculate", "data_dependent", "cheap"]
