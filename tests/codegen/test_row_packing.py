@@ -67,8 +67,8 @@ def test_index_guard_is_eager_only_over_an_in_bounds_cheap_side():
     assert match_contraction(E.op, E.op.body).a.op is Op.IF_THEN_ELSE
     # an integer division may trap where the guard fails (a divisor of 0 there): it stays lazy
     D = ta.placeholder((1, 64, 64), "int32", "D")
-    _, _, I = _triangle(1, 64, 64, scale_by=lambda s: s * ta.cast("float32", 7 // D[0, 0, 0]))
-    assert match_contraction(I.op, I.op.body).a.op is Op.IF_THEN_ELSE
+    _, _, T = _triangle(1, 64, 64, scale_by=lambda s: s * ta.cast("float32", 7 // D[0, 0, 0]))
+    assert match_contraction(T.op, T.op.body).a.op is Op.IF_THEN_ELSE
     # a padded window's guard is what keeps its read in bounds: it stays lazy
     X = ta.placeholder((2, 16, 30, 30), "float32", "X")
     W = ta.placeholder((32, 16, 3, 3), "float32", "W")
