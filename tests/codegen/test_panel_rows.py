@@ -15,6 +15,7 @@ whose rows span two axes (panels straddling runs), on the host, AVX2 and SSE tar
 
 import numpy as np
 import pytest
+import torch  # (a test extra: tests/test_extras_installed.py)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,7 +72,6 @@ def test_products_with_expression_sides_read_along_rows(b, s, rows, d, dtype, sp
 
 @pytest.mark.parametrize("spec", TARGETS)
 def test_attention_gradients_against_torch(spec):
-    torch = pytest.importorskip("torch")
     rng = np.random.default_rng(3)
     shapes = (2, 70, 16)
     q, k, v, h = (rng.standard_normal(shapes).astype("float32") for _ in range(4))
