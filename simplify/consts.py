@@ -90,8 +90,8 @@ CONST_RULES: dict[Op, Callable[..., Any]] = {
     Op.FLOORDIV: lambda node, a, b: _num(node, _floordiv(node, a, b)),  # floor(a / b)
     Op.MOD: lambda node, a, b: _num(node, _mod(node, a, b)),            # a - b * floor(a / b)
     Op.POW: _num_rule(np.power),
-    Op.MAXIMUM: _num_rule(np.maximum),                                   # NaN propagates
-    Op.MINIMUM: _num_rule(np.minimum),
+    Op.MAXIMUM: _num_rule(dt.maximum),                          # NaN propagates, -0 < +0
+    Op.MINIMUM: _num_rule(dt.minimum),
     Op.NEG: _num_rule(lambda a: -a),
     Op.LT: lambda node, a, b: bool(a < b),
     Op.LE: lambda node, a, b: bool(a <= b),

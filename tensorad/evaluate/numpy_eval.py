@@ -108,8 +108,8 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.MOD: lambda n, a, b: np.mod(a, b),                            # a - b*floor(a/b): -7 % 2 = 1
     Op.NEG: lambda n, a: np.negative(a),                             # -a
     Op.POW: lambda n, a, b: _pow(a, b),                              # a ** b (C's pow)
-    Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),                    # max(a, b)
-    Op.MINIMUM: lambda n, a, b: np.minimum(a, b),                    # min(a, b)
+    Op.MAXIMUM: lambda n, a, b: dt.maximum(a, b),                    # max(a, b), -0 < +0
+    Op.MINIMUM: lambda n, a, b: dt.minimum(a, b),                    # min(a, b), -0 < +0
     Op.LT: lambda n, a, b: np.less(a, b),                            # a < b
     Op.LE: lambda n, a, b: np.less_equal(a, b),                      # a <= b
     Op.GT: lambda n, a, b: np.greater(a, b),                         # a > b
@@ -271,6 +271,8 @@ class _Grid:
             s = srcs[0]
             if self.order != "numpy" and comb.kind in ORDERED_FOLDS:
                 out = _fold_in_order(ufunc, s, mask, pos, comb.identity[0].arg, self.order == "reversed")
+            elif comb.kind in ("max", "min"):
+                out = dt.fold_extreme(comb.kind, s, pos, mask, comb.identity[0].arg)
             else:
                 out = ufunc.reduce(s, axis=pos, keepdims=True, where=mask,
                                    initial=comb.identity[0].arg, dtype=s.dtype)

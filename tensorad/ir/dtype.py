@@ -84,6 +84,47 @@ def float_to_int(values, dtype: str):
     return ints if isinstance(values, np.ndarray) else int(ints)
 
 
+def maximum(a, b):
+    """Elementwise IEEE 754-2019 ``maximum``, the semantics generated code has
+    (``llvm.maximum``): NaN propagates and ``-0 < +0``, so ``maximum(-0.0, +0.0)`` is ``+0.0``
+    in either order.  NumPy's ``maximum`` returns one operand of an equal pair by position, a
+    sign of zero that a later division turns into the sign of an infinity."""
+    import numpy as np
+
+    out = np.maximum(a, b)
+    if np.result_type(out).kind != "f":
+        return out
+    tie = np.equal(a, b)  # only zeros differ from NumPy's choice (their signs)
+    return np.where(tie, np.where(np.signbit(a), b, a), out)
+
+
+def minimum(a, b):
+    """Elementwise IEEE 754-2019 ``minimum`` (``llvm.minimum``): NaN propagates, ``-0 < +0``."""
+    import numpy as np
+
+    out = np.minimum(a, b)
+    if np.result_type(out).kind != "f":
+        return out
+    tie = np.equal(a, b)
+    return np.where(tie, np.where(np.signbit(a), a, b), out)
+
+
+def fold_extreme(kind: str, values, axis, where, initial):
+    """``max``/``min`` of ``values`` over ``axis`` where ``where`` holds (keepdims), with the
+    IEEE sign of zero: a maximum is ``+0`` when any ``+0`` is among the zeros folded, a minimum
+    ``-0`` when any ``-0`` is; NumPy's reduction keeps whichever zero it met first."""
+    import numpy as np
+
+    ufunc = np.maximum if kind == "max" else np.minimum
+    out = ufunc.reduce(values, axis=axis, keepdims=True, where=where, initial=initial,
+                       dtype=values.dtype)
+    if values.dtype.kind != "f":
+        return out
+    zero = np.equal(values, 0) & (~np.signbit(values) if kind == "max" else np.signbit(values))
+    met = np.logical_or.reduce(zero & where, axis=axis, keepdims=True)
+    return np.where(np.equal(out, 0) & met, values.dtype.type(0.0 if kind == "max" else -0.0), out)
+
+
 def is_int(dtype: str) -> bool:
     return dtype in INT_DTYPES
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 import threading
 import weakref
 from _weakref import _remove_dead_weakref
@@ -163,7 +164,7 @@ class Expr:
 
     def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
         key = (op, dtype, tuple(map(id, src)),
-               (type(arg), arg) if type(arg) in _NUMBERS else _arg_key(arg))
+               (type(arg), arg) if type(arg) in _INTEGERS else _arg_key(arg))
         ref = _TABLE.get(key)  # (a node already made: no lock; a new one is made under it)
         if ref is not None:
             node = ref()
@@ -299,7 +300,7 @@ def _is_scalar(x: Any) -> bool:
     return isinstance(x, (Expr, bool, int, float)) or (hasattr(x, "dtype") and hasattr(x, "item"))
 
 
-_NUMBERS = (bool, int, float)
+_INTEGERS = (bool, int)
 
 
 class _Ref(weakref.ref):
@@ -322,8 +323,11 @@ def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -
 
 
 def _arg_key(arg: Any) -> Any:
-    # Constants: keep int 1, float 1.0 and True apart even though they compare equal.
-    if isinstance(arg, (bool, int, float)):
+    # Constants: keep int 1, float 1.0 and True apart even though they compare equal, and
+    # -0.0 apart from 0.0 (equal, but 1/x tells them apart: -inf and inf).
+    if isinstance(arg, float):
+        return (float, arg, math.copysign(1.0, arg))
+    if isinstance(arg, (bool, int)):
         return (type(arg), arg)
     return arg
 

@@ -11,6 +11,7 @@ import html
 import math
 import re
 
+from . import dtype as dt
 from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
 from .rewrite import MissingRuleError, fold, op_reads, walk
 from .tensor import ComputeOp, Tensor
@@ -57,14 +58,27 @@ class Namer:
         return name
 
 
+def _float_text(v: float, dtype: str) -> str:
+    """Six decimals (``0.500000``) where they give the constant back; otherwise the shortest
+    text that does (``1e-09``), so a small constant never prints as ``0.000000``."""
+    text = f"{v:f}"
+    if dt.round_to(float(text), dtype) == v:
+        return text
+    if dtype == "float32":
+        import numpy as np
+
+        return str(np.float32(v))
+    return repr(v)
+
+
 def const_to_str(node: Expr) -> str:
     v = node.arg
     if isinstance(v, float) and not math.isfinite(v):
         return f"{node.dtype}({v})"  # float32(-inf), float64(nan)
     if node.dtype == "float32":
-        return f"{v:f}f"
+        return f"{_float_text(v, 'float32')}f"
     if node.dtype == "float64":
-        return f"{v:f}"
+        return _float_text(v, "float64")
     if node.dtype == "bool":
         return "True" if v else "False"
     return str(v) if node.dtype == "int32" else f"{v}L"

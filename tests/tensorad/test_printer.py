@@ -158,3 +158,13 @@ def test_a_shared_dag_prints_once_per_value_not_as_a_tree():
     assert len(text) < 200 * 40 and text.count("@") == 3 * 200  # 200 names, 400 uses
     assert "let @1 = X(i); @2 = ((@1 * @1) + 1.000000f);" in text
 
+
+
+def test_small_constants_print_their_value():
+    """Six decimals where they give the constant back, else the shortest exact text: an epsilon
+    of 1e-9 printed as ``0.000000f`` read as a zero."""
+    X = ta.placeholder((3,), "float32", name="X")
+    Y = ta.compute((3,), lambda i: X[i] * 1e-9 + 0.5, name="Y")
+    Z = ta.compute((3,), lambda i: ta.cast("float64", X[i]) * ta.const(-2.5e-12, "float64"), name="Z")
+    assert str(Y.op.body[0]) == "((X(i) * 1e-09f) + 0.500000f)"
+    assert str(Z.op.body[0]) == "(float64(X(i)) * -2.5e-12)"
