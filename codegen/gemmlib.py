@@ -44,11 +44,10 @@ from __future__ import annotations
 import hashlib
 import struct
 import threading
-import time
 
 import llvmlite.ir as ir
 
-from . import diskcache, jit, libversion
+from . import diskcache, isolate, jit, libversion
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
@@ -122,13 +121,13 @@ def ensure_symbol(symbol: str, target: Target, linked: dict[str, str] | None = N
                 obj = unpack_entry(diskcache.get(key), key_text)
                 origin = "disk"
                 if obj is None:
-                    start = time.process_time()
+                    start = isolate.cpu_seconds()
                     text = piece_ir(dtype, mr, nr, part, target)
                     level = 1 if part != "core" and part[1] == gd.COPY2 else 0
                     obj = jit.compile_object(text, level, target, light=light(part))
                     diskcache.put(key, pack_entry(obj, key_text))
                     STATS["compiled"] += 1
-                    STATS["cpu_seconds"] += time.process_time() - start
+                    STATS["cpu_seconds"] += isolate.cpu_seconds() - start
                     origin = "compiled"
                 jit.load_object(obj, [])
                 _LOADED.add(name)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
-from . import libversion
+from . import isolate, libversion
 from .objcheck import undefined_symbols
 
 if TYPE_CHECKING:
@@ -138,10 +138,11 @@ def data_layout(target: Target | None = None) -> str:
     return str(target_machine(target or host()).target_data)
 
 
-def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None) -> None:
+def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
+             slp: bool = True) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = opt_level >= 2
+    pto.slp_vectorization = slp and opt_level >= 2
     pto.loop_unrolling = opt_level >= 2
     pb = llvm.create_pass_builder(target_machine(target or host()), pto)
     pb.getModulePassManager().run(mod, pb)
@@ -218,19 +219,63 @@ def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
     mpm.run(mod, pb)
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
+    :func:`promote` pipeline."""
+
+    level: int
+    slp: bool = True
+    light: bool = False
+
+    def run(self, mod: llvm.ModuleRef, target: Target) -> None:
+        if self.light:
+            promote(mod, target)
+        elif self.level > 0:
+            optimize(mod, self.level, target, slp=self.slp)
+
+
+def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
+    """The pipelines tried in order when LLVM aborts (see :mod:`.isolate`): the one asked for,
+    then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
+    shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
+    pass at all (``-O0``, the last, compiled in this process)."""
+    if light:
+        return [Pipeline(0, light=True), Pipeline(0)]
+    rungs = [Pipeline(opt_level)]
+    if opt_level >= 2:
+        rungs += [Pipeline(opt_level, slp=False), Pipeline(1)]
+    if opt_level >= 1:
+        rungs.append(Pipeline(0))
+    return rungs
+
+
+def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:
+    mod = _parse(ir_text, target)
+    mod.verify()
+    pipeline.run(mod, target)
+    return target_machine(target).emit_object(mod)
+
+
+def _contained(rungs: list[Pipeline], step) -> bytes:
+    """``step(pipeline)`` for the first rung whose child survives; the last rung runs here."""
+    for pipeline in rungs[:-1]:
+        obj = isolate.in_child(lambda p=pipeline: step(p))
+        if obj is not None:
+            return obj
+    return step(rungs[-1])
+
+
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
     """Parse, verify, optimize and compile a module to relocatable object code (``light``:
-    the :func:`promote` pipeline instead of ``opt_level``'s)."""
+    the :func:`promote` pipeline instead of ``opt_level``'s).  Optimizing runs in a child
+    process, so that an LLVM abort costs a retry on the next rung of :func:`ladder`, not the
+    caller's process."""
     target = target or host()
     with _LOCK:
-        mod = _parse(ir_text, target)
-        mod.verify()
-        if light:
-            promote(mod, target)
-        elif opt_level > 0:
-            optimize(mod, opt_level, target)
-        return target_machine(target).emit_object(mod)
+        target_machine(target)  # (made here, once: the children inherit it)
+        return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
 
 
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
@@ -270,13 +315,16 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = target.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        if opt_level > 0:
-            optimize(mod, opt_level, target)
-        return tm.emit_object(mod)
+
+        def step(pipeline: Pipeline) -> bytes:
+            mod = llvm.parse_assembly(ir_text)
+            mod.triple = target.triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            pipeline.run(mod, target)
+            return tm.emit_object(mod)
+
+        return _contained(ladder(opt_level), step)
 
 
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
@@ -305,10 +353,14 @@ def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> 
     """The IR that ``compile_object`` compiles for ``ir_text`` (recomputed on demand)."""
     target = target or host()
     with _LOCK:
-        mod = _parse(ir_text, target)
-        if opt_level > 0:
-            optimize(mod, opt_level, target)
-        return str(mod)
+        target_machine(target)
+
+        def step(pipeline: Pipeline) -> bytes:
+            mod = _parse(ir_text, target)
+            pipeline.run(mod, target)
+            return str(mod).encode()
+
+        return _contained(ladder(opt_level), step).decode()
 
 
 def assembly(optimized: str, target: Target | None = None) -> str:
