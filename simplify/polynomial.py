@@ -39,7 +39,7 @@ from tensorad.ir.rewrite import fold_along, replace_reads, substitute, substitut
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import atom_key
 
-from .logic import conjuncts
+from .logic import all_of, conjuncts
 from .nonzero import assume
 from .rules import simplify_expr
 
@@ -47,6 +47,7 @@ MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
 QUICK_EXPANSIONS = 2  # the budget of a proof tried before the refuter (:func:`_quick`)
+LAYERS = 3  # the deepest sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]
 Poly = dict[Mono, Fraction]
@@ -118,6 +119,23 @@ def _product_expr(m: Mono, dtype: str, ctx) -> Expr:
     return simplify_expr(out, ctx)
 
 
+def _factors(e: Expr) -> list[tuple[Expr, int]]:
+    """A product (:func:`_product_expr`'s) as its factors and powers: ``e`` is their product."""
+    out: list[tuple[Expr, int]] = []
+    stack = [(e, 1)]
+    while stack:
+        n, p = stack.pop()
+        if n.op is Op.MUL:
+            stack.extend((s, p) for s in reversed(n.src))
+        elif n.op is Op.DIV:
+            stack.extend(((n.src[1], -p), (n.src[0], p)))
+        elif n.op is Op.POW and n.src[1].op is Op.CONST and float(n.src[1].arg).is_integer():
+            stack.append((n.src[0], p * int(n.src[1].arg)))
+        elif not (n.op is Op.CONST and n.arg == 1):
+            out.append((n, p))
+    return out
+
+
 class ProofMemo:
     """What the zero-proofs of one optimizer call share (held by the call's context).
 
@@ -140,7 +158,8 @@ class ProofMemo:
     def __init__(self) -> None:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
-        self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
+        self.positions: dict[tuple, Expr] = {}  # (family, position, lo, hi, dtype) -> variable
+        self.levels: dict[Expr, int] = {}  # node -> how deeply sums nest in it
         self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
         self.bound: dict[tuple, Expr] = {}  # (position, lo, hi, dtype) -> a question's summed axis
         self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
@@ -196,7 +215,7 @@ class _Builder:
     for what is shared with the other proofs of the call; ``replay=False``: nothing read)."""
 
     def __init__(self, ctx=None, shared: ProofMemo | None = None, replay: bool = True,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, depths: dict | None = None) -> None:
         self.memo: dict[tuple, Poly] = {}
         self.expansions = 0
         self.budget = MAX_EXPANSIONS if budget is None else budget
@@ -208,12 +227,14 @@ class _Builder:
         self.facts: list[Expr] = []  # conjuncts of the enclosing sums' where-conditions
         self.products: dict[tuple, Expr] = {}  # (monomial, dtype) -> its product, simplified
         self.frames: list[list] = []  # per node being converted: [cost, atom, asked keys]
+        self.depths = depths  # sum tensors expanded (others are atoms); None: every one
 
-    def positional(self, k: int, v: Expr) -> Expr:
-        key = (k, v.lo, v.hi)
+    def positional(self, k: int, v: Expr, prefix: str = "_s") -> Expr:
+        """The call's variable for position ``k`` of range ``v``'s in the family ``prefix``."""
+        key = (prefix, k, v.lo, v.hi, v.dtype)
         pos = self.shared.positions
         if key not in pos:
-            pos[key] = var(f"_s{k}", v.lo, v.hi)
+            pos[key] = var(f"{prefix}{k}", v.lo, v.hi, v.dtype)
         return pos[key]
 
     def poly(self, e: Expr) -> Poly:
@@ -333,7 +354,8 @@ class _Builder:
         if op is Op.READ and isinstance(e.arg.op, ComputeOp) and e.arg.op.num_outputs == 1:
             t = e.arg
             body = t.op.body[0]
-            if body.op is not Op.REDUCE or body.arg.combiner.kind == "sum":
+            if body.op is not Op.REDUCE or (body.arg.combiner.kind == "sum" and (
+                    self.depths is None or t in self.depths)):
                 self._expand()
                 mapping = dict(zip(t.op.axes, e.src))
                 if body.op is Op.REDUCE:
@@ -357,11 +379,11 @@ class _Builder:
         return _atom(self._canonical_atom(e))
 
     def _sum(self, e: Expr) -> Poly:
-        """``sum_k where c of P``: factors free of ``k`` move out, the rest is one atom."""
+        """``sum_k where c of P``: factors free of ``k`` move out, the rest is summed as one
+        domain with the sums it contains (:meth:`_domain_sum`)."""
         cond, src = e.src
         rvars = e.arg.axes
         bound = set(rvars)
-        canon = {r: self.positional(k, r) for k, r in enumerate(rvars)}
         out: Poly = {}
         facts = conjuncts(cond)
         self.facts.extend(facts)
@@ -370,18 +392,114 @@ class _Builder:
         finally:
             del self.facts[len(self.facts) - len(facts):]
         uses: dict[Expr, bool] = {}  # atom -> whether it mentions a reduction variable
-        rename = substituter(canon)  # one walk over the terms' shared subtrees
-        where = rename(cond)
-        arg = ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0)
         for m, c in terms.items():
             for x, _ in m:
                 if x not in uses:
                     uses[x] = not bound.isdisjoint(self.shared.variables(x))
             indep = tuple((x, p) for x, p in m if not uses[x])
             dep = tuple((x, p) for x, p in m if uses[x])
-            atom = Expr(Op.REDUCE, e.dtype, (where, rename(self.product(dep, e.dtype))), arg)
-            _accumulate(out, _mono_mul(indep, ((atom, 1),), self.keys), c)
+            sums = self._domain_sum(list(rvars), list(facts), dep, e)
+            _accumulate(out, _mono_mul(indep, sums, self.keys), c)
         return out
+
+    def _domain_sum(self, vs: list[Expr], conds: list[Expr], dep: Mono, e: Expr) -> Mono:
+        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).
+
+        A finite sum over a polyhedral domain may be taken in any order: with ``C`` the
+        conjunction of its conditions, ``sum_{n} [c(n)] sum_{q} [c'(n, q)] f`` is
+        ``sum_{(n, q)} [c & c'] f``, which is again ``sum_{q} sum_{n} [c & c'] f`` -- no bound
+        needs projecting, since each condition travels with the innermost sum that mentions
+        its variable.  So the nested sums among ``dep`` (at power 1, over the outer variables)
+        are first *flattened* into one domain, and then the variables are summed innermost
+        first, the one that the fewest factors mention (ties: the earliest), each as an atom
+        ``[sum_v where C_v of F_v]`` over the factors ``F_v`` and conditions ``C_v`` that
+        mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
+        ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s own
+        expansion, and cancels.  Variables that every factor mentions stay one atom over
+        them all (the plain form of a sum over several axes); factors no variable mentions
+        move out."""
+        f: dict[Expr, int] = dict(dep)
+        outer = set(vs)
+        pending = [x for x, p in dep if p == 1 and self._is_sum(x)]
+        while pending:  # flatten the nested sums over the domain's variables
+            x = pending.pop(0)
+            if f.get(x) != 1 or outer.isdisjoint(self.shared.variables(x)):
+                continue
+            del f[x]
+            fresh = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
+            rename = substituter(dict(zip(x.arg.axes, fresh)))
+            vs.extend(fresh)
+            outer.update(fresh)
+            conds.extend(rename(c) for c in conjuncts(x.src[0]))
+            for y, p in _factors(x.src[1]):
+                y = rename(y)
+                f[y] = f.get(y, 0) + p
+                if not f[y]:
+                    del f[y]
+                elif f[y] == 1 and self._is_sum(y):
+                    pending.append(y)
+        out: Mono = ()
+        while True:
+            mentions = {x: self.shared.variables(x) for x in f}
+            free = tuple((x, p) for x, p in f.items() if outer.isdisjoint(mentions[x]))
+            out = _mono_mul(out, free, self.keys)
+            for x, _ in free:
+                del f[x]
+            if len(vs) <= 1:
+                break
+            per = {v: [x for x in f if v in mentions[x]] for v in vs}
+            inner = [v for v in vs if 0 < len(per[v]) < len(f)]
+            if not inner:
+                break
+            fewest = min(len(per[v]) for v in inner)
+            inner = [v for v in inner if len(per[v]) == fewest]
+            v = inner[0] if len(inner) == 1 else min(inner, key=lambda v: self._shape(v, vs, conds, per[v]))
+            cv = [c for c in conds if v in self.shared.variables(c)]
+            conds = [c for c in conds if not any(c is d for d in cv)]
+            atom = self._sum_atom([v], cv, tuple((x, f.pop(x)) for x in per[v]), e)
+            f[atom] = f.get(atom, 0) + 1
+            if not f[atom]:
+                del f[atom]
+            vs.remove(v)
+            outer.discard(v)
+        if vs and f:
+            out = _mono_mul(out, ((self._sum_atom(vs, conds, tuple(f.items()), e), 1),), self.keys)
+        elif vs:  # (no factor: a count of the domain's points)
+            out = _mono_mul(out, ((self._sum_atom(vs, conds, (), e), 1),), self.keys)
+        return out
+
+    def _shape(self, v: Expr, vs: list[Expr], conds: list[Expr], factors: list[Expr]) -> tuple:
+        """A key of summing ``v`` first that names no variable of the domain: ``v`` by its
+        range, the others all one placeholder per range -- so two domains that differ only in
+        their variables' order choose alike."""
+        blank = {w: self.positional(0, w, "_x") for w in vs}
+        blank[v] = self.positional(0, v, "_v")
+        rename = substituter(blank)
+        cv = [rename(c) for c in conds if v in self.shared.variables(c)]
+        return tuple(sorted(atom_key(rename(x), self.keys) for x in [*cv, *factors]))
+
+    def _is_sum(self, x: Expr) -> bool:
+        return x.op is Op.REDUCE and len(x.src) == 2 and x.arg.combiner.kind == "sum"
+
+    def _sum_atom(self, vs: list[Expr], conds: list[Expr], m: Mono, e: Expr) -> Expr:
+        """``[sum over vs where conds of m]``, its variables named by position, range and
+        nesting level (one more than the deepest sum inside): equal sums are one atom, and a
+        sum inside never binds a name that an enclosing one renames its variables to."""
+        level = 1 + max((self._level(x) for x, _ in m), default=0)
+        names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]
+        rename = substituter(dict(zip(vs, names)))
+        mono = _mono_mul((), tuple((rename(x), p) for x, p in m), self.keys)
+        where = all_of(rename(c) for c in conds)
+        return Expr(Op.REDUCE, e.dtype, (where, self.product(mono, e.dtype) if mono else const(1, e.dtype)),
+                    ReduceArg(e.arg.combiner, tuple(names), 0))
+
+    def _level(self, x: Expr) -> int:
+        """How deeply sums nest in ``x`` (memoized per node for the call)."""
+        def visit(n: Expr) -> int:
+            inner = max((self.shared.levels[c] for c in n.src), default=0)
+            return inner + (n.op is Op.REDUCE)
+
+        return fold_along(x, lambda n: n.src, visit, self.shared.levels)
 
     def product(self, m: Mono, dtype: str) -> Expr:
         """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
@@ -426,6 +544,10 @@ def _prove(e: Expr, ctx) -> bool:
             return out
     if ctx is not None:
         ctx.counts["zero-proof"] += 1  # (a full proof)
+    if _layered(e, ctx):
+        if ctx is not None:
+            ctx.zero[e] = True
+        return True
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
@@ -437,6 +559,53 @@ def _prove(e: Expr, ctx) -> bool:
     if ctx is not None:
         ctx.zero[e] = out
     return out
+
+
+def sum_depths(e: Expr) -> dict:
+    """Each sum tensor that ``e`` reaches, by its depth: the fewest sums read on the way
+    (``e`` reads its own at depth 1; reads through elementwise tensors add none)."""
+    def reads(x: Expr) -> list:
+        return [n.arg for n in walk(x) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)
+                and n.arg.op.num_outputs == 1]
+
+    def is_sum(t) -> bool:
+        b = t.op.body[0]
+        return b.op is Op.REDUCE and b.arg.combiner.kind == "sum"
+
+    best: dict = {}
+    queue = [(int(is_sum(t)), t) for t in reads(e)]
+    while queue:  # (0-1 breadth-first: the smallest depth first)
+        queue.sort(key=lambda q: q[0])
+        d, t = queue.pop(0)
+        if t in best:
+            continue
+        best[t] = d
+        queue.extend((d + is_sum(u), u) for u in reads(t.op.body[0]) if u not in best)
+    return {t: d for t, d in best.items() if is_sum(t)}
+
+
+def _layered(e: Expr, ctx) -> bool:
+    """Whether ``e`` is zero as a polynomial whose atoms are the reads of the sums deeper
+    than :data:`LAYERS` (each depth tried in turn, the sums within it expanded).  Any set of
+    expanded reads gives a sound proof, and a shallow one is small: the full proof expands
+    every sum it meets until its budget runs out, where the reason a sum is zero -- a softmax's
+    rows summing to one, through the keys' sum of attention -- lies a few sums down and the
+    deeper expansions only add terms."""
+    depths = sum_depths(e)
+    deepest = max(depths.values(), default=0)
+    for layer in range(1, min(LAYERS, deepest - 1) + 1):
+        within = {t for t, d in depths.items() if d <= layer}
+        memo = ProofMemo() if ctx is None else ctx.layers.setdefault(layer, ProofMemo())
+        try:
+            try:
+                if not _Builder(ctx, memo, depths=within).poly(e):
+                    return True
+            except _Cut:
+                if not _Builder(ctx, memo, replay=False, depths=within).poly(e):
+                    return True
+        except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
+            pass
+    return False
 
 
 def _quick(e: Expr, ctx) -> bool | None:
