@@ -155,13 +155,18 @@ class ProofMemo:
     read is never expanded inside its own expansion (tensors form a DAG), so no variable is
     captured."""
 
-    def __init__(self) -> None:
+    def __init__(self, pure: ProofMemo | None = None) -> None:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
+        self.bound: dict[tuple, Expr] = {}  # (position, lo, hi, dtype) -> a question's summed axis
+        if pure is not None:  # (the tables that do not depend on what a proof expands)
+            self.instances, self.positions, self.levels, self.free, self.loose, self.bodies = \
+                pure.instances, pure.positions, pure.levels, pure.free, pure.loose, pure.bodies
+            return
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
         self.positions: dict[tuple, Expr] = {}  # (family, position, lo, hi, dtype) -> variable
         self.levels: dict[Expr, int] = {}  # node -> how deeply sums nest in it
         self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
-        self.bound: dict[tuple, Expr] = {}  # (position, lo, hi, dtype) -> a question's summed axis
+        self.loose: dict[Expr, frozenset] = {}  # node -> the variables free in it
         self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
 
     def closed(self, e: Expr) -> Expr:
@@ -181,6 +186,16 @@ class ProofMemo:
         rename = substituter(dict(zip(e.arg.axes, axes)))
         return Expr(Op.REDUCE, e.dtype, tuple(rename(s) for s in e.src),
                     ReduceArg(e.arg.combiner, tuple(axes), e.arg.value_index))
+
+    def unbound(self, e: Expr) -> frozenset:
+        """The variables ``e`` mentions outside the sums that bind them (memoized)."""
+        def visit(n: Expr) -> frozenset:
+            if n.op is Op.VAR:
+                return frozenset((n,))
+            out = frozenset().union(*(self.loose[c] for c in n.src))
+            return out.difference(n.arg.axes) if n.op is Op.REDUCE else out
+
+        return fold_along(e, lambda n: n.src, visit, self.loose)
 
     def variables(self, e: Expr) -> frozenset:
         """The variables ``e`` mentions (memoized per node for the call)."""
@@ -228,6 +243,7 @@ class _Builder:
         self.products: dict[tuple, Expr] = {}  # (monomial, dtype) -> its product, simplified
         self.frames: list[list] = []  # per node being converted: [cost, atom, asked keys]
         self.depths = depths  # sum tensors expanded (others are atoms); None: every one
+        self.renamers: dict[tuple, tuple] = {}  # (variables, level) -> (renaming, nodes renamed)
 
     def positional(self, k: int, v: Expr, prefix: str = "_s") -> Expr:
         """The call's variable for position ``k`` of range ``v``'s in the family ``prefix``."""
@@ -411,7 +427,7 @@ class _Builder:
         needs projecting, since each condition travels with the innermost sum that mentions
         its variable.  So the nested sums among ``dep`` (at power 1, over the outer variables)
         are first *flattened* into one domain, and then the variables are summed innermost
-        first, the one that the fewest factors mention (ties: the earliest), each as an atom
+        first, the one that the fewest factors mention (ties: by what they are), each as an atom
         ``[sum_v where C_v of F_v]`` over the factors ``F_v`` and conditions ``C_v`` that
         mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
         ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s own
@@ -423,24 +439,27 @@ class _Builder:
         pending = [x for x, p in dep if p == 1 and self._is_sum(x)]
         while pending:  # flatten the nested sums over the domain's variables
             x = pending.pop(0)
-            if f.get(x) != 1 or outer.isdisjoint(self.shared.variables(x)):
+            if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
                 continue
             del f[x]
-            fresh = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
-            rename = substituter(dict(zip(x.arg.axes, fresh)))
-            vs.extend(fresh)
-            outer.update(fresh)
-            conds.extend(rename(c) for c in conjuncts(x.src[0]))
+            axes = list(x.arg.axes)  # (its names, unless the domain has one already)
+            if not outer.isdisjoint(axes):
+                axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(axes)]
+            mapping, memo = dict(zip(x.arg.axes, axes)), {}
+            vs.extend(axes)
+            outer.update(axes)
+            conds.extend(self.rename(c, mapping, memo) for c in conjuncts(x.src[0]))
             for y, p in _factors(x.src[1]):
-                y = rename(y)
+                y = self.rename(y, mapping, memo)
                 f[y] = f.get(y, 0) + p
                 if not f[y]:
                     del f[y]
                 elif f[y] == 1 and self._is_sum(y):
                     pending.append(y)
         out: Mono = ()
+        blank = None  # (variables -> one placeholder per range, nodes renamed, keys)
         while True:
-            mentions = {x: self.shared.variables(x) for x in f}
+            mentions = {x: self.shared.unbound(x) for x in f}
             free = tuple((x, p) for x, p in f.items() if outer.isdisjoint(mentions[x]))
             out = _mono_mul(out, free, self.keys)
             for x, _ in free:
@@ -453,14 +472,18 @@ class _Builder:
                 break
             fewest = min(len(per[v]) for v in inner)
             inner = [v for v in inner if len(per[v]) == fewest]
-            v = inner[0] if len(inner) == 1 else min(inner, key=lambda v: self._shape(v, vs, conds, per[v]))
-            cv = [c for c in conds if v in self.shared.variables(c)]
+            if len(inner) > 1:
+                if blank is None:
+                    blank = ({w: self.positional(0, w, "_x") for w in vs}, {}, {})
+                inner.sort(key=lambda v: self._shape(v, conds, per[v], blank))
+            v = inner[0]
+            cv = [c for c in conds if v in self.shared.unbound(c)]
             conds = [c for c in conds if not any(c is d for d in cv)]
             atom = self._sum_atom([v], cv, tuple((x, f.pop(x)) for x in per[v]), e)
             f[atom] = f.get(atom, 0) + 1
             if not f[atom]:
                 del f[atom]
-            vs.remove(v)
+            vs = [w for w in vs if w is not v]
             outer.discard(v)
         if vs and f:
             out = _mono_mul(out, ((self._sum_atom(vs, conds, tuple(f.items()), e), 1),), self.keys)
@@ -468,15 +491,49 @@ class _Builder:
             out = _mono_mul(out, ((self._sum_atom(vs, conds, (), e), 1),), self.keys)
         return out
 
-    def _shape(self, v: Expr, vs: list[Expr], conds: list[Expr], factors: list[Expr]) -> tuple:
-        """A key of summing ``v`` first that names no variable of the domain: ``v`` by its
-        range, the others all one placeholder per range -- so two domains that differ only in
-        their variables' order choose alike."""
-        blank = {w: self.positional(0, w, "_x") for w in vs}
-        blank[v] = self.positional(0, v, "_v")
-        rename = substituter(blank)
-        cv = [rename(c) for c in conds if v in self.shared.variables(c)]
-        return tuple(sorted(atom_key(rename(x), self.keys) for x in [*cv, *factors]))
+    def _shape(self, v: Expr, conds: list[Expr], factors: list[Expr], blank: tuple) -> tuple:
+        """A key of summing ``v`` first that names no variable of the domain: the factors and
+        conditions that mention ``v``, every variable of the domain one placeholder per range
+        -- so two domains that differ only in their variables' order choose alike."""
+        mapping, memo, keys = blank
+        out = []
+        for x in [*(c for c in conds if v in self.shared.unbound(c)), *factors]:
+            k = keys.get(x)
+            if k is None:
+                k = keys[x] = atom_key(self.rename(x, mapping, memo), self.keys)
+            out.append(k)
+        return tuple(sorted(out))
+
+    def rename(self, e: Expr, mapping: dict, memo: dict) -> Expr:
+        """``e`` with the free occurrences of ``mapping``'s variables replaced (a sum that binds
+        one keeps it), rebuilding only the nodes that mention one (``memo``: the nodes rebuilt,
+        shared by the calls with one mapping).  No name is captured: the new names are
+        temporaries or a level that no sum inside binds."""
+        keys, free = mapping.keys(), self.shared.free
+        if keys.isdisjoint(self.shared.variables(e)):  # (and every node under e is in free)
+            return e
+        stack = [e]
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            if n in mapping:
+                memo[n] = mapping[n]
+                stack.pop()
+                continue
+            if n.op is Op.REDUCE and not keys.isdisjoint(n.arg.axes):
+                inner = {k: v for k, v in mapping.items() if not any(k is a for a in n.arg.axes)}
+                memo[n] = n.replace(src=tuple(self.rename(c, inner, {}) for c in n.src)) if inner else n
+                stack.pop()
+                continue
+            todo = [c for c in n.src if c not in memo and not keys.isdisjoint(free[c])]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            memo[n] = n.replace(src=tuple(memo.get(c, c) for c in n.src))
+        return memo[e]
 
     def _is_sum(self, x: Expr) -> bool:
         return x.op is Op.REDUCE and len(x.src) == 2 and x.arg.combiner.kind == "sum"
@@ -487,9 +544,12 @@ class _Builder:
         sum inside never binds a name that an enclosing one renames its variables to."""
         level = 1 + max((self._level(x) for x, _ in m), default=0)
         names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]
-        rename = substituter(dict(zip(vs, names)))
-        mono = _mono_mul((), tuple((rename(x), p) for x, p in m), self.keys)
-        where = all_of(rename(c) for c in conds)
+        key = (*vs, level)
+        found = self.renamers.get(key)
+        if found is None:  # (one per domain: the atoms of one sum share what they rename)
+            found = self.renamers[key] = (dict(zip(vs, names)), {})
+        mono = _mono_mul((), tuple((self.rename(x, *found), p) for x, p in m), self.keys)
+        where = all_of(self.rename(c, *found) for c in conds)
         return Expr(Op.REDUCE, e.dtype, (where, self.product(mono, e.dtype) if mono else const(1, e.dtype)),
                     ReduceArg(e.arg.combiner, tuple(names), 0))
 
@@ -595,7 +655,9 @@ def _layered(e: Expr, ctx) -> bool:
     deepest = max(depths.values(), default=0)
     for layer in range(1, min(LAYERS, deepest - 1) + 1):
         within = {t for t, d in depths.items() if d <= layer}
-        memo = ProofMemo() if ctx is None else ctx.layers.setdefault(layer, ProofMemo())
+        memo = ProofMemo() if ctx is None else ctx.layers.get(frozenset(within))
+        if memo is None:
+            memo = ctx.layers[frozenset(within)] = ProofMemo(ctx.proofs)
         try:
             try:
                 if not _Builder(ctx, memo, depths=within).poly(e):
