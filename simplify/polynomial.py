@@ -47,7 +47,7 @@ MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
 QUICK_EXPANSIONS = 2  # the budget of a proof tried before the refuter (:func:`_quick`)
-LAYERS = 3  # the deepest sums a layered proof expands (:func:`_layered`)
+LAYERS = 3  # the depth of the sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]
 Poly = dict[Mono, Fraction]
@@ -442,9 +442,9 @@ class _Builder:
             if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
                 continue
             del f[x]
-            axes = list(x.arg.axes)  # (its names, unless the domain has one already)
-            if not outer.isdisjoint(axes):
-                axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(axes)]
+            # (named apart: a new sum's names are a level no sum inside binds, so no free
+            # variable under it may have one)
+            axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
             mapping, memo = dict(zip(x.arg.axes, axes)), {}
             vs.extend(axes)
             outer.update(axes)
@@ -475,7 +475,7 @@ class _Builder:
             if len(inner) > 1:
                 if blank is None:
                     blank = ({w: self.positional(0, w, "_x") for w in vs}, {}, {})
-                inner.sort(key=lambda v: self._shape(v, conds, per[v], blank))
+                inner.sort(key=lambda v: self._shape(v, conds, {x: f[x] for x in per[v]}, blank))
             v = inner[0]
             cv = [c for c in conds if v in self.shared.unbound(c)]
             conds = [c for c in conds if not any(c is d for d in cv)]
@@ -491,17 +491,22 @@ class _Builder:
             out = _mono_mul(out, ((self._sum_atom(vs, conds, (), e), 1),), self.keys)
         return out
 
-    def _shape(self, v: Expr, conds: list[Expr], factors: list[Expr], blank: tuple) -> tuple:
-        """A key of summing ``v`` first that names no variable of the domain: the factors and
-        conditions that mention ``v``, every variable of the domain one placeholder per range
-        -- so two domains that differ only in their variables' order choose alike."""
+    def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:
+        """A key of summing ``v`` first that names no variable of the domain: the factors
+        (with their powers) and conditions that mention ``v``, every variable of the domain
+        one placeholder per range, ``v`` another in its conditions -- so two domains that
+        differ only in their variables' order choose alike."""
         mapping, memo, keys = blank
         out = []
-        for x in [*(c for c in conds if v in self.shared.unbound(c)), *factors]:
+        for x, p in factors.items():
             k = keys.get(x)
             if k is None:
                 k = keys[x] = atom_key(self.rename(x, mapping, memo), self.keys)
-            out.append(k)
+            out.append((k, p))
+        own = mapping | {v: self.positional(0, v, "_v")}
+        mine: dict = {}
+        out.extend((atom_key(self.rename(c, own, mine), self.keys), 0)
+                   for c in conds if v in self.shared.unbound(c))
         return tuple(sorted(out))
 
     def rename(self, e: Expr, mapping: dict, memo: dict) -> Expr:
@@ -645,29 +650,29 @@ def sum_depths(e: Expr) -> dict:
 
 
 def _layered(e: Expr, ctx) -> bool:
-    """Whether ``e`` is zero as a polynomial whose atoms are the reads of the sums deeper
-    than :data:`LAYERS` (each depth tried in turn, the sums within it expanded).  Any set of
-    expanded reads gives a sound proof, and a shallow one is small: the full proof expands
-    every sum it meets until its budget runs out, where the reason a sum is zero -- a softmax's
-    rows summing to one, through the keys' sum of attention -- lies a few sums down and the
-    deeper expansions only add terms."""
+    """Whether ``e`` is zero as a polynomial whose atoms include the reads of the sums deeper
+    than :data:`LAYERS` (or than all but the deepest: else the full proof's own question),
+    the sums within it expanded.  Any set of expanded reads gives a sound proof, and a shallow
+    one is small: the full proof expands every sum it meets until its budget or its terms run
+    out, where the reason a sum is zero -- a softmax's rows summing to one, through the keys'
+    sum of attention -- lies a few sums down and the deeper expansions only add terms."""
     depths = sum_depths(e)
-    deepest = max(depths.values(), default=0)
-    for layer in range(1, min(LAYERS, deepest - 1) + 1):
-        within = {t for t, d in depths.items() if d <= layer}
-        memo = ProofMemo() if ctx is None else ctx.layers.get(frozenset(within))
-        if memo is None:
-            memo = ctx.layers[frozenset(within)] = ProofMemo(ctx.proofs)
+    layer = min(LAYERS, max(depths.values(), default=0) - 1)
+    if layer < 1:
+        return False
+    within = frozenset(t for t, d in depths.items() if d <= layer)
+    memo = ProofMemo() if ctx is None else ctx.layers.get(within)
+    if memo is None:
+        memo = ProofMemo(None if ctx is None else ctx.proofs)
+        if ctx is not None:
+            ctx.layers[within] = memo
+    try:
         try:
-            try:
-                if not _Builder(ctx, memo, depths=within).poly(e):
-                    return True
-            except _Cut:
-                if not _Builder(ctx, memo, replay=False, depths=within).poly(e):
-                    return True
-        except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
-            pass
-    return False
+            return not _Builder(ctx, memo, depths=within).poly(e)
+        except _Cut:  # (an atom spelled otherwise: convert without replay)
+            return not _Builder(ctx, memo, replay=False, depths=within).poly(e)
+    except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
+        return False
 
 
 def _quick(e: Expr, ctx) -> bool | None:

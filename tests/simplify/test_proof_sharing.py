@@ -60,11 +60,19 @@ class _Recorder:
                 return ctx.zero[e]
             built.clear()
             out = real_prove(e, ctx)
-            if built:  # (the last builder answered: the first one's replay may have been cut)
-                self.pairs.append(((out, built[-1].expansions), _alone(e, ctx)))
+            full = [b for b in built if b.depths is None]
+            if full:  # (the last builder answered: the first one's replay may have been cut)
+                self.pairs.append(((out, full[-1].expansions), _alone(e, ctx)))
             return out
 
-        real_prove = polynomial.provably_zero
+        def layered(e, ctx=None):  # (a layered proof, then the same alone: a fresh memo)
+            out = real_layered(e, ctx)
+            if ctx is not None:
+                self.pairs.append((out, real_layered(e, None)))
+            return out
+
+        real_prove, real_layered = polynomial.provably_zero, polynomial._layered
+        monkeypatch.setattr(polynomial, "_layered", layered)
         monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
         monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
         monkeypatch.setattr(polynomial._Builder, "_replay", replay)
@@ -138,6 +146,7 @@ def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
     real = polynomial._Builder._poly
     monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
     monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
+    monkeypatch.setattr(polynomial, "_layered", lambda e, ctx: False)  # (the full proofs' sharing)
     monkeypatch.setattr(polynomial._Builder, "_poly", lambda b, e: converted.append(e.op) or real(b, e))
     w = workloads.BY_NAME["transformer_block"]
     ints = w.params.get("ints", {})
