@@ -20,6 +20,7 @@ from tensorad.simplify.polynomial import provably_zero
 
 import tensorad as ta
 from tensorad.ir import Op
+from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
 
 _ARITH = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
@@ -121,3 +122,20 @@ def test_a_sum_inside_never_captures_a_name():
     value = sum(a[i] / gg[i, : i + 1].sum() - a[i] / gg[i:, i].sum() for i in range(size))
     assert abs(value) > 0.1
     assert not provably_zero(ta.sum(A[r] / S[r] - A[r] / S3[r], r))
+
+
+def test_the_transformer_blocks_b1_gradient_drops_the_keys_term():
+    # Issue 10: b1's gradient is sum over tokens of the three projections' input gradients;
+    # the keys' one sums to zero over the tokens (softmax's shift invariance through QK^T):
+    # the proof closes (the Transformer block's one full proof) and its term goes
+    from benchmarks import sys_tensorad, workloads
+
+    w = workloads.BY_NAME["transformer_block"]
+    ints = w.params.get("ints", {})
+    p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k)
+         for k, s in w.input_shapes(tiny=True).items()}
+    Y = sys_tensorad.topi_forward(w.kind, p, w.params)
+    (db1,) = ta.JacobianRecursive(Y, [p["b1"]], ta.placeholder(Y.shape, name="H"))
+    body = db1.op.body[0]
+    assert body.op is Op.REDUCE
+    assert sum(n.op is Op.READ for n in walk(body.src[1])) == 2  # (3 before: Q's, K's and V's)
