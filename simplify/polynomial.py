@@ -13,7 +13,9 @@ integer (also negative) exponents:
   sum at the indices (a bounded number of expansions);
 * a sum ``sum_k where c of P`` is linear: each monomial splits into the factors free of ``k``
   and the rest, and ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]`` where the bracket is one
-  atom, its reduction variables renamed by position so that equal sums are equal atoms;
+  atom, its reduction variables renamed by position, range and nesting level so that equal
+  sums are equal atoms and no sum inside captures a name; the sums nested in ``D`` are taken
+  in a canonical order (Fubini's exchange, :meth:`_Builder._domain_sum`);
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
 ``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
@@ -22,7 +24,8 @@ checks come first: the refuter (:mod:`.refute`: a nonzero value at a point of a 
 every step of the proof holds means "not zero") within :data:`FIRST_STEPS` node evaluations
 (a question about elements other questions evaluated costs a few), then the proof within
 :data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter with its whole
-budget, and only then the proof in full -- the same answers, by construction.  It is only
+budget, and only then a layered proof (:func:`_layered`) and the proof in full -- the same
+answers, by construction.  It is only
 ever used to *remove* a tensor: a polynomial that grows past :data:`MAX_TERMS` or an
 expansion budget means "not known to be zero".  The identities used (``(1/S) * S = 1``) hold
 in real arithmetic, so the removed value is zero up to rounding for finite values (real-number

@@ -77,8 +77,9 @@ def test_nested_sums_in_either_order_are_one_sum(size, cond_name, c, seed):
     A = ta.placeholder((size, size), "float64", "A")
     B = ta.placeholder((size,), "float64", "B")
     q1, n2 = ta.reduce_axis((0, size), "q"), ta.reduce_axis((0, size), "n")
-    by_n = ta.compute((size,), lambda n: ta.sum(A[q1, n] * B[q1] * B[n], q1, where=cond(q1, n, c)), name="T1")
-    by_q = ta.compute((size,), lambda q: ta.sum(A[q, n2] * B[n2] * B[n2], n2, where=cond(q, n2, c)), name="T2")
+    # sum_{(q, n) in the domain} A[q, n] B[q] B[n]^2: its inner sum over q, or over n
+    by_n = ta.compute((size,), lambda n: ta.sum(A[q1, n] * B[q1] * B[n], q1, where=cond(q1, n, c)))
+    by_q = ta.compute((size,), lambda q: ta.sum(A[q, n2] * B[n2] * B[n2], n2, where=cond(q, n2, c)))
     n, q = ta.reduce_axis((0, size), "n"), ta.reduce_axis((0, size), "q")
     outer_n, outer_q = ta.sum(by_n[n] * B[n], n), ta.sum(by_q[q] * B[q], q)
     assert provably_zero(outer_n - outer_q)  # (before: the two orders were two atoms)
