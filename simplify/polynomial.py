@@ -34,6 +34,7 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 
 from __future__ import annotations
 
+from collections import deque
 from fractions import Fraction
 
 from tensorad.ir import dtype as dt
@@ -629,9 +630,11 @@ def _prove(e: Expr, ctx) -> bool:
     return out
 
 
-def sum_depths(e: Expr) -> dict:
-    """Each sum tensor that ``e`` reaches, by its depth: the fewest sums read on the way
-    (``e`` reads its own at depth 1; reads through elementwise tensors add none)."""
+def sum_depths(e: Expr, deepest: int, most: int) -> dict:
+    """The sum tensors that ``e`` reaches within ``deepest``, by their depth: the fewest sums
+    read on the way (``e`` reads its own at depth 1; reads through elementwise tensors add
+    none), at most ``most`` tensors visited, the nearest first (a proof's budget expands
+    fewer: a long chain is not walked to its end)."""
     def reads(x: Expr) -> list:
         return [n.arg for n in walk(x) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)
                 and n.arg.op.num_outputs == 1]
@@ -641,14 +644,18 @@ def sum_depths(e: Expr) -> dict:
         return b.op is Op.REDUCE and b.arg.combiner.kind == "sum"
 
     best: dict = {}
-    queue = [(int(is_sum(t)), t) for t in reads(e)]
-    while queue:  # (0-1 breadth-first: the smallest depth first)
-        queue.sort(key=lambda q: q[0])
-        d, t = queue.pop(0)
-        if t in best:
+    queue = deque((int(is_sum(t)), t) for t in reads(e))
+    while queue and len(best) < most:  # (0-1 breadth-first: the smallest depth first)
+        d, t = queue.popleft()
+        if t in best or d > deepest:
             continue
         best[t] = d
-        queue.extend((d + is_sum(u), u) for u in reads(t.op.body[0]) if u not in best)
+        for u in reads(t.op.body[0]):
+            if u not in best:
+                if is_sum(u):
+                    queue.append((d + 1, u))
+                else:
+                    queue.appendleft((d, u))
     return {t: d for t, d in best.items() if is_sum(t)}
 
 
@@ -659,7 +666,7 @@ def _layered(e: Expr, ctx) -> bool:
     one is small: the full proof expands every sum it meets until its budget or its terms run
     out, where the reason a sum is zero -- a softmax's rows summing to one, through the keys'
     sum of attention -- lies a few sums down and the deeper expansions only add terms."""
-    depths = sum_depths(e)
+    depths = sum_depths(e, LAYERS + 1, 4 * MAX_EXPANSIONS)
     layer = min(LAYERS, max(depths.values(), default=0) - 1)
     if layer < 1:
         return False
