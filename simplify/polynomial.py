@@ -168,7 +168,7 @@ class ProofMemo:
             return
         self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
         self.positions: dict[tuple, Expr] = {}  # (family, position, lo, hi, dtype) -> variable
-        self.levels: dict[Expr, int] = {}  # node -> how deeply sums nest in it
+        self.levels: dict[Expr, int] = {}  # a sum atom's variable -> its level (_Builder._sum_atom)
         self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
         self.loose: dict[Expr, frozenset] = {}  # node -> the variables free in it
         self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
@@ -441,6 +441,8 @@ class _Builder:
         f: dict[Expr, int] = dict(dep)
         outer = set(vs)
         pending = [x for x, p in dep if p == 1 and self._is_sum(x)]
+        if not pending and len(vs) == 1:  # (one variable, which every factor mentions)
+            return ((self._sum_atom(vs, conds, dep, e), 1),)
         while pending:  # flatten the nested sums over the domain's variables
             x = pending.pop(0)
             if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
@@ -549,10 +551,12 @@ class _Builder:
 
     def _sum_atom(self, vs: list[Expr], conds: list[Expr], m: Mono, e: Expr) -> Expr:
         """``[sum over vs where conds of m]``, its variables named by position, range and
-        nesting level (one more than the deepest sum inside): equal sums are one atom, and a
+        level (one more than the highest level named inside): equal sums are one atom, and a
         sum inside never binds a name that an enclosing one renames its variables to."""
-        level = 1 + max((self._level(x) for x, _ in m), default=0)
+        named = self.shared.levels
+        level = 1 + max((named.get(y, 0) for x, _ in m for y in self.shared.variables(x)), default=0)
         names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]
+        named.update(dict.fromkeys(names, level))
         key = (*vs, level)
         found = self.renamers.get(key)
         if found is None:  # (one per domain: the atoms of one sum share what they rename)
@@ -561,14 +565,6 @@ class _Builder:
         where = all_of(self.rename(c, *found) for c in conds)
         return Expr(Op.REDUCE, e.dtype, (where, self.product(mono, e.dtype) if mono else const(1, e.dtype)),
                     ReduceArg(e.arg.combiner, tuple(names), 0))
-
-    def _level(self, x: Expr) -> int:
-        """How deeply sums nest in ``x`` (memoized per node for the call)."""
-        def visit(n: Expr) -> int:
-            inner = max((self.shared.levels[c] for c in n.src), default=0)
-            return inner + (n.op is Op.REDUCE)
-
-        return fold_along(x, lambda n: n.src, visit, self.shared.levels)
 
     def product(self, m: Mono, dtype: str) -> Expr:
         """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
