@@ -48,6 +48,7 @@ class OptimizerContext:
         self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
         self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
+        self.layers: dict[frozenset, ProofMemo] = {}  # the same for layered proofs, per sums expanded
         self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof
         self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
         self.tiles: dict = {}  # op -> whether its body is pieces tiling its box (.pieces)

@@ -13,7 +13,9 @@ integer (also negative) exponents:
   sum at the indices (a bounded number of expansions);
 * a sum ``sum_k where c of P`` is linear: each monomial splits into the factors free of ``k``
   and the rest, and ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]`` where the bracket is one
-  atom, its reduction variables renamed by position so that equal sums are equal atoms;
+  atom, its reduction variables renamed by position, range and nesting level so that equal
+  sums are equal atoms and no sum inside captures a name; the sums nested in ``D`` are taken
+  in a canonical order (Fubini's exchange, :meth:`_Builder._domain_sum`);
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
 ``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
@@ -22,7 +24,8 @@ checks come first: the refuter (:mod:`.refute`: a nonzero value at a point of a 
 every step of the proof holds means "not zero") within :data:`FIRST_STEPS` node evaluations
 (a question about elements other questions evaluated costs a few), then the proof within
 :data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter with its whole
-budget, and only then the proof in full -- the same answers, by construction.  It is only
+budget, and only then a layered proof (:func:`_layered`) and the proof in full -- the same
+answers, by construction.  It is only
 ever used to *remove* a tensor: a polynomial that grows past :data:`MAX_TERMS` or an
 expansion budget means "not known to be zero".  The identities used (``(1/S) * S = 1``) hold
 in real arithmetic, so the removed value is zero up to rounding for finite values (real-number
@@ -31,6 +34,7 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 
 from __future__ import annotations
 
+from collections import deque
 from fractions import Fraction
 
 from tensorad.ir import dtype as dt
@@ -39,7 +43,7 @@ from tensorad.ir.rewrite import fold_along, replace_reads, substitute, substitut
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import atom_key
 
-from .logic import conjuncts
+from .logic import all_of, conjuncts
 from .nonzero import assume
 from .rules import simplify_expr
 
@@ -47,6 +51,7 @@ MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
 QUICK_EXPANSIONS = 2  # the budget of a proof tried before the refuter (:func:`_quick`)
+LAYERS = 3  # the depth of the sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]
 Poly = dict[Mono, Fraction]
@@ -118,6 +123,23 @@ def _product_expr(m: Mono, dtype: str, ctx) -> Expr:
     return simplify_expr(out, ctx)
 
 
+def _factors(e: Expr) -> list[tuple[Expr, int]]:
+    """A product (:func:`_product_expr`'s) as its factors and powers: ``e`` is their product."""
+    out: list[tuple[Expr, int]] = []
+    stack = [(e, 1)]
+    while stack:
+        n, p = stack.pop()
+        if n.op is Op.MUL:
+            stack.extend((s, p) for s in reversed(n.src))
+        elif n.op is Op.DIV:
+            stack.extend(((n.src[1], -p), (n.src[0], p)))
+        elif n.op is Op.POW and n.src[1].op is Op.CONST and float(n.src[1].arg).is_integer():
+            stack.append((n.src[0], p * int(n.src[1].arg)))
+        elif not (n.op is Op.CONST and n.arg == 1):
+            out.append((n, p))
+    return out
+
+
 class ProofMemo:
     """What the zero-proofs of one optimizer call share (held by the call's context).
 
@@ -137,12 +159,18 @@ class ProofMemo:
     read is never expanded inside its own expansion (tensors form a DAG), so no variable is
     captured."""
 
-    def __init__(self) -> None:
+    def __init__(self, pure: ProofMemo | None = None) -> None:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
-        self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
-        self.positions: dict[tuple, Expr] = {}  # (position, lo, hi) -> positional variable
-        self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
         self.bound: dict[tuple, Expr] = {}  # (position, lo, hi, dtype) -> a question's summed axis
+        if pure is not None:  # (the tables that do not depend on what a proof expands)
+            self.instances, self.positions, self.levels, self.free, self.loose, self.bodies = \
+                pure.instances, pure.positions, pure.levels, pure.free, pure.loose, pure.bodies
+            return
+        self.instances: dict[Expr, tuple[Expr, ...]] = {}  # read of a sum -> its variables
+        self.positions: dict[tuple, Expr] = {}  # (family, position, lo, hi, dtype) -> variable
+        self.levels: dict[Expr, int] = {}  # a sum atom's variable -> its level (_Builder._sum_atom)
+        self.free: dict[Expr, frozenset] = {}  # node -> the variables under it
+        self.loose: dict[Expr, frozenset] = {}  # node -> the variables free in it
         self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
 
     def closed(self, e: Expr) -> Expr:
@@ -162,6 +190,16 @@ class ProofMemo:
         rename = substituter(dict(zip(e.arg.axes, axes)))
         return Expr(Op.REDUCE, e.dtype, tuple(rename(s) for s in e.src),
                     ReduceArg(e.arg.combiner, tuple(axes), e.arg.value_index))
+
+    def unbound(self, e: Expr) -> frozenset:
+        """The variables ``e`` mentions outside the sums that bind them (memoized)."""
+        def visit(n: Expr) -> frozenset:
+            if n.op is Op.VAR:
+                return frozenset((n,))
+            out = frozenset().union(*(self.loose[c] for c in n.src))
+            return out.difference(n.arg.axes) if n.op is Op.REDUCE else out
+
+        return fold_along(e, lambda n: n.src, visit, self.loose)
 
     def variables(self, e: Expr) -> frozenset:
         """The variables ``e`` mentions (memoized per node for the call)."""
@@ -196,7 +234,7 @@ class _Builder:
     for what is shared with the other proofs of the call; ``replay=False``: nothing read)."""
 
     def __init__(self, ctx=None, shared: ProofMemo | None = None, replay: bool = True,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, depths: dict | None = None) -> None:
         self.memo: dict[tuple, Poly] = {}
         self.expansions = 0
         self.budget = MAX_EXPANSIONS if budget is None else budget
@@ -208,12 +246,15 @@ class _Builder:
         self.facts: list[Expr] = []  # conjuncts of the enclosing sums' where-conditions
         self.products: dict[tuple, Expr] = {}  # (monomial, dtype) -> its product, simplified
         self.frames: list[list] = []  # per node being converted: [cost, atom, asked keys]
+        self.depths = depths  # sum tensors expanded (others are atoms); None: every one
+        self.renamers: dict[tuple, tuple] = {}  # (variables, level) -> (renaming, nodes renamed)
 
-    def positional(self, k: int, v: Expr) -> Expr:
-        key = (k, v.lo, v.hi)
+    def positional(self, k: int, v: Expr, prefix: str = "_s") -> Expr:
+        """The call's variable for position ``k`` of range ``v``'s in the family ``prefix``."""
+        key = (prefix, k, v.lo, v.hi, v.dtype)
         pos = self.shared.positions
         if key not in pos:
-            pos[key] = var(f"_s{k}", v.lo, v.hi)
+            pos[key] = var(f"{prefix}{k}", v.lo, v.hi, v.dtype)
         return pos[key]
 
     def poly(self, e: Expr) -> Poly:
@@ -333,7 +374,8 @@ class _Builder:
         if op is Op.READ and isinstance(e.arg.op, ComputeOp) and e.arg.op.num_outputs == 1:
             t = e.arg
             body = t.op.body[0]
-            if body.op is not Op.REDUCE or body.arg.combiner.kind == "sum":
+            if body.op is not Op.REDUCE or (body.arg.combiner.kind == "sum" and (
+                    self.depths is None or t in self.depths)):
                 self._expand()
                 mapping = dict(zip(t.op.axes, e.src))
                 if body.op is Op.REDUCE:
@@ -357,11 +399,11 @@ class _Builder:
         return _atom(self._canonical_atom(e))
 
     def _sum(self, e: Expr) -> Poly:
-        """``sum_k where c of P``: factors free of ``k`` move out, the rest is one atom."""
+        """``sum_k where c of P``: factors free of ``k`` move out, the rest is summed as one
+        domain with the sums it contains (:meth:`_domain_sum`)."""
         cond, src = e.src
         rvars = e.arg.axes
         bound = set(rvars)
-        canon = {r: self.positional(k, r) for k, r in enumerate(rvars)}
         out: Poly = {}
         facts = conjuncts(cond)
         self.facts.extend(facts)
@@ -370,18 +412,159 @@ class _Builder:
         finally:
             del self.facts[len(self.facts) - len(facts):]
         uses: dict[Expr, bool] = {}  # atom -> whether it mentions a reduction variable
-        rename = substituter(canon)  # one walk over the terms' shared subtrees
-        where = rename(cond)
-        arg = ReduceArg(e.arg.combiner, tuple(canon[r] for r in rvars), 0)
         for m, c in terms.items():
             for x, _ in m:
                 if x not in uses:
                     uses[x] = not bound.isdisjoint(self.shared.variables(x))
             indep = tuple((x, p) for x, p in m if not uses[x])
             dep = tuple((x, p) for x, p in m if uses[x])
-            atom = Expr(Op.REDUCE, e.dtype, (where, rename(self.product(dep, e.dtype))), arg)
-            _accumulate(out, _mono_mul(indep, ((atom, 1),), self.keys), c)
+            sums = self._domain_sum(list(rvars), list(facts), dep, e)
+            _accumulate(out, _mono_mul(indep, sums, self.keys), c)
         return out
+
+    def _domain_sum(self, vs: list[Expr], conds: list[Expr], dep: Mono, e: Expr) -> Mono:
+        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).
+
+        A finite sum over a polyhedral domain may be taken in any order: with ``C`` the
+        conjunction of its conditions, ``sum_{n} [c(n)] sum_{q} [c'(n, q)] f`` is
+        ``sum_{(n, q)} [c & c'] f``, which is again ``sum_{q} sum_{n} [c & c'] f`` -- no bound
+        needs projecting, since each condition travels with the innermost sum that mentions
+        its variable.  So the nested sums among ``dep`` (at power 1, over the outer variables)
+        are first *flattened* into one domain, and then the variables are summed innermost
+        first, the one that the fewest factors mention (ties: by what they are), each as an atom
+        ``[sum_v where C_v of F_v]`` over the factors ``F_v`` and conditions ``C_v`` that
+        mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
+        ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s own
+        expansion, and cancels.  Variables that every factor mentions stay one atom over
+        them all (the plain form of a sum over several axes); factors no variable mentions
+        move out."""
+        f: dict[Expr, int] = dict(dep)
+        outer = set(vs)
+        pending = [x for x, p in dep if p == 1 and self._is_sum(x)]
+        if not pending and len(vs) == 1:  # (one variable, which every factor mentions)
+            return ((self._sum_atom(vs, conds, dep, e), 1),)
+        while pending:  # flatten the nested sums over the domain's variables
+            x = pending.pop(0)
+            if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
+                continue
+            del f[x]
+            # (named apart: a new sum's names are a level no sum inside binds, so no free
+            # variable under it may have one)
+            axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
+            mapping, memo = dict(zip(x.arg.axes, axes)), {}
+            vs.extend(axes)
+            outer.update(axes)
+            conds.extend(self.rename(c, mapping, memo) for c in conjuncts(x.src[0]))
+            for y, p in _factors(x.src[1]):
+                y = self.rename(y, mapping, memo)
+                f[y] = f.get(y, 0) + p
+                if not f[y]:
+                    del f[y]
+                elif f[y] == 1 and self._is_sum(y):
+                    pending.append(y)
+        out: Mono = ()
+        blank = None  # (variables -> one placeholder per range, nodes renamed, keys)
+        while True:
+            mentions = {x: self.shared.unbound(x) for x in f}
+            free = tuple((x, p) for x, p in f.items() if outer.isdisjoint(mentions[x]))
+            out = _mono_mul(out, free, self.keys)
+            for x, _ in free:
+                del f[x]
+            if len(vs) <= 1:
+                break
+            per = {v: [x for x in f if v in mentions[x]] for v in vs}
+            inner = [v for v in vs if 0 < len(per[v]) < len(f)]
+            if not inner:
+                break
+            fewest = min(len(per[v]) for v in inner)
+            inner = [v for v in inner if len(per[v]) == fewest]
+            if len(inner) > 1:
+                if blank is None:
+                    blank = ({w: self.positional(0, w, "_x") for w in vs}, {}, {})
+                inner.sort(key=lambda v: self._shape(v, conds, {x: f[x] for x in per[v]}, blank))
+            v = inner[0]
+            cv = [c for c in conds if v in self.shared.unbound(c)]
+            conds = [c for c in conds if not any(c is d for d in cv)]
+            atom = self._sum_atom([v], cv, tuple((x, f.pop(x)) for x in per[v]), e)
+            f[atom] = f.get(atom, 0) + 1
+            if not f[atom]:
+                del f[atom]
+            vs = [w for w in vs if w is not v]
+            outer.discard(v)
+        if vs and f:
+            out = _mono_mul(out, ((self._sum_atom(vs, conds, tuple(f.items()), e), 1),), self.keys)
+        elif vs:  # (no factor: a count of the domain's points)
+            out = _mono_mul(out, ((self._sum_atom(vs, conds, (), e), 1),), self.keys)
+        return out
+
+    def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:
+        """A key of summing ``v`` first that names no variable of the domain: the factors
+        (with their powers) and conditions that mention ``v``, every variable of the domain
+        one placeholder per range, ``v`` another in its conditions -- so two domains that
+        differ only in their variables' order choose alike."""
+        mapping, memo, keys = blank
+        out = []
+        for x, p in factors.items():
+            k = keys.get(x)
+            if k is None:
+                k = keys[x] = atom_key(self.rename(x, mapping, memo), self.keys)
+            out.append((k, p))
+        own = mapping | {v: self.positional(0, v, "_v")}
+        mine: dict = {}
+        out.extend((atom_key(self.rename(c, own, mine), self.keys), 0)
+                   for c in conds if v in self.shared.unbound(c))
+        return tuple(sorted(out))
+
+    def rename(self, e: Expr, mapping: dict, memo: dict) -> Expr:
+        """``e`` with the free occurrences of ``mapping``'s variables replaced (a sum that binds
+        one keeps it), rebuilding only the nodes that mention one (``memo``: the nodes rebuilt,
+        shared by the calls with one mapping).  No name is captured: the new names are
+        temporaries or a level that no sum inside binds."""
+        keys, free = mapping.keys(), self.shared.free
+        if keys.isdisjoint(self.shared.variables(e)):  # (and every node under e is in free)
+            return e
+        stack = [e]
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            if n in mapping:
+                memo[n] = mapping[n]
+                stack.pop()
+                continue
+            if n.op is Op.REDUCE and not keys.isdisjoint(n.arg.axes):
+                inner = {k: v for k, v in mapping.items() if not any(k is a for a in n.arg.axes)}
+                memo[n] = n.replace(src=tuple(self.rename(c, inner, {}) for c in n.src)) if inner else n
+                stack.pop()
+                continue
+            todo = [c for c in n.src if c not in memo and not keys.isdisjoint(free[c])]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            memo[n] = n.replace(src=tuple(memo.get(c, c) for c in n.src))
+        return memo[e]
+
+    def _is_sum(self, x: Expr) -> bool:
+        return x.op is Op.REDUCE and len(x.src) == 2 and x.arg.combiner.kind == "sum"
+
+    def _sum_atom(self, vs: list[Expr], conds: list[Expr], m: Mono, e: Expr) -> Expr:
+        """``[sum over vs where conds of m]``, its variables named by position, range and
+        level (one more than the highest level named inside): equal sums are one atom, and a
+        sum inside never binds a name that an enclosing one renames its variables to."""
+        named = self.shared.levels
+        level = 1 + max((named.get(y, 0) for x, _ in m for y in self.shared.variables(x)), default=0)
+        names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]
+        named.update(dict.fromkeys(names, level))
+        key = (*vs, level)
+        found = self.renamers.get(key)
+        if found is None:  # (one per domain: the atoms of one sum share what they rename)
+            found = self.renamers[key] = (dict(zip(vs, names)), {})
+        mono = _mono_mul((), tuple((self.rename(x, *found), p) for x, p in m), self.keys)
+        where = all_of(self.rename(c, *found) for c in conds)
+        return Expr(Op.REDUCE, e.dtype, (where, self.product(mono, e.dtype) if mono else const(1, e.dtype)),
+                    ReduceArg(e.arg.combiner, tuple(names), 0))
 
     def product(self, m: Mono, dtype: str) -> Expr:
         """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
@@ -426,6 +609,10 @@ def _prove(e: Expr, ctx) -> bool:
             return out
     if ctx is not None:
         ctx.counts["zero-proof"] += 1  # (a full proof)
+    if _layered(e, ctx):
+        if ctx is not None:
+            ctx.zero[e] = True
+        return True
     shared = ProofMemo() if ctx is None else ctx.proofs
     try:
         try:
@@ -437,6 +624,61 @@ def _prove(e: Expr, ctx) -> bool:
     if ctx is not None:
         ctx.zero[e] = out
     return out
+
+
+def sum_depths(e: Expr, deepest: int, most: int) -> dict:
+    """The sum tensors that ``e`` reaches within ``deepest``, by their depth: the fewest sums
+    read on the way (``e`` reads its own at depth 1; reads through elementwise tensors add
+    none), at most ``most`` tensors visited, the nearest first (a proof's budget expands
+    fewer: a long chain is not walked to its end)."""
+    def reads(x: Expr) -> list:
+        return [n.arg for n in walk(x) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)
+                and n.arg.op.num_outputs == 1]
+
+    def is_sum(t) -> bool:
+        b = t.op.body[0]
+        return b.op is Op.REDUCE and b.arg.combiner.kind == "sum"
+
+    best: dict = {}
+    queue = deque((int(is_sum(t)), t) for t in reads(e))
+    while queue and len(best) < most:  # (0-1 breadth-first: the smallest depth first)
+        d, t = queue.popleft()
+        if t in best or d > deepest:
+            continue
+        best[t] = d
+        for u in reads(t.op.body[0]):
+            if u not in best:
+                if is_sum(u):
+                    queue.append((d + 1, u))
+                else:
+                    queue.appendleft((d, u))
+    return {t: d for t, d in best.items() if is_sum(t)}
+
+
+def _layered(e: Expr, ctx) -> bool:
+    """Whether ``e`` is zero as a polynomial whose atoms include the reads of the sums deeper
+    than :data:`LAYERS` (or than all but the deepest: else the full proof's own question),
+    the sums within it expanded.  Any set of expanded reads gives a sound proof, and a shallow
+    one is small: the full proof expands every sum it meets until its budget or its terms run
+    out, where the reason a sum is zero -- a softmax's rows summing to one, through the keys'
+    sum of attention -- lies a few sums down and the deeper expansions only add terms."""
+    depths = sum_depths(e, LAYERS + 1, 4 * MAX_EXPANSIONS)
+    layer = min(LAYERS, max(depths.values(), default=0) - 1)
+    if layer < 1:
+        return False
+    within = frozenset(t for t, d in depths.items() if d <= layer)
+    memo = ProofMemo() if ctx is None else ctx.layers.get(within)
+    if memo is None:
+        memo = ProofMemo(None if ctx is None else ctx.proofs)
+        if ctx is not None:
+            ctx.layers[within] = memo
+    try:
+        try:
+            return not _Builder(ctx, memo, depths=within).poly(e)
+        except _Cut:  # (an atom spelled otherwise: convert without replay)
+            return not _Builder(ctx, memo, replay=False, depths=within).poly(e)
+    except (_TooBig, ZeroDivisionError, OverflowError, ValueError):
+        return False
 
 
 def _quick(e: Expr, ctx) -> bool | None:

@@ -42,6 +42,7 @@ class _Recorder:
 
     def __init__(self, monkeypatch) -> None:
         self.pairs: list[tuple[tuple[bool, int], tuple[bool, int]]] = []
+        self.layered: list[tuple[bool, bool]] = []  # a layered proof's answer, and alone
         self.replayed = 0
         real_builder, real_replay = polynomial._Builder, polynomial._Builder._replay
         built: list = []
@@ -60,11 +61,19 @@ class _Recorder:
                 return ctx.zero[e]
             built.clear()
             out = real_prove(e, ctx)
-            if built:  # (the last builder answered: the first one's replay may have been cut)
-                self.pairs.append(((out, built[-1].expansions), _alone(e, ctx)))
+            full = [b for b in built if b.depths is None]
+            if full:  # (the last builder answered: the first one's replay may have been cut)
+                self.pairs.append(((out, full[-1].expansions), _alone(e, ctx)))
             return out
 
-        real_prove = polynomial.provably_zero
+        def layered(e, ctx=None):  # (a layered proof, then the same alone: a fresh memo)
+            out = real_layered(e, ctx)
+            if ctx is not None:
+                self.layered.append((out, real_layered(e, None)))
+            return out
+
+        real_prove, real_layered = polynomial.provably_zero, polynomial._layered
+        monkeypatch.setattr(polynomial, "_layered", layered)
         monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
         monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
         monkeypatch.setattr(polynomial._Builder, "_replay", replay)
@@ -99,7 +108,7 @@ def test_shared_proofs_answer_and_spend_as_alone(monkeypatch, budget):
     for e in _chain():
         polynomial.provably_zero(e, ctx)
     assert len(rec.pairs) == 5
-    for shared, alone in rec.pairs:
+    for shared, alone in rec.pairs + rec.layered:
         assert shared == alone
     if budget >= 12:
         assert [p[0][0] for p in rec.pairs] == [False, True, True, False, True]
@@ -124,7 +133,7 @@ def test_a_layers_proofs_answer_and_spend_as_alone(monkeypatch, layer, budget):
     from tensorad.autodiff import jacobian_recursive
     opt.finish(jacobian_recursive(Y, inputs, H, optimizer=opt))
     assert rec.pairs
-    for shared, alone in rec.pairs:
+    for shared, alone in rec.pairs + rec.layered:
         assert shared == alone
 
 
@@ -138,6 +147,7 @@ def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
     real = polynomial._Builder._poly
     monkeypatch.setattr(Refuter, "refutes", lambda self, e, steps=None: False)  # (every proof runs,
     monkeypatch.setattr(polynomial, "_quick", lambda e, ctx: None)  # in full)
+    monkeypatch.setattr(polynomial, "_layered", lambda e, ctx: False)  # (the full proofs' sharing)
     monkeypatch.setattr(polynomial._Builder, "_poly", lambda b, e: converted.append(e.op) or real(b, e))
     w = workloads.BY_NAME["transformer_block"]
     ints = w.params.get("ints", {})
@@ -158,5 +168,5 @@ def test_random_programs_proofs_answer_and_spend_as_alone(program, budget):
         mp.setattr(polynomial, "MAX_EXPANSIONS", budget)
         rec = _Recorder(mp)
         ta.JacobianRecursive(program.output, inputs, ta.placeholder(program.output.shape, "float64", "H"))
-    for shared, alone in rec.pairs:
+    for shared, alone in rec.pairs + rec.layered:
         assert shared == alone
