@@ -113,13 +113,16 @@ class Packer:
         b.branch(head)
         b.position_at_end(done)
 
-    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+    def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
-        ``start + i``, walked in runs along the last axis (affine inside a run)."""
+        ``start + i``, walked in runs along the last axis (affine inside a run).
+        ``vectorize=False``: ``count`` is at most a panel's width, too short for the loop
+        vectorizer to pay (kept from it: its vector body would never run, and analysing it
+        was most of a packer's LLVM time)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="seg") as i:
+            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
                 em.push()
                 em.env[last] = b.add(first, i)
                 body(b.add(pos, i))
@@ -186,7 +189,7 @@ class Packer:
                 start = em.env[last]
                 fits = b.and_(b.icmp_signed("==", valid, I64(width)),
                               b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
-                with for_range(b, kb, kend, name="pk") as kk:
+                with for_range(b, kb, kend, name="pk", unroll=False) as kk:
                     em.push()
                     self.bind(self.kaxes, b.add(k0, kk))
                     with b.if_else(fits) as (whole, part):
@@ -198,7 +201,8 @@ class Packer:
                                 em.pop()
                         with part:
                             self.segments(outer, first, valid,
-                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
+                                          vectorize=False)
                     em.pop()
                 em.pop()
 
