@@ -9,8 +9,11 @@ also unrolled that ``k`` loop's scalar remainder 8 times with a prologue, and ve
 width of trips: a third of the packer's instructions and half its code generation time
 (attention's packers: 75-105 ms each cold, AMD EPYC).  The ``k`` loop now carries
 ``llvm.loop.unroll.disable`` and the partial panel's loop is kept from the vectorizer; the
-vector body is LLVM's as before.  The tests read loop metadata and count instructions of the
-optimized IR (no timing), and check results against NumPy."""
+vector body is LLVM's as before.  A panel row at least a vector wide (a ``B`` panel of 24
+columns) is SLP-vectorized once LLVM unrolls it, so its ``k`` loop is kept from the loop
+vectorizer too (a stride-2 convolution's masked ``B`` packer: 150 -> 95 ms of LLVM).  The
+tests read loop metadata and count instructions of the optimized IR (no timing), and check
+results against NumPy."""
 
 import re
 
@@ -28,6 +31,15 @@ def _scaled_product(m: int, k: int, n: int):
     B = ta.placeholder((k, n), "float32", "B")
     r = ta.reduce_axis((0, k), "r")
     C = ta.compute((m, n), lambda i, j: ta.sum(A[r, i] / S[r] * B[r, j], axis=r), name="C")
+    return C, (A, S, B)
+
+
+def _scaled_columns(m: int, k: int, n: int):
+    A = ta.placeholder((m, k), "float32", "A")
+    S = ta.placeholder((k,), "float32", "S")
+    B = ta.placeholder((k, n), "float32", "B")
+    r = ta.reduce_axis((0, k), "r")
+    C = ta.compute((m, n), lambda i, j: ta.sum(A[i, r] * (B[r, j] / S[r]), axis=r), name="C")
     return C, (A, S, B)
 
 
@@ -56,6 +68,16 @@ def test_the_row_block_loop_is_vectorized_not_unrolled():
     # the vector body (4 values of k: four <4 x float> divisions) is still there
     assert any(block.count("fdiv contract <4 x float>") == 4 for block in re.split(r"\n(?=[\w.]+:)", opt))
     assert _instructions(opt) < 540  # 627 before (haswell, LLVM 20), 448 now
+
+
+def test_a_wide_panel_row_is_left_to_slp():
+    C, ins = _scaled_columns(96, 64, 128)
+    k = ta.build([C], list(ins), cache=False, target=HASWELL)
+    text = k.llvm_ir_unoptimized
+    assert re.search(r'define internal void @"\w+_packB"', text), "not packed by the kernel's own packer"
+    assert _loop_hints(text, "pk") == {"llvm.loop.unroll.disable", "llvm.loop.vectorize.enable"}
+    a, s, b = (np.random.default_rng(4).uniform(1, 2, t.shape).astype("float32") for t in ins)
+    np.testing.assert_allclose(k(a, s, b), a.astype("f8") @ (b / s[:, None]), rtol=1e-4)
 
 
 @pytest.mark.parametrize("shape", [(128, 96, 72), (13, 21, 9)])
