@@ -41,10 +41,12 @@ def finish_ir(text: str) -> str:
 
 @contextmanager
 def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
-              name: str = "i", vectorize: bool = True):
+              name: str = "i", vectorize: bool = True, unroll: bool = True):
     """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive
     i64 value); the body is the with-block.  ``vectorize=False`` keeps LLVM's loop vectorizer
-    and unroller off it (short remainder loops, the library's packing loops)."""
+    and unroller off it (short remainder loops, the library's packing loops); ``unroll=False``
+    the unroller alone (a loop LLVM should vectorize, whose unrolled copies and remainders
+    would only cost compile time)."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
     step = I64(step) if isinstance(step, int) else step
@@ -59,8 +61,8 @@ def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.
     nxt = b.add(iv, step, flags=("nsw",))
     iv.add_incoming(nxt, b.block)
     br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
-    if not vectorize:
-        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=False))
+    if not vectorize or not unroll:
+        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=vectorize, unroll=unroll))
     b.position_at_end(done)
 
 

@@ -113,13 +113,16 @@ class Packer:
         b.branch(head)
         b.position_at_end(done)
 
-    def segments(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+    def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
-        ``start + i``, walked in runs along the last axis (affine inside a run)."""
+        ``start + i``, walked in runs along the last axis (affine inside a run).
+        ``vectorize=False``: ``count`` is at most a panel's width, too short for the loop
+        vectorizer to pay (kept from it: its vector body would never run, and analysing it
+        was most of a packer's LLVM time)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="seg") as i:
+            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
                 em.push()
                 em.env[last] = b.add(first, i)
                 body(b.add(pos, i))
@@ -145,7 +148,9 @@ class Packer:
 
         if not k_inner:
             self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
-        with for_range(b, 0, npanel, name="pp") as p:
+        # (kept rolled: a panel's body, even with no loop of its own -- the zero rows of a
+        # partial panel alone when ``_pack_rows`` packed it -- is no work to unroll)
+        with for_range(b, 0, npanel, name="pp", unroll=False) as p:
             em.push()
             first = b.add(o0, b.mul(p, I64(width)))
             valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
@@ -176,6 +181,12 @@ class Packer:
         code; any other panel goes run by run."""
         b, em = self.b, self.em
         last = outer[-1]
+        # a panel row narrower than a vector becomes vector code only across ``k`` (LLVM's
+        # loop vectorizer on the ``k`` loop, its stores interleaved); a wider one is vector
+        # code already once LLVM unrolls it (its SLP vectorizer), and the loop vectorizer
+        # would only analyse the unrolled row.  Never unrolled: its copies and remainders cost
+        # compile time, not packing time.
+        across_k = width < self.vw
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
             with for_range(b, 0, npanel, name="pp") as p:
@@ -186,7 +197,7 @@ class Packer:
                 start = em.env[last]
                 fits = b.and_(b.icmp_signed("==", valid, I64(width)),
                               b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
-                with for_range(b, kb, kend, name="pk") as kk:
+                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
                     em.push()
                     self.bind(self.kaxes, b.add(k0, kk))
                     with b.if_else(fits) as (whole, part):
@@ -198,7 +209,8 @@ class Packer:
                                 em.pop()
                         with part:
                             self.segments(outer, first, valid,
-                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)))
+                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
+                                          vectorize=False)
                     em.pop()
                 em.pop()
 
