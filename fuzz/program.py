@@ -26,8 +26,9 @@ Session 20 added (:class:`Forms`, a stream of their own): reductions over an emp
 (``reduce_axis((2, 2))``), computes with an empty axis (nothing reads them), ``//`` and ``%``
 of float data (programs that are not ``safe``: steps), multi-output computes (a tuple body),
 contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])``, transposed,
-batched, triangular under a ``where``: the shapes the GEMM strategies match), and comparisons
-of data stored as integers (``int32(x > y | x < -1)``, a step).
+batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
+of data stored as integers (``int32(x > y | x < -1)``, a step), and a half program's computes
+stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -77,6 +78,7 @@ class Def:
     body: Node | None = None
     axes: tuple[str, ...] = ()
     raxes: tuple[tuple[str, int, int], ...] = ()
+    stored: bool = False  # ``dtype=DT``: a half program's compute stored in half (rounded)
 
     @property
     def name(self) -> str:
@@ -121,7 +123,7 @@ class Program:
                 continue
             lhs = ", ".join(d.names)
             lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
-                         f"name={d.name!r})")
+                         f"name={d.name!r}{', dtype=DT' if d.stored else ''})")
         ins = [d.name for d in self.placeholders]
         outs = [n for d in self.defs if d.body is not None and d.name in needed for n in d.names]
         lines += [f"INPUTS = [{', '.join(ins)}]", f"TENSORS = [{', '.join(outs)}]", f"OUT = {self.out}"]
@@ -608,7 +610,8 @@ class Generator:
             if form == "elementwise" and self.f.draw(0.1):  # two outputs of one op
                 other = self.expr(defs, ivars, 1, None)
                 body, names = Node("({0}, {1})", (other, body), "x"), (f"{name}_b", name)
-            defs.append(Def(names, shape, "DT", body, axes, tuple(nest)))
+            stored = dtype in HALF and body.ty != "r" and self.f.draw(0.3)
+            defs.append(Def(names, shape, "DT", body, axes, tuple(nest), stored))
         last = defs[-1]
         return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
 

@@ -49,6 +49,7 @@ def test_every_addition_is_drawn_in_proportion():
         "multi-output computes": sum(re.search(r"^t\d+_b, t\d+ = ", s, re.M) is not None for s in sources),
         "contractions": sum(re.search(r"^c\d+ = ", s, re.M) is not None for s in sources),
         "comparisons stored": sum(re.search(r"^m\d+ = ta.compute", s, re.M) is not None for s in sources),
+        "half computes stored in half": sum(", dtype=DT)" in s for s in sources),
     }
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
