@@ -27,7 +27,7 @@ Session 20 added (:class:`Forms`, a stream of their own): reductions over an emp
 of float data (programs that are not ``safe``: steps), multi-output computes (a tuple body),
 contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])``, transposed,
 batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
-of data stored as integers (``int32(x > y | x < -1)``, a step), and a half program's computes
+of data stored as integers (``int32((x > y) | (x != 0))``, a step), and a half program's computes
 stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
