@@ -628,11 +628,13 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
     return Node(sub(node.fmt), tuple(_rename_raxes(k, n, offset) for k in node.kids), node.ty)
 
 
-def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Program:
+def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
-    stream of their own so that they change a third of the programs and leave the rest)."""
+    stream of their own so that they change a third of the programs and leave the rest);
+    ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
+    them (what the regression tests of older seeds pin)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -641,10 +643,10 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Progra
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
     more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
-    forms = random.Random(seed * 6700417 + 0x20) if extras else None  # session 20's (:class:`Forms`)
+    s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, forms).program(dtype)
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"
     if more is not None:
