@@ -16,7 +16,7 @@ import tensorad as ta
 LAYERS = {
     "layer_norm": (lambda x: ta.topi.nn.layer_norm(x, ndim=1), (3, 0)),
     "reshape": (lambda x: ta.topi.reshape(x, (0, 3)), (0, 3)),
-    "reshape -1": (lambda x: ta.topi.reshape(x, (4, 0, 1)), (4, 0, 1)),
+    "reshape 3-d": (lambda x: ta.topi.reshape(x, (4, 0, 1)), (4, 0, 1)),
     "batch_norm": (lambda x: ta.topi.nn.batch_norm(x), (3, 0)),
 }
 
@@ -28,7 +28,7 @@ def test_an_empty_tensor_goes_through(kind):
     w = ta.placeholder((2,), "float64", name="w")
     y = layer(x)
     assert tuple(y.shape) == want == np.zeros((3, 0)).reshape(want).shape
-    z = ta.compute((2,), lambda i: w[i] * 2.0, name="z")
+    z = ta.compute((2,), lambda i: w[i] * 2.0, name="z")  # (an empty output beside a full one)
     got = ta.build([y, z], [x, w])(np.zeros((3, 0)), np.array([1.0, -1.0]))
     assert got[0].shape == want
     np.testing.assert_array_equal(got[1], [2.0, -2.0])
