@@ -422,6 +422,29 @@ class ExprEmitter:
             return self.b.add(r, self.b.select(neg, t(c), t(0)))
         return self.b.sub(q, self.b.zext(neg, t))
 
+    def float_divmod(self, dtype: str, a: ir.Value, bv: ir.Value, mod: bool) -> ir.Value:
+        """``a // b`` or ``a % b`` of floats as NumPy (and Python) compute them, as ``ta.evaluate``
+        does: the remainder is ``fmod``'s, exact, moved to the divisor's sign; the quotient is
+        ``(a - mod) / b``, exact but for rounding, to the nearest integer.  ``floor(a / b)``
+        rounds first (``0.9 // 0.1`` gave 9.0, NumPy 8.0; ``0.5 % 0.1`` gave 0, NumPy 0.1),
+        and ``a - floor(a / b) * b`` loses the remainder of a large ``a`` and is NaN for
+        ``b = inf``.  No fast-math flags: the special values are part of the answer."""
+        b, t = self.b, a.type
+        zero, half, one = t(0.0), t(0.5), t(1.0)
+        fmod = b.frem(a, bv)
+        copysign = intrinsic(self.module, f"llvm.copysign.{FSUFFIX[dtype]}", t, [t, t])
+        nonzero = b.fcmp_unordered("!=", fmod, zero)  # C's ``if (mod)``: NaN is true
+        flip = b.and_(nonzero, b.xor(b.fcmp_ordered("<", bv, zero), b.fcmp_ordered("<", fmod, zero)))
+        if mod:
+            return b.select(nonzero, b.select(flip, b.fadd(fmod, bv), fmod), b.call(copysign, [zero, bv]))
+        div = b.fdiv(b.fsub(a, fmod), bv)
+        div = b.select(flip, b.fsub(div, one), div)
+        floor = b.call(intrinsic(self.module, f"llvm.floor.{FSUFFIX[dtype]}", t, [t]), [div])
+        floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor)
+        quotient = b.fdiv(a, bv)
+        floor = b.select(b.fcmp_unordered("!=", div, zero), floor, b.call(copysign, [zero, quotient]))
+        return b.select(b.fcmp_ordered("==", bv, zero), quotient, floor)
+
     def int_divmod(self, a: ir.Value, bv: ir.Value, mod: bool) -> ir.Value:
         """Python ``a // b`` or ``a % b`` for runtime ``b``; 0 where ``b == 0``, and no trap
         for ``INT_MIN // -1`` (the divisor -1 is handled by negation)."""
@@ -515,9 +538,7 @@ def _value_rules(em: ExprEmitter) -> dict:
     def divmod_rule(mod: bool) -> Callable:
         def rule(node, x, y):
             if node.dtype.startswith("float"):
-                q = b.call(intrinsic(em.module, f"llvm.floor.{FSUFFIX[node.dtype]}", x.type, [x.type]),
-                           [b.fdiv(x, y)])
-                return b.fsub(x, b.fmul(q, y)) if mod else q
+                return em.float_divmod(node.dtype, x, y, mod)
             d = node.src[1]
             if d.op is Op.CONST and int(d.arg) > 0:
                 return em.floordiv_const(x, int(d.arg), mod)

@@ -203,6 +203,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                                        set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
+    ops = _live_ops(ops, bodies, outputs)
     reuse_materialized(ops, bodies, _reads_in_bounds)  # (first: footprints see the new reads)
     bodies = shrink_to_footprints(ops, bodies, {t.op for t in outputs})
     for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
@@ -240,6 +241,24 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         if failed is None:
             return place_fills(program, opts, ctx.target), opts, tuple(ctx.offered)
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
+
+
+def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list[ComputeOp]:
+    """The ops that the outputs read, once inlining has settled who reads whom.  The graph of
+    the outputs holds every op that an op of theirs reads, also through outputs of a
+    multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
+    reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
+    (fuzz seed 910218: work for nothing, and ``chunk_size`` of a parallel nest without buffers
+    raised ``ValueError``)."""
+    known = set(ops)
+    live = {t.op for t in outputs if t.op in known}
+    todo = list(live)
+    while todo:
+        for n in (n for b in bodies[todo.pop()] for n in walk(b)):
+            if n.op is Op.READ and n.arg.op in known and n.arg.op not in live:
+                live.add(n.arg.op)
+                todo.append(n.arg.op)
+    return [op for op in ops if op in live]
 
 
 def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:

@@ -75,7 +75,7 @@ class AxisSplit:
             full = space.cond(compare(Op.LT, q, last))
             tail = space.cond(compare(Op.EQ, q, last))
             out = [s for p in out for s in (p.intersect(full), p.intersect(tail)) if not s.is_empty()]
-        return out
+        return out or [box]  # an empty domain (an axis of extent 0): one empty piece
 
 
 _INDEX_RULES = {

@@ -22,6 +22,13 @@ selecting combiner (the value of largest magnitude); ``ta.topi`` layers (softmax
 reductions, layer norm, GELU, transpose, reshape, matmul) on earlier tensors; float16/bfloat16
 storage; data with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
 ``__dlpack__`` objects: :data:`CALLING`).
+Session 20 added (:class:`Forms`, a stream of their own): reductions over an empty box
+(``reduce_axis((2, 2))``), computes with an empty axis (nothing reads them), ``//`` and ``%``
+of float data (programs that are not ``safe``: steps), multi-output computes (a tuple body),
+contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])``, transposed,
+batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
+of data stored as integers (``int32((x > y) | (x != 0))``, a step), and a half program's computes
+stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -71,6 +78,7 @@ class Def:
     body: Node | None = None
     axes: tuple[str, ...] = ()
     raxes: tuple[tuple[str, int, int], ...] = ()
+    stored: bool = False  # ``dtype=DT``: a half program's compute stored in half (rounded)
 
     @property
     def name(self) -> str:
@@ -115,7 +123,7 @@ class Program:
                 continue
             lhs = ", ".join(d.names)
             lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
-                         f"name={d.name!r})")
+                         f"name={d.name!r}{', dtype=DT' if d.stored else ''})")
         ins = [d.name for d in self.placeholders]
         outs = [n for d in self.defs if d.body is not None and d.name in needed for n in d.names]
         lines += [f"INPUTS = [{', '.join(ins)}]", f"TENSORS = [{', '.join(outs)}]", f"OUT = {self.out}"]
@@ -191,13 +199,26 @@ SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
 '''
 
 
+class Forms:
+    """Session 20's additions, drawn from a stream of their own (none without one), so that a
+    seed that draws none of them makes the program it made before."""
+
+    def __init__(self, rng: random.Random | None) -> None:
+        self.r = rng
+
+    def draw(self, p: float) -> bool:
+        return self.r is not None and self.r.random() < p
+
+
 class Generator:
     """Draws one program from a ``random.Random``."""
 
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
-                 extra: random.Random | None = None, more: random.Random | None = None) -> None:
+                 extra: random.Random | None = None, more: random.Random | None = None,
+                 forms: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # session 11's additions (integer tensors): a stream of their own
+        self.f = Forms(forms)  # session 20's additions
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -251,6 +272,7 @@ class Generator:
         return f"({name} + {c}) % {size}", []
 
     def read(self, pool: list[Def], ivars: list) -> Node:
+        pool = [d for d in pool if 0 not in d.shape]  # (an empty compute is never read)
         d = self.r.choice(pool)
         name = d.names[self.r.randrange(len(d.names))]
         idx, guards = [], []
@@ -359,7 +381,10 @@ class Generator:
                  "ta.minimum({0}, {1})"]
         if not self.safe:
             forms += ["{0} / {1}", "ta.power({0}, {1})"]
-        return Node("(" + self.r.choice(forms) + ")", (a, b), "v")
+        form = self.r.choice(forms)
+        if not self.safe and self.f.draw(0.15):  # floor division and modulo of float data
+            form = self.f.r.choice(("{0} // {1}", "{0} % {1}", "{0} % 0.75", "{0} // -0.5"))
+        return Node("(" + form + ")", (a, b), "v")
 
     def reduction(self, pool, ivars, depth, nest: list, custom: bool) -> Node:
         """A reduction node; its reduce axes are appended to ``nest`` (declared before the def)."""
@@ -367,7 +392,8 @@ class Generator:
         raxes = []
         for _ in range(r.choice((1, 1, 2))):
             lo = r.choice((0, 0, 1, -1))
-            raxes.append((f"r{len(nest)}", lo, lo + r.choice((1, 2, 3, 4, 5, 2, 3, 9, 17))))
+            hi = lo + r.choice((1, 2, 3, 4, 5, 2, 3, 9, 17))
+            raxes.append((f"r{len(nest)}", lo, lo if self.f.draw(0.04) else hi))  # an empty box
             nest.append(raxes[-1])
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
@@ -400,8 +426,8 @@ class Generator:
             shape = self.shape()
             axes = tuple(f"i{k}" for k in range(len(shape)))
             ivars = [(a, 0, s) for a, s in zip(axes, shape)]
-            ints = [d for d in defs if d.dtype in ("'int32'", "'int64'")]
-            floats = [d for d in defs if d.dtype == "DT"]
+            ints = [d for d in defs if d.dtype in ("'int32'", "'int64'") and 0 not in d.shape]
+            floats = [d for d in defs if d.dtype == "DT" and 0 not in d.shape]
             it = r.choice(("int32", "int32", "int64"))
 
             def ival(vs) -> str:
@@ -452,12 +478,64 @@ class Generator:
             idx.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(-2, 2)}) % {s}")
         return f"{d.name}[{', '.join(idx)}]" if idx else f"{d.name}[()]"
 
+    # ---- contractions and comparisons (session 20) -------------------------------------------
+    def contraction(self, defs: list[Def], n_red: int, c: int) -> list[Def]:
+        """Two inputs of their own and their product over ``r`` (drawn from the stream ``f``):
+        ``sum(a[i, r] * b[r, j])`` with either side transposed, a batch axis, a triangular
+        ``where``, an offset reduction range -- the forms the GEMM strategies match, at sizes
+        up to 24 (the micro-kernel strategies run when the options ask for them)."""
+        r = self.f.r
+        m, n, k = (r.choice((1, 3, 8, 13, 17, 24)) for _ in range(3))
+        batch = (r.choice((2, 3)),) if r.random() < 0.25 else ()
+        rname, lo = f"r{n_red}", r.choice((0, 0, 0, 1))
+        p = ["p"] if batch else []
+        ta_, tb = r.random() < 0.3, r.random() < 0.3
+        a_shape = batch + ((k + lo, m) if ta_ else (m, k + lo))
+        b_shape = batch + ((n, k + lo) if tb else (k + lo, n))
+        a_idx = p + ([rname, "i"] if ta_ else ["i", rname])
+        b_idx = p + (["j", rname] if tb else [rname, "j"])
+        a, b = Def((f"a{c}",), a_shape), Def((f"b{c}",), b_shape)
+        src = f"a{c}[{', '.join(a_idx)}] * b{c}[{', '.join(b_idx)}]"
+        if r.random() < 0.3:  # an elementwise factor inside the sum
+            src += r.choice((f" * ta.tanh(a{c}[{', '.join(a_idx)}])", " * 0.5"))
+        where = ""
+        if r.random() < 0.25:
+            where = r.choice((f", where={rname} <= i + {lo}", f", where={rname} >= j % {k} + {lo}",
+                              f", where=({rname} + i) % 2 == 0"))
+        red = r.choice(("ta.sum", "ta.sum", "ta.sum", "ta.max"))
+        body = f"{red}({src}, axis=[{rname}]{where})"
+        if r.random() < 0.4:  # an epilogue in the same body
+            body = r.choice((f"ta.maximum({body}, 0.0)", f"{body} * 2.0 + a{c}[{', '.join(p + ['0', '0'])}]",
+                             f"ta.tanh({body})"))
+        axes = tuple(p + ["i", "j"])
+        out = Def((f"c{c}",), batch + (m, n), "DT", leaf(body, "v"), axes, ((rname, lo, k + lo),))
+        return [a, b, out]
+
+    def comparison_def(self, defs: list[Def], name: str) -> Def | None:
+        """Comparisons of data (``&``, ``|``, ``!=``) stored as an int32 tensor: a step of the
+        data, read elsewhere as a value (drawn from the stream ``f``)."""
+        floats = [d for d in defs if d.dtype == "DT" and 0 not in d.shape]
+        if not floats:
+            return None
+        main, self.r = self.r, self.f.r
+        try:
+            shape = self.shape()
+            axes = tuple(f"i{k}" for k in range(len(shape)))
+            ivars = [(a, 0, s) for a, s in zip(axes, shape)]
+            x, y = (self.read(floats, ivars).render() for _ in range(2))
+            op = self.r.choice(("|", "&"))
+            cond = f"(({x}) > ({y})) {op} (({x}) != {self.r.choice(('0.0', '-1.0'))})"
+            self.steps = (*self.steps, name)
+            return Def((name,), shape, "'int32'", leaf(f"ta.cast('int32', {cond})", "i"), axes)
+        finally:
+            self.r = main
+
     # ---- library layers (session 11) ---------------------------------------------------------
     def topi_def(self, defs: list[Def], name: str) -> Def | None:
         """A ``ta.topi`` layer on an earlier float tensor (drawn from the stream ``m``): its
         body is the call, its shape the layer's.  None when no tensor fits."""
         r = self.m
-        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1]
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1 and 0 not in d.shape]
         if not floats:
             return None
         d = r.choice(floats)
@@ -504,7 +582,18 @@ class Generator:
                 d = self.topi_def(defs, f"L{c}")
                 if d is not None:
                     defs.append(d)
+            if self.f.draw(0.1):
+                new = self.contraction(defs, n_red, c)
+                defs += new
+                n_red += len(new[-1].raxes)
+            if self.f.draw(0.05):
+                d = self.comparison_def(defs, f"m{c}")
+                if d is not None:
+                    defs.append(d)
             shape = self.shape()
+            if shape and self.f.draw(0.04):  # an empty compute (nothing reads it)
+                k = self.f.r.randrange(len(shape))
+                shape = shape[:k] + (0,) + shape[k + 1:]
             axes = tuple(f"i{k}" for k in range(len(shape)))
             ivars = [(a, 0, s) for a, s in zip(axes, shape)]
             nest: list = []
@@ -518,7 +607,11 @@ class Generator:
             n_red += len(nest)
             name = f"t{c}"
             names = (f"{name}_i", name) if body.ty == "r" else (name,)
-            defs.append(Def(names, shape, "DT", body, axes, tuple(nest)))
+            if form == "elementwise" and self.f.draw(0.1):  # two outputs of one op
+                other = self.expr(defs, ivars, 1, None)
+                body, names = Node("({0}, {1})", (other, body), "x"), (f"{name}_b", name)
+            stored = dtype in HALF and body.ty != "r" and self.f.draw(0.3)
+            defs.append(Def(names, shape, "DT", body, axes, tuple(nest), stored))
         last = defs[-1]
         return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
 
@@ -535,11 +628,13 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
     return Node(sub(node.fmt), tuple(_rename_raxes(k, n, offset) for k in node.kids), node.ty)
 
 
-def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Program:
+def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
-    stream of their own so that they change a third of the programs and leave the rest)."""
+    stream of their own so that they change a third of the programs and leave the rest);
+    ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
+    them (what the regression tests of older seeds pin)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -548,9 +643,10 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True) -> Progra
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
     more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
+    s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more).program(dtype)
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"
     if more is not None:

@@ -41,12 +41,12 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-def _floordiv(node: Expr, a, b):
-    return a // b if dt.is_int(node.dtype) else np.floor(a / b)
+def _floordiv(node: Expr, a, b):  # floats: NumPy's, as ``ta.evaluate`` and kernels (fmod's exact remainder)
+    return a // b if dt.is_int(node.dtype) else np.floor_divide(_np(node.dtype)(a), _np(node.dtype)(b))
 
 
 def _mod(node: Expr, a, b):
-    return a % b if dt.is_int(node.dtype) else a - b * np.floor(a / b)
+    return a % b if dt.is_int(node.dtype) else np.mod(_np(node.dtype)(a), _np(node.dtype)(b))
 
 
 def _cast(node: Expr, v):

@@ -160,6 +160,11 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         body = op.body[0]
         ra: ReduceArg = body.arg
+        if any(k.extent <= 0 for k in ra.axes):
+            # an empty box: the reduction is its identity, a constant.  (A selecting reducer's
+            # winner would be its sentinel, clipped onto a point outside the box: a gradient
+            # of H, or H / 0 ties, at an element the reduction never read.)
+            return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
         if kind == "sum":

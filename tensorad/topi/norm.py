@@ -95,7 +95,9 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
     """``mean`` and ``rstd = 1/sqrt(var + eps)`` over the groups ``read(s, k)`` for ``k`` in
     ``extents`` (population variance, computed around the mean)."""
     count = product(extents)
-    inv = const(1.0 / count, dt.compute_dtype(x.dtype))
+    # no element in a group: then no output element either (the groups' axes are the
+    # output's), so any scale serves (1/0 raised ZeroDivisionError while defining)
+    inv = const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
 
     def axes_k() -> Index:
         return tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(extents))
@@ -260,7 +262,7 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
     lead, norm = x.shape[:-nd], x.shape[-nd:]
     gamma = _affine_param(gamma, norm, name, "gamma")
     k = len(lead)
-    inv = const(1.0 / product(norm), wide)
+    inv = const(1.0 / max(product(norm), 1), wide)  # (no element: no output either, as above)
 
     def ms_body(s: Index) -> Expr:
         ks = tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(norm))

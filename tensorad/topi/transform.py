@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tensorad.ir import Expr, Tensor
+from tensorad.ir import Expr, Tensor, const
 from tensorad.lang import if_then_else
 
 from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis, product
@@ -46,6 +46,8 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
     """
     check_tensor(x, name)
     shape = _target_shape(x, shape, name)
+    if product(shape) == 0:  # nothing to read (the flat index would divide by an extent 0)
+        return new_compute(shape, lambda ax: const(0, x.dtype), name, "injective")
     src, dst = x.shape, shape
     pre = 0
     while pre < min(len(src), len(dst)) and src[pre] == dst[pre]:

@@ -47,8 +47,8 @@ def _programs(dtype: str):
         f("pow", lambda p: ta.power(A[p], B[p]), lambda a, b, c, i, j: np.power(a, b)),
         f("fmax", lambda p: ta.maximum(A[p], B[p]), lambda a, b, c, i, j: np.maximum(a, b)),
         f("fmin", lambda p: ta.minimum(A[p], B[p]), lambda a, b, c, i, j: np.minimum(a, b)),
-        f("ffloordiv", lambda p: A[p] // C[p], lambda a, b, c, i, j: np.floor(a / c)),
-        f("fmod", lambda p: A[p] % C[p], lambda a, b, c, i, j: a - c * np.floor(a / c)),
+        f("ffloordiv", lambda p: A[p] // C[p], lambda a, b, c, i, j: np.floor_divide(a, c)),  # NumPy's
+        f("fmod", lambda p: A[p] % C[p], lambda a, b, c, i, j: np.mod(a, c)),
         f("neg", lambda p: -A[p], lambda a, b, c, i, j: -a),
         f("exp", lambda p: ta.exp(A[p]), lambda a, b, c, i, j: np.exp(a)),
         f("log", lambda p: ta.log(A[p]), lambda a, b, c, i, j: np.log(a)),

@@ -1,11 +1,13 @@
 """What the generator draws beyond its first versions (session 11): integer tensors (runtime
 ``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers, half
-storage, data with inf and NaN, and the ways a kernel is called; and that the forward check's
-calling conventions check what they claim."""
+storage, data with inf and NaN, and the ways a kernel is called; session 20: empty reduction
+boxes and computes, float ``//`` and ``%``, multi-output computes, contractions, comparisons
+stored as integers; and that the forward check's calling conventions check what they claim."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -40,6 +42,14 @@ def test_every_addition_is_drawn_in_proportion():
         "saturating casts of data": sum("* 1e10)" in s for s in sources),
         "integer reductions": sum(", axis=[r" in s and "(ta.cast('int" in s for s in sources),
         "library layers": sum("= ta.topi." in s for s in sources),
+        "empty reduction boxes": sum(re.search(r"reduce_axis\(\((-?\d+), \1\)", s) is not None
+                                     for s in sources),
+        "empty computes": sum(re.search(r"ta.compute\(\([^)]*\b0[,)]", s) is not None for s in sources),
+        "float // and %": sum(re.search(r"\) (//|%) (\(|-0.5|0.75)", s) is not None for s in sources),
+        "multi-output computes": sum(re.search(r"^t\d+_b, t\d+ = ", s, re.M) is not None for s in sources),
+        "contractions": sum(re.search(r"^c\d+ = ", s, re.M) is not None for s in sources),
+        "comparisons stored": sum(re.search(r"^m\d+ = ta.compute", s, re.M) is not None for s in sources),
+        "half computes stored in half": sum(", dtype=DT)" in s for s in sources),
     }
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
@@ -55,11 +65,17 @@ def test_old_seeds_without_additions_are_unchanged():
     same = sum(generate(s, extras=False).render() == generate(s, extras=False).render() for s in range(50))
     assert same == 50
     assert all(generate(s, extras=False).calling == "plain" for s in range(50))
+    # session 20's forms change some programs; ``forms=False`` gives back the ones the
+    # regression tests of older seeds pin
+    changed = [s for s in range(200) if generate(s).render() != generate(s, forms=False).render()]
+    assert 0 < len(changed) < 200
 
 
 def test_half_integer_and_layer_programs_define_and_evaluate():
     picked = [p for p in _programs()[:400] if p.dtype in HALF or "= ta.topi." in p.render()
               or ") // ta.cast('int" in p.render()][:12]
+    new_forms = r"^(c|m)\d+ = |_b, t\d+ = |\(0, "  # session 20's
+    picked += [p for p in _programs()[400:] if re.search(new_forms, p.render(), re.M)][:8]
     for p in picked:
         ns = load(p.render())
         ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))

@@ -19,7 +19,7 @@ from fuzz.checks import run_checks
 from fuzz.program import generate
 from fuzz.runner import job_for
 
-job = job_for(generate(203056), 203056)
+job = job_for(generate(203056, forms=False), 203056)
 job["checks"] = ["reverse"]
 print(run_checks(job))
 """
