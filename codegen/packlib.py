@@ -739,25 +739,27 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
-    """One panel, run by run (convolution windows, padding, edge panels): in blocks of
-    :data:`K_BLOCK` rows, and in a block run by run, the block's rows innermost.  A run's
-    length, source offset and column are the same in every row, so the inner loop's branches
-    (which of ``copy``'s paths, how many vectors) go the same way at each trip; rows outermost,
-    each row's runs between branches decided by the run's length (the 4x4 stride-2 transposed
-    convolution's rows, 16 of a 17-wide padded row in 24-wide panels, 16 + 8 and 8 + 16) spent
-    half of the micro-kernel's time packing.  A run's rows are stored before the next run's, so
-    a short piece's whole-vector store spills only where it ends within its row (``limit``:
-    past it lies the next row, packed already)."""
+    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
+    least one vector goes in blocks of :data:`K_BLOCK` rows, and in a block run by run, the
+    block's rows innermost: a run's length, source offset and column are the same in every
+    row, so the inner loop's branches (which of ``copy``'s paths, how many vectors) go the same
+    way at each trip.  Rows outermost, each row's runs between branches decided by the run's
+    length (the 4x4 stride-2 transposed convolution's rows, 16 of a 17-wide padded row in
+    24-wide panels: 16 + 8 and 8 + 16) spent half of the micro-kernel's time packing.  A run's
+    rows are stored before the next run's, so a short piece's whole-vector store spills only
+    where it ends within its row (``limit``: past it lies the next row, packed already).  A
+    narrower panel row (side A's 4 or 8 under 8 or 16 lanes) keeps rows outermost, where every
+    short piece may spill."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
-    with loop(b, 0, klen, K_BLOCK, name="cb") as k0:
-        k1 = imin(b, b.add(k0, I64(K_BLOCK)), klen)
+
+    def run_rows(k0, k1, bounded: bool):
         with advancing(b, 0, valid, "cw") as (w, nxt):
             o = b.add(first, w)
             seg = imin(b, ld(b, orun, o), b.sub(valid, w))
             base = b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t)
-            limit = b.sub(I64(width), w)
+            lim = b.sub(I64(width), w) if bounded else None
 
             def row_at(kk):
                 return (b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t),
@@ -765,7 +767,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
             with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
                 with plain:  # the whole run copied in every row
-                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, limit)
+                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim)
                 with checked:
                     with loop(b, k0, k1, name="ck") as kk:
                         a, e = _interval(
@@ -774,13 +776,18 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
                                             ld(b, kchk, b.add(b.mul(d, klen), kk))),
                             lambda d: ld(b, steps, d), seg)
                         row, sp = row_at(kk)
-                        copy(b, t, row, None, I64(0), a, vw, spill=True, limit=limit)
-                        copy(b, t, row, sp, a, e, vw, spill=True, limit=limit)
-                        copy(b, t, row, None, e, seg, vw, spill=True, limit=limit)
+                        copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
+                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
             nxt[0] = b.add(w, seg)
         with loop(b, k0, k1, name="cz") as kk:
             with loop(b, valid, width, name="czw") as w:
                 b.store(zero, slot(pdst, kk, w))
+
+    bounded = width >= vw
+    step = K_BLOCK if bounded else 1
+    with loop(b, 0, klen, step, name="cb") as k0:
+        run_rows(k0, imin(b, b.add(k0, I64(step)), klen), bounded)
 
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
