@@ -17,7 +17,8 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
   vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
   the same values), a shorter run element by element;
-* ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
+* ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
+  ``k`` at a time (:func:`_copy_runs`); a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
   so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
   (a channels-last convolution's windows over panels of channels) are tested once per row of

@@ -57,12 +57,13 @@ def _conv_transpose(x, w, stride, pad):
     full = np.zeros((n, f, (h - 1) * stride + kh, (wd - 1) * stride + kw))
     for ky in range(kh):
         for kx in range(kw):
-            full[:, :, ky:ky + stride * (h - 1) + 1:stride, kx:kx + stride * (wd - 1) + 1:stride] += np.einsum(
-                "ncyx,cf->nfyx", x, w[:, :, ky, kx])
+            ys = slice(ky, ky + stride * (h - 1) + 1, stride)
+            xs = slice(kx, kx + stride * (wd - 1) + 1, stride)
+            full[:, :, ys, xs] += np.einsum("ncyx,cf->nfyx", x, w[:, :, ky, kx])
     return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
 
 
-@pytest.mark.parametrize("spec,dtype", [(TARGETS[0], "float32"), (TARGETS[1], "float64"), (TARGETS[2], "float32")])
+@pytest.mark.parametrize("spec,dtype", list(zip(TARGETS, ["float32", "float64", "float32"])))
 @pytest.mark.parametrize("size", [(5, 7), (6, 16)])
 def test_transposed_convolution_4x4_stride_2(spec, dtype, size):
     # 12 channels x 4 taps per parity: 48 values of k, two row blocks; rows of 7 or 16
@@ -92,7 +93,8 @@ def test_runs_that_end_near_a_panel_row_end(spec, pad, wd):
     w = RNG.standard_normal(W.shape).astype(dtype)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh, ow = Y.shape[2:]
-    want = sum(np.einsum("ncyx,fc->nfyx", xp[:, :, ry:ry + oh, rx:rx + ow], w[:, :, ry, rx].astype(np.float64))
+    w64 = w.astype(np.float64)
+    want = sum(np.einsum("ncyx,fc->nfyx", xp[:, :, ry:ry + oh, rx:rx + ow], w64[:, :, ry, rx])
                for ry in range(3) for rx in range(3))
     for checked in (False, True):
         kern = ta.build([Y], [X, W], microkernel=True, parallel_min_work=0, target=spec, checked=checked,
