@@ -111,8 +111,8 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
     ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
     writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
     them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end);
-    with ``limit``, only a store that ends by ``dst[limit]`` spills, one past it is masked (a
-    caller that fills the elements from ``limit`` on before ``dst``).
+    with ``limit``, only a store that ends by ``dst[limit]`` spills, one that would pass it
+    goes element by element (from ``limit`` on lie values stored already).
     Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
     a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
     es = 4 if isinstance(t, ir.FloatType) else 8
@@ -139,7 +139,8 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
 def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
                  limit: ir.Value | None = None) -> None:
     """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
-    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``."""
+    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``, else
+    element by element."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -741,16 +742,15 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
     """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
-    least one vector goes in blocks of :data:`K_BLOCK` rows, and in a block run by run, the
-    block's rows innermost: a run's length, source offset and column are the same in every
-    row, so the inner loop's branches (which of ``copy``'s paths, how many vectors) go the same
-    way at each trip.  Rows outermost, each row's runs between branches decided by the run's
-    length (the 4x4 stride-2 transposed convolution's rows, 16 of a 17-wide padded row in
-    24-wide panels: 16 + 8 and 8 + 16) spent half of the micro-kernel's time packing.  A run's
-    rows are stored before the next run's, so a short piece's whole-vector store spills only
-    where it ends within its row (``limit``: past it lies the next row, packed already).  A
-    narrower panel row (side A's 4 or 8 under 8 or 16 lanes) keeps rows outermost, where every
-    short piece may spill."""
+    least one vector goes in blocks of :data:`K_BLOCK` rows, in a block run by run, the rows
+    innermost: a run's length, source offset and column are the same in every row, so the
+    inner loop's branches (``copy``'s paths, the number of vectors) go one way at each trip.
+    With the rows outermost, each row's runs between branches taken by the run's length, the
+    4x4 stride-2 transposed convolution (16 of a 17-wide padded row in 24-wide panels: runs of
+    16 + 8 and 8 + 16) spent half of its micro-kernel's time packing.  A run's rows are stored
+    before the next run's, so a short piece's whole vector spills only within its row (past
+    ``limit`` lies the next row, stored already).  A panel row narrower than a vector (side A's
+    4 or 8 under 8 or 16 lanes) keeps the rows outermost, where every short piece may spill."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
