@@ -17,7 +17,8 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
   vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
   the same values), a shorter run element by element;
-* ``COPY`` (contiguous along the outer axes): per ``k``, run-wise copies; a range-checked index
+* ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
+  ``k`` at a time (:func:`_copy_runs`); a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
   so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
   (a channels-last convolution's windows over panels of channels) are tested once per row of
@@ -101,14 +102,17 @@ K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for check
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
 
 
-def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False) -> None:
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
+         limit: ir.Value | None = None) -> None:
     """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
     the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
     library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
     elements copied again by one plain vector; a shorter run is one masked load (nothing past
     ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
     writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
-    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end).
+    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end);
+    with ``limit``, only a store that ends by ``dst[limit]`` spills, one that would pass it
+    goes element by element (from ``limit`` on lie values stored already).
     Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
     a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
     es = 4 if isinstance(t, ir.FloatType) else 8
@@ -129,12 +133,14 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
                                                     align=es)
                 b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
             with short:
-                _masked_rest(b, t, dst, src, a, rest, vw, spill)
+                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit)
 
 
-def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool) -> None:
+def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
+                 limit: ir.Value | None = None) -> None:
     """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
-    or (``spill``) a whole one."""
+    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``, else
+    element by element."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -151,11 +157,20 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
     else:
         mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
         v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
-    if spill:
-        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-    else:
+    to = b.gep(dst, [at], inbounds=True, source_etype=t)
+    if not spill:
         mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
-        b.call(mstore, [v, b.gep(dst, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask])
+        b.call(mstore, [v, to, ir.IntType(32)(es), mask])
+    elif limit is None:
+        b.store(v, to, align=es)
+    else:
+        with b.if_else(b.icmp_signed("<=", b.add(at, I64(vw)), limit)) as (whole, near_limit):
+            with whole:
+                b.store(v, to, align=es)
+            with near_limit:  # element by element (a masked store is microcoded on AMD CPUs)
+                with loop(b, 0, rest, name="mr") as i:
+                    x = t(0.0) if src is None else ld(b, src, b.add(at, i), t)
+                    st(b, dst, b.add(at, i), x, t)
 
 
 def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
@@ -726,39 +741,82 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
-    """One panel, run by run (convolution windows, padding, edge panels)."""
-    with loop(b, 0, klen, name="ck") as kk:
-        kof = ld(b, koff, kk)
+    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
+    least one vector goes in blocks of :data:`K_BLOCK` rows, in a block run by run, the rows
+    innermost: a run's length, source offset and column are the same in every row, so the
+    inner loop's branches (``copy``'s paths, the number of vectors) go one way at each trip.
+    With the rows outermost, each row's runs between branches taken by the run's length, the
+    4x4 stride-2 transposed convolution (16 of a 17-wide padded row in 24-wide panels: runs of
+    16 + 8 and 8 + 16) spent half of its micro-kernel's time packing.  A run's rows are stored
+    before the next run's, so a short piece's whole vector spills only within its row (past
+    ``limit`` lies the next row, stored already).  A panel row narrower than a vector (side A's
+    4 or 8 under 8 or 16 lanes) keeps the rows outermost, where every short piece may spill."""
+    steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
+    for d in range(gd.MAXCHK):
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
+
+    def run_rows(k0, k1, bounded: bool):
         with advancing(b, 0, valid, "cw") as (w, nxt):
             o = b.add(first, w)
             seg = imin(b, ld(b, orun, o), b.sub(valid, w))
-            lo_slot = entry_alloca(b, I64, "a")
-            hi_slot = entry_alloca(b, I64, "e")
-            b.store(I64(0), lo_slot)
-            b.store(seg, hi_slot)
-            with loop(b, 0, nchk, name="iv") as d:
-                x0 = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
-                size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
-                step = ld(b, side, b.add(I64(gd.S_CHKSTEP), d))
-                a, e = b.load(lo_slot), b.load(hi_slot)
-                inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
-                # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
-                a1, e1 = imax(b, a, b.sub(I64(0), x0)), imin(b, e, b.sub(size, x0))
-                # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
-                a2, e2 = imax(b, a, b.add(b.sub(x0, size), I64(1))), imin(b, e, b.add(x0, I64(1)))
-                up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
-                b.store(b.select(up, a1, b.select(down, a2, a)), lo_slot)
-                b.store(b.select(up, e1, b.select(down, e2, b.select(inb, e, I64(0)))), hi_slot)
-            e = imax(b, b.load(hi_slot), I64(0))
-            a = imin(b, b.load(lo_slot), e)
-            row = b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t)
-            sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], inbounds=True, source_etype=t)
-            copy(b, t, row, None, I64(0), a, vw, spill=True)
-            copy(b, t, row, sp, a, e, vw, spill=True)
-            copy(b, t, row, None, e, seg, vw, spill=True)
+            base = b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t)
+            lim = b.sub(I64(width), w) if bounded else None
+
+            def row_at(kk):
+                return (b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t),
+                        b.gep(base, [ld(b, koff, kk)], inbounds=True, source_etype=t))
+
+            with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
+                with plain:  # the whole run copied in every row
+                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim)
+                with checked:
+                    with loop(b, k0, k1, name="ck") as kk:
+                        a, e = _interval(
+                            b, side, nchk,
+                            lambda d: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                            ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                            lambda d: ld(b, steps, d), seg)
+                        row, sp = row_at(kk)
+                        copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
+                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
             nxt[0] = b.add(w, seg)
-        with loop(b, valid, width, name="cz") as w:
-            b.store(zero, slot(pdst, kk, w))
+        with loop(b, k0, k1, name="cz") as kk:
+            with loop(b, valid, width, name="czw") as w:
+                b.store(zero, slot(pdst, kk, w))
+
+    bounded = width >= vw
+    step = K_BLOCK if bounded else 1
+    with loop(b, 0, klen, step, name="cb") as k0:
+        run_rows(k0, imin(b, b.add(k0, I64(step)), klen), bounded)
+
+
+def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
+    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
+    pointers ``row, src``): the run's vectors unrolled, each under a test of ``n`` decided
+    before the rows (the library gets no loop-invariant code motion), then its rest as
+    :func:`copy` ends a run: the last ``vw`` elements again, or a short one."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    nvec = b.sdiv(n, I64(vw))
+    rest = b.sub(n, b.mul(nvec, I64(vw)))
+    has = [b.icmp_signed(">", nvec, I64(c)) for c in range(width // vw)]
+    back, short = b.icmp_signed(">", rest, I64(0)), b.icmp_signed("<", n, I64(vw))
+    back_at = b.sub(n, I64(vw))
+    with loop(b, k0, k1, name="rk") as kk:
+        row, sp = row_at(kk)
+        for c, h in enumerate(has):
+            with b.if_then(h):
+                at = I64(c * vw)
+                v = b.load(b.gep(sp, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+                b.store(v, b.gep(row, [at], inbounds=True, source_etype=t), align=es)
+        with b.if_then(back):
+            with b.if_else(short) as (few, more):
+                with few:
+                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
+                with more:
+                    v = b.load(b.gep(sp, [back_at], inbounds=True, source_etype=t), typ=vt, align=es)
+                    b.store(v, b.gep(row, [back_at], inbounds=True, source_etype=t), align=es)
 
 
 def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
