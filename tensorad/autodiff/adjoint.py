@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..ir import dtype as dt
-from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
+from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rewrite, walk
@@ -285,13 +285,16 @@ class AdjointBuilder:
             point = data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
+        inside = rename(body.src[0], m)  # the reduction's own condition at the point
         if best is not None and ties is not None:
             count = ties[tuple(iv)]
+            tied = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
+            if inside is not TRUE:  # (lazy: the source may read out of bounds where the
+                tied = choice(Op.IF_THEN_ELSE, inside, tied, FALSE)  # condition is false)
             conds = [compare(Op.GT, count, const(1, count.dtype)),
-                     compare(Op.NE, axes[-1], index[tuple(iv)]),
-                     compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])]
+                     compare(Op.NE, axes[-1], index[tuple(iv)]), tied]
         idx = tuple(_unchecked(e) for e in site.src)
-        where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
+        where = all_of([inside, *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
         if ties is not None:
             count = ties[tuple(iv)]
