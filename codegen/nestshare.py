@@ -84,7 +84,8 @@ class _Speller:
         if n is None:
             op = self.op(t.op)
             n = self.tensors[t] = len(self.tensors)
-            self.lines.append(("T", op, t.value_index, tuple(t.shape), t.dtype, self.buffer(self.buffer_of(t))))
+            buf = self.buffer(self.buffer_of(t))
+            self.lines.append(("T", op, t.value_index, tuple(t.shape), t.dtype, buf))
         return n
 
     def op(self, op: object) -> int:
@@ -184,9 +185,9 @@ class _Entry:
         self.ops = list(sp.ops)
         self.buffers = sp.buffer_list
         self.names = _marked_names(steps) if steps else set()
+        known = {o.name for o in sp.ops} | {b.name for b in sp.buffer_list}
         self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
-                                                     {id(b) for b in sp.buffer_list}, self.names,
-                                                     {o.name for o in sp.ops} | {b.name for b in sp.buffer_list})
+                                                     {id(b) for b in sp.buffer_list}, self.names, known)
 
 
 class SharedLowering:
@@ -220,14 +221,19 @@ class SharedLowering:
 
 def _finished(step, names: dict[str, str]):
     if isinstance(step, Nest) and (_OPEN in step.name or _OPEN in step.note):
-        return Nest(unmarked(step.name, names), step.body, step.outputs, step.work, unmarked(step.note, names),
-                    step.parallel, step.accumulators, step.attrs)
+        return Nest(unmarked(step.name, names), step.body, step.outputs, step.work,
+                    unmarked(step.note, names), step.parallel, step.accumulators, step.attrs)
     return step
 
 
 def _marked_names(steps: list) -> set[str]:
     return {m for st in steps if isinstance(st, Nest) for text in (st.name, st.note)
             for m in _MARKED.findall(text)}
+
+
+def _plain(v: object) -> bool:
+    """An attribute value renaming may copy: no tensor, op or buffer inside."""
+    return isinstance(v, _PLAIN) or isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v)
 
 
 def _walk_stmts(stmts: tuple):
@@ -262,8 +268,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
                 return False
             continue
         if not isinstance(st, Nest) or any(id(b) not in buffers for b in st.outputs) \
-                or not all(isinstance(v, _PLAIN) or (isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v))
-                           for v in st.attrs.values()):
+                or not all(_plain(v) for v in st.attrs.values()):
             return False
         for s in _walk_stmts(st.body):
             if not isinstance(s, (Loop, If, Store, Assign)):
@@ -325,7 +330,8 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
                 out.append(Store(bmap[id(s.buffer)], tuple(map(ren, s.index)), ren(s.value), s.counted,
                                  omap.get(s.owner, s.owner)))
             else:
-                out.append(Assign(s.targets, tuple(map(ren, s.values)), s.counted, omap.get(s.owner, s.owner)))
+                out.append(Assign(s.targets, tuple(map(ren, s.values)), s.counted,
+                                  omap.get(s.owner, s.owner)))
         return tuple(out)
 
     out = []
