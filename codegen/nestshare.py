@@ -33,6 +33,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold_along
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from .nestkey import nest_key
 from .program import Assign, Buffer, Fill, If, Loop, Nest, Store
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -72,6 +73,7 @@ class _Speller:
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
         self.buffer_of = buffer_of
         self.tensors: dict[Tensor, int] = {}
+        self.tensor_buffers: dict[Tensor, Buffer | None] = {}
         self.ops: dict[object, int] = {}
         self.buffers: dict[int, int] = {}  # id(buffer) -> number
         self.buffer_list: list[Buffer] = []
@@ -84,7 +86,8 @@ class _Speller:
         if n is None:
             op = self.op(t.op)
             n = self.tensors[t] = len(self.tensors)
-            buf = self.buffer(self.buffer_of(t))
+            b = self.tensor_buffers[t] = self.buffer_of(t)
+            buf = self.buffer(b)
             self.lines.append(("T", op, t.value_index, tuple(t.shape), t.dtype, buf))
         return n
 
@@ -182,6 +185,7 @@ class _Entry:
     def __init__(self, steps: list | None, sp: _Speller) -> None:
         self.steps = steps
         self.tensors = list(sp.tensors)
+        self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
         self.ops = list(sp.ops)
         self.buffers = sp.buffer_list
         self.names = _marked_names(steps) if steps else set()
@@ -298,6 +302,46 @@ def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
     return ok[0]
 
 
+class RenamedNest(Nest):
+    """A nest made by renaming ``source`` (a lowered nest with the same key): its body is
+    renamed when first read -- a build reads only ``source``'s (:meth:`buffer` maps its
+    buffers to this nest's: :mod:`.llvm_emit` calls one function for both), a printout
+    reads this one's."""
+
+    def __init__(self, name: str, body: tuple | None, outputs: tuple, work: int = 0, note: str = "",
+                 parallel: bool = False, accumulators: tuple = (), attrs: dict | None = None, *,
+                 source: Nest | None = None, rename: Callable[[tuple], tuple] | None = None,
+                 buffers: dict[int, Buffer] | None = None, source_buffers: dict | None = None) -> None:
+        self._rename = rename
+        super().__init__(name, body, outputs, work, note, parallel, accumulators,
+                         {} if attrs is None else attrs)
+        self.source = source
+        self._buffers = buffers or {}
+        self._source_buffers = source_buffers or {}  # the source's tensors -> their buffers
+
+    @property  # type: ignore[override]
+    def body(self) -> tuple:
+        made = self.__dict__.get("_body")
+        if made is None:
+            made = self.__dict__["_body"] = self._rename(self.source.body)
+        return made
+
+    @body.setter
+    def body(self, value: tuple | None) -> None:
+        self.__dict__["_body"] = value
+
+    def buffer(self, b: Buffer) -> Buffer:
+        """This nest's buffer in place of ``source``'s ``b``."""
+        return self._buffers[id(b)]
+
+    def source_key(self) -> tuple[tuple, list[Buffer]] | None:
+        """:func:`.nestkey.nest_key` of ``source`` over the buffers it was lowered with."""
+        try:
+            return nest_key(self.source, self._source_buffers.__getitem__)
+        except KeyError:  # (a tensor read without a buffer: no key, the body is renamed)
+            return None
+
+
 def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     """``entry``'s steps for the group ``sp`` spelled, or ``None`` when one name would map to two."""
     new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), sp.buffer_list
@@ -339,9 +383,11 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
         if isinstance(st, Fill):
             out.append(Fill(bmap[id(st.buffer)], ren(st.value), st.parallel))
         else:
-            out.append(Nest(unmarked(st.name, names), stmts(st.body), tuple(bmap[id(b)] for b in st.outputs),
-                            st.work, unmarked(st.note, names), st.parallel, st.accumulators, dict(st.attrs)))
+            out.append(RenamedNest(unmarked(st.name, names), None, tuple(bmap[id(b)] for b in st.outputs),
+                                   st.work, unmarked(st.note, names), st.parallel, st.accumulators,
+                                   dict(st.attrs), source=st, rename=stmts, buffers=bmap,
+                                   source_buffers=entry.tensor_buffers))
     return out
 
 
-__all__ = ["SharedLowering", "group_key", "marked", "unmarked"]
+__all__ = ["RenamedNest", "SharedLowering", "group_key", "marked", "unmarked"]
