@@ -330,6 +330,11 @@ class RenamedNest(Nest):
     def body(self, value: tuple | None) -> None:
         self.__dict__["_body"] = value
 
+    @property
+    def made(self) -> bool:
+        """Whether the body has been renamed yet."""
+        return self.__dict__.get("_body") is not None
+
     def buffer(self, b: Buffer) -> Buffer:
         """This nest's buffer in place of ``source``'s ``b``."""
         return self._buffers[id(b)]

@@ -10,11 +10,13 @@ answers of NumPy formulas and float64 finite differences.
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
 
 import tensorad as ta
+from tensorad.codegen.llvm_emit import ModuleEmitter
 
 lowering = importlib.import_module("tensorad.codegen.lower")
 F = "float64"
@@ -89,6 +91,20 @@ def test_a_chain_gradient_lowers_a_few_groups_and_prints_as_before(lowered, monk
     got = np.asarray(ta.build([g], [X], num_threads=1)(x))
     (want,) = numeric_grad(forward, [x])
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+def test_emission_takes_renamed_nests_from_their_source(lowered):
+    # LLVM functions are emitted from the groups lowered; the renamed nests' bodies are never
+    # made for a build (only a printout needs them)
+    X, L, _, _ = _reduce_chain(96)
+    (g,) = ta.gradient(L, [X])
+    low = ta.lower([g], [X])
+    renamed = [s for s in low.program.steps if type(s).__name__ == "RenamedNest"]
+    assert len(renamed) >= 10
+    text = str(ModuleEmitter(low.program, "p").emit())
+    assert len(re.findall(r'define void @"p_nest\d+"', text)) <= len(lowered)
+    assert not any(s.made for s in renamed)
+    assert low.text and all(s.made for s in renamed)
 
 
 def test_the_forward_chain_prints_as_before(lowered, monkeypatch):
