@@ -265,7 +265,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
     names a tensor, op or buffer (else the group is lowered afresh each time)."""
     if not names <= known:
         return False
-    seen: set = set()
+    seen: dict = {}
     for st in steps:
         if isinstance(st, Fill):
             if id(st.buffer) not in buffers or not _reads_within(st.value, tensors, seen):
@@ -286,8 +286,9 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
     return True
 
 
-def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
-    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``."""
+def _reads_within(root: Expr, tensors: set, seen: dict) -> bool:
+    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``
+    (``seen``: the nodes checked already, all fine)."""
     ok = [True]
 
     def visit(n: Expr) -> None:
@@ -296,9 +297,7 @@ def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
         elif n.op is not Op.VAR and n.op is not Op.CONST and n.arg is not None and not isinstance(n.arg, str):
             ok[0] = False  # (a payload the renaming does not rewrite: may name a tensor)
 
-    memo = {n: None for n in seen}
-    fold_along(root, lambda n: n.src, visit, memo)
-    seen.update(memo)
+    fold_along(root, lambda n: n.src, visit, seen)
     return ok[0]
 
 
