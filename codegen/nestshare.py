@@ -168,7 +168,8 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
             e = u.epilogue
             units.append((
                 sp.op(u.op), tuple(sp.expr(b) for b in u.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
-                tuple(sp.var(a) for a in u.outer), tuple(sp.expr(u.tau_of[a]) for a in u.outer),
+                tuple(sp.var(a) for a in u.outer),
+                tuple((sp.var(a), sp.expr(v)) for a, v in u.tau_of.items()),
                 tuple(sp.expr(x) for x in tau),
                 None if u.reduction is None else
                 (sp.op(u.reduction), tuple(sp.expr(b) for b in bodies[u.reduction])),
