@@ -142,10 +142,14 @@ class Checks:
 
 def has_raise_gather(program) -> bool:
     """Whether some expression of ``program`` holds a gather index under ``mode="raise"``."""
+    from .nestshare import RenamedNest
     from .program import Assign, Fill, If, Loop, Nest, Store
 
     exprs: list = []
-    stack = [s for step in program.steps for s in (step.body if isinstance(step, Nest) else (step,))]
+    # (a renamed nest's gathers are its source's: each distinct body is read once)
+    bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
+                                 for step in program.steps if isinstance(step, Nest))}
+    stack = [s for b in bodies.values() for s in b] + [s for s in program.steps if isinstance(s, Fill)]
     while stack:
         s = stack.pop()
         if isinstance(s, Loop):

@@ -31,6 +31,7 @@ from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 
+from .nestshare import marked
 from .program import Assign, Buffer, Fill, If, Store
 from .stripmine import AxisSplit, plan_split
 
@@ -132,7 +133,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         dom, value = peel_zero_select(space, body)
         if not box.is_subset(dom):
             fills.append(Fill(buf, const(0, buf.dtype)))
-            notes.append(f"{buf.name} nonzero only on a sub-domain")
+            notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")
         store = Store(buf, index, value)
         for k, piece in enumerate(pieces):
             name = f"S{v}" if len(pieces) == 1 else f"S{v}p{k}"
@@ -233,7 +234,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, filled, epilogue, evalue,
                          accs[red.arg.value_index])
     if epilogue is not None:
-        note += f"; epilogue {epilogue.consumer.name} fused"
+        note += f"; epilogue {marked(epilogue.consumer.name)} fused"
     return OpDomain(fills, stmts, space, accs, note, info)
 
 

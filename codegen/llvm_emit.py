@@ -48,6 +48,7 @@ from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, cons
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .nestkey import nest_key
+from .nestshare import RenamedNest
 from .program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
 from .target import Target, parse_target
 from .vectorizable import loop_blocks_widenable, vectorizable
@@ -214,6 +215,7 @@ class ModuleEmitter:
         # chain are one function (:mod:`.nestkey`); checked code names buffers in its records
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None else None
+        self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
@@ -262,7 +264,7 @@ class ModuleEmitter:
         with the same name-free key (:mod:`.nestkey`), called with this nest's pointers."""
         keyed = None
         if self.shared is not None:
-            keyed = nest_key(nest, lambda t: self.args[self.arg_index[t]])
+            keyed = self._nest_key(nest)
         if keyed is not None:
             key, order = keyed
             found = self.shared.get(key)
@@ -279,6 +281,19 @@ class ModuleEmitter:
             self.shared[key] = (fn, self.params[k], {j: position[self.arg_index[buf.tensor]]
                                                      for j, buf in enumerate(order)})
         return fn
+
+    def _nest_key(self, nest: Nest) -> tuple[tuple, list] | None:
+        """:func:`.nestkey.nest_key` of ``nest``; a renamed nest's is its source's, taken once,
+        with the buffers mapped (its body is never renamed for a build)."""
+        if not isinstance(nest, RenamedNest):
+            return nest_key(nest, lambda t: self.args[self.arg_index[t]])
+        found = self.source_keys.get(id(nest.source))
+        if found is None:
+            found = self.source_keys[id(nest.source)] = (nest.source_key(), nest.source)
+        if found[0] is None:
+            return None
+        key, order = found[0]
+        return key, [nest.buffer(b) for b in order]
 
     def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
         if "gemm" in nest.attrs:

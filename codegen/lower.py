@@ -33,6 +33,7 @@ from .group import Group, Unit, make_unit, order_siblings, plan_groups
 from .inline import choose_materialized, inline_bodies, reuse_materialized
 from .islast import build_loops
 from .nestfuse import lower_group
+from .nestshare import SharedLowering, marked
 from .program import Buffer, Fill, Nest, Program, program_text
 from .scatter import lower_scatter, match_scatter
 from .scattershare import share_scatter_sums
@@ -280,6 +281,7 @@ class _LoweringMemo:
         self.buffers: dict[Tensor, Buffer] = {}
         self.steps: dict[tuple, list | None] = {}
         self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.islast.build_loops`)
+        self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.nestshare`)
 
     def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
         found = self.reads.get(u)
@@ -352,7 +354,9 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     for k, g in enumerate(groups):
         key = (g, tuple(tuple(outs_of(u.op)) for u in g.units), frozenset(scalar & {u.op for u in g.units}))
         if key not in memo.steps:
-            memo.steps[key] = _lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans)
+            memo.steps[key] = memo.shared.steps(
+                g, bodies, outs_of, scalar, buffers.get,
+                lambda g=g: _lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans))
         made = memo.steps[key]
         if made is None:
             return None, k
@@ -406,6 +410,6 @@ def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, 
     if batch_range is not None and batch_range[1] != batch_range[0].lo:
         dom.fills = []  # (made by the first chunk)
     note = "; ".join(n for n in (dom.note, attrs.get("note", "")) if n)
-    nest = Nest(op.name, body, tuple(b for b in outs if b is not None), work, note, parallel,
+    nest = Nest(marked(op.name), body, tuple(b for b in outs if b is not None), work, note, parallel,
                 dom.accumulators, attrs)
     return [*dom.fills, nest]

@@ -31,6 +31,7 @@ from .domain import PolyStmt, op_domain
 from .fuse import Epilogue
 from .group import Group
 from .islast import build_loops
+from .nestshare import marked
 from .program import Nest, owned
 from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
 from .target import parse_target
@@ -151,9 +152,9 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             for v, b in enumerate(bodies[u.op]):
                 acc_of[Tensor(u.op, v)] = dom.accumulators[b.arg.value_index]
         if dom.note or dom.reduction is None:
-            notes.append(f"{u.op.name}{': ' + dom.note if dom.note else ''}")
+            notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
         else:
-            notes.append(u.op.name)
+            notes.append(marked(u.op.name))
     position = shared_positions(members)
     for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
@@ -175,7 +176,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
     outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)
-    name = "+".join(u.op.name for u in group.units)
+    name = "+".join(marked(u.op.name) for u in group.units)
     nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
 

@@ -5,8 +5,9 @@ computed ``floor(a / b)`` and ``a - floor(a / b) * b``: the quotient rounds befo
 (``0.9 // 0.1`` gave 9.0, NumPy 8.0, since 0.9 / 0.1 is 8.99999... exactly), the remainder of
 ``0.5 % 0.1`` was 0 (NumPy 0.09999999999999998), ``5 % inf`` was NaN (NumPy 5.0) and a large
 ``a`` lost its remainder; the simplifier folded constants the same way.  Now the remainder
-comes from ``fmod`` (exact) as in NumPy's ``npy_divmod``, and constants fold with NumPy.  The oracle is NumPy's ``floor_divide`` and ``mod``, bit for bit (signed zeros,
-infinities and NaN included).
+comes from ``fmod`` (exact) as in NumPy's ``npy_divmod``, and constants fold with NumPy.  The
+oracle is NumPy's ``floor_divide`` and ``mod``, bit for bit (signed zeros, infinities and NaN
+included).
 """
 
 from __future__ import annotations
