@@ -239,15 +239,13 @@ def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
     shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
-    pass at all (``-O0``, the last, compiled in this process)."""
-    if light:
-        return [Pipeline(0, light=True), Pipeline(0)]
-    rungs = [Pipeline(opt_level)]
-    if opt_level >= 2:
-        rungs += [Pipeline(opt_level, slp=False), Pipeline(1)]
-    if opt_level >= 1:
-        rungs.append(Pipeline(0))
-    return rungs
+    pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
+    vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
+    this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
+    a first build's 10-20 library pieces 60-80 ms."""
+    if light or opt_level < 2:
+        return [Pipeline(opt_level, light=light)]
+    return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
 
 
 def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:
