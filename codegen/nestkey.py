@@ -33,6 +33,28 @@ def _float_bits(x: float) -> str:
     return struct.pack("<d", x).hex()
 
 
+def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
+          payload: Callable[[Expr], object]) -> int:
+    """The number of ``root`` in ``nodes``, appending a line ``(op, dtype, operand numbers,
+    payload)`` per node not numbered yet -- operands first, iteratively (no recursion limit)."""
+    found = nodes.get(root)
+    if found is not None:
+        return found
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in nodes:
+            continue
+        if not ready:
+            stack.append((e, True))
+            stack.extend((s, False) for s in reversed(e.src) if s not in nodes)
+            continue
+        data = payload(e)
+        nodes[e] = len(nodes)
+        lines.append((e.op, e.dtype, tuple(nodes[s] for s in e.src), data))
+    return nodes[root]
+
+
 class _Speller:
     """Numbers buffers, variables and expression nodes by first appearance."""
 
@@ -53,23 +75,8 @@ class _Speller:
         return n
 
     def expr(self, root: Expr) -> int:
-        """The number of ``root``; a line per node not spelled yet (operands first, iterative)."""
-        found = self.nodes.get(root)
-        if found is not None:
-            return found
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            e, ready = stack.pop()
-            if e in self.nodes:
-                continue
-            if not ready:
-                stack.append((e, True))
-                stack.extend((s, False) for s in reversed(e.src) if s not in self.nodes)
-                continue
-            payload = self.payload(e)
-            self.nodes[e] = len(self.nodes)
-            self.lines.append((e.op, e.dtype, tuple(self.nodes[s] for s in e.src), payload))
-        return self.nodes[root]
+        """The number of ``root``; a line per node not spelled yet (see :func:`spell`)."""
+        return spell(root, self.nodes, self.lines, self.payload)
 
     def payload(self, e: Expr) -> object:
         arg, op = e.arg, e.op

@@ -33,7 +33,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold_along
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from .nestkey import nest_key
+from .nestkey import nest_key, spell
 from .program import Assign, Buffer, Fill, If, Loop, Nest, Store
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -119,23 +119,8 @@ class _Speller:
         return self.expr(v)
 
     def expr(self, root: Expr) -> int:
-        """The number of ``root``; a line per node not spelled yet (operands first, iterative)."""
-        found = self.nodes.get(root)
-        if found is not None:
-            return found
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            e, ready = stack.pop()
-            if e in self.nodes:
-                continue
-            if not ready:
-                stack.append((e, True))
-                stack.extend((s, False) for s in reversed(e.src) if s not in self.nodes)
-                continue
-            payload = self.payload(e)
-            self.nodes[e] = len(self.nodes)
-            self.lines.append((e.op, e.dtype, tuple(self.nodes[s] for s in e.src), payload))
-        return self.nodes[root]
+        """The number of ``root``; a line per node not spelled yet (see :func:`spell`)."""
+        return spell(root, self.nodes, self.lines, self.payload)
 
     def payload(self, e: Expr) -> object:
         arg, op = e.arg, e.op
