@@ -47,9 +47,14 @@ def _fork(step: Callable[[], bytes], errors) -> bytes | None:
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
-    with warnings.catch_warnings():  # Python 3.12+ and JAX's fork hook warn about forking a
-        warnings.filterwarnings("ignore", message=r".*fork")  # threaded process: the child runs
-        pid = os.fork()                                       # no other thread's code, only LLVM
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ and JAX's fork hook warn about forking a
+            warnings.filterwarnings("ignore", message=r".*fork")  # threaded process: the child
+            pid = os.fork()                                       # runs only LLVM
+    except OSError:  # (no memory or no process left for a child: compile here, unguarded)
+        os.close(read_end)
+        os.close(write_end)
+        return step()
     if pid == 0:
         status = 0
         try:

@@ -59,6 +59,14 @@ def test_in_child_returns_bytes_none_on_a_signal_and_raises_python_errors():
         isolate.in_child(bad)
 
 
+def test_a_failed_fork_compiles_in_process(monkeypatch):
+    def no_fork() -> int:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert isolate.in_child(lambda: b"object code") == b"object code"
+
+
 def test_the_ladder_goes_down_until_a_rung_survives():
     tried = []
 
