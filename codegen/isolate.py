@@ -8,7 +8,8 @@ the module text and every target machine are already there) and takes the step's
 through a pipe.  A child killed by a signal gives ``None``, and the caller retries with a safer
 pipeline (:func:`.jit.compile_object`'s ladder).  A Python exception in the child (a parse or
 verification error: the caller's own error) is raised by running the step again in this
-process, with its real traceback.  Without ``os.fork`` the step runs here.
+process, with its real traceback.  Without ``os.fork``, or when a fork fails (no memory for a
+huge process's page tables, no process left), the step runs here.
 
 The child runs only LLVM and this module's few lines, then leaves by ``os._exit`` (no exit
 handlers, no flushing of the parent's buffers).  What it writes on stderr (LLVM's remarks) goes
