@@ -504,14 +504,22 @@ class Refuter:
         """``(environment, memo)`` for each sample point of the reduction's axes where its
         condition holds."""
         axes, cond = e.arg.axes, e.src[0]
-        points = itertools.product(*[self._sample(a) for a in axes])
         always = cond.op is _CONST  # (most sums' condition: tested once)
         if always and not self._eval(cond, env, {}):
             return
-        for point in points:
-            inner = dict(env)
+        if len(axes) == 1:  # (most sums: no product of one range, no zip)
+            axis = axes[0]
+            for x in self._sample(axis):
+                inner = env.copy()
+                inner[axis] = x
+                memo: dict = {}
+                if always or self._eval(cond, inner, memo):
+                    yield inner, memo
+            return
+        for point in itertools.product(*[self._sample(a) for a in axes]):
+            inner = env.copy()
             inner.update(zip(axes, point))
-            memo: dict = {}
+            memo = {}
             if always or self._eval(cond, inner, memo):
                 yield inner, memo
 

@@ -3,7 +3,8 @@
 The oracle is Python's ``fractions.Fraction`` on the same operands: ints, bools and fractions
 with small, large and power-of-two denominators (the refuter's data are eighths, its constants
 dyadic, its quotients anything).  A result with denominator 1 is an ``int``; a product or a
-quotient past the bit bound is ``None``; a float is never taken for a rational.
+quotient past the bit bound is ``None``; a float is never taken for a rational.  The refuter
+evaluates with it (no Fraction operator runs) and takes a one-axis sum's points as they are.
 """
 
 from __future__ import annotations
@@ -80,3 +81,24 @@ def test_the_refuters_arithmetic_builds_no_fraction_through_its_operators(monkey
     r = refute.Refuter()
     assert r.refutes(e)
     assert r.counts["steps"] > 20 and not calls, calls
+
+
+def test_a_one_axis_sums_points_are_made_without_a_product(monkeypatch):
+    # most sums of the model are over one axis: its sample points are taken as they are, not
+    # through itertools.product and a zip per point (5% of the Transformer block's refutations);
+    # sums over several axes still take the product, and both give the sum's value
+    import itertools
+
+    import tensorad as ta
+
+    made = []
+    real = itertools.product
+    monkeypatch.setattr(itertools, "product", lambda *a: made.append(a) or real(*a))
+    A = ta.placeholder((4, 6), name="A")
+    i = ta.reduce_axis((0, 4), "i").var
+    k, j = ta.reduce_axis((0, 6), "k"), ta.reduce_axis((0, 6), "j")
+    one = ta.sum(A[i, k] * A[i, k], k)
+    assert refute.Refuter().refutes(one) and not made
+    both = ta.sum(A[i, k] * A[i, j], [k, j]) - ta.sum(A[i, k], k) * ta.sum(A[i, j], j)
+    r = refute.Refuter()
+    assert not r.refutes(both) and r.counts["zero"] == 1 and made
