@@ -37,6 +37,9 @@ def test_each_operation_is_fractions_own(a, b):
     _same(rational.add(a, b), fa + fb)
     _same(rational.sub(a, b), fa - fb)
     _same(rational.mul(a, b, 1 << 20), fa * fb)
+    _same(rational.sub(a, a), Fraction(0))  # (0 is the int 0, never a Fraction over d > 1)
+    _same(rational.add(a, rational.sub(0, a)), Fraction(0))
+    _same(rational.mul(a, 0, 8), Fraction(0))
     if b:
         _same(rational.div(a, b, 1 << 20), fa / fb)
     else:
