@@ -17,6 +17,8 @@ import tensorad.simplify.refute as refute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tensorad as ta
+
 _INTS = st.integers(-(1 << 70), 1 << 70) | st.integers(-9, 9)
 _DENS = st.integers(1, 1 << 40) | st.sampled_from([1, 2, 8, 1 << 33, 3, 768, 3 * (1 << 20)])
 _VALUES = _INTS | st.booleans() | st.builds(Fraction, _INTS, _DENS)
@@ -69,8 +71,6 @@ def test_the_refuters_arithmetic_builds_no_fraction_through_its_operators(monkey
     # the model's values are mostly non-dyadic rationals (a softmax divides): each product or
     # sum went through Fraction's operator dispatch and checked constructor, a third of the
     # refuter's time on the Transformer block; now none does
-    import tensorad as ta
-
     A = ta.placeholder((4, 6), name="A")
     k = ta.reduce_axis((0, 6), "k")
     i = ta.reduce_axis((0, 4), "i").var
@@ -91,8 +91,6 @@ def test_a_one_axis_sums_points_are_made_without_a_product(monkeypatch):
     # through itertools.product and a zip per point (5% of the Transformer block's refutations);
     # sums over several axes still take the product, and both give the sum's value
     import itertools
-
-    import tensorad as ta
 
     made = []
     real = itertools.product
