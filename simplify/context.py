@@ -47,6 +47,8 @@ class OptimizerContext:
         self.index = IndexMemo()  # linear forms, interval bounds, negations of index nodes
         self.keys: dict = {}  # node -> structural sort key (polynomial atoms: linear.atom_key)
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
+        self.nz: dict[Expr, Expr] = {}  # node -> its nonzeroness, unsimplified (nonzero.nonzero's fold)
+        self.nz_rules: dict | None = None  # nonzero.NZ_RULES, reads' guards kept per tensor
         self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
         self.layers: dict[frozenset, ProofMemo] = {}  # the same for layered proofs, per sums expanded
         self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof

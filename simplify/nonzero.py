@@ -124,18 +124,34 @@ def tensor_guard(t: Tensor) -> Expr:
     return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
 
 
-def read_nonzero(n: Expr) -> Expr:
-    """``nz(T[idx])``: the guard of ``T`` with its axes replaced by the indices."""
+def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
+    """``nz(T[idx])``: the guard of ``T`` with its axes replaced by the indices (``guards``:
+    a table of tensor guards, ``tensor -> guard``, to read and fill)."""
     t = n.arg
-    guard = tensor_guard(t)
+    if guards is None:
+        guard = tensor_guard(t)
+    else:
+        guard = guards.get(t)
+        if guard is None:
+            guard = guards[t] = tensor_guard(t)
     if guard is TRUE:
         return TRUE
     return substitute(guard, dict(zip(t.op.axes, n.src)))
 
 
 def nonzero(e: Expr, ctx=None) -> Expr:
-    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`)."""
-    return simplify_expr(fold(e, NZ_RULES), ctx)
+    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`).
+
+    With a context, the fold's values -- each a pure function of its node -- and the tensors'
+    guards are the call's (``ctx.nz``, ``ctx.nz_rules``): the optimizer asks about the same
+    adjoint bodies again and again (519 guards of 74 tensors in the Transformer block's call),
+    and now computes each guard and each node's value once."""
+    if ctx is None:
+        return simplify_expr(fold(e, NZ_RULES), ctx)
+    if ctx.nz_rules is None:
+        guards: dict = {}
+        ctx.nz_rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, guards)}
+    return simplify_expr(fold(e, ctx.nz_rules, ctx.nz), ctx)
 
 
 def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:

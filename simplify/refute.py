@@ -7,8 +7,9 @@ zero, so the proof could only have answered "not zero": :meth:`Refuter.refutes` 
 a value and the proof runs only where it finds none (the answers are the same by construction,
 only the time differs).
 
-The model evaluates the term itself, in exact arithmetic (Python ints and fractions; floats
-would round true identities such as a sum minus the same sum in another order to a nonzero):
+The model evaluates the term itself, in exact arithmetic (Python ints and fractions, added and
+multiplied by :mod:`.rational` without ``Fraction``'s operator dispatch; floats would round true
+identities such as a sum minus the same sum in another order to a nonzero):
 
 * the free index variables take random points of their ranges; a placeholder element is a
   random small value (the same for every read of that element, in every proof of the call);
@@ -74,6 +75,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, PlaceholderOp
 
+from . import rational
 from .consts import fold_constant
 
 MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together;
@@ -86,6 +88,7 @@ WIDE = 1 << 15  # integer placeholder elements of the second model: below this
 ROUND_BITS = 24  # significant bits kept of a function's value (numbers stay small)
 _DATA = tuple(Fraction(k, 8) for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # a float placeholder element
 
+_add = rational.add
 _MISSING = object()
 _CONST = Op.CONST
 _VAR = Op.VAR
@@ -173,9 +176,18 @@ def _cast(dtype: str, v: Any) -> Any:
     return int(v) if type(v) is bool else v  # a float: exact (any deterministic value is a model)
 
 
+def _mul(a: Any, b: Any) -> Any:
+    out = rational.mul(a, b, MAX_BITS)
+    if out is None:
+        raise _GiveUp
+    return out
+
+
 def _div(a: Any, b: Any) -> Any:
-    q = Fraction(a, b)
-    return q.numerator if q.denominator == 1 else _big(q)
+    out = rational.div(a, b, MAX_BITS)
+    if out is None:
+        raise _GiveUp
+    return out
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -201,9 +213,9 @@ def _mod(a: Any, b: Any) -> Any:
 
 
 _BINARY: dict[Op, Callable[[Any, Any], Any]] = {
-    Op.ADD: lambda a, b: a + b,
-    Op.SUB: lambda a, b: a - b,
-    Op.MUL: lambda a, b: _big(a * b),
+    Op.ADD: rational.add,
+    Op.SUB: rational.sub,
+    Op.MUL: _mul,
     Op.FLOORDIV: _floordiv,
     Op.MOD: _mod,
     Op.MAXIMUM: max,
@@ -492,14 +504,22 @@ class Refuter:
         """``(environment, memo)`` for each sample point of the reduction's axes where its
         condition holds."""
         axes, cond = e.arg.axes, e.src[0]
-        points = itertools.product(*[self._sample(a) for a in axes])
         always = cond.op is _CONST  # (most sums' condition: tested once)
         if always and not self._eval(cond, env, {}):
             return
-        for point in points:
-            inner = dict(env)
+        if len(axes) == 1:  # (most sums: no product of one range, no zip)
+            axis = axes[0]
+            for x in self._sample(axis):
+                inner = env.copy()
+                inner[axis] = x
+                memo: dict = {}
+                if always or self._eval(cond, inner, memo):
+                    yield inner, memo
+            return
+        for point in itertools.product(*[self._sample(a) for a in axes]):
+            inner = env.copy()
             inner.update(zip(axes, point))
-            memo: dict = {}
+            memo = {}
             if always or self._eval(cond, inner, memo):
                 yield inner, memo
 
@@ -515,9 +535,9 @@ class Refuter:
             if acc is None:
                 acc = v
             elif kind == "sum":
-                acc += v
+                acc = _add(acc, v)
             else:
-                acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else _big(acc * v)
+                acc = max(acc, v) if kind == "max" else min(acc, v) if kind == "min" else _mul(acc, v)
         return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
 
     def _combine(self, e: Expr, env: dict) -> Any:

@@ -30,11 +30,17 @@ _IN = isl.dim_type.in_
 _DIV = isl.dim_type.div
 
 
-def val_to_fraction(v: isl.Val) -> Fraction:
-    """An isl rational as an exact Fraction (``to_python`` refuses non-integers, and
-    ``get_num_si`` truncates past 64 bits: the numerator is read as the integer ``v * den``)."""
-    den = v.get_den_val()
-    return Fraction(v.mul(den).to_python(), den.to_python())
+def val_to_fraction(v: isl.Val) -> Fraction | int:
+    """An isl rational exactly: an ``int`` when it is an integer (most coefficients), else a
+    Fraction -- read from isl's one text of it, ``n`` or ``n/d`` (``to_python`` refuses
+    non-integers and prints the value again, ``get_num_si`` truncates past 64 bits; the
+    numerator and denominator read as isl values were five calls into isl and a checked
+    Fraction, some 8% of the optimizer's plans).  An infinity or NaN is a ``ValueError``."""
+    text = v.to_str()
+    if "/" in text:
+        num, den = text.split("/")
+        return Fraction(int(num), int(den))
+    return int(text)
 
 
 def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int, Expr]], int, int]:

@@ -58,3 +58,25 @@ def test_expand_distributes_products_and_choices():
     groups = group_terms(simplify_expr(X * (d1 + d2)))
     assert [str(nz) for nz, _ in groups] == ["(i == j)", "((i + j) == 5)"]
     assert group_terms(simplify_expr(X * d1 + Y * d1)) is None  # one group: nothing to split
+
+
+def test_a_tensors_guard_is_found_once_per_call(monkeypatch):
+    # the optimizer asks for the nonzeroness of the same adjoint bodies again and again (519
+    # guards of 74 tensors in the Transformer block's call): with a context, each tensor's
+    # guard is computed once and each node's value is kept, with the same answers as without
+    import importlib
+
+    from tensorad.simplify import OptimizerContext
+
+    nz = importlib.import_module("tensorad.simplify.nonzero")
+    A = ta.placeholder((6, 6), name="A")
+    T = ta.compute((6, 6), lambda i, j: ta.select(i <= j, A[i, j], 0.0), name="T")
+    U = ta.compute((6,), lambda i: ta.select(i < 4, A[i, 0], 0.0), name="U")
+    asked = [T[IV, JV] * X, T[JV, IV] + U[IV], U[JV] * T[IV, JV], T[IV, JV] * X]
+    alone = [nonzero(e) for e in asked]
+    guards = []
+    real = nz.tensor_guard
+    monkeypatch.setattr(nz, "tensor_guard", lambda t: guards.append(t) or real(t))
+    ctx = OptimizerContext()
+    assert [nonzero(e, ctx) for e in asked] == alone
+    assert sorted(t.op.name for t in guards) == ["T", "U"]

@@ -384,3 +384,20 @@ def test_a_chain_deeper_than_one_budget_is_evaluated_across_questions():
     assert not answers[0] and answers[-1], refuter.counts  # (X's elements are small: not zero)
     steps = refuter.counts["steps"]
     assert refuter.refutes(ta.sum(Y[r] + 2.0, axis=r)) and refuter.counts["steps"] - steps <= 20
+
+
+def test_the_quick_proof_expands_one_read():
+    # the quick proof runs before the refuter's long try: it answers small layers' questions
+    # (a convolution's, a max pool's) within one expansion, and on the Transformer block's 21
+    # questions it answered none, its second expansion -- a producer's body substituted and
+    # simplified -- spent for nothing; the full proof expands as before
+    X = ta.placeholder((4,), name="X")
+    T1 = ta.compute((4,), lambda i: X[i] * 2.0, name="T1")
+    T2 = ta.compute((4,), lambda i: T1[i] + X[i], name="T2")
+    T3 = ta.compute((4,), lambda i: T2[i] * T2[i] - X[i], name="T3")
+    r = ta.reduce_axis((0, 4), "r")
+    ctx = OptimizerContext()
+    assert polynomial._quick(ta.sum(T3[r] * X[r], r), ctx) is None
+    assert len(ctx.proofs.bodies) == polynomial.QUICK_EXPANSIONS == 1  # (T3's body only)
+    assert polynomial._quick(ta.sum(T1[r] - X[r] * 2.0, r), OptimizerContext()) is True
+    assert not polynomial.provably_zero(ta.sum(T3[r] * X[r], r), OptimizerContext(refute=False))

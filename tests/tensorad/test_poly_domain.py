@@ -91,3 +91,37 @@ def test_a_box_is_the_intersection_of_its_ranges(ranges, data):
         expected = expected.intersect(pa.ge_set(space.constant(v.lo)))
         expected = expected.intersect(pa.lt_set(space.constant(v.hi)))
     assert built.is_equal(expected) and str(built) == str(expected)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.integers(-(1 << 80), 1 << 80), st.integers(1, 1 << 70) | st.integers(1, 12))
+def test_isl_values_read_back_exactly_with_one_call(num, den):
+    # an isl rational is read from its one text (``n`` or ``n/d``): an int when integral, the
+    # exact Fraction otherwise -- not as numerator and denominator values, five calls into
+    # isl and two of islpy's ``to_python`` (each printing the value again)
+    from fractions import Fraction
+
+    from tensorad.poly.to_expr import val_to_fraction
+
+    want = Fraction(num, den)
+    v = isl.Val(f"{want.numerator}/{want.denominator}")
+    printed = []
+    real = isl.Val.to_python
+    isl.Val.to_python = lambda self: printed.append(self) or real(self)
+    try:
+        out = val_to_fraction(v)
+    finally:
+        isl.Val.to_python = real
+    assert out == want and type(out) is (int if want.denominator == 1 else Fraction)
+    assert not printed
+
+
+def test_an_infinite_isl_value_is_not_a_number():
+    import pytest
+
+    from tensorad.poly.to_expr import val_to_fraction
+
+    for v in (isl.Val.infty(isl.DEFAULT_CONTEXT), isl.Val.neginfty(isl.DEFAULT_CONTEXT),
+              isl.Val.nan(isl.DEFAULT_CONTEXT)):
+        with pytest.raises(ValueError):
+            val_to_fraction(v)
