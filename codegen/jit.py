@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
-from . import isolate, libversion
+from . import isolate, libversion, optpipe
 from .objcheck import undefined_symbols
 
 if TYPE_CHECKING:
@@ -138,14 +138,28 @@ def data_layout(target: Target | None = None) -> str:
     return str(target_machine(target or host()).target_data)
 
 
+UNROLL_THRESHOLDS = {2: 150, 3: 300}  # LLVM's full-unroll thresholds at -O2 and -O3 (its defaults)
+
+
 def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
-             slp: bool = True) -> None:
+             slp: bool = True, unroll: bool = False) -> None:
+    """``-O<opt_level>``; ``unroll``: at ``-O2``, with ``-O3``'s full-unroll threshold (an LLVM
+    option, process-wide: set for this run only, under the lock every compile holds -- and the
+    run is most often in a compile child, :mod:`.isolate`, whose state dies with it)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
     pto.slp_vectorization = slp and opt_level >= 2
     pto.loop_unrolling = opt_level >= 2
     pb = llvm.create_pass_builder(target_machine(target or host()), pto)
-    pb.getModulePassManager().run(mod, pb)
+    if not (unroll and opt_level == 2):
+        pb.getModulePassManager().run(mod, pb)
+        return
+    with _LOCK:
+        llvm.set_option("tensorad", f"-unroll-threshold-default={UNROLL_THRESHOLDS[3]}")
+        try:
+            pb.getModulePassManager().run(mod, pb)
+        finally:
+            llvm.set_option("tensorad", f"-unroll-threshold-default={UNROLL_THRESHOLDS[2]}")
 
 
 def llvm_version() -> str:
@@ -221,31 +235,38 @@ def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
-    :func:`promote` pipeline."""
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off; ``unroll``:
+    ``-O3``'s full-unroll threshold at ``-O2``) or the light :func:`promote` pipeline."""
 
     level: int
     slp: bool = True
     light: bool = False
+    unroll: bool = False
 
     def run(self, mod: llvm.ModuleRef, target: Target) -> None:
         if self.light:
             promote(mod, target)
         elif self.level > 0:
-            optimize(mod, self.level, target, slp=self.slp)
+            optimize(mod, self.level, target, slp=self.slp, unroll=self.unroll)
 
 
-def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
+def ladder(opt_level: int, light: bool = False, ir_text: str = "") -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
     shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
     pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
     vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
     this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
-    a first build's 10-20 library pieces 60-80 ms."""
+    a first build's 10-20 library pieces 60-80 ms.  A kernel module's pipeline line
+    (:mod:`.optpipe`, in ``ir_text``) replaces ``opt_level``."""
+    unroll = False
+    chosen = optpipe.asked(ir_text)
+    if chosen is not None and not light:
+        opt_level, unroll = chosen[0], "unroll" in chosen[1]
     if light or opt_level < 2:
         return [Pipeline(opt_level, light=light)]
-    return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
+    return [Pipeline(opt_level, unroll=unroll), Pipeline(opt_level, slp=False, unroll=unroll), Pipeline(1),
+            Pipeline(0)]
 
 
 def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:
@@ -273,7 +294,7 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)
-        return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
+        return _contained(ladder(opt_level, light, ir_text), lambda p: _emit(ir_text, p, target))
 
 
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
@@ -322,7 +343,7 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
             pipeline.run(mod, target)
             return tm.emit_object(mod)
 
-        return _contained(ladder(opt_level), step)
+        return _contained(ladder(opt_level, ir_text=ir_text), step)
 
 
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
@@ -358,7 +379,7 @@ def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> 
             pipeline.run(mod, target)
             return str(mod).encode()
 
-        return _contained(ladder(opt_level), step).decode()
+        return _contained(ladder(opt_level, ir_text=ir_text), step).decode()
 
 
 def assembly(optimized: str, target: Target | None = None) -> str:
