@@ -197,21 +197,25 @@ class Packer:
                 start = em.env[last]
                 fits = b.and_(b.icmp_signed("==", valid, I64(width)),
                               b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
-                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
-                    em.push()
-                    self.bind(self.kaxes, b.add(k0, kk))
-                    with b.if_else(fits) as (whole, part):
-                        with whole:
+                with b.if_else(fits) as (whole, part):  # (tested once per panel, not per k:
+                    with whole:                          # -O2 does not unswitch the k loop)
+                        with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
+                            em.push()
+                            self.bind(self.kaxes, b.add(k0, kk))
                             with for_range(b, 0, width, name="pf") as w:
                                 em.push()
                                 em.env[last] = b.add(start, w)
                                 b.store(em.value(expr), slot(p, kk, w))
                                 em.pop()
-                        with part:
+                            em.pop()
+                    with part:
+                        with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
+                            em.push()
+                            self.bind(self.kaxes, b.add(k0, kk))
                             self.segments(outer, first, valid,
                                           lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
                                           vectorize=False)
-                    em.pop()
+                            em.pop()
                 em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
