@@ -138,28 +138,14 @@ def data_layout(target: Target | None = None) -> str:
     return str(target_machine(target or host()).target_data)
 
 
-UNROLL_THRESHOLDS = {2: 150, 3: 300}  # LLVM's full-unroll thresholds at -O2 and -O3 (its defaults)
-
-
 def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
-             slp: bool = True, unroll: bool = False) -> None:
-    """``-O<opt_level>``; ``unroll``: at ``-O2``, with ``-O3``'s full-unroll threshold (an LLVM
-    option, process-wide: set for this run only, under the lock every compile holds -- and the
-    run is most often in a compile child, :mod:`.isolate`, whose state dies with it)."""
+             slp: bool = True) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
     pto.slp_vectorization = slp and opt_level >= 2
     pto.loop_unrolling = opt_level >= 2
     pb = llvm.create_pass_builder(target_machine(target or host()), pto)
-    if not (unroll and opt_level == 2):
-        pb.getModulePassManager().run(mod, pb)
-        return
-    with _LOCK:
-        llvm.set_option("tensorad", f"-unroll-threshold-default={UNROLL_THRESHOLDS[3]}")
-        try:
-            pb.getModulePassManager().run(mod, pb)
-        finally:
-            llvm.set_option("tensorad", f"-unroll-threshold-default={UNROLL_THRESHOLDS[2]}")
+    pb.getModulePassManager().run(mod, pb)
 
 
 def llvm_version() -> str:
@@ -235,19 +221,18 @@ def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off; ``unroll``:
-    ``-O3``'s full-unroll threshold at ``-O2``) or the light :func:`promote` pipeline."""
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
+    :func:`promote` pipeline."""
 
     level: int
     slp: bool = True
     light: bool = False
-    unroll: bool = False
 
     def run(self, mod: llvm.ModuleRef, target: Target) -> None:
         if self.light:
             promote(mod, target)
         elif self.level > 0:
-            optimize(mod, self.level, target, slp=self.slp, unroll=self.unroll)
+            optimize(mod, self.level, target, slp=self.slp)
 
 
 def ladder(opt_level: int, light: bool = False, ir_text: str = "") -> list[Pipeline]:
@@ -259,14 +244,12 @@ def ladder(opt_level: int, light: bool = False, ir_text: str = "") -> list[Pipel
     this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
     a first build's 10-20 library pieces 60-80 ms.  A kernel module's pipeline line
     (:mod:`.optpipe`, in ``ir_text``) replaces ``opt_level``."""
-    unroll = False
     chosen = optpipe.asked(ir_text)
     if chosen is not None and not light:
-        opt_level, unroll = chosen[0], "unroll" in chosen[1]
+        opt_level = chosen
     if light or opt_level < 2:
         return [Pipeline(opt_level, light=light)]
-    return [Pipeline(opt_level, unroll=unroll), Pipeline(opt_level, slp=False, unroll=unroll), Pipeline(1),
-            Pipeline(0)]
+    return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
 
 
 def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:

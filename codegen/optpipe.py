@@ -1,20 +1,21 @@
-"""Which LLVM pipeline a kernel module gets at ``opt_level=3``: ``-O2``, plus what its nests need.
+"""Which LLVM pipeline a kernel module gets at ``opt_level=3``: ``-O2``, or ``-O3`` where a nest needs it.
 
 LLVM's ``-O3`` differs from ``-O2`` by a few passes and thresholds: aggressive instruction
-combining, argument promotion, call-site splitting, non-trivial loop unswitching, and the full
+combining, argument promotion, call-site splitting, non-trivial loop unswitching and the full
 unroller's threshold (300 instead of 150).  Measured on every function of the benchmark layers
-(``tools/opt_compare.py``, session 21), only the last changes a kernel's speed: a max pool's
-window loops (3 x 3, a reduction whose stores do not move with the window) unrolled make its
-forward 2x and its winner backward 3x faster; everything else ran as fast at ``-O2``, while
-``-O3`` spent up to half again the passes' time on the packers (non-trivial unswitching) and on
-fills and copies whose short loops it unrolls.  So a module compiles at ``-O2``, and with the
-``-O3`` unroll threshold when one of its nests matches a registered :class:`Need` -- the
-decision reads the lowered nests and the target, never a name.
+(``tools/opt_compare.py``, session 21), two changed a kernel's speed: the unroll threshold, on
+a max pool's window loops (3 x 3, a reduction whose stores do not move with the window:
+unrolled, its forward ran 2x and its winner backward 3x faster), and unswitching, on those
+windows' bounds tests and on a row-packed panel's full-or-partial test (now hoisted by
+:mod:`.packing` itself).  Everything else ran as fast at ``-O2``, while ``-O3`` spent a third
+more of the passes' time -- unrolling fills and copies, unswitching packers.  So a kernel
+module compiles at ``-O2``, and at ``-O3`` when one of its nests matches a registered
+:class:`Need`: the decision reads the lowered nests and the target, never a name.
 
-The choice travels with the module text (:func:`mark`, a comment line the JIT reads back:
-:func:`.jit.pipeline_of`), so recompiling a kernel's text -- its optimized IR on demand, export,
-unpickling -- takes the same pipeline.  Modules without the mark (the library's pieces, hand
-written IR) compile at the level they are given.
+The choice travels with the module text (:func:`mark`, a first comment line that
+:func:`.jit.ladder` reads back), so recompiling a kernel's text -- its optimized IR on demand,
+export, unpickling -- takes the same pipeline.  Modules without the line (the library's pieces,
+hand-written IR) compile at the level they are given.
 """
 
 from __future__ import annotations
@@ -32,47 +33,48 @@ WINDOW_TRIPS = 8  # a reduction loop of at most this many constant trips is a wi
 
 
 class Need(Protocol):
-    """A property of a nest that asks the pipeline for more than ``-O2``: ``name`` is what it
-    asks (a word of :func:`mark`'s line), ``match`` whether a nest has it on ``target``."""
+    """A property of a nest that asks for more than ``-O2``: ``level``, the ``-O`` level it
+    needs; ``match``, whether a nest has it on ``target``."""
 
-    name: str
+    level: int
 
     def match(self, nest: Nest, target: Target) -> bool: ...
 
 
-class WindowUnroll:
+class ReductionWindow:
     """A nest that stays loops with a short window of a reduction -- a loop of 2 to
-    :data:`WINDOW_TRIPS` constant trips whose variable no store inside it is indexed by (a max
-    pool's ``ry``/``rx``, a winner's window) -- asks for ``-O3``'s full-unroll threshold: the
-    window unrolled folds its index arithmetic into constants and lets the loop around or
-    inside it vectorize.  Products emitted on the library (``gemm``) have no such loops."""
+    :data:`WINDOW_TRIPS` constant trips whose variable no store inside it is indexed by (a
+    max pool's ``ry``/``rx``, a winner's window) -- needs ``-O3``: its threshold unrolls the
+    window, whose index arithmetic then folds into constants, and unswitching takes the
+    window's bounds tests out of the loop around it.  Products emitted on the library
+    (``gemm``) have no such loops."""
 
-    name = "unroll"
+    level = 3
 
     def match(self, nest: Nest, target: Target) -> bool:
         return "gemm" not in nest.attrs and any(_is_window(loop) for loop in _loops(nest.body))
 
 
-NEEDS: list[Need] = [WindowUnroll()]
+NEEDS: list[Need] = [ReductionWindow()]
 
 
-def needs(program: Program, target: Target) -> list[str]:
-    """The names of the registered needs some nest of ``program`` has, in registry order."""
+def level(program: Program, target: Target) -> int:
+    """The ``-O`` level of ``program``'s module: 2, or the most a registered need of one of
+    its nests asks."""
     nests = [s for s in program.steps if isinstance(s, Nest)]
-    return [n.name for n in NEEDS if any(n.match(nest, target) for nest in nests)]
+    return max([2] + [n.level for n in NEEDS if any(n.match(nest, target) for nest in nests)])
 
 
-def mark(ir_text: str, wanted: list[str]) -> str:
-    """``ir_text`` with its pipeline line: ``-O2`` and the needs' words."""
-    return MARK + " ".join(["O2", *wanted]) + "\n" + ir_text
+def mark(ir_text: str, opt_level: int) -> str:
+    """``ir_text`` with its pipeline line."""
+    return f"{MARK}O{opt_level}\n{ir_text}"
 
 
-def asked(ir_text: str) -> tuple[int, tuple[str, ...]] | None:
-    """The level and needs a module's pipeline line asks for; ``None`` without one."""
+def asked(ir_text: str) -> int | None:
+    """The level a module's pipeline line asks for; ``None`` without one."""
     if not ir_text.startswith(MARK):
         return None
-    level, *words = ir_text[len(MARK):ir_text.index("\n")].split()
-    return int(level[1:]), tuple(words)
+    return int(ir_text[len(MARK) + 1:ir_text.index("\n")])
 
 
 def _loops(stmts: tuple):

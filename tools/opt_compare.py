@@ -45,9 +45,9 @@ def _define(name):
 
 
 def _build(y, inputs, grads, head, target, pipeline):
-    import tensorad as ta
     import importlib
 
+    import tensorad as ta
     from tensorad.codegen import isolate
 
     _b = importlib.import_module("tensorad.codegen.build")
@@ -65,7 +65,7 @@ def _build(y, inputs, grads, head, target, pipeline):
     opts = {"num_threads": 1, "target": target, "opt_level": 3 if pipeline == "O3" else int(pipeline)}
     marking = _b.optpipe.mark
     if pipeline == "O3":
-        _b.optpipe.mark = lambda text, wanted: text
+        _b.optpipe.mark = lambda text, level: text
     try:
         fwd = ta.build([y], inputs, **opts)
         bwd = ta.build(grads, inputs + [head], **opts)
@@ -81,8 +81,8 @@ def main(argv=None) -> None:
     global _b
     _b = importlib.import_module("tensorad.codegen.build")
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workloads", default="conv3x3_relu,conv3x3s2_relu,batch_norm,max_pool3s2,global_avg_pool,"
-                                           "layer_norm,attention,gelu_mlp,log_softmax_nll")
+    ap.add_argument("--workloads", default="conv3x3_relu,conv3x3s2_relu,batch_norm,max_pool3s2,"
+                                           "global_avg_pool,layer_norm,attention,gelu_mlp,log_softmax_nll")
     ap.add_argument("--targets", default="llvm;llvm -mcpu=haswell")
     ap.add_argument("--pipelines", default="O3,3")
     ap.add_argument("--reps", type=int, default=7)
@@ -120,8 +120,9 @@ def main(argv=None) -> None:
                         for u, v in zip(ref, outs):
                             if not np.allclose(u, v, rtol=1e-3, atol=1e-4):
                                 print(f"  !! {name} {target} {pipe}: outputs differ")
-            cols = "  ".join(f"{p}: llvm {llvm_s[p] * 1e3:6.0f} ms run fwd {statistics.median(times[p][0]) * 1e3:7.2f}"
-                             f" bwd {statistics.median(times[p][1]) * 1e3:7.2f}" for p in pipes)
+            cols = "  ".join(f"{p}: llvm {llvm_s[p] * 1e3:6.0f} ms run fwd "
+                             f"{statistics.median(times[p][0]) * 1e3:7.2f} bwd "
+                             f"{statistics.median(times[p][1]) * 1e3:7.2f}" for p in pipes)
             print(f"{name:<16} {target:<20} {cols}")
             sys.stdout.flush()
     print(f"load {os.getloadavg()}")
