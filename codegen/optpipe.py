@@ -25,7 +25,7 @@ from typing import Protocol
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import free_vars
 
-from .program import Assign, If, Loop, Nest, Program, Store
+from .program import If, Loop, Nest, Program, stores
 from .target import Target
 
 MARK = "; tensorad pipeline: "
@@ -87,23 +87,9 @@ def _loops(stmts: tuple):
             yield from _loops(st.orelse)
 
 
-def _stores(stmts: tuple):
-    for st in stmts:
-        if isinstance(st, (Store, Assign)):
-            yield st
-        elif isinstance(st, Loop):
-            yield from _stores(st.body)
-        elif isinstance(st, If):
-            yield from _stores(st.then)
-            yield from _stores(st.orelse)
-
-
 def _is_window(loop: Loop) -> bool:
     if loop.kind != "serial" or loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
         return False
     trips = -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step)
-    if not 2 <= trips <= WINDOW_TRIPS:
-        return False
-    writes = list(_stores(loop.body))
-    return bool(writes) and all(loop.var not in free_vars(i) for st in writes if isinstance(st, Store)
-                                for i in st.index)
+    return 2 <= trips <= WINDOW_TRIPS and all(loop.var not in free_vars(i) for st in stores(loop.body)
+                                              for i in st.index)
