@@ -1,12 +1,12 @@
-"""``python tools/opt_compare.py [--workloads a,b] [--targets llvm,"llvm -mcpu=haswell"] [--reps 7]``
+"""``python tools/opt_compare.py [--workloads a,b] [--targets "llvm;llvm -mcpu=haswell"] [--pipelines O3,3]``
 
 The kernels' LLVM time and run time under two pipelines, per layer workload (issue 9): each
 workload's forward and gradients are built once per pipeline and target (an empty disk cache
 of their own), the kernels' LLVM CPU seconds (the compile children's included) recorded, then
 run at one thread, the pipelines alternating in this one process -- medians of CPU seconds.
-``--pipelines`` names them: ``3`` (``opt_level=3``: ``-O2`` and what the nests need,
-:mod:`tensorad.codegen.optpipe`), ``O3`` (plain ``-O3``, as before session 21: no pipeline
-line) or ``2``.  Timing lives here, never in the tests.
+``--pipelines`` names them: ``3`` (``opt_level=3``: ``-O2``, or ``-O3`` where a nest needs
+it, :mod:`tensorad.codegen.optpipe`), ``O3`` (``-O3`` for every kernel module, as before
+session 21) or ``2``; the outputs of all are compared.  Timing lives here, never in the tests.
 """
 
 from __future__ import annotations
