@@ -123,10 +123,7 @@ def cost(text: str, level: int, light: bool, target=None) -> tuple[float, float,
     target = target or jit.host()
     mod = jit._parse(text, target)
     c0 = time.process_time()
-    if light:
-        jit.promote(mod, target)
-    elif level > 0:
-        jit.optimize(mod, level, target)
+    jit.ladder(level, light, text)[0].run(mod, target)  # (the pipeline the build took)
     c1 = time.process_time()
     jit.target_machine(target).emit_object(mod)
     c2 = time.process_time()
