@@ -229,7 +229,7 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
-        self._line = getattr(compiled.target, "line", None) or host_target().line  # (where buffers it allocates start)
+        self._line = getattr(compiled.target, "line", None) or host_target().line  # (buffers start on one)
 
     @property
     def lowered(self):
