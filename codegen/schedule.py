@@ -248,7 +248,8 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
         per_line = max(1, line // size)
-        tile = min(tile, -(-max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)) // per_line) * per_line)
+        want = -(-max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)) // per_line) * per_line
+        tile = min(tile // per_line * per_line, want)
     return max(MIN_STRIP, tile)
 
 
