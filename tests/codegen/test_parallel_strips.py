@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from tensorad.codegen.kernel import empty_aligned
 from tensorad.codegen.program import If, Loop, Nest, Store
+from tensorad.codegen.schedule import strip_length
 from tensorad.codegen.target import host_target
 from tensorad.codegen.work import evaluate_index
 
@@ -68,6 +69,14 @@ def test_parallel_strips_of_a_column_sum_own_whole_lines(cols):
     for k, mine in enumerate(trips):
         for other in trips[k + 1:]:
             assert not mine & other  # before: strips of 250 (130) columns shared a line
+
+
+@pytest.mark.parametrize("dtype, size", [("float32", 4), ("float64", 8), ("bfloat16", 2), ("bool", 1)])
+def test_a_parallel_strip_is_whole_lines_also_when_the_l1_shortens_it(dtype, size):
+    for extent in (100, 520, 1000, 4099, 8000, 70001):
+        for share in (1, 2, 3):  # (sibling strips sharing the L1, :mod:`.stripfuse`)
+            tile = strip_length(extent, dtype, True, 32768 // share, 64)
+            assert tile * size % 64 == 0 or tile >= extent, (extent, share, tile)
 
 
 def test_kernel_buffers_start_on_a_cache_line(rng):
