@@ -208,7 +208,8 @@ class Kernel:
     copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
     output) receives the results in place; such arrays must be C-contiguous, writeable and not
     overlap any other argument.  Returns one array for one output, a tuple for several (the
-    ``out=`` objects themselves when given).
+    ``out=`` objects themselves when given); arrays the kernel allocates start on a cache line
+    (:func:`empty_aligned`; an ``out=`` array that does not may run slower on several threads).
 
     The call releases the GIL and keeps no mutable state, so several Python threads may call
     one kernel at once.  ``num_threads`` (settable) is the number of threads of each parallel
