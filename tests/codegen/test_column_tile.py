@@ -24,13 +24,20 @@ def _tile(text: str) -> tuple[int, int]:
 @pytest.mark.parametrize("n, nr", [(8, 16), (16, 16), (32, 16), (64, 16), (40, 24), (48, 24), (72, 24),
                                    (250, 24), (512, 24), (1024, 24)])
 def test_avx2_columns(n, nr):
-    assert column_tile(n, 4, 24, 8) == nr
+    assert column_tile(n, 8, 4, 24, 8) == nr
 
 
 @pytest.mark.parametrize("n, nr", [(32, 32), (64, 32), (16, 16), (48, 48), (96, 48), (1024, 48)])
 def test_avx512_columns(n, nr):
     # 8 rows: 8 accumulators even at one vector, so only the padded columns count
-    assert column_tile(n, 8, 48, 16) == nr
+    assert column_tile(n, 8, 8, 48, 16) == nr
+
+
+@pytest.mark.parametrize("n, nr", [(32, 16), (64, 24), (128, 24), (16, 16)])
+def test_no_more_column_blocks(n, nr):
+    # unbatched, the columns are cut into up to 4 blocks (for the threads), each packing A
+    # again: 64 columns are 3 blocks of 24 but would be 4 of 16
+    assert column_tile(n, 1, 4, 24, 8) == nr
 
 
 def _bilinear(n: int):
