@@ -388,9 +388,10 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int) -> int:
     idle.  A narrower tile is taken when its ``ceil(n / NR)`` panels cost under
     ``NARROW_GAIN`` of the default's and it cuts the columns into no more blocks
     (:func:`column_block`: each block packs side A again -- ``[128 x 12544] @ [12544 x 64]``
-    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide).  AVX2's 4 x 24 computed 48 columns of a bilinear form's 32 (4 x 16 1.3x faster)
-    and 72 of attention's 64 (1.1x); 40 or 48 columns keep it (modeled and measured equal), as
-    does any product over ~100 columns."""
+    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide).  AVX2's 4 x 24 computed 48
+    columns of a bilinear form's 32 (4 x 16 1.3x faster) and 72 of attention's 64 (1.1x); 40
+    or 48 columns keep it (modeled and measured equal), as does any product over ~100
+    columns."""
     def cost(nv: int) -> int:
         return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
 
