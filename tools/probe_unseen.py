@@ -2,7 +2,8 @@
 
 Each case is written the way a user would (``ta.placeholder``/``ta.compute``/``ta.topi``),
 checked first against PyTorch in float64 (tight tolerances), then timed in float32 (or the
-case's storage dtype) at 1 thread: CPU-time medians of interleaved runs, in ms.  Usage::
+case's storage dtype) at 1 thread (``--threads``): CPU-time medians of interleaved runs, in
+ms.  Usage::
 
     python tools/probe_unseen.py [--no-check] [--reps N] [NAME ...]
 
@@ -89,13 +90,14 @@ def check64(name, shapes, grads, ta_fn, torch_fn, rng, target="llvm"):
         )
 
 
-def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None, target="llvm"):
-    """CPU-time medians (ms) of interleaved runs: tensorad and PyTorch, forward and backward."""
+def timed(name, shapes, grads, ta_fn, torch_fn, rng, reps, half=None, target="llvm", threads=1):
+    """CPU-time medians (ms) of interleaved runs: tensorad and PyTorch, forward and backward,
+    both at ``threads`` threads."""
     phs, ins, wrt, data, Y, h, tx, y, th = _setup(shapes, grads, ta_fn, torch_fn, np.float32, rng, half)
     args = [data[k] for k in shapes]
     t0 = time.perf_counter()
-    fwd = ta.build([Y], ins, num_threads=1, target=target)
-    fn = ta.function(Y, ins, wrt=wrt, num_threads=1, target=target)
+    fwd = ta.build([Y], ins, num_threads=threads, target=target)
+    fn = ta.function(Y, ins, wrt=wrt, num_threads=threads, target=target)
     _, res = fn.forward(*args)
     cold = time.perf_counter() - t0
     tol = 3e-2 if half else 2e-3
@@ -759,8 +761,9 @@ def main() -> None:
     p.add_argument("--no-time", action="store_true", help="only the float64 check")
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--target", default="llvm", help='e.g. "llvm -mcpu=haswell"')
+    p.add_argument("--threads", type=int, default=1, help="threads of both systems' timed runs")
     a = p.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     names = a.names or list(CASES) + list(HALF)
     for n in names:
         rng = np.random.default_rng(0)
@@ -770,13 +773,16 @@ def main() -> None:
                 if not a.no_check:
                     check64(title, shapes, grads, ta_fn, pt_fn, rng, a.target)
                 if not a.no_time:
-                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, target=a.target)
+                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, target=a.target, threads=a.threads)
             else:
                 title, half, shapes, grads, ta_fn, pt_fn = HALF[n]
                 if not a.no_check:
                     check64(title, shapes, grads, ta_fn, pt_fn, rng, a.target)
                 if not a.no_time:
-                    timed(title, shapes, grads, ta_fn, pt_fn, rng, a.reps, half=half, target=a.target)
+                    timed(
+                        title, shapes, grads, ta_fn, pt_fn, rng, a.reps,
+                        half=half, target=a.target, threads=a.threads,
+                    )
         except Exception as e:  # a probe reports every failure and goes on
             print(f"{n:34s} ERROR {type(e).__name__}: {str(e)[:400]}", flush=True)
 

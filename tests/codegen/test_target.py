@@ -84,9 +84,9 @@ def test_tiles_follow_the_target():
     assert register_tile(parse_target(AVX512), "float32") == (8, 48)
     assert register_tile(parse_target(AVX2 + " -mattr=-fma"), "float32") == (6, 16)
     A = ta.placeholder((200, 300), name="A")
-    B = ta.placeholder((300, 250), name="B")
+    B = ta.placeholder((300, 240), name="B")  # whole panels of 24 and 48: the default tile
     k = ta.reduce_axis((0, 300), "k")
-    C = ta.compute((200, 250), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
+    C = ta.compute((200, 240), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
     assert "packed 4x24 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX2))
     assert "packed 8x48 vector micro-kernel" in str(ta.lower([C], [A, B], target=AVX512))
     with pytest.raises(ValueError, match="NR must be a multiple of 8"):
@@ -163,15 +163,15 @@ def test_avx512_shaped_tiles_compute_the_right_products(dtype):
     wide = _wide_target()
     rng = np.random.default_rng(3)
     A = ta.placeholder((37, 53), dtype, "A")
-    B = ta.placeholder((53, 101), dtype, "B")
-    W = ta.placeholder((101, 53), dtype, "W")
+    B = ta.placeholder((53, 95), dtype, "B")  # (95 columns: the widest tile is the cheapest)
+    W = ta.placeholder((95, 53), dtype, "W")
     k = ta.reduce_axis((0, 53), "k")
-    C = ta.compute((37, 101), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")  # copy packing
-    D = ta.compute((37, 101), lambda i, j: ta.sum(A[i, k] * W[j, k], axis=k), name="D")  # transposes
+    C = ta.compute((37, 95), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")  # copy packing
+    D = ta.compute((37, 95), lambda i, j: ta.sum(A[i, k] * W[j, k], axis=k), name="D")  # transposes
     X = ta.placeholder((2, 3, 9, 9), dtype, "X")
     F = ta.placeholder((20, 3, 3, 3), dtype, "F")
     Y = ta.topi.nn.conv2d(X, F, 1, 1)  # padded windows
-    a, b, w = (rng.standard_normal(s).astype(dtype) for s in ((37, 53), (53, 101), (101, 53)))
+    a, b, w = (rng.standard_normal(s).astype(dtype) for s in ((37, 53), (53, 95), (95, 53)))
     x, f = rng.standard_normal((2, 3, 9, 9)).astype(dtype), rng.standard_normal((20, 3, 3, 3)).astype(dtype)
     tol = 1e-4 if dtype == "float32" else 1e-12
     for outs, ins, feed in (([C, D], [A, B, W], (a, b, w)), ([Y], [X, F], (x, f))):

@@ -1,0 +1,71 @@
+"""The register tile's width chosen for the product's columns (codegen/contraction.column_tile):
+an edge panel is computed whole, so 32 columns on AVX2's 24-wide tile multiply-added 48."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from tensorad.codegen.contraction import column_tile
+from tensorad.codegen.target import host_target, parse_target
+
+import tensorad as ta
+
+AVX2 = "llvm -mcpu=haswell"
+AVX512 = "llvm -mcpu=skylake-avx512"
+
+
+def _tile(text: str) -> tuple[int, int]:
+    mr, nr = re.search(r"packed (\d+)x(\d+) vector micro-kernel", text).groups()
+    return int(mr), int(nr)
+
+
+@pytest.mark.parametrize("n, nr", [(8, 16), (16, 16), (32, 16), (64, 16), (40, 24), (48, 24), (72, 24),
+                                   (250, 24), (512, 24), (1024, 24)])
+def test_avx2_columns(n, nr):
+    assert column_tile(n, 8, 4, 24, 8) == nr
+
+
+@pytest.mark.parametrize("n, nr", [(32, 32), (64, 32), (16, 16), (48, 48), (96, 48), (1024, 48)])
+def test_avx512_columns(n, nr):
+    # 8 rows: 8 accumulators even at one vector, so only the padded columns count
+    assert column_tile(n, 8, 8, 48, 16) == nr
+
+
+@pytest.mark.parametrize("n, nr", [(32, 16), (64, 24), (128, 24), (16, 16)])
+def test_no_more_column_blocks(n, nr):
+    # unbatched, the columns are cut into up to 4 blocks (for the threads), each packing A
+    # again: 64 columns are 3 blocks of 24 but would be 4 of 16
+    assert column_tile(n, 1, 4, 24, 8) == nr
+
+
+def _bilinear(n: int):
+    A = ta.placeholder((12, 16), name="A")
+    W = ta.placeholder((n, 16, 16), name="W")
+    B = ta.placeholder((12, 16), name="B")
+    i, j = ta.reduce_axis((0, 16), "i"), ta.reduce_axis((0, 16), "j")
+    Y = ta.compute((12, n), lambda b, o: ta.sum(A[b, i] * W[o, i, j] * B[b, j], axis=[i, j]), name="Y")
+    return [A, W, B], Y
+
+
+@pytest.mark.parametrize("target, want", [(AVX2, (4, 16)), (AVX512, (8, 32)), ("llvm", None)])
+def test_a_32_column_product_multiply_adds_only_its_columns(target, want):
+    ins, Y = _bilinear(32)
+    lowered = ta.lower([Y], ins, target=target, microkernel=True)
+    mr, nr = _tile(str(lowered))
+    if want is not None:
+        assert (mr, nr) == want
+    assert 32 % nr == 0  # no padded column: 12 x 32 x 256 multiply-adds in whole tiles, not 12 x 48 x 256
+    if not parse_target(target).runs_here(host_target()):
+        return  # AVX-512 code on an AVX2 machine: compiled above, not run
+    rng = np.random.default_rng(0)
+    a, w, b = (rng.standard_normal(t.shape).astype(np.float32) for t in ins)
+    got = ta.build([Y], ins, target=target, microkernel=True)(a, w, b)
+    want_y = np.einsum("bi,oij,bj->bo", a.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(got, want_y, rtol=1e-4, atol=1e-4)
+
+
+def test_an_explicit_tile_is_kept():
+    ins, Y = _bilinear(32)
+    assert _tile(str(ta.lower([Y], ins, target=AVX2, microkernel=True, tile=(4, 24)))) == (4, 24)
