@@ -137,3 +137,16 @@ def test_padded_window_gradient_excludes_its_padding():
                     want[:, :, x] += hv[:, :, y] @ wv[:, :, t]
     assert np.isfinite(want[:, 7, length - 1]).all() and not np.isfinite(want[:, 7, 0]).all()
     _check(fn(hv, wv), want, "float64")
+
+
+def test_only_guarded_products_scan_and_the_scan_is_vector_code():
+    """The cost: a product with no condition gets no fixer; a guarded one scans C with vector
+    NaN tests (an OR of ``fcmp uno`` over a row), its scalar sums only behind them."""
+    a, b, c = _triangle("b", "float64")
+    r = ta.reduce_axis((0, N), name="r")
+    plain = ta.compute((N, N), lambda i, j: ta.sum(a[r, i] * b[r, j], axis=[r]), name="plain")
+    guarded = ta.build([c], [a, b])
+    assert "_fix" in guarded.llvm_ir_unoptimized
+    fixer = guarded.llvm_ir.split("_fix(")[1].split("\n}\n")[0]
+    assert "fcmp uno <" in fixer
+    assert "_fix" not in ta.build([plain], [a, b]).llvm_ir_unoptimized
