@@ -151,9 +151,10 @@ class GemmEmitter:
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
         block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
-        recomputed as the sum of :attr:`.Contraction.exact` over ``k`` in order.  A row is
-        scanned first by an OR of its NaN tests (vector code); only a row with one goes element
-        by element.  The tests carry no fast-math flags (``nnan`` would fold them away)."""
+        recomputed as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at
+        its first NaN (an included NaN: the element is NaN).  A row is scanned first by an OR
+        of its NaN tests (vector code); only a row with one goes element by element.  The
+        tests carry no fast-math flags (``nnan`` would fold them away)."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
@@ -171,6 +172,7 @@ class GemmEmitter:
         ldc = strides_of(s.c)[list(s.c.op.axes).index(s.m)]
         acc = entry_alloca(f, self.t, "acc")
         seen = entry_alloca(f, I1, "seen")
+        kpos = entry_alloca(f, I64, "k")
         with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
             f.store(I1(0), seen)
@@ -187,11 +189,21 @@ class GemmEmitter:
                         em.push()
                         digits.bind(s.n, f.add(jc, j))
                         f.store(self.t(0.0), acc)
-                        with for_range(f, 0, s.K, name="fk", vectorize=False) as kk:
-                            em.push()
-                            digits.bind(s.k, kk)
-                            f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
-                            em.pop()
+                        f.store(I64(0), kpos)
+                        head, body, done = (fn.append_basic_block(f"fk.{x}") for x in ("head", "in", "done"))
+                        f.branch(head)
+                        f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
+                        kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
+                        more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
+                        f.cbranch(more, body, done)
+                        f.position_at_end(body)
+                        em.push()
+                        digits.bind(s.k, kk)
+                        f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
+                        em.pop()
+                        f.store(f.add(kk, I64(1)), kpos)
+                        f.branch(head)
+                        f.position_at_end(done)
                         f.store(f.load(acc, typ=self.t), at)
                         em.pop()
                 em.pop()
