@@ -63,11 +63,7 @@ class Contraction:
     nc: int = 256
     c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
-    # the term as the language means it, over batch, m, n and k, when a condition excludes
-    # terms (None: none does): a side's condition is packed as a zero of that side, and
-    # ``0 * inf`` is NaN where the term is excluded -- the driver recomputes the elements of C
-    # that come out NaN from this (:func:`exact_term`)
-    exact: Expr | None = None
+    exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
