@@ -63,6 +63,7 @@ class Contraction:
     nc: int = 256
     c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
+    exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
@@ -158,20 +159,6 @@ def _is_const(e: Expr, value: float) -> bool:
     return e.op is Op.CONST and e.arg == value
 
 
-def _mask_factors(factors: list[Expr]) -> tuple[list[Expr], list[Expr]]:
-    """Factors that are 0/1 masks (``select(c, 1, 0)``, ``select(c, 0, 1)``: the derivative of
-    ``relu = select(x <= 0, 0, x)``) become conditions: ``(factors left, their conditions)``."""
-    kept, masks = [], []
-    for f in factors:
-        if f.op is Op.SELECT and _is_const(f.src[1], 1) and _is_const(f.src[2], 0):
-            masks += conjuncts(f.src[0])
-        elif f.op is Op.SELECT and _is_const(f.src[1], 0) and _is_const(f.src[2], 1):
-            masks.append(logical_not(f.src[0]))
-        else:
-            kept.append(f)
-    return kept, masks
-
-
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
     """``if_then_else(cond, value, 0)`` over the box of ``axes``; conjuncts that read tensors
     (a mask) are tested inside the others, so that those reads happen only where the index
@@ -227,8 +214,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
         return None
     src, masks = _peel_masks(srcs[0])
-    factors, more = _mask_factors(_factors(src))
-    masks += more
+    factors = _factors(src)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
     if not factors:
         return None
     fvars = [_vars(f) for f in factors]
@@ -264,9 +250,26 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         if not (_in_bounds(a, box_a) and _in_bounds(b, box_b)):
             continue  # a read kept in bounds only by the other side's condition
         k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
-        return _with_tiles(Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype),
-                           tile, target or host_target())
+        exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
+                           box_a + tuple(n_axes))
+        spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact)
+        return _with_tiles(spec, tile, target or host_target())
     return None
+
+
+def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
+               axes: tuple[Expr, ...]) -> Expr | None:
+    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else none
+    (``0``, never ``0 * inf``); ``None`` without conditions.  The packed kernel multiplies a
+    side's guarded zero by the other side, NaN at an inf or NaN there: an excluded term of
+    a causal triangle, a padded window's gradient.  Such a product is NaN wherever it is
+    wrong (an excluded term adds ``0 * finite = 0``, an included one the same as here), so
+    recomputing the NaN elements of C from this term, in order over ``k`` (:mod:`.microkernel`'s
+    fixer), makes it exact at the cost of a scan of C -- and a scalar sum per NaN element."""
+    if not cond:
+        return None
+    value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))
+    return _guarded(cond, value, axes)
 
 
 K_ORDER_MAX = 5  # reduction axes whose orders are all tried (120)
@@ -425,7 +428,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
     else:
         mc = max(mr, mc // mr * mr)
     nc = column_block(c.N, c.batches, nr)
-    return Contraction(c.c, c.batch, c.m, c.n, c.k, c.a, c.b, c.dtype, mr, nr, kc, mc, nc, target=target)
+    return replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
 
 
 PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
@@ -522,6 +525,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         part = var(b0.name, first, first + count)  # the chunk's batch points (C starts at ``first``)
         new = {k: substitute(e, {b0: part}) for k, e in {**sides, name: side}.items()}
         new.setdefault("a" if name == "b" else "b", substitute(c.a if name == "b" else c.b, {b0: part}))
+        if c.exact is not None:
+            new["exact"] = substitute(c.exact, {b0: part})
         spec = replace(c, batch=(part,) + c.batch[1:], c_batch=c.batch, **new)
         pieces.append(((copies if not pieces else []) + [op], spec, (b0, first, first + count)))
     return pieces
@@ -540,4 +545,4 @@ def worth_it(c: Contraction, forced: bool | None) -> bool:
     return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
 
 
-__all__ = ["Contraction", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]
+__all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

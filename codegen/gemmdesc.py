@@ -62,12 +62,17 @@ H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see 
 # the call runs ``[lo, hi)`` whole): the team's threads each take the next chunk of blocks,
 # from ``lo + chunk * next++``, until none is left (see gemmlib's driver and llvm_emit's ``P_omp``)
 H_SHARED = H_BPRE + 1
-DESC_LEN = H_SHARED + 1
+# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none), called
+# once a block of C is complete: it recomputes the block's NaN elements exactly, term by term
+# (a side's condition packed as a zero gives ``0 * inf``; see contraction.exact_term)
+H_FIX = H_SHARED + 1
+H_FIXCTX = H_FIX + 1
+DESC_LEN = H_FIXCTX + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
 POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
-                  SIDE_B + S_CTX)
+                  SIDE_B + S_CTX, H_FIX, H_FIXCTX)
 
 
 def group_base(g: int) -> int:

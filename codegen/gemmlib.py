@@ -32,6 +32,7 @@ The driver, BLIS-style (see :mod:`.microkernel`):
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
         for ic in blocks of MC:             pack A(ic.., kc..) into MR-high panels
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
+      fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
 Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
 micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
@@ -323,6 +324,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
     fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
     fb = b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_FN), pack_ty.as_pointer(), name="packB")
+    fix_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64])
     alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
     free = declare(m, "free", VOID, [PTR])
 
@@ -427,6 +429,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                             b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+            with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
+                b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
+                       [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
         after[0] = next_chunk(True)
     for x in (ap, bp, scratch, apre, bpre):
         b.call(free, [x])

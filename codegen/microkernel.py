@@ -34,9 +34,10 @@ from tensorad.ir.rewrite import free_vars, walk
 from . import gemmdesc as gd
 from . import gemmlib
 from .contraction import Contraction
-from .irloops import declare
+from .irloops import declare, for_range
 from .llvm_expr import ExprEmitter
 from .packing import Packer
+from .packlib import entry_alloca
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -125,18 +126,89 @@ class GemmEmitter:
                 put(at + gd.S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
-            tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
-            ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
-            for i, tns in enumerate(tensors):
-                b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
+            tensors, ctx = self._context(b, expr, ptr_of)
             fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
+        if s.exact is not None:
+            fix, ctx = self._fixer(b, ptr_of, strides_of, fastmath)
+            put(gd.H_FIX, fix)
+            put(gd.H_FIXCTX, ctx)
         if shared is not None:
             put(gd.H_SHARED, shared)
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
+
+    def _context(self, b: ir.IRBuilder, expr, ptr_of) -> tuple[list, ir.Value]:
+        """The tensors ``expr`` reads and an array of their pointers (a function's ``ctx``)."""
+        tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
+        ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
+        for i, tns in enumerate(tensors):
+            b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
+        return tensors, ctx
+
+    def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
+        block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
+        recomputed as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at
+        its first NaN (an included NaN: the element is NaN).  A row is scanned first by an OR
+        of its NaN tests (vector code); only a row with one goes element by element.  The
+        tests carry no fast-math flags (``nnan`` would fold them away)."""
+        s = self.s
+        tensors, ctx = self._context(b, s.exact, ptr_of)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+        fn = ir.Function(self.m, fnty, f"{self.name}_fix")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fctx, cbase, bflat, jc, ncl = fn.args
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptrs = {t: f.load(f.gep(fctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
+        digits = Packer(f, em, s.k, self.t, self.vw)
+        if s.batch:
+            digits.bind(s.batch, bflat)
+        ldc = strides_of(s.c)[list(s.c.op.axes).index(s.m)]
+        acc = entry_alloca(f, self.t, "acc")
+        seen = entry_alloca(f, I1, "seen")
+        kpos = entry_alloca(f, I64, "k")
+        with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
+            row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
+            f.store(I1(0), seen)
+            with for_range(f, 0, ncl, name="fscan") as j:
+                v = f.load(f.gep(row, [j], inbounds=True, source_etype=self.t), typ=self.t)
+                f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
+            with f.if_then(f.load(seen, typ=I1)):
+                em.push()
+                digits.bind((s.m,), m)
+                with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
+                    at = f.gep(row, [j], inbounds=True, source_etype=self.t)
+                    v = f.load(at, typ=self.t)
+                    with f.if_then(f.fcmp_unordered("uno", v, v)):
+                        em.push()
+                        digits.bind(s.n, f.add(jc, j))
+                        f.store(self.t(0.0), acc)
+                        f.store(I64(0), kpos)
+                        head, body, done = (fn.append_basic_block(f"fk.{x}") for x in ("head", "in", "done"))
+                        f.branch(head)
+                        f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
+                        kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
+                        more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
+                        f.cbranch(more, body, done)
+                        f.position_at_end(body)
+                        em.push()
+                        digits.bind(s.k, kk)
+                        f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
+                        em.pop()
+                        f.store(f.add(kk, I64(1)), kpos)
+                        f.branch(head)
+                        f.position_at_end(done)
+                        f.store(f.load(acc, typ=self.t), at)
+                        em.pop()
+                em.pop()
+        f.ret_void()
+        return fn, ctx
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
         """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
