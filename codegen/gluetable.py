@@ -6,10 +6,10 @@ other buffers thousands of times.  Emitted straight, its glue is tens of thousan
 loads, ``memset`` and call instructions that Python formats and LLVM parses and compiles one by
 one.  :func:`runs` finds maximal runs of consecutive segments with one :func:`signature` --
 the same steps, fills of the same size, dtype and value, calls of the same function with the
-same constant operands; or of a few segments repeated, ``A B A B ...`` -- and the emitter (:meth:`.llvm_emit.ModuleEmitter.main_function`)
-runs each run of at least :data:`MIN_RUN` repetitions as one loop over a constant table holding
-each repetition's pointer positions: the glue's size is that of its distinct segments, not of
-the program.
+same constant operands; or of a few segments repeated, ``A B A B ...`` -- and the emitter
+(:meth:`.llvm_emit.ModuleEmitter.main_function`) runs each run of at least :data:`MIN_RUN`
+repetitions as one loop over a constant table holding each repetition's pointer positions: the
+glue's size is that of its distinct segments, not of the program.
 
 A signature is exact: everything the emitted code of a segment reads besides its pointers is
 in it (function identity, the range operands, a micro-kernel's extra operand, a fill's bytes,
