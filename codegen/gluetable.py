@@ -57,7 +57,7 @@ def signature(steps: Sequence, describe: Callable[[object], tuple | None]) -> tu
 
 def fill_signature(step: Fill) -> tuple:
     """What a serial fill's code reads besides its pointer (see :meth:`.llvm_emit.ModuleEmitter.fill`)."""
-    return ("fill", step.buffer.dtype, step.buffer.size, step.value)
+    return ("fill", step.buffer.dtype, tuple(step.buffer.shape), step.value)
 
 
 def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
