@@ -201,7 +201,7 @@ def test_the_proofs_of_a_long_chain_walk_each_body_for_its_sums_once(monkeypatch
     n = 96
     X, L = _mean_chain(n)
     (g,) = ta.gradient(L, [X])
-    assert len(walked) <= 6 * n, len(walked)  # (each proof walked its nearest bodies again)
+    assert len(walked) <= 6 * n, len(walked)  # (430; each proof walked its nearest bodies: 10,837)
     x = np.linspace(-1, 1, 8)
     h, want = 1e-6, np.zeros(8)
     for j in range(8):
