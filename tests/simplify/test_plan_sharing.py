@@ -140,13 +140,20 @@ def test_a_lifted_guard_renamed_is_the_guard_of_its_own_axes():
     assert printed[True] == printed[False]
 
 
-def test_an_affinity_answer_is_shared_only_by_conditions_equal_up_to_renaming(monkeypatch):
+def _affinity_questions(monkeypatch) -> list:
+    """The conditions isl is asked whether it represents them (``IndexSpace.is_affine``)."""
     from tensorad.poly.affine import IndexSpace
-    from tensorad.simplify.eliminate import split_affine
 
-    asked = []
+    asked: list = []
     real = IndexSpace.is_affine
     monkeypatch.setattr(IndexSpace, "is_affine", lambda self, c: asked.append(c) or real(self, c))
+    return asked
+
+
+def test_an_affinity_answer_is_shared_only_by_conditions_equal_up_to_renaming(monkeypatch):
+    from tensorad.simplify.eliminate import split_affine
+
+    asked = _affinity_questions(monkeypatch)
     ctx = OptimizerContext()
     i0, i1, i2 = (var("i", 0, 8) for _ in range(3))
     assert split_affine([(i0 == 2) | (i0 == 5)], [i0], ctx) == ([(i0 == 2) | (i0 == 5)], [])
@@ -162,11 +169,8 @@ def test_an_affinity_answer_is_shared_only_by_conditions_equal_up_to_renaming(mo
 
 def test_a_long_chains_adjoints_ask_isl_about_their_guard_once(monkeypatch):
     import numpy as np
-    from tensorad.poly.affine import IndexSpace
 
-    asked = []
-    real = IndexSpace.is_affine
-    monkeypatch.setattr(IndexSpace, "is_affine", lambda self, c: asked.append(c) or real(self, c))
+    asked = _affinity_questions(monkeypatch)
     printed = {}
     for share in (True, False):
         asked.clear()
