@@ -33,6 +33,7 @@ from typing import Any
 from tensorad.ir import trace
 from tensorad.ir.collect import fewer_collections
 from tensorad.ir.dtype import ALL_DTYPES as DTYPES
+from tensorad.ir.rewrite import kept_walks
 from tensorad.ir.tensor import Tensor
 
 from . import diskcache, gemmlib, optpipe
@@ -143,7 +144,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     prog = lowered.program
     checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
     direct = call_entry(len(lowered.program.arguments) + (checks is not None))
-    with trace.stage("llvm", name):
+    with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
         offset = ARRAY_DATA_OFFSET if direct else None
         emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
                                 vector_width=opts.vector_width, data_offset=offset, checks=checks,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import substitute, substituter, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.to_expr import set_to_cond
@@ -86,6 +86,7 @@ class _Call:
         self.spaces: dict[tuple, IndexSpace] = {}
         self.sets: dict = {}  # (guards, variables) -> the box under the guards; images (_image)
         self.guards: dict[tuple, Expr | None] = {}  # (axes, footprint text) -> its condition
+        self.held: dict[tuple, tuple] = {}  # (axes, id(footprint)) -> (it, its condition)
 
     def canonical(self, op: ComputeOp) -> tuple[Expr, ...]:
         out = []
@@ -114,18 +115,27 @@ class _Call:
         return found
 
 
-def _image(read: Expr, guards: Sequence[Expr], free: list[Expr], call: _Call) -> isl.Set | None:
+def _image(read: Expr, guards: tuple[Expr, ...], free: list[Expr], call: _Call,
+           body: dict | None = None) -> isl.Set | None:
     """The points of the read tensor that ``read`` reads (a set over its canonical axes,
     :class:`_Call`), or ``None`` when an index is not affine (then the whole box); ``free``:
     the body's :func:`_bounded_vars`, renamed to canonical variables, so reads alike up to
-    their variables' names share one image."""
+    their variables' names share one image.  ``body``: what the reads of one body share (the
+    renaming, and its guards renamed: a long chain's body reads under its own footprint)."""
     axes = call.canonical(read.arg.op)
-    rename = call.renaming(free)
+    body = {} if body is None else body
+    if "rename" not in body:
+        body["rename"] = call.renaming(free)
+        body["sub"] = substituter(body["rename"])
+    rename, sub = body["rename"], body["sub"]
     names = axes + tuple(rename.values())
     space = call.space(names)
     sets = call.sets
-    guards = tuple(dict.fromkeys(substitute(g, rename) for g in guards))
-    index = tuple(substitute(e, rename) for e in read.src)
+    found = body.get(guards)
+    if found is None:
+        found = body[guards] = tuple(dict.fromkeys(sub(g) for g in guards))
+    guards = found
+    index = tuple(sub(e) for e in read.src)
     key = ("image", guards, index, names)
     if key in sets:
         return sets[key]
@@ -185,10 +195,15 @@ def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
     """The footprint (over ``op``'s canonical axes) as a condition over ``op``'s axes, when
     it is worth using."""
     axes = call.canonical(op)
-    key = (axes, str(fp))
-    if key not in call.guards:
-        call.guards[key] = _canonical_guard(call.space(axes), fp)
-    cond = call.guards[key]
+    held = call.held.get((axes, id(fp)))  # (one image read by one reader: the set already seen)
+    if held is not None and held[0] is fp:
+        cond = held[1]
+    else:
+        key = (axes, str(fp))
+        if key not in call.guards:
+            call.guards[key] = _canonical_guard(call.space(axes), fp)
+        cond = call.guards[key]
+        call.held[(axes, id(fp))] = (fp, cond)  # (the set kept: its id is not reused)
     return None if cond is None else substitute(cond, dict(zip(axes, op.axes)))
 
 
@@ -248,6 +263,7 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
                     fps[n.arg.op] = None
                 continue
             free = _bounded_vars(body) if found else []  # (once per body: a long body has many reads)
+            shared: dict = {}  # (the body's renaming, for _image)
             for read, guards in found:
                 t = read.arg.op
                 if t in full or (t in fps and fps[t] is None):
@@ -256,6 +272,6 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
                     full.add(t)
                     fps.setdefault(t, None)
                     continue
-                img = _image(read, guards, free, call)
+                img = _image(read, guards, free, call, shared)
                 fps[t] = None if img is None else img if t not in fps else fps[t].union(img)
     return bodies

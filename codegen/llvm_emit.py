@@ -43,6 +43,7 @@ from .chains import (
     window_vector_width,
 )
 from .checks import Checks
+from .gluetable import fill_signature, runs, segments, signature
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
 from .mathlib import InlineBudget, MathLibrary, math_sites
@@ -516,19 +517,107 @@ class ModuleEmitter:
         # its steps pass where they pass them: one function of all the steps, every pointer
         # loaded at its entry, kept thousands of pointers live across tens of thousands of
         # instructions (LLVM's register allocator: 10 of 14 CPU-s at 3,000 chain steps)
+        # runs of equal segments (a long chain's fills and calls over other buffers) are one
+        # loop each over a table of pointer positions (:mod:`.gluetable`), the rest straight
         steps = self.program.steps
-        for j in range(0, len(steps), GLUE_OPT_LIMIT):
+        start = 0
+        for first, stop, unit in self._runs(by_step):
+            self._straight(b, fn, start, first, by_step)
+            part = self._run_function(first, stop, unit, by_step)
+            b.call(part, [args, nthreads])
+            start = stop
+        self._straight(b, fn, start, len(steps), by_step)
+        b.ret_void()
+        return fn
+
+    def _straight(self, b: ir.IRBuilder, fn: ir.Function, start: int, stop: int, by_step: dict) -> None:
+        """Calls from ``P_main`` of one glue function per ``GLUE_OPT_LIMIT`` of steps
+        ``[start, stop)``, each loading the pointers its steps pass."""
+        steps = self.program.steps
+        args, nthreads = fn.args
+        for j in range(start, stop, GLUE_OPT_LIMIT):
             part = ir.Function(self.module, fn.ftype, f"{self.prefix}_glue{j}")
-            self._glue(part, steps[j:j + GLUE_OPT_LIMIT])
+            chunk = steps[j:min(j + GLUE_OPT_LIMIT, stop)]
+            self._glue(part, chunk)
             pb = ir.IRBuilder(part.append_basic_block("entry"))
-            self._steps(pb, part.args[0], part.args[1], steps[j:j + GLUE_OPT_LIMIT],
-                        _LazyPointers(pb, part.args[0]), by_step)
+            self._steps(pb, part.args[0], part.args[1], chunk, _LazyPointers(pb, part.args[0]), by_step)
             pb.ret_void()
             b.call(part, [args, nthreads])
             if self.checks is not None:  # (the part stopped at a violation: so does main)
                 slot = b.gep(args, [I64(self.nptr - 1)], inbounds=True, source_etype=PTR)
                 with b.if_then(self.checks.failed(b, b.load(slot, typ=PTR)), likely=False):
                     b.ret_void()
+
+    def _describe(self, step, by_step: dict) -> tuple | None:
+        """A step's part of a segment's signature (:mod:`.gluetable`), ``None`` when it cannot
+        run from a table: a parallel fill or nest, or any step in checked mode."""
+        if self.checks is not None:
+            return None
+        if isinstance(step, Fill):
+            return None if id(step) in self.fill_fns else fill_signature(step)
+        nest_fn, omp, k = by_step[id(step)]
+        if omp is not None:
+            return None
+        return ("call", id(nest_fn), len(self.params[k]), tuple(step.attrs.get("range", (0, 0, 1))[:2]),
+                "gemm" in step.attrs)
+
+    def _positions(self, step, by_step: dict) -> list[int]:
+        """The pointer positions a step passes (its part of a table row)."""
+        if isinstance(step, Fill):
+            return [self.arg_index[step.buffer.tensor]]
+        return list(self.params[by_step[id(step)][2]])
+
+    def _runs(self, by_step: dict) -> list[tuple[int, int, int]]:
+        """``(first, stop, unit)`` (step numbers; ``unit`` steps repeat) of each run of repeated
+        segments (:func:`.gluetable.runs`)."""
+        steps = self.program.steps
+        segs = segments(steps)
+        sigs = [signature(steps[a:z], lambda s: self._describe(s, by_step)) for a, z in segs]
+        return [(segs[f][0], segs[s - 1][1], segs[f + p - 1][1] - segs[f][0]) for f, s, p in runs(sigs)]
+
+    def _run_function(self, first: int, stop: int, unit: int, by_step: dict) -> ir.Function:
+        """``P_run<first>(ptr args, i32 nthreads)``: steps ``[first, stop)``, one repeated unit of
+        ``unit`` steps, as a loop over a constant table of each repetition's pointer positions."""
+        steps = self.program.steps
+        shape = steps[first:first + unit]  # (the first repetition's steps: every one's code)
+        rows = []
+        for k in range(first, stop, unit):
+            rows.append([p for s in steps[k:k + unit] for p in self._positions(s, by_step)])
+        width = len(rows[0])
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), f"{self.prefix}_run{first}")
+        self._glue(fn)
+        table_t = ir.ArrayType(I32, len(rows) * width)
+        table = ir.GlobalVariable(self.module, table_t, f"{self.prefix}_table{first}")
+        table.linkage = "private"
+        table.global_constant = True
+        table.initializer = ir.Constant(table_t, [I32(p) for row in rows for p in row])
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = fn.args[0]
+        body = fn.append_basic_block("run.body")
+        done = fn.append_basic_block("run.exit")
+        b.branch(body)
+        b.position_at_end(body)
+        r = b.phi(I64, name="row")
+        r.add_incoming(I64(0), fn.blocks[0])
+        base = b.mul(r, I64(width))
+        slot = 0
+        for step in shape:
+            ptrs = []
+            for _ in self._positions(step, by_step):
+                at = b.gep(table, [I64(0), b.add(base, I64(slot))], inbounds=True, source_etype=table_t)
+                where = b.sext(b.load(at, typ=I32), I64)
+                ptrs.append(b.load(b.gep(args, [where], inbounds=True, source_etype=PTR), typ=PTR))
+                slot += 1
+            if isinstance(step, Fill):
+                self.fill(b, ptrs[0], step)
+                continue
+            nest_fn = by_step[id(step)][0]
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
+            b.call(nest_fn, ptrs + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs))
+        nxt = b.add(r, I64(1))
+        r.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, I64(len(rows))), body, done)
+        b.position_at_end(done)
         b.ret_void()
         return fn
 

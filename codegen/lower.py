@@ -19,7 +19,7 @@ from tensorad.ir.collect import fewer_collections
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer, print_tensor_recursively
-from tensorad.ir.rewrite import tensor_graph, walk
+from tensorad.ir.rewrite import kept_walks, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
@@ -183,7 +183,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                         **tuned_choices(base, outputs, inputs, name, plain, target)}}
         full = Options.make(options)
     opts = full.for_lowering()
-    with trace.stage("lower", name):
+    with trace.stage("lower", name), kept_walks():
         result = LoweredFunc(*_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts))
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"

@@ -36,6 +36,8 @@ class OptimizerContext:
         self.plans: dict[tuple, object] = {}  # (variables, conditions) or their shape -> elimination plan
         self.share_plans = share_plans
         self.guards: dict[tuple, tuple] = {}  # shape of (axes, conditions) -> (.lift's box guard, axes)
+        self.affine: dict[tuple, bool] = {}  # shape of (variables, condition) -> isl takes it (.eliminate)
+        self.body_reads: dict = {}  # body -> the computed tensors it reads (.polynomial.sum_depths)
         self.ops: dict = {}  # op -> optimized op
         self.table = OpTable()  # structurally equal ops merged
         self.registered: set = set()  # sums read by the ops optimized, held in ``table``

@@ -68,15 +68,34 @@ def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
 
 def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
                  ctx=None) -> tuple[list[Expr], list[Expr]]:
-    """Conjuncts isl represents exactly over ``variables`` and the rest (residual)."""
-    space = space_of(variables, ctx) if variables else None
+    """Conjuncts isl represents exactly over ``variables`` and the rest (residual).
+
+    Each answer is kept in the call's context up to a renaming of ``variables``
+    (:func:`.plankey.shape_key`): every adjoint of a long chain asks about its own fresh axes
+    whether ``i == 0 or i == 9`` is affine, and isl converts it once, not once per link."""
+    made: list[IndexSpace] = []  # (the space, made when first needed)
     affine, residual = [], []
     for c in conds:
-        if space is not None and _is_affine(space, c):
+        if variables and _affine_over(c, variables, ctx, made):
             affine.append(c)
         else:
             residual.append(c)
     return affine, residual
+
+
+def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:
+    shape = shape_key(variables, (c,)) if ctx is not None and ctx.share_plans else None
+    if shape is not None:
+        found = ctx.affine.get(shape)
+        if found is not None:
+            return found
+    if not made:
+        made.append(space_of(variables, ctx))
+    answer = _is_affine(made[0], c)
+    if shape is not None:
+        ctx.counts["affine test"] += 1
+        ctx.affine[shape] = answer
+    return answer
 
 
 def _is_affine(space: IndexSpace, c: Expr) -> bool:

@@ -627,14 +627,21 @@ def _prove(e: Expr, ctx) -> bool:
     return out
 
 
-def sum_depths(e: Expr, deepest: int, most: int) -> dict:
+def sum_depths(e: Expr, deepest: int, most: int, memo: dict | None = None) -> dict:
     """The sum tensors that ``e`` reaches within ``deepest``, by their depth: the fewest sums
     read on the way (``e`` reads its own at depth 1; reads through elementwise tensors add
     none), at most ``most`` tensors visited, the nearest first (a proof's budget expands
-    fewer: a long chain is not walked to its end)."""
+    fewer: a long chain is not walked to its end).  ``memo``: each body's reads, kept by the
+    call's context (every proof of a long chain's adjoints walks the same few hundred bodies
+    of its nearest tensors)."""
+    memo = {} if memo is None else memo
+
     def reads(x: Expr) -> list:
-        return [n.arg for n in walk(x) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)
-                and n.arg.op.num_outputs == 1]
+        found = memo.get(x)
+        if found is None:
+            found = memo[x] = [n.arg for n in walk(x) if n.op is Op.READ
+                               and isinstance(n.arg.op, ComputeOp) and n.arg.op.num_outputs == 1]
+        return found
 
     def is_sum(t) -> bool:
         b = t.op.body[0]
@@ -663,7 +670,7 @@ def _layered(e: Expr, ctx) -> bool:
     one is small: the full proof expands every sum it meets until its budget or its terms run
     out, where the reason a sum is zero -- a softmax's rows summing to one, through the keys'
     sum of attention -- lies a few sums down and the deeper expansions only add terms."""
-    depths = sum_depths(e, LAYERS + 1, 4 * MAX_EXPANSIONS)
+    depths = sum_depths(e, LAYERS + 1, 4 * MAX_EXPANSIONS, None if ctx is None else ctx.body_reads)
     layer = min(LAYERS, max(depths.values(), default=0) - 1)
     if layer < 1:
         return False

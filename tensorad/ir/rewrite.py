@@ -16,6 +16,8 @@ first appearance in a left-to-right post-order walk, never a hash.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from operator import is_not
 from typing import Any
 
@@ -38,7 +40,47 @@ def walk(root: Expr) -> Iterator[Expr]:
 
     A stack of operand iterators, a set of the nodes (their hash is their identity) and a
     leaf yielded where it is met: each node is pushed once, every walk of the compiler is one
-    (a long chain's bodies are walked some 25 times each when lowered)."""
+    (a long chain's bodies are walked some 25 times each when lowered).  Inside
+    :func:`kept_walks` a root's order is kept after its first walk and read back after."""
+    memo = _KEPT.get()
+    if memo is None or not root.src:
+        return _walk(root)
+    found = memo.get(root)
+    if found is None:
+        found = list(_walk(root))
+        if memo.room >= len(found):
+            memo.room -= len(found)
+            memo[root] = found
+    return iter(found)
+
+
+class _Kept(dict):
+    """Kept walks (root -> its nodes in order) and the room left for more."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+
+_KEPT: ContextVar[_Kept | None] = ContextVar("tensorad_kept_walks", default=None)
+KEPT_NODES = 2_000_000  # node references kept by one call at most (past that, walks are not kept)
+
+
+@contextmanager
+def kept_walks() -> Iterator[None]:
+    """Keep each root's walk for the block (a ``lower`` call: its passes walk the same bodies
+    again and again).  A walk is a pure function of its immutable root: only time changes."""
+    if _KEPT.get() is not None:
+        yield
+        return
+    token = _KEPT.set(_Kept(KEPT_NODES))
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _walk(root: Expr) -> Iterator[Expr]:
     src = root.src
     if not src:
         yield root

@@ -98,3 +98,31 @@ def test_count_points_counts_every_point(text, inside):
 
     s = isl.Set(text)
     assert count_points(s) == sum(1 for a in range(-2, 14) for b in range(-2, 14) if inside(a, b))
+
+
+def test_the_reads_of_one_body_share_its_renaming(monkeypatch):
+    # a chain whose loss reads one point: the steps are shrunk to the point read, and each
+    # body reads its producer at two points under its own footprint guard, renamed to
+    # canonical variables once per body, not per read
+    import importlib
+
+    footprint = importlib.import_module("tensorad.codegen.footprint")
+    renamings = []
+    real = footprint._Call.renaming
+    monkeypatch.setattr(footprint._Call, "renaming",
+                        lambda self, free: renamings.append(1) or real(self, free))
+    X = ta.placeholder((16,), "float64", name="X")
+    Y = X
+    n = 40
+    for k in range(n):
+        Y = (lambda P, k=k: ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.5 + P[i // 2] * 0.25,
+                                       name=f"t{k}"))(Y)
+    L = ta.compute((), lambda: Y[0] * 2.0, name="L")
+    low = ta.lower([L], [X], materialize=[], fuse=False)
+    assert len(renamings) <= n + 2, len(renamings)  # (one per read before: 2n)
+    x = np.linspace(-1, 1, 16)
+    y = x.copy()
+    for _ in range(n):
+        y = np.tanh(y) * 0.5 + y[np.arange(16) // 2] * 0.25
+    np.testing.assert_allclose(ta.build([L], [X], cache=False)(x), y[0] * 2.0, rtol=1e-12)
+    assert low.work < 16 * n  # (shrunk to the points read)

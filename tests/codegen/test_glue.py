@@ -85,3 +85,89 @@ def test_the_glue_of_a_program_with_many_buffers_is_compiled_unoptimized():
     assert not any(off for n, off in defs.items() if n.startswith("nest"))
     x = np.linspace(-2, 2, 8, dtype=np.float32)
     np.testing.assert_allclose(kern(x), ta.evaluate(Y, {X: x.astype(np.float64)}), rtol=1e-5)
+
+
+# ---- repeated glue: one loop over a table of pointer positions (codegen/gluetable.py) ----------
+
+NEST_CALL = re.compile(r'call void @"k[0-9a-f]+_nest\d+"\(')
+
+
+def _chain_kernel(steps_of, n: int, size: int = 8):
+    """A program of ``n`` materialized, unfused steps ``steps_of(k, P)`` from ``X``."""
+    X = ta.placeholder((size,), "float32", name="X")
+    steps = [X]
+    for k in range(n):
+        steps.append(steps_of(k, steps[-1]))
+    kern = ta.build([steps[-1]], [X], num_threads=1, materialize=steps[1:-1], fuse=False, cache=False)
+    return kern, np.linspace(-2, 2, size, dtype=np.float32)
+
+
+def test_repeated_segments_of_a_long_program_are_one_loop_over_a_table():
+    n = GLUE_OPT_LIMIT + 36
+    kern, x = _chain_kernel(lambda k, P: ta.compute((8,), lambda i: P[i] * 0.5 + 1.0, name=f"s{k}"), n)
+    ir = kern.llvm_ir_unoptimized
+    assert len(NEST_CALL.findall(ir)) <= 3, len(NEST_CALL.findall(ir))  # (was one per step: 100)
+    assert re.search(r'define [^@]*@"k[0-9a-f]+_run\d+"\(', ir)
+    want = x.astype(np.float64)
+    for _ in range(n):
+        want = want * 0.5 + 1.0
+    np.testing.assert_allclose(kern(x), want, rtol=1e-6)
+
+
+def test_alternating_segments_repeat_as_a_pair():
+    n = GLUE_OPT_LIMIT + 36
+
+    def step(k, P):
+        if k % 2:
+            return ta.compute((8,), lambda i: P[i] * 0.5 + 1.0, name=f"a{k}")
+        return ta.compute((8,), lambda i: ta.tanh(P[i]) * 2.0, name=f"b{k}")
+    kern, x = _chain_kernel(step, n)
+    assert len(NEST_CALL.findall(kern.llvm_ir_unoptimized)) <= 6
+    want = x.astype(np.float64)
+    for k in range(n):
+        want = want * 0.5 + 1.0 if k % 2 else np.tanh(want) * 2.0
+    np.testing.assert_allclose(kern(x), want, rtol=1e-5)
+
+
+def test_steps_differing_in_a_constant_never_share_a_loop():
+    n = GLUE_OPT_LIMIT + 8
+    kern, x = _chain_kernel(lambda k, P: ta.compute((8,), lambda i: P[i] * 0.5 + (1.0 + k / 1024),
+                                                      name=f"s{k}"), n)
+    assert len(NEST_CALL.findall(kern.llvm_ir_unoptimized)) == n  # (a function and a call per step)
+    want = x.astype(np.float64)
+    for k in range(n):
+        want = want * 0.5 + (1.0 + k / 1024)
+    np.testing.assert_allclose(kern(x), want, rtol=1e-6)
+
+
+def test_a_repeated_unit_of_three_steps_is_one_loop():
+    n = GLUE_OPT_LIMIT + 8
+    kern, x = _chain_kernel(lambda k, P: ta.compute((8,), lambda i: P[i] * 0.5 + float(k % 3),
+                                                      name=f"s{k}"), n)
+    assert len(NEST_CALL.findall(kern.llvm_ir_unoptimized)) <= 6
+    want = x.astype(np.float64)
+    for k in range(n):
+        want = want * 0.5 + float(k % 3)
+    np.testing.assert_allclose(kern(x), want, rtol=1e-6)
+
+
+def test_a_segment_signature_spells_every_fill_operand():
+    from tensorad.codegen.gluetable import fill_signature, runs, segments
+    from tensorad.codegen.program import Buffer, Fill, Nest
+    from tensorad.ir.expr import const
+
+    def fill(shape=(8,), dtype="float32", value=0.0):
+        t = ta.placeholder(shape, dtype, name="t")
+        return Fill(Buffer("t", shape, dtype, "temp", t), const(value, dtype))
+    base = fill_signature(fill())
+    assert fill_signature(fill()) == base  # (another buffer, same code)
+    for other in (fill(shape=(9,)), fill(shape=(2, 4)), fill(dtype="float64"),
+                  fill(dtype="int32", value=0), fill(value=-0.0), fill(value=1.0)):
+        assert fill_signature(other) != base
+    nest = Nest("n", (), ())
+    assert segments([fill(), fill(), nest, fill(), nest, fill()]) == [(0, 3), (3, 5), (5, 6)]
+    a, b, c = ("a",), ("b",), ("c",)
+    assert runs([a] * 5) == [(0, 5, 1)]
+    assert runs([a] * 3) == []
+    assert runs([c, a, b, a, b, a, b, a, b, a, c]) == [(1, 9, 2)]
+    assert runs([a, a, None, a, a, a, a]) == [(3, 7, 1)]

@@ -157,3 +157,26 @@ def test_one_name_renamed_two_ways_is_lowered_afresh(lowered, monkeypatch):
     assert text == _unshared_text(monkeypatch, [Y0, Y1], [P0, P1])
     assert shared == len(lowered) - shared == text.count("# nest")
     assert "# nest S" in text and "epilogue Y fused" in text
+
+
+def test_lowering_walks_each_body_once_and_lowers_the_same_without_kept_walks(monkeypatch):
+    rewrite = importlib.import_module("tensorad.ir.rewrite")
+
+    walks = []
+    real = rewrite._walk
+    monkeypatch.setattr(rewrite, "_walk", lambda root: (root.src and walks.append(root)) or real(root))
+    X = ta.placeholder((16,), "float64", name="X")
+    Y = X
+    for k in range(120):
+        Y = (lambda P, k=k: ta.compute((16,), lambda i: ta.tanh(P[i]) * (0.9 if k % 2 else 0.5),
+                                       name=f"t{k}"))(Y)
+    L = ta.compute((), lambda: Y[0] + Y[9], name="L")
+    (g,) = ta.gradient(L, [X])
+    walks.clear()
+    kept = ta.lower([g], [X])
+    assert len(walks) <= 2 * len(set(walks)), (len(walks), len(set(walks)))  # (each root once)
+    monkeypatch.setattr(rewrite, "KEPT_NODES", 0)  # (nothing kept: every walk afresh)
+    walks.clear()
+    alone = ta.lower([g], [X])
+    assert len(walks) >= 5 * len(set(walks)), (len(walks), len(set(walks)))
+    assert kept.text == alone.text

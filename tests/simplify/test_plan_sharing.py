@@ -138,3 +138,53 @@ def test_a_lifted_guard_renamed_is_the_guard_of_its_own_axes():
             want[0, 1], want[2, 4] = d[0, 1], 2 * d[2, 4]
             np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-12)
     assert printed[True] == printed[False]
+
+
+def _affinity_questions(monkeypatch) -> list:
+    """The conditions isl is asked whether it represents them (``IndexSpace.is_affine``)."""
+    from tensorad.poly.affine import IndexSpace
+
+    asked: list = []
+    real = IndexSpace.is_affine
+    monkeypatch.setattr(IndexSpace, "is_affine", lambda self, c: asked.append(c) or real(self, c))
+    return asked
+
+
+def test_an_affinity_answer_is_shared_only_by_conditions_equal_up_to_renaming(monkeypatch):
+    from tensorad.simplify.eliminate import split_affine
+
+    asked = _affinity_questions(monkeypatch)
+    ctx = OptimizerContext()
+    i0, i1, i2 = (var("i", 0, 8) for _ in range(3))
+    assert split_affine([(i0 == 2) | (i0 == 5)], [i0], ctx) == ([(i0 == 2) | (i0 == 5)], [])
+    assert split_affine([(i1 == 2) | (i1 == 5)], [i1], ctx) == ([(i1 == 2) | (i1 == 5)], [])
+    assert len(asked) == 1  # (the second is the first renamed)
+    # a constant, an operation or a range apart: asked again, answered for itself
+    assert split_affine([(i2 == 3) | (i2 == 5)], [i2], ctx)[0] == [(i2 == 3) | (i2 == 5)]
+    assert split_affine([i2 * i2 == 4], [i2], ctx) == ([], [i2 * i2 == 4])
+    j = var("i", 0, 9)
+    assert split_affine([(j == 2) | (j == 5)], [j], ctx)[0] == [(j == 2) | (j == 5)]
+    assert len(asked) == 4 and ctx.counts["affine test"] == 4
+
+
+def test_a_long_chains_adjoints_ask_isl_about_their_guard_once(monkeypatch):
+    import numpy as np
+
+    asked = _affinity_questions(monkeypatch)
+    printed = {}
+    for share in (True, False):
+        asked.clear()
+        X, L = _tanh_grid_chain(12)
+        opt = Optimizer(share_plans=share)
+        (g,) = opt.finish(jacobian_recursive(L, [X], None, optimizer=opt))
+        printed[share] = ta.PrintTensorRecursively(g)
+        if share:
+            assert len(asked) <= 4, len(asked)  # (once per link before: 12 and more)
+    assert printed[True] == printed[False]
+    x = np.linspace(-1, 1, 30).reshape(5, 6)
+    y, d = x.copy(), np.ones((5, 6))
+    for _ in range(12):
+        y, d = 0.9 * np.tanh(y), d * 0.9 * (1 - np.tanh(y) ** 2)
+    want = np.zeros((5, 6))
+    want[0, 1], want[2, 4] = d[0, 1], 2 * d[2, 4]
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-12)

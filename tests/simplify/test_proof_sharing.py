@@ -10,6 +10,7 @@ node, and an atom whose inlining the budget would cut short is spelled as alone.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tensorad.simplify.factor as factor
 import tensorad.simplify.polynomial as polynomial
@@ -170,3 +171,41 @@ def test_random_programs_proofs_answer_and_spend_as_alone(program, budget):
         ta.JacobianRecursive(program.output, inputs, ta.placeholder(program.output.shape, "float64", "H"))
     for shared, alone in rec.pairs + rec.layered:
         assert shared == alone
+
+
+def _mean_chain(n: int):
+    """``n`` links ``P - mean(P)`` and ``tanh(P) * 0.9`` over 8 points; a loss at two."""
+    X = ta.placeholder((8,), "float64", name="X")
+    Y = X
+    for k in range(n):
+        if k % 4 == 3:
+            r = ta.reduce_axis((0, 8), name="r")
+            m = (lambda P: ta.compute((), lambda: ta.sum(P[r], axis=r) * 0.125, name=f"m{k}"))(Y)
+            Y = (lambda P, m: ta.compute((8,), lambda i: P[i] - m(), name=f"c{k}"))(Y, m)
+        else:
+            Y = (lambda P: ta.compute((8,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
+    return X, ta.compute((), lambda: Y[0] + Y[5] * 2.0, name="L")
+
+
+def _mean_chain_loss(x, n: int) -> float:
+    y = x.copy()
+    for k in range(n):
+        y = y - y.mean() if k % 4 == 3 else 0.9 * np.tanh(y)
+    return y[0] + 2.0 * y[5]
+
+
+def test_the_proofs_of_a_long_chain_walk_each_body_for_its_sums_once(monkeypatch):
+    walked = []
+    real = polynomial.walk
+    monkeypatch.setattr(polynomial, "walk", lambda x: walked.append(x) or real(x))
+    n = 96
+    X, L = _mean_chain(n)
+    (g,) = ta.gradient(L, [X])
+    assert len(walked) <= 6 * n, len(walked)  # (430; each proof walked its nearest bodies: 10,837)
+    x = np.linspace(-1, 1, 8)
+    h, want = 1e-6, np.zeros(8)
+    for j in range(8):
+        e = np.zeros(8)
+        e[j] = h
+        want[j] = (_mean_chain_loss(x + e, n) - _mean_chain_loss(x - e, n)) / (2 * h)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), want, rtol=1e-5, atol=1e-9)
