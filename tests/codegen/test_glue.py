@@ -154,6 +154,7 @@ def test_a_repeated_unit_of_three_steps_is_one_loop():
 def test_a_segment_signature_spells_every_fill_operand():
     from tensorad.codegen.gluetable import fill_signature, runs, segments
     from tensorad.codegen.program import Buffer, Fill, Nest
+
     from tensorad.ir.expr import const
 
     def fill(shape=(8,), dtype="float32", value=0.0):

@@ -168,8 +168,8 @@ def test_lowering_walks_each_body_once_and_lowers_the_same_without_kept_walks(mo
     X = ta.placeholder((16,), "float64", name="X")
     Y = X
     for k in range(120):
-        Y = (lambda P, k=k: ta.compute((16,), lambda i: ta.tanh(P[i]) * (0.9 if k % 2 else 0.5),
-                                       name=f"t{k}"))(Y)
+        scale = 0.9 if k % 2 else 0.5
+        Y = (lambda P, c: ta.compute((16,), lambda i: ta.tanh(P[i]) * c, name=f"t{k}"))(Y, scale)
     L = ta.compute((), lambda: Y[0] + Y[9], name="L")
     (g,) = ta.gradient(L, [X])
     walks.clear()

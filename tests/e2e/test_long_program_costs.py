@@ -77,7 +77,8 @@ def test_the_glue_of_a_long_gradient_is_functions_of_bounded_size():
     for k, v in glue.items():
         m = re.fullmatch(r"p_run(\d+)", k)
         if m:
-            size = int(re.search(rf'@"p_table{m.group(1)}" = private constant \[(\d+) x i32\]', text).group(1))
+            table = rf'@"p_table{m.group(1)}" = private constant \[(\d+) x i32\]'
+            size = int(re.search(table, text).group(1))
             steps[k] *= size // len(re.findall(r"= load i32", v))
             runs += 1
     assert runs and sum(steps.values()) >= len(low.program.steps), steps

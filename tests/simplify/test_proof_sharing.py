@@ -180,8 +180,8 @@ def _mean_chain(n: int):
     for k in range(n):
         if k % 4 == 3:
             r = ta.reduce_axis((0, 8), name="r")
-            m = (lambda P: ta.compute((), lambda: ta.sum(P[r], axis=r) * 0.125, name=f"m{k}"))(Y)
-            Y = (lambda P, m: ta.compute((8,), lambda i: P[i] - m(), name=f"c{k}"))(Y, m)
+            m = (lambda P, ax: ta.compute((), lambda: ta.sum(P[ax], axis=ax) * 0.125, name=f"m{k}"))(Y, r)
+            Y = (lambda P, M: ta.compute((8,), lambda i: P[i] - M(), name=f"c{k}"))(Y, m)
         else:
             Y = (lambda P: ta.compute((8,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}"))(Y)
     return X, ta.compute((), lambda: Y[0] + Y[5] * 2.0, name="L")
