@@ -73,7 +73,8 @@ def test_argmax_over_an_inner_sum_per_outer_point():
     argmax = ta.comm_reducer(
         lambda a, b: (ta.select(a[1] >= b[1], a[0], b[0]), ta.select(a[1] >= b[1], a[1], b[1])),
         lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)), name="argmax")
-    idx, val = ta.compute((2,), lambda i: argmax((k, ta.sum(X[k, j] * (i + 1), axis=[j])), axis=[k]), name="A")
+    idx, val = ta.compute((2,), lambda i: argmax((k, ta.sum(X[k, j] * (i + 1), axis=[j])), axis=[k]),
+                          name="A")
     x = np.array([[1.0, 2.0, 0.0, 0.5], [3.0, -1.0, 2.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
     sums = x.sum(axis=1)
     got_i, got_v = ta.build([idx, val], [X])(x)
