@@ -10,7 +10,8 @@ Every check compares tensorad with an oracle it did not compute:
   gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
 * ``reverse``:   the built reverse gradient (a random head) against central finite differences
   in float64 of a strict forward kernel (itself checked by ``forward``);
-* ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``;
+* ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``
+  (a quarter of the seeds also with two heads at once, a head of shape ``(2,) + out.shape``);
 * ``hvp``:       ``ta.hessian_vector_product`` of ``sum(OUT * h)`` against finite differences of
   its built gradient along ``v``;
 * ``split``:     ``ta.function``'s forward built with the drawn options and its backward built
@@ -588,6 +589,17 @@ class Case:
         lhs = float(np.sum(jv * feed[H]))
         rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))
         compare("h . jvp(u) vs u . reverse(h)", np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
+        if self.seed % 4 == 1:  # several heads at once (a head with a prefix), each against jvp
+            H2 = ta.placeholder((2,) + out.shape, "float64", name="heads")
+            rng = np.random.default_rng(self.seed + 2)
+            h2 = np.stack([feed[H], np.where(self._finite, rng.uniform(-1, 1, out.shape), 0.0)])
+            g2 = _tuple(ta.build(list(ta.JacobianRecursive(out, ins, H2)), all_ins + [H2] + U, **self.options)(
+                *[feed[p] for p in all_ins], h2, *[feed[u] for u in U]))
+            for k in range(2):
+                compare(f"h[{k}] . jvp(u) vs u . reverse(h)[{k}] (a head with a prefix)",
+                        np.array(float(np.sum(jv * h2[k]))),
+                        np.array(float(sum(np.sum(g[k] * feed[u]) for g, u in zip(g2, U)))), "float64",
+                        rtol=1e-7)
 
     def hvp(self):
         if (g := self._derivative_case()) is None:
