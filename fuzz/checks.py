@@ -593,8 +593,8 @@ class Case:
             H2 = ta.placeholder((2,) + out.shape, "float64", name="heads")
             rng = np.random.default_rng(self.seed + 2)
             h2 = np.stack([feed[H], np.where(self._finite, rng.uniform(-1, 1, out.shape), 0.0)])
-            g2 = _tuple(ta.build(list(ta.JacobianRecursive(out, ins, H2)), all_ins + [H2] + U, **self.options)(
-                *[feed[p] for p in all_ins], h2, *[feed[u] for u in U]))
+            g2 = _tuple(ta.build(list(ta.JacobianRecursive(out, ins, H2)), all_ins + [H2], **self.options)(
+                *[feed[p] for p in all_ins], h2))
             for k in range(2):
                 compare(f"h[{k}] . jvp(u) vs u . reverse(h)[{k}] (a head with a prefix)",
                         np.array(float(np.sum(jv * h2[k]))),

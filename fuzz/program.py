@@ -616,7 +616,10 @@ class Generator:
             ax = r.randrange(n)
             keep = r.random() < 0.3
             red = s[:ax] + ((1,) if keep else ()) + s[ax + 1:]
-            ddof = r.choice((0, 1)) if self.safe and s[ax] > 1 else 0 if self.safe else r.randint(0, s[ax] + 1)
+            if self.safe:  # no degree of freedom left (inf, NaN) only where derivatives are not checked
+                ddof = r.choice((0, 1)) if s[ax] > 1 else 0
+            else:
+                ddof = r.randint(0, s[ax] + 1)
             before, after = tuple(r.randint(0, 2) for _ in s), tuple(r.randint(0, 2) for _ in s)
             forms += [(f"ta.topi.var({x}, axis={ax}, keepdims={keep}, ddof={ddof})", red),
                       (f"ta.topi.nn.log_softmax({x}, axis={ax - n})", s),
