@@ -405,6 +405,8 @@ class Generator:
                "pow2": "ta.power({0}, 2.0)"}
         table = dict(safe) if self.safe else {**safe, **raw}
         form = table[self.r.choice(sorted(table))]
+        if not self.safe and self.f21.draw(0.15):  # rounded to half inside a body (a step)
+            form = f"ta.cast(DT, ta.cast({self.f21.r.choice(HALF)!r}, {form}))"
         return Node("ta.erf({0})" if self.extra(0.08) else form, (x,), "v")
 
     def binary(self, a: Node, b: Node) -> Node:

@@ -57,6 +57,8 @@ def test_every_addition_is_drawn_in_proportion():
         "scans": sum(re.search(r"where=r\d+ (<=|>=|<) i\d+ \+", s) is not None for s in sources),
         "data-dependent gathers": sum(re.search(r"\.take\([^)]*\b(k|m|n|t)\d+(_i)?\[", s) is not None
                                       for s in sources),
+        "half roundings inside bodies": sum(re.search(r"ta\.cast\(DT, ta\.cast\('b?float16', ", s) is not None
+                                            for s in sources),
         "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
     for calling in CALLING:
