@@ -166,6 +166,12 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}(\[|[,)]|\.take\()", text) is not None
 
 
+def _integer(name: str, d: Def) -> bool:
+    """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
+    (``t0_i``; a tuple body's other output ``t0_b`` is a float)."""
+    return d.dtype != "DT" or name.endswith("_i")
+
+
 def _take(name: str, d: Def, idx: list[str], guards: list[str], axis: int, value: str, mode: str) -> Node:
     """``name`` (the tensor ``d`` or an output of its op) read at ``idx`` with index ``axis``
     replaced by the integer expression ``value`` taken with ``mode``; under ``raise`` a guard
@@ -334,7 +340,7 @@ class Generator:
         comparison stored as int32, an argmax's index -- a data-dependent index, clipped,
         wrapped, or checked under a guard."""
         r = self.f21.r
-        ints = [(n, e) for e in pool for n in e.names if e.dtype != "DT" or n != e.name]
+        ints = [(n, e) for e in pool for n in e.names if _integer(n, e)]
         if not ints:
             return None
         n, e = r.choice(ints)
@@ -634,8 +640,7 @@ class Generator:
                        "keepdims=True), 1.0))", s),
                       (f"ta.topi.nn.pad({x}, {before!r}, {after!r}, {r.choice((0.0, -1.5))})",
                        tuple(a + b + c for a, b, c in zip(s, before, after)))]
-            ints = [(m, e) for e in defs for m in e.names if (e.dtype != "DT" or m != e.name)
-                    and 0 not in e.shape]
+            ints = [(m, e) for e in defs for m in e.names if _integer(m, e) and 0 not in e.shape]
             if ints:
                 m, e = r.choice(ints)
                 forms.append((f"ta.topi.take({x}, {m}, axis={ax}, mode={r.choice(('clip', 'wrap'))!r})",
