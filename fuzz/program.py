@@ -29,6 +29,14 @@ contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])`
 batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
 of data stored as integers (``int32((x > y) | (x != 0))``, a step), and a half program's computes
 stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
+Session 21 added (a stream of their own, ``forms21``): reductions in a reduction's source that
+read its axes (the language lifts them with one axis per outer reduce axis), scans (``where=r
+<= i + c``: a prefix of the box per output point), gathers whose index is an integer output of
+the program (an integer compute, a comparison, an argmax's index: data-dependent), more
+``ta.topi`` layers composed with raw computes (variance, with no degree of freedom left where
+derivatives are not checked; log-softmax, SiLU, RMS norm, min and product, reductions over
+every axis, broadcasting against a reduction, padding, ``dense``, ``take``), and values rounded
+to half inside a body.
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -223,8 +231,8 @@ SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
 
 
 class Forms:
-    """Session 20's additions, drawn from a stream of their own (none without one), so that a
-    seed that draws none of them makes the program it made before."""
+    """A session's additions (20's, 21's), drawn from a stream of their own (none without one),
+    so that a seed that draws none of them makes the program it made before."""
 
     def __init__(self, rng: random.Random | None) -> None:
         self.r = rng
