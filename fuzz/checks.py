@@ -514,8 +514,9 @@ class Case:
         ta = self.ta
         on_path = set(tensor_graph([ns["OUT"]]))
         for t in ns["TENSORS"]:
-            if (t in on_path and isinstance(t.op, ComputeOp) and t.op.num_outputs == 1 and t.dtype in ta.FLOAT_DTYPES
-                    and len(reads := op_reads(t.op)) == 1 and reads[0].dtype in ta.FLOAT_DTYPES):
+            if (t in on_path and isinstance(t.op, ComputeOp) and t.op.num_outputs == 1
+                    and t.dtype in ta.FLOAT_DTYPES and len(reads := op_reads(t.op)) == 1
+                    and reads[0].dtype in ta.FLOAT_DTYPES):
                 def rule(out, x, head, t=t, x0=reads[0]):
                     if out is not t or x is not x0:
                         raise Mismatch(f"override of {t.name}: called with other tensor objects "
