@@ -180,6 +180,20 @@ def _integer(name: str, d: Def) -> bool:
     return d.dtype != "DT" or name.endswith("_i")
 
 
+def _index_value(r: random.Random, name: str, shape: tuple, ivars: list, muls: tuple) -> str:
+    """An integer tensor ``name`` of ``shape`` read at in-range indices (a variable, wrapped when
+    its range leaves the axis), half the time scaled by one of ``muls`` and shifted: a gather
+    index that may leave its range."""
+    at = []
+    for s in shape:
+        v, lo, hi = r.choice(ivars)
+        at.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(0, 3)}) % {s}")
+    value = f"{name}[{', '.join(at)}]" if at else f"{name}[()]"
+    if r.random() < 0.5:
+        value = f"({value} * {r.choice(muls)} + {r.randint(-1, 2)})"
+    return value
+
+
 def _take(name: str, d: Def, idx: list[str], guards: list[str], axis: int, value: str, mode: str) -> Node:
     """``name`` (the tensor ``d`` or an output of its op) read at ``idx`` with index ``axis``
     replaced by the integer expression ``value`` taken with ``mode``; under ``raise`` a guard
@@ -332,13 +346,7 @@ class Generator:
         clipped, wrapped, or checked under a guard that keeps it in range."""
         g = self.g
         axis = g.randrange(len(idx))
-        gidx = []
-        for s in self.gshape:
-            v, lo, hi = g.choice(ivars)
-            gidx.append(v if lo >= 0 and hi <= s else f"({v} + {g.randint(0, 3)}) % {s}")
-        value = f"g[{', '.join(gidx)}]"
-        if g.random() < 0.5:
-            value = f"({value} * {g.choice((1, 2, -1))} + {g.randint(-1, 2)})"
+        value = _index_value(g, "g", self.gshape, ivars, (1, 2, -1))
         return _take(name, d, idx, guards, axis, value, g.choice(("clip", "wrap", "raise")))
 
     def data_gather(self, pool: list[Def], name: str, d: Def, idx: list[str], guards: list[str],
@@ -352,13 +360,7 @@ class Generator:
         if not ints:
             return None
         n, e = r.choice(ints)
-        at = []
-        for s in e.shape:
-            v, lo, hi = r.choice(ivars)
-            at.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(0, 3)}) % {s}")
-        value = f"{n}[{', '.join(at)}]" if at else f"{n}[()]"
-        if r.random() < 0.5:
-            value = f"({value} * {r.choice((1, 2, -1, 3))} + {r.randint(-1, 2)})"
+        value = _index_value(r, n, e.shape, ivars, (1, 2, -1, 3))
         return _take(name, d, idx, guards, r.randrange(len(idx)), value, r.choice(("clip", "wrap", "raise")))
 
     def cond(self, ivars: list) -> str:
