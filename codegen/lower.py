@@ -250,16 +250,22 @@ def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list
     multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
     reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
     (fuzz seed 910218: work for nothing, and ``chunk_size`` of a parallel nest without buffers
-    raised ``ValueError``)."""
+    raised ``ValueError``).  A reduction over an empty box (``reduce_axis((0, 0))``) is its
+    identity and reads nothing: a reduction lifted out of its source was lowered into its nest,
+    computing values nobody reads (fuzz seed 960194: the same ``ValueError``)."""
     known = set(ops)
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)
     while todo:
-        for n in (n for b in bodies[todo.pop()] for n in walk(b)):
+        for n in (n for b in bodies[todo.pop()] if not _empty_reduction(b) for n in walk(b)):
             if n.op is Op.READ and n.arg.op in known and n.arg.op not in live:
                 live.add(n.arg.op)
                 todo.append(n.arg.op)
     return [op for op in ops if op in live]
+
+
+def _empty_reduction(body: Expr) -> bool:
+    return body.op is Op.REDUCE and any(a.hi <= a.lo for a in body.arg.axes)
 
 
 def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:

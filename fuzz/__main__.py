@@ -1,5 +1,5 @@
 """``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T]
-[--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers]``."""
+[--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers] [--forms20]``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="fuzz-failures", help="folder for reproducer scripts")
     ap.add_argument("--layers", action="store_true",
                     help="ordinary layers at moderate shapes, checked against PyTorch (fuzz/layers.py)")
+    ap.add_argument("--forms20", action="store_true",
+                    help="the generator as of session 20: the programs of the campaigns before session 21")
     args = ap.parse_args(argv)
     checks = tuple(c for c in args.checks.split(",") if c)
     unknown = set(checks) - set(ALL)
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
     rep = fuzz(seeds, workers=args.workers, timeout=args.timeout, wall_timeout=args.wall_timeout,
                checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
                shrink=args.shrink, out_dir=args.out, progress=progress,
-               generator=generate_layer if args.layers else None)
+               generator=generate_layer if args.layers else None, forms21=not args.forms20)
     print(rep.summary())
     return 1 if rep.failures else 0
 

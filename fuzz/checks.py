@@ -10,7 +10,10 @@ Every check compares tensorad with an oracle it did not compute:
   gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
 * ``reverse``:   the built reverse gradient (a random head) against central finite differences
   in float64 of a strict forward kernel (itself checked by ``forward``);
-* ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``;
+* the reverse gradient of these checks has, on a third of the seeds, one tensor's derivative
+  replaced by an ``override`` rule (its own gradient: the true derivative);
+* ``jvp``:       ``u . (J^T h)`` from the reverse gradient against ``h . (J u)`` from ``ta.jvp``
+  (a quarter of the seeds also with two heads at once, a head of shape ``(2,) + out.shape``);
 * ``hvp``:       ``ta.hessian_vector_product`` of ``sum(OUT * h)`` against finite differences of
   its built gradient along ``v``;
 * ``split``:     ``ta.function``'s forward built with the drawn options and its backward built
@@ -494,8 +497,33 @@ class Case:
         once, shared by the optimizer, reverse and jvp checks."""
         if not hasattr(self, "_grad_tensors"):
             ns, _ = self._grad_setup()
-            self._grad_tensors = list(self.ta.JacobianRecursive(ns["OUT"], ns["_FIN"], ns["_H"]))
+            self._grad_tensors = list(self.ta.JacobianRecursive(ns["OUT"], ns["_FIN"], ns["_H"],
+                                                                override=self._override(ns)))
         return self._grad_tensors
+
+    def _override(self, ns) -> dict | None:
+        """On a third of the seeds, the derivative of one computed tensor of one direct input
+        replaced by a hand-written rule (API.md 2, ``override``): that tensor's own reverse
+        gradient for the head it is given -- the true derivative, so every oracle still holds;
+        the rule also checks that it receives the program's own tensor objects."""
+        from tensorad.ir.rewrite import op_reads, tensor_graph
+        from tensorad.ir.tensor import ComputeOp
+
+        if self.seed % 3 != 2:
+            return None
+        ta = self.ta
+        on_path = set(tensor_graph([ns["OUT"]]))
+        for t in ns["TENSORS"]:
+            if (t in on_path and isinstance(t.op, ComputeOp) and t.op.num_outputs == 1
+                    and t.dtype in ta.FLOAT_DTYPES and len(reads := op_reads(t.op)) == 1
+                    and reads[0].dtype in ta.FLOAT_DTYPES):
+                def rule(out, x, head, t=t, x0=reads[0]):
+                    if out is not t or x is not x0:
+                        raise Mismatch(f"override of {t.name}: called with other tensor objects "
+                                       f"({out.name}, {x.name})")
+                    return ta.JacobianRecursive(out, [x], head)[0]
+                return {t: rule}
+        return None
 
     def _gradient_values(self) -> tuple:
         """The gradient built with the drawn options and run on the feed (reverse and jvp
@@ -588,6 +616,17 @@ class Case:
         lhs = float(np.sum(jv * feed[H]))
         rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))
         compare("h . jvp(u) vs u . reverse(h)", np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
+        if self.seed % 4 == 1:  # several heads at once (a head with a prefix), each against jvp
+            H2 = ta.placeholder((2,) + out.shape, "float64", name="heads")
+            rng = np.random.default_rng(self.seed + 2)
+            h2 = np.stack([feed[H], np.where(self._finite, rng.uniform(-1, 1, out.shape), 0.0)])
+            g2 = _tuple(ta.build(list(ta.JacobianRecursive(out, ins, H2)), all_ins + [H2], **self.options)(
+                *[feed[p] for p in all_ins], h2))
+            for k in range(2):
+                compare(f"h[{k}] . jvp(u) vs u . reverse(h)[{k}] (a head with a prefix)",
+                        np.array(float(np.sum(jv * h2[k]))),
+                        np.array(float(sum(np.sum(g[k] * feed[u]) for g, u in zip(g2, U)))), "float64",
+                        rtol=1e-7)
 
     def hvp(self):
         if (g := self._derivative_case()) is None:

@@ -29,6 +29,14 @@ contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])`
 batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
 of data stored as integers (``int32((x > y) | (x != 0))``, a step), and a half program's computes
 stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
+Session 21 added (a stream of their own, ``forms21``): reductions in a reduction's source that
+read its axes (the language lifts them with one axis per outer reduce axis), scans (``where=r
+<= i + c``: a prefix of the box per output point), gathers whose index is an integer output of
+the program (an integer compute, a comparison, an argmax's index: data-dependent), more
+``ta.topi`` layers composed with raw computes (variance, with no degree of freedom left where
+derivatives are not checked; log-softmax, SiLU, RMS norm, min and product, reductions over
+every axis, broadcasting against a reduction, padding, ``dense``, ``take``), and values rounded
+to half inside a body.
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -166,6 +174,43 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}(\[|[,)]|\.take\()", text) is not None
 
 
+def _integer(name: str, d: Def) -> bool:
+    """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
+    (``t0_i``; a tuple body's other output ``t0_b`` is a float)."""
+    return d.dtype != "DT" or name.endswith("_i")
+
+
+def _index_value(r: random.Random, name: str, shape: tuple, ivars: list, muls: tuple) -> str:
+    """An integer tensor ``name`` of ``shape`` read at in-range indices (a variable, wrapped when
+    its range leaves the axis), half the time scaled by one of ``muls`` and shifted: a gather
+    index that may leave its range."""
+    at = []
+    for s in shape:
+        v, lo, hi = r.choice(ivars)
+        at.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(0, 3)}) % {s}")
+    value = f"{name}[{', '.join(at)}]" if at else f"{name}[()]"
+    if r.random() < 0.5:
+        value = f"({value} * {r.choice(muls)} + {r.randint(-1, 2)})"
+    return value
+
+
+def _take(name: str, d: Def, idx: list[str], guards: list[str], axis: int, value: str, mode: str) -> Node:
+    """``name`` (the tensor ``d`` or an output of its op) read at ``idx`` with index ``axis``
+    replaced by the integer expression ``value`` taken with ``mode``; under ``raise`` a guard
+    keeps it in range where it runs (the gather's own check never fires)."""
+    idx = list(idx)
+    idx[axis] = value
+    text = f"{name}.take({', '.join(idx)}, mode={mode!r})"
+    if d.dtype != "DT" or name != d.name:
+        text = f"ta.cast(DT, {text})"
+    if mode == "raise":
+        guards = guards + [f"({value} >= 0)", f"({value} < {d.shape[axis]})"]
+    if guards:
+        return Node("ta.if_then_else(" + " & ".join(guards).replace("{", "{{") + ", {0}, 0.0)",
+                    (leaf(text, "v"),), "v")
+    return leaf(text, "v")
+
+
 def _prod(shape) -> int:
     n = 1
     for s in shape:
@@ -200,8 +245,8 @@ SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
 
 
 class Forms:
-    """Session 20's additions, drawn from a stream of their own (none without one), so that a
-    seed that draws none of them makes the program it made before."""
+    """A session's additions (20's, 21's), drawn from a stream of their own (none without one),
+    so that a seed that draws none of them makes the program it made before."""
 
     def __init__(self, rng: random.Random | None) -> None:
         self.r = rng
@@ -215,10 +260,11 @@ class Generator:
 
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
                  extra: random.Random | None = None, more: random.Random | None = None,
-                 forms: random.Random | None = None) -> None:
+                 forms: random.Random | None = None, forms21: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # session 11's additions (integer tensors): a stream of their own
         self.f = Forms(forms)  # session 20's additions
+        self.f21 = Forms(forms21)  # session 21's additions
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -283,6 +329,10 @@ class Generator:
         text = f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
         if self.gathers and idx and ivars and self.g.random() < 0.4:
             return self.gather_read(name, d, idx, guards, ivars)
+        if idx and ivars and self.f21.draw(0.05):
+            node = self.data_gather(pool, name, d, idx, guards, ivars)
+            if node is not None:
+                return node
         if d.dtype != "DT" or name != d.name:  # an integer tensor, or an argmax's index output
             text = f"ta.cast(DT, {text})"
         if guards:
@@ -296,25 +346,22 @@ class Generator:
         clipped, wrapped, or checked under a guard that keeps it in range."""
         g = self.g
         axis = g.randrange(len(idx))
-        gidx = []
-        for s in self.gshape:
-            v, lo, hi = g.choice(ivars)
-            gidx.append(v if lo >= 0 and hi <= s else f"({v} + {g.randint(0, 3)}) % {s}")
-        value = f"g[{', '.join(gidx)}]"
-        if g.random() < 0.5:
-            value = f"({value} * {g.choice((1, 2, -1))} + {g.randint(-1, 2)})"
-        mode = g.choice(("clip", "wrap", "raise"))
-        idx = list(idx)
-        idx[axis] = value
-        text = f"{name}.take({', '.join(idx)}, mode={mode!r})"
-        if d.dtype != "DT" or name != d.name:
-            text = f"ta.cast(DT, {text})"
-        if mode == "raise":  # in range where it runs: a guard (the gather's own check never fires)
-            guards = guards + [f"({value} >= 0)", f"({value} < {d.shape[axis]})"]
-        if guards:
-            return Node("ta.if_then_else(" + " & ".join(guards).replace("{", "{{") + ", {0}, 0.0)",
-                        (leaf(text, "v"),), "v")
-        return leaf(text, "v")
+        value = _index_value(g, "g", self.gshape, ivars, (1, 2, -1))
+        return _take(name, d, idx, guards, axis, value, g.choice(("clip", "wrap", "raise")))
+
+    def data_gather(self, pool: list[Def], name: str, d: Def, idx: list[str], guards: list[str],
+                    ivars: list) -> Node | None:
+        """``name`` read with one index taken from an integer tensor of the program (drawn from
+        the stream ``f21``): an integer input, an integer compute (casts of data included), a
+        comparison stored as int32, an argmax's index -- a data-dependent index, clipped,
+        wrapped, or checked under a guard."""
+        r = self.f21.r
+        ints = [(n, e) for e in pool for n in e.names if _integer(n, e)]
+        if not ints:
+            return None
+        n, e = r.choice(ints)
+        value = _index_value(r, n, e.shape, ivars, (1, 2, -1, 3))
+        return _take(name, d, idx, guards, r.randrange(len(idx)), value, r.choice(("clip", "wrap", "raise")))
 
     def cond(self, ivars: list) -> str:
         r = self.r
@@ -374,6 +421,8 @@ class Generator:
                "pow2": "ta.power({0}, 2.0)"}
         table = dict(safe) if self.safe else {**safe, **raw}
         form = table[self.r.choice(sorted(table))]
+        if not self.safe and self.f21.draw(0.15):  # rounded to half inside a body (a step)
+            form = f"ta.cast(DT, ta.cast({self.f21.r.choice(HALF)!r}, {form}))"
         return Node("ta.erf({0})" if self.extra(0.08) else form, (x,), "v")
 
     def binary(self, a: Node, b: Node) -> Node:
@@ -397,9 +446,15 @@ class Generator:
             nest.append(raxes[-1])
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
+        if self.f21.draw(0.1):  # a reduction in the source, reading this one's axes (session 21)
+            src = Node("{0} * {1}", (src, self.reduction(pool, inner, 0, nest, custom=False)), "v")
         where = leaf(f", where={self.cond(inner)}" if r.random() < 0.35 else "", "w")
         if where.fmt and self.m is not None and self.m.random() < 0.25:  # a mask on data
             where = leaf(f", where=({self.read(pool, inner).render()}) > 0.0", "w")
+        if ivars and self.f21.draw(0.1):  # a scan: a prefix (or suffix) of the box per outer point
+            v = self.f21.r.choice(ivars)[0]
+            op, c = self.f21.r.choice(("<=", ">=", "<")), self.f21.r.randint(-1, 1)
+            where = leaf(f", where={raxes[0][0]} {op} {v} + {c}", "w")
         axis = "[" + ", ".join(a[0] for a in raxes) + "]"
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
@@ -562,6 +617,49 @@ class Generator:
         body, shape = r.choice(forms)
         return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
 
+    def topi21_def(self, defs: list[Def], name: str) -> Def | None:
+        """More ``ta.topi`` layers on an earlier float tensor, read by the raw computes after it
+        (drawn from the stream ``f21``): variance (and, in programs that are not ``safe``, with
+        no degree of freedom left: inf and NaN), log-softmax, SiLU, RMS norm, min and product
+        reductions, reductions over every axis, broadcasting against a reduction, padding,
+        ``dense``, and ``take`` with an integer tensor of the program as indices."""
+        r = self.f21.r
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1 and 0 not in d.shape]
+        if not floats:
+            return None
+        d = r.choice(floats)
+        x, s, n = d.name, d.shape, len(d.shape)
+        forms = [(f"ta.topi.nn.silu({x})", s), (f"ta.topi.sum({x})", ())]
+        if n:
+            ax = r.randrange(n)
+            keep = r.random() < 0.3
+            red = s[:ax] + ((1,) if keep else ()) + s[ax + 1:]
+            if self.safe:  # no degree of freedom left (inf, NaN) only where derivatives are not checked
+                ddof = r.choice((0, 1)) if s[ax] > 1 else 0
+            else:
+                ddof = r.randint(0, s[ax] + 1)
+            before, after = tuple(r.randint(0, 2) for _ in s), tuple(r.randint(0, 2) for _ in s)
+            forms += [(f"ta.topi.var({x}, axis={ax}, keepdims={keep}, ddof={ddof})", red),
+                      (f"ta.topi.nn.log_softmax({x}, axis={ax - n})", s),
+                      (f"ta.topi.nn.rms_norm({x})", s),
+                      (f"ta.topi.min({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.prod({x}, axis={ax}, keepdims={keep})", red),
+                      (f"ta.topi.mean({x}, axis={tuple(range(n))!r})", ()),
+                      (f"ta.topi.subtract({x}, ta.topi.mean({x}, axis={ax}, keepdims=True))", s),
+                      (f"ta.topi.divide({x}, ta.topi.add(ta.topi.sum(ta.topi.multiply({x}, {x}), axis={ax}, "
+                       "keepdims=True), 1.0))", s),
+                      (f"ta.topi.nn.pad({x}, {before!r}, {after!r}, {r.choice((0.0, -1.5))})",
+                       tuple(a + b + c for a, b, c in zip(s, before, after)))]
+            ints = [(m, e) for e in defs for m in e.names if _integer(m, e) and 0 not in e.shape]
+            if ints:
+                m, e = r.choice(ints)
+                forms.append((f"ta.topi.take({x}, {m}, axis={ax}, mode={r.choice(('clip', 'wrap'))!r})",
+                              s[:ax] + e.shape + s[ax + 1:]))
+        if n == 2:
+            forms.append((f"ta.topi.nn.dense({x}, {x})", (s[0], s[0])))
+        body, shape = r.choice(forms)
+        return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
+
     # ---- programs ------------------------------------------------------------------------
     def program(self, dtype: str) -> Program:
         r = self.r
@@ -588,6 +686,10 @@ class Generator:
                 n_red += len(new[-1].raxes)
             if self.f.draw(0.05):
                 d = self.comparison_def(defs, f"m{c}")
+                if d is not None:
+                    defs.append(d)
+            if self.f21.draw(0.08):
+                d = self.topi21_def(defs, f"T{c}")
                 if d is not None:
                     defs.append(d)
             shape = self.shape()
@@ -628,13 +730,15 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
     return Node(sub(node.fmt), tuple(_rename_raxes(k, n, offset) for k in node.kids), node.ty)
 
 
-def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True) -> Program:
+def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True,
+             forms21: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
     stream of their own so that they change a third of the programs and leave the rest);
     ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
-    them (what the regression tests of older seeds pin)."""
+    them (what the regression tests of older seeds pin); ``forms21=False``: without session
+    21's (the programs of campaigns before it)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -644,9 +748,10 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     extra = random.Random(seed + 0x9E3779B9) if extras else None
     more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
     s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
+    s21 = random.Random(seed * 2147483647 + 0x21) if extras and forms and forms21 else None
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20).program(dtype)
+    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21).program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"
     if more is not None:

@@ -188,9 +188,15 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
     sum(A[i, k], k))`` and ``compute((n,), lambda i: R[i] / n)``; the new tensor is indexed by
     the compute's own axes (its shape is the compute's), named ``<name>.red``, with role
     ``LIFTED`` in the compute's ``group`` (what makes it the compute's own, not its name).
+    A reduction nested in another's source may read the outer one's axes
+    (``sum(A[k, i] * sum(A[k, j], j), k)``: an inner sum per ``k``); each such axis ``k`` in
+    ``[lo, hi)`` becomes one more axis of the new tensor, of extent ``hi - lo``, read at
+    ``k - lo`` (the innermost reductions are lifted first, so any depth works).
     """
-    shape = tuple(ax.hi for ax in axes)
-    lifted: dict[Expr, Expr] = {}
+    from ..ir.rewrite import free_vars, substitute
+
+    own = set(axes)
+    lifted: dict[Expr, tuple[Expr, tuple[Expr, ...]]] = {}
     count = [0]
 
     def lift(node: Expr) -> Expr | None:
@@ -199,10 +205,11 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
         key = node.replace(arg=node.arg.__class__(node.arg.combiner, node.arg.axes, 0))
         if key not in lifted:
             count[0] += 1
-            new_axes = tuple(var(a.name, 0, a.hi) for a in axes)
-            mapping = dict(zip(axes, new_axes))
-            from ..ir.rewrite import substitute
-
+            outer = tuple(v for v in free_vars(node) if v not in own)  # enclosing reductions' axes
+            new_axes = tuple(var(a.name, 0, a.hi) for a in axes) + \
+                tuple(var(v.name, 0, v.hi - v.lo) for v in outer)
+            mapping = dict(zip(axes, new_axes[:len(axes)]))
+            mapping.update((v, new + v.lo if v.lo else new) for v, new in zip(outer, new_axes[len(axes):]))
             n_out = key.arg.combiner.arity
             red_bodies = tuple(substitute(node.replace(arg=node.arg.__class__(
                 node.arg.combiner, node.arg.axes, v)), mapping) for v in range(n_out))
@@ -212,9 +219,9 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
                 from .bounds import check_op_bounds
 
                 check_op_bounds(op)
-            lifted[key] = op
-        return Tensor(lifted[key], node.arg.value_index)[axes] if shape else \
-            Tensor(lifted[key], node.arg.value_index)[()]
+            lifted[key] = (op, tuple(axes) + tuple(v - v.lo if v.lo else v for v in outer))
+        op, index = lifted[key]
+        return Tensor(op, node.arg.value_index)[index] if index else Tensor(op, node.arg.value_index)[()]
 
     out = []
     for b in bodies:

@@ -47,30 +47,29 @@ def _scaled(t: Tensor, factor: float, name: str) -> Tensor:
 
 
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
-    """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all)."""
+    """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all).  Over
+    no element it is NaN, as NumPy's and PyTorch's (``0 / 0``; ``X`` is empty then, and so is
+    its gradient)."""
     _check_float(x, name)
     axes = normalize_axes(axis, x.ndim, name)
     count = product(x.shape[d] for d in axes)
-    if count == 0:
-        raise ValueError(f"{name}: the mean over axes {axes} of shape {x.shape} is empty")
-    return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), 1.0 / count, name)
+    return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), 1.0 / count if count else float("nan"), name)
 
 
 def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
         name: str = "var") -> Tensor:
     """The variance of ``X`` over ``axis``: ``sum((X - mean)^2) / (M - ddof)`` (NumPy's ``ddof``;
-    ``ddof=1`` is PyTorch's default unbiased estimate)."""
+    ``ddof=1`` is PyTorch's default unbiased estimate).  With no degree of freedom left
+    (``M <= ddof``) the sum is divided by zero, as NumPy and PyTorch do: ``inf``, or NaN where
+    the sum is 0 (one element, equal elements, no element)."""
     _check_float(x, name)
     if not is_int(ddof) or ddof < 0:
         raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
     axes = normalize_axes(axis, x.ndim, name)
     count = product(x.shape[d] for d in axes)
-    if count - ddof <= 0:
-        raise ValueError(f"{name}: {count} elements over axes {axes} leave no degrees of freedom "
-                         f"with ddof={ddof}")
     m = mean(x, axes, True, f"{name}.mean")
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
-    inv = const(1.0 / (count - ddof), dt.compute_dtype(x.dtype))
+    inv = const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
 
     def body(out: Index) -> Expr:
         ks = iter([lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes])

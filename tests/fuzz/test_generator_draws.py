@@ -2,7 +2,9 @@
 ``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers, half
 storage, data with inf and NaN, and the ways a kernel is called; session 20: empty reduction
 boxes and computes, float ``//`` and ``%``, multi-output computes, contractions, comparisons
-stored as integers; and that the forward check's calling conventions check what they claim."""
+stored as integers; session 21: reductions nested in a reduction's source (reading its axes),
+scans, gathers at data-dependent indices, more library layers; and that the forward check's
+calling conventions check what they claim."""
 
 from __future__ import annotations
 
@@ -50,6 +52,14 @@ def test_every_addition_is_drawn_in_proportion():
         "contractions": sum(re.search(r"^c\d+ = ", s, re.M) is not None for s in sources),
         "comparisons stored": sum(re.search(r"^m\d+ = ta.compute", s, re.M) is not None for s in sources),
         "half computes stored in half": sum(", dtype=DT)" in s for s in sources),
+        "reductions in a reduction's source": sum(re.search(r"\) \* ta\.(sum|max|min|prod)\(", s) is not None
+                                                  for s in sources),
+        "scans": sum(re.search(r"where=r\d+ (<=|>=|<) i\d+ \+", s) is not None for s in sources),
+        "data-dependent gathers": sum(re.search(r"\.take\([^)]*\b(k|m|n|t)\d+(_i)?\[", s) is not None
+                                      for s in sources),
+        "half roundings inside bodies": sum(re.search(r"ta\.cast\(DT, ta\.cast\('b?float16', ", s) is not None
+                                            for s in sources),
+        "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
@@ -69,6 +79,12 @@ def test_old_seeds_without_additions_are_unchanged():
     # regression tests of older seeds pin
     changed = [s for s in range(200) if generate(s).render() != generate(s, forms=False).render()]
     assert 0 < len(changed) < 200
+    # session 21's too (``forms21=False``: the programs of the campaigns before it); without
+    # session 20's, none of session 21's
+    changed = [s for s in range(200) if generate(s).render() != generate(s, forms21=False).render()]
+    assert 0 < len(changed) < 100
+    assert all(generate(s, forms=False).render() == generate(s, forms=False, forms21=False).render()
+               for s in changed)
 
 
 def test_half_integer_and_layer_programs_define_and_evaluate():
@@ -76,6 +92,8 @@ def test_half_integer_and_layer_programs_define_and_evaluate():
               or ") // ta.cast('int" in p.render()][:12]
     new_forms = r"^(c|m)\d+ = |_b, t\d+ = |\(0, "  # session 20's
     picked += [p for p in _programs()[400:] if re.search(new_forms, p.render(), re.M)][:8]
+    picked += [p for p in _programs()[400:] if re.search(r"^T\d+ = |\) \* ta\.(sum|max)\(|where=r\d+ <= i",
+                                                         p.render(), re.M)][:8]  # session 21's
     for p in picked:
         ns = load(p.render())
         ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))
