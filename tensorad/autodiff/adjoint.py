@@ -34,7 +34,7 @@ from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import rewrite, walk
+from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -143,6 +143,26 @@ def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
     return out
 
 
+def _box_size_of(shape: Sequence[int]) -> int:
+    size = 1
+    for n in shape:
+        size *= n
+    return size
+
+
+def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Expr:
+    """Axis ``k``'s index in the row-major offset ``flat`` over the axes ``dims`` of
+    ``shape``: ``(flat // stride) % extent`` (no ``//`` on the last, no ``%`` on the first)."""
+    n = list(dims).index(k)
+    stride = _box_size_of([shape[q] for q in dims[n + 1:]])
+    digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
+    return digit % const(shape[k], dt.INDEX) if n else digit
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
@@ -150,6 +170,7 @@ class AdjointBuilder:
         self._winners: dict[ComputeOp, tuple] = {}
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
+        self._payloads: dict[ComputeOp, dict[Expr, tuple]] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
@@ -272,6 +293,17 @@ class AdjointBuilder:
         iv = [m[a] for a in op.axes]
         conds: list[Expr] = []
         axes = iv
+        found = None if best is not None else self._destination(op, source, site)
+        if found is not None:  # where the winner's read landed, saved by the forward: no digits
+            landed, dims, rest = found
+            e = landed[tuple(iv)]
+            flat = data_index(e, _box_size_of([x.shape[k] for k in dims]), "clip", landed.name)
+            lone = [] if ties is None else [compare(Op.EQ, ties[tuple(iv)], const(1, ties.dtype))]
+            where = all_of([*lone, compare(Op.GE, e, const(0, e.dtype)),
+                            equal_all([_unchecked(rename(t, m)) if k not in dims else _digit(flat, x.shape, dims, k)
+                                       for k, t in enumerate(site.src)], j)])
+            value = mul(cast(source.dtype, h[tuple(p) + tuple(iv)]), rename(rest, m))
+            return head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv, where)
         if best is None:
             point = data_index(index[tuple(iv)], size, "clip", index.name)
         else:
@@ -280,22 +312,52 @@ class AdjointBuilder:
             point = data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
-        if best is not None and ties is not None:
-            count = ties[tuple(iv)]
-            conds = [compare(Op.GT, count, const(1, count.dtype)),
-                     compare(Op.NE, axes[-1], index[tuple(iv)]),
-                     compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])]
+        count = None if ties is None else ties[tuple(iv)]
+        if count is not None and best is None:  # a lone winner: the head itself, no division
+            conds = [compare(Op.EQ, count, const(1, count.dtype))]
+        elif count is not None:  # every tied point, the first winner always (exact whatever
+            conds = [compare(Op.GT, count, const(1, count.dtype)),  # its source's rounding)
+                     logical(Op.OR, compare(Op.EQ, axes[-1], index[tuple(iv)]),
+                             compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)]))]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
-        if ties is not None:
-            count = ties[tuple(iv)]
+        if count is not None and best is not None:
             value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
         value = mul(value, rename(d, m))
         value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
         return head_sum(value, axes, where)
 
     # ---- helper tensors -----------------------------------------------------------------
+    def _destination(self, op: ComputeOp, source: Expr, site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
+        """``(P, dims, rest)`` when the winner reduction carries where the read ``site`` of
+        its first ``source`` lands at the winner (:meth:`_winner`'s payload), else ``None``."""
+        self._winner(op)
+        return self._payloads[op].get(site) if source is op.body[0].src[1] else None
+
+    @staticmethod
+    def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
+        """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window,
+        the guards it runs under (the zero branches of its derivative: padding read under an
+        ``if_then_else``) and its derivative under them, when ``rest`` and the guards' and
+        indices' reads do not depend on the window point -- the form whose landing point
+        :meth:`_winner` can carry -- else ``None``."""
+        body = op.body[0]
+        window = set(body.arg.axes)
+        dims = tuple(k for k, e in enumerate(site.src) if window & set(free_vars(e)))
+        rest = partial_by_read(body.src[1], site) if any(site is n for n in walk(body.src[1])) else ZERO
+        guards = []
+        while rest is not ZERO and rest.op in (Op.IF_THEN_ELSE, Op.SELECT) and _is_zero(rest.src[2]):
+            guards.append(rest.src[0])
+            rest = rest.src[1]
+        if not dims or rest is ZERO or window & set(free_vars(rest)):
+            return None
+        if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
+            return None  # (a read that the winner would make at every window point)
+        if _box_size_of([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
+            return None
+        return dims, guards, rest
+
     def _tie_value(self, op: ComputeOp, m: dict) -> Expr:
         """The source of a max/min ``op`` at the point ``m`` (renamed variables), for the tie
         test ``source == winner``: the expression itself where every evaluation gives the same
@@ -346,18 +408,33 @@ class AdjointBuilder:
         kv = tuple(m[k] for k in ra.axes)
         flat = combiners.flat_index(kv)
         keys = (flat,) if flat is not None else kv
-        red = combiners.winner_reducer(ra.combiner, len(keys))
+        # the landing point of the one read that moves with the window, when its form allows
+        sites = [n for n in walk(body.src[1]) if n.op is Op.READ and set(ra.axes) & set(free_vars(n))]
+        landing = self._landing(op, sites[0]) if len(sites) == 1 and flat is not None else None
+        payloads: tuple[Expr, ...] = ()
+        if landing is not None:
+            dims, guards, _ = landing
+            shape = sites[0].arg.shape
+            at = [_unchecked(rename(sites[0].src[k], m)) for k in dims]
+            offset = at[0]
+            for k, e in zip(dims[1:], at[1:]):
+                offset = offset * const(shape[k], dt.INDEX) + e
+            inside = all_of([_unchecked(rename(g, m)) for g in guards])
+            payloads = (offset if inside is TRUE else choice(Op.SELECT, inside, offset, const(-1, dt.INDEX)),)
+        red = combiners.winner_reducer(ra.combiner, len(keys), len(payloads))
         sources = tuple(rename(s, m) for s in body.src[1:])
         saved = self._saved(op) if combiners.classify(ra.combiner)[0] in ("max", "min") else None
         if saved is not None:
             sources = (self._tie_value(op, m),)
-        src = (rename(body.src[0], m),) + sources + keys
+        src = (rename(body.src[0], m),) + sources + keys + payloads
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
         outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
         arity = ra.combiner.arity
         idx = outs[arity:arity + len(keys)]
-        ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
+        n = arity + len(keys) + len(payloads)
+        ties = outs[n] if len(outs) > n else None
+        self._payloads[op] = {} if landing is None else {sites[0]: (outs[n - 1], landing[0], landing[2])}
         found = self._winners[op] = (outs[0], idx, ties)
         return found
 
