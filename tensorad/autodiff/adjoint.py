@@ -35,7 +35,8 @@ from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, d
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
-from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
+from ..ir.tensor import MATERIALIZE_ATTR, ComputeOp, Provenance, Role, Tensor
+from ..lang import make_compute
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .jacobian import body_jacobian
@@ -170,7 +171,7 @@ class AdjointBuilder:
         self._winners: dict[ComputeOp, tuple] = {}
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
-        self._payloads: dict[ComputeOp, dict[Expr, tuple]] = {}
+        self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
@@ -298,26 +299,33 @@ class AdjointBuilder:
             landed, dims, rest = found
             e = landed[tuple(iv)]
             flat = data_index(e, _box_size_of([x.shape[k] for k in dims]), "clip", landed.name)
-            lone = [] if ties is None else [compare(Op.EQ, ties[tuple(iv)], const(1, ties.dtype))]
-            where = all_of([*lone, compare(Op.GE, e, const(0, e.dtype)),
+            where = all_of([compare(Op.GE, e, const(0, e.dtype)),
                             equal_all([_unchecked(rename(t, m)) if k not in dims else _digit(flat, x.shape, dims, k)
                                        for k, t in enumerate(site.src)], j)])
             value = mul(cast(source.dtype, h[tuple(p) + tuple(iv)]), rename(rest, m))
             return head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv, where)
+        first = index[tuple(iv)]
+        count = None if ties is None else ties[tuple(iv)]
+        tied = None if count is None else compare(Op.GT, count, const(1, count.dtype))
+        if best is not None and ties is not None and self._destination(op, source, site) is not None:
+            # a tied window (code < -1), its first winner and count decoded from the destination
+            e = self._destination(op, source, site)[0][tuple(iv)]
+            code = const(-2, dt.INDEX) - e
+            first, count = code % const(size, dt.INDEX), code // const(size, dt.INDEX)
+            tied = compare(Op.LT, e, const(-1, dt.INDEX))
         if best is None:
-            point = data_index(index[tuple(iv)], size, "clip", index.name)
+            point = data_index(first, size, "clip", index.name)
         else:
             t = var("t", 0, size)
             axes = iv + [t]
             point = data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
-        count = None if ties is None else ties[tuple(iv)]
         if count is not None and best is None:  # a lone winner: the head itself, no division
             conds = [compare(Op.EQ, count, const(1, count.dtype))]
-        elif count is not None:  # every tied point, the first winner always (exact whatever
-            conds = [compare(Op.GT, count, const(1, count.dtype)),  # its source's rounding)
-                     logical(Op.OR, compare(Op.EQ, axes[-1], index[tuple(iv)]),
+        elif count is not None and tied is not None:  # every tied point, the first winner
+            conds = [tied,  # always (exact whatever its source's rounding)
+                     logical(Op.OR, compare(Op.EQ, axes[-1], first),
                              compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)]))]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
@@ -330,10 +338,59 @@ class AdjointBuilder:
 
     # ---- helper tensors -----------------------------------------------------------------
     def _destination(self, op: ComputeOp, source: Expr, site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
-        """``(P, dims, rest)`` when the winner reduction carries where the read ``site`` of
-        its first ``source`` lands at the winner (:meth:`_winner`'s payload), else ``None``."""
-        self._winner(op)
-        return self._payloads[op].get(site) if source is op.body[0].src[1] else None
+        """``(E, dims, rest)``: where a lone winner's head lands, computed once per output point
+        by a tensor the forward saves (``Role.SAVED``) instead of by the backward's scatter.
+
+        ``E(i)`` is the row-major offset, within the axes ``dims`` of ``x`` that the window
+        moves along, of the read ``site = x[phi(i, k)]`` of the first source at the winner
+        ``k* = unflatten(W(i))`` -- the tap's index vector composed with the window's map -- or
+        a negative code where no lone winner adds there: -1 where the reduction's ``where``
+        fails at ``k*`` (an empty window's sentinel) or the read's own guard fails (padding
+        read under ``if_then_else``), and (max/min) ``-2 - (W(i) + size * T(i))`` where
+        ``T(i) > 1``: the tie term decodes the first winner and the count from it, so the
+        backward reads neither ``W`` nor ``T`` and the forward stores neither (one int per
+        window, as PyTorch's indices; a 4th output of the winner nest cost its forward 25%).
+        Where they hold, the
+        read ran in the forward, so its index lies in ``x`` (the bounds every definition
+        proves).  The scatter then tests ``E(i) >= 0`` and adds at ``E(i)``'s digits, which
+        code generation reads as one flat address: no clip of ``W``, division or padding test
+        per window (a max pool's 3x3 window stored ``ry * 3 + rx``: each add divided by 3 and
+        tested the padding).  ``rest``: the read's derivative under its guards.  ``None`` when
+        :meth:`_landing` declines the form: the digits are then computed in the scatter."""
+        key = (op, site)
+        if key in self._destinations:
+            return self._destinations[key]
+        self._destinations[key] = None
+        body = op.body[0]
+        landing = self._landing(op, site) if source is body.src[1] else None
+        _, winner, ties = self._winner(op)
+        if landing is None or len(winner) != 1:
+            return None
+        dims, guards, rest = landing
+        ra: ReduceArg = body.arg
+        m = copy_vars(tuple(op.axes))
+        iv = [m[a] for a in op.axes]
+        point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+        m.update(zip(ra.axes, _unflatten(point, ra.axes)))
+        conds = [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
+        none = const(-1, dt.INDEX)
+        if ties is not None:
+            size = _box_size(ra.axes)
+            if size * (size + 1) >= dt.max_value("int32"):
+                return None
+            count = ties[tuple(iv)]
+            conds.append(compare(Op.EQ, count, const(1, count.dtype)))
+            none = choice(Op.SELECT, compare(Op.GT, count, const(1, count.dtype)),
+                          const(-2, dt.INDEX) - (winner[0][tuple(iv)] + count * const(size, dt.INDEX)), none)
+        flat: Expr | None = None
+        for k in dims:
+            e = _unchecked(rename(site.src[k], m))
+            flat = e if flat is None else flat * const(site.arg.shape[k], dt.INDEX) + e
+        assert flat is not None
+        (offsets,) = compute(f"{op.name}.dest", iv, [choice(Op.SELECT, all_of(conds), flat, none)],
+                             provenance=Provenance(Role.SAVED))
+        found = self._destinations[key] = (offsets, dims, rest)
+        return found
 
     @staticmethod
     def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
@@ -353,7 +410,7 @@ class AdjointBuilder:
         if not dims or rest is ZERO or window & set(free_vars(rest)):
             return None
         if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
-            return None  # (a read that the winner would make at every window point)
+            return None  # (a read the forward would make at every output point, unguarded)
         if _box_size_of([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
             return None
         return dims, guards, rest
@@ -408,33 +465,18 @@ class AdjointBuilder:
         kv = tuple(m[k] for k in ra.axes)
         flat = combiners.flat_index(kv)
         keys = (flat,) if flat is not None else kv
-        # the landing point of the one read that moves with the window, when its form allows
-        sites = [n for n in walk(body.src[1]) if n.op is Op.READ and set(ra.axes) & set(free_vars(n))]
-        landing = self._landing(op, sites[0]) if len(sites) == 1 and flat is not None else None
-        payloads: tuple[Expr, ...] = ()
-        if landing is not None:
-            dims, guards, _ = landing
-            shape = sites[0].arg.shape
-            at = [_unchecked(rename(sites[0].src[k], m)) for k in dims]
-            offset = at[0]
-            for k, e in zip(dims[1:], at[1:]):
-                offset = offset * const(shape[k], dt.INDEX) + e
-            inside = all_of([_unchecked(rename(g, m)) for g in guards])
-            payloads = (offset if inside is TRUE else choice(Op.SELECT, inside, offset, const(-1, dt.INDEX)),)
-        red = combiners.winner_reducer(ra.combiner, len(keys), len(payloads))
+        red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
         saved = self._saved(op) if combiners.classify(ra.combiner)[0] in ("max", "min") else None
         if saved is not None:
             sources = (self._tie_value(op, m),)
-        src = (rename(body.src[0], m),) + sources + keys + payloads
+        src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
         outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
         arity = ra.combiner.arity
         idx = outs[arity:arity + len(keys)]
-        n = arity + len(keys) + len(payloads)
-        ties = outs[n] if len(outs) > n else None
-        self._payloads[op] = {} if landing is None else {sites[0]: (outs[n - 1], landing[0], landing[2])}
+        ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
         found = self._winners[op] = (outs[0], idx, ties)
         return found
 

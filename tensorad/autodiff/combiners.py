@@ -161,24 +161,20 @@ def flat_index(axes: Sequence[Expr]) -> Expr | None:
     return const(0, dt.INDEX) if out is None else out
 
 
-def winner_reducer(comb: CommReducer, n_index: int = 1, n_payload: int = 0) -> CommReducer:
+def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index
-    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically),
-    then ``n_payload`` integers that follow the index (the winner's own, identity -1: where
-    a winning read lands, :meth:`.adjoint.AdjointBuilder._winner`).
+    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically).
 
     For ``max``/``min`` a last value counts the points that tie with the winner (``(x, cx) +
     (y, cy)`` keeps the count of the strictly better side, or ``cx + cy`` at a tie), so that
     reverse mode can split the gradient evenly among tied elements (PyTorch's ``amax``)."""
-    key = (comb, n_index, n_payload)
+    key = (comb, n_index)
     found = _winner_cache.get(key)
     if found is not None:
         return found
     kind, lhs_wins = classify(comb)
     kl = tuple(var(f"k{t}.x", dtype=dt.INDEX) for t in range(n_index))
     kr = tuple(var(f"k{t}.y", dtype=dt.INDEX) for t in range(n_index))
-    pl = tuple(var(f"p{t}.x", dtype=dt.INDEX) for t in range(n_payload))
-    pr = tuple(var(f"p{t}.y", dtype=dt.INDEX) for t in range(n_payload))
     counts: tuple[tuple, tuple, tuple, tuple] = ((), (), (), ())
     if kind in ("max", "min"):
         x, y = comb.lhs[0], comb.rhs[0]
@@ -190,11 +186,9 @@ def winner_reducer(comb: CommReducer, n_index: int = 1, n_payload: int = 0) -> C
         counts = ((cx,), (cy,), (tied,), (const(0, dt.INDEX),))
     elif kind != "select":
         raise ValueError(f"combiner {comb.name!r} does not select one operand")
-    idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl + pl, kr + pr))
-    ident = (tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
-             + tuple(const(-1, dt.INDEX) for _ in range(n_payload)))
-    red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + pl + counts[0],
-                      comb.rhs + kr + pr + counts[1], comb.result + idx + counts[2],
-                      comb.identity + ident + counts[3])
+    idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl, kr))
+    ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
+    red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
+                      comb.result + idx + counts[2], comb.identity + ident + counts[3])
     _winner_cache[key] = red
     return red
