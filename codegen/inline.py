@@ -27,7 +27,7 @@ from tensorad.simplify.ranges import wraps_where_stored
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import match_pattern, replace_reads, substitute, walk
-from tensorad.ir.tensor import MATERIALIZE_ATTR, ComputeOp, Role, Tensor
+from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -58,7 +58,6 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
     chosen: set[ComputeOp] = set()
     for op in ops:
         if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED \
-                or op.attr(MATERIALIZE_ATTR) \
                 or any(wraps_where_stored(b) for b in op.body):
             chosen.add(op)
     # reads of each op by every other op, weighted by the reader's iteration box

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op, binary, const, var
-from tensorad.ir.intrange import cast_keeps_value, index_bounds
+from tensorad.ir.intrange import cast_keeps_value
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from . import halfconv
@@ -410,22 +410,12 @@ class ExprEmitter:
         fn = intrinsic(self.module, f"llvm.{name}.{FSUFFIX[dtype]}", t, [t] * len(args))
         return self.b.call(fn, list(args), fastmath=flags)
 
-    def floordiv_const(self, a: ir.Value, c: int, mod: bool, operand: Expr | None = None) -> ir.Value:
-        """Floor division / modulo of ``a`` by a positive constant (Python semantics).
-
-        When ``operand`` (the dividend's node) is proved within ``[0, 2**31)`` -- a digit of a
-        gather index, ``data_index(W, 9) // 3`` -- an unsigned 32-bit division: AVX2 has no
-        64-bit multiply-high, so LLVM's vectorizer takes a 64-bit one lane by lane (a max
-        pool's forward computing where its winners land, 40% slower), a 32-bit one in vectors."""
+    def floordiv_const(self, a: ir.Value, c: int, mod: bool) -> ir.Value:
+        """Floor division / modulo of ``a`` by a positive constant (Python semantics)."""
         t = a.type
         if c & (c - 1) == 0:
             shift = c.bit_length() - 1
             return self.b.and_(a, t(c - 1)) if mod else self.b.ashr(a, t(shift))
-        bounds = None if operand is None or t.width <= 32 else index_bounds(operand, self.bounds_memo)
-        if bounds is not None and 0 <= bounds[0] and bounds[1] < 2 ** 31 and c < 2 ** 31:
-            n = ir.IntType(32)
-            v = self.b.trunc(a, n)
-            return self.b.zext(self.b.urem(v, n(c)) if mod else self.b.udiv(v, n(c)), t)
         q, r = self.b.sdiv(a, t(c)), self.b.srem(a, t(c))
         neg = self.b.icmp_signed("<", r, t(0))
         if mod:
@@ -530,7 +520,7 @@ def _value_rules(em: ExprEmitter) -> dict:
                 return b.fsub(x, b.fmul(q, y)) if mod else q
             d = node.src[1]
             if d.op is Op.CONST and int(d.arg) > 0:
-                return em.floordiv_const(x, int(d.arg), mod, node.src[0])
+                return em.floordiv_const(x, int(d.arg), mod)
             return em.int_divmod(*em.widen(x, y), mod)
         return rule
 
@@ -621,7 +611,7 @@ def _index_rules(em: ExprEmitter) -> dict:
         def rule(node, x, y):
             d = node.src[1]
             if d.op is Op.CONST and int(d.arg) > 0:
-                return em.floordiv_const(x, int(d.arg), mod, node.src[0])
+                return em.floordiv_const(x, int(d.arg), mod)
             return em.int_divmod(x, y, mod)
         return rule
 

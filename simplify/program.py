@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
-from tensorad.ir.tensor import MATERIALIZE_ATTR, ComputeOp, Provenance, Role, Tensor
+from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .bracket import canonical
 from .context import OptimizerContext
@@ -53,7 +53,7 @@ def is_adjoint(op: ComputeOp) -> bool:
 def _inlinable(t: Tensor) -> bool:
     op = t.op
     return isinstance(op, ComputeOp) and not op.is_reduction and op.num_outputs == 1 \
-        and op.provenance.role is not Role.SAVED and not op.attr(MATERIALIZE_ATTR) and is_cheap(op.body[0]) \
+        and op.provenance.role is not Role.SAVED and is_cheap(op.body[0]) \
         and not wraps_where_stored(op.body[0])
 
 

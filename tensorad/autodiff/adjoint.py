@@ -32,11 +32,11 @@ from dataclasses import replace
 
 from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
+from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
-from ..ir.tensor import MATERIALIZE_ATTR, ComputeOp, Provenance, Role, Tensor
-from ..lang import make_compute
+from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .jacobian import body_jacobian
@@ -158,6 +158,24 @@ def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Exp
     stride = _box_size_of([shape[q] for q in dims[n + 1:]])
     digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
     return digit % const(shape[k], dt.INDEX) if n else digit
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    return _conjuncts(e.src[0]) + _conjuncts(e.src[1]) if e.op is Op.AND else [e]
+
+
+def _holds(c: Expr) -> bool:
+    """Whether the integer comparison ``c`` holds over its operands' interval bounds (the
+    padding guard ``2 y + W // 3 < 57`` of a window that never reaches the bottom pad)."""
+    if c.op is Op.CONST:
+        return bool(c.arg)
+    if c.op not in (Op.LT, Op.LE, Op.GE, Op.GT) or not dt.is_int(c.src[0].dtype):
+        return False
+    b = index_bounds(c.src[0] - c.src[1])
+    if b is None:
+        return False
+    lo, hi = b
+    return {Op.LT: hi < 0, Op.LE: hi <= 0, Op.GT: lo > 0, Op.GE: lo >= 0}[c.op]
 
 
 def _is_zero(e: Expr) -> bool:
@@ -299,16 +317,17 @@ class AdjointBuilder:
             landed, dims, rest = found
             e = landed[tuple(iv)]
             flat = data_index(e, _box_size_of([x.shape[k] for k in dims]), "clip", landed.name)
-            where = all_of([compare(Op.GE, e, const(0, e.dtype)),
-                            equal_all([_unchecked(rename(t, m)) if k not in dims else _digit(flat, x.shape, dims, k)
-                                       for k, t in enumerate(site.src)], j)])
+            at = [_digit(flat, x.shape, dims, k) if k in dims else _unchecked(rename(t, m))
+                  for k, t in enumerate(site.src)]
+            where = all_of([compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
             value = mul(cast(source.dtype, h[tuple(p) + tuple(iv)]), rename(rest, m))
             return head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv, where)
         first = index[tuple(iv)]
         count = None if ties is None else ties[tuple(iv)]
         tied = None if count is None else compare(Op.GT, count, const(1, count.dtype))
-        if best is not None and ties is not None and self._destination(op, source, site) is not None:
-            # a tied window (code < -1), its first winner and count decoded from the destination
+        coded = best is not None and ties is not None and self._destination(op, source, site) is not None
+        if coded:  # a tied window (code < -1), its first winner and count decoded from the
+            # destination, whose term left the window to this one: the first winner too
             e = self._destination(op, source, site)[0][tuple(iv)]
             code = const(-2, dt.INDEX) - e
             first, count = code % const(size, dt.INDEX), code // const(size, dt.INDEX)
@@ -321,23 +340,23 @@ class AdjointBuilder:
             point = data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
-        if count is not None and best is None:  # a lone winner: the head itself, no division
-            conds = [compare(Op.EQ, count, const(1, count.dtype))]
-        elif count is not None and tied is not None:  # every tied point, the first winner
-            conds = [tied,  # always (exact whatever its source's rounding)
-                     logical(Op.OR, compare(Op.EQ, axes[-1], first),
-                             compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)]))]
+        if best is not None and tied is not None:  # the tied points; the first winner always,
+            # exact whatever its source's rounding (here, or by the winner's own term)
+            same = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
+            conds = [tied, logical(Op.OR, compare(Op.EQ, axes[-1], first), same) if coded
+                     else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([rename(body.src[0], m), *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
-        if count is not None and best is not None:
+        if count is not None:
             value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
         value = mul(value, rename(d, m))
         value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
         return head_sum(value, axes, where)
 
     # ---- helper tensors -----------------------------------------------------------------
-    def _destination(self, op: ComputeOp, source: Expr, site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
+    def _destination(self, op: ComputeOp, source: Expr,
+                     site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
         """``(E, dims, rest)``: where a lone winner's head lands, computed once per output point
         by a tensor the forward saves (``Role.SAVED``) instead of by the backward's scatter.
 
@@ -372,7 +391,8 @@ class AdjointBuilder:
         iv = [m[a] for a in op.axes]
         point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
-        conds = [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
+        conds = [c for g in [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
+                 for c in _conjuncts(g) if not _holds(c)]
         none = const(-1, dt.INDEX)
         if ties is not None:
             size = _box_size(ra.axes)

@@ -142,13 +142,6 @@ class ComputeOp:
 # at every order.  Set only by operators that own every reader of the tensor.
 SHIFT_ATTR = "shift"
 
-# ``attrs`` key of an index tensor that code generation always materializes (a pass over its
-# points that vectorizes) and never inlines into its readers, though it is cheap to compute
-# again: a max gradient's winner destinations (``autodiff.adjoint``), so that the scatter
-# reading them does no index arithmetic per add.  Not saved by ``ta.function``'s default
-# policy: the backward computes it from the saved winners.
-MATERIALIZE_ATTR = "materialize"
-
 
 # Broadcasting arithmetic on whole tensors (``exps / sumexps`` in the seed) is defined by the
 # operator library; it registers its functions here so that the IR does not import it.
