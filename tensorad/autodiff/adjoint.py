@@ -27,6 +27,7 @@ Reductions with other combiners (DESIGN.md lesson 2):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -144,18 +145,11 @@ def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
     return out
 
 
-def _box_size_of(shape: Sequence[int]) -> int:
-    size = 1
-    for n in shape:
-        size *= n
-    return size
-
-
 def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Expr:
     """Axis ``k``'s index in the row-major offset ``flat`` over the axes ``dims`` of
     ``shape``: ``(flat // stride) % extent`` (no ``//`` on the last, no ``%`` on the first)."""
     n = list(dims).index(k)
-    stride = _box_size_of([shape[q] for q in dims[n + 1:]])
+    stride = math.prod([shape[q] for q in dims[n + 1:]])
     digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
     return digit % const(shape[k], dt.INDEX) if n else digit
 
@@ -316,7 +310,7 @@ class AdjointBuilder:
         if found is not None:  # where the winner's read landed, saved by the forward: no digits
             landed, dims, rest = found
             e = landed[tuple(iv)]
-            flat = data_index(e, _box_size_of([x.shape[k] for k in dims]), "clip", landed.name)
+            flat = data_index(e, math.prod([x.shape[k] for k in dims]), "clip", landed.name)
             at = [_digit(flat, x.shape, dims, k) if k in dims else _unchecked(rename(t, m))
                   for k, t in enumerate(site.src)]
             where = all_of([compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
@@ -368,14 +362,13 @@ class AdjointBuilder:
         read under ``if_then_else``), and (max/min) ``-2 - (W(i) + size * T(i))`` where
         ``T(i) > 1``: the tie term decodes the first winner and the count from it, so the
         backward reads neither ``W`` nor ``T`` and the forward stores neither (one int per
-        window, as PyTorch's indices; a 4th output of the winner nest cost its forward 25%).
-        Where they hold, the
-        read ran in the forward, so its index lies in ``x`` (the bounds every definition
-        proves).  The scatter then tests ``E(i) >= 0`` and adds at ``E(i)``'s digits, which
-        code generation reads as one flat address: no clip of ``W``, division or padding test
-        per window (a max pool's 3x3 window stored ``ry * 3 + rx``: each add divided by 3 and
-        tested the padding).  ``rest``: the read's derivative under its guards.  ``None`` when
-        :meth:`_landing` declines the form: the digits are then computed in the scatter."""
+        window, as PyTorch's indices).  Where a winner adds, its read ran in the forward, so
+        its index lies in ``x`` (the bounds every definition proves).  The scatter then tests
+        ``E(i) >= 0`` and adds at ``E(i)``'s digits, which code generation reads as one flat
+        address: no clip of ``W``, division or padding test per window (a max pool's 3x3
+        window stored ``ry * 3 + rx``: each add divided by 3 and tested the padding).
+        ``rest``: the read's derivative under its guards.  ``None`` when :meth:`_landing`
+        declines the form: the digits are then computed in the scatter."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
@@ -417,8 +410,8 @@ class AdjointBuilder:
         """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window,
         the guards it runs under (the zero branches of its derivative: padding read under an
         ``if_then_else``) and its derivative under them, when ``rest`` and the guards' and
-        indices' reads do not depend on the window point -- the form whose landing point
-        :meth:`_winner` can carry -- else ``None``."""
+        indices' reads do not depend on the window point (and ``x``'s moving axes hold fewer
+        than 2**31 elements) -- the form :meth:`_destination` saves -- else ``None``."""
         body = op.body[0]
         window = set(body.arg.axes)
         dims = tuple(k for k, e in enumerate(site.src) if window & set(free_vars(e)))
@@ -431,7 +424,7 @@ class AdjointBuilder:
             return None
         if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
             return None  # (a read the forward would make at every output point, unguarded)
-        if _box_size_of([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
+        if math.prod([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
             return None
         return dims, guards, rest
 

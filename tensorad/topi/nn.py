@@ -2,7 +2,9 @@
 
 Layouts are NCHW for activations and OIHW for convolution weights.  Padding is a tensor of its
 own (``pad``: an ``if_then_else`` that reads the input only inside it), so a convolution or a
-pool reads a padded tensor everywhere in bounds and their reductions stay condition-free.
+pool reads a padded tensor everywhere in bounds and their reductions stay condition-free --
+except max pooling, which reads its ``-inf`` padding under the window's own ``if_then_else``: its
+gradient then scatters straight into ``X`` at offsets its forward saved.
 """
 
 from __future__ import annotations
