@@ -37,7 +37,7 @@ from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
-from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
+from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .jacobian import body_jacobian
@@ -283,7 +283,8 @@ class AdjointBuilder:
         lowers as a scatter-add of one element per output (:mod:`codegen.scatter`), not as
         a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
         get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
-        generation tests once per output (:func:`_point_term`)."""
+        generation tests once per output (:func:`_point_term`); a winner index that is the
+        sentinel (:meth:`_lone_winner`'s tied windows) adds nothing, its tie term all."""
         body = op.body[0]
         terms: list[Expr] = []
         for v, h in heads.items():
@@ -303,7 +304,8 @@ class AdjointBuilder:
         """One read site's term at the winner (``best is None``), or at the other tied points:
         a sum over the outputs and a window point ``t`` (an opaque index, so that the term
         stays a scatter from the outputs -- solved for the outputs, it would visit every
-        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
+        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``; the
+        winner's term under ``W(i) != SENTINEL``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
         size = _box_size(ra.axes)
@@ -325,14 +327,12 @@ class AdjointBuilder:
         count = None if ties is None else ties[tuple(iv)]
         tied = None if count is None else compare(Op.GT, count, const(1, count.dtype))
         coded = best is not None and ties is not None and self._destination(op, source, site) is not None
-        if coded:  # a tied window (code < -1), its first winner and count decoded from the
-            # destination, whose term left the window to this one: the first winner too
+        if coded:  # a tied window (code < -1) and its count decoded from the destination
             e = self._destination(op, source, site)[0][tuple(iv)]
-            code = const(-2, dt.INDEX) - e
-            first, count = code % const(size, dt.INDEX), code // const(size, dt.INDEX)
-            tied = compare(Op.LT, e, const(-1, dt.INDEX))
+            count, tied = const(-1, dt.INDEX) - e, compare(Op.LT, e, const(-1, dt.INDEX))
         if best is None:
             point = data_index(first, size, "clip", index.name)
+            conds = [compare(Op.NE, first, const(combiners.INDEX_SENTINEL, first.dtype))]
         else:
             t = var("t", 0, size)
             axes = iv + [t]
@@ -340,13 +340,12 @@ class AdjointBuilder:
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
         inside = rename(body.src[0], m)  # the reduction's own condition at the point
-        if best is not None and tied is not None:  # the tied points; the first winner always,
-            # exact whatever its source's rounding (here, or by the winner's own term)
+        if best is not None and tied is not None:  # the tied points (all of them when coded:
+            # the tie value has the bits the winner compared, see :meth:`_tie_value`)
             same = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
             if inside is not TRUE:  # (lazy: the source may read out of bounds where the
                 same = choice(Op.IF_THEN_ELSE, inside, same, FALSE)  # condition is false)
-            conds = [tied, logical(Op.OR, compare(Op.EQ, axes[-1], first), same) if coded
-                     else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
+            conds = [tied, same if coded else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([inside, *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
@@ -367,8 +366,8 @@ class AdjointBuilder:
         ``k* = unflatten(W(i))`` -- the tap's index vector composed with the window's map -- or
         a negative code where no lone winner adds there: -1 where the reduction's ``where``
         fails at ``k*`` (an empty window's sentinel) or the read's own guard fails (padding
-        read under ``if_then_else``), and (max/min) ``-2 - (W(i) + size * T(i))`` where
-        ``T(i) > 1``: the tie term decodes the first winner and the count from it, so the
+        read under ``if_then_else``), and (max/min) ``-1 - T(i)`` where ``T(i) > 1``: the tie
+        term decodes the count from it and finds the tied points by their values, so the
         backward reads neither ``W`` nor ``T`` and the forward stores neither (one int per
         window, as PyTorch's indices).  Where a winner adds, its read ran in the forward, so
         its index lies in ``x`` (the bounds every definition proves).  The scatter then tests
@@ -396,13 +395,9 @@ class AdjointBuilder:
                  for c in _conjuncts(g) if not _holds(c)]
         none = const(-1, dt.INDEX)
         if ties is not None:
-            size = _box_size(ra.axes)
-            if size * (size + 1) >= dt.max_value("int32"):
-                return None
             count = ties[tuple(iv)]
             conds.append(compare(Op.EQ, count, const(1, count.dtype)))
-            none = choice(Op.SELECT, compare(Op.GT, count, const(1, count.dtype)),
-                          const(-2, dt.INDEX) - (winner[0][tuple(iv)] + count * const(size, dt.INDEX)), none)
+            none = choice(Op.SELECT, compare(Op.GT, count, const(1, count.dtype)), none - count, none)
         flat: Expr | None = None
         for k in dims:
             e = _unchecked(rename(site.src[k], m))
@@ -488,7 +483,13 @@ class AdjointBuilder:
         keys = (flat,) if flat is not None else kv
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
-        saved = self._saved(op) if combiners.classify(ra.combiner)[0] in ("max", "min") else None
+        kind = combiners.classify(ra.combiner)[0]
+        saved = self._saved(op) if kind in ("max", "min") else None
+        lone = (self._lone_winner(op) if kind in ("max", "min") and saved is None and flat is not None
+                and ra.combiner.arity == 1 else None)
+        if lone is not None:
+            self._winners[op] = lone
+            return lone
         if saved is not None:
             sources = (self._tie_value(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
@@ -500,6 +501,49 @@ class AdjointBuilder:
         ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
         found = self._winners[op] = (outs[0], idx, ties)
         return found
+
+    @staticmethod
+    def _lone_winner(op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, by one sum
+        that vectorizes instead of one reduction carrying value, index and count (a chain of
+        compares and blends per point, and a guarded read in it a branch per lane: 4.7 times
+        the maximum alone).  The value is the op's own ``Y`` (the forward computes no second
+        maximum and saves no copy of it); ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``,
+        ``K`` a power of two above the box's size, holds the ties ``T = A % K`` and, when ``T
+        == 1``, the lone winner's flattened point ``A // K`` (else the index is the sentinel:
+        every tied point is found by the tie test).  A source ``if_then_else(g, e, c)`` whose
+        guard reads no data (padding read under the window's guard) is summed as ``e`` where
+        ``g`` holds and ``c`` elsewhere, so the optimizer makes ``g`` loop bounds.  ``None``
+        when ``A`` could pass an int32."""
+        body = op.body[0]
+        size = _box_size(body.arg.axes)
+        scale = 1 << size.bit_length()
+        if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
+            return None
+        value = Tensor(op, 0)
+        cond, s = body.src
+        parts = [(cond, s)]
+        if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
+            g = s.src[0]
+            parts = [(all_of([cond, g]), s.src[1]), (all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2])]
+        jv = axis_vars(op.shape)
+        a: Expr | None = None
+        for where, e in parts:
+            m = copy_vars(op.axes + body.arg.axes)
+            iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]
+            flat = combiners.flat_index(kv)
+            assert flat is not None
+            weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
+            same = compare(Op.EQ, rename(e, m), value[tuple(iv)])
+            hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
+            where = rename(where, m)
+            (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, None if where is TRUE else where)])
+            a = acc[tuple(jv)] if a is None else a + acc[tuple(jv)]
+        assert a is not None
+        ties = a % const(scale, dt.INDEX)
+        lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), a // const(scale, dt.INDEX),
+                      const(combiners.INDEX_SENTINEL, dt.INDEX))
+        return value, compute(f"{op.name}.first", jv, [lone]), compute(f"{op.name}.ties", jv, [ties])[0]
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
         """``(Z, P)``: the number of zero factors and the product of the nonzero ones."""
