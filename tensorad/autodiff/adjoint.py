@@ -17,7 +17,10 @@ Reductions with other combiners (DESIGN.md lesson 2):
   winning point -- is computed once per op; the head is routed to the winning element only, by
   adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
   counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
-  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.
+  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
+  max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
+  over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
+  loops that vectorize, where the winner reduction is a chain of compares and blends.
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.

@@ -175,3 +175,63 @@ def _stores(steps):
         if isinstance(st, Nest):
             visit(st.body)
     return out
+
+
+def _branches(ir: str) -> int:
+    return sum(1 for line in ir.split("\n") if line.lstrip().startswith("br i1 "))
+
+
+def test_forward_with_residuals_reads_without_guards():
+    """A padded 3x3/2 max pool's forward with residuals: the maximum and one sum of the points
+    equal to it, each reading ``X`` under loop bounds (no ``if_then_else`` around a read: a
+    guarded read in a vector loop is a branch per lane).  Before: one reduction carrying the
+    value, index and ties, its padding guard in the body: 39 conditional branches in the
+    optimized IR (haswell, LLVM 22), its vector loop a predicated scalar load per lane and tap
+    (now 10 branches)."""
+    X = ta.placeholder((2, 4, 12, 12), name="X")
+    f = ta.function(topi.nn.pool(X, 3, 2, [1, 1, 1, 1], "max"), [X], target="llvm -mcpu=haswell")
+    stores = _stores(f.lower_forward().program.steps)
+    reads = [n for s in stores for e in (*s.index, s.value) for n in walk(e)]
+    assert not any(n.op is Op.IF_THEN_ELSE for n in reads)
+    assert _branches(f.residual_kernel.llvm_ir) <= 20
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tied_products_where_the_derivative_moves_with_the_window(threads):
+    """``Y[b, i] = max_r X[b, i + r] W[r]``: the derivative reads ``W[r]``, so no destination
+    is saved and the scatter takes the winner's point from the index (the sentinel when tied:
+    the tie term adds every tied point).  Integer data: ties everywhere; vs NumPy."""
+    rng = np.random.default_rng(8)
+    x, w = rng.integers(-2, 3, (3, 12)).astype(np.float64), np.array([1.0, 2.0, 1.0, -1.0])
+    h = rng.standard_normal((3, 9))
+    X, W = ta.placeholder(x.shape, "float64", "X"), ta.placeholder(w.shape, "float64", "W")
+    r = ta.reduce_axis((0, 4), "r")
+    Y = ta.compute((3, 9), lambda b, i: ta.max(X[b, i + r] * W[r], r), "Y")
+    f = ta.function(Y, [X, W], num_threads=threads, checked=True)
+    _, res = f.forward(x, w)
+    gx, gw = f.backward(res, h)
+    want_x, want_w = np.zeros_like(x), np.zeros_like(w)
+    for b in range(3):
+        for i in range(9):
+            v = x[b, i:i + 4] * w
+            tied = v == v.max()
+            share = h[b, i] / tied.sum()
+            want_x[b, i:i + 4] += tied * share * w
+            want_w += tied * share * x[b, i:i + 4]
+    np.testing.assert_allclose(gx, want_x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw, want_w, rtol=1e-12, atol=1e-12)
+
+
+def test_a_box_too_large_for_the_sum_keeps_the_winner_reduction():
+    """A max over 3000 points (the sum of ``1 + K k`` over its ties could pass an int32): the
+    winner reduction, its ties coded in the destination as ``-1 - T``; vs NumPy."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(-3, 3, (2, 3000)).astype(np.float64)
+    x[1, 17] = 5.0  # one lone winner
+    h = rng.standard_normal(2)
+    def big(X):
+        k = ta.reduce_axis((0, 3000), "k")
+        return ta.compute((2,), lambda b: ta.max(X[b, k], k), "Y")
+    got = _grad(x, big, h, checked=True)
+    tied = x == x.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, tied * (h / tied.sum(axis=1))[:, None], rtol=1e-12, atol=1e-12)
