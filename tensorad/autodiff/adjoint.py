@@ -184,6 +184,7 @@ class AdjointBuilder:
 
     def __init__(self) -> None:
         self._winners: dict[ComputeOp, tuple] = {}
+        self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
@@ -392,7 +393,11 @@ class AdjointBuilder:
         ra: ReduceArg = body.arg
         m = copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
-        point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+        if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
+            jv, quotient = self._quotients[op]
+            point = rename(quotient, dict(zip(jv, iv)))
+        else:
+            point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
                  for c in _conjuncts(g) if not _holds(c)]
@@ -505,8 +510,7 @@ class AdjointBuilder:
         found = self._winners[op] = (outs[0], idx, ties)
         return found
 
-    @staticmethod
-    def _lone_winner(op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
+    def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
         """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, by one sum
         that vectorizes instead of one reduction carrying value, index and count (a chain of
         compares and blends per point, and a guarded read in it a branch per lane: 4.7 times
@@ -538,13 +542,21 @@ class AdjointBuilder:
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
             same = compare(Op.EQ, rename(e, m), value[tuple(iv)])
-            hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
             where = rename(where, m)
-            (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, None if where is TRUE else where)])
-            a = acc[tuple(jv)] if a is None else a + acc[tuple(jv)]
+            if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
+                used = [k for k, v in enumerate(iv) if v in free_vars(where)]
+                (acc,) = compute(f"{op.name}.hits", [iv[k] for k in used], [sum_reducer(weight, kv, where)])
+                at = rename(same, dict(zip(iv, jv)))
+                term = choice(Op.SELECT, at, acc[tuple(jv[k] for k in used)], const(0, dt.INDEX))
+            else:
+                hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
+                (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, None if where is TRUE else where)])
+                term = acc[tuple(jv)]
+            a = term if a is None else a + term
         assert a is not None
-        ties = a % const(scale, dt.INDEX)
-        lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), a // const(scale, dt.INDEX),
+        ties, quotient = a % const(scale, dt.INDEX), a // const(scale, dt.INDEX)
+        self._quotients[op] = (jv, quotient)
+        lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), quotient,
                       const(combiners.INDEX_SENTINEL, dt.INDEX))
         return value, compute(f"{op.name}.first", jv, [lone]), compute(f"{op.name}.ties", jv, [ties])[0]
 

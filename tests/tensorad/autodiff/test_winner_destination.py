@@ -177,23 +177,19 @@ def _stores(steps):
     return out
 
 
-def _branches(ir: str) -> int:
-    return sum(1 for line in ir.split("\n") if line.lstrip().startswith("br i1 "))
-
-
 def test_forward_with_residuals_reads_without_guards():
     """A padded 3x3/2 max pool's forward with residuals: the maximum and one sum of the points
     equal to it, each reading ``X`` under loop bounds (no ``if_then_else`` around a read: a
     guarded read in a vector loop is a branch per lane).  Before: one reduction carrying the
-    value, index and ties, its padding guard in the body: 39 conditional branches in the
-    optimized IR (haswell, LLVM 22), its vector loop a predicated scalar load per lane and tap
-    (now 10 branches)."""
+    value, index and ties with the padding guard in its body, which LLVM vectorized with a
+    predicated scalar load per lane and tap (its ``pred.load`` blocks, 361 mentions in the
+    optimized IR; haswell, LLVM 22)."""
     X = ta.placeholder((2, 4, 12, 12), name="X")
     f = ta.function(topi.nn.pool(X, 3, 2, [1, 1, 1, 1], "max"), [X], target="llvm -mcpu=haswell")
     stores = _stores(f.lower_forward().program.steps)
     reads = [n for s in stores for e in (*s.index, s.value) for n in walk(e)]
     assert not any(n.op is Op.IF_THEN_ELSE for n in reads)
-    assert _branches(f.residual_kernel.llvm_ir) <= 20
+    assert "pred.load" not in f.residual_kernel.llvm_ir
 
 
 @pytest.mark.parametrize("threads", [1, 2])
