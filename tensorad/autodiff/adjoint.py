@@ -532,7 +532,7 @@ class AdjointBuilder:
         parts = [(cond, s)]
         if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
             g = s.src[0]
-            parts = [(all_of([cond, g]), s.src[1]), (all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2])]
+            parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
         jv = axis_vars(op.shape)
         a: Expr | None = None
         for where, e in parts:
