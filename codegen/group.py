@@ -259,9 +259,12 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
         j = next((j for j in range(k - 1, -1, -1) if out[j].op in needs and _strip_reduction(out[j])), None)
         if j is None or j == k - 1:
             continue
+        moved = out[j + 1:k]
         writes = {out[j].op, alias.get(out[j].op, out[j].op)}
-        if not any({t.op for t in _reads(v)} & writes for v in out[j + 1:k]):
-            out[j:k] = out[j + 1:k] + [out[j]]  # (they read nothing it writes: they go first)
+        theirs = {w for v in moved for w in (v.op, alias.get(v.op, v.op))}
+        if not any({t.op for t in _reads(v)} & writes for v in moved) \
+                and not {t.op for t in _reads(out[j])} & theirs:
+            out[j:k] = moved + [out[j]]  # (independent of it: they go first)
     return out
 
 
