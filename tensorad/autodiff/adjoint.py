@@ -550,7 +550,8 @@ class AdjointBuilder:
                 term = choice(Op.SELECT, at, acc[tuple(jv[k] for k in used)], const(0, dt.INDEX))
             else:
                 hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
-                (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, None if where is TRUE else where)])
+                where = None if where is TRUE else where
+                (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, where)])
                 term = acc[tuple(jv)]
             a = term if a is None else a + term
         assert a is not None
@@ -558,7 +559,9 @@ class AdjointBuilder:
         self._quotients[op] = (jv, quotient)
         lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), quotient,
                       const(combiners.INDEX_SENTINEL, dt.INDEX))
-        return value, compute(f"{op.name}.first", jv, [lone]), compute(f"{op.name}.ties", jv, [ties])[0]
+        kv = axis_vars(op.shape)  # (each compute over variables of its own)
+        return (value, compute(f"{op.name}.first", jv, [lone]),
+                compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
         """``(Z, P)``: the number of zero factors and the product of the nonzero ones."""
