@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .autodiff.adjoint import recomputes_exactly
+from .autodiff.combiners import classify
 from .ir.expr import Expr, Op
 from .ir.rewrite import free_vars, op_reads, substitute, tensor_graph
 from .ir.tensor import ComputeOp, Role, Tensor
@@ -47,6 +49,42 @@ def check_policy(policy: Policy) -> None:
 
 def _must_share(t: Tensor) -> bool:
     return isinstance(t.op, ComputeOp) and t.op.provenance.role is Role.SAVED
+
+
+def _decides_by_comparing(t: Tensor) -> bool:
+    """Whether the backward compares values with ``t`` to make a discrete choice: a reduction
+    that is not a sum (a max's winner and tie count, a product's zero count).  Its gradient
+    tests ``source == winner`` (or ``source == 0``) at points it computes again."""
+    return isinstance(t.op, ComputeOp) and t.op.is_reduction and any(
+        b.op is Op.REDUCE and classify(b.arg.combiner)[0] != "sum" for b in t.op.body)
+
+
+def _same_pass(chosen: set[Tensor], on_head: set[Tensor]) -> set[Tensor]:
+    """The tensors to save beside ``chosen`` so that the backward compares the forward's bits.
+
+    A saved winner ``W = argmax_k f(R[k])`` is compared in the backward with ``f(R[k])``
+    computed there.  If ``R`` is recomputed -- by another build (other options: another
+    summation order, FMA contraction), or by another strategy in the backward's kernel -- its
+    bits may differ, no point equals the winner and the gradient is lost (fuzz seed 290680:
+    a triangular product ``R`` read by a saved min's winner, forward and backward built with
+    different targets).  So every tensor such a ``W`` reads is saved too, unless recomputing
+    it is exact: an elementwise body of reads, choices and one rounding
+    (:func:`~.autodiff.adjoint.recomputes_exactly`) over tensors that are themselves saved,
+    placeholders, or exact (followed back)."""
+    todo = [r for t in chosen if _decides_by_comparing(t) for r in op_reads(t.op)]
+    seen: set[Tensor] = set()
+    more: set[Tensor] = set()
+    while todo:
+        r = todo.pop()
+        if r in seen or r.is_placeholder or r in chosen or r in on_head:
+            continue
+        seen.add(r)
+        if isinstance(r.op, ComputeOp) and not r.op.is_reduction \
+                and all(recomputes_exactly(b) for b in r.op.body):
+            todo.extend(op_reads(r.op))
+        else:
+            more.add(r)
+    return more
 
 
 def _chooser(policy: Policy, outputs: set[Tensor]) -> Callable[[Tensor], bool]:
@@ -152,6 +190,7 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     # ``Y.tie`` and the winner computed from it) comes from the same pass: saved with it
     chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
                if _must_share(r) and r not in on_head}
+    chosen |= _same_pass(chosen, on_head)
     cut = tensor_graph(grads, stop=chosen)
     in_cut = set(cut)
     saved = tuple(t for t in cut if t in chosen)

@@ -52,23 +52,62 @@ EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_E
 ONE_ROUNDING_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
 
 
-def recomputes_exactly(expr: Expr) -> bool:
+def recomputes_exactly(expr: Expr, inlined: bool = False) -> bool:
     """Whether every evaluation of ``expr`` gives the same bits, wherever and however it is
     compiled: its float values come from reads, constants, casts, choices, negation, ``abs``,
     ``max``/``min`` and at most one ``+ - * /`` (IEEE-rounded the same everywhere: with no
     second arithmetic operation there is nothing to contract into an FMA or to fold
     differently; integer index arithmetic is exact).  A math function or a second operation
-    may round differently where it is computed again."""
-    arithmetic = 0
-    for n in walk(expr):
-        if not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
+    may round differently where it is computed again.  ``inlined``: count the arithmetic of
+    the elementwise tensors ``expr`` reads too (the optimizer and code generation inline them
+    into the reader: ``Y[i] = A[i] * B[i]`` read by ``Y[i] + C[i]`` is two roundings)."""
+    return roundings(expr, inlined) <= 1
+
+
+def roundings(expr: Expr, inlined: bool = False) -> float:
+    """The number of rounding float operations of ``expr`` (2 for two or more, or a math function),
+    counted up to 2; ``inlined``: with those of the elementwise tensors it reads, as they would
+    be inlined (each tensor counted once and memoized, with a work list: a chain of 10,000
+    ReLUs nests no calls, a diamond does not explode)."""
+    own, reads = _own_roundings(expr, inlined)
+    if not reads:
+        return own
+    memo: dict[Tensor, float] = {}
+    todo = list(reads)
+    while todo:
+        t = todo[-1]
+        if t in memo:
+            todo.pop()
             continue
-        if n.op not in ONE_ROUNDING_OPS:
-            return False
-        arithmetic += 1
-        if arithmetic > 1:
-            return False
-    return True
+        n, below = _own_roundings(t.op.body[t.value_index], True)
+        missing = [r for r in below if r not in memo]
+        if missing:
+            todo.extend(missing)
+            continue
+        memo[todo.pop()] = min(2.0, n + sum(memo[r] for r in below))
+    return min(2.0, own + sum(memo[r] for r in reads))
+
+
+def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
+    """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once
+    per read)."""
+    count, reads = 0.0, []
+    for n in walk(expr):
+        if inlined and n.op is Op.READ and _inlinable(n.arg):
+            reads.append(n.arg)
+        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
+            continue
+        elif n.op not in ONE_ROUNDING_OPS:
+            return 2.0, []
+        else:
+            count = min(2.0, count + 1)
+    return count, reads
+
+
+def _inlinable(t: Tensor) -> bool:
+    """Whether a reader of ``t`` may see ``t``'s body inlined: an elementwise compute that is
+    not ``Role.SAVED``."""
+    return isinstance(t.op, ComputeOp) and not t.op.is_reduction and t.op.provenance.role is not Role.SAVED
 
 
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
@@ -188,6 +227,8 @@ class AdjointBuilder:
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
+        self._exact_sources: dict[ComputeOp, Expr] = {}
+        self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
@@ -441,27 +482,39 @@ class AdjointBuilder:
 
     def _tie_value(self, op: ComputeOp, m: dict) -> Expr:
         """The source of a max/min ``op`` at the point ``m`` (renamed variables), for the tie
-        test ``source == winner``: the expression itself where every evaluation gives the same
-        bits, else a read of the tensor ``op.tie`` that the winner reduced (see :meth:`_saved`)."""
+        test ``source == winner``: the source where every evaluation gives the same bits (its
+        inexact elementwise reads replaced by their saved copies), else a read of the tensor
+        ``op.tie`` that the winner reduced (see :meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
-            return rename(op.body[0].src[1], m)
+            return rename(self._exact_sources[op], m)
         ra = op.body[0].arg
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
         """For a max/min whose source may round differently where it is computed again (any
         float arithmetic or math function: constant folding, FMA contraction, another build's
-        options -- fuzz seed 13060), the source stored once over the reduction's domain
-        (``Role.SAVED``: materialized, never inlined, saved with the winner by ``ta.function``),
-        so that the winner and the tie test compare the same bits; ``None`` when recomputing is
-        exact (reads, selects, casts, max/min, negation, constants: max pooling, softmax)."""
+        options -- fuzz seed 13060), values stored once so that the winner and the tie test
+        compare the same bits (``Role.SAVED``: materialized, never inlined, saved with the
+        winner by ``ta.function``); ``None`` when the source alone recomputes exactly (reads,
+        selects, casts, max/min, negation, constants: max pooling, softmax).
+
+        An elementwise tensor the source reads is inlined into both by the optimizer, so its
+        arithmetic counts too (fuzz seed 290680: ``min`` over ``C[i] = S[i] * 2 + a``).  Such a
+        tensor is copied once (``C.tie``, its own shape) and the source reads the copy; only a
+        source that still rounds twice is stored over the whole reduction domain (``Y.tie``:
+        one value per output and window point)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
         source = body.src[1]
         found = None
+        if not recomputes_exactly(source, inlined=True):
+            copies = {n: self._copy(n.arg)[tuple(n.src)] for n in walk(source) if n.op is Op.READ
+                      and _inlinable(n.arg) and roundings(n.arg.op.body[n.arg.value_index], True)}
+            source = rewrite(source, lambda n: copies.get(n))
         if not recomputes_exactly(source):
+            source = body.src[1]
             ra = body.arg
             m = copy_vars(op.axes)
             kz = {k: var(k.name, 0, k.extent) for k in ra.axes}
@@ -473,6 +526,16 @@ class AdjointBuilder:
             (found,) = compute(f"{op.name}.tie", [m[a] for a in op.axes] + list(kz.values()), [value],
                                provenance=Provenance(Role.SAVED))
         self._saved_values[op] = found
+        self._exact_sources[op] = source
+        return found
+
+    def _copy(self, t: Tensor) -> Tensor:
+        """``t`` stored once (``Role.SAVED``) for the tie tests that read it (one per tensor)."""
+        found = self._copies.get(t)
+        if found is None:
+            axes = axis_vars(t.shape)
+            (found,) = compute(f"{t.name}.tie", axes, [t[tuple(axes)]], provenance=Provenance(Role.SAVED))
+            self._copies[t] = found
         return found
 
     def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
@@ -492,13 +555,12 @@ class AdjointBuilder:
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
         kind = combiners.classify(ra.combiner)[0]
-        saved = self._saved(op) if kind in ("max", "min") else None
-        lone = (self._lone_winner(op) if kind in ("max", "min") and saved is None and flat is not None
-                and ra.combiner.arity == 1 else None)
-        if lone is not None:
+        lone = (self._lone_winner(op) if kind in ("max", "min") and flat is not None
+                and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True) else None)
+        if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
             self._winners[op] = lone
             return lone
-        if saved is not None:
+        if kind in ("max", "min"):
             sources = (self._tie_value(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
@@ -511,7 +573,8 @@ class AdjointBuilder:
         return found
 
     def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
-        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, by one sum
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly (also through
+        the elementwise tensors it reads, which both passes inline alike), by one sum
         that vectorizes instead of one reduction carrying value, index and count (a chain of
         compares and blends per point, and a guarded read in it a branch per lane: 4.7 times
         the maximum alone).  The value is the op's own ``Y`` (the forward computes no second
