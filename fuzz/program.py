@@ -176,8 +176,10 @@ def _mentions(text: str, name: str) -> bool:
 
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
-    (``t0_i``; a tuple body's other output ``t0_b`` is a float)."""
-    return d.dtype != "DT" or name.endswith("_i")
+    (``t0_i`` of an ``ARGMAX``/``ARGMIN`` body; a ``SUMMAX`` body's ``t0_i`` is a float sum,
+    seeds 320104, 320234)."""
+    return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
+                               and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(")))
 
 
 def _index_value(r: random.Random, name: str, shape: tuple, ivars: list, muls: tuple) -> str:

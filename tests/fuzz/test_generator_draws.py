@@ -124,3 +124,11 @@ def test_out_calling_checks_identity_and_every_element():
 
     with pytest.raises(Mismatch, match="out="):
         call_as(Copying(), [x], [Y], "out", 0)
+
+
+@pytest.mark.parametrize("seed", [320104, 320234])
+def test_a_gather_index_is_never_a_float_output_of_a_tuple_reduction(seed):
+    # a SUMMAX body's first output is named like an argmax's index (``t0_i``) but is a float
+    prog = generate(seed)
+    ns = load(prog.render())
+    ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], prog.data, 0))
