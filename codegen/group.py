@@ -188,6 +188,25 @@ def _strip_reduction(u: Unit) -> bool:
         and u.split is None and bool(u.outer)
 
 
+def _strip_chain(g: Group, u: Unit) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which a strip-form reduction ``u`` (or one with its epilogue) joins
+    the one strip-form reduction of ``g`` that it reads at its own rows: the two share every
+    outer loop but the strips' last axis, ``u``'s pass over a row after ``g``'s (a max pool's
+    maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
+    region).  ``None`` unless the rows align."""
+    (p,) = g.units
+    if not (_strip_reduction(p) and u.form == "strips" and u.gemm is None and u.split is None
+            and (u.op.is_reduction or u.reduction is not None)):
+        return None
+    if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
+        return None
+    found = _alignment(g, u)
+    if found is None:
+        return None
+    depth = min(found[0], len(p.outer) - 1)
+    return (depth, found[1][:depth]) if depth else None
+
+
 def _red_extents(u: Unit) -> tuple[int, ...]:
     return tuple(a.extent for a in u.op.body[0].arg.axes)
 
@@ -233,6 +252,19 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
                     break
                 between |= writes
         k += 1
+    for k, u in enumerate(list(out)):  # a strip chain's units next to each other (_strip_chain)
+        if u.form != "strips":
+            continue
+        needs = {t.op for t in _reads(u)}
+        j = next((j for j in range(k - 1, -1, -1) if out[j].op in needs and _strip_reduction(out[j])), None)
+        if j is None or j == k - 1:
+            continue
+        moved = out[j + 1:k]
+        writes = {out[j].op, alias.get(out[j].op, out[j].op)}
+        theirs = {w for v in moved for w in (v.op, alias.get(v.op, v.op))}
+        if not any({t.op for t in _reads(v)} & writes for v in moved) \
+                and not {t.op for t in _reads(out[j])} & theirs:
+            out[j:k] = moved + [out[j]]  # (independent of it: they go first)
     return out
 
 
@@ -259,6 +291,13 @@ def plan_groups(units: list[Unit]) -> list[Group]:
             g.units.append(u)
             g.taus = [() for _ in g.units]
             g.depth, g.strips = 0, True
+            heavy += h
+            continue
+        chained = _strip_chain(g, u) if g is not None and len(g.units) == 1 and not g.strips else None
+        if chained is not None:
+            g.units.append(u)
+            g.taus.append(chained[1])
+            g.depth = chained[0]
             heavy += h
             continue
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \

@@ -17,7 +17,10 @@ Reductions with other combiners (DESIGN.md lesson 2):
   winning point -- is computed once per op; the head is routed to the winning element only, by
   adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
   counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
-  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.
+  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
+  max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
+  over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
+  loops that vectorize, where the winner reduction is a chain of compares and blends.
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.
@@ -27,15 +30,17 @@ Reductions with other combiners (DESIGN.md lesson 2):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..ir import dtype as dt
 from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
+from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import rewrite, walk
-from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
+from ..ir.rewrite import free_vars, rewrite, walk
+from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .jacobian import body_jacobian
@@ -182,13 +187,46 @@ def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
     return out
 
 
+def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Expr:
+    """Axis ``k``'s index in the row-major offset ``flat`` over the axes ``dims`` of
+    ``shape``: ``(flat // stride) % extent`` (no ``//`` on the last, no ``%`` on the first)."""
+    n = list(dims).index(k)
+    stride = math.prod([shape[q] for q in dims[n + 1:]])
+    digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
+    return digit % const(shape[k], dt.INDEX) if n else digit
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    return _conjuncts(e.src[0]) + _conjuncts(e.src[1]) if e.op is Op.AND else [e]
+
+
+def _holds(c: Expr) -> bool:
+    """Whether the integer comparison ``c`` holds over its operands' interval bounds (the
+    padding guard ``2 y + W // 3 < 57`` of a window that never reaches the bottom pad)."""
+    if c.op is Op.CONST:
+        return bool(c.arg)
+    if c.op not in (Op.LT, Op.LE, Op.GE, Op.GT) or not dt.is_int(c.src[0].dtype):
+        return False
+    b = index_bounds(c.src[0] - c.src[1])
+    if b is None:
+        return False
+    lo, hi = b
+    return {Op.LT: hi < 0, Op.LE: hi <= 0, Op.GT: lo > 0, Op.GE: lo >= 0}[c.op]
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
     def __init__(self) -> None:
         self._winners: dict[ComputeOp, tuple] = {}
+        self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
+        self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
@@ -290,7 +328,8 @@ class AdjointBuilder:
         lowers as a scatter-add of one element per output (:mod:`codegen.scatter`), not as
         a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
         get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
-        generation tests once per output (:func:`_point_term`)."""
+        generation tests once per output (:func:`_point_term`); a winner index that is the
+        sentinel (:meth:`_lone_winner`'s tied windows) adds nothing, its tie term all."""
         body = op.body[0]
         terms: list[Expr] = []
         for v, h in heads.items():
@@ -310,7 +349,8 @@ class AdjointBuilder:
         """One read site's term at the winner (``best is None``), or at the other tied points:
         a sum over the outputs and a window point ``t`` (an opaque index, so that the term
         stays a scatter from the outputs -- solved for the outputs, it would visit every
-        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
+        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``; the
+        winner's term under ``W(i) != SENTINEL``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
         size = _box_size(ra.axes)
@@ -318,8 +358,26 @@ class AdjointBuilder:
         iv = [m[a] for a in op.axes]
         conds: list[Expr] = []
         axes = iv
+        found = None if best is not None else self._destination(op, source, site)
+        if found is not None:  # where the winner's read landed, saved by the forward: no digits
+            landed, dims, rest = found
+            e = landed[tuple(iv)]
+            flat = data_index(e, math.prod([x.shape[k] for k in dims]), "clip", landed.name)
+            at = [_digit(flat, x.shape, dims, k) if k in dims else _unchecked(rename(t, m))
+                  for k, t in enumerate(site.src)]
+            where = all_of([compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
+            value = mul(cast(source.dtype, h[tuple(p) + tuple(iv)]), rename(rest, m))
+            return head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv, where)
+        first = index[tuple(iv)]
+        count = None if ties is None else ties[tuple(iv)]
+        tied = None if count is None else compare(Op.GT, count, const(1, count.dtype))
+        coded = best is not None and ties is not None and self._destination(op, source, site) is not None
+        if coded:  # a tied window (code < -1) and its count decoded from the destination
+            e = self._destination(op, source, site)[0][tuple(iv)]
+            count, tied = const(-1, dt.INDEX) - e, compare(Op.LT, e, const(-1, dt.INDEX))
         if best is None:
-            point = data_index(index[tuple(iv)], size, "clip", index.name)
+            point = data_index(first, size, "clip", index.name)
+            conds = [compare(Op.NE, first, const(combiners.INDEX_SENTINEL, first.dtype))]
         else:
             t = var("t", 0, size)
             axes = iv + [t]
@@ -327,24 +385,101 @@ class AdjointBuilder:
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
         inside = rename(body.src[0], m)  # the reduction's own condition at the point
-        if best is not None and ties is not None:
-            count = ties[tuple(iv)]
-            tied = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
+        if best is not None and tied is not None:  # the tied points (all of them when coded:
+            # the tie value has the bits the winner compared, see :meth:`_tie_value`)
+            same = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
             if inside is not TRUE:  # (lazy: the source may read out of bounds where the
-                tied = choice(Op.IF_THEN_ELSE, inside, tied, FALSE)  # condition is false)
-            conds = [compare(Op.GT, count, const(1, count.dtype)),
-                     compare(Op.NE, axes[-1], index[tuple(iv)]), tied]
+                same = choice(Op.IF_THEN_ELSE, inside, same, FALSE)  # condition is false)
+            conds = [tied, same if coded else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
         idx = tuple(_unchecked(e) for e in site.src)
         where = all_of([inside, *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
-        if ties is not None:
-            count = ties[tuple(iv)]
+        if count is not None:
             value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
         value = mul(value, rename(d, m))
         value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
         return head_sum(value, axes, where)
 
     # ---- helper tensors -----------------------------------------------------------------
+    def _destination(self, op: ComputeOp, source: Expr,
+                     site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
+        """``(E, dims, rest)``: where a lone winner's head lands, computed once per output point
+        by a tensor the forward saves (``Role.SAVED``) instead of by the backward's scatter.
+
+        ``E(i)`` is the row-major offset, within the axes ``dims`` of ``x`` that the window
+        moves along, of the read ``site = x[phi(i, k)]`` of the first source at the winner
+        ``k* = unflatten(W(i))`` -- the tap's index vector composed with the window's map -- or
+        a negative code where no lone winner adds there: -1 where the reduction's ``where``
+        fails at ``k*`` (an empty window's sentinel) or the read's own guard fails (padding
+        read under ``if_then_else``), and (max/min) ``-1 - T(i)`` where ``T(i) > 1``: the tie
+        term decodes the count from it and finds the tied points by their values, so the
+        backward reads neither ``W`` nor ``T`` and the forward stores neither (one int per
+        window, as PyTorch's indices).  Where a winner adds, its read ran in the forward, so
+        its index lies in ``x`` (the bounds every definition proves).  The scatter then tests
+        ``E(i) >= 0`` and adds at ``E(i)``'s digits, which code generation reads as one flat
+        address: no clip of ``W``, division or padding test per window (a max pool's 3x3
+        window stored ``ry * 3 + rx``: each add divided by 3 and tested the padding).
+        ``rest``: the read's derivative under its guards.  ``None`` when :meth:`_landing`
+        declines the form: the digits are then computed in the scatter."""
+        key = (op, site)
+        if key in self._destinations:
+            return self._destinations[key]
+        self._destinations[key] = None
+        body = op.body[0]
+        landing = self._landing(op, site) if source is body.src[1] else None
+        _, winner, ties = self._winner(op)
+        if landing is None or len(winner) != 1:
+            return None
+        dims, guards, rest = landing
+        ra: ReduceArg = body.arg
+        m = copy_vars(tuple(op.axes))
+        iv = [m[a] for a in op.axes]
+        if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
+            jv, quotient = self._quotients[op]
+            point = rename(quotient, dict(zip(jv, iv)))
+        else:
+            point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+        m.update(zip(ra.axes, _unflatten(point, ra.axes)))
+        conds = [c for g in [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
+                 for c in _conjuncts(g) if not _holds(c)]
+        none = const(-1, dt.INDEX)
+        if ties is not None:
+            count = ties[tuple(iv)]
+            conds.append(compare(Op.EQ, count, const(1, count.dtype)))
+            none = choice(Op.SELECT, compare(Op.GT, count, const(1, count.dtype)), none - count, none)
+        flat: Expr | None = None
+        for k in dims:
+            e = _unchecked(rename(site.src[k], m))
+            flat = e if flat is None else flat * const(site.arg.shape[k], dt.INDEX) + e
+        assert flat is not None
+        (offsets,) = compute(f"{op.name}.dest", iv, [choice(Op.SELECT, all_of(conds), flat, none)],
+                             provenance=Provenance(Role.SAVED))
+        found = self._destinations[key] = (offsets, dims, rest)
+        return found
+
+    @staticmethod
+    def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
+        """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window,
+        the guards it runs under (the zero branches of its derivative: padding read under an
+        ``if_then_else``) and its derivative under them, when ``rest`` and the guards' and
+        indices' reads do not depend on the window point (and ``x``'s moving axes hold fewer
+        than 2**31 elements) -- the form :meth:`_destination` saves -- else ``None``."""
+        body = op.body[0]
+        window = set(body.arg.axes)
+        dims = tuple(k for k, e in enumerate(site.src) if window & set(free_vars(e)))
+        rest = partial_by_read(body.src[1], site) if any(site is n for n in walk(body.src[1])) else ZERO
+        guards = []
+        while rest is not ZERO and rest.op in (Op.IF_THEN_ELSE, Op.SELECT) and _is_zero(rest.src[2]):
+            guards.append(rest.src[0])
+            rest = rest.src[1]
+        if not dims or rest is ZERO or window & set(free_vars(rest)):
+            return None
+        if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
+            return None  # (a read the forward would make at every output point, unguarded)
+        if math.prod([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
+            return None
+        return dims, guards, rest
+
     def _tie_value(self, op: ComputeOp, m: dict) -> Expr:
         """The source of a max/min ``op`` at the point ``m`` (renamed variables), for the tie
         test ``source == winner``: the source where every evaluation gives the same bits (its
@@ -419,7 +554,13 @@ class AdjointBuilder:
         keys = (flat,) if flat is not None else kv
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
-        if combiners.classify(ra.combiner)[0] in ("max", "min"):
+        kind = combiners.classify(ra.combiner)[0]
+        lone = (self._lone_winner(op) if kind in ("max", "min") and flat is not None
+                and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True) else None)
+        if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
+            self._winners[op] = lone
+            return lone
+        if kind in ("max", "min"):
             sources = (self._tie_value(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
@@ -430,6 +571,60 @@ class AdjointBuilder:
         ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
         found = self._winners[op] = (outs[0], idx, ties)
         return found
+
+    def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly (also through
+        the elementwise tensors it reads, which both passes inline alike), by one sum
+        that vectorizes instead of one reduction carrying value, index and count (a chain of
+        compares and blends per point, and a guarded read in it a branch per lane: 4.7 times
+        the maximum alone).  The value is the op's own ``Y`` (the forward computes no second
+        maximum and saves no copy of it); ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``,
+        ``K`` a power of two above the box's size, holds the ties ``T = A % K`` and, when ``T
+        == 1``, the lone winner's flattened point ``A // K`` (else the index is the sentinel:
+        every tied point is found by the tie test).  A source ``if_then_else(g, e, c)`` whose
+        guard reads no data (padding read under the window's guard) is summed as ``e`` where
+        ``g`` holds and ``c`` elsewhere, so the optimizer makes ``g`` loop bounds.  ``None``
+        when ``A`` could pass an int32."""
+        body = op.body[0]
+        size = _box_size(body.arg.axes)
+        scale = 1 << size.bit_length()
+        if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
+            return None
+        value = Tensor(op, 0)
+        cond, s = body.src
+        parts = [(cond, s)]
+        if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
+            g = s.src[0]
+            parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
+        jv = axis_vars(op.shape)
+        a: Expr | None = None
+        for where, e in parts:
+            m = copy_vars(op.axes + body.arg.axes)
+            iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]
+            flat = combiners.flat_index(kv)
+            assert flat is not None
+            weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
+            same = compare(Op.EQ, rename(e, m), value[tuple(iv)])
+            where = rename(where, m)
+            if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
+                used = [k for k, v in enumerate(iv) if v in free_vars(where)]
+                (acc,) = compute(f"{op.name}.hits", [iv[k] for k in used], [sum_reducer(weight, kv, where)])
+                at = rename(same, dict(zip(iv, jv)))
+                term = choice(Op.SELECT, at, acc[tuple(jv[k] for k in used)], const(0, dt.INDEX))
+            else:
+                hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
+                where = None if where is TRUE else where
+                (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, where)])
+                term = acc[tuple(jv)]
+            a = term if a is None else a + term
+        assert a is not None
+        ties, quotient = a % const(scale, dt.INDEX), a // const(scale, dt.INDEX)
+        self._quotients[op] = (jv, quotient)
+        lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), quotient,
+                      const(combiners.INDEX_SENTINEL, dt.INDEX))
+        kv = axis_vars(op.shape)  # (each compute over variables of its own)
+        return (value, compute(f"{op.name}.first", jv, [lone]),
+                compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
         """``(Z, P)``: the number of zero factors and the product of the nonzero ones."""

@@ -2,7 +2,9 @@
 
 Layouts are NCHW for activations and OIHW for convolution weights.  Padding is a tensor of its
 own (``pad``: an ``if_then_else`` that reads the input only inside it), so a convolution or a
-pool reads a padded tensor everywhere in bounds and their reductions stay condition-free.
+pool reads a padded tensor everywhere in bounds and their reductions stay condition-free --
+except max pooling, which reads its ``-inf`` padding under the window's own ``if_then_else``: its
+gradient then scatters straight into ``X`` at offsets its forward saved.
 """
 
 from __future__ import annotations
@@ -176,17 +178,22 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
     wo = _out_size(wd, left, right, kw, sw, name, "kernel width")
     lead = x.ndim - 2
     src = x
-    if any(pads):
-        fill = dt.min_value(x.dtype) if pool_type == "max" else 0
-        src = pad(x, (0,) * lead + (top, left), (0,) * lead + (bottom, right), fill, f"{name}.pad")
+    if any(pads) and pool_type == "avg":
+        src = pad(x, (0,) * lead + (top, left), (0,) * lead + (bottom, right), 0, f"{name}.pad")
     shape = x.shape[:-2] + (ho, wo)
     names = [f"ax{d}" for d in range(lead)] + ["y", "x"]
 
     def window(ax: tuple[Expr, ...], reducer) -> Expr:
         ry = lang.reduce_axis((0, kh), "ry")
         rx = lang.reduce_axis((0, kw), "rx")
-        return reducer(src[ax[:lead] + (_scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx)],
-                       [ry, rx])
+        r, c = _scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx
+        if src is not x or not any(pads):
+            return reducer(src[ax[:lead] + (r, c)], [ry, rx])
+        # max: the padding (-inf) read under the window's own guard, not from a padded copy,
+        # so that the winner's saved destination is an offset into X itself (no shift)
+        inside = _inside(r, top, h, bottom) & _inside(c, left, wd, right)
+        read = x[ax[:lead] + (r - top if top else r, c - left if left else c)]
+        return reducer(lang.if_then_else(inside, read, dt.min_value(x.dtype)), [ry, rx])
 
     if pool_type == "max":
         return new_compute(shape, lambda ax: window(ax, _reducer.max), name, "pool_max", names)
@@ -200,6 +207,15 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
         return total[ax] / lang.cast(dt.compute_dtype(x.dtype), count)
 
     return new_compute(shape, average, name, "pool_avg", names)
+
+
+def _inside(i: Expr, lo: int, size: int, hi: int) -> Expr:
+    """``lo <= i < lo + size``, testing only the sides that have padding."""
+    conds = ([i >= lo] if lo else []) + ([i < lo + size] if hi else [])
+    out = conds[0] if conds else const(True, "bool")
+    for c in conds[1:]:
+        out = out & c
+    return out
 
 
 def _valid(o: Expr, stride: int, lo: int, window: int, size: int, out: int) -> Expr | int:

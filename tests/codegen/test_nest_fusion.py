@@ -199,3 +199,27 @@ def test_nests_of_a_long_program_are_optimized():
     defines = [line for line in long.llvm_ir_unoptimized.splitlines() if line.startswith("define")]
     assert not [line for line in defines if "_nest" in line and "optnone" in line]  # (the glue is optnone)
     np.testing.assert_allclose(long(x), _chain_gradient_reference(x, 20), rtol=1e-12)
+
+
+def test_a_strip_reduction_reading_another_at_its_rows_shares_its_nest():
+    """``S`` sums 2x2 windows in strips of its rows; ``T`` sums the same windows weighted by
+    ``S`` at its own point.  The two share one nest over ``(n, y)`` -- per row, ``S``'s pass
+    and then ``T``'s, which reads ``S``'s row just made and ``X``'s rows still in cache: one
+    parallel region, not two (each a barrier: under load a wait for the other thread).  Before:
+    two nests.  Values: NumPy float64, 1 and 2 threads."""
+    x = np.random.default_rng(10).standard_normal((3, 16, 64))
+    X = ta.placeholder(x.shape, "float64", "X")
+
+    def window(name, f):
+        r, s = ta.reduce_axis((0, 2), "r"), ta.reduce_axis((0, 2), "s")
+        return ta.compute((3, 8, 32), lambda n, y, c: ta.sum(f(n, y, c, X[n, 2 * y + r, 2 * c + s]), [r, s]),
+                          name)
+    S = window("S", lambda n, y, c, v: v)
+    T = window("T", lambda n, y, c, v: v * S[n, y, c])
+    s = x.reshape(3, 8, 2, 32, 2).sum(axis=(2, 4))
+    want = (x.reshape(3, 8, 2, 32, 2) * s[:, :, None, :, None]).sum(axis=(2, 4))
+    for threads in (1, 2):
+        lowered = ta.lower([T], [X], num_threads=threads, parallel_min_work=0)
+        assert len(_nests(lowered)) == 1 and "S+T" in lowered.text
+        got = ta.build([T], [X], num_threads=threads, parallel_min_work=0)(x)
+        np.testing.assert_allclose(got, want, rtol=1e-12)

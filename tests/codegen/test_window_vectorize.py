@@ -29,8 +29,11 @@ def _pool_program(shape, kernel, stride, padding):
 
 def test_the_window_loop_asks_for_the_targets_lanes():
     """14 windows in a row on an 8-lane target: 4 lanes (3 vector iterations and 2 left over
-    beat 1 and 6)."""
-    X, B, Y = _pool_program((2, 3, 28, 28), 2, 2, 0)
+    beat 1 and 6).  (The pool of ``X * X + B``, two roundings: a source that does not
+    recompute exactly keeps the winner reduction; an exact one is a maximum and a sum.)"""
+    X = ta.placeholder((2, 3, 28, 28), "float32", "X")
+    B = ta.placeholder((3,), "float32", "B")
+    Y = nn.pool(X * X + ta.topi.reshape(B, (3, 1, 1)), 2, 2, [0] * 4, "max")
     f = ta.function(Y, [X, B], target="llvm -mcpu=haswell")
     text = f.residual_kernel.llvm_ir_unoptimized
     assert '!"llvm.loop.vectorize.width", i32 4' in text

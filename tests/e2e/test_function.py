@@ -62,11 +62,16 @@ def test_max_pool_saves_its_winner(rng):
     X = ta.placeholder((1, 2, 6, 6), "float32", "X")
     Y = nn.pool(X, 2, 2, [0, 0, 0, 0], "max")
     f = ta.function(Y, [X])
-    (winner,) = {t.op for t in f.saved}  # the winner reduction's outputs (value, index, ties)
-    assert winner.is_reduction and all(t.shape == Y.shape and t is not Y for t in f.saved)
+    # the maxima (the tie test's values: the output itself, no extra) and where each winner's
+    # head lands (from one sum over the window of the points equal to the maximum, not saved)
+    dest, maxima = sorted(f.saved, key=lambda t: t.op.is_reduction)
+    assert maxima.op is Y.op and not dest.op.is_reduction and len(f.saved) == 2 and dest.shape == Y.shape
+    assert [e.name for e in f.plan.extras] == [dest.name]
     # one add at each winner and one test for ties per window (one pass), no window search
     assert f.lower_backward().work == Y.size
-    assert ta.function(Y, [X], policy="recompute_all").lower_backward().work == Y.size + 4 * Y.size
+    # recomputed: the maxima and the sum (4 points a window each; the destinations in its
+    # epilogue) and the adds
+    assert ta.function(Y, [X], policy="recompute_all").lower_backward().work == 2 * 4 * Y.size + Y.size
     x = rng.permutation(X.size).astype(np.float32).reshape(X.shape)  # no ties
     y, res = f.forward(x)
     np.testing.assert_array_equal(y, x.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5)))

@@ -92,7 +92,11 @@ def test_fusion_keeps_the_work(name):
     H = ta.placeholder(Y.shape, F, "H")
     grads = list(ta.gradient(Y, inputs, H))
     for outs, ins in (([Y], inputs), (grads, inputs + [H])):
-        assert ta.lower(outs, ins).work == ta.lower(outs, ins, fuse=False).work
+        fused, apart = ta.lower(outs, ins), ta.lower(outs, ins, fuse=False)
+        # (a max's destinations are the epilogue of its sum when fused: an epilogue's store is
+        # not counted, one per window -- codegen/schedule.buffer_form)
+        epilogue = Y.size if "epilogue max_pool.dest fused" in fused.text else 0
+        assert fused.work == apart.work - epilogue
 
 
 # (a max pool's gradient is its winner's nest and scatter-adds from the winner, one add per
