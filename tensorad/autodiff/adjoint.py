@@ -435,8 +435,9 @@ class AdjointBuilder:
         m = copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
         if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
-            jv, quotient = self._quotients[op]
-            point = rename(quotient, dict(zip(jv, iv)))
+            jv, quotient = self._quotients[op]  # (clipped like a winner's index: a data index
+            point = data_index(rename(quotient, dict(zip(jv, iv))), _box_size(ra.axes), "clip",  # the
+                               f"{op.name}.hits")  # where-condition and guards read at the point)
         else:
             point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
