@@ -36,7 +36,7 @@ from tensorad.ir.dtype import ALL_DTYPES as DTYPES
 from tensorad.ir.rewrite import kept_walks
 from tensorad.ir.tensor import Tensor
 
-from . import diskcache, gemmlib, optpipe
+from . import diskcache, gemmlib
 from .buildkey import describe, digest
 from .checks import Checks, has_raise_gather
 from .irloops import finish_ir
@@ -151,8 +151,6 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
                                 target=target)
         module = emitter.emit()
         text = finish_ir(str(module))
-        if opts.opt_level == 3:  # (-O2, or -O3 where its nests need it)
-            text = optpipe.mark(text, optpipe.level(prog, target))
         call = emitter.call_name if direct else None
         text, obj = compile_kernel(text, opts.opt_level, target)  # (width hints LLVM declines: dropped)
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
-from . import isolate, libversion, optpipe
+from . import isolate, libversion
 from .objcheck import undefined_symbols
 
 if TYPE_CHECKING:
@@ -235,18 +235,14 @@ class Pipeline:
             optimize(mod, self.level, target, slp=self.slp)
 
 
-def ladder(opt_level: int, light: bool = False, ir_text: str = "") -> list[Pipeline]:
+def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
     shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
     pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
     vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
     this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
-    a first build's 10-20 library pieces 60-80 ms.  A kernel module's pipeline line
-    (:mod:`.optpipe`, in ``ir_text``) replaces ``opt_level``."""
-    chosen = optpipe.asked(ir_text)
-    if chosen is not None and not light:
-        opt_level = chosen
+    a first build's 10-20 library pieces 60-80 ms."""
     if light or opt_level < 2:
         return [Pipeline(opt_level, light=light)]
     return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
@@ -277,7 +273,7 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)
-        return _contained(ladder(opt_level, light, ir_text), lambda p: _emit(ir_text, p, target))
+        return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
 
 
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
@@ -326,7 +322,7 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
             pipeline.run(mod, target)
             return tm.emit_object(mod)
 
-        return _contained(ladder(opt_level, ir_text=ir_text), step)
+        return _contained(ladder(opt_level), step)
 
 
 _OBJECTS: list = []  # loaded object files stay referenced for the life of the process
@@ -362,7 +358,7 @@ def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> 
             pipeline.run(mod, target)
             return str(mod).encode()
 
-        return _contained(ladder(opt_level, ir_text=ir_text), step).decode()
+        return _contained(ladder(opt_level), step).decode()
 
 
 def assembly(optimized: str, target: Target | None = None) -> str:

@@ -197,30 +197,21 @@ class Packer:
                 start = em.env[last]
                 fits = b.and_(b.icmp_signed("==", valid, I64(width)),
                               b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
-
-                # the full-or-partial test is made once per panel, around a ``k`` loop of each
-                # kind (-O2 does not unswitch it out of the loop; -O3 did, at a cost)
-                def k_loop(row) -> None:
-                    with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
-                        em.push()
-                        self.bind(self.kaxes, b.add(k0, kk))
-                        row(kk)
-                        em.pop()
-
-                def whole_row(kk, p=p, start=start) -> None:
-                    with for_range(b, 0, width, name="pf") as w:
-                        em.push()
-                        em.env[last] = b.add(start, w)
-                        b.store(em.value(expr), slot(p, kk, w))
-                        em.pop()
-
-                with b.if_else(fits) as (whole, part):
-                    with whole:
-                        k_loop(whole_row)
-                    with part:
-                        k_loop(lambda kk, p=p, first=first, valid=valid: self.segments(
-                            outer, first, valid, lambda w: b.store(em.value(expr), slot(p, kk, w)),
-                            vectorize=False))
+                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
+                    em.push()
+                    self.bind(self.kaxes, b.add(k0, kk))
+                    with b.if_else(fits) as (whole, part):
+                        with whole:
+                            with for_range(b, 0, width, name="pf") as w:
+                                em.push()
+                                em.env[last] = b.add(start, w)
+                                b.store(em.value(expr), slot(p, kk, w))
+                                em.pop()
+                        with part:
+                            self.segments(outer, first, valid,
+                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
+                                          vectorize=False)
+                    em.pop()
                 em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:

@@ -50,8 +50,7 @@ class Options:
       round differently from a sequential loop; nothing else (no reciprocals, no
       approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
       the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
-    * ``opt_level``: LLVM's 0-3 (3, the default: ``-O2``, or ``-O3`` for a module whose nests
-      need it, :mod:`.optpipe`); ``vector_width``: lanes asked of the loop vectorizer for
+    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
       innermost loops LLVM can vectorize (:mod:`.vectorizable`; 1 disables it; the micro-kernel's
       explicit vectors are not affected).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
