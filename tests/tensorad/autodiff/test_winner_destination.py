@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch  # (a test dependency: `make test` installs the torch extra; a missing one fails)
 
 import tensorad as ta
 from tensorad import topi
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
-
-torch = pytest.importorskip("torch")
 
 
 def _grad(x: np.ndarray, y_of, h: np.ndarray, **opts) -> np.ndarray:
