@@ -64,3 +64,16 @@ def tanh_chain(n: int, size: int = 16, dtype: str = "float64"):
         else:
             Y = (lambda P: ta.compute((size,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
     return X, Y
+
+
+def chain_step(P, k: int, centre_every: int | None = None):
+    """Step ``k`` of a long elementwise chain over a 16-vector ``P``: sigmoid and tanh steps in
+    turn and, every ``centre_every`` steps, a centring (``P - mean(P)``: a reduction in the
+    chain)."""
+    if centre_every and k % centre_every == centre_every - 1:
+        r = ta.reduce_axis((0, 16), name="r")
+        m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
+        return ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
+    if k % 2:
+        return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
+    return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")

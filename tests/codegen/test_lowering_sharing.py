@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from blocks import chain_step
 from tensorad.codegen.llvm_emit import ModuleEmitter
 
 import tensorad as ta
@@ -54,7 +55,7 @@ def _reduce_chain(n: int, centred: bool = True):
     X = ta.placeholder((16,), F, name="X")
     links = [X]
     for k in range(n):
-        links.append(_link(links[-1], k, centred))
+        links.append(chain_step(links[-1], k, 4 if centred else None))
     Y = links.pop()
 
     def forward(x):
@@ -65,16 +66,6 @@ def _reduce_chain(n: int, centred: bool = True):
         return y[0] + y[9]
 
     return X, ta.compute((), lambda: Y[0] + Y[9], name="L"), forward, links[1:]
-
-
-def _link(P, k: int, centred: bool):
-    if centred and k % 4 == 3:
-        r = ta.reduce_axis((0, 16), name="r")
-        m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
-        return ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
-    if k % 2:
-        return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
-    return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")
 
 
 @pytest.mark.parametrize("centred", [False, True])

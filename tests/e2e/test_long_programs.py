@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import numpy as np
-from blocks import tanh_chain
+from blocks import chain_step, tanh_chain
 
 import tensorad as ta
 from tensorad.ir.rewrite import tensor_graph, walk
@@ -287,24 +287,13 @@ def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
     np.testing.assert_allclose(kern(*xs), want, rtol=1e-12)
 
 
-def _centered_step(k: int, P):
-    """Step ``k`` of :func:`_centered_chain` from ``P``."""
-    if k % 8 == 7:
-        r = ta.reduce_axis((0, 16), name="r")
-        m = ta.compute((), lambda: ta.sum(P[r], axis=r) * (1 / 16), name=f"m{k}")
-        return ta.compute((16,), lambda i: P[i] - m(), name=f"c{k}")
-    if k % 2:
-        return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
-    return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")
-
-
 def _centered_chain(n: int):
     """:func:`_tanh_chain` whose every 8th step subtracts the mean: each centered adjoint sums
     to zero, which the optimizer asks about (a zero-proof per mean)."""
     X = ta.placeholder((16,), F, name="X")
     Y = X
     for k in range(n):
-        Y = _centered_step(k, Y)
+        Y = chain_step(Y, k, 8)
     return X, ta.compute((), lambda: Y[0] + Y[9], name="L")
 
 
