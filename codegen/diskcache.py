@@ -31,6 +31,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from .objcheck import object_is_sound
+
 MAGIC = b"TADC2\n"
 MAX_ENTRY_BYTES = 256 << 20  # an entry larger than this is not read (a kernel's is ~10 KB-10 MB)
 _LOCAL = threading.local()
@@ -93,6 +95,26 @@ def put(key: str, payload: bytes) -> None:
             raise
     except OSError:
         pass
+
+
+def get_object(key: str, key_text: str) -> bytes | None:
+    """Object code stored by :func:`put_object` for exactly ``key_text`` (the full text behind
+    the hash ``key``) whose code is sound, else ``None`` (the caller compiles it again)."""
+    payload = get(key)
+    if payload is None or len(payload) < 4:
+        return None
+    (n,) = struct.unpack_from("<I", payload)
+    k = key_text.encode()
+    if n != len(k) or payload[4:4 + n] != k:
+        return None
+    obj = payload[4 + n:]
+    return obj if object_is_sound(obj) else None
+
+
+def put_object(key: str, key_text: str, obj: bytes) -> None:
+    """Store object code under ``key`` with the full text of its key before it."""
+    k = key_text.encode()
+    put(key, struct.pack("<I", len(k)) + k + obj)
 
 
 def pack(key: str, payload: bytes) -> bytes:

@@ -43,7 +43,6 @@ micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: pe
 from __future__ import annotations
 
 import hashlib
-import struct
 import threading
 
 import llvmlite.ir as ir
@@ -52,7 +51,6 @@ from . import diskcache, isolate, jit, libversion
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
-from .objcheck import object_is_sound
 from .packlib import I1, I64, PTR, VOID, entry_alloca, imin, ld, loop
 from .target import Target
 
@@ -119,14 +117,14 @@ def ensure_symbol(symbol: str, target: Target, linked: dict[str, str] | None = N
         with _LOCK:
             if name not in _LOADED:
                 key, key_text = entry_key(symbol, target)
-                obj = unpack_entry(diskcache.get(key), key_text)
+                obj = diskcache.get_object(key, key_text)
                 origin = "disk"
                 if obj is None:
                     start = isolate.cpu_seconds()
                     text = piece_ir(dtype, mr, nr, part, target)
                     level = 1 if part != "core" and part[1] == gd.COPY2 else 0
                     obj = jit.compile_object(text, level, target, light=light(part))
-                    diskcache.put(key, pack_entry(obj, key_text))
+                    diskcache.put_object(key, key_text, obj)
                     STATS["compiled"] += 1
                     STATS["cpu_seconds"] += isolate.cpu_seconds() - start
                     origin = "compiled"
@@ -165,26 +163,6 @@ def piece_name(dtype: str, mr: int, nr: int, tag: str, part) -> str:
         return head + "_core"
     names = {m: n for n, m in pl.MODES.items()}
     return f"{head}_pack{part[0]}_{names[part[1]]}"
-
-
-def pack_entry(obj: bytes, key_text: str) -> bytes:
-    """A disk entry of one piece: the full text of its key, then its object code (the disk
-    cache adds the key's hash and a hash of both, :mod:`.diskcache`)."""
-    k = key_text.encode()
-    return struct.pack("<I", len(k)) + k + obj
-
-
-def unpack_entry(payload: bytes | None, key_text: str) -> bytes | None:
-    """The object code of an entry written for exactly ``key_text`` whose code is sound, else
-    ``None`` (the caller compiles the piece again and rewrites the entry)."""
-    if payload is None or len(payload) < 4:
-        return None
-    (n,) = struct.unpack_from("<I", payload)
-    k = key_text.encode()
-    if n != len(k) or payload[4:4 + n] != k:
-        return None
-    obj = payload[4 + n:]
-    return obj if object_is_sound(obj) else None
 
 
 def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:

@@ -20,6 +20,7 @@ from tensorad.ir.dtype import numpy_dtype
 
 from .checks import Checks
 from .program import Buffer
+from .runtime import ensure_workers
 
 
 class KernelArgumentError(TypeError, ValueError):
@@ -231,6 +232,8 @@ class Kernel:
 
         self._num_threads = integer("num_threads", n, 1, MAX_THREADS, what="a positive int",
                                     note=f" (at most {MAX_THREADS} threads)")
+        if self._compiled.uses_gomp:
+            ensure_workers(self._num_threads)
 
     # ---- introspection --------------------------------------------------------------------
     @property

@@ -82,11 +82,11 @@ def test_the_product_driver_takes_its_blocks_from_the_shared_counter():
     assert core.count("atomicrmw add") == 2  # the first chunk, and each next one
 
 
-def test_thread_pool_fallback_shares_loops_and_products():
+def test_libgomp_runtime_shares_loops_and_products():
     script = (
         "import numpy as np, tensorad as ta\n"
-        "from tensorad.codegen.runtime import parallel_runtime, THREAD_POOL\n"
-        "assert parallel_runtime() == THREAD_POOL\n"
+        "from tensorad.codegen.runtime import parallel_runtime\n"
+        "assert 'libgomp' in parallel_runtime()\n"
         "A = ta.placeholder((5, 11, 19), name='A'); B = ta.placeholder((19, 29), name='B')\n"
         "r = ta.reduce_axis((0, 19), name='r')\n"
         "C = ta.compute((5, 11, 29), lambda b, i, j: ta.sum(A[b, i, r] * B[r, j], axis=r), name='C')\n"
@@ -98,11 +98,11 @@ def test_thread_pool_fallback_shares_loops_and_products():
         "c, d = k(a, b)\n"
         "np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)\n"
         "np.testing.assert_array_equal(d, c * 2)\n"
-        "print('pool ok')\n")
-    env = dict(os.environ, TENSORAD_NO_GOMP="1")
+        "print('gomp ok')\n")
+    env = dict(os.environ, TENSORAD_PARALLEL_RUNTIME="gomp")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "pool ok" in out.stdout
+    assert "gomp ok" in out.stdout
 
 
 def test_scatter_columns_shared_at_any_thread_count(rng):
