@@ -17,13 +17,14 @@ $(VENV)/.bench-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $@
 
-# The parallel runtime of generated kernels is libgomp (GOMP_parallel); install it when it is
-# missing and we may, otherwise kernels fall back to a thread pool (codegen/runtime.py).
+# Kernels run their parallel loops on tensorad's own pool (codegen/pool.py); libgomp is linked by
+# exported kernels (kernel.export) and used on request (TENSORAD_PARALLEL_RUNTIME=gomp): install
+# it when it is missing and we may.
 runtime:
 	@ldconfig -p 2>/dev/null | grep -q libgomp.so.1 || \
 	  { [ "$$(id -u)" = 0 ] && (apt-get install -y -q libgomp1 >/dev/null 2>&1 || \
 	     (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libgomp1 >/dev/null 2>&1)) ; } || \
-	  echo "note: libgomp1 not installed; kernels use the thread-pool fallback"
+	  echo "note: libgomp1 not installed; exported parallel kernels cannot be linked"
 
 test: $(VENV)/.test-installed runtime
 	TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests

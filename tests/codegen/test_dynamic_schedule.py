@@ -84,6 +84,7 @@ def test_the_product_driver_takes_its_blocks_from_the_shared_counter():
 
 def test_libgomp_runtime_shares_loops_and_products():
     script = (
+        "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
         "import numpy as np, tensorad as ta\n"
         "from tensorad.codegen.runtime import parallel_runtime\n"
         "assert 'libgomp' in parallel_runtime()\n"

@@ -181,6 +181,7 @@ def test_vector_width_and_opt_level_options():
 def test_libgomp_runtime_on_request():
     # TENSORAD_PARALLEL_RUNTIME=gomp: the same object code on libgomp, called from three threads
     script = (
+        "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
         "import threading, numpy as np, tensorad as ta\n"
         "from tensorad.codegen import runtime\n"
         "assert 'libgomp' in runtime.parallel_runtime()\n"
