@@ -487,7 +487,8 @@ class ModuleEmitter:
         if "gemm" in nest.attrs:
             return chunk
         grain = int(nest.attrs.get("grain", 1))
-        vector = math.lcm(grain, VECTOR_BODY * max(self._lanes(t.dtype) for t in nest_buffers(nest.body)))
+        lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none: seed 341265)
+        vector = math.lcm(grain, VECTOR_BODY * lanes)
         unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
         return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
 
