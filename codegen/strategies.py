@@ -26,7 +26,10 @@ it must get right is the order of the candidates an op is offered:
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
   those rows (plain loops) plus the product of the copy;
 * **scan** -- a running reduction: one update per new term and one copy per output point,
-  vectorized across the output axes after the scanned one.
+  vectorized across the output axes after the scanned one;
+* **taps** -- a small output of shifted products (:mod:`.stencil`): one vectorized stream of
+  the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
+  loops, and the gather.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -55,6 +58,7 @@ from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
 from .strategy import Candidate, Item, Open, Plan, PlanContext
+from .stencil import split_taps
 from .stripmine import plan_split
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
@@ -716,8 +720,45 @@ class Scan:
         return Plan([Item(cand.op, cand.bodies, form="scan")])
 
 
+RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
+
+
+class TapAccumulators:
+    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
+    convolution's weight gradient) as one stream over the taps' common interior with one vector
+    accumulator per tap, its border, and a gather (:mod:`.stencil`).  The taps must fit the
+    target's vector registers; under fast math only (the interior adds in another order)."""
+
+    name = "taps"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
+            return []
+        key = ("taps", op, bodies)
+        if key not in ctx.memo:
+            budget = ctx.target.vector_registers - RESERVED_REGISTERS
+            ctx.memo[key] = split_taps(op, bodies[0], budget)
+        found = ctx.memo[key]
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
+        border's share of the plain loops, and the gather."""
+        split = cand.data
+        lanes = _lanes(ctx, cand.op.body[0].dtype)
+        stream = split.interior_points * (1 + 2 * split.taps) / lanes
+        border = loop_cycles(split.border, split.border.body, ctx) * split.border_fraction
+        return stream + border + loop_cycles(split.gather, split.gather.body, ctx)
+
+    def lower(self, cand, ctx):
+        split = cand.data
+        return Plan([Open(split.interior, split.interior.body), Open(split.border, split.border.body),
+                     Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan(),
+            TapAccumulators())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
