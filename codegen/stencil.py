@@ -35,7 +35,8 @@ from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
-from tensorad.poly.linear import to_linear
+
+from .pieces import GUARD_ATTR
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -161,4 +162,57 @@ def split_taps(op: ComputeOp, body: Expr, budget: int) -> TapSplit | None:
     return TapSplit(interior, border, gather, k, interior_points, border_fraction)
 
 
-__all__ = ["TapSplit", "split_taps", "tap_axes"]
+def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
+    """The dual: a sum over a few taps (every reduction axis of 2 to :data:`MAX_TAP_EXTENT`
+    values, at most ``budget`` taps in all, each shifting a read together with an output axis:
+    a depthwise convolution's input gradient) as an elementwise op adding one term per tap,
+    ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
+    the whole box), in the order the loops add them.  The op asks for its guards to be decided
+    per piece of its box (:mod:`.pieces`): its interior is one unguarded loop whose taps'
+    invariant factors stay in registers.  ``None`` when ``op`` is not such a sum."""
+    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
+        return None
+    comb = body.arg.combiner
+    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+        return None
+    raxes = tuple(body.arg.axes)
+    k = 1
+    for a in raxes:
+        k *= a.extent
+    if not raxes or k > budget or any(not 2 <= a.extent <= MAX_TAP_EXTENT for a in raxes):
+        return None
+    outer = set(op.axes)
+    shifting = set()
+    for n in walk(body.src[1]):
+        if n.op is Op.READ:
+            for i in n.src:
+                vs = set(free_vars(i))
+                if vs & outer:
+                    shifting |= vs
+    if not set(raxes) <= shifting:
+        return None
+    cond, src = body.src
+    axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    fresh = dict(zip(op.axes, axes))
+    space = IndexSpace(axes)
+    box = space.box()
+    total = None
+    for vals in product(*(range(a.lo, a.hi) for a in raxes)):
+        m = {**fresh, **{a: const(v, a.dtype) for a, v in zip(raxes, vals)}}
+        c = substitute(cond, m)
+        try:
+            where = box.intersect(space.cond(c))
+        except NotAffine:
+            return None
+        if where.is_empty():
+            continue
+        term = substitute(src, m)
+        if not box.is_subset(where):
+            term = choice(Op.IF_THEN_ELSE, c, term, const(0, body.dtype))
+        total = term if total is None else total + term
+    if total is None:
+        return None
+    return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
+
+
+__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

@@ -57,8 +57,8 @@ from .scan import find_scan
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
+from .stencil import split_taps, unroll_taps
 from .strategy import Candidate, Item, Open, Plan, PlanContext
-from .stencil import split_taps
 from .stripmine import plan_split
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
@@ -756,9 +756,35 @@ class TapAccumulators:
                      Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
 
 
+class TapStencil:
+    """The dual of :class:`TapAccumulators`: a sum over a few taps that shift its reads (a
+    depthwise convolution's input gradient) as one elementwise op adding a term per tap, its
+    guards decided per piece of the box (:func:`.stencil.unroll_taps`): the interior is one
+    vectorized loop with the taps' invariant factors in registers.  Under fast math only (a
+    skipped term no longer adds a zero, ``-0.0`` stays ``-0.0``)."""
+
+    name = "stencil"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
+            return []
+        key = ("stencil", op, bodies)
+        if key not in ctx.memo:
+            budget = ctx.target.vector_registers - RESERVED_REGISTERS
+            ctx.memo[key] = unroll_taps(op, bodies[0], budget)
+        found = ctx.memo[key]
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        return loop_cycles(cand.data, cand.data.body, ctx)
+
+    def lower(self, cand, ctx):
+        return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
             ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan(),
-            TapAccumulators())
+            TapAccumulators(), TapStencil())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
