@@ -31,10 +31,11 @@ from itertools import product
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
 from tensorad.ir.reducer import CommReducer
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
+from tensorad.poly.linear import to_linear
 
 from .pieces import GUARD_ATTR
 
@@ -62,18 +63,28 @@ def _sum_of(n: int, dtype: str) -> CommReducer:
                        tuple(const(0, dtype) for _ in range(n)))
 
 
-def tap_axes(op: ComputeOp, body: Expr) -> tuple[Expr, ...]:
-    """The output axes (of 2 to :data:`MAX_TAP_EXTENT` values) that occur in some read index of
-    ``body``'s source together with a reduction axis (``y + kh``), in the op's order."""
-    raxes = set(body.arg.axes)
+def _shifts(body: Expr, moving: set, by: set) -> set:
+    """The variables of ``by`` that some read index of ``body``'s source adds (as a term of
+    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving``."""
     found = set()
     for n in walk(body.src[1]):
         if n.op is not Op.READ:
             continue
         for i in n.src:
-            vs = set(free_vars(i))
-            if vs & raxes:
-                found |= vs
+            vs = {a for a, _ in to_linear(i).terms}
+            if vs & moving:
+                found |= vs & by
+    return found
+
+
+def _moving(axes) -> set:
+    return {a for a in axes if a.extent >= 2}
+
+
+def tap_axes(op: ComputeOp, body: Expr) -> tuple[Expr, ...]:
+    """The output axes (of 2 to :data:`MAX_TAP_EXTENT` values) that shift a read index of
+    ``body``'s source along a reduction axis (``y + kh``), in the op's order."""
+    found = _shifts(body, _moving(body.arg.axes), set(op.axes))
     return tuple(a for a in op.axes if a in found and 2 <= a.extent <= MAX_TAP_EXTENT)
 
 
@@ -163,8 +174,9 @@ def split_taps(op: ComputeOp, body: Expr, budget: int) -> TapSplit | None:
 
 
 def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
-    """The dual: a sum over a few taps (every reduction axis of 2 to :data:`MAX_TAP_EXTENT`
-    values, at most ``budget`` taps in all, each shifting a read together with an output axis:
+    """The dual: a sum over a few taps (every reduction axis of at most :data:`MAX_TAP_EXTENT`
+    values, 2 to ``budget`` taps in all, each axis of several values shifting a read index along
+    an output axis:
     a depthwise convolution's input gradient) as an elementwise op adding one term per tap,
     ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
     the whole box), in the order the loops add them.  The op asks for its guards to be decided
@@ -179,17 +191,9 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
     k = 1
     for a in raxes:
         k *= a.extent
-    if not raxes or k > budget or any(not 2 <= a.extent <= MAX_TAP_EXTENT for a in raxes):
+    if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
-    outer = set(op.axes)
-    shifting = set()
-    for n in walk(body.src[1]):
-        if n.op is Op.READ:
-            for i in n.src:
-                vs = set(free_vars(i))
-                if vs & outer:
-                    shifting |= vs
-    if not set(raxes) <= shifting:
+    if not _moving(raxes) <= _shifts(body, _moving(op.axes), set(raxes)):
         return None
     cond, src = body.src
     axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
