@@ -63,17 +63,18 @@ def _sum_of(n: int, dtype: str) -> CommReducer:
                        tuple(const(0, dtype) for _ in range(n)))
 
 
-def _shifts(body: Expr, moving: set, by: set) -> set:
+def _shifts(body: Expr, moving: set, by: set, unit: bool = False) -> set:
     """The variables of ``by`` that some read index of ``body``'s source adds (as a term of
-    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving``."""
+    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving`` (of
+    coefficient +-1 with ``unit``: a window that slides by one point, not a pooling stride)."""
     found = set()
     for n in walk(body.src[1]):
         if n.op is not Op.READ:
             continue
         for i in n.src:
-            vs = {a for a, _ in to_linear(i).terms}
-            if vs & moving:
-                found |= vs & by
+            terms = to_linear(i).as_dict()
+            if any(a in moving and (abs(c) == 1 or not unit) for a, c in terms.items()):
+                found |= set(terms) & by
     return found
 
 
@@ -99,14 +100,17 @@ def _range_points(space: IndexSpace, dom, axes) -> int:
     return n
 
 
-def split_taps(op: ComputeOp, body: Expr, budget: int) -> TapSplit | None:
+def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit | None:
     """The split of a one-source sum ``op`` into interior, border and gather, when it has tap
-    axes of at most ``budget`` taps in all and an interior holding :data:`MIN_INTERIOR` of each
-    tap's points; ``None`` otherwise."""
+    axes of at most ``budget`` taps in all, a stream (its last reduction axis) of at least
+    ``lanes`` points, and an interior holding :data:`MIN_INTERIOR` of each tap's points;
+    ``None`` otherwise (a pooling window's few points are no stream)."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner
     if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+        return None
+    if not body.arg.axes or body.arg.axes[-1].extent < lanes:
         return None
     taps = tap_axes(op, body)
     k = 1
@@ -176,7 +180,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int) -> TapSplit | None:
 def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
     """The dual: a sum over a few taps (every reduction axis of at most :data:`MAX_TAP_EXTENT`
     values, 2 to ``budget`` taps in all, each axis of several values shifting a read index along
-    an output axis:
+    an output axis that moves it by one:
     a depthwise convolution's input gradient) as an elementwise op adding one term per tap,
     ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
     the whole box), in the order the loops add them.  The op asks for its guards to be decided
@@ -193,7 +197,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
         k *= a.extent
     if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
-    if not _moving(raxes) <= _shifts(body, _moving(op.axes), set(raxes)):
+    if not _moving(raxes) <= _shifts(body, _moving(op.axes), set(raxes), unit=True):
         return None
     cond, src = body.src
     axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)

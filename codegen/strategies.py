@@ -737,7 +737,7 @@ class TapAccumulators:
         key = ("taps", op, bodies)
         if key not in ctx.memo:
             budget = ctx.target.vector_registers - RESERVED_REGISTERS
-            ctx.memo[key] = split_taps(op, bodies[0], budget)
+            ctx.memo[key] = split_taps(op, bodies[0], budget, _lanes(ctx, bodies[0].dtype))
         found = ctx.memo[key]
         return [] if found is None else [Candidate(self, op, bodies, found)]
 
