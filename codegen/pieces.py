@@ -23,7 +23,7 @@ from tensorad.ir.rewrite import substitute, walk
 from tensorad.poly.affine import IndexSpace, NotAffine
 
 GUARD_ATTR = "guard_pieces"  # an elementwise op whose guards are decided per piece
-MAX_PIECES = 16
+MAX_PIECES = 32  # (a 5 x 5 stencil's box: 25)
 
 
 def _zero(e: Expr) -> bool:

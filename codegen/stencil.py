@@ -37,7 +37,7 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
-from .pieces import GUARD_ATTR
+from .pieces import GUARD_ATTR, guard_pieces
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -220,6 +220,8 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
         total = term if total is None else total + term
     if total is None:
         return None
+    if any(n.op is Op.IF_THEN_ELSE for n in walk(total)) and guard_pieces(space, box, total) is None:
+        return None  # (guards that stay in the loop body: the plain loops do better)
     return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
 
 

@@ -29,7 +29,8 @@ it must get right is the order of the candidates an op is offered:
   vectorized across the output axes after the scanned one;
 * **taps** -- a small output of shifted products (:mod:`.stencil`): one vectorized stream of
   the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
-  loops, and the gather.
+  loops, and the gather; **stencil** -- its dual, a sum over a few taps as one elementwise op
+  of a term per tap: the plain loops of that op.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -723,23 +724,40 @@ class Scan:
 RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
 
 
-class TapAccumulators:
-    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
-    convolution's weight gradient) as one stream over the taps' common interior with one vector
-    accumulator per tap, its border, and a gather (:mod:`.stencil`).  The taps must fit the
-    target's vector registers; under fast math only (the interior adds in another order)."""
+class _Taps:
+    """What both tap strategies share: under fast math only (their sums add in another order
+    than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
+    matched once per planning call, at most as many taps as the target's vector registers
+    less :data:`RESERVED_REGISTERS`."""
 
-    name = "taps"
+    name = ""
+
+    def _make(self, op, body, ctx):
+        raise NotImplementedError
 
     def match(self, op, bodies, ctx):
         if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
             return []
-        key = ("taps", op, bodies)
+        key = (self.name, op, bodies)
         if key not in ctx.memo:
-            budget = ctx.target.vector_registers - RESERVED_REGISTERS
-            ctx.memo[key] = split_taps(op, bodies[0], budget, _lanes(ctx, bodies[0].dtype))
+            ctx.memo[key] = self._make(op, bodies[0], ctx)
         found = ctx.memo[key]
         return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    @staticmethod
+    def _budget(ctx) -> int:
+        return ctx.target.vector_registers - RESERVED_REGISTERS
+
+
+class TapAccumulators(_Taps):
+    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
+    convolution's weight gradient) as one stream over the taps' common interior with one vector
+    accumulator per tap, its border, and a gather (:func:`.stencil.split_taps`)."""
+
+    name = "taps"
+
+    def _make(self, op, body, ctx):
+        return split_taps(op, body, self._budget(ctx), _lanes(ctx, body.dtype))
 
     def cost(self, cand, ctx):
         """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
@@ -756,24 +774,16 @@ class TapAccumulators:
                      Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
 
 
-class TapStencil:
-    """The dual of :class:`TapAccumulators`: a sum over a few taps that shift its reads (a
-    depthwise convolution's input gradient) as one elementwise op adding a term per tap, its
-    guards decided per piece of the box (:func:`.stencil.unroll_taps`): the interior is one
-    vectorized loop with the taps' invariant factors in registers.  Under fast math only (a
-    skipped term no longer adds a zero, ``-0.0`` stays ``-0.0``)."""
+class TapStencil(_Taps):
+    """The dual: a sum over a few taps that shift its reads (a depthwise convolution's input
+    gradient, its forward) as one elementwise op adding a term per tap, its guards decided per
+    piece of the box (:func:`.stencil.unroll_taps`): the interior is one vectorized loop with
+    the taps' invariant factors in registers."""
 
     name = "stencil"
 
-    def match(self, op, bodies, ctx):
-        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
-            return []
-        key = ("stencil", op, bodies)
-        if key not in ctx.memo:
-            budget = ctx.target.vector_registers - RESERVED_REGISTERS
-            ctx.memo[key] = unroll_taps(op, bodies[0], budget)
-        found = ctx.memo[key]
-        return [] if found is None else [Candidate(self, op, bodies, found)]
+    def _make(self, op, body, ctx):
+        return unroll_taps(op, body, self._budget(ctx))
 
     def cost(self, cand, ctx):
         return loop_cycles(cand.data, cand.data.body, ctx)
