@@ -31,7 +31,7 @@ from itertools import product
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
 from tensorad.ir.reducer import CommReducer
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
@@ -180,8 +180,9 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
 def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
     """The dual: a sum over a few taps (every reduction axis of at most :data:`MAX_TAP_EXTENT`
     values, 2 to ``budget`` taps in all, each axis of several values shifting a read index along
-    an output axis that moves it by one:
-    a depthwise convolution's input gradient) as an elementwise op adding one term per tap,
+    an output axis that moves it by one, and a weight per tap -- a read by the taps and none of
+    those output axes: a depthwise convolution's input gradient and forward, not a box blur)
+    as an elementwise op adding one term per tap,
     ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
     the whole box), in the order the loops add them.  The op asks for its guards to be decided
     per piece of its box (:mod:`.pieces`): its interior is one unguarded loop whose taps'
@@ -197,9 +198,14 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
         k *= a.extent
     if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
-    if not _moving(raxes) <= _shifts(body, _moving(op.axes), set(raxes), unit=True):
-        return None
     cond, src = body.src
+    taps = _moving(raxes)
+    if not taps <= _shifts(body, _moving(op.axes), set(raxes), unit=True):
+        return None
+    sliding = _shifts(body, taps, set(op.axes), unit=True)
+    if not any(n.op is Op.READ and set(free_vars(n)) & taps and not set(free_vars(n)) & sliding
+               for n in walk(src)):
+        return None  # (no weight per tap to hold in a register: a box blur's strips do better)
     axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
     fresh = dict(zip(op.axes, axes))
     space = IndexSpace(axes)

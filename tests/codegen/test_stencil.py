@@ -100,14 +100,15 @@ def test_dense_convolution_weight_gradient_stays_a_product():
 
 
 def test_box_blur_and_its_gradient():
-    """A 3 x 3 box blur without padding (its forward is a stencil too) against NumPy."""
+    """A 3 x 3 box blur without padding against NumPy: no weight per tap to hold in a register
+    (LLVM reuses its loads across taps in half-width vectors), so it stays in strips."""
     n, h, w = 2, 10, 12
     X = ta.placeholder((n, h, w), "float64", name="X")
     ry, rx = ta.reduce_axis((0, 3), "ry"), ta.reduce_axis((0, 3), "rx")
     B = ta.compute((n, h - 2, w - 2), lambda b, y, x: ta.sum(X[b, y + ry, x + rx] / 9.0, axis=[ry, rx]),
                    name="blur")
     fn = ta.function(B, [X], wrt=[X], num_threads=1)
-    assert "stencil" in _chosen(ta.lower([B], [X])).values()
+    assert _chosen(ta.lower([B], [X], num_threads=1))["blur"] == "strips"
     x = RNG.uniform(-1, 1, (n, h, w))
     want = sum(x[:, i:i + h - 2, j:j + w - 2] for i in range(3) for j in range(3)) / 9.0
     got, res = fn.forward(x)
