@@ -120,3 +120,20 @@ def test_box_blur_and_its_gradient():
             gx[:, i:i + h - 2, j:j + w - 2] += head / 9.0
     (dx,) = fn.backward(res, head)
     np.testing.assert_allclose(dx, gx, rtol=1e-12, atol=1e-12)
+
+
+def test_grouped_convolution_gradients_match_torch():
+    """Two channels per group: the weight gradient's taps are ``(kh, kw)``, its outer axes the
+    output and group channels (a channel index ``(f // 2) * 2 + c`` shifts no read)."""
+    x, w = RNG.uniform(-1, 1, (2, 4, 9, 10)), RNG.uniform(-1, 1, (4, 2, 3, 3))
+    X, W = ta.placeholder(x.shape, "float64", name="X"), ta.placeholder(w.shape, "float64", name="W")
+    Y = topi.nn.conv2d(X, W, 1, 1, groups=2)
+    fn = ta.function(Y, [X, W], wrt=[X, W], num_threads=1)
+    assert _chosen(fn.lower_backward())["W.grad"] == "taps"
+    h = RNG.uniform(-1, 1, Y.shape)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    gx, gw = torch.autograd.grad(F.conv2d(tx, tw, padding=1, groups=2), [tx, tw], torch.tensor(h))
+    _, res = fn.forward(x, w)
+    dx, dw = fn.backward(res, h)
+    np.testing.assert_allclose(dx, gx.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, gw.numpy(), rtol=1e-12, atol=1e-12)
