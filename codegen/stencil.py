@@ -1,4 +1,4 @@
-"""Tap accumulators: a small output of shifted products as one stream with an accumulator per tap.
+"""Taps: a small output of shifted products as one stream with an accumulator per tap, and the dual.
 
 A depthwise convolution's weight gradient sums, for each of its ``3 x 3`` taps, a product of
 two reads whose indices differ by the tap's offset::
@@ -22,6 +22,12 @@ read index together with a reduction axis.  The interior's sums add in another o
 plain loops, so the split is offered only under fast math; :class:`.strategies.TapAccumulators`
 costs it against the other strategies (a dense convolution's weight gradient, a matrix product,
 stays with the micro-kernel).
+
+The dual (:func:`unroll_taps`): a sum *over* a few taps at each point of a big output -- the
+input gradient ``dX[n, c, y, x] = sum_{kh, kw} H[n, c, y - kh + 1, x - kw + 1] * W[c, 0, kh, kw]``
+-- is one elementwise op adding a term per tap, each under its tap's condition; the guards are
+decided per piece of the box (:mod:`.pieces`), so the interior is one loop of ``K`` multiply-adds
+per point with the weights held in registers, instead of ``K`` passes over each output row.
 """
 
 from __future__ import annotations
