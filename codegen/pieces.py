@@ -57,8 +57,6 @@ def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.
         pieces = [q for p in pieces for q in (p.intersect(s), p.subtract(s)) if not q.is_empty()]
         if len(pieces) > MAX_PIECES:
             return None
-    if len(pieces) < 2:
-        return None
     out = []
     for p in pieces:
         decided = {}
