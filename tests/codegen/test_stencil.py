@@ -137,3 +137,20 @@ def test_grouped_convolution_gradients_match_torch():
     dx, dw = fn.backward(res, h)
     np.testing.assert_allclose(dx, gx.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dw, gw.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_guards_decided_per_piece_compute_the_same():
+    """An elementwise op asking for it (``GUARD_ATTR``) is cut into the pieces its guards
+    decide: ``[0]``, ``[1, 8]``, ``[9]``, none with a choice left; values against NumPy."""
+    from tensorad.codegen.pieces import GUARD_ATTR
+    from tensorad.ir.tensor import ComputeOp, Tensor
+
+    A = ta.placeholder((10,), "float64", name="A")
+    i = ta.ir.var("i", 0, 10)
+    body = (ta.if_then_else(i >= 1, A[i - 1], 0.0) + ta.if_then_else(i <= 8, A[i + 1], 0.0))
+    T = Tensor(ComputeOp("T", "", (i,), (body,), ((GUARD_ATTR, True),)), 0)
+    text = ta.lower([T], [A]).text
+    assert "3 pieces of decided guards" in text and "if_then_else" not in text
+    a = RNG.uniform(-1, 1, 10)
+    want = np.concatenate([[0.0], a[:-1]]) + np.concatenate([a[1:], [0.0]])
+    np.testing.assert_allclose(ta.build([T], [A])(a), want, rtol=1e-15)
