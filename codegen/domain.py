@@ -32,6 +32,7 @@ from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 
 from .nestshare import marked
+from .pieces import GUARD_ATTR, guard_pieces
 from .program import Assign, Buffer, Fill, If, Store
 from .stripmine import AxisSplit, plan_split
 
@@ -134,6 +135,15 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         if not box.is_subset(dom):
             fills.append(Fill(buf, const(0, buf.dtype)))
             notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")
+        cut = None
+        if op.attr(GUARD_ATTR) and split is None:  # (each piece with its guards decided: :mod:`.pieces`)
+            cut = guard_pieces(space, box.intersect(dom), value)
+        if cut is not None:
+            for k, (piece, there) in enumerate(cut):
+                store = Store(buf, index, there)
+                stmts.append(PolyStmt(f"S{v}g{k}", axes, piece, (store,), tuple(axes) + (v,)))
+            notes.append(f"{len(cut)} pieces of decided guards")
+            continue
         store = Store(buf, index, value)
         for k, piece in enumerate(pieces):
             name = f"S{v}" if len(pieces) == 1 else f"S{v}p{k}"

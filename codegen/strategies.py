@@ -26,7 +26,11 @@ it must get right is the order of the candidates an op is offered:
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
   those rows (plain loops) plus the product of the copy;
 * **scan** -- a running reduction: one update per new term and one copy per output point,
-  vectorized across the output axes after the scanned one.
+  vectorized across the output axes after the scanned one;
+* **taps** -- a small output of shifted products (:mod:`.stencil`): one vectorized stream of
+  the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
+  loops, and the gather; **stencil** -- its dual, a sum over a few taps as one elementwise op
+  of a term per tap: the plain loops of that op.
 
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
@@ -54,6 +58,7 @@ from .scan import find_scan
 from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
+from .stencil import split_taps, unroll_taps
 from .strategy import Candidate, Item, Open, Plan, PlanContext
 from .stripmine import plan_split
 
@@ -716,8 +721,80 @@ class Scan:
         return Plan([Item(cand.op, cand.bodies, form="scan")])
 
 
+RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
+
+
+class _Taps:
+    """What both tap strategies share: under fast math only (their sums add in another order
+    than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
+    matched once per planning call, at most as many taps as the target's vector registers
+    less :data:`RESERVED_REGISTERS`."""
+
+    name = ""
+
+    def _make(self, op, body, ctx):
+        raise NotImplementedError
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
+            return []
+        key = (self.name, op, bodies)
+        if key not in ctx.memo:
+            ctx.memo[key] = self._make(op, bodies[0], ctx)
+        found = ctx.memo[key]
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    @staticmethod
+    def _budget(ctx) -> int:
+        return ctx.target.vector_registers - RESERVED_REGISTERS
+
+
+class TapAccumulators(_Taps):
+    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
+    convolution's weight gradient) as one stream over the taps' common interior with one vector
+    accumulator per tap, its border, and a gather (:func:`.stencil.split_taps`)."""
+
+    name = "taps"
+
+    def _make(self, op, body, ctx):
+        return split_taps(op, body, self._budget(ctx), _lanes(ctx, body.dtype))
+
+    def cost(self, cand, ctx):
+        """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
+        border's share of the plain loops, and the gather."""
+        split = cand.data
+        lanes = _lanes(ctx, cand.op.body[0].dtype)
+        stream = split.interior_points * (1 + 2 * split.taps) / lanes
+        border = loop_cycles(split.border, split.border.body, ctx) * split.border_fraction
+        return stream + border + loop_cycles(split.gather, split.gather.body, ctx)
+
+    def lower(self, cand, ctx):
+        split = cand.data
+        return Plan([Open(split.interior, split.interior.body), Open(split.border, split.border.body),
+                     Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
+
+
+class TapStencil(_Taps):
+    """The dual: a sum over a few taps that shift its reads (a depthwise convolution's input
+    gradient, its forward) as one elementwise op adding a term per tap, its guards decided per
+    piece of the box (:func:`.stencil.unroll_taps`): the interior is one vectorized loop with
+    the taps' invariant factors in registers."""
+
+    name = "stencil"
+
+    def _make(self, op, body, ctx):
+        return unroll_taps(op, body, self._budget(ctx))
+
+    def cost(self, cand, ctx):
+        return loop_cycles(cand.data, cand.data.body, ctx)
+
+    def lower(self, cand, ctx):
+        return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
+
+
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan())
+            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan(),
+            TapAccumulators(), TapStencil())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

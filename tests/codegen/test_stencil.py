@@ -1,0 +1,155 @@
+"""Tap accumulators and stencils (codegen/stencil.py, codegen/pieces.py): a depthwise
+convolution's weight gradient as one stream with an accumulator per tap, its input gradient as
+one elementwise op with its guards decided per piece.  Oracles: PyTorch float64 autograd and a
+NumPy box blur written here; choices read from the lowering's offers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tensorad as ta
+from tensorad import topi
+
+F = torch.nn.functional
+RNG = np.random.default_rng(7)
+
+
+def _chosen(lowered) -> dict[str, str]:
+    return {point.split("#")[0]: chosen for point, _, chosen in lowered.offered}
+
+
+def _depthwise(shape, k, stride=1, pad=1, dilation=1, dtype="float64", **opts):
+    n, c, h, w = shape
+    X = ta.placeholder(shape, dtype, name="X")
+    W = ta.placeholder((c, 1, k, k), dtype, name="W")
+    Y = topi.nn.conv2d(X, W, stride, pad, dilation=dilation, groups=c)
+    return X, W, Y, ta.function(Y, [X, W], wrt=[X, W], num_threads=1, **opts)
+
+
+def _torch_grads(x, w, h, groups=None, **conv):
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = F.conv2d(tx, tw, groups=groups or x.shape[1], **conv)
+    gx, gw = torch.autograd.grad(y, [tx, tw], torch.tensor(h))
+    return y.detach().numpy(), gx.numpy(), gw.numpy()
+
+
+@pytest.mark.parametrize("k, stride, pad, dilation", [(3, 1, 1, 1), (3, 1, 2, 2), (3, 2, 1, 1), (2, 1, 0, 1)])
+def test_depthwise_gradients_match_torch(k, stride, pad, dilation):
+    shape = (2, 3, 9, 11)
+    x, w = RNG.uniform(-1, 1, shape), RNG.uniform(-1, 1, (3, 1, k, k))
+    X, W, Y, fn = _depthwise(shape, k, stride, pad, dilation)
+    h = RNG.uniform(-1, 1, Y.shape)
+    y, gx, gw = _torch_grads(x, w, h, stride=stride, padding=pad, dilation=dilation)
+    got, res = fn.forward(x, w)
+    np.testing.assert_allclose(got, y, rtol=1e-12, atol=1e-12)
+    dx, dw = fn.backward(res, h)
+    np.testing.assert_allclose(dx, gx, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, gw, rtol=1e-12, atol=1e-12)
+
+
+def test_depthwise_backward_takes_taps_and_stencil_and_checked_agrees():
+    shape = (2, 4, 12, 13)
+    x, w = RNG.uniform(-1, 1, shape), RNG.uniform(-1, 1, (4, 1, 3, 3))
+    X, W, Y, fn = _depthwise(shape, 3)
+    chosen = _chosen(fn.lower_backward())
+    assert chosen["W.grad"] == "taps" and chosen["X.grad"] == "stencil"
+    h = RNG.uniform(-1, 1, Y.shape)
+    _, gx, gw = _torch_grads(x, w, h, padding=1)
+    _, res = fn.forward(x, w)
+    dx, dw = fn.backward(res, h)
+    *_, checked = _depthwise(shape, 3, checked=True)
+    _, res = checked.forward(x, w)
+    cx, cw = checked.backward(res, h)
+    for a, b in ((dx, gx), (dw, gw), (cx, gx), (cw, gw)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_stencil_interior_is_one_unguarded_loop():
+    """The input gradient's guards are decided per piece: 9 pieces (interior, 4 edges, 4
+    corners), none with a choice left; the interior reads its 9 taps unguarded."""
+    *_, fn = _depthwise((2, 4, 12, 13), 3)
+    text = fn.lower_backward().text
+    nest = text.split("# nest X.grad")[1].split("# nest")[0]
+    assert "9 pieces of decided guards" in nest
+    assert "if_then_else" not in nest and "select" not in nest
+    assert max(line.count("conv2d.head[") for line in nest.splitlines()) == 9
+
+
+def test_fast_math_off_keeps_the_plain_loops():
+    *_, fn = _depthwise((2, 4, 12, 13), 3, fastmath=False)
+    assert not {"taps", "stencil"} & set(_chosen(fn.lower_backward()).values())
+
+
+def test_more_taps_than_registers_are_not_held():
+    """5 x 5 = 25 taps: more than AVX2's 16 registers hold, fewer than AVX-512's 32."""
+    for target, held in (("llvm -mcpu=haswell", False), ("llvm -mcpu=skylake-avx512", True)):
+        *_, fn = _depthwise((1, 2, 14, 15), 5, pad=2, target=target)
+        offered = {label for _, labels, _ in fn.lower_backward().offered for label in labels}
+        assert ("taps" in offered) is held and ("stencil" in offered) is held
+
+
+def test_dense_convolution_weight_gradient_stays_a_product():
+    X = ta.placeholder((4, 32, 14, 14), "float32", name="X")
+    W = ta.placeholder((32, 32, 3, 3), "float32", name="W")
+    Y = topi.nn.conv2d(X, W, 1, 1)
+    fn = ta.function(Y, [X, W], wrt=[W], num_threads=1)
+    chosen = _chosen(fn.lower_backward())
+    assert chosen["W.grad"] in ("microkernel", "padded", "split-k")
+
+
+def test_box_blur_and_its_gradient():
+    """A 3 x 3 box blur without padding against NumPy: no weight per tap to hold in a register
+    (LLVM reuses its loads across taps in half-width vectors), so it stays in strips."""
+    n, h, w = 2, 10, 12
+    X = ta.placeholder((n, h, w), "float64", name="X")
+    ry, rx = ta.reduce_axis((0, 3), "ry"), ta.reduce_axis((0, 3), "rx")
+    B = ta.compute((n, h - 2, w - 2), lambda b, y, x: ta.sum(X[b, y + ry, x + rx] / 9.0, axis=[ry, rx]),
+                   name="blur")
+    fn = ta.function(B, [X], wrt=[X], num_threads=1)
+    assert _chosen(ta.lower([B], [X], num_threads=1))["blur"] == "strips"
+    x = RNG.uniform(-1, 1, (n, h, w))
+    want = sum(x[:, i:i + h - 2, j:j + w - 2] for i in range(3) for j in range(3)) / 9.0
+    got, res = fn.forward(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    head = RNG.uniform(-1, 1, want.shape)
+    gx = np.zeros_like(x)
+    for i in range(3):
+        for j in range(3):
+            gx[:, i:i + h - 2, j:j + w - 2] += head / 9.0
+    (dx,) = fn.backward(res, head)
+    np.testing.assert_allclose(dx, gx, rtol=1e-12, atol=1e-12)
+
+
+def test_grouped_convolution_gradients_match_torch():
+    """Two channels per group: the weight gradient's taps are ``(kh, kw)``, its outer axes the
+    output and group channels (a channel index ``(f // 2) * 2 + c`` shifts no read)."""
+    x, w = RNG.uniform(-1, 1, (2, 4, 9, 10)), RNG.uniform(-1, 1, (4, 2, 3, 3))
+    X, W = ta.placeholder(x.shape, "float64", name="X"), ta.placeholder(w.shape, "float64", name="W")
+    Y = topi.nn.conv2d(X, W, 1, 1, groups=2)
+    fn = ta.function(Y, [X, W], wrt=[X, W], num_threads=1)
+    assert _chosen(fn.lower_backward())["W.grad"] == "taps"
+    h = RNG.uniform(-1, 1, Y.shape)
+    _, gx, gw = _torch_grads(x, w, h, groups=2, padding=1)
+    _, res = fn.forward(x, w)
+    dx, dw = fn.backward(res, h)
+    np.testing.assert_allclose(dx, gx, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, gw, rtol=1e-12, atol=1e-12)
+
+
+def test_guards_decided_per_piece_compute_the_same():
+    """An elementwise op asking for it (``GUARD_ATTR``) is cut into the pieces its guards
+    decide: ``[0]``, ``[1, 8]``, ``[9]``, none with a choice left; values against NumPy."""
+    from tensorad.codegen.pieces import GUARD_ATTR
+    from tensorad.ir.tensor import ComputeOp, Tensor
+
+    A = ta.placeholder((10,), "float64", name="A")
+    i = ta.ir.var("i", 0, 10)
+    body = (ta.if_then_else(i >= 1, A[i - 1], 0.0) + ta.if_then_else(i <= 8, A[i + 1], 0.0))
+    T = Tensor(ComputeOp("T", "", (i,), (body,), ((GUARD_ATTR, True),)), 0)
+    text = ta.lower([T], [A]).text
+    assert "3 pieces of decided guards" in text and "if_then_else" not in text
+    a = RNG.uniform(-1, 1, 10)
+    want = np.concatenate([[0.0], a[:-1]]) + np.concatenate([a[1:], [0.0]])
+    np.testing.assert_allclose(ta.build([T], [A])(a), want, rtol=1e-15)
