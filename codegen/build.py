@@ -84,7 +84,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     outs, ins = check_arguments(outputs, inputs, name)
     tgt = parse_target(target)
     opts = Options.make({**options, "target": tgt})
-    gomp = parallel_runtime() is not None and opts.parallel
+    with diskcache.disabled(not cache):  # (the pool's object code, on a process's first build)
+        gomp = parallel_runtime() is not None and opts.parallel
     threads = opts.num_threads or default_num_threads()
     host = host_target()
     refuse = None if tgt.runs_here(host) else (
