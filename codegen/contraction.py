@@ -65,7 +65,6 @@ class Contraction:
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
     exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
     band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
-    cband: Band | None = None  # the rows' ranges of columns where C can be nonzero (:func:`c_band`)
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
@@ -99,29 +98,22 @@ class Contraction:
 
     @property
     def k_steps(self) -> int:
-        """The ``k`` steps the micro-tiles of one batch point run: ``ceil(M / MR) * ceil(N / NR)
-        * K``, or fewer within a :attr:`band` (a tile runs only the ``k`` its rows reach) or
-        a :attr:`cband` (a tile wholly outside it runs none)."""
-        rows, cols = range(0, self.M, self.mr), range(0, self.N, self.nr)
-        if self.band is None and self.cband is None:
-            return len(rows) * len(cols) * self.K
-        total = 0
-        for r in rows:
-            count = min(self.mr, self.M - r)
-            lo, hi = (0, self.K) if self.band is None else self.band.k_range(r, count, self.K)
-            inside = len(cols) if self.cband is None else \
-                sum(not self.cband.outside(r, count, c, min(self.nr, self.N - c)) for c in cols)
-            total += (hi - lo) * inside
-        return total
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or
+        fewer within a :attr:`band` (each tile of ``MR`` rows only over the ``k`` that its rows'
+        band reaches)."""
+        tiles = -(-self.M // self.mr)
+        if self.band is None:
+            return tiles * self.K
+        return sum(hi - lo for lo, hi in (self.band.k_range(r * self.mr, min(self.mr, self.M - r * self.mr),
+                                                             self.K) for r in range(tiles)))
 
     def describe(self) -> str:
         shape = (f"{'batch ' + 'x'.join(str(b.extent) for b in self.batch) + ' of ' if self.batch else ''}"
                  f"[{self.M} x {self.K}] @ [{self.K} x {self.N}]")
         band = ""
-        if self.band is not None or self.cband is not None:
-            full = -(-self.M // self.mr) * -(-self.N // self.nr) * self.K
-            band = (f"; {'k' if self.band is not None else ''}{'C' if self.cband is not None else ''}"
-                    f" banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps")
+        if self.band is not None:
+            full = -(-self.M // self.mr) * self.K
+            band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
                 f"(KC={self.kc} MC={self.mc} NC={self.nc}{band})")
 
@@ -135,9 +127,7 @@ class Band:
     zero) or a sliding window's ``|j - i| <= w``: the driver (:mod:`.gemmlib`) runs each
     micro-tile of rows ``[r, r + rows)`` only over the ``k`` its rows reach, skipping products
     whose A side is a guarded zero (their value is 0, or NaN at an inf of B, which
-    :func:`exact_term`'s fixer would recompute as 0 anyway).  As a band of C's columns
-    (``kf`` the column axis, ``inner`` 1): a tile wholly outside runs no ``k`` (it stores
-    zeros) and one across its edge zeroes the elements outside after each call."""
+    :func:`exact_term`'s fixer would recompute as 0 anyway)."""
 
     lo: int | None
     hi: int | None
@@ -150,21 +140,17 @@ class Band:
         end = K if self.hi is None else min(max((row + rows + self.hi) * self.inner, start), K)
         return start, end
 
-    def outside(self, row: int, rows: int, col: int, cols: int) -> bool:
-        """Whether the tile of rows ``[row, row + rows)`` and columns ``[col, col + cols)`` lies
-        wholly outside the band (as a band of columns, ``inner`` 1; as the driver tests it)."""
-        return ((self.hi is not None and col > row + rows - 1 + self.hi)
-                or (self.lo is not None and col + cols - 1 < row + self.lo))
-
 
 _BOUNDS = {Op.LE: (1, 0), Op.LT: (1, -1), Op.GE: (-1, 0), Op.GT: (-1, -1)}
 
 
-def axis_bounds(conds: list[Expr], m: Expr, ax: Expr) -> tuple[int | None, int | None] | None:
-    """``(lo, hi)``: the conjuncts ``conds`` of the form ``ax <= m + c`` or ``ax >= m + c``
-    (integer, unit coefficients, no other variable) as ``lo + m <= ax <= hi + m`` in the digits
-    (``value - lo``) of ``m`` and ``ax``, either bound ``None`` where none sets it; ``None``
-    when none does."""
+def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
+    """The :class:`Band` that the conjuncts ``conds`` of side A's guard set: those of the form
+    ``kf <= m + c`` or ``kf >= m + c`` (integer, unit coefficients, no other variable) on
+    ``m`` and the first reduction axis ``kf``; ``None`` without one."""
+    if not k:
+        return None
+    kf = k[0]
     lo = hi = None
     for c in conds:
         if c.op not in _BOUNDS or c.src[0].dtype not in INT_DTYPES:
@@ -173,44 +159,21 @@ def axis_bounds(conds: list[Expr], m: Expr, ax: Expr) -> tuple[int | None, int |
         if lhs is None or rhs is None:
             continue
         form = {v: lhs.get(v, 0) - rhs.get(v, 0) for v in set(lhs) | set(rhs)}
-        sign, shift = _BOUNDS[c.op]  # the condition: sign * form <= shift
+        sign, shift = _BOUNDS[c.op]  # sign * (form) <= shift: the condition
         const_ = form.pop(None, 0)
         form = {v: sign * x for v, x in form.items() if x}
         bound = shift - sign * const_  # sum form[v] * v <= bound
-        if set(form) != {m, ax}:
+        if set(form) != {m, kf}:
             continue
-        if form[ax] == 1 and form[m] == -1:  # ax <= m + bound
-            c_ = bound + m.lo - ax.lo
+        if form[kf] == 1 and form[m] == -1:  # kf <= m + bound: an upper bound, in digits
+            c_ = bound + m.lo - kf.lo
             hi = c_ if hi is None else min(hi, c_)
-        elif form[ax] == -1 and form[m] == 1:  # ax >= m - bound
-            c_ = m.lo - bound - ax.lo
+        elif form[kf] == -1 and form[m] == 1:  # kf >= m - bound
+            c_ = m.lo - bound - kf.lo
             lo = c_ if lo is None else max(lo, c_)
-    return None if lo is None and hi is None else (lo, hi)
-
-
-def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
-    """The :class:`Band` that side A's guard conjuncts ``conds`` set on ``m`` and the first
-    reduction axis (:func:`axis_bounds`), or ``None``."""
-    found = axis_bounds(conds, m, k[0]) if k else None
-    return None if found is None else Band(*found, _prod(a.extent for a in k[1:]))
-
-
-def c_band(cond: Expr, m: Expr, n: tuple[Expr, ...]) -> Band | None:
-    """The :class:`Band` of C that a conjunct ``cond`` on ``m`` and the one column axis sets
-    (``j <= i``: a causal triangle of scores), or ``None``: the product's element ``C[m, n]``
-    is the sum where it holds and 0 (the sum of no term) elsewhere."""
-    if len(n) != 1 or any(v not in (m, n[0]) for v in _vars(cond)):
+    if lo is None and hi is None:
         return None
-    found = axis_bounds([cond], m, n[0])
-    return None if found is None else Band(*found, 1)
-
-
-def _joined(a: Band | None, b: Band) -> Band:
-    if a is None:
-        return b
-    lo = b.lo if a.lo is None else a.lo if b.lo is None else max(a.lo, b.lo)
-    hi = b.hi if a.hi is None else a.hi if b.hi is None else min(a.hi, b.hi)
-    return Band(lo, hi, 1)
+    return Band(lo, hi, _prod(a.extent for a in k[1:]))
 
 
 def _prod(xs) -> int:
@@ -343,16 +306,11 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         m = max(m_cands, key=lambda ax: ax.extent)
         batch = tuple(ax for ax in axes[:-length] if ax is not m)
         ga, gb = [], []
-        cband = None
         ok = True
         for c, vs in cvars:
             if m in vs and vs & set(n_axes):
-                found = c_band(c, m, tuple(n_axes))
-                if found is None:
-                    ok = False
-                    break
-                cband = _joined(cband, found)
-                continue
+                ok = False
+                break
             (gb if vs & set(n_axes) else ga).append(c)
         if not ok:
             continue
@@ -369,7 +327,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
                            box_a + tuple(n_axes))
         spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
-                           band=k_band(ga, m, k), cband=cband)
+                           band=k_band(ga, m, k))
         return _with_tiles(spec, tile, target or host_target())
     return None
 

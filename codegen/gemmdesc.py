@@ -75,13 +75,7 @@ H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1
 H_BAND_HI = H_BAND_HI_ON + 1
 H_BAND_INNER = H_BAND_HI + 1
-# C's band (the same, over C's one column axis): a tile wholly outside runs no k, one across
-# its edge has its elements outside zeroed after each call
-H_CBAND_LO_ON = H_BAND_INNER + 1
-H_CBAND_LO = H_CBAND_LO_ON + 1
-H_CBAND_HI_ON = H_CBAND_LO + 1
-H_CBAND_HI = H_CBAND_HI_ON + 1
-DESC_LEN = H_CBAND_HI + 1
+DESC_LEN = H_BAND_INNER + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

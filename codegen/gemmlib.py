@@ -322,14 +322,6 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     band_hi_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_HI_ON), I64(0))
     band_lo, band_hi = ld(b, desc, gd.H_BAND_LO), ld(b, desc, gd.H_BAND_HI)
     band_inner = ld(b, desc, gd.H_BAND_INNER)
-    cband_lo_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_CBAND_LO_ON), I64(0))
-    cband_hi_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_CBAND_HI_ON), I64(0))
-    cband_lo, cband_hi = ld(b, desc, gd.H_CBAND_LO), ld(b, desc, gd.H_CBAND_HI)
-
-    def outside_c(r0, r1, c0, c1):
-        """Whether C's band excludes all of rows [r0, r1] x columns [c0, c1]."""
-        return b.or_(b.and_(cband_hi_on, b.icmp_signed(">", c0, b.add(r1, cband_hi))),
-                     b.and_(cband_lo_on, b.icmp_signed("<", c1, b.add(r0, cband_lo))))
     side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
 
@@ -451,23 +443,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                            # C's band: a tile wholly outside it runs no k; one across its edge
-                            # has its elements outside zeroed (after every k block: the last's stays)
-                            col = b.add(jc, jr)
-                            rlast, clast = b.sub(b.add(row, rows), I64(1)), b.sub(b.add(col, cols), I64(1))
-                            skipped = outside_c(row, rlast, col, clast)
-                            steps = b.select(skipped, I64(0), b.sub(khi, klo))
-                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, steps, first])
-                            inside = b.and_(b.or_(b.not_(cband_hi_on), b.icmp_signed("<=", clast, b.add(row, cband_hi))),
-                                            b.or_(b.not_(cband_lo_on), b.icmp_signed(">=", col, b.add(rlast, cband_lo))))
-                            with b.if_then(b.not_(b.or_(skipped, inside))):
-                                with loop(b, 0, rows, name="zr") as zr:
-                                    with loop(b, 0, cols, name="zc") as zc:
-                                        r_, c_ = b.add(row, zr), b.add(col, zc)
-                                        with b.if_then(outside_c(r_, r_, c_, c_)):
-                                            at = b.gep(cptr, [b.add(b.mul(zr, ldc), zc)], inbounds=True,
-                                                       source_etype=t)
-                                            b.store(t(0.0), at)
+                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first])
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

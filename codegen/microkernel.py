@@ -88,12 +88,10 @@ class GemmEmitter:
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
         fields[gd.H_APRE] = int(packs_a_once(s))
         fields[gd.H_BPRE] = int(packs_b_once(s))
-        for band, at in ((s.band, gd.H_BAND_LO_ON), (s.cband, gd.H_CBAND_LO_ON)):
-            if band is not None:  # (lo on, lo, hi on, hi[, inner])
-                fields.update({at: int(band.lo is not None), at + 1: band.lo or 0,
-                               at + 2: int(band.hi is not None), at + 3: band.hi or 0})
-                if band is s.band:
-                    fields[gd.H_BAND_INNER] = band.inner
+        if s.band is not None:
+            fields[gd.H_BAND_LO_ON], fields[gd.H_BAND_LO] = int(s.band.lo is not None), s.band.lo or 0
+            fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0
+            fields[gd.H_BAND_INNER] = s.band.inner
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
         fields[gd.H_LDC] = cstrides[axes.index(s.m)]

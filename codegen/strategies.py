@@ -269,7 +269,8 @@ def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     lanes = _lanes(ctx, spec.dtype)
     # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
     # (over the k steps of its rows' band, if any)
-    macs = spec.batches * spec.k_steps * spec.mr * spec.nr
+    cols = -(-spec.N // spec.nr) * spec.nr
+    macs = spec.batches * spec.k_steps * spec.mr * cols
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
     a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
     b_packs = spec.batches * spec.K * spec.N
