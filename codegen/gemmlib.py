@@ -435,11 +435,12 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)
                             klo = imin(b, imax(b, start, k0), kend)
-                            end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner), kend)
+                            end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner),
+                                           kend)
                             khi = imin(b, imax(b, end, klo), kend)
                             skip = b.sub(klo, k0)
-                            apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))], inbounds=True,
-                                           source_etype=t)
+                            apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
+                                           inbounds=True, source_etype=t)
                             bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)

@@ -57,8 +57,8 @@ from .scatter import match_scatter, shifted
 from .schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from .splitk import split_k, wants_split
 from .strategy import Candidate, Item, Open, Plan, PlanContext
-from .termsplit import split_terms
 from .stripmine import plan_split
+from .termsplit import split_terms
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
 EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
