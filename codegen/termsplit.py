@@ -27,13 +27,20 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 MAX_TERMS = 4  # more terms: more passes over the output than one loop nest saves
 
 
-def terms(e: Expr, sign: int = 1) -> list[tuple[int, Expr]]:
-    """``e`` as ``sum sign * term`` over its additions and subtractions (each term with its sign)."""
-    if e.op is Op.ADD:
-        return terms(e.src[0], sign) + terms(e.src[1], sign)
-    if e.op is Op.SUB:
-        return terms(e.src[0], sign) + terms(e.src[1], -sign)
-    return [(sign, e)]
+def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
+    """``e`` as ``sum sign * term`` over its additions and subtractions (each term with its
+    sign, left to right); past ``limit`` terms, the first ``limit + 1`` (no deeper walk: a long
+    chain's sums are thousands deep)."""
+    out: list[tuple[int, Expr]] = []
+    stack = [(1, e)]
+    while stack and len(out) <= limit:
+        sign, x = stack.pop()
+        if x.op in (Op.ADD, Op.SUB):
+            stack.append((sign if x.op is Op.ADD else -sign, x.src[1]))
+            stack.append((sign, x.src[0]))
+        else:
+            out.append((sign, x))
+    return out
 
 
 def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
