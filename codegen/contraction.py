@@ -64,6 +64,7 @@ class Contraction:
     c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
     exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
+    band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
@@ -95,11 +96,84 @@ class Contraction:
     def flops(self) -> int:
         return 2 * self.batches * self.M * self.N * self.K
 
+    @property
+    def k_steps(self) -> int:
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or
+        fewer within a :attr:`band` (each tile of ``MR`` rows only over the ``k`` that its rows'
+        band reaches)."""
+        tiles = -(-self.M // self.mr)
+        if self.band is None:
+            return tiles * self.K
+        return sum(hi - lo for lo, hi in (self.band.k_range(r * self.mr, min(self.mr, self.M - r * self.mr),
+                                                             self.K) for r in range(tiles)))
+
     def describe(self) -> str:
         shape = (f"{'batch ' + 'x'.join(str(b.extent) for b in self.batch) + ' of ' if self.batch else ''}"
                  f"[{self.M} x {self.K}] @ [{self.K} x {self.N}]")
+        band = ""
+        if self.band is not None:
+            full = -(-self.M // self.mr) * self.K
+            band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
-                f"(KC={self.kc} MC={self.mc} NC={self.nc})")
+                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band})")
+
+
+@dataclass(frozen=True)
+class Band:
+    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the
+    digits (``value - lo``) of ``m`` and of the first reduction axis ``kf``; ``inner`` is the
+    extent of the reduction axes after ``kf`` (the flat ``k`` is ``kf * inner + ...``).  A causal
+    triangle's ``sum_{j <= i}`` (attention's output and its gradients: half their terms are
+    zero) or a sliding window's ``|j - i| <= w``: the driver (:mod:`.gemmlib`) runs each
+    micro-tile of rows ``[r, r + rows)`` only over the ``k`` its rows reach, skipping products
+    whose A side is a guarded zero (their value is 0, or NaN at an inf of B, which
+    :func:`exact_term`'s fixer would recompute as 0 anyway)."""
+
+    lo: int | None
+    hi: int | None
+    inner: int
+
+    def k_range(self, row: int, rows: int, K: int) -> tuple[int, int]:  # noqa: N803
+        """The flat ``[start, end)`` of ``k`` that rows ``[row, row + rows)`` reach (as the driver
+        computes it: clamped to ``[0, K)``, ``start <= end``)."""
+        start = 0 if self.lo is None else min(max((row + self.lo) * self.inner, 0), K)
+        end = K if self.hi is None else min(max((row + rows + self.hi) * self.inner, start), K)
+        return start, end
+
+
+_BOUNDS = {Op.LE: (1, 0), Op.LT: (1, -1), Op.GE: (-1, 0), Op.GT: (-1, -1)}
+
+
+def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
+    """The :class:`Band` that the conjuncts ``conds`` of side A's guard set: those of the form
+    ``kf <= m + c`` or ``kf >= m + c`` (integer, unit coefficients, no other variable) on
+    ``m`` and the first reduction axis ``kf``; ``None`` without one."""
+    if not k:
+        return None
+    kf = k[0]
+    lo = hi = None
+    for c in conds:
+        if c.op not in _BOUNDS or c.src[0].dtype not in INT_DTYPES:
+            continue
+        lhs, rhs = (var_coefficients(x) for x in c.src)
+        if lhs is None or rhs is None:
+            continue
+        form = {v: lhs.get(v, 0) - rhs.get(v, 0) for v in set(lhs) | set(rhs)}
+        sign, shift = _BOUNDS[c.op]  # sign * (form) <= shift: the condition
+        const_ = form.pop(None, 0)
+        form = {v: sign * x for v, x in form.items() if x}
+        bound = shift - sign * const_  # sum form[v] * v <= bound
+        if set(form) != {m, kf}:
+            continue
+        if form[kf] == 1 and form[m] == -1:  # kf <= m + bound: an upper bound, in digits
+            c_ = bound + m.lo - kf.lo
+            hi = c_ if hi is None else min(hi, c_)
+        elif form[kf] == -1 and form[m] == 1:  # kf >= m - bound
+            c_ = m.lo - bound - kf.lo
+            lo = c_ if lo is None else max(lo, c_)
+    if lo is None and hi is None:
+        return None
+    return Band(lo, hi, _prod(a.extent for a in k[1:]))
 
 
 def _prod(xs) -> int:
@@ -252,7 +326,8 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
         exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
                            box_a + tuple(n_axes))
-        spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact)
+        spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
+                           band=k_band(ga, m, k))
         return _with_tiles(spec, tile, target or host_target())
     return None
 
@@ -515,6 +590,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         if plan.read.src[0] is b0 and not plan.lows[0] and not plan.highs[0] and b0.extent >= 2 \
                 and step * plan.size // b0.extent <= limit:
             chunked = (big[0], plan, b0, step)
+    if "a" in sides or (chunked is not None and chunked[0] == "a"):
+        c = replace(c, band=None)  # (the band is side A's guard, which a copy no longer is)
     if chunked is None:
         return [(copies, replace(c, **sides) if sides else c, None)]
     name, plan, b0, step = chunked

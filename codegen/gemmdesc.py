@@ -67,7 +67,15 @@ H_SHARED = H_BPRE + 1
 # (a side's condition packed as a zero gives ``0 * inf``; see contraction.exact_term)
 H_FIX = H_SHARED + 1
 H_FIXCTX = H_FIX + 1
-DESC_LEN = H_FIXCTX + 1
+# side A's band (contraction.Band): 1 where a bound holds, the bound's constant, the extent of
+# the reduction axes after the first: a micro-tile of rows [r, r + rows) runs only the flat k in
+# [(r + lo) * inner, (r + rows + hi) * inner)
+H_BAND_LO_ON = H_FIXCTX + 1
+H_BAND_LO = H_BAND_LO_ON + 1
+H_BAND_HI_ON = H_BAND_LO + 1
+H_BAND_HI = H_BAND_HI_ON + 1
+H_BAND_INNER = H_BAND_HI + 1
+DESC_LEN = H_BAND_INNER + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

@@ -51,7 +51,7 @@ from . import diskcache, isolate, jit, libversion
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
-from .packlib import I1, I64, PTR, VOID, entry_alloca, imin, ld, loop
+from .packlib import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
 from .target import Target
 
 _LOCK = threading.Lock()
@@ -296,6 +296,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
     ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)
     C = b.inttoptr(ld(b, desc, gd.H_C), PTR, name="C")
+    band_lo_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_LO_ON), I64(0))
+    band_hi_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_HI_ON), I64(0))
+    band_lo, band_hi = ld(b, desc, gd.H_BAND_LO), ld(b, desc, gd.H_BAND_HI)
+    band_inner = ld(b, desc, gd.H_BAND_INNER)
     side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
 
@@ -403,10 +407,22 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                            apanel = b.gep(ablock, [b.mul(ir_, kcl)], inbounds=True, source_etype=t)
+                            # the k of this block that the tile's band reaches, [klo, khi)
+                            # (none: micro stores zeros on the first block, adds none later)
+                            row = b.add(ic, ir_)
+                            kend = b.add(k0, kcl)
+                            start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)
+                            klo = imin(b, imax(b, start, k0), kend)
+                            end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner),
+                                           kend)
+                            khi = imin(b, imax(b, end, klo), kend)
+                            skip = b.sub(klo, k0)
+                            apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
+                                           inbounds=True, source_etype=t)
+                            bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                            b.call(micro, [apanel, bpanel, cptr, ldc, rows, cols, kcl, first])
+                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first])
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

@@ -88,6 +88,10 @@ class GemmEmitter:
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
         fields[gd.H_APRE] = int(packs_a_once(s))
         fields[gd.H_BPRE] = int(packs_b_once(s))
+        if s.band is not None:
+            fields[gd.H_BAND_LO_ON], fields[gd.H_BAND_LO] = int(s.band.lo is not None), s.band.lo or 0
+            fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0
+            fields[gd.H_BAND_INNER] = s.band.inner
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
         fields[gd.H_LDC] = cstrides[axes.index(s.m)]

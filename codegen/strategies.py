@@ -19,6 +19,8 @@ it must get right is the order of the candidates an op is offered:
   copies;
 * **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
 * **parity** -- the residue classes' products plus the gather;
+* **split-terms** -- a sum of products summed term by term: the terms' products plus the
+  adding pass;
 * **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
   writes and the consumer no longer reads;
 * **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
@@ -61,6 +63,7 @@ from .splitk import split_k, wants_split
 from .stencil import split_taps, unroll_taps
 from .strategy import Candidate, Item, Open, Plan, PlanContext
 from .stripmine import plan_split
+from .termsplit import split_terms
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
 EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
@@ -270,9 +273,9 @@ def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
     lanes = _lanes(ctx, spec.dtype)
     # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
-    rows = -(-spec.M // spec.mr) * spec.mr
+    # (over the k steps of its rows' band, if any)
     cols = -(-spec.N // spec.nr) * spec.nr
-    macs = spec.batches * rows * cols * spec.K
+    macs = spec.batches * spec.k_steps * spec.mr * cols
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
     a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
     b_packs = spec.batches * spec.K * spec.N
@@ -441,6 +444,35 @@ class Parity:
         pieces, _, gather = cand.data
         return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
                     alias={gather: cand.op})
+
+
+class TermSplit:
+    """A sum reduction of several terms, each a product, that is no product itself (a Gram
+    matrix's gradient ``sum_j H[i, j] F[j, k] + H[j, i] F[j, k]``): one product per term, then
+    the pass adding them (:mod:`.termsplit`); under fast math only (the sum reassociates)."""
+
+    name = "split-terms"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1 \
+                or default_spec(op, bodies, ctx) is not None:
+            return []
+        found = split_terms(op, bodies[0])
+        if found is None:
+            return []
+        parts, total = found
+        specs = [default_spec(p, p.body, ctx) for p in parts]
+        if any(s is None for s in specs):
+            return []
+        return [Candidate(self, op, bodies, (parts, specs, total))]
+
+    def cost(self, cand, ctx):
+        parts, specs, total = cand.data
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(total, total.body, ctx)
+
+    def lower(self, cand, ctx):
+        parts, _, total = cand.data
+        return Plan([Open(p, p.body) for p in parts] + [Open(total, total.body)], alias={total: cand.op})
 
 
 def _box(op: ComputeOp) -> int:
@@ -794,7 +826,7 @@ class TapStencil(_Taps):
 
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
             ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan(),
-            TapAccumulators(), TapStencil())
+            TapAccumulators(), TapStencil(), TermSplit())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]

@@ -725,6 +725,140 @@ CASES.update({
 })
 
 
+# ---------------------------------------------------------------- session 22: what a user writes next
+
+
+def _conv_bias_silu_ta(X, W, B):
+    y = topi.nn.conv2d(X, W, 1, 1)
+    return topi.nn.silu(ta.compute(y.shape, lambda n, c, i, j: y[n, c, i, j] + B[c], name="bias"))
+
+
+def _rope_ta(X, C, S):
+    # rotate-half rotary embedding (Llama): X * cos + rotate_half(X) * sin
+    _, t, d = X.shape
+    h = d // 2
+    return ta.compute(
+        X.shape,
+        lambda b, i, j: X[b, i, j] * C[i, j]
+        + ta.if_then_else(j < h, -X[b, i, j + h], X[b, i, j - h])
+        * S[i, j],
+        name="rope",
+    )
+
+
+def _rope_pt(X, C, S):
+    h = X.shape[-1] // 2
+    return X * C + torch.cat((-X[..., h:], X[..., :h]), -1) * S
+
+
+def _causal_dwconv1d_ta(X, W):
+    # depthwise causal conv over a sequence (left padding k-1), as in Mamba/Hyena blocks
+    kw = W.shape[1]
+    k = ta.reduce_axis((0, kw), "k")
+    return ta.compute(
+        X.shape,
+        lambda b, c, t: ta.sum(
+            ta.if_then_else(t + k >= kw - 1, X[b, c, t + k - (kw - 1)], 0.0) * W[c, k], axis=k
+        ),
+        name="causal_dwconv1d",
+    )
+
+
+def _causal_dwconv1d_pt(X, W):
+    return F.conv1d(F.pad(X, (W.shape[1] - 1, 0)), W[:, None, :], groups=X.shape[1])
+
+
+def _glu_ta(X):
+    a, b = topi.split(X, 2, axis=1)
+    return topi.multiply(a, topi.sigmoid(b))
+
+
+def _gram_ta(Fm):
+    k = ta.reduce_axis((0, Fm.shape[2]), "k")
+    inv = 1.0 / Fm.shape[2]
+    return ta.compute(
+        (Fm.shape[0], Fm.shape[1], Fm.shape[1]),
+        lambda b, i, j: ta.sum(Fm[b, i, k] * Fm[b, j, k], axis=k) * inv,
+        name="gram",
+    )
+
+
+def _affine_res_relu_ta(X, R, G, B):
+    return ta.compute(
+        X.shape,
+        lambda n, c, i, j: ta.maximum(X[n, c, i, j] * G[c] + B[c] + R[n, c, i, j], 0.0),
+        name="affine_res_relu",
+    )
+
+
+CASES.update({
+    "conv_bias_silu": (
+        "conv 3x3 p1 64->64 28x28 + bias + SiLU",
+        {"X": ((8, 64, 28, 28), f), "W": ((64, 64, 3, 3), f), "B": ((64,), f)},
+        ("X", "W", "B"),
+        _conv_bias_silu_ta,
+        lambda X, W, B: F.silu(F.conv2d(X, W, B, padding=1)),
+    ),
+    "stem7x7s2": (
+        "stem conv 7x7 s2 p3 3->64 112->56",
+        {"X": ((8, 3, 112, 112), f), "W": ((64, 3, 7, 7), f)},
+        ("X", "W"),
+        lambda X, W: topi.nn.conv2d(X, W, 2, 3),
+        lambda X, W: F.conv2d(X, W, stride=2, padding=3),
+    ),
+    "rope": (
+        "rotary embedding (64,256,64)",
+        {"X": ((64, 256, 64), f), "C": ((256, 64), f), "S": ((256, 64), f)},
+        ("X",),
+        _rope_ta,
+        _rope_pt,
+    ),
+    "cross_attn": (
+        "cross attention q128 kv384 (8,.,64)",
+        {"Q": ((8, 128, 64), f), "K": ((8, 384, 64), f), "V": ((8, 384, 64), f)},
+        ("Q", "K", "V"),
+        lambda Q, K, V: topi.nn.scaled_dot_product_attention(Q, K, V),
+        lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V),
+    ),
+    "causal_dwconv1d": (
+        "causal depthwise conv1d k4 (8,256,1024)",
+        {"X": ((8, 256, 1024), f), "W": ((256, 4), f)},
+        ("X", "W"),
+        _causal_dwconv1d_ta,
+        _causal_dwconv1d_pt,
+    ),
+    "avgpool3s1": (
+        "avg pool 3x3 s1 p1 excl. pad (8,64,56,56)",
+        {"X": ((8, 64, 56, 56), f)},
+        ("X",),
+        lambda X: topi.nn.pool(X, 3, 1, 1, "avg", count_include_pad=False),
+        lambda X: F.avg_pool2d(X, 3, 1, 1, count_include_pad=False),
+    ),
+    "glu": ("GLU over features 256x4096", {"X": ((256, 4096), f)}, ("X",), _glu_ta, lambda X: F.glu(X, 1)),
+    "softmax_ch": (
+        "softmax over channels (8,21,128,128)",
+        {"X": ((8, 21, 128, 128), f)},
+        ("X",),
+        lambda X: topi.nn.softmax(X, axis=1),
+        lambda X: F.softmax(X, 1),
+    ),
+    "gram": (
+        "Gram matrix F F^T / K (8,256,1024)",
+        {"Fm": ((8, 256, 1024), f)},
+        ("Fm",),
+        _gram_ta,
+        lambda Fm: Fm @ Fm.transpose(1, 2) / Fm.shape[2],
+    ),
+    "affine_res_relu": (
+        "x*g[c]+b[c]+residual, relu (8,128,28,28)",
+        {"X": ((8, 128, 28, 28), f), "R": ((8, 128, 28, 28), f), "G": ((128,), pos), "B": ((128,), f)},
+        ("X", "R", "G", "B"),
+        _affine_res_relu_ta,
+        lambda X, R, G, B: F.relu(X * G[:, None, None] + B[:, None, None] + R),
+    ),
+})
+
+
 # storage-dtype cases: (name, half dtype, case key)
 HALF = {
     "bf16_dense": (

@@ -1,0 +1,76 @@
+"""A sum of several products summed as one product per term, then added.
+
+A reduction whose summand is a sum of terms is no matrix product, though each term may be
+one.  The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` reads ``F``
+through both of its operands::
+
+    dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + H[b, j, i] F[b, j, k]
+
+and ran as plain loops (a strip of ``k`` per ``(i, j)``), 1.4x PyTorch's two batched
+products.  Summed term by term, each is a product (one reads ``H`` transposed)::
+
+    P0[b, i, k] = sum_j H[b, i, j] F[b, j, k]        P1[b, i, k] = sum_j H[b, j, i] F[b, j, k]
+    dF[b, i, k] = P0[b, i, k] + P1[b, i, k]
+
+Factoring ``F`` out instead, ``(H[b, i, j] + H[b, j, i]) F[b, j, k]``, would be one product
+but not the same function at an inf: ``0 * inf + 1 * inf`` is NaN, ``(0 + 1) * inf`` is inf.
+Summing the terms apart only reassociates the sum (the same terms, added in another order),
+so it is offered under fast math only, as the micro-kernel is.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op, ReduceArg, var
+from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+MAX_TERMS = 4  # more terms: more passes over the output than one loop nest saves
+
+
+def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
+    """``e`` as ``sum sign * term`` over its additions and subtractions (each term with its
+    sign, left to right); past ``limit`` terms, the first ``limit + 1`` (no deeper walk: a long
+    chain's sums are thousands deep)."""
+    out: list[tuple[int, Expr]] = []
+    stack = [(1, e)]
+    while stack and len(out) <= limit:
+        sign, x = stack.pop()
+        if x.op in (Op.ADD, Op.SUB):
+            stack.append((sign if x.op is Op.ADD else -sign, x.src[1]))
+            stack.append((sign, x.src[0]))
+        else:
+            out.append((sign, x))
+    return out
+
+
+def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
+    """``(parts, total)``: one reduction per term of ``op``'s summand (its condition and axes),
+    over fresh output axes, and the op adding them with their signs (``op``'s values; its buffer
+    is ``op``'s); ``None`` when ``body`` is not a sum reduction of 2 to ``MAX_TERMS`` terms."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
+            or any(a.lo != 0 for a in op.axes):
+        return None
+    cond, src = body.src
+    found = terms(src)
+    if not 2 <= len(found) <= MAX_TERMS:
+        return None
+    ra: ReduceArg = body.arg
+    parts = []
+    for n, (_, term) in enumerate(found):
+        axes = tuple(var(a.name, 0, a.hi) for a in op.axes)
+        mapping = dict(zip(op.axes, axes))
+        red = Expr(Op.REDUCE, body.dtype, (substitute(cond, mapping), substitute(term, mapping)),
+                   ReduceArg(ra.combiner, ra.axes, 0))
+        parts.append(ComputeOp(f"{op.name}.term{n}", "", axes, (red,)))
+    out_axes = tuple(var(a.name, 0, a.hi) for a in op.axes)
+    total = None
+    for (sign, _), part in zip(found, parts):
+        read = Expr(Op.READ, body.dtype, out_axes, Tensor(part, 0))
+        if total is None:
+            total = read if sign > 0 else Expr(Op.NEG, body.dtype, (read,))
+        else:
+            total = Expr(Op.ADD if sign > 0 else Op.SUB, body.dtype, (total, read))
+    return parts, ComputeOp(op.name, op.tag, out_axes, (total,))
+
+
+__all__ = ["split_terms", "terms", "MAX_TERMS"]

@@ -1,0 +1,65 @@
+"""A sum of products summed term by term (codegen/termsplit.py).
+
+The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k] / K`` sums two
+products in one reduction, ``sum_j H[b, i, j] F[b, j, k] + H[b, j, i] F[b, j, k]``: no product
+itself, it ran as loops.  Each term is a product now, then the terms are added; the values are
+the unfactored sum's (an inf that one term meets with a zero stays NaN, as in PyTorch), and
+``fastmath=False`` keeps the one loop (the split reassociates the sum).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensorad as ta
+
+Bn, N, K = 2, 64, 96
+
+
+def _gram_grad():
+    Fm = ta.placeholder((Bn, N, K), "float32", "F")
+    k = ta.reduce_axis((0, K), "k")
+    G = ta.compute((Bn, N, N), lambda b, i, j: ta.sum(Fm[b, i, k] * Fm[b, j, k], axis=k), name="gram")
+    fn = ta.function(G, [Fm], num_threads=1)
+    return fn
+
+
+def _want(f, h):
+    f64, h64 = f.astype(np.float64), h.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # (0 * inf: NaN, as the unfactored sum has it)
+        return np.einsum("bij,bjk->bik", h64, f64) + np.einsum("bji,bjk->bik", h64, f64)
+
+
+def test_gram_gradient_is_two_products():
+    fn = _gram_grad()
+    notes = [ln for ln in fn.lower_backward().text.splitlines() if "# nest" in ln]
+    assert sum("emitted as a matrix product" in n for n in notes) == 2, notes
+    rng = np.random.default_rng(3)
+    f = rng.standard_normal((Bn, N, K)).astype(np.float32)
+    h = rng.standard_normal((Bn, N, N)).astype(np.float32)
+    _, res = fn.forward(f)
+    (got,) = fn.backward(res, h)
+    np.testing.assert_allclose(got, _want(f, h), rtol=1e-4, atol=1e-4)
+
+
+def test_terms_keep_an_inf_times_zero():
+    fn = _gram_grad()
+    rng = np.random.default_rng(4)
+    f = rng.standard_normal((Bn, N, K)).astype(np.float32)
+    h = rng.standard_normal((Bn, N, N)).astype(np.float32)
+    f[0, 5, 7] = np.inf
+    h[0, 3, 5] = 0.0  # H[3, 5] F[5, 7] = 0 * inf; H[5, 3] F[5, 7] = inf: NaN, not inf
+    _, res = fn.forward(f)
+    (got,) = fn.backward(res, h)
+    want = _want(f, h)
+    assert np.isnan(got[0, 3, 7]) and np.isnan(want[0, 3, 7])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_strict_math_keeps_one_loop():
+    Fm = ta.placeholder((Bn, N, K), "float32", "F")
+    k = ta.reduce_axis((0, K), "k")
+    G = ta.compute((Bn, N, N), lambda b, i, j: ta.sum(Fm[b, i, k] * Fm[b, j, k], axis=k), name="gram")
+    fn = ta.function(G, [Fm], num_threads=1, fastmath=False)
+    notes = [ln for ln in fn.lower_backward().text.splitlines() if "# nest" in ln]
+    assert len(notes) == 1 and "matrix product" not in notes[0], notes
