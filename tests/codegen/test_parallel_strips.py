@@ -1,0 +1,118 @@
+"""Threads sharing a column sum never store into one cache line (issue 9: a layer norm's
+backward at 2 threads).
+
+A one-axis column sum ``dgamma[j] = sum_i ...`` accumulates in strips of its output, one strip
+per trip of its parallel loop, each thread storing its strip once per row.  Strips of 250
+columns (1,000 / 4) put one line in two threads' stores on every row, and so did strips of 64
+in an output NumPy placed 48 bytes past a line: the line travels between the cores row after
+row (2-3x slower at 2 threads than at 1).  Now a parallel strip is a whole number of lines and
+the buffers a kernel allocates start on a line.  The lines are counted from the loops; the
+values are checked against a NumPy float64 formula, bitwise equal at any thread count and from
+call to call (each column is still summed in row order by one thread)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensorad.codegen.kernel import empty_aligned
+from tensorad.codegen.program import If, Loop, Nest, Store
+from tensorad.codegen.schedule import strip_length
+from tensorad.codegen.target import host_target
+from tensorad.codegen.work import evaluate_index
+
+import tensorad as ta
+
+LINE = host_target().line
+
+
+def _stores(stmts, env: dict, out: list) -> None:
+    """Append ``(buffer name, flat element)`` of every store ``stmts`` run, each loop walked."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            lo, hi = (int(evaluate_index(b, env, 1)[0]) for b in (s.lo, s.hi))
+            for v in range(lo, hi, s.step):
+                _stores(s.body, {**env, s.var: np.array([v])}, out)
+        elif isinstance(s, If):
+            _stores(s.then + s.orelse, env, out)  # (both branches: every store that may run)
+        elif isinstance(s, Store):
+            out.append((s.buffer.name, int(evaluate_index(s.index[-1], env, 1)[0])))
+
+
+def _lines_per_trip(nest: Nest, itemsize: int) -> list[set]:
+    """For each trip of ``nest``'s parallel loop: the (buffer, cache line) pairs it stores."""
+    (loop,) = nest.body
+    assert isinstance(loop, Loop) and loop.kind == "parallel"
+    trips = []
+    for v in range(int(loop.lo.arg), int(loop.hi.arg), loop.step):
+        got: list = []
+        _stores(loop.body, {loop.var: np.array([v])}, got)
+        trips.append({(name, e * itemsize // LINE) for name, e in got})
+    return trips
+
+
+def _layer_norm(rows: int, cols: int):
+    X = ta.placeholder((rows, cols), name="X")
+    g = ta.placeholder((cols,), name="g")
+    b = ta.placeholder((cols,), name="b")
+    Y = ta.topi.nn.layer_norm(X, g, b)
+    H = ta.placeholder(Y.shape, name="H")
+    return (X, g, b, H), ta.JacobianRecursive(Y, [X, g, b], H)
+
+
+@pytest.mark.parametrize("cols", [1000, 520])
+def test_parallel_strips_of_a_column_sum_own_whole_lines(cols):
+    (X, g, b, H), (_, dg, db) = _layer_norm(4, cols)
+    lowered = ta.lower([dg, db], [X, g, b, H], parallel_min_work=0)
+    (nest,) = [s for s in lowered.program.steps if isinstance(s, Nest) and "g.grad" in s.name]
+    trips = _lines_per_trip(nest, 4)
+    assert len(trips) >= 2  # (shared among threads)
+    for k, mine in enumerate(trips):
+        for other in trips[k + 1:]:
+            assert not mine & other  # before: strips of 250 (130) columns shared a line
+
+
+@pytest.mark.parametrize("dtype, size", [("float32", 4), ("float64", 8), ("bfloat16", 2), ("bool", 1)])
+def test_a_parallel_strip_is_whole_lines_also_when_the_l1_shortens_it(dtype, size):
+    for extent in (100, 520, 1000, 4099, 8000, 70001):
+        for share in (1, 2, 3):  # (sibling strips sharing the L1, :mod:`.stripfuse`)
+            tile = strip_length(extent, dtype, True, 32768 // share, 64)
+            assert tile * size % 64 == 0 or tile >= extent, (extent, share, tile)
+
+
+def test_kernel_buffers_start_on_a_cache_line(rng):
+    (X, g, b, H), grads = _layer_norm(6, 50)
+    kern = ta.build(list(grads), [X, g, b, H])
+    args = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, g, b, H)]
+    for _ in range(8):
+        outs = kern(*args)
+        assert all(o.ctypes.data % LINE == 0 for o in outs)  # before: NumPy's 16 bytes
+    for shape, dtype in [((3, 5), np.float32), ((), np.float64), ((0, 7), np.int32), ((9,), np.int8)]:
+        a = empty_aligned(shape, dtype, LINE)
+        assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+        assert a.size == 0 or a.ctypes.data % LINE == 0
+
+
+def test_column_sums_are_exact_and_the_same_at_any_thread_count(rng):
+    rows, cols = 96, 1000
+    (X, g, b, H), grads = _layer_norm(rows, cols)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    gg = rng.uniform(0.5, 1.5, cols).astype(np.float32)
+    bb = rng.standard_normal(cols).astype(np.float32)
+    h = rng.standard_normal((rows, cols)).astype(np.float32)
+    kern = ta.build(list(grads), [X, g, b, H], parallel_min_work=0)
+    first = None
+    for threads in (1, 2, 3, 2, 1):
+        kern.num_threads = threads
+        got = kern(x, gg, bb, h)
+        if first is None:
+            first = got
+        for a, c in zip(got, first):
+            np.testing.assert_array_equal(a, c)
+    x64, h64 = x.astype(np.float64), h.astype(np.float64)
+    xhat = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(first[1], (h64 * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(first[2], h64.sum(0), rtol=1e-4, atol=1e-4)
+    dxhat = h64 * gg
+    dx = (dxhat - dxhat.mean(1, keepdims=True) - xhat * (dxhat * xhat).mean(1, keepdims=True)) \
+        / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(first[0], dx, rtol=1e-3, atol=1e-4)
