@@ -9,6 +9,7 @@ one passed as ``out=`` directly.
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,14 @@ ARRAY_DATA_OFFSET = _array_data_offset()
 CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
 
 
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element, read from the array object (``a.ctypes.data``
+    builds a ctypes object: ten times slower, a cost paid per buffer per call)."""
+    if ARRAY_DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
+
+
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
 
@@ -58,12 +67,12 @@ def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     buffer's columns or strips (:func:`.schedule.strip_length`, a scatter's column chunks) own
     whole cache lines of it only when the buffer starts on a line.  NumPy aligns to 16 bytes;
     at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two threads'
-    stores on every row (2-3x slower at 2 threads than at 1)."""
+    stores on every row (2-3x slower at 2 threads than at 1).  It runs on every call for every
+    buffer, so it costs about one ``np.empty`` more, not more: ``np.prod`` and ``a.ctypes``
+    here cost 10-20 us a buffer, a layer norm's whole forward 0.1 ms."""
     dt = np.dtype(dtype)
-    nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(nbytes + align, np.uint8)
-    skip = -raw.ctypes.data % align
-    return raw[skip:skip + nbytes].view(dt).reshape(shape)
+    raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
+    return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
 def call_entry(nargs: int) -> bool:
