@@ -67,12 +67,20 @@ def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     buffer's columns or strips (:func:`.schedule.strip_length`, a scatter's column chunks) own
     whole cache lines of it only when the buffer starts on a line.  NumPy aligns to 16 bytes;
     at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two threads'
-    stores on every row (2-3x slower at 2 threads than at 1).  It runs on every call for every
-    buffer, so it costs about one ``np.empty`` more, not more: ``np.prod`` and ``a.ctypes``
-    here cost 10-20 us a buffer, a layer norm's whole forward 0.1 ms."""
+    stores on every row (2-3x slower at 2 threads than at 1)."""
     dt = np.dtype(dtype)
-    raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
-    return np.ndarray(shape, dt, raw, -data_address(raw) % align)
+    return _on_line(shape, dt, dt.itemsize * math.prod(shape) + align, align)
+
+
+def _on_line(shape: tuple[int, ...] | None, dtype: np.dtype, nbytes: int, line: int) -> np.ndarray:
+    """:func:`empty_aligned` with the size in bytes given, ``line`` of slack included: what a
+    kernel call runs for each buffer (sized when the kernel is made).  ``shape=None``: bytes
+    only (a temporary, whose data pointer is all the kernel reads).  One ``np.empty`` and an
+    address read: about 1 us more than ``np.empty`` (``np.prod``, ``a.ctypes`` and a slice,
+    view and reshape cost 10-20 us a buffer, a layer norm's whole forward 0.1 ms)."""
+    raw = np.empty(nbytes, np.uint8)
+    skip = -data_address(raw) % line
+    return raw[skip:] if shape is None else np.ndarray(shape, dtype, raw, skip)
 
 
 def call_entry(nargs: int) -> bool:
@@ -240,7 +248,10 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
-        self._line = getattr(compiled.target, "line", None) or host_target().line  # (buffers start on one)
+        line = getattr(compiled.target, "line", None) or host_target().line  # (buffers start on one)
+        self._line = line
+        self._out_bytes = [d.itemsize * math.prod(s) + line for _, s, d in self._outputs]
+        self._temp_bytes = [d.itemsize * math.prod(s) + line for s, d in self._temps]
 
     @property
     def lowered(self):
@@ -308,7 +319,7 @@ class Kernel:
                                       f"got {len(arrays)}")
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        temps = [empty_aligned(s, d, self._line) for s, d in self._temps]
+        temps = [_on_line(None, None, n, self._line) for n in self._temp_bytes]
         checks = self._compiled.checks
         if checks is not None:  # one violation record per call (calls may run concurrently)
             temps.append(checks.new_record(self._max_ndim))
@@ -328,6 +339,10 @@ class Kernel:
     @staticmethod
     def _check_input(a: Any, spec) -> np.ndarray:
         name, shape, dtype = spec
+        if type(a) is np.ndarray and a.dtype == dtype and a.shape == shape:  # (the usual case, at
+            flags = a.flags  # a third of the cost: this runs per input per call)
+            if flags.c_contiguous and flags.aligned:
+                return a
         if not isinstance(a, np.ndarray | np.generic) and not hasattr(a, "__dlpack__"):
             raise KernelArgumentError(f"input {name}: expected a numpy array of shape {list(shape)} "
                                       f"and dtype {dtype}, got {type(a).__name__} (any object with "
@@ -346,7 +361,8 @@ class Kernel:
     def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
         """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
-            return None, [empty_aligned(s, d, self._line) for _, s, d in self._outputs]
+            return None, [_on_line(s, d, n, self._line)
+                          for (_, s, d), n in zip(self._outputs, self._out_bytes)]
         single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
         given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
         if given is None or len(given) != len(self._outputs):
