@@ -63,24 +63,16 @@ def data_address(a: np.ndarray) -> int:
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
 
-    A kernel allocates its outputs and temporaries so: threads sharing a parallel loop over a
-    buffer's columns or strips (:func:`.schedule.strip_length`, a scatter's column chunks) own
-    whole cache lines of it only when the buffer starts on a line.  NumPy aligns to 16 bytes;
-    at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two threads'
-    stores on every row (2-3x slower at 2 threads than at 1)."""
+    A kernel called on several threads allocates its outputs so: threads sharing a parallel
+    loop over a buffer's columns or strips (:func:`.schedule.strip_length`, a scatter's column
+    chunks) own whole cache lines of it only when the buffer starts on a line.  NumPy aligns to
+    16 bytes; at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two
+    threads' stores on every row (2-3x slower at 2 threads than at 1).  One thread shares no
+    line, and this costs microseconds a buffer (its Python calls) where ``np.empty`` costs
+    0.3: a 1-thread call allocates with ``np.empty``."""
     dt = np.dtype(dtype)
-    return _on_line(shape, dt, dt.itemsize * math.prod(shape) + align, align)
-
-
-def _on_line(shape: tuple[int, ...] | None, dtype: np.dtype, nbytes: int, line: int) -> np.ndarray:
-    """:func:`empty_aligned` with the size in bytes given, ``line`` of slack included: what a
-    kernel call runs for each buffer (sized when the kernel is made).  ``shape=None``: bytes
-    only (a temporary, whose data pointer is all the kernel reads).  One ``np.empty`` and an
-    address read: about 1 us more than ``np.empty`` (``np.prod``, ``a.ctypes`` and a slice,
-    view and reshape cost 10-20 us a buffer, a layer norm's whole forward 0.1 ms)."""
-    raw = np.empty(nbytes, np.uint8)
-    skip = -data_address(raw) % line
-    return raw[skip:] if shape is None else np.ndarray(shape, dtype, raw, skip)
+    raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
+    return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
 def call_entry(nargs: int) -> bool:
@@ -226,8 +218,9 @@ class Kernel:
     copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
     output) receives the results in place; such arrays must be C-contiguous, writeable and not
     overlap any other argument.  Returns one array for one output, a tuple for several (the
-    ``out=`` objects themselves when given); arrays the kernel allocates start on a cache line
-    (:func:`empty_aligned`; an ``out=`` array that does not may run slower on several threads).
+    ``out=`` objects themselves when given); arrays the kernel allocates on several threads
+    start on a cache line (:func:`empty_aligned`; an ``out=`` array that does not may run
+    slower there).
 
     The call releases the GIL and keeps no mutable state, so several Python threads may call
     one kernel at once.  ``num_threads`` (settable) is the number of threads of each parallel
@@ -248,10 +241,10 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
-        line = getattr(compiled.target, "line", None) or host_target().line  # (buffers start on one)
-        self._line = line
-        self._out_bytes = [d.itemsize * math.prod(s) + line for _, s, d in self._outputs]
-        self._temp_bytes = [d.itemsize * math.prod(s) + line for s, d in self._temps]
+        # a temporary is a byte array one cache line longer than its buffer, which starts on the
+        # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
+        self._line = getattr(compiled.target, "line", None) or host_target().line
+        self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
 
     @property
     def lowered(self):
@@ -319,7 +312,7 @@ class Kernel:
                                       f"got {len(arrays)}")
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        temps = [_on_line(None, None, n, self._line) for n in self._temp_bytes]
+        temps = [np.empty(n, np.uint8) for n in self._temp_bytes]
         checks = self._compiled.checks
         if checks is not None:  # one violation record per call (calls may run concurrently)
             temps.append(checks.new_record(self._max_ndim))
@@ -330,6 +323,9 @@ class Kernel:
             addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
             for k, a in enumerate(ins + outs + temps):
                 addrs[k] = a.ctypes.data
+            first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
+            for k in range(first, first + len(self._temps)):
+                addrs[k] += -int(addrs[k]) % self._line
             self._compiled.main(addrs.ctypes.data, self.num_threads)
         if checks is not None:
             checks.raise_for(temps[-1])
@@ -361,8 +357,9 @@ class Kernel:
     def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
         """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
-            return None, [_on_line(s, d, n, self._line)
-                          for (_, s, d), n in zip(self._outputs, self._out_bytes)]
+            if self.num_threads == 1:
+                return None, [np.empty(s, d) for _, s, d in self._outputs]
+            return None, [empty_aligned(s, d, self._line) for _, s, d in self._outputs]
         single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
         given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
         if given is None or len(given) != len(self._outputs):
