@@ -23,9 +23,9 @@ from tensorad.codegen.program import If, Loop, Nest, Store
 from tensorad.codegen.schedule import strip_length
 from tensorad.codegen.target import host_target
 from tensorad.codegen.work import evaluate_index
-from tensorad.ir.dtype import numpy_dtype
 
 import tensorad as ta
+from tensorad.ir.dtype import numpy_dtype
 
 LINE = host_target().line
 
