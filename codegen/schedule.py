@@ -242,8 +242,8 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
     every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements.  Such a strip is a
     whole number of cache lines (``line`` bytes): each thread stores its strip once per row, and
     two threads storing into one line row after row -- a layer norm's ``dgamma`` over 1,000
-    columns in strips of 250 -- pass the line between their cores on every row (the kernel
-    allocates its buffers line-aligned, :func:`.kernel.empty_aligned`)."""
+    columns in strips of 250 -- pass the line between their cores on every row (a kernel's
+    buffers start on a line when it runs on several threads, :class:`.kernel.Kernel`)."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:

@@ -6,7 +6,8 @@ per trip of its parallel loop, each thread storing its strip once per row.  Stri
 columns (1,000 / 4) put one line in two threads' stores on every row, and so did strips of 64
 in an output NumPy placed 48 bytes past a line: the line travels between the cores row after
 row (2-3x slower at 2 threads than at 1).  Now a parallel strip is a whole number of lines and
-the buffers a kernel allocates start on a line.  The lines are counted from the loops; the
+the buffers a kernel allocates start on a line (its outputs when it runs on several threads).
+The lines are counted from the loops, the calls a 1-thread kernel call makes by a profiler; the
 values are checked against a NumPy float64 formula, bitwise equal at any thread count and from
 call to call (each column is still summed in row order by one thread)."""
 
