@@ -9,6 +9,7 @@ one passed as ``out=`` directly.
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from tensorad.ir.dtype import numpy_dtype
 from .checks import Checks
 from .program import Buffer
 from .runtime import ensure_workers
+from .target import host_target
 
 
 class KernelArgumentError(TypeError, ValueError):
@@ -48,6 +50,29 @@ ARRAY_DATA_OFFSET = _array_data_offset()
 # ctypes makes function prototypes of at most 1024 arguments: a kernel with more buffers (a long
 # chain's temporaries) is called through ``P_main`` and an array of pointers
 CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element, read from the array object (``a.ctypes.data``
+    builds a ctypes object: ten times slower, a cost paid per buffer per call)."""
+    if ARRAY_DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
+
+
+def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
+
+    A kernel called on several threads allocates its outputs so: threads sharing a parallel
+    loop over a buffer's columns or strips (:func:`.schedule.strip_length`, a scatter's column
+    chunks) own whole cache lines of it only when the buffer starts on a line.  NumPy aligns to
+    16 bytes; at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two
+    threads' stores on every row (2-3x slower at 2 threads than at 1).  One thread shares no
+    line, and this costs microseconds a buffer (its Python calls) where ``np.empty`` costs
+    0.3: a 1-thread call allocates with ``np.empty``."""
+    dt = np.dtype(dtype)
+    raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
+    return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
 def call_entry(nargs: int) -> bool:
@@ -193,7 +218,9 @@ class Kernel:
     copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
     output) receives the results in place; such arrays must be C-contiguous, writeable and not
     overlap any other argument.  Returns one array for one output, a tuple for several (the
-    ``out=`` objects themselves when given).
+    ``out=`` objects themselves when given); arrays the kernel allocates on several threads
+    start on a cache line (:func:`empty_aligned`; an ``out=`` array that does not may run
+    slower there).
 
     The call releases the GIL and keeps no mutable state, so several Python threads may call
     one kernel at once.  ``num_threads`` (settable) is the number of threads of each parallel
@@ -214,6 +241,10 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
+        # a temporary is a byte array one cache line longer than its buffer, which starts on the
+        # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
+        self._line = getattr(compiled.target, "line", None) or host_target().line
+        self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
 
     @property
     def lowered(self):
@@ -281,7 +312,7 @@ class Kernel:
                                       f"got {len(arrays)}")
         ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        temps = [np.empty(s, d) for s, d in self._temps]
+        temps = [np.empty(n, np.uint8) for n in self._temp_bytes]
         checks = self._compiled.checks
         if checks is not None:  # one violation record per call (calls may run concurrently)
             temps.append(checks.new_record(self._max_ndim))
@@ -292,6 +323,9 @@ class Kernel:
             addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
             for k, a in enumerate(ins + outs + temps):
                 addrs[k] = a.ctypes.data
+            first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
+            for k in range(first, first + len(self._temps)):
+                addrs[k] += -int(addrs[k]) % self._line
             self._compiled.main(addrs.ctypes.data, self.num_threads)
         if checks is not None:
             checks.raise_for(temps[-1])
@@ -301,6 +335,10 @@ class Kernel:
     @staticmethod
     def _check_input(a: Any, spec) -> np.ndarray:
         name, shape, dtype = spec
+        if type(a) is np.ndarray and a.dtype == dtype and a.shape == shape:  # (the usual case, at
+            flags = a.flags  # a third of the cost: this runs per input per call)
+            if flags.c_contiguous and flags.aligned:
+                return a
         if not isinstance(a, np.ndarray | np.generic) and not hasattr(a, "__dlpack__"):
             raise KernelArgumentError(f"input {name}: expected a numpy array of shape {list(shape)} "
                                       f"and dtype {dtype}, got {type(a).__name__} (any object with "
@@ -319,7 +357,9 @@ class Kernel:
     def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
         """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
-            return None, [np.empty(s, d) for _, s, d in self._outputs]
+            if self.num_threads == 1:
+                return None, [np.empty(s, d) for _, s, d in self._outputs]
+            return None, [empty_aligned(s, d, self._line) for _, s, d in self._outputs]
         single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
         given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
         if given is None or len(given) != len(self._outputs):

@@ -667,16 +667,27 @@ class ModuleEmitter:
         """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's
         data pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls
         ``P_main`` -- a ctypes call that skips building the pointer array in Python (which
-        cost about 1 us per argument).  Used only when that offset was verified at import."""
+        cost about 1 us per argument).  Used only when that offset was verified at import.
+
+        A temporary's array is one cache line longer than the buffer (:class:`.kernel.Kernel`),
+        and its pointer is moved up to the next line here: threads sharing a parallel loop over it
+        then own whole lines (false sharing, :func:`.schedule.strip_length`), at no cost to the
+        Python side of the call (aligning there costs microseconds a buffer)."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
         self._glue(fn)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         arr = b.alloca(PTR, size=I64(max(n, 1)))
+        temps = range(len(self.args) - len(self.program.temps), len(self.args))
+        line = self._target().line
         for k in range(n):
             field = b.gep(fn.args[k], [I64(self.data_offset)], inbounds=True, source_etype=I8)
             slot = b.gep(arr, [I64(k)], inbounds=True, source_etype=PTR)
-            b.store(b.load(field, typ=PTR), slot)
+            ptr = b.load(field, typ=PTR)
+            if k in temps:
+                skip = b.and_(b.sub(I64(0), b.ptrtoint(ptr, I64)), I64(line - 1))
+                ptr = b.gep(ptr, [skip], inbounds=True, source_etype=I8)
+            b.store(ptr, slot)
         b.call(main, [arr, fn.args[n]])
         b.ret_void()
         return fn

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -233,15 +234,22 @@ PARALLEL_STRIPS = 4   # a one-axis output is cut into this many strips, so threa
 MIN_STRIP = 64
 
 
-def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int) -> int:
+def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
     """Elements of the output strip that the buffer form accumulates at once.
 
     A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
     threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
-    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements."""
-    tile = l1d // STRIP_L1_SHARE // (8 if dtype.endswith("64") else 4)
+    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements.  Such a strip is a
+    whole number of cache lines (``line`` bytes): each thread stores its strip once per row, and
+    two threads storing into one line row after row -- a layer norm's ``dgamma`` over 1,000
+    columns in strips of 250 -- pass the line between their cores on every row (a kernel's
+    buffers start on a line when it runs on several threads, :class:`.kernel.Kernel`)."""
+    size = max(1, bits(dtype) // 8)
+    tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
-        tile = min(tile, max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)))
+        per_line = max(1, line // size)
+        want = -(-max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)) // per_line) * per_line
+        tile = min(tile // per_line * per_line, want)
     return max(MIN_STRIP, tile)
 
 
@@ -274,8 +282,9 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         return scan_form(info, outputs[0], spec), attrs
     if wanted:
         out = outputs[0]
+        target = opts.target or parse_target()
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
-                            l1d=(opts.target or parse_target()).l1d // strips_share)
+                            l1d=target.l1d // strips_share, line=target.line)
         stmts = buffer_form(info, out, tile)
         attrs["note"] = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:
