@@ -142,6 +142,7 @@ def test_guards_decided_per_piece_compute_the_same():
     """An elementwise op asking for it (``GUARD_ATTR``) is cut into the pieces its guards
     decide: ``[0]``, ``[1, 8]``, ``[9]``, none with a choice left; values against NumPy."""
     from tensorad.codegen.pieces import GUARD_ATTR
+
     from tensorad.ir.tensor import ComputeOp, Tensor
 
     A = ta.placeholder((10,), "float64", name="A")
