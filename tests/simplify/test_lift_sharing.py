@@ -17,10 +17,18 @@ import tensorad as ta
 from tensorad.autodiff import jacobian_recursive
 
 
+def _step(P, c: float, name: str):
+    return ta.compute(P.shape, lambda i: ta.tanh(P[i]) * c, name=name)
+
+
+def _total(f, B, q):
+    return ta.compute((), lambda: ta.sum(f(B[q]), axis=q)).op.body[0]
+
+
 def _steps(X, consts, tag: str = ""):
     Y = X
     for k, c in enumerate(consts):
-        Y = (lambda P, c: ta.compute(P.shape, lambda i: ta.tanh(P[i]) * c, name=f"t{tag}{k}"))(Y, c)
+        Y = _step(Y, c, f"t{tag}{k}")
     return Y
 
 
@@ -84,7 +92,7 @@ def _sums(P, forms):
     A = ta.compute((16,), lambda i: P[i] * 2.0, name="A")
     B = ta.compute((16,), lambda i: A[i] - P[i] - P[i], name="B")
     q = ta.reduce_axis((0, 16), name="q")
-    return [ta.compute((), lambda: ta.sum(f(B[q]), axis=q)).op.body[0] for f in forms]
+    return [_total(f, B, q) for f in forms]
 
 
 def test_a_sum_and_its_scaled_forms_are_one_proof():
@@ -98,5 +106,5 @@ def test_a_sum_and_its_scaled_forms_are_one_proof():
     S = ta.compute((16,), lambda i: P[i] * 1.0 + 1.0, name="S")
     q = ta.reduce_axis((0, 16), name="q")
     for c, zero in ((3.0, False), (0.0, True), (float("inf"), False)):
-        e = ta.compute((), lambda: ta.sum(S[q] * c, axis=q)).op.body[0]
+        e = _total(lambda s, c=c: s * c, S, q)
         assert provably_zero(e, OptimizerContext()) is zero, c
