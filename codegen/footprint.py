@@ -87,6 +87,16 @@ class _Call:
         self.sets: dict = {}  # (guards, variables) -> the box under the guards; images (_image)
         self.guards: dict[tuple, Expr | None] = {}  # (axes, footprint text) -> its condition
         self.held: dict[tuple, tuple] = {}  # (axes, id(footprint)) -> (it, its condition)
+        self.unions: dict[tuple, tuple] = {}  # (id(a), id(b)) -> (a, b, their union)
+
+    def union(self, a: isl.Set, b: isl.Set) -> isl.Set:
+        """``a | b``, one set object per pair of set objects: a long chain's tensors each have
+        the same footprint from their readers' (shared) images, and one object is converted
+        to a guard once (``held``), not printed and converted per tensor."""
+        found = self.unions.get((id(a), id(b)))
+        if found is None:
+            found = self.unions[(id(a), id(b))] = (a, b, a.union(b))  # (a, b kept: ids not reused)
+        return found[2]
 
     def canonical(self, op: ComputeOp) -> tuple[Expr, ...]:
         out = []
@@ -273,5 +283,5 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
                     fps.setdefault(t, None)
                     continue
                 img = _image(read, guards, free, call, shared)
-                fps[t] = None if img is None else img if t not in fps else fps[t].union(img)
+                fps[t] = None if img is None else img if t not in fps else call.union(fps[t], img)
     return bodies

@@ -17,54 +17,23 @@ A nest the key cannot spell exactly (a node payload it does not know, a micro-ke
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
-from tensorad.ir.expr import DataIndex, Expr, Op
+from tensorad.ir.expr import DataIndex, Expr
+from tensorad.ir.spelling import Speller, Unkeyable
 
 from .program import Assign, Buffer, If, Loop, Nest, Store
 
 
-class Unkeyable(Exception):
-    """The nest holds something the key does not spell exactly."""
-
-
-def _float_bits(x: float) -> str:
-    return struct.pack("<d", x).hex()
-
-
-def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
-          payload: Callable[[Expr], object]) -> int:
-    """The number of ``root`` in ``nodes``, appending a line ``(op, dtype, operand numbers,
-    payload)`` per node not numbered yet -- operands first, iteratively (no recursion limit)."""
-    found = nodes.get(root)
-    if found is not None:
-        return found
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if e in nodes:
-            continue
-        if not ready:
-            stack.append((e, True))
-            stack.extend((s, False) for s in reversed(e.src) if s not in nodes)
-            continue
-        data = payload(e)
-        nodes[e] = len(nodes)
-        lines.append((e.op, e.dtype, tuple(nodes[s] for s in e.src), data))
-    return nodes[root]
-
-
-class _Speller:
-    """Numbers buffers, variables and expression nodes by first appearance."""
+class _Speller(Speller):
+    """Numbers buffers, variables and expression nodes by first appearance (a variable by its
+    range alone: a nest's loop variables are its own)."""
 
     def __init__(self, buffer_of: Callable[[object], Buffer]) -> None:
+        super().__init__()
         self.buffer_of = buffer_of  # a READ's or Store's tensor -> its buffer
         self.buffers: dict[int, int] = {}  # id(buffer) -> number
         self.order: list[Buffer] = []
-        self.vars: dict[Expr, int] = {}
-        self.nodes: dict[Expr, int] = {}
-        self.lines: list[tuple] = []
 
     def buffer(self, t: object) -> int:
         b = self.buffer_of(t)
@@ -74,30 +43,16 @@ class _Speller:
             self.order.append(b)
         return n
 
-    def expr(self, root: Expr) -> int:
-        """The number of ``root``; a line per node not spelled yet (see :func:`spell`)."""
-        return spell(root, self.nodes, self.lines, self.payload)
+    def read(self, e: Expr) -> object:
+        return ("r", self.buffer(e.arg), e.arg.dtype)
 
-    def payload(self, e: Expr) -> object:
-        arg, op = e.arg, e.op
-        if op is Op.CONST:
-            if isinstance(arg, bool):
-                return ("b", arg)
-            if isinstance(arg, int):
-                return ("i", arg)
-            if isinstance(arg, float):
-                return ("f", _float_bits(arg))
-            raise Unkeyable(f"constant {arg!r}")
-        if op is Op.VAR:
-            n = self.vars.setdefault(e, len(self.vars))
-            return ("v", n, arg.lo, arg.hi)
-        if op is Op.READ:
-            return ("r", self.buffer(arg), arg.dtype)
-        if op is Op.DATA_INDEX and isinstance(arg, DataIndex):
+    def other(self, e: Expr) -> object:
+        arg = e.arg
+        if isinstance(arg, DataIndex):
             return ("d", arg.extent, arg.mode, arg.tensor, arg.axis)
         if arg is None:
             return None
-        raise Unkeyable(f"{op.name} payload {arg!r}")
+        raise Unkeyable(f"{e.op.name} payload {arg!r}")
 
     def stmts(self, stmts: tuple) -> tuple:
         out = []

@@ -26,14 +26,14 @@ or the renamed group's) before anything reads them.  A renaming that would map o
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Callable
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold_along
+from tensorad.ir.spelling import Speller, Unkeyable, hashable
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from .nestkey import nest_key, spell
+from .nestkey import nest_key
 from .program import Assign, Buffer, Fill, If, Loop, Nest, Store
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -53,33 +53,18 @@ def unmarked(text: str, names: dict[str, str] | None = None) -> str:
     return _MARKED.sub(lambda m: (names or {}).get(m.group(1), m.group(1)), text)
 
 
-class Unkeyable(Exception):
-    """The group holds something the key does not spell exactly."""
-
-
-def _hashable(x: object) -> object:
-    if isinstance(x, float):
-        return ("f", struct.pack("<d", x).hex())
-    try:
-        hash(x)
-    except TypeError:
-        raise Unkeyable(f"unhashable {type(x).__name__}") from None
-    return (type(x).__name__, x)
-
-
-class _Speller:
-    """Numbers tensors, ops, buffers, variables and expression nodes by first appearance."""
+class _Speller(Speller):
+    """Numbers tensors, ops, buffers, variables (with their names: a shared nest keeps the
+    first group's) and expression nodes by first appearance."""
 
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
+        super().__init__()
         self.buffer_of = buffer_of
         self.tensors: dict[Tensor, int] = {}
         self.tensor_buffers: dict[Tensor, Buffer | None] = {}
         self.ops: dict[object, int] = {}
         self.buffers: dict[int, int] = {}  # id(buffer) -> number
         self.buffer_list: list[Buffer] = []
-        self.vars: dict[Expr, int] = {}
-        self.nodes: dict[Expr, int] = {}
-        self.lines: list[tuple] = []
 
     def tensor(self, t: Tensor) -> int:
         n = self.tensors.get(t)
@@ -96,7 +81,7 @@ class _Speller:
         if n is None:
             n = self.ops[op] = len(self.ops)
             if isinstance(op, ComputeOp):
-                self.lines.append(("C", _hashable(op.tag), _hashable(op.attrs), op.provenance.role,
+                self.lines.append(("C", hashable(op.tag), hashable(op.attrs), op.provenance.role,
                                    op.num_outputs, tuple(self.var(a) for a in op.axes), op.is_reduction,
                                    tuple(self.var(a) for a in op.reduce_axes)))
             else:
@@ -113,28 +98,11 @@ class _Speller:
             self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
         return n
 
-    def var(self, v: Expr) -> int:
-        if v.op is not Op.VAR:
-            raise Unkeyable("an axis that is not a variable")
-        return self.expr(v)
+    def var_data(self, v: Expr) -> tuple:
+        return (v.arg.name, v.arg.lo, v.arg.hi)
 
-    def expr(self, root: Expr) -> int:
-        """The number of ``root``; a line per node not spelled yet (see :func:`spell`)."""
-        return spell(root, self.nodes, self.lines, self.payload)
-
-    def payload(self, e: Expr) -> object:
-        arg, op = e.arg, e.op
-        if op is Op.VAR:
-            n = self.vars.setdefault(e, len(self.vars))
-            return ("v", n, arg.name, arg.lo, arg.hi)
-        if op is Op.READ:
-            return ("r", self.tensor(arg))
-        if op is Op.REDUCE:
-            c = arg.combiner
-            spell = lambda es: tuple(self.expr(x) for x in es)  # noqa: E731
-            return ("R", c.name, c.kind, spell(c.lhs), spell(c.rhs), spell(c.result), spell(c.identity),
-                    tuple(self.var(a) for a in arg.axes), arg.value_index)
-        return _hashable(arg)
+    def read(self, e: Expr) -> object:
+        return ("r", self.tensor(e.arg))
 
 
 def group_key(g, bodies: dict, outs_of: Callable, scalar: set,

@@ -76,8 +76,8 @@ def speculate(body: Expr) -> Expr:
 
     Sound only for bodies whose reads the bounds checker has proved (``lower`` checks every
     inlined body first)."""
-    if not any(n.op is Op.IF_THEN_ELSE for n in walk(body)):
-        return body
+    if not any(n.op is Op.IF_THEN_ELSE and data_dependent(n.src[0]) for n in walk(body)):
+        return body  # (no choice to make eager: the rule's test reads the same atoms rebuilt)
     return rewrite(body, {Op.IF_THEN_ELSE: _rule})
 
 

@@ -20,6 +20,7 @@ from tensorad.poly.affine import IndexSpace
 
 from .cse import OpTable
 from .index import IndexMemo
+from .liftshare import LiftMemo
 from .polynomial import ProofMemo
 from .refute import Refuter
 
@@ -29,7 +30,8 @@ class OptimizerContext:
     ``refute=False`` runs every zero-proof in full (no :class:`.refute.Refuter` first: the
     answers are the same, only slower -- the tests compare the two).  ``share_plans=False``
     makes every elimination plan and lifted guard for its own variables (no renaming of an
-    equal one, :mod:`.plankey`: the same results, only slower)."""
+    equal one, :mod:`.plankey`, nor a lifted body renamed from an equal one's, :mod:`.liftshare`:
+    the same results, only slower)."""
 
     def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
@@ -51,6 +53,8 @@ class OptimizerContext:
         self.zero: dict[Expr, bool] = {}  # expression -> provably zero (polynomial.provably_zero)
         self.nz: dict[Expr, Expr] = {}  # node -> its nonzeroness, unsimplified (nonzero.nonzero's fold)
         self.nz_rules: dict | None = None  # nonzero.NZ_RULES, reads' guards kept per tensor
+        self.tensor_guards: dict = {}  # tensor -> its guard (nonzero.tensor_guard)
+        self.lifts = LiftMemo()  # lifted bodies by name-free key (.liftshare), when share_plans
         self.proofs = ProofMemo()  # conversions the zero-proofs share (replayed, same budget)
         self.layers: dict[frozenset, ProofMemo] = {}  # the same for layered proofs, per sums expanded
         self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof

@@ -149,7 +149,7 @@ def nonzero(e: Expr, ctx=None) -> Expr:
     if ctx is None:
         return simplify_expr(fold(e, NZ_RULES), ctx)
     if ctx.nz_rules is None:
-        guards: dict = {}
+        guards = ctx.tensor_guards
         ctx.nz_rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, guards)}
     return simplify_expr(fold(e, ctx.nz_rules, ctx.nz), ctx)
 

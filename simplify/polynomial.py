@@ -34,6 +34,7 @@ identities: at inf or NaN the removed value may have been NaN, docs/conventions.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from fractions import Fraction
 
@@ -586,12 +587,36 @@ def provably_zero(e: Expr, ctx=None) -> bool:
     position, :meth:`ProofMemo.closed`), and the nodes other proofs of the call converted
     are replayed, not converted again, spending this proof's budget as converting them would
     (:class:`ProofMemo`)."""
+    e = unscaled(e)
     if ctx is None:
         return _prove(e, None)
     found = ctx.zero.get(e)
     if found is None:
         found = ctx.zero[e] = _prove(ctx.proofs.closed(e), ctx)
     return found
+
+
+def unscaled(e: Expr) -> Expr:
+    """A float sum ``sum(c * f)``, ``sum(f * c)`` or ``sum(-f)`` (``c`` a finite nonzero
+    constant, repeatedly) as ``sum(f)``: zero exactly when it is -- the polynomial is scaled by
+    ``c``, its conversion and terms the same, and the refuter's values scaled -- so the
+    proof of one answers the other (a mean's adjoint asks about ``sum(x)``, ``sum(-x)`` and
+    ``sum(-x * 0.0625)``: one proof, not three).  Anything else is returned as it is."""
+    if e.op is not Op.REDUCE or len(e.src) != 2 or e.arg.combiner.kind != "sum" or not dt.is_float(e.dtype):
+        return e
+    body = e.src[1]
+    while True:
+        if body.op is Op.NEG:
+            body = body.src[0]
+        elif body.op is Op.MUL and (_scale(body.src[0]) or _scale(body.src[1])):
+            body = body.src[1] if _scale(body.src[0]) else body.src[0]
+        else:
+            break
+    return e if body is e.src[1] else Expr(Op.REDUCE, e.dtype, (e.src[0], body), e.arg)
+
+
+def _scale(c: Expr) -> bool:
+    return c.op is Op.CONST and isinstance(c.arg, (int, float)) and c.arg != 0 and math.isfinite(c.arg)
 
 
 def _prove(e: Expr, ctx) -> bool:

@@ -34,6 +34,7 @@ from .factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_sh
 from .inline import fuse_gather, inline_read, is_cheap
 from .lift import lift_body, optimize_sum, simplify_reduction
 from .merge import merge_sums
+from .nonzero import tensor_guard
 from .pieces import tiles_box
 from .polynomial import provably_zero
 from .ranges import wraps_where_stored
@@ -218,16 +219,31 @@ class _Pass:
                     if factored is not None:
                         body = factored
                 if body.op is not Op.REDUCE:
-                    body = lift_body(axes, self.inline(body), ctx)
+                    body = self.lift(axes, self.inline(body))
             else:
                 body = simplify_reduction(axes, body, ctx)
         else:
-            body = lift_body(axes, body, ctx)
+            body = self.lift(axes, body)
         if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
             merged = merge_sums(axes, body, self.mergeable, self.make_merged, name, ctx)
             if merged is not None:
-                body = lift_body(axes, self.inline(merged), ctx)
+                body = self.lift(axes, self.inline(merged))
         return body
+
+    def lift(self, axes: Sequence[Expr], body: Expr) -> Expr:
+        """:func:`.lift.lift_body`, renamed from an equal body's (:mod:`.liftshare`) unless the
+        call traces its rules or shares no plans."""
+        ctx = self.ctx
+        if ctx.trace is not None or not ctx.share_plans:
+            return lift_body(axes, body, ctx)
+        return ctx.lifts.lift(axes, body, self.guard, lambda: lift_body(axes, body, ctx))
+
+    def guard(self, t: Tensor) -> Expr:
+        """``t``'s guard as the nonzeroness fold reads it (the call's table)."""
+        found = self.ctx.tensor_guards.get(t)
+        if found is None:
+            found = self.ctx.tensor_guards[t] = tensor_guard(t)
+        return found
 
     def op(self, op: ComputeOp) -> ComputeOp:
         found = self.ctx.ops.get(op)

@@ -226,6 +226,51 @@ def test_footprints_of_a_long_gradient_convert_a_constant_number_of_conditions(m
     assert max(counts.values()) <= 4, counts
 
 
+def test_a_long_gradients_footprints_are_a_few_set_objects(monkeypatch):
+    # each step's footprint is the union of its readers' (shared) images: one new isl set per
+    # step, each printed to find its guard; now one union per pair of set objects, so the
+    # footprints are a few objects (the readers that differ: a few adjoints the gradient
+    # stores), each converted to a guard once
+    import tensorad.codegen.footprint as footprint
+
+    seen: dict[int, object] = {}
+    real_guard = footprint._guard
+
+    def guard(op, fp, call):
+        seen[id(fp)] = fp  # (kept: ids are not reused)
+        return real_guard(op, fp, call)
+
+    monkeypatch.setattr(footprint, "_guard", guard)
+    counts = {}
+    for n in (40, 160):
+        X, g = _chain_gradient(n)
+        seen.clear()
+        ta.lower([g], [X], name=f"fpobj{n}")
+        counts[n] = len(seen)
+    x = np.random.default_rng(4).standard_normal(16)  # (built with the shared footprints)
+    np.testing.assert_allclose(ta.build([g], [X])(x), _reference_gradient(x, 160), rtol=1e-9)
+    assert max(counts.values()) <= 6, counts  # (was about one per step: 160 at n = 160)
+
+
+def test_speculation_rebuilds_no_body_without_a_data_dependent_choice(monkeypatch):
+    # a long gradient's steps are if_then_else(footprint, body, 0): an affine guard, never
+    # made eager -- each body was rebuilt anyway, one rewrite per step
+    import tensorad.codegen.speculate as speculate
+
+    rebuilt = []
+    real_rewrite = speculate.rewrite
+    monkeypatch.setattr(speculate, "rewrite", lambda *a, **k: rebuilt.append(1) or real_rewrite(*a, **k))
+    X, g = _chain_gradient(40)
+    kern = ta.build([g], [X], cache=False)
+    assert not rebuilt
+    x = np.random.default_rng(4).standard_normal(16)
+    np.testing.assert_allclose(kern(x), _reference_gradient(x, 40), rtol=1e-9)
+    W = ta.placeholder((8,), "int32", name="W")
+    H = ta.placeholder((8,), F, name="H")
+    Y = ta.compute((8,), lambda i: ta.if_then_else(W[i] == 1, H[i] * 2.0, 0.0), name="Y")
+    assert "select" in str(ta.lower([Y], [W, H])) and rebuilt  # (a data test: made eager)
+
+
 def _windowed_chain(n: int, size: int = 12):
     """``n`` steps whose statements are alike but for their domains and read offsets: step
     ``k`` is ``tanh(P[i + s]) * 0.9 + P[i]`` where ``i + s < size`` (``s = k % 3``), else 0."""

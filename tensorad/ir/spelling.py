@@ -1,0 +1,121 @@
+"""Name-free spellings: the one numbering machinery behind every key that shares work between
+things equal up to a renaming of their variables, tensors and buffers (issue 8).
+
+A long chain's program repeats a handful of shapes thousands of times over other tensors and
+fresh variables.  A key that spells a thing with each variable, expression node, tensor, op
+and buffer numbered by first appearance is equal for two things exactly when one is the other
+renamed -- as far as the spelling goes: each user decides what a variable, a read or an op
+line holds (its :class:`Speller` subclass), so that everything its work reads is spelled
+and nothing else.  Users: :mod:`tensorad.codegen.nestkey` (loop nests emitted once),
+:mod:`tensorad.codegen.nestshare` (groups lowered once), :mod:`tensorad.simplify.liftshare`
+(the optimizer's guard lifting done once per body shape).
+
+Constants are spelled bit-exactly (``0.0`` and ``-0.0``, every NaN payload differ), also
+inside tuples; a payload that cannot be hashed makes the thing :class:`Unkeyable`.  Spelling
+is iterative: no recursion limit, each shared node once.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from .expr import Expr, Op
+
+
+class Unkeyable(Exception):
+    """The thing holds something its key does not spell exactly."""
+
+
+def float_bits(x: float) -> str:
+    """``x``'s IEEE-754 double bits as hex (equal exactly for the same value and sign)."""
+    return struct.pack("<d", x).hex()
+
+
+def hashable(x: object) -> object:
+    """``x`` as a key part: tagged with its type, floats by their bits (also within tuples and
+    frozensets); :class:`Unkeyable` when ``x`` cannot be hashed."""
+    if isinstance(x, float):
+        return ("f", float_bits(x))
+    if isinstance(x, tuple):
+        return ("tuple", tuple(hashable(y) for y in x))
+    if isinstance(x, frozenset):
+        return ("frozenset", frozenset(hashable(y) for y in x))
+    try:
+        hash(x)
+    except TypeError:
+        raise Unkeyable(f"unhashable {type(x).__name__}") from None
+    return (type(x).__name__, x)
+
+
+def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
+          payload: Callable[[Expr], object]) -> int:
+    """The number of ``root`` in ``nodes``, appending a line ``(op, dtype, operand numbers,
+    payload)`` per node not numbered yet -- operands first, iteratively (no recursion limit)."""
+    found = nodes.get(root)
+    if found is not None:
+        return found
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in nodes:
+            continue
+        if not ready:
+            stack.append((e, True))
+            stack.extend((s, False) for s in reversed(e.src) if s not in nodes)
+            continue
+        data = payload(e)
+        nodes[e] = len(nodes)
+        lines.append((e.op, e.dtype, tuple(nodes[s] for s in e.src), data))
+    return nodes[root]
+
+
+class Speller:
+    """Numbers variables and expression nodes by first appearance, appending their lines to
+    ``lines``.  Subclasses spell what a variable (:meth:`var_data`), a read (:meth:`read`) and
+    other payloads (:meth:`other`) hold for their key; the defaults: a variable's range, a
+    reduction's combiner and axes, any other payload through :func:`hashable`."""
+
+    def __init__(self) -> None:
+        self.vars: dict[Expr, int] = {}
+        self.nodes: dict[Expr, int] = {}
+        self.lines: list[tuple] = []
+
+    def expr(self, root: Expr) -> int:
+        """The number of ``root``; a line per node not spelled yet (see :func:`spell`)."""
+        return spell(root, self.nodes, self.lines, self.payload)
+
+    def var(self, v: Expr) -> int:
+        """The number of the variable node ``v`` (an axis)."""
+        if v.op is not Op.VAR:
+            raise Unkeyable("an axis that is not a variable")
+        return self.expr(v)
+
+    def payload(self, e: Expr) -> object:
+        op = e.op
+        if op is Op.VAR:
+            n = self.vars.setdefault(e, len(self.vars))
+            return ("v", n, *self.var_data(e))
+        if op is Op.READ:
+            return self.read(e)
+        if op is Op.CONST:
+            return hashable(e.arg)
+        if op is Op.REDUCE:
+            arg = e.arg
+            c = arg.combiner
+            exprs = lambda es: tuple(self.expr(x) for x in es)  # noqa: E731
+            return ("R", c.name, c.kind, exprs(c.lhs), exprs(c.rhs), exprs(c.result), exprs(c.identity),
+                    tuple(self.var(a) for a in arg.axes), arg.value_index)
+        return self.other(e)
+
+    def var_data(self, v: Expr) -> tuple:
+        return (v.arg.lo, v.arg.hi)
+
+    def read(self, e: Expr) -> object:
+        raise Unkeyable("a read")
+
+    def other(self, e: Expr) -> object:
+        return hashable(e.arg)
+
+
+__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "spell"]
