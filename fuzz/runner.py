@@ -286,14 +286,14 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
          extras: bool = True, generator=None, wall_timeout: float | None = None,
-         forms21: bool = True) -> Report:
+         forms21: bool = True, forms22: bool = True) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
     layers of :func:`.layers.generate_layer`).  ``forms21=False``: the programs of the
-    campaigns before session 21 (:func:`.program.generate`)."""
+    campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
@@ -301,7 +301,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
     def jobs():
         for s in seeds:
             progs[s] = generator(s) if generator is not None else \
-                generate(s, extras=extras(s) if callable(extras) else extras, forms21=forms21)
+                generate(s, extras=extras(s) if callable(extras) else extras, forms21=forms21,
+                                  forms22=forms22)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir, wall_timeout) as pool:
