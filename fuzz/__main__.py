@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     rep = fuzz(seeds, workers=args.workers, timeout=args.timeout, wall_timeout=args.wall_timeout,
                checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
                shrink=args.shrink, out_dir=args.out, progress=progress,
-               generator=generate_layer if args.layers else None, forms21=not args.forms20, forms22=not (args.forms20 or args.forms21))
+               generator=generate_layer if args.layers else None, forms21=not args.forms20,
+               forms22=not (args.forms20 or args.forms21))
     print(rep.summary())
     return 1 if rep.failures else 0
 

@@ -52,8 +52,8 @@ FORWARD = ("forward", "checked", "optimizer")
 DERIVATIVE = ("reverse", "jvp", "hvp", "split", "jacobian")
 SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
-FINITE_DIFFERENCES = ("reverse", "hvp", "jacobian")
-JACOBIAN_MAX = 4096  # elements of an input's full Jacobian that the ``jacobian`` check builds  # not run on a program with steps (``Program.steps``)
+FINITE_DIFFERENCES = ("reverse", "hvp", "jacobian")  # not run on a program with steps (``Program.steps``)
+JACOBIAN_MAX = 4096  # elements of an input's full Jacobian that the ``jacobian`` check builds
 
 
 class Mismatch(AssertionError):
@@ -715,7 +715,8 @@ class Case:
 
         n = len(ins)
         for k, p in enumerate(ins):
-            for what, value in ((f"Jacobian(optimize={optimize})", got[k]), ("gradient without a head", got[n + k])):
+            for what, value in ((f"Jacobian(optimize={optimize})", got[k]),
+                                ("gradient without a head", got[n + k])):
                 self.undecided += compare_fd(f"{what} wrt {p.name} vs finite differences", value,
                                              lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
 

@@ -15,7 +15,7 @@ import argparse
 import re
 
 from .checks import ALL, split_policy
-from .program import PRELUDE, Program, generate
+from .program import CALLING, CALLING22, PRELUDE, Program, generate
 
 
 def _src(pattern: str):
@@ -89,7 +89,7 @@ FEATURES: dict = {
     "topi layer_norm with gamma and beta": _src(r"nn\.layer_norm\(\w+, (?!ndim)\w+"),
     # data and calling
     **{f"data {d}": _attr("data", d) for d in ("unit", "smooth", "nasty", "wide", "huge", "special")},
-    **{f"calling {c}": _attr("calling", c) for c in ("plain", "out", "strided", "dlpack", "export", "threads")},
+    **{f"calling {c}": _attr("calling", c) for c in CALLING + CALLING22},
     # build options (section 4, 6, and codegen.schedule.Options)
     **{f"option {k}": _opt(k) for k in ("num_threads", "parallel_min_work", "fastmath", "vector_width",
                                          "fuse", "opt_level", "microkernel", "tile", "target", "parallel",

@@ -11,7 +11,8 @@ import random
 TARGETS = ("llvm", "llvm -mcpu=haswell", "llvm -mattr=-avx512f", "llvm -mcpu=x86-64")
 
 
-def draw_options(r: random.Random, extra: random.Random | None = None, s22: random.Random | None = None) -> dict:
+def draw_options(r: random.Random, extra: random.Random | None = None,
+                 s22: random.Random | None = None) -> dict:
     """A random subset of build options; absent keys take ``build``'s defaults.  ``extra``
     and ``s22`` draw the options added later (:func:`.program.generate` keeps old seeds'
     programs): session 22's are ``tune`` (measure the candidate strategies), ``variants``,

@@ -404,7 +404,8 @@ class Generator:
                              f"ta.cast(DT, ({name} - 2) % 3)",
                              f"ta.cast(DT, ta.cast('int64', {name}) * 3 - {r.randint(0, 5)})"])
             if self.f22.draw(0.15):  # floor division and modulo by a negative constant (Python's rules)
-                form = self.f22.r.choice([f"ta.cast(DT, ({name} + {c}) // -2)", f"ta.cast(DT, ({name} + {c}) % -3)",
+                form = self.f22.r.choice([f"ta.cast(DT, ({name} + {c}) // -2)",
+                                          f"ta.cast(DT, ({name} + {c}) % -3)",
                                           f"ta.cast(DT, ta.cast('int64', {name} - 3) % -4 * 2)",
                                           f"ta.cast(DT, (-{name} - 1) // -3 + ({name} + {c}) % -2)"])
             return leaf(form, "v")
@@ -452,9 +453,10 @@ class Generator:
         if not self.safe and self.f.draw(0.15):  # floor division and modulo of float data
             form = self.f.r.choice(("{0} // {1}", "{0} % {1}", "{0} % 0.75", "{0} // -0.5"))
         if self.f22.draw(0.08):  # the ``**`` operator (``Expr.__pow__``), a constant exponent too
-            form = self.f22.r.choice(("(ta.abs({0}) + 0.5) ** (ta.tanh({1}) + 1.0)", "({0}) ** 2 + {1}",
-                                      "{1} - (ta.abs({0}) + 1.0) ** -0.5") if self.safe else
-                                     ("{0} ** {1}", "({0}) ** 2 + {1}", "{1} - ({0}) ** -1.0", "{0} ** 0.5 + {1}"))
+            safe = ("(ta.abs({0}) + 0.5) ** (ta.tanh({1}) + 1.0)", "({0}) ** 2 + {1}",
+                    "{1} - (ta.abs({0}) + 1.0) ** -0.5")
+            raw = ("{0} ** {1}", "({0}) ** 2 + {1}", "{1} - ({0}) ** -1.0", "{0} ** 0.5 + {1}")
+            form = self.f22.r.choice(safe if self.safe else raw)
         return Node("(" + form + ")", (a, b), "v")
 
     def reduction(self, pool, ivars, depth, nest: list, custom: bool) -> Node:
@@ -698,7 +700,8 @@ class Generator:
             return None
         d = r.choice(floats)
         x, s, n = d.name, d.shape, len(d.shape)
-        log = f"ta.topi.log({x})" if not self.safe else f"ta.topi.log(ta.topi.add(ta.topi.multiply({x}, {x}), 0.5))"
+        log = f"ta.topi.add(ta.topi.multiply({x}, {x}), 0.5)" if self.safe else x
+        log = f"ta.topi.log({log})"
         forms = [(f"ta.topi.exp(ta.topi.multiply({x}, 0.5))", s), (log, s), (f"ta.topi.erf({x})", s),
                  (f"ta.topi.negative({x})", s), (f"ta.topi.maximum({x}, 0.25)", s),
                  (f"ta.topi.power(ta.topi.add(ta.topi.abs({x}), 0.5), 1.5)", s)]
@@ -716,16 +719,19 @@ class Generator:
                       (f"ta.topi.nn.layer_norm({x}, ta.topi.mean({x}, axis=0), ta.topi.max({x}, axis=0))", s),
                       (f"ta.generalized_matmul({x}, ta.topi.transpose({x}, (1, 0)), 1)", (a, a)),
                       (f"ta.generalized_matmul({x}, {x}, 2)", ()),
-                      (f"ta.topi.nn.scaled_dot_product_attention({x}, {x}, {x}, causal={r.random() < 0.5})", s)]
+                      (f"ta.topi.nn.scaled_dot_product_attention({x}, {x}, {x}, causal={r.random() < 0.5})",
+                       s)]
             red = r.choice(("mean", "sum", "none"))
-            labels = f"ta.compute(({a},), lambda i: ta.cast('int32', (i * {r.choice((1, 2, 3))} + 1) % {b}), " \
+            step = r.choice((1, 2, 3))
+            labels = f"ta.compute(({a},), lambda i: ta.cast('int32', (i * {step} + 1) % {b}), " \
                      f"name='{name}_labels')"
             forms.append((f"ta.topi.nn.cross_entropy({x}, {labels}, reduction={red!r})",
                           (a,) if red == "none" else ()))
             ints = [(m, e) for e in defs for m in e.names if _integer(m, e) and 0 not in e.shape]
             if ints:
                 m, e = r.choice(ints)
-                forms.append((f"ta.topi.nn.embedding({x}, {m}, mode={r.choice(('clip', 'wrap'))!r})", e.shape + (b,)))
+                mode = r.choice(("clip", "wrap"))
+                forms.append((f"ta.topi.nn.embedding({x}, {m}, mode={mode!r})", e.shape + (b,)))
             kh, kw = r.randint(1, min(a, 3)), r.randint(1, min(b, 3))
             st, pad = r.choice((1, 1, 2)), r.randint(0, min(kh, kw) - 1)
             img = f"ta.topi.reshape({x}, (1, 1, {a}, {b}))"
