@@ -77,7 +77,7 @@ def test_every_check_runs_on_a_program():
     with Pool(workers=1, timeout=240) as pool:
         ((_, results),) = list(pool.run([(0, job_for(prog, 11))]))
     assert {r["check"] for r in results} == set(ALL) == {"forward", "checked", "optimizer", "reverse",
-                                                         "jvp", "hvp", "split"}
+                                                         "jvp", "hvp", "split", "jacobian"}
     assert all(r["status"] == "ok" for r in results), results
 
 
