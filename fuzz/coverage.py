@@ -45,7 +45,7 @@ FEATURES: dict = {
     "reducer axis given bare (not a list)": _src(r"ta\.(sum|max|min|prod)\(.*axis=r\d+[,)]"),
     "comm_reducer argmax/argmin": _src(r"ARG(MAX|MIN)\(\("), "comm_reducer product": _src(r"MYPROD\("),
     "comm_reducer two floats": _src(r"SUMMAX\("), "comm_reducer selecting": _src(r"MAXABS\("),
-    "comm_reducer three values": _src(r"TRIPLE\("),
+    "comm_reducer three values": _src(r"name='triple'"),
     "where= on an index condition": _src(r"where=[^>]*[<=%]"), "where= on data": _src(r"where=\(.*\) > 0\.0"),
     "select": _src(r"ta\.select\("), "if_then_else": _src(r"ta\.if_then_else\("),
     "const": _src(r"ta\.const\("), "cast to int": _src(r"ta\.cast\('int"),

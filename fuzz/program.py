@@ -37,6 +37,13 @@ the program (an integer compute, a comparison, an argmax's index: data-dependent
 derivatives are not checked; log-softmax, SiLU, RMS norm, min and product, reductions over
 every axis, broadcasting against a reduction, padding, ``dense``, ``take``), and values rounded
 to half inside a body.
+Session 22 added (``forms22``, what ``python -m fuzz.coverage`` found no program drawing): a
+reduce axis given bare, ``**``, ``~``, selects on ``>=``/``!=``, ``//`` and ``%`` by negative
+constants, casts down inside a body, int64 inputs, more library calls (:meth:`Generator.topi22_def`:
+``ta.topi`` math, ``flatten``, ``concatenate``, ``dense`` with a bias, an affine ``layer_norm``,
+``cross_entropy``, ``embedding``, attention, ``conv2d``, ``pool``, ``ta.generalized_matmul``),
+a combiner of three values (:data:`TRIPLE`), the options ``tune``, ``variants``,
+``microkernel=False`` and four threads, and the callings :data:`CALLING22`.
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -179,10 +186,10 @@ def _mentions(text: str, name: str) -> bool:
 
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
-    (``t0_i`` of an ``ARGMAX``/``ARGMIN`` body; a ``SUMMAX`` body's ``t0_i`` is a float sum,
+    (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a float sum,
     seeds 320104, 320234)."""
     return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
-                               and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(")))
+                               and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(", TRIPLE)))
 
 
 def _index_value(r: random.Random, name: str, shape: tuple, ivars: list, muls: tuple) -> str:
@@ -222,6 +229,11 @@ def _prod(shape) -> int:
         n *= s
     return n
 
+
+# a combiner of three values written in the body: the index of the largest second value (ties
+# to the left), that value, and the sum of the third (session 22)
+TRIPLE = ("ta.comm_reducer(lambda x, y: (ta.select(x[1] >= y[1], x[0], y[0]), ta.maximum(x[1], y[1]), "
+          "x[2] + y[2]), lambda a, b, c: (ta.const(-1, a), ta.min_value(b), ta.const(0, c)), name='triple')")
 
 PRELUDE = '''
 def _argmax_combine(x, y):
@@ -266,12 +278,13 @@ class Generator:
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
                  extra: random.Random | None = None, more: random.Random | None = None,
                  forms: random.Random | None = None, forms21: random.Random | None = None,
-                 forms22: random.Random | None = None) -> None:
+                 forms22: random.Random | None = None, triple: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # session 11's additions (integer tensors): a stream of their own
         self.f = Forms(forms)  # session 20's additions
         self.f21 = Forms(forms21)  # session 21's additions
         self.f22 = Forms(forms22)  # session 22's additions (:meth:`topi22_def` and the draws marked f22)
+        self.f22b = Forms(triple)  # session 22's three-value combiner (after its first campaigns)
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -485,6 +498,10 @@ class Generator:
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
         red = r.choice(names)
+        if custom and self.f22b.draw(0.05):  # a combiner of three values: an index, a max and a sum
+            flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
+            return Node(f"{TRIPLE}(({flat}, {{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where),
+                        "r3")
         if red == "ARGMAX":
             flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
@@ -796,11 +813,11 @@ class Generator:
             body = _rename_raxes(body, len(nest), n_red)
             n_red += len(nest)
             name = f"t{c}"
-            names = (f"{name}_i", name) if body.ty == "r" else (name,)
+            names = {"r": (f"{name}_i", name), "r3": (f"{name}_i", f"{name}_m", name)}.get(body.ty, (name,))
             if form == "elementwise" and self.f.draw(0.1):  # two outputs of one op
                 other = self.expr(defs, ivars, 1, None)
                 body, names = Node("({0}, {1})", (other, body), "x"), (f"{name}_b", name)
-            stored = dtype in HALF and body.ty != "r" and self.f.draw(0.3)
+            stored = dtype in HALF and body.ty not in ("r", "r3") and self.f.draw(0.3)
             defs.append(Def(names, shape, "DT", body, axes, tuple(nest), stored))
         last = defs[-1]
         return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
@@ -838,9 +855,11 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
     s21 = random.Random(seed * 2147483647 + 0x21) if extras and forms and forms21 else None
     s22 = random.Random(seed * 998244353 + 0x22) if s21 is not None and forms22 else None
+    s22b = random.Random(seed * 1000000007 + 0x22B) if s22 is not None else None
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22).program(dtype)
+    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b)
+    prog = gen.program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"
     if more is not None:
