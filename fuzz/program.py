@@ -186,8 +186,8 @@ def _mentions(text: str, name: str) -> bool:
 
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
-    (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a float sum,
-    seeds 320104, 320234)."""
+    (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a
+    float sum, seeds 320104, 320234)."""
     return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
                                and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(", TRIPLE)))
 
@@ -498,12 +498,11 @@ class Generator:
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
         red = r.choice(names)
+        flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"  # (an index value)
         if custom and self.f22b.draw(0.05):  # a combiner of three values: an index, a max and a sum
-            flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             return Node(f"{TRIPLE}(({flat}, {{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where),
                         "r3")
         if red == "ARGMAX":
-            flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
             return Node(f"{red}(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
         if red == "MYPROD" and self.m is not None and self.m.random() < 0.3:  # a selecting combiner

@@ -70,7 +70,9 @@ def _exit_with_parent(parent: int) -> None:
 
     The parent's pid comes from the parent, so a worker already orphaned exits here; Linux
     kills it (``PR_SET_PDEATHSIG``) the moment the parent dies from now on, even while it is
-    busy in native code that holds the GIL; elsewhere a thread polls the parent's pid."""
+    busy in native code that holds the GIL (strictly: when the parent's thread that started it
+    ends -- a :class:`Pool` is driven from one thread); elsewhere a thread polls the parent's
+    pid."""
     import threading
 
     try:
@@ -300,9 +302,9 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
 
     def jobs():
         for s in seeds:
+            extra = extras(s) if callable(extras) else extras
             progs[s] = generator(s) if generator is not None else \
-                generate(s, extras=extras(s) if callable(extras) else extras, forms21=forms21,
-                                  forms22=forms22)
+                generate(s, extras=extra, forms21=forms21, forms22=forms22)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir, wall_timeout) as pool:
