@@ -218,8 +218,17 @@ def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
 
 
 def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
+    """The footprint ``fp`` as a condition over ``space``'s variables, or None where it is not
+    used: the whole box, more than :data:`MAX_FRACTION` of it, more than :data:`MAX_PIECES`
+    pieces, or divisions.  The shape is judged first, before isl compares or counts: on a set
+    with divisions (existentials with large coefficients, as a deep nest of lifted reductions
+    makes: seed 971008's HVP) ``is_equal`` and ``count_val`` take seconds each, for a guard
+    that would be rejected anyway."""
     box = space.box()
     fp = fp.intersect(box).coalesce()
+    pieces = fp.get_basic_sets()
+    if len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces):
+        return None
     if fp.is_equal(box):
         return None
     if fp.is_empty():
@@ -230,9 +239,6 @@ def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
         except Exception:  # (a count isl cannot give: not worth the risk)
             return None
     if size > MAX_FRACTION * count_points(box):
-        return None
-    pieces = fp.get_basic_sets()
-    if len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces):
         return None
     cond = set_to_cond(fp.gist(box), space.vars)
     if any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)):

@@ -1,5 +1,5 @@
 """``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T]
-[--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers] [--forms20]``."""
+[--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers] [--forms20] [--forms21]``."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def main(argv=None) -> int:
                     help="ordinary layers at moderate shapes, checked against PyTorch (fuzz/layers.py)")
     ap.add_argument("--forms20", action="store_true",
                     help="the generator as of session 20: the programs of the campaigns before session 21")
+    ap.add_argument("--forms21", action="store_true",
+                    help="the generator as of session 21: the programs of the campaigns before session 22")
     args = ap.parse_args(argv)
     checks = tuple(c for c in args.checks.split(",") if c)
     unknown = set(checks) - set(ALL)
@@ -50,7 +52,8 @@ def main(argv=None) -> int:
     rep = fuzz(seeds, workers=args.workers, timeout=args.timeout, wall_timeout=args.wall_timeout,
                checks=(lambda s: (checks[s % len(checks)],)) if args.rotate else checks,
                shrink=args.shrink, out_dir=args.out, progress=progress,
-               generator=generate_layer if args.layers else None, forms21=not args.forms20)
+               generator=generate_layer if args.layers else None, forms21=not args.forms20,
+               forms22=not (args.forms20 or args.forms21))
     print(rep.summary())
     return 1 if rep.failures else 0
 

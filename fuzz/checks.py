@@ -6,8 +6,9 @@ Every check compares tensorad with an oracle it did not compute:
   as the program's ``calling`` says (plain arrays, ``out=`` arrays, strided views, objects
   offering only ``__dlpack__``);
 * ``checked``:   ``ta.build(checked=True)`` against ``ta.evaluate`` (and no ``IndexError``);
-* ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions``, and the reverse
-  gradient with ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
+* ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions`` and after
+  ``InlineNonReductions`` of the tensors it reads, and the reverse gradient with
+  ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
 * ``reverse``:   the built reverse gradient (a random head) against central finite differences
   in float64 of a strict forward kernel (itself checked by ``forward``);
 * the reverse gradient of these checks has, on a third of the seeds, one tensor's derivative
@@ -16,6 +17,10 @@ Every check compares tensorad with an oracle it did not compute:
   (a quarter of the seeds also with two heads at once, a head of shape ``(2,) + out.shape``);
 * ``hvp``:       ``ta.hessian_vector_product`` of ``sum(OUT * h)`` against finite differences of
   its built gradient along ``v``;
+* ``jacobian``:  the full Jacobian, ``ta.Jacobian`` of each input (optimized on even seeds) and
+  ``ta.gradient`` without a head, built with the drawn options, against central finite
+  differences of every output element (programs whose Jacobians have at most
+  :data:`JACOBIAN_MAX` elements);
 * ``split``:     ``ta.function``'s forward built with the drawn options and its backward built
   *differently* (:func:`split_options`: fast math flipped, another target, the rest drawn
   again), the backward run on the forward's residuals (a checkpoint policy per seed, named or
@@ -44,10 +49,11 @@ import numpy as np
 from . import data as fdata
 
 FORWARD = ("forward", "checked", "optimizer")
-DERIVATIVE = ("reverse", "jvp", "hvp", "split")
+DERIVATIVE = ("reverse", "jvp", "hvp", "split", "jacobian")
 SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
-FINITE_DIFFERENCES = ("reverse", "hvp")  # not run on a program with steps (``Program.steps``)
+FINITE_DIFFERENCES = ("reverse", "hvp", "jacobian")  # not run on a program with steps (``Program.steps``)
+JACOBIAN_MAX = 4096  # elements of an input's full Jacobian that the ``jacobian`` check builds
 
 
 class Mismatch(AssertionError):
@@ -269,9 +275,20 @@ def strided(a: np.ndarray, reverse: bool) -> np.ndarray:
 
 
 def call_as(kernel, args: list, outputs: list, calling: str, seed: int):
-    """``kernel(*args)`` called the way ``calling`` says (:data:`.program.CALLING`), its
-    outputs as a tuple; with ``out=``, the arrays given must be the arrays returned (filled
-    with NaN first: an element the kernel does not write shows)."""
+    """``kernel(*args)`` called the way ``calling`` says (:data:`.program.CALLING`,
+    :data:`.program.CALLING22`), its outputs as a tuple; with ``out=``, the arrays given must
+    be the arrays returned (filled with NaN first: an element the kernel does not write shows);
+    ``export``: through the shared library ``kernel.export`` writes, loaded back by ``ta.load``;
+    ``threads``: after ``kernel.num_threads`` is set to another count."""
+    if calling == "export":
+        import tensorad as ta
+
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = ta.load(kernel.export(os.path.join(tmp, "fuzzed.so")))
+            return _tuple(kernel(*args))
+    if calling == "threads":
+        kernel.num_threads = 1 + seed % 4
+        return _tuple(kernel(*args))
     if calling == "strided":
         args = [strided(a, (seed + k) % 2 == 1) for k, a in enumerate(args)]
     elif calling == "dlpack":  # (NumPy exports no DLPack for ml_dtypes' bfloat16)
@@ -284,6 +301,10 @@ def call_as(kernel, args: list, outputs: list, calling: str, seed: int):
     if len(got) != len(outs) or any(g is not o for g, o in zip(got, outs)):
         raise Mismatch("a kernel called with out= returned other arrays than the ones given")
     return got
+
+
+def _prod(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _tuple(x):
@@ -455,9 +476,12 @@ class Case:
             if t.dtype not in ta.FLOAT_DTYPES:
                 continue
             opt = ta.OptimizeAndLiftNonzeronessConditions(t)
-            want, got = ta.evaluate([t, opt], self.feed)
+            inlined = ta.InlineNonReductions(t, _elementwise_reads(t))
+            want, got, flat = ta.evaluate([t, opt, inlined], self.feed)
             self._compare_orders("optimized", [got], [t], self.feed, want=[want], lenient=self.lenient,
                                  strong_zero=True, rtol=3e-2 if self.half else None)
+            self._compare_orders("with the tensors it reads inlined", [flat], [t], self.feed, want=[want],
+                                 lenient=self.lenient, rtol=3e-2 if self.half else None)
         if not self.job.get("safe"):
             return
         ns, feed = self._grad_setup()
@@ -660,6 +684,42 @@ class Case:
             self.undecided += compare_fd(f"hvp wrt {p.name} vs finite differences of the gradient", a,
                                          lambda eps, k=k: central(k, eps), 1e-5, rtol=1e-4)
 
+    def jacobian(self):
+        """Full Jacobians (``ta.Jacobian``, ``ta.gradient`` without a head) against central
+        differences of every output element; the forward kernel is strict (checked by
+        ``forward``)."""
+        if (g := self._derivative_case()) is None:
+            return
+        ta, feed, out, ins, all_ins = self.ta, g.feed, g.out, g.ins, g.all_ins
+        ins = [p for p in ins if _prod(out.shape) * _prod(p.shape) <= JACOBIAN_MAX]
+        if not ins:
+            return
+        optimize = self.seed % 2 == 0
+        tensors = [ta.Jacobian(out, p, optimize=optimize) for p in ins] + list(ta.gradient(out, ins))
+        got = _tuple(ta.build(tensors, all_ins, **self.options)(*[feed[p] for p in all_ins]))
+        fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
+
+        def central(p, eps):
+            fd, noise = np.zeros(out.shape + p.shape), np.zeros(out.shape + p.shape)
+            for j in np.ndindex(*p.shape):
+                plus, minus = feed[p].copy(), feed[p].copy()
+                plus[j] += eps
+                minus[j] -= eps
+                fp = fwd(*[(plus if q is p else feed[q]) for q in all_ins])
+                fm = fwd(*[(minus if q is p else feed[q]) for q in all_ins])
+                at = (Ellipsis,) + j
+                with np.errstate(all="ignore"):
+                    fd[at] = (fp - fm) / (2 * eps)
+                    noise[at] = (fd_noise(fp) + fd_noise(fm)) / (2 * eps)
+            return fd, noise
+
+        n = len(ins)
+        for k, p in enumerate(ins):
+            for what, value in ((f"Jacobian(optimize={optimize})", got[k]),
+                                ("gradient without a head", got[n + k])):
+                self.undecided += compare_fd(f"{what} wrt {p.name} vs finite differences", value,
+                                             lambda eps, p=p: central(p, eps), 1e-6, rtol=1e-4)
+
     def split(self):
         """The backward built unlike the forward reads the forward's residuals (saved
         reductions, a max's winner and tie values): both sides must agree on what was saved."""
@@ -696,6 +756,19 @@ class Case:
                 extra = self.order_spread(tensors, feed, want) if extra is None else extra
                 compare(f"{what} {t.name}", g, w, t.dtype, noise=extra[0][k], alternatives=extra[1][k],
                         **kw)
+
+
+def _elementwise_reads(t) -> list:
+    """The computed tensors ``t`` reads that hold no reduction (``InlineNonReductions``'s
+    candidates)."""
+    from tensorad.ir.expr import Op
+    from tensorad.ir.rewrite import op_reads, walk
+    from tensorad.ir.tensor import ComputeOp
+
+    if not isinstance(t.op, ComputeOp):
+        return []
+    return [u for u in op_reads(t.op) if isinstance(u.op, ComputeOp) and u.op.num_outputs == 1
+            and not any(n.op is Op.REDUCE for b in u.op.body for n in walk(b))]
 
 
 def _casts_floats(t) -> bool:

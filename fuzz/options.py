@@ -11,9 +11,12 @@ import random
 TARGETS = ("llvm", "llvm -mcpu=haswell", "llvm -mattr=-avx512f", "llvm -mcpu=x86-64")
 
 
-def draw_options(r: random.Random, extra: random.Random | None = None) -> dict:
+def draw_options(r: random.Random, extra: random.Random | None = None,
+                 s22: random.Random | None = None) -> dict:
     """A random subset of build options; absent keys take ``build``'s defaults.  ``extra``
-    draws the options added later (:func:`.program.generate` keeps old seeds' programs)."""
+    and ``s22`` draw the options added later (:func:`.program.generate` keeps old seeds'
+    programs): session 22's are ``tune`` (measure the candidate strategies), ``variants``,
+    ``microkernel=False`` and four threads."""
     opts: dict = {}
     if r.random() < 0.5:
         opts["num_threads"] = r.choice((1, 2, 3))
@@ -39,4 +42,13 @@ def draw_options(r: random.Random, extra: random.Random | None = None) -> dict:
             opts["opt_level"] = 3
         if extra.random() < 0.1:
             opts["parallel"] = False
+    if s22 is not None:
+        if s22.random() < 0.03:
+            opts["tune"] = True
+        if s22.random() < 0.04:
+            opts["variants"] = True
+        if "microkernel" not in opts and s22.random() < 0.05:
+            opts["microkernel"] = False
+        if s22.random() < 0.05:
+            opts["num_threads"] = 4
     return opts

@@ -37,6 +37,13 @@ the program (an integer compute, a comparison, an argmax's index: data-dependent
 derivatives are not checked; log-softmax, SiLU, RMS norm, min and product, reductions over
 every axis, broadcasting against a reduction, padding, ``dense``, ``take``), and values rounded
 to half inside a body.
+Session 22 added (``forms22``, what ``python -m fuzz.coverage`` found no program drawing): a
+reduce axis given bare, ``**``, ``~``, selects on ``>=``/``!=``, ``//`` and ``%`` by negative
+constants, casts down inside a body, int64 inputs, more library calls (:meth:`Generator.topi22_def`:
+``ta.topi`` math, ``flatten``, ``concatenate``, ``dense`` with a bias, an affine ``layer_norm``,
+``cross_entropy``, ``embedding``, attention, ``conv2d``, ``pool``, ``ta.generalized_matmul``),
+a combiner of three values (:data:`TRIPLE`), the options ``tune``, ``variants``,
+``microkernel=False`` and four threads, and the callings :data:`CALLING22`.
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -52,6 +59,9 @@ SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ 
 # how the forward kernel is called: plain arrays, ``out=`` arrays, strided (non-contiguous)
 # views of the inputs, inputs wrapped in an object offering only ``__dlpack__``
 CALLING = ("plain", "out", "strided", "dlpack")
+# session 22's: through a shared library (``kernel.export`` and ``ta.load``), and with the
+# kernel's thread count changed after the build (``kernel.num_threads``)
+CALLING22 = ("export", "threads")
 HALF = ("float16", "bfloat16")
 CONSTS = ("0.0", "0.5", "-1.5", "2.0", "3.0")
 
@@ -176,10 +186,10 @@ def _mentions(text: str, name: str) -> bool:
 
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
-    (``t0_i`` of an ``ARGMAX``/``ARGMIN`` body; a ``SUMMAX`` body's ``t0_i`` is a float sum,
-    seeds 320104, 320234)."""
+    (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a
+    float sum, seeds 320104, 320234)."""
     return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
-                               and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(")))
+                               and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(", TRIPLE)))
 
 
 def _index_value(r: random.Random, name: str, shape: tuple, ivars: list, muls: tuple) -> str:
@@ -219,6 +229,11 @@ def _prod(shape) -> int:
         n *= s
     return n
 
+
+# a combiner of three values written in the body: the index of the largest second value (ties
+# to the left), that value, and the sum of the third (session 22)
+TRIPLE = ("ta.comm_reducer(lambda x, y: (ta.select(x[1] >= y[1], x[0], y[0]), ta.maximum(x[1], y[1]), "
+          "x[2] + y[2]), lambda a, b, c: (ta.const(-1, a), ta.min_value(b), ta.const(0, c)), name='triple')")
 
 PRELUDE = '''
 def _argmax_combine(x, y):
@@ -262,11 +277,14 @@ class Generator:
 
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
                  extra: random.Random | None = None, more: random.Random | None = None,
-                 forms: random.Random | None = None, forms21: random.Random | None = None) -> None:
+                 forms: random.Random | None = None, forms21: random.Random | None = None,
+                 forms22: random.Random | None = None, triple: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # session 11's additions (integer tensors): a stream of their own
         self.f = Forms(forms)  # session 20's additions
         self.f21 = Forms(forms21)  # session 21's additions
+        self.f22 = Forms(forms22)  # session 22's additions (:meth:`topi22_def` and the draws marked f22)
+        self.f22b = Forms(triple)  # session 22's three-value combiner (after its first campaigns)
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -374,7 +392,10 @@ class Generator:
             other = r.choice([v for v in ivars if v[0] != name])[0]
             forms += [f"({name} + {other}) % 3 == 1", f"(2 * {name} - {other} + {c}) % 5 == 0",
                       f"({name} % 2 == {c % 2}) & ({other} <= {c})"]
-        return r.choice(forms)
+        cond = r.choice(forms)
+        if self.f22.draw(0.1):  # the logical not of a condition
+            cond = f"~({cond})"
+        return cond
 
     # ---- values --------------------------------------------------------------------------
     def expr(self, pool: list[Def], ivars: list, depth: int, nest: list | None = None) -> Node:
@@ -395,6 +416,11 @@ class Generator:
             form = r.choice([f"ta.cast(DT, {name} + {c})", f"ta.cast(DT, ({name} + {c}) // 2)",
                              f"ta.cast(DT, ({name} - 2) % 3)",
                              f"ta.cast(DT, ta.cast('int64', {name}) * 3 - {r.randint(0, 5)})"])
+            if self.f22.draw(0.15):  # floor division and modulo by a negative constant (Python's rules)
+                form = self.f22.r.choice([f"ta.cast(DT, ({name} + {c}) // -2)",
+                                          f"ta.cast(DT, ({name} + {c}) % -3)",
+                                          f"ta.cast(DT, ta.cast('int64', {name} - 3) % -4 * 2)",
+                                          f"ta.cast(DT, (-{name} - 1) // -3 + ({name} + {c}) % -2)"])
             return leaf(form, "v")
         sub = lambda: self.expr(pool, ivars, depth - 1, nest)  # noqa: E731
         if kind == "unary":
@@ -406,6 +432,8 @@ class Generator:
             if r.random() < 0.3 and ivars:
                 return Node(f"ta.select({self.cond(ivars)}, {{0}}, {{1}})", (a, b), "v")
             op = r.choice(("<", "<=", ">", "=="))
+            if self.f22.draw(0.2):
+                op = self.f22.r.choice((">=", "!="))
             return Node(f"ta.select({{0}} {op} {{1}}, {{0}}, {{2}})", (a, b, sub()), "v")
         if kind == "ite":
             return Node(f"ta.if_then_else({self.cond(ivars)}, {{0}}, {{1}})", (sub(), sub()), "v")
@@ -425,6 +453,8 @@ class Generator:
         form = table[self.r.choice(sorted(table))]
         if not self.safe and self.f21.draw(0.15):  # rounded to half inside a body (a step)
             form = f"ta.cast(DT, ta.cast({self.f21.r.choice(HALF)!r}, {form}))"
+        if not self.safe and self.f22.draw(0.1):  # rounded to float32, or truncated to an integer
+            form = f"ta.cast(DT, ta.cast({self.f22.r.choice(('float32', 'int32', 'int64'))!r}, {form}))"
         return Node("ta.erf({0})" if self.extra(0.08) else form, (x,), "v")
 
     def binary(self, a: Node, b: Node) -> Node:
@@ -435,6 +465,11 @@ class Generator:
         form = self.r.choice(forms)
         if not self.safe and self.f.draw(0.15):  # floor division and modulo of float data
             form = self.f.r.choice(("{0} // {1}", "{0} % {1}", "{0} % 0.75", "{0} // -0.5"))
+        if self.f22.draw(0.08):  # the ``**`` operator (``Expr.__pow__``), a constant exponent too
+            safe = ("(ta.abs({0}) + 0.5) ** (ta.tanh({1}) + 1.0)", "({0}) ** 2 + {1}",
+                    "{1} - (ta.abs({0}) + 1.0) ** -0.5")
+            raw = ("{0} ** {1}", "({0}) ** 2 + {1}", "{1} - ({0}) ** -1.0", "{0} ** 0.5 + {1}")
+            form = self.f22.r.choice(safe if self.safe else raw)
         return Node("(" + form + ")", (a, b), "v")
 
     def reduction(self, pool, ivars, depth, nest: list, custom: bool) -> Node:
@@ -458,11 +493,16 @@ class Generator:
             op, c = self.f21.r.choice(("<=", ">=", "<")), self.f21.r.randint(-1, 1)
             where = leaf(f", where={raxes[0][0]} {op} {v} + {c}", "w")
         axis = "[" + ", ".join(a[0] for a in raxes) + "]"
+        if len(raxes) == 1 and self.f22.draw(0.2):  # one reduce axis given bare, not in a list
+            axis = raxes[0][0]
         names = ["ta.sum", "ta.sum", "ta.max", "ta.min", "ta.prod"] + (["MYPROD", "MYSUM", "ARGMAX"] if custom
                                                                        else [])
         red = r.choice(names)
+        flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"  # (an index value)
+        if custom and self.f22b.draw(0.05):  # a combiner of three values: an index, a max and a sum
+            return Node(f"{TRIPLE}(({flat}, {{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where),
+                        "r3")
         if red == "ARGMAX":
-            flat = raxes[0][0] if len(raxes) == 1 else f"{raxes[0][0]} * 7 + {raxes[1][0]}"
             red = "ARGMIN" if self.extra(0.4) else red  # the other tie rule
             return Node(f"{red}(({flat}, {{0}}), axis={axis}{{1}})", (src, where), "r")
         if red == "MYPROD" and self.m is not None and self.m.random() < 0.3:  # a selecting combiner
@@ -662,6 +702,63 @@ class Generator:
         body, shape = r.choice(forms)
         return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
 
+    def topi22_def(self, defs: list[Def], name: str) -> Def | None:
+        """Library calls no earlier stream draws, on an earlier float tensor (drawn from the
+        stream ``f22``): ``ta.topi`` math (``exp``, ``log``, ``erf``, ``negative``, ``power``,
+        ``maximum`` with a scalar), ``flatten``, ``expand_dims``, ``concatenate``, ``dense`` with a
+        bias, ``layer_norm`` with ``gamma`` and ``beta``, ``cross_entropy`` (labels computed in
+        range, every ``reduction``), ``embedding`` of an integer tensor of the program (clipped or
+        wrapped), attention (causal or not), ``conv2d`` and ``pool`` on a reshaped tensor, and
+        ``ta.generalized_matmul`` (one or two contracted axes)."""
+        r = self.f22.r
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1 and 0 not in d.shape]
+        if not floats:
+            return None
+        d = r.choice(floats)
+        x, s, n = d.name, d.shape, len(d.shape)
+        log = f"ta.topi.add(ta.topi.multiply({x}, {x}), 0.5)" if self.safe else x
+        log = f"ta.topi.log({log})"
+        forms = [(f"ta.topi.exp(ta.topi.multiply({x}, 0.5))", s), (log, s), (f"ta.topi.erf({x})", s),
+                 (f"ta.topi.negative({x})", s), (f"ta.topi.maximum({x}, 0.25)", s),
+                 (f"ta.topi.power(ta.topi.add(ta.topi.abs({x}), 0.5), 1.5)", s)]
+        ax = r.randint(0, n)
+        forms.append((f"ta.topi.expand_dims({x}, {ax})", s[:ax] + (1,) + s[ax:]))
+        if n:
+            ax = r.randrange(n)
+            forms.append((f"ta.topi.concatenate([{x}, ta.topi.multiply({x}, -2.0)], axis={ax})",
+                          s[:ax] + (2 * s[ax],) + s[ax + 1:]))
+        if n >= 2:
+            forms.append((f"ta.topi.nn.flatten({x})", (s[0], _prod(s[1:]))))
+        if n == 2:
+            a, b = s
+            forms += [(f"ta.topi.nn.dense({x}, {x}, ta.topi.sum({x}, axis=1))", (a, a)),
+                      (f"ta.topi.nn.layer_norm({x}, ta.topi.mean({x}, axis=0), ta.topi.max({x}, axis=0))", s),
+                      (f"ta.generalized_matmul({x}, ta.topi.transpose({x}, (1, 0)), 1)", (a, a)),
+                      (f"ta.generalized_matmul({x}, {x}, 2)", ()),
+                      (f"ta.topi.nn.scaled_dot_product_attention({x}, {x}, {x}, causal={r.random() < 0.5})",
+                       s)]
+            red = r.choice(("mean", "sum", "none"))
+            step = r.choice((1, 2, 3))
+            labels = f"ta.compute(({a},), lambda i: ta.cast('int32', (i * {step} + 1) % {b}), " \
+                     f"name='{name}_labels')"
+            forms.append((f"ta.topi.nn.cross_entropy({x}, {labels}, reduction={red!r})",
+                          (a,) if red == "none" else ()))
+            ints = [(m, e) for e in defs for m in e.names if _integer(m, e) and 0 not in e.shape]
+            if ints:
+                m, e = r.choice(ints)
+                mode = r.choice(("clip", "wrap"))
+                forms.append((f"ta.topi.nn.embedding({x}, {m}, mode={mode!r})", e.shape + (b,)))
+            kh, kw = r.randint(1, min(a, 3)), r.randint(1, min(b, 3))
+            st, pad = r.choice((1, 1, 2)), r.randint(0, min(kh, kw) - 1)
+            img = f"ta.topi.reshape({x}, (1, 1, {a}, {b}))"
+            w = f"ta.compute((2, 1, {kh}, {kw}), lambda o, c, p, q: {x}[p, q] * (o + 0.5), name='{name}_w')"
+            ho, wo = (a + 2 * pad - kh) // st + 1, (b + 2 * pad - kw) // st + 1
+            forms += [(f"ta.topi.nn.conv2d({img}, {w}, {st}, {pad})", (1, 2, ho, wo)),
+                      (f"ta.topi.nn.pool({img}, ({kh}, {kw}), ({st}, {st}), [{pad}, {pad}, {pad}, {pad}], "
+                       f"{r.choice(('max', 'avg'))!r})", (1, 1, ho, wo))]
+        body, shape = r.choice(forms)
+        return Def((name,), tuple(shape), "DT", leaf(body, "t"), ("topi",))
+
     # ---- programs ------------------------------------------------------------------------
     def program(self, dtype: str) -> Program:
         r = self.r
@@ -669,7 +766,8 @@ class Generator:
         if self.gathers:  # the integer input that gathers take their indices from
             defs.append(Def(("g",), self.gshape, "'int32'"))
         if r.random() < 0.15:  # an integer input, read as a value
-            defs.append(Def((f"n{len(defs)}",), self.shape(), "'int32'"))
+            it = "'int64'" if self.f22.draw(0.4) else "'int32'"
+            defs.append(Def((f"n{len(defs)}",), self.shape(), it))
         n_red = 0
         n_int = 0
         for c in range(r.choice((1, 2, 2, 3, 4))):
@@ -694,6 +792,10 @@ class Generator:
                 d = self.topi21_def(defs, f"T{c}")
                 if d is not None:
                     defs.append(d)
+            if self.f22.draw(0.1):
+                d = self.topi22_def(defs, f"U{c}")
+                if d is not None:
+                    defs.append(d)
             shape = self.shape()
             if shape and self.f.draw(0.04):  # an empty compute (nothing reads it)
                 k = self.f.r.randrange(len(shape))
@@ -710,11 +812,11 @@ class Generator:
             body = _rename_raxes(body, len(nest), n_red)
             n_red += len(nest)
             name = f"t{c}"
-            names = (f"{name}_i", name) if body.ty == "r" else (name,)
+            names = {"r": (f"{name}_i", name), "r3": (f"{name}_i", f"{name}_m", name)}.get(body.ty, (name,))
             if form == "elementwise" and self.f.draw(0.1):  # two outputs of one op
                 other = self.expr(defs, ivars, 1, None)
                 body, names = Node("({0}, {1})", (other, body), "x"), (f"{name}_b", name)
-            stored = dtype in HALF and body.ty != "r" and self.f.draw(0.3)
+            stored = dtype in HALF and body.ty not in ("r", "r3") and self.f.draw(0.3)
             defs.append(Def(names, shape, "DT", body, axes, tuple(nest), stored))
         last = defs[-1]
         return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
@@ -733,14 +835,14 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
 
 
 def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True,
-             forms21: bool = True) -> Program:
+             forms21: bool = True, forms22: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
     stream of their own so that they change a third of the programs and leave the rest);
     ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
     them (what the regression tests of older seeds pin); ``forms21=False``: without session
-    21's (the programs of campaigns before it)."""
+    21's (the programs of campaigns before it); ``forms22=False``: without session 22's."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -751,9 +853,12 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
     s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
     s21 = random.Random(seed * 2147483647 + 0x21) if extras and forms and forms21 else None
+    s22 = random.Random(seed * 998244353 + 0x22) if s21 is not None and forms22 else None
+    s22b = random.Random(seed * 1000000007 + 0x22B) if s22 is not None else None
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    prog = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21).program(dtype)
+    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b)
+    prog = gen.program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"
     if more is not None:
@@ -761,7 +866,9 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
             data = "special"  # inf, NaN, signed zeros among the values
         if more.random() < 0.3:
             calling = more.choice(CALLING[1:])
-    return replace(prog, data=data, options=draw_options(r, extra), calling=calling)
+    if s22 is not None and s22.random() < 0.1:
+        calling = s22.choice(CALLING22)
+    return replace(prog, data=data, options=draw_options(r, extra, s22), calling=calling)
 
 
 # ---- shrinking ----------------------------------------------------------------------------

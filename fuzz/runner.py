@@ -44,10 +44,10 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
             "torch": prog.torch or None}
 
 
-def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in the child
+def _worker(conn, cache_dir: str | None, parent: int) -> None:  # pragma: no cover - runs in the child
+    _exit_with_parent(parent)
     if cache_dir:
         os.environ["TENSORAD_CACHE_DIR"] = cache_dir
-    _exit_with_parent()
     import tensorad  # noqa: F401  (before the first job's clock starts)
 
     from .checks import run_checks
@@ -63,11 +63,27 @@ def _worker(conn, cache_dir: str | None) -> None:  # pragma: no cover - runs in 
         conn.send(run_checks(job))
 
 
-def _exit_with_parent() -> None:
-    """A worker busy with a job (or hung in one) ends when the fuzzing process is gone."""
+def _exit_with_parent(parent: int) -> None:
+    """A worker ends when the fuzzing process ``parent`` is gone, also one killed while the
+    worker was still starting (session 21: the worker read its parent's pid after being
+    reparented, watched the wrong process, and outlived the runner by its start-up).
+
+    The parent's pid comes from the parent, so a worker already orphaned exits here; Linux
+    kills it (``PR_SET_PDEATHSIG``) the moment the parent dies from now on, even while it is
+    busy in native code that holds the GIL (strictly: when the parent's thread that started it
+    ends -- a :class:`Pool` is driven from one thread); elsewhere a thread polls the parent's
+    pid."""
     import threading
 
-    parent = os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # orphaned before the line above: nobody will ask for results
+        os._exit(3)
 
     def watch() -> None:
         while True:
@@ -92,7 +108,7 @@ def cpu_seconds(pid: int) -> float | None:
 class Worker:
     def __init__(self, ctx, cache_dir: str | None) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, cache_dir), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, cache_dir, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.job = None
@@ -272,22 +288,23 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
          extras: bool = True, generator=None, wall_timeout: float | None = None,
-         forms21: bool = True) -> Report:
+         forms21: bool = True, forms22: bool = True) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
     layers of :func:`.layers.generate_layer`).  ``forms21=False``: the programs of the
-    campaigns before session 21 (:func:`.program.generate`)."""
+    campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
 
     def jobs():
         for s in seeds:
+            extra = extras(s) if callable(extras) else extras
             progs[s] = generator(s) if generator is not None else \
-                generate(s, extras=extras(s) if callable(extras) else extras, forms21=forms21)
+                generate(s, extras=extra, forms21=forms21, forms22=forms22)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir, wall_timeout) as pool:

@@ -22,7 +22,7 @@ if ROOT not in sys.path:
 import tensorad as ta  # noqa: E402
 from fuzz import data as fdata  # noqa: E402
 from fuzz.checks import DLPackOnly, Mismatch, call_as, load, strided  # noqa: E402
-from fuzz.program import CALLING, HALF, generate  # noqa: E402
+from fuzz.program import CALLING, CALLING22, HALF, generate  # noqa: E402
 
 SEEDS = range(800)
 
@@ -61,12 +61,35 @@ def test_every_addition_is_drawn_in_proportion():
                                             for s in sources),
         "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
+    share.update(_session22_shares(progs, sources))
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
     low = {k: v for k, v in share.items() if v < 0.01 * n}
     assert not low, (low, share)
     assert share["plain"] > n // 2  # the additions are a minority of each program's draws
     assert {p.dtype for p in progs} >= {"float16", "bfloat16", "float32", "float64"}
+
+
+def _session22_shares(progs, sources) -> dict:
+    """Session 22's stream ``forms22``: what the coverage survey (``python -m fuzz.coverage``)
+    found no program drawing."""
+    def has(pattern):
+        return sum(re.search(pattern, s, re.M) is not None for s in sources)
+
+    return {
+        "a reduce axis given bare": has(r"axis=r\d+[,)]"), "operator **": has(r"\) \*\* "),
+        "logical not": has(r"~\("), "select on >= or != of data": has(r"ta\.select\(.* (>=|!=) .*, "),
+        "// and % by a negative constant": has(r"(//|%) -\d"),
+        "casts down inside a body": has(r"ta\.cast\(DT, ta\.cast\('(float32|int32|int64)', "),
+        "int64 inputs": has(r"ta\.placeholder\([^)]*\), 'int64'"),
+        "session 22's layers": has(r"^U\d+ = "), "three-value combiners": has(r"name='triple'"),
+        "generalized_matmul": has(r"generalized_matmul\("),
+        "tune": sum("tune" in p.options for p in progs),
+        "variants": sum("variants" in p.options for p in progs),
+        "microkernel=False": sum(p.options.get("microkernel") is False for p in progs),
+        "export calling": sum(p.calling == "export" for p in progs),
+        "num_threads calling": sum(p.calling == "threads" for p in progs),
+    }
 
 
 def test_old_seeds_without_additions_are_unchanged():
@@ -81,9 +104,17 @@ def test_old_seeds_without_additions_are_unchanged():
     assert 0 < len(changed) < 200
     # session 21's too (``forms21=False``: the programs of the campaigns before it); without
     # session 20's, none of session 21's
-    changed = [s for s in range(200) if generate(s).render() != generate(s, forms21=False).render()]
+    changed = [s for s in range(200)
+               if generate(s, forms22=False).render() != generate(s, forms21=False).render()]
     assert 0 < len(changed) < 100
     assert all(generate(s, forms=False).render() == generate(s, forms=False, forms21=False).render()
+               for s in changed)
+    # session 22's (``forms22=False``, ``python -m fuzz --forms21``: the campaigns before it)
+    old = [generate(s, forms22=False) for s in range(200)]
+    changed = [s for s, p in zip(range(200), old) if (p.render(), p.options, p.calling) !=
+               ((q := generate(s)).render(), q.options, q.calling)]
+    assert 0 < len(changed) < 200
+    assert all(generate(s, forms21=False).render() == generate(s, forms21=False, forms22=False).render()
                for s in changed)
 
 
@@ -94,6 +125,8 @@ def test_half_integer_and_layer_programs_define_and_evaluate():
     picked += [p for p in _programs()[400:] if re.search(new_forms, p.render(), re.M)][:8]
     picked += [p for p in _programs()[400:] if re.search(r"^T\d+ = |\) \* ta\.(sum|max)\(|where=r\d+ <= i",
                                                          p.render(), re.M)][:8]  # session 21's
+    session22 = r"^U\d+ = |\*\* |~\(|axis=r\d+[,)]"
+    picked += [p for p in _programs()[:400] if re.search(session22, p.render(), re.M)][:10]
     for p in picked:
         ns = load(p.render())
         ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))
@@ -114,7 +147,7 @@ def test_out_calling_checks_identity_and_every_element():
     Y = ta.compute((5,), lambda i: X[i] * 2.0, name="Y")
     kernel = ta.build([Y], [X])
     x = np.arange(5.0)
-    for calling in CALLING:
+    for calling in CALLING + CALLING22:
         (got,) = call_as(kernel, [x], [Y], calling, 0)
         np.testing.assert_array_equal(got, x * 2)
 

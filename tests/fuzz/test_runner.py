@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,7 +77,7 @@ def test_every_check_runs_on_a_program():
     with Pool(workers=1, timeout=240) as pool:
         ((_, results),) = list(pool.run([(0, job_for(prog, 11))]))
     assert {r["check"] for r in results} == set(ALL) == {"forward", "checked", "optimizer", "reverse",
-                                                         "jvp", "hvp", "split"}
+                                                         "jvp", "hvp", "split", "jacobian"}
     assert all(r["status"] == "ok" for r in results), results
 
 
@@ -94,3 +95,46 @@ def test_an_llvm_diagnostic_on_stderr_fails_the_check(monkeypatch, capfd):
     assert "loop not vectorized" in capfd.readouterr().err
     monkeypatch.setattr(checks.Case, "forward", lambda self: os.write(2, b"a warning of Python's\n"))
     assert checks.run_checks(_job(GOOD))[0]["status"] == "ok"
+
+
+KILLED_RUNNER = """import os, signal, sys
+sys.path.append({root!r})  # after the sleeping tensorad
+from fuzz.runner import Pool
+
+if __name__ == "__main__":
+    pool = Pool(workers=2, timeout=5)
+    pids = [pool._spawn().proc.pid for _ in range(2)]
+    with open({pids!r}, "w") as f:
+        f.write(" ".join(map(str, pids)))
+    os.kill(os.getpid(), signal.SIGKILL)  # killed while its workers are still starting
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie has ended)
+    except OSError:
+        return False
+
+
+def test_workers_die_with_a_runner_killed_while_they_start(tmp_path):
+    """Session 21: a worker orphaned before it looked up its parent watched the wrong process
+    and lived on.  Here a worker's start-up never ends (a ``tensorad`` whose import sleeps, first
+    on the path): only the death of its parent can end it."""
+    (tmp_path / "tensorad").mkdir()
+    (tmp_path / "tensorad" / "__init__.py").write_text("import time\ntime.sleep(300)\n")
+    script, pids = tmp_path / "runner.py", tmp_path / "pids"
+    script.write_text(KILLED_RUNNER.format(root=ROOT, pids=str(pids)))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, timeout=120,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert proc.returncode == -9
+    workers = [int(p) for p in pids.read_text().split()]
+    deadline = time.monotonic() + 60  # a liveness bound (the fix ends them at once), not a timing
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = [p for p in workers if _alive(p)]
+    for p in survivors:
+        os.kill(p, 9)
+    assert not survivors, f"workers {survivors} outlived their runner"
