@@ -143,6 +143,7 @@ def test_a_footprint_with_divisions_is_rejected_before_isl_counts_it(monkeypatch
     # one with its box and 13 more to count its points (56 CPU-s for the seed's hvp check)
     import islpy as isl
     from tensorad.codegen import footprint
+
     from tensorad.poly.affine import IndexSpace
 
     counted = []
