@@ -111,12 +111,21 @@ class _Pass:
             if not new.is_reduction and new.num_outputs == 1:
                 return inline_read(Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index)))
             return None if new is op else Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index))
-        if _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES):
+        if self.inlinable(t):
             if not (in_sum and self.tiles(op)):
                 return inline_read(node)
             kept = self.ctx.tiled.intern(op)  # one tensor for equal bodies (dense.grad, dense#2.grad)
             return None if kept is op else Expr(Op.READ, node.dtype, node.src, Tensor(kept, 0))
         return None
+
+    def inlinable(self, t: Tensor) -> bool:
+        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`, a pure function of the (immutable)
+        tensor kept for the call: every read of a producer in every adjoint asks again, and
+        each answer walks the producer's body and the chain of cheap bodies it reads."""
+        found = self.ctx.inlinable.get(t)
+        if found is None:
+            found = self.ctx.inlinable[t] = _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES)
+        return found
 
     def tiles(self, op: ComputeOp) -> bool:
         """Whether ``op``'s body is pieces tiling its box (:mod:`.pieces`): a sum reading it
