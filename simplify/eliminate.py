@@ -190,16 +190,22 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
     free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
             and r.hi - r.lo > 1}
-    # 1. eliminate determined variables, best candidate first
+    # 1. eliminate determined variables, best candidate first.  A variable the set does not
+    # determine stays undetermined on its projections (two of its values beside one point of
+    # the others remain two beside that point's projection): it is not asked again.
+    undetermined = set(free)
     while rvars:
         best = None
         for idx, r in enumerate(rvars):
-            if r in free:
+            if r in undetermined:
                 continue
             if ctx is not None:
                 ctx.counts["solve"] += 1
             sol = dom.solve(r)
-            if sol is None or sol.pieces > MAX_PIECES:
+            if sol is None:
+                undetermined.add(r)
+                continue
+            if sol.pieces > MAX_PIECES:
                 continue
             score = (sol.pieces, sol.divs, idx)
             if best is None or score < best[0]:
