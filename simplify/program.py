@@ -22,7 +22,7 @@ so within one call (the adjoints of one ``JacobianRecursive``) an op is optimize
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
@@ -57,7 +57,8 @@ def _inlinable(t: Tensor) -> bool:
         and not wraps_where_stored(op.body[0])
 
 
-def _inlined_size_within(t: Tensor, budget: int) -> bool:
+def _inlined_size_within(t: Tensor, budget: int,
+                         inlinable: Callable[[Tensor], bool] = _inlinable) -> bool:
     """Whether ``t``'s body, with the cheap producers it reads inlined in turn (as the rewriter
     will), stays within ``budget`` nodes counted as a tree.
 
@@ -73,7 +74,7 @@ def _inlined_size_within(t: Tensor, budget: int) -> bool:
         budget -= sum(1 for _ in walk(body))
         if budget < 0:
             return False
-        stack.extend(r for r in reads(body) if _inlinable(r))
+        stack.extend(r for r in reads(body) if inlinable(r))
     return True
 
 
@@ -119,12 +120,20 @@ class _Pass:
         return None
 
     def inlinable(self, t: Tensor) -> bool:
-        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`, a pure function of the (immutable)
-        tensor kept for the call: every read of a producer in every adjoint asks again, and
+        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: pure functions of the (immutable)
+        tensor, kept for the call -- every read of a producer in every adjoint asks again, and
         each answer walks the producer's body and the chain of cheap bodies it reads."""
-        found = self.ctx.inlinable.get(t)
+        found = self.ctx.inlinable.get((t, True))
         if found is None:
-            found = self.ctx.inlinable[t] = _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES)
+            found = self.ctx.inlinable[(t, True)] = self.cheap(t) and \
+                _inlined_size_within(t, MAX_INLINED_NODES, self.cheap)
+        return found
+
+    def cheap(self, t: Tensor) -> bool:
+        """:func:`_inlinable`, once per tensor per call."""
+        found = self.ctx.inlinable.get((t, False))
+        if found is None:
+            found = self.ctx.inlinable[(t, False)] = _inlinable(t)
         return found
 
     def tiles(self, op: ComputeOp) -> bool:
