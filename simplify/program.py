@@ -85,6 +85,10 @@ class _Pass:
         self.top = top
         self.group = top.provenance.group
         self.ctx = ctx
+        # the bodies inlined (rewrite's memo), into a sum or not: a read's inlining is the
+        # same at every call of this pass (the ops it optimizes are kept), and a body is
+        # inlined again after each step that rewrites it, mostly of the same nodes
+        self.inlined: tuple[dict, dict] = ({}, {})
 
     def remember(self, old: ComputeOp, new: ComputeOp) -> ComputeOp:
         self.ctx.ops[old] = new
@@ -148,8 +152,8 @@ class _Pass:
     def inline(self, body: Expr) -> Expr:
         """``body`` with cheap producers inlined; into a sum, pieces tiling a box are kept."""
         if body.op is Op.REDUCE and body.arg.combiner.kind == "sum":
-            return replace_reads(body, lambda n: self._read(n, in_sum=True))
-        return replace_reads(body, self._read)
+            return replace_reads(body, lambda n: self._read(n, in_sum=True), self.inlined[1])
+        return replace_reads(body, self._read, self.inlined[0])
 
     # ---- ops -----------------------------------------------------------------------------
     def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:

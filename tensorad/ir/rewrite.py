@@ -293,9 +293,11 @@ def _operands(node: Expr) -> tuple[Expr, ...]:
     return node.src
 
 
-def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors)."""
-    return rewrite(root, {Op.READ: fn})
+def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: the
+    results of earlier calls with the same ``fn`` (:func:`rewrite`'s), when ``fn``'s answer
+    for a node does not change between them."""
+    return rewrite(root, {Op.READ: fn}, memo)
 
 
 def match_pattern(pattern: Expr, e: Expr, holes: frozenset, bind: dict) -> bool:

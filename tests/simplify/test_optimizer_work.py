@@ -32,6 +32,7 @@ import tensorad as ta
 from tensorad import autodiff
 from tensorad.ir import reducer
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import walk
 from tensorad.poly import linear
 from tensorad.poly.domain import IndexSet
 
@@ -236,3 +237,21 @@ def test_an_interval_decides_exactly_when_every_point_does(op, lo, hi):
             Op.LE: lambda x: x <= 0, Op.GT: lambda x: x > 0, Op.GE: lambda x: x >= 0}[op]
     values = {test(x) for x in range(a, b + 1)}
     assert _decide(op, lo, hi) is (TRUE if values == {True} else FALSE if values == {False} else None)
+
+
+def test_a_pass_inlines_a_body_once(monkeypatch):
+    import tensorad.simplify.program as program
+
+    X = ta.placeholder((6, 8), name="X")
+    S = ta.compute((6, 8), lambda i, j: X[i, j] * 2.0 + 1.0, name="S")  # cheap: inlined
+    k = ta.reduce_axis((0, 8), "k")
+    Y = ta.compute((6,), lambda i: ta.sum(S[i, k] * S[i, k], k), name="Y")
+    p = program._Pass(Y.op, OptimizerContext())
+    asked = []
+    real = program._Pass._read
+    monkeypatch.setattr(program._Pass, "_read", lambda self, n, **k: asked.append(n) or real(self, n, **k))
+    once = p.inline(Y.op.body[0])
+    first = len(asked)
+    assert p.inline(Y.op.body[0]) is once and len(asked) == first  # (read back: no read asked)
+    assert not any(n.op is Op.READ and n.arg.op is S.op for n in walk(once))
+    assert str(once) == str(program._Pass(Y.op, OptimizerContext()).inline(Y.op.body[0]))
