@@ -283,7 +283,7 @@ def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:
-        new = tuple(memo[c] for c in node.src)
+        new = tuple([memo[c] for c in node.src])
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
     return lambda root: fold_along(root, _operands, rebuilt, memo)
