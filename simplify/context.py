@@ -60,6 +60,7 @@ class OptimizerContext:
         self.refuter = Refuter() if refute else None  # a seeded model: "not zero" before a proof
         self.spaces: dict[tuple[Expr, ...], IndexSpace] = {}  # variables -> their isl space
         self.tiles: dict = {}  # op -> whether its body is pieces tiling its box (.pieces)
+        self.inlinable: dict = {}  # (tensor, within the size) -> inlined (program._Pass.inlinable)
         self.tiled = OpTable()  # the ops kept for that, structurally equal ones merged
         self.trace = trace
 

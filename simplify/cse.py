@@ -58,28 +58,46 @@ class OpTable:
         self._ops: dict[tuple, ComputeOp] = {}
         self._canon: dict[tuple, Expr] = {}
         self._sigs: set[tuple] = set()
+        self._keys: dict[ComputeOp, tuple] = {}  # op -> canonical_key(op)
+        self._signatures: dict[tuple, tuple] = {}  # bodies -> signature(bodies): asked again
+        #   for one op (``may_hold``, then ``lookup`` and ``register``), each a walk of its bodies
+
+    def key(self, op: ComputeOp) -> tuple:
+        """:func:`canonical_key` of ``op``, kept per op (asked again for one op: looked up,
+        then interned or registered)."""
+        found = self._keys.get(op)
+        if found is None:
+            found = self._keys[op] = canonical_key(op, self._canon)
+        return found
+
+    def signature(self, bodies: tuple[Expr, ...]) -> tuple:
+        """:func:`signature`, kept per bodies (nodes are immutable: a pure function)."""
+        found = self._signatures.get(bodies)
+        if found is None:
+            found = self._signatures[bodies] = signature(bodies)
+        return found
 
     def intern(self, op: ComputeOp) -> ComputeOp:
-        key = canonical_key(op, self._canon)
+        key = self.key(op)
         found = self._ops.get(key)
         if found is None:
             found = self._ops[key] = op
-            self._sigs.add(signature(op.body))
+            self._sigs.add(self.signature(op.body))
         return found
 
     def may_hold(self, bodies: tuple[Expr, ...]) -> bool:
         """False when no op held has ``bodies``' signature (then :meth:`lookup` finds none)."""
-        return signature(bodies) in self._sigs
+        return self.signature(bodies) in self._sigs
 
     def lookup(self, op: ComputeOp) -> ComputeOp | None:
         """The op held with ``op``'s key, if any (nothing is added)."""
         if not self.may_hold(op.body):
             return None
-        return self._ops.get(canonical_key(op, self._canon))
+        return self._ops.get(self.key(op))
 
     def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
         """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is
         held already (``as_op``: the same tensor spelled as the optimizer spells it)."""
         spelled = op if as_op is None else as_op
-        self._sigs.add(signature(spelled.body))
-        self._ops.setdefault(canonical_key(spelled, self._canon), op)
+        self._sigs.add(self.signature(spelled.body))
+        self._ops.setdefault(self.key(spelled), op)

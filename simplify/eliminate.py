@@ -166,8 +166,18 @@ def _gathers_data(e: Expr) -> bool:
     return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
 
 
+def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
+    """Whether a sum without conditions over ``rvars`` keeps them as they are: every range
+    nonempty (a box, no point missing) and every reduction variable's at least two points
+    (none determined) -- the plan isl would make is the identity, asked of it for nothing."""
+    return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
+        and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
+
+
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
                equations: list[Expr], indices: list[Expr], ctx) -> Plan:
+    if not affine and not equations and _unconstrained(outer, rvars):
+        return Plan((), tuple(rvars), TRUE, ())
     dom = IndexSet.from_conditions(outer + rvars, affine, space_of(outer + rvars, ctx))
     if dom.is_empty():
         return Plan((), (), TRUE, (), empty=True)
@@ -180,16 +190,22 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
     free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
             and r.hi - r.lo > 1}
-    # 1. eliminate determined variables, best candidate first
+    # 1. eliminate determined variables, best candidate first.  A variable the set does not
+    # determine stays undetermined on its projections (two of its values beside one point of
+    # the others remain two beside that point's projection): it is not asked again.
+    undetermined = set(free)
     while rvars:
         best = None
         for idx, r in enumerate(rvars):
-            if r in free:
+            if r in undetermined:
                 continue
             if ctx is not None:
                 ctx.counts["solve"] += 1
             sol = dom.solve(r)
-            if sol is None or sol.pieces > MAX_PIECES:
+            if sol is None:
+                undetermined.add(r)
+                continue
+            if sol.pieces > MAX_PIECES:
                 continue
             score = (sol.pieces, sol.divs, idx)
             if best is None or score < best[0]:

@@ -77,17 +77,22 @@ def form_bounds(f: Linear, memo: IndexMemo | None = None) -> tuple[int | None, i
 
 def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
     """Truth of ``L op 0`` for ``L`` in ``[lo, hi]``, when the interval decides it."""
-    always = {Op.EQ: lo is not None and lo == hi == 0, Op.NE: (lo is not None and lo > 0) or
-              (hi is not None and hi < 0), Op.LT: hi is not None and hi < 0,
-              Op.LE: hi is not None and hi <= 0, Op.GT: lo is not None and lo > 0,
-              Op.GE: lo is not None and lo >= 0}
-    never = {Op.EQ: always[Op.NE], Op.NE: always[Op.EQ], Op.LT: always[Op.GE],
-             Op.LE: always[Op.GT], Op.GT: always[Op.LE], Op.GE: always[Op.LT]}
-    if always[op]:
-        return TRUE
-    if never[op]:
-        return FALSE
-    return None
+    pos = lo is not None and lo > 0  # L > 0 everywhere
+    neg = hi is not None and hi < 0  # L < 0 everywhere
+    if op is Op.EQ or op is Op.NE:
+        zero = lo is not None and lo == hi == 0
+        if pos or neg:
+            return FALSE if op is Op.EQ else TRUE
+        return (TRUE if op is Op.EQ else FALSE) if zero else None
+    nonpos = hi is not None and hi <= 0
+    nonneg = lo is not None and lo >= 0
+    if op is Op.LT:
+        return TRUE if neg else FALSE if nonneg else None
+    if op is Op.LE:
+        return TRUE if nonpos else FALSE if pos else None
+    if op is Op.GT:
+        return TRUE if pos else FALSE if nonpos else None
+    return TRUE if nonneg else FALSE if neg else None  # GE
 
 
 def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:

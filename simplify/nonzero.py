@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op
-from tensorad.ir.rewrite import fold, rewrite, substitute, walk
+from tensorad.ir.rewrite import fold, fold_pure, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .index import negate
@@ -151,7 +151,7 @@ def nonzero(e: Expr, ctx=None) -> Expr:
     if ctx.nz_rules is None:
         guards = ctx.tensor_guards
         ctx.nz_rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, guards)}
-    return simplify_expr(fold(e, ctx.nz_rules, ctx.nz), ctx)
+    return simplify_expr(fold_pure(e, ctx.nz_rules, ctx.nz), ctx)
 
 
 def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:

@@ -195,6 +195,10 @@ class ProofMemo:
 
     def unbound(self, e: Expr) -> frozenset:
         """The variables ``e`` mentions outside the sums that bind them (memoized)."""
+        found = self.loose.get(e)  # (most questions: a node met before, no walk to start)
+        if found is not None:
+            return found
+
         def visit(n: Expr) -> frozenset:
             if n.op is Op.VAR:
                 return frozenset((n,))
@@ -205,6 +209,10 @@ class ProofMemo:
 
     def variables(self, e: Expr) -> frozenset:
         """The variables ``e`` mentions (memoized per node for the call)."""
+        found = self.free.get(e)
+        if found is not None:
+            return found
+
         def visit(n: Expr) -> frozenset:
             if n.op is Op.VAR:
                 return frozenset((n,))
@@ -536,7 +544,8 @@ class _Builder:
                 stack.pop()
                 continue
             if n.op is Op.REDUCE and not keys.isdisjoint(n.arg.axes):
-                inner = {k: v for k, v in mapping.items() if not any(k is a for a in n.arg.axes)}
+                bound = frozenset(n.arg.axes)
+                inner = {k: v for k, v in mapping.items() if k not in bound}
                 memo[n] = n.replace(src=tuple(self.rename(c, inner, {}) for c in n.src)) if inner else n
                 stack.pop()
                 continue

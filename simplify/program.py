@@ -22,7 +22,7 @@ so within one call (the adjoints of one ``JacobianRecursive``) an op is optimize
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
@@ -58,7 +58,8 @@ def _inlinable(t: Tensor) -> bool:
         and not wraps_where_stored(op.body[0])
 
 
-def _inlined_size_within(t: Tensor, budget: int) -> bool:
+def _inlined_size_within(t: Tensor, budget: int,
+                         inlinable: Callable[[Tensor], bool] = _inlinable) -> bool:
     """Whether ``t``'s body, with the cheap producers it reads inlined in turn (as the rewriter
     will), stays within ``budget`` nodes counted as a tree.
 
@@ -74,7 +75,7 @@ def _inlined_size_within(t: Tensor, budget: int) -> bool:
         budget -= sum(1 for _ in walk(body))
         if budget < 0:
             return False
-        stack.extend(r for r in reads(body) if _inlinable(r))
+        stack.extend(r for r in reads(body) if inlinable(r))
     return True
 
 
@@ -85,6 +86,10 @@ class _Pass:
         self.top = top
         self.group = top.provenance.group
         self.ctx = ctx
+        # the bodies inlined (rewrite's memo), into a sum or not: a read's inlining is the
+        # same at every call of this pass (the ops it optimizes are kept), and a body is
+        # inlined again after each step that rewrites it, mostly of the same nodes
+        self.inlined: tuple[dict, dict] = ({}, {})
 
     def remember(self, old: ComputeOp, new: ComputeOp) -> ComputeOp:
         self.ctx.ops[old] = new
@@ -112,12 +117,29 @@ class _Pass:
             if not new.is_reduction and new.num_outputs == 1:
                 return inline_read(Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index)))
             return None if new is op else Expr(Op.READ, node.dtype, node.src, Tensor(new, t.value_index))
-        if _inlinable(t) and _inlined_size_within(t, MAX_INLINED_NODES):
+        if self.inlinable(t):
             if not (in_sum and self.tiles(op)):
                 return inline_read(node)
             kept = self.ctx.tiled.intern(op)  # one tensor for equal bodies (dense.grad, dense#2.grad)
             return None if kept is op else Expr(Op.READ, node.dtype, node.src, Tensor(kept, 0))
         return None
+
+    def inlinable(self, t: Tensor) -> bool:
+        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: pure functions of the (immutable)
+        tensor, kept for the call -- every read of a producer in every adjoint asks again, and
+        each answer walks the producer's body and the chain of cheap bodies it reads."""
+        found = self.ctx.inlinable.get((t, True))
+        if found is None:
+            found = self.ctx.inlinable[(t, True)] = self.cheap(t) and \
+                _inlined_size_within(t, MAX_INLINED_NODES, self.cheap)
+        return found
+
+    def cheap(self, t: Tensor) -> bool:
+        """:func:`_inlinable`, once per tensor per call."""
+        found = self.ctx.inlinable.get((t, False))
+        if found is None:
+            found = self.ctx.inlinable[(t, False)] = _inlinable(t)
+        return found
 
     def tiles(self, op: ComputeOp) -> bool:
         """Whether ``op``'s body is pieces tiling its box (:mod:`.pieces`): a sum reading it
@@ -131,8 +153,8 @@ class _Pass:
     def inline(self, body: Expr) -> Expr:
         """``body`` with cheap producers inlined; into a sum, pieces tiling a box are kept."""
         if body.op is Op.REDUCE and body.arg.combiner.kind == "sum":
-            return replace_reads(body, lambda n: self._read(n, in_sum=True))
-        return replace_reads(body, self._read)
+            return replace_reads(body, lambda n: self._read(n, in_sum=True), self.inlined[1])
+        return replace_reads(body, self._read, self.inlined[0])
 
     # ---- ops -----------------------------------------------------------------------------
     def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:

@@ -163,8 +163,8 @@ class Expr:
     arg: Any
 
     def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
-        key = (op, dtype, tuple(map(id, src)),
-               (type(arg), arg) if type(arg) in _INTEGERS else _arg_key(arg))
+        key = (op, dtype, tuple(map(id, src)), arg if arg is None  # (most nodes: no call)
+               else (type(arg), arg) if type(arg) in _INTEGERS else _arg_key(arg))
         ref = _TABLE.get(key)  # (a node already made: no lock; a new one is made under it)
         if ref is not None:
             node = ref()

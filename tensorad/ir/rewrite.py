@@ -144,6 +144,26 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
     return memo[root]
 
 
+def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) -> Any:
+    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone,
+    not on what was visited before), with ``memo`` kept by the caller across calls: a subtree
+    whose root is in ``memo`` is not walked again -- :func:`fold` walks every node of
+    ``root`` at each call, though the values are read back -- so asking about bodies that
+    share most of their nodes costs only the nodes new to ``memo``."""
+    def visit(node: Expr) -> Any:
+        try:
+            fn = table[node.op]
+        except KeyError:
+            raise MissingRuleError(f"no rule for {node.op.name} nodes ({node})") from None
+        return fn(node, *[memo[c] for c in node.src])
+
+    found = memo.get(root, _ABSENT)
+    return found if found is not _ABSENT else fold_along(root, _operands, visit, memo)
+
+
+_ABSENT = object()
+
+
 def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = None) -> Expr:
     """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.
 
@@ -263,7 +283,7 @@ def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
     memo: dict[Expr, Expr] = dict(mapping)
 
     def rebuilt(node: Expr) -> Expr:
-        new = tuple(memo[c] for c in node.src)
+        new = tuple([memo[c] for c in node.src])
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
     return lambda root: fold_along(root, _operands, rebuilt, memo)
@@ -273,9 +293,11 @@ def _operands(node: Expr) -> tuple[Expr, ...]:
     return node.src
 
 
-def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors)."""
-    return rewrite(root, {Op.READ: fn})
+def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: the
+    results of earlier calls with the same ``fn`` (:func:`rewrite`'s), when ``fn``'s answer
+    for a node does not change between them."""
+    return rewrite(root, {Op.READ: fn}, memo)
 
 
 def match_pattern(pattern: Expr, e: Expr, holes: frozenset, bind: dict) -> bool:

@@ -68,6 +68,18 @@ def _structure(e: Expr, memo: dict) -> tuple:
     return found
 
 
+def _sorted_terms(items: list[tuple[Expr, int]]) -> list[tuple[Expr, int]]:
+    """``items`` sorted by :func:`atom_key` of their atoms.  Variables come first, ordered by
+    name and creation, which costs no structure; an atom's structural key -- as large as its
+    tree -- is built only when two or more atoms are not variables (one alone is last)."""
+    variables = [t for t in items if t[0].op is Op.VAR]
+    others = len(items) - len(variables)
+    if others > 1:
+        return sorted(items, key=lambda t: atom_key(t[0]))
+    variables.sort(key=lambda t: (t[0].arg.name, t[0].arg.uid))
+    return variables + [t for t in items if t[0].op is not Op.VAR] if others else variables
+
+
 @dataclass(frozen=True)
 class Linear:
     """``const + sum(coef * atom)``; ``terms`` is sorted by :func:`atom_key`, no zero coefficients."""
@@ -79,7 +91,7 @@ class Linear:
     def of(terms: dict[Expr, int], c: int) -> Linear:
         items = [(a, k) for a, k in terms.items() if k]
         if len(items) > 1:  # (structural keys cost: most forms have one atom)
-            items.sort(key=lambda t: atom_key(t[0]))
+            items = _sorted_terms(items)
         return Linear(tuple(items), int(c))
 
     def as_dict(self) -> dict[Expr, int]:
