@@ -263,7 +263,7 @@ class AdjointBuilder:
                 count = ties[tuple(iv)]
                 source = self._tie_value(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
-                               compare(Op.EQ, source, best[tuple(iv)]))
+                               combiners.ties_result(source, best[tuple(iv)]))
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
 
             if len(winner) == 1 and ra.axes:
@@ -387,7 +387,7 @@ class AdjointBuilder:
         inside = rename(body.src[0], m)  # the reduction's own condition at the point
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_tie_value`)
-            same = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
+            same = combiners.ties_result(self._tie_value(op, m), best[tuple(iv)])
             if inside is not TRUE:  # (lazy: the source may read out of bounds where the
                 same = choice(Op.IF_THEN_ELSE, inside, same, FALSE)  # condition is false)
             conds = [tied, same if coded else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
@@ -605,7 +605,7 @@ class AdjointBuilder:
             flat = combiners.flat_index(kv)
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
-            same = compare(Op.EQ, rename(e, m), value[tuple(iv)])
+            same = combiners.ties_result(rename(e, m), value[tuple(iv)])
             where = rename(where, m)
             if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
                 used = [k for k, v in enumerate(iv) if v in free_vars(where)]
