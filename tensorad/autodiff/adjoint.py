@@ -499,9 +499,10 @@ class AdjointBuilder:
         """For a max/min/prod whose source may round differently where it is computed again
         (any float arithmetic or math function: constant folding, FMA contraction, another
         build's options -- fuzz seed 13060), values stored once so that the winner and the tie
-        test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``: materialized, never inlined, saved with the
-        winner by ``ta.function``); ``None`` when the source alone recomputes exactly (reads,
-        selects, casts, max/min, negation, constants: max pooling, softmax).
+        test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``:
+        materialized, never inlined, saved with the winner by ``ta.function``); ``None`` when
+        the source alone recomputes exactly (reads, selects, casts, max/min, negation,
+        constants: max pooling, softmax).
 
         An elementwise tensor the source reads is inlined into both by the optimizer, so its
         arithmetic counts too (fuzz seed 290680: ``min`` over ``C[i] = S[i] * 2 + a``).  Such a

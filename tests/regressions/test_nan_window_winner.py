@@ -105,13 +105,15 @@ def _check(kind, form, x, h, u, every_build=True):
     got += [b(x, h, u) for b in (builds if every_build else builds[:1])]
     for k, outs in enumerate(got):
         for name, a, w in zip(("Y", "dX", "jvp"), outs, want):
-            np.testing.assert_array_equal(a, w, err_msg=f"{kind} {form} {name} (0: evaluate, else {BUILDS[k - 1]})")
+            where = "evaluate" if k == 0 else BUILDS[k - 1]
+            np.testing.assert_array_equal(a, w, err_msg=f"{kind} {form} {name} ({where})")
 
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", ["max", "min"])
 def test_a_nan_window_gives_its_head_to_its_nans_in_evaluate_and_every_build(kind, form):
-    x = np.array([1.0, np.nan, 3.0, np.nan, 0.0, -np.inf, 2.0, 5.0, np.nan])[:_program(kind, form)[0].shape[0]]
+    x = np.array([1.0, np.nan, 3.0, np.nan, 0.0, -np.inf, 2.0, 5.0, np.nan])
+    x = x[:_program(kind, form)[0].shape[0]]
     x[0] = -np.inf if kind == "max" else np.inf  # NaN beside an infinity of the winning side
     _check(kind, form, x, np.arange(1.0, N + 1), np.arange(10.0, 10.0 + x.size))
 
@@ -162,7 +164,8 @@ def test_max_pool_float32_with_nan_as_torch_max_of_each_window():
     H = ta.placeholder(Y.shape, "float32", name="H")
     (g,) = ta.gradient(Y, [X], H)
     rng = np.random.default_rng(2)
-    x = rng.choice(np.array([np.nan, np.inf, 0.0, 1.0, 2.0], np.float32), X.shape, p=[0.1, 0.1, 0.2, 0.3, 0.3])
+    x = rng.choice(np.array([np.nan, np.inf, 0.0, 1.0, 2.0], np.float32), X.shape,
+                   p=[0.1, 0.1, 0.2, 0.3, 0.3])
     h = rng.integers(1, 4, Y.shape).astype(np.float32)
     xt = torch.tensor(x, requires_grad=True)
     padded = torch.nn.functional.pad(xt, (1, 1, 1, 1), value=-np.inf)
@@ -193,7 +196,8 @@ def test_an_argmax_combiner_that_keeps_a_nan_routes_the_gradient_to_its_index():
     idx, val = ta.compute((4,), lambda i: argmax((r, X[i, r]), axis=r), name="A")
     H = ta.placeholder((4,), "float64", name="H")
     (g,) = ta.gradient(val, [X], H)
-    x = np.array([[1, np.nan, 3, np.nan, 0], [np.nan] * 5, [2, 2, -np.inf, 1, 0], [-np.inf, 0, np.inf, np.nan, 1.0]])
+    x = np.array([[1, np.nan, 3, np.nan, 0], [np.nan] * 5, [2, 2, -np.inf, 1, 0],
+                  [-np.inf, 0, np.inf, np.nan, 1.0]])
     h = np.array([1.0, 2.0, 3.0, 4.0])
     want = np.zeros_like(x)
     want[np.arange(4), np.argmax(x, axis=1)] = h
