@@ -25,7 +25,7 @@ import tensorad as ta
 
 N, K = 7, 3
 HASWELL = "llvm -mcpu=haswell"
-BUILDS = [{}, {"target": HASWELL}, {"fastmath": False}, {"checked": True}, {"num_threads": 2},
+BUILDS = [{}, {"target": HASWELL, "checked": True, "num_threads": 2},
           {"fastmath": False, "target": "llvm -mcpu=x86-64", "num_threads": 2}]
 FORMS = ["plain", "pad", "where", "inexact"]
 
