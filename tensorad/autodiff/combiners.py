@@ -8,11 +8,11 @@
 * :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
   sums, and for every other combiner the seed's generic form -- a reduction over pairs
   ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
-  of ``max`` is ``select(x >= y, x.der, y.der)``: ties go to the left operand, which is the
+  of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
   running value when a reduction is evaluated in order -- the first winner; forward mode keeps
   this associative choice, while reverse mode splits a tie evenly, see :func:`winner_reducer`).
-* :func:`at_least`, :func:`beats` and :func:`ties_result` are the ONE order by which every max/min winner is
-  found (see the section "the order of a max/min" below).
+* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
+  max/min winner is found, NaN included (the section "the order of a max/min" below).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
   selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
   the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
@@ -56,8 +56,8 @@ INDEX_SENTINEL = dt.max_value("int32")
 # its NaNs tie: the head is split evenly among them, as among any tied points
 # (docs/conventions.md; torch.max(x) without ``dim`` does exactly this).  A tie test compares
 # a point ``s`` of a window with the window's result ``Y``; since a NaN point makes ``Y``
-# NaN, ``ties(s, Y)`` is ``s == Y | isnan(s)`` there (:func:`ties_result`: one compare more
-# than ``s == Y``, not four).  ``isnan(x)`` is ``x != x`` (an unordered compare: no build
+# NaN, ``ties(s, Y)`` is ``s == Y | isnan(s)`` there (:func:`ties_result`: a compare and an
+# or more than ``s == Y``).  ``isnan(x)`` is ``x != x`` (an unordered compare: no build
 # option makes it false, fast math included -- codegen sets no ``nnan``).  On numbers the
 # rules are the plain compares (forward mode's ``x >= y``: the seed's combiner).
 
