@@ -141,14 +141,16 @@ def test_the_gradient_is_torch_max_of_each_window(kind):
         np.testing.assert_array_equal(builds[0](x, h, np.zeros_like(x))[1], xt.grad.numpy())
 
 
+@pytest.mark.parametrize("form", ["pad", "inexact"])
 @pytest.mark.parametrize("kind", ["max", "min"])
-def test_function_saves_the_winners_and_splits_forward_and_backward_builds(kind):
-    """``ta.function`` saves the winners (the lone winner's destination, its count) in the
-    forward; the backward built otherwise (the fuzz's split check) reads them."""
-    X, Y = _program(kind, "pad", "float32")
-    x = np.array([np.nan, 1.0, np.nan, 3.0, 3.0, -np.inf, np.nan], np.float32)
+def test_function_saves_the_winners_and_splits_forward_and_backward_builds(kind, form):
+    """``ta.function`` saves the winners (the lone winner's destination and count; the winner
+    reduction and the stored source) in the forward; the backward built otherwise (the fuzz's
+    split check) reads them."""
+    X, Y = _program(kind, form, "float32")
+    x = np.array([np.nan, 1.0, np.nan, 3.0, 3.0, -np.inf, np.nan, 2.0, np.nan], np.float32)[:X.shape[0]]
     h = np.arange(1.0, N + 1, dtype=np.float32)
-    want = oracle(kind, "pad", x.astype(float), h.astype(float), np.zeros(N))
+    want = oracle(kind, form, x.astype(float), h.astype(float), np.zeros(N))
     fwd = ta.function(Y, [X], fastmath=True, target=HASWELL)
     bwd = ta.function(Y, [X], fastmath=False, target="llvm -mcpu=x86-64")
     y, res = fwd.forward(x)
