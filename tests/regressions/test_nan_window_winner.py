@@ -114,7 +114,7 @@ def _check(kind, form, x, h, u, every_build=True):
 def test_a_nan_window_gives_its_head_to_its_nans_in_evaluate_and_every_build(kind, form):
     x = np.array([1.0, np.nan, 3.0, np.nan, 0.0, -np.inf, 2.0, 5.0, np.nan])
     x = x[:_program(kind, form)[0].shape[0]]
-    x[0] = -np.inf if kind == "max" else np.inf  # NaN beside an infinity of the winning side
+    x[0] = -np.inf if kind == "max" else np.inf  # the identity's infinity beside a NaN
     _check(kind, form, x, np.arange(1.0, N + 1), np.arange(10.0, 10.0 + x.size))
 
 
