@@ -23,7 +23,8 @@ Reductions with other combiners (DESIGN.md lesson 2):
   loops that vectorize, where the winner reduction is a chain of compares and blends.
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
-  ``Z == 1``, else 0 -- exact with zeros, no division by zero.
+  ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
+  ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
 """
@@ -261,9 +262,9 @@ class AdjointBuilder:
                 # the first winner by index always does (exact even if the source, computed
                 # again here, rounded differently), the others by comparing values.
                 count = ties[tuple(iv)]
-                source = self._tie_value(op, m)
+                source = self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
-                               compare(Op.EQ, source, best[tuple(iv)]))
+                               combiners.ties_result(source, best[tuple(iv)]))
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
 
             if len(winner) == 1 and ra.axes:
@@ -275,7 +276,7 @@ class AdjointBuilder:
             zeros, nonzero = self._prod(op)
 
             def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
-                g = rename(body.src[1], m)
+                g = self._compared_source(op, m)  # the bits Z and P were counted from
                 z, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
                 is0 = compare(Op.EQ, g, const(0, g.dtype))
                 safe = choice(Op.SELECT, is0, const(1, g.dtype), g)
@@ -386,8 +387,8 @@ class AdjointBuilder:
             m[k] = digit
         inside = rename(body.src[0], m)  # the reduction's own condition at the point
         if best is not None and tied is not None:  # the tied points (all of them when coded:
-            # the tie value has the bits the winner compared, see :meth:`_tie_value`)
-            same = compare(Op.EQ, self._tie_value(op, m), best[tuple(iv)])
+            # the tie value has the bits the winner compared, see :meth:`_compared_source`)
+            same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
             if inside is not TRUE:  # (lazy: the source may read out of bounds where the
                 same = choice(Op.IF_THEN_ELSE, inside, same, FALSE)  # condition is false)
             conds = [tied, same if coded else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
@@ -481,11 +482,13 @@ class AdjointBuilder:
             return None
         return dims, guards, rest
 
-    def _tie_value(self, op: ComputeOp, m: dict) -> Expr:
-        """The source of a max/min ``op`` at the point ``m`` (renamed variables), for the tie
-        test ``source == winner``: the source where every evaluation gives the same bits (its
-        inexact elementwise reads replaced by their saved copies), else a read of the tensor
-        ``op.tie`` that the winner reduced (see :meth:`_saved`)."""
+    def _compared_source(self, op: ComputeOp, m: dict) -> Expr:
+        """The source of a max/min/prod ``op`` at the point ``m`` (renamed variables), for the
+        tests that compare it -- the tie test ``source == winner``, the zero test ``source ==
+        0`` of a product (:meth:`_prod`) -- and for the reductions whose results they are
+        compared with: the source where every evaluation gives the same bits (its inexact
+        elementwise reads replaced by their saved copies), else a read of the tensor
+        ``op.tie`` (see :meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
@@ -493,12 +496,13 @@ class AdjointBuilder:
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
-        """For a max/min whose source may round differently where it is computed again (any
-        float arithmetic or math function: constant folding, FMA contraction, another build's
-        options -- fuzz seed 13060), values stored once so that the winner and the tie test
-        compare the same bits (``Role.SAVED``: materialized, never inlined, saved with the
-        winner by ``ta.function``); ``None`` when the source alone recomputes exactly (reads,
-        selects, casts, max/min, negation, constants: max pooling, softmax).
+        """For a max/min/prod whose source may round differently where it is computed again
+        (any float arithmetic or math function: constant folding, FMA contraction, another
+        build's options -- fuzz seed 13060), values stored once so that the winner and the tie
+        test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``:
+        materialized, never inlined, saved with the winner by ``ta.function``); ``None`` when
+        the source alone recomputes exactly (reads, selects, casts, max/min, negation,
+        constants: max pooling, softmax).
 
         An elementwise tensor the source reads is inlined into both by the optimizer, so its
         arithmetic counts too (fuzz seed 290680: ``min`` over ``C[i] = S[i] * 2 + a``).  Such a
@@ -562,7 +566,7 @@ class AdjointBuilder:
             self._winners[op] = lone
             return lone
         if kind in ("max", "min"):
-            sources = (self._tie_value(op, m),)
+            sources = (self._compared_source(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
@@ -605,7 +609,7 @@ class AdjointBuilder:
             flat = combiners.flat_index(kv)
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
-            same = compare(Op.EQ, rename(e, m), value[tuple(iv)])
+            same = combiners.ties_result(rename(e, m), value[tuple(iv)])
             where = rename(where, m)
             if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
                 used = [k for k, v in enumerate(iv) if v in free_vars(where)]
@@ -628,7 +632,9 @@ class AdjointBuilder:
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
-        """``(Z, P)``: the number of zero factors and the product of the nonzero ones."""
+        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, counted
+        from the factors' bits that the zero test of :meth:`contributions` reads too (a factor
+        0 in one rounding only, ``a * a + c`` fused or not, is 0 on both sides or on neither)."""
         found = self._prods.get(op)
         if found is not None:
             return found
@@ -637,7 +643,7 @@ class AdjointBuilder:
         out = []
         for what in ("zeros", "nonzero_prod"):
             m = copy_vars(op.axes + ra.axes)
-            cond, g = rename(body.src[0], m), rename(body.src[1], m)
+            cond, g = rename(body.src[0], m), self._compared_source(op, m)
             is0 = compare(Op.EQ, g, const(0, g.dtype))
             where = None if cond is TRUE else cond
             kv = [m[k] for k in ra.axes]

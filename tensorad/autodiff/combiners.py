@@ -8,19 +8,22 @@
 * :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
   sums, and for every other combiner the seed's generic form -- a reduction over pairs
   ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
-  of ``max`` is ``select(x >= y, x.der, y.der)``: ties go to the left operand, which is the
+  of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
   running value when a reduction is evaluated in order -- the first winner; forward mode keeps
   this associative choice, while reverse mode splits a tie evenly, see :func:`winner_reducer`).
+* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
+  max/min winner is found, NaN included (the section "the order of a max/min" below).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
   selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
   the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
   a 2x2 window: 0..3), so the winner costs one index register, one temporary and one
-  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it is larger, or
-  equal with a smaller-or-equal index: flattening preserves lexicographic order, so ties go to
-  the first winner in loop order (as PyTorch's ``max(dim)``), and the rule is a total order on
-  (value, index) -- commutative and associative, so the result does not depend on the order
-  of evaluation.  A custom selecting combiner keeps its own condition, so the winner is the one
-  its forward value chose.  The index identity is the largest int32, which no real index equals.
+  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it :func:`beats`
+  the rhs, or ties with it with a smaller-or-equal index: flattening preserves lexicographic
+  order, so ties go to the first winner in loop order (as PyTorch's ``max(dim)``), and the
+  rule is a total order on (value, index) -- commutative and associative, so the result does
+  not depend on the order of evaluation.  A custom selecting combiner keeps its own
+  condition, so the winner is the one its forward value chose.  The index identity is the
+  largest int32, which no real index equals.
 """
 
 from __future__ import annotations
@@ -35,6 +38,52 @@ from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
 
 INDEX_SENTINEL = dt.max_value("int32")
+
+
+# ---- the order of a max/min -----------------------------------------------------------------
+# A max/min reduction computes IEEE 754-2019's maximum/minimum: a NaN anywhere in the window
+# makes the result NaN (as torch.max, numpy.max).  Which point is the winner then?  The order
+# every winner test uses ranks a NaN above every number for max (below every number for min:
+# the NaN is what a min selects too) and all NaNs equal to each other:
+#
+#     at_least(x, y)   =  x >= y  |  isnan(x)          (max; x <= y | isnan(x) for min)
+#     beats(x, y)      =  !at_least(y, x)
+#     ties(x, y)       =  at_least(x, y) & at_least(y, x)  =  x == y  |  (isnan(x) & isnan(y))
+#
+# a total preorder, so "the first point of the window that no point beats" is a commutative,
+# associative rule, and the result is NaN exactly where the winner is a NaN.  So a NaN
+# window's winner is its first NaN (the index torch.max(x, dim) and numpy.argmax return), and
+# its NaNs tie: the head is split evenly among them, as among any tied points
+# (docs/conventions.md; torch.max(x) without ``dim`` does exactly this).  A tie test compares
+# a point ``s`` of a window with the window's result ``Y``; since a NaN point makes ``Y``
+# NaN, ``ties(s, Y)`` is ``s == Y | isnan(s)`` there (:func:`ties_result`: a compare and an
+# or more than ``s == Y``).  ``isnan(x)`` is ``x != x`` (an unordered compare: no build
+# option makes it false, fast math included -- codegen sets no ``nnan``).  On numbers the
+# rules are the plain compares (forward mode's ``x >= y``: the seed's combiner).
+
+
+def _isnan(x: Expr) -> Expr:
+    return compare(Op.NE, x, x)
+
+
+def at_least(kind: str, x: Expr, y: Expr) -> Expr:
+    """Whether ``x`` is as good as ``y`` or better for a ``kind`` (``max``/``min``) reduction:
+    ``x >= y`` (``<=``), or ``x`` a NaN (the order above)."""
+    plain = compare(Op.GE if kind == "max" else Op.LE, x, y)
+    return logical(Op.OR, plain, _isnan(x)) if dt.is_float(x.dtype) else plain
+
+
+def beats(kind: str, x: Expr, y: Expr) -> Expr:
+    """Whether ``x`` is strictly better than ``y``: larger (smaller), or a NaN against a number."""
+    return logical_not(at_least(kind, y, x))
+
+
+def ties_result(s: Expr, y: Expr) -> Expr:
+    """Whether the point value ``s`` ties with ``y``, the max/min of a window that holds ``s``
+    (so a NaN ``s`` means a NaN ``y``): ``s == y``, or both NaN."""
+    same = compare(Op.EQ, s, y)
+    return logical(Op.OR, same, _isnan(s)) if dt.is_float(s.dtype) else same
+
 
 _pair_cache: dict[CommReducer, CommReducer] = {}
 _winner_cache: dict[tuple, CommReducer] = {}
@@ -106,9 +155,10 @@ def pair_reducer(comb: CommReducer) -> CommReducer:
     kind, _ = classify(comb)
     if kind in ("max", "min") and comb.arity == 1:
         # not the tie rule of ``maximum`` ((x.der + y.der) / 2 is not associative over three
-        # ties): the first winner's tangent, an associative choice (the seed's combiner)
+        # ties): the first winner's tangent, an associative choice (the seed's combiner), in
+        # the order of :func:`beats` (a NaN window: its first NaN's tangent)
         x, y = comb.lhs[0], comb.rhs[0]
-        ders = (choice(Op.SELECT, compare(Op.GE if kind == "max" else Op.LE, x, y), xd[0], yd[0]),)
+        ders = (choice(Op.SELECT, at_least(kind, x, y), xd[0], yd[0]),)
     else:
         ders = tuple(materialize(tangent(r, lambda n: leaves.get(n, ZERO)), r.dtype) for r in comb.result)
     ident = tuple(const(0, v.dtype) for v in comb.lhs)
@@ -178,9 +228,8 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     counts: tuple[tuple, tuple, tuple, tuple] = ((), (), (), ())
     if kind in ("max", "min"):
         x, y = comb.lhs[0], comb.rhs[0]
-        better = compare(Op.GT if kind == "max" else Op.LT, x, y)
-        worse = compare(Op.LT if kind == "max" else Op.GT, x, y)
-        lhs_wins = logical(Op.OR, better, logical(Op.AND, compare(Op.EQ, x, y), lex_le(kl, kr)))
+        better, worse = beats(kind, x, y), beats(kind, y, x)
+        lhs_wins = logical(Op.OR, better, logical(Op.AND, at_least(kind, x, y), lex_le(kl, kr)))
         cx, cy = var("ties.x", dtype=dt.INDEX), var("ties.y", dtype=dt.INDEX)
         tied = choice(Op.SELECT, better, cx, choice(Op.SELECT, worse, cy, cx + cy))
         counts = ((cx,), (cy,), (tied,), (const(0, dt.INDEX),))
