@@ -89,12 +89,13 @@ define i32 @tensorad_pool_init() {
   ret i32 %r
 }
 
-; the team of the body this thread runs: (n << 16 | tid) + 1 kept per thread; 0 = none
+; the team of the body this thread runs, kept per thread: (n - 1) << 16 | tid, so that a thread
+; that never set one (0) reads thread 0 of 1
 define internal void @set_team(i64 %tid, i64 %n) {
   %key = load i32, ptr @tensorad_pool_key
-  %hi = shl i64 %n, 16
-  %or = or i64 %hi, %tid
-  %v = add i64 %or, 1
+  %n1 = sub i64 %n, 1
+  %hi = shl i64 %n1, 16
+  %v = or i64 %hi, %tid
   %p = inttoptr i64 %v to ptr
   %r = call i32 @pthread_setspecific(i32 %key, ptr %p)
   ret void
@@ -109,22 +110,17 @@ define internal i64 @team() {
 
 define i32 @tensorad_pool_thread_num() {
   %v = call i64 @team()
-  %none = icmp eq i64 %v, 0
-  %w = sub i64 %v, 1
-  %t = and i64 %w, 65535
-  %r = select i1 %none, i64 0, i64 %t
-  %r32 = trunc i64 %r to i32
-  ret i32 %r32
+  %t = and i64 %v, 65535
+  %r = trunc i64 %t to i32
+  ret i32 %r
 }
 
 define i32 @tensorad_pool_num_threads() {
   %v = call i64 @team()
-  %none = icmp eq i64 %v, 0
-  %w = sub i64 %v, 1
-  %t = lshr i64 %w, 16
-  %r = select i1 %none, i64 1, i64 %t
-  %r32 = trunc i64 %r to i32
-  ret i32 %r32
+  %hi = lshr i64 %v, 16
+  %n = add i64 %hi, 1
+  %r = trunc i64 %n to i32
+  ret i32 %r
 }
 
 ; run thread numbers [lo, n) of body(data) one after another in this thread

@@ -42,6 +42,7 @@ cache blocks, which :mod:`.tune` measures.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
@@ -756,7 +757,7 @@ class Scan:
 RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
 
 
-class _Taps:
+class _Taps(ABC):
     """What both tap strategies share: under fast math only (their sums add in another order
     than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
     matched once per planning call, at most as many taps as the target's vector registers
@@ -764,8 +765,9 @@ class _Taps:
 
     name = ""
 
+    @abstractmethod
     def _make(self, op, body, ctx):
-        raise NotImplementedError
+        """The split or unrolled op of ``op``'s sum ``body`` (``None``: no match)."""
 
     def match(self, op, bodies, ctx):
         if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
