@@ -67,3 +67,32 @@ def test_no_conditioning_allowance_without_fast_math():
     got[1] = got[1] + 5e-8
     with pytest.raises(checks.Mismatch, match="t2"):
         case._compare_all("build", got, want, None)
+
+
+CANCEL = """
+import tensorad as ta
+DT = 'float64'
+a = ta.placeholder((4,), DT, name='a')
+r = ta.reduce_axis((0, 4), name='r')
+s = ta.compute((), lambda: ta.sum(a[r] * 1.0, axis=[r]), name='s')
+t = ta.compute((), lambda: ta.tanh(s[()]), name='t')
+INPUTS = [a]
+TENSORS = [s, t]
+OUT = t
+"""
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_element_either_side_of_a_steep_point_is_found_by_every_draw(seed):
+    # seed 370564: tanh of a sum whose terms +-1e60 cancel in evaluate's order; an FMA keeps the
+    # products unrounded and leaves 1e44 of them, so tanh may be -1 or 1.  A random draw moves the
+    # sum up or down (half the draws each way); with its mirror image, every seed finds the
+    # allowance of 2 (before, 2 draws missed it for a quarter of the seeds).
+    job = dict(source=CANCEL, source64=CANCEL, dtype="float64", options={}, data="smooth", seed=seed,
+               safe=True, checks=["forward"], all_outputs=True, calling="plain", torch=None)
+    case = checks.Case(job)
+    case.feed[case.inputs[0]] = np.array([1e60, 3e30, -1e60, 2e30])
+    want = checks._tuple(case.ta.evaluate(case.outputs, case.feed))
+    assert float(want[1]) == 1.0
+    noise = case.rounding_noise(want)
+    assert float(noise[1]) >= 2.0
