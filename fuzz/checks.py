@@ -95,7 +95,8 @@ def compare(what: str, got, want, dtype: str, *, ref64=None, lenient: bool = Fal
             raise Mismatch(f"{what}: integers differ at {bad}: {got[tuple(np.array(bad).T)]} != "
                            f"{want[tuple(np.array(bad).T)]}")
         return
-    rtol = rtol if rtol is not None else (2e-3 if dtype == "float32" else 1e-8)
+    # (half dtypes only store: their arithmetic, and an integer cast from it, is float32's)
+    rtol = rtol if rtol is not None else (1e-8 if dtype == "float64" else 2e-3)
     kw = dict(ref64=ref64, lenient=lenient, rtol=rtol, strong_zero=strong_zero, noise=noise)
     odd, far, g, w, err, allowed = _failures(got, want, **kw)
     for alt in alternatives:

@@ -3,7 +3,9 @@
 Seed 151391 stored ``int64(erf(x) * 1e10)`` in a float32 program: the kernel's erf was one ulp
 below ``evaluate``'s, which moved the integer by about 600, and the exact integer comparison
 failed a right kernel.  Such an integer is judged as a float of the program's dtype; an integer
-computed from indices alone is still compared exactly, and a far integer still fails.
+computed from indices alone is still compared exactly, and a far integer still fails.  Seed 371495
+(campaign W) did the same in a float16 program, whose arithmetic is float32's: half dtypes were
+judged at float64's tolerance.
 """
 
 from __future__ import annotations
@@ -25,25 +27,28 @@ OUT = k0
 """
 
 
-def _case():
-    job = dict(source=SOURCE, source64=SOURCE.replace("'float32'", "'float64'"), dtype="float32",
+def _case(dtype="float32"):
+    job = dict(source=SOURCE.replace("'float32'", repr(dtype)),
+               source64=SOURCE.replace("'float32'", "'float64'"), dtype=dtype,
                options={}, data="unit", seed=151391, safe=False, checks=["forward"], all_outputs=True,
                calling="plain", torch=None)
     case = checks.Case(job)
-    case.feed[case.inputs[0]] = np.array([0.3, -0.7, 0.05, 1.1], np.float32)
+    case.feed[case.inputs[0]] = np.array([0.3, -0.7, 0.05, 1.1], dtype)
     return case, *case._reference()
 
 
-def test_an_ulp_of_the_float_under_an_integer_passes():
-    case, want, ref64 = _case()
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_an_ulp_of_the_float_under_an_integer_passes(dtype):
+    case, want, ref64 = _case(dtype)
     got = [np.array(w, copy=True) for w in want]
     got[0] = got[0] - np.round(np.abs(got[0]) * 6e-8).astype(np.int64)  # one float32 ulp of erf
     case._compare_all("build", got, want, ref64)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("k, delta", [(0, 10**8), (1, 1)])
-def test_a_far_integer_or_a_wrong_index_integer_fails(k, delta):
-    case, want, ref64 = _case()
+def test_a_far_integer_or_a_wrong_index_integer_fails(k, delta, dtype):
+    case, want, ref64 = _case(dtype)
     got = [np.array(w, copy=True) for w in want]
     got[k][1] += delta
     with pytest.raises(checks.Mismatch, match=f"k{k}"):
