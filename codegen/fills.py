@@ -187,5 +187,8 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     for loop in reversed(loops[:depth - 1]):
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
-    return dataclasses.replace(nest, body=body, note=note, attrs=dict(nest.attrs))
+    # a plain nest of its own body, also for a renamed one (:class:`.nestshare.RenamedNest`:
+    # its code is no longer its source's; fuzz seed 372506 copied one without its source)
+    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
+                dict(nest.attrs))
 
