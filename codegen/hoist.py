@@ -73,7 +73,8 @@ def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Ex
     reduction-free subtree's variables are its free variables)."""
     masks: dict[Expr, int] = {}
     for n in walk(body):
-        m = heavy if n.op in HEAVY else reduce if n.op is Op.REDUCE else bit.get(n, 0) if n.op is Op.VAR else 0
+        op = n.op
+        m = heavy if op in HEAVY else reduce if op is Op.REDUCE else bit.get(n, 0) if op is Op.VAR else 0
         for c in n.src:
             m |= masks[c]
         masks[n] = m

@@ -7,7 +7,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorad.codegen.program import Nest
-from tensorad.ir.tensor import Tensor
 
 import tensorad as ta
 
@@ -87,6 +86,7 @@ def test_finding_what_to_hoist_walks_a_deep_body_once(monkeypatch):
     # the subtree again at each level (quadratic: 3 levels of 300 walked ~140,000 nodes)
     import tensorad.codegen.hoist as hoist
     from tensorad.ir.rewrite import free_vars, walk
+    from tensorad.ir.tensor import Tensor
 
     walked = [0]
 

@@ -125,9 +125,9 @@ def test_the_environment_is_parsed_once_not_at_every_stage(monkeypatch):
     clear = getattr(trace, "_from_environment", None)
     if clear is not None:
         clear.cache_clear()
-    X = ta.placeholder((4,), "float32", "X")
+    Y = ta.placeholder((4,), "float32", "X")
     for k in range(20):
-        X = ta.compute((4,), lambda i: X[i] * 2.0, f"Y{k}")
+        Y = ta.compute((4,), lambda i, P=Y: P[i] * 2.0, f"Y{k}")
     assert parsed == ["passes"]
     assert trace.current().log == {"passes"}
     monkeypatch.setenv("TENSORAD_LOG", "")  # (a changed environment is read again)
