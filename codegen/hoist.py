@@ -31,11 +31,20 @@ _GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
 
 
 def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
-    """The maximal subexpressions of ``body`` worth computing once per point of their axes."""
+    """The maximal subexpressions of ``body`` worth computing once per point of their axes.
+
+    What the descent asks of a node -- does its subtree hold a reduction, a heavy function,
+    which repeated axes -- is one bit mask per node, folded once over the DAG: asking each
+    visited node's subtree again walked a long gradient's inlined chain once per level
+    (quadratic in the body)."""
     repeated = [a for a in axes if a.extent > 1]
     if not repeated:
         return []
     inner = repeated[-1]  # (the innermost loop that runs more than once)
+    bit = {a: 1 << k for k, a in enumerate(repeated)}
+    every, has_inner = (1 << len(repeated)) - 1, bit[inner]
+    heavy, reduce = 1 << len(repeated), 1 << (len(repeated) + 1)
+    masks = _masks(body, bit, heavy, reduce)
     out: list[Expr] = []
     stack = [body]
     seen: set[int] = set()
@@ -44,12 +53,11 @@ def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
         if id(n) in seen:
             continue
         seen.add(id(n))
-        nodes = list(walk(n))
-        if any(m.op is Op.REDUCE for m in nodes):
+        m = masks[n]
+        if m & reduce:
             children = n.src
-        elif any(m.op in HEAVY for m in nodes):
-            used = set(free_vars(n))
-            if inner in used and not set(repeated) <= used and n.op is not Op.READ:
+        elif m & heavy:
+            if m & has_inner and m & every != every and n.op is not Op.READ:
                 out.append(n)
                 continue
             children = n.src
@@ -57,6 +65,20 @@ def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
             continue
         stack.extend(children[:1] if n.op in _GUARDS else children)
     return list(dict.fromkeys(out))
+
+
+def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Expr, int]:
+    """Each node of ``body``: the ``bit`` of every variable of ``bit`` its subtree uses, with
+    ``heavy`` when it holds a :data:`.schedule.HEAVY` function and ``reduce`` a reduction (a
+    reduction-free subtree's variables are its free variables)."""
+    masks: dict[Expr, int] = {}
+    for n in walk(body):
+        op = n.op
+        m = heavy if op in HEAVY else reduce if op is Op.REDUCE else bit.get(n, 0) if op is Op.VAR else 0
+        for c in n.src:
+            m |= masks[c]
+        masks[n] = m
+    return masks
 
 
 def hoist_invariants(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:

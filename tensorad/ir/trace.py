@@ -22,13 +22,14 @@ the context and never changes what is computed)::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,15 @@ def current() -> Config:
     cfg = _CONFIG.get()
     if cfg is not None:
         return cfg
-    dump = os.environ.get("TENSORAD_DUMP")
-    return Config(_parse_log(os.environ.get("TENSORAD_LOG"), "TENSORAD_LOG"), Path(dump) if dump else None)
+    return _from_environment(os.environ.get("TENSORAD_LOG"), os.environ.get("TENSORAD_DUMP"))
+
+
+@functools.lru_cache(maxsize=8)
+def _from_environment(log: str | None, dump: str | None) -> Config:
+    """The configuration the environment's values ask for: parsed once per pair of values, not
+    at every stage (every op a long chain defines, differentiates and optimizes is one, and the
+    parse cost more than the rest of a small op's stage); a bad value raises every time."""
+    return Config(_parse_log(log, "TENSORAD_LOG"), Path(dump) if dump else None)
 
 
 @contextmanager
@@ -115,12 +123,18 @@ def record(name: str, seconds: float, detail: str = "") -> None:
         _log("%-13s %9.3f ms  %s", name, seconds * 1e3, detail)
 
 
-@contextmanager
-def stage(name: str, detail: str = "") -> Iterator[None]:
+_UNTIMED = nullcontext()  # (reusable: a stage nobody records costs no generator)
+
+
+def stage(name: str, detail: str = "") -> AbstractContextManager[None]:
     """Time the block as stage ``name``; reported when it ends (also on an exception)."""
     if _TIMINGS.get() is None and not current().log:
-        yield
-        return
+        return _UNTIMED
+    return _timed(name, detail)
+
+
+@contextmanager
+def _timed(name: str, detail: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
         yield

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from types import FunctionType
 from typing import Any
 
 from ..ir import dtype as dt
@@ -58,14 +59,29 @@ def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
     return var(name, lo, hi)
 
 
-def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
+def _positional(fcompute: Callable) -> tuple[list[str], bool]:
+    """The names of ``fcompute``'s positional parameters, and whether it takes ``*args``
+    instead.  A plain function's are read from its code object, as ``inspect.signature``
+    would give them: that call cost more than the rest of defining a small compute (a long
+    chain's define phase); anything else -- a wrapper, a partial, a method, a callable
+    object, a declared ``__signature__`` -- asks ``inspect``."""
+    if type(fcompute) is FunctionType and not hasattr(fcompute, "__wrapped__") \
+            and not hasattr(fcompute, "__signature__"):
+        code = fcompute.__code__
+        n = code.co_argcount  # (positional-only ones included)
+        return list(code.co_varnames[:n]), n == 0 and bool(code.co_flags & inspect.CO_VARARGS)
     try:
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
         params = []
-    if params and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
-        return [f"i{d}" for d in range(ndim)]
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names, bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL
+
+
+def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
+    names, star = _positional(fcompute)
+    if star:
+        return [f"i{d}" for d in range(ndim)]
     if len(names) != ndim:
         raise TypeError(f"compute: fcompute takes {len(names)} index arguments but the shape "
                         f"has {ndim} dimensions")

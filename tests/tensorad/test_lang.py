@@ -155,3 +155,53 @@ def test_a_body_without_nested_reductions_is_walked_not_rewritten(monkeypatch):
     k2 = ta.reduce_axis((0, 4), "k2")
     M = ta.compute((3,), lambda i: ta.sum(A[i, k2], axis=k2) / 4.0, name="M")
     assert rewrites and [t.name for t in ta.ir.op_reads(M.op)] == ["M.red"]
+
+
+def test_axis_names_of_plain_functions_are_read_without_inspect(monkeypatch):
+    # inspect.signature cost more than the rest of defining a small compute (a 10,000-op chain's
+    # define phase): a plain function's positional names come from its code object, the same
+    # names inspect gives; anything else still asks inspect
+    import functools
+    import inspect
+
+    from tensorad.lang import tensor_lang
+
+    def positional(i, j, /, k, m=1, *rest, key=2, **kw):
+        return i
+
+    def star(*idx):
+        return idx[0]
+
+    def none(*, key=2):
+        return 0.0
+
+    class Call:
+        def __call__(self, a, b):
+            return a
+
+        def method(self, p, q):
+            return p
+
+    @functools.wraps(positional)
+    def wrapper(x, y):
+        return x
+
+    def reference(fn):  # (the rule before: inspect's parameters)
+        params = list(inspect.signature(fn).parameters.values())
+        return ([p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
+                bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL)
+
+    plain = [positional, star, none, lambda: 0.0, lambda i, j: i]
+    other = [Call(), Call().method, wrapper, functools.partial(positional, 1)]
+    want = [reference(fn) for fn in plain + other]
+    calls = []
+    monkeypatch.setattr(inspect, "signature", lambda fn, *a, **k: calls.append(fn) or _signature(fn, *a, **k))
+    X = ta.placeholder((3, 4), "float32", "X")
+    Y = ta.compute((3, 4), lambda row, col: X[row, col] * 2.0, "Y")
+    assert [a.name for a in Y.op.axes] == ["row", "col"] and calls == []
+    got = [tensor_lang._positional(fn) for fn in plain + other]
+    assert got == want
+    assert calls == other  # (the plain functions' names came from their code)
+
+
+_signature = __import__("inspect").signature

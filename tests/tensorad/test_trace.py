@@ -110,3 +110,33 @@ def test_show_timings_prints_every_stage(tmp_path, capsys):
     for name in ("define", "optimize", "differentiate", "lower", "llvm", "jit"):
         assert f"\n{name} " in table, table
     assert "# totals" in table
+
+
+def test_the_environment_is_parsed_once_not_at_every_stage(monkeypatch):
+    # every op a long chain defines, differentiates and optimizes is a stage: parsing
+    # TENSORAD_LOG/TENSORAD_DUMP again at each cost more than a small op's own stage
+    from tensorad.ir import trace
+
+    monkeypatch.setenv("TENSORAD_LOG", "passes")
+    monkeypatch.delenv("TENSORAD_DUMP", raising=False)
+    parsed = []
+    real = trace._parse_log
+    monkeypatch.setattr(trace, "_parse_log", lambda v, what: parsed.append(v) or real(v, what))
+    clear = getattr(trace, "_from_environment", None)
+    if clear is not None:
+        clear.cache_clear()
+    def double(P, k):
+        return ta.compute((4,), lambda i: P[i] * 2.0, f"Y{k}")
+
+    Y = ta.placeholder((4,), "float32", "X")
+    for k in range(20):
+        Y = double(Y, k)
+    assert parsed == ["passes"]
+    assert trace.current().log == {"passes"}
+    monkeypatch.setenv("TENSORAD_LOG", "")  # (a changed environment is read again)
+    assert trace.current().log == frozenset() and parsed == ["passes", ""]
+    monkeypatch.setenv("TENSORAD_LOG", "nonsense")  # (a bad value raises every time)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="nonsense"):
+            trace.current()
+    trace._from_environment.cache_clear()
