@@ -85,6 +85,7 @@ def test_finding_what_to_hoist_walks_a_deep_body_once(monkeypatch):
     # whether its subtree held a reduction or a heavy function and which axes it used, walking
     # the subtree again at each level (quadratic: 3 levels of 300 walked ~140,000 nodes)
     import tensorad.codegen.hoist as hoist
+
     from tensorad.ir.rewrite import free_vars, walk
     from tensorad.ir.tensor import Tensor
 
