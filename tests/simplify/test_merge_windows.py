@@ -10,12 +10,18 @@ than the 9 of the true stencil, before)."""
 
 from __future__ import annotations
 
+import itertools
+import operator
+
+import islpy as isl
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tensorad.simplify.merge import _overlap_saves
 
 import tensorad as ta
 from tensorad.ir import placeholders
+from tensorad.ir.expr import var
 
 F64 = "float64"
 
@@ -79,12 +85,6 @@ _conds = st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2), st.integers(
 @given(_conds)
 def test_a_union_saves_body_runs_exactly_when_the_count_says(specs):
     # the oracle: every point of the box enumerated, each domain's and the union's counted
-    import itertools
-    import operator
-
-    from tensorad.ir.expr import var
-    from tensorad.simplify.merge import _overlap_saves
-
     i, r = var("i", 0, 4), var("r", -1, 3)
     ops = {"<=": operator.le, "==": operator.eq, ">=": operator.ge}
     conds = [ops[o](a * i + b * r, c) for a, b, c, o in specs]  # (an Expr's comparisons build nodes)
@@ -97,8 +97,6 @@ def test_a_union_saves_body_runs_exactly_when_the_count_says(specs):
 def test_merging_windows_counts_no_points(monkeypatch):
     # counting each window's points and the union's (isl's count_val) took a third of a
     # bilinear upsampling layer's gradient; whether two windows intersect decides the same
-    import islpy as isl
-
     counted = []
     real = isl.Set.count_val
     monkeypatch.setattr(isl.Set, "count_val", lambda s: counted.append(s) or real(s))
