@@ -10,8 +10,8 @@ its median first (``before -> after``): on a shared machine only interleaved fig
 ``--profile NAME`` instead prints a cProfile of that workload's differentiation, sorted by
 ``--sort`` (default ``tottime``).  ``--probe`` times the layers of ``tools/probe_unseen.py``
 instead, ``--programs`` the larger models of ``tools/user_programs.py`` (``NAME``s filter
-them).  To check that an optimizer speed-up leaves the programs
-unchanged, use ``tools/dump_gradients.py``.
+them).  To check that an optimizer speed-up leaves the programs unchanged, use
+``tools/dump_gradients.py``.
 """
 
 from __future__ import annotations
