@@ -12,6 +12,7 @@ optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import combinations
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
@@ -64,20 +65,20 @@ def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
 def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[Expr]) -> bool:
     """Whether one nest over the union of the domains ``conds`` (over the axes and the shared
     positional reduction variables) runs its body fewer times than one nest per domain:
-    shifted windows that overlap (bilinear upsampling's two taps along an axis) do."""
-    from tensorad.poly.affine import NotAffine
+    shifted windows that overlap (bilinear upsampling's two taps along an axis) do.  The
+    union has fewer points than the domains together exactly when two of them share one, so
+    isl is asked whether a pair intersects -- counting every domain's points and the union's
+    took a third of bilinear upsampling's gradient."""
+    from tensorad.poly.affine import IndexSpace, NotAffine
     from tensorad.poly.domain import IndexSet
 
     variables = list(axes) + list(rvars)
     if any(v.lo is None or v.hi is None for v in variables):
         return False
     try:
-        sets = [IndexSet.from_conditions(variables, [c]).set for c in conds]
-        union = sets[0]
-        for x in sets[1:]:
-            union = union.union(x)
-        total = sum(int(x.count_val().to_python()) for x in sets)
-        return int(union.count_val().to_python()) < total
+        space = IndexSpace(variables)
+        sets = [IndexSet.from_conditions(variables, [c], space).set for c in conds]
+        return any(not a.intersect(b).is_empty() for a, b in combinations(sets, 2))
     except (NotAffine, ValueError, TypeError):
         return False
 

@@ -80,7 +80,11 @@ from .consts import fold_constant
 
 MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together;
 #                     a variable or a constant is a lookup, not a step)
-MAX_BITS = 2_048  # a number past this many bits (numerator or denominator): give up
+MAX_BITS = 16_384  # a number past this many bits (numerator or denominator): give up (a
+#                   second encoder layer's elements need a few thousand: at 2,048 the model had
+#                   no value for 182 of its 254 questions, and 84 failing proofs ran, 4.4 CPU-s;
+#                   a 1,000-step chain with a mean every 8 steps takes as long at 16,384, 35%
+#                   longer at 32,768)
 POINTS = 3  # points tried (the first two near the start of every free variable's range)
 WIDE_STEPS = 2_000  # the most the last point (the second model's) may spend after a zero
 NEAR = 4  # "near the start of a range": its first NEAR points

@@ -1,4 +1,5 @@
-"""Dump every benchmark workload's (all suites) and every simplify work workload's gradient
+"""Dump every benchmark workload's (all suites), every simplify work workload's, every
+``tools/probe_unseen.py`` case's and every ``tools/user_programs.py`` model's gradient
 program, lowered loop nest and ``.work`` count, one file per workload, so that two trees'
 optimizers can be compared byte for byte (an optimizer speed-up must leave them identical).
 
@@ -55,6 +56,20 @@ def main(argv: list[str]) -> None:
         if only and wl.name not in only:
             continue
         _dump(out, "simplify-" + wl.name, wl.output, wl.inputs, placeholders([wl.output]))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (this tree's cases)
+    import probe_unseen as pu
+    import user_programs
+
+    for name, (_, shapes, grads, ta_fn, _) in pu.CASES.items():
+        if only and name not in only:
+            continue
+        p = {k: ta.placeholder(s, "int32" if isinstance(spec, tuple) else "float32", k)
+             for k, (s, spec) in shapes.items()}
+        _dump(out, "probe-" + name, ta_fn(**p), [p[g] for g in grads], p.values())
+    for name, make in user_programs.PROGRAMS.items():
+        if not only or name in only:
+            Y, wrt = make()
+            _dump(out, "program-" + name, Y, wrt, placeholders([Y]))
 
 
 if __name__ == "__main__":
