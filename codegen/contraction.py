@@ -340,7 +340,10 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
     products of ``H`` rows, each too short to reuse its panels of B and taking its own call of
     the micro-tiles (its edge tiles, its loads of C).  Leading axes of the run stay batch axes
     while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks: the rows of a product are not shared among threads."""
+    ``PARALLEL_BLOCKS`` blocks (the rows of a product are not shared among threads), or while
+    it would cut the columns into more blocks than the longest axis alone, each packing A
+    again (a weight gradient's ``(rx, c)`` rows over 3 batch points: 2 blocks of 32 columns,
+    A packed twice, 8% slower than ``c`` over 9)."""
     runs_: list[tuple[Expr, ...]] = []
     chosen = {id(a) for a in cands}  # (``==`` on expressions builds a comparison)
     for i, ax in enumerate(outer):
@@ -352,10 +355,16 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
             runs_.append((ax,))
     run = max(runs_, key=lambda r: _prod(a.extent for a in r))  # the first on ties
     mr, nr = register_tile(target, dtype)
-    while len(run) > 1:
-        batches = _prod(a.extent for a in outer if all(a is not r for r in run))
+
+    def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
+        batches = _prod(a.extent for a in outer if all(a is not r for r in rows))
         width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
-        if batches * -(-columns // column_block(columns, batches, width)) >= PARALLEL_BLOCKS:
+        return batches, -(-columns // column_block(columns, batches, width))
+
+    one = blocks((max(cands, key=lambda a: a.extent),))[1]
+    while len(run) > 1:
+        batches, cuts = blocks(run)
+        if batches * cuts >= PARALLEL_BLOCKS and cuts <= one:
             break
         run = run[1:]
     return run
