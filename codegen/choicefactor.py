@@ -78,19 +78,20 @@ def _factor(node: Expr) -> Expr | None:
     for x in distinct:
         groups.setdefault((x.op, x.dtype, x.arg, len(x.src)), []).append(x)
     for group in sorted(groups.values(), key=len, reverse=True):
-        if len(group) < 2:
-            break
-        found = _context(group)
-        if found is None:
-            continue
-        path, holes = found
-        hole_of = dict(zip(group, holes))
-        inner = _map_leaves(node, lambda x: hole_of.get(x, holes[0]))
-        value = inner
-        for parent, i in reversed(path):
-            value = parent.replace(src=parent.src[:i] + (value,) + parent.src[i + 1:])
-        return _map_leaves(node, lambda x: value if x in hole_of else x)
+        found = _context(group) if len(group) >= 2 else None
+        if found is not None:
+            return _shared(node, group, *found)
     return None
+
+
+def _shared(tree: Expr, group: list[Expr], path: list[tuple[Expr, int]], holes: list[Expr]) -> Expr:
+    """``tree`` with the branches of ``group`` replaced by their context around the same
+    tree of choices over their ``holes``."""
+    hole_of = dict(zip(group, holes))
+    value = _map_leaves(tree, lambda x: hole_of.get(x, holes[0]))
+    for parent, i in reversed(path):
+        value = parent.replace(src=parent.src[:i] + (value,) + parent.src[i + 1:])
+    return _map_leaves(tree, lambda x: value if x in hole_of else x)
 
 
 def _map_leaves(tree: Expr, fn) -> Expr:

@@ -16,7 +16,8 @@ def _conv_nhwc(n, h, w, c, o):
     ry, rx, rc = ta.reduce_axis((0, 3), "ry"), ta.reduce_axis((0, 3), "rx"), ta.reduce_axis((0, c), "rc")
     Y = ta.compute((n, h, w, o), lambda b, y, x, f: ta.sum(
         ta.if_then_else((y + ry >= 1) & (y + ry <= h) & (x + rx >= 1) & (x + rx <= w),
-                        X[b, y + ry - 1, x + rx - 1, rc], 0.0) * W[ry, rx, rc, f], axis=[ry, rx, rc]), name="Y")
+                        X[b, y + ry - 1, x + rx - 1, rc], 0.0) * W[ry, rx, rc, f], axis=[ry, rx, rc]),
+        name="Y")
     return X, W, Y
 
 
