@@ -309,7 +309,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
             continue
         m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype,
                      target or host_target())
-        batch = tuple(ax for ax in axes[:-length] if all(ax is not r for r in m))
+        batch = tuple(ax for ax in axes[:-length] if ax not in m)
         ga, gb = [], []
         for c, vs in cvars:
             (gb if vs & set(n_axes) else ga).append(c)
@@ -345,11 +345,10 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
     again (a weight gradient's ``(rx, c)`` rows over 3 batch points: 2 blocks of 32 columns,
     A packed twice, 8% slower than ``c`` over 9)."""
     runs_: list[tuple[Expr, ...]] = []
-    chosen = {id(a) for a in cands}  # (``==`` on expressions builds a comparison)
     for i, ax in enumerate(outer):
-        if id(ax) not in chosen:
+        if ax not in cands:
             continue
-        if i and runs_ and runs_[-1][-1] is outer[i - 1]:
+        if runs_ and runs_[-1][-1] is outer[i - 1]:
             runs_[-1] += (ax,)
         else:
             runs_.append((ax,))
@@ -357,7 +356,7 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
     mr, nr = register_tile(target, dtype)
 
     def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
-        batches = _prod(a.extent for a in outer if all(a is not r for r in rows))
+        batches = _prod(a.extent for a in outer if a not in rows)
         width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
         return batches, -(-columns // column_block(columns, batches, width))
 
