@@ -14,7 +14,8 @@ the *hole* -- become one ``C[H]``, where ``H`` is the same tree of choices over 
 other branches give any hole: each was computed anyway).  Wherever the original picks
 ``C[a]``, ``H`` picks ``a``: the same operations on the same values, bit for bit.  The hole
 may not be an operand of ``+``/``-``/negation (a product there may be contracted into a
-fused multiply-add, which a chosen value no longer is), and only lazy-free trees are touched
+fused multiply-add, which a chosen value no longer is) nor an index of a read (the read is the
+hole: a chosen index would be a gather), and only lazy-free trees are touched
 (``if_then_else`` evaluates one branch: its others may read out of bounds).
 """
 
@@ -26,6 +27,7 @@ from tensorad.ir.rewrite import rewrite
 COSTLY = UNARY_MATH - {Op.ABS} | {Op.DIV, Op.POW}
 MAX_LEAVES = 32  # a larger tree is left alone (each node's tree is collected again)
 _CONTRACTS = (Op.ADD, Op.SUB, Op.NEG)
+_ADDRESSED = (Op.READ, Op.DATA_INDEX)  # a chosen index would make a contiguous load a gather
 
 
 def factor_choices(body: Expr) -> Expr:
@@ -55,7 +57,7 @@ def _context(leaves: list[Expr]) -> tuple[list[tuple[Expr, int]], list[Expr]] | 
     while True:
         first = cur[0]
         if any((n.op, n.dtype, n.arg, len(n.src)) != (first.op, first.dtype, first.arg, len(first.src))
-               for n in cur[1:]) or not first.src:
+               for n in cur[1:]) or not first.src or first.op in _ADDRESSED:
             break
         differ = [i for i in range(len(first.src)) if any(n.src[i] is not first.src[i] for n in cur[1:])]
         if len(differ) != 1:

@@ -57,11 +57,15 @@ def test_rewrite_is_exact_and_divides_once(rng):
 
 
 def test_lazy_choices_and_cheap_contexts_are_left_alone():
-    X = ta.placeholder((8,), "float32", "X")
+    X = ta.placeholder((9,), "float32", "X")
     lazy = ta.compute((8,), lambda i: ta.if_then_else(X[i] > 0, X[i] / 3.0, (X[i] * 2.0) / 3.0), name="L")
     cheap = ta.compute((8,), lambda i: ta.select(X[i] > 0, X[i] * 3.0, (X[i] * 2.0) * 3.0), name="C")
     for t in (lazy, cheap):
         assert factor_choices(t.op.body[0]) is t.op.body[0]
+    # reads at two indices: the division takes a choice of the two loads, never of the indices
+    shifted = ta.compute((8,), lambda i: ta.select(X[i] > 0, 1.0 / X[i], 1.0 / X[i + 1]), name="S")
+    new = factor_choices(shifted.op.body[0])
+    assert _divisions(new) == 1 and all(n.dtype == "float32" for n in walk(new) if n.op is Op.SELECT)
 
 
 def test_hardswish_gradient_divides_twice_not_four_times(rng):
