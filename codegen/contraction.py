@@ -341,9 +341,9 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
     the micro-tiles (its edge tiles, its loads of C).  Leading axes of the run stay batch axes
     while the parallel loop (batch points times column blocks) would have fewer than
     ``PARALLEL_BLOCKS`` blocks (the rows of a product are not shared among threads), or while
-    it would cut the columns into more blocks than the longest axis alone, each packing A
-    again (a weight gradient's ``(rx, c)`` rows over 3 batch points: 2 blocks of 32 columns,
-    A packed twice, 8% slower than ``c`` over 9)."""
+    it would cut the columns into more blocks than the longest axis alone, each block packing
+    A again (a dense layer over ``(b, s)`` tokens, 8 x 128 of them, into 2048 columns: all
+    tokens as rows would take 4 column blocks, ``s`` over 8 batch points takes 3)."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:
