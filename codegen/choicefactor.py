@@ -22,7 +22,7 @@ hole: a chosen index would be a gather), and only lazy-free trees are touched
 from __future__ import annotations
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import rewrite
+from tensorad.ir.rewrite import rewrite, walk
 
 COSTLY = UNARY_MATH - {Op.ABS} | {Op.DIV, Op.POW}
 MAX_LEAVES = 32  # a larger tree is left alone (each node's tree is collected again)
@@ -32,6 +32,8 @@ _ADDRESSED = (Op.READ, Op.DATA_INDEX)  # a chosen index would make a contiguous 
 
 def factor_choices(body: Expr) -> Expr:
     """``body`` with the costly contexts its ``select`` trees repeat computed once each."""
+    if not any(n.op is Op.SELECT for n in walk(body)):
+        return body  # (most bodies: no rebuilding walk)
     return rewrite(body, {Op.SELECT: _factor})
 
 
