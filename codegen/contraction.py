@@ -4,7 +4,8 @@ A sum reduction ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix produ
 output axes split into
 
 * ``n``: a suffix of the output axes (contiguous in C) read only by some factors (side B),
-* ``m``: one other output axis read only by the other factors (side A),
+* ``m``: other output axes read only by the other factors (side A), consecutive in C, so
+  that their strides chain and they are one row index (:func:`row_axes`),
 * ``batch``: the remaining output axes (read by either side),
 
 and each conjunct of the condition involves only side A's axes or only side B's (with the
@@ -21,7 +22,9 @@ padding guards, transposed and batched operands all take the fast path.  Example
 * conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,),
   m = f, n = (y, x), k = (c, ry, rx);
 * its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``:
-  m = f, n = (c, ry, rx), k = (b, y, x).
+  m = f, n = (c, ry, rx), k = (b, y, x);
+* a channels-last conv2d ``X[b, y + ry, x + rx, c] * W[ry, rx, c, f]`` into ``Y[b, y, x, f]``:
+  batch = (b,), m = (y, x), n = (f,), k = (ry, rx, c) -- one product of ``H * W`` rows.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ MIN_ROWS = 2  # one row is a matrix-vector product: memory-bound, the loops stre
 class Contraction:
     c: Tensor
     batch: tuple[Expr, ...]
-    m: Expr
+    m: tuple[Expr, ...]  # the row axes, consecutive in C (one flat row index, row-major)
     n: tuple[Expr, ...]
     k: tuple[Expr, ...]
     a: Expr  # side A as an expression of batch, m and k
@@ -73,7 +76,7 @@ class Contraction:
 
     @property
     def M(self) -> int:  # noqa: N802
-        return self.m.extent
+        return _prod(a.extent for a in self.m)
 
     @property
     def N(self) -> int:  # noqa: N802
@@ -300,36 +303,70 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         fa = [i for i in range(len(factors)) if i not in fb]
         a_vars = set().union(*(fvars[i] for i in fa)) if fa else set()
         b_vars = set().union(*(fvars[i] for i in fb)) if fb else set()
-        m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars]
+        tied = {ax for _, vs in cvars if vs & set(n_axes) for ax in vs}  # share a condition with n
+        m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars and ax not in tied]
         if not m_cands or not fb:
             continue
-        m = max(m_cands, key=lambda ax: ax.extent)
-        batch = tuple(ax for ax in axes[:-length] if ax is not m)
+        m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype,
+                     target or host_target())
+        batch = tuple(ax for ax in axes[:-length] if ax not in m)
         ga, gb = [], []
-        ok = True
         for c, vs in cvars:
-            if m in vs and vs & set(n_axes):
-                ok = False
-                break
             (gb if vs & set(n_axes) else ga).append(c)
-        if not ok:
-            continue
-        box_a, box_b = batch + (m,) + tuple(red.arg.axes), batch + tuple(n_axes) + tuple(red.arg.axes)
+        box_a, box_b = batch + m + tuple(red.arg.axes), batch + tuple(n_axes) + tuple(red.arg.axes)
         a = _guarded(ga, _product([factors[i] for i in fa], red.dtype), box_a)
         b = _guarded(gb, _product([factors[i] for i in fb], red.dtype), box_b)
-        allowed_a = set(batch) | {m} | set(red.arg.axes)
+        allowed_a = set(batch) | set(m) | set(red.arg.axes)
         allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
         if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
             continue
         if not (_in_bounds(a, box_a) and _in_bounds(b, box_b)):
             continue  # a read kept in bounds only by the other side's condition
-        k = k_order(((a, (m,)), (b, tuple(n_axes))), tuple(red.arg.axes))
+        k = k_order(((a, m), (b, tuple(n_axes))), tuple(red.arg.axes))
         exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
                            box_a + tuple(n_axes))
         spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
-                           band=k_band(ga, m, k))
+                           band=k_band(ga, m[0], k) if len(m) == 1 else None)
         return _with_tiles(spec, tile, target or host_target())
     return None
+
+
+def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
+             target: Target) -> tuple[Expr, ...]:
+    """The product's rows among the output axes ``outer`` (all but the columns): the longest
+    run (most rows) of ``cands`` that are consecutive in ``outer`` -- C is row-major, so their
+    strides chain and the run is one row index whose stride is its last axis's.  A
+    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows, not ``W``
+    products of ``H`` rows, each too short to reuse its panels of B and taking its own call of
+    the micro-tiles (its edge tiles, its loads of C).  Leading axes of the run stay batch axes
+    while the parallel loop (batch points times column blocks) would have fewer than
+    ``PARALLEL_BLOCKS`` blocks (the rows of a product are not shared among threads), or while
+    it would cut the columns into more blocks than the longest axis alone, each block packing
+    A again (a dense layer over ``(b, s)`` tokens, 8 x 128 of them, into 2048 columns: all
+    tokens as rows would take 4 column blocks, ``s`` over 8 batch points takes 3)."""
+    runs_: list[tuple[Expr, ...]] = []
+    for i, ax in enumerate(outer):
+        if ax not in cands:
+            continue
+        if runs_ and runs_[-1][-1] is outer[i - 1]:
+            runs_[-1] += (ax,)
+        else:
+            runs_.append((ax,))
+    run = max(runs_, key=lambda r: _prod(a.extent for a in r))  # the first on ties
+    mr, nr = register_tile(target, dtype)
+
+    def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
+        batches = _prod(a.extent for a in outer if a not in rows)
+        width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
+        return batches, -(-columns // column_block(columns, batches, width))
+
+    one = blocks((max(cands, key=lambda a: a.extent),))[1]
+    while len(run) > 1:
+        batches, cuts = blocks(run)
+        if batches * cuts >= PARALLEL_BLOCKS and cuts <= one:
+            break
+        run = run[1:]
+    return run
 
 
 def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
@@ -574,7 +611,7 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
         return [([], c, None)]
     plans = {name: plan_padding(side, axes) for name, side, axes in
-             (("a", c.a, c.batch + (c.m,) + c.k), ("b", c.b, c.batch + c.n + c.k))}
+             (("a", c.a, c.batch + c.m + c.k), ("b", c.b, c.batch + c.n + c.k))}
     whole = {n: p for n, p in plans.items() if p is not None and p.size <= limit}
     big = [n for n, p in plans.items() if p is not None and p.size > limit]
     copies, sides = [], {}

@@ -24,6 +24,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
+from .choicefactor import factor_choices
 from .coalesce import unit_split
 from .domain import covers_box, op_domain
 from .elide import elide_copies
@@ -212,6 +213,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
+    bodies = {op: tuple(factor_choices(b) for b in bs) for op, bs in bodies.items()}  # (eager choices)
     ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)
     if opts.fuse:  # (an output copying a temporary computes it: one pass fewer)
         ops = elide_copies(ops, bodies, frozenset(outputs))

@@ -94,14 +94,14 @@ class GemmEmitter:
             fields[gd.H_BAND_INNER] = s.band.inner
         axes = list(s.c.op.axes)
         cstrides = strides_of(s.c)
-        fields[gd.H_LDC] = cstrides[axes.index(s.m)]
+        fields[gd.H_LDC] = cstrides[axes.index(s.m[-1])]  # (the rows' strides chain)
         for i, ax in enumerate(s.batch):
             fields[gd.H_BEXT + i] = ax.extent
             fields[gd.H_CCOEF + i] = cstrides[axes.index(s.c_axis(ax))]
         # a chunk of the batch (contraction.pad_contraction) starts at C's row ``lo``
         c_first = sum(ax.lo * cstrides[axes.index(s.c_axis(ax))] for ax in s.batch)
         sides = []
-        for at, expr, outer, width in ((gd.SIDE_A, s.a, (s.m,), s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
+        for at, expr, outer, width in ((gd.SIDE_A, s.a, s.m, s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
             plan = gd.plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
             if plan is not None:
                 fields.update({at + f: v for f, v in plan.fields.items()})
@@ -173,7 +173,7 @@ class GemmEmitter:
         digits = Packer(f, em, s.k, self.t, self.vw)
         if s.batch:
             digits.bind(s.batch, bflat)
-        ldc = strides_of(s.c)[list(s.c.op.axes).index(s.m)]
+        ldc = strides_of(s.c)[list(s.c.op.axes).index(s.m[-1])]
         acc = entry_alloca(f, self.t, "acc")
         seen = entry_alloca(f, I1, "seen")
         kpos = entry_alloca(f, I64, "k")
@@ -185,7 +185,7 @@ class GemmEmitter:
                 f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
             with f.if_then(f.load(seen, typ=I1)):
                 em.push()
-                digits.bind((s.m,), m)
+                digits.bind(s.m, m)
                 with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
                     at = f.gep(row, [j], inbounds=True, source_etype=self.t)
                     v = f.load(at, typ=self.t)

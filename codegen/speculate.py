@@ -12,8 +12,9 @@ itself runs, and computing both (a ``select``) is safe.  Example, the max-pool g
     if_then_else(winner[y // 2, x // 2] == (y % 2) * 2 + x % 2, H[y // 2, x // 2], 0)
       -> select(...)        (H's read is in bounds for every (y, x): no branch needed)
 
-Only cheap branches are speculated (no transcendental functions, divisions or reductions),
-so a rarely-taken expensive branch stays lazy.
+Only cheap branches are speculated (no transcendental functions, divisions or reductions;
+``abs`` is cheap: a smooth-L1 loss's ``|d| < 1`` test and ``|d| - 0.5`` branch left its sum
+a branch per element, scalar code), so a rarely-taken expensive branch stays lazy.
 
 A gather index (``DATA_INDEX``) reads data too, but the bounds checker does *not* give it up:
 it enters the proof as an opaque variable over its range, so an atom such as
@@ -29,7 +30,7 @@ from tensorad.ir.rewrite import rewrite, walk
 from tensorad.ir.tensor import reads_data
 
 _LOGIC = (Op.AND, Op.OR, Op.NOT)
-_COSTLY = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
+_COSTLY = UNARY_MATH - {Op.ABS} | {Op.POW, Op.DIV, Op.REDUCE}  # (``abs``: one bitwise and)
 MAX_BRANCH_NODES = 24
 
 
