@@ -5,7 +5,7 @@ For each case a layer is written as a user would (placeholders, ``ta.topi``), bu
 backward for a random head (every float input), and the forward-mode ``ta.jvp`` against
 ``torch.func.jvp``.  Oracles are PyTorch's, never tensorad's.  Usage::
 
-    python tools/audit_probe.py [--jvp] [SUBSTRING ...]
+    python tools/audit_probe.py [--jvp | --half float16|bfloat16] [SUBSTRING ...]
 
 prints one line per case (``ok`` or what differed) and a count.  Not a test: the suite's
 regression tests hold what this found (docs/audit.md).
@@ -200,15 +200,54 @@ def run_case(case, jvp: bool, rng) -> str:
         def fn(*fl):
             it = iter(fl)
             return torch_fn(*[next(it) if t.requires_grad else t for t in ts])
-        _, ref_t = torch.func.jvp(fn, tuple(t.detach() for t in floats), tuple(torch.tensor(v) for v in tv))
+        primals, dirs = tuple(t.detach() for t in floats), tuple(torch.tensor(v) for v in tv)
+        try:
+            _, ref_t = torch.func.jvp(fn, primals, dirs)
+        except NotImplementedError:  # no forward AD in torch: float64 central differences
+            h = 1e-6
+            ref_t = (fn(*[p + h * d for p, d in zip(primals, dirs)])
+                     - fn(*[p - h * d for p, d in zip(primals, dirs)])).detach() / (2 * h)
         if not np.allclose(got_t, ref_t.numpy(), RTOL, ATOL):
             errs.append(f"jvp {np.max(np.abs(got_t - ref_t.numpy()))}")
+    return "ok" if not errs else "; ".join(errs)
+
+
+def run_half(case, dtype: str, rng) -> str:
+    """The layer on ``dtype`` storage against PyTorch in float32 on the same rounded inputs:
+    the forward to a few units of the storage type's rounding, relative to the output's scale;
+    the gradient of ``sum(Y * head)`` more loosely (intermediates are stored rounded)."""
+    name, shapes, ta_fn, torch_fn, ints = case
+    tdt = getattr(torch, dtype)
+    args = _arrays(shapes, ints, rng)
+    args = [a if a.dtype == np.int32 else torch.tensor(a).to(tdt) for a in args]
+    phs = [ta.placeholder(tuple(a.shape), "int32" if isinstance(a, np.ndarray) else dtype, f"in{k}")
+           for k, a in enumerate(args)]
+    f = ta.torch.function(ta_fn(*phs), phs)
+    ts = [torch.tensor(a) if isinstance(a, np.ndarray) else a.detach().requires_grad_(True) for a in args]
+    got = f(*ts)
+    wide = [t if not t.is_floating_point() else t.detach().float().requires_grad_(True) for t in ts]
+    ref = torch_fn(*wide)
+    tol = (8e-3 if dtype == "float16" else 6e-2) * max(1.0, ref.abs().max().item())
+    errs = []
+    if got.shape != ref.shape or (got.float() - ref).abs().max().item() > tol:
+        errs.append(f"forward {(got.float() - ref).abs().max().item() if got.shape == ref.shape else got.shape}")
+    head = torch.tensor(rng.uniform(-1, 1, tuple(ref.shape)), dtype=torch.float32)
+    floats = [(t, w) for t, w in zip(ts, wide) if t.is_floating_point()]
+    mine = torch.autograd.grad(got, [t for t, _ in floats], head.to(tdt), allow_unused=True)
+    theirs = torch.autograd.grad(ref, [w for _, w in floats], head, allow_unused=True)
+    for k, (g, r) in enumerate(zip(mine, theirs)):
+        r = torch.zeros_like(floats[k][1]) if r is None else r
+        gtol = 4 * (8e-3 if dtype == "float16" else 6e-2) * max(1.0, r.abs().max().item())
+        if g is None or g.dtype != tdt or (g.float() - r).abs().max().item() > gtol:
+            errs.append(f"grad {k} {None if g is None else (g.dtype, (g.float() - r).abs().max().item())}")
     return "ok" if not errs else "; ".join(errs)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jvp", action="store_true", help="also forward mode against torch.func.jvp")
+    p.add_argument("--half", choices=("float16", "bfloat16"),
+                   help="the layers on half storage, through ta.torch.function, against float32 PyTorch")
     p.add_argument("names", nargs="*")
     a = p.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -217,7 +256,7 @@ def main(argv=None) -> int:
         if a.names and not any(s in case[0] for s in a.names):
             continue
         try:
-            verdict = run_case(case, a.jvp, rng)
+            verdict = run_half(case, a.half, rng) if a.half else run_case(case, a.jvp, rng)
         except Exception as e:  # noqa: BLE001 -- a probe reports every failure and goes on
             verdict = f"EXC {type(e).__name__}: {str(e)[:300]}"
             if "-v" in sys.argv:
