@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
 from .residuals import Policy
 from .vjp import Function
@@ -148,7 +149,12 @@ class _Operator:
             # zero-fill a head for each of them on every backward (a max pool's winner, the
             # convolution it read: megabytes of memset per step that nothing reads)
             ctx.set_materialize_grads(False)
-            ctx.save_for_backward(*args, *output)
+            # only what a backward reads, as PyTorch's own operators: an output or input that
+            # is changed in place afterwards (``out += identity``) is then an error only where
+            # the gradient needed its old values
+            keep_in, keep_out = fn.kept
+            ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
+                                  *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
 
         def backward(ctx, grads):
             saved = ctx.saved_tensors
@@ -191,7 +197,8 @@ class _Operator:
         def backward(args: list[torch.Tensor]) -> list[torch.Tensor]:
             f = fn.function
             nres = len(f.plan.sources)
-            heads = [a.detach() for a in args[nres:]]
+            given = iter(args[nres:])  # one head per float output; an integer output has none
+            heads = [None if ph is None else next(given).detach() for ph in f.heads]
             outs = [torch.empty(s, dtype=d) for s, d in fn._grad_specs()]
             f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
             return outs
@@ -201,6 +208,17 @@ class _Operator:
             return [args[0].new_empty(s, dtype=d) for s, d in fn._grad_specs()]
 
         return backward
+
+    @cached_property
+    def kept(self) -> tuple[list[bool], set[int]]:
+        """Which inputs (a flag per input) and outputs (their positions) a backward reads: the
+        residuals' sources, and the inputs the gradient program reads (``create_graph``)."""
+        f = self.function
+        if not f.wrt:
+            return [False] * len(f.inputs), set()
+        read = set(placeholders(f.grads))
+        keep_in = [i in f.plan.inputs or x in read for i, x in enumerate(f.inputs)]
+        return keep_in, {k for kind, k in f.plan.sources if kind == "output"}
 
     def _grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [(tuple(x.shape), torch_dtype(x.dtype)) for x in self.function.wrt]
@@ -213,6 +231,9 @@ class _Operator:
             return result
         float_heads = [self._head(h, o) for h, o, ph in zip(heads, f.outputs, f.heads) if ph is not None]
         if torch.is_grad_enabled():  # create_graph: differentiable again, through tensorad
+            # an input the gradient program does not read was not saved: any values do
+            args = [torch.zeros(x.shape, dtype=torch_dtype(x.dtype)) if a is None else a
+                    for a, x in zip(args, f.inputs)]
             grads = self.gradient_function(*args, *float_heads)
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
