@@ -58,7 +58,7 @@ class TorchFunction:
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
                  **build_options: Any) -> None:
         self.function = fn = Function(outputs, inputs, wrt, policy, **build_options)
-        self._outputs = outputs
+        self._outputs, self._wrt = outputs, wrt
         self.policy, self.build_options = policy, build_options
         self._in_specs = [(tuple(x.shape), torch_dtype(x.dtype)) for x in fn.inputs]
         self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
@@ -67,6 +67,16 @@ class TorchFunction:
         # made now, not while torch.compile traces a call: all gradients, and none (inference)
         self._full = self.operator()
         self.operator([False] * len(fn.wrt))
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its definition (``torch.save`` of a module holding it): loading registers
+        operators of its own (the registered ones belong to this process)."""
+        return _rebuild, (self._outputs, self.function.inputs, self._wrt, self.policy, self.build_options)
+
+    def __deepcopy__(self, memo: dict) -> TorchFunction:
+        """Itself: a function holds no state a copy could change (``copy.deepcopy(model)``
+        for an EMA or a checkpoint shares it, as it shares ``torch.nn.functional``)."""
+        return self
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
         """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
@@ -255,6 +265,10 @@ class _Operator:
         f = self.function
         heads = [h for h in f.heads if h is not None]
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
+
+
+def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:
+    return TorchFunction(outputs, inputs, wrt, policy, **build_options)
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,

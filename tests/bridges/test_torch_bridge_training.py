@@ -2,8 +2,11 @@
 
 A layer that returns an integer output beside its values (an argmax, as ``torch.max`` returns
 indices), and a layer whose output is changed in place after the call (``out += identity`` in a
-residual block, ``relu_``): each against the same layer written in PyTorch, float64.
+residual block, ``relu_``), and a module holding a function copied or saved: each against the same layer written in PyTorch, float64.
 """
+
+import copy
+import io
 
 import numpy as np
 import pytest
@@ -89,3 +92,34 @@ def test_an_output_the_backward_reads_is_still_guarded_against_in_place_changes(
     else:  # recomputed from the input: nothing to guard
         o.sum().backward()
         assert torch.allclose(e.grad, e.detach().exp())
+
+
+class _Layer(torch.nn.Module):
+    """A module holding a tensorad function as an attribute (pickled with it)."""
+
+    def __init__(self):
+        super().__init__()
+        X = ta.placeholder((2, 3), "float64", "X")
+        W = ta.placeholder((4, 3), "float64", "W")
+        self.w = torch.nn.Parameter(torch.arange(12, dtype=D).reshape(4, 3) / 10)
+        self.f = ta.torch.function(topi.tanh(topi.nn.dense(X, W)), [X, W])
+
+    def forward(self, x):
+        return self.f(x, self.w)
+
+
+def test_a_module_holding_a_function_is_deep_copied_and_saved():
+    layer = _Layer()
+    x = torch.linspace(-1, 1, 6, dtype=D).reshape(2, 3)
+    expected = torch.tanh(x @ layer.w.detach().T)
+    ema = copy.deepcopy(layer)  # an EMA copy, a checkpoint
+    buffer = io.BytesIO()
+    torch.save(layer, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    for m in (ema, loaded):
+        y = m(x)
+        y.sum().backward()
+        assert torch.allclose(y, expected)
+        assert torch.allclose(m.w.grad, ((1 - expected ** 2).T @ x))
+    assert layer.w.grad is None
