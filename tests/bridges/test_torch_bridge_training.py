@@ -1,8 +1,9 @@
 """``ta.torch.function`` as a training loop uses it (session 23's audit, docs/audit.md).
 
 A layer that returns an integer output beside its values (an argmax, as ``torch.max`` returns
-indices), and a layer whose output is changed in place after the call (``out += identity`` in a
-residual block, ``relu_``), and a module holding a function copied or saved: each against the same layer written in PyTorch, float64.
+indices), a layer whose output is changed in place after the call (``out += identity`` in a
+residual block, ``relu_``), a module holding a function deep-copied or saved: each against the
+same layer written in PyTorch, float64.
 """
 
 import copy
