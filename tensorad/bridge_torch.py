@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
 from .residuals import Policy
 from .vjp import Function
@@ -57,7 +58,7 @@ class TorchFunction:
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
                  **build_options: Any) -> None:
         self.function = fn = Function(outputs, inputs, wrt, policy, **build_options)
-        self._outputs = outputs
+        self._outputs, self._wrt = outputs, wrt
         self.policy, self.build_options = policy, build_options
         self._in_specs = [(tuple(x.shape), torch_dtype(x.dtype)) for x in fn.inputs]
         self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
@@ -66,6 +67,16 @@ class TorchFunction:
         # made now, not while torch.compile traces a call: all gradients, and none (inference)
         self._full = self.operator()
         self.operator([False] * len(fn.wrt))
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its definition (``torch.save`` of a module holding it): loading registers
+        operators of its own (the registered ones belong to this process)."""
+        return _rebuild, (self._outputs, self.function.inputs, self._wrt, self.policy, self.build_options)
+
+    def __deepcopy__(self, memo: dict) -> TorchFunction:
+        """Itself: a function holds no state a copy could change (``copy.deepcopy(model)``
+        for an EMA or a checkpoint shares it, as it shares ``torch.nn.functional``)."""
+        return self
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
         """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
@@ -148,7 +159,12 @@ class _Operator:
             # zero-fill a head for each of them on every backward (a max pool's winner, the
             # convolution it read: megabytes of memset per step that nothing reads)
             ctx.set_materialize_grads(False)
-            ctx.save_for_backward(*args, *output)
+            # only what a backward reads, as PyTorch's own operators: an output or input that
+            # is changed in place afterwards (``out += identity``) is then an error only where
+            # the gradient needed its old values
+            keep_in, keep_out = fn.kept
+            ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
+                                  *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
 
         def backward(ctx, grads):
             saved = ctx.saved_tensors
@@ -191,7 +207,8 @@ class _Operator:
         def backward(args: list[torch.Tensor]) -> list[torch.Tensor]:
             f = fn.function
             nres = len(f.plan.sources)
-            heads = [a.detach() for a in args[nres:]]
+            given = iter(args[nres:])  # one head per float output; an integer output has none
+            heads = [None if ph is None else next(given).detach() for ph in f.heads]
             outs = [torch.empty(s, dtype=d) for s, d in fn._grad_specs()]
             f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
             return outs
@@ -201,6 +218,17 @@ class _Operator:
             return [args[0].new_empty(s, dtype=d) for s, d in fn._grad_specs()]
 
         return backward
+
+    @cached_property
+    def kept(self) -> tuple[list[bool], set[int]]:
+        """Which inputs (a flag per input) and outputs (their positions) a backward reads: the
+        residuals' sources, and the inputs the gradient program reads (``create_graph``)."""
+        f = self.function
+        if not f.wrt:
+            return [False] * len(f.inputs), set()
+        read = set(placeholders(f.grads))
+        keep_in = [i in f.plan.inputs or x in read for i, x in enumerate(f.inputs)]
+        return keep_in, {k for kind, k in f.plan.sources if kind == "output"}
 
     def _grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [(tuple(x.shape), torch_dtype(x.dtype)) for x in self.function.wrt]
@@ -213,6 +241,9 @@ class _Operator:
             return result
         float_heads = [self._head(h, o) for h, o, ph in zip(heads, f.outputs, f.heads) if ph is not None]
         if torch.is_grad_enabled():  # create_graph: differentiable again, through tensorad
+            # an input the gradient program does not read was not saved: any values do
+            args = [torch.zeros(x.shape, dtype=torch_dtype(x.dtype)) if a is None else a
+                    for a, x in zip(args, f.inputs)]
             grads = self.gradient_function(*args, *float_heads)
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
@@ -234,6 +265,10 @@ class _Operator:
         f = self.function
         heads = [h for h in f.heads if h is not None]
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
+
+
+def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:
+    return TorchFunction(outputs, inputs, wrt, policy, **build_options)
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
