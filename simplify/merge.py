@@ -66,7 +66,7 @@ def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[
     positional reduction variables) runs its body fewer times than one nest per domain:
     shifted windows that overlap (bilinear upsampling's two taps along an axis) do."""
     from tensorad.poly.affine import NotAffine
-    from tensorad.poly.domain import IndexSet
+    from tensorad.poly.domain import IndexSet, bounded_count
 
     variables = list(axes) + list(rvars)
     if any(v.lo is None or v.hi is None for v in variables):
@@ -76,8 +76,10 @@ def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[
         union = sets[0]
         for x in sets[1:]:
             union = union.union(x)
-        total = sum(int(x.count_val().to_python()) for x in sets)
-        return int(union.count_val().to_python()) < total
+        counts = [bounded_count(x) for x in (union, *sets)]
+        if None in counts:
+            return False  # (too costly to count: not merged)
+        return counts[0] < sum(counts[1:])
     except (NotAffine, ValueError, TypeError):
         return False
 
