@@ -44,9 +44,9 @@ def _bounded(seen):
 def test_a_prefix_sum_under_modulo_conditions_counts_within_a_budget(counts):
     n = 12
     X = ta.placeholder((n, n), "float64", name="X")
-    k, l = ta.reduce_axis((0, n), name="k"), ta.reduce_axis((0, n), name="l")
-    Y = ta.compute((n, n), lambda i, j: ta.sum(X[k, l], axis=[k, l], where=(k <= j) & (
-        (3 * k + 7 * l + 11 * i) % 13 < 6) & ((13 * k + 17 * l + 5 * i) % 11 < 4)), name="Y")
+    k, m = ta.reduce_axis((0, n), name="k"), ta.reduce_axis((0, n), name="m")
+    Y = ta.compute((n, n), lambda i, j: ta.sum(X[k, m], axis=[k, m], where=(k <= j) & (
+        (3 * k + 7 * m + 11 * i) % 13 < 6) & ((13 * k + 17 * m + 5 * i) % 11 < 4)), name="Y")
     kern = ta.build([Y], [X], cache=False)  # (lowered here: no disk cache)
     _bounded(counts)
     x = np.random.default_rng(0).standard_normal((n, n))
