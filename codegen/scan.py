@@ -44,7 +44,7 @@ class ScanSpec:
     step: int  # +1: upwards (each point extends its predecessor j - 1), -1: downwards
     carry: isl.Set  # over the output axes: the points whose predecessor is computed too
     fresh: isl.Set  # over output + reduction axes: the terms a point adds to what it carries
-    updates: int  # points of ``fresh``: the nest's work
+    updates: int  # points of ``fresh``, the nest's work (an upper bound where isl might count long)
 
 
 def _shift(s: isl.Set, pos: int, d: int) -> isl.Set:
