@@ -149,7 +149,10 @@ def _header(fn: str, specs: dict) -> str:
         "#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""])
 
 
-def _wrapper(fn: str, main: str, specs: dict) -> str:
+def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
+    """The C entry point: the argument array, and each temporary on a cache line of the kernel's
+    target (``line``, as :class:`.kernel.Kernel` places them: threads that split a buffer own
+    whole lines; the code itself assumes only its elements' alignment)."""
     n_io = len(specs["inputs"]) + len(specs["outputs"])
     n_all = n_io + len(specs["temps"])
     args = [f"a{k}" for k in range(n_io)]
@@ -164,7 +167,7 @@ def _wrapper(fn: str, main: str, specs: dict) -> str:
         lines += [f"  int64_t record[{specs['record']}] = {{0}};", f"  args[{n_all}] = record;"]
     for t, (shape, dtype) in enumerate(specs["temps"]):
         nbytes = int(np.prod(shape)) * np.dtype(dtype if dtype not in ("bfloat16",) else "uint16").itemsize
-        lines.append(f"  args[{n_io + t}] = aligned_alloc(64, {-(-max(nbytes, 1) // 64) * 64});")
+        lines.append(f"  args[{n_io + t}] = aligned_alloc({line}, {-(-max(nbytes, 1) // line) * line});")
     lines.append(f"  {main}(args, num_threads);")
     lines += [f"  free(args[{n_io + t}]);" for t in range(len(specs["temps"]))]
     if record:
@@ -218,7 +221,7 @@ def export_kernel(kernel: Kernel, path: str | os.PathLike) -> str:
             files.append(Path(tmp, f"part{k}.o"))
             files[-1].write_bytes(obj)
         wrapper = Path(tmp, "wrapper.c")
-        wrapper.write_text(_wrapper(fn, c.meta["main"], specs))
+        wrapper.write_text(_wrapper(fn, c.meta["main"], specs, kernel._line))
         out = Path(tmp, "lib.so")
         cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(wrapper), *map(str, files), "-lm"]
         if c.uses_gomp:

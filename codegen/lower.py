@@ -35,7 +35,7 @@ from .inline import choose_materialized, inline_bodies, reuse_materialized
 from .islast import build_loops
 from .nestfuse import lower_group
 from .nestshare import SharedLowering, marked
-from .program import Buffer, Fill, Nest, Program, program_text
+from .program import Buffer, Fill, Nest, Program, program_text, stores
 from .scatter import lower_scatter, match_scatter
 from .scattershare import share_scatter_sums
 from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
@@ -364,13 +364,21 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if key not in memo.steps:
             memo.steps[key] = memo.shared.steps(
                 g, bodies, outs_of, scalar, buffers.get,
-                lambda g=g: _lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans))
+                lambda g=g: _storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans)))
         made = memo.steps[key]
         if made is None:
             return None, k
         steps.extend(made)
     return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
                    buffers, inlined), None
+
+
+def _storing(steps: list | None) -> list | None:
+    """``steps`` without the nests that store nothing: a nest has no effect but its stores, and
+    one without any computes for nothing (fuzz seed 341265: an argmax fused into a consumer of
+    shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
+    buffers that ``llvm_emit.chunk_size`` could not size)."""
+    return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
 
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,

@@ -28,6 +28,7 @@ import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
 from tensorad.ir.rewrite import free_vars, substitute
+from tensorad.poly.domain import count_bound
 
 from .domain import PolyStmt, ReductionInfo
 from .program import Buffer, If, Store
@@ -43,7 +44,7 @@ class ScanSpec:
     step: int  # +1: upwards (each point extends its predecessor j - 1), -1: downwards
     carry: isl.Set  # over the output axes: the points whose predecessor is computed too
     fresh: isl.Set  # over output + reduction axes: the terms a point adds to what it carries
-    updates: int  # points of ``fresh``: the nest's work
+    updates: int  # points of ``fresh``, the nest's work (an upper bound where isl might count long)
 
 
 def _shift(s: isl.Set, pos: int, d: int) -> isl.Set:
@@ -81,7 +82,7 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
             if prev.is_empty() or not prev.is_subset(dom):
                 continue  # (nothing carried, or a term that leaves)
             fresh = dom.subtract(prev)
-            updates = fresh.count_val().to_python()
+            updates = count_bound(fresh)  # (a cost estimate: exact unless isl might take long)
             if best is None or updates < best.updates:
                 if not ordered or (step == 1 and _ordered(fresh, prev, len(info.outer))):
                     best = ScanSpec(pos, step, carry, fresh, updates)

@@ -39,7 +39,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
-from tensorad.ir.tensor import ComputeOp
+from tensorad.ir.tensor import ComputeOp, reads_data
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import from_linear, solve_for, to_linear
 
@@ -100,7 +100,9 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
             if a in solved:
                 continue
             d = isolate(a, t.src[0], t.src[1])
-            if d is not None and _gathers(d) and not any(s in free_vars(d) for s in solved):
+            # (a target must be an address: an integer read from data, ``P[K[i]]``, is not one)
+            if d is not None and _gathers(d) and not reads_data(d) \
+                    and not any(s in free_vars(d) for s in solved):
                 solved[a] = d
                 used.add(t)
                 break
@@ -121,8 +123,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         if t in used:  # (true by construction once the axis is solved)
             continue
         u = substitute(t, solved)
-        if u.op is Op.EQ and u.src[0] is u.src[1]:
-            continue
+        if u.op is Op.EQ and u.src[0] is u.src[1] and not dt.is_float(u.src[0].dtype):
+            continue  # (``x == x`` is false for a float NaN: that test stays)
         if ranges and may_fault(u):  # a read at the solved axis, ``W[v] > 0``: only in range
             u = choice(Op.IF_THEN_ELSE, all_of(ranges), u, FALSE)
         rest.append(u)

@@ -66,15 +66,17 @@ def _abs(n: Expr, da: Tangent) -> Tangent:
 
 
 def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d max(a, b) = da where a > b, db where a < b, and (da + db) / 2 at a tie a == b: the
-    # gradient is split evenly between the operands, as torch.maximum/torch.minimum do (JAX
-    # too).  ``relu`` is written as a select so that its derivative at 0 is 0 (torch.relu).
+    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie a == b, and
+    # da + db where a and b are unordered (a NaN): PyTorch's backward for torch.maximum and
+    # torch.minimum (a tie splits, a NaN takes the whole gradient on both sides); JAX gives 0
+    # at a NaN.  ``relu`` is written as a select so that its derivative at 0 is 0 (torch.relu).
     if not dt.is_float(n.dtype):
         return ZERO
     a, b = n.src
     win, lose = (Op.GT, Op.LT) if n.op is Op.MAXIMUM else (Op.LT, Op.GT)
-    half = mul(add(da, db), const(0.5, n.dtype))
-    tie = choose(Op.SELECT, compare(lose, a, b), db, half, n.dtype)
+    both = add(da, db)
+    even = choose(Op.SELECT, compare(Op.EQ, a, b), mul(both, const(0.5, n.dtype)), both, n.dtype)
+    tie = choose(Op.SELECT, compare(lose, a, b), db, even, n.dtype)
     return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
 
 
@@ -123,8 +125,8 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
     Op.MOD: _mod,                                               # d(a % b) = da - floor(a/b) db
     Op.NEG: lambda n, da: neg(da),                              # d(-a) = -da
     Op.POW: _pow,                                               # d a^b = b a^(b-1) da + a^b log(a) db
-    Op.MAXIMUM: _extremum,                                      # d max(a, b): da, db; tie: (da + db) / 2
-    Op.MINIMUM: _extremum,                                      # d min(a, b): da, db; tie: (da + db) / 2
+    Op.MAXIMUM: _extremum,                                      # d max(a, b): da, db; tie: half; NaN: both
+    Op.MINIMUM: _extremum,                                      # d min(a, b): da, db; tie: half; NaN: both
     Op.LT: _zero, Op.LE: _zero, Op.GT: _zero,                   # comparisons are boolean: d = 0
     Op.GE: _zero, Op.EQ: _zero, Op.NE: _zero,
     Op.AND: _zero, Op.OR: _zero, Op.NOT: _zero,                 # logic is boolean: d = 0

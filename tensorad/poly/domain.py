@@ -33,6 +33,41 @@ _OUT = isl.dim_type.out
 _SET = isl.dim_type.set
 
 
+# isl counts a set with divisions by scanning it, and a few nested divisions with large
+# coefficients take it seconds to minutes (seed 971008's footprint, three divisions: 13 CPU-s).
+# The library's counts are cost estimates (a scan's updates, a merge's body runs), so a set with
+# more than ``COUNT_DIVISIONS`` divisions in a piece is not counted at all, and any other with
+# divisions gets ``COUNT_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``:
+# deterministic, unlike a clock) in a context of its own; the caller takes ``None`` as "too
+# costly to know": it keeps its plain form, or estimates by :func:`count_bound`.
+COUNT_DIVISIONS = 2
+COUNT_OPERATIONS = 100_000
+
+
+def bounded_count(s: isl.Set) -> int | None:
+    """The number of points of the bounded set ``s``, or ``None`` where isl might take long to
+    count them (see :data:`COUNT_OPERATIONS`)."""
+    divisions = max((b.dim(isl.dim_type.div) for b in s.get_basic_sets()), default=0)
+    if not divisions:
+        return int(s.count_val().to_python())
+    if divisions > COUNT_DIVISIONS:
+        return None
+    ctx = isl.Context()
+    ctx.set_max_operations(COUNT_OPERATIONS)
+    try:  # (a count stopped by the budget is a null value: no text)
+        text = isl.Set.read_from_str(ctx, s.to_str()).count_val().to_str()
+    except isl.Error:
+        return None
+    return None if text is None else int(text)
+
+
+def count_bound(s: isl.Set) -> int:
+    """An upper bound on the points of the bounded set ``s``: :func:`bounded_count` where it
+    gives one, else the count of ``s`` without its divisions (a superset: no division to scan)."""
+    n = bounded_count(s)
+    return int(s.remove_divs().count_val().to_python()) if n is None else n
+
+
 @dataclass(frozen=True)
 class Solution:
     """``var = value`` wherever ``domain`` holds (value: an IR expression of the other vars)."""

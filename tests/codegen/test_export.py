@@ -81,13 +81,8 @@ C_MAIN = textwrap.dedent("""
 """)
 
 
-@needs_cc
-def test_a_c_program_calls_the_exported_kernel(tmp_path):
-    outs, feed = _mlp_backward()
-    ta.build(outs, list(feed)).export(tmp_path / "mlp_grad.so")
-    header = (tmp_path / "mlp_grad.h").read_text()
-    assert "void mlp_grad(const float *X, const float *W, const float *H, float *X_grad, " \
-           "float *W_grad, int num_threads);" in header
+def _run_c_main(tmp_path, outs, feed):
+    """Compile ``C_MAIN`` against ``mlp_grad.so`` in ``tmp_path``, run it, check its output."""
     for t, a in feed.items():
         a.tofile(tmp_path / f"{t.name}.bin")
     (tmp_path / "main.c").write_text(C_MAIN)
@@ -99,6 +94,39 @@ def test_a_c_program_calls_the_exported_kernel(tmp_path):
     np.testing.assert_allclose(got[:96].reshape(8, 12), want[0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[96:].reshape(6, 12), want[1], rtol=1e-4, atol=1e-5)
 
+
+@needs_cc
+def test_a_c_program_calls_the_exported_kernel(tmp_path):
+    outs, feed = _mlp_backward()
+    ta.build(outs, list(feed)).export(tmp_path / "mlp_grad.so")
+    header = (tmp_path / "mlp_grad.h").read_text()
+    assert "void mlp_grad(const float *X, const float *W, const float *H, float *X_grad, " \
+           "float *W_grad, int num_threads);" in header
+    _run_c_main(tmp_path, outs, feed)
+
+
+
+@needs_cc
+@pytest.mark.parametrize("line", [64, 128])
+def test_the_c_wrapper_places_temporaries_on_the_targets_cache_line(tmp_path, monkeypatch, line):
+    # (the kernel's temporaries start on its target's cache line, as Kernel places them; the
+    # wrapper hard-coded 64 bytes)
+    from tensorad.codegen import export
+
+    outs, feed = _mlp_backward()
+    kernel = ta.build(outs, list(feed))
+    assert kernel._temps  # (temporaries to place)
+    kernel._line = line
+    written = []
+    real = export._wrapper
+    monkeypatch.setattr(export, "_wrapper", lambda *a: written.append(real(*a)) or written[-1])
+    kernel.export(tmp_path / "mlp_grad.so")
+    allocs = [ln for ln in written[0].splitlines() if "aligned_alloc" in ln]
+    assert len(allocs) == len(kernel._temps)
+    for ln in allocs:
+        align, size = map(int, ln.split("aligned_alloc(")[1].rstrip(");").split(","))
+        assert align == line and size % line == 0, ln
+    _run_c_main(tmp_path, outs, feed)
 
 PICKLED = textwrap.dedent("""
     import pickle, sys

@@ -1,7 +1,9 @@
 """Fuzz seed 341265 (campaign T, default options but ``num_threads=3, parallel_min_work=0``):
 ``ta.build`` raised ``ValueError: max() arg is an empty sequence``.  An argmax fused into an empty
 consumer (shape ``(0,)``) left a parallel nest whose body computes but stores into no buffer;
-the parallel chunk size took the widest vector of the nest's buffers.  Oracles: NumPy."""
+the parallel chunk size took the widest vector of the nest's buffers (session 22: one lane for a
+nest without buffers).  Session 23: a nest that stores nothing is not lowered at all
+(``lower._storing``).  Oracles: NumPy."""
 
 from __future__ import annotations
 
@@ -36,3 +38,10 @@ def test_an_empty_consumer_of_a_fused_argmax_builds(threads, n):
     x = np.random.default_rng(0).standard_normal((9, 3)).astype(np.float32)
     best = np.sin(np.arange(9) % 3, dtype=np.float32).max()
     np.testing.assert_allclose(kern(x), np.full(n, x[2, 0] * best, np.float32), rtol=1e-6)
+
+
+def test_a_nest_that_stores_nothing_is_not_lowered():
+    x0, t2 = _program(0)
+    low = ta.lower([t2], [x0], num_threads=3, parallel_min_work=0)
+    assert low.work == 0, str(low)  # (was 36: the argmax computed for every i, stored nowhere)
+    assert "for " not in str(low)
