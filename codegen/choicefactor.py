@@ -103,4 +103,6 @@ def _map_leaves(tree: Expr, fn) -> Expr:
     if tree.op is not Op.SELECT:
         return fn(tree)
     c, a, b = tree.src
-    return tree.replace(src=(c, _map_leaves(a, fn), _map_leaves(b, fn)))
+    a, b = _map_leaves(a, fn), _map_leaves(b, fn)
+    # (a tree of holes has the holes' dtype: an int32 read under a cast -- fuzz seed 390510)
+    return tree.replace(src=(c, a, b), dtype=a.dtype)
