@@ -11,8 +11,7 @@ import io
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch  # (a test dependency: `make test` installs tensorad[torch])
 
 import tensorad as ta  # noqa: E402
 from tensorad import topi  # noqa: E402

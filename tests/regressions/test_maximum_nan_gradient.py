@@ -11,13 +11,12 @@ Oracles: torch float64 autograd."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+import torch  # (a test dependency: `make test` installs tensorad[torch])
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorad as ta
 
-torch = pytest.importorskip("torch")
 F = "float64"
 N = 6
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 2.0, -1.0]
