@@ -257,6 +257,7 @@ class Report:
     invalid: list = field(default_factory=list)  # (seed, message)
     failures: list = field(default_factory=list)
     undecided: list = field(default_factory=list)  # (seed, check, elements the oracle could not judge)
+    chain_nans: list = field(default_factory=list)  # (seed, check, NaNs judged as 0 * inf of the chain rule)
     seconds: float = 0.0
 
     def failed_seeds(self) -> set[int]:
@@ -274,6 +275,11 @@ class Report:
             lines.append(f"  finite differences decided nothing at {sum(n for _, _, n in self.undecided)} "
                          f"derivative elements of {len(self.undecided)} passing checks (not compared): "
                          + ", ".join(f"{s} {c} ({n})" for s, c, n in self.undecided[:10]))
+        if self.chain_nans:
+            lines.append(f"  NaN as IEEE's 0 * inf in the chain rule, judged by their strong-zero values, at "
+                         f"{sum(n for _, _, n in self.chain_nans)} derivative elements of "
+                         f"{len(self.chain_nans)} passing checks: "
+                         + ", ".join(f"{s} {c} ({n})" for s, c, n in self.chain_nans[:10]))
         for seed, msg in self.invalid[:10]:
             lines.append(f"  invalid seed {seed}: {msg[:200]}")
         return "\n".join(lines)
@@ -317,6 +323,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
                 report.checks[r["check"]] = report.checks.get(r["check"], 0) + 1
                 if r.get("undecided"):
                     report.undecided.append((seed, r["check"], r["undecided"]))
+                if r.get("chain_nans"):
+                    report.chain_nans.append((seed, r["check"], r["chain_nans"]))
                 if r["status"] != "ok":
                     msg = r.get("message", "") + (f" [{r['hint']}]" if r.get("hint") else "")
                     report.failures.append(Failure(seed, r["check"], r["status"], msg, progs[seed]))

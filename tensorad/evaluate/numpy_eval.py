@@ -34,6 +34,12 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   (``"reversed"``): the spread between orders tells a test how order-sensitive a result is
   (the fuzz oracle's allowance, ``fuzz/checks.Case.order_spread``).  Max and min do not
   depend on the order; custom combiners always fold in index order (their tie rule).
+* Strong zeros: with ``strong_zero=True`` (:func:`evaluate_in_order`) a product with a zero
+  factor is zero whatever the other factor is (``0 * inf = 0 * NaN = 0``, in ``*`` and in
+  ``prod``), the convention of calculus instead of IEEE's.  A derivative that is NaN in IEEE
+  arithmetic but finite with strong zeros is NaN only by a zero adjoint meeting an infinite
+  local derivative in the chain rule, as PyTorch and JAX give it (the fuzz oracle's test of
+  such a NaN, ``fuzz/checks.Case.chain_rule_nans``); never a user's answer.
 """
 
 from __future__ import annotations
@@ -90,6 +96,11 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.any(bad):
         r = np.where(bad, np.where(b > 0, np.inf, 0.0).astype(r.dtype), r)
     return r
+
+
+def _strong_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a * b`` where a zero factor gives zero whatever the other is (``0 * inf = 0``)."""
+    return np.where((a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -168,10 +179,11 @@ class _Grid:
 
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
                  axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy",
-                 origin: tuple[int, ...] = ()) -> None:
+                 origin: tuple[int, ...] = (), strong_zero: bool = False) -> None:
         self.name = name
         self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
         self.order = order
+        self.strong_zero = strong_zero
         self.env = env
         self.values = values
         self.axis_pos = axis_pos
@@ -183,6 +195,8 @@ class _Grid:
         self.table.update({Op.VAR: self._var, Op.READ: self._read,
                            Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
                            Op.DATA_INDEX: self._data_index})
+        if strong_zero:
+            self.table[Op.MUL] = _lift(lambda n, a, b: _strong_multiply(a, b))
 
     def release(self) -> None:
         """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
@@ -276,6 +290,9 @@ class _Grid:
             else:
                 out = ufunc.reduce(s, axis=pos, keepdims=True, where=mask,
                                    initial=comb.identity[0].arg, dtype=s.dtype)
+                if self.strong_zero and comb.kind == "prod":
+                    zero = np.logical_or.reduce(mask & (s == 0), axis=pos, keepdims=True)
+                    out = np.where(zero, np.zeros((), s.dtype), out)
             return [(np.asarray(out, dtype=s.dtype), poison)]
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
@@ -286,7 +303,7 @@ class _Grid:
         mask = np.moveaxis(mask, pos, last)
         srcs = [np.moveaxis(s, pos, last) for s in srcs]
         outer = mask.shape[:mask.ndim - len(pos)]
-        sub = _Grid(self.name, {}, self.values, {}, ())
+        sub = _Grid(self.name, {}, self.values, {}, (), strong_zero=self.strong_zero)
         acc = [np.array(np.broadcast_to(sub.eval(e)[0], outer), dtype=v.dtype)
                for e, v in zip(comb.identity, comb.lhs)]
         for point in np.ndindex(*mask.shape[len(outer):]):
@@ -394,9 +411,11 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
     return max((width[b] for b in bodies), default=1)
 
 
-def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy") -> list[np.ndarray]:
+def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",
+                strong_zero: bool = False) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
-    and products folded in ``order``, one of :data:`ORDERS`).  Outer points are independent,
+    and products folded in ``order``, one of :data:`ORDERS`; ``strong_zero``: see the module's
+    docstring).  Outer points are independent,
     so a large grid is evaluated box by box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
@@ -413,7 +432,8 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
             env[ax] = np.arange(ax.lo + r.start, ax.lo + r.stop, dtype=np.int64).reshape(shape)  # exact
             pos[ax] = d
         grid = _Grid(op.name, env, values, pos, tuple(len(r) for r in ranges), order,
-                     origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)))
+                     origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)),
+                     strong_zero=strong_zero)
         kept = tuple(len(r) for r in box) + (1,) * len(red)
         where = tuple(slice(r.start, r.stop) for r in box)
         for k, body in enumerate(op.body):
@@ -439,12 +459,15 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
     return evaluate_in_order(outputs, feed, "numpy")
 
 
-def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str) -> Any:
+def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str, *,
+                      strong_zero: bool = False) -> Any:
     """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
     :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
     ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
     rounding of the same formula; how far they spread measures a result's sensitivity to the
-    summation order, which no kernel is bound to (a test's allowance, never a user's answer)."""
+    summation order, which no kernel is bound to (a test's allowance, never a user's answer).
+    ``strong_zero``: a zero factor makes a product zero whatever the other factor (the module's
+    docstring)."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)
@@ -458,7 +481,7 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
         for t in graph:
             if t in values:
                 continue
-            for k, arr in enumerate(evaluate_op(t.op, values, order)):
+            for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero)):
                 values[Tensor(t.op, k)] = arr
     results = [values[t].copy() for t in outs]
     if single:
