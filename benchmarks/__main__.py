@@ -23,7 +23,7 @@ import time
 from . import report, sweeps, workloads
 from .machine import ForeignLoad, load_snapshot, machine_info
 from .systems import PEERS, SYSTEMS, TENSORAD
-from .threads import thread_env
+from .threads import peer_isa_env, thread_env, with_peer_isa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,6 +51,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--target", default="",
                     help='the CPU tensorad compiles for, as ta.build\'s target (e.g. "llvm -mcpu=haswell", '
                          '"llvm -mattr=-avx512f"); default: the host')
+    ap.add_argument("--peer-isa", choices=("match", "native"), default="match",
+                    help="match (default): a --target narrower than the host holds the peers to its "
+                         "instruction set where their libraries allow it (benchmarks/threads.py); "
+                         "native: the peers use the whole host")
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; quick: 1)")
     ap.add_argument("--systems", default="", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     ap.add_argument("--no-peers", action="store_true", help="tensorad only (no torch, jax, numpy timings)")
@@ -84,7 +88,18 @@ def parse(argv=None) -> argparse.Namespace:
     except ValueError as e:
         ap.error(str(e))
     args.budget = args.budget or budget * max(1, len({w.suite for w in args.chosen}))
+    args.peer_cap = peer_cap(args.target) if args.peer_isa == "match" else {}
     return args
+
+
+def peer_cap(target: str) -> dict[str, str]:
+    """The peers' instruction-set cap for tensorad's ``target`` (:func:`.threads.peer_isa_env`)."""
+    if not target:
+        return {}
+    from tensorad.codegen.target import host_target, parse_target
+
+    tgt, host = parse_target(target), host_target()
+    return peer_isa_env(tgt.vector_bits, tgt.fma, host.vector_bits) if tgt.runs_here(host) else {}
 
 
 def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, tmp: str) -> dict:
@@ -95,7 +110,7 @@ def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, 
            "--deadline", f"{deadline:.3f}", "--out", out, "--cache", tmp]
     cmd += ["--no-sweeps"] if args.no_sweeps else []
     cmd += ["--target", args.target] if args.target else []
-    env = thread_env(threads)
+    env = with_peer_isa(thread_env(threads), args.peer_cap)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), ROOT) if p)
     status = None
     foreign = ForeignLoad()
@@ -155,7 +170,8 @@ def run(args) -> dict:
         "options": {"mode": args.mode, "threads": args.thread_counts, "systems": args.system_list,
                     "workloads": [w.name for w in args.chosen], "target_s": args.target_s,
                     "min_runs": args.min_runs, "budget_s": args.budget, "sweeps": not args.no_sweeps,
-                    "wait_quiet_s": args.wait_quiet, "target": args.target or "host"},
+                    "wait_quiet_s": args.wait_quiet, "target": args.target or "host",
+                    "peer_isa": args.peer_cap},
         "machine": machine_info(), "load": {"start": load_snapshot()},
         "workloads": [{"name": w.name, "title": w.title, "kind": w.kind, "grads": list(w.grads),
                        "suite": w.suite,

@@ -241,11 +241,17 @@ def load_lines(run: dict) -> list[str]:
     return out
 
 
+def peer_note(results: dict) -> str:
+    """Which instruction set the peers were held to (``--peer-isa match``), if any."""
+    cap = results["options"].get("peer_isa") or {}
+    return f" (peers held to {cap['ONEDNN_MAX_CPU_ISA']}; JAX's products keep the host's)" if cap else ""
+
+
 def text_table(results: dict) -> str:
     m = results["machine"]
     v = {k: x for k, x in m["versions"].items() if x}
     lines = [f"tensorad benchmarks  {results['started']}  mode={results['options']['mode']}  "
-             f"tensorad target={results['options'].get('target', 'host')}  "
+             f"tensorad target={results['options'].get('target', 'host')}{peer_note(results)}  "
              f"elapsed {results.get('elapsed_s', 0):.0f} s",
              f"machine: {m['cpu']} ({m['logical_cpus']} logical CPUs, {m.get('memory_gib', '?')} GiB, "
              f"{' '.join(m['simd'])}); " + ", ".join(f"{k} {x}" for k, x in v.items()),
@@ -277,7 +283,7 @@ def text_table(results: dict) -> str:
 def markdown(results: dict) -> str:
     out = [f"Measured {results['started']} on {results['machine']['cpu']} "
            f"({results['machine']['logical_cpus']} CPUs, {' '.join(results['machine']['simd'])}), "
-           f"tensorad target `{results['options'].get('target', 'host')}`, "
+           f"tensorad target `{results['options'].get('target', 'host')}`{peer_note(results)}, "
            f"mode `{results['options']['mode']}`. "
            "Milliseconds, median of repeated runs, forward / backward; "
            "x peer = tensorad (autodiff) / fastest peer."]

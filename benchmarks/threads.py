@@ -15,6 +15,15 @@ pools read their size once, at import or first use:
 * PyTorch additionally gets ``torch.set_num_threads(N)`` and one inter-op thread
   (``configure_torch``), tensorad kernels ``ta.build(..., num_threads=N)``.
 
+* ``peer_isa_env``: when tensorad compiles for a CPU narrower than the host (``--target "llvm
+  -mcpu=haswell"`` on an AVX-512 machine), the peers are held to the same instruction set where
+  their libraries allow it -- oneDNN (``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels
+  (``ATEN_CPU_CAPABILITY``), MKL (``MKL_ENABLE_INSTRUCTIONS``), OpenBLAS (``OPENBLAS_CORETYPE``)
+  and XLA's generated code (``--xla_cpu_max_isa``) -- so that the column measures what a user of
+  that CPU sees.  XLA's matrix products and convolutions (its Eigen and XNNPACK kernels) ignore
+  the flag and keep the host's vectors (measured: a 1024^3 ``jnp.dot`` at 188 GFLOP/s on one
+  AVX-512 core with and without it), so JAX stays the stricter peer there.
+
 Separate processes also keep the runtimes from disturbing each other: PyTorch's and XLA's
 worker threads spin for a while after each parallel region, which on a 2-core machine steals
 the second core from whichever system is measured next, and PyTorch bundles its own libgomp.
@@ -26,6 +35,40 @@ import os
 
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
+
+
+# (vector bits, FMA) of tensorad's target -> each peer library's cap at that instruction set
+_PEER_ISA = {
+    (256, True): {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                  "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell", "xla": "AVX2"},
+    (256, False): {"ONEDNN_MAX_CPU_ISA": "AVX", "ATEN_CPU_CAPABILITY": "default",
+                   "MKL_ENABLE_INSTRUCTIONS": "AVX", "OPENBLAS_CORETYPE": "SandyBridge", "xla": "AVX"},
+    (128, False): {"ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default",
+                   "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "Nehalem", "xla": "SSE4_2"},
+}
+
+
+def peer_isa_env(target_bits: int, target_fma: bool, host_bits: int) -> dict[str, str]:
+    """The variables that hold the peers to tensorad's target's instruction set (see the
+    module's docstring); none when the target is as wide as the host (or is not x86)."""
+    cap = _PEER_ISA.get((target_bits, target_fma if target_bits == 256 else False))
+    if target_bits >= host_bits or cap is None:
+        return {}
+    env = {k: v for k, v in cap.items() if k != "xla"}
+    env["XLA_FLAGS"] = f"--xla_cpu_max_isa={cap['xla']}"
+    return env
+
+
+def with_peer_isa(env: dict[str, str], cap: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``cap`` (:func:`peer_isa_env`) applied; XLA's flag joins the others."""
+    out = dict(env)
+    for key, value in cap.items():
+        if key == "XLA_FLAGS":
+            kept = [f for f in out.get(key, "").split() if not f.startswith("--xla_cpu_max_isa")]
+            out[key] = " ".join(kept + [value])
+        else:
+            out[key] = value
+    return out
 
 
 def allowed_cpus() -> list[int]:

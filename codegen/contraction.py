@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import permutations
+from typing import Any
 
 from tensorad.simplify.logic import conjuncts
 
@@ -68,6 +69,9 @@ class Contraction:
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
     exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
     band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
+    #: an elementwise consumer of C (:class:`.fuse.Epilogue`) applied in place to each finished
+    #: block of C, which then lives in the consumer's buffer (:class:`.strategies.ProductEpilogue`)
+    epilogue: Any = None
 
     def c_axis(self, ax: Expr) -> Expr:
         """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
@@ -117,8 +121,9 @@ class Contraction:
         if self.band is not None:
             full = -(-self.M // self.mr) * self.K
             band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
+        then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
-                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band})")
+                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
 
 
 @dataclass(frozen=True)

@@ -394,8 +394,9 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
         return lower_scatter(u.op, specs, out, opts) if out is not None else []
-    if u.reduction is not None:
-        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, None, opts, form=u.form, scans=scans)
+    if u.reduction is not None:  # (a product's epilogue: emitted by the micro-kernel, ``u.gemm``)
+        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, u.gemm, opts,
+                         batch_range=u.batch_range, form=u.form, scans=scans)
     split = unit_split(u, bodies[u.op], (), opts.target or parse_target())  # (short rows as one loop)
     made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, split, u.batch_range, u.form, scans)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
@@ -422,6 +423,8 @@ def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, 
             axis, first, stop = batch_range
             note += f" for {axis.name} in {first}..{stop - 1}"
         attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks, 1)}
+        if epilogue is not None:  # (C is written whole before its consumer runs: nothing to fill)
+            dom.fills = []
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
     if batch_range is not None and batch_range[1] != batch_range[0].lo:
         dom.fills = []  # (made by the first chunk)

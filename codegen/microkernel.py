@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Op
+from tensorad.ir.expr import Op, var
 from tensorad.ir.rewrite import free_vars, walk
+from tensorad.ir.tensor import Tensor
 
 from . import gemmdesc as gd
 from . import gemmlib
@@ -93,7 +94,7 @@ class GemmEmitter:
             fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0
             fields[gd.H_BAND_INNER] = s.band.inner
         axes = list(s.c.op.axes)
-        cstrides = strides_of(s.c)
+        cstrides = strides_of(self.c_tensor)  # (an epilogue's consumer: C's shape, row-major)
         fields[gd.H_LDC] = cstrides[axes.index(s.m[-1])]  # (the rows' strides chain)
         for i, ax in enumerate(s.batch):
             fields[gd.H_BEXT + i] = ax.extent
@@ -120,8 +121,8 @@ class GemmEmitter:
             slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
             b.store(b.ptrtoint(ptr, I64), slot)
 
-        put(gd.H_C, b.gep(ptr_of(s.c), [I64(c_first)], inbounds=True, source_etype=self.t) if c_first
-            else ptr_of(s.c))
+        cptr = ptr_of(self.c_tensor)
+        put(gd.H_C, b.gep(cptr, [I64(c_first)], inbounds=True, source_etype=self.t) if c_first else cptr)
         for at, expr, outer, width, plan in sides:
             if plan is not None:
                 put(at + gd.S_BASE, ptr_of(plan.tensor))
@@ -135,7 +136,11 @@ class GemmEmitter:
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
-        if s.exact is not None:
+        if s.epilogue is not None:
+            fix, ctx = self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
+            put(gd.H_FIX, fix)
+            put(gd.H_FIXCTX, ctx)
+        elif s.exact is not None:
             fix, ctx = self._fixer(b, ptr_of, strides_of, fastmath)
             put(gd.H_FIX, fix)
             put(gd.H_FIXCTX, ctx)
@@ -143,6 +148,61 @@ class GemmEmitter:
             put(gd.H_SHARED, shared)
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
+
+    @property
+    def c_tensor(self) -> Tensor:
+        """The tensor whose buffer holds C: the product's own, or its epilogue's consumer's."""
+        return Tensor(self.s.epilogue.consumer, 0) if self.s.epilogue is not None else self.s.c
+
+    def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int
+                  ) -> tuple[ir.Function, ir.Value]:
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` for a product with an epilogue:
+        the NaN repair of :meth:`_fixer` first (where terms are excluded), then each element of
+        the finished block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) is
+        replaced by the consumer's value at that point, the consumer reading the element where
+        it read the product.  Along a run of the last column axis the consumer is a loop of
+        unit-stride code that LLVM vectorizes, as the consumer's own nest would have been."""
+        s = self.s
+        value = var(f"{s.c.op.name}.value", dtype=s.dtype)
+        by_c = {s.c_axis(ax): ax for ax in s.batch}  # (a chunk's batch axis names C's rows apart)
+        expr = s.epilogue.apply(tuple(by_c.get(ax, ax) for ax in s.c.op.axes), value)
+        tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
+        exact = self._fixer(b, ptr_of, strides_of, fastmath) if s.exact is not None else None
+        ctx = b.alloca(PTR, size=I64(len(tensors) + 1), name="finish")
+        b.store(exact[1] if exact else ir.Constant(PTR, None), ctx)
+        for i, t in enumerate(tensors):
+            b.store(ptr_of(t), b.gep(ctx, [I64(i + 1)], inbounds=True, source_etype=PTR))
+        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]),
+                         f"{self.name}_finish")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fctx, cbase, bflat, jc, ncl = fn.args
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        if exact is not None:
+            f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
+        ptrs = {t: f.load(f.gep(fctx, [I64(i + 1)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
+        digits = Packer(f, em, s.k, self.t, self.vw)
+        if s.batch:
+            digits.bind(s.batch, bflat)
+        with for_range(f, 0, s.M, name="em", vectorize=False) as m:
+            em.push()
+            digits.bind(s.m, m)
+            row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
+
+            def run(pos, seglen, first):
+                with for_range(f, 0, seglen, name="en") as j:
+                    em.push()
+                    em.env[s.n[-1]] = f.add(first, j)
+                    at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
+                    em.env[value] = f.load(at, typ=self.t)
+                    f.store(em.value(expr), at)
+                    em.pop()
+            digits.runs(s.n, jc, ncl, run)
+            em.pop()
+        f.ret_void()
+        return fn, ctx
 
     def _context(self, b: ir.IRBuilder, expr, ptr_of) -> tuple[list, ir.Value]:
         """The tensors ``expr`` reads and an array of their pointers (a function's ``ctx``)."""

@@ -22,7 +22,8 @@ it must get right is the order of the candidates an op is offered:
 * **split-terms** -- a sum of products summed term by term: the terms' products plus the
   adding pass;
 * **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
-  writes and the consumer no longer reads;
+  writes and the consumer no longer reads; **product-epilogue** -- the same for a consumer
+  applied by a matrix product to each block of C it finishes;
 * **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
   absorbs plus one fill of its buffer;
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
@@ -574,6 +575,52 @@ class EpilogueFusion:
                           form=self._form(cand, ctx))], absorbs=(r,))
 
 
+class ProductEpilogue:
+    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``, a gradient's
+    ``dY * f'(u)`` after its product) applied by the product itself: the micro-kernel's driver
+    calls a finisher on each block of C it completes (all of ``k`` summed, the block still in
+    cache), which replaces C by the consumer's value in place (:mod:`.microkernel`).  C lives in
+    the consumer's buffer, so the product's temporary and the consumer's pass over memory are
+    gone.  The product must be planned as the micro-kernel (plain or over padded copies), read
+    by nothing else, read by the consumer only at its own index, of the consumer's shape and
+    dtype, and not an output."""
+
+    name = "product-epilogue"
+    PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
+            return []
+        body = bodies[0]
+        read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
+        for r in sorted(read, key=ctx.position.__getitem__):
+            chosen = ctx.chosen.get(r)
+            if chosen is None or chosen.strategy.name not in self.PRODUCTS or ctx.readers.get(r) != [op]:
+                continue
+            t = Tensor(r, 0)
+            if r.num_outputs != 1 or t in ctx.outputs or op.shape != r.shape or body.dtype != t.dtype:
+                continue
+            if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
+                continue
+            return [Candidate(self, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))]
+        return []
+
+    def cost(self, cand, ctx):
+        r = cand.data.reduction
+        saved = 2 * _prod(r.shape) / _lanes(ctx, r.body[0].dtype)  # C stored and read once less
+        return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
+
+    def lower(self, cand, ctx):
+        """The product's own plan, its product steps now computing the consumer."""
+        r, epilogue = cand.data.reduction, cand.data.epilogue
+        inner = ctx.chosen[r].strategy.lower(ctx.chosen[r], ctx)
+        steps = [Item(cand.op, cand.bodies, gemm=replace(st.gemm, epilogue=epilogue), reduction=r,
+                      epilogue=epilogue, batch_range=st.batch_range)
+                 if isinstance(st, Item) and st.op is r and st.gemm is not None else st
+                 for st in inner.steps]
+        return Plan(steps, inner.alias, absorbs=(r,))
+
+
 class Scatter:
     """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.scatter`): one
     serial add per point of the other axes, instead of a pass over the gathered axis."""
@@ -827,8 +874,8 @@ class TapStencil(_Taps):
 
 
 REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKernel(), SplitK(), Parity(),
-            ParityLoops(), EpilogueFusion(), Scatter(), ScatterSum(), GatheredRows(), Hoist(), Scan(),
-            TapAccumulators(), TapStencil(), TermSplit())
+            ParityLoops(), EpilogueFusion(), ProductEpilogue(), Scatter(), ScatterSum(), GatheredRows(),
+            Hoist(), Scan(), TapAccumulators(), TapStencil(), TermSplit())
 
 
 __all__ = ["REGISTRY", "loop_cycles", "contraction_cycles", "PLAN_THREADS"]
