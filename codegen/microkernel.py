@@ -233,7 +233,7 @@ class GemmEmitter:
         digits = Packer(f, em, s.k, self.t, self.vw)
         if s.batch:
             digits.bind(s.batch, bflat)
-        ldc = strides_of(s.c)[list(s.c.op.axes).index(s.m[-1])]
+        ldc = strides_of(self.c_tensor)[list(s.c.op.axes).index(s.m[-1])]
         acc = entry_alloca(f, self.t, "acc")
         seen = entry_alloca(f, I1, "seen")
         kpos = entry_alloca(f, I64, "k")

@@ -1,0 +1,132 @@
+"""A matrix product's elementwise consumer applied by the product to each block of C it
+finishes (``strategies.ProductEpilogue``): ``gelu(X @ W + b)``, ``relu(conv2d(...))``, a
+gradient's ``dY * f'(u)`` after its product.  C lives in the consumer's buffer; no temporary,
+no second pass.  Oracles: NumPy float64 formulas written here, ``ta.evaluate``, and the same
+program built with ``fuse=False`` (no fusion at all)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensorad as ta
+from tensorad.topi import nn
+
+TARGETS = ("llvm", "llvm -mcpu=haswell")
+FUSED = "applied to each finished block"
+
+
+def _fused_products(tensors, inputs, **opts) -> int:
+    return str(ta.lower(tensors, inputs, **opts)).count(FUSED)
+
+
+def test_dense_bias_gelu_is_one_pass(rng):
+    X = ta.placeholder((70, 48), "float32", "X")
+    W = ta.placeholder((100, 48), "float32", "W")
+    B = ta.placeholder((100,), "float32", "B")
+    Y = nn.gelu(nn.dense(X, W, B))
+    text = str(ta.lower([Y], [X, W, B]))
+    assert FUSED in text and "allocate" not in text  # (no temporary for the product)
+    x, w, b = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in (X, W, B))
+    u = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    want = 0.5 * u * (1 + np.vectorize(math.erf)(u / np.sqrt(2)))
+    for target in TARGETS:
+        for threads in (1, 2):
+            got = ta.build([Y], [X, W, B], target=target, num_threads=threads, parallel_min_work=0)(x, w, b)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_padded_convolution_with_relu_applies_relu_per_block(rng):
+    X = ta.placeholder((3, 8, 13, 11), "float32", "X")
+    W = ta.placeholder((16, 8, 3, 3), "float32", "W")
+    Y = nn.relu(nn.conv2d(X, W, 1, 1))
+    x = rng.standard_normal(X.shape).astype(np.float32)
+    w = rng.standard_normal(W.shape).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = sum(np.einsum("ncyx,fc->nfyx", xp[:, :, ry:ry + 13, rx:rx + 11], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
+    want = np.maximum(conv, 0)
+    assert _fused_products([Y], [X, W], microkernel=True) >= 1
+    for target in TARGETS:
+        for threads in (1, 2):
+            got = ta.build([Y], [X, W], target=target, num_threads=threads, microkernel=True,
+                           parallel_min_work=0)(x, w)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_gradient_of_an_mlp_matches_the_unfused_build(rng):
+    X = ta.placeholder((128, 40), "float32", "X")
+    W1 = ta.placeholder((192, 40), "float32", "W1")
+    B1 = ta.placeholder((192,), "float32", "B1")
+    W2 = ta.placeholder((64, 192), "float32", "W2")
+    Y = nn.dense(nn.gelu(nn.dense(X, W1, B1)), W2)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    ins = [X, W1, B1, W2]
+    grads = list(ta.gradient(Y, ins, H))
+    assert _fused_products(grads, ins + [H]) >= 1  # (dY @ W2 times gelu's derivative)
+    args = [rng.uniform(-1, 1, t.shape).astype(np.float32) for t in ins + [H]]
+    want = ta.build(grads, ins + [H], fuse=False)(*args)
+    for target in TARGETS:
+        got = ta.build(grads, ins + [H], target=target, parallel_min_work=0)(*args)
+        for g, v in zip(got, want):
+            np.testing.assert_allclose(g, v, rtol=1e-5, atol=1e-5)
+
+
+def test_excluded_terms_are_repaired_before_the_consumer_runs():
+    # a term the condition excludes meets an inf of the other side: the packed product gives
+    # 0 * inf = NaN there, the repair sums the term as written, then tanh applies
+    n = 40
+    A = ta.placeholder((n, n), "float32", "A")
+    Bm = ta.placeholder((n, n), "float32", "B")
+    r = ta.reduce_axis((0, n), "r")
+    C = ta.compute((n, n), lambda i, j: ta.sum(A[r, i] * Bm[r, j], axis=r, where=r >= j), name="C")
+    T = ta.compute((n, n), lambda i, j: ta.tanh(C[i, j] * 0.1), name="T")
+    a = np.random.default_rng(3).standard_normal((n, n)).astype(np.float32)
+    b = np.random.default_rng(4).standard_normal((n, n)).astype(np.float32)
+    b[0, 5] = np.inf  # read by column 5 only at r = 0 < 5: excluded
+    assert _fused_products([T], [A, Bm], microkernel=True) == 1
+    got = ta.build([T], [A, Bm], microkernel=True, parallel_min_work=0)(a, b)
+    want = ta.evaluate(T, {A: a, Bm: b})
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_product_read_elsewhere_or_returned_keeps_its_buffer():
+    X = ta.placeholder((64, 64), "float32", "X")
+    W = ta.placeholder((64, 64), "float32", "W")
+    P = nn.dense(X, W)
+    R = nn.relu(P)
+    assert _fused_products([R], [X, W]) == 1
+    assert _fused_products([R, P], [X, W]) == 0  # (the product is an output)
+    S = ta.compute((64, 64), lambda i, j: R[i, j] + P[j, i], name="S")  # (P read transposed)
+    assert _fused_products([S], [X, W]) == 0
+    assert _fused_products([R], [X, W], fuse=False) == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 40), batch=st.integers(1, 3),
+       consumer=st.sampled_from(["relu", "exp", "bias", "mask", "square"]), threads=st.sampled_from([1, 2]),
+       target=st.sampled_from(TARGETS), seed=st.integers(0, 2 ** 16))
+def test_random_products_with_a_consumer_match_evaluate(m, n, k, batch, consumer, threads, target, seed):
+    A = ta.placeholder((batch, m, k), "float32", "A")
+    B = ta.placeholder((batch, k, n), "float32", "B")
+    V = ta.placeholder((n,), "float32", "V")
+    r = ta.reduce_axis((0, k), "r")
+    C = ta.compute((batch, m, n), lambda z, i, j: ta.sum(A[z, i, r] * B[z, r, j], axis=r), name="C")
+    body = {"relu": lambda z, i, j: ta.select(C[z, i, j] <= 0, 0.0, C[z, i, j]),
+            "exp": lambda z, i, j: ta.exp(C[z, i, j] * 0.05),
+            "bias": lambda z, i, j: C[z, i, j] + V[j],
+            "mask": lambda z, i, j: ta.select(i >= j, C[z, i, j] * V[j], 0.0),
+            "square": lambda z, i, j: C[z, i, j] * C[z, i, j] - V[j]}[consumer]
+    T = ta.compute((batch, m, n), body, name="T")
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, A.shape).astype(np.float32)
+    b = rng.uniform(-1, 1, B.shape).astype(np.float32)
+    v = rng.uniform(-1, 1, V.shape).astype(np.float32)
+    got = ta.build([T], [A, B, V], target=target, num_threads=threads, microkernel=True,
+                   parallel_min_work=0)(a, b, v)
+    want = ta.evaluate(T, {A: a, B: b, V: v})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, k))
