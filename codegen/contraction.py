@@ -42,7 +42,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 from tensorad.poly.linear import var_coefficients
 
-from .gemmdesc import MAXBATCH, runs
+from .gemmdesc import APRE_LIMIT, MAXBATCH, runs
 from .speculate import cheap, speculate
 from .target import Target, host_target
 
@@ -499,7 +499,7 @@ BUSY_ACCUMULATORS = 8  # vector multiply-adds in flight to keep x86's FMA units 
 NARROW_GAIN = 0.9  # a narrower tile must save more than this much of the default's modeled time
 
 
-def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int) -> int:
+def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool = False) -> int:
     """``NR`` for a product of ``n`` columns over ``batches`` batch points: the register tile's
     default ``nr``, or a narrower one (fewer vectors, the same ``MR``) whose panels pad fewer
     columns.  An edge panel is computed whole (its columns past ``n`` are zeros), and a ``k``
@@ -508,7 +508,10 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int) -> int:
     idle.  A narrower tile is taken when its ``ceil(n / NR)`` panels cost under
     ``NARROW_GAIN`` of the default's and it cuts the columns into no more blocks
     (:func:`column_block`: each block packs side A again -- ``[128 x 12544] @ [12544 x 64]``
-    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide).  AVX2's 4 x 24 computed 48
+    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide), unless side A is packed once
+    per call whatever the blocks (``a_once``, :func:`.microkernel.packs_a_once`: on an AVX-512
+    Xeon ``[512 x 1024] @ [1024 x 256]`` ran 5-8% faster in four 32-wide blocks than in
+    three 48-wide ones, whose last panel computes 48 columns of 16).  AVX2's 4 x 24 computed 48
     columns of a bilinear form's 32 (4 x 16 1.3x faster) and 72 of attention's 64 (1.1x); 40
     or 48 columns keep it (modeled and measured equal), as does any product over ~100
     columns."""
@@ -520,8 +523,17 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int) -> int:
 
     default = nr // lanes
     best = min(range(default, 0, -1), key=cost)  # ties: the widest
-    narrow = cost(best) < NARROW_GAIN * cost(default) and blocks(best * lanes) <= blocks(nr)
+    narrow = cost(best) < NARROW_GAIN * cost(default) and (a_once or blocks(best * lanes) <= blocks(nr))
     return best * lanes if narrow else nr
+
+
+def a_packed_once(c: Contraction, mr: int) -> bool:
+    """Whether the driver packs side A once per call (when the call runs several blocks)
+    rather than once per block (``MR``-high panels): A reads no batch axis (a convolution's
+    weights, any unbatched product: every batch point and column block reads the same A) and
+    fits ``APRE_LIMIT``."""
+    es = 4 if c.dtype == "float32" else 8
+    return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
 
 
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int) -> tuple[int, int]:
@@ -538,7 +550,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
     vw = target.lanes(c.dtype)
     mr, nr = register_tile(target, c.dtype)
     if not tile:
-        nr = column_tile(c.N, c.batches, mr, nr, vw)
+        nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
     kc, mc = cache_blocks(target, c.dtype, mr, nr)
     if tile:
         mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)

@@ -34,7 +34,7 @@ from tensorad.ir.tensor import Tensor
 
 from . import gemmdesc as gd
 from . import gemmlib
-from .contraction import Contraction
+from .contraction import Contraction, a_packed_once
 from .irloops import declare, for_range
 from .llvm_expr import ExprEmitter
 from .packing import Packer
@@ -45,13 +45,10 @@ PTR = ir.PointerType()
 
 
 def packs_a_once(s: Contraction) -> bool:
-    """Whether side A is packed once per call (when the call runs several blocks) rather than
-    once per block: it reads no batch axis (a convolution's weights, any unbatched product:
-    every batch point and column block reads the same A) and fits ``APRE_LIMIT``.  An
+    """Whether side A is packed once per call (:func:`.contraction.a_packed_once`).  An
     unbatched product's four column blocks packed A four times (a transposed A of 1024 x 512:
     8.0 -> 10.5 ms)."""
-    es = 4 if s.dtype == "float32" else 8
-    return not set(free_vars(s.a)) & set(s.batch) and -(-s.M // s.mr) * s.mr * s.K * es <= gd.APRE_LIMIT
+    return a_packed_once(s, s.mr)
 
 
 def packs_b_once(s: Contraction) -> bool:

@@ -40,6 +40,18 @@ def test_no_more_column_blocks(n, nr):
     assert column_tile(n, 1, 4, 24, 8) == nr
 
 
+def test_more_blocks_when_side_a_is_packed_once():
+    # 256 columns: 48-wide panels compute 288 (three uneven blocks); 32-wide ones 256 in four
+    # blocks, which cost nothing more when A is packed once per call
+    assert column_tile(256, 1, 8, 48, 16) == 48
+    assert column_tile(256, 1, 8, 48, 16, a_once=True) == 32
+    X = ta.placeholder((512, 1024), name="X")
+    W = ta.placeholder((1024, 256), name="W")
+    k = ta.reduce_axis((0, 1024), "k")
+    Y = ta.compute((512, 256), lambda i, j: ta.sum(X[i, k] * W[k, j], axis=k), name="Y")
+    assert _tile(str(ta.lower([Y], [X, W], target=AVX512))) == (8, 32)
+
+
 def _bilinear(n: int):
     A = ta.placeholder((12, 16), name="A")
     W = ta.placeholder((n, 16, 16), name="W")
