@@ -1,6 +1,7 @@
 """GEMM and exp-heavy kernels per target, against torch and NumPy (issue 9's bars).
 
     python -m benchmarks.target_bench [--target "llvm -mcpu=haswell"] [--reps 9] [--quick] [--cpu-time]
+                                      [--pause S] [--peer-isa match|native]
 
 * float32 GEMM ``C = A @ B`` at 512^3 and 1024^3, 1 and 2 threads: tensorad, ``torch.mm``,
   NumPy (its BLAS, threads set through threadpoolctl-free env: NumPy's BLAS uses what it uses;
@@ -8,7 +9,9 @@
 * a sum of exp over ``X[512, 10000]`` (``S[i] = sum_j exp(X[i, j])``): tensorad, ``torch.exp(X)
   .sum(1)``, ``np.exp(X).sum(1)``.
 
-Every system computes the same data; results are checked against NumPy first.  Timings are
+A target narrower than the host (AVX2 on an AVX-512 machine) holds torch and NumPy to its
+instruction set (``--peer-isa match``, the default; :mod:`.threads`), so the ratios are those a
+user of that CPU sees.  Every system computes the same data; results are checked against NumPy first.  Timings are
 medians over interleaved rounds (each round runs every system once, in turn), so a load change
 hits all of them alike; the report gives ratios to the peers, the CPU, the target and the load
 (``os.getloadavg``).  A target this CPU cannot run (``-mcpu=skylake-avx512`` on an AVX2
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from functools import partial
 
@@ -74,17 +78,24 @@ def _micro_kernel_summary(tgt) -> str:
             f"{sum('rsp' in ln for ln in loop)} stack accesses")
 
 
-def _median_interleaved(fns: dict, reps: int, clock=time.perf_counter) -> dict[str, float]:
+def _median_interleaved(fns: dict, reps: int, clock=time.perf_counter,
+                        pause: float = 0.25) -> dict[str, float]:
     """Medians of ``reps`` rounds; each round runs every system once, starting with a different
     one each round, after a pause (a BLAS's worker threads spin for a while after a call and
-    would slow down whichever system runs next)."""
+    would slow down whichever system runs next).  After a pause every system starts cold --
+    on a VM an idle core may take milliseconds to come back -- so ``pause=0`` (each system run
+    twice back to back, the second timed) measures the steady state a training loop sees -- at
+    1 thread: at 2, the BLAS's spinning threads then take the second core from the others."""
     for f in fns.values():  # warm up
         f()
     names = list(fns)
     times: dict[str, list[float]] = {k: [] for k in fns}
     for r in range(reps):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            time.sleep(0.25)  # (OpenBLAS spins ~2^28 cycles, about 0.1 s)
+            if pause:
+                time.sleep(pause)  # (OpenBLAS spins ~2^28 cycles, about 0.1 s)
+            else:
+                fns[name]()
             t0 = clock()
             fns[name]()
             times[name].append(clock() - t0)
@@ -102,7 +113,8 @@ def _cpu_name() -> str:
     return platform.processor() or "?"
 
 
-def run(target: str, reps: int, quick: bool, cpu_time: bool = False, threads_list=(1, 2)) -> None:
+def run(target: str, reps: int, quick: bool, cpu_time: bool = False, threads_list=(1, 2),
+        pause: float = 0.25) -> None:
     import torch
 
     tgt = parse_target(target)
@@ -136,7 +148,7 @@ def run(target: str, reps: int, quick: bool, cpu_time: bool = False, threads_lis
             out = np.empty((n, n), np.float32)
             t = _median_interleaved({"tensorad": partial(kern, a, b, out=out),
                                      "torch.mm": partial(torch.mm, ta_, tb),
-                                     "numpy": partial(np.matmul, a, b, out=out)}, reps, clock)
+                                     "numpy": partial(np.matmul, a, b, out=out)}, reps, clock, pause)
             gf = {k: 2 * n ** 3 / v / 1e9 for k, v in t.items()}
             print(f"GEMM {n}^3 float32, {threads} thread(s): tensorad {gf['tensorad']:.1f} GFLOP/s, "
                   f"torch.mm {gf['torch.mm']:.1f}, numpy {gf['numpy']:.1f}; tensorad/torch "
@@ -148,7 +160,7 @@ def run(target: str, reps: int, quick: bool, cpu_time: bool = False, threads_lis
         np.testing.assert_allclose(kern(x), np.exp(x.astype(np.float64)).sum(1), rtol=1e-4)
         tx = torch.from_numpy(x)
         t = _median_interleaved({"tensorad": partial(kern, x), "torch": partial(_torch_sum_exp, tx),
-                                 "numpy": partial(_numpy_sum_exp, x)}, reps, clock)
+                                 "numpy": partial(_numpy_sum_exp, x)}, reps, clock, pause)
         print(f"sum of exp [512 x 10000] float32, {threads} thread(s): "
               f"tensorad {t['tensorad'] * 1e3:.2f} ms, "
               f"torch {t['torch'] * 1e3:.2f}, numpy {t['numpy'] * 1e3:.2f}; torch/tensorad "
@@ -163,8 +175,28 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="512^3 only")
     p.add_argument("--cpu-time", action="store_true",
                    help="time by this process's CPU seconds, 1 thread only (a loaded machine)")
+    p.add_argument("--pause", type=float, default=0.25,
+                   help="seconds of sleep before each timed call (0: back to back; see _median_interleaved)")
+    p.add_argument("--peer-isa", choices=("match", "native"), default="match",
+                   help="match: a --target narrower than the host holds torch and NumPy to its "
+                        "instruction set (benchmarks/threads.py); native: the whole host")
     a = p.parse_args()
-    run(a.target, a.reps, a.quick, a.cpu_time, (1,) if a.cpu_time else (1, 2))
+    _hold_peers(a.target, a.peer_isa)
+    print(f"pause before each timed call: {a.pause} s")
+    run(a.target, a.reps, a.quick, a.cpu_time, (1,) if a.cpu_time else (1, 2), a.pause)
+
+
+def _hold_peers(target: str, mode: str) -> None:
+    """Run again with the peers' instruction-set cap in the environment, which torch and
+    OpenBLAS read when they load (this process has loaded NumPy already)."""
+    from .__main__ import peer_cap
+    from .threads import with_peer_isa
+
+    cap = peer_cap(target if target != "llvm" else "") if mode == "match" else {}
+    if cap and os.environ.get("ONEDNN_MAX_CPU_ISA") != cap["ONEDNN_MAX_CPU_ISA"]:
+        env = with_peer_isa(dict(os.environ), cap)
+        print(f"peers held to {cap['ONEDNN_MAX_CPU_ISA']} (running again with the cap)", flush=True)
+        os.execve(sys.executable, [sys.executable, "-m", "benchmarks.target_bench"] + sys.argv[1:], env)
 
 
 if __name__ == "__main__":
