@@ -11,12 +11,12 @@
 
 A target narrower than the host (AVX2 on an AVX-512 machine) holds torch and NumPy to its
 instruction set (``--peer-isa match``, the default; :mod:`.threads`), so the ratios are those a
-user of that CPU sees.  Every system computes the same data; results are checked against NumPy first.  Timings are
-medians over interleaved rounds (each round runs every system once, in turn), so a load change
-hits all of them alike; the report gives ratios to the peers, the CPU, the target and the load
-(``os.getloadavg``).  A target this CPU cannot run (``-mcpu=skylake-avx512`` on an AVX2
-machine) is compiled only: its register tile and whether its code uses ``zmm`` registers are
-printed.
+user of that CPU sees. Every system computes the same data; results are checked against NumPy
+first. Timings are medians over interleaved rounds (each round runs every system once, in
+turn), so a load change hits all of them alike; the report gives ratios to the peers, the CPU,
+the target and the load (``os.getloadavg``). A target this CPU cannot run (``-mcpu=skylake-
+avx512`` on an AVX2 machine) is compiled only: its register tile and whether its code uses
+``zmm`` registers are printed.
 """
 
 from __future__ import annotations

@@ -415,13 +415,19 @@ class Case:
         NumPy's pairwise mean is exact and gives 0, an index-order mean is an ulp off and gives
         ``ulp / ulp = 1`` -- cannot be judged closer than its spread; an element whose orders
         agree gets no allowance, so a wrong value (a term missing) still fails.  ``factor``: a
-        third order may err on the other side of ``want``.  Where an order overflows and
+        third order may err on the other side of ``want``.  The mixed orders fold neighbouring
+        elements of a reduction in opposite orders: two elements equal in every single order
+        may differ in a kernel, which fast math lets order them apart, and a comparison of them
+        flip (seed 410114: ``select(t0[0, 0] >= t0[i, 1], ...)`` of a custom product equal
+        along ``i``); a strict kernel (``fastmath=False``) folds every element in index
+        order, so it gets the single orders only.  Where an order overflows and
         ``want`` does not, that order's inf is a value to match, not an allowance."""
         from tensorad.evaluate import evaluate_in_order
 
         worst = [np.zeros(np.shape(w)) for w in want]
         alternatives: list = [[] for _ in want]
-        for order in ("sequential", "reversed"):
+        mixed = ("mixed", "mixed-odd") if self.options.get("fastmath", True) else ()
+        for order in ("sequential", "reversed") + mixed:
             moved = _tuple(evaluate_in_order(list(tensors), feed, order))
             for k, (m, w) in enumerate(zip(moved, want)):
                 alternatives[k].append(m)

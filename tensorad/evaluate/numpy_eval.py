@@ -32,8 +32,15 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   :func:`evaluate_in_order` folds every built-in sum and product of the program one term at a
   time instead, in index order (``"sequential"``, as a strict kernel's loop does) or in reverse
   (``"reversed"``): the spread between orders tells a test how order-sensitive a result is
-  (the fuzz oracle's allowance, ``fuzz/checks.Case.order_spread``).  Max and min do not
-  depend on the order; custom combiners always fold in index order (their tie rule).
+  (the fuzz oracle's allowance, ``fuzz/checks.Case.order_spread``).  ``"mixed"`` and
+  ``"mixed-odd"`` fold each element of a reduction in one of the two, by the parity of its
+  index (``"mixed"`` reverses the odd ones), and move it up or down (by that parity) by the
+  rounding a reassociation of its terms may add: a kernel may order two elements of one
+  reduction differently (LLVM reassociates one unrolled copy of a loop and not another), so
+  two elements that are equal in every single order can differ, and a comparison of them
+  flip (fuzz seed 410114).  Max and min do not depend on the order; custom combiners fold in
+  index order (their tie rule), except one that is a bare ``x + y`` or ``x * y``, which fast
+  math reassociates as it does a built-in sum: it follows the order too.
 * Strong zeros: with ``strong_zero=True`` (:func:`evaluate_in_order`) a product with a zero
   factor is zero whatever the other factor is (``0 * inf = 0 * NaN = 0``, in ``*`` and in
   ``prod``), the convention of calculus instead of IEEE's.  A derivative that is NaN in IEEE
@@ -98,6 +105,15 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return r
 
 
+def _reassociable(comb: Any) -> bool:
+    """Whether a custom combiner is a bare ``x + y`` or ``x * y`` of its two operands (one
+    value each): a fold that fast math reassociates like a built-in sum or product."""
+    if comb.arity != 1 or len(comb.result) != 1:
+        return False
+    r = comb.result[0]
+    return r.op in (Op.ADD, Op.MUL) and {id(x) for x in r.src} == {id(comb.lhs[0]), id(comb.rhs[0])}
+
+
 def _strong_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a * b`` where a zero factor gives zero whatever the other is (``0 * inf = 0``)."""
     return np.where((a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b))
@@ -149,8 +165,9 @@ CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_IN
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-# The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order.
-ORDERS = ("numpy", "sequential", "reversed")
+# The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order,
+# and the last two by the parity of each element's index (the module's docstring).
+ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 
 
@@ -284,7 +301,8 @@ class _Grid:
         if ufunc is not None and comb.identity[0].op is Op.CONST:
             s = srcs[0]
             if self.order != "numpy" and comb.kind in ORDERED_FOLDS:
-                out = _fold_in_order(ufunc, s, mask, pos, comb.identity[0].arg, self.order == "reversed")
+                first = comb.identity[0].arg
+                out = self._in_order(pos, lambda back: _fold_in_order(ufunc, s, mask, pos, first, back))
             elif comb.kind in ("max", "min"):
                 out = dt.fold_extreme(comb.kind, s, pos, mask, comb.identity[0].arg)
             else:
@@ -294,11 +312,42 @@ class _Grid:
                     zero = np.logical_or.reduce(mask & (s == 0), axis=pos, keepdims=True)
                     out = np.where(zero, np.zeros((), s.dtype), out)
             return [(np.asarray(out, dtype=s.dtype), poison)]
+        if self.order != "numpy" and _reassociable(comb):
+            folded = self._in_order(pos, lambda back: self._fold_custom(comb, pos, mask, srcs, back)[0])
+            return [(folded, poison)]
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
+    def _in_order(self, pos: tuple[int, ...], fold) -> np.ndarray:
+        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order:
+        forward, reversed, or each element by the parity of its index over the whole grid --
+        an element equal to its neighbour in every order because neither reads the axis
+        between them is still folded the other way (``"mixed"``: odd elements reversed;
+        ``"mixed-odd"``: even ones)."""
+        if self.order in ("sequential", "reversed"):
+            return fold(self.order == "reversed")
+        outer = tuple(1 if d in pos else n for d, n in enumerate(self.grid_shape))
+        fwd, back = np.asarray(fold(False)), np.asarray(fold(True))
+        shape = np.broadcast_shapes(fwd.shape, back.shape, outer)
+        fwd, back = np.broadcast_to(fwd, shape), np.broadcast_to(back, shape)
+        odd = sum(idx + (self.origin[d] if d not in pos else 0)
+                  for d, idx in enumerate(np.indices(fwd.shape))) % 2 == 1
+        up = odd if self.order == "mixed" else ~odd
+        out = np.where(up, back, fwd)
+        if out.dtype.kind != "f":
+            return out
+        # and moved apart by the rounding a reassociation of n terms may add (n/2 ulps of the
+        # result, up or down by the parity): two elements equal in every order -- one value
+        # reassociated two ways (seed 410114) -- then compare either way
+        terms = int(np.prod([self.grid_shape[d] for d in pos], dtype=np.int64))
+        step = out.dtype.type(terms * np.finfo(out.dtype).eps / 2)
+        one = out.dtype.type(1)
+        with np.errstate(all="ignore"):
+            return (out * np.where(up, one + step, one - step)).astype(out.dtype)
+
     def _fold_custom(self, comb: Any, pos: tuple[int, ...], mask: np.ndarray,
-                     srcs: list[np.ndarray]) -> list[np.ndarray]:
-        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point."""
+                     srcs: list[np.ndarray], reverse: bool = False) -> list[np.ndarray]:
+        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point
+        (in reverse index order with ``reverse``)."""
         last = tuple(range(-len(pos), 0))
         mask = np.moveaxis(mask, pos, last)
         srcs = [np.moveaxis(s, pos, last) for s in srcs]
@@ -306,7 +355,8 @@ class _Grid:
         sub = _Grid(self.name, {}, self.values, {}, (), strong_zero=self.strong_zero)
         acc = [np.array(np.broadcast_to(sub.eval(e)[0], outer), dtype=v.dtype)
                for e, v in zip(comb.identity, comb.lhs)]
-        for point in np.ndindex(*mask.shape[len(outer):]):
+        points = list(np.ndindex(*mask.shape[len(outer):]))
+        for point in reversed(points) if reverse else points:
             here = mask[(..., *point)]
             if not here.any():
                 continue

@@ -162,3 +162,35 @@ def test_optimizer_and_split_comparisons_allow_the_order_spread_too():
     wrong = [other[0] * (15 / 16), other[1]]
     with pytest.raises(checks.Mismatch, match="optimized m"):
         case._compare_orders("optimized", wrong, [m, y], case.feed, strong_zero=True)
+
+
+# Seed 410114 (session 25, campaign A): a custom product equal along i1 (it never reads it),
+# compared with itself: fast math reassociated the 17 factors of t0[0, 0] and t0[0, 1]
+# differently (1.6 ulps apart), so the select took the other branch; every single order
+# evaluates both alike.  The mixed orders fold neighbours apart and find the flip.
+FLIP_SOURCE = """
+import tensorad as ta
+DT = 'float32'
+MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+x0 = ta.placeholder((5,), DT, name='x0')
+r0 = ta.reduce_axis((1, 18), name='r0')
+t0 = ta.compute((4, 3), lambda i0, i1: MYPROD(x0[(i0 * 2 + r0) % 5] / (ta.abs(x0[i0]) + 1.0), axis=[r0]),
+                name='t0')
+t2 = ta.compute((2, 5), lambda i1, i2: ta.select(t0[0, 0] >= t0[i1, 1], t0[0, 0], 2.0), name='t2')
+INPUTS = [x0]
+TENSORS = [t0, t2]
+OUT = t2
+"""
+
+
+def test_a_comparison_of_one_reduction_reassociated_two_ways_may_flip():
+    case = checks.Case({**_job(FLIP_SOURCE, {}), "data": "unit", "dtype": "float32"})
+    t2 = case.ns["t2"]
+    want = checks._tuple(ta.evaluate(case.outputs, case.feed))
+    assert np.all(want[1][0] != 2.0)  # t0[0, 0] >= t0[0, 1]: equal in evaluate
+    flipped = want[1].copy()
+    flipped[0] = 2.0  # what a kernel that ordered t0[0, 1]'s factors apart computes
+    _, alternatives = case.order_spread(case.outputs, case.feed, want)
+    assert any(np.all(a[0] == 2.0) for a in alternatives[1])  # (a mixed order flips it)
+    case._compare_orders("build", [want[0], flipped], case.outputs, case.feed)  # (no Mismatch)
+    assert t2.shape == (2, 5)

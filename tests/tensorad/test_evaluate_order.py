@@ -90,3 +90,40 @@ def test_an_unknown_order_is_a_clear_error():
     with pytest.raises(ValueError, match=r"order must be one of .*'sequential'.*got 'pairwise'"):
         evaluate_in_order(S, {X: np.zeros(2)}, "pairwise")
     assert ORDERS[0] == "numpy"
+
+
+def test_mixed_orders_fold_neighbours_apart_and_move_them_by_their_rounding():
+    # each element of a reduction in one order by its parity, then up or down by n/2 ulps:
+    # elements equal in every single order (neither reads the axis between them) differ
+    X = ta.placeholder((3,), "float64", name="X")
+    k = ta.reduce_axis((0, 3), name="k")
+    S = ta.compute((2, 2), lambda i, j: ta.sum(X[k], axis=k), name="S")
+    x = np.array([1.0, 1e100, -1e100])
+    step = 3 * np.finfo(np.float64).eps / 2
+    odd = [[False, True], [True, False]]
+    for order, up in (("mixed", odd), ("mixed-odd", np.logical_not(odd))):
+        got = evaluate_in_order(S, {X: x}, order)
+        want = np.where(up, 1.0 * (1 + step), 0.0)  # odd points reversed (1), even sequential (0)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_bare_custom_product_follows_the_order_and_a_selecting_one_does_not():
+    myprod = ta.comm_reducer(lambda a, b: a * b, lambda t: ta.const(1, t), name="myprod")
+    argmaxish = ta.comm_reducer(lambda a, b: ta.select(a >= b, a, b), lambda t: ta.min_value(t), name="mx")
+    X = ta.placeholder((4,), "float32", name="X")
+    k = ta.reduce_axis((0, 4), name="k")
+    P = ta.compute((2,), lambda i: myprod(X[k], axis=k), name="P")
+    M = ta.compute((2,), lambda i: argmaxish(X[k], axis=k), name="M")
+    x = np.array([3.0, 1 / 3, 7.0, 1 / 7], np.float32)
+    seq = np.float32(1)
+    for v in x:
+        seq = np.float32(seq * v)
+    rev = np.float32(1)
+    for v in x[::-1]:
+        rev = np.float32(rev * v)
+    assert float(evaluate_in_order(P, {X: x}, "sequential")[0]) == seq
+    assert float(evaluate_in_order(P, {X: x}, "reversed")[0]) == rev
+    mixed = evaluate_in_order(P, {X: x}, "mixed")
+    assert mixed[0] < mixed[1]  # (even: forward, moved down; odd: reversed, moved up)
+    for order in ORDERS:
+        np.testing.assert_array_equal(evaluate_in_order(M, {X: x}, order), [7.0, 7.0])
