@@ -1,0 +1,93 @@
+"""A kernel keeps the temporaries of a finished call for the next one (its workspace): results
+stay those of fresh buffers -- every temporary is written before it is read in every call --
+concurrent calls each get their own, and the workspace can be turned off or released.
+Oracle: NumPy formulas written here."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import tensorad as ta
+
+
+def _two_step(n: int = 300):
+    # a temporary T (exp of X, read twice: materialized) feeding a sum and a product
+    X = ta.placeholder((n, 64), "float32", "X")
+    T = ta.compute((n, 64), lambda i, j: ta.exp(X[i, j] * 0.5), name="T")
+    k = ta.reduce_axis((0, 64), "k")
+    S = ta.compute((n,), lambda i: ta.sum(T[i, k], axis=k), name="S")
+    P = ta.compute((n, 64), lambda i, j: T[i, j] * T[i, (j + 1) % 64] - S[i], name="P")
+    return X, P
+
+
+def _want(x: np.ndarray) -> np.ndarray:
+    t = np.exp(x.astype(np.float64) * 0.5)
+    return t * np.roll(t, -1, axis=1) - t.sum(1, keepdims=True)
+
+
+def test_temporaries_are_reused_and_results_stay_right(rng):
+    X, P = _two_step()
+    kern = ta.build([P], [X])
+    assert kern._temp_bytes  # (the program has temporaries)
+    first = None
+    for _ in range(4):
+        x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+        np.testing.assert_allclose(kern(x), _want(x), rtol=1e-5, atol=1e-4)
+        kept = kern._workspace[0][0]
+        first = kept if first is None else first
+        assert kept is first  # (the same buffer, call after call)
+
+
+def test_concurrent_calls_each_get_a_workspace(rng):
+    X, P = _two_step(2000)
+    kern = ta.build([P], [X], num_threads=1)
+    xs = [rng.uniform(-1, 1, X.shape).astype(np.float32) for _ in range(6)]
+    got = [None] * len(xs)
+
+    def run(i):
+        for _ in range(5):
+            got[i] = kern(xs[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, g in zip(xs, got):
+        np.testing.assert_allclose(g, _want(x), rtol=1e-5, atol=1e-4)
+    assert len(kern._workspace) <= 1  # (one set kept)
+
+
+def test_workspace_off_and_released(rng):
+    X, P = _two_step()
+    kern = ta.build([P], [X])
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    kern(x)
+    assert kern._workspace
+    kern.release_workspace()
+    assert not kern._workspace
+    kern.keep_workspace = False
+    np.testing.assert_allclose(kern(x), _want(x), rtol=1e-5, atol=1e-4)
+    assert not kern._workspace
+
+
+def test_a_checked_kernel_with_a_workspace_still_reports_a_violation():
+    # the violation record is per call (not kept): a bad gather index raises every time
+    E = ta.placeholder((5, 8), "float32", "E")
+    idx = ta.placeholder((4,), "int32", "idx")
+    T = ta.compute((4, 8), lambda i, j: E[idx[i], j] * 2.0, name="T")
+    Y = ta.compute((4, 8), lambda i, j: T[i, j] + T[i, (j + 1) % 8], name="Y")
+    kern = ta.build([Y], [E, idx], checked=True)
+    e = np.ones((5, 8), np.float32)
+    good = np.array([0, 1, 2, 4], np.int32)
+    np.testing.assert_allclose(kern(e, good), np.full((4, 8), 4.0))
+    for _ in range(2):
+        try:
+            kern(e, np.array([0, 1, 7, 4], np.int32))
+        except (IndexError, ValueError, RuntimeError) as err:
+            assert "7" in str(err) or "idx" in str(err)
+        else:
+            raise AssertionError("an out-of-range index was not reported")
+    np.testing.assert_allclose(kern(e, good), np.full((4, 8), 4.0))
