@@ -81,3 +81,18 @@ def test_a_32_column_product_multiply_adds_only_its_columns(target, want):
 def test_an_explicit_tile_is_kept():
     ins, Y = _bilinear(32)
     assert _tile(str(ta.lower([Y], ins, target=AVX2, microkernel=True, tile=(4, 24)))) == (4, 24)
+
+
+def test_k_blocks_grow_where_the_block_of_b_fits_half_of_l2():
+    from dataclasses import replace
+
+    from tensorad.codegen.contraction import cache_blocks
+
+    xeon = replace(parse_target(AVX512), l1d=48 << 10, l2=2 << 20)
+    epyc = replace(parse_target(AVX2), l1d=32 << 10, l2=512 << 10)
+    assert cache_blocks(xeon, "float32", 8, 48) == (256, 512)  # (no product given: the L1 rule)
+    assert cache_blocks(xeon, "float32", 8, 48, 1024, 288) == (512, 256)  # two blocks of 512
+    assert cache_blocks(xeon, "float32", 8, 48, 576, 816)[0] == 288  # two equal blocks, not 512 + 64
+    assert cache_blocks(xeon, "float32", 8, 32, 1024, 64)[0] == 1024  # one block
+    assert cache_blocks(xeon, "float32", 8, 48, 200, 288)[0] == 256  # (k within one block already)
+    assert cache_blocks(epyc, "float32", 4, 24, 1024, 264) == cache_blocks(epyc, "float32", 4, 24)
