@@ -592,6 +592,8 @@ class ProductEpilogue:
         if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
             return []
         body = bodies[0]
+        if any(n.op is Op.REDUCE for n in walk(body)):  # (the finisher evaluates no reduction)
+            return []
         read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
         for r in sorted(read, key=ctx.position.__getitem__):
             chosen = ctx.chosen.get(r)
