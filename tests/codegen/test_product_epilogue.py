@@ -130,3 +130,20 @@ def test_random_products_with_a_consumer_match_evaluate(m, n, k, batch, consumer
                    parallel_min_work=0)(a, b, v)
     want = ta.evaluate(T, {A: a, B: b, V: v})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, k))
+
+
+def test_a_sum_inside_the_consumer_is_computed_first_and_read_by_the_finisher(rng):
+    # the consumer's own sum is lifted into a tensor of its own (lowering), which the finisher
+    # then reads elementwise (it evaluates no reduction itself)
+    A = ta.placeholder((64, 64), "float32", "A")
+    B = ta.placeholder((64, 64), "float32", "B")
+    V = ta.placeholder((64,), "float32", "V")
+    k = ta.reduce_axis((0, 64), "k")
+    C = ta.compute((64, 64), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
+    r = ta.reduce_axis((0, 64), "r")
+    T = ta.compute((64, 64), lambda i, j: C[i, j] * ta.sum(V[r] * V[r], axis=r) + 1.0, name="T")
+    assert _fused_products([T], [A, B, V], microkernel=True) == 1
+    a, b, v = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in (A, B, V))
+    want = (a.astype(np.float64) @ b) * float((v.astype(np.float64) ** 2).sum()) + 1.0
+    got = ta.build([T], [A, B, V], microkernel=True)(a, b, v)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
