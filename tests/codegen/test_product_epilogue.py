@@ -108,27 +108,29 @@ def test_a_product_read_elsewhere_or_returned_keeps_its_buffer():
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 40), batch=st.integers(1, 3),
-       consumer=st.sampled_from(["relu", "exp", "bias", "mask", "square"]), threads=st.sampled_from([1, 2]),
-       target=st.sampled_from(TARGETS), seed=st.integers(0, 2 ** 16))
-def test_random_products_with_a_consumer_match_evaluate(m, n, k, batch, consumer, threads, target, seed):
-    A = ta.placeholder((batch, m, k), "float32", "A")
-    B = ta.placeholder((batch, k, n), "float32", "B")
-    V = ta.placeholder((n,), "float32", "V")
+       consumer=st.sampled_from(["relu", "exp", "bias", "mask", "square", "other"]),
+       threads=st.sampled_from([1, 2]), target=st.sampled_from(TARGETS),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2 ** 16))
+def test_random_products_with_a_consumer_match_evaluate(m, n, k, batch, consumer, threads, target, dtype,
+                                                        seed):
+    A = ta.placeholder((batch, m, k), dtype, "A")
+    B = ta.placeholder((batch, k, n), dtype, "B")
+    V = ta.placeholder((n,), dtype, "V")
+    Q = ta.placeholder((batch, m, n), dtype, "Q")
     r = ta.reduce_axis((0, k), "r")
     C = ta.compute((batch, m, n), lambda z, i, j: ta.sum(A[z, i, r] * B[z, r, j], axis=r), name="C")
     body = {"relu": lambda z, i, j: ta.select(C[z, i, j] <= 0, 0.0, C[z, i, j]),
             "exp": lambda z, i, j: ta.exp(C[z, i, j] * 0.05),
             "bias": lambda z, i, j: C[z, i, j] + V[j],
             "mask": lambda z, i, j: ta.select(i >= j, C[z, i, j] * V[j], 0.0),
-            "square": lambda z, i, j: C[z, i, j] * C[z, i, j] - V[j]}[consumer]
+            "square": lambda z, i, j: C[z, i, j] * C[z, i, j] - V[j],
+            "other": lambda z, i, j: ta.tanh(C[z, i, j] + Q[z, i, j]) * Q[z, m - 1 - i, j]}[consumer]
     T = ta.compute((batch, m, n), body, name="T")
     rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, A.shape).astype(np.float32)
-    b = rng.uniform(-1, 1, B.shape).astype(np.float32)
-    v = rng.uniform(-1, 1, V.shape).astype(np.float32)
-    got = ta.build([T], [A, B, V], target=target, num_threads=threads, microkernel=True,
-                   parallel_min_work=0)(a, b, v)
-    want = ta.evaluate(T, {A: a, B: b, V: v})
+    a, b, v, q = (rng.uniform(-1, 1, t.shape).astype(dtype) for t in (A, B, V, Q))
+    got = ta.build([T], [A, B, V, Q], target=target, num_threads=threads, microkernel=True,
+                   parallel_min_work=0)(a, b, v, q)
+    want = ta.evaluate(T, {A: a, B: b, V: v, Q: q})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, k))
 
 
