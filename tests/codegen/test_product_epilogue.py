@@ -149,3 +149,25 @@ def test_a_sum_inside_the_consumer_is_computed_first_and_read_by_the_finisher(rn
     want = (a.astype(np.float64) @ b) * float((v.astype(np.float64) ** 2).sum()) + 1.0
     got = ta.build([T], [A, B, V], microkernel=True)(a, b, v)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 3), c=st.integers(1, 6), f=st.integers(1, 20), hw=st.integers(3, 12),
+       stride=st.sampled_from([1, 2]), pad=st.sampled_from([0, 1]),
+       consumer=st.sampled_from(["relu", "bias_tanh"]), threads=st.sampled_from([1, 2]),
+       target=st.sampled_from(TARGETS), seed=st.integers(0, 2 ** 16))
+def test_random_convolutions_with_a_consumer_match_evaluate(n, c, f, hw, stride, pad, consumer, threads,
+                                                            target, seed):
+    X = ta.placeholder((n, c, hw, hw + 1), "float32", "X")
+    W = ta.placeholder((f, c, 3, 3), "float32", "W")
+    Bv = ta.placeholder((f,), "float32", "Bv")
+    conv = nn.conv2d(X, W, stride, pad)
+    if consumer == "relu":
+        Y = nn.relu(conv)
+    else:
+        Y = ta.compute(conv.shape, lambda a, o, y, x: ta.tanh(conv[a, o, y, x] * 0.3 + Bv[o]), name="Y")
+    rng = np.random.default_rng(seed)
+    x, w, bv = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in (X, W, Bv))
+    got = ta.build([Y], [X, W, Bv], target=target, num_threads=threads, microkernel=True,
+                   parallel_min_work=0)(x, w, bv)
+    np.testing.assert_allclose(got, ta.evaluate(Y, {X: x, W: w, Bv: bv}), rtol=1e-5, atol=1e-5)
