@@ -23,7 +23,7 @@ import time
 from . import report, sweeps, workloads
 from .machine import ForeignLoad, load_snapshot, machine_info
 from .systems import PEERS, SYSTEMS, TENSORAD
-from .threads import peer_isa_env, thread_env, with_peer_isa
+from .threads import peer_cap, thread_env, with_peer_isa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,15 +91,6 @@ def parse(argv=None) -> argparse.Namespace:
     args.peer_cap = peer_cap(args.target) if args.peer_isa == "match" else {}
     return args
 
-
-def peer_cap(target: str) -> dict[str, str]:
-    """The peers' instruction-set cap for tensorad's ``target`` (:func:`.threads.peer_isa_env`)."""
-    if not target:
-        return {}
-    from tensorad.codegen.target import host_target, parse_target
-
-    tgt, host = parse_target(target), host_target()
-    return peer_isa_env(tgt.vector_bits, tgt.fma, host.vector_bits) if tgt.runs_here(host) else {}
 
 
 def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, tmp: str) -> dict:

@@ -33,6 +33,8 @@ from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta
 
+from .threads import run_again_with_peer_cap
+
 
 def _gemm(n: int):
     A = ta.placeholder((n, n), "float32", "A")
@@ -181,22 +183,10 @@ def main() -> None:
                    help="match: a --target narrower than the host holds torch and NumPy to its "
                         "instruction set (benchmarks/threads.py); native: the whole host")
     a = p.parse_args()
-    _hold_peers(a.target, a.peer_isa)
+    if a.peer_isa == "match":
+        run_again_with_peer_cap(a.target, ["-m", "benchmarks.target_bench"] + sys.argv[1:])
     print(f"pause before each timed call: {a.pause} s")
     run(a.target, a.reps, a.quick, a.cpu_time, (1,) if a.cpu_time else (1, 2), a.pause)
-
-
-def _hold_peers(target: str, mode: str) -> None:
-    """Run again with the peers' instruction-set cap in the environment, which torch and
-    OpenBLAS read when they load (this process has loaded NumPy already)."""
-    from .__main__ import peer_cap
-    from .threads import with_peer_isa
-
-    cap = peer_cap(target if target != "llvm" else "") if mode == "match" else {}
-    if cap and os.environ.get("ONEDNN_MAX_CPU_ISA") != cap["ONEDNN_MAX_CPU_ISA"]:
-        env = with_peer_isa(dict(os.environ), cap)
-        print(f"peers held to {cap['ONEDNN_MAX_CPU_ISA']} (running again with the cap)", flush=True)
-        os.execve(sys.executable, [sys.executable, "-m", "benchmarks.target_bench"] + sys.argv[1:], env)
 
 
 if __name__ == "__main__":

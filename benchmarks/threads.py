@@ -32,6 +32,7 @@ the second core from whichever system is measured next, and PyTorch bundles its 
 from __future__ import annotations
 
 import os
+import sys
 
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
@@ -111,3 +112,25 @@ def configure_torch(torch, n: int) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+
+
+def peer_cap(target: str) -> dict[str, str]:
+    """The peers' instruction-set cap for tensorad's ``target`` (:func:`peer_isa_env`; none
+    for the host, ``""`` or ``"llvm"``, or a target this machine cannot run)."""
+    if not target or target == "llvm":
+        return {}
+    from tensorad.codegen.target import host_target, parse_target
+
+    tgt, host = parse_target(target), host_target()
+    return peer_isa_env(tgt.vector_bits, tgt.fma, host.vector_bits) if tgt.runs_here(host) else {}
+
+
+def run_again_with_peer_cap(target: str, argv: list[str]) -> None:
+    """For a process that runs the peers itself (``target_bench``, ``tools/probe_unseen.py``):
+    when ``target`` calls for a cap this process was not started with, start it again (``argv``
+    after the interpreter) with the cap in its environment, which torch and the BLAS read when
+    they load.  Returns only when no restart is needed."""
+    cap = peer_cap(target)
+    if cap and os.environ.get("ONEDNN_MAX_CPU_ISA") != cap["ONEDNN_MAX_CPU_ISA"]:
+        print(f"peers held to {cap['ONEDNN_MAX_CPU_ISA']} (running again with the cap)", flush=True)
+        os.execve(sys.executable, [sys.executable] + argv, with_peer_isa(dict(os.environ), cap))

@@ -7,13 +7,17 @@ ms.  Usage::
 
     python tools/probe_unseen.py [--no-check] [--reps N] [NAME ...]
 
-Not a test: timing belongs here, never in the suite.  Extends the session-14 probe of the lead.
+A ``--target`` narrower than the host holds PyTorch to that instruction set (``--peer-isa
+match``, as the benchmark does).  Not a test: timing belongs here, never in the suite.
+Extends the session-14 probe of the lead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -21,6 +25,9 @@ import torch
 
 import tensorad as ta
 from tensorad import topi
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.threads import run_again_with_peer_cap  # noqa: E402
 
 F = torch.nn.functional
 
@@ -896,7 +903,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--target", default="llvm", help='e.g. "llvm -mcpu=haswell"')
     p.add_argument("--threads", type=int, default=1, help="threads of both systems' timed runs")
+    p.add_argument("--peer-isa", choices=("match", "native"), default="match",
+                   help="match: a --target narrower than the host holds PyTorch to its instruction "
+                        "set (benchmarks/threads.py); native: PyTorch uses the whole host")
     a = p.parse_args()
+    if a.peer_isa == "match":
+        run_again_with_peer_cap(a.target, sys.argv)
     torch.set_num_threads(a.threads)
     names = a.names or list(CASES) + list(HALF)
     for n in names:
