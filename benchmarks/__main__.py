@@ -92,7 +92,6 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
-
 def run_worker(args, system: str, threads: int, deadline: float, hard_s: float, tmp: str) -> dict:
     out = os.path.join(tmp, f"{system}-{threads}.json")
     cmd = [sys.executable, "-m", "benchmarks.worker", "--system", system, "--threads", str(threads),

@@ -20,8 +20,8 @@ pools read their size once, at import or first use:
   their libraries allow it -- oneDNN (``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels
   (``ATEN_CPU_CAPABILITY``), MKL (``MKL_ENABLE_INSTRUCTIONS``), OpenBLAS (``OPENBLAS_CORETYPE``)
   and XLA's generated code (``--xla_cpu_max_isa``) -- so that the column measures what a user of
-  that CPU sees.  XLA's matrix products and convolutions (its Eigen and XNNPACK kernels) ignore
-  the flag and keep the host's vectors (measured: a 1024^3 ``jnp.dot`` at 188 GFLOP/s on one
+  that CPU sees.  XLA's matrix products (library kernels, not generated code) ignore the
+  flag and keep the host's vectors (measured: a 1024^3 ``jnp.dot`` at 188 GFLOP/s on one
   AVX-512 core with and without it), so JAX stays the stricter peer there.
 
 Separate processes also keep the runtimes from disturbing each other: PyTorch's and XLA's
