@@ -583,7 +583,7 @@ class ProductEpilogue:
     the consumer's buffer, so the product's temporary and the consumer's pass over memory are
     gone.  The product must be planned as the micro-kernel (plain or over padded copies), read
     by nothing else, read by the consumer only at its own index, of the consumer's shape and
-    dtype, and not an output."""
+    dtype, and not an output; the consumer holds no reduction and no checked gather."""
 
     name = "product-epilogue"
     PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
@@ -592,7 +592,9 @@ class ProductEpilogue:
         if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
             return []
         body = bodies[0]
-        if any(n.op is Op.REDUCE for n in walk(body)):  # (the finisher evaluates no reduction)
+        # the finisher evaluates no reduction, and no gather index under mode="raise", whose
+        # run-time test only a nest emits (as the packers, fuzz seed 462091)
+        if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise") for n in walk(body)):
             return []
         read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
         for r in sorted(read, key=ctx.position.__getitem__):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -171,3 +172,24 @@ def test_random_convolutions_with_a_consumer_match_evaluate(n, c, f, hw, stride,
     got = ta.build([Y], [X, W, Bv], target=target, num_threads=threads, microkernel=True,
                    parallel_min_work=0)(x, w, bv)
     np.testing.assert_allclose(got, ta.evaluate(Y, {X: x, W: w, Bv: bv}), rtol=1e-5, atol=1e-5)
+
+
+def test_a_consumer_reading_through_a_checked_gather_keeps_its_own_nest(rng):
+    # fuzz seed 462091: the finisher emitted a gather index under mode="raise" without the
+    # run-time test only a nest emits ("internal error: ... emitted without its run-time check")
+    A = ta.placeholder((48, 40), "float32", "A")
+    B = ta.placeholder((40, 36), "float32", "B")
+    V = ta.placeholder((7,), "float32", "V")
+    idx = ta.placeholder((36,), "int32", "idx")
+    k = ta.reduce_axis((0, 40), "k")
+    C = ta.compute((48, 36), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
+    T = ta.compute((48, 36), lambda i, j: C[i, j] * V[idx[j]], name="T")
+    assert _fused_products([T], [A, B, V, idx], microkernel=True) == 0
+    a, b, v = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in (A, B, V))
+    ix = rng.integers(0, 7, 36).astype(np.int32)
+    kern = ta.build([T], [A, B, V, idx], microkernel=True, parallel_min_work=0)
+    np.testing.assert_allclose(kern(a, b, v, ix), (a.astype(np.float64) @ b) * v[ix][None, :],
+                               rtol=1e-5, atol=1e-5)
+    ix[3] = 7
+    with pytest.raises(IndexError):
+        kern(a, b, v, ix)
