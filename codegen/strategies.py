@@ -527,6 +527,28 @@ class _Fusion:
     epilogue: Epilogue
 
 
+def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
+    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads (in
+    program order) that ``op`` alone reads, only at its own index, of its shape, one output
+    and not an output of the program, and that ``fits(r, chosen)`` (the strategy's own test of
+    how ``r`` was planned); ``None`` when there is none."""
+    if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
+        return None
+    body = bodies[0]
+    read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
+    for r in sorted(read, key=ctx.position.__getitem__):
+        chosen = ctx.chosen.get(r)
+        t = Tensor(r, 0)
+        if chosen is None or ctx.readers.get(r) != [op] or not r.is_reduction or r.num_outputs != 1 \
+                or t in ctx.outputs or op.shape != r.shape:
+            continue
+        if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
+            continue
+        if fits(r, chosen):
+            return Candidate(strategy, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))
+    return None
+
+
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.fuse`): no temporary,
     no second pass.  The reduction must be the consumer's only at-point read of it, read by
@@ -535,23 +557,9 @@ class EpilogueFusion:
     name = "epilogue"
 
     def match(self, op, bodies, ctx):
-        if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
-            return []
-        body = bodies[0]
-        read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
-        for r in sorted(read, key=ctx.position.__getitem__):  # the first in program order
-            chosen = ctx.chosen.get(r)
-            if chosen is None or not chosen.single_nest or ctx.readers.get(r) != [op]:
-                continue
-            t = Tensor(r, 0)
-            if not r.is_reduction or r.num_outputs != 1 or t in ctx.outputs or op.shape != r.shape:
-                continue
-            if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
-                continue
-            if not covers_box(r, ctx.bodies[r]):
-                continue
-            return [Candidate(self, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))]
-        return []
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.single_nest
+                              and covers_box(r, ctx.bodies[r]))
+        return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
         r = cand.data.reduction
@@ -589,25 +597,14 @@ class ProductEpilogue:
     PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
 
     def match(self, op, bodies, ctx):
-        if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
-            return []
-        body = bodies[0]
         # the finisher evaluates no reduction, and no gather index under mode="raise", whose
         # run-time test only a nest emits (as the packers, fuzz seed 462091)
-        if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise") for n in walk(body)):
+        if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
+               for n in walk(bodies[0])):
             return []
-        read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
-        for r in sorted(read, key=ctx.position.__getitem__):
-            chosen = ctx.chosen.get(r)
-            if chosen is None or chosen.strategy.name not in self.PRODUCTS or ctx.readers.get(r) != [op]:
-                continue
-            t = Tensor(r, 0)
-            if r.num_outputs != 1 or t in ctx.outputs or op.shape != r.shape or body.dtype != t.dtype:
-                continue
-            if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
-                continue
-            return [Candidate(self, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))]
-        return []
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.strategy.name in self.PRODUCTS
+                              and bodies[0].dtype == r.body[0].dtype)
+        return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
         r = cand.data.reduction
