@@ -155,9 +155,18 @@ def nonzero(e: Expr, ctx=None) -> Expr:
 
 
 def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
-    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``)."""
+    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``).
+
+    A constant fact adds nothing: ``True`` holds everywhere, and under ``False`` no point is
+    left, so ``e`` is as good as any answer (the callers' plans find the empty domain).  It
+    must not enter the mapping: ``False -> True`` beside ``True -> False`` would swap the two
+    constants forever (seed 424851, a tangent whose nonzeroness simplified to ``False``)."""
     mapping = {}
     for f in facts:
+        if f.op is Op.CONST:
+            if f.arg:
+                continue
+            return e
         mapping[f] = TRUE
         neg = negate(f, None if ctx is None else ctx.index)
         if neg is not None:
