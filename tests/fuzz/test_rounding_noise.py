@@ -96,3 +96,20 @@ def test_an_element_either_side_of_a_steep_point_is_found_by_every_draw(seed):
     assert float(want[1]) == 1.0
     noise = case.rounding_noise(want)
     assert float(noise[1]) >= 2.0
+
+
+def test_an_integer_decided_by_floats_may_move_as_far_as_its_noise():
+    """Seed 427930: the index of the maximum of ``sin`` of products near 1e41 (every ulp moves
+    the sine anywhere) followed the kernel's product order.  An integer element passes where it
+    equals another order's value or moves no more than a few ulps of the inputs move it; an
+    element they do not move must still be exact."""
+    want = np.array([13, 1, 20], np.int32)
+    checks.compare("argmax", np.array([48, 1, 20], np.int32), want, "int32", noise=np.array([140.0, 0, 0]))
+    checks.compare("argmax", np.array([48, 1, 20], np.int32), want, "int32",
+                   alternatives=[np.array([48, 1, 55], np.int32)])
+    with pytest.raises(checks.Mismatch):
+        checks.compare("argmax", np.array([48, 2, 20], np.int32), want, "int32", noise=np.array([140.0, 0, 0]))
+    with pytest.raises(checks.Mismatch):
+        checks.compare("argmax", np.array([48, 1, 20], np.int32), want, "int32", noise=np.array([30.0, 0, 0]))
+    with pytest.raises(checks.Mismatch):
+        checks.compare("argmax", np.array([48, 1, 20], np.int32), want, "int32")
