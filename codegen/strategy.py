@@ -166,7 +166,21 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
 
     for k, op in enumerate(ops):
         items_of[op] = expand(op, bodies[op], f"{op.name}#{k}", 0)
-    return [it for op in ops for it in items_of[op]], alias
+    return [it for op in ops for it in items_of[op]], _resolved(alias)
+
+
+def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
+    """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
+    (a strided sum unrolled, then its loop-invariant factor hoisted: seed 429333), and the
+    readers name the first op, so the last must store into its buffer."""
+    out = {}
+    for op, target in alias.items():
+        seen = {op}
+        while target in alias and target not in seen:
+            seen.add(target)
+            target = alias[target]
+        out[op] = target
+    return out
 
 
 __all__ = ["Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
