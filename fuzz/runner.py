@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
@@ -44,8 +45,13 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
             "torch": prog.torch or None}
 
 
-def _worker(conn, cache_dir: str | None, parent: int) -> None:  # pragma: no cover - runs in the child
+def _worker(conn, cache_dir: str | None, parent: int, fault_log: str | None = None
+            ) -> None:  # pragma: no cover - runs in the child
     _exit_with_parent(parent)
+    if fault_log:  # a fatal signal (an abort in native code) writes the Python stack here
+        import faulthandler
+
+        faulthandler.enable(open(fault_log, "w"))  # noqa: SIM115  (open until the worker ends)
     if cache_dir:
         os.environ["TENSORAD_CACHE_DIR"] = cache_dir
     import tensorad  # noqa: F401  (before the first job's clock starts)
@@ -108,7 +114,10 @@ def cpu_seconds(pid: int) -> float | None:
 class Worker:
     def __init__(self, ctx, cache_dir: str | None) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, cache_dir, os.getpid()), daemon=True)
+        fd, self.fault_log = tempfile.mkstemp(prefix="tensorad-fuzz-worker-", suffix=".log")
+        os.close(fd)
+        self.proc = ctx.Process(target=_worker, args=(child, cache_dir, os.getpid(), self.fault_log),
+                                daemon=True)
         self.proc.start()
         child.close()
         self.job = None
@@ -148,6 +157,18 @@ class Worker:
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(5)
+
+    def fault(self, lines: int = 6) -> str:
+        """The innermost frames of the thread that took a fatal signal, as the worker's fault
+        handler wrote them, or ''; the log is removed: the worker is gone."""
+        try:
+            with open(self.fault_log) as f:
+                text = f.read()
+            os.unlink(self.fault_log)
+        except OSError:
+            return ""
+        text = text.split("Current thread", 1)[-1]  # (the other threads' stacks come first)
+        return "; ".join([ln.strip() for ln in text.splitlines() if ln.strip().startswith("File")][:lines])
         self.conn.close()
 
     def stop(self) -> None:
@@ -158,6 +179,7 @@ class Worker:
         self.proc.join(5)
         if self.proc.is_alive():
             self.kill()
+        self.fault()  # (removes the log)
 
 
 WALL_FACTOR = 4  # a job's wall-clock limit, in multiples of its CPU limit
@@ -229,6 +251,9 @@ class Pool:
                     code = w.proc.exitcode
                     status = "hang" if late else "crash"
                     msg = late if late else f"worker died (exit code {code})"
+                    where = w.fault()  # (read for a hang too: it removes the log)
+                    if where and not late:
+                        msg += f" in {where}"
                     busy.remove(w)
                     self.workers.remove(w)
                     fresh = self._spawn()

@@ -39,6 +39,8 @@ def test_crash_and_hang_are_failures_and_the_run_goes_on():
     with Pool(workers=2, timeout=20, wall_timeout=20) as pool:
         results = dict(pool.run(jobs))
     assert results["crash"][0]["status"] == "crash" and "exit code" in results["crash"][0]["message"]
+    # the worker's fault handler names where the abort happened (the job's source)
+    assert 'File "<fuzz program>", line 2' in results["crash"][0]["message"], results["crash"][0]["message"]
     assert results["hang"][0]["status"] == "hang"
     assert results["good"] == [{"check": "forward", "status": "ok"}]
 
