@@ -33,7 +33,7 @@ our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and wit
                polynomial Q on [1, 4) (no division), float64 two pieces, the second Q2(s) / |x|;
                exp(-x^2) there is a normal number: one scaling, no clamp; one select
     pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
-               negative x and non-integer y; float32 computes in float64 (the product y log|x|
+               negative x and non-integer y; float32 computes in plain float64 (y log|x|
                must carry more bits than the result), float64 carries log|x| in about 70 bits
                and y log|x| in two doubles (Dekker's products), whose exponential reduces the
                pair in double-double and rounds once (:func:`_exp_dd`): a power the dtype holds
