@@ -39,4 +39,5 @@ def test_float32_erf_is_one_polynomial_past_one_without_a_division():
     text = str(m)
     assert " fdiv " not in text
     assert text.count(" fmul ") + text.count(" fadd ") + text.count(" fsub ") <= 64
-    assert text.count(" select ") == 1 and text.count(" fcmp ") == 1
+    # the choice between the pieces, and the clamp's two compare-selects (one x86 max/min each)
+    assert text.count(" select ") == 3 and text.count(" fcmp ") == 3
