@@ -283,8 +283,7 @@ def emit_tanh(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
     small = m.copysign(small, x)  # tanh is odd: tanh(-0) = -0 (the polynomial gives +0 there)
     e = _exp_core(m, m.add(a, a))
     big = m.copysign(m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0)))), x)
-    r = m.sel(m.cmp("<", a, m.c(0.625)), small, big)
-    return m.sel(m.isnan(x), x, r)
+    return m.sel(m.cmp("<", a, m.c(0.625)), small, big)  # (NaN: the big piece, whose exp passes it)
 
 
 def emit_sigmoid(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
@@ -292,8 +291,7 @@ def emit_sigmoid(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
     m = _Math(b, x.type)
     t = _exp_core(m, m.b.fneg(m.fabs(x)))
     s = m.div(m.c(1.0), m.add(m.c(1.0), t))
-    r = m.sel(m.cmp("<", x, m.c(0.0)), m.mul(t, s), s)
-    return m.sel(m.isnan(x), x, r)
+    return m.sel(m.cmp("<", x, m.c(0.0)), m.mul(t, s), s)  # (NaN: exp passes it to s)
 
 
 def emit_erf(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
