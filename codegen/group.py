@@ -113,9 +113,17 @@ def _member_reads(unit: Unit, members: dict[ComputeOp, int]):
                 yield n
 
 
-def _alignment(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
-    """(depth, tau) with which ``unit`` can join ``group``, or ``None``."""
+def _members(group: Group, alias: dict) -> dict[ComputeOp, int]:
+    """Each member's op, and the op whose tensors it writes (``alias``: a rewritten op --
+    hoisted, split, gathered -- is read under the original's name), by member index."""
     members = {u.op: k for k, u in enumerate(group.units)}
+    members.update({alias[u.op]: k for k, u in enumerate(group.units) if u.op in alias})
+    return members
+
+
+def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which ``unit`` can join ``group``, or ``None``."""
+    members = _members(group, alias)
     outer = list(unit.outer)
     found: list[Expr] | None = None
     depth = group.depth
@@ -164,12 +172,15 @@ def _extents(u: Unit) -> tuple[int, ...]:
     return tuple(v.extent for v in u.outer if v.extent > 1)
 
 
-def _sibling(group: Group, unit: Unit) -> tuple[int, tuple[Expr, ...]] | None:
+def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
     """(depth, tau) with which a reduction that reads no member joins ``group`` as a sibling:
     its outer loops are the group's prefix (same extents) and it reads a tensor a member
     reads, so its pass over that tensor's slice at a prefix point finds it in cache
-    (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x)."""
-    members = {u.op for u in group.units}
+    (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x).
+    A read of a member under its original name counts (seed 433277: an argmax reading a
+    hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
+    yet computed)."""
+    members = _members(group, alias)
     if not _plain_reduction(unit) or not all(u.gemm is None for u in group.units):
         return None
     reads = _reads(unit)
@@ -188,7 +199,7 @@ def _strip_reduction(u: Unit) -> bool:
         and u.split is None and bool(u.outer)
 
 
-def _strip_chain(g: Group, u: Unit) -> tuple[int, tuple[Expr, ...]] | None:
+def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
     """(depth, tau) with which a strip-form reduction ``u`` (or one with its epilogue) joins
     the one strip-form reduction of ``g`` that it reads at its own rows: the two share every
     outer loop but the strips' last axis, ``u``'s pass over a row after ``g``'s (a max pool's
@@ -200,7 +211,7 @@ def _strip_chain(g: Group, u: Unit) -> tuple[int, tuple[Expr, ...]] | None:
         return None
     if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
         return None
-    found = _alignment(g, u)
+    found = _alignment(g, u, alias)
     if found is None:
         return None
     depth = min(found[0], len(p.outer) - 1)
@@ -211,7 +222,7 @@ def _red_extents(u: Unit) -> tuple[int, ...]:
     return tuple(a.extent for a in u.op.body[0].arg.axes)
 
 
-def strip_siblings(a: Unit, b: Unit) -> bool:
+def strip_siblings(a: Unit, b: Unit, alias: dict | None = None) -> bool:
     """Whether strip-form reductions ``a`` and ``b`` can share one pass: the same output and
     reduction extents (so the same strips and the same row loops) and a tensor both read, and
     neither reads the other (``dgamma[j] = sum_i H[i, j] * xhat[i, j]`` and
@@ -221,8 +232,10 @@ def strip_siblings(a: Unit, b: Unit) -> bool:
     if tuple(v.extent for v in a.outer) != tuple(v.extent for v in b.outer) \
             or _red_extents(a) != _red_extents(b) or a.op.body[0].dtype != b.op.body[0].dtype:
         return False
+    alias = alias or {}
     ra, rb = _reads(a), _reads(b)
-    return bool(ra & rb) and not any(t.op is b.op for t in ra) and not any(t.op is a.op for t in rb)
+    writes_a, writes_b = {a.op, alias.get(a.op, a.op)}, {b.op, alias.get(b.op, b.op)}
+    return bool(ra & rb) and not any(t.op in writes_b for t in ra) and not any(t.op in writes_a for t in rb)
 
 
 def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
@@ -246,7 +259,7 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
                 if needs & writes:
                     break  # (u depends on v: it stays after it)
                 if (_plain_reduction(u) and _plain_reduction(v) and _extents(v) == shape
-                        and reads & _reads(v)) or strip_siblings(v, u):
+                        and reads & _reads(v)) or strip_siblings(v, u, alias):
                     if j + 1 < k and not (between & needs):
                         out.insert(j + 1, out.pop(k))
                     break
@@ -273,7 +286,7 @@ def _heavy(u: Unit) -> int:
     return len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})
 
 
-def plan_groups(units: list[Unit]) -> list[Group]:
+def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
     as a sibling reduction, or as a :func:`strip_siblings` of every member; a strip-form
     reduction is in no aligned group, whose members accumulate in registers one output point at
@@ -281,19 +294,20 @@ def plan_groups(units: list[Unit]) -> list[Group]:
     :data:`MAX_MEMBERS` per group and at most :data:`.inline.INLINE_BUDGET` expensive
     operations in all: the members' bodies become one loop body, and LLVM's time on one
     straight-line body grows faster than its length."""
+    alias = alias or {}
     groups: list[Group] = []
     heavy = 0
     for u in units:
         g = groups[-1] if groups else None
         h = _heavy(u)
         if g is not None and (g.strips or len(g.units) == 1) and len(g.units) < MAX_MEMBERS \
-                and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u) for v in g.units):
+                and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u, alias) for v in g.units):
             g.units.append(u)
             g.taus = [() for _ in g.units]
             g.depth, g.strips = 0, True
             heavy += h
             continue
-        chained = _strip_chain(g, u) if g is not None and len(g.units) == 1 and not g.strips else None
+        chained = _strip_chain(g, u, alias) if g is not None and len(g.units) == 1 and not g.strips else None
         if chained is not None:
             g.units.append(u)
             g.taus.append(chained[1])
@@ -303,7 +317,7 @@ def plan_groups(units: list[Unit]) -> list[Group]:
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
                 and not any(_strip_reduction(v) for v in (*g.units, u)):
-            joined = _alignment(g, u) or _sibling(g, u)
+            joined = _alignment(g, u, alias) or _sibling(g, u, alias)
             if joined is not None:
                 depth, tau = joined
                 g.units.append(u)

@@ -233,7 +233,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
                        epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form,
                        scatter=it.scatter)
              for it in items]
-    groups = plan_groups(order_siblings(units, alias)) if opts.fuse else [Group([u], 0, [()]) for u in units]
+    groups = (plan_groups(order_siblings(units, alias), alias) if opts.fuse
+              else [Group([u], 0, [()]) for u in units])
     groups = [h for g in groups for h in  # a scatter-add or a scan is a nest of its own
               ([Group([u], 0, [()]) for u in g.units] if any(u.form in ("scatter", "scan") for u in g.units)
                else [g])]
