@@ -515,9 +515,13 @@ class AdjointBuilder:
         source = body.src[1]
         found = None
         if not recomputes_exactly(source, inlined=True):
-            copies = {n: self._copy(n.arg)[tuple(n.src)] for n in walk(source) if n.op is Op.READ
-                      and _inlinable(n.arg) and roundings(n.arg.op.body[n.arg.value_index], True)}
-            source = rewrite(source, lambda n: copies.get(n))
+            # keyed by tensor, not by read: ``rewrite`` rebuilds bottom-up, so a read whose index
+            # reads another copied tensor (``T[C[j]]``, fuzz seed 436242) is a new node by the
+            # time the rule sees it
+            copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
+                      and roundings(n.arg.op.body[n.arg.value_index], True)}
+            source = rewrite(source, lambda n: self._copy(n.arg)[tuple(n.src)]
+                             if n.op is Op.READ and n.arg in copied else None)
         if not recomputes_exactly(source):
             source = body.src[1]
             ra = body.arg

@@ -12,6 +12,11 @@ different options) broke it twice over, with a source that only READS a tensor:
   own options.  Now a saved winner takes the tensors it reads with it (unless recomputing them
   is exact).
 
+Fuzz seed 436242 (session 27): the inexact tensor was read through a gather whose index is
+itself a copied tensor (``C[I[0]]``, ``I`` an integer cast of float arithmetic): the copies
+were keyed by the read node, and the bottom-up rewrite had already replaced the inner read, so
+the outer one never matched and ``C`` was not copied.
+
 At ``x0 = x1 = 1 + 2^-27, z = -1`` a fused ``x0 * x1 + z`` and a rounded one differ by 2^-54.
 Every point of the box ties (the source does not depend on ``k``): the gradient is the head's
 sum times the other factor (a formula written here).
@@ -46,6 +51,17 @@ def _through_reduction(op):
     return x, z, ta.compute((3,), lambda i: op(S[0], axis=[k]), name="Y")
 
 
+def _through_gather(op):
+    x = ta.placeholder((2,), "float64", name="x")
+    z = ta.placeholder((1,), "float64", name="z")
+    w = ta.placeholder((1,), "float64", name="w")
+    C = ta.compute((3,), lambda i: x[0] * x[1] + z[0], name="C")
+    index = ta.compute((1,), lambda i: ta.cast("int64", w[i] * 2.0), name="I")  # 1 at w = 0.5
+    k = ta.reduce_axis((0, 4), name="k")
+    Y = ta.compute((3,), lambda i: op(C.take(index[0], mode="clip"), axis=[k]), name="Y")
+    return x, z, w, Y
+
+
 def _winner_only(t):  # a user policy that saves the winner and would recompute the rest
     return t.name.endswith(".winner")
 
@@ -60,6 +76,19 @@ def test_every_tie_counted_when_forward_and_backward_are_built_differently(progr
     strict = ta.function(Y, [x, z], policy=policy, fastmath=False, target="llvm -mcpu=x86-64")
     _, residuals = fused.forward(xv, zv)
     gx, gz = strict.backward(residuals, h)
+    np.testing.assert_allclose(gx, h.sum() * xv[::-1], rtol=1e-15)
+    np.testing.assert_allclose(gz, [h.sum()], rtol=1e-15)
+
+
+@pytest.mark.parametrize("op", [ta.max, ta.min])
+@pytest.mark.parametrize("fastmath", [True, False])
+def test_every_tie_counted_through_a_gather_by_a_copied_index(op, fastmath):
+    x, z, w, Y = _through_gather(op)
+    xv, zv, wv, h = np.array([A, A]), np.array([-1.0]), np.array([0.5]), np.array([1.0, 2.0, -0.5])
+    forward = ta.function(Y, [x, z, w], wrt=[x, z], fastmath=fastmath, target="llvm -mcpu=haswell")
+    backward = ta.function(Y, [x, z, w], wrt=[x, z], fastmath=not fastmath, target="llvm -mcpu=haswell")
+    _, residuals = forward.forward(xv, zv, wv)
+    gx, gz = backward.backward(residuals, h)
     np.testing.assert_allclose(gx, h.sum() * xv[::-1], rtol=1e-15)
     np.testing.assert_allclose(gz, [h.sum()], rtol=1e-15)
 
