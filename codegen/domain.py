@@ -136,7 +136,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
             fills.append(Fill(buf, const(0, buf.dtype)))
             notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")
         cut = None
-        if op.attr(GUARD_ATTR) and split is None:  # (each piece with its guards decided: :mod:`.pieces`)
+        if op.attr(GUARD_ATTR) and len(pieces) == 1:  # (each piece with its guards decided: :mod:`.pieces`)
             cut = guard_pieces(space, box.intersect(dom), value)
         if cut is not None:
             for k, (piece, there) in enumerate(cut):

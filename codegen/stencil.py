@@ -47,6 +47,7 @@ from .pieces import GUARD_ATTR, guard_pieces
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
+MAX_UNROLLED_TAPS = 64  # terms of an unrolled sum (past the registers, its weights are broadcast loads)
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,11 +184,12 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     return TapSplit(interior, border, gather, k, interior_points, border_fraction)
 
 
-def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
+def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS) -> ComputeOp | None:
     """The dual: a sum over a few taps (every reduction axis of at most :data:`MAX_TAP_EXTENT`
-    values, 2 to ``budget`` taps in all, each axis of several values shifting a read index along
-    an output axis that moves it by one, and a weight per tap -- a read by the taps and none of
-    those output axes: a depthwise convolution's input gradient and forward, not a box blur)
+    values, 2 to ``budget`` taps in all, some axis of several values shifting a read index along
+    an output axis that moves it by one -- the others, a grouped convolution's few channels of
+    a group, only index -- and a weight per tap -- a read by the taps and none of those output
+    axes: a depthwise or grouped convolution's input gradient and forward, not a box blur)
     as an elementwise op adding one term per tap,
     ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
     the whole box), in the order the loops add them.  The op asks for its guards to be decided
@@ -206,8 +208,8 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int) -> ComputeOp | None:
         return None
     cond, src = body.src
     taps = _moving(raxes)
-    if not taps <= _shifts(body, _moving(op.axes), set(raxes), unit=True):
-        return None
+    if not taps & _shifts(body, _moving(op.axes), set(raxes), unit=True):
+        return None  # (no window: a short channel sum, the plain loops' scalar accumulator)
     sliding = _shifts(body, taps, set(op.axes), unit=True)
     if not any(n.op is Op.READ and set(free_vars(n)) & taps and not set(free_vars(n)) & sliding
                for n in walk(src)):

@@ -808,8 +808,8 @@ RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and 
 class _Taps(ABC):
     """What both tap strategies share: under fast math only (their sums add in another order
     than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
-    matched once per planning call, at most as many taps as the target's vector registers
-    less :data:`RESERVED_REGISTERS`."""
+    matched once per planning call; the target's vector registers less
+    :data:`RESERVED_REGISTERS` hold the taps (one accumulator each, or one weight each)."""
 
     name = ""
 
@@ -857,18 +857,27 @@ class TapAccumulators(_Taps):
 
 
 class TapStencil(_Taps):
-    """The dual: a sum over a few taps that shift its reads (a depthwise convolution's input
-    gradient, its forward) as one elementwise op adding a term per tap, its guards decided per
-    piece of the box (:func:`.stencil.unroll_taps`): the interior is one vectorized loop with
-    the taps' invariant factors in registers."""
+    """The dual: a sum over a few taps that shift its reads (a depthwise or grouped
+    convolution's input gradient, its forward) as one elementwise op adding a term per tap,
+    its guards decided per piece of the box (:func:`.stencil.unroll_taps`): the interior is one
+    vectorized loop with the taps' invariant factors in registers (or loaded, past them)."""
 
     name = "stencil"
 
     def _make(self, op, body, ctx):
-        return unroll_taps(op, body, self._budget(ctx))
+        return unroll_taps(op, body)
 
     def cost(self, cand, ctx):
-        return loop_cycles(cand.data, cand.data.body, ctx)
+        """The plain loops of the unrolled op, plus a load per point for each loop-invariant
+        factor past the registers (:data:`RESERVED_REGISTERS` kept for the stream)."""
+        unrolled = cand.data
+        own = loop_cycles(unrolled, unrolled.body, ctx)
+        if not unrolled.axes:
+            return own
+        inner = unrolled.axes[-1]
+        invariant = {r for r in _reads(unrolled.body) if inner not in free_vars(r)}
+        spilled = max(0, len(invariant) - self._budget(ctx))
+        return own + _prod(a.extent for a in unrolled.axes) * spilled / _lanes(ctx, unrolled.body[0].dtype)
 
     def lower(self, cand, ctx):
         return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
