@@ -206,8 +206,7 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
     maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
     region).  ``None`` unless the rows align."""
     (p,) = g.units
-    if not (_strip_reduction(p) and u.form == "strips" and u.gemm is None and u.split is None
-            and (u.op.is_reduction or u.reduction is not None)):
+    if not (_strips_with_epilogue(p) and _strips_with_epilogue(u)):
         return None
     if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
         return None
@@ -216,6 +215,12 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
         return None
     depth = min(found[0], len(p.outer) - 1)
     return (depth, found[1][:depth]) if depth else None
+
+
+def _strips_with_epilogue(u: Unit) -> bool:
+    """A reduction accumulated in strips, alone or with its fused epilogue."""
+    return u.form == "strips" and u.gemm is None and u.split is None and bool(u.outer) \
+        and (u.op.is_reduction or u.reduction is not None)
 
 
 def _red_extents(u: Unit) -> tuple[int, ...]:
@@ -316,7 +321,7 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             continue
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
-                and not any(_strip_reduction(v) for v in (*g.units, u)):
+                and not any(v.form == "strips" for v in (*g.units, u)):
             joined = _alignment(g, u, alias) or _sibling(g, u, alias)
             if joined is not None:
                 depth, tau = joined

@@ -583,6 +583,12 @@ def _value_rules(em: ExprEmitter) -> dict:
 
     def power(node, x, y):
         if node.dtype.startswith("float"):
+            e = node.src[1]
+            if e.op is Op.CONST and float(e.arg) == 2.0:
+                # x ** 2 = x * x exactly: the square rounded once is the correctly rounded power,
+                # and NaN, +-inf and -0 square as pow says (a variance's (x - m) ** 2: a multiply,
+                # not the ~40 operations of the general power)
+                return b.fmul(x, x, flags=fl(node))
             return em.math("pow", x, y)
         return em.call("pow", node.dtype, x, y, flags=fl(node))
 

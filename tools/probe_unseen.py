@@ -616,6 +616,27 @@ def _emb_sum_ta(E, ids):
     )
 
 
+def _channel_nll_ta(X, L):
+    # a segmentation loss: the class axis is 1 of NCHW, the labels one per pixel
+    logp = topi.nn.log_softmax(X, axis=1)
+    n, _, h, w = X.shape
+    b, y, x = ta.reduce_axis((0, n), "b"), ta.reduce_axis((0, h), "y"), ta.reduce_axis((0, w), "x")
+    return ta.compute((), lambda: ta.sum(-logp[b, L[b, y, x], y, x], axis=[b, y, x]) / float(n * h * w),
+                      name="nll")
+
+
+def _channel_layer_norm_ta(X, G, B):
+    # ConvNeXt's LayerNorm2d: over the channels of NCHW, per pixel
+    n, c, h, w = X.shape
+    k = ta.reduce_axis((0, c), "k")
+    mean = ta.compute((n, h, w), lambda b, y, x: ta.sum(X[b, k, y, x], axis=k) / float(c), name="mean")
+    k2 = ta.reduce_axis((0, c), "k2")
+    var = ta.compute((n, h, w), lambda b, y, x: ta.sum((X[b, k2, y, x] - mean[b, y, x]) ** 2, axis=k2)
+                     / float(c), name="var")
+    return ta.compute((n, c, h, w), lambda b, ch, y, x: (X[b, ch, y, x] - mean[b, y, x])
+                      / ta.sqrt(var[b, y, x] + 1e-5) * G[ch] + B[ch], name="ln2d")
+
+
 CASES.update({
     "dwconv3x3": (
         "depthwise conv 3x3 p1 (8,128,56,56)",
@@ -848,6 +869,20 @@ CASES.update({
         ("X",),
         lambda X: topi.nn.softmax(X, axis=1),
         lambda X: F.softmax(X, 1),
+    ),
+    "logsoftmax_ch_nll": (
+        "log-softmax over channels + NLL, labels (8,21,128,128)",
+        {"X": ((8, 21, 128, 128), f), "L": ((8, 128, 128), ("int", 21))},
+        ("X",),
+        _channel_nll_ta,
+        lambda X, L: F.nll_loss(F.log_softmax(X, 1), L.long()),
+    ),
+    "layernorm_ch": (
+        "channels-first layer norm over C (8,96,56,56)",
+        {"X": ((8, 96, 56, 56), f), "G": ((96,), pos), "B": ((96,), f)},
+        ("X", "G", "B"),
+        _channel_layer_norm_ta,
+        lambda X, G, B: F.layer_norm(X.permute(0, 2, 3, 1), (96,), G, B).permute(0, 3, 1, 2),
     ),
     "gram": (
         "Gram matrix F F^T / K (8,256,1024)",

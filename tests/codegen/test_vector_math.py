@@ -224,3 +224,23 @@ def test_pow_float64_keeps_its_bits_for_large_exponents():
     small = np.abs(np.log(x) * y) < 150
     np.testing.assert_allclose(got[small], want[small], rtol=1e-15, atol=0)
     np.testing.assert_allclose(got, want, rtol=5e-15, atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_square_is_one_multiply_and_exact(dtype):
+    """``x ** 2`` (a variance's ``(x - m) ** 2``, a squared error) compiles to ``x * x``, with
+    no call of the general power: bit for bit NumPy's square, at the special values too (NaN,
+    +-inf, -0, overflow, subnormals)."""
+    X = ta.placeholder((64,), dtype, "X")
+    Y = ta.compute((64,), lambda i: X[i] ** 2.0, name="Y")
+    Z = ta.compute((64,), lambda i: X[i] ** 2.5, name="Z")
+    square, general = ta.build([Y], [X]), ta.build([Z], [X])
+    # (the general power inline is some thirty multiplies, vectorized and scalar)
+    assert 0 < 3 * square.llvm_ir.count("fmul") < general.llvm_ir.count("fmul")
+    info = np.finfo(dtype)
+    x = np.random.default_rng(3).uniform(-3, 3, 64).astype(dtype)
+    x[:10] = [np.nan, np.inf, -np.inf, -0.0, 0.0, info.max, -info.max, info.tiny, info.tiny / 4, -1.5]
+    with np.errstate(over="ignore", under="ignore"):
+        want = x * x
+    got = square(x)
+    assert np.array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}")), (got, want)
