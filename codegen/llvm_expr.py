@@ -48,6 +48,9 @@ MEMTYPE = {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I
            "float16": I16, "bfloat16": I16}
 FSUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 
+# integer powers up to this (absolute) exponent multiply under fast math (``small_power``)
+MAX_MULTIPLIED_POWER = 4
+
 _ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
 _UNARY_INTRINSIC = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos",
                     Op.TANH: "tanh", Op.ABS: "fabs"}
@@ -584,13 +587,22 @@ def _value_rules(em: ExprEmitter) -> dict:
     def power(node, x, y):
         if node.dtype.startswith("float"):
             e = node.src[1]
-            if e.op is Op.CONST and float(e.arg) == 2.0:
-                # x ** 2 = x * x exactly: the square rounded once is the correctly rounded power,
-                # and NaN, +-inf and -0 square as pow says (a variance's (x - m) ** 2: a multiply,
-                # not the ~40 operations of the general power)
-                return b.fmul(x, x, flags=fl(node))
+            n = float(e.arg) if e.op is Op.CONST else 0.5
+            if n.is_integer() and (n in (2.0, -1.0) or (em.fast and 2 <= abs(n) <= MAX_MULTIPLIED_POWER)):
+                return small_power(node, x, int(n))
             return em.math("pow", x, y)
         return em.call("pow", node.dtype, x, y, flags=fl(node))
+
+    def small_power(node, x, n: int):
+        """``x ** n`` by multiplication.  ``x * x`` and ``1 / x`` round once, as the correctly
+        rounded power does, and NaN, +-inf, -0 and overflow come out as ``pow`` says: always
+        (a variance's ``(x - m) ** 2``: one multiply, not the ~40 operations of the general
+        power).  Cubes and fourth powers (GELU's ``0.044715 x ** 3``) round twice -- an ulp or
+        two, the special values still exact -- so only under fast math."""
+        flags = fl(node)
+        sq = b.fmul(x, x, flags=flags) if abs(n) >= 2 else x
+        out = {1: x, 2: sq, 3: b.fmul(sq, x, flags=flags), 4: b.fmul(sq, sq, flags=flags)}[abs(n)]
+        return b.fdiv(ir.Constant(out.type, 1.0), out, flags=flags) if n < 0 else out
 
     def neg(node, x):
         return b.fneg(x, flags=fl(node)) if node.dtype.startswith("float") else b.neg(x)

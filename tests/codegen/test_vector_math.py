@@ -244,3 +244,32 @@ def test_a_square_is_one_multiply_and_exact(dtype):
         want = x * x
     got = square(x)
     assert np.array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}")), (got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [-4, -3, -2, -1, 3, 4])
+def test_small_integer_powers_multiply_under_fast_math(dtype, n):
+    """``x ** n`` for ``|n| <= 4`` is a product under fast math (GELU's ``x ** 3``): within two
+    ulps of the power (NumPy's, in float64 -- float32 in long double), special values exact
+    (NaN, +-inf, +-0, overflow to inf, sign); ``1 / x`` rounds once, so it is exact without
+    fast math too.  Without fast math the others keep the general, correctly rounded power."""
+    X = ta.placeholder((256,), dtype, "X")
+    Y = ta.compute((256,), lambda i: X[i] ** float(n), name="Y")
+    fast, strict = ta.build([Y], [X]), ta.build([Y], [X], fastmath=False)
+    assert (fast.llvm_ir_unoptimized.count("fmul") < 8) and (
+        (strict.llvm_ir_unoptimized.count("fmul") < 8) is (n == -1))
+    info = np.finfo(dtype)
+    x = np.random.default_rng(n + 10).uniform(-4, 4, 256).astype(dtype)
+    x[128:] = x[128:] * np.float64(10.0) ** np.random.default_rng(n + 20).uniform(-30, 30, 128)
+    x[:9] = [np.nan, np.inf, -np.inf, -0.0, 0.0, info.max, -info.max, 1.0, -1.0]
+    wide = np.longdouble if dtype == "float32" else np.float64
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(wide), wide(n)).astype(dtype)
+    for k in (fast, strict):
+        got = k(x)
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        assert same[:9].all(), (x[:9], got[:9], want[:9])
+        assert np.array_equal(np.signbit(got[:9]), np.signbit(want[:9]))
+        finite = np.isfinite(want) & (np.abs(want) >= info.tiny)
+        ulps = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
+        assert ulps.max() <= 2, (n, ulps.max())
