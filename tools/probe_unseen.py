@@ -902,6 +902,82 @@ CASES.update({
 
 
 # storage-dtype cases: (name, half dtype, case key)
+def _mse_ta(P, T):
+    i, j = ta.reduce_axis((0, P.shape[0]), "i"), ta.reduce_axis((0, P.shape[1]), "j")
+    size = float(P.shape[0] * P.shape[1])
+    return ta.compute((), lambda: ta.sum((P[i, j] - T[i, j]) ** 2, axis=[i, j]) / size, name="mse")
+
+
+def _gelu_tanh_ta(X):
+    c = (2.0 / np.pi) ** 0.5
+    return ta.compute(X.shape, lambda i, j: 0.5 * X[i, j]
+                      * (1.0 + ta.tanh(c * (X[i, j] + 0.044715 * X[i, j] ** 3))), name="gelu_tanh")
+
+
+def _channel_pool_ta(X):
+    # CBAM's spatial attention input: the max and the mean over the channels, side by side
+    n, c, h, w = X.shape
+    k, k2 = ta.reduce_axis((0, c), "k"), ta.reduce_axis((0, c), "k2")
+    mx = ta.compute((n, h, w), lambda b, y, x: ta.max(X[b, k, y, x], axis=k), name="cmax")
+    mean = ta.compute((n, h, w), lambda b, y, x: ta.sum(X[b, k2, y, x], axis=k2) / float(c), name="cmean")
+    return ta.compute((n, 2, h, w), lambda b, t, y, x: ta.if_then_else(t == 0, mx[b, y, x], mean[b, y, x]),
+                      name="cpool")
+
+
+def _kl_ta(P, Q):
+    # KL(p || q) per row, summed: p log p - p log q (p, q positive)
+    i, j = ta.reduce_axis((0, P.shape[0]), "i"), ta.reduce_axis((0, P.shape[1]), "j")
+    return ta.compute((), lambda: ta.sum(P[i, j] * (ta.log(P[i, j]) - ta.log(Q[i, j])), axis=[i, j]),
+                      name="kl")
+
+
+def _channel_shuffle_ta(X):
+    n, c, h, w = X.shape
+    g = 4
+    return ta.compute(X.shape, lambda b, ch, y, x: X[b, (ch % g) * (c // g) + ch // g, y, x] * 1.0,
+                      name="shuffle")
+
+
+def _reflect_pad_ta(X):
+    n, c, h, w = X.shape
+
+    def refl(i, size):
+        return ta.if_then_else(i < 0, -i, ta.if_then_else(i >= size, 2 * size - 2 - i, i))
+    return ta.compute((n, c, h + 2, w + 2), lambda b, ch, y, x: X[b, ch, refl(y - 1, h), refl(x - 1, w)],
+                      name="reflect_pad")
+
+
+CASES.update({
+    "mse": ("MSE loss 256x4096", {"P": ((256, 4096), f), "T": ((256, 4096), f)}, ("P",), _mse_ta,
+            lambda P, T: F.mse_loss(P, T)),
+    "gelu_tanh": ("GELU tanh approximation with x ** 3, 256x4096", {"X": ((256, 4096), f)}, ("X",),
+                  _gelu_tanh_ta, lambda X: F.gelu(X, approximate="tanh")),
+    "channel_pool": ("channel max + mean (CBAM) (8,64,56,56)", {"X": ((8, 64, 56, 56), f)}, ("X",),
+                     _channel_pool_ta,
+                     lambda X: torch.cat([X.amax(1, keepdim=True), X.mean(1, keepdim=True)], 1)),
+    "kl": ("KL divergence 512x1000", {"P": ((512, 1000), pos), "Q": ((512, 1000), pos)}, ("P", "Q"), _kl_ta,
+           lambda P, Q: (P * (P.log() - Q.log())).sum()),
+    "channel_shuffle": ("channel shuffle g4 (8,128,28,28)", {"X": ((8, 128, 28, 28), f)}, ("X",),
+                        _channel_shuffle_ta,
+                        lambda X: X.reshape(8, 4, 32, 28, 28).transpose(1, 2).reshape(8, 128, 28, 28)),
+    "reflect_pad": ("reflection pad 1 (8,64,56,56)", {"X": ((8, 64, 56, 56), f)}, ("X",), _reflect_pad_ta,
+                    lambda X: F.pad(X, (1, 1, 1, 1), mode="reflect")),
+    "groupconv8": ("grouped conv 3x3 g16 (8 a group) 128->128 28x28", {"X": ((8, 128, 28, 28), f),
+                   "W": ((128, 8, 3, 3), f)}, ("X", "W"), lambda X, W: topi.nn.conv2d(X, W, 1, 1, groups=16),
+                   lambda X, W: F.conv2d(X, W, padding=1, groups=16)),
+    "conv1x1s2": ("conv 1x1 s2 (downsample) 256->512 28->14", {"X": ((8, 256, 28, 28), f),
+                  "W": ((512, 256, 1, 1), f)}, ("X", "W"), lambda X, W: topi.nn.conv2d(X, W, 2, 0),
+                  lambda X, W: F.conv2d(X, W, stride=2)),
+    "convT3x3s2": ("convT 3x3 s2 p1 op1 64->32 28->56", {"X": ((8, 64, 28, 28), f), "W": ((64, 32, 3, 3), f)},
+                   ("X", "W"), lambda X, W: topi.nn.conv2d_transpose(X, W, 2, 1, output_padding=1),
+                   lambda X, W: F.conv_transpose2d(X, W, stride=2, padding=1, output_padding=1)),
+    "dwconv3x3s2": ("depthwise conv 3x3 s2 p1 (8,128,56,56)", {"X": ((8, 128, 56, 56), f),
+                    "W": ((128, 1, 3, 3), f)}, ("X", "W"),
+                    lambda X, W: topi.nn.conv2d(X, W, 2, 1, groups=128),
+                    lambda X, W: F.conv2d(X, W, stride=2, padding=1, groups=128)),
+})
+
+
 HALF = {
     "bf16_dense": (
         "bfloat16 dense 256x1024x1024",
