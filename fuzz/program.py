@@ -44,6 +44,8 @@ constants, casts down inside a body, int64 inputs, more library calls (:meth:`Ge
 ``cross_entropy``, ``embedding``, attention, ``conv2d``, ``pool``, ``ta.generalized_matmul``),
 a combiner of three values (:data:`TRIPLE`), the options ``tune``, ``variants``,
 ``microkernel=False`` and four threads, and the callings :data:`CALLING22`.
+Session 27 added (``forms27``): small integer powers (``x ** 3``, ``x ** -2``, up to the
+fourth), which code generation multiplies under fast math.
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -278,13 +280,15 @@ class Generator:
     def __init__(self, rng: random.Random, safe: bool, gather: random.Random | None = None,
                  extra: random.Random | None = None, more: random.Random | None = None,
                  forms: random.Random | None = None, forms21: random.Random | None = None,
-                 forms22: random.Random | None = None, triple: random.Random | None = None) -> None:
+                 forms22: random.Random | None = None, triple: random.Random | None = None,
+                 forms27: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # session 11's additions (integer tensors): a stream of their own
         self.f = Forms(forms)  # session 20's additions
         self.f21 = Forms(forms21)  # session 21's additions
         self.f22 = Forms(forms22)  # session 22's additions (:meth:`topi22_def` and the draws marked f22)
         self.f22b = Forms(triple)  # session 22's three-value combiner (after its first campaigns)
+        self.f27 = Forms(forms27)  # session 27's additions (small integer powers)
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -470,6 +474,12 @@ class Generator:
                     "{1} - (ta.abs({0}) + 1.0) ** -0.5")
             raw = ("{0} ** {1}", "({0}) ** 2 + {1}", "{1} - ({0}) ** -1.0", "{0} ** 0.5 + {1}")
             form = self.f22.r.choice(safe if self.safe else raw)
+        if self.f27.draw(0.08):  # small integer powers: multiplied under fast math, exact ones always
+            safe = ("({0}) ** 3 + {1}", "({0}) ** 4 - {1}", "{1} * (ta.abs({0}) + 0.5) ** -2",
+                    "(ta.abs({0}) + 1.0) ** -3.0 + {1}", "{1} / (ta.abs({0}) + 1.0) ** 4")
+            raw = ("({0}) ** 3 + {1}", "{1} - ({0}) ** -2.0", "({0}) ** 4 * {1}", "{1} + ({0}) ** -3",
+                   "ta.power({0}, -4.0) - {1}")
+            form = self.f27.r.choice(safe if self.safe else raw)
         return Node("(" + form + ")", (a, b), "v")
 
     def reduction(self, pool, ivars, depth, nest: list, custom: bool) -> Node:
@@ -835,14 +845,15 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
 
 
 def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True,
-             forms21: bool = True, forms22: bool = True) -> Program:
+             forms21: bool = True, forms22: bool = True, forms27: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
     stream of their own so that they change a third of the programs and leave the rest);
     ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
     them (what the regression tests of older seeds pin); ``forms21=False``: without session
-    21's (the programs of campaigns before it); ``forms22=False``: without session 22's."""
+    21's (the programs of campaigns before it); ``forms22=False``: without session 22's;
+    ``forms27=False``: without session 27's (the programs of sessions 22-26's campaigns)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -855,9 +866,10 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     s21 = random.Random(seed * 2147483647 + 0x21) if extras and forms and forms21 else None
     s22 = random.Random(seed * 998244353 + 0x22) if s21 is not None and forms22 else None
     s22b = random.Random(seed * 1000000007 + 0x22B) if s22 is not None else None
+    s27 = random.Random(seed * 40503 + 0x27) if s22 is not None and forms27 else None
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b)
+    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b, s27)
     prog = gen.program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"

@@ -319,14 +319,15 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
          extras: bool = True, generator=None, wall_timeout: float | None = None,
-         forms21: bool = True, forms22: bool = True) -> Report:
+         forms21: bool = True, forms22: bool = True, forms27: bool = True) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
     layers of :func:`.layers.generate_layer`).  ``forms21=False``: the programs of the
-    campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22."""
+    campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22;
+    ``forms27=False``: before session 27."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
@@ -335,7 +336,7 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
         for s in seeds:
             extra = extras(s) if callable(extras) else extras
             progs[s] = generator(s) if generator is not None else \
-                generate(s, extras=extra, forms21=forms21, forms22=forms22)
+                generate(s, extras=extra, forms21=forms21, forms22=forms22, forms27=forms27)
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir, wall_timeout) as pool:

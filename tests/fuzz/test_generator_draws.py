@@ -118,6 +118,20 @@ def test_old_seeds_without_additions_are_unchanged():
                for s in changed)
 
 
+def test_session27_small_powers_change_few_programs_and_forms27_false_gives_them_back():
+    """Session 27's stream ``forms27`` (small integer powers, multiplied under fast math) adds a
+    power to some programs; ``forms27=False`` (``python -m fuzz --forms22``) renders the
+    programs of the campaigns before it, and without session 22's stream it draws nothing."""
+    old = [generate(s, forms27=False) for s in range(300)]
+    new = [generate(s) for s in range(300)]
+    changed = [s for s, p, q in zip(range(300), old, new) if p.render() != q.render()]
+    assert 0 < len(changed) < 60
+    powers = r"\*\* (3|4|-2|-3)|, -4\.0\)"
+    assert all(re.search(powers, new[s].render()) for s in changed)
+    assert all(generate(s, forms22=False).render() == generate(s, forms22=False, forms27=False).render()
+               for s in changed)
+
+
 def test_half_integer_and_layer_programs_define_and_evaluate():
     picked = [p for p in _programs()[:400] if p.dtype in HALF or "= ta.topi." in p.render()
               or ") // ta.cast('int" in p.render()][:12]
