@@ -474,12 +474,13 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     else:
         if conv is None or not (divs or conv.divides) or scans_exactly(stmts, conv.instances):
             return body
-    safe = guarded_hulls(stmts)
-    body, conv = _scan(safe, scans)
-    if conv is not None and not scans_exactly(safe, conv.instances):
-        raise IslAstError("isl built loops that do not scan the statements' domains "
-                          f"({', '.join(s.name for s in stmts)}): an internal error, please report it")
-    return body
+    for boxes in (False, True):  # division-free hulls, then boxes (a hull can keep a stride)
+        safe = guarded_hulls(stmts, boxes)
+        body, conv = _scan(safe, scans)
+        if conv is None or scans_exactly(safe, conv.instances):
+            return body
+    raise IslAstError("isl built loops that do not scan the statements' domains "
+                      f"({', '.join(s.name for s in stmts)}): an internal error, please report it")
 
 
 __all__ = ["build_loops", "schedule_map", "subst_stmt"]
