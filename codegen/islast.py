@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import islpy as isl
 
 from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, logical_not, unary, var
-from tensorad.ir.rewrite import substituter
+from tensorad.ir.intrange import index_bounds
+from tensorad.ir.rewrite import substituter, walk
 from tensorad.poly.affine import IndexSpace
 
 from .astcheck import Instance, guarded_hulls, has_divs, scans_exactly
@@ -243,7 +244,7 @@ class AstConverter:
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
         conds = tuple(f for f in self.frame if not isinstance(f, tuple))
         self.instances.append(Instance(s.name, tuple(args), loops, conds))
-        mapping = dict(zip(s.vars, args))
+        mapping = dict(zip(s.vars, map(_loop_value, args)))
         sub = substituter(mapping)
         return tuple(subst_stmt(st, mapping, sub) for st in s.body)
 
@@ -273,6 +274,19 @@ class AstConverter:
         if op in (_E.cond, _E.select):
             return choice(Op.SELECT, *args)
         raise IslAstError(f"unexpected isl AST expression {e.to_C_str()}")
+
+
+def _loop_value(arg: Expr) -> Expr:
+    """A statement variable's value in isl's loops, as the statement reads it.  A variable is
+    exact index arithmetic (an ``i64`` loop counter); where isl fixes it to a constant its value
+    comes as ``int32`` constants (``(2 * 1) + 0``), which the statement's own ``int32`` constants
+    would then combine with in ``i32`` and wrap -- ``(1073741824 * ((2 * 1) + 0)) % 3`` is 1, not
+    2 (fuzz seed 446042) -- where constants alone are data-like (a folded ``int32(-9) -
+    int32(2147483647)`` wraps, seed 220419).  So such a value is one ``int64`` constant."""
+    bound = index_bounds(arg)
+    if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
+        return const(bound[0], "int64")
+    return arg
 
 
 def subst_stmt(st, mapping: dict, sub=None):
