@@ -63,6 +63,32 @@ def test_unconverged_differences_are_no_verdict_and_the_other_elements_still_cou
         compare_fd("d", got, kink, 1e-6, rtol=1e-4)
 
 
+def test_a_centred_kink_is_no_verdict_and_a_smooth_curvature_is_no_kink():
+    """``minimum(a, b)`` at ``a == b`` (bfloat16 data ties often, fuzz seed 447652): the central
+    difference is 1/2 at every step, so the steps agree, but the forward and backward
+    differences are 0 and 1 at every step -- their gap does not shrink with the step: a kink,
+    no verdict (the kernel's one-sided rule says 1).  A smooth function's gap grows with the
+    step (``s f''``): a wrong derivative there is still a mismatch."""
+    def with_skew(eps, kink_at=None, curvature=50.0):
+        fd, noise = _smooth(eps)
+        skew = np.full(TRUE.shape, curvature * eps)  # s |f''|
+        if kink_at is not None:
+            fd[kink_at] = 0.5
+            skew[kink_at] = 1.0
+        return fd, noise, skew
+
+    got = TRUE.copy()
+    got[2] = 1.0  # the kernel's side of the tie
+    assert compare_fd("d", got, lambda e: with_skew(e, kink_at=2), 1e-6, rtol=1e-4) == 1
+    got[0] += 1.0  # a wrong smooth element beside it is still called
+    with pytest.raises(Mismatch, match=r"at \[(np\.int64\()?0"):
+        compare_fd("d", got, lambda e: with_skew(e, kink_at=2), 1e-6, rtol=1e-4)
+    wrong = TRUE.copy()
+    wrong[3] += 1.0  # strong curvature, no kink: decided, a mismatch
+    with pytest.raises(Mismatch, match=r"at \[(np\.int64\()?3"):
+        compare_fd("d", wrong, lambda e: with_skew(e, curvature=1e4), 1e-6, rtol=1e-4)
+
+
 def test_huge_unstable_garbage_does_not_widen_the_tolerance_of_the_others():
     def garbage(eps):  # element 0 is noise of magnitude 1e9 (a huge sum's rounding)
         fd, noise = _smooth(eps)
