@@ -129,7 +129,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     raxes = tuple(body.arg.axes)
     outer = tuple(a for a in op.axes if a not in taps)
     values = list(product(*(range(a.lo, a.hi) for a in taps)))
-    per_tap = [dict(zip(taps, (const(v, a.dtype) for v, a in zip(vals, taps)))) for vals in values]
+    per_tap = [dict(zip(taps, (const(v, "int64") for v in vals))) for vals in values]
     inside = TRUE
     for m in per_tap:
         c = substitute(cond, m)
@@ -220,7 +220,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS) -> C
     box = space.box()
     total = None
     for vals in product(*(range(a.lo, a.hi) for a in raxes)):
-        m = {**fresh, **{a: const(v, a.dtype) for a, v in zip(raxes, vals)}}
+        m = {**fresh, **{a: const(v, "int64") for a, v in zip(raxes, vals)}}
         c = substitute(cond, m)
         try:
             where = box.intersect(space.cond(c))
