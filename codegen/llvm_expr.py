@@ -598,11 +598,13 @@ def _value_rules(em: ExprEmitter) -> dict:
         rounded power does, and NaN, +-inf, -0 and overflow come out as ``pow`` says: always
         (a variance's ``(x - m) ** 2``: one multiply, not the ~40 operations of the general
         power).  Cubes and fourth powers (GELU's ``0.044715 x ** 3``) round twice -- an ulp or
-        two, the special values still exact -- so only under fast math."""
-        flags = fl(node)
-        sq = b.fmul(x, x, flags=flags) if abs(n) >= 2 else x
-        out = {1: x, 2: sq, 3: b.fmul(sq, x, flags=flags), 4: b.fmul(sq, sq, flags=flags)}[abs(n)]
-        return b.fdiv(ir.Constant(out.type, 1.0), out, flags=flags) if n < 0 else out
+        two, the special values still exact -- so only under fast math.  No fast-math flags,
+        as the power's call had none: a contracted ``x * x + c`` is an FMA in one copy of an
+        expression and not in another, and an argmax's exact tie among copies broke (fuzz seed
+        449201)."""
+        sq = b.fmul(x, x) if abs(n) >= 2 else x
+        out = {1: x, 2: sq, 3: b.fmul(sq, x), 4: b.fmul(sq, sq)}[abs(n)]
+        return b.fdiv(ir.Constant(out.type, 1.0), out) if n < 0 else out
 
     def neg(node, x):
         return b.fneg(x, flags=fl(node)) if node.dtype.startswith("float") else b.neg(x)
