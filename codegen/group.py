@@ -195,8 +195,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
 
 def _strip_reduction(u: Unit) -> bool:
     """A reduction of its own accumulated in strips of its output (:func:`.schedule.buffer_form`)."""
-    return u.op.is_reduction and u.form == "strips" and u.reduction is None and u.gemm is None \
-        and u.split is None and bool(u.outer)
+    return u.reduction is None and _strips_with_epilogue(u)
 
 
 def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:

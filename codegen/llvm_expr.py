@@ -602,8 +602,10 @@ def _value_rules(em: ExprEmitter) -> dict:
         as the power's call had none: a contracted ``x * x + c`` is an FMA in one copy of an
         expression and not in another, and an argmax's exact tie among copies broke (fuzz seed
         449201)."""
-        sq = b.fmul(x, x) if abs(n) >= 2 else x
-        out = {1: x, 2: sq, 3: b.fmul(sq, x), 4: b.fmul(sq, sq)}[abs(n)]
+        k = abs(n)
+        out = x if k == 1 else b.fmul(x, x)
+        if k > 2:
+            out = b.fmul(out, x if k == 3 else out)
         return b.fdiv(ir.Constant(out.type, 1.0), out) if n < 0 else out
 
     def neg(node, x):
