@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from itertools import permutations
 from typing import Any
 
+from tensorad.simplify import simplify_expr
 from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir.dtype import INT_DTYPES
@@ -65,7 +66,9 @@ class Contraction:
     kc: int = 256
     mc: int = 128
     nc: int = 256
-    c_batch: tuple = ()  # C's axis of each batch axis when they differ (a chunk of the batch)
+    #: C's index (one expression per axis of C) in the product's axes, where they differ from
+    #: C's own axes: a chunk of the batch (:func:`pad_contraction`), a split axis (:func:`digit_splits`)
+    c_index: tuple = ()
     target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
     exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
     band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
@@ -73,10 +76,26 @@ class Contraction:
     #: block of C, which then lives in the consumer's buffer (:class:`.strategies.ProductEpilogue`)
     epilogue: Any = None
 
-    def c_axis(self, ax: Expr) -> Expr:
-        """The axis of C that batch axis ``ax`` scans (a chunk ``[lo, hi)`` of it, see
-        :func:`pad_contraction`: C's rows start at ``lo``)."""
-        return self.c_batch[self.batch.index(ax)] if self.c_batch else ax
+    @property
+    def c_at(self) -> tuple[Expr, ...]:
+        """C's index in the product's axes: C's own axes unless :attr:`c_index` says otherwise."""
+        return self.c_index or tuple(self.c.op.axes)
+
+    def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
+        """``(stride, first)``: the stride in C's buffer (whose axes step by ``strides``) of each
+        axis of the product, and the offset of its first point (each axis at its ``lo``: a
+        chunk of the batch starts at its first row; a split axis ``f = F g + j`` steps by
+        ``F`` rows along ``g`` and one along ``j``)."""
+        stride: dict[Expr, int] = {}
+        first = 0
+        for e, st in zip(self.c_at, strides):
+            for v, x in var_coefficients(e).items():
+                if v is None:
+                    first += x * st
+                else:
+                    stride[v] = stride.get(v, 0) + x * st
+        first += sum(ax.lo * stride.get(ax, 0) for ax in self.batch + self.m + self.n)
+        return stride, first
 
     @property
     def M(self) -> int:  # noqa: N802
@@ -295,13 +314,53 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     # a checked gather index needs the kernel's run-time test, which the packers do not emit
     if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
         return None
-    src, masks = _peel_masks(srcs[0])
+    spec = _match(op, tuple(op.axes), red, (), target or host_target())
+    for axis, parts in ([] if spec is not None else digit_splits(op, red)):
+        value = parts[0] * const(parts[1].extent, axis.dtype) + parts[1]
+        split = simplify_expr(substitute(red, {axis: value}))
+        if split.op is not Op.REDUCE or len(split.src) != 2:
+            continue
+        axes = tuple(x for a in op.axes for x in (parts if a is axis else (a,)))
+        index = tuple(value if a is axis else a for a in op.axes)
+        spec = _match(op, axes, split, index, target or host_target())
+        if spec is not None:
+            break
+    return None if spec is None else _with_tiles(spec, tile, target or host_target())
+
+
+def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
+    """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or
+    ``% F`` (``F`` dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``,
+    ``j < F``.  A grouped convolution reads its input's channel ``(f // F) * C_g + c`` for its
+    output channel ``f`` and its weights at ``f``: no axis is read by one side only until
+    ``f`` is split, when ``g`` (both sides) is a batch axis and ``j`` (the weights) the rows
+    -- one product per group.  Its input gradient reads ``(7 - f) // 8``-like forms of its
+    channel, its weight gradient ``f // F``."""
+    found: dict[tuple[Expr, int], None] = {}
+    for n in walk(red):
+        if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:
+            continue
+        form = var_coefficients(n.src[0])
+        divisor = int(n.src[1].arg)
+        for a in op.axes if form is not None else ():
+            if form.get(a) and a.lo == 0 and 1 < divisor < a.extent and a.extent % divisor == 0:
+                found[(a, divisor)] = None
+    return [(a, (var(f"{a.name}.g", 0, a.extent // d, a.dtype), var(f"{a.name}.j", 0, d, a.dtype)))
+            for a, d in found]
+
+
+def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, target: Target
+           ) -> Contraction | None:
+    """The untiled :class:`Contraction` of the sum ``red`` over output ``axes`` (C's index in
+    them: ``c_index``, empty when they are ``op``'s own), or ``None``."""
+    cond, src = red.src
+    src, masks = _peel_masks(src)
     factors = _factors(src)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
     if not factors:
         return None
     fvars = [_vars(f) for f in factors]
-    cvars = [(c, _vars(c)) for c in _unless_implied(conjuncts(cond), op.axes + tuple(red.arg.axes)) + masks]
-    axes = list(op.axes)
+    cvars = [(c, _vars(c)) for c in _unless_implied(conjuncts(cond), axes + tuple(red.arg.axes)) + masks]
+    axes = list(axes)
     for length in range(len(axes) - 1, 0, -1):
         n_axes = axes[-length:]
         fb = [i for i, vs in enumerate(fvars) if vs & set(n_axes)]
@@ -312,8 +371,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars and ax not in tied]
         if not m_cands or not fb:
             continue
-        m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype,
-                     target or host_target())
+        m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype, target)
         batch = tuple(ax for ax in axes[:-length] if ax not in m)
         ga, gb = [], []
         for c, vs in cvars:
@@ -330,9 +388,8 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
         k = k_order(((a, m), (b, tuple(n_axes))), tuple(red.arg.axes))
         exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
                            box_a + tuple(n_axes))
-        spec = Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
-                           band=k_band(ga, m[0], k) if len(m) == 1 else None)
-        return _with_tiles(spec, tile, target or host_target())
+        return Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
+                           band=k_band(ga, m[0], k) if len(m) == 1 else None, c_index=c_index)
     return None
 
 
@@ -659,8 +716,9 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         b0 = c.batch[0]
         rows = -(-plan.size // limit)
         step = -(-b0.extent // rows)
-        if plan.read.src[0] is b0 and not plan.lows[0] and not plan.highs[0] and b0.extent >= 2 \
-                and step * plan.size // b0.extent <= limit:
+        # (the chunk restricts the op's own loops, which the batch axis must be one of)
+        if plan.read.src[0] is b0 and b0 in c.c.op.axes and not plan.lows[0] and not plan.highs[0] \
+                and b0.extent >= 2 and step * plan.size // b0.extent <= limit:
             chunked = (big[0], plan, b0, step)
     if "a" in sides or (chunked is not None and chunked[0] == "a"):
         c = replace(c, band=None)  # (the band is side A's guard, which a copy no longer is)
@@ -676,7 +734,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         new.setdefault("a" if name == "b" else "b", substitute(c.a if name == "b" else c.b, {b0: part}))
         if c.exact is not None:
             new["exact"] = substitute(c.exact, {b0: part})
-        spec = replace(c, batch=(part,) + c.batch[1:], c_batch=c.batch, **new)
+        index = tuple(substitute(e, {b0: part}) for e in c.c_at)
+        spec = replace(c, batch=(part,) + c.batch[1:], c_index=index, **new)
         pieces.append(((copies if not pieces else []) + [op], spec, (b0, first, first + count)))
     return pieces
 

@@ -27,10 +27,11 @@ import islpy as isl
 from tensorad.simplify.logic import conjuncts
 
 from tensorad.ir.expr import TRUE, Expr, Op, choice, const, logical, logical_not, var
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.affine import IndexSpace, NotAffine
 
+from .footprint import count_points
 from .nestshare import marked
 from .pieces import GUARD_ATTR, guard_pieces
 from .program import Assign, Buffer, Fill, If, Store
@@ -149,6 +150,33 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
             name = f"S{v}" if len(pieces) == 1 else f"S{v}p{k}"
             stmts.append(PolyStmt(name, axes, piece.intersect(dom), (store,), tuple(axes) + (v,)))
     return OpDomain(fills, stmts, space, note="; ".join(notes))
+
+
+DENSITY_POINTS = 1 << 16  # a condition over a larger box is taken as dense (counting walks its points)
+
+
+def where_density(op: ComputeOp, bodies: tuple[Expr, ...]) -> float:
+    """The fraction of a reduction's box (output and reduction axes) where its affine
+    where-condition holds, counted over the box of the axes the condition reads (1.0 past
+    :data:`DENSITY_POINTS` of them, or when it is not affine).  A residue class (``% 2``:
+    a strided convolution's input gradient) is taken as dense: loops over it test each point."""
+    red = bodies[0]
+    cond = red.src[0]
+    axes = tuple(op.axes) + tuple(red.arg.axes)
+    used = set(free_vars(cond))
+    involved = tuple(a for a in axes if a in used)
+    size = 1
+    for a in involved:
+        size *= max(0, a.extent)
+    if not involved or not size or size > DENSITY_POINTS \
+            or any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)):
+        return 1.0
+    space = IndexSpace(involved)
+    try:
+        dom = space.box().intersect(split_condition(space, cond)[0])
+    except (NotAffine, NotImplementedError, ValueError):
+        return 1.0
+    return count_points(dom) / size
 
 
 def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:

@@ -90,14 +90,12 @@ class GemmEmitter:
             fields[gd.H_BAND_LO_ON], fields[gd.H_BAND_LO] = int(s.band.lo is not None), s.band.lo or 0
             fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0
             fields[gd.H_BAND_INNER] = s.band.inner
-        axes = list(s.c.op.axes)
-        cstrides = strides_of(self.c_tensor)  # (an epilogue's consumer: C's shape, row-major)
-        fields[gd.H_LDC] = cstrides[axes.index(s.m[-1])]  # (the rows' strides chain)
+        # (an epilogue's consumer: C's shape, row-major)
+        cstride, c_first = s.c_layout(strides_of(self.c_tensor))
+        fields[gd.H_LDC] = cstride[s.m[-1]]  # (the rows' strides chain)
         for i, ax in enumerate(s.batch):
             fields[gd.H_BEXT + i] = ax.extent
-            fields[gd.H_CCOEF + i] = cstrides[axes.index(s.c_axis(ax))]
-        # a chunk of the batch (contraction.pad_contraction) starts at C's row ``lo``
-        c_first = sum(ax.lo * cstrides[axes.index(s.c_axis(ax))] for ax in s.batch)
+            fields[gd.H_CCOEF + i] = cstride[ax]
         sides = []
         for at, expr, outer, width in ((gd.SIDE_A, s.a, s.m, s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
             plan = gd.plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
@@ -161,8 +159,7 @@ class GemmEmitter:
         unit-stride code that LLVM vectorizes, as the consumer's own nest would have been."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
-        by_c = {s.c_axis(ax): ax for ax in s.batch}  # (a chunk's batch axis names C's rows apart)
-        expr = s.epilogue.apply(tuple(by_c.get(ax, ax) for ax in s.c.op.axes), value)
+        expr = s.epilogue.apply(s.c_at, value)
         tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
         exact = self._fixer(b, ptr_of, strides_of, fastmath) if s.exact is not None else None
         ctx = b.alloca(PTR, size=I64(len(tensors) + 1), name="finish")
@@ -230,7 +227,7 @@ class GemmEmitter:
         digits = Packer(f, em, s.k, self.t, self.vw)
         if s.batch:
             digits.bind(s.batch, bflat)
-        ldc = strides_of(self.c_tensor)[list(s.c.op.axes).index(s.m[-1])]
+        ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         seen = entry_alloca(f, I1, "seen")
         kpos = entry_alloca(f, I64, "k")

@@ -387,7 +387,7 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     if mode in (gd.TRANSPOSE, gd.TRANSPOSE2):
         bs = gd.block_size(width, vw)
         checks = (side, ochk, kchk, ld(b, side, gd.S_NCHK))
-        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot, gather,
+        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                         checks, 2 if mode == gd.TRANSPOSE2 else 1)
     elif mode == gd.COPY2:
         _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
@@ -443,7 +443,7 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
 
 
 def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
-                    gather, checks, kstride: int = 1) -> None:
+                    checks, kstride: int = 1) -> None:
     """Register transposes per run of ``k``.  With range-checked indices (a convolution's
     weight gradient reading its unpadded input), each panel row is valid on an interval of the
     run (the runs also keep every checked index on its step): blocks inside every row's
@@ -461,6 +461,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
     ksteps = _ksteps(b, side)
     row_lo = entry_alloca(b, I64, "row_lo", width)
     row_hi = entry_alloca(b, I64, "row_hi", width)
+    row_off = entry_alloca(b, I64, "row_off", width)  # each panel row's offset (``ooff``)
     grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
     grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
     mname = b.function.name + "_masked"
@@ -474,69 +475,68 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))
         pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
-        with b.if_else(b.icmp_signed("==", valid, I64(width))) as (full, part):
-            with full:
-                with advancing(b, 0, klen, "kr") as (kk, nxt):
-                    run = ld(b, krun, kk)
-                    nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
-                    kbase = ld(b, koff, kk)
-                    for g in range(ngroups):
-                        st(b, grp_lo, g, I64(0))
-                        st(b, grp_hi, g, run)
-                    with loop(b, 0, width, name="rows") as w:
-                        o = b.add(first, w)
-                        a, e = _interval(
-                            b, side, nchk,
-                            lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
-                                                 ld(b, kchk, b.add(b.mul(d, klen), kk))),
-                            lambda d: ld(b, ksteps, d), run)
-                        st(b, row_lo, w, a)
-                        st(b, row_hi, w, e)
-                        g = b.sdiv(w, I64(bs))
-                        st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
-                        st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
-                    def block(kb, kk=kk, kbase=kbase, first=first, pdst=pdst):
-                        at = b.add(kbase, b.mul(kb, I64(kstride)))
-                        args = (src, ooff, row_lo, row_hi, pdst, first, None, at, kb, kk)
-                        for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
-                            inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
-                                            b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
-                            here = args[:6] + (I64(g),) + args[7:]
-                            with b.if_else(inside) as (plain, masked):
-                                with plain:
-                                    _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
-                                with masked:
-                                    if masked_fn is None:
-                                        _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
-                                    else:
-                                        b.call(masked_fn, list(here))
+        with advancing(b, 0, klen, "kr") as (kk, nxt):
+            run = ld(b, krun, kk)
+            nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
+            kbase = ld(b, koff, kk)
+            for g in range(ngroups):
+                st(b, grp_lo, g, I64(0))
+                st(b, grp_hi, g, run)
+            with loop(b, 0, width, name="rows") as w:
+                # a row past the last panel's ``valid`` ones reads the last row's tables and
+                # is empty: its blocks are masked loads of nothing (zeros), as a padded
+                # window's rows are -- an edge panel (a grouped convolution's weight gradient,
+                # 36 columns in one 48-wide panel) packed by transposes, not element by element
+                o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
+                a, e = _interval(
+                    b, side, nchk,
+                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                    lambda d: ld(b, ksteps, d), run)
+                live = b.icmp_signed("<", w, valid)
+                a, e = b.select(live, a, I64(0)), b.select(live, e, I64(0))
+                st(b, row_lo, w, a)
+                st(b, row_hi, w, e)
+                st(b, row_off, w, ld(b, ooff, o))
+                g = b.sdiv(w, I64(bs))
+                st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
+                st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
 
-                    # the rest of a run of at least bs: its last bs positions transposed again
-                    # (the same values where it overlaps), not element by element -- one more
-                    # trip of the block loop
-                    tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
-                    with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
-                        block(imin(b, kb, b.sub(run, I64(bs))))
-                    with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
-                        kpos = b.add(kk, i)
-                        with loop(b, 0, width, name="tw") as w:
-                            ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
-                                        b.icmp_signed("<", i, ld(b, row_hi, w)))
-                            with b.if_else(ok) as (yes, no):
-                                with yes:
-                                    at = b.add(kbase, b.mul(i, I64(kstride)))
-                                    v = ld(b, src, b.add(ld(b, ooff, b.add(first, w)), at), t)
-                                    b.store(v, slot(pdst, kpos, w))
-                                with no:
-                                    b.store(t(0.0), slot(pdst, kpos, w))
-                    nxt[0] = b.add(kk, run)
-            with part:
-                with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
-                    with plain:
-                        gather(first, valid, pdst)
-                    with checked:
-                        _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first,
-                                        valid, width, pdst, slot)
+            def block(kb, kk=kk, kbase=kbase, pdst=pdst):
+                at = b.add(kbase, b.mul(kb, I64(kstride)))
+                args = (src, row_off, row_lo, row_hi, pdst, I64(0), None, at, kb, kk)
+                for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
+                    inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
+                                    b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
+                    here = args[:6] + (I64(g),) + args[7:]
+                    with b.if_else(inside) as (plain, masked):
+                        with plain:
+                            _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                        with masked:
+                            if masked_fn is None:
+                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                            else:
+                                b.call(masked_fn, list(here))
+
+            # the rest of a run of at least bs: its last bs positions transposed again (the
+            # same values where it overlaps), not element by element -- one more trip of the
+            # block loop
+            tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
+            with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
+                block(imin(b, kb, b.sub(run, I64(bs))))
+            with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
+                kpos = b.add(kk, i)
+                with loop(b, 0, width, name="tw") as w:
+                    ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
+                                b.icmp_signed("<", i, ld(b, row_hi, w)))
+                    with b.if_else(ok) as (yes, no):
+                        with yes:
+                            at = b.add(kbase, b.mul(i, I64(kstride)))
+                            v = ld(b, src, b.add(ld(b, row_off, w), at), t)
+                            b.store(v, slot(pdst, kpos, w))
+                        with no:
+                            b.store(t(0.0), slot(pdst, kpos, w))
+            nxt[0] = b.add(kk, run)
 
 
 def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
@@ -589,29 +589,6 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
         kpos = b.add(b.add(kk, kb), I64(c))
         ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
         b.store(col, ptr, align=es)
-
-
-def _checked_gather(b, t, side, src, ooff, koff, ochk, kchk, nchk, olen, klen, first, valid, width, pdst,
-                    slot) -> None:
-    """A panel element by element, each element read only where every checked index is in
-    range (zeros elsewhere and past ``valid``)."""
-    ok_slot = entry_alloca(b, I1, "gok")
-    with loop(b, 0, klen, name="ck") as kk:
-        with loop(b, 0, valid, name="cw") as w:
-            o = b.add(first, w)
-            b.store(I1(1), ok_slot)
-            with loop(b, 0, nchk, name="cd") as d:
-                x = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
-                size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
-                inb = b.and_(b.icmp_signed(">=", x, I64(0)), b.icmp_signed("<", x, size))
-                b.store(b.and_(b.load(ok_slot), inb), ok_slot)
-            with b.if_else(b.load(ok_slot)) as (yes, no):
-                with yes:
-                    b.store(ld(b, src, b.add(ld(b, ooff, o), ld(b, koff, kk)), t), slot(pdst, kk, w))
-                with no:
-                    b.store(t(0.0), slot(pdst, kk, w))
-        with loop(b, valid, width, name="cz") as w:
-            b.store(t(0.0), slot(pdst, kk, w))
 
 
 def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
