@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tensorad.codegen.domain import where_density
 
 import tensorad as ta
@@ -119,3 +121,36 @@ def test_a_thin_slab_of_a_product_is_left_to_loops():
     offered = {point: labels for point, labels, _ in lowered.offered}
     assert any(label == "taps" for _, _, label in lowered.offered), lowered.offered
     assert all("microkernel" not in labels for point, labels in offered.items() if "/" in point), offered
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.data())
+def test_random_group_products_match_evaluate(data):
+    """Sums whose output channel ``f`` one side reads through ``f // F`` (or ``% F``), built
+    with the micro-kernel wherever it matches, against ``ta.evaluate``: batch, group, row and
+    column axes of random sizes, a padded window, 1 or 2 threads, either target."""
+    d = data.draw
+    groups, per, cg = d(st.integers(1, 4)), d(st.integers(2, 5)), d(st.integers(1, 4))
+    nb, width, taps = d(st.integers(1, 3)), d(st.integers(1, 9)), d(st.integers(1, 4))
+    pad = d(st.integers(0, 2))
+    f_form = d(st.sampled_from(["f", "f % F", "F - 1 - f % F"]))
+    X = ta.placeholder((nb, groups * cg, width + taps - 1), "float64", name="X")
+    W = ta.placeholder((groups * per, cg, taps), "float64", name="W")
+    c, r = ta.reduce_axis((0, cg), "c"), ta.reduce_axis((0, taps), "r")
+
+    def body(b, f, x):
+        fw = {"f": f, "f % F": f % per, "F - 1 - f % F": per - 1 - f % per}[f_form]
+        at = x + r - pad
+        read = X[b, (f // per) * cg + c, at] if pad == 0 else \
+            ta.if_then_else((at >= 0) & (at < X.shape[2]), X[b, (f // per) * cg + c, at], 0.0)
+        return ta.sum(read * W[fw, c, r], axis=[c, r])
+
+    Y = ta.compute((nb, groups * per, width), body, name="Y")
+    rng = np.random.default_rng(d(st.integers(0, 9)))
+    x, w = rng.uniform(-1, 1, X.shape), rng.uniform(-1, 1, W.shape)
+    opts = dict(microkernel=True, num_threads=d(st.sampled_from([1, 2])), target=d(st.sampled_from(TARGETS)),
+                parallel_min_work=0)
+    if groups > 1 and width > 1 and cg * taps > 1:  # (an axis of one point may be gone)
+        assert "matrix product" in str(ta.lower([Y], [X, W], **opts))
+    got = ta.build([Y], [X, W], **opts)(x, w)
+    np.testing.assert_allclose(got, ta.evaluate([Y], {X: x, W: w})[0], rtol=1e-12, atol=1e-12)
