@@ -365,7 +365,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if key not in memo.steps:
             memo.steps[key] = memo.shared.steps(
                 g, bodies, outs_of, scalar, buffers.get,
-                lambda g=g: _storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans)))
+                lambda g=g: _storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans, alias)))
         made = memo.steps[key]
         if made is None:
             return None, k
@@ -383,13 +383,14 @@ def _storing(steps: list | None) -> list | None:
 
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
-                     scans: dict | None = None) -> list | None:
+                     scans: dict | None = None, alias: dict | None = None) -> list | None:
     """The steps of one group (``None``: its members cannot be fused exactly; ``scans``: the
-    call's memo of isl ASTs, :func:`.islast.build_loops`)."""
+    call's memo of isl ASTs, :func:`.islast.build_loops`; ``alias``: a unit's op -> the op
+    whose tensors it writes)."""
     if g.strips:
         return lower_strips(g, bodies, outs_of, opts, scans)
     if len(g.units) > 1:
-        return lower_group(g, bodies, outs_of, scalar, opts, scans)
+        return lower_group(g, bodies, outs_of, scalar, opts, scans, alias)
     u = g.units[0]
     specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
     if specs and all(s is not None for s in specs):

@@ -77,9 +77,10 @@ def _pointwise(u, tau, member, split=None) -> bool:
         for st in member)
 
 
-def shared_positions(members: list) -> list[int | None]:
+def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
     """Per member ``(unit, tau, statements, bodies, split)`` of a group: the position of the
     earlier member whose inner loops it shares, or ``None`` (its own loops, as before).
+    ``alias`` maps a unit's op to the op whose tensors it writes (readers read those).
 
     Consecutive elementwise members of one shape, their prefixes at the same axes, share their
     inner loops when each reads the run's earlier members only at its own point (a residual
@@ -87,7 +88,9 @@ def shared_positions(members: list) -> list[int | None]:
     both, the value still in a register, instead of a second pass over the row.  Statements
     then run in member order at each point (schedule ``prefix, run, axes, member, output``), so
     a read at the reader's own point finds the value written; a read anywhere else would not,
-    and keeps the member in loops of its own."""
+    and keeps the member in loops of its own (fuzz seed 458345: a hoisting plan's op, which
+    writes the tensor its reader reads at ``[.., ax2 - 3]``, was not seen as read)."""
+    alias = alias or {}
     runs: list[list[int]] = []
     run: list[int] = []
     for g, (u, tau, member, bodies, split) in enumerate(members):
@@ -99,10 +102,10 @@ def shared_positions(members: list) -> list[int | None]:
                 ok = u.op.shape == p.op.shape and [v.extent for v in axes] == [v.extent for v in paxes] \
                     and [axes.index(v) for v in tau] == [paxes.index(v) for v in ptau]
             if ok:
-                inside = {members[k][0].op for k in run}
+                inside = {alias.get(members[k][0].op, members[k][0].op) for k in run}
                 own = tuple(u.op.axes)
                 ok = all(n.src == own for b in bodies for n in walk(b)
-                         if n.op is Op.READ and n.arg.op in inside)
+                         if n.op is Op.READ and alias.get(n.arg.op, n.arg.op) in inside)
             if ok:
                 run.append(g)
                 continue
@@ -117,8 +120,10 @@ def shared_positions(members: list) -> list[int | None]:
 
 
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options,
-                scans: dict | None = None) -> list | None:
-    """The steps (fills, then one nest) computing every member of ``group``, or ``None``."""
+                scans: dict | None = None, alias: dict | None = None) -> list | None:
+    """The steps (fills, then one nest) computing every member of ``group``, or ``None``
+    (``alias``: a unit's op -> the op whose tensors it writes, which later members read)."""
+    alias = alias or {}
     acc_of: dict[Tensor, Expr] = {}
     fills, stmts, accs, notes, members = [], [], [], [], []
     depth = group.depth
@@ -150,12 +155,13 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         accs.extend(dom.accumulators)
         if u.op in scalar:
             for v, b in enumerate(bodies[u.op]):
-                acc_of[Tensor(u.op, v)] = dom.accumulators[b.arg.value_index]
+                for op in {u.op, alias.get(u.op, u.op)}:
+                    acc_of[Tensor(op, v)] = dom.accumulators[b.arg.value_index]
         if dom.note or dom.reduction is None:
             notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
         else:
             notes.append(marked(u.op.name))
-    position = shared_positions(members)
+    position = shared_positions(members, alias)
     for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
