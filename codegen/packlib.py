@@ -509,14 +509,21 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                     inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
                                     b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
                     here = args[:6] + (I64(g),) + args[7:]
-                    with b.if_else(inside) as (plain, masked):
-                        with plain:
-                            _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
-                        with masked:
-                            if masked_fn is None:
-                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
-                            else:
-                                b.call(masked_fn, list(here))
+                    with b.if_else(b.icmp_signed("<=", valid, I64(g))) as (empty, rows):
+                        with empty:  # (an edge panel's rows past its last: zeros, nothing read)
+                            for c in range(bs):
+                                kpos = b.add(b.add(kk, kb), I64(c))
+                                at_ = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), I64(g))], inbounds=True,
+                                            source_etype=t)
+                                b.store(ir.Constant(ir.VectorType(t, bs), None), at_, align=es)
+                        with rows, b.if_else(inside) as (plain, masked):
+                            with plain:
+                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                            with masked:
+                                if masked_fn is None:
+                                    _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                                else:
+                                    b.call(masked_fn, list(here))
 
             # the rest of a run of at least bs: its last bs positions transposed again (the
             # same values where it overlaps), not element by element -- one more trip of the
