@@ -1,6 +1,6 @@
 """``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T]
 [--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers] [--forms20] [--forms21]
-[--forms22]``."""
+[--forms22] [--target T]``."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def main(argv=None) -> int:
                     help="the generator as of session 21: the programs of the campaigns before session 22")
     ap.add_argument("--forms22", action="store_true",
                     help="the generator of sessions 22-26: the programs of the campaigns before session 27")
+    ap.add_argument("--target", default=None,
+                    help='every program built for this target ("llvm -mcpu=haswell": AVX2 on any x86 host)')
     args = ap.parse_args(argv)
     checks = tuple(c for c in args.checks.split(",") if c)
     unknown = set(checks) - set(ALL)
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
                shrink=args.shrink, out_dir=args.out, progress=progress,
                generator=generate_layer if args.layers else None, forms21=not args.forms20,
                forms22=not (args.forms20 or args.forms21),
-               forms27=not (args.forms20 or args.forms21 or args.forms22))
+               forms27=not (args.forms20 or args.forms21 or args.forms22), target=args.target)
     print(rep.summary())
     return 1 if rep.failures else 0
 

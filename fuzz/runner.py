@@ -319,7 +319,8 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
          extras: bool = True, generator=None, wall_timeout: float | None = None,
-         forms21: bool = True, forms22: bool = True, forms27: bool = True) -> Report:
+         forms21: bool = True, forms22: bool = True, forms27: bool = True,
+         target: str | None = None) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
@@ -327,7 +328,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
     layers of :func:`.layers.generate_layer`).  ``forms21=False``: the programs of the
     campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22;
-    ``forms27=False``: before session 27."""
+    ``forms27=False``: before session 27.  ``target``: every program built for this target
+    (``"llvm -mcpu=haswell"``: an AVX2 campaign on any x86 host) instead of the one it draws."""
     report = Report()
     t0 = time.monotonic()
     progs = {}
@@ -337,6 +339,8 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
             extra = extras(s) if callable(extras) else extras
             progs[s] = generator(s) if generator is not None else \
                 generate(s, extras=extra, forms21=forms21, forms22=forms22, forms27=forms27)
+            if target is not None:
+                progs[s] = replace(progs[s], options={**progs[s].options, "target": target})
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)
 
     with Pool(workers, timeout, cache_dir, wall_timeout) as pool:
