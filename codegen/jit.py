@@ -41,6 +41,55 @@ _LOCK = threading.RLock()
 class _JitState:
     engine: llvm.ExecutionEngine
     triple: str
+    maps_counted: int = 0  # the process's memory mappings when last counted (:func:`_room_for_object`)
+    loads_since: int = 0  # objects linked since
+
+
+MAP_LIMIT_FILE = "/proc/sys/vm/max_map_count"
+MAPS_PER_OBJECT = 4  # memory mappings an object linked into the engine may add (2 seen: code, data)
+MAP_HEADROOM = 512  # mappings kept free below the OS limit (Python, NumPy and threads map too)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _count_maps() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _room_for_object(s: _JitState) -> None:
+    """Raise before the engine would map past the OS's limit on a process's memory mappings
+    (``vm.max_map_count``, 65,530 by default): each object linked stays for the life of the
+    process with its own code and data mappings, and past the limit LLVM's section allocator
+    aborts the process (fuzz seed 469528: a worker that had linked about 30,000 kernels).  The
+    mappings are counted (``/proc/self/maps``) at the first link, then only when an estimate --
+    the last count plus ``MAPS_PER_OBJECT`` per object linked since -- comes near the limit."""
+    limit = _read_int(MAP_LIMIT_FILE)
+    if limit is None:
+        return  # (not Linux: no such limit to watch)
+    if s.maps_counted and s.maps_counted + MAPS_PER_OBJECT * (s.loads_since + 1) + MAP_HEADROOM <= limit:
+        s.loads_since += 1
+        return
+    counted = _count_maps()
+    if counted is None:
+        return
+    s.maps_counted, s.loads_since = counted, 1
+    if counted + MAPS_PER_OBJECT + MAP_HEADROOM > limit:
+        raise RuntimeError(
+            f"JIT: this process has {counted} memory mappings, near the system's limit "
+            f"(vm.max_map_count = {limit}); linking another kernel could make LLVM abort the "
+            f"process.  Kernels stay loaded for the life of the process ({len(_OBJECTS)} so far): "
+            "build fewer distinct kernels in one process (reuse a kernel across calls, or run "
+            "batches of builds in worker processes), or raise vm.max_map_count")
 
 
 _STATE: _JitState | None = None
@@ -336,6 +385,7 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
                    if not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
         if missing:  # (the linker would bind them to address 0: a call would crash the process)
             raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
+        _room_for_object(s)
         ref = llvm.ObjectFileRef.from_data(obj)
         s.engine.add_object_file(ref)
         _OBJECTS.append(ref)

@@ -111,6 +111,14 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+#: programs a worker runs before a fresh process takes its place: every kernel a process links
+#: stays loaded with its memory mappings, and a worker that had built about 30,000 kernels
+#: reached the system's limit on them (fuzz seed 469528: LLVM aborted; ``build`` now raises
+#: first, :func:`tensorad.codegen.jit._room_for_object`) -- a limit of the process, not a defect
+#: of the program it happened to run
+JOBS_PER_WORKER = 400
+
+
 class Worker:
     def __init__(self, ctx, cache_dir: str | None) -> None:
         self.conn, child = ctx.Pipe()
@@ -125,6 +133,7 @@ class Worker:
         self.started = 0.0
         self.cpu_started: float | None = None
         self.ready = False
+        self.done = 0  # jobs answered
 
     def late(self, now: float, timeout: float, wall_timeout: float) -> str | None:
         """Why the current job counts as a hang, or ``None``."""
@@ -241,8 +250,16 @@ class Pool:
                         result = None
                 if result is not None:
                     busy.remove(w)
+                    key = w.key
+                    w.done += 1
+                    if w.done >= JOBS_PER_WORKER:  # (a fresh process: see JOBS_PER_WORKER)
+                        w.kill()
+                        w.fault()  # (removes its log)
+                        self.workers.remove(w)
+                        w = self._spawn()
+                        self.workers.append(w)
                     idle.append(w)
-                    yield w.key, result
+                    yield key, result
                     continue
                 dead = not w.proc.is_alive() or w.conn in ready or w.proc.sentinel in ready
                 late = None if dead else w.late(now, self.timeout, self.wall_timeout)

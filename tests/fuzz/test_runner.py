@@ -158,3 +158,23 @@ def test_a_target_campaign_builds_every_program_for_that_target(monkeypatch):
     assert rep.programs == 2 and not rep.failures, rep.summary()
     assert [(s, t) for s, t, _ in seen] == [(3, "llvm -mcpu=haswell"), (4, "llvm -mcpu=haswell")]
     assert [p for _, _, p in seen] == [generate(3), generate(4)]  # (equality leaves options out)
+
+
+def test_workers_are_replaced_after_their_share_of_programs(monkeypatch):
+    """A worker runs ``JOBS_PER_WORKER`` programs, then a fresh process takes its place (kernels
+    stay linked for a process's life: seed 469528's worker met the system's mapping limit)."""
+    import fuzz.runner as runner
+
+    monkeypatch.setattr(runner, "JOBS_PER_WORKER", 1)
+    pids = []
+    real_spawn = runner.Pool._spawn
+
+    def spawn(self):
+        w = real_spawn(self)
+        pids.append(w.proc.pid)
+        return w
+
+    monkeypatch.setattr(runner.Pool, "_spawn", spawn)
+    rep = runner.fuzz([5, 6, 7], workers=1, checks=("forward",))
+    assert rep.programs == 3 and not rep.failures, rep.summary()
+    assert len(set(pids)) == 4  # the first worker, and a fresh one after each program
