@@ -314,7 +314,8 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     # a checked gather index needs the kernel's run-time test, which the packers do not emit
     if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
         return None
-    spec = _match(op, tuple(op.axes), red, (), target or host_target())
+    target = target or host_target()
+    spec = _match(op, tuple(op.axes), red, (), target)
     for axis, parts in ([] if spec is not None else digit_splits(op, red)):
         value = parts[0] * const(parts[1].extent, axis.dtype) + parts[1]
         split = simplify_expr(substitute(red, {axis: value}))
@@ -322,10 +323,10 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
             continue
         axes = tuple(x for a in op.axes for x in (parts if a is axis else (a,)))
         index = tuple(value if a is axis else a for a in op.axes)
-        spec = _match(op, axes, split, index, target or host_target())
+        spec = _match(op, axes, split, index, target)
         if spec is not None:
             break
-    return None if spec is None else _with_tiles(spec, tile, target or host_target())
+    return None if spec is None else _with_tiles(spec, tile, target)
 
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:

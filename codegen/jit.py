@@ -41,6 +41,7 @@ _LOCK = threading.RLock()
 class _JitState:
     engine: llvm.ExecutionEngine
     triple: str
+    map_limit: int | None = None  # the system's limit on a process's mappings (read once)
     maps_counted: int = 0  # the process's memory mappings when last counted (:func:`_room_for_object`)
     loads_since: int = 0  # objects linked since
 
@@ -73,7 +74,7 @@ def _room_for_object(s: _JitState) -> None:
     aborts the process (fuzz seed 469528: a worker that had linked about 30,000 kernels).  The
     mappings are counted (``/proc/self/maps``) at the first link, then only when an estimate --
     the last count plus ``MAPS_PER_OBJECT`` per object linked since -- comes near the limit."""
-    limit = _read_int(MAP_LIMIT_FILE)
+    limit = s.map_limit
     if limit is None:
         return  # (not Linux: no such limit to watch)
     if s.maps_counted and s.maps_counted + MAPS_PER_OBJECT * (s.loads_since + 1) + MAP_HEADROOM <= limit:
@@ -179,7 +180,7 @@ def state() -> _JitState:
                 empty = llvm.parse_assembly("")
                 empty.triple = h.triple
                 engine = llvm.create_mcjit_compiler(empty, tm)
-                _STATE = _JitState(engine, h.triple)
+                _STATE = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
     return _STATE
 
 

@@ -19,15 +19,16 @@ def _count_maps() -> int:
         return sum(1 for _ in f)
 
 
-@pytest.mark.skipif(jit._read_int(jit.MAP_LIMIT_FILE) is None, reason="no vm.max_map_count (not Linux)")
+@pytest.mark.skipif(jit._read_int(jit.MAP_LIMIT_FILE) is None,
+                    reason="no /proc/sys/vm/max_map_count: a system without the limit (not Linux)")
 def test_a_kernel_past_the_mapping_limit_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))  # (a fresh kernel: it must be linked)
     X = ta.placeholder((16,), "float32", "X")
     monkeypatch.setattr(jit.state(), "maps_counted", 0)  # (count afresh at the next link)
     limit = _count_maps() + jit.MAP_HEADROOM + 1  # (the next object's estimate crosses it)
-    monkeypatch.setattr(jit, "_read_int", lambda path: limit)
+    monkeypatch.setattr(jit.state(), "map_limit", limit)
     Y = ta.compute((16,), lambda i: X[i] * 3.0 - 0.5, name="Y469528")
     with pytest.raises(RuntimeError, match="vm.max_map_count"):
         ta.build([Y], [X])
-    monkeypatch.setattr(jit, "_read_int", lambda path: limit + 10 * jit.MAP_HEADROOM)
+    monkeypatch.setattr(jit.state(), "map_limit", limit + 10 * jit.MAP_HEADROOM)
     assert float(ta.build([Y], [X])(__import__("numpy").ones(16, "float32"))[0]) == 2.5
