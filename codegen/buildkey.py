@@ -76,8 +76,8 @@ def _float_bits(x: float) -> str:
 
 
 class _Describer:
-    def __init__(self, outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target,
-                 gomp: bool, data_offset: int | None, names: bool) -> None:
+    def __init__(self, outputs: list[Tensor], inputs: list[Tensor], opts: Options | None,
+                 target: Target | None, gomp: bool, data_offset: int | None, names: bool) -> None:
         self.outputs, self.inputs, self.opts = outputs, inputs, opts
         self.target, self.gomp, self.data_offset = target, gomp, data_offset
         self.input_of = {t: k for k, t in enumerate(inputs)}
@@ -87,8 +87,9 @@ class _Describer:
         self.combiner_of: dict[Any, int] = {}
         self.group_of: dict[int, int] = {0: 0}
         self.lines: list[str] = []
-        self.names = names or bool(opts.checked or opts.choices)  # (a raise-mode gather sets it too)
+        self.names = names or bool(opts and (opts.checked or opts.choices))  # (and a raise-mode gather)
         self.names_from_start = self.names
+        self.placeholder_of: dict[Tensor, int] | None = None  # (a graph key numbers placeholders)
 
     # ---- references -----------------------------------------------------------------------
     def tensor(self, t: Tensor) -> str:
@@ -96,8 +97,14 @@ class _Describer:
         if k is not None:
             return f"in{k}"
         op = t.op
-        if not isinstance(op, ComputeOp):  # a placeholder not among the inputs: lowering raises
-            raise _Unkeyable
+        if not isinstance(op, ComputeOp):
+            if self.placeholder_of is None:  # a placeholder not among the inputs: lowering raises
+                raise _Unkeyable
+            n = self.placeholder_of.get(t)
+            if n is None:
+                n = self.placeholder_of[t] = len(self.placeholder_of)
+                self.lines.append(f"ph{n} {list(t.shape)} {t.dtype} {t.name!r}")
+            return f"ph{n}"
         n = self.op_of.get(op)
         if n is None:
             n = self.op_of[op] = len(self.op_of)
@@ -188,6 +195,13 @@ class _Describer:
         for k, t in enumerate(self.inputs):
             kind = "placeholder" if isinstance(t.op, PlaceholderOp) else f"given.{t.value_index}"
             head.append(f"in{k} {kind} {list(t.shape)} {t.dtype}")
+        outs = self.walk()
+        tail = [f"outputs {outs}", self._options(), f"target {self._target()}",
+                f"gomp {self.gomp} data_offset {self.data_offset}", f"fingerprint {fingerprint(self.target)}"]
+        return "\n".join(head + self.lines + self._names() + tail)
+
+    def walk(self) -> list[str]:
+        """Writes the lines of every op reached from the outputs; their references."""
         outs = [self.tensor(t) for t in self.outputs]
         done = 0
         while done < len(self.queue):  # ops in order of first reach (the queue grows)
@@ -199,13 +213,14 @@ class _Describer:
             prov = op.provenance
             self.lines.append(f"op{self.op_of[op]} {op.tag!r} {prov.role.value} g{self.group(prov.group)} "
                               f"[{axes}] [{body}] [{attrs}]")
-        names = []
-        if self.names:  # tensor names (by reference), in a fixed order
-            names = [f"name in{k} {t.name!r}" for k, t in enumerate(self.inputs)]
-            names += [f"name op{n} {op.name!r}" for op, n in self.op_of.items()]
-        tail = [f"outputs {outs}", self._options(), f"target {self._target()}",
-                f"gomp {self.gomp} data_offset {self.data_offset}", f"fingerprint {fingerprint(self.target)}"]
-        return "\n".join(head + self.lines + names + tail)
+        return outs
+
+    def _names(self) -> list[str]:
+        """Tensor names (by reference), in a fixed order, when names are part of the key."""
+        if not self.names:
+            return []
+        return ([f"name in{k} {t.name!r}" for k, t in enumerate(self.inputs)]
+                + [f"name op{n} {op.name!r}" for op, n in self.op_of.items()])
 
     def _options(self) -> str:
         o = self.opts
@@ -225,3 +240,37 @@ class _Describer:
     def _target(self) -> str:
         t = self.target
         return repr([(f.name, getattr(t, f.name)) for f in dataclasses.fields(t)])
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphKey:
+    """The key text of a tensor DAG and the numbering it was written with: the reference of
+    every tensor reached (``ph<k>`` for placeholders, ``op<n>.<v>`` for compute outputs), the
+    number of every variable, combiner and provenance group.  Two DAGs with equal texts are
+    numbered alike, so these numbers name the same objects of either DAG."""
+
+    text: str
+    tensors: dict[Tensor, str]
+    variables: dict[Expr, int]
+    combiners: dict[Any, int]
+    groups: dict[int, int]
+
+
+def describe_graph(roots: list[Tensor]) -> GraphKey | None:
+    """The canonical text of the DAG reached from ``roots`` (in order), names included --
+    placeholders numbered in order of first reach, as compute ops are -- or ``None`` where it
+    holds something the text cannot write exactly.  The key of a differentiation
+    (:mod:`tensorad.diffcache`): what it returns is named after these tensors."""
+    d = _Describer(list(roots), [], None, None, False, None, names=True)
+    d.placeholder_of = {}
+    try:
+        refs = d.walk()
+    except _Unkeyable:
+        return None
+    tensors: dict[Tensor, str] = {t: f"ph{n}" for t, n in d.placeholder_of.items()}
+    for op, n in d.op_of.items():
+        for v in range(op.num_outputs):
+            tensors[Tensor(op, v)] = f"op{n}.{v}"
+    text = "\n".join([VERSION, "graph", *d.lines, *d._names(), f"roots {refs}"])
+    variables = {e: n for e, n in d.node_of.items() if e.op is Op.VAR}
+    return GraphKey(text, tensors, variables, dict(d.combiner_of), dict(d.group_of))

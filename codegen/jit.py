@@ -212,11 +212,17 @@ _SOURCE_HASH: str | None = None
 
 def fingerprint(target: Target | None = None) -> str:
     """What besides the program determines the machine code: the target (triple, CPU,
-    features), the LLVM and llvmlite versions and the source of everything that turns
-    tensors into code -- the code generator, the simplifier and the core (IR, language,
-    polyhedral tools) -- so that an edited compiler never meets object code it did not produce,
-    and a cache key taken before lowering (:mod:`.buildkey`) names the lowering code too.  The
-    source is read once per process (it is the code this process runs)."""
+    features) and :func:`source_hash`."""
+    return "|".join([(target or host()).key, source_hash()])
+
+
+def source_hash() -> str:
+    """The LLVM and llvmlite versions and the hash of tensorad's source -- the code generator,
+    the simplifier, the core (IR, language, polyhedral tools), autodiff, the operator library
+    and the facade -- so that an edited compiler never meets object code or a differentiated
+    program (:mod:`tensorad.diffcache`) it did not produce, and a cache key taken before
+    lowering (:mod:`.buildkey`) names the lowering code too.  The source is read once per
+    process (it is the code this process runs)."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
         h = hashlib.sha256()  # metadata costs 10 ms, a third of a cached build)
@@ -227,16 +233,17 @@ def fingerprint(target: Target | None = None) -> str:
             h.update(os.path.basename(path).encode() + b"\0" + texts[path])
         libversion.version(read=texts.get)  # (the library's key, from the same reads)
         _SOURCE_HASH = "|".join([toolchain(), h.hexdigest()])
-    return "|".join([(target or host()).key, _SOURCE_HASH])
+    return _SOURCE_HASH
 
 
 def _compiler_sources() -> list[str]:
-    """The Python files of the code generator, the simplifier and tensorad's core packages
+    """The Python files of the code generator, the simplifier and tensorad's other packages
     (wherever the install put them), in a fixed order."""
     import importlib.util
 
     dirs = [os.path.dirname(__file__)]
-    for pkg in ("tensorad.simplify", "tensorad.ir", "tensorad.lang", "tensorad.poly"):
+    for pkg in ("tensorad", "tensorad.simplify", "tensorad.ir", "tensorad.lang", "tensorad.poly",
+                "tensorad.autodiff", "tensorad.topi", "tensorad.evaluate"):
         module = sys.modules.get(pkg)  # (imported already: build needs them all)
         origin = getattr(module, "__file__", None)
         if origin is None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from . import autodiff as _autodiff
+from . import diffcache as _diffcache
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
 from .codegen import Kernel, LoweredFunc, build, lower
@@ -70,7 +71,8 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
     """
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
-        result = _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))
+        result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
+            _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
     _dump_tensors("jacobian", [result])
     return result
 
@@ -80,10 +82,17 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    with _differentiating(f"JacobianRecursive({_name(output)})"):
+    def differentiate() -> list[Tensor]:
         opt = _optimizer(optimize)
-        result = _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
-                                                           optimizer=opt))
+        return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                                         optimizer=opt))
+
+    with _differentiating(f"JacobianRecursive({_name(output)})"):
+        if override:  # (functions: nothing to key them by)
+            result = differentiate()
+        else:
+            result = _diffcache.cached("reverse", [[output], _listed(inputs), [] if head is None else [head]],
+                                       (optimize, isinstance(inputs, Tensor)), differentiate)
     _dump_tensors("gradient", result)
     return result
 
@@ -91,9 +100,14 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    with _differentiating(f"jvp({_name(output)})"):
+    def differentiate() -> list[Tensor]:
         opt = _optimizer(optimize)
-        result = _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])[0]
+        return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
+
+    with _differentiating(f"jvp({_name(output)})"):
+        result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
+                                   (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
+                                   differentiate)[0]
     _dump_tensors("jvp", [result])
     return result
 
@@ -101,9 +115,14 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    with _differentiating(f"hessian_vector_product({_name(output)})"):
+    def differentiate() -> list[Tensor]:
         opt = _optimizer(optimize)
-        result = _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
+        return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
+
+    with _differentiating(f"hessian_vector_product({_name(output)})"):
+        result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
+                                   (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
+                                   differentiate)
     _dump_tensors("hvp", result)
     return result
 
@@ -142,6 +161,14 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
 def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor]) -> list[Tensor]:
     """The optimizer's last step over all the results of one call (see ``Optimizer.finish``)."""
     return tensors if optimizer is None else optimizer.finish(tensors)  # type: ignore[attr-defined]
+
+
+def _listed(tensors: object) -> list:
+    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key
+    (anything else as a list the key refuses: the call itself reports it)."""
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
 
 
 def _name(x: object) -> str:

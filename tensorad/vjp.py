@@ -32,6 +32,7 @@ from .codegen.kernel import as_array
 from .codegen.recompute import worth_saving
 from .codegen.schedule import Options
 from .codegen.target import parse_target
+from .diffcache import cached
 from .ir import dtype as dt
 from .ir.rewrite import placeholders
 from .ir.tensor import Tensor
@@ -117,7 +118,13 @@ class Function:
 
     @cached_property
     def grads(self) -> list[Tensor]:
-        """``sum_k J_k^T head_k`` for each tensor of ``wrt``."""
+        """``sum_k J_k^T head_k`` for each tensor of ``wrt`` (kept in the differentiation
+        cache: a new process reads it instead of differentiating again)."""
+        heads = [h for h in self.heads if h is not None]
+        return cached("function", [self.outputs, self.wrt, heads],
+                      tuple(h is not None for h in self.heads), self._differentiate)
+
+    def _differentiate(self) -> list[Tensor]:
         total: list[Tensor | None] = [None] * len(self.wrt)
         optimizer = Optimizer()  # one context: terms equal across the outputs' adjoints are shared
         for o, h in zip(self.outputs, self.heads):

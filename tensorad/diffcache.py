@@ -1,0 +1,261 @@
+"""A disk cache of differentiated programs: a new process skips autodiff and the optimizer.
+
+Differentiating a layer with the nonzeroness optimizer takes 10-200 ms of isl and rewriting,
+more than linking its cached kernels (:mod:`.codegen.buildkey`), and a training script pays it
+again in every process.  So the tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``,
+``hessian_vector_product`` and ``ta.function`` compute are kept in the kernels' disk cache
+(:mod:`.codegen.diskcache`: checked entries, never trusted, rebuilt when anything is wrong).
+
+**The key** is the canonical text of the DAG the call reads (:func:`.codegen.buildkey.describe_graph`:
+every op, expression, constant bit for bit, variable range and tensor name, in order of first
+reach from the call's tensors), which tensors play which part (output, inputs, head, tangents),
+the call's options and :func:`.codegen.jit.source_hash` (an edited tensorad keys anew).  A call
+with ``override`` functions is never cached (a Python function has no text to key).
+
+**The entry** is the result pickled with every object of the user's DAG written as its number
+in that text (a tensor, variable, combiner or provenance group), so that loading binds the
+result to the tensors of *this* call.  What the differentiation made itself is written whole,
+and on loading gets fresh identities: new variables, placeholders and groups are numbered in
+this process as if made now (identities are process-wide counters; an old number could alias
+one of this process's).  The built-in reducers' combiners (one per dtype in a process) are
+written by kind and dtypes and bound to this process's.  Objects are written children first,
+one at a time, so a long chain pickles without deep recursion.
+
+Loading checks nothing the key does not: a damaged entry is caught by the disk cache's hash, and
+an entry that does not unpickle as a list of tensors is treated as missing.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .codegen import diskcache
+from .codegen.buildkey import GraphKey, describe_graph, digest
+from .codegen.jit import source_hash
+from .ir import reducer as _reducer
+from .ir.expr import Expr, Op, ReduceArg, var
+from .ir.reducer import CommReducer
+from .ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
+
+VERSION = "diffcache-1"
+_BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.max, _reducer.min)}
+
+
+def cached(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple,
+           compute: Callable[[], list[Tensor]]) -> list[Tensor]:
+    """``compute()``, or its result read from the disk cache.
+
+    ``parts`` are the call's tensors by role (e.g. ``[[output], inputs, [head]]``); ``kind`` and
+    ``options`` (plain values) name the call.  Anything that cannot be keyed (arguments that
+    are not tensors: the call itself reports them) is computed, never cached."""
+    try:
+        keyed = key_of(kind, parts, options) if diskcache.enabled() else None
+    except Exception:  # noqa: BLE001 -- a malformed argument: the call itself reports it
+        keyed = None
+    if keyed is None:
+        return compute()
+    key, graph = keyed
+    payload = diskcache.get(key)
+    if payload is not None:
+        found = _load(payload, graph)
+        if found is not None:
+            return found
+    result = compute()
+    payload = _dump(result, graph)
+    if payload is not None:
+        diskcache.put(key, payload)
+    return result
+
+
+def key_of(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple) -> tuple[str, GraphKey] | None:
+    """The disk cache key of a call and the numbering of its DAG, or ``None``: not keyable."""
+    roots = [t for part in parts for t in part]
+    if not all(isinstance(t, Tensor) for t in roots):
+        return None
+    graph = describe_graph(roots)
+    if graph is None:
+        return None
+    text = "\n".join([VERSION, kind, repr(options), repr([len(p) for p in parts]), source_hash(), graph.text])
+    return digest(text), graph
+
+
+# ---- writing --------------------------------------------------------------------------------
+
+class _Writer(pickle.Pickler):
+    """Pickles a result, writing the call's own objects as their numbers in the key."""
+
+    def __init__(self, file: io.BytesIO, graph: GraphKey) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.graph = graph
+        self.new_vars: dict[Expr, int] = {}
+        self.new_placeholders: dict[PlaceholderOp, int] = {}
+
+    def persistent_id(self, obj: Any) -> Any:  # noqa: PLR0911
+        g = self.graph
+        if isinstance(obj, Tensor):
+            ref = g.tensors.get(obj)
+            return None if ref is None else ("tensor", ref)
+        if isinstance(obj, Expr):
+            if obj.op is not Op.VAR:
+                return None
+            n = g.variables.get(obj)
+            if n is not None:
+                return ("var", n)
+            k = self.new_vars.setdefault(obj, len(self.new_vars))
+            info = obj.arg
+            return ("new var", k, info.name, info.lo, info.hi, obj.dtype)
+        if isinstance(obj, CommReducer):
+            n = g.combiners.get(obj)
+            if n is not None:
+                return ("combiner", n)
+            builtin = _BUILTIN_REDUCERS.get(obj.kind)
+            if builtin is not None and builtin.instantiate(obj.dtypes) is obj:
+                return ("builtin combiner", obj.kind, obj.dtypes)
+            return None
+        if isinstance(obj, Provenance):
+            n = g.groups.get(obj.group)
+            group = ("group", n) if n is not None else ("new group", obj.group)
+            return ("provenance", obj.role.value, group, obj.source)
+        if isinstance(obj, PlaceholderOp):
+            k = self.new_placeholders.setdefault(obj, len(self.new_placeholders))
+            return ("new placeholder", k, obj.name, obj.shape, obj.dtype)
+        return None
+
+
+def _dump(result: list[Tensor], graph: GraphKey) -> bytes | None:
+    """The entry of ``result``, or ``None`` where it does not pickle."""
+    buf = io.BytesIO()
+    writer = _Writer(buf, graph)
+    try:
+        order = _children_first(result, graph)
+        writer.dump(len(order))
+        for obj in order:  # (each dump finds the object's children written: shallow recursion)
+            writer.dump(obj)
+        writer.dump(list(result))
+    except Exception:  # noqa: BLE001 -- what does not pickle is not cached (a cache never raises)
+        return None
+    return buf.getvalue()
+
+
+def _children_first(result: list[Tensor], graph: GraphKey) -> list[Any]:
+    """The tensors and expressions the result is made of, each after what it holds (the
+    call's own tensors, written as numbers, are not entered)."""
+    order: list[Any] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(t, False) for t in reversed(result)]
+    while stack:
+        obj, ready = stack.pop()
+        if ready:
+            order.append(obj)
+            continue
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        stack.append((obj, True))
+        stack.extend((c, False) for c in reversed(_parts_of(obj, graph)) if id(c) not in seen)
+    return order
+
+
+def _parts_of(obj: Any, graph: GraphKey) -> list[Any]:
+    if isinstance(obj, Tensor):
+        op = obj.op
+        if obj in graph.tensors or not isinstance(op, ComputeOp):
+            return []
+        attrs = [v for _, v in op.attrs]
+        return [*op.axes, *op.body, *_leaves(attrs), *_leaves([op.provenance.source])]
+    if isinstance(obj, Expr):
+        arg, parts = obj.arg, list(obj.src)
+        if isinstance(arg, Tensor):
+            parts.append(arg)
+        elif isinstance(arg, ReduceArg):
+            c = arg.combiner
+            parts += [*arg.axes, *c.lhs, *c.rhs, *c.result, *c.identity]
+        return parts
+    return []
+
+
+def _leaves(values: list[Any]) -> list[Any]:
+    """The tensors and expressions inside attribute values (nested tuples and lists)."""
+    out: list[Any] = []
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (Tensor, Expr)):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+    return out
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+class _Reader(pickle.Unpickler):
+    """Unpickles an entry against the numbering of this call's DAG; objects the
+    differentiation made get fresh identities.  Classes outside tensorad's IR are refused."""
+
+    _ALLOWED = {("tensorad.ir.expr", n) for n in ("Expr", "Op", "ReduceArg", "DataIndex")} | {
+        ("tensorad.ir.tensor", n) for n in ("Tensor", "ComputeOp", "Role")} | {
+        ("tensorad.ir.reducer", "CommReducer")}
+
+    def __init__(self, file: io.BytesIO, graph: GraphKey) -> None:
+        super().__init__(file)
+        self.by_ref = {ref: t for t, ref in graph.tensors.items()}
+        self.variables = {n: e for e, n in graph.variables.items()}
+        self.combiners = {n: c for c, n in graph.combiners.items()}
+        self.groups = {n: g for g, n in graph.groups.items()}
+        self.new: dict[tuple[str, Any], Any] = {}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a differentiated program")
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        what = pid[0]
+        if what == "tensor":
+            return self.by_ref[pid[1]]
+        if what == "var":
+            return self.variables[pid[1]]
+        if what == "combiner":
+            return self.combiners[pid[1]]
+        if what == "builtin combiner":
+            return _BUILTIN_REDUCERS[pid[1]].instantiate(tuple(pid[2]))
+        if what == "provenance":
+            _, role, (kind, n), source = pid
+            group = self.groups[n] if kind == "group" else self._fresh("group", n, new_group)
+            return Provenance(Role(role), group, source)
+        if what == "new var":
+            _, k, name, lo, hi, dtype = pid
+            return self._fresh("var", k, lambda: var(name, lo, hi, dtype))
+        if what == "new placeholder":
+            _, k, name, shape, dtype = pid
+            return self._fresh("placeholder", k, lambda: _placeholder_op(name, shape, dtype))
+        raise pickle.UnpicklingError(f"unknown reference {what!r}")
+
+    def _fresh(self, kind: str, k: Any, make: Callable[[], Any]) -> Any:
+        key = (kind, k)
+        if key not in self.new:
+            self.new[key] = make()
+        return self.new[key]
+
+
+def _placeholder_op(name: str, shape: tuple[int, ...], dtype: str) -> PlaceholderOp:
+    from .lang import placeholder
+    return placeholder(shape, dtype, name).op
+
+
+def _load(payload: bytes, graph: GraphKey) -> list[Tensor] | None:
+    """The result an entry holds, bound to this call's DAG, or ``None`` if it does not read."""
+    reader = _Reader(io.BytesIO(payload), graph)
+    try:
+        for _ in range(reader.load()):
+            reader.load()
+        result = reader.load()
+    except Exception:  # noqa: BLE001 -- any entry that does not read is a miss (and is rewritten)
+        return None
+    if not isinstance(result, list) or not all(isinstance(t, Tensor) for t in result):
+        return None
+    return result
