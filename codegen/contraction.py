@@ -662,7 +662,8 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
     """A user's ``(MR, NR, KC, MC)`` (``None`` entries: the default) checked against the
     micro-kernel and the target, with ``KC`` and ``MC`` clamped to the product's own size.
 
-    * ``NR`` a multiple of the vector width, ``MC`` a multiple of ``MR``;
+    * ``NR`` a multiple of the vector width, ``MC`` a multiple of ``MR`` (a default ``MC`` is
+      rounded down to one);
     * the ``MR x NR`` accumulator tile at most twice the target's vector register file
       (:func:`.optioncheck.register_file_bytes` of ``target``): past it every ``k`` step spills, and the
       fully unrolled micro-kernel grows with ``MR * NR`` (``MR = 1024`` took 14 s to compile,
@@ -673,6 +674,8 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 
     t = (list(tile) + [None] * 4)[:4]
     mr, nr, kc, mc = (d if x is None else x for x, d in zip(t, default))
+    if t[3] is None and isinstance(mr, int) and mr > 0:  # (the default MC: whole panels of the user's MR)
+        mc = max(mr, mc // mr * mr)
     if nr % vw or mc % mr:
         raise ValueError(f"tile (MR, NR, KC, MC) for {c.dtype}: NR must be a multiple of {vw} and MC "
                          f"a multiple of MR, got {tuple(tile)}")

@@ -52,6 +52,24 @@ def test_large_cache_blocks_are_clamped_to_the_product(matmul, rng):
     np.testing.assert_allclose(kern(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_register_tile_alone_takes_a_default_cache_block_it_divides(rng):
+    """``tile=(MR, NR)``: the default MC is made of whole MR-high panels (it was refused when
+    the target's default, a multiple of its own MR, was not one of the user's)."""
+    A = ta.placeholder((300, 256), "float32", "A")
+    B = ta.placeholder((256, 128), "float32", "B")
+    k = ta.reduce_axis((0, 256), "k")
+    C = ta.compute((300, 128), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k), name="C")
+    a = rng.standard_normal((300, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    for mr in (5, 6, 7):
+        kern = ta.build([C], [A, B], microkernel=True, tile=(mr, 16), target="llvm -mcpu=haswell")
+        mc = int(str(kern.lowered).split(" MC=")[1].split(" ")[0].rstrip(")"))
+        assert mc % mr == 0
+        np.testing.assert_allclose(kern(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="MC a multiple of MR"):  # (a given MC is the user's)
+        ta.build([C], [A, B], microkernel=True, tile=(6, 16, 64, 100))
+
+
 @pytest.mark.parametrize("tile,what", [
     ((8.5, 32), r"tile MR must be an int from 1 to 256, got 8.5"),
     ((8, 32, 0), r"tile KC must be an int from 1 to 1048576, got 0"),
