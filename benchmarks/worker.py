@@ -155,7 +155,7 @@ class Worker:
 
 def main(argv=None) -> int:
     args = _parse(argv)
-    cpus = apply_thread_limit(args.threads)   # before anything imports NumPy
+    cpus = apply_thread_limit(args.threads, numpy_blas=args.system == "numpy")  # before NumPy's import
     worker = Worker(args, cpus)
     try:
         worker.run()
