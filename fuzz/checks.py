@@ -8,7 +8,8 @@ Every check compares tensorad with an oracle it did not compute:
 * ``checked``:   ``ta.build(checked=True)`` against ``ta.evaluate`` (and no ``IndexError``);
 * ``optimizer``: each tensor after ``OptimizeAndLiftNonzeronessConditions`` and after
   ``InlineNonReductions`` of the tensors it reads, and the reverse gradient with
-  ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``;
+  ``optimize=True``, against the unoptimized forms, all through ``ta.evaluate``; and that
+  gradient read back from the differentiation cache by the program defined anew, against it;
 * ``reverse``:   the built reverse gradient (a random head) against central finite differences
   in float64 of a strict forward kernel (itself checked by ``forward``);
 * the reverse gradient of these checks has, on a third of the seeds, one tensor's derivative
@@ -526,6 +527,31 @@ class Case:
         n = len(ins)
         self._compare_orders("optimized gradient", vals[:n], list(g_raw), feed, want=vals[n:],
                              strong_zero=True)
+        self._gradient_read_back(ns, feed, vals[:n])
+
+    def _gradient_read_back(self, ns, feed, values) -> None:
+        """The differentiation cache: the program defined anew (new tensors of the same names)
+        differentiates to what :meth:`_gradient` computed and the disk cache keeps -- the same
+        canonical text (``describe_graph``: ops, nodes, constants, ranges, names) and, under
+        ``ta.evaluate`` on the same data, the same values.  (Not with an ``override``: never
+        cached.)"""
+        from tensorad.codegen import diskcache
+        from tensorad.codegen.buildkey import describe_graph
+
+        if not diskcache.enabled() or self._override(ns) is not None:
+            return
+        ta = self.ta
+        ns2 = load(self.job["source64"] if self.job["dtype"] != "float64" else self.job["source"])
+        fin2 = [p for p in ns2["INPUTS"] if p.dtype in ta.FLOAT_DTYPES]
+        H2 = ta.placeholder(ns2["OUT"].shape, "float64", name="head")
+        again = list(ta.JacobianRecursive(ns2["OUT"], fin2, H2))
+        if describe_graph(again).text != describe_graph(self._gradient()).text:
+            raise Mismatch("the gradient read back from the differentiation cache is not the one computed")
+        feed2 = {p2: feed[p] for p, p2 in zip(list(ns["INPUTS"]) + [ns["_H"]], list(ns2["INPUTS"]) + [H2])}
+        for t, got, want in zip(again, ta.evaluate(again, feed2), values):
+            if not np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True):
+                raise Mismatch(f"{t.name}: the gradient read back from the differentiation cache has "
+                               f"other values than the one computed")
 
     # ---- derivatives (float64) ------------------------------------------------------------
     def _grad_setup(self):
