@@ -361,12 +361,18 @@ class AdjointBuilder:
         axes = iv
         found = None if best is not None else self._destination(op, source, site)
         if found is not None:  # where the winner's read landed, saved by the forward: no digits
-            landed, dims, rest = found
+            landed, dims, rest, guards = found
             e = landed[tuple(iv)]
             flat = data_index(e, math.prod([x.shape[k] for k in dims]), "clip", landed.name)
             at = [_digit(flat, x.shape, dims, k) if k in dims else _unchecked(rename(t, m))
                   for k, t in enumerate(site.src)]
-            where = all_of([compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
+            # the read's guards over the output axes again: E(i) >= 0 implies them, but only
+            # they show that the reads in ``rest`` (which the window does not move) lie in
+            # bounds (fuzz seed 478142: ``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
+            # cannot prove); a guard that moves with the window (a pool's padding) stays in E
+            window = set(ra.axes)
+            kept = [rename(g, m) for g in guards if not window & set(free_vars(g))]
+            where = all_of([*kept, compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
             value = mul(cast(source.dtype, h[tuple(p) + tuple(iv)]), rename(rest, m))
             return head_sum(cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype)), iv, where)
         first = index[tuple(iv)]
@@ -403,8 +409,8 @@ class AdjointBuilder:
 
     # ---- helper tensors -----------------------------------------------------------------
     def _destination(self, op: ComputeOp, source: Expr,
-                     site: Expr) -> tuple[Tensor, tuple[int, ...], Expr] | None:
-        """``(E, dims, rest)``: where a lone winner's head lands, computed once per output point
+                     site: Expr) -> tuple[Tensor, tuple[int, ...], Expr, list[Expr]] | None:
+        """``(E, dims, rest, guards)``: where a lone winner's head lands, computed once per output point
         by a tensor the forward saves (``Role.SAVED``) instead of by the backward's scatter.
 
         ``E(i)`` is the row-major offset, within the axes ``dims`` of ``x`` that the window
@@ -420,8 +426,9 @@ class AdjointBuilder:
         ``E(i) >= 0`` and adds at ``E(i)``'s digits, which code generation reads as one flat
         address: no clip of ``W``, division or padding test per window (a max pool's 3x3
         window stored ``ry * 3 + rx``: each add divided by 3 and tested the padding).
-        ``rest``: the read's derivative under its guards.  ``None`` when :meth:`_landing`
-        declines the form: the digits are then computed in the scatter."""
+        ``rest``: the read's derivative under its guards (index conditions, ``guards``).
+        ``None`` when :meth:`_landing` declines the form: the digits are then computed in the
+        scatter."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
@@ -456,7 +463,7 @@ class AdjointBuilder:
         assert flat is not None
         (offsets,) = compute(f"{op.name}.dest", iv, [choice(Op.SELECT, all_of(conds), flat, none)],
                              provenance=Provenance(Role.SAVED))
-        found = self._destinations[key] = (offsets, dims, rest)
+        found = self._destinations[key] = (offsets, dims, rest, guards)
         return found
 
     @staticmethod
