@@ -2,11 +2,13 @@
 
 GEMM ``C[M,N] = A[M,K] B[K,N]`` in float32 at square and skinny shapes; the peak is the best
 GFLOP/s any BLAS peer reached in the sweep (the largest square, 2048 in a full run, is there for
-that).  Memory-bound: elementwise add and relu on 64 MB arrays and a 2x2 average pooling of a
-64 MB tensor; bytes moved count each input read once and each output written once, and the
-measured bandwidth is the best of a NumPy copy and the peers' adds.  Outputs are preallocated
-where the system allows it (``out=``; not in JAX, whose functions return new buffers), so the
-rows measure the loops rather than the page faults of fresh 64 MB outputs.
+that). Memory-bound: elementwise add, relu and exp on 64 MB arrays (exp: the issue's "exp-heavy
+kernels at the speed of ``torch.exp``"; memory-bound where the vector exp keeps up, as on
+AVX-512, compute-bound on narrower vectors) and a 2x2 average pooling of a 64 MB tensor; bytes
+moved count each input read once and each output written once, and the measured bandwidth is
+the best of a NumPy copy and the peers' adds. Outputs are preallocated where the system allows
+it (``out=``; not in JAX, whose functions return new buffers), so the rows measure the loops
+rather than the page faults of fresh 64 MB outputs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 @dataclass(frozen=True)
 class SweepTask:
     name: str          # row label
-    task: str          # sweep task a system implements: gemm, add, relu, avg_pool, copy
+    task: str          # sweep task a system implements: gemm, add, relu, exp, avg_pool, copy
     shapes: dict[str, tuple[int, ...]]
     kind: str          # "gemm" (GFLOP/s) or "memory" (GB/s)
     probe: bool = False  # only there to measure the peak / bandwidth
@@ -36,7 +38,7 @@ class SweepTask:
             return size["X"] + size["X"] // 4
         if self.task == "add":
             return 3 * size["A"]
-        return 2 * size["A"]   # relu, copy
+        return 2 * size["A"]   # relu, exp, copy
 
 
 def _gemm(m: int, n: int, k: int, probe: bool = False) -> SweepTask:
@@ -60,14 +62,15 @@ def sweep_tasks(mode: str) -> list[SweepTask]:
     """The sweep rows of a run mode: "full", "quick" or "tiny" (the smoke test)."""
     if mode == "tiny":
         return [_gemm(16, 16, 16), _gemm(4, 16, 12), _mem("add", 4096), _mem("relu", 4096),
-                _mem("avg_pool", 4096 * 4), _mem("copy", 4096, probe=True)]
+                _mem("exp", 4096), _mem("avg_pool", 4096 * 4), _mem("copy", 4096, probe=True)]
     gemm = [_gemm(256, 256, 256), _gemm(512, 512, 512), _gemm(1024, 1024, 1024),
             _gemm(32, 1000, 1000), _gemm(1000, 32, 1000), _gemm(1000, 1000, 32)]
     if mode == "quick":
         gemm = [gemm[0], gemm[1], gemm[3], _gemm(1024, 1024, 1024, probe=True)]
     else:
         gemm.append(_gemm(2048, 2048, 2048, probe=True))
-    mem = [_mem("add", M64), _mem("relu", M64), _mem("avg_pool", M64), _mem("copy", M64, probe=True)]
+    mem = [_mem("add", M64), _mem("relu", M64), _mem("exp", M64), _mem("avg_pool", M64),
+           _mem("copy", M64, probe=True)]
     return gemm + mem
 
 
@@ -86,6 +89,8 @@ def sweep_reference(t: SweepTask, a: dict[str, np.ndarray]) -> list[np.ndarray]:
         return [a["A"].astype(np.float64) + a["B"]]
     if t.task == "relu":
         return [np.maximum(a["A"], 0)]
+    if t.task == "exp":
+        return [np.exp(a["A"].astype(np.float64))]
     if t.task == "avg_pool":
         return [sys_numpy.forward("avg_pool", {"X": a["X"].astype(np.float64)})]
     return [a["A"]]
