@@ -296,9 +296,12 @@ class _LoweringMemo:
         found = self.reads.get(u)
         if found is None:
             sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
-            found = self.reads[u] = frozenset(
-                n.arg for b in u.bodies + (bodies[u.reduction] if u.reduction is not None else ()) + sides
-                for n in walk(b) if n.op is Op.READ)
+            # a scatter's specs read what its conditions, guards and targets read (a winner's
+            # sentinel test moved out of the body into a spec: fuzz seed 484963)
+            spec = tuple(e for sc in u.scatter for e in (*sc.target, sc.value, sc.cond, sc.guard))
+            red = bodies[u.reduction] if u.reduction is not None else ()
+            found = self.reads[u] = frozenset(n.arg for b in u.bodies + red + sides + spec
+                                              for n in walk(b) if n.op is Op.READ)
         return found
 
     def buffer(self, name: str, t: Tensor, kind: str) -> Buffer:
