@@ -427,6 +427,11 @@ class Case:
         spread, alternatives = self.order_spread(self.outputs, self.feed, want)
         if self.options.get("fastmath", True):
             spread = [s + n for s, n in zip(spread, self.rounding_noise(want))]
+        if self.dtype != "float64":  # float32 math rounded once: NumPy's may be an ulp off,
+            from tensorad.evaluate import evaluate_in_order  # which a step turns into 1 (seed 485818)
+
+            rounded = _tuple(evaluate_in_order(list(self.outputs), self.feed, "numpy", rounded_math=True))
+            alternatives = [alts + [r] for alts, r in zip(alternatives, rounded)]
         return spread, alternatives
 
     def order_spread(self, tensors, feed, want, factor: float = 2.0) -> tuple[list, list]:

@@ -47,6 +47,12 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   arithmetic but finite with strong zeros is NaN only by a zero adjoint meeting an infinite
   local derivative in the chain rule, as PyTorch and JAX give it (the fuzz oracle's test of
   such a NaN, ``fuzz/checks.Case.chain_rule_nans``); never a user's answer.
+* Rounded math: with ``rounded_math=True`` (:func:`evaluate_in_order`) the transcendental
+  functions of a float32 value (:data:`ROUNDED_MATH`) are computed in float64 and rounded once
+  to float32 -- correctly rounded where NumPy's float32 routines may be an ulp off (``tanh`` of
+  -9.517245 is -0.99999998917: -1.0 rounded, NumPy's float32 gives -0.99999994, and a ``//``
+  after it turns that ulp into 1, fuzz seed 485818).  Another rounding a kernel may have, for a
+  test's allowance; never a user's answer.
 """
 
 from __future__ import annotations
@@ -119,6 +125,15 @@ def _strong_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b))
 
 
+def _in_float64(fn):
+    """``fn`` computed in float64 for float32 operands, its result rounded once to float32."""
+    def rule(node: Expr, *args: np.ndarray) -> np.ndarray:
+        if not all(np.asarray(a).dtype == np.float32 for a in args):
+            return fn(node, *args)
+        return np.asarray(fn(node, *(np.asarray(a, np.float64) for a in args))).astype(np.float32)
+    return rule
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # 1 / (1 + e^-x), in x's dtype (Python scalars are weak under NumPy 2 promotion)
     return 1 / (1 + np.exp(-x))
@@ -169,6 +184,8 @@ BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": n
 # and the last two by the parity of each element's index (the module's docstring).
 ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
+# The math functions that ``rounded_math`` computes in float64 for float32 operands.
+ROUNDED_MATH = frozenset({Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.ERF, Op.POW})
 
 
 def _or(*masks: Any) -> Any:
@@ -196,11 +213,13 @@ class _Grid:
 
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
                  axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy",
-                 origin: tuple[int, ...] = (), strong_zero: bool = False) -> None:
+                 origin: tuple[int, ...] = (), strong_zero: bool = False,
+                 rounded_math: bool = False) -> None:
         self.name = name
         self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
         self.order = order
         self.strong_zero = strong_zero
+        self.rounded_math = rounded_math
         self.env = env
         self.values = values
         self.axis_pos = axis_pos
@@ -214,6 +233,8 @@ class _Grid:
                            Op.DATA_INDEX: self._data_index})
         if strong_zero:
             self.table[Op.MUL] = _lift(lambda n, a, b: _strong_multiply(a, b))
+        if rounded_math:
+            self.table.update({op: _lift(_in_float64(ARRAY_RULES[op])) for op in ROUNDED_MATH})
 
     def release(self) -> None:
         """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
@@ -352,7 +373,8 @@ class _Grid:
         mask = np.moveaxis(mask, pos, last)
         srcs = [np.moveaxis(s, pos, last) for s in srcs]
         outer = mask.shape[:mask.ndim - len(pos)]
-        sub = _Grid(self.name, {}, self.values, {}, (), strong_zero=self.strong_zero)
+        sub = _Grid(self.name, {}, self.values, {}, (), strong_zero=self.strong_zero,
+                    rounded_math=self.rounded_math)
         acc = [np.array(np.broadcast_to(sub.eval(e)[0], outer), dtype=v.dtype)
                for e, v in zip(comb.identity, comb.lhs)]
         points = list(np.ndindex(*mask.shape[len(outer):]))
@@ -462,7 +484,7 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",
-                strong_zero: bool = False) -> list[np.ndarray]:
+                strong_zero: bool = False, rounded_math: bool = False) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
     and products folded in ``order``, one of :data:`ORDERS`; ``strong_zero``: see the module's
     docstring).  Outer points are independent,
@@ -483,7 +505,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
             pos[ax] = d
         grid = _Grid(op.name, env, values, pos, tuple(len(r) for r in ranges), order,
                      origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)),
-                     strong_zero=strong_zero)
+                     strong_zero=strong_zero, rounded_math=rounded_math)
         kept = tuple(len(r) for r in box) + (1,) * len(red)
         where = tuple(slice(r.start, r.stop) for r in box)
         for k, body in enumerate(op.body):
@@ -510,13 +532,14 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
 
 
 def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str, *,
-                      strong_zero: bool = False) -> Any:
+                      strong_zero: bool = False, rounded_math: bool = False) -> Any:
     """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
     :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
     ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
     rounding of the same formula; how far they spread measures a result's sensitivity to the
     summation order, which no kernel is bound to (a test's allowance, never a user's answer).
-    ``strong_zero``: a zero factor makes a product zero whatever the other factor (the module's
+    ``strong_zero``: a zero factor makes a product zero whatever the other factor;
+    ``rounded_math``: float32 math functions computed in float64, rounded once (the module's
     docstring)."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
@@ -531,7 +554,7 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
         for t in graph:
             if t in values:
                 continue
-            for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero)):
+            for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero, rounded_math)):
                 values[Tensor(t.op, k)] = arr
     results = [values[t].copy() for t in outs]
     if single:
