@@ -90,7 +90,7 @@ def _erf(n: Expr, da: Tangent) -> Tangent:
     # ``select(a^2 < L, 2/sqrt(pi) e^(-a^2), 0)``, L = -ln(smallest normal).  Only subnormal
     # values of erf' become 0 (under 1.2e-38 in float32): no operation of the derivative then
     # has a subnormal operand or result, each of which costs a microcode assist of ~150 cycles
-    # on x86 (GELU's backward on a layer's data, 1.5% of its values past |a| = 9.3: 6.1 -> 4.7
+    # on x86 (GELU's backward on a layer's data, 1.5% of its values past |a| = 9.35: 5.6 -> 4.7
     # ms); PyTorch's GELU flushes them likewise.  The select also makes the second derivative 0
     # where the first is 0: e^(-a^2) (-2a da) is inf * 0 = NaN at a = +-inf (an empty min
     # reduction) or where 2a overflows, in the branch the select does not take.  NaN keeps NaN
