@@ -52,12 +52,15 @@ from .work import count_work
 class LoweredFunc:
     """The loop program ``build`` compiles; ``str()`` shows it, ``.work`` counts its work."""
 
-    def __init__(self, program: Program, options: Options, offered: tuple = ()) -> None:
+    def __init__(self, program: Program, options: Options, offered: tuple = (),
+                 estimates: dict[str, float] | None = None) -> None:
         self.program = program
         self.options = options
         #: (point, candidate labels, the label chosen) for every op offered several strategies
         #: (:mod:`.strategy`); ``tune=True`` measures them, ``choices={point: label}`` pins them
         self.offered = offered
+        #: ``{point: cycles}``: the cost model's cycles for each point's costliest candidate
+        self.estimates = dict(estimates or {})
         self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
 
     @cached_property
@@ -194,7 +197,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 
 def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts: Options
-                   ) -> tuple[Program, Options, tuple]:
+                   ) -> tuple[Program, Options, tuple, dict[str, float]]:
     input_set = set(inputs)
     tensors = tensor_graph(outputs, stop=input_set)
     for t in tensors:
@@ -243,7 +246,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
                                         alias, memo)
         if failed is None:
-            return place_fills(program, opts, ctx.target), opts, tuple(ctx.offered)
+            return place_fills(program, opts, ctx.target), opts, tuple(ctx.offered), ctx.estimates
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
 
 

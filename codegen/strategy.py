@@ -110,6 +110,9 @@ class PlanContext:
     chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
     costs: dict[ComputeOp, float] = field(default_factory=dict)
     offered: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
+    #: point -> the cost model's cycles for its costliest candidate (what is at stake there:
+    #: :mod:`.tune` leaves alone the points too small for a measurement to tell apart)
+    estimates: dict[str, float] = field(default_factory=dict)
     #: what several strategies compute for one op, computed once per call (the matrix-product
     #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)
     memo: dict = field(default_factory=dict)
@@ -135,6 +138,7 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
     best = cands[k]
     if len(cands) > 1:
         ctx.offered.append((point, tuple(c.label for c in cands), best.label))
+        ctx.estimates[point] = max(own)
     ctx.chosen[op] = best
     ctx.costs[op] = own[k]
     return best

@@ -7,8 +7,12 @@ or strips, the micro-kernel with or without padded copies or split sums, other r
 and cache blocks -- is then measured: the program is built with that point pinned to each
 candidate in turn (the points tuned before it keep their winners), run on random data of the
 actual shapes, and the fastest (the least of a few timed calls, on the threads the kernel will
-use) wins.  One point at a time, in program order: the cost is the sum of the candidates, not
-their product.
+use) wins.  One point at a time, the heaviest first: the cost is the sum of the candidates, not
+their product.  Only the points the cost model puts at :data:`MIN_CYCLES` or more for their
+costliest candidate are measured: below that a call's overhead and the timer's noise are as
+large as any difference between candidates, while every candidate costs a whole build -- a
+program of twenty tiny ops took minutes to tune (fuzz seed 488135) and gained nothing.  The
+others keep the cost model's choice.
 
 The winners are stored in the disk cache (:mod:`.diskcache`) under a key made of the untuned
 loop program, the options that change speed (threads, opt level, vector width, fast math) and
@@ -37,13 +41,16 @@ from .target import Target, default_num_threads
 STATS = {"measured": 0, "reused": 0}  # candidates timed / programs whose choices were cached
 MIN_RUNS, MAX_RUNS = 3, 20
 RUN_BUDGET = 0.1  # seconds of timed calls per candidate (at least MIN_RUNS calls)
+MIN_CYCLES = 100_000.0  # ~30-50 us: points estimated below it keep the cost model's choice
 
 
 def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
                   target: Target) -> dict[str, str]:
     """``{point: label}`` for every point of ``base`` (the untuned :class:`.lower.LoweredFunc`)
-    offered several candidates: from the disk cache, else measured (and stored)."""
-    if not base.offered:
+    offered several candidates and worth measuring: from the disk cache, else measured (and
+    stored)."""
+    points = worth_measuring(base)
+    if not points:
         return {}
     key = _key(base, options, target)
     found = _read(key, base)
@@ -58,7 +65,7 @@ def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, 
     plain = {k: v for k, v in options.items() if k not in ("tune", "choices", "target")}
     choices: dict[str, str] = dict(options.get("choices") or {})
     with trace.stage("tune", name):
-        for point, labels, _ in base.offered:
+        for point, labels in points:
             best = None
             for label in labels:
                 trial = {**choices, point: label}
@@ -72,10 +79,18 @@ def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, 
     return choices
 
 
+def worth_measuring(base) -> list[tuple[str, tuple[str, ...]]]:
+    """``(point, labels)`` of the points of ``base`` to measure: those estimated at
+    :data:`MIN_CYCLES` or more, the heaviest first (ties in program order)."""
+    cycles = base.estimates
+    heavy = [(point, labels) for point, labels, _ in base.offered if cycles.get(point, 0.0) >= MIN_CYCLES]
+    return sorted(heavy, key=lambda pl: -cycles[pl[0]])
+
+
 def _key(base, options: dict[str, Any], target: Target) -> str:
     speed = tuple(options.get(k) for k in ("num_threads", "opt_level", "vector_width", "fastmath"))
     threads = options.get("num_threads") or default_num_threads()
-    text = "\n".join(["tensorad tune 1", base.text, repr(speed), str(threads), fingerprint(target)])
+    text = "\n".join(["tensorad tune 2", base.text, repr(speed), str(threads), fingerprint(target)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -118,4 +133,4 @@ def _time(kernel, data: list[np.ndarray]) -> float:
     return best
 
 
-__all__ = ["tuned_choices", "STATS"]
+__all__ = ["tuned_choices", "worth_measuring", "STATS", "MIN_CYCLES"]

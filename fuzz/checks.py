@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import sys
 import tempfile
@@ -374,6 +375,21 @@ class Case:
         self.half = self.dtype in ("float16", "bfloat16")
         self.undecided = 0  # derivative elements the finite differences could not judge
         self.chain_nans = 0  # derivative NaNs that are IEEE's 0 * inf of the chain rule
+        self.builds = 0  # (seeds the candidates pinned under ``tune``: :meth:`build`)
+
+    def build(self, outputs, inputs, **extra):
+        """``ta.build`` with the program's options.  A program drawn with ``tune`` also pins a
+        random candidate (seeded) at every point offered several: tune measures only the points
+        heavy enough to time (:data:`tensorad.codegen.tune.MIN_CYCLES`), so the fuzzer covers the
+        other candidates of the small programs it makes itself."""
+        opts = {**self.options, **extra}
+        if opts.get("tune"):
+            plain = {k: v for k, v in opts.items() if k != "tune"}
+            offered = self.ta.lower(outputs, inputs, **{**plain, "variants": True}).offered
+            self.builds += 1
+            r = random.Random(self.seed * 1009 + self.builds)
+            opts.update(variants=True, choices={point: r.choice(labels) for point, labels, _ in offered})
+        return self.ta.build(outputs, inputs, **opts)
 
     def args(self, feed=None):
         feed = feed or self.feed
@@ -499,14 +515,14 @@ class Case:
 
     def forward(self):
         want, ref64 = self._reference()
-        kernel = self.ta.build(self.outputs, self.inputs, **self.options)
+        kernel = self.build(self.outputs, self.inputs)
         got = _tuple(call_as(kernel, self.args(), self.outputs, self.calling, self.seed))
         self._compare_all(f"build (called with {self.calling} arguments)", got, want, ref64)
 
     def checked(self):
         want, ref64 = self._reference()
         try:
-            got = _tuple(self.ta.build(self.outputs, self.inputs, checked=True, **self.options)(*self.args()))
+            got = _tuple(self.build(self.outputs, self.inputs, checked=True)(*self.args()))
         except IndexError as e:
             raise Mismatch(f"checked build reports an out-of-bounds access: {e}") from e
         self._compare_all("checked build", got, want, ref64)
@@ -621,7 +637,7 @@ class Case:
         if not hasattr(self, "_grad_values"):
             ns, feed = self._grad_setup()
             all_ins = ns["INPUTS"] + [ns["_H"]]
-            self._grad_values = _tuple(self.ta.build(self._gradient(), all_ins, **self.options)(
+            self._grad_values = _tuple(self.build(self._gradient(), all_ins)(
                 *[feed[p] for p in all_ins]))
         return self._grad_values
 
@@ -716,7 +732,7 @@ class Case:
         y = ref(torch, torch.nn.functional, *[xs[p] for p in ns["INPUTS"]])
         want = y.detach().numpy()
         out = self.ns["OUT"]
-        got = _tuple(self.ta.build([out], self.inputs, **self.options)(*self.args()))[0]
+        got = _tuple(self.build([out], self.inputs)(*self.args()))[0]
         compare(f"forward {out.name} vs PyTorch (float64)", got, want, self.dtype,
                 rtol=None if self.options.get("fastmath", True) or self.dtype != "float32" else 1e-3)
         head = torch.tensor(feed[ns["_H"]])
@@ -731,7 +747,7 @@ class Case:
         ta, feed, out, ins, H, U, all_ins = self.ta, g.feed, g.out, g.ins, g.head, g.tangents, g.all_ins
         grads = self.chain_rule_nans(self._gradient_values(), self._gradient(), feed)
         tangent = ta.jvp(out, ins, U)
-        jv = self.chain_rule_nans([ta.build([tangent], all_ins + U, **self.options)(
+        jv = self.chain_rule_nans([self.build([tangent], all_ins + U)(
             *[feed[p] for p in all_ins + U])], [tangent], feed)[0]
         lhs = float(np.sum(jv * feed[H]))
         rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))
@@ -744,7 +760,7 @@ class Case:
             h2 = np.stack([feed[H], np.where(self._finite, rng.uniform(-1, 1, out.shape), 0.0)])
             rev2 = list(ta.JacobianRecursive(out, ins, H2))
             feed2 = {**feed, H2: h2}
-            g2 = self.chain_rule_nans(_tuple(ta.build(rev2, all_ins + [H2], **self.options)(
+            g2 = self.chain_rule_nans(_tuple(self.build(rev2, all_ins + [H2])(
                 *[feed[p] for p in all_ins], h2)), rev2, feed2)
             for k in range(2):
                 rhs2 = float(sum(np.sum(g[k] * feed[u]) for g, u in zip(g2, U)))
@@ -780,7 +796,7 @@ class Case:
         else:
             L = ta.compute((), lambda: out[()] * H[()], name="loss")
         hvp = list(ta.hessian_vector_product(L, ins, V))
-        hv = self.chain_rule_nans(_tuple(ta.build(hvp, all_ins + [H] + V, **self.options)(
+        hv = self.chain_rule_nans(_tuple(self.build(hvp, all_ins + [H] + V)(
             *[feed[p] for p in all_ins + [H] + V])), hvp, feed)
         gk = ta.build(ta.gradient(L, ins), all_ins + [H], fastmath=False)
 
@@ -816,7 +832,7 @@ class Case:
             return
         optimize = self.seed % 2 == 0
         tensors = [ta.Jacobian(out, p, optimize=optimize) for p in ins] + list(ta.gradient(out, ins))
-        got = self.chain_rule_nans(_tuple(ta.build(tensors, all_ins, **self.options)(
+        got = self.chain_rule_nans(_tuple(self.build(tensors, all_ins)(
             *[feed[p] for p in all_ins])), tensors, feed)
         fwd = ta.build([out], all_ins, fastmath=False, parallel=False)
 

@@ -88,8 +88,8 @@ def test_an_unknown_label_is_ignored_and_bad_choices_are_refused():
 
 def test_tune_measures_once_then_reuses_its_choice_from_the_disk_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
-    H, B = _column_sum(56, 48)
-    h = np.random.default_rng(1).standard_normal((56, 48)).astype("float32")
+    H, B = _column_sum(1024, 512)  # (worth measuring: estimated above tune.MIN_CYCLES)
+    h = np.random.default_rng(1).standard_normal((1024, 512)).astype("float32")
     plain = ta.build([B], [H])(h)
     before = tune.STATS["measured"]
     tuned = ta.build([B], [H], tune=True)
@@ -106,6 +106,28 @@ def test_tune_measures_once_then_reuses_its_choice_from_the_disk_cache(tmp_path,
     if parse_target(other).runs_here(host_target()):
         ta.build([B], [H], tune=True, target=other)  # another target: its own entry
         assert tune.STATS["measured"] - before == 3 * measured
+
+
+def test_tune_leaves_points_too_small_to_measure_to_the_cost_model(tmp_path, monkeypatch):
+    """Every candidate costs a whole build: points the cost model puts below
+    ``tune.MIN_CYCLES`` are not measured (fuzz seed 488135: twenty tiny ops took minutes), and
+    the measured ones go heaviest first."""
+    monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
+    H, B = _column_sum(56, 48)
+    lowered = ta.lower([B], [H])
+    (point, labels, chosen), = lowered.offered
+    assert len(labels) == 2 and lowered.estimates[point] < tune.MIN_CYCLES
+    before = tune.STATS["measured"]
+    tuned = ta.build([B], [H], tune=True)
+    assert tune.STATS["measured"] == before
+    assert str(tuned.lowered) == str(lowered)  # the cost model's choice
+    (small_h, small), (mid_h, mid), (big_h, big) = (_column_sum(56, 48), _column_sum(1024, 512),
+                                                    _column_sum(2048, 512))
+    base = ta.lower([small, mid, big], [small_h, mid_h, big_h], variants=True)
+    assert len(base.offered) == 3
+    order = [point for point, _ in tune.worth_measuring(base)]
+    assert [p.split("#")[0] for p in order] == ["B", "B"] and len(set(order)) == 2
+    assert base.estimates[order[0]] > base.estimates[order[1]] >= tune.MIN_CYCLES
 
 
 def test_a_pooling_window_over_whole_rows_is_one_collapsed_loop():
