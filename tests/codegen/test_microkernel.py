@@ -121,6 +121,32 @@ def test_batched_product_cuts_its_columns_only_as_the_parallel_loop_needs(batch,
     assert -(-cols // nc) in col_blocks and nc % nr == 0, text
 
 
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_column_blocks_with_a_partial_last_panel_at_any_thread_count(target, batch):
+    """A product whose column blocks end in a partial panel: every column of C, with a ReLU
+    epilogue applied per finished block and B packed once per call when batch points share
+    it, at 1-3 threads."""
+    from tensorad.codegen.target import host_target, parse_target
+
+    if not parse_target(target).runs_here(host_target()):
+        pytest.skip(f"{target} does not run on this CPU")
+    n = 1000  # (20.8 panels of 48, 41.7 of 24: uneven blocks either way)
+    A = ta.placeholder(batch + (21, 40), "float32", "A")
+    B = ta.placeholder((40, n), "float32", "B")
+    k = ta.reduce_axis((0, 40), "k")
+    S = ta.compute(batch + (21, n), lambda *ax: ta.sum(A[ax[:-1] + (k,)] * B[k, ax[-1]], k), name="S")
+    C = ta.compute(S.shape, lambda *ax: ta.maximum(S[ax], 0.0), name="C")
+    kern = ta.build([C], [A, B], target=target, parallel_min_work=0)
+    assert "micro-kernel" in str(kern.lowered) and "epilogue" in str(kern.lowered), kern.lowered
+    a = RNG.standard_normal(A.shape).astype(np.float32)
+    b = RNG.standard_normal(B.shape).astype(np.float32)
+    want = np.maximum(a.astype(np.float64) @ b, 0)
+    for threads in (1, 2, 3):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, b), want, rtol=1e-4, atol=1e-4)
+
+
 def test_side_a_that_reads_no_batch_axis_is_packed_once_per_call():
     # every column block (and batch point) reads the same A: the library packs it once per
     # call instead of once per block; correct with partial row, depth and column blocks
