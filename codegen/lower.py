@@ -46,6 +46,7 @@ from .stripfuse import lower_strips
 from .target import parse_target
 from .transposed import merge_transposed
 from .unstride import unstride
+from .windowshare import share_windowed_operands
 from .work import count_work
 
 
@@ -215,6 +216,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
         check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
     ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
+    ops = share_windowed_operands(ops, bodies, _reads_in_bounds)  # (likewise)
     bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
     bodies = {op: tuple(factor_choices(b) for b in bs) for op, bs in bodies.items()}  # (eager choices)
     ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)

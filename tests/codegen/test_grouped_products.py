@@ -117,10 +117,12 @@ def test_a_thin_slab_of_a_product_is_left_to_loops():
     X, W, Y = _grouped(8, 128, 128, 32, 28)
     H = ta.placeholder(Y.shape, "float64", name="H")
     (gW,) = ta.JacobianRecursive(Y, [W], H)
-    lowered = ta.lower([gW], [X, H])
-    offered = {point: labels for point, labels, _ in lowered.offered}
-    assert any(label == "taps" for _, _, label in lowered.offered), lowered.offered
-    assert all("microkernel" not in labels for point, labels in offered.items() if "/" in point), offered
+    for target in ("llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"):
+        lowered = ta.lower([gW], [X, H], target=target)
+        offered = {point: labels for point, labels, _ in lowered.offered}
+        assert all("microkernel" not in labels for point, labels in offered.items() if "/" in point), offered
+        if target.endswith("avx512"):  # (AVX2's 16 registers hold too few taps: one product there)
+            assert any(label == "taps" for _, _, label in lowered.offered), lowered.offered
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -219,10 +219,15 @@ def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
     sums = [line for line in text.splitlines() if "# nest" in line and "sum over" in line]
     assert {line.split()[2].split(":")[0] for line in sums} >= {"X.grad", "W.grad"}
     assert all("matrix product" in line for line in sums), sums
-    copies = [line for line in text.splitlines() if ".padded" in line and "] = " in line]
-    # the masked head, copied once: select(conv2d[..] <= 0, 0, H[..]) (the zero branch of the
-    # derivative's select is a strong zero: the head goes inside it)
-    assert any("conv2d[" in line and "<= 0" in line and "H[" in line for line in copies), copies
+    stores = [line for line in text.splitlines() if "] = " in line]
+    # the masked head, computed once (:mod:`tensorad.codegen.windowshare`): select(conv2d[..]
+    # <= 0, 0, H[..]) (the zero branch of the derivative's select is a strong zero: the head
+    # goes inside it), then copied zero-padded for the input gradient's windows
+    masked = [line.split("[")[0].strip() for line in stores
+              if "conv2d[" in line and "<= 0" in line and "H[" in line]
+    assert len(masked) == 1, stores
+    assert any(".padded" in line.split("=")[0] and masked[0] + "[" in line.split("=")[1]
+               for line in stores), stores
 
 
 @pytest.mark.parametrize("stride,padding,size,relu", [(2, 1, (13, 11), True), (2, 0, (12, 12), False),
@@ -255,8 +260,8 @@ def test_strided_convolution_input_gradient_is_one_product_per_residue_class(str
 @pytest.mark.parametrize("stride,padding,dilation", [(2, 1, 1), (1, 1, 1), (2, 0, 1), (1, 2, 2)])
 def test_relu_masked_sides_are_copied_by_selects_not_branches(stride, padding, dilation):
     # The ReLU mask of a convolution's head is a data test taken about half the time: packers
-    # and copies evaluate it as a select (no branch to mispredict); the weight gradient's
-    # unpadded masked head is copied once instead of being tested at every packing; the range
+    # and copies evaluate it as a select (no branch to mispredict); the masked head is
+    # computed once instead of being tested at every packing; the range
     # tests that a residue class's narrowed taps make always true are dropped (its kernel
     # side is then a plain read)
     X = ta.placeholder((2, 16, 29, 27), "float64", "X")  # products worth the micro-kernel
@@ -276,11 +281,11 @@ def test_relu_masked_sides_are_copied_by_selects_not_branches(stride, padding, d
         for g, ref in zip(kern(*args), want):
             np.testing.assert_allclose(g, ref, rtol=1e-11, atol=1e-11)
     text = str(ta.lower([gx, gw], inputs, microkernel=True))
-    copies = [line for line in text.splitlines()
-              if ".padded" in line and "] = " in line and "conv2d[" in line]
-    assert copies and all("select(" in line and "if_then_else(" not in line for line in copies), copies
-    assert f"float64[{', '.join(map(str, Y.shape))}]" in "".join(
-        line for line in text.splitlines() if line.strip().startswith("allocate") and ".padded" in line)
+    masks = [line for line in text.splitlines() if "] = " in line and "conv2d[" in line]
+    assert masks and all("select(" in line and "if_then_else(" not in line for line in masks), masks
+    assert f"float64[{', '.join(map(str, Y.shape))}]" in "".join(  # (the masked head, computed once)
+        line for line in text.splitlines() if line.strip().startswith("allocate")
+        and (".padded" in line or ".operand" in line))
     if stride == 2:  # the kernel side of each residue class is a plain read: no guarded packing
         from tensorad.codegen.contraction import match_contraction
         from tensorad.codegen.inline import inline_bodies

@@ -60,8 +60,11 @@ def test_a_side_without_runs_along_k_is_gathered():
     X = ta.placeholder((2, 16, 28, 28), "float32", "X")
     W = ta.placeholder((64, 16, 1, 1), "float32", "W")
     Y = topi.nn.conv2d(X, W, 2, 0)
+    for target in ("llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"):  # (compiled, not run)
+        text = ta.build([Y], [X, W], microkernel=True, target=target)._compiled.llvm_ir_unoptimized
+        assert "packB_transpose" not in text  # (AVX2's 24-wide panels copy rows of stride 2)
+        assert ("packB_gather" in text) is (target.endswith("avx512"))
     kern = ta.build([Y], [X, W], microkernel=True)
-    assert "packB_gather" in kern._compiled.llvm_ir_unoptimized
     x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
     want = np.einsum("fc,ncyx->nfyx", w[:, :, 0, 0].astype(np.float64), x[:, :, ::2, ::2].astype(np.float64))
     np.testing.assert_allclose(kern(x, w), want, rtol=1e-4, atol=1e-4)
