@@ -13,8 +13,10 @@ it must get right is the order of the candidates an op is offered:
   the last two reduction axes together runs than one as long as the last
   (:func:`short_loop_factor`);
 * **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (a side under a
-  range guard costs ``GUARDED_PACK`` times a plain read per packed element), times the load
-  imbalance of its parallel blocks over ``PLAN_THREADS`` threads, plus a call overhead;
+  range guard costs ``GUARDED_PACK`` times a plain read per packed element, and each element
+  of the share of what a side reads past the L2 waits ``SPILLED_PACK`` cycles for memory),
+  times the load imbalance of its parallel blocks over ``PLAN_THREADS`` threads, plus a call
+  overhead;
 * **padded** -- the micro-kernel reading zero-padded copies of its guarded sides, plus the
   copies;
 * **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
@@ -46,6 +48,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 
+from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -71,6 +74,13 @@ PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads 
 EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
 GUARDED_PACK = 4  # a range-guarded element costs this many plain ones to pack
 CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel region
+# cycles more to pack an element of a side that reads more than the L2 holds.  Measured on a 2-core
+# AMD EPYC (AVX2, 512 KiB L2), 1 thread, where packing is all a product does: a [4 x 1024] @
+# [1024 x 16384] product packs its 64 MB side at 0.76 elements a cycle (22 ms), an RGB stem's
+# input gradient (7x7 stride 2, batch 8, [3 x 576..1024] @ [.. x 12544] per residue class)
+# its windowed, padded head at 0.55 (172 ms, of which 9 multiply-adds) -- not the vector a
+# cycle (lanes elements) that an in-cache copy reaches; the strips (89 ms) are faster there
+SPILLED_PACK = 1.0
 INTERLEAVE = 4  # vectors per iteration of a vectorized innermost loop (LLVM's interleaving)
 
 
@@ -271,6 +281,19 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
     return total
 
 
+def _pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
+    """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle
+    (``GUARDED_PACK`` times more under a range guard, element by element), and
+    :data:`SPILLED_PACK` more for each element that the target's L2 does not hold -- the share
+    of what the side reads past the L2's size: such an element comes from the L3 or memory,
+    and the packer waits for it (a share, not a cliff at the L2's size: a padded copy a tenth
+    larger than the L2 is mostly still there)."""
+    cycles = (GUARDED_PACK if _guarded(side) else 1) / lanes
+    read = {n.arg for n in walk(side) if n.op is Op.READ}
+    footprint = sum(_prod(t.shape) * bits(t.dtype) // 8 for t in read)
+    return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
+
+
 def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
     lanes = _lanes(ctx, spec.dtype)
@@ -281,8 +304,7 @@ def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
     a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
     b_packs = spec.batches * spec.K * spec.N
-    pack = (a_packs * (GUARDED_PACK if _guarded(spec.a) else 1)
-            + b_packs * (GUARDED_PACK if _guarded(spec.b) else 1)) / lanes
+    pack = a_packs * _pack_cycles(spec.a, lanes, ctx) + b_packs * _pack_cycles(spec.b, lanes, ctx)
     blocks = max(1, spec.blocks)
     threads = PLAN_THREADS if ctx.opts.parallel else 1
     imbalance = -(-blocks // threads) * threads / blocks

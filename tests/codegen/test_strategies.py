@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tensorad.codegen import tune
-from tensorad.codegen.strategies import REGISTRY
+from tensorad.codegen.strategies import REGISTRY, SPILLED_PACK, _pack_cycles
+from tensorad.codegen.strategy import PlanContext
 from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta
@@ -229,3 +230,36 @@ def test_each_candidate_is_costed_once(monkeypatch):
     np.testing.assert_allclose(ta.build([Z], [X, W], cache=False)(x, w), np.tanh(x @ w.T) * 0.5,
                                rtol=1e-4, atol=1e-5)
     assert low.offered  # (a choice was made between strategies)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"])
+def test_packing_past_the_l2_is_costed_by_its_memory_wait(target):
+    # An RGB stem's input gradient (7x7 stride 2, batch 8) is one product per residue class,
+    # [3 x 576..1024] @ [.. x 12544]: its windowed head (26 MB) would be packed for three rows
+    # only, each element from the L3 or memory (measured on an AMD EPYC, 1 thread: 172 ms as
+    # products, 89 as strips).  With sixteen input channels the packing is shared by sixteen
+    # rows and the products stay.
+    chosen = {}
+    for channels in (3, 16):
+        X = ta.placeholder((8, channels, 224, 224), "float32", "X")
+        W = ta.placeholder((64, channels, 7, 7), "float32", "W")
+        H = ta.placeholder((8, 64, 112, 112), "float32", "H")
+        (gx,) = ta.JacobianRecursive(ta.topi.nn.conv2d(X, W, 2, 3), [X], H)
+        low = ta.lower([gx], [W, H], num_threads=1, target=target)
+        chosen[channels] = {point: label for point, _, label in low.offered if point.count("/") == 1}
+    assert set(chosen[3].values()) == {"strips"}, chosen
+    assert set(chosen[16].values()) <= {"padded", "microkernel"}, chosen
+
+
+def test_pack_cycles_grow_with_the_share_past_the_l2():
+    target = parse_target("llvm -mcpu=haswell")
+    ctx = PlanContext(opts=None, target=target, outputs=frozenset(), largest=0, readers={}, bodies={},
+                      position={})
+    lanes = target.lanes("float32")
+    costs = []
+    for n in (1024, target.l2 // 4, target.l2 // 2, 4 * target.l2, 64 * target.l2):
+        A = ta.placeholder((n,), "float32", "A")
+        i = ta.reduce_axis((0, n), "i")
+        costs.append(_pack_cycles(A[i], lanes, ctx))
+    assert costs[0] == costs[1] == 1 / lanes  # (in the L2: a vector a cycle)
+    assert costs == sorted(costs) and costs[2] < costs[3] < costs[4] < 1 / lanes + SPILLED_PACK
