@@ -78,7 +78,7 @@ CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel re
 # AMD EPYC (AVX2, 512 KiB L2), 1 thread, where packing is all a product does: a [4 x 1024] @
 # [1024 x 16384] product packs its 64 MB side at 0.76 elements a cycle (22 ms), an RGB stem's
 # input gradient (7x7 stride 2, batch 8, [3 x 576..1024] @ [.. x 12544] per residue class)
-# its windowed, padded head at 0.55 (172 ms, of which 9 multiply-adds) -- not the vector a
+# its windowed, padded head at 0.55 (172 ms, the multiply-adds ~9 of them) -- not the vector a
 # cycle (lanes elements) that an in-cache copy reaches; the strips (89 ms) are faster there
 SPILLED_PACK = 1.0
 INTERLEAVE = 4  # vectors per iteration of a vectorized innermost loop (LLVM's interleaving)
