@@ -475,7 +475,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
     :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
     (:func:`_scan`), or ``None``."""
-    if not stmts:  # (an op computed nowhere: its readers read none of it, fuzz seed 535482)
+    if not stmts:  # (an op computed at no point: fuzz seed 535482)
         return ()
     stmts = compact(stmts)
     divs = has_divs(stmts)

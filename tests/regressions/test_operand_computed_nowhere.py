@@ -1,10 +1,10 @@
 # ruff: noqa: E501  (the fuzzer's program, as it drew it)
 """Fuzz seed 535482: an HVP whose lowering made an op computed nowhere.
 
-``codegen/windowshare.py`` materialized an operand that the footprint pass then restricted to
-the points its readers read -- none, under their ``%`` conditions -- so the op had no
-statement, and ``schedule.fuse_short_outer`` and ``islast.build_loops`` indexed into the empty
-list (``IndexError``, ``ValueError`` out of ``ta.build``, default options).  An op with no
+With ``codegen/windowshare.py``'s operands (without that pass the program built), a nest
+reached the schedule with no statement at all -- an op computed at no point -- and
+``schedule.fuse_short_outer`` and ``islast.build_loops`` indexed into the empty list
+(``IndexError``, ``ValueError`` out of ``ta.build``, default options).  An op with no
 statement now lowers to an empty nest.  Oracles: the fuzzer's checks (finite differences of
 the gradient in float64, ``ta.evaluate``).
 """
