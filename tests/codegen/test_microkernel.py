@@ -130,7 +130,7 @@ def test_column_blocks_with_a_partial_last_panel_at_any_thread_count(target, bat
     from tensorad.codegen.target import host_target, parse_target
 
     if not parse_target(target).runs_here(host_target()):
-        pytest.skip(f"{target} does not run on this CPU")
+        target = "llvm"  # (a CPU without AVX2: its own tiles, checked the same way)
     n = 1000  # (20.8 panels of 48, 41.7 of 24: uneven blocks either way)
     A = ta.placeholder(batch + (21, 40), "float32", "A")
     B = ta.placeholder((40, n), "float32", "B")
