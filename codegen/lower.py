@@ -19,7 +19,7 @@ from tensorad.ir.collect import fewer_collections
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import Namer, print_tensor_recursively
-from tensorad.ir.rewrite import kept_walks, tensor_graph, walk
+from tensorad.ir.rewrite import empty_reduction, kept_walks, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
@@ -265,15 +265,11 @@ def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)
     while todo:
-        for n in (n for b in bodies[todo.pop()] if not _empty_reduction(b) for n in walk(b)):
+        for n in (n for b in bodies[todo.pop()] if not empty_reduction(b) for n in walk(b)):
             if n.op is Op.READ and n.arg.op in known and n.arg.op not in live:
                 live.add(n.arg.op)
                 todo.append(n.arg.op)
     return [op for op in ops if op in live]
-
-
-def _empty_reduction(body: Expr) -> bool:
-    return body.op is Op.REDUCE and any(a.hi <= a.lo for a in body.arg.axes)
 
 
 def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from tensorad.ir.dtype import is_int
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import empty_reduction, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 MIN_EXPANSION = 2.0  # some reader reads each point at least this many times (a window)
@@ -147,7 +147,9 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
     groups: dict[Expr, tuple[ComputeOp, list]] = {}
     axes_of: dict[tuple, tuple[Expr, ...]] = {}
     for op in ops:
-        for b in bodies[op]:
+        # (a reduction over an empty box reads nothing: the ops its body names may be dead,
+        # dropped by liveness -- fuzz seed 600953: an operand read them, KeyError at build)
+        for b in (b for b in bodies[op] if not empty_reduction(b)):
             for node, principal, entries, ranges in _sites(b, whole):
                 shape = tuple(principal.shape)
                 expansion = _expansion(entries, shape, ranges)

@@ -329,6 +329,12 @@ def free_vars(root: Expr) -> list[Expr]:
     return [v for v in dict.fromkeys(out) if v not in bound]
 
 
+def empty_reduction(body: Expr) -> bool:
+    """Whether ``body`` is a reduction over an empty box (``reduce_axis((0, 0))``): its
+    identity, which reads nothing (the passes that look for reads skip it)."""
+    return body.op is Op.REDUCE and any(a.hi <= a.lo for a in body.arg.axes)
+
+
 def reads(root: Expr) -> list[Tensor]:
     """Tensors read under ``root``, in order of first appearance."""
     return list(dict.fromkeys(n.arg for n in walk(root) if n.op is Op.READ))
