@@ -10,11 +10,14 @@ import llvmlite.ir as ir
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LOOP_ID = "tensorad.loop."
+PREDICATE_HINT = "llvm.loop.vectorize.predicate.enable"
 _ids = itertools.count(1)
 
 
-def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True):
-    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer, or ``vectorize=False``
+def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
+                  masked_tail: bool = False):
+    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer (``masked_tail``: its
+    remainder folded into masked vector iterations, :mod:`.masktail`), or ``vectorize=False``
     (which also keeps the loop rolled), or ``unroll=False`` alone.
 
     A loop ID must be a distinct node that refers to itself, which llvmlite cannot build: it
@@ -26,6 +29,8 @@ def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool =
     hints = []
     if width:
         hints.append(hint("llvm.loop.vectorize.width", I32(width)))
+        if masked_tail:
+            hints.append(hint(PREDICATE_HINT, ir.IntType(1)(1)))
     if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)
         hints += [hint("llvm.loop.vectorize.enable", ir.IntType(1)(0)), hint("llvm.loop.unroll.disable")]
     elif not unroll:

@@ -335,6 +335,7 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
 _WIDTH_HINT = '!"llvm.loop.vectorize.width"'
+_PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a width hint: .masktail)
 
 
 def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None) -> tuple[str, bytes]:
@@ -353,7 +354,8 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
             obj = compile_object(ir_text, opt_level, target)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
-            ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"')
+            ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
+                _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with _captured_stderr() as err:
                 obj = compile_object(ir_text, opt_level, target)
             text = DECLINED.sub("", text) + err()

@@ -46,6 +46,7 @@ from .checks import Checks
 from .gluetable import fill_signature, runs, segments, signature
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .masktail import masked_tail_width
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .nestkey import nest_key
@@ -400,6 +401,9 @@ class ModuleEmitter:
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
+        elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))

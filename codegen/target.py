@@ -15,6 +15,8 @@ From that:
 * ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
   are chosen so that accumulators and operands fit (:func:`.contraction.register_tile`);
 * ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
+* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512):
+  short loops fold their remainder into masked iterations (:mod:`.masktail`);
 * ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
   conversion instructions; :mod:`.halfconv` uses F16C's (exact) and emits integer code without
   them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
@@ -125,6 +127,13 @@ class Target:
             return max(1, self.vector_bits // (8 * _DTYPE_BYTES[dtype]))
         except KeyError:
             raise ValueError(f"no vector lanes for dtype {dtype!r}") from None
+
+    @property
+    def masked_memory(self) -> bool:
+        """Whether a masked vector load or store costs about what a plain one does: x86 with
+        AVX-512's mask registers (AVX2's ``vmaskmov`` store is microcoded on AMD).  Short loops
+        then fold their scalar remainder into masked vector iterations (:mod:`.masktail`)."""
+        return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
         """Whether code for this target can run on ``host`` (its vectors and FMA exist there)."""

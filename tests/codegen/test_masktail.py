@@ -1,0 +1,114 @@
+"""Short innermost loops fold their remainder into masked vector iterations on AVX-512
+(codegen/masktail.py).
+
+Structure: which loops get the hint, read from the kernel's IR for a pinned target (compiled
+only, so these hold on any x86 host).  Values: the host's kernels against NumPy formulas
+written here, for rows of every length around the vector widths -- on an AVX-512 host they
+run the masked tails, on an AVX2 one the plain remainders, and both must agree with NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorad.codegen.irloops import PREDICATE_HINT
+from tensorad.codegen.target import host_target, parse_target
+
+import tensorad as ta
+
+AVX512, AVX2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"
+
+
+def _shifted_sum(rows: int, width: int, dtype: str = "float32", stride: int = 1):
+    """``Y[i, j] = X[i, s j] * 2 + X[i, s j + 1]``: a row of ``width`` outputs."""
+    X = ta.placeholder((rows, stride * width + 1), dtype, "X")
+    Y = ta.compute((rows, width), lambda i, j: X[i, stride * j] * 2.0 + X[i, stride * j + 1], name="Y")
+    return X, Y
+
+
+def _masked(kernel) -> bool:
+    return PREDICATE_HINT in kernel.llvm_ir_unoptimized
+
+
+def test_the_target_says_whether_masks_are_cheap():
+    assert parse_target(AVX512).masked_memory
+    assert not parse_target(AVX2).masked_memory
+
+
+@pytest.mark.parametrize("width, dtype, expected", [
+    (26, "float32", True),    # 16 + 10 lanes: the tail folded
+    (20, "float64", True),    # 8 lanes of float64: 8 + 8 + 4
+    (32, "float32", False),   # whole vectors: nothing to fold
+    (80, "float32", False),   # five vectors: the remainder is a small part
+    (12, "float32", False),   # under one vector: no vector iteration to share it with
+])
+def test_which_rows_fold_their_tail(width, dtype, expected):
+    X, Y = _shifted_sum(4, width, dtype)
+    assert _masked(ta.build([Y], [X], target=AVX512)) is expected
+    assert not _masked(ta.build([Y], [X], target=AVX2))  # (AVX2's masked store is microcoded on AMD)
+
+
+def test_a_strided_read_keeps_its_remainder():
+    """Stride-2 reads would become masked gathers (a max pool's rows ran 4.6x slower)."""
+    X, Y = _shifted_sum(4, 26, stride=2)
+    assert not _masked(ta.build([Y], [X], target=AVX512))
+
+
+def test_a_reduction_keeps_its_remainder():
+    X = ta.placeholder((4, 26), "float32", "X")
+    k = ta.reduce_axis((0, 26), "k")
+    S = ta.compute((4,), lambda i: ta.sum(X[i, k] * X[i, k], axis=k), name="S")
+    assert not _masked(ta.build([S], [X], target=AVX512))
+
+
+def test_a_grouped_convolution_rows_fold_their_tail():
+    """The layer this was measured on: 4 channels a group at 28 x 28, its 26-wide interior."""
+    X = ta.placeholder((2, 8, 28, 28), "float32", "X")
+    W = ta.placeholder((8, 4, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1, 1, groups=2)
+    assert _masked(ta.build([Y], [X, W], target=AVX512))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(width=st.integers(1, 70), dtype=st.sampled_from(["float32", "float64"]),
+       threads=st.sampled_from([1, 2]), fastmath=st.booleans())
+def test_short_rows_match_numpy(width, dtype, threads, fastmath):
+    """Every row length from 1 to 70 around the lanes of both types, on the host's target."""
+    X, Y = _shifted_sum(5, width, dtype)
+    x = np.random.default_rng(width).standard_normal((5, width + 1)).astype(dtype)
+    x[0, :3] = [np.inf, -0.0, np.nan][: min(3, width + 1)]
+    got = ta.build([Y], [X], num_threads=threads, fastmath=fastmath)(x)
+    want = x[:, :width] * 2.0 + x[:, 1:width + 1]
+    np.testing.assert_array_equal(got, want.astype(dtype))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(size=st.integers(20, 40), groups=st.integers(1, 3), threads=st.sampled_from([1, 2]))
+def test_grouped_convolutions_match_numpy(size, groups, threads):
+    """A grouped 3x3 convolution with padding 1 (rows of ``size - 2`` interior points) on the
+    host's target against a NumPy formula over the zero-padded input."""
+    cg = 4
+    X = ta.placeholder((2, groups * cg, size, size), "float32", "X")
+    W = ta.placeholder((groups * cg, cg, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1, 1, groups=groups)
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(X.shape).astype(np.float32)
+    w = rng.standard_normal(W.shape).astype(np.float32)
+    got = ta.build([Y], [X, W], num_threads=threads)(x, w)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros(Y.shape)
+    for f in range(groups * cg):
+        g = f // cg
+        for c in range(cg):
+            for ry in range(3):
+                for rx in range(3):
+                    want[:, f] += w[f, c, ry, rx] * xp[:, g * cg + c, ry:ry + size, rx:rx + size]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_host_runs_masked_tails_where_it_has_masks():
+    """On an AVX-512 host the values above came from masked tails (else from remainders)."""
+    X, Y = _shifted_sum(3, 26)
+    assert _masked(ta.build([Y], [X])) is host_target().masked_memory
