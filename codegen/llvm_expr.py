@@ -14,7 +14,8 @@
   Integer ``//`` and ``%`` by a runtime divisor guard division by zero and ``INT_MIN // -1``
   (both would trap): they give 0 there.  Float-to-int casts saturate (``fptosi.sat``).
 
-``IF_THEN_ELSE`` is lazy: before folding, each one whose branches read memory is replaced by a
+``IF_THEN_ELSE`` is lazy: before folding, each one whose branches read memory or test a gather
+index at run time (``mode="raise"``) is replaced by a
 placeholder variable; when the fold reaches the placeholder, the condition is computed and
 each branch is emitted in its own block (with its own memo scope), joined by a phi.  ``SELECT``
 computes both branches (the language guarantees both are in bounds).
@@ -65,6 +66,11 @@ def _float_minmax_shaped(node: Expr) -> bool:
     cond, x, y = node.src
     return (node.dtype.startswith("float") and cond.op in _ICMP and cond.src[0].dtype.startswith("float")
             and {cond.src[0], cond.src[1]} == {x, y})
+
+
+def _raises(node: Expr) -> bool:
+    """A gather index tested at run time (``mode="raise"``): evaluating it may raise."""
+    return node.op is Op.DATA_INDEX and node.arg.mode == "raise"
 
 
 def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
@@ -345,10 +351,14 @@ class ExprEmitter:
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
-        reads: set[Expr] = set()  # rebuilt nodes with a READ under them (children come first)
+        # rebuilt nodes with a READ or a checked gather index under them (children come first):
+        # a branch that may raise stays behind its condition even when it reads no memory (fuzz
+        # seed 610027: ``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
+        # only, and as a select its check fired where the guard keeping it in range failed)
+        reads: set[Expr] = set()
 
         def rule(node: Expr) -> Expr | None:
-            if node.op is Op.READ or any(x in reads for x in node.src):
+            if node.op is Op.READ or _raises(node) or any(x in reads for x in node.src):
                 reads.add(node)
             if node.op is not Op.IF_THEN_ELSE:
                 return None
