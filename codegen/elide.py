@@ -63,8 +63,11 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
         return Expr(Op.READ, node.dtype, node.src, Tensor(dst, 0))
 
     moved = set(taken.values())
+    # every reader is rerouted, the moved outputs too: a temporary's body read another elided
+    # temporary (``power = pow(abs(exp) + 0.5, 1.5)``, both saved by ``ta.function`` as
+    # ``power.tie`` and ``exp.tie``: fuzz seed 610650 read ``exp``, which had no buffer)
     for op in ops:
-        if op not in moved:
+        if op not in taken:
             bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])
     result = [taken.get(op, op) for op in ops if op not in moved]
     for src in taken:
