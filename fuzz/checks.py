@@ -450,11 +450,14 @@ class Case:
             alternatives = [alts + [r] for alts, r in zip(alternatives, rounded)]
         return spread, alternatives
 
-    def order_spread(self, tensors, feed, want, factor: float = 2.0) -> tuple[list, list]:
+    def order_spread(self, tensors, feed, want, factor: float = 2.0, regrouped: bool = False
+                     ) -> tuple[list, list]:
         """The program's values with its sums and products folded one term at a time, in
         index order and in reverse (``tensorad.evaluate.evaluate_in_order``), instead of NumPy's
-        pairwise order, per output: ``factor`` times how far they are from ``want`` where both
-        are finite (0 elsewhere), and the list of those values.
+        pairwise order, per output, and axis by axis (partial sums over the inner axes, then
+        their sum) where sums may be regrouped -- by the optimizer (``regrouped``: seed 610834)
+        or a fast-math kernel's partial sums: ``factor`` times how far they are from ``want``
+        where both are finite (0 elsewhere), and the list of those values.
 
         A kernel may sum in any order (a strict one in index order, a vectorized one in lanes,
         a parallel one in pieces); each is an IEEE rounding of the same formula.  An
@@ -473,8 +476,10 @@ class Case:
 
         worst = [np.zeros(np.shape(w)) for w in want]
         alternatives: list = [[] for _ in want]
-        mixed = ("mixed", "mixed-odd") if self.options.get("fastmath", True) else ()
-        for order in ("sequential", "reversed") + mixed:
+        fast = self.options.get("fastmath", True)
+        mixed = ("mixed", "mixed-odd") if fast else ()
+        nested = ("nested",) if fast or regrouped else ()
+        for order in ("sequential", "reversed") + nested + mixed:
             moved = _tuple(evaluate_in_order(list(tensors), feed, order))
             for k, (m, w) in enumerate(zip(moved, want)):
                 alternatives[k].append(m)
@@ -536,9 +541,9 @@ class Case:
             inlined = ta.InlineNonReductions(t, _elementwise_reads(t))
             want, got, flat = ta.evaluate([t, opt, inlined], self.feed)
             self._compare_orders("optimized", [got], [t], self.feed, want=[want], lenient=self.lenient,
-                                 strong_zero=True, rtol=3e-2 if self.half else None)
+                                 strong_zero=True, rtol=3e-2 if self.half else None, regrouped=True)
             self._compare_orders("with the tensors it reads inlined", [flat], [t], self.feed, want=[want],
-                                 lenient=self.lenient, rtol=3e-2 if self.half else None)
+                                 lenient=self.lenient, rtol=3e-2 if self.half else None, regrouped=True)
         if not self.job.get("safe"):
             return
         ns, feed = self._grad_setup()
@@ -548,7 +553,7 @@ class Case:
         vals = ta.evaluate(list(g_opt) + list(g_raw), feed)
         n = len(ins)
         self._compare_orders("optimized gradient", vals[:n], list(g_raw), feed, want=vals[n:],
-                             strong_zero=True)
+                             strong_zero=True, regrouped=True)
         self._gradient_read_back(ns, feed, vals[:n])
 
     def _gradient_read_back(self, ns, feed, values) -> None:
@@ -884,17 +889,20 @@ class Case:
                              list(ta.JacobianRecursive(out, ins, H, optimize=not plain)), feed,
                              rtol=1e-6, strong_zero=True)
 
-    def _compare_orders(self, what: str, got, tensors, feed, want=None, **kw) -> None:
+    def _compare_orders(self, what: str, got, tensors, feed, want=None, regrouped: bool = False,
+                        **kw) -> None:
         """``got`` against ``want``, the values of ``tensors`` (``evaluate``'s when not given),
-        each element allowed its spread over summation orders (:meth:`order_spread`) once a
-        first comparison fails: the optimizer regroups sums and a kernel orders them."""
+        each element allowed its spread over summation orders (:meth:`order_spread`; with
+        ``regrouped``, the optimizer's regrouped sums too) once a first comparison fails: the
+        optimizer regroups sums and a kernel orders them."""
         want = _tuple(self.ta.evaluate(tensors, feed)) if want is None else want
         extra = None
         for k, (t, g, w) in enumerate(zip(tensors, got, want)):
             try:
                 compare(f"{what} {t.name}", g, w, t.dtype, **kw)
             except Mismatch:
-                extra = self.order_spread(tensors, feed, want) if extra is None else extra
+                if extra is None:
+                    extra = self.order_spread(tensors, feed, want, regrouped=regrouped)
                 compare(f"{what} {t.name}", g, w, t.dtype, noise=extra[0][k], alternatives=extra[1][k],
                         **kw)
 

@@ -38,7 +38,9 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   rounding a reassociation of its terms may add: a kernel may order two elements of one
   reduction differently (LLVM reassociates one unrolled copy of a loop and not another), so
   two elements that are equal in every single order can differ, and a comparison of them
-  flip (fuzz seed 410114).  Max and min do not depend on the order; custom combiners fold in
+  flip (fuzz seed 410114).  ``"nested"`` folds a reduction over several axes axis by axis,
+  the last first, each in index order: partial sums per point of the outer axes, then their
+  sum -- a regrouped sum (fuzz seed 610834).  Max and min do not depend on the order; custom combiners fold in
   index order (their tie rule), except one that is a bare ``x + y`` or ``x * y``, which fast
   math reassociates as it does a built-in sum: it follows the order too.
 * Strong zeros: with ``strong_zero=True`` (:func:`evaluate_in_order`) a product with a zero
@@ -181,8 +183,8 @@ CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_IN
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 # The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order,
-# and the last two by the parity of each element's index (the module's docstring).
-ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd")
+# the last two by the parity of each element's index, and axis by axis (the module's docstring).
+ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd", "nested")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 # The math functions that ``rounded_math`` computes in float64 for float32 operands.
 ROUNDED_MATH = frozenset({Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.ERF, Op.POW})
@@ -323,7 +325,10 @@ class _Grid:
             s = srcs[0]
             if self.order != "numpy" and comb.kind in ORDERED_FOLDS:
                 first = comb.identity[0].arg
-                out = self._in_order(pos, lambda back: _fold_in_order(ufunc, s, mask, pos, first, back))
+                if self.order == "nested":
+                    out = _fold_nested(ufunc, s, mask, pos, first)
+                else:
+                    out = self._in_order(pos, lambda back: _fold_in_order(ufunc, s, mask, pos, first, back))
             elif comb.kind in ("max", "min"):
                 out = dt.fold_extreme(comb.kind, s, pos, mask, comb.identity[0].arg)
             else:
@@ -344,7 +349,7 @@ class _Grid:
         an element equal to its neighbour in every order because neither reads the axis
         between them is still folded the other way (``"mixed"``: odd elements reversed;
         ``"mixed-odd"``: even ones)."""
-        if self.order in ("sequential", "reversed"):
+        if self.order in ("sequential", "reversed", "nested"):  # (nested: custom combiners in index order)
             return fold(self.order == "reversed")
         outer = tuple(1 if d in pos else n for d, n in enumerate(self.grid_shape))
         fwd, back = np.asarray(fold(False)), np.asarray(fold(True))
@@ -429,6 +434,21 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
     start = np.full(outer + (1,), identity, dtype=s.dtype)
     acc = ufunc.accumulate(np.concatenate([start, terms], axis=-1), axis=-1, dtype=s.dtype)[..., -1]
     return np.expand_dims(acc, tuple(sorted(pos)))
+
+
+def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
+                 identity: Any) -> np.ndarray:
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first:
+    each point of the outer axes gets the partial fold of the inner ones (in index order), and
+    the partials are folded in turn -- the order of a sum regrouped over its axes, as the
+    optimizer's brackets (``sum_{r1, r2} f(r2) = |r1| [sum_r2 f]``) and a kernel's partial sums
+    compute it (fuzz seed 610834: ``+-1e30`` terms cancel in each partial, and a one-accumulator
+    fold loses the small term at every step)."""
+    acc = np.where(mask, s, np.asarray(identity, s.dtype))
+    everywhere = np.ones((), bool)
+    for p in reversed(pos):
+        acc = _fold_in_order(ufunc, acc, everywhere, (p,), identity, False)
+    return acc
 
 
 def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:

@@ -127,3 +127,26 @@ def test_a_bare_custom_product_follows_the_order_and_a_selecting_one_does_not():
     assert mixed[0] < mixed[1]  # (even: forward, moved down; odd: reversed, moved up)
     for order in ORDERS:
         np.testing.assert_array_equal(evaluate_in_order(M, {X: x}, order), [7.0, 7.0])
+
+
+def test_nested_folds_the_inner_axis_into_partials_first():
+    # sum_{a, b} X[b] over a in 3, b in 3 with X = (-1e30, 1e30, 1): one accumulator loses the 1
+    # at every step but the last; partials over b are 1 each, and their sum is 3 (fuzz seed 610834)
+    X = ta.placeholder((3,), "float64", name="X")
+    a, b = ta.reduce_axis((0, 3), name="a"), ta.reduce_axis((0, 3), name="b")
+    S = ta.compute((), lambda: ta.sum(X[b], axis=[a, b]), name="S")
+    x = np.array([-1e30, 1e30, 1.0])
+    assert float(evaluate_in_order(S, {X: x}, "sequential")) == 1.0
+    assert float(evaluate_in_order(S, {X: x}, "nested")) == 3.0
+
+
+def test_nested_is_sequential_over_one_axis_and_respects_the_mask():
+    X, S = _sum_program(4, where=lambda k: k != 1)
+    x = np.array([1.0, 5.0, 1e100, -1e100])
+    assert float(evaluate_in_order(S, {X: x}, "nested")) == 0.0
+    X2 = ta.placeholder((2, 3), "float64", name="X2")
+    i, j = ta.reduce_axis((0, 2), name="i"), ta.reduce_axis((0, 3), name="j")
+    S2 = ta.compute((), lambda: ta.sum(X2[i, j], axis=[i, j], where=(i + j) % 2 == 0), name="S2")
+    x2 = np.array([[1e100, 7.0, -1e100], [9.0, 2.0, 11.0]])
+    # kept: (0, 0), (0, 2), (1, 1); partials per i: 1e100 - 1e100 = 0, then 2
+    assert float(evaluate_in_order(S2, {X2: x2}, "nested")) == 2.0
