@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from ..ir import dtype as dt
 from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
@@ -44,6 +43,7 @@ from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
+from .gathers import unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
 from .zero import ZERO, materialize, mul
@@ -114,38 +114,6 @@ def _inlinable(t: Tensor) -> bool:
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     """The distinct reads of ``x`` under ``expr``, in a deterministic order."""
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
-
-
-def _unguarded_reads(source: Expr) -> set[Expr]:
-    """The reads of ``source`` evaluated at every point (not only in a branch of an
-    ``if_then_else``): those whose gather indices may be checked wherever the term runs."""
-    out: set[Expr] = set()
-    seen: set[Expr] = set()
-    stack = [source]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node.op is Op.READ:
-            out.add(node)
-        stack.extend(node.src[:1] if node.op is Op.IF_THEN_ELSE else node.src)
-    return out
-
-
-def _unchecked(e: Expr) -> Expr:
-    """``e`` with its ``mode="raise"`` gather indices clipped instead.
-
-    The equation ``phi(i) == j`` of a read that runs only under a guard (an ``if_then_else``
-    branch, a reduction's ``where``) is tested at every point of the adjoint's sum, guard or
-    not: a label ``-100`` that ``ignore_index`` excludes must not raise there.  Clipping is
-    exact where the guard holds (the read ran, so its index was in range) and harmless where
-    it does not (the term's value carries the guard: it is zero there)."""
-    def rule(n: Expr) -> Expr | None:
-        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
-            return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))
-        return None
-    return rewrite(e, rule)
 
 
 def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
@@ -307,8 +275,8 @@ class AdjointBuilder:
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
             conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
             index = site.src
-            if cond is not TRUE or site not in _unguarded_reads(source):
-                index = tuple(_unchecked(e) for e in index)
+            if cond is not TRUE or site not in unguarded_reads(source):
+                index = tuple(unchecked(e) for e in index)
             where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = h if factor is None else mul(h, factor)
@@ -364,7 +332,7 @@ class AdjointBuilder:
             landed, dims, rest, guards = found
             e = landed[tuple(iv)]
             flat = data_index(e, math.prod([x.shape[k] for k in dims]), "clip", landed.name)
-            at = [_digit(flat, x.shape, dims, k) if k in dims else _unchecked(rename(t, m))
+            at = [_digit(flat, x.shape, dims, k) if k in dims else unchecked(rename(t, m))
                   for k, t in enumerate(site.src)]
             # the read's guards over the output axes again: E(i) >= 0 implies them, but only
             # they show that the reads in ``rest`` (which the window does not move) lie in
@@ -398,7 +366,7 @@ class AdjointBuilder:
             if inside is not TRUE:  # (lazy: the source may read out of bounds where the
                 same = choice(Op.IF_THEN_ELSE, inside, same, FALSE)  # condition is false)
             conds = [tied, same if coded else logical(Op.AND, compare(Op.NE, axes[-1], first), same)]
-        idx = tuple(_unchecked(e) for e in site.src)
+        idx = tuple(unchecked(e) for e in site.src)
         where = all_of([inside, *conds, equal_all([rename(e, m) for e in idx], j)])
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
         if count is not None:
@@ -449,7 +417,7 @@ class AdjointBuilder:
         else:
             point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
-        conds = [c for g in [rename(body.src[0], m)] + [_unchecked(rename(g, m)) for g in guards]
+        conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
                  for c in _conjuncts(g) if not _holds(c)]
         none = const(-1, dt.INDEX)
         if ties is not None:
@@ -458,7 +426,7 @@ class AdjointBuilder:
             none = choice(Op.SELECT, compare(Op.GT, count, const(1, count.dtype)), none - count, none)
         flat: Expr | None = None
         for k in dims:
-            e = _unchecked(rename(site.src[k], m))
+            e = unchecked(rename(site.src[k], m))
             flat = e if flat is None else flat * const(site.arg.shape[k], dt.INDEX) + e
         assert flat is not None
         (offsets,) = compute(f"{op.name}.dest", iv, [choice(Op.SELECT, all_of(conds), flat, none)],

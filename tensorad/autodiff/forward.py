@@ -18,6 +18,7 @@ from ..ir.expr import Expr, Op, cast, choice, const
 from ..ir.rewrite import substitute, tensor_graph, walk
 from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
+from .gathers import unchecked, unguarded_reads
 from .reverse import jacobian_recursive
 from .rules import tangent
 from .zero import ZERO, Tangent, zero_branch
@@ -63,9 +64,14 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
         if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op.attr(SHIFT_ATTR):
             continue
 
-        def leaf(node: Expr) -> Tangent:
+        everywhere = set().union(*(unguarded_reads(b) for b in op.body))
+
+        def leaf(node: Expr, everywhere: set = everywhere) -> Tangent:
             if node.op is Op.READ and node.arg in dot:
-                read = cast(node.dtype, dot[node.arg][node.src])
+                # (a guarded read's tangent may run where its guard fails once the optimizer
+                # lifts the guard out of a sum: its checked gathers are clipped, .gathers)
+                index = node.src if node in everywhere else tuple(unchecked(e) for e in node.src)
+                read = cast(node.dtype, dot[node.arg][index])
                 gate = gates.get(node.arg)
                 if gate is None:
                     return read

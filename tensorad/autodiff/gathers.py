@@ -1,0 +1,51 @@
+"""Checked gathers in derivatives: which reads run everywhere, and indices that must not raise.
+
+A gather ``X[.., I[i], ..]`` with ``mode="raise"`` tests its index where it runs.  A derivative
+may evaluate an expression at more points than the program did -- the adjoint's equation
+``phi(i) == j`` at every point of its sum, a tangent's read inside a sum the optimizer then
+takes out of its guard (``sum_r if_then_else(G, f(U[I[i]]), 0) = if_then_else(G, [sum_r
+f(U[I[i]])], 0)``: the bracket runs where ``G`` fails).  There the index is clipped instead:
+exact where the guard holds (the program's read ran, so its index was in range) and harmless
+where it does not (the term's value carries the guard).  A read the program runs at every
+point keeps its test, so bad data still raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.expr import TRUE, Expr, Op
+from ..ir.rewrite import rewrite
+
+
+def unguarded_reads(source: Expr) -> set[Expr]:
+    """The reads of ``source`` evaluated at every point (not only in a branch of an
+    ``if_then_else``, nor only where a reduction's ``where`` holds): those whose gather
+    indices may be checked wherever the term runs."""
+    out: set[Expr] = set()
+    seen: set[Expr] = set()
+    stack = [source]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op is Op.READ:
+            out.add(node)
+        if node.op is Op.IF_THEN_ELSE:
+            stack.append(node.src[0])
+        elif node.op is Op.REDUCE and node.src[0] is not TRUE:
+            stack.append(node.src[0])
+        else:
+            stack.extend(node.src)
+    return out
+
+
+def unchecked(e: Expr) -> Expr:
+    """``e`` with its ``mode="raise"`` gather indices clipped instead (see the module
+    docstring)."""
+    def rule(n: Expr) -> Expr | None:
+        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
+            return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))
+        return None
+    return rewrite(e, rule)
