@@ -153,15 +153,17 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
         module = emitter.emit()
         text = finish_ir(str(module))
         call = emitter.call_name if direct else None
-        text, obj = compile_kernel(text, opts.opt_level, target)  # (width hints LLVM declines: dropped)
+        libraries = sorted(set(_LIBRARY_SYMBOL.findall(text)))
+        plan = gemmlib.LinkPlan(libraries, target)  # (the pieces to compile: beside the kernel)
+        text, obj, pieces = compile_kernel(text, opts.opt_level, target, plan.modules())
     meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
-            "libraries": sorted(set(_LIBRARY_SYMBOL.findall(text))),
+            "libraries": libraries,
             "checks": checks.to_json() if checks is not None else None, "key": key_text,
             "signature": {"inputs": [[list(b.shape), b.dtype] for b in prog.inputs],
                           "outputs": [[list(b.shape), b.dtype] for b in prog.outputs],
                           "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work}}
     with trace.stage("jit", name):
-        compiled = _link(key, obj, meta, text, opts.opt_level, target)
+        compiled = _link(key, obj, meta, text, opts.opt_level, target, (plan, pieces))
     if trace.dumping():
         stem = f"{name}-{key[:10]}"
         trace.dump(stem, "ll", text)
@@ -178,12 +180,17 @@ def _needs_record(lowered, opts: Options) -> bool:
     return bool(opts.checked) or has_raise_gather(lowered.program)
 
 
-def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target) -> Compiled:
+def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target,
+          pieces: tuple[gemmlib.LinkPlan, list] | None = None) -> Compiled:
+    """Link a kernel's object code and the library pieces it calls (``pieces``: a plan whose
+    pieces were compiled beside the kernel, and their object code)."""
     if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
         raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
     library: dict[str, str] = {}  # the library pieces this kernel links, and how each was obtained
-    for symbol in meta["libraries"]:
-        gemmlib.ensure_symbol(symbol, target, library)
+    if pieces is None:
+        gemmlib.link_symbols(meta["libraries"], target, library)
+    else:
+        pieces[0].link(pieces[1], library)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
     addrs = load_object(obj, names)
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None

@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Iterable
 
 import llvmlite.ir as ir
 
-from . import diskcache, isolate, jit, libversion
+from . import diskcache, jit, libversion
 from . import gemmdesc as gd
 from . import packlib as pl
 from .irloops import declare, finish_ir, for_range
@@ -99,40 +100,79 @@ def parse_symbol(symbol: str) -> tuple | None:
     return None
 
 
-def ensure_symbol(symbol: str, target: Target, linked: dict[str, str] | None = None) -> str:
-    """Link the library piece defining ``symbol`` (and the core it calls), compiled for
-    ``target``, into the JIT, once: from the disk cache when it is there, else compiled (and
-    stored).  Returns, and records in ``linked`` (the calling build's record: piece name ->
-    how it was obtained) for the piece and its core, ``"process"`` (linked already),
-    ``"disk"`` (read from the disk cache) or ``"compiled"``."""
-    piece = parse_symbol(symbol)
-    if piece is None or piece[3] != target_tag(target):
-        raise RuntimeError(f"not a matrix-product library function of target {target.spec!r}: {symbol}")
-    dtype, mr, nr, tag, part = piece
-    if part != "core":
-        ensure_symbol(driver_symbol(dtype, mr, nr, target), target, linked)
-    name = piece_name(dtype, mr, nr, tag, part)
-    origin = "process"
-    if name not in _LOADED:
+class LinkPlan:
+    """What linking the library pieces that define ``symbols`` (and the cores they call)
+    takes: each piece is linked already, read from the disk cache, or compiled --
+    :meth:`modules` are the ones to compile, which a build compiles beside its kernel
+    (:func:`.jit.compile_kernel`), and :meth:`link` stores and links their object code."""
+
+    def __init__(self, symbols: Iterable[str], target: Target):
+        self.target = target
+        self.wanted: dict[str, tuple[str, tuple]] = {}  # piece name -> (a symbol it defines, piece)
+        for symbol in symbols:
+            piece = parse_symbol(symbol)
+            if piece is None or piece[3] != target_tag(target):
+                raise RuntimeError(
+                    f"not a matrix-product library function of target {target.spec!r}: {symbol}")
+            dtype, mr, nr, tag, part = piece
+            if part != "core":  # (the core first: the packers call its tables)
+                self.wanted.setdefault(piece_name(dtype, mr, nr, tag, "core"),
+                                       (driver_symbol(dtype, mr, nr, target), (dtype, mr, nr, tag, "core")))
+            self.wanted.setdefault(piece_name(dtype, mr, nr, tag, part), (symbol, piece))
+        self.on_disk: dict[str, bytes] = {}
+        self.todo: list[tuple[str, str, str, tuple]] = []  # (name, key, key text, piece)
+        for name, (symbol, piece) in self.wanted.items():
+            if name in _LOADED:
+                continue
+            key, key_text = entry_key(symbol, target)
+            obj = diskcache.get_object(key, key_text)
+            if obj is None:
+                self.todo.append((name, key, key_text, piece))
+            else:
+                self.on_disk[name] = obj
+
+    def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
+        """The pieces to compile, as :func:`.jit.compile_objects` takes them (in order of
+        ``todo``)."""
+        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
+                 light(piece[4])) for _, _, _, piece in self.todo]
+
+    def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
+        """Store the pieces compiled (object code and CPU seconds, in order of ``todo``), link
+        every piece not linked yet, and record in ``linked`` (the calling build's record:
+        piece name -> how it was obtained) ``"process"`` (linked already), ``"disk"`` or
+        ``"compiled"``."""
+        origins = {name: "process" for name in self.wanted}
+        objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
+        for (name, key, key_text, _), (obj, cpu) in zip(self.todo, compiled):
+            diskcache.put_object(key, key_text, obj)
+            STATS["compiled"] += 1
+            STATS["cpu_seconds"] += cpu
+            objects[name] = obj, "compiled"
         with _LOCK:
-            if name not in _LOADED:
-                key, key_text = entry_key(symbol, target)
-                obj = diskcache.get_object(key, key_text)
-                origin = "disk"
-                if obj is None:
-                    start = isolate.cpu_seconds()
-                    text = piece_ir(dtype, mr, nr, part, target)
-                    level = 1 if part != "core" and part[1] == gd.COPY2 else 0
-                    obj = jit.compile_object(text, level, target, light=light(part))
-                    diskcache.put_object(key, key_text, obj)
-                    STATS["compiled"] += 1
-                    STATS["cpu_seconds"] += isolate.cpu_seconds() - start
-                    origin = "compiled"
-                jit.load_object(obj, [])
-                _LOADED.add(name)
-    if linked is not None:
-        linked.setdefault(name, origin)
-    return origin
+            for name in self.wanted:  # (in order: a core before the packers that call it)
+                if name in objects and name not in _LOADED:
+                    jit.load_object(objects[name][0], [])
+                    _LOADED.add(name)
+                    origins[name] = objects[name][1]
+        if linked is not None:
+            for name in self.wanted:
+                linked.setdefault(name, origins[name])
+
+
+def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
+    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for
+    ``target``, into the JIT, each once: from the disk cache when it is there, else compiled
+    (all at once, :func:`.jit.compile_objects`) and stored.  ``linked``: see
+    :meth:`LinkPlan.link`."""
+    plan = LinkPlan(symbols, target)
+    plan.link(jit.compile_objects(plan.modules(), target), linked)
+
+
+def _level(part) -> int:
+    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (see
+    :func:`light`), none for the others."""
+    return 1 if part != "core" and part[1] == gd.COPY2 else 0
 
 
 def light(part) -> bool:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import selectors
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 _RAISED = 3  # the child's exit status when the step raised a Python exception
 
@@ -32,16 +33,87 @@ _RAISED = 3  # the child's exit status when the step raised a Python exception
 def in_child(step: Callable[[], bytes]) -> bytes | None:
     """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a
     signal (LLVM aborted); a Python error of ``step`` is raised here."""
+    return start(step).result()
+
+
+def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[bytes | None, float]]:
+    """Every step's :func:`in_child` result and the CPU seconds it took, the steps run in
+    forked children at most ``jobs`` at a time -- the next one started as soon as any finishes
+    (independent modules compiled on the cores a process may use)."""
+    results: list[tuple[bytes | None, float]] = [(None, 0.0)] * len(steps)
+    queue = list(enumerate(steps))[::-1]
+    running: dict[int, tuple[int, Child]] = {}
+    with selectors.DefaultSelector() as sel:
+        while queue or running:
+            while queue and len(running) < max(1, jobs):
+                i, step = queue.pop()
+                child = start(step)
+                if child.pid is None:
+                    results[i] = child.result(), child.cpu_seconds
+                else:
+                    running[child.read_end] = (i, child)
+                    sel.register(child.read_end, selectors.EVENT_READ)
+            for key, _ in sel.select() if running else ():
+                i, child = running[key.fd]
+                if child.read_some():
+                    sel.unregister(key.fd)
+                    del running[key.fd]
+                    results[i] = child.result(), child.cpu_seconds
+    return results
+
+
+class Child:
+    """One step in a forked child (``pid``), its bytes read from ``read_end``; a step that ran
+    here instead (no fork) has ``pid`` ``None`` and its bytes already."""
+
+    def __init__(self, step: Callable[[], bytes], pid: int | None = None, read_end: int = -1,
+                 errors=None, data: bytes = b"", cpu_seconds: float = 0.0):
+        self.step, self.pid, self.read_end, self.errors = step, pid, read_end, errors
+        self._chunks = [data]
+        self.cpu_seconds = cpu_seconds  # (the child's, once reaped)
+
+    def read_some(self) -> bool:
+        """Read what the child has written so far (the pipe is readable); ``True`` at its end."""
+        chunk = os.read(self.read_end, 1 << 20)
+        self._chunks.append(chunk)
+        return not chunk
+
+    def result(self) -> bytes | None:
+        """The step's bytes: read to the end, the child reaped (``None`` when a signal killed
+        it; a Python error of the step raised here by running it again)."""
+        if self.pid is None:
+            return self._chunks[0]
+        try:
+            while not self.read_some():
+                pass
+        finally:
+            os.close(self.read_end)
+        _, wait_status, usage = os.wait4(self.pid, 0)
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
+        errors, self.errors = self.errors, None
+        try:
+            if os.WIFSIGNALED(wait_status):
+                return None
+            code = os.waitstatus_to_exitcode(wait_status)
+            if code == _RAISED:
+                return self.step()
+            if code != 0:
+                raise RuntimeError(f"LLVM compile child exited with status {code}")
+            errors.seek(0)
+            said = memoryview(errors.read())
+            while said:
+                said = said[os.write(2, said):]
+            return b"".join(self._chunks)
+        finally:
+            errors.close()
+
+
+def start(step: Callable[[], bytes]) -> Child:
+    """``step`` started in a forked child (run here at once without ``os.fork``, or when a fork
+    fails: no memory for a huge process's page tables, no process left)."""
     if not hasattr(os, "fork"):
-        return step()
+        return _here(step)
     errors = tempfile.TemporaryFile()
-    try:
-        return _fork(step, errors)
-    finally:
-        errors.close()
-
-
-def _fork(step: Callable[[], bytes], errors) -> bytes | None:
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # (nothing buffered is written twice)
         try:
@@ -55,7 +127,8 @@ def _fork(step: Callable[[], bytes], errors) -> bytes | None:
     except OSError:  # (no memory or no process left for a child: compile here, unguarded)
         os.close(read_end)
         os.close(write_end)
-        return step()
+        errors.close()
+        return _here(step)
     if pid == 0:
         status = 0
         try:
@@ -69,21 +142,13 @@ def _fork(step: Callable[[], bytes], errors) -> bytes | None:
             status = _RAISED
         os._exit(status)
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read()
-    _, wait_status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(wait_status):
-        return None
-    code = os.waitstatus_to_exitcode(wait_status)
-    if code == _RAISED:
-        return step()
-    if code != 0:
-        raise RuntimeError(f"LLVM compile child exited with status {code}")
-    errors.seek(0)
-    said = memoryview(errors.read())
-    while said:
-        said = said[os.write(2, said):]
-    return data
+    return Child(step, pid, read_end, errors)
+
+
+def _here(step: Callable[[], bytes]) -> Child:
+    begin = cpu_seconds()
+    data = step()
+    return Child(step, data=data, cpu_seconds=cpu_seconds() - begin)
 
 
 def cpu_seconds() -> float:

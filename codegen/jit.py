@@ -22,6 +22,7 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -333,14 +334,48 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
         return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
 
 
+def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
+                    target: Target | None = None) -> list[tuple[bytes, float]]:
+    """:func:`compile_object` of several independent modules -- each ``(its IR text, made on
+    demand; opt_level; light)`` -- at once, with the CPU seconds each took: each in a forked
+    child (its text made there too), as many at a time as this process has CPUs (a kernel and
+    the library pieces it links, compiled side by side on a first build).  A module whose
+    child dies goes on down its ladder, here."""
+    target = target or host()
+    from .target import usable_cpus
+
+    def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
+        begin = isolate.cpu_seconds()
+        if rungs is None:
+            obj = compile_object(text(), level, target, light)
+        else:
+            obj = _contained(rungs, lambda p: _emit(text(), p, target))
+        return obj, isolate.cpu_seconds() - begin
+
+    jobs = min(usable_cpus(), len(modules))
+    if jobs < 2:
+        return [alone(*m) for m in modules]
+    with _LOCK:
+        target_machine(target)  # (made here, once: the children inherit it)
+        rungs = [ladder(level, light) for _, level, light in modules]
+        done = isolate.in_children([lambda t=text, p=r[0]: _emit(t(), p, target)
+                                    for (text, _, _), r in zip(modules, rungs)], jobs)
+        return [(obj, cpu) if obj is not None else alone(*m, rungs=r[1:] or r)
+                for (obj, cpu), m, r in zip(done, modules, rungs)]
+
+
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
 _WIDTH_HINT = '!"llvm.loop.vectorize.width"'
 _PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a width hint: .masktail)
 
 
-def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None) -> tuple[str, bytes]:
+def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
+                   beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
+                   ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled and the object code.
+    text it compiled, its object code, and the object code and CPU seconds of the modules
+    ``beside`` it (:func:`compile_objects`: the library pieces it links, compiled at the same
+    time).
 
     LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
     declines, and a build must write nothing.  The emitter hints only loops that
@@ -351,7 +386,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     hint.  Anything else written to stderr meanwhile is passed on."""
     with _LOCK:
         with _captured_stderr() as err:
-            obj = compile_object(ir_text, opt_level, target)
+            (obj, _), *others = compile_objects([(lambda: ir_text, opt_level, False), *beside], target)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
@@ -362,7 +397,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
-    return ir_text, obj
+    return ir_text, obj, others
 
 
 def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:

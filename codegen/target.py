@@ -306,10 +306,15 @@ def default_num_threads() -> int:
             n = 0
         if n >= 1:
             return n
+    return usable_cpus()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["Target", "parse_target", "host_target", "default_num_threads"]
+__all__ = ["Target", "parse_target", "host_target", "default_num_threads", "usable_cpus"]
