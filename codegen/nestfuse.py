@@ -119,13 +119,60 @@ def shared_positions(members: list, alias: dict | None = None) -> list[int | Non
     return out
 
 
+def _loop_shape(tau, member) -> tuple | None:
+    """The loops a reduction member's statements run inside the prefix -- per statement
+    with a loop, its schedule past the prefix, each variable by its range -- or ``None``
+    when exactly one of its statements does not run in loops (an init, update, write-back
+    reduction has one: its update's)."""
+    fixed = set(tau)
+    looped = []
+    for st in member:
+        own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+        if any(isinstance(t, Expr) for t in own):
+            looped.append(tuple(t.dom if isinstance(t, Expr) else t for t in own))
+    return tuple(looped) if len(looped) == 1 else None
+
+
+def shared_reductions(members: list, accumulators: list, alias: dict | None = None) -> dict[int, int]:
+    """Sibling reductions in one pass: member -> the earlier member whose loops it shares.
+
+    Consecutive reductions whose updates run over the same ranges, in the same schedule
+    order, and none reading what an earlier one of the run computes (its tensors, its
+    accumulators), share their loops: a layer norm's backward sums ``H * xhat * gamma`` and
+    ``H * gamma`` over a row in one loop instead of two.  Each member's statements keep their
+    order (the member's index is the schedule's last dimension); across members only reads
+    could order them, and there are none in the inits and updates (``bodies``: a reduction's
+    sources) -- a fused epilogue may read an earlier member's result: write-backs run after
+    every update, in member order."""
+    alias = alias or {}
+    out: dict[int, int] = {}
+    run: list[int] = []
+    shape = None
+    for g, (u, tau, member, bodies, split) in enumerate(members):
+        mine = None
+        if (u.reduction is not None or u.op.is_reduction) and u.gemm is None and split is None:
+            mine = _loop_shape(tau, member)
+        if mine is not None and run and mine == shape:
+            written = {alias.get(members[k][0].op, members[k][0].op) for k in run}
+            accs = {a for k in run for a in accumulators[k]}
+            own = alias.get(u.op, u.op)
+            if own not in written and not any(
+                    n in accs or (n.op is Op.READ and alias.get(n.arg.op, n.arg.op) in written)
+                    for b in bodies for n in walk(b)):
+                run.append(g)
+                out[g] = run[0]
+                continue
+        run, shape = ([g], mine) if mine is not None else ([], None)
+    return out
+
+
 def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options,
                 scans: dict | None = None, alias: dict | None = None) -> list | None:
     """The steps (fills, then one nest) computing every member of ``group``, or ``None``
     (``alias``: a unit's op -> the op whose tensors it writes, which later members read)."""
     alias = alias or {}
     acc_of: dict[Tensor, Expr] = {}
-    fills, stmts, accs, notes, members = [], [], [], [], []
+    fills, stmts, accs, notes, members, member_accs = [], [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
     weight = work_weight([b for u in group.units for b in u.bodies])
@@ -150,7 +197,8 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             sched_op = u.op
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        members.append((u, tau, member, own if u.reduction is None else (), split))
+        members.append((u, tau, member, own if u.reduction is None else red_bodies, split))
+        member_accs.append(tuple(dom.accumulators))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:
@@ -162,12 +210,18 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         else:
             notes.append(marked(u.op.name))
     position = shared_positions(members, alias)
+    siblings = shared_reductions(members, member_accs, alias)
+    for g, first in siblings.items():
+        position[g] = first
+        notes[g] += f" (one pass with {marked(members[first][0].op.name)})"
     for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
         for st in member:
             own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
-            if position[g] is not None:  # (own is the axes, then the output index v)
+            if g in siblings or g in siblings.values():  # (own: the member's phases and loops)
+                own = own + (g,)
+            elif position[g] is not None:  # (own is the axes, then the output index v)
                 own = own[:-1] + (g,) + own[-1:]
             body = tuple(owned(x, u.op) for x in st.body)
             pos = g if position[g] is None else position[g]

@@ -87,6 +87,7 @@ def test_a_module_whose_child_dies_goes_down_its_ladder(monkeypatch):
 
 _FIRST_BUILD = r"""
 import json, sys
+import numpy as np
 import tensorad as ta
 A = ta.placeholder((70, 90), "float32", "A")
 Bm = ta.placeholder((90, 50), "float32", "B")

@@ -2,7 +2,10 @@
 
 * column sums over the same rows (strip form) run as one pass, each updating its own strip;
 * consecutive elementwise members of a fused nest whose reads of each other are at their own
-  point share one inner loop (a residual add's ``dR = dX`` stored beside ``dX``).
+  point share one inner loop (a residual add's ``dR = dX`` stored beside ``dX``);
+* consecutive sibling reductions of a fused nest over the same ranges, none reading another's
+  result, update their accumulators in one loop (codegen/nestfuse.shared_reductions: a layer
+  norm's backward sums ``H * xhat * gamma`` and ``H * gamma`` over a row in one pass).
 
 Oracles: NumPy formulas written here, torch float64 autograd for the residual layer norm,
 ``ta.evaluate`` for random programs; the loop structure is read from ``ta.lower``'s program."""
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.program import If, Loop, Nest, Store
+from tensorad.codegen.program import Assign, If, Loop, Nest, Store
 
 import tensorad as ta
 
@@ -187,3 +190,90 @@ def test_random_sibling_passes_equal_evaluate(prog, target):
     want = ta.evaluate(outs, {X: x})
     for t, a, w in zip(outs, got, want):
         np.testing.assert_allclose(a, w, rtol=1e-11, atol=1e-11, err_msg=t.name)
+
+
+# ---- sibling reductions sharing one loop --------------------------------------------------------
+
+def _updated_together(lowered) -> int:
+    """The most accumulator updates (counted assignments) one loop's body holds directly."""
+    return max((sum(isinstance(s, Assign) and s.counted for s in loop.body)
+                for step in lowered.program.steps if isinstance(step, Nest) for loop in _loops(step.body)),
+               default=0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_layer_norm_backward_sums_its_row_sums_in_one_pass(target):
+    torch = pytest.importorskip("torch", reason="PyTorch, the oracle: an optional extra make test installs")
+    n, d = 6, 45
+    X = ta.placeholder((n, d), "float64", "X")
+    g, b = ta.placeholder((d,), "float64", "gamma"), ta.placeholder((d,), "float64", "beta")
+    y = ta.topi.nn.layer_norm(X, g, b)
+    H = ta.placeholder(y.shape, "float64", "H")
+    grads = list(ta.JacobianRecursive(y, [X, g, b], H))
+    lowered = ta.lower(grads, [X, g, b, H], **_opts(target))
+    assert _updated_together(lowered) >= 2, lowered
+    rng = np.random.default_rng(5)
+    arrays = [rng.normal(size=(n, d)), rng.uniform(0.5, 1.5, d), rng.normal(size=d)]
+    head = rng.normal(size=(n, d))
+    got = ta.build(grads, [X, g, b, H], **_opts(target))(*arrays, head)
+    tx = [torch.tensor(a, requires_grad=True) for a in arrays]
+    ty = torch.nn.functional.layer_norm(tx[0], (d,), tx[1], tx[2], 1e-5)
+    want = torch.autograd.grad(ty, tx, torch.tensor(head))
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_a_sum_that_reads_its_sibling_keeps_its_own_loop():
+    """``v[i] = sum_k X[i, k] * m[i]`` where ``m[i] = max_k X[i, k]``: v reads m's result, so it
+    runs after m's loop, not in it (one pass would read a running maximum)."""
+    n, d = 3, 17
+    X = ta.placeholder((n, d), "float64", "X")
+    k1, k2, k3 = (ta.reduce_axis((0, d), f"k{i}") for i in range(3))
+    m = ta.compute((n,), lambda i: ta.max(X[i, k1], axis=k1), "m")
+    s = ta.compute((n,), lambda i: ta.sum(X[i, k2] * 2.0, axis=k2), "s")
+    v = ta.compute((n,), lambda i: ta.sum(X[i, k3] * m[i], axis=k3), "v")
+    out = ta.compute((n,), lambda i: v[i] + s[i], "out")
+    lowered = ta.lower([out], [X])
+    assert _updated_together(lowered) == 2, lowered  # m and s together; v alone
+    x = np.random.default_rng(3).normal(size=(n, d))
+    want = x.sum(1) * x.max(1) + 2.0 * x.sum(1)
+    np.testing.assert_allclose(ta.build([out], [X])(x), want, rtol=1e-12)
+
+
+def _row_reduction(X, k, kind, reads, where):
+    def red(i):
+        x = X[i, k] * 0.5 + (reads[i] if reads is not None else 0.0)
+        return getattr(ta, kind)(x, axis=k, **({} if where is None else {"where": k % 2 == 0}))
+    return red
+
+
+@st.composite
+def _sibling_sums(draw):
+    """1-4 row reductions (sum, max, min, product) of the input or of earlier ones' results,
+    over equal or unequal ranges, some with a ``where``, and an elementwise output of them all."""
+    n, m = draw(st.integers(1, 5)), draw(st.integers(1, 13))
+    X = ta.placeholder((n, m), "float64", "X")
+    reds: list = []
+    for e in range(draw(st.integers(1, 4))):
+        lo = draw(st.sampled_from([0, 0, 1])) if m > 1 else 0
+        k = ta.reduce_axis((lo, m), f"k{e}")
+        kind = draw(st.sampled_from(["sum", "max", "min", "prod"]))
+        reads = draw(st.sampled_from([None] + reds))
+        where = draw(st.sampled_from([None, "even"]))
+
+        reds.append(ta.compute((n,), _row_reduction(X, k, kind, reads, where), f"R{e}"))
+    def total(i):
+        out = reds[0][i]
+        for r in reds[1:]:
+            out = out + r[i]
+        return out
+    return X, ta.compute((n,), total, "T")
+
+
+@settings(max_examples=30, deadline=None)
+@given(_sibling_sums(), st.sampled_from(TARGETS))
+def test_random_sibling_reductions_equal_evaluate(prog, target):
+    X, out = prog
+    x = np.random.default_rng(X.shape[0] * 17 + X.shape[1]).normal(size=X.shape)
+    got = ta.build([out], [X], **_opts(target))(x)
+    np.testing.assert_allclose(got, ta.evaluate(out, {X: x}), rtol=1e-11, atol=1e-11)
