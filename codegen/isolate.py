@@ -19,9 +19,11 @@ reads it -- when the child succeeded; an aborted child's last words are dropped 
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import selectors
+import signal
 import sys
 import tempfile
 import warnings
@@ -43,7 +45,7 @@ def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[b
     results: list[tuple[bytes | None, float]] = [(None, 0.0)] * len(steps)
     queue = list(enumerate(steps))[::-1]
     running: dict[int, tuple[int, Child]] = {}
-    with selectors.DefaultSelector() as sel:
+    with selectors.DefaultSelector() as sel, _reaped(running):
         while queue or running:
             while queue and len(running) < max(1, jobs):
                 i, step = queue.pop()
@@ -62,6 +64,18 @@ def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[b
     return results
 
 
+@contextlib.contextmanager
+def _reaped(running: dict):
+    """On the way out by an exception (an interrupt, a step's own error), the children still
+    running are killed and reaped: none is left blocked on a pipe nobody reads."""
+    try:
+        yield
+    except BaseException:
+        for _, child in running.values():
+            child.kill()
+        raise
+
+
 class Child:
     """One step in a forked child (``pid``), its bytes read from ``read_end``; a step that ran
     here instead (no fork) has ``pid`` ``None`` and its bytes already."""
@@ -77,6 +91,16 @@ class Child:
         chunk = os.read(self.read_end, 1 << 20)
         self._chunks.append(chunk)
         return not chunk
+
+    def kill(self) -> None:
+        """Stop the child and reap it (its result is not wanted)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(self.read_end)
+        os.waitpid(self.pid, 0)
+        self.errors.close()
 
     def result(self) -> bytes | None:
         """The step's bytes: read to the end, the child reaped (``None`` when a signal killed

@@ -56,7 +56,8 @@ class FunctionCost:
 
 
 def record(build) -> list[Compilation]:
-    """Run ``build()`` and return every module it compiled, in order."""
+    """Run ``build()`` and return every module it compiled, in order (one at a time: a
+    build's side-by-side compiles, :func:`tensorad.codegen.jit.compile_objects`, too)."""
     from tensorad.codegen import jit
 
     done: list[Compilation] = []
@@ -67,11 +68,21 @@ def record(build) -> list[Compilation]:
         done.append(Compilation(ir_text, opt_level, light, library))
         return original(ir_text, opt_level, target, light)
 
-    jit.compile_object = wrapped
+    several = jit.compile_objects
+
+    def wrapped_several(modules, target=None):
+        for text, level, light in modules:
+            wrapped(text(), level, target, light)
+        return [(obj, 0.0) for obj in done_objects(modules, target)]
+
+    def done_objects(modules, target):
+        return [original(text(), level, target, light) for text, level, light in modules]
+
+    jit.compile_object, jit.compile_objects = wrapped, wrapped_several
     try:
         build()
     finally:
-        jit.compile_object = original
+        jit.compile_object, jit.compile_objects = original, several
     return done
 
 

@@ -34,6 +34,32 @@ def test_a_python_error_of_a_step_is_raised_here():
         isolate.in_children([lambda: b"fine", bad], 2)
 
 
+def _children() -> list[int]:
+    me, out = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the process table in /proc")
+def test_an_error_leaves_no_child_behind():
+    def bad() -> bytes:
+        raise ValueError("bad IR")
+
+    big = bytes(1 << 22)  # (children blocked writing 4 MB into pipes nobody reads yet)
+    before = set(_children())
+    with pytest.raises(ValueError, match="bad IR"):
+        isolate.in_children([bad, lambda: big, lambda: big], 3)
+    assert set(_children()) <= before
+
+
 def test_without_a_fork_the_steps_run_here(monkeypatch):
     def no_fork() -> int:
         raise OSError(12, "Cannot allocate memory")
