@@ -144,12 +144,12 @@ class LinkPlan:
         ``"compiled"``."""
         origins = {name: "process" for name in self.wanted}
         objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
-        for (name, key, key_text, _), (obj, cpu) in zip(self.todo, compiled):
+        for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
             diskcache.put_object(key, key_text, obj)
-            STATS["compiled"] += 1
-            STATS["cpu_seconds"] += cpu
             objects[name] = obj, "compiled"
         with _LOCK:
+            STATS["compiled"] += len(self.todo)
+            STATS["cpu_seconds"] += sum(cpu for _, cpu in compiled)
             for name in self.wanted:  # (in order: a core before the packers that call it)
                 if name in objects and name not in _LOADED:
                     jit.load_object(objects[name][0], [])
