@@ -120,30 +120,33 @@ def shared_positions(members: list, alias: dict | None = None) -> list[int | Non
 
 
 def _loop_shape(tau, member) -> tuple | None:
-    """The loops a reduction member's statements run inside the prefix -- per statement
-    with a loop, its schedule past the prefix, each variable by its range -- or ``None``
-    when exactly one of its statements does not run in loops (an init, update, write-back
-    reduction has one: its update's)."""
+    """The loops a reduction member's statements run inside the prefix -- per statement with
+    a loop, in order, its schedule past the prefix, each variable by its range -- or ``None``
+    when none has a loop."""
     fixed = set(tau)
     looped = []
     for st in member:
         own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
         if any(isinstance(t, Expr) for t in own):
             looped.append(tuple(t.dom if isinstance(t, Expr) else t for t in own))
-    return tuple(looped) if len(looped) == 1 else None
+    return tuple(looped) or None
 
 
-def shared_reductions(members: list, accumulators: list, alias: dict | None = None) -> dict[int, int]:
+def shared_reductions(members: list, accumulators: list, epilogues: list,
+                      alias: dict | None = None) -> dict[int, int]:
     """Sibling reductions in one pass: member -> the earlier member whose loops it shares.
 
-    Consecutive reductions whose updates run over the same ranges, in the same schedule
-    order, and none reading what an earlier one of the run computes (its tensors, its
-    accumulators), share their loops: a layer norm's backward sums ``H * xhat * gamma`` and
-    ``H * gamma`` over a row in one loop instead of two.  Each member's statements keep their
+    Consecutive reductions whose statements run in the same loops (the same ranges, in the
+    same schedule order), none reading what an earlier one of the run computes (its tensors,
+    its accumulators), share those loops: a layer norm's backward sums ``H * xhat * gamma``
+    and ``H * gamma`` over a row in one loop instead of two; a group norm's backward, the same
+    two sums per channel, in one loop over the channels.  Each member's statements keep their
     order (the member's index is the schedule's last dimension); across members only reads
-    could order them, and there are none in the inits and updates (``bodies``: a reduction's
-    sources) -- a fused epilogue may read an earlier member's result: write-backs run after
-    every update, in member order."""
+    could order them, and there are none in the inits and updates (``members``' bodies: a
+    reduction's sources).  A fused epilogue (``epilogues``) may read an earlier member's
+    result where the update is the only statement in a loop: the write-backs then run after
+    every update of the prefix point, in member order; with loops around them too (a
+    channel's sums, written back per channel) it may not."""
     alias = alias or {}
     out: dict[int, int] = {}
     run: list[int] = []
@@ -156,9 +159,10 @@ def shared_reductions(members: list, accumulators: list, alias: dict | None = No
             written = {alias.get(members[k][0].op, members[k][0].op) for k in run}
             accs = {a for k in run for a in accumulators[k]}
             own = alias.get(u.op, u.op)
+            reads = tuple(bodies) + (tuple(epilogues[g]) if len(mine) > 1 else ())
             if own not in written and not any(
                     n in accs or (n.op is Op.READ and alias.get(n.arg.op, n.arg.op) in written)
-                    for b in bodies for n in walk(b)):
+                    for b in reads for n in walk(b)):
                 run.append(g)
                 out[g] = run[0]
                 continue
@@ -172,7 +176,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     (``alias``: a unit's op -> the op whose tensors it writes, which later members read)."""
     alias = alias or {}
     acc_of: dict[Tensor, Expr] = {}
-    fills, stmts, accs, notes, members, member_accs = [], [], [], [], [], []
+    fills, stmts, accs, notes, members, member_accs, member_epilogues = [], [], [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
     weight = work_weight([b for u in group.units for b in u.bodies])
@@ -199,6 +203,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
                                   fuse_outer=False)
         members.append((u, tau, member, own if u.reduction is None else red_bodies, split))
         member_accs.append(tuple(dom.accumulators))
+        member_epilogues.append(() if u.reduction is None else (epi.body,))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:
@@ -210,7 +215,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         else:
             notes.append(marked(u.op.name))
     position = shared_positions(members, alias)
-    siblings = shared_reductions(members, member_accs, alias)
+    siblings = shared_reductions(members, member_accs, member_epilogues, alias)
     for g, first in siblings.items():
         position[g] = first
         notes[g] += f" (one pass with {marked(members[first][0].op.name)})"

@@ -277,3 +277,66 @@ def test_random_sibling_reductions_equal_evaluate(prog, target):
     x = np.random.default_rng(X.shape[0] * 17 + X.shape[1]).normal(size=X.shape)
     got = ta.build([out], [X], **_opts(target))(x)
     np.testing.assert_allclose(got, ta.evaluate(out, {X: x}), rtol=1e-11, atol=1e-11)
+
+
+def test_channel_sums_share_their_loop_a_shifted_reader_does_not():
+    """Reductions with a loop around them inside the prefix (per channel ``c`` of a batch row
+    ``n``): two independent channel sums share one loop over ``c``; a third whose write-back
+    reads the first at ``c + 1`` -- computed later in that loop -- keeps its own."""
+    n, ch, m = 2, 5, 9
+    X = ta.placeholder((n, ch, m), "float64", "X")
+    k1, k2, k3 = (ta.reduce_axis((0, m), f"k{i}") for i in range(3))
+    a = ta.compute((n, ch), lambda i, c: ta.sum(X[i, c, k1], axis=k1), "a")
+    b = ta.compute((n, ch), lambda i, c: ta.sum(X[i, c, k2] * X[i, c, k2], axis=k2), "b")
+    s = ta.compute((n, ch), lambda i, c: ta.sum(X[i, c, k3] * 3.0, axis=k3) + a[i, (c + 1) % ch], "s")
+    out = ta.compute((n, ch), lambda i, c: a[i, c] + b[i, c] * 2.0 + s[i, c], "out")
+    lowered = ta.lower([out], [X])
+    assert _updated_together(lowered) == 2, lowered
+    x = np.random.default_rng(8).normal(size=(n, ch, m))
+    sa, sb = x.sum(2), (x * x).sum(2)
+    want = sa + 2.0 * sb + 3.0 * x.sum(2) + np.roll(sa, -1, axis=1)
+    np.testing.assert_allclose(ta.build([out], [X])(x), want, rtol=1e-12)
+    np.testing.assert_allclose(ta.evaluate(out, {X: x}), want, rtol=1e-12)
+
+
+def _channel_reduction(X, k, kind, reads, shift):
+    p = X.shape[1]
+
+    def red(i, c):
+        x = X[i, c, k] * 0.5
+        if reads is not None and not shift:
+            x = x + reads[i, c]
+        total = getattr(ta, kind)(x, axis=k)
+        return total + reads[i, (c + 1) % p] if reads is not None and shift else total
+    return red
+
+
+@st.composite
+def _sibling_channel_sums(draw):
+    """1-4 per-channel reductions of ``X[n, c, m]`` (sum, max, min), some reading an earlier
+    one's result at their own channel inside the sum, or at the next channel after it."""
+    n, p, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    X = ta.placeholder((n, p, m), "float64", "X")
+    reds: list = []
+    for e in range(draw(st.integers(1, 4))):
+        k = ta.reduce_axis((0, m), f"k{e}")
+        kind = draw(st.sampled_from(["sum", "max", "min"]))
+        reads = draw(st.sampled_from([None] + reds))
+        shift = draw(st.booleans())
+        reds.append(ta.compute((n, p), _channel_reduction(X, k, kind, reads, shift), f"R{e}"))
+
+    def total(i, c):
+        out = reds[0][i, c]
+        for r in reds[1:]:
+            out = out + r[i, c]
+        return out
+    return X, ta.compute((n, p), total, "T")
+
+
+@settings(max_examples=30, deadline=None)
+@given(_sibling_channel_sums(), st.sampled_from(TARGETS))
+def test_random_sibling_channel_reductions_equal_evaluate(prog, target):
+    X, out = prog
+    x = np.random.default_rng(X.shape[1] * 13 + X.shape[2]).normal(size=X.shape)
+    got = ta.build([out], [X], **_opts(target))(x)
+    np.testing.assert_allclose(got, ta.evaluate(out, {X: x}), rtol=1e-11, atol=1e-11)
