@@ -497,6 +497,11 @@ class Case:
                 with np.errstate(all="ignore"):
                     d = np.where(np.isfinite(m) & np.isfinite(w), factor * np.abs(m - w), 0.0)
                 worst[k] = np.maximum(worst[k], d)
+        if regrouped:  # optimized code may give a zero the other sign (docs/conventions.md),
+            # and so an infinity made from it (seed 760814: pow(-(0.0), -3) under a max)
+            for k, m in enumerate(_tuple(evaluate_in_order(list(tensors), feed, "numpy",
+                                                           unsigned_zeros=True))):
+                alternatives[k].append(m)
         return worst, alternatives
 
     def rounding_noise(self, want, ulps: int = 4, draws: int = 2) -> list:
@@ -900,8 +905,8 @@ class Case:
                         **kw) -> None:
         """``got`` against ``want``, the values of ``tensors`` (``evaluate``'s when not given),
         each element allowed its spread over summation orders (:meth:`order_spread`; with
-        ``regrouped``, the optimizer's regrouped sums too) once a first comparison fails: the
-        optimizer regroups sums and a kernel orders them."""
+        ``regrouped``, the optimizer's regrouped sums, and its zeros of either sign, too) once a
+        first comparison fails: the optimizer regroups sums and a kernel orders them."""
         want = _tuple(self.ta.evaluate(tensors, feed)) if want is None else want
         extra = None
         for k, (t, g, w) in enumerate(zip(tensors, got, want)):

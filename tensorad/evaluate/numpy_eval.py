@@ -55,6 +55,12 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   -9.517245 is -0.99999998917: -1.0 rounded, NumPy's float32 gives -0.99999994, and a ``//``
   after it turns that ulp into 1, fuzz seed 485818).  Another rounding a kernel may have, for a
   test's allowance; never a user's answer.
+* Unsigned zeros: with ``unsigned_zeros=True`` (:func:`evaluate_in_order`) every zero a node
+  computes (or reads) is ``+0``.  Optimized code may give a zero the other sign
+  (docs/conventions.md: ``-select(c, x, 0)`` is ``select(c, -x, 0)`` there), and with it the
+  sign of an infinity that divides by it or raises it to a negative power (fuzz seed 760814:
+  ``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
+  The value optimized code may have, for a test's allowance; never a user's answer.
 """
 
 from __future__ import annotations
@@ -198,6 +204,16 @@ def _or(*masks: Any) -> Any:
     return out
 
 
+def _unsigned(rule):
+    """``rule`` with every zero of its float result made ``+0`` (``x + 0`` is ``+0`` for
+    ``x = -0`` in IEEE round-to-nearest): ``unsigned_zeros``."""
+    def unsigned(node: Expr, *args: tuple) -> tuple:
+        out, poison = rule(node, *args)
+        out = np.asarray(out)
+        return (out + out.dtype.type(0) if out.dtype.kind == "f" else out), poison
+    return unsigned
+
+
 def _lift(fn):
     """Turn an array rule into a rule on (array, poison) pairs: poison is the union."""
     def rule(node: Expr, *args: tuple) -> tuple:
@@ -216,12 +232,13 @@ class _Grid:
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
                  axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy",
                  origin: tuple[int, ...] = (), strong_zero: bool = False,
-                 rounded_math: bool = False) -> None:
+                 rounded_math: bool = False, unsigned_zeros: bool = False) -> None:
         self.name = name
         self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
         self.order = order
         self.strong_zero = strong_zero
         self.rounded_math = rounded_math
+        self.unsigned_zeros = unsigned_zeros
         self.env = env
         self.values = values
         self.axis_pos = axis_pos
@@ -237,6 +254,8 @@ class _Grid:
             self.table[Op.MUL] = _lift(lambda n, a, b: _strong_multiply(a, b))
         if rounded_math:
             self.table.update({op: _lift(_in_float64(ARRAY_RULES[op])) for op in ROUNDED_MATH})
+        if unsigned_zeros:
+            self.table = {op: _unsigned(rule) for op, rule in self.table.items()}
 
     def release(self) -> None:
         """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
@@ -379,7 +398,7 @@ class _Grid:
         srcs = [np.moveaxis(s, pos, last) for s in srcs]
         outer = mask.shape[:mask.ndim - len(pos)]
         sub = _Grid(self.name, {}, self.values, {}, (), strong_zero=self.strong_zero,
-                    rounded_math=self.rounded_math)
+                    rounded_math=self.rounded_math, unsigned_zeros=self.unsigned_zeros)
         acc = [np.array(np.broadcast_to(sub.eval(e)[0], outer), dtype=v.dtype)
                for e, v in zip(comb.identity, comb.lhs)]
         points = list(np.ndindex(*mask.shape[len(outer):]))
@@ -504,7 +523,8 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",
-                strong_zero: bool = False, rounded_math: bool = False) -> list[np.ndarray]:
+                strong_zero: bool = False, rounded_math: bool = False,
+                unsigned_zeros: bool = False) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
     and products folded in ``order``, one of :data:`ORDERS`; ``strong_zero``: see the module's
     docstring).  Outer points are independent,
@@ -525,7 +545,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
             pos[ax] = d
         grid = _Grid(op.name, env, values, pos, tuple(len(r) for r in ranges), order,
                      origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)),
-                     strong_zero=strong_zero, rounded_math=rounded_math)
+                     strong_zero=strong_zero, rounded_math=rounded_math, unsigned_zeros=unsigned_zeros)
         kept = tuple(len(r) for r in box) + (1,) * len(red)
         where = tuple(slice(r.start, r.stop) for r in box)
         for k, body in enumerate(op.body):
@@ -552,15 +572,16 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
 
 
 def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str, *,
-                      strong_zero: bool = False, rounded_math: bool = False) -> Any:
+                      strong_zero: bool = False, rounded_math: bool = False,
+                      unsigned_zeros: bool = False) -> Any:
     """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
     :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
     ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
     rounding of the same formula; how far they spread measures a result's sensitivity to the
     summation order, which no kernel is bound to (a test's allowance, never a user's answer).
     ``strong_zero``: a zero factor makes a product zero whatever the other factor;
-    ``rounded_math``: float32 math functions computed in float64, rounded once (the module's
-    docstring)."""
+    ``rounded_math``: float32 math functions computed in float64, rounded once;
+    ``unsigned_zeros``: every zero a node makes is ``+0`` (both: the module's docstring)."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)
@@ -574,7 +595,8 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
         for t in graph:
             if t in values:
                 continue
-            for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero, rounded_math)):
+            for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero, rounded_math,
+                                                unsigned_zeros)):
                 values[Tensor(t.op, k)] = arr
     results = [values[t].copy() for t in outs]
     if single:
