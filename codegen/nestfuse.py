@@ -127,6 +127,8 @@ def _loop_shape(tau, member) -> tuple | None:
     looped = []
     for st in member:
         own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+        if any(isinstance(t, Expr) and t.op is not Op.VAR for t in own):
+            return None  # (a schedule dimension that is not a loop variable: not compared)
         if any(isinstance(t, Expr) for t in own):
             looped.append(tuple(t.dom if isinstance(t, Expr) else t for t in own))
     return tuple(looped) or None
