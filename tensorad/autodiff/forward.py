@@ -18,7 +18,7 @@ from ..ir.expr import Expr, Op, cast, choice, const
 from ..ir.rewrite import substitute, tensor_graph, walk
 from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
-from .gathers import unchecked, unguarded_reads
+from .gathers import unchecked_read_index, unguarded_reads
 from .reverse import jacobian_recursive
 from .rules import tangent
 from .zero import ZERO, Tangent, zero_branch
@@ -70,7 +70,8 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
             if node.op is Op.READ and node.arg in dot:
                 # (a guarded read's tangent may run where its guard fails once the optimizer
                 # lifts the guard out of a sum: its checked gathers are clipped, .gathers)
-                index = node.src if node in everywhere else tuple(unchecked(e) for e in node.src)
+                index = node.src if node in everywhere else unchecked_read_index(
+                    node.src, node.arg.shape, node.arg.name)
                 read = cast(node.dtype, dot[node.arg][index])
                 gate = gates.get(node.arg)
                 if gate is None:

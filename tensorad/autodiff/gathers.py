@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.expr import TRUE, Expr, Op
+from ..ir.expr import TRUE, Expr, Op, data_index
 from ..ir.rewrite import rewrite
 
 
@@ -49,3 +49,17 @@ def unchecked(e: Expr) -> Expr:
             return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))
         return None
     return rewrite(e, rule)
+
+
+def unchecked_read_index(index: tuple[Expr, ...], shape: tuple[int, ...], tensor: str) -> tuple[Expr, ...]:
+    """A read's ``index`` with its checked gathers clipped (:func:`unchecked`), each axis whose
+    index that changed clipped into the axis as well: where the read's guard holds the index
+    is in range and nothing moves, and where it fails the read stays in bounds -- provably, for
+    the bounds check at definition, which cannot relate a guard on the checked gather to the
+    clipped one (fuzz seed 772357: a tangent read ``u[.., clip(g, 5)]`` of an axis of 3 under
+    ``data_index(g, 5, raise) < 3``).  Affine indices are left alone: the optimizer reads them."""
+    out = []
+    for k, (e, n) in enumerate(zip(index, shape)):
+        u = unchecked(e)
+        out.append(e if u == e else data_index(u, n, "clip", tensor, k))
+    return tuple(out)

@@ -90,3 +90,28 @@ def test_an_unguarded_gather_still_raises_in_its_tangent():
         ta.evaluate(J, {g: bad, X: np.ones(4), U: np.ones(4)})
     with pytest.raises(IndexError, match="gather index out of range"):
         ta.build([J], [g, X, U])(bad, np.ones(4), np.ones(4))
+
+
+def test_a_clipped_tangent_read_stays_provably_in_bounds():
+    """Fuzz seed 772357 (session 33, AVX2 target): the fix above made the HVP undefinable --
+    ``OutOfBoundsError`` at the definition of ``t0.grad.red.jvp``: the tangent read
+    ``u_x0[.., clip(g, 5)]`` of an axis of 3, under a guard ``data_index(g, 5, raise) < 3``
+    that the bounds check cannot relate to the clipped gather.  An index whose gathers are
+    clipped is now clipped into its axis too.  The oracle is the fuzzer's HVP check: central
+    differences of the gradient kernel."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, root)
+    try:
+        from fuzz import checks
+        from fuzz.program import generate
+        from fuzz.runner import job_for
+    finally:
+        sys.path.remove(root)
+    seed = 772357
+    job = job_for(generate(seed), seed, checks=("hvp", "jvp"))
+    job["options"] = {**job["options"], "target": "llvm -mcpu=haswell"}
+    results = checks.run_checks(job)
+    assert [r["status"] for r in results] == ["ok", "ok"], results
