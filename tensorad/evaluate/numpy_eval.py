@@ -522,6 +522,35 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
     return max((width[b] for b in bodies), default=1)
 
 
+def exact_indices(body: Expr) -> Expr:
+    """``body`` with the int32 constants of its read indices made int64, outside the gathers
+    in them: a read's index is index arithmetic, exact as compiled code computes it (in 64
+    bits, :meth:`codegen.llvm_expr.ExprEmitter.index`), where an int32 value elsewhere wraps.
+    An axis variable is exact already; a constant an inliner put in its place (``t0[7]`` of
+    ``t0[i] = x0[(i * 1073741824 + 3) % 5]``, fuzz seed 722032) is made so here.  What lies
+    under a gather (``DATA_INDEX``) is data."""
+    memo: dict[tuple[Expr, bool], Expr] = {}
+    stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
+    while stack:
+        e, index = key = stack[-1]
+        if key in memo:
+            stack.pop()
+            continue
+        if index and e.op is Op.CONST and e.dtype == "int32":
+            memo[key] = Expr(Op.CONST, "int64", (), int(e.arg))
+            stack.pop()
+            continue
+        inner = index and e.op is not Op.DATA_INDEX or e.op is Op.READ
+        todo = [(x, inner) for x in e.src if (x, inner) not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        src = tuple(memo[(x, inner)] for x in e.src)
+        memo[key] = e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
+    return memo[(body, False)]
+
+
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",
                 strong_zero: bool = False, rounded_math: bool = False,
                 unsigned_zeros: bool = False) -> list[np.ndarray]:
@@ -534,6 +563,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
     red = _reduce_axes(op.body)
     inner = _widest_reduction(op.body)
     out = [np.zeros(outer, dtype=dt.numpy_dtype(b.dtype)) for b in op.body]
+    bodies = [exact_indices(b) for b in op.body]
     for box in grid_boxes(outer, inner):
         ranges = list(box) + [range(ax.hi - ax.lo) for ax in red]
         axes = list(op.axes) + red
@@ -548,7 +578,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
                      strong_zero=strong_zero, rounded_math=rounded_math, unsigned_zeros=unsigned_zeros)
         kept = tuple(len(r) for r in box) + (1,) * len(red)
         where = tuple(slice(r.start, r.stop) for r in box)
-        for k, body in enumerate(op.body):
+        for k, body in enumerate(bodies):
             val, poison = grid.eval(body)
             if poison is not None and np.broadcast_to(poison, kept).any():
                 raise grid.out_of_bounds(op, poison, kept)
