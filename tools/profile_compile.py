@@ -71,12 +71,7 @@ def record(build) -> list[Compilation]:
     several = jit.compile_objects
 
     def wrapped_several(modules, target=None):
-        for text, level, light in modules:
-            wrapped(text(), level, target, light)
-        return [(obj, 0.0) for obj in done_objects(modules, target)]
-
-    def done_objects(modules, target):
-        return [original(text(), level, target, light) for text, level, light in modules]
+        return [(wrapped(text(), level, target, light), 0.0) for text, level, light in modules]
 
     jit.compile_object, jit.compile_objects = wrapped, wrapped_several
     try:
