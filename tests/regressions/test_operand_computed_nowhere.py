@@ -10,34 +10,9 @@ the gradient in float64, ``ta.evaluate``).
 """
 
 from fuzz.checks import run_checks
+from fuzz.program import PRELUDE
 
-SOURCE = '''import tensorad as ta
-
-DT = 'float64'
-
-def _argmax_combine(x, y):
-    keep = x[1] >= y[1]
-    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
-
-
-ARGMAX = ta.comm_reducer(_argmax_combine, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)),
-                         name="argmax")
-MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
-MYSUM = ta.comm_reducer(lambda x, y: y + x, lambda t: ta.const(0, t), name="mysum")
-
-
-def _argmin_combine(x, y):  # strict: a tie goes to the right operand (the later element)
-    keep = x[1] < y[1]
-    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
-
-
-ARGMIN = ta.comm_reducer(_argmin_combine, lambda ti, tv: (ta.const(-1, ti), ta.max_value(tv)),
-                         name="argmin")
-MAXABS = ta.comm_reducer(lambda x, y: ta.select(ta.abs(x) >= ta.abs(y), x, y), lambda t: ta.const(0, t),
-                         name="maxabs")
-SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
-                         lambda a, b: (ta.const(0, a), ta.min_value(b)), name="summax")
-
+SOURCE = "import tensorad as ta\n\nDT = 'float64'\n" + PRELUDE + '''
 x0 = ta.placeholder((), DT, name='x0')
 x1 = ta.placeholder((4, 9), DT, name='x1')
 x2 = ta.placeholder((), DT, name='x2')
