@@ -46,7 +46,7 @@ from .checks import Checks
 from .gluetable import fill_signature, runs, segments, signature
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
-from .masktail import masked_tail_width
+from .masktail import masked_tail_width, pointwise
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .nestkey import nest_key
@@ -220,6 +220,7 @@ class ModuleEmitter:
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
+        self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -344,6 +345,8 @@ class ModuleEmitter:
                 em.check = check
             em.gather_check = lambda node, value, position: self.checks.emit_gather(
                 em.b, record, node, value, position)
+        read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
+        self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         b.ret_void()
         return fn
@@ -403,7 +406,8 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
+                                                             unroll=not pointwise(s, self._read_in_nest)))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))

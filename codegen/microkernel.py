@@ -209,16 +209,40 @@ class GemmEmitter:
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
         block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
-        recomputed as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at
-        its first NaN (an included NaN: the element is NaN).  A row is scanned first by an OR
-        of its NaN tests (vector code); only a row with one goes element by element.  The
-        tests carry no fast-math flags (``nnan`` would fold them away)."""
+        recomputed by :meth:`_repairer`.  The block is scanned first (:func:`nan_scan`, vector
+        code run for every block); only a block with a NaN is repaired."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
         fn = ir.Function(self.m, fnty, f"{self.name}_fix")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
+        repair = self._repairer(tensors, strides_of, fastmath)
+        ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        fctx, cbase, bflat, jc, ncl = fn.args
+        block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
+        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), I64(s.M), ncl])):
+            f.call(repair, [fctx, cbase, bflat, jc, ncl])
+        f.ret_void()
+        return fn, ctx
+
+    def _repairer(self, tensors: list, strides_of, fastmath) -> ir.Function:
+        """``repair(ctx, cbase, bflat, jc, ncl)``: each NaN element of a block of C recomputed
+        as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at its first
+        NaN (an included NaN: the element is NaN).
+
+        A NaN in a product's result is rare (an infinity times an excluded term's zero, or a
+        NaN in the data), so the repair is cold code, compiled ``optnone`` as the glue is
+        (:data:`.llvm_emit.GLUE_OPT_LIMIT`): optimized, the scans and repairs of its four
+        products were a third of the LLVM time of a masked convolution's backward (~25 ms
+        each of ~310)."""
+        s = self.s
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+        fn = ir.Function(self.m, fnty, f"{self.name}_repair")
+        fn.linkage = "internal"
+        for attr in ("nounwind", "cold", "noinline", "optnone"):
+            fn.attributes.add(attr)
         fctx, cbase, bflat, jc, ncl = fn.args
         f = ir.IRBuilder(fn.append_basic_block("entry"))
         ptrs = {t: f.load(f.gep(fctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
@@ -229,44 +253,38 @@ class GemmEmitter:
             digits.bind(s.batch, bflat)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
-        seen = entry_alloca(f, I1, "seen")
         kpos = entry_alloca(f, I64, "k")
         with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
+            em.push()
+            digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
-            f.store(I1(0), seen)
-            with for_range(f, 0, ncl, name="fscan") as j:
-                v = f.load(f.gep(row, [j], inbounds=True, source_etype=self.t), typ=self.t)
-                f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
-            with f.if_then(f.load(seen, typ=I1)):
-                em.push()
-                digits.bind(s.m, m)
-                with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
-                    at = f.gep(row, [j], inbounds=True, source_etype=self.t)
-                    v = f.load(at, typ=self.t)
-                    with f.if_then(f.fcmp_unordered("uno", v, v)):
-                        em.push()
-                        digits.bind(s.n, f.add(jc, j))
-                        f.store(self.t(0.0), acc)
-                        f.store(I64(0), kpos)
-                        head, body, done = (fn.append_basic_block(f"fk.{x}") for x in ("head", "in", "done"))
-                        f.branch(head)
-                        f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
-                        kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
-                        more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
-                        f.cbranch(more, body, done)
-                        f.position_at_end(body)
-                        em.push()
-                        digits.bind(s.k, kk)
-                        f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
-                        em.pop()
-                        f.store(f.add(kk, I64(1)), kpos)
-                        f.branch(head)
-                        f.position_at_end(done)
-                        f.store(f.load(acc, typ=self.t), at)
-                        em.pop()
-                em.pop()
+            with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
+                at = f.gep(row, [j], inbounds=True, source_etype=self.t)
+                v = f.load(at, typ=self.t)
+                with f.if_then(f.fcmp_unordered("uno", v, v)):
+                    em.push()
+                    digits.bind(s.n, f.add(jc, j))
+                    f.store(self.t(0.0), acc)
+                    f.store(I64(0), kpos)
+                    head, body, done = (fn.append_basic_block(f"fk.{x}") for x in ("head", "in", "done"))
+                    f.branch(head)
+                    f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
+                    kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
+                    more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
+                    f.cbranch(more, body, done)
+                    f.position_at_end(body)
+                    em.push()
+                    digits.bind(s.k, kk)
+                    f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
+                    em.pop()
+                    f.store(f.add(kk, I64(1)), kpos)
+                    f.branch(head)
+                    f.position_at_end(done)
+                    f.store(f.load(acc, typ=self.t), at)
+                    em.pop()
+            em.pop()
         f.ret_void()
-        return fn, ctx
+        return fn
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
         """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
@@ -289,3 +307,29 @@ class GemmEmitter:
         packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()
         return fn
+
+
+def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
+    """``scan(block, ldc, rows, cols) -> i1``: whether a block of C (``rows`` rows of ``cols``
+    elements, ``ldc`` apart) holds a NaN -- one function per module and element type, shared
+    by every product's :meth:`GemmEmitter._fixer` (it runs after every block: vector
+    code, an OR of unordered tests, which carry no fast-math flags: ``nnan`` would fold them
+    away)."""
+    name = f"tensorad_nan_scan_{t}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64, I64]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    block, ldc, rows, cols = fn.args
+    f = ir.IRBuilder(fn.append_basic_block("entry"))
+    seen = entry_alloca(f, I1, "seen")
+    f.store(I1(0), seen)
+    with for_range(f, 0, rows, name="sm", vectorize=False) as m:
+        row = f.gep(block, [f.mul(m, ldc)], inbounds=True, source_etype=t)
+        with for_range(f, 0, cols, name="sj") as j:
+            v = f.load(f.gep(row, [j], inbounds=True, source_etype=t), typ=t)
+            f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
+    f.ret(f.load(seen, typ=I1))
+    return fn

@@ -9,6 +9,8 @@ run the masked tails, on an AVX2 one the plain remainders, and both must agree w
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -112,3 +114,56 @@ def test_the_host_runs_masked_tails_where_it_has_masks():
     """On an AVX-512 host the values above came from masked tails (else from remainders)."""
     X, Y = _shifted_sum(3, 26)
     assert _masked(ta.build([Y], [X])) is host_target().masked_memory
+
+
+def _rolled_masked_loops(kernel) -> int:
+    """How many loops carry the masked-tail hint and LLVM's unroll.disable together."""
+    text = kernel.llvm_ir_unoptimized
+    pred = re.search(r'^(!\d+) = !\{ !"' + re.escape(PREDICATE_HINT) + '"', text, re.M)
+    unroll = re.search(r'^(!\d+) = !\{ !"llvm.loop.unroll.disable" \}', text, re.M)
+    if pred is None or unroll is None:
+        return 0
+    both = rf"^!\d+ = distinct !\{{[^}}]*, {pred.group(1)}, {unroll.group(1)} \}}"
+    return len(re.findall(both, text, re.M))
+
+
+def _relu_mask(rows: int, width: int):
+    """``G = select(Z <= 0, 0, H)``: a ReLU's mask applied to a head, read from rows 3 longer
+    (as a padded map's interior: rows that are not one contiguous run, :mod:`.coalesce`)."""
+    Z = ta.placeholder((rows, width + 3), "float32", "Z")
+    H = ta.placeholder((rows, width + 3), "float32", "H")
+    zero = ta.const(0.0, "float32")
+    return Z, H, ta.compute((rows, width), lambda i, j: ta.select(Z[i, j] <= 0.0, zero, H[i, j]), name="G")
+
+
+def test_a_pointwise_row_is_kept_from_the_unroller():
+    """A ReLU mask applied along 26-wide rows (as a convolution's backward applies it to its
+    head): the masked loop at once, not 26 copies that SLP packs again (compile time)."""
+    Z, H, G = _relu_mask(4, 26)
+    assert _rolled_masked_loops(ta.build([G], [Z, H], target=AVX512)) == 1
+
+
+def test_a_stencil_row_stays_unrollable():
+    """One tensor read at two offsets: unrolled rows share loads (a depthwise convolution's
+    forward ran 1.4x slower with its rows kept rolled)."""
+    X, Y = _shifted_sum(4, 26)
+    k = ta.build([Y], [X], target=AVX512)
+    assert _masked(k) and _rolled_masked_loops(k) == 0
+
+
+def test_a_row_its_nest_reads_again_stays_unrollable():
+    """A max pool's row of -inf, read by the window loops after it in the same nest: unrolled,
+    its stores are forwarded into them (kept rolled: 1.3x slower)."""
+    X = ta.placeholder((1, 4, 56, 56), "float32", "X")
+    Y = ta.topi.nn.pool(X, (3, 3), (2, 2), (1, 1), "max")
+    k = ta.build([Y], [X], target=AVX512)
+    assert _masked(k) and _rolled_masked_loops(k) == 0
+
+
+@pytest.mark.parametrize("width", [17, 26, 31, 47])
+def test_pointwise_rows_match_numpy(width):
+    Z, H, G = _relu_mask(3, width)
+    rng = np.random.default_rng(width)
+    z, h = rng.standard_normal((2, 3, width + 3)).astype(np.float32)
+    want = np.where(z <= 0, np.float32(0), h)[:, :width]
+    np.testing.assert_array_equal(ta.build([G], [Z, H])(z, h), want)
