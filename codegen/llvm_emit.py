@@ -348,6 +348,7 @@ class ModuleEmitter:
         read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
         self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
+        self._read_in_nest = lambda tensor: True
         b.ret_void()
         return fn
 

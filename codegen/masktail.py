@@ -31,9 +31,9 @@ Such a loop is also kept from LLVM's unroller when it is :func:`pointwise` -- a 
 a ReLU mask applied to a row, that nothing else in its nest reads: -O3 unrolls a row of 28
 fully before the loop vectorizer sees it, and SLP then spends 13-24 ms per nest packing the
 copies (a quarter of a stride-2 convolution backward's LLVM time) into the code the masked
-loop gives at once.  A stencil (one tensor read
-at several offsets: a depthwise convolution's taps, a max pool's window) stays unrollable: its
-unrolled rows share loads, and ran 1.1-1.4x faster than the masked loop.
+loop gives at once.  A stencil (one tensor read at several offsets: a depthwise convolution's
+taps, a max pool's window) stays unrollable: its unrolled rows share loads, and ran 1.1-1.4x
+faster than the masked loop.
 """
 
 from __future__ import annotations
