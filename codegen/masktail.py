@@ -102,6 +102,8 @@ def pointwise(loop: Loop, read_in_nest) -> bool:
     reads: dict = {}
     for s in loop.body:
         for n in walk(s.value):
-            if n.op is Op.READ and reads.setdefault(n.arg, n.src) != n.src:
-                return False
+            if n.op is Op.READ:
+                first = reads.setdefault(n.arg, n.src)
+                if len(first) != len(n.src) or any(a is not b for a, b in zip(first, n.src)):
+                    return False
     return True
