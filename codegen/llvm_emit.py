@@ -46,7 +46,7 @@ from .checks import Checks
 from .gluetable import fill_signature, runs, segments, signature
 from .irloops import loop_metadata
 from .llvm_expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
-from .masktail import masked_tail_width, pointwise
+from .masktail import masked_tail_width, pointwise, short_row_width
 from .mathlib import InlineBudget, MathLibrary, math_sites
 from .microkernel import GemmEmitter
 from .nestkey import nest_key
@@ -409,6 +409,10 @@ class ModuleEmitter:
               and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
                                                              unroll=not pointwise(s, self._read_in_nest)))
+        elif ((width := short_row_width(s, self._target(), em.strides)) is not None
+              and pointwise(s, self._read_in_nest)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))

@@ -167,3 +167,15 @@ def test_pointwise_rows_match_numpy(width):
     z, h = rng.standard_normal((2, 3, width + 3)).astype(np.float32)
     want = np.where(z <= 0, np.float32(0), h)[:, :width]
     np.testing.assert_array_equal(ta.build([G], [Z, H])(z, h), want)
+
+
+def test_a_pointwise_row_on_avx2_is_vectorized_rolled():
+    """Without masked memory the same row gets the target's lanes, its remainder plain, and is
+    kept from the unroller too; a stencil row gets nothing."""
+    Z, H, G = _relu_mask(4, 26)
+    text = ta.build([G], [Z, H], target=AVX2).llvm_ir_unoptimized
+    assert PREDICATE_HINT not in text
+    assert re.search(r'"llvm.loop.vectorize.width", i32 8 \}', text)
+    assert '"llvm.loop.unroll.disable"' in text
+    X, Y = _shifted_sum(4, 26)
+    assert "llvm.loop.vectorize.width" not in ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized
