@@ -11,6 +11,14 @@ verification error: the caller's own error) is raised by running the step again 
 process, with its real traceback.  Without ``os.fork``, or when a fork fails (no memory for a
 huge process's page tables, no process left), the step runs here.
 
+LLVM can also fail by never finishing: 22.1's SLP vectorizer loops forever on one checked-mode
+gather loop for AVX2 (fuzz seed 811880).  A child therefore runs under a CPU-time limit
+(:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``): past it the kernel stops the child with
+``SIGXCPU``, and the caller's ladder treats it as it treats an abort.  CPU time, not wall time,
+so that a loaded machine does not turn a slow compile into a different program.  A child also
+dies with its parent (``PR_SET_PDEATHSIG``): a worker killed mid-compile leaves no orphan
+spinning in LLVM.
+
 The child runs only LLVM and this module's few lines, then leaves by ``os._exit`` (no exit
 handlers, no flushing of the parent's buffers).  What it writes on stderr (LLVM's remarks) goes
 to a file that the parent copies to its own file descriptor 2 -- where a capture the caller holds
@@ -20,7 +28,9 @@ reads it -- when the child succeeded; an aborted child's last words are dropped 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
+import math
 import os
 import selectors
 import signal
@@ -31,11 +41,17 @@ from collections.abc import Callable, Sequence
 
 _RAISED = 3  # the child's exit status when the step raised a Python exception
 
+#: the CPU seconds one compile child may use: a layer's module optimizes in 5-300 ms, so a
+#: child still running after 60 times that is looping, not working (and the rung below it
+#: compiles the same module correctly, only without what was looping)
+CPU_LIMIT_SECONDS = 20
 
-def in_child(step: Callable[[], bytes]) -> bytes | None:
+
+def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
     """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a
-    signal (LLVM aborted); a Python error of ``step`` is raised here."""
-    return start(step).result()
+    signal (LLVM aborted, or ran past ``cpu_limit`` CPU seconds, :data:`CPU_LIMIT_SECONDS`
+    unless given); a Python error of ``step`` is raised here."""
+    return start(step, cpu_limit).result()
 
 
 def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[bytes | None, float]]:
@@ -132,7 +148,7 @@ class Child:
             errors.close()
 
 
-def start(step: Callable[[], bytes]) -> Child:
+def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
     """``step`` started in a forked child (run here at once without ``os.fork``, or when a fork
     fails: no memory for a huge process's page tables, no process left)."""
     if not hasattr(os, "fork"):
@@ -144,6 +160,7 @@ def start(step: Callable[[], bytes]) -> Child:
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
+    parent = os.getpid()
     try:
         with warnings.catch_warnings():  # Python 3.12+ and JAX's fork hook warn about forking a
             warnings.filterwarnings("ignore", message=r".*fork")  # threaded process: the child
@@ -156,6 +173,7 @@ def start(step: Callable[[], bytes]) -> Child:
     if pid == 0:
         status = 0
         try:
+            _bound(CPU_LIMIT_SECONDS if cpu_limit is None else cpu_limit, parent)
             os.close(read_end)
             os.dup2(errors.fileno(), 2)
             faulthandler.disable()  # (an abort here is expected: no Python traceback dump)
@@ -167,6 +185,27 @@ def start(step: Callable[[], bytes]) -> Child:
         os._exit(status)
     os.close(write_end)
     return Child(step, pid, read_end, errors)
+
+
+def _bound(cpu_limit: float, parent: int) -> None:
+    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``; no core file), and die
+    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = max(1, math.ceil(cpu_limit))
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # (the parent died before the line above)
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _here(step: Callable[[], bytes]) -> Child:

@@ -18,8 +18,10 @@ from the repository root.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -101,14 +103,46 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """The CPU time (user + system, all threads) process ``pid`` has used, or ``None`` where
-    ``/proc`` cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # (the command name may hold spaces)
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+    """The CPU time (user + system, all threads) that process ``pid`` and its descendants have
+    used -- the forked LLVM compile children (:mod:`tensorad.codegen.isolate`) included, those
+    running now and those already reaped -- or ``None`` where ``/proc`` cannot tell.  (A
+    compile child that looped was invisible to a worker's own time: seed 811880's child ran
+    12 CPU-minutes under a 300 CPU-s limit.)"""
+    stats = _proc_stats()
+    if pid not in stats:
         return None
+    ticks = sum(stats[p][1] for p in [pid, *_below(pid, stats)])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, from /proc."""
+    return _below(pid, _proc_stats())
+
+
+def _below(pid: int, stats: dict[int, tuple[int, int]]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(p)
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _proc_stats() -> dict[int, tuple[int, int]]:
+    """Every process's ``(parent pid, CPU ticks of it and of its reaped children)``, from /proc."""
+    stats = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # (the command name may hold spaces)
+            stats[int(name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
+        except (OSError, ValueError, IndexError):
+            continue  # (not a process, or gone meanwhile)
+    return stats
 
 
 #: programs a worker runs before a fresh process takes its place: every kernel a process links
@@ -163,6 +197,11 @@ class Worker:
             pass  # a worker that died on start: reported as a crash of this job
 
     def kill(self) -> None:
+        """Kill the worker and what it forked (a compile child in LLVM dies with its parent
+        where ``PR_SET_PDEATHSIG`` exists; elsewhere this is what stops it)."""
+        for pid in descendants(self.proc.pid) if self.proc.pid else ():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(5)

@@ -57,6 +57,31 @@ def test_a_hang_is_counted_in_cpu_seconds():
     assert results["waits"] == [{"check": "forward", "status": "ok"}]
 
 
+def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path):
+    # seed 811880: LLVM looped in a forked compile child, whose CPU the worker's own time
+    # did not show; the worker is a hang after `timeout` CPU-s of it and its children, and
+    # killing it kills the child
+    pid_file = tmp_path / "child.pid"
+    source = ("import os\npid = os.fork()\nif pid == 0:\n    while True:\n        pass\n"
+              f"open({str(pid_file)!r}, 'w').write(str(pid))\nos.waitpid(pid, 0)\n")
+    with Pool(workers=1, timeout=3, wall_timeout=300) as pool:
+        ((_, results),) = list(pool.run([("forks", _job(source))]))
+    assert results[0]["status"] == "hang" and "CPU-s" in results[0]["message"], results
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_generated_programs_are_deterministic_and_shrink_to_smaller_ones():
     a, b = generate(7), generate(7)
     assert a.render() == b.render() and a.options == b.options
