@@ -9,8 +9,11 @@
   sums, and for every other combiner the seed's generic form -- a reduction over pairs
   ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
   of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
-  running value when a reduction is evaluated in order -- the first winner; forward mode keeps
-  this associative choice, while reverse mode splits a tie evenly, see :func:`winner_reducer`).
+  running value when a reduction is evaluated in order -- the first winner, the seed's rule,
+  which ``ta.Jacobian`` keeps).  Forward mode (``ta.jvp``) asks instead for the mean of the
+  tied points' tangents (:func:`mean_tie_reducer`), the transpose of reverse mode's even split
+  of a tie (:func:`winner_reducer`): with the first winner's tangent, ``h . J u`` and
+  ``u . J^T h`` differed at a tie (fuzz seed 953519: a float16 program's quantized data).
 * :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
   max/min winner is found, NaN included (the section "the order of a max/min" below).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const, logical, logical_not, var
 from ..ir.reducer import CommReducer
 from ..ir.reducer import sum as sum_reducer
 from .emptiness import empty_where
@@ -86,6 +89,7 @@ def ties_result(s: Expr, y: Expr) -> Expr:
 
 
 _pair_cache: dict[CommReducer, CommReducer] = {}
+_mean_cache: dict[CommReducer, CommReducer] = {}
 _winner_cache: dict[tuple, CommReducer] = {}
 
 
@@ -168,8 +172,35 @@ def pair_reducer(comb: CommReducer) -> CommReducer:
     return pair
 
 
-def reduce_tangent(node: Expr, dsrc: Sequence[Tangent]) -> Tangent:
-    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources."""
+def mean_tie_reducer(comb: CommReducer) -> CommReducer:
+    """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side
+    that :func:`beats` the other keeps its tangent sum and count, tied sides add theirs -- the
+    tangent sum and the number of the tied points, whose quotient is the mean of their tangents
+    (commutative and associative, like :func:`winner_reducer`'s count)."""
+    found = _mean_cache.get(comb)
+    if found is not None:
+        return found
+    kind, _ = classify(comb)
+    x, y = comb.lhs[0], comb.rhs[0]
+    xd, yd = var(f"{x.name}.der", dtype=x.dtype), var(f"{y.name}.der", dtype=y.dtype)
+    cx, cy = var("ties.x", dtype=dt.INDEX), var("ties.y", dtype=dt.INDEX)
+    better, worse = beats(kind, x, y), beats(kind, y, x)
+    der = choice(Op.SELECT, better, xd, choice(Op.SELECT, worse, yd, xd + yd))
+    count = choice(Op.SELECT, better, cx, choice(Op.SELECT, worse, cy, cx + cy))
+    red = CommReducer(f"{comb.name}.der", "custom", (xd, x, cx), (yd, y, cy), (der, comb.result[0], count),
+                      (const(0, x.dtype), comb.identity[0], const(0, dt.INDEX)))
+    _mean_cache[comb] = red
+    return red
+
+
+def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], ties: str = "first") -> Tangent:
+    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources.
+
+    ``ties`` is the rule of a ``max``/``min`` at tied points: ``"first"``, the first winner's
+    tangent (the seed's pair combiner, :func:`pair_reducer`: ``ta.Jacobian`` prints as the
+    seed's max pool), or ``"mean"``, the mean of the tied points' tangents
+    (:func:`mean_tie_reducer`; forward mode's: the transpose of reverse mode's even split, so
+    that ``h . J u == u . J^T h`` at a tie too, as in JAX and PyTorch's ``amax``)."""
     ra: ReduceArg = node.arg
     cond, srcs = node.src[0], node.src[1:]
     if all(d is ZERO for d in dsrc):
@@ -177,6 +208,13 @@ def reduce_tangent(node: Expr, dsrc: Sequence[Tangent]) -> Tangent:
     kind, _ = classify(ra.combiner)
     if kind == "sum":
         d = sum_reducer(dsrc[0], list(ra.axes), where=cond)
+    elif ties == "mean" and kind in ("max", "min") and ra.combiner.arity == 1:
+        red = mean_tie_reducer(ra.combiner)
+        src = (cond, materialize(dsrc[0], srcs[0].dtype), srcs[0], const(1, dt.INDEX))
+        total = Expr(Op.REDUCE, node.dtype, src, ReduceArg(red, ra.axes, 0))
+        count = Expr(Op.REDUCE, dt.INDEX, src, ReduceArg(red, ra.axes, 2))
+        # (an empty window counts 0 and sums 0: 0 / 1)
+        d = total / cast(node.dtype, binary(Op.MAXIMUM, count, const(1, dt.INDEX)))
     else:
         pair = pair_reducer(ra.combiner)
         ders = tuple(materialize(d, s.dtype) for d, s in zip(dsrc, srcs))

@@ -20,7 +20,7 @@ from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
 from .gathers import unchecked_read_index, unguarded_reads
 from .reverse import jacobian_recursive
-from .rules import tangent
+from .rules import FORWARD_RULES, tangent
 from .zero import ZERO, Tangent, zero_branch
 
 Optimizer = Callable[[Tensor], Tensor]
@@ -82,7 +82,7 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
                 return choice(Op.SELECT, cond, zero, read) if k == 1 else choice(Op.SELECT, cond, read, zero)
             return ZERO
 
-        ders = [tangent(b, leaf) for b in op.body]
+        ders = [tangent(b, leaf, FORWARD_RULES) for b in op.body]
         if all(d is ZERO for d in ders):
             continue
         live = [v for v, d in enumerate(ders) if d is not ZERO]

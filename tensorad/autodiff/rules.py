@@ -117,6 +117,10 @@ def _reduce(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
     return combiners.reduce_tangent(n, dsrc)
 
 
+def _reduce_mean_ties(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
+    return combiners.reduce_tangent(n, dsrc, ties="mean")
+
+
 def _select(n: Expr, dc: Tangent, da: Tangent, db: Tangent) -> Tangent:
     return choose(n.op, n.src[0], da, db, n.dtype)  # the condition is kept (lazy for if_then_else)
 
@@ -153,6 +157,13 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
     Op.ERF: _erf,                                               # d erf a = 2/sqrt(pi) e^(-a^2) da
     Op.REDUCE: _reduce,                                         # sum: sum of d; others: (d, value) pairs
 }
+
+
+#: forward mode's table (``ta.jvp``, the forward half of an HVP): :data:`TANGENT_RULES` with a
+#: ``max``/``min`` reduction's tangent the mean of its tied points' tangents -- the transpose of
+#: reverse mode's even split, so ``h . J u == u . J^T h`` at a tie (``TANGENT_RULES`` keeps the
+#: seed's first winner, for ``ta.Jacobian``: see :func:`.combiners.reduce_tangent`)
+FORWARD_RULES: dict[Op, Callable[..., Tangent]] = {**TANGENT_RULES, Op.REDUCE: _reduce_mean_ties}
 
 
 def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
