@@ -30,7 +30,8 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from . import isolate, libversion
-from .objcheck import undefined_symbols
+from .modsplit import bundle, split, unbundle
+from .objcheck import defined_symbols, undefined_symbols
 
 if TYPE_CHECKING:
     from .target import Target
@@ -373,9 +374,9 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled, its object code, and the object code and CPU seconds of the modules
-    ``beside`` it (:func:`compile_objects`: the library pieces it links, compiled at the same
-    time).
+    text it compiled, its object code (a :func:`.modsplit.bundle` where the module was compiled
+    in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
+    (:func:`compile_objects`: the library pieces it links, compiled at the same time).
 
     LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
     declines, and a build must write nothing.  The emitter hints only loops that
@@ -384,9 +385,15 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     reduction"), the remark is caught here and the module compiled again with its width hints
     renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
     hint.  Anything else written to stderr meanwhile is passed on."""
+    from .target import usable_cpus
+
+    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.modsplit`; beside
+    # the library's pieces the cores are busy already)
+    parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
         with _captured_stderr() as err:
-            (obj, _), *others = compile_objects([(lambda: ir_text, opt_level, False), *beside], target)
+            done = compile_objects([*((lambda t=t: t, opt_level, False) for t in parts), *beside], target)
+        obj, others = bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
@@ -423,17 +430,21 @@ _OBJECTS: list = []  # loaded object files stay referenced for the life of the p
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
-    """Link object code into the engine; returns the addresses of ``names``."""
+    """Link object code (or a :func:`.modsplit.bundle` of the parts of one module) into the
+    engine; returns the addresses of ``names``."""
     s = state()
+    parts = unbundle(obj)
+    siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
     with _LOCK:
-        missing = [n for n in undefined_symbols(obj)
-                   if not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
+        missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
+                   and not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
         if missing:  # (the linker would bind them to address 0: a call would crash the process)
             raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
-        _room_for_object(s)
-        ref = llvm.ObjectFileRef.from_data(obj)
-        s.engine.add_object_file(ref)
-        _OBJECTS.append(ref)
+        for p in parts:
+            _room_for_object(s)
+            ref = llvm.ObjectFileRef.from_data(p)
+            s.engine.add_object_file(ref)
+            _OBJECTS.append(ref)
         s.engine.finalize_object()
         addrs = {n: s.engine.get_function_address(n) for n in names}
     for n, a in addrs.items():

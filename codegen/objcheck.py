@@ -16,6 +16,8 @@ from __future__ import annotations
 import platform
 import struct
 
+from .modsplit import BUNDLE_MAGIC, unbundle
+
 _ELF_MAGIC = b"\x7fELF"
 _MACHO_MAGIC = b"\xcf\xfa\xed\xfe"
 _ELF_MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
@@ -24,9 +26,15 @@ _SHT_NOBITS = 8
 
 
 def object_is_sound(obj: bytes) -> bool:
-    """True when ``obj`` is well-formed object code for this machine (see the module docstring)."""
+    """True when ``obj`` is well-formed object code for this machine (see the module docstring),
+    or a :func:`.modsplit.bundle` of such."""
     if not isinstance(obj, (bytes, bytearray)):
         return False
+    if obj.startswith(BUNDLE_MAGIC):
+        try:
+            return all(object_is_sound(part) for part in unbundle(bytes(obj)))
+        except ValueError:
+            return False
     if obj.startswith(_ELF_MAGIC):
         return _elf_is_sound(bytes(obj))
     if obj.startswith(_MACHO_MAGIC):
@@ -64,6 +72,15 @@ def undefined_symbols(obj: bytes) -> list[str]:
     """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT
     must resolve: libgomp, libc, the matrix-product library).  Weak ones may stay unresolved and
     are left out; for Mach-O the list is empty (not read)."""
+    return [name for name, defined in _global_symbols(obj) if not defined]
+
+
+def defined_symbols(obj: bytes) -> list[str]:
+    """The global symbols sound ELF object code ``obj`` defines (empty for Mach-O: not read)."""
+    return [name for name, defined in _global_symbols(obj) if defined]
+
+
+def _global_symbols(obj: bytes) -> list[tuple[str, bool]]:
     if not obj.startswith(_ELF_MAGIC):
         return []
     (e_shoff,) = struct.unpack_from("<Q", obj, 40)
@@ -76,7 +93,7 @@ def undefined_symbols(obj: bytes) -> list[str]:
         strings = sections[link][4]
         for base in range(offset, offset + size - entsize + 1, entsize):
             st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", obj, base)
-            if st_shndx == 0 and st_name and st_info >> 4 == _STB_GLOBAL:
+            if st_name and st_info >> 4 == _STB_GLOBAL:
                 start = strings + st_name
-                out.append(obj[start:obj.index(b"\0", start)].decode())
+                out.append((obj[start:obj.index(b"\0", start)].decode(), st_shndx != 0))
     return out

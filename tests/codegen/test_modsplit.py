@@ -1,0 +1,155 @@
+"""A kernel's module compiled in parts side by side (codegen/modsplit.py): each part is a
+module LLVM accepts, every function is defined in exactly one part (its internal helpers
+copied where called), the JIT links the parts with calls across them, and the kernel computes
+what ``ta.evaluate`` does -- for random programs cut at every nest, for the disk cache and for
+pickling.  Malformed bundles are refused, not linked."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import pickle
+import re
+import subprocess
+import sys
+import textwrap
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import random_feed, random_program
+from tensorad.codegen import jit, modsplit, objcheck, target
+
+import tensorad as ta
+
+BUILD = sys.modules["tensorad.codegen.build"]  # (``tensorad.codegen.build`` is the function)
+
+_DEFINED = re.compile(r'^define\s+(internal\s+|private\s+)?.*?@"([^"]+)"\(', re.M)
+
+
+@contextlib.contextmanager
+def _split_everything(parts: int = 2):
+    """Every module cut at every nest, for ``parts`` cores, and the process's kernels set aside
+    so that each build compiles (with ``cache=False``: not read from disk either)."""
+    saved = modsplit.MIN_PART_LINES, target.usable_cpus, dict(BUILD._COMPILED)
+    modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: parts
+    BUILD._COMPILED.clear()
+    try:
+        yield
+    finally:
+        modsplit.MIN_PART_LINES, target.usable_cpus = saved[:2]
+        BUILD._COMPILED.update(saved[2])
+
+
+def _program():
+    X = ta.placeholder((6, 9), "float32", name="X")
+    W = ta.placeholder((9, 5), "float32", name="W")
+    k = ta.reduce_axis((0, 9), name="k")
+    Y = ta.compute((6, 5), lambda i, j: ta.sum(X[i, k] * W[k, j], axis=k), name="Y")
+    Z = ta.compute((6, 5), lambda i, j: ta.tanh(ta.maximum(Y[i, j], 0.0)) + ta.exp(-Y[i, j]), name="Z")
+    H = ta.placeholder((6, 5), "float32", name="H")
+    grads = list(ta.JacobianRecursive(Z, [X, W], H))
+    return [X, W, H], [Z, *grads]
+
+
+def test_each_part_is_a_module_and_every_function_is_defined_once():
+    inputs, outputs = _program()
+    text = ta.build(outputs, inputs).llvm_ir_unoptimized
+    with _split_everything(3):
+        parts = modsplit.split(text, 3)
+    assert 2 <= len(parts) <= 3
+    external = {name for local, name in _DEFINED.findall(text) if not local}
+    assert len(external) >= 3
+    seen: list[str] = []
+    for p in parts:
+        mod = llvm.parse_assembly(p)
+        mod.verify()
+        seen += [f.name for f in mod.functions if not f.is_declaration and f.name in external]
+    assert sorted(seen) == sorted(external)  # each external function in one part exactly
+
+
+def test_a_small_module_or_one_core_stays_whole():
+    inputs, outputs = _program()
+    text = ta.build(outputs, inputs).llvm_ir_unoptimized
+    assert modsplit.split(text, 1) == [text]
+    assert modsplit.split(text, 2) == [text]  # (under MIN_PART_LINES a part: not worth a child)
+
+
+SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@settings(**SETTINGS)
+@given(random_program(dtype="float64"))
+def test_random_programs_compiled_in_parts_agree_with_evaluate(program):
+    feed = random_feed(program.placeholders, np.random.default_rng(5))
+    want = ta.evaluate(program.outputs, feed)
+    with _split_everything():
+        kern = ta.build(program.outputs, program.placeholders, num_threads=2, parallel_min_work=0,
+                        cache=False)
+    got = kern(*[feed[p] for p in program.placeholders])
+    got = got if isinstance(got, tuple) else (got,)
+    for t, g, w in zip(program.outputs, got, want):
+        if t.dtype in ta.FLOAT_DTYPES:
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9, err_msg=t.name)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=t.name)
+
+
+def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
+    inputs, outputs = _program()
+    rng = np.random.default_rng(0)
+    feed = [rng.standard_normal(t.shape).astype(np.float32) for t in inputs]
+    want = ta.evaluate(outputs, dict(zip(inputs, feed)))
+    with _split_everything():
+        kern = ta.build(outputs, inputs, cache=False)
+    assert kern._compiled.obj.startswith(modsplit.BUNDLE_MAGIC)
+    again = pickle.loads(pickle.dumps(kern))
+    for k in (kern, again):
+        for g, w in zip(k(*feed), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    # a fresh process: the first builds and writes the bundle to the disk cache, the second reads it
+    code = textwrap.dedent("""
+        import sys, numpy as np, tensorad as ta
+        from tensorad.codegen import modsplit, target
+        build = sys.modules["tensorad.codegen.build"]
+        modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: 2
+    """) + textwrap.dedent(inspect.getsource(_program)) + textwrap.dedent("""
+        inputs, outputs = _program()
+        k = ta.build(outputs, inputs)
+        rng = np.random.default_rng(0)
+        feed = [rng.standard_normal(t.shape).astype(np.float32) for t in inputs]
+        want = ta.evaluate(outputs, dict(zip(inputs, feed)))
+        for g, w in zip(k(*feed), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        print(build.STATS["compiled"], build.STATS["loaded"], k._compiled.obj[:8] == modsplit.BUNDLE_MAGIC)
+    """)
+    env = dict(os.environ, TENSORAD_CACHE_DIR=str(tmp_path))
+    env.pop("TENSORAD_NO_DISK_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout.split() == ["1", "0", "True"]
+    assert runs[1].stdout.split() == ["0", "1", "True"]
+
+
+def test_bundles_round_trip_and_malformed_ones_are_refused():
+    inputs, outputs = _program()
+    text = ta.build(outputs, inputs).llvm_ir_unoptimized
+    with _split_everything():
+        parts = [jit.compile_object(p, 2) for p in modsplit.split(text, 2)]
+    b = modsplit.bundle(parts)
+    assert modsplit.unbundle(b) == parts and objcheck.object_is_sound(b)
+    assert modsplit.bundle(parts[:1]) == parts[0] and modsplit.unbundle(parts[0]) == parts[:1]
+    for bad in (b[:-1], b + b"x", b[:len(modsplit.BUNDLE_MAGIC) + 2],
+                modsplit.bundle([parts[0], modsplit.bundle(parts)]),  # (a bundle inside a bundle)
+                modsplit.bundle([parts[0], b"junk"])):
+        assert not objcheck.object_is_sound(bad)
+    with pytest.raises(ValueError):
+        modsplit.unbundle(b[:-3])
+    # the parts call each other: the symbols one leaves undefined, another defines
+    defined = {n for p in parts for n in objcheck.defined_symbols(p)}
+    assert any(n in defined for p in parts for n in objcheck.undefined_symbols(p))
