@@ -77,6 +77,25 @@ def test_a_small_module_or_one_core_stays_whole():
     assert modsplit.split(text, 2) == [text]  # (under MIN_PART_LINES a part: not worth a child)
 
 
+def test_a_module_with_a_shared_global_stays_whole():
+    # (the math library keeps its vector variants in ``llvm.compiler.used``, an appending global
+    # every part would need its own filtered copy of: such a module is compiled whole)
+    text = textwrap.dedent("""
+        define void @"a"(ptr %p) noinline nounwind {
+          store i32 1, ptr %p
+          ret void
+        }
+        define void @"b"(ptr %p) noinline nounwind {
+          call void @"a"(ptr %p)
+          ret void
+        }
+        @"llvm.compiler.used" = appending global [1 x ptr] [ptr @"a"], section "llvm.metadata"
+    """)
+    with _split_everything():
+        assert modsplit.split(text, 2) == [text]
+        assert len(modsplit.split(text.replace("@\"llvm.compiler.used\"", ";"), 2)) == 2
+
+
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
