@@ -56,7 +56,12 @@ class _Entity:
         elif (m := _GLOBAL.match(head)) is not None:
             self.kind, self.name = "global", m.group(1).strip('"')
             self.local = m.group(2) in ("private", "internal")
-        body = "\n".join(lines[1:]) if self.kind == "function" else "\n".join(lines)[len(head.split("=")[0]):]
+        if self.kind == "function":
+            body = "\n".join(lines[1:])
+        elif self.kind == "global":
+            body = head.split("=", 1)[1]
+        else:  # (a declaration names only itself; metadata naming a function keeps the module whole)
+            body = "" if head.startswith("declare") else "\n".join(lines)
         self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
 
     def declaration(self) -> str:
@@ -108,8 +113,8 @@ def split(text: str, parts: int) -> list[str]:
         header, entities = _entities(text)
     except ValueError:
         return [text]
-    if any(e.kind == "global" and not e.local for e in entities):
-        return [text]  # (a global another part would have to share: not written by the emitter)
+    if any(e.kind == "global" and not e.local or e.kind == "other" and e.uses for e in entities):
+        return [text]  # (a global parts would share, metadata naming a function: kept whole)
     named = {e.name: e for e in entities if e.name is not None}
     roots = [e for e in entities if e.kind == "function" and not e.local]
 
