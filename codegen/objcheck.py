@@ -8,7 +8,8 @@ is the second line, so that even a deliberately forged entry is rebuilt instead 
 For ELF (Linux, the BSDs): 64-bit little-endian relocatable file for the host's machine, a
 section header table inside the file with entries of the standard size, and every section
 that occupies file space inside the file.  Mach-O (macOS): the 64-bit magic and a header that
-fits.  Anything else is refused.
+fits.  A bundle of the parts of one module (:mod:`.modsplit`) is sound when it is well formed
+and each part is; anything else is refused.
 """
 
 from __future__ import annotations
