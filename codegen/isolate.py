@@ -39,6 +39,11 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 
+try:
+    import resource
+except ImportError:  # (Windows: no fork either, every step runs in the process)
+    resource = None
+
 _RAISED = 3  # the child's exit status when the step raised a Python exception
 
 #: the CPU seconds one compile child may use: a layer's module optimizes in 5-300 ms, so a
@@ -189,23 +194,34 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
 
 def _bound(cpu_limit: float, parent: int) -> None:
     """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``; no core file), and die
-    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left)."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = max(1, math.ceil(cpu_limit))
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left).  Only
+    system calls: nothing here may enter the dynamic loader or import, which another thread of
+    the parent may have held at the fork."""
+    if resource is not None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = max(1, math.ceil(cpu_limit))
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # (the parent died before the line above)
         os._exit(1)
 
 
+def _prctl():
+    """Linux's ``prctl``, looked up once, in the importing process (see :func:`_bound`)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 _PR_SET_PDEATHSIG = 1
+_PRCTL = _prctl()
 
 
 def _here(step: Callable[[], bytes]) -> Child:
@@ -218,8 +234,9 @@ def cpu_seconds() -> float:
     """CPU seconds of this process plus those of the children it has waited for -- the compile
     children included, which ``time.process_time`` misses.  (Benchmarks and statistics time
     compilation with this clock.)"""
-    import resource
     import time
 
+    if resource is None:
+        return time.process_time()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
