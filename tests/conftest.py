@@ -4,6 +4,8 @@
   the order they run in).
 * ``numeric_grad`` -- central finite differences in float64, the gradient oracle that
   tensorad did not compute (see :func:`numeric_grad`).
+* ``running`` -- whether a process id is a live process (not gone, not a zombie), for the
+  tests that kill a process and check that what it forked died with it.
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
@@ -90,3 +92,17 @@ def rng() -> np.random.Generator:
 @pytest.fixture(name="numeric_grad")
 def numeric_grad_fixture() -> Callable[..., list[np.ndarray]]:
     return numeric_grad
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: neither gone nor a zombie (from ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(name="running")
+def running_fixture() -> Callable[[int], bool]:
+    return process_running

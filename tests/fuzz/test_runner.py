@@ -57,7 +57,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
     assert results["waits"] == [{"check": "forward", "status": "ok"}]
 
 
-def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path):
+def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path, running):
     # seed 811880: LLVM looped in a forked compile child, whose CPU the worker's own time
     # did not show; the worker is a hang after `timeout` CPU-s of it and its children, and
     # killing it kills the child
@@ -69,17 +69,9 @@ def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path):
     assert results[0]["status"] == "hang" and "CPU-s" in results[0]["message"], results
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 30
-    while _running(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _running(child)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not running(child)
 
 
 def test_generated_programs_are_deterministic_and_shrink_to_smaller_ones():
@@ -137,15 +129,7 @@ if __name__ == "__main__":
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie has ended)
-    except OSError:
-        return False
-
-
-def test_workers_die_with_a_runner_killed_while_they_start(tmp_path):
+def test_workers_die_with_a_runner_killed_while_they_start(tmp_path, running):
     """Session 21: a worker orphaned before it looked up its parent watched the wrong process
     and lived on.  Here a worker's start-up never ends (a ``tensorad`` whose import sleeps, first
     on the path): only the death of its parent can end it."""
@@ -159,9 +143,9 @@ def test_workers_die_with_a_runner_killed_while_they_start(tmp_path):
     assert proc.returncode == -9
     workers = [int(p) for p in pids.read_text().split()]
     deadline = time.monotonic() + 60  # a liveness bound (the fix ends them at once), not a timing
-    while any(map(_alive, workers)) and time.monotonic() < deadline:
+    while any(map(running, workers)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    survivors = [p for p in workers if _alive(p)]
+    survivors = [p for p in workers if running(p)]
     for p in survivors:
         os.kill(p, 9)
     assert not survivors, f"workers {survivors} outlived their runner"

@@ -68,7 +68,7 @@ def test_the_ladder_goes_past_a_rung_that_loops(monkeypatch):
     assert jit._contained(jit.ladder(3), step) == repr(jit.Pipeline(3, slp=False)).encode()
 
 
-def test_a_child_dies_with_its_parent(tmp_path):
+def test_a_child_dies_with_its_parent(tmp_path, running):
     # the compile child of a killed process does not go on computing as an orphan
     pid_file = tmp_path / "child.pid"
     code = textwrap.dedent(f"""
@@ -92,14 +92,6 @@ def test_a_child_dies_with_its_parent(tmp_path):
         parent.kill()
         parent.wait()
     deadline = time.monotonic() + 60
-    while _alive(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not running(child)
