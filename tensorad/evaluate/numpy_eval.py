@@ -61,6 +61,18 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   sign of an infinity that divides by it or raises it to a negative power (fuzz seed 760814:
   ``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
   The value optimized code may have, for a test's allowance; never a user's answer.
+* Given values: ``given={tensor: array}`` (:func:`evaluate_in_order`) takes those computed
+  tensors' values as they are instead of computing them -- a backward program evaluated on the
+  values a compiled forward saved for it (the fuzz oracle's ``split`` check, which asks how far
+  rounding in those values can move a gradient).
+* Jittered reads: with ``jitter=(seed, ulps)`` (:func:`evaluate_in_order`) every float value
+  read from a tensor is moved by a random ``u`` ulps, ``|u| <= |ulps|``, drawn per read and
+  element in evaluation order (a negative ``ulps`` mirrors the same draws).  A fast-math kernel
+  rounds each occurrence of a value on its own (LLVM contracts ``t - s * c`` into a fused
+  multiply-add at one occurrence and not at another), so two occurrences that cancel in exact
+  arithmetic -- a layer norm's centred row in its gradient, ``sum_k (x_k - mean) = 0`` -- need
+  not cancel in the kernel (fuzz seed 982368).  How far that moves a result is a test's
+  allowance; never a user's answer.
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from tensorad.ir import dtype as dt
@@ -79,7 +92,7 @@ from tensorad.ir.rewrite import fold, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError
 
-from .feed import check_feed
+from .feed import check_feed, convert_array
 
 # Every value below is a pair (array, poison): poison is None or a bool mask, broadcastable to
 # the grid, of the points whose value came from an out-of-bounds read.
@@ -232,8 +245,10 @@ class _Grid:
     def __init__(self, name: str, env: dict[Expr, np.ndarray], values: dict[Tensor, np.ndarray],
                  axis_pos: dict[Expr, int], grid_shape: tuple[int, ...], order: str = "numpy",
                  origin: tuple[int, ...] = (), strong_zero: bool = False,
-                 rounded_math: bool = False, unsigned_zeros: bool = False) -> None:
+                 rounded_math: bool = False, unsigned_zeros: bool = False,
+                 jitter: tuple[np.random.Generator, float] | None = None) -> None:
         self.name = name
+        self.jitter = jitter
         self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
         self.order = order
         self.strong_zero = strong_zero
@@ -281,7 +296,7 @@ class _Grid:
         data = self.values[t]
         poison = _or(*(p for _, p in idx))
         if not idx:
-            return np.asarray(data), poison
+            return self._jittered(np.asarray(data)), poison
         arrays = np.broadcast_arrays(*(a for a, _ in idx))
         bad = np.zeros(arrays[0].shape, dtype=bool)
         clipped = []
@@ -292,7 +307,16 @@ class _Grid:
         if bad.any():
             self.oob.setdefault(node, (bad, arrays))
             poison = _or(poison, bad)
-        return out, poison
+        return self._jittered(out), poison
+
+    def _jittered(self, out: np.ndarray) -> np.ndarray:
+        """``out`` moved by the read's own random ulps (``jitter``: the module's docstring)."""
+        if self.jitter is None or not (out.dtype.kind == "f" or out.dtype == dt.numpy_dtype("bfloat16")):
+            return out
+        rng, ulps = self.jitter
+        eps = float(ml_dtypes.finfo(out.dtype).eps)
+        step = rng.uniform(-1.0, 1.0, out.shape) * (ulps * eps)
+        return (out.astype(np.float64) * (1.0 + step)).astype(out.dtype)
 
     def _data_index(self, node: Expr, v: tuple) -> tuple:
         """``np.take``'s modes: ``clip`` and ``wrap`` bring the value into ``[0, n)``; under
@@ -553,10 +577,11 @@ def exact_indices(body: Expr) -> Expr:
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",
                 strong_zero: bool = False, rounded_math: bool = False,
-                unsigned_zeros: bool = False) -> list[np.ndarray]:
+                unsigned_zeros: bool = False,
+                jitter: tuple[np.random.Generator, float] | None = None) -> list[np.ndarray]:
     """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
-    and products folded in ``order``, one of :data:`ORDERS`; ``strong_zero``: see the module's
-    docstring).  Outer points are independent,
+    and products folded in ``order``, one of :data:`ORDERS`; the other options: the module's
+    docstring; ``jitter`` here is a generator and the ulps).  Outer points are independent,
     so a large grid is evaluated box by box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
@@ -575,7 +600,8 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
             pos[ax] = d
         grid = _Grid(op.name, env, values, pos, tuple(len(r) for r in ranges), order,
                      origin=tuple(ax.lo + r.start for ax, r in zip(axes, ranges)),
-                     strong_zero=strong_zero, rounded_math=rounded_math, unsigned_zeros=unsigned_zeros)
+                     strong_zero=strong_zero, rounded_math=rounded_math, unsigned_zeros=unsigned_zeros,
+                     jitter=jitter)
         kept = tuple(len(r) for r in box) + (1,) * len(red)
         where = tuple(slice(r.start, r.stop) for r in box)
         for k, body in enumerate(bodies):
@@ -603,7 +629,8 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
 
 def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str, *,
                       strong_zero: bool = False, rounded_math: bool = False,
-                      unsigned_zeros: bool = False) -> Any:
+                      unsigned_zeros: bool = False, given: dict | None = None,
+                      jitter: tuple[int, float] | None = None) -> Any:
     """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
     :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
     ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
@@ -611,7 +638,9 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
     summation order, which no kernel is bound to (a test's allowance, never a user's answer).
     ``strong_zero``: a zero factor makes a product zero whatever the other factor;
     ``rounded_math``: float32 math functions computed in float64, rounded once;
-    ``unsigned_zeros``: every zero a node makes is ``+0`` (both: the module's docstring)."""
+    ``unsigned_zeros``: every zero a node makes is ``+0``; ``given``: values of computed tensors
+    taken as they are; ``jitter=(seed, ulps)``: every float read moved by its own random ulps
+    (all: the module's docstring)."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)
@@ -619,15 +648,21 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
     for t in outs:
         if not isinstance(t, Tensor):
             raise TypeError(f"evaluate: outputs must be tensors, got {type(t).__name__} {t!r}")
-    graph = tensor_graph(outs)
-    values = check_feed([t for t in graph if t.is_placeholder], feed)
+    given = dict(given or {})
+    jitter_rng = None if jitter is None else (np.random.default_rng(jitter[0]), float(jitter[1]))
+    graph = tensor_graph(outs, stop=given)
+    values = check_feed([t for t in graph if t.is_placeholder and t not in given], feed)
+    for t, value in given.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"evaluate: given key {t!r} is not a tensor")
+        values[t] = convert_array(t, value)
     with np.errstate(all="ignore"):
         for t in graph:
             if t in values:
                 continue
             for k, arr in enumerate(evaluate_op(t.op, values, order, strong_zero, rounded_math,
-                                                unsigned_zeros)):
-                values[Tensor(t.op, k)] = arr
+                                                unsigned_zeros, jitter_rng)):
+                values.setdefault(Tensor(t.op, k), arr)  # a given sibling output stays given
     results = [values[t].copy() for t in outs]
     if single:
         return results[0]
