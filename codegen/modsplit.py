@@ -34,7 +34,7 @@ _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 #: the instruction lines a part must hold to be worth a compile child of its own: LLVM's -O3
 #: takes ~0.1-0.15 ms of CPU a line of these kernels, and a part costs ~13 ms of CPU more than
 #: inside the whole (a fork, a parse, the pipeline's fixed work) -- on the other core, which
-#: was idle.  Measured on cold builds of nine layers (wall, 2 cores): 400 split only the
+#: was idle.  Measured on cold builds of five layers (wall, 2 cores): 400 split only the
 #: largest backward modules, 120 every layer's (a stride-2 convolution 0.51 -> 0.46 s, the
 #: GELU MLP 0.36 -> 0.27, attention 0.39 -> 0.33), a forward of ~280 lines too
 MIN_PART_LINES = 120
@@ -134,7 +134,8 @@ def split(text: str, parts: int) -> list[str]:
             todo += d.uses
         return out
 
-    weight = {r.name: r.cost + sum(d.cost for d in closure(r)) for r in roots}
+    reach = {r.name: closure(r) for r in roots}
+    weight = {r.name: r.cost + sum(d.cost for d in reach[r.name]) for r in roots}
     total = sum(weight.values())
     parts = min(parts, total // MIN_PART_LINES)
     if parts < 2:
@@ -151,8 +152,8 @@ def split(text: str, parts: int) -> list[str]:
     out = []
     for b in bins:
         own = {r.name for r in b}
-        keep = {d.name for r in b for d in closure(r)} | own
-        called = {n for r in b for e in [r, *closure(r)] for n in e.uses}
+        keep = {d.name for r in b for d in reach[r.name]} | own
+        called = {n for r in b for e in [r, *reach[r.name]] for n in e.uses}
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]

@@ -172,6 +172,13 @@ def pair_reducer(comb: CommReducer) -> CommReducer:
     return pair
 
 
+def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
+    """``a`` where ``x`` beats ``y`` (:func:`beats`, a ``max``/``min`` of ``kind``), ``b``
+    where ``y`` beats ``x``, ``a + b`` at a tie: the combining rule of a tie count (reverse
+    mode's even split) and of a tangent sum (forward mode's mean)."""
+    return choice(Op.SELECT, beats(kind, x, y), a, choice(Op.SELECT, beats(kind, y, x), b, a + b))
+
+
 def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side
     that :func:`beats` the other keeps its tangent sum and count, tied sides add theirs -- the
@@ -184,9 +191,7 @@ def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     x, y = comb.lhs[0], comb.rhs[0]
     xd, yd = var(f"{x.name}.der", dtype=x.dtype), var(f"{y.name}.der", dtype=y.dtype)
     cx, cy = var("ties.x", dtype=dt.INDEX), var("ties.y", dtype=dt.INDEX)
-    better, worse = beats(kind, x, y), beats(kind, y, x)
-    der = choice(Op.SELECT, better, xd, choice(Op.SELECT, worse, yd, xd + yd))
-    count = choice(Op.SELECT, better, cx, choice(Op.SELECT, worse, cy, cx + cy))
+    der, count = tie_sum(kind, x, y, xd, yd), tie_sum(kind, x, y, cx, cy)
     red = CommReducer(f"{comb.name}.der", "custom", (xd, x, cx), (yd, y, cy), (der, comb.result[0], count),
                       (const(0, x.dtype), comb.identity[0], const(0, dt.INDEX)))
     _mean_cache[comb] = red
@@ -266,10 +271,9 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     counts: tuple[tuple, tuple, tuple, tuple] = ((), (), (), ())
     if kind in ("max", "min"):
         x, y = comb.lhs[0], comb.rhs[0]
-        better, worse = beats(kind, x, y), beats(kind, y, x)
-        lhs_wins = logical(Op.OR, better, logical(Op.AND, at_least(kind, x, y), lex_le(kl, kr)))
+        lhs_wins = logical(Op.OR, beats(kind, x, y), logical(Op.AND, at_least(kind, x, y), lex_le(kl, kr)))
         cx, cy = var("ties.x", dtype=dt.INDEX), var("ties.y", dtype=dt.INDEX)
-        tied = choice(Op.SELECT, better, cx, choice(Op.SELECT, worse, cy, cx + cy))
+        tied = tie_sum(kind, x, y, cx, cy)
         counts = ((cx,), (cy,), (tied,), (const(0, dt.INDEX),))
     elif kind != "select":
         raise ValueError(f"combiner {comb.name!r} does not select one operand")
