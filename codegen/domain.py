@@ -62,6 +62,9 @@ class ReductionInfo:
     epilogue: object = None  # a fused consumer (:class:`.fuse.Epilogue`) or None
     epilogue_value: Expr | None = None  # what is stored, in terms of ``acc``
     acc: Expr | None = None  # the accumulator of the op's (first) output
+    #: ``((piece of update_domain, the source there), ...)``: an op whose zero-guards are decided
+    #: per piece (:mod:`.pieces`), each piece's update unguarded; empty: one update, ``sources``
+    pieces: tuple = ()
 
 
 @dataclass(eq=False)
@@ -258,11 +261,20 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         stores = tuple(Store(buf, outer, accs[b.arg.value_index], counted=False)
                        for b, buf in zip(bodies, buffers) if buf is not None)
     zeros = (0,) * n_red
-    stmts = [
-        PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity), counted=False),),
-                 outer + (0,) + zeros),
-        PolyStmt("U", outer + raxes, dom, update, outer + (1,) + raxes),
-    ]
+    stmts = [PolyStmt("I", outer, proj, (Assign(accs, tuple(comb.identity), counted=False),),
+                      outer + (0,) + zeros)]
+    cut = None
+    if op.attr(GUARD_ATTR) and comb.arity == 1 and epilogue is None:  # (guards decided per piece)
+        cut = guard_pieces(space, dom, sources[0])
+    if cut is None:
+        stmts.append(PolyStmt("U", outer + raxes, dom, update, outer + (1,) + raxes))
+    else:
+        for k, (piece, there) in enumerate(cut):
+            decided: tuple = (Assign(accs, tuple(substitute(r, {**mapping, comb.rhs[0]: there})
+                                                 for r in comb.result)),)
+            if rest is not TRUE:
+                decided = (If(rest, decided, (), affine=False),)
+            stmts.append(PolyStmt(f"Ug{k}", outer + raxes, piece, decided, outer + (1,) + raxes))
     if stores:  # (none when the accumulators are read directly: see :mod:`.group`)
         stmts.append(PolyStmt("W", outer, proj, stores, outer + (2,) + zeros))
     note = f"{comb.name} over {', '.join(a.name for a in raxes) or 'nothing'}"
@@ -270,7 +282,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         note += "; identity outside the reduced region"
     filled = bool(fills) and epilogue is None  # (an epilogue's fill is zero, not the identity)
     info = ReductionInfo(outer, raxes, dom, proj, comb, tuple(sources), rest, filled, epilogue, evalue,
-                         accs[red.arg.value_index])
+                         accs[red.arg.value_index], tuple(cut or ()))
     if epilogue is not None:
         note += f"; epilogue {marked(epilogue.consumer.name)} fused"
     return OpDomain(fills, stmts, space, accs, note, info)

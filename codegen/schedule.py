@@ -212,14 +212,17 @@ def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyS
     o_last = outer[-1]
     comb = info.combiner
     here = Expr(Op.READ, out.dtype, outer, out.tensor)
-    combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: info.sources[0]})
-    update: tuple = (Store(out, outer, combined),)
-    if info.rest is not TRUE:
-        update = (If(info.rest, update, (), affine=False),)
     tiled = o_last.extent > tile_elems
     head = tuple(outer[:-1]) + ((o_last // tile_elems,) if tiled else ())
     zeros = (0,) * len(raxes)
-    stmts = [PolyStmt("U", outer + raxes, info.update_domain, update, head + (1,) + raxes + (o_last,))]
+    stmts = []
+    for name, domain, source in ([(f"Ug{k}", piece, there) for k, (piece, there) in enumerate(info.pieces)]
+                                 or [("U", info.update_domain, info.sources[0])]):
+        combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: source})
+        update: tuple = (Store(out, outer, combined),)
+        if info.rest is not TRUE:
+            update = (If(info.rest, update, (), affine=False),)
+        stmts.append(PolyStmt(name, outer + raxes, domain, update, head + (1,) + raxes + (o_last,)))
     if not info.filled:
         init = Store(out, outer, comb.identity[0], counted=False)
         stmts.insert(0, PolyStmt("I", outer, info.outer_domain, (init,), head + (0,) + zeros + (o_last,)))

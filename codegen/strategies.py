@@ -902,13 +902,16 @@ class TapStencil(_Taps):
     name = "stencil"
 
     def _make(self, op, body, ctx):
-        return unroll_taps(op, body)
+        return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
 
     def cost(self, cand, ctx):
-        """The plain loops of the unrolled op, plus a load per point for each loop-invariant
+        """The plain loops of the unrolled op (for a sum over channels around the taps, in
+        the better of its two loop orders), plus a load per point for each loop-invariant
         factor past the registers (:data:`RESERVED_REGISTERS` kept for the stream)."""
         unrolled = cand.data
         own = loop_cycles(unrolled, unrolled.body, ctx)
+        if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
+            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, "strips"))
         if not unrolled.axes:
             return own
         inner = unrolled.axes[-1]
