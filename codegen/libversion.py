@@ -125,3 +125,10 @@ def version(root: str = "tensorad.codegen.gemmlib", read: Callable[[str], bytes 
                     h.update(module.encode() + b"\0" + source + b"\0")
                 v = _VERSION[root] = h.hexdigest()
     return v
+
+
+def remember(v: str, root: str = "tensorad.codegen.gemmlib") -> None:
+    """Take ``v`` as ``root``'s version in this process (read back with the source hash that
+    :func:`.jit.source_hash` remembered for these very files)."""
+    with _LOCK:
+        _VERSION.setdefault(root, v)
