@@ -326,6 +326,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
                 plan.changed = True
                 continue
         plan.rest.append((coef, factors))
+    if len(plan.rest) > 1:
+        plan.rest = _shared_coefficients(plan.rest, plan, place, red.dtype)
     if len(plan.rest) == 1:
         coef, factors = plan.rest[0]
         if not plan.changed:
@@ -356,6 +358,29 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     if nonempty is not TRUE:
         total = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, total, const(0, red.dtype)))
     return simplify_expr(total, ctx)
+
+
+def _shared_coefficients(rest: list[Term], plan: _Plan, place, dtype: str) -> list[Term]:
+    """``rest`` with the terms of one coefficient whose variant parts, added, make a bracket
+    that costs no pass (``place``) moved into ``plan``: ``sum_k (a X[k] + a R[k])`` is
+    ``a [sum_k (X[k] + R[k])]`` -- a residual layer norm's mean gradient, whose bracket is the
+    forward's own sum of the residual ``X + R`` (one pass over both inputs fewer).  Not for a
+    constant coefficient: moving it out shares nothing new (the sum itself is that bracket)."""
+    by_coef: dict[Expr, list[Term]] = {}
+    for coef, factors in rest:
+        by_coef.setdefault(coef, []).append((coef, factors))
+    left: list[Term] = []
+    for coef, group in by_coef.items():
+        if len(group) > 1 and coef.op is not Op.CONST:
+            added = None
+            for _, factors in group:
+                p = _product(factors, dtype)
+                added = p if added is None else added + p
+            if place(coef, (added,), plan):
+                plan.changed = True
+                continue
+        left.extend(group)
+    return left
 
 
 def is_sum_op(op: object) -> bool:

@@ -253,9 +253,10 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeyp
         if refute:
             refuted = opt.context.refuter.counts
             quick_tried = len(quick)
-    # 79 questions: the key gradient summed over the keys is proved zero (Fubini's exchange,
-    # a layered proof), and b1's gradient, one term fewer, asks three more
-    assert counts[1] == 79
+    # 74 questions: the key gradient summed over the keys is proved zero (Fubini's exchange,
+    # a layered proof), and b1's gradient, one term fewer, asks three more (79 until the
+    # residual layer norms' mean gradients became the forward's own sums: simplify/factor.py)
+    assert counts[1] == 74
     # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
     # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
     # data, its own sample points) refutes all but the one sum that is zero in real arithmetic
@@ -306,7 +307,8 @@ def test_a_two_layer_encoders_numbers_fit_the_model():
     opt.finish(jacobian_recursive(Y, params, ta.placeholder(Y.shape, name="H"), optimizer=opt))
     ctx = opt.context
     assert ctx.counts["zero-proof"] == 2 and sum(ctx.zero.values()) == 4  # (each as asked and closed)
-    assert ctx.refuter.counts["refuted"] >= 150
+    assert ctx.refuter.counts["refuted"] >= 130  # (of the questions left once the residual
+    # layer norms' mean gradients read the forward's sums: 140 of them)
 
 
 def test_every_op_has_a_meaning_in_the_model():
