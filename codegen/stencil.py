@@ -32,8 +32,11 @@ per point with the weights held in registers, instead of ``K`` passes over each 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import product
+
+from tensorad.simplify.logic import all_of, conjuncts
 
 from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
@@ -185,20 +188,12 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     return TapSplit(interior, border, gather, k, interior_points, border_fraction)
 
 
-def _conjuncts(cond: Expr) -> list[Expr]:
-    """``cond``'s terms of ``&&`` (itself when it is not a conjunction)."""
-    if cond.op is Op.AND:
-        return [t for c in cond.src for t in _conjuncts(c)]
-    return [cond]
-
-
 def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
-    """The most bytes any read of ``src`` along ``channels`` touches between two passes over
-    the same data: such a read (a stem's head ``H[n, f, y', x']``, ``f`` a channel) depends on
-    no output axis ``c`` of some ``c`` (the input channel of its gradient), so each value of
-    ``c`` reads it again, and what lies between is the read's tensor over the output axes
-    around ``c`` that it does read -- ``H[n]``, a tensor's size over the extents of the output
-    axes before ``c`` that index it."""
+    """The most bytes a read of ``src`` over ``channels`` covers before it is read again.  A
+    read that no output axis ``c`` indexes (a stem's head ``H[n, f, y', x']`` in the gradient
+    of input channel ``c``) is read again for each value of ``c``; between two such passes it
+    covers its tensor for fixed values of the output axes before ``c`` that it reads (``H[n]``:
+    the tensor's bytes over their extents)."""
     worst = 0
     for n in walk(src):
         if n.op is not Op.READ or not set(free_vars(n)) & set(channels):
@@ -208,16 +203,9 @@ def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
         if late is None:
             continue
         t = n.arg
-        size = _prod(t.shape) * max(1, bits(t.dtype) // 8)
-        worst = max(worst, size // max(1, _prod(a.extent for a in op.axes[:late] if a in used)))
+        size = math.prod(t.shape) * max(1, bits(t.dtype) // 8)
+        worst = max(worst, size // max(1, math.prod(a.extent for a in op.axes[:late] if a in used)))
     return worst
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
@@ -266,7 +254,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
                for n in walk(src)):
         return None  # (no weight per tap to hold in a register: a box blur's strips do better)
     kept_cond, tap_cond = [], []
-    for c in _conjuncts(cond):
+    for c in conjuncts(cond):
         uses = set(free_vars(c))
         if uses & set(raxes) and uses & set(kept):
             return None  # (a condition tying a channel to a tap: not a sum per channel of taps)
@@ -280,7 +268,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     total = None
     for vals in product(*(range(a.lo, a.hi) for a in raxes)):
         m = {**fresh, **{a: const(v, "int64") for a, v in zip(raxes, vals)}}
-        c = substitute(_and(tap_cond), m)
+        c = substitute(all_of(tap_cond), m)
         try:
             where = box.intersect(space.cond(c))
         except NotAffine:
@@ -296,16 +284,9 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     if any(n.op is Op.IF_THEN_ELSE for n in walk(total)) and guard_pieces(space, box, total) is None:
         return None  # (guards that stay in the loop body: the plain loops do better)
     if channels:
-        total = Expr(Op.REDUCE, body.dtype, (substitute(_and(kept_cond), fresh), total),
+        total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
                      ReduceArg(comb, channels, 0))
     return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
-
-
-def _and(conds: list[Expr]) -> Expr:
-    out = TRUE
-    for c in conds:
-        out = c if out is TRUE else logical(Op.AND, out, c)
-    return out
 
 
 __all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]
