@@ -96,12 +96,15 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         with diskcache.disabled(not cache):  # (tune=True keeps its choices there)
             return lower(outs, ins, name=name, target=tgt, **options)
 
-    key_text = describe(outs, ins, opts, tgt, gomp, ARRAY_DATA_OFFSET)
+    with diskcache.disabled(not cache):  # (the compiler's source hash, remembered there)
+        key_text = describe(outs, ins, opts, tgt, gomp, ARRAY_DATA_OFFSET)
     lowered = None
     if key_text is None:  # keyed by the loop program instead (see .buildkey)
         lowered = lowering()
-        key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width, gomp,
-                                                    ARRAY_DATA_OFFSET, opts.checked)), fingerprint(tgt)])
+        with diskcache.disabled(not cache):
+            key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width,
+                                                        gomp, ARRAY_DATA_OFFSET, opts.checked)),
+                                   fingerprint(tgt)])
     key = digest(key_text)
     expect = _signature_of_tensors(outs, ins)
     compiled = _COMPILED.get(key)
