@@ -523,11 +523,7 @@ class Case:
         for step in steps + [{p: -s for p, s in draw.items()} for draw in steps]:
             feed = {p: (np.asarray(v) * (1 + step[p])).astype(np.asarray(v).dtype) if p in step else v
                     for p, v in self.feed.items()}
-            moved = _tuple(self.ta.evaluate(self.outputs, feed))
-            for k, (m, w) in enumerate(zip(moved, want)):
-                with np.errstate(all="ignore"):
-                    d = np.abs(np.asarray(m, np.float64) - np.asarray(w, np.float64))
-                worst[k] = np.maximum(worst[k], np.where(np.isfinite(d), d, 0.0))
+            _widen(worst, _tuple(self.ta.evaluate(self.outputs, feed)), want)
         return [ulps * w for w in worst]
 
     def forward(self):
@@ -927,11 +923,7 @@ class Case:
         worst = [np.zeros(np.shape(b)) for b in base]
         for draw in range(draws):
             for sign in (1, -1):
-                moved = run((self.seed * 31 + draw, sign * ulps))
-                for k, (m, b) in enumerate(zip(moved, base)):
-                    with np.errstate(all="ignore"):
-                        d = np.abs(np.asarray(m, np.float64) - np.asarray(b, np.float64))
-                    worst[k] = np.maximum(worst[k], np.where(np.isfinite(d), d, 0.0))
+                _widen(worst, run((self.seed * 31 + draw, sign * ulps)), base)
         return [ulps * w for w in worst]
 
     def _compare_orders(self, what: str, got, tensors, feed, want=None, regrouped: bool = False,
@@ -959,6 +951,14 @@ class Case:
                     more = more_noise() if more is None else more
                     compare(f"{what} {t.name}", g, w, t.dtype, noise=extra[0][k] + more[k],
                             alternatives=extra[1][k], **kw)
+
+
+def _widen(worst: list, moved, base) -> None:
+    """``worst[k]``: the largest finite distance so far of each output's elements from ``base``."""
+    for k, (m, b) in enumerate(zip(moved, base)):
+        with np.errstate(all="ignore"):
+            d = np.abs(np.asarray(m, np.float64) - np.asarray(b, np.float64))
+        worst[k] = np.maximum(worst[k], np.where(np.isfinite(d), d, 0.0))
 
 
 def _elementwise_reads(t) -> list:
