@@ -2,8 +2,9 @@
 
 ``make bench`` writes its results to the untracked ``benchmarks/results/``; the README shows
 ``benchmarks/readme/latest.{json,png}`` and a markdown table between the markers
-``<!-- bench:start -->`` and ``<!-- bench:end -->``.  This step copies a run there and
-rewrites the table -- and refuses a run that cannot stand for the project's speed:
+``<!-- bench:start -->`` and ``<!-- bench:end -->``: tensorad / fastest peer per workload,
+forward and backward, and the rows where tensorad is behind (:func:`ratio_markdown`).  This
+step copies a run there and rewrites the table -- and refuses a run that cannot stand for the project's speed:
 
 * a quick or tiny run (``options.mode`` is not ``full``, or ``flags.quick``);
 * a busy run: other processes kept more than :data:`.report.BUSY_CPUS` CPUs busy while some
@@ -54,6 +55,44 @@ def refusal(results: dict) -> str | None:
     return None
 
 
+PEER_NAMES = {"torch": "PyTorch", "torch-compile": "torch.compile", "jax": "JAX", "numpy": "NumPy"}
+
+
+def ratio_markdown(results: dict) -> str:
+    """The README's table: one row per workload, one column per thread count, each cell
+    tensorad / fastest peer as ``forward / backward``; then the cells over 1.0, in words."""
+    m = results["machine"]
+    runs = results["runs"]
+    out = [f"Measured {results['started']} on {m['cpu']} ({m['logical_cpus']} CPUs; "
+           f"{', '.join(m['simd'])}), tensorad target `{results['options'].get('target', 'host')}`. "
+           "Each cell is tensorad's median time over the fastest of PyTorch, JAX and NumPy, "
+           "forward / backward: below 1.00 tensorad is faster.", "",
+           "| workload | shapes | " + " | ".join(f"{r['threads']} thread(s)" for r in runs) + " |",
+           "| --- | --- | " + " | ".join("---:" for _ in runs) + " |"]
+    behind = []
+    for w in results["workloads"]:
+        cells = []
+        for run in runs:
+            pair = []
+            for phase in ("forward", "backward"):
+                mine = report.median(report.entry(run, "tensorad", w["name"], phase))
+                peer = report.fastest_peer(run, w["name"], phase)
+                if not (mine and peer):
+                    pair.append("-")
+                    continue
+                ratio = mine / peer[1]
+                pair.append(f"{ratio:.2f}")
+                if ratio > 1.0:
+                    behind.append(f"{w['name']} {phase} at {run['threads']} thread(s) "
+                                  f"({ratio:.2f}, {PEER_NAMES.get(peer[0], peer[0])})")
+            cells.append(" / ".join(pair))
+        shapes = w["describe"].split(";")[0]
+        out.append(f"| {w['name']} | {shapes} | " + " | ".join(cells) + " |")
+    out += ["", "Behind the fastest peer: " + "; ".join(behind) + "." if behind
+            else "tensorad is at least as fast as every peer on every row."]
+    return "\n".join(out)
+
+
 def rewrite_readme(text: str, table: str) -> str:
     """``text`` with the part between the markers replaced by ``table``."""
     if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
@@ -71,7 +110,7 @@ def publish(path: str, readme: str = README, folder: str = PUBLISHED) -> list[st
     if why is not None:
         raise ValueError(f"{path}: not published: {why}")
     with open(readme) as f:
-        text = rewrite_readme(f.read(), report.markdown(results))
+        text = rewrite_readme(f.read(), ratio_markdown(results))
     os.makedirs(folder, exist_ok=True)
     written = [os.path.join(folder, "latest.json")]
     shutil.copyfile(path, written[0])

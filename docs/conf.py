@@ -1,6 +1,7 @@
-"""Sphinx configuration: the API reference is generated from the docstrings (autodoc +
-napoleon); the contract (API.md) and the conventions are Markdown pages (MyST).
-``make docs`` builds into the untracked docs/_build/html with warnings as errors."""
+"""Sphinx configuration: the guides are Markdown pages (MyST), the API reference is generated
+from the docstrings (autodoc + napoleon), and the contract includes API.md.  The developer logs
+in dev/ are not part of the site.  ``make docs`` builds into the untracked docs/_build/html with
+warnings as errors."""
 
 project = "tensorad"
 author = "the tensorad authors"

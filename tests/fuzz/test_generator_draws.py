@@ -61,7 +61,7 @@ def test_every_addition_is_drawn_in_proportion():
                                             for s in sources),
         "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
-    share.update(_session22_shares(progs, sources))
+    share.update(_added_form_shares(progs, sources))
     for calling in CALLING:
         share[calling] = sum(p.calling == calling for p in progs)
     low = {k: v for k, v in share.items() if v < 0.01 * n}
@@ -70,7 +70,7 @@ def test_every_addition_is_drawn_in_proportion():
     assert {p.dtype for p in progs} >= {"float16", "bfloat16", "float32", "float64"}
 
 
-def _session22_shares(progs, sources) -> dict:
+def _added_form_shares(progs, sources) -> dict:
     """Session 22's stream ``forms22``: what the coverage survey (``python -m fuzz.coverage``)
     found no program drawing."""
     def has(pattern):
@@ -118,7 +118,7 @@ def test_old_seeds_without_additions_are_unchanged():
                for s in changed)
 
 
-def test_session27_small_powers_change_few_programs_and_forms27_false_gives_them_back():
+def test_small_integer_powers_change_few_programs_and_forms27_false_gives_them_back():
     """Session 27's stream ``forms27`` (small integer powers, multiplied under fast math) adds a
     power to some programs; ``forms27=False`` (``python -m fuzz --forms22``) renders the
     programs of the campaigns before it, and without session 22's stream it draws nothing."""

@@ -1,4 +1,4 @@
-"""Session 22's checks: full Jacobians (``ta.Jacobian``, ``ta.gradient`` without a head) against
+"""The fuzzer's checks of full Jacobians (``ta.Jacobian``, ``ta.gradient`` without a head) against
 finite differences, and ``ta.InlineNonReductions`` in the optimizer check -- each passes on a
 right answer and fails on a wrong one."""
 
