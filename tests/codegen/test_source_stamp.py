@@ -12,7 +12,8 @@ import sys
 import time
 
 import pytest
-from tensorad.codegen import diskcache, jit
+from tensorad.codegen.jit.engine import disk_cache as diskcache
+from tensorad.codegen.jit.engine import engine as jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PRINT = ("from tensorad.codegen import jit, libversion; "

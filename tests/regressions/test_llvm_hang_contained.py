@@ -17,7 +17,8 @@ import sys
 import textwrap
 import time
 
-from tensorad.codegen import isolate, jit
+from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit.engine import isolate
 
 _CHILD = textwrap.dedent("""
     import numpy as np
