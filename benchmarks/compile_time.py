@@ -52,7 +52,7 @@ shapes = w.input_shapes(tiny=sys.argv[2] == "1")
 t = {}
 import importlib
 _build, _emit, _isolate = (importlib.import_module("tensorad.codegen." + m)
-                           for m in ("build", "llvm_emit", "isolate"))
+                           for m in ("build", "llvm.emit", "jit.isolate"))
 clock = _isolate.cpu_seconds  # (LLVM optimizes in child processes: their CPU counts)
 def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
     fn = getattr(owner, attr)

@@ -67,7 +67,7 @@ def _micro_kernel_summary(tgt) -> str:
     import llvmlite.binding as llvm
     from tensorad.codegen.gemm import library as gemmlib
     from tensorad.codegen.gemm.contraction import register_tile
-    from tensorad.codegen.jit.engine import engine as jit
+    from tensorad.codegen.jit import engine as jit
 
     mr, nr = register_tile(tgt, "float32")
     core = gemmlib.piece_ir("float32", mr, nr, "core", tgt)

@@ -570,8 +570,8 @@ class Case:
         canonical text (``describe_graph``: ops, nodes, constants, ranges, names) and, under
         ``ta.evaluate`` on the same data, the same values.  (Not with an ``override``: never
         cached.)"""
-        from tensorad.codegen.jit.engine import disk_cache as diskcache
-        from tensorad.codegen.jit.engine.build_key import describe_graph
+        from tensorad.codegen.jit import disk_cache as diskcache
+        from tensorad.codegen.jit.build_key import describe_graph
 
         if not diskcache.enabled() or self._override(ns) is not None:
             return

@@ -108,8 +108,8 @@ def recompiled(kernel, pipe: str, compiles: int):
     the optimized IR."""
     import llvmlite.binding as llvm
     from tensorad.codegen.build import _link
-    from tensorad.codegen.jit.engine import engine as jit
-    from tensorad.codegen.runtime.threads.export import _kernel, kernel_state
+    from tensorad.codegen.jit import engine as jit
+    from tensorad.codegen.runtime.export import _kernel, kernel_state
 
     c = kernel._compiled
     text = c.llvm_ir_unoptimized

@@ -58,7 +58,7 @@ class FunctionCost:
 def record(build) -> list[Compilation]:
     """Run ``build()`` and return every module it compiled, in order (one at a time: a
     build's side-by-side compiles, :func:`tensorad.codegen.jit.engine.compile_objects`, too)."""
-    from tensorad.codegen.jit.engine import engine as jit
+    from tensorad.codegen.jit import engine as jit
 
     done: list[Compilation] = []
     original = jit.compile_object
@@ -124,7 +124,7 @@ def _optnone(define_line: str, text: str) -> bool:
 def cost(text: str, level: int, light: bool, target=None) -> tuple[float, float, int]:
     """CPU seconds of LLVM's passes and of code generation for one module, and the number of
     machine instructions it became."""
-    from tensorad.codegen.jit.engine import engine as jit
+    from tensorad.codegen.jit import engine as jit
 
     target = target or jit.host()
     mod = jit._parse(text, target)

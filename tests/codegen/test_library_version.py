@@ -14,7 +14,7 @@ import sys
 
 from tensorad.codegen.gemm import library as gemmlib
 from tensorad.codegen.gemm import version as libversion
-from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.target import parse_target
 
 import tensorad  # noqa: F401  (every package imported, as in a build)

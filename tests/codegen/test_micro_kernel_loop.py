@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tensorad.codegen.gemm import library as gemmlib
 from tensorad.codegen.gemm.contraction import register_tile
-from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

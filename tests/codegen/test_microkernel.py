@@ -289,7 +289,7 @@ def test_relu_masked_sides_are_copied_by_selects_not_branches(stride, padding, d
     if stride == 2:  # the kernel side of each residue class is a plain read: no guarded packing
         from tensorad.codegen.gemm.contraction import match_contraction
         from tensorad.codegen.passes.buffers import inline_bodies
-        from tensorad.codegen.strategies.catalog.parity import decompose
+        from tensorad.codegen.strategies.parity import decompose
 
         op = gx.op
         body = inline_bodies(op, set(), {X, W, H, C})[0]

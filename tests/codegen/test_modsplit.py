@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import random_feed, random_program
 from tensorad.codegen import target
-from tensorad.codegen.jit.engine import engine as jit
-from tensorad.codegen.jit.engine import module_split as modsplit
-from tensorad.codegen.jit.engine import object_check as objcheck
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.jit import object_check as objcheck
 
 import tensorad as ta
 
@@ -139,7 +139,8 @@ def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
     # a fresh process: the first builds and writes the bundle to the disk cache, the second reads it
     code = textwrap.dedent("""
         import sys, numpy as np, tensorad as ta
-        from tensorad.codegen import modsplit, target
+        from tensorad.codegen import target
+        from tensorad.codegen.jit import module_split as modsplit
         build = sys.modules["tensorad.codegen.build"]
         modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: 2
     """) + textwrap.dedent(inspect.getsource(_program)) + textwrap.dedent("""

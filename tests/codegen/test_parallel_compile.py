@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from tensorad.codegen.jit.engine import engine as jit
-from tensorad.codegen.jit.engine import isolate
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import isolate
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 5])

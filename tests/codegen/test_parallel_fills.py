@@ -182,7 +182,7 @@ def test_short_rows_keep_the_serial_scatter():
 def test_libgomp_runtime_gives_the_same_results():
     script = ("import torch  # noqa: F401 (its libgomp: no system one needed)\n"
               "import importlib.util, sys\n"
-              "from tensorad.codegen import runtime\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
               "assert 'libgomp' in runtime.parallel_runtime()\n"
               f"spec = importlib.util.spec_from_file_location('cases', {__file__!r})\n"
               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"

@@ -22,7 +22,7 @@ import pytest
 from tensorad.codegen.loops.schedule import strip_length
 from tensorad.codegen.loops.work import evaluate_index
 from tensorad.codegen.program import If, Loop, Nest, Store
-from tensorad.codegen.runtime.threads.kernel import empty_aligned
+from tensorad.codegen.runtime.kernel import empty_aligned
 from tensorad.codegen.target import host_target
 
 import tensorad as ta

@@ -8,7 +8,7 @@ it: the classes are narrowed to their taps (``parity._tighten``, isl on each cla
 
 from __future__ import annotations
 
-from tensorad.codegen.strategies.catalog import parity
+from tensorad.codegen.strategies import parity
 
 import tensorad as ta
 

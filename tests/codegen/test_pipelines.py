@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit import engine as jit
 
 import tensorad as ta
 from tensorad import topi

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.strategies.catalog.stencil import unroll_taps
+from tensorad.codegen.strategies.stencil import unroll_taps
 
 import tensorad as ta
 from tensorad import topi

@@ -18,7 +18,7 @@ import re
 import llvmlite.ir as ir
 import numpy as np
 import pytest
-from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.llvm import vector_math as llvm_math
 from tensorad.codegen.llvm.ir_loops import finish_ir, for_range
 from tensorad.codegen.target import host_target, parse_target

@@ -269,7 +269,7 @@ def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
     # the direct entry point P_call takes one argument per buffer, and ctypes makes prototypes
     # of at most 1024 arguments: a 3,000-step chain's gradient (3,024 buffers) raised
     # ctypes.ArgumentError out of build; such kernels are called through P_main's pointer array
-    from tensorad.codegen.runtime.threads.kernel import CALL_MAX_ARGS
+    from tensorad.codegen.runtime.kernel import CALL_MAX_ARGS
 
     n = CALL_MAX_ARGS + 2
     P = [ta.placeholder((2,), F, name=f"p{k}") for k in range(n)]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import random_feed, random_program
-from tensorad.codegen.strategies.catalog.recompute import worth_saving
+from tensorad.codegen.strategies.recompute import worth_saving
 from tensorad.codegen.target import host_target
 
 import tensorad as ta

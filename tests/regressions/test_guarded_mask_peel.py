@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from codegen.masks import all_of, peel_masks
+from tensorad.codegen.strategies.zero_masks import all_of, peel_masks
 
 import tensorad as ta
 from tensorad.ir.expr import FALSE, Op, choice, data_index

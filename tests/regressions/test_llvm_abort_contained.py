@@ -16,8 +16,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from tensorad.codegen.jit.engine import engine as jit
-from tensorad.codegen.jit.engine import isolate
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import isolate
 
 _CHILD = textwrap.dedent("""
     import json

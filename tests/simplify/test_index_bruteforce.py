@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import assume, simplify_expr
 from tensorad.simplify.algebra.ranges import bounds
-from tensorad.simplify.zeros import nonzero
+from tensorad.simplify.zeros.nonzero import nonzero
 
 from tensorad.ir.expr import Expr, Op, binary, cast, choice, compare, const, logical, logical_not, unary, var
 from tensorad.poly import IndexSpace

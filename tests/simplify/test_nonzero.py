@@ -8,7 +8,7 @@ import numpy as np
 from tensorad.simplify import assume, simplify_expr
 from tensorad.simplify.algebra.consts import evaluate_scalar
 from tensorad.simplify.sums.split import expand, group_terms
-from tensorad.simplify.zeros import nonzero
+from tensorad.simplify.zeros.nonzero import nonzero
 
 import tensorad as ta
 from tensorad.ir import TRUE, var

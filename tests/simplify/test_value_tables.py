@@ -27,8 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify.algebra import consts
 from tensorad.simplify.algebra.consts import CONST_RULES, evaluate_scalar
-from tensorad.simplify.zeros import nonzero
-from tensorad.simplify.zeros.nonzero import NZ_RULES
+from tensorad.simplify.zeros.nonzero import NZ_RULES, nonzero
 
 import tensorad as ta
 from tensorad.ir import Expr, Op, var

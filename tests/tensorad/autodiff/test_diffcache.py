@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_feed, random_program
-from tensorad.codegen.jit.engine import disk_cache as diskcache
-from tensorad.codegen.jit.engine.build_key import describe_graph
+from tensorad.codegen.jit import disk_cache as diskcache
+from tensorad.codegen.jit.build_key import describe_graph
 
 import tensorad as ta
 from tensorad import diffcache
