@@ -37,7 +37,7 @@ def stages(n: int, opts: dict) -> dict:
 
     t: dict = {}
 
-    from tensorad.codegen.isolate import cpu_seconds  # (LLVM's children included)
+    from tensorad.codegen.jit.isolate import cpu_seconds  # (LLVM's children included)
 
     def timed(name, fn):
         c0 = cpu_seconds()

@@ -7,22 +7,22 @@ another fresh process reading that cache (cached), it times the stages separatel
 * ``differentiate``: ``ta.JacobianRecursive`` with the optimizer (differentiate + optimize);
 * ``build_fwd`` / ``build_bwd``: ``ta.build`` of the forward and of the gradients (cold:
   lowering, LLVM, JIT; cached: the key computed from the tensors, the entry read and linked --
-  no lowering, see :mod:`tensorad.codegen.buildkey`);
+  no lowering, see :mod:`tensorad.codegen.jit.build_key`);
 * ``library`` (CPU only, part of the builds): compiling the matrix-product library's pieces
-  that the layer's products link (:mod:`tensorad.codegen.gemmlib`: a core per dtype and
+  that the layer's products link (:mod:`tensorad.codegen.gemm.library`: a core per dtype and
   register tile, a packer per side and mode), each kept in the disk cache apart from the
   kernels -- a cost once per machine, target and library version
-  (:mod:`tensorad.codegen.libversion`: an edit elsewhere in the compiler keeps it): afterwards
+  (:mod:`tensorad.codegen.gemm.version`: an edit elsewhere in the compiler keeps it): afterwards
   every program that links a piece reads it from disk.  The cold total *includes* it (an empty cache is a
   first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds (``cpu_<stage>``: the process's and those of
-the child processes in which LLVM optimizes, :func:`tensorad.codegen.isolate.cpu_seconds`); the
+the child processes in which LLVM optimizes, :func:`tensorad.codegen.jit.isolate.cpu_seconds`); the
 table prints CPU time, which a shared machine disturbs less.  A second table splits the cold
 builds by phase (CPU seconds summed over both builds, timed by wrapping the functions in the
 measured process): ``lower`` (all of lowering), ``IR`` (LLVM IR emission) and ``LLVM`` (the
 kernels' parse, optimization pipeline and code generation, in a child process; a kernel whose
-width hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.compile_kernel`) -- the
+width hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.engine.compile_kernel`) -- the
 library's pieces are apart, in ``library`` (CPU time: a first build compiles them beside the
 kernel, in children of their own, so the wall time of both is shorter than their sum).
 
@@ -52,7 +52,7 @@ shapes = w.input_shapes(tiny=sys.argv[2] == "1")
 t = {}
 import importlib
 _build, _emit, _isolate = (importlib.import_module("tensorad.codegen." + m)
-                           for m in ("build", "llvm_emit", "isolate"))
+                           for m in ("build", "llvm.emit", "jit.isolate"))
 clock = _isolate.cpu_seconds  # (LLVM optimizes in child processes: their CPU counts)
 def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
     fn = getattr(owner, attr)
@@ -83,7 +83,7 @@ H = ta.placeholder(Y.shape, "float32", "H")
 grads = timed("differentiate", lambda: list(ta.JacobianRecursive(Y, [p[g] for g in w.grads], H)))
 timed("build_fwd", lambda: ta.build([Y], list(p.values())))
 timed("build_bwd", lambda: ta.build(grads, list(p.values()) + [H]))
-t["cpu_library"] = sys.modules["tensorad.codegen.gemmlib"].STATS["cpu_seconds"]
+t["cpu_library"] = sys.modules["tensorad.codegen.gemm.library"].STATS["cpu_seconds"]
 print(json.dumps(t))
 """
 

@@ -218,7 +218,7 @@ def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant:
 
 def _planned_backward(H, grads, inputs, args, head, prep) -> Phase:
     ta = _ta()
-    from tensorad.residuals import plan_residuals
+    from tensorad.training.residuals import plan_residuals
 
     plan = plan_residuals([], inputs, [H], grads, "default")  # y too is computed by the forward
     extras = []

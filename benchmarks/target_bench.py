@@ -65,8 +65,9 @@ def _numpy_sum_exp(x):
 def _micro_kernel_summary(tgt) -> str:
     """Vector FMAs and stack accesses of the library's float32 micro-kernel for ``tgt``."""
     import llvmlite.binding as llvm
-    from tensorad.codegen import gemmlib, jit
-    from tensorad.codegen.contraction import register_tile
+    from tensorad.codegen.gemm import library as gemmlib
+    from tensorad.codegen.gemm.contraction import register_tile
+    from tensorad.codegen.jit import engine as jit
 
     mr, nr = register_tile(tgt, "float32")
     core = gemmlib.piece_ir("float32", mr, nr, "core", tgt)

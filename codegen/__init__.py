@@ -3,31 +3,28 @@
 ``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``);
 ``build`` compiles it for the host CPU and returns a callable :class:`Kernel`.
 
-Modules, in pipeline order:
+The pipeline, one room each:
 
-* ``strategy``, ``strategies``  how each op is computed: registered strategies (match, cost,
-  lower) and the driver keeping the cheapest; ``tune`` measures them instead (``tune=True``)
-* ``inline``      which tensors get buffers, and inlining of the others into their readers
-* ``speculate``   ``if_then_else`` on data tests made ``select`` (no branch, vectorizable)
-* ``fuse``        an elementwise consumer stored by its reduction (``sum(..) * 0.25``)
-* ``stripmine``   axes read through ``//`` and ``%`` scanned as their digits
-* ``domain``      iteration domains as isl sets: ``select(c, e, 0)`` and ``where`` conditions
-* ``schedule``    options; loop order (scalar accumulator or accumulate-in-output), parallel loop
-* ``group``, ``nestfuse``  consecutive ops sharing their outer loops in one nest (softmax rows,
-  pooling windows), reductions read from their accumulators
-* ``islast``      isl's AST builder: schedules to exact loops (``program`` statements)
-* ``work``        exact counting of innermost-body executions
-* ``contraction`` reductions that are (batched) matrix products, for ``microkernel``/``packing``;
-  ``splitk`` halves long sums whose few column blocks threads would share unevenly; ``padding``
-  replaces a range-guarded side (a convolution's input gradient) by a zero-padded copy
-* ``llvm_expr``, ``llvm_math``, ``llvm_emit``  LLVM IR for expressions and programs
-* ``jit``, ``runtime``, ``kernel``, ``build``  the engine, libgomp, calling convention, cache
-* ``export``      kernels as shared libraries with a C header (``kernel.export``, ``load``), pickling
+* ``passes/``      rewrites of the tensor program before planning (buffers, shared sums)
+* ``strategies/``  how each op is computed: registered strategies, cost model, tuning
+* ``gemm/``        contractions recognized as matrix products, and the packed GEMM library
+* ``loops/``       polyhedral loop building: domains, schedules, isl's AST builder, work
+* ``llvm/``        LLVM IR for expressions and loop programs
+* ``jit/``         object code compiled through LLVM's JIT, checked, and cached on disk
+* ``runtime/``     kernels called on arrays, their thread pool, export and loading
+
+and at the top:
+
+* ``options``  the options of ``lower`` and ``build``, and their checks
+* ``target``   the CPU that code is generated for
+* ``program``  the loop program: buffers, nests, statements (the form ``lower`` returns)
+* ``lower``    ``ta.lower``: tensors to a loop program
+* ``build``    ``ta.build``: key, look up, else lower, emit, compile, link, wrap in a ``Kernel``
 """
 
 from .build import build
-from .export import ExportError, load_kernel
-from .kernel import Kernel, KernelArgumentError
 from .lower import LoweredFunc, lower
+from .runtime.export import ExportError, load_kernel
+from .runtime.kernel import Kernel, KernelArgumentError
 
 __all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError"]

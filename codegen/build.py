@@ -1,19 +1,19 @@
 """``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
 Compiled code is cached at two levels, both keyed by a SHA-256 of the text of
-:func:`.buildkey.describe` -- a canonical description of the tensor DAG, the inputs, every
-option, the target and :func:`.jit.fingerprint` (LLVM version, the compiler's source), taken
+:func:`.jit.build_key.describe` -- a canonical description of the tensor DAG, the inputs, every
+option, the target and :func:`.jit.engine.fingerprint` (LLVM version, the compiler's source), taken
 *before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
 of the loop program's text with the same options:
 
 * in the process: a rebuild of the same program costs the description and a dictionary
   lookup;
-* on disk (:mod:`.diskcache`): a new process links the stored object code, running neither
+* on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither
   lowering nor LLVM (milliseconds).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
   neither reads nor writes it.
 
 A disk entry holds the object code, the entry-point names, the matrix-product libraries it
-calls (:mod:`.gemmlib`, loaded first so that the linker finds them), the key text in full and
+calls (:mod:`.gemm.library`, loaded first so that the linker finds them), the key text in full and
 the kernel's signature (argument shapes and dtypes, temporaries, work), both compared with
 this call's before anything is linked, and the emitted IR (compressed; ``kernel.llvm_ir``
 recomputes the optimized IR from it on demand).  A kernel found in a cache lowers only when
@@ -36,17 +36,18 @@ from tensorad.ir.dtype import ALL_DTYPES as DTYPES
 from tensorad.ir.rewrite import kept_walks
 from tensorad.ir.tensor import Tensor
 
-from . import diskcache, gemmlib
-from .buildkey import describe, digest
-from .checks import Checks, has_raise_gather
-from .irloops import finish_ir
-from .jit import compile_kernel, fingerprint, load_object
-from .kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
-from .llvm_emit import ModuleEmitter
+from .gemm import library as gemmlib
+from .jit import disk_cache as diskcache
+from .jit.build_key import describe, digest
+from .jit.engine import compile_kernel, fingerprint, load_object
+from .jit.object_check import object_is_sound
+from .llvm.bounds_checks import Checks, has_raise_gather
+from .llvm.emit import ModuleEmitter
+from .llvm.ir_loops import finish_ir
+from .loops.schedule import Options
 from .lower import LoweredFunc, argument_names, check_arguments, lower
-from .objcheck import object_is_sound
-from .runtime import parallel_runtime
-from .schedule import Options
+from .runtime.kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
+from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
 
 _COMPILED: dict[str, Compiled] = {}
@@ -62,7 +63,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     ``"llvm"`` the host CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for
     a CPU whose vectors this machine lacks compiles (its ``asm`` can be read) but refuses to run.
 
-    Options (:class:`.schedule.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
+    Options (:class:`.loops.schedule.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
     set, else the CPUs this process may run on), ``fastmath``
     (default True: reductions may be reassociated -- vectorized sums round differently from a
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
@@ -70,10 +71,10 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
     (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``),
     ``tune`` (measure the candidate strategies on random data and keep the winners in the disk
-    cache per target: :mod:`.tune`).
+    cache per target: :mod:`.strategies.tune`).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
 
-    The cache key is computed before lowering (:mod:`.buildkey`): a kernel found in the
+    The cache key is computed before lowering (:mod:`.jit.build_key`): a kernel found in the
     process or on disk is returned without lowering; ``kernel.lowered`` lowers on first use.
     """
     if not isinstance(target, (str, Target)):
@@ -178,7 +179,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
 
 
 def _needs_record(lowered, opts: Options) -> bool:
-    """A violation record (:mod:`.checks`): for ``checked=True``, and for every program with a
+    """A violation record (:mod:`.llvm.bounds_checks`): for ``checked=True``, and for every program with a
     gather index under ``mode="raise"`` (tested at run time in every kernel)."""
     return bool(opts.checked) or has_raise_gather(lowered.program)
 

@@ -1,10 +1,10 @@
 """``ta.lower``: tensors to a loop program (API.md section 3).
 
 Steps: collect the ops between the outputs and the given inputs; choose which get buffers
-(:mod:`.inline`); substitute inlined bodies; prove every read of the result in bounds; turn each
-materialized op into polyhedral statements (:mod:`.domain`), pick loop order, tiling and parallel
-loops (:mod:`.schedule`), and let isl build exact loops (:mod:`.islast`); count the work
-(:mod:`.work`).
+(:mod:`.passes.buffers`); substitute inlined bodies; prove every read of the result in bounds; turn each
+materialized op into polyhedral statements (:mod:`.loops.domain`), pick loop order, tiling and parallel
+loops (:mod:`.loops.schedule`), and let isl build exact loops (:mod:`.loops.isl_ast`); count the work
+(:mod:`.loops.work`).
 """
 
 from __future__ import annotations
@@ -24,30 +24,30 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
-from .choicefactor import factor_choices
-from .coalesce import unit_split
-from .domain import covers_box, op_domain
-from .elide import elide_copies
-from .fills import place_fills
-from .footprint import shrink_to_footprints
-from .group import Group, Unit, make_unit, order_siblings, plan_groups
-from .inline import choose_materialized, inline_bodies, reuse_materialized
-from .islast import build_loops
-from .nestfuse import lower_group
-from .nestshare import SharedLowering, marked
+from .loops.coalesce import unit_split
+from .loops.domain import covers_box, op_domain
+from .loops.fills import place_fills
+from .loops.fused_nest import lower_group
+from .loops.isl_ast import build_loops
+from .loops.nest_groups import Group, Unit, make_unit, order_siblings, plan_groups
+from .loops.schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
+from .loops.shared_nests import SharedLowering, marked
+from .loops.strip_groups import lower_strips
+from .loops.work import count_work
+from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized
+from .passes.choice_factoring import factor_choices
+from .passes.copy_elision import elide_copies
+from .passes.footprint import shrink_to_footprints
+from .passes.shared_scatters import share_scatter_sums
+from .passes.shared_windows import share_windowed_operands
+from .passes.speculate import speculate
+from .passes.strided_sums import unstride
+from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
-from .scatter import lower_scatter, match_scatter
-from .scattershare import share_scatter_sums
-from .schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
-from .speculate import speculate
-from .strategies import REGISTRY
-from .strategy import PlanContext, plan_ops
-from .stripfuse import lower_strips
+from .strategies.catalog import REGISTRY
+from .strategies.registry import PlanContext, plan_ops
+from .strategies.scatter import lower_scatter, match_scatter
 from .target import parse_target
-from .transposed import merge_transposed
-from .unstride import unstride
-from .windowshare import share_windowed_operands
-from .work import count_work
 
 
 class LoweredFunc:
@@ -58,7 +58,7 @@ class LoweredFunc:
         self.program = program
         self.options = options
         #: (point, candidate labels, the label chosen) for every op offered several strategies
-        #: (:mod:`.strategy`); ``tune=True`` measures them, ``choices={point: label}`` pins them
+        #: (:mod:`.strategies.registry`); ``tune=True`` measures them, ``choices={point: label}`` pins them
         self.offered = offered
         #: ``{point: cycles}``: the cost model's cycles for each point's costliest candidate
         self.estimates = dict(estimates or {})
@@ -169,16 +169,16 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
-    Accepts the options of ``build`` (:class:`.schedule.Options`); those that only change
+    Accepts the options of ``build`` (:class:`.loops.schedule.Options`); those that only change
     compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
     returns never depends on what the process lowered before (``ta.build`` skips lowering when
-    its disk cache has the kernel, :mod:`.buildkey`).
-    ``tune=True`` measures the strategies offered (:mod:`.tune`) and lowers with the winners.
+    its disk cache has the kernel, :mod:`.jit.build_key`).
+    ``tune=True`` measures the strategies offered (:mod:`.strategies.tune`) and lowers with the winners.
     """
     outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
     if full.tune:
-        from .tune import tuned_choices  # (tuning builds kernels: build imports this module)
+        from .strategies.tune import tuned_choices  # (tuning builds kernels: build imports this module)
 
         plain = {k: v for k, v in options.items() if k != "tune"}
         plain["variants"] = True
@@ -290,8 +290,8 @@ class _LoweringMemo:
         self.reads: dict[Unit, frozenset] = {}
         self.buffers: dict[Tensor, Buffer] = {}
         self.steps: dict[tuple, list | None] = {}
-        self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.islast.build_loops`)
-        self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.nestshare`)
+        self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.loops.isl_ast.build_loops`)
+        self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.loops.shared_nests`)
 
     def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
         found = self.reads.get(u)
@@ -389,7 +389,7 @@ def _storing(steps: list | None) -> list | None:
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
                      scans: dict | None = None, alias: dict | None = None) -> list | None:
     """The steps of one group (``None``: its members cannot be fused exactly; ``scans``: the
-    call's memo of isl ASTs, :func:`.islast.build_loops`; ``alias``: a unit's op -> the op
+    call's memo of isl ASTs, :func:`.loops.isl_ast.build_loops`; ``alias``: a unit's op -> the op
     whose tensors it writes)."""
     if g.strips:
         return lower_strips(g, bodies, outs_of, opts, scans)
@@ -413,7 +413,7 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
 def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
               split=None, batch_range=None, form=None, scans: dict | None = None) -> list:
     """The steps (fills, then one nest) computing one materialized op (a product's
-    ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.padding`)."""
+    ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.gemm.padding`)."""
     dom = op_domain(op, bodies[op], outs, epilogue, split)
     stmts, attrs = schedule_nest(op, dom, outs, opts, form=form)
     if batch_range is not None:

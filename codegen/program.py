@@ -12,8 +12,8 @@ to one value, e.g. the zero-fill of an output whose nonzero region is a sub-doma
 * :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
 
 ``counted=False`` marks per-element bookkeeping (accumulator initialisation, the final store of
-an accumulator, a fused epilogue): it runs but is not work (:mod:`.work`).  ``owner`` names the
-member op of a fused nest (:mod:`.nestfuse`) a statement belongs to: work counts one body
+an accumulator, a fused epilogue): it runs but is not work (:mod:`.loops.work`).  ``owner`` names the
+member op of a fused nest (:mod:`.loops.fused_nest`) a statement belongs to: work counts one body
 execution per owner, so fusing nests never changes ``work``.
 
 Expressions are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer
@@ -98,7 +98,7 @@ Stmt = Loop | If | Store | Assign
 @dataclass(frozen=True, eq=False)
 class Fill:
     """``buffer[...] = value`` everywhere (a memset for zero); not counted as work.
-    ``parallel``: split among the threads of a parallel build (:mod:`.fills`)."""
+    ``parallel``: split among the threads of a parallel build (:mod:`.loops.fills`)."""
 
     buffer: Buffer
     value: Expr

@@ -13,17 +13,17 @@ From that:
 * ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register): the
   micro-kernel's register tile, the packing routines' vectors and the math lowering use it;
 * ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
-  are chosen so that accumulators and operands fit (:func:`.contraction.register_tile`);
+  are chosen so that accumulators and operands fit (:func:`.gemm.contraction.register_tile`);
 * ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
 * ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512):
-  short loops fold their remainder into masked iterations (:mod:`.masktail`);
+  short loops fold their remainder into masked iterations (:mod:`.llvm.masked_tails`);
 * ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
-  conversion instructions; :mod:`.halfconv` uses F16C's (exact) and emits integer code without
+  conversion instructions; :mod:`.llvm.half` uses F16C's (exact) and emits integer code without
   them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
   rounds to bfloat16 on every target);
 * ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named
   CPU whose code runs on the host; a named CPU that cannot run here gets typical sizes), for
-  the matrix-product cache blocks and fills (:mod:`.fills`);
+  the matrix-product cache blocks and fills (:mod:`.loops.fills`);
 * ``line``/``page`` -- the cache line and the memory page in bytes (the same way: sysfs and
   ``sysconf``, else 64 and 4096): threads that share a buffer split it on these boundaries.
 
@@ -132,7 +132,7 @@ class Target:
     def masked_memory(self) -> bool:
         """Whether a masked vector load or store costs about what a plain one does: x86 with
         AVX-512's mask registers (AVX2's ``vmaskmov`` store is microcoded on AMD).  Short loops
-        then fold their scalar remainder into masked vector iterations (:mod:`.masktail`)."""
+        then fold their scalar remainder into masked vector iterations (:mod:`.llvm.masked_tails`)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
@@ -200,7 +200,7 @@ def _parse_options(spec: str) -> tuple[str | None, list[str]]:
 def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
     import llvmlite.binding as llvm
 
-    from . import jit
+    from .jit import engine as jit
 
     jit.initialize()
     host = cpu is None

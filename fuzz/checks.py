@@ -380,7 +380,7 @@ class Case:
     def build(self, outputs, inputs, **extra):
         """``ta.build`` with the program's options.  A program drawn with ``tune`` also pins a
         random candidate (seeded) at every point offered several: tune measures only the points
-        heavy enough to time (:data:`tensorad.codegen.tune.MIN_CYCLES`), so the fuzzer covers the
+        heavy enough to time (:data:`tensorad.codegen.strategies.tune.MIN_CYCLES`), so the fuzzer covers the
         other candidates of the small programs it makes itself."""
         opts = {**self.options, **extra}
         if opts.get("tune"):
@@ -570,8 +570,8 @@ class Case:
         canonical text (``describe_graph``: ops, nodes, constants, ranges, names) and, under
         ``ta.evaluate`` on the same data, the same values.  (Not with an ``override``: never
         cached.)"""
-        from tensorad.codegen import diskcache
-        from tensorad.codegen.buildkey import describe_graph
+        from tensorad.codegen.jit import disk_cache as diskcache
+        from tensorad.codegen.jit.build_key import describe_graph
 
         if not diskcache.enabled() or self._override(ns) is not None:
             return

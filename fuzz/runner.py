@@ -104,7 +104,7 @@ def _exit_with_parent(parent: int) -> None:
 
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system, all threads) that process ``pid`` and its descendants have
-    used -- the forked LLVM compile children (:mod:`tensorad.codegen.isolate`) included, those
+    used -- the forked LLVM compile children (:mod:`tensorad.codegen.jit.isolate`) included, those
     running now and those already reaped -- or ``None`` where ``/proc`` cannot tell.  (A
     compile child that looped was invisible to a worker's own time: seed 811880's child ran
     12 CPU-minutes under a 300 CPU-s limit.)"""
@@ -148,7 +148,7 @@ def _proc_stats() -> dict[int, tuple[int, int]]:
 #: programs a worker runs before a fresh process takes its place: every kernel a process links
 #: stays loaded with its memory mappings, and a worker that had built about 30,000 kernels
 #: reached the system's limit on them (fuzz seed 469528: LLVM aborted; ``build`` now raises
-#: first, :func:`tensorad.codegen.jit._room_for_object`) -- a limit of the process, not a defect
+#: first, :func:`tensorad.codegen.jit.engine._room_for_object`) -- a limit of the process, not a defect
 #: of the program it happened to run
 JOBS_PER_WORKER = 400
 

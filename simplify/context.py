@@ -18,19 +18,20 @@ from collections.abc import Iterable
 from tensorad.ir.expr import Expr
 from tensorad.poly.affine import IndexSpace
 
+from .algebra.index import IndexMemo
 from .cse import OpTable
-from .index import IndexMemo
-from .liftshare import LiftMemo
-from .polynomial import ProofMemo
-from .refute import Refuter
+from .sums.lift_sharing import LiftMemo
+from .zeros.polynomial import ProofMemo
+from .zeros.refute import Refuter
 
 
 class OptimizerContext:
     """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
-    ``refute=False`` runs every zero-proof in full (no :class:`.refute.Refuter` first: the
+    ``refute=False`` runs every zero-proof in full (no :class:`.zeros.refute.Refuter` first: the
     answers are the same, only slower -- the tests compare the two).  ``share_plans=False``
     makes every elimination plan and lifted guard for its own variables (no renaming of an
-    equal one, :mod:`.plankey`, nor a lifted body renamed from an equal one's, :mod:`.liftshare`:
+    equal one, :mod:`.sums.plan_key`, nor a lifted body renamed from an equal one's,
+    :mod:`.sums.lift_sharing`:
     the same results, only slower)."""
 
     def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
@@ -75,16 +76,16 @@ class OptimizerContext:
         return found
 
     def simplify(self, e: Expr) -> Expr:
-        from .rules import simplify_expr
+        from .algebra.rules import simplify_expr
 
         return simplify_expr(e, self)
 
     def nonzero(self, e: Expr) -> Expr:
-        from .nonzero import nonzero
+        from .zeros.nonzero import nonzero
 
         return nonzero(e, self)
 
     def assume(self, e: Expr, facts: Iterable[Expr]) -> Expr:
-        from .nonzero import assume
+        from .zeros.nonzero import assume
 
         return assume(e, facts, self)

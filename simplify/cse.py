@@ -15,7 +15,7 @@ from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import reads
 from tensorad.ir.tensor import ComputeOp
 
-from .inline import rename_reduce
+from .inlining import rename_reduce
 
 
 def _canon_var(canon: dict, kind: str, k: int, v: Expr) -> Expr:

@@ -8,12 +8,12 @@ lifts every reduction term this way) and the tensors this pass creates itself (r
 :class:`~tensorad.ir.tensor.Provenance`, never from names.  Other tensors -- the user's
 forward computation, adjoints optimized before -- are only *read*: a cheap non-reduction is
 inlined into ``T`` (its guards then count for ``T``'s nonzeroness), and a gather of an
-adjoint sum may be fused into ``T`` (:func:`.inline.fuse_gather`); neither changes them, so
+adjoint sum may be fused into ``T`` (:func:`.inlining.fuse_gather`); neither changes them, so
 nothing the user computes is duplicated behind their back.
 
-Per op: inline cheap producers, optimize the body (:mod:`.lift`), merge sums over the same
-domain (:mod:`.merge`), fuse a gathered adjoint sum and optimize again, replace a sum that is
-provably zero by 0 (:mod:`.polynomial`), and merge structurally equal helper ops
+Per op: inline cheap producers, optimize the body (:mod:`.sums.lift`), merge sums over the same
+domain (:mod:`.sums.merge`), fuse a gathered adjoint sum and optimize again, replace a sum that is
+provably zero by 0 (:mod:`.zeros.polynomial`), and merge structurally equal helper ops
 (:mod:`.cse`).  An op whose body does not change is returned as is.  Dead code needs no pass
 of its own: a tensor no longer read (inlined, fused, proved zero) is simply not reachable
 from the result.  Results are memoized per op in the call's :class:`.context.OptimizerContext`,
@@ -28,17 +28,17 @@ from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
-from .bracket import canonical
+from .algebra.bracket import canonical
+from .algebra.ranges import wraps_where_stored
+from .algebra.rules import simplify_expr
 from .context import OptimizerContext
-from .factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
-from .inline import fuse_gather, inline_read, is_cheap
-from .lift import lift_body, optimize_sum, simplify_reduction
-from .merge import merge_sums
-from .nonzero import tensor_guard
-from .pieces import tiles_box
-from .polynomial import provably_zero
-from .ranges import wraps_where_stored
-from .rules import simplify_expr
+from .inlining import fuse_gather, inline_read, is_cheap
+from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
+from .sums.lift import lift_body, optimize_sum, simplify_reduction
+from .sums.merge import merge_sums
+from .sums.tiling import tiles_box
+from .zeros.nonzero import tensor_guard
+from .zeros.polynomial import provably_zero
 
 MAX_FUSE_ROUNDS = 4
 MAX_INLINED_NODES = 160  # a cheap producer chain inlined into one read: at most this many nodes
@@ -103,7 +103,7 @@ class _Pass:
                                      and op.provenance.group == self.group)
 
     def mergeable(self, op: ComputeOp) -> bool:
-        """A sum :mod:`.merge` may merge: owned, and not a bracket :mod:`.factor` made."""
+        """A sum :mod:`.sums.merge` may merge: owned, and not a bracket :mod:`.sums.factor` made."""
         return self.owns(op) and op not in self.ctx.factored
 
     # ---- reads ---------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class _Pass:
         return found
 
     def tiles(self, op: ComputeOp) -> bool:
-        """Whether ``op``'s body is pieces tiling its box (:mod:`.pieces`): a sum reading it
+        """Whether ``op``'s body is pieces tiling its box (:mod:`.sums.tiling`): a sum reading it
         keeps one read of it (of the first op with its body) instead of splitting into one
         sum per piece."""
         found = self.ctx.tiles.get(op)
@@ -180,7 +180,7 @@ class _Pass:
 
     def lookup(self, free: Sequence[Expr], body: Expr) -> Expr | None:
         """A read of a tensor of the call's table equal to ``body`` over the variables
-        ``free``, as written or in its canonical spelling (:mod:`.bracket`), if one is held."""
+        ``free``, as written or in its canonical spelling (:mod:`.algebra.bracket`), if one is held."""
         if not self.ctx.table.may_hold((body,)):  # (canonical spellings read the same tensors)
             return None
         found = self.ctx.table.lookup(ComputeOp("", "", tuple(free), (body,)))
@@ -191,7 +191,7 @@ class _Pass:
         return None if found is None else Tensor(found, 0)[index]
 
     def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
-        """:func:`.factor.factor_sum` with brackets made as this pass's tensors, each in its
+        """:func:`.sums.factor.factor_sum` with brackets made as this pass's tensors, each in its
         canonical spelling (so that other sums find it whatever their variables)."""
         made = iter(range(1 << 30))
 
@@ -258,7 +258,7 @@ class _Pass:
         return body
 
     def lift(self, axes: Sequence[Expr], body: Expr) -> Expr:
-        """:func:`.lift.lift_body`, renamed from an equal body's (:mod:`.liftshare`) unless the
+        """:func:`.sums.lift.lift_body`, renamed from an equal body's (:mod:`.sums.lift_sharing`) unless the
         call traces its rules or shares no plans."""
         ctx = self.ctx
         if ctx.trace is not None or not ctx.share_plans:
@@ -328,15 +328,15 @@ class Optimizer:
 
     def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """The call's results once every tensor is optimized: sums factored for sharing that
-        no other sum shared are folded back (:func:`.factor.fold_nested`,
-        :func:`.factor.fold_unshared`)."""
+        no other sum shared are folded back (:func:`.sums.factor.fold_nested`,
+        :func:`.sums.factor.fold_unshared`)."""
         tensors = self.share_late(tensors)
         return fold_unshared(fold_nested(tensors, self.context.nested), self.context.brackets)
 
     def share_late(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """Adjoint sums optimized before a bracket they contain was made (``b.grad`` before
         group norm's per-(n, c) sums of ``H``) read it now: ``sum_O [sum_I f]``
-        (:func:`.factor.nested_share`); only brackets the result already computes are used."""
+        (:func:`.sums.factor.nested_share`); only brackets the result already computes are used."""
         ctx = self.context
         graph = tensor_graph(tensors)
         live = {t.op for t in graph}

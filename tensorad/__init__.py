@@ -5,6 +5,14 @@
 ...), the nonzeroness optimizer, printing, the reference evaluator, code generation and the
 operator library ``ta.topi``.  This module only composes the packages below it; the CamelCase
 names of the API are aliases of snake_case functions.
+
+Packages and modules below the facade:
+
+* ``ir/`` the IR; ``lang/`` the language; ``poly/`` the boundary to isl; ``evaluate/`` the
+  NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
+* ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
+  ``ta.jax``;
+* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from .lang import (
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .vjp import Function, function
+from .training.function import Function, function
 
 __version__ = "0.1.0"
 
@@ -207,7 +215,7 @@ def __getattr__(name: str):
         import importlib
 
         try:
-            module = importlib.import_module(f".bridge_{name}", __name__)
+            module = importlib.import_module(f".bridges.{name}", __name__)
         except ImportError as e:
             raise ImportError(f"ta.{name} needs {name}, which could not be imported ({e}); install it "
                               f"with: pip install 'tensorad[{name}]'") from e

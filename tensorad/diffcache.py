@@ -1,15 +1,15 @@
 """A disk cache of differentiated programs: a new process skips autodiff and the optimizer.
 
 Differentiating a layer with the nonzeroness optimizer takes 10-200 ms of isl and rewriting,
-more than linking its cached kernels (:mod:`.codegen.buildkey`), and a training script pays it
+more than linking its cached kernels (:mod:`.jit.build_key`), and a training script pays it
 again in every process.  So the tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``,
 ``hessian_vector_product`` and ``ta.function`` compute are kept in the kernels' disk cache
-(:mod:`.codegen.diskcache`: checked entries, never trusted, rebuilt when anything is wrong).
+(:mod:`.jit.disk_cache`: checked entries, never trusted, rebuilt when anything is wrong).
 
-**The key** is the canonical text of the DAG the call reads (:func:`.codegen.buildkey.describe_graph`:
+**The key** is the canonical text of the DAG the call reads (:func:`.jit.build_key.describe_graph`:
 every op, expression, constant bit for bit, variable range and tensor name, in order of first
 reach from the call's tensors), which tensors play which part (output, inputs, head, tangents),
-the call's options and :func:`.codegen.jit.source_hash` (an edited tensorad keys anew).  A call
+the call's options and :func:`.jit.engine.source_hash` (an edited tensorad keys anew).  A call
 with ``override`` functions is never cached (a Python function has no text to key).
 
 **The entry** is the result pickled with every object of the user's DAG written as its number
@@ -32,9 +32,9 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .codegen import diskcache
-from .codegen.buildkey import GraphKey, describe_graph, digest
-from .codegen.jit import source_hash
+from .codegen.jit import disk_cache as diskcache
+from .codegen.jit.build_key import GraphKey, describe_graph, digest
+from .codegen.jit.engine import source_hash
 from .ir import reducer as _reducer
 from .ir.expr import Expr, Op, ReduceArg, var
 from .ir.reducer import CommReducer

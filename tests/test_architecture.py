@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -17,7 +18,7 @@ LAYERS = [
     {"tensorad.poly", "tensorad.lang", "tensorad.evaluate", "tensorad.autodiff", "tensorad.topi"},
     {"tensorad.simplify"},
     {"tensorad.codegen"},
-    {"tensorad", "tensorad.cli"},
+    {"tensorad", "tensorad.cli", "tensorad.training", "tensorad.bridges"},
 ]
 
 
@@ -99,3 +100,28 @@ def test_imports_point_one_way():
                 if target == "tensorad" and _layer(here) != len(LAYERS) - 1:
                     bad.append(f"{module} imports the package root")
     assert not bad, "backward imports:\n" + "\n".join(bad)
+
+
+MAX_MODULES = 15  # modules (and subpackages) in one folder
+
+
+def _package_members(folder: pathlib.Path) -> list[str]:
+    modules = [p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
+    subpackages = [p.parent.name for p in folder.glob("*/__init__.py")]
+    return sorted(modules + subpackages)
+
+
+def test_no_folder_holds_more_than_fifteen_modules():
+    crowded = {pkg: len(_package_members(folder)) for pkg, folder in _python_packages().items()
+               if len(_package_members(folder)) > MAX_MODULES}
+    assert not crowded, f"folders over {MAX_MODULES} modules: {crowded}"
+
+
+def test_every_module_is_named_in_its_package_docstring():
+    unnamed = []
+    for pkg, folder in _python_packages().items():
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+        for name in _package_members(folder):
+            if not re.search(rf"(``|:mod:`\.?){name}(/|``|`)", doc):
+                unnamed.append(f"{pkg}.{name}")
+    assert not unnamed, "modules the package docstring does not name:\n" + "\n".join(unnamed)

@@ -22,7 +22,6 @@ import tensorad as ta
 from benchmarks import sys_tensorad, workloads
 from tensorad.ir import placeholders
 
-
 # Pinned so that the dump does not depend on the machine it runs on.
 TARGETS = ("llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell")
 

@@ -1,4 +1,4 @@
-"""Fits the erf/erfc polynomials of ``codegen/llvm_math.py`` (run: ``python tools/fit_erf.py``).
+"""Fits the erf/erfc polynomials of ``codegen/llvm/vector_math.py`` (run: ``python tools/fit_erf.py``).
 
 Pieces, each a polynomial in a variable mapped to [-1, 1]:
 

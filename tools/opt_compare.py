@@ -107,9 +107,9 @@ def recompiled(kernel, pipe: str, compiles: int):
     """``kernel`` with its module text compiled by ``pipe``; the LLVM CPU seconds (median);
     the optimized IR."""
     import llvmlite.binding as llvm
-    from tensorad.codegen import jit
     from tensorad.codegen.build import _link
-    from tensorad.codegen.export import _kernel, kernel_state
+    from tensorad.codegen.jit import engine as jit
+    from tensorad.codegen.runtime.export import _kernel, kernel_state
 
     c = kernel._compiled
     text = c.llvm_ir_unoptimized

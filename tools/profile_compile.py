@@ -4,7 +4,7 @@ Where a cold build's LLVM time goes, per function (issue 9: "a cold define -> di
 build is <= 0.5 s per layer").  ``python -m benchmarks.compile_time`` splits a cold build by
 phase; this splits its ``passes`` and ``codegen`` phases further: every module a cold build
 hands to LLVM (the kernels' modules and the matrix-product library's pieces, recorded by
-wrapping :func:`tensorad.codegen.jit.compile_object`) is compiled again, function by
+wrapping :func:`tensorad.codegen.jit.engine.compile_object`) is compiled again, function by
 function -- each alone in a module that declares the others, with the pipeline the build
 used -- and timed (CPU seconds of LLVM's passes, then of code generation), with the number of
 machine instructions it became.  A function alone pays a module's fixed cost (~2-4 ms), so
@@ -57,8 +57,8 @@ class FunctionCost:
 
 def record(build) -> list[Compilation]:
     """Run ``build()`` and return every module it compiled, in order (one at a time: a
-    build's side-by-side compiles, :func:`tensorad.codegen.jit.compile_objects`, too)."""
-    from tensorad.codegen import jit
+    build's side-by-side compiles, :func:`tensorad.codegen.jit.engine.compile_objects`, too)."""
+    from tensorad.codegen.jit import engine as jit
 
     done: list[Compilation] = []
     original = jit.compile_object
@@ -124,7 +124,7 @@ def _optnone(define_line: str, text: str) -> bool:
 def cost(text: str, level: int, light: bool, target=None) -> tuple[float, float, int]:
     """CPU seconds of LLVM's passes and of code generation for one module, and the number of
     machine instructions it became."""
-    from tensorad.codegen import jit
+    from tensorad.codegen.jit import engine as jit
 
     target = target or jit.host()
     mod = jit._parse(text, target)

@@ -74,7 +74,7 @@ def one(n: int, variant: str, profile: str | None) -> dict:
     """Every phase for one length, in this process."""
     os.environ["TENSORAD_NO_DISK_CACHE"] = "1"
     sys.path.insert(0, str(ROOT))  # this checkout's tensorad
-    from tensorad.codegen.isolate import cpu_seconds  # CPU time, LLVM's compile children included
+    from tensorad.codegen.jit.isolate import cpu_seconds  # CPU time, LLVM's compile children included
 
     import tensorad as ta
     from tensorad.ir import trace

@@ -6,8 +6,8 @@ fresh variables.  A key that spells a thing with each variable, expression node,
 and buffer numbered by first appearance is equal for two things exactly when one is the other
 renamed -- as far as the spelling goes: each user decides what a variable, a read or an op
 line holds (its :class:`Speller` subclass), so that everything its work reads is spelled
-and nothing else.  Users: :mod:`tensorad.codegen.nestkey` (loop nests emitted once),
-:mod:`tensorad.codegen.nestshare` (groups lowered once), :mod:`tensorad.simplify.liftshare`
+and nothing else.  Users: :mod:`tensorad.codegen.loops.nest_key` (loop nests emitted once),
+:mod:`tensorad.codegen.loops.shared_nests` (groups lowered once), :mod:`tensorad.simplify.sums.lift_sharing`
 (the optimizer's guard lifting done once per body shape).
 
 Constants are spelled bit-exactly (``0.0`` and ``-0.0``, every NaN payload differ), also

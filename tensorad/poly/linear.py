@@ -5,7 +5,7 @@ The one module that takes index expressions apart.  An integer expression built 
 *atoms* -- variables, reads, ``//``/``%`` nodes, casts, anything that is not linear.  Every
 analyzer reads index expressions through it:
 
-* the simplifier's normal form (``simplify/index.py``): collecting coefficients normalises,
+* the simplifier's normal form (``simplify/algebra/index.py``): collecting coefficients normalises,
   ``i + 1 - 1`` becomes ``i`` and ``2 * (j + 3) - j`` becomes ``j + 6``; :func:`from_linear`
   rebuilds a form with its atoms ordered by :func:`atom_key` (a structural key, never a hash or
   an address), so ``i + j`` and ``j + i`` become one node, the same from run to run;

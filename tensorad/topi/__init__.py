@@ -17,6 +17,10 @@ exactly what a user would have written by hand.
   ``embedding``, ``embedding_bag`` (also in ``nn``);
 * transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
   ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
+
+Modules: ``nn`` (dense, convolution, pooling, softmax, activations), ``spatial`` (transposed
+convolution, upsampling), ``norm``, ``attention``, ``loss``, ``gather``, ``linalg``,
+``broadcast``, ``math``, ``reduction``, ``transform``; ``_util`` shared argument checks.
 """
 
 from tensorad.ir.tensor import TENSOR_OPERATORS

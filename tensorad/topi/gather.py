@@ -4,7 +4,7 @@ Each is one compute whose read of the source tensor is indexed by data (``W[I[i]
 gather index (``DATA_INDEX``, see :class:`tensorad.ir.expr.DataIndex`) under ``mode``
 ``"raise"`` (an index out of range is a run-time ``IndexError``, in ``ta.evaluate`` and in
 built kernels), ``"clip"`` or ``"wrap"`` (as ``np.take``).  Their gradient with respect to
-the source is a scatter-add (one add per element read, :mod:`tensorad.codegen.scatter`);
+the source is a scatter-add (one add per element read, :mod:`tensorad.codegen.strategies.scatter`);
 index tensors are integers and get no gradient.
 """
 

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from tensorad.codegen.runtime import parallel_runtime
+from tensorad.codegen.runtime.threads import parallel_runtime
 
 import tensorad as ta
 

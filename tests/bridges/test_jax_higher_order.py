@@ -18,7 +18,7 @@ import tensorad as ta
 
 jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
 jnp = pytest.importorskip("jax.numpy", reason="an optional extra; make test requires it")
-bridge = pytest.importorskip("tensorad.bridge_jax", reason="an optional extra; make test requires it")
+bridge = pytest.importorskip("tensorad.bridges.jax", reason="an optional extra; make test requires it")
 nn, topi = ta.topi.nn, ta.topi
 
 

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from tensorad.codegen.contraction import match_contraction
+from tensorad.codegen.gemm.contraction import match_contraction
 
 import tensorad as ta
 

@@ -1,4 +1,4 @@
-"""``vector_width`` hints go only on loops LLVM's vectorizer can take (codegen/vectorizable.py).
+"""``vector_width`` hints go only on loops LLVM's vectorizer can take (codegen/llvm/vectorizable.py).
 
 A width hint makes LLVM print an always-on remark ("loop not vectorized: ...") on stderr for
 every hinted loop it cannot vectorize -- a user's build must print nothing -- and it licenses
@@ -123,11 +123,11 @@ def _loop(store_index):
 
 
 def test_vectorizable_reads_the_loop_body():
-    """The rules of codegen/vectorizable.py on hand-made loops: a store that moves with the
+    """The rules of codegen/llvm/vectorizable.py on hand-made loops: a store that moves with the
     loop affinely takes a hint; one at a fixed place or at ``i % 3`` does not, nor does a loop
     of fewer trips than LLVM's tiny-loop threshold."""
     import llvmlite.ir as ir
-    from tensorad.codegen.vectorizable import TINY_TRIPS, vectorizable
+    from tensorad.codegen.llvm.vectorizable import TINY_TRIPS, vectorizable
 
     c = ir.IntType(64)
     cases = {"affine": (lambda b, iv: b.add(b.mul(iv, c(2)), c(1)), True),
@@ -211,7 +211,7 @@ def test_a_width_hint_llvm_declines_is_dropped_quietly(capfd, op, declined):
     """The last line of defence (codegen/jit.compile_kernel, fuzz seed 121530, a hint the
     emitter's judgement let through): a declined hint's remark is caught and the module compiled
     again without width hints; a hint LLVM takes stays."""
-    from tensorad.codegen import jit
+    from tensorad.codegen.jit import engine as jit
 
     capfd.readouterr()
     text, obj, beside = jit.compile_kernel(_HINTED_LOOP.format(op=op), 3)

@@ -1,4 +1,4 @@
-"""The cache key taken before lowering (codegen/buildkey.py, issue 9's compile bar).
+"""The cache key taken before lowering (codegen/jit/build_key.py, issue 9's compile bar).
 
 * a build in a fresh process with a warm cache runs no lowering (the subprocess makes the
   lowering entry point raise) and its kernels compute what ``ta.evaluate`` computes;
@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.codegen import diskcache
-from tensorad.codegen.buildkey import describe
-from tensorad.codegen.kernel import ARRAY_DATA_OFFSET
-from tensorad.codegen.schedule import Options
+from tensorad.codegen.jit import disk_cache as diskcache
+from tensorad.codegen.jit.build_key import describe
+from tensorad.codegen.loops.schedule import Options
+from tensorad.codegen.runtime.kernel import ARRAY_DATA_OFFSET
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

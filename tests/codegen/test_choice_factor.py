@@ -1,8 +1,8 @@
-"""Costly work shared by the branches of an eager choice, computed once (codegen/choicefactor.py):
+"""Costly work shared by the branches of an eager choice, computed once (codegen/passes/choice_factoring.py):
 bit for bit the same values, fewer divisions (counted in the lowered program, not timed)."""
 
 import numpy as np
-from tensorad.codegen.choicefactor import factor_choices
+from tensorad.codegen.passes.choice_factoring import factor_choices
 
 import tensorad as ta
 from tensorad.evaluate.numpy_eval import evaluate_op

@@ -1,5 +1,5 @@
 """An elementwise nest's last two axes are scanned as one loop when its rows are short and every
-access walks them as one run (codegen/coalesce.py): group norm's output over a 28 x 28 map is
+access walks them as one run (codegen/loops/coalesce.py): group norm's output over a 28 x 28 map is
 one 784-long unit-stride loop, not 28-long rows that LLVM unrolls and then vectorizes across at
 stride 28 (gathers on AVX-512, scalar inserts on AVX2)."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.coalesce import short_rows
+from tensorad.codegen.loops.coalesce import short_rows
 from tensorad.codegen.program import If, Loop, Nest, Store
 
 import tensorad as ta

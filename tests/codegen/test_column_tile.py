@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from tensorad.codegen.contraction import column_tile
+from tensorad.codegen.gemm.contraction import column_tile
 from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta
@@ -86,7 +86,7 @@ def test_an_explicit_tile_is_kept():
 def test_k_blocks_grow_where_the_block_of_b_fits_half_of_l2():
     from dataclasses import replace
 
-    from tensorad.codegen.contraction import cache_blocks
+    from tensorad.codegen.gemm.contraction import cache_blocks
 
     xeon = replace(parse_target(AVX512), l1d=48 << 10, l2=2 << 20)
     epyc = replace(parse_target(AVX2), l1d=32 << 10, l2=512 << 10)

@@ -118,7 +118,7 @@ def test_side_without_batch_axes_is_packed_once_per_call(dtype):
     # C[b, i, j] = sum_k A[i, k] * B[b, k, j]: A is the same at every batch point (a
     # convolution's weights), so the driver packs it once per call, in blocks of KC x MC
     # (small blocks here: several of each), instead of once per batch point and column block
-    from tensorad.codegen import gemmdesc as gd
+    from tensorad.codegen.gemm import descriptor as gd
 
     A = ta.placeholder((37, 45), dtype, "A")
     B = ta.placeholder((5, 45, 53), dtype, "B")
@@ -146,7 +146,7 @@ def test_side_b_without_batch_axes_is_packed_once_per_call(dtype, batches):
     # blocks of KC (several here) by column blocks (several: few batch points), instead of once
     # per batch point and column block; with 2 threads a thread's blocks may read each column
     # block once, and then B is packed per block as before
-    from tensorad.codegen import gemmdesc as gd
+    from tensorad.codegen.gemm import descriptor as gd
 
     A = ta.placeholder((batches, 37, 45), dtype, "A")
     B = ta.placeholder((45, 53), dtype, "B")

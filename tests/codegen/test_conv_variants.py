@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen.unstride import unstride
+from tensorad.codegen.passes.strided_sums import unstride
 
 import tensorad as ta
 from tensorad.ir.expr import Op

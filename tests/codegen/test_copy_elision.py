@@ -1,4 +1,4 @@
-"""Copy elision (codegen/elide.py): an output that copies a temporary whole computes it, and the
+"""Copy elision (codegen/passes/copy_elision.py): an output that copies a temporary whole computes it, and the
 temporary's other readers read that output -- one pass and one buffer fewer, the same values.
 Oracles: NumPy formulas written here, torch float64 autograd for the residual layer norm, and
 the work counted by hand."""

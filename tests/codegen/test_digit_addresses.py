@@ -1,4 +1,4 @@
-"""Reads whose dimensions are the digits of one value address that value (codegen/llvm_expr.py
+"""Reads whose dimensions are the digits of one value address that value (codegen/llvm/expr.py
 ``recombine_digits``): a flattened tensor read as ``X[i, j // (H W), (j // W) % H, j % W]`` is
 ``X[i, j]``, with no division in the address, so a dense layer over a flattened activation
 packs its side as a plain matrix.  Oracles: NumPy reshapes and floor arithmetic."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen.llvm_expr import recombine_digits
+from tensorad.codegen.llvm.expr import recombine_digits
 
 import tensorad as ta
 from tensorad.ir.expr import var

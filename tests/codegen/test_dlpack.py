@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen.kernel import KernelArgumentError, as_array
+from tensorad.codegen.runtime.kernel import KernelArgumentError, as_array
 
 import tensorad as ta
 

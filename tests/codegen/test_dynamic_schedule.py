@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from tensorad.codegen import gemmlib
+from tensorad.codegen.gemm import library as gemmlib
 from tensorad.codegen.target import host_target
 
 import tensorad as ta
@@ -86,7 +86,7 @@ def test_libgomp_runtime_shares_loops_and_products():
     script = (
         "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
         "import numpy as np, tensorad as ta\n"
-        "from tensorad.codegen.runtime import parallel_runtime\n"
+        "from tensorad.codegen.runtime.threads import parallel_runtime\n"
         "assert 'libgomp' in parallel_runtime()\n"
         "A = ta.placeholder((5, 11, 19), name='A'); B = ta.placeholder((19, 29), name='B')\n"
         "r = ta.reduce_axis((0, 19), name='r')\n"

@@ -29,7 +29,7 @@ def test_float32_erf_is_one_polynomial_past_one_without_a_division():
     # piece; one choice between the pieces (the clamp gives +-1 past 4, NaN takes the small
     # piece): a 512 x 1024 erf 2.49 -> 1.84 ms on an AMD EPYC, 1 thread)
     import llvmlite.ir as ir
-    from tensorad.codegen import llvm_math
+    from tensorad.codegen.llvm import vector_math as llvm_math
 
     m = ir.Module(name="erf")
     vt = ir.VectorType(ir.FloatType(), 8)

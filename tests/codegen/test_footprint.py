@@ -1,4 +1,4 @@
-"""codegen/footprint.py: a materialized tensor is computed only where its readers read it.
+"""codegen/passes/footprint.py: a materialized tensor is computed only where its readers read it.
 
 Random programs materialize a product ``T = A B`` (a sum) and ``U = exp(T) / 2`` (forced
 materialized), and read them in sums under triangular, banded and box ``where`` conditions,
@@ -96,7 +96,7 @@ def test_a_product_read_on_its_lower_triangle_is_computed_there():
 ])
 def test_count_points_counts_every_point(text, inside):
     import islpy as isl
-    from tensorad.codegen.footprint import count_points
+    from tensorad.codegen.passes.footprint import count_points
 
     s = isl.Set(text)
     assert count_points(s) == sum(1 for a in range(-2, 14) for b in range(-2, 14) if inside(a, b))
@@ -108,7 +108,7 @@ def test_the_reads_of_one_body_share_its_renaming(monkeypatch):
     # canonical variables once per body, not per read
     import importlib
 
-    footprint = importlib.import_module("tensorad.codegen.footprint")
+    footprint = importlib.import_module("tensorad.codegen.passes.footprint")
     renamings = []
     real = footprint._Call.renaming
     monkeypatch.setattr(footprint._Call, "renaming",
@@ -142,7 +142,7 @@ def test_a_footprint_with_divisions_is_rejected_before_isl_counts_it(monkeypatch
     # a footprint with divisions is never used as a guard; isl took 13 CPU-s to compare this
     # one with its box and 13 more to count its points (56 CPU-s for the seed's hvp check)
     import islpy as isl
-    from tensorad.codegen import footprint
+    from tensorad.codegen.passes import footprint
 
     from tensorad.poly.affine import IndexSpace
 

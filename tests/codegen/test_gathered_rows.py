@@ -2,7 +2,7 @@
 
 ``C[i, j] = sum_k E[I[i], k] * W[k, j]`` ran as loops (the packers cannot raise the
 IndexError an out-of-range index must give); now the rows are copied once by a checked nest
-(``codegen/gathered.py``) and the product of the copy is packed.  Oracles: NumPy's
+(``codegen/strategies/gathered_rows.py``) and the product of the copy is packed.  Oracles: NumPy's
 ``E[I] @ W`` in float64; the gradient's weight side ``sum_i E[I[i], k] * H[i, j]`` too.
 """
 

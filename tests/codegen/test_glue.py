@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from tensorad.codegen.llvm_emit import GLUE_OPT_LIMIT
+from tensorad.codegen.llvm.emit import GLUE_OPT_LIMIT
 
 import tensorad as ta
 
@@ -87,7 +87,7 @@ def test_the_glue_of_a_program_with_many_buffers_is_compiled_unoptimized():
     np.testing.assert_allclose(kern(x), ta.evaluate(Y, {X: x.astype(np.float64)}), rtol=1e-5)
 
 
-# ---- repeated glue: one loop over a table of pointer positions (codegen/gluetable.py) ----------
+# ---- repeated glue: one loop over a table of pointer positions (codegen/llvm/glue_table.py) ----------
 
 NEST_CALL = re.compile(r'call void @"k[0-9a-f]+_nest\d+"\(')
 
@@ -152,7 +152,7 @@ def test_a_repeated_unit_of_three_steps_is_one_loop():
 
 
 def test_a_segment_signature_spells_every_fill_operand():
-    from tensorad.codegen.gluetable import fill_signature, runs, segments
+    from tensorad.codegen.llvm.glue_table import fill_signature, runs, segments
     from tensorad.codegen.program import Buffer, Fill, Nest
 
     from tensorad.ir.expr import const

@@ -1,6 +1,6 @@
-"""Grouped convolutions as one matrix product per group (codegen/contraction.py's
-``digit_splits``), edge panels packed by transposes (codegen/packlib.py), and sums over a thin
-slab of their box left to loops (codegen/strategies.py's ``_sparse``).  Oracles: PyTorch
+"""Grouped convolutions as one matrix product per group (codegen/gemm/contraction.py's
+``digit_splits``), edge panels packed by transposes (codegen/gemm/pack_routines.py), and sums over a thin
+slab of their box left to loops (codegen/strategies/catalog.py's ``_sparse``).  Oracles: PyTorch
 float64 autograd, NumPy sums written here; choices read from the lowering's notes and offers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.domain import where_density
+from tensorad.codegen.loops.domain import where_density
 
 import tensorad as ta
 from tensorad import topi

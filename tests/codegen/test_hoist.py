@@ -1,5 +1,5 @@
 """Transcendental subexpressions that depend on fewer axes than their op are computed once per
-point of their own axes (codegen/hoist.py, the ``hoist`` strategy)."""
+point of their own axes (codegen/strategies/hoist.py, the ``hoist`` strategy)."""
 
 import itertools
 
@@ -84,7 +84,7 @@ def test_finding_what_to_hoist_walks_a_deep_body_once(monkeypatch):
     # a long gradient's inlined chain is one deep body: the descent asked each node it passed
     # whether its subtree held a reduction or a heavy function and which axes it used, walking
     # the subtree again at each level (quadratic: 3 levels of 300 walked ~140,000 nodes)
-    import tensorad.codegen.hoist as hoist
+    import tensorad.codegen.strategies.hoist as hoist
 
     from tensorad.ir.rewrite import free_vars, walk
     from tensorad.ir.tensor import Tensor

@@ -14,8 +14,8 @@ import pytest
 
 import tensorad  # noqa: F401  (loads the code generator)
 
-JIT = sys.modules["tensorad.codegen.jit"]
-OBJCHECK = sys.modules["tensorad.codegen.objcheck"]
+JIT = sys.modules["tensorad.codegen.jit.engine"]
+OBJCHECK = sys.modules["tensorad.codegen.jit.object_check"]
 
 IR = """
 declare void @"tensorad_test_nothing_defines_this"()

@@ -1,4 +1,4 @@
-"""The matrix-product library (codegen/gemmlib.py) is compiled piece by piece, only what a build links.
+"""The matrix-product library (codegen/gemm/library.py) is compiled piece by piece, only what a build links.
 
 A build records, in its compiled code (``kernel._compiled.library``), each library piece it
 links and how it got it: ``compiled``, ``disk`` (a new process reads the disk cache) or
@@ -20,7 +20,7 @@ SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorad as ta
-G = sys.modules["tensorad.codegen.gemmlib"]
+G = sys.modules["tensorad.codegen.gemm.library"]
 rng = np.random.default_rng(0)
 out = {}
 def product(name, a_shape, b_shape, fn, want):
@@ -84,7 +84,7 @@ def test_a_build_compiles_only_the_pieces_it_links_and_a_new_process_reads_them(
 
 
 def test_tampered_library_entries_are_rebuilt(tmp_path):
-    from tensorad.codegen import diskcache
+    from tensorad.codegen.jit import disk_cache as diskcache
 
     _run(tmp_path)
     entries = _library_entries(tmp_path)

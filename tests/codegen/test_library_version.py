@@ -1,7 +1,7 @@
 """The matrix-product library's disk entries are keyed by the library's own source, not the compiler's.
 
 A piece's object code depends on the target, LLVM and the source of ``gemmlib`` and what it
-imports (:mod:`tensorad.codegen.libversion`); an edit of lowering, the optimizer or autodiff
+imports (:mod:`tensorad.codegen.gemm.version`); an edit of lowering, the optimizer or autodiff
 must not make the next process compile the library again.  The closure is checked against one
 found here with Python's own parser, and the key against a changed compiler fingerprint and a
 changed library version (counted, never timed).
@@ -12,12 +12,14 @@ from __future__ import annotations
 import ast
 import sys
 
-from tensorad.codegen import gemmlib, jit, libversion
+from tensorad.codegen.gemm import library as gemmlib
+from tensorad.codegen.gemm import version as libversion
+from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.target import parse_target
 
 import tensorad  # noqa: F401  (every package imported, as in a build)
 
-ROOT = "tensorad.codegen.gemmlib"
+ROOT = "tensorad.codegen.gemm.library"
 
 
 def _module_exists(name: str) -> bool:
@@ -53,12 +55,14 @@ def _ast_closure(root: str) -> set[str]:
 def test_the_closure_is_what_the_import_statements_reach():
     found = set(libversion.closure(ROOT))
     assert found == _ast_closure(ROOT)
-    assert {"tensorad.codegen.packlib", "tensorad.codegen.irloops", "tensorad.codegen.jit"} <= found
+    assert {"tensorad.codegen.gemm.pack_routines", "tensorad.codegen.llvm.ir_loops",
+            "tensorad.codegen.jit.engine"} <= found
     # the rest of the compiler is not the library's source
     compiler = {m for m in sys.modules if m.startswith(("tensorad.codegen.", "tensorad.simplify.",
                                                         "tensorad.autodiff."))}
     left_out = compiler - found
-    assert {"tensorad.codegen.lower", "tensorad.codegen.schedule", "tensorad.simplify.program"} <= left_out
+    assert {"tensorad.codegen.lower", "tensorad.codegen.loops.schedule",
+            "tensorad.simplify.program"} <= left_out
     assert not any(m.startswith(("tensorad.simplify", "tensorad.autodiff")) for m in found)
 
 

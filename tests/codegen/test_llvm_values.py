@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.codegen import llvm_expr
+from tensorad.codegen.llvm import expr as llvm_expr
 
 import tensorad as ta
 from tensorad.ir import Op

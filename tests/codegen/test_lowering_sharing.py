@@ -1,5 +1,5 @@
 """Equal groups are lowered once per ``lower`` call, the others renamed (issue 8, a long
-chain's lowering: :mod:`tensorad.codegen.nestshare`).
+chain's lowering: :mod:`tensorad.codegen.loops.shared_nests`).
 
 Counted, never timed: a chain's groups are lowered a handful of times, not once each; the
 program printed is the one lowering every group on its own prints (names, notes, loops);
@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 from blocks import chain_step
-from tensorad.codegen.llvm_emit import ModuleEmitter
+from tensorad.codegen.llvm.emit import ModuleEmitter
 
 import tensorad as ta
 
@@ -40,7 +40,8 @@ def lowered(monkeypatch) -> list:
 def _unshared_text(monkeypatch, outputs, inputs, **opts) -> str:
     """The program as lowering every group on its own prints it."""
     with monkeypatch.context() as m:
-        m.setattr(importlib.import_module("tensorad.codegen.nestshare"), "group_key", lambda *args: None)
+        shared_nests = importlib.import_module("tensorad.codegen.loops.shared_nests")
+        m.setattr(shared_nests, "group_key", lambda *args: None)
         return ta.lower(outputs, inputs, **opts).text
 
 

@@ -1,5 +1,5 @@
 """Short innermost loops fold their remainder into masked vector iterations on AVX-512
-(codegen/masktail.py).
+(codegen/llvm/masked_tails.py).
 
 Structure: which loops get the hint, read from the kernel's IR for a pinned target (compiled
 only, so these hold on any x86 host).  Values: the host's kernels against NumPy formulas
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.irloops import PREDICATE_HINT
+from tensorad.codegen.llvm.ir_loops import PREDICATE_HINT
 from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta

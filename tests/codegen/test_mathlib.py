@@ -1,4 +1,4 @@
-"""Out-of-line vector math (codegen/mathlib.py): a module with many math sites calls one body
+"""Out-of-line vector math (codegen/llvm/math_functions.py): a module with many math sites calls one body
 per (function, dtype) -- a scalar function and its vector form, which LLVM's vectorizer calls
 in vectorized loops -- instead of inlining a copy at every site; a module with a few sites
 keeps inline code.  Results against NumPy in float64 (special values included) and against

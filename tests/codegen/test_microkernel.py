@@ -150,8 +150,8 @@ def test_column_blocks_with_a_partial_last_panel_at_any_thread_count(target, bat
 def test_side_a_that_reads_no_batch_axis_is_packed_once_per_call():
     # every column block (and batch point) reads the same A: the library packs it once per
     # call instead of once per block; correct with partial row, depth and column blocks
-    from tensorad.codegen.contraction import match_contraction
-    from tensorad.codegen.microkernel import packs_a_once
+    from tensorad.codegen.gemm.contraction import match_contraction
+    from tensorad.codegen.gemm.microkernel import packs_a_once
 
     def spec(a_shape, a_read, batch=()):
         A = ta.placeholder(a_shape, "float32", "A")
@@ -220,7 +220,7 @@ def test_conv2d_relu_gradients_stay_matrix_products(dtype, tol):
     assert {line.split()[2].split(":")[0] for line in sums} >= {"X.grad", "W.grad"}
     assert all("matrix product" in line for line in sums), sums
     stores = [line for line in text.splitlines() if "] = " in line]
-    # the masked head, computed once (:mod:`tensorad.codegen.windowshare`): select(conv2d[..]
+    # the masked head, computed once (:mod:`tensorad.codegen.passes.shared_windows`): select(conv2d[..]
     # <= 0, 0, H[..]) (the zero branch of the derivative's select is a strong zero: the head
     # goes inside it), then copied zero-padded for the input gradient's windows
     masked = [line.split("[")[0].strip() for line in stores
@@ -287,9 +287,9 @@ def test_relu_masked_sides_are_copied_by_selects_not_branches(stride, padding, d
         line for line in text.splitlines() if line.strip().startswith("allocate")
         and (".padded" in line or ".operand" in line))
     if stride == 2:  # the kernel side of each residue class is a plain read: no guarded packing
-        from tensorad.codegen.contraction import match_contraction
-        from tensorad.codegen.inline import inline_bodies
-        from tensorad.codegen.parity import decompose
+        from tensorad.codegen.gemm.contraction import match_contraction
+        from tensorad.codegen.passes.buffers import inline_bodies
+        from tensorad.codegen.strategies.parity import decompose
 
         op = gx.op
         body = inline_bodies(op, set(), {X, W, H, C})[0]

@@ -10,11 +10,11 @@ from __future__ import annotations
 import islpy as isl
 import numpy as np
 import pytest
-from tensorad.codegen.astcheck import guarded_hulls, scans_exactly
-from tensorad.codegen.domain import PolyStmt
-from tensorad.codegen.islast import AstConverter, _dim_hints, build_loops, schedule_map
+from tensorad.codegen.loops.ast_check import guarded_hulls, scans_exactly
+from tensorad.codegen.loops.domain import PolyStmt
+from tensorad.codegen.loops.isl_ast import AstConverter, _dim_hints, build_loops, schedule_map
+from tensorad.codegen.loops.work import count_work
 from tensorad.codegen.program import Store
-from tensorad.codegen.work import count_work
 
 import tensorad as ta
 from tensorad.ir.expr import var

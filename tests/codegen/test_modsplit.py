@@ -1,4 +1,4 @@
-"""A kernel's module compiled in parts side by side (codegen/modsplit.py): each part is a
+"""A kernel's module compiled in parts side by side (codegen/jit/module_split.py): each part is a
 module LLVM accepts, every function is defined in exactly one part (its internal helpers
 copied where called), the JIT links the parts with calls across them, and the kernel computes
 what ``ta.evaluate`` does -- for random programs cut at every nest, for the disk cache and for
@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import random_feed, random_program
-from tensorad.codegen import jit, modsplit, objcheck, target
+from tensorad.codegen import target
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.jit import object_check as objcheck
 
 import tensorad as ta
 
@@ -136,7 +139,8 @@ def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
     # a fresh process: the first builds and writes the bundle to the disk cache, the second reads it
     code = textwrap.dedent("""
         import sys, numpy as np, tensorad as ta
-        from tensorad.codegen import modsplit, target
+        from tensorad.codegen import target
+        from tensorad.codegen.jit import module_split as modsplit
         build = sys.modules["tensorad.codegen.build"]
         modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: 2
     """) + textwrap.dedent(inspect.getsource(_program)) + textwrap.dedent("""

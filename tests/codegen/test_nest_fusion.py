@@ -1,11 +1,11 @@
-"""Loop fusion of nests over one iteration domain (:mod:`tensorad.codegen.group`, ``nestfuse``).
+"""Loop fusion of nests over one iteration domain (:mod:`tensorad.codegen.loops.nest_groups`, ``nestfuse``).
 
 An elementwise chain ``s0[i] = f(X[i])``, ``t1[i] = g(s0[i])``, ... whose links are
 materialized becomes one loop whose body stores every link, in order: each consumer reads its
 producer at the point the loop is at, written earlier in the same iteration.  Checked here:
 
 * counts, never the clock: the nests of an ``n``-link chain's gradient grow as ``n / 8`` (at
-  most :data:`~tensorad.codegen.group.MAX_MEMBERS` links per nest), not ``n``; ``work`` is the
+  most :data:`~tensorad.codegen.loops.nest_groups.MAX_MEMBERS` links per nest), not ``n``; ``work`` is the
   same fused or not (each member's body executions count, as in a nest of its own);
 * values: random chains with branches (a link reading two earlier links), broadcasts,
   reductions between links and several outputs, every link forced into a buffer, built fused
@@ -19,7 +19,7 @@ import numpy as np
 from blocks import tanh_chain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.group import MAX_MEMBERS
+from tensorad.codegen.loops.nest_groups import MAX_MEMBERS
 from tensorad.codegen.program import Nest
 
 import tensorad as ta

@@ -2,7 +2,7 @@
 nests repeated thousands of times).
 
 Counted, never timed: a chain of ``n`` steps of ``k`` kinds emits ``k`` nest functions; the
-name-free key (:mod:`tensorad.codegen.nestkey`) separates nests that differ in anything that
+name-free key (:mod:`tensorad.codegen.loops.nest_key`) separates nests that differ in anything that
 reaches the code (hypothesis); kernels sharing functions give the answers of NumPy formulas
 written here.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from blocks import tanh_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.llvm_emit import ModuleEmitter
-from tensorad.codegen.nestkey import nest_key
+from tensorad.codegen.llvm.emit import ModuleEmitter
+from tensorad.codegen.loops.nest_key import nest_key
 from tensorad.codegen.program import Nest
 
 import tensorad as ta

@@ -1,4 +1,4 @@
-"""A kernel's own packer leaves LLVM only the work that pays (codegen/packing.py, issue 9's
+"""A kernel's own packer leaves LLVM only the work that pays (codegen/gemm/packing.py, issue 9's
 compile time).
 
 A side contiguous along its panel rows under an expression (``A[k, i] / S[k]``, attention's

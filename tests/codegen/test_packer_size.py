@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 import pytest
-from tensorad.codegen import gemmdesc as gd
-from tensorad.codegen import gemmlib
+from tensorad.codegen.gemm import descriptor as gd
+from tensorad.codegen.gemm import library as gemmlib
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen import gemmdesc as gd
-from tensorad.codegen import gemmlib
-from tensorad.codegen.contraction import register_tile
+from tensorad.codegen.gemm import descriptor as gd
+from tensorad.codegen.gemm import library as gemmlib
+from tensorad.codegen.gemm.contraction import register_tile
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

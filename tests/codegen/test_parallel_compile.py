@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from tensorad.codegen import isolate, jit
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import isolate
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 5])

@@ -1,6 +1,6 @@
 """Fills and scatter-adds at several threads (issue 9 at 2 threads, issue 12's serial scatter).
 
-* A large fill is fused into the nest that owns the buffer's slices (``codegen/fills.py``):
+* A large fill is fused into the nest that owns the buffer's slices (``codegen/loops/fills.py``):
   max pooling's backward zeroes each ``X.grad[n, c]`` in the iteration that scatters into it;
   a prefix max fills each row's ``-inf`` in the row's own iteration.
 * A fill that no nest owns (a scatter through a gather on the leading axis) is split among the
@@ -182,7 +182,7 @@ def test_short_rows_keep_the_serial_scatter():
 def test_libgomp_runtime_gives_the_same_results():
     script = ("import torch  # noqa: F401 (its libgomp: no system one needed)\n"
               "import importlib.util, sys\n"
-              "from tensorad.codegen import runtime\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
               "assert 'libgomp' in runtime.parallel_runtime()\n"
               f"spec = importlib.util.spec_from_file_location('cases', {__file__!r})\n"
               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
@@ -234,7 +234,7 @@ def test_checked_build_of_a_fused_fill_runs_in_bounds():
 def test_no_fill_is_fused_outside_a_deeper_parallel_loop():
     # for v: (parallel for j: B[v, 39 - j] = ...): every thread runs each v, so a fill of
     # B[v, :] there would erase what another thread wrote; a parallel v owns its slices
-    from tensorad.codegen.fills import fuse_fill
+    from tensorad.codegen.loops.fills import fuse_fill
     from tensorad.codegen.program import Buffer, Fill, Loop, Nest, Program, Store
 
     from tensorad.ir.expr import const, var

@@ -19,11 +19,11 @@ import sys
 
 import numpy as np
 import pytest
-from tensorad.codegen.kernel import empty_aligned
+from tensorad.codegen.loops.schedule import strip_length
+from tensorad.codegen.loops.work import evaluate_index
 from tensorad.codegen.program import If, Loop, Nest, Store
-from tensorad.codegen.schedule import strip_length
+from tensorad.codegen.runtime.kernel import empty_aligned
 from tensorad.codegen.target import host_target
-from tensorad.codegen.work import evaluate_index
 
 import tensorad as ta
 from tensorad.ir.dtype import numpy_dtype

@@ -1,6 +1,6 @@
 """A strided convolution's input gradient whose residue classes are partly empty (a 1x1
 stride-2 convolution reaches only the even points): the empty classes are zeros in the gather,
-neither products nor loops (codegen/parity.py).  Oracles: PyTorch float64 autograd; the plan
+neither products nor loops (codegen/strategies/parity.py).  Oracles: PyTorch float64 autograd; the plan
 read from the lowering's offers and notes."""
 
 from __future__ import annotations

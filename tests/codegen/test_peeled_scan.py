@@ -1,4 +1,4 @@
-"""Leading loops built outside isl's AST builder (:func:`tensorad.codegen.islast._peel`).
+"""Leading loops built outside isl's AST builder (:func:`tensorad.codegen.loops.isl_ast._peel`).
 
 A time dimension that every statement of a nest scans by one of its own variables over the
 same range, and that no other constraint mentions (a batch or channel loop), is a plain loop
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen import islast
-from tensorad.codegen.domain import PolyStmt
+from tensorad.codegen.loops import isl_ast as islast
+from tensorad.codegen.loops.domain import PolyStmt
+from tensorad.codegen.loops.work import count_work
 from tensorad.codegen.program import Buffer, Store
-from tensorad.codegen.work import count_work
 
 import tensorad as ta
 from tensorad.ir.expr import var

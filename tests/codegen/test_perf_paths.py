@@ -287,7 +287,7 @@ def test_padded_copy_larger_than_every_argument_is_made_per_batch_chunk(opts):
     lowered = ta.lower(g, [X, W, H], microkernel=True)
     assert lowered.temporaries == [("H.padded0", (3, 14, 23, 21), "float32")]  # chunks of 3 + 2
     # against the plain loops (under fast math the taps would be unrolled around the channel
-    # sum, one loop body per channel for six taps: codegen/stencil.py)
+    # sum, one loop body per channel for six taps: codegen/strategies/stencil.py)
     assert lowered.work == ta.lower(g, [X, W, H], microkernel=False, fastmath=False).work + 5 * 14 * 19 * 19
     args = [RNG.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
     _check(g, [X, W, H], args, {**opts, "microkernel": True}, rtol=1e-4)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen import jit
+from tensorad.codegen.jit import engine as jit
 
 import tensorad as ta
 from tensorad import topi
@@ -23,7 +23,7 @@ def _lines(ir: str) -> int:
 def _row_select():
     """A 28-trip row loop that -O3's threshold unrolls and -O2's does not (a relu's gradient
     summing two neighbours of its head: a stencil, which stays unrollable -- a pointwise row is
-    one vector loop kept from the unroller at any level, codegen/masktail.py)."""
+    one vector loop kept from the unroller at any level, codegen/llvm/masked_tails.py)."""
     C = ta.placeholder((64, 28), "float32", name="C")
     H = ta.placeholder((64, 29), "float32", name="H")
     Y = ta.compute((64, 29), lambda i, j: ta.if_then_else(

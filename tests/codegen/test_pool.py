@@ -1,4 +1,4 @@
-"""tensorad's parallel runtime (codegen/pool.py): a region never waits for a worker that has not
+"""tensorad's parallel runtime (codegen/runtime/pool.py): a region never waits for a worker that has not
 started, every thread number runs exactly once, and callers from several Python threads or a
 forked child get the same values.
 
@@ -16,7 +16,7 @@ import sys
 import threading
 
 import numpy as np
-from tensorad.codegen import runtime
+from tensorad.codegen.runtime import threads as runtime
 
 import tensorad as ta
 
@@ -81,11 +81,11 @@ def test_callers_in_several_threads_share_the_pool(rng):
 def test_fills_by_thread_number_complete_without_workers():
     # a parallel fill divides the buffer by thread number: the caller runs every number
     script = ("import importlib.util\n"
-              "from tensorad.codegen import runtime\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
               "assert runtime.parallel_runtime() == runtime.POOL\n"
               "runtime._POOL.stop_workers()\n"
               "runtime.ensure_workers = lambda n: None  # no worker ever starts\n"
-              "import tensorad.codegen.kernel as K; K.ensure_workers = runtime.ensure_workers\n"
+              "import tensorad.codegen.runtime.kernel as K; K.ensure_workers = runtime.ensure_workers\n"
               f"spec = importlib.util.spec_from_file_location('cases', "
               f"{os.path.join(os.path.dirname(__file__), 'test_parallel_fills.py')!r})\n"
               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"

@@ -1,10 +1,10 @@
-"""A product's rows over several output axes consecutive in C (codegen/contraction.py
+"""A product's rows over several output axes consecutive in C (codegen/gemm/contraction.py
 ``row_axes``): a channels-last convolution ``Y[b, y, x, o]`` is one product of ``H * W`` rows
 per image, not ``H`` products of ``W`` rows -- fewer, fuller register tiles (counted, not timed)."""
 
 import numpy as np
 import pytest
-from tensorad.codegen.contraction import match_contraction
+from tensorad.codegen.gemm.contraction import match_contraction
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

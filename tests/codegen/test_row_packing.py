@@ -1,6 +1,6 @@
 """Packing a side read contiguously along the panel rows (a transposed operand under a causal
 triangle, as attention's key and value gradients read their scores): branch-free, blocked
-along ``k`` and vector code (codegen/packing.py ``_pack_rows``, contraction ``_eager``)."""
+along ``k`` and vector code (codegen/gemm/packing.py ``_pack_rows``, contraction ``_eager``)."""
 
 import re
 
@@ -62,7 +62,7 @@ def test_triangular_transposed_side_packs_without_branches(tile, target):
 
 
 def test_index_guard_is_eager_only_over_an_in_bounds_cheap_side():
-    from tensorad.codegen.contraction import match_contraction
+    from tensorad.codegen.gemm.contraction import match_contraction
 
     _, _, C = _triangle(1, 64, 64)
     assert match_contraction(C.op, C.op.body).a.op is Op.SELECT
@@ -76,7 +76,7 @@ def test_index_guard_is_eager_only_over_an_in_bounds_cheap_side():
     X = ta.placeholder((2, 16, 30, 30), "float32", "X")
     W = ta.placeholder((32, 16, 3, 3), "float32", "W")
     Y = ta.topi.nn.conv2d(X, W, 1, 1)
-    from tensorad.codegen.inline import inline_bodies
+    from tensorad.codegen.passes.buffers import inline_bodies
 
     body = inline_bodies(Y.op, set(), {X, W})
     spec = match_contraction(Y.op, body)

@@ -16,9 +16,10 @@ import re
 
 import numpy as np
 import pytest
-from tensorad.codegen import gemmdesc as gd
-from tensorad.codegen import gemmlib, jit
-from tensorad.codegen.contraction import register_tile
+from tensorad.codegen.gemm import descriptor as gd
+from tensorad.codegen.gemm import library as gemmlib
+from tensorad.codegen.gemm.contraction import register_tile
+from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta

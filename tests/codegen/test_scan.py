@@ -1,4 +1,4 @@
-"""Running reductions (codegen/scan.py, the ``scan`` strategy): a reduction whose ``where``
+"""Running reductions (codegen/strategies/scan.py, the ``scan`` strategy): a reduction whose ``where``
 nests along an output axis -- a prefix sum ``k <= j``, its adjoint the suffix sum ``k >= j``,
 offsets and other bounds -- carries its value along that axis: linear work, not quadratic.
 Oracles: NumPy's cumsum / maximum.accumulate and sums written out here."""

@@ -1,4 +1,4 @@
-"""Passes shared by siblings (codegen/stripfuse.py, codegen/nestfuse.shared_positions):
+"""Passes shared by siblings (codegen/loops/strip_groups.py, codegen/nestfuse.shared_positions):
 
 * column sums over the same rows (strip form) run as one pass, each updating its own strip;
 * consecutive elementwise members of a fused nest whose reads of each other are at their own

@@ -12,10 +12,12 @@ import sys
 import time
 
 import pytest
-from tensorad.codegen import diskcache, jit
+from tensorad.codegen.jit import disk_cache as diskcache
+from tensorad.codegen.jit import engine as jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_PRINT = ("from tensorad.codegen import jit, libversion; "
+_PRINT = ("from tensorad.codegen.jit import engine as jit; "
+          "from tensorad.codegen.gemm import version as libversion; "
           "print(jit.source_hash(), libversion.version())")
 
 

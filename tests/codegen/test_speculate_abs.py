@@ -1,5 +1,5 @@
 """A data-tested ``if_then_else`` whose branches take ``abs`` is made a ``select``
-(codegen/speculate.py: ``abs`` is one bitwise and, not a costly function), so a smooth-L1 loss's
+(codegen/passes/speculate.py: ``abs`` is one bitwise and, not a costly function), so a smooth-L1 loss's
 sum is vector code, not a branch per element."""
 
 import re

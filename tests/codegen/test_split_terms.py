@@ -1,4 +1,4 @@
-"""A sum of products summed term by term (codegen/termsplit.py).
+"""A sum of products summed term by term (codegen/strategies/term_split.py).
 
 The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k] / K`` sums two
 products in one reduction, ``sum_j H[b, i, j] F[b, j, k] + H[b, j, i] F[b, j, k]``: no product

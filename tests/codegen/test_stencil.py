@@ -1,4 +1,4 @@
-"""Tap accumulators and stencils (codegen/stencil.py, codegen/pieces.py): a depthwise
+"""Tap accumulators and stencils (codegen/strategies/stencil.py, codegen/loops/box_pieces.py): a depthwise
 convolution's weight gradient as one stream with an accumulator per tap, its input gradient as
 one elementwise op with its guards decided per piece.  Oracles: PyTorch float64 autograd and a
 NumPy box blur written here; choices read from the lowering's offers."""
@@ -100,7 +100,7 @@ def test_grouped_convolution_unrolls_its_group_channels_with_the_window(groups, 
     """A grouped convolution's forward sums a few channels of its group as well as the window:
     the channels only index (no shift), the window slides, and the sum unrolls into one term per
     (channel, tap) -- 2 x 9 or 4 x 9 terms, weights past the registers loaded; 8 x 9 is past
-    :data:`~tensorad.codegen.stencil.MAX_UNROLLED_TAPS` -- its guards decided per piece; values
+    :data:`~tensorad.codegen.strategies.stencil.MAX_UNROLLED_TAPS` -- its guards decided per piece; values
     and gradients against PyTorch's float64 autograd."""
     n, c, h, w = 2, 16, 9, 11
     X = ta.placeholder((n, c, h, w), "float64", name="X")
@@ -173,7 +173,7 @@ def test_grouped_convolution_gradients_match_torch():
 def test_guards_decided_per_piece_compute_the_same():
     """An elementwise op asking for it (``GUARD_ATTR``) is cut into the pieces its guards
     decide: ``[0]``, ``[1, 8]``, ``[9]``, none with a choice left; values against NumPy."""
-    from tensorad.codegen.pieces import GUARD_ATTR
+    from tensorad.codegen.loops.box_pieces import GUARD_ATTR
 
     from tensorad.ir.tensor import ComputeOp, Tensor
 

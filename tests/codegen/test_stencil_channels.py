@@ -1,5 +1,5 @@
-"""A sum over many channels of a few unrolled taps (codegen/stencil.py ``unroll_taps`` with
-channel axes; codegen/domain.py and schedule.py: a reduction's guards decided per piece): a
+"""A sum over many channels of a few unrolled taps (codegen/strategies/stencil.py ``unroll_taps`` with
+channel axes; codegen/loops/domain.py and schedule.py: a reduction's guards decided per piece): a
 strided convolution's input gradient with few input channels -- an RGB stem's -- adds every
 tap of a channel to the output row at once.  Oracles: PyTorch float64 autograd, ``ta.evaluate``,
 and the plain loops of the same program; choices read from the lowering's offers."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.stencil import unroll_taps
+from tensorad.codegen.strategies.stencil import unroll_taps
 
 import tensorad as ta
 from tensorad import topi

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from tensorad.codegen.contraction import register_tile
+from tensorad.codegen.gemm.contraction import register_tile
 from tensorad.codegen.target import DEFAULT_CACHES, default_num_threads, host_target, parse_target
 
 import tensorad as ta

@@ -1,4 +1,4 @@
-"""A sum spelled twice, once transposed (codegen/transposed.py), is computed once: the work
+"""A sum spelled twice, once transposed (codegen/passes/transposed_sums.py), is computed once: the work
 drops by one product and the values stay those of NumPy formulas written here; SwiGLU's
 gradients (whose program spells ``dY W2`` both ways) against torch float64 autograd."""
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen import gemmdesc as gd
-from tensorad.codegen.gemmlib import piece_ir
+from tensorad.codegen.gemm import descriptor as gd
+from tensorad.codegen.gemm.library import piece_ir
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta
@@ -102,7 +102,7 @@ def test_nhwc_input_gradient_sums_its_taps_channels_last_so_both_sides_are_trans
     np.testing.assert_allclose(kern(w.astype(np.float32), h.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
     # the order itself: the unit-stride axis last; a side contiguous along its outer axes
     # (copied whatever the order) does not vote, and ties keep the given order
-    from tensorad.codegen.contraction import k_order
+    from tensorad.codegen.gemm.contraction import k_order
 
     i, j, a, b = (ta.reduce_axis((0, e), nm) for e, nm in ((8, "i"), (4, "j"), (3, "a"), (5, "b")))
     m = ta.reduce_axis((0, 8), "m")

@@ -1,4 +1,4 @@
-"""The inline vector math (codegen/llvm_math.py) against NumPy / Python's math, on two targets.
+"""The inline vector math (codegen/llvm/vector_math.py) against NumPy / Python's math, on two targets.
 
 Each function is compiled into a small elementwise loop (vectorized by LLVM) for the AVX2
 target ``llvm -mcpu=haswell`` and for the host (an AVX-512 CI machine runs that code too), and
@@ -18,8 +18,9 @@ import re
 import llvmlite.ir as ir
 import numpy as np
 import pytest
-from tensorad.codegen import jit, llvm_math
-from tensorad.codegen.irloops import finish_ir, for_range
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.llvm import vector_math as llvm_math
+from tensorad.codegen.llvm.ir_loops import finish_ir, for_range
 from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.codegen.chains import window_vector_width
+from tensorad.codegen.llvm.unrolled_chains import window_vector_width
 from tensorad.codegen.program import Assign, If, Loop
 
 import tensorad as ta

@@ -1,4 +1,4 @@
-"""A compound operand read through windows is computed once (codegen/windowshare.py).
+"""A compound operand read through windows is computed once (codegen/passes/shared_windows.py).
 
 Oracles: NumPy formulas written here and ``ta.evaluate``; the structure is read from
 ``ta.lower``'s text (which ops are allocated), never from timings.
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.codegen.windowshare import _narrowed
+from tensorad.codegen.passes.shared_windows import _narrowed
 
 import tensorad as ta
 from tensorad.ir.expr import const, var

@@ -271,7 +271,7 @@ def test_piecewise_bounds_are_walked_once_per_loop_not_per_point(monkeypatch):
     # compile time: the triangular bounds range(i + 1, min(n, 2 i)) were folded afresh at every
     # evaluation, about 8 walks per piece per frontier point (0.3 CPU-s of a conv gradient's
     # lowering); now each bound is walked once per loop and evaluated as a closure
-    work_module = __import__("sys").modules["tensorad.codegen.work"]
+    work_module = __import__("sys").modules["tensorad.codegen.loops.work"]
     walks = {"n": 0}
     real = work_module.fold
 
@@ -293,7 +293,7 @@ def test_piecewise_bounds_that_are_not_integer_arithmetic_expand():
     # a bound with a comparison (select(v >= 3, v, 2 v)) is no piecewise-affine form: the
     # counter expands it; compiling the bounds up front raised MissingRuleError instead
     # (found by the torch bridge's gradgradcheck of reshape)
-    from tensorad.codegen.work import count_work
+    from tensorad.codegen.loops.work import count_work
 
     from tensorad.ir import expr as E
 

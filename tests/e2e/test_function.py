@@ -81,7 +81,7 @@ def test_max_pool_saves_its_winner(rng):
 
 def test_a_saved_output_is_a_residual_for_free(rng):
     """With the row sums asked for as an output, the forward computes only one extra: exp of
-    the dense (:mod:`tensorad.saved_values`; the recompute-only policy saves the dense)."""
+    the dense (:mod:`tensorad.training.saved_values`; the recompute-only policy saves the dense)."""
     Y, X, W, dense, s = _homebrew()
     f = ta.function([Y, s], [X, W])
     (extra,) = f.plan.extras

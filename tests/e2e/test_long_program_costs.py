@@ -62,7 +62,7 @@ def test_the_glue_of_a_long_gradient_is_functions_of_bounded_size():
     # growing with the program, thousands of pointers live across it (LLVM's register
     # allocator took 10 of 14 CPU-s at 3,000 steps); it now calls a function per 64 steps,
     # each loading the pointers its own steps pass
-    from tensorad.codegen.llvm_emit import GLUE_OPT_LIMIT, ModuleEmitter
+    from tensorad.codegen.llvm.emit import GLUE_OPT_LIMIT, ModuleEmitter
 
     X, g = _chain_gradient(200)
     low = ta.lower([g], [X])
@@ -72,7 +72,7 @@ def test_the_glue_of_a_long_gradient_is_functions_of_bounded_size():
     glue = {k: v for k, v in bodies.items() if "_nest" not in k and "_math" not in k}
     steps = {k: len(re.findall(r'call void @"(p_nest\d+|llvm\.memset[\w.]*)"', v)) for k, v in glue.items()}
     assert max(steps.values()) <= GLUE_OPT_LIMIT, steps
-    # a run of repeated steps (codegen/gluetable.py) is a loop over a table: its steps run once per row
+    # a run of repeated steps (codegen/llvm/glue_table.py) is a loop over a table: its steps run once per row
     runs = 0
     for k, v in glue.items():
         m = re.fullmatch(r"p_run(\d+)", k)
@@ -154,7 +154,7 @@ def test_reuse_of_stored_values_tries_few_candidates_in_a_long_gradient(monkeypa
     # each stored tanh/sigmoid step was matched against every product of every later reader's
     # body (about 190 tries per step); candidates are now the nodes whose operands have the
     # pattern's operations
-    inline_module = sys.modules["tensorad.codegen.inline"]
+    inline_module = sys.modules["tensorad.codegen.passes.buffers"]
     calls = {"n": 0}
     real = inline_module.match_pattern
 
@@ -231,7 +231,7 @@ def test_a_long_gradients_footprints_are_a_few_set_objects(monkeypatch):
     # step, each printed to find its guard; now one union per pair of set objects, so the
     # footprints are a few objects (the readers that differ: a few adjoints the gradient
     # stores), each converted to a guard once
-    import tensorad.codegen.footprint as footprint
+    import tensorad.codegen.passes.footprint as footprint
 
     seen: dict[int, object] = {}
     real_guard = footprint._guard
@@ -255,7 +255,7 @@ def test_a_long_gradients_footprints_are_a_few_set_objects(monkeypatch):
 def test_speculation_rebuilds_no_body_without_a_data_dependent_choice(monkeypatch):
     # a long gradient's steps are if_then_else(footprint, body, 0): an affine guard, never
     # made eager -- each body was rebuilt anyway, one rewrite per step
-    import tensorad.codegen.speculate as speculate
+    import tensorad.codegen.passes.speculate as speculate
 
     rebuilt = []
     real_rewrite = speculate.rewrite

@@ -164,7 +164,7 @@ def test_a_1000_long_chain_of_inlined_producers_lowers_and_builds():
 def test_the_llvm_module_of_a_long_chain_gradient_is_linear_in_size():
     # every nest function took every buffer of the program as a parameter (and main passed them
     # all at each call): N nests over N buffers gave N x N parameters, and LLVM's time followed
-    from tensorad.codegen.llvm_emit import ModuleEmitter
+    from tensorad.codegen.llvm.emit import ModuleEmitter
 
     sizes = {}
     for n in (30, 60):
@@ -180,7 +180,7 @@ def test_the_llvm_module_of_a_long_chain_gradient_is_linear_in_size():
 
 
 def _heavy_per_nest(low) -> list[int]:
-    from tensorad.codegen.inline import EXPENSIVE
+    from tensorad.codegen.passes.buffers import EXPENSIVE
     from tensorad.codegen.program import Assign, If, Loop, Nest, Store
 
     def count(stmts, seen) -> int:
@@ -205,7 +205,7 @@ def test_no_nest_gathers_an_unbounded_straight_line_body():
     # the forward of a 300-step tanh/sigmoid chain read at two points was one straight-line
     # body of 600 transcendental functions: LLVM's register allocator is about quadratic in
     # it (4 CPU-s of 8 at n=300).  Inlining stops at INLINE_BUDGET expensive operations.
-    from tensorad.codegen.inline import INLINE_BUDGET
+    from tensorad.codegen.passes.buffers import INLINE_BUDGET
 
     heavy = {}
     for n in (150, 300):
@@ -269,7 +269,7 @@ def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
     # the direct entry point P_call takes one argument per buffer, and ctypes makes prototypes
     # of at most 1024 arguments: a 3,000-step chain's gradient (3,024 buffers) raised
     # ctypes.ArgumentError out of build; such kernels are called through P_main's pointer array
-    from tensorad.codegen.kernel import CALL_MAX_ARGS
+    from tensorad.codegen.runtime.kernel import CALL_MAX_ARGS
 
     n = CALL_MAX_ARGS + 2
     P = [ta.placeholder((2,), F, name=f"p{k}") for k in range(n)]
@@ -303,7 +303,7 @@ def test_the_refuter_evaluates_a_long_chain_gradients_elements_once(monkeypatch)
     # (its exact numbers past MAX_BITS) was not kept, and a deep one spent the budget (or the
     # stack) before any element was kept: each question walked the chain again, quadratic
     # (51k and 217k steps at 250 and 500 steps; differentiating 2,000 steps took 194 CPU-s, 13 now)
-    from tensorad.simplify import refute
+    from tensorad.simplify.zeros import refute
 
     made = []
     real = refute.Refuter.__init__

@@ -3,7 +3,7 @@
 The forward of ``ta.function`` saves the winner reduction (value, flattened index, tie
 count); the backward adds the head at each window's winner -- one add per output, whatever
 the window, stride or padding -- and visits a window's other points only when it has ties
-(``codegen/scatter.py``: the test ``T > 1`` hoisted out of the window loop).  Oracles:
+(``codegen/strategies/scatter.py``: the test ``T > 1`` hoisted out of the window loop).  Oracles:
 PyTorch's ``max_pool2d`` in float32 and float64 (data without ties), and a NumPy loop over
 the windows for ties (every maximum of a window gets ``H / ties``, PyTorch's ``amax`` rule).
 """

@@ -2,7 +2,7 @@
 
 The pool's gradient is two scatter-adds (the winners, the other tied points); behind a ReLU
 both consumers of the pool input's gradient (the weight and the bias gradients) read
-``select(z <= 0, 0, R1 + R2)``.  ``codegen/scattershare.py`` makes that one tensor that both
+``select(z <= 0, 0, R1 + R2)``.  ``codegen/passes/shared_scatters.py`` makes that one tensor that both
 scatters add into under the mask (one fill; each consumer reads one array).  Oracle: the pool
 gradient by a NumPy loop over the windows (every maximum of a window gets ``H / ties``, the
 convention of docs/conventions.md), pushed through convolution, bias and ReLU by float64 torch

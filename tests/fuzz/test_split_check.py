@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import tensorad.vjp as vjp  # noqa: E402
+import tensorad.training.function as vjp  # noqa: E402
 from fuzz.checks import SPLIT_POLICIES, run_checks, split_options, split_policy  # noqa: E402
 from fuzz.options import TARGETS  # noqa: E402
 

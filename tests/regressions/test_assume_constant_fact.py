@@ -14,7 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 import numpy as np
-from tensorad.simplify.nonzero import assume
+from tensorad.simplify.zeros.nonzero import assume
 
 import tensorad as ta
 from tensorad.ir.expr import FALSE, TRUE, var

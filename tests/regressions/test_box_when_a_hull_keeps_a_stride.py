@@ -5,7 +5,7 @@ condition and the equality ``10 d = 50 - 5 a - 2 b - 15 c``; the loops merge ``a
 into one (``16 a + b``). isl's loops over the exact domain missed points, and so did those over
 its division-free hull: the hull keeps the equality, a stride of its own. The last way out now
 scans each statement's bounding box with the exact domain tested inside
-(:func:`tensorad.codegen.astcheck.guarded_hulls`). Oracle: the Jacobian written in NumPy from
+(:func:`tensorad.codegen.loops.ast_check.guarded_hulls`). Oracle: the Jacobian written in NumPy from
 the index formulas."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The gradient of ``t2[i0, i1] = sum over r1 in [0, 2), r2 in [1, 10) of t1[(3 r2 + i1) % 17]``
 (``t1`` a product of ``x0[2, 4]`` under a ``%`` condition) factors a bracket out of a sum over
-``i0 in [1, 16)``.  simplify/bracket.py gave the bracket tensor that variable's range as its
+``i0 in [1, 16)``.  simplify/algebra/bracket.py gave the bracket tensor that variable's range as its
 axis, ``[1, 16)``: a shape of 16 with 15 points, which no compute of the language has, and
 ``ta.evaluate`` of the optimized gradient raised "uses a reduce axis outside its reduction".
 A bracket's axes now start at 0 and it is read at ``v - lo``.  Oracle: the derivative written

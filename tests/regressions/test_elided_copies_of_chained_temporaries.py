@@ -2,7 +2,7 @@
 
 ``ta.function`` saves ``exp(x0 / 2)`` and ``(|exp(x0 / 2)| + 0.5) ** 1.5`` for a min's winner
 test, as outputs ``exp.tie`` and ``power.tie`` that copy the temporaries ``exp`` and ``power``.
-``codegen/elide.py`` makes each copying output compute its temporary -- ``power.tie`` took
+``codegen/passes/copy_elision.py`` makes each copying output compute its temporary -- ``power.tie`` took
 ``power``'s body, which reads ``exp`` -- and rerouted the reads of the elided temporaries in
 every body but the moved ones: ``power.tie`` still read ``exp``, which no longer had a buffer,
 and the forward's build raised ``KeyError`` (default options; passes with ``fuse=False``; found

@@ -1,7 +1,7 @@
 """A compute with an axis of extent 0 builds (session 20, fuzz seed 900227).
 
 ``t[i0, i1]`` over a ``(0, 5)`` domain whose body reads through ``% 2`` and ``% 1``: the digit
-split of the axes (codegen/stripmine.py) cut the domain into pieces and dropped the empty ones,
+split of the axes (codegen/loops/stripmine.py) cut the domain into pieces and dropped the empty ones,
 all of them, and the lowering indexed the first: ``IndexError: list index out of range`` in
 ``ta.build``.  Oracles: NumPy shapes and a formula written here.
 """

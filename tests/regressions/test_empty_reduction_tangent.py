@@ -108,7 +108,8 @@ def test_hvp_of_a_guarded_gather_stays_in_bounds():
     """Fuzz seed 110932: distributing the chain rule's factor over a tangent's sums (the
     strong-zero push above) made the HVP's scatter test a guarded ``mode='raise'`` gather's
     mask outside its guard: IndexError (the cause, the scatter's eager ``&&`` of nested masks,
-    is fixed in codegen/masks.py: test_guarded_mask_peel.py).  The whole fuzz check, regenerated."""
+    is fixed in codegen/strategies/zero_masks.py: test_guarded_mask_peel.py).  The whole fuzz check,
+    regenerated."""
     from fuzz.checks import run_checks
     from fuzz.program import generate
     from fuzz.runner import job_for

@@ -1,6 +1,6 @@
 """A scatter's masks keep what their lazy guards protect (issue 8, fuzz seed 110932's cause).
 
-The scatter-add (codegen/scatter.py) peeled ``if_then_else(c, select(d, e, 0), 0)`` into
+The scatter-add (codegen/strategies/scatter.py) peeled ``if_then_else(c, select(d, e, 0), 0)`` into
 one condition ``c && d`` of its nest.  ``&&`` computes both sides, so ``d`` ran where ``c``
 excludes it: the gradient of a guarded ReLU of a checked gather raised IndexError (the
 index the guard excludes), and a mask read proved in bounds only under its guard read
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tensorad.codegen.strategies.zero_masks import all_of, peel_masks
 
 import tensorad as ta
-from codegen.masks import all_of, peel_masks
 from tensorad.ir.expr import FALSE, Op, choice, data_index
 from tensorad.ir.intrange import may_fault
 

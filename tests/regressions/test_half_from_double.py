@@ -6,7 +6,7 @@ A float64 value cast to float16 is rounded to float32 first (the language's cast
 around carry fast-math's ``contract``, LLVM's code generator folded the two roundings into one
 double -> half rounding -- a call of compiler-rt's ``__truncdfhf2``, which the JIT does not have,
 and another result wherever the float32 lands on a tie.  A float32 just rounded from a double
-now takes the integer half conversion (codegen/halfconv.py).  Oracles: NumPy's two roundings,
+now takes the integer half conversion (codegen/llvm/half.py).  Oracles: NumPy's two roundings,
 ``ta.evaluate``."""
 
 from __future__ import annotations

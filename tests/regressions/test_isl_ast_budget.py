@@ -7,7 +7,7 @@ isl's AST builder did not finish in an hour on it.  Now a map with more than
 ``islast.AST_DIVISIONS`` divisions in a piece, or one that spends ``islast.AST_OPERATIONS``
 of isl's operations (its own count, not a clock) in a context of its own, has its loops built
 over the domain's division-free hull with the exact test inside (the same points,
-:mod:`tensorad.codegen.astcheck`).  The builds run in a child process with a time
+:mod:`tensorad.codegen.loops.ast_check`).  The builds run in a child process with a time
 limit, so a regression fails instead of hanging the suite; the values are checked against the
 scatter written here in NumPy and against ``ta.evaluate``.
 """

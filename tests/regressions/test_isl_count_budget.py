@@ -1,7 +1,7 @@
 """isl counts a set with divisions by scanning it: two ``%`` conditions over a 1000^3 box take it
 27 CPU-s, seed 971008's three nested divisions 13 CPU-s.  A scan's update count
-(``codegen/scan.py``, a prefix sum under ``%`` conditions: 3.4 CPU-s of counting for a 400 x 400
-output, growing with the cube of the size) and a merge's body-run count (``simplify/merge.py``,
+(``codegen/strategies/scan.py``, a prefix sum under ``%`` conditions: 3.4 CPU-s of counting for a 400 x 400
+output, growing with the cube of the size) and a merge's body-run count (``simplify/sums/merge.py``,
 shifted windows through nested floors) asked isl without a limit -- a hang at scale.  Now every
 count of a set with divisions is judged by its shape (more than ``COUNT_DIVISIONS`` divisions: not
 counted) and runs under ``COUNT_OPERATIONS`` of isl's operations (deterministic); where the budget

@@ -62,7 +62,7 @@ def test_random_modular_gathers_have_every_gradient_element(m, a, c, n1):
 
 def test_the_box_a_domain_is_scanned_over_instead():
     import islpy as isl
-    from tensorad.codegen.astcheck import _box
+    from tensorad.codegen.loops.ast_check import _box
 
     seed = isl.Set("{ [a, b, c] : 0 <= a <= 2 and 0 <= b <= 4 and 0 <= c <= 1 and "
                    "8 - 10a + 6b <= 15c <= 11 - 10a + 6b }")

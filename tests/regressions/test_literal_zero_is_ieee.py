@@ -5,7 +5,7 @@ comparison ``0 / x > y`` saw ``0 > y`` in optimized code and ``NaN > y`` (false)
 ``ta.evaluate`` and plain builds: a select took the other branch and optimized code gave a
 different *finite* answer, in the forward (``OptimizeAndLiftNonzeronessConditions``) and in
 the gradient, whose mask recomputes the comparison.  Every algebraic rule is now exact at inf
-and NaN (simplify/rules.py; docs/conventions.md).  Oracle: NumPy formulas in the test.
+and NaN (simplify/algebra/rules.py; docs/conventions.md).  Oracle: NumPy formulas in the test.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``foldShuffleOfShuffles``, on the SLP vector code of a fully unrolled reduction) while compiling
 a grouped convolution's ReLU-masked bias gradient: a sum over a 3x6x2 box in float64, on an AVX2
 target, 2 threads.  Python cannot catch an abort; optimizing now runs in a forked child
-(codegen/isolate.py), and a child that dies is retried on the next rung of ``jit.ladder`` (here:
+(codegen/jit/isolate.py), and a child that dies is retried on the next rung of ``jit.ladder`` (here:
 the same -O3 without SLP).  The build runs in a subprocess, so that a regression fails instead of
 killing the test run; the oracle is NumPy written in the test."""
 
@@ -16,7 +16,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from tensorad.codegen import isolate, jit
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import isolate
 
 _CHILD = textwrap.dedent("""
     import json

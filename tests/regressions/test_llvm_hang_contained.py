@@ -17,12 +17,13 @@ import sys
 import textwrap
 import time
 
-from tensorad.codegen import isolate, jit
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import isolate
 
 _CHILD = textwrap.dedent("""
     import numpy as np
     import tensorad as ta
-    from tensorad.codegen import isolate
+    from tensorad.codegen.jit import isolate
 
     isolate.CPU_LIMIT_SECONDS = 2
     g = ta.placeholder((1, 17), "int32", name="g")
@@ -73,7 +74,7 @@ def test_a_child_dies_with_its_parent(tmp_path, running):
     pid_file = tmp_path / "child.pid"
     code = textwrap.dedent(f"""
         import os
-        from tensorad.codegen import isolate
+        from tensorad.codegen.jit import isolate
 
         def spin():
             open({str(pid_file)!r}, "w").write(str(os.getpid()))

@@ -1,6 +1,6 @@
 """A masked product is exact at inf and NaN in the packed micro-kernel (issue 8, fuzz seed 300592).
 
-The micro-kernel (codegen/contraction.py) packs a side's ``where`` condition as a zero of that
+The micro-kernel (codegen/gemm/contraction.py) packs a side's ``where`` condition as a zero of that
 side; the product ``0 * other`` is NaN where the other factor is inf or NaN at an excluded
 point, but the language excludes the term (``ta.evaluate``; docs/conventions.md, "one program
 has one meaning").  A factor ``select(c, 1, 0)`` is the opposite: a literal zero times the

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (the fuzzer's program, as it drew it)
 """Fuzz seed 535482: an HVP whose lowering made an op computed nowhere.
 
-With ``codegen/windowshare.py``'s operands (without that pass the program built), a nest
+With ``codegen/passes/shared_windows.py``'s operands (without that pass the program built), a nest
 reached the schedule with no statement at all -- an op computed at no point -- and
 ``schedule.fuse_short_outer`` and ``islast.build_loops`` indexed into the empty list
 (``IndexError``, ``ValueError`` out of ``ta.build``, default options).  An op with no

@@ -1,7 +1,7 @@
 """Fuzz seed 458345 (session 28): a wrong Jacobian with default options, pre-existing.
 
 Consecutive elementwise members of a fused nest share their inner loops when each reads the
-earlier ones only at its own point (:func:`tensorad.codegen.nestfuse.shared_positions`).  The
+earlier ones only at its own point (:func:`tensorad.codegen.loops.fused_nest.shared_positions`).  The
 Jacobian of ``t1[i0, i1, i2] = tanh(3) / (|T0[i2 - 3]| + 1)`` with ``T0 = x0 - mean(x0)``
 computes ``subtract.grad`` through a hoisting plan -- a rewritten op that writes the original's
 tensor -- and ``x0.grad`` reads that tensor at ``[.., i2, i2 - 3]``, another point of the

@@ -7,7 +7,7 @@ are Python integer formulas and brute-force counts."""
 from __future__ import annotations
 
 import pytest
-from tensorad.codegen import work
+from tensorad.codegen.loops import work
 
 import tensorad as ta
 

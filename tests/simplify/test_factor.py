@@ -1,4 +1,4 @@
-"""simplify/factor.py checked at random points: sums whose sources mix factors free of the
+"""simplify/sums/factor.py checked at random points: sums whose sources mix factors free of the
 reduction variable (``u[i]``), factors that use it (``A[i, k]``, ``w[k]``), centred factors
 (``A[i, k] - m[i]`` with ``m`` the row mean, whose sum is zero), constants and box or
 triangular domains.  The optimized tensors (factored, shared through one optimizer context
@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import Optimizer
-from tensorad.simplify.factor import factor_sum, terms
+from tensorad.simplify.sums.factor import factor_sum, terms
 
 import tensorad as ta
 from tensorad.ir.expr import var

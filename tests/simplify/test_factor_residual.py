@@ -1,6 +1,6 @@
 """A norm of a residual, ``layer_norm(X + R)``: its mean's gradient sums ``a X[k] + a R[k]``
 -- terms of one coefficient -- whose bracket ``sum_k (X[k] + R[k])`` is the forward's own sum
-of the residual spelled through its ``add`` (simplify/factor.py ``_shared_coefficients``,
+of the residual spelled through its ``add`` (simplify/sums/factor.py ``_shared_coefficients``,
 simplify/program.py ``register_reads``).  The backward then makes the passes a plain layer
 norm's does (one over X and R fewer).  Oracles: PyTorch float64 autograd and the work of the
 plain layer norm's backward."""

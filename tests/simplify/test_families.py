@@ -78,7 +78,7 @@ def test_rowmax_adjoint_cancels_whatever_the_spelling_of_the_softmax_input(lifte
 def test_hand_written_causal_attention_reaches_hand_work(lifted):
     """The same hand formula as the topi workload (``causal_attention`` in workloads.py):
     the scores are materialized, and every reader reads them where ``j <= i`` only, so they
-    are computed on the triangle (codegen/footprint.py), not on the square."""
+    are computed on the triangle (codegen/passes/footprint.py), not on the square."""
     n, d = 9, 4
     out, inputs, H = W.hand_causal_attention(n, d, lifted)
     grads = ta.JacobianRecursive(out, inputs, H)

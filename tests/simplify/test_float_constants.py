@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorad.simplify.ranges import bounds
+from tensorad.simplify.algebra.ranges import bounds
 
 import tensorad as ta
 from tensorad.ir.expr import const, var

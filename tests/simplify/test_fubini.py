@@ -2,7 +2,7 @@
 
 ``sum_n sum_{q >= n} f(q, n)`` and ``sum_q sum_{n <= q} f(q, n)`` are one sum over a
 triangle; the prover flattens nested sums into one domain and sums its variables innermost
-first (:meth:`tensorad.simplify.polynomial._Builder._domain_sum`), so both orders meet, and a
+first (:meth:`tensorad.simplify.zeros.polynomial._Builder._domain_sum`), so both orders meet, and a
 softmax's row sums cancel through the keys' sum of attention.  The oracles are NumPy formulas
 and a brute-force evaluation of the prover's own polynomial at random data.
 """
@@ -13,10 +13,10 @@ import itertools
 import math
 
 import numpy as np
-import tensorad.simplify.polynomial as polynomial
+import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.simplify.polynomial import provably_zero
+from tensorad.simplify.zeros.polynomial import provably_zero
 
 import tensorad as ta
 from tensorad.ir import Op

@@ -6,12 +6,12 @@ interpreter written here (floor division and modulo as Python's), and compared w
 index reasoning claims:
 
 * linear forms (``tensorad/poly/linear.py``): ``from_linear(to_linear(e))`` equals ``e``;
-* interval bounds (``simplify/ranges.py``): every value lies within ``bounds(e)``;
+* interval bounds (``simplify/algebra/ranges.py``): every value lies within ``bounds(e)``;
 * the rewrite rules (``simplify_expr``): the simplified expression or condition is equal;
 * the isl boundary (``tensorad/poly``): ``IndexSpace.aff`` and ``IndexSpace.cond`` converted
   back to IR (``to_expr``) are equal, isl counts the points of a condition exactly, solutions
   for a variable (``IndexSet.solve``) and its constant range hold at every point;
-* nonzeroness (``simplify/nonzero.py``): ``nz(e)`` holds wherever ``e`` is nonzero, and
+* nonzeroness (``simplify/zeros/nonzero.py``): ``nz(e)`` holds wherever ``e`` is nonzero, and
   ``assume(e, facts)`` equals ``e`` wherever the facts hold.
 """
 
@@ -22,8 +22,9 @@ import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.simplify import assume, nonzero, simplify_expr
-from tensorad.simplify.ranges import bounds
+from tensorad.simplify import assume, simplify_expr
+from tensorad.simplify.algebra.ranges import bounds
+from tensorad.simplify.zeros.nonzero import nonzero
 
 from tensorad.ir.expr import Expr, Op, binary, cast, choice, compare, const, logical, logical_not, unary, var
 from tensorad.poly import IndexSpace

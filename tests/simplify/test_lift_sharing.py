@@ -1,4 +1,4 @@
-"""Guard lifting shared between bodies equal up to renaming (simplify/liftshare.py), and one
+"""Guard lifting shared between bodies equal up to renaming (simplify/sums/lift_sharing.py), and one
 zero-proof for a sum and its scaled forms (polynomial.unscaled).
 
 Counted, never timed.  The oracles: the optimizer's printout with sharing switched off
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
-from tensorad.simplify.polynomial import provably_zero
+from tensorad.simplify.zeros.polynomial import provably_zero
 
 import tensorad as ta
 from tensorad.autodiff import jacobian_recursive

@@ -1,4 +1,4 @@
-"""Interval bounds come from linear forms (simplify/ranges.py reads ``poly/linear.py``): an
+"""Interval bounds come from linear forms (simplify/algebra/ranges.py reads ``poly/linear.py``): an
 affine index over a box of variables gets its exact integer range, however it is spelled --
 checked against enumeration for random sums in which variables repeat and cancel; atoms
 (``//``, ``%``, max) keep their own sound rules."""
@@ -9,7 +9,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.simplify.ranges import bounds
+from tensorad.simplify.algebra.ranges import bounds
 
 import tensorad as ta
 from tensorad.ir.expr import Expr, var

@@ -1,4 +1,4 @@
-"""simplify/merge.py: adjoint sums over shifted, overlapping windows merge into one nest over
+"""simplify/sums/merge.py: adjoint sums over shifted, overlapping windows merge into one nest over
 the union of their domains, each source guarded by its own domain.
 
 Random gather programs ``Y[y, x] = sum_t c_t X[(y + dy_t) // sy_t, (x + dx_t) // sx_t]``
@@ -17,7 +17,7 @@ import islpy as isl
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.simplify.merge import _overlap_saves
+from tensorad.simplify.sums.merge import _overlap_saves
 
 import tensorad as ta
 from tensorad.ir import placeholders

@@ -1,5 +1,5 @@
-"""Nested brackets (simplify/factor.py ``nest``, ``nested_share``, ``fold_nested``) and their
-canonical spelling (simplify/bracket.py) checked at random points.
+"""Nested brackets (simplify/sums/factor.py ``nest``, ``nested_share``, ``fold_nested``) and their
+canonical spelling (simplify/algebra/bracket.py) checked at random points.
 
 Random programs sum over two variables ``(k1, k2)`` sources whose factors use both
 (``A[i, k1, k2]``, the centred ``A - M[i, k1]``), only the outer one (``v[i, k1]``), only the
@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import Optimizer
-from tensorad.simplify.bracket import canonical
+from tensorad.simplify.algebra.bracket import canonical
 
 import tensorad as ta
 from tensorad.ir.expr import var

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from tensorad.simplify import assume, nonzero, simplify_expr
-from tensorad.simplify.consts import evaluate_scalar
-from tensorad.simplify.split import expand, group_terms
+from tensorad.simplify import assume, simplify_expr
+from tensorad.simplify.algebra.consts import evaluate_scalar
+from tensorad.simplify.sums.split import expand, group_terms
+from tensorad.simplify.zeros.nonzero import nonzero
 
 import tensorad as ta
 from tensorad.ir import TRUE, var
@@ -68,7 +69,7 @@ def test_a_tensors_guard_is_found_once_per_call(monkeypatch):
 
     from tensorad.simplify import OptimizerContext
 
-    nz = importlib.import_module("tensorad.simplify.nonzero")
+    nz = importlib.import_module("tensorad.simplify.zeros.nonzero")
     A = ta.placeholder((6, 6), name="A")
     T = ta.compute((6, 6), lambda i, j: ta.select(i <= j, A[i, j], 0.0), name="T")
     U = ta.compute((6,), lambda i: ta.select(i < 4, A[i, 0], 0.0), name="U")

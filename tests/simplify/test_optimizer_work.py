@@ -22,11 +22,12 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.simplify import Optimizer, OptimizerContext, eliminate
+from tensorad.simplify import Optimizer, OptimizerContext
+from tensorad.simplify.algebra.index import _decide
 from tensorad.simplify.cse import OpTable
-from tensorad.simplify.index import _decide
-from tensorad.simplify.nonzero import nonzero
-from tensorad.simplify.polynomial import ProofMemo
+from tensorad.simplify.sums import eliminate
+from tensorad.simplify.zeros.nonzero import nonzero
+from tensorad.simplify.zeros.polynomial import ProofMemo
 
 import tensorad as ta
 from tensorad import autodiff
@@ -150,7 +151,7 @@ def test_an_op_table_keys_and_signs_each_op_once(monkeypatch):
 
 
 def test_inlining_is_decided_once_per_tensor(monkeypatch):
-    import tensorad.simplify.inline as inline
+    import tensorad.simplify.inlining as inline
     import tensorad.simplify.program as program
 
     asked = []
@@ -210,7 +211,7 @@ def test_nonzeroness_asked_again_walks_nothing(monkeypatch):
 
 
 def test_a_proofs_variable_sets_are_read_back_without_a_fold(monkeypatch):
-    import tensorad.simplify.polynomial as polynomial
+    import tensorad.simplify.zeros.polynomial as polynomial
 
     i, k = var("i", 0, 4), var("k", 0, 6)
     X = ta.placeholder((4, 6), name="X")

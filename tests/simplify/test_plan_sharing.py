@@ -1,4 +1,4 @@
-"""Elimination plans shared between sums equal up to their variables (simplify/plankey.py).
+"""Elimination plans shared between sums equal up to their variables (simplify/sums/plan_key.py).
 
 A plan renamed from another sum's must be the plan isl would give for the sum's own variables.
 The oracles: the plan made without sharing (``share_plans=False`` through the context), for
@@ -11,7 +11,7 @@ from __future__ import annotations
 import simplify_workloads as W
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
-from tensorad.simplify.eliminate import make_plan
+from tensorad.simplify.sums.eliminate import make_plan
 
 import tensorad as ta
 from tensorad.autodiff import jacobian_recursive
@@ -151,7 +151,7 @@ def _affinity_questions(monkeypatch) -> list:
 
 
 def test_an_affinity_answer_is_shared_only_by_conditions_equal_up_to_renaming(monkeypatch):
-    from tensorad.simplify.eliminate import split_affine
+    from tensorad.simplify.sums.eliminate import split_affine
 
     asked = _affinity_questions(monkeypatch)
     ctx = OptimizerContext()

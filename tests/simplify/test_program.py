@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 from tensorad.simplify.cse import OpTable
-from tensorad.simplify.polynomial import provably_zero
+from tensorad.simplify.zeros.polynomial import provably_zero
 
 import tensorad as ta
 from tensorad.ir import Op, placeholders, tensor_graph
@@ -54,7 +54,7 @@ def test_same_domain_sums_are_merged():
     (dX,) = ta.JacobianRecursive(ta.topi.nn.log_softmax(X), [X], H)
     reds = [op for op in _ops([dX]) if op.is_reduction]
     # the forward max and sum, and one reduction of the gradient (sum_j H, its per-row factor
-    # moved out of the sum by simplify/factor.py)
+    # moved out of the sum by simplify/sums/factor.py)
     names = sorted(op.name for op in reds)
     assert names[:2] == ["log_softmax.max", "log_softmax.sum"] and len(names) == 3
     assert names[2].startswith("log_softmax.sum.grad")

@@ -1,6 +1,6 @@
 """Zero-proofs of one optimizer call share their conversions without changing any answer.
 
-:class:`tensorad.simplify.polynomial.ProofMemo` keeps every node a proof converted; a later
+:class:`tensorad.simplify.zeros.polynomial.ProofMemo` keeps every node a proof converted; a later
 proof of the call replays the kept nodes instead of converting them again, spending its own
 expansion budget node by node as converting them would.  The oracle here is the same proof
 run alone (a fresh memo, nothing replayed): its answer *and* the budget it spent must be the
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tensorad.simplify.factor as factor
-import tensorad.simplify.polynomial as polynomial
 import tensorad.simplify.program as program
+import tensorad.simplify.sums.factor as factor
+import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_program
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
-from tensorad.simplify.refute import Refuter
+from tensorad.simplify.zeros.refute import Refuter
 
 import tensorad as ta
 from tensorad.ir import Op

@@ -15,9 +15,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import Optimizer, OptimizerContext
-from tensorad.simplify.factor import _nonempty
-from tensorad.simplify.logic import all_of
-from tensorad.simplify.rules import simplify_expr
+from tensorad.simplify.algebra.logic import all_of
+from tensorad.simplify.algebra.rules import simplify_expr
+from tensorad.simplify.sums.factor import _nonempty
 
 import tensorad as ta
 from tensorad import autodiff
@@ -39,7 +39,7 @@ def _strided_conv_relu_gradient() -> Optimizer:
 
 
 def test_emptiness_questions_are_asked_once_per_condition(monkeypatch):
-    import tensorad.simplify.factor as factor
+    import tensorad.simplify.sums.factor as factor
 
     asked = []
     real = factor._nonempty
@@ -110,7 +110,7 @@ def test_emptiness_over_the_mentioned_variables_is_exact(specs, summed):
 
 
 def test_a_sum_is_proved_zero_once_per_call(monkeypatch):
-    import tensorad.simplify.polynomial as polynomial
+    import tensorad.simplify.zeros.polynomial as polynomial
 
     built = []
     real = polynomial._Builder
@@ -128,7 +128,7 @@ def test_a_sum_is_proved_zero_once_per_call(monkeypatch):
 def test_sums_equal_up_to_their_axes_are_proved_once_and_expand_a_read_once(monkeypatch):
     # each bracket of a long chain's adjoints asks about the same sum over its own fresh axis:
     # proved again per axis, every read expanded (substituted, simplified) again per proof
-    import tensorad.simplify.polynomial as polynomial
+    import tensorad.simplify.zeros.polynomial as polynomial
 
     X = ta.placeholder((4,), name="X")
     T = ta.compute((4,), lambda i: X[i] * 2.0 - X[i], name="T")
@@ -149,7 +149,7 @@ def test_sums_equal_up_to_their_axes_are_proved_once_and_expand_a_read_once(monk
 
 
 def test_a_condition_is_converted_to_isl_once_per_call(monkeypatch):
-    from tensorad.simplify.eliminate import space_of, split_affine
+    from tensorad.simplify.sums.eliminate import space_of, split_affine
 
     from tensorad.poly.affine import IndexSpace
     from tensorad.poly.domain import IndexSet

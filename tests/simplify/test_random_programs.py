@@ -30,7 +30,7 @@ def test_random_program_gradients(program):
     for got, want in zip(ta.evaluate(grads, {p: feed[p] for p in placeholders(grads)}),
                          ta.evaluate(raw, {p: feed[p] for p in placeholders(raw)})):
         # a symbolic zero is a strong zero: where the unoptimized gradient is 0 * inf = NaN,
-        # the optimized one may be 0 (see simplify/rules.py)
+        # the optimized one may be 0 (see simplify/algebra/rules.py)
         ok = np.isfinite(want)
         np.testing.assert_allclose(np.asarray(got)[ok], np.asarray(want)[ok], rtol=1e-9, atol=1e-9)
 

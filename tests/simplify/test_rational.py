@@ -1,4 +1,4 @@
-"""The refuter's exact arithmetic (simplify/rational.py) computes what ``Fraction`` computes.
+"""The refuter's exact arithmetic (simplify/zeros/rational.py) computes what ``Fraction`` computes.
 
 The oracle is Python's ``fractions.Fraction`` on the same operands: ints, bools and fractions
 with small, large and power-of-two denominators (the refuter's data are eighths, its constants
@@ -12,8 +12,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-import tensorad.simplify.rational as rational
-import tensorad.simplify.refute as refute
+import tensorad.simplify.zeros.rational as rational
+import tensorad.simplify.zeros.refute as refute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""The refutation tried before a zero-proof (simplify/refute.py) is sound and changes no result.
+"""The refutation tried before a zero-proof (simplify/zeros/refute.py) is sound and changes no result.
 
 A term the refuter finds nonzero at a point of its model is never proved zero.  The oracles:
 polynomial identities built here that *are* zero (so a refutation of one would be wrong),
@@ -10,14 +10,14 @@ optimizer's printed output with the refuter switched off through the context.
 from __future__ import annotations
 
 import simplify_workloads as W
-import tensorad.simplify.factor as factor
-import tensorad.simplify.polynomial as polynomial
 import tensorad.simplify.program as program
+import tensorad.simplify.sums.factor as factor
+import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
-from tensorad.simplify.refute import Refuter
+from tensorad.simplify.zeros.refute import Refuter
 
 import tensorad as ta
 from tensorad.autodiff import jacobian_recursive
@@ -255,7 +255,7 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeyp
             quick_tried = len(quick)
     # 74 questions: the key gradient summed over the keys is proved zero (Fubini's exchange,
     # a layered proof), and b1's gradient, one term fewer, asks three more (79 until the
-    # residual layer norms' mean gradients became the forward's own sums: simplify/factor.py)
+    # residual layer norms' mean gradients became the forward's own sums: simplify/sums/factor.py)
     assert counts[1] == 74
     # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
     # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
@@ -312,7 +312,7 @@ def test_a_two_layer_encoders_numbers_fit_the_model():
 
 
 def test_every_op_has_a_meaning_in_the_model():
-    from tensorad.simplify.refute import _NODES
+    from tensorad.simplify.zeros.refute import _NODES
 
     assert set(_NODES) == set(Op)
 
@@ -356,7 +356,7 @@ def test_the_second_models_attempt_after_a_zero_is_bounded(monkeypatch):
     # a term zero in real arithmetic over a deep chain of sums: 0 at both points of the first
     # model, and the second model -- cold, no element evaluated -- would spend 2,500 steps
     # evaluating the chain afresh before the proof runs anyway; it spends WIDE_STEPS
-    import tensorad.simplify.refute as refute
+    import tensorad.simplify.zeros.refute as refute
 
     Wm, T = ta.placeholder((12, 12), name="Wm"), ta.placeholder((12, 12), name="T0")
 

@@ -9,9 +9,9 @@ from collections import Counter
 import numpy as np
 import pytest
 from tensorad.simplify import OptimizerContext
-from tensorad.simplify.consts import evaluate_scalar
-from tensorad.simplify.nonzero import NZ_RULES
-from tensorad.simplify.rules import ALGEBRA_RULES, simplify_expr
+from tensorad.simplify.algebra.consts import evaluate_scalar
+from tensorad.simplify.algebra.rules import ALGEBRA_RULES, simplify_expr
+from tensorad.simplify.zeros.nonzero import NZ_RULES
 
 import tensorad as ta
 from tensorad.ir import FALSE, TRUE, Expr, Op, var

@@ -5,7 +5,7 @@ nonzero on its own quarter of the columns.  Inlined into the sums that read it
 (``Wx.grad = sum_i g.grad[i, o] X[i, k]``), the optimizer split each sum into one product per
 piece: four small products per gradient, each with a padded operand and a full-size
 temporary, then a pass adding them (issue 9).  The adjoint is now kept as one tensor
-(``simplify/pieces.py``), so each gradient is one product, as written by hand:
+(``simplify/sums/tiling.py``), so each gradient is one product, as written by hand:
 ``dG = concat(di, df, dgg, do)``, ``X.grad = dG Wx``, ``Wx.grad = dG^T X``, ``b.grad = colsum(dG)``.
 
 Oracles: NumPy's float64 formulas of the backward (written here), the work counted by hand.
@@ -148,7 +148,7 @@ def test_pieces_that_leave_zeros_are_still_split(rng):
 
 
 def _tiles(fcompute) -> bool:
-    from tensorad.simplify.pieces import tiles_box
+    from tensorad.simplify.sums.tiling import tiles_box
 
     A = ta.placeholder((6, 8), "float32", name="A")
     B = ta.placeholder((6, 8), "float32", name="B")

@@ -6,7 +6,7 @@ common.  The oracle is an interpreter written here with NumPy (:func:`_value`), 
 tensorad's:
 
 * ``nonzero(e)`` must be false only where ``e`` is zero.  "Zero" is the symbolic-zero policy
-  of ``simplify/rules.py``: ``0 * x`` and ``0 / x`` are 0 even where ``x`` is inf or NaN, so
+  of ``simplify/algebra/rules.py``: ``0 * x`` and ``0 / x`` are 0 even where ``x`` is inf or NaN, so
   the oracle multiplies with a strong zero; everything else (``0 ** 0 = 1``, ``0 ** -1 =
   inf``, ``log(0) = -inf``) keeps its IEEE value.  Issue 10's ``select(k == i, x, 0) ** w``
   with ``w = 0`` is such a point.
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.simplify import consts, nonzero
-from tensorad.simplify.consts import CONST_RULES, evaluate_scalar
-from tensorad.simplify.nonzero import NZ_RULES
+from tensorad.simplify.algebra import consts
+from tensorad.simplify.algebra.consts import CONST_RULES, evaluate_scalar
+from tensorad.simplify.zeros.nonzero import NZ_RULES, nonzero
 
 import tensorad as ta
 from tensorad.ir import Expr, Op, var

@@ -7,7 +7,7 @@ import itertools
 import islpy as isl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorad.simplify.consts import evaluate_scalar
+from tensorad.simplify.algebra.consts import evaluate_scalar
 
 import tensorad as ta
 from tensorad.ir import var

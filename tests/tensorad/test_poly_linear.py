@@ -21,8 +21,8 @@ import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorad.simplify.consts import evaluate_scalar
-from tensorad.simplify.ranges import bounds
+from tensorad.simplify.algebra.consts import evaluate_scalar
+from tensorad.simplify.algebra.ranges import bounds
 
 from tensorad.ir.expr import Expr, Op, binary, cast, compare, const, unary, var
 from tensorad.poly.affine import IndexSpace, NotAffine
@@ -200,7 +200,7 @@ def test_a_deep_sum_converts_without_recursion():
     assert to_linear(e).terms == ((i, 1),) and to_linear(e).const == -2500
     pa = IndexSpace([i]).aff(e)
     assert pa.is_equal(IndexSpace([i]).aff(i - 2500))
-    assert bounds(e) == (-2500, -2497)  # (interval bounds: simplify/ranges.py)
+    assert bounds(e) == (-2500, -2497)  # (interval bounds: simplify/algebra/ranges.py)
 
 
 @pytest.mark.parametrize("c", [2**31 + 1, -(2**40) - 3, 2**62 + 7, 2**70 + 3, -(2**70) - 5])

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_feed, random_program
-from tensorad.codegen import diskcache
-from tensorad.codegen.buildkey import describe_graph
+from tensorad.codegen.jit import disk_cache as diskcache
+from tensorad.codegen.jit.build_key import describe_graph
 
 import tensorad as ta
 from tensorad import diffcache
@@ -104,7 +104,7 @@ def test_a_new_process_reads_the_entry(cache_dir):
         import hashlib
         import tensorad as ta
         from tensorad import diffcache
-        from tensorad.codegen.buildkey import describe_graph
+        from tensorad.codegen.jit.build_key import describe_graph
         found = []
         real = diffcache._load
         diffcache._load = lambda p, g: found.append(1) or real(p, g)

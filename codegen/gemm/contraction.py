@@ -1,0 +1,760 @@
+"""Recognizing contractions: reductions that are a matrix product in disguise.
+
+A sum reduction ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its
+output axes split into
+
+* ``n``: a suffix of the output axes (contiguous in C) read only by some factors (side B),
+* ``m``: other output axes read only by the other factors (side A), consecutive in C, so
+  that their strides chain and they are one row index (:func:`row_axes`),
+* ``batch``: the remaining output axes (read by either side),
+
+and each conjunct of the condition involves only side A's axes or only side B's (with the
+reduction axes ``k`` and the batch axes, which both sides share).  Then, for each batch point,
+
+    C[m, n] = sum_k A(m, k) * B(k, n)   with  A = if_then_else(cA, prod(FA), 0),
+                                               B = if_then_else(cB, prod(FB), 0)
+
+and the micro-kernel (:mod:`.gemm.microkernel`) computes it from packed panels of ``A`` and ``B``,
+evaluating these expressions while packing -- so convolutions (``X[n, c, y + ry, x + rx]``),
+padding guards, transposed and batched operands all take the fast path.  Examples:
+
+* dense ``X[i, k] * W[j, k]``: m = i, n = (j,), k = (k,);
+* conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,),
+  m = f, n = (y, x), k = (c, ry, rx);
+* its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``:
+  m = f, n = (c, ry, rx), k = (b, y, x);
+* a channels-last conv2d ``X[b, y + ry, x + rx, c] * W[ry, rx, c, f]`` into ``Y[b, y, x, f]``:
+  batch = (b,), m = (y, x), n = (f,), k = (ry, rx, c) -- one product of ``H * W`` rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import permutations
+from typing import Any
+
+from tensorad.simplify import simplify_expr
+from tensorad.simplify.algebra.logic import conjuncts
+
+from tensorad.ir.dtype import INT_DTYPES
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
+from tensorad.poly.linear import var_coefficients
+
+from ..passes.speculate import cheap, speculate
+from ..target import Target, host_target
+from .descriptor import APRE_LIMIT, MAXBATCH, runs
+
+MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
+MIN_ROWS = 2  # one row is a matrix-vector product: memory-bound, the loops stream it as well
+
+
+@dataclass(frozen=True, eq=False)
+class Contraction:
+    c: Tensor
+    batch: tuple[Expr, ...]
+    m: tuple[Expr, ...]  # the row axes, consecutive in C (one flat row index, row-major)
+    n: tuple[Expr, ...]
+    k: tuple[Expr, ...]
+    a: Expr  # side A as an expression of batch, m and k
+    b: Expr  # side B as an expression of batch, k and n
+    dtype: str
+    mr: int = 8
+    nr: int = 32
+    kc: int = 256
+    mc: int = 128
+    nc: int = 256
+    #: C's index (one expression per axis of C) in the product's axes, where they differ from
+    #: C's own axes: a chunk of the batch (:func:`pad_contraction`), a split axis (:func:`digit_splits`)
+    c_index: tuple = ()
+    target: Target | None = None  # the CPU the tile was chosen for (its vectors, registers)
+    exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
+    band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
+    #: an elementwise consumer of C (:class:`.strategies.epilogue.Epilogue`) applied in place to each finished
+    #: block of C, which then lives in the consumer's buffer (:class:`.strategies.catalog.ProductEpilogue`)
+    epilogue: Any = None
+
+    @property
+    def c_at(self) -> tuple[Expr, ...]:
+        """C's index in the product's axes: C's own axes unless :attr:`c_index` says otherwise."""
+        return self.c_index or tuple(self.c.op.axes)
+
+    def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
+        """``(stride, first)``: the stride in C's buffer (whose axes step by ``strides``) of each
+        axis of the product, and the offset of its first point (each axis at its ``lo``: a
+        chunk of the batch starts at its first row; a split axis ``f = F g + j`` steps by
+        ``F`` rows along ``g`` and one along ``j``)."""
+        stride: dict[Expr, int] = {}
+        first = 0
+        for e, st in zip(self.c_at, strides):
+            for v, x in var_coefficients(e).items():
+                if v is None:
+                    first += x * st
+                else:
+                    stride[v] = stride.get(v, 0) + x * st
+        first += sum(ax.lo * stride.get(ax, 0) for ax in self.batch + self.m + self.n)
+        return stride, first
+
+    @property
+    def M(self) -> int:  # noqa: N802
+        return _prod(a.extent for a in self.m)
+
+    @property
+    def N(self) -> int:  # noqa: N802
+        return _prod(a.extent for a in self.n)
+
+    @property
+    def K(self) -> int:  # noqa: N802
+        return _prod(a.extent for a in self.k)
+
+    @property
+    def batches(self) -> int:
+        return _prod(a.extent for a in self.batch)
+
+    @property
+    def blocks(self) -> int:
+        """Iterations of the parallel loop: batch points times column blocks."""
+        return self.batches * -(-self.N // self.nc)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batches * self.M * self.N * self.K
+
+    @property
+    def k_steps(self) -> int:
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or
+        fewer within a :attr:`band` (each tile of ``MR`` rows only over the ``k`` that its rows'
+        band reaches)."""
+        tiles = -(-self.M // self.mr)
+        if self.band is None:
+            return tiles * self.K
+        return sum(hi - lo for lo, hi in (self.band.k_range(r * self.mr, min(self.mr, self.M - r * self.mr),
+                                                             self.K) for r in range(tiles)))
+
+    def describe(self) -> str:
+        shape = (f"{'batch ' + 'x'.join(str(b.extent) for b in self.batch) + ' of ' if self.batch else ''}"
+                 f"[{self.M} x {self.K}] @ [{self.K} x {self.N}]")
+        band = ""
+        if self.band is not None:
+            full = -(-self.M // self.mr) * self.K
+            band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
+        then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
+        return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
+                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
+
+
+@dataclass(frozen=True)
+class Band:
+    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the
+    digits (``value - lo``) of ``m`` and of the first reduction axis ``kf``; ``inner`` is the
+    extent of the reduction axes after ``kf`` (the flat ``k`` is ``kf * inner + ...``).  A causal
+    triangle's ``sum_{j <= i}`` (attention's output and its gradients: half their terms are
+    zero) or a sliding window's ``|j - i| <= w``: the driver (:mod:`.gemm.library`) runs each
+    micro-tile of rows ``[r, r + rows)`` only over the ``k`` its rows reach, skipping products
+    whose A side is a guarded zero (their value is 0, or NaN at an inf of B, which
+    :func:`exact_term`'s fixer would recompute as 0 anyway)."""
+
+    lo: int | None
+    hi: int | None
+    inner: int
+
+    def k_range(self, row: int, rows: int, K: int) -> tuple[int, int]:  # noqa: N803
+        """The flat ``[start, end)`` of ``k`` that rows ``[row, row + rows)`` reach (as the driver
+        computes it: clamped to ``[0, K)``, ``start <= end``)."""
+        start = 0 if self.lo is None else min(max((row + self.lo) * self.inner, 0), K)
+        end = K if self.hi is None else min(max((row + rows + self.hi) * self.inner, start), K)
+        return start, end
+
+
+_BOUNDS = {Op.LE: (1, 0), Op.LT: (1, -1), Op.GE: (-1, 0), Op.GT: (-1, -1)}
+
+
+def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
+    """The :class:`Band` that the conjuncts ``conds`` of side A's guard set: those of the form
+    ``kf <= m + c`` or ``kf >= m + c`` (integer, unit coefficients, no other variable) on
+    ``m`` and the first reduction axis ``kf``; ``None`` without one."""
+    if not k:
+        return None
+    kf = k[0]
+    lo = hi = None
+    for c in conds:
+        if c.op not in _BOUNDS or c.src[0].dtype not in INT_DTYPES:
+            continue
+        lhs, rhs = (var_coefficients(x) for x in c.src)
+        if lhs is None or rhs is None:
+            continue
+        form = {v: lhs.get(v, 0) - rhs.get(v, 0) for v in set(lhs) | set(rhs)}
+        sign, shift = _BOUNDS[c.op]  # sign * (form) <= shift: the condition
+        const_ = form.pop(None, 0)
+        form = {v: sign * x for v, x in form.items() if x}
+        bound = shift - sign * const_  # sum form[v] * v <= bound
+        if set(form) != {m, kf}:
+            continue
+        if form[kf] == 1 and form[m] == -1:  # kf <= m + bound: an upper bound, in digits
+            c_ = bound + m.lo - kf.lo
+            hi = c_ if hi is None else min(hi, c_)
+        elif form[kf] == -1 and form[m] == 1:  # kf >= m - bound
+            c_ = m.lo - bound - kf.lo
+            lo = c_ if lo is None else max(lo, c_)
+    if lo is None and hi is None:
+        return None
+    return Band(lo, hi, _prod(a.extent for a in k[1:]))
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _factors(e: Expr) -> list[Expr]:
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if n.op is Op.MUL:
+            stack.extend(reversed(n.src))
+        else:
+            out.append(n)
+    return out
+
+
+def _vars(e: Expr) -> set[Expr]:
+    return {n for n in walk(e) if n.op is Op.VAR and n.lo is not None}
+
+
+def _product(fs: list[Expr], dtype: str) -> Expr:
+    if not fs:
+        return const(1, dtype)
+    out = fs[0]
+    for f in fs[1:]:
+        out = Expr(Op.MUL, dtype, (out, f))
+    return out
+
+
+def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
+    """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and the
+    conjuncts of their conditions.
+
+    A masked term is a term of the sum whose condition is ``c``: the gradient of a convolution
+    followed by ReLU, ``sum select(Y[n, f, y - ry, x - rx] >= 0, H[..] * W[..], 0)``, is the
+    product of the masked head ``if_then_else(Y >= 0, H, 0)`` (the side that reads the same
+    point) and ``W``; the mask's conjuncts join the reduction condition and go to their side."""
+    masks: list[Expr] = []
+    while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
+        c, a, b = src.src
+        if _is_const(b, 0):
+            masks += conjuncts(c)
+            src = a
+        elif _is_const(a, 0):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
+            masks.append(logical_not(c))
+            src = b
+        else:
+            break
+    return src, masks
+
+
+def _is_const(e: Expr, value: float) -> bool:
+    return e.op is Op.CONST and e.arg == value
+
+
+def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
+    """``if_then_else(cond, value, 0)`` over the box of ``axes``; conjuncts that read tensors
+    (a mask) are tested inside the others, so that those reads happen only where the index
+    conditions hold.  The mask's choice is made eager where :func:`.passes.speculate.speculate` finds
+    that safe (a data test, a cheap value): a lazy one branches on data in the packers and in
+    padded copies (a ReLU mask is taken half the time: a misprediction every other element).
+    The index conditions' choice is eager too (a ``select``) when ``value`` reads in bounds on
+    the whole box and costs no more than an arithmetic expression (:func:`_eager`): a causal
+    triangle ``k >= m`` over a transposed operand was a branch per packed element, which kept
+    the packer's loops scalar."""
+    reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
+    for group in (reading, [c for c in cond if c not in reading]):
+        if group:
+            c = group[0]
+            for x in group[1:]:
+                c = logical(Op.AND, c, x)
+            lazy = group is not reading and not _eager(value, axes)
+            value = choice(Op.IF_THEN_ELSE if lazy else Op.SELECT, c, value, const(0, value.dtype))
+            if group is reading:
+                value = speculate(value)
+    return value
+
+
+def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
+    """Whether computing ``value`` where an index condition fails is safe and cheap: every read
+    in bounds on the box (the condition is not what keeps it there: a padded window's is),
+    no transcendental function, reduction or checked gather index, few nodes, and no integer
+    division (a floating-point division by zero is an inf the choice drops; an integer one
+    traps)."""
+    return (cheap(value, UNARY_MATH | {Op.REDUCE})
+            and not any(n.op in _DIVISIONS and n.dtype in INT_DTYPES for n in walk(value))
+            and _in_bounds(value, axes))
+
+
+_DIVISIONS = frozenset({Op.DIV, Op.FLOORDIV, Op.MOD})
+
+
+def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,
+                      target: Target | None = None) -> Contraction | None:
+    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), its tiles chosen for
+    ``target`` (default: the host), or ``None``."""
+    if not op.is_reduction or len(bodies) != 1 or not op.axes:
+        return None
+    red = bodies[0]
+    cond, *srcs = red.src
+    if red.arg.combiner.kind != "sum" or len(srcs) != 1 or red.dtype not in ("float32", "float64"):
+        return None
+    if any(a.extent <= 0 for a in op.axes + tuple(red.arg.axes)) or not red.arg.axes:
+        return None
+    if any(n.op is Op.REDUCE for n in walk(srcs[0])):
+        return None
+    # a checked gather index needs the kernel's run-time test, which the packers do not emit
+    if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
+        return None
+    target = target or host_target()
+    spec = _match(op, tuple(op.axes), red, (), target)
+    for axis, parts in ([] if spec is not None else digit_splits(op, red)):
+        value = parts[0] * const(parts[1].extent, axis.dtype) + parts[1]
+        split = simplify_expr(substitute(red, {axis: value}))
+        if split.op is not Op.REDUCE or len(split.src) != 2:
+            continue
+        axes = tuple(x for a in op.axes for x in (parts if a is axis else (a,)))
+        index = tuple(value if a is axis else a for a in op.axes)
+        spec = _match(op, axes, split, index, target)
+        if spec is not None:
+            break
+    return None if spec is None else _with_tiles(spec, tile, target)
+
+
+def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
+    """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or
+    ``% F`` (``F`` dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``,
+    ``j < F``.  A grouped convolution reads its input's channel ``(f // F) * C_g + c`` for its
+    output channel ``f`` and its weights at ``f``: no axis is read by one side only until
+    ``f`` is split, when ``g`` (both sides) is a batch axis and ``j`` (the weights) the rows
+    -- one product per group.  Its input gradient reads ``(7 - f) // 8``-like forms of its
+    channel, its weight gradient ``f // F``."""
+    found: dict[tuple[Expr, int], None] = {}
+    for n in walk(red):
+        if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:
+            continue
+        form = var_coefficients(n.src[0])
+        divisor = int(n.src[1].arg)
+        for a in op.axes if form is not None else ():
+            if form.get(a) and a.lo == 0 and 1 < divisor < a.extent and a.extent % divisor == 0:
+                found[(a, divisor)] = None
+    return [(a, (var(f"{a.name}.g", 0, a.extent // d, a.dtype), var(f"{a.name}.j", 0, d, a.dtype)))
+            for a, d in found]
+
+
+def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, target: Target
+           ) -> Contraction | None:
+    """The untiled :class:`Contraction` of the sum ``red`` over output ``axes`` (C's index in
+    them: ``c_index``, empty when they are ``op``'s own), or ``None``."""
+    cond, src = red.src
+    src, masks = _peel_masks(src)
+    factors = _factors(src)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
+    if not factors:
+        return None
+    fvars = [_vars(f) for f in factors]
+    cvars = [(c, _vars(c)) for c in _unless_implied(conjuncts(cond), axes + tuple(red.arg.axes)) + masks]
+    axes = list(axes)
+    for length in range(len(axes) - 1, 0, -1):
+        n_axes = axes[-length:]
+        fb = [i for i, vs in enumerate(fvars) if vs & set(n_axes)]
+        fa = [i for i in range(len(factors)) if i not in fb]
+        a_vars = set().union(*(fvars[i] for i in fa)) if fa else set()
+        b_vars = set().union(*(fvars[i] for i in fb)) if fb else set()
+        tied = {ax for _, vs in cvars if vs & set(n_axes) for ax in vs}  # share a condition with n
+        m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars and ax not in tied]
+        if not m_cands or not fb:
+            continue
+        m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype, target)
+        batch = tuple(ax for ax in axes[:-length] if ax not in m)
+        ga, gb = [], []
+        for c, vs in cvars:
+            (gb if vs & set(n_axes) else ga).append(c)
+        box_a, box_b = batch + m + tuple(red.arg.axes), batch + tuple(n_axes) + tuple(red.arg.axes)
+        a = _guarded(ga, _product([factors[i] for i in fa], red.dtype), box_a)
+        b = _guarded(gb, _product([factors[i] for i in fb], red.dtype), box_b)
+        allowed_a = set(batch) | set(m) | set(red.arg.axes)
+        allowed_b = set(batch) | set(n_axes) | set(red.arg.axes)
+        if not set(free_vars(a)) <= allowed_a or not set(free_vars(b)) <= allowed_b:
+            continue
+        if not (_in_bounds(a, box_a) and _in_bounds(b, box_b)):
+            continue  # a read kept in bounds only by the other side's condition
+        k = k_order(((a, m), (b, tuple(n_axes))), tuple(red.arg.axes))
+        exact = exact_term(ga + gb, [factors[i] for i in fa], [factors[i] for i in fb], red.dtype,
+                           box_a + tuple(n_axes))
+        return Contraction(Tensor(op, 0), batch, m, tuple(n_axes), k, a, b, red.dtype, exact=exact,
+                           band=k_band(ga, m[0], k) if len(m) == 1 else None, c_index=c_index)
+    return None
+
+
+def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
+             target: Target) -> tuple[Expr, ...]:
+    """The product's rows among the output axes ``outer`` (all but the columns): the longest
+    run (most rows) of ``cands`` that are consecutive in ``outer`` -- C is row-major, so their
+    strides chain and the run is one row index whose stride is its last axis's.  A
+    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows, not ``W``
+    products of ``H`` rows, each too short to reuse its panels of B and taking its own call of
+    the micro-tiles (its edge tiles, its loads of C).  Leading axes of the run stay batch axes
+    while the parallel loop (batch points times column blocks) would have fewer than
+    ``PARALLEL_BLOCKS`` blocks (the rows of a product are not shared among threads), or while
+    it would cut the columns into more blocks than the longest axis alone, each block packing
+    A again (a dense layer over ``(b, s)`` tokens, 8 x 128 of them, into 2048 columns: all
+    tokens as rows would take 4 column blocks, ``s`` over 8 batch points takes 3)."""
+    runs_: list[tuple[Expr, ...]] = []
+    for i, ax in enumerate(outer):
+        if ax not in cands:
+            continue
+        if runs_ and runs_[-1][-1] is outer[i - 1]:
+            runs_[-1] += (ax,)
+        else:
+            runs_.append((ax,))
+    run = max(runs_, key=lambda r: _prod(a.extent for a in r))  # the first on ties
+    mr, nr = register_tile(target, dtype)
+
+    def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
+        batches = _prod(a.extent for a in outer if a not in rows)
+        width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
+        return batches, -(-columns // column_block(columns, batches, width))
+
+    one = blocks((max(cands, key=lambda a: a.extent),))[1]
+    while len(run) > 1:
+        batches, cuts = blocks(run)
+        if batches * cuts >= PARALLEL_BLOCKS and cuts <= one:
+            break
+        run = run[1:]
+    return run
+
+
+def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
+               axes: tuple[Expr, ...]) -> Expr | None:
+    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else none
+    (``0``, never ``0 * inf``); ``None`` without conditions.  The packed kernel multiplies a
+    side's guarded zero by the other side, NaN at an inf or NaN there: an excluded term of
+    a causal triangle, a padded window's gradient.  Such a product is NaN wherever it is
+    wrong (an excluded term adds ``0 * finite = 0``, an included one the same as here), so
+    recomputing the NaN elements of C from this term, in order over ``k`` (:mod:`.gemm.microkernel`'s
+    fixer), makes it exact at the cost of a scan of C -- and a scalar sum per NaN element."""
+    if not cond:
+        return None
+    value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))
+    return _guarded(cond, value, axes)
+
+
+K_ORDER_MAX = 5  # reduction axes whose orders are all tried (120)
+OUTER_RUN = 8  # a read this contiguous along its outer axes is copied whatever the order of k
+
+
+def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """The reduction axes of a product in the order its packers read best: the sum is the same
+    in any order (the micro-kernel reassociates it anyway, so ``fastmath=False`` never runs
+    it), but a side read along ``k`` is packed by register transposes only over a run of unit
+    stride along the trailing ``k`` axes, else element by element.  An input gradient of a
+    channels-last convolution sums ``H[n, y - ry + 1, x - rx + 1, o] * W[ry, rx, c, o]`` over
+    ``(o, ry, rx)`` as the optimizer left it: no run (``rx`` steps by -64); over ``(ry, rx, o)``
+    runs of 64.  ``sides`` are ``(side, its outer axes)``; each read of a side that is not
+    contiguous along its outer axes (those are copied) counts its run; the given order is
+    kept unless another has longer runs."""
+    if not 2 <= len(k) <= K_ORDER_MAX:
+        return k
+    coefs = []
+    for side, outer in sides:
+        for r in walk(side):
+            if r.op is not Op.READ:
+                continue
+            forms = [var_coefficients(i) for i in r.src]
+            if any(f is None for f in forms):
+                continue
+            flat, acc = [], 1
+            for n in reversed(r.arg.shape):
+                flat.append(acc)
+                acc *= n
+            coef = {a: sum(f.get(a, 0) * st for f, st in zip(forms, reversed(flat))) for a in k + outer}
+            if runs(outer, [coef[a] for a in outer]) < OUTER_RUN:
+                coefs.append(coef)
+
+    def score(order) -> int:
+        return sum(runs(order, [c[a] for a in order]) for c in coefs)
+
+    best = max(permutations(k), key=score)  # the first best: the given order on ties
+    return best if score(best) > score(k) else k
+
+
+def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
+    """``conds`` without the affine conjuncts that hold on the whole box of ``axes``: a
+    residue class of a strided convolution's gradient (:mod:`.strategies.parity`) keeps the kernel's
+    and the input's range tests, which its narrowed axes make always true; left in, they
+    would make a plain side a guarded one (packed element by element, never copied)."""
+    from tensorad.poly.affine import IndexSpace, NotAffine
+
+    space = IndexSpace(axes)
+    box = space.box()
+    out = []
+    for c in conds:
+        if not any(n.op is Op.READ or n.op is Op.DATA_INDEX for n in walk(c)):
+            try:
+                if box.is_subset(space.cond(c)):
+                    continue
+            except (NotAffine, NotImplementedError, ValueError):
+                pass
+        out.append(c)
+    return out
+
+
+def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
+    """Whether every read of ``side`` is in bounds on the whole box of ``axes`` (packing
+    evaluates each side there, under its own guards only)."""
+    try:
+        check_op_bounds(ComputeOp("pack", "", axes, (side,)))
+    except OutOfBoundsError:
+        return False
+    return True
+
+
+MR_MAX = 8  # taller tiles waste more of the edge tiles and of the A panels' packing
+NV_MAX = 3  # wider tiles waste more of the edge tiles along N and of the B panels' packing
+KC_MIN = 256  # shorter k blocks make the C tile's load-add-store per block weigh more
+KC_MAX = 1024  # the longest k block (cache_blocks)
+
+
+def operand_registers(target: Target) -> int:
+    """Vector registers a micro-kernel ``k`` step holds besides the accumulators and B's
+    vectors: A's broadcast and, without FMA, the product ``a * b`` before it is added (a
+    multiply then an add: without a register of its own for it, the tile spilled and reloaded
+    an accumulator every ``k`` step: AVX's 4 x 24 took 42 instructions for its 12
+    multiply-adds, its 6 x 16 now 37 with no memory access but the loads)."""
+    return 1 if target.fma else 2
+
+
+def register_tile(target: Target, dtype: str) -> tuple[int, int]:
+    """``(MR, NR)`` of the micro-kernel for ``target``.  An ``MR x NR`` tile of C lives in
+    ``MR * NV`` vector registers (``NR = NV * lanes``), and each ``k`` step also holds ``NV``
+    vectors of B and :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with
+    FMA, ``+ 2`` without.  Per ``k`` step the kernel loads ``MR + NV`` values for ``MR * NV``
+    multiply-adds, so among the tiles that fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes
+    the fewest loads per multiply-add.  AVX2 (16 registers of 8 floats): 4 x 24 (measured
+    10-70% faster than 6 x 16 on an AMD EPYC); AVX without FMA 6 x 16 (the 512^3 float32
+    product 1.3-1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
+    vw, regs = target.lanes(dtype), target.vector_registers
+    best = None
+    for nv in range(1, NV_MAX + 1):
+        mr = min(MR_MAX, (regs - operand_registers(target) - nv) // nv)
+        if mr >= 1:
+            score = ((mr + nv) / (mr * nv), nv)
+            if best is None or score < best[0]:
+                best = (score, mr, nv * vw)
+    if best is None:  # pragma: no cover - fewer than 3 vector registers
+        return 1, vw
+    return best[1], best[2]
+
+
+BUSY_ACCUMULATORS = 8  # vector multiply-adds in flight to keep x86's FMA units busy (4 cycles x 2 units)
+NARROW_GAIN = 0.9  # a narrower tile must save more than this much of the default's modeled time
+
+
+def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool = False) -> int:
+    """``NR`` for a product of ``n`` columns over ``batches`` batch points: the register tile's
+    default ``nr``, or a narrower one (fewer vectors, the same ``MR``) whose panels pad fewer
+    columns.  An edge panel is computed whole (its columns past ``n`` are zeros), and a ``k``
+    step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots: its
+    multiply-adds, its loads (as many units), or the latency that too few accumulators leave
+    idle.  A narrower tile is taken when its ``ceil(n / NR)`` panels cost under
+    ``NARROW_GAIN`` of the default's and it cuts the columns into no more blocks
+    (:func:`column_block`: each block packs side A again -- ``[128 x 12544] @ [12544 x 64]``
+    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide), unless side A is packed once
+    per call whatever the blocks (``a_once``, :func:`.gemm.microkernel.packs_a_once`: on an AVX-512
+    Xeon ``[512 x 1024] @ [1024 x 256]`` ran 5-8% faster in four 32-wide blocks than in
+    three 48-wide ones, whose last panel computes 48 columns of 16).  AVX2's 4 x 24 computed 48
+    columns of a bilinear form's 32 (4 x 16 1.3x faster) and 72 of attention's 64 (1.1x); 40
+    or 48 columns keep it (modeled and measured equal), as does any product over ~100
+    columns."""
+    def cost(nv: int) -> int:
+        return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
+
+    def blocks(width: int) -> int:
+        return -(-n // column_block(n, batches, width))
+
+    default = nr // lanes
+    best = min(range(default, 0, -1), key=cost)  # ties: the widest
+    narrow = cost(best) < NARROW_GAIN * cost(default) and (a_once or blocks(best * lanes) <= blocks(nr))
+    return best * lanes if narrow else nr
+
+
+def a_packed_once(c: Contraction, mr: int) -> bool:
+    """Whether the driver packs side A once per call (when the call runs several blocks)
+    rather than once per block (``MR``-high panels): A reads no batch axis (a convolution's
+    weights, any unbatched product: every batch point and column block reads the same A) and
+    fits ``APRE_LIMIT``."""
+    es = 4 if c.dtype == "float32" else 8
+    return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
+
+
+def cache_blocks(target: Target, dtype: str, mr: int, nr: int, k: int | None = None,
+                 nc: int | None = None) -> tuple[int, int]:
+    """``(KC, MC)``: the ``KC x NR`` panel of B that the micro-kernel reuses across the A
+    panels stays in half of L1 (at least ``KC_MIN``), and the ``MC x KC`` block of A that is
+    reused across the B panels in a quarter of L2 (the rest of L2 holds B's block and C).
+
+    Given the product's ``k`` and its column blocks' width ``nc``, ``KC`` is longer where B's
+    ``KC x NC`` block still fits half of L2 (at most ``KC_MAX``), in equal blocks of ``k``:
+    each block of ``k`` loads, adds and stores every tile of C once more, which costs more than
+    a panel of B read from L2 rather than L1 -- on an AVX-512 Xeon (2 MiB L2) the 1024^3
+    float32 product ran 173 GFLOP/s in four blocks of 256, 192 in two of 512 (torch.mm 208);
+    a convolution's ``[64 x 576] @ [576 x 3136]``, whose 816-wide column blocks of B fill L2,
+    keeps its 256.  A 512 KiB L2 (AMD EPYC) keeps ``KC_MIN`` for any block of 170 or more
+    columns."""
+    es = 4 if dtype == "float32" else 8
+    kc = max(KC_MIN, min(512, target.l1d // (2 * nr * es) // 16 * 16))
+    if k is not None and nc is not None:
+        fits = min(KC_MAX, target.l2 // (2 * nc * es) // 16 * 16)
+        if fits > kc and k > kc:
+            blocks = -(-k // fits)
+            per_block = -(-k // blocks)
+            kc = -(-per_block // 16) * 16
+    mc = max(mr, min(1024, target.l2 // (4 * kc * es) // mr * mr))
+    return kc, mc
+
+
+def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contraction:
+    vw = target.lanes(c.dtype)
+    mr, nr = register_tile(target, c.dtype)
+    if not tile:
+        nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
+    nc = column_block(c.N, c.batches, nr)
+    kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc)
+    if tile:
+        mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)
+        nc = column_block(c.N, c.batches, nr)
+    else:
+        mc = max(mr, mc // mr * mr)
+    return replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
+
+
+PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
+NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
+
+
+def column_block(n: int, batches: int, nr: int) -> int:
+    """``NC``: the width of the column blocks of an ``n``-column product over ``batches``
+    batch points.  The parallel loop runs over batch points times column blocks, and needs
+    only ``PARALLEL_BLOCKS`` of them in all: a batched product cuts its columns no more than
+    that asks, because each column block packs side A again (attention's ``dS @ K``, 8 heads
+    of ``[256 x 256] @ [256 x 64]``, packed A three times with ``NC = 24``).  Blocks are
+    at most ``NC_MAX`` wide and of equal width (rounded up to whole ``NR`` panels).  A few
+    blocks are kept even in number (5 batch points: 2 columns blocks each), so that two
+    threads share them evenly."""
+    batches = max(1, batches)
+    cols = max(-(-PARALLEL_BLOCKS // batches), -(-n // max(nr, NC_MAX // nr * nr)), 1)
+    while batches * cols % 2 and batches * cols < 4 * PARALLEL_BLOCKS and cols < n:
+        cols += 1
+    width = -(-n // cols)
+    return max(nr, -(-width // nr) * nr)
+
+
+def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, int, int],
+               target: Target) -> tuple[int, int, int, int]:
+    """A user's ``(MR, NR, KC, MC)`` (``None`` entries: the default) checked against the
+    micro-kernel and the target, with ``KC`` and ``MC`` clamped to the product's own size.
+
+    * ``NR`` a multiple of the vector width, ``MC`` a multiple of ``MR`` (a default ``MC`` is
+      rounded down to one);
+    * the ``MR x NR`` accumulator tile at most twice the target's vector register file
+      (:func:`.options.register_file_bytes` of ``target``): past it every ``k`` step spills, and the
+      fully unrolled micro-kernel grows with ``MR * NR`` (``MR = 1024`` took 14 s to compile,
+      ``10**6`` never finished: issue 8, D11);
+    * the packed blocks (``(MC + MR) x KC`` of A, ``NC x KC`` of B) under
+      :data:`.options.PACK_LIMIT` bytes (they are allocated on every call)."""
+    from ..options import PACK_LIMIT, register_file_bytes
+
+    t = (list(tile) + [None] * 4)[:4]
+    mr, nr, kc, mc = (d if x is None else x for x, d in zip(t, default))
+    if t[3] is None and isinstance(mr, int) and mr > 0:  # (the default MC: whole panels of the user's MR)
+        mc = max(mr, mc // mr * mr)
+    if nr % vw or mc % mr:
+        raise ValueError(f"tile (MR, NR, KC, MC) for {c.dtype}: NR must be a multiple of {vw} and MC "
+                         f"a multiple of MR, got {tuple(tile)}")
+    es = 4 if c.dtype == "float32" else 8
+    budget = 2 * register_file_bytes(target)
+    if mr * nr * es > budget:
+        raise ValueError(f"tile (MR, NR, KC, MC): an MR x NR = {mr} x {nr} {c.dtype} accumulator tile "
+                         f"({mr * nr * es} bytes) exceeds twice this target's vector registers "
+                         f"({budget} bytes); keep MR * NR <= {budget // es}")
+    kc = min(kc, max(c.K, 1))
+    mc = min(mc, -(-max(c.M, 1) // mr) * mr)
+    nc = max(nr, min(1024, -(-c.N // nr) * nr))
+    packed = ((mc + mr) * kc + nc * kc) * es
+    if packed > PACK_LIMIT:
+        raise ValueError(f"tile (MR, NR, KC, MC) = {tuple(tile)}: the packed blocks of A and B need "
+                         f"{packed >> 20} MiB per call, more than {PACK_LIMIT >> 20} MiB; choose a "
+                         "smaller KC or MC (blocks that fit the caches are faster)")
+    return mr, nr, kc, mc
+
+
+def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
+    """``c`` as pieces ``(copies, spec, batch range)``: each side that is a range-guarded read
+    reads a zero-padded copy instead (:mod:`.gemm.padding`), computed by ``copies`` just before the
+    piece.  A copy larger than ``limit`` elements is made per chunk of the first batch axis
+    (``batch range = (axis, lo, hi)``: the piece computes those batch points only); without
+    padding, the one piece is ``([], c, None)``."""
+    from .padding import plan_padding
+
+    if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
+        return [([], c, None)]
+    plans = {name: plan_padding(side, axes) for name, side, axes in
+             (("a", c.a, c.batch + c.m + c.k), ("b", c.b, c.batch + c.n + c.k))}
+    whole = {n: p for n, p in plans.items() if p is not None and p.size <= limit}
+    big = [n for n, p in plans.items() if p is not None and p.size > limit]
+    copies, sides = [], {}
+    for name, plan in whole.items():
+        op, sides[name] = plan.copy()
+        copies.append(op)
+    chunked = None
+    if len(big) == 1 and c.batch:
+        plan = plans[big[0]]
+        b0 = c.batch[0]
+        rows = -(-plan.size // limit)
+        step = -(-b0.extent // rows)
+        # (the chunk restricts the op's own loops, which the batch axis must be one of)
+        if plan.read.src[0] is b0 and b0 in c.c.op.axes and not plan.lows[0] and not plan.highs[0] \
+                and b0.extent >= 2 and step * plan.size // b0.extent <= limit:
+            chunked = (big[0], plan, b0, step)
+    if "a" in sides or (chunked is not None and chunked[0] == "a"):
+        c = replace(c, band=None)  # (the band is side A's guard, which a copy no longer is)
+    if chunked is None:
+        return [(copies, replace(c, **sides) if sides else c, None)]
+    name, plan, b0, step = chunked
+    pieces = []
+    for first in range(b0.lo, b0.hi, step):
+        count = min(step, b0.hi - first)
+        op, side = plan.copy(first - b0.lo, count)
+        part = var(b0.name, first, first + count)  # the chunk's batch points (C starts at ``first``)
+        new = {k: substitute(e, {b0: part}) for k, e in {**sides, name: side}.items()}
+        new.setdefault("a" if name == "b" else "b", substitute(c.a if name == "b" else c.b, {b0: part}))
+        if c.exact is not None:
+            new["exact"] = substitute(c.exact, {b0: part})
+        index = tuple(substitute(e, {b0: part}) for e in c.c_at)
+        spec = replace(c, batch=(part,) + c.batch[1:], c_index=index, **new)
+        pieces.append(((copies if not pieces else []) + [op], spec, (b0, first, first + count)))
+    return pieces
+
+
+def worth_it(c: Contraction, forced: bool | None) -> bool:
+    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds,
+    at least ``MIN_ROWS`` rows and one vector of the target's columns (a single-channel
+    convolution's weight gradient, 16 x 9, is one; an RGB input's gradient, 3 rows, another;
+    the cost model then weighs it against the loops, counting the register tile's idle rows)."""
+    if len(c.batch) > MAXBATCH:
+        return False  # the library's descriptor holds at most MAXBATCH batch axes
+    if forced:
+        return True
+    lanes = (c.target or host_target()).lanes(c.dtype)
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
+
+
+__all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

@@ -1,0 +1,503 @@
+"""The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
+
+Specialized only on what shapes the fast code -- the target (its vector width, FMA), dtype,
+MR and NR -- with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
+(:mod:`.gemm.descriptor`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
+links them to it, so their own code is a few stores and a call.
+
+The library comes in pieces, each built on first use or linked from the disk cache
+(:mod:`.jit.disk_cache`) in about a millisecond: a build compiles only the pieces its products link
+(and records, in its :class:`.runtime.kernel.Compiled`, each piece and whether it was compiled, read
+from disk or linked already).  A piece's entry is keyed by the piece, the whole target, LLVM
+and the library's version (:mod:`.gemm.version`: the source of this module's import closure, not
+the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk); it
+records that key's full text before the object code, compared on reading; the object code
+must be sound (:mod:`.jit.object_check`): anything else is compiled again and rewritten.
+
+Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
+the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
+the same GEMM speed (measured).  The transposing and copying packers, which keep loop values
+in stack slots, get :func:`.jit.engine.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did
+for them (2% on a dense layer over none), in a quarter of its time, packing as fast (measured
+on packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
+
+* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.gemm.pack_routines`);
+* one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
+  ``tensorad_gemm_f32_8x32_packB_copy`` -- a kernel stores the address of the one it needs in
+  the descriptor, or of its own packing function for a side that is not a plain linear read.
+
+The driver, BLIS-style (see :mod:`.gemm.microkernel`):
+
+    for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
+      for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
+        for ic in blocks of MC:             pack A(ic.., kc..) into MR-high panels
+          for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
+      fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
+
+Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
+micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
+``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds; the first
+``kc`` block stores the tile, later ones add it; edge tiles go through a stack tile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable
+
+import llvmlite.ir as ir
+
+from ..jit import disk_cache as diskcache
+from ..jit import engine as jit
+from ..llvm.ir_loops import declare, finish_ir, for_range
+from ..target import Target
+from . import descriptor as gd
+from . import pack_routines as pl
+from . import version as libversion
+from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
+
+_LOCK = threading.Lock()
+_LOADED: set[str] = set()  # pieces linked into the JIT engine (piece_name)
+# pieces compiled by LLVM in this process and their CPU seconds (the compile-time benchmark
+# reports them apart: a once-per-machine cost, afterwards linked from the disk cache)
+STATS = {"compiled": 0, "cpu_seconds": 0.0}
+
+
+def target_tag(target: Target) -> str:
+    """A short name of the target in library symbols: one process may link libraries for
+    several targets (an AVX2 and an AVX-512 build of the same product), which must not clash."""
+    return "t" + hashlib.sha256(target.key.encode()).hexdigest()[:10]
+
+
+def prefix(dtype: str, mr: int, nr: int, target: Target) -> str:
+    return f"tensorad_gemm_{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{target_tag(target)}"
+
+
+def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
+    return prefix(dtype, mr, nr, target) + "_driver"
+
+
+def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
+    names = {m: n for n, m in pl.MODES.items()}
+    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{names[mode]}"
+
+
+def parse_symbol(symbol: str) -> tuple | None:
+    """The piece that defines a library symbol: ``(dtype, mr, nr, tag, part)`` with ``part``
+    ``"core"`` (micro-kernel, tables, driver) or ``("A"|"B", mode)``; ``None`` if foreign."""
+    parts = symbol.split("_")
+    if len(parts) < 6 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
+        return None
+    try:
+        mr, nr = (int(x) for x in parts[3].split("x"))
+    except ValueError:
+        return None
+    dtype = "float32" if parts[2] == "f32" else "float64"
+    tag = parts[4]
+    if parts[5:] in (["driver"], ["tables"]):
+        return dtype, mr, nr, tag, "core"
+    if len(parts) == 7 and parts[5] in ("packA", "packB") and parts[6] in pl.MODES:
+        return dtype, mr, nr, tag, (parts[5][-1], pl.MODES[parts[6]])
+    return None
+
+
+class LinkPlan:
+    """What linking the library pieces that define ``symbols`` (and the cores they call)
+    takes: each piece is linked already, read from the disk cache, or compiled --
+    :meth:`modules` are the ones to compile, which a build compiles beside its kernel
+    (:func:`.jit.engine.compile_kernel`), and :meth:`link` stores and links their object code."""
+
+    def __init__(self, symbols: Iterable[str], target: Target):
+        self.target = target
+        self.wanted: dict[str, tuple[str, tuple]] = {}  # piece name -> (a symbol it defines, piece)
+        for symbol in symbols:
+            piece = parse_symbol(symbol)
+            if piece is None or piece[3] != target_tag(target):
+                raise RuntimeError(
+                    f"not a matrix-product library function of target {target.spec!r}: {symbol}")
+            dtype, mr, nr, tag, part = piece
+            if part != "core":  # (the core first: the packers call its tables)
+                self.wanted.setdefault(piece_name(dtype, mr, nr, tag, "core"),
+                                       (driver_symbol(dtype, mr, nr, target), (dtype, mr, nr, tag, "core")))
+            self.wanted.setdefault(piece_name(dtype, mr, nr, tag, part), (symbol, piece))
+        self.on_disk: dict[str, bytes] = {}
+        self.todo: list[tuple[str, str, str, tuple]] = []  # (name, key, key text, piece)
+        for name, (symbol, piece) in self.wanted.items():
+            if name in _LOADED:
+                continue
+            key, key_text = entry_key(symbol, target)
+            obj = diskcache.get_object(key, key_text)
+            if obj is None:
+                self.todo.append((name, key, key_text, piece))
+            else:
+                self.on_disk[name] = obj
+
+    def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
+        """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (in order of
+        ``todo``)."""
+        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
+                 light(piece[4])) for _, _, _, piece in self.todo]
+
+    def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
+        """Store the pieces compiled (object code and CPU seconds, in order of ``todo``), link
+        every piece not linked yet, and record in ``linked`` (the calling build's record:
+        piece name -> how it was obtained) ``"process"`` (linked already), ``"disk"`` or
+        ``"compiled"``."""
+        origins = {name: "process" for name in self.wanted}
+        objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
+        for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
+            diskcache.put_object(key, key_text, obj)
+            objects[name] = obj, "compiled"
+        with _LOCK:
+            STATS["compiled"] += len(self.todo)
+            STATS["cpu_seconds"] += sum(cpu for _, cpu in compiled)
+            for name in self.wanted:  # (in order: a core before the packers that call it)
+                if name in objects and name not in _LOADED:
+                    jit.load_object(objects[name][0], [])
+                    _LOADED.add(name)
+                    origins[name] = objects[name][1]
+        if linked is not None:
+            for name in self.wanted:
+                linked.setdefault(name, origins[name])
+
+
+def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
+    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for
+    ``target``, into the JIT, each once: from the disk cache when it is there, else compiled
+    (all at once, :func:`.jit.engine.compile_objects`) and stored.  ``linked``: see
+    :meth:`LinkPlan.link`."""
+    plan = LinkPlan(symbols, target)
+    plan.link(jit.compile_objects(plan.modules(), target), linked)
+
+
+def _level(part) -> int:
+    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (see
+    :func:`light`), none for the others."""
+    return 1 if part != "core" and part[1] == gd.COPY2 else 0
+
+
+def light(part) -> bool:
+    """Whether a piece is compiled with :func:`.jit.engine.promote`'s light pipeline: the transposing
+    packers and the copying one (their loops keep values in stack slots: the copy's flags of
+    checks shared by a panel or by all).  The stride-2 copy keeps ``-O1`` (6% faster packing
+    than the light pipeline, measured); the core and the gathering packer get no IR
+    optimization (SSA already)."""
+    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY)
+
+
+def entry_key(symbol: str, target: Target) -> tuple[str, str]:
+    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its full text:
+    the piece (dtype, MR, NR, target tag, part), the whole target, LLVM and
+    :func:`.gemm.version.version` (the source the library's code depends on)."""
+    piece = parse_symbol(symbol)
+    if piece is None:
+        raise ValueError(f"not a matrix-product library function: {symbol}")
+    key_text = "\n".join(["gemmlib", repr(piece), target.key, jit.toolchain(), libversion.version()])
+    return hashlib.sha256(key_text.encode()).hexdigest(), key_text
+
+
+def piece_name(dtype: str, mr: int, nr: int, tag: str, part) -> str:
+    """A readable name of one piece of the target tagged ``tag`` (:func:`target_tag`):
+    ``f32_4x24_t0123456789_core``, ``f32_4x24_t0123456789_packB_transpose``."""
+    head = f"{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{tag}"
+    if part == "core":
+        return head + "_core"
+    names = {m: n for n, m in pl.MODES.items()}
+    return f"{head}_pack{part[0]}_{names[part[1]]}"
+
+
+def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
+    """LLVM IR of one library piece: the core, or the packing routine of one side and mode."""
+    p = prefix(dtype, mr, nr, target)
+    m = ir.Module(name=p)
+    t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    vw = target.lanes(dtype)
+    if part == "core":
+        micro = emit_micro(m, p + "_micro", t, mr, nr, vw, target.fma)
+        pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
+        emit_driver(m, p + "_driver", t, mr, nr, micro)
+    else:
+        side, mode = part
+        tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
+        pl.emit_pack(m, pack_symbol(dtype, mr, nr, side, mode, target), t, mr if side == "A" else nr, mode,
+                     tables, vw)
+    return finish_ir(str(m))
+
+
+# ---- the micro-kernel ------------------------------------------------------------------------
+
+# how far ahead the micro-kernel's k loop prefetches its panels, in bytes: measured on the
+# 1024^3 float32 product, on an AVX-512 Xeon for both its own (8 x 48) and AVX2's (4 x 24)
+# tile -- 0.83-0.84 of torch.mm's speed without, 0.87-0.88 with C's tile alone, 0.92-0.95 with
+# both panels too (B 768-3072 and A 1024-2048 bytes ahead all within noise of each other)
+PREFETCH_A, PREFETCH_B = 2048, 1536
+
+
+def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool) -> ir.Function:
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
+    with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
+    and an add (``llvm.fma`` would be a library call)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    nv = nr // vw
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args
+    for a in (ap, bp, cp):
+        a.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
+    fused = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
+
+    def madd(x, y, acc):
+        return b.call(fused, [x, y, acc]) if fma else b.fadd(b.fmul(x, y), acc)
+    # C's tile is read or written only after the k loop: ask for its lines now, so that their
+    # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
+    # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
+    # past C's end are harmless.
+    fetch = declare(m, "llvm.prefetch.p0", VOID, [PTR, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
+    read, write, keep, data = (ir.IntType(32)(v) for v in (0, 1, 3, 1))
+    for r in range(mr):
+        rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
+        for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
+            b.call(fetch, [b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write, keep, data])
+    zero = ir.Constant(vt, None)
+    body = b.append_basic_block("k.body")
+    done = b.append_basic_block("k.exit")
+    b.cbranch(b.icmp_signed(">", kcl, I64(0)), body, done)
+    b.position_at_end(body)
+    kv = b.phi(I64, name="k")
+    kv.add_incoming(I64(0), entry)
+    accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
+    for row in accs:
+        for ph in row:
+            ph.add_incoming(zero, entry)
+    boff = b.mul(kv, I64(nr))
+    align = min(64, vw * es, (nr * es) & -(nr * es))  # panels are 64-byte aligned, rows nr apart
+    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
+            for v in range(nv)]
+    # ask for the panels' lines a little ahead: A's panel changes with every call (the inner
+    # loop of the driver runs the A panels of a block past one B panel), and neither panel
+    # is in L1 when a call starts (B's 512 x 48 float32 panel is 96 KiB); each k step asks
+    # for the lines of B's row PREFETCH_B bytes ahead and of A's PREFETCH_A bytes ahead
+    # (past a panel's end: the next panel, or nothing -- a prefetch never faults)
+    b_ahead = max(1, PREFETCH_B // (nr * es)) * nr
+    for off in range(0, nr * es, 64):
+        ahead = b.gep(bp, [b.add(boff, I64(b_ahead + off // es))], inbounds=False, source_etype=t)
+        b.call(fetch, [ahead, read, keep, data])
+    aoff = b.mul(kv, I64(mr))
+    a_ahead = max(1, PREFETCH_A // (mr * es)) * mr
+    b.call(fetch, [b.gep(ap, [b.add(aoff, I64(a_ahead))], inbounds=False, source_etype=t), read, keep, data])
+    undef = ir.Constant(vt, ir.Undefined)
+    lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
+    new = []
+    for r in range(mr):
+        a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
+        splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+        new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
+    nxt = b.add(kv, I64(1))
+    kv.add_incoming(nxt, b.block)
+    for r in range(mr):
+        for v in range(nv):
+            accs[r][v].add_incoming(new[r][v], b.block)
+    b.cbranch(b.icmp_signed("<", nxt, kcl), body, done)
+    b.position_at_end(done)
+    res = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
+    for r in range(mr):
+        for v in range(nv):
+            res[r][v].add_incoming(zero, entry)
+            res[r][v].add_incoming(new[r][v], body)
+    full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
+    with b.if_else(full) as (then, other):
+        with then:
+            # the first k block stores, later ones accumulate (C is never read before)
+            with b.if_else(first) as (store, accumulate):
+                for branch, add in ((store, False), (accumulate, True)):
+                    with branch:
+                        for r in range(mr):
+                            rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
+                            for v in range(nv):
+                                ptr = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
+                                val = res[r][v]
+                                if add:
+                                    val = b.fadd(b.load(ptr, typ=vt, align=es), val)
+                                b.store(val, ptr, align=es)
+        with other:
+            # an edge tile: its rows' whole vectors go straight to C, the rest of each row
+            # (cols % vw) through the stack tile element by element
+            whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
+            for r in range(mr):
+                for v in range(nv):
+                    ptr = b.gep(tile, [I64(r * nr + v * vw)], inbounds=True, source_etype=t)
+                    # llvmlite types alloca pointers: cast to a vector pointer to store a vector
+                    b.store(res[r][v], b.bitcast(ptr, vt.as_pointer()), align=es)
+                with b.if_then(b.icmp_signed("<", I64(r), rows)):
+                    rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=True, source_etype=t)
+                    for v in range(nv):
+                        with b.if_then(b.icmp_signed("<=", I64((v + 1) * vw), cols)):
+                            ptr = b.gep(rowp, [I64(v * vw)], inbounds=True, source_etype=t)
+                            old = b.load(ptr, typ=vt, align=es)
+                            b.store(b.select(first, res[r][v], b.fadd(old, res[r][v])), ptr, align=es)
+            with for_range(b, 0, rows, name="er", vectorize=False) as r:
+                with for_range(b, whole, cols, name="ec", vectorize=False) as c:
+                    src = b.gep(tile, [b.add(b.mul(r, I64(nr)), c)], inbounds=True, source_etype=t)
+                    dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
+                    old = b.load(dst, typ=t)
+                    base = b.select(first, t(0.0), old)
+                    b.store(b.fadd(base, b.load(src, typ=t)), dst)
+    b.ret_void()
+    return fn
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function) -> ir.Function:
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
+    fn.attributes.add("nounwind")
+    desc, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    M, N, K = ld(b, desc, gd.H_M), ld(b, desc, gd.H_N), ld(b, desc, gd.H_K)
+    kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
+    ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)
+    C = b.inttoptr(ld(b, desc, gd.H_C), PTR, name="C")
+    band_lo_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_LO_ON), I64(0))
+    band_hi_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_HI_ON), I64(0))
+    band_lo, band_hi = ld(b, desc, gd.H_BAND_LO), ld(b, desc, gd.H_BAND_HI)
+    band_inner = ld(b, desc, gd.H_BAND_INNER)
+    side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
+    side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
+
+    pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
+    fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
+    fb = b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_FN), pack_ty.as_pointer(), name="packB")
+    fix_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64])
+    alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
+    free = declare(m, "free", VOID, [PTR])
+
+    def round64(x):  # whole cache lines, and pl.SLACK elements past the end for spilling copies
+        return b.and_(b.add(b.add(x, I64(pl.SLACK * es)), I64(63)), I64(-64))
+
+    npan = b.sdiv(b.add(nc, I64(nr - 1)), I64(nr))
+    ap = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.add(mc, I64(mr)), kc), I64(es)))])
+    bp = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.mul(npan, I64(nr)), kc), I64(es)))])
+    tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
+    scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
+    nb = ld(b, desc, gd.H_NB)
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next
+    # chunk (none left: a late thread packs nothing), and the packing choices below weigh a
+    # thread's share of the blocks; without one, the call's chunk is all of ``[lo, hi)``
+    dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
+    shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
+    team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
+    chunk = b.select(dynamic, ld(b, shared, 2), b.sub(hi, lo))
+
+    def next_chunk(done: bool) -> ir.Value:
+        """The first block of this thread's next chunk (``hi`` or past it: none left)."""
+        with b.if_else(dynamic) as (team, alone):
+            with team:
+                ticket = b.add(lo, b.mul(b.atomic_rmw("add", shared, I64(1), "monotonic"), chunk))
+                team_bb = b.block
+            with alone:
+                alone_bb = b.block
+        block = b.phi(I64, name="block")
+        block.add_incoming(ticket, team_bb)
+        block.add_incoming(hi if done else lo, alone_bb)
+        return block
+
+    first_chunk = next_chunk(False)
+    share = b.select(b.icmp_signed("<", first_chunk, hi),
+                     b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
+    # side A packed once for the whole call when it reads no batch axis and this call runs
+    # several blocks (batch points or column blocks, which all read the same A; each block
+    # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
+    mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
+    pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
+                 b.icmp_signed(">", share, I64(1)))
+    apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
+    with b.if_then(pre):
+        with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
+            kcl = imin(b, kc, b.sub(K, k0))
+            with loop(b, 0, M, mc, name="pic", vectorize=False) as ic:
+                mcl = imin(b, mc, b.sub(M, ic))
+                at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
+                b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
+    # side B likewise when it reads no batch axis and this call runs more blocks than there are
+    # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
+    npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
+    preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
+                  b.icmp_signed(">", share, njc))
+    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
+    with b.if_then(preb):
+        with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
+            kcl = imin(b, kc, b.sub(K, k0))
+            with loop(b, 0, N, nc, name="pjc", vectorize=False) as jc:
+                ncl = imin(b, nc, b.sub(N, jc))
+                at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
+                b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
+    with pl.advancing(b, first_chunk, hi, name="chunk") as (start, after):
+        with loop(b, start, imin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
+            bflat = b.sdiv(pb, njc)
+            jb = b.srem(pb, njc)
+            # C's offset at the batch point (row-major digits of bflat)
+            coff = entry_alloca(b, I64, "coff")
+            rem = entry_alloca(b, I64, "crem")
+            b.store(I64(0), coff)
+            b.store(bflat, rem)
+            with loop(b, 0, nb, name="cb", vectorize=False) as j:
+                ax = b.sub(b.sub(nb, I64(1)), j)
+                ext = ld(b, desc, b.add(I64(gd.H_BEXT), ax))
+                r = b.load(rem)
+                digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
+                b.store(b.sdiv(r, ext), rem)
+                b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
+            cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
+            jc = b.mul(jb, nc)
+            ncl = imin(b, nc, b.sub(N, jc))
+            with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
+                kcl = imin(b, kc, b.sub(K, k0))
+                first = b.icmp_signed("==", k0, I64(0))
+                with b.if_then(b.not_(preb)):
+                    b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+                bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
+                                              source_etype=t), bp)
+                with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
+                    mcl = imin(b, mc, b.sub(M, ic))
+                    with b.if_then(b.not_(pre)):
+                        b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
+                    at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
+                    ablock = b.select(pre, at, ap)
+                    with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
+                        cols = imin(b, I64(nr), b.sub(ncl, jr))
+                        bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                        with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
+                            rows = imin(b, I64(mr), b.sub(mcl, ir_))
+                            # the k of this block that the tile's band reaches, [klo, khi)
+                            # (none: micro stores zeros on the first block, adds none later)
+                            row = b.add(ic, ir_)
+                            kend = b.add(k0, kcl)
+                            start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)
+                            klo = imin(b, imax(b, start, k0), kend)
+                            end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner),
+                                           kend)
+                            khi = imin(b, imax(b, end, klo), kend)
+                            skip = b.sub(klo, k0)
+                            apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
+                                           inbounds=True, source_etype=t)
+                            bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
+                            off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
+                            cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
+                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first])
+            with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
+                b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
+                       [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
+        after[0] = next_chunk(True)
+    for x in (ap, bp, scratch, apre, bpre):
+        b.call(free, [x])
+    b.ret_void()
+    return fn

@@ -1,0 +1,335 @@
+"""Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library.
+
+For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
+
+    for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
+      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major
+        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels, k-major
+          for jr, ir in micro-tiles:      MR x NR tile of C in MR*NR/VW vector registers:
+                                          per k: NR/VW vector loads of B, MR broadcasts of A,
+                                          MR*NR/VW fused multiply-adds; then C (+)= tile
+
+That code is generic: :mod:`.gemm.library` compiles it once per process for each (dtype, MR, NR),
+and a nest only fills a descriptor (:mod:`.gemm.descriptor`: sizes, cache blocks, C's layout, and each
+side's layout as a linear read, possibly range-checked) and calls the library's driver -- so a
+kernel with matrix products compiles as fast as one without.  A side that is not a plain
+(possibly padded) linear read -- a product of factors, a non-affine index, a guard that is not
+a range check -- gets a packing function of its own in the kernel (:mod:`.gemm.packing`, which
+evaluates any expression), called by the driver through the descriptor.
+
+Packing evaluates ``A`` and ``B`` at flattened indices, so every layout becomes unit-stride and
+the edges are zero-padded; the first ``kc`` block stores into C, later blocks add (C is never
+zero-filled).  The plain loop nest is still what ``lower`` prints and counts (the same
+iterations); the note on the nest says that it is emitted as this kernel.  Strict mode
+(``fastmath=False``) does not use it: blocking over ``k`` reassociates the sums.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Op, var
+from tensorad.ir.rewrite import free_vars, walk
+from tensorad.ir.tensor import Tensor
+
+from ..llvm.expr import ExprEmitter
+from ..llvm.ir_loops import declare, for_range
+from . import descriptor as gd
+from . import library as gemmlib
+from .contraction import Contraction, a_packed_once
+from .pack_routines import entry_alloca
+from .packing import Packer
+
+I1, I64 = ir.IntType(1), ir.IntType(64)
+PTR = ir.PointerType()
+
+
+def packs_a_once(s: Contraction) -> bool:
+    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`).  An
+    unbatched product's four column blocks packed A four times (a transposed A of 1024 x 512:
+    8.0 -> 10.5 ms)."""
+    return a_packed_once(s, s.mr)
+
+
+def packs_b_once(s: Contraction) -> bool:
+    """Whether side B is packed once per call (when the call runs more blocks than there are
+    column blocks, so several batch points read each) rather than once per block: a batched
+    product whose B reads no batch axis (shared weights, ``X[b, y, x, c] W[c, o]`` of a
+    channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
+    es = 4 if s.dtype == "float32" else 8
+    return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
+            and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
+            and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
+
+
+class GemmEmitter:
+    """Emits the body of a nest function (``ptrs..., lo, hi, shared``) for one :class:`Contraction`."""
+
+    def __init__(self, module: ir.Module, spec: Contraction, name: str) -> None:
+        self.m = module
+        self.s = spec
+        self.name = name
+        self.t = ir.FloatType() if spec.dtype == "float32" else ir.DoubleType()
+        self.es = 4 if spec.dtype == "float32" else 8
+        self.vw = spec.target.lanes(spec.dtype)
+
+    def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=(),
+             shared: ir.Value | None = None) -> None:
+        """The descriptor and the driver's call for blocks ``[lo, hi)``; ``shared``: the
+        parallel loop's schedule (:data:`.gemm.descriptor.H_SHARED`; null: all of ``[lo, hi)``)."""
+        s = self.s
+        if len(s.batch) > gd.MAXBATCH:
+            raise RuntimeError(f"internal: a matrix product with {len(s.batch)} batch axes (at "
+                               f"most {gd.MAXBATCH}) reached the library (contraction.worth_it)")
+        pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
+        fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
+                  gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
+        fields[gd.H_APRE] = int(packs_a_once(s))
+        fields[gd.H_BPRE] = int(packs_b_once(s))
+        if s.band is not None:
+            fields[gd.H_BAND_LO_ON], fields[gd.H_BAND_LO] = int(s.band.lo is not None), s.band.lo or 0
+            fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0
+            fields[gd.H_BAND_INNER] = s.band.inner
+        # (an epilogue's consumer: C's shape, row-major)
+        cstride, c_first = s.c_layout(strides_of(self.c_tensor))
+        fields[gd.H_LDC] = cstride[s.m[-1]]  # (the rows' strides chain)
+        for i, ax in enumerate(s.batch):
+            fields[gd.H_BEXT + i] = ax.extent
+            fields[gd.H_CCOEF + i] = cstride[ax]
+        sides = []
+        for at, expr, outer, width in ((gd.SIDE_A, s.a, s.m, s.mr), (gd.SIDE_B, s.b, s.n, s.nr)):
+            plan = gd.plan_side(expr, s.batch, outer, s.k, strides_of, width, self.vw)
+            if plan is not None:
+                fields.update({at + f: v for f, v in plan.fields.items()})
+            sides.append((at, expr, outer, width, plan))
+        # the constant part of the descriptor is a global; the pointers are stored per call
+        template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
+        template.linkage = "private"
+        template.global_constant = True
+        template.initializer = ir.Constant(ir.ArrayType(I64, gd.DESC_LEN),
+                                           [I64(fields.get(i, 0)) for i in range(gd.DESC_LEN)])
+        desc = b.alloca(I64, size=I64(gd.DESC_LEN), name="desc")
+        memcpy = declare(self.m, "llvm.memcpy.p0.p0.i64", ir.VoidType(), [PTR, PTR, I64, I1])
+        b.call(memcpy, [desc, template, I64(gd.DESC_LEN * 8), I1(0)])
+
+        def put(at: int, ptr: ir.Value) -> None:
+            slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
+            b.store(b.ptrtoint(ptr, I64), slot)
+
+        cptr = ptr_of(self.c_tensor)
+        put(gd.H_C, b.gep(cptr, [I64(c_first)], inbounds=True, source_etype=self.t) if c_first else cptr)
+        for at, expr, outer, width, plan in sides:
+            if plan is not None:
+                put(at + gd.S_BASE, ptr_of(plan.tensor))
+                symbol = gemmlib.pack_symbol(s.dtype, s.mr, s.nr, "A" if at == gd.SIDE_A else "B", plan.mode,
+                                             s.target)
+                put(at + gd.S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
+                continue
+            # a side of its own: the packing function reads its tensors' pointers from ctx
+            tensors, ctx = self._context(b, expr, ptr_of)
+            fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
+                                  tensors, strides_of, fastmath)
+            put(at + gd.S_FN, fn)
+            put(at + gd.S_CTX, ctx)
+        if s.epilogue is not None:
+            fix, ctx = self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
+            put(gd.H_FIX, fix)
+            put(gd.H_FIXCTX, ctx)
+        elif s.exact is not None:
+            fix, ctx = self._fixer(b, ptr_of, strides_of, fastmath)
+            put(gd.H_FIX, fix)
+            put(gd.H_FIXCTX, ctx)
+        if shared is not None:
+            put(gd.H_SHARED, shared)
+        driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
+        b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
+
+    @property
+    def c_tensor(self) -> Tensor:
+        """The tensor whose buffer holds C: the product's own, or its epilogue's consumer's."""
+        return Tensor(self.s.epilogue.consumer, 0) if self.s.epilogue is not None else self.s.c
+
+    def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int
+                  ) -> tuple[ir.Function, ir.Value]:
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` for a product with an epilogue:
+        the NaN repair of :meth:`_fixer` first (where terms are excluded), then each element of
+        the finished block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) is
+        replaced by the consumer's value at that point, the consumer reading the element where
+        it read the product.  Along a run of the last column axis the consumer is a loop of
+        unit-stride code that LLVM vectorizes, as the consumer's own nest would have been."""
+        s = self.s
+        value = var(f"{s.c.op.name}.value", dtype=s.dtype)
+        expr = s.epilogue.apply(s.c_at, value)
+        tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
+        exact = self._fixer(b, ptr_of, strides_of, fastmath) if s.exact is not None else None
+        ctx = b.alloca(PTR, size=I64(len(tensors) + 1), name="finish")
+        b.store(exact[1] if exact else ir.Constant(PTR, None), ctx)
+        for i, t in enumerate(tensors):
+            b.store(ptr_of(t), b.gep(ctx, [I64(i + 1)], inbounds=True, source_etype=PTR))
+        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]),
+                         f"{self.name}_finish")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fctx, cbase, bflat, jc, ncl = fn.args
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        if exact is not None:
+            f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
+        ptrs = {t: f.load(f.gep(fctx, [I64(i + 1)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
+        digits = Packer(f, em, s.k, self.t, self.vw)
+        if s.batch:
+            digits.bind(s.batch, bflat)
+        with for_range(f, 0, s.M, name="em", vectorize=False) as m:
+            em.push()
+            digits.bind(s.m, m)
+            row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
+
+            def run(pos, seglen, first):
+                with for_range(f, 0, seglen, name="en") as j:
+                    em.push()
+                    em.env[s.n[-1]] = f.add(first, j)
+                    at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
+                    em.env[value] = f.load(at, typ=self.t)
+                    f.store(em.value(expr), at)
+                    em.pop()
+            digits.runs(s.n, jc, ncl, run)
+            em.pop()
+        f.ret_void()
+        return fn, ctx
+
+    def _context(self, b: ir.IRBuilder, expr, ptr_of) -> tuple[list, ir.Value]:
+        """The tensors ``expr`` reads and an array of their pointers (a function's ``ctx``)."""
+        tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
+        ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
+        for i, tns in enumerate(tensors):
+            b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
+        return tensors, ctx
+
+    def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
+        block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
+        recomputed by :meth:`_repairer`.  The block is scanned first (:func:`nan_scan`, vector
+        code run for every block); only a block with a NaN is repaired."""
+        s = self.s
+        tensors, ctx = self._context(b, s.exact, ptr_of)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+        fn = ir.Function(self.m, fnty, f"{self.name}_fix")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        repair = self._repairer(tensors, strides_of, fastmath)
+        ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        fctx, cbase, bflat, jc, ncl = fn.args
+        block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
+        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), I64(s.M), ncl])):
+            f.call(repair, [fctx, cbase, bflat, jc, ncl])
+        f.ret_void()
+        return fn, ctx
+
+    def _repairer(self, tensors: list, strides_of, fastmath) -> ir.Function:
+        """``repair(ctx, cbase, bflat, jc, ncl)``: each NaN element of a block of C recomputed
+        as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at its first
+        NaN (an included NaN: the element is NaN).
+
+        A NaN in a product's result is rare (an infinity times an excluded term's zero, or a
+        NaN in the data), so the repair is cold code, compiled ``optnone`` as the glue is
+        (:data:`.llvm.emit.GLUE_OPT_LIMIT`): optimized, the scans and repairs of its four
+        products were a third of the LLVM time of a masked convolution's backward (~25 ms
+        each of ~310)."""
+        s = self.s
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+        fn = ir.Function(self.m, fnty, f"{self.name}_repair")
+        fn.linkage = "internal"
+        for attr in ("nounwind", "cold", "noinline", "optnone"):
+            fn.attributes.add(attr)
+        fctx, cbase, bflat, jc, ncl = fn.args
+        f = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptrs = {t: f.load(f.gep(fctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
+        digits = Packer(f, em, s.k, self.t, self.vw)
+        if s.batch:
+            digits.bind(s.batch, bflat)
+        ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
+        acc = entry_alloca(f, self.t, "acc")
+        kpos = entry_alloca(f, I64, "k")
+        with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
+            em.push()
+            digits.bind(s.m, m)
+            row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
+            with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
+                at = f.gep(row, [j], inbounds=True, source_etype=self.t)
+                v = f.load(at, typ=self.t)
+                with f.if_then(f.fcmp_unordered("uno", v, v)):
+                    em.push()
+                    digits.bind(s.n, f.add(jc, j))
+                    f.store(self.t(0.0), acc)
+                    f.store(I64(0), kpos)
+                    head, body, done = (fn.append_basic_block(f"fk.{x}") for x in ("head", "in", "done"))
+                    f.branch(head)
+                    f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
+                    kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
+                    more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
+                    f.cbranch(more, body, done)
+                    f.position_at_end(body)
+                    em.push()
+                    digits.bind(s.k, kk)
+                    f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
+                    em.pop()
+                    f.store(f.add(kk, I64(1)), kpos)
+                    f.branch(head)
+                    f.position_at_end(done)
+                    f.store(f.load(acc, typ=self.t), at)
+                    em.pop()
+            em.pop()
+        f.ret_void()
+        return fn
+
+    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
+        expression (any reads, guards, arithmetic) with the ordinary expression emitter."""
+        s = self.s
+        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
+        fn = ir.Function(self.m, fnty, name)
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        side, dst, bflat, o0, olen, k0, klen, _ = fn.args
+        dst.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
+        ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath, target=s.target)  # half: F16C
+        packer = Packer(b, em, s.k, self.t, self.vw)
+        if s.batch:
+            packer.bind(s.batch, bflat)
+        packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
+        b.ret_void()
+        return fn
+
+
+def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
+    """``scan(block, ldc, rows, cols) -> i1``: whether a block of C (``rows`` rows of ``cols``
+    elements, ``ldc`` apart) holds a NaN -- one function per module and element type, shared
+    by every product's :meth:`GemmEmitter._fixer` (it runs after every block: vector
+    code, an OR of unordered tests, which carry no fast-math flags: ``nnan`` would fold them
+    away)."""
+    name = f"tensorad_nan_scan_{t}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64, I64]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    block, ldc, rows, cols = fn.args
+    f = ir.IRBuilder(fn.append_basic_block("entry"))
+    seen = entry_alloca(f, I1, "seen")
+    f.store(I1(0), seen)
+    with for_range(f, 0, rows, name="sm", vectorize=False) as m:
+        row = f.gep(block, [f.mul(m, ldc)], inbounds=True, source_etype=t)
+        with for_range(f, 0, cols, name="sj") as j:
+            v = f.load(f.gep(row, [j], inbounds=True, source_etype=t), typ=t)
+            f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
+    f.ret(f.load(seen, typ=I1))
+    return fn

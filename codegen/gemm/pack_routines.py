@@ -1,0 +1,858 @@
+"""The library's generic packing routines: any linear read, described at run time (:mod:`.gemm.descriptor`).
+
+``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills the panels
+``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR, fixed per
+routine) and zero-pads the last panel, like the per-kernel packer of :mod:`.gemm.packing` -- but it
+reads the side's description instead of being compiled for it.
+
+First it tabulates the side's address (and range-checked indices) along the two groups:
+``ooff[o]`` for the outer positions and ``koff[k]`` for the reduction positions, so that the
+element at ``(o, k)`` is at ``src + ooff[o] + koff[k]`` -- the batch point and the constant are
+folded into ``ooff``.  The digits of the flat positions are stepped like an odometer: one
+multiply-add per axis at each carry, a vectorizable ramp along the last axis.  Then ``run[i]``,
+the length of the unit-stride stretch starting at ``i``, by a backward scan (so a layout whose
+axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The modes:
+
+* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
+  register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
+  vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
+  the same values), a shorter run element by element;
+* ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
+  ``k`` at a time (:func:`_copy_runs`); a range-checked index
+  ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
+  so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
+  (a channels-last convolution's windows over panels of channels) are tested once per row of
+  a panel, or, shared by every panel of the call, once per ``k`` for all of them;
+* ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
+  run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
+  element is read); range checks of step 2 along a run as zero-filled interval ends;
+* ``GATHER``: element by element through the tables.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import partial
+
+import llvmlite.ir as ir
+
+from ..llvm.ir_loops import declare, for_range
+from . import descriptor as gd
+from .packing import transpose
+
+I1, I64 = ir.IntType(1), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+# ---- small IR helpers ------------------------------------------------------------------------
+
+def c64(x) -> ir.Value:
+    return I64(x) if isinstance(x, int) else x
+
+
+def ld(b: ir.IRBuilder, base: ir.Value, idx, t: ir.Type = I64) -> ir.Value:
+    return b.load(b.gep(base, [c64(idx)], inbounds=True, source_etype=t), typ=t)
+
+
+def st(b: ir.IRBuilder, base: ir.Value, idx, v: ir.Value, t: ir.Type = I64) -> None:
+    b.store(v, b.gep(base, [c64(idx)], inbounds=True, source_etype=t))
+
+
+def entry_alloca(b: ir.IRBuilder, t: ir.Type, name: str, size: int | None = None) -> ir.Value:
+    """A stack slot in the function's entry block (one per call, not per loop iteration --
+    and promoted to a register by ``-O1``)."""
+    with b.goto_entry_block():
+        return b.alloca(t, size=None if size is None else I64(size), name=name)
+
+
+def imin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def imax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+# The library's loops: only those asked to be (``vectorize=True``) are vectorized or unrolled.
+loop = partial(for_range, vectorize=False)
+
+
+@contextmanager
+def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
+    """``pos = start; while pos < stop: <body>; pos = next`` -- the body sets ``nxt[0]``."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    pos = b.phi(I64, name=name)
+    pos.add_incoming(c64(start), pre)
+    b.cbranch(b.icmp_signed("<", pos, c64(stop)), body, done)
+    b.position_at_end(body)
+    nxt: list = [None]
+    yield pos, nxt
+    pos.add_incoming(nxt[0], b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
+SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
+
+
+def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
+         limit: ir.Value | None = None) -> None:
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
+    the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
+    library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
+    elements copied again by one plain vector; a shorter run is one masked load (nothing past
+    ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
+    writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
+    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end);
+    with ``limit``, only a store that ends by ``dst[limit]`` spills, one that would pass it
+    goes element by element (from ``limit`` on lie values stored already).
+    Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
+    a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    zero = ir.Constant(vt, None)
+    n = b.sub(e, a)
+    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
+    with loop(b, 0, nvec, vw, name="cv") as i:
+        at = b.add(a, i)
+        v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    rest = b.sub(n, nvec)
+    with b.if_then(b.icmp_signed(">", rest, I64(0))):
+        with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
+            with back:  # a run of at least vw: its last vw elements again, as one plain vector
+                at = b.sub(e, I64(vw))
+                v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt,
+                                                    align=es)
+                b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+            with short:
+                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit)
+
+
+def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
+                 limit: ir.Value | None = None) -> None:
+    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
+    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``, else
+    element by element."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    mt = ir.VectorType(I1, vw)
+    zero = ir.Constant(vt, None)
+    lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+    splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
+                                              ir.IntType(32)(0)),
+                             ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
+                             ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
+    mask = b.icmp_signed("<", lanes, splat)
+    suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
+    if src is None:
+        v = zero
+    else:
+        mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
+        v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
+    to = b.gep(dst, [at], inbounds=True, source_etype=t)
+    if not spill:
+        mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
+        b.call(mstore, [v, to, ir.IntType(32)(es), mask])
+    elif limit is None:
+        b.store(v, to, align=es)
+    else:
+        with b.if_else(b.icmp_signed("<=", b.add(at, I64(vw)), limit)) as (whole, near_limit):
+            with whole:
+                b.store(v, to, align=es)
+            with near_limit:  # element by element (a masked store is microcoded on AMD CPUs)
+                with loop(b, 0, rest, name="mr") as i:
+                    x = t(0.0) if src is None else ld(b, src, b.add(at, i), t)
+                    st(b, dst, b.add(at, i), x, t)
+
+
+def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
+    fn = ir.Function(module, ir.FunctionType(VOID, args), name)
+    if internal:
+        fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+# ---- tables ----------------------------------------------------------------------------------
+
+def emit_table(module: ir.Module, name: str) -> ir.Function:
+    """``table(side, g, start, count, base_off, base_chk, off, chk)``: ``off[i]`` and
+    ``chk[d*count + i]`` at the flat positions ``start + i`` of group ``g``."""
+    fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, PTR, PTR, PTR])
+    side, g, start, count, base_off, base_chk, off, chk = fn.args
+    for a in (base_chk, off, chk):
+        a.add_attribute("noalias")
+    gb = b.add(I64(gd.group_base(0)), b.mul(g, I64(gd.group_base(1) - gd.group_base(0))))
+    n = ld(b, side, gb)
+    nchk = ld(b, side, gd.S_NCHK)
+    digits = entry_alloca(b, I64, "digits", 8)
+
+    def field(ax, f):
+        return ld(b, side, b.add(b.add(gb, c64(f)), b.add(I64(1), b.mul(ax, I64(gd.AX_LEN)))))
+
+    with b.if_then(b.icmp_signed(">", count, I64(0))):
+        # digits of start (the first axis keeps the quotient: start is in range)
+        rem_slot = entry_alloca(b, I64, "rem")
+        b.store(start, rem_slot)
+        with loop(b, 0, n, name="dec") as j:
+            ax = b.sub(b.sub(n, I64(1)), j)
+            rem = b.load(rem_slot)
+            ext = field(ax, 0)
+            last = b.icmp_signed("==", ax, I64(0))
+            st(b, digits, ax, b.select(last, rem, b.srem(rem, ext)))
+            b.store(b.sdiv(rem, ext), rem_slot)
+        lastax = b.sub(n, I64(1))
+        ext_last = field(lastax, 0)
+        coef_last = field(lastax, 1)
+        with advancing(b, 0, count, "tab") as (i, nxt):
+            # the point's offset and checked indices from its digits
+            acc = entry_alloca(b, I64, "acc")
+            b.store(base_off, acc)
+            with loop(b, 0, n, name="ax") as ax:
+                b.store(b.add(b.load(acc), b.mul(ld(b, digits, ax), field(ax, 1))), acc)
+            o = b.load(acc)
+            dl = ld(b, digits, lastax)
+            seg = imin(b, b.sub(ext_last, dl), b.sub(count, i))
+            with loop(b, 0, seg, name="ramp") as r:
+                st(b, off, b.add(i, r), b.add(o, b.mul(r, coef_last)))
+            with loop(b, 0, nchk, name="chk") as d:
+                b.store(ld(b, base_chk, d), acc)
+                with loop(b, 0, n, name="cax") as ax:
+                    b.store(b.add(b.load(acc), b.mul(ld(b, digits, ax), field(ax, b.add(d, I64(2))))), acc)
+                x0 = b.load(acc)
+                cl = field(lastax, b.add(d, I64(2)))
+                row = b.add(b.mul(d, count), i)
+                with loop(b, 0, seg, name="cramp") as r:
+                    st(b, chk, b.add(row, r), b.add(x0, b.mul(r, cl)))
+            # advance the odometer by seg: the last digit wraps to 0, carries ripple up
+            st(b, digits, lastax, b.add(dl, seg))
+            with loop(b, 0, lastax, name="carry") as j:
+                ax = b.sub(lastax, j)
+                dv = ld(b, digits, ax)
+                wrap = b.icmp_signed(">=", dv, field(ax, 0))
+                with b.if_then(wrap):
+                    st(b, digits, ax, I64(0))
+                    up = b.sub(ax, I64(1))
+                    st(b, digits, up, b.add(ld(b, digits, up), I64(1)))
+            nxt[0] = b.add(i, seg)
+    b.ret_void()
+    return fn
+
+
+def emit_runs(module: ir.Module, name: str) -> ir.Function:
+    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = length of the stretch
+    from ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a
+    backward scan; without checked indices, one compare per element with the run length in a
+    register)."""
+    fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR, I64])
+    off, chk, count, nchk, step, run, stride = fn.args
+    with b.if_then(b.icmp_signed(">", count, I64(0))):
+        last = b.sub(count, I64(1))
+        st(b, run, last, I64(1))
+        with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
+            with plain:
+                start = b.sub(last, I64(1))
+                pre = b.block
+                body = b.append_basic_block("fast.body")
+                done = b.append_basic_block("fast.done")
+                b.cbranch(b.icmp_signed(">=", start, I64(0)), body, done)
+                b.position_at_end(body)
+                i = b.phi(I64, name="i")
+                r = b.phi(I64, name="r")
+                i.add_incoming(start, pre)
+                r.add_incoming(I64(1), pre)
+                nx = b.add(i, I64(1))
+                cont = b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), stride))
+                rn = b.select(cont, b.add(r, I64(1)), I64(1))
+                st(b, run, i, rn)
+                i.add_incoming(b.sub(i, I64(1)), b.block)
+                r.add_incoming(rn, b.block)
+                b.cbranch(b.icmp_signed(">", i, I64(0)), body, done)
+                b.position_at_end(done)
+            with checked:
+                with loop(b, 1, count, name="back") as j:
+                    i = b.sub(last, j)
+                    nx = b.add(i, I64(1))
+                    ok = entry_alloca(b, I1, "ok")
+                    b.store(b.icmp_signed("==", ld(b, off, nx), b.add(ld(b, off, i), stride)), ok)
+                    with loop(b, 0, nchk, name="rc") as d:
+                        row = b.mul(d, count)
+                        delta = b.sub(ld(b, chk, b.add(row, nx)), ld(b, chk, b.add(row, i)))
+                        b.store(b.and_(b.load(ok), b.icmp_signed("==", delta, ld(b, step, d))), ok)
+                    st(b, run, i, b.select(b.load(ok), b.add(ld(b, run, nx), I64(1)), I64(1)))
+    b.ret_void()
+    return fn
+
+
+# ---- the packing routines --------------------------------------------------------------------
+
+def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
+    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
+    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``,
+    3 ``krun`` of stride-2 runs, 4 ``orun`` of stride-2 runs."""
+    fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
+    side, bflat, o0, olen, k0, klen, scratch, what = fn.args
+    ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
+    nchk = ld(b, side, gd.S_NCHK)
+    # the batch point and the constant are folded into the outer table
+    base_chk = b.alloca(I64, size=I64(gd.MAXCHK), name="base_chk")
+    zero_chk = b.alloca(I64, size=I64(gd.MAXCHK), name="zero_chk")
+    steps = b.alloca(I64, size=I64(gd.MAXCHK), name="steps")
+    for d in range(gd.MAXCHK):
+        st(b, base_chk, d, ld(b, side, gd.S_CHKCONST + d))
+        st(b, zero_chk, d, I64(0))
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
+    base = b.alloca(I64, name="base")
+    b.store(ld(b, side, gd.S_CONST), base)
+    rem = b.alloca(I64, name="brem")
+    b.store(bflat, rem)
+    nb = ld(b, side, gd.group_base(gd.BATCH))
+    with loop(b, 0, nb, name="bax") as j:
+        ax = b.sub(b.sub(nb, I64(1)), j)
+        fb = b.add(I64(gd.axis_field(gd.BATCH, 0, 0)), b.mul(ax, I64(gd.AX_LEN)))
+        ext = ld(b, side, fb)
+        r = b.load(rem)
+        digit = b.select(b.icmp_signed("==", ax, I64(0)), r, b.srem(r, ext))
+        b.store(b.sdiv(r, ext), rem)
+        b.store(b.add(b.load(base), b.mul(digit, ld(b, side, b.add(fb, I64(1))))), base)
+        with loop(b, 0, nchk, name="bchk") as d:
+            cc = ld(b, side, b.add(fb, b.add(d, I64(2))))
+            st(b, base_chk, d, b.add(ld(b, base_chk, d), b.mul(digit, cc)))
+    b.call(table, [side, I64(gd.OUTER), o0, olen, b.load(base), base_chk, ooff, ochk])
+    b.call(table, [side, I64(gd.KGROUP), k0, klen, I64(0), zero_chk, koff, kchk])
+    for code, stride in ((1, 1), (3, 2)):
+        with b.if_then(b.icmp_signed("==", what, I64(code))):
+            # (transposes: a run of k also keeps each checked index on its step along k's last axis)
+            b.call(runs, [koff, kchk, klen, nchk, _ksteps(b, side), krun, I64(stride)])
+    for code, stride in ((2, 1), (4, 2)):
+        with b.if_then(b.icmp_signed("==", what, I64(code))):
+            b.call(runs, [ooff, ochk, olen, nchk, steps, orun, I64(stride)])
+    b.ret_void()
+    return fn
+
+
+def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
+    """``ooff[olen] orun[olen] ochk[gd.MAXCHK][olen] koff[klen] krun[klen] kchk[gd.MAXCHK][klen]``."""
+    ooff = scratch
+    orun = b.gep(ooff, [olen], source_etype=I64)
+    ochk = b.gep(orun, [olen], source_etype=I64)
+    koff = b.gep(ochk, [b.mul(olen, I64(gd.MAXCHK))], source_etype=I64)
+    krun = b.gep(koff, [klen], source_etype=I64)
+    kchk = b.gep(krun, [klen], source_etype=I64)
+    return ooff, orun, ochk, koff, krun, kchk
+
+
+MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2,
+         "copy2": gd.COPY2}
+
+
+def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
+              tables: ir.Function, vw: int) -> ir.Function:
+    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, with
+    vectors of ``vw`` lanes (the target's)."""
+    fn, b = new_function(module, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], internal=False)
+    side, dst, bflat, o0, olen, k0, klen, scratch = fn.args
+    dst.add_attribute("noalias")
+    scratch.add_attribute("noalias")
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    src = b.inttoptr(ld(b, side, gd.S_BASE), PTR, name="src")
+    what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0, gd.TRANSPOSE2: 3, gd.COPY2: 4}[mode]
+    b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
+    ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
+    npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
+    zero = t(0.0)
+
+    def slot(pdst, kk, w):
+        return b.gep(pdst, [b.add(b.mul(kk, I64(width)), c64(w))], inbounds=True, source_etype=t)
+
+    def elem(o, kk):
+        return ld(b, src, b.add(ld(b, ooff, o), ld(b, koff, kk)), t)
+
+    def gather(first, valid, pdst):
+        with loop(b, 0, klen, name="gk") as kk:
+            with loop(b, 0, valid, name="gw") as w:
+                b.store(elem(b.add(first, w), kk), slot(pdst, kk, w))
+            with loop(b, valid, width, name="gz") as w:
+                b.store(zero, slot(pdst, kk, w))
+
+    if mode in (gd.TRANSPOSE, gd.TRANSPOSE2):
+        bs = gd.block_size(width, vw)
+        checks = (side, ochk, kchk, ld(b, side, gd.S_NCHK))
+        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
+                        checks, 2 if mode == gd.TRANSPOSE2 else 1)
+    elif mode == gd.COPY2:
+        _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
+                    ld(b, side, gd.S_NCHK), npanel, vw)
+    elif mode == gd.COPY:
+        _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
+                   ld(b, side, gd.S_NCHK), npanel, slot, vw)
+    else:
+        with loop(b, 0, npanel, name="gp") as p:
+            first = b.mul(p, I64(width))
+            valid = imin(b, I64(width), b.sub(olen, first))
+            gather(first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t))
+    b.ret_void()
+    return fn
+
+
+def _ksteps(b: ir.IRBuilder, side) -> ir.Value:
+    """Per checked index, its step along the last reduction axis (a stack array)."""
+    ksteps = entry_alloca(b, I64, "ksteps", gd.MAXCHK)
+    nk = ld(b, side, gd.group_base(gd.KGROUP))
+    klast = b.add(I64(gd.axis_field(gd.KGROUP, 0, 2)), b.mul(b.sub(nk, I64(1)), I64(gd.AX_LEN)))
+    for d in range(gd.MAXCHK):
+        st(b, ksteps, d, ld(b, side, b.add(klast, I64(d))))
+    return ksteps
+
+
+def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
+    """``[a, e)``: the positions ``i`` in ``[0, n)`` where every checked index ``d``, which is
+    ``x0_of(d) + step_of(d) * i`` (step -1, 0, 1 or 2), lies in ``[0, size_d)``."""
+    lo_slot = entry_alloca(b, I64, "iva")
+    hi_slot = entry_alloca(b, I64, "ive")
+    b.store(I64(0), lo_slot)
+    b.store(n, hi_slot)
+    with loop(b, 0, nchk, name="iv") as d:
+        x0 = x0_of(d)
+        size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+        step = step_of(d)
+        a, e = b.load(lo_slot), b.load(hi_slot)
+        inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
+        # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
+        a1, e1 = imax(b, a, b.sub(I64(0), x0)), imin(b, e, b.sub(size, x0))
+        # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
+        a2, e2 = imax(b, a, b.add(b.sub(x0, size), I64(1))), imin(b, e, b.add(x0, I64(1)))
+        # step 2: x0 + 2 i in [0, size) <=> ceil(-x0 / 2) <= i < ceil((size - x0) / 2)
+        a3 = imax(b, a, b.ashr(b.sub(I64(1), x0), I64(1)))
+        e3 = imin(b, e, b.ashr(b.add(b.sub(size, x0), I64(1)), I64(1)))
+        up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
+        up2 = b.icmp_signed("==", step, I64(2))
+        b.store(b.select(up, a1, b.select(down, a2, b.select(up2, a3, a))), lo_slot)
+        b.store(b.select(up, e1, b.select(down, e2, b.select(up2, e3, b.select(inb, e, I64(0))))), hi_slot)
+    e = imax(b, b.load(hi_slot), I64(0))
+    return imin(b, b.load(lo_slot), e), e
+
+
+def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
+                    checks, kstride: int = 1) -> None:
+    """Register transposes per run of ``k``.  With range-checked indices (a convolution's
+    weight gradient reading its unpadded input), each panel row is valid on an interval of the
+    run (the runs also keep every checked index on its step): blocks inside every row's
+    interval are plain loads, the others masked loads (zeros outside, nothing read there).
+    ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
+    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
+
+    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer),
+    once: a run's last block, transposed again where a run is not a whole number of blocks, is
+    one more trip of the block loop.  The masked block, a border's, is emitted once -- a
+    function of the block's first row -- when a panel has several blocks: its code is most of
+    the routine's, and LLVM's time grows with the routine's size."""
+    side, ochk, kchk, nchk = checks
+    ngroups = width // bs
+    ksteps = _ksteps(b, side)
+    row_lo = entry_alloca(b, I64, "row_lo", width)
+    row_hi = entry_alloca(b, I64, "row_hi", width)
+    row_off = entry_alloca(b, I64, "row_off", width)  # each panel row's offset (``ooff``)
+    grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
+    grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
+    mname = b.function.name + "_masked"
+    masked_fn = None
+    if ngroups > 1:
+        masked_fn, mb = new_function(b.module, mname, [PTR, PTR, PTR, PTR, PTR, I64, I64, I64, I64, I64])
+        _transpose_block(mb, t, es, width, bs, kstride, *masked_fn.args, checked=True)
+        mb.ret_void()
+
+    with loop(b, 0, npanel, name="tp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        with advancing(b, 0, klen, "kr") as (kk, nxt):
+            run = ld(b, krun, kk)
+            nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
+            kbase = ld(b, koff, kk)
+            for g in range(ngroups):
+                st(b, grp_lo, g, I64(0))
+                st(b, grp_hi, g, run)
+            with loop(b, 0, width, name="rows") as w:
+                # a row past the last panel's ``valid`` ones reads the last row's tables and
+                # is empty: its blocks are masked loads of nothing (zeros), as a padded
+                # window's rows are -- an edge panel (a grouped convolution's weight gradient,
+                # 36 columns in one 48-wide panel) packed by transposes, not element by element
+                o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
+                a, e = _interval(
+                    b, side, nchk,
+                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                    lambda d: ld(b, ksteps, d), run)
+                live = b.icmp_signed("<", w, valid)
+                a, e = b.select(live, a, I64(0)), b.select(live, e, I64(0))
+                st(b, row_lo, w, a)
+                st(b, row_hi, w, e)
+                st(b, row_off, w, ld(b, ooff, o))
+                g = b.sdiv(w, I64(bs))
+                st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
+                st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
+
+            def block(kb, kk=kk, kbase=kbase, pdst=pdst):
+                at = b.add(kbase, b.mul(kb, I64(kstride)))
+                args = (src, row_off, row_lo, row_hi, pdst, I64(0), None, at, kb, kk)
+                for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
+                    inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
+                                    b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
+                    here = args[:6] + (I64(g),) + args[7:]
+                    with b.if_else(b.icmp_signed("<=", valid, I64(g))) as (empty, rows):
+                        with empty:  # (an edge panel's rows past its last: zeros, nothing read)
+                            for c in range(bs):
+                                kpos = b.add(b.add(kk, kb), I64(c))
+                                at_ = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), I64(g))], inbounds=True,
+                                            source_etype=t)
+                                b.store(ir.Constant(ir.VectorType(t, bs), None), at_, align=es)
+                        with rows, b.if_else(inside) as (plain, masked):
+                            with plain:
+                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                            with masked:
+                                if masked_fn is None:
+                                    _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                                else:
+                                    b.call(masked_fn, list(here))
+
+            # the rest of a run of at least bs: its last bs positions transposed again (the
+            # same values where it overlaps), not element by element -- one more trip of the
+            # block loop
+            tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
+            with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
+                block(imin(b, kb, b.sub(run, I64(bs))))
+            with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
+                kpos = b.add(kk, i)
+                with loop(b, 0, width, name="tw") as w:
+                    ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
+                                b.icmp_signed("<", i, ld(b, row_hi, w)))
+                    with b.if_else(ok) as (yes, no):
+                        with yes:
+                            at = b.add(kbase, b.mul(i, I64(kstride)))
+                            v = ld(b, src, b.add(ld(b, row_off, w), at), t)
+                            b.store(v, slot(pdst, kpos, w))
+                        with no:
+                            b.store(t(0.0), slot(pdst, kpos, w))
+            nxt[0] = b.add(kk, run)
+
+
+def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
+                     checked: bool) -> None:
+    """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run
+    positions ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at
+    ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
+    run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])``."""
+    vt = ir.VectorType(t, bs)
+    i32 = ir.IntType(32)
+    mt = ir.VectorType(I1, bs)
+    v32 = ir.VectorType(i32, bs)
+    zero_v = ir.Constant(vt, None)
+
+    def splat(x):
+        undef = ir.Constant(v32, ir.Undefined)
+        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
+                                ir.Constant(v32, None))
+
+    def load_part(o, shift, pos, use, r):
+        """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
+        the run position ``kb + pos[l]`` is in row ``r``'s interval."""
+        if not checked:
+            ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
+            return b.load(ptr, typ=vt, align=es)
+        mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
+                        [PTR, i32, mt, vt])
+        lanes = b.add(ir.Constant(v32, pos), splat(kb))
+        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
+                    b.icmp_signed("<", lanes, splat(ld(b, row_hi, r))))
+        if not all(use):
+            ok = b.and_(ok, ir.Constant(mt, use))
+        ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
+        return b.call(mload, [ptr, i32(es), ok, zero_v])
+
+    def load_row(r):
+        """Row ``r`` of a block: a vector load, or a masked one (lanes in the row's interval)."""
+        o = ld(b, ooff, b.add(first, r))
+        if kstride == 1:
+            return load_part(o, 0, list(range(bs)), [True] * bs, r)
+        lo_half = load_part(o, 0, [n // 2 for n in range(bs)], [n % 2 == 0 for n in range(bs)], r)
+        hi_half = load_part(o, bs - 1, [(bs - 1 + n) // 2 for n in range(bs)],
+                            [(bs - 1 + n) % 2 == 0 for n in range(bs)], r)
+        pick = [2 * n for n in range(bs // 2)] + [bs + 2 * n + 1 for n in range(bs // 2)]
+        return b.shuffle_vector(lo_half, hi_half, ir.Constant(v32, pick))
+
+    rows = [load_row(b.add(g, I64(r)) if not isinstance(g, ir.Constant) else I64(g.constant + r))
+            for r in range(bs)]
+    for c, col in enumerate(transpose(b, rows)):
+        kpos = b.add(b.add(kk, kb), I64(c))
+        ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
+        b.store(col, ptr, align=es)
+
+
+def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+               slot, vw) -> None:
+    zero = t(0.0)
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vl = next(n for n in (vw, 8, 4, 2, 1) if n <= vw and width % n == 0)
+    vt = ir.VectorType(t, vl)
+    vzero = ir.Constant(vt, None)
+
+    def panel_row(p, kk, copy_it: bool):
+        """Row ``kk`` of the whole panel ``p``: copied, or zeros."""
+        first = b.mul(p, I64(width))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        at = b.gep(src, [b.add(ld(b, ooff, first), ld(b, koff, kk))], inbounds=True, source_etype=t)
+        for c in range(0, width, vl):
+            v = vzero
+            if copy_it:
+                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+            b.store(v, slot(pdst, kk, I64(c)), align=es)
+
+    # checked indices the same at every outer position and every panel whole (a channels-last
+    # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
+    # each ``k``'s test once for all the panels, kept in a byte per ``k``; then blocks of
+    # ``K_BLOCK`` rows panel by panel, so that the block's source rows stay in L1 and each
+    # panel is written in one stretch (row ``k`` of every panel at once: stores a panel apart,
+    # ``width * klen`` elements, all in one set of the L1 -- slower than the tests saved)
+    shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
+                    b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
+                           _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
+    contiguous = entry_alloca(b, I1, "rows")
+    b.store(shared, contiguous)
+    with b.if_then(shared):
+        with loop(b, 0, npanel, name="rp") as p:
+            whole = b.icmp_signed(">=", ld(b, orun, b.mul(p, I64(width))), I64(width))
+            b.store(b.and_(b.load(contiguous), whole), contiguous)
+    with b.if_else(b.load(contiguous)) as (by_k, by_panel):
+        with by_k:
+            I8 = ir.IntType(8)
+            oks = b.alloca(I8, size=klen, name="oks")
+            with loop(b, 0, klen, name="ak") as kk:
+                ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
+                st(b, oks, kk, b.zext(ok, I8), I8)
+            with loop(b, 0, klen, K_BLOCK, name="kb") as k0:
+                k1 = imin(b, b.add(k0, I64(K_BLOCK)), klen)
+                with loop(b, 0, npanel, name="sp") as p:
+                    with loop(b, k0, k1, name="sk") as kk:
+                        with b.if_else(b.icmp_unsigned("!=", ld(b, oks, kk, I8), I8(0))) as (inside, outside):
+                            with inside:
+                                panel_row(p, kk, True)
+                            with outside:
+                                panel_row(p, kk, False)
+        with by_panel:
+            _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                         slot, vl, vt, es, zero, vw)
+
+
+def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                 slot, vl, vt, es, zero, vw) -> None:
+    """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
+    with loop(b, 0, npanel, name="cp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
+        whole = b.and_(b.icmp_signed("==", valid, I64(width)),
+                       b.icmp_signed(">=", ld(b, orun, first), I64(width)))
+        row0 = b.gep(src, [ld(b, ooff, first)], inbounds=True, source_etype=t)
+
+        def row_copies(kk):
+            at = b.gep(row0, [ld(b, koff, kk)], inbounds=True, source_etype=t)
+            for c in range(0, width, vl):
+                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+                b.store(v, slot(pdst, kk, I64(c)), align=es)
+
+        with b.if_else(b.and_(whole, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
+            with fast:
+                with loop(b, 0, klen, name="fk") as kk:
+                    row_copies(kk)
+            with checked:
+                # checked indices the same at every position of the panel (they read only ``k``:
+                # a channels-last convolution's windows, ``X[n, y + ry - 1, x + rx - 1, c]`` over
+                # panels of ``c``): per ``k`` one test, then the whole row or zeros
+                uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
+                with b.if_else(uniform) as (rows, general):
+                    with rows:
+                        vzero = ir.Constant(vt, None)
+                        with loop(b, 0, klen, name="uk") as kk:
+                            ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, first, kk)
+                            with b.if_else(ok) as (inside, outside):
+                                with inside:
+                                    row_copies(kk)
+                                with outside:
+                                    for c in range(0, width, vl):
+                                        b.store(vzero, slot(pdst, kk, I64(c)), align=es)
+                    with general:
+                        _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk,
+                                   first, valid, pdst, slot, zero, vw)
+
+
+def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
+    """Whether every checked index has one value over the ``width`` outer positions from
+    ``first`` (its outer part, ``ochk``, equal at each)."""
+    flag = entry_alloca(b, I1, "uni")
+    b.store(I1(1), flag)
+    with loop(b, 0, nchk, name="ud") as d:
+        base = b.mul(d, olen)
+        x0 = ld(b, ochk, b.add(base, first))
+        with loop(b, 1, width, name="uw") as w:
+            same = b.icmp_signed("==", ld(b, ochk, b.add(base, b.add(first, w))), x0)
+            b.store(b.and_(b.load(flag), same), flag)
+    return b.load(flag)
+
+
+def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
+    """Whether every checked index is in range at outer position ``o`` and reduction position
+    ``kk``."""
+    flag = entry_alloca(b, I1, "inr")
+    b.store(I1(1), flag)
+    with loop(b, 0, nchk, name="rd") as d:
+        x0 = b.add(ld(b, ochk, b.add(b.mul(d, olen), o)), ld(b, kchk, b.add(b.mul(d, klen), kk)))
+        size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
+        inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
+        b.store(b.and_(b.load(flag), inb), flag)
+    return b.load(flag)
+
+
+def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
+               slot, zero, vw) -> None:
+    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
+    least one vector goes in blocks of :data:`K_BLOCK` rows, in a block run by run, the rows
+    innermost: a run's length, source offset and column are the same in every row, so the
+    inner loop's branches (``copy``'s paths, the number of vectors) go one way at each trip.
+    With the rows outermost, each row's runs between branches taken by the run's length, the
+    4x4 stride-2 transposed convolution (16 of a 17-wide padded row in 24-wide panels: runs of
+    16 + 8 and 8 + 16) spent half of its micro-kernel's time packing.  A run's rows are stored
+    before the next run's, so a short piece's whole vector spills only within its row (past
+    ``limit`` lies the next row, stored already).  A panel row narrower than a vector (side A's
+    4 or 8 under 8 or 16 lanes) keeps the rows outermost, where every short piece may spill."""
+    steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
+    for d in range(gd.MAXCHK):
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
+
+    def run_rows(k0, k1, bounded: bool):
+        with advancing(b, 0, valid, "cw") as (w, nxt):
+            o = b.add(first, w)
+            seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+            base = b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t)
+            lim = b.sub(I64(width), w) if bounded else None
+
+            def row_at(kk):
+                return (b.gep(pdst, [b.add(b.mul(kk, I64(width)), w)], inbounds=True, source_etype=t),
+                        b.gep(base, [ld(b, koff, kk)], inbounds=True, source_etype=t))
+
+            with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
+                with plain:  # the whole run copied in every row
+                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim)
+                with checked:
+                    with loop(b, k0, k1, name="ck") as kk:
+                        a, e = _interval(
+                            b, side, nchk,
+                            lambda d: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                            ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                            lambda d: ld(b, steps, d), seg)
+                        row, sp = row_at(kk)
+                        copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
+                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
+            nxt[0] = b.add(w, seg)
+        with loop(b, k0, k1, name="cz") as kk:
+            with loop(b, valid, width, name="czw") as w:
+                b.store(zero, slot(pdst, kk, w))
+
+    bounded = width >= vw
+    step = K_BLOCK if bounded else 1
+    with loop(b, 0, klen, step, name="cb") as k0:
+        run_rows(k0, imin(b, b.add(k0, I64(step)), klen), bounded)
+
+
+def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
+    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
+    pointers ``row, src``): the run's vectors unrolled, each under a test of ``n`` decided
+    before the rows (the library gets no loop-invariant code motion), then its rest as
+    :func:`copy` ends a run: the last ``vw`` elements again, or a short one."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    nvec = b.sdiv(n, I64(vw))
+    rest = b.sub(n, b.mul(nvec, I64(vw)))
+    has = [b.icmp_signed(">", nvec, I64(c)) for c in range(width // vw)]
+    back, short = b.icmp_signed(">", rest, I64(0)), b.icmp_signed("<", n, I64(vw))
+    back_at = b.sub(n, I64(vw))
+    with loop(b, k0, k1, name="rk") as kk:
+        row, sp = row_at(kk)
+        for c, h in enumerate(has):
+            with b.if_then(h):
+                at = I64(c * vw)
+                v = b.load(b.gep(sp, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+                b.store(v, b.gep(row, [at], inbounds=True, source_etype=t), align=es)
+        with b.if_then(back):
+            with b.if_else(short) as (few, more):
+                with few:
+                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
+                with more:
+                    v = b.load(b.gep(sp, [back_at], inbounds=True, source_etype=t), typ=vt, align=es)
+                    b.store(v, b.gep(row, [back_at], inbounds=True, source_etype=t), align=es)
+
+
+def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
+                vw) -> None:
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run of the outer
+    positions, ``row[i] = src[at + 2 i]`` on the interval where the checked indices (step 0 or
+    2 along the run) are in range, zeros around it and past ``valid``."""
+    steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
+    for d in range(gd.MAXCHK):
+        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
+    with loop(b, 0, npanel, name="sp") as p:
+        first = b.mul(p, I64(width))
+        valid = imin(b, I64(width), b.sub(olen, first))
+        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        with loop(b, 0, klen, name="sk") as kk:
+            kof = ld(b, koff, kk)
+            row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
+            with advancing(b, 0, valid, "sw") as (w, nxt):
+                o = b.add(first, w)
+                seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+                a, e = _interval(
+                    b, side, nchk,
+                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
+                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
+                    lambda d: ld(b, steps, d), seg)
+                seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
+                sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
+                copy(b, t, seg_row, None, I64(0), a, vw, spill=True)
+                _strided_copy(b, t, seg_row, sp, a, e, vw)
+                copy(b, t, seg_row, None, e, seg, vw, spill=True)
+                nxt[0] = b.add(w, seg)
+            copy(b, t, row, None, valid, I64(width), vw, spill=True)
+
+
+def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector of ``vw`` is the even lanes of
+    the loads at ``2 i`` and the odd lanes of the load at ``2 i + vw - 1``, so the last element
+    read is ``src[2 (i + vw - 1)]``, one the copy needs; the rest element by element."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    i32 = ir.IntType(32)
+    pick = ir.Constant(ir.VectorType(i32, vw), [2 * n for n in range(vw // 2)]
+                       + [vw + 2 * n + 1 for n in range(vw // 2)])
+    n = imax(b, b.sub(e, a), I64(0))
+    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
+    with loop(b, 0, nvec, vw, name="sv") as i:
+        at = b.add(a, i)
+        two = b.mul(at, I64(2))
+        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
+        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
+        b.store(b.shuffle_vector(lo, hi, pick), b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+    with loop(b, nvec, n, name="ss") as i:
+        at = b.add(a, i)
+        v = ld(b, src, b.mul(at, I64(2)), t)
+        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t))

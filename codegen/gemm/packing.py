@@ -1,0 +1,250 @@
+"""Packing the two sides of a contraction into the micro-kernel's panels.
+
+``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w,
+k0 + k)`` -- ``p`` a panel of ``W`` rows (MR for side A, NR for side B), ``k`` the reduction
+index, both flattened over their axes -- and zero-pads past ``olen``.
+
+* The general path evaluates ``expr`` with the expression emitter (any reads, guards,
+  arithmetic).  Its inner loop runs along the group in which ``expr`` reads memory
+  contiguously, walked in runs along the group's last axis (digits decomposed once per run), so
+  that it vectorizes even for convolution windows.
+* A plain read that is contiguous along ``k`` but strided along the panel rows (``W[j, k]`` of a
+  dense layer as side B, ``X[i, k]`` as side A, the input windows of a convolution's weight
+  gradient) is a transposition: the general path would end in scatter stores.  It is done
+  instead in registers, per contiguous run of ``k`` and a VW x VW block at a time: VW vector
+  loads (one per panel row), Eklundh's transpose -- log2(VW) stages; at distance ``d`` rows
+  ``i`` and ``i + d`` (``i & d == 0``) swap their off-diagonal ``d``-blocks, one two-source
+  shuffle each -- and VW vector stores along the panel.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+from tensorad.poly.linear import var_coefficients
+
+from ..llvm.expr import ExprEmitter
+from ..llvm.ir_loops import for_range, smin
+from .descriptor import block_size
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
+
+
+def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
+    """The element stride of the first read in ``expr`` along ``v`` (None: not linear); the
+    digits of one value read as adjacent dimensions are that value (a flattened tensor)."""
+    from ..llvm.expr import recombine_digits
+
+    for n in walk(expr):
+        if n.op is Op.READ:
+            total = 0
+            for idx, st in recombine_digits(n.src, strides_of(n.arg)):
+                co = var_coefficients(idx)
+                if co is None:
+                    return None
+                total += co.get(v, 0) * st
+            return total
+    return None
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of the square block whose rows are ``rows`` (Eklundh's algorithm)."""
+    n = len(rows)
+    rows = list(rows)
+    d = n // 2
+    while d:
+        new = list(rows)
+        for i in range(n):
+            if i & d:
+                continue
+            j = i + d
+            lo = [c if not c & d else n + c - d for c in range(n)]
+            hi = [c + d if not c & d else n + c for c in range(n)]
+            new[i] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), lo))
+            new[j] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), hi))
+        rows = new
+        d //= 2
+    return rows
+
+
+class Packer:
+    """Packs panels for one contraction (``kaxes``: its reduction axes) in one function."""
+
+    def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type,
+                 vw: int) -> None:
+        self.b, self.em, self.kaxes, self.t = b, em, kaxes, t
+        self.vw = vw  # the target's vector lanes for t
+
+    def bind(self, axes: tuple[Expr, ...], flat: ir.Value) -> None:
+        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
+        b, inner = self.b, 1
+        for ax in reversed(axes):
+            q = b.udiv(flat, I64(inner)) if inner != 1 else flat
+            digit = b.urem(q, I64(ax.extent)) if ax is not axes[0] else q
+            self.em.env[ax] = b.add(digit, I64(ax.lo)) if ax.lo else digit
+            inner *= ax.extent
+
+    def runs(self, axes, start: ir.Value, count: ir.Value, body) -> None:
+        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last
+        of ``axes``: digits decomposed once per run (all but the last stay bound in the body),
+        the last one runs from ``first`` for ``seglen`` steps, at offset ``pos``."""
+        b, em = self.b, self.em
+        last = axes[-1]
+        pre = b.block
+        head = b.append_basic_block("run.head")
+        run = b.append_basic_block("run.body")
+        done = b.append_basic_block("run.done")
+        b.branch(head)
+        b.position_at_end(head)
+        pos = b.phi(I64, name="run.pos")
+        pos.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", pos, count), run, done)
+        b.position_at_end(run)
+        em.push()
+        self.bind(axes, b.add(start, pos))
+        first = em.env[last]
+        seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
+        body(pos, seglen, first)
+        em.pop()
+        pos.add_incoming(b.add(pos, seglen), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
+        ``start + i``, walked in runs along the last axis (affine inside a run).
+        ``vectorize=False``: ``count`` is at most a panel's width, too short for the loop
+        vectorizer to pay (kept from it: its vector body would never run, and analysing it
+        was most of a packer's LLVM time)."""
+        b, em, last = self.b, self.em, axes[-1]
+
+        def run(pos, seglen, first):
+            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
+                em.push()
+                em.env[last] = b.add(first, i)
+                body(b.add(pos, i))
+                em.pop()
+
+        self.runs(axes, start, count, run)
+
+    def pack(self, dst, expr, outer, o0, olen, width, k0, klen) -> None:
+        b, em, t = self.b, self.em, self.t
+        sk = linear_stride(expr, self.kaxes[-1], em.strides)
+        so = linear_stride(expr, outer[-1], em.strides)
+        # run along the group whose last axis reads memory contiguously, the longer run if both
+        run_k = self.kaxes[-1].extent if sk in (1, -1) else 0
+        run_o = outer[-1].extent if so in (1, -1) else 0
+        k_inner = run_k > run_o
+        bs = block_size(width, self.vw)
+        transposing = k_inner and sk == 1 and bs and expr.op is Op.READ
+        npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
+
+        def slot(p, kk, w):
+            return b.gep(dst, [b.add(b.mul(b.add(b.mul(p, klen), kk), I64(width)), w)], inbounds=True,
+                         source_etype=t)
+
+        if not k_inner:
+            self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
+        # (kept rolled: a panel's body, even with no loop of its own -- the zero rows of a
+        # partial panel alone when ``_pack_rows`` packed it -- is no work to unroll)
+        with for_range(b, 0, npanel, name="pp", unroll=False) as p:
+            em.push()
+            first = b.add(o0, b.mul(p, I64(width)))
+            valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+            if transposing:
+                self.runs(self.kaxes, k0, klen, lambda pos, seglen, kfirst, p=p, first=first, valid=valid:
+                          self._run(dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot))
+            elif k_inner:
+                with for_range(b, 0, valid, name="pw") as w:
+                    em.push()
+                    self.bind(outer, b.add(first, w))
+                    self.segments(self.kaxes, k0, klen,
+                                  lambda i, w=w, p=p: b.store(em.value(expr), slot(p, i, w)))
+                    em.pop()
+            with for_range(b, valid, width, name="zw", vectorize=False) as w:
+                with for_range(b, 0, klen, name="zk", vectorize=False) as kk:
+                    b.store(t(0.0), slot(p, kk, w))
+            em.pop()
+
+    def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
+        """The panels of a side read contiguously along the panel rows (``A[k, m]`` of a
+        transposed operand, a masked or scaled row), :data:`ROWS_BLOCK` values of ``k`` at a
+        time, panel by panel: the block's source rows stay in the first-level cache while
+        every panel reads its stretch of them, and each panel is written in order (panel by
+        panel over all of ``k``, a panel of 4 rows kept one cache line of each source row,
+        which was gone by the next panel; ``k`` outermost, the stores stride a panel apart).
+        A full panel inside one run of the last outer axis is ``width`` elements at
+        consecutive offsets: a loop of constant trip count, which LLVM unrolls into vector
+        code; any other panel goes run by run."""
+        b, em = self.b, self.em
+        last = outer[-1]
+        # a panel row narrower than a vector becomes vector code only across ``k`` (LLVM's
+        # loop vectorizer on the ``k`` loop, its stores interleaved); a wider one is vector
+        # code already once LLVM unrolls it (its SLP vectorizer), and the loop vectorizer
+        # would only analyse the unrolled row.  Never unrolled: its copies and remainders cost
+        # compile time, not packing time.
+        across_k = width < self.vw
+        with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
+            kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
+            with for_range(b, 0, npanel, name="pp") as p:
+                em.push()
+                first = b.add(o0, b.mul(p, I64(width)))
+                valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+                self.bind(outer, first)
+                start = em.env[last]
+                fits = b.and_(b.icmp_signed("==", valid, I64(width)),
+                              b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
+                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
+                    em.push()
+                    self.bind(self.kaxes, b.add(k0, kk))
+                    with b.if_else(fits) as (whole, part):
+                        with whole:
+                            with for_range(b, 0, width, name="pf") as w:
+                                em.push()
+                                em.env[last] = b.add(start, w)
+                                b.store(em.value(expr), slot(p, kk, w))
+                                em.pop()
+                        with part:
+                            self.segments(outer, first, valid,
+                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
+                                          vectorize=False)
+                    em.pop()
+                em.pop()
+
+    def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
+        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks of
+        the run go through ``bs`` x ``bs`` register transposes (``bs`` vector loads, one per
+        panel row, and ``bs`` vector stores along the panel); the rest element by element."""
+        b, em, t = self.b, self.em, self.t
+        klast = self.kaxes[-1]
+        vt = ir.VectorType(t, bs)
+        es = 4 if isinstance(t, ir.FloatType) else 8
+        full = b.icmp_signed("==", valid, I64(width))
+        nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
+        with for_range(b, 0, nb, bs, name="tk") as kb:
+            em.push()
+            em.env[klast] = b.add(kfirst, kb)
+            for g in range(width // bs):
+                rows = []
+                for r in range(bs):
+                    em.push()
+                    self.bind(outer, b.add(first, I64(g * bs + r)))
+                    addr = em.address(expr.arg, expr.src)
+                    rows.append(b.load(b.bitcast(addr, vt.as_pointer()), typ=vt, align=es))
+                    em.pop()
+                for c, col in enumerate(transpose(b, rows)):
+                    base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
+                    b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
+            em.pop()
+        with for_range(b, 0, valid, name="rw", vectorize=False) as w:
+            em.push()
+            self.bind(outer, b.add(first, w))
+            with for_range(b, nb, seglen, name="rk", vectorize=False) as i:
+                em.push()
+                em.env[klast] = b.add(kfirst, i)
+                b.store(em.value(expr), slot(p, b.add(pos, i), w))
+                em.pop()
+            em.pop()

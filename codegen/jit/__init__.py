@@ -1,0 +1,9 @@
+"""Object code: compiled through LLVM's JIT, checked, and cached on disk.
+
+* ``engine``         the process's LLVM JIT: one engine, a target machine per target
+* ``isolate``        compile steps that may abort LLVM run in a fork, under a CPU limit
+* ``module_split``   a kernel's module cut into parts compiled side by side
+* ``object_check``   a structural check of object code before the JIT links it
+* ``disk_cache``     a persistent object cache shared by processes, never trusted blindly
+* ``build_key``      the cache key of a ``ta.build``, computed before lowering
+"""

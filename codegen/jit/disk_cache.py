@@ -1,0 +1,175 @@
+"""A persistent cache of compiled object code, shared by processes, that cannot be fooled.
+
+Entries are files named by a SHA-256 key (the caller hashes everything that determines the
+code: the program text, options, target triple, CPU name and features, LLVM version and the
+code generator's own source -- :func:`.jit.engine.fingerprint`).  The directory is
+``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad``, created with mode 0700;
+``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, and so does :func:`disabled`
+(``ta.build(..., cache=False)``) in its thread.
+
+An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: it names the key it
+was written for, so another kernel's valid entry copied over this key's file is rejected, and
+its hash covers the payload (the object code), so a damaged or truncated file is rejected.
+Only a regular file owned by the user, no larger than :data:`MAX_ENTRY_BYTES`, is read: it is
+opened without following a symbolic link and without blocking (a FIFO or a link to
+``/dev/zero`` is never read).  Whatever is wrong with an entry, :func:`get` answers ``None`` and
+the caller rebuilds and rewrites it -- a cache only saves time, it never raises.
+
+Writes go to a temporary file in the same directory and are renamed into place (atomic on
+POSIX: a reader sees a whole entry or none).  A cache that cannot be written (read-only home,
+full disk) is silently skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import struct
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+from .object_check import object_is_sound
+
+MAGIC = b"TADC2\n"
+MAX_ENTRY_BYTES = 256 << 20  # an entry larger than this is not read (a kernel's is ~10 KB-10 MB)
+_LOCAL = threading.local()
+
+
+def directory() -> Path:
+    env = os.environ.get("TENSORAD_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tensorad"
+
+
+def enabled() -> bool:
+    if getattr(_LOCAL, "off", 0):
+        return False
+    return os.environ.get("TENSORAD_NO_DISK_CACHE", "") in ("", "0")
+
+
+@contextmanager
+def disabled(off: bool = True):
+    """Within the block (in this thread), the disk cache is neither read nor written."""
+    before = getattr(_LOCAL, "off", 0)
+    _LOCAL.off = before + (1 if off else 0)
+    try:
+        yield
+    finally:
+        _LOCAL.off = before
+
+
+def path_of(key: str) -> Path:
+    return directory() / f"{key}.bin"
+
+
+def get(key: str) -> bytes | None:
+    """The payload stored under ``key``, or ``None``: missing, not a regular file of ours, too
+    large, damaged, written for another key -- or the cache is off."""
+    if not enabled():
+        return None
+    data = _read_entry(path_of(key))
+    return None if data is None else _unpack(key, data)
+
+
+def put(key: str, payload: bytes) -> None:
+    """Store ``payload`` under ``key`` (atomically; errors are ignored)."""
+    if not enabled():
+        return
+    target = path_of(key)
+    try:
+        _make_directory(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(pack(key, payload))
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        pass
+
+
+def get_object(key: str, key_text: str) -> bytes | None:
+    """Object code stored by :func:`put_object` for exactly ``key_text`` (the full text behind
+    the hash ``key``) whose code is sound, else ``None`` (the caller compiles it again)."""
+    payload = get(key)
+    if payload is None or len(payload) < 4:
+        return None
+    (n,) = struct.unpack_from("<I", payload)
+    k = key_text.encode()
+    if n != len(k) or payload[4:4 + n] != k:
+        return None
+    obj = payload[4 + n:]
+    return obj if object_is_sound(obj) else None
+
+
+def put_object(key: str, key_text: str, obj: bytes) -> None:
+    """Store object code under ``key`` with the full text of its key before it."""
+    k = key_text.encode()
+    put(key, struct.pack("<I", len(k)) + k + obj)
+
+
+def pack(key: str, payload: bytes) -> bytes:
+    """The bytes of an entry for ``payload`` under ``key`` (see the module docstring)."""
+    k = key.encode()
+    return MAGIC + struct.pack("<I", len(k)) + k + hashlib.sha256(k + payload).digest() + payload
+
+
+def _unpack(key: str, data: bytes) -> bytes | None:
+    k = key.encode()
+    head = len(MAGIC) + 4
+    if len(data) < head or not data.startswith(MAGIC):
+        return None
+    (n,) = struct.unpack_from("<I", data, len(MAGIC))
+    if n != len(k) or data[head:head + n] != k:
+        return None  # written for another key (a copied or renamed entry)
+    digest, payload = data[head + n:head + n + 32], data[head + n + 32:]
+    if len(digest) != 32 or hashlib.sha256(k + payload).digest() != digest:
+        return None
+    return payload
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file owned by this user and not too large."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # missing, a symbolic link (ELOOP), unreadable
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return None
+        chunks, left = [], st.st_size + 1  # one byte more: a file that grew is rejected
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) == st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _make_directory(d: Path) -> None:
+    """Create the cache directory private to the user (mode 0700); refuse one owned by another
+    user (``OSError``: the entry is then not written)."""
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.stat(d)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise PermissionError(f"cache directory {d} belongs to another user")

@@ -1,0 +1,516 @@
+"""The process-wide LLVM JIT: one MCJIT engine, and one target machine per :class:`.target.Target`.
+
+``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
+``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
+module to object code for the target's CPU and features; ``load_object`` links object code into
+the engine (fresh, or read back from the disk cache -- symbols between objects, such as a
+kernel's calls into the matrix-product library, are resolved by the engine).  ``optimized_ir``
+and ``assembly`` give the IR and machine code text on demand.
+
+Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
+:func:`new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
+on stderr, then ignored by LLVM) into a ``ValueError``.  Code for any x86 CPU can be compiled on
+any x86 machine; the engine links it all, and :class:`.runtime.kernel.Kernel` refuses to run code whose
+vectors the host lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from ..gemm import version as libversion
+from . import disk_cache as diskcache
+from . import isolate
+from .module_split import bundle, split, unbundle
+from .object_check import defined_symbols, undefined_symbols
+
+if TYPE_CHECKING:
+    from ..target import Target
+
+_LOCK = threading.RLock()
+
+
+@dataclass
+class _JitState:
+    engine: llvm.ExecutionEngine
+    triple: str
+    map_limit: int | None = None  # the system's limit on a process's mappings (read once)
+    maps_counted: int = 0  # the process's memory mappings when last counted (:func:`_room_for_object`)
+    loads_since: int = 0  # objects linked since
+
+
+MAP_LIMIT_FILE = "/proc/sys/vm/max_map_count"
+MAPS_PER_OBJECT = 4  # memory mappings an object linked into the engine may add (2 seen: code, data)
+MAP_HEADROOM = 512  # mappings kept free below the OS limit (Python, NumPy and threads map too)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _count_maps() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _room_for_object(s: _JitState) -> None:
+    """Raise before the engine would map past the OS's limit on a process's memory mappings
+    (``vm.max_map_count``, 65,530 by default): each object linked stays for the life of the
+    process with its own code and data mappings, and past the limit LLVM's section allocator
+    aborts the process (fuzz seed 469528: a worker that had linked about 30,000 kernels).  The
+    mappings are counted (``/proc/self/maps``) at the first link, then only when an estimate --
+    the last count plus ``MAPS_PER_OBJECT`` per object linked since -- comes near the limit."""
+    limit = s.map_limit
+    if limit is None:
+        return  # (not Linux: no such limit to watch)
+    if s.maps_counted and s.maps_counted + MAPS_PER_OBJECT * (s.loads_since + 1) + MAP_HEADROOM <= limit:
+        s.loads_since += 1
+        return
+    counted = _count_maps()
+    if counted is None:
+        return
+    s.maps_counted, s.loads_since = counted, 1
+    if counted + MAPS_PER_OBJECT + MAP_HEADROOM > limit:
+        raise RuntimeError(
+            f"JIT: this process has {counted} memory mappings, near the system's limit "
+            f"(vm.max_map_count = {limit}); linking another kernel could make LLVM abort the "
+            f"process.  Kernels stay loaded for the life of the process ({len(_OBJECTS)} so far): "
+            "build fewer distinct kernels in one process (reuse a kernel across calls, or run "
+            "batches of builds in worker processes), or raise vm.max_map_count")
+
+
+_STATE: _JitState | None = None
+_INITIALIZED = False
+_MACHINES: dict[str, llvm.TargetMachine] = {}  # target key -> its target machine (made once)
+
+
+def initialize() -> None:
+    """LLVM's native target and assembly printer (once per process)."""
+    global _INITIALIZED
+    if not _INITIALIZED:
+        with _LOCK:
+            if not _INITIALIZED:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _INITIALIZED = True
+
+
+def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+    """A target machine for ``cpu`` with ``features``; ``ValueError`` when LLVM does not know
+    the CPU or a feature (it would warn on stderr and silently compile for a generic CPU)."""
+    initialize()
+    target = llvm.Target.from_triple(triple)
+    with _LOCK:
+        with _captured_stderr() as err:
+            tm = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+    text = err()
+    for line in text.splitlines():
+        if "not a recognized" in line:
+            raise ValueError(f"target: LLVM {line.strip()} -- check -mcpu/-mattr")
+    return tm
+
+
+class _captured_stderr:  # noqa: N801 - used as a context manager
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
+    for the creation of one target machine, once per target and process: what another thread
+    writes to stderr in that millisecond lands in the file.)"""
+
+    def __enter__(self):
+        self.text = ""
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+        except (OSError, ValueError):
+            self.saved = None
+            return lambda: self.text
+        self.tmp = tempfile.TemporaryFile()
+        os.dup2(self.tmp.fileno(), 2)
+        return lambda: self.text
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is None:
+            return
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.tmp.seek(0)
+        self.text = self.tmp.read().decode(errors="replace")
+        self.tmp.close()
+
+
+def target_machine(target: Target) -> llvm.TargetMachine:
+    """The target machine of ``target`` (made on first use)."""
+    tm = _MACHINES.get(target.key)
+    if tm is None:
+        with _LOCK:
+            tm = _MACHINES.get(target.key)
+            if tm is None:
+                tm = new_target_machine(target.triple, target.cpu, target.features)
+                _MACHINES[target.key] = tm
+    return tm
+
+
+def host() -> Target:
+    from ..target import host_target
+
+    return host_target()
+
+
+def state() -> _JitState:
+    """The execution engine (created once per process, thread-safe) for the host."""
+    global _STATE
+    if _STATE is None:
+        with _LOCK:
+            if _STATE is None:
+                h = host()
+                tm = target_machine(h)
+                empty = llvm.parse_assembly("")
+                empty.triple = h.triple
+                engine = llvm.create_mcjit_compiler(empty, tm)
+                _STATE = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
+    return _STATE
+
+
+def data_layout(target: Target | None = None) -> str:
+    return str(target_machine(target or host()).target_data)
+
+
+def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
+             slp: bool = True) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = slp and opt_level >= 2
+    pto.loop_unrolling = opt_level >= 2
+    pb = llvm.create_pass_builder(target_machine(target or host()), pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def llvm_version() -> str:
+    return ".".join(str(x) for x in llvm.llvm_version_info)
+
+
+def toolchain() -> str:
+    """The LLVM and llvmlite versions (part of every cache key of object code)."""
+    return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
+
+
+_SOURCE_HASH: str | None = None
+
+
+def fingerprint(target: Target | None = None) -> str:
+    """What besides the program determines the machine code: the target (triple, CPU,
+    features) and :func:`source_hash`."""
+    return "|".join([(target or host()).key, source_hash()])
+
+
+def source_hash() -> str:
+    """The LLVM and llvmlite versions and the hash of tensorad's source -- the code generator,
+    the simplifier, the core (IR, language, polyhedral tools), autodiff, the operator library
+    and the facade -- so that an edited compiler never meets object code or a differentiated
+    program (:mod:`tensorad.diffcache`) it did not produce, and a cache key taken before
+    lowering (:mod:`.jit.build_key`) names the lowering code too.  Computed once per process (it is
+    the code this process runs), and remembered in the disk cache for the files' stamps
+    (:func:`_source_stamp`): a new process whose files are the ones hashed before reads the
+    hash instead of the 1.6 MB of source (4.4 of a cached rebuild's ~20 ms)."""
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
+        paths = _compiler_sources()  # metadata costs 10 ms, a third of a cached build)
+        stamp = _source_stamp(paths)
+        key = hashlib.sha256(b"source-stamp\n" + stamp.encode()).hexdigest()
+        known = _remembered(key, stamp)
+        if known is None:
+            h = hashlib.sha256()
+            texts: dict[str, bytes] = {}
+            for path in paths:
+                with open(path, "rb") as f:
+                    texts[path] = f.read()
+                h.update(os.path.basename(path).encode() + b"\0" + texts[path])
+            known = (h.hexdigest(), libversion.version(read=texts.get))  # (the library's key too)
+            diskcache.put(key, json.dumps({"stamp": stamp, "source": known[0], "library": known[1]}).encode())
+        else:
+            libversion.remember(known[1])
+        _SOURCE_HASH = "|".join([toolchain(), known[0]])
+    return _SOURCE_HASH
+
+
+def _source_stamp(paths: list[str]) -> str:
+    """What identifies the contents of ``paths`` without reading them, as Python's own bytecode
+    cache does and more strictly: each file's size, modification and change times and inode
+    (a write moves the change time, which no call can set back), and the toolchain."""
+    lines = [toolchain()]
+    for path in paths:
+        st = os.stat(path)
+        lines.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}")
+    return "\n".join(lines)
+
+
+def _remembered(key: str, stamp: str) -> tuple[str, str] | None:
+    """``(source hash, library version)`` recorded under ``key`` for exactly ``stamp``, or
+    ``None`` (absent, malformed, another stamp: computed again and rewritten)."""
+    payload = diskcache.get(key)
+    try:
+        record = json.loads(payload) if payload is not None else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("stamp") != stamp:
+        return None
+    source, library = record.get("source"), record.get("library")
+    ok = all(isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for v in (source, library))
+    return (source, library) if ok else None
+
+
+def _compiler_sources() -> list[str]:
+    """The Python files of tensorad's packages -- the core, the simplifier and the code
+    generator, each with its subpackages, wherever the install put them -- in a fixed order."""
+    import importlib.util
+
+    files = []
+    for pkg in ("tensorad", "tensorad.simplify", "tensorad.codegen"):
+        module = sys.modules.get(pkg)  # (imported already: build needs them all)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            spec = importlib.util.find_spec(pkg)
+            origin = spec.origin if spec is not None else None
+        if not origin:
+            continue
+        top = os.path.dirname(origin)
+        for folder, subs, names in os.walk(top):
+            subs[:] = sorted(s for s in subs if s != "__pycache__")
+            rel = os.path.relpath(folder, top)
+            files += [(pkg, rel, n, os.path.join(folder, n)) for n in names if n.endswith(".py")]
+    return [path for *_, path in sorted(dict.fromkeys(files))]
+
+
+def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(ir_text)
+    mod.triple = target.triple
+    mod.data_layout = str(target_machine(target).target_data)
+    return mod
+
+
+def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
+    """The light pipeline of hand-written vector code: stack slots to registers (SROA),
+    instruction combining and control-flow simplification -- what ``-O1`` did for the
+    library's packers, in a quarter of its time."""
+    pb = llvm.create_pass_builder(target_machine(target or host()),
+                                  llvm.create_pipeline_tuning_options(speed_level=0))
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_sroa_pass()
+    mpm.add_instruction_combine_pass()
+    mpm.add_simplify_cfg_pass()
+    mpm.run(mod, pb)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
+    :func:`promote` pipeline."""
+
+    level: int
+    slp: bool = True
+    light: bool = False
+
+    def run(self, mod: llvm.ModuleRef, target: Target) -> None:
+        if self.light:
+            promote(mod, target)
+        elif self.level > 0:
+            optimize(mod, self.level, target, slp=self.slp)
+
+
+def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
+    """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
+    then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
+    shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
+    pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
+    vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
+    this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
+    a first build's 10-20 library pieces 60-80 ms."""
+    if light or opt_level < 2:
+        return [Pipeline(opt_level, light=light)]
+    return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
+
+
+def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:
+    mod = _parse(ir_text, target)
+    mod.verify()
+    pipeline.run(mod, target)
+    return target_machine(target).emit_object(mod)
+
+
+def _contained(rungs: list[Pipeline], step) -> bytes:
+    """``step(pipeline)`` for the first rung whose child survives; the last rung runs here."""
+    for pipeline in rungs[:-1]:
+        obj = isolate.in_child(lambda p=pipeline: step(p))
+        if obj is not None:
+            return obj
+    return step(rungs[-1])
+
+
+def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
+                   light: bool = False) -> bytes:
+    """Parse, verify, optimize and compile a module to relocatable object code (``light``:
+    the :func:`promote` pipeline instead of ``opt_level``'s).  Optimizing runs in a child
+    process, so that an LLVM abort costs a retry on the next rung of :func:`ladder`, not the
+    caller's process."""
+    target = target or host()
+    with _LOCK:
+        target_machine(target)  # (made here, once: the children inherit it)
+        return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
+
+
+def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
+                    target: Target | None = None) -> list[tuple[bytes, float]]:
+    """:func:`compile_object` of several independent modules -- each ``(its IR text, made on
+    demand; opt_level; light)`` -- at once, with the CPU seconds each took: each in a forked
+    child (its text made there too), as many at a time as this process has CPUs (a kernel and
+    the library pieces it links, compiled side by side on a first build).  A module whose
+    child dies goes on down its ladder, here."""
+    target = target or host()
+    from ..target import usable_cpus
+
+    def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
+        begin = isolate.cpu_seconds()
+        if rungs is None:
+            obj = compile_object(text(), level, target, light)
+        else:
+            obj = _contained(rungs, lambda p: _emit(text(), p, target))
+        return obj, isolate.cpu_seconds() - begin
+
+    jobs = min(usable_cpus(), len(modules))
+    if jobs < 2:
+        return [alone(*m) for m in modules]
+    with _LOCK:
+        target_machine(target)  # (made here, once: the children inherit it)
+        rungs = [ladder(level, light) for _, level, light in modules]
+        done = isolate.in_children([lambda t=text, p=r[0]: _emit(t(), p, target)
+                                    for (text, _, _), r in zip(modules, rungs)], jobs)
+        return [(obj, cpu) if obj is not None else alone(*m, rungs=r[1:] or r)
+                for (obj, cpu), m, r in zip(done, modules, rungs)]
+
+
+DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
+_WIDTH_HINT = '!"llvm.loop.vectorize.width"'
+_PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a width hint: .masktail)
+
+
+def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
+                   beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
+                   ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
+    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
+    text it compiled, its object code (a :func:`.jit.module_split.bundle` where the module was compiled
+    in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
+    (:func:`compile_objects`: the library pieces it links, compiled at the same time).
+
+    LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
+    declines, and a build must write nothing.  The emitter hints only loops that
+    :mod:`.llvm.vectorizable` and :mod:`.llvm.unrolled_chains` judge LLVM will take; where a judgement still
+    misses (seed 121530: a 2-trip window loop, declined for a value "not identified as
+    reduction"), the remark is caught here and the module compiled again with its width hints
+    renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
+    hint.  Anything else written to stderr meanwhile is passed on."""
+    from ..target import usable_cpus
+
+    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
+    # the library's pieces the cores are busy already)
+    parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
+    with _LOCK:
+        with _captured_stderr() as err:
+            done = compile_objects([*((lambda t=t: t, opt_level, False) for t in parts), *beside], target)
+        obj, others = bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
+        text = err()
+        if _WIDTH_HINT in ir_text and DECLINED.search(text):
+            ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
+                _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
+            with _captured_stderr() as err:
+                obj = compile_object(ir_text, opt_level, target)
+            text = DECLINED.sub("", text) + err()
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    return ir_text, obj, others
+
+
+def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
+    """Like :func:`compile_object`, but position-independent code for a shared library (the
+    JIT's own objects use the JIT code model and cannot be linked by ``cc -shared``)."""
+    target = target or host()
+    with _LOCK:
+        tm = llvm.Target.from_triple(target.triple).create_target_machine(
+            cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
+
+        def step(pipeline: Pipeline) -> bytes:
+            mod = llvm.parse_assembly(ir_text)
+            mod.triple = target.triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            pipeline.run(mod, target)
+            return tm.emit_object(mod)
+
+        return _contained(ladder(opt_level), step)
+
+
+_OBJECTS: list = []  # loaded object files stay referenced for the life of the process
+
+
+def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
+    """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into the
+    engine; returns the addresses of ``names``."""
+    s = state()
+    parts = unbundle(obj)
+    siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
+    with _LOCK:
+        missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
+                   and not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
+        if missing:  # (the linker would bind them to address 0: a call would crash the process)
+            raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
+        for p in parts:
+            _room_for_object(s)
+            ref = llvm.ObjectFileRef.from_data(p)
+            s.engine.add_object_file(ref)
+            _OBJECTS.append(ref)
+        s.engine.finalize_object()
+        addrs = {n: s.engine.get_function_address(n) for n in names}
+    for n, a in addrs.items():
+        if not a:
+            raise RuntimeError(f"JIT: function {n} was not found after linking")
+    return addrs
+
+
+def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> str:
+    """The IR that ``compile_object`` compiles for ``ir_text`` (recomputed on demand)."""
+    target = target or host()
+    with _LOCK:
+        target_machine(target)
+
+        def step(pipeline: Pipeline) -> bytes:
+            mod = _parse(ir_text, target)
+            pipeline.run(mod, target)
+            return str(mod).encode()
+
+        return _contained(ladder(opt_level), step).decode()
+
+
+def assembly(optimized: str, target: Target | None = None) -> str:
+    """Machine code text of an optimized module (recompiled on demand, not loaded)."""
+    target = target or host()
+    with _LOCK:
+        mod = llvm.parse_assembly(optimized)
+        return target_machine(target).emit_assembly(mod)

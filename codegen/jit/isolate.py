@@ -1,0 +1,242 @@
+"""LLVM's internal failures, contained: a compile step that may abort the process runs in a fork.
+
+LLVM stops the whole process when one of its own assertions fails -- LLVM 22.1's VectorCombine
+does on the SLP vector code of some fully unrolled reductions (fuzz ``--layers`` seed 4022: a
+ReLU-masked bias gradient summed over a 3x6x2 box in float64 on an AVX2 target) -- and Python
+cannot catch an ``abort()``.  :func:`in_child` runs a step in a child of this process (a fork:
+the module text and every target machine are already there) and takes the step's bytes back
+through a pipe.  A child killed by a signal gives ``None``, and the caller retries with a safer
+pipeline (:func:`.jit.engine.compile_object`'s ladder).  A Python exception in the child (a parse or
+verification error: the caller's own error) is raised by running the step again in this
+process, with its real traceback.  Without ``os.fork``, or when a fork fails (no memory for a
+huge process's page tables, no process left), the step runs here.
+
+LLVM can also fail by never finishing: 22.1's SLP vectorizer loops forever on one checked-mode
+gather loop for AVX2 (fuzz seed 811880).  A child therefore runs under a CPU-time limit
+(:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``): past it the kernel stops the child with
+``SIGXCPU``, and the caller's ladder treats it as it treats an abort.  CPU time, not wall time,
+so that a loaded machine does not turn a slow compile into a different program.  A child also
+dies with its parent (``PR_SET_PDEATHSIG``): a worker killed mid-compile leaves no orphan
+spinning in LLVM.
+
+The child runs only LLVM and this module's few lines, then leaves by ``os._exit`` (no exit
+handlers, no flushing of the parent's buffers).  What it writes on stderr (LLVM's remarks) goes
+to a file that the parent copies to its own file descriptor 2 -- where a capture the caller holds
+reads it -- when the child succeeded; an aborted child's last words are dropped with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import math
+import os
+import selectors
+import signal
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+
+try:
+    import resource
+except ImportError:  # (Windows: no fork either, every step runs in the process)
+    resource = None
+
+_RAISED = 3  # the child's exit status when the step raised a Python exception
+
+#: the CPU seconds one compile child may use: a layer's module optimizes in 5-300 ms, so a
+#: child still running after 60 times that is looping, not working (and the rung below it
+#: compiles the same module correctly, only without what was looping)
+CPU_LIMIT_SECONDS = 20
+
+
+def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
+    """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a
+    signal (LLVM aborted, or ran past ``cpu_limit`` CPU seconds, :data:`CPU_LIMIT_SECONDS`
+    unless given); a Python error of ``step`` is raised here."""
+    return start(step, cpu_limit).result()
+
+
+def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[bytes | None, float]]:
+    """Every step's :func:`in_child` result and the CPU seconds it took, the steps run in
+    forked children at most ``jobs`` at a time -- the next one started as soon as any finishes
+    (independent modules compiled on the cores a process may use)."""
+    results: list[tuple[bytes | None, float]] = [(None, 0.0)] * len(steps)
+    queue = list(enumerate(steps))[::-1]
+    running: dict[int, tuple[int, Child]] = {}
+    with selectors.DefaultSelector() as sel, _reaped(running):
+        while queue or running:
+            while queue and len(running) < max(1, jobs):
+                i, step = queue.pop()
+                child = start(step)
+                if child.pid is None:
+                    results[i] = child.result(), child.cpu_seconds
+                else:
+                    running[child.read_end] = (i, child)
+                    sel.register(child.read_end, selectors.EVENT_READ)
+            for key, _ in sel.select() if running else ():
+                i, child = running[key.fd]
+                if child.read_some():
+                    sel.unregister(key.fd)
+                    del running[key.fd]
+                    results[i] = child.result(), child.cpu_seconds
+    return results
+
+
+@contextlib.contextmanager
+def _reaped(running: dict):
+    """On the way out by an exception (an interrupt, a step's own error), the children still
+    running are killed and reaped: none is left blocked on a pipe nobody reads."""
+    try:
+        yield
+    except BaseException:
+        for _, child in running.values():
+            child.kill()
+        raise
+
+
+class Child:
+    """One step in a forked child (``pid``), its bytes read from ``read_end``; a step that ran
+    here instead (no fork) has ``pid`` ``None`` and its bytes already."""
+
+    def __init__(self, step: Callable[[], bytes], pid: int | None = None, read_end: int = -1,
+                 errors=None, data: bytes = b"", cpu_seconds: float = 0.0):
+        self.step, self.pid, self.read_end, self.errors = step, pid, read_end, errors
+        self._chunks = [data]
+        self.cpu_seconds = cpu_seconds  # (the child's, once reaped)
+
+    def read_some(self) -> bool:
+        """Read what the child has written so far (the pipe is readable); ``True`` at its end."""
+        chunk = os.read(self.read_end, 1 << 20)
+        self._chunks.append(chunk)
+        return not chunk
+
+    def kill(self) -> None:
+        """Stop the child and reap it (its result is not wanted)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(self.read_end)
+        os.waitpid(self.pid, 0)
+        self.errors.close()
+
+    def result(self) -> bytes | None:
+        """The step's bytes: read to the end, the child reaped (``None`` when a signal killed
+        it; a Python error of the step raised here by running it again)."""
+        if self.pid is None:
+            return self._chunks[0]
+        try:
+            while not self.read_some():
+                pass
+        finally:
+            os.close(self.read_end)
+        _, wait_status, usage = os.wait4(self.pid, 0)
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
+        errors, self.errors = self.errors, None
+        try:
+            if os.WIFSIGNALED(wait_status):
+                return None
+            code = os.waitstatus_to_exitcode(wait_status)
+            if code == _RAISED:
+                return self.step()
+            if code != 0:
+                raise RuntimeError(f"LLVM compile child exited with status {code}")
+            errors.seek(0)
+            said = memoryview(errors.read())
+            while said:
+                said = said[os.write(2, said):]
+            return b"".join(self._chunks)
+        finally:
+            errors.close()
+
+
+def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
+    """``step`` started in a forked child (run here at once without ``os.fork``, or when a fork
+    fails: no memory for a huge process's page tables, no process left)."""
+    if not hasattr(os, "fork"):
+        return _here(step)
+    errors = tempfile.TemporaryFile()
+    read_end, write_end = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # (nothing buffered is written twice)
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    parent = os.getpid()
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ and JAX's fork hook warn about forking a
+            warnings.filterwarnings("ignore", message=r".*fork")  # threaded process: the child
+            pid = os.fork()                                       # runs only LLVM
+    except OSError:  # (no memory or no process left for a child: compile here, unguarded)
+        os.close(read_end)
+        os.close(write_end)
+        errors.close()
+        return _here(step)
+    if pid == 0:
+        status = 0
+        try:
+            _bound(CPU_LIMIT_SECONDS if cpu_limit is None else cpu_limit, parent)
+            os.close(read_end)
+            os.dup2(errors.fileno(), 2)
+            faulthandler.disable()  # (an abort here is expected: no Python traceback dump)
+            view = memoryview(step())
+            while view:
+                view = view[os.write(write_end, view):]
+        except BaseException:
+            status = _RAISED
+        os._exit(status)
+    os.close(write_end)
+    return Child(step, pid, read_end, errors)
+
+
+def _bound(cpu_limit: float, parent: int) -> None:
+    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``; no core file), and die
+    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left).  Only
+    system calls: nothing here may enter the dynamic loader or import, which another thread of
+    the parent may have held at the fork."""
+    if resource is not None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = max(1, math.ceil(cpu_limit))
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # (the parent died before the line above)
+        os._exit(1)
+
+
+def _prctl():
+    """Linux's ``prctl``, looked up once, in the importing process (see :func:`_bound`)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL = _prctl()
+
+
+def _here(step: Callable[[], bytes]) -> Child:
+    begin = cpu_seconds()
+    data = step()
+    return Child(step, data=data, cpu_seconds=cpu_seconds() - begin)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process plus those of the children it has waited for -- the compile
+    children included, which ``time.process_time`` misses.  (Benchmarks and statistics time
+    compilation with this clock.)"""
+    import time
+
+    if resource is None:
+        return time.process_time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime

@@ -1,0 +1,191 @@
+"""Bounds checks for ``build(..., checked=True)``: every load and store of the generated code.
+
+Each access site (a load or a store of one tensor at index expressions) gets a number.  Before
+the access, the emitted code tests every index against its buffer's extent, ``0 <= v < n``, with
+one unsigned comparison (a negative ``v`` is a huge unsigned number).  A failing test branches to
+a cold block that records the violation in an ``int64`` record passed as one more buffer
+argument, then returns from the nest function without touching memory:
+
+    record[0] = site + 1      (0: no violation; written by compare-and-swap, so with several
+                               threads the first violation wins and the others leave it alone)
+    record[1 + d] = v_d       (the index values of that access; written only by the winner)
+
+The entry point returns after any nest that left a violation, and :meth:`Checks.raise_for`
+turns a nonzero record into an ``IndexError`` naming the tensor, the access, the index
+expressions and their values.  Matrix products are lowered to plain loops in checked mode (the
+packed micro-kernel's loads are not instrumented), so every access is checked.
+
+Gather indices (``DATA_INDEX`` nodes under ``mode="raise"``) are checked the same way in every
+kernel that has them, ``checked`` or not (:meth:`Checks.emit_gather`): the record then holds
+the index value and the position of the element it was read from (``I[3] = 7``), and the
+error names the gathered tensor, its axis, the value and that position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+import numpy as np
+
+from tensorad.ir.expr import DataIndex, Op
+from tensorad.ir.printer import Namer, expr_to_str
+from tensorad.ir.rewrite import walk
+
+I64 = ir.IntType(64)
+
+
+@dataclass(frozen=True)
+class Site:
+    """One checked access: ``kind`` is ``"read"`` or ``"write"``; ``index`` the printed indices.
+    A gather index (``kind="gather"``): ``tensor`` and ``shape`` are the gathered tensor and
+    the extent of its axis, ``index`` is ``(axis, printed index, tensor read, its ndim)``."""
+
+    tensor: str
+    kind: str
+    shape: tuple[int, ...]
+    index: tuple[str, ...]
+
+
+class Checks:
+    """The access sites of one module and the emission of their tests."""
+
+    def __init__(self, namer: Namer | None = None, every_access: bool = True) -> None:
+        self.sites: list[Site] = []
+        self.namer = namer or Namer()
+        self.every_access = every_access  # checked=True; else only gather indices are tested
+
+    @property
+    def record_size(self) -> int:
+        """Slots of the violation record: the site, then one index value per dimension."""
+        return 1 + max((len(s.shape) for s in self.sites), default=0)
+
+    def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],
+             index_exprs: tuple, values: list[ir.Value]) -> None:
+        """Test ``values`` against ``shape``; on failure record the site and return (``ret void``).
+
+        Leaves ``b`` positioned in the block where the access may proceed."""
+        if not shape:
+            return
+        site = len(self.sites)
+        self.sites.append(Site(name, kind, tuple(shape),
+                               tuple(expr_to_str(e, self.namer) for e in index_exprs)))
+        ok = None
+        for v, n in zip(values, shape):
+            c = b.icmp_unsigned("<", v, I64(n))
+            ok = c if ok is None else b.and_(ok, c)
+        fail = b.append_basic_block(f"oob{site}")
+        cont = b.append_basic_block(f"inb{site}")
+        b.cbranch(ok, cont, fail, )
+        b.position_at_end(fail)
+        pair = b.cmpxchg(record, I64(0), I64(site + 1), "monotonic", "monotonic")
+        won = b.extract_value(pair, 1)
+        with b.if_then(won):
+            for d, v in enumerate(values):
+                b.store(v, b.gep(record, [I64(1 + d)], inbounds=True, source_etype=I64))
+        b.ret_void()
+        b.position_at_end(cont)
+
+    def emit_gather(self, b: ir.IRBuilder, record: ir.Value, node, value: ir.Value,
+                    position: tuple[str, list[ir.Value]] | None) -> None:
+        """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent;
+        on failure record the value and ``position`` (the tensor the index was read from and
+        the coordinates of the element) and return.  Leaves ``b`` where the access may proceed."""
+        info = node.arg
+        site = len(self.sites)
+        src, coords = position if position is not None else ("", [])
+        self.sites.append(Site(info.tensor, "gather", (info.extent,),
+                               (str(info.axis), expr_to_str(node.src[0], self.namer), src, str(len(coords)))))
+        fail = b.append_basic_block(f"gather_oob{site}")
+        cont = b.append_basic_block(f"gather_ok{site}")
+        b.cbranch(b.icmp_unsigned("<", value, I64(info.extent)), cont, fail)
+        b.position_at_end(fail)
+        pair = b.cmpxchg(record, I64(0), I64(site + 1), "monotonic", "monotonic")
+        with b.if_then(b.extract_value(pair, 1)):
+            for d, v in enumerate([value, *coords]):
+                b.store(v, b.gep(record, [I64(1 + d)], inbounds=True, source_etype=I64))
+        b.ret_void()
+        b.position_at_end(cont)
+
+    def failed(self, b: ir.IRBuilder, record: ir.Value) -> ir.Value:
+        """An ``i1``: a violation has been recorded."""
+        return b.icmp_unsigned("!=", b.load(record, typ=I64), I64(0))
+
+    @staticmethod
+    def new_record(max_ndim: int) -> np.ndarray:
+        """A record for a program whose buffers have at most ``max_ndim`` dimensions (sized
+        from the program, never from stored metadata)."""
+        return np.zeros(2 + max_ndim, np.int64)  # (a gather: its value, then a position)
+
+    def raise_for(self, record: np.ndarray) -> None:
+        """Raise ``IndexError`` for a record holding a violation (nothing for a clean one)."""
+        code = int(record[0])
+        if code == 0:
+            return
+        if not 0 < code <= len(self.sites):
+            raise IndexError(f"out-of-bounds access (site {code - 1}; detected by checked=True)")
+        site = self.sites[code - 1]
+        if site.kind == "gather":
+            raise IndexError(gather_message(site, [int(x) for x in record[1:]]))
+        raise IndexError(violation_message(site, [int(x) for x in record[1:]]))
+
+    def to_json(self) -> list:
+        return [[s.tensor, s.kind, list(s.shape), list(s.index)] for s in self.sites]
+
+    @classmethod
+    def from_json(cls, data: list) -> Checks:
+        c = cls(every_access=any(k != "gather" for _, k, _, _ in data))
+        c.sites = [Site(str(t), str(k), tuple(int(x) for x in sh), tuple(str(x) for x in ix))
+                   for t, k, sh, ix in data]
+        return c
+
+
+def has_raise_gather(program) -> bool:
+    """Whether some expression of ``program`` holds a gather index under ``mode="raise"``."""
+    from ..loops.shared_nests import RenamedNest
+    from ..program import Assign, Fill, If, Loop, Nest, Store
+
+    exprs: list = []
+    # (a renamed nest's gathers are its source's: each distinct body is read once)
+    bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
+                                 for step in program.steps if isinstance(step, Nest))}
+    stack = [s for b in bodies.values() for s in b] + [s for s in program.steps if isinstance(s, Fill)]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Loop):
+            exprs += [s.lo, s.hi]
+            stack.extend(s.body)
+        elif isinstance(s, If):
+            exprs.append(s.cond)
+            stack.extend(s.then + s.orelse)
+        elif isinstance(s, Store):
+            exprs += [*s.index, s.value]
+        elif isinstance(s, Assign):
+            exprs += list(s.values)
+        elif isinstance(s, Fill):
+            exprs.append(s.value)
+    seen: set = set()
+    for e in exprs:
+        for n in walk(e):
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
+                return True
+    return False
+
+
+def gather_message(site: Site, values: list[int]) -> str:
+    axis, index, src, ndim = site.index
+    value, coords = values[0], values[1:1 + int(ndim)]
+    where = f"{src}[{', '.join(map(str, coords))}]" if src else "a computed index"
+    info = DataIndex(site.shape[0], "raise", site.tensor, int(axis))
+    return info.message(value, index, where, "kernel")
+
+
+def violation_message(site: Site, values: list[int]) -> str:
+    vals = values[:len(site.shape)]
+    bad = [d for d, (v, n) in enumerate(zip(vals, site.shape)) if not 0 <= v < n]
+    where = "; ".join(f"dimension {d} is {vals[d]}, outside [0, {site.shape[d]})" for d in bad)
+    return (f"out-of-bounds {site.kind} of tensor {site.tensor} (shape {list(site.shape)}) at index "
+            f"[{', '.join(site.index)}] = {vals}: {where} (detected by checked=True)")

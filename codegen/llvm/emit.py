@@ -1,0 +1,787 @@
+"""LLVM IR for a whole loop program.
+
+Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
+
+* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the
+  buffers that nest reads or writes (:func:`nest_buffers`; all of them for a micro-kernel nest)
+  and, in checked mode, the violation record: a program of N nests over N buffers stays linear
+  in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
+  over ``[lo, hi)`` only, a serial one ignores them.
+  ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
+* ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
+  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack, ``next = 0``
+  on entry.  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``
+  (:meth:`ModuleEmitter.chunk_size`): each thread takes chunk ``j = next++`` (an ``atomicrmw
+  add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes the next until none is left, so
+  a thread that starts late or runs slow holds nobody back.  A matrix product (``gemm`` nest)
+  is called once with the whole range and the address of ``next``: its driver takes chunks of
+  blocks likewise (:data:`.gemm.descriptor.H_SHARED`).  Each element is computed by one iteration, as
+  by one thread.
+* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.loops.fills`): thread ``t`` fills its chunk of
+  whole pages.
+* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
+  temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
+  through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
+
+Loops are emitted rotated (test before entry, test again at the latch) with ``i64`` induction
+variables; accumulators live in stack slots that SROA promotes to registers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+
+from ..gemm.microkernel import GemmEmitter
+from ..loops.nest_key import nest_key
+from ..loops.shared_nests import RenamedNest
+from ..program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..target import Target, parse_target
+from .bounds_checks import Checks
+from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .glue_table import fill_signature, runs, segments, signature
+from .ir_loops import loop_metadata
+from .masked_tails import masked_tail_width, pointwise, short_row_width
+from .math_functions import InlineBudget, MathLibrary, math_sites
+from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
+from .vectorizable import loop_blocks_widenable, vectorizable
+
+# Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
+# (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
+# ``acc + x``, ``maximum(acc, x)``, see :func:`combining_nodes`) also get ``reassoc``, which is
+# what lets LLVM vectorize and interleave them.  Nothing else: ``arcp`` (x / y as x * (1 / y),
+# 1 / sqrt(x) as an rsqrt estimate), ``afn``, ``nnan``/``ninf``, ``nsz`` change results at large
+# magnitudes and at 0, inf and NaN (issue 8: a softmax gradient's E / S / S became E / (S * S),
+# which overflows float32).  The target machine and functions carry no unsafe-fp-math options.
+VALUE_FLAGS = ("contract",)
+
+
+def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
+    """The nodes of an accumulator update that read one of its own ``accumulators``: the
+    reducer's combining operations (``acc + x`` in ``acc = acc + H[k] * (E[k] / s)``), the only
+    instructions that get ``reassoc``; the summand ``x`` itself keeps IEEE semantics."""
+    out: set[Expr] = set(accumulators)
+    for v in values:
+        for n in walk(v):  # operands before users
+            if any(x in out for x in n.src):
+                out.add(n)
+    return frozenset(out)
+
+
+# The glue functions (``P_main``, ``P_call``, each parallel nest's ``P_omp``) only load
+# pointers and call the nests, once per kernel call or per chunk of a parallel loop: they are
+# compiled ``optnone`` (no IR passes; the fast instruction selector and register allocator), a
+# few nanoseconds per call at run time.  Optimized, they took 15-25% of the LLVM time of a
+# benchmark layer's module (python -m benchmarks.compile_time) and superlinear time in long
+# programs (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain's P_main and P_call).  The one loop
+# over elements glue can hold, a serial fill of a non-zero value, keeps ``P_main`` optimized,
+# unless the program is past this many pointers or steps (then its glue is a function per this
+# many steps, ``P_glue<j>``, see :meth:`ModuleEmitter.main_function`, all ``optnone``).
+GLUE_OPT_LIMIT = 64
+# chunks per thread of a parallel loop's dynamic schedule (see P_omp): enough that a delayed
+# thread's share is taken by the others, few enough that a chunk's call and its atomic add are
+# nothing next to its work (a parallel loop has at least ``parallel_min_work``)
+DYNAMIC_CHUNKS = 4
+# vectors in the body of a loop LLVM vectorizes (its interleave count is at most 4 on x86)
+VECTOR_BODY = 4
+
+UNROLL_NEST_LIMIT = 256
+
+
+def _fills_in_a_loop(step) -> bool:
+    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero
+    value (zeros are a ``memset``, see :meth:`ModuleEmitter.fill`)."""
+    return (isinstance(step, Fill) and step.buffer.size > 0
+            and not (step.value.op is Op.CONST and not step.value.arg))
+
+
+def _trips(x: Loop) -> int | None:
+    """A loop's trip count when its bounds are constant."""
+    if x.lo.op is not Op.CONST or x.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(x.hi.arg) - int(x.lo.arg)) // x.step))
+
+
+def nest_trips(s: Loop) -> int | None:
+    """For a loop with loops inside: how many times full unrolling would copy its innermost
+    body (the product of constant trip counts down its deepest path); ``None`` for a loop
+    without inner loops or with a bound that is not constant.
+
+    An outer loop above :data:`UNROLL_NEST_LIMIT` of at least :data:`WINDOW_TRIPS` trips is
+    emitted with unrolling off: LLVM would otherwise fully unroll the constant loops inside it
+    and spend its loop vectorizer's time on the unrolled body in the loop around it (a batch
+    norm forward built in 0.21 CPU-s, 0.12 without).  Up to 256 copies are left to LLVM (a
+    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
+    and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
+    them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
+    trips = _trips
+
+    def deepest(stmts: tuple) -> int | None:
+        best = 1
+        for st in stmts:
+            inner = [st] if isinstance(st, Loop) else list(st.then + st.orelse) if isinstance(st, If) else []
+            for x in inner:
+                if isinstance(x, Loop):
+                    t, d = trips(x), deepest(x.body)
+                    if t is None or d is None:
+                        return None
+                    best = max(best, t * d)
+                elif isinstance(x, If):
+                    d = deepest((x,))
+                    if d is None:
+                        return None
+                    best = max(best, d)
+        return best
+
+    if not any(isinstance(x, (Loop, If)) for x in s.body):
+        return None
+    t, d = trips(s), deepest(s.body)
+    if t is None or d is None or d == 1:
+        return None
+    return t * d
+
+
+def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
+    """The tensors whose buffers the statements read or store, in first-use order (a dict used
+    as an ordered set): the parameters of a nest's function."""
+    found = {} if found is None else found
+    seen: set[int] = set()
+
+    def exprs(e: Expr) -> None:
+        for n in _walk_new(e, seen):
+            if n.op is Op.READ:
+                found.setdefault(n.arg, None)
+
+    for s in stmts:
+        if isinstance(s, Loop):
+            exprs(s.lo)
+            exprs(s.hi)
+            nest_buffers(s.body, found)
+        elif isinstance(s, If):
+            exprs(s.cond)
+            nest_buffers(s.then, found)
+            nest_buffers(s.orelse, found)
+        elif isinstance(s, Store):
+            found.setdefault(s.buffer.tensor, None)
+            for e in (*s.index, s.value):
+                exprs(e)
+        elif isinstance(s, Assign):
+            for e in s.values:
+                exprs(e)
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+    return found
+
+
+def _walk_new(root: Expr, seen: set[int]):
+    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
+    statements are visited once."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(n.src)
+
+
+class ModuleEmitter:
+    def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
+                 vector_width: int | None = None, data_offset: int | None = None,
+                 checks: Checks | None = None, target=None) -> None:
+        self.program = program
+        self.target = target  # read for the half conversions (halfconv.py)
+        self.prefix = prefix
+        self.fastmath = fastmath
+        self.use_gomp = use_gomp
+        self.vector_width = vector_width
+        self.data_offset = data_offset
+        self.module = ir.Module(name=prefix)
+        self.args = program.arguments
+        # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer after
+        # the buffers
+        self.checks = checks
+        self.nptr = len(self.args) + (checks is not None)
+        self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
+        # a nest's name-free key -> (its function, its buffers' pointer positions in key order,
+        # where each of them is among the function's parameters): identical nests of a long
+        # chain are one function (:mod:`.loops.nest_key`); checked code names buffers in its records
+        self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
+            {} if checks is None else None
+        self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
+        self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
+        self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
+        self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
+        for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
+            if t not in self.arg_index and b.tensor in self.arg_index:
+                self.arg_index[t] = self.arg_index[b.tensor]
+
+    def _target(self) -> Target:
+        return self.target or parse_target()
+
+    def _lanes(self, dtype: str) -> int:
+        try:
+            return self._target().lanes(dtype)
+        except ValueError:  # (bool: as wide as int32)
+            return self._target().lanes("int32")
+
+    @property
+    def main_name(self) -> str:
+        return f"{self.prefix}_main"
+
+    @property
+    def call_name(self) -> str:
+        return f"{self.prefix}_call"
+
+    def emit(self) -> ir.Module:
+        nests = []
+        self.fill_fns: dict[int, ir.Function] = {}
+        # vector math: inline in the first small nests, else calls (:mod:`.llvm.math_functions`)
+        self.mathlib = MathLibrary(self.module, self.prefix, self._target().lanes)
+        self.math_budget = InlineBudget()
+        for k, step in enumerate(self.program.steps):
+            if isinstance(step, Nest):
+                fn = self.nest_function(k, step)
+                omp = self.omp_function(k, step, fn) if step.parallel and self.use_gomp else None
+                nests.append((k, step, fn, omp))
+            elif step.parallel and self.use_gomp and step.buffer.size:
+                self.fill_fns[id(step)] = self.fill_function(k, step)
+        main = self.main_function(nests)
+        self.mathlib.finish()
+        if self.data_offset is not None:
+            self.call_function(main)
+        return self.module
+
+    # ---- nests ----------------------------------------------------------------------------
+    def nest_function(self, k: int, nest: Nest) -> ir.Function:
+        """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
+        with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers."""
+        keyed = None
+        if self.shared is not None:
+            keyed = self._nest_key(nest)
+        if keyed is not None:
+            key, order = keyed
+            found = self.shared.get(key)
+            if found is not None:
+                fn, _, where = found
+                params = [0] * len(where)
+                for j, buf in enumerate(order):
+                    params[where[j]] = self.arg_index[buf.tensor]
+                self.params[k] = params
+                return fn
+        fn = self._new_nest_function(k, nest)
+        if keyed is not None:
+            position = {a: p for p, a in enumerate(self.params[k])}
+            self.shared[key] = (fn, self.params[k], {j: position[self.arg_index[buf.tensor]]
+                                                     for j, buf in enumerate(order)})
+        return fn
+
+    def _nest_key(self, nest: Nest) -> tuple[tuple, list] | None:
+        """:func:`.loops.nest_key.nest_key` of ``nest``; a renamed nest's is its source's, taken once,
+        with the buffers mapped (its body is never renamed for a build)."""
+        if not isinstance(nest, RenamedNest):
+            return nest_key(nest, lambda t: self.args[self.arg_index[t]])
+        found = self.source_keys.get(id(nest.source))
+        if found is None:
+            found = self.source_keys[id(nest.source)] = (nest.source_key(), nest.source)
+        if found[0] is None:
+            return None
+        key, order = found[0]
+        return key, [nest.buffer(b) for b in order]
+
+    def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
+        if "gemm" in nest.attrs:
+            used = list(range(len(self.args)))
+        else:
+            used = sorted({self.arg_index[t] for t in nest_buffers(nest.body)})
+        where = {a: p for p, a in enumerate(used)}
+        self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
+        # (a matrix product also takes its parallel loop's shared schedule, or null)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.params[k]) + [I64, I64]
+                               + [PTR] * ("gemm" in nest.attrs))
+        fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        for a in fn.args[:len(used)]:
+            a.add_attribute("noalias")
+        entry = fn.append_basic_block("entry")
+        start = fn.append_basic_block("start")
+        b = ir.IRBuilder(entry)
+        slots = {acc: b.alloca(LLTYPE[acc.dtype], name=acc.name) for acc in nest.accumulators}
+        b.branch(start)
+        b.position_at_end(start)
+        params = fn.args
+
+        def pointer(t):
+            return params[where[self.arg_index[t]]]
+        if "gemm" in nest.attrs:
+            gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
+            gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
+                      fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
+            b.ret_void()
+            return fn
+        em = ExprEmitter(b, pointer,
+                         lambda t: self.args[self.arg_index[t]].strides,
+                         VALUE_FLAGS if self.fastmath else (), target=self.target)
+        em.accs = slots
+        if not self.math_budget.inline(math_sites(nest_exprs(nest.body))):
+            em.mathlib = self.mathlib
+        if self.checks is not None:
+            record = params[len(used)]
+
+            def check(t, kind, index, values):
+                buf = self.args[self.arg_index[t]]
+                self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values)
+            if self.checks.every_access:
+                em.check = check
+            em.gather_check = lambda node, value, position: self.checks.emit_gather(
+                em.b, record, node, value, position)
+        read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
+        self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
+        self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
+        self._read_in_nest = lambda tensor: True
+        b.ret_void()
+        return fn
+
+    def block(self, em: ExprEmitter, stmts: tuple, range_override=None) -> None:
+        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
+        scatter may share an inner loop among threads: :mod:`.strategies.scatter`)."""
+        for s in stmts:
+            if isinstance(s, Loop):
+                self.loop(em, s, range_override)
+            elif isinstance(s, If):
+                self.if_(em, s, range_override)
+            elif isinstance(s, Store):
+                em.push()
+                em.store(s.buffer.tensor, s.index, em.value(s.value))
+                em.pop()
+            elif isinstance(s, Assign):
+                em.push()
+                if self.fastmath:
+                    em.combining = combining_nodes(s.values, s.targets)
+                vals = [em.value(v) for v in s.values]
+                em.combining = frozenset()
+                for t, v in zip(s.targets, vals):
+                    em.b.store(em.narrow(v, LLTYPE[t.dtype]), em.accs[t])
+                em.pop()
+            else:
+                raise TypeError(f"unknown statement {s!r}")
+
+    def loop(self, em: ExprEmitter, s: Loop, range_override=None) -> None:
+        b = em.b
+        if s.kind == "parallel" and range_override is not None:
+            lo, hi = range_override
+        else:
+            lo, hi = em.index(s.lo), em.index(s.hi)
+        pre = b.block
+        body_bb = b.append_basic_block(f"{s.var.name}.body")
+        exit_bb = b.append_basic_block(f"{s.var.name}.exit")
+        b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        iv = b.phi(I64, name=s.var.name)
+        iv.add_incoming(lo, pre)
+        em.env[s.var] = iv
+        em.push()
+        self._rolled.update(id(x) for x in rolled_inside_scatter(s, em.strides, UNROLL_NEST_LIMIT))  # .chains
+        self.block(em, s.body, range_override)
+        em.pop()
+        del em.env[s.var]
+        nxt = b.add(iv, I64(s.step), flags=("nsw",))
+        iv.add_incoming(nxt, b.block)
+        br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
+            br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
+        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
+            br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
+        elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
+        elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
+                                                             unroll=not pointwise(s, self._read_in_nest)))
+        elif ((width := short_row_width(s, self._target(), em.strides)) is not None
+              and pointwise(s, self._read_in_nest)
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False))
+        elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
+              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
+        elif id(s) in self._rolled:
+            br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
+        b.position_at_end(exit_bb)
+
+    def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
+        b = em.b
+        cond = em.index(s.cond) if s.affine else em.value(s.cond)
+        then_bb = b.append_basic_block("if.then")
+        else_bb = b.append_basic_block("if.else") if s.orelse else None
+        join_bb = b.append_basic_block("if.join")
+        b.cbranch(cond, then_bb, else_bb or join_bb)
+        for bb, stmts in ((then_bb, s.then), (else_bb, s.orelse)):
+            if bb is None:
+                continue
+            b.position_at_end(bb)
+            em.push()
+            self.block(em, stmts, range_override)
+            em.pop()
+            b.branch(join_bb)
+        b.position_at_end(join_bb)
+
+    # ---- parallel outlining ---------------------------------------------------------------
+    def _load_pointers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
+        out = []
+        for k in range(self.nptr):
+            slot = b.gep(args, [I64(k)], inbounds=True, source_etype=PTR)
+            out.append(b.load(slot, typ=PTR))
+        return out
+
+    def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
+        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop
+        (see the module docstring)."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
+        fn.attributes.add("nounwind")
+        self._glue(fn)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        region = fn.args[0]
+        args = b.inttoptr(b.load(region_field(b, region, 0), typ=I64), PTR)
+        shared = region_field(b, region, 1)
+        # (a large program's parallel nest loads only its own pointers: all of them, in each of
+        # hundreds of nests, is quadratic)
+        ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
+        own = [ptrs[p] for p in self.params[k]]
+        first, stop, step = nest.attrs["range"]
+        if "gemm" in nest.attrs:
+            b.call(nest_fn, own + [I64(first), I64(stop), shared])
+            b.ret_void()
+            return fn
+        chunk = b.load(region_field(b, region, 3), typ=I64)
+        trips = (stop - first + step - 1) // step
+        head = b.append_basic_block("chunk")
+        body = b.append_basic_block("chunk.run")
+        done = b.append_basic_block("chunk.done")
+        b.branch(head)
+        b.position_at_end(head)
+        start = b.mul(b.atomic_rmw("add", shared, I64(1), "monotonic"), chunk)
+        b.cbranch(b.icmp_signed("<", start, I64(trips)), body, done)
+        b.position_at_end(body)
+        lo = b.add(I64(first), b.mul(start, I64(step)))
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
+                    [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
+        b.call(nest_fn, own + [lo, hi])
+        b.branch(head)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
+        """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about
+        ``DYNAMIC_CHUNKS`` per thread (one when the parallel loop sits inside other loops, which
+        each chunk runs again: a scatter's columns under its scan of the rows), a multiple of
+        the nest's ``grain`` (a scatter's column chunks are whole cache lines) and, when there
+        are trips enough, of a vector body: a loop LLVM vectorizes then runs each trip in the
+        vector body or the scalar rest as one thread does (the two may round differently,
+        with fused multiply-adds).  A matrix product's trips are its blocks."""
+        first, stop, step = nest.attrs["range"]
+        trips = (stop - first + step - 1) // step
+        whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
+                                         and nest.body[0].kind == "parallel")
+        parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
+        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
+        if "gemm" in nest.attrs:
+            return chunk
+        grain = int(nest.attrs.get("grain", 1))
+        lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none: seed 341265)
+        vector = math.lcm(grain, VECTOR_BODY * lanes)
+        unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
+        return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
+
+    # ---- the entry point ------------------------------------------------------------------
+    def _glue(self, fn: ir.Function, steps=()) -> None:
+        """``optnone`` for a glue function (see :data:`GLUE_OPT_LIMIT`): always, unless it
+        fills a buffer with a non-zero value in a loop (one of ``steps``) in a program that is
+        not large."""
+        if self._large() or not any(_fills_in_a_loop(s) for s in steps):
+            fn.attributes.add("noinline")
+            fn.attributes.add("optnone")
+
+    def _large(self) -> bool:
+        return max(self.nptr, len(self.program.steps)) > GLUE_OPT_LIMIT
+
+    def main_function(self, nests: list) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), self.main_name)
+        self._glue(fn, self.program.steps)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args, nthreads = fn.args
+        by_step = {id(n): (fn_, omp, k) for k, n, fn_, omp in nests}
+        if not self._large():
+            self._steps(b, args, nthreads, self.program.steps, self._load_pointers(b, args), by_step)
+            b.ret_void()
+            return fn
+        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading the pointers
+        # its steps pass where they pass them: one function of all the steps, every pointer
+        # loaded at its entry, kept thousands of pointers live across tens of thousands of
+        # instructions (LLVM's register allocator: 10 of 14 CPU-s at 3,000 chain steps)
+        # runs of equal segments (a long chain's fills and calls over other buffers) are one
+        # loop each over a table of pointer positions (:mod:`.llvm.glue_table`), the rest straight
+        steps = self.program.steps
+        start = 0
+        for first, stop, unit in self._runs(by_step):
+            self._straight(b, fn, start, first, by_step)
+            part = self._run_function(first, stop, unit, by_step)
+            b.call(part, [args, nthreads])
+            start = stop
+        self._straight(b, fn, start, len(steps), by_step)
+        b.ret_void()
+        return fn
+
+    def _straight(self, b: ir.IRBuilder, fn: ir.Function, start: int, stop: int, by_step: dict) -> None:
+        """Calls from ``P_main`` of one glue function per ``GLUE_OPT_LIMIT`` of steps
+        ``[start, stop)``, each loading the pointers its steps pass."""
+        steps = self.program.steps
+        args, nthreads = fn.args
+        for j in range(start, stop, GLUE_OPT_LIMIT):
+            part = ir.Function(self.module, fn.ftype, f"{self.prefix}_glue{j}")
+            chunk = steps[j:min(j + GLUE_OPT_LIMIT, stop)]
+            self._glue(part, chunk)
+            pb = ir.IRBuilder(part.append_basic_block("entry"))
+            self._steps(pb, part.args[0], part.args[1], chunk, _LazyPointers(pb, part.args[0]), by_step)
+            pb.ret_void()
+            b.call(part, [args, nthreads])
+            if self.checks is not None:  # (the part stopped at a violation: so does main)
+                slot = b.gep(args, [I64(self.nptr - 1)], inbounds=True, source_etype=PTR)
+                with b.if_then(self.checks.failed(b, b.load(slot, typ=PTR)), likely=False):
+                    b.ret_void()
+
+    def _describe(self, step, by_step: dict) -> tuple | None:
+        """A step's part of a segment's signature (:mod:`.llvm.glue_table`), ``None`` when it cannot
+        run from a table: a parallel fill or nest, or any step in checked mode."""
+        if self.checks is not None:
+            return None
+        if isinstance(step, Fill):
+            return None if id(step) in self.fill_fns else fill_signature(step)
+        nest_fn, omp, k = by_step[id(step)]
+        if omp is not None:
+            return None
+        return ("call", id(nest_fn), len(self.params[k]), tuple(step.attrs.get("range", (0, 0, 1))[:2]),
+                "gemm" in step.attrs)
+
+    def _positions(self, step, by_step: dict) -> list[int]:
+        """The pointer positions a step passes (its part of a table row)."""
+        if isinstance(step, Fill):
+            return [self.arg_index[step.buffer.tensor]]
+        return list(self.params[by_step[id(step)][2]])
+
+    def _runs(self, by_step: dict) -> list[tuple[int, int, int]]:
+        """``(first, stop, unit)`` (step numbers; ``unit`` steps repeat) of each run of repeated
+        segments (:func:`.llvm.glue_table.runs`)."""
+        steps = self.program.steps
+        segs = segments(steps)
+        sigs = [signature(steps[a:z], lambda s: self._describe(s, by_step)) for a, z in segs]
+        return [(segs[f][0], segs[s - 1][1], segs[f + p - 1][1] - segs[f][0]) for f, s, p in runs(sigs)]
+
+    def _run_function(self, first: int, stop: int, unit: int, by_step: dict) -> ir.Function:
+        """``P_run<first>(ptr args, i32 nthreads)``: steps ``[first, stop)``, one repeated unit of
+        ``unit`` steps, as a loop over a constant table of each repetition's pointer positions."""
+        steps = self.program.steps
+        shape = steps[first:first + unit]  # (the first repetition's steps: every one's code)
+        rows = []
+        for k in range(first, stop, unit):
+            rows.append([p for s in steps[k:k + unit] for p in self._positions(s, by_step)])
+        width = len(rows[0])
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), f"{self.prefix}_run{first}")
+        self._glue(fn)
+        table_t = ir.ArrayType(I32, len(rows) * width)
+        table = ir.GlobalVariable(self.module, table_t, f"{self.prefix}_table{first}")
+        table.linkage = "private"
+        table.global_constant = True
+        table.initializer = ir.Constant(table_t, [I32(p) for row in rows for p in row])
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = fn.args[0]
+        body = fn.append_basic_block("run.body")
+        done = fn.append_basic_block("run.exit")
+        b.branch(body)
+        b.position_at_end(body)
+        r = b.phi(I64, name="row")
+        r.add_incoming(I64(0), fn.blocks[0])
+        base = b.mul(r, I64(width))
+        slot = 0
+        for step in shape:
+            ptrs = []
+            for _ in self._positions(step, by_step):
+                at = b.gep(table, [I64(0), b.add(base, I64(slot))], inbounds=True, source_etype=table_t)
+                where = b.sext(b.load(at, typ=I32), I64)
+                ptrs.append(b.load(b.gep(args, [where], inbounds=True, source_etype=PTR), typ=PTR))
+                slot += 1
+            if isinstance(step, Fill):
+                self.fill(b, ptrs[0], step)
+                continue
+            nest_fn = by_step[id(step)][0]
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
+            b.call(nest_fn, ptrs + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs))
+        nxt = b.add(r, I64(1))
+        r.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, I64(len(rows))), body, done)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _steps(self, b: ir.IRBuilder, args: ir.Value, nthreads: ir.Value, steps, ptrs, by_step: dict) -> None:
+        """The calls and fills of ``steps``; ``ptrs[k]``: the ``k``-th buffer's pointer."""
+        region = None  # the parallel loops' {args, next, team, chunk} (P_omp), one for them all
+        for step in steps:
+            if isinstance(step, Fill):
+                ptr = ptrs[self.arg_index[step.buffer.tensor]]
+                fill_fn = self.fill_fns.get(id(step))
+                if fill_fn is None:
+                    self.fill(b, ptr, step)
+                    continue
+                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                    with par:
+                        b.call(gomp, [fill_fn, args, nthreads, I32(0)])
+                    with ser:
+                        self.fill(b, ptr, step)
+                continue
+            nest_fn, omp, k = by_step[id(step)]
+            own = [ptrs[p] for p in self.params[k]]
+            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
+            serial = own + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs)
+            if omp is None:
+                b.call(nest_fn, serial)
+            else:
+                if region is None:
+                    with b.goto_entry_block():
+                        region = b.alloca(I64, size=I64(4), name="region")
+                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                    with par:
+                        team = b.sext(nthreads, I64)
+                        for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
+                                                       self.chunk_size(b, step, team))):
+                            b.store(value, region_field(b, region, field))
+                        b.call(gomp, [omp, region, nthreads, I32(0)])
+                    with ser:
+                        b.call(nest_fn, serial)
+            if self.checks is not None:  # stop at the first nest that recorded a violation
+                with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
+                    b.ret_void()
+
+    def call_function(self, main: ir.Function) -> ir.Function:
+        """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's
+        data pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls
+        ``P_main`` -- a ctypes call that skips building the pointer array in Python (which
+        cost about 1 us per argument).  Used only when that offset was verified at import.
+
+        A temporary's array is one cache line longer than the buffer (:class:`.runtime.kernel.Kernel`),
+        and its pointer is moved up to the next line here: threads sharing a parallel loop over it
+        then own whole lines (false sharing, :func:`.loops.schedule.strip_length`), at no cost to the
+        Python side of the call (aligning there costs microseconds a buffer)."""
+        n = self.nptr
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
+        self._glue(fn)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arr = b.alloca(PTR, size=I64(max(n, 1)))
+        temps = range(len(self.args) - len(self.program.temps), len(self.args))
+        line = self._target().line
+        for k in range(n):
+            field = b.gep(fn.args[k], [I64(self.data_offset)], inbounds=True, source_etype=I8)
+            slot = b.gep(arr, [I64(k)], inbounds=True, source_etype=PTR)
+            ptr = b.load(field, typ=PTR)
+            if k in temps:
+                skip = b.and_(b.sub(I64(0), b.ptrtoint(ptr, I64)), I64(line - 1))
+                ptr = b.gep(ptr, [skip], inbounds=True, source_etype=I8)
+            b.store(ptr, slot)
+        b.call(main, [arr, fn.args[n]])
+        b.ret_void()
+        return fn
+
+    def fill_function(self, k: int, step: Fill) -> ir.Function:
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of
+        the buffer, each a whole number of the target's pages, so that threads neither share a
+        cache line nor fault in the same page."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        slot = b.gep(fn.args[0], [I64(self.arg_index[step.buffer.tensor])], inbounds=True, source_etype=PTR)
+        ptr = b.load(slot, typ=PTR)
+        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        n = step.buffer.size
+        grain = max(1, self._target().page // _itemsize(step.buffer.dtype))
+        share = b.sdiv(b.add(I64(n), b.sub(nt, I64(1))), nt)
+        chunk = b.mul(b.sdiv(b.add(share, I64(grain - 1)), I64(grain)), I64(grain))
+        lo = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
+        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            self.fill(b, ptr, step, lo, hi)
+        b.ret_void()
+        return fn
+
+    def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill, lo: ir.Value | None = None,
+             hi: ir.Value | None = None) -> None:
+        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is
+        not empty)."""
+        buf = step.buffer
+        if buf.size == 0:
+            return
+        lo = I64(0) if lo is None else lo
+        hi = I64(buf.size) if hi is None else hi
+        v = step.value
+        t = MEMTYPE[buf.dtype]
+        if v.op is Op.CONST and not v.arg:
+            size = _itemsize(buf.dtype)
+            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
+            start = b.gep(ptr, [b.mul(lo, I64(size))], inbounds=True, source_etype=I8)
+            b.call(memset, [start, I8(0), b.mul(b.sub(hi, lo), I64(size)), I1(0)])
+            return
+        val = t(int(bool(v.arg))) if buf.dtype == "bool" else const_value(buf.dtype, v.arg)
+        pre = b.block
+        body = b.append_basic_block("fill.body")
+        done = b.append_basic_block("fill.exit")
+        b.branch(body)
+        b.position_at_end(body)
+        i = b.phi(I64)
+        i.add_incoming(lo, pre)
+        b.store(val, b.gep(ptr, [i], inbounds=True, source_etype=t))
+        nxt = b.add(i, I64(1))
+        i.add_incoming(nxt, body)
+        b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
+        b.position_at_end(done)
+
+
+def region_field(b: ir.IRBuilder, region: ir.Value, field: int) -> ir.Value:
+    """The address of a parallel loop's region field (``i64``s: 0 the pointer array, 1 the next
+    chunk, 2 the team's size, 3 the trips of a chunk; see ``P_omp``)."""
+    return b.gep(region, [I64(field)], inbounds=True, source_etype=I64)
+
+
+class _LazyPointers:
+    """``[k]``: the ``k``-th buffer's pointer, loaded from the pointer array where first asked
+    for (at the builder's position, so before any branch that uses it)."""
+
+    def __init__(self, b: ir.IRBuilder, args: ir.Value) -> None:
+        self.b, self.args, self.loaded = b, args, {}
+
+    def __getitem__(self, k: int) -> ir.Value:
+        found = self.loaded.get(k)
+        if found is None:
+            slot = self.b.gep(self.args, [I64(k)], inbounds=True, source_etype=PTR)
+            found = self.loaded[k] = self.b.load(slot, typ=PTR)
+        return found
+
+
+def _itemsize(dtype: str) -> int:
+    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
+
+
+def _loop_blocks(body: ir.Block, exit_: ir.Block) -> list[ir.Block]:
+    """The blocks of the loop being emitted whose body starts at ``body``: that block, and all
+    those appended after its ``exit_`` block (appended before the body was emitted)."""
+    blocks = body.function.blocks
+    return [body, *blocks[blocks.index(exit_) + 1:]]

@@ -1,0 +1,90 @@
+"""Repeated glue as one loop over a table of pointer positions (issue 8: a long chain's glue).
+
+A long chain's program is a handful of distinct *segments* -- the fills before a nest, then the
+call of the nest's function (:mod:`.loops.nest_key`: equal nests are one function) -- repeated over
+other buffers thousands of times.  Emitted straight, its glue is tens of thousands of pointer
+loads, ``memset`` and call instructions that Python formats and LLVM parses and compiles one by
+one.  :func:`runs` finds maximal runs of consecutive segments with one :func:`signature` --
+the same steps, fills of the same size, dtype and value, calls of the same function with the
+same constant operands; or of a few segments repeated, ``A B A B ...`` -- and the emitter
+(:meth:`.llvm.emit.ModuleEmitter.main_function`) runs each run of at least :data:`MIN_RUN`
+repetitions as one loop over a constant table holding each repetition's pointer positions: the
+glue's size is that of its distinct segments, not of the program.
+
+A signature is exact: everything the emitted code of a segment reads besides its pointers is
+in it (function identity, the range operands, a micro-kernel's extra operand, a fill's bytes,
+dtype and value node -- hash-consed, so ``0.0`` and ``-0.0`` differ); a segment with a
+parallel step (a ``GOMP_parallel`` call and its region) has none and stays straight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..program import Fill, Nest
+
+#: runs shorter than this stay straight-line glue (a loop and its table cost more than a few calls)
+MIN_RUN = 4
+#: the longest repeated unit of segments looked for
+MAX_PERIOD = 8
+
+
+def segments(steps: Sequence) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each segment of ``steps``: the fills up to and including a nest (a
+    trailing run of fills is a last segment of its own)."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for k, step in enumerate(steps):
+        if isinstance(step, Nest):
+            out.append((start, k + 1))
+            start = k + 1
+    if start < len(steps):
+        out.append((start, len(steps)))
+    return out
+
+
+def signature(steps: Sequence, describe: Callable[[object], tuple | None]) -> tuple | None:
+    """The signature of one segment: each step's ``describe`` (``None`` for a step that cannot
+    run from a table, and then the segment has none)."""
+    out = []
+    for step in steps:
+        d = describe(step)
+        if d is None:
+            return None
+        out.append(d)
+    return tuple(out)
+
+
+def fill_signature(step: Fill) -> tuple:
+    """What a serial fill's code reads besides its pointer (see :meth:`.llvm.emit.ModuleEmitter.fill`)."""
+    return ("fill", step.buffer.dtype, tuple(step.buffer.shape), step.value)
+
+
+def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
+         ) -> list[tuple[int, int, int]]:
+    """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least``
+    repetitions of ``period <= longest`` consecutive signatures (never ``None``): a chain whose
+    nests alternate -- a reduction every few steps -- repeats a pair of segments.  Scanned left
+    to right, at each segment the period covering the most segments (the shortest of those)."""
+    out = []
+    k, n = 0, len(sigs)
+    while k < n:
+        best = (0, 0)  # (segments covered, period)
+        for p in range(1, min(longest, (n - k) // least) + 1):
+            unit = sigs[k:k + p]
+            if any(s is None for s in unit):
+                break
+            m = 1
+            while k + (m + 1) * p <= n and sigs[k + m * p:k + (m + 1) * p] == unit:
+                m += 1
+            if m >= least and m * p > best[0]:
+                best = (m * p, p)
+        if best[0]:
+            out.append((k, k + best[0], best[1]))
+            k += best[0]
+        else:
+            k += 1
+    return out
+
+
+__all__ = ["MAX_PERIOD", "MIN_RUN", "fill_signature", "runs", "segments", "signature"]

@@ -1,0 +1,82 @@
+"""Small helpers for hand-written IR (the micro-kernel and packing loops)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from contextlib import contextmanager
+
+import llvmlite.ir as ir
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+LOOP_ID = "tensorad.loop."
+PREDICATE_HINT = "llvm.loop.vectorize.predicate.enable"
+_ids = itertools.count(1)
+
+
+def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
+                  masked_tail: bool = False):
+    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer (``masked_tail``: its
+    remainder folded into masked vector iterations, :mod:`.llvm.masked_tails`), or ``vectorize=False``
+    (which also keeps the loop rolled), or ``unroll=False`` alone.
+
+    A loop ID must be a distinct node that refers to itself, which llvmlite cannot build: it
+    gets a unique placeholder first operand that :func:`finish_ir` turns into the reference.
+    """
+    def hint(*ops):
+        return module.add_metadata([ir.MetaDataString(module, ops[0]), *ops[1:]])
+
+    hints = []
+    if width:
+        hints.append(hint("llvm.loop.vectorize.width", I32(width)))
+        if masked_tail:
+            hints.append(hint(PREDICATE_HINT, ir.IntType(1)(1)))
+    if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)
+        hints += [hint("llvm.loop.vectorize.enable", ir.IntType(1)(0)), hint("llvm.loop.unroll.disable")]
+    elif not unroll:
+        hints.append(hint("llvm.loop.unroll.disable"))
+    return module.add_metadata([ir.MetaDataString(module, f"{LOOP_ID}{next(_ids)}"), *hints])
+
+
+def finish_ir(text: str) -> str:
+    """Module text with loop-ID placeholders made self-referential (see :func:`loop_metadata`)."""
+    return re.sub(r'^(!\d+) = !\{\s*!"' + re.escape(LOOP_ID) + r'\d+"',
+                  lambda m: f"{m.group(1)} = distinct !{{ {m.group(1)}", text, flags=re.M)
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
+              name: str = "i", vectorize: bool = True, unroll: bool = True):
+    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive
+    i64 value); the body is the with-block.  ``vectorize=False`` keeps LLVM's loop vectorizer
+    and unroller off it (short remainder loops, the library's packing loops); ``unroll=False``
+    the unroller alone (a loop LLVM should vectorize, whose unrolled copies and remainders
+    would only cost compile time)."""
+    lo = I64(lo) if isinstance(lo, int) else lo
+    hi = I64(hi) if isinstance(hi, int) else hi
+    step = I64(step) if isinstance(step, int) else step
+    pre = b.block
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.exit")
+    b.cbranch(b.icmp_signed("<", lo, hi), body, done)
+    b.position_at_end(body)
+    iv = b.phi(I64, name=name)
+    iv.add_incoming(lo, pre)
+    yield iv
+    nxt = b.add(iv, step, flags=("nsw",))
+    iv.add_incoming(nxt, b.block)
+    br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
+    if not vectorize or not unroll:
+        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=vectorize, unroll=unroll))
+    b.position_at_end(done)
+
+
+def smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args), name)
+    return fn

@@ -1,0 +1,140 @@
+"""Out-of-line vector math: one internal function per (function, type) per module.
+
+:mod:`.llvm.vector_math` writes exp, log, tanh, sigmoid, erf and pow as 30-150 instructions of
+straight-line code.  Inlined at every use, a program with hundreds of uses (a long elementwise
+chain and its gradient) hands LLVM hundreds of copies, and LLVM's time grows with them (each
+copy is optimized, vectorized and compiled on its own).  Out of line, each function is
+compiled once per module and its uses are calls:
+
+* ``P_math_<fn>_<f32|f64>`` -- the scalar function (``noinline``, no memory access), carrying
+  the ``vector-function-abi-variant`` attribute that names
+* ``P_math_<fn>_v<L><f32|f64>`` -- its vector form on ``L`` lanes (``L`` = the target's lanes
+  for the dtype), which LLVM's loop and SLP vectorizers call in vectorized loops instead of
+  the scalar one (the variants are kept in ``llvm.compiler.used`` until they do).
+
+Inline code runs faster (no call, no spill of the vector registers live across it), so the
+choice is a cost decision made per nest: :func:`inline_budget` lets the first uses of a module
+stay inline -- at most :data:`NEST_INLINE_SITES` per nest and :data:`MODULE_INLINE_SITES` per
+module -- and the rest call the library.  Ordinary layers (a softmax, GELU, attention) have a
+few uses and keep inline code; only long programs call.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+
+from . import vector_math as llvm_math
+
+# the functions with an inline body (:mod:`.llvm.vector_math`), by name and by operation
+EMIT = {"exp": llvm_math.emit_exp, "log": llvm_math.emit_log, "tanh": llvm_math.emit_tanh,
+        "sigmoid": llvm_math.emit_sigmoid, "erf": llvm_math.emit_erf, "pow": llvm_math.emit_pow}
+MATH_OPS = {Op.EXP: "exp", Op.LOG: "log", Op.TANH: "tanh", Op.SIGMOID: "sigmoid", Op.ERF: "erf",
+            Op.POW: "pow"}
+NEST_INLINE_SITES = 4  # a nest with more math sites calls the library for all of them
+MODULE_INLINE_SITES = 16  # inline sites of a whole module, nests in program order
+
+_F32, _F64 = ir.FloatType(), ir.DoubleType()
+
+
+def math_sites(exprs) -> int:
+    """How many distinct float math nodes (the ones :data:`MATH_OPS` names) ``exprs`` hold:
+    what inline emission would copy (a node used twice in one nest is emitted once)."""
+    seen: set[int] = set()
+    count = 0
+    for e in exprs:
+        for n in walk(e):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.op in MATH_OPS and n.dtype.startswith("float"):
+                count += 1
+    return count
+
+
+class InlineBudget:
+    """Which nests of one module inline their math (see the module docstring): owned by one
+    module emission, asked once per nest in program order."""
+
+    def __init__(self, nest_sites: int | None = None, module_sites: int | None = None) -> None:
+        self.nest_sites = NEST_INLINE_SITES if nest_sites is None else nest_sites
+        self.left = MODULE_INLINE_SITES if module_sites is None else module_sites
+
+    def inline(self, sites: int) -> bool:
+        """Whether a nest with ``sites`` math sites inlines them (and spends the budget)."""
+        if sites == 0:
+            return True
+        if sites > self.nest_sites or sites > self.left:
+            return False
+        self.left -= sites
+        return True
+
+
+class _Attributes(ir.values.FunctionAttributes):
+    """Function attributes with the string and memory attributes llvmlite does not list."""
+
+    _known = ir.values.FunctionAttributes._known | {"memory(none)", "willreturn"}
+
+    def add_string(self, key: str, value: str) -> None:
+        set.add(self, f'"{key}"="{value}"')
+
+
+class MathLibrary:
+    """The out-of-line math functions of one module (made on first use); ``lanes(dtype)``
+    gives the vector width of the variants (the target's)."""
+
+    def __init__(self, module: ir.Module, prefix: str, lanes) -> None:
+        self.module = module
+        self.prefix = prefix
+        self.lanes = lanes
+        self.functions: dict[tuple[str, str], ir.Function] = {}
+        self.used: list[ir.Function] = []
+
+    def call(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+        """``name(*args)`` (scalar float or double operands) as a call of the library."""
+        return b.call(self.scalar(name, args[0].type), list(args))
+
+    def scalar(self, name: str, t: ir.Type) -> ir.Function:
+        dtype = "float32" if t == _F32 else "float64"
+        key = (name, dtype)
+        fn = self.functions.get(key)
+        if fn is not None:
+            return fn
+        sfx = "f32" if dtype == "float32" else "f64"
+        arity = 2 if name == "pow" else 1
+        lanes = self.lanes(dtype)
+        base = f"{self.prefix}_math_{name}_{sfx}"
+        vec = self._define(f"{self.prefix}_math_{name}_v{lanes}{sfx}", name, ir.VectorType(t, lanes), arity)
+        fn = self._define(base, name, t, arity)
+        fn.attributes.add_string("vector-function-abi-variant",
+                                 f"_ZGV_LLVM_N{lanes}{'v' * arity}_{base}({vec.name})")
+        self.used.append(vec)
+        self.functions[key] = fn
+        return fn
+
+    def _define(self, symbol: str, name: str, t: ir.Type, arity: int) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(t, [t] * arity), symbol)
+        fn.linkage = "internal"
+        fn.attributes = _Attributes()
+        for a in ("nounwind", "noinline", "willreturn", "memory(none)"):
+            fn.attributes.add(a)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(EMIT[name](b, *fn.args))
+        return fn
+
+    def finish(self) -> None:
+        """Keep the vector variants until the vectorizers have used them (``llvm.compiler.used``)."""
+        if not self.used:
+            return
+        arr = ir.ArrayType(ir.PointerType(), len(self.used))
+        g = ir.GlobalVariable(self.module, arr, "llvm.compiler.used")
+        g.linkage = "appending"
+        g.section = "llvm.metadata"
+        g.initializer = ir.Constant(arr, self.used)
+
+
+def math_op_name(node: Expr) -> str | None:
+    """The library name of a float math node, else ``None``."""
+    return MATH_OPS.get(node.op) if node.dtype.startswith("float") else None

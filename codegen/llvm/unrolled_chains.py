@@ -1,0 +1,226 @@
+"""Loops that LLVM's loop vectorizer must not see -- long unrolled chains of selecting combiners
+-- and loops it must be asked to vectorize: the windows of a short one (:func:`window_vector_width`).
+
+A reduction whose combiner reads an accumulator along several paths -- argmax's
+``acc1' = select(acc1 >= x, acc1, x)`` reads ``acc1`` in the condition and in the choice --
+becomes, once LLVM fully unrolls its constant-trip loops, a chain of ``n`` updates whose DAG has
+about ``2**n`` paths.  When that chain sits in a loop the vectorizer then tries (it does not
+depend on the loop's variable, so every value in it is uniform), VPlan's
+``vputils::isSingleScalar`` walks the operands recursively without a memo and visits every
+path: an argmax over ``r0 in [1, 10), r1 in [0, 4)`` (36 updates, 2**36 paths) inside a loop of 3
+did not compile in an hour (issue 8, D5).
+
+:func:`chain_paths` counts those paths exactly (a matrix power on the combiner's path counts,
+Python ints); a loop around a chain with more than :data:`PATH_LIMIT` paths is emitted with the
+vectorizer (and unroller) off.  Small windows -- the 2x2 or 3x3 winner reductions of pooling
+gradients, 16 or 512 paths -- keep the vectorized outer loop.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold, free_vars, walk
+
+from ..program import Assign, If, Loop, Store
+from ..program import stores as stores_in
+from .expr import recombine_digits
+
+PATH_LIMIT = 1 << 12
+WINDOW_TRIPS = 8  # a loop of fewer trips (a 3 x 3 or 7 x 7 window) stays unrollable
+
+
+def path_matrix(values: tuple[Expr, ...], targets: tuple[Expr, ...]) -> list[list[int]]:
+    """``M[i][j]``: the number of operand paths from ``values[i]`` to ``targets[j]``."""
+    index = {t: j for j, t in enumerate(targets)}
+    zero = (0,) * len(targets)
+
+    def rule(node: Expr, *kids: tuple[int, ...]) -> tuple[int, ...]:
+        if node.op is Op.VAR and node in index:
+            return tuple(int(j == index[node]) for j in range(len(targets)))
+        return tuple(sum(col) for col in zip(zero, *kids))
+
+    memo: dict = {}
+    return [list(fold(v, rule, memo)) for v in values]
+
+
+def chain_paths(m: list[list[int]], steps: int, limit: int = PATH_LIMIT) -> int:
+    """The most paths from one accumulator after ``steps`` updates to the initial ones (the
+    row sums of ``M**steps``), stopping once past ``limit``.
+
+    The counts stay below ``limit`` forever for most combiners (a sum's chain is one line), so
+    the row vector then repeats: from its first repetition the rest of the sequence is a known
+    cycle and the answer is read off it -- the work is bounded by the states seen, never by
+    ``steps`` (a sum over a 256 x 256 window unrolled inside a loop once cost 10^5 updates)."""
+    rows = tuple([1] * len(m))  # paths from each accumulator to the initial values, after 0 steps
+    states: list[tuple[int, ...]] = [rows]
+    first = {rows: 0}
+    for step in range(1, steps + 1):
+        rows = tuple(sum(m[i][j] * rows[j] for j in range(len(m))) for i in range(len(m)))
+        if max(rows, default=0) > limit:
+            break
+        if rows in first:  # states[first[rows]:] repeats with period step - first[rows]
+            start = first[rows]
+            return max(states[start + (steps - start) % (step - start)], default=0)
+        first[rows] = step
+        states.append(rows)
+    return max(rows, default=0)
+
+
+def unrolled_chain_too_long(loop: Loop, limit: int = PATH_LIMIT) -> bool:
+    """Whether fully unrolling the constant-trip loops inside ``loop`` would leave, in
+    ``loop``'s body, an accumulator chain with more than ``limit`` paths."""
+    def visit(stmts: tuple, steps: int) -> bool:
+        for s in stmts:
+            if isinstance(s, Loop):
+                if s.lo.op is not Op.CONST or s.hi.op is not Op.CONST:
+                    continue  # not fully unrollable: ``loop`` keeps an inner loop
+                trips = max(0, -(-(int(s.hi.arg) - int(s.lo.arg)) // s.step))
+                if visit(s.body, steps * trips):
+                    return True
+            elif isinstance(s, If):
+                if visit(s.then, steps) or visit(s.orelse, steps):
+                    return True
+            elif isinstance(s, Assign) and steps > 1:
+                if chain_paths(path_matrix(s.values, s.targets), steps, limit) > limit:
+                    return True
+        return False
+
+    return any(isinstance(s, Loop) for s in loop.body) and visit(loop.body, 1)
+
+
+WINDOW_COPIES = 64  # inner loops unrolled into at most this many copies: a window (8 x 8 at most)
+
+
+def window_vector_width(loop: Loop, lanes) -> int | None:
+    """Lanes to ask of LLVM's loop vectorizer for ``loop`` when it runs over the windows of a
+    short selecting reduction -- a max pool's winner ``(value, first index, ties)`` over a
+    2 x 2 window: its inner loops all have constant trips (LLVM unrolls them fully, so
+    ``loop`` becomes the innermost loop), at most :data:`WINDOW_COPIES` copies of a body whose
+    accumulators are read along several paths (a selecting combiner; its chain is within
+    :data:`PATH_LIMIT`, checked before).  LLVM's cost model declines such a loop (stride-2
+    loads, selects), and it then runs as scalar code with unpredictable branches: the CNN's
+    pooling forward, 64 x 16 x 14 x 14 windows, 5.4 -> 2.8 ms (AMD EPYC, AVX2) asked for 4 of
+    its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
+    lanes of the accumulators' widest type that leaves the fewest vector iterations plus
+    scalar remainder for the loop's trip count (14: 4 lanes, 3 + 2).  ``None``: not such a
+    loop."""
+    trips = _const_trips(loop)
+    if trips is None or trips < 2:
+        return None
+    found: list[tuple[Assign, int]] = []  # (update, loop depth below ``loop``)
+
+    def visit(stmts: tuple, copies: int, depth: int) -> bool:
+        for s in stmts:
+            if isinstance(s, Loop):
+                t = _const_trips(s)
+                if t is None or copies * t > WINDOW_COPIES or not visit(s.body, copies * t, depth + 1):
+                    return False
+            elif isinstance(s, If):  # a test of data (a where-mask) leaves no select LLVM takes
+                if not s.affine or not (visit(s.then, copies, depth) and visit(s.orelse, copies, depth)):
+                    return False
+            elif isinstance(s, Assign):
+                found.append((s, depth))
+        return True
+
+    if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
+        return None
+    # a window: the update runs in a loop inside this one, which starts its accumulators (an
+    # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
+    # output rows around a one-element reduction is no window; a loop around the one that
+    # starts them is no window either, seed 90780: both hinted, LLVM declined one aloud)
+    starts: dict[tuple, int] = {}
+    for s, depth in found:
+        if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
+            starts[s.targets] = min(depth, starts.get(s.targets, depth))
+    selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
+                 and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
+    # the windows move with the loop: an update that reads no memory at an address of
+    # ``loop``'s variable is invariant in it, or tests it only in selects (LLVM hoists or
+    # if-converts it, then declines the hint aloud: seed 90780's argmax over a column read the
+    # same for every output element, 100286's Jacobian rows chosen by ``jac_i1 == ...``)
+    if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
+        return None
+    width = min(lanes(t.dtype) for s in selecting for t in s.targets)
+    best = None
+    vf = width
+    while vf >= 2:
+        cost = trips // vf + trips % vf
+        if best is None or cost < best[0]:
+            best = (cost, vf)
+        vf //= 2
+    return None if best is None else best[1]
+
+
+SCATTER_STRIDE = 8  # a store moving at most this many elements a trip can still be vector lanes
+                    # (consecutive, or a member of an interleaved group)
+
+
+def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
+    """The loops of at least :data:`WINDOW_TRIPS` trips with loops inside them, within ``loop``,
+    that must stay rolled because, fully unrolled, they would leave ``loop`` the innermost loop
+    around more than :data:`WINDOW_COPIES` (and at most ``largest``, past which LLVM unrolls
+    nothing) copies of their body, every store of which moves by more than
+    :data:`SCATTER_STRIDE` elements a trip of ``loop`` (vectorized, each would be a scatter):
+    LLVM's loop-access analysis (the loop vectorizer's and load elimination's, quadratic in the
+    accesses) spends its time on that body and the vectorizer declines it.  Kept rolled -- when
+    its own stores move by at most :data:`SCATTER_STRIDE` with it -- the inner loop is the
+    innermost and LLVM vectorizes it instead: a stride-2 convolution's input
+    gradient, interleaving 28 x 2 x 2 x 2 residue-class values into its rows, compiled its nest
+    in 0.18 CPU-s, 0.05 with its row loop rolled.  Short loops (windows, residue classes) stay
+    unrollable, and innermost loops LLVM's (its vectorized loops keep their unrolling: a
+    dense layer's bias add, 256-trip rows under a 512-row loop, was 3-6% slower with them
+    rolled).  A window loop (:func:`window_vector_width`) keeps its own hint alone (its body is
+    the window's selects, far past LLVM's unrolling budget).  ``strides(tensor)``: the tensor's
+    element strides."""
+    if _const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
+        return []
+    stores: list[Store] = []
+    long: list[Loop] = []
+
+    def visit(stmts: tuple) -> int | None:
+        """The most copies of a body full unrolling leaves; None: an inner loop's trips vary."""
+        most = 1
+        for s in stmts:
+            if isinstance(s, Loop):
+                t, d = _const_trips(s), visit(s.body)
+                if t is None or d is None:
+                    return None
+                if t >= WINDOW_TRIPS and any(isinstance(x, Loop) for x in s.body):
+                    long.append(s)  # (an innermost loop is LLVM's to vectorize and unroll)
+                most = max(most, t * d)
+            elif isinstance(s, If):
+                t, e = visit(s.then), visit(s.orelse)
+                if t is None or e is None:
+                    return None
+                most = max(most, t, e)
+            elif isinstance(s, Store):
+                stores.append(s)
+        return most
+
+    copies = visit(loop.body)
+    if copies is None or not WINDOW_COPIES < copies <= largest or not stores or not long:
+        return []
+
+    def step(s: Store, v: Expr) -> int | None:
+        """The smallest stride at which ``s``'s address moves with ``v`` (None: it does not)."""
+        moving = [abs(stride) for term, stride in recombine_digits(tuple(s.index), strides(s.buffer.tensor))
+                  if v in free_vars(term)]
+        return min(moving) if moving else None
+
+    if any((st := step(s, loop.var)) is None or st <= SCATTER_STRIDE for s in stores):
+        return []
+    # kept rolled only where LLVM can vectorize instead: every store inside moves with the
+    # kept loop by a few elements (a 14 x 14 plane's row loop, 14 apart, was 1.7x slower rolled)
+    return [x for x in long if all((st := step(s, x.var)) is not None and st <= SCATTER_STRIDE
+                                   for s in stores_in(x.body))]
+
+
+def _reads_at(e: Expr, v: Expr) -> bool:
+    """Whether ``e`` reads memory at an address that depends on variable ``v``."""
+    return any(n.op is Op.READ and any(v in free_vars(i) for i in n.src) for n in walk(e))
+
+
+def _const_trips(loop: Loop) -> int | None:
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))

@@ -1,0 +1,72 @@
+"""An elementwise body's affine zero-guards decided per piece of its box.
+
+A small stencil applied over a big output (:mod:`.strategies.stencil`: a depthwise convolution's input
+gradient with its ``3 x 3`` taps unrolled) is a sum of guarded terms, each read only where its
+shifted index stays inside the input::
+
+    dX[n, c, y, x] = if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...
+
+Emitted as written, every point tests every guard and LLVM cannot vectorize the lazy reads.
+The guards' sets cut the box into pieces (the interior, where all hold, edges and corners); in
+each piece every guard is either true or false throughout, so the piece's statement reads its
+terms unguarded (or adds a zero), and isl scans the pieces as separate loops: the interior's is
+a plain vectorizable loop.  Only ops that ask for it (:data:`GUARD_ATTR`, set by the strategy
+that made them) are cut, into at most :data:`MAX_PIECES` pieces.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.poly.affine import IndexSpace, NotAffine
+
+GUARD_ATTR = "guard_pieces"  # an elementwise op whose guards are decided per piece
+MAX_PIECES = 32  # (a 5 x 5 stencil's box: 25)
+
+
+def _zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0 and e.dtype != "bool"
+
+
+def _guards(body: Expr) -> list[Expr]:
+    """The choices of ``body`` with a zero branch, in order of first appearance."""
+    return [n for n in walk(body) if n.op in (Op.IF_THEN_ELSE, Op.SELECT)
+            and (_zero(n.src[1]) or _zero(n.src[2]))]
+
+
+def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:
+    """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded
+    choices, each choice replaced by its branch where the piece decides it; ``None`` when there
+    is nothing to cut or the pieces would be more than :data:`MAX_PIECES`."""
+    sets: dict[Expr, isl.Set] = {}
+    for n in _guards(body):
+        try:
+            sets[n] = space.cond(n.src[0])
+        except NotAffine:
+            continue
+    if not sets:
+        return None
+    distinct: list[isl.Set] = []
+    for s in sets.values():
+        if not any(s.is_equal(d) for d in distinct):
+            distinct.append(s)
+    pieces = [box]
+    for s in distinct:
+        pieces = [q for p in pieces for q in (p.intersect(s), p.subtract(s)) if not q.is_empty()]
+        if len(pieces) > MAX_PIECES:
+            return None
+    out = []
+    for p in pieces:
+        decided = {}
+        for n, s in sets.items():
+            if p.is_subset(s):
+                decided[n] = n.src[1]
+            elif p.intersect(s).is_empty():
+                decided[n] = n.src[2]
+        out.append((p, substitute(body, decided) if decided else body))
+    return out
+
+
+__all__ = ["GUARD_ATTR", "MAX_PIECES", "guard_pieces"]

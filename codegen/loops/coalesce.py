@@ -1,0 +1,132 @@
+"""The last two axes of an elementwise nest scanned as one loop, when its rows are short.
+
+An elementwise op over a small feature map (group norm's output over NCHW, 28 x 28)::
+
+    for y in range(0, 28):
+      for x in range(0, 28):
+        Y[n, c, y, x] = (X[n, c, y, x] - m) * r * g + b
+
+is one contiguous run of 784 elements in every access, but LLVM sees a 28-trip inner loop: it
+unrolls it fully (before the vectorizer runs), then vectorizes the ``y`` loop at stride 28 --
+gathers on AVX-512, scalar loads and inserts on AVX2.  Scanning ``t = y * 28 + x`` instead::
+
+    for y.x in range(0, 784):
+      Y[n, c, y.x // 28, y.x % 28] = (X[n, c, y.x // 28, y.x % 28] - m) * r * g + b
+
+gives one long unit-stride loop: every address is ``[.., t // E, t % E]`` at strides
+``(E s, s)``, which :func:`.llvm.expr.recombine_digits` emits as ``t * s`` -- no division is
+ever computed.  So the transformation applies only when that holds for every access:
+
+* ``y`` and ``x`` are the op's last two axes, ranges ``[0, E_y)`` and ``[0, E_x)``, not split
+  into digits (:mod:`.loops.stripmine`; other axes may be);
+* every read uses them only as adjacent dimensions ``[.., y, x, ..]`` (exactly those
+  variables) at strides ``(E_x, 1)`` inside the tensor (a checked build's messages then never
+  name ``t // E``), or not at all; nothing else of the body
+  (a condition, a value, another index, a gather index) uses them;
+* the rows are short for the target: ``E_x`` is not a whole number of the vectorized loop's
+  iterations (``block`` elements: lanes times LLVM's interleave) and is below
+  :data:`SHORT_BLOCKS` of them.  A long row loses little to its tail, and leaving it alone
+  keeps such nests' loops as they were.
+
+Rectangular bounds only (both ranges constant; a reduction's last two axes have their own
+strategy, :class:`.strategies.catalog.CollapsedLoops`).  The work is unchanged: the loop runs
+``E_y * E_x`` times per outer point, as the two did.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.rewrite import free_vars, replace_reads, walk
+from tensorad.ir.tensor import ComputeOp
+
+from ..target import Target
+from .schedule import strides
+from .stripmine import AxisSplit
+
+SHORT_BLOCKS = 8  # rows of at least this many vector-loop iterations are long enough
+INTERLEAVE = 4  # vectors per iteration of LLVM's vectorized loop (its interleave count)
+
+
+def vector_block(target: Target, dtype: str) -> int:
+    """Elements one iteration of a vectorized loop over ``dtype`` handles on ``target``."""
+    try:
+        lanes = target.lanes(dtype)
+    except ValueError:  # bool and other narrow types: as wide as int32
+        lanes = target.lanes("int32")
+    return INTERLEAVE * lanes
+
+
+def short_rows(extent: int, block: int) -> bool:
+    """Whether a contiguous inner loop of ``extent`` trips runs poorly on its own: not a whole
+    number of ``block``-element vector iterations, and fewer than :data:`SHORT_BLOCKS` of them
+    (7, 14, 28, 56 for float32 on AVX2 and AVX-512; not 64 on AVX2, whose block is 32)."""
+    return extent % block != 0 and extent < SHORT_BLOCKS * block
+
+
+def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
+    """Whether every read of ``bodies`` walks ``a, b`` as one run, or does not use them, and
+    nothing else uses them (see the module docstring)."""
+    pair = {a, b}
+    for n in (n for e in bodies for n in walk(e) if n.op is Op.READ):
+        at = [d for d, i in enumerate(n.src) if i in pair]
+        if at:
+            st = strides(n.arg)
+            d = at[0]
+            if len(at) != 2 or at[1] != d + 1 or n.src[d] is not a or n.src[d + 1] is not b \
+                    or st[d + 1] != 1 or st[d] != b.extent or n.arg.shape[d] < a.extent:
+                return False  # (a wider map's rows, ``X[.., y, x]`` of 28 x 30; a transpose's
+                # strided run, ``X[y, x, n]``: a gather either way, nothing to gain)
+        if any(pair & set(free_vars(i)) for i in n.src if i not in pair):
+            return False
+    rest = [replace_reads(e, lambda n: const(0, n.dtype)) for e in bodies]
+    return not any(pair & set(free_vars(e)) for e in rest)
+
+
+def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None, block: int
+                   ) -> AxisSplit | None:
+    """``split`` (the digit split of :func:`.loops.stripmine.plan_split`, or ``None``) with ``op``'s
+    last two axes scanned as one variable when the module docstring's conditions hold, else
+    ``split`` unchanged."""
+    if op.is_reduction or len(op.axes) < 2:
+        return split
+    a, b = op.axes[-2], op.axes[-1]
+    if a.lo != 0 or b.lo != 0 or a.extent < 2 or b.extent < 2 or not short_rows(b.extent, block):
+        return split
+    if split is not None and (split.vars[-2:] != (a, b) or a in split.value or b in split.value):
+        return split  # (a digit split of the pair itself: its reads divide it)
+    if not _contiguous_pair(bodies, a, b):
+        return split
+    t = var(f"{a.name}.{b.name}", 0, a.extent * b.extent)
+    e = const(b.extent, t.dtype)
+    vars_ = (split.vars if split is not None else tuple(op.axes))[:-2] + (t,)
+    value = dict(split.value) if split is not None else {}
+    value.update({a: t // e, b: t % e})
+    digit_of = dict(split.digit_of) if split is not None else {x: x for x in op.axes}
+    digit_of.pop(a, None)
+    digit_of.pop(b, None)
+    digit_of[t] = a * const(b.extent, a.dtype) + b
+    if split is None:
+        return AxisSplit(vars_, value, (), digit_of, (), (), merged=((a, b),))
+    return AxisSplit(vars_, value, split.constraints, digit_of, split.remainders, split.tops,
+                     merged=split.merged + ((a, b),))
+
+
+def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Target) -> AxisSplit | None:
+    """The split a unit (:class:`.loops.nest_groups.Unit`) of an elementwise op is lowered with: its own
+    digit split, plus its last two axes scanned as one loop when :func:`coalesce_split`
+    allows and neither is in ``tau``, the prefix its fused nest scans (a gemm, a scatter, a
+    reduction or an epilogue unit keeps its split)."""
+    op = unit.op
+    if unit.reduction is not None or op.is_reduction or unit.gemm is not None or unit.form == "scatter" \
+            or unit.batch_range is not None or len(op.axes) < 2 or set(op.axes[-2:]) & set(tau):
+        return unit.split
+    return coalesce_split(op, bodies, unit.split, vector_block(target, op.body[0].dtype))
+
+
+def only_merged(split: AxisSplit | None) -> bool:
+    """Whether ``split`` only scans pairs of axes as one (no digits): its statements' variables
+    are still one per position of the op's axes, in order."""
+    return split is not None and bool(split.merged) and len(split.value) == 2 * len(split.merged)
+
+
+__all__ = ["coalesce_split", "unit_split", "only_merged", "short_rows", "vector_block", "SHORT_BLOCKS"]

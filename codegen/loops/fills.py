@@ -1,0 +1,194 @@
+"""Where a program's fills run: fused into the nest that then writes the buffer, or in parallel.
+
+A :class:`~.program.Fill` (the zero or identity fill of an output whose nonzero region is a
+sub-domain, a scatter's zero fill) is one ``memset`` of the whole buffer before the nests.
+Two costs follow when the buffer is large (issue 9: max pooling's 25.7 MB ``X.grad``):
+
+* it runs on one thread while the nest after it runs on all of them;
+* a buffer larger than the L2 cache is written to memory by the fill and read back by the
+  nest: two passes of memory traffic where one would do.
+
+:func:`place_fills` therefore moves a fill *into* the first nest that touches its buffer when
+that nest owns slices of it: the nest is a perfect prefix of loops ``v_0 .. v_{k-1}``, each over
+the whole axis ``[0, shape[j])`` with step 1, and every access of the buffer in the nest (stores
+and reads, data-dependent ones included: a scatter's ``X.grad[v_0, v_1, W(i) // 3 + 2y, ..]``)
+has ``v_j`` itself as its index ``j`` for ``j < k``.  Then the iteration ``(v_0 .. v_{k-1})``
+touches only the slice ``B[v_0, .., v_{k-1}, :, ..]``, no other iteration touches it, so that
+iteration may zero it first (uncounted stores: bookkeeping, not work).  A parallel outermost
+loop shares those iterations among threads, so each thread fills the slices it will write,
+while they are in its cache; the results are those of the fill-then-nest order bit for bit.
+
+A fill that cannot be fused (a scatter through a gather index on the leading axis, a nest
+whose accesses mix slices) is marked ``parallel`` when the build may be and it is worth
+sharing: :mod:`.llvm.emit` then splits it among the threads by page-aligned chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.rewrite import walk
+
+from ..program import Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..target import Target
+from .schedule import Options
+
+HALF = ("float16", "bfloat16")
+
+
+def place_fills(program: Program, opts: Options, target: Target) -> Program:
+    """``program`` with each large fill fused into the nest after it where that nest owns the
+    buffer's slices (see the module docstring), else marked parallel when worth sharing."""
+    steps = list(program.steps)
+    k = 0
+    while k < len(steps):
+        step = steps[k]
+        if not isinstance(step, Fill) or step.buffer.size == 0:
+            k += 1
+            continue
+        worth_sharing = opts.parallel and _fill_work(step, target) >= opts.parallel_min_work
+        after = _first_toucher(program, steps, k)
+        if after is not None and step.buffer.dtype not in HALF:
+            nest = steps[after]
+            large = step.buffer.size * _itemsize(step.buffer.dtype) > target.l2
+            if large or (worth_sharing and nest.parallel):
+                fused = fuse_fill(program, step, nest)
+                if fused is not None:
+                    steps[after] = fused
+                    del steps[k]
+                    continue
+        if worth_sharing:
+            steps[k] = dataclasses.replace(step, parallel=True)
+        k += 1
+    if steps == program.steps:
+        return program
+    return dataclasses.replace(program, steps=steps)
+
+
+def _itemsize(dtype: str) -> int:
+    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
+
+
+def _fill_work(fill: Fill, target: Target) -> int:
+    """A fill's work in the units of ``parallel_min_work``: vector stores."""
+    try:
+        lanes = target.lanes(fill.buffer.dtype)
+    except ValueError:  # (bool, halves: counted per element)
+        lanes = 1
+    return fill.buffer.size // lanes
+
+
+def _first_toucher(program: Program, steps: list, k: int) -> int | None:
+    """The index of the first step after ``k`` that reads or writes the fill's buffer when it
+    is a loop nest (a micro-kernel nest, another fill or nothing: ``None``)."""
+    buf = steps[k].buffer
+    for j in range(k + 1, len(steps)):
+        s = steps[j]
+        if isinstance(s, Fill):
+            if s.buffer is buf:
+                return None
+            continue
+        if "gemm" in s.attrs:  # (its packers read what its printed loops do not show)
+            return None
+        if any(b is buf for b in s.outputs) or any(program.buffers.get(t) is buf for t in _tensors(s.body)):
+            return j
+    return None
+
+
+def _tensors(stmts: tuple) -> set:
+    return {n.arg for e in nest_exprs(stmts) for n in walk(e) if n.op is Op.READ}
+
+
+def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | None:
+    """The index tuples of every access of ``buf`` in ``stmts`` (``None`` when one goes through
+    a tensor of another shape sharing the buffer: a padded chunk)."""
+    out: list[tuple[Expr, ...]] = []
+    seen: set[int] = set()
+
+    def stores(ss: tuple) -> None:
+        for s in ss:
+            if isinstance(s, Loop):
+                stores(s.body)
+            elif isinstance(s, If):
+                stores(s.then)
+                stores(s.orelse)
+            elif isinstance(s, Store) and s.buffer is buf:
+                out.append(tuple(s.index))
+
+    stores(stmts)
+    for e in nest_exprs(stmts):
+        for n in walk(e):
+            if id(n) in seen or n.op is not Op.READ:
+                continue
+            seen.add(id(n))
+            if program.buffers.get(n.arg) is buf:
+                if tuple(n.arg.shape) != tuple(buf.shape):
+                    return None
+                out.append(tuple(n.src))
+    return out
+
+
+def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
+    """The loops ``v_0 .. v_{k-1}`` of the nest's perfect prefix and ``k``: every access of
+    ``buf`` in the nest has ``v_j`` as its index ``j`` and loop ``j`` runs over the whole axis
+    ``j`` (step 1), for ``j < k``."""
+    loops: list[Loop] = []
+    stmts = nest.body
+    while len(stmts) == 1 and isinstance(stmts[0], Loop) and len(loops) < len(buf.shape):
+        loop = stmts[0]
+        n = buf.shape[len(loops)]
+        if not (loop.lo.op is Op.CONST and loop.lo.arg == 0 and loop.hi.op is Op.CONST
+                and loop.hi.arg == n and loop.step == 1):
+            break
+        loops.append(loop)
+        stmts = loop.body
+    accesses = _accesses(program, buf, nest.body)
+    if not accesses:
+        return loops, 0
+    depth = 0
+    for j, loop in enumerate(loops):
+        if all(idx[j] is loop.var for idx in accesses):
+            depth = j + 1
+        else:
+            break
+    return loops, depth
+
+
+def _parallel_loops(stmts: tuple) -> list[Loop]:
+    found: list[Loop] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            found += [s] * (s.kind == "parallel") + _parallel_loops(s.body)
+        elif isinstance(s, If):
+            found += _parallel_loops(s.then) + _parallel_loops(s.orelse)
+    return found
+
+
+def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
+    """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its own
+    slice first), or ``None`` when the nest does not own slices of the buffer or shares a loop
+    inside a slice's iteration among threads (a scatter's columns: every thread runs the
+    slice's iteration, and one would fill what another has added to)."""
+    buf = fill.buffer
+    loops, depth = owned_depth(program, buf, nest)
+    if depth == 0:
+        return None
+    shared = _parallel_loops(nest.body)
+    if any(all(p is not loop for loop in loops[:depth]) for p in shared):
+        return None  # (every thread runs the loops outside a deeper parallel loop: each would fill)
+    prefix = tuple(loop.var for loop in loops[:depth])
+    rest = tuple(var(f"z{d}", 0, n) for d, n in enumerate(buf.shape[depth:], start=depth))
+    zero: tuple = (Store(buf, prefix + rest, fill.value, counted=False),)
+    for v in reversed(rest):
+        zero = (Loop(v, const(0), const(v.arg.hi), zero),)
+    inner = loops[depth - 1]
+    body: tuple = (dataclasses.replace(inner, body=zero + tuple(inner.body)),)
+    for loop in reversed(loops[:depth - 1]):
+        body = (dataclasses.replace(loop, body=body),)
+    note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
+    # a plain nest of its own body, also for a renamed one (:class:`.loops.shared_nests.RenamedNest`:
+    # its code is no longer its source's; fuzz seed 372506 copied one without its source)
+    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
+                dict(nest.attrs))
+

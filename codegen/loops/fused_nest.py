@@ -1,0 +1,251 @@
+"""Lowering one fused group (:mod:`.loops.nest_groups`) to a single nest.
+
+Each member's statements come from its own domain and schedule (as if lowered alone, minus
+the outer-loop fusion and, for reductions read from their accumulators, minus the buffer
+form); each schedule is then prefixed with the member's tau and its position in the group::
+
+    max:     I[i] -> [i, 0, i, 0, 0]    U[i, k] -> [i, 0, i, 1, k]
+    exp:     S[i, j] -> [i, 1, i, j, 0]
+    sum:     I[i] -> [i, 2, i, 0, 0]    U[i, k] -> [i, 2, i, 1, k]
+    divide:  S[i, j] -> [i, 3, i, j, 0]
+
+and isl scans the union once.  Reads of a reduction whose value at a prefix point is one
+element are replaced by its accumulators (written earlier in the same prefix iteration).
+When a short first prefix axis leaves a single thread idle (a batch of 1), the first two
+prefix axes are scanned as one, as :func:`.loops.schedule.fuse_short_outer` does for one op.
+
+Work is counted per member (:func:`.loops.work.count_work` with each statement's owner): members
+whose statements all run directly in the prefix loop (an elementwise chain ``s0[i]``,
+``t1[i] = tanh(s0[i])``, ... fused into one loop whose body stores each of them) count one body
+execution each, as they would in nests of their own.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import replace_reads, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..program import Nest, owned
+from ..strategies.epilogue import Epilogue
+from ..target import parse_target
+from .coalesce import only_merged, unit_split
+from .domain import PolyStmt, op_domain
+from .isl_ast import build_loops
+from .nest_groups import Group
+from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
+from .shared_nests import marked
+from .work import count_work
+
+
+def _box_work(group: Group) -> int:
+    """An upper bound of the group's work: each member's box of outer and reduction axes."""
+    total = 0
+    for u in group.units:
+        n = 1
+        for a in u.outer + tuple((u.reduction or u.op).reduce_axes):
+            n *= a.extent
+        total += n
+    return total
+
+
+def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
+    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (no
+    rewrite when there are none: an elementwise chain's members, thousands of bodies)."""
+    if not acc_of:
+        return body
+    return replace_reads(body, lambda n: acc_of.get(n.arg))
+
+
+def _scanned(u, split) -> tuple | None:
+    """The variables ``u``'s statements scan when it is elementwise and scanned as its own axes
+    in order, no digits (its last two perhaps as one loop, :mod:`.loops.coalesce`), else ``None``."""
+    if u.reduction is not None or u.op.is_reduction or u.gemm is not None:
+        return None
+    if split is None:
+        return tuple(u.op.axes)
+    return tuple(split.vars) if only_merged(split) else None
+
+
+def _pointwise(u, tau, member, split=None) -> bool:
+    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits; its last
+    two perhaps as one), its prefix among them: each statement's schedule is ``axes +
+    (output index,)``."""
+    axes = _scanned(u, split)
+    return axes is not None and all(v in axes for v in tau) and all(
+        tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
+        for st in member)
+
+
+def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
+    """Per member ``(unit, tau, statements, bodies, split)`` of a group: the position of the
+    earlier member whose inner loops it shares, or ``None`` (its own loops, as before).
+    ``alias`` maps a unit's op to the op whose tensors it writes (readers read those).
+
+    Consecutive elementwise members of one shape, their prefixes at the same axes, share their
+    inner loops when each reads the run's earlier members only at its own point (a residual
+    add's ``dR[i, j] = dX[i, j]`` right after ``dX[i, j] = ...``): one loop over ``j`` stores
+    both, the value still in a register, instead of a second pass over the row.  Statements
+    then run in member order at each point (schedule ``prefix, run, axes, member, output``), so
+    a read at the reader's own point finds the value written; a read anywhere else would not,
+    and keeps the member in loops of its own (fuzz seed 458345: a hoisting plan's op, which
+    writes the tensor its reader reads at ``[.., ax2 - 3]``, was not seen as read)."""
+    alias = alias or {}
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for g, (u, tau, member, bodies, split) in enumerate(members):
+        if run:
+            p, ptau, _, _, psplit = members[run[0]]
+            ok = _pointwise(u, tau, member, split)
+            if ok:  # (the same loops: the same extents scanned, the prefix at the same places)
+                axes, paxes = list(_scanned(u, split)), list(_scanned(p, psplit))
+                ok = u.op.shape == p.op.shape and [v.extent for v in axes] == [v.extent for v in paxes] \
+                    and [axes.index(v) for v in tau] == [paxes.index(v) for v in ptau]
+            if ok:
+                inside = {alias.get(members[k][0].op, members[k][0].op) for k in run}
+                own = tuple(u.op.axes)
+                ok = all(n.src == own for b in bodies for n in walk(b)
+                         if n.op is Op.READ and alias.get(n.arg.op, n.arg.op) in inside)
+            if ok:
+                run.append(g)
+                continue
+        run = [g] if _pointwise(u, tau, member, split) else []
+        runs.append(run)
+    out: list[int | None] = [None] * len(members)
+    for run in runs:
+        if len(run) > 1:
+            for k in run:
+                out[k] = run[0]
+    return out
+
+
+def _loop_shape(tau, member) -> tuple | None:
+    """The loops a reduction member's statements run inside the prefix -- per statement with
+    a loop, in order, its schedule past the prefix, each variable by its range -- or ``None``
+    when none has a loop."""
+    fixed = set(tau)
+    looped = []
+    for st in member:
+        own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+        if any(isinstance(t, Expr) and t.op is not Op.VAR for t in own):
+            return None  # (a schedule dimension that is not a loop variable: not compared)
+        if any(isinstance(t, Expr) for t in own):
+            looped.append(tuple(t.dom if isinstance(t, Expr) else t for t in own))
+    return tuple(looped) or None
+
+
+def shared_reductions(members: list, accumulators: list, epilogues: list,
+                      alias: dict | None = None) -> dict[int, int]:
+    """Sibling reductions in one pass: member -> the earlier member whose loops it shares.
+
+    Consecutive reductions whose statements run in the same loops (the same ranges, in the
+    same schedule order), none reading what an earlier one of the run computes (its tensors,
+    its accumulators), share those loops: a layer norm's backward sums ``H * xhat * gamma``
+    and ``H * gamma`` over a row in one loop instead of two; a group norm's backward, the same
+    two sums per channel, in one loop over the channels.  Each member's statements keep their
+    order (the member's index is the schedule's last dimension); across members only reads
+    could order them, and there are none in the inits and updates (``members``' bodies: a
+    reduction's sources).  A fused epilogue (``epilogues``) may read an earlier member's
+    result where the update is the only statement in a loop: the write-backs then run after
+    every update of the prefix point, in member order; with loops around them too (a
+    channel's sums, written back per channel) it may not."""
+    alias = alias or {}
+    out: dict[int, int] = {}
+    run: list[int] = []
+    shape = None
+    for g, (u, tau, member, bodies, split) in enumerate(members):
+        mine = None
+        if (u.reduction is not None or u.op.is_reduction) and u.gemm is None and split is None:
+            mine = _loop_shape(tau, member)
+        if mine is not None and run and mine == shape:
+            written = {alias.get(members[k][0].op, members[k][0].op) for k in run}
+            accs = {a for k in run for a in accumulators[k]}
+            own = alias.get(u.op, u.op)
+            reads = tuple(bodies) + (tuple(epilogues[g]) if len(mine) > 1 else ())
+            if own not in written and not any(
+                    n in accs or (n.op is Op.READ and alias.get(n.arg.op, n.arg.op) in written)
+                    for b in reads for n in walk(b)):
+                run.append(g)
+                out[g] = run[0]
+                continue
+        run, shape = ([g], mine) if mine is not None else ([], None)
+    return out
+
+
+def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opts: Options,
+                scans: dict | None = None, alias: dict | None = None) -> list | None:
+    """The steps (fills, then one nest) computing every member of ``group``, or ``None``
+    (``alias``: a unit's op -> the op whose tensors it writes, which later members read)."""
+    alias = alias or {}
+    acc_of: dict[Tensor, Expr] = {}
+    fills, stmts, accs, notes, members, member_accs, member_epilogues = [], [], [], [], [], [], []
+    depth = group.depth
+    taus = [list(t) for t in group.taus]
+    weight = work_weight([b for u in group.units for b in u.bodies])
+    # the short-outer fusion only helps a nest that runs in parallel (and costs isl time)
+    fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
+        and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
+    width = max(t[1].extent for t in taus) if fuse else 0
+    target = opts.target or parse_target()
+    for u, tau in zip(group.units, taus):
+        outs = outs_of(u.op)
+        if u.reduction is not None:
+            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[u.reduction])
+            e = u.epilogue
+            epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
+            dom = op_domain(u.reduction, red_bodies, outs, epi)
+            sched_op = u.reduction
+            split = None
+        else:
+            own = tuple(_scalarized(b, acc_of) for b in u.bodies)
+            split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
+            dom = op_domain(u.op, own, outs, None, split)
+            sched_op = u.op
+        member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
+                                  fuse_outer=False)
+        members.append((u, tau, member, own if u.reduction is None else red_bodies, split))
+        member_accs.append(tuple(dom.accumulators))
+        member_epilogues.append(() if u.reduction is None else (epi.body,))
+        fills.extend(dom.fills)
+        accs.extend(dom.accumulators)
+        if u.op in scalar:
+            for v, b in enumerate(bodies[u.op]):
+                for op in {u.op, alias.get(u.op, u.op)}:
+                    acc_of[Tensor(op, v)] = dom.accumulators[b.arg.value_index]
+        if dom.note or dom.reduction is None:
+            notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
+        else:
+            notes.append(marked(u.op.name))
+    position = shared_positions(members, alias)
+    siblings = shared_reductions(members, member_accs, member_epilogues, alias)
+    for g, first in siblings.items():
+        position[g] = first
+        notes[g] += f" (one pass with {marked(members[first][0].op.name)})"
+    for g, (u, tau, member, _, _) in enumerate(members):
+        head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
+        fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
+        for st in member:
+            own = tuple(0 if isinstance(t, Expr) and t in fixed else t for t in st.schedule)
+            if g in siblings or g in siblings.values():  # (own: the member's phases and loops)
+                own = own + (g,)
+            elif position[g] is not None:  # (own is the axes, then the output index v)
+                own = own[:-1] + (g,) + own[-1:]
+            body = tuple(owned(x, u.op) for x in st.body)
+            pos = g if position[g] is None else position[g]
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, head + (pos,) + own))
+    body = build_loops(stmts, scans)
+
+    work = count_work(body)
+    attrs = {"parallel_dim": 0}
+    body, parallel = mark_parallel(body, attrs, opts, work, weight)
+    if parallel:
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
+    prefix = ", ".join(v.name for v in taus[0])
+    note = f"fused over ({prefix}): " + "; ".join(notes)
+    outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)
+    name = "+".join(marked(u.op.name) for u in group.units)
+    nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
+    return [*fills, nest]
+
+
+__all__ = ["lower_group"]

@@ -1,0 +1,346 @@
+"""Nest fusion: consecutive ops that walk the same outer loops become one loop nest.
+
+Lowered one by one, a softmax is four passes over its rows (max, exp, sum, divide), each its
+own nest with its own temporary; a max-pool gradient computes every window's winner into a
+temporary and then gathers from it.  When each op reads the ops before it only at the point
+its own outer loops are at, they can share those loops::
+
+    for i:                                  for (n, c, y, x) windows:
+      m = max_k X[i, k]                       w = argmax over the 2 x 2 window
+      for j: E[i, j] = exp(X[i, j] - m)       for (r, s) in the window:
+      s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
+      for j: Y[i, j] = E[i, j] / s
+
+Terms.  A *unit* is what one nest computes alone: an op (with its axes split into digits by
+:mod:`.loops.stripmine`), or a reduction with its fused epilogue (:mod:`.strategies.epilogue`).
+A *group* is a run
+of consecutive units with a *prefix*: for each unit, ``depth`` of its outer loop variables
+(its *tau*; variables of extent 1 are left out), scanned together.  A unit ``C`` joins a group
+when every read of a member ``P`` in ``C`` maps ``P``'s tau to plain outer variables of ``C``,
+the same for every such read (``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the
+sum's ``(i,)``): then all of ``P`` that ``C`` reads at a prefix point is computed at that
+prefix point, earlier in the same iteration.  ``depth`` shrinks to what every member agrees on.
+
+Statements are scheduled ``tau + (position in the group,) + own schedule``, so isl scans the
+prefix once and each unit's own loops inside it, in order.  A reduction whose whole value at a
+prefix point is one element (its other axes have extent 1) is read by the later members from
+its accumulators (the ``m`` and ``s`` above), and needs no buffer unless something outside the
+group reads it.
+
+Work stays exact: the counter counts one innermost-body execution per member and block
+execution (:func:`.loops.work.count_work` with owners), so members side by side in the prefix loop
+-- an elementwise chain, one loop storing every link -- count as their own nests would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.tensor import ComputeOp
+
+from ..passes.buffers import EXPENSIVE, INLINE_BUDGET
+from .box_pieces import GUARD_ATTR
+from .stripmine import AxisSplit, simplify_index
+
+MAX_MEMBERS = 8
+
+
+@dataclass(eq=False)
+class Unit:
+    """What one nest computes alone (see the module docstring)."""
+
+    op: ComputeOp  # the op whose tensors the unit writes (the consumer of an epilogue)
+    bodies: tuple[Expr, ...]  # as lowered (inlined, speculated), over ``op``'s axes
+    outer: tuple[Expr, ...]  # the statements' outer variables (digits when split)
+    check: tuple[Expr, ...]  # what the unit reads, over ``outer`` (for alignment)
+    tau_of: dict = field(default_factory=dict)  # outer var -> expression over op's axes
+    reduction: ComputeOp | None = None  # the reduction of an epilogue unit
+    epilogue: object = None
+    gemm: object = None
+    split: AxisSplit | None = None
+    batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
+    form: str | None = None  # a reduction's loop order (:func:`.loops.schedule.schedule_nest`)
+    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+
+
+def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
+              reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
+              epilogue=None, gemm=None, batch_range: tuple | None = None, form: str | None = None,
+              scatter: tuple = ()) -> Unit:
+    if reduction is not None:  # statements run over the reduction's axes
+        outer = tuple(reduction.axes)
+        moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
+        check = tuple(red_bodies) + (moved,)
+        tau_of = dict(zip(outer, op.axes))
+    elif split is not None:
+        outer = split.vars
+        check = tuple(split.apply(b) for b in bodies)
+        tau_of = split.digit_of
+    else:
+        outer = tuple(op.axes)
+        check = tuple(bodies)
+        tau_of = {a: a for a in outer}
+    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range, form,
+                scatter)
+
+
+@dataclass(eq=False)
+class Group:
+    units: list[Unit]
+    depth: int
+    taus: list[tuple[Expr, ...]]  # per unit: its prefix variables (``depth`` of its outer vars)
+    strips: bool = False  # sibling strip-form reductions sharing one pass (:mod:`.loops.strip_groups`)
+
+    def scalar_reductions(self) -> set[ComputeOp]:
+        """Plain reductions (no epilogue) whose value at a prefix point is one element."""
+        out = set()
+        if self.strips:
+            return out  # (each accumulates in its own output buffer)
+        for u, tau in zip(self.units, self.taus):
+            if u.reduction is None and u.op.is_reduction and u.gemm is None:
+                rest = [a for a in u.outer if a not in tau[:self.depth]]
+                if all(a.extent == 1 for a in rest):
+                    out.add(u.op)
+        return out
+
+
+def _member_reads(unit: Unit, members: dict[ComputeOp, int]):
+    internal = unit.reduction
+    for e in unit.check:
+        for n in walk(e):
+            if n.op is Op.READ and n.arg.op in members and n.arg.op is not unit.op \
+                    and n.arg.op is not internal:
+                yield n
+
+
+def _members(group: Group, alias: dict) -> dict[ComputeOp, int]:
+    """Each member's op, and the op whose tensors it writes (``alias``: a rewritten op --
+    hoisted, split, gathered -- is read under the original's name), by member index."""
+    members = {u.op: k for k, u in enumerate(group.units)}
+    members.update({alias[u.op]: k for k, u in enumerate(group.units) if u.op in alias})
+    return members
+
+
+def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which ``unit`` can join ``group``, or ``None``."""
+    members = _members(group, alias)
+    outer = list(unit.outer)
+    found: list[Expr] | None = None
+    depth = group.depth
+    for n in _member_reads(unit, members):
+        p = group.units[members[n.arg.op]]
+        at = dict(zip(p.op.axes, n.src))
+        vals = []
+        for t in group.taus[members[n.arg.op]][:depth]:
+            v = simplify_index(substitute(p.tau_of[t], at))
+            if v.op is not Op.VAR or v not in outer or v in vals:
+                break
+            vals.append(v)
+        if found is not None:  # agree with the reads seen so far
+            k = 0
+            while k < min(len(vals), len(found)) and vals[k] is found[k]:
+                k += 1
+            vals = vals[:k]
+        found = vals
+        depth = min(depth, len(vals))
+        if depth == 0:
+            return None
+    if not found:
+        return None  # no read of a member: nothing to gain
+    tau = tuple(found[:depth])
+    pos = [outer.index(v) for v in tau]
+    if pos != sorted(pos):
+        return None
+    inner_digits = set(unit.split.remainders) if unit.split is not None else set()
+    if any(outer[q] not in inner_digits and outer[q].extent > 1 for q in range(pos[-1]) if q not in pos):
+        return None  # the unit's loops would be scanned out of order (strided stores)
+    return depth, tau
+
+
+def _plain_reduction(u: Unit) -> bool:
+    """A reduction of its own with scalar accumulators (a strip form would lose its rows in
+    a group, whose members accumulate in registers)."""
+    return u.op.is_reduction and u.reduction is None and u.gemm is None and u.split is None \
+        and u.form != "strips"
+
+
+def _reads(u: Unit) -> set:
+    return {n.arg for e in u.check for n in walk(e) if n.op is Op.READ}
+
+
+def _extents(u: Unit) -> tuple[int, ...]:
+    return tuple(v.extent for v in u.outer if v.extent > 1)
+
+
+def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which a reduction that reads no member joins ``group`` as a sibling:
+    its outer loops are the group's prefix (same extents) and it reads a tensor a member
+    reads, so its pass over that tensor's slice at a prefix point finds it in cache
+    (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x).
+    A read of a member under its original name counts (seed 433277: an argmax reading a
+    hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
+    yet computed)."""
+    members = _members(group, alias)
+    if not _plain_reduction(unit) or not all(u.gemm is None for u in group.units):
+        return None
+    reads = _reads(unit)
+    if any(t.op in members for t in reads) or not any(reads & _reads(u) for u in group.units):
+        return None
+    tau = tuple(v for v in unit.outer if v.extent > 1)[:group.depth]
+    want = tuple(v.extent for v in group.taus[0][:group.depth])
+    if len(tau) != group.depth or tuple(v.extent for v in tau) != want:
+        return None
+    return group.depth, tau
+
+
+def _strip_reduction(u: Unit) -> bool:
+    """A reduction of its own accumulated in strips of its output (:func:`.loops.schedule.buffer_form`)."""
+    return u.reduction is None and _strips_with_epilogue(u)
+
+
+def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
+    """(depth, tau) with which a strip-form reduction ``u`` (or one with its epilogue) joins
+    the one strip-form reduction of ``g`` that it reads at its own rows: the two share every
+    outer loop but the strips' last axis, ``u``'s pass over a row after ``g``'s (a max pool's
+    maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
+    region).  ``None`` unless the rows align."""
+    (p,) = g.units
+    if not (_strips_with_epilogue(p) and _strips_with_epilogue(u)):
+        return None
+    if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
+        return None
+    found = _alignment(g, u, alias)
+    if found is None:
+        return None
+    depth = min(found[0], len(p.outer) - 1)
+    return (depth, found[1][:depth]) if depth else None
+
+
+def _strips_with_epilogue(u: Unit) -> bool:
+    """A reduction accumulated in strips, alone or with its fused epilogue."""
+    return u.form == "strips" and u.gemm is None and u.split is None and bool(u.outer) \
+        and (u.op.is_reduction or u.reduction is not None)
+
+
+def _red_extents(u: Unit) -> tuple[int, ...]:
+    return tuple(a.extent for a in u.op.body[0].arg.axes)
+
+
+def strip_siblings(a: Unit, b: Unit, alias: dict | None = None) -> bool:
+    """Whether strip-form reductions ``a`` and ``b`` can share one pass: the same output and
+    reduction extents (so the same strips and the same row loops) and a tensor both read, and
+    neither reads the other (``dgamma[j] = sum_i H[i, j] * xhat[i, j]`` and
+    ``dbeta[j] = sum_i H[i, j]``: one pass over H's rows updates both strips).  Not an op
+    whose guards are decided per piece of its box (:mod:`.loops.box_pieces`: a stem convolution's input
+    gradient, a sum over 64 channels of unrolled taps per stride class): the members' pieces
+    would cut each other's loops, and four classes' taps in one loop body were not vectorized
+    (33 ms against 8 apart)."""
+    if not (_strip_reduction(a) and _strip_reduction(b)) or a.op.attr(GUARD_ATTR) or b.op.attr(GUARD_ATTR):
+        return False
+    if tuple(v.extent for v in a.outer) != tuple(v.extent for v in b.outer) \
+            or _red_extents(a) != _red_extents(b) or a.op.body[0].dtype != b.op.body[0].dtype:
+        return False
+    alias = alias or {}
+    ra, rb = _reads(a), _reads(b)
+    writes_a, writes_b = {a.op, alias.get(a.op, a.op)}, {b.op, alias.get(b.op, b.op)}
+    return bool(ra & rb) and not any(t.op in writes_b for t in ra) and not any(t.op in writes_a for t in rb)
+
+
+def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
+    """``units`` with each plain reduction moved up to just after an earlier one that it can
+    join as a sibling (same outer extents, a shared input), when no unit in between computes
+    anything it reads -- so that :func:`plan_groups` finds them next to each other (likewise a
+    strip-form reduction after an earlier :func:`strip_siblings` one).  ``alias``
+    maps a unit's op to the op whose tensors it writes (a split-K sum, a parity gather)."""
+    alias = alias or {}
+    out = list(units)
+    k = 1
+    while k < len(out):
+        u = out[k]
+        if (_plain_reduction(u) or _strip_reduction(u)) and u.outer:
+            reads, shape = _reads(u), _extents(u)
+            between: set = set()
+            needs = {t.op for t in reads}
+            for j in range(k - 1, -1, -1):
+                v = out[j]
+                writes = {v.op, alias.get(v.op, v.op)}
+                if needs & writes:
+                    break  # (u depends on v: it stays after it)
+                if (_plain_reduction(u) and _plain_reduction(v) and _extents(v) == shape
+                        and reads & _reads(v)) or strip_siblings(v, u, alias):
+                    if j + 1 < k and not (between & needs):
+                        out.insert(j + 1, out.pop(k))
+                    break
+                between |= writes
+        k += 1
+    for k, u in enumerate(list(out)):  # a strip chain's units next to each other (_strip_chain)
+        if u.form != "strips":
+            continue
+        needs = {t.op for t in _reads(u)}
+        j = next((j for j in range(k - 1, -1, -1) if out[j].op in needs and _strip_reduction(out[j])), None)
+        if j is None or j == k - 1:
+            continue
+        moved = out[j + 1:k]
+        writes = {out[j].op, alias.get(out[j].op, out[j].op)}
+        theirs = {w for v in moved for w in (v.op, alias.get(v.op, v.op))}
+        if not any({t.op for t in _reads(v)} & writes for v in moved) \
+                and not {t.op for t in _reads(out[j])} & theirs:
+            out[j:k] = moved + [out[j]]  # (independent of it: they go first)
+    return out
+
+
+def _heavy(u: Unit) -> int:
+    """Expensive operations in a unit's statements (each shared node once)."""
+    return len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})
+
+
+def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
+    """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
+    as a sibling reduction, or as a :func:`strip_siblings` of every member; a strip-form
+    reduction is in no aligned group, whose members accumulate in registers one output point at
+    a time: a column sum there walks its input down the columns), at most
+    :data:`MAX_MEMBERS` per group and at most :data:`.passes.buffers.INLINE_BUDGET` expensive
+    operations in all: the members' bodies become one loop body, and LLVM's time on one
+    straight-line body grows faster than its length."""
+    alias = alias or {}
+    groups: list[Group] = []
+    heavy = 0
+    for u in units:
+        g = groups[-1] if groups else None
+        h = _heavy(u)
+        if g is not None and (g.strips or len(g.units) == 1) and len(g.units) < MAX_MEMBERS \
+                and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u, alias) for v in g.units):
+            g.units.append(u)
+            g.taus = [() for _ in g.units]
+            g.depth, g.strips = 0, True
+            heavy += h
+            continue
+        chained = _strip_chain(g, u, alias) if g is not None and len(g.units) == 1 and not g.strips else None
+        if chained is not None:
+            g.units.append(u)
+            g.taus.append(chained[1])
+            g.depth = chained[0]
+            heavy += h
+            continue
+        if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
+                and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
+                and not any(v.form == "strips" for v in (*g.units, u)):
+            joined = _alignment(g, u, alias) or _sibling(g, u, alias)
+            if joined is not None:
+                depth, tau = joined
+                g.units.append(u)
+                g.taus.append(tau)
+                g.depth = depth
+                heavy += h
+                continue
+        tau = tuple(v for v in u.outer if v.extent > 1)  # (a loop of one point aligns nothing)
+        groups.append(Group([u], len(tau), [tau]))
+        heavy = h
+    for g in groups:
+        g.taus = [t[:g.depth] for t in g.taus]
+    return groups
+
+
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]

@@ -1,0 +1,92 @@
+"""A name-free key of a loop nest, so identical nests are emitted once (issue 8, D9).
+
+A long chain's program is a handful of distinct nests repeated thousands of times, each over
+other buffers: ``s8+t9+...`` computes what ``s0+t1+...`` computes, from and into other arrays.
+:func:`nest_key` spells a nest with its buffers numbered by first use (and every loop variable
+and accumulator by first appearance), keeping everything that reaches the nest's LLVM function:
+statements and their order, loop bounds, steps and kinds, guards, expressions with their dtypes
+and constants bit-exact, the buffers' dtypes, shapes and strides, the accumulators' dtypes, and
+whether the nest is parallel.  What does not reach it is left out: names, the nest's notes and
+work, the owner ops of a fused nest's statements.  Two nests with one key are one function
+called with different pointers: :class:`.llvm.emit.ModuleEmitter` emits the first and maps the
+second's buffers onto its parameters through the numbering (``order``).
+
+A nest the key cannot spell exactly (a node payload it does not know, a micro-kernel's
+``gemm``) has no key and is emitted on its own, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tensorad.ir.expr import DataIndex, Expr
+from tensorad.ir.spelling import Speller, Unkeyable
+
+from ..program import Assign, Buffer, If, Loop, Nest, Store
+
+
+class _Speller(Speller):
+    """Numbers buffers, variables and expression nodes by first appearance (a variable by its
+    range alone: a nest's loop variables are its own)."""
+
+    def __init__(self, buffer_of: Callable[[object], Buffer]) -> None:
+        super().__init__()
+        self.buffer_of = buffer_of  # a READ's or Store's tensor -> its buffer
+        self.buffers: dict[int, int] = {}  # id(buffer) -> number
+        self.order: list[Buffer] = []
+
+    def buffer(self, t: object) -> int:
+        b = self.buffer_of(t)
+        n = self.buffers.get(id(b))
+        if n is None:
+            n = self.buffers[id(b)] = len(self.order)
+            self.order.append(b)
+        return n
+
+    def read(self, e: Expr) -> object:
+        return ("r", self.buffer(e.arg), e.arg.dtype)
+
+    def other(self, e: Expr) -> object:
+        arg = e.arg
+        if isinstance(arg, DataIndex):
+            return ("d", arg.extent, arg.mode, arg.tensor, arg.axis)
+        if arg is None:
+            return None
+        raise Unkeyable(f"{e.op.name} payload {arg!r}")
+
+    def stmts(self, stmts: tuple) -> tuple:
+        out = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                out.append(("L", self.expr(s.var), self.expr(s.lo), self.expr(s.hi), s.step, s.kind,
+                            s.dim, self.stmts(s.body)))
+            elif isinstance(s, If):
+                out.append(("I", self.expr(s.cond), s.affine, self.stmts(s.then), self.stmts(s.orelse)))
+            elif isinstance(s, Store):
+                out.append(("S", self.buffer(s.buffer.tensor), s.buffer.tensor.dtype,
+                            tuple(self.expr(i) for i in s.index), self.expr(s.value)))
+            elif isinstance(s, Assign):
+                out.append(("A", tuple(self.expr(t) for t in s.targets),
+                            tuple(self.expr(v) for v in s.values)))
+            else:
+                raise Unkeyable(f"statement {type(s).__name__}")
+        return tuple(out)
+
+
+def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, list[Buffer]] | None:
+    """``(key, order)``: the nest's name-free key and its buffers in the order the key numbers
+    them (``buffer_of`` maps a tensor to the buffer it lives in); ``None`` for a nest the key
+    cannot spell (see the module docstring)."""
+    if "gemm" in nest.attrs:
+        return None
+    sp = _Speller(buffer_of)
+    try:
+        accs = tuple((sp.expr(a), a.dtype) for a in nest.accumulators)
+        body = sp.stmts(nest.body)
+    except Unkeyable:
+        return None
+    buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in sp.order)
+    return (nest.parallel, accs, body, tuple(sp.lines), buffers), sp.order
+
+
+__all__ = ["nest_key"]

@@ -1,0 +1,374 @@
+"""Schedule choices for one nest: loop order and which loop runs in parallel.
+
+The domain module gives each statement the natural schedule: output axes in order (the last one
+innermost, so stores are unit-stride), and for a reduction a scalar accumulator per output
+element with the reduction axes innermost.  That is right when the innermost reduction axis
+walks memory with unit stride (``X[i, k] * W[j, k]``).  When the last *output* axis does better
+(``A[i, k] * B[k, j]``, pooling windows of 2, convolutions over ``x``), the reduction is
+rescheduled to accumulate in the output buffer with that axis innermost, tiled so that the
+accumulated strip stays in L1:
+
+    for i, for jt:                              # jt = j // T
+        for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
+        for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+
+Each output element still combines its terms in the order of the reduction axes, so this form
+is exact also in strict mode.  The outermost output axis (or strip) is the parallel loop.
+Matmul-like contractions are handed to :mod:`.gemm.microkernel` instead (when enabled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tensorad.ir.dtype import bits
+from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace
+from tensorad.poly.linear import var_coefficients
+
+from .. import options as check
+from ..program import Buffer, If, Loop, Store
+from ..strategies.scan import find_scan, scan_form
+from ..target import Target, parse_target
+from .domain import OpDomain, PolyStmt, ReductionInfo
+
+
+@dataclass(frozen=True)
+class Options:
+    """Options of ``lower``/``build`` (hashable: they key the caches).
+
+    * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set,
+      else the CPUs this process may run on; settable later as ``kernel.num_threads``);
+      ``parallel=False`` never makes a parallel loop;
+      ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
+      transcendental functions, :func:`work_weight`) stay on one thread.
+    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
+      matrix-product sums split in halves, :mod:`.gemm.splitk`) and multiply-adds fused, so sums
+      round differently from a sequential loop; nothing else (no reciprocals, no
+      approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
+      the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
+    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
+      innermost loops LLVM can vectorize (:mod:`.llvm.vectorizable`; 1 disables it; the micro-kernel's
+      explicit vectors are not affected).
+    * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
+      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
+      never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
+    * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
+      ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.loops.nest_groups`) off.
+    * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
+      such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
+      (the micro-kernel's register tile and cache blocks).
+    * ``checked``: bounds checks on every load and store (:mod:`.llvm.bounds_checks`); a violation raises
+      ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
+    * ``tune``: measure the candidate strategies (and tiles) of every op that has several on
+      random data of the actual shapes, and keep the winners in the disk cache per target
+      (:mod:`.strategies.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
+      (``lower(...).offered`` lists the points and labels; a label not offered is ignored);
+      ``variants=True`` offers every variant of each strategy (register tiles, cache blocks),
+      as ``tune`` does.
+    """
+
+    parallel: bool = True
+    microkernel: bool | None = None
+    tile: tuple | None = None
+    inline: tuple = ()
+    materialize: tuple = ()
+    fastmath: bool = True
+    opt_level: int = 3
+    vector_width: int | None = None
+    num_threads: int | None = None
+    fuse: bool = True
+    parallel_min_work: int = 1 << 16
+    target: Target | None = None
+    checked: bool = False
+    tune: bool = False
+    choices: tuple = ()
+    variants: bool = False
+
+    @classmethod
+    def make(cls, options: dict[str, Any]) -> Options:
+        names = {f.name for f in fields(cls)}
+        for k in options:
+            if k not in names:
+                raise TypeError(f"unknown option {k!r}; expected one of {', '.join(sorted(names))}")
+        kw = dict(options)
+        for k in ("inline", "materialize"):
+            if k in kw:
+                ts = kw[k]
+                if isinstance(ts, (str, bytes)) or not (isinstance(ts, Tensor) or hasattr(ts, "__iter__")):
+                    raise TypeError(f"option {k}: expected a tensor or a list of tensors, got {ts!r}")
+                ts = (ts,) if isinstance(ts, Tensor) else tuple(ts)
+                for t in ts:
+                    if not isinstance(t, Tensor):
+                        raise TypeError(f"option {k}: expected tensors, got {t!r}")
+                kw[k] = ts
+        # ("no" would silently mean True)
+        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked", "tune", "variants"):
+            if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
+                raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
+                                f"got {kw[k]!r}")
+        if "parallel_min_work" in kw:
+            kw["parallel_min_work"] = check.integer("parallel_min_work", kw["parallel_min_work"], 0,
+                                                    what="a non-negative int")
+        if kw.get("tile") is not None:
+            kw["tile"] = check.tile(kw["tile"])
+        if "opt_level" in kw:
+            kw["opt_level"] = check.integer("opt_level", kw["opt_level"], 0, 3, what="0, 1, 2 or 3")
+        if kw.get("num_threads") is not None:
+            kw["num_threads"] = check.integer("num_threads", kw["num_threads"], 1, check.MAX_THREADS,
+                                              what="a positive int or None",
+                                              note=f" (at most {check.MAX_THREADS} threads)")
+        if kw.get("vector_width") is not None:
+            vw = check.integer("vector_width", kw["vector_width"], 1, 64,
+                               what="a power of two up to 64 or None")
+            if vw not in check.VECTOR_WIDTHS:
+                raise ValueError(f"vector_width must be a power of two up to 64 or None, got {vw!r}")
+            kw["vector_width"] = vw
+        if "choices" in kw:
+            kw["choices"] = check.choices(kw["choices"])
+        kw["target"] = parse_target(kw.get("target"))
+        return cls(**kw)
+
+    def for_lowering(self) -> Options:
+        """The options that change the loop program (the rest only change compilation;
+        ``fastmath=False`` keeps a scan's terms in the plain loop's order, :mod:`.strategies.scan`)."""
+        plain = not self.fastmath or self.checked
+        return Options(self.parallel, False if plain else self.microkernel, self.tile,
+                       self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
+                       parallel_min_work=self.parallel_min_work, target=self.target,
+                       choices=self.choices, variants=self.variants)
+
+
+# ---- stride analysis -------------------------------------------------------------------------
+
+def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
+    """How badly an innermost loop over ``v`` accesses memory, per read: 0 invariant, 1 unit
+    stride, 2 a small stride (interleaved loads and shuffles), 3 anything else (gathers)."""
+    cost = 0
+    for r in reads:
+        stride, known = 0, True
+        for idx, s in zip(r.src, strides_of(r.arg)):
+            co = var_coefficients(idx)
+            if co is None:
+                known = known and v not in walk_vars(idx)
+                continue
+            stride += co.get(v, 0) * s
+        if not known:
+            cost += 3
+        else:
+            cost += 0 if stride == 0 else 1 if abs(stride) == 1 else 2 if abs(stride) <= 4 else 3
+    return cost
+
+
+def walk_vars(e: Expr) -> set:
+    return {n for n in walk(e) if n.op is Op.VAR}
+
+
+def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
+    """Accumulate into the output with the last output axis innermost (instead of a scalar
+    accumulator with the last reduction axis innermost) when that accesses memory better."""
+    if info.combiner.arity != 1 or not info.outer or not info.raxes:
+        return False
+    if info.epilogue is not None and out_dtype != info.acc.dtype:
+        return False  # the output buffer cannot hold the accumulator
+    o, r = info.outer[-1], info.raxes[-1]
+    if o.extent < 8:
+        return False
+    reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
+    cost_acc, cost_buf = strip_access_costs(reads, o, r, strides_of)
+    return cost_buf < cost_acc
+
+
+STRIP_ACCESS = 0.5
+
+
+def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
+    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the
+    last reduction axis ``r`` innermost (scalar accumulators; a loop shorter than 8 is costed
+    4 more: it hardly vectorizes) or the last output axis ``o`` innermost (accumulating in a
+    strip of the output).  The strip is loaded and stored with unit stride and stays in L1:
+    :data:`STRIP_ACCESS`, less than a unit-stride read that streams from memory, so that
+    where the reads cost the same either way the strips win -- their innermost loop is the
+    strip's length, long and contiguous, while the reduction's may be short and strided
+    (a log-softmax over the 21 channels of NCHW: 16 KB between terms)."""
+    cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
+    return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
+
+
+def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:
+    """Whether the output buffer can hold the accumulators of ``info`` (one value; a fused
+    epilogue's output of the accumulator's dtype)."""
+    return info is not None and info.combiner.arity == 1 and bool(info.outer) and bool(info.raxes) \
+        and not (info.epilogue is not None and out_dtype != info.acc.dtype)
+
+
+def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyStmt]:
+    """``out[o] = identity`` (unless filled), then ``out[o] = combine(out[o], src)`` with the
+    schedule ``[o0, .., floor(o_last / T), phase, r..., o_last]``."""
+    outer, raxes = info.outer, info.raxes
+    o_last = outer[-1]
+    comb = info.combiner
+    here = Expr(Op.READ, out.dtype, outer, out.tensor)
+    tiled = o_last.extent > tile_elems
+    head = tuple(outer[:-1]) + ((o_last // tile_elems,) if tiled else ())
+    zeros = (0,) * len(raxes)
+    stmts = []
+    for name, domain, source in ([(f"Ug{k}", piece, there) for k, (piece, there) in enumerate(info.pieces)]
+                                 or [("U", info.update_domain, info.sources[0])]):
+        combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: source})
+        update: tuple = (Store(out, outer, combined),)
+        if info.rest is not TRUE:
+            update = (If(info.rest, update, (), affine=False),)
+        stmts.append(PolyStmt(name, outer + raxes, domain, update, head + (1,) + raxes + (o_last,)))
+    if not info.filled:
+        init = Store(out, outer, comb.identity[0], counted=False)
+        stmts.insert(0, PolyStmt("I", outer, info.outer_domain, (init,), head + (0,) + zeros + (o_last,)))
+    if info.epilogue is not None:
+        final = Store(out, outer, substitute(info.epilogue_value, {info.acc: here}), counted=False)
+        stmts.append(PolyStmt("E", outer, info.outer_domain, (final,), head + (2,) + zeros + (o_last,)))
+    return stmts
+
+
+STRIP_L1_SHARE = 2   # the accumulated strip of the buffer form stays in half of the target's L1
+PARALLEL_STRIPS = 4   # a one-axis output is cut into this many strips, so threads can share it
+MIN_STRIP = 64
+
+
+def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
+    """Elements of the output strip that the buffer form accumulates at once.
+
+    A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
+    threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
+    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements.  Such a strip is a
+    whole number of cache lines (``line`` bytes): each thread stores its strip once per row, and
+    two threads storing into one line row after row -- a layer norm's ``dgamma`` over 1,000
+    columns in strips of 250 -- pass the line between their cores on every row (a kernel's
+    buffers start on a line when it runs on several threads, :class:`.runtime.kernel.Kernel`)."""
+    size = max(1, bits(dtype) // 8)
+    tile = l1d // STRIP_L1_SHARE // max(4, size)
+    if single_axis:
+        per_line = max(1, line // size)
+        want = -(-max(MIN_STRIP, -(-extent // PARALLEL_STRIPS)) // per_line) * per_line
+        tile = min(tile // per_line * per_line, want)
+    return max(MIN_STRIP, tile)
+
+
+def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
+                  fuse_outer: bool = True, form: str | None = None, strips_share: int = 1
+                  ) -> tuple[list, dict]:
+    """The statements to scan (schedules possibly rewritten) and nest attributes.
+
+    ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
+    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
+    ``form``: a reduction's loop order as its strategy chose it (``"strips"``: accumulate in
+    the output where it can hold the accumulators, ``"accumulators"``: never; ``None``: by
+    :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
+    (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
+    attrs: dict = {}
+    stmts = dom.stmts
+    info = dom.reduction
+    if info is None or not allow_buffer or outputs[0] is None:
+        wanted = False
+    elif form is not None:
+        wanted = form == "strips" and _buffer_can_accumulate(info, outputs[0].dtype)
+    else:
+        wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
+    spec = find_scan(info, ordered=not opts.fastmath) if form == "scan" and outputs[0] is not None \
+        and info is not None and allow_buffer and outputs[0].dtype == info.acc.dtype else None
+    if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
+        attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
+        if spec.axis > 0:
+            attrs["parallel_dim"] = 0
+        return scan_form(info, outputs[0], spec), attrs
+    if wanted:
+        out = outputs[0]
+        target = opts.target or parse_target()
+        tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
+                            l1d=target.l1d // strips_share, line=target.line)
+        stmts = buffer_form(info, out, tile)
+        attrs["note"] = "accumulates in the output, innermost loop over its last axis"
+        if len(op.axes) == 1 and op.axes[0].extent <= tile:
+            return stmts, attrs  # the outermost loop runs over the reduction: not parallel
+    if op.axes:
+        attrs["parallel_dim"] = 0
+        if fuse_outer:
+            stmts = fuse_short_outer(stmts)
+    return stmts, attrs
+
+
+FUSE_BELOW = 8
+
+
+def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
+    """Scan the first two output axes as one loop when the first is too short to share among
+    threads (a batch of 1 or 2): time ``a0 * E1 + a1``; isl recovers ``a0`` and ``a1`` with
+    a division and a remainder.  Only when a third time dimension scanning an axis stays
+    inside, so that the innermost loop keeps its unit stride."""
+    def axis(t):
+        return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
+
+    first = [s.schedule for s in stmts]
+    if not first or not all(len(t) >= 3 and axis(t[0]) and axis(t[1]) for t in first):
+        return stmts  # (no statement: an op computed at no point, fuzz seed 535482)
+    a0, a1 = first[0][0], first[0][1]
+    if any(t[0] is not a0 or t[1] is not a1 for t in first) or a0.extent >= FUSE_BELOW:
+        return stmts
+    if not any(axis(x) for t in first for x in t[2:]):
+        return stmts
+    fused = a0 * a1.extent + a1
+    return [PolyStmt(s.name, s.vars, s.domain, s.body, (fused,) + tuple(s.schedule[2:])) for s in stmts]
+
+
+def strides(t: Tensor) -> tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(t.shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+HEAVY = UNARY_MATH | {Op.POW}
+HEAVY_WEIGHT = 4  # a vectorized exp costs about as much as 4 vector loads, stores or adds
+
+
+def work_weight(exprs) -> int:
+    """How many plain innermost-body executions one execution of a body with ``exprs`` is
+    worth, for the parallel threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function
+    (a softmax row of exps is worth sharing long before a row of copies is)."""
+    heavy = sum(1 for e in exprs for n in walk(e) if n.op in HEAVY)
+    return 1 + HEAVY_WEIGHT * min(heavy, 4)
+
+
+def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
+    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
+    and scans the time dimension the schedule declared parallel (an output axis: each
+    iteration writes its own elements), and the nest has enough work to share: with less than
+    ``opts.parallel_min_work`` (times ``weight``, see :func:`work_weight`) waking a second
+    thread costs more than it saves (and on a loaded machine a sleeping worker can wait a
+    whole scheduler time slice, ~4 ms)."""
+    if not opts.parallel or work * weight < opts.parallel_min_work or len(body) != 1 \
+            or not isinstance(body[0], Loop):
+        return body, False
+    loop = body[0]
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:
+        return body, False
+    if loop.dim != attrs.get("parallel_dim", -1):
+        return body, False
+    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True
+
+
+def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:
+    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as it
+    stand)."""
+    out = []
+    for st in stmts:
+        if axis not in st.vars:
+            out.append(st)
+            continue
+        space = IndexSpace(st.vars)
+        keep = space.cond(logical(Op.AND, compare(Op.GE, axis, const(lo)), compare(Op.LT, axis, const(hi))))
+        out.append(PolyStmt(st.name, st.vars, st.domain.intersect(keep), st.body, st.schedule))
+    return out

@@ -1,0 +1,351 @@
+"""Groups lowered once per name-free key, the others renamed (issue 8: a long chain's lowering).
+
+A long chain's program is a handful of distinct nests repeated thousands of times over other
+tensors: ``s8+t9+...`` is ``s0+t1+...`` reading and writing other arrays.  Lowering one group
+(domains, schedule, isl's loops, work) costs far more than renaming a lowered nest, so
+:class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames the
+steps it made for every group with the same key.
+
+:func:`group_key` spells everything lowering reads from a group, with tensors, ops and buffers
+numbered by first use and names left out: the units and their forms, the bodies lowering is
+given, every expression with dtypes and constants bit-exact, variables by first appearance
+*with* their names and ranges (a shared nest keeps the first group's loop variables, so its
+printout is the one lowering would give), combiners, each op's tag, role, attrs, axes and
+outputs, each tensor's shape, dtype and buffer (kind, shape, dtype), and which reductions are
+read from accumulators.  The call's options and target are one per memo.  A group the key
+cannot spell exactly -- a matrix product, a scatter, split axes, strips, a payload it does not
+know or that cannot be hashed -- is lowered on its own, as are groups whose lowered steps hold
+something the renaming would miss (checked when the first is lowered).
+
+Names reach a lowered nest only in its name and note; the lowering passes write them as
+:func:`marked` names, which :meth:`SharedLowering.steps` replaces (the first group's own names,
+or the renamed group's) before anything reads them.  A renaming that would map one name to two
+(two tensors of one name) lowers the group afresh.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold_along
+from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
+from .nest_key import nest_key
+
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_MARKED = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
+_PLAIN = (int, str, bool, type(None))
+
+
+def marked(name: str) -> str:
+    """``name`` as a lowering pass writes it into a nest's name or note (see the docstring)."""
+    return f"{_OPEN}{name}{_CLOSE}"
+
+
+def unmarked(text: str, names: dict[str, str] | None = None) -> str:
+    """``text`` with its marked names replaced by ``names[name]`` (default: the name itself)."""
+    if _OPEN not in text:
+        return text
+    return _MARKED.sub(lambda m: (names or {}).get(m.group(1), m.group(1)), text)
+
+
+class _Speller(Speller):
+    """Numbers tensors, ops, buffers, variables (with their names: a shared nest keeps the
+    first group's) and expression nodes by first appearance."""
+
+    def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
+        super().__init__()
+        self.buffer_of = buffer_of
+        self.tensors: dict[Tensor, int] = {}
+        self.tensor_buffers: dict[Tensor, Buffer | None] = {}
+        self.ops: dict[object, int] = {}
+        self.buffers: dict[int, int] = {}  # id(buffer) -> number
+        self.buffer_list: list[Buffer] = []
+
+    def tensor(self, t: Tensor) -> int:
+        n = self.tensors.get(t)
+        if n is None:
+            op = self.op(t.op)
+            n = self.tensors[t] = len(self.tensors)
+            b = self.tensor_buffers[t] = self.buffer_of(t)
+            buf = self.buffer(b)
+            self.lines.append(("T", op, t.value_index, tuple(t.shape), t.dtype, buf))
+        return n
+
+    def op(self, op: object) -> int:
+        n = self.ops.get(op)
+        if n is None:
+            n = self.ops[op] = len(self.ops)
+            if isinstance(op, ComputeOp):
+                self.lines.append(("C", hashable(op.tag), hashable(op.attrs), op.provenance.role,
+                                   op.num_outputs, tuple(self.var(a) for a in op.axes), op.is_reduction,
+                                   tuple(self.var(a) for a in op.reduce_axes)))
+            else:
+                self.lines.append(("P", type(op).__name__))
+        return n
+
+    def buffer(self, b: Buffer | None) -> int | None:
+        if b is None:
+            return None
+        n = self.buffers.get(id(b))
+        if n is None:
+            n = self.buffers[id(b)] = len(self.buffer_list)
+            self.buffer_list.append(b)
+            self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
+        return n
+
+    def var_data(self, v: Expr) -> tuple:
+        return (v.arg.name, v.arg.lo, v.arg.hi)
+
+    def read(self, e: Expr) -> object:
+        return ("r", self.tensor(e.arg))
+
+
+def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
+              buffer_of: Callable[[Tensor], Buffer | None]) -> tuple[tuple, _Speller] | None:
+    """``(key, speller)`` of a group (:class:`.loops.nest_groups.Group`) as :func:`.lower._lower_one_group`
+    lowers it, or ``None`` when it has none (see the module docstring)."""
+    if g.strips:
+        return None
+    sp = _Speller(buffer_of)
+    units = []
+    try:
+        for u, tau in zip(g.units, g.taus):
+            if u.gemm is not None or u.split is not None or u.batch_range is not None or u.scatter \
+                    or u.form == "scatter":
+                return None
+            e = u.epilogue
+            units.append((
+                sp.op(u.op), tuple(sp.expr(b) for b in u.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
+                tuple(sp.var(a) for a in u.outer),
+                tuple((sp.var(a), sp.expr(v)) for a, v in u.tau_of.items()),
+                tuple(sp.expr(x) for x in tau),
+                None if u.reduction is None else
+                (sp.op(u.reduction), tuple(sp.expr(b) for b in bodies[u.reduction])),
+                None if e is None else (sp.op(e.consumer), sp.tensor(e.reduction), sp.expr(e.body)),
+                u.form, u.op in scalar, tuple(sp.buffer(b) for b in outs_of(u.op))))
+    except Unkeyable:
+        return None
+    return (g.depth, tuple(units), tuple(sp.lines)), sp
+
+
+class _Entry:
+    """A group's steps as lowered (names marked) and what renaming them needs."""
+
+    def __init__(self, steps: list | None, sp: _Speller) -> None:
+        self.steps = steps
+        self.tensors = list(sp.tensors)
+        self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
+        self.ops = list(sp.ops)
+        self.buffers = sp.buffer_list
+        self.names = _marked_names(steps) if steps else set()
+        known = {o.name for o in sp.ops} | {b.name for b in sp.buffer_list}
+        self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
+                                                     {id(b) for b in sp.buffer_list}, self.names, known)
+
+
+class SharedLowering:
+    """One ``lower`` call's table of lowered groups by :func:`group_key` (no module state).
+
+    ``lowered``/``renamed`` count the groups lowered and the groups made by renaming."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple, _Entry] = {}
+        self.lowered = 0
+        self.renamed = 0
+
+    def steps(self, g, bodies: dict, outs_of: Callable, scalar: set,
+              buffer_of: Callable[[Tensor], Buffer | None], lower: Callable[[], list | None]) -> list | None:
+        """The steps of group ``g``: ``lower()``'s (names unmarked), or an equal group's renamed."""
+        keyed = group_key(g, bodies, outs_of, scalar, buffer_of)
+        entry = None if keyed is None else self.table.get(keyed[0])
+        if entry is not None and entry.shareable:
+            if entry.steps is None:
+                return None  # (an equal group cannot be fused exactly: neither can this one)
+            made = _renamed(entry, keyed[1])
+            if made is not None:
+                self.renamed += 1
+                return made
+        self.lowered += 1
+        made = lower()
+        if keyed is not None and entry is None:
+            self.table[keyed[0]] = _Entry(made, keyed[1])
+        return None if made is None else [_finished(st, {}) for st in made]
+
+
+def _finished(step, names: dict[str, str]):
+    if isinstance(step, Nest) and (_OPEN in step.name or _OPEN in step.note):
+        return Nest(unmarked(step.name, names), step.body, step.outputs, step.work,
+                    unmarked(step.note, names), step.parallel, step.accumulators, step.attrs)
+    return step
+
+
+def _marked_names(steps: list) -> set[str]:
+    return {m for st in steps if isinstance(st, Nest) for text in (st.name, st.note)
+            for m in _MARKED.findall(text)}
+
+
+def _plain(v: object) -> bool:
+    """An attribute value renaming may copy: no tensor, op or buffer inside."""
+    return isinstance(v, _PLAIN) or isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v)
+
+
+def _walk_stmts(stmts: tuple):
+    for s in stmts:
+        yield s
+        if isinstance(s, Loop):
+            yield from _walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from _walk_stmts(s.then)
+            yield from _walk_stmts(s.orelse)
+
+
+def _exprs(s) -> tuple:
+    if isinstance(s, Loop):
+        return (s.var, s.lo, s.hi)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, Store):
+        return (*s.index, s.value)
+    return (*s.targets, *s.values)
+
+
+def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
+    """Whether renaming ``steps`` through the key's numbering reaches everything in them that
+    names a tensor, op or buffer (else the group is lowered afresh each time)."""
+    if not names <= known:
+        return False
+    seen: dict = {}
+    for st in steps:
+        if isinstance(st, Fill):
+            if id(st.buffer) not in buffers or not _reads_within(st.value, tensors, seen):
+                return False
+            continue
+        if not isinstance(st, Nest) or any(id(b) not in buffers for b in st.outputs) \
+                or not all(_plain(v) for v in st.attrs.values()):
+            return False
+        for s in _walk_stmts(st.body):
+            if not isinstance(s, (Loop, If, Store, Assign)):
+                return False
+            if isinstance(s, (Store, Assign)) and s.owner is not None and s.owner not in ops:
+                return False
+            if isinstance(s, Store) and id(s.buffer) not in buffers:
+                return False
+            if not all(_reads_within(e, tensors, seen) for e in _exprs(s)):
+                return False
+    return True
+
+
+def _reads_within(root: Expr, tensors: set, seen: dict) -> bool:
+    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``
+    (``seen``: the nodes checked already, all fine)."""
+    ok = [True]
+
+    def visit(n: Expr) -> None:
+        if n.op is Op.READ:
+            ok[0] = ok[0] and n.arg in tensors
+        elif n.op is not Op.VAR and n.op is not Op.CONST and n.arg is not None and not isinstance(n.arg, str):
+            ok[0] = False  # (a payload the renaming does not rewrite: may name a tensor)
+
+    fold_along(root, lambda n: n.src, visit, seen)
+    return ok[0]
+
+
+class RenamedNest(Nest):
+    """A nest made by renaming ``source`` (a lowered nest with the same key): its body is
+    renamed when first read -- a build reads only ``source``'s (:meth:`buffer` maps its
+    buffers to this nest's: :mod:`.llvm.emit` calls one function for both), a printout
+    reads this one's."""
+
+    def __init__(self, name: str, body: tuple | None, outputs: tuple, work: int = 0, note: str = "",
+                 parallel: bool = False, accumulators: tuple = (), attrs: dict | None = None, *,
+                 source: Nest | None = None, rename: Callable[[tuple], tuple] | None = None,
+                 buffers: dict[int, Buffer] | None = None, source_buffers: dict | None = None) -> None:
+        self._rename = rename
+        super().__init__(name, body, outputs, work, note, parallel, accumulators,
+                         {} if attrs is None else attrs)
+        self.source = source
+        self._buffers = buffers or {}
+        self._source_buffers = source_buffers or {}  # the source's tensors -> their buffers
+
+    @property  # type: ignore[override]
+    def body(self) -> tuple:
+        made = self.__dict__.get("_body")
+        if made is None:
+            made = self.__dict__["_body"] = self._rename(self.source.body)
+        return made
+
+    @body.setter
+    def body(self, value: tuple | None) -> None:
+        self.__dict__["_body"] = value
+
+    @property
+    def made(self) -> bool:
+        """Whether the body has been renamed yet."""
+        return self.__dict__.get("_body") is not None
+
+    def buffer(self, b: Buffer) -> Buffer:
+        """This nest's buffer in place of ``source``'s ``b``."""
+        return self._buffers[id(b)]
+
+    def source_key(self) -> tuple[tuple, list[Buffer]] | None:
+        """:func:`.loops.nest_key.nest_key` of ``source`` over the buffers it was lowered with."""
+        try:
+            return nest_key(self.source, self._source_buffers.__getitem__)
+        except KeyError:  # (a tensor read without a buffer: no key, the body is renamed)
+            return None
+
+
+def _renamed(entry: _Entry, sp: _Speller) -> list | None:
+    """``entry``'s steps for the group ``sp`` spelled, or ``None`` when one name would map to two."""
+    new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), sp.buffer_list
+    names: dict[str, str] = {}
+    for old, new in [*zip(entry.ops, new_ops), *zip(entry.buffers, new_buffers)]:
+        if old.name in entry.names and names.setdefault(old.name, new.name) != new.name:
+            return None
+    tmap = dict(zip(entry.tensors, new_tensors))
+    omap = dict(zip(entry.ops, new_ops))
+    bmap = {id(o): n for o, n in zip(entry.buffers, new_buffers)}
+    memo: dict[Expr, Expr] = {}
+
+    def rebuilt(n: Expr) -> Expr:
+        src = tuple(memo[c] for c in n.src)
+        if n.op is Op.READ:
+            return Expr(Op.READ, n.dtype, src, tmap[n.arg])
+        return n.replace(src=src) if any(a is not b for a, b in zip(src, n.src)) else n
+
+    def ren(e: Expr) -> Expr:
+        return fold_along(e, lambda n: n.src, rebuilt, memo)
+
+    def stmts(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Loop):
+                out.append(Loop(s.var, ren(s.lo), ren(s.hi), stmts(s.body), s.step, s.kind, s.dim))
+            elif isinstance(s, If):
+                out.append(If(ren(s.cond), stmts(s.then), stmts(s.orelse), s.affine))
+            elif isinstance(s, Store):
+                out.append(Store(bmap[id(s.buffer)], tuple(map(ren, s.index)), ren(s.value), s.counted,
+                                 omap.get(s.owner, s.owner)))
+            else:
+                out.append(Assign(s.targets, tuple(map(ren, s.values)), s.counted,
+                                  omap.get(s.owner, s.owner)))
+        return tuple(out)
+
+    out = []
+    for st in entry.steps:
+        if isinstance(st, Fill):
+            out.append(Fill(bmap[id(st.buffer)], ren(st.value), st.parallel))
+        else:
+            out.append(RenamedNest(unmarked(st.name, names), None, tuple(bmap[id(b)] for b in st.outputs),
+                                   st.work, unmarked(st.note, names), st.parallel, st.accumulators,
+                                   dict(st.attrs), source=st, rename=stmts, buffers=bmap,
+                                   source_buffers=entry.tensor_buffers))
+    return out
+
+
+__all__ = ["RenamedNest", "SharedLowering", "group_key", "marked", "unmarked"]

@@ -1,0 +1,69 @@
+"""Sibling strip-form reductions in one pass (a :class:`.loops.nest_groups.Group` with ``strips``).
+
+A column sum accumulates in strips of its output, rows outside, the strip's columns innermost
+(:func:`.loops.schedule.buffer_form`).  Two such sums over the same rows -- a layer norm's
+``dgamma[j] = sum_i H[i, j] * xhat[i, j]`` and ``dbeta[j] = sum_i H[i, j]`` -- lowered apart
+are two passes over ``H``.  Scheduled together, each member's statements get its position in
+the group as one more, innermost time dimension::
+
+    I_0[j] -> [j / T, 0, 0, j, 0]     U_0[j, i] -> [j / T, 1, i, j, 0]
+    I_1[j] -> [j / T, 0, 0, j, 1]     U_1[j, i] -> [j / T, 1, i, j, 1]
+
+so isl scans one loop over the strip's columns whose body updates both outputs: one pass over
+the rows.  Members have the same output and reduction extents (:func:`.loops.nest_groups.strip_siblings`),
+hence the same strips; the strips are shortened so that all members' strips share the L1 as
+one strip did.  Work is counted per member (statements owned by their op), as apart.
+"""
+
+from __future__ import annotations
+
+from ..program import Nest, owned
+from .domain import PolyStmt, op_domain
+from .isl_ast import build_loops
+from .nest_groups import Group
+from .schedule import Options, mark_parallel, schedule_nest, work_weight
+from .work import count_work
+
+NOTE = "accumulates in the output, innermost loop over its last axis"
+
+
+def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
+                 scans: dict | None = None) -> list | None:
+    """The steps (fills, then one nest) of a strips group, or ``None`` when a member does not
+    take the strip form (the group is then lowered member by member)."""
+    n = len(group.units)
+    fills, stmts, accs, names, notes, outputs = [], [], [], [], [], []
+    attrs0: dict | None = None
+    for g, u in enumerate(group.units):
+        outs = outs_of(u.op)
+        if outs[0] is None:
+            return None
+        dom = op_domain(u.op, bodies[u.op], outs, None)
+        member, attrs = schedule_nest(u.op, dom, outs, opts, form="strips", strips_share=n)
+        if attrs.get("note") != NOTE or (attrs0 is not None and attrs != attrs0):
+            return None
+        if stmts and len(member[0].schedule) != len(stmts[0].schedule) - 1:
+            return None
+        attrs0 = attrs
+        for st in member:
+            body = tuple(owned(x, u.op) for x in st.body)
+            stmts.append(PolyStmt(f"{st.name}_{g}", st.vars, st.domain, body, tuple(st.schedule) + (g,)))
+        fills.extend(dom.fills)
+        accs.extend(dom.accumulators)
+        names.append(u.op.name)
+        notes.append(f"{u.op.name}: {dom.note}" if dom.note else u.op.name)
+        outputs.extend(b for b in outs if b is not None)
+    body = build_loops(stmts, scans)
+    work = count_work(body)
+    attrs = dict(attrs0 or {})
+    weight = work_weight([b for u in group.units for b in bodies[u.op]])
+    body, parallel = mark_parallel(body, attrs, opts, work, weight)
+    if parallel:
+        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
+    note = f"{NOTE}; one pass for " + "; ".join(notes)
+    attrs["note"] = note
+    nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)
+    return [*fills, nest]
+
+
+__all__ = ["lower_strips"]

@@ -1,0 +1,416 @@
+"""Exact work of a loop nest: how many times innermost loop bodies execute.
+
+isl has no cardinality in islpy, so we count with the loop structure itself.  The count of a
+block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one value
+per point for each loop variable in scope):
+
+* a loop whose body's bounds and guards do not mention its variable contributes
+  ``trips * count(body)`` -- so a box costs a product of extents, whatever its size
+  (32 x 3000 x 10000 dense: three multiplications);
+* otherwise the loop is expanded: every point of the frontier is repeated once per iteration
+  and the body is counted on the expanded frontier (a triangle ``k <= i`` expands ``i`` only,
+  and the inner loop is ``i + 1`` trips in closed form);
+* an affine ``if`` (from isl) masks the frontier;
+* a block execution that runs a counted statement outside its inner loops is one execution of
+  an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
+  sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
+  op in one body execution count once, those of different ops (a fused nest) once per op;
+  bookkeeping (``counted=False``: accumulator init, final stores, fused epilogues) never
+  counts; a data-dependent ``if`` guarding loops (a scatter's rare
+  case, its test hoisted out of them: a max's tied points) is one execution, the test's.
+
+Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
+A loop whose only statement is an inner loop of unit step with affine bounds and a body that
+depends on neither variable is summed in closed form instead of expanded (an arithmetic series
+clipped at zero trips: the triangle ``k <= i`` of ``2**40`` rows costs a few operations).
+
+Counts are exact integers: int64 arrays while no product or sum can reach ``2**62``, Python
+ints (object arrays) past that -- a ``2**40 x 2**40`` op has ``2**80`` units of work, not 0
+(issue 8, D12).  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
+clear error instead of running for hours.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold, walk
+from tensorad.poly.linear import var_coefficients
+
+from ..program import If, Loop, owner_of
+
+CHUNK = 1 << 22
+EXPAND_LIMIT = 1 << 28
+PIECEWISE_POINTS = 4096  # frontier points summed piece by piece in Python
+_SAFE = 1 << 62
+
+
+def _magnitude(a) -> int:
+    a = np.asarray(a)
+    return int(np.max(np.abs(a))) if a.size else 0
+
+
+def _exact(a) -> np.ndarray:
+    """``a`` as an array of Python ints (object dtype)."""
+    return np.asarray(a).astype(object)
+
+
+def exact_mul(a, b) -> np.ndarray:
+    """``a * b`` elementwise, exact (int64 while it cannot overflow, Python ints beyond)."""
+    if _magnitude(a) * _magnitude(b) < _SAFE:
+        return np.asarray(a) * np.asarray(b)
+    return _exact(a) * _exact(b)
+
+
+def exact_add(a, b) -> np.ndarray:
+    if _magnitude(a) + _magnitude(b) < _SAFE:
+        return np.asarray(a) + np.asarray(b)
+    return _exact(a) + _exact(b)
+
+_RULES = {
+    Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg),
+    Op.ADD: lambda n, a, b: a + b,
+    Op.SUB: lambda n, a, b: a - b,
+    Op.MUL: lambda n, a, b: a * b,
+    Op.NEG: lambda n, a: -a,
+    Op.FLOORDIV: lambda n, a, b: np.floor_divide(a, b),
+    Op.MOD: lambda n, a, b: np.mod(a, b),
+    Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),
+    Op.MINIMUM: lambda n, a, b: np.minimum(a, b),
+    Op.LT: lambda n, a, b: a < b,
+    Op.LE: lambda n, a, b: a <= b,
+    Op.GT: lambda n, a, b: a > b,
+    Op.GE: lambda n, a, b: a >= b,
+    Op.EQ: lambda n, a, b: np.equal(a, b),
+    Op.NE: lambda n, a, b: np.not_equal(a, b),
+    Op.AND: lambda n, a, b: np.logical_and(a, b),
+    Op.OR: lambda n, a, b: np.logical_or(a, b),
+    Op.NOT: lambda n, a: np.logical_not(a),
+    Op.SELECT: lambda n, c, a, b: np.where(c, a, b),
+    Op.CAST: lambda n, a: a,
+}
+
+
+def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
+    """An index expression or affine condition at every frontier point (length ``n``)."""
+    rules = dict(_RULES)
+    rules[Op.VAR] = lambda node: env[node]
+    return np.broadcast_to(fold(e, rules), (n,))
+
+
+class WorkCounter:
+    """A block execution counts one innermost-body execution per distinct owner
+    (:func:`.program.owner_of`) of the counted statements it runs directly, so a fused nest
+    whose body stores several ops (:mod:`.loops.fused_nest`) counts each op's body once."""
+
+    def __init__(self) -> None:
+        self._deps: dict[int, frozenset] = {}
+        self.owner = owner_of
+
+    def deps(self, s) -> frozenset:
+        """Loop variables that bounds and affine guards inside ``s`` read from outside it."""
+        key = id(s)
+        found = self._deps.get(key)
+        if found is not None:
+            return found
+        out: set = set()
+        if isinstance(s, Loop):
+            out |= _vars(s.lo) | _vars(s.hi)
+            for b in s.body:
+                out |= self.deps(b)
+            out.discard(s.var)
+        elif isinstance(s, If) and s.affine:
+            out |= _vars(s.cond)
+            for b in s.then + s.orelse:
+                out |= self.deps(b)
+        found = self._deps[key] = frozenset(out)
+        return found
+
+    def block(self, stmts: tuple, env: dict, n: int) -> np.ndarray:
+        """Executions of innermost bodies in ``stmts``, per frontier point."""
+        direct, nested = self.parts(stmts, env, n)
+        for d in direct.values():
+            nested = exact_add(nested, d.astype(np.int64))
+        return nested
+
+    def parts(self, stmts: tuple, env: dict, n: int) -> tuple[dict, np.ndarray]:
+        """({owner: 1 where this block execution runs a counted statement of that owner outside
+        any inner loop}, executions of innermost bodies inside its inner loops), per frontier
+        point.
+
+        A counted statement beside a loop (``x = ..; if c: for k: ..``, as isl splits a
+        domain into pieces) is an innermost-body execution of its own; counted statements of
+        one owner in one body execution (plain, or under affine ``if``s: the stores of a
+        multi-output op on different sub-domains) count once together."""
+        direct: dict = {}
+        nested = np.zeros(n, np.int64)
+        for s in stmts:
+            if isinstance(s, Loop):
+                nested = exact_add(nested, self.loop(s, env, n))
+            elif isinstance(s, If) and s.affine:
+                mask = evaluate_index(s.cond, env, n)
+                d_then, n_then = self.parts(s.then, env, n)
+                d_else, n_else = self.parts(s.orelse, env, n)
+                for o in {**d_then, **d_else}:
+                    hit = np.where(mask, d_then.get(o, False), d_else.get(o, False))
+                    direct[o] = direct[o] | hit if o in direct else hit
+                nested = exact_add(nested, np.where(mask, n_then, n_else))
+            elif counted(s):
+                direct[self.owner(s)] = np.ones(n, bool)
+        return direct, nested
+
+    def loop(self, s: Loop, env: dict, n: int) -> np.ndarray:
+        lo = evaluate_index(s.lo, env, n).astype(np.int64)
+        hi = evaluate_index(s.hi, env, n).astype(np.int64)
+        trips = np.maximum(0, (hi - lo + s.step - 1) // s.step)
+        inner = frozenset().union(*(self.deps(b) for b in s.body))
+        if s.var not in inner:
+            return exact_mul(trips, self.block(s.body, env, n))
+        closed = self.series(s, env, n, lo, trips)
+        if closed is not None:
+            return closed
+        total = int(_exact(trips).sum())
+        if total > EXPAND_LIMIT:
+            raise ValueError(f"work: counting the loop over {s.var.name} exactly would visit {total} "
+                             f"points (more than {EXPAND_LIMIT}); its inner bounds are not affine "
+                             "in it, so no closed form applies")
+        keep = [v for v in inner if v is not s.var and v in env]
+        out = np.zeros(n, np.int64)
+        # expand the frontier in chunks of about CHUNK points (a point with more trips than
+        # that is split into several chunks of its own)
+        pts = np.repeat(np.arange(n), -(-trips // CHUNK))  # one row per (point, chunk of trips)
+        part = np.arange(pts.size) - np.repeat(np.cumsum(-(-trips // CHUNK)) - -(-trips // CHUNK),
+                                               -(-trips // CHUNK))
+        first_iter = part * CHUNK
+        count = np.minimum(trips[pts] - first_iter, CHUNK)
+        ends = np.cumsum(count)
+        row = 0
+        while row < pts.size:
+            base = ends[row - 1] if row else 0
+            stop = max(int(np.searchsorted(ends, base + CHUNK, side="right")), row + 1)
+            c = count[row:stop]
+            rows = np.repeat(np.arange(row, stop), c)
+            offset = first_iter[rows] + np.arange(rows.size) - np.repeat(ends[row:stop] - c, c) + base
+            owner = pts[rows]
+            sub_env = {v: np.broadcast_to(env[v], (n,))[owner] for v in keep}
+            sub_env[s.var] = lo[owner] + s.step * offset
+            counts = self.block(s.body, sub_env, owner.size)
+            if counts.dtype == object or _magnitude(counts) * max(owner.size, 1) >= _SAFE:
+                out = _exact(out)
+                np.add.at(out, owner, _exact(counts))
+            else:
+                out = exact_add(out, np.bincount(owner, weights=counts, minlength=n).astype(np.int64)
+                                if _magnitude(counts) * owner.size < (1 << 53) else _sum_by(owner, counts, n))
+            row = stop
+        return out
+
+    def series(self, s: Loop, env: dict, n: int, lo: np.ndarray, trips: np.ndarray):
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when
+        ``s``'s body is one loop ``t`` of unit step (beside plain statements) whose bounds are
+        affine in ``v`` and whose body depends on neither ``v`` nor ``t``'s variable; ``None``
+        otherwise.
+
+        With ``v = lo + step * m`` (``m`` in ``[0, T)``), the trips of ``t`` are
+        ``max(0, A*m + B)``: ``A = a * step``, ``B = a * lo + b`` where ``a`` is ``v``'s
+        coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
+        form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
+        ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
+        loops = [x for x in s.body if isinstance(x, Loop)]
+        others = [x for x in s.body if not isinstance(x, Loop)]
+        if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
+            return None
+        t = loops[0]
+        direct = len({self.owner(x) for x in others if counted(x)})  # (counted statements beside the loop)
+        body_deps = frozenset().union(*(self.deps(b) for b in t.body))
+        if s.var in body_deps or t.var in body_deps:
+            return None
+        co_hi, co_lo = var_coefficients(t.hi), var_coefficients(t.lo)
+        if co_hi is None or co_lo is None:
+            pieces = self.piecewise_series(s, t, env, n, lo, trips)
+            if pieces is None:
+                return None
+            return _exact(pieces) * _exact(self.block(t.body, env, n)) + direct * _exact(trips)
+        a = co_hi.get(s.var, 0) - co_lo.get(s.var, 0)
+        at0 = {**env, s.var: np.zeros(n, np.int64)}
+        b = _exact(evaluate_index(t.hi, at0, n)) - _exact(evaluate_index(t.lo, at0, n))
+        big_a, big_b, T = a * s.step, a * _exact(lo) + b, _exact(trips)
+        if big_a == 0:
+            total = T * np.maximum(big_b, 0)
+        elif big_a > 0:
+            m0 = np.minimum(np.maximum((-big_b) // big_a + 1, 0), T)
+            cnt = T - m0
+            total = big_a * ((m0 + T - 1) * cnt // 2) + big_b * cnt
+        else:
+            m1 = np.minimum(np.maximum(-((-big_b) // -big_a), 0), T)
+            total = big_a * ((m1 - 1) * m1 // 2) + big_b * m1
+        return _exact(total) * _exact(self.block(t.body, env, n)) + direct * T
+
+    def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
+                         trips: np.ndarray) -> np.ndarray | None:
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s
+        bounds are ``min``/``max`` trees of affine functions of ``v`` (isl's
+        ``range(i + 1, min(n, 2 * i))``): between two consecutive crossings of those lines
+        (or with zero trips) the trips are affine in ``v``, so each piece is an arithmetic
+        series (checked at three points).  ``None`` when a bound is not piecewise affine or
+        the frontier is too wide for a per-point Python sum."""
+        if n > PIECEWISE_POINTS:
+            return None
+        out = []
+        bounds = (_py_function(t.hi), _py_function(t.lo))  # (walked once, evaluated per point)
+        if None in bounds:
+            return None  # not integer arithmetic (a comparison, a select): expand instead
+        for p in range(n):
+            point = {v: int(np.broadcast_to(a, (n,))[p]) for v, a in env.items()}
+            total = _piecewise_sum(t, s.var, point, int(lo[p]), s.step, int(trips[p]), bounds)
+            if total is None:
+                return None  # not affine between crossings (floor divisions): expand instead
+            out.append(total)
+        return np.array(out, dtype=object)
+
+
+def _has_loop(s) -> bool:
+    if isinstance(s, Loop):
+        return True
+    return isinstance(s, If) and any(_has_loop(x) for x in s.then + s.orelse)
+
+
+def counted(s) -> bool:
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is;
+    one guarding loops (a scatter's rare case, its test hoisted out of them: ties of a max)
+    is one execution, the test's: what runs when it fails, the common case."""
+    if isinstance(s, If):
+        return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
+    return s.counted
+
+
+def _vars(e: Expr) -> set:
+    return {n for n in walk(e) if n.op is Op.VAR}
+
+
+def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int,
+                   bounds: tuple) -> int | None:
+    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``, with
+    ``bounds`` = ``t``'s (hi, lo) as :func:`_py_function`; ``None`` when a bound is not a
+    piecewise-affine function of ``v``."""
+    hi_at, lo_at = bounds
+
+    def f(m: int) -> int:
+        at = {**point, v: first + step * m}
+        return max(0, hi_at(at) - lo_at(at))
+
+    pairs: list = []
+    hi, lo = _lines(t.hi, v, point, pairs), _lines(t.lo, v, point, pairs)
+    if hi is None or lo is None:
+        return None
+    pairs.append((hi, lo))  # where the trips reach zero
+    cuts = {0, count}
+    for xs, ys in pairs:  # lines cross at v* = (by - bx) / (ax - ay)
+        for ax, bx in xs:
+            for ay, by in ys:
+                if ax != ay:
+                    m = ((by - bx) // (ax - ay) - first) // step
+                    cuts.update(c for c in (m - 1, m, m + 1, m + 2) if 0 < c < count)
+    total = 0
+    edges = sorted(cuts)
+    for a, b in zip(edges, edges[1:]):
+        fa, fb = f(a), f(b - 1)
+        if b - a > 1:  # one affine piece (a safety check: three more points)
+            d = f(a + 1) - fa
+            mid = (a + b) // 2
+            if fb != fa + d * (b - 1 - a) or f(mid) != fa + d * (mid - a):
+                return None
+        total += (fa + fb) * (b - a) // 2
+    return total
+
+
+def _lines(e: Expr, v: Expr, point: dict, pairs: list) -> list[tuple[int, int]] | None:
+    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when
+    ``e`` is built from affine terms by ``+ - min max`` and constant factors; every
+    ``min``/``max`` adds its operands' line sets to ``pairs`` (where its choice can change).
+    ``None`` otherwise."""
+    op = e.op
+    if op is Op.VAR:
+        return [(1, 0)] if e is v else [(0, point[e])] if e in point else None
+    if op is Op.CONST:
+        return [(0, int(e.arg))]
+    if op is Op.CAST:
+        return _lines(e.src[0], v, point, pairs)
+    kids = [_lines(x, v, point, pairs) for x in e.src]
+    if any(k is None for k in kids):
+        return None
+    if op is Op.NEG:
+        return [(-a, -b) for a, b in kids[0]]
+    if op in (Op.ADD, Op.SUB):
+        sign = 1 if op is Op.ADD else -1
+        out = sorted({(a + sign * c, b + sign * d) for a, b in kids[0] for c, d in kids[1]})
+        return out if len(out) <= 64 else None
+    if op is Op.MUL:
+        const = [k for k in kids if len(k) == 1 and k[0][0] == 0]
+        if not const:
+            return None
+        factor = const[0][0][1]
+        other = kids[1] if const[0] is kids[0] else kids[0]
+        return [(a * factor, b * factor) for a, b in other]
+    if op in (Op.MINIMUM, Op.MAXIMUM):
+        pairs.append((kids[0], kids[1]))
+        return sorted(set(kids[0]) | set(kids[1]))
+    return None
+
+
+_PY_RULES = {
+    Op.CONST: lambda n: int(n.arg),
+    Op.ADD: lambda n, a, b: a + b,
+    Op.SUB: lambda n, a, b: a - b,
+    Op.MUL: lambda n, a, b: a * b,
+    Op.NEG: lambda n, a: -a,
+    Op.FLOORDIV: lambda n, a, b: a // b,
+    Op.MOD: lambda n, a, b: a % b,
+    Op.MAXIMUM: lambda n, a, b: max(a, b),
+    Op.MINIMUM: lambda n, a, b: min(a, b),
+    Op.CAST: lambda n, a: a,
+}
+
+
+_PY_BINARY = {op: r for op, r in _PY_RULES.items() if r.__code__.co_argcount == 3}
+
+
+def _py_function(e: Expr):
+    """``e`` as a Python function of a point (``{var: int}``): the expression is walked once,
+    then each evaluation is nested closure calls (the loop counter evaluates the same bounds
+    at many frontier points).  ``None`` when ``e`` is not integer arithmetic."""
+    def rule(node: Expr, *kids):
+        op = node.op
+        if any(k is None for k in kids):
+            return None
+        if op is Op.VAR:
+            return lambda env: env[node]
+        if op is Op.CONST:
+            if isinstance(node.arg, float) and not node.arg.is_integer():
+                return None
+            c = int(node.arg)
+            return lambda env: c
+        if op is Op.CAST:
+            return kids[0]
+        if op is Op.NEG:
+            a = kids[0]
+            return lambda env: -a(env)
+        combine = _PY_BINARY.get(op)
+        if combine is None or len(kids) != 2:
+            return None
+        a, b = kids
+        return lambda env: combine(node, a(env), b(env))
+
+    return fold(e, rule)
+
+
+def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, np.int64)
+    np.add.at(out, owner, counts.astype(np.int64))
+    return out
+
+
+def count_work(body: tuple) -> int:
+    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), as
+    an exact Python int."""
+    return int(WorkCounter().block(body, {}, 1)[0])

@@ -1,0 +1,13 @@
+"""Rewrites of the tensor program before planning: which tensors get buffers, and sums
+computed once where the program spells them several times.  :func:`..lower` runs them in order.
+
+* ``buffers``          which tensors get a buffer; the others are inlined into their readers
+* ``footprint``        a materialized tensor shrunk to the points its readers read
+* ``speculate``        ``if_then_else`` on data tests made ``select`` where that is safe
+* ``choice_factoring`` costly operations shared by an eager choice's branches, computed once
+* ``transposed_sums``  one sum computed once when the program spells it twice, once transposed
+* ``copy_elision``     an output that copies a temporary computes the temporary itself
+* ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1
+* ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
+* ``shared_windows``   a compound operand read through windows, computed once as a tensor
+"""

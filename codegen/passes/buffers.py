@@ -1,0 +1,186 @@
+"""Which tensors get a buffer and which are recomputed inside their consumers.
+
+The rule (visible in the printed program as ``# inlined: ...`` and ``allocate ...``):
+
+* outputs and reductions are materialized (a reduction recomputed per use multiplies work),
+  and values whose readers must see the same bits (``Role.SAVED``: a max gradient's tie test);
+* a non-reduction tensor is inlined into its readers -- unless recomputing it costs more than
+  storing it: its body has a transcendental function or several reads, and its readers read it
+  at least twice per element (``reads / size >= 2``, estimated from the readers' iteration
+  boxes) -- the softmax ``exp`` read by both the sum and the division;
+* but a tensor larger than every input and output together is never materialized when it can
+  be inlined (a Jacobian-sized intermediate must not reach memory);
+* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor
+  whose body, with its inlined producers substituted, would pass it is materialized (a long
+  elementwise chain becomes one nest per ``INLINE_BUDGET`` operations).  LLVM's time on one
+  straight-line body grows faster than its length (the register allocator's is about
+  quadratic), so this keeps compile time linear in the program; a producer shared by two
+  readers is counted in both (an over-estimate: at worst it materializes earlier).
+
+:func:`inline_bodies` then substitutes the bodies of inlined tensors into their readers, giving
+each materialized op bodies that read only buffers.
+"""
+
+from __future__ import annotations
+
+from tensorad.simplify.algebra.ranges import wraps_where_stored
+
+from tensorad.ir.expr import UNARY_MATH, Expr, Op
+from tensorad.ir.rewrite import match_pattern, replace_reads, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Role, Tensor
+
+EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
+INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
+
+
+def _box(op: ComputeOp) -> int:
+    n = 1
+    for ax in list(op.axes) + list(op.reduce_axes):
+        n *= max(ax.hi - ax.lo, 0)
+    return n
+
+
+def _cost(body: Expr) -> tuple[int, int]:
+    """(number of reads, number of expensive operations) in ``body``."""
+    reads = sum(1 for n in walk(body) if n.op is Op.READ)
+    heavy = sum(1 for n in walk(body) if n.op in EXPENSIVE)
+    return reads, heavy
+
+
+def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: set[Tensor],
+                        force_inline: set = frozenset(), force_materialize: set = frozenset()
+                        ) -> set[ComputeOp]:
+    """The compute ops that get buffers (see the module docstring)."""
+    ops = [t.op for t in tensors if isinstance(t.op, ComputeOp) and t not in inputs]
+    ops = list(dict.fromkeys(ops))
+    out_ops = {t.op for t in outputs}
+    limit = sum(t.size for t in list(inputs) + list(outputs))
+    chosen: set[ComputeOp] = set()
+    for op in ops:
+        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED \
+                or any(wraps_where_stored(b) for b in op.body):
+            chosen.add(op)
+    # reads of each op by every other op, weighted by the reader's iteration box
+    uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)
+    for reader in ops:
+        w = _box(reader)
+        for b in reader.body[:1] if reader.is_reduction else reader.body:
+            for n in walk(b):
+                if n.op is Op.READ and isinstance(n.arg.op, ComputeOp) and n.arg.op in uses:
+                    uses[n.arg.op] += w
+    # decide consumers first so that a reader's own inlining is known (approximation: boxes)
+    for op in ops:
+        if op in chosen or op in force_inline:
+            continue
+        size = max(_box(op), 1)
+        reads, heavy = 0, 0
+        for b in op.body:
+            r, h = _cost(b)
+            reads, heavy = reads + r, heavy + h
+        costly = heavy > 0 or reads >= 3
+        if costly and uses[op] >= 2 * size and size <= max(limit, 1):
+            chosen.add(op)
+    _bound_inlined_size(ops, chosen, force_inline)
+    return chosen
+
+
+def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inline: set) -> None:
+    """Materialize (add to ``chosen``) every op whose body with its inlined producers would
+    hold more than :data:`INLINE_BUDGET` expensive operations; ``ops`` lists producers first."""
+    gathered: dict[ComputeOp, int] = {}
+    for op in ops:
+        seen: set[int] = set()
+        total = 0
+        producers: dict[ComputeOp, None] = {}
+        for b in op.body:
+            for n in walk(b):
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if n.op in EXPENSIVE:
+                    total += 1
+                elif n.op is Op.READ and n.arg.op in gathered:
+                    producers.setdefault(n.arg.op, None)
+        total += sum(gathered[p] for p in producers)
+        if total > INLINE_BUDGET and op not in force_inline:
+            chosen.add(op)
+        gathered[op] = 0 if op in chosen else total
+
+
+def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
+    """Reads of a materialized elementwise value instead of computing it again: where a later
+    op's body contains the body of a materialized op ``T`` (no reduction, a transcendental
+    function in it, stored in the type it computes) at some index, it reads ``T`` there.  The
+    softmax gradient ``(dP / s - c) * exp(z - m)`` reads the ``exp(z - m)`` its program
+    stores anyway.  ``check(op, bodies)`` proves the new reads in bounds (the reader may
+    evaluate the expression where ``T`` has no element: then its bodies stay as they were).
+    ``bodies`` is updated in place."""
+    from tensorad.ir.rewrite import rewrite
+
+    position = {op: k for k, op in enumerate(ops)}
+    kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
+
+    def by_kind(reader: ComputeOp, bs: tuple) -> dict:
+        """The nodes of ``reader``'s bodies ``bs`` grouped by operation and by operation and
+        the operations of their operands (one walk per version)."""
+        got = kinds.get(reader)
+        if got is None or got[0] is not bs:
+            table: dict = {}
+            for b in bs:
+                for n in walk(b):
+                    table.setdefault(n.op, []).append(n)
+                    table.setdefault((n.op, tuple(x.op for x in n.src)), []).append(n)
+            got = kinds[reader] = (bs, table)
+        return got[1]
+
+    readers: dict[Tensor, list[ComputeOp]] = {}  # tensor -> the ops reading it, in order
+    for op in ops:
+        for t in dict.fromkeys(n.arg for b in bodies[op] for n in walk(b) if n.op is Op.READ):
+            readers.setdefault(t, []).append(op)
+    for k, t_op in enumerate(ops):
+        if t_op.is_reduction or t_op.num_outputs != 1 or not t_op.axes:
+            continue
+        pattern = bodies[t_op][0]
+        if pattern.dtype != t_op.body[0].dtype or not any(n.op in UNARY_MATH for n in walk(pattern)):
+            continue
+        first = next((n.arg for n in walk(pattern) if n.op is Op.READ), None)
+        if first is None:
+            continue
+        axes = frozenset(t_op.axes)
+        tensor = Tensor(t_op, 0)
+        # (the candidates: nodes of the pattern's operation -- and of its operands' operations
+        # when none of them is an axis, which matches anything: a long gradient's bodies hold
+        # hundreds of products, few of them a product of a tanh and a constant)
+        kind = pattern.op if any(x in axes for x in pattern.src) else (
+            pattern.op, tuple(x.op for x in pattern.src))
+
+        def rule(node: Expr, pattern=pattern, axes=axes, tensor=tensor, t_op=t_op) -> Expr | None:
+            bind: dict = {}
+            if not match_pattern(pattern, node, axes, bind) or len(bind) != len(axes):
+                return None
+            return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
+
+        def matches(node: Expr, pattern=pattern, axes=axes) -> bool:
+            bind: dict = {}
+            return match_pattern(pattern, node, axes, bind) and len(bind) == len(axes)
+
+        # (only the later readers of a tensor the pattern reads: linear in a long chain; a
+        # reader's body is rewritten only where a node of the pattern's kind matches it)
+        for reader in [r for r in readers.get(first, ()) if position[r] > k]:
+            old = bodies[reader]
+            if not any(matches(n) for n in by_kind(reader, old).get(kind, ())):
+                continue
+            new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
+            if any(a is not b for a, b in zip(new, old)) and check(reader, new):
+                bodies[reader] = new
+
+
+def inline_bodies(op: ComputeOp, materialized: set[ComputeOp], inputs: set[Tensor]) -> tuple[Expr, ...]:
+    """``op``'s bodies with every read of a non-materialized compute replaced by its body."""
+    def inline(node: Expr) -> Expr | None:
+        t: Tensor = node.arg
+        if t in inputs or not isinstance(t.op, ComputeOp) or t.op in materialized:
+            return None
+        return substitute(t.op.body[t.value_index], dict(zip(t.op.axes, node.src)))
+
+    return tuple(replace_reads(b, inline) for b in op.body)

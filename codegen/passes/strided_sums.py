@@ -1,0 +1,87 @@
+"""Strided reduction axes: a sum that only counts one residue class of an axis, re-indexed.
+
+The weight gradient of a transposed convolution with stride 2 (and the residue classes of its
+forward, :mod:`.strategies.parity`) sums over the points of the zero-dilated input that hold a value::
+
+    dW[c, f, i, j] = sum_{n, y, x : y % 2 == 0 && x % 2 == 0} H[n, f, i + y, j + x] * X[n, c, y // 2, x // 2]
+
+Loops skip the other points (isl steps by 2), but a matrix product of these operands packs
+every point of ``y`` and ``x`` and multiplies three zeros for each term.  A conjunct
+``(a k + c) % m == r`` of the condition, with ``k`` a reduction axis, ``a = +-1`` and no other
+variable, holds exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point
+``>= lo``), so the sum runs over the new axis ``k'`` instead and the conjunct goes away::
+
+    dW[c, f, i, j] = sum_{n, y', x'} H[n, f, i + 2 y', j + 2 x'] * X[n, c, y', x']
+
+The terms and their order are unchanged (``k'`` increases with ``k``), so the result is
+bit for bit the same.
+"""
+
+from __future__ import annotations
+
+from tensorad.simplify.algebra.logic import all_of, conjuncts
+
+from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import substitute
+from tensorad.poly.linear import var_coefficients
+
+from ..loops.stripmine import simplify_index
+
+
+def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
+    """``(k, m, k0)`` when ``c`` is ``(a k + c0) % m == r`` (either side) with ``k`` one of
+    ``axes``, ``a = +-1``, constants ``m > 1`` and ``0 <= r < m``: ``c`` holds iff
+    ``k % m == k0``."""
+    if c.op is not Op.EQ:
+        return None
+    lhs, rhs = c.src
+    if lhs.op is Op.CONST:
+        lhs, rhs = rhs, lhs
+    if lhs.op is not Op.MOD or rhs.op is not Op.CONST or lhs.src[1].op is not Op.CONST:
+        return None
+    m, r = int(lhs.src[1].arg), int(rhs.arg)
+    co = var_coefficients(lhs.src[0])
+    if m <= 1 or not 0 <= r < m or co is None:
+        return None
+    terms = {v: a for v, a in co.items() if v is not None and a}
+    if len(terms) != 1:
+        return None
+    (k, a), = terms.items()
+    if k not in axes or a not in (1, -1):
+        return None
+    return k, m, (a * (r - co.get(None, 0))) % m
+
+
+def unstride(red: Expr) -> Expr:
+    """``red`` (a ``REDUCE``) with every reduction axis that its condition restricts to one
+    residue class re-indexed over that class alone; anything else is returned unchanged."""
+    if red.op is not Op.REDUCE:
+        return red
+    ra: ReduceArg = red.arg
+    parts = conjuncts(red.src[0])
+    mapping: dict[Expr, Expr] = {}
+    fresh: dict[Expr, Expr] = {}
+    kept = []
+    for c in parts:
+        found = _residue(c, ra.axes)
+        if found is None or found[0] in mapping:
+            kept.append(c)
+            continue
+        k, m, k0 = found
+        first = k.lo + (k0 - k.lo) % m  # the least point >= lo in the class
+        if first >= k.hi:
+            kept.append(c)  # (an empty sum: left to the loops)
+            continue
+        q = var(k.name, 0, (k.hi - 1 - first) // m + 1, k.dtype)
+        fresh[k] = q
+        step = q * const(m, k.dtype)
+        mapping[k] = step + const(first, k.dtype) if first else step
+    if not mapping:
+        return red
+    cond = all_of(simplify_index(substitute(c, mapping)) for c in kept)
+    src = tuple(simplify_index(substitute(s, mapping)) for s in red.src[1:])
+    axes = tuple(fresh.get(k, k) for k in ra.axes)
+    return Expr(Op.REDUCE, red.dtype, (cond,) + src, ReduceArg(ra.combiner, axes, ra.value_index))
+
+
+__all__ = ["unstride"]

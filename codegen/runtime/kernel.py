@@ -1,0 +1,412 @@
+"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4).
+
+Any object with ``__dlpack__`` (a PyTorch tensor, a JAX array, a CuPy array on the CPU) is
+accepted in place of a NumPy array: :func:`as_array` views its memory through
+``np.from_dlpack`` without copying, so a kernel reads a framework's tensor and writes into
+one passed as ``out=`` directly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensorad.ir.dtype import numpy_dtype
+
+from ..llvm.bounds_checks import Checks
+from ..program import Buffer
+from ..target import host_target
+from .threads import ensure_workers
+
+
+class KernelArgumentError(TypeError, ValueError):
+    """A wrong argument to a kernel: count, type, shape, dtype or layout.
+
+    It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
+    the message names the tensor and says what was expected.
+    """
+
+
+_MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+
+
+def _array_data_offset() -> int | None:
+    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``), verified
+    on a few arrays; ``None`` (the slow, portable path) if it is not where we expect."""
+    off = 2 * ctypes.sizeof(ctypes.c_void_p)  # after PyObject_HEAD: refcount, type
+    for a in (np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)):
+        if ctypes.c_void_p.from_address(id(a) + off).value != a.ctypes.data:
+            return None
+    return off
+
+
+ARRAY_DATA_OFFSET = _array_data_offset()
+# ctypes makes function prototypes of at most 1024 arguments: a kernel with more buffers (a long
+# chain's temporaries) is called through ``P_main`` and an array of pointers
+CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element, read from the array object (``a.ctypes.data``
+    builds a ctypes object: ten times slower, a cost paid per buffer per call)."""
+    if ARRAY_DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
+
+
+def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
+
+    A kernel called on several threads allocates its outputs so: threads sharing a parallel
+    loop over a buffer's columns or strips (:func:`.loops.schedule.strip_length`, a scatter's column
+    chunks) own whole cache lines of it only when the buffer starts on a line.  NumPy aligns to
+    16 bytes; at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two
+    threads' stores on every row (2-3x slower at 2 threads than at 1).  One thread shares no
+    line, and this costs microseconds a buffer (its Python calls) where ``np.empty`` costs
+    0.3: a 1-thread call allocates with ``np.empty``."""
+    dt = np.dtype(dtype)
+    raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
+    return np.ndarray(shape, dt, raw, -data_address(raw) % align)
+
+
+def call_entry(nargs: int) -> bool:
+    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
+    reads each array's data pointer itself, see :mod:`.llvm.emit`)."""
+    return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
+
+
+@dataclass
+class Compiled:
+    """Object code linked into the JIT engine: the entry addresses and the IR it came from.
+
+    ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
+    from the disk cache keeps it compressed until asked); the optimized IR and the assembly
+    are recomputed from it on demand -- the same deterministic pipeline that produced the code.
+    """
+
+    key: str
+    main_address: int
+    source: str | Callable[[], str]
+    uses_gomp: bool
+    nargs: int = 0
+    call_address: int | None = None
+    opt_level: int = 3
+    target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
+    meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
+    obj: bytes | None = None  # the object code that was linked, for pickling
+    checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
+    # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
+    # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
+    library: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.main = _MAIN(self.main_address)
+        self.call = None
+        if self.call_address:
+            proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
+            self.call = proto(self.call_address)
+        self._ir: str | None = None
+        self._asm: str | None = None
+
+    @property
+    def llvm_ir_unoptimized(self) -> str:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
+
+    @property
+    def llvm_ir(self) -> str:
+        if self._ir is None:
+            from ..jit.engine import optimized_ir
+
+            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
+        return self._ir
+
+    @property
+    def asm(self) -> str:
+        if self._asm is None:
+            from ..jit.engine import assembly
+
+            self._asm = assembly(self.llvm_ir, self.target)
+        return self._asm
+
+
+def as_array(a: Any, role: str) -> np.ndarray:
+    """``a`` as a NumPy array sharing its memory (no copy); ``role`` names it in errors.
+
+    NumPy arrays and scalars pass through; other objects go through the DLPack protocol.  An
+    object that DLPack cannot export on the CPU (a GPU tensor, a tensor that requires grad)
+    is a :class:`KernelArgumentError` that says why.
+    """
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if not hasattr(a, "__dlpack__"):
+        raise KernelArgumentError(f"{role}: expected a numpy array or an object with __dlpack__ "
+                                  f"(torch, jax), got {type(a).__name__}")
+    try:
+        return np.from_dlpack(a)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        view = _bfloat16_view(a)  # NumPy's DLPack import has no bfloat16
+        if view is not None:
+            return view
+        raise KernelArgumentError(f"{role}: cannot view this {type(a).__name__} as a CPU array "
+                                  f"through DLPack ({e}); kernels run on the CPU: pass a CPU, "
+                                  f"detached tensor") from e
+
+
+def _bfloat16_view(a: Any) -> np.ndarray | None:
+    """A bfloat16 tensor of a framework as an ``ml_dtypes.bfloat16`` array without a copy (a
+    torch tensor is exported as int16 bits and viewed back), or ``None``."""
+    if not str(getattr(a, "dtype", "")).endswith("bfloat16"):
+        return None
+    torch = sys.modules.get("torch")  # loaded already if ``a`` is a torch tensor
+    if torch is not None and isinstance(a, torch.Tensor):
+        try:
+            return np.from_dlpack(a.view(torch.int16)).view(numpy_dtype("bfloat16"))
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            return None
+    arr = np.asarray(a)  # JAX arrays convert to ml_dtypes.bfloat16 themselves
+    return arr if arr.dtype == numpy_dtype("bfloat16") else None
+
+
+def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
+    return b.name, tuple(b.shape), numpy_dtype(b.dtype)  # bfloat16: ml_dtypes.bfloat16
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a call of a kernel needs besides its code: the inputs and outputs (name, shape,
+    NumPy dtype), the temporaries (shape, dtype) in the order of the code's arguments, and the
+    work count.  A kernel read from the cache has it from the entry, without lowering."""
+
+    inputs: tuple
+    outputs: tuple
+    temps: tuple
+    work: int
+
+    @classmethod
+    def of(cls, stored: dict, in_names: list[str], out_names: list[str]) -> Signature:
+        """From an entry's ``signature`` (shapes and dtype strings) and the call's names."""
+        def specs(names, items):
+            return tuple((n, tuple(s), numpy_dtype(d)) for n, (s, d) in zip(names, items, strict=True))
+
+        return cls(specs(in_names, stored["inputs"]), specs(out_names, stored["outputs"]),
+                   tuple((tuple(s), numpy_dtype(d)) for s, d in stored["temps"]), stored["work"])
+
+    @classmethod
+    def of_program(cls, lowered) -> Signature:
+        prog = lowered.program
+        return cls(tuple(_spec(b) for b in prog.inputs), tuple(_spec(b) for b in prog.outputs),
+                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work)
+
+
+class Kernel:
+    """A compiled kernel: ``kernel(*arrays, out=None)``.
+
+    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use
+    are accepted and ignored).  Each must be a NumPy array (or an object with ``__dlpack__``,
+    viewed without a copy) with exactly the tensor's shape and dtype -- float32 where float64
+    is expected is an error, not a silent cast.  Non-contiguous (or misaligned) inputs are
+    copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
+    output) receives the results in place; such arrays must be C-contiguous, writeable and not
+    overlap any other argument.  Returns one array for one output, a tuple for several (the
+    ``out=`` objects themselves when given); arrays the kernel allocates on several threads
+    start on a cache line (:func:`empty_aligned`; an ``out=`` array that does not may run
+    slower there).
+
+    The call releases the GIL, so several Python threads may call one kernel at once; its only
+    state is its *workspace*: the temporaries of a finished call are kept for the next one
+    (a call takes them under a lock, a concurrent call makes its own), since fresh buffers of
+    megabytes cost a page fault per page on every call -- a strided convolution's gradient ran
+    15 ms in a process that had just freed larger buffers, 20 ms without its workspace.
+    ``keep_workspace = False`` (settable) frees them after each call; ``release_workspace()``
+    frees them now.  ``num_threads`` (settable) is the number of threads of each parallel loop.
+    """
+
+    def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
+                 signature: Signature | None = None) -> None:
+        """``lowered``: the loop program, or a function returning it (a kernel read from the
+        cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
+        (default: those of ``lowered``)."""
+        self._lowered = lowered
+        self._refuse = refuse  # why this kernel cannot run here (compiled for another CPU)
+        self._compiled = compiled
+        self.num_threads = num_threads
+        sig = signature or Signature.of_program(lowered)
+        self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
+        self._work = sig.work
+        self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
+        self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
+        # a temporary is a byte array one cache line longer than its buffer, which starts on the
+        # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
+        self._line = getattr(compiled.target, "line", None) or host_target().line
+        self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
+        self.keep_workspace = True
+        self._workspace: list[list[np.ndarray]] = []  # temporaries of finished calls, for the next
+        self._workspace_lock = threading.Lock()
+
+    def release_workspace(self) -> None:
+        """Free the temporaries kept from earlier calls (the next call allocates them again)."""
+        with self._workspace_lock:
+            self._workspace.clear()
+
+    def _take_workspace(self) -> list[np.ndarray]:
+        with self._workspace_lock:
+            if self._workspace:
+                return self._workspace.pop()
+        return [np.empty(n, np.uint8) for n in self._temp_bytes]
+
+    def _return_workspace(self, temps: list[np.ndarray]) -> None:
+        if self.keep_workspace and temps:
+            with self._workspace_lock:
+                if not self._workspace:  # (one set: what a call at a time needs)
+                    self._workspace.append(temps)
+
+    @property
+    def lowered(self):
+        """The loop program this kernel runs (:class:`.lower.LoweredFunc`)."""
+        if callable(self._lowered):
+            self._lowered = self._lowered()
+        return self._lowered
+
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        from ..options import MAX_THREADS, integer
+
+        self._num_threads = integer("num_threads", n, 1, MAX_THREADS, what="a positive int",
+                                    note=f" (at most {MAX_THREADS} threads)")
+        if self._compiled.uses_gomp:
+            ensure_workers(self._num_threads)
+
+    # ---- introspection --------------------------------------------------------------------
+    @property
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted)."""
+        return self._compiled.llvm_ir
+
+    @property
+    def llvm_ir_unoptimized(self) -> str:
+        return self._compiled.llvm_ir_unoptimized
+
+    @property
+    def asm(self) -> str:
+        return self._compiled.asm
+
+    @property
+    def work(self) -> int:
+        return self._work
+
+    # ---- shipping -------------------------------------------------------------------------
+    def export(self, path: str) -> str:
+        """Write a shared library ``path`` (``name.so``), a C header ``name.h`` with one function
+        taking plain pointers, and ``name.json`` (what ``ta.load`` checks); see :mod:`.runtime.export`."""
+        from .export import export_kernel
+
+        return export_kernel(self, path)
+
+    def __reduce__(self):
+        from .export import kernel_state, restore_kernel
+
+        return restore_kernel, (kernel_state(self),)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._inputs)
+        outs = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._outputs)
+        return f"<Kernel ({ins}) -> ({outs}), work={self.work}, threads={self.num_threads}>"
+
+    # ---- calling --------------------------------------------------------------------------
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        if self._refuse is not None:
+            raise RuntimeError(self._refuse)
+        if len(arrays) != len(self._inputs):
+            names = ", ".join(n for n, _, _ in self._inputs)
+            raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
+                                      f"got {len(arrays)}")
+        ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
+        given, outs = self._outputs_for(out, ins)
+        work = self._take_workspace()
+        temps = list(work)
+        checks = self._compiled.checks
+        if checks is not None:  # one violation record per call (calls may run concurrently)
+            temps.append(checks.new_record(self._max_ndim))
+        call = self._compiled.call
+        if call is not None:  # the arrays themselves: the kernel reads their data pointers
+            call(*ins, *outs, *temps, self.num_threads)
+        else:
+            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
+            for k, a in enumerate(ins + outs + temps):
+                addrs[k] = a.ctypes.data
+            first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
+            for k in range(first, first + len(self._temps)):
+                addrs[k] += -int(addrs[k]) % self._line
+            self._compiled.main(addrs.ctypes.data, self.num_threads)
+        self._return_workspace(work)
+        if checks is not None:
+            checks.raise_for(temps[-1])
+        res = given if given is not None else outs
+        return res[0] if len(res) == 1 else tuple(res)
+
+    @staticmethod
+    def _check_input(a: Any, spec) -> np.ndarray:
+        name, shape, dtype = spec
+        if type(a) is np.ndarray and a.dtype == dtype and a.shape == shape:  # (the usual case, at
+            flags = a.flags  # a third of the cost: this runs per input per call)
+            if flags.c_contiguous and flags.aligned:
+                return a
+        if not isinstance(a, np.ndarray | np.generic) and not hasattr(a, "__dlpack__"):
+            raise KernelArgumentError(f"input {name}: expected a numpy array of shape {list(shape)} "
+                                      f"and dtype {dtype}, got {type(a).__name__} (any object with "
+                                      f"__dlpack__, such as a torch tensor, is also accepted)")
+        a = as_array(a, f"input {name}")
+        if a.dtype != dtype:
+            how = "ml_dtypes.bfloat16" if dtype == numpy_dtype("bfloat16") else f"np.{dtype}"
+            raise KernelArgumentError(f"input {name}: expected dtype {dtype}, got {a.dtype} "
+                                      f"(convert with .astype({how}))")
+        if a.shape != shape:
+            raise KernelArgumentError(f"input {name}: expected shape {list(shape)}, got {list(a.shape)}")
+        if not (a.flags.c_contiguous and a.flags.aligned):
+            a = np.ascontiguousarray(a)
+        return a
+
+    def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
+        """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
+        if out is None:
+            if self.num_threads == 1:
+                return None, [np.empty(s, d) for _, s, d in self._outputs]
+            return None, [empty_aligned(s, d, self._line) for _, s, d in self._outputs]
+        single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
+        given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
+        if given is None or len(given) != len(self._outputs):
+            raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
+                                      f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
+        outs = []
+        for k, (g, (name, shape, dtype)) in enumerate(zip(given, self._outputs)):
+            if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
+                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
+                                          f"(any object with __dlpack__ is also accepted)")
+            a = as_array(g, f"out {name}")
+            if a.dtype != dtype:
+                raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
+            if a.shape != shape:
+                raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
+            if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+                raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
+                                          f"array (outputs are written in place, never copied)")
+            for other in ins + outs[:k]:
+                if a.size and other.size and np.may_share_memory(a, other):
+                    raise KernelArgumentError(f"out {name}: overlaps another argument of the kernel")
+            outs.append(a)
+        return given, outs

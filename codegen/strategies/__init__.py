@@ -1,0 +1,17 @@
+"""How each op is computed: the registered strategies, their cost model, and tuning.
+
+* ``registry``       strategies as registered objects (match, cost, lower) and the driver that
+  keeps the cheapest
+* ``catalog``        the registered strategies and their cost model
+* ``tune``           ``tune=True``: the candidates measured, the winners kept per target
+* ``epilogue``       an elementwise consumer stored by the reduction it reads
+* ``hoist``          subexpressions over fewer axes than their op, computed once per point
+* ``zero_masks``     zero masks peeled off a value without reading outside its guard
+* ``scan``           running reductions carried along an axis instead of reduced again
+* ``scatter``        a sum whose output axis is a gathered index: one add per element read
+* ``stencil``        a small output of shifted products as one stream with a tap per accumulator
+* ``term_split``     a sum of several products summed as one product per term
+* ``gathered_rows``  gathered rows copied once, so that a product reading them is a GEMM
+* ``parity``         a strided convolution's input gradient as stride-1 convolutions
+* ``recompute``      whether a backward loads a value its forward stored or computes it again
+"""

@@ -1,0 +1,114 @@
+"""Expensive subexpressions that depend on fewer axes than their op, computed once per point of
+their own axes.
+
+A log-softmax over the channels of NCHW reads ``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] -
+log(s[n, y, x])``: the log depends on ``(n, y, x)`` only, yet the loops evaluate it for every
+channel.  LLVM moves an invariant out of the innermost loop, but ``c`` is an outer loop there, so
+the op pays 21 logs where one would do.  :func:`hoist_invariants` splits such an op in two::
+
+    T[n, y, x]    = log(s[n, y, x])                 once per point of its own axes
+    Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - T[n, y, x]
+
+A subexpression is taken when it holds a transcendental function or a power
+(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point (an invariant of
+the innermost loop LLVM moves out itself) but not every such axis, holds no reduction, and is
+evaluated at every point of the op: one under a ``select`` or ``if_then_else`` branch may read
+an index that only its guard keeps in range, and the temporary would evaluate it everywhere.
+Every point of the temporary is a point the op evaluates (each axis has a point), so the
+temporary reads what the op read, no more.  The stored value is the one the op computed, so the
+result is the same.  Whether the split pays is the cost model's call (:class:`.strategies.catalog.Hoist`).
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.rewrite import fold_along, free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..loops.schedule import HEAVY
+
+_GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
+
+
+def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
+    """The maximal subexpressions of ``body`` worth computing once per point of their axes.
+
+    What the descent asks of a node -- does its subtree hold a reduction, a heavy function,
+    which repeated axes -- is one bit mask per node, folded once over the DAG: asking each
+    visited node's subtree again walked a long gradient's inlined chain once per level
+    (quadratic in the body)."""
+    repeated = [a for a in axes if a.extent > 1]
+    if not repeated:
+        return []
+    inner = repeated[-1]  # (the innermost loop that runs more than once)
+    bit = {a: 1 << k for k, a in enumerate(repeated)}
+    every, has_inner = (1 << len(repeated)) - 1, bit[inner]
+    heavy, reduce = 1 << len(repeated), 1 << (len(repeated) + 1)
+    masks = _masks(body, bit, heavy, reduce)
+    out: list[Expr] = []
+    stack = [body]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        m = masks[n]
+        if m & reduce:
+            children = n.src
+        elif m & heavy:
+            if m & has_inner and m & every != every and n.op is not Op.READ:
+                out.append(n)
+                continue
+            children = n.src
+        else:
+            continue
+        stack.extend(children[:1] if n.op in _GUARDS else children)
+    return list(dict.fromkeys(out))
+
+
+def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Expr, int]:
+    """Each node of ``body``: the ``bit`` of every variable of ``bit`` its subtree uses, with
+    ``heavy`` when it holds a :data:`.loops.schedule.HEAVY` function and ``reduce`` a reduction (a
+    reduction-free subtree's variables are its free variables)."""
+    masks: dict[Expr, int] = {}
+    for n in walk(body):
+        op = n.op
+        m = heavy if op in HEAVY else reduce if op is Op.REDUCE else bit.get(n, 0) if op is Op.VAR else 0
+        for c in n.src:
+            m |= masks[c]
+        masks[n] = m
+    return masks
+
+
+def hoist_invariants(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
+    """``(temporaries, op')``: one op per subexpression of ``body`` (``op``'s one elementwise
+    body) that :func:`_candidates` takes, over the axes it uses, and ``op`` reading them; ``None``
+    when there is none (see the module docstring)."""
+    if op.is_reduction or op.num_outputs != 1 or not op.axes \
+            or any(a.lo != 0 or a.extent < 1 for a in op.axes):
+        return None
+    found = _candidates(body, tuple(op.axes))
+    if not found:
+        return None
+    mapping: dict[Expr, Expr] = {}
+    temps: list[ComputeOp] = []
+    for k, e in enumerate(found):
+        used = [a for a in op.axes if a in set(free_vars(e))]
+        axes = tuple(var(f"{a.name}.h", 0, a.extent) for a in used)
+        temp = ComputeOp(f"{op.name}.hoisted{k}", "", axes, (substitute(e, dict(zip(used, axes))),))
+        temps.append(temp)
+        mapping[e] = Expr(Op.READ, e.dtype, tuple(used), Tensor(temp, 0))
+    return temps, ComputeOp(op.name, op.tag, op.axes, (_replace(body, mapping),), op.attrs, op.provenance)
+
+
+def _replace(root: Expr, mapping: dict[Expr, Expr]) -> Expr:
+    """``root`` with each node of ``mapping`` replaced, outermost first: a taken subexpression
+    inside another (``f`` in ``X * f`` and in ``f * f``) leaves the outer one whole."""
+    memo: dict[Expr, Expr] = dict(mapping)
+
+    def rebuilt(node: Expr) -> Expr:
+        new = tuple(memo[c] for c in node.src)
+        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+
+    return fold_along(root, lambda n: n.src, rebuilt, memo)

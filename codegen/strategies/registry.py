@@ -1,0 +1,190 @@
+"""Code-generation strategies as registered objects, and the driver that chooses among them.
+
+Each materialized op can be computed in several ways: plain loops (scalar accumulators, or
+accumulating whole output strips), the packed micro-kernel when it is a matrix product, with
+its guarded sides padded first, its sum split in halves, one product per residue class of a
+strided convolution's gradient, or as the epilogue of the reduction it reads.  Each way is a
+:class:`Strategy`:
+
+* ``match(op, bodies, ctx)`` -- the candidates it offers for ``op`` (empty: it does not apply;
+  several: variants such as register tiles, which ``tune=True`` measures);
+* ``cost(candidate, target)`` -- estimated cycles on one core of ``target`` (the cost model);
+* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (an :class:`Item` is one
+  nest or micro-kernel call) and new ops for the registry to plan in turn (:class:`Open`: a
+  split-K half, a parity piece), plus buffers shared between ops (``alias``) and earlier ops
+  whose values it computes itself (``absorbs``: an epilogue's reduction).
+
+:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the
+cheapest candidate (cost minus the cost of the plans it absorbs; ties go to the strategy
+registered first), and expands its plan.  It knows no strategy by name.  A candidate is named
+by its strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
+position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
+label (what :mod:`.strategies.tune` measured), and :attr:`PlanContext.offered` records what was offered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tensorad.ir.expr import Expr
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..target import Target
+
+MAX_DEPTH = 4  # plans nested deeper than this (a piece of a half of ...) are refused
+
+
+@dataclass(frozen=True, eq=False)
+class Item:
+    """One unit of the program (see :class:`.loops.nest_groups.Unit`): ``op`` computed by one nest, or by
+    the micro-kernel (``gemm``), or as the epilogue of ``reduction``."""
+
+    op: ComputeOp
+    bodies: tuple[Expr, ...]
+    gemm: Any = None
+    split: Any = None
+    batch_range: tuple | None = None
+    reduction: ComputeOp | None = None
+    epilogue: Any = None
+    form: str | None = None  # a reduction's loop order: "accumulators" or "strips" (schedule)
+    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+
+
+@dataclass(frozen=True, eq=False)
+class Open:
+    """A new op that the registry plans in turn (its candidates compete like any op's)."""
+
+    op: ComputeOp
+    bodies: tuple[Expr, ...]
+
+
+@dataclass(eq=False)
+class Plan:
+    steps: list[Item | Open]
+    alias: dict[ComputeOp, ComputeOp] = field(default_factory=dict)
+    absorbs: tuple[ComputeOp, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One way ``strategy`` offers to compute ``op``; ``data`` is the strategy's own."""
+
+    strategy: Strategy
+    op: ComputeOp
+    bodies: tuple[Expr, ...]
+    data: Any = None
+    variant: str = ""
+    absorbs: tuple[ComputeOp, ...] = ()
+    single_nest: bool = False  # one plain nest computes ``op`` (an epilogue may join it)
+
+    @property
+    def label(self) -> str:
+        return self.strategy.name + (f":{self.variant}" if self.variant else "")
+
+
+class Strategy(Protocol):
+    name: str
+
+    def match(self, op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext) -> list[Candidate]: ...
+
+    def cost(self, cand: Candidate, ctx: PlanContext) -> float: ...
+
+    def lower(self, cand: Candidate, ctx: PlanContext) -> Plan: ...
+
+
+@dataclass(eq=False)
+class PlanContext:
+    """What strategies may read while one program is planned."""
+
+    opts: Any  # schedule.Options (for lowering)
+    target: Target
+    outputs: frozenset[Tensor]
+    largest: int  # elements of the largest input or output (temporaries stay below it)
+    readers: dict[ComputeOp, list[ComputeOp]]  # materialized op -> the ops reading it
+    bodies: dict  # op -> its bodies as lowered
+    position: dict[ComputeOp, int]  # the program's ops in order
+    registry: tuple = ()
+    tuning: bool = False  # strategies offer all their variants (tile choices)
+    choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
+    chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
+    costs: dict[ComputeOp, float] = field(default_factory=dict)
+    offered: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
+    #: point -> the cost model's cycles for its costliest candidate (what is at stake there:
+    #: :mod:`.strategies.tune` leaves alone the points too small for a measurement to tell apart)
+    estimates: dict[str, float] = field(default_factory=dict)
+    #: what several strategies compute for one op, computed once per call (the matrix-product
+    #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)
+    memo: dict = field(default_factory=dict)
+
+    def candidates(self, op: ComputeOp, bodies: tuple[Expr, ...], exclude: tuple = ()) -> list[Candidate]:
+        """Every registered strategy's candidates for ``op`` (those of ``exclude`` left out)."""
+        return [c for s in self.registry if s.name not in exclude for c in s.match(op, bodies, self)]
+
+    def net(self, cand: Candidate, own: float) -> float:
+        """``cand``'s cost ``own`` less what the plans it absorbs cost (they are then not run)."""
+        return own - sum(self.costs.get(a, 0.0) for a in cand.absorbs)
+
+
+def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str) -> Candidate:
+    cands = ctx.candidates(op, bodies)
+    if not cands:
+        raise AssertionError(f"no code-generation strategy matches {op.name}")  # (plain loops always do)
+    own = [c.strategy.cost(c, ctx) for c in cands]  # (each candidate costed once)
+    pinned = ctx.choices.get(point)
+    k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
+    if k is None:  # (min keeps the first of equal costs)
+        k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
+    best = cands[k]
+    if len(cands) > 1:
+        ctx.offered.append((point, tuple(c.label for c in cands), best.label))
+        ctx.estimates[point] = max(own)
+    ctx.chosen[op] = best
+    ctx.costs[op] = own[k]
+    return best
+
+
+def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
+             ) -> tuple[list[Item], dict[ComputeOp, ComputeOp]]:
+    """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains
+    the bodies of every new op."""
+    alias: dict[ComputeOp, ComputeOp] = {}
+    items_of: dict[ComputeOp, list[Item]] = {}
+
+    def expand(op: ComputeOp, op_bodies: tuple, point: str, depth: int) -> list[Item]:
+        if depth > MAX_DEPTH:
+            raise AssertionError(f"code-generation plans nest deeper than {MAX_DEPTH} at {point}")
+        cand = choose(op, op_bodies, ctx, point)
+        plan = cand.strategy.lower(cand, ctx)
+        alias.update(plan.alias)
+        for a in plan.absorbs:
+            items_of[a] = []
+        out: list[Item] = []
+        for k, step in enumerate(plan.steps):
+            bodies[step.op] = step.bodies
+            if isinstance(step, Open):
+                out.extend(expand(step.op, step.bodies, f"{point}/{k}", depth + 1))
+            else:
+                out.append(step)
+        return out
+
+    for k, op in enumerate(ops):
+        items_of[op] = expand(op, bodies[op], f"{op.name}#{k}", 0)
+    return [it for op in ops for it in items_of[op]], _resolved(alias)
+
+
+def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
+    """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
+    (a strided sum unrolled, then its loop-invariant factor hoisted: seed 429333), and the
+    readers name the first op, so the last must store into its buffer."""
+    out = {}
+    for op, target in alias.items():
+        seen = {op}
+        while target in alias and target not in seen:
+            seen.add(target)
+            target = alias[target]
+        out[op] = target
+    return out
+
+
+__all__ = ["Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]

@@ -1,0 +1,329 @@
+"""Scatter-add: a sum whose output axis is fixed by a gather index, lowered to N*J adds.
+
+The adjoint of a gather ``Y[i, j] = E[I[i], j]`` comes out of autodiff (head-product form,
+:mod:`tensorad.autodiff.adjoint`) as
+
+    dE[v, j] = sum_i  if_then_else(data_index(I[i]) == v, H[i, j], 0)
+
+-- correct, but a loop over the whole vocabulary ``v`` for each ``(i, j)``: ``V*N*J`` work.
+The condition fixes ``v`` for each ``(i, j)``, so the same sum is the scatter-add
+
+    dE[...] = 0;  for i, j:  dE[data_index(I[i]), j] += H[i, j]
+
+with one add per read element (``N*J``).  :func:`match_scatter` finds every output axis ``v``
+with a conjunct ``v == d`` (in the reduction's ``where`` or the zero-guard of its source) where
+``d`` is a gather index expression free of ``v``; :func:`lower_scatter` zero-fills the output
+and emits the update ``out[x/v := d] = out[x/v := d] + src`` over the remaining output axes and
+the reduce axes, the rest of the condition as its guard.  The nest is serial (a data-dependent
+address cannot be split among threads without races), so the result is deterministic:
+the adds happen in the order of the reduce axes, as ``ta.evaluate``'s sum does.
+
+The same form serves a max/min/argmax gradient, which autodiff writes from the saved winner
+index ``W(i)`` (:mod:`tensorad.autodiff.adjoint`): ``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``
+-- one add per output, whatever the window.  So: an equation is solved for an axis under
+``+``/``-`` (:func:`isolate`); a data-dependent test that reads only outer loop variables (a
+window with ties, ``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`); a leading
+output axis kept as it is in the target (batch, channels) may run in parallel, since its
+points add into disjoint elements; and a sum of scatter-adds read at shifted points (the
+winners and the ties through the padding: ``X.grad[j] = R1[j + 1] + R2[j + 1]``) scatters
+straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tensorad.simplify.algebra.logic import conjuncts
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
+from tensorad.ir.intrange import index_bounds
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, reads_data
+from tensorad.poly.affine import IndexSpace
+from tensorad.poly.linear import from_linear, solve_for, to_linear
+
+from ..loops.domain import PolyStmt, split_condition
+from ..loops.isl_ast import build_loops
+from ..loops.schedule import mark_parallel
+from ..loops.work import count_work
+from ..program import Buffer, Fill, If, Loop, Nest, Store
+from ..program import stores as stores_in
+from ..target import parse_target
+from .zero_masks import all_of, may_fault, peel_masks
+
+
+@dataclass(frozen=True, eq=False)
+class ScatterSpec:
+    """``out[target] += value`` over ``loop_vars`` where ``cond`` holds."""
+
+    target: tuple[Expr, ...]  # one index per output axis (a gather expression or the axis)
+    loop_vars: tuple[Expr, ...]  # reduce axes, then the output axes not fixed by a gather
+    value: Expr
+    cond: Expr
+    guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
+
+
+def _gathers(e: Expr) -> bool:
+    return any(n.op is Op.DATA_INDEX for n in walk(e))
+
+
+def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient
+    in the linear form of ``lhs - rhs`` is 1 or -1 and no other atom mentions it (``q // 3 ==
+    a - 2 * y`` gives ``a == 2 * y + q // 3``); else ``None``."""
+    if not dt.is_int(lhs.dtype):
+        return None
+    g = solve_for(to_linear(lhs) - to_linear(rhs), a)
+    return None if g is None else from_linear(g, lhs.dtype)
+
+
+def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
+    """The scatter-add form of a one-output sum, when a gather index fixes an output axis."""
+    if len(bodies) != 1 or bodies[0].op is not Op.REDUCE:
+        return None
+    red = bodies[0]
+    if red.arg.combiner.kind != "sum" or len(red.src) != 2:
+        return None
+    guards, value = peel_masks(red.src[1])  # (a conjunct under a lazy guard stays lazy)
+    terms = conjuncts(red.src[0]) + guards
+    solved: dict[Expr, Expr] = {}
+    used: set[Expr] = set()
+    for t in terms:
+        if t.op is not Op.EQ or not _gathers(t):
+            continue
+        for a in op.axes:
+            if a in solved:
+                continue
+            d = isolate(a, t.src[0], t.src[1])
+            # (a target must be an address: an integer read from data, ``P[K[i]]``, is not one)
+            if d is not None and _gathers(d) and not reads_data(d) \
+                    and not any(s in free_vars(d) for s in solved):
+                solved[a] = d
+                used.add(t)
+                break
+    if not solved:
+        return None
+    # later solutions may mention earlier axes: substitute until no solved axis is left
+    for a in list(solved):
+        solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
+    ranges = []
+    for a, d in solved.items():  # the gather's range may exceed the axis: keep it in [0, extent)
+        lo, hi = index_bounds(d) or (None, None)
+        if lo is None or lo < 0:
+            ranges.append(d >= 0)
+        if hi is None or hi >= a.hi:
+            ranges.append(d < a.hi)
+    rest = []
+    for t in terms:
+        if t in used:  # (true by construction once the axis is solved)
+            continue
+        u = substitute(t, solved)
+        if u.op is Op.EQ and u.src[0] is u.src[1] and not dt.is_float(u.src[0].dtype):
+            continue  # (``x == x`` is false for a float NaN: that test stays)
+        if ranges and may_fault(u):  # a read at the solved axis, ``W[v] > 0``: only in range
+            u = choice(Op.IF_THEN_ELSE, all_of(ranges), u, FALSE)
+        rest.append(u)
+    rest += ranges
+    cond = TRUE
+    for t in rest:
+        cond = t if cond is TRUE else logical(Op.AND, cond, t)
+    value = substitute(value, solved)
+    # output axes before every solved one (batch, channels: each its own targets) run
+    # outermost, the others innermost; the adds into one element keep the reduce axes' order
+    first = min(op.axes.index(a) for a in solved)
+    free = [a for a in op.axes if a not in solved]
+    loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \
+        + tuple(a for a in free if op.axes.index(a) > first)
+    if any(a in free_vars(value) or a in free_vars(cond) for a in solved):
+        return None
+    target = tuple(solved.get(a, a) for a in op.axes)
+    return ScatterSpec(target, loop_vars, value, cond)
+
+
+def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
+    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``
+    (``X.grad[j] = pad.grad[j + 1]``): targets moved by ``-offsets``, and only those inside
+    ``shape`` (the rest would land in what the reader never reads: padding)."""
+    target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
+    cond = spec.cond
+    for t, n in zip(target, shape):
+        lo, hi = index_bounds(t) or (None, None)
+        if lo is None or lo < 0:
+            cond = all_of([cond, t >= 0])
+        if hi is None or hi >= n:
+            cond = all_of([cond, t < n])
+    return ScatterSpec(target, spec.loop_vars, spec.value, cond, spec.guard)
+
+
+def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
+    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
+    ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
+    outer ones (the rare case of a scatter, ``T(i) > 1``, tested once per outer point instead
+    of once per inner point), with every affine conjunct on one side only; else ``None``."""
+    parts = conjuncts(cond)
+    for p in range(1, len(loop_vars)):
+        outer = set(loop_vars[:p])
+        space_o, space_i = IndexSpace(loop_vars[:p]), IndexSpace(loop_vars[p:])
+        sides: list[list[Expr]] = [[], [], [], []]
+        ok, test = True, False
+        for c in parts:
+            used = set(free_vars(c))
+            if used <= outer:
+                affine = space_o.is_affine(c)
+                sides[0 if affine else 1].append(c)
+                test = test or not affine
+            elif not used & outer:
+                sides[2 if space_i.is_affine(c) else 3].append(c)
+            elif not IndexSpace(loop_vars).is_affine(c):
+                sides[3].append(c)  # (a data-dependent test of both: inside)
+            else:
+                ok = False  # an affine bound coupling both sides: no split here
+                break
+        if ok and test:
+            return (p,) + tuple(all_of(s) for s in sides)  # type: ignore[return-value]
+    return None
+
+
+def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
+    """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
+    space = IndexSpace(variables)
+    aff, rest = split_condition(space, cond)
+    if rest is not TRUE:
+        body = (If(rest, body, (), affine=False),)
+    return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
+
+
+def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
+    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs: one nest for
+    all of them when they share outer loops (:func:`_fused`: a max's winners and its tied
+    points, one pass over the windows), else one nest per spec.  A nest is serial, except over
+    a leading output axis that every spec keeps as it is (each of its points adds into elements
+    of its own: a batch or channel axis), or, for a gather's scatter, over the columns
+    (:func:`split_columns`); ``opts`` decides.  Either way the order of the adds into one
+    element is fixed by the loops, the same at any thread count."""
+    if isinstance(specs, ScatterSpec):
+        specs = (specs,)
+    stmts = [_statement(s, out, f"S{k}") for k, s in enumerate(specs)]
+    fused = _fused(stmts) if len(stmts) > 1 else None
+    groups = [(specs, fused)] if fused is not None else [((s,), [st]) for s, st in zip(specs, stmts)]
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, ss, sts, out, opts) for ss, sts in groups]
+
+
+def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
+    """``out[target] += value`` over the spec's loops; a data-dependent test of the outer loops
+    only is hoisted out of the inner ones (:func:`_hoist`), which then form its body."""
+    here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
+    body: tuple = (Store(out, spec.target, here + spec.value),)
+    if spec.guard is not TRUE:  # (inside ``cond``'s tests: it may read at the target)
+        body = (If(spec.guard, body, (), affine=False),)
+    variables, cond = spec.loop_vars, spec.cond
+    split = _hoist(spec.loop_vars, spec.cond)
+    if split is not None:
+        p, outer_aff, test, inner_aff, inner_rest = split
+        inner = _scan(spec.loop_vars[p:], all_of([inner_aff, inner_rest]), body)
+        variables, cond, body = spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),)
+    space = IndexSpace(variables)
+    aff, rest = split_condition(space, cond)
+    if rest is not TRUE:
+        body = (If(rest, body, (), affine=False),)
+    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
+
+
+def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
+    """The statements scheduled to share their first ``c`` loops (``c`` >= 1: the longest
+    prefix of loop variables with equal ranges in all of them), statement ``k`` after
+    statement ``k - 1`` inside; ``None`` when they share none."""
+    c = 0
+    while all(len(st.vars) > c for st in stmts) and len({(v.arg.lo, v.arg.hi) for v in
+                                                         (st.vars[c] for st in stmts)}) == 1:
+        c += 1
+    if c == 0:
+        return None
+    return [PolyStmt(st.name, st.vars, st.domain, st.body, st.vars[:c] + (k,) + st.vars[c:])
+            for k, st in enumerate(stmts)]
+
+
+def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffer, opts) -> Nest:
+    body = build_loops(stmts)
+    axes = " + ".join(", ".join(a.name for a in s.loop_vars) for s in specs)
+    work = count_work(body)
+    parallel, attrs = False, {}
+    note = f"scatter-add over {axes}"
+    # (each spec's first loop scans an output axis kept as is)
+    if opts is not None and all(any(t is s.loop_vars[0] for t in s.target) for s in specs):
+        body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
+        if parallel:
+            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
+    if not parallel and opts is not None and len(specs) == 1:
+        split = split_columns(body, specs[0], out, opts, work)
+        if split is not None:
+            body, attrs = split
+            parallel = True
+            note += f", columns of {attrs['column'].name} shared among threads"
+            del attrs["column"]
+    return Nest(op.name, body, (out,), work, note, parallel=parallel, attrs=attrs)
+
+
+def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
+    """The nest with the loop over an output axis that no gather fixes (``j`` of
+    ``dE[d(i), j] += H[i, j]``) shared among threads, each scanning every ``i`` but adding only
+    into its own columns: no two threads write one element, and each element's adds keep the
+    serial order (that of ``i``), so the result is the serial one bit for bit at any thread
+    count.  Chunks are whole cache lines of the output (``grain`` trips).  ``None`` when the
+    nest is too small to share, no such axis has a single loop with constant bounds, or it is
+    too short to give two threads a cache line each."""
+    if not opts.parallel or work < opts.parallel_min_work:
+        return None
+    target = opts.target or parse_target()
+    strides = out.strides
+    size = 1 if out.dtype == "bool" else int(out.dtype[-2:]) // 8
+    stores = stores_in(body)
+    for d, t in enumerate(spec.target):
+        if t.op is not Op.VAR or not stores:
+            continue
+        v = stores[0].index[d]  # (isl's loops scan fresh variables)
+        if v.op is not Op.VAR or any(st.index[d] is not v for st in stores):
+            continue
+        loops = _loops_over(body, v)
+        if len(loops) != 1:
+            continue
+        loop = loops[0]
+        if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.step != 1:
+            continue
+        trips = int(loop.hi.arg) - int(loop.lo.arg)
+        grain = max(1, -(-target.line // (size * strides[d])))
+        if trips < 2 * grain:
+            continue
+        body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
+        return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
+    return None
+
+
+def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
+    found = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            if s.var is v:
+                found.append(s)
+            found += _loops_over(s.body, v)
+        elif isinstance(s, If):
+            found += _loops_over(s.then, v) + _loops_over(s.orelse, v)
+    return found
+
+
+def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
+    out = []
+    for s in stmts:
+        if s is old:
+            s = new
+        elif isinstance(s, Loop):
+            s = replace(s, body=_replace_loop(s.body, old, new))
+        elif isinstance(s, If):
+            s = replace(s, then=_replace_loop(s.then, old, new), orelse=_replace_loop(s.orelse, old, new))
+        out.append(s)
+    return tuple(out)

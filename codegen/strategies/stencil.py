@@ -1,0 +1,292 @@
+"""Taps: a small output of shifted products as one stream with an accumulator per tap, and the dual.
+
+A depthwise convolution's weight gradient sums, for each of its ``3 x 3`` taps, a product of
+two reads whose indices differ by the tap's offset::
+
+    dW[c, 0, kh, kw] = sum_{n, y, x} H[n, c, y, x] * X[n, c, y + kh - 1, x + kw - 1]
+                       where 0 <= y + kh - 1 < 56 and 0 <= x + kw - 1 < 56
+
+Plain loops make nine passes over ``H`` and ``X`` (one per tap), each a horizontal sum of short
+rows.  Where every tap's condition holds -- the *interior*, the intersection of the taps'
+domains -- the taps' terms share one stream: a reduction over the output's other axes with one
+value per tap (a tuple of ``K`` sums, their accumulators held in vector registers while the
+innermost axis is vectorized), each value the source with its tap's constants substituted::
+
+    A_t[c, 0]          = sum_{interior (n, y, x)} H[n, c, y, x] * X[n, c, y + kh_t - 1, x + kw_t - 1]
+    B[c, 0, kh, kw]    = sum_{n, y, x} ... where (the tap's condition) and not (interior)
+    dW[c, 0, kh, kw]   = A_{(kh, kw)}[c, 0] + B[c, 0, kh, kw]
+
+``B`` is the border (each tap's points outside the interior), ``dW`` a gather of ``K`` values
+per output point.  The tap axes are found by structure: output axes of few values that shift a
+read index together with a reduction axis.  The interior's sums add in another order than the
+plain loops, so the split is offered only under fast math; :class:`.strategies.catalog.TapAccumulators`
+costs it against the other strategies (a dense convolution's weight gradient, a matrix product,
+stays with the micro-kernel).
+
+The dual (:func:`unroll_taps`): a sum *over* a few taps at each point of a big output -- the
+input gradient ``dX[n, c, y, x] = sum_{kh, kw} H[n, c, y - kh + 1, x - kw + 1] * W[c, 0, kh, kw]``
+-- is one elementwise op adding a term per tap, each under its tap's condition; the guards are
+decided per piece of the box (:mod:`.loops.box_pieces`), so the interior is one loop of ``K`` multiply-adds
+per point with the weights held in registers, instead of ``K`` passes over each output row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import product
+
+from tensorad.simplify.algebra.logic import all_of, conjuncts
+
+from tensorad.ir.dtype import bits
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from tensorad.ir.reducer import CommReducer
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import pw_aff_range
+from tensorad.poly.linear import to_linear
+
+from ..loops.box_pieces import GUARD_ATTR, guard_pieces
+
+MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
+MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
+MAX_UNROLLED_TAPS = 64  # terms of an unrolled sum (past the registers, its weights are broadcast loads)
+
+
+@dataclass(frozen=True, eq=False)
+class TapSplit:
+    """The pieces of a split (see the module docstring) and what the cost model reads."""
+
+    interior: ComputeOp  # one value per tap over the output's other axes
+    border: ComputeOp  # each tap's points outside the interior (``op``'s axes)
+    gather: ComputeOp  # ``op``'s values from both
+    taps: int  # K
+    interior_points: int  # points of the interior stream (outer axes x reduction axes)
+    border_fraction: float  # of the original box's points, those the border sums
+
+
+def _sum_of(n: int, dtype: str) -> CommReducer:
+    """``n`` independent sums as one combiner (a tuple of accumulators)."""
+    lhs = tuple(var(f"x{i}", dtype=dtype) for i in range(n))
+    rhs = tuple(var(f"y{i}", dtype=dtype) for i in range(n))
+    return CommReducer("sum", "custom", lhs, rhs, tuple(a + b for a, b in zip(lhs, rhs)),
+                       tuple(const(0, dtype) for _ in range(n)))
+
+
+def _shifts(body: Expr, moving: set, by: set, unit: bool = False) -> set:
+    """The variables of ``by`` that some read index of ``body``'s source adds (as a term of
+    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving`` (of
+    coefficient +-1 with ``unit``: a window that slides by one point, not a pooling stride)."""
+    found = set()
+    for n in walk(body.src[1]):
+        if n.op is not Op.READ:
+            continue
+        for i in n.src:
+            terms = to_linear(i).as_dict()
+            if any(a in moving and (abs(c) == 1 or not unit) for a, c in terms.items()):
+                found |= set(terms) & by
+    return found
+
+
+def _moving(axes) -> set:
+    return {a for a in axes if a.extent >= 2}
+
+
+def tap_axes(op: ComputeOp, body: Expr) -> tuple[Expr, ...]:
+    """The output axes (of 2 to :data:`MAX_TAP_EXTENT` values) that shift a read index of
+    ``body``'s source along a reduction axis (``y + kh``), in the op's order."""
+    found = _shifts(body, _moving(body.arg.axes), set(op.axes))
+    return tuple(a for a in op.axes if a in found and 2 <= a.extent <= MAX_TAP_EXTENT)
+
+
+def _range_points(space: IndexSpace, dom, axes) -> int:
+    """Points of the bounding box of ``dom`` over ``axes`` (0 when ``dom`` is empty)."""
+    if dom.is_empty():
+        return 0
+    n = 1
+    for a in axes:
+        lo, hi = pw_aff_range(space.aff(a).intersect_domain(dom))
+        n *= hi - lo + 1
+    return n
+
+
+def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit | None:
+    """The split of a one-source sum ``op`` into interior, border and gather, when it has tap
+    axes of at most ``budget`` taps in all, a stream (its last reduction axis) of at least
+    ``lanes`` points, and an interior holding :data:`MIN_INTERIOR` of each tap's points;
+    ``None`` otherwise (a pooling window's few points are no stream)."""
+    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
+        return None
+    comb = body.arg.combiner
+    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+        return None
+    if not body.arg.axes or body.arg.axes[-1].extent < lanes:
+        return None
+    taps = tap_axes(op, body)
+    k = 1
+    for a in taps:
+        k *= a.extent
+    if not taps or k > budget:
+        return None
+    cond, src = body.src
+    raxes = tuple(body.arg.axes)
+    outer = tuple(a for a in op.axes if a not in taps)
+    values = list(product(*(range(a.lo, a.hi) for a in taps)))
+    per_tap = [dict(zip(taps, (const(v, "int64") for v in vals))) for vals in values]
+    inside = TRUE
+    for m in per_tap:
+        c = substitute(cond, m)
+        inside = c if inside is TRUE else logical(Op.AND, inside, c)
+    space = IndexSpace(outer + raxes)
+    try:
+        interior_set = space.box().intersect(space.cond(inside))
+        tap_sets = [space.box().intersect(space.cond(substitute(cond, m))) for m in per_tap]
+    except NotAffine:
+        return None
+    interior_points = _range_points(space, interior_set, outer + raxes)
+    tap_points = [_range_points(space, s, outer + raxes) for s in tap_sets]
+    if interior_points == 0 or any(interior_points < MIN_INTERIOR * t for t in tap_points):
+        return None
+    box = 1
+    for a in outer + raxes:
+        box *= a.extent
+    border_fraction = sum(t - interior_points for t in tap_points) / (box * k)
+
+    dtype = body.dtype
+    inner_outer = tuple(var(a.name, a.lo, a.hi) for a in outer)
+    fresh = dict(zip(outer, inner_outer))
+    sources = tuple(substitute(src, {**m, **fresh}) for m in per_tap)
+    whole = _sum_of(k, dtype)
+    icond = substitute(inside, fresh)
+    interior = ComputeOp(f"{op.name}.taps", "", inner_outer, tuple(
+        Expr(Op.REDUCE, dtype, (icond,) + sources, ReduceArg(whole, raxes, t)) for t in range(k)))
+
+    b_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    b_map = dict(zip(op.axes, b_axes))
+    b_cond = substitute(logical(Op.AND, cond, logical_not(inside)), b_map)
+    border = ComputeOp(f"{op.name}.border", "", b_axes, (
+        Expr(Op.REDUCE, dtype, (b_cond, substitute(src, b_map)), body.arg),))
+
+    g_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    g_map = dict(zip(op.axes, g_axes))
+    g_outer = tuple(g_map[a] for a in outer)
+    rest = Expr(Op.READ, dtype, g_axes, Tensor(border, 0))
+
+    def pick(i: int, index: int) -> Expr:
+        """The interior value of the taps fixed so far (``index``: their flat position)."""
+        if i == len(taps):
+            return Expr(Op.READ, dtype, g_outer, Tensor(interior, index)) + rest
+        a = g_map[taps[i]]
+        value = pick(i + 1, index * taps[i].extent + taps[i].extent - 1)
+        for v in range(taps[i].extent - 2, -1, -1):
+            test = compare(Op.EQ, a, const(taps[i].lo + v, a.dtype))
+            value = choice(Op.SELECT, test, pick(i + 1, index * taps[i].extent + v), value)
+        return value
+
+    gather = ComputeOp(op.name, op.tag, g_axes, (pick(0, 0),))
+    return TapSplit(interior, border, gather, k, interior_points, border_fraction)
+
+
+def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
+    """The most bytes a read of ``src`` over ``channels`` covers before it is read again.  A
+    read that no output axis ``c`` indexes (a stem's head ``H[n, f, y', x']`` in the gradient
+    of input channel ``c``) is read again for each value of ``c``; between two such passes it
+    covers its tensor for fixed values of the output axes before ``c`` that it reads (``H[n]``:
+    the tensor's bytes over their extents)."""
+    worst = 0
+    for n in walk(src):
+        if n.op is not Op.READ or not set(free_vars(n)) & set(channels):
+            continue
+        used = set(free_vars(n))
+        late = next((k for k, a in enumerate(op.axes) if a not in used), None)
+        if late is None:
+            continue
+        t = n.arg
+        size = math.prod(t.shape) * max(1, bits(t.dtype) // 8)
+        worst = max(worst, size // max(1, math.prod(a.extent for a in op.axes[:late] if a in used)))
+    return worst
+
+
+def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
+                reread_limit: int | None = None) -> ComputeOp | None:
+    """The dual: a sum over a few taps (reduction axes of at most :data:`MAX_TAP_EXTENT`
+    values, 2 to ``budget`` taps in all, some axis of several values shifting a read index along
+    an output axis that moves it by one -- the others, a grouped convolution's few channels of
+    a group, only index -- and a weight per tap -- a read by the taps and none of those output
+    axes: a depthwise or grouped convolution's input gradient and forward, not a box blur)
+    as an elementwise op adding one term per tap,
+    ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
+    the whole box), in the order the loops add them.  The op asks for its guards to be decided
+    per piece of its box (:mod:`.loops.box_pieces`): its interior is one unguarded loop whose taps'
+    invariant factors stay in registers.
+
+    Reduction axes of more values that shift no read along an output axis -- the channels a
+    dense convolution with few outputs sums, a stem's input gradient over 64 channels of 3 x 3
+    taps per stride class -- stay a sum around the unrolled taps (with the conditions that read
+    them and no tap): each of its steps adds every tap to the output row at once, one pass over
+    it per channel instead of one per channel and tap -- when what each pass over the channels
+    reads again (:func:`_reread_bytes`) stays within ``reread_limit`` bytes (a product packs
+    that once for all its rows: a 224 x 224 stem with 16 input channels ran 389 ms so, 119 as
+    products).  ``None`` when ``op`` is not such a sum."""
+    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
+        return None
+    comb = body.arg.combiner
+    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+        return None
+    raxes = tuple(body.arg.axes)
+    sliding_axes = _shifts(body, _moving(op.axes), set(raxes), unit=True)
+    kept = tuple(a for a in raxes if a.extent > MAX_TAP_EXTENT and a not in sliding_axes)
+    if kept and (reread_limit is None or _reread_bytes(op, body.src[1], kept) > reread_limit):
+        return None
+    raxes = tuple(a for a in raxes if a not in kept)
+    k = 1
+    for a in raxes:
+        k *= a.extent
+    if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
+        return None
+    cond, src = body.src
+    taps = _moving(raxes)
+    if not taps & sliding_axes:
+        return None  # (no window: a short channel sum, the plain loops' scalar accumulator)
+    sliding = _shifts(body, taps, set(op.axes), unit=True)
+    if not any(n.op is Op.READ and set(free_vars(n)) & taps and not set(free_vars(n)) & sliding
+               for n in walk(src)):
+        return None  # (no weight per tap to hold in a register: a box blur's strips do better)
+    kept_cond, tap_cond = [], []
+    for c in conjuncts(cond):
+        uses = set(free_vars(c))
+        if uses & set(raxes) and uses & set(kept):
+            return None  # (a condition tying a channel to a tap: not a sum per channel of taps)
+        (tap_cond if uses & set(raxes) or not uses & set(kept) else kept_cond).append(c)
+    axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    fresh = dict(zip(op.axes, axes))
+    channels = tuple(var(a.name, a.lo, a.hi) for a in kept)
+    fresh.update(zip(kept, channels))
+    space = IndexSpace(axes)
+    box = space.box()
+    total = None
+    for vals in product(*(range(a.lo, a.hi) for a in raxes)):
+        m = {**fresh, **{a: const(v, "int64") for a, v in zip(raxes, vals)}}
+        c = substitute(all_of(tap_cond), m)
+        try:
+            where = box.intersect(space.cond(c))
+        except NotAffine:
+            return None
+        if where.is_empty():
+            continue
+        term = substitute(src, m)
+        if not box.is_subset(where):
+            term = choice(Op.IF_THEN_ELSE, c, term, const(0, body.dtype))
+        total = term if total is None else total + term
+    if total is None:
+        return None
+    if any(n.op is Op.IF_THEN_ELSE for n in walk(total)) and guard_pieces(space, box, total) is None:
+        return None  # (guards that stay in the loop body: the plain loops do better)
+    if channels:
+        total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
+                     ReduceArg(comb, channels, 0))
+    return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
+
+
+__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

@@ -1,0 +1,136 @@
+"""``tune=True``: measure the candidate strategies of a program, keep the winners per target.
+
+Lowering offers each op the candidates of every registered strategy (:mod:`.strategies.registry`) and,
+without tuning, keeps the cheapest by the cost model.  With ``tune=True`` the program is first
+lowered as usual; every *point* (an op) that was offered more than one candidate -- plain loops
+or strips, the micro-kernel with or without padded copies or split sums, other register tiles
+and cache blocks -- is then measured: the program is built with that point pinned to each
+candidate in turn (the points tuned before it keep their winners), run on random data of the
+actual shapes, and the fastest (the least of a few timed calls, on the threads the kernel will
+use) wins.  One point at a time, the heaviest first: the cost is the sum of the candidates, not
+their product.  Only the points the cost model puts at :data:`MIN_CYCLES` or more for their
+costliest candidate are measured: below that a call's overhead and the timer's noise are as
+large as any difference between candidates, while every candidate costs a whole build -- a
+program of twenty tiny ops took minutes to tune (fuzz seed 488135) and gained nothing.  The
+others keep the cost model's choice.
+
+The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under a key made of the untuned
+loop program, the options that change speed (threads, opt level, vector width, fast math) and
+:func:`.jit.engine.fingerprint` of the target (CPU, features, LLVM and tensorad versions): the next
+``tune=True`` build of the same program for the same target -- in this process or another --
+measures nothing.  ``cache=False`` neither reads nor writes them.  :data:`STATS` counts the
+measurements (a test reads it; it never changes a result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from tensorad.ir import trace
+from tensorad.ir.tensor import Tensor
+
+from ..jit import disk_cache as diskcache
+from ..jit.engine import fingerprint
+from ..target import Target, default_num_threads
+
+STATS = {"measured": 0, "reused": 0}  # candidates timed / programs whose choices were cached
+MIN_RUNS, MAX_RUNS = 3, 20
+RUN_BUDGET = 0.1  # seconds of timed calls per candidate (at least MIN_RUNS calls)
+MIN_CYCLES = 100_000.0  # ~30-50 us: points estimated below it keep the cost model's choice
+
+
+def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
+                  target: Target) -> dict[str, str]:
+    """``{point: label}`` for every point of ``base`` (the untuned :class:`.lower.LoweredFunc`)
+    offered several candidates and worth measuring: from the disk cache, else measured (and
+    stored)."""
+    points = worth_measuring(base)
+    if not points:
+        return {}
+    key = _key(base, options, target)
+    found = _read(key, base)
+    if found is not None:
+        STATS["reused"] += 1
+        trace.record("tune cached", 0.0, name)
+        return found
+    from ..build import build  # (build imports lower, which imports this module lazily)
+
+    rng = np.random.default_rng(0)
+    data = [_random(t, rng) for t in inputs]
+    plain = {k: v for k, v in options.items() if k not in ("tune", "choices", "target")}
+    choices: dict[str, str] = dict(options.get("choices") or {})
+    with trace.stage("tune", name):
+        for point, labels in points:
+            best = None
+            for label in labels:
+                trial = {**choices, point: label}
+                kernel = build(outputs, inputs, target=target, name=name, choices=trial, **plain)
+                seconds = _time(kernel, data)
+                STATS["measured"] += 1
+                if best is None or seconds < best[0]:
+                    best = (seconds, label)
+            choices[point] = best[1]
+    diskcache.put(key, json.dumps({"choices": choices}, sort_keys=True).encode())
+    return choices
+
+
+def worth_measuring(base) -> list[tuple[str, tuple[str, ...]]]:
+    """``(point, labels)`` of the points of ``base`` to measure: those estimated at
+    :data:`MIN_CYCLES` or more, the heaviest first (ties in program order)."""
+    cycles = base.estimates
+    heavy = [(point, labels) for point, labels, _ in base.offered if cycles.get(point, 0.0) >= MIN_CYCLES]
+    return sorted(heavy, key=lambda pl: -cycles[pl[0]])
+
+
+def _key(base, options: dict[str, Any], target: Target) -> str:
+    speed = tuple(options.get(k) for k in ("num_threads", "opt_level", "vector_width", "fastmath"))
+    threads = options.get("num_threads") or default_num_threads()
+    text = "\n".join(["tensorad tune 2", base.text, repr(speed), str(threads), fingerprint(target)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(key: str, base) -> dict[str, str] | None:
+    """The stored choices, if they are well formed and name points and labels ``base`` offers."""
+    payload = diskcache.get(key)
+    if payload is None:
+        return None
+    try:
+        choices = json.loads(payload.decode())["choices"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    offered = {point: labels for point, labels, _ in base.offered}
+    if not isinstance(choices, dict) or any(
+            not isinstance(p, str) or not isinstance(v, str) or v not in offered.get(p, ())
+            for p, v in choices.items()):
+        return None
+    return choices
+
+
+def _random(t: Tensor, rng: np.random.Generator) -> np.ndarray:
+    """Data for input ``t``: standard normal floats; zero integers and booleans (always a
+    valid index or label)."""
+    if t.dtype.startswith("float"):
+        return rng.standard_normal(t.shape).astype(t.dtype)
+    return np.zeros(t.shape, dtype=t.dtype)
+
+
+def _time(kernel, data: list[np.ndarray]) -> float:
+    """The least of a few timed calls (after one untimed call: first-touch, caches)."""
+    out = kernel(*data)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    best = float("inf")
+    spent, runs = 0.0, 0
+    while runs < MIN_RUNS or (spent < RUN_BUDGET and runs < MAX_RUNS):
+        start = time.perf_counter()
+        kernel(*data, out=outs if len(outs) > 1 else outs[0])
+        took = time.perf_counter() - start
+        best, spent, runs = min(best, took), spent + took, runs + 1
+    return best
+
+
+__all__ = ["tuned_choices", "worth_measuring", "STATS", "MIN_CYCLES"]

@@ -1,0 +1,70 @@
+"""Zero masks peeled off a value without computing a guarded read outside its guard.
+
+A scatter tests the masks of its source, ``if_then_else(c, select(d, e, 0), 0)``, as one
+condition ``c && d`` of its nest and adds ``e`` where it holds (:mod:`.strategies.scatter`; a
+scatter-sum's mask at the point an add lands on, :mod:`.strategies.catalog`).  But ``&&`` computes
+both operands -- in the IR (``ta.evaluate``, the bounds proof) as in LLVM -- while the
+``if_then_else`` computed ``d`` only where ``c`` holds, and ``d`` may be valid only there:
+``c = 0 <= 2 g[i] < 3`` guards ``d = X[2 g[i]] > 0``, a checked gather index (the kernel
+raised IndexError at ``g[i] = -3``: the gradient of a guarded ReLU of a gather, fuzz seed
+110932), or a read proved in bounds only under ``c`` (an index ``I[i] - 2`` under
+``I[i] >= 2``: a wild read).
+
+So a conjunct below a lazy guard that may fault (:func:`may_fault`) is kept lazy,
+``if_then_else(G, d, false)``, ``G`` being the conjunction of the lazy guards above it: the
+peeled conjuncts compute exactly what the nest computed, in any order.  One that cannot
+fault -- an index test, a read in bounds on its variables' whole ranges (a scatter's
+equation ``data_index(I[i]) == v``, a ReLU mask at the output point) -- stays a plain
+conjunct, which the scatter can solve or hoist.
+"""
+
+from __future__ import annotations
+
+from tensorad.simplify.algebra.logic import conjuncts
+
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, logical, logical_not
+from tensorad.ir.intrange import may_fault
+
+
+def _zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
+
+
+def all_of(cs: list[Expr]) -> Expr:
+    """``c1 && c2 && ...`` built by :func:`logical` (which folds constants), ``True`` for none."""
+    out = TRUE
+    for c in cs:
+        out = c if out is TRUE else logical(Op.AND, out, c)
+    return out
+
+
+def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
+    """``(conjuncts, value)``: ``e`` is ``value`` where every conjunct holds and 0 elsewhere,
+    peeling ``select(c, x, 0)`` / ``if_then_else(c, x, 0)`` nests (and ``select(c, 0, x)`` as
+    ``!c`` when ``negated``: true at NaN, as the select's choice of ``x`` is).  Each conjunct
+    may be computed wherever ``e`` is (see the module docstring), together with the others
+    in any order; the value only where all hold."""
+    guards: list[Expr] = []
+    lazy: list[Expr] = []  # the conjuncts of the if_then_else guards passed, as peeled
+    memo: dict = {}
+    while e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[1].dtype != "bool":
+        c, a, b = e.src
+        if _zero(b):
+            cond, inner = c, a
+        elif negated and _zero(a):
+            cond, inner = logical_not(c), b
+        else:
+            break
+        here = []
+        for t in conjuncts(cond):
+            if lazy and may_fault(t, memo):
+                t = choice(Op.IF_THEN_ELSE, all_of(lazy), t, FALSE)
+            here.append(t)
+        guards += here
+        if e.op is Op.IF_THEN_ELSE:
+            lazy += here
+        e = inner
+    return guards, e
+
+
+__all__ = ["may_fault", "peel_masks"]

@@ -1,0 +1,114 @@
+"""Moving bodies between tensors: inlining cheap producers, fusing gathers of reductions.
+
+* :func:`is_cheap` -- a non-reduction body worth substituting into its readers: no
+  transcendental function, power or reduction, at most four reads, small (a division is cheap
+  next to a loop nest of its own).  Inlining
+  such a producer exposes its ``select``/``if_then_else`` guards to the nonzeroness of the
+  reader (the seed's ``matmul(H, Jacobian)`` needs exactly that) and costs no extra loop.
+* :func:`inline_read` -- the producer's body at the read's indices.
+* :func:`fuse_gather` -- a non-reduction body that is *linear* in a single read of a sum
+  ``P`` (``P[idx]``, ``P[idx] * g``, ``if_then_else(c, P[idx], 0)``, ...) becomes one sum
+  over ``P``'s reduction variables: ``ctx(sum_k s_k) = sum_k ctx(s_k)`` when ``ctx(0) = 0``
+  and ``ctx`` adds nothing.  The adjoint of an injective op (pad, reshape, transpose, slice)
+  is such a gather of the next adjoint; fused, the sum runs over the smaller tensor's points
+  only (a padded convolution's input gradient no longer sums over the padding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
+from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from .algebra.rules import is_zero
+
+EXPENSIVE = UNARY_MATH | {Op.POW, Op.REDUCE}
+MAX_INLINE_NODES = 40
+MAX_INLINE_READS = 4
+
+
+def is_cheap(body: Expr) -> bool:
+    nodes = list(walk(body))
+    if len(nodes) > MAX_INLINE_NODES:
+        return False
+    reads = sum(n.op is Op.READ for n in nodes)
+    return not any(n.op in EXPENSIVE for n in nodes) and reads <= MAX_INLINE_READS
+
+
+def inline_read(node: Expr) -> Expr:
+    """The body of the (non-reduction) tensor read by ``node``, at ``node``'s indices."""
+    t: Tensor = node.arg
+    return substitute(t.op.body[t.value_index], dict(zip(t.op.axes, node.src)))
+
+
+def rename_reduce(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
+    """Substitute variables in ``e`` (a REDUCE's listed axes included)."""
+    out = substitute(e, mapping)
+    if out.op is Op.REDUCE:
+        ra = out.arg
+        out = out.replace(arg=ReduceArg(ra.combiner, tuple(mapping.get(a, a) for a in ra.axes),
+                                        ra.value_index))
+    return out
+
+
+def _contains(e: Expr, target: Expr) -> bool:
+    return any(n is target for n in walk(e))
+
+
+def _linear_in(e: Expr, target: Expr) -> bool:
+    """Whether ``e`` is ``ctx(target)`` with ``ctx`` linear, ``ctx(0) = 0``, one occurrence."""
+    while e is not target:
+        op = e.op
+        if op is Op.MUL:
+            a, b = e.src
+            ina, inb = _contains(a, target), _contains(b, target)
+            if ina == inb:
+                return False
+            e = a if ina else b
+        elif op is Op.DIV:
+            if _contains(e.src[1], target):
+                return False
+            e = e.src[0]
+        elif op is Op.NEG:
+            e = e.src[0]
+        elif op in (Op.SELECT, Op.IF_THEN_ELSE):
+            c, a, b = e.src
+            if not is_zero(b) or _contains(c, target):
+                return False
+            e = a
+        else:
+            return False
+    return True
+
+
+def _box(axes: Sequence[Expr]) -> int:
+    n = 1
+    for a in axes:
+        n *= a.hi - a.lo
+    return n
+
+
+def fuse_gather(axes: Sequence[Expr], body: Expr, fusable: Callable[[ComputeOp], bool]) -> Expr | None:
+    """``body`` as one sum when it is linear in a single read of a fusable sum (see above)."""
+    if body.op is Op.REDUCE:
+        return None
+    reads = [n for n in walk(body) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)
+             and n.arg.op.is_reduction and n.arg.op.num_outputs == 1]
+    if len(reads) != 1:
+        return None
+    target = reads[0]
+    op: ComputeOp = target.arg.op
+    red = op.body[0]
+    if red.arg.combiner.kind != "sum" or not fusable(op) or _box(axes) > _box(op.axes):
+        return None
+    if not _linear_in(body, target):
+        return None
+    fresh = {k: var(k.name, k.lo, k.hi) for k in red.arg.axes}
+    mapping = dict(zip(op.axes, target.src)) | fresh
+    cond = substitute(red.src[0], mapping)
+    src = substitute(red.src[1], mapping)
+    new_src = substitute(body, {target: src})
+    return Expr(Op.REDUCE, new_src.dtype, (cond, new_src),
+                ReduceArg(red.arg.combiner, tuple(fresh[k] for k in red.arg.axes), 0))

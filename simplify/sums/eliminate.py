@@ -1,0 +1,298 @@
+"""Reduction-variable elimination: solve a sum's where-condition for its reduction variables.
+
+``sum over (k...) where C of f`` is rewritten with the integer set ``D`` of points
+(outer axes x reduction variables) where the affine conjuncts of ``C`` hold:
+
+1. **Eliminate**: a reduction variable ``k`` that ``D`` determines (the map "other variables
+   -> k" is single-valued) is replaced by that function everywhere and dropped; ``D`` becomes
+   its projection.  Candidates are ranked by number of pieces, then number of divs (flatten:
+   ``ax1 == (k // 500) % 10 && ...`` gives ``k = 500*ax1 + 25*ax2 + ax3``; a stride-2 window
+   ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
+2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``, e.g.
+   ``k == Winner[i]``) substitutes ``k := e``; the constraints ``D`` put on ``k`` become a
+   (non-affine) guard on ``e``.  For a ``k`` that indexes a read only when ``e`` reads data
+   through gather indices alone (``b == data_index(S[k])``: ``H[b]`` becomes the gather
+   ``H[data_index(S[k])]``); any other data in a read index is not quasi-affine, so such a sum
+   keeps ``k`` and the test.
+3. **Tighten** what is left: a variable gets its exact constant range on ``D``, or is
+   *deskewed* -- ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)`` when a lower bound
+   ``lo`` (a piece of isl's lexmin) gives a shorter range (pooling gradients iterate over the
+   window footprint only: ``oh = ceil((h - 2) / 2) + oh'``, ``oh'`` in ``[0, 2)``).
+4. The where-condition is ``D`` gisted against the box of the remaining variables: only
+   constraints the variable ranges do not already imply stay.
+
+The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts, so
+it is memoized in the optimizer's context; applying a plan to a source is a substitution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, var
+from tensorad.ir.intrange import may_fault
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import reads_data
+from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import IndexSet
+from tensorad.poly.linear import solve_for, to_linear
+
+from ..algebra.logic import all_of, conjuncts
+from ..algebra.rules import simplify_expr
+from .plan_key import rename, shape_key
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to rewrite a sum: ``mapping`` (old reduction var -> expression of outer and new
+    reduction vars), the new reduction vars, the new affine where-condition and extra guards
+    (non-affine, from data-dependent equations).  ``empty``: the sum is zero everywhere."""
+
+    mapping: tuple[tuple[Expr, Expr], ...]
+    rvars: tuple[Expr, ...]
+    cond: Expr
+    guards: tuple[Expr, ...]
+    empty: bool = False
+
+
+MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are not worth it
+
+
+def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
+    """An isl space over ``variables``: the call's own (its conversions kept) when there is a
+    context, else a fresh one."""
+    return IndexSpace(variables) if ctx is None else ctx.space(variables)
+
+
+def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
+                 ctx=None) -> tuple[list[Expr], list[Expr]]:
+    """Conjuncts isl represents exactly over ``variables`` and the rest (residual).
+
+    Each answer is kept in the call's context up to a renaming of ``variables``
+    (:func:`.sums.plan_key.shape_key`): every adjoint of a long chain asks about its own fresh axes
+    whether ``i == 0 or i == 9`` is affine, and isl converts it once, not once per link."""
+    made: list[IndexSpace] = []  # (the space, made when first needed)
+    affine, residual = [], []
+    for c in conds:
+        if variables and _affine_over(c, variables, ctx, made):
+            affine.append(c)
+        else:
+            residual.append(c)
+    return affine, residual
+
+
+def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:
+    shape = shape_key(variables, (c,)) if ctx is not None and ctx.share_plans else None
+    if shape is not None:
+        found = ctx.affine.get(shape)
+        if found is not None:
+            return found
+    if not made:
+        made.append(space_of(variables, ctx))
+    answer = _is_affine(made[0], c)
+    if shape is not None:
+        ctx.counts["affine test"] += 1
+        ctx.affine[shape] = answer
+    return answer
+
+
+def _is_affine(space: IndexSpace, c: Expr) -> bool:
+    """A condition isl represents that reads no data (not even in terms that cancel)."""
+    return not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and space.is_affine(c)
+
+
+def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
+    for k in list(mapping):
+        mapping[k] = substitute(mapping[k], {v: value})
+    mapping[v] = value
+
+
+def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr] | None:
+    """``(k, e)`` when residual ``eq`` is ``k == e`` up to sign, ``e`` free of ``k``."""
+    if eq.op is not Op.EQ or not dt.is_int(eq.src[0].dtype):
+        return None
+    f = to_linear(eq.src[0]) - to_linear(eq.src[1])
+    for r in rvars:
+        g = solve_for(f, r)  # coef*r + rest + c == 0  ->  r == -coef*(rest + c)
+        if g is None:
+            continue
+        e = None
+        for a, k in g.terms:
+            term = a * k if k != 1 else a
+            e = term if e is None else e + term
+        e = (e + g.const if g.const else e) if e is not None else Expr(Op.CONST, dt.INDEX, (), g.const)
+        return r, simplify_expr(e, ctx)
+    return None
+
+
+def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
+              equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
+    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.
+
+    ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
+    is not used for a variable that appears in one (a read index must stay quasi-affine).
+    """
+    variables = list(outer) + list(rvars)
+    sharing = ctx is not None and ctx.share_plans and not equations
+    shape = shape_key(variables, affine) if sharing else None
+    if shape is not None:  # equal up to the variables' identities: renamed (:mod:`.sums.plan_key`)
+        shape = (len(outer), shape)
+        found = ctx.plans.get(shape)
+        if found is not None:
+            ctx.counts["plan renamed"] += 1
+            plan, old = found
+            return rename(plan, old, variables)
+        ctx.counts["plan"] += 1
+        plan = _make_plan(list(outer), list(rvars), list(affine), [], [], ctx)
+        ctx.plans[shape] = (plan, variables)
+        return plan
+    key = (tuple(outer), tuple(rvars), tuple(affine), tuple(equations), tuple(indices))
+    plans = ctx.plans if ctx is not None else {}
+    found = plans.get(key)
+    if found is None:
+        if ctx is not None:
+            ctx.counts["plan"] += 1
+        found = plans[key] = _make_plan(list(outer), list(rvars), list(affine), list(equations),
+                                        list(indices), ctx)
+    return found
+
+
+def _gathers_data(e: Expr) -> bool:
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque
+    index of a plain variable (a max gradient's window point ``data_index(t)``, kept opaque
+    so that its sum stays a scatter) is no gather to substitute into a read."""
+    return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
+
+
+def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
+    """Whether a sum without conditions over ``rvars`` keeps them as they are: every range
+    nonempty (a box, no point missing) and every reduction variable's at least two points
+    (none determined) -- the plan isl would make is the identity, asked of it for nothing."""
+    return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
+        and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
+
+
+def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
+               equations: list[Expr], indices: list[Expr], ctx) -> Plan:
+    if not affine and not equations and _unconstrained(outer, rvars):
+        return Plan((), tuple(rvars), TRUE, ())
+    dom = IndexSet.from_conditions(outer + rvars, affine, space_of(outer + rvars, ctx))
+    if dom.is_empty():
+        return Plan((), (), TRUE, (), empty=True)
+    mapping: dict[Expr, Expr] = {}
+    rvars = list(rvars)
+    # A variable no condition mentions ranges over its whole range whatever the others are
+    # (the set is its range times the rest, projections keep that): with two or more values
+    # it is not determined, its range is its own and its least value a constant -- what the
+    # isl questions below would answer, known without asking them.
+    mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
+    free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
+            and r.hi - r.lo > 1}
+    # 1. eliminate determined variables, best candidate first.  A variable the set does not
+    # determine stays undetermined on its projections (two of its values beside one point of
+    # the others remain two beside that point's projection): it is not asked again.
+    undetermined = set(free)
+    while rvars:
+        best = None
+        for idx, r in enumerate(rvars):
+            if r in undetermined:
+                continue
+            if ctx is not None:
+                ctx.counts["solve"] += 1
+            sol = dom.solve(r)
+            if sol is None:
+                undetermined.add(r)
+                continue
+            if sol.pieces > MAX_PIECES:
+                continue
+            score = (sol.pieces, sol.divs, idx)
+            if best is None or score < best[0]:
+                best = (score, r, sol)
+        if best is None:
+            break
+        _, r, sol = best
+        _compose(mapping, r, simplify_expr(sol.value, ctx))
+        dom = dom.project_out(r)
+        rvars = [x for x in rvars if x is not r]
+    # 2. data-dependent equations k == e(...)
+    guards: list[Expr] = []
+    for eq in equations:
+        eq = simplify_expr(substitute(eq, mapping), ctx)
+        in_reads = {v for ix in indices for v in walk(substitute(ix, mapping)) if v.op is Op.VAR}
+        found = equation_for(eq, [r for r in rvars if r not in in_reads], ctx)
+        if found is None:  # a read index may take a gather index: H[b] -> H[data_index(S[k])]
+            found = equation_for(eq, [r for r in rvars if r in in_reads], ctx)
+            if found is not None and (reads_data(found[1]) or not _gathers_data(found[1])):
+                found = None
+        if found is None:
+            continue
+        r, e = found
+        limits = dom.constraints_on(r).to_cond()
+        guards = [simplify_expr(substitute(g, {r: e}), ctx) for g in guards]
+        guards.append(simplify_expr(substitute(limits, {r: e}), ctx))
+        _compose(mapping, r, e)
+        dom = dom.project_out(r)
+        rvars = [x for x in rvars if x is not r]
+    # 3. tighten and deskew the remaining variables
+    new_vars: list[Expr] = []
+    shift: dict[Expr, Expr] = {}
+    for r in rvars:
+        if r in free:
+            new_vars.append(r)
+            continue
+        lo, hi = dom.const_range(r)
+        if ctx is not None:
+            ctx.counts["lower bounds"] += 1
+        candidates = dom.lower_bounds(r, outer)
+        best = next(((b, ext) for b, ext in candidates
+                     if ext < hi - lo + 1 and free_vars(b)), None)
+        if best is not None:
+            b, ext = best
+            nv = var(r.name, 0, ext)
+            shift[r] = simplify_expr(b + nv, ctx)
+        else:
+            nv = var(r.name, lo, hi + 1) if (lo, hi + 1) != (r.lo, r.hi) else r
+            if nv is not r:
+                shift[r] = nv
+        new_vars.append(nv)
+    # gist against the ranges that stay: a shifted variable's own bounds must survive
+    kept = [v for v in dom.vars if v not in shift]
+    cond = dom.gist(IndexSet.box(dom.vars, bounded=kept, space=space_of(dom.vars, ctx))).to_cond()
+    if shift:
+        for r, value in shift.items():
+            _compose(mapping, r, value)
+        guards = [simplify_expr(substitute(g, shift), ctx) for g in guards]
+        cond = simplify_expr(substitute(cond, shift), ctx)
+        space_vars = outer + new_vars
+        space = space_of(space_vars, ctx)
+        cond = IndexSet.from_conditions(space_vars, [cond], space).gist(
+            IndexSet.box(space_vars, space=space)).to_cond()
+    cond = simplify_expr(cond, ctx)
+    return Plan(tuple(mapping.items()), tuple(new_vars), cond, tuple(guards))
+
+
+def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
+    """``exprs`` with the plan's substitution applied (and simplified)."""
+    mapping = dict(plan.mapping)
+    return [simplify_expr(substitute(e, mapping), ctx) if mapping else e for e in exprs]
+
+
+def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
+    """The non-affine guard of a planned sum as ``(outer, inner)``: the source is computed
+    where ``outer`` holds and then ``inner`` (``True`` when there is nothing to nest).
+
+    The range guards of substituted equations (``3 <= w <= 7`` for ``i := w - 3``) keep the
+    residual conjuncts' reads in bounds (``X[i]`` became ``X[w - 3]``).  ``&&`` computes both
+    operands -- in ``ta.evaluate``, the bounds proof and LLVM -- so a residual conjunct that
+    may fault once substituted stays in an inner, lazy ``if_then_else`` under the range
+    guards (fuzz seed 202459: a max gradient's tie test read out of its winner tensor's
+    bounds); one that cannot fault joins them in one conjunction, as before.
+    """
+    guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
+    rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
+    memo: dict = {}
+    if guards and any(may_fault(c, memo) for c in rest):
+        return all_of(guards), all_of(rest)
+    return all_of(guards + rest), TRUE

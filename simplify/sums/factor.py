@@ -1,0 +1,645 @@
+"""Factor loop-invariant terms out of sums, and share sums that are equal up to such factors.
+
+A sum over ``k`` is linear in its source, so factors that do not mention ``k`` move out::
+
+    sum_k (a * f(k) + b * g(k))  =  a * [sum_k f(k)] + b * [sum_k g(k)]          (linearity)
+    sum_{k in box} c             =  c * |box|                                     (a count)
+
+Autodiff builds adjoint sums whose sources carry per-row factors: in batch norm's gradient
+``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and ``gamma.grad[c] = sum_k H * (X - mean) *
+rstd[c]`` are one sum ``[sum_k H * (X - mean)]`` times different factors, and
+``mean.grad[c] = sum_k (H * u[c] + v[c] * (mean[c] - X))`` is ``u * [sum_k H] + v * (|box| *
+mean - [sum_k X])``, whose brackets are ``beta.grad`` and the forward ``mean``'s own sum.
+Written as brackets, the sums become tensors of the call's :class:`~.cse.OpTable`, so equal
+brackets -- across adjoints, and with the forward sums the gradient reads -- are one tensor.
+
+:func:`factor_sum` rewrites one sum only when that does not add a pass: every bracket must
+be a count, provably zero (:mod:`.zeros.polynomial`) or a sum the table already holds, except at
+most one new sum (the *remainder*: the sum of every term not shared, as one reduction).  A
+variant factor that is itself a sum (``mean - X``) is expanded only when that makes its
+brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); otherwise it is
+kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
+(which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
+custom combiners are not linear).
+
+A sum over an empty domain is ``0`` whatever its terms, but ``coef * [sum]`` is ``coef * 0``,
+which is NaN when ``coef`` is inf or NaN at run time (an empty max is ``-inf``; fuzz seed
+14178).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
+``if_then_else(exists k: cond(i, k), coef * [sum], 0)``: the strong zero of the original.  isl
+projects the where-condition onto the axes; where no point's domain is empty there is no guard,
+and a where-condition isl cannot represent is not rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.domain import IndexSet
+
+from ..algebra.logic import all_of, conjuncts
+from ..algebra.rules import simplify_expr
+from ..zeros.polynomial import provably_zero
+from .eliminate import split_affine
+
+MAX_TERMS = 16  # more additive terms than this: the source is left as it is
+
+Term = tuple[Expr, tuple[Expr, ...]]  # (invariant coefficient, variant factors)
+# (free variables, bracket) -> the bracket's read over them, if the table holds it
+Lookup = Callable[[Sequence[Expr], Expr], Expr | None]
+# (free variables, bracket, a lone bracket, a nested bracket) -> the read of a new tensor
+Make = Callable[[Sequence[Expr], Expr, bool, bool], Expr]
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _mentions(e: Expr, bound: frozenset) -> bool:
+    return any(n in bound for n in walk(e))
+
+
+def _factors(e: Expr) -> tuple[Expr, ...]:
+    if e.op is Op.MUL:
+        return _factors(e.src[0]) + _factors(e.src[1])
+    return (e,)
+
+
+def _collapse(e: Expr, bound: frozenset) -> Term:
+    """A product kept whole: its invariant factors are the coefficient, the rest its factors."""
+    coef: Expr = const(1, e.dtype)
+    factors = []
+    for f in _factors(e):
+        if _mentions(f, bound):
+            factors.append(f)
+        else:
+            coef = coef * f
+    return coef, tuple(factors)
+
+
+def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
+    """``e`` as ``sum(coef * prod(variant factors))``: coefficients free of ``bound``.
+
+    Invariant subexpressions are one coefficient; products and quotients by invariants move
+    the invariant into the coefficient; ``+``, ``-``, negation split terms.  A product of two
+    variant sums is distributed only with ``distribute`` (else it is one variant factor)."""
+    memo: dict[Expr, list[Term]] = {}
+
+    def go(n: Expr) -> list[Term]:
+        found = memo.get(n)
+        if found is not None:
+            return found
+        one = const(1, n.dtype)
+        if not _mentions(n, bound):
+            out = [(n, ())]
+        elif n.op is Op.ADD:
+            out = go(n.src[0]) + go(n.src[1])
+        elif n.op is Op.SUB:
+            out = go(n.src[0]) + [(-c, f) for c, f in go(n.src[1])]
+        elif n.op is Op.NEG:
+            out = [(-c, f) for c, f in go(n.src[0])]
+        elif n.op is Op.MUL:
+            a, b = go(n.src[0]), go(n.src[1])
+            if not distribute and all(_mentions(s, bound) for s in n.src):
+                # a variant sum times a variant factor stays one factor: H * (X - mean) is
+                # not H * X - H * mean (that would cancel catastrophically in the sum)
+                a, b = (x if len(x) == 1 else [_collapse(s, bound)]
+                        for x, s in ((a, n.src[0]), (b, n.src[1])))
+            if len(a) * len(b) > MAX_TERMS:
+                out = [_collapse(n, bound)]
+            else:
+                out = [(ca * cb, fa + fb) for ca, fa in a for cb, fb in b]
+        elif n.op is Op.DIV and not _mentions(n.src[1], bound):
+            out = [(c / n.src[1], f) for c, f in go(n.src[0])]
+        else:
+            out = [(one, (n,))]
+        if len(out) > MAX_TERMS:
+            raise _TooMany
+        memo[n] = out
+        return out
+
+    return go(e)
+
+
+def _key(e: Expr) -> tuple:
+    """A shallow deterministic order of factors (not by address, nor by a tensor's name; a
+    structural key would cost the size of the expression as a tree)."""
+    arg = e.arg
+    if e.op is Op.READ:
+        op = arg.op
+        tid = ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group, arg.shape)
+        return (e.op.value, e.dtype, tid, len(e.src))
+    if e.op is Op.VAR:
+        return (e.op.value, e.dtype, e.name, arg.uid)
+    if e.op is Op.CONST:
+        return (e.op.value, e.dtype, repr(arg))
+    return (e.op.value, e.dtype, len(e.src))
+
+
+def scaled(coef: Expr, t: Expr) -> Expr:
+    """``coef * t`` applied the way ``coef`` was built, innermost operand first: ``(-(1/S))/S``
+    times ``t`` is ``-(t/S)/S``, never ``t * (-(1/S)/S)`` -- ``1/S^2`` underflows where ``S``
+    is large (a softmax of large logits), while each step of the original stays in range."""
+    if coef.op is Op.DIV:
+        return Expr(Op.DIV, coef.dtype, (scaled(coef.src[0], t), coef.src[1]))
+    if coef.op is Op.NEG:
+        return Expr(Op.NEG, coef.dtype, (scaled(coef.src[0], t),))
+    if coef.op is Op.MUL:
+        return scaled(coef.src[0], scaled(coef.src[1], t))
+    if coef.op is Op.CONST and coef.arg == 1:
+        return t
+    return coef * t
+
+
+def _product(factors: Sequence[Expr], dtype: str) -> Expr:
+    out: Expr | None = None
+    for f in sorted(factors, key=_key):
+        out = f if out is None else Expr(Op.MUL, dtype, (out, f))
+    return const(1, dtype) if out is None else out
+
+
+def _group(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
+    """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
+    out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
+    for c, f in ts:
+        key = tuple(sorted(f, key=_key))
+        if key in out:
+            c = out[key][0] + c
+        out[key] = (c, key)
+    return out
+
+
+def _count(red: Expr) -> int | None:
+    """``|box|`` of an unconditioned reduction over ``red``'s variables."""
+    if red.src[0] is not TRUE:
+        return None
+    n = 1
+    for r in red.arg.axes:
+        if r.lo is None or r.hi is None:
+            return None
+        n *= max(r.hi - r.lo, 0)
+    return n
+
+
+def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
+    """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
+    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell.
+
+    Only the variables the condition mentions enter the isl set: another one ranges over a
+    nonempty box whatever the rest is, so it neither empties the domain nor constrains the
+    axes (a variable with an empty range keeps them all: then the whole domain is empty).  The
+    answer depends on the condition and those variables alone, so the call's context memoizes
+    it under that key: the sums of one adjoint, nested over different outer variables, share
+    their conditions (:func:`_nest_split` asks up to ``2^k`` times per sum)."""
+    cond = red.src[0]
+    if cond is TRUE:
+        return TRUE
+    rvars = tuple(red.arg.axes)
+    used = {n for n in walk(cond) if n.op is Op.VAR}
+    if all(v in used or (v.lo is not None and v.hi is not None and v.hi > v.lo) for v in tuple(axes) + rvars):
+        axes, rvars = tuple(a for a in axes if a in used), tuple(r for r in rvars if r in used)
+    key = (tuple(axes), rvars, cond)
+    memo = ctx.nonempty if ctx is not None else {}
+    if key in memo:
+        return memo[key]
+    if ctx is not None:
+        ctx.counts["nonempty"] += 1
+    variables = list(axes) + list(rvars)
+    affine, residual = split_affine(conjuncts(cond), variables, ctx)
+    if residual:
+        out = None
+    else:
+        space = None if ctx is None else ctx.space(variables)
+        onto = IndexSet.from_conditions(variables, affine, space).project_onto(axes)
+        box = IndexSet.box(onto.vars, space=None if ctx is None else ctx.space(onto.vars))
+        out = simplify_expr(onto.gist(box).to_cond(), ctx)
+    memo[key] = out
+    return out
+
+
+class _Plan:
+    """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
+
+    def __init__(self) -> None:
+        self.out: list[Expr] = []  # coef * bracket, already built
+        self.rest: list[Term] = []  # terms of the remainder
+        self.changed = False
+
+
+def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
+    """``red`` (a sum body over ``axes``) with invariant factors moved out of shared brackets, or
+    ``None`` when that would not save a pass (see the module docstring)."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or not dt.is_float(red.dtype):
+        return None
+    cond, src = red.src
+    rvars = red.arg.axes
+    bound = frozenset(rvars)
+    count = _count(red)
+    nonempty = _nonempty(axes, red, ctx)
+    if nonempty is None:
+        return None
+
+    def bracket(factors: tuple[Expr, ...]) -> Expr:
+        return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
+                    ReduceArg(red.arg.combiner, rvars, 0))
+
+    def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
+        """The axes a bracket depends on (then the ``outer`` sum variables it reads): a
+        bracket is a tensor over those only."""
+        free = set(walk(body))
+        ax = tuple(a for a in axes if a in free)
+        dropped = [a for a in axes if a not in free]
+        # dropping only unit axes makes no smaller tensor: keep the op's own axes then
+        ax = ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+        return ax + tuple(r for r in outer if r in free)
+
+    def nest(coef: Expr, factors: tuple[Expr, ...]) -> Expr | None:
+        """``sum_{O, I} coef a(O) f(O, I)`` as ``sum_O coef a(O) [sum_I f](O)``: factors free of
+        the inner variables ``I`` move out of an inner bracket over the axes and ``O``.  With
+        such factors the bracket is made (a per-(n, c) partial sum, kept only if another sum
+        shares it: :func:`fold_nested`); with none, only a bracket the table holds is used."""
+        if len(rvars) < 2:
+            return None
+        seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+        proper = [v for v in seen if v != bound]
+        if proper:
+            outer = frozenset().union(*proper)
+            tries = [(outer, True)] if outer != bound else []
+        else:
+            tries = [(frozenset(sub), False) for k in range(1, len(rvars))
+                     for sub in combinations(rvars, k)]
+        for outer, create in tries:
+            split = _nest_split(axes, red, factors, seen, outer, ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
+            free = used(inside, ovars)
+            read = lookup(free, inside)
+            if read is None:
+                if not create:
+                    continue
+                read = make(free, inside, True, True)
+            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inside_vars(inside)]
+                                        + [read], red.dtype))
+            return Expr(Op.REDUCE, red.dtype, (where, src), ReduceArg(red.arg.combiner, ovars, 0))
+        return None
+
+    def place(coef: Expr, factors: tuple[Expr, ...], plan: _Plan) -> bool:
+        """Put a group that costs no pass into ``plan``; False when it needs the remainder."""
+        if not factors:
+            if count is None:
+                return False
+            plan.out.append(scaled(coef, const(float(count), red.dtype)))
+            return True
+        body = bracket(factors)
+        ax = used(body)
+        found = lookup(ax, body)
+        if found is not None:
+            plan.out.append(scaled(coef, found))
+            return True
+        if provably_zero(body, ctx):
+            return True
+        return False
+
+    try:
+        groups = _group(terms(src, bound))
+    except _TooMany:
+        return None
+    plan = _Plan()
+    for coef, factors in groups.values():
+        if place(coef, factors, plan):
+            plan.changed = True
+            continue
+        if any(f.op in (Op.ADD, Op.SUB) for f in factors):
+            try:
+                sub = _group(terms(_product(factors, red.dtype), bound, distribute=True))
+            except _TooMany:
+                sub = {}
+            trial = _Plan()
+            if len(sub) > 1 and all(place(coef * c, f, trial) for c, f in sub.values()):
+                plan.out += trial.out
+                plan.changed = True
+                continue
+        plan.rest.append((coef, factors))
+    if len(plan.rest) > 1:
+        plan.rest = _shared_coefficients(plan.rest, plan, place, red.dtype)
+    if len(plan.rest) == 1:
+        coef, factors = plan.rest[0]
+        if not plan.changed:
+            nested = nest(coef, factors)
+            if nested is not None:
+                return Expr(Op.REDUCE, nested.dtype, tuple(simplify_expr(s, ctx) for s in nested.src),
+                            nested.arg)
+        body = bracket(factors)
+        ax = used(body)
+        if not plan.changed and ax == tuple(axes) and simplify_expr(coef, ctx).op is Op.CONST:
+            return None  # a constant factor: moving it out shares nothing new
+        plan.out.append(scaled(coef, make(ax, body, not plan.changed, False)))
+    elif plan.rest:
+        if not plan.changed:
+            return None
+        rest = None
+        for coef, factors in plan.rest:
+            t = coef * _product(factors, red.dtype)
+            rest = t if rest is None else rest + t
+        body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
+        ax = used(body)
+        plan.out.append(make(ax, body, False, False))
+    if not plan.out:
+        return const(0, red.dtype)
+    total = plan.out[0]
+    for t in plan.out[1:]:
+        total = total + t
+    if nonempty is not TRUE:
+        total = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, total, const(0, red.dtype)))
+    return simplify_expr(total, ctx)
+
+
+def _shared_coefficients(rest: list[Term], plan: _Plan, place, dtype: str) -> list[Term]:
+    """``rest`` with the terms of one coefficient whose variant parts, added, make a bracket
+    that costs no pass (``place``) moved into ``plan``: ``sum_k (a X[k] + a R[k])`` is
+    ``a [sum_k (X[k] + R[k])]`` -- a residual layer norm's mean gradient, whose bracket is the
+    forward's own sum of the residual ``X + R`` (one pass over both inputs fewer).  Not for a
+    constant coefficient: moving it out shares nothing new (the sum itself is that bracket)."""
+    by_coef: dict[Expr, list[Term]] = {}
+    for coef, factors in rest:
+        by_coef.setdefault(coef, []).append((coef, factors))
+    left: list[Term] = []
+    for coef, group in by_coef.items():
+        if len(group) > 1 and coef.op is not Op.CONST:
+            added = None
+            for _, factors in group:
+                p = _product(factors, dtype)
+                added = p if added is None else added + p
+            if place(coef, (added,), plan):
+                plan.changed = True
+                continue
+        left.extend(group)
+    return left
+
+
+def is_sum_op(op: object) -> bool:
+    """A single-output compute op whose body is a sum reduction."""
+    return isinstance(op, ComputeOp) and op.num_outputs == 1 and op.is_reduction \
+        and op.body[0].arg.combiner.kind == "sum"
+
+
+def _folded(node: Expr, brackets: set) -> Expr | None:
+    """``coef * T[i]`` (or ``T[i] / coef``, ``-T[i]``) for a bracket ``T`` read once, as
+    ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in)."""
+    if node.op not in (Op.MUL, Op.DIV, Op.NEG):
+        return None
+    for k in ((0, 1) if node.op is Op.MUL else (0,)):
+        read = node.src[k]
+        coef = node.src[1 - k] if node.op is not Op.NEG else const(-1, node.dtype)
+        if read.op is not Op.READ or read.arg.op not in brackets:
+            continue
+        op: ComputeOp = read.arg.op
+        idx = read.src
+        if any(i.op is not Op.VAR for i in idx) or len(set(idx)) != len(idx) \
+                or any(n.op is Op.VAR and n.lo is not None and n not in idx for n in walk(coef)) \
+                or any(n.op is Op.REDUCE for n in walk(coef)):
+            continue
+        red = op.body[0]
+        moved = _subst(coef, dict(zip(idx, op.axes)))
+        src = red.src[1] / moved if node.op is Op.DIV else -red.src[1] if node.op is Op.NEG \
+            else moved * red.src[1]
+        body = Expr(Op.REDUCE, red.dtype, (red.src[0], src), red.arg)
+        new = ComputeOp(op.name, op.tag, op.axes, (body,), op.attrs, op.provenance)
+        return Tensor(new, 0)[idx]
+    return None
+
+
+def _subst(e: Expr, m: dict) -> Expr:
+    from tensorad.ir.rewrite import substitute
+
+    return substitute(e, m)
+
+
+def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
+    """``outputs`` with every bracket read exactly once folded back into its sum.
+
+    :func:`factor_sum` moves a single bracket's coefficient out so that a later sum can share
+    it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
+    (a sum over a row whose coefficient reads the row's forward statistics no longer shares
+    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work)."""
+    from tensorad.ir.rewrite import replace_reads, rewrite
+
+    def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
+        table = dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), lambda n: _folded(n, once))
+        return tuple(rewrite(replace_reads(b, read), table) for b in op.body)
+
+    return _fold_read_once(outputs, brackets, bodies)
+
+
+def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]:
+    """The graph of ``outputs`` rebuilt by ``bodies(op, once, read)`` -- an op's new bodies,
+    given the ops of ``ops`` read exactly once and not outputs (``once``, the ones to fold
+    back), and ``read``, the :func:`replace_reads` callback that points reads at rebuilt
+    tensors -- producers before consumers.  The walk :func:`fold_unshared` and
+    :func:`fold_nested` share."""
+    from tensorad.ir.rewrite import tensor_graph
+
+    if not ops:
+        return list(outputs)
+    graph = tensor_graph(outputs)
+    count = _use_counts(graph, ops)
+    once = {op for op, c in count.items() if c == 1 and not any(t.op is op for t in outputs)}
+    if not once:
+        return list(outputs)
+    new: dict[Tensor, Tensor] = {}
+
+    def read(node: Expr) -> Expr | None:
+        t = new.get(node.arg)
+        return None if t is None or t is node.arg else Expr(Op.READ, node.dtype, node.src, t)
+
+    for t in graph:
+        op = t.op
+        if not isinstance(op, ComputeOp) or t in new:
+            continue
+        made_bodies = bodies(op, once, read)
+        made = op if made_bodies == op.body else ComputeOp(op.name, op.tag, op.axes, made_bodies, op.attrs,
+                                                             op.provenance)
+        for v in range(op.num_outputs):
+            new[Tensor(op, v)] = Tensor(made, v)
+    return [new.get(t, t) for t in outputs]
+
+
+def _linear_in(e: Expr, read: Expr) -> bool:
+    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators
+    and negations only."""
+    while e is not read:
+        if e.op is Op.NEG:
+            e = e.src[0]
+        elif e.op in (Op.MUL, Op.DIV):
+            inside = [k for k, s in enumerate(e.src) if any(n is read for n in walk(s))]
+            if len(inside) != 1 or (e.op is Op.DIV and inside[0] != 0):
+                return False
+            e = e.src[inside[0]]
+        else:
+            return False
+    return True
+
+
+def _use_counts(graph: Sequence[Tensor], ops: set) -> dict:
+    count: dict = {}
+    for t in graph:
+        if isinstance(t.op, ComputeOp) and t.value_index == 0:
+            for b in t.op.body:
+                for r in [b] + [r for n in walk(b) for r in n.src]:  # each use (nodes are shared)
+                    if r.op is Op.READ and r.arg.op in ops:
+                        count[r.arg.op] = count.get(r.arg.op, 0) + 1
+    return count
+
+
+def _unnested(op: ComputeOp, inner: set) -> Expr | None:
+    """``op``'s sum ``sum_O c(O) T[idx(O)]`` with ``T = sum_I f`` in ``inner`` as one sum
+    ``sum_{O, I} c(O) f(idx(O), I)``, or ``None`` when the body is not of that form."""
+    from tensorad.ir.expr import var
+    from tensorad.ir.rewrite import substitute
+
+    red = op.body[0]
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2:
+        return None
+    found = [n for n in walk(red.src[1]) if n.op is Op.READ and n.arg.op in inner]
+    if len(found) != 1 or not _linear_in(red.src[1], found[0]) \
+            or any(n.op is Op.READ and n.arg.op in inner for n in walk(red.src[0])):
+        return None
+    read = found[0]
+    t_op: ComputeOp = read.arg.op
+    t_red = t_op.body[0]
+    if t_red.op is not Op.REDUCE or t_red.arg.combiner.kind != "sum" or len(t_red.src) != 2:
+        return None
+    fresh = {r: var(r.name, r.lo, r.hi, r.dtype) for r in t_red.arg.axes}
+    m = dict(zip(t_op.axes, read.src)) | fresh
+    cond = substitute(t_red.src[0], m)
+    inside = substitute(t_red.src[1], m)
+    src = substitute(red.src[1], {read: inside})
+    both = all_of(conjuncts(red.src[0]) + conjuncts(cond))
+    return Expr(Op.REDUCE, red.dtype, (both, src),
+                ReduceArg(red.arg.combiner, red.arg.axes + tuple(fresh[r] for r in t_red.arg.axes), 0))
+
+
+def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
+    """``outputs`` with every nested bracket read exactly once folded back into the sum that
+    reads it: ``sum_O c [sum_I f]`` is ``sum_{O, I} c f`` again (the work of one pass, where
+    the nest costs a pass and a small sum) unless another sum shares the bracket."""
+    from tensorad.ir.rewrite import replace_reads
+
+    def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
+        out = op.body
+        if op.num_outputs == 1 and op.is_reduction:
+            body = _unnested(op, once)
+            if body is not None:
+                out = (body,)
+        return tuple(replace_reads(b, read) for b in out)
+
+    return _fold_read_once(outputs, nested, bodies)
+
+
+def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> Expr | None:
+    """``red`` (a sum of one term) as ``sum_O c [sum_I f]`` over a bracket the table holds, or
+    ``None``.  For the sums optimized before the bracket was made (:meth:`.program.Optimizer.finish`)."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or len(red.arg.axes) < 2 or not dt.is_float(red.dtype):
+        return None
+    rvars = red.arg.axes
+    try:
+        groups = list(_group(terms(red.src[1], frozenset(rvars))).values())
+    except _TooMany:
+        return None
+    if len(groups) != 1:
+        return None
+    coef, factors = groups[0]
+    if not factors:
+        return None
+    seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+    for k in range(len(rvars) - 1, 0, -1):
+        for sub in combinations(rvars, k):
+            split = _nest_split(axes, red, factors, seen, frozenset(sub), ctx)
+            if split is None:
+                continue
+            inside, ovars, where = split
+            free = set(walk(inside))
+            found = lookup(tuple(a for a in axes if a in free) + tuple(r for r in ovars if r in free),
+                           inside)
+            if found is None:
+                continue
+            inner = inside_vars(inside)
+            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inner] + [found],
+                                        red.dtype))
+            return Expr(Op.REDUCE, red.dtype, (where, simplify_expr(src, ctx)),
+                        ReduceArg(red.arg.combiner, ovars, 0))
+    return None
+
+
+def inside_vars(inside: Expr) -> frozenset:
+    """The variables of an inner bracket's sum."""
+    return frozenset(inside.arg.axes)
+
+
+def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
+                outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the
+    bracket sums the factors that use an inner variable under every conjunct; the outer
+    sum keeps the other conjuncts and runs only where the inner domain has a point (else
+    ``coef * [empty sum]`` is NaN when ``coef`` is inf, where the original has no term).
+    ``None`` when isl cannot tell where the inner domain is empty."""
+    rvars = red.arg.axes
+    inner = frozenset(r for r in rvars if r not in outer)
+    cs = conjuncts(red.src[0])
+    # the bracket is a tensor over the axes and the outer variables, computed on their whole
+    # box: it keeps the outer conjuncts too, which keep its reads in bounds where no outer term
+    # reads it (fuzz seed 21271: head[.., i1 + (a + 1) % 5, ..] past the end)
+    inside = Expr(Op.REDUCE, red.dtype,
+                  (all_of(cs),
+                   _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
+                  ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
+    ovars = tuple(r for r in rvars if r in outer)
+    nonempty = _nonempty(tuple(axes) + ovars, inside, ctx)
+    if nonempty is None:
+        return None
+    where = all_of([c for c in cs if not _mentions(c, inner)]
+                   + ([] if nonempty is TRUE else [nonempty]))
+    return inside, ovars, where
+
+
+def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
+    """``outputs`` with the ops in ``bodies`` given those bodies (which read the original ops),
+    every reader rebuilt to read the new ones: producers first, by a depth-first walk of the
+    new reads (no recursion)."""
+    from tensorad.ir.rewrite import reads, replace_reads
+
+    def deps(op: ComputeOp) -> list[Tensor]:
+        return [t for b in bodies.get(op, op.body) for t in reads(b)]
+
+    new: dict[ComputeOp, ComputeOp] = {}
+    stack = [(t.op, False) for t in outputs if isinstance(t.op, ComputeOp)]
+    seen: set = set()
+
+    def read(node: Expr) -> Expr | None:
+        op = new.get(node.arg.op)
+        return None if op is None or op is node.arg.op else \
+            Expr(Op.READ, node.dtype, node.src, Tensor(op, node.arg.value_index))
+
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            if op in new:
+                continue
+            bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
+            new[op] = op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs,
+                                                         op.provenance)
+            continue
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.append((op, True))
+        stack.extend((t.op, False) for t in reversed(deps(op))
+                     if isinstance(t.op, ComputeOp) and t.op not in seen)
+    return [Tensor(new[t.op], t.value_index) if t.op in new else t for t in outputs]

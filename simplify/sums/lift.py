@@ -1,0 +1,157 @@
+"""Optimize one compute body: lift nonzeroness, split sums, eliminate reduction variables.
+
+* a **sum** ``sum over k where C of f``: if ``f``'s terms are nonzero in different places the
+  sum is split, one reduction (own tensor) per group of terms (:mod:`.sums.split`); otherwise the
+  affine conjuncts of ``nz(f)`` join ``C`` (``f`` is simplified assuming them), and the plan of
+  :mod:`.sums.eliminate` substitutes determined variables, tightens the rest and gists ``C``.
+  Non-affine conditions stay in the source, as ``if_then_else(guard, f, 0)``, so the where-
+  condition is affine (the code generator makes it exact loop bounds) and reads inside the
+  guard are only evaluated where the affine part holds.  With no variable left the reduction
+  disappears: ``if_then_else(C, f, 0)``.
+* a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the box
+  of the axes, become ``if_then_else(cond, e', 0)`` at the top (``e'`` simplified under them).
+* other reductions (max, min, prod, custom) keep their meaning: only their expressions are
+  simplified and an empty domain becomes the identity.
+
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` reads at indices such as
+``H[(h - kh) // 2]`` that are in bounds only where the guard holds, and ``select`` would
+evaluate them everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import simultaneous, substitute, walk
+from tensorad.ir.tensor import Tensor
+from tensorad.poly.domain import IndexSet
+
+from ..algebra.logic import conjuncts
+from ..algebra.rules import is_zero, simplify_expr
+from ..zeros.nonzero import assume, nonzero
+from .eliminate import apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
+from .plan_key import shape_key
+from .split import group_terms
+
+MakeTensor = Callable[[str, Sequence[Expr], Expr], Tensor]
+
+
+def _ite(cond: Expr, e: Expr, ctx=None) -> Expr:
+    if cond is TRUE:
+        return e
+    if cond is FALSE:
+        return const(0, e.dtype)
+    return simplify_expr(Expr(Op.IF_THEN_ELSE, e.dtype, (cond, e, const(0, e.dtype))), ctx)
+
+
+def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
+    """A non-reduction body with its affine nonzeroness lifted to an outer guard."""
+    body = simplify_expr(body, ctx)
+    if body.op is Op.CONST:
+        return body
+    affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes, ctx)
+    if not affine:
+        return body
+    cond = _box_guard(axes, affine, ctx)
+    if cond is None:
+        return const(0, body.dtype)
+    return _ite(cond, assume(body, affine, ctx), ctx)
+
+
+def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None:
+    """Where the conjuncts ``affine`` hold, gisted against the box of ``axes`` (None: nowhere).
+
+    Memoized in the call's context up to a renaming of the axes (:func:`.sums.plan_key.shape_key`):
+    every adjoint of a long elementwise chain has fresh axes and the same guard -- ``i == 0 or
+    i == 9`` where a loss reads two points -- so isl is asked once, not once per link."""
+    shape = shape_key(axes, affine) if ctx is not None and ctx.share_plans else None
+    if shape is not None:
+        found = ctx.guards.get(shape)
+        if found is not None:
+            cond, old = found
+            return None if cond is None else simultaneous(dict(zip(old, axes)))(cond)
+    dom = IndexSet.from_conditions(axes, affine, space_of(axes, ctx))
+    cond = None if dom.is_empty() else simplify_expr(dom.gist(IndexSet.box(axes)).to_cond(), ctx)
+    if shape is not None:
+        ctx.counts["box guard"] += 1
+        ctx.guards[shape] = (cond, tuple(axes))
+    return cond
+
+
+def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
+                 split: bool = True, ctx=None) -> Expr:
+    """A sum-reduction body rewritten as described in the module docstring.
+
+    ``make(name, axes, body)`` creates a tensor for a split-off term (the caller decides how
+    it is optimized and registered).
+    """
+    cond, src = simplify_expr(red.src[0], ctx), simplify_expr(red.src[1], ctx)
+    rvars = list(red.arg.axes)
+    if cond is FALSE or is_zero(src):
+        return const(0, red.dtype)
+    groups = group_terms(src, ctx) if split else None
+    if groups is not None:
+        parts = []
+        for k, (_, term) in enumerate(groups):
+            m = {v: var(v.name, v.lo, v.hi) for v in list(axes) + rvars}
+            sub_axes = [m[a] for a in axes]
+            sub = _reduce_like(red, [m[r] for r in rvars], substitute(cond, m), substitute(term, m))
+            t = make(f"{name}.t{k}", sub_axes, sub)
+            parts.append(t[tuple(axes)])
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return simplify_expr(out, ctx)
+    return solve_sum(axes, rvars, cond, src, red, ctx)
+
+
+def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Expr:
+    ra = red.arg
+    return Expr(Op.REDUCE, src.dtype, (cond, src), ReduceArg(ra.combiner, tuple(rvars), 0))
+
+
+def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
+              ctx=None) -> Expr:
+    """One sum (no split): lift, plan, apply."""
+    variables = list(axes) + list(rvars)
+    where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
+    nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)
+    # data-dependent equations in the source (k == Winner[i]) are lifted so they can be solved
+    eqs = [c for c in nz_res if equation_for(c, rvars, ctx) is not None]
+    src = assume(src, nz_aff + eqs, ctx)
+    residual = where_res + eqs
+    equations = [c for c in residual if c.op is Op.EQ]
+    indices = _read_indices([src] + residual) if equations else []
+    plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations, indices, ctx)
+    if plan.empty:
+        return const(0, red.dtype)
+    (src,) = apply_plan(plan, [src], ctx)
+    outer, inner = guard_of(plan, residual, ctx)
+    src = _ite(outer, _ite(inner, src, ctx), ctx)
+    if is_zero(src):
+        return const(0, red.dtype)
+    if not plan.rvars:
+        return _ite(plan.cond, src, ctx)
+    return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src), ctx)
+
+
+def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
+    out: dict[Expr, None] = {}
+    for e in exprs:
+        for n in walk(e):
+            if n.op is Op.READ:
+                out.update(dict.fromkeys(n.src))
+    return list(out)
+
+
+def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:
+    """A non-sum reduction: simplified expressions; an empty domain gives the identity."""
+    red = simplify_expr(red, ctx)
+    if red.op is not Op.REDUCE:
+        return red
+    variables = list(axes) + list(red.arg.axes)
+    affine, _ = split_affine(conjuncts(red.src[0]), variables, ctx)
+    if affine and IndexSet.from_conditions(variables, affine, space_of(variables, ctx)).is_empty():
+        return red.arg.combiner.identity[red.arg.value_index]
+    return red

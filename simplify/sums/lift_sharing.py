@@ -1,0 +1,157 @@
+"""Guard lifting done once per body shape and renamed for the others (issue 8: a long chain's
+optimizer).
+
+Every adjoint of a long elementwise chain has the same body up to its tensors and its fresh
+axes: ``if_then_else(i == 0 || i == 9, t3.grad[i] * f(s2[i]), 0)`` is
+``if_then_else(i' == 0 || i' == 9, t5.grad[i'] * f(s4[i']), 0)`` renamed, and
+:func:`.sums.lift.lift_body` -- simplification, the nonzeroness fold, the affine split, isl's box
+guard and the simplification under it -- computed the same result for each, renamed.
+:class:`LiftMemo` (held by the optimizer call's :class:`.context.OptimizerContext`, never a
+module) keys a body with :class:`tensorad.ir.spelling.Speller`'s numbering and keeps the first
+result, renamed for every body with the same key.
+
+The key spells everything lifting reads, and so is exact:
+
+* the axes and every node, variables by first appearance with their names, dtypes and ranges,
+  constants bit-exact;
+* each tensor read, by first use: placeholder or computed, shape, dtype, output index, its
+  op's tag, attrs, role and axes, and its guard (:func:`.zeros.nonzero.tensor_guard`, what the
+  nonzeroness fold reads of it) spelled over its axes;
+* the orders that rules sort by (:func:`tensorad.poly.linear.atom_key`): the variables by
+  name then creation, the tensors by identity without the name (a placeholder's uid, a
+  compute op's provenance group), each as ranks with ties.
+
+A body with a node the renaming would not reach -- a reduction, a gather index (its payload
+names a tensor) -- or a result holding a variable or tensor the key did not number is lifted
+on its own, as is every body of a call that traces its rules (the trace counts each firing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import fold_along
+from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+
+def _tensor_rank_key(t: Tensor) -> tuple:
+    """What :func:`tensorad.poly.linear.atom_key` orders reads of ``t`` by (with the shape
+    and output index spelled already): identity without the name."""
+    op = t.op
+    return ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group)
+
+
+def _ranks(keys: list) -> tuple[int, ...]:
+    order = sorted(set(keys))
+    where = {k: r for r, k in enumerate(order)}
+    return tuple(where[k] for k in keys)
+
+
+class _BodySpeller(Speller):
+    """Numbers variables, nodes and tensors by first appearance (see the module docstring)."""
+
+    def __init__(self, guard_of: Callable[[Tensor], Expr]) -> None:
+        super().__init__()
+        self.guard_of = guard_of
+        self.tensors: dict[Tensor, int] = {}
+
+    def var_data(self, v: Expr) -> tuple:
+        return (v.arg.name, v.arg.lo, v.arg.hi)
+
+    def read(self, e: Expr) -> object:
+        return ("r", self.tensor(e.arg))
+
+    def other(self, e: Expr) -> object:
+        if e.op is Op.DATA_INDEX or e.op is Op.REDUCE:
+            raise Unkeyable(e.op.name)
+        return hashable(e.arg)
+
+    def tensor(self, t: Tensor) -> int:
+        n = self.tensors.get(t)
+        if n is None:
+            op = t.op
+            if isinstance(op, ComputeOp):
+                head = ("C", hashable(op.tag), hashable(op.attrs), op.provenance.role, op.num_outputs,
+                        tuple(self.var(a) for a in op.axes), self.expr(self.guard_of(t)))
+            elif hasattr(op, "uid"):
+                head = ("P",)
+            else:
+                raise Unkeyable(type(op).__name__)
+            n = self.tensors[t] = len(self.tensors)
+            self.lines.append(("T", head, t.value_index, tuple(t.shape), t.dtype))
+        return n
+
+
+class LiftMemo:
+    """One optimizer call's lifted bodies by name-free key; ``lifted`` and ``renamed`` count
+    the bodies lifted and those made by renaming."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple, tuple[Expr, list[Expr], list[Tensor]]] = {}
+        self.lifted = 0
+        self.renamed = 0
+
+    def lift(self, axes: Sequence[Expr], body: Expr, guard_of: Callable[[Tensor], Expr],
+             compute: Callable[[], Expr]) -> Expr:
+        """``compute()`` (the lifting of ``body`` over ``axes``), or the lifting of a body with
+        the same key renamed (see the module docstring)."""
+        sp = _BodySpeller(guard_of)
+        try:
+            head = tuple(sp.var(a) for a in axes)
+            root = sp.expr(body)
+        except Unkeyable:
+            self.lifted += 1
+            return compute()
+        variables, tensors = list(sp.vars), list(sp.tensors)
+        key = (head, root, tuple(sp.lines), _ranks([(v.arg.name, v.arg.uid) for v in variables]),
+               _ranks([_tensor_rank_key(t) for t in tensors]))
+        found = self.table.get(key)
+        if found is not None:
+            made = _renamed(found, variables, tensors)
+            if made is not None:
+                self.renamed += 1
+                return made
+        self.lifted += 1
+        out = compute()
+        if found is None:
+            self.table[key] = (out, variables, tensors)
+        return out
+
+
+def _renamed(entry: tuple[Expr, list[Expr], list[Tensor]], variables: list[Expr],
+             tensors: list[Tensor]) -> Expr | None:
+    """The stored result with its variables and tensors replaced position by position, or
+    ``None`` when it holds one the key did not number (or a payload renaming does not reach)."""
+    out, old_vars, old_tensors = entry
+    vmap = dict(zip(old_vars, variables))
+    tmap = dict(zip(old_tensors, tensors))
+    memo: dict[Expr, Expr] = {}
+    failed = []
+
+    def rebuilt(n: Expr) -> Expr:
+        op = n.op
+        if op is Op.VAR:
+            new = vmap.get(n)
+            if new is None:
+                failed.append(n)
+                return n
+            return new
+        src = tuple(memo[c] for c in n.src)
+        if op is Op.READ:
+            t = tmap.get(n.arg)
+            if t is None:
+                failed.append(n)
+                return n
+            return Expr(Op.READ, n.dtype, src, t)
+        if op is Op.DATA_INDEX or op is Op.REDUCE:
+            failed.append(n)
+            return n
+        return n.replace(src=src) if any(a is not b for a, b in zip(src, n.src)) else n
+
+    made = fold_along(out, lambda n: n.src, rebuilt, memo)
+    return None if failed else made
+
+
+__all__ = ["LiftMemo"]

@@ -1,0 +1,149 @@
+"""Merge sums over the same domain: ``R1[idx] + R2[idx]`` -> one reduction.
+
+Autodiff gives every read site its own reduction (so that each can be solved alone); after
+solving, two of them often iterate over the same points -- ``adj_M[i] = sum_j -H[i, j] +
+sum_k -a[i] * exp(...)`` in a log-softmax.  Two loop nests over one domain do the work of one:
+the additive terms of a body that read sums with equal domains (the same indices, reduction
+ranges and where-condition once the reduction variables are renamed by position) are replaced
+by a read of one sum of their sources.  Only sums the caller allows (``mergeable``: ones the
+optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
+from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..algebra.logic import any_of
+from ..algebra.rules import simplify_expr
+
+Terms = list[tuple[int, Expr]]
+
+
+def additive_terms(e: Expr) -> Terms:
+    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations."""
+    out: Terms = []
+    stack = [(1, e)]
+    while stack:
+        sign, x = stack.pop()
+        if x.op is Op.ADD:
+            stack += [(sign, x.src[1]), (sign, x.src[0])]
+        elif x.op is Op.SUB:
+            stack += [(-sign, x.src[1]), (sign, x.src[0])]
+        elif x.op is Op.NEG:
+            stack.append((-sign, x.src[0]))
+        else:
+            out.append((sign, x))
+    return out
+
+
+def _positional(pos: dict, k: int, v: Expr) -> Expr:
+    """The ``k``-th reduction variable of range ``v``'s, shared within one merge (``pos``)."""
+    key = (k, v.lo, v.hi)
+    if key not in pos:
+        pos[key] = var(f"_m{k}", v.lo, v.hi)
+    return pos[key]
+
+
+def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
+    """The sum read by ``read`` at its indices, reduction variables renamed by position; the
+    key holds the ranges and dtype (sums of one key iterate over one box)."""
+    op: ComputeOp = read.arg.op
+    red = op.body[0]
+    rv = red.arg.axes
+    mapping = dict(zip(op.axes, read.src)) | {r: _positional(pos, k, r) for k, r in enumerate(rv)}
+    cond = substitute(red.src[0], mapping)
+    src = substitute(red.src[1], mapping)
+    key = (tuple((r.lo, r.hi) for r in rv), red.dtype)
+    return key, cond, src, red.arg
+
+
+def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[Expr]) -> bool:
+    """Whether one nest over the union of the domains ``conds`` (over the axes and the shared
+    positional reduction variables) runs its body fewer times than one nest per domain:
+    shifted windows that overlap (bilinear upsampling's two taps along an axis) do.  The
+    union has fewer points than the domains together exactly when two of them share one, so
+    isl is asked whether a pair intersects -- counting every domain's points and the union's
+    took a third of bilinear upsampling's gradient."""
+    from tensorad.poly.affine import IndexSpace, NotAffine
+    from tensorad.poly.domain import IndexSet
+
+    variables = list(axes) + list(rvars)
+    if any(v.lo is None or v.hi is None for v in variables):
+        return False
+    try:
+        space = IndexSpace(variables)
+        sets = [IndexSet.from_conditions(variables, [c], space).set for c in conds]
+        return any(not a.intersect(b).is_empty() for a, b in combinations(sets, 2))
+    except (NotAffine, ValueError, TypeError):
+        return False
+
+
+def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict) -> list[list[int]]:
+    """``group`` (sums over one box) as the lists to merge: equal conditions always; different
+    ones only all together, when their union saves body runs (:func:`_overlap_saves`)."""
+    by_cond: dict[Expr, list[int]] = {}
+    for k in group:
+        by_cond.setdefault(inst[k][0], []).append(k)
+    if len(by_cond) == 1:
+        return [group]
+    rvars = [_positional(pos, j, r) for j, r in enumerate(inst[group[0]][2].axes)]
+    if _overlap_saves(axes, rvars, list(by_cond)):
+        return [group]
+    return list(by_cond.values())
+
+
+def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
+               make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str,
+               ctx=None) -> Expr | None:
+    """``body`` with same-domain sums among its additive terms merged, or ``None``."""
+    if body.op is Op.REDUCE:
+        return None
+    terms = additive_terms(body)
+    pos: dict = {}
+    groups: dict[tuple, list[int]] = {}
+    inst: dict[int, tuple] = {}
+    for k, (_, t) in enumerate(terms):
+        if t.op is Op.READ and isinstance(t.arg.op, ComputeOp) and t.arg.op.is_reduction \
+                and t.arg.op.num_outputs == 1 and t.arg.op.body[0].arg.combiner.kind == "sum" \
+                and mergeable(t.arg.op):
+            key, cond, src, ra = _instantiate(t, pos)
+            inst[k] = (cond, src, ra)
+            groups.setdefault(key, []).append(k)
+    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos)
+              if len(h) > 1]
+    if not merged:
+        return None
+    replaced: dict[int, Expr | None] = {}
+    for n, group in enumerate(merged):
+        conds = list(dict.fromkeys(inst[k][0] for k in group))
+        cond, _, ra = inst[group[0]]
+        if len(conds) > 1:  # one nest over the union: each source where its own sum runs
+            cond = any_of(conds)
+        src = None
+        for k in group:
+            sign, s = terms[k][0], inst[k][1]
+            if len(conds) > 1 and inst[k][0] is not TRUE:
+                s = Expr(Op.IF_THEN_ELSE, s.dtype, (inst[k][0], s, const(0, s.dtype)))
+            src = (s if sign > 0 else -s) if src is None else (src + s if sign > 0 else src - s)
+        canon = ra.axes  # original variables of the first sum, renamed back from positions
+        fresh = {_positional(pos, j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}
+        red = Expr(Op.REDUCE, src.dtype, (substitute(cond, fresh), substitute(src, fresh)),
+                   ReduceArg(ra.combiner, tuple(fresh[_positional(pos, j, r)] for j, r in enumerate(canon)),
+                             0))
+        t = make(f"{name}.m{n}", axes, red)
+        replaced[group[0]] = t[tuple(axes)]
+        for k in group[1:]:
+            replaced[k] = None
+    out: Expr | None = None
+    for k, (sign, t) in enumerate(terms):
+        if k in replaced:
+            if replaced[k] is None:
+                continue
+            t, sign = replaced[k], 1
+        out = (t if sign > 0 else -t) if out is None else (out + t if sign > 0 else out - t)
+    return simplify_expr(out, ctx)

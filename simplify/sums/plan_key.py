@@ -1,0 +1,82 @@
+"""Elimination plans shared between sums equal up to the names' identities of their variables.
+
+:func:`.sums.eliminate.make_plan` asks isl the same questions again and again for sums that differ
+only in *which* variable objects they use: every split term of a sum gets fresh copies of the
+axes (``optimize_sum``), and every adjoint of a matrix product sums over its own ``k``.  A
+plan depends on the variables only through their positions, ranges, names (a deskewed
+variable keeps its name) and the order in which the rewrite rules sort them (by name, then by
+creation: :func:`tensorad.poly.linear.atom_key`); so :func:`shape_key` spells a plan's
+question with each variable replaced by that data, and :func:`rename` turns the plan found
+for one spelling into the plan of another -- the variables swapped, each variable the plan
+created (a deskewed or tightened axis) made afresh in the same order, so it sorts after every
+existing one exactly as the one the plan would have created.
+
+Only plans without data-dependent equations are shared this way (those read tensors; they
+keep the exact key).  The tables live in the optimizer call's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.rewrite import simultaneous
+
+
+def shape_key(variables: Sequence[Expr], affine: Sequence[Expr]) -> tuple | None:
+    """A key equal for two questions that differ by a renaming of ``variables`` which keeps
+    positions, names, ranges and relative creation order; None where the conditions use a
+    node this spelling does not cover (a read, a sum, a variable not among ``variables``)."""
+    pos = {v: k for k, v in enumerate(variables)}
+    if len(pos) != len(variables):
+        return None
+    order = tuple(sorted(range(len(variables)), key=lambda k: (variables[k].name, variables[k].arg.uid)))
+    memo: dict[Expr, tuple] = {}
+    conds = []
+    for c in affine:
+        s = _spell(c, pos, memo)
+        if s is None:
+            return None
+        conds.append(s)
+    head = tuple((v.name, v.dtype, v.lo, v.hi) for v in variables)
+    return head, order, tuple(conds)
+
+
+def _spell(root: Expr, pos: dict[Expr, int], memo: dict[Expr, tuple]) -> tuple | None:
+    """``root``'s structure, each variable as its position (iterative, shared nodes once)."""
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if not ready:
+            if node.op is Op.VAR:
+                k = pos.get(node)
+                if k is None:
+                    return None
+                memo[node] = ("v", k)
+                continue
+            if node.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX):
+                return None
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.src if c not in memo)
+            continue
+        arg = repr(node.arg) if node.op is Op.CONST else node.arg
+        memo[node] = (node.op, node.dtype, arg, *(memo[c] for c in node.src))
+    return memo[root]
+
+
+def rename(plan, old: Sequence[Expr], new: Sequence[Expr]):
+    """``plan`` (made for the variables ``old``) for the variables ``new``, position by
+    position; the variables the plan made are made again, in order."""
+    mapping = dict(zip(old, new))
+    for v in plan.rvars:
+        if v not in mapping:
+            mapping[v] = var(v.name, v.lo, v.hi, v.dtype)
+    swap = simultaneous(mapping)
+    return type(plan)(
+        mapping=tuple((mapping[k], swap(value)) for k, value in plan.mapping),
+        rvars=tuple(mapping[v] for v in plan.rvars),
+        cond=swap(plan.cond),
+        guards=tuple(swap(g) for g in plan.guards),
+        empty=plan.empty)

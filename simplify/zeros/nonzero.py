@@ -1,0 +1,176 @@
+"""Nonzeroness: a condition under which an expression may be nonzero, and using it.
+
+``nonzero(e)`` over-approximates where ``e != 0``: if the condition is false, ``e`` is zero
+under the *strong* reading, where a zero (a mask's or a literal one) times or divided by
+anything is zero.  Lifting on it skips such terms, so where their other factor is inf or NaN
+optimized code gives 0 and ``ta.evaluate`` NaN: the one licensed difference of optimized code
+(docs/conventions.md; :mod:`.algebra.rules` itself is exact).  It is a fold over :data:`NZ_RULES`:
+
+    nz(c)                  = c != 0                  constants
+    nz(select(c, a, b))    = c && nz(a) || !c && nz(b)
+    nz(a * b)              = nz(a) && nz(b)
+    nz(a / b)              = nz(a)
+    nz(a + b), nz(a - b)   = nz(a) || nz(b)
+    nz(-a), nz(T(a))       = nz(a)               (a cast of a condition c: c itself)
+    nz(f(a))               = nz(a)   for f(0) = 0: tanh, sqrt, abs, sin
+    nz(a ** p)             = nz(a)   for a constant p > 0 (0 ** 0 = 1: else True)
+    nz(T[idx])             = guard(T)[axes := idx]   (see :func:`tensor_guard`)
+    nz(anything else)      = True                variables, exp, log, reductions, ...
+
+:func:`assume` simplifies an expression under facts known to hold (atoms of a condition that
+guards it): each fact becomes ``True`` and the algebra removes the guards it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+from tensorad.ir.rewrite import fold, fold_pure, rewrite, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..algebra.index import negate
+from ..algebra.logic import all_of, any_of, conjuncts
+from ..algebra.rules import is_zero, simplify_expr
+
+
+def _and(a: Expr, b: Expr) -> Expr:
+    if a is FALSE or b is FALSE:
+        return FALSE
+    return all_of([x for x in (a, b) if x is not TRUE])
+
+
+def _or(a: Expr, b: Expr) -> Expr:
+    if a is TRUE or b is TRUE:
+        return TRUE
+    return any_of([x for x in (a, b) if x is not FALSE])
+
+
+def _choice(n: Expr, c: Expr, a: Expr, b: Expr) -> Expr:
+    cond = n.src[0]
+    then = _and(cond, a)
+    if b is FALSE:
+        return then
+    notc = negate(cond)
+    other = _and(notc if notc is not None else Expr(Op.NOT, dt.BOOL, (cond,)), b)
+    return _or(then, other)
+
+
+def _const(n: Expr) -> Expr:
+    return FALSE if (n.dtype != dt.BOOL and n.arg == 0) else TRUE
+
+
+def _cast(n: Expr, a: Expr) -> Expr:
+    return n.src[0] if n.src[0].dtype == dt.BOOL else a
+
+
+def _true(n: Expr, *args: Expr) -> Expr:
+    return TRUE
+
+
+def _same(n: Expr, a: Expr, *rest: Expr) -> Expr:
+    return a
+
+
+def _positive_const(e: Expr) -> bool:
+    """``e`` is a constant > 0 (the exponent itself: ``0 ** 0 = 1``, ``0 ** -1 = inf``)."""
+    return e.op is Op.CONST and e.dtype != dt.BOOL and e.arg > 0
+
+
+NZ_RULES = {
+    Op.CONST: _const,                                  # nz(c) = c != 0
+    Op.SELECT: _choice,                                # nz(sel(c,a,b)) = c&&nz(a) || !c&&nz(b)
+    Op.IF_THEN_ELSE: _choice,                          # (same for the lazy choice)
+    Op.MUL: lambda n, a, b: _and(a, b),                # nz(a*b) = nz(a) && nz(b)
+    Op.DIV: _same,                                     # nz(a/b) = nz(a)
+    Op.FLOORDIV: _same,                                # nz(a//b) <= nz(a)
+    Op.MOD: _same,                                     # nz(a%b) <= nz(a)
+    Op.ADD: lambda n, a, b: _or(a, b),                 # nz(a+b) <= nz(a) || nz(b)
+    Op.SUB: lambda n, a, b: _or(a, b),                 # nz(a-b) <= nz(a) || nz(b)
+    Op.MAXIMUM: lambda n, a, b: _or(a, b),             # max(0, 0) = 0
+    Op.MINIMUM: lambda n, a, b: _or(a, b),             # min(0, 0) = 0
+    Op.NEG: _same,                                     # nz(-a) = nz(a)
+    Op.CAST: _cast,                                    # nz(T(c)) = c; nz(T(a)) = nz(a)
+    Op.TANH: _same, Op.SQRT: _same, Op.ABS: _same, Op.SIN: _same,  # f(0) = 0
+    Op.ERF: _same,                                     # erf(0) = 0 (odd, zero only at 0)
+    Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
+    Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
+}
+for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
+    NZ_RULES[_op] = _true                              # may be nonzero anywhere
+for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
+    NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
+
+
+def tensor_guard(t: Tensor) -> Expr:
+    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known).
+
+    A non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` has guard ``c``; a sum
+    has the conjuncts of its where-condition that mention no reduction variable.  Only
+    conditions without reads are used (they are evaluated at other points than the read).
+    """
+    op = t.op
+    if not isinstance(op, ComputeOp):
+        return TRUE
+    body = op.body[t.value_index]
+    cands: list[Expr] = []
+    if body.op is Op.REDUCE:
+        if body.arg.combiner.kind == "sum":
+            bound = set(body.arg.axes)
+            cands = [c for c in conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
+    elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
+        cands = conjuncts(body.src[0])
+    return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
+
+
+def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
+    """``nz(T[idx])``: the guard of ``T`` with its axes replaced by the indices (``guards``:
+    a table of tensor guards, ``tensor -> guard``, to read and fill)."""
+    t = n.arg
+    if guards is None:
+        guard = tensor_guard(t)
+    else:
+        guard = guards.get(t)
+        if guard is None:
+            guard = guards[t] = tensor_guard(t)
+    if guard is TRUE:
+        return TRUE
+    return substitute(guard, dict(zip(t.op.axes, n.src)))
+
+
+def nonzero(e: Expr, ctx=None) -> Expr:
+    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`).
+
+    With a context, the fold's values -- each a pure function of its node -- and the tensors'
+    guards are the call's (``ctx.nz``, ``ctx.nz_rules``): the optimizer asks about the same
+    adjoint bodies again and again (519 guards of 74 tensors in the Transformer block's call),
+    and now computes each guard and each node's value once."""
+    if ctx is None:
+        return simplify_expr(fold(e, NZ_RULES), ctx)
+    if ctx.nz_rules is None:
+        guards = ctx.tensor_guards
+        ctx.nz_rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, guards)}
+    return simplify_expr(fold_pure(e, ctx.nz_rules, ctx.nz), ctx)
+
+
+def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
+    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``).
+
+    A constant fact adds nothing: ``True`` holds everywhere, and under ``False`` no point is
+    left, so ``e`` is as good as any answer (the callers' plans find the empty domain).  It
+    must not enter the mapping: ``False -> True`` beside ``True -> False`` would swap the two
+    constants forever (seed 424851, a tangent whose nonzeroness simplified to ``False``)."""
+    mapping = {}
+    for f in facts:
+        if f.op is Op.CONST:
+            if f.arg:
+                continue
+            return e
+        mapping[f] = TRUE
+        neg = negate(f, None if ctx is None else ctx.index)
+        if neg is not None:
+            mapping[neg] = FALSE
+    if not mapping:
+        return e
+    return simplify_expr(rewrite(e, lambda n: mapping.get(n) if n.dtype == dt.BOOL else None), ctx)

@@ -1,0 +1,347 @@
+"""``ta.jax.function``: a tensorad program as a JAX function, differentiable to any order.
+
+    conv = ta.jax.function(Y, [X, W])
+    y = jax.jit(conv)(x, w)          # jit, grad, jvp, vmap, hessian compose as with any JAX function
+
+Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program` (tensor
+program outputs over placeholder inputs).  The primitive's rules are tensorad's own:
+
+* **evaluation**: the program's kernel, through ``jax.pure_callback`` under ``jit`` (the
+  callback receives NumPy arrays; kernels read them in place);
+* **JVP**: the program ``sum_j J_j . t_j`` built by tensorad's forward mode (``jvp``), a new
+  program linear in the tangents;
+* **transpose** (of a program linear in some inputs, as every JVP program is): the program
+  ``J^T head`` built by tensorad's reverse mode (``JacobianRecursive``);
+* **vmap**: one program with the batch as a leading axis (``batch_program`` of
+  :mod:`tensorad.lang.batching`), built once per batch size and set of batched arguments: one
+  kernel call.
+
+Every derived program is again a ``Program`` with the same rules, so ``jax.grad(jax.grad(f))``,
+``jax.hessian`` (forward over reverse) and ``check_grads(order=2)`` differentiate tensorad's own
+derivative programs.  First order keeps the residuals of :class:`tensorad.training.function.Function`: under
+``grad`` the JVP of a user function runs the forward kernel that also computes the saved values
+(reductions, max pooling's winner), and the transpose runs the backward kernel that reads them.
+Those two fast forms take the saved values as extra operands that do not count for
+differentiation: their derivatives are those of the programs that recompute from the inputs
+(the saved values are functions of the inputs), so every higher order is exact.
+
+Importing this module imports JAX; ``import tensorad`` does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from ..autodiff import jvp as _jvp
+from ..ir import dtype as dt
+from ..ir.tensor import Tensor
+from ..lang import placeholder
+from ..lang.batching import batch_program
+from ..simplify import Optimizer
+from ..training.function import Function, _distinct_computes
+from ..training.residuals import Policy
+
+
+class Program:
+    """``outputs`` as a function of the placeholders ``free``, run by one kernel.
+
+    ``linear``: positions in ``free`` in which the program is linear (JAX may transpose it
+    there).  ``frozen``: positions in ``free`` that carry no derivative (inputs outside the
+    user's ``wrt``: as ``stop_gradient``, at every order).  ``n_saved``: operands after ``free``
+    that the kernel may read (saved forward values) but that the mathematics does not depend
+    on.  ``run``: the kernel on all operands (default: the program built over ``free``).
+    ``jvp_rule``/``transpose_rule`` replace the generic ones (the first-order forms that keep
+    residuals).
+    """
+
+    def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
+                 linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,
+                 policy: Policy = "default", frozen: frozenset[int] = frozenset()) -> None:
+        self.outputs = _distinct_computes(list(outputs), "out")
+        self.free = list(free)
+        self.linear = frozenset(linear)
+        self.frozen = frozen
+        self.n_saved = n_saved
+        self.build_options, self.policy = build_options, policy
+        self._run = run
+        self.avals = [jax.core.ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in self.outputs]
+        self._kernel = None
+        self._derived: dict[Any, Program] = {}
+        self.jvp_rule: Callable | None = None
+        self.transpose_rule: Callable | None = None
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        if self._run is not None:
+            return self._run(*arrays)
+        if self._kernel is None:
+            from ..codegen import build
+
+            self._kernel = build(self.outputs, self.free, name="jax_call", **self.build_options)
+        res = self._kernel(*arrays[:len(self.free)])
+        return list(res) if isinstance(res, tuple) else [res]
+
+    def _cached(self, key: Any, make: Callable[[], Program]) -> Program:
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived[key] = make()
+        return found
+
+    # ---- derived programs ---------------------------------------------------------------
+    def jvp_program(self, mask: tuple[bool, ...]) -> Program:
+        """``sum_j J_j t_j`` over the inputs flagged in ``mask``: a program of ``free`` and one
+        tangent per flagged input, linear in the tangents (one output per float output)."""
+        def make() -> Program:
+            xs = [x for x, m in zip(self.free, mask) if m]
+            ts = [placeholder(x.shape, x.dtype, f"{x.name}.dot") for x in xs]
+            optimizer = Optimizer()
+            outs = [_jvp(o, xs, ts, optimizer=optimizer) for o in self.outputs if dt.is_float(o.dtype)]
+            n = len(self.free)
+            return Program(outs, self.free + ts, self.build_options, range(n, n + len(ts)),
+                           policy=self.policy, frozen=self.frozen)
+        return self._cached(("jvp", mask), make)
+
+    def transpose_program(self, needed: tuple[bool, ...]) -> Program:
+        """``J^T head`` for the inputs flagged in ``needed``: a program of ``free`` and one head
+        per float output, linear in the heads."""
+        def make() -> Program:
+            wrt = [x for x, m in zip(self.free, needed) if m]
+            fn = Function(self.outputs, self.free, wrt, self.policy, **self.build_options)
+            heads = [h for h in fn.heads if h is not None]
+            n = len(self.free)
+            return Program(fn.grads, self.free + heads, self.build_options, range(n, n + len(heads)),
+                           policy=self.policy, frozen=self.frozen)
+        return self._cached(("transpose", needed), make)
+
+    def batched(self, size: int, mask: tuple[bool, ...]) -> Program:
+        """The program over a batch of ``size`` (leading axis) of the inputs flagged in ``mask``."""
+        def make() -> Program:
+            outs, free = batch_program(self.outputs, self.free, mask, size)
+            linear = [k for k in self.linear]
+            return Program(outs, free, self.build_options, linear, policy=self.policy,
+                           frozen=self.frozen)
+        return self._cached(("batch", size, mask), make)
+
+
+# ---- the primitive --------------------------------------------------------------------------
+call_p = Primitive("tensorad_call")
+call_p.multiple_results = True
+
+
+def _bind(program: Program, *operands: Any) -> list:
+    return call_p.bind(*operands, program=program)
+
+
+def _impl(*operands: Any, program: Program) -> list:
+    return [jax.numpy.asarray(r) for r in program.run(*(np.asarray(a) for a in operands))]
+
+
+def _abstract(*operands: Any, program: Program) -> list:
+    return program.avals
+
+
+def _lowering(*operands: Any, program: Program) -> list:
+    def host(*arrays: np.ndarray) -> list[np.ndarray]:
+        return program.run(*arrays)
+    return jax.pure_callback(host, program.avals, *operands, vmap_method="sequential")
+
+
+def _zero_like(aval: Any) -> ad.Zero:
+    return ad.Zero(aval.to_tangent_aval())
+
+
+def _float_mask(program: Program, tangents: Sequence[Any]) -> tuple[bool, ...]:
+    return tuple(type(t) is not ad.Zero and dt.is_float(x.dtype) and k not in program.frozen
+                 for k, (x, t) in enumerate(zip(program.free, tangents)))
+
+
+def _tangents_out(program: Program, float_tangents: list) -> list:
+    it = iter(float_tangents)
+    return [next(it) if dt.is_float(o.dtype) else _zero_like(a)
+            for o, a in zip(program.outputs, program.avals)]
+
+
+def _jvp_rule(primals: Sequence[Any], tangents: Sequence[Any], *, program: Program):
+    if program.jvp_rule is not None:
+        return program.jvp_rule(primals, tangents)
+    return _generic_jvp(program, primals, tangents)
+
+
+def _generic_jvp(program: Program, primals: Sequence[Any], tangents: Sequence[Any]):
+    n = len(program.free)
+    mask = _float_mask(program, tangents[:n])  # saved operands: no derivative of their own
+    outs = _bind(program, *primals)
+    if not any(mask):
+        return outs, [_zero_like(a) for a in program.avals]
+    jp = program.jvp_program(mask)
+    ts = [t for t, m in zip(tangents[:n], mask) if m]
+    return outs, _tangents_out(program, _bind(jp, *primals[:n], *ts))
+
+
+def _transpose_rule(cts: Sequence[Any], *operands: Any, program: Program):
+    n = len(program.free)
+    undefined = tuple(ad.is_undefined_primal(a) for a in operands)
+    if any(u and k not in program.linear for k, u in enumerate(undefined)):
+        raise NotImplementedError("tensorad: a program was transposed in an input it is not linear in")
+    if program.transpose_rule is not None:
+        return program.transpose_rule(cts, operands, undefined)
+    tp = program.transpose_program(undefined[:n])
+    # the transpose of a linear map does not depend on the point: zeros for the linear inputs
+    values = [np.zeros(a.aval.shape, a.aval.dtype) if u else a for a, u in zip(operands[:n], undefined)]
+    heads = [_instantiate(c, a) for c, o, a in zip(cts, program.outputs, program.avals)
+             if dt.is_float(o.dtype)]
+    grads = iter(_bind(tp, *values, *heads))
+    return [next(grads) if u else None for u in undefined]
+
+
+def _instantiate(ct: Any, aval: Any) -> Any:
+    return np.zeros(aval.shape, aval.dtype) if type(ct) is ad.Zero else ct
+
+
+def _batch_rule(operands: Sequence[Any], dims: Sequence[Any], *, program: Program):
+    n = len(program.free)
+    size = next(a.shape[d] for a, d in zip(operands, dims) if d is not None)
+    mask = tuple(d is not None for d in dims[:n])
+    # the batched program recomputes what saved operands held: only the free ones are passed
+    moved = [a if d is None else jax.numpy.moveaxis(a, d, 0) for a, d in zip(operands[:n], dims[:n])]
+    bp = program.batched(size, mask)
+    outs = _bind(bp, *moved)
+    return outs, [0 if tuple(b.shape) != tuple(o.shape) else None
+                  for b, o in zip(bp.outputs, program.outputs)]
+
+
+call_p.def_impl(_impl)
+call_p.def_abstract_eval(_abstract)
+mlir.register_lowering(call_p, mlir.lower_fun(_lowering, multiple_results=True))
+ad.primitive_jvps[call_p] = _jvp_rule
+ad.primitive_transposes[call_p] = _transpose_rule
+batching.primitive_batchers[call_p] = _batch_rule
+
+
+# ---- the user's function: first order with residuals -----------------------------------------
+class _Level:
+    """The first-order forms of a function for one set of differentiated inputs: the forward
+    that also computes the saved values, the tangent program, and the backward that reads the
+    saved values (operands after the free ones)."""
+
+    def __init__(self, base: Program, fn: Function, mask: tuple[bool, ...]) -> None:
+        self.fn, self.mask = fn, mask
+        n_out = len(fn.outputs)
+        self.forward = Program(fn.outputs + list(fn.plan.extras), fn.inputs, base.build_options,
+                               run=lambda *a: _as_list(fn.forward_parts(*a)), policy=base.policy)
+        self.forward.jvp_rule = lambda p, t: self._forward_jvp(base, n_out, p, t)
+        tangent = base.jvp_program(mask)
+        n_saved = len(fn.plan.sources)
+        self.tangent = Program(tangent.outputs, tangent.free, base.build_options, tangent.linear,
+                               n_saved=n_saved, run=tangent.run, policy=base.policy, frozen=base.frozen)
+        self.tangent._derived = tangent._derived  # its derivatives are the recomputing program's
+        self.tangent.transpose_rule = self._tangent_transpose
+        full = base.transpose_program(mask)
+        n_free = len(full.free)
+        n_in = len(fn.inputs)
+
+        def backward(*a: Any) -> list:
+            return list(fn.backward(list(a[n_free:]), *self._heads(a[n_in:n_free])))
+        self.backward = Program(full.outputs, full.free, base.build_options, full.linear,
+                                n_saved=n_saved, policy=base.policy, run=backward, frozen=base.frozen)
+        self.backward._derived = full._derived
+
+    def _heads(self, given: Sequence[Any]) -> list:
+        it = iter(given)
+        return [next(it) if ph is not None else None for ph in self.fn.heads]
+
+    def _forward_jvp(self, base: Program, n_out: int, primals: Sequence[Any], tangents: Sequence[Any]):
+        """Outputs: the function's tangents; saved values: none (see the module docstring)."""
+        values = _bind(self.forward, *primals)
+        mask = _float_mask(base, tangents)
+        extras = [_zero_like(a) for a in self.forward.avals[n_out:]]
+        if not any(mask):
+            return values, [_zero_like(a) for a in base.avals] + extras
+        ts = [t for t, m in zip(tangents, mask) if m]
+        tans = _bind(base.jvp_program(mask), *primals, *ts)
+        return values, _tangents_out(base, tans) + extras
+
+    def _tangent_transpose(self, cts: Sequence[Any], operands: Sequence[Any], undefined: Sequence[bool]):
+        n_in = len(self.fn.inputs)
+        inputs = operands[:n_in]
+        saved = operands[len(self.tangent.free):]
+        heads = [_instantiate(c, a) for c, a in zip(cts, self.tangent.avals)]
+        ins = [np.zeros(a.aval.shape, a.aval.dtype) if ad.is_undefined_primal(a) else a for a in inputs]
+        grads = iter(_bind(self.backward, *ins, *heads, *saved))
+        result: list[Any] = [None] * len(operands)
+        for k, u in enumerate(undefined):
+            if u:
+                result[k] = next(grads)
+        return result
+
+
+def _listed(res: Any) -> list:
+    return list(res) if isinstance(res, tuple) else [res]
+
+
+def _as_list(parts: tuple[list, list]) -> list:
+    outs, extras = parts
+    return list(outs) + list(extras)
+
+
+class JaxFunction:
+    """A callable on JAX arrays (see the module docstring); ``.function`` is the tensorad
+    :class:`Function` behind it."""
+
+    def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+                 wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        self.function = f = Function(outputs, inputs, wrt, policy, **build_options)
+        wrt_set = set(f.wrt)
+        frozen = frozenset(k for k, x in enumerate(f.inputs) if x not in wrt_set)
+        self.base = Program(f.outputs, f.inputs, build_options, policy=policy, frozen=frozen,
+                            run=lambda *a: _listed(f.forward_kernel(*a)))
+        self.base.jvp_rule = self._jvp
+        self._levels: dict[tuple[bool, ...], _Level] = {}
+
+    def _jvp(self, primals: Sequence[Any], tangents: Sequence[Any]):
+        f = self.function
+        mask = _float_mask(self.base, tangents)
+        if not any(mask):
+            return _bind(self.base, *primals), [_zero_like(a) for a in self.base.avals]
+        level = self._levels.get(mask)
+        if level is None:
+            fn = Function(f.outputs, f.inputs, [x for x, m in zip(f.inputs, mask) if m], f.policy,
+                          **f.build_options)
+            level = self._levels[mask] = _Level(self.base, fn, mask)
+        n = len(f.outputs)
+        values = _bind(level.forward, *primals)
+        outs, extras = values[:n], values[n:]
+        saved = level.fn.plan.residuals(list(primals), outs, extras)
+        ts = [t for t, m in zip(tangents, mask) if m]
+        tans = _bind(level.tangent, *primals, *ts, *saved)
+        return outs, _tangents_out(self.base, tans)
+
+    def __call__(self, *arrays: Any) -> Any:
+        f = self.function
+        if len(arrays) != len(f.inputs):
+            names = ", ".join(x.name for x in f.inputs)
+            raise TypeError(f"function takes {len(f.inputs)} arrays ({names}), got {len(arrays)}")
+        for a, x in zip(arrays, f.inputs):
+            if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+                a = np.asarray(a)
+            shape, dtype = tuple(a.shape), np.dtype(a.dtype)
+            if dtype != np.dtype(x.dtype):
+                raise TypeError(f"input {x.name}: expected dtype {x.dtype}, got {dtype}")
+            if shape != tuple(x.shape):
+                raise ValueError(f"input {x.name}: expected shape {list(x.shape)}, got {list(shape)}")
+        outs = _bind(self.base, *arrays)
+        return outs[0] if f.single else tuple(outs)
+
+
+def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+             **options: Any) -> JaxFunction:
+    """``ta.jax.function`` (API.md section 6): options are those of ``ta.function``
+    (``wrt``, ``policy``) and of ``ta.build``."""
+    return JaxFunction(outputs, inputs, **options)

@@ -1,0 +1,278 @@
+"""``ta.torch.function``: a tensorad program as a PyTorch operator with autograd.
+
+    conv = ta.torch.function(Y, [X, W])      # Y: a tensor program over placeholders X, W
+    y = conv(x, w)                           # torch tensors in, torch tensors out; y.backward() works
+
+Each function is registered with ``torch.library.custom_op`` as two operators,
+``tensorad::fn<N>`` (the forward: outputs and the saved values that are not outputs) and
+``tensorad::fn<N>_backward`` (residuals and heads -> gradients), each with a fake (meta)
+implementation, so ``torch.compile(fullgraph=True)`` traces through them without a graph break,
+and the forward with ``register_autograd``, so eager autograd, ``torch.func.grad`` and
+AOTAutograd use :class:`tensorad.training.function.Function`'s forward/backward (the backward reads the
+residuals; it does not recompute saved reductions).
+
+Higher order: when the backward runs with grad mode on (``create_graph=True``, double backward,
+``gradgradcheck``), it calls instead the gradient program as a tensorad function of its own
+(``grads`` as functions of the inputs and the heads), which is differentiable again by the same
+mechanism, so every order comes from tensorad's own derivatives.
+
+Kernels read and write the torch tensors' memory through DLPack (no copies).  Only CPU
+tensors are accepted.  Importing this module imports torch; ``import tensorad`` does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import torch
+
+from ..ir.rewrite import placeholders
+from ..ir.tensor import Tensor
+from ..training.function import Function
+from ..training.residuals import Policy
+
+_SERIAL = itertools.count()  # operator names only: tensorad::fn0, fn1, ... (never changes a result)
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    found = getattr(torch, dtype, None)
+    if not isinstance(found, torch.dtype):
+        raise TypeError(f"tensorad dtype {dtype} has no torch equivalent")
+    return found
+
+
+class TorchFunction:
+    """A callable on torch tensors (see the module docstring); ``.function`` is the tensorad
+    :class:`Function` behind it (gradients for every ``wrt`` tensor).
+
+    Like PyTorch's own operators, a call computes only what its inputs' ``requires_grad``
+    asks for: one operator pair per set of inputs that need gradients, built on first use.
+    Without any (inference, ``torch.no_grad``) the forward saves nothing; with some, the
+    backward computes only their gradients and the forward saves only what those read.
+    """
+
+    def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+                 wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        self.function = fn = Function(outputs, inputs, wrt, policy, **build_options)
+        self._outputs, self._wrt = outputs, wrt
+        self.policy, self.build_options = policy, build_options
+        self._in_specs = [(tuple(x.shape), torch_dtype(x.dtype)) for x in fn.inputs]
+        self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
+        self.name = f"tensorad::fn{next(_SERIAL)}"
+        self._operators: dict[tuple[bool, ...], _Operator] = {}
+        # made now, not while torch.compile traces a call: all gradients, and none (inference)
+        self._full = self.operator()
+        self.operator([False] * len(fn.wrt))
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its definition (``torch.save`` of a module holding it): loading registers
+        operators of its own (the registered ones belong to this process)."""
+        return _rebuild, (self._outputs, self.function.inputs, self._wrt, self.policy, self.build_options)
+
+    def __deepcopy__(self, memo: dict) -> TorchFunction:
+        """Itself: a function holds no state a copy could change (``copy.deepcopy(model)``
+        for an EMA or a checkpoint shares it, as it shares ``torch.nn.functional``)."""
+        return self
+
+    def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
+        """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
+        (default: all)."""
+        mask = tuple(needs) if needs is not None else (True,) * len(self.function.wrt)
+        op = self._operators.get(mask)
+        if op is None:
+            f = self.function
+            wrt = [x for x, m in zip(f.wrt, mask) if m]
+            fn = f if all(mask) else Function(self._outputs, f.inputs, wrt, self.policy, **self.build_options)
+            suffix = "".join("1" if m else "0" for m in mask)
+            op = _Operator(fn, f"{self.name}_{suffix}", self.policy, self.build_options)
+            self._operators[mask] = op
+        return op
+
+    def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        self._check(tensors)
+        grad = torch.is_grad_enabled()
+        mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
+        if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
+            op = self._operators.get(mask, self._full)  # registering new operators is not traceable
+            outs = op.forward_op(list(tensors))
+        else:  # eager: the autograd.Function form, which torch.func transforms accept too
+            outs = self.operator(mask).autograd.apply(*tensors)
+        outs = outs[:len(self.function.outputs)]
+        return outs[0] if self.function.single else tuple(outs)
+
+    def _check(self, tensors: Sequence[Any]) -> None:
+        names = [x.name for x in self.function.inputs]
+        if len(tensors) != len(names):
+            raise TypeError(f"{self.name} takes {len(names)} tensors ({', '.join(names)}), "
+                            f"got {len(tensors)}")
+        for t, name, (shape, dtype) in zip(tensors, names, self._in_specs):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"input {name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.dtype != dtype:
+                raise TypeError(f"input {name}: expected dtype {dtype}, got {t.dtype}")
+            if tuple(t.shape) != shape:
+                raise ValueError(f"input {name}: expected shape {list(shape)}, got {list(t.shape)}")
+            if t.device.type != "cpu":
+                raise ValueError(f"input {name}: tensorad kernels run on the CPU, got a tensor on {t.device}")
+
+
+class _Operator:
+    """One registered operator pair (forward, backward) for one ``Function``."""
+
+    def __init__(self, function: Function, name: str, policy: Policy, build_options: dict) -> None:
+        self.function = fn = function
+        self.name = name
+        self.policy, self.build_options = policy, build_options
+        self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
+        self.forward_op = self._register_forward()
+        self._backward_op = self._register_backward()
+        self.autograd = self._autograd_function()
+
+    # ---- the operators --------------------------------------------------------------------
+    def _forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        fn = self.function
+        return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs + list(fn.plan.extras)]
+
+    def _register_forward(self):
+        fn = self
+
+        @torch.library.custom_op(self.name, mutates_args=())
+        def forward(args: list[torch.Tensor]) -> list[torch.Tensor]:
+            outs = [torch.empty(s, dtype=d) for s, d in fn._forward_specs()]
+            fn.function.forward_parts(*[a.detach() for a in args], out=outs)
+            return outs
+
+        @forward.register_fake
+        def _(args):
+            return [args[0].new_empty(s, dtype=d) if args else torch.empty(s, dtype=d)
+                    for s, d in fn._forward_specs()]
+
+        def setup_context(ctx, inputs, output):
+            (args,) = inputs
+            n = len(fn.function.outputs)
+            ctx.mark_non_differentiable(*output[n:])
+            # the saved values get no gradient: without this, autograd would allocate and
+            # zero-fill a head for each of them on every backward (a max pool's winner, the
+            # convolution it read: megabytes of memset per step that nothing reads)
+            ctx.set_materialize_grads(False)
+            # only what a backward reads, as PyTorch's own operators: an output or input that
+            # is changed in place afterwards (``out += identity``) is then an error only where
+            # the gradient needed its old values
+            keep_in, keep_out = fn.kept
+            ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
+                                  *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
+
+        def backward(ctx, grads):
+            saved = ctx.saved_tensors
+            k = len(fn.function.inputs)
+            args, outs = saved[:k], saved[k:]
+            n = len(fn.function.outputs)
+            heads = list(grads[:n])
+            return fn._backward(args, outs[:n], outs[n:], heads)
+
+        forward.register_autograd(backward, setup_context=setup_context)
+        self._setup_context, self._backward_formula = setup_context, backward
+        return forward
+
+    def _autograd_function(self) -> type[torch.autograd.Function]:
+        """The same formula as an ``autograd.Function`` with ``setup_context``: the form that
+        ``torch.func`` transforms accept (a custom op's own autograd is not), and that
+        ``torch.compile`` traces without a graph break."""
+        fn = self
+
+        class Apply(torch.autograd.Function):
+            @staticmethod
+            def forward(*args):
+                return tuple(fn.forward_op(list(args)))
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                fn._setup_context(ctx, (list(inputs),), output)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                return tuple(fn._backward_formula(ctx, list(grads)))
+
+        Apply.__name__ = Apply.__qualname__ = self.name.replace("::", "_")
+        return Apply
+
+    def _register_backward(self):
+        fn = self
+
+        @torch.library.custom_op(self.name + "_backward", mutates_args=())
+        def backward(args: list[torch.Tensor]) -> list[torch.Tensor]:
+            f = fn.function
+            nres = len(f.plan.sources)
+            given = iter(args[nres:])  # one head per float output; an integer output has none
+            heads = [None if ph is None else next(given).detach() for ph in f.heads]
+            outs = [torch.empty(s, dtype=d) for s, d in fn._grad_specs()]
+            f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
+            return outs
+
+        @backward.register_fake
+        def _(args):
+            return [args[0].new_empty(s, dtype=d) for s, d in fn._grad_specs()]
+
+        return backward
+
+    @cached_property
+    def kept(self) -> tuple[list[bool], set[int]]:
+        """Which inputs (a flag per input) and outputs (their positions) a backward reads: the
+        residuals' sources, and the inputs the gradient program reads (``create_graph``)."""
+        f = self.function
+        if not f.wrt:
+            return [False] * len(f.inputs), set()
+        read = set(placeholders(f.grads))
+        keep_in = [i in f.plan.inputs or x in read for i, x in enumerate(f.inputs)]
+        return keep_in, {k for kind, k in f.plan.sources if kind == "output"}
+
+    def _grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        return [(tuple(x.shape), torch_dtype(x.dtype)) for x in self.function.wrt]
+
+    def _backward(self, args, outs, extras, heads) -> list[torch.Tensor | None]:
+        """Gradients for every input (``None`` for those not in ``wrt``)."""
+        f = self.function
+        result: list[torch.Tensor | None] = [None] * len(args)
+        if not f.wrt:
+            return result
+        float_heads = [self._head(h, o) for h, o, ph in zip(heads, f.outputs, f.heads) if ph is not None]
+        if torch.is_grad_enabled():  # create_graph: differentiable again, through tensorad
+            # an input the gradient program does not read was not saved: any values do
+            args = [torch.zeros(x.shape, dtype=torch_dtype(x.dtype)) if a is None else a
+                    for a, x in zip(args, f.inputs)]
+            grads = self.gradient_function(*args, *float_heads)
+            grads = list(grads) if isinstance(grads, tuple) else [grads]
+        else:
+            residuals = f.plan.residuals(list(args), list(outs), list(extras))
+            grads = self._backward_op([*residuals, *float_heads])
+        for pos, g in zip(self._wrt_pos, grads):
+            result[pos] = g
+        return result
+
+    @staticmethod
+    def _head(h: torch.Tensor | None, output: Tensor) -> torch.Tensor:
+        if h is None:
+            return torch.zeros(output.shape, dtype=torch_dtype(output.dtype))
+        return h if h.is_contiguous() else h.contiguous()
+
+    @cached_property
+    def gradient_function(self) -> TorchFunction:
+        """``grads(inputs, heads)`` as a torch function of its own (for higher orders)."""
+        f = self.function
+        heads = [h for h in f.heads if h is not None]
+        return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
+
+
+def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:
+    return TorchFunction(outputs, inputs, wrt, policy, **build_options)
+
+
+def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+             **options: Any) -> TorchFunction:
+    """``ta.torch.function`` (API.md section 6): options are those of ``ta.function``
+    (``wrt``, ``policy``) and of ``ta.build``."""
+    return TorchFunction(outputs, inputs, **options)

@@ -1,0 +1,267 @@
+"""``ta.function``: a compiled forward that keeps its residuals and a backward that reads them.
+
+    f = ta.function([Y], [X, W], wrt=[W])       # any tensor program; wrt: default every float input
+    y = f(x, w)                                 # the forward alone
+    y, res = f.forward(x, w)                    # the forward and what the backward needs
+    (gw,) = f.backward(res, h)                  # one head per output -> one gradient per wrt
+
+This is the shape of a framework's custom operation (``torch.autograd.Function``,
+``jax.custom_vjp``), so the bridges (:mod:`.bridges.torch`, :mod:`.bridges.jax`) are thin.  The
+gradient program is ``sum_k J_k^T head_k`` from ``JacobianRecursive`` with the nonzeroness
+optimizer; what the forward saves is a checkpoint policy (:mod:`.training.residuals`).  Three kernels
+are built on first use: the forward alone, the forward with its residuals, and the backward
+(whose inputs are the residuals and the heads).  ``f.lower_backward().work`` counts the
+backward's work: a reduction the forward saved is not in it.
+
+Arrays are NumPy arrays or any ``__dlpack__`` objects (as for kernels); ``out=`` receives the
+results in place.  A head may be ``None`` (a zero head: that output does not reach the loss).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..autodiff import jacobian_recursive
+from ..codegen import Kernel, LoweredFunc, build, lower
+from ..codegen.loops.schedule import Options
+from ..codegen.runtime.kernel import as_array
+from ..codegen.strategies.recompute import worth_saving
+from ..codegen.target import parse_target
+from ..diffcache import cached
+from ..ir import dtype as dt
+from ..ir.rewrite import placeholders
+from ..ir.tensor import Tensor
+from ..lang import compute, const, placeholder
+from ..simplify import Optimizer
+from ..topi import add
+from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_values
+
+# ``build``'s own parameters besides the lowering options (cache, ...): passed to ``build``
+# only, never to ``lower``; the target is both's (a plan's tiles are the target's)
+_BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options",
+                                                                "target"}
+
+
+def _tensor_list(x: Any, what: str) -> list[Tensor]:
+    items = [x] if isinstance(x, Tensor) else list(x) if isinstance(x, (list, tuple)) else None
+    if items is None:
+        raise TypeError(f"ta.function: {what} must be a tensor or a list of tensors, got {type(x).__name__}")
+    for k, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"ta.function: {what}[{k}] must be a tensor, got {type(t).__name__}")
+    return items
+
+
+def _copy(t: Tensor, name: str) -> Tensor:
+    """A compute that copies ``t`` (a kernel's outputs are distinct computed tensors)."""
+    return compute(t.shape, lambda *i: t[i] if i else t[()], name=name)
+
+
+def _distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
+    out: list[Tensor] = []
+    for t in ts:
+        out.append(_copy(t, f"{t.name}.{suffix}") if t.is_placeholder or t in out else t)
+    return out
+
+
+class Function:
+    """A forward/backward pair compiled from ``outputs`` as functions of ``inputs``."""
+
+    def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+                 wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        self.single = isinstance(outputs, Tensor)
+        outs = _tensor_list(outputs, "outputs")
+        self.inputs = _tensor_list(inputs, "inputs")
+        if not outs:
+            raise ValueError("ta.function: no outputs given")
+        for x in self.inputs:
+            if not x.is_placeholder:
+                raise TypeError(f"ta.function: input {x.name!r} is a computed tensor; inputs must be "
+                                f"placeholders")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError("ta.function: an input is listed twice")
+        missing = [p.name for p in placeholders(outs) if p not in set(self.inputs)]
+        if missing:
+            raise ValueError(f"ta.function: the outputs read placeholder(s) {', '.join(missing)} that "
+                             f"are not among the inputs")
+        self.outputs = _distinct_computes(outs, "out")
+        if wrt is None:
+            self.wrt = [x for x in self.inputs if dt.is_float(x.dtype)]
+        else:
+            self.wrt = _tensor_list(wrt, "wrt")
+            for x in self.wrt:
+                if x not in set(self.inputs):
+                    raise ValueError(f"ta.function: wrt tensor {x.name!r} is not among the inputs")
+                if not dt.is_float(x.dtype):
+                    raise TypeError(f"ta.function: wrt tensor {x.name!r} has dtype {x.dtype}; only "
+                                    f"floating-point inputs have gradients")
+        check_policy(policy)
+        if "name" in build_options:
+            raise TypeError("ta.function: option 'name' is not accepted (the kernels are named "
+                            "forward, forward_res and backward)")
+        self.build_options = build_options
+        self.lower_options = {k: v for k, v in build_options.items() if k not in _BUILD_ONLY}
+        Options.make(self.lower_options)  # unknown or bad options fail here, not at the first call
+        self.policy = policy
+
+    # ---- the gradient program and the plan (built on first use) ---------------------------
+    @cached_property
+    def heads(self) -> list[Tensor | None]:
+        """One head placeholder per floating-point output (``None`` for an integer output)."""
+        return [_head(o) if dt.is_float(o.dtype) else None for o in self.outputs]
+
+    @cached_property
+    def grads(self) -> list[Tensor]:
+        """``sum_k J_k^T head_k`` for each tensor of ``wrt`` (kept in the differentiation
+        cache: a new process reads it instead of differentiating again)."""
+        heads = [h for h in self.heads if h is not None]
+        return cached("function", [self.outputs, self.wrt, heads],
+                      tuple(h is not None for h in self.heads), self._differentiate)
+
+    def _differentiate(self) -> list[Tensor]:
+        total: list[Tensor | None] = [None] * len(self.wrt)
+        optimizer = Optimizer()  # one context: terms equal across the outputs' adjoints are shared
+        for o, h in zip(self.outputs, self.heads):
+            if h is None or not self.wrt:
+                continue
+            parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
+            total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
+        grads = [_zeros(x) if t is None else t for x, t in zip(self.wrt, total)]
+        return _distinct_computes(grads, "grad")
+
+    @cached_property
+    def plan(self) -> ResidualPlan:
+        heads = [h for h in self.heads if h is not None]
+        target = parse_target(self.build_options.get("target", "llvm"))
+        return plan_residuals(self.outputs, self.inputs, heads, self.grads, self.policy,
+                              worth=lambda value: worth_saving(value, target))
+
+    @property
+    def saved(self) -> tuple[Tensor, ...]:
+        """The forward tensors the backward reads instead of recomputing (those of the given
+        program, and the values of :mod:`.training.saved_values` that the forward stores for it)."""
+        return tuple(self.plan.original.get(t, t) for t in self.plan.saved)
+
+    def _backward_inputs(self) -> list[Tensor]:
+        return ([self.inputs[i] for i in self.plan.inputs] + list(self.plan.saved)
+                + [h for h in self.heads if h is not None])
+
+    @property
+    def _backward_grads(self) -> list[Tensor]:
+        """The gradients as the backward kernel computes them (reading the saved values)."""
+        return list(self.plan.grads)
+
+    # ---- kernels --------------------------------------------------------------------------
+    @cached_property
+    def forward_kernel(self) -> Kernel:
+        return build(self.outputs, self.inputs, name="forward", **self.build_options)
+
+    @cached_property
+    def _copied(self) -> dict[int, int]:
+        """``{output k: extra j}`` for outputs whose values a saved extra holds (a max pool
+        and its winner's maximum): the forward with residuals computes them once and copies."""
+        found: dict[int, int] = {}
+        for k, o in enumerate(self.plan.outputs):
+            j = next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
+            if j is not None:
+                found[k] = j
+        return found
+
+    def _residual_outputs(self) -> list[Tensor]:
+        return ([o for k, o in enumerate(self.plan.outputs) if k not in self._copied]
+                + list(self.plan.extras))
+
+    @cached_property
+    def residual_kernel(self) -> Kernel:
+        """The forward that also computes the saved tensors that are not outputs (an output
+        that one of them holds is copied from it, not computed again: see ``forward_parts``)."""
+        if not self.plan.extras:
+            return self.forward_kernel
+        return build(self._residual_outputs(), self.inputs, name="forward_res", **self.build_options)
+
+    @cached_property
+    def backward_kernel(self) -> Kernel:
+        return build(self._backward_grads, self._backward_inputs(), name="backward", **self.build_options)
+
+    def lower_forward(self) -> LoweredFunc:
+        """The forward-with-residuals loop program (``.work``: its work)."""
+        return lower(self._residual_outputs(), self.inputs, **self.lower_options)
+
+    def lower_backward(self) -> LoweredFunc:
+        """The backward's loop program (``.work``: its work, without the saved reductions)."""
+        return lower(self._backward_grads, self._backward_inputs(), **self.lower_options)
+
+    # ---- calling --------------------------------------------------------------------------
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        res = self.forward_kernel(*arrays, out=out)
+        return res if self.single or isinstance(res, tuple) else (res,)
+
+    def forward(self, *arrays: Any) -> tuple[Any, tuple]:
+        """``(outputs, residuals)``: outputs as ``f(*arrays)`` returns them."""
+        outs, extras = self.forward_parts(*arrays)
+        residuals = self.plan.residuals(arrays, outs, extras)
+        return (outs[0] if self.single else tuple(outs)), residuals
+
+    def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
+        """The outputs and the extra saved values as two lists (``out=``: all of them, in place)."""
+        n = len(self.outputs)
+        copied = self._copied if self.plan.extras else {}
+        out_all = out
+        if out is not None and copied:
+            if not isinstance(out, (list, tuple)) or len(out) != n + len(self.plan.extras):
+                raise ValueError(f"forward_parts: out= must hold the {n} outputs and the "
+                                 f"{len(self.plan.extras)} saved values")
+            out = [o for k, o in enumerate(out[:n]) if k not in copied] + list(out[n:])
+        res = self.residual_kernel(*arrays, out=out)
+        res = list(res) if isinstance(res, tuple) else [res]
+        m = n - len(copied)
+        outs, extras = res[:m], res[m:]
+        for k in sorted(copied):
+            src = extras[copied[k]]
+            if out is None:
+                outs.insert(k, np.array(as_array(src, "saved value"), copy=True))
+            else:
+                dst = out_all[k]
+                np.copyto(as_array(dst, "out"), as_array(src, "saved value"))
+                outs.insert(k, dst)
+        return outs, extras
+
+    def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
+        """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head
+        per output (``None``: zero)."""
+        if len(heads) != len(self.outputs):
+            raise ValueError(f"backward takes one head per output ({len(self.outputs)}), got {len(heads)}")
+        if not isinstance(residuals, (tuple, list)) or len(residuals) != len(self.plan.sources):
+            raise ValueError(f"backward: residuals must be the {len(self.plan.sources)} values that "
+                             f"forward returned")
+        if not self.wrt:
+            return ()
+        given = [_zero_head(ph) if h is None else h for ph, h in zip(self.heads, heads) if ph is not None]
+        res = self.backward_kernel(*residuals, *given, out=out)
+        return res if isinstance(res, tuple) else (res,)
+
+
+def _head(output: Tensor) -> Tensor:
+    return placeholder(output.shape, output.dtype, f"{output.name}.head")
+
+
+def _zero_head(head: Tensor) -> np.ndarray:
+    return np.zeros(head.shape, head.dtype)
+
+
+def _zeros(x: Tensor) -> Tensor:
+    """The gradient of an input that no floating-point output depends on."""
+    return compute(x.shape, lambda *i: const(0.0, x.dtype), name=f"{x.name}.grad")
+
+
+def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
+             wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+             **build_options: Any) -> Function:
+    """``ta.function`` (API.md section 6): see :class:`Function`."""
+    return Function(outputs, inputs, wrt, policy, **build_options)
