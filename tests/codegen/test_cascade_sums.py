@@ -54,13 +54,14 @@ def test_a_long_float32_sum_is_as_accurate_as_numpys(n):
 @pytest.mark.parametrize("fastmath", [True, False])
 def test_batch_norm_channel_sums_are_accurate(fastmath):
     # sum over (64, 4096) per channel: two reduction axes, cut into blocks at the loop over the
-    # batch and along the plane
+    # batch and along the plane; the bar as above (NumPy's error is PyTorch's here)
     Y, X = _channels(64, 3, 4096)
     kern = ta.build([Y], [X], fastmath=fastmath)
     rng = np.random.default_rng(5)
     for x in (rng.random((64, 3, 4096), dtype=np.float32) + 0.5, np.full((64, 3, 4096), 0.1, np.float32)):
         exact = x.astype(np.float64).sum(axis=(0, 2))
-        assert _relative(kern(x), exact) <= 16 * EPS, fastmath
+        numpy_error = _relative(x.sum(axis=(0, 2)), exact)
+        assert _relative(kern(x), exact) <= 10 * max(numpy_error, EPS), fastmath
 
 
 def test_strict_sums_give_the_same_bits_on_every_target():
