@@ -4,7 +4,7 @@ Steps: collect the ops between the outputs and the given inputs; choose which ge
 (:mod:`.passes.buffers`); substitute inlined bodies; prove every read of the result in bounds; turn each
 materialized op into polyhedral statements (:mod:`.loops.domain`), pick loop order, tiling and parallel
 loops (:mod:`.loops.schedule`), and let isl build exact loops (:mod:`.loops.isl_ast`); count the work
-(:mod:`.loops.work`).
+(:mod:`.loops.work`); cut float32 sums into blocks of partial sums (:mod:`.loops.cascade`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
+from .loops.cascade import cascade_sums
 from .loops.coalesce import unit_split
 from .loops.domain import covers_box, op_domain
 from .loops.fills import place_fills
@@ -369,7 +370,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if key not in memo.steps:
             memo.steps[key] = memo.shared.steps(
                 g, bodies, outs_of, scalar, buffers.get,
-                lambda g=g: _storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans, alias)))
+                lambda g=g: _blocked(_storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans,
+                                                               alias)), opts))
         made = memo.steps[key]
         if made is None:
             return None, k
@@ -384,6 +386,11 @@ def _storing(steps: list | None) -> list | None:
     shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
     buffers that ``llvm_emit.chunk_size`` could not size)."""
     return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
+
+
+def _blocked(steps: list | None, opts: Options) -> list | None:
+    """``steps`` with their float32 sums accumulated in blocks (:mod:`.loops.cascade`)."""
+    return None if steps is None else cascade_sums(steps, opts.fastmath)
 
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,

@@ -49,7 +49,10 @@ class Options:
       matrix-product sums split in halves, :mod:`.gemm.splitk`) and multiply-adds fused, so sums
       round differently from a sequential loop; nothing else (no reciprocals, no
       approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
-      the range are IEEE's).  ``False`` keeps IEEE order (and so never uses the micro-kernel).
+      the range are IEEE's).  ``False`` adds in the loop program's order, the same on every
+      target (and so never uses the micro-kernel).  Either way float32 sums accumulate in
+      blocks, :mod:`.loops.cascade` (smaller ones under ``False``, where nothing vectorizes
+      them), so their rounding error grows like ``log n``.
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
       innermost loops LLVM can vectorize (:mod:`.llvm.vectorizable`; 1 disables it; the micro-kernel's
       explicit vectors are not affected).

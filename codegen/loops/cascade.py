@@ -1,0 +1,246 @@
+"""float32 sums accumulated in blocks (cascade summation), so rounding error grows slowly with n.
+
+A scalar accumulator that adds ``n`` terms one after another, ``acc = acc + x[k]``, carries
+a rounding error that grows like ``n * eps`` (``eps = 2**-24`` for float32): each add rounds
+the running total, which is as large as the whole sum.  For ``2**22`` terms that is a relative
+error of about 1e-2 -- NumPy's pairwise sum stays near 1e-7.  Cascade summation cuts the terms
+into blocks: each block is summed into a fresh partial accumulator, which is then added to
+the total once.  With blocks of ``B0`` terms and upper levels of at most ``B`` partials each,
+the error of ``n`` terms is bounded by about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 +
+ceil(log_B(n / B0))`` levels -- it grows like ``log n``, not ``n``::
+
+    acc = 0                                         acc = 0
+    for k in range(0, n):             ->            for kb in range(0, n // B0):
+        acc = acc + X[k]                                p = 0
+                                                        for k in range(0, B0):
+                                                            p = p + X[kb * B0 + k]
+                                                        acc = acc + p
+                                                    (a last, shorter block; more levels
+                                                     when n // B0 > B)
+
+The blocking is a rewrite of the loop program after isl has built its loops, so the order of
+the additions is the program's: with ``fastmath=False`` every target adds the same terms in
+the same order (the result is the same bits on every CPU), and with ``fastmath=True`` LLVM
+may vectorize and reassociate each innermost block (its lanes are further partial sums) but
+never mixes blocks.  Blocks follow the loops: a reduction over several axes (``sum_{n, s}``
+of a batch norm) is cut at a loop boundary when the terms below it reach ``B0``; an axis
+longer than a block is split into a block loop and an offset loop.  A loop whose bounds are
+not constant (a triangle ``k <= i``) is not split; it is cut between its iterations when each
+fills a block, and otherwise left to the loops around it.
+
+What is rewritten: a loop all of whose mentions of a float32 accumulator are sum updates
+``acc = acc + x`` (or ``x + acc``), with ``x`` not reading it -- a reduction loop of that
+accumulator.  float64 and integer sums, and max, min, products and other combiners, keep
+their sequential loops.  The partial accumulators' initialisations and the block combines
+are bookkeeping (``counted=False``), so ``work`` is unchanged: it counts the terms.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.rewrite import walk
+
+from ..program import Assign, If, Loop, Nest, Store
+from .isl_ast import subst_stmt
+
+# Terms per innermost block.  Strict IEEE order (``fastmath=False``) adds them one by one:
+# blocks of 16 keep each block's error at ``16 * eps`` and make the blocks independent chains
+# that the CPU overlaps (strict sums ran 1.7-3x faster).  With fast math LLVM sums each block
+# in vector lanes (64 partial sums of float32 with AVX-512 at its interleave of 4, 32 with
+# AVX2) and reduces them across lanes at the block's end; at 4096 terms that reduction costs
+# nothing measurable on a sum in the L2 (1024 cost 10-20%), and each lane adds 64-128 terms.
+BLOCK_STRICT = 16
+BLOCK_FAST = 4096
+# Partials per block of an upper level (run once per block below: they cost nothing).
+UPPER_BLOCK = 16
+
+
+def is_sum_update(st, acc: Expr) -> bool:
+    """Whether ``st`` is ``acc = acc + x`` (or ``x + acc``) with ``x`` not reading ``acc``."""
+    if not (isinstance(st, Assign) and len(st.targets) == 1 and st.targets[0] is acc):
+        return False
+    v = st.values[0]
+    if v.op is not Op.ADD or v.dtype != acc.dtype:
+        return False
+    a, b = v.src
+    term = b if a is acc else a if b is acc else None
+    return term is not None and acc not in walk(term)
+
+
+def _mentions(st, acc: Expr) -> list:
+    """The statements under ``st`` (itself included) that mention ``acc``, and ``False``
+    entries for loop bounds or conditions that do."""
+    found: list = []
+    if isinstance(st, Loop):
+        if acc in walk(st.lo) or acc in walk(st.hi):
+            found.append(False)
+        for s in st.body:
+            found += _mentions(s, acc)
+    elif isinstance(st, If):
+        if acc in walk(st.cond):
+            found.append(False)
+        for s in st.then + st.orelse:
+            found += _mentions(s, acc)
+    elif isinstance(st, Store):
+        if any(acc in walk(e) for e in (*st.index, st.value)):
+            found.append(st)
+    elif isinstance(st, Assign):
+        if acc in st.targets or any(acc in walk(v) for v in st.values):
+            found.append(st)
+    return found
+
+
+def reduces(loop: Loop, acc: Expr) -> bool:
+    """Whether ``loop`` is a reduction loop of ``acc``: ``acc`` is mentioned in it, and only
+    by sum updates (never initialised, stored or read by anything else in it)."""
+    found = _mentions(loop, acc)
+    return bool(found) and all(x is not False and is_sum_update(x, acc) for x in found)
+
+
+def _trips(loop: Loop) -> int | None:
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))
+
+
+class _Cascade:
+    """The rewrite of one nest's reduction loops for one accumulator ``acc``."""
+
+    def __init__(self, acc: Expr, block: int, upper: int) -> None:
+        self.acc = acc
+        self.block = block
+        self.upper = upper
+        self.partials: dict[int, Expr] = {}  # level -> its partial accumulator
+        self.owner = None
+
+    def partial(self, level: int) -> Expr:
+        """The partial accumulator of blocks at ``level`` (0: innermost).  Blocks of one level
+        never overlap in time, so they share it; a block holds only lower levels' blocks."""
+        p = self.partials.get(level)
+        if p is None:
+            p = self.partials[level] = var(f"{self.acc.name}.{level}", dtype=self.acc.dtype)
+        return p
+
+    def stmts(self, body: tuple) -> tuple[tuple, float, int]:
+        """``body`` rewritten, the adds into ``acc`` one execution makes (``inf``: unknown),
+        and the number of cut levels below (0: none)."""
+        out, terms, levels = [], 0.0, 0
+        for st in body:
+            new, t, lv = self.stmt(st)
+            out.extend(new)
+            terms += t
+            levels = max(levels, lv)
+        return tuple(out), terms, levels
+
+    def stmt(self, st) -> tuple[tuple, float, int]:
+        if isinstance(st, Assign):
+            if is_sum_update(st, self.acc):
+                self.owner = st.owner
+                return (st,), 1.0, 0
+            return (st,), 0.0, 0
+        if isinstance(st, If):
+            then, t1, l1 = self.stmts(st.then)
+            orelse, t2, l2 = self.stmts(st.orelse)
+            return (If(st.cond, then, orelse, st.affine),), max(t1, t2), max(l1, l2)
+        if not isinstance(st, Loop):
+            return (st,), 0.0, 0
+        if st.kind == "parallel" or not reduces(st, self.acc):
+            body, _, _ = self.stmts(st.body)  # (reduction loops of ``acc`` may sit inside)
+            return (Loop(st.var, st.lo, st.hi, body, st.step, st.kind, st.dim),), 0.0, 0
+        body, t, levels = self.stmts(st.body)
+        return self.loop(Loop(st.var, st.lo, st.hi, body, st.step, st.kind, st.dim), t, levels)
+
+    def loop(self, loop: Loop, t: float, levels: int) -> tuple[tuple, float, int]:
+        """A reduction loop whose body adds ``t`` terms into ``acc`` per iteration: as it is
+        while its terms fit one block, else cut into blocks of ``g`` iterations, each summed
+        into a partial -- and the loop of blocks blocked again while it is itself too long.
+        Returns the statements, the adds into ``acc`` they make and the cut levels below."""
+        limit = self.upper if levels else self.block
+        m = _trips(loop)
+        if t == 0 or (m is not None and m * t <= limit):
+            return (loop,), (m if m is not None else math.inf) * t, levels
+        if t * 2 <= limit and m is None:  # (an unknown length: the loop around it may cut)
+            return (loop,), math.inf, levels
+        if t * 2 > limit:  # (a body that fills a block: a partial per iteration)
+            whole = Loop(loop.var, loop.lo, loop.hi, self.cut(loop.body, levels), loop.step, loop.kind,
+                         loop.dim)
+            if m is None or m <= self.upper:
+                return (whole,), (m if m is not None else math.inf), levels + 1
+            return self.loop(whole, 1.0, levels + 1)
+        return self.split(loop, m, max(1, int(limit // t)), levels)
+
+    def cut(self, body: tuple, levels: int) -> tuple:
+        """``p = 0; body with acc as p; acc = acc + p`` (``p`` the partial of this level)."""
+        p = self.partial(levels)
+        inner = tuple(_renamed(st, self.acc, p) for st in body)
+        zero = const(0.0, self.acc.dtype)
+        return (Assign((p,), (zero,), counted=False, owner=self.owner), *inner,
+                Assign((self.acc,), (self.acc + p,), counted=False, owner=self.owner))
+
+    def split(self, loop: Loop, m: int, g: int, levels: int) -> tuple[tuple, float, int]:
+        """``loop`` (``m`` trips) as a loop over its ``m // g`` whole blocks of ``g`` iterations,
+        each a block of the partial, and the rest in one more block (as :meth:`loop` returns)."""
+        k = loop.var
+        blocks, rest = divmod(m, g)
+        lo, step = int(loop.lo.arg), loop.step
+        kb = var(f"{k.name}b", 0, blocks)
+        k0 = var(k.name, 0, g)
+        at = kb * g + k0
+        if step != 1:
+            at = at * step
+        if lo:
+            at = at + lo
+        inner = Loop(k0, const(0), const(g), tuple(subst_stmt(s, {k: at}) for s in loop.body), 1, "serial")
+        outer = Loop(kb, const(0), const(blocks), self.cut((inner,), levels), 1, "serial", loop.dim)
+        out, terms, depth = (outer,), float(blocks), levels + 1
+        if blocks > self.upper:  # (a long loop of blocks: its partials are blocked in turn)
+            out, terms, depth = self.loop(outer, 1.0, levels + 1)
+        if rest:
+            tail = Loop(k, const(lo + blocks * g * step), loop.hi, loop.body, step, loop.kind, loop.dim)
+            out += self.cut((tail,), levels)
+            terms += 1
+        return out, terms, depth
+
+
+def _renamed(st, acc: Expr, p: Expr):
+    """``st`` with the accumulator ``acc`` replaced by ``p`` (in targets and values)."""
+    if isinstance(st, Assign):
+        targets = tuple(p if t is acc else t for t in st.targets)
+        return subst_stmt(Assign(targets, st.values, st.counted, st.owner), {acc: p})
+    if isinstance(st, Loop):
+        return Loop(st.var, st.lo, st.hi, tuple(_renamed(s, acc, p) for s in st.body), st.step, st.kind,
+                    st.dim)
+    if isinstance(st, If):
+        return If(st.cond, tuple(_renamed(s, acc, p) for s in st.then),
+                  tuple(_renamed(s, acc, p) for s in st.orelse), st.affine)
+    return st
+
+
+def cascade_body(body: tuple, accumulators: tuple[Expr, ...], fastmath: bool) -> tuple[tuple, tuple]:
+    """``body`` with the float32 sums of ``accumulators`` blocked (see the module docstring),
+    and the partial accumulators it added."""
+    block = BLOCK_FAST if fastmath else BLOCK_STRICT
+    added: list[Expr] = []
+    for acc in accumulators:
+        if acc.dtype != "float32":
+            continue
+        c = _Cascade(acc, block, UPPER_BLOCK)
+        body, _, _ = c.stmts(body)
+        added.extend(c.partials[lv] for lv in sorted(c.partials))
+    return body, tuple(added)
+
+
+def cascade_sums(steps: list, fastmath: bool) -> list:
+    """``steps`` with every nest's float32 sums blocked (a matrix product's nest is the
+    micro-kernel's, blocked by its own ``KC``: left as it is)."""
+    out = []
+    for st in steps:
+        if isinstance(st, Nest) and "gemm" not in st.attrs and st.accumulators:
+            body, added = cascade_body(st.body, st.accumulators, fastmath)
+            if added:
+                st = Nest(st.name, body, st.outputs, st.work, st.note, st.parallel,
+                          st.accumulators + added, st.attrs)
+        out.append(st)
+    return out
