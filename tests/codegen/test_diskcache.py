@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from tensorad.codegen.jit.engine import disk_cache as diskcache
+from tensorad.codegen.jit import disk_cache as diskcache
 
 import tensorad  # noqa: F401  (loads tensorad.codegen.build, shadowed by the function build)
 
