@@ -24,7 +24,8 @@ and at the top:
 
 from .build import build
 from .lower import LoweredFunc, lower
-from .runtime.export import ExportError, load_kernel
+from .runtime.export import ExportError, LoadError, load_kernel
 from .runtime.kernel import Kernel, KernelArgumentError
 
-__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError"]
+__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError",
+           "LoadError"]

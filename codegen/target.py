@@ -30,6 +30,10 @@ From that:
 On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` (LLVM tuning flags: the
 vectorizer uses loads and shuffles, not gathers and scatters) unless the spec names either.
 
+``needed_features(target)`` names the CPU features code for a target may use and
+``missing_features`` those of them this host lacks: an exported kernel records the first, and
+``ta.load`` refuses a library for which the second is not empty.
+
 ``key`` (triple, CPU, features, and the caches the code was blocked for) keys the kernel caches.
 Targets are made once per spec string per process (the probe costs ~10 ms); the memo only saves
 that time, it never changes a result.
@@ -169,6 +173,49 @@ def parse_target(spec: str | Target | None = None) -> Target:
 def host_target() -> Target:
     """The CPU this process runs on, with all its features."""
     return parse_target("llvm")
+
+
+def host_features() -> dict[str, bool]:
+    """Every CPU feature LLVM knows for this host's architecture (LLVM's names, such as
+    ``avx512f`` or ``amx-tile``), each with whether this host has it; empty where LLVM cannot
+    tell (not x86 or AArch64)."""
+    import llvmlite.binding as llvm
+
+    from .jit import engine as jit
+
+    jit.initialize()
+    try:
+        return dict(llvm.get_host_cpu_features())
+    except RuntimeError:
+        return {}
+
+
+def needed_features(target: Target) -> list[str]:
+    """The CPU features (LLVM's names, sorted) that code compiled for ``target`` may use.
+
+    For ``"llvm"`` (the host) that is every feature the host has.  For a named CPU or
+    ``-mattr``, the features ``-mattr`` switches on and, on x86, those the target's probe
+    showed (AVX-512 or AVX vectors, FMA, F16C, AVX512-BF16): LLVM reports neither the features a
+    CPU name implies nor which ones switching a feature off takes with it, so the list is what
+    the code generator relied on.  Tuning preferences (``prefer-no-gather``) are left out."""
+    known = host_features()
+    listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
+    on: dict[str, bool] = {}
+    for item in listed.split(","):
+        if len(item) > 1 and item[0] in "+-":
+            on[item[1:]] = item[0] == "+"  # a later entry overrides an earlier one
+    need = {f for f, enabled in on.items() if enabled and (not known or f in known)}
+    if target.triple.startswith(("x86_64", "i686", "i386")):
+        need.update(f for f, used in (("avx512f", target.vector_bits >= 512),
+                                      ("avx", target.vector_bits >= 256), ("fma", target.fma),
+                                      ("f16c", target.f16c), ("avx512bf16", target.bf16)) if used)
+    return sorted(f for f in need if on.get(f, True))
+
+
+def missing_features(needed: list[str]) -> list[str]:
+    """Those of ``needed`` that this host does not have (or that its LLVM does not know)."""
+    have = host_features()
+    return [f for f in needed if not have.get(f, False)]
 
 
 def _parse_options(spec: str) -> tuple[str | None, list[str]]:
@@ -317,4 +364,5 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["Target", "parse_target", "host_target", "default_num_threads", "usable_cpus"]
+__all__ = ["Target", "parse_target", "host_target", "host_features", "needed_features",
+           "missing_features", "default_num_threads", "usable_cpus"]

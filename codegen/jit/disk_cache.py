@@ -5,7 +5,10 @@ code: the program text, options, target triple, CPU name and features, LLVM vers
 code generator's own source -- :func:`.jit.engine.fingerprint`).  The directory is
 ``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad``, created with mode 0700;
 ``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, and so does :func:`disabled`
-(``ta.build(..., cache=False)``) in its thread.
+(``ta.build(..., cache=False)``) in its thread.  A process with no home directory (``HOME``
+unset and no passwd entry, as in some containers) and no ``TENSORAD_CACHE_DIR`` or
+``XDG_CACHE_HOME`` has no cache: builds go on without it, and a warning naming
+``TENSORAD_CACHE_DIR`` is given once per process.
 
 An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: it names the key it
 was written for, so another kernel's valid entry copied over this key's file is rejected, and
@@ -28,6 +31,7 @@ import stat
 import struct
 import tempfile
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,13 +40,31 @@ from .object_check import object_is_sound
 MAGIC = b"TADC2\n"
 MAX_ENTRY_BYTES = 256 << 20  # an entry larger than this is not read (a kernel's is ~10 KB-10 MB)
 _LOCAL = threading.local()
+_NO_HOME_WARNED = threading.Event()  # set by _no_home once its warning was given (one per process)
 
 
-def directory() -> Path:
+def directory() -> Path | None:
+    """The cache directory, or ``None`` when there is none (no home directory to put it in)."""
     env = os.environ.get("TENSORAD_CACHE_DIR")
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tensorad"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "tensorad"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry for this user
+        return _no_home()
+    return home / ".cache" / "tensorad"
+
+
+def _no_home() -> None:
+    if not _NO_HOME_WARNED.is_set():
+        _NO_HOME_WARNED.set()
+        warnings.warn("tensorad: no home directory (HOME is unset and this user has no passwd "
+                      "entry), so compiled kernels are not cached on disk; set TENSORAD_CACHE_DIR "
+                      "to a writable directory to cache them", RuntimeWarning, stacklevel=3)
+    return None
 
 
 def enabled() -> bool:
@@ -62,24 +84,27 @@ def disabled(off: bool = True):
         _LOCAL.off = before
 
 
-def path_of(key: str) -> Path:
-    return directory() / f"{key}.bin"
+def path_of(key: str) -> Path | None:
+    """The file of ``key``'s entry, or ``None`` when there is no cache directory."""
+    folder = directory()
+    return None if folder is None else folder / f"{key}.bin"
 
 
 def get(key: str) -> bytes | None:
     """The payload stored under ``key``, or ``None``: missing, not a regular file of ours, too
-    large, damaged, written for another key -- or the cache is off."""
-    if not enabled():
+    large, damaged, written for another key -- or the cache is off or has no directory."""
+    path = path_of(key) if enabled() else None
+    if path is None:
         return None
-    data = _read_entry(path_of(key))
+    data = _read_entry(path)
     return None if data is None else _unpack(key, data)
 
 
 def put(key: str, payload: bytes) -> None:
     """Store ``payload`` under ``key`` (atomically; errors are ignored)."""
-    if not enabled():
+    target = path_of(key) if enabled() else None
+    if target is None:
         return
-    target = path_of(key)
     try:
         _make_directory(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
