@@ -37,15 +37,25 @@ vectorizer uses loads and shuffles, not gathers and scatters) unless the spec na
 ``key`` (triple, CPU, features, and the caches the code was blocked for) keys the kernel caches.
 Targets are made once per spec string per process (the probe costs ~10 ms); the memo only saves
 that time, it never changes a result.
+
+LLVM's native target is initialized here (:func:`initialize`) and target machines are made here
+(:func:`new_target_machine`, which turns LLVM's "not a recognized processor/feature" warnings into
+a ``ValueError``), so that the JIT (:mod:`.jit.engine`) builds on targets and never the reverse.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
 
 DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
 DEFAULT_LINE, DEFAULT_PAGE = 64, 4096  # cache line and page bytes of a named CPU
@@ -53,6 +63,67 @@ _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
 _LOCK = threading.Lock()
 _MADE: dict[str, Target] = {}  # spec -> target (a memo of the probe; never changes a result)
+
+_LLVM_LOCK = threading.RLock()  # LLVM's initialization and target machines
+_INITIALIZED = False
+
+
+def initialize() -> None:
+    """LLVM's native target and assembly printer (once per process)."""
+    import llvmlite.binding as llvm
+
+    global _INITIALIZED
+    if not _INITIALIZED:
+        with _LLVM_LOCK:
+            if not _INITIALIZED:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _INITIALIZED = True
+
+
+def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+    """A target machine for ``cpu`` with ``features``; ``ValueError`` when LLVM does not know
+    the CPU or a feature (it would warn on stderr and silently compile for a generic CPU)."""
+    import llvmlite.binding as llvm
+
+    initialize()
+    target = llvm.Target.from_triple(triple)
+    with _LLVM_LOCK:
+        with captured_stderr() as err:
+            tm = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+    text = err()
+    for line in text.splitlines():
+        if "not a recognized" in line:
+            raise ValueError(f"target: LLVM {line.strip()} -- check -mcpu/-mattr")
+    return tm
+
+
+class captured_stderr:  # noqa: N801 - used as a context manager
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
+    for the creation of one target machine, once per target and process: what another thread
+    writes to stderr in that millisecond lands in the file.)"""
+
+    def __enter__(self):
+        self.text = ""
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+        except (OSError, ValueError):
+            self.saved = None
+            return lambda: self.text
+        self.tmp = tempfile.TemporaryFile()
+        os.dup2(self.tmp.fileno(), 2)
+        return lambda: self.text
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is None:
+            return
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.tmp.seek(0)
+        self.text = self.tmp.read().decode(errors="replace")
+        self.tmp.close()
+
 
 _PROBE_IR = """
 define void @w512(ptr %p) {
@@ -181,9 +252,7 @@ def host_features() -> dict[str, bool]:
     tell (not x86 or AArch64)."""
     import llvmlite.binding as llvm
 
-    from .jit import engine as jit
-
-    jit.initialize()
+    initialize()
     try:
         return dict(llvm.get_host_cpu_features())
     except RuntimeError:
@@ -247,9 +316,7 @@ def _parse_options(spec: str) -> tuple[str | None, list[str]]:
 def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
     import llvmlite.binding as llvm
 
-    from .jit import engine as jit
-
-    jit.initialize()
+    initialize()
     host = cpu is None
     if host:
         cpu = llvm.get_host_cpu_name()
@@ -265,7 +332,7 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         fma = "+fma" in have
         f16c, bf16 = "+f16c" in have, "+avx512bf16" in have
     else:
-        tm = jit.new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
+        tm = new_target_machine(triple, cpu, features)  # ValueError for an unknown CPU/feature
         asm = tm.emit_assembly(llvm.parse_assembly(_PROBE_IR))
         bits = 512 if "zmm" in asm else 256 if "ymm" in asm else 128
         fma = any(m in asm for m in _FMA_MNEMONICS)

@@ -8,7 +8,7 @@ kernel's calls into the matrix-product library, are resolved by the engine).  ``
 and ``assembly`` give the IR and machine code text on demand.
 
 Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
-:func:`new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
+:func:`.target.new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
 on stderr, then ignored by LLVM) into a ``ValueError``.  Code for any x86 CPU can be compiled on
 any x86 machine; the engine links it all, and :class:`.runtime.kernel.Kernel` refuses to run code whose
 vectors the host lacks.
@@ -21,23 +21,19 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import llvmlite
 import llvmlite.binding as llvm
 
 from ..gemm import version as libversion
+from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
 from . import disk_cache as diskcache
 from . import isolate
 from .module_split import bundle, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
-
-if TYPE_CHECKING:
-    from ..target import Target
 
 _LOCK = threading.RLock()
 
@@ -99,61 +95,7 @@ def _room_for_object(s: _JitState) -> None:
 
 
 _STATE: _JitState | None = None
-_INITIALIZED = False
 _MACHINES: dict[str, llvm.TargetMachine] = {}  # target key -> its target machine (made once)
-
-
-def initialize() -> None:
-    """LLVM's native target and assembly printer (once per process)."""
-    global _INITIALIZED
-    if not _INITIALIZED:
-        with _LOCK:
-            if not _INITIALIZED:
-                llvm.initialize_native_target()
-                llvm.initialize_native_asmprinter()
-                _INITIALIZED = True
-
-
-def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
-    """A target machine for ``cpu`` with ``features``; ``ValueError`` when LLVM does not know
-    the CPU or a feature (it would warn on stderr and silently compile for a generic CPU)."""
-    initialize()
-    target = llvm.Target.from_triple(triple)
-    with _LOCK:
-        with _captured_stderr() as err:
-            tm = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
-    text = err()
-    for line in text.splitlines():
-        if "not a recognized" in line:
-            raise ValueError(f"target: LLVM {line.strip()} -- check -mcpu/-mattr")
-    return tm
-
-
-class _captured_stderr:  # noqa: N801 - used as a context manager
-    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
-    for the creation of one target machine, once per target and process: what another thread
-    writes to stderr in that millisecond lands in the file.)"""
-
-    def __enter__(self):
-        self.text = ""
-        try:
-            sys.stderr.flush()
-            self.saved = os.dup(2)
-        except (OSError, ValueError):
-            self.saved = None
-            return lambda: self.text
-        self.tmp = tempfile.TemporaryFile()
-        os.dup2(self.tmp.fileno(), 2)
-        return lambda: self.text
-
-    def __exit__(self, *exc) -> None:
-        if self.saved is None:
-            return
-        os.dup2(self.saved, 2)
-        os.close(self.saved)
-        self.tmp.seek(0)
-        self.text = self.tmp.read().decode(errors="replace")
-        self.tmp.close()
 
 
 def target_machine(target: Target) -> llvm.TargetMachine:
@@ -169,8 +111,6 @@ def target_machine(target: Target) -> llvm.TargetMachine:
 
 
 def host() -> Target:
-    from ..target import host_target
-
     return host_target()
 
 
@@ -384,8 +324,6 @@ def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
     the library pieces it links, compiled side by side on a first build).  A module whose
     child dies goes on down its ladder, here."""
     target = target or host()
-    from ..target import usable_cpus
-
     def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
         begin = isolate.cpu_seconds()
         if rungs is None:
@@ -426,20 +364,18 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     reduction"), the remark is caught here and the module compiled again with its width hints
     renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
     hint.  Anything else written to stderr meanwhile is passed on."""
-    from ..target import usable_cpus
-
     # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
     # the library's pieces the cores are busy already)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
-        with _captured_stderr() as err:
+        with captured_stderr() as err:
             done = compile_objects([*((lambda t=t: t, opt_level, False) for t in parts), *beside], target)
         obj, others = bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
-            with _captured_stderr() as err:
+            with captured_stderr() as err:
                 obj = compile_object(ir_text, opt_level, target)
             text = DECLINED.sub("", text) + err()
     if text:

@@ -31,7 +31,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const, logical, logical_not, var
@@ -39,6 +39,9 @@ from ..ir.reducer import CommReducer
 from ..ir.reducer import sum as sum_reducer
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
+
+#: ``tangent(expr, leaf)``: the tangent of an expression given its leaves' (:func:`.rules.tangent`)
+TangentRule = Callable[[Expr, Callable[[Expr], Tangent]], Tangent]
 
 INDEX_SENTINEL = dt.max_value("int32")
 
@@ -86,11 +89,6 @@ def ties_result(s: Expr, y: Expr) -> Expr:
     (so a NaN ``s`` means a NaN ``y``): ``s == y``, or both NaN."""
     same = compare(Op.EQ, s, y)
     return logical(Op.OR, same, _isnan(s)) if dt.is_float(s.dtype) else same
-
-
-_pair_cache: dict[CommReducer, CommReducer] = {}
-_mean_cache: dict[CommReducer, CommReducer] = {}
-_winner_cache: dict[tuple, CommReducer] = {}
 
 
 def _is_const(e: Expr, value: float) -> bool:
@@ -146,13 +144,12 @@ def _common_selection(comb: CommReducer) -> Expr | None:
 
 # ---- forward mode ---------------------------------------------------------------------------
 
-def pair_reducer(comb: CommReducer) -> CommReducer:
-    """The derivative combiner over ``(x.der..., x...)``: ``(d combine, combine)``."""
-    found = _pair_cache.get(comb)
+def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
+    """The derivative combiner over ``(x.der..., x...)``: ``(d combine, combine)``, with the
+    tangent of the combine from ``tangent`` (:func:`.rules.tangent`)."""
+    found = comb.derived.get("pair")
     if found is not None:
         return found
-    from .rules import tangent  # rules imports this module
-
     xd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.lhs)
     yd = tuple(var(f"{v.name}.der", dtype=v.dtype) for v in comb.rhs)
     leaves = dict(zip(comb.lhs + comb.rhs, xd + yd))
@@ -168,7 +165,7 @@ def pair_reducer(comb: CommReducer) -> CommReducer:
     ident = tuple(const(0, v.dtype) for v in comb.lhs)
     pair = CommReducer(f"{comb.name}.der", "custom", xd + comb.lhs, yd + comb.rhs,
                        ders + comb.result, ident + comb.identity)
-    _pair_cache[comb] = pair
+    comb.derived["pair"] = pair
     return pair
 
 
@@ -184,7 +181,7 @@ def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     that :func:`beats` the other keeps its tangent sum and count, tied sides add theirs -- the
     tangent sum and the number of the tied points, whose quotient is the mean of their tangents
     (commutative and associative, like :func:`winner_reducer`'s count)."""
-    found = _mean_cache.get(comb)
+    found = comb.derived.get("mean")
     if found is not None:
         return found
     kind, _ = classify(comb)
@@ -194,12 +191,13 @@ def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     der, count = tie_sum(kind, x, y, xd, yd), tie_sum(kind, x, y, cx, cy)
     red = CommReducer(f"{comb.name}.der", "custom", (xd, x, cx), (yd, y, cy), (der, comb.result[0], count),
                       (const(0, x.dtype), comb.identity[0], const(0, dt.INDEX)))
-    _mean_cache[comb] = red
+    comb.derived["mean"] = red
     return red
 
 
-def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], ties: str = "first") -> Tangent:
-    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources.
+def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], tangent: TangentRule, ties: str = "first") -> Tangent:
+    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources; ``tangent``
+    differentiates a custom combine (:func:`.rules.tangent`, which calls this for reductions).
 
     ``ties`` is the rule of a ``max``/``min`` at tied points: ``"first"``, the first winner's
     tangent (the seed's pair combiner, :func:`pair_reducer`: ``ta.Jacobian`` prints as the
@@ -221,7 +219,7 @@ def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], ties: str = "first") -> 
         # (an empty window counts 0 and sums 0: 0 / 1)
         d = total / cast(node.dtype, binary(Op.MAXIMUM, count, const(1, dt.INDEX)))
     else:
-        pair = pair_reducer(ra.combiner)
+        pair = pair_reducer(ra.combiner, tangent)
         ders = tuple(materialize(d, s.dtype) for d, s in zip(dsrc, srcs))
         d = Expr(Op.REDUCE, node.dtype, (cond,) + ders + tuple(srcs),
                  ReduceArg(pair, ra.axes, ra.value_index))
@@ -261,8 +259,8 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     For ``max``/``min`` a last value counts the points that tie with the winner (``(x, cx) +
     (y, cy)`` keeps the count of the strictly better side, or ``cx + cy`` at a tie), so that
     reverse mode can split the gradient evenly among tied elements (PyTorch's ``amax``)."""
-    key = (comb, n_index)
-    found = _winner_cache.get(key)
+    key = ("winner", n_index)
+    found = comb.derived.get(key)
     if found is not None:
         return found
     kind, lhs_wins = classify(comb)
@@ -281,5 +279,5 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
     red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
                       comb.result + idx + counts[2], comb.identity + ident + counts[3])
-    _winner_cache[key] = red
+    comb.derived[key] = red
     return red

@@ -114,11 +114,11 @@ def _zero(n: Expr, *d: Tangent) -> Tangent:
 
 
 def _reduce(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
-    return combiners.reduce_tangent(n, dsrc)
+    return combiners.reduce_tangent(n, dsrc, tangent)
 
 
 def _reduce_mean_ties(n: Expr, dcond: Tangent, *dsrc: Tangent) -> Tangent:
-    return combiners.reduce_tangent(n, dsrc, ties="mean")
+    return combiners.reduce_tangent(n, dsrc, tangent, ties="mean")
 
 
 def _select(n: Expr, dc: Tangent, da: Tangent, db: Tangent) -> Tangent:

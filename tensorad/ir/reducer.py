@@ -12,7 +12,7 @@ source dtypes (cached, so equal reductions hash-cons to equal nodes).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import dtype as dt
@@ -29,6 +29,9 @@ class CommReducer:
     rhs: tuple[Expr, ...]
     result: tuple[Expr, ...]
     identity: tuple[Expr, ...]
+    #: the combiners autodiff derives from this one (its pair, mean-tie and winner forms), each
+    #: made once, so that derived nodes hash-cons; they live as long as this combiner
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def arity(self) -> int:
