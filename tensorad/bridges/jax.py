@@ -325,6 +325,7 @@ class JaxFunction:
 
     def __call__(self, *arrays: Any) -> Any:
         f = self.function
+        check_x64(f.inputs + f.outputs, "this tensorad function")
         if len(arrays) != len(f.inputs):
             names = ", ".join(x.name for x in f.inputs)
             raise TypeError(f"function takes {len(f.inputs)} arrays ({names}), got {len(arrays)}")
@@ -338,6 +339,33 @@ class JaxFunction:
                 raise ValueError(f"input {x.name}: expected shape {list(x.shape)}, got {list(shape)}")
         outs = _bind(self.base, *arrays)
         return outs[0] if f.single else tuple(outs)
+
+
+def check_x64(tensors: Sequence[Tensor], what: str) -> None:
+    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would silently make
+    the arrays 32-bit, and the kernel would then refuse them)."""
+    wide = sorted({t.dtype for t in tensors if np.dtype(t.dtype).itemsize == 8
+                   and jax.dtypes.canonicalize_dtype(np.dtype(t.dtype)) != np.dtype(t.dtype)})
+    if wide:
+        raise TypeError(f"{what} computes in {', '.join(wide)}, but JAX's 64-bit mode is off (JAX "
+                        f"makes 64-bit arrays 32-bit): call jax.config.update(\"jax_enable_x64\", "
+                        f"True) at startup, or use float32")
+
+
+def _hold_programs_weakly() -> None:
+    """JAX's caches keyed by a primitive's parameters (its abstract evaluation's, among them)
+    keep their keys strongly unless the key's type is listed as weak: listed, a program
+    (and the kernels it owns) lives as long as its function or a jitted computation using it,
+    not as long as the cache.  The list is JAX's internal one, the one it uses for jaxprs;
+    where a JAX release lacks it, those caches' own bounds still apply."""
+    from jax._src import util
+
+    weak = getattr(util, "weakref_cache_key_types", None)
+    if isinstance(weak, set):
+        weak.add(Program)
+
+
+_hold_programs_weakly()
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
