@@ -30,6 +30,7 @@ Importing this module imports JAX; ``import tensorad`` does not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,7 +46,8 @@ from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
 from ..training.function import Function, _distinct_computes
-from ..training.residuals import Policy
+from ..training.residuals import Policy, check_policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
 
 
 class Program:
@@ -373,3 +375,51 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
     """``ta.jax.function`` (API.md section 6): options are those of ``ta.function``
     (``wrt``, ``policy``) and of ``ta.build``."""
     return JaxFunction(outputs, inputs, **options)
+
+
+# ---- ta.jax.op: a decorated function compiled per signature ----------------------------------
+class JaxOp:
+    """``fn`` (written with tensorad over placeholders) as a JAX function on arrays of any
+    shapes: one :class:`JaxFunction` per signature (the arrays' shapes and dtypes after JAX's
+    dtype rules, and the static keyword values), made on the first call with it (under ``jit``:
+    while tracing) and kept in a bounded LRU cache (``signatures``).  It composes with ``jit``,
+    ``grad``, ``vmap`` as ``ta.jax.function`` does; a jitted computation keeps the programs it
+    traced, so an eviction does not invalidate it.  A 64-bit program without JAX's 64-bit
+    mode is a clear error naming ``jax_enable_x64``.
+    """
+
+    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"ta.jax.op: expected a function, got {type(fn).__name__}")
+        check_policy(policy)
+        self.fn = fn
+        self.policy, self.build_options = policy, build_options
+        self.signatures: SignatureCache[JaxFunction] = SignatureCache(max_signatures)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *arrays: Any, **static: Any) -> Any:
+        arrays = tuple(a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a) for a in arrays)
+        signature = self.signature(arrays)
+        key = (signature, static_key(static))
+        function = self.signatures.get(key, lambda: self._make(signature, static))
+        return function(*(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature)))
+
+    def signature(self, arrays: Sequence[Any]) -> tuple:
+        """The shapes and dtypes (as JAX holds them: float64 is float32 without 64-bit mode)."""
+        return tuple((tuple(a.shape), str(jax.dtypes.canonicalize_dtype(a.dtype))) for a in arrays)
+
+    def _make(self, signature: tuple, static: dict[str, Any]) -> JaxFunction:
+        outputs, inputs = trace(self.fn, signature, static, f"ta.jax.op {self.__name__}")
+        return JaxFunction(outputs, inputs, policy=self.policy, **self.build_options)
+
+
+def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
+       policy: Policy = "default", **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
+    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with
+    the arrays' shapes and dtypes (and the keyword arguments, as static values) and returns a
+    tensorad tensor or a tuple of them; see :class:`JaxOp`."""
+    def wrap(f: Callable) -> JaxOp:
+        return JaxOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+    return wrap if fn is None else wrap(fn)

@@ -25,18 +25,22 @@ tensors are accepted.  Importing this module imports torch; ``import tensorad`` 
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
 import torch
 
+from ..ir.dtype import ALL_DTYPES
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..training.function import Function
-from ..training.residuals import Policy
+from ..training.residuals import Policy, check_policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
 
 _SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
 _KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
@@ -308,3 +312,112 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
     """``ta.torch.function`` (API.md section 6): options are those of ``ta.function``
     (``wrt``, ``policy``) and of ``ta.build``."""
     return TorchFunction(outputs, inputs, **options)
+
+
+# ---- ta.torch.op: a decorated function compiled per signature --------------------------------
+class TorchOp:
+    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any
+    shapes: one :class:`TorchFunction` per signature (the tensors' shapes and dtypes, and the
+    static keyword values), made on the first call with it and kept in a bounded LRU cache
+    (``signatures``).  Each call computes only the gradients its inputs' ``requires_grad``
+    asks for (none under ``torch.no_grad``: then no backward kernel is built).
+
+    Under ``torch.compile(fullgraph=True)`` nothing must run eagerly first: a signature not seen
+    yet is made in Python while the graph is traced (its kernels are built on the first run).
+    Sizes are specialized (a tensorad program has fixed sizes), so each new shape is a new graph,
+    as with ``dynamic=False``, within ``torch._dynamo.config.recompile_limit``.  A compiled graph
+    names its operator pair by key: the signature must still be in the cache when the graph
+    runs (else a clear error; ``max_signatures`` bounds how many a model may alternate between).
+    """
+
+    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"ta.torch.op: expected a function, got {type(fn).__name__}")
+        check_policy(policy)
+        self.fn = fn
+        self.policy, self.build_options = policy, build_options
+        self.signatures: SignatureCache[TorchFunction] = SignatureCache(max_signatures)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *tensors: torch.Tensor, **static: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        key = (self.signature(tensors), static_key(static))
+        if torch.compiler.is_compiling():
+            return self._traced_call(key, static, tensors)
+        return self.function(key, static)(*tensors)
+
+    def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
+        """The compiled function of a signature (made on a miss)."""
+        return self.signatures.get(key, lambda: self._make(key[0], static))
+
+    def _traced_call(self, key: tuple, static: dict[str, Any], tensors: Sequence[torch.Tensor]):
+        """The call as ``torch.compile`` records it: the registered operator, named by its key
+        (a constant found in Python while tracing)."""
+        grad = torch.is_grad_enabled()
+        requires = tuple(grad and t.requires_grad for t in tensors)
+        operator = _traced_operator(self, key, static, requires)
+        count = _traced_output_count(self, key, static)
+        tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+        outs = torch.ops.tensorad.forward(operator, tensors)[:count]
+        return outs[0] if count == 1 else tuple(outs)
+
+    def signature(self, tensors: Sequence[Any]) -> tuple:
+        """The shapes and dtypes of the tensors: what a compiled function is made for."""
+        for k, t in enumerate(tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.__name__}: argument {k} must be a torch.Tensor, got "
+                                f"{type(t).__name__} (a static value is passed by keyword)")
+            if t.device.type != "cpu":
+                raise ValueError(f"{self.__name__}: argument {k}: tensorad kernels run on the CPU, "
+                                 f"got a tensor on {t.device}")
+        # operator.index: under torch.compile a symbolic size becomes a guarded constant (one
+        # graph per shape, as a fixed-size program needs)
+        return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
+
+    def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:
+        outputs, inputs = trace(self.fn, signature, static, f"ta.torch.op {self.__name__}")
+        return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its definition (a module holding it is saved with ``torch.save``)."""
+        return _rebuild_op, (self.fn, self.signatures.maxsize, self.policy, self.build_options)
+
+    def __deepcopy__(self, memo: dict) -> TorchOp:
+        return self
+
+
+@torch._dynamo.assume_constant_result
+def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: tuple[bool, ...]) -> int:
+    """The key of the operator pair for a signature and the inputs needing gradients, found
+    (or made) in Python while ``torch.compile`` traces a call; the compiled graph holds the key.
+    The pair lives as long as the signature stays in ``op``'s cache."""
+    function = op.function(key, static)
+    return function.operator([requires[k] for k in function._wrt_pos]).key
+
+
+@torch._dynamo.assume_constant_result
+def _traced_output_count(op: TorchOp, key: tuple, static: dict[str, Any]) -> int:
+    return len(op.function(key, static).function.outputs)
+
+
+def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options: dict) -> TorchOp:
+    return TorchOp(fn, max_signatures=max_signatures, policy=policy, **build_options)
+
+
+def tensorad_dtype(dtype: torch.dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in ALL_DTYPES:
+        raise TypeError(f"torch dtype {dtype} has no tensorad equivalent ({', '.join(ALL_DTYPES)})")
+    return name
+
+
+def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
+       policy: Policy = "default", **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
+    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders with
+    the tensors' shapes and dtypes (and the keyword arguments, as static values) and returns a
+    tensorad tensor or a tuple of them; see :class:`TorchOp`.  Options are those of
+    ``ta.function`` (``policy``) and of ``ta.build``."""
+    def wrap(f: Callable) -> TorchOp:
+        return TorchOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+    return wrap if fn is None else wrap(fn)
