@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -379,8 +380,12 @@ class TorchOp:
         outputs, inputs = trace(self.fn, signature, static, f"ta.torch.op {self.__name__}")
         return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
 
-    def __reduce__(self) -> tuple:
-        """Pickled as its definition (a module holding it is saved with ``torch.save``)."""
+    def __reduce__(self) -> str | tuple:
+        """Pickled by reference where it is a module's decorated function, else as its
+        definition (a module holding it is saved with ``torch.save``)."""
+        module = sys.modules.get(self.__module__)
+        if module is not None and getattr(module, self.__qualname__, None) is self:
+            return self.__qualname__
         return _rebuild_op, (self.fn, self.signatures.maxsize, self.policy, self.build_options)
 
     def __deepcopy__(self, memo: dict) -> TorchOp:
