@@ -3,6 +3,10 @@
     conv = ta.jax.function(Y, [X, W])
     y = jax.jit(conv)(x, w)          # jit, grad, jvp, vmap, hessian compose as with any JAX function
 
+    @ta.jax.op                       # the same, compiled for each call's shapes (JaxOp)
+    def dense_relu(X, W, B):
+        return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
+
 Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program` (tensor
 program outputs over placeholder inputs).  The primitive's rules are tensorad's own:
 

@@ -3,6 +3,10 @@
     conv = ta.torch.function(Y, [X, W])      # Y: a tensor program over placeholders X, W
     y = conv(x, w)                           # torch tensors in, torch tensors out; y.backward() works
 
+    @ta.torch.op                             # the same, compiled for each call's shapes (TorchOp)
+    def dense_relu(X, W, B):
+        return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
+
 Two operators are registered with ``torch.library.custom_op``, once for every function:
 ``tensorad::forward(key, args)`` (the outputs and the saved values that are not outputs) and
 ``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake (meta)
