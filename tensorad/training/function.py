@@ -245,13 +245,24 @@ class Function:
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [_zero_head(ph) if h is None else h for ph, h in zip(self.heads, heads) if ph is not None]
+        given = [_zero_head(ph) if h is None else _scalar_head(h, ph)
+                 for ph, h in zip(self.heads, heads) if ph is not None]
         res = self.backward_kernel(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
 def _head(output: Tensor) -> Tensor:
     return placeholder(output.shape, output.dtype, f"{output.name}.head")
+
+
+def _scalar_head(h: Any, head: Tensor) -> Any:
+    """A 0-d head given as a Python number or a 0-d array of another dtype, as the head's array
+    (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
+    number = isinstance(h, (int, float)) and not isinstance(h, bool)
+    zero_d_array = isinstance(h, np.ndarray) and h.ndim == 0
+    if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
+        return np.asarray(h, dtype=head.dtype)
+    return h
 
 
 def _zero_head(head: Tensor) -> np.ndarray:
