@@ -2,8 +2,9 @@
 
     python examples/ddp_cnn.py                   # 2 processes (gloo, loopback), 10 steps
 
-tensorad has no distributed runtime of its own: its layers are PyTorch operators, so
-``DistributedDataParallel`` averages their parameters' gradients like any other.  Each of the
+tensorad has no distributed runtime of its own: its layers (``@ta.torch.op`` functions) are
+PyTorch operators, so ``DistributedDataParallel`` averages their parameters' gradients like any
+other.  Each of the
 two processes trains on its half of every global batch; afterwards this script trains the same
 model in one process on the whole global batches and checks that both reach the same
 parameters (within float32 rounding: the gradient sums are split differently).
@@ -53,7 +54,7 @@ def worker(rank: int, port: int, steps: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.set_num_threads(1)
-    model = torch.nn.parallel.DistributedDataParallel(TensorADCNN(initial_parameters(), num_threads=1))
+    model = torch.nn.parallel.DistributedDataParallel(TensorADCNN(initial_parameters()))
     losses = torch.tensor(sgd(model, steps, rank, WORLD))
     dist.all_reduce(losses)  # the global batch's loss: the mean of the two halves' means
     if rank == 0:
@@ -71,7 +72,7 @@ def free_port() -> int:
 def warm_kernel_cache() -> None:
     """Build the workers' kernels once, here: tensorad's disk cache then gives them to both
     processes (linked in milliseconds) instead of each compiling them."""
-    model = TensorADCNN(initial_parameters(), num_threads=1)
+    model = TensorADCNN(initial_parameters())
     x, y = next(batches(1, 0, WORLD))
     F.cross_entropy(model(x), y).backward()
 
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args(argv)
+    # one thread per process, as torchrun sets it: tensorad's kernels read OMP_NUM_THREADS too
+    # (the processes inherit it)
+    os.environ["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ddp.pt")
         warm_kernel_cache()

@@ -4,10 +4,10 @@
     python examples/jax_cnn.py --compare         # and the same model in pure JAX, side by side
 
 The model (as in ``torch_cnn.py``): conv2d 3x3 (padding 1) + bias -> relu -> 2x2 max pool ->
-flatten -> dense.  The two layers are tensor programs written with ``ta.topi`` and made JAX
-functions by ``ta.jax.function`` (a JAX primitive whose evaluation, derivatives and batching
-are tensorad kernels); the loss, ``jax.grad``, ``jax.jit`` of the whole training step and the SGD update are
-ordinary JAX.
+flatten -> dense.  The two layers are functions written with ``ta.topi`` and decorated with
+``@ta.jax.op``: JAX functions (a JAX primitive whose evaluation, derivatives and batching are
+tensorad kernels), compiled for each shape on first use; the loss, ``jax.grad``, ``jax.jit``
+of the whole training step and the SGD update are ordinary JAX.
 """
 
 from __future__ import annotations
@@ -23,24 +23,21 @@ import tensorad as ta
 CLASSES, SIDE, CHANNELS, BATCH = 10, 12, 8, 32
 
 
-def tensorad_layers(batch: int = BATCH):
-    """The two layers as JAX functions of (activations, weight, bias)."""
-    nn = ta.topi.nn
-    X = ta.placeholder((batch, 1, SIDE, SIDE), "float32", "X")
-    W1 = ta.placeholder((CHANNELS, 1, 3, 3), "float32", "W1")
-    B1 = ta.placeholder((CHANNELS,), "float32", "B1")
-    conv = nn.conv2d(X, W1, 1, 1) + ta.topi.reshape(B1, (CHANNELS, 1, 1))
-    pooled = nn.pool(nn.relu(conv), 2, 2, 0, "max")
-    features = ta.jax.function(pooled, [X, W1, B1])
-    H = ta.placeholder(pooled.shape, "float32", "H")
-    hidden = CHANNELS * (SIDE // 2) ** 2
-    W2, B2 = ta.placeholder((CLASSES, hidden), "float32", "W2"), ta.placeholder((CLASSES,), "float32", "B2")
-    classifier = ta.jax.function(nn.dense(nn.flatten(H), W2, B2), [H, W2, B2])
+@ta.jax.op
+def conv_relu_pool(X, W, B):
+    conv = ta.topi.nn.conv2d(X, W, 1, 1) + ta.topi.reshape(B, (B.shape[0], 1, 1))
+    return ta.topi.nn.pool(ta.topi.nn.relu(conv), 2, 2, 0, "max")
 
-    def model(params, x):
-        w1, b1, w2, b2 = params
-        return classifier(features(x, w1, b1), w2, b2)
-    return model
+
+@ta.jax.op
+def flatten_dense(X, W, B):
+    return ta.topi.nn.dense(ta.topi.nn.flatten(X), W, B)
+
+
+def tensorad_model(params, x):
+    """The model with the two tensorad layers (compiled for each batch size on first use)."""
+    w1, b1, w2, b2 = params
+    return flatten_dense(conv_relu_pool(x, w1, b1), w2, b2)
 
 
 def jax_model(params, x):
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--compare", action="store_true", help="also train the pure JAX model")
     args = parser.parse_args(argv)
-    runs = {"tensorad": train(tensorad_layers(), args.steps)}
+    runs = {"tensorad": train(tensorad_model, args.steps)}
     if args.compare:
         runs["jax"] = train(jax_model, args.steps)
     for step in range(args.steps):

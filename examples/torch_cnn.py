@@ -4,16 +4,15 @@
     python examples/torch_cnn.py --compare       # and the same model in pure PyTorch, side by side
 
 The model: conv2d 3x3 (padding 1) + bias -> relu -> 2x2 max pool -> flatten -> dense.  Each
-``TensorADLayer`` is a ``torch.nn.Module`` whose forward is a tensor program written with
-``ta.topi``; ``ta.torch.function`` compiles it (forward, and a backward that reads the
-forward's saved reductions, max pooling's winner among them) and makes it an autograd-aware
+layer is a function written with ``ta.topi`` and decorated with ``@ta.torch.op``: called with
+torch tensors, it is compiled for their shapes on first use (forward, and a backward that reads
+the forward's saved reductions, max pooling's winner among them) and acts as an autograd-aware
 PyTorch operator.  Everything else -- parameters, loss, optimizer, data -- is ordinary PyTorch.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,41 +22,14 @@ import tensorad as ta
 CLASSES, SIDE, CHANNELS, BATCH = 10, 12, 8, 32
 
 
-class TensorADLayer(torch.nn.Module):
-    """``y = build(x, *params)`` with ``build`` written in tensorad over placeholders.
-
-    A tensorad program has fixed shapes, so the layer compiles one function per input shape
-    (the first batch of each size pays for it; later calls reuse the compiled kernels).  Under
-    ``torch.compile``, run the model once eagerly first: building a tensorad function is Python
-    work that belongs outside the traced graph.
-    """
-
-    def __init__(self, build: Callable[..., ta.Tensor], *params: torch.Tensor, **options) -> None:
-        super().__init__()
-        self.build = build
-        self.params = torch.nn.ParameterList([torch.nn.Parameter(p) for p in params])
-        self.options = options
-        self._functions: dict[tuple[int, ...], Callable] = {}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        fn = self._functions.get(tuple(x.shape))
-        if fn is None:
-            if torch.compiler.is_compiling():
-                raise RuntimeError(f"no tensorad function for input shape {tuple(x.shape)} yet: call the "
-                                   f"model once eagerly with this shape before torch.compile")
-            X = ta.placeholder(tuple(x.shape), "float32", "X")
-            P = [ta.placeholder(tuple(p.shape), "float32", f"P{k}") for k, p in enumerate(self.params)]
-            fn = self._functions[tuple(x.shape)] = ta.torch.function(self.build(X, *P), [X, *P],
-                                                                     **self.options)
-        return fn(x, *self.params)
-
-
+@ta.torch.op
 def conv_relu_pool(X, W, B):
     conv = ta.topi.nn.conv2d(X, W, 1, 1)
     return ta.topi.nn.pool(ta.topi.nn.relu(conv + ta.topi.reshape(B, (B.shape[0], 1, 1))),
                            2, 2, 0, "max")
 
 
+@ta.torch.op
 def flatten_dense(X, W, B):
     return ta.topi.nn.dense(ta.topi.nn.flatten(X), W, B)
 
@@ -70,14 +42,14 @@ def initial_parameters(seed: int = 0) -> list[torch.Tensor]:
 
 
 class TensorADCNN(torch.nn.Module):
-    def __init__(self, params: list[torch.Tensor], **options) -> None:
+    """The model with the tensorad layers above."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
         super().__init__()
-        w1, b1, w2, b2 = (p.clone() for p in params)
-        self.features = TensorADLayer(conv_relu_pool, w1, b1, **options)
-        self.classifier = TensorADLayer(flatten_dense, w2, b2, **options)
+        self.w1, self.b1, self.w2, self.b2 = (torch.nn.Parameter(p.clone()) for p in params)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        return flatten_dense(conv_relu_pool(x, self.w1, self.b1), self.w2, self.b2)
 
 
 class TorchCNN(torch.nn.Module):

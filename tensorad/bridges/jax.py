@@ -3,6 +3,10 @@
     conv = ta.jax.function(Y, [X, W])
     y = jax.jit(conv)(x, w)          # jit, grad, jvp, vmap, hessian compose as with any JAX function
 
+    @ta.jax.op                       # the same, compiled for each call's shapes (JaxOp)
+    def dense_relu(X, W, B):
+        return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
+
 Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program` (tensor
 program outputs over placeholder inputs).  The primitive's rules are tensorad's own:
 
@@ -30,6 +34,7 @@ Importing this module imports JAX; ``import tensorad`` does not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,7 +50,8 @@ from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
 from ..training.function import Function, _distinct_computes
-from ..training.residuals import Policy
+from ..training.residuals import Policy, check_policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
 
 
 class Program:
@@ -325,6 +331,7 @@ class JaxFunction:
 
     def __call__(self, *arrays: Any) -> Any:
         f = self.function
+        check_x64(f.inputs + f.outputs, "this tensorad function")
         if len(arrays) != len(f.inputs):
             names = ", ".join(x.name for x in f.inputs)
             raise TypeError(f"function takes {len(f.inputs)} arrays ({names}), got {len(arrays)}")
@@ -340,8 +347,83 @@ class JaxFunction:
         return outs[0] if f.single else tuple(outs)
 
 
+def check_x64(tensors: Sequence[Tensor], what: str) -> None:
+    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would silently make
+    the arrays 32-bit, and the kernel would then refuse them)."""
+    wide = sorted({t.dtype for t in tensors if np.dtype(t.dtype).itemsize == 8
+                   and jax.dtypes.canonicalize_dtype(np.dtype(t.dtype)) != np.dtype(t.dtype)})
+    if wide:
+        raise TypeError(f"{what} computes in {', '.join(wide)}, but JAX's 64-bit mode is off (JAX "
+                        f"makes 64-bit arrays 32-bit): call jax.config.update(\"jax_enable_x64\", "
+                        f"True) at startup, or use float32")
+
+
+def _hold_programs_weakly() -> None:
+    """JAX's caches keyed by a primitive's parameters (its abstract evaluation's, among them)
+    keep their keys strongly unless the key's type is listed as weak: listed, a program
+    (and the kernels it owns) lives as long as its function or a jitted computation using it,
+    not as long as the cache.  The list is JAX's internal one, the one it uses for jaxprs;
+    where a JAX release lacks it, those caches' own bounds still apply."""
+    from jax._src import util
+
+    weak = getattr(util, "weakref_cache_key_types", None)
+    if isinstance(weak, set):
+        weak.add(Program)
+
+
+_hold_programs_weakly()
+
+
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              **options: Any) -> JaxFunction:
     """``ta.jax.function`` (API.md section 6): options are those of ``ta.function``
     (``wrt``, ``policy``) and of ``ta.build``."""
     return JaxFunction(outputs, inputs, **options)
+
+
+# ---- ta.jax.op: a decorated function compiled per signature ----------------------------------
+class JaxOp:
+    """``fn`` (written with tensorad over placeholders) as a JAX function on arrays of any
+    shapes: one :class:`JaxFunction` per signature (the arrays' shapes and dtypes after JAX's
+    dtype rules, and the static keyword values), made on the first call with it (under ``jit``:
+    while tracing) and kept in a bounded LRU cache (``signatures``).  It composes with ``jit``,
+    ``grad``, ``vmap`` as ``ta.jax.function`` does; a jitted computation keeps the programs it
+    traced, so an eviction does not invalidate it.  A 64-bit program without JAX's 64-bit
+    mode is a clear error naming ``jax_enable_x64``.
+    """
+
+    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"ta.jax.op: expected a function, got {type(fn).__name__}")
+        check_policy(policy)
+        self.fn = fn
+        self.policy, self.build_options = policy, build_options
+        self.signatures: SignatureCache[JaxFunction] = SignatureCache(max_signatures)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *arrays: Any, **static: Any) -> Any:
+        arrays = tuple(a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a) for a in arrays)
+        signature = self.signature(arrays)
+        key = (signature, static_key(static))
+        function = self.signatures.get(key, lambda: self._make(signature, static))
+        return function(*(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature)))
+
+    def signature(self, arrays: Sequence[Any]) -> tuple:
+        """The shapes and dtypes (as JAX holds them: float64 is float32 without 64-bit mode)."""
+        return tuple((tuple(a.shape), str(jax.dtypes.canonicalize_dtype(a.dtype))) for a in arrays)
+
+    def _make(self, signature: tuple, static: dict[str, Any]) -> JaxFunction:
+        outputs, inputs = trace(self.fn, signature, static, f"ta.jax.op {self.__name__}")
+        return JaxFunction(outputs, inputs, policy=self.policy, **self.build_options)
+
+
+def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
+       policy: Policy = "default", **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
+    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with
+    the arrays' shapes and dtypes (and the keyword arguments, as static values) and returns a
+    tensorad tensor or a tuple of them; see :class:`JaxOp`."""
+    def wrap(f: Callable) -> JaxOp:
+        return JaxOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+    return wrap if fn is None else wrap(fn)

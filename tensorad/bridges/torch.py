@@ -3,13 +3,20 @@
     conv = ta.torch.function(Y, [X, W])      # Y: a tensor program over placeholders X, W
     y = conv(x, w)                           # torch tensors in, torch tensors out; y.backward() works
 
-Each function is registered with ``torch.library.custom_op`` as two operators,
-``tensorad::fn<N>`` (the forward: outputs and the saved values that are not outputs) and
-``tensorad::fn<N>_backward`` (residuals and heads -> gradients), each with a fake (meta)
+    @ta.torch.op                             # the same, compiled for each call's shapes (TorchOp)
+    def dense_relu(X, W, B):
+        return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
+
+Two operators are registered with ``torch.library.custom_op``, once for every function:
+``tensorad::forward(key, args)`` (the outputs and the saved values that are not outputs) and
+``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake (meta)
 implementation, so ``torch.compile(fullgraph=True)`` traces through them without a graph break,
 and the forward with ``register_autograd``, so eager autograd, ``torch.func.grad`` and
 AOTAutograd use :class:`tensorad.training.function.Function`'s forward/backward (the backward reads the
-residuals; it does not recompute saved reductions).
+residuals; it does not recompute saved reductions).  ``key`` names one function's operator pair
+in a registry that holds it weakly: nothing registered with torch refers to a function, so one
+the user drops is freed with its kernels (an autograd graph or a compiled graph that still
+refers to it keeps it alive as long as it lives).
 
 Higher order: when the backward runs with grad mode on (``create_graph=True``, double backward,
 ``gradgradcheck``), it calls instead the gradient program as a tensorad function of its own
@@ -22,19 +29,29 @@ tensors are accepted.  Importing this module imports torch; ``import tensorad`` 
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+import operator
+import sys
+import weakref
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
 import torch
 
+from ..ir.dtype import ALL_DTYPES
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..training.function import Function
-from ..training.residuals import Policy
+from ..training.residuals import Policy, check_policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
 
-_SERIAL = itertools.count()  # operator names only: tensorad::fn0, fn1, ... (never changes a result)
+_SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
+_KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
+# the live operator pairs by key; held weakly, so a pair lives as long as its function does
+# (or an autograd graph or a compiled graph that still refers to it)
+_LIVE: weakref.WeakValueDictionary[int, _Operator] = weakref.WeakValueDictionary()
 
 
 def torch_dtype(dtype: str) -> torch.dtype:
@@ -96,11 +113,14 @@ class TorchFunction:
         self._check(tensors)
         grad = torch.is_grad_enabled()
         mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
+        # kernels read memory in row-major order: a strided view or a channels-last tensor
+        # is copied first (a differentiable copy)
+        tensors = tuple(t if t.is_contiguous() else t.contiguous() for t in tensors)
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
-            op = self._operators.get(mask, self._full)  # registering new operators is not traceable
+            op = self._operators.get(mask, self._full)  # making a Function is not traceable
             outs = op.forward_op(list(tensors))
         else:  # eager: the autograd.Function form, which torch.func transforms accept too
-            outs = self.operator(mask).autograd.apply(*tensors)
+            outs = _Apply.apply(self.operator(mask), *tensors)
         outs = outs[:len(self.function.outputs)]
         return outs[0] if self.function.single else tuple(outs)
 
@@ -121,103 +141,64 @@ class TorchFunction:
 
 
 class _Operator:
-    """One registered operator pair (forward, backward) for one ``Function``."""
+    """One operator pair (forward, backward) for one ``Function``, reached by the generic
+    operators through its ``key``."""
 
     def __init__(self, function: Function, name: str, policy: Policy, build_options: dict) -> None:
         self.function = fn = function
         self.name = name
         self.policy, self.build_options = policy, build_options
         self._wrt_pos = [fn.inputs.index(x) for x in fn.wrt]
-        self.forward_op = self._register_forward()
-        self._backward_op = self._register_backward()
-        self.autograd = self._autograd_function()
+        self.key = next(_KEYS)
+        _LIVE[self.key] = self
 
-    # ---- the operators --------------------------------------------------------------------
-    def _forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    def forward_op(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The forward as the registered operator (traced as such by ``torch.compile``)."""
+        return torch.ops.tensorad.forward(self.key, args)
+
+    def backward_op(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        return torch.ops.tensorad.backward(self.key, args)
+
+    # ---- what the generic operators run ------------------------------------------------------
+    def forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         fn = self.function
         return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs + list(fn.plan.extras)]
 
-    def _register_forward(self):
-        fn = self
+    def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        outs = [torch.empty(s, dtype=d) for s, d in self.forward_specs()]
+        self.function.forward_parts(*[a.detach() for a in args], out=outs)
+        return outs
 
-        @torch.library.custom_op(self.name, mutates_args=())
-        def forward(args: list[torch.Tensor]) -> list[torch.Tensor]:
-            outs = [torch.empty(s, dtype=d) for s, d in fn._forward_specs()]
-            fn.function.forward_parts(*[a.detach() for a in args], out=outs)
-            return outs
+    def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        f = self.function
+        nres = len(f.plan.sources)
+        given = iter(args[nres:])  # one head per float output; an integer output has none
+        heads = [None if ph is None else next(given).detach() for ph in f.heads]
+        outs = [torch.empty(s, dtype=d) for s, d in self.grad_specs()]
+        f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
+        return outs
 
-        @forward.register_fake
-        def _(args):
-            return [args[0].new_empty(s, dtype=d) if args else torch.empty(s, dtype=d)
-                    for s, d in fn._forward_specs()]
+    def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
+        n = len(self.function.outputs)
+        ctx.operator = self  # the graph keeps the function alive until its backward is gone
+        ctx.mark_non_differentiable(*output[n:])
+        # the saved values get no gradient: without this, autograd would allocate and
+        # zero-fill a head for each of them on every backward (a max pool's winner, the
+        # convolution it read: megabytes of memset per step that nothing reads)
+        ctx.set_materialize_grads(False)
+        # only what a backward reads, as PyTorch's own operators: an output or input that
+        # is changed in place afterwards (``out += identity``) is then an error only where
+        # the gradient needed its old values
+        keep_in, keep_out = self.kept
+        ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
+                              *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
 
-        def setup_context(ctx, inputs, output):
-            (args,) = inputs
-            n = len(fn.function.outputs)
-            ctx.mark_non_differentiable(*output[n:])
-            # the saved values get no gradient: without this, autograd would allocate and
-            # zero-fill a head for each of them on every backward (a max pool's winner, the
-            # convolution it read: megabytes of memset per step that nothing reads)
-            ctx.set_materialize_grads(False)
-            # only what a backward reads, as PyTorch's own operators: an output or input that
-            # is changed in place afterwards (``out += identity``) is then an error only where
-            # the gradient needed its old values
-            keep_in, keep_out = fn.kept
-            ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
-                                  *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
-
-        def backward(ctx, grads):
-            saved = ctx.saved_tensors
-            k = len(fn.function.inputs)
-            args, outs = saved[:k], saved[k:]
-            n = len(fn.function.outputs)
-            heads = list(grads[:n])
-            return fn._backward(args, outs[:n], outs[n:], heads)
-
-        forward.register_autograd(backward, setup_context=setup_context)
-        self._setup_context, self._backward_formula = setup_context, backward
-        return forward
-
-    def _autograd_function(self) -> type[torch.autograd.Function]:
-        """The same formula as an ``autograd.Function`` with ``setup_context``: the form that
-        ``torch.func`` transforms accept (a custom op's own autograd is not), and that
-        ``torch.compile`` traces without a graph break."""
-        fn = self
-
-        class Apply(torch.autograd.Function):
-            @staticmethod
-            def forward(*args):
-                return tuple(fn.forward_op(list(args)))
-
-            @staticmethod
-            def setup_context(ctx, inputs, output):
-                fn._setup_context(ctx, (list(inputs),), output)
-
-            @staticmethod
-            def backward(ctx, *grads):
-                return tuple(fn._backward_formula(ctx, list(grads)))
-
-        Apply.__name__ = Apply.__qualname__ = self.name.replace("::", "_")
-        return Apply
-
-    def _register_backward(self):
-        fn = self
-
-        @torch.library.custom_op(self.name + "_backward", mutates_args=())
-        def backward(args: list[torch.Tensor]) -> list[torch.Tensor]:
-            f = fn.function
-            nres = len(f.plan.sources)
-            given = iter(args[nres:])  # one head per float output; an integer output has none
-            heads = [None if ph is None else next(given).detach() for ph in f.heads]
-            outs = [torch.empty(s, dtype=d) for s, d in fn._grad_specs()]
-            f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
-            return outs
-
-        @backward.register_fake
-        def _(args):
-            return [args[0].new_empty(s, dtype=d) for s, d in fn._grad_specs()]
-
-        return backward
+    def backward_formula(self, ctx: Any, grads: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        saved = ctx.saved_tensors
+        k = len(self.function.inputs)
+        args, outs = saved[:k], saved[k:]
+        n = len(self.function.outputs)
+        return self._backward(args, outs[:n], outs[n:], list(grads[:n]))
 
     @cached_property
     def kept(self) -> tuple[list[bool], set[int]]:
@@ -230,7 +211,7 @@ class _Operator:
         keep_in = [i in f.plan.inputs or x in read for i, x in enumerate(f.inputs)]
         return keep_in, {k for kind, k in f.plan.sources if kind == "output"}
 
-    def _grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    def grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [(tuple(x.shape), torch_dtype(x.dtype)) for x in self.function.wrt]
 
     def _backward(self, args, outs, extras, heads) -> list[torch.Tensor | None]:
@@ -248,7 +229,7 @@ class _Operator:
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             residuals = f.plan.residuals(list(args), list(outs), list(extras))
-            grads = self._backward_op([*residuals, *float_heads])
+            grads = self.backward_op([*residuals, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
@@ -267,6 +248,66 @@ class _Operator:
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
 
 
+def _live(key: int) -> _Operator:
+    op = _LIVE.get(key)
+    if op is None:
+        raise RuntimeError(f"tensorad operator pair {key} was freed: a compiled graph outlived the "
+                           f"tensorad function it was traced with (torch._dynamo.reset() drops it)")
+    return op
+
+
+@torch.library.custom_op("tensorad::forward", mutates_args=())
+def _forward(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _live(key).run_forward(args)
+
+
+@_forward.register_fake
+def _(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    specs = _live(key).forward_specs()
+    return [args[0].new_empty(s, dtype=d) if args else torch.empty(s, dtype=d) for s, d in specs]
+
+
+@torch.library.custom_op("tensorad::backward", mutates_args=())
+def _backward(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _live(key).run_backward(args)
+
+
+@_backward.register_fake
+def _(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [args[0].new_empty(s, dtype=d) for s, d in _live(key).grad_specs()]
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: Sequence[torch.Tensor]) -> None:
+    key, args = inputs
+    _live(key).setup_context(ctx, args, output)
+
+
+def _backward_formula(ctx: Any, grads: Sequence[torch.Tensor | None]) -> tuple:
+    return None, ctx.operator.backward_formula(ctx, grads)
+
+
+_forward.register_autograd(_backward_formula, setup_context=_setup_context)
+
+
+class _Apply(torch.autograd.Function):
+    """The same formula as an ``autograd.Function`` with ``setup_context``: the form that
+    ``torch.func`` transforms accept (a custom op's own autograd is not).  Its first argument is
+    the operator pair."""
+
+    @staticmethod
+    def forward(op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(op.forward_op(list(args)))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Sequence[torch.Tensor]) -> None:
+        op, *args = inputs
+        op.setup_context(ctx, args, output)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
+        return (None, *ctx.operator.backward_formula(ctx, grads))
+
+
 def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:
     return TorchFunction(outputs, inputs, wrt, policy, **build_options)
 
@@ -276,3 +317,116 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
     """``ta.torch.function`` (API.md section 6): options are those of ``ta.function``
     (``wrt``, ``policy``) and of ``ta.build``."""
     return TorchFunction(outputs, inputs, **options)
+
+
+# ---- ta.torch.op: a decorated function compiled per signature --------------------------------
+class TorchOp:
+    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any
+    shapes: one :class:`TorchFunction` per signature (the tensors' shapes and dtypes, and the
+    static keyword values), made on the first call with it and kept in a bounded LRU cache
+    (``signatures``).  Each call computes only the gradients its inputs' ``requires_grad``
+    asks for (none under ``torch.no_grad``: then no backward kernel is built).
+
+    Under ``torch.compile(fullgraph=True)`` nothing must run eagerly first: a signature not seen
+    yet is made in Python while the graph is traced (its kernels are built on the first run).
+    Sizes are specialized (a tensorad program has fixed sizes), so each new shape is a new graph,
+    as with ``dynamic=False``, within ``torch._dynamo.config.recompile_limit``.  A compiled graph
+    names its operator pair by key: the signature must still be in the cache when the graph
+    runs (else a clear error; ``max_signatures`` bounds how many a model may alternate between).
+    """
+
+    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"ta.torch.op: expected a function, got {type(fn).__name__}")
+        check_policy(policy)
+        self.fn = fn
+        self.policy, self.build_options = policy, build_options
+        self.signatures: SignatureCache[TorchFunction] = SignatureCache(max_signatures)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *tensors: torch.Tensor, **static: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        key = (self.signature(tensors), static_key(static))
+        if torch.compiler.is_compiling():
+            return self._traced_call(key, static, tensors)
+        return self.function(key, static)(*tensors)
+
+    def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
+        """The compiled function of a signature (made on a miss)."""
+        return self.signatures.get(key, lambda: self._make(key[0], static))
+
+    def _traced_call(self, key: tuple, static: dict[str, Any], tensors: Sequence[torch.Tensor]):
+        """The call as ``torch.compile`` records it: the registered operator, named by its key
+        (a constant found in Python while tracing)."""
+        grad = torch.is_grad_enabled()
+        requires = tuple(grad and t.requires_grad for t in tensors)
+        operator = _traced_operator(self, key, static, requires)
+        count = _traced_output_count(self, key, static)
+        tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+        outs = torch.ops.tensorad.forward(operator, tensors)[:count]
+        return outs[0] if count == 1 else tuple(outs)
+
+    def signature(self, tensors: Sequence[Any]) -> tuple:
+        """The shapes and dtypes of the tensors: what a compiled function is made for."""
+        for k, t in enumerate(tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.__name__}: argument {k} must be a torch.Tensor, got "
+                                f"{type(t).__name__} (a static value is passed by keyword)")
+            if t.device.type != "cpu":
+                raise ValueError(f"{self.__name__}: argument {k}: tensorad kernels run on the CPU, "
+                                 f"got a tensor on {t.device}")
+        # operator.index: under torch.compile a symbolic size becomes a guarded constant (one
+        # graph per shape, as a fixed-size program needs)
+        return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
+
+    def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:
+        outputs, inputs = trace(self.fn, signature, static, f"ta.torch.op {self.__name__}")
+        return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
+
+    def __reduce__(self) -> str | tuple:
+        """Pickled by reference where it is a module's decorated function, else as its
+        definition (a module holding it is saved with ``torch.save``)."""
+        module = sys.modules.get(self.__module__)
+        if module is not None and getattr(module, self.__qualname__, None) is self:
+            return self.__qualname__
+        return _rebuild_op, (self.fn, self.signatures.maxsize, self.policy, self.build_options)
+
+    def __deepcopy__(self, memo: dict) -> TorchOp:
+        return self
+
+
+@torch._dynamo.assume_constant_result
+def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: tuple[bool, ...]) -> int:
+    """The key of the operator pair for a signature and the inputs needing gradients, found
+    (or made) in Python while ``torch.compile`` traces a call; the compiled graph holds the key.
+    The pair lives as long as the signature stays in ``op``'s cache."""
+    function = op.function(key, static)
+    return function.operator([requires[k] for k in function._wrt_pos]).key
+
+
+@torch._dynamo.assume_constant_result
+def _traced_output_count(op: TorchOp, key: tuple, static: dict[str, Any]) -> int:
+    return len(op.function(key, static).function.outputs)
+
+
+def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options: dict) -> TorchOp:
+    return TorchOp(fn, max_signatures=max_signatures, policy=policy, **build_options)
+
+
+def tensorad_dtype(dtype: torch.dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in ALL_DTYPES:
+        raise TypeError(f"torch dtype {dtype} has no tensorad equivalent ({', '.join(ALL_DTYPES)})")
+    return name
+
+
+def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
+       policy: Policy = "default", **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
+    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders with
+    the tensors' shapes and dtypes (and the keyword arguments, as static values) and returns a
+    tensorad tensor or a tuple of them; see :class:`TorchOp`.  Options are those of
+    ``ta.function`` (``policy``) and of ``ta.build``."""
+    def wrap(f: Callable) -> TorchOp:
+        return TorchOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+    return wrap if fn is None else wrap(fn)

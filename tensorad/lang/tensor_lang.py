@@ -59,29 +59,35 @@ def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
     return var(name, lo, hi)
 
 
-def _positional(fcompute: Callable) -> tuple[list[str], bool]:
-    """The names of ``fcompute``'s positional parameters, and whether it takes ``*args``
-    instead.  A plain function's are read from its code object, as ``inspect.signature``
-    would give them: that call cost more than the rest of defining a small compute (a long
-    chain's define phase); anything else -- a wrapper, a partial, a method, a callable
-    object, a declared ``__signature__`` -- asks ``inspect``."""
+def _positional(fcompute: Callable) -> tuple[list[str], int, bool]:
+    """The names of ``fcompute``'s positional parameters, how many of them have no default,
+    and whether it takes ``*args`` instead.  A plain function's are read from its code object,
+    as ``inspect.signature`` would give them: that call cost more than the rest of defining a
+    small compute (a long chain's define phase); anything else -- a wrapper, a partial, a
+    method, a callable object, a declared ``__signature__`` -- asks ``inspect``."""
     if type(fcompute) is FunctionType and not hasattr(fcompute, "__wrapped__") \
             and not hasattr(fcompute, "__signature__"):
         code = fcompute.__code__
         n = code.co_argcount  # (positional-only ones included)
-        return list(code.co_varnames[:n]), n == 0 and bool(code.co_flags & inspect.CO_VARARGS)
+        required = n - len(fcompute.__defaults__ or ())
+        return list(code.co_varnames[:n]), required, n == 0 and bool(code.co_flags & inspect.CO_VARARGS)
     try:
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
         params = []
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return names, bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is inspect.Parameter.empty for p in positional)
+    star = bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL
+    return [p.name for p in positional], required, star
 
 
 def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
-    names, star = _positional(fcompute)
+    names, required, star = _positional(fcompute)
     if star:
         return [f"i{d}" for d in range(ndim)]
+    if len(names) != ndim and required == ndim:
+        # ``lambda i, k, s=s: ...``: a defaulted parameter captures a value, it is no index
+        return names[:ndim]
     if len(names) != ndim:
         raise TypeError(f"compute: fcompute takes {len(names)} index arguments but the shape "
                         f"has {ndim} dimensions")

@@ -1,9 +1,12 @@
 """``ta.function``: a compiled forward that keeps its residuals and a backward that reads them.
 
-    f = ta.function([Y], [X, W], wrt=[W])       # any tensor program; wrt: default every float input
+    f = ta.function(Y, [X, W], wrt=[W])         # any tensor program; wrt: default every float input
     y = f(x, w)                                 # the forward alone
     y, res = f.forward(x, w)                    # the forward and what the backward needs
     (gw,) = f.backward(res, h)                  # one head per output -> one gradient per wrt
+
+One output gives one value (``Y`` or ``[Y]`` alike), several a tuple, as a kernel's call does;
+``backward`` always returns a tuple, one gradient per ``wrt`` tensor.
 
 This is the shape of a framework's custom operation (``torch.autograd.Function``,
 ``jax.custom_vjp``), so the bridges (:mod:`.bridges.torch`, :mod:`.bridges.jax`) are thin.  The
@@ -75,7 +78,6 @@ class Function:
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
                  **build_options: Any) -> None:
-        self.single = isinstance(outputs, Tensor)
         outs = _tensor_list(outputs, "outputs")
         self.inputs = _tensor_list(inputs, "inputs")
         if not outs:
@@ -91,6 +93,8 @@ class Function:
             raise ValueError(f"ta.function: the outputs read placeholder(s) {', '.join(missing)} that "
                              f"are not among the inputs")
         self.outputs = _distinct_computes(outs, "out")
+        # one output gives one value, whether given as ``Y`` or ``[Y]`` (as a kernel's call)
+        self.single = len(self.outputs) == 1
         if wrt is None:
             self.wrt = [x for x in self.inputs if dt.is_float(x.dtype)]
         else:
@@ -199,8 +203,7 @@ class Function:
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        res = self.forward_kernel(*arrays, out=out)
-        return res if self.single or isinstance(res, tuple) else (res,)
+        return self.forward_kernel(*arrays, out=out)
 
     def forward(self, *arrays: Any) -> tuple[Any, tuple]:
         """``(outputs, residuals)``: outputs as ``f(*arrays)`` returns them."""
@@ -242,13 +245,24 @@ class Function:
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [_zero_head(ph) if h is None else h for ph, h in zip(self.heads, heads) if ph is not None]
+        given = [_zero_head(ph) if h is None else _scalar_head(h, ph)
+                 for ph, h in zip(self.heads, heads) if ph is not None]
         res = self.backward_kernel(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
 def _head(output: Tensor) -> Tensor:
     return placeholder(output.shape, output.dtype, f"{output.name}.head")
+
+
+def _scalar_head(h: Any, head: Tensor) -> Any:
+    """A 0-d head given as a Python number or a 0-d array of another dtype, as the head's array
+    (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
+    number = isinstance(h, (int, float)) and not isinstance(h, bool)
+    zero_d_array = isinstance(h, np.ndarray) and h.ndim == 0
+    if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
+        return np.asarray(h, dtype=head.dtype)
+    return h
 
 
 def _zero_head(head: Tensor) -> np.ndarray:

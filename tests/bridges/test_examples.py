@@ -41,6 +41,13 @@ def test_torch_cnn_trains_like_pytorch(capsys):
     assert "step   3  tensorad loss" in capsys.readouterr().out
 
 
+def test_torch_transformer_block_trains_like_pytorch(capsys):
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    runs = _load("torch_transformer").main(["--steps", "6", "--compare"])
+    _check_losses(runs, "torch", 6)
+    assert "step   5  tensorad loss" in capsys.readouterr().out
+
+
 def test_jax_cnn_trains_like_jax(capsys):
     pytest.importorskip("jax", reason="an optional extra; make test requires it")
     runs = _load("jax_cnn").main(["--steps", "4", "--compare"])

@@ -195,3 +195,14 @@ def test_lowered_plans_are_those_of_the_functions_target(target):
 
     assert body(f.lower_backward()) == body(f.backward_kernel.lowered)
     assert body(f.lower_forward()) == body(f.forward_kernel.lowered)
+
+
+def test_a_scalar_loss_takes_a_python_number_or_a_0d_array_of_another_dtype_as_head():
+    X = ta.placeholder((3,), "float32", "X")
+    f = ta.function(ta.topi.sum(ta.topi.multiply(X, X)), [X])
+    x = np.arange(3, dtype=np.float32)
+    loss, res = f.forward(x)
+    assert float(loss) == 5.0
+    for head, scale in ((1.0, 1), (2, 2), (np.array(0.5), 0.5)):
+        (g,) = f.backward(res, head)
+        np.testing.assert_array_equal(g, 2 * scale * x)

@@ -188,7 +188,8 @@ def test_axis_names_of_plain_functions_are_read_without_inspect(monkeypatch):
 
     def reference(fn):  # (the rule before: inspect's parameters)
         params = list(inspect.signature(fn).parameters.values())
-        return ([p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return ([p.name for p in positional], sum(p.default is p.empty for p in positional),
                 bool(params) and params[0].kind is inspect.Parameter.VAR_POSITIONAL)
 
     plain = [positional, star, none, lambda: 0.0, lambda i, j: i]

@@ -1,0 +1,104 @@
+"""What ``ta.torch.op`` and ``ta.jax.op`` share: a call's signature, the placeholders the user's
+function is traced on, and the bounded cache of what each signature compiled to.
+
+A tensorad program has fixed shapes, so a decorated function is compiled once per signature
+(the arrays' shapes and dtypes, and the static keyword values).  The compiled callables live in a
+:class:`SignatureCache` owned by the decorated function: least recently used first out, at most
+``max_signatures`` of them, and an evicted one is no longer referenced from here (the bridges
+register nothing that outlives it, so it is freed once no autograd graph or trace holds it).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..ir.tensor import Tensor
+from ..lang import placeholder
+
+DEFAULT_MAX_SIGNATURES = 32
+
+V = TypeVar("V")
+
+# Python values a keyword may carry as a static value (part of the signature)
+_STATIC_TYPES = (bool, int, float, str, type(None))
+
+
+class SignatureCache(Generic[V]):
+    """A least-recently-used map from signatures to compiled callables, of at most ``maxsize``
+    entries; its owner (one decorated function) sets its lifetime."""
+
+    def __init__(self, maxsize: int) -> None:
+        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
+            raise ValueError(f"max_signatures must be a positive int, got {maxsize!r}")
+        self.maxsize = maxsize
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def peek(self, key: Hashable) -> V | None:
+        """The entry without marking it used (a lookup that must not change the cache)."""
+        return self._entries.get(key)
+
+    def get(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The entry for ``key``, made on a miss; the least recently used one past the bound is
+        dropped."""
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            return found
+        found = self._entries[key] = make()
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+        return found
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def static_key(static: dict[str, Any]) -> tuple:
+    """The static keyword values as a hashable part of the signature (Python scalars, strings,
+    ``None`` and tuples or lists of them)."""
+    return tuple(sorted((name, _frozen(name, value)) for name, value in static.items()))
+
+
+def _frozen(name: str, value: Any) -> Hashable:
+    if isinstance(value, _STATIC_TYPES):
+        return (type(value).__name__, value)  # 1 and 1.0 and True are different signatures
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_frozen(name, v) for v in value))
+    raise TypeError(f"keyword argument {name!r}: a static value must be a Python number, string, "
+                    f"None or a tuple of them, got {type(value).__name__} (arrays are passed "
+                    f"positionally)")
+
+
+def parameter_names(fn: Callable, count: int) -> list[str]:
+    """Names for the placeholders: ``fn``'s positional parameters (``in<k>`` past them)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [positional[k] if k < len(positional) else f"in{k}" for k in range(count)]
+
+
+def trace(fn: Callable, specs: Sequence[tuple[tuple[int, ...], str]], static: dict[str, Any],
+          what: str) -> tuple[Tensor | list[Tensor], list[Tensor]]:
+    """``fn`` called on placeholders of the given shapes and dtypes (and the static values):
+    its output tensor(s) and the placeholders."""
+    names = parameter_names(fn, len(specs))
+    inputs = [placeholder(shape, dtype, name) for (shape, dtype), name in zip(specs, names)]
+    result = fn(*inputs, **static)
+    if isinstance(result, Tensor):
+        return result, inputs
+    if isinstance(result, (tuple, list)) and result and all(isinstance(t, Tensor) for t in result):
+        return list(result), inputs
+    raise TypeError(f"{what}: {getattr(fn, '__name__', 'fn')} must return a tensorad tensor or a tuple "
+                    f"of them, got {type(result).__name__}")
