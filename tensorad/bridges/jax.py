@@ -49,7 +49,7 @@ from ..ir.tensor import Tensor
 from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
-from ..training.function import Function, _distinct_computes
+from ..training.function import Function, distinct_computes
 from ..training.residuals import Policy, check_policy
 from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
 
@@ -69,7 +69,7 @@ class Program:
     def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
                  linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,
                  policy: Policy = "default", frozen: frozenset[int] = frozenset()) -> None:
-        self.outputs = _distinct_computes(list(outputs), "out")
+        self.outputs = distinct_computes(list(outputs), "out")
         self.free = list(free)
         self.linear = frozenset(linear)
         self.frozen = frozen

@@ -49,6 +49,12 @@ from .rewrite import (
 )
 from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Provenance, Role, Tensor, read
 
+# The text forms of nodes and tensors come from the printer, which reads tensors and the
+# rewriter; attaching them here, once every module of the IR is loaded, keeps imports acyclic.
+Expr.__repr__ = Expr.__str__ = expr_to_str
+Tensor.__str__ = tensor_to_str
+Tensor._repr_html_ = tensor_to_html
+
 __all__ = [
     "FLOAT_DTYPES", "INT_DTYPES", "check_dtype", "is_float", "is_int", "max_value", "min_value",
     "BINARY_ARITH", "COMPARISONS", "FALSE", "LOGICAL", "TRUE", "UNARY_MATH", "Expr", "Op",

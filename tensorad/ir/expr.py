@@ -288,12 +288,8 @@ class Expr:
     def astype(self, dtype: str) -> Expr:
         return cast(dtype, self)
 
-    def __repr__(self) -> str:
-        from .printer import expr_to_str
-
-        return expr_to_str(self)
-
-    __str__ = __repr__
+    # ``repr``/``str`` are the printer's :func:`.printer.expr_to_str`, attached by the package
+    # (the printer reads tensors and the rewriter, which read these nodes)
 
 
 def _is_scalar(x: Any) -> bool:

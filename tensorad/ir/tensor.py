@@ -238,18 +238,11 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
 
-    def __str__(self) -> str:
-        from .printer import tensor_to_str
-
-        return tensor_to_str(self)
+    # ``str`` and the notebook's HTML form are the printer's (:func:`.printer.tensor_to_str`,
+    # :func:`.printer.tensor_to_html`), attached by the package: the printer reads tensors
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self) if not cycle else repr(self))
-
-    def _repr_html_(self) -> str:
-        from .printer import tensor_to_html
-
-        return tensor_to_html(self)
 
 
 def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:

@@ -65,7 +65,7 @@ def _copy(t: Tensor, name: str) -> Tensor:
     return compute(t.shape, lambda *i: t[i] if i else t[()], name=name)
 
 
-def _distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
+def distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
     out: list[Tensor] = []
     for t in ts:
         out.append(_copy(t, f"{t.name}.{suffix}") if t.is_placeholder or t in out else t)
@@ -92,7 +92,7 @@ class Function:
         if missing:
             raise ValueError(f"ta.function: the outputs read placeholder(s) {', '.join(missing)} that "
                              f"are not among the inputs")
-        self.outputs = _distinct_computes(outs, "out")
+        self.outputs = distinct_computes(outs, "out")
         # one output gives one value, whether given as ``Y`` or ``[Y]`` (as a kernel's call)
         self.single = len(self.outputs) == 1
         if wrt is None:
@@ -137,7 +137,7 @@ class Function:
             parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
             total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
         grads = [_zeros(x) if t is None else t for x, t in zip(self.wrt, total)]
-        return _distinct_computes(grads, "grad")
+        return distinct_computes(grads, "grad")
 
     @cached_property
     def plan(self) -> ResidualPlan:
