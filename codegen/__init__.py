@@ -18,14 +18,16 @@ and at the top:
 * ``options``  the options of ``lower`` and ``build``, and their checks
 * ``target``   the CPU that code is generated for
 * ``program``  the loop program: buffers, nests, statements (the form ``lower`` returns)
-* ``lower``    ``ta.lower``: tensors to a loop program
-* ``build``    ``ta.build``: key, look up, else lower, emit, compile, link, wrap in a ``Kernel``
+* ``lower``    tensors to a loop program
+* ``build``    key, look up, else lower, emit, compile, link, wrap in a ``Kernel``
+* ``tune``     ``ta.lower`` and ``ta.build``: ``tune=True`` measures the candidate strategies
+  and pins the winners before lowering or building
 """
 
-from .build import build
-from .lower import LoweredFunc, lower
+from .lower import LoweredFunc
 from .runtime.export import ExportError, LoadError, load_kernel
 from .runtime.kernel import Kernel, KernelArgumentError
+from .tune import build, lower
 
 __all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError",
            "LoadError"]

@@ -71,7 +71,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
     (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``),
     ``tune`` (measure the candidate strategies on random data and keep the winners in the disk
-    cache per target: :mod:`.strategies.tune`).
+    cache per target: :mod:`.tune`).
     ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
 
     The cache key is computed before lowering (:mod:`.jit.build_key`): a kernel found in the

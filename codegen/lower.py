@@ -174,20 +174,10 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
     returns never depends on what the process lowered before (``ta.build`` skips lowering when
     its disk cache has the kernel, :mod:`.jit.build_key`).
-    ``tune=True`` measures the strategies offered (:mod:`.strategies.tune`) and lowers with the winners.
+    ``tune=True`` is decided before this runs (:mod:`.tune`): here it changes nothing.
     """
     outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
-    if full.tune:
-        from .strategies.tune import tuned_choices  # (tuning builds kernels: build imports this module)
-
-        plain = {k: v for k, v in options.items() if k != "tune"}
-        plain["variants"] = True
-        base = lower(outputs, inputs, name, **plain)
-        target = full.target or parse_target()
-        options = {**plain, "choices": {**dict(full.choices),
-                                        **tuned_choices(base, outputs, inputs, name, plain, target)}}
-        full = Options.make(options)
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
         result = LoweredFunc(*_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts))

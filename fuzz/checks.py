@@ -380,7 +380,7 @@ class Case:
     def build(self, outputs, inputs, **extra):
         """``ta.build`` with the program's options.  A program drawn with ``tune`` also pins a
         random candidate (seeded) at every point offered several: tune measures only the points
-        heavy enough to time (:data:`tensorad.codegen.strategies.tune.MIN_CYCLES`), so the fuzzer covers the
+        heavy enough to time (:data:`tensorad.codegen.tune.MIN_CYCLES`), so the fuzzer covers the
         other candidates of the small programs it makes itself."""
         opts = {**self.options, **extra}
         if opts.get("tune"):

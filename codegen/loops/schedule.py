@@ -68,7 +68,7 @@ class Options:
       ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
     * ``tune``: measure the candidate strategies (and tiles) of every op that has several on
       random data of the actual shapes, and keep the winners in the disk cache per target
-      (:mod:`.strategies.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
+      (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
       (``lower(...).offered`` lists the points and labels; a label not offered is ignored);
       ``variants=True`` offers every variant of each strategy (register tiles, cache blocks),
       as ``tune`` does.

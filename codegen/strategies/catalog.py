@@ -40,7 +40,7 @@ it must get right is the order of the candidates an op is offered:
 Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
 :func:`.gemm.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
 cheapest candidate wins.  With it, the micro-kernel also offers other register tiles and
-cache blocks, which :mod:`.strategies.tune` measures.
+cache blocks, which :mod:`.tune` measures.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ cheapest candidate (cost minus the cost of the plans it absorbs; ties go to the 
 registered first), and expands its plan.  It knows no strategy by name.  A candidate is named
 by its strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
 position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
-label (what :mod:`.strategies.tune` measured), and :attr:`PlanContext.offered` records what was offered.
+label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what was offered.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class PlanContext:
     costs: dict[ComputeOp, float] = field(default_factory=dict)
     offered: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
     #: point -> the cost model's cycles for its costliest candidate (what is at stake there:
-    #: :mod:`.strategies.tune` leaves alone the points too small for a measurement to tell apart)
+    #: :mod:`.tune` leaves alone the points too small for a measurement to tell apart)
     estimates: dict[str, float] = field(default_factory=dict)
     #: what several strategies compute for one op, computed once per call (the matrix-product
     #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)

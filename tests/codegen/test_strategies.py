@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from tensorad.codegen.strategies import tune
+from tensorad.codegen import tune
 from tensorad.codegen.strategies.catalog import REGISTRY, SPILLED_PACK, _pack_cycles
 from tensorad.codegen.strategies.registry import PlanContext
 from tensorad.codegen.target import host_target, parse_target

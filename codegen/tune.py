@@ -1,4 +1,10 @@
-"""``tune=True``: measure the candidate strategies of a program, keep the winners per target.
+"""``ta.lower`` and ``ta.build``, with ``tune=True`` decided before either runs: measure the
+candidate strategies of a program and keep the winners per target.
+
+:func:`lower` and :func:`build` are the package's entry points.  Without ``tune`` they are
+the lowering and building drivers (:mod:`.lower`, :mod:`.build`); with it, the winners are
+found first (building a kernel per candidate) and passed on as pinned ``choices``, so neither
+lowering nor building measures anything itself.
 
 Lowering offers each op the candidates of every registered strategy (:mod:`.strategies.registry`) and,
 without tuning, keeps the cheapest by the cost model.  With ``tune=True`` the program is first
@@ -27,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,14 +41,55 @@ import numpy as np
 from tensorad.ir import trace
 from tensorad.ir.tensor import Tensor
 
-from ..jit import disk_cache as diskcache
-from ..jit.engine import fingerprint
-from ..target import Target, default_num_threads
+from .build import build as build_kernel
+from .jit import disk_cache as diskcache
+from .jit.engine import fingerprint
+from .loops.schedule import Options
+from .lower import LoweredFunc, check_arguments
+from .lower import lower as lower_program
+from .runtime.kernel import Kernel
+from .target import Target, default_num_threads, parse_target
 
 STATS = {"measured": 0, "reused": 0}  # candidates timed / programs whose choices were cached
 MIN_RUNS, MAX_RUNS = 3, 20
 RUN_BUDGET = 0.1  # seconds of timed calls per candidate (at least MIN_RUNS calls)
 MIN_CYCLES = 100_000.0  # ~30-50 us: points estimated below it keep the cost model's choice
+
+
+def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
+          name: str = "kernel", **options: Any) -> LoweredFunc:
+    """``ta.lower`` (:func:`.lower.lower`); ``tune=True`` measures the strategies offered and
+    lowers with the winners."""
+    target = Options.make(options).target
+    if options.get("tune"):
+        options = _tuned_options(outputs, inputs, name, options, target)
+    return lower_program(outputs, inputs, name, **options)
+
+
+def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
+          target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
+    """``ta.build`` (:func:`.build.build`); ``tune=True`` measures the strategies offered and
+    builds with the winners (``cache=False``: the choices are neither read from nor kept in the
+    disk cache)."""
+    if options.get("tune") is True and isinstance(target, (str, Target)) and isinstance(cache, bool):
+        Options.make({**options, "target": parse_target(target)})  # (bad options: their errors first)
+        with diskcache.disabled(not cache):
+            options = _tuned_options(outputs, inputs, name, options, parse_target(target))
+    return build_kernel(outputs, inputs, target, name, cache, **options)
+
+
+def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],
+                   target: Target | None) -> dict[str, Any]:
+    """``options`` with ``tune`` replaced by the pinned choices of its measured winners."""
+    outputs, inputs = check_arguments(outputs, inputs, name)
+    target = target or parse_target()
+    plain = {k: v for k, v in options.items() if k not in ("tune", "target")}
+    plain["variants"] = True
+    base = lower_program(outputs, inputs, name, target=target, **plain)
+    pinned = dict(Options.make({**options, "target": target}).choices)
+    found = tuned_choices(base, outputs, inputs, name, plain, target)
+    return {**{k: v for k, v in options.items() if k != "tune"}, "variants": True,
+            "choices": {**pinned, **found}}
 
 
 def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
@@ -58,8 +106,6 @@ def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, 
         STATS["reused"] += 1
         trace.record("tune cached", 0.0, name)
         return found
-    from ..build import build  # (build imports lower, which imports this module lazily)
-
     rng = np.random.default_rng(0)
     data = [_random(t, rng) for t in inputs]
     plain = {k: v for k, v in options.items() if k not in ("tune", "choices", "target")}
@@ -69,7 +115,7 @@ def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, 
             best = None
             for label in labels:
                 trial = {**choices, point: label}
-                kernel = build(outputs, inputs, target=target, name=name, choices=trial, **plain)
+                kernel = build_kernel(outputs, inputs, target=target, name=name, choices=trial, **plain)
                 seconds = _time(kernel, data)
                 STATS["measured"] += 1
                 if best is None or seconds < best[0]:
@@ -133,4 +179,4 @@ def _time(kernel, data: list[np.ndarray]) -> float:
     return best
 
 
-__all__ = ["tuned_choices", "worth_measuring", "STATS", "MIN_CYCLES"]
+__all__ = ["lower", "build", "tuned_choices", "worth_measuring", "STATS", "MIN_CYCLES"]
