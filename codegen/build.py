@@ -44,8 +44,8 @@ from .jit.object_check import object_is_sound
 from .llvm.bounds_checks import Checks, has_raise_gather
 from .llvm.emit import ModuleEmitter
 from .llvm.ir_loops import finish_ir
-from .loops.schedule import Options
 from .lower import LoweredFunc, argument_names, check_arguments, lower
+from .options import Options
 from .runtime.kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
 from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
@@ -63,7 +63,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     ``"llvm"`` the host CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for
     a CPU whose vectors this machine lacks compiles (its ``asm`` can be read) but refuses to run.
 
-    Options (:class:`.loops.schedule.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
+    Options (:class:`.options.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
     set, else the CPUs this process may run on), ``fastmath``
     (default True: reductions may be reassociated -- vectorized sums round differently from a
     sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``

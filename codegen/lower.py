@@ -31,10 +31,11 @@ from .loops.fills import place_fills
 from .loops.fused_nest import lower_group
 from .loops.isl_ast import build_loops
 from .loops.nest_groups import Group, Unit, make_unit, order_siblings, plan_groups
-from .loops.schedule import Options, mark_parallel, restrict_batch, schedule_nest, work_weight
+from .loops.schedule import mark_parallel, restrict_batch, schedule_nest, work_weight
 from .loops.shared_nests import SharedLowering, marked
 from .loops.strip_groups import lower_strips
 from .loops.work import count_work
+from .options import Options
 from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
@@ -170,7 +171,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
-    Accepts the options of ``build`` (:class:`.loops.schedule.Options`); those that only change
+    Accepts the options of ``build`` (:class:`.options.Options`); those that only change
     compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
     returns never depends on what the process lowered before (``ta.build`` skips lowering when
     its disk cache has the kernel, :mod:`.jit.build_key`).

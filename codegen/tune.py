@@ -44,9 +44,9 @@ from tensorad.ir.tensor import Tensor
 from .build import build as build_kernel
 from .jit import disk_cache as diskcache
 from .jit.engine import fingerprint
-from .loops.schedule import Options
 from .lower import LoweredFunc, check_arguments
 from .lower import lower as lower_program
+from .options import Options
 from .runtime.kernel import Kernel
 from .target import Target, default_num_threads, parse_target
 

@@ -90,7 +90,7 @@ FEATURES: dict = {
     # data and calling
     **{f"data {d}": _attr("data", d) for d in ("unit", "smooth", "nasty", "wide", "huge", "special")},
     **{f"calling {c}": _attr("calling", c) for c in CALLING + CALLING22},
-    # build options (section 4, 6, and codegen.schedule.Options)
+    # build options (section 4, 6, and codegen.options.Options)
     **{f"option {k}": _opt(k) for k in ("num_threads", "parallel_min_work", "fastmath", "vector_width",
                                          "fuse", "opt_level", "microkernel", "tile", "target", "parallel",
                                          "tune", "inline", "materialize", "variants")},

@@ -39,7 +39,7 @@ from typing import Any
 from tensorad.ir.expr import DataIndex, Expr, Op, ReduceArg
 from tensorad.ir.tensor import ComputeOp, PlaceholderOp, Tensor
 
-from ..loops.schedule import Options
+from ..options import Options
 from ..target import Target
 from .engine import fingerprint
 

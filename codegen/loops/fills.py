@@ -30,9 +30,9 @@ import dataclasses
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
+from ..options import Options
 from ..program import Fill, If, Loop, Nest, Program, Store, nest_exprs
 from ..target import Target
-from .schedule import Options
 
 HALF = ("float16", "bfloat16")
 

@@ -26,6 +26,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from ..options import Options
 from ..program import Nest, owned
 from ..strategies.epilogue import Epilogue
 from ..target import parse_target
@@ -33,7 +34,7 @@ from .coalesce import only_merged, unit_split
 from .domain import PolyStmt, op_domain
 from .isl_ast import build_loops
 from .nest_groups import Group
-from .schedule import FUSE_BELOW, Options, mark_parallel, schedule_nest, work_weight
+from .schedule import FUSE_BELOW, mark_parallel, schedule_nest, work_weight
 from .shared_nests import marked
 from .work import count_work
 

@@ -19,9 +19,6 @@ Matmul-like contractions are handed to :mod:`.gemm.microkernel` instead (when en
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
-
 from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
 from tensorad.ir.rewrite import substitute, walk
@@ -29,121 +26,11 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import var_coefficients
 
-from .. import options as check
+from ..options import Options
 from ..program import Buffer, If, Loop, Store
 from ..strategies.scan import find_scan, scan_form
-from ..target import Target, parse_target
+from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
-
-
-@dataclass(frozen=True)
-class Options:
-    """Options of ``lower``/``build`` (hashable: they key the caches).
-
-    * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set,
-      else the CPUs this process may run on; settable later as ``kernel.num_threads``);
-      ``parallel=False`` never makes a parallel loop;
-      ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
-      transcendental functions, :func:`work_weight`) stay on one thread.
-    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
-      matrix-product sums split in halves, :mod:`.gemm.splitk`) and multiply-adds fused, so sums
-      round differently from a sequential loop; nothing else (no reciprocals, no
-      approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
-      the range are IEEE's).  ``False`` adds in the loop program's order, the same on every
-      target (and so never uses the micro-kernel).  Either way float32 sums accumulate in
-      blocks, :mod:`.loops.cascade` (smaller ones under ``False``, where nothing vectorizes
-      them), so their rounding error grows like ``log n``.
-    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
-      innermost loops LLVM can vectorize (:mod:`.llvm.vectorizable`; 1 disables it; the micro-kernel's
-      explicit vectors are not affected).
-    * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
-      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
-      never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
-    * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
-      ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.loops.nest_groups`) off.
-    * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
-      such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
-      (the micro-kernel's register tile and cache blocks).
-    * ``checked``: bounds checks on every load and store (:mod:`.llvm.bounds_checks`); a violation raises
-      ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
-    * ``tune``: measure the candidate strategies (and tiles) of every op that has several on
-      random data of the actual shapes, and keep the winners in the disk cache per target
-      (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
-      (``lower(...).offered`` lists the points and labels; a label not offered is ignored);
-      ``variants=True`` offers every variant of each strategy (register tiles, cache blocks),
-      as ``tune`` does.
-    """
-
-    parallel: bool = True
-    microkernel: bool | None = None
-    tile: tuple | None = None
-    inline: tuple = ()
-    materialize: tuple = ()
-    fastmath: bool = True
-    opt_level: int = 3
-    vector_width: int | None = None
-    num_threads: int | None = None
-    fuse: bool = True
-    parallel_min_work: int = 1 << 16
-    target: Target | None = None
-    checked: bool = False
-    tune: bool = False
-    choices: tuple = ()
-    variants: bool = False
-
-    @classmethod
-    def make(cls, options: dict[str, Any]) -> Options:
-        names = {f.name for f in fields(cls)}
-        for k in options:
-            if k not in names:
-                raise TypeError(f"unknown option {k!r}; expected one of {', '.join(sorted(names))}")
-        kw = dict(options)
-        for k in ("inline", "materialize"):
-            if k in kw:
-                ts = kw[k]
-                if isinstance(ts, (str, bytes)) or not (isinstance(ts, Tensor) or hasattr(ts, "__iter__")):
-                    raise TypeError(f"option {k}: expected a tensor or a list of tensors, got {ts!r}")
-                ts = (ts,) if isinstance(ts, Tensor) else tuple(ts)
-                for t in ts:
-                    if not isinstance(t, Tensor):
-                        raise TypeError(f"option {k}: expected tensors, got {t!r}")
-                kw[k] = ts
-        # ("no" would silently mean True)
-        for k in ("parallel", "fastmath", "fuse", "microkernel", "checked", "tune", "variants"):
-            if k in kw and not isinstance(kw[k], bool) and not (k == "microkernel" and kw[k] is None):
-                raise TypeError(f"option {k} must be True or False{' or None' * (k == 'microkernel')}, "
-                                f"got {kw[k]!r}")
-        if "parallel_min_work" in kw:
-            kw["parallel_min_work"] = check.integer("parallel_min_work", kw["parallel_min_work"], 0,
-                                                    what="a non-negative int")
-        if kw.get("tile") is not None:
-            kw["tile"] = check.tile(kw["tile"])
-        if "opt_level" in kw:
-            kw["opt_level"] = check.integer("opt_level", kw["opt_level"], 0, 3, what="0, 1, 2 or 3")
-        if kw.get("num_threads") is not None:
-            kw["num_threads"] = check.integer("num_threads", kw["num_threads"], 1, check.MAX_THREADS,
-                                              what="a positive int or None",
-                                              note=f" (at most {check.MAX_THREADS} threads)")
-        if kw.get("vector_width") is not None:
-            vw = check.integer("vector_width", kw["vector_width"], 1, 64,
-                               what="a power of two up to 64 or None")
-            if vw not in check.VECTOR_WIDTHS:
-                raise ValueError(f"vector_width must be a power of two up to 64 or None, got {vw!r}")
-            kw["vector_width"] = vw
-        if "choices" in kw:
-            kw["choices"] = check.choices(kw["choices"])
-        kw["target"] = parse_target(kw.get("target"))
-        return cls(**kw)
-
-    def for_lowering(self) -> Options:
-        """The options that change the loop program (the rest only change compilation;
-        ``fastmath=False`` keeps a scan's terms in the plain loop's order, :mod:`.strategies.scan`)."""
-        plain = not self.fastmath or self.checked
-        return Options(self.parallel, False if plain else self.microkernel, self.tile,
-                       self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
-                       parallel_min_work=self.parallel_min_work, target=self.target,
-                       choices=self.choices, variants=self.variants)
-
 
 # ---- stride analysis -------------------------------------------------------------------------
 

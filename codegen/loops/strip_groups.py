@@ -17,11 +17,12 @@ one strip did.  Work is counted per member (statements owned by their op), as ap
 
 from __future__ import annotations
 
+from ..options import Options
 from ..program import Nest, owned
 from .domain import PolyStmt, op_domain
 from .isl_ast import build_loops
 from .nest_groups import Group
-from .schedule import Options, mark_parallel, schedule_nest, work_weight
+from .schedule import mark_parallel, schedule_nest, work_weight
 from .work import count_work
 
 NOTE = "accumulates in the output, innermost loop over its last axis"

@@ -97,7 +97,7 @@ class Strategy(Protocol):
 class PlanContext:
     """What strategies may read while one program is planned."""
 
-    opts: Any  # schedule.Options (for lowering)
+    opts: Any  # options.Options (for lowering)
     target: Target
     outputs: frozenset[Tensor]
     largest: int  # elements of the largest input or output (temporaries stay below it)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..autodiff import jacobian_recursive
 from ..codegen import Kernel, LoweredFunc, build, lower
-from ..codegen.loops.schedule import Options
+from ..codegen.options import Options
 from ..codegen.runtime.kernel import as_array
 from ..codegen.strategies.recompute import worth_saving
 from ..codegen.target import parse_target

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorad.codegen.jit import disk_cache as diskcache
 from tensorad.codegen.jit.build_key import describe
-from tensorad.codegen.loops.schedule import Options
+from tensorad.codegen.options import Options
 from tensorad.codegen.runtime.kernel import ARRAY_DATA_OFFSET
 from tensorad.codegen.target import parse_target
 
