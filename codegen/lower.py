@@ -1,16 +1,19 @@
 """``ta.lower``: tensors to a loop program (API.md section 3).
 
 Steps: collect the ops between the outputs and the given inputs; choose which get buffers
-(:mod:`.passes.buffers`); substitute inlined bodies; prove every read of the result in bounds; turn each
-materialized op into polyhedral statements (:mod:`.loops.domain`), pick loop order, tiling and parallel
-loops (:mod:`.loops.schedule`), and let isl build exact loops (:mod:`.loops.isl_ast`); count the work
-(:mod:`.loops.work`); cut float32 sums into blocks of partial sums (:mod:`.loops.cascade`).
+(:mod:`.passes.buffers`); substitute inlined bodies; run the pre-planning rewrites of
+:data:`PRE_PLANNING_PASSES` in order (proving every read of the result in bounds on the way);
+plan each op's strategy (:mod:`.strategies`); turn each materialized op into polyhedral statements
+(:mod:`.loops.domain`), pick loop order, tiling and parallel loops (:mod:`.loops.schedule`), and
+let isl build exact loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`); cut
+float32 sums into blocks of partial sums (:mod:`.loops.cascade`).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -202,19 +205,10 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
     ops = _live_ops(ops, bodies, outputs)
-    reuse_materialized(ops, bodies, _reads_in_bounds)  # (first: footprints see the new reads)
-    bodies = shrink_to_footprints(ops, bodies, {t.op for t in outputs})
-    for op in ops:  # the inlined bodies must read in bounds too (passes build ops unchecked)
-        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, bodies[op], op.attrs))
-        check_index_range(bodies[op], op.name)  # index arithmetic fits i64 (exact)
-    ops = share_scatter_sums(ops, bodies, frozenset(outputs), _reads_in_bounds)  # (proves its ops)
-    ops = share_windowed_operands(ops, bodies, _reads_in_bounds)  # (likewise)
-    bodies = {op: tuple(speculate(b) for b in bs) for op, bs in bodies.items()}  # (proved above)
-    bodies = {op: tuple(factor_choices(b) for b in bs) for op, bs in bodies.items()}  # (eager choices)
-    ops = merge_transposed(ops, bodies, frozenset(outputs))  # (a sum spelled twice, transposed)
-    if opts.fuse:  # (an output copying a temporary computes it: one pass fewer)
-        ops = elide_copies(ops, bodies, frozenset(outputs))
-    bodies = {op: tuple(unstride(b) for b in bs) for op, bs in bodies.items()}  # strided sums
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse)
+    for rewrite in PRE_PLANNING_PASSES:
+        rewrite(state)
+    ops, bodies = state.ops, state.bodies
     readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
     for op in ops:
         for n in (n for b in bodies[op] for n in walk(b)):
@@ -242,6 +236,73 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         if failed is None:
             return place_fills(program, opts, ctx.target), opts, tuple(ctx.offered), ctx.estimates
         groups = groups[:failed] + [Group([u], 0, [()]) for u in groups[failed].units] + groups[failed + 1:]
+
+
+@dataclass
+class _Rewriting:
+    """What the pre-planning passes rewrite: the materialized ops in order and their inlined
+    bodies (a pass may add ops, drop them, or change bodies)."""
+
+    ops: list[ComputeOp]
+    bodies: dict
+    outputs: frozenset
+    fuse: bool
+
+
+def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
+    def run(state: _Rewriting) -> None:
+        state.bodies = {op: tuple(rewrite(b) for b in bs) for op, bs in state.bodies.items()}
+    return run
+
+
+def _reuse(state: _Rewriting) -> None:
+    reuse_materialized(state.ops, state.bodies, _reads_in_bounds)
+
+
+def _footprints(state: _Rewriting) -> None:
+    state.bodies = shrink_to_footprints(state.ops, state.bodies, {t.op for t in state.outputs})
+
+
+def _prove_bounds(state: _Rewriting) -> None:
+    """The inlined bodies read in bounds too (the passes above build ops unchecked), and their
+    index arithmetic fits 64 bits."""
+    for op in state.ops:
+        check_op_bounds(ComputeOp(op.name, op.tag, op.axes, state.bodies[op], op.attrs))
+        check_index_range(state.bodies[op], op.name)
+
+
+def _scatters(state: _Rewriting) -> None:
+    state.ops = share_scatter_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
+
+
+def _windows(state: _Rewriting) -> None:
+    state.ops = share_windowed_operands(state.ops, state.bodies, _reads_in_bounds)
+
+
+def _transposed(state: _Rewriting) -> None:
+    state.ops = merge_transposed(state.ops, state.bodies, state.outputs)
+
+
+def _copies(state: _Rewriting) -> None:
+    if state.fuse:
+        state.ops = elide_copies(state.ops, state.bodies, state.outputs)
+
+
+#: The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse comes
+#: first so that footprints see the new reads; bounds are proved before the passes that make
+#: new ops (each proves its own); speculation, after the proof, turns safe lazy choices eager.
+PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
+    _reuse,                          # a stored transcendental value read instead of recomputed
+    _footprints,                     # temporaries shrunk to the points their readers read
+    _prove_bounds,
+    _scatters,                       # one buffer for a masked sum of scatter-adds read twice
+    _windows,                        # a compound operand read through windows computed once
+    _each_body(speculate),           # safe if_then_else made select
+    _each_body(factor_choices),      # costly contexts of eager choices computed once
+    _transposed,                     # a sum spelled twice, once transposed, computed once
+    _copies,                         # an output copying a temporary computes it (with fuse)
+    _each_body(unstride),            # sums over one residue class re-indexed
+)
 
 
 def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list[ComputeOp]:

@@ -1,5 +1,6 @@
 """Rewrites of the tensor program before planning: which tensors get buffers, and sums
-computed once where the program spells them several times.  :func:`..lower` runs them in order.
+computed once where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
+them in order.
 
 * ``buffers``          which tensors get a buffer; the others are inlined into their readers
 * ``footprint``        a materialized tensor shrunk to the points its readers read
