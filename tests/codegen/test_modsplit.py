@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import random_feed, random_program
 from tensorad.codegen import target
-from tensorad.codegen.jit.engine import engine as jit
-from tensorad.codegen.jit.engine import module_split as modsplit
-from tensorad.codegen.jit.engine import object_check as objcheck
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.jit import object_check as objcheck
+from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
 import tensorad as ta
 
@@ -36,14 +37,14 @@ _DEFINED = re.compile(r'^define\s+(internal\s+|private\s+)?.*?@"([^"]+)"\(', re.
 def _split_everything(parts: int = 2):
     """Every module cut at every nest, for ``parts`` cores, and the process's kernels set aside
     so that each build compiles (with ``cache=False``: not read from disk either)."""
-    saved = modsplit.MIN_PART_LINES, target.usable_cpus, dict(BUILD._COMPILED)
+    saved = modsplit.MIN_PART_LINES, target.usable_cpus, BUILD.COMPILED
     modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: parts
-    BUILD._COMPILED.clear()
+    BUILD.COMPILED = CompiledCache()
     try:
         yield
     finally:
         modsplit.MIN_PART_LINES, target.usable_cpus = saved[:2]
-        BUILD._COMPILED.update(saved[2])
+        BUILD.COMPILED = saved[2]
 
 
 def _program():
@@ -139,7 +140,8 @@ def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
     # a fresh process: the first builds and writes the bundle to the disk cache, the second reads it
     code = textwrap.dedent("""
         import sys, numpy as np, tensorad as ta
-        from tensorad.codegen import modsplit, target
+        from tensorad.codegen import target
+        from tensorad.codegen.jit import module_split as modsplit
         build = sys.modules["tensorad.codegen.build"]
         modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: 2
     """) + textwrap.dedent(inspect.getsource(_program)) + textwrap.dedent("""

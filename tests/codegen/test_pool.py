@@ -16,7 +16,7 @@ import sys
 import threading
 
 import numpy as np
-from tensorad.codegen.runtime.threads import threads as runtime
+from tensorad.codegen.runtime import threads as runtime
 
 import tensorad as ta
 
@@ -81,7 +81,7 @@ def test_callers_in_several_threads_share_the_pool(rng):
 def test_fills_by_thread_number_complete_without_workers():
     # a parallel fill divides the buffer by thread number: the caller runs every number
     script = ("import importlib.util\n"
-              "from tensorad.codegen import runtime\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
               "assert runtime.parallel_runtime() == runtime.POOL\n"
               "runtime._POOL.stop_workers()\n"
               "runtime.ensure_workers = lambda n: None  # no worker ever starts\n"

@@ -9,7 +9,7 @@ Here the limit is made small so that the next kernel would cross it."""
 from __future__ import annotations
 
 import pytest
-from tensorad.codegen.jit.engine import engine as jit
+from tensorad.codegen.jit import engine as jit
 
 import tensorad as ta
 
