@@ -211,7 +211,7 @@ def test_a_width_hint_llvm_declines_is_dropped_quietly(capfd, op, declined):
     """The last line of defence (codegen/jit.compile_kernel, fuzz seed 121530, a hint the
     emitter's judgement let through): a declined hint's remark is caught and the module compiled
     again without width hints; a hint LLVM takes stays."""
-    from tensorad.codegen.jit.engine import engine as jit
+    from tensorad.codegen.jit import engine as jit
 
     capfd.readouterr()
     text, obj, beside = jit.compile_kernel(_HINTED_LOOP.format(op=op), 3)

@@ -111,7 +111,7 @@ def test_a_c_program_calls_the_exported_kernel(tmp_path):
 def test_the_c_wrapper_places_temporaries_on_the_targets_cache_line(tmp_path, monkeypatch, line):
     # (the kernel's temporaries start on its target's cache line, as Kernel places them; the
     # wrapper hard-coded 64 bytes)
-    from tensorad.codegen.runtime.threads import export
+    from tensorad.codegen.runtime import export
 
     outs, feed = _mlp_backward()
     kernel = ta.build(outs, list(feed))

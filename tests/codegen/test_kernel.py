@@ -183,7 +183,7 @@ def test_libgomp_runtime_on_request():
     script = (
         "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
         "import threading, numpy as np, tensorad as ta\n"
-        "from tensorad.codegen import runtime\n"
+        "from tensorad.codegen.runtime import threads as runtime\n"
         "assert 'libgomp' in runtime.parallel_runtime()\n"
         "A = ta.placeholder((300, 300), 'float64', 'A')\n"
         "k = ta.reduce_axis((0, 300), 'k')\n"

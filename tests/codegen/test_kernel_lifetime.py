@@ -154,6 +154,7 @@ def test_library_code_stays_for_kernels_built_later():
 
     for scale in (1.0, 2.0, 3.0):
         kernel = ta.build([product(scale)], [A, B], cache=False, microkernel=True)
+        assert kernel._compiled.library  # (it calls the library's pieces)
         np.testing.assert_allclose(kernel(a, b), (a @ b) * scale, rtol=1e-4, atol=1e-4)
         del kernel
         gc.collect()

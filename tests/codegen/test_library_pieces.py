@@ -84,7 +84,7 @@ def test_a_build_compiles_only_the_pieces_it_links_and_a_new_process_reads_them(
 
 
 def test_tampered_library_entries_are_rebuilt(tmp_path):
-    from tensorad.codegen.jit.engine import disk_cache as diskcache
+    from tensorad.codegen.jit import disk_cache as diskcache
 
     _run(tmp_path)
     entries = _library_entries(tmp_path)
