@@ -4,9 +4,9 @@
 Each kernel's object code is linked into an LLVM engine of its own, owned by its ``Compiled``;
 the process's cache holds the kernels alive weakly and a few recent ones strongly.  So a
 process that builds, calls and drops kernels without end keeps flat memory and memory
-mappings -- where every kernel's code used to stay mapped for the life of the process, two
-mappings and about 23 KiB each, until the system's limit on mappings stopped ``build``.
-Each cycle builds a different program (a constant changes), so no cache can hide a leak.
+mappings (code kept mapped would cost two mappings and about 23 KiB a kernel, and the
+system's limit on mappings would stop ``build`` after some 30,000).  Each cycle builds a
+different program (a constant changes), so no cache can hide a leak.
 """
 
 from __future__ import annotations
