@@ -6,8 +6,9 @@ option, the target and :func:`.jit.engine.fingerprint` (LLVM version, the compil
 *before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
 of the loop program's text with the same options:
 
-* in the process: a rebuild of the same program costs the description and a dictionary
-  lookup;
+* in the process (:data:`COMPILED`, a :class:`.runtime.compiled_cache.CompiledCache`): a
+  rebuild of a program whose kernel is alive, or among the last few built, costs the
+  description and a dictionary lookup;
 * on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither
   lowering nor LLVM (milliseconds).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
   neither reads nor writes it.
@@ -18,6 +19,11 @@ the kernel's signature (argument shapes and dtypes, temporaries, work), both com
 this call's before anything is linked, and the emitted IR (compressed; ``kernel.llvm_ir``
 recomputes the optimized IR from it on demand).  A kernel found in a cache lowers only when
 ``kernel.lowered`` is asked for.
+
+A kernel's code is linked into an engine of its own (:func:`.jit.engine.link_object`) and
+owned by its :class:`Compiled`: it is freed when the last kernel over it, and the cache's
+strong reference, are gone.  The matrix-product library's pieces it calls stay for the
+process (:mod:`.gemm.library`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorad.ir import trace
@@ -39,19 +45,20 @@ from tensorad.ir.tensor import Tensor
 from .gemm import library as gemmlib
 from .jit import disk_cache as diskcache
 from .jit.build_key import describe, digest
-from .jit.engine import compile_kernel, fingerprint, load_object
+from .jit.engine import compile_kernel, fingerprint, link_object
 from .jit.object_check import object_is_sound
 from .llvm.bounds_checks import Checks, has_raise_gather
 from .llvm.emit import ModuleEmitter
 from .llvm.ir_loops import finish_ir
 from .lower import LoweredFunc, argument_names, check_arguments, lower
 from .options import Options
+from .runtime.compiled_cache import CompiledCache
 from .runtime.kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
 from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
 
-_COMPILED: dict[str, Compiled] = {}
-_LOCK = threading.Lock()
+COMPILED = CompiledCache()  # the process's compiled code by build key (bounded: see its module)
+_LOCK = threading.Lock()  # one build compiles or links at a time (a second of one key finds it)
 STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from the disk cache
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
@@ -108,10 +115,10 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                    fingerprint(tgt)])
     key = digest(key_text)
     expect = _signature_of_tensors(outs, ins)
-    compiled = _COMPILED.get(key)
+    compiled = COMPILED.get(key)
     if compiled is None or not _fits(compiled.meta, key_text, expect):
         with _LOCK:
-            compiled = _COMPILED.get(key)
+            compiled = COMPILED.get(key)
             if compiled is None or not _fits(compiled.meta, key_text, expect):
                 with diskcache.disabled(not cache):
                     compiled = _load(key, key_text, expect, opts.opt_level, gomp, tgt)
@@ -120,7 +127,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                     if compiled is None:
                         lowered = lowered or lowering()
                         compiled = _compile(lowered, key, opts, gomp, tgt, key_text)
-                _COMPILED[key] = compiled
+                COMPILED.put(key, compiled)
             else:
                 trace.record("cache hit", 0.0, f"{name} (memory)")
     else:
@@ -167,7 +174,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
                           "outputs": [[list(b.shape), b.dtype] for b in prog.outputs],
                           "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work}}
     with trace.stage("jit", name):
-        compiled = _link(key, obj, meta, text, opts.opt_level, target, (plan, pieces))
+        compiled = link(key, obj, meta, text, opts.opt_level, target, (plan, pieces))
     if trace.dumping():
         stem = f"{name}-{key[:10]}"
         trace.dump(stem, "ll", text)
@@ -184,10 +191,12 @@ def _needs_record(lowered, opts: Options) -> bool:
     return bool(opts.checked) or has_raise_gather(lowered.program)
 
 
-def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Target,
-          pieces: tuple[gemmlib.LinkPlan, list] | None = None) -> Compiled:
-    """Link a kernel's object code and the library pieces it calls (``pieces``: a plan whose
-    pieces were compiled beside the kernel, and their object code)."""
+def link(key: str, obj: bytes, meta: dict, source: str | Callable[[], str], opt_level: int,
+         target: Target, pieces: tuple[gemmlib.LinkPlan, list] | None = None) -> Compiled:
+    """Link a kernel's object code (``meta``: its entry as :func:`_compile` writes it) and the
+    library pieces it calls (``pieces``: a plan whose pieces were compiled beside the kernel,
+    and their object code; else they are linked or read from disk by name).  The result owns
+    the code; :data:`COMPILED` does not hold it until :meth:`~.CompiledCache.put`."""
     if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
         raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
     library: dict[str, str] = {}  # the library pieces this kernel links, and how each was obtained
@@ -196,11 +205,12 @@ def _link(key: str, obj: bytes, meta: dict, source, opt_level: int, target: Targ
     else:
         pieces[0].link(pieces[1], library)
     names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
-    addrs = load_object(obj, names)
+    code = link_object(obj, names)
+    addrs = code.addresses
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
                     addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj,
-                    checks=checks, library=library)
+                    checks=checks, library=library, code=code)
 
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
@@ -219,7 +229,7 @@ def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, tar
         return None
     if not _meta_is_sound(meta, key, gomp) or not _fits(meta, key_text, expect) or not object_is_sound(obj):
         return None
-    compiled = _link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
+    compiled = link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
     STATS["loaded"] += 1
     return compiled
 
@@ -289,5 +299,5 @@ def _unpack_entry(payload: bytes) -> tuple[dict, bytes, bytes]:
 
 
 def cache_size() -> int:
-    """Number of compiled modules held by this process."""
-    return len(_COMPILED)
+    """Number of compiled modules held by this process's cache (:data:`COMPILED`)."""
+    return len(COMPILED)

@@ -107,7 +107,7 @@ def recompiled(kernel, pipe: str, compiles: int):
     """``kernel`` with its module text compiled by ``pipe``; the LLVM CPU seconds (median);
     the optimized IR."""
     import llvmlite.binding as llvm
-    from tensorad.codegen.build import _link
+    from tensorad.codegen.build import link
     from tensorad.codegen.jit import engine as jit
     from tensorad.codegen.runtime.export import _kernel, kernel_state
 
@@ -129,7 +129,7 @@ def recompiled(kernel, pipe: str, compiles: int):
         spent.append(time.process_time() - c0)
         ir = str(mod)
     state = kernel_state(kernel)
-    linked = _link("opt_compare-" + uuid.uuid4().hex, obj, c.meta, text, c.opt_level, c.target)
+    linked = link("opt_compare-" + uuid.uuid4().hex, obj, c.meta, text, c.opt_level, c.target)
     rebuilt = _kernel(state, linked, state["num_threads"], state["work"], state["text"])
     return rebuilt, statistics.median(spent), ir.split("\n", 1)[1]
 

@@ -58,7 +58,9 @@ from . import version as libversion
 from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
 
 _LOCK = threading.Lock()
-_LOADED: set[str] = set()  # pieces linked into the JIT engine (piece_name)
+# pieces linked (piece_name), for the life of the process, into the JIT's resident engine
+# (:func:`.jit.engine.load_object`): shared by every kernel, at most one per piece and target
+_LOADED: set[str] = set()
 # pieces compiled by LLVM in this process and their CPU seconds (the compile-time benchmark
 # reports them apart: a once-per-machine cost, afterwards linked from the disk cache)
 STATS = {"compiled": 0, "cpu_seconds": 0.0}

@@ -1,6 +1,6 @@
 """Object code: compiled through LLVM's JIT, checked, and cached on disk.
 
-* ``engine``         the process's LLVM JIT: one engine, a target machine per target
+* ``engine``         LLVM's JIT: an engine per kernel (freed with it), one for shared code
 * ``isolate``        compile steps that may abort LLVM run in a fork, under a CPU limit
 * ``module_split``   a kernel's module cut into parts compiled side by side
 * ``object_check``   a structural check of object code before the JIT links it

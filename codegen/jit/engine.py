@@ -1,11 +1,22 @@
-"""The process-wide LLVM JIT: one MCJIT engine, and one target machine per :class:`.target.Target`.
+"""LLVM's JIT: compiling modules to object code, and linking object code into MCJIT engines.
 
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
 ``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
-module to object code for the target's CPU and features; ``load_object`` links object code into
-the engine (fresh, or read back from the disk cache -- symbols between objects, such as a
-kernel's calls into the matrix-product library, are resolved by the engine).  ``optimized_ir``
-and ``assembly`` give the IR and machine code text on demand.
+module to object code for the target's CPU and features.  ``optimized_ir`` and ``assembly``
+give the IR and machine code text on demand.
+
+Object code is linked (fresh, or read back from the disk cache) in one of two ways:
+
+* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the
+  :class:`LinkedCode` it returns.  MCJIT cannot unload an object from an engine, but disposing
+  of an engine frees everything linked into it (code and data pages, unwind tables, the
+  debugger's record), so a kernel's code lives exactly as long as something refers to it and
+  a process that builds kernels without end keeps flat memory and mappings;
+* :func:`load_object` -- code every kernel may call, linked for the life of the process into
+  the one resident engine: the parallel runtime (:mod:`.runtime.pool`, once) and the
+  matrix-product library's pieces (:mod:`.gemm.library`, once per piece and target: a bounded
+  set).  Their global symbols are published to the process (``llvm.add_symbol``), where the
+  kernels' engines resolve them.
 
 Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
 :func:`.target.new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
@@ -22,8 +33,9 @@ import os
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -40,11 +52,13 @@ _LOCK = threading.RLock()
 
 @dataclass
 class _JitState:
-    engine: llvm.ExecutionEngine
+    engine: llvm.ExecutionEngine  # the resident engine (:func:`load_object`)
     triple: str
     map_limit: int | None = None  # the system's limit on a process's mappings (read once)
     maps_counted: int = 0  # the process's memory mappings when last counted (:func:`_room_for_object`)
     loads_since: int = 0  # objects linked since
+    # the kernels' code linked and not freed yet (:func:`link_object`; entries leave with their code)
+    linked: weakref.WeakSet = field(default_factory=weakref.WeakSet)
 
 
 MAP_LIMIT_FILE = "/proc/sys/vm/max_map_count"
@@ -69,12 +83,13 @@ def _count_maps() -> int | None:
 
 
 def _room_for_object(s: _JitState) -> None:
-    """Raise before the engine would map past the OS's limit on a process's memory mappings
-    (``vm.max_map_count``, 65,530 by default): each object linked stays for the life of the
-    process with its own code and data mappings, and past the limit LLVM's section allocator
-    aborts the process (fuzz seed 469528: a worker that had linked about 30,000 kernels).  The
-    mappings are counted (``/proc/self/maps``) at the first link, then only when an estimate --
-    the last count plus ``MAPS_PER_OBJECT`` per object linked since -- comes near the limit."""
+    """Raise before an engine would map past the OS's limit on a process's memory mappings
+    (``vm.max_map_count``, 65,530 by default): each object linked has its own code and data
+    mappings while its kernel lives, and past the limit LLVM's section allocator aborts the
+    process (a process holding about 30,000 kernels).  The mappings are counted
+    (``/proc/self/maps``) at the first link, then only when an estimate -- the last count plus
+    ``MAPS_PER_OBJECT`` per object linked since, freed ones not subtracted -- comes near the
+    limit."""
     limit = s.map_limit
     if limit is None:
         return  # (not Linux: no such limit to watch)
@@ -89,9 +104,9 @@ def _room_for_object(s: _JitState) -> None:
         raise RuntimeError(
             f"JIT: this process has {counted} memory mappings, near the system's limit "
             f"(vm.max_map_count = {limit}); linking another kernel could make LLVM abort the "
-            f"process.  Kernels stay loaded for the life of the process ({len(_OBJECTS)} so far): "
-            "build fewer distinct kernels in one process (reuse a kernel across calls, or run "
-            "batches of builds in worker processes), or raise vm.max_map_count")
+            f"process.  {len(s.linked)} kernels' code is alive (a kernel's code is freed when "
+            "nothing refers to the kernel any more): keep fewer kernels alive at once (reuse a "
+            "kernel across calls, drop those no longer needed), or raise vm.max_map_count")
 
 
 _STATE: _JitState | None = None
@@ -115,7 +130,8 @@ def host() -> Target:
 
 
 def state() -> _JitState:
-    """The execution engine (created once per process, thread-safe) for the host."""
+    """The JIT's state for the host (created once per process, thread-safe): the resident engine
+    of :func:`load_object`, the kernels' code alive, the count of mappings."""
     global _STATE
     if _STATE is None:
         with _LOCK:
@@ -403,31 +419,112 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
         return _contained(ladder(opt_level), step)
 
 
-_OBJECTS: list = []  # loaded object files stay referenced for the life of the process
+_RESIDENT: list = []  # the resident engine's object files: linked for the life of the process
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
-    """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into the
-    engine; returns the addresses of ``names``."""
+    """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into
+    the resident engine, for the life of the process, and publish its global symbols to the
+    kernels' engines; returns the addresses of ``names``.  For code shared by every kernel
+    (the parallel runtime, the matrix-product library's pieces): a kernel's own code goes
+    through :func:`link_object`."""
     s = state()
     parts = unbundle(obj)
-    siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
     with _LOCK:
-        missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
-                   and not llvm.address_of_symbol(n) and not s.engine.get_function_address(n)]
-        if missing:  # (the linker would bind them to address 0: a call would crash the process)
-            raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
+        _check_resolved(parts, lambda n: s.engine.get_function_address(n))
         for p in parts:
             _room_for_object(s)
             ref = llvm.ObjectFileRef.from_data(p)
             s.engine.add_object_file(ref)
-            _OBJECTS.append(ref)
+            _RESIDENT.append(ref)
         s.engine.finalize_object()
+        for p in parts:
+            for n in defined_symbols(p):
+                llvm.add_symbol(n, s.engine.get_global_value_address(n))
         addrs = {n: s.engine.get_function_address(n) for n in names}
+    _check_found(addrs)
+    return addrs
+
+
+class LinkedCode:
+    """A kernel's object code linked into an MCJIT engine of its own, and the addresses of its
+    entry points (``addresses``), valid while this object lives.  Whoever calls the code holds
+    it (:class:`.runtime.kernel.Compiled`); when it is collected, the engine is disposed of:
+    code and data pages unmapped, unwind tables deregistered.  At interpreter exit the code is
+    left mapped (a daemon thread may still be running it)."""
+
+    __slots__ = ("addresses", "__weakref__")
+
+    def __init__(self, engine: llvm.ExecutionEngine, objects: list, addresses: dict[str, int]) -> None:
+        self.addresses = addresses
+        release = weakref.finalize(self, _dispose, engine, objects)
+        release.atexit = False
+
+
+def _dispose(engine: llvm.ExecutionEngine, objects: list) -> None:
+    """Free an engine and what was linked into it (the object files go after the engine that
+    used them).  Takes no lock: engines share nothing that disposing of one touches."""
+    engine.close()
+    objects.clear()
+
+
+def link_object(obj: bytes, names: list[str]) -> LinkedCode:
+    """Link a kernel's object code (or a :func:`.jit.module_split.bundle` of the parts of one
+    module) into a new engine; symbols it does not define resolve to the process's (the C
+    library, the parallel runtime, the matrix-product library: :func:`load_object`).  Returns
+    the owner of the code, with the addresses of ``names``."""
+    s = state()
+    parts = unbundle(obj)
+    with _LOCK:
+        _check_resolved(parts)
+        engine = _new_engine(s.triple)
+        objects = []
+        for p in parts:
+            _room_for_object(s)
+            ref = llvm.ObjectFileRef.from_data(p)
+            engine.add_object_file(ref)
+            objects.append(ref)
+        engine.finalize_object()
+        addrs = {n: engine.get_function_address(n) for n in names}
+        code = LinkedCode(engine, objects, addrs)
+        s.linked.add(code)
+    _check_found(addrs)
+    return code
+
+
+def live_kernels() -> int:
+    """The number of kernels' code linked by :func:`link_object` and not freed yet."""
+    return len(state().linked)
+
+
+def _new_engine(triple: str) -> llvm.ExecutionEngine:
+    """An empty MCJIT engine that only links object code.  It compiles nothing, so its target
+    machine -- which it owns -- is the triple's generic one (a CPU's feature list costs 0.2 ms
+    to parse), and the empty module an engine starts with is taken out again (finalizing would
+    compile it: 0.1-0.5 ms)."""
+    tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")
+    empty = llvm.parse_assembly("")
+    empty.triple = triple
+    engine = llvm.create_mcjit_compiler(empty, tm)
+    engine.remove_module(empty)
+    return engine
+
+
+def _check_resolved(parts: list[bytes], resident: Callable[[str], int] | None = None) -> None:
+    """Raise unless every symbol ``parts`` use is defined by one of them or by the process
+    (or by ``resident``, the resident engine's lookup): the linker would bind it to address 0,
+    and a call would crash the process."""
+    siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
+    missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
+               and not llvm.address_of_symbol(n) and not (resident and resident(n))]
+    if missing:
+        raise RuntimeError(f"JIT: object code uses symbols nothing defines: {', '.join(missing)}")
+
+
+def _check_found(addrs: dict[str, int]) -> None:
     for n, a in addrs.items():
         if not a:
             raise RuntimeError(f"JIT: function {n} was not found after linking")
-    return addrs
 
 
 def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> str:

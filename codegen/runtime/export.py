@@ -119,20 +119,20 @@ def _kernel(specs: dict, compiled: Compiled, num_threads: int, work: int, text: 
 
 def restore_kernel(state: dict[str, Any]) -> Kernel:
     """Unpickle: link the object code again (same target) or recompile the IR (another one)."""
-    from ..build import _COMPILED, _link  # build imports kernel, which imports this lazily
+    from ..build import COMPILED, link  # build imports kernel, which imports this lazily
 
     if state.get("format") != FORMAT:
         raise ValueError(f"a pickled tensorad kernel of format {state.get('format')!r}; "
                          f"this version reads format {FORMAT}")
     ir_text = zlib.decompress(state["ir"]).decode()
-    compiled = _COMPILED.get(state["key"])
+    compiled = COMPILED.get(state["key"])
     if compiled is None:
         obj, host = state["obj"], jit.host()
         if state["target"] != jit.fingerprint(host):  # another CPU or LLVM: compile for this one
             obj = jit.compile_object(ir_text, state["opt_level"], host)
         meta = dict(state["meta"])
         meta["libraries"] = [_retarget(sym, host) for sym in meta["libraries"]]
-        compiled = _link(state["key"], obj, meta, ir_text, state["opt_level"], host)
+        compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)
     return _kernel(state, compiled, state["num_threads"], state["work"], state["text"])
 
 

@@ -84,7 +84,10 @@ def call_entry(nargs: int) -> bool:
 
 @dataclass
 class Compiled:
-    """Object code linked into the JIT engine: the entry addresses and the IR it came from.
+    """Object code linked into the JIT: the entry addresses and the IR it came from.
+
+    ``code`` owns the linked code (a :class:`.jit.engine.LinkedCode`): the addresses stay valid
+    while this object lives, and the code is freed with it -- every kernel over it holds it.
 
     ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
     from the disk cache keeps it compressed until asked); the optimized IR and the assembly
@@ -105,6 +108,7 @@ class Compiled:
     # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
     # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
     library: dict[str, str] = field(default_factory=dict)
+    code: Any = None  # the owner of the linked code (None: code that lives as long as the process)
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)

@@ -1,0 +1,70 @@
+"""The process's cache of compiled code: ``ta.build`` of a program compiled already is a lookup.
+
+A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its
+:class:`.runtime.kernel.Compiled` and holds two kinds of reference:
+
+* a weak one to every entry some kernel still uses: two kernels of one program share one
+  compiled object for as long as either lives, and the entry leaves with its last kernel --
+  its code is then freed (:class:`.jit.engine.LinkedCode`);
+* a strong one to the ``recent`` entries built or found most recently, so that a program
+  rebuilt in a loop (each kernel dropped before the next build) is still a lookup rather than
+  a read of the disk cache or, with ``cache=False``, a compile.
+
+So the cache holds no more than the kernels alive plus ``recent`` entries: a process that builds
+kernels without end keeps flat memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+
+from .kernel import Compiled
+
+RECENT = 32  # the entries kept beyond their kernels' lives (tens of KiB to a few MiB each)
+
+
+class CompiledCache:
+    """Compiled code by build key: the entries in use (weakly) and the ``recent`` last used."""
+
+    def __init__(self, recent: int = RECENT) -> None:
+        if recent < 0:
+            raise ValueError(f"recent must be >= 0, got {recent}")
+        self.recent = recent
+        self._alive: weakref.WeakValueDictionary[str, Compiled] = weakref.WeakValueDictionary()
+        self._recent: OrderedDict[str, Compiled] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Compiled | None:
+        """The entry of ``key`` (now the most recent), or ``None``."""
+        with self._lock:
+            compiled = self._alive.get(key)
+            if compiled is not None:
+                self._keep(key, compiled)
+            return compiled
+
+    def put(self, key: str, compiled: Compiled) -> None:
+        """Make ``compiled`` the entry of ``key`` (and the most recent)."""
+        with self._lock:
+            self._alive[key] = compiled
+            self._keep(key, compiled)
+
+    def _keep(self, key: str, compiled: Compiled) -> None:
+        self._recent[key] = compiled
+        self._recent.move_to_end(key)
+        while len(self._recent) > self.recent:
+            self._recent.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every entry (kernels keep theirs: their code is freed with them)."""
+        with self._lock:
+            self._alive.clear()
+            self._recent.clear()
+
+    def __len__(self) -> int:
+        """The entries held: those in use and the recent ones."""
+        return len(self._alive)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._alive

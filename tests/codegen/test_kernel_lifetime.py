@@ -1,0 +1,184 @@
+"""A kernel's compiled code lives as long as something refers to it (codegen/jit/engine.py's
+``link_object``, codegen/runtime/compiled_cache.py).
+
+Each kernel's object code is linked into an LLVM engine of its own, owned by its ``Compiled``;
+the process's cache holds the kernels alive weakly and a few recent ones strongly.  So a
+process that builds, calls and drops kernels without end keeps flat memory and memory
+mappings (code kept mapped would cost two mappings and about 23 KiB a kernel, and the
+system's limit on mappings would stop ``build`` after some 30,000).  Each cycle builds a
+different program (a constant changes), so no cache can hide a leak.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import sys
+
+import numpy as np
+import pytest
+from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.runtime.compiled_cache import RECENT, CompiledCache
+
+import tensorad as ta
+
+BUILD = sys.modules["tensorad.codegen.build"]  # (``tensorad.codegen.build`` is the function)
+
+needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
+                                reason="reads /proc/self/statm and /proc/self/maps (Linux)")
+
+SOAK_CYCLES = 2000
+RSS_PER_CYCLE = 6 * 1024  # bytes a cycle may add: lowering keeps about 2.5 KiB (isl), code none
+MAPS_GROWTH = 64  # mappings the whole soak may add (the allocator's arenas; code adds none)
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _maps() -> int:
+    with open("/proc/self/maps", "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _program(X, n: int):
+    """A distinct program for each ``n``: ``X * (1 + n/1024) + 1``."""
+    return ta.compute((16,), lambda i: X[i] * (1 + n / 1024) + 1, name="Y")
+
+
+def _build(X, n: int) -> ta.Kernel:
+    return ta.build([_program(X, n)], [X], cache=False, opt_level=0)
+
+
+def _expect(x: np.ndarray, n: int) -> np.ndarray:
+    return x * np.float32(1 + n / 1024) + np.float32(1)
+
+
+@needs_proc
+def test_build_call_drop_keeps_memory_and_mappings_flat():
+    X = ta.placeholder((16,), "float32", "X")
+    x = np.arange(16, dtype=np.float32)
+
+    def cycle(n: int) -> None:
+        kernel = _build(X, n)
+        np.testing.assert_allclose(kernel(x), _expect(x, n), rtol=1e-6)
+        del kernel
+
+    for n in range(-1, -2 * RECENT - 40, -1):  # (the cache's recent entries, the allocator's pools)
+        cycle(n)
+    gc.collect()
+    rss, maps = _rss(), _maps()
+    for n in range(SOAK_CYCLES):
+        cycle(n)
+        if n % 250 == 249:
+            gc.collect()
+    gc.collect()
+    grew_rss, grew_maps = _rss() - rss, _maps() - maps
+    assert grew_maps < MAPS_GROWTH, f"{grew_maps} mappings more after {SOAK_CYCLES} kernels built and dropped"
+    assert grew_rss < RSS_PER_CYCLE * SOAK_CYCLES, (
+        f"RSS grew {grew_rss / 1024:.0f} KiB over {SOAK_CYCLES} kernels built and dropped "
+        f"({grew_rss / SOAK_CYCLES:.0f} bytes each)")
+    assert jit.live_kernels() <= RECENT + 8  # (the cache's recent entries, kernels of other tests)
+
+
+@needs_proc
+def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
+    """A long run that keeps the last ``alive`` kernels: their code stays, the rest goes."""
+    X = ta.placeholder((16,), "float32", "X")
+    x = np.arange(16, dtype=np.float32)
+    alive, cycles = 40, 600
+    kept: list[tuple[int, ta.Kernel] | None] = [None] * alive
+    for n in range(alive + RECENT):
+        kept[n % alive] = (n, _build(X, 10_000 + n))
+    gc.collect()
+    maps, live = _maps(), jit.live_kernels()
+    for n in range(alive + RECENT, cycles):
+        kept[n % alive] = (n, _build(X, 10_000 + n))
+        if n % 100 == 99:
+            gc.collect()
+    gc.collect()
+    assert jit.live_kernels() <= live + 4
+    assert _maps() - maps < MAPS_GROWTH
+    for entry in kept:  # every survivor runs its own code after hundreds of others were freed
+        n, kernel = entry
+        np.testing.assert_allclose(kernel(x), _expect(x, 10_000 + n), rtol=1e-6)
+
+
+def test_kernels_of_one_program_share_code_that_leaves_with_the_last(monkeypatch):
+    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache(recent=0))  # (only live kernels hold code)
+    X = ta.placeholder((16,), "float32", "X")
+    x = np.ones(16, np.float32)
+    gc.collect()
+    first, second = _build(X, 20_001), _build(X, 20_001)
+    assert first._compiled is second._compiled
+    live = jit.live_kernels()
+    del first
+    gc.collect()
+    assert jit.live_kernels() == live and len(BUILD.COMPILED) == 1
+    np.testing.assert_allclose(second(x), _expect(x, 20_001), rtol=1e-6)
+    del second
+    gc.collect()
+    assert jit.live_kernels() == live - 1 and len(BUILD.COMPILED) == 0
+    np.testing.assert_allclose(_build(X, 20_001)(x), _expect(x, 20_001), rtol=1e-6)  # linked anew
+
+
+def test_a_live_kernel_pickles_after_its_cache_entry_and_other_kernels_are_gone(monkeypatch):
+    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache(recent=2))
+    X = ta.placeholder((16,), "float32", "X")
+    x = np.arange(16, dtype=np.float32)
+    kernel = _build(X, 30_000)
+    for n in range(30_001, 30_020):  # (evicts nothing alive: the kernel holds its code)
+        _build(X, n)(x)
+    gc.collect()
+    BUILD.COMPILED.clear()  # (the unpickled copy cannot find it: it links the object code again)
+    copy = pickle.loads(pickle.dumps(kernel))
+    assert copy._compiled is not kernel._compiled
+    del kernel
+    gc.collect()
+    np.testing.assert_allclose(copy(x), _expect(x, 30_000), rtol=1e-6)
+
+
+def test_library_code_stays_for_kernels_built_later():
+    """The matrix-product library's pieces are linked once for the process: a product kernel
+    dropped and another built after it still call them (from an engine of their own)."""
+    A = ta.placeholder((24, 32), "float32", "A")
+    B = ta.placeholder((32, 40), "float32", "B")
+    k = ta.reduce_axis((0, 32), "k")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((24, 32), np.float32), rng.standard_normal((32, 40), np.float32)
+
+    def product(scale: float):
+        return ta.compute((24, 40), lambda i, j: ta.sum(A[i, k] * B[k, j], axis=k) * scale, name="C")
+
+    for scale in (1.0, 2.0, 3.0):
+        kernel = ta.build([product(scale)], [A, B], cache=False, microkernel=True)
+        assert kernel._compiled.library  # (it calls the library's pieces)
+        np.testing.assert_allclose(kernel(a, b), (a @ b) * scale, rtol=1e-4, atol=1e-4)
+        del kernel
+        gc.collect()
+
+
+class _Entry:  # (a stand-in for Compiled: anything weakly referable)
+    pass
+
+
+def test_the_cache_holds_live_entries_weakly_and_a_few_recent_strongly():
+    cache = CompiledCache(recent=2)
+    live = _Entry()
+    cache.put("live", live)
+    for key in ("a", "b", "c"):
+        cache.put(key, _Entry())
+    gc.collect()
+    assert "live" in cache and cache.get("live") is live  # (a kernel holds it)
+    assert "a" not in cache and "b" not in cache  # (neither held nor among the 2 recent: gone)
+    assert cache.get("c") is not None
+    assert len(cache) == 2  # "live" (now the most recent) and "c"
+    del live
+    cache.put("d", _Entry())
+    cache.put("e", _Entry())
+    gc.collect()
+    assert "live" not in cache and len(cache) == 2
+    with pytest.raises(ValueError, match="recent"):
+        CompiledCache(recent=-1)
