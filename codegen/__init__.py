@@ -25,8 +25,9 @@ and at the top:
 """
 
 from .lower import LoweredFunc
-from .runtime.export import ExportError, LoadError, load_kernel
+from .runtime.export import ExportError, LoadError
 from .runtime.kernel import Kernel, KernelArgumentError
+from .runtime.load import load_kernel
 from .tune import build, lower
 
 __all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError",

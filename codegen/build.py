@@ -6,7 +6,7 @@ option, the target and :func:`.jit.engine.fingerprint` (LLVM version, the compil
 *before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
 of the loop program's text with the same options:
 
-* in the process (:data:`COMPILED`, a :class:`.runtime.compiled_cache.CompiledCache`): a
+* in the process (:data:`.runtime.compiled_cache.COMPILED`, a bounded cache): a
   rebuild of a program whose kernel is alive, or among the last few built, costs the
   description and a dictionary lookup;
 * on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither
@@ -33,7 +33,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tensorad.ir import trace
@@ -45,19 +45,20 @@ from tensorad.ir.tensor import Tensor
 from .gemm import library as gemmlib
 from .jit import disk_cache as diskcache
 from .jit.build_key import describe, digest
-from .jit.engine import compile_kernel, fingerprint, link_object
+from .jit.engine import compile_kernel, fingerprint
 from .jit.object_check import object_is_sound
 from .llvm.bounds_checks import Checks, has_raise_gather
 from .llvm.emit import ModuleEmitter
 from .llvm.ir_loops import finish_ir
 from .lower import LoweredFunc, argument_names, check_arguments, lower
 from .options import Options
-from .runtime.compiled_cache import CompiledCache
-from .runtime.kernel import ARRAY_DATA_OFFSET, Compiled, Kernel, Signature, call_entry
+from .runtime import compiled_cache
+from .runtime.compiled import Compiled
+from .runtime.kernel import ARRAY_DATA_OFFSET, Kernel, Signature, call_entry
+from .runtime.linking import link
 from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
 
-COMPILED = CompiledCache()  # the process's compiled code by build key (bounded: see its module)
 _LOCK = threading.Lock()  # one build compiles or links at a time (a second of one key finds it)
 STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from the disk cache
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
@@ -115,10 +116,10 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                    fingerprint(tgt)])
     key = digest(key_text)
     expect = _signature_of_tensors(outs, ins)
-    compiled = COMPILED.get(key)
+    compiled = compiled_cache.COMPILED.get(key)
     if compiled is None or not _fits(compiled.meta, key_text, expect):
         with _LOCK:
-            compiled = COMPILED.get(key)
+            compiled = compiled_cache.COMPILED.get(key)
             if compiled is None or not _fits(compiled.meta, key_text, expect):
                 with diskcache.disabled(not cache):
                     compiled = _load(key, key_text, expect, opts.opt_level, gomp, tgt)
@@ -127,7 +128,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                     if compiled is None:
                         lowered = lowered or lowering()
                         compiled = _compile(lowered, key, opts, gomp, tgt, key_text)
-                COMPILED.put(key, compiled)
+                compiled_cache.COMPILED.put(key, compiled)
             else:
                 trace.record("cache hit", 0.0, f"{name} (memory)")
     else:
@@ -189,28 +190,6 @@ def _needs_record(lowered, opts: Options) -> bool:
     """A violation record (:mod:`.llvm.bounds_checks`): for ``checked=True``, and for every program with a
     gather index under ``mode="raise"`` (tested at run time in every kernel)."""
     return bool(opts.checked) or has_raise_gather(lowered.program)
-
-
-def link(key: str, obj: bytes, meta: dict, source: str | Callable[[], str], opt_level: int,
-         target: Target, pieces: tuple[gemmlib.LinkPlan, list] | None = None) -> Compiled:
-    """Link a kernel's object code (``meta``: its entry as :func:`_compile` writes it) and the
-    library pieces it calls (``pieces``: a plan whose pieces were compiled beside the kernel,
-    and their object code; else they are linked or read from disk by name).  The result owns
-    the code; :data:`COMPILED` does not hold it until :meth:`~.CompiledCache.put`."""
-    if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
-        raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
-    library: dict[str, str] = {}  # the library pieces this kernel links, and how each was obtained
-    if pieces is None:
-        gemmlib.link_symbols(meta["libraries"], target, library)
-    else:
-        pieces[0].link(pieces[1], library)
-    names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
-    code = link_object(obj, names)
-    addrs = code.addresses
-    checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
-    return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj,
-                    checks=checks, library=library, code=code)
 
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
@@ -299,5 +278,5 @@ def _unpack_entry(payload: bytes) -> tuple[dict, bytes, bytes]:
 
 
 def cache_size() -> int:
-    """Number of compiled modules held by this process's cache (:data:`COMPILED`)."""
-    return len(COMPILED)
+    """Number of compiled modules held by this process's cache (:data:`.runtime.compiled_cache.COMPILED`)."""
+    return len(compiled_cache.COMPILED)

@@ -125,3 +125,72 @@ def test_every_module_is_named_in_its_package_docstring():
             if not re.search(rf"(``|:mod:`\.?){name}(/|``|`)", doc):
                 unnamed.append(f"{pkg}.{name}")
     assert not unnamed, "modules the package docstring does not name:\n" + "\n".join(unnamed)
+
+
+def _module_graph() -> tuple[dict[str, set[str]], list[str]]:
+    """Every module's imports of other tensorad modules, function-level and ``TYPE_CHECKING``
+    ones included (``from P import m`` of a submodule ``m`` is an import of ``P.m``), and the
+    private names imported across modules."""
+    paths = {}
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            paths[_module_name(path)[0]] = path
+    graph, private = {}, []
+    for module, path in paths.items():
+        is_pkg = path.name == "__init__.py"
+        graph[module] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                graph[module] |= {a.name for a in node.names if a.name in paths}
+            elif isinstance(node, ast.ImportFrom):
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                if node.level:
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for a in node.names:
+                    if f"{target}.{a.name}" in paths:
+                        graph[module].add(f"{target}.{a.name}")
+                    elif target in paths:
+                        graph[module].add(target)
+                        if a.name.startswith("_") and not a.name.startswith("__"):
+                            private.append(f"{module} imports {target}.{a.name}")
+    return graph, private
+
+
+def test_no_import_cycle_counting_function_level_imports():
+    graph, _ = _module_graph()
+    cycles = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_private_name_is_imported_across_modules():
+    _, private = _module_graph()
+    assert not private, "\n".join(private)

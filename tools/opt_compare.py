@@ -107,9 +107,10 @@ def recompiled(kernel, pipe: str, compiles: int):
     """``kernel`` with its module text compiled by ``pipe``; the LLVM CPU seconds (median);
     the optimized IR."""
     import llvmlite.binding as llvm
-    from tensorad.codegen.build import link
     from tensorad.codegen.jit import engine as jit
-    from tensorad.codegen.runtime.export import _kernel, kernel_state
+    from tensorad.codegen.runtime.kernel import Kernel
+    from tensorad.codegen.runtime.linking import link
+    from tensorad.codegen.runtime.pickling import kernel_from_specs, kernel_state
 
     c = kernel._compiled
     text = c.llvm_ir_unoptimized
@@ -130,7 +131,7 @@ def recompiled(kernel, pipe: str, compiles: int):
         ir = str(mod)
     state = kernel_state(kernel)
     linked = link("opt_compare-" + uuid.uuid4().hex, obj, c.meta, text, c.opt_level, c.target)
-    rebuilt = _kernel(state, linked, state["num_threads"], state["work"], state["text"])
+    rebuilt = kernel_from_specs(Kernel, state, linked, state["num_threads"], state["work"], state["text"])
     return rebuilt, statistics.median(spent), ir.split("\n", 1)[1]
 
 

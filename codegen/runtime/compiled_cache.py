@@ -1,7 +1,7 @@
 """The process's cache of compiled code: ``ta.build`` of a program compiled already is a lookup.
 
 A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its
-:class:`.runtime.kernel.Compiled` and holds two kinds of reference:
+:class:`.runtime.compiled.Compiled` and holds two kinds of reference:
 
 * a weak one to every entry some kernel still uses: two kernels of one program share one
   compiled object for as long as either lives, and the entry leaves with its last kernel --
@@ -11,7 +11,8 @@ A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its
   a read of the disk cache or, with ``cache=False``, a compile.
 
 So the cache holds no more than the kernels alive plus ``recent`` entries: a process that builds
-kernels without end keeps flat memory.
+kernels without end keeps flat memory.  :data:`COMPILED` is the process's cache (``ta.build``
+and unpickling read it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import weakref
 from collections import OrderedDict
 
-from .kernel import Compiled
+from .compiled import Compiled
 
 RECENT = 32  # the entries kept beyond their kernels' lives (tens of KiB to a few MiB each)
 
@@ -68,3 +69,6 @@ class CompiledCache:
 
     def __contains__(self, key: str) -> bool:
         return key in self._alive
+
+
+COMPILED = CompiledCache()  # the process's compiled code by build key (bounded: see above)

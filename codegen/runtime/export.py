@@ -1,4 +1,4 @@
-"""Kernels that leave the process: ``kernel.export(path)``, ``ta.load(path)`` and pickling.
+"""Kernels that leave the process as files: ``kernel.export(path)``.
 
 **Export** writes three files beside each other (``name`` is the path without ``.so``):
 
@@ -24,49 +24,28 @@ Each file is written to a new temporary file in its directory and renamed into p
 process that has the old library loaded keeps its code (the old file is never rewritten), and a
 reader sees a whole old or a whole new file.
 
-**Load** (``ta.load("name.so")``) reads the library's bytes once and checks them against the
-``.json`` *before anything is mapped*: a truncated, damaged or replaced library (whose mapping
-would raise SIGBUS or run changed code) and a library for a CPU with features this host lacks
-(whose code would raise SIGILL) are refused with :class:`LoadError`.  The verified bytes are
-then written to a private file (a fresh directory of mode 0700, named by the hash) and that
-file is opened with ``ctypes``, so what is mapped is exactly what was checked, whatever happens
-to the user's file meanwhile, and each load of a changed library maps the new code (the dynamic
-loader reuses a loaded library of the same path).  A ``.json`` written before the size, hash and
-target were recorded is refused, asking to export the kernel again: without them the library
-cannot be checked.  The ``.json`` itself is trusted (it says how the library is called).  The
-result is a :class:`~.runtime.kernel.Kernel` with the same argument checks as a built one.
-
-**Pickling** keeps the object code the JIT linked and its IR: in a process on the same target
-the object code is linked again (as the disk cache does); elsewhere the IR is compiled again
-for the host.
+Loading is :mod:`.runtime.load`'s; pickling, :mod:`.runtime.pickling`'s.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
-import zlib
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
-from ..llvm.bounds_checks import Checks
-from ..program import Buffer
-from ..target import Target, host_target, missing_features, needed_features
-from .kernel import Compiled, Kernel
+from ..target import Target, needed_features
+from .pickling import specs_of
 
-FORMAT = 1  # of a pickled kernel's state
 LIBRARY_FORMAT = 2  # of an exported kernel's .json (1: before size, hash and target were recorded)
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
            "bool": "uint8_t", "float16": "uint16_t", "bfloat16": "uint16_t"}
@@ -83,57 +62,6 @@ class LoadError(ExportError):
 
 
 # ---- the state that describes a kernel --------------------------------------------------------
-
-def _specs(kernel: Kernel) -> dict[str, Any]:
-    checks = kernel._compiled.checks  # run-time checks (checked=True, gathers): one more argument
-    return {"inputs": [[n, list(s), str(d)] for n, s, d in kernel._inputs],
-            "outputs": [[n, list(s), str(d)] for n, s, d in kernel._outputs],
-            "temps": [[list(s), str(d)] for s, d in kernel._temps],
-            "checks": checks.to_json() if checks is not None else None,
-            "record": len(checks.new_record(kernel._max_ndim)) if checks is not None else 0}
-
-
-def kernel_state(kernel: Kernel) -> dict[str, Any]:
-    """Everything a pickled kernel needs: argument specs, object code, IR, entry names."""
-    c = kernel._compiled
-    if c.meta is None or c.obj is None:
-        raise TypeError("this kernel cannot be pickled: it was not built by ta.build in this process")
-    return {"format": FORMAT, **_specs(kernel), "num_threads": kernel.num_threads,
-            "work": kernel.work, "text": kernel.lowered.text, "key": c.key, "meta": c.meta,
-            "obj": c.obj, "ir": zlib.compress(c.llvm_ir_unoptimized.encode(), 1),
-            "opt_level": c.opt_level, "target": jit.fingerprint(c.target)}
-
-
-def _kernel(specs: dict, compiled: Compiled, num_threads: int, work: int, text: str) -> Kernel:
-    """A :class:`Kernel` over ``compiled`` whose argument checks come from ``specs``."""
-    def buffers(items, kind):
-        return [Buffer(n, tuple(s), d, kind, None) for n, s, d in items]
-
-    program = SimpleNamespace(inputs=buffers(specs["inputs"], "input"),
-                              outputs=buffers(specs["outputs"], "output"),
-                              temps=buffers([["temp", s, d] for s, d in specs["temps"]], "temp"))
-    lowered = SimpleNamespace(program=program, work=work, text=text, inputs=program.inputs,
-                              outputs=program.outputs)
-    return Kernel(lowered, compiled, num_threads)
-
-
-def restore_kernel(state: dict[str, Any]) -> Kernel:
-    """Unpickle: link the object code again (same target) or recompile the IR (another one)."""
-    from ..build import COMPILED, link  # build imports kernel, which imports this lazily
-
-    if state.get("format") != FORMAT:
-        raise ValueError(f"a pickled tensorad kernel of format {state.get('format')!r}; "
-                         f"this version reads format {FORMAT}")
-    ir_text = zlib.decompress(state["ir"]).decode()
-    compiled = COMPILED.get(state["key"])
-    if compiled is None:
-        obj, host = state["obj"], jit.host()
-        if state["target"] != jit.fingerprint(host):  # another CPU or LLVM: compile for this one
-            obj = jit.compile_object(ir_text, state["opt_level"], host)
-        meta = dict(state["meta"])
-        meta["libraries"] = [_retarget(sym, host) for sym in meta["libraries"]]
-        compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)
-    return _kernel(state, compiled, state["num_threads"], state["work"], state["text"])
 
 
 # ---- export -----------------------------------------------------------------------------------
@@ -202,14 +130,6 @@ def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _retarget(symbol: str, target) -> str:
-    """A library symbol's name for ``target`` (the names carry the target they were built for)."""
-    piece = gemmlib.parse_symbol(symbol)
-    if piece is None:
-        raise ValueError(f"unknown library function {symbol}")
-    return symbol.replace(piece[3], gemmlib.target_tag(target), 1)
-
-
 def _library_objects(symbols: list[str], target) -> list[bytes]:
     """Position-independent objects of the matrix-product library pieces the kernel calls."""
     pieces: dict[tuple, None] = {}
@@ -223,7 +143,7 @@ def _library_objects(symbols: list[str], target) -> list[bytes]:
     return [jit.compile_shared_object(gemmlib.piece_ir(*p, target), 1, target) for p in pieces]
 
 
-def export_kernel(kernel: Kernel, path: str | os.PathLike) -> str:
+def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     """Write ``path`` (a shared library), ``.h`` and ``.json`` beside it; returns the path."""
     path = Path(path)
     if path.suffix != ".so":
@@ -236,7 +156,7 @@ def export_kernel(kernel: Kernel, path: str | os.PathLike) -> str:
     if cc is None:
         raise ExportError("export: no C compiler found (set CC, or install cc/gcc/clang)")
     fn = _c_name(path.stem)
-    specs = _specs(kernel)
+    specs = specs_of(kernel)
     header = _header(fn, specs)
     with tempfile.TemporaryDirectory(prefix="tensorad-export-") as tmp:
         target = c.target or jit.host()
@@ -300,139 +220,4 @@ def _umask() -> int:
     return 0o022
 
 
-def load_kernel(path: str | os.PathLike) -> Kernel:
-    """``ta.load(path)``: the kernel of a library written by ``kernel.export(path)``."""
-    path = Path(path)
-    side = path.with_suffix(".json")
-    if not path.is_file():
-        raise FileNotFoundError(f"load: no such library {str(path)!r}")
-    if not side.is_file():
-        raise FileNotFoundError(f"load: {str(side)!r} is missing (kernel.export writes it beside "
-                                f"the library; it holds the argument shapes and dtypes)")
-    meta = _description(side)
-    _check_target(path, meta["target"])
-    library = _verified_bytes(path, side, meta["library"])
-    lib = _open_private_copy(path, library, meta["library"]["sha256"])
-    try:
-        address = ctypes.cast(getattr(lib, meta["main"]), ctypes.c_void_p).value
-    except AttributeError:
-        raise LoadError(f"load: {str(path)!r} has no entry point {meta['main']} "
-                        f"(named in {str(side)!r})") from None
-    checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
-    nargs = len(meta["inputs"]) + len(meta["outputs"]) + len(meta["temps"]) + (checks is not None)
-    compiled = Compiled(f"file:{path}", address, lambda: _unavailable(path), meta["uses_gomp"], nargs,
-                        None, meta["opt_level"], checks=checks)
-    kernel = _kernel(meta, compiled, meta["num_threads"], meta["work"], meta["text"])
-    kernel._library = lib  # keeps the library loaded as long as the kernel lives
-    return kernel
-
-
-def _description(side: Path) -> dict[str, Any]:
-    """The parsed ``.json`` beside a library, with the fields the checks need."""
-    try:
-        meta = json.loads(side.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"load: {str(side)!r} is not a tensorad kernel description: {exc}") from None
-    if isinstance(meta, dict) and meta.get("format") == 1:
-        raise LoadError(f"load: {str(side)!r} was written by an older tensorad and does not record "
-                        f"the library's size, hash and target, so the library cannot be checked "
-                        f"before it is loaded; export the kernel again")
-    if not isinstance(meta, dict) or meta.get("format") != LIBRARY_FORMAT:
-        raise ValueError(f"load: {str(side)!r} is not a tensorad kernel description of format "
-                         f"{LIBRARY_FORMAT}")
-    lib, tgt = meta.get("library"), meta.get("target")
-    if not (isinstance(lib, dict) and isinstance(lib.get("bytes"), int)
-            and isinstance(lib.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", lib["sha256"])
-            and isinstance(tgt, dict) and isinstance(tgt.get("triple"), str)
-            and isinstance(tgt.get("features"), list)):
-        raise LoadError(f"load: {str(side)!r} does not record the library's size, SHA-256 hash and "
-                        f"target properly; export the kernel again")
-    return meta
-
-
-def _check_target(path: Path, recorded: dict[str, Any]) -> None:
-    """Refuse a library compiled for another architecture or for CPU features this host lacks."""
-    host = host_target()
-    arch, here = recorded["triple"].split("-")[0], host.triple.split("-")[0]
-    if arch != here:
-        raise LoadError(f"load: {str(path)!r} was compiled for {recorded['triple']} and cannot run "
-                        f"on this {host.triple} machine")
-    missing = missing_features([str(f) for f in recorded["features"]])
-    if missing:
-        raise LoadError(f"load: {str(path)!r} was compiled for target {recorded.get('spec')!r} "
-                        f"(CPU {recorded.get('cpu')}), whose code may use CPU features this CPU "
-                        f"({host.cpu}) lacks: {', '.join(missing)}; export the kernel again with "
-                        f"a target this CPU supports (target='llvm' on this machine, or "
-                        f"'llvm -mcpu=NAME' for a CPU both have)")
-
-
-def _verified_bytes(path: Path, side: Path, recorded: dict[str, Any]) -> bytes:
-    """The library's bytes, read once, when their size and SHA-256 hash are those recorded."""
-    want = recorded["bytes"]
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise LoadError(f"load: {str(path)!r} is not a regular file")
-        data = _read_at_most(fd, want + 1) if st.st_size == want else b""
-    finally:
-        os.close(fd)
-    if st.st_size != want or len(data) != want:
-        got = st.st_size if st.st_size != want else len(data)
-        raise LoadError(f"load: {str(path)!r} is {got} bytes but {str(side)!r} records {want}: the "
-                        f"library was truncated, damaged or replaced after it was exported; "
-                        f"export the kernel again")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != recorded["sha256"]:
-        raise LoadError(f"load: the SHA-256 hash of {str(path)!r} ({digest[:16]}...) is not the one "
-                        f"{str(side)!r} records ({recorded['sha256'][:16]}...): the library was "
-                        f"changed or replaced after it was exported, or the .json belongs to "
-                        f"another library; export the kernel again")
-    return data
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:
-    """``data`` (verified bytes of ``path``) written to a new private file and opened.
-
-    The file is ``<fresh directory of mode 0700>/<hash>.so``: no other user can change it between
-    the write and the mapping, and the dynamic loader -- which returns an already loaded library
-    for a path it has seen -- can only match a library of the same hash, i.e. the same code.  It
-    is removed once mapped (the mapping keeps it).  The system temporary directory is tried
-    first, then the library's own (where the temporary one does not allow executable mappings)."""
-    failures = []
-    for parent in (None, path.parent):
-        try:
-            folder = tempfile.mkdtemp(prefix="tensorad-load-", dir=parent)
-        except OSError as exc:
-            failures.append(f"{parent or tempfile.gettempdir()}: {exc}")
-            continue
-        copy = Path(folder, f"{digest}.so")
-        try:
-            fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o500)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            return ctypes.CDLL(str(copy))
-        except OSError as exc:
-            failures.append(str(exc))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    raise LoadError(f"load: {str(path)!r} could not be loaded: {'; '.join(failures)}")
-
-
-def _unavailable(path: Path) -> str:
-    raise AttributeError(f"a kernel loaded from {path} has no LLVM IR (build it to see its IR)")
-
-
-__all__ = ["ExportError", "LoadError", "export_kernel", "kernel_state", "load_kernel", "restore_kernel"]
+__all__ = ["ExportError", "LoadError", "export_kernel"]

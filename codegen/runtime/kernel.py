@@ -12,17 +12,18 @@ import ctypes
 import math
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
 
-from ..llvm.bounds_checks import Checks
 from ..program import Buffer
 from ..target import host_target
+from . import pickling
+from .compiled import Compiled
+from .export import export_kernel
 from .threads import ensure_workers
 
 
@@ -32,9 +33,6 @@ class KernelArgumentError(TypeError, ValueError):
     It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
     the message names the tensor and says what was expected.
     """
-
-
-_MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 
 
 def _array_data_offset() -> int | None:
@@ -80,66 +78,6 @@ def call_entry(nargs: int) -> bool:
     """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
     reads each array's data pointer itself, see :mod:`.llvm.emit`)."""
     return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
-
-
-@dataclass
-class Compiled:
-    """Object code linked into the JIT: the entry addresses and the IR it came from.
-
-    ``code`` owns the linked code (a :class:`.jit.engine.LinkedCode`): the addresses stay valid
-    while this object lives, and the code is freed with it -- every kernel over it holds it.
-
-    ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
-    from the disk cache keeps it compressed until asked); the optimized IR and the assembly
-    are recomputed from it on demand -- the same deterministic pipeline that produced the code.
-    """
-
-    key: str
-    main_address: int
-    source: str | Callable[[], str]
-    uses_gomp: bool
-    nargs: int = 0
-    call_address: int | None = None
-    opt_level: int = 3
-    target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
-    meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
-    obj: bytes | None = None  # the object code that was linked, for pickling
-    checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
-    # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
-    # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
-    library: dict[str, str] = field(default_factory=dict)
-    code: Any = None  # the owner of the linked code (None: code that lives as long as the process)
-
-    def __post_init__(self) -> None:
-        self.main = _MAIN(self.main_address)
-        self.call = None
-        if self.call_address:
-            proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
-            self.call = proto(self.call_address)
-        self._ir: str | None = None
-        self._asm: str | None = None
-
-    @property
-    def llvm_ir_unoptimized(self) -> str:
-        if callable(self.source):
-            self.source = self.source()
-        return self.source
-
-    @property
-    def llvm_ir(self) -> str:
-        if self._ir is None:
-            from ..jit.engine import optimized_ir
-
-            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
-        return self._ir
-
-    @property
-    def asm(self) -> str:
-        if self._asm is None:
-            from ..jit.engine import assembly
-
-            self._asm = assembly(self.llvm_ir, self.target)
-        return self._asm
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
@@ -317,14 +255,15 @@ class Kernel:
     def export(self, path: str) -> str:
         """Write a shared library ``path`` (``name.so``), a C header ``name.h`` with one function
         taking plain pointers, and ``name.json`` (what ``ta.load`` checks); see :mod:`.runtime.export`."""
-        from .export import export_kernel
-
         return export_kernel(self, path)
 
     def __reduce__(self):
-        from .export import kernel_state, restore_kernel
+        return Kernel.restored, (pickling.kernel_state(self),)
 
-        return restore_kernel, (kernel_state(self),)
+    @classmethod
+    def restored(cls, state: dict) -> Kernel:
+        """The kernel a pickled one's state describes (:func:`.runtime.pickling.restore_kernel`)."""
+        return pickling.restore_kernel(cls, state)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._inputs)

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from tensorad.codegen.jit import disk_cache as diskcache
 from tensorad.codegen.jit.build_key import describe
 from tensorad.codegen.options import Options
+from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 from tensorad.codegen.runtime.kernel import ARRAY_DATA_OFFSET
 from tensorad.codegen.target import parse_target
@@ -250,7 +251,7 @@ def _rewrite(key, meta, obj, zsrc):
 def test_entry_for_another_key_text_or_signature_is_rebuilt(tmp_path, monkeypatch, rng, attack):
     monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TENSORAD_NO_DISK_CACHE", raising=False)
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache())
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
     A = ta.placeholder((6, 5), "float64", "A")
     S = ta.compute((6,), lambda i: A[i, 0], name="S")
     k = ta.reduce_axis((0, 5), "k")
@@ -271,12 +272,12 @@ def test_entry_for_another_key_text_or_signature_is_rebuilt(tmp_path, monkeypatc
     else:
         meta["signature"]["work"] = "many"
     _rewrite(key, meta, obj, zsrc)
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache())  # a new process: only the disk cache holds it
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())  # a new process: only the disk has it
     compiled, loaded = BUILD.STATS["compiled"], BUILD.STATS["loaded"]
     again = ta.build([Y], [A], materialize=[T], fuse=False)
     assert BUILD.STATS["compiled"] == compiled + 1 and BUILD.STATS["loaded"] == loaded
     a = rng.standard_normal((6, 5))
     np.testing.assert_allclose(again(a), a - 0.5 * a.sum(1, keepdims=True) + a[:, :1], rtol=1e-12)
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache())  # the rebuilt entry was rewritten: it loads
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())  # the rebuilt entry loads
     ta.build([Y], [A], materialize=[T], fuse=False)
     assert BUILD.STATS["loaded"] == loaded + 1

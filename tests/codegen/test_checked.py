@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
 import tensorad as ta
@@ -165,7 +166,7 @@ def test_checked_kernel_from_the_disk_cache(no_bounds_proof, monkeypatch):
     first = ta.build([Y], [X], checked=True, cache=True)
     with pytest.raises(IndexError) as direct:
         first(np.ones((5, 4), np.float32))
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache())  # a new process: only the disk cache holds it
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())  # a new process: only the disk has it
     loaded = BUILD.STATS["loaded"]
     again = ta.build([Y], [X], checked=True, cache=True)
     assert BUILD.STATS["loaded"] == loaded + 1

@@ -19,6 +19,7 @@ import sys
 import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import RECENT, CompiledCache
 
 import tensorad as ta
@@ -107,7 +108,7 @@ def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
 
 
 def test_kernels_of_one_program_share_code_that_leaves_with_the_last(monkeypatch):
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache(recent=0))  # (only live kernels hold code)
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache(recent=0))  # (only live kernels hold code)
     X = ta.placeholder((16,), "float32", "X")
     x = np.ones(16, np.float32)
     gc.collect()
@@ -116,23 +117,23 @@ def test_kernels_of_one_program_share_code_that_leaves_with_the_last(monkeypatch
     live = jit.live_kernels()
     del first
     gc.collect()
-    assert jit.live_kernels() == live and len(BUILD.COMPILED) == 1
+    assert jit.live_kernels() == live and len(compiled_cache.COMPILED) == 1
     np.testing.assert_allclose(second(x), _expect(x, 20_001), rtol=1e-6)
     del second
     gc.collect()
-    assert jit.live_kernels() == live - 1 and len(BUILD.COMPILED) == 0
+    assert jit.live_kernels() == live - 1 and len(compiled_cache.COMPILED) == 0
     np.testing.assert_allclose(_build(X, 20_001)(x), _expect(x, 20_001), rtol=1e-6)  # linked anew
 
 
 def test_a_live_kernel_pickles_after_its_cache_entry_and_other_kernels_are_gone(monkeypatch):
-    monkeypatch.setattr(BUILD, "COMPILED", CompiledCache(recent=2))
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache(recent=2))
     X = ta.placeholder((16,), "float32", "X")
     x = np.arange(16, dtype=np.float32)
     kernel = _build(X, 30_000)
     for n in range(30_001, 30_020):  # (evicts nothing alive: the kernel holds its code)
         _build(X, n)(x)
     gc.collect()
-    BUILD.COMPILED.clear()  # (the unpickled copy cannot find it: it links the object code again)
+    compiled_cache.COMPILED.clear()  # (the unpickled copy cannot find it: it links the object code again)
     copy = pickle.loads(pickle.dumps(kernel))
     assert copy._compiled is not kernel._compiled
     del kernel

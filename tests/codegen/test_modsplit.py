@@ -24,6 +24,7 @@ from tensorad.codegen import target
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import module_split as modsplit
 from tensorad.codegen.jit import object_check as objcheck
+from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
 import tensorad as ta
@@ -37,14 +38,14 @@ _DEFINED = re.compile(r'^define\s+(internal\s+|private\s+)?.*?@"([^"]+)"\(', re.
 def _split_everything(parts: int = 2):
     """Every module cut at every nest, for ``parts`` cores, and the process's kernels set aside
     so that each build compiles (with ``cache=False``: not read from disk either)."""
-    saved = modsplit.MIN_PART_LINES, target.usable_cpus, BUILD.COMPILED
+    saved = modsplit.MIN_PART_LINES, target.usable_cpus, compiled_cache.COMPILED
     modsplit.MIN_PART_LINES, target.usable_cpus = 1, lambda: parts
-    BUILD.COMPILED = CompiledCache()
+    compiled_cache.COMPILED = CompiledCache()
     try:
         yield
     finally:
         modsplit.MIN_PART_LINES, target.usable_cpus = saved[:2]
-        BUILD.COMPILED = saved[2]
+        compiled_cache.COMPILED = saved[2]
 
 
 def _program():

@@ -1,0 +1,73 @@
+"""Compiled code a kernel runs: the entry points of object code linked into the JIT, and the IR
+it came from (the optimized IR and the assembly are recomputed from it on demand)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..llvm.bounds_checks import Checks
+
+_MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+
+
+@dataclass
+class Compiled:
+    """Object code linked into the JIT: the entry addresses and the IR it came from.
+
+    ``code`` owns the linked code (a :class:`.jit.engine.LinkedCode`): the addresses stay valid
+    while this object lives, and the code is freed with it -- every kernel over it holds it.
+
+    ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
+    from the disk cache keeps it compressed until asked); the optimized IR and the assembly
+    are recomputed from it on demand -- the same deterministic pipeline that produced the code.
+    """
+
+    key: str
+    main_address: int
+    source: str | Callable[[], str]
+    uses_gomp: bool
+    nargs: int = 0
+    call_address: int | None = None
+    opt_level: int = 3
+    target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
+    meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
+    obj: bytes | None = None  # the object code that was linked, for pickling
+    checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
+    # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
+    # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
+    library: dict[str, str] = field(default_factory=dict)
+    code: Any = None  # the owner of the linked code (None: code that lives as long as the process)
+
+    def __post_init__(self) -> None:
+        self.main = _MAIN(self.main_address)
+        self.call = None
+        if self.call_address:
+            proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
+            self.call = proto(self.call_address)
+        self._ir: str | None = None
+        self._asm: str | None = None
+
+    @property
+    def llvm_ir_unoptimized(self) -> str:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
+
+    @property
+    def llvm_ir(self) -> str:
+        if self._ir is None:
+            from ..jit.engine import optimized_ir
+
+            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
+        return self._ir
+
+    @property
+    def asm(self) -> str:
+        if self._asm is None:
+            from ..jit.engine import assembly
+
+            self._asm = assembly(self.llvm_ir, self.target)
+        return self._asm
