@@ -18,7 +18,7 @@ inputs a workload names in ``params["onehot"]`` (one-hot rows: a classifier's ta
 ``params["positive"]`` (uniform in ``[0.5, 1.5]``: normalization scales).  The homebrew
 softmax's logits (dense sums 1000 products) then reach about 44, where a row's sum of exps
 squared is at the edge of float32's range -- a gradient that rewrote ``E / S / S`` into
-``E / (S * S)`` is wrong there (issue 8, D0; ``tests/regressions/test_fastmath.py``).
+``E / (S * S)`` is wrong there (``tests/regressions/test_fastmath.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Differential fuzzing of tensorad (issue 8): random programs checked against oracles.
+"""Differential fuzzing of tensorad: random programs checked against oracles.
 
 * :mod:`.program` -- the generator of random well-formed programs (trees rendered to source);
 * :mod:`.data`, :mod:`.options` -- input data profiles and build options drawn at random;

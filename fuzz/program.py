@@ -6,7 +6,7 @@ that the same tree renders to the source a worker executes, to the reproducer sc
 for a failure, and shrinks (:func:`shrink_candidates`) by replacing a subtree with one of its
 children or a constant.  The generator needs no tensorad: it writes source text.
 
-What the programs contain (issue 8): shapes with size-1 and odd axes and 0-d tensors; chains
+What the programs contain: shapes with size-1 and odd axes and 0-d tensors; chains
 of tensors; index expressions with ``+ - * // %`` (reversed, strided, flattened, modular,
 shifted by negative offsets under an ``if_then_else`` guard); reductions with every built-in
 reducer and custom combiners (argmax as a two-output op, argmin with the other tie rule, a
@@ -152,7 +152,7 @@ class Program:
     @property
     def out_has_steps(self) -> bool:
         """Whether ``out`` depends on a step function of the data: its derivative is 0 wherever
-        it exists, and finite differences across a step say nothing about it (seed 81355)."""
+        it exists, and finite differences across a step say nothing about it."""
         return bool(set(self.steps) & self._reaching_out())
 
     def _needed(self) -> set[str]:
@@ -189,7 +189,7 @@ def _mentions(text: str, name: str) -> bool:
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
     (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a
-    float sum, seeds 320104, 320234)."""
+    float sum, 320234)."""
     return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
                                and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(", TRIPLE)))
 
@@ -330,7 +330,7 @@ class Generator:
             return f"({name} * {r.choice((2, 3))} + {other}) % {size}", []
         if kind == "neg":
             return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
-        if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
+        if kind == "big":  # products past int32: index arithmetic must be exact
             m = r.choice((100003, (1 << 30) + 1, 1 << 30))
             m = 2147516416 if self.extra(0.3) else m  # a constant past int32 itself
             return f"({name} * {m} + {c}) % {size}", []

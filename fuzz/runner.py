@@ -147,7 +147,7 @@ def _proc_stats() -> dict[int, tuple[int, int]]:
 
 #: programs a worker runs before a fresh process takes its place: every kernel a process links
 #: stays loaded with its memory mappings, and a worker that had built about 30,000 kernels
-#: reached the system's limit on them (fuzz seed 469528: LLVM aborted; ``build`` now raises
+#: reached the system's limit on them (LLVM aborted; ``build`` now raises
 #: first, :func:`tensorad.codegen.jit.engine._room_for_object`) -- a limit of the process, not a defect
 #: of the program it happened to run
 JOBS_PER_WORKER = 400

@@ -7,7 +7,7 @@
 * **Value mode** computes in each node's own dtype, except that index arithmetic is exact:
   a loop variable is an ``i64`` whatever its dtype, and an ``int32`` node with an ``i64``
   operand is computed in ``i64`` (its other operands sign-extended) -- ``i * 100000 < 10``
-  does not wrap (issue 8, D6); an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
+  does not wrap; an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
   values read from tensors, and arithmetic among them only, wrap like NumPy's; an ``int32``
   result is truncated where it is stored (a buffer or an accumulator), as NumPy's ``astype``
   does.  ``ta.evaluate`` follows the same rule.
@@ -81,7 +81,7 @@ def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     one such select with the constant it was selected against as if NaN could not arise:
     ``a = select(-1 >= v, -1, v)`` (NaN for a NaN ``v``), ``select(a >= -1, a, -1)`` (-1 for
     a NaN ``a``) became ``a`` -- an argmax combiner over a guarded ``-1`` default returned NaN
-    where the fold in order gives -1 (fuzz seed 191487, at every opt level above 0).  A
+    where the fold in order gives -1 (at every opt level above 0).  A
     freeze, unlike an ``llvm.arithmetic.fence``, leaves the loop vectorizable and costs no
     instruction."""
     instr = ir.Instruction(b.block, value.type, "freeze", [value])
@@ -494,7 +494,7 @@ def const_value(dtype: str, value) -> ir.Constant:
 def _const(node: Expr) -> ir.Value:
     if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
         # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
-        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does (issue 8)
+        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does
         return I64(int(node.arg))
     return const_value(node.dtype, node.arg)
 

@@ -8,7 +8,7 @@ about ``2**n`` paths.  When that chain sits in a loop the vectorizer then tries 
 depend on the loop's variable, so every value in it is uniform), VPlan's
 ``vputils::isSingleScalar`` walks the operands recursively without a memo and visits every
 path: an argmax over ``r0 in [1, 10), r1 in [0, 4)`` (36 updates, 2**36 paths) inside a loop of 3
-did not compile in an hour (issue 8, D5).
+did not compile in an hour.
 
 :func:`chain_paths` counts those paths exactly (a matrix power on the combiner's path counts,
 Python ints); a loop around a chain with more than :data:`PATH_LIMIT` paths is emitted with the
@@ -127,7 +127,7 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     # a window: the update runs in a loop inside this one, which starts its accumulators (an
     # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
     # output rows around a one-element reduction is no window; a loop around the one that
-    # starts them is no window either, seed 90780: both hinted, LLVM declined one aloud)
+    # starts them is no window either: both hinted, LLVM declined one aloud)
     starts: dict[tuple, int] = {}
     for s, depth in found:
         if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:

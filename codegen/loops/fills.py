@@ -2,7 +2,7 @@
 
 A :class:`~.program.Fill` (the zero or identity fill of an output whose nonzero region is a
 sub-domain, a scatter's zero fill) is one ``memset`` of the whole buffer before the nests.
-Two costs follow when the buffer is large (issue 9: max pooling's 25.7 MB ``X.grad``):
+Two costs follow when the buffer is large (max pooling's 25.7 MB ``X.grad``):
 
 * it runs on one thread while the nest after it runs on all of them;
 * a buffer larger than the L2 cache is written to memory by the fill and read back by the

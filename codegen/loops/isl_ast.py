@@ -261,7 +261,7 @@ class AstConverter:
             return binary(_BIN[op], *args)
         if op in _CMP:
             return compare(_CMP[op], *args)
-        if op in _LOGIC:  # (isl writes a true operand as the integer 1: seed 110967)
+        if op in _LOGIC:  # (isl writes a true operand as the integer 1)
             return logical(_LOGIC[op], *(a if a.dtype == "bool" else compare(Op.NE, a, const(0, a.dtype))
                                          for a in args))
         if op in _NARY:
@@ -281,8 +281,8 @@ def _loop_value(arg: Expr) -> Expr:
     exact index arithmetic (an ``i64`` loop counter); where isl fixes it to a constant its value
     comes as ``int32`` constants (``(2 * 1) + 0``), which the statement's own ``int32`` constants
     would then combine with in ``i32`` and wrap -- ``(1073741824 * ((2 * 1) + 0)) % 3`` is 1, not
-    2 (fuzz seed 446042) -- where constants alone are data-like (a folded ``int32(-9) -
-    int32(2147483647)`` wraps, seed 220419).  So such a value is one ``int64`` constant."""
+    2 -- where constants alone are data-like (a folded ``int32(-9) -
+    int32(2147483647)`` wraps).  So such a value is one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")
@@ -349,7 +349,7 @@ def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
         umap = isl.UnionMap.read_from_str(ctx, umap.to_str())
     build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
     node = build.node_from_schedule_map(umap)
-    if budget is not None:  # a read past the budget gave a NULL value, no error (seed 370673)
+    if budget is not None:  # a read past the budget gave a NULL value, no error
         ctx.set_max_operations(0)
     return node
 
@@ -475,7 +475,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
     :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
     (:func:`_scan`), or ``None``."""
-    if not stmts:  # (an op computed at no point: fuzz seed 535482)
+    if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)
     divs = has_divs(stmts)

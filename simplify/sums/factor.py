@@ -595,7 +595,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     cs = conjuncts(red.src[0])
     # the bracket is a tensor over the axes and the outer variables, computed on their whole
     # box: it keeps the outer conjuncts too, which keep its reads in bounds where no outer term
-    # reads it (fuzz seed 21271: head[.., i1 + (a + 1) % 5, ..] past the end)
+    # reads it (head[.., i1 + (a + 1) % 5, ..] past the end)
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),
                    _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),

@@ -110,7 +110,7 @@ def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
     selects; a product's tangent is a sum of two: without sums, the jvp of ``erf(|m1 + m2|^1.5)``
     over two empty maxima was ``(0 + 0) * erf'(inf) pow'(inf)``, NaN).  The products this
     spreads over a sum's gated terms once let a scatter compute a guarded gather's mask outside
-    its guard (fuzz seed 110932): that was the scatter's (codegen/strategies/zero_masks.py)."""
+    its guard: that was the scatter's (codegen/strategies/zero_masks.py)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:

@@ -6,7 +6,7 @@ is exact unless a value passes ``2**63``; :func:`check_index_range` bounds every
 interval arithmetic over the variables' ranges (Python ints, so the bounds themselves never
 overflow) and raises a ``ValueError`` naming the expression when one could.  Values read from
 integer tensors, reduction accumulators and float-to-int casts are data, not indices: they
-wrap like NumPy's, and nodes that depend on them are not checked (issue 8, D6).
+wrap like NumPy's, and nodes that depend on them are not checked.
 
 Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refused;
 ``(i * 100000) % 7`` reaches ``3 * 10**9``: exact in 64 bits, accepted.

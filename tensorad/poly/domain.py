@@ -219,6 +219,6 @@ def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
 
     Taken from the image set (``dim_min_val``), not ``isl_pw_aff_min_val``: the latter raises
     "expecting integer affine expression" on some domains with divisions (a `where` with a
-    modulo, fuzz seed 51313) where the set question is answered exactly."""
+    modulo) where the set question is answered exactly."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()

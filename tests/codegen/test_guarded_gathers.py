@@ -1,5 +1,5 @@
 """Random programs whose reads are valid only under their guards: no stage may compute a
-guarded read where its guard fails (issue 8, fuzz seed 110932).
+guarded read where its guard fails.
 
 Each program reads ``x`` through a checked gather index (``mode="raise"``) or a shifted index
 (``x[2 i - 3]``) that leaves the tensor wherever its ``if_then_else`` guard excludes it --

@@ -1,4 +1,4 @@
-"""Loops over domains with ``%`` conditions reach every point (issue 8, D2).
+"""Loops over domains with ``%`` conditions reach every point.
 
 isl's AST builder dropped strided iterations whose offset is a division of an outer loop --
 which scanning two short output axes as one loop creates from any ``%`` condition.  Oracles:

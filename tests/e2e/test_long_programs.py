@@ -1,4 +1,4 @@
-"""Deep and long programs (issue 8, D8 and D9): no recursion limit, linear size.
+"""Deep and long programs: no recursion limit, linear size.
 
 * D8: a 10,000-deep expression (nested ``if_then_else`` and arithmetic) goes through
   definition, printing, evaluation and differentiation, a 2,000-deep one (250 nested lazy

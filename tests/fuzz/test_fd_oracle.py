@@ -64,7 +64,7 @@ def test_unconverged_differences_are_no_verdict_and_the_other_elements_still_cou
 
 
 def test_a_centred_kink_is_no_verdict_and_a_smooth_curvature_is_no_kink():
-    """``minimum(a, b)`` at ``a == b`` (bfloat16 data ties often, fuzz seed 447652): the central
+    """``minimum(a, b)`` at ``a == b`` (bfloat16 data ties often): the central
     difference is 1/2 at every step, so the steps agree, but the forward and backward
     differences are 0 and 1 at every step -- their gap does not shrink with the step: a kink,
     no verdict (the kernel's one-sided rule says 1).  A smooth function's gap grows with the

@@ -1,4 +1,4 @@
-"""The tangent of a reduction over no point is a strong zero (fuzz seed 90892).
+"""The tangent of a reduction over no point is a strong zero.
 
 ``m[i] = max(x[r], where=i % 2 == 0)`` is ``-inf`` at odd ``i`` whatever ``x`` is, so anything
 computed from it there is constant in ``x``.  Forward mode computed that row's tangent as 0 (a max

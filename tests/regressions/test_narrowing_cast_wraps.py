@@ -1,5 +1,5 @@
 """A cast from ``int64`` to ``int32`` wraps a value past int32, as NumPy's ``astype`` does and as
-``ta.evaluate`` always did; index arithmetic is otherwise exact in 64 bits (issue 8, D6).
+``ta.evaluate`` always did; index arithmetic is otherwise exact in 64 bits.
 
 The linear forms, the isl conversion and the code generator's index arithmetic all saw through
 such a cast as if it kept its value: ``if_then_else(int32(int64(i) * 100000) < 0, x, 0)`` is

@@ -1,4 +1,4 @@
-"""The workloads of the optimizer's bar (issue 4), each with its hand-written gradient's work.
+"""The workloads of the optimizer's bar, each with its hand-written gradient's work.
 
 Every workload builds a forward computation with ``ta.topi`` (small shapes that do not divide
 strides and windows evenly), a head ``H`` and the inputs to differentiate, and states the work
