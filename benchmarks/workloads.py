@@ -36,7 +36,7 @@ class Workload:
     shapes: dict[str, tuple[int, ...]]
     tiny: dict[str, tuple[int, ...]]
     grads: tuple[str, ...]
-    seed_ms: tuple[float, float]   # seed 003's forward and backward ms (TVM, 2018)
+    seed_ms: tuple[float, float]   # the seed's forward and backward ms (TVM, 2018)
     scale: float = 1.0
     params: dict = field(default_factory=dict)
     suite: str = "seed"

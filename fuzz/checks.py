@@ -166,8 +166,8 @@ def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> int:
     of both is under a quarter of it; a mismatch is called only against a decided estimate.
     Undecided elements say nothing about ``got``: a kink or a tie in every window, a function
     that varies faster than any step can follow (``sin`` of 1e234), or values so
-    large that their ulps drown every difference (a constant 51-fold product beside ``4.5 x``,
-    seed 14838).  Decided elements are compared exactly as :func:`compare` does.  Returns the
+    large that their ulps drown every difference (a constant 51-fold product beside
+    ``4.5 x``).  Decided elements are compared exactly as :func:`compare` does.  Returns the
     number of undecided elements (reported by the runner: the oracle's abstentions are counted,
     never silent)."""
     first = central(eps)
@@ -255,7 +255,7 @@ class SavePolicy:
 
 def split_policy(seed: int):
     """``split``'s checkpoint policy: a named one by the seed, a function for a quarter of
-    the seeds (session 11; the others keep the policy they had)."""
+    the seeds (the others keep the policy they had before functions were drawn)."""
     if (seed // 3) % 4 == 1:
         return SavePolicy(seed)
     return SPLIT_POLICIES[seed % len(SPLIT_POLICIES)]
@@ -659,8 +659,8 @@ class Case:
         IEEE's ``0 * inf`` in the chain rule replaced by the derivative's value with strong
         zeros.  Such a NaN comes from a zero adjoint (a losing side of a ``maximum``, a branch
         never taken, a sigmoid saturated at inf) times an infinite local derivative (a max or
-        min over an empty box, ``log`` of it): PyTorch and JAX give the same NaN (fuzz seeds
-        341697, 390461, 391115).  An element is replaced only where ``ta.evaluate`` of the same
+        min over an empty box, ``log`` of it): PyTorch and JAX give the same
+        NaN.  An element is replaced only where ``ta.evaluate`` of the same
         tensors, in IEEE arithmetic, is NaN too (so the kernel computed the program's meaning)
         and the strong-zero evaluation is finite; the oracle then judges that value, and the
         replaced elements are counted (``chain_nans``), never silent."""
@@ -889,8 +889,8 @@ class Case:
         grads = _tuple(bwd.backward(res, feed[H]))
         # A layer (PyTorch its oracle, the ``torch`` check) is compared with its optimized
         # gradient: evaluating the unoptimized one sums over every input element per point --
-        # 2e10 points for a 5x5 convolution's (layers seeds 3205, 3542: 17 GiB, or no answer in
-        # 600 s).  The residuals' agreement is what this check is about.
+        # 2e10 points for a 5x5 convolution's (17 GiB, or no answer in 600
+        # s).  The residuals' agreement is what this check is about.
         plain = self.job.get("torch") is None
         what = (f"backward built with {back} on the residuals ({policy}) of a forward built with "
                 f"{self.options}")
@@ -1066,7 +1066,7 @@ VARIANTS = (("num_threads", 1), ("fastmath", False), ("fuse", False), ("opt_leve
 
 def triage(job: dict, name: str) -> str:
     """Which single option change makes a failing check pass (a hint at the culprit), and
-    whether the program has a parallel loop with a step (issue 8's D1)."""
+    whether the program has a parallel loop with a step."""
     if job.get("triage") is False:
         return ""
     passing = []

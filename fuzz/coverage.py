@@ -1,4 +1,4 @@
-"""How often the generator draws each public name and option (issue 8's coverage survey).
+"""How often the generator draws each public name and option (a survey of the fuzzer's coverage).
 
 ``python -m fuzz.coverage [--n 2000] [--start 0] [--forms21]`` generates the programs of
 ``n`` seeds (no tensorad needed: programs are source text) and counts, per feature of API.md

@@ -353,8 +353,8 @@ class ExprEmitter:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
         # rebuilt nodes with a READ or a checked gather index under them (children come first):
-        # a branch that may raise stays behind its condition even when it reads no memory (fuzz
-        # seed 610027: ``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
+        # a branch that may raise stays behind its condition even when it reads no memory
+        # (``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
         # only, and as a select its check fired where the guard keeping it in range failed)
         reads: set[Expr] = set()
 
@@ -611,8 +611,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         power).  Cubes and fourth powers (GELU's ``0.044715 x ** 3``) round twice -- an ulp or
         two, the special values still exact -- so only under fast math.  No fast-math flags,
         as the power's call had none: a contracted ``x * x + c`` is an FMA in one copy of an
-        expression and not in another, and an argmax's exact tie among copies broke (fuzz seed
-        449201)."""
+        expression and not in another, and an argmax's exact tie among copies broke."""
         k = abs(n)
         out = x if k == 1 else b.fmul(x, x)
         if k > 2:

@@ -125,7 +125,7 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
     # a window: the update runs in a loop inside this one, which starts its accumulators (an
-    # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
+    # update started at its own depth reduces over nothing here: a loop of
     # output rows around a one-element reduction is no window; a loop around the one that
     # starts them is no window either: both hinted, LLVM declined one aloud)
     starts: dict[tuple, int] = {}
@@ -136,8 +136,8 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
     # the windows move with the loop: an update that reads no memory at an address of
     # ``loop``'s variable is invariant in it, or tests it only in selects (LLVM hoists or
-    # if-converts it, then declines the hint aloud: seed 90780's argmax over a column read the
-    # same for every output element, 100286's Jacobian rows chosen by ``jac_i1 == ...``)
+    # if-converts it, then declines the hint aloud: an argmax over a column read the
+    # same for every output element, Jacobian rows chosen by ``jac_i1 == ...``)
     if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)

@@ -120,8 +120,8 @@ def _box(domain: isl.Set) -> isl.Set:
 
 def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolyStmt]:
     """Each statement over its division-free hull, its exact domain tested inside.  A domain
-    without divisions in which isl still found a stride and dropped points (fuzz seed 230030:
-    ``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``, scanned along ``5 a + b``) is scanned over
+    without divisions in which isl still found a stride and dropped points
+    (``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``, scanned along ``5 a + b``) is scanned over
     its bounding box instead; ``boxes``: every statement over its bounding box (a hull can keep
     a stride of its own -- an equality ``10 d = 50 - 5 a - 2 b - 15 c`` -- that isl drops points
     of under a schedule merging ``a`` and ``b`` into one loop)."""

@@ -321,13 +321,13 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (fuzz seed
-# 224270: four floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
+# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (four
+# floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
 # division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than
 # ``AST_DIVISIONS`` divisions in one of its pieces goes to the hulls at once (the benchmarks'
 # have at most 2: a strip's block index, a parity), and any other map with divisions gets
 # ``AST_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``: deterministic, unlike
-# a clock; the benchmarks' largest takes 80,000, in 40 ms; seed 224270's spends 320,000 in 19 s).
+# a clock; the benchmarks' largest takes 80,000, in 40 ms; that 5-d domain spends 320,000 in 19 s).
 AST_DIVISIONS = 3
 AST_OPERATIONS = 320_000
 
@@ -445,8 +445,8 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
         return None
     if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
         # (projecting out the other variables of a domain with divisions -- residue classes of
-        # sums of variables -- can take isl's hull and equality tests exponential time: fuzz
-        # seed 203056's 3-variable domain with two nested floors did not finish in an hour;
+        # sums of variables -- can take isl's hull and equality tests exponential time: a
+        # 3-variable domain with two nested floors did not finish in an hour;
         # isl's own AST builder scans it in milliseconds)
         return None
     i = s.vars.index(v)
@@ -483,8 +483,8 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
         body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
     except (isl.Error, _AstBudgetSpent):
         # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
-        # that a fused loop recovers with a division ("cannot handle void expression", fuzz
-        # seed 90390), or spend its budget; the division-free hulls below are its other way out
+        # that a fused loop recovers with a division ("cannot handle void
+        # expression"), or spend its budget; the division-free hulls below are its other way out
         if not divs:
             raise
     else:

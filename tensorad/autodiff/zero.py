@@ -11,8 +11,8 @@ Only where a value is needed (a tensor body, a reduction source) does :func:`mat
 A zero *branch* stays strong too: the tangent of ``select(c, a, x)`` by ``x`` is
 ``select(c, 0, dx)``, zero wherever ``c`` picks ``a``.  Multiplying that select by the next
 partial of the chain rule, evaluated at the chosen ``a``, would give ``0 * inf = NaN`` where
-the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``; fuzz seed
-12529: ``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
+the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``;
+``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
 select, ``select(c, 0, x) * y = select(c, 0, x * y)``: 0 where the branch is not taken, as
 PyTorch's and JAX's masking ``where`` give, and as the math gives (the function is locally
 constant there).  The simplifier's NaN policy says the same of every symbolic zero.

@@ -58,8 +58,8 @@ It is the test oracle of the project, so it is written for obvious correctness, 
 * Unsigned zeros: with ``unsigned_zeros=True`` (:func:`evaluate_in_order`) every zero a node
   computes (or reads) is ``+0``.  Optimized code may give a zero the other sign
   (docs/conventions.md: ``-select(c, x, 0)`` is ``select(c, -x, 0)`` there), and with it the
-  sign of an infinity that divides by it or raises it to a negative power (fuzz seed 760814:
-  ``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
+  sign of an infinity that divides by it or raises it to a negative power
+  (``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
   The value optimized code may have, for a test's allowance; never a user's answer.
 * Given values: ``given={tensor: array}`` (:func:`evaluate_in_order`) takes those computed
   tensors' values as they are instead of computing them -- a backward program evaluated on the

@@ -34,7 +34,7 @@ _SET = isl.dim_type.set
 
 
 # isl counts a set with divisions by scanning it, and a few nested divisions with large
-# coefficients take it seconds to minutes (seed 971008's footprint, three divisions: 13 CPU-s).
+# coefficients take it seconds to minutes (a Hessian-vector product's footprint, three divisions: 13 CPU-s).
 # The library's counts are cost estimates (a scan's updates, a merge's body runs), so a set with
 # more than ``COUNT_DIVISIONS`` divisions in a piece is not counted at all, and any other with
 # divisions gets ``COUNT_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``:
