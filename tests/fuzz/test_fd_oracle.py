@@ -140,7 +140,7 @@ def test_seeds_the_oracle_misjudged_pass(seed, checks):
 
 
 def test_a_step_function_of_the_data_gets_no_finite_differences():
-    """Seed 81355: the output is float(int64(x0 * 1e10) * 2), whose derivative is 0 wherever it
+    """The output is float(int64(x0 * 1e10) * 2), whose derivative is 0 wherever it
     exists (tensorad's answer, as PyTorch's and JAX's); central differences straddle its steps and
     give 5e10.  Such a program keeps the checks that need no differences."""
     prog = generate(81355, forms=False)

@@ -1,6 +1,6 @@
 """The fuzz oracle's allowance for the summation order (fuzz/checks.Case.order_spread).
 
-Seed 131017 (session 14, campaign E): a layer norm of 16 elements that all equal 1.22e120 gave 1.0
+Seed 131017: a layer norm of 16 elements that all equal 1.22e120 gave 1.0
 in every build (``fastmath=False`` too) where ``ta.evaluate`` gave 0.  The kernel's index-order
 sum puts the mean an ulp off the common value, so ``(x - mean) / sqrt(var + eps)`` is
 ``ulp / ulp = 1``; NumPy's pairwise sum of 16 equal values is exact.  Both are IEEE roundings of
@@ -164,7 +164,7 @@ def test_optimizer_and_split_comparisons_allow_the_order_spread_too():
         case._compare_orders("optimized", wrong, [m, y], case.feed, strong_zero=True)
 
 
-# Seed 410114 (session 25, campaign A): a custom product equal along i1 (it never reads it),
+# A custom product equal along i1 (it never reads it),
 # compared with itself: fast math reassociated the 17 factors of t0[0, 0] and t0[0, 1]
 # differently (1.6 ulps apart), so the select took the other branch; every single order
 # evaluates both alike.  The mixed orders fold neighbours apart and find the flip.

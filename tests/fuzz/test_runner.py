@@ -58,7 +58,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
 
 
 def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path, running):
-    # seed 811880: LLVM looped in a forked compile child, whose CPU the worker's own time
+    # LLVM looped in a forked compile child, whose CPU the worker's own time
     # did not show; the worker is a hang after `timeout` CPU-s of it and its children, and
     # killing it kills the child
     pid_file = tmp_path / "child.pid"

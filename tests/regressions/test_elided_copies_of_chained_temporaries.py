@@ -1,4 +1,4 @@
-"""Fuzz seed 610650: copy elision left a moved output reading an elided temporary.
+"""Copy elision left a moved output reading an elided temporary.
 
 ``ta.function`` saves ``exp(x0 / 2)`` and ``(|exp(x0 / 2)| + 0.5) ** 1.5`` for a min's winner
 test, as outputs ``exp.tie`` and ``power.tie`` that copy the temporaries ``exp`` and ``power``.

@@ -1,4 +1,4 @@
-"""Issue 8, D0 and D7: default fast-math may reassociate reductions and fuse multiply-adds, but it
+"""Default fast-math may reassociate reductions and fuse multiply-adds, but it
 must not rewrite divisions into reciprocals nor assume finite math.
 
 D0: the seed's homebrew softmax ``E = exp(dense(X, W)); Y = E / sum(E)`` gave a wrong gradient

@@ -1,4 +1,4 @@
-"""Fuzz seed 610027: a guarded gather of constants raised where its guard fails.
+"""A guarded gather of constants raised where its guard fails.
 
 ``if_then_else(g, cast(k0.take(k0[i] * 3 - 1, mode='raise')), 0)`` with ``k0`` an index-only
 tensor the lowering inlines: the branch is arithmetic on constants, reads no memory, and the

@@ -1,4 +1,4 @@
-"""Issue 8: the HVP of ``prod(cos(select(...)))`` compiled slowly.
+"""The HVP of ``prod(cos(select(...)))`` compiled slowly.
 
 ``hessian_vector_product`` took the jvp of each input's gradient separately, so every tensor
 the gradients share (the forward values' tangents, the product's zero count and nonzero

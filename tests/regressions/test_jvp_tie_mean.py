@@ -1,4 +1,4 @@
-"""Fuzz seed 953519 (campaign AT, haswell): ``h . jvp(u)`` and ``u . reverse(h)`` differed, 51.7
+"""``h . jvp(u)`` and ``u . reverse(h)`` differed, 51.7
 against 69.9, on a float16 program whose quantized data put a tie in a ``topi.min`` over 16
 values.  Reverse mode splits a tie's head evenly among the tied points (docs/conventions.md, as
 PyTorch's ``amax``); forward mode took the first tied point's tangent, so the two modes

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the fuzzer's program, as it drew it)
-"""Fuzz seed 600953: an operand shared out of a reduction over an empty box.
+"""An operand shared out of a reduction over an empty box.
 
 ``Y = sum(K[i], axis=[r3, r4], where=g(L[r3 + 3]))`` with ``r4`` in ``[0, 0)``: the sum is its
 identity and reads nothing, so liveness dropped the ops only its ``where`` names (``t0`` and a

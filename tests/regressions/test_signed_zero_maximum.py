@@ -1,4 +1,4 @@
-"""Fuzz seed 272858 (campaign P): ``0.5 / maximum(0.0, t)`` where ``t`` is a product that is
+"""``0.5 / maximum(0.0, t)`` where ``t`` is a product that is
 ``-0.0`` (zeros times a negative value).  Compiled code computes IEEE 754-2019 ``maximum``
 (``llvm.maximum``: NaN propagates, ``-0 < +0``): ``+0``, so ``+inf``.  ``ta.evaluate`` used
 NumPy's ``maximum``, which returns one operand of an equal pair by position: ``-0``, so
