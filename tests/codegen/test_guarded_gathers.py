@@ -67,7 +67,7 @@ def _body(draw, x, g, h):
         idx = draw(st.sampled_from(INDICES))
         return lambda i: ta.if_then_else(g[i] > 0, t1(i) * t2(i) + h[i],
                                          ta.if_then_else(_inside(idx(g[i], i)), t1(i), 0.0))
-    if shape == "mask":  # the gradient of this is seed 110932's scatter under two masks
+    if shape == "mask":  # the gradient of this is a scatter under two masks
         idx = draw(st.sampled_from(INDICES))
         f = draw(st.sampled_from(FUNCS))
         return lambda i: ta.if_then_else(

@@ -1,5 +1,5 @@
-"""A kernel's own packer leaves LLVM only the work that pays (codegen/gemm/packing.py, issue 9's
-compile time).
+"""A kernel's own packer leaves LLVM only the work that pays (codegen/gemm/packing.py: a
+shorter compile).
 
 A side contiguous along its panel rows under an expression (``A[k, i] / S[k]``, attention's
 normalized probabilities) is packed by ``Packer._pack_rows``: per block of ``k`` rows, a full

@@ -1,9 +1,9 @@
 """The fuzz oracle's conditioning allowance for fast-math kernels (fuzz/checks.Case.rounding_noise).
 
 Fast-math may reassociate a reduction; its rounding then differs from ``evaluate``'s by a few ulps
-of the terms.  Seed 103196 computed ``cos(prod of x1 over 51 points)``, the product near 1e9:
-those ulps became 6e-8 in the cosine, over float64's tolerance, and the check failed although
-the kernel was right (it passes with ``fastmath=False``).  A mismatch of a fast-math kernel is now
+of the terms.  In ``cos(prod of x1 over 51 points)``, the product near 1e9,
+those ulps become 6e-8 in the cosine, over float64's tolerance, and the check would fail although
+the kernel is right (it passes with ``fastmath=False``).  A mismatch of a fast-math kernel is now
 judged against how far ``evaluate``'s own value moves when the inputs move by a few ulps; a
 well-conditioned element gets no allowance, so a wrong value still fails.
 """
