@@ -128,7 +128,7 @@ def test_differences_drowned_in_rounding_noise_are_no_verdict_unless_a_larger_st
 
 @pytest.mark.parametrize("seed,checks", [(13513, ["reverse"]), (14253, ["reverse"]), (14838, ["reverse"]),
                                          (12677, ["reverse", "hvp"])])
-def test_seeds_the_oracle_misjudged_pass(seed, checks):
+def test_programs_finite_differences_cannot_judge_pass(seed, checks):
     job = {**job_for(generate(seed, forms=False), seed, checks), "triage": False}
     assert job["safe"] and job["checks"] == checks
     results = run_checks(job)

@@ -31,7 +31,7 @@ from fuzz.runner import job_for  # noqa: E402
 HASWELL = "llvm -mcpu=haswell"
 
 
-def test_seed_982368_split_passes_on_an_avx2_target():
+def test_equal_rows_layer_norm_split_passes_on_an_avx2_target():
     seed = 982368
     prog = generate(seed)
     prog = replace(prog, options={**prog.options, "target": HASWELL})

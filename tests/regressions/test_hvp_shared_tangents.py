@@ -2,7 +2,7 @@
 
 ``hessian_vector_product`` took the jvp of each input's gradient separately, so every tensor
 the gradients share (the forward values' tangents, the product's zero count and nonzero
-product) got one tangent tensor per input: seed 119's HVP had 23 compute ops, 5 of them
+product) got one tangent tensor per input: an HVP of 23 compute ops had 5 of them
 duplicates, and 22 loop nests to optimize, lower and compile.  Now the jvps of all gradients
 are one pass with shared tangents (18 ops, 17 nests, about 20% less CPU to
 check; this test's HVP: work 432 -> 336).  Counted, never timed; the values are checked

@@ -72,7 +72,7 @@ def test_reduction_sign_of_zero(kind):
         assert _same(float(built[i]), want), (kind, rows[i], built[i])
 
 
-def test_seed_272858_division_by_a_negative_zero_product():
+def test_division_by_a_negative_zero_product():
     X = ta.placeholder((3,), "float32", name="X")
     r = ta.reduce_axis((0, 3), name="r")
     t = ta.compute((1,), lambda i: ta.prod(ta.if_then_else(r == 1, X[r], 0.0), axis=r), name="t")

@@ -120,7 +120,7 @@ TARGETED = [
     lambda: 0.0 - X, lambda: X - X, lambda: X - (-Y), lambda: X * 1.0, lambda: 1.0 * X,
     lambda: X * 0.0, lambda: 0.0 * X, lambda: X * -1.0, lambda: -1.0 * X, lambda: X / 1.0,
     lambda: 0.0 / X, lambda: FI * 0.0, lambda: 0.0 * FI, lambda: FI - FI,
-    lambda: ta.select(ta.const(0.0) / X > Y, ta.const(0.0) / X, Y),  # fuzz seed 16322
+    lambda: ta.select(ta.const(0.0) / X > Y, ta.const(0.0) / X, Y),  # a 0/0 NaN feeding a comparison
     lambda: ta.const(0.0) - (-X), lambda: -(ta.const(0.0) - X),
     lambda: -(X - Y), lambda: ta.power(X, 1.0),
     lambda: ta.power(X, 0.0), lambda: ta.maximum(X, X), lambda: ta.minimum(X, X),

@@ -8,7 +8,7 @@ tensorad's:
 * ``nonzero(e)`` must be false only where ``e`` is zero.  "Zero" is the symbolic-zero policy
   of ``simplify/algebra/rules.py``: ``0 * x`` and ``0 / x`` are 0 even where ``x`` is inf or NaN, so
   the oracle multiplies with a strong zero; everything else (``0 ** 0 = 1``, ``0 ** -1 =
-  inf``, ``log(0) = -inf``) keeps its IEEE value.  Issue 10's ``select(k == i, x, 0) ** w``
+  inf``, ``log(0) = -inf``) keeps its IEEE value.  ``select(k == i, x, 0) ** w``
   with ``w = 0`` is such a point.
 * ``evaluate_scalar(e)`` (constant folding) must equal the oracle exactly.
 

@@ -145,7 +145,7 @@ def all_workloads() -> list[Workload]:
     ]
 
 
-# ---- the families of issue 10: hand formulas at <= 1.1x (test_families.py) ------------------
+# ---- the operator families: hand formulas at <= 1.1x (test_families.py) ---------------------
 # Work counts innermost loop-body executions; a pass over a tensor of n elements is n, and
 # each reduction is its own pass (two sums over the same domain count twice).
 
