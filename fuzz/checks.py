@@ -1088,9 +1088,9 @@ def triage(job: dict, name: str) -> str:
         text = str(ta.lower(case.outputs, case.inputs, **{k: v for k, v in case.options.items()
                                                           if k != "target"}))
         if re.search(r"parallel for \w+ in range\([^,]+, [^,]+, \d+\)", text):
-            hint += "; has a parallel loop with a step (D1?)"
+            hint += "; has a parallel loop with a step"
         if re.search(r"for \w+o in range", text) and "%" in text:
-            hint += "; merges output axes into one loop, with % (D2?)"
+            hint += "; merges output axes into one loop, with %"
     except Exception:
         pass
     return hint

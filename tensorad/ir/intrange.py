@@ -145,8 +145,8 @@ def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
     ``ta.evaluate`` both do) and ``bounds(body)`` -- ``(lo, hi)`` or ``None`` when unknown --
     does not prove it within int32.  Every inliner asks this (``ta.InlineNonReductions``, the
     optimizer, the code generator's choice of buffers); the simplifier passes its sharper
-    bounds of data.  Stored and inlined differ where a store wraps: ``int32(i * -3 - 2) - int32(x * 1e10)`` read through a
-    sigmoid and summed gave 45 stored and 18 inlined."""
+    bounds of data.  Stored and inlined differ where a store wraps: ``int32(i * -3 - 2) -
+    int32(x * 1e10)`` read through a sigmoid and summed gives 45 stored and 18 inlined."""
     if body.dtype != "int32":
         return False
     b = bounds(body)

@@ -59,7 +59,7 @@ def test_every_addition_is_drawn_in_proportion():
                                       for s in sources),
         "half roundings inside bodies": sum(re.search(r"ta\.cast\(DT, ta\.cast\('b?float16', ", s) is not None
                                             for s in sources),
-        "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
+        "layers of forms21": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
     share.update(_added_form_shares(progs, sources))
     for calling in CALLING:
@@ -82,7 +82,7 @@ def _added_form_shares(progs, sources) -> dict:
         "// and % by a negative constant": has(r"(//|%) -\d"),
         "casts down inside a body": has(r"ta\.cast\(DT, ta\.cast\('(float32|int32|int64)', "),
         "int64 inputs": has(r"ta\.placeholder\([^)]*\), 'int64'"),
-        "session 22's layers": has(r"^U\d+ = "), "three-value combiners": has(r"name='triple'"),
+        "layers of forms22": has(r"^U\d+ = "), "three-value combiners": has(r"name='triple'"),
         "generalized_matmul": has(r"generalized_matmul\("),
         "tune": sum("tune" in p.options for p in progs),
         "variants": sum("variants" in p.options for p in progs),

@@ -15,7 +15,7 @@ broke it twice over, with a source that only READS a tensor:
 The inexact tensor may also be read through a gather whose index is
 itself a copied tensor (``C[I[0]]``, ``I`` an integer cast of float arithmetic): copies
 keyed by the read node miss it: the bottom-up rewrite has already replaced the inner read, so
-the outer one never matches and ``C`` was not copied.
+the outer one never matches and ``C`` is not copied.
 
 At ``x0 = x1 = 1 + 2^-27, z = -1`` a fused ``x0 * x1 + z`` and a rounded one differ by 2^-54.
 Every point of the box ties (the source does not depend on ``k``): the gradient is the head's
