@@ -99,8 +99,8 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     accumulators are read along several paths (a selecting combiner; its chain is within
     :data:`PATH_LIMIT`, checked before).  LLVM's cost model declines such a loop (stride-2
     loads, selects), and it then runs as scalar code with unpredictable branches: the CNN's
-    pooling forward, 64 x 16 x 14 x 14 windows, 5.4 -> 2.8 ms (AMD EPYC, AVX2) asked for 4 of
-    its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
+    pooling forward, 64 x 16 x 14 x 14 windows, takes 2.8 ms against 5.4 (AMD EPYC, AVX2) asked
+    for 4 of its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
     lanes of the accumulators' widest type that leaves the fewest vector iterations plus
     scalar remainder for the loop's trip count (14: 4 lanes, 3 + 2).  ``None``: not such a
     loop."""
