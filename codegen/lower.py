@@ -310,10 +310,10 @@ def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list
     the outputs holds every op that an op of theirs reads, also through outputs of a
     multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
     reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
-    (fuzz seed 910218: work for nothing, and ``chunk_size`` of a parallel nest without buffers
+    (work for nothing, and ``chunk_size`` of a parallel nest without buffers
     raised ``ValueError``).  A reduction over an empty box (``reduce_axis((0, 0))``) is its
     identity and reads nothing: a reduction lifted out of its source was lowered into its nest,
-    computing values nobody reads (fuzz seed 960194: the same ``ValueError``)."""
+    computing values nobody reads (the same ``ValueError``)."""
     known = set(ops)
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)
@@ -351,7 +351,7 @@ class _LoweringMemo:
         if found is None:
             sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
             # a scatter's specs read what its conditions, guards and targets read (a winner's
-            # sentinel test moved out of the body into a spec: fuzz seed 484963)
+            # sentinel test moved out of the body into a spec)
             spec = tuple(e for sc in u.scatter for e in (*sc.target, sc.value, sc.cond, sc.guard))
             red = bodies[u.reduction] if u.reduction is not None else ()
             found = self.reads[u] = frozenset(n.arg for b in u.bodies + red + sides + spec
@@ -434,7 +434,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
 def _storing(steps: list | None) -> list | None:
     """``steps`` without the nests that store nothing: a nest has no effect but its stores, and
-    one without any computes for nothing (fuzz seed 341265: an argmax fused into a consumer of
+    one without any computes for nothing (an argmax fused into a consumer of
     shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
     buffers that ``llvm_emit.chunk_size`` could not size)."""
     return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]

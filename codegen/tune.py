@@ -17,7 +17,7 @@ use) wins.  One point at a time, the heaviest first: the cost is the sum of the 
 their product.  Only the points the cost model puts at :data:`MIN_CYCLES` or more for their
 costliest candidate are measured: below that a call's overhead and the timer's noise are as
 large as any difference between candidates, while every candidate costs a whole build -- a
-program of twenty tiny ops took minutes to tune (fuzz seed 488135) and gained nothing.  The
+program of twenty tiny ops took minutes to tune and gained nothing.  The
 others keep the cost model's choice.
 
 The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under a key made of the untuned

@@ -179,7 +179,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
     its outer loops are the group's prefix (same extents) and it reads a tensor a member
     reads, so its pass over that tensor's slice at a prefix point finds it in cache
     (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x).
-    A read of a member under its original name counts (seed 433277: an argmax reading a
+    A read of a member under its original name counts (an argmax reading a
     hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
     yet computed)."""
     members = _members(group, alias)

@@ -202,7 +202,7 @@ def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
 
     first = [s.schedule for s in stmts]
     if not first or not all(len(t) >= 3 and axis(t[0]) and axis(t[1]) for t in first):
-        return stmts  # (no statement: an op computed at no point, fuzz seed 535482)
+        return stmts  # (no statement: an op computed at no point)
     a0, a1 = first[0][0], first[0][1]
     if any(t[0] is not a0 or t[1] is not a1 for t in first) or a0.extent >= FUSE_BELOW:
         return stmts

@@ -1,4 +1,4 @@
-"""Groups lowered once per name-free key, the others renamed (issue 8: a long chain's lowering).
+"""Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
 A long chain's program is a handful of distinct nests repeated thousands of times over other
 tensors: ``s8+t9+...`` is ``s0+t1+...`` reading and writing other arrays.  Lowering one group

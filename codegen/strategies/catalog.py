@@ -635,7 +635,7 @@ class ProductEpilogue:
 
     def match(self, op, bodies, ctx):
         # the finisher evaluates no reduction, and no gather index under mode="raise", whose
-        # run-time test only a nest emits (as the packers, fuzz seed 462091)
+        # run-time test only a nest emits (as the packers)
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []

@@ -175,7 +175,7 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
 
 def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
-    (a strided sum unrolled, then its loop-invariant factor hoisted: seed 429333), and the
+    (a strided sum unrolled, then its loop-invariant factor hoisted), and the
     readers name the first op, so the last must store into its buffer."""
     out = {}
     for op, target in alias.items():

@@ -336,7 +336,7 @@ class AdjointBuilder:
                   for k, t in enumerate(site.src)]
             # the read's guards over the output axes again: E(i) >= 0 implies them, but only
             # they show that the reads in ``rest`` (which the window does not move) lie in
-            # bounds (fuzz seed 478142: ``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
+            # bounds (``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
             # cannot prove); a guard that moves with the window (a pool's padding) stays in E
             window = set(ra.axes)
             kept = [rename(g, m) for g in guards if not window & set(free_vars(g))]
@@ -473,14 +473,14 @@ class AdjointBuilder:
     def _saved(self, op: ComputeOp) -> Tensor | None:
         """For a max/min/prod whose source may round differently where it is computed again
         (any float arithmetic or math function: constant folding, FMA contraction, another
-        build's options -- fuzz seed 13060), values stored once so that the winner and the tie
+        build's options), values stored once so that the winner and the tie
         test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``:
         materialized, never inlined, saved with the winner by ``ta.function``); ``None`` when
         the source alone recomputes exactly (reads, selects, casts, max/min, negation,
         constants: max pooling, softmax).
 
         An elementwise tensor the source reads is inlined into both by the optimizer, so its
-        arithmetic counts too (fuzz seed 290680: ``min`` over ``C[i] = S[i] * 2 + a``).  Such a
+        arithmetic counts too (``min`` over ``C[i] = S[i] * 2 + a``).  Such a
         tensor is copied once (``C.tie``, its own shape) and the source reads the copy; only a
         source that still rounds twice is stored over the whole reduction domain (``Y.tie``:
         one value per output and window point)."""
@@ -491,7 +491,7 @@ class AdjointBuilder:
         found = None
         if not recomputes_exactly(source, inlined=True):
             # keyed by tensor, not by read: ``rewrite`` rebuilds bottom-up, so a read whose index
-            # reads another copied tensor (``T[C[j]]``, fuzz seed 436242) is a new node by the
+            # reads another copied tensor (``T[C[j]]``) is a new node by the
             # time the rule sees it
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
                       and roundings(n.arg.op.body[n.arg.value_index], True)}

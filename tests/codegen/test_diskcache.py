@@ -1,4 +1,4 @@
-"""The disk cache cannot be fooled (issue 8, D10): each attack on an entry is rebuilt, never
+"""The disk cache cannot be fooled: each attack on an entry is rebuilt, never
 loaded, raised, hung on or crashed on.
 
 A first process builds kernels ``A * c + 1`` (one cache entry each) in a private directory;

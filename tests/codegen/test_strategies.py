@@ -113,7 +113,7 @@ def test_tune_measures_once_then_reuses_its_choice_from_the_disk_cache(tmp_path,
 
 def test_tune_leaves_points_too_small_to_measure_to_the_cost_model(tmp_path, monkeypatch):
     """Every candidate costs a whole build: points the cost model puts below
-    ``tune.MIN_CYCLES`` are not measured (fuzz seed 488135: twenty tiny ops took minutes), and
+    ``tune.MIN_CYCLES`` are not measured (twenty tiny ops took minutes), and
     the measured ones go heaviest first."""
     monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
     H, B = _column_sum(56, 48)

@@ -1,4 +1,4 @@
-"""The optimizer keeps its memo tables in a context per call (issue 10).
+"""The optimizer keeps its memo tables in a context per call.
 
 * no module of the optimizer holds a dict, set or cache at module level;
 * two threads optimizing different programs at once get what each gets alone;
