@@ -24,17 +24,6 @@ HISTORY = [
 # a test's or a test file's name
 NAMED = re.compile(r"sessions?_?\d*|seeds?_?\d{3,}|issues?_?\d+|campaigns?", re.I)
 
-# Files another change is editing at the same time: cleaning them is pending there.
-# Remove an entry once its file is clean (test_pending_files_still_need_their_allowance).
-PENDING = {
-    "codegen/jit/engine.py",
-    "tests/codegen/test_build_is_quiet.py",
-    "tests/codegen/test_build_key.py",
-    "tests/regressions/test_jit_mapping_limit.py",
-    "tools/opt_compare.py",
-}
-
-
 def _sources() -> list[pathlib.Path]:
     return [p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))]
 
@@ -77,13 +66,9 @@ def _findings(path: pathlib.Path) -> list[str]:
 
 
 def test_no_history_in_comments_docstrings_or_test_names():
-    found = [f for p in _sources() if p.relative_to(ROOT).as_posix() not in PENDING for f in _findings(p)]
+    found = [f for p in _sources() for f in _findings(p)]
     assert not found, "\n".join(found)
 
-
-def test_pending_files_still_need_their_allowance():
-    clean = [rel for rel in sorted(PENDING) if (ROOT / rel).is_file() and not _findings(ROOT / rel)]
-    assert not clean, f"clean now: remove from PENDING: {clean}"
 
 
 def test_the_history_check_finds_what_it_looks_for():

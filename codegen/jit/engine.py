@@ -294,7 +294,7 @@ class Pipeline:
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
-    shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
+    shuffle folds of its code, then every vectorizer (``-O1``), then no optimizer
     pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
     vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
     this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
@@ -376,7 +376,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
     declines, and a build must write nothing.  The emitter hints only loops that
     :mod:`.llvm.vectorizable` and :mod:`.llvm.unrolled_chains` judge LLVM will take; where a judgement still
-    misses (seed 121530: a 2-trip window loop, declined for a value "not identified as
+    misses (a 2-trip window loop, declined for a value "not identified as
     reduction"), the remark is caught here and the module compiled again with its width hints
     renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
     hint.  Anything else written to stderr meanwhile is passed on."""

@@ -38,7 +38,7 @@ def test_build_with_vector_width_writes_nothing(capfd, options):
 
 @pytest.mark.parametrize("rows", [17, 22])
 def test_window_loop_that_loses_peeled_iterations_writes_nothing(capfd, rows):
-    """Fuzz seed 120125: a window loop (an argmax per row) of 17 rows that also tests
+    """A window loop (an argmax per row) of 17 rows that also tests
     ``i <= 1``.  LLVM peels the first two rows to settle the test, 15 are left -- below its
     tiny-trip threshold, where the ``% 4`` row address would need run-time checks -- and it
     declined the width hint aloud.  A trip count within the peeling limit of the threshold
@@ -59,7 +59,7 @@ def test_window_loop_that_loses_peeled_iterations_writes_nothing(capfd, rows):
 
 
 def test_window_loop_with_a_float_test_of_its_variable_writes_nothing(capfd):
-    """Fuzz seed 121380: the same with 16 rows and ``float(3 i) > 0`` in a select, which
+    """The same with 16 rows and ``float(3 i) > 0`` in a select, which
     LLVM's instcombine makes ``i > 0`` and peels: a float compare counts as a test of it."""
     X = ta.placeholder((4, 1), "float64", name="X")
     r = ta.reduce_axis((0, 3), name="r")
@@ -146,8 +146,8 @@ def test_vectorizable_reads_the_loop_body():
 def test_pool_window_hint_writes_nothing(capfd, dtype, options):
     """A max pool's window loop is asked to vectorize only after LLVM unrolls its inner loops
     (codegen/chains.window_vector_width); a checked build's bounds tests (an early exit) or a
-    half-precision conversion call in that loop withdraw the hint (fuzz seeds 80002, 80012
-    printed "loop not vectorized" remarks)."""
+    half-precision conversion call in that loop withdraw the hint (LLVM
+    printed "loop not vectorized" remarks for them)."""
     X = ta.placeholder((2, 3, 30, 30), dtype, "X")
     Y = ta.topi.nn.pool(ta.topi.nn.relu(X), 2, 2, [0] * 4, "max")
     x = np.random.default_rng(2).uniform(-1, 1, X.shape).astype(dtype)
@@ -163,7 +163,7 @@ def test_pool_window_hint_writes_nothing(capfd, dtype, options):
 
 
 def test_argmax_that_does_not_move_with_the_output_writes_nothing(capfd):
-    """Fuzz seed 90780: the jvp of an argmax whose window reads the same column of ``x`` for
+    """The jvp of an argmax whose window reads the same column of ``x`` for
     every output element; the loop over the outputs started the accumulators, so it was hinted,
     but its body is invariant in it (LLVM hoisted it and printed "loop not vectorized")."""
     x = ta.placeholder((7, 1), "float64", "x")
@@ -208,7 +208,7 @@ exit:
 @pytest.mark.parametrize("op, declined", [("call double @opaque(double %v)", True),
                                           ("fmul double %v, 2.0", False)])
 def test_a_width_hint_llvm_declines_is_dropped_quietly(capfd, op, declined):
-    """The last line of defence (codegen/jit.compile_kernel, fuzz seed 121530, a hint the
+    """The last line of defence (codegen/jit/engine.compile_kernel: a hint the
     emitter's judgement let through): a declined hint's remark is caught and the module compiled
     again without width hints; a hint LLVM takes stays."""
     from tensorad.codegen.jit import engine as jit

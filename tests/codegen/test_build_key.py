@@ -1,4 +1,4 @@
-"""The cache key taken before lowering (codegen/jit/build_key.py, issue 9's compile bar).
+"""The cache key taken before lowering (codegen/jit/build_key.py).
 
 * a build in a fresh process with a warm cache runs no lowering (the subprocess makes the
   lowering entry point raise) and its kernels compute what ``ta.evaluate`` computes;
