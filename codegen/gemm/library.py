@@ -63,7 +63,6 @@ _LOCK = threading.Lock()
 _LOADED: set[str] = set()
 # pieces compiled by LLVM in this process and their CPU seconds (the compile-time benchmark
 # reports them apart: a once-per-machine cost, afterwards linked from the disk cache)
-STATS = {"compiled": 0, "cpu_seconds": 0.0}
 
 
 def target_tag(target: Target) -> str:
@@ -152,8 +151,6 @@ class LinkPlan:
             diskcache.put_object(key, key_text, obj)
             objects[name] = obj, "compiled"
         with _LOCK:
-            STATS["compiled"] += len(self.todo)
-            STATS["cpu_seconds"] += sum(cpu for _, cpu in compiled)
             for name in self.wanted:  # (in order: a core before the packers that call it)
                 if name in objects and name not in _LOADED:
                     jit.load_object(objects[name][0], [])
