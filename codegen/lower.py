@@ -50,7 +50,7 @@ from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
 from .strategies.catalog import REGISTRY
-from .strategies.registry import PlanContext, plan_ops
+from .strategies.registry import Form, PlanContext, plan_ops
 from .strategies.scatter import lower_scatter, match_scatter
 from .target import parse_target
 
@@ -226,9 +226,9 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
              for it in items]
     groups = (plan_groups(order_siblings(units, alias), alias) if opts.fuse
               else [Group([u], 0, [()]) for u in units])
-    groups = [h for g in groups for h in  # a scatter-add or a scan is a nest of its own
-              ([Group([u], 0, [()]) for u in g.units] if any(u.form in ("scatter", "scan") for u in g.units)
-               else [g])]
+    alone = (Form.SCATTER, Form.SCAN)  # a scatter-add or a scan is a nest of its own
+    groups = [h for g in groups for h in
+              ([Group([u], 0, [()]) for u in g.units] if any(u.form in alone for u in g.units) else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -455,7 +455,7 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts, scans, alias)
     u = g.units[0]
-    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
+    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form is Form.SCATTER else ()
     if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
         return lower_scatter(u.op, specs, out, opts) if out is not None else []

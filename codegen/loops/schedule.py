@@ -28,6 +28,7 @@ from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
 from ..program import Buffer, If, Loop, Store
+from ..strategies.registry import Form
 from ..strategies.scan import find_scan, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
@@ -147,14 +148,14 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
-                  fuse_outer: bool = True, form: str | None = None, strips_share: int = 1
+                  fuse_outer: bool = True, form: Form | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
     ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``form``: a reduction's loop order as its strategy chose it (``"strips"``: accumulate in
-    the output where it can hold the accumulators, ``"accumulators"``: never; ``None``: by
+    ``form``: a reduction's loop order as its strategy chose it (``Form.STRIPS``: accumulate in
+    the output where it can hold the accumulators, ``Form.ACCUMULATORS``: never; ``None``: by
     :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
     (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
     attrs: dict = {}
@@ -163,10 +164,10 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is None or not allow_buffer or outputs[0] is None:
         wanted = False
     elif form is not None:
-        wanted = form == "strips" and _buffer_can_accumulate(info, outputs[0].dtype)
+        wanted = form is Form.STRIPS and _buffer_can_accumulate(info, outputs[0].dtype)
     else:
         wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
-    spec = find_scan(info, ordered=not opts.fastmath) if form == "scan" and outputs[0] is not None \
+    spec = find_scan(info, ordered=not opts.fastmath) if form is Form.SCAN and outputs[0] is not None \
         and info is not None and allow_buffer and outputs[0].dtype == info.acc.dtype else None
     if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"

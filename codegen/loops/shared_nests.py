@@ -34,6 +34,7 @@ from tensorad.ir.spelling import Speller, Unkeyable, hashable
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
+from ..strategies.registry import Form
 from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -116,7 +117,7 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
     try:
         for u, tau in zip(g.units, g.taus):
             if u.gemm is not None or u.split is not None or u.batch_range is not None or u.scatter \
-                    or u.form == "scatter":
+                    or u.form is Form.SCATTER:
                 return None
             e = u.epilogue
             units.append((

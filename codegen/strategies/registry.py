@@ -24,6 +24,7 @@ label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,8 +48,18 @@ class Item:
     batch_range: tuple | None = None
     reduction: ComputeOp | None = None
     epilogue: Any = None
-    form: str | None = None  # a reduction's loop order: "accumulators" or "strips" (schedule)
-    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    form: Form | None = None  # the nest's layout (None: the scheduler's choice)
+    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+
+
+class Form(enum.Enum):
+    """The layout of an op's nest, as its strategy chose it (read by the scheduler and nest
+    fusion)."""
+
+    ACCUMULATORS = "accumulators"  # a scalar accumulator per output element, reduction axes innermost
+    STRIPS = "strips"  # accumulated in the output where it can hold the sums, an output axis innermost
+    SCAN = "scan"  # a running reduction carried along an output axis (:mod:`.strategies.scan`)
+    SCATTER = "scatter"  # scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,4 +198,4 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     return out
 
 
-__all__ = ["Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
+__all__ = ["Form", "Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
