@@ -391,7 +391,10 @@ class MicroKernel:
                 for variant, spec in contraction_specs(op, bodies, ctx)]
 
     def cost(self, cand, ctx):
-        return 0.0 if ctx.opts.microkernel is True else contraction_cycles(cand.data, ctx)
+        return contraction_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):
+        return 1 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
@@ -413,7 +416,10 @@ class PaddedMicroKernel:
         return out
 
     def cost(self, cand, ctx):
-        return -1.0 if ctx.opts.microkernel is True else padded_cycles(cand.data, ctx)
+        return padded_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):  # (before the plain micro-kernel: its guards become copies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         steps: list = []
@@ -450,8 +456,10 @@ class SplitK:
 
     def cost(self, cand, ctx):
         part, part_spec, total = cand.data
-        forced = -2.0 if ctx.opts.microkernel is True else 0.0
-        return forced or contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+        return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+
+    def forced(self, cand, ctx):  # (offered only where threads would share the blocks unevenly)
+        return 3 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         part, _, total = cand.data
@@ -475,9 +483,10 @@ class Parity:
 
     def cost(self, cand, ctx):
         pieces, specs, gather = cand.data
-        if ctx.opts.microkernel is True:
-            return -1.0  # (the user asked for the micro-kernel wherever it applies)
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
+
+    def forced(self, cand, ctx):  # (products in place of a non-product: the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data
@@ -776,9 +785,10 @@ class GatheredRows:
 
     def cost(self, cand, ctx):
         copies, _, spec = cand.data
-        if ctx.opts.microkernel is True:
-            return -1.0  # (the user asked for the micro-kernel wherever it applies)
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+
+    def forced(self, cand, ctx):  # (rows copied so that the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         copies, product, _ = cand.data
