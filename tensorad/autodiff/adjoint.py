@@ -20,7 +20,9 @@ Reductions with other combiners (DESIGN.md lesson 2):
   split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
   max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
   over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
-  loops that vectorize, where the winner reduction is a chain of compares and blends.
+  loops that vectorize, where the winner reduction is a chain of compares and blends -- except
+  for a running max/min (``max_{k <= i}``): there the sum compares every term with ``Y[i]``
+  (quadratic), while the winner reduction is scanned in one update per term (:func:`_running`).
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
