@@ -29,7 +29,7 @@ from tensorad.poly.linear import var_coefficients
 from ..options import Options
 from ..program import Buffer, If, Loop, Store
 from ..strategies.registry import Form
-from ..strategies.scan import find_scan, scan_form
+from ..strategies.scan import find_scan, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
 
@@ -167,13 +167,13 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         wanted = form is Form.STRIPS and _buffer_can_accumulate(info, outputs[0].dtype)
     else:
         wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
-    spec = find_scan(info, ordered=not opts.fastmath) if form is Form.SCAN and outputs[0] is not None \
-        and info is not None and allow_buffer and outputs[0].dtype == info.acc.dtype else None
+    outs = scan_buffers(info, outputs) if form is Form.SCAN and info is not None and allow_buffer else None
+    spec = find_scan(info, ordered=not opts.fastmath) if outs is not None else None
     if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
         if spec.axis > 0:
             attrs["parallel_dim"] = 0
-        return scan_form(info, outputs[0], spec), attrs
+        return scan_form(info, outs, spec, dom.accumulators), attrs
     if wanted:
         out = outputs[0]
         target = opts.target or parse_target()

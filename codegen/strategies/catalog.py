@@ -819,6 +819,14 @@ class Hoist:
         return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})
 
 
+def _carries_every_value(op, bodies) -> bool:
+    """Whether ``op`` computes each value of its combiner as an output of its own, in order
+    (one value: one body), so that a scan can carry them all (:func:`.strategies.scan.scan_buffers`)."""
+    comb = bodies[0].arg.combiner
+    return len(bodies) == comb.arity == op.num_outputs \
+        and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
+
+
 class Scan:
     """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
     as a running value carried along that axis (:mod:`.strategies.scan`): one update per new term."""
@@ -826,11 +834,11 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or len(bodies) != 1:
+        if not op.is_reduction or not _carries_every_value(op, bodies):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:
-            info = reduction_domain(op, bodies, [None]).reduction
+            info = reduction_domain(op, bodies, [None] * len(bodies)).reduction
             spec = find_scan(info, ordered=not ctx.opts.fastmath)
             ctx.memo[key] = spec if spec is not None and info.acc.dtype == bodies[0].dtype else None
         spec = ctx.memo[key]
