@@ -73,7 +73,7 @@ class Contraction:
     exact: Expr | None = None  # the term as written, where a condition excludes terms (:func:`exact_term`)
     band: Band | None = None  # the rows' ranges of k where side A can be nonzero (:func:`k_band`)
     #: an elementwise consumer of C (:class:`.strategies.epilogue.Epilogue`) applied in place to each finished
-    #: block of C, which then lives in the consumer's buffer (:class:`.strategies.catalog.ProductEpilogue`)
+    #: block of C, which then lives in the consumer's buffer (:class:`.strategies.fusions.ProductEpilogue`)
     epilogue: Any = None
 
     @property

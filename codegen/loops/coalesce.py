@@ -29,7 +29,7 @@ ever computed.  So the transformation applies only when that holds for every acc
   keeps such nests' loops as they were.
 
 Rectangular bounds only (both ranges constant; a reduction's last two axes have their own
-strategy, :class:`.strategies.catalog.CollapsedLoops`).  The work is unchanged: the loop runs
+strategy, :class:`.strategies.plain.CollapsedLoops`).  The work is unchanged: the loop runs
 ``E_y * E_x`` times per outer point, as the two did.
 """
 

@@ -8,7 +8,7 @@ tied points ``R2``.  Behind a ReLU, every consumer of the pool's input gradient 
 -- a convolution's weight gradient and its bias gradient each read three arrays of the
 activation's size, and each of ``R1``, ``R2`` is zero-filled first.  Materializing that
 expression once as a tensor ``S[j]`` lets the ``scatter-sum`` strategy
-(:class:`.strategies.catalog.ScatterSum`) add both scatters straight into ``S``'s buffer, each add
+(:class:`.strategies.scatter.ScatterSum`) add both scatters straight into ``S``'s buffer, each add
 under the mask tested at the point it lands on (``mask(j) * sum_k x_k = sum_k mask(j) x_k``):
 one fill, one buffer, and each consumer reads one array.
 

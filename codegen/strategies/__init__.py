@@ -1,9 +1,18 @@
-"""How each op is computed: the registered strategies, their cost model, and tuning.
+"""How each op is computed: the registered strategies and their cost model.
 
-* ``registry``       strategies as registered objects (match, cost, lower) and the driver that
-  keeps the cheapest
-* ``catalog``        the registered strategies and their cost model
-* ``tune``           ``tune=True``: the candidates measured, the winners kept per target
+The registry and its driver, the strategies by kind, and the cost model:
+
+* ``registry``       strategies as registered objects (match, cost, lower; forced by options)
+  and the driver that keeps the cheapest
+* ``catalog``        the registered strategies, in order
+* ``cost``           the cost model in cycles; whether a backward loads or recomputes a value
+* ``plain``          plain loops: accumulators, strips, collapsed axes, scans
+* ``products``       matrix products: the micro-kernel, padded, split-K, parity, terms, gathered rows
+* ``fusions``        an elementwise consumer computed as the epilogue of its reduction
+
+and what strategies rewrite an op into (each module also holds its strategies, where loops
+do not read it):
+
 * ``epilogue``       an elementwise consumer stored by the reduction it reads
 * ``hoist``          subexpressions over fewer axes than their op, computed once per point
 * ``zero_masks``     zero masks peeled off a value without reading outside its guard
@@ -13,5 +22,4 @@
 * ``term_split``     a sum of several products summed as one product per term
 * ``gathered_rows``  gathered rows copied once, so that a product reading them is a GEMM
 * ``parity``         a strided convolution's input gradient as stride-1 convolutions
-* ``recompute``      whether a backward loads a value its forward stored or computes it again
 """

@@ -16,7 +16,7 @@ evaluated at every point of the op: one under a ``select`` or ``if_then_else`` b
 an index that only its guard keeps in range, and the temporary would evaluate it everywhere.
 Every point of the temporary is a point the op evaluates (each axis has a point), so the
 temporary reads what the op read, no more.  The stored value is the one the op computed, so the
-result is the same.  Whether the split pays is the cost model's call (:class:`.strategies.catalog.Hoist`).
+result is the same.  Whether the split pays is the cost model's call (:class:`.strategies.hoist.Hoist`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from tensorad.ir.rewrite import fold_along, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..loops.schedule import HEAVY
+from .cost import loop_cycles
+from .registry import Candidate, Open, Plan
 
 _GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
 
@@ -112,3 +114,26 @@ def _replace(root: Expr, mapping: dict[Expr, Expr]) -> Expr:
         return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
 
     return fold_along(root, lambda n: n.src, rebuilt, memo)
+
+
+class Hoist:
+    """An elementwise op whose transcendental subexpression depends on fewer axes than the op
+    (a log-softmax over NCHW's channels: ``log(s[n, y, x])`` for every channel): that part
+    computed once per point of its own axes into a temporary (:mod:`.strategies.hoist`), then the op
+    reading it; both planned in turn."""
+
+    name = "hoist"
+
+    def match(self, op, bodies, ctx):
+        if len(bodies) != 1 or (found := hoist_invariants(op, bodies[0])) is None:
+            return []
+        temps, rest = found
+        return [Candidate(self, op, bodies, (temps, rest))]
+
+    def cost(self, cand, ctx):
+        temps, rest = cand.data
+        return sum(loop_cycles(t, t.body, ctx) for t in temps) + loop_cycles(rest, rest.body, ctx)
+
+    def lower(self, cand, ctx):
+        temps, rest = cand.data
+        return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})

@@ -39,7 +39,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import free_vars, substitute, walk
-from tensorad.ir.tensor import ComputeOp, reads_data
+from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import from_linear, solve_for, to_linear
 
@@ -50,6 +50,8 @@ from ..loops.work import count_work
 from ..program import Buffer, Fill, If, Loop, Nest, Store
 from ..program import stores as stores_in
 from ..target import parse_target
+from .cost import extent_product, vector_lanes
+from .registry import Candidate, Form, Item, Plan
 from .zero_masks import all_of, may_fault, peel_masks
 
 
@@ -357,3 +359,99 @@ def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
             s = replace(s, then=_replace_loop(s.then, old, new), orelse=_replace_loop(s.orelse, old, new))
         out.append(s)
     return tuple(out)
+
+
+class Scatter:
+    """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.strategies.scatter`): one
+    serial add per point of the other axes, instead of a pass over the gathered axis."""
+
+    name = "scatter"
+
+    def match(self, op, bodies, ctx):
+        spec = match_scatter(op, bodies)
+        return [] if spec is None else [Candidate(self, op, bodies, spec)]
+
+    def cost(self, cand, ctx):
+        return float(extent_product(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, form=Form.SCATTER)])
+
+
+def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
+    """``(T, c)`` when ``e`` reads ``T[axes + c]`` (each of ``op``'s axes in order, plus a
+    constant), else ``None``."""
+    if e.op is Op.CAST and e.src[0].dtype == e.dtype:
+        e = e.src[0]
+    if e.op is not Op.READ or len(e.src) != len(op.axes):
+        return None
+    offsets = []
+    for i, a in zip(e.src, op.axes):
+        f = to_linear(i)
+        if f.terms != ((a, 1),):
+            return None
+        offsets.append(f.const)
+    return e.arg, tuple(offsets)
+
+
+def _terms(e: Expr) -> list[Expr]:
+    """The terms of a tree of additions, left to right (iterative: a sum of thousands of
+    terms takes no Python recursion)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.op is Op.ADD:
+            stack += [x.src[1], x.src[0]]
+        else:
+            out.append(x)
+    return out
+
+
+def _zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0
+
+
+class ScatterSum:
+    """A sum of scatter-adds read at shifted points (an adjoint's terms, ``X.grad[j] =
+    R1[j + 1] + R2[j + 1]``: a max pool's winners and its ties, through the padding) as
+    scatter-adds straight into the sum's buffer: one fill, no temporaries, no adding pass."""
+
+    name = "scatter-sum"
+
+    def match(self, op, bodies, ctx):
+        if op.is_reduction or len(bodies) != 1 or not op.axes:
+            return []
+        body = bodies[0]
+        if body.op is Op.CAST and body.src[0].dtype == body.dtype:
+            body = body.src[0]
+        guards, body = peel_masks(body, negated=True)
+        guard = all_of(guards)
+        specs, absorbed = [], []
+        for term in _terms(body):
+            found = _shifted_read(term, op)
+            if found is None:
+                return []
+            t, offsets = found
+            r = t.op
+            chosen = ctx.chosen.get(r)
+            if chosen is None or chosen.strategy.name != Scatter.name or r in absorbed \
+                    or ctx.readers.get(r) != [op] or t in ctx.outputs or r.num_outputs != 1 \
+                    or t.dtype != op.body[0].dtype:
+                return []
+            spec = shifted(chosen.data, offsets, op.shape)
+            if guard is not TRUE:  # (the mask at the point each add lands on)
+                spec = replace(spec, guard=substitute(guard, dict(zip(op.axes, spec.target))))
+            specs.append(spec)
+            absorbed.append(r)
+        if not absorbed:
+            return []
+        return [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
+
+    def cost(self, cand, ctx):
+        fill = extent_product(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)
+        return fill + sum(ctx.costs[r] for r in cand.absorbs)
+
+    def lower(self, cand, ctx):
+        reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)
+        return Plan([Item(cand.op, reads, form=Form.SCATTER, scatter=cand.data)], absorbs=cand.absorbs)

@@ -19,7 +19,7 @@ innermost axis is vectorized), each value the source with its tap's constants su
 ``B`` is the border (each tap's points outside the interior), ``dW`` a gather of ``K`` values
 per output point.  The tap axes are found by structure: output axes of few values that shift a
 read index together with a reduction axis.  The interior's sums add in another order than the
-plain loops, so the split is offered only under fast math; :class:`.strategies.catalog.TapAccumulators`
+plain loops, so the split is offered only under fast math; :class:`.strategies.stencil.TapAccumulators`
 costs it against the other strategies (a dense convolution's weight gradient, a matrix product,
 stays with the micro-kernel).
 
@@ -33,6 +33,7 @@ per point with the weights held in registers, instead of ``K`` passes over each 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from itertools import product
 
@@ -48,6 +49,8 @@ from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
+from .cost import extent_product, loop_cycles, reads_in, vector_lanes
+from .registry import Candidate, Form, Open, Plan
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -287,6 +290,91 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
         total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
                      ReduceArg(comb, channels, 0))
     return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
+
+
+RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
+
+
+class _Taps(ABC):
+    """What both tap strategies share: under fast math only (their sums add in another order
+    than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
+    matched once per planning call; the target's vector registers less
+    :data:`RESERVED_REGISTERS` hold the taps (one accumulator each, or one weight each)."""
+
+    name = ""
+
+    @abstractmethod
+    def _make(self, op, body, ctx):
+        """The split or unrolled op of ``op``'s sum ``body`` (``None``: no match)."""
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1:
+            return []
+        key = (self.name, op, bodies)
+        if key not in ctx.memo:
+            ctx.memo[key] = self._make(op, bodies[0], ctx)
+        found = ctx.memo[key]
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    @staticmethod
+    def _budget(ctx) -> int:
+        return ctx.target.vector_registers - RESERVED_REGISTERS
+
+
+class TapAccumulators(_Taps):
+    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
+    convolution's weight gradient) as one stream over the taps' common interior with one vector
+    accumulator per tap, its border, and a gather (:func:`.strategies.stencil.split_taps`)."""
+
+    name = "taps"
+
+    def _make(self, op, body, ctx):
+        return split_taps(op, body, self._budget(ctx), vector_lanes(ctx, body.dtype))
+
+    def cost(self, cand, ctx):
+        """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
+        border's share of the plain loops, and the gather."""
+        split = cand.data
+        lanes = vector_lanes(ctx, cand.op.body[0].dtype)
+        stream = split.interior_points * (1 + 2 * split.taps) / lanes
+        border = loop_cycles(split.border, split.border.body, ctx) * split.border_fraction
+        return stream + border + loop_cycles(split.gather, split.gather.body, ctx)
+
+    def lower(self, cand, ctx):
+        split = cand.data
+        return Plan([Open(split.interior, split.interior.body), Open(split.border, split.border.body),
+                     Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
+
+
+class TapStencil(_Taps):
+    """The dual: a sum over a few taps that shift its reads (a depthwise or grouped
+    convolution's input gradient, its forward) as one elementwise op adding a term per tap,
+    its guards decided per piece of the box (:func:`.strategies.stencil.unroll_taps`): the interior is one
+    vectorized loop with the taps' invariant factors in registers (or loaded, past them)."""
+
+    name = "stencil"
+
+    def _make(self, op, body, ctx):
+        return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
+
+    def cost(self, cand, ctx):
+        """The plain loops of the unrolled op (for a sum over channels around the taps, in
+        the better of its two loop orders), plus a load per point for each loop-invariant
+        factor past the registers (:data:`RESERVED_REGISTERS` kept for the stream)."""
+        unrolled = cand.data
+        own = loop_cycles(unrolled, unrolled.body, ctx)
+        if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
+            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, Form.STRIPS))
+        if not unrolled.axes:
+            return own
+        inner = unrolled.axes[-1]
+        invariant = {r for r in reads_in(unrolled.body) if inner not in free_vars(r)}
+        spilled = max(0, len(invariant) - self._budget(ctx))
+        points = extent_product(a.extent for a in unrolled.axes)
+        return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
+
+    def lower(self, cand, ctx):
+        return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
 
 
 __all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

@@ -2,7 +2,7 @@
 
 A scatter tests the masks of its source, ``if_then_else(c, select(d, e, 0), 0)``, as one
 condition ``c && d`` of its nest and adds ``e`` where it holds (:mod:`.strategies.scatter`; a
-scatter-sum's mask at the point an add lands on, :mod:`.strategies.catalog`).  But ``&&`` computes
+scatter-sum's mask at the point an add lands on, :mod:`.strategies.scatter`).  But ``&&`` computes
 both operands -- in the IR (``ta.evaluate``, the bounds proof) as in LLVM -- while the
 ``if_then_else`` computed ``d`` only where ``c`` holds, and ``d`` may be valid only there:
 ``c = 0 <= 2 g[i] < 3`` guards ``d = X[2 g[i]] > 0``, a checked gather index (the kernel

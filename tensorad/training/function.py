@@ -33,7 +33,7 @@ from ..autodiff import jacobian_recursive
 from ..codegen import Kernel, LoweredFunc, build, lower
 from ..codegen.options import Options
 from ..codegen.runtime.kernel import as_array
-from ..codegen.strategies.recompute import worth_saving
+from ..codegen.strategies.cost import worth_saving
 from ..codegen.target import parse_target
 from ..diffcache import cached
 from ..ir import dtype as dt

@@ -20,7 +20,7 @@ A value (a node whose operation is a transcendental function or a power) is shar
 * the backward contains it, each index variable bound to a variable whose range lies inside
   ``E``'s (so the new read is in bounds wherever it runs);
 * ``worth(value)`` says a load beats recomputing (the target's cost model,
-  :func:`tensorad.codegen.strategies.recompute.worth_saving`: per element, a store in the forward and a
+  :func:`tensorad.codegen.strategies.cost.worth_saving`: per element, a store in the forward and a
   load in the backward against the value's arithmetic).
 
 Nothing here depends on names or shapes: the match is structural (:func:`.ir.rewrite.match_pattern`).

@@ -1,6 +1,6 @@
 """Grouped convolutions as one matrix product per group (codegen/gemm/contraction.py's
 ``digit_splits``), edge panels packed by transposes (codegen/gemm/pack_routines.py), and sums over a thin
-slab of their box left to loops (codegen/strategies/catalog.py's ``_sparse``).  Oracles: PyTorch
+slab of their box left to loops (codegen/strategies/products.py's ``_sparse``).  Oracles: PyTorch
 float64 autograd, NumPy sums written here; choices read from the lowering's notes and offers."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The residue classes of a strided convolution's input gradient are built once per lowering.
 
 Two strategies decompose such a sum into one reduction per residue class of its output (one
-product per class, :class:`tensorad.codegen.strategies.catalog.Parity`; loops per class,
+product per class, :class:`tensorad.codegen.strategies.products.Parity`; loops per class,
 ``ParityLoops``).  Each class is the same reduction for both, so the planning call's memo keeps
 it: the classes are narrowed to their taps (``parity._tighten``, isl on each class) once each.
 """

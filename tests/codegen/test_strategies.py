@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from tensorad.codegen import tune
-from tensorad.codegen.strategies.catalog import REGISTRY, SPILLED_PACK, _pack_cycles
+from tensorad.codegen.strategies.catalog import REGISTRY
+from tensorad.codegen.strategies.cost import SPILLED_PACK, pack_cycles
 from tensorad.codegen.strategies.registry import PlanContext
 from tensorad.codegen.target import host_target, parse_target
 
@@ -260,6 +261,6 @@ def test_pack_cycles_grow_with_the_share_past_the_l2():
     for n in (1024, target.l2 // 4, target.l2 // 2, 4 * target.l2, 64 * target.l2):
         A = ta.placeholder((n,), "float32", "A")
         i = ta.reduce_axis((0, n), "i")
-        costs.append(_pack_cycles(A[i], lanes, ctx))
+        costs.append(pack_cycles(A[i], lanes, ctx))
     assert costs[0] == costs[1] == 1 / lanes  # (in the L2: a vector a cycle)
     assert costs == sorted(costs) and costs[2] < costs[3] < costs[4] < 1 / lanes + SPILLED_PACK

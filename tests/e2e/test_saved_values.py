@@ -1,5 +1,5 @@
 """The default policy saves a transcendental value the forward computes anyway and the backward
-would compute again (tensorad/training/saved_values.py, codegen/strategies/recompute.py).
+would compute again (tensorad/training/saved_values.py, codegen/strategies/cost.py).
 
 Oracles: NumPy formulas written here, float64 central finite differences, and the backward of
 the ``recompute_all`` policy (which shares nothing); the structure of the backward's tensor
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import random_feed, random_program
-from tensorad.codegen.strategies.recompute import worth_saving
+from tensorad.codegen.strategies.cost import worth_saving
 from tensorad.codegen.target import host_target
 
 import tensorad as ta

@@ -1,0 +1,234 @@
+"""The cost model of the code-generation strategies (and of a value stored or computed again).
+
+Costs are estimated cycles on one core of the target.  The model is deliberately coarse; what
+it must get right is the order of the candidates an op is offered:
+
+* **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``: the
+  access cost of the innermost loop's variable (:func:`.loops.schedule.access_cost`: 0 invariant,
+  1 unit stride, 2 small stride, 3 gather) over every read;
+* **strips** -- the same with the last *output* axis innermost, accumulating in the output
+  (:func:`.loops.schedule.buffer_form`; a column sum ``B[j] = sum_i H[i, j]``): cheaper exactly
+  when that axis walks memory better than the last reduction axis;
+* **collapse** -- the plain loops scaled by how much faster an accumulating loop as long as
+  the last two reduction axes together runs than one as long as the last
+  (:func:`short_loop_factor`);
+* **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (a side under a
+  range guard costs ``GUARDED_PACK`` times a plain read per packed element, and each element
+  of the share of what a side reads past the L2 waits ``SPILLED_PACK`` cycles for memory),
+  times the load imbalance of its parallel blocks over ``PLAN_THREADS`` threads, plus a call
+  overhead;
+* **padded** -- the micro-kernel reading zero-padded copies of its guarded sides, plus the
+  copies;
+* **split-K** -- the two halves (twice the parallel blocks: balanced) plus the adding pass;
+* **parity** -- the residue classes' products plus the gather;
+* **split-terms** -- a sum of products summed term by term: the terms' products plus the
+  adding pass;
+* **epilogue** -- the consumer's loops less the temporary the fused reduction no longer
+  writes and the consumer no longer reads; **product-epilogue** -- the same for a consumer
+  applied by a matrix product to each block of C it finishes;
+* **scatter** -- one add per point of the scatter's loops; **scatter-sum** -- the scatters it
+  absorbs plus one fill of its buffer;
+* **gathered** -- a product whose side reads rows through a checked gather index: the copy of
+  those rows (plain loops) plus the product of the copy;
+* **scan** -- a running reduction: one update per new term and one copy per output point,
+  vectorized across the output axes after the scanned one;
+* **taps** -- a small output of shifted products (:mod:`.strategies.stencil`): one vectorized stream of
+  the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
+  loops, and the gather; **stencil** -- its dual, a sum over a few taps as one elementwise op
+  of a term per tap: the plain loops of that op.
+
+**Saving or recomputing** (:func:`worth_saving`, for :mod:`tensorad.training.saved_values`): whether
+a backward should load a value its forward stored, or compute it again, in the units of the
+plain-loop model: per vector of ``target.lanes(dtype)`` elements, a unit-stride load or store
+costs 1, an arithmetic operation 1 and a transcendental function ``HEAVY_WEIGHT``
+(:mod:`.loops.schedule`: the inline vector math of :mod:`.llvm.vector_math`).  Saving costs a
+store in the forward and a load in the backward: 2; recomputing costs the value's reads and
+operations.
+``exp(z[i, j] - m[i])`` (two reads, a subtraction, an exp: 7) is saved; ``abs(z[i])`` (a read
+and a mask: 2) is recomputed.
+
+Without ``tune=True`` the matches keep their thresholds (a product worth the micro-kernel,
+:func:`.gemm.contraction.worth_it`; split-K only for few, odd blocks and long sums, ...) and the
+cheapest candidate wins.  With it, the micro-kernel also offers other register tiles and
+cache blocks, which :mod:`.tune` measures.
+"""
+
+from __future__ import annotations
+
+from tensorad.ir.dtype import bits
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp
+
+from ..gemm.contraction import Contraction
+from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
+from ..target import Target
+from .registry import Form, PlanContext
+
+PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
+
+
+EFFICIENCY = 0.8  # of the micro-kernel's peak multiply-adds per cycle
+
+
+GUARDED_PACK = 4  # a range-guarded element costs this many plain ones to pack
+
+
+CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel region
+
+
+# cycles more to pack an element of a side that reads more than the L2 holds.  Measured on a 2-core
+# AMD EPYC (AVX2, 512 KiB L2), 1 thread, where packing is all a product does: a [4 x 1024] @
+# [1024 x 16384] product packs its 64 MB side at 0.76 elements a cycle (22 ms), an RGB stem's
+# input gradient (7x7 stride 2, batch 8, [3 x 576..1024] @ [.. x 12544] per residue class)
+# its windowed, padded head at 0.55 (172 ms, the multiply-adds ~9 of them) -- not the vector a
+# cycle (lanes elements) that an in-cache copy reaches; the strips (89 ms) are faster there
+SPILLED_PACK = 1.0
+
+
+INTERLEAVE = 4  # vectors per iteration of a vectorized innermost loop (LLVM's interleaving)
+
+
+def extent_product(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def vector_lanes(ctx: PlanContext, dtype: str) -> int:
+    try:
+        return ctx.target.lanes(dtype)
+    except ValueError:  # bool and other narrow types: as wide as int32
+        return ctx.target.lanes("int32")
+
+
+def reads_in(exprs) -> list:
+    return [n for e in exprs for n in walk(e) if n.op is Op.READ]
+
+
+def heavy_count(exprs) -> int:
+    return HEAVY_WEIGHT * min(4, sum(1 for e in exprs for n in walk(e) if n.op in HEAVY))
+
+
+def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
+    """``(accumulators, strips)``: access costs of the two loop orders of a reduction that the
+    strip form can take (one combined value, output and reduction axes), else ``None``."""
+    red = bodies[0]
+    if not op.is_reduction or red.arg.combiner.arity != 1 or not op.axes or not red.arg.axes:
+        return None
+    o, r = op.axes[-1], red.arg.axes[-1]
+    if o.extent < 8:
+        return None
+    return strip_access_costs(reads_in(red.src), o, r, strides)
+
+
+def short_loop_factor(trips: int, lanes: int) -> float:
+    """How much slower per element an accumulating innermost loop of ``trips`` (a known
+    count) runs than a long one.  Each iteration of the vectorized loop adds ``IC`` vectors
+    into ``IC`` accumulators and waits for the add's latency; a long loop keeps
+    ``INTERLEAVE`` of them in flight, and what is left over runs as a scalar chain at one
+    latency per element.  With the best ``IC`` for the count (8 lanes): 3136 -> 1, 196 ->
+    1.6, 48 -> 2 (two accumulators, three iterations), 56 -> 4 (seven vectors: one
+    accumulator), 14 -> 16 (one vector, six scalar steps).  Measured on an AMD EPYC (AVX2),
+    1 thread: a sum over ``X[n, c, y, x]`` for each ``c`` (8 x 64 x 56 x 56) takes 1.1 ms as
+    56-long rows and 0.28 ms as 3136-long runs."""
+    if trips < 8:
+        return 1.0  # (not vectorized: the access cost's short-loop term counts it)
+    vf = lanes
+    while vf > trips:  # (shorter vectors for a loop shorter than one register)
+        vf //= 2
+    steps = min(trips // (ic * vf) + trips % (ic * vf) for ic in (1, 2, INTERLEAVE) if ic * vf <= trips)
+    return max(1.0, steps * INTERLEAVE * lanes / trips)
+
+
+def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: Form = Form.ACCUMULATORS) -> float:
+    """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
+    iters = extent_product(a.extent for a in op.axes)
+    if op.is_reduction:
+        red = bodies[0]
+        iters *= extent_product(a.extent for a in red.arg.axes)
+        costs = strip_costs(op, bodies)
+        if costs is not None:
+            access = costs[1] if form is Form.STRIPS else costs[0]
+        else:
+            inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
+            access = access_cost(reads_in(red.src), inner, strides) if inner is not None else 0
+    else:
+        access = access_cost(reads_in(bodies), op.axes[-1], strides) if op.axes else 0
+    return iters * (2 + access + heavy_count(bodies)) / vector_lanes(ctx, op.body[0].dtype)
+
+
+def is_guarded(side) -> bool:
+    return side.op in (Op.IF_THEN_ELSE, Op.SELECT)
+
+
+def padded_cycles(pieces: list, ctx: PlanContext) -> float:
+    """The pieces of :func:`.gemm.contraction.pad_contraction`: each one's copies and product."""
+    total = 0.0
+    for copies, spec, _ in pieces:
+        total += contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+    return total
+
+
+def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
+    """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle
+    (``GUARDED_PACK`` times more under a range guard, element by element), and
+    :data:`SPILLED_PACK` more for each element that the target's L2 does not hold -- the share
+    of what the side reads past the L2's size: such an element comes from the L3 or memory,
+    and the packer waits for it (a share, not a cliff at the L2's size: a padded copy a tenth
+    larger than the L2 is mostly still there)."""
+    cycles = (GUARDED_PACK if is_guarded(side) else 1) / lanes
+    read = {n.arg for n in walk(side) if n.op is Op.READ}
+    footprint = sum(extent_product(t.shape) * bits(t.dtype) // 8 for t in read)
+    return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
+
+
+def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
+    """The micro-kernel computing ``spec``."""
+    lanes = vector_lanes(ctx, spec.dtype)
+    # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
+    # (over the k steps of its rows' band, if any)
+    cols = -(-spec.N // spec.nr) * spec.nr
+    macs = spec.batches * spec.k_steps * spec.mr * cols
+    compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
+    a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
+    b_packs = spec.batches * spec.K * spec.N
+    pack = a_packs * pack_cycles(spec.a, lanes, ctx) + b_packs * pack_cycles(spec.b, lanes, ctx)
+    blocks = max(1, spec.blocks)
+    threads = PLAN_THREADS if ctx.opts.parallel else 1
+    imbalance = -(-blocks // threads) * threads / blocks
+    return (compute + pack) * imbalance + CALL_CYCLES
+
+
+# ---- a value stored or computed again -------------------------------------------------------
+
+_FREE = frozenset({Op.VAR, Op.CONST, Op.DATA_INDEX, Op.CAST})
+_CHEAP_MATH = frozenset({Op.ABS})  # one instruction (a mask)
+
+
+def recompute_cost(value: Expr, target: Target) -> float:
+    """Estimated cycles to compute ``value`` once per element, vectorized for ``target``."""
+    ops = 0
+    for n in walk(value):
+        if n.op in _FREE:
+            continue
+        ops += HEAVY_WEIGHT if n.op in HEAVY and n.op not in _CHEAP_MATH else 1
+    return ops / _lanes(value.dtype, target)
+
+
+def save_cost(value: Expr, target: Target) -> float:
+    """Estimated cycles per element to store ``value`` in the forward and load it in the backward."""
+    return 2 / _lanes(value.dtype, target)
+
+
+def worth_saving(value: Expr, target: Target) -> bool:
+    """Whether loading ``value`` (stored by the forward) beats computing it again."""
+    return recompute_cost(value, target) > save_cost(value, target)
+
+
+def _lanes(dtype: str, target: Target) -> int:
+    try:
+        return target.lanes(dtype)
+    except ValueError:
+        return 1

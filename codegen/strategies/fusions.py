@@ -1,0 +1,118 @@
+"""Strategies of fusion: an elementwise consumer computed as the epilogue of the reduction it
+reads, by plain loops or by the matrix product that finishes each block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp, Tensor
+
+from ..loops.domain import covers_box
+from .cost import extent_product, loop_cycles, vector_lanes
+from .epilogue import Epilogue
+from .plain import Strips
+from .products import MicroKernel, PaddedMicroKernel
+from .registry import Candidate, Form, Item, Plan
+
+
+@dataclass(frozen=True, eq=False)
+class _Fusion:
+    reduction: ComputeOp
+    epilogue: Epilogue
+
+
+def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
+    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads (in
+    program order) that ``op`` alone reads, only at its own index, of its shape, one output
+    and not an output of the program, and that ``fits(r, chosen)`` (the strategy's own test of
+    how ``r`` was planned); ``None`` when there is none."""
+    if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
+        return None
+    body = bodies[0]
+    read = {n.arg.op for n in walk(body) if n.op is Op.READ and n.arg.op in ctx.position}
+    for r in sorted(read, key=ctx.position.__getitem__):
+        chosen = ctx.chosen.get(r)
+        t = Tensor(r, 0)
+        if chosen is None or ctx.readers.get(r) != [op] or not r.is_reduction or r.num_outputs != 1 \
+                or t in ctx.outputs or op.shape != r.shape:
+            continue
+        if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
+            continue
+        if fits(r, chosen):
+            return Candidate(strategy, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))
+    return None
+
+
+class EpilogueFusion:
+    """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): no temporary,
+    no second pass.  The reduction must be the consumer's only at-point read of it, read by
+    nothing else, not an output, one plain nest writing its whole box."""
+
+    name = "epilogue"
+
+    def match(self, op, bodies, ctx):
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.single_nest
+                              and covers_box(r, ctx.bodies[r]))
+        return [] if fusion is None else [fusion]
+
+    def cost(self, cand, ctx):
+        r = cand.data.reduction
+        saved = 2 * extent_product(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
+        own = ctx.costs[r] if self._form(cand, ctx) is Form.STRIPS else loop_cycles(r, ctx.bodies[r], ctx)
+        return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
+
+    @staticmethod
+    def _form(cand, ctx) -> str:
+        """The fused reduction's loop order: its own choice, except that strips accumulate in
+        the output buffer, which a consumer of another dtype (a float32 sum rounded to
+        bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
+        that beats strips in its own float32 temporary plus the consumer's pass."""
+        r = cand.data.reduction
+        strips = ctx.chosen[r].strategy.name == Strips.name
+        return Form.STRIPS if strips and cand.op.body[0].dtype == r.body[0].dtype else Form.ACCUMULATORS
+
+    def lower(self, cand, ctx):
+        r = cand.data.reduction
+        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue,
+                          form=self._form(cand, ctx))], absorbs=(r,))
+
+
+class ProductEpilogue:
+    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``, a gradient's
+    ``dY * f'(u)`` after its product) applied by the product itself: the micro-kernel's driver
+    calls a finisher on each block of C it completes (all of ``k`` summed, the block still in
+    cache), which replaces C by the consumer's value in place (:mod:`.gemm.microkernel`).  C lives in
+    the consumer's buffer, so the product's temporary and the consumer's pass over memory are
+    gone.  The product must be planned as the micro-kernel (plain or over padded copies), read
+    by nothing else, read by the consumer only at its own index, of the consumer's shape and
+    dtype, and not an output; the consumer holds no reduction and no checked gather."""
+
+    name = "product-epilogue"
+    PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
+
+    def match(self, op, bodies, ctx):
+        # the finisher evaluates no reduction, and no gather index under mode="raise", whose
+        # run-time test only a nest emits (as the packers)
+        if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
+               for n in walk(bodies[0])):
+            return []
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.strategy.name in self.PRODUCTS
+                              and bodies[0].dtype == r.body[0].dtype)
+        return [] if fusion is None else [fusion]
+
+    def cost(self, cand, ctx):
+        r = cand.data.reduction
+        saved = 2 * extent_product(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (C: once fewer)
+        return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
+
+    def lower(self, cand, ctx):
+        """The product's own plan, its product steps now computing the consumer."""
+        r, epilogue = cand.data.reduction, cand.data.epilogue
+        inner = ctx.chosen[r].strategy.lower(ctx.chosen[r], ctx)
+        steps = [Item(cand.op, cand.bodies, gemm=replace(st.gemm, epilogue=epilogue), reduction=r,
+                      epilogue=epilogue, batch_range=st.batch_range)
+                 if isinstance(st, Item) and st.op is r and st.gemm is not None else st
+                 for st in inner.steps]
+        return Plan(steps, inner.alias, absorbs=(r,))

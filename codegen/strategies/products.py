@@ -1,0 +1,307 @@
+"""Strategies of matrix products: the packed micro-kernel, with its guarded sides padded, its
+sum split in halves, one product per residue class of a strided convolution's gradient
+(and the same as plain loops), a sum of products term by term, and gathered rows copied so
+that a product reads them; the contraction candidates they share."""
+
+from __future__ import annotations
+
+from tensorad.ir.expr import Expr, Op
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import ComputeOp
+
+from ..gemm.contraction import Contraction, match_contraction, operand_registers, pad_contraction, worth_it
+from ..gemm.splitk import split_k, wants_split
+from ..loops.domain import where_density
+from ..loops.stripmine import plan_split
+from .cost import contraction_cycles, extent_product, loop_cycles, padded_cycles, vector_lanes
+from .gathered_rows import gather_rows
+from .parity import decompose, residue_moduli
+from .registry import Candidate, Form, Item, Open, Plan, PlanContext
+from .term_split import split_terms
+
+# variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
+TILE_VARIANTS = ((None, None, 512), ("mr+2", 2, None), (None, 1, None))
+
+
+def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
+    """Other ``(MR, NR, KC, MC)`` tiles for ``spec`` that fit the target's registers."""
+    lanes = vector_lanes(ctx, spec.dtype)
+    regs = ctx.target.vector_registers
+    out = []
+    for mr, nv, kc in TILE_VARIANTS:
+        nv = nv if nv is not None else spec.nr // lanes
+        mr = spec.mr if mr is None else min(8, (regs - operand_registers(ctx.target) - nv) // nv)
+        tile = (mr, nv * lanes, kc or spec.kc, max(mr, spec.mc // mr * mr) if mr >= 1 else None)
+        if mr >= 1 and tile[:3] != (spec.mr, spec.nr, spec.kc) and \
+                tile not in [t for _, t in out]:
+            out.append((f"{mr}x{nv * lanes}k{tile[2]}", tile))
+    return out
+
+
+def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tuple[str, Contraction]]:
+    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), or none
+    when ``op`` is not a product worth it."""
+    opts = ctx.opts
+    if opts.microkernel is False or not op.is_reduction:
+        return []
+    key = ("contraction_specs", op, bodies)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _contraction_specs(op, bodies, ctx)
+    return list(found)
+
+
+def _contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> tuple[tuple[str, Contraction], ...]:
+    opts = ctx.opts
+    spec = match_contraction(op, bodies, opts.tile, ctx.target)
+    if spec is None or not worth_it(spec, opts.microkernel) or _sparse(spec, op, bodies):
+        return ()
+    out = [("", spec)]
+    if ctx.tuning and opts.tile is None:
+        for label, tile in _tiles(spec, ctx):
+            try:
+                other = match_contraction(op, bodies, tile, ctx.target)
+            except ValueError:  # a tile the product's shape refuses
+                continue
+            if other is not None:
+                out.append((label, other))
+    return tuple(out)
+
+
+SPARSE_PRODUCT = 0.25  # a product whose terms are under this fraction of what it computes: loops
+
+
+def _sparse(spec: Contraction, op: ComputeOp, bodies: tuple) -> bool:
+    """Whether the terms of ``op``'s sum (its where-condition's points,
+    :func:`.loops.domain.where_density`) are under ``SPARSE_PRODUCT`` of the multiply-adds the
+    micro-kernel runs: every point of the box, or of its rows' band (a causal triangle's,
+    :attr:`.Contraction.band`), the excluded ones as packed zeros.  Plain loops scan the
+    domain alone: the border of a tap stencil's weight gradient (:mod:`.strategies.stencil`), a tenth of
+    its box, made the weight gradient 4.4 ms as a product, 2.0 as loops (a grouped
+    convolution, 4 channels a group, 8 x 128 x 28 x 28, 2 threads)."""
+    computed = spec.k_steps / (-(-spec.M // spec.mr) * spec.K)
+    return where_density(op, bodies) < SPARSE_PRODUCT * computed
+
+
+def default_spec(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> Contraction | None:
+    specs = contraction_specs(op, bodies, ctx)
+    return specs[0][1] if specs else None
+
+
+class MicroKernel:
+    """A sum of products as a packed matrix product (:mod:`.gemm.contraction`, :mod:`.gemm.microkernel`);
+    its guarded sides are packed element by element under their guards."""
+
+    name = "microkernel"
+
+    def match(self, op, bodies, ctx):
+        return [Candidate(self, op, bodies, spec, variant)
+                for variant, spec in contraction_specs(op, bodies, ctx)]
+
+    def cost(self, cand, ctx):
+        return contraction_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):
+        return 1 if ctx.opts.microkernel is True else 0
+
+    def lower(self, cand, ctx):
+        return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
+
+
+class PaddedMicroKernel:
+    """The micro-kernel reading zero-padded copies of its range-guarded sides
+    (:mod:`.gemm.padding`), made per chunk of the batch when a whole copy would outgrow the
+    kernel's arguments."""
+
+    name = "padded"
+
+    def match(self, op, bodies, ctx):
+        out = []
+        for variant, spec in contraction_specs(op, bodies, ctx):
+            pieces = pad_contraction(spec, ctx.largest)
+            if pieces[0][0] or pieces[0][2] is not None or len(pieces) > 1:
+                out.append(Candidate(self, op, bodies, pieces, variant))
+        return out
+
+    def cost(self, cand, ctx):
+        return padded_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):  # (before the plain micro-kernel: its guards become copies)
+        return 2 if ctx.opts.microkernel is True else 0
+
+    def lower(self, cand, ctx):
+        steps: list = []
+        alias = {}
+        first_copy = None
+        for copies, spec, batch_range in cand.data:  # zero-padded copies, then the product
+            for copy in copies:
+                steps.append(Item(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
+                if batch_range is not None:  # the chunks' copies share one buffer
+                    first_copy = first_copy or copy
+                    if copy is not first_copy:
+                        alias[copy] = first_copy
+            steps.append(Item(cand.op, cand.bodies, gemm=spec, batch_range=batch_range))
+        return Plan(steps, alias)
+
+
+class SplitK:
+    """A long product whose few, odd parallel blocks threads would share unevenly, summed in
+    two halves along its first reduction axis (:mod:`.gemm.splitk`), then added."""
+
+    name = "split-k"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.parallel:
+            return []
+        spec = default_spec(op, bodies, ctx)
+        if spec is None or not wants_split(spec):
+            return []
+        part, total = split_k(op, bodies[0])
+        part_spec = default_spec(part, part.body, ctx)
+        if part_spec is None:
+            return []
+        return [Candidate(self, op, bodies, (part, part_spec, total))]
+
+    def cost(self, cand, ctx):
+        part, part_spec, total = cand.data
+        return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+
+    def forced(self, cand, ctx):  # (offered only where threads would share the blocks unevenly)
+        return 3 if ctx.opts.microkernel is True else 0
+
+    def lower(self, cand, ctx):
+        part, _, total = cand.data
+        return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
+
+
+class Parity:
+    """A strided convolution's input gradient, which is no product, as one product per
+    residue class of its output (:mod:`.strategies.parity`) and a gather; only when every class is one.
+    Also offered beside a product whose guards zero most of its terms (a transposed
+    convolution's forward: each output point meets 1 of the 4 taps of a 2x2 stride 2 kernel),
+    where the classes' products are shorter."""
+
+    name = "parity"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1:
+            return []
+        found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx), ctx.memo)
+        return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        pieces, specs, gather = cand.data
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
+
+    def forced(self, cand, ctx):  # (products in place of a non-product: the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
+
+    def lower(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
+                    alias={gather: cand.op})
+
+
+class TermSplit:
+    """A sum reduction of several terms, each a product, that is no product itself (a Gram
+    matrix's gradient ``sum_j H[i, j] F[j, k] + H[j, i] F[j, k]``): one product per term, then
+    the pass adding them (:mod:`.strategies.term_split`); under fast math only (the sum reassociates)."""
+
+    name = "split-terms"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1 \
+                or default_spec(op, bodies, ctx) is not None:
+            return []
+        found = split_terms(op, bodies[0])
+        if found is None:
+            return []
+        parts, total = found
+        specs = [default_spec(p, p.body, ctx) for p in parts]
+        if any(s is None for s in specs):
+            return []
+        return [Candidate(self, op, bodies, (parts, specs, total))]
+
+    def cost(self, cand, ctx):
+        parts, specs, total = cand.data
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(total, total.body, ctx)
+
+    def lower(self, cand, ctx):
+        parts, _, total = cand.data
+        return Plan([Open(p, p.body) for p in parts] + [Open(total, total.body)], alias={total: cand.op})
+
+
+def _box(op: ComputeOp) -> int:
+    """Points of ``op``'s loop box, its reduction's axes included."""
+    red = op.body[0]
+    inner = extent_product(a.extent for a in red.arg.axes) if red.op is Op.REDUCE else 1
+    return extent_product(a.extent for a in op.axes) * inner
+
+
+def _reads_divided(body: Expr) -> bool:
+    """Whether ``body`` reads at an index that divides or takes a remainder (not only tests one)."""
+    return any(n.op is Op.READ and any(m.op in (Op.FLOORDIV, Op.MOD) for i in n.src for m in walk(i))
+               for n in walk(body))
+
+
+class ParityLoops:
+    """A reduction that reads its output axes divided and remaindered (``(x + 1) // 2``,
+    ``(x + 1) % 2``: a strided depthwise or grouped convolution's input gradient, whose loops
+    test a residue in their innermost body and read at non-affine indices) as one reduction per
+    residue class of its output (:mod:`.strategies.parity`), each with affine indices and only the taps
+    that apply, and a gather; each class is planned in turn (loops, strips, a product)."""
+
+    name = "parity-loops"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1 or not _reads_divided(bodies[0]):
+            return []
+        lanes = vector_lanes(ctx, bodies[0].dtype)
+        if any(ax.extent // m < lanes for ax, m in residue_moduli(op, bodies[0]).items()):
+            return []  # (a class shorter than a vector: nothing to gain, a gather to pay)
+        found = decompose(op, bodies[0], lambda piece: piece, ctx.memo)
+        if found is None or sum(_box(p) for p in found[0]) + _box(found[2]) >= _box(op):
+            return []  # (no taps saved: a grouped convolution's classes are as long as its sum)
+        return [Candidate(self, op, bodies, found)]
+
+    def cost(self, cand, ctx):
+        pieces, _, gather = cand.data
+        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, Form.STRIPS)) for p in pieces)
+        return best + loop_cycles(gather, gather.body, ctx)
+
+    def lower(self, cand, ctx):
+        pieces, _, gather = cand.data
+        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
+                    alias={gather: cand.op})
+
+
+class GatheredRows:
+    """A product reading rows through a checked gather index (``E[I[i], k] * W[k, j]``, which
+    the packers cannot check): the rows copied once (:mod:`.strategies.gathered_rows`), then a plain
+    product."""
+
+    name = "gathered"
+
+    def match(self, op, bodies, ctx):
+        if not op.is_reduction or len(bodies) != 1:
+            return []
+        found = gather_rows(op, bodies[0])
+        if found is None:
+            return []
+        copies, product = found
+        if any(extent_product(a.extent for a in c.axes) > ctx.largest for c in copies):
+            return []  # (a temporary never outgrows the kernel's arguments)
+        spec = default_spec(product, product.body, ctx)
+        return [] if spec is None else [Candidate(self, op, bodies, (copies, product, spec))]
+
+    def cost(self, cand, ctx):
+        copies, _, spec = cand.data
+        return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+
+    def forced(self, cand, ctx):  # (rows copied so that the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
+
+    def lower(self, cand, ctx):
+        copies, product, _ = cand.data
+        return Plan([Open(c, c.body) for c in copies] + [Open(product, product.body)],
+                    alias={product: cand.op})
