@@ -75,8 +75,9 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                         reads: Sequence[Expr]) -> list[Expr]:
     """The output axes along which the reduction ``reduce_{raxes where cond}`` of a body over
     ``axes`` is an ordered upward scan (see the module docstring): the affine conjuncts of
-    ``cond`` nest along the axis, and neither the expressions ``reads`` (the sources) nor the
-    conjuncts isl cannot represent mention it.  Worked example: ``max_k X[b, k] where k <= i``
+    ``cond`` mention the axis and nest along it (a prefix that grows: an axis the condition does
+    not mention sees the same set at every point), and neither the expressions ``reads`` (the
+    sources) nor the conjuncts isl cannot represent mention it.  Worked example: ``max_k X[b, k] where k <= i``
     over ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives ``[b, i]``."""
     if len(raxes) != 1:
         return []
@@ -90,9 +91,10 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     for e in reads:
         used |= set(free_vars(e))
     proj = dom.project_out(isl.dim_type.set, len(axes), 1)
+    bounded = set(free_vars(cond))  # (an axis the condition does not bound: one set throughout)
     found = []
     for pos, j in enumerate(axes):
-        if j in used or j.extent < 2:
+        if j in used or j.extent < 2 or j not in bounded:
             continue
         nested = nesting(dom, proj, pos, 1)
         if nested is not None and ordered(dom.subtract(nested[1]), nested[1], len(axes)):
