@@ -77,8 +77,9 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     ``axes`` is an ordered upward scan (see the module docstring): the affine conjuncts of
     ``cond`` mention the axis and nest along it (a prefix that grows: an axis the condition does
     not mention sees the same set at every point), and neither the expressions ``reads`` (the
-    sources) nor the conjuncts isl cannot represent mention it.  Worked example: ``max_k X[b, k] where k <= i``
-    over ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives ``[b, i]``."""
+    sources) nor the conjuncts isl cannot represent mention it.  Worked example:
+    ``max_k X[b, k] where k <= i`` over ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives
+    ``[b, i]``."""
     if len(raxes) != 1:
         return []
     space = IndexSpace(tuple(axes) + tuple(raxes))
