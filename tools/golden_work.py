@@ -5,9 +5,9 @@ Run from the repository root with the disk cache off (nothing stale is read)::
 
     TENSORAD_NO_DISK_CACHE=1 .venv/bin/python tools/golden_work.py [--check]
 
-``--check`` writes nothing: it prints each rise and fall against the file and the programs that
-break the cheap-gradient principle (``fuzz/cheap.py``), and exits 1 on a rise or a violation
-not allowed.  stderr gets each program's CPU seconds.
+``--check`` writes nothing: it prints each rise, fall and missing count against the file and the programs that
+break the cheap-gradient principle (``fuzz/cheap.py``), and exits 1 on a rise, a missing count or
+a violation not allowed.  stderr gets each program's CPU seconds.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ def main(argv: list[str]) -> int:
             print("VIOLATION", why)
             bad += 1
         if check:
-            rises, falls = C.differences(golden, entry.name, m.counts)
-            for line in rises:
+            rises, falls, missing = C.differences(golden, entry.name, m.counts)
+            for line in rises + missing:
                 print("RISE", line)
             for line in falls:
                 print("fall", line)
-            bad += len(rises)
+            bad += len(rises) + len(missing)
     if not check:
         C.write_golden(counts)
         print(f"wrote {C.GOLDEN}: {len(counts)} programs x {len(C.TARGETS)} targets")

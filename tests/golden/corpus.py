@@ -166,18 +166,19 @@ def write_golden(counts: dict[str, dict[str, tuple[int, int]]], path: str = GOLD
         f.write("\n")
 
 
-def differences(golden: dict, name: str, counts: dict[str, tuple[int, int]]) -> tuple[list[str], list[str]]:
-    """The rises (regressions; a program the golden file lacks counts as one) and the falls
-    (improvements) of program ``name``'s ``counts`` against ``golden``, one line each."""
-    rises, falls = [], []
+def differences(golden: dict, name: str, counts: dict[str, tuple[int, int]]
+                ) -> tuple[list[str], list[str], list[str]]:
+    """Program ``name``'s ``counts`` against ``golden``, one line each: the rises (regressions),
+    the falls (improvements) and the targets the golden file has no count of."""
+    rises, falls, missing = [], [], []
     for key, now_pair in counts.items():
         old = golden.get(key, {}).get(name)
         if old is None:
-            rises.append(f"{name} [{key}]: not in {os.path.basename(GOLDEN)}")
+            missing.append(f"{name} [{key}]: not in {os.path.basename(GOLDEN)}")
             continue
         for what, was, now in zip(("forward", "backward"), old, now_pair):
             if now > was:
                 rises.append(f"{name} [{key}]: {what} work rose {was} -> {now} ({now / max(was, 1):.3g}x)")
             elif now < was:
                 falls.append(f"{name} [{key}]: {what} work fell {was} -> {now} ({now / max(was, 1):.3g}x)")
-    return rises, falls
+    return rises, falls, missing
