@@ -1,5 +1,5 @@
 """``python -m benchmarks.chain_compile [--n 1000,10000] [--opt-level L]``: how long a long
-elementwise chain and its gradient take to prepare, per stage (issue 8: "a 10,000-op chain and
+elementwise chain and its gradient take to prepare, per stage ("a 10,000-op chain and
 its gradient build in seconds").
 
 The chain alternates ``tanh(P) * 0.9`` and ``sigmoid(P) + P / 2`` over 16 float64 elements:

@@ -19,7 +19,7 @@ from .systems import PEERS
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 LATEST_JSON = os.path.join(RESULTS_DIR, "latest.json")
 SYSTEM_ORDER = ("tensorad", "tensorad-hand", "torch", "torch-compile", "jax", "numpy")
-WORST_ALLOWED = 1.5   # issue 9's bar: no layer worse than this against the fastest peer
+WORST_ALLOWED = 1.5   # the bar: no layer worse than this against the fastest peer
 
 
 def load(path: str = LATEST_JSON) -> dict:

@@ -1,4 +1,4 @@
-"""GEMM and exp-heavy kernels per target, against torch and NumPy (issue 9's bars).
+"""GEMM and exp-heavy kernels per target, against torch and NumPy.
 
     python -m benchmarks.target_bench [--target "llvm -mcpu=haswell"] [--reps 9] [--quick] [--cpu-time]
                                       [--rounds R] [--peer-isa match|native]

@@ -18,7 +18,7 @@ inputs a workload names in ``params["onehot"]`` (one-hot rows: a classifier's ta
 ``params["positive"]`` (uniform in ``[0.5, 1.5]``: normalization scales).  The homebrew
 softmax's logits (dense sums 1000 products) then reach about 44, where a row's sum of exps
 squared is at the edge of float32's range -- a gradient that rewrote ``E / S / S`` into
-``E / (S * S)`` is wrong there (issue 8, D0; ``tests/regressions/test_fastmath.py``).
+``E / (S * S)`` is wrong there (``tests/regressions/test_fastmath.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Workload:
     shapes: dict[str, tuple[int, ...]]
     tiny: dict[str, tuple[int, ...]]
     grads: tuple[str, ...]
-    seed_ms: tuple[float, float]   # seed 003's forward and backward ms (TVM, 2018)
+    seed_ms: tuple[float, float]   # the seed's forward and backward ms (TVM, 2018)
     scale: float = 1.0
     params: dict = field(default_factory=dict)
     suite: str = "seed"

@@ -60,7 +60,6 @@ from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
 
 _LOCK = threading.Lock()  # one build compiles or links at a time (a second of one key finds it)
-STATS = {"compiled": 0, "loaded": 0}  # kernels compiled by LLVM / linked from the disk cache
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
 
@@ -116,18 +115,19 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                    fingerprint(tgt)])
     key = digest(key_text)
     expect = _signature_of_tensors(outs, ins)
+    origin = "memory"
     compiled = compiled_cache.COMPILED.get(key)
     if compiled is None or not _fits(compiled.meta, key_text, expect):
         with _LOCK:
             compiled = compiled_cache.COMPILED.get(key)
             if compiled is None or not _fits(compiled.meta, key_text, expect):
                 with diskcache.disabled(not cache):
-                    compiled = _load(key, key_text, expect, opts.opt_level, gomp, tgt)
+                    compiled, origin = _load(key, key_text, expect, opts.opt_level, gomp, tgt), "disk"
                     trace.record("cache hit" if compiled else "cache miss", 0.0,
                                  f"{name} (disk)" if compiled else name)
                     if compiled is None:
                         lowered = lowered or lowering()
-                        compiled = _compile(lowered, key, opts, gomp, tgt, key_text)
+                        compiled, origin = _compile(lowered, key, opts, gomp, tgt, key_text), "compiled"
                 compiled_cache.COMPILED.put(key, compiled)
             else:
                 trace.record("cache hit", 0.0, f"{name} (memory)")
@@ -135,7 +135,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
         trace.record("cache hit", 0.0, f"{name} (memory)")
     in_names, out_names = argument_names(outs, ins)
     signature = Signature.of(compiled.meta["signature"], in_names, out_names)
-    return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature)
+    return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature, origin)
 
 
 def _signature_of_tensors(outputs: list[Tensor], inputs: list[Tensor]) -> dict:
@@ -182,7 +182,6 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
         trace.dump(stem, "opt.ll", lambda: compiled.llvm_ir)
         trace.dump(stem, "s", lambda: compiled.asm)
     diskcache.put(key, _pack_entry(meta, obj, text))
-    STATS["compiled"] += 1
     return compiled
 
 
@@ -208,9 +207,7 @@ def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, tar
         return None
     if not _meta_is_sound(meta, key, gomp) or not _fits(meta, key_text, expect) or not object_is_sound(obj):
         return None
-    compiled = link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
-    STATS["loaded"] += 1
-    return compiled
+    return link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
 
 
 _META_KEYS = {"main", "call", "gomp", "nargs", "libraries", "checks", "key", "signature"}

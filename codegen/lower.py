@@ -50,7 +50,7 @@ from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
 from .strategies.catalog import REGISTRY
-from .strategies.registry import PlanContext, plan_ops
+from .strategies.registry import Form, PlanContext, plan_ops
 from .strategies.scatter import lower_scatter, match_scatter
 from .target import parse_target
 
@@ -226,9 +226,9 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
              for it in items]
     groups = (plan_groups(order_siblings(units, alias), alias) if opts.fuse
               else [Group([u], 0, [()]) for u in units])
-    groups = [h for g in groups for h in  # a scatter-add or a scan is a nest of its own
-              ([Group([u], 0, [()]) for u in g.units] if any(u.form in ("scatter", "scan") for u in g.units)
-               else [g])]
+    alone = (Form.SCATTER, Form.SCAN)  # a scatter-add or a scan is a nest of its own
+    groups = [h for g in groups for h in
+              ([Group([u], 0, [()]) for u in g.units] if any(u.form in alone for u in g.units) else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -310,10 +310,10 @@ def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list
     the outputs holds every op that an op of theirs reads, also through outputs of a
     multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
     reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
-    (fuzz seed 910218: work for nothing, and ``chunk_size`` of a parallel nest without buffers
+    (work for nothing, and ``chunk_size`` of a parallel nest without buffers
     raised ``ValueError``).  A reduction over an empty box (``reduce_axis((0, 0))``) is its
     identity and reads nothing: a reduction lifted out of its source was lowered into its nest,
-    computing values nobody reads (fuzz seed 960194: the same ``ValueError``)."""
+    computing values nobody reads (the same ``ValueError``)."""
     known = set(ops)
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)
@@ -351,7 +351,7 @@ class _LoweringMemo:
         if found is None:
             sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
             # a scatter's specs read what its conditions, guards and targets read (a winner's
-            # sentinel test moved out of the body into a spec: fuzz seed 484963)
+            # sentinel test moved out of the body into a spec)
             spec = tuple(e for sc in u.scatter for e in (*sc.target, sc.value, sc.cond, sc.guard))
             red = bodies[u.reduction] if u.reduction is not None else ()
             found = self.reads[u] = frozenset(n.arg for b in u.bodies + red + sides + spec
@@ -434,7 +434,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
 def _storing(steps: list | None) -> list | None:
     """``steps`` without the nests that store nothing: a nest has no effect but its stores, and
-    one without any computes for nothing (fuzz seed 341265: an argmax fused into a consumer of
+    one without any computes for nothing (an argmax fused into a consumer of
     shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
     buffers that ``llvm_emit.chunk_size`` could not size)."""
     return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
@@ -455,7 +455,7 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts, scans, alias)
     u = g.units[0]
-    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form == "scatter" else ()
+    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form is Form.SCATTER else ()
     if specs and all(s is not None for s in specs):
         out = outs_of(u.op)[0]
         return lower_scatter(u.op, specs, out, opts) if out is not None else []

@@ -2,7 +2,7 @@
 type and range, before any work.
 
 A bad option is a clear error naming the option, what it must be and what it got -- never a
-hang or a crash later (issue 8, D11: ``tile=(10**6, 16, 10**6, 10**6)`` unrolled a micro-kernel
+hang or a crash later (``tile=(10**6, 16, 10**6, 10**6)`` unrolled a micro-kernel
 of a million rows and never finished compiling).  Checks that need the product's shape and
 dtype (the tile's relation to the vector width and registers) are in
 :func:`.gemm.contraction.check_tile`; the target facts they read are here.

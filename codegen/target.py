@@ -61,24 +61,32 @@ DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a n
 DEFAULT_LINE, DEFAULT_PAGE = 64, 4096  # cache line and page bytes of a named CPU
 _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
-_LOCK = threading.Lock()
-_MADE: dict[str, Target] = {}  # spec -> target (a memo of the probe; never changes a result)
 
-_LLVM_LOCK = threading.RLock()  # LLVM's initialization and target machines
-_INITIALIZED = False
+class _Process:
+    """What this module keeps for the life of the process: whether LLVM's native target is
+    initialized, and the targets made (by spec: a memo of the probe, bounded by the specs a
+    process names, that never changes a result)."""
+
+    def __init__(self) -> None:
+        self.llvm_lock = threading.RLock()  # LLVM's initialization and target machines
+        self.initialized = False
+        self.lock = threading.Lock()
+        self.made: dict[str, Target] = {}
+
+
+_PROCESS = _Process()
 
 
 def initialize() -> None:
     """LLVM's native target and assembly printer (once per process)."""
     import llvmlite.binding as llvm
 
-    global _INITIALIZED
-    if not _INITIALIZED:
-        with _LLVM_LOCK:
-            if not _INITIALIZED:
+    if not _PROCESS.initialized:
+        with _PROCESS.llvm_lock:
+            if not _PROCESS.initialized:
                 llvm.initialize_native_target()
                 llvm.initialize_native_asmprinter()
-                _INITIALIZED = True
+                _PROCESS.initialized = True
 
 
 def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
@@ -88,7 +96,7 @@ def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachi
 
     initialize()
     target = llvm.Target.from_triple(triple)
-    with _LLVM_LOCK:
+    with _PROCESS.llvm_lock:
         with captured_stderr() as err:
             tm = target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
     text = err()
@@ -231,14 +239,14 @@ def parse_target(spec: str | Target | None = None) -> Target:
         raise ValueError(f"unsupported target {spec!r}; tensorad compiles for 'llvm' (the host CPU), "
                          f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
     canon = " ".join(spec.split())
-    with _LOCK:
-        found = _MADE.get(canon)
+    with _PROCESS.lock:
+        found = _PROCESS.made.get(canon)
     if found is not None:
         return found
     cpu, mattr = _parse_options(canon)
     made = _make(canon, cpu, mattr)
-    with _LOCK:
-        return _MADE.setdefault(canon, made)
+    with _PROCESS.lock:
+        return _PROCESS.made.setdefault(canon, made)
 
 
 def host_target() -> Target:

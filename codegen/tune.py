@@ -17,15 +17,15 @@ use) wins.  One point at a time, the heaviest first: the cost is the sum of the 
 their product.  Only the points the cost model puts at :data:`MIN_CYCLES` or more for their
 costliest candidate are measured: below that a call's overhead and the timer's noise are as
 large as any difference between candidates, while every candidate costs a whole build -- a
-program of twenty tiny ops took minutes to tune (fuzz seed 488135) and gained nothing.  The
+program of twenty tiny ops took minutes to tune and gained nothing.  The
 others keep the cost model's choice.
 
 The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under a key made of the untuned
 loop program, the options that change speed (threads, opt level, vector width, fast math) and
 :func:`.jit.engine.fingerprint` of the target (CPU, features, LLVM and tensorad versions): the next
 ``tune=True`` build of the same program for the same target -- in this process or another --
-measures nothing.  ``cache=False`` neither reads nor writes them.  :data:`STATS` counts the
-measurements (a test reads it; it never changes a result).
+measures nothing.  ``cache=False`` neither reads nor writes them.  A kernel built with
+``tune=True`` says how many candidates its build measured (``kernel.measured``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from .options import Options
 from .runtime.kernel import Kernel
 from .target import Target, default_num_threads, parse_target
 
-STATS = {"measured": 0, "reused": 0}  # candidates timed / programs whose choices were cached
 MIN_RUNS, MAX_RUNS = 3, 20
 RUN_BUDGET = 0.1  # seconds of timed calls per candidate (at least MIN_RUNS calls)
 MIN_CYCLES = 100_000.0  # ~30-50 us: points estimated below it keep the cost model's choice
@@ -62,7 +61,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     lowers with the winners."""
     target = Options.make(options).target
     if options.get("tune"):
-        options = _tuned_options(outputs, inputs, name, options, target)
+        options, _ = _tuned_options(outputs, inputs, name, options, target)
     return lower_program(outputs, inputs, name, **options)
 
 
@@ -71,45 +70,49 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     """``ta.build`` (:func:`.build.build`); ``tune=True`` measures the strategies offered and
     builds with the winners (``cache=False``: the choices are neither read from nor kept in the
     disk cache)."""
+    measured = 0
     if options.get("tune") is True and isinstance(target, (str, Target)) and isinstance(cache, bool):
         Options.make({**options, "target": parse_target(target)})  # (bad options: their errors first)
         with diskcache.disabled(not cache):
-            options = _tuned_options(outputs, inputs, name, options, parse_target(target))
-    return build_kernel(outputs, inputs, target, name, cache, **options)
+            options, measured = _tuned_options(outputs, inputs, name, options, parse_target(target))
+    kernel = build_kernel(outputs, inputs, target, name, cache, **options)
+    kernel.measured = measured
+    return kernel
 
 
 def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],
-                   target: Target | None) -> dict[str, Any]:
-    """``options`` with ``tune`` replaced by the pinned choices of its measured winners."""
+                   target: Target | None) -> tuple[dict[str, Any], int]:
+    """``options`` with ``tune`` replaced by the pinned choices of its measured winners, and the
+    number of candidates measured."""
     outputs, inputs = check_arguments(outputs, inputs, name)
     target = target or parse_target()
     plain = {k: v for k, v in options.items() if k not in ("tune", "target")}
     plain["variants"] = True
     base = lower_program(outputs, inputs, name, target=target, **plain)
     pinned = dict(Options.make({**options, "target": target}).choices)
-    found = tuned_choices(base, outputs, inputs, name, plain, target)
+    found, measured = tuned_choices(base, outputs, inputs, name, plain, target)
     return {**{k: v for k, v in options.items() if k != "tune"}, "variants": True,
-            "choices": {**pinned, **found}}
+            "choices": {**pinned, **found}}, measured
 
 
 def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
-                  target: Target) -> dict[str, str]:
+                  target: Target) -> tuple[dict[str, str], int]:
     """``{point: label}`` for every point of ``base`` (the untuned :class:`.lower.LoweredFunc`)
     offered several candidates and worth measuring: from the disk cache, else measured (and
-    stored)."""
+    stored); and the number of candidates measured."""
     points = worth_measuring(base)
     if not points:
-        return {}
+        return {}, 0
     key = _key(base, options, target)
     found = _read(key, base)
     if found is not None:
-        STATS["reused"] += 1
         trace.record("tune cached", 0.0, name)
-        return found
+        return found, 0
     rng = np.random.default_rng(0)
     data = [_random(t, rng) for t in inputs]
     plain = {k: v for k, v in options.items() if k not in ("tune", "choices", "target")}
     choices: dict[str, str] = dict(options.get("choices") or {})
+    measured = 0
     with trace.stage("tune", name):
         for point, labels in points:
             best = None
@@ -117,12 +120,12 @@ def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, 
                 trial = {**choices, point: label}
                 kernel = build_kernel(outputs, inputs, target=target, name=name, choices=trial, **plain)
                 seconds = _time(kernel, data)
-                STATS["measured"] += 1
+                measured += 1
                 if best is None or seconds < best[0]:
                     best = (seconds, label)
             choices[point] = best[1]
     diskcache.put(key, json.dumps({"choices": choices}, sort_keys=True).encode())
-    return choices
+    return choices, measured
 
 
 def worth_measuring(base) -> list[tuple[str, tuple[str, ...]]]:
@@ -179,4 +182,4 @@ def _time(kernel, data: list[np.ndarray]) -> float:
     return best
 
 
-__all__ = ["lower", "build", "tuned_choices", "worth_measuring", "STATS", "MIN_CYCLES"]
+__all__ = ["lower", "build", "tuned_choices", "worth_measuring", "MIN_CYCLES"]

@@ -29,11 +29,11 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", action="store_true",
                     help="ordinary layers at moderate shapes, checked against PyTorch (fuzz/layers.py)")
     ap.add_argument("--forms20", action="store_true",
-                    help="the generator as of session 20: the programs of the campaigns before session 21")
+                    help="the generator without the streams forms21 and later (older seeds' programs)")
     ap.add_argument("--forms21", action="store_true",
-                    help="the generator as of session 21: the programs of the campaigns before session 22")
+                    help="the generator without the streams forms22 and later (older seeds' programs)")
     ap.add_argument("--forms22", action="store_true",
-                    help="the generator of sessions 22-26: the programs of the campaigns before session 27")
+                    help="the generator without the stream forms27 (older seeds' programs)")
     ap.add_argument("--target", default=None,
                     help='every program built for this target ("llvm -mcpu=haswell": AVX2 on any x86 host)')
     args = ap.parse_args(argv)

@@ -172,9 +172,9 @@ def compare_fd(what: str, got, central, eps: float, *, rtol: float) -> int:
     where the estimates at ``s`` and ``2 s`` agree (to the comparison's tolerance) and the noise
     of both is under a quarter of it; a mismatch is called only against a decided estimate.
     Undecided elements say nothing about ``got``: a kink or a tie in every window, a function
-    that varies faster than any step can follow (``sin`` of 1e234, seed 12677), or values so
-    large that their ulps drown every difference (a constant 51-fold product beside ``4.5 x``,
-    seed 14838).  Decided elements are compared exactly as :func:`compare` does.  Returns the
+    that varies faster than any step can follow (``sin`` of 1e234), or values so
+    large that their ulps drown every difference (a constant 51-fold product beside
+    ``4.5 x``).  Decided elements are compared exactly as :func:`compare` does.  Returns the
     number of undecided elements (reported by the runner: the oracle's abstentions are counted,
     never silent)."""
     first = central(eps)
@@ -208,7 +208,7 @@ def fd_kink(estimate, skew, skew2, rtol: float, noise):
     f(x - s)| / s``, the gap between the forward and backward differences at step ``s``, and
     ``skew2`` the same at ``2 s``.  A smooth function's gap grows with the step (``s |f''|``); a
     kink's stays the gap between its one-sided derivatives -- ``minimum(a, b)`` at ``a == b``
-    (bfloat16 data ties often, fuzz seed 447652): forward 0, backward 1, central 1/2 at every
+    (bfloat16 data ties often): forward 0, backward 1, central 1/2 at every
     step, which the kernel's one-sided rule (1) cannot match and which no step decides."""
     with np.errstate(all="ignore"):
         tol = rtol * np.abs(estimate) + 4 * np.asarray(noise) + 1e-12
@@ -262,7 +262,7 @@ class SavePolicy:
 
 def split_policy(seed: int):
     """``split``'s checkpoint policy: a named one by the seed, a function for a quarter of
-    the seeds (session 11; the others keep the policy they had)."""
+    the seeds (the others keep the policy they had before functions were drawn)."""
     if (seed // 3) % 4 == 1:
         return SavePolicy(seed)
     return SPLIT_POLICIES[seed % len(SPLIT_POLICIES)]
@@ -424,9 +424,9 @@ class Case:
             if _casts_floats(t) and self.dtype != "float64":
                 # an integer made from float data (``int64(erf(x) * 1e10)``): one ulp of the
                 # float moves it by |value| * ulp, so it is judged as a float of the program's
-                # dtype, also against the float64 program's integers (seed 151391) -- and
+                # dtype, also against the float64 program's integers -- and
                 # against the integers of the other summation orders: past a ``%`` an ulp moves
-                # it anywhere (seed 710231: ``int64(c * 1e10) % 5`` of a float32 product, the
+                # it anywhere (``int64(c * 1e10) % 5`` of a float32 product, the
                 # strict kernel's index-order sum an ulp from NumPy's)
                 args = dict(ref64=None if ref64 is None else ref64[k], lenient=self.lenient)
                 try:
@@ -458,7 +458,7 @@ class Case:
         if self.options.get("fastmath", True):
             spread = [s + n for s, n in zip(spread, self.rounding_noise(want))]
         if self.dtype != "float64":  # float32 math rounded once: NumPy's may be an ulp off,
-            from tensorad.evaluate import evaluate_in_order  # which a step turns into 1 (seed 485818)
+            from tensorad.evaluate import evaluate_in_order  # which a step turns into 1
 
             rounded = _tuple(evaluate_in_order(list(self.outputs), self.feed, "numpy", rounded_math=True))
             alternatives = [alts + [r] for alts, r in zip(alternatives, rounded)]
@@ -469,20 +469,20 @@ class Case:
         """The program's values with its sums and products folded one term at a time, in
         index order and in reverse (``tensorad.evaluate.evaluate_in_order``), instead of NumPy's
         pairwise order, per output, and axis by axis (partial sums over the inner axes, then
-        their sum) where sums may be regrouped -- by the optimizer (``regrouped``: seed 610834)
+        their sum) where sums may be regrouped -- by the optimizer (``regrouped``)
         or a fast-math kernel's partial sums: ``factor`` times how far they are from ``want``
         where both are finite (0 elsewhere), and the list of those values.
 
         A kernel may sum in any order (a strict one in index order, a vectorized one in lanes,
         a parallel one in pieces); each is an IEEE rounding of the same formula.  An
-        order-sensitive element -- ``layer_norm`` of 16 equal values of 1.22e120 (seed 131017):
+        order-sensitive element -- ``layer_norm`` of 16 equal values of 1.22e120:
         NumPy's pairwise mean is exact and gives 0, an index-order mean is an ulp off and gives
         ``ulp / ulp = 1`` -- cannot be judged closer than its spread; an element whose orders
         agree gets no allowance, so a wrong value (a term missing) still fails.  ``factor``: a
         third order may err on the other side of ``want``.  The mixed orders fold neighbouring
         elements of a reduction in opposite orders: two elements equal in every single order
         may differ in a kernel, which fast math lets order them apart, and a comparison of them
-        flip (seed 410114: ``select(t0[0, 0] >= t0[i, 1], ...)`` of a custom product equal
+        flip (``select(t0[0, 0] >= t0[i, 1], ...)`` of a custom product equal
         along ``i``); a strict kernel (``fastmath=False``) folds every element in index
         order, so it gets the single orders only.  Where an order overflows and
         ``want`` does not, that order's inf is a value to match, not an allowance."""
@@ -505,7 +505,7 @@ class Case:
                     d = np.where(np.isfinite(m) & np.isfinite(w), factor * np.abs(m - w), 0.0)
                 worst[k] = np.maximum(worst[k], d)
         if regrouped:  # optimized code may give a zero the other sign (docs/conventions.md),
-            # and so an infinity made from it (seed 760814: pow(-(0.0), -3) under a max)
+            # and so an infinity made from it (pow(-(0.0), -3) under a max)
             for k, m in enumerate(_tuple(evaluate_in_order(list(tensors), feed, "numpy",
                                                            unsigned_zeros=True))):
                 alternatives[k].append(m)
@@ -517,10 +517,10 @@ class Case:
         mirror images), times ``ulps``: the conditioning of that element.  The mirror of a draw
         moves a nearly linear element the other way, so an element that a rounding can push
         either side of a steep point (``tanh`` of a sum whose terms +-1e60 cancel: an FMA's
-        unrounded product leaves 1e44 of them, seed 370564) is found by every draw, not by
+        unrounded product leaves 1e44 of them) is found by every draw, not by
         half of them.  Fast-math may reassociate a reduction, whose
         rounding then differs by a few ulps of its terms; an element that amplifies such a
-        difference past the tolerance (``cos`` of a product near 1e9: seed 103196) cannot be
+        difference past the tolerance (``cos`` of a product near 1e9) cannot be
         judged closer than this.  Asked only after a fast-math kernel disagrees."""
         rng = np.random.default_rng(self.seed)
         worst = [np.zeros(np.shape(w)) for w in want]
@@ -666,8 +666,8 @@ class Case:
         IEEE's ``0 * inf`` in the chain rule replaced by the derivative's value with strong
         zeros.  Such a NaN comes from a zero adjoint (a losing side of a ``maximum``, a branch
         never taken, a sigmoid saturated at inf) times an infinite local derivative (a max or
-        min over an empty box, ``log`` of it): PyTorch and JAX give the same NaN (fuzz seeds
-        341697, 390461, 391115).  An element is replaced only where ``ta.evaluate`` of the same
+        min over an empty box, ``log`` of it): PyTorch and JAX give the same
+        NaN.  An element is replaced only where ``ta.evaluate`` of the same
         tensors, in IEEE arithmetic, is NaN too (so the kernel computed the program's meaning)
         and the strong-zero evaluation is finite; the oracle then judges that value, and the
         replaced elements are counted (``chain_nans``), never silent."""
@@ -717,7 +717,7 @@ class Case:
         def central(p, eps):
             """``h . (f(x + eps e_j) - f(x - eps e_j)) / 2 eps`` for every element ``j`` of ``p``:
             the outputs are subtracted element by element before the sum with ``h`` (a sum of
-            huge constant outputs would swallow the difference: seed 13513); with the noise and
+            huge constant outputs would swallow the difference); with the noise and
             the one-sided differences' gap (:func:`fd_kink`)."""
             fd, noise, skew = np.zeros(p.shape), np.zeros(p.shape), np.zeros(p.shape)
             base = feed[p]
@@ -790,7 +790,7 @@ class Case:
     def _identity(self, what: str, lhs: float, rhs: float, evaluated, h, rev, feed, U, k=None) -> None:
         """``h . J u`` (built jvp) against ``u . J^T h`` (built reverse), to ``1e-7``.  A program
         whose derivative rounding decides -- a layer norm over equal values, whose ``x - mean``
-        is an ulp's residue times ``rstd = 1/sqrt(eps)`` (seed 477990: the reverse gradient from
+        is an ulp's residue times ``rstd = 1/sqrt(eps)`` (the reverse gradient from
         ``ta.evaluate`` and from the kernel 21 apart in 7,400) -- is allowed twice how far the
         same two sides move when ``ta.evaluate`` computes them instead (other summation
         orders); a derivative that is wrong, not rounded, moves neither."""
@@ -896,8 +896,8 @@ class Case:
         grads = _tuple(bwd.backward(res, feed[H]))
         # A layer (PyTorch its oracle, the ``torch`` check) is compared with its optimized
         # gradient: evaluating the unoptimized one sums over every input element per point --
-        # 2e10 points for a 5x5 convolution's (layers seeds 3205, 3542: 17 GiB, or no answer in
-        # 600 s).  The residuals' agreement is what this check is about.
+        # 2e10 points for a 5x5 convolution's (17 GiB, or no answer in 600
+        # s).  The residuals' agreement is what this check is about.
         plain = self.job.get("torch") is None
         what = (f"backward built with {back} on the residuals ({policy}) of a forward built with "
                 f"{self.options}")
@@ -914,7 +914,7 @@ class Case:
         kernel contracts ``x - sum * (1/n)`` into a fused multiply-add where the strict forward
         rounded the product -- so a layer norm's centred row, exactly zero in the forward whose
         variance it made, is a rounding residue in the backward, divided by ``sqrt(eps)``
-        (fuzz seed 982368: a gradient of 1e23 against 288, over a row of three equal values of
+        (a gradient of 1e23 against 288, over a row of three equal values of
         1.7e16).  Asked only after a backward disagrees."""
         from tensorad.evaluate import evaluate_in_order
 
@@ -1056,7 +1056,7 @@ LLVM_DIAGNOSTIC = re.compile(r"^(remark|warning|error): <unknown>|^LLVM ERROR", 
 def _quiet_llvm(check: str):
     """Run a check with file descriptor 2 captured (LLVM writes there itself, below Python):
     a diagnostic of LLVM's -- "remark: ... loop not vectorized" -- on a user's stderr is a
-    failure of the build (issue 8: a build prints nothing).  What was written is passed on."""
+    failure of the build (a build prints nothing).  What was written is passed on."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
@@ -1078,7 +1078,7 @@ def _quiet_llvm(check: str):
 
 
 def _rejects_overflow(e: Exception) -> bool:
-    """Index arithmetic past int64/int32 may be rejected with a clear error (issue 8, D6), and
+    """Index arithmetic past int64/int32 may be rejected with a clear error, and
     so may a drawn register tile the target's vectors cannot hold (``NR`` not a multiple of
     the lanes: 8 is one AVX2 vector of float32, half an AVX-512 one)."""
     return isinstance(e, (ValueError, OverflowError, Invalid)) and (
@@ -1091,7 +1091,7 @@ VARIANTS = (("num_threads", 1), ("fastmath", False), ("fuse", False), ("opt_leve
 
 def triage(job: dict, name: str) -> str:
     """Which single option change makes a failing check pass (a hint at the culprit), and
-    whether the program has a parallel loop with a step (issue 8's D1)."""
+    whether the program has a parallel loop with a step."""
     if job.get("triage") is False:
         return ""
     passing = []
@@ -1113,9 +1113,9 @@ def triage(job: dict, name: str) -> str:
         text = str(ta.lower(case.outputs, case.inputs, **{k: v for k, v in case.options.items()
                                                           if k != "target"}))
         if re.search(r"parallel for \w+ in range\([^,]+, [^,]+, \d+\)", text):
-            hint += "; has a parallel loop with a step (D1?)"
+            hint += "; has a parallel loop with a step"
         if re.search(r"for \w+o in range", text) and "%" in text:
-            hint += "; merges output axes into one loop, with % (D2?)"
+            hint += "; merges output axes into one loop, with %"
     except Exception:
         pass
     return hint

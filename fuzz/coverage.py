@@ -1,4 +1,4 @@
-"""How often the generator draws each public name and option (issue 8's coverage survey).
+"""How often the generator draws each public name and option (a survey of the fuzzer's coverage).
 
 ``python -m fuzz.coverage [--n 2000] [--start 0] [--forms21]`` generates the programs of
 ``n`` seeds (no tensorad needed: programs are source text) and counts, per feature of API.md
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fuzz.coverage", description=__doc__)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--start", type=int, default=0)
-    ap.add_argument("--forms21", action="store_true", help="the generator before session 22's stream")
+    ap.add_argument("--forms21", action="store_true", help="the generator without forms22 and later")
     args = ap.parse_args(argv)
     kw = {"forms22": False} if args.forms21 else {}
     n, hits = count(range(args.start, args.start + args.n), **kw)

@@ -15,7 +15,7 @@ def draw_options(r: random.Random, extra: random.Random | None = None,
                  s22: random.Random | None = None) -> dict:
     """A random subset of build options; absent keys take ``build``'s defaults.  ``extra``
     and ``s22`` draw the options added later (:func:`.program.generate` keeps old seeds'
-    programs): session 22's are ``tune`` (measure the candidate strategies), ``variants``,
+    programs): ``s22`` draws ``tune`` (measure the candidate strategies), ``variants``,
     ``microkernel=False`` and four threads."""
     opts: dict = {}
     if r.random() < 0.5:
@@ -34,7 +34,7 @@ def draw_options(r: random.Random, extra: random.Random | None = None,
         opts["microkernel"] = True
         if r.random() < 0.5:
             mr, nr, kc, mc = r.choice((1, 2, 4)), r.choice((8, 16)), r.choice((1, 3, 8)), r.choice((1, 4, 16))
-            opts["tile"] = (mr, nr, kc, max(mr, mc))  # MC a multiple of MR (layer seed 1050)
+            opts["tile"] = (mr, nr, kc, max(mr, mc))  # MC a multiple of MR
     if r.random() < 0.3:
         opts["target"] = r.choice(TARGETS[1:])
     if extra is not None:

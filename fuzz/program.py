@@ -6,7 +6,7 @@ that the same tree renders to the source a worker executes, to the reproducer sc
 for a failure, and shrinks (:func:`shrink_candidates`) by replacing a subtree with one of its
 children or a constant.  The generator needs no tensorad: it writes source text.
 
-What the programs contain (issue 8): shapes with size-1 and odd axes and 0-d tensors; chains
+What the programs contain: shapes with size-1 and odd axes and 0-d tensors; chains
 of tensors; index expressions with ``+ - * // %`` (reversed, strided, flattened, modular,
 shifted by negative offsets under an ``if_then_else`` guard); reductions with every built-in
 reducer and custom combiners (argmax as a two-output op, argmin with the other tie rule, a
@@ -15,21 +15,23 @@ conditions, reduction ranges that start below zero, reductions nested in larger 
 language lifts them); ``select`` on data; index variables used as values through integer casts;
 the math functions; gathers (``X.take(..., G[...], mode=...)`` with ``G`` an integer input:
 clipped, wrapped, or checked under an ``if_then_else`` that keeps its index in range).
-Session 11 added (a stream of their own, :func:`generate`): integer tensors computed from
+
+The forms added later draw from streams of their own (:func:`generate`), so that older seeds
+keep their programs.  The stream ``more``: integer tensors computed from
 index values, integer inputs and saturating float-to-int casts of data, with runtime ``//``
 and ``%`` (a zero divisor gives 0) and integer reductions; ``where`` masks on data; a
 selecting combiner (the value of largest magnitude); ``ta.topi`` layers (softmax,
 reductions, layer norm, GELU, transpose, reshape, matmul) on earlier tensors; float16/bfloat16
 storage; data with inf, NaN and signed zeros; and the ways a kernel is called (``out=``, strided views,
 ``__dlpack__`` objects: :data:`CALLING`).
-Session 20 added (:class:`Forms`, a stream of their own): reductions over an empty box
+The stream ``forms`` (:class:`Forms`): reductions over an empty box
 (``reduce_axis((2, 2))``), computes with an empty axis (nothing reads them), ``//`` and ``%``
 of float data (programs that are not ``safe``: steps), multi-output computes (a tuple body),
 contractions of inputs of their own at sizes up to 24 (``sum(a[i, r] * b[r, j])``, transposed,
 batched, triangular under a ``where``: the shapes the GEMM strategies match), comparisons
 of data stored as integers (``int32((x > y) | (x != 0))``, a step), and a half program's computes
 stored in half (``dtype=DT``: rounded at each store, as ``ta.evaluate`` rounds).
-Session 21 added (a stream of their own, ``forms21``): reductions in a reduction's source that
+The stream ``forms21``: reductions in a reduction's source that
 read its axes (the language lifts them with one axis per outer reduce axis), scans (``where=r
 <= i + c``: a prefix of the box per output point), gathers whose index is an integer output of
 the program (an integer compute, a comparison, an argmax's index: data-dependent), more
@@ -37,15 +39,16 @@ the program (an integer compute, a comparison, an argmax's index: data-dependent
 derivatives are not checked; log-softmax, SiLU, RMS norm, min and product, reductions over
 every axis, broadcasting against a reduction, padding, ``dense``, ``take``), and values rounded
 to half inside a body.
-Session 22 added (``forms22``, what ``python -m fuzz.coverage`` found no program drawing): a
+The stream ``forms22`` (forms ``python -m fuzz.coverage`` would otherwise count as never drawn): a
 reduce axis given bare, ``**``, ``~``, selects on ``>=``/``!=``, ``//`` and ``%`` by negative
 constants, casts down inside a body, int64 inputs, more library calls (:meth:`Generator.topi22_def`:
 ``ta.topi`` math, ``flatten``, ``concatenate``, ``dense`` with a bias, an affine ``layer_norm``,
 ``cross_entropy``, ``embedding``, attention, ``conv2d``, ``pool``, ``ta.generalized_matmul``),
 a combiner of three values (:data:`TRIPLE`), the options ``tune``, ``variants``,
 ``microkernel=False`` and four threads, and the callings :data:`CALLING22`.
-Session 27 added (``forms27``): small integer powers (``x ** 3``, ``x ** -2``, up to the
+The stream ``forms27``: small integer powers (``x ** 3``, ``x ** -2``, up to the
 fourth), which code generation multiplies under fast math.
+
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
 the others use the raw functions (``sqrt(x)``, ``1 / x``, ``log(x)``) to meet their special
@@ -61,7 +64,7 @@ SIZES = (1, 1, 2, 3, 3, 4, 5, 7, 1, 2, 3, 5, 9, 16, 17)  # vector loops need 8+ 
 # how the forward kernel is called: plain arrays, ``out=`` arrays, strided (non-contiguous)
 # views of the inputs, inputs wrapped in an object offering only ``__dlpack__``
 CALLING = ("plain", "out", "strided", "dlpack")
-# session 22's: through a shared library (``kernel.export`` and ``ta.load``), and with the
+# drawn from ``forms22``: through a shared library (``kernel.export`` and ``ta.load``), and with the
 # kernel's thread count changed after the build (``kernel.num_threads``)
 CALLING22 = ("export", "threads")
 HALF = ("float16", "bfloat16")
@@ -152,7 +155,7 @@ class Program:
     @property
     def out_has_steps(self) -> bool:
         """Whether ``out`` depends on a step function of the data: its derivative is 0 wherever
-        it exists, and finite differences across a step say nothing about it (seed 81355)."""
+        it exists, and finite differences across a step say nothing about it."""
         return bool(set(self.steps) & self._reaching_out())
 
     def _needed(self) -> set[str]:
@@ -189,7 +192,7 @@ def _mentions(text: str, name: str) -> bool:
 def _integer(name: str, d: Def) -> bool:
     """Whether output ``name`` of ``d`` holds integers: an integer tensor, or an argmax's index
     (``t0_i`` of an ``ARGMAX``/``ARGMIN``/:data:`TRIPLE` body; a ``SUMMAX`` body's ``t0_i`` is a
-    float sum, seeds 320104, 320234)."""
+    float sum, 320234)."""
     return d.dtype != "DT" or (name.endswith("_i") and d.body is not None
                                and d.body.fmt.startswith(("ARGMAX(", "ARGMIN(", TRIPLE)))
 
@@ -233,7 +236,7 @@ def _prod(shape) -> int:
 
 
 # a combiner of three values written in the body: the index of the largest second value (ties
-# to the left), that value, and the sum of the third (session 22)
+# to the left), that value, and the sum of the third (drawn from a stream of its own)
 TRIPLE = ("ta.comm_reducer(lambda x, y: (ta.select(x[1] >= y[1], x[0], y[0]), ta.maximum(x[1], y[1]), "
           "x[2] + y[2]), lambda a, b, c: (ta.const(-1, a), ta.min_value(b), ta.const(0, c)), name='triple')")
 
@@ -264,8 +267,8 @@ SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
 
 
 class Forms:
-    """A session's additions (20's, 21's), drawn from a stream of their own (none without one),
-    so that a seed that draws none of them makes the program it made before."""
+    """Forms added later, drawn from a stream of their own (none without one), so that a seed
+    that draws none of them makes the program it made before."""
 
     def __init__(self, rng: random.Random | None) -> None:
         self.r = rng
@@ -283,12 +286,12 @@ class Generator:
                  forms22: random.Random | None = None, triple: random.Random | None = None,
                  forms27: random.Random | None = None) -> None:
         self.r = rng
-        self.m = more  # session 11's additions (integer tensors): a stream of their own
-        self.f = Forms(forms)  # session 20's additions
-        self.f21 = Forms(forms21)  # session 21's additions
-        self.f22 = Forms(forms22)  # session 22's additions (:meth:`topi22_def` and the draws marked f22)
-        self.f22b = Forms(triple)  # session 22's three-value combiner (after its first campaigns)
-        self.f27 = Forms(forms27)  # session 27's additions (small integer powers)
+        self.m = more  # integer tensors, layers, half storage: a stream of their own
+        self.f = Forms(forms)  # empty boxes, contractions, steps (module docstring)
+        self.f21 = Forms(forms21)  # scans, data-dependent gathers, more layers
+        self.f22 = Forms(forms22)  # :meth:`topi22_def` and the draws marked f22
+        self.f22b = Forms(triple)  # the three-value combiner (a stream of its own)
+        self.f27 = Forms(forms27)  # small integer powers
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -330,7 +333,7 @@ class Generator:
             return f"({name} * {r.choice((2, 3))} + {other}) % {size}", []
         if kind == "neg":
             return f"({c} - {name} * {r.choice((1, 2))}) % {size}", []
-        if kind == "big":  # products past int32: index arithmetic must be exact (issue 8, D6)
+        if kind == "big":  # products past int32: index arithmetic must be exact
             m = r.choice((100003, (1 << 30) + 1, 1 << 30))
             m = 2147516416 if self.extra(0.3) else m  # a constant past int32 itself
             return f"({name} * {m} + {c}) % {size}", []
@@ -493,7 +496,7 @@ class Generator:
             nest.append(raxes[-1])
         inner = list(ivars) + raxes
         src = self.expr(pool, inner, max(depth, 0))
-        if self.f21.draw(0.1):  # a reduction in the source, reading this one's axes (session 21)
+        if self.f21.draw(0.1):  # a reduction in the source, reading this one's axes (``forms21``)
             src = Node("{0} * {1}", (src, self.reduction(pool, inner, 0, nest, custom=False)), "v")
         where = leaf(f", where={self.cond(inner)}" if r.random() < 0.35 else "", "w")
         if where.fmt and self.m is not None and self.m.random() < 0.25:  # a mask on data
@@ -521,7 +524,7 @@ class Generator:
             return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
 
-    # ---- integer tensors (session 11) --------------------------------------------------------
+    # ---- integer tensors (``more``) -----------------------------------------------------------
     def int_def(self, defs: list[Def], n_red: int, name: str) -> Def:
         """An ``int32``/``int64`` compute drawn from the stream ``m`` alone (so that the rest of
         the program stays as its seed made it): index values, integer inputs, saturating casts
@@ -585,7 +588,7 @@ class Generator:
             idx.append(v if lo >= 0 and hi <= s else f"({v} + {r.randint(-2, 2)}) % {s}")
         return f"{d.name}[{', '.join(idx)}]" if idx else f"{d.name}[()]"
 
-    # ---- contractions and comparisons (session 20) -------------------------------------------
+    # ---- contractions and comparisons (``forms``) --------------------------------------------
     def contraction(self, defs: list[Def], n_red: int, c: int) -> list[Def]:
         """Two inputs of their own and their product over ``r`` (drawn from the stream ``f``):
         ``sum(a[i, r] * b[r, j])`` with either side transposed, a batch axis, a triangular
@@ -637,7 +640,7 @@ class Generator:
         finally:
             self.r = main
 
-    # ---- library layers (session 11) ---------------------------------------------------------
+    # ---- library layers (``more``) ------------------------------------------------------------
     def topi_def(self, defs: list[Def], name: str) -> Def | None:
         """A ``ta.topi`` layer on an earlier float tensor (drawn from the stream ``m``): its
         body is the call, its shape the layer's.  None when no tensor fits."""
@@ -850,10 +853,11 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
     stream of their own so that they change a third of the programs and leave the rest);
-    ``forms=False``: without session 20's (:class:`Forms`), the program a seed made before
-    them (what the regression tests of older seeds pin); ``forms21=False``: without session
-    21's (the programs of campaigns before it); ``forms22=False``: without session 22's;
-    ``forms27=False``: without session 27's (the programs of sessions 22-26's campaigns)."""
+    ``forms=False``: without the forms of the stream ``forms`` (:class:`Forms`), the program a
+    seed made before them (what the regression tests of older seeds pin); ``forms21=False``:
+    without those of ``forms21`` and later; ``forms22=False``: without those of ``forms22`` and
+    later; ``forms27=False``: without those of ``forms27`` (each the programs seeds drew before
+    its forms were added)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -861,8 +865,8 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     dtype = dtype or r.choice(("float32", "float64", "float64"))
     safe = r.random() < 0.7
     extra = random.Random(seed + 0x9E3779B9) if extras else None
-    more = random.Random(seed * 104729 + 0x51) if extras else None  # session 11's additions
-    s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # session 20's
+    more = random.Random(seed * 104729 + 0x51) if extras else None  # the stream ``more``
+    s20 = random.Random(seed * 6700417 + 0x20) if extras and forms else None  # ``forms``
     s21 = random.Random(seed * 2147483647 + 0x21) if extras and forms and forms21 else None
     s22 = random.Random(seed * 998244353 + 0x22) if s21 is not None and forms22 else None
     s22b = random.Random(seed * 1000000007 + 0x22B) if s22 is not None else None

@@ -7,7 +7,7 @@ of that program, killed if needed and replaced, and the run goes on.  "In time" 
 seconds of the worker's CPU time (``/proc``; wall-clock time where that cannot be read), or
 ``wall_timeout`` seconds of wall-clock time for a worker that waits without computing: on a
 shared machine a worker at low priority can get a few percent of a core, and a wall-clock
-limit alone called slow-but-finishing programs hangs (campaign K's seed 224532: 15 CPU-s,
+limit alone called slow-but-finishing programs hangs (a program of 15 CPU-s took
 more than 300 s of wall time at ``nice -n 19`` beside five busy colleagues).
 
 Failures are shrunk (:func:`.program.shrink_candidates`: each smaller variant that still fails
@@ -35,7 +35,7 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
     """What a worker runs for ``prog``.  A layer (:mod:`.layers`) is checked against PyTorch
     instead of finite differences and of the unoptimized gradient, whose sums over every
     input element are quadratic at its size (an average pool over 2 x 16 x 29 x 29: minutes
-    in ``evaluate``, layer seed 1080)."""
+    in ``evaluate``)."""
     skip = FINITE_DIFFERENCES + ("optimizer",) if prog.torch else \
         FINITE_DIFFERENCES if prog.out_has_steps else ()
     checks = [c for c in checks if (prog.safe or c not in DERIVATIVE) and c not in skip] or ["forward"]
@@ -73,7 +73,7 @@ def _worker(conn, cache_dir: str | None, parent: int, fault_log: str | None = No
 
 def _exit_with_parent(parent: int) -> None:
     """A worker ends when the fuzzing process ``parent`` is gone, also one killed while the
-    worker was still starting (session 21: the worker read its parent's pid after being
+    worker was still starting (a worker that read its parent's pid after being
     reparented, watched the wrong process, and outlived the runner by its start-up).
 
     The parent's pid comes from the parent, so a worker already orphaned exits here; Linux
@@ -106,7 +106,7 @@ def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system, all threads) that process ``pid`` and its descendants have
     used -- the forked LLVM compile children (:mod:`tensorad.codegen.jit.isolate`) included, those
     running now and those already reaped -- or ``None`` where ``/proc`` cannot tell.  (A
-    compile child that looped was invisible to a worker's own time: seed 811880's child ran
+    compile child that looped was invisible to a worker's own time: one child ran
     12 CPU-minutes under a 300 CPU-s limit.)"""
     stats = _proc_stats()
     if pid not in stats:
@@ -147,7 +147,7 @@ def _proc_stats() -> dict[int, tuple[int, int]]:
 
 #: programs a worker runs before a fresh process takes its place: every kernel a process links
 #: stays loaded with its memory mappings, and a worker that had built about 30,000 kernels
-#: reached the system's limit on them (fuzz seed 469528: LLVM aborted; ``build`` now raises
+#: reached the system's limit on them (LLVM aborted; ``build`` now raises
 #: first, :func:`tensorad.codegen.jit.engine._room_for_object`) -- a limit of the process, not a defect
 #: of the program it happened to run
 JOBS_PER_WORKER = 400
@@ -318,7 +318,7 @@ class Pool:
                     yield w.key, [{"check": ",".join(w.job["checks"]), "status": status, "message": msg}]
 
 
-# ---- a fuzzing session ----------------------------------------------------------------------
+# ---- a fuzzing run --------------------------------------------------------------------------
 
 @dataclass
 class Failure:
@@ -382,10 +382,10 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
-    layers of :func:`.layers.generate_layer`).  ``forms21=False``: the programs of the
-    campaigns before session 21 (:func:`.program.generate`); ``forms22=False``: before session 22;
-    ``forms27=False``: before session 27.  ``target``: every program built for this target
-    (``"llvm -mcpu=haswell"``: an AVX2 campaign on any x86 host) instead of the one it draws."""
+    layers of :func:`.layers.generate_layer`).  ``forms21``, ``forms22``, ``forms27``: as
+    :func:`.program.generate` (``False``: the programs seeds drew before those forms were
+    added).  ``target``: every program built for this target
+    (``"llvm -mcpu=haswell"``: an AVX2 run on any x86 host) instead of the one it draws."""
     report = Report()
     t0 = time.monotonic()
     progs = {}

@@ -65,7 +65,7 @@ def _inlined_size_within(t: Tensor, budget: int,
 
     Each producer is cheap on its own, but a chain of them is not: ``Y_k = 0.5 Y_{k-1}^2 + 0.1``
     inlined transitively puts the whole forward chain into every adjoint -- quadratic size over
-    a chain's gradient (issue 8, D9), and a rewriter nesting as deep as the chain.  The search
+    a chain's gradient, and a rewriter nesting as deep as the chain.  The search
     stops as soon as the budget is spent, so it costs O(budget) per read.
     """
     stack = [t]

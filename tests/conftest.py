@@ -42,7 +42,7 @@ def _register(name: str) -> None:
 _register("strategies")
 _register("blocks")
 
-# compiled code is cached in a temporary directory of the session, never in the user's home
+# compiled code is cached in a temporary directory of this test run, never in the user's home
 _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
 os.environ["TENSORAD_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, True)

@@ -194,3 +194,53 @@ def test_no_import_cycle_counting_function_level_imports():
 def test_no_private_name_is_imported_across_modules():
     _, private = _module_graph()
     assert not private, "\n".join(private)
+
+
+MUTATORS = {"clear", "update", "add", "setdefault", "append", "pop", "popitem", "extend", "discard",
+            "remove", "move_to_end", "intern"}
+
+
+def test_no_module_level_tables_in_the_compiler():
+    """No module of the optimizer, autodiff or the code generator fills a module-level container
+    or rebinds a module-level name at run time (constant tables such as ``NZ_RULES`` are read
+    only), and none uses ``functools`` caches: what is kept lives in an object with an owner --
+    the call (``OptimizerContext``), a node or a combiner, a kernel, a bounded cache, or, for
+    what a process makes once (the JIT's engine, its target machines), a documented per-process
+    object."""
+    found = []
+    for path in sorted(p for folder in ("simplify", "codegen", "tensorad/autodiff")
+                       for p in (ROOT / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        module_names = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                        if isinstance(t, ast.Name)}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.Lambda)):
+                continue
+            for dec in getattr(fn, "decorator_list", []):
+                if "cache" in ast.unparse(dec) and ast.unparse(dec) != "cached_property":  # (per object)
+                    found.append(f"{path.relative_to(ROOT)}:{fn.lineno} cached function")
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Global):
+                    found.append(f"{path.relative_to(ROOT)}:{n.lineno} global {n.names}")
+                target = None
+                if isinstance(n, (ast.Assign, ast.AugAssign)):
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                            target = t.value.id
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and isinstance(n.func.value, ast.Name) and n.func.attr in MUTATORS:
+                    target = n.func.value.id
+                if target in module_names and not _local(fn, target):
+                    found.append(f"{path.relative_to(ROOT)}:{n.lineno} mutates {target}")
+    assert found == [], f"module-level tables filled at run time: {found}"
+
+
+def _local(fn, name: str) -> bool:
+    """Whether ``name`` is a parameter or assigned inside ``fn`` (shadowing a module name)."""
+    args = fn.args
+    params = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
+    if name in params:
+        return True
+    return any(isinstance(t, ast.Name) and t.id == name
+               for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets)

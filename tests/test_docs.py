@@ -100,7 +100,7 @@ def test_readme_examples_run(tmp_path):
     blocks = _python_blocks(README.read_text())
     assert len(blocks) >= 2
     assert "ta.JacobianRecursive(" in blocks[0] and "ta.lower(" in blocks[0] and "ta.build(" in blocks[0]
-    assert "ta.torch.function(" in blocks[1] and ".backward()" in blocks[1]
+    assert "@ta.torch.op" in blocks[1] and ".backward()" in blocks[1]
     for n, code in enumerate(blocks):
         script = tmp_path / f"readme_{n}.py"
         script.write_text(code)

@@ -1,6 +1,6 @@
 """CPU seconds that tensorad takes to define, differentiate and optimize each benchmark workload
 (every suite), each in a fresh process (cold: no in-process memo), the LLVM build excluded --
-the figure of issue 10's bar (<= 0.3 s per layer).
+the figure of the bar of at most 0.3 s per layer.
 
 Run from a tree's root: ``PYTHONPATH=. python tools/difftime.py [--repeat N] [--against ROOT]
 [--profile NAME] [NAME ...]``.  Prints one line per workload (median CPU-s of ``--repeat``

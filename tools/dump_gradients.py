@@ -50,7 +50,7 @@ def _dump(out: str, name: str, Y, inputs, all_inputs, options: dict | None = Non
 
 
 def _fuzz_sample(out: str, count: int) -> None:
-    """The programs of fuzz seeds 0..count-1, differentiated with respect to their float inputs,
+    """The fuzzer's programs of the seeds 0..count-1, differentiated with respect to their float inputs,
     lowered with the options each seed draws (but its target, pinned, and ``tune``, a measurement)."""
     from fuzz.checks import load
     from fuzz.program import generate

@@ -1,6 +1,6 @@
 """``python tools/opt_compare.py [--suites layers,seed,unseen] [--only a,b] [--targets T1;T2]``
 
-Every kernel of the benchmark workloads under LLVM pipelines (issue 9): ``O3`` (what a kernel
+Every kernel of the benchmark workloads under LLVM pipelines: ``O3`` (what a kernel
 module compiles with) against candidates -- ``O2`` and ``O2`` with what ``-O3`` adds, set by
 LLVM options for the run: ``+unroll`` (``-O3``'s full-unroll threshold), ``+nontrivial``
 (non-trivial loop unswitching); ``O3-unroll`` is ``-O3`` with ``-O2``'s threshold.  Per
@@ -10,7 +10,7 @@ residuals) -- then each one's module text is compiled under each pipeline in thi
 CPU seconds, medians of ``--compiles``; whether the optimized IR is the same text) and linked,
 and the variants are run alternating in this one process at one thread: CPU-time medians of
 ``--reps`` samples, each enough calls for 2 ms; outputs compared.  The ratio printed is the
-second pipeline's run time over the first's.  Session 22 bisected with it (README).  Timing
+second pipeline's run time over the first's.  Timing
 lives here, never in the tests.
 """
 

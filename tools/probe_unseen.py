@@ -9,7 +9,6 @@ ms.  Usage::
 
 A ``--target`` narrower than the host holds PyTorch to that instruction set (``--peer-isa
 match``, as the benchmark does).  Not a test: timing belongs here, never in the suite.
-Extends the session-14 probe of the lead.
 """
 
 from __future__ import annotations
@@ -558,7 +557,7 @@ CASES = {
         lambda X: F.interpolate(X, scale_factor=2, mode="bilinear", align_corners=False),
     ),
 }
-# ---------------------------------------------------------------- session 19: more ordinary layers
+# ---------------------------------------------------------------- more ordinary layers
 
 
 def _conv1d_s2_ta(X, W):
@@ -753,7 +752,7 @@ CASES.update({
 })
 
 
-# ---------------------------------------------------------------- session 22: what a user writes next
+# ---------------------------------------------------------------- what a user writes next
 
 
 def _conv_bias_silu_ta(X, W, B):

@@ -1,6 +1,6 @@
 """``python tools/profile_compile.py [--workloads attention,conv3x3s2_relu] [--top 12]``
 
-Where a cold build's LLVM time goes, per function (issue 9: "a cold define -> differentiate ->
+Where a cold build's LLVM time goes, per function ("a cold define -> differentiate ->
 build is <= 0.5 s per layer").  ``python -m benchmarks.compile_time`` splits a cold build by
 phase; this splits its ``passes`` and ``codegen`` phases further: every module a cold build
 hands to LLVM (the kernels' modules and the matrix-product library's pieces, recorded by

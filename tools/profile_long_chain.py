@@ -1,7 +1,7 @@
 """``python tools/profile_long_chain.py [--n 1000,2000] [--variant tanh|two|reduce] [--profile PHASE]``
 
 How the cost of a long elementwise chain and its gradient grows with its length, per phase
-(issue 8: "a 10,000-op chain and its gradient build in seconds", in linear time and memory).
+("a 10,000-op chain and its gradient build in seconds", in linear time and memory).
 
 Each length runs in a fresh subprocess (no shared caches, a clean peak RSS).  Phases, in CPU
 seconds of that process (and of the children LLVM compiles in, :func:`.isolate.cpu_seconds`)

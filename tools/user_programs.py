@@ -1,5 +1,5 @@
 """Larger programs a user composes from ``ta.topi`` layers, for ``tools/difftime.py --programs``:
-the time to differentiate and optimize a whole model, not one layer (issue 10's bar is per layer;
+the time to differentiate and optimize a whole model, not one layer (the bar is per layer;
 these check that the optimizer's per-call work does not grow faster than the model).
 
 Each entry of :data:`PROGRAMS` builds its placeholders and returns ``(loss or output, the

@@ -667,7 +667,7 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
     * the ``MR x NR`` accumulator tile at most twice the target's vector register file
       (:func:`.options.register_file_bytes` of ``target``): past it every ``k`` step spills, and the
       fully unrolled micro-kernel grows with ``MR * NR`` (``MR = 1024`` took 14 s to compile,
-      ``10**6`` never finished: issue 8, D11);
+      ``10**6`` never finished);
     * the packed blocks (``(MC + MR) x KC`` of A, ``NC x KC`` of B) under
       :data:`.options.PACK_LIMIT` bytes (they are allocated on every call)."""
     from ..options import PACK_LIMIT, register_file_bytes

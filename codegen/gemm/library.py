@@ -57,13 +57,18 @@ from . import pack_routines as pl
 from . import version as libversion
 from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
 
-_LOCK = threading.Lock()
-# pieces linked (piece_name), for the life of the process, into the JIT's resident engine
-# (:func:`.jit.engine.load_object`): shared by every kernel, at most one per piece and target
-_LOADED: set[str] = set()
-# pieces compiled by LLVM in this process and their CPU seconds (the compile-time benchmark
-# reports them apart: a once-per-machine cost, afterwards linked from the disk cache)
-STATS = {"compiled": 0, "cpu_seconds": 0.0}
+
+class _Resident:
+    """The pieces (:func:`piece_name`) linked into the JIT's resident engine
+    (:func:`.jit.engine.load_object`), for the life of the process: shared by every kernel, at
+    most one per piece and target."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.linked: set[str] = set()
+
+
+_RESIDENT = _Resident()
 
 
 def target_tag(target: Target) -> str:
@@ -126,7 +131,7 @@ class LinkPlan:
         self.on_disk: dict[str, bytes] = {}
         self.todo: list[tuple[str, str, str, tuple]] = []  # (name, key, key text, piece)
         for name, (symbol, piece) in self.wanted.items():
-            if name in _LOADED:
+            if name in _RESIDENT.linked:
                 continue
             key, key_text = entry_key(symbol, target)
             obj = diskcache.get_object(key, key_text)
@@ -151,13 +156,11 @@ class LinkPlan:
         for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
             diskcache.put_object(key, key_text, obj)
             objects[name] = obj, "compiled"
-        with _LOCK:
-            STATS["compiled"] += len(self.todo)
-            STATS["cpu_seconds"] += sum(cpu for _, cpu in compiled)
+        with _RESIDENT.lock:
             for name in self.wanted:  # (in order: a core before the packers that call it)
-                if name in objects and name not in _LOADED:
+                if name in objects and name not in _RESIDENT.linked:
                     jit.load_object(objects[name][0], [])
-                    _LOADED.add(name)
+                    _RESIDENT.linked.add(name)
                     origins[name] = objects[name][1]
         if linked is not None:
             for name in self.wanted:

@@ -13,7 +13,7 @@ equals a plain read of a zero-padded copy::
     side             = Hp[n, f, y - ry + 2, x - rx + 2]
 
 which packs like a forward convolution's window: one pass over the padded size (a few percent
-of the contraction's time) saves a third of it (conv2d's input gradient: 8.0 -> 6.7 ms).
+of the contraction's time) saves a third of it (conv2d's input gradient: 6.7 ms against 8.0).
 
 A side that needs no padding but tests a mask at each element (``if_then_else(Y[idx] > 0,
 H[idx], 0)``, a ReLU-masked head as a weight gradient reads it) is copied the same way with no

@@ -23,8 +23,17 @@ import sys
 import threading
 from collections.abc import Callable
 
-_LOCK = threading.Lock()
-_VERSION: dict[str, str] = {}  # root module -> its version (the source this process runs)
+
+class _Process:
+    """The versions computed in this process (root module -> its version: the source this
+    process runs, so computed once), one per root asked for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.versions: dict[str, str] = {}
+
+
+_PROCESS = _Process()
 
 # (a literal first word lets the search skip ahead: ``^`` with re.M tries every position)
 _FROM = re.compile(r"from[ \t]+(\.+|(?=tensorad\b))([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)")
@@ -115,20 +124,20 @@ def version(root: str = "tensorad.codegen.gemm.library", read: Callable[[str], b
             ) -> str:
     """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per
     process (:func:`.jit.engine.fingerprint` computes it from the files it reads anyway)."""
-    v = _VERSION.get(root)
+    v = _PROCESS.versions.get(root)
     if v is None:
-        with _LOCK:
-            v = _VERSION.get(root)
+        with _PROCESS.lock:
+            v = _PROCESS.versions.get(root)
             if v is None:
                 h = hashlib.sha256()
                 for module, source in sorted(closure(root, read).items()):
                     h.update(module.encode() + b"\0" + source + b"\0")
-                v = _VERSION[root] = h.hexdigest()
+                v = _PROCESS.versions[root] = h.hexdigest()
     return v
 
 
 def remember(v: str, root: str = "tensorad.codegen.gemm.library") -> None:
     """Take ``v`` as ``root``'s version in this process (read back with the source hash that
     :func:`.jit.engine.source_hash` remembered for these very files)."""
-    with _LOCK:
-        _VERSION.setdefault(root, v)
+    with _PROCESS.lock:
+        _PROCESS.versions.setdefault(root, v)

@@ -59,6 +59,8 @@ class _JitState:
     loads_since: int = 0  # objects linked since
     # the kernels' code linked and not freed yet (:func:`link_object`; entries leave with their code)
     linked: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    # the resident engine's object files (:func:`load_object`), kept as long as the engine
+    resident: list = field(default_factory=list)
 
 
 MAP_LIMIT_FILE = "/proc/sys/vm/max_map_count"
@@ -109,19 +111,29 @@ def _room_for_object(s: _JitState) -> None:
             "kernel across calls, drop those no longer needed), or raise vm.max_map_count")
 
 
-_STATE: _JitState | None = None
-_MACHINES: dict[str, llvm.TargetMachine] = {}  # target key -> its target machine (made once)
+class _Process:
+    """What the JIT keeps for the life of the process, each made once: the resident engine's
+    state (:func:`state`), one target machine per target the process names (bounded by those
+    targets), and the hash of the compiler's source (:func:`source_hash`)."""
+
+    def __init__(self) -> None:
+        self.state: _JitState | None = None
+        self.machines: dict[str, llvm.TargetMachine] = {}
+        self.source_hash: str | None = None
+
+
+_PROCESS = _Process()
 
 
 def target_machine(target: Target) -> llvm.TargetMachine:
     """The target machine of ``target`` (made on first use)."""
-    tm = _MACHINES.get(target.key)
+    tm = _PROCESS.machines.get(target.key)
     if tm is None:
         with _LOCK:
-            tm = _MACHINES.get(target.key)
+            tm = _PROCESS.machines.get(target.key)
             if tm is None:
                 tm = new_target_machine(target.triple, target.cpu, target.features)
-                _MACHINES[target.key] = tm
+                _PROCESS.machines[target.key] = tm
     return tm
 
 
@@ -132,17 +144,16 @@ def host() -> Target:
 def state() -> _JitState:
     """The JIT's state for the host (created once per process, thread-safe): the resident engine
     of :func:`load_object`, the kernels' code alive, the count of mappings."""
-    global _STATE
-    if _STATE is None:
+    if _PROCESS.state is None:
         with _LOCK:
-            if _STATE is None:
+            if _PROCESS.state is None:
                 h = host()
                 tm = target_machine(h)
                 empty = llvm.parse_assembly("")
                 empty.triple = h.triple
                 engine = llvm.create_mcjit_compiler(empty, tm)
-                _STATE = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
-    return _STATE
+                _PROCESS.state = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
+    return _PROCESS.state
 
 
 def data_layout(target: Target | None = None) -> str:
@@ -168,9 +179,6 @@ def toolchain() -> str:
     return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
 
 
-_SOURCE_HASH: str | None = None
-
-
 def fingerprint(target: Target | None = None) -> str:
     """What besides the program determines the machine code: the target (triple, CPU,
     features) and :func:`source_hash`."""
@@ -186,8 +194,7 @@ def source_hash() -> str:
     the code this process runs), and remembered in the disk cache for the files' stamps
     (:func:`_source_stamp`): a new process whose files are the ones hashed before reads the
     hash instead of the 1.6 MB of source (4.4 of a cached rebuild's ~20 ms)."""
-    global _SOURCE_HASH
-    if _SOURCE_HASH is None:  # (the source stands for tensorad's version: reading the package
+    if _PROCESS.source_hash is None:  # (the source stands for tensorad's version: reading the package
         paths = _compiler_sources()  # metadata costs 10 ms, a third of a cached build)
         stamp = _source_stamp(paths)
         key = hashlib.sha256(b"source-stamp\n" + stamp.encode()).hexdigest()
@@ -203,8 +210,8 @@ def source_hash() -> str:
             diskcache.put(key, json.dumps({"stamp": stamp, "source": known[0], "library": known[1]}).encode())
         else:
             libversion.remember(known[1])
-        _SOURCE_HASH = "|".join([toolchain(), known[0]])
-    return _SOURCE_HASH
+        _PROCESS.source_hash = "|".join([toolchain(), known[0]])
+    return _PROCESS.source_hash
 
 
 def _source_stamp(paths: list[str]) -> str:
@@ -294,7 +301,7 @@ class Pipeline:
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
-    shuffle folds of its code (seed 4022), then every vectorizer (``-O1``), then no optimizer
+    shuffle folds of its code, then every vectorizer (``-O1``), then no optimizer
     pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
     vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
     this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
@@ -376,7 +383,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
     declines, and a build must write nothing.  The emitter hints only loops that
     :mod:`.llvm.vectorizable` and :mod:`.llvm.unrolled_chains` judge LLVM will take; where a judgement still
-    misses (seed 121530: a 2-trip window loop, declined for a value "not identified as
+    misses (a 2-trip window loop, declined for a value "not identified as
     reduction"), the remark is caught here and the module compiled again with its width hints
     renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
     hint.  Anything else written to stderr meanwhile is passed on."""
@@ -419,9 +426,6 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
         return _contained(ladder(opt_level), step)
 
 
-_RESIDENT: list = []  # the resident engine's object files: linked for the life of the process
-
-
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
     """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into
     the resident engine, for the life of the process, and publish its global symbols to the
@@ -436,7 +440,7 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
             _room_for_object(s)
             ref = llvm.ObjectFileRef.from_data(p)
             s.engine.add_object_file(ref)
-            _RESIDENT.append(ref)
+            s.resident.append(ref)
         s.engine.finalize_object()
         for p in parts:
             for n in defined_symbols(p):

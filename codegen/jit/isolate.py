@@ -1,7 +1,7 @@
 """LLVM's internal failures, contained: a compile step that may abort the process runs in a fork.
 
 LLVM stops the whole process when one of its own assertions fails -- LLVM 22.1's VectorCombine
-does on the SLP vector code of some fully unrolled reductions (fuzz ``--layers`` seed 4022: a
+does on the SLP vector code of some fully unrolled reductions (a
 ReLU-masked bias gradient summed over a 3x6x2 box in float64 on an AVX2 target) -- and Python
 cannot catch an ``abort()``.  :func:`in_child` runs a step in a child of this process (a fork:
 the module text and every target machine are already there) and takes the step's bytes back
@@ -12,7 +12,7 @@ process, with its real traceback.  Without ``os.fork``, or when a fork fails (no
 huge process's page tables, no process left), the step runs here.
 
 LLVM can also fail by never finishing: 22.1's SLP vectorizer loops forever on one checked-mode
-gather loop for AVX2 (fuzz seed 811880).  A child therefore runs under a CPU-time limit
+gather loop for AVX2.  A child therefore runs under a CPU-time limit
 (:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``): past it the kernel stops the child with
 ``SIGXCPU``, and the caller's ladder treats it as it treats an abort.  CPU time, not wall time,
 so that a loaded machine does not turn a slow compile into a different program.  A child also

@@ -34,9 +34,9 @@ _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 #: the instruction lines a part must hold to be worth a compile child of its own: LLVM's -O3
 #: takes ~0.1-0.15 ms of CPU a line of these kernels, and a part costs ~13 ms of CPU more than
 #: inside the whole (a fork, a parse, the pipeline's fixed work) -- on the other core, which
-#: was idle.  Measured on cold builds of five layers (wall, 2 cores): 400 split only the
-#: largest backward modules, 120 every layer's (a stride-2 convolution 0.51 -> 0.46 s, the
-#: GELU MLP 0.36 -> 0.27, attention 0.39 -> 0.33), a forward of ~280 lines too
+#: is idle.  On cold builds of five layers (wall, 2 cores): 400 splits only the largest
+#: backward modules, 120 every layer's (a stride-2 convolution 0.46 s against 0.51 unsplit, the
+#: GELU MLP 0.27 against 0.36, attention 0.33 against 0.39), a forward of ~280 lines too
 MIN_PART_LINES = 120
 
 BUNDLE_MAGIC = b"TADOBJS1"

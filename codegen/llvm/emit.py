@@ -55,7 +55,7 @@ from .vectorizable import loop_blocks_widenable, vectorizable
 # ``acc + x``, ``maximum(acc, x)``, see :func:`combining_nodes`) also get ``reassoc``, which is
 # what lets LLVM vectorize and interleave them.  Nothing else: ``arcp`` (x / y as x * (1 / y),
 # 1 / sqrt(x) as an rsqrt estimate), ``afn``, ``nnan``/``ninf``, ``nsz`` change results at large
-# magnitudes and at 0, inf and NaN (issue 8: a softmax gradient's E / S / S became E / (S * S),
+# magnitudes and at 0, inf and NaN (a softmax gradient's E / S / S became E / (S * S),
 # which overflows float32).  The target machine and functions carry no unsafe-fp-math options.
 VALUE_FLAGS = ("contract",)
 
@@ -496,7 +496,7 @@ class ModuleEmitter:
         if "gemm" in nest.attrs:
             return chunk
         grain = int(nest.attrs.get("grain", 1))
-        lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none: seed 341265)
+        lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none)
         vector = math.lcm(grain, VECTOR_BODY * lanes)
         unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
         return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)

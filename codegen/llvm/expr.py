@@ -7,7 +7,7 @@
 * **Value mode** computes in each node's own dtype, except that index arithmetic is exact:
   a loop variable is an ``i64`` whatever its dtype, and an ``int32`` node with an ``i64``
   operand is computed in ``i64`` (its other operands sign-extended) -- ``i * 100000 < 10``
-  does not wrap (issue 8, D6); an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
+  does not wrap; an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
   values read from tensors, and arithmetic among them only, wrap like NumPy's; an ``int32``
   result is truncated where it is stored (a buffer or an accumulator), as NumPy's ``astype``
   does.  ``ta.evaluate`` follows the same rule.
@@ -81,7 +81,7 @@ def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     one such select with the constant it was selected against as if NaN could not arise:
     ``a = select(-1 >= v, -1, v)`` (NaN for a NaN ``v``), ``select(a >= -1, a, -1)`` (-1 for
     a NaN ``a``) became ``a`` -- an argmax combiner over a guarded ``-1`` default returned NaN
-    where the fold in order gives -1 (fuzz seed 191487, at every opt level above 0).  A
+    where the fold in order gives -1 (at every opt level above 0).  A
     freeze, unlike an ``llvm.arithmetic.fence``, leaves the loop vectorizable and costs no
     instruction."""
     instr = ir.Instruction(b.block, value.type, "freeze", [value])
@@ -353,8 +353,8 @@ class ExprEmitter:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
         # rebuilt nodes with a READ or a checked gather index under them (children come first):
-        # a branch that may raise stays behind its condition even when it reads no memory (fuzz
-        # seed 610027: ``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
+        # a branch that may raise stays behind its condition even when it reads no memory
+        # (``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
         # only, and as a select its check fired where the guard keeping it in range failed)
         reads: set[Expr] = set()
 
@@ -494,7 +494,7 @@ def const_value(dtype: str, value) -> ir.Constant:
 def _const(node: Expr) -> ir.Value:
     if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
         # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
-        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does (issue 8)
+        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does
         return I64(int(node.arg))
     return const_value(node.dtype, node.arg)
 
@@ -611,8 +611,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         power).  Cubes and fourth powers (GELU's ``0.044715 x ** 3``) round twice -- an ulp or
         two, the special values still exact -- so only under fast math.  No fast-math flags,
         as the power's call had none: a contracted ``x * x + c`` is an FMA in one copy of an
-        expression and not in another, and an argmax's exact tie among copies broke (fuzz seed
-        449201)."""
+        expression and not in another, and an argmax's exact tie among copies broke."""
         k = abs(n)
         out = x if k == 1 else b.fmul(x, x)
         if k > 2:

@@ -1,4 +1,4 @@
-"""Repeated glue as one loop over a table of pointer positions (issue 8: a long chain's glue).
+"""Repeated glue as one loop over a table of pointer positions (a long chain's glue).
 
 A long chain's program is a handful of distinct *segments* -- the fills before a nest, then the
 call of the nest's function (:mod:`.loops.nest_key`: equal nests are one function) -- repeated over

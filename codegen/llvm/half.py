@@ -15,7 +15,7 @@ All are scalar code without branches, so LLVM's loop vectorizer widens them.
 * **float32 -> float16**, round to nearest, ties to even: F16C ``fptrunc`` (``vcvtps2ph``),
   except of a float32 that a ``fptrunc double`` just made: LLVM's code generator folds such
   two roundings into one where values carry ``contract`` -- another result at a tie, and a call
-  of compiler-rt's ``__truncdfhf2``, which the JIT lacks (fuzz seed 702112) -- so those take
+  of compiler-rt's ``__truncdfhf2``, which the JIT lacks -- so those take
   the integer code below (vector code too; an ``llvm.arithmetic.fence`` between would keep
   the loop scalar);
   else, on ``f = |x|`` bits: ``f >= 65536.0`` gives Inf (``0x7c00``) or a quiet NaN

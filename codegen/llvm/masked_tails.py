@@ -12,7 +12,7 @@ AVX-512's mask registers make a masked load or store about as cheap as a plain o
 ``vmaskmov`` store is microcoded on AMD; it never gets this), and a masked-off lane never
 faults.  So such a loop is asked to fold its tail into masked vector iterations
 (``llvm.loop.vectorize.predicate.enable``, with the target's lanes as its width): the
-26-wide row is two masked vectors (2.9 -> 2.0 ms).
+26-wide row is two masked vectors (2.0 ms against 2.9 with a scalar tail).
 
 The rule, decided on the loop as lowered (no names or shapes):
 
@@ -33,7 +33,7 @@ fully before the loop vectorizer sees it, and SLP then spends 13-24 ms per nest 
 copies (a quarter of a stride-2 convolution backward's LLVM time) into the code the masked
 loop gives at once.  On a target without masked memory such a row (:func:`short_row_width`)
 is asked for the target's lanes with its plain remainder, and kept rolled too (the same
-backward's LLVM time on AVX2: 0.22 -> 0.16 CPU-s, its run time unchanged).  A stencil (one
+backward's LLVM time on AVX2: 0.16 CPU-s against 0.22 unrolled, the same run time).  A stencil (one
 tensor read at several offsets: a depthwise convolution's taps, a max pool's window) stays
 unrollable: its unrolled rows share loads, and ran 1.1-1.4x faster than the masked loop.
 """

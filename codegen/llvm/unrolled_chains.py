@@ -8,7 +8,7 @@ about ``2**n`` paths.  When that chain sits in a loop the vectorizer then tries 
 depend on the loop's variable, so every value in it is uniform), VPlan's
 ``vputils::isSingleScalar`` walks the operands recursively without a memo and visits every
 path: an argmax over ``r0 in [1, 10), r1 in [0, 4)`` (36 updates, 2**36 paths) inside a loop of 3
-did not compile in an hour (issue 8, D5).
+did not compile in an hour.
 
 :func:`chain_paths` counts those paths exactly (a matrix power on the combiner's path counts,
 Python ints); a loop around a chain with more than :data:`PATH_LIMIT` paths is emitted with the
@@ -99,8 +99,8 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     accumulators are read along several paths (a selecting combiner; its chain is within
     :data:`PATH_LIMIT`, checked before).  LLVM's cost model declines such a loop (stride-2
     loads, selects), and it then runs as scalar code with unpredictable branches: the CNN's
-    pooling forward, 64 x 16 x 14 x 14 windows, 5.4 -> 2.8 ms (AMD EPYC, AVX2) asked for 4 of
-    its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
+    pooling forward, 64 x 16 x 14 x 14 windows, takes 2.8 ms against 5.4 (AMD EPYC, AVX2) asked
+    for 4 of its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
     lanes of the accumulators' widest type that leaves the fewest vector iterations plus
     scalar remainder for the loop's trip count (14: 4 lanes, 3 + 2).  ``None``: not such a
     loop."""
@@ -125,9 +125,9 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
     # a window: the update runs in a loop inside this one, which starts its accumulators (an
-    # update started at its own depth reduces over nothing here: fuzz seed 80012's loop of
+    # update started at its own depth reduces over nothing here: a loop of
     # output rows around a one-element reduction is no window; a loop around the one that
-    # starts them is no window either, seed 90780: both hinted, LLVM declined one aloud)
+    # starts them is no window either: both hinted, LLVM declined one aloud)
     starts: dict[tuple, int] = {}
     for s, depth in found:
         if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
@@ -136,8 +136,8 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
     # the windows move with the loop: an update that reads no memory at an address of
     # ``loop``'s variable is invariant in it, or tests it only in selects (LLVM hoists or
-    # if-converts it, then declines the hint aloud: seed 90780's argmax over a column read the
-    # same for every output element, 100286's Jacobian rows chosen by ``jac_i1 == ...``)
+    # if-converts it, then declines the hint aloud: an argmax over a column read the
+    # same for every output element, Jacobian rows chosen by ``jac_i1 == ...``)
     if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)

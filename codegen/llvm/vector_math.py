@@ -388,7 +388,7 @@ def _exp_dd(m: _Math, s, t):
     (with ``h`` alone, ``rl q`` was 25 ulps missing at ``|s|`` near 700).  Before the last
     rounding the error is under 0.3 ulp, so an exactly representable power (``4.0 ** 2.0 =
     16``) comes out exact -- ``exp(s) (1 + t)`` with ``exp``'s own ulp of error gave
-    15.999999999999998 (fuzz seed 426255: ``int(pow(4, 2))`` was 15)."""
+    15.999999999999998 (``int(pow(4, 2))`` was 15)."""
     k = _EXP["float64"]
     s = m.clamp(s, k["lo"], k["hi"])  # past the range of finite, nonzero results
     n, ni = m.round_int(m.mul(s, m.c(k["log2e"])))

@@ -24,7 +24,7 @@ model picks the width).  It reads the loop's LLVM IR, one basic block, and asks:
   runtime checks and says so when it would need them ("runtime SCEV checks needed").  A loop
   that compares its induction variable (``if i <= 1``, ``select(i == 0, ...)``) may first lose
   up to :data:`PEEL_MAX` iterations to loop peeling, which makes such a compare invariant in
-  the rest: its trip count counts that much less (fuzz seed 120125: 17 trips, 2 peeled).
+  the rest: its trip count counts that much less (17 trips, 2 peeled).
 """
 
 from __future__ import annotations
@@ -87,8 +87,7 @@ def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Val
     """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations of the loop: a constant
     trip count below it, or within :data:`PEEL_MAX` of it when a compare other than the loop's
     own exit test (the branch to ``exit_``, or back to the one-block body) reads ``iv`` -- a
-    float compare too: ``float(3 i) > 0`` is ``i > 0`` once LLVM's instcombine has run (fuzz
-    seed 121380)."""
+    float compare too: ``float(3 i) > 0`` is ``i > 0`` once LLVM's instcombine has run."""
     if trips is None:
         return False
     if trips < TINY_TRIPS:
@@ -192,8 +191,8 @@ def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value,
     function), and no branch leaves the loop but to its own exit ("early exit": a checked
     build's bounds test, which returns).  Below :data:`TINY_TRIPS` LLVM vectorizes without
     run-time checks only, so there every address must also move affinely with ``iv``
-    ("runtime SCEV checks needed", fuzz seed 90195: ``X[int32(i * 5 % 2)]``).  Each failure
-    would make the hint a remark on stderr (fuzz seed 80002)."""
+    ("runtime SCEV checks needed": ``X[int32(i * 5 % 2)]``).  Each failure
+    would make the hint a remark on stderr."""
     inside = set(map(id, blocks)) | {id(exit_)}
     deps = _Deps({id(i) for bb in blocks for i in bb.instructions})
     tiny = _tiny(trips, blocks, exit_, iv, deps)

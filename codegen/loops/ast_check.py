@@ -4,7 +4,7 @@ isl's AST builder has been seen to drop iterations when a domain has strides who
 is a division of an outer loop: ``{ U[a, i] : 0 <= a < 10, 0 <= i < 4, i mod 2 = floor(a/5) }``
 scanned in order ``(a, i)`` comes out as one ``U(a, a / 5)`` per ``a`` -- half of the points.
 Output axes scanned as one loop (``t = 5 a + b``, :func:`.loops.schedule.fuse_short_outer`) create
-exactly such offsets from a plain ``%`` condition (issue 8, D2).  A wrong loop nest is a wrong
+exactly such offsets from a plain ``%`` condition.  A wrong loop nest is a wrong
 answer, so loops built from domains with divisions are checked, symbolically:
 
 * while the AST is converted, every statement instance it runs is recorded with its
@@ -120,11 +120,11 @@ def _box(domain: isl.Set) -> isl.Set:
 
 def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolyStmt]:
     """Each statement over its division-free hull, its exact domain tested inside.  A domain
-    without divisions in which isl still found a stride and dropped points (fuzz seed 230030:
-    ``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``, scanned along ``5 a + b``) is scanned over
+    without divisions in which isl still found a stride and dropped points
+    (``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``, scanned along ``5 a + b``) is scanned over
     its bounding box instead; ``boxes``: every statement over its bounding box (a hull can keep
     a stride of its own -- an equality ``10 d = 50 - 5 a - 2 b - 15 c`` -- that isl drops points
-    of under a schedule merging ``a`` and ``b`` into one loop: fuzz seed 444705)."""
+    of under a schedule merging ``a`` and ``b`` into one loop)."""
     out = []
     for s in stmts:
         hull = _box(s.domain) if boxes else s.domain.remove_divs()

@@ -39,6 +39,7 @@ from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, walk
 from tensorad.ir.tensor import ComputeOp
 
+from ..strategies.registry import Form
 from ..target import Target
 from .schedule import strides
 from .stripmine import AxisSplit
@@ -117,7 +118,7 @@ def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Ta
     allows and neither is in ``tau``, the prefix its fused nest scans (a gemm, a scatter, a
     reduction or an epilogue unit keeps its split)."""
     op = unit.op
-    if unit.reduction is not None or op.is_reduction or unit.gemm is not None or unit.form == "scatter" \
+    if unit.reduction is not None or op.is_reduction or unit.gemm is not None or unit.form is Form.SCATTER \
             or unit.batch_range is not None or len(op.axes) < 2 or set(op.axes[-2:]) & set(tau):
         return unit.split
     return coalesce_split(op, bodies, unit.split, vector_block(target, op.body[0].dtype))

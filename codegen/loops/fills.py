@@ -2,7 +2,7 @@
 
 A :class:`~.program.Fill` (the zero or identity fill of an output whose nonzero region is a
 sub-domain, a scatter's zero fill) is one ``memset`` of the whole buffer before the nests.
-Two costs follow when the buffer is large (issue 9: max pooling's 25.7 MB ``X.grad``):
+Two costs follow when the buffer is large (max pooling's 25.7 MB ``X.grad``):
 
 * it runs on one thread while the nest after it runs on all of them;
 * a buffer larger than the L2 cache is written to memory by the fill and read back by the
@@ -188,7 +188,7 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
     # a plain nest of its own body, also for a renamed one (:class:`.loops.shared_nests.RenamedNest`:
-    # its code is no longer its source's; fuzz seed 372506 copied one without its source)
+    # its code is no longer its source's, and a copy of its source's would lack the source)
     return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
                 dict(nest.attrs))
 

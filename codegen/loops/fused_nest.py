@@ -89,7 +89,7 @@ def shared_positions(members: list, alias: dict | None = None) -> list[int | Non
     both, the value still in a register, instead of a second pass over the row.  Statements
     then run in member order at each point (schedule ``prefix, run, axes, member, output``), so
     a read at the reader's own point finds the value written; a read anywhere else would not,
-    and keeps the member in loops of its own (fuzz seed 458345: a hoisting plan's op, which
+    and keeps the member in loops of its own (a hoisting plan's op, which
     writes the tensor its reader reads at ``[.., ax2 - 3]``, was not seen as read)."""
     alias = alias or {}
     runs: list[list[int]] = []

@@ -261,7 +261,7 @@ class AstConverter:
             return binary(_BIN[op], *args)
         if op in _CMP:
             return compare(_CMP[op], *args)
-        if op in _LOGIC:  # (isl writes a true operand as the integer 1: seed 110967)
+        if op in _LOGIC:  # (isl writes a true operand as the integer 1)
             return logical(_LOGIC[op], *(a if a.dtype == "bool" else compare(Op.NE, a, const(0, a.dtype))
                                          for a in args))
         if op in _NARY:
@@ -281,8 +281,8 @@ def _loop_value(arg: Expr) -> Expr:
     exact index arithmetic (an ``i64`` loop counter); where isl fixes it to a constant its value
     comes as ``int32`` constants (``(2 * 1) + 0``), which the statement's own ``int32`` constants
     would then combine with in ``i32`` and wrap -- ``(1073741824 * ((2 * 1) + 0)) % 3`` is 1, not
-    2 (fuzz seed 446042) -- where constants alone are data-like (a folded ``int32(-9) -
-    int32(2147483647)`` wraps, seed 220419).  So such a value is one ``int64`` constant."""
+    2 -- where constants alone are data-like (a folded ``int32(-9) -
+    int32(2147483647)`` wraps).  So such a value is one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")
@@ -321,13 +321,13 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (fuzz seed
-# 224270: four floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
+# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (four
+# floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
 # division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than
 # ``AST_DIVISIONS`` divisions in one of its pieces goes to the hulls at once (the benchmarks'
 # have at most 2: a strip's block index, a parity), and any other map with divisions gets
 # ``AST_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``: deterministic, unlike
-# a clock; the benchmarks' largest takes 80,000, in 40 ms; seed 224270's spends 320,000 in 19 s).
+# a clock; the benchmarks' largest takes 80,000, in 40 ms; that 5-d domain spends 320,000 in 19 s).
 AST_DIVISIONS = 3
 AST_OPERATIONS = 320_000
 
@@ -349,7 +349,7 @@ def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
         umap = isl.UnionMap.read_from_str(ctx, umap.to_str())
     build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
     node = build.node_from_schedule_map(umap)
-    if budget is not None:  # a read past the budget gave a NULL value, no error (seed 370673)
+    if budget is not None:  # a read past the budget gave a NULL value, no error
         ctx.set_max_operations(0)
     return node
 
@@ -445,8 +445,8 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
         return None
     if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
         # (projecting out the other variables of a domain with divisions -- residue classes of
-        # sums of variables -- can take isl's hull and equality tests exponential time: fuzz
-        # seed 203056's 3-variable domain with two nested floors did not finish in an hour;
+        # sums of variables -- can take isl's hull and equality tests exponential time: a
+        # 3-variable domain with two nested floors did not finish in an hour;
         # isl's own AST builder scans it in milliseconds)
         return None
     i = s.vars.index(v)
@@ -475,7 +475,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
     :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
     (:func:`_scan`), or ``None``."""
-    if not stmts:  # (an op computed at no point: fuzz seed 535482)
+    if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)
     divs = has_divs(stmts)
@@ -483,8 +483,8 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
         body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
     except (isl.Error, _AstBudgetSpent):
         # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
-        # that a fused loop recovers with a division ("cannot handle void expression", fuzz
-        # seed 90390), or spend its budget; the division-free hulls below are its other way out
+        # that a fused loop recovers with a division ("cannot handle void
+        # expression"), or spend its budget; the division-free hulls below are its other way out
         if not divs:
             raise
     else:

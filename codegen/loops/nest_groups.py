@@ -41,6 +41,7 @@ from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..passes.buffers import EXPENSIVE, INLINE_BUDGET
+from ..strategies.registry import Form
 from .box_pieces import GUARD_ATTR
 from .stripmine import AxisSplit, simplify_index
 
@@ -61,13 +62,13 @@ class Unit:
     gemm: object = None
     split: AxisSplit | None = None
     batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
-    form: str | None = None  # a reduction's loop order (:func:`.loops.schedule.schedule_nest`)
-    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    form: Form | None = None  # a reduction's loop order (:func:`.loops.schedule.schedule_nest`)
+    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
 
 
 def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
               reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
-              epilogue=None, gemm=None, batch_range: tuple | None = None, form: str | None = None,
+              epilogue=None, gemm=None, batch_range: tuple | None = None, form: Form | None = None,
               scatter: tuple = ()) -> Unit:
     if reduction is not None:  # statements run over the reduction's axes
         outer = tuple(reduction.axes)
@@ -163,7 +164,7 @@ def _plain_reduction(u: Unit) -> bool:
     """A reduction of its own with scalar accumulators (a strip form would lose its rows in
     a group, whose members accumulate in registers)."""
     return u.op.is_reduction and u.reduction is None and u.gemm is None and u.split is None \
-        and u.form != "strips"
+        and u.form is not Form.STRIPS
 
 
 def _reads(u: Unit) -> set:
@@ -179,7 +180,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
     its outer loops are the group's prefix (same extents) and it reads a tensor a member
     reads, so its pass over that tensor's slice at a prefix point finds it in cache
     (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x).
-    A read of a member under its original name counts (seed 433277: an argmax reading a
+    A read of a member under its original name counts (an argmax reading a
     hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
     yet computed)."""
     members = _members(group, alias)
@@ -220,7 +221,7 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
 
 def _strips_with_epilogue(u: Unit) -> bool:
     """A reduction accumulated in strips, alone or with its fused epilogue."""
-    return u.form == "strips" and u.gemm is None and u.split is None and bool(u.outer) \
+    return u.form is Form.STRIPS and u.gemm is None and u.split is None and bool(u.outer) \
         and (u.op.is_reduction or u.reduction is not None)
 
 
@@ -276,7 +277,7 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
                 between |= writes
         k += 1
     for k, u in enumerate(list(out)):  # a strip chain's units next to each other (_strip_chain)
-        if u.form != "strips":
+        if u.form is not Form.STRIPS:
             continue
         needs = {t.op for t in _reads(u)}
         j = next((j for j in range(k - 1, -1, -1) if out[j].op in needs and _strip_reduction(out[j])), None)
@@ -326,7 +327,7 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             continue
         if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
-                and not any(v.form == "strips" for v in (*g.units, u)):
+                and not any(v.form is Form.STRIPS for v in (*g.units, u)):
             joined = _alignment(g, u, alias) or _sibling(g, u, alias)
             if joined is not None:
                 depth, tau = joined

@@ -1,4 +1,4 @@
-"""A name-free key of a loop nest, so identical nests are emitted once (issue 8, D9).
+"""A name-free key of a loop nest, so identical nests are emitted once.
 
 A long chain's program is a handful of distinct nests repeated thousands of times, each over
 other buffers: ``s8+t9+...`` computes what ``s0+t1+...`` computes, from and into other arrays.

@@ -28,7 +28,8 @@ from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
 from ..program import Buffer, If, Loop, Store
-from ..strategies.scan import find_scan, scan_form
+from ..strategies.registry import Form
+from ..strategies.scan import find_scan, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
 
@@ -147,14 +148,14 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
-                  fuse_outer: bool = True, form: str | None = None, strips_share: int = 1
+                  fuse_outer: bool = True, form: Form | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
     ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``form``: a reduction's loop order as its strategy chose it (``"strips"``: accumulate in
-    the output where it can hold the accumulators, ``"accumulators"``: never; ``None``: by
+    ``form``: a reduction's loop order as its strategy chose it (``Form.STRIPS``: accumulate in
+    the output where it can hold the accumulators, ``Form.ACCUMULATORS``: never; ``None``: by
     :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
     (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
     attrs: dict = {}
@@ -163,16 +164,16 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is None or not allow_buffer or outputs[0] is None:
         wanted = False
     elif form is not None:
-        wanted = form == "strips" and _buffer_can_accumulate(info, outputs[0].dtype)
+        wanted = form is Form.STRIPS and _buffer_can_accumulate(info, outputs[0].dtype)
     else:
         wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
-    spec = find_scan(info, ordered=not opts.fastmath) if form == "scan" and outputs[0] is not None \
-        and info is not None and allow_buffer and outputs[0].dtype == info.acc.dtype else None
+    outs = scan_buffers(info, outputs) if form is Form.SCAN and info is not None and allow_buffer else None
+    spec = find_scan(info, ordered=not opts.fastmath) if outs is not None else None
     if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
         if spec.axis > 0:
             attrs["parallel_dim"] = 0
-        return scan_form(info, outputs[0], spec), attrs
+        return scan_form(info, outs, spec, dom.accumulators), attrs
     if wanted:
         out = outputs[0]
         target = opts.target or parse_target()
@@ -202,7 +203,7 @@ def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
 
     first = [s.schedule for s in stmts]
     if not first or not all(len(t) >= 3 and axis(t[0]) and axis(t[1]) for t in first):
-        return stmts  # (no statement: an op computed at no point, fuzz seed 535482)
+        return stmts  # (no statement: an op computed at no point)
     a0, a1 = first[0][0], first[0][1]
     if any(t[0] is not a0 or t[1] is not a1 for t in first) or a0.extent >= FUSE_BELOW:
         return stmts

@@ -1,4 +1,4 @@
-"""Groups lowered once per name-free key, the others renamed (issue 8: a long chain's lowering).
+"""Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
 A long chain's program is a handful of distinct nests repeated thousands of times over other
 tensors: ``s8+t9+...`` is ``s0+t1+...`` reading and writing other arrays.  Lowering one group
@@ -34,6 +34,7 @@ from tensorad.ir.spelling import Speller, Unkeyable, hashable
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
+from ..strategies.registry import Form
 from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -116,7 +117,7 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
     try:
         for u, tau in zip(g.units, g.taus):
             if u.gemm is not None or u.split is not None or u.batch_range is not None or u.scatter \
-                    or u.form == "scatter":
+                    or u.form is Form.SCATTER:
                 return None
             e = u.epilogue
             units.append((

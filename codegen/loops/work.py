@@ -26,7 +26,7 @@ clipped at zero trips: the triangle ``k <= i`` of ``2**40`` rows costs a few ope
 
 Counts are exact integers: int64 arrays while no product or sum can reach ``2**62``, Python
 ints (object arrays) past that -- a ``2**40 x 2**40`` op has ``2**80`` units of work, not 0
-(issue 8, D12).  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
+.  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
 clear error instead of running for hours.
 """
 

@@ -104,5 +104,5 @@ def _map_leaves(tree: Expr, fn) -> Expr:
         return fn(tree)
     c, a, b = tree.src
     a, b = _map_leaves(a, fn), _map_leaves(b, fn)
-    # (a tree of holes has the holes' dtype: an int32 read under a cast -- fuzz seed 390510)
+    # (a tree of holes has the holes' dtype: an int32 read under a cast)
     return tree.replace(src=(c, a, b), dtype=a.dtype)

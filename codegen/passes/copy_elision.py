@@ -65,7 +65,7 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
     moved = set(taken.values())
     # every reader is rerouted, the moved outputs too: a temporary's body read another elided
     # temporary (``power = pow(abs(exp) + 0.5, 1.5)``, both saved by ``ta.function`` as
-    # ``power.tie`` and ``exp.tie``: fuzz seed 610650 read ``exp``, which had no buffer)
+    # ``power.tie`` and ``exp.tie``: a reader of ``exp`` found no buffer)
     for op in ops:
         if op not in taken:
             bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])

@@ -222,7 +222,7 @@ def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
     used: the whole box, more than :data:`MAX_FRACTION` of it, more than :data:`MAX_PIECES`
     pieces, or divisions.  The shape is judged first, before isl compares or counts: on a set
     with divisions (existentials with large coefficients, as a deep nest of lifted reductions
-    makes: seed 971008's HVP) ``is_equal`` and ``count_val`` take seconds each, for a guard
+    makes in a Hessian-vector product) ``is_equal`` and ``count_val`` take seconds each, for a guard
     that would be rejected anyway."""
     box = space.box()
     fp = fp.intersect(box).coalesce()

@@ -18,7 +18,7 @@ a branch per element, scalar code), so a rarely-taken expensive branch stays laz
 
 A gather index (``DATA_INDEX``) reads data too, but the bounds checker does *not* give it up:
 it enters the proof as an opaque variable over its range, so an atom such as
-``data_index(I[i], 9) + 2 < 3`` is a constraint the proof used (fuzz seed 14175: the guard of
+``data_index(I[i], 9) + 2 < 3`` is a constraint the proof used (the guard of
 ``X[.., data_index(..) + 2]``).  An atom counts as data-dependent only when it reads data
 outside every gather index.
 """

@@ -68,7 +68,7 @@ def _transposed(a_op: ComputeOp, a: Expr, b_op: ComputeOp, b: Expr) -> tuple[int
             continue
         mapping = {**{a_op.axes[k]: b_op.axes[p] for k, p in enumerate(perm)}, **dict(zip(ra, rb))}
         # at once: the two sums may share axis variables, and a permutation of shared axes
-        # is a cycle that repeated replacement would never leave (fuzz seed 153630)
+        # is a cycle that repeated replacement would never leave
         moved = [simultaneous(mapping)(s) for s in a.src]
         if all(_same(x, y, {}) for x, y in zip(moved, b.src)):
             return perm

@@ -175,10 +175,17 @@ class Kernel:
     """
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
-                 signature: Signature | None = None) -> None:
+                 signature: Signature | None = None, origin: str | None = None) -> None:
         """``lowered``: the loop program, or a function returning it (a kernel read from the
         cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
-        (default: those of ``lowered``)."""
+        (default: those of ``lowered``); ``origin``: how ``ta.build`` obtained the code."""
+        #: how ``ta.build`` obtained this kernel's code: ``"compiled"`` (LLVM compiled it),
+        #: ``"disk"`` (read from the disk cache and linked) or ``"memory"`` (the code of a kernel
+        #: of the same program this process holds); ``None`` for a loaded or unpickled kernel
+        self.origin = origin
+        #: the candidate strategies ``tune=True`` measured for this build (0: none, or found
+        #: in the disk cache)
+        self.measured = 0
         self._lowered = lowered
         self._refuse = refuse  # why this kernel cannot run here (compiled for another CPU)
         self._compiled = compiled

@@ -22,9 +22,18 @@ import threading
 
 import llvmlite.binding as llvm
 
-_LOCK = threading.Lock()
-_LOADED: str | None | bool = False  # False: not tried yet; None: unavailable; str: the runtime
-_POOL = None  # the pool (.pool.Pool) when it is the runtime
+
+class _Runtime:
+    """The parallel runtime this process set up, once (the first build that needs one), for the
+    life of the process: which one it is, and tensorad's pool when it is that one."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loaded: str | None | bool = False  # False: not tried yet; None: unavailable; str: the runtime
+        self.pool = None  # the pool (.pool.Pool) when it is the runtime
+
+
+_RUNTIME = _Runtime()
 POOL = "tensorad-pool"
 
 
@@ -42,26 +51,24 @@ def _already_loaded() -> str | None:
 def parallel_runtime() -> str | None:
     """The runtime of parallel loops: :data:`POOL`, or the libgomp in use (a path or soname);
     ``None`` when neither can be set up."""
-    global _LOADED
-    if _LOADED is False:
-        with _LOCK:
-            if _LOADED is False:
+    if _RUNTIME.loaded is False:
+        with _RUNTIME.lock:
+            if _RUNTIME.loaded is False:
                 choice = os.environ.get("TENSORAD_PARALLEL_RUNTIME", "pool")
                 if choice not in ("pool", "gomp"):
                     raise ValueError(f"TENSORAD_PARALLEL_RUNTIME={choice!r}: expected 'pool' or 'gomp'")
-                _LOADED = (choice == "pool" and _install_pool()) or _load_gomp()
-    return _LOADED or None
+                _RUNTIME.loaded = (choice == "pool" and _install_pool()) or _load_gomp()
+    return _RUNTIME.loaded or None
 
 
 def ensure_workers(num_threads: int) -> None:
     """Start the pool's workers a region of ``num_threads`` threads uses (no-op on libgomp,
     which starts its own)."""
-    if _POOL is not None and num_threads > 1:
-        _POOL.ensure_workers(num_threads - 1)
+    if _RUNTIME.pool is not None and num_threads > 1:
+        _RUNTIME.pool.ensure_workers(num_threads - 1)
 
 
 def _install_pool() -> str | None:
-    global _POOL
     from . import pool
 
     try:
@@ -70,7 +77,7 @@ def _install_pool() -> str | None:
             llvm.add_symbol(name, started.addresses[symbol])
     except (OSError, RuntimeError):  # pragma: no cover - an unusual libc or llvmlite
         return None
-    _POOL = started
+    _RUNTIME.pool = started
     return POOL
 
 

@@ -63,7 +63,7 @@ from .epilogue import Epilogue
 from .gathered_rows import gather_rows
 from .hoist import hoist_invariants
 from .parity import decompose, residue_moduli
-from .registry import Candidate, Item, Open, Plan, PlanContext
+from .registry import Candidate, Form, Item, Open, Plan, PlanContext
 from .scan import find_scan
 from .scatter import match_scatter, shifted
 from .stencil import split_taps, unroll_taps
@@ -139,7 +139,7 @@ def short_loop_factor(trips: int, lanes: int) -> float:
     return max(1.0, steps * INTERLEAVE * lanes / trips)
 
 
-def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "accumulators") -> float:
+def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: Form = Form.ACCUMULATORS) -> float:
     """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
     iters = _prod(a.extent for a in op.axes)
     if op.is_reduction:
@@ -147,7 +147,7 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: str = "acc
         iters *= _prod(a.extent for a in red.arg.axes)
         costs = _strip_costs(op, bodies)
         if costs is not None:
-            access = costs[1] if form == "strips" else costs[0]
+            access = costs[1] if form is Form.STRIPS else costs[0]
         else:
             inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
             access = access_cost(_reads(red.src), inner, strides) if inner is not None else 0
@@ -170,7 +170,7 @@ class Loops:
     def lower(self, cand, ctx):
         op = cand.op
         if op.is_reduction:
-            return Plan([Item(op, cand.bodies, form="accumulators")])
+            return Plan([Item(op, cand.bodies, form=Form.ACCUMULATORS)])
         return Plan([Item(op, cand.bodies, split=plan_split(tuple(op.axes), cand.bodies))])
 
 
@@ -186,10 +186,10 @@ class Strips:
         return [Candidate(self, op, bodies, single_nest=True)]
 
     def cost(self, cand, ctx):
-        return loop_cycles(cand.op, cand.bodies, ctx, "strips")
+        return loop_cycles(cand.op, cand.bodies, ctx, Form.STRIPS)
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form="strips")])
+        return Plan([Item(cand.op, cand.bodies, form=Form.STRIPS)])
 
 
 def _collapsible(red) -> tuple | None:
@@ -264,7 +264,7 @@ class CollapsedLoops:
         return loop_cycles(cand.op, original, ctx) * gain
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form="accumulators")])
+        return Plan([Item(cand.op, cand.bodies, form=Form.ACCUMULATORS)])
 
 
 # ---- matrix products ------------------------------------------------------------------------
@@ -391,7 +391,10 @@ class MicroKernel:
                 for variant, spec in contraction_specs(op, bodies, ctx)]
 
     def cost(self, cand, ctx):
-        return 0.0 if ctx.opts.microkernel is True else contraction_cycles(cand.data, ctx)
+        return contraction_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):
+        return 1 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
@@ -413,7 +416,10 @@ class PaddedMicroKernel:
         return out
 
     def cost(self, cand, ctx):
-        return -1.0 if ctx.opts.microkernel is True else padded_cycles(cand.data, ctx)
+        return padded_cycles(cand.data, ctx)
+
+    def forced(self, cand, ctx):  # (before the plain micro-kernel: its guards become copies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         steps: list = []
@@ -450,8 +456,10 @@ class SplitK:
 
     def cost(self, cand, ctx):
         part, part_spec, total = cand.data
-        forced = -2.0 if ctx.opts.microkernel is True else 0.0
-        return forced or contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+        return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
+
+    def forced(self, cand, ctx):  # (offered only where threads would share the blocks unevenly)
+        return 3 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         part, _, total = cand.data
@@ -475,9 +483,10 @@ class Parity:
 
     def cost(self, cand, ctx):
         pieces, specs, gather = cand.data
-        if ctx.opts.microkernel is True:
-            return -1.0  # (the user asked for the micro-kernel wherever it applies)
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
+
+    def forced(self, cand, ctx):  # (products in place of a non-product: the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data
@@ -549,8 +558,8 @@ class ParityLoops:
 
     def cost(self, cand, ctx):
         pieces, _, gather = cand.data
-        return (sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, "strips")) for p in pieces)
-                + loop_cycles(gather, gather.body, ctx))
+        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, Form.STRIPS)) for p in pieces)
+        return best + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data
@@ -601,7 +610,7 @@ class EpilogueFusion:
     def cost(self, cand, ctx):
         r = cand.data.reduction
         saved = 2 * _prod(r.shape) / _lanes(ctx, r.body[0].dtype)  # its temporary: stored, read
-        own = ctx.costs[r] if self._form(cand, ctx) == "strips" else loop_cycles(r, ctx.bodies[r], ctx)
+        own = ctx.costs[r] if self._form(cand, ctx) is Form.STRIPS else loop_cycles(r, ctx.bodies[r], ctx)
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     @staticmethod
@@ -612,7 +621,7 @@ class EpilogueFusion:
         that beats strips in its own float32 temporary plus the consumer's pass."""
         r = cand.data.reduction
         strips = ctx.chosen[r].strategy.name == Strips.name
-        return "strips" if strips and cand.op.body[0].dtype == r.body[0].dtype else "accumulators"
+        return Form.STRIPS if strips and cand.op.body[0].dtype == r.body[0].dtype else Form.ACCUMULATORS
 
     def lower(self, cand, ctx):
         r = cand.data.reduction
@@ -635,7 +644,7 @@ class ProductEpilogue:
 
     def match(self, op, bodies, ctx):
         # the finisher evaluates no reduction, and no gather index under mode="raise", whose
-        # run-time test only a nest emits (as the packers, fuzz seed 462091)
+        # run-time test only a nest emits (as the packers)
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []
@@ -673,7 +682,7 @@ class Scatter:
         return float(_prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form="scatter")])
+        return Plan([Item(cand.op, cand.bodies, form=Form.SCATTER)])
 
 
 def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
@@ -752,7 +761,7 @@ class ScatterSum:
 
     def lower(self, cand, ctx):
         reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)
-        return Plan([Item(cand.op, reads, form="scatter", scatter=cand.data)], absorbs=cand.absorbs)
+        return Plan([Item(cand.op, reads, form=Form.SCATTER, scatter=cand.data)], absorbs=cand.absorbs)
 
 
 class GatheredRows:
@@ -776,9 +785,10 @@ class GatheredRows:
 
     def cost(self, cand, ctx):
         copies, _, spec = cand.data
-        if ctx.opts.microkernel is True:
-            return -1.0  # (the user asked for the micro-kernel wherever it applies)
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+
+    def forced(self, cand, ctx):  # (rows copied so that the micro-kernel applies)
+        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         copies, product, _ = cand.data
@@ -809,6 +819,14 @@ class Hoist:
         return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})
 
 
+def _carries_every_value(op, bodies) -> bool:
+    """Whether ``op`` computes each value of its combiner as an output of its own, in order
+    (one value: one body), so that a scan can carry them all (:func:`.strategies.scan.scan_buffers`)."""
+    comb = bodies[0].arg.combiner
+    return len(bodies) == comb.arity == op.num_outputs \
+        and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
+
+
 class Scan:
     """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
     as a running value carried along that axis (:mod:`.strategies.scan`): one update per new term."""
@@ -816,11 +834,11 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or len(bodies) != 1:
+        if not op.is_reduction or not _carries_every_value(op, bodies):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:
-            info = reduction_domain(op, bodies, [None]).reduction
+            info = reduction_domain(op, bodies, [None] * len(bodies)).reduction
             spec = find_scan(info, ordered=not ctx.opts.fastmath)
             ctx.memo[key] = spec if spec is not None and info.acc.dtype == bodies[0].dtype else None
         spec = ctx.memo[key]
@@ -837,7 +855,7 @@ class Scan:
         return (spec.updates * (2 + access + _heavy(cand.bodies)) + 2 * points) / lanes
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form="scan")])
+        return Plan([Item(cand.op, cand.bodies, form=Form.SCAN)])
 
 
 RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and products
@@ -912,7 +930,7 @@ class TapStencil(_Taps):
         unrolled = cand.data
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
-            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, "strips"))
+            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, Form.STRIPS))
         if not unrolled.axes:
             return own
         inner = unrolled.axes[-1]

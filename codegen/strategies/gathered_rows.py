@@ -1,4 +1,4 @@
-"""Gathered rows copied once, so that a product reading them is a matrix product (issue 12).
+"""Gathered rows copied once, so that a product reading them is a matrix product.
 
 ``C[i, j] = sum_k E[I[i], k] * W[k, j]`` (an embedding times a weight) reads ``E`` through a
 checked gather index: the micro-kernel's packers cannot raise the ``IndexError`` an index out

@@ -12,18 +12,22 @@ strided convolution's gradient, or as the epilogue of the reduction it reads.  E
 * ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (an :class:`Item` is one
   nest or micro-kernel call) and new ops for the registry to plan in turn (:class:`Open`: a
   split-K half, a parity piece), plus buffers shared between ops (``alias``) and earlier ops
-  whose values it computes itself (``absorbs``: an epilogue's reduction).
+  whose values it computes itself (``absorbs``: an epilogue's reduction);
+* optionally ``forced(candidate, ctx)`` -- how strongly the options force it whatever it
+  costs (``microkernel=True`` forces the micro-kernel's strategies).
 
 :func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the
-cheapest candidate (cost minus the cost of the plans it absorbs; ties go to the strategy
-registered first), and expands its plan.  It knows no strategy by name.  A candidate is named
-by its strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
-position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
-label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what was offered.
+strongest forced candidate if any, else the cheapest (cost minus the cost of the plans it
+absorbs; ties go to the strategy registered first), and expands its plan.  It knows no
+strategy by name.  A candidate is named by its strategy and variant (``Candidate.label``) and
+its op by a *point* (the op's name and position, and its parent's point for planned sub-ops):
+``Options.choices`` pins a point to a label (what :mod:`.tune` measured), and
+:attr:`PlanContext.offered` records what was offered.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,8 +51,18 @@ class Item:
     batch_range: tuple | None = None
     reduction: ComputeOp | None = None
     epilogue: Any = None
-    form: str | None = None  # a reduction's loop order: "accumulators" or "strips" (schedule)
-    scatter: tuple = ()  # form "scatter": the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    form: Form | None = None  # the nest's layout (None: the scheduler's choice)
+    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+
+
+class Form(enum.Enum):
+    """The layout of an op's nest, as its strategy chose it (read by the scheduler and nest
+    fusion)."""
+
+    ACCUMULATORS = "accumulators"  # a scalar accumulator per output element, reduction axes innermost
+    STRIPS = "strips"  # accumulated in the output where it can hold the sums, an output axis innermost
+    SCAN = "scan"  # a running reduction carried along an output axis (:mod:`.strategies.scan`)
+    SCATTER = "scatter"  # scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +107,14 @@ class Strategy(Protocol):
     def lower(self, cand: Candidate, ctx: PlanContext) -> Plan: ...
 
 
+def forced(cand: Candidate, ctx: PlanContext) -> int:
+    """How strongly the options force ``cand`` whatever it costs (0: not at all): a strategy
+    that options can force (``microkernel=True``) says so with a ``forced(cand, ctx)`` method;
+    among forced candidates the strongest wins, the first registered among equals."""
+    method = getattr(cand.strategy, "forced", None)
+    return 0 if method is None else method(cand, ctx)
+
+
 @dataclass(eq=False)
 class PlanContext:
     """What strategies may read while one program is planned."""
@@ -131,8 +153,11 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
     if not cands:
         raise AssertionError(f"no code-generation strategy matches {op.name}")  # (plain loops always do)
     own = [c.strategy.cost(c, ctx) for c in cands]  # (each candidate costed once)
+    force = [forced(c, ctx) for c in cands]
     pinned = ctx.choices.get(point)
     k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
+    if k is None and max(force) > 0:  # (max keeps the first of equal strengths)
+        k = max(range(len(cands)), key=lambda m: force[m])
     if k is None:  # (min keeps the first of equal costs)
         k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
     best = cands[k]
@@ -175,7 +200,7 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
 
 def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
-    (a strided sum unrolled, then its loop-invariant factor hoisted: seed 429333), and the
+    (a strided sum unrolled, then its loop-invariant factor hoisted), and the
     readers name the first op, so the last must store into its buffer."""
     out = {}
     for op, target in alias.items():
@@ -187,4 +212,4 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     return out
 
 
-__all__ = ["Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
+__all__ = ["Form", "Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]

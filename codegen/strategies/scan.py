@@ -18,20 +18,33 @@ and min qualify (no inverse is needed; a sliding window's sets do not nest: plai
 Order: a prefix sum adds its terms in the order of the plain sequential loop (``((x0 + x1) +
 x2) ...``); a suffix sum in the reversed order, which fast math allows (``fastmath=False``
 keeps plain loops for anything but a proven same-order prefix: one reduction axis whose new
-terms all follow the ones it carries)."""
+terms all follow the ones it carries).
+
+Other combiners -- several values, or a custom kind: a max carrying its winner's index and
+tie count ``(v, k, t)``, which reverse mode builds for a running max -- are scanned only in
+that same order.  Then the scan is the plain loop's left fold itself, cut where each point
+ends: ``out[j] = (...((e + x0) + x1) ... + x_j)`` with ``e`` the identity and ``+`` the
+combiner, and ``out[j - 1]`` is that fold stopped one term earlier, so no law of the
+combiner (associativity, commutativity) is needed and every value is the plain loop's, bit
+for bit.  Each value is carried in its own output, so each needs a buffer: an op keeping
+fewer outputs than its combiner has values stays plain.  For example, the running winner of
+``Y[i] = max_{k <= i} X[k]`` over ``X = [1, 3, 3, 2]`` carries ``(1, 0, 1), (3, 1, 1), (3,
+1, 2), (3, 1, 2)``: 4 updates where the plain loops make 10."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
 from tensorad.ir.rewrite import free_vars, substitute
+from tensorad.poly import nesting as nest
 from tensorad.poly.domain import count_bound
 
 from ..loops.domain import PolyStmt, ReductionInfo
-from ..program import Buffer, If, Store
+from ..program import Assign, Buffer, If, Store
 
 COMBINERS = ("sum", "max", "min", "prod")
 
@@ -47,29 +60,21 @@ class ScanSpec:
     updates: int  # points of ``fresh``, the nest's work (an upper bound where isl might count long)
 
 
-def _shift(s: isl.Set, pos: int, d: int) -> isl.Set:
-    """``{y : y - d e_pos in s}``: ``s`` moved by ``d`` along dimension ``pos``."""
-    ma = isl.MultiAff.identity_on_domain_space(s.get_space())
-    return s.preimage_multi_aff(ma.set_at(pos, ma.get_at(pos).add_constant_val(isl.Val(-d))))
-
-
-def _lift(s: isl.Set, like: isl.Set) -> isl.Set:
-    """``s`` (over the first dimensions of ``like``) as a set over all of ``like``'s."""
-    n = s.dim(isl.dim_type.set)
-    out = s.insert_dims(isl.dim_type.set, n, like.dim(isl.dim_type.set) - n)
-    for q in range(like.dim(isl.dim_type.set)):
-        if like.has_dim_id(isl.dim_type.set, q):
-            out = out.set_dim_id(isl.dim_type.set, q, like.get_dim_id(isl.dim_type.set, q))
-    return out
+def any_order(combiner) -> bool:
+    """Whether a scan of ``combiner`` may combine its terms in another order than the plain
+    loop's (under fast math): one value, a built-in kind (:data:`COMBINERS`).  Any other
+    combiner is scanned only in the plain loop's order (the module docstring)."""
+    return combiner.arity == 1 and combiner.kind in COMBINERS
 
 
 def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
     """The cheapest scan of ``info`` (fewest updates), when one carries terms; else ``None``.
-    ``ordered``: only a scan that combines in the plain loop's order (``fastmath=False``)."""
+    ``ordered``: only a scan that combines in the plain loop's order (``fastmath=False``, and
+    always for a combiner that is not :func:`any_order`)."""
     comb = info.combiner
-    if comb.arity != 1 or comb.kind not in COMBINERS or not info.outer or not info.raxes \
-            or info.epilogue is not None:
+    if not info.outer or not info.raxes or info.epilogue is not None:
         return None
+    ordered = ordered or not any_order(comb)
     used = {v for e in (*info.sources, info.rest) for v in free_vars(e)}
     dom, proj = info.update_domain, info.outer_domain
     best = None
@@ -77,54 +82,64 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
         if j in used or j.extent < 2:
             continue
         for step in (1, -1):
-            carry = proj.intersect(_shift(proj, pos, step))
-            prev = _shift(dom, pos, step).intersect(_lift(carry, dom))
-            if prev.is_empty() or not prev.is_subset(dom):
+            nested = nest.nesting(dom, proj, pos, step)
+            if nested is None:
                 continue  # (nothing carried, or a term that leaves)
+            carry, prev = nested
             fresh = dom.subtract(prev)
             updates = count_bound(fresh)  # (a cost estimate: exact unless isl might take long)
             if best is None or updates < best.updates:
-                if not ordered or (step == 1 and _ordered(fresh, prev, len(info.outer))):
+                if not ordered or (step == 1 and nest.ordered(fresh, prev, len(info.outer))):
                     best = ScanSpec(pos, step, carry, fresh, updates)
     return best
 
 
-def _as_map(s: isl.Set, n_out: int) -> isl.Map:
-    """``s`` over (output, reduction) axes as a map from output points to reduction points."""
-    return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n_out)
+def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer, ...] | None:
+    """The buffers a scan of ``info`` carries its values in, one per value of its combiner
+    (``outputs`` by value index), when each value has one of its accumulator's dtype; else
+    ``None`` (a value computed in no buffer cannot be carried)."""
+    dtypes = info.combiner.dtypes
+    if len(outputs) != len(dtypes) or any(b is None or b.dtype != d for b, d in zip(outputs, dtypes)):
+        return None
+    return tuple(outputs)
 
 
-def _ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
-    """One reduction axis, and at every point its first new term lies past its last carried
-    one: the scan combines in the plain loop's order."""
-    if fresh.dim(isl.dim_type.set) != n_out + 1:
-        return False
-    first = _as_map(fresh, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
-    last = _as_map(prev, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
-    return first.le_set(last).is_empty()
-
-
-def scan_form(info: ReductionInfo, out: Buffer, spec: ScanSpec) -> list[PolyStmt]:
-    """The statements of the scan: ``out[x] = out[x - step e_j]`` where ``x`` carries, the
-    identity elsewhere, then ``out[x] = combine(out[x], src)`` over the fresh terms.  Time:
-    the output axes up to ``j`` (``j`` negated downwards), the phase, the reduction axes, the
-    output axes after ``j`` (innermost: vectorized across)."""
-    outer, raxes, comb = info.outer, info.raxes, info.combiner
-    p, j = spec.axis, info.outer[spec.axis]
-    here = Expr(Op.READ, out.dtype, outer, out.tensor)
-    shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
-                    for v in outer)
-    before = Expr(Op.READ, out.dtype, shifted, out.tensor)
-    combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: info.sources[0]})
-    update: tuple = (Store(out, outer, combined),)
+def _update(info: ReductionInfo, outs: tuple[Buffer, ...], accs: Sequence[Expr]) -> tuple:
+    """``out[x] = combine(out[x], src)``: one store for one value; for several, their new
+    values assigned at once to the accumulators ``accs`` (each reads the old ones), then stored."""
+    comb, outer = info.combiner, info.outer
+    here = {lhs: Expr(Op.READ, b.dtype, outer, b.tensor) for lhs, b in zip(comb.lhs, outs)}
+    combined = tuple(substitute(r, {**here, **dict(zip(comb.rhs, info.sources))}) for r in comb.result)
+    if len(outs) == 1:
+        update: tuple = (Store(outs[0], outer, combined[0]),)
+    else:
+        update = (Assign(tuple(accs), combined),
+                  *(Store(b, outer, a, counted=False) for b, a in zip(outs, accs)))
     if info.rest is not TRUE:
         update = (If(info.rest, update, (), affine=False),)
+    return update
+
+
+def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
+              accs: Sequence[Expr] = ()) -> list[PolyStmt]:
+    """The statements of the scan: ``out[x] = out[x - step e_j]`` where ``x`` carries, the
+    identity elsewhere, then ``out[x] = combine(out[x], src)`` over the fresh terms, for each
+    buffer of ``outs`` (:func:`scan_buffers`; ``accs``: the op's accumulators, which a
+    combiner of several values updates through).  Time: the output axes up to ``j`` (``j``
+    negated downwards), the phase, the reduction axes, the output axes after ``j``
+    (innermost: vectorized across)."""
+    outer, raxes, comb = info.outer, info.raxes, info.combiner
+    p, j = spec.axis, info.outer[spec.axis]
+    shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
+                    for v in outer)
+    carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False) for b in outs)
+    identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity))
     head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
     tail = tuple(outer[p + 1:])
     first = head + (0,) + (0,) * len(raxes) + tail
     return [
-        PolyStmt("C", outer, spec.carry, (Store(out, outer, before, counted=False),), first),
-        PolyStmt("I", outer, info.outer_domain.subtract(spec.carry),
-                 (Store(out, outer, comb.identity[0], counted=False),), first),
-        PolyStmt("U", outer + raxes, spec.fresh, update, head + (1,) + tuple(raxes) + tail),
+        PolyStmt("C", outer, spec.carry, carry, first),
+        PolyStmt("I", outer, info.outer_domain.subtract(spec.carry), identity, first),
+        PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs),
+                 head + (1,) + tuple(raxes) + tail),
     ]

@@ -189,6 +189,36 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
     return None
 
 
+def _hoisting_order(spec: ScatterSpec) -> tuple[tuple[Expr, ...], tuple | None]:
+    """The spec's loop order and its :func:`_hoist` split; when its own order hoists no test
+    that reads data (none, or an index test such as ``data_index(t) <= i``), an order that
+    does: the output axes a data-dependent test reads (kept as they are in the target) moved
+    out to just after the last reduce axis it reads.
+
+    A max over a middle axis, ``Y[b, i, c] = max_{k <= i} X[b, k, c]``, scatters its tied
+    points over ``(b, i, k, c)`` (the kept axis ``c`` innermost) under ``T(b, i, c) > 1``, a
+    test that reads ``c``: inside ``k``, tested at every ``(b, i, k, c)``.  Over ``(b, i, c,
+    k)`` it is tested once per output.  Only kept output axes move, so the reduce axes keep
+    their order, and with it the order of the adds into each element."""
+    split = _hoist(spec.loop_vars, spec.cond)
+    if split is not None and reads_data(split[2]):
+        return spec.loop_vars, split
+    kept = {a for a in spec.target if a.op is Op.VAR and a in spec.loop_vars}
+    for c in conjuncts(spec.cond):
+        read = set(free_vars(c))
+        if not read <= set(spec.loop_vars) or not reads_data(c):
+            continue
+        reduce_read = [k for k, v in enumerate(spec.loop_vars) if v in read and v not in kept]
+        last = reduce_read[-1] if reduce_read else -1
+        head = spec.loop_vars[:last + 1]
+        moved = tuple(v for v in spec.loop_vars[last + 1:] if v in read)
+        order = head + moved + tuple(v for v in spec.loop_vars[last + 1:] if v not in read)
+        moved_split = _hoist(order, spec.cond) if order != spec.loop_vars else None
+        if moved_split is not None and reads_data(moved_split[2]):
+            return order, moved_split
+    return spec.loop_vars, split
+
+
 def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
     """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
     space = IndexSpace(variables)
@@ -222,11 +252,11 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     if spec.guard is not TRUE:  # (inside ``cond``'s tests: it may read at the target)
         body = (If(spec.guard, body, (), affine=False),)
     variables, cond = spec.loop_vars, spec.cond
-    split = _hoist(spec.loop_vars, spec.cond)
+    order, split = _hoisting_order(spec)
     if split is not None:
         p, outer_aff, test, inner_aff, inner_rest = split
-        inner = _scan(spec.loop_vars[p:], all_of([inner_aff, inner_rest]), body)
-        variables, cond, body = spec.loop_vars[:p], outer_aff, (If(test, inner, (), affine=False),)
+        inner = _scan(order[p:], all_of([inner_aff, inner_rest]), body)
+        variables, cond, body = order[:p], outer_aff, (If(test, inner, (), affine=False),)
     space = IndexSpace(variables)
     aff, rest = split_condition(space, cond)
     if rest is not TRUE:

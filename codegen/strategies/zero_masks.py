@@ -6,8 +6,8 @@ scatter-sum's mask at the point an add lands on, :mod:`.strategies.catalog`).  B
 both operands -- in the IR (``ta.evaluate``, the bounds proof) as in LLVM -- while the
 ``if_then_else`` computed ``d`` only where ``c`` holds, and ``d`` may be valid only there:
 ``c = 0 <= 2 g[i] < 3`` guards ``d = X[2 g[i]] > 0``, a checked gather index (the kernel
-raised IndexError at ``g[i] = -3``: the gradient of a guarded ReLU of a gather, fuzz seed
-110932), or a read proved in bounds only under ``c`` (an index ``I[i] - 2`` under
+raised IndexError at ``g[i] = -3``: the gradient of a guarded ReLU of a gather),
+or a read proved in bounds only under ``c`` (an index ``I[i] - 2`` under
 ``I[i] >= 2``: a wild read).
 
 So a conjunct below a lazy guard that may fault (:func:`may_fault`) is kept lazy,

@@ -60,7 +60,7 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     # Collected in exact integers, a constant may leave the dtype: an int32 constant past its
     # range is exact index arithmetic (int64) in ta.evaluate and the kernels, while int32 data
     # -- casts of floats among it -- wraps.  ``int32(-9.0) - int32(3e10)`` wraps to 2147483640;
-    # folded, it was -2147483656 (fuzz seed 220419): such a form is left as written, like
+    # folded, it was -2147483656: such a form is left as written, like
     # fold_constant leaves an operation whose result leaves its dtype.
     lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
     if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
@@ -109,7 +109,7 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
         return None
     fa, fb = to_linear(a, _forms(memo)), to_linear(b, _forms(memo))
     # integer data wraps like NumPy's: a side whose exact value may leave its type is not the
-    # value compared, and a moved term may wrap (fuzz seed 90803: ``7 < INT_MIN`` became
+    # value compared, and a moved term may wrap (``7 < INT_MIN`` became
     # ``7 <= INT_MIN - 1``, true); an ordering of data is rewritten only when every side is
     # proved within the type (an equality is kept by adding to both sides, modulo 2^bits)
     of_data = node.op not in (Op.EQ, Op.NE) and (_reads_data(a) or _reads_data(b))

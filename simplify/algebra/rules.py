@@ -13,7 +13,7 @@ literal zero is an IEEE value: ``0 * x``, ``0 / x``, ``x - x`` and the gate prod
 ``select(c, x, 0) * y``, ``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other
 operand *absorbs* the zero (:func:`absorbs`: finite wherever computed), never where it could be
 inf or NaN at run time; ``0 / x`` is never rewritten (a user's ``0.0 / x`` at ``x = 0`` is NaN,
-and a comparison on it must see NaN: fuzz seed 16322).  Derivatives get their strong
+and a comparison on it must see NaN).  Derivatives get their strong
 zeros where they are built (``tensorad/autodiff/zero.py``: a symbolic ``ZERO`` is never
 multiplied, a product goes inside a zero-branch select), so evaluate, plain builds and
 optimized code see them alike; the one licensed difference left is the nonzeroness lifting of

@@ -287,7 +287,7 @@ def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr
     residual conjuncts' reads in bounds (``X[i]`` became ``X[w - 3]``).  ``&&`` computes both
     operands -- in ``ta.evaluate``, the bounds proof and LLVM -- so a residual conjunct that
     may fault once substituted stays in an inner, lazy ``if_then_else`` under the range
-    guards (fuzz seed 202459: a max gradient's tie test read out of its winner tensor's
+    guards (a max gradient's tie test read out of its winner tensor's
     bounds); one that cannot fault joins them in one conjunction, as before.
     """
     guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]

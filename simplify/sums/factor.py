@@ -23,8 +23,8 @@ kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - me
 custom combiners are not linear).
 
 A sum over an empty domain is ``0`` whatever its terms, but ``coef * [sum]`` is ``coef * 0``,
-which is NaN when ``coef`` is inf or NaN at run time (an empty max is ``-inf``; fuzz seed
-14178).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
+which is NaN when ``coef`` is inf or NaN at run time (an empty max is
+``-inf``).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
 ``if_then_else(exists k: cond(i, k), coef * [sum], 0)``: the strong zero of the original.  isl
 projects the where-condition onto the axes; where no point's domain is empty there is no guard,
 and a where-condition isl cannot represent is not rewritten.
@@ -595,7 +595,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     cs = conjuncts(red.src[0])
     # the bracket is a tensor over the axes and the outer variables, computed on their whole
     # box: it keeps the outer conjuncts too, which keep its reads in bounds where no outer term
-    # reads it (fuzz seed 21271: head[.., i1 + (a + 1) % 5, ..] past the end)
+    # reads it (head[.., i1 + (a + 1) % 5, ..] past the end)
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),
                    _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),

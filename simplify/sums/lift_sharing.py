@@ -1,4 +1,4 @@
-"""Guard lifting done once per body shape and renamed for the others (issue 8: a long chain's
+"""Guard lifting done once per body shape and renamed for the others (a long chain's
 optimizer).
 
 Every adjoint of a long elementwise chain has the same body up to its tensors and its fresh

@@ -160,7 +160,7 @@ def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
     A constant fact adds nothing: ``True`` holds everywhere, and under ``False`` no point is
     left, so ``e`` is as good as any answer (the callers' plans find the empty domain).  It
     must not enter the mapping: ``False -> True`` beside ``True -> False`` would swap the two
-    constants forever (seed 424851, a tangent whose nonzeroness simplified to ``False``)."""
+    constants forever (a tangent whose nonzeroness simplified to ``False``)."""
     mapping = {}
     for f in facts:
         if f.op is Op.CONST:

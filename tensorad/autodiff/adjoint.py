@@ -20,7 +20,9 @@ Reductions with other combiners (DESIGN.md lesson 2):
   split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
   max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
   over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
-  loops that vectorize, where the winner reduction is a chain of compares and blends.
+  loops that vectorize, where the winner reduction is a chain of compares and blends -- except
+  for a running max/min (``max_{k <= i}``): there the sum compares every term with ``Y[i]``
+  (quadratic), while the winner reduction is scanned in one update per term (:func:`_running`).
 * ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
@@ -41,6 +43,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
+from ..poly.nesting import ordered_prefix_axes
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .gathers import unchecked, unguarded_reads
@@ -185,6 +188,16 @@ def _holds(c: Expr) -> bool:
 
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
+
+
+def _running(op: ComputeOp) -> bool:
+    """Whether ``op`` is a running reduction, an ordered upward scan along an output axis
+    (:func:`~tensorad.poly.nesting.ordered_prefix_axes`): a cumulative max ``Y[i] = max_{k <=
+    i} X[k]``.  Its winner is then the reduction carrying ``(value, index, ties)``, which code
+    generation scans in ``n`` updates per row; :meth:`AdjointBuilder._lone_winner`'s sum
+    compares every term with ``Y[i]``, a source that moves with ``i``: no scan, ``n^2 / 2``."""
+    body = op.body[0]
+    return bool(ordered_prefix_axes(op.axes, body.arg.axes, body.src[0], body.src[1:]))
 
 
 class AdjointBuilder:
@@ -336,7 +349,7 @@ class AdjointBuilder:
                   for k, t in enumerate(site.src)]
             # the read's guards over the output axes again: E(i) >= 0 implies them, but only
             # they show that the reads in ``rest`` (which the window does not move) lie in
-            # bounds (fuzz seed 478142: ``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
+            # bounds (``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
             # cannot prove); a guard that moves with the window (a pool's padding) stays in E
             window = set(ra.axes)
             kept = [rename(g, m) for g in guards if not window & set(free_vars(g))]
@@ -473,14 +486,14 @@ class AdjointBuilder:
     def _saved(self, op: ComputeOp) -> Tensor | None:
         """For a max/min/prod whose source may round differently where it is computed again
         (any float arithmetic or math function: constant folding, FMA contraction, another
-        build's options -- fuzz seed 13060), values stored once so that the winner and the tie
+        build's options), values stored once so that the winner and the tie
         test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``:
         materialized, never inlined, saved with the winner by ``ta.function``); ``None`` when
         the source alone recomputes exactly (reads, selects, casts, max/min, negation,
         constants: max pooling, softmax).
 
         An elementwise tensor the source reads is inlined into both by the optimizer, so its
-        arithmetic counts too (fuzz seed 290680: ``min`` over ``C[i] = S[i] * 2 + a``).  Such a
+        arithmetic counts too (``min`` over ``C[i] = S[i] * 2 + a``).  Such a
         tensor is copied once (``C.tie``, its own shape) and the source reads the copy; only a
         source that still rounds twice is stored over the whole reduction domain (``Y.tie``:
         one value per output and window point)."""
@@ -491,7 +504,7 @@ class AdjointBuilder:
         found = None
         if not recomputes_exactly(source, inlined=True):
             # keyed by tensor, not by read: ``rewrite`` rebuilds bottom-up, so a read whose index
-            # reads another copied tensor (``T[C[j]]``, fuzz seed 436242) is a new node by the
+            # reads another copied tensor (``T[C[j]]``) is a new node by the
             # time the rule sees it
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
                       and roundings(n.arg.op.body[n.arg.value_index], True)}
@@ -540,7 +553,8 @@ class AdjointBuilder:
         sources = tuple(rename(s, m) for s in body.src[1:])
         kind = combiners.classify(ra.combiner)[0]
         lone = (self._lone_winner(op) if kind in ("max", "min") and flat is not None
-                and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True) else None)
+                and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True)
+                and not _running(op) else None)
         if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
             self._winners[op] = lone
             return lone

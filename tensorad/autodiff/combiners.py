@@ -13,7 +13,7 @@
   which ``ta.Jacobian`` keeps).  Forward mode (``ta.jvp``) asks instead for the mean of the
   tied points' tangents (:func:`mean_tie_reducer`), the transpose of reverse mode's even split
   of a tie (:func:`winner_reducer`): with the first winner's tangent, ``h . J u`` and
-  ``u . J^T h`` differed at a tie (fuzz seed 953519: a float16 program's quantized data).
+  ``u . J^T h`` differed at a tie (a float16 program's quantized data).
 * :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
   max/min winner is found, NaN included (the section "the order of a max/min" below).
 * :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for

@@ -5,7 +5,7 @@ at odd ``i`` -- yields its combiner's identity there (``-inf`` for a max), which
 its derivative is exactly 0.  Forward mode computes that 0 as a sum of no tangents, and the next
 factor of the chain rule, evaluated at the identity, may be infinite (``pow'(inf)``,
 ``sqrt'(0)``): ``0 * inf`` made the jvp NaN where the reverse gradient, which sends nothing to an
-empty reduction's sources, is 0 (fuzz seed 90892; the function is constant there, and central
+empty reduction's sources, is 0 (the function is constant there, and central
 differences agree with 0).  So the tangent of such a reduction is ``select(empty, 0, d)``, a
 zero-branch gate that :func:`.zero.mul` keeps strong, and forward mode carries the gate across the
 tensor that stores it (:mod:`.forward`).

@@ -56,7 +56,7 @@ def unchecked_read_index(index: tuple[Expr, ...], shape: tuple[int, ...], tensor
     index that changed clipped into the axis as well: where the read's guard holds the index
     is in range and nothing moves, and where it fails the read stays in bounds -- provably, for
     the bounds check at definition, which cannot relate a guard on the checked gather to the
-    clipped one (fuzz seed 772357: a tangent read ``u[.., clip(g, 5)]`` of an axis of 3 under
+    clipped one (a tangent read ``u[.., clip(g, 5)]`` of an axis of 3 under
     ``data_index(g, 5, raise) < 3``).  Affine indices are left alone: the optimizer reads them."""
     out = []
     for k, (e, n) in enumerate(zip(index, shape)):

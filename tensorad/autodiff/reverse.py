@@ -1,4 +1,4 @@
-"""``jacobian_recursive``: reverse accumulation over the tensor DAG (seed 000).
+"""``jacobian_recursive``: reverse accumulation over the tensor DAG.
 
 The tensors between ``output`` and the inputs are visited consumers first.  Each tensor's
 adjoint ``adj_T`` (shape ``prefix + T.shape``, dtype ``T.dtype``) is one compute whose body is

@@ -11,8 +11,8 @@ Only where a value is needed (a tensor body, a reduction source) does :func:`mat
 A zero *branch* stays strong too: the tangent of ``select(c, a, x)`` by ``x`` is
 ``select(c, 0, dx)``, zero wherever ``c`` picks ``a``.  Multiplying that select by the next
 partial of the chain rule, evaluated at the chosen ``a``, would give ``0 * inf = NaN`` where
-the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``; fuzz seed
-12529: ``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
+the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``;
+``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
 select, ``select(c, 0, x) * y = select(c, 0, x * y)``: 0 where the branch is not taken, as
 PyTorch's and JAX's masking ``where`` give, and as the math gives (the function is locally
 constant there).  The simplifier's NaN policy says the same of every symbolic zero.
@@ -110,7 +110,7 @@ def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
     selects; a product's tangent is a sum of two: without sums, the jvp of ``erf(|m1 + m2|^1.5)``
     over two empty maxima was ``(0 + 0) * erf'(inf) pow'(inf)``, NaN).  The products this
     spreads over a sum's gated terms once let a scatter compute a guarded gather's mask outside
-    its guard (fuzz seed 110932): that was the scatter's (codegen/strategies/zero_masks.py)."""
+    its guard: that was the scatter's (codegen/strategies/zero_masks.py)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:

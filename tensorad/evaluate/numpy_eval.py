@@ -38,9 +38,9 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   rounding a reassociation of its terms may add: a kernel may order two elements of one
   reduction differently (LLVM reassociates one unrolled copy of a loop and not another), so
   two elements that are equal in every single order can differ, and a comparison of them
-  flip (fuzz seed 410114).  ``"nested"`` folds a reduction over several axes axis by axis,
+  flip.  ``"nested"`` folds a reduction over several axes axis by axis,
   the last first, each in index order: partial sums per point of the outer axes, then their
-  sum -- a regrouped sum (fuzz seed 610834).  Max and min do not depend on the order; custom combiners fold in
+  sum -- a regrouped sum.  Max and min do not depend on the order; custom combiners fold in
   index order (their tie rule), except one that is a bare ``x + y`` or ``x * y``, which fast
   math reassociates as it does a built-in sum: it follows the order too.
 * Strong zeros: with ``strong_zero=True`` (:func:`evaluate_in_order`) a product with a zero
@@ -53,13 +53,13 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   functions of a float32 value (:data:`ROUNDED_MATH`) are computed in float64 and rounded once
   to float32 -- correctly rounded where NumPy's float32 routines may be an ulp off (``tanh`` of
   -9.517245 is -0.99999998917: -1.0 rounded, NumPy's float32 gives -0.99999994, and a ``//``
-  after it turns that ulp into 1, fuzz seed 485818).  Another rounding a kernel may have, for a
+  after it turns that ulp into 1).  Another rounding a kernel may have, for a
   test's allowance; never a user's answer.
 * Unsigned zeros: with ``unsigned_zeros=True`` (:func:`evaluate_in_order`) every zero a node
   computes (or reads) is ``+0``.  Optimized code may give a zero the other sign
   (docs/conventions.md: ``-select(c, x, 0)`` is ``select(c, -x, 0)`` there), and with it the
-  sign of an infinity that divides by it or raises it to a negative power (fuzz seed 760814:
-  ``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
+  sign of an infinity that divides by it or raises it to a negative power
+  (``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
   The value optimized code may have, for a test's allowance; never a user's answer.
 * Given values: ``given={tensor: array}`` (:func:`evaluate_in_order`) takes those computed
   tensors' values as they are instead of computing them -- a backward program evaluated on the
@@ -71,7 +71,7 @@ It is the test oracle of the project, so it is written for obvious correctness, 
   rounds each occurrence of a value on its own (LLVM contracts ``t - s * c`` into a fused
   multiply-add at one occurrence and not at another), so two occurrences that cancel in exact
   arithmetic -- a layer norm's centred row in its gradient, ``sum_k (x_k - mean) = 0`` -- need
-  not cancel in the kernel (fuzz seed 982368).  How far that moves a result is a test's
+  not cancel in the kernel.  How far that moves a result is a test's
   allowance; never a user's answer.
 """
 
@@ -406,7 +406,7 @@ class _Grid:
             return out
         # and moved apart by the rounding a reassociation of n terms may add (n/2 ulps of the
         # result, up or down by the parity): two elements equal in every order -- one value
-        # reassociated two ways (seed 410114) -- then compare either way
+        # reassociated two ways -- then compare either way
         terms = int(np.prod([self.grid_shape[d] for d in pos], dtype=np.int64))
         step = out.dtype.type(terms * np.finfo(out.dtype).eps / 2)
         one = out.dtype.type(1)
@@ -485,7 +485,7 @@ def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ..
     each point of the outer axes gets the partial fold of the inner ones (in index order), and
     the partials are folded in turn -- the order of a sum regrouped over its axes, as the
     optimizer's brackets (``sum_{r1, r2} f(r2) = |r1| [sum_r2 f]``) and a kernel's partial sums
-    compute it (fuzz seed 610834: ``+-1e30`` terms cancel in each partial, and a one-accumulator
+    compute it (``+-1e30`` terms cancel in each partial, and a one-accumulator
     fold loses the small term at every step)."""
     acc = np.where(mask, s, np.asarray(identity, s.dtype))
     everywhere = np.ones((), bool)
@@ -507,7 +507,7 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
 # Points of one op's grid evaluated at once: every node of a body is an array of up to this many
 # elements (8 bytes each for indices and float64), and a body's nodes are all held until it is
 # done.  A larger grid -- an unoptimized convolution gradient's outer axes times its reduce axes
-# reach 2e9 points -- is cut into boxes of its outer axes (fuzz seed 3205: a 17 GiB mask).
+# reach 2e9 points -- is cut into boxes of its outer axes (a 17 GiB mask).
 GRID_BUDGET = 1 << 21
 
 
@@ -551,7 +551,7 @@ def exact_indices(body: Expr) -> Expr:
     in them: a read's index is index arithmetic, exact as compiled code computes it (in 64
     bits, :meth:`codegen.llvm_expr.ExprEmitter.index`), where an int32 value elsewhere wraps.
     An axis variable is exact already; a constant an inliner put in its place (``t0[7]`` of
-    ``t0[i] = x0[(i * 1073741824 + 3) % 5]``, fuzz seed 722032) is made so here.  What lies
+    ``t0[i] = x0[(i * 1073741824 + 3) % 5]``) is made so here.  What lies
     under a gather (``DATA_INDEX``) is data."""
     memo: dict[tuple[Expr, bool], Expr] = {}
     stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)

@@ -140,7 +140,7 @@ def bits(dtype: str) -> int:
 def narrows(src: str, dst: str) -> bool:
     """Whether an integer cast from ``src`` to ``dst`` can change the value (``int64`` to
     ``int32`` wraps, as NumPy's ``astype`` does); a cast to the same or a wider type cannot --
-    integer arithmetic is exact in 64 bits whatever its node's type (issue 8, D6)."""
+    integer arithmetic is exact in 64 bits whatever its node's type."""
     return is_int(src) and is_int(dst) and bits(dst) < bits(src)
 
 

@@ -6,7 +6,7 @@ is exact unless a value passes ``2**63``; :func:`check_index_range` bounds every
 interval arithmetic over the variables' ranges (Python ints, so the bounds themselves never
 overflow) and raises a ``ValueError`` naming the expression when one could.  Values read from
 integer tensors, reduction accumulators and float-to-int casts are data, not indices: they
-wrap like NumPy's, and nodes that depend on them are not checked (issue 8, D6).
+wrap like NumPy's, and nodes that depend on them are not checked.
 
 Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refused;
 ``(i * 100000) % 7`` reaches ``3 * 10**9``: exact in 64 bits, accepted.
@@ -145,8 +145,8 @@ def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
     ``ta.evaluate`` both do) and ``bounds(body)`` -- ``(lo, hi)`` or ``None`` when unknown --
     does not prove it within int32.  Every inliner asks this (``ta.InlineNonReductions``, the
     optimizer, the code generator's choice of buffers); the simplifier passes its sharper
-    bounds of data.  Fuzz seed 6116: ``int32(i * -3 - 2) - int32(x * 1e10)`` read through a
-    sigmoid and summed gave 45 stored and 18 inlined."""
+    bounds of data.  Stored and inlined differ where a store wraps: ``int32(i * -3 - 2) -
+    int32(x * 1e10)`` read through a sigmoid and summed gives 45 stored and 18 inlined."""
     if body.dtype != "int32":
         return False
     b = bounds(body)

@@ -1,5 +1,5 @@
 """Name-free spellings: the one numbering machinery behind every key that shares work between
-things equal up to a renaming of their variables, tensors and buffers (issue 8).
+things equal up to a renaming of their variables, tensors and buffers.
 
 A long chain's program repeats a handful of shapes thousands of times over other tensors and
 fresh variables.  A key that spells a thing with each variable, expression node, tensor, op

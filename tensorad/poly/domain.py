@@ -34,7 +34,7 @@ _SET = isl.dim_type.set
 
 
 # isl counts a set with divisions by scanning it, and a few nested divisions with large
-# coefficients take it seconds to minutes (seed 971008's footprint, three divisions: 13 CPU-s).
+# coefficients take it seconds to minutes (a Hessian-vector product's footprint, three divisions: 13 CPU-s).
 # The library's counts are cost estimates (a scan's updates, a merge's body runs), so a set with
 # more than ``COUNT_DIVISIONS`` divisions in a piece is not counted at all, and any other with
 # divisions gets ``COUNT_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``:
@@ -219,6 +219,6 @@ def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
 
     Taken from the image set (``dim_min_val``), not ``isl_pw_aff_min_val``: the latter raises
     "expecting integer affine expression" on some domains with divisions (a `where` with a
-    modulo, fuzz seed 51313) where the set question is answered exactly."""
+    modulo) where the set question is answered exactly."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()

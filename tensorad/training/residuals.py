@@ -65,8 +65,8 @@ def _same_pass(chosen: set[Tensor], on_head: set[Tensor]) -> set[Tensor]:
     A saved winner ``W = argmax_k f(R[k])`` is compared in the backward with ``f(R[k])``
     computed there.  If ``R`` is recomputed -- by another build (other options: another
     summation order, FMA contraction), or by another strategy in the backward's kernel -- its
-    bits may differ, no point equals the winner and the gradient is lost (fuzz seed 290680:
-    a triangular product ``R`` read by a saved min's winner, forward and backward built with
+    bits may differ, no point equals the winner and the gradient is lost
+    (a triangular product ``R`` read by a saved min's winner, forward and backward built with
     different targets).  So every tensor such a ``W`` reads is saved too, unless recomputing
     it is exact: an elementwise body of reads, choices and one rounding
     (:func:`~.autodiff.adjoint.recomputes_exactly`) over tensors that are themselves saved,

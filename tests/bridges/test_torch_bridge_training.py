@@ -1,4 +1,4 @@
-"""``ta.torch.function`` as a training loop uses it (session 23's audit, docs/audit.md).
+"""``ta.torch.function`` as a training loop uses it.
 
 A layer that returns an integer output beside its values (an argmax, as ``torch.max`` returns
 indices), a layer whose output is changed in place after the call (``out += identity`` in a

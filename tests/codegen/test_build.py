@@ -345,7 +345,7 @@ def test_short_batch_axis_is_fused_for_parallelism(batch):
 
 @pytest.mark.parametrize("shape", [(2, 3), (5,), ()])
 def test_identity_kernel_copies_an_input_that_is_also_an_output(shape):
-    # issue 8, D13: ta.build([A], [A]) raised "both an input and an output"
+    # ``ta.build([A], [A])`` raised "both an input and an output"
     A = ta.placeholder(shape, "float64", name="A")
     kern = ta.build([A], [A])
     a = np.random.default_rng(0).uniform(-1, 1, shape)

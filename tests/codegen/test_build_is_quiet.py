@@ -38,7 +38,7 @@ def test_build_with_vector_width_writes_nothing(capfd, options):
 
 @pytest.mark.parametrize("rows", [17, 22])
 def test_window_loop_that_loses_peeled_iterations_writes_nothing(capfd, rows):
-    """Fuzz seed 120125: a window loop (an argmax per row) of 17 rows that also tests
+    """A window loop (an argmax per row) of 17 rows that also tests
     ``i <= 1``.  LLVM peels the first two rows to settle the test, 15 are left -- below its
     tiny-trip threshold, where the ``% 4`` row address would need run-time checks -- and it
     declined the width hint aloud.  A trip count within the peeling limit of the threshold
@@ -59,7 +59,7 @@ def test_window_loop_that_loses_peeled_iterations_writes_nothing(capfd, rows):
 
 
 def test_window_loop_with_a_float_test_of_its_variable_writes_nothing(capfd):
-    """Fuzz seed 121380: the same with 16 rows and ``float(3 i) > 0`` in a select, which
+    """The same with 16 rows and ``float(3 i) > 0`` in a select, which
     LLVM's instcombine makes ``i > 0`` and peels: a float compare counts as a test of it."""
     X = ta.placeholder((4, 1), "float64", name="X")
     r = ta.reduce_axis((0, 3), name="r")
@@ -81,16 +81,27 @@ def test_window_loop_with_a_float_test_of_its_variable_writes_nothing(capfd):
     np.testing.assert_array_equal(got, want)
 
 
+def _in_order(terms: list[np.ndarray]) -> np.ndarray:
+    """``terms`` added one after another in float32, starting from zero."""
+    total = np.zeros_like(terms[0])
+    for t in terms:
+        total = (total + t).astype(np.float32)
+    return total
+
+
 @pytest.mark.parametrize("width", [4, 8])
 def test_strict_sum_keeps_its_order_under_a_width(width):
-    """``fastmath=False``: the sum is added in index order, bit for bit, whatever the width."""
+    """``fastmath=False``: the sum is added in the loop program's order, bit for bit, whatever
+    the width.  For 1,000 float32 terms that order is blocked (:mod:`tensorad.codegen.loops.cascade`):
+    blocks of 16 terms, each summed in index order; the 62 block sums in groups of 16 (the last
+    of 14); the four group sums, then the 8 terms left, each added to the total in turn."""
     X = ta.placeholder((4, 1000), "float32", name="X")
     k = ta.reduce_axis((0, 1000), name="k")
     S = ta.compute((4,), lambda i: ta.sum(X[i, k], axis=k), name="S")
     x = (np.random.default_rng(1).standard_normal((4, 1000)) * 1000).astype(np.float32)
-    want = np.zeros(4, np.float32)
-    for j in range(1000):
-        want += x[:, j]
+    blocks = [_in_order([x[:, j] for j in range(b * 16, b * 16 + 16)]) for b in range(62)]
+    groups = [_in_order(blocks[g:g + 16]) for g in range(0, 62, 16)]
+    want = _in_order(groups + [_in_order([x[:, j] for j in range(992, 1000)])])
     np.testing.assert_array_equal(ta.build([S], [X], fastmath=False, vector_width=width)(x), want)
 
 
@@ -146,8 +157,8 @@ def test_vectorizable_reads_the_loop_body():
 def test_pool_window_hint_writes_nothing(capfd, dtype, options):
     """A max pool's window loop is asked to vectorize only after LLVM unrolls its inner loops
     (codegen/chains.window_vector_width); a checked build's bounds tests (an early exit) or a
-    half-precision conversion call in that loop withdraw the hint (fuzz seeds 80002, 80012
-    printed "loop not vectorized" remarks)."""
+    half-precision conversion call in that loop withdraw the hint (LLVM
+    printed "loop not vectorized" remarks for them)."""
     X = ta.placeholder((2, 3, 30, 30), dtype, "X")
     Y = ta.topi.nn.pool(ta.topi.nn.relu(X), 2, 2, [0] * 4, "max")
     x = np.random.default_rng(2).uniform(-1, 1, X.shape).astype(dtype)
@@ -163,7 +174,7 @@ def test_pool_window_hint_writes_nothing(capfd, dtype, options):
 
 
 def test_argmax_that_does_not_move_with_the_output_writes_nothing(capfd):
-    """Fuzz seed 90780: the jvp of an argmax whose window reads the same column of ``x`` for
+    """The jvp of an argmax whose window reads the same column of ``x`` for
     every output element; the loop over the outputs started the accumulators, so it was hinted,
     but its body is invariant in it (LLVM hoisted it and printed "loop not vectorized")."""
     x = ta.placeholder((7, 1), "float64", "x")
@@ -208,7 +219,7 @@ exit:
 @pytest.mark.parametrize("op, declined", [("call double @opaque(double %v)", True),
                                           ("fmul double %v, 2.0", False)])
 def test_a_width_hint_llvm_declines_is_dropped_quietly(capfd, op, declined):
-    """The last line of defence (codegen/jit.compile_kernel, fuzz seed 121530, a hint the
+    """The last line of defence (codegen/jit/engine.compile_kernel: a hint the
     emitter's judgement let through): a declined hint's remark is caught and the module compiled
     again without width hints; a hint LLVM takes stays."""
     from tensorad.codegen.jit import engine as jit

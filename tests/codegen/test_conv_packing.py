@@ -90,7 +90,7 @@ def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil)
 def test_stride_2_weight_gradient_with_short_rows_packs_by_transposes(size, pad):
     # output rows of 13, 13 and 11 (a ResNet stage's 14 x 14): one register transpose of 8
     # every-other elements per row and the rest element by element -- not run-wise copies
-    # of the kernel's 3-wide rows (8 x 128 x 28 x 28 -> 256 channels: 43 -> 26 ms)
+    # of the kernel's 3-wide rows (8 x 128 x 28 x 28 -> 256 channels: 26 ms against 43)
     X = ta.placeholder((2, 3) + size, "float32", "X")
     W = ta.placeholder((5, 3, 3, 3), "float32", "W")
     Y = ta.topi.nn.conv2d(X, W, 2, pad)

@@ -1,4 +1,4 @@
-"""The disk cache cannot be fooled (issue 8, D10): each attack on an entry is rebuilt, never
+"""The disk cache cannot be fooled: each attack on an entry is rebuilt, never
 loaded, raised, hung on or crashed on.
 
 A first process builds kernels ``A * c + 1`` (one cache entry each) in a private directory;
@@ -27,17 +27,17 @@ SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorad as ta
-B = sys.modules["tensorad.codegen.build"]
 A = ta.placeholder((7,), "float32", "A")
 a = np.arange(7, dtype=np.float32)
-keys, bad = {}, []
+keys, bad, stats = {}, [], {"compiled": 0, "loaded": 0}
 for c in [float(x) for x in sys.argv[1].split(",")]:
     Y = ta.compute((7,), lambda i: A[i] * c + 1.0, name="Y")
     k = ta.build([Y], [A])
     keys[str(c)] = k._compiled.key
+    stats[{"compiled": "compiled", "disk": "loaded"}[k.origin]] += 1
     if not np.array_equal(k(a), a * np.float32(c) + np.float32(1)):
         bad.append(c)
-print(json.dumps({"stats": B.STATS, "keys": keys, "bad": bad}))
+print(json.dumps({"stats": stats, "keys": keys, "bad": bad}))
 """
 
 CONSTANTS = [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]

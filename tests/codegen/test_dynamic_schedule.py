@@ -1,4 +1,4 @@
-"""Parallel loops deal their trips dynamically (issue 9): each thread takes the next chunk from a
+"""Parallel loops deal their trips dynamically: each thread takes the next chunk from a
 counter shared by the team (an ``atomicrmw add``) until none is left, and a matrix product's
 driver takes chunks of its blocks likewise -- so a thread that starts late or runs slow is not waited
 for.  Each element is still computed by one iteration, so the results are bitwise those of one

@@ -130,7 +130,7 @@ def test_the_reads_of_one_body_share_its_renaming(monkeypatch):
     assert low.work < 16 * n  # (shrunk to the points read)
 
 
-# seed 971008's HVP (a four-deep nest of reductions, each lifted from the previous one's
+# a Hessian-vector product's (a four-deep nest of reductions, each lifted from the previous one's
 # source): one footprint over a 5 x 3 x 16 box, with three divisions of large coefficients
 SEED_971008 = ("{ [a, b, c] : exists (e1, e2: 2 <= a <= 3 and 0 <= b <= 2 and 0 <= c <= 15 and "
                "-5 - 3b - 7c - 9*floor((1 - b)/3) - 8e1 <= 112e2 <= 18 - 3b - 7c - 9*floor((1 - b)/3) - 8e1 "

@@ -1,4 +1,4 @@
-"""A product reading rows through a checked gather index is a matrix product (issue 12).
+"""A product reading rows through a checked gather index is a matrix product.
 
 ``C[i, j] = sum_k E[I[i], k] * W[k, j]`` ran as loops (the packers cannot raise the
 IndexError an out-of-range index must give); now the rows are copied once by a checked nest

@@ -1,5 +1,5 @@
 """Random programs whose reads are valid only under their guards: no stage may compute a
-guarded read where its guard fails (issue 8, fuzz seed 110932).
+guarded read where its guard fails.
 
 Each program reads ``x`` through a checked gather index (``mode="raise"``) or a shifted index
 (``x[2 i - 3]``) that leaves the tensor wherever its ``if_then_else`` guard excludes it --
@@ -67,7 +67,7 @@ def _body(draw, x, g, h):
         idx = draw(st.sampled_from(INDICES))
         return lambda i: ta.if_then_else(g[i] > 0, t1(i) * t2(i) + h[i],
                                          ta.if_then_else(_inside(idx(g[i], i)), t1(i), 0.0))
-    if shape == "mask":  # the gradient of this is seed 110932's scatter under two masks
+    if shape == "mask":  # the gradient of this is a scatter under two masks
         idx = draw(st.sampled_from(INDICES))
         f = draw(st.sampled_from(FUNCS))
         return lambda i: ta.if_then_else(

@@ -71,9 +71,9 @@ def test_a_pieces_key_follows_the_library_source_not_the_compilers(monkeypatch):
     symbol = gemmlib.driver_symbol("float32", 4, 24, target)
     key, text = gemmlib.entry_key(symbol, target)
     assert target.key in text and jit.toolchain() in text
-    monkeypatch.setattr(jit, "_SOURCE_HASH", "an edited optimizer")  # the kernels' fingerprint moves
+    monkeypatch.setattr(jit._PROCESS, "source_hash", "an edited optimizer")  # the kernels' fingerprint moves
     assert gemmlib.entry_key(symbol, target) == (key, text)
-    monkeypatch.setitem(libversion._VERSION, ROOT, "an edited packer")  # the library's source moves
+    monkeypatch.setitem(libversion._PROCESS.versions, ROOT, "an edited packer")  # the library's source moves
     assert gemmlib.entry_key(symbol, target)[0] != key
     other = parse_target("llvm -mcpu=skylake-avx512")
     assert gemmlib.entry_key(gemmlib.driver_symbol("float32", 4, 24, other), other)[0] != key

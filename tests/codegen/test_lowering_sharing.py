@@ -1,4 +1,4 @@
-"""Equal groups are lowered once per ``lower`` call, the others renamed (issue 8, a long
+"""Equal groups are lowered once per ``lower`` call, the others renamed (a long
 chain's lowering: :mod:`tensorad.codegen.loops.shared_nests`).
 
 Counted, never timed: a chain's groups are lowered a handful of times, not once each; the

@@ -62,7 +62,7 @@ def test_k_loop_keeps_the_tile_in_registers(spec, dtype):
 
 
 def test_host_and_haswell_run_one_k_loop():
-    # two AVX2 + FMA CPUs, compiled for (not run): this session's host, an AMD Zen 3, and haswell
+    # two AVX2 + FMA CPUs, compiled for (not run): an AMD Zen 3 and haswell
     host, haswell = k_loop("llvm -mcpu=znver3", "float32"), k_loop("llvm -mcpu=haswell", "float32")
     assert host[:2] == haswell[:2] and sorted(host[2]) == sorted(haswell[2])  # scheduled apart only
 

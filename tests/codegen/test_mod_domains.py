@@ -1,4 +1,4 @@
-"""Loops over domains with ``%`` conditions reach every point (issue 8, D2).
+"""Loops over domains with ``%`` conditions reach every point.
 
 isl's AST builder dropped strided iterations whose offset is a division of an outer loop --
 which scanning two short output axes as one loop creates from any ``%`` condition.  Oracles:
@@ -64,7 +64,7 @@ def test_sum_where_mod_keeps_the_strided_loop():
 
 @pytest.mark.parametrize("opts", [{}, {"num_threads": 3, "checked": True}])
 def test_mod_condition_isl_cannot_scan_on_fused_axes_is_rebuilt(opts):
-    """Fuzz seed 90390: a reduction masked by ``(2 k - j + 2) % 5 == 0`` over output axes
+    """A reduction masked by ``(2 k - j + 2) % 5 == 0`` over output axes
     ``(i, j, k)`` whose first two are scanned as one loop made isl's AST builder fail outright
     ("cannot handle void expression"), at every option; the loops are now rebuilt over the
     division-free hulls with the exact test inside."""

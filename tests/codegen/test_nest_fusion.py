@@ -228,8 +228,8 @@ def test_a_strip_reduction_reading_another_at_its_rows_shares_its_nest():
 def test_strip_reductions_with_epilogues_keep_their_strips_and_chain():
     """A layer norm over the channels of NCHW (ConvNeXt's ``LayerNorm2d``): ``mean`` and
     ``var`` sum ``X[b, k, y, x]`` over ``k`` in strips of ``x`` (contiguous), each with its
-    ``/ C`` fused.  Before, the fused units joined a group over ``(b, y, x)`` whose sums walk
-    ``k`` innermost at a stride of ``H * W`` (46 ms for 8 x 96 x 56 x 56, 8.6x PyTorch); now
+    ``/ C`` fused.  Joined in a group over ``(b, y, x)``, the fused units' sums would walk
+    ``k`` innermost at a stride of ``H * W`` (46 ms for 8 x 96 x 56 x 56, 8.6x PyTorch); so
     ``var`` chains after ``mean`` per row ``(b, y)``, both in strips.  NumPy float64."""
     n, c, h, w = 2, 12, 5, 16
     x = np.random.default_rng(11).standard_normal((n, c, h, w))

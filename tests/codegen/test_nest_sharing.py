@@ -1,4 +1,4 @@
-"""Identical nests are one LLVM function (issue 8, D9: a long chain is a handful of distinct
+"""Identical nests are one LLVM function (a long chain is a handful of distinct
 nests repeated thousands of times).
 
 Counted, never timed: a chain of ``n`` steps of ``k`` kinds emits ``k`` nest functions; the

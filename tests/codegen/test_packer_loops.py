@@ -1,5 +1,5 @@
-"""A kernel's own packer leaves LLVM only the work that pays (codegen/gemm/packing.py, issue 9's
-compile time).
+"""A kernel's own packer leaves LLVM only the work that pays (codegen/gemm/packing.py: a
+shorter compile).
 
 A side contiguous along its panel rows under an expression (``A[k, i] / S[k]``, attention's
 normalized probabilities) is packed by ``Packer._pack_rows``: per block of ``k`` rows, a full
@@ -11,7 +11,7 @@ width of trips: a third of the packer's instructions and half its code generatio
 ``llvm.loop.unroll.disable`` and the partial panel's loop is kept from the vectorizer; the
 vector body is LLVM's as before.  A panel row at least a vector wide (a ``B`` panel of 24
 columns) is SLP-vectorized once LLVM unrolls it, so its ``k`` loop is kept from the loop
-vectorizer too (a stride-2 convolution's masked ``B`` packer: 150 -> 95 ms of LLVM).  The
+vectorizer too (a stride-2 convolution's masked ``B`` packer: 95 ms of LLVM against 150).  The
 tests read loop metadata and count instructions of the optimized IR (no timing), and check
 results against NumPy."""
 

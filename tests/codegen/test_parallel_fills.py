@@ -1,4 +1,4 @@
-"""Fills and scatter-adds at several threads (issue 9 at 2 threads, issue 12's serial scatter).
+"""Fills and scatter-adds at several threads (2 threads; a scatter that would otherwise run serially).
 
 * A large fill is fused into the nest that owns the buffer's slices (``codegen/loops/fills.py``):
   max pooling's backward zeroes each ``X.grad[n, c]`` in the iteration that scatters into it;

@@ -1,4 +1,4 @@
-"""Threads sharing a column sum never store into one cache line (issue 9: a layer norm's
+"""Threads sharing a column sum never store into one cache line (a layer norm's
 backward at 2 threads).
 
 A one-axis column sum ``dgamma[j] = sum_i ...`` accumulates in strips of its output, one strip

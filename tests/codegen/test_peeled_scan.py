@@ -63,7 +63,7 @@ def _mod_domain():
 
 def _sibling_column_sums():
     """Two sums in one strip-form pass whose first loop runs the reduction variable, which
-    comes after the output's among the statement's variables (fuzz seed 190309: the peeled
+    comes after the output's among the statement's variables (the peeled
     loops were matched to the variables in position order, swapping them)."""
     X = ta.placeholder((3,), F64, name="X")
     r, s = ta.reduce_axis((0, 2), "r"), ta.reduce_axis((0, 2), "s")

@@ -1,8 +1,8 @@
-"""The LLVM pipeline of a kernel module: ``-O3``.  Session 21 compiled modules at ``-O2``
-unless a nest matched a rule, and the next kind of nest ran 2x slower; session 22's bisection
-(``tools/opt_compare.py``) found two things of ``-O3`` that kernels need, its full-unroll
+"""The LLVM pipeline of a kernel module: ``-O3``.  A module compiled at ``-O2`` unless a nest
+matched a rule runs the next kind of nest 2x slower; a bisection of the passes
+(``tools/opt_compare.py``) finds two things of ``-O3`` that kernels need, its full-unroll
 threshold (a max pool's window and tie loops) and non-trivial loop unswitching (a global max
-pool's backward, bilinear upsampling's gradient), and with both ``-O2`` compiled as slowly.
+pool's backward, bilinear upsampling's gradient), and with both ``-O2`` compiles as slowly.
 The object code that runs is compared with ``-O3``'s and ``-O2``'s, never timed; the oracles
 are NumPy formulas written here."""
 
@@ -39,8 +39,8 @@ def _row_select():
 
 def _max_pool_backward():
     """A max pool's backward reading its saved winners (``ta.function``): the scatter of each
-    window's head and, for tied windows, a 9-trip loop over the window -- the module session
-    21's nest rule compiled at ``-O2``, where it ran 2x slower than at ``-O3``."""
+    window's head and, for tied windows, a 9-trip loop over the window -- a module that a
+    rule for nests would compile at ``-O2``, where it runs 2x slower than at ``-O3``."""
     X = ta.placeholder((2, 4, 16, 16), "float32", name="X")
     f = ta.function(topi.nn.pool(X, (3, 3), (2, 2), (1, 1), "max"), [X], num_threads=1)
     rng = np.random.default_rng(1)

@@ -33,7 +33,7 @@ def _kernel(threads: int):
 
 def _pool():
     assert runtime.parallel_runtime() == runtime.POOL
-    return runtime._POOL
+    return runtime._RUNTIME.pool
 
 
 def test_regions_finish_on_the_caller_when_no_worker_runs(rng):
@@ -83,14 +83,14 @@ def test_fills_by_thread_number_complete_without_workers():
     script = ("import importlib.util\n"
               "from tensorad.codegen.runtime import threads as runtime\n"
               "assert runtime.parallel_runtime() == runtime.POOL\n"
-              "runtime._POOL.stop_workers()\n"
+              "runtime._RUNTIME.pool.stop_workers()\n"
               "runtime.ensure_workers = lambda n: None  # no worker ever starts\n"
               "import tensorad.codegen.runtime.kernel as K; K.ensure_workers = runtime.ensure_workers\n"
               f"spec = importlib.util.spec_from_file_location('cases', "
               f"{os.path.join(os.path.dirname(__file__), 'test_parallel_fills.py')!r})\n"
               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
               "m.run_cases()\n"
-              "assert runtime._POOL.workers == 0\n"
+              "assert runtime._RUNTIME.pool.workers == 0\n"
               "print('alone ok')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -175,7 +175,7 @@ def test_random_convolutions_with_a_consumer_match_evaluate(n, c, f, hw, stride,
 
 
 def test_a_consumer_reading_through_a_checked_gather_keeps_its_own_nest(rng):
-    # fuzz seed 462091: the finisher emitted a gather index under mode="raise" without the
+    # The finisher emitted a gather index under mode="raise" without the
     # run-time test only a nest emits ("internal error: ... emitted without its run-time check")
     A = ta.placeholder((48, 40), "float32", "A")
     B = ta.placeholder((40, 36), "float32", "B")

@@ -94,7 +94,7 @@ def test_swiglu_gradients_match_torch(target):
 
 
 def test_sums_that_share_their_axis_variables():
-    """Fuzz seed 153630 (a hang): forward mode made two sums over the same axis variables, one
+    """A hang: forward mode made two sums over the same axis variables, one
     the other transposed.  Matching them maps each shared axis to another shared axis, a cycle
     that replacing over and over never leaves; the substitution is simultaneous."""
     X = ta.placeholder((2, 3, 5), "float64", "X")

@@ -1,4 +1,4 @@
-"""The compile cost of a long program grows linearly in its length (issue 8, D9: "a 10,000-op
+"""The compile cost of a long program grows linearly in its length ("a 10,000-op
 chain and its gradient build in seconds").
 
 Growth is measured by counting -- isl conversions, LLVM instructions per function -- at two

@@ -1,10 +1,10 @@
-"""Deep and long programs (issue 8, D8 and D9): no recursion limit, linear size.
+"""Deep and long programs: no recursion limit, linear size.
 
-* D8: a 10,000-deep expression (nested ``if_then_else`` and arithmetic) goes through
+* A 10,000-deep expression (nested ``if_then_else`` and arithmetic) goes through
   definition, printing, evaluation and differentiation, a 2,000-deep one (250 nested lazy
   branches) through the optimizer, lowering and LLVM -- every traversal is iterative.
   Oracle: the same recurrence run in Python on a dual number (value and derivative).
-* D9: the gradient of an elementwise chain stays linear in the chain's length.  Growth is
+* The gradient of an elementwise chain stays linear in the chain's length.  Growth is
   measured by counting (IR nodes, printed characters, lowering steps) at ``n`` and ``2n``,
   never by the clock: linear doubles, quadratic quadruples, exponential explodes.
 """
@@ -59,7 +59,7 @@ def test_a_10000_deep_expression_defines_prints_evaluates_and_differentiates():
 
 
 def test_a_2000_deep_expression_optimizes_lowers_and_builds():
-    # 250 nested lazy if_then_else: 200 raised RecursionError in the LLVM emitter (D8)
+    # 250 nested lazy if_then_else: 200 raised RecursionError in the LLVM emitter
     depth = 2_000
     A = ta.placeholder((8,), F, name="A")
     Y = ta.compute((8,), lambda i: _deep(A, i, depth), name="Y")
@@ -75,7 +75,7 @@ def test_a_2000_deep_expression_optimizes_lowers_and_builds():
     np.testing.assert_allclose(ta.build([g], [A], opt_level=1)(a), dwant, rtol=1e-10)
 
 
-# ---- D9: linear growth ------------------------------------------------------------------
+# ---- linear growth ----------------------------------------------------------------------
 
 def _square_chain(n: int):
     """``Y_{k+1} = 0.5 Y_k^2 + 0.1``: each step reads its producer twice (a DAG that a tree
@@ -302,7 +302,8 @@ def test_the_refuter_evaluates_a_long_chain_gradients_elements_once(monkeypatch)
     # models first: its elements read the chain up to the loss.  An element without a value
     # (its exact numbers past MAX_BITS) was not kept, and a deep one spent the budget (or the
     # stack) before any element was kept: each question walked the chain again, quadratic
-    # (51k and 217k steps at 250 and 500 steps; differentiating 2,000 steps took 194 CPU-s, 13 now)
+    # (51k and 217k steps at 250 and 500 steps; differentiating 2,000 steps: 194 CPU-s that way,
+    # 13 with each element evaluated once)
     from tensorad.simplify.zeros import refute
 
     made = []

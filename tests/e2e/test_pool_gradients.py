@@ -1,4 +1,4 @@
-"""Max and min pooling gradients scatter from the saved winner (issue 9: max pool backward).
+"""Max and min pooling gradients scatter from the saved winner (max pool backward).
 
 The forward of ``ta.function`` saves the winner reduction (value, flattened index, tie
 count); the backward adds the head at each window's winner -- one add per output, whatever

@@ -1,4 +1,4 @@
-"""The bar of issue 12: a small Transformer block in bfloat16 trains like PyTorch's bfloat16.
+"""The bar: a small Transformer block in bfloat16 trains like PyTorch's bfloat16.
 
 Token embedding, pre-norm causal two-head attention, a GELU MLP, residuals, an output
 projection and cross-entropy over integer labels, written only with ``ta.topi``
@@ -124,7 +124,7 @@ def hand_gradient_work() -> tuple[int, dict[str, int]]:
 
 
 def test_gradient_work_of_the_block_is_within_10_percent_of_hand_written():
-    """Issue 12's bar: the block's gradient does the work of the hand-written one (<= 1.1x)."""
+    """The bar: the block's gradient does the work of the hand-written one (<= 1.1x)."""
     from tensorad.ir import placeholders
 
     params = {n: ta.placeholder(s, "float32", n) for n, s in SHAPES.items()}

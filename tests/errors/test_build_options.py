@@ -1,4 +1,4 @@
-"""Issue 8, D11: every build option is checked (type, range, relation to the target's vector
+"""Every build option is checked (type, range, relation to the target's vector
 registers and to memory) with a clear error before any work -- ``microkernel=True,
 tile=(10**6, 16, 10**6, 10**6)`` used to hang in LLVM, and ``(1024, 16, 1, 1024)`` took 14 s.
 Each bad input has its own test; the error names the option and what it got."""

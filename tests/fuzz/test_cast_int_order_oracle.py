@@ -1,4 +1,4 @@
-"""Seed 710231: an integer made from float data, judged against one summation order only.
+"""An integer made from float data, judged against one summation order only.
 
 ``k0[i0, i1] = int64(c2[..] * 1e10) % (3 i0 - 1)`` over a float32 product ``c2`` (a strict
 kernel: ``fastmath=False``, x86-64): the kernel sums in index order, NumPy pairwise, an ulp

@@ -1,6 +1,6 @@
 """The fuzz oracle on a derivative that is NaN by IEEE's ``0 * inf`` in the chain rule.
 
-Seeds 341697, 390461 and 391115: a min over an empty box is +inf; a saturated sigmoid (or a
+A min over an empty box is +inf; a saturated sigmoid (or a
 branch never taken, or a ``maximum``'s losing side) gives its operand the adjoint 0; the chain
 rule multiplies the two, and IEEE says NaN where finite differences say 0.  PyTorch and JAX give
 the same NaN (``torch.sigmoid(x * inf).sum().backward()`` -> ``x.grad = nan``).  The oracle

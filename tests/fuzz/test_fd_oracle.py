@@ -64,7 +64,7 @@ def test_unconverged_differences_are_no_verdict_and_the_other_elements_still_cou
 
 
 def test_a_centred_kink_is_no_verdict_and_a_smooth_curvature_is_no_kink():
-    """``minimum(a, b)`` at ``a == b`` (bfloat16 data ties often, fuzz seed 447652): the central
+    """``minimum(a, b)`` at ``a == b`` (bfloat16 data ties often): the central
     difference is 1/2 at every step, so the steps agree, but the forward and backward
     differences are 0 and 1 at every step -- their gap does not shrink with the step: a kink,
     no verdict (the kernel's one-sided rule says 1).  A smooth function's gap grows with the
@@ -128,7 +128,7 @@ def test_differences_drowned_in_rounding_noise_are_no_verdict_unless_a_larger_st
 
 @pytest.mark.parametrize("seed,checks", [(13513, ["reverse"]), (14253, ["reverse"]), (14838, ["reverse"]),
                                          (12677, ["reverse", "hvp"])])
-def test_seeds_the_oracle_misjudged_pass(seed, checks):
+def test_programs_finite_differences_cannot_judge_pass(seed, checks):
     job = {**job_for(generate(seed, forms=False), seed, checks), "triage": False}
     assert job["safe"] and job["checks"] == checks
     results = run_checks(job)
@@ -140,7 +140,7 @@ def test_seeds_the_oracle_misjudged_pass(seed, checks):
 
 
 def test_a_step_function_of_the_data_gets_no_finite_differences():
-    """Seed 81355: the output is float(int64(x0 * 1e10) * 2), whose derivative is 0 wherever it
+    """The output is float(int64(x0 * 1e10) * 2), whose derivative is 0 wherever it
     exists (tensorad's answer, as PyTorch's and JAX's); central differences straddle its steps and
     give 5e10.  Such a program keeps the checks that need no differences."""
     prog = generate(81355, forms=False)

@@ -27,8 +27,8 @@ TIMEOUT = 120.0  # generous: a loaded machine runs these several times slower
 
 # programs that failed through a defect since fixed (they run with the others, drawn by the
 # generator's first version, ``extras=False``, which made them):
-# 169 (D2: % conditions on merged output loops), 252, 373 (D1: parallel loops with a step),
-# 278, 445 (D6: index products past int32), 10275 (its checked build: an if_then_else whose
+# 169 (% conditions on merged output loops), 252, 373 (parallel loops with a step),
+# 278, 445 (index products past int32), 10275 (its checked build: an if_then_else whose
 # reads lie in a nested one was computed eagerly), 10811 (pow of -1.5 by 1e20 gave -inf)
 FIXED = (169, 252, 373, 278, 445, 10275, 10811)
 # the check a fixed seed failed (its rotating check before ``split`` joined the rotation)

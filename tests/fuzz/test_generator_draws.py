@@ -1,8 +1,8 @@
-"""What the generator draws beyond its first versions (session 11): integer tensors (runtime
-``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers, half
-storage, data with inf and NaN, and the ways a kernel is called; session 20: empty reduction
+"""What the generator draws beyond its first versions (the stream ``more``): integer tensors
+(runtime ``//`` and ``%``, saturating casts of data, integer reductions), ``ta.topi`` layers,
+half storage, data with inf and NaN, and the ways a kernel is called; ``forms``: empty reduction
 boxes and computes, float ``//`` and ``%``, multi-output computes, contractions, comparisons
-stored as integers; session 21: reductions nested in a reduction's source (reading its axes),
+stored as integers; ``forms21``: reductions nested in a reduction's source (reading its axes),
 scans, gathers at data-dependent indices, more library layers; and that the forward check's
 calling conventions check what they claim."""
 
@@ -59,7 +59,7 @@ def test_every_addition_is_drawn_in_proportion():
                                       for s in sources),
         "half roundings inside bodies": sum(re.search(r"ta\.cast\(DT, ta\.cast\('b?float16', ", s) is not None
                                             for s in sources),
-        "session 21's layers": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
+        "layers of forms21": sum(re.search(r"^T\d+ = ta.topi", s, re.M) is not None for s in sources),
     }
     share.update(_added_form_shares(progs, sources))
     for calling in CALLING:
@@ -71,8 +71,8 @@ def test_every_addition_is_drawn_in_proportion():
 
 
 def _added_form_shares(progs, sources) -> dict:
-    """Session 22's stream ``forms22``: what the coverage survey (``python -m fuzz.coverage``)
-    found no program drawing."""
+    """The stream ``forms22``: what the coverage survey (``python -m fuzz.coverage``) would
+    otherwise count as never drawn."""
     def has(pattern):
         return sum(re.search(pattern, s, re.M) is not None for s in sources)
 
@@ -82,7 +82,7 @@ def _added_form_shares(progs, sources) -> dict:
         "// and % by a negative constant": has(r"(//|%) -\d"),
         "casts down inside a body": has(r"ta\.cast\(DT, ta\.cast\('(float32|int32|int64)', "),
         "int64 inputs": has(r"ta\.placeholder\([^)]*\), 'int64'"),
-        "session 22's layers": has(r"^U\d+ = "), "three-value combiners": has(r"name='triple'"),
+        "layers of forms22": has(r"^U\d+ = "), "three-value combiners": has(r"name='triple'"),
         "generalized_matmul": has(r"generalized_matmul\("),
         "tune": sum("tune" in p.options for p in progs),
         "variants": sum("variants" in p.options for p in progs),
@@ -98,18 +98,18 @@ def test_old_seeds_without_additions_are_unchanged():
     same = sum(generate(s, extras=False).render() == generate(s, extras=False).render() for s in range(50))
     assert same == 50
     assert all(generate(s, extras=False).calling == "plain" for s in range(50))
-    # session 20's forms change some programs; ``forms=False`` gives back the ones the
+    # the forms of ``forms`` change some programs; ``forms=False`` gives back the ones the
     # regression tests of older seeds pin
     changed = [s for s in range(200) if generate(s).render() != generate(s, forms=False).render()]
     assert 0 < len(changed) < 200
-    # session 21's too (``forms21=False``: the programs of the campaigns before it); without
-    # session 20's, none of session 21's
+    # those of ``forms21`` too (``forms21=False``: the programs seeds drew before them); without
+    # ``forms``, none of ``forms21``
     changed = [s for s in range(200)
                if generate(s, forms22=False).render() != generate(s, forms21=False).render()]
     assert 0 < len(changed) < 100
     assert all(generate(s, forms=False).render() == generate(s, forms=False, forms21=False).render()
                for s in changed)
-    # session 22's (``forms22=False``, ``python -m fuzz --forms21``: the campaigns before it)
+    # those of ``forms22`` (``forms22=False``, ``python -m fuzz --forms21``: the programs before them)
     old = [generate(s, forms22=False) for s in range(200)]
     changed = [s for s, p in zip(range(200), old) if (p.render(), p.options, p.calling) !=
                ((q := generate(s)).render(), q.options, q.calling)]
@@ -119,9 +119,9 @@ def test_old_seeds_without_additions_are_unchanged():
 
 
 def test_small_integer_powers_change_few_programs_and_forms27_false_gives_them_back():
-    """Session 27's stream ``forms27`` (small integer powers, multiplied under fast math) adds a
+    """The stream ``forms27`` (small integer powers, multiplied under fast math) adds a
     power to some programs; ``forms27=False`` (``python -m fuzz --forms22``) renders the
-    programs of the campaigns before it, and without session 22's stream it draws nothing."""
+    programs seeds drew before it, and without the stream ``forms22`` it draws nothing."""
     old = [generate(s, forms27=False) for s in range(300)]
     new = [generate(s) for s in range(300)]
     changed = [s for s, p, q in zip(range(300), old, new) if p.render() != q.render()]
@@ -135,12 +135,12 @@ def test_small_integer_powers_change_few_programs_and_forms27_false_gives_them_b
 def test_half_integer_and_layer_programs_define_and_evaluate():
     picked = [p for p in _programs()[:400] if p.dtype in HALF or "= ta.topi." in p.render()
               or ") // ta.cast('int" in p.render()][:12]
-    new_forms = r"^(c|m)\d+ = |_b, t\d+ = |\(0, "  # session 20's
+    new_forms = r"^(c|m)\d+ = |_b, t\d+ = |\(0, "  # ``forms``
     picked += [p for p in _programs()[400:] if re.search(new_forms, p.render(), re.M)][:8]
     picked += [p for p in _programs()[400:] if re.search(r"^T\d+ = |\) \* ta\.(sum|max)\(|where=r\d+ <= i",
-                                                         p.render(), re.M)][:8]  # session 21's
-    session22 = r"^U\d+ = |\*\* |~\(|axis=r\d+[,)]"
-    picked += [p for p in _programs()[:400] if re.search(session22, p.render(), re.M)][:10]
+                                                         p.render(), re.M)][:8]  # ``forms21``
+    forms22 = r"^U\d+ = |\*\* |~\(|axis=r\d+[,)]"
+    picked += [p for p in _programs()[:400] if re.search(forms22, p.render(), re.M)][:10]
     for p in picked:
         ns = load(p.render())
         ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], p.data, 0))

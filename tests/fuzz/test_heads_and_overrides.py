@@ -1,4 +1,4 @@
-"""Session 21's derivative forms in the fuzzer's checks: on a third of the seeds the reverse
+"""Derivative forms in the fuzzer's checks: on a third of the seeds the reverse
 gradient replaces one tensor's derivative by an ``override`` rule (that tensor's own gradient),
 and on a quarter the ``jvp`` check also differentiates with two heads at once (a head of shape
 ``(2,) + out.shape``).  Both pass on a program, and a wrong rule fails the ``reverse`` check

@@ -1,10 +1,10 @@
 """The fuzz oracle on integers made from float data (fuzz/checks.Case._compare_all).
 
-Seed 151391 stored ``int64(erf(x) * 1e10)`` in a float32 program: the kernel's erf was one ulp
+A float32 program that stores ``int64(erf(x) * 1e10)``: the kernel's erf was one ulp
 below ``evaluate``'s, which moved the integer by about 600, and the exact integer comparison
 failed a right kernel.  Such an integer is judged as a float of the program's dtype; an integer
-computed from indices alone is still compared exactly, and a far integer still fails.  Seed 371495
-(campaign W) did the same in a float16 program, whose arithmetic is float32's: half dtypes were
+computed from indices alone is still compared exactly, and a far integer still fails.  The same
+in a float16 program, whose arithmetic is float32's: half dtypes were
 judged at float64's tolerance.
 """
 

@@ -1,6 +1,6 @@
 """The ``jvp`` check's identity ``h . J u == u . J^T h`` where rounding decides the derivative.
 
-Seed 477990 differentiated a layer norm over rows of three equal values of ~1e8 whose gamma was
+A program differentiated a layer norm over rows of three equal values of ~1e8 whose gamma was
 a mean of ~1e8: ``x - mean`` is an ulp's residue, ``rstd`` is ``1/sqrt(eps)``, and the
 derivative is that residue amplified -- rounding, not the formula, decides it.  The reverse
 gradient from ``ta.evaluate`` and from the kernel were 21 apart (in 7,400), and the identity,
@@ -35,7 +35,7 @@ def test_a_derivative_that_rounding_decides_passes():
 
 
 def test_a_wrong_forward_derivative_still_fails(monkeypatch):
-    """A jvp 0.1% too large -- about the size of seed 477990's discrepancy -- on a program whose
+    """A jvp 0.1% too large -- about the size of that discrepancy -- on a program whose
     derivative rounding does not decide."""
     real = ta.jvp
 
@@ -50,8 +50,8 @@ def test_a_wrong_forward_derivative_still_fails(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [478142])
-def test_the_winner_destination_seed_passes_every_derivative_check(seed):
-    """Seed 478142 (``tests/regressions/test_winner_destination_keeps_guards.py``) through the
+def test_the_winner_destination_program_passes_every_derivative_check(seed):
+    """The program of ``tests/regressions/test_winner_destination_keeps_guards.py`` through the
     fuzzer's own checks, its override rule included."""
     results = checks.run_checks(job_for(generate(seed), seed, checks=("reverse", "jvp", "hvp")))
     assert all(r["status"] == "ok" for r in results), results

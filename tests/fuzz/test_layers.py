@@ -55,8 +55,8 @@ def test_a_wrong_reference_is_a_mismatch():
 
 
 def test_the_split_check_of_a_layer_evaluates_its_optimized_gradient(monkeypatch):
-    # seed 3542 (a 5x5 convolution): evaluating the unoptimized gradient, which sums over every
-    # input element at each point, took over 600 s (seed 3205: a 17 GiB mask); PyTorch's
+    # a 5x5 convolution: evaluating the unoptimized gradient, which sums over every
+    # input element at each point, took over 600 s (a 17 GiB mask); PyTorch's
     # autograd is a layer's oracle, the split check compares residuals
     import tensorad as ta
 

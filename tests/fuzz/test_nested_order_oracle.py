@@ -1,4 +1,4 @@
-"""Seed 610834: the optimizer's regrouped sum judged against one-accumulator orders only.
+"""The optimizer's regrouped sum judged against one-accumulator orders only.
 
 ``t1[i] = sum_{r1, r2} b1[0, r2]`` with ``b1 = (-1e30, 1e30, -0.938)`` (the ``huge`` data
 profile): the optimizer computes ``9 * [sum_r2 b1]``, -8.44 -- the exact value -- while every

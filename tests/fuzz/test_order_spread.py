@@ -1,11 +1,11 @@
 """The fuzz oracle's allowance for the summation order (fuzz/checks.Case.order_spread).
 
-Seed 131017 (session 14, campaign E): a layer norm of 16 elements that all equal 1.22e120 gave 1.0
+A layer norm of 16 elements that all equal 1.22e120 gave 1.0
 in every build (``fastmath=False`` too) where ``ta.evaluate`` gave 0.  The kernel's index-order
 sum puts the mean an ulp off the common value, so ``(x - mean) / sqrt(var + eps)`` is
 ``ulp / ulp = 1``; NumPy's pairwise sum of 16 equal values is exact.  Both are IEEE roundings of
 one formula.  The oracle now evaluates the program again with its sums folded in index order and
-in reverse and allows each element its spread: the seed passes because an index-order evaluation
+in reverse and allows each element its spread: the program passes because an index-order evaluation
 gives the kernel's value, and a kernel whose sum misses a term still fails wherever the orders
 agree.
 """
@@ -18,7 +18,7 @@ import pytest
 import tensorad as ta
 from fuzz import checks
 
-# Seed 131017's program as the fuzzer wrote it (the generator's prelude of reducers left out).
+# The program as the fuzzer wrote it (the generator's prelude of reducers left out).
 SEED_SOURCE = """
 import tensorad as ta
 DT = 'float64'
@@ -82,7 +82,7 @@ def test_the_premise_the_constant_vector_is_order_sensitive():
 
 
 @pytest.mark.parametrize("fastmath", [True, False])
-def test_seed_131017_passes_forward_and_checked(fastmath):
+def test_equal_terms_layer_norm_passes_forward_and_checked(fastmath):
     case = checks.Case(_job(SEED_SOURCE, {"fastmath": fastmath, "num_threads": 2,
                                           "parallel_min_work": 0}))
     case.feed[case.inputs[0]] = SEED_X0
@@ -164,7 +164,7 @@ def test_optimizer_and_split_comparisons_allow_the_order_spread_too():
         case._compare_orders("optimized", wrong, [m, y], case.feed, strong_zero=True)
 
 
-# Seed 410114 (session 25, campaign A): a custom product equal along i1 (it never reads it),
+# A custom product equal along i1 (it never reads it),
 # compared with itself: fast math reassociated the 17 factors of t0[0, 0] and t0[0, 1]
 # differently (1.6 ulps apart), so the select took the other branch; every single order
 # evaluates both alike.  The mixed orders fold neighbours apart and find the flip.

@@ -1,4 +1,4 @@
-"""Fuzz seed 982368 (campaign AX, haswell): the ``split`` check's backward, built with fast
+"""The ``split`` check's backward, built with fast
 math, gave ``x1.grad[6, 0]`` = -1.1e23 against 288 on a strict forward's residuals.  The
 program's layer norm runs over rows of three equal values (1.7e16): the strict forward rounded
 ``x - sum * (1/3)`` to exactly 0, so its saved variance is 0 and ``rstd`` is ``1/sqrt(eps)``;
@@ -31,7 +31,7 @@ from fuzz.runner import job_for  # noqa: E402
 HASWELL = "llvm -mcpu=haswell"
 
 
-def test_seed_982368_split_passes_on_an_avx2_target():
+def test_equal_rows_layer_norm_split_passes_on_an_avx2_target():
     seed = 982368
     prog = generate(seed)
     prog = replace(prog, options={**prog.options, "target": HASWELL})

@@ -1,4 +1,4 @@
-"""Seed 485818: the forward check against ``ta.evaluate`` where NumPy's float32 ``tanh`` is an
+"""The forward check against ``ta.evaluate`` where NumPy's float32 ``tanh`` is an
 ulp off and a ``//`` turns that ulp into 1 -- the kernel's correctly rounded tanh disagreed with
 the oracle by 17.  A float32 program's mismatch may match ``evaluate`` with its math computed in
 float64 and rounded once (``evaluate_in_order(..., rounded_math=True)``)."""

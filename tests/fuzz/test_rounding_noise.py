@@ -1,9 +1,9 @@
 """The fuzz oracle's conditioning allowance for fast-math kernels (fuzz/checks.Case.rounding_noise).
 
 Fast-math may reassociate a reduction; its rounding then differs from ``evaluate``'s by a few ulps
-of the terms.  Seed 103196 computed ``cos(prod of x1 over 51 points)``, the product near 1e9:
-those ulps became 6e-8 in the cosine, over float64's tolerance, and the check failed although
-the kernel was right (it passes with ``fastmath=False``).  A mismatch of a fast-math kernel is now
+of the terms.  In ``cos(prod of x1 over 51 points)``, the product near 1e9,
+those ulps become 6e-8 in the cosine, over float64's tolerance, and the check would fail although
+the kernel is right (it passes with ``fastmath=False``).  A mismatch of a fast-math kernel is now
 judged against how far ``evaluate``'s own value moves when the inputs move by a few ulps; a
 well-conditioned element gets no allowance, so a wrong value still fails.
 """
@@ -84,7 +84,7 @@ OUT = t
 
 @pytest.mark.parametrize("seed", range(12))
 def test_an_element_either_side_of_a_steep_point_is_found_by_every_draw(seed):
-    # seed 370564: tanh of a sum whose terms +-1e60 cancel in evaluate's order; an FMA keeps the
+    # Tanh of a sum whose terms +-1e60 cancel in evaluate's order; an FMA keeps the
     # products unrounded and leaves 1e44 of them, so tanh may be -1 or 1.  A random draw moves the
     # sum up or down (half the draws each way); with its mirror image, every seed finds the
     # allowance of 2 (before, 2 draws missed it for a quarter of the seeds).
@@ -99,7 +99,7 @@ def test_an_element_either_side_of_a_steep_point_is_found_by_every_draw(seed):
 
 
 def test_an_integer_decided_by_floats_may_move_as_far_as_its_noise():
-    """Seed 427930: the index of the maximum of ``sin`` of products near 1e41 (every ulp moves
+    """The index of the maximum of ``sin`` of products near 1e41 (every ulp moves
     the sine anywhere) followed the kernel's product order.  An integer element passes where it
     equals another order's value or moves no more than a few ulps of the inputs move it; an
     element they do not move must still be exact."""

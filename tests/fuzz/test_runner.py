@@ -58,7 +58,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
 
 
 def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path, running):
-    # seed 811880: LLVM looped in a forked compile child, whose CPU the worker's own time
+    # LLVM looped in a forked compile child, whose CPU the worker's own time
     # did not show; the worker is a hang after `timeout` CPU-s of it and its children, and
     # killing it kills the child
     pid_file = tmp_path / "child.pid"
@@ -130,7 +130,7 @@ if __name__ == "__main__":
 
 
 def test_workers_die_with_a_runner_killed_while_they_start(tmp_path, running):
-    """Session 21: a worker orphaned before it looked up its parent watched the wrong process
+    """A worker orphaned before it looked up its parent watched the wrong process
     and lived on.  Here a worker's start-up never ends (a ``tensorad`` whose import sleeps, first
     on the path): only the death of its parent can end it."""
     (tmp_path / "tensorad").mkdir()
@@ -151,9 +151,9 @@ def test_workers_die_with_a_runner_killed_while_they_start(tmp_path, running):
     assert not survivors, f"workers {survivors} outlived their runner"
 
 
-def test_a_target_campaign_builds_every_program_for_that_target(monkeypatch):
-    """``--target "llvm -mcpu=haswell"``: an AVX2 campaign on an AVX-512 host (issue 8's bar asks
-    for one), whatever target each program draws; the programs are otherwise the seed's."""
+def test_a_target_run_builds_every_program_for_that_target(monkeypatch):
+    """``--target "llvm -mcpu=haswell"``: an AVX2 run on an AVX-512 host, whatever
+    target each program draws; the programs are otherwise the seed's."""
     import fuzz.runner as runner
 
     seen = []
@@ -171,7 +171,7 @@ def test_a_target_campaign_builds_every_program_for_that_target(monkeypatch):
 
 def test_workers_are_replaced_after_their_share_of_programs(monkeypatch):
     """A worker runs ``JOBS_PER_WORKER`` programs, then a fresh process takes its place (kernels
-    stay linked for a process's life: seed 469528's worker met the system's mapping limit)."""
+    stay linked for a process's life: a worker that never ends meets the system's mapping limit)."""
     import fuzz.runner as runner
 
     monkeypatch.setattr(runner, "JOBS_PER_WORKER", 1)

@@ -1,5 +1,5 @@
 """Programs drawn with ``tune``: ``tune`` measures only points heavy enough to time
-(``tensorad.codegen.tune.MIN_CYCLES``, fuzz seed 488135), so the fuzzer's own builds pin a
+(``tensorad.codegen.tune.MIN_CYCLES``), so the fuzzer's own builds pin a
 seeded random candidate at every point offered several -- the alternatives stay covered."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 760814: optimized code's zero of the other sign, judged as a wrong value.
+"""Optimized code's zero of the other sign, judged as a wrong value.
 
 ``max_r pow(float16(-(if_then_else(g[r] in range, g[g[r]], 0.0))), x0[..]) * P`` (a custom
 argmax-max-sum reducer, the AVX2 target): where the guard fails the base is ``-(0.0) = -0.0``

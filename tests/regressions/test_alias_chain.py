@@ -1,4 +1,4 @@
-"""Issue 8: building a strided sum with a loop-invariant factor crashed (fuzz seed 429333).
+"""Building a strided sum with a loop-invariant factor crashed.
 
 ``sum over r in {0, 2} of exp(min(x[j], 3)) * c[3r + i, j + 3]``: one code-generation plan
 unrolls the strided sum into a new op (storing into the sum's buffer: an alias), a nested plan

@@ -1,4 +1,4 @@
-"""Issue 8: a Hessian-vector product never finished defining (fuzz seed 424851).
+"""A Hessian-vector product never finished defining.
 
 The HVP of a ``min`` whose body is multiplied by a sum of constants (an inner ``sum`` whose
 only read lies outside its guard, so its tangent is zero) made a tangent whose nonzeroness

@@ -1,4 +1,4 @@
-"""Fuzz seed 444705 (campaign J): ``build`` raised ``IslAstError`` ("isl built loops that do not
+"""``build`` raised ``IslAstError`` ("isl built loops that do not
 scan the statements' domains: an internal error") on the Jacobian of a gather through three
 floor/modulo indices (``ta.gradient`` without a head). The optimizer's domain holds a ``mod 30``
 condition and the equality ``10 d = 50 - 5 a - 2 b - 15 c``; the loops merge ``a`` and ``b``

@@ -1,4 +1,4 @@
-"""Fuzz seed 30315: a bracket over a shrunk variable was a tensor whose axis did not start at 0.
+"""A bracket over a shrunk variable was a tensor whose axis did not start at 0.
 
 The gradient of ``t2[i0, i1] = sum over r1 in [0, 2), r2 in [1, 10) of t1[(3 r2 + i1) % 17]``
 (``t1`` a product of ``x0[2, 4]`` under a ``%`` condition) factors a bracket out of a sum over
@@ -52,7 +52,7 @@ def test_optimized_gradient_through_a_shrunk_bracket_evaluates_and_builds():
 
 
 def test_gradient_through_a_bracket_over_a_negative_range_builds():
-    """Fuzz seed 30155: reduce axes over ``[-1, 4)``; the bracket's axis started at -1 and
+    """Reduce axes over ``[-1, 4)``; the bracket's axis started at -1 and
     ``ta.build`` of the gradient raised OutOfBoundsError (a read at ``r1 = -1``)."""
     myprod = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
     x0 = ta.placeholder((4, 2), "float64", name="x0")

@@ -1,5 +1,5 @@
 """A select tree whose branches share a costly context around holes of another dtype
-(``codegen/passes/choice_factoring.py``).  Fuzz seed 390510 (campaign Y, session 23's final code): two
+(``codegen/passes/choice_factoring.py``).  Two
 branches ``tanh(float32(g[...]))`` share ``tanh(cast(.))`` around int32 reads; the tree of
 choices over the holes kept the float32 dtype of the tree it was copied from, and ``build``
 emitted ``fmul i32`` (an LLVM IR parsing error).  The tree of holes now has the holes' dtype."""

@@ -1,4 +1,4 @@
-"""A reduction lifted out of an output that nobody reads is not computed (fuzz seed 910218).
+"""A reduction lifted out of an output that nobody reads is not computed.
 
 ``t1 = (0.5, max(...) * 0.5 + i0)`` is one op of two outputs; only the constant one is read
 (inlined into ``t2``).  The reduction the language lifted out of the other output (``t1.red``)

@@ -1,12 +1,12 @@
-"""Fuzz seed 610650: copy elision left a moved output reading an elided temporary.
+"""Copy elision left a moved output reading an elided temporary.
 
 ``ta.function`` saves ``exp(x0 / 2)`` and ``(|exp(x0 / 2)| + 0.5) ** 1.5`` for a min's winner
 test, as outputs ``exp.tie`` and ``power.tie`` that copy the temporaries ``exp`` and ``power``.
 ``codegen/passes/copy_elision.py`` makes each copying output compute its temporary -- ``power.tie`` took
 ``power``'s body, which reads ``exp`` -- and rerouted the reads of the elided temporaries in
 every body but the moved ones: ``power.tie`` still read ``exp``, which no longer had a buffer,
-and the forward's build raised ``KeyError`` (default options; passes with ``fuse=False``; found
-by the session-32 campaign on an AMD EPYC with AVX-512, check ``split``).  The moved bodies are
+and the forward's build raised ``KeyError`` (default options; passes with ``fuse=False``; seen
+on an AMD EPYC with AVX-512, check ``split``).  The moved bodies are
 rerouted too.  Oracles: NumPy formulas for the forward and the gradient, and ``fuse=False``.
 """
 

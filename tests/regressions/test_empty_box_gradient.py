@@ -1,4 +1,4 @@
-"""The reverse gradient of a reduction over an empty box is zero (session 20, fuzz forms).
+"""The reverse gradient of a reduction over an empty box is zero.
 
 ``reduce_axis((2, 2))`` has no point: the reduction is its identity (``-inf`` for ``max``),
 constant in the data.  Reverse mode built the winner of a selecting reducer (max, min, a custom

@@ -1,4 +1,4 @@
-"""A reduction over an empty box whose source holds another reduction (fuzz seed 960194).
+"""A reduction over an empty box whose source holds another reduction.
 
 ``min_{r in []} 0.5 * max_s X[i] * s`` is ``min``'s identity, ``inf``: it reads nothing.  The
 inner ``max``, lifted into a tensor of its own and fused into the outer reduction's nest (its

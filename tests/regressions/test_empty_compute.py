@@ -1,4 +1,4 @@
-"""A compute with an axis of extent 0 builds (session 20, fuzz seed 900227).
+"""A compute with an axis of extent 0 builds.
 
 ``t[i0, i1]`` over a ``(0, 5)`` domain whose body reads through ``% 2`` and ``% 1``: the digit
 split of the axes (codegen/loops/stripmine.py) cut the domain into pieces and dropped the empty ones,

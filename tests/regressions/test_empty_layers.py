@@ -1,4 +1,4 @@
-"""``ta.topi`` layers on tensors with an axis of extent 0 (session 20, fuzz forms).
+"""``ta.topi`` layers on tensors with an axis of extent 0.
 
 ``layer_norm`` of a ``(3, 0)`` tensor raised ``ZeroDivisionError`` while defining (its scale
 ``1 / 0``), and ``reshape((3, 0) -> (0, 3))`` too (the flat index divided by an extent 0);

@@ -1,5 +1,5 @@
 """``ta.topi.mean`` and ``ta.topi.var`` over no element, or with no degree of freedom left,
-give NumPy's and PyTorch's values (session 21; they raised ``ValueError``).
+give NumPy's and PyTorch's values (not a ``ValueError``).
 
 The mean over no element is ``0 / 0``, NaN; the variance with ``M <= ddof`` divides its sum
 of squares by zero: ``inf``, or NaN where that sum is 0.  Over no element the input is empty,

@@ -1,4 +1,4 @@
-"""The tangent of a reduction over no point is a strong zero (fuzz seed 90892).
+"""The tangent of a reduction over no point is a strong zero.
 
 ``m[i] = max(x[r], where=i % 2 == 0)`` is ``-inf`` at odd ``i`` whatever ``x`` is, so anything
 computed from it there is constant in ``x``.  Forward mode computed that row's tangent as 0 (a max
@@ -105,7 +105,7 @@ def test_jvp_through_a_sum_of_empty_maxima_is_zero_where_they_are_empty(optimize
 
 
 def test_hvp_of_a_guarded_gather_stays_in_bounds():
-    """Fuzz seed 110932: distributing the chain rule's factor over a tangent's sums (the
+    """Distributing the chain rule's factor over a tangent's sums (the
     strong-zero push above) made the HVP's scatter test a guarded ``mode='raise'`` gather's
     mask outside its guard: IndexError (the cause, the scatter's eager ``&&`` of nested masks,
     is fixed in codegen/strategies/zero_masks.py: test_guarded_mask_peel.py).  The whole fuzz check,

@@ -1,4 +1,4 @@
-"""Issue 8, D4: epilogue fusion of a multi-value reduction that has one output.
+"""Epilogue fusion of a multi-value reduction that has one output.
 
 The forward-mode derivative of an argmax's value is a 4-value reduction (index and value
 tangents, index and value) whose single output is value 1; the fused consumer stored

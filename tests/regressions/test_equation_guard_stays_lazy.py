@@ -1,5 +1,5 @@
 """A sum solved through a data-dependent equation keeps its other tests under the range guard
-(issue 8, fuzz seed 202459).
+.
 
 The gradient of an argmax's value over a padded window of a max reduction sums over the
 window point ``i1`` with ``i1 == w - 3`` (``w`` the argmax's index, data).  Solving for ``i1``

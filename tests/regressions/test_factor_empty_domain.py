@@ -1,4 +1,4 @@
-"""Fuzz seed 14178: a factored sum turned an empty domain's 0 into NaN.
+"""A factored sum turned an empty domain's 0 into NaN.
 
 ``t3[i] = sum over k of select(i % 2 == 0, if_then_else(k % 3 == 1, 2x, t0), x)`` with
 ``t0 = max over an empty domain = -inf``.  For odd ``i`` the select never takes ``t0``: the sum

@@ -1,10 +1,10 @@
-"""Issue 8, D0 and D7: default fast-math may reassociate reductions and fuse multiply-adds, but it
+"""Default fast-math may reassociate reductions and fuse multiply-adds, but it
 must not rewrite divisions into reciprocals nor assume finite math.
 
-D0: the seed's homebrew softmax ``E = exp(dense(X, W)); Y = E / sum(E)`` gave a wrong gradient
-(half its norm) when a row's logits pass ~44.4: the gradient's reduction
-``sum_j H * (-(E / S) / S)`` was rewritten into ``E / (S * S)`` and ``S * S`` overflows float32.
-D7: ``1 / sqrt(x)`` became an ``rsqrt`` estimate: NaN at 0 and at inf.
+* The seed's homebrew softmax ``E = exp(dense(X, W)); Y = E / sum(E)`` gave a wrong gradient
+  (half its norm) when a row's logits pass ~44.4: the gradient's reduction
+  ``sum_j H * (-(E / S) / S)`` was rewritten into ``E / (S * S)`` and ``S * S`` overflows float32.
+* ``1 / sqrt(x)`` became an ``rsqrt`` estimate: NaN at 0 and at inf.
 The oracles are float64 NumPy formulas and ``ta.evaluate``.
 """
 

@@ -1,4 +1,4 @@
-"""Float ``//`` and ``%`` in kernels and constant folding are NumPy's (session 20, fuzz forms).
+"""Float ``//`` and ``%`` in kernels and constant folding are NumPy's.
 
 The generator drew ``//`` and ``%`` on index values and integers only.  On float data a kernel
 computed ``floor(a / b)`` and ``a - floor(a / b) * b``: the quotient rounds before the floor

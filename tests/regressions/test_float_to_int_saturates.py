@@ -2,7 +2,7 @@
 ends (inf included), NaN to 0 -- compiled code's ``fptosi.sat``.  ``ta.evaluate`` used NumPy's
 ``astype`` (INT_MIN for 1e10, inf and NaN) and constant folding ``math.trunc`` (OverflowError
 at inf, no saturation), so ``int32(1.3e10) // 3`` was -715827883 in evaluate and 715827882 in a
-kernel (fuzz, session 11, seed 19 of the generator's integer tensors)."""
+kernel."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Fuzz seed 14175: a guard on a gather index kept an out-of-range read from running.
+"""A guard on a gather index kept an out-of-range read from running.
 
 ``t0[i] = if_then_else(i + 2 < 3, X[.., i + 2], 0)`` read through ``t0.take(I[j] + 2, "wrap")``
 inlines to ``if_then_else(v + 2 < 3, X[.., v + 2], 0)`` with ``v = data_index(I[j] + 2, 9)``.

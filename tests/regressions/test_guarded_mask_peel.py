@@ -1,4 +1,4 @@
-"""A scatter's masks keep what their lazy guards protect (issue 8, fuzz seed 110932's cause).
+"""A scatter's masks keep what their lazy guards protect.
 
 The scatter-add (codegen/strategies/scatter.py) peeled ``if_then_else(c, select(d, e, 0), 0)`` into
 one condition ``c && d`` of its nest.  ``&&`` computes both sides, so ``d`` ran where ``c``

@@ -1,12 +1,12 @@
-"""Fuzz seed 610027: a guarded gather of constants raised where its guard fails.
+"""A guarded gather of constants raised where its guard fails.
 
 ``if_then_else(g, cast(k0.take(k0[i] * 3 - 1, mode='raise')), 0)`` with ``k0`` an index-only
 tensor the lowering inlines: the branch is arithmetic on constants, reads no memory, and the
 emitter kept lazy only the branches that read memory -- so it became a ``select``, its gather
 test ran at every point, and the kernel raised ``IndexError`` (index 11 of an axis of 1) where
-``g`` is false everywhere and ``ta.evaluate`` gives values (default options; found by the
-session-32 campaign on an AMD EPYC with AVX-512, checks reverse, split, jacobian: the forward of
-the program's output alone).  A branch that tests a gather index at run time now stays behind
+``g`` is false everywhere and ``ta.evaluate`` gives values (default options, on an AMD
+EPYC with AVX-512, in the checks reverse, split, jacobian: the forward of the program's output
+alone).  A branch that tests a gather index at run time now stays behind
 its condition.  Oracles: ``ta.evaluate`` and NumPy; and where the guard holds, the same
 ``IndexError`` from both.
 """

@@ -1,4 +1,4 @@
-"""Fuzz seed 702112 (session 33, an AMD EPYC Zen 4, native target, default options): ``ta.build``
+"""On an AMD EPYC Zen 4 (native target, default options) ``ta.build`` of a float64 to float16 cast
 raised "JIT: object code uses symbols nothing defines: __truncdfhf2".
 
 A float64 value cast to float16 is rounded to float32 first (the language's cast; NumPy's

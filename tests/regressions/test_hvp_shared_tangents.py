@@ -1,10 +1,10 @@
-"""Issue 8: the HVP of ``prod(cos(select(...)))`` compiled slowly (fuzz seed 119).
+"""The HVP of ``prod(cos(select(...)))`` compiled slowly.
 
 ``hessian_vector_product`` took the jvp of each input's gradient separately, so every tensor
 the gradients share (the forward values' tangents, the product's zero count and nonzero
-product) got one tangent tensor per input: seed 119's HVP had 23 compute ops, 5 of them
+product) got one tangent tensor per input: an HVP of 23 compute ops had 5 of them
 duplicates, and 22 loop nests to optimize, lower and compile.  Now the jvps of all gradients
-are one pass with shared tangents (seed 119: 18 ops, 17 nests, about 20% less CPU to
+are one pass with shared tangents (18 ops, 17 nests, about 20% less CPU to
 check; this test's HVP: work 432 -> 336).  Counted, never timed; the values are checked
 against central finite differences of the gradient (float64).
 """

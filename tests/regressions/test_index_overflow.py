@@ -1,4 +1,4 @@
-"""Issue 8, D6: index arithmetic is exact.
+"""Index arithmetic is exact.
 
 ``if_then_else(i * 100000 < 10, A[i * 100000], -1.0)`` computed its guard in int32 (it wraps
 to negative values, so the guard passed) and its address in int64: a segfault.  And

@@ -1,4 +1,4 @@
-"""Fuzz seed 722032 (session 33, native target): ``ta.evaluate`` of an inlined tensor disagreed
+"""``ta.evaluate`` of an inlined tensor disagreed
 with ``ta.evaluate`` of the original and with every build.
 
 ``t0[i] = x0[(i * 1073741824 + 3) % 5]`` read at ``t0[7]``: ``ta.InlineNonReductions`` puts the

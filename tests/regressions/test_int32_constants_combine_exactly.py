@@ -1,4 +1,4 @@
-"""Fuzz seed 446042 (campaign L): the optimized Jacobian of a gather whose index multiplies by
+"""The optimized Jacobian of a gather whose index multiplies by
 ``2**30`` lost one of its three ones in the compiled kernel (``evaluate`` was right).  The loops
 split ``i`` into digits (its ``% 2`` test), and isl fixed them at ``i = 2``, so the store there
 tested ``2 == (1073741824 * ((2 * 1) + 0)) % 3`` -- int32 constants only, which the value

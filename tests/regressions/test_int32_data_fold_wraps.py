@@ -1,4 +1,4 @@
-"""Integer data folds with the semantics it runs with (fuzz seed 220419).
+"""Integer data folds with the semantics it runs with.
 
 ``int32(-9.0) - int32(3e10)``: the second cast saturates to 2147483647 and the difference of
 two int32 values of data wraps, to 2147483640, in ``ta.evaluate`` and in every kernel.  The

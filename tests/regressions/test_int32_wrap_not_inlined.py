@@ -1,6 +1,6 @@
 """An ``int32`` tensor's value does not depend on whether it is stored.  Its body may compute
 exactly in 64 bits (an index variable among its operands) and its store wraps the result to
-int32; inlined into a reader, the exact value was read instead.  Fuzz seed 6116 (session 11):
+int32; inlined into a reader, the exact value was read instead:
 ``k = int32(i * -3 - 2) - int32(x * 1e10)`` read through a sigmoid and summed gave 45 in
 evaluate and in a build that stored ``k``, 18 optimized or built with ``k`` inlined.  Such a
 tensor now keeps its buffer (``tensorad.ir.intrange.wraps_where_stored``), in every inliner."""

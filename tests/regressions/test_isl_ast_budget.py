@@ -1,6 +1,6 @@
 """isl's AST builder gets a budget of operations on domains with divisions (codegen/islast).
 
-Fuzz seed 224270, a hang with default options: the gradient of ``X[(3 i0 + i1) % 7,
+A hang with default options: the gradient of ``X[(3 i0 + i1) % 7,
 (3 i1 + i2) % 7, 0]`` under an ``if_then_else`` is a scatter whose statement domain, once the
 solved axes are substituted, has four nested floors and a ``mod 21`` over five variables.
 isl's AST builder did not finish in an hour on it.  Now a map with more than

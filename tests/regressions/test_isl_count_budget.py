@@ -1,5 +1,5 @@
 """isl counts a set with divisions by scanning it: two ``%`` conditions over a 1000^3 box take it
-27 CPU-s, seed 971008's three nested divisions 13 CPU-s.  A scan's update count
+27 CPU-s, an HVP's three nested divisions 13 CPU-s.  A scan's update count
 (``codegen/strategies/scan.py``, a prefix sum under ``%`` conditions: 3.4 CPU-s of counting for a 400 x 400
 output, growing with the cube of the size) and a merge's body-run count (``simplify/sums/merge.py``,
 shifted windows through nested floors) asked isl without a limit -- a hang at scale.  Now every

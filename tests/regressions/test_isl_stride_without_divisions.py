@@ -1,6 +1,6 @@
 """Loops in which isl divides are checked, also over domains without divisions (codegen/islast).
 
-Fuzz seed 230030, wrong values with default options: the gradient of
+Wrong values with default options: the gradient of
 ``x1[(i1 + 2) % 3, (-3 - i1) % 5, (3 i1) % 2]`` is a statement over the output axes
 ``(a, b, c)`` with the division-free domain ``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``,
 scanned along ``5 a + b`` (two output axes as one loop).  isl's AST builder found a stride in

@@ -1,5 +1,5 @@
-"""isl's AST builder may write a true operand of ``&&`` / ``||`` as the integer 1 (fuzz seed
-110967: the gradient of a select masked by ``(i0 + i1) % 3 == 1`` raised "expected a condition
+"""isl's AST builder may write a true operand of ``&&`` / ``||`` as the integer 1 (the
+gradient of a select masked by ``(i0 + i1) % 3 == 1`` raised "expected a condition
 (bool expression), got a int32 expression 1" while building its loops, with default options).
 The oracle is a NumPy formula written here."""
 

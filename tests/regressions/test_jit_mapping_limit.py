@@ -1,5 +1,5 @@
-"""Fuzz seed 469528 (session 28): a fuzz worker died of SIGABRT inside LLVM's linking of a
-kernel, after about 30,000 kernels in one process; the seed passes alone.  Every kernel alive
+"""A fuzz worker died of SIGABRT inside LLVM's linking of a
+kernel, after about 30,000 kernels in one process; the program passes alone.  Every kernel alive
 has its object code linked with its own memory mappings (two a kernel), and past the system's
 limit on a process's mappings (``vm.max_map_count``, 65,530 by default) LLVM's section allocator
 aborts.  Now ``build`` raises a clear error before the limit instead

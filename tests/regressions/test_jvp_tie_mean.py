@@ -1,4 +1,4 @@
-"""Fuzz seed 953519 (campaign AT, haswell): ``h . jvp(u)`` and ``u . reverse(h)`` differed, 51.7
+"""``h . jvp(u)`` and ``u . reverse(h)`` differed, 51.7
 against 69.9, on a float16 program whose quantized data put a tie in a ``topi.min`` over 16
 values.  Reverse mode splits a tie's head evenly among the tied points (docs/conventions.md, as
 PyTorch's ``amax``); forward mode took the first tied point's tangent, so the two modes
@@ -65,7 +65,7 @@ def test_jvp_at_ties_as_torch_amax(kernels, kind):
 
 
 def test_the_fuzzed_program():
-    # seed 953519's program in float64 on its quantized data: a product of minima with a tie
+    # the fuzzer's program in float64 on its quantized data: a product of minima with a tie
     x1 = ta.placeholder((3, 17, 16), "float64", name="x1")
     T0 = ta.topi.min(x1, axis=2, keepdims=False)
     r0, r1 = ta.reduce_axis((1, 18), name="r0"), ta.reduce_axis((0, 4), name="r1")

@@ -1,4 +1,4 @@
-"""Issue 8: an integer constant past int32 (``X[(i * 2147516416 + 1) % 3]``).
+"""An integer constant past int32 (``X[(i * 2147516416 + 1) % 3]``).
 
 ``ta.evaluate`` made every integer constant an int32 NumPy value and raised NumPy's
 ``OverflowError`` on 2147516416, while the kernel accepted the program (its index arithmetic

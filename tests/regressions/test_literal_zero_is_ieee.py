@@ -1,4 +1,4 @@
-"""Fuzz seed 16322: a user's ``0.0 / x`` at ``x = 0`` feeding a comparison.
+"""A user's ``0.0 / x`` at ``x = 0`` feeding a comparison.
 
 The optimizer read a literal zero as a strong zero (``0 / x -> 0``), so where ``x == 0`` the
 comparison ``0 / x > y`` saw ``0 > y`` in optimized code and ``NaN > y`` (false) in

@@ -1,4 +1,4 @@
-"""Fuzz ``--layers`` seed 4022: LLVM 22.1 aborted the process (an assertion in VectorCombine's
+"""LLVM 22.1 aborted the process (an assertion in VectorCombine's
 ``foldShuffleOfShuffles``, on the SLP vector code of a fully unrolled reduction) while compiling
 a grouped convolution's ReLU-masked bias gradient: a sum over a 3x6x2 box in float64, on an AVX2
 target, 2 threads.  Python cannot catch an abort; optimizing now runs in a forked child

@@ -1,4 +1,4 @@
-"""Issue 8, D5: ``ta.build`` of an argmax over ``r0 in [1, 10), r1 in [0, 4)`` reading
+"""``ta.build`` of an argmax over ``r0 in [1, 10), r1 in [0, 4)`` reading
 ``X[r0 % 4]`` (output shape (3,)) did not return: LLVM fully unrolled the two reduction loops
 into a chain of 36 selects (2**36 operand paths) inside the output loop, and the loop
 vectorizer's VPlan walked every path (see ``codegen/llvm/unrolled_chains.py``).  The builds run in a child

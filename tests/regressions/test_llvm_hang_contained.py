@@ -1,4 +1,4 @@
-"""Fuzz seed 811880: LLVM 22.1's SLP vectorizer never finished on one kernel -- a checked-mode
+"""LLVM 22.1's SLP vectorizer never finished on one kernel -- a checked-mode
 build (every access bounds-tested, ``checked=True``) of a gather through a ``take(mode="clip")``
 of a ``take`` index, for an AVX2 target (``-mcpu=haswell`` or ``-mattr=-avx512f``; the AVX-512
 host compiled it in 30 ms).  The build hung forever, and the fuzz runner did not see it: the

@@ -1,4 +1,4 @@
-"""A masked product is exact at inf and NaN in the packed micro-kernel (issue 8, fuzz seed 300592).
+"""A masked product is exact at inf and NaN in the packed micro-kernel.
 
 The micro-kernel (codegen/gemm/contraction.py) packs a side's ``where`` condition as a zero of that
 side; the product ``0 * other`` is NaN where the other factor is inf or NaN at an excluded
@@ -79,7 +79,7 @@ CASES = [  # (dtype, threads, microkernel, checked)
 @pytest.mark.parametrize("dtype,threads,microkernel,checked", CASES)
 @pytest.mark.parametrize("side", ["a", "b"])
 def test_inf_and_nan_at_excluded_points_are_excluded(side, dtype, threads, microkernel, checked):
-    """The lead's program (seed 300592): an inf in ``a`` at row ``r = 0``, which only ``j = 0``
+    """The lead's program: an inf in ``a`` at row ``r = 0``, which only ``j = 0``
     includes (``r >= j``), gave NaN at ``c[5, 1:]``.  Also a NaN, on the other side, and
     non-finite values at included points (which stay NaN or inf)."""
     a, b, c = _triangle(side, dtype)

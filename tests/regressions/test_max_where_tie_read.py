@@ -2,7 +2,7 @@
 ``1 <= 3i + r <= 17`` (a padded 1-D pool written with ``where=``, not ``if_then_else``).  Its
 gradient's tie term compared the source at every window point ``t`` with the maximum, and
 ``&&`` evaluates both sides, so the read at ``t`` ran where the ``where`` is false: ``ta.build``
-of the gradient raised ``OutOfBoundsError`` (found by session 20's helper pool7).  The
+of the gradient raised ``OutOfBoundsError``.  The
 comparison is now lazy under the reduction's own condition.  Oracle: NumPy, ties sharing the
 head equally (docs/conventions.md)."""
 

@@ -1,6 +1,6 @@
 """A float select shaped like a min/max keeps its NaN behaviour through LLVM's optimizer.
 
-Fuzz seed 191487: an argmax combiner (``keep = acc >= v``) over a guarded read whose default is
+An argmax combiner (``keep = acc >= v``) over a guarded read whose default is
 -1.0, with one NaN among the values.  In order, the NaN is taken (``-1 >= NaN`` is false) and
 then dropped again (``NaN >= -1`` is false): the result is -1.  LLVM 22's instcombine folded the
 second compare of the unrolled chain as if NaN could not arise and returned NaN, at every opt

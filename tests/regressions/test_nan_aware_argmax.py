@@ -1,6 +1,6 @@
 """docs/conventions.md: a custom selecting reducer keeps its own NaN rule -- ``keep = x[1] >= y[1]``
 drops a NaN, ``keep = (x[1] >= y[1]) | (x[1] != x[1])`` returns the index of the first NaN, as
-``numpy.argmax`` does.  Checked in every path (session 23: no defect): ``ta.evaluate``, built
+``numpy.argmax`` does.  Checked in every path: ``ta.evaluate``, built
 kernels at each opt level, with fast-math and threads, over rows long enough to vectorize;
 ``jvp`` (the chosen element's tangent); the reverse gradient and ``ta.function``'s backward (the
 head routed to the chosen element).  Oracles: the combiner folded in Python in index order (the

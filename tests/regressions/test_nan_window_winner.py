@@ -7,7 +7,7 @@ point with the NaN result by ``==``, which no point passes: the whole window got
 point came after the NaN.  Now a NaN beats every number and NaNs tie with each other: a
 window's NaNs share its head evenly (one NaN takes all of it: the index ``torch.max(x, dim)``
 and ``numpy.argmax`` give), and the tangent is the mean of its NaNs' tangents (of its tied
-points' in general: forward mode transposes the even split, fuzz seed 953519).  The oracle is a NumPy loop
+points' in general: forward mode transposes the even split).  The oracle is a NumPy loop
 written here, and ``torch.max`` of each window (without ``dim``: it splits evenly among the
 points equal to the result, a NaN counting as equal to a NaN result).
 """

@@ -1,5 +1,5 @@
 """A cast from ``int64`` to ``int32`` wraps a value past int32, as NumPy's ``astype`` does and as
-``ta.evaluate`` always did; index arithmetic is otherwise exact in 64 bits (issue 8, D6).
+``ta.evaluate`` always did; index arithmetic is otherwise exact in 64 bits.
 
 The linear forms, the isl conversion and the code generator's index arithmetic all saw through
 such a cast as if it kept its value: ``if_then_else(int32(int64(i) * 100000) < 0, x, 0)`` is
@@ -72,7 +72,7 @@ def test_a_narrowing_cast_within_int32_stays_affine():
 
 @pytest.mark.parametrize("xv", [-1.0, -1.2, 1.0, 0.3])
 def test_a_comparison_of_wrapping_int32_data_is_not_rewritten(xv):
-    """Fuzz seed 90803: ``int32(-7.5 x) < int32(1e10 x)`` at ``x = -1`` compares 7 with a
+    """``int32(-7.5 x) < int32(1e10 x)`` at ``x = -1`` compares 7 with a
     saturated INT_MIN; the simplifier's ``a < b -> a <= b - 1`` computed ``INT_MIN - 1``,
     which wraps to INT_MAX: the select took the other branch (7 for -2147483648).  A
     comparison of integer data is rewritten only when every side is proved within its type."""

@@ -1,4 +1,4 @@
-"""Fuzz seed 21271: a nested bracket read its head out of bounds where no outer term reads it.
+"""A nested bracket read its head out of bounds where no outer term reads it.
 
 The Hessian-vector product of ``t2[a, i1, b] = erf(t1[(i1 - 1) % 5])`` factors the inner sum
 ``[sum over a, b of head[a, i1 + (j + 1) % 5, b]]`` out as a tensor over ``(i1, j)``.  That

@@ -1,4 +1,4 @@
-"""Fuzz seed 10275: a lazy ``if_then_else`` whose only reads lie in a nested ``if_then_else``.
+"""A lazy ``if_then_else`` whose only reads lie in a nested ``if_then_else``.
 
 ``ite(0 <= r - 2 < 1, ite(c, X[.., i + 3], X[.., r - 2]), -1)``: the emitter keeps an
 ``if_then_else`` lazy (real branches) when a branch reads a tensor, but it replaced the nested

@@ -1,4 +1,4 @@
-"""A reduction nested in another's source may read the outer reduction's axis (session 21).
+"""A reduction nested in another's source may read the outer reduction's axis.
 
 ``sum_k A[k, i] * sum_j A[k, j]`` is well defined: the inner sum is a function of ``k``.  The
 language lifts a nested reduction into a tensor of its own, and that tensor was indexed by the

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the fuzzer's program, as it drew it)
-"""Fuzz seed 535482: an HVP whose lowering made an op computed nowhere.
+"""An HVP whose lowering made an op computed nowhere.
 
 With ``codegen/passes/shared_windows.py``'s operands (without that pass the program built), a nest
 reached the schedule with no statement at all -- an op computed at no point -- and

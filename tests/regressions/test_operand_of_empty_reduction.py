@@ -1,12 +1,12 @@
 # ruff: noqa: E501  (the fuzzer's program, as it drew it)
-"""Fuzz seed 600953: an operand shared out of a reduction over an empty box.
+"""An operand shared out of a reduction over an empty box.
 
 ``Y = sum(K[i], axis=[r3, r4], where=g(L[r3 + 3]))`` with ``r4`` in ``[0, 0)``: the sum is its
 identity and reads nothing, so liveness dropped the ops only its ``where`` names (``t0`` and a
 layer norm's statistics) -- but ``codegen/passes/shared_windows.py`` still found the layer norm's
 compound operand in that body and computed it in a nest of its own, reading ``t0``, which had
-no buffer: ``KeyError`` out of ``ta.build`` with default options (found by the session-32
-campaign on an AMD EPYC with AVX-512, check ``split``; the forward alone fails the same way).
+no buffer: ``KeyError`` out of ``ta.build`` with default options (on an AMD EPYC
+with AVX-512, check ``split``; the forward alone fails the same way).
 The pass now skips bodies that are empty reductions.  Oracles: zeros (a sum over nothing),
 ``ta.evaluate``, and the fuzzer's checks.
 """

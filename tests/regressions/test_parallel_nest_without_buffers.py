@@ -1,8 +1,8 @@
-"""Fuzz seed 341265 (campaign T, default options but ``num_threads=3, parallel_min_work=0``):
-``ta.build`` raised ``ValueError: max() arg is an empty sequence``.  An argmax fused into an empty
+"""With default options but ``num_threads=3, parallel_min_work=0``, ``ta.build`` raised
+``ValueError: max() arg is an empty sequence``.  An argmax fused into an empty
 consumer (shape ``(0,)``) left a parallel nest whose body computes but stores into no buffer;
-the parallel chunk size took the widest vector of the nest's buffers (session 22: one lane for a
-nest without buffers).  Session 23: a nest that stores nothing is not lowered at all
+the parallel chunk size took the widest vector of the nest's buffers, of which it has none.
+Such a nest counts one lane, and a nest that stores nothing is not lowered at all
 (``lower._storing``).  Oracles: NumPy."""
 
 from __future__ import annotations

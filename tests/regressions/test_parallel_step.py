@@ -1,4 +1,4 @@
-"""Issue 8, D1: a parallel loop with a step (``range(0, 1001, 2)``, from isl's AST for a
+"""A parallel loop with a step (``range(0, 1001, 2)``, from isl's AST for a
 ``i % 2 == 0`` condition) was split among threads by iteration *count* ignoring the step: with
 2 threads the second one started on an odd row and the even rows of the second half were
 never computed.  Oracle: ``ta.evaluate`` (and a NumPy formula)."""

@@ -1,4 +1,4 @@
-"""Fuzz seed 51313: a reduction under a `where` with a modulo, over output rows of another
+"""A reduction under a `where` with a modulo, over output rows of another
 residue class, crashed ``ta.build`` with isl's "expecting integer affine expression"
 (``isl_pw_aff_min_val`` on a domain with divisions, in the parity strategy's tightening of
 the reduction axes).  The range of an axis is now read from the image set."""

@@ -1,6 +1,6 @@
 """A nest whose domain has divisions is not peeled (codegen/islast._product_axis).
 
-Fuzz seed 203056: the gradient of a random program had a 3-variable statement domain with two
+The gradient of a random program had a 3-variable statement domain with two
 nested floors (``17 floor((-7 - 6a - 6b) / 17) <= ...`` and a ``% 5`` of it).  Testing whether
 its first variable could be a plain loop around isl's AST projected the other variables out,
 and isl's hull and equality tests on the result did not finish in an hour; isl's AST builder

@@ -1,4 +1,4 @@
-"""Fuzz seed 10811: ``(-1.5) ** 1e20`` gave ``-inf`` in compiled code (NumPy: ``inf``).
+"""``(-1.5) ** 1e20`` gave ``-inf`` in compiled code (NumPy: ``inf``).
 
 The inline ``pow`` corrects ``exp(y log|x|)`` by the rounding error of ``y log|x|``; for a
 huge ``y`` that error term is itself inf or NaN, and ``inf * (1 + -inf)`` is ``-inf``.  Every

@@ -1,6 +1,6 @@
 """``pow(-inf, 0.5)`` is +inf in C (and in compiled kernels), but NumPy's ``np.power`` takes a
 square-root shortcut for the exponent 0.5 on some array shapes and returns NaN: ``ta.evaluate``
-and ``ta.build`` disagreed on an empty ``max`` (-inf) raised to 0.5 (fuzz seed 13046)."""
+and ``ta.build`` disagreed on an empty ``max`` (-inf) raised to 0.5."""
 
 from __future__ import annotations
 

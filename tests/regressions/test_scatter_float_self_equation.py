@@ -1,6 +1,6 @@
 """The scatter-add form (``codegen/strategies/scatter.py``) solves ``v == d`` for an output axis and drops
 the conjuncts that become ``u == u`` once ``v := d``.  For a float ``u`` that is NaN, ``u == u``
-is false: the term must stay (session 23: **wrong values**, every add made where none is due).
+is false: the term must stay (else **wrong values**, every add made where none is due).
 And an equation solved through an integer read from data, ``v == P[K[i]]``, gave a target that
 is no address (``MissingRuleError`` out of ``build``): such a sum keeps its general form.
 Oracles: NumPy loops written here, ``ta.evaluate``."""

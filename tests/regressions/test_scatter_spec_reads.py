@@ -1,4 +1,4 @@
-"""Fuzz seed 484963: ``build`` raised ``KeyError: Tensor(t0.winner)`` on a gradient, with
+"""``build`` raised ``KeyError: Tensor(t0.winner)`` on a gradient, with
 default options.
 
 The gradient of a max over an argmax's values adds into the argmax's adjoint by a scatter whose

@@ -1,5 +1,5 @@
 """A select whose chosen branch does not depend on the input has derivative exactly 0 there,
-even where the other factors of the chain rule are inf or NaN (fuzz seed 12529).
+even where the other factors of the chain rule are inf or NaN.
 
 The derivative of ``select(c, a, x)`` by ``x`` is ``select(c, 0, 1)``; the chain rule then
 multiplies it by the outer partial, evaluated at the value the select chose.  In

@@ -1,4 +1,4 @@
-"""Fuzz seed 458345 (session 28): a wrong Jacobian with default options, pre-existing.
+"""A wrong Jacobian with default options.
 
 Consecutive elementwise members of a fused nest share their inner loops when each reads the
 earlier ones only at its own point (:func:`tensorad.codegen.loops.fused_nest.shared_positions`).  The

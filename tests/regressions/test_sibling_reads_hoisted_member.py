@@ -1,4 +1,4 @@
-"""Issue 8: a reduction fused beside a log-softmax read elements not yet computed (fuzz seed 433277).
+"""A reduction fused beside a log-softmax read elements not yet computed.
 
 ``log_softmax`` over the rows of ``X`` is planned by the hoist strategy (``log`` of the
 column sums computed once per column), which rewrites its op; the rewritten op writes the

@@ -1,4 +1,4 @@
-"""Fuzz seed 272858 (campaign P): ``0.5 / maximum(0.0, t)`` where ``t`` is a product that is
+"""``0.5 / maximum(0.0, t)`` where ``t`` is a product that is
 ``-0.0`` (zeros times a negative value).  Compiled code computes IEEE 754-2019 ``maximum``
 (``llvm.maximum``: NaN propagates, ``-0 < +0``): ``+0``, so ``+inf``.  ``ta.evaluate`` used
 NumPy's ``maximum``, which returns one operand of an equal pair by position: ``-0``, so
@@ -72,7 +72,7 @@ def test_reduction_sign_of_zero(kind):
         assert _same(float(built[i]), want), (kind, rows[i], built[i])
 
 
-def test_seed_272858_division_by_a_negative_zero_product():
+def test_division_by_a_negative_zero_product():
     X = ta.placeholder((3,), "float32", name="X")
     r = ta.reduce_axis((0, 3), name="r")
     t = ta.compute((1,), lambda i: ta.prod(ta.if_then_else(r == 1, X[r], 0.0), axis=r), name="t")

@@ -1,7 +1,7 @@
-"""Fuzz seed 449201 (campaign M): a custom argmax (ties keep the first point) over ``r1`` of
+"""A custom argmax (ties keep the first point) over ``r1`` of
 ``(v ** 2 + c) * p``, where for even ``i0`` nothing depends on ``r1``: all three points tie, and
-``evaluate`` gives index 0.  The kernel gave 1 at default options: ``x ** 2`` had just become
-``x * x`` (session 27) with the fast-math ``contract`` flag, and LLVM fused ``x * x + c`` into an
+``evaluate`` gives index 0.  The kernel gave 1 at default options: ``x ** 2`` had become
+``x * x`` with the fast-math ``contract`` flag, and LLVM fused ``x * x + c`` into an
 FMA in one copy of the value (the loop's first iteration, peeled) and not in another, so the
 "equal" values differed by an ulp.  The general power's call was never contracted; its
 multiplications are not either now.  Oracle: ``ta.evaluate`` and the tie rule (index 0 where

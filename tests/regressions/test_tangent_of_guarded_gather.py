@@ -1,11 +1,11 @@
-"""Fuzz seeds 613246 (hvp) and 663652 (jvp): a guarded gather's tangent raised where its guard fails.
+"""A guarded gather's tangent raised where its guard fails.
 
 ``if_then_else(0 <= g[i] < 8, a1.take(r, g[i], mode='raise'), 0)`` inside a sum: forward mode
 reads the tangent at the same checked index, ``U.take(r, g[i], mode='raise')``, and the optimizer
 lifts the guard out of the sum (``sum_r if_then_else(G, f, 0) = if_then_else(G, [sum_r f], 0)``),
 so the bracket ran the check at ``g[i] = -1`` and the HVP kernel -- and ``ta.evaluate`` of it --
-raised ``IndexError`` where the program reads nothing (default options; found by the session-32
-campaigns on an AMD EPYC with AVX-512, native and AVX2).  A guarded read's tangent now clips its
+raised ``IndexError`` where the program reads nothing (default options, in an HVP and a jvp, on
+an AMD EPYC with AVX-512, native and AVX2).  A guarded read's tangent now clips its
 checked indices, as the adjoint's index equations do (``autodiff/gathers.py``): exact where the
 guard holds, unused where it fails; a read the program runs everywhere keeps its test.
 Oracles: NumPy closed forms and central differences, and the same ``IndexError`` for bad data.
@@ -93,7 +93,7 @@ def test_an_unguarded_gather_still_raises_in_its_tangent():
 
 
 def test_a_clipped_tangent_read_stays_provably_in_bounds():
-    """Fuzz seed 772357 (session 33, AVX2 target): the fix above made the HVP undefinable --
+    """On an AVX2 target, clipping the tangent's index alone made the HVP undefinable --
     ``OutOfBoundsError`` at the definition of ``t0.grad.red.jvp``: the tangent read
     ``u_x0[.., clip(g, 5)]`` of an axis of 3, under a guard ``data_index(g, 5, raise) < 3``
     that the bounds check cannot relate to the clipped gather.  An index whose gathers are

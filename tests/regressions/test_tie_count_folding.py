@@ -2,7 +2,7 @@
 comparing each term with the winner the forward computed.  The optimizer had folded the
 gradient's copy of ``pow(0.5, 1.5)`` with NumPy while the forward computed it with the
 kernel's inline ``pow``; the two differ by an ulp, so only the winner itself was counted as a
-tie and ``x.grad`` came out H/6 of its value (fuzz seed 13060).  Transcendental functions of
+tie and ``x.grad`` came out H/6 of its value.  Transcendental functions of
 constants are folded only where every implementation gives the same bits."""
 
 from __future__ import annotations

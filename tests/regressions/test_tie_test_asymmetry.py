@@ -1,6 +1,6 @@
 """A max/min gradient splits the head evenly among the points tied with the winner, and finds
 them by comparing each point's source with the winner's value.  That comparison must see the
-same bits on both sides, however either side was compiled (fuzz seed 13060: a folded constant
+same bits on both sides, however either side was compiled (a folded constant
 against an inline ``pow``, one ulp apart, counted 1 of 6 ties and gave H/6).
 
 Here the forward (which saves the winner, ``ta.function``'s default policy) is built with fast

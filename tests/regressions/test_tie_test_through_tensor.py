@@ -1,7 +1,7 @@
 """A max/min gradient finds the points tied with the winner by comparing their source with the
 winner's value, so both must see the same bits (tests/regressions/test_tie_test_asymmetry.py).
-Fuzz seed 290680 (the ``split`` check: ``ta.function``'s forward and backward built with
-different options) broke it twice over, with a source that only READS a tensor:
+The ``split`` check (``ta.function``'s forward and backward built with different options)
+broke it twice over, with a source that only READS a tensor:
 
 * the tensor was elementwise, ``C[i] = S[i] * 2 + a``: the source ``C[...]`` looked exact (a
   read), but the optimizer inlines ``C`` into the winner and into the tie test, so each side
@@ -12,10 +12,10 @@ different options) broke it twice over, with a source that only READS a tensor:
   own options.  Now a saved winner takes the tensors it reads with it (unless recomputing them
   is exact).
 
-Fuzz seed 436242 (session 27): the inexact tensor was read through a gather whose index is
-itself a copied tensor (``C[I[0]]``, ``I`` an integer cast of float arithmetic): the copies
-were keyed by the read node, and the bottom-up rewrite had already replaced the inner read, so
-the outer one never matched and ``C`` was not copied.
+The inexact tensor may also be read through a gather whose index is
+itself a copied tensor (``C[I[0]]``, ``I`` an integer cast of float arithmetic): copies
+keyed by the read node miss it: the bottom-up rewrite has already replaced the inner read, so
+the outer one never matches and ``C`` is not copied.
 
 At ``x0 = x1 = 1 + 2^-27, z = -1`` a fused ``x0 * x1 + z`` and a rounded one differ by 2^-54.
 Every point of the box ties (the source does not depend on ``k``): the gradient is the head's

@@ -1,4 +1,4 @@
-"""Fuzz seed 478142: the gradient of a max whose source reads under an index guard could not be
+"""The gradient of a max whose source reads under an index guard could not be
 built (``OutOfBoundsError``), with default options.
 
 ``Y[i] = max_r if_then_else(i + 1 < 7, L[0, i + 1], 0) * T[i, r]``: the forward saves where

@@ -1,7 +1,7 @@
 """A max/min whose ``where=`` reads data at the reduction's axis (``where=M[r] > 0``): the
 forward's saved destination evaluates that condition at the winner's point, a point decoded
 from a sum (``hits // K``) -- a data index, which must be clipped like a winner's index, or
-the build rejects the read as out of bounds (fuzz seed 320101, OutOfBoundsError in every
+the build rejects the read as out of bounds (OutOfBoundsError in every
 gradient check).  Values against NumPy written here: the head goes to the maximum among the
 points the mask keeps, split evenly among ties; a row whose mask keeps nothing gets none."""
 

@@ -1,4 +1,4 @@
-"""Issue 8, D12: ``lower(...).work`` is an exact int for any size.
+"""``lower(...).work`` is an exact int for any size.
 
 A ``2**40 x 2**40`` elementwise op reported 0 work (int64 overflow of ``2**80``); a triangle
 of ``2**40`` rows asked NumPy for an 8 TiB array (the counter expanded every row).  The oracles

@@ -1,6 +1,7 @@
-"""The optimizer keeps its memo tables in a context per call (issue 10).
+"""The optimizer keeps its memo tables in a context per call.
 
-* no module of the optimizer holds a dict, set or cache at module level;
+* no module of the optimizer holds a dict, set or cache at module level
+  (``tests/test_architecture.py`` checks that);
 * two threads optimizing different programs at once get what each gets alone;
 * a result does not depend on what the process optimized before (the same program, built
   afresh, prints the same whether or not other programs were optimized in between).
@@ -8,12 +9,9 @@
 
 from __future__ import annotations
 
-import ast
-import pathlib
 import threading
 
 import numpy as np
-import tensorad.simplify as simplify_pkg
 from tensorad.simplify import Optimizer, OptimizerContext
 
 import tensorad as ta
@@ -63,52 +61,6 @@ def _same(a, b):
     assert a[1] == b[1]
     for x, y in zip(a[2], b[2]):
         np.testing.assert_array_equal(x, y)
-
-
-MUTATORS = {"clear", "update", "add", "setdefault", "append", "pop", "popitem", "extend", "discard",
-            "remove", "move_to_end", "intern"}
-
-
-def test_no_module_level_tables_in_the_optimizer():
-    """No module of the optimizer fills a module-level container at run time (constant tables
-    such as ``NZ_RULES`` are read only), and none uses ``functools`` caches."""
-    folder = pathlib.Path(simplify_pkg.__file__).parent
-    found = []
-    for path in sorted(folder.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        module_names = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                        if isinstance(t, ast.Name)}
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.Lambda)):
-                continue
-            for dec in getattr(fn, "decorator_list", []):
-                if "cache" in ast.unparse(dec):
-                    found.append(f"{path.name}:{fn.lineno} cached function")
-            for n in ast.walk(fn):
-                if isinstance(n, ast.Global):
-                    found.append(f"{path.name}:{n.lineno} global {n.names}")
-                target = None
-                if isinstance(n, (ast.Assign, ast.AugAssign)):
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                            target = t.value.id
-                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                        and isinstance(n.func.value, ast.Name) and n.func.attr in MUTATORS:
-                    target = n.func.value.id
-                if target in module_names and not _local(fn, target):
-                    found.append(f"{path.name}:{n.lineno} mutates {target}")
-    assert found == [], f"module-level tables filled at run time: {found}"
-
-
-def _local(fn, name: str) -> bool:
-    """Whether ``name`` is a parameter or assigned inside ``fn`` (shadowing a module name)."""
-    args = fn.args
-    params = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
-    if name in params:
-        return True
-    return any(isinstance(t, ast.Name) and t.id == name
-               for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets)
 
 
 def test_results_do_not_depend_on_what_ran_before():

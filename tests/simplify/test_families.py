@@ -1,4 +1,4 @@
-"""Issue 10's bar on the operator families: the optimized gradient's work is at most 1.1x the
+"""The bar on the operator families: the optimized gradient's work is at most 1.1x the
 hand-written formula stated with each workload in ``workloads.py`` (normalizations, variance,
 upsampling, causal attention, a head that depends on none of the other axes), and it computes
 the values of the unoptimized gradient."""

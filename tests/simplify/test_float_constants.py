@@ -1,4 +1,4 @@
-"""Float constants and float arithmetic of indices are never truncated to integers (issue 8, D3).
+"""Float constants and float arithmetic of indices are never truncated to integers.
 
 ``cast("float64", i) * 0.3 < 1.0`` holds for ``i < 4`` only; read as integer arithmetic
 (``int(0.3) == 0``) it held everywhere and the optimizer turned the mask into the constant 1.

@@ -126,7 +126,7 @@ def test_a_sum_inside_never_captures_a_name():
 
 
 def test_the_transformer_blocks_b1_gradient_drops_the_keys_term():
-    # Issue 10: b1's gradient is sum over tokens of the three projections' input gradients;
+    # b1's gradient is sum over tokens of the three projections' input gradients;
     # the keys' one sums to zero over the tokens (softmax's shift invariance through QK^T):
     # the proof closes (the Transformer block's one full proof) and its term goes
     from benchmarks import sys_tensorad, workloads

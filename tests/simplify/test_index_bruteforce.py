@@ -297,7 +297,7 @@ def test_assume_keeps_the_value_where_the_facts_hold(case):
 
 @st.composite
 def float_cond_case(draw):
-    """Comparisons of index values cast to float with non-integer constants (issue 8, D3)."""
+    """Comparisons of index values cast to float with non-integer constants."""
     vs = [var(f"v{k}", 0, draw(st.integers(1, 6))) for k in range(2)]
     e = cast("float64", index_expr(draw, vs, 2))
     scaled = binary(Op.MUL, e, const(draw(st.sampled_from([0.3, 0.5, 1.5, -0.25])), "float64"))

@@ -1,4 +1,4 @@
-"""Work the optimizer no longer does twice (issue 10's time bar): each test counts calls or
+"""Work the optimizer no longer does twice (for the time bar): each test counts calls or
 isl questions, never time, and checks the answer against an oracle the change did not compute
 -- the plan isl makes, ``sorted`` by the full structural key, brute-force enumeration.
 

@@ -75,7 +75,7 @@ def _gradients(build, share: bool) -> tuple[str, OptimizerContext]:
 
 
 def test_the_transformer_blocks_gradient_is_the_same_without_plan_sharing():
-    # Issue 10's time bar: the block's split terms and adjoints asked isl for 75 plans, 35 of
+    # the time bar: the block's split terms and adjoints asked isl for 75 plans, 35 of
     # them different up to their variables.
     shared, ctx = _gradients(_transformer, True)
     alone, ctx_alone = _gradients(_transformer, False)

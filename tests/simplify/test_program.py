@@ -97,7 +97,7 @@ def test_constant_zero_tensors_are_inlined_away():
 
 def test_a_literal_zero_times_a_tensor_keeps_its_nan():
     """``A[i] * 0.0`` is NaN where ``A`` is inf or NaN, optimized or not (a literal zero is an
-    IEEE value; fuzz seed 16322)."""
+    IEEE value)."""
     A, B = ta.placeholder((4,), name="A"), ta.placeholder((4,), name="B")
     Z = ta.compute((4,), lambda i: A[i] * 0.0, name="Z")
     Y = ta.compute((4,), lambda i: Z[i] + B[i], name="Y")

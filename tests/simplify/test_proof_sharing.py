@@ -139,7 +139,7 @@ def test_a_layers_proofs_answer_and_spend_as_alone(monkeypatch, layer, budget):
 
 
 def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
-    # Issue 10's bar (differentiate + optimize any benchmark layer quickly): the Transformer
+    # the bar (differentiate + optimize any benchmark layer quickly): the Transformer
     # block's 76 zero-proofs converted 11,688 nodes one by one (5,185 reads); sharing them
     # converts 8,542 (3,736 reads) and replays the rest.  The shapes do not change the proofs.
     from benchmarks import sys_tensorad, workloads

@@ -1,4 +1,4 @@
-"""The isl questions of one optimizer call are memoized in its context (issue 10's time bar).
+"""The isl questions of one optimizer call are memoized in its context (for the time bar).
 
 * the emptiness of a sum's domain (``factor._nonempty``) is asked of isl once per condition
   and the variables it mentions, however many sums and nestings share them: counted by the

@@ -234,7 +234,7 @@ def _transformer():
 
 
 def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeypatch):
-    # Issue 10's bar: the Transformer block's 76 zero-proofs all failed, 57 at the expansion
+    # the time bar: the Transformer block's 76 zero-proofs all failed, 57 at the expansion
     # budget (3 CPU-s); the refuter answers all but a few, and the results are the same.
     texts, counts = [], []
     quick, real_quick = [], polynomial._quick

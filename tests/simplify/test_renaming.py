@@ -1,4 +1,4 @@
-"""A tensor's name never changes what the optimizer does (issue 10: roles from provenance).
+"""A tensor's name never changes what the optimizer does (roles from provenance).
 
 Each program is written twice, with plain names and with names that imitate the ones
 tensorad gives its own tensors (``Z.reduced`` looks like a reduction lifted out of ``Z``,

@@ -4,7 +4,7 @@ The adjoint of ``g`` in ``i, f, gg, o = split(g, 4, axis=1)`` is a sum of four p
 nonzero on its own quarter of the columns.  Inlined into the sums that read it
 (``Wx.grad = sum_i g.grad[i, o] X[i, k]``), the optimizer split each sum into one product per
 piece: four small products per gradient, each with a padded operand and a full-size
-temporary, then a pass adding them (issue 9).  The adjoint is now kept as one tensor
+temporary, then a pass adding them.  The adjoint is now kept as one tensor
 (``simplify/sums/tiling.py``), so each gradient is one product, as written by hand:
 ``dG = concat(di, df, dgg, do)``, ``X.grad = dG Wx``, ``Wx.grad = dG^T X``, ``b.grad = colsum(dG)``.
 

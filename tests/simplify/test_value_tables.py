@@ -8,7 +8,7 @@ tensorad's:
 * ``nonzero(e)`` must be false only where ``e`` is zero.  "Zero" is the symbolic-zero policy
   of ``simplify/algebra/rules.py``: ``0 * x`` and ``0 / x`` are 0 even where ``x`` is inf or NaN, so
   the oracle multiplies with a strong zero; everything else (``0 ** 0 = 1``, ``0 ** -1 =
-  inf``, ``log(0) = -inf``) keeps its IEEE value.  Issue 10's ``select(k == i, x, 0) ** w``
+  inf``, ``log(0) = -inf``) keeps its IEEE value.  ``select(k == i, x, 0) ** w``
   with ``w = 0`` is such a point.
 * ``evaluate_scalar(e)`` (constant folding) must equal the oracle exactly.
 
@@ -295,7 +295,7 @@ def test_nonzeroness_is_sound_at_random_points_and_every_rule_runs():
 
 @pytest.mark.parametrize("w", [0.0, -1.0, 2.0])
 def test_pow_of_a_selected_base_with_a_data_exponent(w):
-    """Issue 10: ``Y[i] = sum_k select(k == i, x[k], 0) ** w[k]``; with ``w = 0`` every term is 1."""
+    """``Y[i] = sum_k select(k == i, x[k], 0) ** w[k]``; with ``w = 0`` every term is 1."""
     x = ta.placeholder((5,), F, name="x")
     wt = ta.placeholder((5,), F, name="wt")
     k = ta.reduce_axis((0, 5), "k")

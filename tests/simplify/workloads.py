@@ -1,4 +1,4 @@
-"""The workloads of the optimizer's bar (issue 4), each with its hand-written gradient's work.
+"""The workloads of the optimizer's bar, each with its hand-written gradient's work.
 
 Every workload builds a forward computation with ``ta.topi`` (small shapes that do not divide
 strides and windows evenly), a head ``H`` and the inputs to differentiate, and states the work
@@ -145,7 +145,7 @@ def all_workloads() -> list[Workload]:
     ]
 
 
-# ---- the families of issue 10: hand formulas at <= 1.1x (test_families.py) ------------------
+# ---- the operator families: hand formulas at <= 1.1x (test_families.py) ---------------------
 # Work counts innermost loop-body executions; a pass over a tensor of n elements is n, and
 # each reduction is its own pass (two sums over the same domain count twice).
 

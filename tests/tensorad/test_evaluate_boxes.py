@@ -1,4 +1,4 @@
-"""``ta.evaluate`` evaluates a large grid box by box (fuzz seed 3205: the unoptimized gradient
+"""``ta.evaluate`` evaluates a large grid box by box (the unoptimized gradient
 of a 5x5 convolution broadcast a 17 GiB mask over its outer and reduce axes; the worker was
 killed for memory).  Oracles: NumPy formulas written here, and the evaluator with one box."""
 

@@ -1,4 +1,4 @@
-"""``evaluate_in_order``'s two oracle knobs for a backward on saved values (fuzz seed 982368):
+"""``evaluate_in_order``'s two oracle knobs for a backward on saved values:
 ``given`` takes computed tensors' values as they are, ``jitter`` moves every float read by its
 own random ulps.  The oracles are NumPy formulas written here."""
 

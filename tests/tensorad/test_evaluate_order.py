@@ -131,7 +131,7 @@ def test_a_bare_custom_product_follows_the_order_and_a_selecting_one_does_not():
 
 def test_nested_folds_the_inner_axis_into_partials_first():
     # sum_{a, b} X[b] over a in 3, b in 3 with X = (-1e30, 1e30, 1): one accumulator loses the 1
-    # at every step but the last; partials over b are 1 each, and their sum is 3 (fuzz seed 610834)
+    # at every step but the last; partials over b are 1 each, and their sum is 3
     X = ta.placeholder((3,), "float64", name="X")
     a, b = ta.reduce_axis((0, 3), name="a"), ta.reduce_axis((0, 3), name="b")
     S = ta.compute((), lambda: ta.sum(X[b], axis=[a, b]), name="S")

@@ -1,6 +1,6 @@
 """``evaluate_in_order(..., rounded_math=True)``: float32 math functions computed in float64
 and rounded once, the fuzz oracle's allowance for a kernel whose math is correctly rounded
-where NumPy's float32 routine is an ulp off (seed 485818: ``tanh(-9.517245) // -0.5``)."""
+where NumPy's float32 routine is an ulp off (``tanh(-9.517245) // -0.5``)."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ def test_expression_str_uses_operator_syntax():
 
 
 def test_a_shared_dag_prints_once_per_value_not_as_a_tree():
-    # y = y * y + 1, 200 times: a tree print has 2^200 leaves (issue 8, D9); each value once here
+    # y = y * y + 1, 200 times: a tree print has 2^200 leaves; each value once here
     X = ta.placeholder((4,), name="X")
 
     def body(i):

@@ -277,7 +277,7 @@ def test_output_that_is_an_input(rng):
 
 
 def test_override_receives_the_original_tensor_objects():
-    # API.md: "called ... with the original tensor objects" (issue 8, D13: `out is t2` was False)
+    # API.md: "called ... with the original tensor objects" (`out is t2` was False)
     x = ta.placeholder((3,), F, name="X")
     t1 = ta.compute((3,), lambda i: x[i] * 2.0, name="T1")
     t2 = ta.compute((3,), lambda i: ta.exp(t1[i]), name="T2")

@@ -4,8 +4,8 @@ Each float rule is applied once and twice (first and second derivatives, as the 
 function of one variable ``x`` and compared with the float64 limit of its closed form, written
 here and evaluated with mpmath just inside the special point (``+-10^4000`` for ``+-inf``,
 ``+-10^-4000`` for ``+-0``), beyond float64's range, so the float of the result is the limit.
-A formula's ``inf * 0`` where the true limit is finite is a wrong answer (fuzz seed 190938:
-erf'' of an empty min reduction, +inf, was NaN); a NaN is right only where the true derivative
+A formula's ``inf * 0`` where the true limit is finite is a wrong answer (``erf''``
+of an empty min reduction, +inf, was NaN); a NaN is right only where the true derivative
 is undefined (sin at inf, log below 0).
 """
 
@@ -196,7 +196,7 @@ def test_erf_derivative_keeps_its_bits_at_finite_points(dtype):
 
 
 def test_hvp_through_erf_of_an_empty_min_is_zero():
-    """Fuzz seed 190938, minimal: rows 2.. of ``min(X[k], where=i < 2)`` are empty (+inf), erf
+    """Rows 2.. of ``min(X[k], where=i < 2)`` are empty (+inf), erf
     of them is 1 and does not depend on X; the HVP there is 0, not inf * 0 = NaN."""
     n = 4
     x = ta.placeholder((n,), F, name="X")

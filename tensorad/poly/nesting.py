@@ -1,0 +1,112 @@
+"""Reductions whose domains nest along an output axis: the running reductions (scans).
+
+For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D`` (output axes then
+reduction axes), the sets *nest upwards* along ``j`` when every term of ``D(j - 1)`` is a term
+of ``D(j)``: ``Y[j]`` is then ``Y[j - 1]`` combined with the terms ``D(j) \\ D(j - 1)``, and
+a whole row costs one update per term instead of one per (point, term).  A prefix sum
+``D(j) = {k : k <= j}`` nests upwards; its adjoint, the suffix sum ``{k : k >= j}``, nests
+downwards (``D(j + 1) ⊆ D(j)``); a sliding window ``{k : j - 2 <= k <= j}`` does not nest.
+
+The scan is *ordered* when, with one reduction axis, every term a point adds lies past the
+last term it carries: it then combines the terms in the plain loop's order (``k`` rising), so
+it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j`` is ordered
+upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
+
+Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
+:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+
+from ..ir.expr import Expr, Op
+from ..ir.rewrite import free_vars
+from .affine import IndexSpace, NotAffine
+
+
+def shift(s: isl.Set, pos: int, d: int) -> isl.Set:
+    """``{y : y - d e_pos in s}``: ``s`` moved by ``d`` along dimension ``pos``."""
+    ma = isl.MultiAff.identity_on_domain_space(s.get_space())
+    return s.preimage_multi_aff(ma.set_at(pos, ma.get_at(pos).add_constant_val(isl.Val(-d))))
+
+
+def lift(s: isl.Set, like: isl.Set) -> isl.Set:
+    """``s`` (over the first dimensions of ``like``) as a set over all of ``like``'s."""
+    n = s.dim(isl.dim_type.set)
+    out = s.insert_dims(isl.dim_type.set, n, like.dim(isl.dim_type.set) - n)
+    for q in range(like.dim(isl.dim_type.set)):
+        if like.has_dim_id(isl.dim_type.set, q):
+            out = out.set_dim_id(isl.dim_type.set, q, like.get_dim_id(isl.dim_type.set, q))
+    return out
+
+
+def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, isl.Set] | None:
+    """``(carry, prev)`` when the sets of ``dom`` (over output then reduction axes; ``proj``
+    its projection onto the output axes) nest along output dimension ``pos`` in direction
+    ``step`` (+1: each point extends its predecessor ``j - 1``; -1: its successor ``j + 1``):
+    ``carry`` the points whose predecessor is computed too, ``prev`` the terms they carry.
+    ``None`` when nothing is carried or a carried term leaves the set."""
+    carry = proj.intersect(shift(proj, pos, step))
+    prev = shift(dom, pos, step).intersect(lift(carry, dom))
+    if prev.is_empty() or not prev.is_subset(dom):
+        return None
+    return carry, prev
+
+
+def _as_map(s: isl.Set, n_out: int) -> isl.Map:
+    """``s`` over (output, reduction) axes as a map from output points to reduction points."""
+    return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n_out)
+
+
+def ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
+    """One reduction axis, and at every point its first new term (of ``fresh``) lies past its
+    last carried one (of ``prev``): the scan combines in the plain loop's order."""
+    if fresh.dim(isl.dim_type.set) != n_out + 1:
+        return False
+    first = _as_map(fresh, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
+    last = _as_map(prev, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
+    return first.le_set(last).is_empty()
+
+
+def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+                        reads: Sequence[Expr]) -> list[Expr]:
+    """The output axes along which the reduction ``reduce_{raxes where cond}`` of a body over
+    ``axes`` is an ordered upward scan (see the module docstring): the affine conjuncts of
+    ``cond`` nest along the axis, and neither the expressions ``reads`` (the sources) nor the
+    conjuncts isl cannot represent mention it.  Worked example: ``max_k X[b, k] where k <= i``
+    over ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives ``[b, i]``."""
+    if len(raxes) != 1:
+        return []
+    space = IndexSpace(tuple(axes) + tuple(raxes))
+    dom, used = space.box(), set()
+    for term in _conjuncts(cond):
+        try:
+            dom = dom.intersect(space.cond(term))
+        except NotAffine:
+            used |= set(free_vars(term))
+    for e in reads:
+        used |= set(free_vars(e))
+    proj = dom.project_out(isl.dim_type.set, len(axes), 1)
+    found = []
+    for pos, j in enumerate(axes):
+        if j in used or j.extent < 2:
+            continue
+        nested = nesting(dom, proj, pos, 1)
+        if nested is not None and ordered(dom.subtract(nested[1]), nested[1], len(axes)):
+            found.append(j)
+    return found
+
+
+def _conjuncts(c: Expr) -> list[Expr]:
+    """``c`` split at its ``AND``s (a work list: no recursion)."""
+    out, todo = [], [c]
+    while todo:
+        e = todo.pop()
+        if e.op is Op.AND:
+            todo.extend(reversed(e.src))
+        else:
+            out.append(e)
+    return out
