@@ -48,7 +48,9 @@ lint: $(VENV)/.test-installed
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
 
-# Differential fuzzing (fuzz/): N random programs, every check, reproducers in fuzz-failures/.
+# Differential fuzzing (fuzz/): N random programs, every check (the cheap-gradient principle
+# too), reproducers in fuzz-failures/; first the whole work gate's corpus (tests/golden).
 N ?= 10000
 fuzz: $(VENV)/.test-installed runtime
+	TENSORAD_WORK_GATE=full $(BIN)/python -m pytest -n 2 tests/golden
 	$(BIN)/python -m fuzz --n $(N) $(ARGS)

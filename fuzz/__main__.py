@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 
-from .checks import ALL
+from .checks import EVERY
 from .layers import generate_layer
 from .runner import fuzz
 
@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="CPU seconds per program")
     ap.add_argument("--wall-timeout", type=float, default=None,
                     help="wall-clock seconds per program (default: 4x --timeout)")
-    ap.add_argument("--checks", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--checks", default=",".join(EVERY), help=f"comma-separated subset of {','.join(EVERY)}")
     ap.add_argument("--rotate", action="store_true", help="one check per program, rotating over seeds")
     ap.add_argument("--shrink", type=int, default=40, help="shrinking trials per failure (0: none)")
     ap.add_argument("--out", default="fuzz-failures", help="folder for reproducer scripts")
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                     help='every program built for this target ("llvm -mcpu=haswell": AVX2 on any x86 host)')
     args = ap.parse_args(argv)
     checks = tuple(c for c in args.checks.split(",") if c)
-    unknown = set(checks) - set(ALL)
+    unknown = set(checks) - set(EVERY)
     if unknown:
         ap.error(f"unknown checks {sorted(unknown)}")
     last = [time.monotonic()]

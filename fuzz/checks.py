@@ -26,7 +26,12 @@ Every check compares tensorad with an oracle it did not compute:
   *differently* (:func:`split_options`: fast math flipped, another target, the rest drawn
   again), the backward run on the forward's residuals (a checkpoint policy per seed, named or
   a function), against
-  ``ta.evaluate`` of the outputs and of the unoptimized gradient.
+  ``ta.evaluate`` of the outputs and of the unoptimized gradient;
+* ``cheap_gradient``: the cheap-gradient principle (:mod:`.cheap`): the reverse gradient of
+  ``OUT`` with respect to its float inputs does at most four forwards' work plus one read of
+  the inputs and of the head (``ta.lower(...).work``, exact), unless :data:`.cheap.ALLOWED`
+  names the program.  Not one of :data:`ALL` (the differential checks the test suite rotates
+  over): ``python -m fuzz`` runs it on every program by default (:data:`EVERY`).
 
 Every check also fails when LLVM writes a diagnostic ("remark: ... loop not vectorized") to the
 process's stderr: a user's build prints nothing.
@@ -55,6 +60,8 @@ FORWARD = ("forward", "checked", "optimizer")
 DERIVATIVE = ("reverse", "jvp", "hvp", "split", "jacobian")
 SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
+WORK = ("cheap_gradient",)
+EVERY = ALL + WORK  # what ``python -m fuzz`` runs by default
 FINITE_DIFFERENCES = ("reverse", "hvp", "jacobian")  # not run on a program with steps (``Program.steps``)
 JACOBIAN_MAX = 4096  # elements of an input's full Jacobian that the ``jacobian`` check builds
 
@@ -925,6 +932,24 @@ class Case:
             for sign in (1, -1):
                 _widen(worst, run((self.seed * 31 + draw, sign * ulps)), base)
         return [ulps * w for w in worst]
+
+    # ---- work -----------------------------------------------------------------------------
+    def cheap_gradient(self):
+        """:mod:`.cheap`'s invariant on ``OUT``'s gradient with respect to the float inputs,
+        lowered with the default options for the drawn target (skylake-avx512 when none is
+        drawn: the counts do not depend on the machine); layer programs are named
+        ``layer-<seed>``, the others ``fuzz-<seed>``."""
+        from .cheap import PINNED_TARGET, gradient_cost, violation
+
+        ta, ns = self.ta, self.ns64
+        out = ns["OUT"]
+        fin = [p for p in ns["INPUTS"] if p.dtype in ta.FLOAT_DTYPES]
+        if not fin or out.dtype not in ta.FLOAT_DTYPES:
+            return
+        cost = gradient_cost(out, fin, target=self.options.get("target", PINNED_TARGET))
+        why = violation(f"{'layer' if self.job.get('torch') else 'fuzz'}-{self.seed}", cost)
+        if why:
+            raise Mismatch(why)
 
     def _compare_orders(self, what: str, got, tensors, feed, want=None, regrouped: bool = False,
                         more_noise=None, **kw) -> None:

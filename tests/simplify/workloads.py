@@ -254,3 +254,85 @@ def hand_causal_attention(n: int, d: int, lifted: bool = False):
     out = ta.compute((n, d), lambda i, e: ta.sum(P[i, s3] * V[s3, e], s3, where=s3 <= i), name="O")
     H = ta.placeholder(out.shape, name="H")
     return out, [Q, K, V], H
+
+
+# ---- classes whose gradients do more than the hand-written formula (findings, not bars) --------
+# Each is written as a user writes it, its hand-written gradient's work stated beside it.  The
+# work gate (tests/golden) pins what the optimizer does today; these formulas say where it
+# should get to.
+
+def min_middle_axis() -> Workload:
+    b, k, j = 3, 7, 5
+    A = ta.placeholder((b, k, j), name="A")
+    # one pass finds each winner and counts its ties; one routes H / count to the winners
+    return Workload("min_middle_axis", ta.topi.min(A, axis=1), [A],
+                    "winner with its tie count, routing: 2*B*K*J", 2 * b * k * j)
+
+
+def gram() -> Workload:
+    n, d = 6, 5
+    X = ta.placeholder((n, d), name="X")
+    G = ta.topi.matmul(X, ta.topi.transpose(X))
+    # S = H + H^T (n^2), dX = S X (n^2 d)
+    return Workload("gram(X X^T)", G, [X], "S = H + H^T, dX = S X: n^2*d + n^2", n * n * d + n * n)
+
+
+def causal_attention_where() -> Workload:
+    n, d = 9, 4
+    out, inputs, _ = hand_causal_attention(n, d)
+    t = n * (n + 1) // 2
+    # as causal_attention, every pass on the triangle
+    return Workload("causal_attention_where", out, inputs,
+                    "S, max, sum, P, dV, dP, r, dS, dQ, dK on the triangle: 5*T*D + 5*T",
+                    5 * t * d + 5 * t)
+
+
+def softmax_channels() -> Workload:
+    n, c, h, w = 2, 5, 4, 3
+    X = ta.placeholder((n, c, h, w), name="X")
+    # m = max_c, se = sum_c exp, r = sum_c H P, dX = P (H - r): four passes over X
+    return Workload("softmax(axis=1)", ta.topi.nn.softmax(X, axis=1), [X],
+                    "m, se, r = sum_c H P, dX = P (H - r): 4*NCHW", 4 * n * c * h * w)
+
+
+def avg_pool_excluding_padding() -> Workload:
+    n, c, h, w, k, stride, pad = 2, 3, 9, 7, 3, 2, 1
+    X = ta.placeholder((n, c, h, w), name="X")
+    Y = ta.topi.nn.pool(X, k, stride, [pad] * 4, "avg", count_include_pad=False)
+    oh, ow = Y.shape[2:]
+    ph, pw = _pairs(h, oh, k, stride, pad), _pairs(w, ow, k, stride, pad)
+    # a window's count is a closed form of its position; dX gathers H / count over the windows
+    return Workload("avg_pool_excluding_padding", Y, [X],
+                    "dX[h] = sum over windows holding h of H/count: N*C*Ph*Pw", n * c * ph * pw)
+
+
+def log_softmax_nll_onehot() -> Workload:
+    r, c = 6, 9
+    X, T = ta.placeholder((r, c), name="X"), ta.placeholder((r, c), name="T")
+    L = ta.topi.nn.log_softmax(X)
+    loss = -ta.topi.sum(ta.topi.multiply(T, L)) / float(r)
+    # m, se (forward), t = sum_c T, dX = h (P t - T) / R: four passes over the logits
+    return Workload("log_softmax_nll_onehot", loss, [X], "m, se, sum_c T, dX: 4*R*C", 4 * r * c)
+
+
+def max_pool_1x1(stride: int) -> Workload:
+    wl = pool("max", 1, stride)
+    return Workload(f"max_pool_1x1(s={stride})", wl.output, wl.inputs, wl.formula, wl.hand_work)
+
+
+def _prefix(kind: str) -> Workload:
+    r, n = 4, 16
+    X = ta.placeholder((r, n), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    reduce = {"sum": ta.sum, "max": ta.max, "prod": ta.prod}[kind]
+    Y = ta.compute((r, n), lambda i, j: reduce(X[i, k], k, where=k <= j), name=f"cum{kind}")
+    # the forward is a scan (R*N); the adjoint of a prefix reduction is a suffix scan of the head
+    # (R*N), plus for max the winners' routing and for prod the products on either side (R*N each)
+    passes = {"sum": 2, "max": 3, "prod": 4}[kind]
+    return Workload(f"cum{kind}", Y, [X], f"scan, suffix scans: {passes}*R*N", passes * r * n)
+
+
+def gap_workloads() -> list[Workload]:
+    return [min_middle_axis(), gram(), causal_attention_where(), softmax_channels(),
+            avg_pool_excluding_padding(), log_softmax_nll_onehot(), max_pool_1x1(1), max_pool_1x1(2),
+            _prefix("sum"), _prefix("max"), _prefix("prod")]

@@ -1,0 +1,139 @@
+"""The cheap-gradient principle as a checked invariant.
+
+Reverse mode costs at most a small multiple of the forward computation (the classic bound of
+automatic differentiation, with the reads of the inputs and of the head added so that a
+gradient that must touch every input element once is never in breach):
+
+    work(gradient of every differentiated input) <= 4 * work(forward) + size(inputs) + size(head)
+
+where ``work`` is ``ta.lower(...).work`` (innermost loop-body executions, exact; an unrolled
+reduction counted term by term, :func:`plain_work`), ``size(inputs)`` the elements of every
+placeholder the forward reads or is differentiated with respect to, and ``size(head)`` those of
+the output.
+
+A violation is a finding: a gradient that does asymptotically more than the forward (a scan
+whose adjoint is quadratic), or a constant factor an expert would not pay.  Each one not fixed
+yet is named in :data:`ALLOWED` with its reason; :func:`violation` reports every other one.
+Programs are named as the work gate names them (``topi-...``, ``bench-...``, ``family-...``,
+``tvm-...``) and fuzz programs ``fuzz-<seed>`` (``layer-<seed>`` for ``python -m fuzz --layers``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FACTOR = 4
+PINNED_TARGET = "llvm -mcpu=skylake-avx512"  # where a program names no target of its own
+
+_WINNER = "max/min with ties: a tie pass and a routing sum over each window's ties per input element"
+_COMBINER = "custom combiner (sum-and-max, triple): its derivative is a Jacobian over the window per output"
+_SLICE = "the forward reads a few elements of a larger input or intermediate; the gradient sums all of it"
+_PRODUCT = "product over a window: the zero count and the product of the nonzero terms are passes of its own"
+_SCANNED_MIN = "a min scanned along an axis: its hit count runs over the whole window per output"
+
+#: fuzz programs (seeds of the current generator) known to break the invariant, by class
+FUZZ_FINDINGS: dict[int, str] = {
+    33: "a head summed over an axis the consumer does not read, redone inside each of three fused products",
+    41: _WINNER, 54: "a max winner with its tie count in a pass of its own, three times the forward's max",
+    60: "a term times the constant 0: the forward folds it away, the gradient still sums it",
+    75: _COMBINER, 88: _WINNER, 89: _COMBINER,
+    103: "a strided read in three terms: three parity classes, each a pass over the window",
+    125: _COMBINER, 135: _COMBINER, 143: _SLICE,
+    144: "a one-element forward: the zero fill and a scatter of its gradient exceed the bound by one",
+    155: _SCANNED_MIN,
+    161: _SLICE, 184: _SLICE, 208: _SLICE, 222: _COMBINER, 227: _WINNER, 228: _WINNER, 286: _WINNER,
+    287: _COMBINER, 296: _COMBINER, 312: "a select of two reads: one pass more than a tiny forward (haswell)",
+    343: _WINNER, 345: _PRODUCT, 346: _WINNER, 397: _WINNER, 413: _WINNER, 418: _COMBINER,
+    436: _SCANNED_MIN,
+    439: _SLICE, 456: _COMBINER, 468: _WINNER, 473: _SLICE, 476: _SLICE, 499: _PRODUCT,
+}
+
+_POOL_1X1 = ("max pool 1x1 window: the ties term keeps a sum over rows guarded by an equality inside a "
+             "condition with data-dependent parts")
+
+#: programs known to break the invariant, with the class of program and why (one line each)
+ALLOWED: dict[str, str] = {
+    **{name: _POOL_1X1 for name in (
+        "topi-max_pool_1x1-small", "topi-max_pool_1x1-medium", "family-max_pool_1x1(s=1)",
+        "family-max_pool_1x1(s=2)", "layer-26",
+        *(f"tvm-max_pool_k1_s{s}_d{d}" for s in (1, 2, 3) for d in (1, 2)))},
+    "topi-embedding_bag_mean-small": "embedding bag over a tiny table (skylake): the cost model takes "
+                                     "the vectorized compare-and-sum over every bag instead of the scatter",
+    **{f"fuzz-{seed}": why for seed, why in FUZZ_FINDINGS.items()},
+}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The works and sizes the invariant compares, for one program."""
+
+    forward: int
+    backward: int
+    inputs: int  # elements of every placeholder read or differentiated
+    head: int  # elements of the output (the head has its shape)
+
+    @property
+    def bound(self) -> int:
+        return FACTOR * self.forward + self.inputs + self.head
+
+    @property
+    def holds(self) -> bool:
+        return self.backward <= self.bound
+
+    @property
+    def ratio(self) -> float:
+        """The backward's work over the forward's (inf for a forward without work)."""
+        return self.backward / self.forward if self.forward else math.inf
+
+
+def _size(t) -> int:
+    return math.prod(t.shape)
+
+
+#: strategies that fold a reduction's terms into one unrolled body (a convolution's taps): one
+#: execution of it is many terms' work
+UNROLLING = ("stencil", "taps")
+
+
+def plain_work(outputs: list, inputs: list, **options) -> int:
+    """``ta.lower(outputs, inputs, **options).work`` with the plain ``loops`` candidate taken
+    wherever an :data:`UNROLLING` strategy was chosen.  The stencil strategy runs a small
+    convolution's 27 taps as one body execution, while its gradient's loops count each term:
+    unlike units.  The other strategies keep their choice -- a scan, a scatter or a fused
+    epilogue does less work for real."""
+    import tensorad as ta
+
+    low = ta.lower(outputs, inputs, **{**options, "variants": True})
+    pins = {point: "loops" for point, labels, chosen in low.offered
+            if "loops" in labels and chosen.split(":")[0] in UNROLLING}
+    if not pins:
+        return low.work
+    choices = {**dict(options.get("choices", {})), **pins}
+    return ta.lower(outputs, inputs, **{**options, "variants": True, "choices": choices}).work
+
+
+def gradient_cost(out, wrt: list, *, grads: list | None = None, head=None, **options) -> Cost:
+    """The :class:`Cost` of ``out``'s reverse gradient with respect to ``wrt`` (made here with a
+    fresh head, or given as ``grads`` of the placeholder ``head``), both lowered with
+    ``options`` (those of ``ta.lower``; pin ``target`` for counts that do not depend on the
+    machine)."""
+    import tensorad as ta
+    from tensorad.ir import placeholders
+
+    inputs = placeholders([out])
+    everything = inputs + [t for t in wrt if t not in inputs]
+    if grads is None:
+        head = ta.placeholder(out.shape, out.dtype, "H")
+        grads = list(ta.JacobianRecursive(out, list(wrt), head))
+    forward = plain_work([out], inputs, **options)
+    backward = plain_work(list(grads), inputs + [head], **options)
+    return Cost(forward, backward, sum(_size(t) for t in everything), _size(out))
+
+
+def violation(name: str, cost: Cost) -> str | None:
+    """Why program ``name`` breaks the invariant, or ``None`` when it holds or is allowed."""
+    if cost.holds or name in ALLOWED:
+        return None
+    return (f"{name}: gradient work {cost.backward} > {FACTOR} x forward {cost.forward} + inputs "
+            f"{cost.inputs} + head {cost.head} = {cost.bound} ({cost.ratio:.3g}x the forward)")
