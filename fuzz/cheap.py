@@ -35,7 +35,7 @@ _SCANNED_MIN = "a min scanned along an axis: its hit count runs over the whole w
 #: fuzz programs (seeds of the current generator) known to break the invariant, by class
 FUZZ_FINDINGS: dict[int, str] = {
     33: "a head summed over an axis the consumer does not read, redone inside each of three fused products",
-    41: _WINNER, 54: "a max winner with its tie count in a pass of its own, three times the forward's max",
+    41: _WINNER,
     60: "a term times the constant 0: the forward folds it away, the gradient still sums it",
     75: _COMBINER, 88: _WINNER, 89: _COMBINER,
     103: "a strided read in three terms: three parity classes, each a pass over the window",
