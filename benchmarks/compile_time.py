@@ -54,6 +54,7 @@ import importlib
 _build, _emit, _isolate = (importlib.import_module("tensorad.codegen." + m)
                            for m in ("build", "llvm.emit", "jit.isolate"))
 clock = _isolate.cpu_seconds  # (LLVM optimizes in child processes: their CPU counts)
+t["cpu_library"] = 0.0  # (the library pieces compiled beside the kernels, summed below)
 def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
     fn = getattr(owner, attr)
     def wrapped(*a, **k):
@@ -62,7 +63,7 @@ def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, sum
             out = fn(*a, **k)
             if attr == "compile_kernel":  # (the library pieces compiled beside: 'library')
                 beside = sum(cpu for _, cpu in out[2])
-                t["cpu_library"] = t.get("cpu_library", 0.0) + beside
+                t["cpu_library"] += beside
             return out
         finally:
             t[stage] = t.get(stage, 0.0) + clock() - c0 - beside
