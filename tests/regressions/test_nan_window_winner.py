@@ -107,7 +107,12 @@ def _check(kind, form, x, h, u, every_build=True):
     for k, outs in enumerate(got):
         for name, a, w in zip(("Y", "dX", "jvp"), outs, want):
             where = "evaluate" if k == 0 else BUILDS[k - 1]
-            np.testing.assert_array_equal(a, w, err_msg=f"{kind} {form} {name} ({where})")
+            say = f"{kind} {form} {name} ({where})"
+            if k and where.get("fastmath", True):  # (fast math: a sum of a point's shares may
+                # be reassociated or fused, so it rounds within an ulp or two of the loop's order)
+                np.testing.assert_allclose(a, w, rtol=4e-16, atol=4e-16, err_msg=say)
+            else:
+                np.testing.assert_array_equal(a, w, err_msg=say)
 
 
 @pytest.mark.parametrize("form", FORMS)
