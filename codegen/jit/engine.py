@@ -302,12 +302,16 @@ def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
     then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
     shuffle folds of its code, then every vectorizer (``-O1``), then no optimizer
-    pass at all (``-O0``, the last, compiled in this process).  A pipeline without the
-    vectorizers (``-O1``, ``-O0``, the library's light one) is its own only rung, compiled in
-    this process: the aborts seen were in vectorized code, and a child costs 5-10 ms of CPU,
-    a first build's 10-20 library pieces 60-80 ms."""
-    if light or opt_level < 2:
+    pass at all (``-O0``, the last, compiled in this process).  ``-O1`` runs in a child too,
+    with ``-O0`` after it: llvmlite's optimizer keeps some memory of every module it optimizes
+    (tens of KiB), so a process that builds kernels without end optimizes none itself.  ``-O0``
+    and the library's light pipeline are their own only rung, compiled in this process: the
+    aborts seen were in vectorized code, a child costs 5-10 ms of CPU, and the library's pieces
+    are compiled once per process."""
+    if light or opt_level < 1:
         return [Pipeline(opt_level, light=light)]
+    if opt_level == 1:
+        return [Pipeline(1), Pipeline(0)]
     return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
 
 

@@ -85,6 +85,29 @@ def test_build_call_drop_keeps_memory_and_mappings_flat():
 
 
 @needs_proc
+def test_kernels_optimized_at_o1_keep_memory_flat():
+    """``opt_level=1`` optimizes in a child process as the higher levels do: llvmlite's optimizer
+    keeps tens of KiB of every module it optimizes, which an in-process ``-O1`` added to the
+    process for each kernel built."""
+    X = ta.placeholder((16,), "float32", "X")
+    x = np.arange(16, dtype=np.float32)
+
+    def cycle(n: int) -> None:
+        kernel = ta.build([_program(X, n)], [X], cache=False, opt_level=1)
+        np.testing.assert_allclose(kernel(x), _expect(x, n), rtol=1e-6)
+
+    for n in range(-1, -2 * RECENT - 20, -1):
+        cycle(n)
+    gc.collect()
+    rss = _rss()
+    for n in range(300):
+        cycle(n)
+    gc.collect()
+    grew = _rss() - rss
+    assert grew < 300 * 10 * 1024, f"RSS grew {grew / 300 / 1024:.1f} KiB a kernel at opt_level=1"
+
+
+@needs_proc
 def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
     """A long run that keeps the last ``alive`` kernels: their code stays, the rest goes."""
     X = ta.placeholder((16,), "float32", "X")
