@@ -185,7 +185,7 @@ class _Deps:
 def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value,
                           trips: int | None = None) -> bool:
     """For a loop asked to vectorize *after* LLVM unrolls its inner loops (a max pool's window
-    loop, :func:`codegen.chains.window_vector_width`; ``iv`` its induction variable, ``trips``
+    loop, :func:`codegen.llvm.unrolled_chains.window_vector_width`; ``iv`` its induction variable, ``trips``
     its trip count when constant): no block calls anything but an LLVM intrinsic ("call
     instruction cannot be vectorized": a half-precision conversion, an out-of-line math
     function), and no branch leaves the loop but to its own exit ("early exit": a checked

@@ -549,7 +549,7 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 def exact_indices(body: Expr) -> Expr:
     """``body`` with the int32 constants of its read indices made int64, outside the gathers
     in them: a read's index is index arithmetic, exact as compiled code computes it (in 64
-    bits, :meth:`codegen.llvm_expr.ExprEmitter.index`), where an int32 value elsewhere wraps.
+    bits, :meth:`codegen.llvm.expr.ExprEmitter.index`), where an int32 value elsewhere wraps.
     An axis variable is exact already; a constant an inliner put in its place (``t0[7]`` of
     ``t0[i] = x0[(i * 1073741824 + 3) % 5]``) is made so here.  What lies
     under a gather (``DATA_INDEX``) is data."""

@@ -156,7 +156,7 @@ def test_vectorizable_reads_the_loop_body():
                                            ("float32", {})])
 def test_pool_window_hint_writes_nothing(capfd, dtype, options):
     """A max pool's window loop is asked to vectorize only after LLVM unrolls its inner loops
-    (codegen/chains.window_vector_width); a checked build's bounds tests (an early exit) or a
+    (codegen/llvm/unrolled_chains.window_vector_width); a checked build's bounds tests (an early exit) or a
     half-precision conversion call in that loop withdraw the hint (LLVM
     printed "loop not vectorized" remarks for them)."""
     X = ta.placeholder((2, 3, 30, 30), dtype, "X")

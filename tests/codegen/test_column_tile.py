@@ -1,4 +1,4 @@
-"""The register tile's width chosen for the product's columns (codegen/contraction.column_tile):
+"""The register tile's width chosen for the product's columns (codegen/gemm/contraction.column_tile):
 an edge panel is computed whole, so 32 columns on AVX2's 24-wide tile multiply-added 48."""
 
 from __future__ import annotations

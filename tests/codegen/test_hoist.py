@@ -27,7 +27,7 @@ def test_log_softmax_over_channels_takes_one_log_per_pixel():
     assert len(logs) == 1 and logs[0].work == N * H * W, [str(n) for n in logs]
     # the max and the sum of exps over the channels read whole rows of W pixels into strips
     # (their reads cost the same either way; walking the channels, 16 KB apart, would not vectorize),
-    # the sum's pass over a row after the max's, in one nest (codegen/group._strip_chain)
+    # the sum's pass over a row after the max's, in one nest (codegen/loops/nest_groups._strip_chain)
     (both,) = [n for n in _nests(lowered) if " over " in n.note]
     assert both.note.count(" over k") == 2 and "fused over" in both.note, both.note
     x = RNG.uniform(-3, 3, (N, C, H, W))

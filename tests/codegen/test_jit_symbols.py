@@ -3,7 +3,7 @@
 LLVM's runtime linker binds such a symbol to address 0, and the first call through it crashes
 the process: a kernel with parallel loops linked before libgomp was loaded did (see
 ``test_checked.py::test_parallel_kernel_links_its_runtime_in_a_fresh_process``).  The ELF
-symbol table is read by ``codegen/objcheck.undefined_symbols``.
+symbol table is read by ``codegen/jit/object_check.undefined_symbols``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A first build compiles the library pieces its kernel links beside the kernel, in parallel
-children (codegen/isolate.in_children, jit.compile_objects, gemmlib.LinkPlan).
+children (codegen/jit/isolate.in_children, jit.compile_objects, gemmlib.LinkPlan).
 
 What is checked here is the mechanism's contract -- every result in order, a dead child's module
 compiled again down its ladder, a Python error raised where it belongs, the pieces stored and

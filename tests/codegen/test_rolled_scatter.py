@@ -1,5 +1,5 @@
 """Long loops inside a loop that full unrolling would leave around a large body of scattering
-stores stay rolled (codegen/chains.rolled_inside_scatter).
+stores stay rolled (codegen/llvm/unrolled_chains.rolled_inside_scatter).
 
 A stride-2 convolution's input gradient interleaves its four residue-class products into rows:
 ``Y[i, 2 q + r, 2 p + s]``.  LLVM unrolled the 28-trip ``p`` loop and both residue loops into

@@ -1,10 +1,10 @@
-"""Passes shared by siblings (codegen/loops/strip_groups.py, codegen/nestfuse.shared_positions):
+"""Passes shared by siblings (codegen/loops/strip_groups.py, codegen/loops/fused_nest.shared_positions):
 
 * column sums over the same rows (strip form) run as one pass, each updating its own strip;
 * consecutive elementwise members of a fused nest whose reads of each other are at their own
   point share one inner loop (a residual add's ``dR = dX`` stored beside ``dX``);
 * consecutive sibling reductions of a fused nest over the same ranges, none reading another's
-  result, update their accumulators in one loop (codegen/nestfuse.shared_reductions: a layer
+  result, update their accumulators in one loop (codegen/loops/fused_nest.shared_reductions: a layer
   norm's backward sums ``H * xhat * gamma`` and ``H * gamma`` over a row in one pass).
 
 Oracles: NumPy formulas written here, torch float64 autograd for the residual layer norm,

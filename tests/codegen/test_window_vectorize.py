@@ -1,4 +1,4 @@
-"""The loop over a max pool's windows is vectorized (codegen/chains.window_vector_width).
+"""The loop over a max pool's windows is vectorized (codegen/llvm/unrolled_chains.window_vector_width).
 
 LLVM's cost model declined the loop around a small selecting reduction (the winner's value,
 first index and tie count over a 2 x 2 window), which then ran as scalar code with

@@ -94,7 +94,7 @@ def test_fusion_keeps_the_work(name):
     for outs, ins in (([Y], inputs), (grads, inputs + [H])):
         fused, apart = ta.lower(outs, ins), ta.lower(outs, ins, fuse=False)
         # (a max's destinations are the epilogue of its sum when fused: an epilogue's store is
-        # not counted, one per window -- codegen/schedule.buffer_form)
+        # not counted, one per window -- codegen/loops/schedule.buffer_form)
         epilogue = Y.size if "epilogue max_pool.dest fused" in fused.text else 0
         assert fused.work == apart.work - epilogue
 

@@ -1,5 +1,5 @@
-"""A fill fused into a nest that nest sharing renamed from another (``codegen/fills.fuse_fill``
-on a :class:`codegen.nestshare.RenamedNest`).  The Jacobian of a
+"""A fill fused into a nest that nest sharing renamed from another (``codegen/loops/fills.fuse_fill``
+on a :class:`codegen.loops.shared_nests.RenamedNest`).  The Jacobian of a
 masked sum of ``tanh`` with two threads copied the renamed nest with ``dataclasses.replace``,
 which kept its class but not its source, and ``build`` raised ``AttributeError`` (``'NoneType'
 object has no attribute 'body'``).  The fused nest is a plain nest of its own body now."""

@@ -6,7 +6,7 @@ emitter multiplied in ``i32``: ``2**31`` wrapped to ``-2**31``, whose residue is
 index arithmetic, exact (64 bits) in ``evaluate`` and in kernels; int32 constants alone are
 data-like and wrap (a folded ``int32(-9) - int32(2147483647)``, ``test_int32_data_fold_wraps.py``).
 So the value isl fixes a loop variable to is one ``int64`` constant, like the ``i64`` counter it
-stands for (``codegen/islast._loop_value``).  Oracle: the Jacobian written in NumPy from the
+stands for (``codegen/loops/isl_ast._loop_value``).  Oracle: the Jacobian written in NumPy from the
 index formulas (Python integers)."""
 
 from __future__ import annotations

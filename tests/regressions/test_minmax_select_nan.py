@@ -5,7 +5,7 @@ An argmax combiner (``keep = acc >= v``) over a guarded read whose default is
 then dropped again (``NaN >= -1`` is false): the result is -1.  LLVM 22's instcombine folded the
 second compare of the unrolled chain as if NaN could not arise and returned NaN, at every opt
 level above 0, with or without fast-math.  The kernel freezes such selects
-(codegen/llvm_expr.freeze); the expected values are written here with Python's comparisons.
+(codegen/llvm/expr.freeze); the expected values are written here with Python's comparisons.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A nest whose domain has divisions is not peeled (codegen/islast._product_axis).
+"""A nest whose domain has divisions is not peeled (codegen/loops/isl_ast._product_axis).
 
 The gradient of a random program had a 3-variable statement domain with two
 nested floors (``17 floor((-7 - 6a - 6b) / 17) <= ...`` and a ``% 5`` of it).  Testing whether
