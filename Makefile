@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test bench bench-readme docs lint clean runtime fuzz
+.PHONY: test test-fast bench bench-readme docs lint clean runtime fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ runtime:
 
 test: $(VENV)/.test-installed runtime
 	TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
+
+# The fast tier for a developer's loop (under two minutes on two cores): the core, the
+# optimizer, the error messages, the regressions and the project's shape; `make test` runs all.
+FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_architecture.py \
+        tests/test_source_history.py
+test-fast: $(VENV)/.test-installed
+	$(BIN)/python -m pytest -n 2 $(FAST)
 
 # results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
 # the README's table and chart (benchmarks/readme/), and refuses a quick or busy one
