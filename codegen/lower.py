@@ -178,7 +178,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
     returns never depends on what the process lowered before (``ta.build`` skips lowering when
     its disk cache has the kernel, :mod:`.jit.build_key`).
-    ``tune=True`` is decided before this runs (:mod:`.tune`): here it changes nothing.
+    ``tune=True`` measures the strategies offered and lowers with the winners (:mod:`.tune`,
+    which measures before lowering runs).
     """
     outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)

@@ -30,6 +30,7 @@ measures nothing.  ``cache=False`` neither reads nor writes them.  A kernel buil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -55,21 +56,18 @@ RUN_BUDGET = 0.1  # seconds of timed calls per candidate (at least MIN_RUNS call
 MIN_CYCLES = 100_000.0  # ~30-50 us: points estimated below it keep the cost model's choice
 
 
+@functools.wraps(lower_program)  # (the user's documentation is the driver's)
 def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           name: str = "kernel", **options: Any) -> LoweredFunc:
-    """``ta.lower`` (:func:`.lower.lower`); ``tune=True`` measures the strategies offered and
-    lowers with the winners."""
     target = Options.make(options).target
     if options.get("tune"):
         options, _ = _tuned_options(outputs, inputs, name, options, target)
     return lower_program(outputs, inputs, name, **options)
 
 
+@functools.wraps(build_kernel)  # (the user's documentation is the driver's)
 def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
-    """``ta.build`` (:func:`.build.build`); ``tune=True`` measures the strategies offered and
-    builds with the winners (``cache=False``: the choices are neither read from nor kept in the
-    disk cache)."""
     measured = 0
     if options.get("tune") is True and isinstance(target, (str, Target)) and isinstance(cache, bool):
         Options.make({**options, "target": parse_target(target)})  # (bad options: their errors first)
