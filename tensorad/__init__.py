@@ -59,7 +59,7 @@ from .lang import (
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .training.function import Function, function
+from .training.function import Function, function, value_and_grad
 
 __version__ = "0.1.0"
 
@@ -204,7 +204,7 @@ __all__ = [
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
     "OptimizeAndLiftNonzeronessConditions", "InlineNonReductions", "generalized_matmul",
     "gradcheck", "PrintTensorRecursively", "lower", "build", "load", "evaluate", "topi", "config",
-    "function", "Function",
+    "function", "Function", "value_and_grad",
 ]
 
 

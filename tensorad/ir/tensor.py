@@ -256,7 +256,9 @@ def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:
     """
     if any(isinstance(i, slice) for i in indices) or indices is Ellipsis:
         raise TypeError(f"{tensor.name}[...]: slices are not expressions; index every "
-                        f"dimension with an index variable or integer expression")
+                        f"dimension with an index variable or integer expression -- a slice is a "
+                        f"compute of its own, e.g. ta.compute((n, k), lambda i, j: "
+                        f"{tensor.name}[i, 1, j]) for {tensor.name}[:, 1, :]")
     if len(indices) == 1 and isinstance(indices[0], tuple) and not indices[0]:
         indices = ()
     if len(indices) != tensor.ndim:

@@ -35,22 +35,32 @@ __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "
 
 
 def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") -> Tensor:
-    """``Y[i, j] = sum_k X[i, k] * W[j, k] (+ B[j])`` for ``X [batch, in]``, ``W [out, in]``.
+    """``Y[i, j] = sum_k X[i, k] * W[j, k] (+ B[j])`` for ``X [batch, in]``, ``W [out, in]``;
+    ``X`` may have any leading axes, as PyTorch's ``linear``: ``Y[..., j] = sum_k X[..., k]
+    W[j, k] (+ B[j])`` for ``X [..., in]``.
 
     With a bias the product is a tensor of its own (``dense.red``) and ``dense`` adds ``B``.
     """
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
-    check_ndim(x, name, 2, "[batch, in]")
+    if len(x.shape) < 2:
+        raise ValueError(f"{name}: X must have at least 2 dimensions [..., in], got shape {x.shape}")
     check_ndim(w, name, 2, "[out, in]")
-    if x.shape[1] != w.shape[1]:
-        raise ValueError(f"{name}: X {x.shape} has {x.shape[1]} input features but W {w.shape} "
+    if x.shape[-1] != w.shape[1]:
+        raise ValueError(f"{name}: X {x.shape} has {x.shape[-1]} input features but W {w.shape} "
                          f"expects {w.shape[1]} (W is [out, in])")
     if b is not None:
         check_tensor(b, name, "B")
         if b.shape != (w.shape[0],):
             raise ValueError(f"{name}: bias B must have shape ({w.shape[0]},), got {b.shape}")
-    k = lang.reduce_axis((0, x.shape[1]), "k")
+    k = lang.reduce_axis((0, x.shape[-1]), "k")
+    if len(x.shape) > 2:  # leading axes: one output row per point of them
+        def rows(axes: tuple[Expr, ...]) -> Expr:
+            y = _reducer.sum(x[(*axes[:-1], k)] * w[axes[-1], k], k)
+            return y if b is None else y + b[axes[-1]]
+
+        names = [f"i{d}" for d in range(len(x.shape) - 1)] + ["j"]
+        return new_compute((*x.shape[:-1], w.shape[0]), rows, name, "dense", names)
 
     def body(i: Expr, j: Expr) -> Expr:
         y = _reducer.sum(x[i, k] * w[j, k], k)

@@ -274,6 +274,38 @@ def _zeros(x: Tensor) -> Tensor:
     return compute(x.shape, lambda *i: const(0.0, x.dtype), name=f"{x.name}.grad")
 
 
+class ValueAndGrad:
+    """``ta.value_and_grad(loss, params)``: a callable whose one call returns a scalar loss and
+    its gradients with respect to ``params`` -- the forward that keeps its residuals, then the
+    backward of the head 1 (a :class:`Function` underneath, as :attr:`function`).
+
+    It takes arrays for :attr:`inputs`: ``inputs`` when given, else every placeholder the loss
+    reads, in the order :func:`tensorad.ir.placeholders` gives."""
+
+    def __init__(self, loss: Tensor, params: Sequence[Tensor] | Tensor,
+                 inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not isinstance(loss, Tensor) or loss.shape != ():
+            shape = getattr(loss, "shape", None)
+            raise ValueError(f"ta.value_and_grad: the loss must be a 0-d tensor (a scalar), got shape "
+                             f"{shape}; reduce it first (ta.topi.sum or ta.topi.mean)")
+        self.function = Function(loss, placeholders([loss]) if inputs is None else inputs, params,
+                                 policy, **build_options)
+        self.inputs = self.function.inputs
+
+    def __call__(self, *arrays: Any) -> tuple[Any, tuple]:
+        """``(loss, gradients)``: the loss's value and one gradient per parameter."""
+        value, residuals = self.function.forward(*arrays)
+        return value, self.function.backward(residuals, 1.0)
+
+
+def value_and_grad(loss: Tensor, params: Sequence[Tensor] | Tensor,
+                   inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
+                   **build_options: Any) -> ValueAndGrad:
+    """``ta.value_and_grad``: see :class:`ValueAndGrad`."""
+    return ValueAndGrad(loss, params, inputs, policy, **build_options)
+
+
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
              **build_options: Any) -> Function:

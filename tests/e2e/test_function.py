@@ -206,3 +206,28 @@ def test_a_scalar_loss_takes_a_python_number_or_a_0d_array_of_another_dtype_as_h
     for head, scale in ((1.0, 1), (2, 2), (np.array(0.5), 0.5)):
         (g,) = f.backward(res, head)
         np.testing.assert_array_equal(g, 2 * scale * x)
+
+
+def test_value_and_grad_is_the_loss_and_its_gradients_as_torch_gives_them():
+    """``ta.value_and_grad(loss, params)``: one call, the loss and one gradient per parameter,
+    against PyTorch float64 autograd of the same mean squared error of a dense layer."""
+    torch = pytest.importorskip("torch")
+    X = ta.placeholder((6, 5), "float64", "X")
+    W = ta.placeholder((3, 5), "float64", "W")
+    B = ta.placeholder((3,), "float64", "B")
+    T = ta.placeholder((6, 3), "float64", "T")
+    Y = ta.topi.nn.dense(X, W, B)
+    loss = ta.topi.mean(ta.topi.multiply(ta.topi.subtract(Y, T), ta.topi.subtract(Y, T)))
+    step = ta.value_and_grad(loss, [W, B], [X, W, B, T])
+    rng = np.random.default_rng(4)
+    x, w, b, t = (rng.standard_normal(p.shape) for p in (X, W, B, T))
+    value, (gw, gb) = step(x, w, b, t)
+    wt, bt = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = ((torch.nn.functional.linear(torch.tensor(x), wt, bt) - torch.tensor(t)) ** 2).mean()
+    want.backward()
+    np.testing.assert_allclose(value, want.item(), rtol=1e-12)
+    np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gb, bt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert ta.value_and_grad(loss, [W]).inputs == ta.ir.placeholders([loss])
+    with pytest.raises(ValueError, match="0-d tensor"):
+        ta.value_and_grad(Y, [W])

@@ -196,3 +196,26 @@ def test_pad(rng, shape, before, after, value, np_pad):
     Y = nn.pad(X, before, after, value)
     want = np.pad(x, np_pad, constant_values=value)
     np.testing.assert_array_equal(ta.evaluate(Y, {X: x}), want.astype(np.float32))
+
+
+def test_dense_takes_leading_axes_as_torch_linear():
+    """``dense`` of ``X [..., in]`` is PyTorch's ``linear``: values and every gradient, in
+    float64, against ``torch.nn.functional.linear`` and its autograd."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    rng = np.random.default_rng(3)
+    X = ta.placeholder((2, 3, 5), "float64", "X")
+    W = ta.placeholder((4, 5), "float64", "W")
+    B = ta.placeholder((4,), "float64", "B")
+    Y = ta.topi.nn.dense(X, W, B)
+    H = ta.placeholder(Y.shape, "float64", "H")
+    grads = ta.JacobianRecursive(Y, [X, W, B], H)
+    x, w, b, h = (rng.standard_normal(t.shape) for t in (X, W, B, H))
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yt = torch.nn.functional.linear(xt, wt, bt)
+    yt.backward(torch.tensor(h))
+    got = ta.build([Y, *grads], [X, W, B, H])(x, w, b, h)
+    for g, want in zip(got, (yt, xt.grad, wt.grad, bt.grad)):
+        np.testing.assert_allclose(g, want.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert Y.shape == (2, 3, 4)
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        ta.topi.nn.dense(ta.placeholder((5,), "float64", "v"), W)
