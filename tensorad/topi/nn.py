@@ -24,12 +24,13 @@ from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
 from .math import elemwise, erf
-from .norm import batch_norm, group_norm, instance_norm, layer_norm, rms_norm
+from .norm import batch_norm, batch_norm_stats, group_norm, instance_norm, layer_norm, rms_norm
 from .spatial import conv2d_transpose, upsampling
 from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "silu", "erf", "layer_norm", "batch_norm",
+           "batch_norm_stats",
            "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
            "cross_entropy", "nll_loss", "embedding", "embedding_bag"]
 

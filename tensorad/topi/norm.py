@@ -93,6 +93,16 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
              read: Callable[[Index, Index], Index], eps: float, name: str) -> tuple[Tensor, Tensor]:
     """``mean`` and ``rstd = 1/sqrt(var + eps)`` over the groups ``read(s, k)`` for ``k`` in
     ``extents`` (population variance, computed around the mean)."""
+    m, v = _mean_and_var(x, stat_shape, extents, read, name)
+    wide = dt.compute_dtype(x.dtype)
+    rstd = new_compute(stat_shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
+                       f"{name}.rstd", "norm_rstd")
+    return m, rstd
+
+
+def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
+                  read: Callable[[Index, Index], Index], name: str) -> tuple[Tensor, Tensor]:
+    """``mean`` and the population variance over the groups ``read(s, k)`` (see :func:`_moments`)."""
     count = product(extents)
     # no element in a group: then no output element either (the groups' axes are the
     # output's), so any scale serves (1/0 raised ZeroDivisionError while defining)
@@ -112,11 +122,7 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
         centered = x[read(s, ks)] - m[s]
         return _reducer.sum(centered * centered, list(ks)) * inv
 
-    v = new_compute(stat_shape, var_body, f"{name}.var", "norm_var")
-    wide = dt.compute_dtype(x.dtype)
-    rstd = new_compute(stat_shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
-                       f"{name}.rstd", "norm_rstd")
-    return m, rstd
+    return m, new_compute(stat_shape, var_body, f"{name}.var", "norm_var")
 
 
 def _affine_param(p: Tensor | None, shape: tuple[int, ...], op: str, what: str) -> Tensor | None:
@@ -205,6 +211,33 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
                            f"{name}.rstd", "norm_rstd")
     chan = (lambda ax: (ax[axis],))
     return _normalize(x, m, rstd, chan, chan, gamma, beta, name, "batch_norm")
+
+
+def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: float = 0.1,
+                     axis: int = 1, name: str = "batch_norm") -> tuple[Tensor, Tensor]:
+    """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch's
+    ``batch_norm(..., training=True, momentum=)`` updates them in place: ``(1 - momentum) *
+    running + momentum * batch``, the batch's variance unbiased (``n / (n - 1)`` times the
+    population variance the normalization uses).  Returns ``(new_mean, new_var)``, each ``[C]``."""
+    _check_float(x, name)
+    axis = normalize_axis(axis, x.ndim, name)
+    c = x.shape[axis]
+    rm = _affine_param(running_mean, (c,), name, "running_mean")
+    rv = _affine_param(running_var, (c,), name, "running_var")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum <= 1:
+        raise ValueError(f"{name}: momentum must be a number in [0, 1], got {momentum!r}")
+    extents = x.shape[:axis] + x.shape[axis + 1:]
+    count = product(extents)
+    if count < 2:
+        raise ValueError(f"{name}: an unbiased variance needs at least 2 values a channel, X is {x.shape}")
+    m, v = _mean_and_var(x, (c,), extents, lambda s, ks: ks[:axis] + s + ks[axis:], name)
+    wide = dt.compute_dtype(x.dtype)
+    keep, take = const(1.0 - momentum, wide), const(float(momentum), wide)
+    unbiased = const(count / (count - 1), wide)
+    new_mean = new_compute((c,), lambda s: keep * rm[s] + take * m[s], f"{name}.running_mean", "norm_stats")
+    new_var = new_compute((c,), lambda s: keep * rv[s] + take * (v[s] * unbiased), f"{name}.running_var",
+                          "norm_stats")
+    return new_mean, new_var
 
 
 def group_norm(x: Tensor, num_groups: int, gamma: Tensor | None = None, beta: Tensor | None = None,

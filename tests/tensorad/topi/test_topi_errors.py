@@ -19,8 +19,10 @@ def test_dense_shape_mismatches():
         nn.dense(P((2, 3)), P((4, 5), "W"))
     with pytest.raises(ValueError, match=r"bias B must have shape \(4,\), got \(3,\)"):
         nn.dense(P((2, 3)), P((4, 3), "W"), P((3,), "B"))
-    with pytest.raises(ValueError, match=r"dense: X must be 2-d"):
-        nn.dense(P((2, 3, 1)), P((4, 3), "W"))
+    with pytest.raises(ValueError, match=r"dense: X must have at least 2 dimensions"):
+        nn.dense(P((3,)), P((4, 3), "W"))
+    with pytest.raises(ValueError, match=r"dense: X \(2, 3, 1\) has 1 input features"):
+        nn.dense(P((2, 3, 1)), P((4, 3), "W"))  # (leading axes are allowed; the last is the input)
     with pytest.raises(TypeError, match=r"dense: W must be a tensor"):
         nn.dense(P((2, 3)), np.zeros((4, 3)))
 

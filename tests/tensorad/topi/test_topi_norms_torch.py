@@ -80,3 +80,22 @@ def test_bad_inputs_say_what_and_why():
         nn.instance_norm(x)
     with pytest.raises(TypeError, match="float"):
         nn.silu(labels)
+
+
+def test_batch_norm_stats_are_the_running_statistics_torch_leaves():
+    """``batch_norm_stats`` returns what PyTorch's training-mode ``batch_norm`` writes into
+    ``running_mean`` and ``running_var`` (momentum 0.1 and 0.3; the variance unbiased)."""
+    rng = np.random.default_rng(5)
+    X = ta.placeholder((4, 3, 5, 2), "float64", "X")
+    RM = ta.placeholder((3,), "float64", "RM")
+    RV = ta.placeholder((3,), "float64", "RV")
+    x, rm, rv = rng.standard_normal(X.shape), rng.standard_normal(3), rng.uniform(0.5, 2.0, 3)
+    for momentum in (0.1, 0.3):
+        mean, var = ta.topi.nn.batch_norm_stats(X, RM, RV, momentum=momentum)
+        got = ta.build([mean, var], [X, RM, RV])(x, rm, rv)
+        tm, tv = torch.tensor(rm), torch.tensor(rv)
+        torch.nn.functional.batch_norm(torch.tensor(x), tm, tv, training=True, momentum=momentum)
+        np.testing.assert_allclose(got[0], tm.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(got[1], tv.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="momentum"):
+        ta.topi.nn.batch_norm_stats(X, RM, RV, momentum=2.0)
