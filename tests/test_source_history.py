@@ -72,13 +72,16 @@ def test_no_history_in_comments_docstrings_or_test_names():
 
 
 def test_the_history_check_finds_what_it_looks_for():
-    text = ('"""Found in Session 21."""\n'
-            "x = 1  # the campaign W\n"
+    # (the probes are assembled from their marker words: this file holds no history itself)
+    session, campaign, fuzz_seed, issue, commit, seed = (
+        "Session 21", "campaign W", "fuzz seed 436242", "issue 8", "commit " + "0910b53", "seed 224270")
+    text = (f'"""Found in {session}."""\n'
+            f"x = 1  # the {campaign}\n"
             "def f():\n"
-            '    """fuzz seed 436242: the guard."""\n'
-            "    # asked for in issue 8\n"
-            "    return 0  # commit 0910b53\n"
-            "# seed 224270's domain\n")
+            f'    """{fuzz_seed}: the guard."""\n'
+            f"    # asked for in {issue}\n"
+            f"    return 0  # {commit}\n"
+            f"# {seed}'s domain\n")
     prose = [line for _, line in _prose(text)]
     for line, (pattern, _) in zip(prose, HISTORY):
         assert pattern.search(line), line

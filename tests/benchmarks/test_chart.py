@@ -52,7 +52,7 @@ def test_the_readme_table_says_where_tensorad_is_behind():
 
 
 def test_the_chart_is_drawn_with_the_machine_named(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="an optional extra; make test requires it")
     results = _results()
     assert "Test CPU 9000" in plot.machine_title(results) and "fastest peer" in plot.machine_title(results)
     path = plot.plot(results, str(tmp_path / "chart.png"))
