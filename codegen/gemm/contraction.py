@@ -29,6 +29,7 @@ padding guards, transposed and batched operands all take the fast path.  Example
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from itertools import permutations
 from typing import Any
@@ -99,19 +100,19 @@ class Contraction:
 
     @property
     def M(self) -> int:  # noqa: N802
-        return _prod(a.extent for a in self.m)
+        return math.prod(a.extent for a in self.m)
 
     @property
     def N(self) -> int:  # noqa: N802
-        return _prod(a.extent for a in self.n)
+        return math.prod(a.extent for a in self.n)
 
     @property
     def K(self) -> int:  # noqa: N802
-        return _prod(a.extent for a in self.k)
+        return math.prod(a.extent for a in self.k)
 
     @property
     def batches(self) -> int:
-        return _prod(a.extent for a in self.batch)
+        return math.prod(a.extent for a in self.batch)
 
     @property
     def blocks(self) -> int:
@@ -200,14 +201,7 @@ def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
             lo = c_ if lo is None else max(lo, c_)
     if lo is None and hi is None:
         return None
-    return Band(lo, hi, _prod(a.extent for a in k[1:]))
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
+    return Band(lo, hi, math.prod(a.extent for a in k[1:]))
 
 
 def _factors(e: Expr) -> list[Expr]:
@@ -372,7 +366,7 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
         m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars and ax not in tied]
         if not m_cands or not fb:
             continue
-        m = row_axes(tuple(axes[:-length]), m_cands, _prod(a.extent for a in n_axes), red.dtype, target)
+        m = row_axes(tuple(axes[:-length]), m_cands, math.prod(a.extent for a in n_axes), red.dtype, target)
         batch = tuple(ax for ax in axes[:-length] if ax not in m)
         ga, gb = [], []
         for c, vs in cvars:
@@ -415,11 +409,11 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
             runs_[-1] += (ax,)
         else:
             runs_.append((ax,))
-    run = max(runs_, key=lambda r: _prod(a.extent for a in r))  # the first on ties
+    run = max(runs_, key=lambda r: math.prod(a.extent for a in r))  # the first on ties
     mr, nr = register_tile(target, dtype)
 
     def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
-        batches = _prod(a.extent for a in outer if a not in rows)
+        batches = math.prod(a.extent for a in outer if a not in rows)
         width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
         return batches, -(-columns // column_block(columns, batches, width))
 

@@ -136,6 +136,19 @@ def get_object(key: str, key_text: str) -> bytes | None:
     return obj if object_is_sound(obj) else None
 
 
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open file ``fd``, read in chunks (never more, whatever the
+    file claims or becomes while it is read)."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def put_object(key: str, key_text: str, obj: bytes) -> None:
     """Store object code under ``key`` with the full text of its key before it."""
     k = key_text.encode()
@@ -176,14 +189,7 @@ def _read_entry(path: Path) -> bytes | None:
             return None
         if hasattr(os, "getuid") and st.st_uid != os.getuid():
             return None
-        chunks, left = [], st.st_size + 1  # one byte more: a file that grew is rejected
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = read_at_most(fd, st.st_size + 1)  # one byte more: a file that grew is rejected
         return data if len(data) == st.st_size else None
     except OSError:
         return None

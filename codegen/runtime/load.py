@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..jit.disk_cache import read_at_most
 from ..llvm.bounds_checks import Checks
 from ..target import host_target, missing_features
 from .compiled import Compiled
@@ -110,7 +111,7 @@ def _verified_bytes(path: Path, side: Path, recorded: dict[str, Any]) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise LoadError(f"load: {str(path)!r} is not a regular file")
-        data = _read_at_most(fd, want + 1) if st.st_size == want else b""
+        data = read_at_most(fd, want + 1) if st.st_size == want else b""
     finally:
         os.close(fd)
     if st.st_size != want or len(data) != want:
@@ -125,17 +126,6 @@ def _verified_bytes(path: Path, side: Path, recorded: dict[str, Any]) -> bytes:
                         f"changed or replaced after it was exported, or the .json belongs to "
                         f"another library; export the kernel again")
     return data
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:

@@ -55,6 +55,8 @@ cache blocks, which :mod:`.tune` measures.
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir.dtype import bits
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
@@ -87,13 +89,6 @@ SPILLED_PACK = 1.0
 
 
 INTERLEAVE = 4  # vectors per iteration of a vectorized innermost loop (LLVM's interleaving)
-
-
-def extent_product(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def vector_lanes(ctx: PlanContext, dtype: str) -> int:
@@ -144,10 +139,10 @@ def short_loop_factor(trips: int, lanes: int) -> float:
 
 def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: Form = Form.ACCUMULATORS) -> float:
     """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
-    iters = extent_product(a.extent for a in op.axes)
+    iters = math.prod(a.extent for a in op.axes)
     if op.is_reduction:
         red = bodies[0]
-        iters *= extent_product(a.extent for a in red.arg.axes)
+        iters *= math.prod(a.extent for a in red.arg.axes)
         costs = strip_costs(op, bodies)
         if costs is not None:
             access = costs[1] if form is Form.STRIPS else costs[0]
@@ -180,7 +175,7 @@ def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     larger than the L2 is mostly still there)."""
     cycles = (GUARDED_PACK if is_guarded(side) else 1) / lanes
     read = {n.arg for n in walk(side) if n.op is Op.READ}
-    footprint = sum(extent_product(t.shape) * bits(t.dtype) // 8 for t in read)
+    footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)
     return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
 
 

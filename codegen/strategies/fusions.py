@@ -3,6 +3,7 @@ reads, by plain loops or by the matrix product that finishes each block."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tensorad.ir.expr import Op
@@ -10,7 +11,7 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..loops.domain import covers_box
-from .cost import extent_product, loop_cycles, vector_lanes
+from .cost import loop_cycles, vector_lanes
 from .epilogue import Epilogue
 from .plain import Strips
 from .products import MicroKernel, PaddedMicroKernel
@@ -59,7 +60,7 @@ class EpilogueFusion:
 
     def cost(self, cand, ctx):
         r = cand.data.reduction
-        saved = 2 * extent_product(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
+        saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
         own = ctx.costs[r] if self._form(cand, ctx) is Form.STRIPS else loop_cycles(r, ctx.bodies[r], ctx)
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
@@ -104,7 +105,7 @@ class ProductEpilogue:
 
     def cost(self, cand, ctx):
         r = cand.data.reduction
-        saved = 2 * extent_product(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (C: once fewer)
+        saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (C: once fewer)
         return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     def lower(self, cand, ctx):

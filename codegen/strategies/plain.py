@@ -3,6 +3,8 @@ reduction axes collapsed into one loop, and running reductions carried along an 
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute
 
@@ -10,7 +12,6 @@ from ..loops.domain import reduction_domain
 from ..loops.schedule import access_cost, strides
 from ..loops.stripmine import plan_split
 from .cost import (
-    extent_product,
     heavy_count,
     loop_cycles,
     reads_in,
@@ -166,7 +167,7 @@ class Scan:
         vector = spec.axis < len(op.axes) - 1
         lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1
         access = access_cost(reads_in(cand.bodies), op.axes[-1], strides) if vector else 1
-        points = extent_product(a.extent for a in op.axes)
+        points = math.prod(a.extent for a in op.axes)
         return (spec.updates * (2 + access + heavy_count(cand.bodies)) + 2 * points) / lanes
 
     def lower(self, cand, ctx):

@@ -5,6 +5,8 @@ that a product reads them; the contraction candidates they share."""
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
@@ -13,7 +15,7 @@ from ..gemm.contraction import Contraction, match_contraction, operand_registers
 from ..gemm.splitk import split_k, wants_split
 from ..loops.domain import where_density
 from ..loops.stripmine import plan_split
-from .cost import contraction_cycles, extent_product, loop_cycles, padded_cycles, vector_lanes
+from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
 from .registry import Candidate, Form, Item, Open, Plan, PlanContext
@@ -234,8 +236,8 @@ class TermSplit:
 def _box(op: ComputeOp) -> int:
     """Points of ``op``'s loop box, its reduction's axes included."""
     red = op.body[0]
-    inner = extent_product(a.extent for a in red.arg.axes) if red.op is Op.REDUCE else 1
-    return extent_product(a.extent for a in op.axes) * inner
+    inner = math.prod(a.extent for a in red.arg.axes) if red.op is Op.REDUCE else 1
+    return math.prod(a.extent for a in op.axes) * inner
 
 
 def _reads_divided(body: Expr) -> bool:
@@ -289,7 +291,7 @@ class GatheredRows:
         if found is None:
             return []
         copies, product = found
-        if any(extent_product(a.extent for a in c.axes) > ctx.largest for c in copies):
+        if any(math.prod(a.extent for a in c.axes) > ctx.largest for c in copies):
             return []  # (a temporary never outgrows the kernel's arguments)
         spec = default_spec(product, product.body, ctx)
         return [] if spec is None else [Candidate(self, op, bodies, (copies, product, spec))]

@@ -31,6 +31,7 @@ straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tensorad.simplify.algebra.logic import conjuncts
@@ -50,7 +51,7 @@ from ..loops.work import count_work
 from ..program import Buffer, Fill, If, Loop, Nest, Store
 from ..program import stores as stores_in
 from ..target import parse_target
-from .cost import extent_product, vector_lanes
+from .cost import vector_lanes
 from .registry import Candidate, Form, Item, Plan
 from .zero_masks import all_of, may_fault, peel_masks
 
@@ -372,7 +373,7 @@ class Scatter:
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):
-        return float(extent_product(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
+        return float(math.prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
 
     def lower(self, cand, ctx):
         return Plan([Item(cand.op, cand.bodies, form=Form.SCATTER)])
@@ -449,7 +450,7 @@ class ScatterSum:
         return [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
 
     def cost(self, cand, ctx):
-        fill = extent_product(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)
+        fill = math.prod(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)
         return fill + sum(ctx.costs[r] for r in cand.absorbs)
 
     def lower(self, cand, ctx):

@@ -49,7 +49,7 @@ from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
-from .cost import extent_product, loop_cycles, reads_in, vector_lanes
+from .cost import loop_cycles, reads_in, vector_lanes
 from .registry import Candidate, Form, Open, Plan
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
@@ -370,7 +370,7 @@ class TapStencil(_Taps):
         inner = unrolled.axes[-1]
         invariant = {r for r in reads_in(unrolled.body) if inner not in free_vars(r)}
         spilled = max(0, len(invariant) - self._budget(ctx))
-        points = extent_product(a.extent for a in unrolled.axes)
+        points = math.prod(a.extent for a in unrolled.axes)
         return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
 
     def lower(self, cand, ctx):
