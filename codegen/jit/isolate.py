@@ -19,6 +19,13 @@ so that a loaded machine does not turn a slow compile into a different program. 
 dies with its parent (``PR_SET_PDEATHSIG``): a worker killed mid-compile leaves no orphan
 spinning in LLVM.
 
+A fork copies only the forking thread: a lock that another thread of the parent held at that
+moment (a communication library's, a runtime's) stays held in the child for ever, and a child
+that waits for it uses no CPU, so no CPU limit ends it.  The parent therefore looks at a silent
+child every :data:`_LOOK_SECONDS`: one whose CPU time (Linux's ``/proc``) has not moved for
+:data:`STALL_SECONDS` is killed and counts as aborted.  A child that has exited is taken at
+once, even while its pipe is still open in some process forked meanwhile by another thread.
+
 The child runs only LLVM and this module's few lines, then leaves by ``os._exit`` (no exit
 handlers, no flushing of the parent's buffers).  What it writes on stderr (LLVM's remarks) goes
 to a file that the parent copies to its own file descriptor 2 -- where a capture the caller holds
@@ -32,10 +39,12 @@ import ctypes
 import faulthandler
 import math
 import os
+import select
 import selectors
 import signal
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -50,6 +59,13 @@ _RAISED = 3  # the child's exit status when the step raised a Python exception
 #: child still running after 60 times that is looping, not working (and the rung below it
 #: compiles the same module correctly, only without what was looping)
 CPU_LIMIT_SECONDS = 20
+
+#: the wall seconds a child may use no CPU at all before it is taken for blocked: a compile
+#: computes from its first instant to its last, on a loaded machine too
+STALL_SECONDS = 30
+
+#: how long the parent waits for a child's bytes before it looks at the child
+_LOOK_SECONDS = 1.0
 
 
 def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
@@ -76,12 +92,14 @@ def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[b
                 else:
                     running[child.read_end] = (i, child)
                     sel.register(child.read_end, selectors.EVENT_READ)
-            for key, _ in sel.select() if running else ():
-                i, child = running[key.fd]
-                if child.read_some():
-                    sel.unregister(key.fd)
-                    del running[key.fd]
-                    results[i] = child.result(), child.cpu_seconds
+            ready = sel.select(_LOOK_SECONDS) if running else []
+            over = [key.fd for key, _ in ready if running[key.fd][1].read_some()]
+            if not ready:
+                over = [fd for fd, (_, child) in running.items() if child.over()]
+            for fd in over:
+                i, child = running.pop(fd)
+                sel.unregister(fd)
+                results[i] = child.result(), child.cpu_seconds
     return results
 
 
@@ -106,6 +124,8 @@ class Child:
         self.step, self.pid, self.read_end, self.errors = step, pid, read_end, errors
         self._chunks = [data]
         self.cpu_seconds = cpu_seconds  # (the child's, once reaped)
+        self.status: int | None = None  # (its wait status, once reaped)
+        self._ticks, self._since = -1, time.monotonic()
 
     def read_some(self) -> bool:
         """Read what the child has written so far (the pipe is readable); ``True`` at its end."""
@@ -113,14 +133,39 @@ class Child:
         self._chunks.append(chunk)
         return not chunk
 
+    def over(self) -> bool:
+        """Whether a child that has written nothing for a while is done: it has exited (what it
+        wrote is read here), or it has used no CPU for :data:`STALL_SECONDS` and is killed."""
+        if not self._reap(os.WNOHANG):
+            ticks, now = _cpu_ticks(self.pid), time.monotonic()
+            if ticks != self._ticks:
+                self._ticks, self._since = ticks, now
+            if ticks is None or now - self._since < STALL_SECONDS:
+                return False
+            os.kill(self.pid, signal.SIGKILL)
+            self._reap(0)
+        os.set_blocking(self.read_end, False)
+        with contextlib.suppress(BlockingIOError):
+            while not self.read_some():
+                pass
+        return True
+
+    def _reap(self, flags: int) -> bool:
+        """Wait for the child (``os.WNOHANG``: only look); ``True`` once it is reaped."""
+        if self.status is None:
+            pid, status, usage = os.wait4(self.pid, flags)
+            if pid == 0:
+                return False
+            self.status, self.cpu_seconds = status, usage.ru_utime + usage.ru_stime
+        return True
+
     def kill(self) -> None:
         """Stop the child and reap it (its result is not wanted)."""
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if self.status is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._reap(0)
         os.close(self.read_end)
-        os.waitpid(self.pid, 0)
         self.errors.close()
 
     def result(self) -> bytes | None:
@@ -129,12 +174,12 @@ class Child:
         if self.pid is None:
             return self._chunks[0]
         try:
-            while not self.read_some():
+            while not (self.read_some() if _readable(self.read_end) else self.over()):
                 pass
         finally:
             os.close(self.read_end)
-        _, wait_status, usage = os.wait4(self.pid, 0)
-        self.cpu_seconds = usage.ru_utime + usage.ru_stime
+        self._reap(0)
+        wait_status = self.status
         errors, self.errors = self.errors, None
         try:
             if os.WIFSIGNALED(wait_status):
@@ -151,6 +196,21 @@ class Child:
             return b"".join(self._chunks)
         finally:
             errors.close()
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS`."""
+    return bool(select.select([fd], [], [], _LOOK_SECONDS)[0])
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The CPU time process ``pid`` has used, in clock ticks (``None`` without Linux's ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # (utime and stime, the stat's 14th and 15th)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:

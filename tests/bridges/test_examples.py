@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -55,10 +57,35 @@ def test_jax_cnn_trains_like_jax(capsys):
     assert "step   3  tensorad loss" in capsys.readouterr().out
 
 
+def _run_to_the_end(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``argv`` run in its own process group.  Past ``timeout`` every process of the group (the
+    example, its spawned workers, their children) is sent ``SIGABRT`` -- Python's fault handler
+    (on here) prints each one's threads -- and then killed; the failure shows what each was
+    waiting for, and no process outlives the test."""
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGABRT)
+            try:
+                out, err = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"{argv[1:]} ran past {timeout} s; the threads of its processes:\n{out}{err}")
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def test_ddp_reaches_the_single_process_parameters():
     pytest.importorskip("torch.distributed", reason="an optional extra; make test requires it")
-    done = subprocess.run([sys.executable, str(EXAMPLES / "ddp_cnn.py"), "--steps", "2"],
-                          capture_output=True, text=True, timeout=300)
+    done = _run_to_the_end([sys.executable, str(EXAMPLES / "ddp_cnn.py"), "--steps", "2"], 240)
     assert done.returncode == 0, done.stdout + done.stderr
     diff = float(re.search(r"max parameter difference (\S+)", done.stdout).group(1))
     assert diff <= 2e-5
