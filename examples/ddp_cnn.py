@@ -60,6 +60,12 @@ def worker(rank: int, port: int, steps: int, out: str) -> None:
     if rank == 0:
         torch.save({"params": [p.detach() for p in model.module.parameters()],
                     "losses": (losses / WORLD).tolist()}, out)
+    # The model goes before the process group.  Its DDP reducer holds the group too, and were
+    # the reducer the last holder, the group's destructor would wait for gloo's threads while
+    # holding the GIL that one of them may need to free a finished all-reduce's tensors: a
+    # deadlock of PyTorch's that hangs the worker on its way out now and then.
+    # ``destroy_process_group`` then drops the last reference, with the GIL released.
+    del model
     dist.destroy_process_group()
 
 
