@@ -9,9 +9,10 @@
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
-``ta.topi`` and with torch) as ``blocks``.  (The tests folder is deliberately not put on
-``sys.path``: its ``tensorad/`` folder would shadow the editable-installed package as a namespace
-package.)
+``ta.topi`` and with torch) as ``blocks``; ``simplify/workloads.py`` as ``simplify_workloads``
+and ``golden/corpus.py`` (the work gate's programs) as ``golden_corpus``.  (The tests folder is
+deliberately not put on ``sys.path``: its ``tensorad/`` folder would shadow the editable-installed
+package as a namespace package.)
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import numpy as np
 import pytest
 
 
-def _register(name: str) -> None:
-    """``tests/<name>.py`` importable as the module ``name``."""
+def _register(name: str, path: str | None = None) -> None:
+    """``tests/<path>`` (``<name>.py`` unless given) importable as the module ``name``."""
     if name in sys.modules:
         return
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), path or f"{name}.py")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -41,6 +42,8 @@ def _register(name: str) -> None:
 
 _register("strategies")
 _register("blocks")
+_register("simplify_workloads", "simplify/workloads.py")
+_register("golden_corpus", "golden/corpus.py")
 
 # compiled code is cached in a temporary directory of this test run, never in the user's home
 _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")

@@ -39,7 +39,7 @@ from tensorad.simplify.algebra.logic import conjuncts
 
 from tensorad.ir.dtype import INT_DTYPES
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 from tensorad.poly.linear import var_coefficients
@@ -204,17 +204,6 @@ def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
     return Band(lo, hi, math.prod(a.extent for a in k[1:]))
 
 
-def _factors(e: Expr) -> list[Expr]:
-    out, stack = [], [e]
-    while stack:
-        n = stack.pop()
-        if n.op is Op.MUL:
-            stack.extend(reversed(n.src))
-        else:
-            out.append(n)
-    return out
-
-
 def _vars(e: Expr) -> set[Expr]:
     return {n for n in walk(e) if n.op is Op.VAR and n.lo is not None}
 
@@ -350,7 +339,7 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
     them: ``c_index``, empty when they are ``op``'s own), or ``None``."""
     cond, src = red.src
     src, masks = _peel_masks(src)
-    factors = _factors(src)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
+    factors = chain(src, Op.MUL)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
     if not factors:
         return None
     fvars = [_vars(f) for f in factors]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+from tensorad.ir.rewrite import chain
 
 
 def has(items, x: Expr) -> bool:
@@ -15,15 +16,7 @@ def has(items, x: Expr) -> bool:
 
 
 def _chain(c: Expr, op: Op, unit: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [c]
-    while stack:
-        e = stack.pop()
-        if e.op is op:
-            stack.extend(reversed(e.src))
-        elif e is not unit:
-            out.append(e)
-    return out
+    return [e for e in chain(c, op) if e is not unit]
 
 
 def conjuncts(c: Expr) -> list[Expr]:

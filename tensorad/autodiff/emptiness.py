@@ -18,20 +18,9 @@ certainly empty.
 from __future__ import annotations
 
 from ..ir.expr import Expr, Op
-from ..ir.rewrite import free_vars, walk
+from ..ir.rewrite import chain, free_vars, walk
 from ..poly.affine import IndexSpace
 from ..poly.domain import IndexSet
-
-
-def _conjuncts(c: Expr) -> list[Expr]:
-    out, todo = [], [c]
-    while todo:
-        e = todo.pop()
-        if e.op is Op.AND:
-            todo.extend(e.src)
-        else:
-            out.append(e)
-    return out
 
 
 def _reads_data(c: Expr) -> bool:
@@ -45,7 +34,7 @@ def empty_where(node: Expr) -> Expr | None:
     cond = node.src[0]
     if cond.op is Op.CONST and cond.arg and all(v.hi > v.lo for v in rvars):
         return None  # a full box: the common case, decided without isl
-    kept = [c for c in _conjuncts(cond) if not _reads_data(c)]
+    kept = [c for c in chain(cond, Op.AND) if not _reads_data(c)]
     outer = list(dict.fromkeys(v for c in kept for v in free_vars(c) if v not in rvars))
     if any(v.lo is None or v.hi is None for v in outer + rvars):
         return None

@@ -80,6 +80,20 @@ def kept_walks() -> Iterator[None]:
         _KEPT.reset(token)
 
 
+def chain(root: Expr, op: Op) -> list[Expr]:
+    """The operands of a chain of one associative ``op`` at the top of ``root`` (``a && b &&
+    c``, ``a * b * c``), left to right (a work list: no recursion)."""
+    out: list[Expr] = []
+    stack = [root]
+    while stack:
+        e = stack.pop()
+        if e.op is op:
+            stack.extend(reversed(e.src))
+        else:
+            out.append(e)
+    return out
+
+
 def _walk(root: Expr) -> Iterator[Expr]:
     src = root.src
     if not src:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import islpy as isl
 
 from ..ir.expr import Expr, Op
-from ..ir.rewrite import free_vars
+from ..ir.rewrite import chain, free_vars
 from .affine import IndexSpace, NotAffine
 
 
@@ -84,7 +84,7 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
         return []
     space = IndexSpace(tuple(axes) + tuple(raxes))
     dom, used = space.box(), set()
-    for term in _conjuncts(cond):
+    for term in chain(cond, Op.AND):
         try:
             dom = dom.intersect(space.cond(term))
         except NotAffine:
@@ -103,13 +103,3 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return found
 
 
-def _conjuncts(c: Expr) -> list[Expr]:
-    """``c`` split at its ``AND``s (a work list: no recursion)."""
-    out, todo = [], [c]
-    while todo:
-        e = todo.pop()
-        if e.op is Op.AND:
-            todo.extend(reversed(e.src))
-        else:
-            out.append(e)
-    return out
