@@ -198,9 +198,17 @@ class Tensor:
             n *= s
         return n
 
-    def __getitem__(self, indices: Any) -> Expr:
+    def __getitem__(self, indices: Any) -> Expr | Tensor:
+        """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view,
+        ``X[:, 1]``, ``X[..., 1:-1]``, ``X[0]`` (a tensor: a key with a slice, ``...`` or
+        ``None``, or integers fewer than the rank; made by the operator library)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if _is_view(indices, self.ndim):
+            fn = TENSOR_OPERATORS.get("getitem")
+            if fn is None:
+                raise TypeError(f"{self.name}[...]: views need the operator library: import tensorad")
+            return fn(self, indices)
         return read(self, indices)
 
     def __call__(self, *indices: Any) -> Expr:
@@ -245,6 +253,16 @@ class Tensor:
         p.text(str(self) if not cycle else repr(self))
 
 
+def _is_view(key: tuple, ndim: int) -> bool:
+    """Whether ``X[key]`` is a view: a slice, ``...`` or ``None`` without any index expression,
+    or plain integers fewer than the rank (``X[0]`` of a matrix: its first row)."""
+    if any(isinstance(k, Expr) for k in key):
+        return False
+    if any(k is None or k is Ellipsis or isinstance(k, slice) for k in key):
+        return True
+    return 0 < len(key) < ndim and all(isinstance(k, int) and not isinstance(k, bool) for k in key)
+
+
 def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:
     """``tensor[indices]``: an integer index expression per dimension.
 
@@ -256,9 +274,9 @@ def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:
     """
     if any(isinstance(i, slice) for i in indices) or indices is Ellipsis:
         raise TypeError(f"{tensor.name}[...]: slices are not expressions; index every "
-                        f"dimension with an index variable or integer expression -- a slice is a "
-                        f"compute of its own, e.g. ta.compute((n, k), lambda i, j: "
-                        f"{tensor.name}[i, 1, j]) for {tensor.name}[:, 1, :]")
+                        f"dimension with an index variable or integer expression inside "
+                        f"ta.compute, or take a view outside it, with integers and slices only "
+                        f"({tensor.name}[:, 1, :] is a tensor)")
     if len(indices) == 1 and isinstance(indices[0], tuple) and not indices[0]:
         indices = ()
     if len(indices) != tensor.ndim:

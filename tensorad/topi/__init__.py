@@ -16,7 +16,8 @@ exactly what a user would have written by hand.
 * gathers (indexed by integer tensors; gradient: a scatter-add): ``take``, ``index_select``,
   ``embedding``, ``embedding_bag`` (also in ``nn``);
 * transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
-  ``squeeze``, ``broadcast_to``; ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
+  ``squeeze``, ``broadcast_to``, ``strided_slice`` (and the views ``X[:, 1:-1]`` of
+  ``Tensor.__getitem__``); ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
 
 Modules: ``nn`` (dense, convolution, pooling, softmax, activations), ``spatial`` (transposed
 convolution, upsampling), ``norm``, ``attention``, ``loss``, ``gather``, ``linalg``,
@@ -51,14 +52,14 @@ from .math import (
 )
 from .norm import mean, var
 from .reduction import max, min, prod, sum
-from .transform import concatenate, expand_dims, reshape, split, squeeze, transpose
+from .transform import concatenate, expand_dims, index, reshape, split, squeeze, strided_slice, transpose
 
 __all__ = [
     "nn", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
     "broadcast_shape", "broadcast_to", "matmul", "abs", "cast", "cos", "exp", "log", "negative",
     "sigmoid", "sin", "sqrt", "tanh", "erf", "mean", "var", "full", "full_like", "ones", "ones_like", "zeros",
     "zeros_like", "sum", "max", "min", "prod", "reshape", "transpose", "concatenate", "split",
-    "expand_dims", "squeeze", "take", "index_select", "embedding", "embedding_bag",
+    "strided_slice", "expand_dims", "squeeze", "take", "index_select", "embedding", "embedding_bag",
 ]
 
 # an operator on half tensors stores its result in their dtype (``cast`` says its own dtype)
@@ -68,5 +69,5 @@ for _name in nn.__all__:
     setattr(nn, _name, keeps_storage(getattr(nn, _name)))
 
 TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
-                        negative=negative)
+                        negative=negative, getitem=keeps_storage(index))
 

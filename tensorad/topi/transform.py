@@ -101,6 +101,74 @@ def transpose(x: Tensor, axes: Sequence[int] | None = None, name: str = "transpo
     return new_compute(tuple(x.shape[p] for p in perm), body, name, "injective")
 
 
+def index(x: Tensor, key: Any, name: str | None = None) -> Tensor:
+    """``x[key]`` with NumPy's basic indexing, as a view written in the language: integers
+    (negative from the end; the axis goes), slices of any step (``1:-1``, ``::2``, ``::-1``),
+    one ``...`` and ``None`` (a new axis of size 1).  ``Tensor.__getitem__`` calls this when its
+    key holds a slice, ``...`` or ``None``, or is all integers and shorter than the rank."""
+    name = name or f"{getattr(x, 'name', 'x')}_view"
+    check_tensor(x, name)
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError(f"{name}: {x.name}[...] may hold one '...', got {len(key)} entries with more")
+    used = sum(k is not None and k is not Ellipsis for k in key)
+    if used > x.ndim:
+        raise IndexError(f"{name}: {x.name} has {x.ndim} dimensions {x.shape} but is indexed with {used}")
+    fill = (slice(None),) * (x.ndim - used)
+    key = (*key, *fill) if Ellipsis not in key else \
+        tuple(e for k in key for e in (fill if k is Ellipsis else (k,)))
+    shape: list[int] = []
+    source: list = []  # per input axis: an integer, or (output axis, start, step)
+    axis = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            source.append((len(shape), start, step))
+            shape.append(len(range(start, stop, step)))
+        elif is_int(k) or (hasattr(k, "__index__") and not isinstance(k, (bool, Expr))):
+            i = int(k.__index__())
+            if not -n <= i < n:
+                raise IndexError(f"{name}: index {i} is out of range for axis {axis} of {x.name}, "
+                                 f"of size {n}")
+            source.append(i % n)
+        else:
+            raise TypeError(f"{name}: {x.name}[...] as a view takes integers, slices, '...' and None; "
+                            f"got {k!r}.  An index expression reads an element inside ta.compute, "
+                            f"with every dimension indexed: {x.name}[i, j]")
+        axis += 1
+    if 0 in shape:
+        raise IndexError(f"{name}: {x.name}{list(key)} selects no element (shape {tuple(shape)})")
+
+    def at(out_axis: Expr, start: int, step: int) -> Expr:
+        scaled = out_axis if step == 1 else out_axis * step
+        return scaled + start if start else scaled
+
+    def body(ax: tuple[Expr, ...]) -> Expr:
+        return x[tuple(s if isinstance(s, int) else at(ax[s[0]], s[1], s[2]) for s in source)]
+
+    return new_compute(tuple(shape), body, name, "injective")
+
+
+def strided_slice(x: Tensor, begin: Sequence[int], end: Sequence[int],
+                  strides: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+                  name: str = "strided_slice") -> Tensor:
+    """``x[begin[k]:end[k]:strides[k]]`` along ``axes`` (the first ``len(begin)`` axes by
+    default), Python's rules for negative and out-of-range bounds: :func:`index` of slices."""
+    check_tensor(x, name)
+    axes = range(len(begin)) if axes is None else [normalize_axis(a, x.ndim, name) for a in axes]
+    strides = [1] * len(begin) if strides is None else list(strides)
+    if not len(begin) == len(end) == len(strides) == len(axes):
+        raise ValueError(f"{name}: begin, end, strides and axes must have one entry per sliced axis")
+    key = [slice(None)] * x.ndim
+    for a, b, e, s in zip(axes, begin, end, strides):
+        key[a] = slice(b, e, s)
+    return index(x, tuple(key), name)
+
+
 def expand_dims(x: Tensor, axis: int, num_newaxis: int = 1, name: str = "expand_dims") -> Tensor:
     """``X`` with ``num_newaxis`` axes of size 1 inserted at ``axis`` (of the result)."""
     check_tensor(x, name)
