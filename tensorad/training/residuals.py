@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..autodiff.adjoint import recomputes_exactly
 from ..autodiff.combiners import classify
@@ -125,13 +126,18 @@ class ResidualPlan:
     grads: tuple[Tensor, ...] = ()
     original: Mapping[Tensor, Tensor] = field(default_factory=dict)
 
-    @property
-    def sources(self) -> list[tuple[str, int]]:
-        """Where each residual comes from: ``("input", i)``, ``("output", k)``, ``("extra", j)``."""
-        return [("input", i) for i in self.inputs] + [self._source(t) for t in self.saved]
-
-    def _source(self, t: Tensor) -> tuple[str, int]:
-        return ("extra", self.extras.index(t)) if t in self.extras else ("output", self.outputs.index(t))
+    @cached_property
+    def sources(self) -> tuple[tuple[str, int], ...]:
+        """Where each residual comes from: ``("input", i)``, ``("output", k)``, ``("extra", j)``
+        (found once: a call only reads it)."""
+        extras: dict[Tensor, int] = {}
+        outputs: dict[Tensor, int] = {}
+        for j, t in enumerate(self.extras):
+            extras.setdefault(t, j)
+        for k, t in enumerate(self.outputs):
+            outputs.setdefault(t, k)
+        return (*(("input", i) for i in self.inputs),
+                *(("extra", extras[t]) if t in extras else ("output", outputs[t]) for t in self.saved))
 
     def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
         pools = {"input": arrays, "output": outputs, "extra": extras}
