@@ -49,15 +49,8 @@ FUZZ_FINDINGS: dict[int, str] = {
     439: _SLICE, 456: _COMBINER, 468: _WINNER, 473: _SLICE, 476: _SLICE, 499: _PRODUCT,
 }
 
-_POOL_1X1 = ("max pool 1x1 window: the ties term keeps a sum over rows guarded by an equality inside a "
-             "condition with data-dependent parts")
-
 #: programs known to break the invariant, with the class of program and why (one line each)
 ALLOWED: dict[str, str] = {
-    **{name: _POOL_1X1 for name in (
-        "topi-max_pool_1x1-small", "topi-max_pool_1x1-medium", "family-max_pool_1x1(s=1)",
-        "family-max_pool_1x1(s=2)", "layer-26",
-        *(f"tvm-max_pool_k1_s{s}_d{d}" for s in (1, 2, 3) for d in (1, 2)))},
     "topi-embedding_bag_mean-small": "embedding bag over a tiny table (skylake): the cost model takes "
                                      "the vectorized compare-and-sum over every bag instead of the scatter",
     **{f"fuzz-{seed}": why for seed, why in FUZZ_FINDINGS.items()},

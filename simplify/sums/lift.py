@@ -4,6 +4,9 @@
   sum is split, one reduction (own tensor) per group of terms (:mod:`.sums.split`); otherwise the
   affine conjuncts of ``nz(f)`` join ``C`` (``f`` is simplified assuming them), and the plan of
   :mod:`.sums.eliminate` substitutes determined variables, tightens the rest and gists ``C``.
+  A conjunct the substitution made affine (an equation through an opaque index of a variable
+  the plan fixed) has the sum solved again, so that it does not stay in a guard beside tests
+  of data (:func:`_turned_affine`).
   Non-affine conditions stay in the source, as ``if_then_else(guard, f, 0)``, so the where-
   condition is affine (the code generator makes it exact loop bounds) and reads inside the
   guard are only evaluated where the affine part holds.  With no variable left the reduction
@@ -30,7 +33,7 @@ from tensorad.poly.domain import IndexSet
 from ..algebra.logic import conjuncts
 from ..algebra.rules import is_zero, simplify_expr
 from ..zeros.nonzero import assume, nonzero
-from .eliminate import apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
+from .eliminate import Plan, apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
 from .plan_key import shape_key
 from .split import group_terms
 
@@ -113,7 +116,9 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
 
 def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
               ctx=None) -> Expr:
-    """One sum (no split): lift, plan, apply."""
+    """One sum (no split): lift, plan, apply -- and again when eliminating variables made a
+    conjunct left beside the data tests affine (:func:`_turned_affine`).  A round follows only
+    a round that eliminated a variable: there are at most as many as reduction variables."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)
@@ -133,7 +138,31 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
         return const(0, red.dtype)
     if not plan.rvars:
         return _ite(plan.cond, src, ctx)
+    if len(plan.rvars) < len(rvars) and _turned_affine(plan, axes, where_res + nz_res, ctx):
+        return solve_sum(axes, plan.rvars, plan.cond, src, red, ctx)
     return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src), ctx)
+
+
+def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], ctx) -> bool:
+    """Whether a conjunct of the non-affine ``residual`` has, after the plan's substitution,
+    an affine conjunct over the axes and the plan's reduction variables.
+
+    Such a conjunct was left in the guard beside the data-dependent parts, unseen by the plan
+    that could solve it.  A max pool's tie term with a 1 x 1 window
+    sums over ``(i, t)`` where ``h == 2*i + 2*data_index(t, 1) && X[h] == Y[i] && ...``: the
+    opaque window index keeps the equation out of the affine set; ``t`` ranges over one point
+    and is eliminated (``t := 0``), after which ``h == 2*i`` is affine but was never solved,
+    a pass over every ``i`` for each ``h``.  Solving the sum again lifts it:
+
+        sum_r [A(o, r) && B(o, r)] g(o, r) = sum_{r : A(o, r)} [B(o, r)] g(o, r)
+
+    for ``A`` affine and ``B`` anything -- for ``A`` the equation ``r == f(o)``, the one point
+    ``[lo <= f(o) < hi] [B(o, f(o))] g(o, f(o))``."""
+    if not residual:
+        return False
+    substituted = [c for e in apply_plan(plan, list(residual), ctx) for c in conjuncts(e)]
+    affine, _ = split_affine(substituted, list(axes) + list(plan.rvars), ctx)
+    return bool(affine)
 
 
 def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
