@@ -199,8 +199,11 @@ class Child:
 
 
 def _readable(fd: int) -> bool:
-    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS`."""
-    return bool(select.select([fd], [], [], _LOOK_SECONDS)[0])
+    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS` (``poll``:
+    any descriptor number, where ``select`` stops at 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(_LOOK_SECONDS * 1000))
 
 
 def _cpu_ticks(pid: int) -> int | None:

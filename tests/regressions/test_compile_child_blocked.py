@@ -5,7 +5,8 @@ never ends it, and the build waited for it without end: a DDP worker hung.
 
 Now a child that uses no CPU for ``isolate.STALL_SECONDS`` is killed and counts as an aborted
 one (the ladder's next rung compiles the module), and a child that has exited is taken even
-while its pipe is held open by a process forked meanwhile."""
+while its pipe is held open by a process forked meanwhile.  The wait polls the pipe, so a
+process with more than a thousand open files (past ``select``'s limit) waits as well."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import threading
 import time
 
+import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import isolate
 
@@ -65,3 +67,21 @@ def test_an_exited_child_is_taken_while_its_pipe_is_held_open(monkeypatch):
     finally:
         os.close(release_write)
         os.close(release_read)
+
+
+def test_a_child_is_waited_for_whatever_its_descriptor_number():
+    # a process with over a thousand open files: the pipe's descriptor is past select's limit
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open at most {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert isolate.in_child(lambda: b"object code") == b"object code"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
