@@ -1,7 +1,7 @@
 """A compile child forked while another thread of the process held a lock (a data-parallel
 training process: gloo's threads, PyTorch's) can wait for that lock for ever -- the fork copied
 the lock, not the thread that would release it.  Such a child uses no CPU, so its CPU limit
-never ends it, and the build waited for it without end: a DDP worker hung.
+never ends it, and the build waited for it without end.
 
 Now a child that uses no CPU for ``isolate.STALL_SECONDS`` is killed and counts as an aborted
 one (the ladder's next rung compiles the module), and a child that has exited is taken even
