@@ -9,8 +9,8 @@ an error unless the data-parallel parameters equal the single-process ones.
 from __future__ import annotations
 
 import importlib.util
-import pathlib
 import os
+import pathlib
 import re
 import signal
 import subprocess
