@@ -3,7 +3,9 @@
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
 ``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
 module to object code for the target's CPU and features.  ``optimized_ir`` and ``assembly``
-give the IR and machine code text on demand.
+give the IR and machine code text on demand.  Each module is parsed into an LLVM context of
+its own, freed with it (:func:`_module`), never into LLVM's global context, which keeps what
+every module parsed into it used for the life of the process.
 
 Object code is linked (fresh, or read back from the disk cache) in one of two ways:
 
@@ -262,8 +264,16 @@ def _compiler_sources() -> list[str]:
     return [path for *_, path in sorted(dict.fromkeys(files))]
 
 
+def _module(ir_text: str) -> llvm.ModuleRef:
+    """``ir_text`` parsed into an LLVM context of its own, which the module holds and which is
+    disposed of with it.  LLVM's global context keeps every constant, type and metadata node
+    of every module ever parsed into it for the life of the process (about 0.3 KiB a small
+    kernel compiled in this process, each distinct program adding its own constants)."""
+    return llvm.parse_assembly(ir_text, context=llvm.create_context())
+
+
 def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
-    mod = llvm.parse_assembly(ir_text)
+    mod = _module(ir_text)
     mod.triple = target.triple
     mod.data_layout = str(target_machine(target).target_data)
     return mod
@@ -420,7 +430,7 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
 
         def step(pipeline: Pipeline) -> bytes:
-            mod = llvm.parse_assembly(ir_text)
+            mod = _module(ir_text)
             mod.triple = target.triple
             mod.data_layout = str(tm.target_data)
             mod.verify()
@@ -553,5 +563,4 @@ def assembly(optimized: str, target: Target | None = None) -> str:
     """Machine code text of an optimized module (recompiled on demand, not loaded)."""
     target = target or host()
     with _LOCK:
-        mod = llvm.parse_assembly(optimized)
-        return target_machine(target).emit_assembly(mod)
+        return target_machine(target).emit_assembly(_module(optimized))

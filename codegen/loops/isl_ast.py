@@ -14,6 +14,7 @@ appear compared with zero, where floor modulo gives the same answer.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import islpy as isl
@@ -336,22 +337,40 @@ class _AstBudgetSpent(Exception):
     """isl's AST builder spent :data:`AST_OPERATIONS` on a map (kept in the scan memo)."""
 
 
+class _BudgetContexts(threading.local):
+    """Each thread's isl context for the ASTs built under an operations budget (:func:`_ast`),
+    made on the thread's first such AST and kept while the thread lives.  A context per AST
+    would stay in the process for good (about 8 KiB each): islpy frees a context when its
+    count of the context's users falls to zero, and never takes back the count that each isl
+    function consuming an object of the context adds."""
+
+    ctx: isl.Context | None = None
+
+
+_BUDGETED = _BudgetContexts()
+
+
 def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
-    """isl's AST of ``umap``.  With a ``budget``, it is built in a context of its own that isl
-    stops after that many operations (``isl.Error``), so that the stop never reaches another
-    thread's isl calls in the shared context; the budget is lifted once the AST is built, as
-    the converter's reads of it count operations too."""
+    """isl's AST of ``umap``.  With a ``budget``, it is built in this thread's context for
+    budgeted ASTs (:class:`_BudgetContexts`), which isl stops after that many operations
+    (``isl.Error``), so that the stop never reaches another thread's isl calls in the shared
+    context; the budget is lifted once the AST is built or the build stopped, as the
+    converter's reads of it count operations too."""
+    def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
+        build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
+        return build.node_from_schedule_map(umap)
+
     if budget is None:
-        ctx = umap.get_ctx()
-    else:
-        ctx = isl.Context()
-        ctx.set_max_operations(budget)
-        umap = isl.UnionMap.read_from_str(ctx, umap.to_str())
-    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
-    node = build.node_from_schedule_map(umap)
-    if budget is not None:  # a read past the budget gave a NULL value, no error
+        return scan(umap.get_ctx(), umap)
+    ctx = _BUDGETED.ctx
+    if ctx is None:
+        ctx = _BUDGETED.ctx = isl.Context()
+    ctx.reset_operations()
+    ctx.set_max_operations(budget)
+    try:
+        return scan(ctx, isl.UnionMap.read_from_str(ctx, umap.to_str()))
+    finally:  # (a read past the budget gives a NULL value, no error)
         ctx.set_max_operations(0)
-    return node
 
 
 def _divisions(umap: isl.UnionMap) -> int:

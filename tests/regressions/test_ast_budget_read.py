@@ -1,4 +1,4 @@
-"""isl's AST builder runs under an operation budget in a context of its own
+"""isl's AST builder runs under an operation budget in a context of its own (one per thread)
 (``codegen/loops/isl_ast._ast``); reading the finished AST counts operations in that context too.
 The gradient of a product reduction under a ``where`` with ``%``, built
 with two threads and the micro-kernel, spent the budget while its AST was read -- isl handed back
