@@ -58,6 +58,19 @@ def _mask(e: Expr) -> bool:
     return e.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(e.src[2]) and dt.is_float(e.dtype)
 
 
+def _split_conjuncts(mask: Expr, factors: Sequence[Expr], bound: frozenset) -> tuple[list, list]:
+    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out:
+    the ones reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that
+    reads a variable the factors read (it may guard their reads: ``k < n - 1`` before
+    ``X[k + 1, i]``; a condition itself is evaluated everywhere, ``&&`` is not lazy)."""
+    read = {v for f in factors for v in free_vars(f)} if mask.op is Op.IF_THEN_ELSE else set()
+    inside, outside = [], []
+    for c in conjuncts(mask.src[0]):
+        stays = mentions(c, bound) or any(v in read for v in free_vars(c))
+        (inside if stays else outside).append(c)
+    return inside, outside
+
+
 def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
     """The axes ``body`` reads (all of them when it drops only unit axes, as :mod:`.factor` does)."""
     free = set(free_vars(body))
@@ -94,10 +107,9 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
     if inner is None:
         return None
     m, factors = inner
-    variant = [c for c in conjuncts(mask.src[0]) if mentions(c, bound)]
-    invariant = [c for c in conjuncts(mask.src[0]) if not mentions(c, bound)]
+    inside, outside = _split_conjuncts(mask, factors, bound)
     m = simplify_expr(m, ctx)
-    if not invariant and m.op is Op.CONST and m.arg == 1:
+    if not outside and m.op is Op.CONST and m.arg == 1:
         return None
     nonempty = nonempty_where(axes, red, ctx)
     if nonempty is None:
@@ -108,9 +120,9 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
         body = Expr(Op.REDUCE, value.dtype, (cond, _masked(mask.op, keep, value)), arg)
         return _over(axes, body), body
 
-    keep = all_of(variant)
+    keep = all_of(inside)
     brackets = [summed(keep, product(factors, red.dtype))]
-    if variant and not absorbs(m):
+    if inside and not absorbs(m):
         brackets.append(summed(keep, const(1, "int32")))
     if not _cheaper(axes, red, brackets):
         return None
@@ -118,8 +130,8 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
     out = scaled(m, reads[0])
     if len(reads) > 1:
         out = _masked(mask.op, reads[1] > const(0, "int32"), out)
-    if invariant:
-        out = _masked(mask.op, all_of(invariant), out)
+    if outside:
+        out = _masked(mask.op, all_of(outside), out)
     out = scaled(coef, out)
     if nonempty is not TRUE:
         out = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, out, const(0, red.dtype)))
