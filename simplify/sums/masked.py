@@ -30,6 +30,7 @@ the mask's zero branch).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
@@ -90,6 +91,52 @@ def _cheaper(axes: Sequence[Expr], red: Expr, brackets: Sequence[Bracket]) -> bo
     return True
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """A sum's summand ``coef * op(inside && outside, m * prod(factors), 0)``."""
+
+    coef: Expr  # free of the reduction variables, outside the mask
+    op: Op  # SELECT, or the lazy IF_THEN_ELSE
+    inside: list  # conjuncts kept in the sum
+    outside: list  # conjuncts moved out
+    m: Expr  # the then-branch's coefficient, free of the reduction variables
+    factors: tuple[Expr, ...]  # the then-branch's other factors
+
+
+def _parts(red: Expr, ctx=None) -> _Parts | None:
+    """``red``'s summand split as :class:`_Parts`, or ``None`` when it is not one masked term
+    or nothing would move out."""
+    bound = frozenset(red.arg.axes)
+    outer = _single_term(red.src[1], bound)
+    if outer is None or len(outer[1]) != 1 or not _mask(outer[1][0]):
+        return None
+    coef, (mask,) = outer
+    inner = _single_term(mask.src[1], bound)
+    if inner is None:
+        return None
+    m, factors = simplify_expr(inner[0], ctx), inner[1]
+    inside, outside = _split_conjuncts(mask, factors, bound)
+    if not outside and m.op is Op.CONST and m.arg == 1:
+        return None
+    return _Parts(coef, mask.op, inside, outside, m, factors)
+
+
+def _brackets(axes: Sequence[Expr], red: Expr, parts: _Parts) -> list[Bracket]:
+    """The sums left: ``sum_W op(inside, prod(factors), 0)``, then the count of the kept terms
+    where ``m`` may be inf or NaN (the module docstring)."""
+
+    def summed(keep: Expr, value: Expr) -> Bracket:
+        arg = ReduceArg(reducer_of("sum").instantiate((value.dtype,)), red.arg.axes, 0)
+        body = Expr(Op.REDUCE, value.dtype, (red.src[0], _masked(parts.op, keep, value)), arg)
+        return _over(axes, body), body
+
+    keep = all_of(parts.inside)
+    out = [summed(keep, product(parts.factors, red.dtype))]
+    if parts.inside and not absorbs(parts.m):
+        out.append(summed(keep, const(1, "int32")))
+    return out
+
+
 def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
     """``red`` (a float sum over ``axes`` whose summand is ``coef * mask``) with the mask's
     invariant conjuncts and coefficient moved out (the module docstring), or ``None`` when
@@ -97,42 +144,20 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or not dt.is_float(red.dtype):
         return None
-    cond, src = red.src
-    bound = frozenset(red.arg.axes)
-    outer = _single_term(src, bound)
-    if outer is None or len(outer[1]) != 1 or not _mask(outer[1][0]):
-        return None
-    coef, (mask,) = outer
-    inner = _single_term(mask.src[1], bound)
-    if inner is None:
-        return None
-    m, factors = inner
-    inside, outside = _split_conjuncts(mask, factors, bound)
-    m = simplify_expr(m, ctx)
-    if not outside and m.op is Op.CONST and m.arg == 1:
+    parts = _parts(red, ctx)
+    if parts is None:
         return None
     nonempty = nonempty_where(axes, red, ctx)
     if nonempty is None:
         return None
-
-    def summed(keep: Expr, value: Expr) -> Bracket:
-        arg = ReduceArg(reducer_of("sum").instantiate((value.dtype,)), red.arg.axes, 0)
-        body = Expr(Op.REDUCE, value.dtype, (cond, _masked(mask.op, keep, value)), arg)
-        return _over(axes, body), body
-
-    keep = all_of(inside)
-    brackets = [summed(keep, product(factors, red.dtype))]
-    if inside and not absorbs(m):
-        brackets.append(summed(keep, const(1, "int32")))
+    brackets = _brackets(axes, red, parts)
     if not _cheaper(axes, red, brackets):
         return None
     reads = [make(ax, body, False, False) for ax, body in brackets]
-    out = scaled(m, reads[0])
+    out = scaled(parts.m, reads[0])
     if len(reads) > 1:
-        out = _masked(mask.op, reads[1] > const(0, "int32"), out)
-    if outside:
-        out = _masked(mask.op, all_of(outside), out)
-    out = scaled(coef, out)
+        out = _masked(parts.op, reads[1] > const(0, "int32"), out)
+    out = scaled(parts.coef, _masked(parts.op, all_of(parts.outside), out))
     if nonempty is not TRUE:
         out = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, out, const(0, red.dtype)))
     return simplify_expr(out, ctx)

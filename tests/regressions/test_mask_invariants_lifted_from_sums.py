@@ -126,3 +126,24 @@ def test_a_divisor_keeps_the_zero_of_a_sum_that_keeps_no_term():
     got = ta.build([opt], inputs, target=TARGET)(a, x, b, w)
     np.testing.assert_array_equal(got, np.zeros(m))
     np.testing.assert_array_equal(ta.evaluate([opt], dict(zip(inputs, (a, x, b, w))))[0], np.zeros(m))
+
+
+def test_a_lazy_mask_keeps_the_conjunct_guarding_its_reads():
+    """``if_then_else(j + 1 < m && A[i] > 0 && B[k] > 0, X[i, j + 1] / W[k], 0)``: the divisor
+    and ``B[k] > 0`` leave the sum (it loses the axis ``k``), ``j + 1 < m`` guards the read
+    ``X[i, j + 1]`` and stays with it."""
+    n, m, p = 20, 6, 9
+    A, X = ta.placeholder((n,), "float64", name="A"), ta.placeholder((n, m), "float64", name="X")
+    B, W = (ta.placeholder((p,), "float64", name=s) for s in "BW")
+    i = ta.reduce_axis((0, n), "i")
+    Y = ta.compute((m, p), lambda j, k: ta.sum(ta.if_then_else(
+        (j + 1 < m) & (A[i] > 0) & (B[k] > 0), X[i, j + 1] / W[k], 0.0), axis=i), name="Y")
+    inputs = [A, X, B, W]
+    opt = ta.OptimizeAndLiftNonzeronessConditions(Y)
+    assert ta.lower([opt], inputs, target=TARGET).work <= 2 * n * m + m * p
+    rng = np.random.default_rng(1)
+    a, x, b, w = rng.normal(size=n), rng.normal(size=(n, m)), rng.normal(size=p), rng.uniform(1, 2, p)
+    want = np.array([[sum(x[r, j + 1] / w[k] for r in range(n) if j + 1 < m and a[r] > 0 and b[k] > 0)
+                      for k in range(p)] for j in range(m)])
+    np.testing.assert_allclose(ta.build([opt], inputs, target=TARGET)(a, x, b, w), want, rtol=1e-12)
+    np.testing.assert_allclose(ta.evaluate([opt], dict(zip(inputs, (a, x, b, w))))[0], want, rtol=1e-12)
