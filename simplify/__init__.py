@@ -11,7 +11,8 @@ Rooms:
   interval bounds, constant folding and condition lists it rests on;
 * ``zeros/`` -- nonzeroness conditions (``nonzero``, ``assume``) and proofs that a sum is zero;
 * ``sums/`` -- sums split by nonzeroness, reduction variables eliminated with isl, factors
-  lifted, same-domain sums merged.
+  lifted (out of a mask too, where the sum becomes a scan or loses an axis), same-domain sums
+  merged.
 
 Modules at the top:
 

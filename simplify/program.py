@@ -35,6 +35,7 @@ from .context import OptimizerContext
 from .inlining import fuse_gather, inline_read, is_cheap
 from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
 from .sums.lift import lift_body, optimize_sum, simplify_reduction
+from .sums.masked import lift_masked
 from .sums.merge import merge_sums
 from .sums.tiling import tiles_box
 from .zeros.nonzero import tensor_guard
@@ -207,7 +208,8 @@ class _Pass:
                 self.ctx.brackets.add(t.op)  # folded back at the end unless shared
             return t[index]
 
-        return factor_sum(axes, red, self.lookup, make, self.ctx)
+        lifted = lift_masked(axes, red, make, self.ctx)
+        return lifted if lifted is not None else factor_sum(axes, red, self.lookup, make, self.ctx)
 
     def register_reads(self, body: Expr) -> None:
         """Sums ``body`` reads join the table, so that equal brackets become reads of them."""

@@ -37,9 +37,10 @@ from itertools import combinations
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
-from tensorad.ir.rewrite import walk
+from tensorad.ir.rewrite import free_vars, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.domain import IndexSet
+from tensorad.poly.nesting import scan_axes
 
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import simplify_expr
@@ -55,11 +56,11 @@ Lookup = Callable[[Sequence[Expr], Expr], Expr | None]
 Make = Callable[[Sequence[Expr], Expr, bool, bool], Expr]
 
 
-class _TooMany(Exception):
+class TooManyTerms(Exception):
     pass
 
 
-def _mentions(e: Expr, bound: frozenset) -> bool:
+def mentions(e: Expr, bound: frozenset) -> bool:
     return any(n in bound for n in walk(e))
 
 
@@ -74,7 +75,7 @@ def _collapse(e: Expr, bound: frozenset) -> Term:
     coef: Expr = const(1, e.dtype)
     factors = []
     for f in _factors(e):
-        if _mentions(f, bound):
+        if mentions(f, bound):
             factors.append(f)
         else:
             coef = coef * f
@@ -94,7 +95,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
         if found is not None:
             return found
         one = const(1, n.dtype)
-        if not _mentions(n, bound):
+        if not mentions(n, bound):
             out = [(n, ())]
         elif n.op is Op.ADD:
             out = go(n.src[0]) + go(n.src[1])
@@ -104,7 +105,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
             out = [(-c, f) for c, f in go(n.src[0])]
         elif n.op is Op.MUL:
             a, b = go(n.src[0]), go(n.src[1])
-            if not distribute and all(_mentions(s, bound) for s in n.src):
+            if not distribute and all(mentions(s, bound) for s in n.src):
                 # a variant sum times a variant factor stays one factor: H * (X - mean) is
                 # not H * X - H * mean (that would cancel catastrophically in the sum)
                 a, b = (x if len(x) == 1 else [_collapse(s, bound)]
@@ -113,12 +114,12 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
                 out = [_collapse(n, bound)]
             else:
                 out = [(ca * cb, fa + fb) for ca, fa in a for cb, fb in b]
-        elif n.op is Op.DIV and not _mentions(n.src[1], bound):
+        elif n.op is Op.DIV and not mentions(n.src[1], bound):
             out = [(c / n.src[1], f) for c, f in go(n.src[0])]
         else:
             out = [(one, (n,))]
         if len(out) > MAX_TERMS:
-            raise _TooMany
+            raise TooManyTerms
         memo[n] = out
         return out
 
@@ -155,14 +156,14 @@ def scaled(coef: Expr, t: Expr) -> Expr:
     return coef * t
 
 
-def _product(factors: Sequence[Expr], dtype: str) -> Expr:
+def product(factors: Sequence[Expr], dtype: str) -> Expr:
     out: Expr | None = None
     for f in sorted(factors, key=_key):
         out = f if out is None else Expr(Op.MUL, dtype, (out, f))
     return const(1, dtype) if out is None else out
 
 
-def _group(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
+def group_terms(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
     """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
     out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
     for c, f in ts:
@@ -185,7 +186,7 @@ def _count(red: Expr) -> int | None:
     return n
 
 
-def _nonempty(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
+def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
     as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell.
 
@@ -240,12 +241,12 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
     rvars = red.arg.axes
     bound = frozenset(rvars)
     count = _count(red)
-    nonempty = _nonempty(axes, red, ctx)
+    nonempty = nonempty_where(axes, red, ctx)
     if nonempty is None:
         return None
 
     def bracket(factors: tuple[Expr, ...]) -> Expr:
-        return Expr(Op.REDUCE, red.dtype, (cond, _product(factors, red.dtype)),
+        return Expr(Op.REDUCE, red.dtype, (cond, product(factors, red.dtype)),
                     ReduceArg(red.arg.combiner, rvars, 0))
 
     def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
@@ -265,7 +266,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         shares it: :func:`fold_nested`); with none, only a bracket the table holds is used."""
         if len(rvars) < 2:
             return None
-        seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+        seen = [frozenset(r for r in rvars if mentions(f, frozenset((r,)))) for f in factors]
         proper = [v for v in seen if v != bound]
         if proper:
             outer = frozenset().union(*proper)
@@ -284,7 +285,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
                 if not create:
                     continue
                 read = make(free, inside, True, True)
-            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inside_vars(inside)]
+            src = scaled(coef, product([f for f, v in zip(factors, seen) if not v & inside_vars(inside)]
                                         + [read], red.dtype))
             return Expr(Op.REDUCE, red.dtype, (where, src), ReduceArg(red.arg.combiner, ovars, 0))
         return None
@@ -307,8 +308,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         return False
 
     try:
-        groups = _group(terms(src, bound))
-    except _TooMany:
+        groups = group_terms(terms(src, bound))
+    except TooManyTerms:
         return None
     plan = _Plan()
     for coef, factors in groups.values():
@@ -317,8 +318,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             continue
         if any(f.op in (Op.ADD, Op.SUB) for f in factors):
             try:
-                sub = _group(terms(_product(factors, red.dtype), bound, distribute=True))
-            except _TooMany:
+                sub = group_terms(terms(product(factors, red.dtype), bound, distribute=True))
+            except TooManyTerms:
                 sub = {}
             trial = _Plan()
             if len(sub) > 1 and all(place(coef * c, f, trial) for c, f in sub.values()):
@@ -345,7 +346,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             return None
         rest = None
         for coef, factors in plan.rest:
-            t = coef * _product(factors, red.dtype)
+            t = coef * product(factors, red.dtype)
             rest = t if rest is None else rest + t
         body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
         ax = used(body)
@@ -374,7 +375,7 @@ def _shared_coefficients(rest: list[Term], plan: _Plan, place, dtype: str) -> li
         if len(group) > 1 and coef.op is not Op.CONST:
             added = None
             for _, factors in group:
-                p = _product(factors, dtype)
+                p = product(factors, dtype)
                 added = p if added is None else added + p
             if place(coef, (added,), plan):
                 plan.changed = True
@@ -407,12 +408,23 @@ def _folded(node: Expr, brackets: set) -> Expr | None:
             continue
         red = op.body[0]
         moved = _subst(coef, dict(zip(idx, op.axes)))
+        if breaks_scan(op.axes, red, moved):
+            continue
         src = red.src[1] / moved if node.op is Op.DIV else -red.src[1] if node.op is Op.NEG \
             else moved * red.src[1]
         body = Expr(Op.REDUCE, red.dtype, (red.src[0], src), red.arg)
         new = ComputeOp(op.name, op.tag, op.axes, (body,), op.attrs, op.provenance)
         return Tensor(new, 0)[idx]
     return None
+
+
+def breaks_scan(axes: Sequence[Expr], red: Expr, coef: Expr) -> bool:
+    """Whether ``coef``, moved into the sum ``red`` over ``axes``, reads an axis along which
+    the sum is a scan (:func:`tensorad.poly.nesting.scan_axes`): ``[sum_{i >= k} H[i]] / D[k]``
+    is a reverse scan and an elementwise division (about ``n`` terms), ``sum_{i >= k} H[i] /
+    D[k]`` a triangle (``n (n + 1) / 2``)."""
+    used = set(free_vars(coef))
+    return any(a in used for a in scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
 
 
 def _subst(e: Expr, m: dict) -> Expr:
@@ -427,7 +439,9 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
     :func:`factor_sum` moves a single bracket's coefficient out so that a later sum can share
     it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
     (a sum over a row whose coefficient reads the row's forward statistics no longer shares
-    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work)."""
+    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work) --
+    unless the coefficient reads an axis the bracket is scanned along (:func:`breaks_scan`):
+    folded back, the sum would be reduced again at every point of that axis."""
     from tensorad.ir.rewrite import replace_reads, rewrite
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
@@ -550,15 +564,15 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
         return None
     rvars = red.arg.axes
     try:
-        groups = list(_group(terms(red.src[1], frozenset(rvars))).values())
-    except _TooMany:
+        groups = list(group_terms(terms(red.src[1], frozenset(rvars))).values())
+    except TooManyTerms:
         return None
     if len(groups) != 1:
         return None
     coef, factors = groups[0]
     if not factors:
         return None
-    seen = [frozenset(r for r in rvars if _mentions(f, frozenset((r,)))) for f in factors]
+    seen = [frozenset(r for r in rvars if mentions(f, frozenset((r,)))) for f in factors]
     for k in range(len(rvars) - 1, 0, -1):
         for sub in combinations(rvars, k):
             split = _nest_split(axes, red, factors, seen, frozenset(sub), ctx)
@@ -571,7 +585,7 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
             if found is None:
                 continue
             inner = inside_vars(inside)
-            src = scaled(coef, _product([f for f, v in zip(factors, seen) if not v & inner] + [found],
+            src = scaled(coef, product([f for f, v in zip(factors, seen) if not v & inner] + [found],
                                         red.dtype))
             return Expr(Op.REDUCE, red.dtype, (where, simplify_expr(src, ctx)),
                         ReduceArg(red.arg.combiner, ovars, 0))
@@ -598,13 +612,13 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     # reads it (head[.., i1 + (a + 1) % 5, ..] past the end)
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),
-                   _product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
+                   product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
                   ReduceArg(red.arg.combiner, tuple(r for r in rvars if r in inner), 0))
     ovars = tuple(r for r in rvars if r in outer)
-    nonempty = _nonempty(tuple(axes) + ovars, inside, ctx)
+    nonempty = nonempty_where(tuple(axes) + ovars, inside, ctx)
     if nonempty is None:
         return None
-    where = all_of([c for c in cs if not _mentions(c, inner)]
+    where = all_of([c for c in cs if not mentions(c, inner)]
                    + ([] if nonempty is TRUE else [nonempty]))
     return inside, ovars, where
 

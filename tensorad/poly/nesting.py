@@ -13,7 +13,9 @@ it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j
 upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry.
+:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry; the optimizer
+asks :func:`scan_axes` whether a sum it rewrites becomes a scan (a factor that reads the scanned
+axis, moved out of the sum).
 """
 
 from __future__ import annotations
@@ -71,6 +73,23 @@ def ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
     return first.le_set(last).is_empty()
 
 
+def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+            reads: Sequence[Expr]) -> tuple[isl.Set, isl.Set, set]:
+    """``(dom, proj, used)`` of ``reduce_{raxes where cond}`` over ``axes``: the affine set of
+    the representable conjuncts, its projection onto the axes, and the variables the reads
+    and the other conjuncts use (an axis among them sees different terms at every point)."""
+    space = IndexSpace(tuple(axes) + tuple(raxes))
+    dom, used = space.box(), set()
+    for term in chain(cond, Op.AND):
+        try:
+            dom = dom.intersect(space.cond(term))
+        except NotAffine:
+            used |= set(free_vars(term))
+    for e in reads:
+        used |= set(free_vars(e))
+    return dom, dom.project_out(isl.dim_type.set, len(axes), len(raxes)), used
+
+
 def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                         reads: Sequence[Expr]) -> list[Expr]:
     """The output axes along which the reduction ``reduce_{raxes where cond}`` of a body over
@@ -82,16 +101,7 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     ``[b, i]``."""
     if len(raxes) != 1:
         return []
-    space = IndexSpace(tuple(axes) + tuple(raxes))
-    dom, used = space.box(), set()
-    for term in chain(cond, Op.AND):
-        try:
-            dom = dom.intersect(space.cond(term))
-        except NotAffine:
-            used |= set(free_vars(term))
-    for e in reads:
-        used |= set(free_vars(e))
-    proj = dom.project_out(isl.dim_type.set, len(axes), 1)
+    dom, proj, used = _domain(axes, raxes, cond, reads)
     bounded = set(free_vars(cond))  # (an axis the condition does not bound: one set throughout)
     found = []
     for pos, j in enumerate(axes):
@@ -103,3 +113,18 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return found
 
 
+def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+              reads: Sequence[Expr]) -> list[Expr]:
+    """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` nests, upwards
+    or downwards, in any order: the axes code generation may scan a sum along (fast math),
+    each row costing about its terms once.  The condition must bound the axis (else every
+    point sees one set: nothing to scan), and neither ``reads`` nor the conjuncts isl cannot
+    represent may mention it.  ``sum_i H[i] where i >= k`` over ``(k,)`` gives ``[k]``;
+    ``sum_i H[i] / D[k] where i >= k`` gives ``[]``."""
+    if not raxes:
+        return []
+    dom, proj, used = _domain(axes, raxes, cond, reads)
+    bounded = set(free_vars(cond))
+    return [j for pos, j in enumerate(axes)
+            if j not in used and j.extent >= 2 and j in bounded
+            and any(nesting(dom, proj, pos, step) is not None for step in (1, -1))]

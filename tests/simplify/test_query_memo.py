@@ -1,6 +1,6 @@
 """The isl questions of one optimizer call are memoized in its context (for the time bar).
 
-* the emptiness of a sum's domain (``factor._nonempty``) is asked of isl once per condition
+* the emptiness of a sum's domain (``factor.nonempty_where``) is asked of isl once per condition
   and the variables it mentions, however many sums and nestings share them: counted by the
   context's ``counts``, never timed;
 * asked over fewer variables, the answer is still exact: checked against brute-force
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tensorad.simplify import Optimizer, OptimizerContext
 from tensorad.simplify.algebra.logic import all_of
 from tensorad.simplify.algebra.rules import simplify_expr
-from tensorad.simplify.sums.factor import _nonempty
+from tensorad.simplify.sums.factor import nonempty_where
 
 import tensorad as ta
 from tensorad import autodiff
@@ -42,8 +42,8 @@ def test_emptiness_questions_are_asked_once_per_condition(monkeypatch):
     import tensorad.simplify.sums.factor as factor
 
     asked = []
-    real = factor._nonempty
-    monkeypatch.setattr(factor, "_nonempty", lambda *a, **k: asked.append(1) or real(*a, **k))
+    real = factor.nonempty_where
+    monkeypatch.setattr(factor, "nonempty_where", lambda *a, **k: asked.append(1) or real(*a, **k))
     opt = _strided_conv_relu_gradient()
     # the strided convolution's adjoints ask 33 times (each sum, each nesting tried) about a
     # handful of padding conditions; without the memo isl computed every one of them
@@ -58,10 +58,10 @@ def test_a_memoized_answer_is_the_answer():
     j = var("j", 0, 3)  # an axis the condition does not mention
     cond = (i - k >= 1) & (i - k < 3)
     red = Expr(Op.REDUCE, "float32", (cond, const(1.0)), ReduceArg(SUM, (k,), 0))
-    first = _nonempty((i, j), red, ctx)
+    first = nonempty_where((i, j), red, ctx)
     assert ctx.counts["nonempty"] == 1
     other = Expr(Op.REDUCE, "float32", (cond, const(2.0)), ReduceArg(SUM, (k,), 0))
-    assert _nonempty((j, i), other, ctx) is first  # another source, the axes in another order
+    assert nonempty_where((j, i), other, ctx) is first  # another source, the axes in another order
     assert ctx.counts["nonempty"] == 1
 
 
@@ -100,7 +100,7 @@ def test_emptiness_over_the_mentioned_variables_is_exact(specs, summed):
     pool = _AXES + [r for r in rvars if r.hi > r.lo]
     cond = all_of([_cond(s, pool) for s in specs])
     red = Expr(Op.REDUCE, "float32", (cond, const(1.0)), ReduceArg(SUM, tuple(rvars), 0))
-    where = _nonempty(_AXES, red, OptimizerContext())
+    where = nonempty_where(_AXES, red, OptimizerContext())
     assert where is not None
     for point in itertools.product(*(range(v.lo, v.hi) for v in _AXES)):
         at = dict(zip(_AXES, point))

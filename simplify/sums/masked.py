@@ -1,0 +1,170 @@
+"""A masked sum's conjuncts and factors that read no reduction variable, moved out of the sum.
+
+A sum whose summand is a mask ``select(c, a, 0)`` keeps the mask's invariant parts inside it,
+where :func:`.factor.terms` does not look.  With ``E``, ``m`` and ``d`` free of the reduction
+variables ``r`` (reading the output axes only) and ``C`` the conjuncts that read ``r``::
+
+    sum_{r in W} select(C(r) && E, a(r), 0) = select(E, [sum_{r in W} select(C(r), a(r), 0)], 0)
+    sum_{r in W} select(C(r), m * a(r), 0)  = select(N > 0, m * [sum_{r in W} select(C(r), a(r), 0)], 0)
+    sum_{r in W} select(C(r), a(r) / d, 0)  = select(N > 0, [sum_{r in W} select(C(r), a(r), 0)] / d, 0)
+
+with ``N = sum_{r in W} select(C(r), 1, 0)``, the count of the terms the mask keeps.  The first
+is exact: where ``E`` is false every term is a zero of the mask, where it is true the sums are
+equal.  The others reassociate the sum, as :mod:`.factor` does for a multiplier (rounding
+only): ``m * (x + y)`` for ``m * x + m * y``, ``(x + y) / d`` for ``x / d + y / d``.  Where the
+mask keeps no term the original is ``0`` whatever ``m`` and ``d`` are, while ``m * 0`` is NaN
+at ``m = inf`` and ``0 / d`` at ``d = 0``: the count keeps that strong zero (a coefficient
+that is a finite constant needs no count; without ``C`` the domain's own emptiness guards, as
+in :mod:`.factor`).  The branches of an ``if_then_else`` are evaluated only where taken, so
+a lazy mask stays lazy outside: ``m`` is read only where a term was selected.
+
+The rule is a cost decision: it applies only where every new sum is cheaper than the old one
+-- it has lost a non-unit output axis, or it is a scan along an axis the old one was not
+(:func:`tensorad.poly.nesting.scan_axes`).  A prefix product's gradient is such a sum:
+``sum_{i >= k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` reads ``k`` only through the divisor
+``D[k]``, and without it the sum is a reverse scan -- ``n`` updates instead of ``n (n + 1) / 2``.
+The new sums are not folded back by :func:`.factor.fold_unshared` (which would put ``m`` under
+the mask's zero branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.reducer import reducer_of
+from tensorad.ir.rewrite import free_vars
+from tensorad.poly.nesting import scan_axes
+
+from ..algebra.logic import all_of, conjuncts
+from ..algebra.rules import absorbs, is_zero, simplify_expr
+from .factor import Make, TooManyTerms, group_terms, mentions, nonempty_where, product, scaled, terms
+
+Bracket = tuple[tuple[Expr, ...], Expr]  # (the axes it is a tensor over, its sum)
+
+
+def _single_term(e: Expr, bound: frozenset) -> tuple[Expr, tuple[Expr, ...]] | None:
+    """``e`` as one ``coef * prod(factors)`` with ``coef`` free of ``bound`` (:func:`.factor.terms`)."""
+    try:
+        groups = list(group_terms(terms(e, bound)).values())
+    except TooManyTerms:
+        return None
+    return groups[0] if len(groups) == 1 else None
+
+
+def _mask(e: Expr) -> bool:
+    """``select(c, a, 0)`` or ``if_then_else(c, a, 0)`` over floats."""
+    return e.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(e.src[2]) and dt.is_float(e.dtype)
+
+
+def _split_conjuncts(mask: Expr, factors: Sequence[Expr], bound: frozenset) -> tuple[list, list]:
+    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out:
+    the ones reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that
+    reads a variable the factors read (it may guard their reads: ``k < n - 1`` before
+    ``X[k + 1, i]``; a condition itself is evaluated everywhere, ``&&`` is not lazy)."""
+    read = {v for f in factors for v in free_vars(f)} if mask.op is Op.IF_THEN_ELSE else set()
+    inside, outside = [], []
+    for c in conjuncts(mask.src[0]):
+        stays = mentions(c, bound) or any(v in read for v in free_vars(c))
+        (inside if stays else outside).append(c)
+    return inside, outside
+
+
+def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
+    """The axes ``body`` reads (all of them when it drops only unit axes, as :mod:`.factor` does)."""
+    free = set(free_vars(body))
+    kept = tuple(a for a in axes if a in free)
+    dropped = [a for a in axes if a not in free]
+    return kept if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+
+
+def _cheaper(axes: Sequence[Expr], red: Expr, brackets: Sequence[Bracket]) -> bool:
+    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red``
+    is not (the module docstring)."""
+    before = set(scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
+    for ax, body in brackets:
+        scanned = set(scan_axes(ax, body.arg.axes, body.src[0], body.src[1:]))
+        if len(ax) == len(axes) and not scanned - before:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """A sum's summand ``coef * op(inside && outside, m * prod(factors), 0)``."""
+
+    coef: Expr  # free of the reduction variables, outside the mask
+    op: Op  # SELECT, or the lazy IF_THEN_ELSE
+    inside: list  # conjuncts kept in the sum
+    outside: list  # conjuncts moved out
+    m: Expr  # the then-branch's coefficient, free of the reduction variables
+    factors: tuple[Expr, ...]  # the then-branch's other factors
+
+
+def _parts(red: Expr, ctx=None) -> _Parts | None:
+    """``red``'s summand split as :class:`_Parts`, or ``None`` when it is not one masked term
+    or nothing would move out."""
+    bound = frozenset(red.arg.axes)
+    outer = _single_term(red.src[1], bound)
+    if outer is None or len(outer[1]) != 1 or not _mask(outer[1][0]):
+        return None
+    coef, (mask,) = outer
+    inner = _single_term(mask.src[1], bound)
+    if inner is None:
+        return None
+    m, factors = simplify_expr(inner[0], ctx), inner[1]
+    inside, outside = _split_conjuncts(mask, factors, bound)
+    if not outside and m.op is Op.CONST and m.arg == 1:
+        return None
+    return _Parts(coef, mask.op, inside, outside, m, factors)
+
+
+def _brackets(axes: Sequence[Expr], red: Expr, parts: _Parts) -> list[Bracket]:
+    """The sums left: ``sum_W op(inside, prod(factors), 0)``, then the count of the kept terms
+    where ``m`` may be inf or NaN (the module docstring)."""
+
+    def summed(keep: Expr, value: Expr) -> Bracket:
+        arg = ReduceArg(reducer_of("sum").instantiate((value.dtype,)), red.arg.axes, 0)
+        body = Expr(Op.REDUCE, value.dtype, (red.src[0], _masked(parts.op, keep, value)), arg)
+        return _over(axes, body), body
+
+    keep = all_of(parts.inside)
+    out = [summed(keep, product(parts.factors, red.dtype))]
+    if parts.inside and not absorbs(parts.m):
+        out.append(summed(keep, const(1, "int32")))
+    return out
+
+
+def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
+    """``red`` (a float sum over ``axes`` whose summand is ``coef * mask``) with the mask's
+    invariant conjuncts and coefficient moved out (the module docstring), or ``None`` when
+    nothing moves or the new sums would not be cheaper."""
+    if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
+            or not dt.is_float(red.dtype):
+        return None
+    parts = _parts(red, ctx)
+    if parts is None:
+        return None
+    nonempty = nonempty_where(axes, red, ctx)
+    if nonempty is None:
+        return None
+    brackets = _brackets(axes, red, parts)
+    if not _cheaper(axes, red, brackets):
+        return None
+    reads = [make(ax, body, False, False) for ax, body in brackets]
+    out = scaled(parts.m, reads[0])
+    if len(reads) > 1:
+        out = _masked(parts.op, reads[1] > const(0, "int32"), out)
+    out = scaled(parts.coef, _masked(parts.op, all_of(parts.outside), out))
+    if nonempty is not TRUE:
+        out = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, out, const(0, red.dtype)))
+    return simplify_expr(out, ctx)
+
+
+def _masked(op: Op, keep: Expr, value: Expr) -> Expr:
+    """``op(keep, value, 0)`` (``value`` itself where ``keep`` is true everywhere)."""
+    if keep is TRUE:
+        return value
+    return Expr(op, value.dtype, (keep, value, const(0, value.dtype)))
