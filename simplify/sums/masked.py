@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
 from tensorad.ir.reducer import reducer_of
-from tensorad.ir.rewrite import free_vars
+from tensorad.ir.rewrite import free_vars, walk
 from tensorad.poly.nesting import scan_axes
 
 from ..algebra.logic import all_of, conjuncts
@@ -80,15 +80,28 @@ def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
     return kept if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
 
 
-def _cheaper(axes: Sequence[Expr], red: Expr, brackets: Sequence[Bracket]) -> bool:
+def _cheaper(axes: Sequence[Expr], red: Expr, parts: _Parts, brackets: Sequence[Bracket]) -> bool:
     """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red``
-    is not (the module docstring)."""
+    is not (the module docstring).  A lost axis does not count where a kept conjunct equates
+    an output axis with an index read from data (``ax0 == I[r]``, an embedding's gradient):
+    the sum is then a scatter that visits only its terms, and the new form would write every
+    output element instead."""
     before = set(scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
+    scatter = any(_gathered_axis(c, axes) for c in parts.inside)
     for ax, body in brackets:
         scanned = set(scan_axes(ax, body.arg.axes, body.src[0], body.src[1:]))
-        if len(ax) == len(axes) and not scanned - before:
+        if (scatter or len(ax) == len(axes)) and not scanned - before:
             return False
     return True
+
+
+def _gathered_axis(c: Expr, axes: Sequence[Expr]) -> bool:
+    """Whether ``c`` is an equation of an output axis and an index read from data."""
+    if c.op is not Op.EQ:
+        return False
+    out = set(axes)
+    return any(v in out for v in free_vars(c)) and \
+        any(n.op in (Op.DATA_INDEX, Op.READ) for n in walk(c))
 
 
 @dataclass(frozen=True)
@@ -132,9 +145,14 @@ def _brackets(axes: Sequence[Expr], red: Expr, parts: _Parts) -> list[Bracket]:
 
     keep = all_of(parts.inside)
     out = [summed(keep, product(parts.factors, red.dtype))]
-    if parts.inside and not absorbs(parts.m):
+    if parts.factors and _counted(parts):  # (without factors the first sum is the count)
         out.append(summed(keep, const(1, "int32")))
     return out
+
+
+def _counted(parts: _Parts) -> bool:
+    """Whether the kept terms must be counted: ``m`` may be inf or NaN and the mask may keep none."""
+    return bool(parts.inside) and not absorbs(parts.m)
 
 
 def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
@@ -151,12 +169,13 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
     if nonempty is None:
         return None
     brackets = _brackets(axes, red, parts)
-    if not _cheaper(axes, red, brackets):
+    if not _cheaper(axes, red, parts, brackets):
         return None
     reads = [make(ax, body, False, False) for ax, body in brackets]
     out = scaled(parts.m, reads[0])
-    if len(reads) > 1:
-        out = _masked(parts.op, reads[1] > const(0, "int32"), out)
+    if _counted(parts):
+        count = reads[-1]
+        out = _masked(parts.op, count > const(0, count.dtype), out)
     out = scaled(parts.coef, _masked(parts.op, all_of(parts.outside), out))
     if nonempty is not TRUE:
         out = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, out, const(0, red.dtype)))

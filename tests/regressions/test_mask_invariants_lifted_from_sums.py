@@ -147,3 +147,46 @@ def test_a_lazy_mask_keeps_the_conjunct_guarding_its_reads():
                       for k in range(p)] for j in range(m)])
     np.testing.assert_allclose(ta.build([opt], inputs, target=TARGET)(a, x, b, w), want, rtol=1e-12)
     np.testing.assert_allclose(ta.evaluate([opt], dict(zip(inputs, (a, x, b, w))))[0], want, rtol=1e-12)
+
+
+def test_a_scatter_keeps_its_scatter():
+    """An embedding bag's gradient with one bag sums ``select(ax0 == I[r], H[0, ax1], 0)``: the
+    head reads no reduction variable, but the sum is a scatter that visits only the ids (one
+    add per id and column); moved out, the head would be multiplied into every row of the
+    table.  Oracle: NumPy's ``np.add.at``."""
+    V, D, n = 1000, 16, 13
+    W = ta.placeholder((V, D), "float32", name="W")
+    ids = ta.placeholder((n,), "int64", name="I")
+    off = ta.placeholder((1,), "int64", name="offsets")
+    Y = ta.topi.nn.embedding_bag(W, ids, "sum", offsets=off)
+    H = ta.placeholder(Y.shape, "float32", name="H")
+    [g] = ta.JacobianRecursive(Y, [W], H)
+    assert ta.lower([g], [ids, off, H], target=TARGET).work <= n * D
+    rng = np.random.default_rng(0)
+    iv = rng.integers(0, V, n)
+    iv[3] = iv[7]  # (an id taken twice)
+    hv = rng.standard_normal((1, D)).astype(np.float32)
+    want = np.zeros((V, D), np.float32)
+    np.add.at(want, iv, np.broadcast_to(hv, (n, D)))
+    got = ta.build([g], [ids, off, H])(iv, np.zeros(1, np.int64), hv)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_mask_without_factors_is_counted_once():
+    """``Y[k] = sum_{i >= k} select(A[i] > 0 && B[k] > 0, C[k], 0)``: with ``C[k]`` and the
+    conjunct ``B[k] > 0`` out, the sum left is the count of the kept terms itself, one reverse
+    scan (not a sum and a count of the same terms).  Oracle: a NumPy formula."""
+    n = 64
+    A, B, C = (ta.placeholder((n,), "float64", name=s) for s in "ABC")
+    i = ta.reduce_axis((0, n), "i")
+    Y = ta.OptimizeAndLiftNonzeronessConditions(ta.compute(
+        (n,), lambda k: ta.sum(ta.select((A[i] > 0) & (B[k] > 0), C[k], 0.0), axis=i, where=i >= k),
+        name="Y"))
+    assert ta.lower([Y], [A, B, C], target=TARGET).work <= 2 * n
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal(n) for _ in range(3))
+    c[5] = np.inf  # (kept nowhere after 5 only if no A[i] > 0 there: the count decides)
+    kept = np.cumsum((a > 0)[::-1])[::-1]
+    with np.errstate(invalid="ignore"):
+        want = np.where((b > 0) & (kept > 0), c * kept, 0.0)
+    np.testing.assert_array_equal(ta.build([Y], [A, B, C])(a, b, c), want)
