@@ -163,7 +163,7 @@ def product(factors: Sequence[Expr], dtype: str) -> Expr:
     return const(1, dtype) if out is None else out
 
 
-def group_terms(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
+def like_terms(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
     """Terms with equal variant factors (as a multiset) added: ``{key: (coef, factors)}``."""
     out: dict[tuple, tuple[Expr, tuple[Expr, ...]]] = {}
     for c, f in ts:
@@ -308,7 +308,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         return False
 
     try:
-        groups = group_terms(terms(src, bound))
+        groups = like_terms(terms(src, bound))
     except TooManyTerms:
         return None
     plan = _Plan()
@@ -318,7 +318,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
             continue
         if any(f.op in (Op.ADD, Op.SUB) for f in factors):
             try:
-                sub = group_terms(terms(product(factors, red.dtype), bound, distribute=True))
+                sub = like_terms(terms(product(factors, red.dtype), bound, distribute=True))
             except TooManyTerms:
                 sub = {}
             trial = _Plan()
@@ -564,7 +564,7 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
         return None
     rvars = red.arg.axes
     try:
-        groups = list(group_terms(terms(red.src[1], frozenset(rvars))).values())
+        groups = list(like_terms(terms(red.src[1], frozenset(rvars))).values())
     except TooManyTerms:
         return None
     if len(groups) != 1:

@@ -40,7 +40,7 @@ from tensorad.poly.nesting import scan_axes
 
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import absorbs, is_zero, simplify_expr
-from .factor import Make, TooManyTerms, group_terms, mentions, nonempty_where, product, scaled, terms
+from .factor import Make, TooManyTerms, like_terms, mentions, nonempty_where, product, scaled, terms
 
 Bracket = tuple[tuple[Expr, ...], Expr]  # (the axes it is a tensor over, its sum)
 
@@ -48,7 +48,7 @@ Bracket = tuple[tuple[Expr, ...], Expr]  # (the axes it is a tensor over, its su
 def _single_term(e: Expr, bound: frozenset) -> tuple[Expr, tuple[Expr, ...]] | None:
     """``e`` as one ``coef * prod(factors)`` with ``coef`` free of ``bound`` (:func:`.factor.terms`)."""
     try:
-        groups = list(group_terms(terms(e, bound)).values())
+        groups = list(like_terms(terms(e, bound)).values())
     except TooManyTerms:
         return None
     return groups[0] if len(groups) == 1 else None
