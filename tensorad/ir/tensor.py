@@ -260,7 +260,7 @@ def _is_view(key: tuple, ndim: int) -> bool:
         return False
     if any(k is None or k is Ellipsis or isinstance(k, slice) for k in key):
         return True
-    return 0 < len(key) < ndim and all(isinstance(k, int) and not isinstance(k, bool) for k in key)
+    return 0 < len(key) < ndim and all(hasattr(k, "__index__") and not isinstance(k, bool) for k in key)
 
 
 def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:

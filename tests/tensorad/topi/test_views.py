@@ -79,3 +79,10 @@ def test_element_reads_are_unchanged():
     np.testing.assert_array_equal(ta.build(Y, [X])(x), x[:, 0] + x[2, np.arange(3) % 4])
     with pytest.raises(IndexError, match=r"X has 2 dimensions \(3, 4\) but is indexed with 1"):
         ta.compute((3,), lambda i: X[i])
+
+
+def test_numpy_integers_index_like_python_integers():
+    X = ta.placeholder((3, 4), "float32", name="X")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ta.build(X[np.int64(1)], [X])(x), x[1])
+    np.testing.assert_array_equal(ta.build(X[np.int32(-1), 1:], [X])(x), x[-1, 1:])
