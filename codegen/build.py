@@ -272,8 +272,3 @@ def _unpack_entry(payload: bytes) -> tuple[dict, bytes, bytes]:
     for k in ("main", "call", "gomp", "nargs", "libraries", "key", "signature"):
         meta[k]  # noqa: B018 - KeyError for an entry without it
     return meta, obj, payload[12 + nh + no:]
-
-
-def cache_size() -> int:
-    """Number of compiled modules held by this process's cache (:data:`.runtime.compiled_cache.COMPILED`)."""
-    return len(compiled_cache.COMPILED)

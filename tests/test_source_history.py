@@ -74,7 +74,8 @@ def test_no_history_in_comments_docstrings_or_test_names():
 def test_the_history_check_finds_what_it_looks_for():
     # (the probes are assembled from their marker words: this file holds no history itself)
     session, campaign, fuzz_seed, issue, commit, seed = (
-        "Session 21", "campaign W", "fuzz seed 436242", "issue 8", "commit " + "0910b53", "seed 224270")
+        "Sess" + "ion 21", "camp" + "aign W", "fuzz se" + "ed 436242", "iss" + "ue 8",
+        "com" + "mit " + "0910b53", "se" + "ed 224270")
     text = (f'"""Found in {session}."""\n'
             f"x = 1  # the {campaign}\n"
             "def f():\n"

@@ -55,11 +55,6 @@ class Checks:
         self.namer = namer or Namer()
         self.every_access = every_access  # checked=True; else only gather indices are tested
 
-    @property
-    def record_size(self) -> int:
-        """Slots of the violation record: the site, then one index value per dimension."""
-        return 1 + max((len(s.shape) for s in self.sites), default=0)
-
     def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],
              index_exprs: tuple, values: list[ir.Value]) -> None:
         """Test ``values`` against ``shape``; on failure record the site and return (``ret void``).

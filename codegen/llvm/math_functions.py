@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
 
 from . import vector_math as llvm_math
@@ -133,8 +133,3 @@ class MathLibrary:
         g.linkage = "appending"
         g.section = "llvm.metadata"
         g.initializer = ir.Constant(arr, self.used)
-
-
-def math_op_name(node: Expr) -> str | None:
-    """The library name of a float math node, else ``None``."""
-    return MATH_OPS.get(node.op) if node.dtype.startswith("float") else None

@@ -89,10 +89,3 @@ def _load_gomp() -> str | None:
     except (OSError, RuntimeError):
         return None
     return lib
-
-
-def default_threads() -> int:
-    """The threads a parallel region uses by default (:func:`.target.default_num_threads`)."""
-    from ..target import default_num_threads
-
-    return default_num_threads()

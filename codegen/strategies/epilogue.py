@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import replace_reads, substitute, walk
+from tensorad.ir.expr import Expr
+from tensorad.ir.rewrite import replace_reads, substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 
@@ -29,35 +29,3 @@ class Epilogue:
         """The consumer's value at ``outer`` when the reduction's value there is ``value``."""
         body = substitute(self.body, dict(zip(self.consumer.axes, outer)))
         return replace_reads(body, lambda n: value if n.arg == self.reduction else None)
-
-
-def find_epilogues(ops: list[ComputeOp], bodies: dict[ComputeOp, tuple[Expr, ...]],
-                   outputs: set[Tensor], covers_box) -> dict[ComputeOp, Epilogue]:
-    """Reductions (keys) whose single elementwise reader can be fused as their epilogue.
-
-    ``covers_box(op, bodies)`` says whether a reduction writes every output element itself.
-    """
-    readers: dict[ComputeOp, list[ComputeOp]] = {op: [] for op in ops}
-    for op in ops:
-        for b in bodies[op]:
-            for n in walk(b):
-                if n.op is Op.READ and isinstance(n.arg.op, ComputeOp) and n.arg.op in readers:
-                    if op not in readers[n.arg.op]:
-                        readers[n.arg.op].append(op)
-    out: dict[ComputeOp, Epilogue] = {}
-    taken: set[ComputeOp] = set()  # a consumer takes at most one reduction
-    for r in ops:
-        t = Tensor(r, 0)
-        if not r.is_reduction or r.num_outputs != 1 or t in outputs or len(readers[r]) != 1:
-            continue
-        c = readers[r][0]
-        if c.is_reduction or c.num_outputs != 1 or c.shape != r.shape or c in taken:
-            continue
-        body = bodies[c][0]
-        if any(n.op is Op.READ and n.arg == t and n.src != c.axes for n in walk(body)):
-            continue
-        if not covers_box(r, bodies[r]):
-            continue
-        out[r] = Epilogue(c, t, body)
-        taken.add(c)
-    return out

@@ -39,7 +39,7 @@ from tensorad.simplify.algebra.logic import conjuncts
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
 from tensorad.ir.intrange import index_bounds
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
 from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import from_linear, solve_for, to_linear
@@ -395,20 +395,6 @@ def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | No
     return e.arg, tuple(offsets)
 
 
-def _terms(e: Expr) -> list[Expr]:
-    """The terms of a tree of additions, left to right (iterative: a sum of thousands of
-    terms takes no Python recursion)."""
-    out: list[Expr] = []
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if x.op is Op.ADD:
-            stack += [x.src[1], x.src[0]]
-        else:
-            out.append(x)
-    return out
-
-
 def _zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
 
@@ -429,7 +415,7 @@ class ScatterSum:
         guards, body = peel_masks(body, negated=True)
         guard = all_of(guards)
         specs, absorbed = [], []
-        for term in _terms(body):
+        for term in chain(body, Op.ADD):
             found = _shifted_read(term, op)
             if found is None:
                 return []

@@ -11,7 +11,7 @@ source dtypes (cached, so equal reductions hash-cons to equal nodes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,8 +143,3 @@ BUILTIN_REDUCERS: dict[str, Reducer] = {"sum": sum, "prod": prod, "max": max, "m
 
 def reducer_of(kind: str) -> Reducer:
     return BUILTIN_REDUCERS[kind]
-
-
-def all_sources_of(node: Expr) -> Sequence[Expr]:
-    """The source expressions of a ``REDUCE`` node (``src`` without the condition)."""
-    return node.src[1:]

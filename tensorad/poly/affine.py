@@ -322,8 +322,3 @@ def point_str(space: IndexSpace, s: isl.Set) -> str:
     p = s.sample_point()
     vals = [p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(space.vars))]
     return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}={x}" for v, x in zip(space.vars, vals))
-
-
-def point_values(space: IndexSpace, s: isl.Set) -> dict[Expr, int]:
-    p = s.sample_point()
-    return {v: p.get_coordinate_val(isl.dim_type.set, k).to_python() for k, v in enumerate(space.vars)}

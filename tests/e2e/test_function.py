@@ -211,7 +211,7 @@ def test_a_scalar_loss_takes_a_python_number_or_a_0d_array_of_another_dtype_as_h
 def test_value_and_grad_is_the_loss_and_its_gradients_as_torch_gives_them():
     """``ta.value_and_grad(loss, params)``: one call, the loss and one gradient per parameter,
     against PyTorch float64 autograd of the same mean squared error of a dense layer."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     X = ta.placeholder((6, 5), "float64", "X")
     W = ta.placeholder((3, 5), "float64", "W")
     B = ta.placeholder((3,), "float64", "B")

@@ -71,7 +71,7 @@ def test_an_exited_child_is_taken_while_its_pipe_is_held_open(monkeypatch):
 
 def test_a_child_is_waited_for_whatever_its_descriptor_number():
     # a process with over a thousand open files: the pipe's descriptor is past select's limit
-    resource = pytest.importorskip("resource")
+    resource = pytest.importorskip("resource", reason="file limits are POSIX (not on Windows)")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1200:
         pytest.skip(f"this process may open at most {hard} files")
