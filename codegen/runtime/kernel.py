@@ -12,6 +12,7 @@ import ctypes
 import math
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,33 @@ def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     dt = np.dtype(dtype)
     raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
     return np.ndarray(shape, dt, raw, -data_address(raw) % align)
+
+
+#: outputs of at most this many bytes share one allocation per call (a call returning eighty
+#: small saved activations spent most of its time allocating them one by one); a larger output
+#: has its own, so that keeping one output alive never keeps another large one
+SHARED_OUTPUT_BYTES = 1 << 16
+
+
+def output_offsets(specs: Sequence[tuple[tuple[int, ...], np.dtype]], align: int) -> tuple[list, int]:
+    """Where each (shape, dtype) of ``specs`` starts in the block the small ones share (``None``:
+    an allocation of its own), and the block's size: each on an ``align``-byte boundary."""
+    offsets, total = [], 0
+    for shape, dtype in specs:
+        size = dtype.itemsize * math.prod(shape)
+        offsets.append(total if size <= SHARED_OUTPUT_BYTES else None)
+        total += -(-size // align) * align if size <= SHARED_OUTPUT_BYTES else 0
+    return offsets, total
+
+
+def empty_aligned_all(specs: Sequence[tuple[tuple[int, ...], np.dtype]], offsets: Sequence, total: int,
+                      align: int) -> list[np.ndarray]:
+    """Uninitialized C-contiguous arrays of ``specs``, each starting on an ``align``-byte
+    boundary, laid out as :func:`output_offsets` says."""
+    block = np.empty(total + align, np.uint8)
+    base = -data_address(block) % align
+    return [empty_aligned(s, d, align) if off is None else np.ndarray(s, d, block, base + off)
+            for (s, d), off in zip(specs, offsets)]
 
 
 def call_entry(nargs: int) -> bool:
@@ -162,8 +190,8 @@ class Kernel:
     output) receives the results in place; such arrays must be C-contiguous, writeable and not
     overlap any other argument.  Returns one array for one output, a tuple for several (the
     ``out=`` objects themselves when given); arrays the kernel allocates on several threads
-    start on a cache line (:func:`empty_aligned`; an ``out=`` array that does not may run
-    slower there).
+    start on a cache line (:func:`empty_aligned_all`: the small ones of a call share one
+    allocation; an ``out=`` array that does not start on a line may run slower there).
 
     The call releases the GIL, so several Python threads may call one kernel at once; its only
     state is its *workspace*: the temporaries of a finished call are kept for the next one
@@ -199,6 +227,8 @@ class Kernel:
         # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
+        self._out_specs = [(s, d) for _, s, d in self._outputs]
+        self._out_offsets = output_offsets(self._out_specs, self._line)
         self.keep_workspace = True
         self._workspace: list[list[np.ndarray]] = []  # temporaries of finished calls, for the next
         self._workspace_lock = threading.Lock()
@@ -279,13 +309,24 @@ class Kernel:
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        return self.call(arrays, out=out)
+
+    def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
+        """``kernel(*arrays, out=out)``.  ``known[k]`` true says that ``arrays[k]`` is an array
+        that a kernel allocated and returned for an output whose shape and dtype are exactly
+        those of input ``k`` (``ta.function``'s backward reads its forward's saved values so):
+        it is passed without the input's check, a cost paid per array per call."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):
             names = ", ".join(n for n, _, _ in self._inputs)
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
-        ins = [self._check_input(a, spec) for a, spec in zip(arrays, self._inputs)]
+        check = self._check_input
+        if known:
+            ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self._inputs, known, strict=True)]
+        else:
+            ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
         work = self._take_workspace()
         temps = list(work)
@@ -336,7 +377,7 @@ class Kernel:
         if out is None:
             if self.num_threads == 1:
                 return None, [np.empty(s, d) for _, s, d in self._outputs]
-            return None, [empty_aligned(s, d, self._line) for _, s, d in self._outputs]
+            return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
         single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
         given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
         if given is None or len(given) != len(self._outputs):

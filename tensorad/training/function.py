@@ -113,6 +113,7 @@ class Function:
         self.lower_options = {k: v for k, v in build_options.items() if k not in _BUILD_ONLY}
         Options.make(self.lower_options)  # unknown or bad options fail here, not at the first call
         self.policy = policy
+        self._known: list[bool] | None = None  # the backward's inputs that need no check
 
     # ---- the gradient program and the plan (built on first use) ---------------------------
     @cached_property
@@ -208,7 +209,8 @@ class Function:
     def forward(self, *arrays: Any) -> tuple[Any, tuple]:
         """``(outputs, residuals)``: outputs as ``f(*arrays)`` returns them."""
         outs, extras = self.forward_parts(*arrays)
-        residuals = self.plan.residuals(arrays, outs, extras)
+        residuals = Residuals(self.plan.residuals(arrays, outs, extras))
+        residuals.maker = self
         return (outs[0] if self.single else tuple(outs)), residuals
 
     def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
@@ -247,8 +249,24 @@ class Function:
             return ()
         given = [_zero_head(ph) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
-        res = self.backward_kernel(*residuals, *given, out=out)
+        arrays = (*residuals, *given)
+        if type(residuals) is Residuals and residuals.maker is self and self._known is not None:
+            res = self.backward_kernel.call(arrays, out=out, known=self._known)
+        else:
+            res = self.backward_kernel.call(arrays, out=out)
+            if type(residuals) is Residuals and residuals.maker is self:
+                # the saved values this function's kernels made passed the backward's checks:
+                # the kernels make them of the same shapes and dtypes on every call
+                self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
+
+
+class Residuals(tuple):
+    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that
+    knows the function whose forward made it (``maker``): the backward passes the arrays that
+    function's kernels made without checking each again."""
+
+    maker: Function | None = None
 
 
 def _head(output: Tensor) -> Tensor:

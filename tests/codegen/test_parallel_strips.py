@@ -177,3 +177,24 @@ def test_column_sums_are_exact_and_the_same_at_any_thread_count(rng):
     dx = (dxhat - dxhat.mean(1, keepdims=True) - xhat * (dxhat * xhat).mean(1, keepdims=True)) \
         / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(first[0], dx, rtol=1e-3, atol=1e-4)
+
+
+def test_the_small_outputs_of_a_call_share_one_allocation_each_on_a_line(rng):
+    """On several threads each output starts on a cache line; the small ones are laid out in one
+    allocation per call (one allocator call, not one each), the large ones have their own (so
+    that keeping a small output alive never keeps a large one)."""
+    X = ta.placeholder((300, 70), name="X")
+    outs = [ta.compute((k,), lambda i, k=k: X[i, 0] * float(k), name=f"s{k}") for k in (1, 7, 33, 70)]
+    outs.append(ta.compute((300, 70), lambda i, j: X[i, j] + 1.0, name="big"))  # 84 KB
+    kern = ta.build(outs, [X], num_threads=2)
+    x = rng.standard_normal((300, 70)).astype(np.float32)
+    got = kern(x)
+    for k, o in zip((1, 7, 33, 70), got):
+        np.testing.assert_array_equal(o, x[:k, 0] * np.float32(k))
+    np.testing.assert_array_equal(got[-1], x + np.float32(1))
+    assert all(o.ctypes.data % LINE == 0 and o.flags.c_contiguous and o.flags.writeable for o in got)
+    small = got[:-1]
+    assert all(o.base is small[0].base for o in small) and got[-1].base is not small[0].base
+    assert not any(np.shares_memory(a, b) for k, a in enumerate(got) for b in got[k + 1:])
+    again = kern(x)
+    assert not np.shares_memory(again[0], got[0])  # (a new block each call)

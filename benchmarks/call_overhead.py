@@ -1,0 +1,88 @@
+"""``python -m benchmarks.call_overhead [--depth 10,40,80] [--threads 1,2]``: what a call of
+``ta.function``'s forward and backward costs beyond its kernels.
+
+The program is a chain of ``depth`` layers ``h = tanh(dense(h, W))`` over a 4 x 8 batch, with
+``wrt=[W]``: the forward saves one activation per layer, so the backward reads ``depth`` saved
+values (the case where a per-array cost shows).  ``kernels`` times the two compiled entry points
+alone, called on arrays allocated once; ``call`` times ``f.forward`` then ``f.backward``; the
+two are interleaved, and the medians of the rounds are printed with their difference, the
+overhead.  Timing lives here, never in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from .machine import load_snapshot
+
+
+def chain(ta, depth: int):
+    X = ta.placeholder((4, 8), name="X")
+    W = ta.placeholder((8, 8), name="W")
+    h = X
+    for _ in range(depth):
+        h = ta.topi.tanh(ta.topi.nn.dense(h, W))
+    return ta.function(ta.topi.sum(h), [X, W], wrt=[W])
+
+
+def _entry(kernel, arrays: list) -> tuple:
+    """The kernel's compiled entry and its arguments: arrays, outputs, temporaries, threads."""
+    outs = kernel.call(arrays)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    temps = [np.empty(n, np.uint8) for n in kernel._temp_bytes]  # (as the kernel's workspace)
+    return kernel._compiled.call, (*arrays, *outs, *temps, kernel.num_threads)
+
+
+def measure(depth: int, threads: int, rounds: int = 15, calls: int = 200) -> dict:
+    import tensorad as ta
+
+    f = chain(ta, depth)
+    rng = np.random.default_rng(0)
+    x, w = rng.random((4, 8), np.float32), (rng.random((8, 8), np.float32) - 0.5) * 0.2
+    f.forward_kernel.num_threads = f.residual_kernel.num_threads = threads
+    f.backward_kernel.num_threads = threads
+    _, residuals = f.forward(x, w)
+    f.backward(residuals, 1.0)
+    fwd, fwd_args = _entry(f.residual_kernel, [x, w])
+    bwd, bwd_args = _entry(f.backward_kernel, [*residuals, np.array(1.0, np.float32)])
+
+    def kernels() -> None:
+        fwd(*fwd_args)
+        bwd(*bwd_args)
+
+    def call() -> None:
+        _, res = f.forward(x, w)
+        f.backward(res, 1.0)
+
+    times: dict[str, list[float]] = {"kernels": [], "call": []}
+    for _ in range(rounds):
+        for name, fn in (("kernels", kernels), ("call", call)):
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - t) / calls * 1e6)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"depth": depth, "threads": threads, "saved": len(residuals), **med,
+            "overhead": med["call"] - med["kernels"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.call_overhead", description=__doc__)
+    ap.add_argument("--depth", default="10,40,80")
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args()
+    print(f"load before: {load_snapshot()}")
+    print(f"{'depth':>5} {'threads':>7} {'saved':>5} {'kernels us':>10} {'call us':>8} {'overhead us':>11}")
+    for depth in map(int, args.depth.split(",")):
+        for threads in map(int, args.threads.split(",")):
+            r = measure(depth, threads)
+            print(f"{r['depth']:>5} {r['threads']:>7} {r['saved']:>5} {r['kernels']:>10.1f} "
+                  f"{r['call']:>8.1f} {r['overhead']:>11.1f}")
+
+
+if __name__ == "__main__":
+    main()
