@@ -376,7 +376,7 @@ class Kernel:
         """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
             if self.num_threads == 1:
-                return None, [np.empty(s, d) for _, s, d in self._outputs]
+                return None, [np.empty(s, d) for s, d in self._out_specs]
             return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
         single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
         given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
