@@ -29,6 +29,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from ..options import Options
 from ..program import Nest, owned
 from ..strategies.epilogue import Epilogue
+from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
 from .domain import PolyStmt, op_domain
@@ -44,7 +45,7 @@ def _box_work(group: Group) -> int:
     total = 0
     for u in group.units:
         n = 1
-        for a in u.outer + tuple((u.reduction or u.op).reduce_axes):
+        for a in u.outer + tuple(u.plan.core.op.reduce_axes):
             n *= a.extent
         total += n
     return total
@@ -61,7 +62,7 @@ def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
 def _scanned(u, split) -> tuple | None:
     """The variables ``u``'s statements scan when it is elementwise and scanned as its own axes
     in order, no digits (its last two perhaps as one loop, :mod:`.loops.coalesce`), else ``None``."""
-    if u.reduction is not None or u.op.is_reduction or u.gemm is not None:
+    if not isinstance(u.plan, PointwiseNest):
         return None
     if split is None:
         return tuple(u.op.axes)
@@ -156,7 +157,7 @@ def shared_reductions(members: list, accumulators: list, epilogues: list,
     shape = None
     for g, (u, tau, member, bodies, split) in enumerate(members):
         mine = None
-        if (u.reduction is not None or u.op.is_reduction) and u.gemm is None and split is None:
+        if isinstance(u.plan.core, ReductionNest) and split is None:
             mine = _loop_shape(tau, member)
         if mine is not None and run and mine == shape:
             written = {alias.get(members[k][0].op, members[k][0].op) for k in run}
@@ -190,12 +191,12 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     target = opts.target or parse_target()
     for u, tau in zip(group.units, taus):
         outs = outs_of(u.op)
-        if u.reduction is not None:
-            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[u.reduction])
-            e = u.epilogue
+        if isinstance(u.plan, EpilogueStep):
+            sched_op = u.plan.core.op
+            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[sched_op])
+            e = u.plan.epilogue
             epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
-            dom = op_domain(u.reduction, red_bodies, outs, epi)
-            sched_op = u.reduction
+            dom = op_domain(sched_op, red_bodies, outs, epi)
             split = None
         else:
             own = tuple(_scalarized(b, acc_of) for b in u.bodies)
@@ -204,9 +205,10 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             sched_op = u.op
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        members.append((u, tau, member, own if u.reduction is None else red_bodies, split))
+        fused = isinstance(u.plan, EpilogueStep)
+        members.append((u, tau, member, red_bodies if fused else own, split))
         member_accs.append(tuple(dom.accumulators))
-        member_epilogues.append(() if u.reduction is None else (epi.body,))
+        member_epilogues.append((epi.body,) if fused else ())
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:

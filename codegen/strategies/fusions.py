@@ -15,7 +15,7 @@ from .cost import loop_cycles, vector_lanes
 from .epilogue import Epilogue
 from .plain import Strips
 from .products import MicroKernel, PaddedMicroKernel
-from .registry import Candidate, Form, Item, Plan
+from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,23 +61,22 @@ class EpilogueFusion:
     def cost(self, cand, ctx):
         r = cand.data.reduction
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
-        own = ctx.costs[r] if self._form(cand, ctx) is Form.STRIPS else loop_cycles(r, ctx.bodies[r], ctx)
+        own = ctx.costs[r] if self._strips(cand, ctx) else loop_cycles(r, ctx.bodies[r], ctx)
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     @staticmethod
-    def _form(cand, ctx) -> str:
-        """The fused reduction's loop order: its own choice, except that strips accumulate in
+    def _strips(cand, ctx) -> bool:
+        """Whether the fused reduction accumulates in strips: its own choice, except that strips accumulate in
         the output buffer, which a consumer of another dtype (a float32 sum rounded to
         bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
         that beats strips in its own float32 temporary plus the consumer's pass."""
         r = cand.data.reduction
-        strips = ctx.chosen[r].strategy.name == Strips.name
-        return Form.STRIPS if strips and cand.op.body[0].dtype == r.body[0].dtype else Form.ACCUMULATORS
+        return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 
     def lower(self, cand, ctx):
         r = cand.data.reduction
-        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue,
-                          form=self._form(cand, ctx))], absorbs=(r,))
+        nest = ReductionNest(r, ctx.bodies[r], self._strips(cand, ctx))
+        return Plan([EpilogueStep(cand.op, cand.bodies, cand.data.epilogue, nest)], absorbs=(r,))
 
 
 class ProductEpilogue:
@@ -91,7 +90,7 @@ class ProductEpilogue:
     dtype, and not an output; the consumer holds no reduction and no checked gather."""
 
     name = "product-epilogue"
-    PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
+    PRODUCTS = (MicroKernel, PaddedMicroKernel)
 
     def match(self, op, bodies, ctx):
         # the finisher evaluates no reduction, and no gather index under mode="raise", whose
@@ -99,8 +98,8 @@ class ProductEpilogue:
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []
-        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.strategy.name in self.PRODUCTS
-                              and bodies[0].dtype == r.body[0].dtype)
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: bodies[0].dtype == r.body[0].dtype
+                              and isinstance(chosen.strategy, self.PRODUCTS))
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
@@ -112,8 +111,7 @@ class ProductEpilogue:
         """The product's own plan, its product steps now computing the consumer."""
         r, epilogue = cand.data.reduction, cand.data.epilogue
         inner = ctx.chosen[r].strategy.lower(ctx.chosen[r], ctx)
-        steps = [Item(cand.op, cand.bodies, gemm=replace(st.gemm, epilogue=epilogue), reduction=r,
-                      epilogue=epilogue, batch_range=st.batch_range)
-                 if isinstance(st, Item) and st.op is r and st.gemm is not None else st
-                 for st in inner.steps]
+        steps = [EpilogueStep(cand.op, cand.bodies, epilogue,
+                              replace(st, gemm=replace(st.gemm, epilogue=epilogue)))
+                 if isinstance(st, ProductCall) and st.op is r else st for st in inner.steps]
         return Plan(steps, inner.alias, absorbs=(r,))

@@ -18,7 +18,7 @@ from ..loops.stripmine import plan_split
 from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
-from .registry import Candidate, Form, Item, Open, Plan, PlanContext
+from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall
 from .term_split import split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
@@ -107,7 +107,7 @@ class MicroKernel:
         return 1 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
+        return Plan([ProductCall(cand.op, cand.bodies, cand.data)])
 
 
 class PaddedMicroKernel:
@@ -137,12 +137,12 @@ class PaddedMicroKernel:
         first_copy = None
         for copies, spec, batch_range in cand.data:  # zero-padded copies, then the product
             for copy in copies:
-                steps.append(Item(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
+                steps.append(PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)))
                 if batch_range is not None:  # the chunks' copies share one buffer
                     first_copy = first_copy or copy
                     if copy is not first_copy:
                         alias[copy] = first_copy
-            steps.append(Item(cand.op, cand.bodies, gemm=spec, batch_range=batch_range))
+            steps.append(ProductCall(cand.op, cand.bodies, spec, batch_range))
         return Plan(steps, alias)
 
 
@@ -268,7 +268,7 @@ class ParityLoops:
 
     def cost(self, cand, ctx):
         pieces, _, gather = cand.data
-        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, Form.STRIPS)) for p in pieces)
+        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, strips=True)) for p in pieces)
         return best + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):

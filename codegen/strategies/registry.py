@@ -9,10 +9,12 @@ strided convolution's gradient, or as the epilogue of the reduction it reads.  E
 * ``match(op, bodies, ctx)`` -- the candidates it offers for ``op`` (empty: it does not apply;
   several: variants such as register tiles, which ``tune=True`` measures);
 * ``cost(candidate, target)`` -- estimated cycles on one core of ``target`` (the cost model);
-* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (an :class:`Item` is one
-  nest or micro-kernel call) and new ops for the registry to plan in turn (:class:`Open`: a
-  split-K half, a parity piece), plus buffers shared between ops (``alias``) and earlier ops
-  whose values it computes itself (``absorbs``: an epilogue's reduction);
+* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (a :class:`Step` of one
+  kind: an elementwise or reduction nest, a scan, scatter-adds, a micro-kernel call, an
+  epilogue stored by its reduction's nest or call) and new ops for the registry to plan in
+  turn (:class:`Open`: a split-K half, a parity piece), plus buffers shared between ops
+  (``alias``) and earlier ops whose values it computes itself (``absorbs``: an epilogue's
+  reduction);
 * optionally ``forced(candidate, ctx)`` -- how strongly the options force it whatever it
   costs (``microkernel=True`` forces the micro-kernel's strategies).
 
@@ -27,7 +29,6 @@ its op by a *point* (the op's name and position, and its parent's point for plan
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,29 +41,67 @@ MAX_DEPTH = 4  # plans nested deeper than this (a piece of a half of ...) are re
 
 
 @dataclass(frozen=True, eq=False)
-class Item:
-    """One unit of the program (see :class:`.loops.nest_groups.Unit`): ``op`` computed by one nest, or by
-    the micro-kernel (``gemm``), or as the epilogue of ``reduction``."""
+class Step:
+    """One unit of the program: ``op`` computed by one nest or one micro-kernel call, the kind
+    of which (the subclasses below) loop building dispatches on."""
 
     op: ComputeOp
     bodies: tuple[Expr, ...]
-    gemm: Any = None
-    split: Any = None
+
+    @property
+    def core(self) -> Step:
+        """The step whose nest or call computes this one: itself, or an epilogue's reduction."""
+        return self
+
+
+@dataclass(frozen=True, eq=False)
+class PointwiseNest(Step):
+    """An elementwise op's nest, its axes scanned as digits where ``split`` says
+    (:func:`.loops.stripmine.plan_split`)."""
+
+    split: Any  # AxisSplit | None
+
+
+@dataclass(frozen=True, eq=False)
+class ReductionNest(Step):
+    """A reduction's nest: a scalar accumulator per output element, reduction axes innermost,
+    or (``strips``) accumulated in the output where it can hold the sums, an output axis innermost."""
+
+    strips: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class ScanNest(Step):
+    """A running reduction carried along an output axis (:mod:`.strategies.scan`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ScatterNest(Step):
+    """Scatter-adds into ``op``'s buffer (:mod:`.strategies.scatter`); ``bodies`` are what they read."""
+
+    specs: tuple  # (ScatterSpec, ...)
+
+
+@dataclass(frozen=True, eq=False)
+class ProductCall(Step):
+    """A micro-kernel call (:mod:`.gemm.microkernel`), over the batch points of ``batch_range``
+    (``(axis, lo, hi)``, :mod:`.gemm.padding`) or all of them."""
+
+    gemm: Any  # Contraction
     batch_range: tuple | None = None
-    reduction: ComputeOp | None = None
-    epilogue: Any = None
-    form: Form | None = None  # the nest's layout (None: the scheduler's choice)
-    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
 
 
-class Form(enum.Enum):
-    """The layout of an op's nest, as its strategy chose it (read by the scheduler and nest
-    fusion)."""
+@dataclass(frozen=True, eq=False)
+class EpilogueStep(Step):
+    """Elementwise ``op`` stored by ``reduction``'s nest or micro-kernel call, which computes
+    ``epilogue`` (:mod:`.strategies.epilogue`) on each finished value."""
 
-    ACCUMULATORS = "accumulators"  # a scalar accumulator per output element, reduction axes innermost
-    STRIPS = "strips"  # accumulated in the output where it can hold the sums, an output axis innermost
-    SCAN = "scan"  # a running reduction carried along an output axis (:mod:`.strategies.scan`)
-    SCATTER = "scatter"  # scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    epilogue: Any  # Epilogue
+    reduction: ReductionNest | ProductCall
+
+    @property
+    def core(self) -> Step:
+        return self.reduction
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +114,7 @@ class Open:
 
 @dataclass(eq=False)
 class Plan:
-    steps: list[Item | Open]
+    steps: list[Step | Open]
     alias: dict[ComputeOp, ComputeOp] = field(default_factory=dict)
     absorbs: tuple[ComputeOp, ...] = ()
 
@@ -170,13 +209,13 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
 
 
 def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
-             ) -> tuple[list[Item], dict[ComputeOp, ComputeOp]]:
+             ) -> tuple[list[Step], dict[ComputeOp, ComputeOp]]:
     """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains
     the bodies of every new op."""
     alias: dict[ComputeOp, ComputeOp] = {}
-    items_of: dict[ComputeOp, list[Item]] = {}
+    items_of: dict[ComputeOp, list[Step]] = {}
 
-    def expand(op: ComputeOp, op_bodies: tuple, point: str, depth: int) -> list[Item]:
+    def expand(op: ComputeOp, op_bodies: tuple, point: str, depth: int) -> list[Step]:
         if depth > MAX_DEPTH:
             raise AssertionError(f"code-generation plans nest deeper than {MAX_DEPTH} at {point}")
         cand = choose(op, op_bodies, ctx, point)
@@ -184,7 +223,7 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
         alias.update(plan.alias)
         for a in plan.absorbs:
             items_of[a] = []
-        out: list[Item] = []
+        out: list[Step] = []
         for k, step in enumerate(plan.steps):
             bodies[step.op] = step.bodies
             if isinstance(step, Open):
@@ -212,4 +251,5 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     return out
 
 
-__all__ = ["Form", "Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
+__all__ = ["Step", "PointwiseNest", "ReductionNest", "ScanNest", "ScatterNest", "ProductCall",
+           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
