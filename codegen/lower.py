@@ -49,7 +49,7 @@ from .passes.speculate import speculate
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
-from .strategies.catalog import REGISTRY
+from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
 from .strategies.scatter import lower_scatter
 from .target import parse_target
@@ -218,6 +218,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     ctx = PlanContext(opts=opts, target=opts.target or parse_target(), outputs=frozenset(outputs),
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
+                      forced=MICROKERNEL_FIRST if opts.microkernel is True else (),
                       choices=dict(opts.choices), tuning=opts.variants)
     steps, alias = plan_ops(ops, bodies, ctx)
     units = [make_unit(s) for s in steps]

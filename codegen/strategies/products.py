@@ -103,9 +103,6 @@ class MicroKernel:
     def cost(self, cand, ctx):
         return contraction_cycles(cand.data, ctx)
 
-    def forced(self, cand, ctx):
-        return 1 if ctx.opts.microkernel is True else 0
-
     def lower(self, cand, ctx):
         return Plan([ProductCall(cand.op, cand.bodies, cand.data)])
 
@@ -127,9 +124,6 @@ class PaddedMicroKernel:
 
     def cost(self, cand, ctx):
         return padded_cycles(cand.data, ctx)
-
-    def forced(self, cand, ctx):  # (before the plain micro-kernel: its guards become copies)
-        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         steps: list = []
@@ -168,9 +162,6 @@ class SplitK:
         part, part_spec, total = cand.data
         return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
 
-    def forced(self, cand, ctx):  # (offered only where threads would share the blocks unevenly)
-        return 3 if ctx.opts.microkernel is True else 0
-
     def lower(self, cand, ctx):
         part, _, total = cand.data
         return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
@@ -194,9 +185,6 @@ class Parity:
     def cost(self, cand, ctx):
         pieces, specs, gather = cand.data
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
-
-    def forced(self, cand, ctx):  # (products in place of a non-product: the micro-kernel applies)
-        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data
@@ -299,9 +287,6 @@ class GatheredRows:
     def cost(self, cand, ctx):
         copies, _, spec = cand.data
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
-
-    def forced(self, cand, ctx):  # (rows copied so that the micro-kernel applies)
-        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         copies, product, _ = cand.data

@@ -14,17 +14,15 @@ strided convolution's gradient, or as the epilogue of the reduction it reads.  E
   epilogue stored by its reduction's nest or call) and new ops for the registry to plan in
   turn (:class:`Open`: a split-K half, a parity piece), plus buffers shared between ops
   (``alias``) and earlier ops whose values it computes itself (``absorbs``: an epilogue's
-  reduction);
-* optionally ``forced(candidate, ctx)`` -- how strongly the options force it whatever it
-  costs (``microkernel=True`` forces the micro-kernel's strategies).
+  reduction).
 
-:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the
-strongest forced candidate if any, else the cheapest (cost minus the cost of the plans it
-absorbs; ties go to the strategy registered first), and expands its plan.  It knows no
-strategy by name.  A candidate is named by its strategy and variant (``Candidate.label``) and
-its op by a *point* (the op's name and position, and its parent's point for planned sub-ops):
-``Options.choices`` pins a point to a label (what :mod:`.tune` measured), and
-:attr:`PlanContext.offered` records what was offered.
+:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the first
+candidate of the first strategy the options force (:attr:`PlanContext.forced`) if any, else
+the cheapest (cost minus the cost of the plans it absorbs; ties go to the strategy registered
+first), and expands its plan.  It knows no strategy by name.  A candidate is named by its
+strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
+position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
+label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what was offered.
 """
 
 from __future__ import annotations
@@ -146,14 +144,6 @@ class Strategy(Protocol):
     def lower(self, cand: Candidate, ctx: PlanContext) -> Plan: ...
 
 
-def forced(cand: Candidate, ctx: PlanContext) -> int:
-    """How strongly the options force ``cand`` whatever it costs (0: not at all): a strategy
-    that options can force (``microkernel=True``) says so with a ``forced(cand, ctx)`` method;
-    among forced candidates the strongest wins, the first registered among equals."""
-    method = getattr(cand.strategy, "forced", None)
-    return 0 if method is None else method(cand, ctx)
-
-
 @dataclass(eq=False)
 class PlanContext:
     """What strategies may read while one program is planned."""
@@ -166,6 +156,9 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
+    #: strategy classes chosen whatever they cost, the first offered for an op first
+    #: (``microkernel=True``: :data:`.strategies.catalog.MICROKERNEL_FIRST`)
+    forced: tuple = ()
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
     chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
@@ -192,11 +185,10 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
     if not cands:
         raise AssertionError(f"no code-generation strategy matches {op.name}")  # (plain loops always do)
     own = [c.strategy.cost(c, ctx) for c in cands]  # (each candidate costed once)
-    force = [forced(c, ctx) for c in cands]
     pinned = ctx.choices.get(point)
     k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
-    if k is None and max(force) > 0:  # (max keeps the first of equal strengths)
-        k = max(range(len(cands)), key=lambda m: force[m])
+    if k is None:
+        k = next((k for s in ctx.forced for k, c in enumerate(cands) if isinstance(c.strategy, s)), None)
     if k is None:  # (min keeps the first of equal costs)
         k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
     best = cands[k]
