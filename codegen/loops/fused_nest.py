@@ -183,7 +183,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     fills, stmts, accs, notes, members, member_accs, member_epilogues = [], [], [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
-    weight = work_weight([b for u in group.units for b in u.bodies])
+    weight = work_weight([b for u in group.units for b in u.plan.bodies])
     # the short-outer fusion only helps a nest that runs in parallel (and costs isl time)
     fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
         and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
@@ -199,7 +199,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             dom = op_domain(sched_op, red_bodies, outs, epi)
             split = None
         else:
-            own = tuple(_scalarized(b, acc_of) for b in u.bodies)
+            own = tuple(_scalarized(b, acc_of) for b in u.plan.bodies)
             split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
             dom = op_domain(u.op, own, outs, None, split)
             sched_op = u.op

@@ -42,15 +42,7 @@ from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..passes.buffers import EXPENSIVE, INLINE_BUDGET
-from ..strategies.registry import (
-    EpilogueStep,
-    PointwiseNest,
-    ProductCall,
-    ReductionNest,
-    ScanNest,
-    ScatterNest,
-    Step,
-)
+from ..strategies.registry import EpilogueStep, PointwiseNest, ProductCall, ReductionNest, Step
 from .box_pieces import GUARD_ATTR
 from .stripmine import simplify_index
 
@@ -71,10 +63,6 @@ class Unit:
     def op(self) -> ComputeOp:
         """The op whose tensors the unit writes (the consumer of an epilogue)."""
         return self.plan.op
-
-    @property
-    def bodies(self) -> tuple[Expr, ...]:
-        return self.plan.bodies
 
 
 def make_unit(plan: Step) -> Unit:
@@ -163,9 +151,10 @@ def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, 
 
 
 def _plain_reduction(u: Unit) -> bool:
-    """A reduction of its own with scalar accumulators (a strip form would lose its rows in
-    a group, whose members accumulate in registers)."""
-    return u.op.is_reduction and isinstance(u.plan, (ReductionNest, ScanNest, ScatterNest)) and not _strips(u)
+    """A reduction of its own with scalar accumulators, scanned or scattered (a strip form would
+    lose its rows in a group, whose members accumulate in registers)."""
+    return u.op.is_reduction and not isinstance(u.plan, (PointwiseNest, ProductCall, EpilogueStep)) \
+        and not _strips(u)
 
 
 def _strips(u: Unit) -> bool:
@@ -208,7 +197,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
 
 def _strip_reduction(u: Unit) -> bool:
     """A reduction of its own accumulated in strips of its output (:func:`.loops.schedule.buffer_form`)."""
-    return not isinstance(u.plan, EpilogueStep) and _strips_with_epilogue(u)
+    return isinstance(u.plan, ReductionNest) and u.plan.strips and bool(u.outer)
 
 
 def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
@@ -218,7 +207,7 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
     maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
     region).  ``None`` unless the rows align."""
     (p,) = g.units
-    if not (_strips_with_epilogue(p) and _strips_with_epilogue(u)):
+    if not (_strips(p) and p.outer and _strips(u) and u.outer):
         return None
     if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
         return None
@@ -227,11 +216,6 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
         return None
     depth = min(found[0], len(p.outer) - 1)
     return (depth, found[1][:depth]) if depth else None
-
-
-def _strips_with_epilogue(u: Unit) -> bool:
-    """A reduction accumulated in strips, alone or with its fused epilogue."""
-    return _strips(u) and bool(u.outer)
 
 
 def _red_extents(u: Unit) -> tuple[int, ...]:

@@ -122,7 +122,7 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
                 return None  # (a product, scatter-adds, digits: not keyed)
             e = p.epilogue if isinstance(p, EpilogueStep) else None
             units.append((
-                sp.op(u.op), tuple(sp.expr(b) for b in u.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
+                sp.op(u.op), tuple(sp.expr(b) for b in p.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
                 tuple(sp.var(a) for a in u.outer),
                 tuple((sp.var(a), sp.expr(v)) for a, v in u.tau_of.items()),
                 tuple(sp.expr(x) for x in tau),

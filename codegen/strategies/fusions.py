@@ -4,11 +4,11 @@ reads, by plain loops or by the matrix product that finishes each block."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
-from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.ir.tensor import Tensor
 
 from ..loops.domain import covers_box
 from .cost import loop_cycles, vector_lanes
@@ -16,12 +16,6 @@ from .epilogue import Epilogue
 from .plain import Strips
 from .products import MicroKernel, PaddedMicroKernel
 from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
-
-
-@dataclass(frozen=True, eq=False)
-class _Fusion:
-    reduction: ComputeOp
-    epilogue: Epilogue
 
 
 def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
@@ -42,7 +36,7 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
         if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
             continue
         if fits(r, chosen):
-            return Candidate(strategy, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))
+            return Candidate(strategy, op, bodies, Epilogue(op, t, body), absorbs=(r,))
     return None
 
 
@@ -59,7 +53,7 @@ class EpilogueFusion:
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
         own = ctx.costs[r] if self._strips(cand, ctx) else loop_cycles(r, ctx.bodies[r], ctx)
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
@@ -70,13 +64,13 @@ class EpilogueFusion:
         the output buffer, which a consumer of another dtype (a float32 sum rounded to
         bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
         that beats strips in its own float32 temporary plus the consumer's pass."""
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 
     def lower(self, cand, ctx):
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         nest = ReductionNest(r, ctx.bodies[r], self._strips(cand, ctx))
-        return Plan([EpilogueStep(cand.op, cand.bodies, cand.data.epilogue, nest)], absorbs=(r,))
+        return Plan([EpilogueStep(cand.op, cand.bodies, cand.data, nest)], absorbs=(r,))
 
 
 class ProductEpilogue:
@@ -103,13 +97,13 @@ class ProductEpilogue:
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (C: once fewer)
         return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     def lower(self, cand, ctx):
         """The product's own plan, its product steps now computing the consumer."""
-        r, epilogue = cand.data.reduction, cand.data.epilogue
+        r, epilogue = cand.data.reduction.op, cand.data
         inner = ctx.chosen[r].strategy.lower(ctx.chosen[r], ctx)
         steps = [EpilogueStep(cand.op, cand.bodies, epilogue,
                               replace(st, gemm=replace(st.gemm, epilogue=epilogue)))

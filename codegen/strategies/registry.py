@@ -33,15 +33,18 @@ from typing import Any, Protocol
 from tensorad.ir.expr import Expr
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from ..gemm.contraction import Contraction
+from ..loops.stripmine import AxisSplit
 from ..target import Target
+from .epilogue import Epilogue
 
 MAX_DEPTH = 4  # plans nested deeper than this (a piece of a half of ...) are refused
 
 
 @dataclass(frozen=True, eq=False)
 class Step:
-    """One unit of the program: ``op`` computed by one nest or one micro-kernel call, the kind
-    of which (the subclasses below) loop building dispatches on."""
+    """One unit of the program: ``op`` computed by one nest or micro-kernel call, of a kind
+    (a subclass) that loop building dispatches on."""
 
     op: ComputeOp
     bodies: tuple[Expr, ...]
@@ -54,16 +57,15 @@ class Step:
 
 @dataclass(frozen=True, eq=False)
 class PointwiseNest(Step):
-    """An elementwise op's nest, its axes scanned as digits where ``split`` says
-    (:func:`.loops.stripmine.plan_split`)."""
+    """An elementwise op's nest, its axes scanned as digits where ``split`` says."""
 
-    split: Any  # AxisSplit | None
+    split: AxisSplit | None
 
 
 @dataclass(frozen=True, eq=False)
 class ReductionNest(Step):
-    """A reduction's nest: a scalar accumulator per output element, reduction axes innermost,
-    or (``strips``) accumulated in the output where it can hold the sums, an output axis innermost."""
+    """A reduction's nest, with a scalar accumulator per output element (reduction axes
+    innermost) or accumulating in ``strips`` of the output (an output axis innermost)."""
 
     strips: bool = False
 
@@ -75,26 +77,24 @@ class ScanNest(Step):
 
 @dataclass(frozen=True, eq=False)
 class ScatterNest(Step):
-    """Scatter-adds into ``op``'s buffer (:mod:`.strategies.scatter`); ``bodies`` are what they read."""
+    """Scatter-adds into ``op``'s buffer (:mod:`.strategies.scatter`), reading ``bodies``."""
 
-    specs: tuple  # (ScatterSpec, ...)
+    specs: tuple  # ScatterSpec, ...
 
 
 @dataclass(frozen=True, eq=False)
 class ProductCall(Step):
-    """A micro-kernel call (:mod:`.gemm.microkernel`), over the batch points of ``batch_range``
-    (``(axis, lo, hi)``, :mod:`.gemm.padding`) or all of them."""
+    """A micro-kernel call, over the batch points ``(axis, lo, hi)`` of ``batch_range`` or all."""
 
-    gemm: Any  # Contraction
+    gemm: Contraction
     batch_range: tuple | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class EpilogueStep(Step):
-    """Elementwise ``op`` stored by ``reduction``'s nest or micro-kernel call, which computes
-    ``epilogue`` (:mod:`.strategies.epilogue`) on each finished value."""
+    """Elementwise ``op`` stored by its reduction's nest or call, which applies ``epilogue``."""
 
-    epilogue: Any  # Epilogue
+    epilogue: Epilogue
     reduction: ReductionNest | ProductCall
 
     @property
