@@ -354,8 +354,7 @@ class _LoweringMemo:
             # sentinel test moved out of the body into a spec)
             spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, sc.cond, sc.guard)) \
                 if isinstance(p, ScatterNest) else ()
-            red = core.bodies if isinstance(p, EpilogueStep) else ()
-            found = self.reads[u] = frozenset(n.arg for b in u.plan.bodies + red + sides + spec
+            found = self.reads[u] = frozenset(n.arg for b in {*p.bodies, *core.bodies, *sides, *spec}
                                               for n in walk(b) if n.op is Op.READ)
         return found
 

@@ -22,13 +22,14 @@ execution each, as they would in nests of their own.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..options import Options
 from ..program import Nest, owned
-from ..strategies.epilogue import Epilogue
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
@@ -190,25 +191,17 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     width = max(t[1].extent for t in taus) if fuse else 0
     target = opts.target or parse_target()
     for u, tau in zip(group.units, taus):
-        outs = outs_of(u.op)
-        if isinstance(u.plan, EpilogueStep):
-            sched_op = u.plan.core.op
-            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[sched_op])
-            e = u.plan.epilogue
-            epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
-            dom = op_domain(sched_op, red_bodies, outs, epi)
-            split = None
-        else:
-            own = tuple(_scalarized(b, acc_of) for b in u.plan.bodies)
-            split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
-            dom = op_domain(u.op, own, outs, None, split)
-            sched_op = u.op
+        outs, sched_op = outs_of(u.op), u.plan.core.op  # (an epilogue's: its reduction)
+        own = tuple(_scalarized(b, acc_of) for b in bodies[sched_op])
+        e = u.plan.epilogue if isinstance(u.plan, EpilogueStep) else None
+        epi = None if e is None else replace(e, body=_scalarized(e.body, acc_of))
+        split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
+        dom = op_domain(sched_op, own, outs, epi, split)
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        fused = isinstance(u.plan, EpilogueStep)
-        members.append((u, tau, member, red_bodies if fused else own, split))
+        members.append((u, tau, member, own, split))
         member_accs.append(tuple(dom.accumulators))
-        member_epilogues.append((epi.body,) if fused else ())
+        member_epilogues.append(() if epi is None else (epi.body,))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:

@@ -11,16 +11,15 @@ its own outer loops are at, they can share those loops::
       s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
       for j: Y[i, j] = E[i, j] / s
 
-Terms.  A *unit* is what one nest computes alone: a planned step
-(:class:`.strategies.registry.Step`: an op, with its axes split into digits by
-:mod:`.loops.stripmine`, or a reduction with its fused epilogue, :mod:`.strategies.epilogue`).
-A *group* is a run
-of consecutive units with a *prefix*: for each unit, ``depth`` of its outer loop variables
-(its *tau*; variables of extent 1 are left out), scanned together.  A unit ``C`` joins a group
-when every read of a member ``P`` in ``C`` maps ``P``'s tau to plain outer variables of ``C``,
-the same for every such read (``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the
-sum's ``(i,)``): then all of ``P`` that ``C`` reads at a prefix point is computed at that
-prefix point, earlier in the same iteration.  ``depth`` shrinks to what every member agrees on.
+Terms.  A *unit* is what one nest computes alone, a planned :class:`.strategies.registry.Step`:
+an op (its axes perhaps split into digits by :mod:`.loops.stripmine`), or a reduction with its
+fused epilogue (:mod:`.strategies.epilogue`).  A *group* is a run of consecutive units with a
+*prefix*: for each unit, ``depth`` of its outer loop variables (its *tau*; variables of extent
+1 are left out), scanned together.  A unit ``C`` joins a group when every read of a member ``P``
+in ``C`` maps ``P``'s tau to plain outer variables of ``C``, the same for every such read
+(``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the sum's ``(i,)``): then all of
+``P`` that ``C`` reads at a prefix point is computed at that prefix point, earlier in the same
+iteration.  ``depth`` shrinks to what every member agrees on.
 
 Statements are scheduled ``tau + (position in the group,) + own schedule``, so isl scans the
 prefix once and each unit's own loops inside it, in order.  A reduction whose whole value at a

@@ -154,10 +154,9 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
     ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``plan``: a reduction's loop order as its strategy chose it (a :class:`ReductionNest` with
-    strips: accumulate in the output where it can hold the accumulators, without: never; a
-    :class:`ScanNest`: carried along an axis; else by :func:`prefer_buffer_form`);
-    ``strips_share``: how many reductions' strips share the L1
+    ``plan``: a reduction's loop order as its strategy chose it (a :class:`ReductionNest`'s
+    ``strips``, where the output can hold the sums; a :class:`ScanNest`; else by
+    :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
     (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
     attrs: dict = {}
     stmts = dom.stmts

@@ -16,10 +16,8 @@ REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKerne
             ParityLoops(), EpilogueFusion(), ProductEpilogue(), Scatter(), ScatterSum(), GatheredRows(),
             Hoist(), Scan(), TapAccumulators(), TapStencil(), TermSplit())
 
-#: what ``microkernel=True`` forces, the first offered for an op first: split-K (offered only
-#: where threads would share the blocks unevenly), then the strategies that make products where
-#: the plain micro-kernel takes none (guards made copies, a product per residue class, gathered
-#: rows copied), then the plain micro-kernel
+#: what ``microkernel=True`` forces, the first offered first: split-K (offered where threads share
+#: blocks unevenly), products where the plain micro-kernel takes none, the plain micro-kernel
 MICROKERNEL_FIRST = (SplitK, PaddedMicroKernel, Parity, GatheredRows, MicroKernel)
 
 

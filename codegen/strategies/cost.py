@@ -138,8 +138,7 @@ def short_loop_factor(trips: int, lanes: int) -> float:
 
 
 def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = False) -> float:
-    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``
-    (:class:`.strategies.registry.ReductionNest`)."""
+    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``."""
     iters = math.prod(a.extent for a in op.axes)
     if op.is_reduction:
         red = bodies[0]

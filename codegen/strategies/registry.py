@@ -43,8 +43,7 @@ MAX_DEPTH = 4  # plans nested deeper than this (a piece of a half of ...) are re
 
 @dataclass(frozen=True, eq=False)
 class Step:
-    """One unit of the program: ``op`` computed by one nest or micro-kernel call, of a kind
-    (a subclass) that loop building dispatches on."""
+    """One unit of the program: ``op`` computed by one nest or micro-kernel call, of a kind below."""
 
     op: ComputeOp
     bodies: tuple[Expr, ...]
@@ -64,13 +63,11 @@ class PointwiseNest(Step):
 
 @dataclass(frozen=True, eq=False)
 class ReductionNest(Step):
-    """A reduction's nest, with a scalar accumulator per output element (reduction axes
-    innermost) or accumulating in ``strips`` of the output (an output axis innermost)."""
+    """A reduction's nest: scalar accumulators, or accumulating in ``strips`` of the output."""
 
     strips: bool = False
 
 
-@dataclass(frozen=True, eq=False)
 class ScanNest(Step):
     """A running reduction carried along an output axis (:mod:`.strategies.scan`)."""
 
@@ -156,9 +153,7 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
-    #: strategy classes chosen whatever they cost, the first offered for an op first
-    #: (``microkernel=True``: :data:`.strategies.catalog.MICROKERNEL_FIRST`)
-    forced: tuple = ()
+    forced: tuple = ()  # strategy classes chosen whatever they cost, the first offered first
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
     chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
