@@ -345,7 +345,7 @@ class _LoweringMemo:
         self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.loops.isl_ast.build_loops`)
         self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.loops.shared_nests`)
 
-    def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
+    def unit_reads(self, u: Unit) -> frozenset:
         found = self.reads.get(u)
         if found is None:
             p, core = u.plan, u.plan.core
@@ -380,7 +380,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):
         for u in g.units:
-            for t in memo.unit_reads(u, bodies):
+            for t in memo.unit_reads(u):
                 read_by.setdefault(t, set()).add(k)
     scalar = {op for g in groups if len(g.units) > 1 for op in g.scalar_reductions()
               if covers_box(op, bodies[op])}

@@ -60,10 +60,10 @@ class EpilogueFusion:
 
     @staticmethod
     def _strips(cand, ctx) -> bool:
-        """Whether the fused reduction accumulates in strips: its own choice, except that strips accumulate in
-        the output buffer, which a consumer of another dtype (a float32 sum rounded to
-        bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
-        that beats strips in its own float32 temporary plus the consumer's pass."""
+        """Whether the fused reduction accumulates in strips: its own choice, except that strips
+        accumulate in the output buffer, which a consumer of another dtype (a float32 sum
+        rounded to bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says
+        whether that beats strips in its own float32 temporary plus the consumer's pass."""
         r = cand.data.reduction.op
         return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 
