@@ -49,9 +49,9 @@ from .passes.speculate import speculate
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
-from .strategies.catalog import REGISTRY
-from .strategies.registry import Form, PlanContext, plan_ops
-from .strategies.scatter import lower_scatter, match_scatter
+from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
+from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
+from .strategies.scatter import lower_scatter
 from .target import parse_target
 
 
@@ -218,18 +218,16 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     ctx = PlanContext(opts=opts, target=opts.target or parse_target(), outputs=frozenset(outputs),
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
+                      forced=MICROKERNEL_FIRST if opts.microkernel is True else (),
                       choices=dict(opts.choices), tuning=opts.variants)
-    items, alias = plan_ops(ops, bodies, ctx)
-    units = [make_unit(it.op, it.bodies, split=it.split, reduction=it.reduction,
-                       red_bodies=bodies[it.reduction] if it.reduction is not None else (),
-                       epilogue=it.epilogue, gemm=it.gemm, batch_range=it.batch_range, form=it.form,
-                       scatter=it.scatter)
-             for it in items]
+    steps, alias = plan_ops(ops, bodies, ctx)
+    units = [make_unit(s) for s in steps]
     groups = (plan_groups(order_siblings(units, alias), alias) if opts.fuse
               else [Group([u], 0, [()]) for u in units])
-    alone = (Form.SCATTER, Form.SCAN)  # a scatter-add or a scan is a nest of its own
+    alone = (ScatterNest, ScanNest)  # a scatter-add or a scan is a nest of its own
     groups = [h for g in groups for h in
-              ([Group([u], 0, [()]) for u in g.units] if any(u.form in alone for u in g.units) else [g])]
+              ([Group([u], 0, [()]) for u in g.units] if any(isinstance(u.plan, alone) for u in g.units)
+               else [g])]
     memo = _LoweringMemo()
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
@@ -347,15 +345,16 @@ class _LoweringMemo:
         self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.loops.isl_ast.build_loops`)
         self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.loops.shared_nests`)
 
-    def unit_reads(self, u: Unit, bodies: dict) -> frozenset:
+    def unit_reads(self, u: Unit) -> frozenset:
         found = self.reads.get(u)
         if found is None:
-            sides = (u.gemm.a, u.gemm.b) if u.gemm is not None else ()  # (they may read padded copies)
+            p, core = u.plan, u.plan.core
+            sides = (core.gemm.a, core.gemm.b) if isinstance(core, ProductCall) else ()  # (padded copies)
             # a scatter's specs read what its conditions, guards and targets read (a winner's
             # sentinel test moved out of the body into a spec)
-            spec = tuple(e for sc in u.scatter for e in (*sc.target, sc.value, sc.cond, sc.guard))
-            red = bodies[u.reduction] if u.reduction is not None else ()
-            found = self.reads[u] = frozenset(n.arg for b in u.bodies + red + sides + spec
+            spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, sc.cond, sc.guard)) \
+                if isinstance(p, ScatterNest) else ()
+            found = self.reads[u] = frozenset(n.arg for b in {*p.bodies, *core.bodies, *sides, *spec}
                                               for n in walk(b) if n.op is Op.READ)
         return found
 
@@ -381,7 +380,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):
         for u in g.units:
-            for t in memo.unit_reads(u, bodies):
+            for t in memo.unit_reads(u):
                 read_by.setdefault(t, set()).add(k)
     scalar = {op for g in groups if len(g.units) > 1 for op in g.scalar_reductions()
               if covers_box(op, bodies[op])}
@@ -456,26 +455,26 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
     if len(g.units) > 1:
         return lower_group(g, bodies, outs_of, scalar, opts, scans, alias)
     u = g.units[0]
-    specs = (u.scatter or (match_scatter(u.op, bodies[u.op]),)) if u.form is Form.SCATTER else ()
-    if specs and all(s is not None for s in specs):
+    if isinstance(u.plan, ScatterNest):
         out = outs_of(u.op)[0]
-        return lower_scatter(u.op, specs, out, opts) if out is not None else []
-    if u.reduction is not None:  # (a product's epilogue: emitted by the micro-kernel, ``u.gemm``)
-        return _lower_op(u.reduction, bodies, outs_of(u.op), u.epilogue, u.gemm, opts,
-                         batch_range=u.batch_range, form=u.form, scans=scans)
+        return lower_scatter(u.op, u.plan.specs, out, opts) if out is not None else []
+    if isinstance(u.plan, EpilogueStep):  # (a product's epilogue: emitted by the micro-kernel)
+        return _lower_op(u.plan.reduction, bodies, outs_of(u.op), opts, u.plan.epilogue, scans=scans)
     split = unit_split(u, bodies[u.op], (), opts.target or parse_target())  # (short rows as one loop)
-    made = _lower_op(u.op, bodies, outs_of(u.op), None, u.gemm, opts, split, u.batch_range, u.form, scans)
+    made = _lower_op(u.plan, bodies, outs_of(u.op), opts, None, split, scans)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already
         made = [st for st in made if not isinstance(st, Fill)]
     return made
 
 
-def _lower_op(op: ComputeOp, bodies: dict, outs: list[Buffer | None], epilogue, gemm, opts: Options,
-              split=None, batch_range=None, form=None, scans: dict | None = None) -> list:
+def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options, epilogue=None,
+              split=None, scans: dict | None = None) -> list:
     """The steps (fills, then one nest) computing one materialized op (a product's
     ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.gemm.padding`)."""
+    op = step.op
+    gemm, batch_range = (step.gemm, step.batch_range) if isinstance(step, ProductCall) else (None, None)
     dom = op_domain(op, bodies[op], outs, epilogue, split)
-    stmts, attrs = schedule_nest(op, dom, outs, opts, form=form)
+    stmts, attrs = schedule_nest(op, dom, outs, opts, plan=step)
     if batch_range is not None:
         stmts = restrict_batch(stmts, *batch_range)
     body = build_loops(stmts, scans)

@@ -39,7 +39,7 @@ from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import free_vars, replace_reads, walk
 from tensorad.ir.tensor import ComputeOp
 
-from ..strategies.registry import Form
+from ..strategies.registry import PointwiseNest
 from ..target import Target
 from .schedule import strides
 from .stripmine import AxisSplit
@@ -116,12 +116,13 @@ def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Ta
     """The split a unit (:class:`.loops.nest_groups.Unit`) of an elementwise op is lowered with: its own
     digit split, plus its last two axes scanned as one loop when :func:`coalesce_split`
     allows and neither is in ``tau``, the prefix its fused nest scans (a gemm, a scatter, a
-    reduction or an epilogue unit keeps its split)."""
-    op = unit.op
-    if unit.reduction is not None or op.is_reduction or unit.gemm is not None or unit.form is Form.SCATTER \
-            or unit.batch_range is not None or len(op.axes) < 2 or set(op.axes[-2:]) & set(tau):
-        return unit.split
-    return coalesce_split(op, bodies, unit.split, vector_block(target, op.body[0].dtype))
+    reduction or an epilogue unit has none)."""
+    op, plan = unit.op, unit.plan
+    if not isinstance(plan, PointwiseNest):
+        return None
+    if len(op.axes) < 2 or set(op.axes[-2:]) & set(tau):
+        return plan.split
+    return coalesce_split(op, bodies, plan.split, vector_block(target, op.body[0].dtype))
 
 
 def only_merged(split: AxisSplit | None) -> bool:

@@ -22,13 +22,15 @@ execution each, as they would in nests of their own.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..options import Options
 from ..program import Nest, owned
-from ..strategies.epilogue import Epilogue
+from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
 from .domain import PolyStmt, op_domain
@@ -44,7 +46,7 @@ def _box_work(group: Group) -> int:
     total = 0
     for u in group.units:
         n = 1
-        for a in u.outer + tuple((u.reduction or u.op).reduce_axes):
+        for a in u.outer + tuple(u.plan.core.op.reduce_axes):
             n *= a.extent
         total += n
     return total
@@ -61,7 +63,7 @@ def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
 def _scanned(u, split) -> tuple | None:
     """The variables ``u``'s statements scan when it is elementwise and scanned as its own axes
     in order, no digits (its last two perhaps as one loop, :mod:`.loops.coalesce`), else ``None``."""
-    if u.reduction is not None or u.op.is_reduction or u.gemm is not None:
+    if not isinstance(u.plan, PointwiseNest):
         return None
     if split is None:
         return tuple(u.op.axes)
@@ -156,7 +158,7 @@ def shared_reductions(members: list, accumulators: list, epilogues: list,
     shape = None
     for g, (u, tau, member, bodies, split) in enumerate(members):
         mine = None
-        if (u.reduction is not None or u.op.is_reduction) and u.gemm is None and split is None:
+        if isinstance(u.plan.core, ReductionNest) and split is None:
             mine = _loop_shape(tau, member)
         if mine is not None and run and mine == shape:
             written = {alias.get(members[k][0].op, members[k][0].op) for k in run}
@@ -182,31 +184,24 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     fills, stmts, accs, notes, members, member_accs, member_epilogues = [], [], [], [], [], [], []
     depth = group.depth
     taus = [list(t) for t in group.taus]
-    weight = work_weight([b for u in group.units for b in u.bodies])
+    weight = work_weight([b for u in group.units for b in u.plan.bodies])
     # the short-outer fusion only helps a nest that runs in parallel (and costs isl time)
     fuse = depth >= 2 and all(t[0].extent < FUSE_BELOW for t in taus) \
         and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
     width = max(t[1].extent for t in taus) if fuse else 0
     target = opts.target or parse_target()
     for u, tau in zip(group.units, taus):
-        outs = outs_of(u.op)
-        if u.reduction is not None:
-            red_bodies = tuple(_scalarized(b, acc_of) for b in bodies[u.reduction])
-            e = u.epilogue
-            epi = Epilogue(e.consumer, e.reduction, _scalarized(e.body, acc_of))
-            dom = op_domain(u.reduction, red_bodies, outs, epi)
-            sched_op = u.reduction
-            split = None
-        else:
-            own = tuple(_scalarized(b, acc_of) for b in u.bodies)
-            split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
-            dom = op_domain(u.op, own, outs, None, split)
-            sched_op = u.op
+        outs, sched_op = outs_of(u.op), u.plan.core.op  # (an epilogue's: its reduction)
+        own = tuple(_scalarized(b, acc_of) for b in bodies[sched_op])
+        e = u.plan.epilogue if isinstance(u.plan, EpilogueStep) else None
+        epi = None if e is None else replace(e, body=_scalarized(e.body, acc_of))
+        split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
+        dom = op_domain(sched_op, own, outs, epi, split)
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
-        members.append((u, tau, member, own if u.reduction is None else red_bodies, split))
+        members.append((u, tau, member, own, split))
         member_accs.append(tuple(dom.accumulators))
-        member_epilogues.append(() if u.reduction is None else (epi.body,))
+        member_epilogues.append(() if epi is None else (epi.body,))
         fills.extend(dom.fills)
         accs.extend(dom.accumulators)
         if u.op in scalar:

@@ -11,15 +11,15 @@ its own outer loops are at, they can share those loops::
       s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
       for j: Y[i, j] = E[i, j] / s
 
-Terms.  A *unit* is what one nest computes alone: an op (with its axes split into digits by
-:mod:`.loops.stripmine`), or a reduction with its fused epilogue (:mod:`.strategies.epilogue`).
-A *group* is a run
-of consecutive units with a *prefix*: for each unit, ``depth`` of its outer loop variables
-(its *tau*; variables of extent 1 are left out), scanned together.  A unit ``C`` joins a group
-when every read of a member ``P`` in ``C`` maps ``P``'s tau to plain outer variables of ``C``,
-the same for every such read (``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the
-sum's ``(i,)``): then all of ``P`` that ``C`` reads at a prefix point is computed at that
-prefix point, earlier in the same iteration.  ``depth`` shrinks to what every member agrees on.
+Terms.  A *unit* is what one nest computes alone, a planned :class:`.strategies.registry.Step`:
+an op (its axes perhaps split into digits by :mod:`.loops.stripmine`), or a reduction with its
+fused epilogue (:mod:`.strategies.epilogue`).  A *group* is a run of consecutive units with a
+*prefix*: for each unit, ``depth`` of its outer loop variables (its *tau*; variables of extent
+1 are left out), scanned together.  A unit ``C`` joins a group when every read of a member ``P``
+in ``C`` maps ``P``'s tau to plain outer variables of ``C``, the same for every such read
+(``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the sum's ``(i,)``): then all of
+``P`` that ``C`` reads at a prefix point is computed at that prefix point, earlier in the same
+iteration.  ``depth`` shrinks to what every member agrees on.
 
 Statements are scheduled ``tau + (position in the group,) + own schedule``, so isl scans the
 prefix once and each unit's own loops inside it, in order.  A reduction whose whole value at a
@@ -34,57 +34,45 @@ execution (:func:`.loops.work.count_work` with owners), so members side by side 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..passes.buffers import EXPENSIVE, INLINE_BUDGET
-from ..strategies.registry import Form
+from ..strategies.registry import EpilogueStep, PointwiseNest, ProductCall, ReductionNest, Step
 from .box_pieces import GUARD_ATTR
-from .stripmine import AxisSplit, simplify_index
+from .stripmine import simplify_index
 
 MAX_MEMBERS = 8
 
 
 @dataclass(eq=False)
 class Unit:
-    """What one nest computes alone (see the module docstring)."""
+    """What one nest computes alone (see the module docstring): a planned step, and its
+    statements' outer variables as alignment reads them."""
 
-    op: ComputeOp  # the op whose tensors the unit writes (the consumer of an epilogue)
-    bodies: tuple[Expr, ...]  # as lowered (inlined, speculated), over ``op``'s axes
+    plan: Step
     outer: tuple[Expr, ...]  # the statements' outer variables (digits when split)
     check: tuple[Expr, ...]  # what the unit reads, over ``outer`` (for alignment)
-    tau_of: dict = field(default_factory=dict)  # outer var -> expression over op's axes
-    reduction: ComputeOp | None = None  # the reduction of an epilogue unit
-    epilogue: object = None
-    gemm: object = None
-    split: AxisSplit | None = None
-    batch_range: tuple | None = None  # (axis, lo, hi): a product computing these batch points
-    form: Form | None = None  # a reduction's loop order (:func:`.loops.schedule.schedule_nest`)
-    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    tau_of: dict  # outer var -> expression over op's axes
+
+    @property
+    def op(self) -> ComputeOp:
+        """The op whose tensors the unit writes (the consumer of an epilogue)."""
+        return self.plan.op
 
 
-def make_unit(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None = None,
-              reduction: ComputeOp | None = None, red_bodies: tuple[Expr, ...] = (),
-              epilogue=None, gemm=None, batch_range: tuple | None = None, form: Form | None = None,
-              scatter: tuple = ()) -> Unit:
-    if reduction is not None:  # statements run over the reduction's axes
-        outer = tuple(reduction.axes)
-        moved = substitute(epilogue.body, dict(zip(op.axes, outer)))
-        check = tuple(red_bodies) + (moved,)
-        tau_of = dict(zip(outer, op.axes))
-    elif split is not None:
-        outer = split.vars
-        check = tuple(split.apply(b) for b in bodies)
-        tau_of = split.digit_of
-    else:
-        outer = tuple(op.axes)
-        check = tuple(bodies)
-        tau_of = {a: a for a in outer}
-    return Unit(op, tuple(bodies), outer, check, tau_of, reduction, epilogue, gemm, split, batch_range, form,
-                scatter)
+def make_unit(plan: Step) -> Unit:
+    op, bodies = plan.op, plan.bodies
+    if isinstance(plan, EpilogueStep):  # statements run over the reduction's axes
+        outer = tuple(plan.reduction.op.axes)
+        moved = substitute(plan.epilogue.body, dict(zip(op.axes, outer)))
+        return Unit(plan, outer, tuple(plan.reduction.bodies) + (moved,), dict(zip(outer, op.axes)))
+    if isinstance(plan, PointwiseNest) and plan.split is not None:
+        return Unit(plan, plan.split.vars, tuple(plan.split.apply(b) for b in bodies), plan.split.digit_of)
+    return Unit(plan, tuple(op.axes), tuple(bodies), {a: a for a in op.axes})
 
 
 @dataclass(eq=False)
@@ -100,7 +88,7 @@ class Group:
         if self.strips:
             return out  # (each accumulates in its own output buffer)
         for u, tau in zip(self.units, self.taus):
-            if u.reduction is None and u.op.is_reduction and u.gemm is None:
+            if isinstance(u.plan, ReductionNest):
                 rest = [a for a in u.outer if a not in tau[:self.depth]]
                 if all(a.extent == 1 for a in rest):
                     out.add(u.op)
@@ -108,7 +96,7 @@ class Group:
 
 
 def _member_reads(unit: Unit, members: dict[ComputeOp, int]):
-    internal = unit.reduction
+    internal = unit.plan.core.op
     for e in unit.check:
         for n in walk(e):
             if n.op is Op.READ and n.arg.op in members and n.arg.op is not unit.op \
@@ -154,17 +142,27 @@ def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, 
     pos = [outer.index(v) for v in tau]
     if pos != sorted(pos):
         return None
-    inner_digits = set(unit.split.remainders) if unit.split is not None else set()
+    split = unit.plan.split if isinstance(unit.plan, PointwiseNest) else None
+    inner_digits = set(split.remainders) if split is not None else set()
     if any(outer[q] not in inner_digits and outer[q].extent > 1 for q in range(pos[-1]) if q not in pos):
         return None  # the unit's loops would be scanned out of order (strided stores)
     return depth, tau
 
 
 def _plain_reduction(u: Unit) -> bool:
-    """A reduction of its own with scalar accumulators (a strip form would lose its rows in
-    a group, whose members accumulate in registers)."""
-    return u.op.is_reduction and u.reduction is None and u.gemm is None and u.split is None \
-        and u.form is not Form.STRIPS
+    """A reduction of its own with scalar accumulators, scanned or scattered (a strip form would
+    lose its rows in a group, whose members accumulate in registers)."""
+    return u.op.is_reduction and not isinstance(u.plan, (PointwiseNest, ProductCall, EpilogueStep)) \
+        and not _strips(u)
+
+
+def _strips(u: Unit) -> bool:
+    """Whether ``u`` (or its epilogue's reduction) accumulates in strips of its output."""
+    return isinstance(u.plan.core, ReductionNest) and u.plan.core.strips
+
+
+def _product(u: Unit) -> bool:
+    return isinstance(u.plan.core, ProductCall)
 
 
 def _reads(u: Unit) -> set:
@@ -184,7 +182,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
     hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
     yet computed)."""
     members = _members(group, alias)
-    if not _plain_reduction(unit) or not all(u.gemm is None for u in group.units):
+    if not _plain_reduction(unit) or any(_product(u) for u in group.units):
         return None
     reads = _reads(unit)
     if any(t.op in members for t in reads) or not any(reads & _reads(u) for u in group.units):
@@ -198,7 +196,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
 
 def _strip_reduction(u: Unit) -> bool:
     """A reduction of its own accumulated in strips of its output (:func:`.loops.schedule.buffer_form`)."""
-    return u.reduction is None and _strips_with_epilogue(u)
+    return isinstance(u.plan, ReductionNest) and u.plan.strips and bool(u.outer)
 
 
 def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
@@ -208,7 +206,7 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
     maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
     region).  ``None`` unless the rows align."""
     (p,) = g.units
-    if not (_strips_with_epilogue(p) and _strips_with_epilogue(u)):
+    if not (_strips(p) and p.outer and _strips(u) and u.outer):
         return None
     if tuple(v.extent for v in p.outer) != tuple(v.extent for v in u.outer):
         return None
@@ -217,12 +215,6 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
         return None
     depth = min(found[0], len(p.outer) - 1)
     return (depth, found[1][:depth]) if depth else None
-
-
-def _strips_with_epilogue(u: Unit) -> bool:
-    """A reduction accumulated in strips, alone or with its fused epilogue."""
-    return u.form is Form.STRIPS and u.gemm is None and u.split is None and bool(u.outer) \
-        and (u.op.is_reduction or u.reduction is not None)
 
 
 def _red_extents(u: Unit) -> tuple[int, ...]:
@@ -277,7 +269,7 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
                 between |= writes
         k += 1
     for k, u in enumerate(list(out)):  # a strip chain's units next to each other (_strip_chain)
-        if u.form is not Form.STRIPS:
+        if not _strips(u):
             continue
         needs = {t.op for t in _reads(u)}
         j = next((j for j in range(k - 1, -1, -1) if out[j].op in needs and _strip_reduction(out[j])), None)
@@ -325,9 +317,9 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             g.depth = chained[0]
             heavy += h
             continue
-        if u.gemm is None and g is not None and g.units[-1].gemm is None and g.depth \
+        if not _product(u) and g is not None and not _product(g.units[-1]) and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
-                and not any(v.form is Form.STRIPS for v in (*g.units, u)):
+                and not any(_strips(v) for v in (*g.units, u)):
             joined = _alignment(g, u, alias) or _sibling(g, u, alias)
             if joined is not None:
                 depth, tau = joined

@@ -28,7 +28,7 @@ from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
 from ..program import Buffer, If, Loop, Store
-from ..strategies.registry import Form
+from ..strategies.registry import ReductionNest, ScanNest, Step
 from ..strategies.scan import find_scan, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
@@ -148,26 +148,27 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
-                  fuse_outer: bool = True, form: Form | None = None, strips_share: int = 1
+                  fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
     """The statements to scan (schedules possibly rewritten) and nest attributes.
 
     ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
     ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``form``: a reduction's loop order as its strategy chose it (``Form.STRIPS``: accumulate in
-    the output where it can hold the accumulators, ``Form.ACCUMULATORS``: never; ``None``: by
+    ``plan``: a reduction's loop order as its strategy chose it (a :class:`ReductionNest`'s
+    ``strips``, where the output can hold the sums; a :class:`ScanNest`; else by
     :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
     (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
-    if info is None or not allow_buffer or outputs[0] is None:
+    if info is None or not allow_buffer or outputs[0] is None or isinstance(plan, ScanNest):
         wanted = False
-    elif form is not None:
-        wanted = form is Form.STRIPS and _buffer_can_accumulate(info, outputs[0].dtype)
+    elif isinstance(plan, ReductionNest):
+        wanted = plan.strips and _buffer_can_accumulate(info, outputs[0].dtype)
     else:
         wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
-    outs = scan_buffers(info, outputs) if form is Form.SCAN and info is not None and allow_buffer else None
+    scan = isinstance(plan, ScanNest) and info is not None and allow_buffer
+    outs = scan_buffers(info, outputs) if scan else None
     spec = find_scan(info, ordered=not opts.fastmath) if outs is not None else None
     if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"

@@ -34,7 +34,7 @@ from tensorad.ir.spelling import Speller, Unkeyable, hashable
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
-from ..strategies.registry import Form
+from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
 from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -116,19 +116,20 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
     units = []
     try:
         for u, tau in zip(g.units, g.taus):
-            if u.gemm is not None or u.split is not None or u.batch_range is not None or u.scatter \
-                    or u.form is Form.SCATTER:
-                return None
-            e = u.epilogue
+            p, core = u.plan, u.plan.core
+            if not isinstance(core, (ReductionNest, ScanNest)) \
+                    and not (isinstance(p, PointwiseNest) and p.split is None):
+                return None  # (a product, scatter-adds, digits: not keyed)
+            e = p.epilogue if isinstance(p, EpilogueStep) else None
             units.append((
-                sp.op(u.op), tuple(sp.expr(b) for b in u.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
+                sp.op(u.op), tuple(sp.expr(b) for b in p.bodies), tuple(sp.expr(b) for b in bodies[u.op]),
                 tuple(sp.var(a) for a in u.outer),
                 tuple((sp.var(a), sp.expr(v)) for a, v in u.tau_of.items()),
                 tuple(sp.expr(x) for x in tau),
-                None if u.reduction is None else
-                (sp.op(u.reduction), tuple(sp.expr(b) for b in bodies[u.reduction])),
+                None if e is None else (sp.op(core.op), tuple(sp.expr(b) for b in bodies[core.op])),
                 None if e is None else (sp.op(e.consumer), sp.tensor(e.reduction), sp.expr(e.body)),
-                u.form, u.op in scalar, tuple(sp.buffer(b) for b in outs_of(u.op))))
+                type(p), isinstance(core, ReductionNest) and core.strips, u.op in scalar,
+                tuple(sp.buffer(b) for b in outs_of(u.op))))
     except Unkeyable:
         return None
     return (g.depth, tuple(units), tuple(sp.lines)), sp

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from ..options import Options
 from ..program import Nest, owned
-from ..strategies.registry import Form
 from .domain import PolyStmt, op_domain
 from .isl_ast import build_loops
 from .nest_groups import Group
@@ -41,7 +40,7 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
         if outs[0] is None:
             return None
         dom = op_domain(u.op, bodies[u.op], outs, None)
-        member, attrs = schedule_nest(u.op, dom, outs, opts, form=Form.STRIPS, strips_share=n)
+        member, attrs = schedule_nest(u.op, dom, outs, opts, plan=u.plan, strips_share=n)
         if attrs.get("note") != NOTE or (attrs0 is not None and attrs != attrs0):
             return None
         if stmts and len(member[0].schedule) != len(stmts[0].schedule) - 1:

@@ -2,9 +2,9 @@
 
 The registry and its driver, the strategies by kind, and the cost model:
 
-* ``registry``       strategies as registered objects (match, cost, lower; forced by options)
-  and the driver that keeps the cheapest
-* ``catalog``        the registered strategies, in order
+* ``registry``       the plan steps strategies lower to (a kind per nest or call), strategies
+  as registered objects (match, cost, lower), and the driver that keeps the forced or cheapest
+* ``catalog``        the registered strategies, in order, and those ``microkernel=True`` forces
 * ``cost``           the cost model in cycles; whether a backward loads or recomputes a value
 * ``plain``          plain loops: accumulators, strips, collapsed axes, scans
 * ``products``       matrix products: the micro-kernel, padded, split-K, parity, terms, gathered rows

@@ -16,5 +16,9 @@ REGISTRY = (Loops(), Strips(), CollapsedLoops(), MicroKernel(), PaddedMicroKerne
             ParityLoops(), EpilogueFusion(), ProductEpilogue(), Scatter(), ScatterSum(), GatheredRows(),
             Hoist(), Scan(), TapAccumulators(), TapStencil(), TermSplit())
 
+#: what ``microkernel=True`` forces, the first offered first: split-K (offered where threads share
+#: blocks unevenly), products where the plain micro-kernel takes none, the plain micro-kernel
+MICROKERNEL_FIRST = (SplitK, PaddedMicroKernel, Parity, GatheredRows, MicroKernel)
 
-__all__ = ["REGISTRY"]
+
+__all__ = ["REGISTRY", "MICROKERNEL_FIRST"]

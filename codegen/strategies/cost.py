@@ -65,7 +65,7 @@ from tensorad.ir.tensor import ComputeOp
 from ..gemm.contraction import Contraction
 from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from ..target import Target
-from .registry import Form, PlanContext
+from .registry import PlanContext
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
 
@@ -137,15 +137,15 @@ def short_loop_factor(trips: int, lanes: int) -> float:
     return max(1.0, steps * INTERLEAVE * lanes / trips)
 
 
-def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, form: Form = Form.ACCUMULATORS) -> float:
-    """Plain loops over ``op``'s box (and its reduction's), innermost as ``form`` says."""
+def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = False) -> float:
+    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``."""
     iters = math.prod(a.extent for a in op.axes)
     if op.is_reduction:
         red = bodies[0]
         iters *= math.prod(a.extent for a in red.arg.axes)
         costs = strip_costs(op, bodies)
         if costs is not None:
-            access = costs[1] if form is Form.STRIPS else costs[0]
+            access = costs[1] if strips else costs[0]
         else:
             inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
             access = access_cost(reads_in(red.src), inner, strides) if inner is not None else 0

@@ -4,24 +4,18 @@ reads, by plain loops or by the matrix product that finishes each block."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
-from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.ir.tensor import Tensor
 
 from ..loops.domain import covers_box
 from .cost import loop_cycles, vector_lanes
 from .epilogue import Epilogue
 from .plain import Strips
 from .products import MicroKernel, PaddedMicroKernel
-from .registry import Candidate, Form, Item, Plan
-
-
-@dataclass(frozen=True, eq=False)
-class _Fusion:
-    reduction: ComputeOp
-    epilogue: Epilogue
+from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 
 
 def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
@@ -42,7 +36,7 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
         if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
             continue
         if fits(r, chosen):
-            return Candidate(strategy, op, bodies, _Fusion(r, Epilogue(op, t, body)), absorbs=(r,))
+            return Candidate(strategy, op, bodies, Epilogue(op, t, body), absorbs=(r,))
     return None
 
 
@@ -59,25 +53,24 @@ class EpilogueFusion:
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
-        own = ctx.costs[r] if self._form(cand, ctx) is Form.STRIPS else loop_cycles(r, ctx.bodies[r], ctx)
+        own = ctx.costs[r] if self._strips(cand, ctx) else loop_cycles(r, ctx.bodies[r], ctx)
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     @staticmethod
-    def _form(cand, ctx) -> str:
-        """The fused reduction's loop order: its own choice, except that strips accumulate in
-        the output buffer, which a consumer of another dtype (a float32 sum rounded to
-        bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says whether
-        that beats strips in its own float32 temporary plus the consumer's pass."""
-        r = cand.data.reduction
-        strips = ctx.chosen[r].strategy.name == Strips.name
-        return Form.STRIPS if strips and cand.op.body[0].dtype == r.body[0].dtype else Form.ACCUMULATORS
+    def _strips(cand, ctx) -> bool:
+        """Whether the fused reduction accumulates in strips: its own choice, except that strips
+        accumulate in the output buffer, which a consumer of another dtype (a float32 sum
+        rounded to bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says
+        whether that beats strips in its own float32 temporary plus the consumer's pass."""
+        r = cand.data.reduction.op
+        return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 
     def lower(self, cand, ctx):
-        r = cand.data.reduction
-        return Plan([Item(cand.op, cand.bodies, reduction=r, epilogue=cand.data.epilogue,
-                          form=self._form(cand, ctx))], absorbs=(r,))
+        r = cand.data.reduction.op
+        nest = ReductionNest(r, ctx.bodies[r], self._strips(cand, ctx))
+        return Plan([EpilogueStep(cand.op, cand.bodies, cand.data, nest)], absorbs=(r,))
 
 
 class ProductEpilogue:
@@ -91,7 +84,7 @@ class ProductEpilogue:
     dtype, and not an output; the consumer holds no reduction and no checked gather."""
 
     name = "product-epilogue"
-    PRODUCTS = (MicroKernel.name, PaddedMicroKernel.name)
+    PRODUCTS = (MicroKernel, PaddedMicroKernel)
 
     def match(self, op, bodies, ctx):
         # the finisher evaluates no reduction, and no gather index under mode="raise", whose
@@ -99,21 +92,20 @@ class ProductEpilogue:
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []
-        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.strategy.name in self.PRODUCTS
-                              and bodies[0].dtype == r.body[0].dtype)
+        fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: bodies[0].dtype == r.body[0].dtype
+                              and isinstance(chosen.strategy, self.PRODUCTS))
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
-        r = cand.data.reduction
+        r = cand.data.reduction.op
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (C: once fewer)
         return ctx.costs[r] + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     def lower(self, cand, ctx):
         """The product's own plan, its product steps now computing the consumer."""
-        r, epilogue = cand.data.reduction, cand.data.epilogue
+        r, epilogue = cand.data.reduction.op, cand.data
         inner = ctx.chosen[r].strategy.lower(ctx.chosen[r], ctx)
-        steps = [Item(cand.op, cand.bodies, gemm=replace(st.gemm, epilogue=epilogue), reduction=r,
-                      epilogue=epilogue, batch_range=st.batch_range)
-                 if isinstance(st, Item) and st.op is r and st.gemm is not None else st
-                 for st in inner.steps]
+        steps = [EpilogueStep(cand.op, cand.bodies, epilogue,
+                              replace(st, gemm=replace(st.gemm, epilogue=epilogue)))
+                 if isinstance(st, ProductCall) and st.op is r else st for st in inner.steps]
         return Plan(steps, inner.alias, absorbs=(r,))

@@ -20,7 +20,7 @@ from .cost import (
     vector_lanes,
 )
 from .products import default_spec
-from .registry import Candidate, Form, Item, Plan
+from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
 from .scan import find_scan
 
 
@@ -38,8 +38,8 @@ class Loops:
     def lower(self, cand, ctx):
         op = cand.op
         if op.is_reduction:
-            return Plan([Item(op, cand.bodies, form=Form.ACCUMULATORS)])
-        return Plan([Item(op, cand.bodies, split=plan_split(tuple(op.axes), cand.bodies))])
+            return Plan([ReductionNest(op, cand.bodies)])
+        return Plan([PointwiseNest(op, cand.bodies, plan_split(tuple(op.axes), cand.bodies))])
 
 
 class Strips:
@@ -54,10 +54,10 @@ class Strips:
         return [Candidate(self, op, bodies, single_nest=True)]
 
     def cost(self, cand, ctx):
-        return loop_cycles(cand.op, cand.bodies, ctx, Form.STRIPS)
+        return loop_cycles(cand.op, cand.bodies, ctx, strips=True)
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form=Form.STRIPS)])
+        return Plan([ReductionNest(cand.op, cand.bodies, strips=True)])
 
 
 def _collapsible(red) -> tuple | None:
@@ -132,7 +132,7 @@ class CollapsedLoops:
         return loop_cycles(cand.op, original, ctx) * gain
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form=Form.ACCUMULATORS)])
+        return Plan([ReductionNest(cand.op, cand.bodies)])
 
 
 def _carries_every_value(op, bodies) -> bool:
@@ -171,4 +171,4 @@ class Scan:
         return (spec.updates * (2 + access + heavy_count(cand.bodies)) + 2 * points) / lanes
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form=Form.SCAN)])
+        return Plan([ScanNest(cand.op, cand.bodies)])

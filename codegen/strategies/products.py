@@ -18,7 +18,7 @@ from ..loops.stripmine import plan_split
 from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
-from .registry import Candidate, Form, Item, Open, Plan, PlanContext
+from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall
 from .term_split import split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
@@ -103,11 +103,8 @@ class MicroKernel:
     def cost(self, cand, ctx):
         return contraction_cycles(cand.data, ctx)
 
-    def forced(self, cand, ctx):
-        return 1 if ctx.opts.microkernel is True else 0
-
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, gemm=cand.data)])
+        return Plan([ProductCall(cand.op, cand.bodies, cand.data)])
 
 
 class PaddedMicroKernel:
@@ -128,21 +125,18 @@ class PaddedMicroKernel:
     def cost(self, cand, ctx):
         return padded_cycles(cand.data, ctx)
 
-    def forced(self, cand, ctx):  # (before the plain micro-kernel: its guards become copies)
-        return 2 if ctx.opts.microkernel is True else 0
-
     def lower(self, cand, ctx):
         steps: list = []
         alias = {}
         first_copy = None
         for copies, spec, batch_range in cand.data:  # zero-padded copies, then the product
             for copy in copies:
-                steps.append(Item(copy, copy.body, split=plan_split(tuple(copy.axes), copy.body)))
+                steps.append(PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)))
                 if batch_range is not None:  # the chunks' copies share one buffer
                     first_copy = first_copy or copy
                     if copy is not first_copy:
                         alias[copy] = first_copy
-            steps.append(Item(cand.op, cand.bodies, gemm=spec, batch_range=batch_range))
+            steps.append(ProductCall(cand.op, cand.bodies, spec, batch_range))
         return Plan(steps, alias)
 
 
@@ -168,9 +162,6 @@ class SplitK:
         part, part_spec, total = cand.data
         return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
 
-    def forced(self, cand, ctx):  # (offered only where threads would share the blocks unevenly)
-        return 3 if ctx.opts.microkernel is True else 0
-
     def lower(self, cand, ctx):
         part, _, total = cand.data
         return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
@@ -194,9 +185,6 @@ class Parity:
     def cost(self, cand, ctx):
         pieces, specs, gather = cand.data
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
-
-    def forced(self, cand, ctx):  # (products in place of a non-product: the micro-kernel applies)
-        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         pieces, _, gather = cand.data
@@ -268,7 +256,7 @@ class ParityLoops:
 
     def cost(self, cand, ctx):
         pieces, _, gather = cand.data
-        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, Form.STRIPS)) for p in pieces)
+        best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, strips=True)) for p in pieces)
         return best + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):
@@ -299,9 +287,6 @@ class GatheredRows:
     def cost(self, cand, ctx):
         copies, _, spec = cand.data
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
-
-    def forced(self, cand, ctx):  # (rows copied so that the micro-kernel applies)
-        return 2 if ctx.opts.microkernel is True else 0
 
     def lower(self, cand, ctx):
         copies, product, _ = cand.data

@@ -9,60 +9,94 @@ strided convolution's gradient, or as the epilogue of the reduction it reads.  E
 * ``match(op, bodies, ctx)`` -- the candidates it offers for ``op`` (empty: it does not apply;
   several: variants such as register tiles, which ``tune=True`` measures);
 * ``cost(candidate, target)`` -- estimated cycles on one core of ``target`` (the cost model);
-* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (an :class:`Item` is one
-  nest or micro-kernel call) and new ops for the registry to plan in turn (:class:`Open`: a
-  split-K half, a parity piece), plus buffers shared between ops (``alias``) and earlier ops
-  whose values it computes itself (``absorbs``: an epilogue's reduction);
-* optionally ``forced(candidate, ctx)`` -- how strongly the options force it whatever it
-  costs (``microkernel=True`` forces the micro-kernel's strategies).
+* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (a :class:`Step` of one
+  kind: an elementwise or reduction nest, a scan, scatter-adds, a micro-kernel call, an
+  epilogue stored by its reduction's nest or call) and new ops for the registry to plan in
+  turn (:class:`Open`: a split-K half, a parity piece), plus buffers shared between ops
+  (``alias``) and earlier ops whose values it computes itself (``absorbs``: an epilogue's
+  reduction).
 
-:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the
-strongest forced candidate if any, else the cheapest (cost minus the cost of the plans it
-absorbs; ties go to the strategy registered first), and expands its plan.  It knows no
-strategy by name.  A candidate is named by its strategy and variant (``Candidate.label``) and
-its op by a *point* (the op's name and position, and its parent's point for planned sub-ops):
-``Options.choices`` pins a point to a label (what :mod:`.tune` measured), and
-:attr:`PlanContext.offered` records what was offered.
+:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the first
+candidate of the first strategy the options force (:attr:`PlanContext.forced`) if any, else
+the cheapest (cost minus the cost of the plans it absorbs; ties go to the strategy registered
+first), and expands its plan.  It knows no strategy by name.  A candidate is named by its
+strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
+position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
+label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what was offered.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tensorad.ir.expr import Expr
 from tensorad.ir.tensor import ComputeOp, Tensor
 
+from ..gemm.contraction import Contraction
+from ..loops.stripmine import AxisSplit
 from ..target import Target
+from .epilogue import Epilogue
 
 MAX_DEPTH = 4  # plans nested deeper than this (a piece of a half of ...) are refused
 
 
 @dataclass(frozen=True, eq=False)
-class Item:
-    """One unit of the program (see :class:`.loops.nest_groups.Unit`): ``op`` computed by one nest, or by
-    the micro-kernel (``gemm``), or as the epilogue of ``reduction``."""
+class Step:
+    """One unit of the program: ``op`` computed by one nest or micro-kernel call, of a kind below."""
 
     op: ComputeOp
     bodies: tuple[Expr, ...]
-    gemm: Any = None
-    split: Any = None
+
+    @property
+    def core(self) -> Step:
+        """The step whose nest or call computes this one: itself, or an epilogue's reduction."""
+        return self
+
+
+@dataclass(frozen=True, eq=False)
+class PointwiseNest(Step):
+    """An elementwise op's nest, its axes scanned as digits where ``split`` says."""
+
+    split: AxisSplit | None
+
+
+@dataclass(frozen=True, eq=False)
+class ReductionNest(Step):
+    """A reduction's nest: scalar accumulators, or accumulating in ``strips`` of the output."""
+
+    strips: bool = False
+
+
+class ScanNest(Step):
+    """A running reduction carried along an output axis (:mod:`.strategies.scan`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ScatterNest(Step):
+    """Scatter-adds into ``op``'s buffer (:mod:`.strategies.scatter`), reading ``bodies``."""
+
+    specs: tuple  # ScatterSpec, ...
+
+
+@dataclass(frozen=True, eq=False)
+class ProductCall(Step):
+    """A micro-kernel call, over the batch points ``(axis, lo, hi)`` of ``batch_range`` or all."""
+
+    gemm: Contraction
     batch_range: tuple | None = None
-    reduction: ComputeOp | None = None
-    epilogue: Any = None
-    form: Form | None = None  # the nest's layout (None: the scheduler's choice)
-    scatter: tuple = ()  # Form.SCATTER: the scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
 
 
-class Form(enum.Enum):
-    """The layout of an op's nest, as its strategy chose it (read by the scheduler and nest
-    fusion)."""
+@dataclass(frozen=True, eq=False)
+class EpilogueStep(Step):
+    """Elementwise ``op`` stored by its reduction's nest or call, which applies ``epilogue``."""
 
-    ACCUMULATORS = "accumulators"  # a scalar accumulator per output element, reduction axes innermost
-    STRIPS = "strips"  # accumulated in the output where it can hold the sums, an output axis innermost
-    SCAN = "scan"  # a running reduction carried along an output axis (:mod:`.strategies.scan`)
-    SCATTER = "scatter"  # scatter-adds into the op's buffer (:mod:`.strategies.scatter`)
+    epilogue: Epilogue
+    reduction: ReductionNest | ProductCall
+
+    @property
+    def core(self) -> Step:
+        return self.reduction
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +109,7 @@ class Open:
 
 @dataclass(eq=False)
 class Plan:
-    steps: list[Item | Open]
+    steps: list[Step | Open]
     alias: dict[ComputeOp, ComputeOp] = field(default_factory=dict)
     absorbs: tuple[ComputeOp, ...] = ()
 
@@ -107,14 +141,6 @@ class Strategy(Protocol):
     def lower(self, cand: Candidate, ctx: PlanContext) -> Plan: ...
 
 
-def forced(cand: Candidate, ctx: PlanContext) -> int:
-    """How strongly the options force ``cand`` whatever it costs (0: not at all): a strategy
-    that options can force (``microkernel=True``) says so with a ``forced(cand, ctx)`` method;
-    among forced candidates the strongest wins, the first registered among equals."""
-    method = getattr(cand.strategy, "forced", None)
-    return 0 if method is None else method(cand, ctx)
-
-
 @dataclass(eq=False)
 class PlanContext:
     """What strategies may read while one program is planned."""
@@ -127,6 +153,7 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
+    forced: tuple = ()  # strategy classes chosen whatever they cost, the first offered first
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
     chosen: dict[ComputeOp, Candidate] = field(default_factory=dict)
@@ -153,11 +180,10 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
     if not cands:
         raise AssertionError(f"no code-generation strategy matches {op.name}")  # (plain loops always do)
     own = [c.strategy.cost(c, ctx) for c in cands]  # (each candidate costed once)
-    force = [forced(c, ctx) for c in cands]
     pinned = ctx.choices.get(point)
     k = next((k for k, c in enumerate(cands) if c.label == pinned), None) if pinned else None
-    if k is None and max(force) > 0:  # (max keeps the first of equal strengths)
-        k = max(range(len(cands)), key=lambda m: force[m])
+    if k is None:
+        k = next((k for s in ctx.forced for k, c in enumerate(cands) if isinstance(c.strategy, s)), None)
     if k is None:  # (min keeps the first of equal costs)
         k = min(range(len(cands)), key=lambda m: ctx.net(cands[m], own[m]))
     best = cands[k]
@@ -170,13 +196,13 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
 
 
 def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
-             ) -> tuple[list[Item], dict[ComputeOp, ComputeOp]]:
+             ) -> tuple[list[Step], dict[ComputeOp, ComputeOp]]:
     """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains
     the bodies of every new op."""
     alias: dict[ComputeOp, ComputeOp] = {}
-    items_of: dict[ComputeOp, list[Item]] = {}
+    items_of: dict[ComputeOp, list[Step]] = {}
 
-    def expand(op: ComputeOp, op_bodies: tuple, point: str, depth: int) -> list[Item]:
+    def expand(op: ComputeOp, op_bodies: tuple, point: str, depth: int) -> list[Step]:
         if depth > MAX_DEPTH:
             raise AssertionError(f"code-generation plans nest deeper than {MAX_DEPTH} at {point}")
         cand = choose(op, op_bodies, ctx, point)
@@ -184,7 +210,7 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
         alias.update(plan.alias)
         for a in plan.absorbs:
             items_of[a] = []
-        out: list[Item] = []
+        out: list[Step] = []
         for k, step in enumerate(plan.steps):
             bodies[step.op] = step.bodies
             if isinstance(step, Open):
@@ -212,4 +238,5 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
     return out
 
 
-__all__ = ["Form", "Item", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
+__all__ = ["Step", "PointwiseNest", "ReductionNest", "ScanNest", "ScatterNest", "ProductCall",
+           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]

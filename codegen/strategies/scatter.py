@@ -52,7 +52,7 @@ from ..program import Buffer, Fill, If, Loop, Nest, Store
 from ..program import stores as stores_in
 from ..target import parse_target
 from .cost import vector_lanes
-from .registry import Candidate, Form, Item, Plan
+from .registry import Candidate, Plan, ScatterNest
 from .zero_masks import all_of, may_fault, peel_masks
 
 
@@ -376,7 +376,7 @@ class Scatter:
         return float(math.prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
 
     def lower(self, cand, ctx):
-        return Plan([Item(cand.op, cand.bodies, form=Form.SCATTER)])
+        return Plan([ScatterNest(cand.op, cand.bodies, (cand.data,))])
 
 
 def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
@@ -422,7 +422,7 @@ class ScatterSum:
             t, offsets = found
             r = t.op
             chosen = ctx.chosen.get(r)
-            if chosen is None or chosen.strategy.name != Scatter.name or r in absorbed \
+            if chosen is None or not isinstance(chosen.strategy, Scatter) or r in absorbed \
                     or ctx.readers.get(r) != [op] or t in ctx.outputs or r.num_outputs != 1 \
                     or t.dtype != op.body[0].dtype:
                 return []
@@ -441,4 +441,4 @@ class ScatterSum:
 
     def lower(self, cand, ctx):
         reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)
-        return Plan([Item(cand.op, reads, form=Form.SCATTER, scatter=cand.data)], absorbs=cand.absorbs)
+        return Plan([ScatterNest(cand.op, reads, cand.data)], absorbs=cand.absorbs)

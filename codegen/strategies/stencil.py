@@ -50,7 +50,7 @@ from tensorad.poly.linear import to_linear
 
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
 from .cost import loop_cycles, reads_in, vector_lanes
-from .registry import Candidate, Form, Open, Plan
+from .registry import Candidate, Open, Plan
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -364,7 +364,7 @@ class TapStencil(_Taps):
         unrolled = cand.data
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
-            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, Form.STRIPS))
+            own = min(own, loop_cycles(unrolled, unrolled.body, ctx, strips=True))
         if not unrolled.axes:
             return own
         inner = unrolled.axes[-1]

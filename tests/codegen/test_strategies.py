@@ -47,6 +47,27 @@ def test_gemm_is_offered_loops_and_the_micro_kernel_and_takes_the_cheaper():
     assert "matrix product" in str(lowered)
 
 
+def test_microkernel_true_forces_the_first_of_its_strategies_offered_unless_a_choice_pins_one():
+    """``microkernel=True`` takes, whatever it costs, the first strategy of
+    ``MICROKERNEL_FIRST`` that an op is offered: a padded convolution's zero-padded copies
+    before the plain micro-kernel (registered first), a strided convolution's input gradient
+    as one product per residue class instead of its cheaper loops; a pinned choice wins."""
+    haswell = "llvm -mcpu=haswell"
+    X = ta.placeholder((2, 8, 16, 16), "float32", "X")
+    W = ta.placeholder((8, 8, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1)
+    (point, labels, chosen), = ta.lower([Y], [X, W], microkernel=True, target=haswell).offered
+    assert labels.index("microkernel") < labels.index("padded") and chosen == "padded"
+    pinned = ta.lower([Y], [X, W], microkernel=True, target=haswell, choices={point: "microkernel"})
+    assert pinned.offered[0][2] == "microkernel"
+    H = ta.placeholder((2, 8, 8, 8), "float32", "H")
+    (gx,) = ta.JacobianRecursive(ta.topi.nn.conv2d(X, W, 2, 1), [X], H)
+    top = {mk: dict((p, c) for p, _, c in ta.lower([gx], [W, H], microkernel=mk, target=haswell).offered)
+           for mk in (None, True)}
+    assert top[None]["X.grad#0"] != "parity" and top[True]["X.grad#0"] == "parity"
+    assert {c for p, c in top[True].items() if p.startswith("X.grad#0/")} == {"microkernel"}
+
+
 def test_variants_offer_other_register_tiles():
     X, W, Y = _gemm()
     (_, labels, _), = ta.lower([Y], [X, W], variants=True).offered
