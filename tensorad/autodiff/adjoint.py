@@ -29,6 +29,10 @@ Reductions with other combiners (DESIGN.md lesson 2):
   ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
+
+A max, min, selecting or product reduction over a box of one point (a 1 x 1 pooling window)
+is its source at that point, or its identity where the where-condition fails there: its
+contribution is the elementwise one, with no winner, tie count or zero count.
 """
 
 from __future__ import annotations
@@ -228,6 +232,12 @@ class AdjointBuilder:
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
+        if kind in ("max", "min", "select", "prod") and _box_size(ra.axes) == 1:
+            # one point: each value is its source there (the identity where ``cond`` fails)
+            point = {k: const(k.lo, k.dtype) for k in ra.axes}
+            return [t for v, h in heads.items()
+                    for t in self._site_terms(op.axes, (), rename(cond, point),
+                                              rename(body.src[1 + v], point), h, x, p, j)]
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "select"):
