@@ -110,7 +110,8 @@ class _Pass:
         read transposed beside ``H X``: one sum of ``(H + H^T) X``)."""
         if op in self.ctx.factored:
             return False
-        return self.owns(op) or (op.provenance.role is Role.ADJOINT and box_points(axes) <= box_points(op.axes))
+        return self.owns(op) or (op.provenance.role is Role.ADJOINT
+                                 and box_points(axes) <= box_points(op.axes))
 
     # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
