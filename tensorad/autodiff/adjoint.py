@@ -30,8 +30,8 @@ Reductions with other combiners (DESIGN.md lesson 2):
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
 
-A max, min, selecting or product reduction over a box of one point (a 1 x 1 pooling window)
-is its source at that point, or its identity where the where-condition fails there: its
+A built-in max, min or product reduction over a box of one point (a 1 x 1 pooling window) is
+its source at that point, or its identity where the where-condition fails there: its
 contribution is the elementwise one, with no winner, tie count or zero count.
 """
 
@@ -232,12 +232,12 @@ class AdjointBuilder:
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
-        if kind in ("max", "min", "select", "prod") and _box_size(ra.axes) == 1:
-            # one point: each value is its source there (the identity where ``cond`` fails)
+        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1:
+            # one point: the value is its source there (the identity where ``cond`` fails; a
+            # built-in identity is neutral, a custom one may win against the source)
             point = {k: const(k.lo, k.dtype) for k in ra.axes}
-            return [t for v, h in heads.items()
-                    for t in self._site_terms(op.axes, (), rename(cond, point),
-                                              rename(body.src[1 + v], point), h, x, p, j)]
+            return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
+                                    heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "select"):

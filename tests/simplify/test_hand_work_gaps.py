@@ -114,3 +114,20 @@ def test_one_point_reduction_gradient_is_elementwise(kind, numeric_grad):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     (fd,) = numeric_grad(lambda a: np.where(off, _one_point_forward(a, kind), 0.0), [x], head=h)
     np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-9)
+
+
+def test_one_point_custom_maximum_keeps_its_identity(numeric_grad):
+    """A custom reducer ``max`` with identity 0 over one point is ``max(0, X)``: the head goes to
+    the element only where it beats the identity."""
+    X = ta.placeholder((3, 4), F64, name="X")
+    relu_max = ta.comm_reducer(lambda a, b: ta.maximum(a, b), lambda dtype: ta.const(0.0, dtype))
+    r = ta.reduce_axis((0, 1), "r")
+    Y = ta.compute((3, 4), lambda i, j: relu_max(X[i, j + r], axis=r), name="Y")
+    H = ta.placeholder(Y.shape, F64, name="H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    rng = np.random.default_rng(13)
+    x, h = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    got = ta.build([dX], [X, H])(x, h)
+    np.testing.assert_allclose(got, np.where(x > 0, h, 0.0), rtol=1e-12, atol=0)
+    (fd,) = numeric_grad(lambda a: np.maximum(a, 0.0), [x], head=h)
+    np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-9)
