@@ -10,6 +10,11 @@
   term; the same for min and product reductions over one point, whose where-condition may
   fail there (the identity, a zero gradient).
 
+* a min over a middle axis, its input's only consumer: the winner's indices that the window
+  does not move are opaque as its window index is, so the head is scattered from the outputs
+  to the winners (one add per output) instead of a pass over every element of the input
+  testing whether it is its window's winner.
+
 Work is counted on a pinned target; values are checked against NumPy formulas and float64
 central differences.
 """
@@ -131,3 +136,33 @@ def test_one_point_custom_maximum_keeps_its_identity(numeric_grad):
     np.testing.assert_allclose(got, np.where(x > 0, h, 0.0), rtol=1e-12, atol=0)
     (fd,) = numeric_grad(lambda a: np.maximum(a, 0.0), [x], head=h)
     np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-9)
+
+
+def _min_gradient(a: np.ndarray, h: np.ndarray, axis: int) -> np.ndarray:
+    """The head split evenly among the elements equal to their window's minimum."""
+    m = np.expand_dims(a.min(axis=axis), axis)
+    tied = a == m
+    return tied * np.expand_dims(h, axis) / tied.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+def test_min_gradient_scatters_to_the_winners(axis):
+    wl = W.min_middle_axis()
+    (A,) = wl.inputs
+    Y = ta.topi.min(A, axis=axis)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(Y, [A], H)
+    outputs = int(np.prod(Y.shape))
+    work = _work(grads, [A, H])
+    # the forward's min and the tie count beside it (a pass over A each), one add per output
+    # and the tie test of the windows with ties (one per output)
+    assert work <= 2 * int(np.prod(A.shape)) + 2 * outputs, f"work {work}: a pass over A routes the head"
+    if axis == 1:
+        assert work <= 1.1 * wl.hand_work
+
+    rng = np.random.default_rng(17)
+    a = rng.integers(0, 3, A.shape).astype(np.float32)  # ties in most windows
+    a[0, 2] = rng.standard_normal(a.shape[2]).astype(np.float32)  # and lone winners
+    h = rng.standard_normal(Y.shape).astype(np.float32)
+    got = ta.build(list(grads), [A, H])(a, h)
+    np.testing.assert_allclose(got, _min_gradient(a.astype(np.float64), h, axis), rtol=1e-6, atol=1e-7)
