@@ -83,7 +83,8 @@ def _linear_in(e: Expr, target: Expr) -> bool:
     return True
 
 
-def _box(axes: Sequence[Expr]) -> int:
+def box_points(axes: Sequence[Expr]) -> int:
+    """The number of points of the box the ``axes`` span."""
     n = 1
     for a in axes:
         n *= a.hi - a.lo
@@ -101,7 +102,7 @@ def fuse_gather(axes: Sequence[Expr], body: Expr, fusable: Callable[[ComputeOp],
     target = reads[0]
     op: ComputeOp = target.arg.op
     red = op.body[0]
-    if red.arg.combiner.kind != "sum" or not fusable(op) or _box(axes) > _box(op.axes):
+    if red.arg.combiner.kind != "sum" or not fusable(op) or box_points(axes) > box_points(op.axes):
         return None
     if not _linear_in(body, target):
         return None

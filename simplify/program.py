@@ -32,7 +32,7 @@ from .algebra.bracket import canonical
 from .algebra.ranges import wraps_where_stored
 from .algebra.rules import simplify_expr
 from .context import OptimizerContext
-from .inlining import fuse_gather, inline_read, is_cheap
+from .inlining import box_points, fuse_gather, inline_read, is_cheap
 from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
 from .sums.lift import lift_body, optimize_sum, simplify_reduction
 from .sums.masked import lift_masked
@@ -103,9 +103,15 @@ class _Pass:
         return role in MADE_HERE or (role is Role.LIFTED and bool(self.group)
                                      and op.provenance.group == self.group)
 
-    def mergeable(self, op: ComputeOp) -> bool:
-        """A sum :mod:`.sums.merge` may merge: owned, and not a bracket :mod:`.sums.factor` made."""
-        return self.owns(op) and op not in self.ctx.factored
+    def mergeable(self, op: ComputeOp, axes: Sequence[Expr]) -> bool:
+        """A sum :mod:`.sums.merge` may merge into a body over ``axes``: not a bracket
+        :mod:`.sums.factor` made, and owned -- or an adjoint sum over no fewer points, read
+        whole as :func:`.inlining.fuse_gather` reads one (``X X^T``'s adjoint of the transpose,
+        read transposed beside ``H X``: one sum of ``(H + H^T) X``)."""
+        if op in self.ctx.factored:
+            return False
+        return self.owns(op) or (op.provenance.role is Role.ADJOINT
+                                 and box_points(axes) <= box_points(op.axes))
 
     # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
@@ -254,7 +260,8 @@ class _Pass:
         else:
             body = self.lift(axes, body)
         if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
-            merged = merge_sums(axes, body, self.mergeable, self.make_merged, name, ctx)
+            merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes), self.make_merged,
+                                name, ctx)
             if merged is not None:
                 body = self.lift(axes, self.inline(merged))
         return body

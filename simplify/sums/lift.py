@@ -148,11 +148,10 @@ def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], c
     an affine conjunct over the axes and the plan's reduction variables.
 
     Such a conjunct was left in the guard beside the data-dependent parts, unseen by the plan
-    that could solve it.  A max pool's tie term with a 1 x 1 window
-    sums over ``(i, t)`` where ``h == 2*i + 2*data_index(t, 1) && X[h] == Y[i] && ...``: the
-    opaque window index keeps the equation out of the affine set; ``t`` ranges over one point
-    and is eliminated (``t := 0``), after which ``h == 2*i`` is affine but was never solved,
-    a pass over every ``i`` for each ``h``.  Solving the sum again lifts it:
+    that could solve it.  A sum over ``(k, g)`` where ``k == j + g*i && X[k] > W[i, j]``: the
+    product ``g*i`` keeps the equation out of the affine set; ``g`` ranges over one point and
+    is eliminated (``g := 0``), after which ``k == j`` is affine but was never solved, a pass
+    over every ``k`` for each ``j``.  Solving the sum again lifts it:
 
         sum_r [A(o, r) && B(o, r)] g(o, r) = sum_{r : A(o, r)} [B(o, r)] g(o, r)
 

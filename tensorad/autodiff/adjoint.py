@@ -29,6 +29,10 @@ Reductions with other combiners (DESIGN.md lesson 2):
   ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
+
+A built-in max, min or product reduction over a box of one point (a 1 x 1 pooling window) is
+its source at that point, or its identity where the where-condition fails there: its
+contribution is the elementwise one, with no winner, tie count or zero count.
 """
 
 from __future__ import annotations
@@ -214,8 +218,9 @@ class AdjointBuilder:
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
-                      p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:
-        """Terms (expressions over ``p + j``, dtype ``x.dtype``) of ``adj_x`` from ``op``."""
+                      p: Sequence[Expr], j: Sequence[Expr], sole: bool = False) -> list[Expr]:
+        """Terms (expressions over ``p + j``, dtype ``x.dtype``) of ``adj_x`` from ``op``;
+        ``sole``: ``op`` is ``x``'s only consumer (:meth:`_winner_scatter_terms`)."""
         if not op.is_reduction:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
@@ -228,6 +233,12 @@ class AdjointBuilder:
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
+        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1:
+            # one point: the value is its source there (the identity where ``cond`` fails; a
+            # built-in identity is neutral, a custom one may win against the source)
+            point = {k: const(k.lo, k.dtype) for k in ra.axes}
+            return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
+                                    heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "select"):
@@ -249,7 +260,7 @@ class AdjointBuilder:
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
 
             if len(winner) == 1 and ra.axes:
-                return self._winner_scatter_terms(op, heads, x, p, j, winner[0], best, ties)
+                return self._winner_scatter_terms(op, heads, x, p, j, winner[0], best, ties, sole)
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
@@ -300,7 +311,7 @@ class AdjointBuilder:
 
     def _winner_scatter_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                               p: Sequence[Expr], j: Sequence[Expr], index: Tensor, best: Tensor,
-                              ties: Tensor | None) -> list[Expr]:
+                              ties: Tensor | None, sole: bool = False) -> list[Expr]:
         """The terms of a selecting reduction whose winner is one flattened index ``W(i)``.
 
         The first winner's point is data: ``k* = unflatten(W(i))``, each digit a gather index
@@ -311,23 +322,31 @@ class AdjointBuilder:
         a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
         get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
         generation tests once per output (:func:`_point_term`); a winner index that is the
-        sentinel (:meth:`_lone_winner`'s tied windows) adds nothing, its tie term all."""
+        sentinel (:meth:`_lone_winner`'s tied windows) adds nothing, its tie term all.
+
+        When ``op`` is ``x``'s only consumer and reads it once, over no more outputs than ``x``
+        has elements, every term of ``adj_x`` is such a scatter: the winner's indices that the
+        window does not move are opaque too (``sole``), so that the optimizer does not solve the
+        outputs for them -- a min over a middle axis would become a pass over every element of
+        ``x`` testing ``E(i) == j``, where nothing else makes one."""
         body = op.body[0]
         terms: list[Expr] = []
+        sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
+        opaque = sole and len(sites) == 1 and _box_size(op.axes) <= math.prod(x.shape)
         for v, h in heads.items():
             source = body.src[1 + v]
             for site in read_sites(source, x):
                 d = partial_by_read(source, site)
                 if d is ZERO:
                     continue
-                terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, None))
+                terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, None, opaque))
                 if ties is not None:
                     terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, best))
         return terms
 
     def _point_term(self, op: ComputeOp, source: Expr, site: Expr, d: Expr, h: Tensor, x: Tensor,
                     p: Sequence[Expr], j: Sequence[Expr], index: Tensor, ties: Tensor | None,
-                    best: Tensor | None) -> Expr:
+                    best: Tensor | None, opaque: bool = False) -> Expr:
         """One read site's term at the winner (``best is None``), or at the other tied points:
         a sum over the outputs and a window point ``t`` (an opaque index, so that the term
         stays a scatter from the outputs -- solved for the outputs, it would visit every
@@ -345,8 +364,11 @@ class AdjointBuilder:
             landed, dims, rest, guards = found
             e = landed[tuple(iv)]
             flat = data_index(e, math.prod([x.shape[k] for k in dims]), "clip", landed.name)
-            at = [_digit(flat, x.shape, dims, k) if k in dims else unchecked(rename(t, m))
-                  for k, t in enumerate(site.src)]
+            fixed = {v for k, t in enumerate(site.src) if k not in dims for v in free_vars(t)}
+            opaque = opaque and set(op.axes) <= fixed  # (else the outputs stay a scatter anyway)
+            at = [_digit(flat, x.shape, dims, k) if k in dims
+                  else data_index(unchecked(rename(t, m)), x.shape[k], "clip", landed.name, k) if opaque
+                  else unchecked(rename(t, m)) for k, t in enumerate(site.src)]
             # the read's guards over the output axes again: E(i) >= 0 implies them, but only
             # they show that the reads in ``rest`` (which the window does not move) lie in
             # bounds (``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test

@@ -20,6 +20,7 @@ body ``term_1 + term_2 + ...``; each term of a reduction is lifted into its own 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from ..ir import dtype as dt
@@ -125,6 +126,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         adj.done[output] = head
     builder = AdjointBuilder()
     ops = list(dict.fromkeys(t.op for t in graph))
+    consumers = Counter(x for op in ops if isinstance(op, ComputeOp) for x in op_reads(op))
     for op in reversed(ops):  # consumers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
         heads = {v: a for v, t in enumerate(outs) if t in relevant and (a := adj.finish(t)) is not None}
@@ -148,7 +150,10 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
                                      f"{list(got.shape) if isinstance(got, Tensor) else got!r}")
                 adj.add(x, [cast(dt.compute_dtype(x.dtype), got[tuple(p) + tuple(j)])])
             if plain:
-                adj.add(x, builder.contributions(op, plain, x, p, j))
+                # (an input's adjoint is only stored; an intermediate's is read by the next
+                # adjoints, which take in a gather of it but not a scatter)
+                sole = x.is_placeholder and consumers[x] == 1
+                adj.add(x, builder.contributions(op, plain, x, p, j, sole))
 
     results = []
     for x in inputs:
