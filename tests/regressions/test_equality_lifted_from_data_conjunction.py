@@ -9,9 +9,10 @@ variable of one point made it affine (``h == 2*i + 2*data_index(t, 1)`` is ``h =
 ``t := 0``).  Each output then summed over every value of the variable it fixed.
 
 The gradient of a max pool with a 1 x 1 window paid that in its tie term: a sum over every
-window row for each input row, 4 to 25 times the work of the forward.  Now the plan's
-substitution is applied to the conjuncts left out and the sum is solved again when one of them
-became affine; the tie term is one test per input element.
+window row for each input row, 4 to 25 times the work of the forward.  The plan's substitution
+is applied to the conjuncts left out, and the sum is solved again when one of them became
+affine.  (A one-point max differentiates as its source, with no tie term at all,
+``tests/simplify/test_hand_work_gaps.py``; the pool stays here for its work bound and oracles.)
 
 Oracles: the pool's gradient as a NumPy formula (a 1 x 1 window routes the head to the one
 element it reads, whatever the values: repeated values and NaN included) and float64 central
