@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold_along
-from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
@@ -313,14 +313,8 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     bmap = {id(o): n for o, n in zip(entry.buffers, new_buffers)}
     memo: dict[Expr, Expr] = {}
 
-    def rebuilt(n: Expr) -> Expr:
-        src = tuple(memo[c] for c in n.src)
-        if n.op is Op.READ:
-            return Expr(Op.READ, n.dtype, src, tmap[n.arg])
-        return n.replace(src=src) if any(a is not b for a, b in zip(src, n.src)) else n
-
     def ren(e: Expr) -> Expr:
-        return fold_along(e, lambda n: n.src, rebuilt, memo)
+        return renamed(e, tmap, memo)
 
     def stmts(body: tuple) -> tuple:
         out = []
