@@ -39,7 +39,7 @@ from tensorad.ir.rewrite import walk
 from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
-from ..program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
@@ -145,35 +145,20 @@ def nest_trips(s: Loop) -> int | None:
     return t * d
 
 
-def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
+def nest_buffers(stmts: tuple) -> dict:
     """The tensors whose buffers the statements read or store, in first-use order (a dict used
     as an ordered set): the parameters of a nest's function."""
-    found = {} if found is None else found
+    found: dict = {}
     seen: set[int] = set()
-
-    def exprs(e: Expr) -> None:
-        for n in _walk_new(e, seen):
-            if n.op is Op.READ:
-                found.setdefault(n.arg, None)
-
-    for s in stmts:
-        if isinstance(s, Loop):
-            exprs(s.lo)
-            exprs(s.hi)
-            nest_buffers(s.body, found)
-        elif isinstance(s, If):
-            exprs(s.cond)
-            nest_buffers(s.then, found)
-            nest_buffers(s.orelse, found)
-        elif isinstance(s, Store):
+    for s in walk_stmts(stmts):
+        if isinstance(s, Store):
             found.setdefault(s.buffer.tensor, None)
-            for e in (*s.index, s.value):
-                exprs(e)
-        elif isinstance(s, Assign):
-            for e in s.values:
-                exprs(e)
-        else:
+        elif not isinstance(s, (Loop, If, Assign)):
             raise TypeError(f"unknown statement {s!r}")
+        for e in stmt_exprs(s):
+            for n in _walk_new(e, seen):
+                if n.op is Op.READ:
+                    found.setdefault(n.arg, None)
     return found
 
 

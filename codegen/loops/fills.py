@@ -31,7 +31,7 @@ from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
 from ..options import Options
-from ..program import Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..program import Fill, Loop, Nest, Program, Store, nest_exprs, stores, walk_stmts
 from ..target import Target
 
 HALF = ("float16", "bfloat16")
@@ -103,20 +103,8 @@ def _tensors(stmts: tuple) -> set:
 def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | None:
     """The index tuples of every access of ``buf`` in ``stmts`` (``None`` when one goes through
     a tensor of another shape sharing the buffer: a padded chunk)."""
-    out: list[tuple[Expr, ...]] = []
+    out: list[tuple[Expr, ...]] = [tuple(s.index) for s in stores(stmts) if s.buffer is buf]
     seen: set[int] = set()
-
-    def stores(ss: tuple) -> None:
-        for s in ss:
-            if isinstance(s, Loop):
-                stores(s.body)
-            elif isinstance(s, If):
-                stores(s.then)
-                stores(s.orelse)
-            elif isinstance(s, Store) and s.buffer is buf:
-                out.append(tuple(s.index))
-
-    stores(stmts)
     for e in nest_exprs(stmts):
         for n in walk(e):
             if id(n) in seen or n.op is not Op.READ:
@@ -156,13 +144,7 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
 
 
 def _parallel_loops(stmts: tuple) -> list[Loop]:
-    found: list[Loop] = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            found += [s] * (s.kind == "parallel") + _parallel_loops(s.body)
-        elif isinstance(s, If):
-            found += _parallel_loops(s.then) + _parallel_loops(s.orelse)
-    return found
+    return [s for s in walk_stmts(stmts) if isinstance(s, Loop) and s.kind == "parallel"]
 
 
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold_along
 from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store, map_stmt, stmt_exprs, walk_stmts
 from ..strategies.registry import Form
 from .nest_key import nest_key
 
@@ -195,26 +196,6 @@ def _plain(v: object) -> bool:
     return isinstance(v, _PLAIN) or isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v)
 
 
-def _walk_stmts(stmts: tuple):
-    for s in stmts:
-        yield s
-        if isinstance(s, Loop):
-            yield from _walk_stmts(s.body)
-        elif isinstance(s, If):
-            yield from _walk_stmts(s.then)
-            yield from _walk_stmts(s.orelse)
-
-
-def _exprs(s) -> tuple:
-    if isinstance(s, Loop):
-        return (s.var, s.lo, s.hi)
-    if isinstance(s, If):
-        return (s.cond,)
-    if isinstance(s, Store):
-        return (*s.index, s.value)
-    return (*s.targets, *s.values)
-
-
 def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
     """Whether renaming ``steps`` through the key's numbering reaches everything in them that
     names a tensor, op or buffer (else the group is lowered afresh each time)."""
@@ -229,14 +210,14 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
         if not isinstance(st, Nest) or any(id(b) not in buffers for b in st.outputs) \
                 or not all(_plain(v) for v in st.attrs.values()):
             return False
-        for s in _walk_stmts(st.body):
+        for s in walk_stmts(st.body):
             if not isinstance(s, (Loop, If, Store, Assign)):
                 return False
             if isinstance(s, (Store, Assign)) and s.owner is not None and s.owner not in ops:
                 return False
             if isinstance(s, Store) and id(s.buffer) not in buffers:
                 return False
-            if not all(_reads_within(e, tensors, seen) for e in _exprs(s)):
+            if not all(_reads_within(e, tensors, seen) for e in stmt_exprs(s)):
                 return False
     return True
 
@@ -316,20 +297,13 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     def ren(e: Expr) -> Expr:
         return renamed(e, tmap, memo)
 
+    def leaf(s: Store | Assign) -> Store | Assign:
+        if isinstance(s, Store):
+            return replace(s, buffer=bmap[id(s.buffer)], owner=omap.get(s.owner, s.owner))
+        return replace(s, owner=omap.get(s.owner, s.owner))
+
     def stmts(body: tuple) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, Loop):
-                out.append(Loop(s.var, ren(s.lo), ren(s.hi), stmts(s.body), s.step, s.kind, s.dim))
-            elif isinstance(s, If):
-                out.append(If(ren(s.cond), stmts(s.then), stmts(s.orelse), s.affine))
-            elif isinstance(s, Store):
-                out.append(Store(bmap[id(s.buffer)], tuple(map(ren, s.index)), ren(s.value), s.counted,
-                                 omap.get(s.owner, s.owner)))
-            else:
-                out.append(Assign(s.targets, tuple(map(ren, s.values)), s.counted,
-                                  omap.get(s.owner, s.owner)))
-        return tuple(out)
+        return tuple(map_stmt(s, ren, leaf) for s in body)
 
     out = []
     for st in entry.steps:
