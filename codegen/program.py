@@ -286,6 +286,13 @@ def owner_of(st):
     return None
 
 
+def const_trips(loop: Loop) -> int | None:
+    """A loop's trip count when its bounds are constant."""
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))
+
+
 def walk_stmts(stmts: tuple):
     """Every statement among ``stmts`` and inside their loops and ifs, each before its body."""
     for s in stmts:
@@ -316,3 +323,33 @@ def stores(stmts: tuple) -> list[Store]:
 def nest_exprs(stmts: tuple):
     """Every expression of the statements (bounds, conditions, indices, values)."""
     return (e for s in walk_stmts(stmts) for e in stmt_exprs(s))
+
+
+def nest_buffers(stmts: tuple) -> dict:
+    """The tensors whose buffers the statements read or store, in first-use order (a dict used
+    as an ordered set): the parameters of a nest's function."""
+    found: dict = {}
+    seen: set[int] = set()
+    for s in walk_stmts(stmts):
+        if isinstance(s, Store):
+            found.setdefault(s.buffer.tensor, None)
+        elif not isinstance(s, (Loop, If, Assign)):
+            raise TypeError(f"unknown statement {s!r}")
+        for e in stmt_exprs(s):
+            for n in _walk_new(e, seen):
+                if n.op is Op.READ:
+                    found.setdefault(n.arg, None)
+    return found
+
+
+def _walk_new(root: Expr, seen: set[int]):
+    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
+    statements are visited once."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(n.src)

@@ -3,7 +3,7 @@
 Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
 
 * ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the
-  buffers that nest reads or writes (:func:`nest_buffers`; all of them for a micro-kernel nest)
+  buffers that nest reads or writes (:func:`.program.nest_buffers`; all of them for a micro-kernel nest)
   and, in checked mode, the violation record: a program of N nests over N buffers stays linear
   in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
   over ``[lo, hi)`` only, a serial one ignores them.
@@ -39,7 +39,7 @@ from tensorad.ir.rewrite import walk
 from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
-from ..program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
+from ..program import Assign, Fill, If, Loop, Nest, Program, Store, const_trips, nest_buffers, nest_exprs
 from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
@@ -99,13 +99,6 @@ def _fills_in_a_loop(step) -> bool:
             and not (step.value.op is Op.CONST and not step.value.arg))
 
 
-def _trips(x: Loop) -> int | None:
-    """A loop's trip count when its bounds are constant."""
-    if x.lo.op is not Op.CONST or x.hi.op is not Op.CONST:
-        return None
-    return max(0, -(-(int(x.hi.arg) - int(x.lo.arg)) // x.step))
-
-
 def nest_trips(s: Loop) -> int | None:
     """For a loop with loops inside: how many times full unrolling would copy its innermost
     body (the product of constant trip counts down its deepest path); ``None`` for a loop
@@ -118,7 +111,6 @@ def nest_trips(s: Loop) -> int | None:
     ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
     and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
     them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
-    trips = _trips
 
     def deepest(stmts: tuple) -> int | None:
         best = 1
@@ -126,7 +118,7 @@ def nest_trips(s: Loop) -> int | None:
             inner = [st] if isinstance(st, Loop) else list(st.then + st.orelse) if isinstance(st, If) else []
             for x in inner:
                 if isinstance(x, Loop):
-                    t, d = trips(x), deepest(x.body)
+                    t, d = const_trips(x), deepest(x.body)
                     if t is None or d is None:
                         return None
                     best = max(best, t * d)
@@ -139,40 +131,10 @@ def nest_trips(s: Loop) -> int | None:
 
     if not any(isinstance(x, (Loop, If)) for x in s.body):
         return None
-    t, d = trips(s), deepest(s.body)
+    t, d = const_trips(s), deepest(s.body)
     if t is None or d is None or d == 1:
         return None
     return t * d
-
-
-def nest_buffers(stmts: tuple) -> dict:
-    """The tensors whose buffers the statements read or store, in first-use order (a dict used
-    as an ordered set): the parameters of a nest's function."""
-    found: dict = {}
-    seen: set[int] = set()
-    for s in walk_stmts(stmts):
-        if isinstance(s, Store):
-            found.setdefault(s.buffer.tensor, None)
-        elif not isinstance(s, (Loop, If, Assign)):
-            raise TypeError(f"unknown statement {s!r}")
-        for e in stmt_exprs(s):
-            for n in _walk_new(e, seen):
-                if n.op is Op.READ:
-                    found.setdefault(n.arg, None)
-    return found
-
-
-def _walk_new(root: Expr, seen: set[int]):
-    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
-    statements are visited once."""
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        yield n
-        stack.extend(n.src)
 
 
 class ModuleEmitter:
@@ -381,21 +343,21 @@ class ModuleEmitter:
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
-        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
+        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (const_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
                                                              unroll=not pointwise(s, self._read_in_nest)))
         elif ((width := short_row_width(s, self._target(), em.strides)) is not None
               and pointwise(s, self._read_in_nest)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
-              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
+              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         elif id(s) in self._rolled:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))

@@ -43,7 +43,7 @@ from dataclasses import replace
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
-from ..program import Assign, If, Loop, Nest, Store, map_stmt
+from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
 from .isl_ast import subst_stmt
 
 # Terms per innermost block.  Strict IEEE order (``fastmath=False``) adds them one by one:
@@ -100,12 +100,6 @@ def reduces(loop: Loop, acc: Expr) -> bool:
     return bool(found) and all(x is not False and is_sum_update(x, acc) for x in found)
 
 
-def _trips(loop: Loop) -> int | None:
-    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
-        return None
-    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))
-
-
 class _Cascade:
     """The rewrite of one nest's reduction loops for one accumulator ``acc``."""
 
@@ -159,7 +153,7 @@ class _Cascade:
         into a partial -- and the loop of blocks blocked again while it is itself too long.
         Returns the statements, the adds into ``acc`` they make and the cut levels below."""
         limit = self.upper if levels else self.block
-        m = _trips(loop)
+        m = const_trips(loop)
         if t == 0 or (m is not None and m * t <= limit):
             return (loop,), (m if m is not None else math.inf) * t, levels
         if t * 2 <= limit and m is None:  # (an unknown length: the loop around it may cut)
