@@ -42,9 +42,9 @@ from ..loops.shared_nests import RenamedNest
 from ..program import Assign, Fill, If, Loop, Nest, Program, Store, const_trips, nest_buffers, nest_exprs
 from ..target import Target, parse_target
 from .bounds_checks import Checks
-from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
-from .ir_loops import loop_metadata
+from .ir_loops import declare, loop_metadata
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
@@ -418,7 +418,7 @@ class ModuleEmitter:
         b.cbranch(b.icmp_signed("<", start, I64(trips)), body, done)
         b.position_at_end(body)
         lo = b.add(I64(first), b.mul(start, I64(step)))
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
+        hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]),
                     [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
         b.call(nest_fn, own + [lo, hi])
         b.branch(head)
@@ -588,7 +588,7 @@ class ModuleEmitter:
                 if fill_fn is None:
                     self.fill(b, ptr, step)
                     continue
-                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
                         b.call(gomp, [fill_fn, args, nthreads, I32(0)])
@@ -605,7 +605,7 @@ class ModuleEmitter:
                 if region is None:
                     with b.goto_entry_block():
                         region = b.alloca(I64, size=I64(4), name="region")
-                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
                         team = b.sext(nthreads, I64)
@@ -657,14 +657,14 @@ class ModuleEmitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         slot = b.gep(fn.args[0], [I64(self.arg_index[step.buffer.tensor])], inbounds=True, source_etype=PTR)
         ptr = b.load(slot, typ=PTR)
-        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
-        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        tid = b.sext(b.call(declare(self.module, "omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(declare(self.module, "omp_get_num_threads", I32, []), []), I64)
         n = step.buffer.size
         grain = max(1, self._target().page // _itemsize(step.buffer.dtype))
         share = b.sdiv(b.add(I64(n), b.sub(nt, I64(1))), nt)
         chunk = b.mul(b.sdiv(b.add(share, I64(grain - 1)), I64(grain)), I64(grain))
-        lo = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
+        lo = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
+        hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
         with b.if_then(b.icmp_signed("<", lo, hi)):
             self.fill(b, ptr, step, lo, hi)
         b.ret_void()
@@ -683,7 +683,7 @@ class ModuleEmitter:
         t = MEMTYPE[buf.dtype]
         if v.op is Op.CONST and not v.arg:
             size = _itemsize(buf.dtype)
-            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
+            memset = declare(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
             start = b.gep(ptr, [b.mul(lo, I64(size))], inbounds=True, source_etype=I8)
             b.call(memset, [start, I8(0), b.mul(b.sub(hi, lo), I64(size)), I1(0)])
             return

@@ -172,7 +172,7 @@ def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) ->
         return fn(node, *[memo[c] for c in node.src])
 
     found = memo.get(root, _ABSENT)
-    return found if found is not _ABSENT else fold_along(root, _operands, visit, memo)
+    return found if found is not _ABSENT else fold_along(root, operands, visit, memo)
 
 
 _ABSENT = object()
@@ -300,10 +300,11 @@ def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
         new = tuple([memo[c] for c in node.src])
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
-    return lambda root: fold_along(root, _operands, rebuilt, memo)
+    return lambda root: fold_along(root, operands, rebuilt, memo)
 
 
-def _operands(node: Expr) -> tuple[Expr, ...]:
+def operands(node: Expr) -> tuple[Expr, ...]:
+    """``node.src``: the operands a whole-expression fold descends into."""
     return node.src
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from operator import is_not
 
 from .expr import Expr, Op
-from .rewrite import fold_along
+from .rewrite import fold_along, operands
 
 
 class Unkeyable(Exception):
@@ -61,7 +61,7 @@ def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
         lines.append((e.op, e.dtype, tuple(nodes[s] for s in e.src), data))
         return len(nodes)
 
-    return fold_along(root, _src, visit, nodes)
+    return fold_along(root, operands, visit, nodes)
 
 
 def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
@@ -85,11 +85,7 @@ def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
             raise Unkeyable(op.name)
         return n.replace(src=src) if any(map(is_not, src, n.src)) else n
 
-    return fold_along(root, _src, rebuilt, memo)
-
-
-def _src(e: Expr) -> tuple[Expr, ...]:
-    return e.src
+    return fold_along(root, operands, rebuilt, memo)
 
 
 class Speller:
