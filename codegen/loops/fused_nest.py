@@ -22,6 +22,8 @@ execution each, as they would in nests of their own.
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -41,13 +43,8 @@ from .work import count_work
 
 def _box_work(group: Group) -> int:
     """An upper bound of the group's work: each member's box of outer and reduction axes."""
-    total = 0
-    for u in group.units:
-        n = 1
-        for a in u.outer + tuple((u.reduction or u.op).reduce_axes):
-            n *= a.extent
-        total += n
-    return total
+    return sum(math.prod(a.extent for a in u.outer + tuple((u.reduction or u.op).reduce_axes))
+               for u in group.units)
 
 
 def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:

@@ -23,6 +23,8 @@ each materialized op bodies that read only buffers.
 
 from __future__ import annotations
 
+import math
+
 from tensorad.simplify.algebra.ranges import wraps_where_stored
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
@@ -34,10 +36,7 @@ INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile
 
 
 def _box(op: ComputeOp) -> int:
-    n = 1
-    for ax in list(op.axes) + list(op.reduce_axes):
-        n *= max(ax.hi - ax.lo, 0)
-    return n
+    return math.prod(max(ax.hi - ax.lo, 0) for ax in list(op.axes) + list(op.reduce_axes))
 
 
 def _cost(body: Expr) -> tuple[int, int]:

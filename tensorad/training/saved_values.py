@@ -28,6 +28,7 @@ Nothing here depends on names or shapes: the match is structural (:func:`.ir.rew
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -54,10 +55,7 @@ class _Value:
 
     @property
     def size(self) -> int:
-        n = 1
-        for v in self.axes:
-            n *= v.hi - v.lo
-        return n
+        return math.prod(v.hi - v.lo for v in self.axes)
 
 
 class _Speller:
