@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.printer import Namer, expr_table, fold_text
+from tensorad.ir.rewrite import operands, walk_along
 from tensorad.ir.tensor import Tensor
 
 
@@ -326,27 +327,16 @@ def nest_buffers(stmts: tuple) -> dict:
     """The tensors whose buffers the statements read or store, in first-use order (a dict used
     as an ordered set): the parameters of a nest's function."""
     found: dict = {}
-    seen: set[int] = set()
+    seen: set[Expr] = set()  # (shared subexpressions of the statements: visited once)
     for s in walk_stmts(stmts):
         if isinstance(s, Store):
             found.setdefault(s.buffer.tensor, None)
         elif not isinstance(s, (Loop, If, Assign)):
             raise TypeError(f"unknown statement {s!r}")
         for e in stmt_exprs(s):
-            for n in _walk_new(e, seen):
+            for n in walk_along(e, operands, seen):
                 if n.op is Op.READ:
                     found.setdefault(n.arg, None)
     return found
 
 
-def _walk_new(root: Expr, seen: set[int]):
-    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
-    statements are visited once."""
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        yield n
-        stack.extend(n.src)

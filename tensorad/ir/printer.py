@@ -13,7 +13,7 @@ import re
 
 from . import dtype as dt
 from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
-from .rewrite import MissingRuleError, fold, op_reads, walk
+from .rewrite import MissingRuleError, fold, op_reads, walk, walk_along
 from .tensor import ComputeOp, Tensor
 
 
@@ -234,16 +234,7 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
 
 def _consumers_first(tensor: Tensor) -> list[Tensor]:
     """The tensor, then the tensors it reads in order of appearance, depth-first (pre-order)."""
-    out: dict[Tensor, None] = {}
-    stack = [tensor]
-    while stack:
-        t = stack.pop()
-        if t in out:
-            continue
-        out[t] = None
-        if isinstance(t.op, ComputeOp):
-            stack.extend(reversed([d for d in op_reads(t.op) if d not in out]))
-    return list(out)
+    return list(walk_along(tensor, lambda t: op_reads(t.op)[::-1] if isinstance(t.op, ComputeOp) else ()))
 
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:

@@ -115,6 +115,21 @@ def _walk(root: Expr) -> Iterator[Expr]:
             yield node
 
 
+def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | None = None) -> Iterator[Any]:
+    """Every node (an expression, or a tensor of a graph) reached from ``root`` through
+    ``operands(node)`` (the nodes an analysis descends into), each once, users before operands
+    (a stack: the last operand first); the nodes in ``seen`` are skipped, and ``seen`` grows
+    with those yielded."""
+    seen = set() if seen is None else seen
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            yield n
+            stack.extend(operands(n))
+
+
 def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
                memo: dict) -> Any:
     """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root``
