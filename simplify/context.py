@@ -75,11 +75,6 @@ class OptimizerContext:
             found = self.spaces[key] = IndexSpace(key)
         return found
 
-    def simplify(self, e: Expr) -> Expr:
-        from .algebra.rules import simplify_expr
-
-        return simplify_expr(e, self)
-
     def nonzero(self, e: Expr) -> Expr:
         from .zeros.nonzero import nonzero
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold_along
+from tensorad.ir.rewrite import operands, walk_along
 from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -201,7 +201,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
     names a tensor, op or buffer (else the group is lowered afresh each time)."""
     if not names <= known:
         return False
-    seen: dict = {}
+    seen: set = set()
     for st in steps:
         if isinstance(st, Fill):
             if id(st.buffer) not in buffers or not _reads_within(st.value, tensors, seen):
@@ -222,19 +222,13 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
     return True
 
 
-def _reads_within(root: Expr, tensors: set, seen: dict) -> bool:
+def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
     """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``
-    (``seen``: the nodes checked already, all fine)."""
-    ok = [True]
-
-    def visit(n: Expr) -> None:
-        if n.op is Op.READ:
-            ok[0] = ok[0] and n.arg in tensors
-        elif n.op is not Op.VAR and n.op is not Op.CONST and n.arg is not None and not isinstance(n.arg, str):
-            ok[0] = False  # (a payload the renaming does not rewrite: may name a tensor)
-
-    fold_along(root, lambda n: n.src, visit, seen)
-    return ok[0]
+    (``seen``: the nodes checked already, all fine; a payload the renaming does not rewrite
+    may name a tensor)."""
+    return all(n.arg in tensors if n.op is Op.READ else
+               n.op is Op.VAR or n.op is Op.CONST or n.arg is None or isinstance(n.arg, str)
+               for n in walk_along(root, operands, seen))
 
 
 class RenamedNest(Nest):
