@@ -65,8 +65,7 @@ class _Speller(Speller):
         self.tensors: dict[Tensor, int] = {}
         self.tensor_buffers: dict[Tensor, Buffer | None] = {}
         self.ops: dict[object, int] = {}
-        self.buffers: dict[int, int] = {}  # id(buffer) -> number
-        self.buffer_list: list[Buffer] = []
+        self.buffers: dict[Buffer, int] = {}  # (buffers hash by identity)
 
     def tensor(self, t: Tensor) -> int:
         n = self.tensors.get(t)
@@ -93,10 +92,9 @@ class _Speller(Speller):
     def buffer(self, b: Buffer | None) -> int | None:
         if b is None:
             return None
-        n = self.buffers.get(id(b))
+        n = self.buffers.get(b)
         if n is None:
-            n = self.buffers[id(b)] = len(self.buffer_list)
-            self.buffer_list.append(b)
+            n = self.buffers[b] = len(self.buffers)
             self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
         return n
 
@@ -143,11 +141,11 @@ class _Entry:
         self.tensors = list(sp.tensors)
         self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
         self.ops = list(sp.ops)
-        self.buffers = sp.buffer_list
+        self.buffers = list(sp.buffers)
         self.names = _marked_names(steps) if steps else set()
-        known = {o.name for o in sp.ops} | {b.name for b in sp.buffer_list}
+        known = {o.name for o in sp.ops} | {b.name for b in sp.buffers}
         self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
-                                                     {id(b) for b in sp.buffer_list}, self.names, known)
+                                                     {id(b) for b in sp.buffers}, self.names, known)
 
 
 class SharedLowering:
@@ -278,7 +276,7 @@ class RenamedNest(Nest):
 
 def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     """``entry``'s steps for the group ``sp`` spelled, or ``None`` when one name would map to two."""
-    new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), sp.buffer_list
+    new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), list(sp.buffers)
     names: dict[str, str] = {}
     for old, new in [*zip(entry.ops, new_ops), *zip(entry.buffers, new_buffers)]:
         if old.name in entry.names and names.setdefault(old.name, new.name) != new.name:
