@@ -156,6 +156,14 @@ def _check_eps(eps: Any, op: str) -> float:
     return float(eps)
 
 
+def _split_trailing(x: Tensor, gamma: Any, ndim: int | None, name: str) -> tuple[tuple, tuple]:
+    """X's leading axes and the trailing ``ndim`` it normalizes (default: ``gamma.ndim``, or 1)."""
+    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
+    if not is_int(nd) or not 1 <= nd <= x.ndim:
+        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
+    return x.shape[:-nd], x.shape[-nd:]
+
+
 def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None,
                eps: float = 1e-5, ndim: int | None = None, name: str = "layer_norm") -> Tensor:
     """Layer normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the
@@ -166,10 +174,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     """
     _check_float(x, name)
     eps = _check_eps(eps, name)
-    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
-    if not is_int(nd) or not 1 <= nd <= x.ndim:
-        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
-    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
     beta = _affine_param(beta, norm, name, "beta")
     k = len(lead)
@@ -289,10 +294,7 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
     if eps is None:
         eps = 2.0 ** -23 if wide == "float32" else 2.0 ** -52
     eps = _check_eps(eps, name)
-    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
-    if not is_int(nd) or not 1 <= nd <= x.ndim:
-        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
-    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
     k = len(lead)
     inv = const(1.0 / max(prod(norm), 1), wide)  # (no element: no output either, as above)
