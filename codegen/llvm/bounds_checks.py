@@ -32,6 +32,9 @@ from tensorad.ir.expr import DataIndex, Op
 from tensorad.ir.printer import Namer, expr_to_str
 from tensorad.ir.rewrite import walk
 
+from ..loops.shared_nests import RenamedNest
+from ..program import Fill, Nest, nest_exprs
+
 I64 = ir.IntType(64)
 
 
@@ -137,9 +140,6 @@ class Checks:
 
 def has_raise_gather(program) -> bool:
     """Whether some expression of ``program`` holds a gather index under ``mode="raise"``."""
-    from ..loops.shared_nests import RenamedNest
-    from ..program import Fill, Nest, nest_exprs
-
     # (a renamed nest's gathers are its source's: each distinct body is read once)
     bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
                                  for step in program.steps if isinstance(step, Nest))}

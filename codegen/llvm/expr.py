@@ -32,7 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import llvmlite.ir as ir
+import numpy as np
 
+from tensorad.ir.dtype import numpy_dtype
 from tensorad.ir.expr import Expr, Op, binary, const, var
 from tensorad.ir.intrange import cast_keeps_value
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
@@ -477,10 +479,6 @@ def const_value(dtype: str, value) -> ir.Constant:
     if dtype == "bool":
         return I1(1 if value else 0)
     if dtype in ("float16", "bfloat16"):
-        import numpy as np
-
-        from tensorad.ir.dtype import numpy_dtype
-
         return I16(int(np.asarray(value, dtype=numpy_dtype(dtype)).view(np.uint16)))
     return LLTYPE[dtype](value)
 

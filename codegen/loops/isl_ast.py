@@ -102,8 +102,6 @@ def _time_ranges(umap: isl.UnionMap, ndim: int) -> list[tuple[int, int]]:
 
 
 def _vars_of(e: Expr) -> list[Expr]:
-    from tensorad.ir.rewrite import walk
-
     return [n for n in walk(e) if n.op is Op.VAR]
 
 
