@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
+from tensorad.ir.printer import expr_to_str
 from tensorad.ir.rewrite import fold, walk
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -106,8 +107,6 @@ def may_fault(e: Expr, memo: dict | None = None) -> bool:
 
 def check_index_range(exprs, where: str) -> None:
     """Raise ``ValueError`` if index arithmetic in ``exprs`` can leave the 64-bit range."""
-    from tensorad.ir.printer import expr_to_str
-
     memo: dict = {}
     for e in exprs:
         index_bounds(e, memo)
