@@ -47,6 +47,11 @@ class Buffer:
         return math.prod(self.shape)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return 1 if self.dtype == "bool" else int(self.dtype[-2:]) // 8
+
+    @property
     def strides(self) -> tuple[int, ...]:
         out, acc = [], 1
         for s in reversed(self.shape):

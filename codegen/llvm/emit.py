@@ -660,7 +660,7 @@ class ModuleEmitter:
         tid = b.sext(b.call(declare(self.module, "omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(declare(self.module, "omp_get_num_threads", I32, []), []), I64)
         n = step.buffer.size
-        grain = max(1, self._target().page // _itemsize(step.buffer.dtype))
+        grain = max(1, self._target().page // step.buffer.itemsize)
         share = b.sdiv(b.add(I64(n), b.sub(nt, I64(1))), nt)
         chunk = b.mul(b.sdiv(b.add(share, I64(grain - 1)), I64(grain)), I64(grain))
         lo = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
@@ -682,7 +682,7 @@ class ModuleEmitter:
         v = step.value
         t = MEMTYPE[buf.dtype]
         if v.op is Op.CONST and not v.arg:
-            size = _itemsize(buf.dtype)
+            size = buf.itemsize
             memset = declare(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
             start = b.gep(ptr, [b.mul(lo, I64(size))], inbounds=True, source_etype=I8)
             b.call(memset, [start, I8(0), b.mul(b.sub(hi, lo), I64(size)), I1(0)])
@@ -721,11 +721,6 @@ class _LazyPointers:
             slot = self.b.gep(self.args, [I64(k)], inbounds=True, source_etype=PTR)
             found = self.loaded[k] = self.b.load(slot, typ=PTR)
         return found
-
-
-def _itemsize(dtype: str) -> int:
-    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
-
 
 def _loop_blocks(body: ir.Block, exit_: ir.Block) -> list[ir.Block]:
     """The blocks of the loop being emitted whose body starts at ``body``: that block, and all

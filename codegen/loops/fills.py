@@ -51,7 +51,7 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
         after = _first_toucher(program, steps, k)
         if after is not None and step.buffer.dtype not in HALF:
             nest = steps[after]
-            large = step.buffer.size * _itemsize(step.buffer.dtype) > target.l2
+            large = step.buffer.size * step.buffer.itemsize > target.l2
             if large or (worth_sharing and nest.parallel):
                 fused = fuse_fill(program, step, nest)
                 if fused is not None:
@@ -64,10 +64,6 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
     if steps == program.steps:
         return program
     return dataclasses.replace(program, steps=steps)
-
-
-def _itemsize(dtype: str) -> int:
-    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
 
 
 def _fill_work(fill: Fill, target: Target) -> int:
