@@ -34,13 +34,7 @@ from contextlib import suppress
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
-
-
-def _tensor_rank_key(t: Tensor) -> tuple:
-    """What :func:`tensorad.poly.linear.atom_key` orders reads of ``t`` by (with the shape
-    and output index spelled already): identity without the name."""
-    op = t.op
-    return ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group)
+from tensorad.poly.linear import tensor_id
 
 
 def _ranks(keys: list) -> tuple[int, ...]:
@@ -106,7 +100,7 @@ class LiftMemo:
             return compute()
         variables, tensors = list(sp.vars), list(sp.tensors)
         key = (head, root, tuple(sp.lines), _ranks([(v.arg.name, v.arg.uid) for v in variables]),
-               _ranks([_tensor_rank_key(t) for t in tensors]))
+               _ranks([tensor_id(t) for t in tensors]))
         found = self.table.get(key)
         if found is not None:
             out, old_vars, old_tensors = found
