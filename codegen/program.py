@@ -23,10 +23,12 @@ they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.printer import Namer, expr_table, fold_text
+from tensorad.ir.rewrite import operands, walk_along
 from tensorad.ir.tensor import Tensor
 
 
@@ -42,10 +44,12 @@ class Buffer:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return 1 if self.dtype == "bool" else int(self.dtype[-2:]) // 8
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -248,16 +252,29 @@ def program_text(program: Program, names: Namer | None = None) -> str:
 
 def owned(st, owner):
     """``st`` (a statement, recursively) with ``owner`` set on its stores and assignments."""
-    if isinstance(st, Store):
-        return Store(st.buffer, st.index, st.value, st.counted, owner)
-    if isinstance(st, Assign):
-        return Assign(st.targets, st.values, st.counted, owner)
-    if isinstance(st, If):
-        return If(st.cond, tuple(owned(x, owner) for x in st.then), tuple(owned(x, owner) for x in st.orelse),
-                  st.affine)
+    return map_stmt(st, _same, lambda x: replace(x, owner=owner))
+
+
+def _same(e: Expr) -> Expr:
+    return e
+
+
+def map_stmt(st, expr: Callable[[Expr], Expr], leaf: Callable | None = None):
+    """``st`` rebuilt with ``expr`` applied to each bound, condition, index and value
+    (recursively through loops and ifs), then ``leaf`` to each store and assignment."""
     if isinstance(st, Loop):
-        return Loop(st.var, st.lo, st.hi, tuple(owned(x, owner) for x in st.body), st.step, st.kind, st.dim)
-    raise TypeError(f"unknown statement {st!r}")
+        return Loop(st.var, expr(st.lo), expr(st.hi), tuple(map_stmt(s, expr, leaf) for s in st.body),
+                    st.step, st.kind, st.dim)
+    if isinstance(st, If):
+        return If(expr(st.cond), tuple(map_stmt(s, expr, leaf) for s in st.then),
+                  tuple(map_stmt(s, expr, leaf) for s in st.orelse), st.affine)
+    if isinstance(st, Store):
+        made = Store(st.buffer, tuple(map(expr, st.index)), expr(st.value), st.counted, st.owner)
+    elif isinstance(st, Assign):
+        made = Assign(st.targets, tuple(map(expr, st.values)), st.counted, st.owner)
+    else:
+        raise TypeError(f"unknown statement {st!r}")
+    return made if leaf is None else leaf(made)
 
 
 def owner_of(st):
@@ -272,32 +289,59 @@ def owner_of(st):
     return None
 
 
+def const_trips(loop: Loop) -> int | None:
+    """A loop's trip count when its bounds are constant."""
+    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
+        return None
+    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))
+
+
+def walk_stmts(stmts: tuple):
+    """Every statement among ``stmts`` and inside their loops and ifs, each before its body."""
+    for s in stmts:
+        yield s
+        if isinstance(s, Loop):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from walk_stmts(s.then + s.orelse)
+
+
+def stmt_exprs(s) -> tuple:
+    """The expressions of one statement, not those of the statements inside it (bounds, a
+    condition, indices and values)."""
+    if isinstance(s, Loop):
+        return (s.lo, s.hi)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, Store):
+        return (*s.index, s.value)
+    return s.values
+
+
 def stores(stmts: tuple) -> list[Store]:
     """Every ``Store`` among ``stmts``, inside loops and both branches of ``If``s, in order."""
-    found: list[Store] = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            found += stores(s.body)
-        elif isinstance(s, If):
-            found += stores(s.then) + stores(s.orelse)
-        elif isinstance(s, Store):
-            found.append(s)
-    return found
+    return [s for s in walk_stmts(stmts) if isinstance(s, Store)]
 
 
 def nest_exprs(stmts: tuple):
     """Every expression of the statements (bounds, conditions, indices, values)."""
-    for s in stmts:
-        if isinstance(s, Loop):
-            yield s.lo
-            yield s.hi
-            yield from nest_exprs(s.body)
-        elif isinstance(s, If):
-            yield s.cond
-            yield from nest_exprs(s.then)
-            yield from nest_exprs(s.orelse)
-        elif isinstance(s, Store):
-            yield from s.index
-            yield s.value
-        elif isinstance(s, Assign):
-            yield from s.values
+    return (e for s in walk_stmts(stmts) for e in stmt_exprs(s))
+
+
+def nest_buffers(stmts: tuple) -> dict:
+    """The tensors whose buffers the statements read or store, in first-use order (a dict used
+    as an ordered set): the parameters of a nest's function."""
+    found: dict = {}
+    seen: set[Expr] = set()  # (shared subexpressions of the statements: visited once)
+    for s in walk_stmts(stmts):
+        if isinstance(s, Store):
+            found.setdefault(s.buffer.tensor, None)
+        elif not isinstance(s, (Loop, If, Assign)):
+            raise TypeError(f"unknown statement {s!r}")
+        for e in stmt_exprs(s):
+            for n in walk_along(e, operands, seen):
+                if n.op is Op.READ:
+                    found.setdefault(n.arg, None)
+    return found
+
+

@@ -52,10 +52,8 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import llvmlite.binding as llvm
+import llvmlite.binding as llvm
 
 DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
 DEFAULT_LINE, DEFAULT_PAGE = 64, 4096  # cache line and page bytes of a named CPU
@@ -79,8 +77,6 @@ _PROCESS = _Process()
 
 def initialize() -> None:
     """LLVM's native target and assembly printer (once per process)."""
-    import llvmlite.binding as llvm
-
     if not _PROCESS.initialized:
         with _PROCESS.llvm_lock:
             if not _PROCESS.initialized:
@@ -92,8 +88,6 @@ def initialize() -> None:
 def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
     """A target machine for ``cpu`` with ``features``; ``ValueError`` when LLVM does not know
     the CPU or a feature (it would warn on stderr and silently compile for a generic CPU)."""
-    import llvmlite.binding as llvm
-
     initialize()
     target = llvm.Target.from_triple(triple)
     with _PROCESS.llvm_lock:
@@ -258,8 +252,6 @@ def host_features() -> dict[str, bool]:
     """Every CPU feature LLVM knows for this host's architecture (LLVM's names, such as
     ``avx512f`` or ``amx-tile``), each with whether this host has it; empty where LLVM cannot
     tell (not x86 or AArch64)."""
-    import llvmlite.binding as llvm
-
     initialize()
     try:
         return dict(llvm.get_host_cpu_features())
@@ -322,8 +314,6 @@ def _parse_options(spec: str) -> tuple[str | None, list[str]]:
 
 
 def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
-    import llvmlite.binding as llvm
-
     initialize()
     host = cpu is None
     if host:
@@ -372,8 +362,6 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
 
 def _half_probe(tm) -> tuple[bool, bool]:
     """Whether ``tm`` converts float16 and bfloat16 with instructions (see ``_HALF_PROBE_IR``)."""
-    import llvmlite.binding as llvm
-
     try:
         asm = tm.emit_assembly(llvm.parse_assembly(_HALF_PROBE_IR))
     except RuntimeError:  # a target LLVM cannot lower this for: integer code is always right

@@ -13,7 +13,6 @@ memoized only within the call that computes them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
 from tensorad.ir.expr import Expr
 from tensorad.poly.affine import IndexSpace
@@ -74,18 +73,3 @@ class OptimizerContext:
         if found is None:
             found = self.spaces[key] = IndexSpace(key)
         return found
-
-    def simplify(self, e: Expr) -> Expr:
-        from .algebra.rules import simplify_expr
-
-        return simplify_expr(e, self)
-
-    def nonzero(self, e: Expr) -> Expr:
-        from .zeros.nonzero import nonzero
-
-        return nonzero(e, self)
-
-    def assume(self, e: Expr, facts: Iterable[Expr]) -> Expr:
-        from .zeros.nonzero import assume
-
-        return assume(e, facts, self)

@@ -32,15 +32,7 @@ def canonical_key(op: ComputeOp, canon: dict) -> tuple:
     mapping = {a: _canon_var(canon, "a", k, a) for k, a in enumerate(op.axes)}
     for k, r in enumerate(op.reduce_axes):
         mapping[r] = _canon_var(canon, "r", k, r)
-    bodies = tuple(rename_reduce(b, mapping) if b.op is Op.REDUCE else _subst(b, mapping)
-                   for b in op.body)
-    return (op.shape, bodies)
-
-
-def _subst(e: Expr, mapping: dict) -> Expr:
-    from tensorad.ir.rewrite import substitute
-
-    return substitute(e, mapping)
+    return (op.shape, tuple(rename_reduce(b, mapping) for b in op.body))
 
 
 def signature(bodies: tuple[Expr, ...]) -> tuple:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
@@ -85,10 +86,7 @@ def _linear_in(e: Expr, target: Expr) -> bool:
 
 def box_points(axes: Sequence[Expr]) -> int:
     """The number of points of the box the ``axes`` span."""
-    n = 1
-    for a in axes:
-        n *= a.hi - a.lo
-    return n
+    return math.prod(a.hi - a.lo for a in axes)
 
 
 def fuse_gather(axes: Sequence[Expr], body: Expr, fusable: Callable[[ComputeOp], bool]) -> Expr | None:

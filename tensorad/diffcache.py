@@ -39,6 +39,7 @@ from .ir import reducer as _reducer
 from .ir.expr import Expr, Op, ReduceArg, var
 from .ir.reducer import CommReducer
 from .ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
+from .lang import placeholder
 
 VERSION = "diffcache-1"
 _BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.max, _reducer.min)}
@@ -243,7 +244,6 @@ class _Reader(pickle.Unpickler):
 
 
 def _placeholder_op(name: str, shape: tuple[int, ...], dtype: str) -> PlaceholderOp:
-    from .lang import placeholder
     return placeholder(shape, dtype, name).op
 
 

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import struct
 from typing import Any
 
 from tensorad.ir.expr import DataIndex, Expr, Op, ReduceArg
+from tensorad.ir.rewrite import fold_along, operands
+from tensorad.ir.spelling import Unkeyable, float_bits
 from tensorad.ir.tensor import ComputeOp, PlaceholderOp, Tensor
 
 from ..options import Options
@@ -44,10 +45,6 @@ from ..target import Target
 from .engine import fingerprint
 
 VERSION = "buildkey-1"
-
-
-class _Unkeyable(Exception):
-    """The program holds something :func:`describe` cannot write exactly."""
 
 
 def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target, gomp: bool,
@@ -62,17 +59,13 @@ def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target:
         if d.names and not d.names_from_start:  # a raise-mode gather: again, names throughout
             text = _Describer(outputs, inputs, opts, target, gomp, data_offset, names=True).text()
         return text
-    except _Unkeyable:
+    except Unkeyable:
         return None
 
 
 def digest(text: str) -> str:
     """The file name of a key text (SHA-256, hex)."""
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _float_bits(x: float) -> str:
-    return struct.pack("<d", x).hex()
 
 
 class _Describer:
@@ -99,7 +92,7 @@ class _Describer:
         op = t.op
         if not isinstance(op, ComputeOp):
             if self.placeholder_of is None:  # a placeholder not among the inputs: lowering raises
-                raise _Unkeyable
+                raise Unkeyable
             n = self.placeholder_of.get(t)
             if n is None:
                 n = self.placeholder_of[t] = len(self.placeholder_of)
@@ -124,36 +117,27 @@ class _Describer:
         if isinstance(v, int):
             return f"i{v}"
         if isinstance(v, float):
-            return f"f{_float_bits(v)}"
+            return f"f{float_bits(v)}"
         if isinstance(v, Tensor):
             return self.tensor(v)
         if isinstance(v, Expr):
             return f"e{self.expr(v)}"
         if isinstance(v, (tuple, list)):
             return "(" + ",".join(self.value(x) for x in v) + ")"
-        raise _Unkeyable
+        raise Unkeyable
 
     # ---- expressions ------------------------------------------------------------------------
     def expr(self, root: Expr) -> int:
         """The number of ``root``; writes a line for every node not written yet (operands
         first; iterative, so long chains of operations need no recursion)."""
-        found = self.node_of.get(root)
-        if found is not None:
-            return found
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            e, ready = stack.pop()
-            if e in self.node_of:
-                continue
-            if not ready:
-                stack.append((e, True))
-                stack.extend((s, False) for s in reversed(e.src) if s not in self.node_of)
-                continue
+        def visit(e: Expr) -> int:
             payload = self.payload(e)
-            n = self.node_of[e] = len(self.node_of)
+            n = len(self.node_of)
             src = ",".join(str(self.node_of[s]) for s in e.src)
             self.lines.append(f"n{n} {e.op.value} {e.dtype} [{src}] {payload}")
-        return self.node_of[root]
+            return n
+
+        return fold_along(root, operands, visit, self.node_of)
 
     def payload(self, e: Expr) -> str:
         arg, op = e.arg, e.op
@@ -163,8 +147,8 @@ class _Describer:
             if isinstance(arg, int):
                 return f"i{arg}"
             if isinstance(arg, float):
-                return f"f{_float_bits(arg)}"
-            raise _Unkeyable
+                return f"f{float_bits(arg)}"
+            raise Unkeyable
         if op is Op.VAR:
             name = f" {arg.name!r}" if self.names else ""
             return f"{arg.lo} {arg.hi}{name}"
@@ -179,7 +163,7 @@ class _Describer:
             return f"{arg.extent} {arg.mode} {arg.tensor!r} {arg.axis}"
         if arg is None:
             return ""
-        raise _Unkeyable
+        raise Unkeyable
 
     def combiner(self, c: Any) -> int:
         n = self.combiner_of.get(c)
@@ -232,7 +216,7 @@ class _Describer:
             for t in fields.pop(k):
                 n = self.op_of.get(t.op)
                 if n is None:  # outside the program: lowering decides what that means
-                    raise _Unkeyable
+                    raise Unkeyable
                 ops.append(n)
             fields[k] = sorted(set(ops))
         return "options " + repr(sorted(fields.items()))
@@ -265,7 +249,7 @@ def describe_graph(roots: list[Tensor]) -> GraphKey | None:
     d.placeholder_of = {}
     try:
         refs = d.walk()
-    except _Unkeyable:
+    except Unkeyable:
         return None
     tensors: dict[Tensor, str] = {t: f"ph{n}" for t, n in d.placeholder_of.items()}
     for op, n in d.op_of.items():

@@ -32,6 +32,9 @@ from tensorad.ir.expr import DataIndex, Op
 from tensorad.ir.printer import Namer, expr_to_str
 from tensorad.ir.rewrite import walk
 
+from ..loops.shared_nests import RenamedNest
+from ..program import Fill, Nest, nest_exprs
+
 I64 = ir.IntType(64)
 
 
@@ -137,30 +140,12 @@ class Checks:
 
 def has_raise_gather(program) -> bool:
     """Whether some expression of ``program`` holds a gather index under ``mode="raise"``."""
-    from ..loops.shared_nests import RenamedNest
-    from ..program import Assign, Fill, If, Loop, Nest, Store
-
-    exprs: list = []
     # (a renamed nest's gathers are its source's: each distinct body is read once)
     bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
                                  for step in program.steps if isinstance(step, Nest))}
-    stack = [s for b in bodies.values() for s in b] + [s for s in program.steps if isinstance(s, Fill)]
-    while stack:
-        s = stack.pop()
-        if isinstance(s, Loop):
-            exprs += [s.lo, s.hi]
-            stack.extend(s.body)
-        elif isinstance(s, If):
-            exprs.append(s.cond)
-            stack.extend(s.then + s.orelse)
-        elif isinstance(s, Store):
-            exprs += [*s.index, s.value]
-        elif isinstance(s, Assign):
-            exprs += list(s.values)
-        elif isinstance(s, Fill):
-            exprs.append(s.value)
+    exprs = [e for b in bodies.values() for e in nest_exprs(b)]
     seen: set = set()
-    for e in exprs:
+    for e in exprs + [s.value for s in program.steps if isinstance(s, Fill)]:
         for n in walk(e):
             if n in seen:
                 continue

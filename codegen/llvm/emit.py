@@ -3,7 +3,7 @@
 Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
 
 * ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the
-  buffers that nest reads or writes (:func:`nest_buffers`; all of them for a micro-kernel nest)
+  buffers that nest reads or writes (:func:`.program.nest_buffers`; all of them for a micro-kernel nest)
   and, in checked mode, the violation record: a program of N nests over N buffers stays linear
   in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
   over ``[lo, hi)`` only, a serial one ignores them.
@@ -39,12 +39,12 @@ from tensorad.ir.rewrite import walk
 from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
-from ..program import Assign, Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..program import Assign, Fill, If, Loop, Nest, Program, Store, const_trips, nest_buffers, nest_exprs
 from ..target import Target, parse_target
 from .bounds_checks import Checks
-from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value, intrinsic
+from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
-from .ir_loops import loop_metadata
+from .ir_loops import declare, loop_metadata
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
@@ -99,13 +99,6 @@ def _fills_in_a_loop(step) -> bool:
             and not (step.value.op is Op.CONST and not step.value.arg))
 
 
-def _trips(x: Loop) -> int | None:
-    """A loop's trip count when its bounds are constant."""
-    if x.lo.op is not Op.CONST or x.hi.op is not Op.CONST:
-        return None
-    return max(0, -(-(int(x.hi.arg) - int(x.lo.arg)) // x.step))
-
-
 def nest_trips(s: Loop) -> int | None:
     """For a loop with loops inside: how many times full unrolling would copy its innermost
     body (the product of constant trip counts down its deepest path); ``None`` for a loop
@@ -118,7 +111,6 @@ def nest_trips(s: Loop) -> int | None:
     ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
     and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
     them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
-    trips = _trips
 
     def deepest(stmts: tuple) -> int | None:
         best = 1
@@ -126,7 +118,7 @@ def nest_trips(s: Loop) -> int | None:
             inner = [st] if isinstance(st, Loop) else list(st.then + st.orelse) if isinstance(st, If) else []
             for x in inner:
                 if isinstance(x, Loop):
-                    t, d = trips(x), deepest(x.body)
+                    t, d = const_trips(x), deepest(x.body)
                     if t is None or d is None:
                         return None
                     best = max(best, t * d)
@@ -139,55 +131,10 @@ def nest_trips(s: Loop) -> int | None:
 
     if not any(isinstance(x, (Loop, If)) for x in s.body):
         return None
-    t, d = trips(s), deepest(s.body)
+    t, d = const_trips(s), deepest(s.body)
     if t is None or d is None or d == 1:
         return None
     return t * d
-
-
-def nest_buffers(stmts: tuple, found: dict | None = None) -> dict:
-    """The tensors whose buffers the statements read or store, in first-use order (a dict used
-    as an ordered set): the parameters of a nest's function."""
-    found = {} if found is None else found
-    seen: set[int] = set()
-
-    def exprs(e: Expr) -> None:
-        for n in _walk_new(e, seen):
-            if n.op is Op.READ:
-                found.setdefault(n.arg, None)
-
-    for s in stmts:
-        if isinstance(s, Loop):
-            exprs(s.lo)
-            exprs(s.hi)
-            nest_buffers(s.body, found)
-        elif isinstance(s, If):
-            exprs(s.cond)
-            nest_buffers(s.then, found)
-            nest_buffers(s.orelse, found)
-        elif isinstance(s, Store):
-            found.setdefault(s.buffer.tensor, None)
-            for e in (*s.index, s.value):
-                exprs(e)
-        elif isinstance(s, Assign):
-            for e in s.values:
-                exprs(e)
-        else:
-            raise TypeError(f"unknown statement {s!r}")
-    return found
-
-
-def _walk_new(root: Expr, seen: set[int]):
-    """The nodes under ``root`` not in ``seen`` (which grows): shared subexpressions of a nest's
-    statements are visited once."""
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        yield n
-        stack.extend(n.src)
 
 
 class ModuleEmitter:
@@ -396,21 +343,21 @@ class ModuleEmitter:
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
-        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (_trips(s) or 0) >= WINDOW_TRIPS:
+        elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (const_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
         elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
                                                              unroll=not pointwise(s, self._read_in_nest)))
         elif ((width := short_row_width(s, self._target(), em.strides)) is not None
               and pointwise(s, self._read_in_nest)
-              and vectorizable(body_bb, b.block, iv, em.accs.values(), _trips(s))):
+              and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
-              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, _trips(s))):
+              and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
         elif id(s) in self._rolled:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
@@ -471,7 +418,7 @@ class ModuleEmitter:
         b.cbranch(b.icmp_signed("<", start, I64(trips)), body, done)
         b.position_at_end(body)
         lo = b.add(I64(first), b.mul(start, I64(step)))
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]),
+        hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]),
                     [b.add(lo, b.mul(chunk, I64(step))), I64(stop)])
         b.call(nest_fn, own + [lo, hi])
         b.branch(head)
@@ -641,7 +588,7 @@ class ModuleEmitter:
                 if fill_fn is None:
                     self.fill(b, ptr, step)
                     continue
-                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
                         b.call(gomp, [fill_fn, args, nthreads, I32(0)])
@@ -658,7 +605,7 @@ class ModuleEmitter:
                 if region is None:
                     with b.goto_entry_block():
                         region = b.alloca(I64, size=I64(4), name="region")
-                gomp = intrinsic(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
                 with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
                     with par:
                         team = b.sext(nthreads, I64)
@@ -710,14 +657,14 @@ class ModuleEmitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         slot = b.gep(fn.args[0], [I64(self.arg_index[step.buffer.tensor])], inbounds=True, source_etype=PTR)
         ptr = b.load(slot, typ=PTR)
-        tid = b.sext(b.call(intrinsic(self.module, "omp_get_thread_num", I32, []), []), I64)
-        nt = b.sext(b.call(intrinsic(self.module, "omp_get_num_threads", I32, []), []), I64)
+        tid = b.sext(b.call(declare(self.module, "omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(declare(self.module, "omp_get_num_threads", I32, []), []), I64)
         n = step.buffer.size
-        grain = max(1, self._target().page // _itemsize(step.buffer.dtype))
+        grain = max(1, self._target().page // step.buffer.itemsize)
         share = b.sdiv(b.add(I64(n), b.sub(nt, I64(1))), nt)
         chunk = b.mul(b.sdiv(b.add(share, I64(grain - 1)), I64(grain)), I64(grain))
-        lo = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
-        hi = b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
+        lo = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.mul(tid, chunk), I64(n)])
+        hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [b.add(lo, chunk), I64(n)])
         with b.if_then(b.icmp_signed("<", lo, hi)):
             self.fill(b, ptr, step, lo, hi)
         b.ret_void()
@@ -735,8 +682,8 @@ class ModuleEmitter:
         v = step.value
         t = MEMTYPE[buf.dtype]
         if v.op is Op.CONST and not v.arg:
-            size = _itemsize(buf.dtype)
-            memset = intrinsic(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
+            size = buf.itemsize
+            memset = declare(self.module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, I8, I64, I1])
             start = b.gep(ptr, [b.mul(lo, I64(size))], inbounds=True, source_etype=I8)
             b.call(memset, [start, I8(0), b.mul(b.sub(hi, lo), I64(size)), I1(0)])
             return
@@ -774,11 +721,6 @@ class _LazyPointers:
             slot = self.b.gep(self.args, [I64(k)], inbounds=True, source_etype=PTR)
             found = self.loaded[k] = self.b.load(slot, typ=PTR)
         return found
-
-
-def _itemsize(dtype: str) -> int:
-    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
-
 
 def _loop_blocks(body: ir.Block, exit_: ir.Block) -> list[ir.Block]:
     """The blocks of the loop being emitted whose body starts at ``body``: that block, and all

@@ -32,12 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import llvmlite.ir as ir
+import numpy as np
 
+from tensorad.ir.dtype import numpy_dtype
 from tensorad.ir.expr import Expr, Op, binary, const, var
 from tensorad.ir.intrange import cast_keeps_value
 from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
 
 from . import half as halfconv
+from .ir_loops import declare
 from .math_functions import EMIT
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -87,13 +90,6 @@ def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     instr = ir.Instruction(b.block, value.type, "freeze", [value])
     b._insert(instr)
     return instr
-
-
-def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(ret, args), name)
-    return fn
 
 
 def recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]:
@@ -298,8 +294,8 @@ class ExprEmitter:
         x = self.widen(x, I64(0))[0]
         n, mode = node.arg.extent, node.arg.mode
         if mode == "clip":
-            lo = self.b.call(intrinsic(self.module, "llvm.smax.i64", I64, [I64, I64]), [x, I64(0)])
-            return self.b.call(intrinsic(self.module, "llvm.smin.i64", I64, [I64, I64]), [lo, I64(n - 1)])
+            lo = self.b.call(declare(self.module, "llvm.smax.i64", I64, [I64, I64]), [x, I64(0)])
+            return self.b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [lo, I64(n - 1)])
         if mode == "wrap":
             return self.floordiv_const(x, n, True)
         if self.gather_check is None:  # never a wild read: a kernel without the test is a bug
@@ -421,7 +417,7 @@ class ExprEmitter:
 
     def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
         t = LLTYPE[dtype]
-        fn = intrinsic(self.module, f"llvm.{name}.{FSUFFIX[dtype]}", t, [t] * len(args))
+        fn = declare(self.module, f"llvm.{name}.{FSUFFIX[dtype]}", t, [t] * len(args))
         return self.b.call(fn, list(args), fastmath=flags)
 
     def floordiv_const(self, a: ir.Value, c: int, mod: bool) -> ir.Value:
@@ -446,14 +442,14 @@ class ExprEmitter:
         b, t = self.b, a.type
         zero, half, one = t(0.0), t(0.5), t(1.0)
         fmod = b.frem(a, bv)
-        copysign = intrinsic(self.module, f"llvm.copysign.{FSUFFIX[dtype]}", t, [t, t])
+        copysign = declare(self.module, f"llvm.copysign.{FSUFFIX[dtype]}", t, [t, t])
         nonzero = b.fcmp_unordered("!=", fmod, zero)  # C's ``if (mod)``: NaN is true
         flip = b.and_(nonzero, b.xor(b.fcmp_ordered("<", bv, zero), b.fcmp_ordered("<", fmod, zero)))
         if mod:
             return b.select(nonzero, b.select(flip, b.fadd(fmod, bv), fmod), b.call(copysign, [zero, bv]))
         div = b.fdiv(b.fsub(a, fmod), bv)
         div = b.select(flip, b.fsub(div, one), div)
-        floor = b.call(intrinsic(self.module, f"llvm.floor.{FSUFFIX[dtype]}", t, [t]), [div])
+        floor = b.call(declare(self.module, f"llvm.floor.{FSUFFIX[dtype]}", t, [t]), [div])
         floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor)
         quotient = b.fdiv(a, bv)
         floor = b.select(b.fcmp_unordered("!=", div, zero), floor, b.call(copysign, [zero, quotient]))
@@ -483,10 +479,6 @@ def const_value(dtype: str, value) -> ir.Constant:
     if dtype == "bool":
         return I1(1 if value else 0)
     if dtype in ("float16", "bfloat16"):
-        import numpy as np
-
-        from tensorad.ir.dtype import numpy_dtype
-
         return I16(int(np.asarray(value, dtype=numpy_dtype(dtype)).view(np.uint16)))
     return LLTYPE[dtype](value)
 
@@ -522,7 +514,7 @@ def _cast(em: ExprEmitter, node: Expr, x: ir.Value) -> ir.Value:
     if fdst:
         return b.sitofp(x, t)
     if fsrc:
-        fn = intrinsic(em.module, f"llvm.fptosi.sat.{FSUFFIX[dst]}.{FSUFFIX[src]}", t, [x.type])
+        fn = declare(em.module, f"llvm.fptosi.sat.{FSUFFIX[dst]}.{FSUFFIX[src]}", t, [x.type])
         return b.call(fn, [x])
     if dst == "int64":
         return x if x.type == I64 else b.sext(x, t)
@@ -564,7 +556,7 @@ def _value_rules(em: ExprEmitter) -> dict:
             if node.dtype.startswith("float"):  # IEEE maximum/minimum: NaN propagates, -0 < +0
                 return em.call(fname, node.dtype, x, y, flags=fl(node))
             x, y = em.widen(x, y)
-            fn = intrinsic(em.module, f"llvm.{iname}.i{x.type.width}", x.type, [x.type, x.type])
+            fn = declare(em.module, f"llvm.{iname}.i{x.type.width}", x.type, [x.type, x.type])
             return b.call(fn, [x, y])
         return rule
 
@@ -588,7 +580,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         if node.op in vector_math and node.dtype.startswith("float"):
             return em.math(vector_math[node.op], x)
         if node.op is Op.ABS and not node.dtype.startswith("float"):
-            fn = intrinsic(em.module, f"llvm.abs.i{x.type.width}", x.type, [x.type, I1])
+            fn = declare(em.module, f"llvm.abs.i{x.type.width}", x.type, [x.type, I1])
             return b.call(fn, [x, I1(0)])
         return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
 
@@ -670,7 +662,7 @@ def _index_rules(em: ExprEmitter) -> dict:
 
     def minmax(name):
         def rule(node, x, y):
-            return b.call(intrinsic(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
+            return b.call(declare(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
         return rule
 
     def narrowing_cast(node, x):

@@ -46,13 +46,8 @@ def segments(steps: Sequence) -> list[tuple[int, int]]:
 def signature(steps: Sequence, describe: Callable[[object], tuple | None]) -> tuple | None:
     """The signature of one segment: each step's ``describe`` (``None`` for a step that cannot
     run from a table, and then the segment has none)."""
-    out = []
-    for step in steps:
-        d = describe(step)
-        if d is None:
-            return None
-        out.append(d)
-    return tuple(out)
+    out = tuple(map(describe, steps))
+    return None if any(d is None for d in out) else out
 
 
 def fill_signature(step: Fill) -> tuple:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, free_vars, walk
 
-from ..program import Assign, If, Loop, Store
+from ..program import Assign, If, Loop, Store, const_trips
 from ..program import stores as stores_in
 from .expr import recombine_digits
 
@@ -72,9 +72,9 @@ def unrolled_chain_too_long(loop: Loop, limit: int = PATH_LIMIT) -> bool:
     def visit(stmts: tuple, steps: int) -> bool:
         for s in stmts:
             if isinstance(s, Loop):
-                if s.lo.op is not Op.CONST or s.hi.op is not Op.CONST:
+                trips = const_trips(s)
+                if trips is None:
                     continue  # not fully unrollable: ``loop`` keeps an inner loop
-                trips = max(0, -(-(int(s.hi.arg) - int(s.lo.arg)) // s.step))
                 if visit(s.body, steps * trips):
                     return True
             elif isinstance(s, If):
@@ -104,7 +104,7 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     lanes of the accumulators' widest type that leaves the fewest vector iterations plus
     scalar remainder for the loop's trip count (14: 4 lanes, 3 + 2).  ``None``: not such a
     loop."""
-    trips = _const_trips(loop)
+    trips = const_trips(loop)
     if trips is None or trips < 2:
         return None
     found: list[tuple[Assign, int]] = []  # (update, loop depth below ``loop``)
@@ -112,7 +112,7 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     def visit(stmts: tuple, copies: int, depth: int) -> bool:
         for s in stmts:
             if isinstance(s, Loop):
-                t = _const_trips(s)
+                t = const_trips(s)
                 if t is None or copies * t > WINDOW_COPIES or not visit(s.body, copies * t, depth + 1):
                     return False
             elif isinstance(s, If):  # a test of data (a where-mask) leaves no select LLVM takes
@@ -172,7 +172,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     rolled).  A window loop (:func:`window_vector_width`) keeps its own hint alone (its body is
     the window's selects, far past LLVM's unrolling budget).  ``strides(tensor)``: the tensor's
     element strides."""
-    if _const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
+    if const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
         return []
     stores: list[Store] = []
     long: list[Loop] = []
@@ -182,7 +182,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
         most = 1
         for s in stmts:
             if isinstance(s, Loop):
-                t, d = _const_trips(s), visit(s.body)
+                t, d = const_trips(s), visit(s.body)
                 if t is None or d is None:
                     return None
                 if t >= WINDOW_TRIPS and any(isinstance(x, Loop) for x in s.body):
@@ -218,9 +218,3 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
 def _reads_at(e: Expr, v: Expr) -> bool:
     """Whether ``e`` reads memory at an address that depends on variable ``v``."""
     return any(n.op is Op.READ and any(v in free_vars(i) for i in n.src) for n in walk(e))
-
-
-def _const_trips(loop: Loop) -> int | None:
-    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
-        return None
-    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))

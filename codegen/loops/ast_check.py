@@ -30,6 +30,7 @@ import islpy as isl
 from tensorad.simplify import simplify_expr
 
 from tensorad.ir.expr import Expr, Op, compare, const, logical
+from tensorad.ir.rewrite import walk
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.to_expr import set_to_cond
 
@@ -59,8 +60,6 @@ def has_divs(stmts: Sequence[PolyStmt]) -> bool:
 
 
 def _has_div(e: Expr) -> bool:
-    from tensorad.ir.rewrite import walk
-
     return any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(e))
 
 

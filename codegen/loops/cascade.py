@@ -38,11 +38,12 @@ are bookkeeping (``counted=False``), so ``work`` is unchanged: it counts the ter
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
-from ..program import Assign, If, Loop, Nest, Store
+from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
 from .isl_ast import subst_stmt
 
 # Terms per innermost block.  Strict IEEE order (``fastmath=False``) adds them one by one:
@@ -99,12 +100,6 @@ def reduces(loop: Loop, acc: Expr) -> bool:
     return bool(found) and all(x is not False and is_sum_update(x, acc) for x in found)
 
 
-def _trips(loop: Loop) -> int | None:
-    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
-        return None
-    return max(0, -(-(int(loop.hi.arg) - int(loop.lo.arg)) // loop.step))
-
-
 class _Cascade:
     """The rewrite of one nest's reduction loops for one accumulator ``acc``."""
 
@@ -158,7 +153,7 @@ class _Cascade:
         into a partial -- and the loop of blocks blocked again while it is itself too long.
         Returns the statements, the adds into ``acc`` they make and the cut levels below."""
         limit = self.upper if levels else self.block
-        m = _trips(loop)
+        m = const_trips(loop)
         if t == 0 or (m is not None and m * t <= limit):
             return (loop,), (m if m is not None else math.inf) * t, levels
         if t * 2 <= limit and m is None:  # (an unknown length: the loop around it may cut)
@@ -206,16 +201,12 @@ class _Cascade:
 
 def _renamed(st, acc: Expr, p: Expr):
     """``st`` with the accumulator ``acc`` replaced by ``p`` (in targets and values)."""
-    if isinstance(st, Assign):
-        targets = tuple(p if t is acc else t for t in st.targets)
-        return subst_stmt(Assign(targets, st.values, st.counted, st.owner), {acc: p})
-    if isinstance(st, Loop):
-        return Loop(st.var, st.lo, st.hi, tuple(_renamed(s, acc, p) for s in st.body), st.step, st.kind,
-                    st.dim)
-    if isinstance(st, If):
-        return If(st.cond, tuple(_renamed(s, acc, p) for s in st.then),
-                  tuple(_renamed(s, acc, p) for s in st.orelse), st.affine)
-    return st
+    def leaf(s):
+        if not isinstance(s, Assign):
+            return s
+        return subst_stmt(replace(s, targets=tuple(p if t is acc else t for t in s.targets)), {acc: p})
+
+    return map_stmt(st, lambda e: e, leaf)
 
 
 def cascade_body(body: tuple, accumulators: tuple[Expr, ...], fastmath: bool) -> tuple[tuple, tuple]:

@@ -21,6 +21,7 @@ into ``for i in range(0, n): for k in range(0, i + 1)`` -- exactly ``n(n+1)/2`` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import islpy as isl
@@ -169,9 +170,7 @@ def where_density(op: ComputeOp, bodies: tuple[Expr, ...]) -> float:
     axes = tuple(op.axes) + tuple(red.arg.axes)
     used = set(free_vars(cond))
     involved = tuple(a for a in axes if a in used)
-    size = 1
-    for a in involved:
-        size *= max(0, a.extent)
+    size = math.prod(max(0, a.extent) for a in involved)
     if not involved or not size or size > DENSITY_POINTS \
             or any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)):
         return 1.0

@@ -31,7 +31,7 @@ from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
 from ..options import Options
-from ..program import Fill, If, Loop, Nest, Program, Store, nest_exprs
+from ..program import Fill, Loop, Nest, Program, Store, nest_exprs, stores, walk_stmts
 from ..target import Target
 
 HALF = ("float16", "bfloat16")
@@ -51,7 +51,7 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
         after = _first_toucher(program, steps, k)
         if after is not None and step.buffer.dtype not in HALF:
             nest = steps[after]
-            large = step.buffer.size * _itemsize(step.buffer.dtype) > target.l2
+            large = step.buffer.size * step.buffer.itemsize > target.l2
             if large or (worth_sharing and nest.parallel):
                 fused = fuse_fill(program, step, nest)
                 if fused is not None:
@@ -64,10 +64,6 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
     if steps == program.steps:
         return program
     return dataclasses.replace(program, steps=steps)
-
-
-def _itemsize(dtype: str) -> int:
-    return 1 if dtype == "bool" else int(dtype[-2:]) // 8
 
 
 def _fill_work(fill: Fill, target: Target) -> int:
@@ -103,20 +99,8 @@ def _tensors(stmts: tuple) -> set:
 def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | None:
     """The index tuples of every access of ``buf`` in ``stmts`` (``None`` when one goes through
     a tensor of another shape sharing the buffer: a padded chunk)."""
-    out: list[tuple[Expr, ...]] = []
+    out: list[tuple[Expr, ...]] = [tuple(s.index) for s in stores(stmts) if s.buffer is buf]
     seen: set[int] = set()
-
-    def stores(ss: tuple) -> None:
-        for s in ss:
-            if isinstance(s, Loop):
-                stores(s.body)
-            elif isinstance(s, If):
-                stores(s.then)
-                stores(s.orelse)
-            elif isinstance(s, Store) and s.buffer is buf:
-                out.append(tuple(s.index))
-
-    stores(stmts)
     for e in nest_exprs(stmts):
         for n in walk(e):
             if id(n) in seen or n.op is not Op.READ:
@@ -156,13 +140,7 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
 
 
 def _parallel_loops(stmts: tuple) -> list[Loop]:
-    found: list[Loop] = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            found += [s] * (s.kind == "parallel") + _parallel_loops(s.body)
-        elif isinstance(s, If):
-            found += _parallel_loops(s.then) + _parallel_loops(s.orelse)
-    return found
+    return [s for s in walk_stmts(stmts) if isinstance(s, Loop) and s.kind == "parallel"]
 
 
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:

@@ -22,6 +22,7 @@ execution each, as they would in nests of their own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from tensorad.ir.expr import Expr, Op
@@ -43,13 +44,8 @@ from .work import count_work
 
 def _box_work(group: Group) -> int:
     """An upper bound of the group's work: each member's box of outer and reduction axes."""
-    total = 0
-    for u in group.units:
-        n = 1
-        for a in u.outer + tuple(u.plan.core.op.reduce_axes):
-            n *= a.extent
-        total += n
-    return total
+    return sum(math.prod(a.extent for a in u.outer + tuple(u.plan.core.op.reduce_axes))
+               for u in group.units)
 
 
 def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:

@@ -24,7 +24,7 @@ from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import substituter, walk
 from tensorad.poly.affine import IndexSpace
 
-from ..program import Assign, If, Loop, Store
+from ..program import If, Loop, map_stmt
 from .ast_check import Instance, guarded_hulls, has_divs, scans_exactly
 from .domain import PolyStmt
 
@@ -102,8 +102,6 @@ def _time_ranges(umap: isl.UnionMap, ndim: int) -> list[tuple[int, int]]:
 
 
 def _vars_of(e: Expr) -> list[Expr]:
-    from tensorad.ir.rewrite import walk
-
     return [n for n in walk(e) if n.op is Op.VAR]
 
 
@@ -293,20 +291,7 @@ def _loop_value(arg: Expr) -> Expr:
 def subst_stmt(st, mapping: dict, sub=None):
     """A program statement with variables replaced (recursively through loops and ifs); ``sub``
     (a :func:`substituter` of ``mapping``) shares the nodes rebuilt between statements."""
-    if not mapping:
-        return st
-    sub = substituter(mapping) if sub is None else sub
-    if isinstance(st, Store):
-        return Store(st.buffer, tuple(sub(i) for i in st.index), sub(st.value), st.counted, st.owner)
-    if isinstance(st, Assign):
-        return Assign(st.targets, tuple(sub(v) for v in st.values), st.counted, st.owner)
-    if isinstance(st, If):
-        return If(sub(st.cond), tuple(subst_stmt(s, mapping, sub) for s in st.then),
-                  tuple(subst_stmt(s, mapping, sub) for s in st.orelse), st.affine)
-    if isinstance(st, Loop):
-        return Loop(st.var, sub(st.lo), sub(st.hi), tuple(subst_stmt(s, mapping, sub) for s in st.body),
-                    st.step, st.kind, st.dim)
-    raise TypeError(f"unknown statement {st!r}")
+    return map_stmt(st, substituter(mapping) if sub is None else sub) if mapping else st
 
 
 def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:

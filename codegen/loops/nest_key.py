@@ -32,16 +32,10 @@ class _Speller(Speller):
     def __init__(self, buffer_of: Callable[[object], Buffer]) -> None:
         super().__init__()
         self.buffer_of = buffer_of  # a READ's or Store's tensor -> its buffer
-        self.buffers: dict[int, int] = {}  # id(buffer) -> number
-        self.order: list[Buffer] = []
+        self.buffers: dict[Buffer, int] = {}  # (buffers hash by identity)
 
     def buffer(self, t: object) -> int:
-        b = self.buffer_of(t)
-        n = self.buffers.get(id(b))
-        if n is None:
-            n = self.buffers[id(b)] = len(self.order)
-            self.order.append(b)
-        return n
+        return self.buffers.setdefault(self.buffer_of(t), len(self.buffers))
 
     def read(self, e: Expr) -> object:
         return ("r", self.buffer(e.arg), e.arg.dtype)
@@ -85,8 +79,9 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
         body = sp.stmts(nest.body)
     except Unkeyable:
         return None
-    buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in sp.order)
-    return (nest.parallel, accs, body, tuple(sp.lines), buffers), sp.order
+    order = list(sp.buffers)
+    buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
+    return (nest.parallel, accs, body, tuple(sp.lines), buffers), order
 
 
 __all__ = ["nest_key"]

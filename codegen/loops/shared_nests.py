@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold_along
-from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.ir.rewrite import operands, walk_along
+from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store, map_stmt, stmt_exprs, walk_stmts
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
 from .nest_key import nest_key
 
@@ -64,8 +65,7 @@ class _Speller(Speller):
         self.tensors: dict[Tensor, int] = {}
         self.tensor_buffers: dict[Tensor, Buffer | None] = {}
         self.ops: dict[object, int] = {}
-        self.buffers: dict[int, int] = {}  # id(buffer) -> number
-        self.buffer_list: list[Buffer] = []
+        self.buffers: dict[Buffer, int] = {}  # (buffers hash by identity)
 
     def tensor(self, t: Tensor) -> int:
         n = self.tensors.get(t)
@@ -92,10 +92,9 @@ class _Speller(Speller):
     def buffer(self, b: Buffer | None) -> int | None:
         if b is None:
             return None
-        n = self.buffers.get(id(b))
+        n = self.buffers.get(b)
         if n is None:
-            n = self.buffers[id(b)] = len(self.buffer_list)
-            self.buffer_list.append(b)
+            n = self.buffers[b] = len(self.buffers)
             self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
         return n
 
@@ -143,11 +142,11 @@ class _Entry:
         self.tensors = list(sp.tensors)
         self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
         self.ops = list(sp.ops)
-        self.buffers = sp.buffer_list
+        self.buffers = list(sp.buffers)
         self.names = _marked_names(steps) if steps else set()
-        known = {o.name for o in sp.ops} | {b.name for b in sp.buffer_list}
+        known = {o.name for o in sp.ops} | {b.name for b in sp.buffers}
         self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
-                                                     {id(b) for b in sp.buffer_list}, self.names, known)
+                                                     {id(b) for b in sp.buffers}, self.names, known)
 
 
 class SharedLowering:
@@ -196,32 +195,12 @@ def _plain(v: object) -> bool:
     return isinstance(v, _PLAIN) or isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v)
 
 
-def _walk_stmts(stmts: tuple):
-    for s in stmts:
-        yield s
-        if isinstance(s, Loop):
-            yield from _walk_stmts(s.body)
-        elif isinstance(s, If):
-            yield from _walk_stmts(s.then)
-            yield from _walk_stmts(s.orelse)
-
-
-def _exprs(s) -> tuple:
-    if isinstance(s, Loop):
-        return (s.var, s.lo, s.hi)
-    if isinstance(s, If):
-        return (s.cond,)
-    if isinstance(s, Store):
-        return (*s.index, s.value)
-    return (*s.targets, *s.values)
-
-
 def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
     """Whether renaming ``steps`` through the key's numbering reaches everything in them that
     names a tensor, op or buffer (else the group is lowered afresh each time)."""
     if not names <= known:
         return False
-    seen: dict = {}
+    seen: set = set()
     for st in steps:
         if isinstance(st, Fill):
             if id(st.buffer) not in buffers or not _reads_within(st.value, tensors, seen):
@@ -230,31 +209,25 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
         if not isinstance(st, Nest) or any(id(b) not in buffers for b in st.outputs) \
                 or not all(_plain(v) for v in st.attrs.values()):
             return False
-        for s in _walk_stmts(st.body):
+        for s in walk_stmts(st.body):
             if not isinstance(s, (Loop, If, Store, Assign)):
                 return False
             if isinstance(s, (Store, Assign)) and s.owner is not None and s.owner not in ops:
                 return False
             if isinstance(s, Store) and id(s.buffer) not in buffers:
                 return False
-            if not all(_reads_within(e, tensors, seen) for e in _exprs(s)):
+            if not all(_reads_within(e, tensors, seen) for e in stmt_exprs(s)):
                 return False
     return True
 
 
-def _reads_within(root: Expr, tensors: set, seen: dict) -> bool:
+def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
     """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``
-    (``seen``: the nodes checked already, all fine)."""
-    ok = [True]
-
-    def visit(n: Expr) -> None:
-        if n.op is Op.READ:
-            ok[0] = ok[0] and n.arg in tensors
-        elif n.op is not Op.VAR and n.op is not Op.CONST and n.arg is not None and not isinstance(n.arg, str):
-            ok[0] = False  # (a payload the renaming does not rewrite: may name a tensor)
-
-    fold_along(root, lambda n: n.src, visit, seen)
-    return ok[0]
+    (``seen``: the nodes checked already, all fine; a payload the renaming does not rewrite
+    may name a tensor)."""
+    return all(n.arg in tensors if n.op is Op.READ else
+               n.op is Op.VAR or n.op is Op.CONST or n.arg is None or isinstance(n.arg, str)
+               for n in walk_along(root, operands, seen))
 
 
 class RenamedNest(Nest):
@@ -304,7 +277,7 @@ class RenamedNest(Nest):
 
 def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     """``entry``'s steps for the group ``sp`` spelled, or ``None`` when one name would map to two."""
-    new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), sp.buffer_list
+    new_tensors, new_ops, new_buffers = list(sp.tensors), list(sp.ops), list(sp.buffers)
     names: dict[str, str] = {}
     for old, new in [*zip(entry.ops, new_ops), *zip(entry.buffers, new_buffers)]:
         if old.name in entry.names and names.setdefault(old.name, new.name) != new.name:
@@ -314,29 +287,16 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     bmap = {id(o): n for o, n in zip(entry.buffers, new_buffers)}
     memo: dict[Expr, Expr] = {}
 
-    def rebuilt(n: Expr) -> Expr:
-        src = tuple(memo[c] for c in n.src)
-        if n.op is Op.READ:
-            return Expr(Op.READ, n.dtype, src, tmap[n.arg])
-        return n.replace(src=src) if any(a is not b for a, b in zip(src, n.src)) else n
-
     def ren(e: Expr) -> Expr:
-        return fold_along(e, lambda n: n.src, rebuilt, memo)
+        return renamed(e, tmap, memo)
+
+    def leaf(s: Store | Assign) -> Store | Assign:
+        if isinstance(s, Store):
+            return replace(s, buffer=bmap[id(s.buffer)], owner=omap.get(s.owner, s.owner))
+        return replace(s, owner=omap.get(s.owner, s.owner))
 
     def stmts(body: tuple) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, Loop):
-                out.append(Loop(s.var, ren(s.lo), ren(s.hi), stmts(s.body), s.step, s.kind, s.dim))
-            elif isinstance(s, If):
-                out.append(If(ren(s.cond), stmts(s.then), stmts(s.orelse), s.affine))
-            elif isinstance(s, Store):
-                out.append(Store(bmap[id(s.buffer)], tuple(map(ren, s.index)), ren(s.value), s.counted,
-                                 omap.get(s.owner, s.owner)))
-            else:
-                out.append(Assign(s.targets, tuple(map(ren, s.values)), s.counted,
-                                  omap.get(s.owner, s.owner)))
-        return tuple(out)
+        return tuple(map_stmt(s, ren, leaf) for s in body)
 
     out = []
     for st in entry.steps:

@@ -31,10 +31,6 @@ MAX_INNER = 64  # longer inner digits gain nothing over the plain loop
 MAX_TAILS = 2  # axes whose last digit value is scanned apart (2**n statement pieces)
 
 
-def walk_vars(e: Expr) -> set:
-    return {n for n in walk(e) if n.op is Op.VAR}
-
-
 @dataclass(frozen=True)
 class AxisSplit:
     """Statement variables after splitting, and how the original axes are written in them."""

@@ -32,6 +32,8 @@ clear error instead of running for hours.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tensorad.ir.expr import Expr, Op
@@ -358,21 +360,8 @@ def _lines(e: Expr, v: Expr, point: dict, pairs: list) -> list[tuple[int, int]] 
     return None
 
 
-_PY_RULES = {
-    Op.CONST: lambda n: int(n.arg),
-    Op.ADD: lambda n, a, b: a + b,
-    Op.SUB: lambda n, a, b: a - b,
-    Op.MUL: lambda n, a, b: a * b,
-    Op.NEG: lambda n, a: -a,
-    Op.FLOORDIV: lambda n, a, b: a // b,
-    Op.MOD: lambda n, a, b: a % b,
-    Op.MAXIMUM: lambda n, a, b: max(a, b),
-    Op.MINIMUM: lambda n, a, b: min(a, b),
-    Op.CAST: lambda n, a: a,
-}
-
-
-_PY_BINARY = {op: r for op, r in _PY_RULES.items() if r.__code__.co_argcount == 3}
+_PY_BINARY = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
+              Op.FLOORDIV: operator.floordiv, Op.MOD: operator.mod, Op.MAXIMUM: max, Op.MINIMUM: min}
 
 
 def _py_function(e: Expr):
@@ -399,7 +388,7 @@ def _py_function(e: Expr):
         if combine is None or len(kids) != 2:
             return None
         a, b = kids
-        return lambda env: combine(node, a(env), b(env))
+        return lambda env: combine(a(env), b(env))
 
     return fold(e, rule)
 

@@ -23,10 +23,12 @@ each materialized op bodies that read only buffers.
 
 from __future__ import annotations
 
+import math
+
 from tensorad.simplify.algebra.ranges import wraps_where_stored
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import match_pattern, replace_reads, substitute, walk
+from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
@@ -34,10 +36,7 @@ INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile
 
 
 def _box(op: ComputeOp) -> int:
-    n = 1
-    for ax in list(op.axes) + list(op.reduce_axes):
-        n *= max(ax.hi - ax.lo, 0)
-    return n
+    return math.prod(max(ax.hi - ax.lo, 0) for ax in list(op.axes) + list(op.reduce_axes))
 
 
 def _cost(body: Expr) -> tuple[int, int]:
@@ -115,8 +114,6 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
     stores anyway.  ``check(op, bodies)`` proves the new reads in bounds (the reader may
     evaluate the expression where ``T`` has no element: then its bodies stay as they were).
     ``bodies`` is updated in place."""
-    from tensorad.ir.rewrite import rewrite
-
     position = {op: k for k, op in enumerate(ops)}
     kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
 

@@ -22,6 +22,7 @@ removes points).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import islpy as isl
@@ -194,10 +195,7 @@ def count_points(s: isl.Set) -> int:
             hull = hull.lower_bound_val(isl.dim_type.set, d, lo[d])
             hull = hull.upper_bound_val(isl.dim_type.set, d, hi[d])
         if hull.is_equal(s):
-            total = 1
-            for a, b in zip(lo, hi):
-                total *= max(0, b - a + 1)
-            return total
+            return math.prod(max(0, b - a + 1) for a, b in zip(lo, hi))
     return s.count_val().to_python()
 
 

@@ -26,7 +26,7 @@ outside every gather index.
 from __future__ import annotations
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import rewrite, walk
+from tensorad.ir.rewrite import rewrite, walk, walk_along
 from tensorad.ir.tensor import reads_data
 
 _LOGIC = (Op.AND, Op.OR, Op.NOT)
@@ -34,21 +34,11 @@ _COSTLY = UNARY_MATH - {Op.ABS} | {Op.POW, Op.DIV, Op.REDUCE}  # (``abs``: one b
 MAX_BRANCH_NODES = 24
 
 
-def _atoms(c: Expr) -> list[Expr]:
-    out, stack = [], [c]
-    while stack:
-        n = stack.pop()
-        if n.op in _LOGIC:
-            stack.extend(n.src)
-        else:
-            out.append(n)
-    return out
-
-
 def data_dependent(c: Expr) -> bool:
     """Whether every atom of condition ``c`` reads data isl cannot model (so the bounds proof
     could use none of them)."""
-    return all(reads_data(a) for a in _atoms(c))
+    logic = walk_along(c, lambda n: n.src if n.op in _LOGIC else ())
+    return all(reads_data(a) for a in logic if a.op not in _LOGIC)
 
 
 def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jit.engine import assembly, optimized_ir
 from ..llvm.bounds_checks import Checks
 
 _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
@@ -59,15 +60,11 @@ class Compiled:
     @property
     def llvm_ir(self) -> str:
         if self._ir is None:
-            from ..jit.engine import optimized_ir
-
             self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
         return self._ir
 
     @property
     def asm(self) -> str:
         if self._asm is None:
-            from ..jit.engine import assembly
-
             self._asm = assembly(self.llvm_ir, self.target)
         return self._asm

@@ -61,9 +61,6 @@ class LoadError(ExportError):
     predates the checks.  The message names the file and what is wrong."""
 
 
-# ---- the state that describes a kernel --------------------------------------------------------
-
-
 # ---- export -----------------------------------------------------------------------------------
 
 def _c_name(stem: str) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
 
+from ..options import MAX_THREADS, integer
 from ..program import Buffer
 from ..target import host_target
 from . import pickling
@@ -263,8 +264,6 @@ class Kernel:
 
     @num_threads.setter
     def num_threads(self, n: int) -> None:
-        from ..options import MAX_THREADS, integer
-
         self._num_threads = integer("num_threads", n, 1, MAX_THREADS, what="a positive int",
                                     note=f" (at most {MAX_THREADS} threads)")
         if self._compiled.uses_gomp:

@@ -29,16 +29,18 @@ def disjuncts(c: Expr) -> list[Expr]:
     return _chain(c, Op.OR, FALSE)
 
 
+def _joined(cs, op: Op, unit: Expr) -> Expr:
+    out = unit
+    for c in dict.fromkeys(cs):
+        out = c if out is unit else Expr(op, dt.BOOL, (out, c))
+    return out
+
+
 def all_of(cs) -> Expr:
     """``c1 && c2 && ...`` without repeats (``True`` for none)."""
-    out = TRUE
-    for c in dict.fromkeys(cs):
-        out = c if out is TRUE else Expr(Op.AND, dt.BOOL, (out, c))
-    return out
+    return _joined(cs, Op.AND, TRUE)
 
 
 def any_of(cs) -> Expr:
-    out = FALSE
-    for c in dict.fromkeys(cs):
-        out = c if out is FALSE else Expr(Op.OR, dt.BOOL, (out, c))
-    return out
+    """``c1 || c2 || ...`` without repeats (``False`` for none)."""
+    return _joined(cs, Op.OR, FALSE)

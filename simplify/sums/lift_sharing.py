@@ -29,18 +29,12 @@ on its own, as is every body of a call that traces its rules (the trace counts e
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold_along
-from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
-
-
-def _tensor_rank_key(t: Tensor) -> tuple:
-    """What :func:`tensorad.poly.linear.atom_key` orders reads of ``t`` by (with the shape
-    and output index spelled already): identity without the name."""
-    op = t.op
-    return ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group)
+from tensorad.poly.linear import tensor_id
 
 
 def _ranks(keys: list) -> tuple[int, ...]:
@@ -106,11 +100,12 @@ class LiftMemo:
             return compute()
         variables, tensors = list(sp.vars), list(sp.tensors)
         key = (head, root, tuple(sp.lines), _ranks([(v.arg.name, v.arg.uid) for v in variables]),
-               _ranks([_tensor_rank_key(t) for t in tensors]))
+               _ranks([tensor_id(t) for t in tensors]))
         found = self.table.get(key)
         if found is not None:
-            made = _renamed(found, variables, tensors)
-            if made is not None:
+            out, old_vars, old_tensors = found
+            with suppress(Unkeyable):  # (else the result holds what the key did not number)
+                made = renamed(out, dict(zip(old_tensors, tensors)), {}, dict(zip(old_vars, variables)))
                 self.renamed += 1
                 return made
         self.lifted += 1
@@ -118,40 +113,6 @@ class LiftMemo:
         if found is None:
             self.table[key] = (out, variables, tensors)
         return out
-
-
-def _renamed(entry: tuple[Expr, list[Expr], list[Tensor]], variables: list[Expr],
-             tensors: list[Tensor]) -> Expr | None:
-    """The stored result with its variables and tensors replaced position by position, or
-    ``None`` when it holds one the key did not number (or a payload renaming does not reach)."""
-    out, old_vars, old_tensors = entry
-    vmap = dict(zip(old_vars, variables))
-    tmap = dict(zip(old_tensors, tensors))
-    memo: dict[Expr, Expr] = {}
-    failed = []
-
-    def rebuilt(n: Expr) -> Expr:
-        op = n.op
-        if op is Op.VAR:
-            new = vmap.get(n)
-            if new is None:
-                failed.append(n)
-                return n
-            return new
-        src = tuple(memo[c] for c in n.src)
-        if op is Op.READ:
-            t = tmap.get(n.arg)
-            if t is None:
-                failed.append(n)
-                return n
-            return Expr(Op.READ, n.dtype, src, t)
-        if op is Op.DATA_INDEX or op is Op.REDUCE:
-            failed.append(n)
-            return n
-        return n.replace(src=src) if any(a is not b for a, b in zip(src, n.src)) else n
-
-    made = fold_along(out, lambda n: n.src, rebuilt, memo)
-    return None if failed else made
 
 
 __all__ = ["LiftMemo"]

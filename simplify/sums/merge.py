@@ -21,6 +21,8 @@ from itertools import combinations
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import IndexSet
 
 from ..algebra.logic import any_of
 from ..algebra.rules import simplify_expr
@@ -73,9 +75,6 @@ def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[
     union has fewer points than the domains together exactly when two of them share one, so
     isl is asked whether a pair intersects -- counting every domain's points and the union's
     took a third of bilinear upsampling's gradient."""
-    from tensorad.poly.affine import IndexSpace, NotAffine
-    from tensorad.poly.domain import IndexSet
-
     variables = list(axes) + list(rvars)
     if any(v.lo is None or v.hi is None for v in variables):
         return False

@@ -21,49 +21,41 @@ from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import simultaneous
+from tensorad.ir.spelling import Speller, Unkeyable
+
+
+class _PositionSpeller(Speller):
+    """Spells each variable as its position among the question's variables."""
+
+    def __init__(self, variables: Sequence[Expr]) -> None:
+        super().__init__()
+        self.pos = {v: k for k, v in enumerate(variables)}
+
+    def var_data(self, v: Expr) -> tuple:
+        if v not in self.pos:
+            raise Unkeyable("a variable not among the question's")
+        return (self.pos[v],)
+
+    def payload(self, e: Expr) -> object:
+        if e.op is Op.REDUCE or e.op is Op.DATA_INDEX:
+            raise Unkeyable(e.op.name)
+        return super().payload(e)
 
 
 def shape_key(variables: Sequence[Expr], affine: Sequence[Expr]) -> tuple | None:
     """A key equal for two questions that differ by a renaming of ``variables`` which keeps
     positions, names, ranges and relative creation order; None where the conditions use a
     node this spelling does not cover (a read, a sum, a variable not among ``variables``)."""
-    pos = {v: k for k, v in enumerate(variables)}
-    if len(pos) != len(variables):
+    sp = _PositionSpeller(variables)
+    if len(sp.pos) != len(variables):
+        return None
+    try:
+        conds = tuple(sp.expr(c) for c in affine)
+    except Unkeyable:
         return None
     order = tuple(sorted(range(len(variables)), key=lambda k: (variables[k].name, variables[k].arg.uid)))
-    memo: dict[Expr, tuple] = {}
-    conds = []
-    for c in affine:
-        s = _spell(c, pos, memo)
-        if s is None:
-            return None
-        conds.append(s)
     head = tuple((v.name, v.dtype, v.lo, v.hi) for v in variables)
-    return head, order, tuple(conds)
-
-
-def _spell(root: Expr, pos: dict[Expr, int], memo: dict[Expr, tuple]) -> tuple | None:
-    """``root``'s structure, each variable as its position (iterative, shared nodes once)."""
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if node in memo:
-            continue
-        if not ready:
-            if node.op is Op.VAR:
-                k = pos.get(node)
-                if k is None:
-                    return None
-                memo[node] = ("v", k)
-                continue
-            if node.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX):
-                return None
-            stack.append((node, True))
-            stack.extend((c, False) for c in node.src if c not in memo)
-            continue
-        arg = repr(node.arg) if node.op is Op.CONST else node.arg
-        memo[node] = (node.op, node.dtype, arg, *(memo[c] for c in node.src))
-    return memo[root]
+    return head, order, conds, tuple(sp.lines)
 
 
 def rename(plan, old: Sequence[Expr], new: Sequence[Expr]):

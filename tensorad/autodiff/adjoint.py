@@ -143,10 +143,7 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
 
 
 def _box_size(axes: Sequence[Expr]) -> int:
-    size = 1
-    for a in axes:
-        size *= max(a.extent, 1)
-    return size
+    return math.prod(max(a.extent, 1) for a in axes)
 
 
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:

@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
@@ -240,10 +241,7 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
 def flat_index(axes: Sequence[Expr]) -> Expr | None:
     """The row-major flattening of a point of ``axes`` (0 for the first point, in loop order),
     or ``None`` when the box is too large for an int32."""
-    size = 1
-    for a in axes:
-        size *= max(a.extent, 1)
-    if size >= INDEX_SENTINEL:
+    if math.prod(max(a.extent, 1) for a in axes) >= INDEX_SENTINEL:
         return None
     out: Expr | None = None
     for a in axes:

@@ -15,30 +15,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.expr import TRUE, Expr, Op, data_index
-from ..ir.rewrite import rewrite
+from ..ir.rewrite import rewrite, walk_along
 
 
 def unguarded_reads(source: Expr) -> set[Expr]:
     """The reads of ``source`` evaluated at every point (not only in a branch of an
     ``if_then_else``, nor only where a reduction's ``where`` holds): those whose gather
     indices may be checked wherever the term runs."""
-    out: set[Expr] = set()
-    seen: set[Expr] = set()
-    stack = [source]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node.op is Op.READ:
-            out.add(node)
-        if node.op is Op.IF_THEN_ELSE:
-            stack.append(node.src[0])
-        elif node.op is Op.REDUCE and node.src[0] is not TRUE:
-            stack.append(node.src[0])
-        else:
-            stack.extend(node.src)
-    return out
+    def evaluated(node: Expr) -> tuple[Expr, ...]:
+        lazy = node.op is Op.IF_THEN_ELSE or node.op is Op.REDUCE and node.src[0] is not TRUE
+        return node.src[:1] if lazy else node.src
+
+    return {n for n in walk_along(source, evaluated) if n.op is Op.READ}
 
 
 def unchecked(e: Expr) -> Expr:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..ir.expr import Expr, Op, ReduceArg, const, var
 from ..ir.reducer import CommReducer
-from ..ir.rewrite import rewrite, substitute, tensor_graph
+from ..ir.rewrite import rewrite, substitute, tensor_graph, walk
 from ..ir.tensor import ComputeOp, Tensor
 from ..lang import make_compute, placeholder
 
@@ -52,8 +52,6 @@ class _Promoter:
         return node.replace(dtype=WIDE)
 
     def expr(self, e: Expr) -> Expr:
-        from ..ir.rewrite import walk
-
         for n in walk(e):
             if n.op is Op.REDUCE:
                 self.combiner(n.arg.combiner)

@@ -13,6 +13,8 @@ autodiff see ordinary float32 math.  A ``CAST`` to a half type rounds to nearest
 
 from __future__ import annotations
 
+import numpy as np
+
 HALF_DTYPES = ("float16", "bfloat16")
 FLOAT_DTYPES = HALF_DTYPES + ("float32", "float64")
 INT_DTYPES = ("int32", "int64")
@@ -49,8 +51,6 @@ def compute_dtype(dtype: str) -> str:
 
 def numpy_dtype(dtype: str):
     """The NumPy dtype that holds ``dtype`` (bfloat16 is ``ml_dtypes.bfloat16``)."""
-    import numpy as np
-
     if dtype == "bfloat16":
         import ml_dtypes
 
@@ -62,8 +62,6 @@ def round_to(value: float, dtype: str) -> float:
     """``value`` rounded to ``dtype`` (nearest, ties to even) as a Python float."""
     if dtype not in HALF_DTYPES and dtype != "float32":
         return float(value)
-    import numpy as np
-
     with np.errstate(over="ignore"):
         return float(np.asarray(np.float32(value)).astype(numpy_dtype(dtype)))
 
@@ -73,8 +71,6 @@ def float_to_int(values, dtype: str):
     part of tensorad converts them (generated code's ``fptosi.sat``): toward zero, saturated at
     the type's ends (inf included), NaN to 0.  NumPy's ``astype`` leaves out-of-range values
     undefined (INT_MIN on x86)."""
-    import numpy as np
-
     info = np.iinfo(dtype)
     a = np.asarray(values, np.float64)
     with np.errstate(invalid="ignore"):
@@ -89,8 +85,6 @@ def maximum(a, b):
     (``llvm.maximum``): NaN propagates and ``-0 < +0``, so ``maximum(-0.0, +0.0)`` is ``+0.0``
     in either order.  NumPy's ``maximum`` returns one operand of an equal pair by position, a
     sign of zero that a later division turns into the sign of an infinity."""
-    import numpy as np
-
     out = np.maximum(a, b)
     if np.result_type(out).kind != "f":
         return out
@@ -100,8 +94,6 @@ def maximum(a, b):
 
 def minimum(a, b):
     """Elementwise IEEE 754-2019 ``minimum`` (``llvm.minimum``): NaN propagates, ``-0 < +0``."""
-    import numpy as np
-
     out = np.minimum(a, b)
     if np.result_type(out).kind != "f":
         return out
@@ -113,8 +105,6 @@ def fold_extreme(kind: str, values, axis, where, initial):
     """``max``/``min`` of ``values`` over ``axis`` where ``where`` holds (keepdims), with the
     IEEE sign of zero: a maximum is ``+0`` when any ``+0`` is among the zeros folded, a minimum
     ``-0`` when any ``-0`` is; NumPy's reduction keeps whichever zero it met first."""
-    import numpy as np
-
     ufunc = np.maximum if kind == "max" else np.minimum
     out = ufunc.reduce(values, axis=axis, keepdims=True, where=where, initial=initial,
                        dtype=values.dtype)
@@ -156,8 +146,6 @@ def promote(a: str, b: str) -> str:
 
 def min_value(dtype: str) -> float | int:
     """The smallest value of ``dtype`` (``-inf`` for floats): the identity of a max reduction."""
-    import numpy as np
-
     dtype = check_dtype(dtype)
     if is_float(dtype):
         return float("-inf")
@@ -166,8 +154,6 @@ def min_value(dtype: str) -> float | int:
 
 def max_value(dtype: str) -> float | int:
     """The largest value of ``dtype`` (``+inf`` for floats): the identity of a min reduction."""
-    import numpy as np
-
     dtype = check_dtype(dtype)
     if is_float(dtype):
         return float("inf")

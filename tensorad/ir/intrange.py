@@ -14,8 +14,10 @@ Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refu
 
 from __future__ import annotations
 
+from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import fold
+from tensorad.ir.printer import expr_to_str
+from tensorad.ir.rewrite import fold, walk
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
 _RANGE = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": INT64, "bool": (0, 1)}
@@ -91,7 +93,6 @@ def may_fault(e: Expr, memo: dict | None = None) -> bool:
     """Whether computing ``e`` at a point its guards exclude could fail: ``e`` holds a gather
     index checked at run time (``mode="raise"``) or a read whose indices' interval bounds
     over their variables' ranges (a gather index anywhere in its range) leave the tensor."""
-    from tensorad.ir.rewrite import walk
     memo = {} if memo is None else memo
     for n in walk(e):
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
@@ -106,9 +107,6 @@ def may_fault(e: Expr, memo: dict | None = None) -> bool:
 
 def check_index_range(exprs, where: str) -> None:
     """Raise ``ValueError`` if index arithmetic in ``exprs`` can leave the 64-bit range."""
-    from tensorad.ir.printer import expr_to_str
-    from tensorad.ir.rewrite import walk
-
     memo: dict = {}
     for e in exprs:
         index_bounds(e, memo)
@@ -128,8 +126,6 @@ def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
     """Whether the integer cast ``cast`` leaves its operand's value unchanged: a cast to the
     same or a wider type always does; a narrowing one (``int64`` to ``int32``, which wraps)
     when the operand's index bounds are proved within the narrower type."""
-    from tensorad.ir import dtype as dt
-
     src = cast.src[0]
     if not dt.narrows(src.dtype, cast.dtype):
         return True
@@ -152,7 +148,5 @@ def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
     b = bounds(body)
     if b is not None and INT32[0] <= b[0] and b[1] <= INT32[1]:
         return False
-    from tensorad.ir.rewrite import walk
-
     return any(n.op is Op.VAR or n.dtype == "int64" or n.op is Op.CONST and n.dtype == "int32"
                and not INT32[0] <= int(n.arg) <= INT32[1] for n in walk(body))

@@ -13,8 +13,19 @@ import re
 
 from . import dtype as dt
 from .expr import BINARY_ARITH, COMPARISONS, Expr, Op
-from .rewrite import MissingRuleError, fold, op_reads, walk
+from .rewrite import MissingRuleError, fold, op_reads, walk, walk_along
 from .tensor import ComputeOp, Tensor
+
+
+def _named(names: dict, used: dict[str, int], x, suffixed) -> str:
+    """``x``'s display name: its own name the first time that name is used, else ``suffixed(n)``
+    for the ``n``-th other object of that name (in order of first appearance)."""
+    name = names.get(x)
+    if name is None:
+        n = used.get(x.name, 0)
+        used[x.name] = n + 1
+        name = names[x] = x.name if n == 0 else suffixed(n)
+    return name
 
 
 class Namer:
@@ -33,23 +44,11 @@ class Namer:
         return block
 
     def var(self, v: Expr) -> str:
-        name = self._vars.get(v)
-        if name is None:
-            n = self._used_var.get(v.name, 0)
-            self._used_var[v.name] = n + 1
-            name = v.name if n == 0 else f"{v.name}.{n}"
-            self._vars[v] = name
-        return name
+        return _named(self._vars, self._used_var, v, lambda n: f"{v.name}.{n}")
 
     def op_name(self, op: object) -> str:
         """The display name of an operation (all its output tensors share it)."""
-        name = self._tensors.get(op)
-        if name is None:
-            n = self._used_op.get(op.name, 0)
-            self._used_op[op.name] = n + 1
-            name = op.name if n == 0 else f"{op.name}#{n + 1}"
-            self._tensors[op] = name
-        return name
+        return _named(self._tensors, self._used_op, op, lambda n: f"{op.name}#{n + 1}")
 
     def tensor(self, t: Tensor) -> str:
         name = self.op_name(t.op)
@@ -234,16 +233,7 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
 
 def _consumers_first(tensor: Tensor) -> list[Tensor]:
     """The tensor, then the tensors it reads in order of appearance, depth-first (pre-order)."""
-    out: dict[Tensor, None] = {}
-    stack = [tensor]
-    while stack:
-        t = stack.pop()
-        if t in out:
-            continue
-        out[t] = None
-        if isinstance(t.op, ComputeOp):
-            stack.extend(reversed([d for d in op_reads(t.op) if d not in out]))
-    return list(out)
+    return list(walk_along(tensor, lambda t: op_reads(t.op)[::-1] if isinstance(t.op, ComputeOp) else ()))
 
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:

@@ -115,6 +115,21 @@ def _walk(root: Expr) -> Iterator[Expr]:
             yield node
 
 
+def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | None = None) -> Iterator[Any]:
+    """Every node (an expression, or a tensor of a graph) reached from ``root`` through
+    ``operands(node)`` (the nodes an analysis descends into), each once, users before operands
+    (a stack: the last operand first); the nodes in ``seen`` are skipped, and ``seen`` grows
+    with those yielded."""
+    seen = set() if seen is None else seen
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            yield n
+            stack.extend(operands(n))
+
+
 def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
                memo: dict) -> Any:
     """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root``
@@ -172,7 +187,7 @@ def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) ->
         return fn(node, *[memo[c] for c in node.src])
 
     found = memo.get(root, _ABSENT)
-    return found if found is not _ABSENT else fold_along(root, _operands, visit, memo)
+    return found if found is not _ABSENT else fold_along(root, operands, visit, memo)
 
 
 _ABSENT = object()
@@ -300,10 +315,11 @@ def simultaneous(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
         new = tuple([memo[c] for c in node.src])
         return node.replace(src=new) if any(map(is_not, new, node.src)) else node
 
-    return lambda root: fold_along(root, _operands, rebuilt, memo)
+    return lambda root: fold_along(root, operands, rebuilt, memo)
 
 
-def _operands(node: Expr) -> tuple[Expr, ...]:
+def operands(node: Expr) -> tuple[Expr, ...]:
+    """``node.src``: the operands a whole-expression fold descends into."""
     return node.src
 
 

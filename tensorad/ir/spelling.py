@@ -8,7 +8,9 @@ renamed -- as far as the spelling goes: each user decides what a variable, a rea
 line holds (its :class:`Speller` subclass), so that everything its work reads is spelled
 and nothing else.  Users: :mod:`tensorad.codegen.loops.nest_key` (loop nests emitted once),
 :mod:`tensorad.codegen.loops.shared_nests` (groups lowered once), :mod:`tensorad.simplify.sums.lift_sharing`
-(the optimizer's guard lifting done once per body shape).
+(the optimizer's guard lifting done once per body shape), :mod:`tensorad.simplify.sums.plan_key`
+(isl's answers shared between questions over other variables).  :func:`renamed` turns what
+was made for one thing into what the same work makes for another with the same key.
 
 Constants are spelled bit-exactly (``0.0`` and ``-0.0``, every NaN payload differ), also
 inside tuples; a payload that cannot be hashed makes the thing :class:`Unkeyable`.  Spelling
@@ -18,9 +20,11 @@ is iterative: no recursion limit, each shared node once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from operator import is_not
 
 from .expr import Expr, Op
+from .rewrite import fold_along, operands
 
 
 class Unkeyable(Exception):
@@ -52,22 +56,36 @@ def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
           payload: Callable[[Expr], object]) -> int:
     """The number of ``root`` in ``nodes``, appending a line ``(op, dtype, operand numbers,
     payload)`` per node not numbered yet -- operands first, iteratively (no recursion limit)."""
-    found = nodes.get(root)
-    if found is not None:
-        return found
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if e in nodes:
-            continue
-        if not ready:
-            stack.append((e, True))
-            stack.extend((s, False) for s in reversed(e.src) if s not in nodes)
-            continue
+    def visit(e: Expr) -> int:
         data = payload(e)
-        nodes[e] = len(nodes)
         lines.append((e.op, e.dtype, tuple(nodes[s] for s in e.src), data))
-    return nodes[root]
+        return len(nodes)
+
+    return fold_along(root, operands, visit, nodes)
+
+
+def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
+            variables: Mapping[Expr, Expr] | None = None) -> Expr:
+    """``root`` with each read of a tensor of ``tensors`` reading its image and, given
+    ``variables``, each variable replaced by its image (``memo``: the nodes renamed by earlier
+    calls with the same maps).  :class:`Unkeyable` where ``root`` reads another tensor, holds
+    another variable, or a gather index or a sum (payloads a renaming does not reach)."""
+    def rebuilt(n: Expr) -> Expr:
+        op = n.op
+        if op is Op.VAR and variables is not None:
+            if n not in variables:
+                raise Unkeyable("a variable the key did not number")
+            return variables[n]
+        src = tuple(memo[c] for c in n.src)
+        if op is Op.READ:
+            if n.arg not in tensors:
+                raise Unkeyable("a read of a tensor the key did not number")
+            return Expr(Op.READ, n.dtype, src, tensors[n.arg])
+        if op is Op.DATA_INDEX or op is Op.REDUCE:
+            raise Unkeyable(op.name)
+        return n.replace(src=src) if any(map(is_not, src, n.src)) else n
+
+    return fold_along(root, operands, rebuilt, memo)
 
 
 class Speller:
@@ -118,4 +136,4 @@ class Speller:
         return hashable(e.arg)
 
 
-__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "spell"]
+__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "renamed", "spell"]

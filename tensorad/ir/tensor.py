@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,10 +194,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def __getitem__(self, indices: Any) -> Expr | Tensor:
         """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view,

@@ -17,7 +17,7 @@ from typing import Any
 from ..ir import dtype as dt
 from ..ir import trace
 from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
-from ..ir.rewrite import rewrite, walk
+from ..ir.rewrite import free_vars, rewrite, substitute, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 
 
@@ -215,8 +215,6 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
     ``[lo, hi)`` becomes one more axis of the new tensor, of extent ``hi - lo``, read at
     ``k - lo`` (the innermost reductions are lifted first, so any depth works).
     """
-    from ..ir.rewrite import free_vars, substitute
-
     own = set(axes)
     lifted: dict[Expr, tuple[Expr, tuple[Expr, ...]]] = {}
     count = [0]

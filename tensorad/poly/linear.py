@@ -47,7 +47,7 @@ def atom_key(e: Expr, memo: dict | None = None) -> tuple:
     return (1, _structure(e, {} if memo is None else memo))
 
 
-def _tensor_id(t) -> tuple:
+def tensor_id(t) -> tuple:
     """A placeholder's uid or a compute op's provenance group: identity without the name."""
     op = t.op
     return ("p", op.uid) if hasattr(op, "uid") else ("c", op.provenance.group)
@@ -62,7 +62,7 @@ def _structure(e: Expr, memo: dict) -> tuple:
             found = ("const", e.dtype, repr(e.arg))
         else:
             arg = e.arg
-            extra = (repr(arg.shape), arg.value_index, _tensor_id(arg)) if e.op is Op.READ else ()
+            extra = (repr(arg.shape), arg.value_index, tensor_id(arg)) if e.op is Op.READ else ()
             found = (e.op.value, e.dtype, *extra, *(_structure(s, memo) for s in e.src))
         memo[e] = found
     return found

@@ -69,13 +69,6 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
     return vals
 
 
-def product(values: Sequence[int]) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
-
-
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None,
                 attrs: dict | None = None) -> Tensor:

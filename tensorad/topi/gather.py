@@ -10,13 +10,15 @@ index tensors are integers and get no gradient.
 
 from __future__ import annotations
 
+from math import prod
+
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.ir.expr import GATHER_MODES, data_index
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, new_compute, normalize_axis, product
+from ._util import check_tensor, new_compute, normalize_axis
 
 __all__ = ["take", "index_select", "embedding", "embedding_bag"]
 
@@ -37,7 +39,7 @@ def take(x: Tensor, indices: Tensor, axis: int | None = None, mode: str = "raise
     ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``."""
     _check(x, indices, mode, name)
     if axis is None:  # one gather index into the flattened x, unravelled in row-major order
-        strides = [product(x.shape[d + 1:]) for d in range(x.ndim)]
+        strides = [prod(x.shape[d + 1:]) for d in range(x.ndim)]
 
         def flat(ax: tuple[Expr, ...]) -> Expr:
             g = data_index(indices[ax] if ax else indices[()], x.size, mode, x.name, 0)

@@ -19,7 +19,7 @@ from tensorad.ir import reducer as _reducer
 from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
-from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis, product
+from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis
 from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
@@ -306,7 +306,7 @@ def flatten(x: Tensor, name: str = "flatten") -> Tensor:
     check_tensor(x, name)
     if x.ndim == 0:
         raise ValueError(f"{name}: cannot flatten a 0-d tensor")
-    return reshape(x, (x.shape[0], product(x.shape[1:])), name)
+    return reshape(x, (x.shape[0], math.prod(x.shape[1:])), name)
 
 
 def relu(x: Tensor, name: str = "relu") -> Tensor:

@@ -23,6 +23,7 @@ Every piece is an ordinary compute, so autodiff differentiates it like a user's 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import Any
 
 from tensorad.ir import Expr, Tensor, const
@@ -30,7 +31,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis, product
+from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
 from .reduction import sum as _sum
 
 Index = tuple[Expr, ...]
@@ -52,7 +53,7 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean"
     its gradient)."""
     _check_float(x, name)
     axes = normalize_axes(axis, x.ndim, name)
-    count = product(x.shape[d] for d in axes)
+    count = prod(x.shape[d] for d in axes)
     return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), 1.0 / count if count else float("nan"), name)
 
 
@@ -66,7 +67,7 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
     if not is_int(ddof) or ddof < 0:
         raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
     axes = normalize_axes(axis, x.ndim, name)
-    count = product(x.shape[d] for d in axes)
+    count = prod(x.shape[d] for d in axes)
     m = mean(x, axes, True, f"{name}.mean")
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
     inv = const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
@@ -103,7 +104,7 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
 def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
                   read: Callable[[Index, Index], Index], name: str) -> tuple[Tensor, Tensor]:
     """``mean`` and the population variance over the groups ``read(s, k)`` (see :func:`_moments`)."""
-    count = product(extents)
+    count = prod(extents)
     # no element in a group: then no output element either (the groups' axes are the
     # output's), so any scale serves (1/0 raised ZeroDivisionError while defining)
     inv = const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
@@ -155,6 +156,14 @@ def _check_eps(eps: Any, op: str) -> float:
     return float(eps)
 
 
+def _split_trailing(x: Tensor, gamma: Any, ndim: int | None, name: str) -> tuple[tuple, tuple]:
+    """X's leading axes and the trailing ``ndim`` it normalizes (default: ``gamma.ndim``, or 1)."""
+    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
+    if not is_int(nd) or not 1 <= nd <= x.ndim:
+        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
+    return x.shape[:-nd], x.shape[-nd:]
+
+
 def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None,
                eps: float = 1e-5, ndim: int | None = None, name: str = "layer_norm") -> Tensor:
     """Layer normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the
@@ -165,10 +174,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     """
     _check_float(x, name)
     eps = _check_eps(eps, name)
-    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
-    if not is_int(nd) or not 1 <= nd <= x.ndim:
-        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
-    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
     beta = _affine_param(beta, norm, name, "beta")
     k = len(lead)
@@ -227,7 +233,7 @@ def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momen
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum <= 1:
         raise ValueError(f"{name}: momentum must be a number in [0, 1], got {momentum!r}")
     extents = x.shape[:axis] + x.shape[axis + 1:]
-    count = product(extents)
+    count = prod(extents)
     if count < 2:
         raise ValueError(f"{name}: an unbiased variance needs at least 2 values a channel, X is {x.shape}")
     m, v = _mean_and_var(x, (c,), extents, lambda s, ks: ks[:axis] + s + ks[axis:], name)
@@ -288,13 +294,10 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
     if eps is None:
         eps = 2.0 ** -23 if wide == "float32" else 2.0 ** -52
     eps = _check_eps(eps, name)
-    nd = ndim if ndim is not None else gamma.ndim if isinstance(gamma, Tensor) else 1
-    if not is_int(nd) or not 1 <= nd <= x.ndim:
-        raise ValueError(f"{name}: cannot normalize the last {nd!r} axes of X {x.shape}")
-    lead, norm = x.shape[:-nd], x.shape[-nd:]
+    lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
     k = len(lead)
-    inv = const(1.0 / max(product(norm), 1), wide)  # (no element: no output either, as above)
+    inv = const(1.0 / max(prod(norm), 1), wide)  # (no element: no output either, as above)
 
     def ms_body(s: Index) -> Expr:
         ks = tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(norm))

@@ -8,12 +8,13 @@ which is why they are written plainly here rather than special-cased.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import prod
 from typing import Any
 
 from tensorad.ir import Expr, Tensor, const
 from tensorad.lang import if_then_else
 
-from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis, product
+from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
 
 
 def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int, ...]:
@@ -27,13 +28,13 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int, ...]:
     if len(unknown) > 1 or any(s < -1 for s in shape):
         raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
     if unknown:
-        known = product(s for s in shape if s != -1)
+        known = prod(s for s in shape if s != -1)
         if known == 0 or x.size % known:
             raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
         shape = shape[:unknown[0]] + (x.size // known,) + shape[unknown[0] + 1:]
-    if product(shape) != x.size:
+    if prod(shape) != x.size:
         raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
-                         f"(size {product(shape)})")
+                         f"(size {prod(shape)})")
     return shape
 
 
@@ -46,7 +47,7 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
     """
     check_tensor(x, name)
     shape = _target_shape(x, shape, name)
-    if product(shape) == 0:  # nothing to read (the flat index would divide by an extent 0)
+    if prod(shape) == 0:  # nothing to read (the flat index would divide by an extent 0)
         return new_compute(shape, lambda ax: const(0, x.dtype), name, "injective")
     src, dst = x.shape, shape
     pre = 0
@@ -63,7 +64,7 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
         for a, s in zip(mid_ax, mid_dst):  # row-major flat index of the middle axes
             flat = a if flat is None else flat * s + a
         idx: list[Expr | int] = []
-        stride = product(mid_src)
+        stride = prod(mid_src)
         for d, s in enumerate(mid_src):
             stride //= s
             if s == 1:

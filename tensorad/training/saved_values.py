@@ -28,11 +28,12 @@ Nothing here depends on names or shapes: the match is structural (:func:`.ir.rew
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..ir.expr import TRUE, UNARY_MATH, Expr, Op, var
-from ..ir.rewrite import free_vars, match_pattern, reads, rewrite, substitute, tensor_graph, walk
+from ..ir.rewrite import free_vars, match_pattern, reads, rewrite, substitute, tensor_graph, walk, walk_along
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
 from ..lang.bounds import OutOfBoundsError
 from ..lang.tensor_lang import make_compute
@@ -54,10 +55,7 @@ class _Value:
 
     @property
     def size(self) -> int:
-        n = 1
-        for v in self.axes:
-            n *= v.hi - v.lo
-        return n
+        return math.prod(v.hi - v.lo for v in self.axes)
 
 
 class _Speller:
@@ -85,23 +83,14 @@ class _Speller:
 def _lazy_free_nodes(body: Expr) -> list[Expr]:
     """The nodes of ``body`` that run wherever the body runs: not under a lazy choice's branches,
     not in a reduction's condition."""
-    out: list[Expr] = []
-    seen: set[int] = set()
-    stack = [body]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        out.append(n)
+    def unconditional(n: Expr) -> tuple[Expr, ...]:
         if n.op is Op.IF_THEN_ELSE:
-            stack.append(n.src[0])  # the condition runs; the branches only where chosen
-        elif n.op is Op.REDUCE:
-            if n.src[0] is TRUE:
-                stack.extend(n.src[1:])
-        else:
-            stack.extend(n.src)
-    return out
+            return n.src[:1]  # the condition runs; the branches only where chosen
+        if n.op is Op.REDUCE:
+            return n.src[1:] if n.src[0] is TRUE else ()
+        return n.src
+
+    return list(walk_along(body, unconditional))
 
 
 def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: _Speller) -> list[_Value]:
