@@ -75,7 +75,10 @@ H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1
 H_BAND_HI = H_BAND_HI_ON + 1
 H_BAND_INNER = H_BAND_HI + 1
-DESC_LEN = H_BAND_INNER + 1
+# side B read in place (a plain read, contiguous along its columns, unpacked): the distance of
+# its rows (k) in elements; 0: B is packed (see gemmlib's driver and microkernel.reads_b_in_place)
+H_BDIRECT = H_BAND_INNER + 1
+DESC_LEN = H_BDIRECT + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

@@ -219,9 +219,10 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micro = emit_micro(m, p + "_micro", t, mr, nr, vw, target.fma)
+        micros = [emit_micro(m, p + f"_micro{'_strided' * strided}", t, mr, nr, vw, target.fma, strided)
+                  for strided in (False, True)]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
-        emit_driver(m, p + "_driver", t, mr, nr, micro)
+        emit_driver(m, p + "_driver", t, mr, nr, *micros)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
@@ -237,20 +238,25 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 # tile -- 0.83-0.84 of torch.mm's speed without, 0.87-0.88 with C's tile alone, 0.92-0.95 with
 # both panels too (B 768-3072 and A 1024-2048 bytes ahead all within noise of each other)
 PREFETCH_A, PREFETCH_B = 2048, 1536
+# how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
+PREFETCH_ROWS = 8
 
 
-def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool) -> ir.Function:
+def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
+               strided: bool = False) -> ir.Function:
     """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
     with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
-    and an add (``llvm.fma`` would be a library call)."""
+    and an add (``llvm.fma`` would be a library call).  ``strided``: ``micro(..., first, ldb)``
+    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart (B read unpacked)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nv = nr // vw
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]), name)
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
-    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args
+    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
+    ldb = fn.args[8] if strided else I64(nr)
     for a in (ap, bp, cp):
         a.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
@@ -281,8 +287,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     for row in accs:
         for ph in row:
             ph.add_incoming(zero, entry)
-    boff = b.mul(kv, I64(nr))
-    align = min(64, vw * es, (nr * es) & -(nr * es))  # panels are 64-byte aligned, rows nr apart
+    boff = b.mul(kv, ldb)
+    # panels are 64-byte aligned, rows nr apart; B read in place, anywhere
+    align = es if strided else min(64, vw * es, (nr * es) & -(nr * es))
     bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
             for v in range(nv)]
     # ask for the panels' lines a little ahead: A's panel changes with every call (the inner
@@ -290,9 +297,12 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     # is in L1 when a call starts (B's 512 x 48 float32 panel is 96 KiB); each k step asks
     # for the lines of B's row PREFETCH_B bytes ahead and of A's PREFETCH_A bytes ahead
     # (past a panel's end: the next panel, or nothing -- a prefetch never faults)
-    b_ahead = max(1, PREFETCH_B // (nr * es)) * nr
-    for off in range(0, nr * es, 64):
-        ahead = b.gep(bp, [b.add(boff, I64(b_ahead + off // es))], inbounds=False, source_etype=t)
+    if strided:  # (a row's lines: it may start anywhere in one)
+        b_ahead, lines = b.add(boff, b.mul(I64(PREFETCH_ROWS), ldb)), range(0, nr * es + 63, 64)
+    else:
+        b_ahead, lines = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr)), range(0, nr * es, 64)
+    for off in lines:
+        ahead = b.gep(bp, [b.add(b_ahead, I64(min(off, nr * es - es) // es))], inbounds=False, source_etype=t)
         b.call(fetch, [ahead, read, keep, data])
     aoff = b.mul(kv, I64(mr))
     a_ahead = max(1, PREFETCH_A // (mr * es)) * mr
@@ -360,8 +370,11 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function) -> ir.Function:
-    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``."""
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
+                micro_strided: ir.Function) -> ir.Function:
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.
+    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), its whole panels go to
+    ``micro_strided`` unpacked and only a block's last, narrower panel is packed."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")
@@ -377,6 +390,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     band_inner = ld(b, desc, gd.H_BAND_INNER)
     side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
+    ldb = ld(b, desc, gd.H_BDIRECT)
+    direct = b.icmp_unsigned("!=", ldb, I64(0))
+    bdirect = b.gep(b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_BASE), PTR), [ld(b, desc, gd.SIDE_B + gd.S_CONST)],
+                    inbounds=False, source_etype=t, name="Bdirect")
 
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
     fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
@@ -467,8 +484,11 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = imin(b, kc, b.sub(K, k0))
                 first = b.icmp_signed("==", k0, I64(0))
-                with b.if_then(b.not_(preb)):
-                    b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+                # (B read in place: only the block's last panel, if narrower, is packed)
+                whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
+                with b.if_then(b.and_(b.not_(preb), b.icmp_signed("<", whole, ncl))):
+                    b.call(fb, [side_b, bp, bflat, b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
+                brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
@@ -479,7 +499,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                     ablock = b.select(pre, at, ap)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = imin(b, I64(nr), b.sub(ncl, jr))
-                        bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                        in_place = b.icmp_signed("<", jr, whole)
+                        packed = b.gep(bblock, [b.mul(b.sub(jr, whole), kcl)], inbounds=True, source_etype=t)
+                        bpanel = b.select(in_place, b.gep(brow, [jr], inbounds=False, source_etype=t), packed)
+                        bstep = b.select(in_place, ldb, I64(nr))
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
                             # the k of this block that the tile's band reaches, [klo, khi)
@@ -494,10 +517,15 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             skip = b.sub(klo, k0)
                             apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
                                            inbounds=True, source_etype=t)
-                            bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
+                            bskip = b.gep(bpanel, [b.mul(skip, bstep)], inbounds=False, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first])
+                            args = [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first]
+                            with b.if_else(in_place) as (unpacked, packed_panel):
+                                with unpacked:
+                                    b.call(micro_strided, args + [ldb])
+                                with packed_panel:
+                                    b.call(micro, args)
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

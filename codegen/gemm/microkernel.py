@@ -62,6 +62,26 @@ def packs_b_once(s: Contraction) -> bool:
             and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
 
 
+DIRECT_ROWS = 64  # at most this many rows of C: side B read in place (reads_b_in_place)
+
+
+def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
+    """The distance (in elements) of B's rows when the driver reads side B in place, unpacked,
+    else 0.  Packing B pays when many rows of A reuse each packed panel; a product of few rows
+    (``[32 x 1000] @ [1000 x 1000]``) spent a third of its time packing B.  In place, B must be
+    a plain read (no range checks, no batch axis) whose columns are one contiguous run and
+    whose ``k`` steps by one stride, and the product not pack B once per call anyway."""
+    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.M > DIRECT_ROWS
+            or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+        return 0
+    n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
+    k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
+    ldb = k_coefs[-1]
+    if ldb < 1 or gd.runs(s.n, n_coefs) != s.N or gd.runs(s.k, k_coefs, ldb) != s.K:
+        return 0
+    return ldb
+
+
 class GemmEmitter:
     """Emits the body of a nest function (``ptrs..., lo, hi, shared``) for one :class:`Contraction`."""
 
@@ -102,6 +122,7 @@ class GemmEmitter:
             if plan is not None:
                 fields.update({at + f: v for f, v in plan.fields.items()})
             sides.append((at, expr, outer, width, plan))
+        fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
