@@ -219,8 +219,8 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micros = [emit_micro(m, p + f"_micro{'_strided' * strided}", t, mr, nr, vw, target.fma, strided)
-                  for strided in (False, True)]
+        micros = [emit_micro(m, p + f"_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw, target.fma,
+                             strided, packs) for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         emit_driver(m, p + "_driver", t, mr, nr, *micros)
     else:
@@ -243,21 +243,24 @@ PREFETCH_ROWS = 8
 
 
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
-               strided: bool = False) -> ir.Function:
+               strided: bool = False, packs: bool = False) -> ir.Function:
     """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
     with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
     and an add (``llvm.fma`` would be a library call).  ``strided``: ``micro(..., first, ldb)``
-    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart (B read unpacked)."""
+    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart; ``packs`` too:
+    ``micro(..., first, ldb, dst)`` also packs them as it goes, into the panel at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nv = nr // vw
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided), name)
+    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs),
+                     name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
     ldb = fn.args[8] if strided else I64(nr)
-    for a in (ap, bp, cp):
+    dst = fn.args[9] if packs else None
+    for a in (ap, bp, cp) + ((dst,) if packs else ()):
         a.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
@@ -292,6 +295,11 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     align = es if strided else min(64, vw * es, (nr * es) & -(nr * es))
     bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
             for v in range(nv)]
+    if packs:
+        drow = b.mul(kv, I64(nr))
+        for v in range(nv):  # (the panel is 64-byte aligned, as the driver's are)
+            b.store(bvec[v], b.gep(dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
+                    align=min(64, vw * es, (nr * es) & -(nr * es)))
     # ask for the panels' lines a little ahead: A's panel changes with every call (the inner
     # loop of the driver runs the A panels of a block past one B panel), and neither panel
     # is in L1 when a call starts (B's 512 x 48 float32 panel is 96 KiB); each k step asks
@@ -371,10 +379,12 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 # ---- the driver ------------------------------------------------------------------------------
 
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
-                micro_strided: ir.Function) -> ir.Function:
+                micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.
-    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), its whole panels go to
-    ``micro_strided`` unpacked and only a block's last, narrower panel is packed."""
+    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), a block's whole panels go to
+    ``micro_strided`` unpacked, or (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's
+    ``micro_packing`` packs them for the others; only a block's last, narrower panel is packed
+    beforehand."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")
@@ -487,8 +497,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 # (B read in place: only the block's last panel, if narrower, is packed)
                 whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
                 with b.if_then(b.and_(b.not_(preb), b.icmp_signed("<", whole, ncl))):
-                    b.call(fb, [side_b, bp, bflat, b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
+                    b.call(fb, [side_b, b.gep(bp, [b.mul(whole, kcl)], inbounds=True, source_etype=t), bflat,
+                                b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
                 brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
+                keep = b.icmp_unsigned("!=", ld(b, desc, gd.H_BKEEP), I64(0))
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
@@ -499,10 +511,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                     ablock = b.select(pre, at, ap)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = imin(b, I64(nr), b.sub(ncl, jr))
-                        in_place = b.icmp_signed("<", jr, whole)
-                        packed = b.gep(bblock, [b.mul(b.sub(jr, whole), kcl)], inbounds=True, source_etype=t)
-                        bpanel = b.select(in_place, b.gep(brow, [jr], inbounds=False, source_etype=t), packed)
-                        bstep = b.select(in_place, ldb, I64(nr))
+                        bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
                             # the k of this block that the tile's band reaches, [klo, khi)
@@ -517,15 +526,23 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             skip = b.sub(klo, k0)
                             apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
                                            inbounds=True, source_etype=t)
-                            bskip = b.gep(bpanel, [b.mul(skip, bstep)], inbounds=False, source_etype=t)
+                            bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                            args = [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first]
-                            with b.if_else(in_place) as (unpacked, packed_panel):
+                            klen = b.sub(khi, klo)
+                            in_place = b.and_(b.icmp_signed("<", jr, whole),
+                                              b.or_(b.not_(keep), b.icmp_signed("==", b.add(ic, ir_), I64(0))))
+                            with b.if_else(in_place) as (unpacked, packed):
                                 with unpacked:
-                                    b.call(micro_strided, args + [ldb])
-                                with packed_panel:
-                                    b.call(micro, args)
+                                    bin = b.gep(brow, [b.add(jr, b.mul(skip, ldb))], inbounds=False, source_etype=t)
+                                    args = [apanel, bin, cptr, ldc, rows, cols, klen, first, ldb]
+                                    with b.if_else(keep) as (packing, reading):
+                                        with packing:
+                                            b.call(micro_packing, args + [bskip])
+                                        with reading:
+                                            b.call(micro_strided, args)
+                                with packed:
+                                    b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, klen, first])
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

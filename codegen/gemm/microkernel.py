@@ -63,6 +63,7 @@ def packs_b_once(s: Contraction) -> bool:
 
 
 DIRECT_ROWS = 64  # at most this many rows of C: side B read in place (reads_b_in_place)
+KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the others (reads_b_in_place)
 
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
@@ -72,7 +73,7 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     a plain read (no range checks, no batch axis) whose columns are one contiguous run and
     whose ``k`` steps by one stride, and the product not pack B once per call anyway."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.M > DIRECT_ROWS
-            or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+            or s.band is not None or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
@@ -123,6 +124,7 @@ class GemmEmitter:
                 fields.update({at + f: v for f, v in plan.fields.items()})
             sides.append((at, expr, outer, width, plan))
         fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
+        fields[gd.H_BKEEP] = int(-(-s.M // s.mr) > KEEP_TILES)
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
