@@ -62,18 +62,20 @@ def packs_b_once(s: Contraction) -> bool:
             and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
 
 
-DIRECT_ROWS = 64  # at most this many rows of C: side B read in place (reads_b_in_place)
 KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the others (reads_b_in_place)
 
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
-    """The distance (in elements) of B's rows when the driver reads side B in place, unpacked,
-    else 0.  Packing B pays when many rows of A reuse each packed panel; a product of few rows
-    (``[32 x 1000] @ [1000 x 1000]``) spent a third of its time packing B.  In place, B must be
-    a plain read (no range checks, no batch axis) whose columns are one contiguous run and
-    whose ``k`` steps by one stride, and the product not pack B once per call anyway."""
-    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.M > DIRECT_ROWS
-            or s.band is not None or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+    """The distance (in elements) of B's rows when the driver reads side B in place rather
+    than packing it beforehand, else 0.  Packing B first reads and writes all of it once more:
+    a product of few rows (``[32 x 1000] @ [1000 x 1000]``) spent a third of its time so.  Read
+    in place, B's panels are packed by the first row tile's micro-kernel as it reads them where
+    more than ``KEEP_TILES`` row tiles read them (the panels of an 8-row tile are reused from
+    the cache; with more, the others read them packed).  B must be a plain read (no range
+    checks, no batch axis) whose columns are one contiguous run and whose ``k`` steps by one
+    stride, of a product without a band (each row tile reads all of ``k``) that does not pack
+    B once per call anyway."""
+    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
