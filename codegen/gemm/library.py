@@ -219,8 +219,9 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micros = [emit_micro(m, p + f"_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw, target.fma,
-                             strided, packs) for strided, packs in ((False, False), (True, False), (True, True))]
+        micros = [emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw,
+                             target.fma, strided, packs)
+                  for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         emit_driver(m, p + "_driver", t, mr, nr, *micros)
     else:
@@ -252,8 +253,8 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nv = nr // vw
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs),
-                     name)
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
+    fn = ir.Function(m, ir.FunctionType(VOID, params), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
@@ -280,60 +281,94 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
             b.call(fetch, [b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write, keep, data])
     zero = ir.Constant(vt, None)
-    body = b.append_basic_block("k.body")
-    done = b.append_basic_block("k.exit")
-    b.cbranch(b.icmp_signed(">", kcl, I64(0)), body, done)
-    b.position_at_end(body)
-    kv = b.phi(I64, name="k")
-    kv.add_incoming(I64(0), entry)
-    accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
-    for row in accs:
-        for ph in row:
-            ph.add_incoming(zero, entry)
-    boff = b.mul(kv, ldb)
     # panels are 64-byte aligned, rows nr apart; B read in place, anywhere
-    align = es if strided else min(64, vw * es, (nr * es) & -(nr * es))
-    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
-            for v in range(nv)]
-    if packs:
-        drow = b.mul(kv, I64(nr))
-        for v in range(nv):  # (the panel is 64-byte aligned, as the driver's are)
-            b.store(bvec[v], b.gep(dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
-                    align=min(64, vw * es, (nr * es) & -(nr * es)))
-    # ask for the panels' lines a little ahead: A's panel changes with every call (the inner
-    # loop of the driver runs the A panels of a block past one B panel), and neither panel
-    # is in L1 when a call starts (B's 512 x 48 float32 panel is 96 KiB); each k step asks
-    # for the lines of B's row PREFETCH_B bytes ahead and of A's PREFETCH_A bytes ahead
-    # (past a panel's end: the next panel, or nothing -- a prefetch never faults)
-    if strided:  # (a row's lines: it may start anywhere in one)
-        b_ahead, lines = b.add(boff, b.mul(I64(PREFETCH_ROWS), ldb)), range(0, nr * es + 63, 64)
-    else:
-        b_ahead, lines = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr)), range(0, nr * es, 64)
-    for off in lines:
-        ahead = b.gep(bp, [b.add(b_ahead, I64(min(off, nr * es - es) // es))], inbounds=False, source_etype=t)
-        b.call(fetch, [ahead, read, keep, data])
-    aoff = b.mul(kv, I64(mr))
-    a_ahead = max(1, PREFETCH_A // (mr * es)) * mr
-    b.call(fetch, [b.gep(ap, [b.add(aoff, I64(a_ahead))], inbounds=False, source_etype=t), read, keep, data])
+    panel_align = min(64, vw * es, (nr * es) & -(nr * es))
+    align = es if strided else panel_align
     undef = ir.Constant(vt, ir.Undefined)
     lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
-    new = []
-    for r in range(mr):
-        a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-        splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
-        new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
-    nxt = b.add(kv, I64(1))
-    kv.add_incoming(nxt, b.block)
-    for r in range(mr):
-        for v in range(nv):
-            accs[r][v].add_incoming(new[r][v], b.block)
-    b.cbranch(b.icmp_signed("<", nxt, kcl), body, done)
-    b.position_at_end(done)
-    res = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
-    for r in range(mr):
-        for v in range(nv):
-            res[r][v].add_incoming(zero, entry)
-            res[r][v].add_incoming(new[r][v], body)
+
+    def step(kv: ir.Value, accs: list) -> list:
+        """One ``k``: B's row (packed on, if ``packs``), A's column broadcast, the tile's FMAs."""
+        boff = b.mul(kv, ldb)
+        bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt,
+                       align=align) for v in range(nv)]
+        if packs:
+            drow = b.mul(kv, I64(nr))
+            for v in range(nv):  # (the panel is 64-byte aligned, as the driver's are)
+                b.store(bvec[v], b.gep(dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
+                        align=panel_align)
+        aoff = b.mul(kv, I64(mr))
+        new = []
+        for r in range(mr):
+            a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
+            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+            new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
+        return new
+
+    def prefetch(kv: ir.Value) -> None:
+        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: A's panel
+        changes with every call (the inner loop of the driver runs the A panels of a block past
+        one B panel), and neither panel is in L1 when a call starts (B's 512 x 48 float32 panel
+        is 96 KiB): the lines of the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead
+        (``PREFETCH_ROWS`` rows of B read in place, each row's lines) and of A ``PREFETCH_A``
+        bytes ahead (past a panel's end: the next panel, or nothing -- a prefetch never faults)."""
+        boff = b.mul(kv, ldb)
+        if strided:  # (a row's lines: it may start anywhere in one)
+            for u in range(unroll):
+                row = b.gep(bp, [b.add(boff, b.mul(I64(PREFETCH_ROWS + u), ldb))], inbounds=False,
+                            source_etype=t)
+                for off in range(0, nr * es + 63, 64):
+                    at = b.gep(row, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t)
+                    b.call(fetch, [at, read, keep, data])
+        else:
+            ahead = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr))
+            for off in range(0, unroll * nr * es, 64):
+                at = b.gep(bp, [b.add(ahead, I64(off // es))], inbounds=False, source_etype=t)
+                b.call(fetch, [at, read, keep, data])
+        a_ahead = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
+        for off in range(0, unroll * mr * es, 64):
+            b.call(fetch, [b.gep(ap, [b.add(a_ahead, I64(off // es))], inbounds=False, source_etype=t),
+                           read, keep, data])
+
+    def k_loop(lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
+        """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
+        from the tiles ``accs0``: the tiles after them."""
+        pre = b.block
+        body = b.append_basic_block(f"{name}.body")
+        exit_ = b.append_basic_block(f"{name}.exit")
+        b.cbranch(b.icmp_signed("<", lo, hi), body, exit_)
+        b.position_at_end(body)
+        kv = b.phi(I64, name=name)
+        kv.add_incoming(lo, pre)
+        accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
+        for r in range(mr):
+            for v in range(nv):
+                accs[r][v].add_incoming(accs0[r][v], pre)
+        if fetching:
+            prefetch(kv)
+        new = accs
+        for u in range(by):
+            new = step(b.add(kv, I64(u)) if u else kv, new)
+        nxt = b.add(kv, I64(by))
+        kv.add_incoming(nxt, b.block)
+        for r in range(mr):
+            for v in range(nv):
+                accs[r][v].add_incoming(new[r][v], b.block)
+        b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
+        b.position_at_end(exit_)
+        out = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
+        for r in range(mr):
+            for v in range(nv):
+                out[r][v].add_incoming(accs0[r][v], pre)
+                out[r][v].add_incoming(new[r][v], body)
+        return out
+
+    # ``unroll`` steps per iteration, so that a step of A's panel is a whole line: a prefetch
+    # per line and a loop test per ``unroll`` steps, then the remaining steps one by one
+    unroll = max(1, 64 // (mr * es))
+    whole_steps = b.mul(b.sdiv(kcl, I64(unroll)), I64(unroll))
+    tiles = k_loop(I64(0), whole_steps, [[zero] * nv for _ in range(mr)], unroll, "k", True)
+    res = k_loop(whole_steps, kcl, tiles, 1, "kr", unroll == 1)
     full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
     with b.if_else(full) as (then, other):
         with then:
@@ -402,8 +437,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
     ldb = ld(b, desc, gd.H_BDIRECT)
     direct = b.icmp_unsigned("!=", ldb, I64(0))
-    bdirect = b.gep(b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_BASE), PTR), [ld(b, desc, gd.SIDE_B + gd.S_CONST)],
-                    inbounds=False, source_etype=t, name="Bdirect")
+    bdirect = b.gep(b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_BASE), PTR),
+                    [ld(b, desc, gd.SIDE_B + gd.S_CONST)], inbounds=False, source_etype=t, name="Bdirect")
 
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
     fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
@@ -530,11 +565,11 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                             klen = b.sub(khi, klo)
-                            in_place = b.and_(b.icmp_signed("<", jr, whole),
-                                              b.or_(b.not_(keep), b.icmp_signed("==", b.add(ic, ir_), I64(0))))
+                            first_tile = b.icmp_signed("==", b.add(ic, ir_), I64(0))
+                            in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
                             with b.if_else(in_place) as (unpacked, packed):
-                                with unpacked:
-                                    bin = b.gep(brow, [b.add(jr, b.mul(skip, ldb))], inbounds=False, source_etype=t)
+                                with unpacked:  # (no band then: every row tile reads all of k)
+                                    bin = b.gep(brow, [jr], inbounds=False, source_etype=t)
                                     args = [apanel, bin, cptr, ldc, rows, cols, klen, first, ldb]
                                     with b.if_else(keep) as (packing, reading):
                                         with packing:

@@ -75,7 +75,8 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     checks, no batch axis) whose columns are one contiguous run and whose ``k`` steps by one
     stride, of a product without a band (each row tile reads all of ``k``) that does not pack
     B once per call anyway."""
-    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
+            or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
