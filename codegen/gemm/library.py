@@ -34,10 +34,15 @@ The driver, BLIS-style (see :mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
+Side B that is a plain read contiguous along its columns is not packed beforehand
+(:func:`.gemm.microkernel.reads_b_in_place`): the micro-kernel reads its rows in place, and
+where many row tiles share a panel the first one packs it for the others as it reads it.
+
 Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
 micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
-``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds; the first
-``kc`` block stores the tile, later ones add it; edge tiles go through a stack tile.
+``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds, in steps of
+as many ``k`` as make a line of A's panel; the first ``kc`` block stores the tile, later ones
+add it; edge tiles go through a stack tile.
 """
 
 from __future__ import annotations

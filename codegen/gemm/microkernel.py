@@ -3,7 +3,8 @@
 For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
 
     for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
-      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major
+      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major (or
+                                          read it in place: reads_b_in_place)
         for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels, k-major
           for jr, ir in micro-tiles:      MR x NR tile of C in MR*NR/VW vector registers:
                                           per k: NR/VW vector loads of B, MR broadcasts of A,
