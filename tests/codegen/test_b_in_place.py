@@ -31,11 +31,13 @@ def _product(m: int, n: int, kk: int, transposed: bool = False):
 
 def _check(m: int, n: int, kk: int, target: str, rng, **opts) -> None:
     A, B, C = _product(m, n, kk)
-    kern = ta.build([C], [A, B], target=target, microkernel=True, num_threads=1, **opts)
+    kern = ta.build([C], [A, B], target=target, microkernel=True, parallel_min_work=0, **opts)
     a = rng.standard_normal((m, kk)).astype(np.float32)
     b = rng.standard_normal((kk, n)).astype(np.float32)
     want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(kern(a, b), want, rtol=1e-4, atol=1e-4 * np.sqrt(kk))
+    for threads in (1, 2):  # (two: column blocks on both threads, each packing its own panels)
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(a, b), want, rtol=1e-4, atol=1e-4 * np.sqrt(kk))
 
 
 @pytest.mark.parametrize("target", TARGETS)
