@@ -264,88 +264,110 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     reads B's ``nr`` columns in place, its rows ``ldb`` elements apart; ``packs`` too:
     ``micro(..., first, ldb, dst)`` also packs them as it goes, into the panel at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    nv = nr // vw
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
     fn = ir.Function(m, ir.FunctionType(VOID, params), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
-    ldb = fn.args[8] if strided else I64(nr)
-    dst = fn.args[9] if packs else None
-    for a in (ap, bp, cp) + ((dst,) if packs else ()):
+    for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
-    entry = fn.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
-    fused = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
-
-    def madd(x, y, acc):
-        return b.call(fused, [x, y, acc]) if fma else b.fadd(b.fmul(x, y), acc)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     # C's tile is read or written only after the k loop: ask for its lines now, so that their
     # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
     # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
     # past C's end are harmless.
-    fetch = declare(m, "llvm.prefetch.p0", VOID, [PTR, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
-    read, write, keep, data = (ir.IntType(32)(v) for v in (0, 1, 3, 1))
+    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
-            b.call(fetch, [b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write, keep, data])
-    zero = ir.Constant(vt, None)
-    # panels are 64-byte aligned, rows nr apart; B read in place, anywhere
-    panel_align = min(64, vw * es, (nr * es) & -(nr * es))
-    align = es if strided else panel_align
-    undef = ir.Constant(vt, ir.Undefined)
-    lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
+            steps.fetch(b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write=True)
+    # the steps in iterations of ``steps.unroll``, then the rest one by one
+    whole_steps = b.mul(b.sdiv(kcl, I64(steps.unroll)), I64(steps.unroll))
+    tiles = steps.loop(I64(0), whole_steps, steps.zeros(), steps.unroll, "k", True)
+    res = steps.loop(whole_steps, kcl, tiles, 1, "kr", steps.unroll == 1)
+    update_c(b, t, vw, res, cp, ldc, rows, cols, first)
+    b.ret_void()
+    return fn
 
-    def step(kv: ir.Value, accs: list) -> list:
-        """One ``k``: B's row (packed on, if ``packs``), A's column broadcast, the tile's FMAs."""
-        boff = b.mul(kv, ldb)
-        bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt,
-                       align=align) for v in range(nv)]
-        if packs:
-            drow = b.mul(kv, I64(nr))
+
+class MicroSteps:
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` tile of
+    accumulators: B's panel at ``bp`` (rows ``ldb`` apart if given, else ``nr``: packed),
+    packed on into ``dst`` if given, A's panel at ``ap``."""
+
+    def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
+                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
+        self.b, self.t, self.mr, self.nr, self.vw, self.fma = b, t, mr, nr, vw, fma
+        self.ap, self.bp, self.dst, self.strided = ap, bp, dst, ldb is not None
+        self.ldb = I64(nr) if ldb is None else ldb
+        self.es = 4 if isinstance(t, ir.FloatType) else 8
+        self.vt = ir.VectorType(t, vw)
+        self.nv = nr // vw
+        self.unroll = k_unroll(mr, self.es, fma)
+        # panels are 64-byte aligned, rows nr apart; B read in place, anywhere
+        self.panel_align = min(64, vw * self.es, (nr * self.es) & -(nr * self.es))
+        m = b.module
+        self.fused = declare(m, f"llvm.fma.v{vw}{'f32' if self.es == 4 else 'f64'}", self.vt, [self.vt] * 3)
+        self.prefetch = declare(m, "llvm.prefetch.p0", VOID, [PTR] + [ir.IntType(32)] * 3)
+
+    def fetch(self, at: ir.Value, write: bool = False) -> None:
+        """A prefetch of the line at ``at`` into L1."""
+        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), 3, 1)])
+
+    def zeros(self) -> list:
+        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.mr)]
+
+    def step(self, kv: ir.Value, accs: list) -> list:
+        """One ``k``: B's row (packed on, with ``dst``), A's column broadcast, the tile's FMAs."""
+        b, t, vt, vw, nv = self.b, self.t, self.vt, self.vw, self.nv
+        boff = b.mul(kv, self.ldb)
+        bvec = [b.load(b.gep(self.bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt,
+                       align=self.es if self.strided else self.panel_align) for v in range(nv)]
+        if self.dst is not None:
+            drow = b.mul(kv, I64(self.nr))
             for v in range(nv):  # (the panel is 64-byte aligned, as the driver's are)
-                b.store(bvec[v], b.gep(dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
-                        align=panel_align)
-        aoff = b.mul(kv, I64(mr))
+                b.store(bvec[v], b.gep(self.dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
+                        align=self.panel_align)
+        aoff = b.mul(kv, I64(self.mr))
+        undef = ir.Constant(vt, ir.Undefined)
+        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
         new = []
-        for r in range(mr):
-            a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
+        for r in range(self.mr):
+            a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
             splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
-            new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
+            new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
+                        else b.fadd(b.fmul(splat, bvec[v]), accs[r][v]) for v in range(nv)])
         return new
 
-    def prefetch(kv: ir.Value) -> None:
+    def ahead(self, kv: ir.Value) -> None:
         """Ask for the panels' lines a little ahead, once per ``unroll`` steps: A's panel
         changes with every call (the inner loop of the driver runs the A panels of a block past
         one B panel), and neither panel is in L1 when a call starts (B's 512 x 48 float32 panel
         is 96 KiB): the lines of the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead
         (``PREFETCH_ROWS`` rows of B read in place, each row's lines) and of A ``PREFETCH_A``
         bytes ahead (past a panel's end: the next panel, or nothing -- a prefetch never faults)."""
-        boff = b.mul(kv, ldb)
-        if strided:  # (a row's lines: it may start anywhere in one)
-            for u in range(unroll):
-                row = b.gep(bp, [b.add(boff, b.mul(I64(PREFETCH_ROWS + u), ldb))], inbounds=False,
+        b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
+        boff = b.mul(kv, self.ldb)
+        if self.strided:  # (a row's lines: it may start anywhere in one)
+            for i in range(u):
+                row = b.gep(self.bp, [b.add(boff, b.mul(I64(PREFETCH_ROWS + i), self.ldb))], inbounds=False,
                             source_etype=t)
                 for off in range(0, nr * es + 63, 64):
                     at = b.gep(row, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t)
-                    b.call(fetch, [at, read, keep, data])
+                    self.fetch(at)
         else:
-            ahead = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr))
-            for off in range(0, unroll * nr * es, 64):
-                at = b.gep(bp, [b.add(ahead, I64(off // es))], inbounds=False, source_etype=t)
-                b.call(fetch, [at, read, keep, data])
-        a_ahead = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
-        for off in range(0, unroll * mr * es, 64):
-            b.call(fetch, [b.gep(ap, [b.add(a_ahead, I64(off // es))], inbounds=False, source_etype=t),
-                           read, keep, data])
+            at = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr))
+            for off in range(0, u * nr * es, 64):
+                self.fetch(b.gep(self.bp, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
+        at = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
+        for off in range(0, u * mr * es, 64):
+            self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
 
-    def k_loop(lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
+    def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
         """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
         from the tiles ``accs0``: the tiles after them."""
+        b, mr, nv = self.b, self.mr, self.nv
         pre = b.block
         body = b.append_basic_block(f"{name}.body")
         exit_ = b.append_basic_block(f"{name}.exit")
@@ -353,15 +375,15 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
         b.position_at_end(body)
         kv = b.phi(I64, name=name)
         kv.add_incoming(lo, pre)
-        accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
+        accs = [[b.phi(self.vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
         for r in range(mr):
             for v in range(nv):
                 accs[r][v].add_incoming(accs0[r][v], pre)
         if fetching:
-            prefetch(kv)
+            self.ahead(kv)
         new = accs
         for u in range(by):
-            new = step(b.add(kv, I64(u)) if u else kv, new)
+            new = self.step(b.add(kv, I64(u)) if u else kv, new)
         nxt = b.add(kv, I64(by))
         kv.add_incoming(nxt, b.block)
         for r in range(mr):
@@ -369,21 +391,26 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
                 accs[r][v].add_incoming(new[r][v], b.block)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
         b.position_at_end(exit_)
-        out = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
+        out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
         for r in range(mr):
             for v in range(nv):
                 out[r][v].add_incoming(accs0[r][v], pre)
                 out[r][v].add_incoming(new[r][v], body)
         return out
 
-    unroll = k_unroll(mr, es, fma)
-    whole_steps = b.mul(b.sdiv(kcl, I64(unroll)), I64(unroll))
-    tiles = k_loop(I64(0), whole_steps, [[zero] * nv for _ in range(mr)], unroll, "k", True)
-    res = k_loop(whole_steps, kcl, tiles, 1, "kr", unroll == 1)
+
+def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc: ir.Value, rows: ir.Value,
+             cols: ir.Value, first: ir.Value) -> None:
+    """``C[:rows, :cols] (+)= res``, the micro-kernel's tile of ``len(res)`` rows of vectors:
+    the first k block stores, later ones accumulate (C is never read before)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    mr, nv = len(res), len(res[0])
+    nr, vt = nv * vw, ir.VectorType(t, vw)
+    with b.goto_entry_block():
+        tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
     full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
     with b.if_else(full) as (then, other):
         with then:
-            # the first k block stores, later ones accumulate (C is never read before)
             with b.if_else(first) as (store, accumulate):
                 for branch, add in ((store, False), (accumulate, True)):
                     with branch:
@@ -414,12 +441,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
             with for_range(b, 0, rows, name="er", vectorize=False) as r:
                 with for_range(b, whole, cols, name="ec", vectorize=False) as c:
                     src = b.gep(tile, [b.add(b.mul(r, I64(nr)), c)], inbounds=True, source_etype=t)
-                    dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
-                    old = b.load(dst, typ=t)
-                    base = b.select(first, t(0.0), old)
-                    b.store(b.fadd(base, b.load(src, typ=t)), dst)
-    b.ret_void()
-    return fn
+                    at = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
+                    base = b.select(first, t(0.0), b.load(at, typ=t))
+                    b.store(b.fadd(base, b.load(src, typ=t)), at)
 
 
 # ---- the driver ------------------------------------------------------------------------------
