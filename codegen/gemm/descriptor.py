@@ -75,7 +75,13 @@ H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1
 H_BAND_HI = H_BAND_HI_ON + 1
 H_BAND_INNER = H_BAND_HI + 1
-DESC_LEN = H_BAND_INNER + 1
+# side B read in place (a plain read, contiguous along its columns, unpacked): the distance of
+# its rows (k) in elements; 0: B is packed (see gemmlib's driver and microkernel.reads_b_in_place)
+H_BDIRECT = H_BAND_INNER + 1
+# with B read in place, 1: the first row tile's micro-kernel packs B's panels as it reads them
+# and the other row tiles read them packed; 0: every row tile reads B in place
+H_BKEEP = H_BDIRECT + 1
+DESC_LEN = H_BKEEP + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

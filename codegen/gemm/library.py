@@ -34,10 +34,15 @@ The driver, BLIS-style (see :mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
+Side B that is a plain read contiguous along its columns is not packed beforehand
+(:func:`.gemm.microkernel.reads_b_in_place`): the micro-kernel reads its rows in place, and
+where many row tiles share a panel the first one packs it for the others as it reads it.
+
 Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
 micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
-``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds; the first
-``kc`` block stores the tile, later ones add it; edge tiles go through a stack tile.
+``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds, in steps of
+as many ``k`` as make a line of A's panel; the first ``kc`` block stores the tile, later ones
+add it; edge tiles go through a stack tile.
 """
 
 from __future__ import annotations
@@ -219,9 +224,11 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micro = emit_micro(m, p + "_micro", t, mr, nr, vw, target.fma)
+        micros = [emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw,
+                             target.fma, strided, packs)
+                  for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
-        emit_driver(m, p + "_driver", t, mr, nr, micro)
+        emit_driver(m, p + "_driver", t, mr, nr, *micros)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
@@ -237,89 +244,173 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 # tile -- 0.83-0.84 of torch.mm's speed without, 0.87-0.88 with C's tile alone, 0.92-0.95 with
 # both panels too (B 768-3072 and A 1024-2048 bytes ahead all within noise of each other)
 PREFETCH_A, PREFETCH_B = 2048, 1536
+# how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
+PREFETCH_ROWS = 8
 
 
-def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool) -> ir.Function:
+def k_unroll(mr: int, es: int, fma: bool) -> int:
+    """The ``k`` steps of one iteration of the micro-kernel's loop (the rest run one by one):
+    as many as make a line of A's panel, one prefetch per line and one loop test per iteration
+    (AVX2's 4 x 24 float32 tile 1.05-1.3x faster in four steps, AVX-512's 8 x 48 as fast in
+    two).  Without FMA one: SSE's 6 x 8 tile spilled its registers in two."""
+    return max(1, 64 // (mr * es)) if fma else 1
+
+
+def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
+               strided: bool = False, packs: bool = False) -> ir.Function:
     """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
     with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
-    and an add (``llvm.fma`` would be a library call)."""
+    and an add (``llvm.fma`` would be a library call).  ``strided``: ``micro(..., first, ldb)``
+    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart; ``packs`` too:
+    ``micro(..., first, ldb, dst)`` also packs them as it goes, into the panel at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    nv = nr // vw
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]), name)
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
+    fn = ir.Function(m, ir.FunctionType(VOID, params), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
-    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args
-    for a in (ap, bp, cp):
+    ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
+    for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
-    entry = fn.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
-    fused = declare(m, f"llvm.fma.v{vw}{'f32' if es == 4 else 'f64'}", vt, [vt, vt, vt])
-
-    def madd(x, y, acc):
-        return b.call(fused, [x, y, acc]) if fma else b.fadd(b.fmul(x, y), acc)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     # C's tile is read or written only after the k loop: ask for its lines now, so that their
     # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
     # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
     # past C's end are harmless.
-    fetch = declare(m, "llvm.prefetch.p0", VOID, [PTR, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
-    read, write, keep, data = (ir.IntType(32)(v) for v in (0, 1, 3, 1))
+    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
-            b.call(fetch, [b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write, keep, data])
-    zero = ir.Constant(vt, None)
-    body = b.append_basic_block("k.body")
-    done = b.append_basic_block("k.exit")
-    b.cbranch(b.icmp_signed(">", kcl, I64(0)), body, done)
-    b.position_at_end(body)
-    kv = b.phi(I64, name="k")
-    kv.add_incoming(I64(0), entry)
-    accs = [[b.phi(vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
-    for row in accs:
-        for ph in row:
-            ph.add_incoming(zero, entry)
-    boff = b.mul(kv, I64(nr))
-    align = min(64, vw * es, (nr * es) & -(nr * es))  # panels are 64-byte aligned, rows nr apart
-    bvec = [b.load(b.gep(bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt, align=align)
-            for v in range(nv)]
-    # ask for the panels' lines a little ahead: A's panel changes with every call (the inner
-    # loop of the driver runs the A panels of a block past one B panel), and neither panel
-    # is in L1 when a call starts (B's 512 x 48 float32 panel is 96 KiB); each k step asks
-    # for the lines of B's row PREFETCH_B bytes ahead and of A's PREFETCH_A bytes ahead
-    # (past a panel's end: the next panel, or nothing -- a prefetch never faults)
-    b_ahead = max(1, PREFETCH_B // (nr * es)) * nr
-    for off in range(0, nr * es, 64):
-        ahead = b.gep(bp, [b.add(boff, I64(b_ahead + off // es))], inbounds=False, source_etype=t)
-        b.call(fetch, [ahead, read, keep, data])
-    aoff = b.mul(kv, I64(mr))
-    a_ahead = max(1, PREFETCH_A // (mr * es)) * mr
-    b.call(fetch, [b.gep(ap, [b.add(aoff, I64(a_ahead))], inbounds=False, source_etype=t), read, keep, data])
-    undef = ir.Constant(vt, ir.Undefined)
-    lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
-    new = []
-    for r in range(mr):
-        a = b.load(b.gep(ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-        splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
-        new.append([madd(splat, bvec[v], accs[r][v]) for v in range(nv)])
-    nxt = b.add(kv, I64(1))
-    kv.add_incoming(nxt, b.block)
-    for r in range(mr):
-        for v in range(nv):
-            accs[r][v].add_incoming(new[r][v], b.block)
-    b.cbranch(b.icmp_signed("<", nxt, kcl), body, done)
-    b.position_at_end(done)
-    res = [[b.phi(vt) for _ in range(nv)] for _ in range(mr)]
-    for r in range(mr):
-        for v in range(nv):
-            res[r][v].add_incoming(zero, entry)
-            res[r][v].add_incoming(new[r][v], body)
+            steps.fetch(b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write=True)
+    # the steps in iterations of ``steps.unroll``, then the rest one by one
+    whole_steps = b.mul(b.sdiv(kcl, I64(steps.unroll)), I64(steps.unroll))
+    tiles = steps.loop(I64(0), whole_steps, steps.zeros(), steps.unroll, "k", True)
+    res = steps.loop(whole_steps, kcl, tiles, 1, "kr", steps.unroll == 1)
+    update_c(b, t, vw, res, cp, ldc, rows, cols, first)
+    b.ret_void()
+    return fn
+
+
+class MicroSteps:
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` tile of
+    accumulators: B's panel at ``bp`` (rows ``ldb`` apart if given, else ``nr``: packed),
+    packed on into ``dst`` if given, A's panel at ``ap``."""
+
+    def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
+                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
+        self.b, self.t, self.mr, self.nr, self.vw, self.fma = b, t, mr, nr, vw, fma
+        self.ap, self.bp, self.dst, self.strided = ap, bp, dst, ldb is not None
+        self.ldb = I64(nr) if ldb is None else ldb
+        self.es = 4 if isinstance(t, ir.FloatType) else 8
+        self.vt = ir.VectorType(t, vw)
+        self.nv = nr // vw
+        self.unroll = k_unroll(mr, self.es, fma)
+        # panels are 64-byte aligned, rows nr apart; B read in place, anywhere
+        self.panel_align = min(64, vw * self.es, (nr * self.es) & -(nr * self.es))
+        m = b.module
+        self.fused = declare(m, f"llvm.fma.v{vw}{'f32' if self.es == 4 else 'f64'}", self.vt, [self.vt] * 3)
+        self.prefetch = declare(m, "llvm.prefetch.p0", VOID, [PTR] + [ir.IntType(32)] * 3)
+
+    def fetch(self, at: ir.Value, write: bool = False) -> None:
+        """A prefetch of the line at ``at`` into L1."""
+        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), 3, 1)])
+
+    def zeros(self) -> list:
+        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.mr)]
+
+    def step(self, kv: ir.Value, accs: list) -> list:
+        """One ``k``: B's row (packed on, with ``dst``), A's column broadcast, the tile's FMAs."""
+        b, t, vt, vw, nv = self.b, self.t, self.vt, self.vw, self.nv
+        boff = b.mul(kv, self.ldb)
+        bvec = [b.load(b.gep(self.bp, [b.add(boff, I64(v * vw))], inbounds=True, source_etype=t), typ=vt,
+                       align=self.es if self.strided else self.panel_align) for v in range(nv)]
+        if self.dst is not None:
+            drow = b.mul(kv, I64(self.nr))
+            for v in range(nv):  # (the panel is 64-byte aligned, as the driver's are)
+                b.store(bvec[v], b.gep(self.dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
+                        align=self.panel_align)
+        aoff = b.mul(kv, I64(self.mr))
+        undef = ir.Constant(vt, ir.Undefined)
+        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
+        new = []
+        for r in range(self.mr):
+            a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
+            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+            new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
+                        else b.fadd(b.fmul(splat, bvec[v]), accs[r][v]) for v in range(nv)])
+        return new
+
+    def ahead(self, kv: ir.Value) -> None:
+        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: A's panel
+        changes with every call (the inner loop of the driver runs the A panels of a block past
+        one B panel), and neither panel is in L1 when a call starts (B's 512 x 48 float32 panel
+        is 96 KiB): the lines of the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead
+        (``PREFETCH_ROWS`` rows of B read in place, each row's lines) and of A ``PREFETCH_A``
+        bytes ahead (past a panel's end: the next panel, or nothing -- a prefetch never faults)."""
+        b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
+        boff = b.mul(kv, self.ldb)
+        if self.strided:  # (a row's lines: it may start anywhere in one)
+            for i in range(u):
+                row = b.gep(self.bp, [b.add(boff, b.mul(I64(PREFETCH_ROWS + i), self.ldb))], inbounds=False,
+                            source_etype=t)
+                for off in range(0, nr * es + 63, 64):
+                    at = b.gep(row, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t)
+                    self.fetch(at)
+        else:
+            at = b.add(boff, I64(max(1, PREFETCH_B // (nr * es)) * nr))
+            for off in range(0, u * nr * es, 64):
+                self.fetch(b.gep(self.bp, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
+        at = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
+        for off in range(0, u * mr * es, 64):
+            self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
+
+    def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
+        """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
+        from the tiles ``accs0``: the tiles after them."""
+        b, mr, nv = self.b, self.mr, self.nv
+        pre = b.block
+        body = b.append_basic_block(f"{name}.body")
+        exit_ = b.append_basic_block(f"{name}.exit")
+        b.cbranch(b.icmp_signed("<", lo, hi), body, exit_)
+        b.position_at_end(body)
+        kv = b.phi(I64, name=name)
+        kv.add_incoming(lo, pre)
+        accs = [[b.phi(self.vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
+        for r in range(mr):
+            for v in range(nv):
+                accs[r][v].add_incoming(accs0[r][v], pre)
+        if fetching:
+            self.ahead(kv)
+        new = accs
+        for u in range(by):
+            new = self.step(b.add(kv, I64(u)) if u else kv, new)
+        nxt = b.add(kv, I64(by))
+        kv.add_incoming(nxt, b.block)
+        for r in range(mr):
+            for v in range(nv):
+                accs[r][v].add_incoming(new[r][v], b.block)
+        b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
+        b.position_at_end(exit_)
+        out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
+        for r in range(mr):
+            for v in range(nv):
+                out[r][v].add_incoming(accs0[r][v], pre)
+                out[r][v].add_incoming(new[r][v], body)
+        return out
+
+
+def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc: ir.Value, rows: ir.Value,
+             cols: ir.Value, first: ir.Value) -> None:
+    """``C[:rows, :cols] (+)= res``, the micro-kernel's tile of ``len(res)`` rows of vectors:
+    the first k block stores, later ones accumulate (C is never read before)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    mr, nv = len(res), len(res[0])
+    nr, vt = nv * vw, ir.VectorType(t, vw)
+    with b.goto_entry_block():
+        tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
     full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
     with b.if_else(full) as (then, other):
         with then:
-            # the first k block stores, later ones accumulate (C is never read before)
             with b.if_else(first) as (store, accumulate):
                 for branch, add in ((store, False), (accumulate, True)):
                     with branch:
@@ -350,18 +441,20 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
             with for_range(b, 0, rows, name="er", vectorize=False) as r:
                 with for_range(b, whole, cols, name="ec", vectorize=False) as c:
                     src = b.gep(tile, [b.add(b.mul(r, I64(nr)), c)], inbounds=True, source_etype=t)
-                    dst = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
-                    old = b.load(dst, typ=t)
-                    base = b.select(first, t(0.0), old)
-                    b.store(b.fadd(base, b.load(src, typ=t)), dst)
-    b.ret_void()
-    return fn
+                    at = b.gep(cp, [b.add(b.mul(r, ldc), c)], inbounds=True, source_etype=t)
+                    base = b.select(first, t(0.0), b.load(at, typ=t))
+                    b.store(b.fadd(base, b.load(src, typ=t)), at)
 
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function) -> ir.Function:
-    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``."""
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
+                micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.
+    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), a block's whole panels go to
+    ``micro_strided`` unpacked, or (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's
+    ``micro_packing`` packs them for the others; only a block's last, narrower panel is packed
+    beforehand."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")
@@ -377,6 +470,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     band_inner = ld(b, desc, gd.H_BAND_INNER)
     side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
+    ldb = ld(b, desc, gd.H_BDIRECT)
+    direct = b.icmp_unsigned("!=", ldb, I64(0))
+    bdirect = b.gep(b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_BASE), PTR),
+                    [ld(b, desc, gd.SIDE_B + gd.S_CONST)], inbounds=False, source_etype=t, name="Bdirect")
 
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
     fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
@@ -467,8 +564,13 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = imin(b, kc, b.sub(K, k0))
                 first = b.icmp_signed("==", k0, I64(0))
-                with b.if_then(b.not_(preb)):
-                    b.call(fb, [side_b, bp, bflat, jc, ncl, k0, kcl, scratch])
+                # (B read in place: only the block's last panel, if narrower, is packed)
+                whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
+                with b.if_then(b.and_(b.not_(preb), b.icmp_signed("<", whole, ncl))):
+                    b.call(fb, [side_b, b.gep(bp, [b.mul(whole, kcl)], inbounds=True, source_etype=t), bflat,
+                                b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
+                brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
+                keep = b.icmp_unsigned("!=", ld(b, desc, gd.H_BKEEP), I64(0))
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
@@ -497,7 +599,20 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             bskip = b.gep(bpanel, [b.mul(skip, I64(nr))], inbounds=True, source_etype=t)
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
-                            b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, b.sub(khi, klo), first])
+                            klen = b.sub(khi, klo)
+                            first_tile = b.icmp_signed("==", b.add(ic, ir_), I64(0))
+                            in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
+                            with b.if_else(in_place) as (unpacked, packed):
+                                with unpacked:  # (no band then: every row tile reads all of k)
+                                    bin = b.gep(brow, [jr], inbounds=False, source_etype=t)
+                                    args = [apanel, bin, cptr, ldc, rows, cols, klen, first, ldb]
+                                    with b.if_else(keep) as (packing, reading):
+                                        with packing:
+                                            b.call(micro_packing, args + [bskip])
+                                        with reading:
+                                            b.call(micro_strided, args)
+                                with packed:
+                                    b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, klen, first])
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

@@ -3,7 +3,8 @@
 For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
 
     for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
-      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major
+      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major (or
+                                          read it in place: reads_b_in_place)
         for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels, k-major
           for jr, ir in micro-tiles:      MR x NR tile of C in MR*NR/VW vector registers:
                                           per k: NR/VW vector loads of B, MR broadcasts of A,
@@ -62,6 +63,31 @@ def packs_b_once(s: Contraction) -> bool:
             and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
 
 
+KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the others (reads_b_in_place)
+
+
+def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
+    """The distance (in elements) of B's rows when the driver reads side B in place rather
+    than packing it beforehand, else 0.  Packing B first reads and writes all of it once more:
+    a product of few rows (``[32 x 1000] @ [1000 x 1000]``) spent a third of its time so.  Read
+    in place, B's panels are packed by the first row tile's micro-kernel as it reads them where
+    more than ``KEEP_TILES`` row tiles read them (fewer re-read B's rows from the cache: four
+    AVX-512 tiles of 8 rows ran 4% faster so; eight AVX2 tiles of 4 rows as fast or faster
+    reading them packed).  B must be a plain read (no range
+    checks, no batch axis) whose columns are one contiguous run and whose ``k`` steps by one
+    stride, of a product without a band (each row tile reads all of ``k``) that does not pack
+    B once per call anyway."""
+    if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
+            or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+        return 0
+    n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
+    k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
+    ldb = k_coefs[-1]
+    if ldb < 1 or gd.runs(s.n, n_coefs) != s.N or gd.runs(s.k, k_coefs, ldb) != s.K:
+        return 0
+    return ldb
+
+
 class GemmEmitter:
     """Emits the body of a nest function (``ptrs..., lo, hi, shared``) for one :class:`Contraction`."""
 
@@ -102,6 +128,8 @@ class GemmEmitter:
             if plan is not None:
                 fields.update({at + f: v for f, v in plan.fields.items()})
             sides.append((at, expr, outer, width, plan))
+        fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
+        fields[gd.H_BKEEP] = int(-(-s.M // s.mr) > KEEP_TILES)
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
