@@ -5,17 +5,13 @@ solving, two of them often iterate over the same points -- ``adj_M[i] = sum_j -H
 sum_k -a[i] * exp(...)`` in a log-softmax.  Two loop nests over one domain do the work of one:
 the additive terms of a body that read sums with equal domains (the same indices, reduction
 ranges and where-condition once the reduction variables are renamed by position) are replaced
-by a read of one sum of their sources, with the factors every source multiplies by taken out
-once (``H X + H^T X`` is one product ``(H + H^T) X``).  Only sums the caller allows
-(``mergeable``) are merged.
+by a read of one sum of their sources.  Only sums the caller allows (``mergeable``: ones the
+optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
 """
 
 from __future__ import annotations
 
-import operator
-from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import reduce
 from itertools import combinations
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
@@ -100,32 +96,6 @@ def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict
     return list(by_cond.values())
 
 
-def _product_factors(e: Expr) -> list[Expr]:
-    out, stack = [], [e]
-    while stack:
-        x = stack.pop()
-        if x.op is Op.MUL:
-            stack += [x.src[1], x.src[0]]
-        else:
-            out.append(x)
-    return out
-
-
-def _factored_sum(parts: Terms) -> Expr:
-    """``sum(sign * term)`` with the factors every term multiplies by taken out once:
-    ``H[a, j] X[j, b] + H[j, a] X[j, b]`` is ``(H[a, j] + H[j, a]) X[j, b]``, one product."""
-    factors = [Counter(_product_factors(s)) for _, s in parts]
-    common = reduce(operator.and_, factors)
-    out: Expr | None = None
-    for (sign, s), f in zip(parts, factors):
-        if common:
-            rest = list((f - common).elements())
-            s = reduce(operator.mul, rest) if rest else const(1, s.dtype)
-        out = (s if sign > 0 else -s) if out is None else (out + s if sign > 0 else out - s)
-    assert out is not None
-    return reduce(operator.mul, common.elements(), out)
-
-
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
                make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str,
                ctx=None) -> Expr | None:
@@ -153,13 +123,12 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
         cond, _, ra = inst[group[0]]
         if len(conds) > 1:  # one nest over the union: each source where its own sum runs
             cond = any_of(conds)
-        parts: Terms = []
+        src = None
         for k in group:
-            s = inst[k][1]
+            sign, s = terms[k][0], inst[k][1]
             if len(conds) > 1 and inst[k][0] is not TRUE:
                 s = Expr(Op.IF_THEN_ELSE, s.dtype, (inst[k][0], s, const(0, s.dtype)))
-            parts.append((terms[k][0], s))
-        src = _factored_sum(parts)
+            src = (s if sign > 0 else -s) if src is None else (src + s if sign > 0 else src - s)
         canon = ra.axes  # original variables of the first sum, renamed back from positions
         fresh = {_positional(pos, j, r): var(r.name, r.lo, r.hi) for j, r in enumerate(canon)}
         red = Expr(Op.REDUCE, src.dtype, (substitute(cond, fresh), substitute(src, fresh)),
