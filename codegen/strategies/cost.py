@@ -66,6 +66,7 @@ from ..gemm.contraction import Contraction
 from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from ..target import Target
 from .registry import PlanContext
+from .scan import any_order
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
 
@@ -138,10 +139,15 @@ def short_loop_factor(trips: int, lanes: int) -> float:
 
 
 def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = False) -> float:
-    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``."""
+    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``.
+    Accumulators that must combine in the loop's order (:func:`.strategies.scan.any_order`:
+    several values, a custom kind) are scalar chains: their loop over the reduction is not
+    vectorized."""
     iters = math.prod(a.extent for a in op.axes)
+    lanes = vector_lanes(ctx, op.body[0].dtype)
     if op.is_reduction:
         red = bodies[0]
+        lanes = lanes if strips or any_order(red.arg.combiner) else 1
         iters *= math.prod(a.extent for a in red.arg.axes)
         costs = strip_costs(op, bodies)
         if costs is not None:
@@ -151,7 +157,7 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
             access = access_cost(reads_in(red.src), inner, strides) if inner is not None else 0
     else:
         access = access_cost(reads_in(bodies), op.axes[-1], strides) if op.axes else 0
-    return iters * (2 + access + heavy_count(bodies)) / vector_lanes(ctx, op.body[0].dtype)
+    return iters * (2 + access + heavy_count(bodies)) / lanes
 
 
 def is_guarded(side) -> bool:

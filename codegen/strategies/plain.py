@@ -161,14 +161,16 @@ class Scan:
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):
-        """Each update and each point's carried copy, vectorized across the output axes after
-        the scanned one (a scan along the last axis is a scalar chain)."""
+        """Each update, vectorized across the output axes after the scanned one, and each
+        point's carried copy, a row copied through memory there.  A scan along the last axis
+        is a scalar chain whose carried value stays in a register (the copy's store forwards
+        to the update's load): its updates alone."""
         spec, op = cand.data, cand.op
         vector = spec.axis < len(op.axes) - 1
         lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1
         access = access_cost(reads_in(cand.bodies), op.axes[-1], strides) if vector else 1
-        points = math.prod(a.extent for a in op.axes)
-        return (spec.updates * (2 + access + heavy_count(cand.bodies)) + 2 * points) / lanes
+        copies = 2 * math.prod(a.extent for a in op.axes) if vector else 0
+        return (spec.updates * (2 + access + heavy_count(cand.bodies)) + copies) / lanes
 
     def lower(self, cand, ctx):
         return Plan([ScanNest(cand.op, cand.bodies)])
