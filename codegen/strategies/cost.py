@@ -5,7 +5,8 @@ it must get right is the order of the candidates an op is offered:
 
 * **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``: the
   access cost of the innermost loop's variable (:func:`.loops.schedule.access_cost`: 0 invariant,
-  1 unit stride, 2 small stride, 3 gather) over every read;
+  1 unit stride, 2 small stride, 3 gather) over every read; an accumulator that combines in
+  the loop's order (several values, a custom kind) at one lane;
 * **strips** -- the same with the last *output* axis innermost, accumulating in the output
   (:func:`.loops.schedule.buffer_form`; a column sum ``B[j] = sum_i H[i, j]``): cheaper exactly
   when that axis walks memory better than the last reduction axis;
@@ -31,7 +32,8 @@ it must get right is the order of the candidates an op is offered:
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
   those rows (plain loops) plus the product of the copy;
 * **scan** -- a running reduction: one update per new term and one copy per output point,
-  vectorized across the output axes after the scanned one;
+  vectorized across the output axes after the scanned one; along the last axis a scalar chain
+  whose carried value stays in a register (its updates alone);
 * **taps** -- a small output of shifted products (:mod:`.strategies.stencil`): one vectorized stream of
   the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
   loops, and the gather; **stencil** -- its dual, a sum over a few taps as one elementwise op
