@@ -34,6 +34,7 @@ _SCANNED_MIN = "a min scanned along an axis: its hit count runs over the whole w
 
 #: fuzz programs (seeds of the current generator) known to break the invariant, by class
 FUZZ_FINDINGS: dict[int, str] = {
+    20: "a min scanned to a copy along an axis: the gradient still routes and scatters each output's head",
     33: "a head summed over an axis the consumer does not read, redone inside each of three fused products",
     41: _WINNER,
     60: "a term times the constant 0: the forward folds it away, the gradient still sums it",

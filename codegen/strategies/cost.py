@@ -5,7 +5,8 @@ it must get right is the order of the candidates an op is offered:
 
 * **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``: the
   access cost of the innermost loop's variable (:func:`.loops.schedule.access_cost`: 0 invariant,
-  1 unit stride, 2 small stride, 3 gather) over every read;
+  1 unit stride, 2 small stride, 3 gather) over every read; an accumulator that combines in
+  the loop's order (several values, a custom kind) at one lane;
 * **strips** -- the same with the last *output* axis innermost, accumulating in the output
   (:func:`.loops.schedule.buffer_form`; a column sum ``B[j] = sum_i H[i, j]``): cheaper exactly
   when that axis walks memory better than the last reduction axis;
@@ -31,7 +32,8 @@ it must get right is the order of the candidates an op is offered:
 * **gathered** -- a product whose side reads rows through a checked gather index: the copy of
   those rows (plain loops) plus the product of the copy;
 * **scan** -- a running reduction: one update per new term and one copy per output point,
-  vectorized across the output axes after the scanned one;
+  vectorized across the output axes after the scanned one; along the last axis a scalar chain
+  whose carried value stays in a register (its updates alone);
 * **taps** -- a small output of shifted products (:mod:`.strategies.stencil`): one vectorized stream of
   the interior doing ``K`` multiply-adds and ``K + 1`` loads per point, its border as plain
   loops, and the gather; **stencil** -- its dual, a sum over a few taps as one elementwise op
@@ -66,6 +68,7 @@ from ..gemm.contraction import Contraction
 from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
 from ..target import Target
 from .registry import PlanContext
+from .scan import any_order
 
 PLAN_THREADS = 2  # a parallel loop is planned to be shared (a kernel's threads are set at run time)
 
@@ -138,10 +141,15 @@ def short_loop_factor(trips: int, lanes: int) -> float:
 
 
 def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = False) -> float:
-    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``."""
+    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``.
+    Accumulators that must combine in the loop's order (:func:`.strategies.scan.any_order`:
+    several values, a custom kind) are scalar chains: their loop over the reduction is not
+    vectorized."""
     iters = math.prod(a.extent for a in op.axes)
+    lanes = vector_lanes(ctx, op.body[0].dtype)
     if op.is_reduction:
         red = bodies[0]
+        lanes = lanes if strips or any_order(red.arg.combiner) else 1
         iters *= math.prod(a.extent for a in red.arg.axes)
         costs = strip_costs(op, bodies)
         if costs is not None:
@@ -151,7 +159,7 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
             access = access_cost(reads_in(red.src), inner, strides) if inner is not None else 0
     else:
         access = access_cost(reads_in(bodies), op.axes[-1], strides) if op.axes else 0
-    return iters * (2 + access + heavy_count(bodies)) / vector_lanes(ctx, op.body[0].dtype)
+    return iters * (2 + access + heavy_count(bodies)) / lanes
 
 
 def is_guarded(side) -> bool:

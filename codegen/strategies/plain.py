@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import free_vars, replace_reads, substitute
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
+from tensorad.ir.tensor import Tensor
 
 from ..loops.domain import reduction_domain
 from ..loops.schedule import access_cost, strides
@@ -143,6 +144,14 @@ def _carries_every_value(op, bodies) -> bool:
         and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
 
 
+def _keeps_every_value(op, ctx) -> bool:
+    """Whether each value of ``op`` gets a buffer -- an output of the program, or read by
+    another op -- which a scan carries it in (an unread value of a multi-output op has none)."""
+    read = {n.arg.value_index for r in ctx.readers.get(op, ()) for b in ctx.bodies[r] for n in walk(b)
+            if n.op is Op.READ and n.arg.op is op}
+    return all(v in read or Tensor(op, v) in ctx.outputs for v in range(op.num_outputs))
+
+
 class Scan:
     """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
     as a running value carried along that axis (:mod:`.strategies.scan`): one update per new term."""
@@ -150,7 +159,7 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies):
+        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_every_value(op, ctx):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:
@@ -161,14 +170,16 @@ class Scan:
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):
-        """Each update and each point's carried copy, vectorized across the output axes after
-        the scanned one (a scan along the last axis is a scalar chain)."""
+        """Each update, vectorized across the output axes after the scanned one, and each
+        point's carried copy, a row copied through memory there.  A scan along the last axis
+        is a scalar chain whose carried value stays in a register (the copy's store forwards
+        to the update's load): its updates alone."""
         spec, op = cand.data, cand.op
         vector = spec.axis < len(op.axes) - 1
         lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1
         access = access_cost(reads_in(cand.bodies), op.axes[-1], strides) if vector else 1
-        points = math.prod(a.extent for a in op.axes)
-        return (spec.updates * (2 + access + heavy_count(cand.bodies)) + 2 * points) / lanes
+        copies = 2 * math.prod(a.extent for a in op.axes) if vector else 0
+        return (spec.updates * (2 + access + heavy_count(cand.bodies)) + copies) / lanes
 
     def lower(self, cand, ctx):
         return Plan([ScanNest(cand.op, cand.bodies)])

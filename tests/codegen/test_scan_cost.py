@@ -1,0 +1,95 @@
+"""The cost model between a running reduction and its quadratic plain loops (the ``scan``
+strategy of ``codegen/strategies/plain.py`` against ``loops`` and ``strips``).
+
+A scan along the last axis is a scalar chain whose carried value stays in a register: one
+combine per point.  The quadratic loops do ``n / 2`` terms per point, vectorized: they win on a
+short axis and lose on a long one, sooner the narrower the target's vectors.  An accumulator
+that combines in the loop's order (the running winner of a ``max``'s gradient: value, index and
+tie count) is a scalar chain in the quadratic loops too, so the scan wins at any length.
+
+Work is counted on pinned targets; values are checked against NumPy formulas (``np.cumsum``,
+``np.maximum.accumulate``, ``np.cumprod``) and float64 central differences, with zeros and ties
+in the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+AVX512 = "llvm -mcpu=skylake-avx512"
+HASWELL = "llvm -mcpu=haswell"
+REDUCE = {"sum": ta.sum, "max": ta.max, "prod": ta.prod}
+ACCUMULATE = {"sum": np.cumsum, "max": np.maximum.accumulate, "prod": np.cumprod}
+
+
+def _prefix(kind: str, r: int, n: int, dtype: str = "float32"):
+    X = ta.placeholder((r, n), dtype, "X")
+    k = ta.reduce_axis((0, n), "k")
+    return X, ta.compute((r, n), lambda i, j: REDUCE[kind](X[i, k], k, where=k <= j), name=f"cum{kind}")
+
+
+def _gradient(kind: str, r: int, n: int, dtype: str = "float32"):
+    X, Y = _prefix(kind, r, n, dtype)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    return X, H, list(ta.JacobianRecursive(Y, [X], H))
+
+
+def _data(r: int, n: int) -> np.ndarray:
+    """Values in [-2, 2] rounded to halves: ties for a running max, and zeros for a product."""
+    x = np.round(np.random.default_rng(r * n).uniform(-2, 2, (r, n)) * 2) / 2
+    x[:, n // 3] = 0.0
+    x[0, 1:3] = x[0, 0]
+    return x
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "prod"])
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+def test_a_long_prefix_reduction_is_scanned(kind, target):
+    X, Y = _prefix(kind, 4, 32)
+    assert ta.lower([Y], [X], target=target).work == 4 * 32
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "prod"])
+def test_a_short_prefix_reduction_keeps_the_vectorized_quadratic_loops(kind):
+    X, Y = _prefix(kind, 4, 8)
+    assert ta.lower([Y], [X], target=AVX512).work == 4 * 8 * 9 // 2
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "prod"])
+@pytest.mark.parametrize("form", ["scan", "loops", "strips"])
+def test_each_form_of_a_prefix_reduction_equals_numpy(kind, form):
+    X, Y = _prefix(kind, 3, 20, "float64")
+    x = _data(3, 20)
+    got = ta.build([Y], [X], choices={f"cum{kind}#0": form})(x)
+    np.testing.assert_allclose(got, ACCUMULATE[kind](x, axis=1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+def test_the_running_winner_of_a_cummax_gradient_is_scanned(target):
+    """The forward scan, the winner's scan and the head's routing: three passes."""
+    X, H, grads = _gradient("max", 4, 16)
+    assert ta.lower(grads, [X, H], target=target).work == 3 * 4 * 16
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod"])
+@pytest.mark.parametrize("n", [8, 16, 32])
+def test_prefix_sum_and_product_gradients_equal_differences(kind, n, numeric_grad):
+    X, H, grads = _gradient(kind, 3, n, "float64")
+    x, h = _data(3, n), np.random.default_rng(n).normal(size=(3, n))
+    want = numeric_grad(lambda a: ACCUMULATE[kind](a, axis=1), [x], h)[0]
+    np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("n", [8, 16, 32])
+def test_a_running_max_gradient_splits_ties(n):
+    X, H, grads = _gradient("max", 3, n, "float64")
+    x, h = _data(3, n), np.random.default_rng(n).normal(size=(3, n))
+    want = np.zeros_like(h)
+    for i in range(3):
+        for j in range(n):
+            tied = x[i, :j + 1] == x[i, :j + 1].max()
+            want[i, :j + 1] += np.where(tied, h[i, j] / tied.sum(), 0.0)
+    np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
