@@ -268,6 +268,9 @@ class Residuals(tuple):
 
     maker: Function | None = None
 
+    def __reduce__(self):  # a copy or a pickle is a plain tuple: the trust stays with this object
+        return tuple, (tuple(self),)
+
 
 def _head(output: Tensor) -> Tensor:
     return placeholder(output.shape, output.dtype, f"{output.name}.head")

@@ -87,3 +87,17 @@ def test_residuals_of_another_function_are_checked():
         f.backward(bad, 1.0)
     same_shapes = g.forward(x, w)[1]  # another function's residuals of the right shapes pass the checks
     np.testing.assert_allclose(f.backward(same_shapes, 1.0)[0], g.backward(same_shapes, 1.0)[0])
+
+
+def test_residuals_copy_and_pickle_as_plain_tuples():
+    """The residuals' maker (the whole function) is not copied or pickled with them: a copy is a
+    plain tuple of the arrays, whose backward checks every one."""
+    import copy
+    import pickle
+
+    f, x, w = _chain(2)
+    _, residuals = f.forward(x, w)
+    want = f.backward(residuals, 1.0)[0]
+    for other in (pickle.loads(pickle.dumps(residuals)), copy.deepcopy(residuals), copy.copy(residuals)):
+        assert type(other) is tuple and len(other) == len(residuals)
+        np.testing.assert_array_equal(f.backward(other, 1.0)[0], want)
