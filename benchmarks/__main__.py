@@ -44,7 +44,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help=f"comma-separated subset of {','.join(workloads.BY_NAME)}")
     ap.add_argument("--suite", default="seed,layers,models",
                     help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
-                         "classifier layers), models (a whole Transformer block and a small CNN); "
+                         "classifier layers), models (whole models: a Transformer block, a small CNN, a "
+                         "ResNet basic block, an MLP classifier, an LSTM); "
                          "default these three; norms (the layers' neighbours: other norms, widths, "
                          "heads, masks) and convs (convolution variants: depthwise, grouped, dilated, "
                          "transposed, ...) only when named")

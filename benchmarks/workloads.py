@@ -112,7 +112,8 @@ LAYERS: list[Workload] = [
 # Transformer block (embedding, layer norm, causal attention, GELU MLP, cross-entropy over the
 # next token), the small CNN of examples/torch_cnn.py (conv + bias + ReLU + max pool + dense
 # + cross-entropy), a ResNet basic block with a classifier head, a 3-layer MLP classifier and
-# 12 steps of an LSTM cell (gates in PyTorch's order i, f, g, o).  ``params["ints"]`` names the integer inputs and their ranges (full, tiny).
+# 12 steps of an LSTM cell (gates in PyTorch's order i, f, g, o).  ``params["ints"]`` names the
+# integer inputs and their ranges (full, tiny).
 TRANSFORMER = {"B": 4, "L": 64, "D": 128, "HEADS": 4, "V": 512}
 TRANSFORMER_TINY = {"B": 2, "L": 4, "D": 8, "HEADS": 4, "V": 5}
 

@@ -158,13 +158,13 @@ def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
     assert "suite layers: tensorad / fastest peer" in proc.stdout
 
 
-MODELS = "small_cnn,resnet_block,mlp_classifier"
+MODELS = "small_cnn,resnet_block,mlp_classifier,lstm"
 
 
 def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
-    # Whole models (the small CNN, the ResNet basic block, the MLP classifier), forward = the
-    # loss, backward = every parameter's gradient, against PyTorch's float64 autograd, in
-    # tensorad, PyTorch and JAX.  (The Transformer block's tensorad program takes long to
+    # Whole models (the small CNN, the ResNet basic block, the MLP classifier, the LSTM),
+    # forward = the loss, backward = every parameter's gradient, against PyTorch's float64
+    # autograd, in tensorad, PyTorch and JAX.  (The Transformer block's tensorad program takes long to
     # differentiate and build: its formulas are checked without the harness below, and the
     # block itself in tests/e2e/test_transformer_*.py.)
     pytest.importorskip("torch", reason="an optional extra; make test requires it")
