@@ -185,6 +185,17 @@ def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
     assert "suite models: tensorad / fastest peer" in proc.stdout
 
 
+def test_the_models_suite_has_two_suites_of_budget():
+    """torch.compile compiles every whole model on a cold cache: the models suite's quick budget
+    leaves it the time to, where one suite's would skip the later models."""
+    from benchmarks.__main__ import parse
+
+    one = parse(["--quick", "--suite", "seed"]).budget
+    assert parse(["--quick", "--suite", "models"]).budget == 2 * one
+    assert parse(["--quick", "--suite", "seed,models"]).budget == 3 * one
+    assert parse(["--quick", "--suite", "models", "--budget", "7"]).budget == 7
+
+
 @pytest.mark.parametrize("name", ["transformer_block", "resnet_block", "mlp_classifier", "lstm"])
 def test_model_formulas_agree(name):
     """A model of the models suite as tensorad (ta.topi, evaluated), PyTorch (float64 autograd,
