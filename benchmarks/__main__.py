@@ -33,6 +33,9 @@ MODES = {
     "quick": (0.06, 3, "1", 90.0),
     "tiny": (0.003, 3, "1", 120.0),
 }
+# suite -> its share of the budget, in suites: the models suite's five whole models cost
+# torch.compile about a minute of compiling on a cold cache, which one suite's quick budget lacks
+SUITE_BUDGET = {"models": 2.0}
 WEIGHT = {"tensorad": 3.0, "tensorad-hand": 1.5, "torch": 1.0, "torch-compile": 3.0, "jax": 1.5, "numpy": 1.0}
 
 
@@ -44,7 +47,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help=f"comma-separated subset of {','.join(workloads.BY_NAME)}")
     ap.add_argument("--suite", default="seed,layers,models",
                     help="comma-separated suites: seed (the seed's table), layers (ResNet, Transformer and "
-                         "classifier layers), models (a whole Transformer block and a small CNN); "
+                         "classifier layers), models (whole models: a Transformer block, a small CNN, a "
+                         "ResNet basic block, an MLP classifier, an LSTM); "
                          "default these three; norms (the layers' neighbours: other norms, widths, "
                          "heads, masks) and convs (convolution variants: depthwise, grouped, dilated, "
                          "transposed, ...) only when named")
@@ -87,7 +91,8 @@ def parse(argv=None) -> argparse.Namespace:
         args.chosen = workloads.select([n for n in args.workloads.split(",") if n], suites)
     except ValueError as e:
         ap.error(str(e))
-    args.budget = args.budget or budget * max(1, len({w.suite for w in args.chosen}))
+    args.budget = args.budget or budget * max(1.0, sum(SUITE_BUDGET.get(x, 1.0) for x in
+                                                       {w.suite for w in args.chosen}))
     args.peer_cap = peer_cap(args.target) if args.peer_isa == "match" else {}
     return args
 

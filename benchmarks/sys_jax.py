@@ -75,6 +75,29 @@ def _cnn(X, W, B, Wd, Bd, labels):
     return _nll(h.reshape(h.shape[0], -1) @ Wd.T + Bd, labels)
 
 
+def _resnet(X, W1, g1, b1, W2, g2, b2, Wd, Bd, labels):
+    def conv_bn(x, w, g, b):
+        y = jax.lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)])
+        return _normalize(y, (0, 2, 3)) * g[:, None, None] + b[:, None, None]
+    h = jax.nn.relu(conv_bn(X, W1, g1, b1))
+    h = jax.nn.relu(conv_bn(h, W2, g2, b2) + X)
+    return _nll(h.mean((2, 3)) @ Wd.T + Bd, labels)
+
+
+def _mlp(X, W1, B1, W2, B2, W3, B3, labels):
+    h = jax.nn.relu(jax.nn.relu(X @ W1.T + B1) @ W2.T + B2)
+    return _nll(h @ W3.T + B3, labels)
+
+
+def _lstm(X, h0, c0, Wih, Whh, b):
+    h, c = h0, c0
+    for x in X:   # unrolled, like the other systems' programs
+        i, f, g, o = jnp.split(x @ Wih.T + h @ Whh.T + b, 4, axis=1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+    return h.sum()
+
+
 def _conv(params: dict):
     """The ``convs`` suite's layer in ``jax.lax`` (groups from the shapes).  The transposed
     convolution is the convolution of the stride-dilated input with the flipped kernel,
@@ -103,6 +126,12 @@ def _model(kind: str, params: dict | None = None):
         return _transformer(params["heads"])
     if kind == "cnn":
         return _cnn
+    if kind == "resnet":
+        return _resnet
+    if kind == "mlp":
+        return _mlp
+    if kind == "lstm":
+        return _lstm
     if kind == "conv":
         return _conv(params)
 

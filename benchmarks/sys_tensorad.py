@@ -82,6 +82,14 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
         bias = ta.topi.reshape(p["B"], (p["B"].shape[0], 1, 1))
         h = nn.pool(nn.relu(conv + bias), [2, 2], [2, 2], [0, 0, 0, 0], "max")
         return nn.cross_entropy(nn.dense(nn.flatten(h), p["Wd"], p["Bd"]), p["labels"])
+    if kind == "resnet":
+        return _resnet(ta, p)
+    if kind == "mlp":
+        h = nn.relu(nn.dense(p["X"], p["W1"], p["B1"]))
+        h = nn.relu(nn.dense(h, p["W2"], p["B2"]))
+        return nn.cross_entropy(nn.dense(h, p["W3"], p["B3"]), p["labels"])
+    if kind == "lstm":
+        return _lstm(ta, p)
     if kind == "group_norm":
         return nn.group_norm(p["X"], params["groups"], p["gamma"], p["beta"])
     if kind == "instance_norm":
@@ -136,6 +144,29 @@ def _transformer(ta, p: dict, heads: int):
     h = nn.gelu(topi.matmul(nn.layer_norm(x, p["g2"], p["b2"]), p["W1"]) + p["c1"])
     x = x + topi.matmul(h, p["W2"])
     return nn.cross_entropy(topi.matmul(x, p["Wout"]), p["labels"])
+
+
+def _resnet(ta, p: dict):
+    """The ``models`` suite's ResNet basic block with its classifier head, only ``ta.topi`` calls."""
+    nn = ta.topi.nn
+
+    def conv_bn(x, w: str, g: str, b: str):
+        return nn.batch_norm(nn.conv2d(x, p[w], 1, 1), p[g], p[b], training=True)
+    h = nn.relu(conv_bn(p["X"], "W1", "g1", "b1"))
+    h = nn.relu(conv_bn(h, "W2", "g2", "b2") + p["X"])
+    return nn.cross_entropy(nn.dense(ta.topi.mean(h, axis=(2, 3)), p["Wd"], p["Bd"]), p["labels"])
+
+
+def _lstm(ta, p: dict):
+    """The ``models`` suite's LSTM: one cell (gates i, f, g, o) applied to every step of ``X``."""
+    topi, nn = ta.topi, ta.topi.nn
+    h, c = p["h0"], p["c0"]
+    for t in range(p["X"].shape[0]):
+        gates = nn.dense(p["X"][t], p["Wih"]) + nn.dense(h, p["Whh"], p["b"])
+        i, f, g, o = topi.split(gates, 4, axis=1)
+        c = topi.sigmoid(f) * c + topi.sigmoid(i) * topi.tanh(g)
+        h = topi.sigmoid(o) * topi.tanh(c)
+    return topi.sum(h)
 
 
 def _placeholders(arrays: dict[str, np.ndarray]) -> dict:

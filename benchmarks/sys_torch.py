@@ -52,6 +52,32 @@ def _cnn(X, W, B, Wd, Bd, labels):
     return F.cross_entropy(F.linear(h.flatten(1), Wd, Bd), labels.long())
 
 
+def _resnet(X, W1, g1, b1, W2, g2, b2, Wd, Bd, labels):
+    F = torch.nn.functional
+
+    def conv_bn(x, w, g, b):
+        return F.batch_norm(F.conv2d(x, w, padding=1), None, None, g, b, training=True, eps=1e-5)
+    h = F.relu(conv_bn(X, W1, g1, b1))
+    h = F.relu(conv_bn(h, W2, g2, b2) + X)
+    return F.cross_entropy(F.linear(h.mean((2, 3)), Wd, Bd), labels.long())
+
+
+def _mlp(X, W1, B1, W2, B2, W3, B3, labels):
+    F = torch.nn.functional
+    h = F.relu(F.linear(F.relu(F.linear(X, W1, B1)), W2, B2))
+    return F.cross_entropy(F.linear(h, W3, B3), labels.long())
+
+
+def _lstm(X, h0, c0, Wih, Whh, b):
+    F = torch.nn.functional
+    h, c = h0, c0
+    for x in X:
+        i, f, g, o = (F.linear(x, Wih) + F.linear(h, Whh, b)).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+    return h.sum()
+
+
 def _conv(params: dict):
     """The ``convs`` suite's layer (``workloads._conv``): groups from the shapes."""
     F = torch.nn.functional
@@ -74,6 +100,12 @@ def _model(kind: str, params: dict | None = None):
         return _transformer(params["heads"])
     if kind == "cnn":
         return _cnn
+    if kind == "resnet":
+        return _resnet
+    if kind == "mlp":
+        return _mlp
+    if kind == "lstm":
+        return _lstm
     if kind == "conv_relu":
         return lambda X, W: F.relu(F.conv2d(X, W, stride=params["stride"], padding=params["padding"]))
     if kind == "conv":

@@ -7,7 +7,8 @@ shapes keep the same structure at a size the smoke test runs in milliseconds.
 
 Four suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
 Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on;
-``models``, whole models (a Transformer block, a small CNN) from their inputs to the loss;
+``models``, whole models (a Transformer block, a small CNN, a ResNet basic block, an MLP
+classifier, an LSTM) from their inputs to the loss;
 ``norms`` (not in the default set), the layers' neighbours: group/instance/RMS/layer norms at
 other and odd widths, a language-model head with label smoothing, SwiGLU, causal ViT attention
 (197 tokens), an embedding table's gradient, long-sequence attention, residual + layer norm.
@@ -109,8 +110,10 @@ LAYERS: list[Workload] = [
 ]
 # Whole models, forward (the loss) and backward (every parameter's gradient): a pre-norm
 # Transformer block (embedding, layer norm, causal attention, GELU MLP, cross-entropy over the
-# next token) and the small CNN of examples/torch_cnn.py (conv + bias + ReLU + max pool + dense
-# + cross-entropy).  ``params["ints"]`` names the integer inputs and their ranges (full, tiny).
+# next token), the small CNN of examples/torch_cnn.py (conv + bias + ReLU + max pool + dense
+# + cross-entropy), a ResNet basic block with a classifier head, a 3-layer MLP classifier and
+# 12 steps of an LSTM cell (gates in PyTorch's order i, f, g, o).  ``params["ints"]`` names the
+# integer inputs and their ranges (full, tiny).
 TRANSFORMER = {"B": 4, "L": 64, "D": 128, "HEADS": 4, "V": 512}
 TRANSFORMER_TINY = {"B": 2, "L": 4, "D": 8, "HEADS": 4, "V": 5}
 
@@ -123,6 +126,30 @@ def _transformer_shapes(c: dict) -> dict[str, tuple[int, ...]]:
 
 
 TRANSFORMER_GRADS = ("E", "g1", "b1", "Wq", "Wk", "Wv", "Wo", "g2", "b2", "W1", "c1", "W2", "Wout")
+
+
+def _resnet_shapes(n: int, c: int, hw: int, classes: int) -> dict[str, tuple[int, ...]]:
+    conv, chan = (c, c, 3, 3), (c,)
+    return {"X": (n, c, hw, hw), "W1": conv, "g1": chan, "b1": chan, "W2": conv, "g2": chan,
+            "b2": chan, "Wd": (classes, c), "Bd": (classes,), "labels": (n,)}
+
+
+RESNET_GRADS = ("W1", "g1", "b1", "W2", "g2", "b2", "Wd", "Bd")
+
+
+def _mlp_shapes(batch: int, widths: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    layers = {}
+    for i, (a, b) in enumerate(zip(widths, widths[1:]), 1):
+        layers[f"W{i}"], layers[f"B{i}"] = (b, a), (b,)
+    return {"X": (batch, widths[0]), **layers, "labels": (batch,)}
+
+
+MLP_GRADS = ("W1", "B1", "W2", "B2", "W3", "B3")
+
+
+def _lstm_shapes(steps: int, batch: int, inputs: int, hidden: int) -> dict[str, tuple[int, ...]]:
+    return {"X": (steps, batch, inputs), "h0": (batch, hidden), "c0": (batch, hidden),
+            "Wih": (4 * hidden, inputs), "Whh": (4 * hidden, hidden), "b": (4 * hidden,)}
 MODELS: list[Workload] = [
     Workload("transformer_block", "transformer", "Transformer block: embedding, causal attention, "
              "GELU MLP, cross-entropy; 4 x 64 tokens, d=128, 4 heads, vocabulary 512 (grad all)",
@@ -139,6 +166,20 @@ MODELS: list[Workload] = [
               "labels": (2,)},
              ("W", "B", "Wd", "Bd"), NO_SEED, scale=0.5, suite="models",
              params={"ints": {"labels": (10, 5)}}),
+    Workload("resnet_block", "resnet", "ResNet basic block: conv 3x3 pad 1, batch norm, ReLU, conv "
+             "3x3 pad 1, batch norm, + input, ReLU, global average pool, dense, cross-entropy; "
+             "16 images 64x16x16 (grad all)",
+             _resnet_shapes(16, 64, 16, 10), _resnet_shapes(2, 3, 4, 5), RESNET_GRADS, NO_SEED,
+             scale=0.2, suite="models",
+             params={"positive": ("g1", "g2"), "ints": {"labels": (10, 5)}}),
+    Workload("mlp_classifier", "mlp", "MLP classifier: dense + bias + ReLU 784 -> 512 -> 256, dense "
+             "-> 10, cross-entropy; batch 128 (grad all)",
+             _mlp_shapes(128, (784, 512, 256, 10)), _mlp_shapes(3, (6, 5, 4, 5)), MLP_GRADS, NO_SEED,
+             scale=0.1, suite="models", params={"ints": {"labels": (10, 5)}}),
+    Workload("lstm", "lstm", "LSTM cell, 12 steps with shared weights, loss the sum of the last "
+             "hidden state; batch 32, input 128, hidden 256 (grad Wih, Whh, b)",
+             _lstm_shapes(12, 32, 128, 256), _lstm_shapes(3, 2, 4, 3), ("Wih", "Whh", "b"), NO_SEED,
+             scale=0.1, suite="models"),
 ]
 # The layers' neighbours, measured only when asked for (``--suite norms``).
 _NORMED = {"positive": ("gamma",)}

@@ -158,38 +158,55 @@ def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
     assert "suite layers: tensorad / fastest peer" in proc.stdout
 
 
+MODELS = "small_cnn,resnet_block,mlp_classifier,lstm"
+
+
 def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
-    # A whole model (the small CNN), forward = the loss, backward = every parameter's gradient,
-    # against PyTorch's float64 autograd, in tensorad, PyTorch and JAX.  (The Transformer
-    # block's tensorad program takes long to differentiate and build: its formulas are checked
-    # without the harness below, and the block itself in tests/e2e/test_transformer_*.py.)
+    # Whole models (the small CNN, the ResNet basic block, the MLP classifier, the LSTM),
+    # forward = the loss, backward = every parameter's gradient, against PyTorch's float64
+    # autograd, in tensorad, PyTorch and JAX.  (The Transformer block's tensorad program takes long to
+    # differentiate and build: its formulas are checked without the harness below, and the
+    # block itself in tests/e2e/test_transformer_*.py.)
     pytest.importorskip("torch", reason="an optional extra; make test requires it")
     pytest.importorskip("jax", reason="an optional extra; make test requires it")
     out = tmp_path / "models.json"
     cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "models",
-           "--workloads", "small_cnn", "--systems", "tensorad,torch,jax", "--no-sweeps",
+           "--workloads", MODELS, "--systems", "tensorad,torch,jax", "--no-sweeps",
            "--budget", "600", "--json", str(out), "--no-plot"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert [w["name"] for w in res["workloads"]] == ["small_cnn"]
-    for system in ("tensorad", "torch", "jax"):
-        for phase in ("forward", "backward"):
-            e = res["runs"][0]["systems"][system]["workloads"]["small_cnn"][phase]
-            assert e["check"]["ok"], (system, phase, e["check"])
+    assert [w["name"] for w in res["workloads"]] == MODELS.split(",")
+    for name in MODELS.split(","):
+        for system in ("tensorad", "torch", "jax"):
+            for phase in ("forward", "backward"):
+                e = res["runs"][0]["systems"][system]["workloads"][name][phase]
+                assert e["check"]["ok"], (name, system, phase, e["check"])
     assert "suite models: tensorad / fastest peer" in proc.stdout
 
 
-def test_transformer_block_formulas_agree():
-    """The models suite's Transformer block as tensorad (ta.topi, evaluated), PyTorch (float64
-    autograd, the suite's reference) and JAX write it: one loss."""
+def test_the_models_suite_has_two_suites_of_budget():
+    """torch.compile compiles every whole model on a cold cache: the models suite's quick budget
+    leaves it the time to, where one suite's would skip the later models."""
+    from benchmarks.__main__ import parse
+
+    one = parse(["--quick", "--suite", "seed"]).budget
+    assert parse(["--quick", "--suite", "models"]).budget == 2 * one
+    assert parse(["--quick", "--suite", "seed,models"]).budget == 3 * one
+    assert parse(["--quick", "--suite", "models", "--budget", "7"]).budget == 7
+
+
+@pytest.mark.parametrize("name", ["transformer_block", "resnet_block", "mlp_classifier", "lstm"])
+def test_model_formulas_agree(name):
+    """A model of the models suite as tensorad (ta.topi, evaluated), PyTorch (float64 autograd,
+    the suite's reference) and JAX write it: one loss."""
     pytest.importorskip("torch", reason="an optional extra; make test requires it")
     pytest.importorskip("jax", reason="an optional extra; make test requires it")
     import numpy as np
 
     from benchmarks import sys_jax, sys_tensorad, sys_torch, workloads
 
-    w = workloads.BY_NAME["transformer_block"]
+    w = workloads.BY_NAME[name]
     arrays = workloads.make_inputs(w, tiny=True)
     want, _, _ = sys_torch.autograd_reference(w, arrays, workloads.make_head)
     wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in arrays.items()}
