@@ -19,7 +19,8 @@ Modules:
   head-product form; ``manual`` the seed's manual path; ``gradcheck`` against finite differences;
 * ``rules`` one tangent rule per ``Op``; ``combiners`` what autodiff knows of reducers;
   ``zero`` symbolic zeros; ``emptiness`` tangents of empty reductions; ``gathers`` checked
-  gathers in derivatives; ``retype`` a program promoted to float64; ``build`` shared builders.
+  gathers in derivatives; ``shifts`` stabilizing shifts the outputs cancel (constants for
+  differentiation); ``retype`` a program promoted to float64; ``build`` shared builders.
 """
 
 from .chain import jacobian

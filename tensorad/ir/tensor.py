@@ -137,13 +137,6 @@ class ComputeOp:
         return dict(self.attrs).get(key, default)
 
 
-# ``attrs`` key of a stabilizing shift: a tensor (the row max of a softmax or a log-sum-exp)
-# that its consumers cancel exactly (``exp(x - m) / sum exp(x - m)`` does not depend on ``m``),
-# so autodiff may treat it as a constant: the derivative through it is zero in exact arithmetic,
-# at every order.  Set only by operators that own every reader of the tensor.
-SHIFT_ATTR = "shift"
-
-
 # Broadcasting arithmetic on whole tensors (``exps / sumexps`` in the seed) is defined by the
 # operator library; it registers its functions here so that the IR does not import it.
 TENSOR_OPERATORS: dict[str, Callable[..., Tensor]] = {}
