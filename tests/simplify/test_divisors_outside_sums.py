@@ -7,6 +7,7 @@ passes and loops of ``ta.topi``'s, whose ``rstd`` is a product.
 """
 
 import numpy as np
+import pytest
 
 import tensorad as ta
 from tensorad.ir.expr import Op
@@ -80,3 +81,29 @@ def test_the_softmax_gradient_sums_before_it_divides():
     p /= p.sum(axis=1, keepdims=True)
     want = p * (h - (h * p).sum(axis=1, keepdims=True))
     np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-10, atol=1e-14)
+
+
+def _hand_batch_norm(n: int = 4, c: int = 3, h: int = 5, w: int = 6):
+    X = ta.placeholder((n, c, h, w), F, name="X")
+    g, b = ta.placeholder((c,), F, name="g"), ta.placeholder((c,), F, name="b")
+    a = [ta.reduce_axis((0, s), f"a{k}") for k, s in enumerate((n, h, w))]
+    r = [ta.reduce_axis((0, s), f"r{k}") for k, s in enumerate((n, h, w))]
+    count = float(n * h * w)
+    mu = ta.compute((c,), lambda q: ta.sum(X[a[0], q, a[1], a[2]], a) / count, name="mu")
+    var = ta.compute((c,), lambda q: ta.sum((X[r[0], q, r[1], r[2]] - mu[q]) ** 2, r) / count, name="var")
+    Y = ta.compute(X.shape, lambda i, q, y, x: (X[i, q, y, x] - mu[q]) / ta.sqrt(var[q] + 1e-5) * g[q] + b[q],
+                   name="Y")
+    return X, g, b, Y
+
+
+@pytest.mark.parametrize("hand, topi", [
+    (_hand_layer_norm, lambda X, g, b: ta.topi.nn.layer_norm(X, g, b)),
+    (_hand_batch_norm, lambda X, g, b: ta.topi.nn.batch_norm(X, g, b))])
+def test_a_hand_written_norm_does_the_work_of_topis(hand, topi):
+    X, g, b, Y = hand()
+    work = []
+    for out in (Y, topi(X, g, b)):
+        H = ta.placeholder(out.shape, F, name="H")
+        grads = ta.JacobianRecursive(out, [X, g, b], H)
+        work.append(ta.lower(grads, [X, g, b, H], target="llvm -mcpu=skylake-avx512").work)
+    assert work[0] == work[1]
