@@ -520,37 +520,37 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs, tables) -> None:
     """The intervals of the run at ``kk`` where each row of the panel reads in range
     (``row_lo``, ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of
-    the panel's rows (their checked indices' outer parts in ``row_chk``, ``width`` per index):
-    per run, a few vector operations per checked index instead of a scalar interval per row."""
+    a group's rows (their checked indices' outer parts in ``row_chk``, ``width`` per index):
+    per run, a few vector operations per group and checked index instead of a scalar interval
+    per row."""
     row_chk, row_lo, row_hi, grp_lo, grp_hi = tables
-    vt = ir.VectorType(I64, width)
-    lo_slot, hi_slot = entry_alloca(b, vt, "rlo"), entry_alloca(b, vt, "rhi")
-    b.store(ir.Constant(vt, None), lo_slot)
-    b.store(_splat(b, run, width), hi_slot)
-    with loop(b, 0, nchk, name="iv") as d:
-        at = b.gep(row_chk, [b.mul(d, I64(width))], inbounds=True, source_etype=I64)
-        at = b.bitcast(at, ir.PointerType(vt))
-        x0 = b.add(b.load(at, typ=vt, align=8), _splat(b, ld(b, kchk, b.add(b.mul(d, klen), kk)), width))
-        a, e = _interval_of(b, b.load(lo_slot), b.load(hi_slot), x0,
-                            _splat(b, ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), width), ld(b, ksteps, d))
-        b.store(a, lo_slot)
-        b.store(e, hi_slot)
+    vt = ir.VectorType(I64, bs)
     zero = ir.Constant(vt, None)
-    e = b.load(hi_slot)
-    e = b.select(b.icmp_signed(">", e, zero), e, zero)
-    a = b.load(lo_slot)
-    a = b.select(b.icmp_signed("<", a, e), a, e)
-    live = b.icmp_signed("<", ir.Constant(vt, list(range(width))), _splat(b, valid, width))
-    a, e = b.select(live, a, zero), b.select(live, e, zero)
-    b.store(a, b.bitcast(row_lo, ir.PointerType(vt)), align=8)
-    b.store(e, b.bitcast(row_hi, ir.PointerType(vt)), align=8)
-    gt = ir.VectorType(I64, bs)
-    smax = declare(b.module, f"llvm.vector.reduce.smax.v{bs}i64", I64, [gt])
-    smin = declare(b.module, f"llvm.vector.reduce.smin.v{bs}i64", I64, [gt])
-    for g in range(width // bs):
-        part = ir.Constant(ir.VectorType(ir.IntType(32), bs), list(range(g * bs, (g + 1) * bs)))
-        st(b, grp_lo, g, b.call(smax, [b.shuffle_vector(a, a, part)]))
-        st(b, grp_hi, g, b.call(smin, [b.shuffle_vector(e, e, part)]))
+    smax = declare(b.module, f"llvm.vector.reduce.smax.v{bs}i64", I64, [vt])
+    smin = declare(b.module, f"llvm.vector.reduce.smin.v{bs}i64", I64, [vt])
+    lo_slot, hi_slot = entry_alloca(b, vt, "rlo"), entry_alloca(b, vt, "rhi")
+    for g in range(0, width, bs):
+        b.store(zero, lo_slot)
+        b.store(_splat(b, run, bs), hi_slot)
+        with loop(b, 0, nchk, name="iv") as d:
+            at = b.gep(row_chk, [b.add(b.mul(d, I64(width)), I64(g))], inbounds=True, source_etype=I64)
+            x0 = b.add(b.load(b.bitcast(at, ir.PointerType(vt)), typ=vt, align=8),
+                       _splat(b, ld(b, kchk, b.add(b.mul(d, klen), kk)), bs))
+            a, e = _interval_of(b, b.load(lo_slot), b.load(hi_slot), x0,
+                                _splat(b, ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), bs), ld(b, ksteps, d))
+            b.store(a, lo_slot)
+            b.store(e, hi_slot)
+        e = b.load(hi_slot)
+        e = b.select(b.icmp_signed(">", e, zero), e, zero)
+        a = b.load(lo_slot)
+        a = b.select(b.icmp_signed("<", a, e), a, e)
+        live = b.icmp_signed("<", ir.Constant(vt, list(range(g, g + bs))), _splat(b, valid, bs))
+        a, e = b.select(live, a, zero), b.select(live, e, zero)
+        for table, v in ((row_lo, a), (row_hi, e)):
+            at = b.gep(table, [I64(g)], inbounds=True, source_etype=I64)
+            b.store(v, b.bitcast(at, ir.PointerType(vt)), align=8)
+        st(b, grp_lo, g // bs, b.call(smax, [a]))
+        st(b, grp_hi, g // bs, b.call(smin, [e]))
 
 
 def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
