@@ -707,11 +707,6 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         if plan.read.src[0] is b0 and b0 in c.c.op.axes and not plan.lows[0] and not plan.highs[0] \
                 and b0.extent >= 2 and step * plan.size // b0.extent <= limit:
             chunked = (big[0], plan, b0, step)
-    for name in big:  # (a pointwise value the batch cannot chunk: copied in place, still guarded)
-        plan = plans[name]
-        if plan.value is not None and plan.read.arg.size <= limit and (chunked is None or chunked[0] != name):
-            op, sides[name] = plan.in_place(c.a if name == "a" else c.b)
-            copies.append(op)
     if "a" in sides or (chunked is not None and chunked[0] == "a"):
         c = replace(c, band=None)  # (the band is side A's guard, which a copy no longer is)
     if chunked is None:

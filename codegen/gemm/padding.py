@@ -23,10 +23,7 @@ A temporary never outgrows the kernel's arguments.  When the whole copy would, a
 first index is the contraction's first batch axis (the batch of a convolution), the batch is
 done in *chunks*: the copy of chunk ``c`` (``Hp_c[n', ...] = padded H[n' + c0, ...]``), then
 the contraction's blocks for those batch points reading ``Hp_c[n - c0, ...]`` -- all chunks
-share one buffer.  Otherwise (a weight gradient sums over the batch) a pointwise value is
-copied without padding, and the side reads the copy under its range guard
-(:meth:`Padding.in_place`): a ReLU's output as the next convolution's weight gradient reads it,
-``if_then_else(in range, max(Z[idx], 0), 0)``, then packs like a plain input.
+share one buffer.
 """
 
 from __future__ import annotations
@@ -93,13 +90,6 @@ class Padding:
         shifts[0] -= first
         idx = tuple(i + const(s, i.dtype) if s else i for i, s in zip(self.read.src, shifts))
         return op, Expr(Op.READ, dtype, idx, Tensor(op, 0))
-
-    def in_place(self, side: Expr) -> tuple[ComputeOp, Expr]:
-        """``(op, side)``: the pointwise value copied over the tensor's own shape, no padding,
-        and ``side`` reading the copy under its own range guard -- a guarded plain read, which
-        the library packs by masked transposes, where the value was packed element by element."""
-        op, read = Padding(self.read, (0,) * len(self.lows), (0,) * len(self.highs), self.value).copy()
-        return op, choice(side.op, side.src[0], read, side.src[2])
 
 
 def _pointwise_read(value: Expr) -> Expr | None:

@@ -176,16 +176,12 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle
-    (``GUARDED_PACK`` times more under a range guard, element by element, and a guarded
-    value that is no plain read computed again for each element packed: a window's value
-    once per tap), and
+    (``GUARDED_PACK`` times more under a range guard, element by element), and
     :data:`SPILLED_PACK` more for each element that the target's L2 does not hold -- the share
     of what the side reads past the L2's size: such an element comes from the L3 or memory,
     and the packer waits for it (a share, not a cliff at the L2's size: a padded copy a tenth
     larger than the L2 is mostly still there)."""
     cycles = (GUARDED_PACK if is_guarded(side) else 1) / lanes
-    if is_guarded(side) and side.src[1].op is not Op.READ:  # a value computed per packed element
-        cycles += recompute_cost(side.src[1], ctx.target)
     read = {n.arg for n in walk(side) if n.op is Op.READ}
     footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)
     return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
