@@ -16,7 +16,7 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 * ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
   vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
-  the same values), a shorter run element by element;
+  the same values), a shorter run as one masked block stored up to the run's end;
 * ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
   ``k`` at a time (:func:`_copy_runs`); a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
