@@ -16,7 +16,7 @@ axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The
 * ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
   register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
   vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
-  the same values), a shorter run element by element;
+  the same values), a shorter run as one masked block stored up to the run's end;
 * ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
   ``k`` at a time (:func:`_copy_runs`); a range-checked index
   ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
@@ -422,22 +422,10 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
     b.store(I64(0), lo_slot)
     b.store(n, hi_slot)
     with loop(b, 0, nchk, name="iv") as d:
-        x0 = x0_of(d)
-        size = ld(b, side, b.add(I64(gd.S_CHKSIZE), d))
-        step = step_of(d)
-        a, e = b.load(lo_slot), b.load(hi_slot)
-        inb = b.and_(b.icmp_signed(">=", x0, I64(0)), b.icmp_signed("<", x0, size))
-        # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
-        a1, e1 = imax(b, a, b.sub(I64(0), x0)), imin(b, e, b.sub(size, x0))
-        # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
-        a2, e2 = imax(b, a, b.add(b.sub(x0, size), I64(1))), imin(b, e, b.add(x0, I64(1)))
-        # step 2: x0 + 2 i in [0, size) <=> ceil(-x0 / 2) <= i < ceil((size - x0) / 2)
-        a3 = imax(b, a, b.ashr(b.sub(I64(1), x0), I64(1)))
-        e3 = imin(b, e, b.ashr(b.add(b.sub(size, x0), I64(1)), I64(1)))
-        up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
-        up2 = b.icmp_signed("==", step, I64(2))
-        b.store(b.select(up, a1, b.select(down, a2, b.select(up2, a3, a))), lo_slot)
-        b.store(b.select(up, e1, b.select(down, e2, b.select(up2, e3, b.select(inb, e, I64(0))))), hi_slot)
+        a, e = _interval_of(b, b.load(lo_slot), b.load(hi_slot), x0_of(d),
+                            ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), step_of(d))
+        b.store(a, lo_slot)
+        b.store(e, hi_slot)
     e = imax(b, b.load(hi_slot), I64(0))
     return imin(b, b.load(lo_slot), e), e
 
@@ -448,6 +436,11 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
     weight gradient reading its unpadded input), each panel row is valid on an interval of the
     run (the runs also keep every checked index on its step): blocks inside every row's
     interval are plain loads, the others masked loads (zeros outside, nothing read there).
+    Without checked indices every row of a panel is valid on every run, so the rows' offsets
+    and intervals are set once per panel, not once per run: a convolution's weight gradient
+    runs ``k`` in runs of its output's width (16 at 16 x 16), and per-run row tables took
+    most of its packing.  A run shorter than a block (a width of 7, 13 or 14) is one masked
+    block whose columns past the run are not stored.
     ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
     ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
 
@@ -459,15 +452,16 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
     side, ochk, kchk, nchk = checks
     ngroups = width // bs
     ksteps = _ksteps(b, side)
+    checked = b.icmp_signed(">", nchk, I64(0))
     row_lo = entry_alloca(b, I64, "row_lo", width)
     row_hi = entry_alloca(b, I64, "row_hi", width)
     row_off = entry_alloca(b, I64, "row_off", width)  # each panel row's offset (``ooff``)
+    row_chk = entry_alloca(b, I64, "row_chk", gd.MAXCHK * width)  # and its checked indices (``ochk``)
     grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
     grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
-    mname = b.function.name + "_masked"
     masked_fn = None
     if ngroups > 1:
-        masked_fn, mb = new_function(b.module, mname, [PTR, PTR, PTR, PTR, PTR, I64, I64, I64, I64, I64])
+        masked_fn, mb = new_function(b.module, b.function.name + "_masked", [PTR] * 5 + [I64] * 6)
         _transpose_block(mb, t, es, width, bs, kstride, *masked_fn.args, checked=True)
         mb.ret_void()
 
@@ -475,83 +469,132 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))
         pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        # a row past the last panel's ``valid`` ones reads the last row's tables and is empty:
+        # its blocks are masked loads of nothing (zeros), as a padded window's rows are -- an
+        # edge panel (a grouped convolution's weight gradient, 36 columns in one 48-wide
+        # panel) packed by transposes, not element by element
+        with loop(b, 0, width, name="po") as w:
+            o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
+            st(b, row_off, w, ld(b, ooff, o))
+            with loop(b, 0, nchk, name="pc") as d:
+                st(b, row_chk, b.add(b.mul(d, I64(width)), w), ld(b, ochk, b.add(b.mul(d, olen), o)))
+            st(b, row_lo, w, I64(0))
+            st(b, row_hi, w, b.select(b.icmp_signed("<", w, valid), klen, I64(0)))
+        for g in range(ngroups):
+            st(b, grp_lo, g, I64(0))
+            st(b, grp_hi, g, b.select(b.icmp_signed(">=", valid, I64((g + 1) * bs)), klen, I64(0)))
         with advancing(b, 0, klen, "kr") as (kk, nxt):
             run = ld(b, krun, kk)
             nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
             kbase = ld(b, koff, kk)
-            for g in range(ngroups):
-                st(b, grp_lo, g, I64(0))
-                st(b, grp_hi, g, run)
-            with loop(b, 0, width, name="rows") as w:
-                # a row past the last panel's ``valid`` ones reads the last row's tables and
-                # is empty: its blocks are masked loads of nothing (zeros), as a padded
-                # window's rows are -- an edge panel (a grouped convolution's weight gradient,
-                # 36 columns in one 48-wide panel) packed by transposes, not element by element
-                o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
-                a, e = _interval(
-                    b, side, nchk,
-                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
-                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
-                    lambda d: ld(b, ksteps, d), run)
-                live = b.icmp_signed("<", w, valid)
-                a, e = b.select(live, a, I64(0)), b.select(live, e, I64(0))
-                st(b, row_lo, w, a)
-                st(b, row_hi, w, e)
-                st(b, row_off, w, ld(b, ooff, o))
-                g = b.sdiv(w, I64(bs))
-                st(b, grp_lo, g, imax(b, ld(b, grp_lo, g), a))
-                st(b, grp_hi, g, imin(b, ld(b, grp_hi, g), e))
+            with b.if_then(checked):
+                _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs,
+                               (row_chk, row_lo, row_hi, grp_lo, grp_hi))
 
-            def block(kb, kk=kk, kbase=kbase, pdst=pdst):
+            def block(kb, limit, kk=kk, kbase=kbase, pdst=pdst):
                 at = b.add(kbase, b.mul(kb, I64(kstride)))
-                args = (src, row_off, row_lo, row_hi, pdst, I64(0), None, at, kb, kk)
+                args = (src, row_off, row_lo, row_hi, pdst, I64(0), None, at, kb, kk, limit)
                 for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
                     inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
                                     b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
+                    inside = b.and_(inside, b.icmp_signed("<=", b.add(kb, I64(bs)), limit))
                     here = args[:6] + (I64(g),) + args[7:]
-                    with b.if_else(b.icmp_signed("<=", valid, I64(g))) as (empty, rows):
-                        with empty:  # (an edge panel's rows past its last: zeros, nothing read)
-                            for c in range(bs):
-                                kpos = b.add(b.add(kk, kb), I64(c))
-                                at_ = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), I64(g))], inbounds=True,
-                                            source_etype=t)
-                                b.store(ir.Constant(ir.VectorType(t, bs), None), at_, align=es)
-                        with rows, b.if_else(inside) as (plain, masked):
-                            with plain:
-                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
-                            with masked:
-                                if masked_fn is None:
-                                    _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
-                                else:
-                                    b.call(masked_fn, list(here))
+                    with b.if_else(inside) as (plain, masked):
+                        with plain:
+                            _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                        with masked:
+                            if masked_fn is None:
+                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                            else:
+                                b.call(masked_fn, list(here))
 
             # the rest of a run of at least bs: its last bs positions transposed again (the
-            # same values where it overlaps), not element by element -- one more trip of the
-            # block loop
-            tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
+            # same values where it overlaps) -- one more trip of the block loop; a shorter
+            # run: one masked block, stored up to the run's end
+            tail = b.icmp_signed(">", run, nblk)
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
-                block(imin(b, kb, b.sub(run, I64(bs))))
-            with loop(b, b.select(tail, run, nblk), run, name="tr") as i:
-                kpos = b.add(kk, i)
-                with loop(b, 0, width, name="tw") as w:
-                    ok = b.and_(b.icmp_signed(">=", i, ld(b, row_lo, w)),
-                                b.icmp_signed("<", i, ld(b, row_hi, w)))
-                    with b.if_else(ok) as (yes, no):
-                        with yes:
-                            at = b.add(kbase, b.mul(i, I64(kstride)))
-                            v = ld(b, src, b.add(ld(b, row_off, w), at), t)
-                            b.store(v, slot(pdst, kpos, w))
-                        with no:
-                            b.store(t(0.0), slot(pdst, kpos, w))
+                block(imax(b, imin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
             nxt[0] = b.add(kk, run)
 
 
+def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs, tables) -> None:
+    """The intervals of the run at ``kk`` where each row of the panel reads in range
+    (``row_lo``, ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of
+    a group's rows (their checked indices' outer parts in ``row_chk``, ``width`` per index):
+    per run, a few vector operations per group and checked index instead of a scalar interval
+    per row."""
+    row_chk, row_lo, row_hi, grp_lo, grp_hi = tables
+    vt = ir.VectorType(I64, bs)
+    zero = ir.Constant(vt, None)
+    smax = declare(b.module, f"llvm.vector.reduce.smax.v{bs}i64", I64, [vt])
+    smin = declare(b.module, f"llvm.vector.reduce.smin.v{bs}i64", I64, [vt])
+    lo_slot, hi_slot = entry_alloca(b, vt, "rlo"), entry_alloca(b, vt, "rhi")
+    for g in range(0, width, bs):
+        b.store(zero, lo_slot)
+        b.store(_splat(b, run, bs), hi_slot)
+        with loop(b, 0, nchk, name="iv") as d:
+            at = b.gep(row_chk, [b.add(b.mul(d, I64(width)), I64(g))], inbounds=True, source_etype=I64)
+            x0 = b.add(b.load(b.bitcast(at, ir.PointerType(vt)), typ=vt, align=8),
+                       _splat(b, ld(b, kchk, b.add(b.mul(d, klen), kk)), bs))
+            a, e = _interval_of(b, b.load(lo_slot), b.load(hi_slot), x0,
+                                _splat(b, ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), bs), ld(b, ksteps, d))
+            b.store(a, lo_slot)
+            b.store(e, hi_slot)
+        e = b.load(hi_slot)
+        e = b.select(b.icmp_signed(">", e, zero), e, zero)
+        a = b.load(lo_slot)
+        a = b.select(b.icmp_signed("<", a, e), a, e)
+        live = b.icmp_signed("<", ir.Constant(vt, list(range(g, g + bs))), _splat(b, valid, bs))
+        a, e = b.select(live, a, zero), b.select(live, e, zero)
+        for table, v in ((row_lo, a), (row_hi, e)):
+            at = b.gep(table, [I64(g)], inbounds=True, source_etype=I64)
+            b.store(v, b.bitcast(at, ir.PointerType(vt)), align=8)
+        st(b, grp_lo, g // bs, b.call(smax, [a]))
+        st(b, grp_hi, g // bs, b.call(smin, [e]))
+
+
+def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    """``x`` in each of ``n`` lanes."""
+    vt = ir.VectorType(x.type, n)
+    undef = ir.Constant(vt, ir.Undefined)
+    return b.shuffle_vector(b.insert_element(undef, x, ir.IntType(32)(0)), undef,
+                            ir.Constant(ir.VectorType(ir.IntType(32), n), None))
+
+
+def _interval_of(b, a, e, x0, size, step) -> tuple[ir.Value, ir.Value]:
+    """``[a, e)`` narrowed to the positions ``i`` where ``x0 + step * i`` lies in ``[0, size)``
+    (``step`` -1, 0, 1 or 2; scalars or vectors alike)."""
+    def smax(x, y):
+        return b.select(b.icmp_signed(">", x, y), x, y)
+
+    def smin(x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
+
+    def const(v):
+        vector = isinstance(x0.type, ir.VectorType)
+        return ir.Constant(x0.type, [v] * x0.type.count if vector else v)
+
+    inb = b.and_(b.icmp_signed(">=", x0, const(0)), b.icmp_signed("<", x0, size))
+    # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
+    a1, e1 = smax(a, b.sub(const(0), x0)), smin(e, b.sub(size, x0))
+    # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
+    a2, e2 = smax(a, b.add(b.sub(x0, size), const(1))), smin(e, b.add(x0, const(1)))
+    # step 2: x0 + 2 i in [0, size) <=> ceil(-x0 / 2) <= i < ceil((size - x0) / 2)
+    a3 = smax(a, b.ashr(b.sub(const(1), x0), const(1)))
+    e3 = smin(e, b.ashr(b.add(b.sub(size, x0), const(1)), const(1)))
+    up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
+    up2 = b.icmp_signed("==", step, I64(2))
+    return (b.select(up, a1, b.select(down, a2, b.select(up2, a3, a))),
+            b.select(up, e1, b.select(down, e2, b.select(up2, e3, b.select(inb, e, const(0))))))
+
+
 def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
-                     checked: bool) -> None:
+                     limit, checked: bool) -> None:
     """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run
     positions ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at
     ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
-    run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])``."""
+    run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])`` and
+    before ``limit`` (the run's end), and only the positions before ``limit`` stored."""
     vt = ir.VectorType(t, bs)
     i32 = ir.IntType(32)
     mt = ir.VectorType(I1, bs)
@@ -572,8 +615,9 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
         mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
                         [PTR, i32, mt, vt])
         lanes = b.add(ir.Constant(v32, pos), splat(kb))
+        hi = imin(b, ld(b, row_hi, r), limit)
         ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
-                    b.icmp_signed("<", lanes, splat(ld(b, row_hi, r))))
+                    b.icmp_signed("<", lanes, splat(hi)))
         if not all(use):
             ok = b.and_(ok, ir.Constant(mt, use))
         ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
@@ -592,9 +636,12 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
 
     rows = [load_row(b.add(g, I64(r)) if not isinstance(g, ir.Constant) else I64(g.constant + r))
             for r in range(bs)]
+    spare = b.bitcast(entry_alloca(b, vt, "spare"), PTR) if checked else None  # (a position past the run)
     for c, col in enumerate(transpose(b, rows)):
         kpos = b.add(b.add(kk, kb), I64(c))
         ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
+        if checked:
+            ptr = b.select(b.icmp_signed("<", b.add(kb, I64(c)), limit), ptr, spare)
         b.store(col, ptr, align=es)
 
 

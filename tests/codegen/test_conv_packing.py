@@ -159,3 +159,31 @@ def test_side_b_without_batch_axes_is_packed_once_per_call(dtype, batches):
     for threads in (1, 2):
         kern.num_threads = threads
         np.testing.assert_allclose(kern(a, bb), np.einsum("bik,kj->bij", a, bb), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("size,pad", [
+    ((7, 15), 0),   # no padding, no range checks: rows of 13 in 15-wide input rows
+    ((7, 7), 0),    # rows of 5: a third of AVX-512's 16-row block
+    ((14, 14), 1),  # range-checked: a ResNet stage's 14 x 14
+    ((7, 7), 1),
+    ((9, 6), 2),    # padding 2: two masked lanes at each end of a row
+])
+def test_weight_gradient_with_rows_shorter_than_a_transpose_block(target, size, pad):
+    """dW sums over ``k = (n, y, x)``: its input's windows run along ``x`` for one output row,
+    shorter than a register-transpose block here; each run is one masked block whose positions
+    past the run are not stored, with or without range checks, in panels whose last one is
+    partly empty (3 channels x 9 taps = 27 columns).  Oracle: the NumPy formula, float64."""
+    X = ta.placeholder((2, 3) + size, "float32", "X")
+    W = ta.placeholder((5, 3, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, pad)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    (gw,) = ta.JacobianRecursive(Y, [W], H)
+    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
+    assert ".padded" not in str(kern.lowered)
+    assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
+    x, h = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(H.shape).astype(np.float32)
+    want = _conv_grads(x.astype(np.float64), np.zeros(W.shape), h.astype(np.float64), 1, pad, 1)[1]
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, h), want, rtol=1e-4, atol=1e-4)
