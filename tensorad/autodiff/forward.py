@@ -1,14 +1,9 @@
 """Forward mode: ``jvp`` (tangent propagation over the DAG) and Hessian-vector products.
 
-``jvp(Y, inputs, tangents)`` gives every tensor ``T`` between the inputs and ``Y`` a tangent
-tensor ``dT`` of ``T``'s shape, producers first: the body of ``dT`` is the tangent of ``T``'s
-body in which a read ``S[idx]`` of a tensor with a tangent becomes ``dS[idx]``.  Sums stay
-sums; every other reduction becomes the seed's ``(derivative, value)`` pair reduction, which in
-forward mode costs no more than the original (no Jacobian-sized temporaries).
-
-``hessian_vector_product`` is forward-over-reverse: the gradients of a scalar are ordinary
-tensors, so their jvp along ``vectors`` is ``H v``.
-"""
+``jvp(Y, inputs, tangents)`` gives every tensor ``T`` between the inputs and ``Y`` a tangent tensor
+``dT``, producers first: the tangent of ``T``'s body in which a read ``S[idx]`` becomes ``dS[idx]``.  Sums
+stay sums; other reductions become ``(derivative, value)`` pair reductions.  ``hessian_vector_product`` is
+forward-over-reverse: the jvp of a scalar's gradients along ``vectors``."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """``gradcheck``: reverse and forward mode against central finite differences, in float64.
 
-The program is first promoted to float64 (:mod:`retype`), so float32 programs are checked
-without float32 rounding.  Every placeholder gets random data (``feed`` may fix some); a random
-head ``H`` and random tangents ``V`` are placeholders too.  With ``J_m`` the Jacobian of the
-output by input ``m`` computed by central differences (one element at a time when the inputs
-are small, else along ``n_directions`` random directions ``U``):
-
-* reverse mode: ``jacobian_recursive(Y, inputs, H)[m]`` must equal ``H . J_m`` (element by
-  element; along a direction: ``sum_m <grad_m, U_m> == <H, J U>``);
-* forward mode: ``jvp(Y, inputs, V)`` must equal ``sum_m J_m V_m``.
-
-A value passes when ``|analytic - numeric| <= atol + rtol * |numeric|``; entries whose
-finite difference is not finite (an output that is inf/NaN) are not compared.  Failure raises
-:class:`GradcheckError` naming the worst mismatch.
-"""
+The program is promoted to float64 (:mod:`retype`).  Every placeholder gets random data (``feed`` may fix
+some), and so do a head ``H`` and tangents ``V``.  With ``J_m`` the output's Jacobian by input ``m`` from
+central differences (element by element for small inputs, else along ``n_directions`` random directions
+``U``): reverse mode must give ``H . J_m`` (along a direction, ``sum_m <grad_m, U_m> == <H, J U>``) and
+forward mode ``sum_m J_m V_m``, each within ``atol + rtol * |numeric|``; entries whose finite difference
+is not finite are skipped.  A failure raises :class:`GradcheckError` naming the worst mismatch."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """``jacobian(Y, X)``: the elementwise Jacobian of a tensor by a tensor it reads directly.
 
-``J[i..., jac_i0, ...] = d Y[i...] / d X[jac_i0, ...]``.  The body of ``Y`` is differentiated
-with the tangent rules; a read ``X[idx]`` becomes ``select(jac_i == idx, 1, 0)`` (1 where the
-read element is the one we differentiate by), reads of other tensors are constants.  A sum
-becomes the sum of the derivatives; any other combiner becomes a reduction over
-``(derivative, value)`` pairs (the seed's max-pool form).  The result is the raw Jacobian --
-a reduction over mostly zeros -- until the nonzeroness optimizer (passed in by the facade as
-``optimizer``) removes them.
-"""
+``J[i..., jac_i0, ...] = d Y[i...] / d X[jac_i0, ...]``: ``Y``'s body is differentiated with the tangent
+rules, a read ``X[idx]`` having the tangent ``select(jac_i == idx, 1, 0)``.  A sum becomes the sum of the
+derivatives, any other combiner a reduction over ``(derivative, value)`` pairs.  The result is the raw
+Jacobian until ``optimizer`` (the facade's nonzeroness optimizer) removes its zeros."""
 
 from __future__ import annotations
 

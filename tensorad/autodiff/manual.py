@@ -46,13 +46,9 @@ def generalized_matmul(a: Tensor, b: Tensor, ndims: int) -> Tensor:
 
 
 def inline_non_reductions(tensor: Tensor, tensors: Sequence[Tensor]) -> Tensor:
-    """``tensor`` with every read of a listed non-reduction tensor replaced by its body.
-
-    Inlining repeats until no listed tensor is read (a listed tensor whose body reads another
-    is inlined transitively).  Listed reductions and placeholders are left as reads, and so is
-    an ``int32`` tensor whose store may wrap a value its body computes exactly (inlined, the
-    reader would see the exact value: :func:`tensorad.ir.intrange.wraps_where_stored`).
-    """
+    """``tensor`` with every read of a listed non-reduction tensor replaced by its body, transitively.
+    Listed reductions and placeholders stay reads, and so does an ``int32`` tensor whose store may wrap a
+    value its body computes exactly (:func:`tensorad.ir.intrange.wraps_where_stored`)."""
     if not isinstance(tensor.op, ComputeOp):
         return tensor
     inline = {t for t in tensors if isinstance(t.op, ComputeOp) and not t.op.is_reduction

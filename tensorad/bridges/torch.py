@@ -7,25 +7,19 @@
     def dense_relu(X, W, B):
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
-Two operators are registered with ``torch.library.custom_op``, once for every function:
+Two operators are registered with ``torch.library.custom_op`` for every function:
 ``tensorad::forward(key, args)`` (the outputs and the saved values that are not outputs) and
-``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake (meta)
-implementation, so ``torch.compile(fullgraph=True)`` traces through them without a graph break,
-and the forward with ``register_autograd``, so eager autograd, ``torch.func.grad`` and
-AOTAutograd use :class:`tensorad.training.function.Function`'s forward/backward (the backward reads the
-residuals; it does not recompute saved reductions).  ``key`` names one function's operator pair
-in a registry that holds it weakly: nothing registered with torch refers to a function, so one
-the user drops is freed with its kernels (an autograd graph or a compiled graph that still
-refers to it keeps it alive as long as it lives).
+``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake implementation, so
+``torch.compile(fullgraph=True)`` traces through them, and the forward with ``register_autograd``, so
+eager autograd, ``torch.func.grad`` and AOTAutograd use :class:`tensorad.training.function.Function`'s
+forward/backward.  ``key`` names the pair in a registry that holds the function weakly: one the user drops
+is freed with its kernels.
 
-Higher order: when the backward runs with grad mode on (``create_graph=True``, double backward,
-``gradgradcheck``), it calls instead the gradient program as a tensorad function of its own
-(``grads`` as functions of the inputs and the heads), which is differentiable again by the same
-mechanism, so every order comes from tensorad's own derivatives.
+Higher order: a backward run with grad mode on (``create_graph=True``) calls the gradient program as a
+tensorad function of its own, differentiable again the same way.
 
-Kernels read and write the torch tensors' memory through DLPack (no copies).  Only CPU
-tensors are accepted.  Importing this module imports torch; ``import tensorad`` does not.
-"""
+Kernels read and write the torch tensors' memory through DLPack (no copies); only CPU tensors are
+accepted.  Importing this module imports torch; ``import tensorad`` does not."""
 
 from __future__ import annotations
 
@@ -63,13 +57,9 @@ def torch_dtype(dtype: str) -> torch.dtype:
 
 class TorchFunction:
     """A callable on torch tensors (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it (gradients for every ``wrt`` tensor).
-
-    Like PyTorch's own operators, a call computes only what its inputs' ``requires_grad``
-    asks for: one operator pair per set of inputs that need gradients, built on first use.
-    Without any (inference, ``torch.no_grad``) the forward saves nothing; with some, the
-    backward computes only their gradients and the forward saves only what those read.
-    """
+    :class:`Function` behind it.  A call computes only what its inputs' ``requires_grad`` asks for: one
+    operator pair per set of inputs that need gradients, built on first use; with none the forward saves
+    nothing."""
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
@@ -182,13 +172,11 @@ class _Operator:
         n = len(self.function.outputs)
         ctx.operator = self  # the graph keeps the function alive until its backward is gone
         ctx.mark_non_differentiable(*output[n:])
-        # the saved values get no gradient: without this, autograd would allocate and
-        # zero-fill a head for each of them on every backward (a max pool's winner, the
-        # convolution it read: megabytes of memset per step that nothing reads)
+        # The saved values get no gradient: autograd would otherwise allocate and zero-fill a head for
+        # each on every backward.
         ctx.set_materialize_grads(False)
-        # only what a backward reads, as PyTorch's own operators: an output or input that
-        # is changed in place afterwards (``out += identity``) is then an error only where
-        # the gradient needed its old values
+        # Only what a backward reads, as PyTorch's own operators: an output or input changed in place
+        # afterwards is an error only where the gradient needs its old values.
         keep_in, keep_out = self.kept
         ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
                               *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
@@ -321,19 +309,14 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 # ---- ta.torch.op: a decorated function compiled per signature --------------------------------
 class TorchOp:
-    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any
-    shapes: one :class:`TorchFunction` per signature (the tensors' shapes and dtypes, and the
-    static keyword values), made on the first call with it and kept in a bounded LRU cache
-    (``signatures``).  Each call computes only the gradients its inputs' ``requires_grad``
-    asks for (none under ``torch.no_grad``: then no backward kernel is built).
+    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any shapes:
+    one :class:`TorchFunction` per signature (shapes, dtypes and static keyword values), made on its first
+    call and kept in a bounded LRU cache (``signatures``).
 
-    Under ``torch.compile(fullgraph=True)`` nothing must run eagerly first: a signature not seen
-    yet is made in Python while the graph is traced (its kernels are built on the first run).
-    Sizes are specialized (a tensorad program has fixed sizes), so each new shape is a new graph,
-    as with ``dynamic=False``, within ``torch._dynamo.config.recompile_limit``.  A compiled graph
-    names its operator pair by key: the signature must still be in the cache when the graph
-    runs (else a clear error; ``max_signatures`` bounds how many a model may alternate between).
-    """
+    Under ``torch.compile(fullgraph=True)`` a new signature is made while the graph is traced; sizes are
+    specialized, so each new shape is a new graph (as ``dynamic=False``).  A compiled graph names its
+    operator pair by key: the signature must still be cached when it runs (else a clear error;
+    ``max_signatures`` bounds how many a model may alternate between)."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",

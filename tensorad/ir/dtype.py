@@ -1,15 +1,9 @@
 """Data types of the IR: names, classification and promotion.
 
-Types are plain strings (``"float32"``, ``"int32"``, ``"bool"``) so that they print, hash and
-compare without ceremony.  Index variables are ``int32``; code generation may widen index
-arithmetic to 64 bits, the IR's meaning does not change.
-
-``float16`` and ``bfloat16`` are storage types (``HALF_DTYPES``): a tensor may hold them, but
-arithmetic never runs in them.  The language converts every read of a half tensor to
-``float32`` with an explicit ``CAST`` and every half result is a ``CAST`` of a ``float32``
-value, so reductions accumulate in float32 as PyTorch's CPU kernels do, and the optimizer and
-autodiff see ordinary float32 math.  A ``CAST`` to a half type rounds to nearest, ties to even.
-"""
+Types are plain strings (``"float32"``, ``"int32"``, ``"bool"``).  Index variables are ``int32``; code
+generation may widen index arithmetic to 64 bits.  ``float16`` and ``bfloat16`` (``HALF_DTYPES``) only
+store: every read of a half tensor is a ``CAST`` to ``float32`` and every half result a ``CAST`` of a
+``float32`` value (round to nearest, ties to even), so arithmetic runs in float32."""
 
 from __future__ import annotations
 

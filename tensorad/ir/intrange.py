@@ -1,16 +1,10 @@
 """Index arithmetic must be exact: a proof that it fits 64 bits, or a clear error.
 
-Compiled code and ``ta.evaluate`` compute index arithmetic (loop and reduce variables,
-constants, ``+ - * // %``, ``min``/``max``, selects and casts of them) in 64-bit integers.  That
-is exact unless a value passes ``2**63``; :func:`check_index_range` bounds every integer node by
-interval arithmetic over the variables' ranges (Python ints, so the bounds themselves never
-overflow) and raises a ``ValueError`` naming the expression when one could.  Values read from
-integer tensors, reduction accumulators and float-to-int casts are data, not indices: they
-wrap like NumPy's, and nodes that depend on them are not checked.
-
-Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refused;
-``(i * 100000) % 7`` reaches ``3 * 10**9``: exact in 64 bits, accepted.
-"""
+Compiled code and ``ta.evaluate`` compute index arithmetic in 64-bit integers.  :func:`check_index_range`
+bounds every integer node by interval arithmetic over the variables' ranges (Python ints) and raises a
+``ValueError`` naming an expression that could pass ``2**63``.  Values read from integer tensors,
+accumulators and float-to-int casts are data: they wrap like NumPy's and are not checked.
+``i * 10**10 * 10**10`` with ``i < 30000`` is refused; ``(i * 100000) % 7`` is accepted."""
 
 from __future__ import annotations
 
@@ -135,14 +129,10 @@ def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
 
 
 def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
-    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps, so that inlining
-    it into a reader would change what the reader sees: the body computes exactly in 64 bits
-    (an index variable or an ``int64`` value among its operands, as compiled code and
-    ``ta.evaluate`` both do) and ``bounds(body)`` -- ``(lo, hi)`` or ``None`` when unknown --
-    does not prove it within int32.  Every inliner asks this (``ta.InlineNonReductions``, the
-    optimizer, the code generator's choice of buffers); the simplifier passes its sharper
-    bounds of data.  Stored and inlined differ where a store wraps: ``int32(i * -3 - 2) -
-    int32(x * 1e10)`` read through a sigmoid and summed gives 45 stored and 18 inlined."""
+    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps, so that inlining it would
+    change what a reader sees: the body computes exactly in 64 bits (an index variable or ``int64`` value
+    among its operands) and ``bounds(body)`` (``(lo, hi)`` or ``None``) does not prove it within int32.
+    Every inliner asks this."""
     if body.dtype != "int32":
         return False
     b = bounds(body)

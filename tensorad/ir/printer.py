@@ -131,15 +131,10 @@ _SHORT = 64  # operand texts up to this length are passed to the table as they a
 
 
 def fold_text(expr: Expr, table: dict) -> str:
-    """The text of ``expr`` by the printing ``table``, in time and space linear in its size.
-
-    A fold that concatenated operand texts would copy a depth-``d`` nest ``d`` times (quadratic)
-    and print a DAG as a tree (exponential: ``y = x * x`` repeated).  Here a long operand text
-    reaches its user's rule as a short reference, and the references are expanded once at the
-    end.  When the tree is much larger than the DAG, every shared non-leaf node is printed once,
-    named ``@k`` in a ``let @1 = ...; @2 = ... in ...`` prefix (names of shared values, not an
-    evaluation order).  Small expressions print exactly as the plain fold would.
-    """
+    """The text of ``expr`` by the printing ``table``, in time and space linear in its size: a long
+    operand text reaches its user's rule as a short reference, expanded once at the end.  When the tree is
+    much larger than the DAG, every shared non-leaf node is printed once, named ``@k`` in a
+    ``let @1 = ...; @2 = ... in ...`` prefix.  Small expressions print as the plain fold would."""
     order = list(walk(expr))
     uses: dict[Expr, int] = {}
     size: dict[Expr, int] = {}

@@ -1,21 +1,15 @@
-"""Name-free spellings: the one numbering machinery behind every key that shares work between
-things equal up to a renaming of their variables, tensors and buffers.
+"""Name-free spellings: the one numbering machinery behind every key that shares work between things equal
+up to a renaming of their variables, tensors and buffers.
 
-A long chain's program repeats a handful of shapes thousands of times over other tensors and
-fresh variables.  A key that spells a thing with each variable, expression node, tensor, op
-and buffer numbered by first appearance is equal for two things exactly when one is the other
-renamed -- as far as the spelling goes: each user decides what a variable, a read or an op
-line holds (its :class:`Speller` subclass), so that everything its work reads is spelled
-and nothing else.  Users: :mod:`tensorad.codegen.loops.nest_key` (loop nests emitted once),
-:mod:`tensorad.codegen.loops.shared_nests` (groups lowered once), :mod:`tensorad.simplify.sums.lift_sharing`
-(the optimizer's guard lifting done once per body shape), :mod:`tensorad.simplify.sums.plan_key`
-(isl's answers shared between questions over other variables).  :func:`renamed` turns what
-was made for one thing into what the same work makes for another with the same key.
+A key that numbers each variable, node, tensor, op and buffer by first appearance is equal for two things
+exactly when one is the other renamed, as far as the spelling goes: each user's :class:`Speller` subclass
+spells everything its work reads.  Users: :mod:`tensorad.codegen.loops.nest_key`,
+:mod:`tensorad.codegen.loops.shared_nests`, :mod:`tensorad.simplify.sums.lift_sharing`,
+:mod:`tensorad.simplify.sums.plan_key`.  :func:`renamed` turns what was made for one thing into what the
+same work makes for another with the same key.
 
-Constants are spelled bit-exactly (``0.0`` and ``-0.0``, every NaN payload differ), also
-inside tuples; a payload that cannot be hashed makes the thing :class:`Unkeyable`.  Spelling
-is iterative: no recursion limit, each shared node once.
-"""
+Constants are spelled bit-exactly (``0.0`` and ``-0.0`` and NaN payloads differ); an unhashable payload
+makes the thing :class:`Unkeyable`.  Iterative, each shared node once."""
 
 from __future__ import annotations
 

@@ -72,12 +72,9 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None,
                 attrs: dict | None = None) -> Tensor:
-    """A one-output compute whose body is ``fbody(axes)`` (the axes as one tuple).
-
-    Generic n-d operators use this instead of ``compute(shape, lambda *i: ...)`` to give their
-    axes readable names (``ax0, ax1, ...`` unless ``axis_names`` says otherwise).  ``attrs``
-    annotate the op (``{SHIFT_ATTR: True}`` for a stabilizing shift the operator cancels).
-    """
+    """A one-output compute whose body is ``fbody(axes)``, with readable axis names (``ax0, ax1, ...``
+    unless ``axis_names`` says otherwise); ``attrs`` annotate the op (``{SHIFT_ATTR: True}``: a
+    stabilizing shift)."""
     shape = tuple(shape)
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))

@@ -1,16 +1,10 @@
 """Layers that move data across spatial positions: ``conv2d_transpose`` and ``upsampling``.
 
-Both are written as gathers with quasi-affine indices (``//`` and ``%`` by constants), so the
-optimizer inverts them exactly with isl when it builds their gradients:
-
-* the transposed convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact
-  (a ``where`` condition of its reduction), so its work is the true number of products, not
-  the ``s^2`` times larger work of a convolution over a zero-dilated input;
-* bilinear upsampling by an integer factor has the source coordinate ``q / (2s)`` with the
-  integer ``q = 2y + 1 - s`` (half-pixel centres, ``align_corners=False``) or
-  ``y (n-1) / (ns - 1)`` (``align_corners=True``): its floor and its fraction are integer
-  arithmetic, and the clamped edges are ``if_then_else`` cases.
-"""
+Both are gathers with quasi-affine indices, which the optimizer inverts exactly with isl: the transposed
+convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact (a ``where`` condition), so
+its work is the true number of products; bilinear upsampling's source coordinate is a ratio of integer
+expressions, so its floor and fraction are integer arithmetic and the clamped edges ``if_then_else``
+cases."""
 
 from __future__ import annotations
 

@@ -5,20 +5,14 @@
     y, res = f.forward(x, w)                    # the forward and what the backward needs
     (gw,) = f.backward(res, h)                  # one head per output -> one gradient per wrt
 
-One output gives one value (``Y`` or ``[Y]`` alike), several a tuple, as a kernel's call does;
-``backward`` always returns a tuple, one gradient per ``wrt`` tensor.
+One output gives one value, several a tuple; ``backward`` returns one gradient per ``wrt`` tensor.  This
+is the shape of ``torch.autograd.Function`` and ``jax.custom_vjp``, so the bridges are thin.  The gradient
+program is ``sum_k J_k^T head_k``; a checkpoint policy chooses what the forward saves
+(:mod:`.training.residuals`).  Three kernels are built on first use: the forward, the forward with
+residuals, and the backward.
 
-This is the shape of a framework's custom operation (``torch.autograd.Function``,
-``jax.custom_vjp``), so the bridges (:mod:`.bridges.torch`, :mod:`.bridges.jax`) are thin.  The
-gradient program is ``sum_k J_k^T head_k`` from ``JacobianRecursive`` with the nonzeroness
-optimizer; what the forward saves is a checkpoint policy (:mod:`.training.residuals`).  Three kernels
-are built on first use: the forward alone, the forward with its residuals, and the backward
-(whose inputs are the residuals and the heads).  ``f.lower_backward().work`` counts the
-backward's work: a reduction the forward saved is not in it.
-
-Arrays are NumPy arrays or any ``__dlpack__`` objects (as for kernels); ``out=`` receives the
-results in place.  A head may be ``None`` (a zero head: that output does not reach the loss).
-"""
+Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results in place.  A head may be
+``None`` (a zero head)."""
 
 from __future__ import annotations
 
@@ -296,12 +290,10 @@ def _zeros(x: Tensor) -> Tensor:
 
 
 class ValueAndGrad:
-    """``ta.value_and_grad(loss, params)``: a callable whose one call returns a scalar loss and
-    its gradients with respect to ``params`` -- the forward that keeps its residuals, then the
-    backward of the head 1 (a :class:`Function` underneath, as :attr:`function`).
-
-    It takes arrays for :attr:`inputs`: ``inputs`` when given, else every placeholder the loss
-    reads, in the order :func:`tensorad.ir.placeholders` gives."""
+    """``ta.value_and_grad(loss, params)``: a callable returning a scalar loss and its gradients with
+    respect to ``params`` (a :class:`Function` underneath, as :attr:`function`, run with the head 1).  It
+    takes arrays for :attr:`inputs`: ``inputs`` when given, else every placeholder the loss reads, in
+    :func:`tensorad.ir.placeholders`' order."""
 
     def __init__(self, loss: Tensor, params: Sequence[Tensor] | Tensor,
                  inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",

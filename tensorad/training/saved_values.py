@@ -1,30 +1,18 @@
 """Elementwise values that the forward computes and the backward would compute again: saved.
 
-A gradient often needs a transcendental value that its forward computed and threw away:
-log-softmax's backward needs ``exp(z - m)``, which the forward's row sum computed inside its
-reduction.  Recomputing it costs the backward one exponential per element; JAX's pullback
-instead keeps the value.  :func:`share_values` makes such a value a tensor ``E`` over the box
-of its index variables and rewrites both programs to read it: the forward's op (and any other
-op that computes the same value) reads ``E`` where it computed the value, and the backward's
-ops read ``E`` where they recomputed it.  The residual planner then saves ``E``
-(:mod:`.training.residuals`, under the ``"default"`` and ``"save_all"`` policies), so the forward
-computes each exponential once, stores it, and the backward loads it.
+A gradient often needs a transcendental value its forward computed and threw away (log-softmax's backward
+needs the ``exp(z - m)`` of the forward's row sum).  :func:`share_values` makes such a value a tensor
+``E`` over the box of its index variables and rewrites both programs to read it; the residual planner then
+saves ``E`` (:mod:`.training.residuals`).  A value (a transcendental function or a power) is shared when:
 
-A value (a node whose operation is a transcendental function or a power) is shared when:
+* it lies in a forward op's body, outside any lazy ``if_then_else`` and any ``where``-reduction, and its
+  index variables are that op's axes or reduction axes;
+* ``E`` is no larger than the largest tensor the value reads and every read in it is in bounds on the
+  whole box (isl's proof);
+* the backward contains it, each index variable bound to one whose range lies inside ``E``'s;
+* ``worth(value)`` says a load beats recomputing (:func:`tensorad.codegen.strategies.cost.worth_saving`).
 
-* it lies in a body of an op of the forward, outside any lazy ``if_then_else`` and in a
-  reduction without a ``where``-condition (so ``E`` over its whole box computes nothing the
-  forward skips), and its index variables are that op's axes or reduction axes;
-* ``E`` is no larger than the largest tensor the value reads (saving it costs no more memory
-  than one of its operands) and every read in it is in bounds on the whole box (isl's proof);
-* the backward contains it, each index variable bound to a variable whose range lies inside
-  ``E``'s (so the new read is in bounds wherever it runs);
-* ``worth(value)`` says a load beats recomputing (the target's cost model,
-  :func:`tensorad.codegen.strategies.cost.worth_saving`: per element, a store in the forward and a
-  load in the backward against the value's arithmetic).
-
-Nothing here depends on names or shapes: the match is structural (:func:`.ir.rewrite.match_pattern`).
-"""
+The match is structural (:func:`.ir.rewrite.match_pattern`), never by names or shapes."""
 
 from __future__ import annotations
 
