@@ -285,10 +285,8 @@ _INTEGERS = (bool, int)
 
 
 class _Ref(weakref.ref):
-    """A weak reference to a hash-consed node that knows the node's key in the table.  The
-    table is a plain dict of these, not a ``WeakValueDictionary``, whose ``get`` and whose
-    references' constructors are Python calls: a node made and freed costs a third as much
-    (the optimizer makes and drops nodes by the thousand)."""
+    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict of
+    these is cheaper than a ``WeakValueDictionary``)."""
 
     __slots__ = ("key",)
 
