@@ -1,16 +1,10 @@
 """Polyhedral statements to loop statements through isl's AST builder.
 
-The statements' domains, tagged with their names, and their schedules form one isl union map
-``{ S[x] -> [t0, t1, ...] }``; ``AstBuild.node_from_schedule_map`` scans it in time order and
-returns an AST of ``for``/``if``/block/user nodes with exact, possibly non-rectangular bounds.
-We convert that AST to :mod:`.program` statements: each ``for`` gets a fresh loop variable
-(named after the axis its time dimension schedules), each user node ``S(e0, e1, ...)`` becomes
-the statement's templated body with its variables replaced by the AST expressions.
-
-isl AST division operators: ``fdiv_q`` is floor division, ``pdiv_q``/``div`` divide non-negative
-operands (or exactly), so all three are the IR's floor division; ``pdiv_r``/``zdiv_r`` only
-appear compared with zero, where floor modulo gives the same answer.
-"""
+The statements' domains and schedules form one isl union map ``{ S[x] -> [t0, t1, ...] }``, which
+``AstBuild.node_from_schedule_map`` scans into an AST with exact bounds; each ``for`` becomes a fresh loop
+variable (named after its axis), each user node ``S(e0, e1, ...)`` the statement's body with its variables
+replaced.  isl's ``fdiv_q``, ``pdiv_q`` and ``div`` are the IR's floor division; ``pdiv_r``/``zdiv_r``
+appear only compared with zero, where floor modulo answers the same."""
 
 from __future__ import annotations
 
@@ -276,12 +270,9 @@ class AstConverter:
 
 
 def _loop_value(arg: Expr) -> Expr:
-    """A statement variable's value in isl's loops, as the statement reads it.  A variable is
-    exact index arithmetic (an ``i64`` loop counter); where isl fixes it to a constant its value
-    comes as ``int32`` constants (``(2 * 1) + 0``), which the statement's own ``int32`` constants
-    would then combine with in ``i32`` and wrap -- ``(1073741824 * ((2 * 1) + 0)) % 3`` is 1, not
-    2 -- where constants alone are data-like (a folded ``int32(-9) -
-    int32(2147483647)`` wraps).  So such a value is one ``int64`` constant."""
+    """A statement variable's value in isl's loops: exact index arithmetic, so a value isl fixes to
+    ``int32`` constants (``(2 * 1) + 0``), which the statement's ``int32`` constants would combine with in
+    ``i32`` and wrap, is one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")
@@ -307,13 +298,10 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (four
-# floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
-# division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than
-# ``AST_DIVISIONS`` divisions in one of its pieces goes to the hulls at once (the benchmarks'
-# have at most 2: a strip's block index, a parity), and any other map with divisions gets
-# ``AST_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``: deterministic, unlike
-# a clock; the benchmarks' largest takes 80,000, in 40 ms; that 5-d domain spends 320,000 in 19 s).
+# isl's scan of a domain with several nested floors and a ``mod`` can run for hours where the
+# division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than ``AST_DIVISIONS``
+# divisions in a piece goes to the hulls at once, and any other with divisions gets ``AST_OPERATIONS`` of
+# isl's operations (deterministic).
 AST_DIVISIONS = 3
 AST_OPERATIONS = 320_000
 
@@ -323,11 +311,8 @@ class _AstBudgetSpent(Exception):
 
 
 class _BudgetContexts(threading.local):
-    """Each thread's isl context for the ASTs built under an operations budget (:func:`_ast`),
-    made on the thread's first such AST and kept while the thread lives.  A context per AST
-    would stay in the process for good (about 8 KiB each): islpy frees a context when its
-    count of the context's users falls to zero, and never takes back the count that each isl
-    function consuming an object of the context adds."""
+    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on its first and kept while the
+    thread lives (islpy never frees a context its functions consumed objects of)."""
 
     ctx: isl.Context | None = None
 
@@ -336,11 +321,9 @@ _BUDGETED = _BudgetContexts()
 
 
 def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
-    """isl's AST of ``umap``.  With a ``budget``, it is built in this thread's context for
-    budgeted ASTs (:class:`_BudgetContexts`), which isl stops after that many operations
-    (``isl.Error``), so that the stop never reaches another thread's isl calls in the shared
-    context; the budget is lifted once the AST is built or the build stopped, as the
-    converter's reads of it count operations too."""
+    """isl's AST of ``umap``; with a ``budget``, built in this thread's budget context
+    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``), the budget
+    lifted once the build is over."""
     def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
         build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
         return build.node_from_schedule_map(umap)
@@ -367,13 +350,11 @@ def _divisions(umap: isl.UnionMap) -> int:
 
 def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
           budget: int | None = None) -> tuple[tuple, AstConverter | None]:
-    """isl's AST of the statements, converted.  The statements are tagged ``S0``, ``S1``, ...
-    by their order (one tag per distinct name), so statements that differ only in their
-    names and bodies -- an elementwise chain's nests, the repeated layers of a gradient --
-    give the same union map; ``scans`` (owned by one ``lower`` call) keeps the AST and the
-    time ranges built for each map's text, and each use converts it with its own bodies.
-    ``budget``: isl operations the AST may take (:data:`AST_OPERATIONS`; and at most
-    :data:`AST_DIVISIONS` divisions), else :class:`_AstBudgetSpent`."""
+    """isl's AST of the statements, converted.  Statements are tagged ``S0``, ``S1``, ... by order, so
+    those differing only in names and bodies give one union map; ``scans`` (owned by one ``lower`` call)
+    keeps the AST and time ranges per map text, each use converting with its own bodies.  ``budget``: isl
+    operations the AST may take (and at most :data:`AST_DIVISIONS` divisions), else
+    :class:`_AstBudgetSpent`."""
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)
@@ -411,15 +392,11 @@ PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
 
 
 def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
-    """The leading time dimensions that every statement schedules by one of its own variables
-    over the same range ``[lo, hi)``, which no other constraint of its domain and no other
-    time dimension mentions -- a batch or channel loop around the whole nest -- and the
-    statements without them (each keeps one time dimension at least).  isl's AST of such a
-    product is a plain loop over that range around the AST of the rest
-    (:meth:`AstConverter.outer` builds those loops), and isl's time grows with the dimensions
-    it scans: a convolution gradient's nest of 8 time dimensions is built in half the time
-    without its two outer ones.  Returns the ranges, the statements left, and per statement
-    the positions of the variables taken out, one per dimension taken out, in its order."""
+    """The leading time dimensions every statement schedules by one of its own variables over one range
+    ``[lo, hi)`` that nothing else mentions (a batch or channel loop around the nest), and the statements
+    without them (each keeps at least one dimension): those are plain loops around the rest
+    (:meth:`AstConverter.outer`), and isl's time grows with the dimensions it scans.  Returns the ranges,
+    the statements left and per statement the positions of the variables taken out."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]
@@ -448,10 +425,8 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
     if v not in s.vars or any(isinstance(t, Expr) and v in _vars_of(t) for t in s.schedule[1:]):
         return None
     if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
-        # (projecting out the other variables of a domain with divisions -- residue classes of
-        # sums of variables -- can take isl's hull and equality tests exponential time: a
-        # 3-variable domain with two nested floors did not finish in an hour;
-        # isl's own AST builder scans it in milliseconds)
+        # projecting out variables of a domain with divisions can take isl exponential time; isl's own AST
+        # builder scans it in milliseconds
         return None
     i = s.vars.index(v)
     n = len(s.vars)
@@ -471,14 +446,11 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
-    """The loop statements that run ``stmts`` over their domains in schedule order.
-
-    Loops over domains or schedules with divisions, and loops in which isl divides, are
-    checked to reach exactly the domains, and rebuilt over division-free hulls (or boxes)
-    with the exact test inside when they do not (:mod:`.loops.ast_check`: isl's AST builder can
-    drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
-    :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
-    (:func:`_scan`), or ``None``."""
+    """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over domains or
+    schedules with divisions, or in which isl divides, are checked to reach exactly the domains
+    (:mod:`.loops.ast_check`) and rebuilt over division-free hulls (or boxes) with the exact test inside
+    when they do not or are too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).  ``scans``:
+    the caller's memo of isl's ASTs (:func:`_scan`), or ``None``."""
     if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)
@@ -486,9 +458,8 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     try:
         body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
     except (isl.Error, _AstBudgetSpent):
-        # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
-        # that a fused loop recovers with a division ("cannot handle void
-        # expression"), or spend its budget; the division-free hulls below are its other way out
+        # isl's AST builder can also fail on divisions outright, or spend its budget: the division-free
+        # hulls below are the way out
         if not divs:
             raise
     else:

@@ -1,21 +1,16 @@
 """Schedule choices for one nest: loop order and which loop runs in parallel.
 
-The domain module gives each statement the natural schedule: output axes in order (the last one
-innermost, so stores are unit-stride), and for a reduction a scalar accumulator per output
-element with the reduction axes innermost.  That is right when the innermost reduction axis
-walks memory with unit stride (``X[i, k] * W[j, k]``).  When the last *output* axis does better
-(``A[i, k] * B[k, j]``, pooling windows of 2, convolutions over ``x``), the reduction is
-rescheduled to accumulate in the output buffer with that axis innermost, tiled so that the
-accumulated strip stays in L1:
+The natural schedule puts the output axes in order (the last innermost) and, for a reduction, a scalar
+accumulator per output element with the reduction axes innermost.  When the last *output* axis walks
+memory better (``A[i, k] * B[k, j]``, pooling windows, convolutions over ``x``), the reduction accumulates
+in the output buffer with that axis innermost, in strips that stay in L1::
 
     for i, for jt:                              # jt = j // T
         for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
         for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
 
-Each output element still combines its terms in the order of the reduction axes, so this form
-is exact also in strict mode.  The outermost output axis (or strip) is the parallel loop.
-Matmul-like contractions are handed to :mod:`.gemm.microkernel` instead (when enabled).
-"""
+Each element still combines its terms in the order of the reduction axes (exact in strict mode).  The
+outermost output axis (or strip) is the parallel loop."""
 
 from __future__ import annotations
 
@@ -77,14 +72,10 @@ STRIP_ACCESS = 0.5
 
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
-    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the
-    last reduction axis ``r`` innermost (scalar accumulators; a loop shorter than 8 is costed
-    4 more: it hardly vectorizes) or the last output axis ``o`` innermost (accumulating in a
-    strip of the output).  The strip is loaded and stored with unit stride and stays in L1:
-    :data:`STRIP_ACCESS`, less than a unit-stride read that streams from memory, so that
-    where the reads cost the same either way the strips win -- their innermost loop is the
-    strip's length, long and contiguous, while the reduction's may be short and strided
-    (a log-softmax over the 21 channels of NCHW: 16 KB between terms)."""
+    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
+    axis innermost (a loop shorter than 8 costed 4 more) or the last output axis innermost, accumulating
+    in an output strip that costs :data:`STRIP_ACCESS` (in L1), so that the strips win where the reads
+    cost the same either way."""
     cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
     return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
 
@@ -129,15 +120,10 @@ MIN_STRIP = 64
 
 
 def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
-    """Elements of the output strip that the buffer form accumulates at once.
-
-    A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
-    threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
-    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements.  Such a strip is a
-    whole number of cache lines (``line`` bytes): each thread stores its strip once per row, and
-    two threads storing into one line row after row -- a layer norm's ``dgamma`` over 1,000
-    columns in strips of 250 -- pass the line between their cores on every row (a kernel's
-    buffers start on a line when it runs on several threads, :class:`.runtime.kernel.Kernel`)."""
+    """Elements of the output strip that the buffer form accumulates at once.  A one-axis output (a column
+    sum) is cut into ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP``
+    elements, each a whole number of ``line``-byte cache lines (no two threads store into one line; a
+    kernel's buffers start on a line: :class:`.runtime.kernel.Kernel`)."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
@@ -150,14 +136,11 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
-    """The statements to scan (schedules possibly rewritten) and nest attributes.
-
-    ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
-    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``plan``: a reduction's loop order as its strategy chose it (a :class:`ReductionNest`'s
-    ``strips``, where the output can hold the sums; a :class:`ScanNest`; else by
-    :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
-    (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
+    """The statements to scan (schedules possibly rewritten) and nest attributes.  ``allow_buffer=False``
+    keeps a reduction's scalar accumulators (a fused nest reads them); ``fuse_outer=False`` leaves the
+    outer loops alone; ``plan``: the loop order the strategy chose (a :class:`ReductionNest`'s ``strips``,
+    a :class:`ScanNest`; else :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips
+    share the L1 (:mod:`.loops.strip_groups`)."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
@@ -235,12 +218,9 @@ def work_weight(exprs) -> int:
 
 
 def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
-    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
-    and scans the time dimension the schedule declared parallel (an output axis: each
-    iteration writes its own elements), and the nest has enough work to share: with less than
-    ``opts.parallel_min_work`` (times ``weight``, see :func:`work_weight`) waking a second
-    thread costs more than it saves (and on a loaded machine a sleeping worker can wait a
-    whole scheduler time slice, ~4 ms)."""
+    """Mark the outermost loop parallel when it is the only top statement, has constant bounds, scans the
+    time dimension declared parallel (an output axis), and the nest has at least
+    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share."""
     if not opts.parallel or work * weight < opts.parallel_min_work or len(body) != 1 \
             or not isinstance(body[0], Loop):
         return body, False

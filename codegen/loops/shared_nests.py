@@ -1,27 +1,16 @@
 """Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
-A long chain's program is a handful of distinct nests repeated thousands of times over other
-tensors: ``s8+t9+...`` is ``s0+t1+...`` reading and writing other arrays.  Lowering one group
-(domains, schedule, isl's loops, work) costs far more than renaming a lowered nest, so
-:class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames the
-steps it made for every group with the same key.
+:class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames its steps for every
+group with the same key.  :func:`group_key` spells everything lowering reads from a group, tensors, ops
+and buffers numbered by first use, names left out: units and forms, bodies, expressions with dtypes and
+bit-exact constants, variables by first appearance *with* names and ranges (a shared nest keeps the first
+group's loop variables), combiners, each op's tag, role, attrs, axes and outputs, each tensor's shape,
+dtype and buffer, and which reductions are read from accumulators.  A group the key cannot spell (a matrix
+product, a scatter, split axes, strips, an unknown payload) is lowered on its own, as is one whose steps
+hold something the renaming would miss.
 
-:func:`group_key` spells everything lowering reads from a group, with tensors, ops and buffers
-numbered by first use and names left out: the units and their forms, the bodies lowering is
-given, every expression with dtypes and constants bit-exact, variables by first appearance
-*with* their names and ranges (a shared nest keeps the first group's loop variables, so its
-printout is the one lowering would give), combiners, each op's tag, role, attrs, axes and
-outputs, each tensor's shape, dtype and buffer (kind, shape, dtype), and which reductions are
-read from accumulators.  The call's options and target are one per memo.  A group the key
-cannot spell exactly -- a matrix product, a scatter, split axes, strips, a payload it does not
-know or that cannot be hashed -- is lowered on its own, as are groups whose lowered steps hold
-something the renaming would miss (checked when the first is lowered).
-
-Names reach a lowered nest only in its name and note; the lowering passes write them as
-:func:`marked` names, which :meth:`SharedLowering.steps` replaces (the first group's own names,
-or the renamed group's) before anything reads them.  A renaming that would map one name to two
-(two tensors of one name) lowers the group afresh.
-"""
+Names reach a lowered nest only in its name and note, written as :func:`marked` names that
+:meth:`SharedLowering.steps` replaces; a renaming mapping one name to two lowers the group afresh."""
 
 from __future__ import annotations
 

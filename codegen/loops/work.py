@@ -1,34 +1,21 @@
 """Exact work of a loop nest: how many times innermost loop bodies execute.
 
-isl has no cardinality in islpy, so we count with the loop structure itself.  The count of a
-block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one value
-per point for each loop variable in scope):
+The count of a block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one
+value per point per loop variable in scope):
 
-* a loop whose body's bounds and guards do not mention its variable contributes
-  ``trips * count(body)`` -- so a box costs a product of extents, whatever its size
-  (32 x 3000 x 10000 dense: three multiplications);
-* otherwise the loop is expanded: every point of the frontier is repeated once per iteration
-  and the body is counted on the expanded frontier (a triangle ``k <= i`` expands ``i`` only,
-  and the inner loop is ``i + 1`` trips in closed form);
-* an affine ``if`` (from isl) masks the frontier;
-* a block execution that runs a counted statement outside its inner loops is one execution of
-  an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
-  sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
-  op in one body execution count once, those of different ops (a fused nest) once per op;
-  bookkeeping (``counted=False``: accumulator init, final stores, fused epilogues) never
-  counts; a data-dependent ``if`` guarding loops (a scatter's rare
-  case, its test hoisted out of them: a max's tied points) is one execution, the test's.
+* a loop whose body's bounds and guards do not mention its variable contributes ``trips * count(body)``;
+* otherwise the loop is expanded: every frontier point is repeated per iteration and the body counted on
+  the expanded frontier;
+* an affine ``if`` masks the frontier;
+* a block execution that runs a counted statement outside its inner loops is one innermost-body execution,
+  also beside loops; several counted statements of one op in one execution count once, of different ops
+  once per op; bookkeeping (``counted=False``) never counts; a data-dependent ``if`` guarding loops is one
+  execution, the test's.
 
-Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
-A loop whose only statement is an inner loop of unit step with affine bounds and a body that
-depends on neither variable is summed in closed form instead of expanded (an arithmetic series
-clipped at zero trips: the triangle ``k <= i`` of ``2**40`` rows costs a few operations).
-
-Counts are exact integers: int64 arrays while no product or sum can reach ``2**62``, Python
-ints (object arrays) past that -- a ``2**40 x 2**40`` op has ``2**80`` units of work, not 0
-.  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
-clear error instead of running for hours.
-"""
+Frontiers are processed in chunks.  A loop whose only statement is an inner unit-step loop with affine
+bounds and a body independent of both variables is summed in closed form (:meth:`WorkCounter.series`).
+Counts are exact: int64 while nothing can reach ``2**62``, Python ints past that.  An expansion past
+:data:`EXPAND_LIMIT` points is a clear error."""
 
 from __future__ import annotations
 
@@ -137,14 +124,9 @@ class WorkCounter:
         return nested
 
     def parts(self, stmts: tuple, env: dict, n: int) -> tuple[dict, np.ndarray]:
-        """({owner: 1 where this block execution runs a counted statement of that owner outside
-        any inner loop}, executions of innermost bodies inside its inner loops), per frontier
-        point.
-
-        A counted statement beside a loop (``x = ..; if c: for k: ..``, as isl splits a
-        domain into pieces) is an innermost-body execution of its own; counted statements of
-        one owner in one body execution (plain, or under affine ``if``s: the stores of a
-        multi-output op on different sub-domains) count once together."""
+        """({owner: 1 where this block execution runs a counted statement of that owner outside any inner
+        loop}, executions of innermost bodies inside its inner loops), per frontier point.  Counted
+        statements of one owner in one body execution count once together."""
         direct: dict = {}
         nested = np.zeros(n, np.int64)
         for s in stmts:
@@ -208,16 +190,13 @@ class WorkCounter:
         return out
 
     def series(self, s: Loop, env: dict, n: int, lo: np.ndarray, trips: np.ndarray):
-        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when
-        ``s``'s body is one loop ``t`` of unit step (beside plain statements) whose bounds are
-        affine in ``v`` and whose body depends on neither ``v`` nor ``t``'s variable; ``None``
-        otherwise.
-
-        With ``v = lo + step * m`` (``m`` in ``[0, T)``), the trips of ``t`` are
-        ``max(0, A*m + B)``: ``A = a * step``, ``B = a * lo + b`` where ``a`` is ``v``'s
-        coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
-        form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
-        ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when ``s``'s
+        body is one unit-step loop ``t`` (beside plain statements) with bounds affine in ``v`` and a body
+        depending on neither variable; else ``None``.  With ``v = lo + step * m``, ``m`` in ``[0, T)``,
+        the trips are ``max(0, A*m + B)``, ``A = a * step``, ``B = a * lo + b`` (``a`` the coefficient of
+        ``v`` in ``hi_t - lo_t``, ``b`` its value at 0): the positive terms form one run of ``m`` (from
+        ``floor(-B / A) + 1`` when ``A > 0``, below ``ceil(B / -A)`` when ``A < 0``), an arithmetic
+        series."""
         loops = [x for x in s.body if isinstance(x, Loop)]
         others = [x for x in s.body if not isinstance(x, Loop)]
         if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
@@ -250,12 +229,10 @@ class WorkCounter:
 
     def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
                          trips: np.ndarray) -> np.ndarray | None:
-        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s
-        bounds are ``min``/``max`` trees of affine functions of ``v`` (isl's
-        ``range(i + 1, min(n, 2 * i))``): between two consecutive crossings of those lines
-        (or with zero trips) the trips are affine in ``v``, so each piece is an arithmetic
-        series (checked at three points).  ``None`` when a bound is not piecewise affine or
-        the frontier is too wide for a per-point Python sum."""
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s bounds are
+        ``min``/``max`` trees of affine functions of ``v``: between consecutive crossings the trips are
+        affine, so each piece is an arithmetic series (checked at three points).  ``None`` when a bound is
+        not piecewise affine or the frontier is too wide."""
         if n > PIECEWISE_POINTS:
             return None
         out = []
