@@ -1,17 +1,13 @@
 """Gathered rows copied once, so that a product reading them is a matrix product.
 
-``C[i, j] = sum_k E[I[i], k] * W[k, j]`` (an embedding times a weight) reads ``E`` through a
-checked gather index: the micro-kernel's packers cannot raise the ``IndexError`` an index out
-of range must give, so the product ran as loops.  :func:`gather_rows` splits it in two:
+``C[i, j] = sum_k E[I[i], k] * W[k, j]`` reads ``E`` through a checked gather index, which the
+micro-kernel's packers cannot check.  :func:`gather_rows` splits it in two:
 
     G[i, k] = E[I[i], k]                 a copy: one checked index per point, a row at a time
     C[i, j] = sum_k G[i, k] * W[k, j]    a plain product, packed like any other
 
-The copy costs ``N*K`` element moves against the product's ``N*K*J`` multiply-adds.  Only a
-read that every point of the sum evaluates is copied: one under a lazy guard, or in a sum with a
-``where`` condition, may hold an index the program never reads (``if_then_else(L[r] != -100,
-X[r, L[r]], 0)``), and copying it over the whole box would raise where the program does not.
-"""
+Only a read that every point of the sum evaluates is copied: one under a lazy guard or a ``where`` may
+hold an index the program never reads."""
 
 from __future__ import annotations
 

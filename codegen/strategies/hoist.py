@@ -1,23 +1,18 @@
-"""Expensive subexpressions that depend on fewer axes than their op, computed once per point of
-their own axes.
+"""Expensive subexpressions that depend on fewer axes than their op, computed once per point of their own
+axes.
 
-A log-softmax over the channels of NCHW reads ``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] -
-log(s[n, y, x])``: the log depends on ``(n, y, x)`` only, yet the loops evaluate it for every
-channel.  LLVM moves an invariant out of the innermost loop, but ``c`` is an outer loop there, so
-the op pays 21 logs where one would do.  :func:`hoist_invariants` splits such an op in two::
+In a log-softmax over the channels of NCHW,
+``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - log(s[n, y, x])``, the log depends on ``(n, y, x)`` only,
+and ``c`` is an outer loop, out of LLVM's reach.  :func:`hoist_invariants` splits such an op::
 
     T[n, y, x]    = log(s[n, y, x])                 once per point of its own axes
     Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - T[n, y, x]
 
 A subexpression is taken when it holds a transcendental function or a power
-(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point (an invariant of
-the innermost loop LLVM moves out itself) but not every such axis, holds no reduction, and is
-evaluated at every point of the op: one under a ``select`` or ``if_then_else`` branch may read
-an index that only its guard keeps in range, and the temporary would evaluate it everywhere.
-Every point of the temporary is a point the op evaluates (each axis has a point), so the
-temporary reads what the op read, no more.  The stored value is the one the op computed, so the
-result is the same.  Whether the split pays is the cost model's call (:class:`.strategies.hoist.Hoist`).
-"""
+(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point but not every such
+axis, holds no reduction, and is evaluated at every point of the op (not under a guard that may keep its
+reads in range).  The temporary reads what the op read and stores the value the op computed.  Whether it
+pays is :class:`.strategies.hoist.Hoist`'s cost."""
 
 from __future__ import annotations
 
@@ -33,12 +28,8 @@ _GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
 
 
 def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
-    """The maximal subexpressions of ``body`` worth computing once per point of their axes.
-
-    What the descent asks of a node -- does its subtree hold a reduction, a heavy function,
-    which repeated axes -- is one bit mask per node, folded once over the DAG: asking each
-    visited node's subtree again walked a long gradient's inlined chain once per level
-    (quadratic in the body)."""
+    """The maximal subexpressions of ``body`` worth computing once per point of their axes, from one bit
+    mask per node (a reduction, a heavy function, which repeated axes) folded once over the DAG."""
     repeated = [a for a in axes if a.extent > 1]
     if not repeated:
         return []

@@ -74,13 +74,9 @@ SPARSE_PRODUCT = 0.25  # a product whose terms are under this fraction of what i
 
 
 def _sparse(spec: Contraction, op: ComputeOp, bodies: tuple) -> bool:
-    """Whether the terms of ``op``'s sum (its where-condition's points,
-    :func:`.loops.domain.where_density`) are under ``SPARSE_PRODUCT`` of the multiply-adds the
-    micro-kernel runs: every point of the box, or of its rows' band (a causal triangle's,
-    :attr:`.Contraction.band`), the excluded ones as packed zeros.  Plain loops scan the
-    domain alone: the border of a tap stencil's weight gradient (:mod:`.strategies.stencil`), a tenth of
-    its box, made the weight gradient 4.4 ms as a product, 2.0 as loops (a grouped
-    convolution, 4 channels a group, 8 x 128 x 28 x 28, 2 threads)."""
+    """Whether the terms of ``op``'s sum (:func:`.loops.domain.where_density`) are under
+    ``SPARSE_PRODUCT`` of the multiply-adds the micro-kernel runs over the box or its rows' band
+    (:attr:`.Contraction.band`), the excluded ones as packed zeros; plain loops scan the domain alone."""
     computed = spec.k_steps / (-(-spec.M // spec.mr) * spec.K)
     return where_density(op, bodies) < SPARSE_PRODUCT * computed
 
@@ -168,11 +164,9 @@ class SplitK:
 
 
 class Parity:
-    """A strided convolution's input gradient, which is no product, as one product per
-    residue class of its output (:mod:`.strategies.parity`) and a gather; only when every class is one.
-    Also offered beside a product whose guards zero most of its terms (a transposed
-    convolution's forward: each output point meets 1 of the 4 taps of a 2x2 stride 2 kernel),
-    where the classes' products are shorter."""
+    """A strided convolution's input gradient as one product per residue class of its output
+    (:mod:`.strategies.parity`) and a gather, when every class is one; also beside a product whose guards
+    zero most of its terms, where the classes' products are shorter."""
 
     name = "parity"
 
@@ -235,11 +229,10 @@ def _reads_divided(body: Expr) -> bool:
 
 
 class ParityLoops:
-    """A reduction that reads its output axes divided and remaindered (``(x + 1) // 2``,
-    ``(x + 1) % 2``: a strided depthwise or grouped convolution's input gradient, whose loops
-    test a residue in their innermost body and read at non-affine indices) as one reduction per
-    residue class of its output (:mod:`.strategies.parity`), each with affine indices and only the taps
-    that apply, and a gather; each class is planned in turn (loops, strips, a product)."""
+    """A reduction that reads its output axes divided and remaindered (a strided depthwise or grouped
+    convolution's input gradient) as one reduction per residue class of its output
+    (:mod:`.strategies.parity`), each with affine indices and only the taps that apply, and a gather; each
+    class is planned in turn."""
 
     name = "parity-loops"
 

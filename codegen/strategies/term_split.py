@@ -1,22 +1,13 @@
 """A sum of several products summed as one product per term, then added.
 
-A reduction whose summand is a sum of terms is no matrix product, though each term may be
-one.  The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` reads ``F``
-through both of its operands::
-
-    dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + H[b, j, i] F[b, j, k]
-
-and ran as plain loops (a strip of ``k`` per ``(i, j)``), 1.4x PyTorch's two batched
-products.  Summed term by term, each is a product (one reads ``H`` transposed)::
+The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` is no product, but each of its
+terms is one::
 
     P0[b, i, k] = sum_j H[b, i, j] F[b, j, k]        P1[b, i, k] = sum_j H[b, j, i] F[b, j, k]
     dF[b, i, k] = P0[b, i, k] + P1[b, i, k]
 
-Factoring ``F`` out instead, ``(H[b, i, j] + H[b, j, i]) F[b, j, k]``, would be one product
-but not the same function at an inf: ``0 * inf + 1 * inf`` is NaN, ``(0 + 1) * inf`` is inf.
-Summing the terms apart only reassociates the sum (the same terms, added in another order),
-so it is offered under fast math only, as the micro-kernel is.
-"""
+(Factoring ``F`` out would change the value at an inf.)  Summing the terms apart reassociates the sum, so
+it is offered under fast math only."""
 
 from __future__ import annotations
 
