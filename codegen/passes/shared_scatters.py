@@ -1,24 +1,15 @@
 """One buffer for a masked sum of scatter-adds that several consumers read.
 
-A max pool's gradient is two scatter-adds (:mod:`.strategies.scatter`): the winners ``R1`` and the other
-tied points ``R2``.  Behind a ReLU, every consumer of the pool's input gradient reads
+A max pool's gradient is two scatter-adds (:mod:`.strategies.scatter`), the winners ``R1`` and the tied
+points ``R2``, and behind a ReLU every consumer reads ``select(conv[j] + b <= 0, 0, R1[j] + R2[j])``.
+Materialized once as ``S[j]``, the ``scatter-sum`` strategy (:class:`.strategies.scatter.ScatterSum`) adds
+both scatters straight into ``S``'s buffer, each add under the mask at the point it lands on
+(``mask(j) * sum_k x_k = sum_k mask(j) x_k``).
 
-    select(conv[j] + b <= 0, 0, R1[j] + R2[j])
-
--- a convolution's weight gradient and its bias gradient each read three arrays of the
-activation's size, and each of ``R1``, ``R2`` is zero-filled first.  Materializing that
-expression once as a tensor ``S[j]`` lets the ``scatter-sum`` strategy
-(:class:`.strategies.scatter.ScatterSum`) add both scatters straight into ``S``'s buffer, each add
-under the mask tested at the point it lands on (``mask(j) * sum_k x_k = sum_k mask(j) x_k``):
-one fill, one buffer, and each consumer reads one array.
-
-:func:`share_scatter_sums` finds such expressions in the inlined bodies: an ``ADD`` tree of
-reads of scatter reductions (at least two), optionally under ``select``/``if_then_else``
-masks with a zero branch, all reads at one index of distinct loop variables.  Equal
-expressions (the same body once their index is renamed to the new tensor's axes) share one
-tensor.  A scatter is taken only when every read of it is inside such an expression (else
-its buffer is needed anyway) and it is not an output.
-"""
+:func:`share_scatter_sums` finds such expressions in the inlined bodies: an ``ADD`` tree of reads of at
+least two scatter reductions, optionally under zero-branch masks, all reads at one index of distinct loop
+variables; equal expressions share one tensor.  A scatter is taken only when every read of it is inside
+such an expression and it is not an output."""
 
 from __future__ import annotations
 

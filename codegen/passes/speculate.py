@@ -1,27 +1,16 @@
 """Lazy choices made eager where that is safe: ``if_then_else`` -> ``select`` on data tests.
 
-``if_then_else(c, a, b)`` evaluates only the taken branch, so the emitter gives it real
-branches -- which stop LLVM's loop vectorizer.  The laziness only matters for reads that
-would be out of bounds in the branch ``c`` excludes.  The bounds checker
-(``tensorad.lang.bounds``) proves every read over the domain of its guards, and it cannot use a
-*data-dependent* test (``W[i // 2] == i % 2``): it takes such an atom as possibly true (and its
-negation as possibly false), i.e. it proved the reads of both branches on the enclosing guard
-alone.  So when every atom of ``c`` reads data, both branches are in bounds wherever the choice
-itself runs, and computing both (a ``select``) is safe.  Example, the max-pool gradient::
+``if_then_else(c, a, b)`` is emitted as branches, which stop LLVM's vectorizer; its laziness only matters
+for reads out of bounds in the branch ``c`` excludes.  The bounds checker (``tensorad.lang.bounds``) takes
+a *data-dependent* atom as possibly true (and its negation as possibly false): it proved both branches'
+reads on the enclosing guard alone.  So when every atom of ``c`` reads data, a ``select`` is safe::
 
     if_then_else(winner[y // 2, x // 2] == (y % 2) * 2 + x % 2, H[y // 2, x // 2], 0)
       -> select(...)        (H's read is in bounds for every (y, x): no branch needed)
 
-Only cheap branches are speculated (no transcendental functions, divisions or reductions;
-``abs`` is cheap: a smooth-L1 loss's ``|d| < 1`` test and ``|d| - 0.5`` branch left its sum
-a branch per element, scalar code), so a rarely-taken expensive branch stays lazy.
-
-A gather index (``DATA_INDEX``) reads data too, but the bounds checker does *not* give it up:
-it enters the proof as an opaque variable over its range, so an atom such as
-``data_index(I[i], 9) + 2 < 3`` is a constraint the proof used (the guard of
-``X[.., data_index(..) + 2]``).  An atom counts as data-dependent only when it reads data
-outside every gather index.
-"""
+Only cheap branches are speculated (no transcendental function, division or reduction).  A gather index
+enters the bounds proof as an opaque variable, so an atom counts as data-dependent only when it reads data
+outside every gather index."""
 
 from __future__ import annotations
 

@@ -62,23 +62,16 @@ def data_address(a: np.ndarray) -> int:
 
 
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
-    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
-
-    A kernel called on several threads allocates its outputs so: threads sharing a parallel
-    loop over a buffer's columns or strips (:func:`.loops.schedule.strip_length`, a scatter's column
-    chunks) own whole cache lines of it only when the buffer starts on a line.  NumPy aligns to
-    16 bytes; at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two
-    threads' stores on every row (2-3x slower at 2 threads than at 1).  One thread shares no
-    line, and this costs microseconds a buffer (its Python calls) where ``np.empty`` costs
-    0.3: a 1-thread call allocates with ``np.empty``."""
+    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary, so that
+    threads sharing a parallel loop over its columns or strips (:func:`.loops.schedule.strip_length`) own
+    whole cache lines.  A 1-thread call allocates with ``np.empty`` (cheaper)."""
     dt = np.dtype(dtype)
     raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
     return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
-#: outputs of at most this many bytes share one allocation per call (a call returning eighty
-#: small saved activations spent most of its time allocating them one by one); a larger output
-#: has its own, so that keeping one output alive never keeps another large one
+# outputs of at most this many bytes share one allocation per call; a larger output has its own, so that
+# keeping one alive never keeps another large one
 SHARED_OUTPUT_BYTES = 1 << 16
 
 
@@ -183,25 +176,19 @@ class Signature:
 class Kernel:
     """A compiled kernel: ``kernel(*arrays, out=None)``.
 
-    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use
-    are accepted and ignored).  Each must be a NumPy array (or an object with ``__dlpack__``,
-    viewed without a copy) with exactly the tensor's shape and dtype -- float32 where float64
-    is expected is an error, not a silent cast.  Non-contiguous (or misaligned) inputs are
-    copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
-    output) receives the results in place; such arrays must be C-contiguous, writeable and not
-    overlap any other argument.  Returns one array for one output, a tuple for several (the
-    ``out=`` objects themselves when given); arrays the kernel allocates on several threads
-    start on a cache line (:func:`empty_aligned_all`: the small ones of a call share one
-    allocation; an ``out=`` array that does not start on a line may run slower there).
+    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use are
+    accepted and ignored), each a NumPy array (or an object with ``__dlpack__``, viewed without a copy)
+    with exactly the tensor's shape and dtype: float32 where float64 is expected is an error, not a silent
+    cast.  Non-contiguous inputs are copied first.  ``out=`` (an array, or a tuple of one per output)
+    receives the results in place; such arrays must be C-contiguous, writeable and not overlap another
+    argument.  Returns one array for one output, a tuple for several (the ``out=`` objects when given);
+    arrays allocated for several threads start on a cache line (:func:`empty_aligned_all`).
 
-    The call releases the GIL, so several Python threads may call one kernel at once; its only
-    state is its *workspace*: the temporaries of a finished call are kept for the next one
-    (a call takes them under a lock, a concurrent call makes its own), since fresh buffers of
-    megabytes cost a page fault per page on every call -- a strided convolution's gradient ran
-    15 ms in a process that had just freed larger buffers, 20 ms without its workspace.
-    ``keep_workspace = False`` (settable) frees them after each call; ``release_workspace()``
-    frees them now.  ``num_threads`` (settable) is the number of threads of each parallel loop.
-    """
+    The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
+    *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
+    makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
+    ``release_workspace()`` now.  ``num_threads`` (settable) is the number of threads of each parallel
+    loop."""
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:
