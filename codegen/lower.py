@@ -174,13 +174,9 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
-    Accepts the options of ``build`` (:class:`.options.Options`); those that only change
-    compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
-    returns never depends on what the process lowered before (``ta.build`` skips lowering when
-    its disk cache has the kernel, :mod:`.jit.build_key`).
-    ``tune=True`` measures the strategies offered and lowers with the winners (:mod:`.tune`,
-    which measures before lowering runs).
-    """
+    Accepts the options of ``build`` (:class:`.options.Options`); those that only change compilation are
+    ignored.  Each call lowers afresh, with no process-wide memo.  ``tune=True`` lowers with the
+    strategies measured fastest (:mod:`.tune`)."""
     outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
     opts = full.for_lowering()
@@ -287,9 +283,9 @@ def _copies(state: _Rewriting) -> None:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
 
 
-#: The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse comes
-#: first so that footprints see the new reads; bounds are proved before the passes that make
-#: new ops (each proves its own); speculation, after the proof, turns safe lazy choices eager.
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse first, so that
+# footprints see the new reads; bounds proved before the passes that make new ops (each proves its own);
+# speculation, after the proof, turns safe lazy choices eager.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _reuse,                          # a stored transcendental value read instead of recomputed
     _footprints,                     # temporaries shrunk to the points their readers read
@@ -305,14 +301,9 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
 
 
 def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list[ComputeOp]:
-    """The ops that the outputs read, once inlining has settled who reads whom.  The graph of
-    the outputs holds every op that an op of theirs reads, also through outputs of a
-    multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
-    reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
-    (work for nothing, and ``chunk_size`` of a parallel nest without buffers
-    raised ``ValueError``).  A reduction over an empty box (``reduce_axis((0, 0))``) is its
-    identity and reads nothing: a reduction lifted out of its source was lowered into its nest,
-    computing values nobody reads (the same ``ValueError``)."""
+    """The ops that the outputs read, once inlining has settled who reads whom: not the reductions lifted
+    out of an output of a multi-output op that nobody reads, nor those of a reduction over an empty box
+    (its identity, which reads nothing)."""
     known = set(ops)
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)

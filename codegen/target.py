@@ -1,47 +1,28 @@
 """The CPU that code is generated for: a :class:`Target` read by every code-generation decision.
 
-A target is named TVM-style: ``"llvm"`` (the host CPU with all its features),
-``"llvm -mcpu=haswell"`` (a named CPU with its own features), ``"llvm -mattr=-avx512f"`` (the
-host with features switched on or off), or both options.  What the code generator needs to know
-is then *asked of LLVM*, not looked up in a table of CPUs: a probe module with a 512-bit and a
-256-bit vector add and a fused multiply-add is compiled for the target, and its assembly tells
-the widest vector register (``zmm``/``ymm``/``xmm``) and whether FMA is an instruction.  So any
-CPU LLVM knows works, and ``-mattr=-avx512f`` on an AVX-512 host gives exactly AVX2 code.
+A target is named TVM-style: ``"llvm"`` (the host CPU), ``"llvm -mcpu=haswell"``,
+``"llvm -mattr=-avx512f"``, or both options.  What the code generator needs is *asked of LLVM*: a probe
+module with 512- and 256-bit vector adds and a fused multiply-add is compiled for the target, and its
+assembly tells the widest vector register and whether FMA is an instruction.  From that:
 
-From that:
+* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register);
+* ``vector_registers`` -- 32 with AVX-512, 16 otherwise on x86 (:func:`.gemm.contraction.register_tile`);
+* ``fma`` -- fused multiply-add in hardware;
+* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512,
+  :mod:`.llvm.masked_tails`);
+* ``f16c``/``bf16`` -- float16 (F16C) and bfloat16 (AVX512-BF16) conversion instructions;
+  :mod:`.llvm.half` uses F16C's, and AVX512-BF16's is reported only (it flushes subnormal inputs);
+* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named CPU that
+  runs here; else typical sizes);
+* ``line``/``page`` -- the cache line and memory page in bytes (sysfs and ``sysconf``, else 64 and 4096).
 
-* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register): the
-  micro-kernel's register tile, the packing routines' vectors and the math lowering use it;
-* ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
-  are chosen so that accumulators and operands fit (:func:`.gemm.contraction.register_tile`);
-* ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
-* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512):
-  short loops fold their remainder into masked iterations (:mod:`.llvm.masked_tails`);
-* ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
-  conversion instructions; :mod:`.llvm.half` uses F16C's (exact) and emits integer code without
-  them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
-  rounds to bfloat16 on every target);
-* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named
-  CPU whose code runs on the host; a named CPU that cannot run here gets typical sizes), for
-  the matrix-product cache blocks and fills (:mod:`.loops.fills`);
-* ``line``/``page`` -- the cache line and the memory page in bytes (the same way: sysfs and
-  ``sysconf``, else 64 and 4096): threads that share a buffer split it on these boundaries.
-
-On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` (LLVM tuning flags: the
-vectorizer uses loads and shuffles, not gathers and scatters) unless the spec names either.
-
-``needed_features(target)`` names the CPU features code for a target may use and
-``missing_features`` those of them this host lacks: an exported kernel records the first, and
-``ta.load`` refuses a library for which the second is not empty.
-
-``key`` (triple, CPU, features, and the caches the code was blocked for) keys the kernel caches.
-Targets are made once per spec string per process (the probe costs ~10 ms); the memo only saves
-that time, it never changes a result.
-
-LLVM's native target is initialized here (:func:`initialize`) and target machines are made here
-(:func:`new_target_machine`, which turns LLVM's "not a recognized processor/feature" warnings into
-a ``ValueError``), so that the JIT (:mod:`.jit.engine`) builds on targets and never the reverse.
-"""
+On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` unless the spec names either.
+``needed_features(target)`` names the CPU features its code may use and ``missing_features`` those the
+host lacks (an exported kernel records the first; ``ta.load`` refuses a library where the second is not
+empty).  ``key`` (triple, CPU, features, caches) keys the kernel caches.  Targets are made once per spec
+string per process, a memo that never changes a result.  LLVM's native target is initialized
+(:func:`initialize`) and target machines are made (:func:`new_target_machine`, LLVM's unknown processor or
+feature warnings as a ``ValueError``) here, so that the JIT builds on targets."""
 
 from __future__ import annotations
 
@@ -260,13 +241,11 @@ def host_features() -> dict[str, bool]:
 
 
 def needed_features(target: Target) -> list[str]:
-    """The CPU features (LLVM's names, sorted) that code compiled for ``target`` may use.
-
-    For ``"llvm"`` (the host) that is every feature the host has.  For a named CPU or
-    ``-mattr``, the features ``-mattr`` switches on and, on x86, those the target's probe
-    showed (AVX-512 or AVX vectors, FMA, F16C, AVX512-BF16): LLVM reports neither the features a
-    CPU name implies nor which ones switching a feature off takes with it, so the list is what
-    the code generator relied on.  Tuning preferences (``prefer-no-gather``) are left out."""
+    """The CPU features (LLVM's names, sorted) that code compiled for ``target`` may use: for ``"llvm"``
+    every feature the host has; for a named CPU or ``-mattr``, the features ``-mattr`` switches on and, on
+    x86, those the probe showed (AVX-512 or AVX vectors, FMA, F16C, AVX512-BF16), as LLVM reports neither
+    what a CPU name implies nor what switching a feature off takes with it.  Tuning preferences are left
+    out."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
     on: dict[str, bool] = {}
@@ -340,10 +319,8 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     if x86:
-        # LLVM's vectorizer takes AVX-512 gathers for cheap; on an Emerald Rapids Xeon a max pool's
-        # stride-2 reads as gathers ran 4.3x slower than as loads and shuffles, and on the CPUs
-        # with the gather data sampling mitigation every gather is slower still.  So, as XLA's
-        # CPU backend does, vectorize without gathers and scatters unless asked
+        # LLVM's vectorizer takes AVX-512 gathers for cheap, where loads and shuffles are faster; so, as
+        # XLA's CPU backend does, vectorize without gathers and scatters unless asked
         # (``-mattr=-prefer-no-gather``): a tuning preference, not an instruction set.
         for tune in ("prefer-no-gather", "prefer-no-scatter"):
             if not any(tune in f for f in mattr):
