@@ -1,32 +1,23 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
-Specialized only on what shapes the fast code -- the target (its vector width, FMA), dtype,
-MR and NR -- with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
-(:mod:`.gemm.descriptor`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
-links them to it, so their own code is a few stores and a call.
+Specialized only on the target (vector width, FMA), dtype, MR and NR; sizes, strides, layouts and cache
+blocks are read at run time from a descriptor (:mod:`.gemm.descriptor`).  Kernels declare
+``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT links them to it.
 
 The library comes in pieces, each built on first use or linked from the disk cache
-(:mod:`.jit.disk_cache`) in about a millisecond: a build compiles only the pieces its products link
-(and records, in its :class:`.runtime.kernel.Compiled`, each piece and whether it was compiled, read
-from disk or linked already).  A piece's entry is keyed by the piece, the whole target, LLVM
-and the library's version (:mod:`.gemm.version`: the source of this module's import closure, not
-the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk); it
-records that key's full text before the object code, compared on reading; the object code
-must be sound (:mod:`.jit.object_check`): anything else is compiled again and rewritten.
+(:mod:`.jit.disk_cache`); a build compiles only the pieces its products link and records each in its
+:class:`.runtime.kernel.Compiled`.  A piece's entry is keyed by the piece, the target, LLVM and the
+library's version (:mod:`.gemm.version`), records the key's full text (compared on reading) and must be
+sound object code (:mod:`.jit.object_check`).  The pieces' vector code is SSA already, so they skip LLVM's
+IR optimizer; the transposing and copying packers get :func:`.jit.engine.promote`, the stride-2 copy
+``-O1`` (:func:`light`):
 
-Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
-the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
-the same GEMM speed (measured).  The transposing and copying packers, which keep loop values
-in stack slots, get :func:`.jit.engine.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did
-for them (2% on a dense layer over none), in a quarter of its time, packing as fast (measured
-on packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
-
-* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.gemm.pack_routines`);
+* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (:mod:`.gemm.pack_routines`);
 * one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
-  ``tensorad_gemm_f32_8x32_packB_copy`` -- a kernel stores the address of the one it needs in
-  the descriptor, or of its own packing function for a side that is not a plain linear read.
+  ``tensorad_gemm_f32_8x32_packB_copy``, whose address a kernel stores in the descriptor (or its own
+  packing function's).
 
-The driver, BLIS-style (see :mod:`.gemm.microkernel`):
+The driver, BLIS-style (:mod:`.gemm.microkernel`):
 
     for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
@@ -34,16 +25,12 @@ The driver, BLIS-style (see :mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-Side B that is a plain read contiguous along its columns is not packed beforehand
-(:func:`.gemm.microkernel.reads_b_in_place`): the micro-kernel reads its rows in place, and
-where many row tiles share a panel the first one packs it for the others as it reads it.
-
-Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
-micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
-``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds, in steps of
-as many ``k`` as make a line of A's panel; the first ``kc`` block stores the tile, later ones
-add it; edge tiles go through a stack tile.
-"""
+A side B that is a plain read contiguous along its columns is read in place
+(:func:`.gemm.microkernel.reads_b_in_place`), the first row tile packing a shared panel for the others.
+Panels and tables live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an ``MR x NR`` tile
+of C in ``MR*NR/VW`` vector registers: per ``k``, ``NR/VW`` loads of B, ``MR`` broadcasts of A and
+``MR*NR/VW`` fused multiply-adds; the first ``kc`` block stores the tile, later ones add to it; edge tiles
+go through a stack tile."""
 
 from __future__ import annotations
 
@@ -189,10 +176,8 @@ def _level(part) -> int:
 
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.engine.promote`'s light pipeline: the transposing
-    packers and the copying one (their loops keep values in stack slots: the copy's flags of
-    checks shared by a panel or by all).  The stride-2 copy keeps ``-O1`` (6% faster packing
-    than the light pipeline, measured); the core and the gathering packer get no IR
-    optimization (SSA already)."""
+    packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
+    ``-O1``; the core and the gathering packer get no IR optimization."""
     return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY)
 
 
@@ -239,10 +224,7 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 
 # ---- the micro-kernel ------------------------------------------------------------------------
 
-# how far ahead the micro-kernel's k loop prefetches its panels, in bytes: measured on the
-# 1024^3 float32 product, on an AVX-512 Xeon for both its own (8 x 48) and AVX2's (4 x 24)
-# tile -- 0.83-0.84 of torch.mm's speed without, 0.87-0.88 with C's tile alone, 0.92-0.95 with
-# both panels too (B 768-3072 and A 1024-2048 bytes ahead all within noise of each other)
+# how far ahead the micro-kernel's k loop prefetches its panels, in bytes
 PREFETCH_A, PREFETCH_B = 2048, 1536
 # how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
 PREFETCH_ROWS = 8
@@ -258,11 +240,10 @@ def k_unroll(mr: int, es: int, fma: bool) -> int:
 
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
                strided: bool = False, packs: bool = False) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
-    with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
-    and an add (``llvm.fma`` would be a library call).  ``strided``: ``micro(..., first, ldb)``
-    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart; ``packs`` too:
-    ``micro(..., first, ldb, dst)`` also packs them as it goes, into the panel at ``dst``."""
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` with
+    ``vw``-lane vectors (without hardware FMA, a multiply and an add).  ``strided``:
+    ``micro(..., first, ldb)`` reads B's ``nr`` columns in place, rows ``ldb`` apart; ``packs`` too:
+    ``micro(..., first, ldb, dst)`` also packs them into the panel at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
     fn = ir.Function(m, ir.FunctionType(VOID, params), name)
@@ -273,10 +254,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    # C's tile is read or written only after the k loop: ask for its lines now, so that their
-    # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
-    # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
-    # past C's end are harmless.
+    # C's tile is read or written only after the k loop: ask for its lines now, so that their misses
+    # overlap the multiply-adds (a prefetch never faults, so an edge tile's rows past C's end are
+    # harmless).
     steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
@@ -341,12 +321,10 @@ class MicroSteps:
         return new
 
     def ahead(self, kv: ir.Value) -> None:
-        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: A's panel
-        changes with every call (the inner loop of the driver runs the A panels of a block past
-        one B panel), and neither panel is in L1 when a call starts (B's 512 x 48 float32 panel
-        is 96 KiB): the lines of the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead
-        (``PREFETCH_ROWS`` rows of B read in place, each row's lines) and of A ``PREFETCH_A``
-        bytes ahead (past a panel's end: the next panel, or nothing -- a prefetch never faults)."""
+        """Ask for the panels' lines a little ahead, once per ``unroll`` steps (neither panel is in L1
+        when a call starts): the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows
+        of B read in place) and of A ``PREFETCH_A`` bytes ahead (past a panel's end, the next one: a
+        prefetch never faults)."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)
@@ -450,11 +428,10 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
                 micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
-    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.
-    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), a block's whole panels go to
-    ``micro_strided`` unpacked, or (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's
-    ``micro_packing`` packs them for the others; only a block's last, narrower panel is packed
-    beforehand."""
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
+    read in place (:data:`.gemm.descriptor.H_BDIRECT`) a block's whole panels go to ``micro_strided``, or
+    (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's ``micro_packing`` packs them for the others; a
+    block's last, narrower panel is packed beforehand."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")
@@ -491,9 +468,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
-    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next
-    # chunk (none left: a late thread packs nothing), and the packing choices below weigh a
-    # thread's share of the blocks; without one, the call's chunk is all of ``[lo, hi)``
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next chunk, and
+    # the packing choices below weigh a thread's share; without one, the call's chunk is all of
+    # ``[lo, hi)``
     dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
     shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
     team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
@@ -515,9 +492,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     first_chunk = next_chunk(False)
     share = b.select(b.icmp_signed("<", first_chunk, hi),
                      b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
-    # side A packed once for the whole call when it reads no batch axis and this call runs
-    # several blocks (batch points or column blocks, which all read the same A; each block
-    # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
+    # side A packed once for the call when it reads no batch axis and this call runs several blocks (at k0
+    # * Mpad + ic * kcl), else per block
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
                  b.icmp_signed(">", share, I64(1)))

@@ -1,33 +1,24 @@
-"""The library's generic packing routines: any linear read, described at run time (:mod:`.gemm.descriptor`).
+"""The library's generic packing routines: any linear read, described at run time
+(:mod:`.gemm.descriptor`).
 
-``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills the panels
-``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR, fixed per
-routine) and zero-pads the last panel, like the per-kernel packer of :mod:`.gemm.packing` -- but it
-reads the side's description instead of being compiled for it.
+``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills
+``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR) and zero-pads the last
+panel, like :mod:`.gemm.packing`'s per-kernel packer but reading the side's description.  It first
+tabulates the side's address (and range-checked indices) along the two groups, ``ooff[o]`` and
+``koff[k]``, so that element ``(o, k)`` is at ``src + ooff[o] + koff[k]`` (digits stepped like an
+odometer), then ``run[i]``, the length of the unit-stride stretch starting at ``i`` (a backward scan, so
+axes that merge are one run).  The modes:
 
-First it tabulates the side's address (and range-checked indices) along the two groups:
-``ooff[o]`` for the outer positions and ``koff[k]`` for the reduction positions, so that the
-element at ``(o, k)`` is at ``src + ooff[o] + koff[k]`` -- the batch point and the constant are
-folded into ``ooff``.  The digits of the flat positions are stepped like an odometer: one
-multiply-add per axis at each carry, a vectorizable ramp along the last axis.  Then ``run[i]``,
-the length of the unit-stride stretch starting at ``i``, by a backward scan (so a layout whose
-axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The modes:
-
-* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
-  register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
-  vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
-  the same values), a shorter run element by element;
-* ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
-  ``k`` at a time (:func:`_copy_runs`); a range-checked index
-  ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
-  so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
-  (a channels-last convolution's windows over panels of channels) are tested once per row of
-  a panel, or, shared by every panel of the call, once per ``k`` for all of them;
-* ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
-  run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
-  element is read); range checks of step 2 along a run as zero-filled interval ends;
-* ``GATHER``: element by element through the tables.
-"""
+* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes
+  (Eklundh's shuffles), a run's rest of at least ``bs`` as its last block again (overlapping, the same
+  values), a shorter run element by element;
+* ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time (:func:`_copy_runs`);
+  a range-checked index ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval, so a
+  padded read is zeros, a copy, zeros; checks that read only ``k`` are tested once per panel row, or once
+  per ``k`` for all panels when every panel shares them;
+* ``COPY2`` (stride 2 along the outer axes): like ``COPY``, each vector the even lanes of two loads
+  (nothing past the run is read);
+* ``GATHER``: element by element through the tables."""
 
 from __future__ import annotations
 
@@ -104,17 +95,12 @@ SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last v
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
          limit: ir.Value | None = None) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
-    the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
-    library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
-    elements copied again by one plain vector; a shorter run is one masked load (nothing past
-    ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
-    writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
-    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end);
-    with ``limit``, only a store that ends by ``dst[limit]`` spills, one that would pass it
-    goes element by element (from ``limit`` on lie values stored already).
-    Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
-    a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) in explicit ``vw``-lane vectors.
+    A run's rest of at least ``vw`` is its last ``vw`` elements copied again; a shorter run is one masked
+    load and store, or with ``spill=True`` a whole vector store that writes up to ``vw - 1`` elements past
+    ``e`` (for a caller whose later stores overwrite them: :data:`SLACK` elements are allocated past a
+    panel's end); with ``limit``, only a store ending by ``dst[limit]`` spills, another goes element by
+    element.  Masked memory operations are slow on some CPUs (microcoded on AMD)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     zero = ir.Constant(vt, None)
@@ -444,18 +430,12 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
 
 def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                     checks, kstride: int = 1) -> None:
-    """Register transposes per run of ``k``.  With range-checked indices (a convolution's
-    weight gradient reading its unpadded input), each panel row is valid on an interval of the
-    run (the runs also keep every checked index on its step): blocks inside every row's
-    interval are plain loads, the others masked loads (zeros outside, nothing read there).
-    ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
-    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
-
-    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer),
-    once: a run's last block, transposed again where a run is not a whole number of blocks, is
-    one more trip of the block loop.  The masked block, a border's, is emitted once -- a
-    function of the block's first row -- when a panel has several blocks: its code is most of
-    the routine's, and LLVM's time grows with the routine's size."""
+    """Register transposes per run of ``k``.  With range-checked indices each panel row is valid on an
+    interval of the run: blocks inside every row's interval are plain loads, the others masked loads
+    (zeros outside, nothing read there).  ``kstride`` 2: a row of a block is the even lanes of two loads,
+    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)``.  The plain blocks of a row are unrolled once (a run's last
+    block is one more trip of the block loop); the masked block is emitted once as a function of its first
+    row when a panel has several blocks, to bound the routine's size."""
     side, ochk, kchk, nchk = checks
     ngroups = width // bs
     ksteps = _ksteps(b, side)
@@ -483,10 +463,8 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                 st(b, grp_lo, g, I64(0))
                 st(b, grp_hi, g, run)
             with loop(b, 0, width, name="rows") as w:
-                # a row past the last panel's ``valid`` ones reads the last row's tables and
-                # is empty: its blocks are masked loads of nothing (zeros), as a padded
-                # window's rows are -- an edge panel (a grouped convolution's weight gradient,
-                # 36 columns in one 48-wide panel) packed by transposes, not element by element
+                # a row past the last panel's ``valid`` ones reads the last row's tables and is empty:
+                # masked loads of nothing (zeros), so that an edge panel is packed by transposes too
                 o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
                 a, e = _interval(
                     b, side, nchk,
@@ -525,9 +503,8 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                 else:
                                     b.call(masked_fn, list(here))
 
-            # the rest of a run of at least bs: its last bs positions transposed again (the
-            # same values where it overlaps), not element by element -- one more trip of the
-            # block loop
+            # the rest of a run of at least bs: its last bs positions transposed again (the same values
+            # where it overlaps)
             tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
                 block(imin(b, kb, b.sub(run, I64(bs))))
@@ -618,11 +595,9 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
             b.store(v, slot(pdst, kk, I64(c)), align=es)
 
     # checked indices the same at every outer position and every panel whole (a channels-last
-    # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
-    # each ``k``'s test once for all the panels, kept in a byte per ``k``; then blocks of
-    # ``K_BLOCK`` rows panel by panel, so that the block's source rows stay in L1 and each
-    # panel is written in one stretch (row ``k`` of every panel at once: stores a panel apart,
-    # ``width * klen`` elements, all in one set of the L1 -- slower than the tests saved)
+    # convolution's weight gradient): each ``k``'s test once for all the panels, a byte per ``k``; then
+    # blocks of ``K_BLOCK`` rows panel by panel, so that the source rows stay in L1 and each panel is
+    # written in one stretch
     shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
                     b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
                            _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
@@ -676,9 +651,8 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                 with loop(b, 0, klen, name="fk") as kk:
                     row_copies(kk)
             with checked:
-                # checked indices the same at every position of the panel (they read only ``k``:
-                # a channels-last convolution's windows, ``X[n, y + ry - 1, x + rx - 1, c]`` over
-                # panels of ``c``): per ``k`` one test, then the whole row or zeros
+                # checked indices the same at every position of the panel (they read only ``k``): per
+                # ``k`` one test, then the whole row or zeros
                 uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
                 with b.if_else(uniform) as (rows, general):
                     with rows:
@@ -725,16 +699,11 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
-    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
-    least one vector goes in blocks of :data:`K_BLOCK` rows, in a block run by run, the rows
-    innermost: a run's length, source offset and column are the same in every row, so the
-    inner loop's branches (``copy``'s paths, the number of vectors) go one way at each trip.
-    With the rows outermost, each row's runs between branches taken by the run's length, the
-    4x4 stride-2 transposed convolution (16 of a 17-wide padded row in 24-wide panels: runs of
-    16 + 8 and 8 + 16) spent half of its micro-kernel's time packing.  A run's rows are stored
-    before the next run's, so a short piece's whole vector spills only within its row (past
-    ``limit`` lies the next row, stored already).  A panel row narrower than a vector (side A's
-    4 or 8 under 8 or 16 lanes) keeps the rows outermost, where every short piece may spill."""
+    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at least one
+    vector goes in blocks of :data:`K_BLOCK` rows, run by run with the rows innermost: a run's length,
+    offset and column are the same in every row, so the inner loop's branches go one way.  A run's rows
+    are stored before the next run's, so a short piece's whole vector spills only within its row.  A row
+    narrower than a vector keeps the rows outermost, where every short piece may spill."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))

@@ -5,26 +5,17 @@ A convolution's input gradient reads the head inside a window that leaves it at 
     dX[n, c, y, x] = sum_{f, ry, rx} if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26,
                                                   H[n, f, y - ry, x - rx], 0) * W[f, c, ry, rx]
 
-(the same form as a padded forward convolution).  The micro-kernel packs that side element by
-element under the range checks.  When the guard says exactly "the read is in bounds", the side
-equals a plain read of a zero-padded copy::
+When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy,
+packed like a forward convolution's window::
 
     Hp[n, f, y', x'] = if_then_else(2 <= y' < 28 && 2 <= x' < 28, H[n, f, y' - 2, x' - 2], 0)
     side             = Hp[n, f, y - ry + 2, x - rx + 2]
 
-which packs like a forward convolution's window: one pass over the padded size (a few percent
-of the contraction's time) saves a third of it (conv2d's input gradient: 6.7 ms against 8.0).
-
-A side that needs no padding but tests a mask at each element (``if_then_else(Y[idx] > 0,
-H[idx], 0)``, a ReLU-masked head as a weight gradient reads it) is copied the same way with no
-padding, when packing it once per column block would cost more than the copy.
-
-A temporary never outgrows the kernel's arguments.  When the whole copy would, and the read's
-first index is the contraction's first batch axis (the batch of a convolution), the batch is
-done in *chunks*: the copy of chunk ``c`` (``Hp_c[n', ...] = padded H[n' + c0, ...]``), then
-the contraction's blocks for those batch points reading ``Hp_c[n - c0, ...]`` -- all chunks
-share one buffer.
-"""
+A side that tests a mask at each element (a ReLU-masked head) is copied likewise, without padding, when
+packing it once per column block would cost more than the copy.  A temporary never outgrows the kernel's
+arguments: when the copy would, and the read's first index is the first batch axis, the batch is done in
+*chunks* sharing one buffer (``Hp_c[n', ...] = padded H[n' + c0, ...]``, then the product's blocks for
+those batch points)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """The version of the matrix-product library: a hash of the source its object code depends on.
 
-A library piece's object code (:mod:`.gemm.library`) is a function of the target, LLVM and the Python
-code that writes and compiles its IR: ``gemmlib`` and the modules it imports, transitively
-(``packlib``, ``irloops``, ``jit``, ...) -- not of the rest of the compiler.  Keying the pieces'
-disk entries by that closure, rather than by :func:`.jit.engine.fingerprint`'s whole compiler, keeps
-them valid across edits of lowering, scheduling, the optimizer or autodiff: the next process
-links them from disk instead of compiling the library again (0.3-0.6 CPU-s in a layer's first
-build, measured by ``python -m benchmarks.compile_time``).  Kernels keep the whole fingerprint.
-
-The closure is read from the sources' import statements (relative imports and ``tensorad.*``
-ones, including those under ``TYPE_CHECKING`` and inside functions), once per process with the
-hash, from the files :func:`.jit.engine.fingerprint` reads anyway (a cached build computes that): about
-a millisecond of regular expressions.
-"""
+A library piece's object code (:mod:`.gemm.library`) depends on the target, LLVM and the Python code that
+writes and compiles its IR: ``gemmlib`` and the modules it imports, transitively, not the rest of the
+compiler.  Keyed by that closure, the pieces' disk entries stay valid across edits of lowering or the
+optimizer (kernels keep :func:`.jit.engine.fingerprint`).  The closure is read from the sources' import
+statements (relative and ``tensorad.*`` ones, under ``TYPE_CHECKING`` and inside functions too), once per
+process, from the files :func:`.jit.engine.fingerprint` reads."""
 
 from __future__ import annotations
 
