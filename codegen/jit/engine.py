@@ -1,31 +1,22 @@
 """LLVM's JIT: compiling modules to object code, and linking object code into MCJIT engines.
 
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
-``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
-module to object code for the target's CPU and features.  ``optimized_ir`` and ``assembly``
-give the IR and machine code text on demand.  Each module is parsed into an LLVM context of
-its own, freed with it (:func:`_module`), never into LLVM's global context, which keeps what
-every module parsed into it used for the life of the process.
+``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a module for
+the target's CPU and features; ``optimized_ir`` and ``assembly`` give the texts on demand.  Each module is
+parsed into an LLVM context of its own, freed with it (:func:`_module`).
 
-Object code is linked (fresh, or read back from the disk cache) in one of two ways:
+Object code is linked (fresh, or from the disk cache) in one of two ways:
 
-* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the
-  :class:`LinkedCode` it returns.  MCJIT cannot unload an object from an engine, but disposing
-  of an engine frees everything linked into it (code and data pages, unwind tables, the
-  debugger's record), so a kernel's code lives exactly as long as something refers to it and
-  a process that builds kernels without end keeps flat memory and mappings;
-* :func:`load_object` -- code every kernel may call, linked for the life of the process into
-  the one resident engine: the parallel runtime (:mod:`.runtime.pool`, once) and the
-  matrix-product library's pieces (:mod:`.gemm.library`, once per piece and target: a bounded
-  set).  Their global symbols are published to the process (``llvm.add_symbol``), where the
-  kernels' engines resolve them.
+* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the :class:`LinkedCode`
+  it returns: disposing of the engine frees everything linked into it, so a kernel's code lives as long as
+  something refers to it;
+* :func:`load_object` -- code every kernel may call, linked for the life of the process into the one
+  resident engine (the parallel runtime, :mod:`.runtime.pool`; the matrix-product library's pieces,
+  :mod:`.gemm.library`), its global symbols published (``llvm.add_symbol``) for the kernels' engines.
 
-Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
-:func:`.target.new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
-on stderr, then ignored by LLVM) into a ``ValueError``.  Code for any x86 CPU can be compiled on
-any x86 machine; the engine links it all, and :class:`.runtime.kernel.Kernel` refuses to run code whose
-vectors the host lacks.
-"""
+Target machines come from :func:`target_machine` (:func:`.target.new_target_machine`).  Code for any x86
+CPU compiles on any x86 machine; :class:`.runtime.kernel.Kernel` refuses to run code whose vectors the
+host lacks."""
 
 from __future__ import annotations
 
@@ -88,12 +79,9 @@ def _count_maps() -> int | None:
 
 def _room_for_object(s: _JitState) -> None:
     """Raise before an engine would map past the OS's limit on a process's memory mappings
-    (``vm.max_map_count``, 65,530 by default): each object linked has its own code and data
-    mappings while its kernel lives, and past the limit LLVM's section allocator aborts the
-    process (a process holding about 30,000 kernels).  The mappings are counted
-    (``/proc/self/maps``) at the first link, then only when an estimate -- the last count plus
-    ``MAPS_PER_OBJECT`` per object linked since, freed ones not subtracted -- comes near the
-    limit."""
+    (``vm.max_map_count``), where LLVM's section allocator aborts the process.  The mappings are counted
+    (``/proc/self/maps``) at the first link, then only when an estimate (the last count plus
+    ``MAPS_PER_OBJECT`` per object linked since) comes near the limit."""
     limit = s.map_limit
     if limit is None:
         return  # (not Linux: no such limit to watch)
@@ -188,14 +176,11 @@ def fingerprint(target: Target | None = None) -> str:
 
 
 def source_hash() -> str:
-    """The LLVM and llvmlite versions and the hash of tensorad's source -- the code generator,
-    the simplifier, the core (IR, language, polyhedral tools), autodiff, the operator library
-    and the facade -- so that an edited compiler never meets object code or a differentiated
-    program (:mod:`tensorad.diffcache`) it did not produce, and a cache key taken before
-    lowering (:mod:`.jit.build_key`) names the lowering code too.  Computed once per process (it is
-    the code this process runs), and remembered in the disk cache for the files' stamps
-    (:func:`_source_stamp`): a new process whose files are the ones hashed before reads the
-    hash instead of the 1.6 MB of source (4.4 of a cached rebuild's ~20 ms)."""
+    """The LLVM and llvmlite versions and the hash of tensorad's source (code generator, simplifier, core,
+    autodiff, operator library, facade), so that an edited compiler never meets object code or a
+    differentiated program (:mod:`tensorad.diffcache`) it did not produce, and a key taken before lowering
+    (:mod:`.jit.build_key`) names the lowering code.  Computed once per process and remembered in the disk
+    cache by the files' stamps (:func:`_source_stamp`)."""
     if _PROCESS.source_hash is None:  # (the source stands for tensorad's version: reading the package
         paths = _compiler_sources()  # metadata costs 10 ms, a third of a cached build)
         stamp = _source_stamp(paths)
@@ -309,15 +294,11 @@ class Pipeline:
 
 
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
-    """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
-    then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
-    shuffle folds of its code, then every vectorizer (``-O1``), then no optimizer
-    pass at all (``-O0``, the last, compiled in this process).  ``-O1`` runs in a child too,
-    with ``-O0`` after it: llvmlite's optimizer keeps some memory of every module it optimizes
-    (tens of KiB), so a process that builds kernels without end optimizes none itself.  ``-O0``
-    and the library's light pipeline are their own only rung, compiled in this process: the
-    aborts seen were in vectorized code, a child costs 5-10 ms of CPU, and the library's pieces
-    are compiled once per process."""
+    """The pipelines tried in order when LLVM aborts (:mod:`.jit.isolate`): the one asked for, then
+    without SLP vectorization and VectorCombine's shuffle folds, then without any vectorizer (``-O1``),
+    then no optimizer pass (``-O0``, compiled in this process).  ``-O1`` runs in a child too (llvmlite's
+    optimizer keeps memory of every module it optimizes).  ``-O0`` and the library's light pipeline are
+    their own only rung, compiled in this process."""
     if light or opt_level < 1:
         return [Pipeline(opt_level, light=light)]
     if opt_level == 1:
@@ -355,11 +336,10 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
                     target: Target | None = None) -> list[tuple[bytes, float]]:
-    """:func:`compile_object` of several independent modules -- each ``(its IR text, made on
-    demand; opt_level; light)`` -- at once, with the CPU seconds each took: each in a forked
-    child (its text made there too), as many at a time as this process has CPUs (a kernel and
-    the library pieces it links, compiled side by side on a first build).  A module whose
-    child dies goes on down its ladder, here."""
+    """:func:`compile_object` of several independent modules, each
+    ``(its IR text, made on demand; opt_level; light)``, with the CPU seconds each took: each in a forked
+    child, as many at a time as this process has CPUs.  A module whose child dies goes on down its ladder
+    here."""
     target = target or host()
     def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
         begin = isolate.cpu_seconds()
@@ -389,18 +369,12 @@ _PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a 
 def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
-    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled, its object code (a :func:`.jit.module_split.bundle` where the module was compiled
-    in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
-    (:func:`compile_objects`: the library pieces it links, compiled at the same time).
-
-    LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
-    declines, and a build must write nothing.  The emitter hints only loops that
-    :mod:`.llvm.vectorizable` and :mod:`.llvm.unrolled_chains` judge LLVM will take; where a judgement still
-    misses (a 2-trip window loop, declined for a value "not identified as
-    reduction"), the remark is caught here and the module compiled again with its width hints
-    renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
-    hint.  Anything else written to stderr meanwhile is passed on."""
+    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
+    compiled, its object code (a :func:`.jit.module_split.bundle` where compiled in parts), and the object
+    code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).  A build must write
+    nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is caught and the
+    module compiled again with its width hints renamed out of LLVM's reach.  Anything else written to
+    stderr is passed on."""
     # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
     # the library's pieces the cores are busy already)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
@@ -441,11 +415,9 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
-    """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into
-    the resident engine, for the life of the process, and publish its global symbols to the
-    kernels' engines; returns the addresses of ``names``.  For code shared by every kernel
-    (the parallel runtime, the matrix-product library's pieces): a kernel's own code goes
-    through :func:`link_object`."""
+    """Link object code (or a :func:`.jit.module_split.bundle`) into the resident engine for the life of
+    the process and publish its global symbols to the kernels' engines; returns the addresses of
+    ``names``.  For code shared by every kernel; a kernel's own goes through :func:`link_object`."""
     s = state()
     parts = unbundle(obj)
     with _LOCK:
@@ -465,11 +437,10 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
 
 
 class LinkedCode:
-    """A kernel's object code linked into an MCJIT engine of its own, and the addresses of its
-    entry points (``addresses``), valid while this object lives.  Whoever calls the code holds
-    it (:class:`.runtime.kernel.Compiled`); when it is collected, the engine is disposed of:
-    code and data pages unmapped, unwind tables deregistered.  At interpreter exit the code is
-    left mapped (a daemon thread may still be running it)."""
+    """A kernel's object code linked into an MCJIT engine of its own, and the addresses of its entry
+    points (``addresses``), valid while this object lives (its caller holds it:
+    :class:`.runtime.kernel.Compiled`).  Collected, the engine is disposed of; at interpreter exit the
+    code is left mapped (a daemon thread may still run it)."""
 
     __slots__ = ("addresses", "__weakref__")
 
