@@ -6,8 +6,7 @@ Steps: collect the ops between the outputs and the given inputs; choose which ge
 plan each op's strategy (:mod:`.strategies`); turn each materialized op into polyhedral statements
 (:mod:`.loops.domain`), pick loop order, tiling and parallel loops (:mod:`.loops.schedule`), and
 let isl build exact loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`); cut
-float32 sums into blocks of partial sums (:mod:`.loops.cascade`).
-"""
+float32 sums into blocks of partial sums (:mod:`.loops.cascade`)."""
 
 from __future__ import annotations
 

@@ -186,8 +186,7 @@ def _find_benchmarks() -> str:
     """Where ``python -m benchmarks`` would find the package, else a :class:`UsageError`.
 
     As ``python -m`` does, the current folder comes first; the repository that holds the
-    (editable-installed) ``tensorad`` package is tried last.
-    """
+    (editable-installed) ``tensorad`` package is tried last."""
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)

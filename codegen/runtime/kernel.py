@@ -3,8 +3,7 @@
 Any object with ``__dlpack__`` (a PyTorch tensor, a JAX array, a CuPy array on the CPU) is
 accepted in place of a NumPy array: :func:`as_array` views its memory through
 ``np.from_dlpack`` without copying, so a kernel reads a framework's tensor and writes into
-one passed as ``out=`` directly.
-"""
+one passed as ``out=`` directly."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ class KernelArgumentError(TypeError, ValueError):
     """A wrong argument to a kernel: count, type, shape, dtype or layout.
 
     It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
-    the message names the tensor and says what was expected.
-    """
+    the message names the tensor and says what was expected."""
 
 
 def _array_data_offset() -> int | None:
@@ -107,8 +105,7 @@ def as_array(a: Any, role: str) -> np.ndarray:
 
     NumPy arrays and scalars pass through; other objects go through the DLPack protocol.  An
     object that DLPack cannot export on the CPU (a GPU tensor, a tensor that requires grad)
-    is a :class:`KernelArgumentError` that says why.
-    """
+    is a :class:`KernelArgumentError` that says why."""
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):

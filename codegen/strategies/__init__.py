@@ -21,5 +21,4 @@ do not read it):
 * ``stencil``        a small output of shifted products as one stream with a tap per accumulator
 * ``term_split``     a sum of several products summed as one product per term
 * ``gathered_rows``  gathered rows copied once, so that a product reading them is a GEMM
-* ``parity``         a strided convolution's input gradient as stride-1 convolutions
-"""
+* ``parity``         a strided convolution's input gradient as stride-1 convolutions"""

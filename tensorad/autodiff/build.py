@@ -2,8 +2,7 @@
 
 Every tensor autodiff creates gets its own axis and reduce-axis variables (copies with the
 same names and ranges), so no two ops share a variable; :func:`rename` substitutes variables
-everywhere, including the axes listed inside ``REDUCE`` nodes.
-"""
+everywhere, including the axes listed inside ``REDUCE`` nodes."""
 
 from __future__ import annotations
 

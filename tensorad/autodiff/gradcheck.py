@@ -62,8 +62,7 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, *, feed: Mappin
     ``feed`` gives data for some placeholders (others get uniform values in ``[low, high)``,
     integers in ``[-3, 3]``); ``optimizer`` is applied to the derivative tensors as autodiff
     would be by the facade; ``override`` is passed to the reverse mode (its functions receive
-    the float64 copies of the tensors).
-    """
+    the float64 copies of the tensors)."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for x in inputs:
         if not isinstance(x, Tensor) or not x.is_placeholder:

@@ -26,8 +26,7 @@ def generalized_matmul(a: Tensor, b: Tensor, ndims: int) -> Tensor:
     """Contract the last ``ndims`` axes of ``a`` with the first ``ndims`` axes of ``b``.
 
     ``C[p..., q...] = sum over k of a[p..., k...] * b[k..., q...]``: a matrix product of
-    ``a`` and ``b`` reshaped to matrices, reshaped back (``ndims=0`` is the outer product).
-    """
+    ``a`` and ``b`` reshaped to matrices, reshaped back (``ndims=0`` is the outer product)."""
     if not 0 <= ndims <= min(a.ndim, b.ndim):
         raise ValueError(f"generalized_matmul: cannot contract {ndims} axes of tensors with "
                          f"shapes {list(a.shape)} and {list(b.shape)}")

@@ -2,8 +2,7 @@
 
 ``gradcheck`` differentiates and finite-differences the float64 copy, so its comparisons are
 not limited by float32 rounding whatever dtype the user's program has.  Placeholders become new
-float64 placeholders (same names and shapes); integer tensors are kept.
-"""
+float64 placeholders (same names and shapes); integer tensors are kept."""
 
 from __future__ import annotations
 

@@ -155,8 +155,7 @@ def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
     """The tangent of ``expr`` given the tangents of its leaves.
 
     ``leaf(node)`` gives the tangent of every ``VAR`` and ``READ`` node (return ``ZERO`` for
-    constants).  Integer and boolean nodes get ``ZERO`` without consulting a rule.
-    """
+    constants).  Integer and boolean nodes get ``ZERO`` without consulting a rule."""
 
     def visit(node: Expr, *d: Tangent) -> Tangent:
         if not dt.is_float(node.dtype):

@@ -5,8 +5,7 @@ A tensorad program has fixed shapes, so a decorated function is compiled once pe
 (the arrays' shapes and dtypes, and the static keyword values).  The compiled callables live in a
 :class:`SignatureCache` owned by the decorated function: least recently used first out, at most
 ``max_signatures`` of them, and an evicted one is no longer referenced from here (the bridges
-register nothing that outlives it, so it is freed once no autograd graph or trace holds it).
-"""
+register nothing that outlives it, so it is freed once no autograd graph or trace holds it)."""
 
 from __future__ import annotations
 

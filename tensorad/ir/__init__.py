@@ -6,8 +6,7 @@ Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` ten
 their ops; ``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism;
 ``printer`` text and HTML forms; ``spelling`` name-free spellings; ``intrange`` proofs that
 index arithmetic fits 64 bits; ``collect`` fewer garbage collections while compiling;
-``trace`` stage times and texts.
-"""
+``trace`` stage times and texts."""
 
 from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
 from .expr import (

@@ -2,8 +2,7 @@
 
 Output is deterministic: tensors and variables are shown by name, and two different objects
 that share a name are told apart by a ``#2``/``.1`` suffix given in order of first appearance
-(never by address or uid, which change from run to run).
-"""
+(never by address or uid, which change from run to run)."""
 
 from __future__ import annotations
 

@@ -42,8 +42,7 @@ class Reducer:
     """A reduction the user calls like ``ta.sum(expr, axis, where=None)``.
 
     ``fcombine(lhs, rhs)`` and ``fidentity(*dtypes)`` receive/return single expressions for a
-    one-value reducer and tuples for a multi-value reducer (argmax: ``(index, value)``).
-    """
+    one-value reducer and tuples for a multi-value reducer (argmax: ``(index, value)``)."""
 
     def __init__(self, fcombine: Callable, fidentity: Callable, name: str = "reducer",
                  kind: str = "custom") -> None:

@@ -98,8 +98,7 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     ``dtype`` (default: the body's) stores the values in another dtype, with an explicit
     ``cast``: ``dtype="bfloat16"`` computes in float32 and stores rounded to bfloat16.
     ``check_bounds=False`` skips the isl bounds proof: for tensorad's own passes (autodiff, the
-    optimizer), whose reads are in bounds by construction and which build many tensors.
-    """
+    optimizer), whose reads are in bounds by construction and which build many tensors."""
     shape = _check_shape(shape, f"compute {name!r}")
     axes = tuple(var(n, 0, s) for n, s in zip(_axis_names(fcompute, len(shape)), shape))
     result = fcompute(*axes)

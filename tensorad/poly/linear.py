@@ -149,8 +149,7 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
     """The linear form of integer expression ``e`` (atoms are its non-linear subterms).
 
     Iterative (an explicit stack, operands first), so a sum of any depth takes no Python
-    recursion; ``memo`` (node -> form) may be shared by calls that know the same nodes recur.
-    """
+    recursion; ``memo`` (node -> form) may be shared by calls that know the same nodes recur."""
     if memo is None:
         memo = {}
     found = memo.get(e)

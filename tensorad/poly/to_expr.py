@@ -13,8 +13,7 @@ The other direction of :mod:`.affine`.  Conventions:
 * a set is the disjunction of its basic sets, each the conjunction of its constraints
   (existentially quantified variables are made explicit divs first, so ``exists e: x = 2e``
   becomes ``x - 2*(x // 2) == 0``, which the simplifier prints as ``x % 2 == 0``);
-* a piecewise function with several pieces becomes a ``select`` chain over the pieces' domains.
-"""
+* a piecewise function with several pieces becomes a ``select`` chain over the pieces' domains."""
 
 from __future__ import annotations
 

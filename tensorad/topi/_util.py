@@ -1,8 +1,7 @@
 """Shared helpers of the operator library: argument checking and building one compute.
 
 Every operator checks its arguments here so that a bad call fails at the call with a message
-naming the operator and what it expected, never later inside autodiff or lowering.
-"""
+naming the operator and what it expected, never later inside autodiff or lowering."""
 
 from __future__ import annotations
 

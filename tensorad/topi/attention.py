@@ -4,8 +4,7 @@ sum, weighted values) so that autodiff sees an ordinary softmax of a matrix prod
 With ``causal=True`` the mask ``s <= l`` (top-left aligned, as PyTorch's ``is_causal``) is a
 ``where`` condition of every reduction over keys and an ``if_then_else`` on the
 exponentials: the optimizer turns it into triangular loop bounds, so neither the forward
-nor the gradient computes the masked half.
-"""
+nor the gradient computes the masked half."""
 
 from __future__ import annotations
 

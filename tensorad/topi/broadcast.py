@@ -6,8 +6,7 @@ and a size-1 axis is read at index 0 for every output index.  Example: ``A [3, 1
 becomes a constant of the tensor's dtype (``X * 2`` stays float32 for a float32 ``X``).
 
 These functions also give ``Tensor`` its ``+ - * /`` and unary ``-`` (see
-``tensorad.ir.tensor.TENSOR_OPERATORS``; the package registers them on import).
-"""
+``tensorad.ir.tensor.TENSOR_OPERATORS``; the package registers them on import)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 ``matmul(A [n, k], B [k, m])`` is ``Y[i, j] = sum_r A[i, r] * B[r, j]``.  Leading (batch)
 axes broadcast against each other as in ``add``; a 1-d ``A`` acts as a row ``[1, k]`` and a 1-d
-``B`` as a column ``[k, 1]``, the unit axis being dropped from the result.
-"""
+``B`` as a column ``[k, 1]``, the unit axis being dropped from the result."""
 
 from __future__ import annotations
 

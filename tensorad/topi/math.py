@@ -2,8 +2,7 @@
 
 Each is one compute ``Y[i...] = f(X[i...])`` named after the operator and tagged
 ``"elemwise"``; the scalar function comes from the language, so autodiff differentiates it with
-its ordinary rule table.
-"""
+its ordinary rule table."""
 
 from __future__ import annotations
 

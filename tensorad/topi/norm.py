@@ -17,8 +17,7 @@ where ``s(i)`` maps an element to its statistics group and ``c(i)`` to its affin
 
 RMS norm has no mean: ``Y = X / sqrt(mean(X^2) + eps) * gamma`` over the trailing axes.
 
-Every piece is an ordinary compute, so autodiff differentiates it like a user's program.
-"""
+Every piece is an ordinary compute, so autodiff differentiates it like a user's program."""
 
 from __future__ import annotations
 
@@ -170,8 +169,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     last axis without gamma).
 
     ``Y = (X - mean) / sqrt(var + eps) * gamma + beta`` with mean and (biased) variance over
-    the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``.
-    """
+    the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``."""
     _check_float(x, name)
     eps = _check_eps(eps, name)
     lead, norm = _split_trailing(x, gamma, ndim, name)
@@ -191,8 +189,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 
     Training (the default when no running statistics are given): mean and biased variance over
     every axis but ``axis``.  Inference (``training=False``): the given ``running_mean`` and
-    ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``.
-    """
+    ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``."""
     _check_float(x, name)
     eps = _check_eps(eps, name)
     axis = normalize_axis(axis, x.ndim, name)
