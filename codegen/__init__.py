@@ -3,13 +3,13 @@
 ``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``); ``build``
 compiles it and returns a callable :class:`Kernel`.  The rooms:
 
-* ``passes/``  rewrites of the tensor program before planning (buffers, shared sums)
+* ``passes/``      rewrites of the tensor program before planning (buffers, shared sums)
 * ``strategies/``  how each op is computed: registered strategies, cost model, tuning
-* ``gemm/``  contractions recognized as matrix products, and the packed GEMM library
-* ``loops/``  polyhedral loop building: domains, schedules, isl's AST builder, work
-* ``llvm/``  LLVM IR for expressions and loop programs
-* ``jit/``  object code compiled through LLVM's JIT, checked, and cached on disk
-* ``runtime/``  kernels called on arrays, their thread pool, export and loading
+* ``gemm/``        contractions recognized as matrix products, and the packed GEMM library
+* ``loops/``       polyhedral loop building: domains, schedules, isl's AST builder, work
+* ``llvm/``        LLVM IR for expressions and loop programs
+* ``jit/``         object code compiled through LLVM's JIT, checked, and cached on disk
+* ``runtime/``     kernels called on arrays, their thread pool, export and loading
 
 and at the top: ``options`` the options of ``lower`` and ``build`` and their checks; ``target`` the CPU
 code is generated for; ``program`` the loop program; ``lower`` tensors to a loop program; ``build`` key,

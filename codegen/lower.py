@@ -1,12 +1,9 @@
-"""``ta.lower``: tensors to a loop program (API.md section 3).
-
-Steps: collect the ops between the outputs and the given inputs; choose which get buffers
-(:mod:`.passes.buffers`); substitute inlined bodies; run the pre-planning rewrites of
-:data:`PRE_PLANNING_PASSES` in order (proving every read of the result in bounds on the way);
-plan each op's strategy (:mod:`.strategies`); turn each materialized op into polyhedral statements
-(:mod:`.loops.domain`), pick loop order, tiling and parallel loops (:mod:`.loops.schedule`), and
-let isl build exact loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`); cut
-float32 sums into blocks of partial sums (:mod:`.loops.cascade`)."""
+"""``ta.lower``: tensors to a loop program (API.md section 3).  Steps: collect the ops between the outputs
+and the inputs; choose buffers (:mod:`.passes.buffers`) and substitute inlined bodies; run
+:data:`PRE_PLANNING_PASSES` in order (proving reads in bounds on the way); plan each op's strategy
+(:mod:`.strategies`); build polyhedral statements (:mod:`.loops.domain`), schedules
+(:mod:`.loops.schedule`) and isl's loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`);
+block float32 sums (:mod:`.loops.cascade`)."""
 
 from __future__ import annotations
 
@@ -323,10 +320,9 @@ def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:
 
 
 class _LoweringMemo:
-    """What one ``lower`` call keeps between its attempts (a group that cannot be fused is
-    split and the program lowered again): the tensors each unit reads, the buffers, and the
-    steps of every group whose buffers did not change.  Without it each retry re-lowers every
-    group, quadratic in the number of ops for a long chain."""
+    """What one ``lower`` call keeps between its attempts (an unfusable group is split and the program
+    lowered again): the tensors each unit reads, the buffers, and the steps of every group whose buffers
+    did not change."""
 
     def __init__(self) -> None:
         self.reads: dict[Unit, frozenset] = {}
@@ -423,10 +419,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
 
 def _storing(steps: list | None) -> list | None:
-    """``steps`` without the nests that store nothing: a nest has no effect but its stores, and
-    one without any computes for nothing (an argmax fused into a consumer of
-    shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
-    buffers that ``llvm_emit.chunk_size`` could not size)."""
+    """``steps`` without the nests that store nothing (a nest has no effect but its stores)."""
     return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
 
 

@@ -183,10 +183,8 @@ def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
 # ---- bench --------------------------------------------------------------------------------
 
 def _find_benchmarks() -> str:
-    """Where ``python -m benchmarks`` would find the package, else a :class:`UsageError`.
-
-    As ``python -m`` does, the current folder comes first; the repository that holds the
-    (editable-installed) ``tensorad`` package is tried last."""
+    """Where ``python -m benchmarks`` would find the package (the current folder first, the repository of
+    the installed ``tensorad`` last), else a :class:`UsageError`."""
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)

@@ -39,11 +39,9 @@ _BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.m
 
 def cached(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple,
            compute: Callable[[], list[Tensor]]) -> list[Tensor]:
-    """``compute()``, or its result read from the disk cache.
-
-    ``parts`` are the call's tensors by role (e.g. ``[[output], inputs, [head]]``); ``kind`` and
-    ``options`` (plain values) name the call.  Anything that cannot be keyed (arguments that
-    are not tensors: the call itself reports them) is computed, never cached."""
+    """``compute()``, or its result read from the disk cache.  ``parts`` are the call's tensors by role
+    (``[[output], inputs, [head]]``); ``kind`` and ``options`` (plain values) name the call.  What cannot
+    be keyed is computed, never cached."""
     try:
         keyed = key_of(kind, parts, options) if diskcache.enabled() else None
     except Exception:  # noqa: BLE001 -- a malformed argument: the call itself reports it

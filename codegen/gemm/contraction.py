@@ -77,10 +77,9 @@ class Contraction:
         return self.c_index or tuple(self.c.op.axes)
 
     def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
-        """``(stride, first)``: the stride in C's buffer (whose axes step by ``strides``) of each
-        axis of the product, and the offset of its first point (each axis at its ``lo``: a
-        chunk of the batch starts at its first row; a split axis ``f = F g + j`` steps by
-        ``F`` rows along ``g`` and one along ``j``)."""
+        """``(stride, first)``: the stride in C's buffer (axes stepping by ``strides``) of each axis of
+        the product, and the offset of its first point (a split axis ``f = F g + j`` steps by ``F`` rows
+        along ``g`` and one along ``j``)."""
         stride: dict[Expr, int] = {}
         first = 0
         for e, st in zip(self.c_at, strides):
@@ -436,10 +435,8 @@ def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
-    """``conds`` without the affine conjuncts that hold on the whole box of ``axes``: a
-    residue class of a strided convolution's gradient (:mod:`.strategies.parity`) keeps the kernel's
-    and the input's range tests, which its narrowed axes make always true; left in, they
-    would make a plain side a guarded one (packed element by element, never copied)."""
+    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's
+    range tests, :mod:`.strategies.parity`), which would make a plain side a guarded one."""
     from tensorad.poly.affine import IndexSpace, NotAffine
 
     space = IndexSpace(axes)
@@ -522,10 +519,8 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool
 
 
 def a_packed_once(c: Contraction, mr: int) -> bool:
-    """Whether the driver packs side A once per call (when the call runs several blocks)
-    rather than once per block (``MR``-high panels): A reads no batch axis (a convolution's
-    weights, any unbatched product: every batch point and column block reads the same A) and
-    fits ``APRE_LIMIT``."""
+    """Whether the driver packs side A once per call rather than once per block: A reads no batch axis
+    (every batch point and column block reads the same A) and fits ``APRE_LIMIT``."""
     es = 4 if c.dtype == "float32" else 8
     return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
 
@@ -667,10 +662,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
-    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds,
-    at least ``MIN_ROWS`` rows and one vector of the target's columns (a single-channel
-    convolution's weight gradient, 16 x 9, is one; an RGB input's gradient, 3 rows, another;
-    the cost model then weighs it against the loops, counting the register tile's idle rows)."""
+    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds, at least
+    ``MIN_ROWS`` rows and one vector of columns (the cost model then weighs it against the loops)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:

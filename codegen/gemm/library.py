@@ -102,10 +102,9 @@ def parse_symbol(symbol: str) -> tuple | None:
 
 
 class LinkPlan:
-    """What linking the library pieces that define ``symbols`` (and the cores they call)
-    takes: each piece is linked already, read from the disk cache, or compiled --
-    :meth:`modules` are the ones to compile, which a build compiles beside its kernel
-    (:func:`.jit.engine.compile_kernel`), and :meth:`link` stores and links their object code."""
+    """What linking the library pieces that define ``symbols`` (and the cores they call) takes:
+    :meth:`modules` are the pieces to compile, which a build compiles beside its kernel
+    (:func:`.jit.engine.compile_kernel`), and :meth:`link` stores and links their code."""
 
     def __init__(self, symbols: Iterable[str], target: Target):
         self.target = target
@@ -139,10 +138,9 @@ class LinkPlan:
                  light(piece[4])) for _, _, _, piece in self.todo]
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
-        """Store the pieces compiled (object code and CPU seconds, in order of ``todo``), link
-        every piece not linked yet, and record in ``linked`` (the calling build's record:
-        piece name -> how it was obtained) ``"process"`` (linked already), ``"disk"`` or
-        ``"compiled"``."""
+        """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
+        not linked yet, and record in ``linked`` how each was obtained (``"process"``, ``"disk"`` or
+        ``"compiled"``)."""
         origins = {name: "process" for name in self.wanted}
         objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
         for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
@@ -160,10 +158,9 @@ class LinkPlan:
 
 
 def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
-    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for
-    ``target``, into the JIT, each once: from the disk cache when it is there, else compiled
-    (all at once, :func:`.jit.engine.compile_objects`) and stored.  ``linked``: see
-    :meth:`LinkPlan.link`."""
+    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for ``target``,
+    into the JIT, each once: from the disk cache, else compiled (:func:`.jit.engine.compile_objects`) and
+    stored.  ``linked``: see :meth:`LinkPlan.link`."""
     plan = LinkPlan(symbols, target)
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
@@ -231,10 +228,8 @@ PREFETCH_ROWS = 8
 
 
 def k_unroll(mr: int, es: int, fma: bool) -> int:
-    """The ``k`` steps of one iteration of the micro-kernel's loop (the rest run one by one):
-    as many as make a line of A's panel, one prefetch per line and one loop test per iteration
-    (AVX2's 4 x 24 float32 tile 1.05-1.3x faster in four steps, AVX-512's 8 x 48 as fast in
-    two).  Without FMA one: SSE's 6 x 8 tile spilled its registers in two."""
+    """The ``k`` steps of one iteration of the micro-kernel's loop (the rest run one by one): as many as
+    make a line of A's panel, one prefetch and loop test each; one without FMA (registers would spill)."""
     return max(1, 64 // (mr * es)) if fma else 1
 
 

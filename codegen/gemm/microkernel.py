@@ -47,10 +47,9 @@ def packs_a_once(s: Contraction) -> bool:
 
 
 def packs_b_once(s: Contraction) -> bool:
-    """Whether side B is packed once per call (when the call runs more blocks than there are
-    column blocks, so several batch points read each) rather than once per block: a batched
-    product whose B reads no batch axis (shared weights, ``X[b, y, x, c] W[c, o]`` of a
-    channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
+    """Whether side B is packed once per call rather than once per block: a batched product whose B reads
+    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than there are
+    column blocks."""
     es = 4 if s.dtype == "float32" else 8
     return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
             and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
@@ -222,10 +221,9 @@ class GemmEmitter:
         return tensors, ctx
 
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
-        block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
-        recomputed by :meth:`_repairer`.  The block is scanned first (:func:`nan_scan`, vector
-        code run for every block); only a block with a NaN is repaired."""
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: a complete block of C (batch point
+        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), and only a block with
+        one repaired (:meth:`_repairer`)."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])

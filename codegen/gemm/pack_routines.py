@@ -235,10 +235,8 @@ def emit_table(module: ir.Module, name: str) -> ir.Function:
 
 
 def emit_runs(module: ir.Module, name: str) -> ir.Function:
-    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = length of the stretch
-    from ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a
-    backward scan; without checked indices, one compare per element with the run length in a
-    register)."""
+    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = the length of the stretch from
+    ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a backward scan)."""
     fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR, I64])
     off, chk, count, nchk, step, run, stride = fn.args
     with b.if_then(b.icmp_signed(">", count, I64(0))):
@@ -525,10 +523,10 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 
 def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
                      checked: bool) -> None:
-    """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run
-    positions ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at
-    ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
-    run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])``."""
+    """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run positions
+    ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at ``k = kk + kb``;
+    ``checked``: lane ``l`` of row ``r`` loaded only where ``kb + pos[l]`` is in
+    ``[row_lo[r], row_hi[r])``."""
     vt = ir.VectorType(t, bs)
     i32 = ir.IntType(32)
     mt = ir.VectorType(I1, bs)
@@ -745,10 +743,9 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
-    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
-    pointers ``row, src``): the run's vectors unrolled, each under a test of ``n`` decided
-    before the rows (the library gets no loop-invariant code motion), then its rest as
-    :func:`copy` ends a run: the last ``vw`` elements again, or a short one."""
+    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
+    the run's vectors unrolled, each under a test of ``n`` decided before the rows, then its rest as
+    :func:`copy` ends a run."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nvec = b.sdiv(n, I64(vw))

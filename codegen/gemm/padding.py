@@ -99,10 +99,9 @@ def _is_zero(e: Expr) -> bool:
 
 
 def _masked_copy(side: Expr) -> Padding | None:
-    """A copy of ``side`` with no padding when ``side`` is a masked pointwise value,
-    ``if_then_else(Y[idx] > 0, H[idx], 0)`` (the head of a convolution with ReLU, as its
-    weight gradient reads it): the packers then read plain values instead of testing the
-    mask each time they pack the side (once per column block)."""
+    """An unpadded copy of ``side`` when it is a masked pointwise value
+    (``if_then_else(Y[idx] > 0, H[idx], 0)``), so that the packers read plain values instead of testing
+    the mask once per column block."""
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
     read = _pointwise_read(side)

@@ -66,10 +66,9 @@ def _find(module: str) -> str | None:
 
 
 def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | None]) -> set[str]:
-    """The ``tensorad`` modules whose source ``text`` (the source of ``module``) uses: for
-    ``from P import a, b`` the submodules ``P.a``, ``P.b`` where they are modules, else ``P``
-    itself.  (Importing ``P.a`` also runs ``P/__init__``, whose own imports shape no code
-    here: a package's initializer is followed only where names are taken from it.)"""
+    """The ``tensorad`` modules the source ``text`` of ``module`` uses: for ``from P import a, b`` the
+    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (a package's initializer is followed
+    only where names are taken from it)."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for dots, name, names in _statements(_FROM, text):

@@ -219,10 +219,9 @@ class _Describer:
 
 @dataclasses.dataclass(frozen=True)
 class GraphKey:
-    """The key text of a tensor DAG and the numbering it was written with: the reference of
-    every tensor reached (``ph<k>`` for placeholders, ``op<n>.<v>`` for compute outputs), the
-    number of every variable, combiner and provenance group.  Two DAGs with equal texts are
-    numbered alike, so these numbers name the same objects of either DAG."""
+    """The key text of a tensor DAG and its numbering: the reference of every tensor reached (``ph<k>``,
+    ``op<n>.<v>``) and the number of every variable, combiner and provenance group, which name the same
+    objects in any DAG of the same text."""
 
     text: str
     tensors: dict[Tensor, str]
@@ -232,10 +231,9 @@ class GraphKey:
 
 
 def describe_graph(roots: list[Tensor]) -> GraphKey | None:
-    """The canonical text of the DAG reached from ``roots`` (in order), names included --
-    placeholders numbered in order of first reach, as compute ops are -- or ``None`` where it
-    holds something the text cannot write exactly.  The key of a differentiation
-    (:mod:`tensorad.diffcache`): what it returns is named after these tensors."""
+    """The canonical text of the DAG reached from ``roots`` (in order), names included, placeholders
+    numbered in order of first reach, or ``None`` where it holds something the text cannot write exactly:
+    the key of a differentiation (:mod:`tensorad.diffcache`)."""
     d = _Describer(list(roots), [], None, None, False, None, names=True)
     d.placeholder_of = {}
     try:

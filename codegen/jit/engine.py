@@ -250,10 +250,8 @@ def _compiler_sources() -> list[str]:
 
 
 def _module(ir_text: str) -> llvm.ModuleRef:
-    """``ir_text`` parsed into an LLVM context of its own, which the module holds and which is
-    disposed of with it.  LLVM's global context keeps every constant, type and metadata node
-    of every module ever parsed into it for the life of the process (about 0.3 KiB a small
-    kernel compiled in this process, each distinct program adding its own constants)."""
+    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it
+    (LLVM's global context keeps what every module used for the life of the process)."""
     return llvm.parse_assembly(ir_text, context=llvm.create_context())
 
 
@@ -324,10 +322,9 @@ def _contained(rungs: list[Pipeline], step) -> bytes:
 
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
-    """Parse, verify, optimize and compile a module to relocatable object code (``light``:
-    the :func:`promote` pipeline instead of ``opt_level``'s).  Optimizing runs in a child
-    process, so that an LLVM abort costs a retry on the next rung of :func:`ladder`, not the
-    caller's process."""
+    """Parse, verify, optimize and compile a module to relocatable object code (``light``: the
+    :func:`promote` pipeline), optimizing in a child process: an LLVM abort costs a retry on the next rung
+    of :func:`ladder`."""
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)
@@ -458,10 +455,9 @@ def _dispose(engine: llvm.ExecutionEngine, objects: list) -> None:
 
 
 def link_object(obj: bytes, names: list[str]) -> LinkedCode:
-    """Link a kernel's object code (or a :func:`.jit.module_split.bundle` of the parts of one
-    module) into a new engine; symbols it does not define resolve to the process's (the C
-    library, the parallel runtime, the matrix-product library: :func:`load_object`).  Returns
-    the owner of the code, with the addresses of ``names``."""
+    """Link a kernel's object code (or a :func:`.jit.module_split.bundle`) into a new engine, its
+    undefined symbols resolved to the process's (:func:`load_object`); returns the owner of the code, with
+    the addresses of ``names``."""
     s = state()
     parts = unbundle(obj)
     with _LOCK:
@@ -487,10 +483,8 @@ def live_kernels() -> int:
 
 
 def _new_engine(triple: str) -> llvm.ExecutionEngine:
-    """An empty MCJIT engine that only links object code.  It compiles nothing, so its target
-    machine -- which it owns -- is the triple's generic one (a CPU's feature list costs 0.2 ms
-    to parse), and the empty module an engine starts with is taken out again (finalizing would
-    compile it: 0.1-0.5 ms)."""
+    """An empty MCJIT engine that only links object code: its own target machine is the triple's generic
+    one, and its initial empty module is taken out again (finalizing would compile it)."""
     tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")
     empty = llvm.parse_assembly("")
     empty.triple = triple

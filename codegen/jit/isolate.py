@@ -238,10 +238,9 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
 
 
 def _bound(cpu_limit: float, parent: int) -> None:
-    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``; no core file), and die
-    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left).  Only
-    system calls: nothing here may enter the dynamic loader or import, which another thread of
-    the parent may have held at the fork."""
+    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``, no core file) and die with
+    ``parent`` (Linux).  System calls only: nothing that may enter the dynamic loader or import, whose
+    locks another thread may have held at the fork."""
     if resource is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)

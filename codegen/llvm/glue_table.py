@@ -50,10 +50,9 @@ def fill_signature(step: Fill) -> tuple:
 
 def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
          ) -> list[tuple[int, int, int]]:
-    """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least``
-    repetitions of ``period <= longest`` consecutive signatures (never ``None``): a chain whose
-    nests alternate -- a reduction every few steps -- repeats a pair of segments.  Scanned left
-    to right, at each segment the period covering the most segments (the shortest of those)."""
+    """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least`` repetitions
+    of ``period <= longest`` consecutive signatures, scanned left to right, at each segment the period
+    covering the most (the shortest of those)."""
     out = []
     k, n = 0, len(sigs)
     while k < n:

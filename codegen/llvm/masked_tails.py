@@ -80,10 +80,9 @@ def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:
 
 
 def pointwise(loop: Loop, read_in_nest) -> bool:
-    """Whether each tensor ``loop``'s statements read is read at one index only (a map of its
-    rows: a copy, a mask, an elementwise function), not at several offsets (a stencil), and
-    nothing in its nest reads what it stores (``read_in_nest(tensor)``): a max pool's row of
-    -inf, unrolled, is forwarded into the window loops after it (kept rolled: 1.3x slower)."""
+    """Whether each tensor ``loop``'s statements read is read at one index only (a copy, a mask, an
+    elementwise function; not a stencil), and nothing in its nest reads what it stores
+    (``read_in_nest(tensor)``)."""
     if any(read_in_nest(s.buffer.tensor) for s in loop.body):
         return False
     reads: dict = {}

@@ -231,9 +231,8 @@ def _log_parts(m: _Math, x):
 
 def _log1p_reduced(m: _Math, f):
     """``log(1 + f)`` for ``f`` in ``[sqrt(1/2) - 1, sqrt(2) - 1]``: with ``s = f / (2 + f)``,
-    ``log(1 + f) = 2 atanh(s) = 2s + s T(s^2)``, ``T(u) = sum_k 2 u^k / (2k + 1)`` (the atanh
-    series: ``|s| <= 0.172``, so 5 terms reach float precision and 11 double), and ``2s = f -
-    s f``, so ``log(1 + f) = f - s (f - T)``: ``f`` exact plus a small correction."""
+    ``log(1 + f) = 2 atanh(s) = 2s + s T(s^2)``, ``T(u) = sum_k 2 u^k / (2k + 1)`` (``|s| <= 0.172``: 5
+    terms for float, 11 for double), and ``2s = f - s f``, so ``log(1 + f) = f - s (f - T)``."""
     s = m.div(f, m.add(m.c(2.0), f))
     u = m.mul(s, s)
     coeffs = [2.0 / (2 * k + 1) for k in range(_LOG_TERMS[m.dtype], 0, -1)] + [0.0]

@@ -72,10 +72,9 @@ def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: in
 
 
 def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value, deps: _Deps) -> bool:
-    """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations of the loop: a constant
-    trip count below it, or within :data:`PEEL_MAX` of it when a compare other than the loop's
-    own exit test (the branch to ``exit_``, or back to the one-block body) reads ``iv`` -- a
-    float compare too: ``float(3 i) > 0`` is ``i > 0`` once LLVM's instcombine has run."""
+    """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations: a constant trip count below it, or
+    within :data:`PEEL_MAX` of it when a compare other than the loop's exit test reads ``iv`` (float
+    compares included)."""
     if trips is None:
         return False
     if trips < TINY_TRIPS:

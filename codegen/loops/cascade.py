@@ -134,10 +134,10 @@ class _Cascade:
         return self.loop(Loop(st.var, st.lo, st.hi, body, st.step, st.kind, st.dim), t, levels)
 
     def loop(self, loop: Loop, t: float, levels: int) -> tuple[tuple, float, int]:
-        """A reduction loop whose body adds ``t`` terms into ``acc`` per iteration: as it is
-        while its terms fit one block, else cut into blocks of ``g`` iterations, each summed
-        into a partial -- and the loop of blocks blocked again while it is itself too long.
-        Returns the statements, the adds into ``acc`` they make and the cut levels below."""
+        """A reduction loop adding ``t`` terms into ``acc`` per iteration: as it is while its terms fit
+        one block, else cut into blocks of ``g`` iterations summed into partials, and the loop of blocks
+        blocked again while too long.  Returns the statements, their adds into ``acc`` and the cut levels
+        below."""
         limit = self.upper if levels else self.block
         m = const_trips(loop)
         if t == 0 or (m is not None and m * t <= limit):

@@ -156,10 +156,8 @@ DENSITY_POINTS = 1 << 16  # a condition over a larger box is taken as dense (cou
 
 
 def where_density(op: ComputeOp, bodies: tuple[Expr, ...]) -> float:
-    """The fraction of a reduction's box (output and reduction axes) where its affine
-    where-condition holds, counted over the box of the axes the condition reads (1.0 past
-    :data:`DENSITY_POINTS` of them, or when it is not affine).  A residue class (``% 2``:
-    a strided convolution's input gradient) is taken as dense: loops over it test each point."""
+    """The fraction of a reduction's box where its affine where-condition holds, counted over the axes the
+    condition reads (1.0 past :data:`DENSITY_POINTS` of them, when not affine, or for a residue class)."""
     red = bodies[0]
     cond = red.src[0]
     axes = tuple(op.axes) + tuple(red.arg.axes)

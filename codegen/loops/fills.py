@@ -132,10 +132,8 @@ def _parallel_loops(stmts: tuple) -> list[Loop]:
 
 
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
-    """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its own
-    slice first), or ``None`` when the nest does not own slices of the buffer or shares a loop
-    inside a slice's iteration among threads (a scatter's columns: every thread runs the
-    slice's iteration, and one would fill what another has added to)."""
+    """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its slice first), or
+    ``None`` when it owns no slices or shares a loop inside a slice's iteration among threads."""
     buf = fill.buffer
     loops, depth = owned_depth(program, buf, nest)
     if depth == 0:

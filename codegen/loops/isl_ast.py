@@ -146,10 +146,9 @@ class AstConverter:
         return f"c{int(it[1:]) + self.offset}" if self.offset and it[1:].isdigit() else it
 
     def outer(self, box: list[tuple[int, int]], inner) -> tuple:
-        """The loops isl builds over the leading time dimensions ``box`` (``(lo, hi)``, the
-        same for every statement and constrained by nothing else), around ``inner()`` -- the
-        conversion of the AST isl built for the other dimensions: a loop per dimension, as
-        :meth:`loop` converts isl's ``for (c = lo; c <= hi - 1; c += 1)``."""
+        """The loops over the leading time dimensions ``box`` (``(lo, hi)`` each) around ``inner()``, the
+        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`
+        converts isl's."""
         if not box:
             return inner()
         dim = self.offset - len(box)

@@ -178,10 +178,9 @@ FUSE_BELOW = 8
 
 
 def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
-    """Scan the first two output axes as one loop when the first is too short to share among
-    threads (a batch of 1 or 2): time ``a0 * E1 + a1``; isl recovers ``a0`` and ``a1`` with
-    a division and a remainder.  Only when a third time dimension scanning an axis stays
-    inside, so that the innermost loop keeps its unit stride."""
+    """Scan the first two output axes as one loop (time ``a0 * E1 + a1``) when the first is too short to
+    share among threads, and a third time dimension scanning an axis stays inside (keeping the innermost
+    unit stride)."""
     def axis(t):
         return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
 

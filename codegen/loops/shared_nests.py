@@ -220,10 +220,8 @@ def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
 
 
 class RenamedNest(Nest):
-    """A nest made by renaming ``source`` (a lowered nest with the same key): its body is
-    renamed when first read -- a build reads only ``source``'s (:meth:`buffer` maps its
-    buffers to this nest's: :mod:`.llvm.emit` calls one function for both), a printout
-    reads this one's."""
+    """A nest made by renaming ``source`` (a lowered nest with the same key), its body renamed when first
+    read: a build reads only ``source``'s (:meth:`buffer` maps the buffers), a printout this one's."""
 
     def __init__(self, name: str, body: tuple | None, outputs: tuple, work: int = 0, note: str = "",
                  parallel: bool = False, accumulators: tuple = (), attrs: dict | None = None, *,

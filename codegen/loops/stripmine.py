@@ -50,10 +50,8 @@ class AxisSplit:
         return simplify_index(substitute(e, self.value))
 
     def pieces(self, space) -> list:
-        """The split box as isl sets: with an extent that the divisor does not divide, the
-        last value of the top digit is a piece of its own (``q < top - 1``: all remainders;
-        ``q == top - 1``: the rest), so that isl scans the full part with constant inner
-        bounds (which LLVM unrolls) instead of ``min(..)`` bounds on every iteration."""
+        """The split box as isl sets: where the divisor does not divide the extent, the top digit's last
+        value is a piece of its own, so that isl scans the rest with constant inner bounds."""
         box = space.box()
         for c in self.constraints:
             box = box.intersect(space.cond(c))

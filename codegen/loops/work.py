@@ -304,10 +304,9 @@ def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: 
 
 
 def _lines(e: Expr, v: Expr, point: dict, pairs: list) -> list[tuple[int, int]] | None:
-    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when
-    ``e`` is built from affine terms by ``+ - min max`` and constant factors; every
-    ``min``/``max`` adds its operands' line sets to ``pairs`` (where its choice can change).
-    ``None`` otherwise."""
+    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when built from
+    affine terms by ``+ - min max`` and constant factors, each ``min``/``max`` adding its operands' lines
+    to ``pairs``; else ``None``."""
     op = e.op
     if op is Op.VAR:
         return [(1, 0)] if e is v else [(0, point[e])] if e in point else None

@@ -157,10 +157,8 @@ def _image(read: Expr, guards: tuple[Expr, ...], free: list[Expr], call: _Call,
 
 
 def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
-    """Whether ``read`` reads the whole box of its tensor, decided without isl: no guard, each
-    index a distinct variable whose range contains its axis's, and every variable of the body
-    with a non-empty range (then :func:`_image` is the box).  A long chain's gradient reads
-    most of its thousands of materialized steps this way."""
+    """Whether ``read`` reads its tensor's whole box, decided without isl: no guard, each index a distinct
+    variable whose range contains its axis's, every variable of the body with a non-empty range."""
     if guards or len(set(read.src)) != len(read.src):
         return False
     for a, e in zip(read.arg.op.axes, read.src):

@@ -44,10 +44,9 @@ def _terms(e: Expr) -> list[Expr]:
 
 
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
-    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct
-    scatter ops at one index, each entry a distinct variable from 0 plus a constant (a read
-    through padding: the ``scatter-sum`` strategy adds at shifted points), every variable of
-    ``node`` among them."""
+    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops
+    at one index, each entry a distinct variable plus a constant, every variable of ``node`` among them.
+    """
     terms = _terms(_unmask(node))
     if len(terms) < 2:
         return None
@@ -92,10 +91,9 @@ def _outermost(root: Expr, scatters: set[ComputeOp], skip: set[Expr]) -> list[tu
 
 def share_scatter_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
                        check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
-    """``ops`` with a new elementwise op for each shared (masked) sum of scatter-adds, placed
-    after the scatters it reads; its readers' ``bodies`` read it instead (updated in place).
-    ``check(op, bodies)`` proves a new op's reads in bounds over its whole box (else the
-    expression stays where it is)."""
+    """``ops`` with a new elementwise op for each shared (masked) sum of scatter-adds, after the scatters
+    it reads; its readers' ``bodies`` read it (updated in place).  ``check(op, bodies)`` proves its reads
+    in bounds, else the expression stays."""
     scatters = {op for op in ops if op.is_reduction and op.num_outputs == 1
                 and Tensor(op, 0) not in outputs and match_scatter(op, bodies[op]) is not None}
     if len(scatters) < 2:

@@ -52,10 +52,8 @@ def _rule(node: Expr) -> Expr | None:
 
 
 def speculate(body: Expr) -> Expr:
-    """``body`` with safe, cheap ``if_then_else`` nodes turned into ``select`` (see above).
-
-    Sound only for bodies whose reads the bounds checker has proved (``lower`` checks every
-    inlined body first)."""
+    """``body`` with safe, cheap ``if_then_else`` nodes turned into ``select`` (see above); sound only for
+    bodies whose reads the bounds checker has proved."""
     if not any(n.op is Op.IF_THEN_ELSE and data_dependent(n.src[0]) for n in walk(body)):
         return body  # (no choice to make eager: the rule's test reads the same atoms rebuilt)
     return rewrite(body, {Op.IF_THEN_ELSE: _rule})

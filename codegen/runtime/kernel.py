@@ -1,9 +1,5 @@
-"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4).
-
-Any object with ``__dlpack__`` (a PyTorch tensor, a JAX array, a CuPy array on the CPU) is
-accepted in place of a NumPy array: :func:`as_array` views its memory through
-``np.from_dlpack`` without copying, so a kernel reads a framework's tensor and writes into
-one passed as ``out=`` directly."""
+"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4), or on any object with
+``__dlpack__`` viewed without a copy (:func:`as_array`), outputs included."""
 
 from __future__ import annotations
 
@@ -29,10 +25,8 @@ from .threads import ensure_workers
 
 
 class KernelArgumentError(TypeError, ValueError):
-    """A wrong argument to a kernel: count, type, shape, dtype or layout.
-
-    It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
-    the message names the tensor and says what was expected."""
+    """A wrong argument to a kernel (count, type, shape, dtype or layout), both a ``TypeError`` and a
+    ``ValueError``; the message names the tensor and what was expected."""
 
 
 def _array_data_offset() -> int | None:
@@ -101,11 +95,9 @@ def call_entry(nargs: int) -> bool:
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
-    """``a`` as a NumPy array sharing its memory (no copy); ``role`` names it in errors.
-
-    NumPy arrays and scalars pass through; other objects go through the DLPack protocol.  An
-    object that DLPack cannot export on the CPU (a GPU tensor, a tensor that requires grad)
-    is a :class:`KernelArgumentError` that says why."""
+    """``a`` as a NumPy array sharing its memory (``role`` names it in errors): NumPy arrays and scalars
+    pass through, other objects go through DLPack, and one DLPack cannot export on the CPU is a
+    :class:`KernelArgumentError` saying why."""
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):
@@ -192,9 +184,8 @@ class Kernel:
         """``lowered``: the loop program, or a function returning it (a kernel read from the
         cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
         (default: those of ``lowered``); ``origin``: how ``ta.build`` obtained the code."""
-        #: how ``ta.build`` obtained this kernel's code: ``"compiled"`` (LLVM compiled it),
-        #: ``"disk"`` (read from the disk cache and linked) or ``"memory"`` (the code of a kernel
-        #: of the same program this process holds); ``None`` for a loaded or unpickled kernel
+        # how ``ta.build`` obtained this kernel's code: ``"compiled"``, ``"disk"`` or ``"memory"``;
+        # ``None`` for a loaded or unpickled kernel
         self.origin = origin
         #: the candidate strategies ``tune=True`` measured for this build (0: none, or found
         #: in the disk cache)
@@ -295,10 +286,9 @@ class Kernel:
         return self.call(arrays, out=out)
 
     def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
-        """``kernel(*arrays, out=out)``.  ``known[k]`` true says that ``arrays[k]`` is an array
-        that a kernel allocated and returned for an output whose shape and dtype are exactly
-        those of input ``k`` (``ta.function``'s backward reads its forward's saved values so):
-        it is passed without the input's check, a cost paid per array per call."""
+        """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
+        allocated for an output of input ``k``'s exact shape and dtype, passed without the input's check.
+        """
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):

@@ -19,10 +19,9 @@ from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 
 
 def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
-    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads (in
-    program order) that ``op`` alone reads, only at its own index, of its shape, one output
-    and not an output of the program, and that ``fits(r, chosen)`` (the strategy's own test of
-    how ``r`` was planned); ``None`` when there is none."""
+    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads that only
+    ``op`` reads, at its own index, of its shape, one output and not a program output, and that
+    ``fits(r, chosen)``; else ``None``."""
     if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
         return None
     body = bodies[0]
@@ -60,10 +59,8 @@ class EpilogueFusion:
 
     @staticmethod
     def _strips(cand, ctx) -> bool:
-        """Whether the fused reduction accumulates in strips: its own choice, except that strips
-        accumulate in the output buffer, which a consumer of another dtype (a float32 sum
-        rounded to bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says
-        whether that beats strips in its own float32 temporary plus the consumer's pass."""
+        """Whether the fused reduction accumulates in strips: its own choice, unless the consumer's dtype
+        cannot hold the sums (fused, it keeps scalar accumulators)."""
         r = cand.data.reduction.op
         return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 

@@ -108,10 +108,9 @@ def _replace(root: Expr, mapping: dict[Expr, Expr]) -> Expr:
 
 
 class Hoist:
-    """An elementwise op whose transcendental subexpression depends on fewer axes than the op
-    (a log-softmax over NCHW's channels: ``log(s[n, y, x])`` for every channel): that part
-    computed once per point of its own axes into a temporary (:mod:`.strategies.hoist`), then the op
-    reading it; both planned in turn."""
+    """An elementwise op whose transcendental subexpression depends on fewer axes than the op: that part
+    computed once per point of its axes into a temporary (:mod:`.strategies.hoist`), then the op; both
+    planned in turn."""
 
     name = "hoist"
 

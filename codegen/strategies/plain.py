@@ -165,10 +165,8 @@ class Scan:
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):
-        """Each update, vectorized across the output axes after the scanned one, and each
-        point's carried copy, a row copied through memory there.  A scan along the last axis
-        is a scalar chain whose carried value stays in a register (the copy's store forwards
-        to the update's load): its updates alone."""
+        """Each update, vectorized across the output axes after the scanned one, and each point's carried
+        copy; along the last axis a scalar chain in a register: its updates alone."""
         spec, op = cand.data, cand.op
         vector = spec.axis < len(op.axes) - 1
         lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1

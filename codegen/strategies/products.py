@@ -1,7 +1,6 @@
-"""Strategies of matrix products: the packed micro-kernel, with its guarded sides padded, its
-sum split in halves, one product per residue class of a strided convolution's gradient
-(and the same as plain loops), a sum of products term by term, and gathered rows copied so
-that a product reads them; the contraction candidates they share."""
+"""Strategies of matrix products: the packed micro-kernel, plain, padded, split in halves, per residue
+class (and the same as loops), term by term, and over copied gathered rows; and the candidates they share.
+"""
 
 from __future__ import annotations
 

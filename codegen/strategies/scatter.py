@@ -151,10 +151,9 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
 
 
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
-    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
-    ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
-    outer ones (the rare case of a scatter, ``T(i) > 1``, tested once per outer point instead
-    of once per inner point), with every affine conjunct on one side only; else ``None``."""
+    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of ``loop_vars`` after
+    ``p`` outer variables where a data-dependent conjunct reads only the outer ones (tested once per outer
+    point), every affine conjunct on one side; else ``None``."""
     parts = conjuncts(cond)
     for p in range(1, len(loop_vars)):
         outer = set(loop_vars[:p])

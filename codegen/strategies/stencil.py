@@ -107,10 +107,9 @@ def _range_points(space: IndexSpace, dom, axes) -> int:
 
 
 def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit | None:
-    """The split of a one-source sum ``op`` into interior, border and gather, when it has tap
-    axes of at most ``budget`` taps in all, a stream (its last reduction axis) of at least
-    ``lanes`` points, and an interior holding :data:`MIN_INTERIOR` of each tap's points;
-    ``None`` otherwise (a pooling window's few points are no stream)."""
+    """The split of a one-source sum ``op`` into interior, border and gather, with tap axes of at most
+    ``budget`` taps, a stream of at least ``lanes`` points and an interior of :data:`MIN_INTERIOR` of each
+    tap's points; else ``None``."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner
@@ -276,10 +275,8 @@ RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and 
 
 
 class _Taps(ABC):
-    """What both tap strategies share: under fast math only (their sums add in another order
-    than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
-    matched once per planning call; the target's vector registers less
-    :data:`RESERVED_REGISTERS` hold the taps (one accumulator each, or one weight each)."""
+    """What both tap strategies share: fast math only (their sums add in another order), one sum matched
+    once per planning call, the vector registers less :data:`RESERVED_REGISTERS` holding the taps."""
 
     name = ""
 
@@ -327,10 +324,9 @@ class TapAccumulators(_Taps):
 
 
 class TapStencil(_Taps):
-    """The dual: a sum over a few taps that shift its reads (a depthwise or grouped
-    convolution's input gradient, its forward) as one elementwise op adding a term per tap,
-    its guards decided per piece of the box (:func:`.strategies.stencil.unroll_taps`): the interior is one
-    vectorized loop with the taps' invariant factors in registers (or loaded, past them)."""
+    """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
+    (:func:`.strategies.stencil.unroll_taps`), its interior a vectorized loop with the taps' factors in
+    registers."""
 
     name = "stencil"
 

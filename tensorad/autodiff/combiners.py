@@ -158,10 +158,9 @@ def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
 
 
 def mean_tie_reducer(comb: CommReducer) -> CommReducer:
-    """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side
-    that :func:`beats` the other keeps its tangent sum and count, tied sides add theirs -- the
-    tangent sum and the number of the tied points, whose quotient is the mean of their tangents
-    (commutative and associative, like :func:`winner_reducer`'s count)."""
+    """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side that
+    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (whose quotient is the
+    mean tangent)."""
     found = comb.derived.get("mean")
     if found is not None:
         return found

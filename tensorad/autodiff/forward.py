@@ -94,10 +94,9 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
 
 
 def _index_gate(d: Tangent) -> tuple[Expr, int] | None:
-    """``(cond, k)`` when tangent ``d`` is a zero-branch gate on a condition of indices alone
-    (branch ``k`` of ``select(cond, ., .)`` is the strong zero: an empty reduction's,
-    :mod:`.emptiness`): a read of the tensor storing ``d`` carries the same gate, so the next
-    factor of the chain rule stays outside its zeros."""
+    """``(cond, k)`` when tangent ``d`` is a zero-branch gate on a condition of indices alone (branch
+    ``k`` of ``select(cond, ., .)`` the strong zero, :mod:`.emptiness`): a read of the tensor storing
+    ``d`` carries the same gate."""
     if d is ZERO or (k := zero_branch(d)) is None:
         return None
     if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(d.src[0])):

@@ -1,13 +1,9 @@
-"""The seed's manual path: ``generalized_matmul`` with a head, then ``inline_non_reductions``.
-
-``jacobian_recursive`` builds head products directly; these two functions let a user do the
-same by hand, as the seed tutorial does::
+"""The seed's manual path: ``generalized_matmul`` with a head, then ``inline_non_reductions``::
 
     J = jacobian(Y, W)                       # [i..., j...]
     G = generalized_matmul(H, J, Y.ndim)     # sum over i of H[p, i] * J[i, j]
     G = inline_non_reductions(G, [J])        # put J's body into G's reduction
-    G = optimize(G)
-"""
+    G = optimize(G)"""
 
 from __future__ import annotations
 

@@ -152,10 +152,8 @@ FORWARD_RULES: dict[Op, Callable[..., Tangent]] = {**TANGENT_RULES, Op.REDUCE: _
 
 def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
             rules: Mapping[Op, Callable[..., Tangent]] = TANGENT_RULES) -> Tangent:
-    """The tangent of ``expr`` given the tangents of its leaves.
-
-    ``leaf(node)`` gives the tangent of every ``VAR`` and ``READ`` node (return ``ZERO`` for
-    constants).  Integer and boolean nodes get ``ZERO`` without consulting a rule."""
+    """The tangent of ``expr`` given the tangents of its leaves: ``leaf(node)`` gives every ``VAR`` and
+    ``READ`` node's; integer and boolean nodes get ``ZERO`` without a rule."""
 
     def visit(node: Expr, *d: Tangent) -> Tangent:
         if not dt.is_float(node.dtype):

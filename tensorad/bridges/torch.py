@@ -406,10 +406,9 @@ def tensorad_dtype(dtype: torch.dtype) -> str:
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
        policy: Policy = "default", **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
-    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders with
-    the tensors' shapes and dtypes (and the keyword arguments, as static values) and returns a
-    tensorad tensor or a tuple of them; see :class:`TorchOp`.  Options are those of
-    ``ta.function`` (``policy``) and of ``ta.build``."""
+    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders of the
+    tensors' shapes and dtypes (keyword arguments as static values) and returns tensorad tensors
+    (:class:`TorchOp`).  Options are ``ta.function``'s and ``ta.build``'s."""
     def wrap(f: Callable) -> TorchOp:
         return TorchOp(f, max_signatures=max_signatures, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

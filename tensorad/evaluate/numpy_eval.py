@@ -429,10 +429,9 @@ class _Grid:
 
 def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                    identity: Any, reverse: bool) -> np.ndarray:
-    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` (kept with size 1) where
-    ``mask`` holds, one term at a time from the identity: ``((id + s0) + s1) + ...`` over the
-    reduce points in C order (``reverse``: the last point first), rounded in ``s``'s dtype --
-    a strict kernel's accumulation loop.  A masked-out point adds the identity (exact)."""
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` (kept with size 1) where ``mask`` holds,
+    one term at a time from the identity in C order (``reverse``: last first), rounded in ``s``'s dtype: a
+    strict kernel's loop.  A masked-out point adds the identity."""
     last = tuple(range(-len(pos), 0))
     terms = np.moveaxis(np.where(mask, s, np.asarray(identity, s.dtype)), pos, last)
     outer = terms.shape[:terms.ndim - len(pos)]
@@ -537,10 +536,9 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
                 strong_zero: bool = False, rounded_math: bool = False,
                 unsigned_zeros: bool = False,
                 jitter: tuple[np.random.Generator, float] | None = None) -> list[np.ndarray]:
-    """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
-    and products folded in ``order``, one of :data:`ORDERS`; the other options: the module's
-    docstring; ``jitter`` here is a generator and the ulps).  Outer points are independent,
-    so a large grid is evaluated box by box (:func:`grid_boxes`)."""
+    """The arrays of every output of compute ``op`` from the arrays it reads (``order`` one of
+    :data:`ORDERS`; ``jitter`` a generator and the ulps; the rest as the module docstring says), box by
+    box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)

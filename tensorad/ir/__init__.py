@@ -1,12 +1,10 @@
-"""The IR: hash-consed scalar expressions, tensors, reducers, the rewriter and the printer.
+"""The IR: hash-consed scalar expressions, tensors, reducers, the rewriter and the printer; it imports no
+other part of tensorad.
 
-Nothing here imports any other part of tensorad; every other package builds on this one.
-
-Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` tensors and
-their ops; ``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism;
-``printer`` text and HTML forms; ``spelling`` name-free spellings; ``intrange`` proofs that
-index arithmetic fits 64 bits; ``collect`` fewer garbage collections while compiling;
-``trace`` stage times and texts."""
+Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` tensors and their ops;
+``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism; ``printer`` text and HTML
+forms; ``spelling`` name-free spellings; ``intrange`` proofs that index arithmetic fits 64 bits;
+``collect`` fewer garbage collections while compiling; ``trace`` stage times and texts."""
 
 from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
 from .expr import (

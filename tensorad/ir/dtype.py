@@ -61,10 +61,9 @@ def round_to(value: float, dtype: str) -> float:
 
 
 def float_to_int(values, dtype: str):
-    """Float ``values`` (a NumPy array or a scalar) converted to the integer ``dtype`` as every
-    part of tensorad converts them (generated code's ``fptosi.sat``): toward zero, saturated at
-    the type's ends (inf included), NaN to 0.  NumPy's ``astype`` leaves out-of-range values
-    undefined (INT_MIN on x86)."""
+    """Float ``values`` (an array or a scalar) converted to the integer ``dtype`` as generated code does
+    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (NumPy's ``astype`` leaves
+    out-of-range values undefined)."""
     info = np.iinfo(dtype)
     a = np.asarray(values, np.float64)
     with np.errstate(invalid="ignore"):
@@ -75,10 +74,8 @@ def float_to_int(values, dtype: str):
 
 
 def maximum(a, b):
-    """Elementwise IEEE 754-2019 ``maximum``, the semantics generated code has
-    (``llvm.maximum``): NaN propagates and ``-0 < +0``, so ``maximum(-0.0, +0.0)`` is ``+0.0``
-    in either order.  NumPy's ``maximum`` returns one operand of an equal pair by position, a
-    sign of zero that a later division turns into the sign of an infinity."""
+    """Elementwise IEEE 754-2019 ``maximum``, as generated code's ``llvm.maximum``: NaN propagates and
+    ``-0 < +0`` in either order (NumPy's picks an equal pair's operand by position)."""
     out = np.maximum(a, b)
     if np.result_type(out).kind != "f":
         return out

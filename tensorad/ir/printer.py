@@ -1,8 +1,5 @@
-"""Text and HTML forms of expressions and tensors (the seed tutorial's format).
-
-Output is deterministic: tensors and variables are shown by name, and two different objects
-that share a name are told apart by a ``#2``/``.1`` suffix given in order of first appearance
-(never by address or uid, which change from run to run)."""
+"""Text and HTML forms of expressions and tensors (the seed tutorial's format), deterministic: objects are
+shown by name, two that share a name told apart by a ``#2``/``.1`` suffix in order of first appearance."""
 
 from __future__ import annotations
 
@@ -231,11 +228,9 @@ def _consumers_first(tensor: Tensor) -> list[Tensor]:
 
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
-    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.
-
-    ``namer``: share tensor names with other printouts (``tensorad show`` prints a tensor, its
-    gradients and their loops with one :class:`Namer`, so ``dense#2`` is the same tensor in
-    all of them); by default the printout names its tensors on its own."""
+    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.  ``namer``:
+    a :class:`Namer` shared with other printouts (``tensorad show``), so that a name means one tensor in
+    all of them."""
     namer = Namer() if namer is None else namer
     blocks = [_op_lines(t, namer.for_block()) for t in _consumers_first(tensor)]
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"

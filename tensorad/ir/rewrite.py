@@ -106,10 +106,8 @@ def _walk(root: Expr) -> Iterator[Expr]:
 
 
 def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | None = None) -> Iterator[Any]:
-    """Every node (an expression, or a tensor of a graph) reached from ``root`` through
-    ``operands(node)`` (the nodes an analysis descends into), each once, users before operands
-    (a stack: the last operand first); the nodes in ``seen`` are skipped, and ``seen`` grows
-    with those yielded."""
+    """Every node reached from ``root`` through ``operands(node)``, each once, users before operands (a
+    stack: the last operand first), skipping the nodes in ``seen``, which grows with those yielded."""
     seen = set() if seen is None else seen
     stack = [root]
     while stack:
@@ -122,10 +120,8 @@ def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | 
 
 def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
                memo: dict) -> Any:
-    """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root``
-    through ``operands(node)`` (not necessarily ``node.src``: the nodes an analysis descends
-    into), operands first; nodes already in ``memo`` are not visited again.  Iterative, so
-    chains of any depth take no Python recursion (linear forms and isl conversion use it)."""
+    """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root`` through
+    ``operands(node)``, operands first, nodes already in ``memo`` skipped; iterative."""
     stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()

@@ -60,10 +60,9 @@ def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
 
 def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
             variables: Mapping[Expr, Expr] | None = None) -> Expr:
-    """``root`` with each read of a tensor of ``tensors`` reading its image and, given
-    ``variables``, each variable replaced by its image (``memo``: the nodes renamed by earlier
-    calls with the same maps).  :class:`Unkeyable` where ``root`` reads another tensor, holds
-    another variable, or a gather index or a sum (payloads a renaming does not reach)."""
+    """``root`` with each read of a tensor of ``tensors`` reading its image and each variable of
+    ``variables`` replaced by its image (``memo``: earlier calls' nodes).  :class:`Unkeyable` where
+    ``root`` reads another tensor, holds another variable, or a gather index or a sum."""
     def rebuilt(n: Expr) -> Expr:
         op = n.op
         if op is Op.VAR and variables is not None:
@@ -83,10 +82,10 @@ def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
 
 
 class Speller:
-    """Numbers variables and expression nodes by first appearance, appending their lines to
-    ``lines``.  Subclasses spell what a variable (:meth:`var_data`), a read (:meth:`read`) and
-    other payloads (:meth:`other`) hold for their key; the defaults: a variable's range, a
-    reduction's combiner and axes, any other payload through :func:`hashable`."""
+    """Numbers variables and expression nodes by first appearance, appending lines to ``lines``.
+    Subclasses spell what a variable (:meth:`var_data`), a read (:meth:`read`) and other payloads
+    (:meth:`other`) hold; by default a variable's range, a reduction's combiner and axes, else
+    :func:`hashable`."""
 
     def __init__(self) -> None:
         self.vars: dict[Expr, int] = {}

@@ -70,10 +70,8 @@ def _from_environment(log: str | None, dump: str | None) -> Config:
 
 @contextmanager
 def config(log: str | None = None, dump: str | os.PathLike | None = None) -> Iterator[Config]:
-    """``with ta.config(log="passes", dump=DIR):`` -- report the stages of the code inside.
-
-    ``log=None``/``dump=None`` turn that report off inside the block (the environment's
-    setting does not apply there)."""
+    """``with ta.config(log="passes", dump=DIR):`` -- report the stages of the code inside;
+    ``log=None``/``dump=None`` turn that report off inside the block."""
     if log is not None and not isinstance(log, str):
         raise TypeError(f"config: log must be a string such as 'passes', got {type(log).__name__}")
     if dump is not None and not isinstance(dump, (str, os.PathLike)):

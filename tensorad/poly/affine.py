@@ -275,9 +275,8 @@ def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b else
     return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
 
 
-# The atoms of a linear form that isl represents, besides the space's variables: op -> (the
-# operands converted first, or ``None`` when the node is not quasi-affine; the function of the
-# node from theirs).  A product of two non-constant forms, a read, float arithmetic: not here.
+# The atoms of a linear form that isl represents, besides the space's variables: op -> (the operands
+# converted first, or ``None`` when not quasi-affine; the node's function of theirs).
 _ATOMS = {
     Op.FLOORDIV: (_div_operands, _floordiv),
     Op.MOD: (_div_operands, _mod),

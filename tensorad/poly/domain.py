@@ -199,10 +199,7 @@ def _space(variables: Sequence[Expr], space: IndexSpace | None) -> IndexSpace:
 
 
 def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
-    """The smallest and largest value ``pa`` takes on its domain, both inclusive.
-
-    Taken from the image set (``dim_min_val``), not ``isl_pw_aff_min_val``: the latter raises
-    "expecting integer affine expression" on some domains with divisions (a `where` with a
-    modulo) where the set question is answered exactly."""
+    """The smallest and largest value ``pa`` takes on its domain, both inclusive, from the image set
+    (``isl_pw_aff_min_val`` raises on some domains with divisions)."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()

@@ -146,10 +146,8 @@ def _combine(e: Expr, memo: dict) -> Linear:
 
 
 def to_linear(e: Expr, memo: dict | None = None) -> Linear:
-    """The linear form of integer expression ``e`` (atoms are its non-linear subterms).
-
-    Iterative (an explicit stack, operands first), so a sum of any depth takes no Python
-    recursion; ``memo`` (node -> form) may be shared by calls that know the same nodes recur."""
+    """The linear form of integer expression ``e`` (atoms are its non-linear subterms), iterative;
+    ``memo`` (node -> form) may be shared by calls."""
     if memo is None:
         memo = {}
     found = memo.get(e)
@@ -227,10 +225,8 @@ def solve_for(f: Linear, v: Expr) -> Linear | None:
 
 
 def int_cast_operand(atom: Expr) -> Expr | None:
-    """The operand of a cast between integer types that keeps its value (index arithmetic is
-    proved to fit 64 bits; a narrowing cast's operand is proved within the narrower type:
-    :func:`tensorad.ir.intrange.cast_keeps_value`), else ``None``.  A cast that may wrap
-    stays an atom: ``int32(int64(i) * 100000) < 0`` holds for 8,525 of 30,000 rows."""
+    """The operand of a cast between integer types that keeps its value
+    (:func:`tensorad.ir.intrange.cast_keeps_value`), else ``None``: a cast that may wrap stays an atom."""
     if atom.op is Op.CAST and is_index(atom) and is_index(atom.src[0]) and cast_keeps_value(atom):
         return atom.src[0]
     return None

@@ -39,10 +39,9 @@ def lift(s: isl.Set, like: isl.Set) -> isl.Set:
 
 
 def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, isl.Set] | None:
-    """``(carry, prev)`` when the sets of ``dom`` (over output then reduction axes; ``proj``
-    its projection onto the output axes) nest along output dimension ``pos`` in direction
-    ``step`` (+1: each point extends its predecessor ``j - 1``; -1: its successor ``j + 1``):
-    ``carry`` the points whose predecessor is computed too, ``prev`` the terms they carry.
+    """``(carry, prev)`` when the sets of ``dom`` (output then reduction axes; ``proj`` its projection
+    onto the outputs) nest along output dimension ``pos`` in direction ``step`` (+1: each point extends
+    ``j - 1``, -1: ``j + 1``): the points whose predecessor is computed too, and the terms they carry.
     ``None`` when nothing is carried or a carried term leaves the set."""
     carry = proj.intersect(shift(proj, pos, step))
     prev = shift(dom, pos, step).intersect(lift(carry, dom))

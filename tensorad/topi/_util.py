@@ -1,7 +1,5 @@
-"""Shared helpers of the operator library: argument checking and building one compute.
-
-Every operator checks its arguments here so that a bad call fails at the call with a message
-naming the operator and what it expected, never later inside autodiff or lowering."""
+"""Shared helpers of the operator library: argument checks, so that a bad call fails at the call with a
+message naming the operator, and building one compute."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...
-
-They are pure index maps, so their derivatives are index maps too; the nonzeroness optimizer
-has to invert them (``//`` and ``%`` in reshape, the ``if_then_else`` chain of concatenate),
-which is why they are written plainly here rather than special-cased."""
+"""Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...  Pure
+index maps written plainly, whose derivatives the optimizer inverts (``//`` and ``%``, ``if_then_else``
+chains)."""
 
 from __future__ import annotations
 
