@@ -430,9 +430,8 @@ def _blocked(steps: list | None, opts: Options) -> list | None:
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
                      scans: dict | None = None, alias: dict | None = None) -> list | None:
-    """The steps of one group (``None``: its members cannot be fused exactly; ``scans``: the
-    call's memo of isl ASTs, :func:`.loops.isl_ast.build_loops`; ``alias``: a unit's op -> the op
-    whose tensors it writes)."""
+    """The steps of one group (``None``: its members cannot be fused exactly); ``scans``: the call's isl
+    ASTs (:func:`.loops.isl_ast.build_loops`); ``alias``: a unit's op -> the op it writes for."""
     if g.strips:
         return lower_strips(g, bodies, outs_of, opts, scans)
     if len(g.units) > 1:

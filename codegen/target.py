@@ -42,9 +42,8 @@ _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
 
 class _Process:
-    """What this module keeps for the life of the process: whether LLVM's native target is
-    initialized, and the targets made (by spec: a memo of the probe, bounded by the specs a
-    process names, that never changes a result)."""
+    """What this module keeps for the life of the process: whether LLVM's native target is initialized,
+    and the targets made by spec (a memo that never changes a result)."""
 
     def __init__(self) -> None:
         self.llvm_lock = threading.RLock()  # LLVM's initialization and target machines
@@ -82,9 +81,8 @@ def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachi
 
 
 class captured_stderr:  # noqa: N801 - used as a context manager
-    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
-    for the creation of one target machine, once per target and process: what another thread
-    writes to stderr in that millisecond lands in the file.)"""
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it (held while one target
+    machine is made)."""
 
     def __enter__(self):
         self.text = ""
@@ -188,9 +186,8 @@ class Target:
 
     @property
     def masked_memory(self) -> bool:
-        """Whether a masked vector load or store costs about what a plain one does: x86 with
-        AVX-512's mask registers (AVX2's ``vmaskmov`` store is microcoded on AMD).  Short loops
-        then fold their scalar remainder into masked vector iterations (:mod:`.llvm.masked_tails`)."""
+        """Whether a masked vector load or store costs about a plain one's: x86 with AVX-512's mask
+        registers (:mod:`.llvm.masked_tails`)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
@@ -230,9 +227,8 @@ def host_target() -> Target:
 
 
 def host_features() -> dict[str, bool]:
-    """Every CPU feature LLVM knows for this host's architecture (LLVM's names, such as
-    ``avx512f`` or ``amx-tile``), each with whether this host has it; empty where LLVM cannot
-    tell (not x86 or AArch64)."""
+    """Every CPU feature LLVM knows for this host's architecture, each with whether this host has it;
+    empty where LLVM cannot tell."""
     initialize()
     try:
         return dict(llvm.get_host_cpu_features())
@@ -382,9 +378,8 @@ def _host_line_and_page() -> tuple[int, int]:
 
 
 def default_num_threads() -> int:
-    """Threads a kernel uses by default: ``OMP_NUM_THREADS`` when set (its first entry, as
-    libgomp reads it), else the CPUs this process may run on (its affinity), as NumPy's BLAS and
-    PyTorch do."""
+    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry when set, else the CPUs this
+    process may run on."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env:
         try:

@@ -81,9 +81,8 @@ def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],
 
 def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
                   target: Target) -> tuple[dict[str, str], int]:
-    """``{point: label}`` for every point of ``base`` (the untuned :class:`.lower.LoweredFunc`)
-    offered several candidates and worth measuring: from the disk cache, else measured (and
-    stored); and the number of candidates measured."""
+    """``{point: label}`` for every point of ``base`` (untuned) worth measuring, from the disk cache or
+    measured and stored; and the number of candidates measured."""
     points = worth_measuring(base)
     if not points:
         return {}, 0

@@ -57,9 +57,8 @@ class OptimizerContext:
         self.trace = trace
 
     def space(self, variables) -> IndexSpace:
-        """The call's one :class:`IndexSpace` over ``variables`` (in order): its conversions
-        of index expressions and conditions to isl are kept, so a condition the optimizer
-        classifies (``split_affine``) and then intersects is converted once."""
+        """The call's one :class:`IndexSpace` over ``variables`` (in order), whose isl conversions are
+        kept, so that a condition is converted once."""
         key = tuple(variables)
         found = self.spaces.get(key)
         if found is None:

@@ -115,9 +115,8 @@ class _Pass:
         return None
 
     def inlinable(self, t: Tensor) -> bool:
-        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: pure functions of the (immutable)
-        tensor, kept for the call -- every read of a producer in every adjoint asks again, and
-        each answer walks the producer's body and the chain of cheap bodies it reads."""
+        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: a pure function of the (immutable) tensor,
+        kept for the call."""
         found = self.ctx.inlinable.get((t, True))
         if found is None:
             found = self.ctx.inlinable[(t, True)] = self.cheap(t) and \
@@ -132,9 +131,8 @@ class _Pass:
         return found
 
     def tiles(self, op: ComputeOp) -> bool:
-        """Whether ``op``'s body is pieces tiling its box (:mod:`.sums.tiling`): a sum reading it
-        keeps one read of it (of the first op with its body) instead of splitting into one
-        sum per piece."""
+        """Whether ``op``'s body is pieces tiling its box (:mod:`.sums.tiling`), so that a sum reading it
+        is not split into one sum per piece."""
         found = self.ctx.tiles.get(op)
         if found is None:
             found = self.ctx.tiles[op] = tiles_box(op.axes, op.body[0], self.ctx)
@@ -289,9 +287,8 @@ class _Pass:
 
 
 def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None = None) -> Tensor:
-    """An equivalent tensor with reductions over zeros eliminated (see the module docstring).
-
-    ``ctx`` holds the memo tables; without one, a fresh context serves this call only."""
+    """An equivalent tensor with reductions over zeros eliminated (see the module docstring); ``ctx``
+    holds the memo tables (default: a fresh context)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"OptimizeAndLiftNonzeronessConditions: expected a Tensor, got "
                         f"{type(tensor).__name__}")
@@ -318,16 +315,14 @@ class Optimizer:
         return optimize_and_lift_nonzeroness(tensor, self.context)
 
     def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
-        """The call's results once every tensor is optimized: sums factored for sharing that
-        no other sum shared are folded back (:func:`.sums.factor.fold_nested`,
-        :func:`.sums.factor.fold_unshared`)."""
+        """The call's results once every tensor is optimized: brackets no other sum shared are folded back
+        (:func:`.sums.factor.fold_nested`, :func:`.sums.factor.fold_unshared`)."""
         tensors = self.share_late(tensors)
         return fold_unshared(fold_nested(tensors, self.context.nested), self.context.brackets)
 
     def share_late(self, tensors: Sequence[Tensor]) -> list[Tensor]:
-        """Adjoint sums optimized before a bracket they contain was made (``b.grad`` before
-        group norm's per-(n, c) sums of ``H``) read it now: ``sum_O [sum_I f]``
-        (:func:`.sums.factor.nested_share`); only brackets the result already computes are used."""
+        """Adjoint sums optimized before a bracket they contain was made read it now
+        (:func:`.sums.factor.nested_share`), if the result already computes it."""
         ctx = self.context
         graph = tensor_graph(tensors)
         live = {t.op for t in graph}

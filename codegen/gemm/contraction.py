@@ -118,9 +118,8 @@ class Contraction:
 
     @property
     def k_steps(self) -> int:
-        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or
-        fewer within a :attr:`band` (each tile of ``MR`` rows only over the ``k`` that its rows'
-        band reaches)."""
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or fewer within
+        a :attr:`band`."""
         tiles = -(-self.M // self.mr)
         if self.band is None:
             return tiles * self.K
@@ -163,9 +162,8 @@ _BOUNDS = {Op.LE: (1, 0), Op.LT: (1, -1), Op.GE: (-1, 0), Op.GT: (-1, -1)}
 
 
 def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
-    """The :class:`Band` that the conjuncts ``conds`` of side A's guard set: those of the form
-    ``kf <= m + c`` or ``kf >= m + c`` (integer, unit coefficients, no other variable) on
-    ``m`` and the first reduction axis ``kf``; ``None`` without one."""
+    """The :class:`Band` set by side A's conjuncts ``kf <= m + c`` or ``kf >= m + c`` (unit coefficients,
+    no other variable) on ``m`` and the first reduction axis ``kf``; else ``None``."""
     if not k:
         return None
     kf = k[0]

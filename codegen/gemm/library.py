@@ -52,8 +52,7 @@ from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loo
 
 class _Resident:
     """The pieces (:func:`piece_name`) linked into the JIT's resident engine
-    (:func:`.jit.engine.load_object`), for the life of the process: shared by every kernel, at
-    most one per piece and target."""
+    (:func:`.jit.engine.load_object`) for the life of the process, one per piece and target."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -179,9 +178,8 @@ def light(part) -> bool:
 
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:
-    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its full text:
-    the piece (dtype, MR, NR, target tag, part), the whole target, LLVM and
-    :func:`.gemm.version.version` (the source the library's code depends on)."""
+    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its text: the piece (dtype,
+    MR, NR, target tag, part), the target, LLVM and :func:`.gemm.version.version`."""
     piece = parse_symbol(symbol)
     if piece is None:
         raise ValueError(f"not a matrix-product library function: {symbol}")
@@ -267,9 +265,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 
 class MicroSteps:
-    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` tile of
-    accumulators: B's panel at ``bp`` (rows ``ldb`` apart if given, else ``nr``: packed),
-    packed on into ``dst`` if given, A's panel at ``ap``."""
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given, A's at ``ap``.
+    """
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
                  bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:

@@ -124,9 +124,8 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
 
 def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
                  limit: ir.Value | None = None) -> None:
-    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
-    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``, else
-    element by element."""
+    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store or
+    (``spill``) a whole one, whole with ``limit`` only if it ends by ``dst[limit]``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -280,9 +279,8 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
 # ---- the packing routines --------------------------------------------------------------------
 
 def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
-    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
-    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``,
-    3 ``krun`` of stride-2 runs, 4 ``orun`` of stride-2 runs."""
+    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in ``scratch``
+    (:func:`table_pointers`); ``what`` 1 adds ``krun``, 2 ``orun``, 3 and 4 their stride-2 runs."""
     fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
     side, bflat, o0, olen, k0, klen, scratch, what = fn.args
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
@@ -771,9 +769,9 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
 
 def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
                 vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run of the outer
-    positions, ``row[i] = src[at + 2 i]`` on the interval where the checked indices (step 0 or
-    2 along the run) are in range, zeros around it and past ``valid``."""
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run,
+    ``row[i] = src[at + 2 i]`` where the checked indices are in range, zeros around it and past ``valid``.
+    """
     steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
@@ -802,9 +800,8 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
 
 
 def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
-    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector of ``vw`` is the even lanes of
-    the loads at ``2 i`` and the odd lanes of the load at ``2 i + vw - 1``, so the last element
-    read is ``src[2 (i + vw - 1)]``, one the copy needs; the rest element by element."""
+    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector is the even lanes of the loads at ``2 i``
+    and ``2 i + vw - 1`` (nothing read past ``src[2 (i + vw - 1)]``); the rest element by element."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     i32 = ir.IntType(32)

@@ -82,9 +82,9 @@ class Packer:
             inner *= ax.extent
 
     def runs(self, axes, start: ir.Value, count: ir.Value, body) -> None:
-        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last
-        of ``axes``: digits decomposed once per run (all but the last stay bound in the body),
-        the last one runs from ``first`` for ``seglen`` steps, at offset ``pos``."""
+        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last of
+        ``axes``, the other digits bound once per run, the last from ``first`` for ``seglen`` steps at
+        offset ``pos``."""
         b, em = self.b, self.em
         last = axes[-1]
         pre = b.block
@@ -199,9 +199,8 @@ class Packer:
                 em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
-        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks of
-        the run go through ``bs`` x ``bs`` register transposes (``bs`` vector loads, one per
-        panel row, and ``bs`` vector stores along the panel); the rest element by element."""
+        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
+        ``bs`` x ``bs`` register transposes; the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)

@@ -32,9 +32,8 @@ MAX_GROWTH = 4.0  # the copy's size over the tensor's
 
 @dataclass(frozen=True, eq=False)
 class Padding:
-    """A side ``if_then_else(in_bounds(T[idx]), v, 0)`` and its padding per dimension, where
-    ``v`` is ``T[idx]`` or a pointwise expression of reads all at ``idx`` (``read`` is the first
-    of them): a ReLU-masked head ``if_then_else(Y[idx] >= 0, H[idx], 0)`` is copied masked."""
+    """A side ``if_then_else(in_bounds(T[idx]), v, 0)`` and its padding per dimension, ``v`` being
+    ``T[idx]`` or a pointwise expression of reads all at ``idx`` (``read`` the first)."""
 
     read: Expr
     lows: tuple[int, ...]
@@ -84,9 +83,8 @@ class Padding:
 
 
 def _pointwise_read(value: Expr) -> Expr | None:
-    """The first read of ``value`` when every read in it is at the same index of tensors of the
-    same shape and no variable appears outside those indices (so a copy can compute it at each
-    point), else ``None``."""
+    """The first read of ``value`` when every read in it is at one index of tensors of one shape and no
+    variable appears outside those indices, else ``None``."""
     reads = [n for n in walk(value) if n.op is Op.READ]
     if not reads or any(r.src != reads[0].src or r.arg.shape != reads[0].arg.shape for r in reads):
         return None
@@ -111,9 +109,8 @@ def _masked_copy(side: Expr) -> Padding | None:
 
 
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
-    """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is
-    not a read guarded by exactly its own bounds (or a masked pointwise value,
-    :func:`_masked_copy`), or needs no copy."""
+    """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is neither a
+    read guarded by exactly its bounds nor a masked pointwise value, or needs no copy."""
     if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
         return _masked_copy(side)
     cond, value = side.src[0], side.src[1]

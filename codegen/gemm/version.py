@@ -46,9 +46,8 @@ def _path(module: str, memo: dict[str, str | None]) -> str | None:
 
 
 def _find(module: str) -> str | None:
-    """The source file of a ``tensorad`` module (a package's ``__init__.py``), or ``None``.
-    Packages are found where the import system put them (an editable install maps
-    ``tensorad.codegen`` to a folder outside ``tensorad/``)."""
+    """The source file of a ``tensorad`` module (a package's ``__init__.py``) where the import system put
+    it, or ``None``."""
     parts = module.split(".")
     if parts[0] != "tensorad":
         return None
@@ -92,9 +91,8 @@ def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | Non
 
 
 def closure(root: str, read: Callable[[str], bytes | None] | None = None) -> dict[str, bytes]:
-    """The source of ``root`` and of every ``tensorad`` module it imports, transitively
-    (module name -> source bytes); ``read(path)`` gives a file's bytes when the caller has
-    read it already (else ``None``: read here)."""
+    """The source of ``root`` and of every ``tensorad`` module it imports, transitively (name -> bytes);
+    ``read(path)`` gives a file's bytes the caller read already, else ``None``."""
     sources: dict[str, bytes] = {}
     memo: dict[str, str | None] = {}  # module -> its file (or None)
     todo = [root]

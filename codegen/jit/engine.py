@@ -102,9 +102,8 @@ def _room_for_object(s: _JitState) -> None:
 
 
 class _Process:
-    """What the JIT keeps for the life of the process, each made once: the resident engine's
-    state (:func:`state`), one target machine per target the process names (bounded by those
-    targets), and the hash of the compiler's source (:func:`source_hash`)."""
+    """What the JIT keeps for the life of the process, each made once: the resident engine's state
+    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`)."""
 
     def __init__(self) -> None:
         self.state: _JitState | None = None
@@ -144,10 +143,6 @@ def state() -> _JitState:
                 engine = llvm.create_mcjit_compiler(empty, tm)
                 _PROCESS.state = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
     return _PROCESS.state
-
-
-def data_layout(target: Target | None = None) -> str:
-    return str(target_machine(target or host()).target_data)
 
 
 def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
@@ -202,9 +197,8 @@ def source_hash() -> str:
 
 
 def _source_stamp(paths: list[str]) -> str:
-    """What identifies the contents of ``paths`` without reading them, as Python's own bytecode
-    cache does and more strictly: each file's size, modification and change times and inode
-    (a write moves the change time, which no call can set back), and the toolchain."""
+    """What identifies the contents of ``paths`` without reading them: each file's size, modification and
+    change times and inode (no call can set a change time back), and the toolchain."""
     lines = [toolchain()]
     for path in paths:
         st = os.stat(path)
@@ -263,9 +257,8 @@ def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
 
 
 def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
-    """The light pipeline of hand-written vector code: stack slots to registers (SROA),
-    instruction combining and control-flow simplification -- what ``-O1`` did for the
-    library's packers, in a quarter of its time."""
+    """The light pipeline of hand-written vector code: SROA, instruction combining and control-flow
+    simplification."""
     pb = llvm.create_pass_builder(target_machine(target or host()),
                                   llvm.create_pipeline_tuning_options(speed_level=0))
     mpm = llvm.create_new_module_pass_manager()
@@ -494,9 +487,8 @@ def _new_engine(triple: str) -> llvm.ExecutionEngine:
 
 
 def _check_resolved(parts: list[bytes], resident: Callable[[str], int] | None = None) -> None:
-    """Raise unless every symbol ``parts`` use is defined by one of them or by the process
-    (or by ``resident``, the resident engine's lookup): the linker would bind it to address 0,
-    and a call would crash the process."""
+    """Raise unless every symbol ``parts`` use is defined by one of them, the process or ``resident`` (the
+    resident engine's lookup): the linker would bind it to address 0."""
     siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
     missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
                and not llvm.address_of_symbol(n) and not (resident and resident(n))]

@@ -51,16 +51,14 @@ _LOOK_SECONDS = 1.0
 
 
 def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
-    """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a
-    signal (LLVM aborted, or ran past ``cpu_limit`` CPU seconds, :data:`CPU_LIMIT_SECONDS`
-    unless given); a Python error of ``step`` is raised here."""
+    """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a signal (an abort,
+    or past ``cpu_limit``, default :data:`CPU_LIMIT_SECONDS`); ``step``'s Python error is raised here."""
     return start(step, cpu_limit).result()
 
 
 def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[bytes | None, float]]:
-    """Every step's :func:`in_child` result and the CPU seconds it took, the steps run in
-    forked children at most ``jobs`` at a time -- the next one started as soon as any finishes
-    (independent modules compiled on the cores a process may use)."""
+    """Every step's :func:`in_child` result and CPU seconds, the steps run in forked children at most
+    ``jobs`` at a time, the next started as soon as one finishes."""
     results: list[tuple[bytes | None, float]] = [(None, 0.0)] * len(steps)
     queue = list(enumerate(steps))[::-1]
     running: dict[int, tuple[int, Child]] = {}
@@ -275,9 +273,8 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process plus those of the children it has waited for -- the compile
-    children included, which ``time.process_time`` misses.  (Benchmarks and statistics time
-    compilation with this clock.)"""
+    """CPU seconds of this process plus those of the children it has waited for (the compile children,
+    which ``time.process_time`` misses)."""
     import time
 
     if resource is None:

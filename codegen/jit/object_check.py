@@ -65,9 +65,8 @@ _STB_GLOBAL = 1
 
 
 def undefined_symbols(obj: bytes) -> list[str]:
-    """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT
-    must resolve: libgomp, libc, the matrix-product library).  Weak ones may stay unresolved and
-    are left out; for Mach-O the list is empty (not read)."""
+    """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT must
+    resolve), weak ones left out; for Mach-O empty (not read)."""
     return [name for name, defined in _global_symbols(obj) if not defined]
 
 

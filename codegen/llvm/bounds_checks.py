@@ -35,9 +35,9 @@ I64 = ir.IntType(64)
 
 @dataclass(frozen=True)
 class Site:
-    """One checked access: ``kind`` is ``"read"`` or ``"write"``; ``index`` the printed indices.
-    A gather index (``kind="gather"``): ``tensor`` and ``shape`` are the gathered tensor and
-    the extent of its axis, ``index`` is ``(axis, printed index, tensor read, its ndim)``."""
+    """One checked access: ``kind`` ``"read"`` or ``"write"``, ``index`` the printed indices; for
+    ``kind="gather"``, ``tensor`` and ``shape`` the gathered tensor and axis extent, ``index``
+    ``(axis, printed index, tensor read, its ndim)``."""
 
     tensor: str
     kind: str
@@ -55,9 +55,8 @@ class Checks:
 
     def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],
              index_exprs: tuple, values: list[ir.Value]) -> None:
-        """Test ``values`` against ``shape``; on failure record the site and return (``ret void``).
-
-        Leaves ``b`` positioned in the block where the access may proceed."""
+        """Test ``values`` against ``shape``; on failure record the site and ``ret void``.  Leaves ``b``
+        in the block where the access may proceed."""
         if not shape:
             return
         site = len(self.sites)
@@ -81,9 +80,9 @@ class Checks:
 
     def emit_gather(self, b: ir.IRBuilder, record: ir.Value, node, value: ir.Value,
                     position: tuple[str, list[ir.Value]] | None) -> None:
-        """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent;
-        on failure record the value and ``position`` (the tensor the index was read from and
-        the coordinates of the element) and return.  Leaves ``b`` where the access may proceed."""
+        """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent; on failure
+        record it and ``position`` (where it was read from) and return.  Leaves ``b`` where the access may
+        proceed."""
         info = node.arg
         site = len(self.sites)
         src, coords = position if position is not None else ("", [])

@@ -53,9 +53,8 @@ VALUE_FLAGS = ("contract",)
 
 
 def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
-    """The nodes of an accumulator update that read one of its own ``accumulators``: the
-    reducer's combining operations (``acc + x`` in ``acc = acc + H[k] * (E[k] / s)``), the only
-    instructions that get ``reassoc``; the summand ``x`` itself keeps IEEE semantics."""
+    """The nodes of an accumulator update that read one of its ``accumulators``: the reducer's combining
+    operations, the only instructions given ``reassoc`` (the summand keeps IEEE semantics)."""
     out: set[Expr] = set(accumulators)
     for v in values:
         for n in walk(v):  # operands before users
@@ -427,9 +426,8 @@ class ModuleEmitter:
 
     # ---- the entry point ------------------------------------------------------------------
     def _glue(self, fn: ir.Function, steps=()) -> None:
-        """``optnone`` for a glue function (see :data:`GLUE_OPT_LIMIT`): always, unless it
-        fills a buffer with a non-zero value in a loop (one of ``steps``) in a program that is
-        not large."""
+        """``optnone`` for a glue function (:data:`GLUE_OPT_LIMIT`), unless it fills a buffer with a
+        non-zero value in a loop (one of ``steps``) in a program that is not large."""
         if self._large() or not any(_fills_in_a_loop(s) for s in steps):
             fn.attributes.add("noinline")
             fn.attributes.add("optnone")
@@ -621,9 +619,8 @@ class ModuleEmitter:
         return fn
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
-        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of
-        the buffer, each a whole number of the target's pages, so that threads neither share a
-        cache line nor fault in the same page."""
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of the
+        buffer, each a whole number of pages (no shared cache line or page fault)."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -132,9 +132,8 @@ def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
 
 
 class ScopedMemo:
-    """A memo table with nested scopes: what is added inside a scope is forgotten when it is
-    popped.  One dictionary plus an undo log per scope, so a lookup costs O(1) at any nesting
-    depth (a chain of dictionaries costs O(depth) per lookup: quadratic for deep nests)."""
+    """A memo table with nested scopes, what a scope adds forgotten when it is popped: one dictionary plus
+    an undo log per scope, O(1) lookups at any depth."""
 
     def __init__(self) -> None:
         self._table: dict = {}
@@ -169,9 +168,8 @@ _MISSING = object()
 
 
 class ExprEmitter:
-    """Emits expressions of one function body; ``env`` maps loop variables to ``i64`` values,
-    ``accs`` maps accumulator variables to their stack slots, ``pointer(tensor)`` gives the base
-    pointer of a tensor's buffer (and ``strides(tensor)`` its element strides)."""
+    """Emits expressions of one function body: ``env`` maps loop variables to ``i64`` values, ``accs``
+    accumulators to stack slots, ``pointer(tensor)`` a buffer's base (``strides(tensor)`` its strides)."""
 
     def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
                  fastmath: tuple[str, ...] = (), target=None) -> None:

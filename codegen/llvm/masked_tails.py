@@ -33,9 +33,9 @@ _LANED = ("float32", "float64", "int32", "int64")
 
 
 def masked_tail_width(loop: Loop, target: Target, strides_of) -> int | None:
-    """The width to ask of LLVM's vectorizer, with its tail folded into masked iterations, for
-    the innermost ``loop`` on ``target`` (``strides_of(tensor)``: a tensor's element strides),
-    or ``None`` where the rule in the module docstring does not hold."""
+    """The width to ask of LLVM's vectorizer, its tail folded into masked iterations, for the innermost
+    ``loop`` on ``target`` (``strides_of``: element strides), or ``None`` (the module docstring's rule).
+    """
     return short_row_width(loop, target, strides_of) if target.masked_memory else None
 
 
@@ -65,9 +65,8 @@ def short_row_width(loop: Loop, target: Target, strides_of) -> int | None:
 
 
 def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:
-    """The element stride along ``v`` of the address ``index`` into an array of ``strides``
-    (``None``: not linear in ``v``); an index that does not read ``v`` -- an outer digit
-    ``n // G`` -- adds nothing, and digits of one value are that value (a flattened read)."""
+    """The element stride along ``v`` of the address ``index`` into an array of ``strides`` (``None``: not
+    linear in ``v``), digits of one value taken as that value."""
     total = 0
     for idx, st in recombine_digits(index, strides):
         if v not in free_vars(idx):

@@ -143,9 +143,8 @@ class _Math:
         return self.call("copysign", x, sign)
 
     def clamp(self, x, lo: float, hi: float):
-        """``min(max(x, lo), hi)``, NaN passing through: ``x < lo ? lo : x`` is one x86
-        ``max`` that returns its second operand when either is NaN, so no caller needs a NaN
-        test of its own (``exp``'s was three of its forty instructions a vector)."""
+        """``min(max(x, lo), hi)``, NaN passing through: ``x < lo ? lo : x`` is one x86 ``max``, which
+        returns its second operand when either is NaN."""
         lo_c, hi_c = self.c(lo), self.c(hi)
         x = self.sel(self.cmp("<", x, lo_c), lo_c, x)
         return self.sel(self.cmp(">", x, hi_c), hi_c, x)
@@ -188,9 +187,8 @@ class _Math:
 
 
 def _exp_core(m: _Math, x, normal: bool = False):
-    """``exp`` of a non-NaN ``x`` (NaN is patched by the callers); ``normal``: the caller
-    knows ``x`` lies in ``[-80, 0]`` (float64: ``[-700, 0]``), where the result is a normal number:
-    no clamp, and one scaling by ``2^n``."""
+    """``exp`` of a non-NaN ``x`` (the callers patch NaN); ``normal``: ``x`` lies in ``[-80, 0]``
+    (float64: ``[-700, 0]``), so the result is normal: no clamp, one scaling."""
     k = _EXP[m.dtype]
     if not normal:
         x = m.clamp(x, k["lo"], k["hi"])  # past the range of finite, nonzero results
@@ -384,9 +382,8 @@ def _exp_dd(m: _Math, s, t):
 
 
 def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
-    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64: ``y
-    log|x|`` there errs by about ``|s| 2^-52`` (``|s| < 104`` before float32 overflows), some
-    1e-14 of the result, far under a float32 ulp -- no double-double (1.7x faster)."""
+    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64, whose
+    ``y log|x|`` errs far under a float32 ulp (no double-double)."""
     m = _Math(b, x.type)
     if m.dtype == "float32":
         dt = ir.DoubleType() if m.lanes is None else ir.VectorType(ir.DoubleType(), m.lanes)

@@ -27,9 +27,9 @@ _FLOAT_REDUCTIONS = frozenset({"fadd", "fmul"})
 
 
 def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: int | None = None) -> bool:
-    """True when the innermost loop whose body is ``body`` (entered with the induction
-    variable ``iv``; ``latch`` is the block that branches back; ``trips`` its trip count when
-    constant) can take a width hint.  ``slots`` are the function's accumulator ``alloca``s."""
+    """Whether the innermost loop of ``body`` (induction variable ``iv``, back branch in ``latch``,
+    ``trips`` its constant trip count) can take a width hint; ``slots``: the function's accumulator
+    ``alloca``s."""
     if body is not latch:
         return False
     slots = set(map(id, slots))

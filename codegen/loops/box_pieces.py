@@ -33,9 +33,8 @@ def _guards(body: Expr) -> list[Expr]:
 
 
 def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:
-    """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded
-    choices, each choice replaced by its branch where the piece decides it; ``None`` when there
-    is nothing to cut or the pieces would be more than :data:`MAX_PIECES`."""
+    """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded choices,
+    each decided in each piece; ``None`` when nothing is cut or past :data:`MAX_PIECES`."""
     sets: dict[Expr, isl.Set] = {}
     for n in _guards(body):
         try:

@@ -44,9 +44,8 @@ def vector_block(target: Target, dtype: str) -> int:
 
 
 def short_rows(extent: int, block: int) -> bool:
-    """Whether a contiguous inner loop of ``extent`` trips runs poorly on its own: not a whole
-    number of ``block``-element vector iterations, and fewer than :data:`SHORT_BLOCKS` of them
-    (7, 14, 28, 56 for float32 on AVX2 and AVX-512; not 64 on AVX2, whose block is 32)."""
+    """Whether a contiguous inner loop of ``extent`` trips runs poorly alone: not a whole number of
+    ``block``-element vector iterations, and fewer than :data:`SHORT_BLOCKS` of them."""
     return extent % block != 0 and extent < SHORT_BLOCKS * block
 
 
@@ -71,9 +70,8 @@ def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
 
 def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None, block: int
                    ) -> AxisSplit | None:
-    """``split`` (the digit split of :func:`.loops.stripmine.plan_split`, or ``None``) with ``op``'s
-    last two axes scanned as one variable when the module docstring's conditions hold, else
-    ``split`` unchanged."""
+    """``split`` (:func:`.loops.stripmine.plan_split`'s, or ``None``) with ``op``'s last two axes as one
+    variable when the module docstring's conditions hold."""
     if op.is_reduction or len(op.axes) < 2:
         return split
     a, b = op.axes[-2], op.axes[-1]

@@ -102,9 +102,8 @@ def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | N
 
 
 def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
-    """The loops ``v_0 .. v_{k-1}`` of the nest's perfect prefix and ``k``: every access of
-    ``buf`` in the nest has ``v_j`` as its index ``j`` and loop ``j`` runs over the whole axis
-    ``j`` (step 1), for ``j < k``."""
+    """The loops ``v_0 .. v_{k-1}`` of the nest's perfect prefix and ``k``: for ``j < k`` every access of
+    ``buf`` has index ``j`` ``v_j``, and loop ``j`` runs over the whole axis."""
     loops: list[Loop] = []
     stmts = nest.body
     while len(stmts) == 1 and isinstance(stmts[0], Loop) and len(loops) < len(buf.shape):

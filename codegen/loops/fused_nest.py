@@ -60,9 +60,8 @@ def _scanned(u, split) -> tuple | None:
 
 
 def _pointwise(u, tau, member, split=None) -> bool:
-    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits; its last
-    two perhaps as one), its prefix among them: each statement's schedule is ``axes +
-    (output index,)``."""
+    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them): each
+    statement's schedule is ``axes + (output index,)``."""
     axes = _scanned(u, split)
     return axes is not None and all(v in axes for v in tau) and all(
         tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
@@ -105,9 +104,8 @@ def shared_positions(members: list, alias: dict | None = None) -> list[int | Non
 
 
 def _loop_shape(tau, member) -> tuple | None:
-    """The loops a reduction member's statements run inside the prefix -- per statement with
-    a loop, in order, its schedule past the prefix, each variable by its range -- or ``None``
-    when none has a loop."""
+    """The loops a reduction member's statements run inside the prefix (per statement with a loop, its
+    schedule past the prefix, variables by range), or ``None``."""
     fixed = set(tau)
     looped = []
     for st in member:

@@ -36,9 +36,8 @@ _NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
 
 
 def _statement_map(s: PolyStmt, ndim: int, name: str | None = None) -> isl.Map:
-    """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain: each time dimension is an
-    isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text.
-    ``name`` tags it instead of the statement's own name; the variables are named by position."""
+    """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain, each time dimension an isl function of
+    its linear form, tagged ``name``, the variables named by position."""
     name = s.name if name is None else name
     space = IndexSpace(s.vars)
     times = [space.aff(t) if isinstance(t, Expr) else space.constant(t) for t in s.schedule]
@@ -74,9 +73,8 @@ def _loop_name(s: PolyStmt, d: int) -> str | None:
 
 def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap,
                ranges: list[tuple[int, int]] | None = None) -> list[tuple[str, int, int]]:
-    """Per time dimension: a default loop name and the range of values it takes (a loop takes
-    its name from the statements it runs, :meth:`AstConverter.loop`); ``ranges``: those
-    ranges, known already (:func:`_time_ranges`)."""
+    """Per time dimension, a default loop name and the range of its values (``ranges``: those known
+    already, :func:`_time_ranges`)."""
     ndim = max(len(s.schedule) for s in stmts)
     ranges = _time_ranges(umap, ndim) if ranges is None else ranges
     return [(next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t"), *ranges[d])
@@ -415,9 +413,8 @@ def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolySt
 
 
 def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
-    """``(i, (lo, hi))`` when ``s``'s first time dimension is its variable ``i``, mentioned by no
-    other time dimension, and its domain is ``[lo, hi)`` for that variable times a set of the
-    others (at least :data:`PEEL_MIN_TRIPS` values); else ``None``."""
+    """``(i, (lo, hi))`` when ``s``'s first time dimension is its variable ``i``, in no other, and its
+    domain is ``[lo, hi)`` (at least :data:`PEEL_MIN_TRIPS` values) times a set of the others."""
     if not s.schedule or not isinstance(s.schedule[0], Expr) or s.schedule[0].op is not Op.VAR:
         return None
     v = s.schedule[0]

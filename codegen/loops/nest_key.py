@@ -61,9 +61,8 @@ class _Speller(Speller):
 
 
 def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, list[Buffer]] | None:
-    """``(key, order)``: the nest's name-free key and its buffers in the order the key numbers
-    them (``buffer_of`` maps a tensor to the buffer it lives in); ``None`` for a nest the key
-    cannot spell (see the module docstring)."""
+    """``(key, order)``: the nest's name-free key and its buffers in the key's order (``buffer_of``: a
+    tensor's buffer); ``None`` for a nest the key cannot spell."""
     if "gemm" in nest.attrs:
         return None
     sp = _Speller(buffer_of)

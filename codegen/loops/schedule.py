@@ -209,9 +209,8 @@ HEAVY_WEIGHT = 4  # a vectorized exp costs about as much as 4 vector loads, stor
 
 
 def work_weight(exprs) -> int:
-    """How many plain innermost-body executions one execution of a body with ``exprs`` is
-    worth, for the parallel threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function
-    (a softmax row of exps is worth sharing long before a row of copies is)."""
+    """How many plain innermost-body executions one of a body with ``exprs`` is worth for the parallel
+    threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function."""
     heavy = sum(1 for e in exprs for n in walk(e) if n.op in HEAVY)
     return 1 + HEAVY_WEIGHT * min(heavy, 4)
 

@@ -90,8 +90,7 @@ def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
 
 class WorkCounter:
     """A block execution counts one innermost-body execution per distinct owner
-    (:func:`.program.owner_of`) of the counted statements it runs directly, so a fused nest
-    whose body stores several ops (:mod:`.loops.fused_nest`) counts each op's body once."""
+    (:func:`.program.owner_of`) of the counted statements it runs directly (:mod:`.loops.fused_nest`)."""
 
     def __init__(self) -> None:
         self._deps: dict[int, frozenset] = {}
@@ -255,9 +254,8 @@ def _has_loop(s) -> bool:
 
 
 def counted(s) -> bool:
-    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is;
-    one guarding loops (a scatter's rare case, its test hoisted out of them: ties of a max)
-    is one execution, the test's: what runs when it fails, the common case."""
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is; one guarding
+    loops is one execution, the test's."""
     if isinstance(s, If):
         return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
     return s.counted
@@ -269,9 +267,8 @@ def _vars(e: Expr) -> set:
 
 def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int,
                    bounds: tuple) -> int | None:
-    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``, with
-    ``bounds`` = ``t``'s (hi, lo) as :func:`_py_function`; ``None`` when a bound is not a
-    piecewise-affine function of ``v``."""
+    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m`` (``bounds``:
+    ``t``'s, as :func:`_py_function`); ``None`` when a bound is not piecewise affine in ``v``."""
     hi_at, lo_at = bounds
 
     def f(m: int) -> int:
@@ -341,9 +338,8 @@ _PY_BINARY = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
 
 
 def _py_function(e: Expr):
-    """``e`` as a Python function of a point (``{var: int}``): the expression is walked once,
-    then each evaluation is nested closure calls (the loop counter evaluates the same bounds
-    at many frontier points).  ``None`` when ``e`` is not integer arithmetic."""
+    """``e`` as a Python function of a point (``{var: int}``) made by one walk (evaluations are nested
+    closure calls), or ``None`` when ``e`` is not integer arithmetic."""
     def rule(node: Expr, *kids):
         op = node.op
         if any(k is None for k in kids):

@@ -28,9 +28,8 @@ def _copied(op: ComputeOp, body: Expr) -> ComputeOp | None:
 
 
 def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list[ComputeOp]:
-    """``ops`` with each elementwise temporary that an output copies whole replaced by that
-    output, placed where the temporary was; ``bodies`` is updated in place (the elided
-    temporaries' entries are dropped)."""
+    """``ops`` with each elementwise temporary that an output copies whole replaced by that output, in its
+    place; ``bodies`` is updated in place."""
     out_ops = {t.op for t in outputs}
     position = {op: k for k, op in enumerate(ops)}
     taken: dict[ComputeOp, ComputeOp] = {}  # temporary -> the output that computes it

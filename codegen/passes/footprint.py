@@ -80,9 +80,8 @@ class _Call:
         self.unions: dict[tuple, tuple] = {}  # (id(a), id(b)) -> (a, b, their union)
 
     def union(self, a: isl.Set, b: isl.Set) -> isl.Set:
-        """``a | b``, one set object per pair of set objects: a long chain's tensors each have
-        the same footprint from their readers' (shared) images, and one object is converted
-        to a guard once (``held``), not printed and converted per tensor."""
+        """``a | b``, one set object per pair of set objects, so that tensors sharing a footprint convert
+        it to a guard once (``held``)."""
         found = self.unions.get((id(a), id(b)))
         if found is None:
             found = self.unions[(id(a), id(b))] = (a, b, a.union(b))  # (a, b kept: ids not reused)
@@ -168,9 +167,8 @@ def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
 
 
 def count_points(s: isl.Set) -> int:
-    """The number of points of a bounded set: the product of its extents when it is a box (one
-    piece, no divisions, equal to the box of its bounds), else isl's count -- which walks the
-    points (0.1 s CPU for a 1.6-million-point box: a max pool gradient's footprint)."""
+    """The number of points of a bounded set: the product of its extents when it is a box, else isl's
+    count (which walks the points)."""
     if s.n_basic_set() == 1 and not s.get_basic_sets()[0].dim(isl.dim_type.div):
         n = s.dim(isl.dim_type.set)
         lo = [s.dim_min_val(d).to_python() for d in range(n)]

@@ -63,9 +63,8 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
 
 
 def _expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
-    """How many times a site reads each point of the operand's box: the ranges of its
-    entries' variables (narrowed by the index guards around the site, ``ranges``) over the
-    box's size (``None`` for a variable without a range)."""
+    """How many times a site reads each point of the operand's box: the ranges of its entries' variables
+    (narrowed, ``ranges``) over the box's size; ``None`` for a variable without a range."""
     points = 1
     for v in {v for e in entries for v in free_vars(e)}:
         lo, hi = ranges.get(v, (v.arg.lo, v.arg.hi))
@@ -80,9 +79,8 @@ _NEGATE = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT}
 
 
 def _narrowed(cond: Expr, ranges: dict, negate: bool = False) -> dict:
-    """``ranges`` (variable -> ``(lo, hi)``) narrowed by what ``cond`` (or its negation) says
-    of single variables: the conjuncts ``v < c``, ``c <= v``, ``v == c`` and the like; any
-    other conjunct says nothing here (the ranges stay an over-estimate)."""
+    """``ranges`` (variable -> ``(lo, hi)``) narrowed by what ``cond`` (or its negation) says of single
+    variables (``v < c``, ``c <= v``, ``v == c``); an over-estimate."""
     if not negate and cond.op is Op.AND:
         return _narrowed(cond.src[1], _narrowed(cond.src[0], ranges))
     op, (a, b) = cond.op, cond.src if len(cond.src) == 2 else (None, None)
@@ -124,9 +122,8 @@ def _sites(root: Expr, skip: set) -> list[tuple[Expr, Tensor, tuple[Expr, ...], 
 
 def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
                             check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
-    """``ops`` with a new elementwise op for each operand worth computing once, placed after
-    the ops it reads and before its first reader, whose ``bodies`` read it instead (updated
-    in place).  ``check(op, bodies)`` proves a new op's reads in bounds over its whole box."""
+    """``ops`` with a new elementwise op per operand worth computing once, before its first reader, whose
+    ``bodies`` read it (in place); ``check(op, bodies)`` proves its reads in bounds."""
     whole = {bodies[op][0] for op in ops if len(bodies[op]) == 1 and not op.is_reduction}
     # canonical body -> (its new op, the sites reading it: (op, node, entries, expansion))
     groups: dict[Expr, tuple[ComputeOp, list]] = {}

@@ -31,9 +31,8 @@ def data_dependent(c: Expr) -> bool:
 
 
 def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
-    """Small, none of the ``costly`` ops, and no gather index checked at run time
-    (``mode="raise"``): the bounds proof took that index as in range, which only the branch's
-    guard may make true (``if_then_else(L[r] != -100, X[r, L[r]], 0)``)."""
+    """Small, none of the ``costly`` ops, and no checked gather index (the bounds proof took it as in
+    range, which only the branch's guard may make true)."""
     count = 0
     for n in walk(e):
         count += 1

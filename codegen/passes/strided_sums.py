@@ -25,9 +25,8 @@ from ..loops.stripmine import simplify_index
 
 
 def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
-    """``(k, m, k0)`` when ``c`` is ``(a k + c0) % m == r`` (either side) with ``k`` one of
-    ``axes``, ``a = +-1``, constants ``m > 1`` and ``0 <= r < m``: ``c`` holds iff
-    ``k % m == k0``."""
+    """``(k, m, k0)`` when ``c`` is ``(a k + c0) % m == r`` with ``k`` one of ``axes``, ``a = +-1``,
+    ``m > 1`` and ``0 <= r < m``: ``c`` holds iff ``k % m == k0``."""
     if c.op is not Op.EQ:
         return None
     lhs, rhs = c.src

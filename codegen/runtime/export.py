@@ -49,9 +49,8 @@ class ExportError(RuntimeError):
 
 
 class LoadError(ExportError):
-    """``ta.load`` refused a library: it is not the one its ``.json`` describes (truncated,
-    damaged, replaced), it was compiled for a CPU with features this host lacks, or its ``.json``
-    predates the checks.  The message names the file and what is wrong."""
+    """``ta.load`` refused a library: not the one its ``.json`` describes, compiled for CPU features this
+    host lacks, or described by an old ``.json``; the message says which."""
 
 
 # ---- export -----------------------------------------------------------------------------------
@@ -94,9 +93,8 @@ def _header(fn: str, specs: dict) -> str:
 
 
 def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
-    """The C entry point: the argument array, and each temporary on a cache line of the kernel's
-    target (``line``, as :class:`.runtime.kernel.Kernel` places them: threads that split a buffer own
-    whole lines; the code itself assumes only its elements' alignment)."""
+    """The C entry point: the argument array, and each temporary on a cache line of the target (``line``),
+    as :class:`.runtime.kernel.Kernel` places them."""
     n_io = len(specs["inputs"]) + len(specs["outputs"])
     n_all = n_io + len(specs["temps"])
     args = [f"a{k}" for k in range(n_io)]
@@ -185,9 +183,8 @@ def _target_record(target: Target) -> dict[str, Any]:
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic on POSIX:
-    an existing file, perhaps mapped by a process that loaded it, is never rewritten).  ``mode``
-    is masked by the umask, as for a file a compiler or ``open`` creates."""
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (an existing file is never
+    rewritten); ``mode`` is masked by the umask."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

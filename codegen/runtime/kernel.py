@@ -137,9 +137,8 @@ def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
 
 @dataclass(frozen=True)
 class Signature:
-    """What a call of a kernel needs besides its code: the inputs and outputs (name, shape,
-    NumPy dtype), the temporaries (shape, dtype) in the order of the code's arguments, and the
-    work count.  A kernel read from the cache has it from the entry, without lowering."""
+    """What a call of a kernel needs besides its code: inputs and outputs (name, shape, dtype),
+    temporaries (shape, dtype) in argument order, and the work."""
 
     inputs: tuple
     outputs: tuple
@@ -181,9 +180,8 @@ class Kernel:
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:
-        """``lowered``: the loop program, or a function returning it (a kernel read from the
-        cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
-        (default: those of ``lowered``); ``origin``: how ``ta.build`` obtained the code."""
+        """``lowered``: the loop program or a function returning it (lowered on demand); ``signature``:
+        the arguments (default: ``lowered``'s); ``origin``: how ``ta.build`` obtained the code."""
         # how ``ta.build`` obtained this kernel's code: ``"compiled"``, ``"disk"`` or ``"memory"``;
         # ``None`` for a loaded or unpickled kernel
         self.origin = origin

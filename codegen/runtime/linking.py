@@ -1,6 +1,5 @@
-"""Linking a kernel's object code: the library pieces it calls first, then its own code in an
-engine of its own (:func:`.jit.engine.link_object`), giving the :class:`.runtime.compiled.Compiled`
-that owns it."""
+"""Linking a kernel's object code: the library pieces it calls first, then its own code in an engine of
+its own (:func:`.jit.engine.link_object`), owned by a :class:`.runtime.compiled.Compiled`."""
 
 from __future__ import annotations
 

@@ -376,9 +376,8 @@ def ir_text() -> str:
 
 
 def start() -> Pool:
-    """Compile and link the runtime module (once per process, :mod:`.runtime.threads` holds the pool)
-    and create its thread-number key.  The JIT resolves the kernels' ``GOMP_*``/``omp_*``
-    calls to it afterwards."""
+    """Compile and link the runtime module (once per process) and create its thread-number key; the JIT
+    then resolves the kernels' ``GOMP_*``/``omp_*`` calls to it."""
     from ..jit import disk_cache as diskcache
     from ..jit import engine as jit
 

@@ -40,9 +40,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
 
 
 class EpilogueFusion:
-    """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): no temporary,
-    no second pass.  The reduction must be the consumer's only at-point read of it, read by
-    nothing else, not an output, one plain nest writing its whole box."""
+    """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
+    reduction is read only by it, at its point, is not an output, and is one plain nest over its box."""
 
     name = "epilogue"
 

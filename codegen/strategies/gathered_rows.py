@@ -30,9 +30,8 @@ def _guarded_reads(e: Expr) -> set[Expr]:
 
 
 def gather_rows(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(copies, product)``: one copy op per read of ``body`` (a sum) that goes through a
-    checked gather index, and ``op`` reading those copies instead; ``None`` when there is no
-    such read or one may not be evaluated everywhere (see the module docstring)."""
+    """``(copies, product)``: a copy op per read of ``body`` (a sum) through a checked gather index, and
+    ``op`` reading the copies; ``None`` when there is none or one may not run everywhere."""
     if body.op is not Op.REDUCE or body.src[0] is not TRUE:
         return None
     gathered = [n for n in walk(body) if n.op is Op.READ and any(_checked(i) for i in n.src)]

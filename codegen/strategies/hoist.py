@@ -61,9 +61,8 @@ def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
 
 
 def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Expr, int]:
-    """Each node of ``body``: the ``bit`` of every variable of ``bit`` its subtree uses, with
-    ``heavy`` when it holds a :data:`.loops.schedule.HEAVY` function and ``reduce`` a reduction (a
-    reduction-free subtree's variables are its free variables)."""
+    """Each node of ``body``: the ``bit`` of every variable its subtree uses, with ``heavy`` for a
+    :data:`.loops.schedule.HEAVY` function and ``reduce`` for a reduction."""
     masks: dict[Expr, int] = {}
     for n in walk(body):
         op = n.op
@@ -75,9 +74,8 @@ def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Ex
 
 
 def hoist_invariants(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(temporaries, op')``: one op per subexpression of ``body`` (``op``'s one elementwise
-    body) that :func:`_candidates` takes, over the axes it uses, and ``op`` reading them; ``None``
-    when there is none (see the module docstring)."""
+    """``(temporaries, op')``: an op per subexpression :func:`_candidates` takes from ``body``, over its
+    axes, and ``op`` reading them; ``None`` when there is none."""
     if op.is_reduction or op.num_outputs != 1 or not op.axes \
             or any(a.lo != 0 or a.extent < 1 for a in op.axes):
         return None

@@ -132,9 +132,8 @@ def _piece(op: ComputeOp, body: Expr, moduli: dict, r_of: dict) -> ComputeOp:
 
 
 def _tighten(axes: list[Expr], red: Expr) -> Expr:
-    """``red`` with each reduction axis narrowed to where its condition can hold (a residue
-    class of a stride-2 gradient meets 1 or 2 of 3 kernel taps per axis: the piece's matrix
-    product is then as long as its real sum, not the whole kernel)."""
+    """``red`` with each reduction axis narrowed to where its condition can hold, so that a residue
+    class's product is as long as its real sum."""
     ra: ReduceArg = red.arg
     space = IndexSpace(tuple(axes) + tuple(ra.axes))
     dom = space.box().intersect(space.cond(red.src[0], exact=False))  # a superset: safe bounds

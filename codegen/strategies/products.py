@@ -103,9 +103,8 @@ class MicroKernel:
 
 
 class PaddedMicroKernel:
-    """The micro-kernel reading zero-padded copies of its range-guarded sides
-    (:mod:`.gemm.padding`), made per chunk of the batch when a whole copy would outgrow the
-    kernel's arguments."""
+    """The micro-kernel reading zero-padded copies of its range-guarded sides (:mod:`.gemm.padding`), per
+    chunk of the batch where a whole copy would outgrow the arguments."""
 
     name = "padded"
 
@@ -186,9 +185,8 @@ class Parity:
 
 
 class TermSplit:
-    """A sum reduction of several terms, each a product, that is no product itself (a Gram
-    matrix's gradient ``sum_j H[i, j] F[j, k] + H[j, i] F[j, k]``): one product per term, then
-    the pass adding them (:mod:`.strategies.term_split`); under fast math only (the sum reassociates)."""
+    """A sum of terms that are products, and no product itself: one product per term, then the adding pass
+    (:mod:`.strategies.term_split`); fast math only."""
 
     name = "split-terms"
 
@@ -258,9 +256,8 @@ class ParityLoops:
 
 
 class GatheredRows:
-    """A product reading rows through a checked gather index (``E[I[i], k] * W[k, j]``, which
-    the packers cannot check): the rows copied once (:mod:`.strategies.gathered_rows`), then a plain
-    product."""
+    """A product reading rows through a checked gather index: the rows copied once
+    (:mod:`.strategies.gathered_rows`), then a plain product."""
 
     name = "gathered"
 

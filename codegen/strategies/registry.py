@@ -216,9 +216,8 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
 
 
 def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
-    """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
-    (a strided sum unrolled, then its loop-invariant factor hoisted), and the
-    readers name the first op, so the last must store into its buffer."""
+    """Each op's alias followed to its end: a plan may rewrite an op an outer plan made, and the readers
+    name the first op, so the last stores into its buffer."""
     out = {}
     for op, target in alias.items():
         seen = {op}

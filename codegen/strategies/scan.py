@@ -49,16 +49,14 @@ class ScanSpec:
 
 
 def any_order(combiner) -> bool:
-    """Whether a scan of ``combiner`` may combine its terms in another order than the plain
-    loop's (under fast math): one value, a built-in kind (:data:`COMBINERS`).  Any other
-    combiner is scanned only in the plain loop's order (the module docstring)."""
+    """Whether a scan of ``combiner`` may combine its terms out of the plain loop's order (under fast
+    math): one value of a built-in kind (:data:`COMBINERS`)."""
     return combiner.arity == 1 and combiner.kind in COMBINERS
 
 
 def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
-    """The cheapest scan of ``info`` (fewest updates), when one carries terms; else ``None``.
-    ``ordered``: only a scan that combines in the plain loop's order (``fastmath=False``, and
-    always for a combiner that is not :func:`any_order`)."""
+    """The cheapest scan of ``info`` (fewest updates) that carries terms, else ``None``; ``ordered``: only
+    one in the plain loop's order."""
     comb = info.combiner
     if not info.outer or not info.raxes or info.epilogue is not None:
         return None
@@ -83,9 +81,8 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
 
 
 def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer, ...] | None:
-    """The buffers a scan of ``info`` carries its values in, one per value of its combiner
-    (``outputs`` by value index), when each value has one of its accumulator's dtype; else
-    ``None`` (a value computed in no buffer cannot be carried)."""
+    """The buffers a scan of ``info`` carries its values in, one per combiner value (``outputs`` by value
+    index) of its accumulator's dtype; else ``None``."""
     dtypes = info.combiner.dtypes
     if len(outputs) != len(dtypes) or any(b is None or b.dtype != d for b, d in zip(outputs, dtypes)):
         return None

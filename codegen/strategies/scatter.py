@@ -63,9 +63,8 @@ def _gathers(e: Expr) -> bool:
 
 
 def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
-    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient
-    in the linear form of ``lhs - rhs`` is 1 or -1 and no other atom mentions it (``q // 3 ==
-    a - 2 * y`` gives ``a == 2 * y + q // 3``); else ``None``."""
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient in
+    ``lhs - rhs`` is +-1 and no other atom mentions it; else ``None``."""
     if not dt.is_int(lhs.dtype):
         return None
     g = solve_for(to_linear(lhs) - to_linear(rhs), a)
@@ -136,9 +135,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
 
 
 def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
-    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``
-    (``X.grad[j] = pad.grad[j + 1]``): targets moved by ``-offsets``, and only those inside
-    ``shape`` (the rest would land in what the reader never reads: padding)."""
+    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``: targets moved by
+    ``-offsets``, only those inside ``shape`` kept."""
     target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
     cond = spec.cond
     for t, n in zip(target, shape):
@@ -246,9 +244,8 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
 
 
 def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
-    """The statements scheduled to share their first ``c`` loops (``c`` >= 1: the longest
-    prefix of loop variables with equal ranges in all of them), statement ``k`` after
-    statement ``k - 1`` inside; ``None`` when they share none."""
+    """The statements scheduled to share their first ``c >= 1`` loops (equal ranges in all), statement
+    ``k`` after ``k - 1`` inside; ``None`` when they share none."""
     c = 0
     while all(len(st.vars) > c for st in stmts) and len({(v.arg.lo, v.arg.hi) for v in
                                                          (st.vars[c] for st in stmts)}) == 1:
@@ -376,9 +373,8 @@ def _zero(e: Expr) -> bool:
 
 
 class ScatterSum:
-    """A sum of scatter-adds read at shifted points (an adjoint's terms, ``X.grad[j] =
-    R1[j + 1] + R2[j + 1]``: a max pool's winners and its ties, through the padding) as
-    scatter-adds straight into the sum's buffer: one fill, no temporaries, no adding pass."""
+    """A sum of scatter-adds read at shifted points (``X.grad[j] = R1[j + 1] + R2[j + 1]``) as
+    scatter-adds straight into the sum's buffer: one fill, no temporaries."""
 
     name = "scatter-sum"
 

@@ -70,9 +70,8 @@ def _sum_of(n: int, dtype: str) -> CommReducer:
 
 
 def _shifts(body: Expr, moving: set, by: set, unit: bool = False) -> set:
-    """The variables of ``by`` that some read index of ``body``'s source adds (as a term of
-    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving`` (of
-    coefficient +-1 with ``unit``: a window that slides by one point, not a pooling stride)."""
+    """The variables of ``by`` that some read index of ``body``'s source adds (any coefficient) to a
+    variable of ``moving`` (of coefficient +-1 with ``unit``)."""
     found = set()
     for n in walk(body.src[1]):
         if n.op is not Op.READ:
@@ -299,9 +298,9 @@ class _Taps(ABC):
 
 
 class TapAccumulators(_Taps):
-    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
-    convolution's weight gradient) as one stream over the taps' common interior with one vector
-    accumulator per tap, its border, and a gather (:func:`.strategies.stencil.split_taps`)."""
+    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps'
+    interior with a vector accumulator per tap, its border, and a gather
+    (:func:`.strategies.stencil.split_taps`)."""
 
     name = "taps"
 
@@ -334,9 +333,8 @@ class TapStencil(_Taps):
         return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
 
     def cost(self, cand, ctx):
-        """The plain loops of the unrolled op (for a sum over channels around the taps, in
-        the better of its two loop orders), plus a load per point for each loop-invariant
-        factor past the registers (:data:`RESERVED_REGISTERS` kept for the stream)."""
+        """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
+        load per point per invariant factor past the registers."""
         unrolled = cand.data
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)

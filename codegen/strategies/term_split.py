@@ -19,9 +19,8 @@ MAX_TERMS = 4  # more terms: more passes over the output than one loop nest save
 
 
 def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
-    """``e`` as ``sum sign * term`` over its additions and subtractions (each term with its
-    sign, left to right); past ``limit`` terms, the first ``limit + 1`` (no deeper walk: a long
-    chain's sums are thousands deep)."""
+    """``e`` as ``sum sign * term`` over its additions and subtractions, left to right; past ``limit``
+    terms, the first ``limit + 1``."""
     out: list[tuple[int, Expr]] = []
     stack = [(1, e)]
     while stack and len(out) <= limit:
@@ -35,9 +34,8 @@ def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
 
 
 def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(parts, total)``: one reduction per term of ``op``'s summand (its condition and axes),
-    over fresh output axes, and the op adding them with their signs (``op``'s values; its buffer
-    is ``op``'s); ``None`` when ``body`` is not a sum reduction of 2 to ``MAX_TERMS`` terms."""
+    """``(parts, total)``: one reduction per term of ``op``'s summand over fresh axes, and the op adding
+    them (``op``'s buffer); ``None`` unless 2 to ``MAX_TERMS`` terms."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
             or any(a.lo != 0 for a in op.axes):
         return None

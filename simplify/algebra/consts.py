@@ -141,9 +141,8 @@ INEXACT = frozenset({Op.POW, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS
 
 
 def _exact_case(node: Expr) -> bool:
-    """``node`` (an INEXACT op over constants) has an exactly defined value: ``x ** 0``,
-    ``1 ** y``, or one of ``exp``/``log``/``tanh``/``sigmoid``/``sin``/``cos``/``erf`` at the
-    point where it is 0, 1 or 1/2."""
+    """``node`` (an INEXACT op over constants) has an exact value: ``x ** 0``, ``1 ** y``, or
+    ``exp``/``log``/``tanh``/``sigmoid``/``sin``/``cos``/``erf`` where it is 0, 1 or 1/2."""
     args = [float(s.arg) for s in node.src]
     if node.op is Op.POW:
         return args[1] == 0.0 or args[0] == 1.0

@@ -63,9 +63,8 @@ def _union(a: Bound, b: Bound) -> Bound:
 
 
 def linear_bounds(f: Linear, atom: Callable[[Expr], Bound]) -> Bound:
-    """Exact bounds of ``c0 + sum(k * atom)`` given each atom's bounds: every atom occurs once
-    in a form (coefficients collected), so the box of the atoms' ranges gives the form's
-    extremes -- ``i - i + 3`` is ``[3, 3]`` where interval arithmetic on the tree would widen."""
+    """Exact bounds of ``c0 + sum(k * atom)`` from each atom's bounds: every atom occurs once in a form,
+    so ``i - i + 3`` is ``[3, 3]``."""
     lo = hi = f.const
     for a, k in f.terms:
         a_lo, a_hi = atom(a)

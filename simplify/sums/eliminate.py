@@ -148,16 +148,14 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
 
 
 def _gathers_data(e: Expr) -> bool:
-    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque
-    index of a plain variable (a max gradient's window point ``data_index(t)``, kept opaque
-    so that its sum stays a scatter) is no gather to substitute into a read."""
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque index of a
+    plain variable is no gather to substitute into a read."""
     return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
 
 
 def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
-    """Whether a sum without conditions over ``rvars`` keeps them as they are: every range
-    nonempty (a box, no point missing) and every reduction variable's at least two points
-    (none determined) -- the plan isl would make is the identity, asked of it for nothing."""
+    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has two or more
+    points): isl's plan would be the identity."""
     return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
         and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
 

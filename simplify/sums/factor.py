@@ -514,9 +514,8 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
 
 
 def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
-    """``outputs`` with every nested bracket read exactly once folded back into the sum that
-    reads it: ``sum_O c [sum_I f]`` is ``sum_{O, I} c f`` again (the work of one pass, where
-    the nest costs a pass and a small sum) unless another sum shares the bracket."""
+    """``outputs`` with every nested bracket read exactly once folded back into its sum
+    (``sum_O c [sum_I f]`` is ``sum_{O, I} c f``), unless another sum shares it."""
     from tensorad.ir.rewrite import replace_reads
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
@@ -596,9 +595,8 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
-    """``outputs`` with the ops in ``bodies`` given those bodies (which read the original ops),
-    every reader rebuilt to read the new ones: producers first, by a depth-first walk of the
-    new reads (no recursion)."""
+    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt to read the new
+    ones, producers first (no recursion)."""
     from tensorad.ir.rewrite import reads, replace_reads
 
     def deps(op: ComputeOp) -> list[Tensor]:

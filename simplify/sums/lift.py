@@ -103,9 +103,8 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
 
 def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
               ctx=None) -> Expr:
-    """One sum (no split): lift, plan, apply -- and again when eliminating variables made a
-    conjunct left beside the data tests affine (:func:`_turned_affine`).  A round follows only
-    a round that eliminated a variable: there are at most as many as reduction variables."""
+    """One sum (no split): lift, plan, apply, again while eliminating variables made a residual conjunct
+    affine (:func:`_turned_affine`; at most one round per variable)."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)

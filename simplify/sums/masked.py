@@ -142,9 +142,8 @@ def _counted(parts: _Parts) -> bool:
 
 
 def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
-    """``red`` (a float sum over ``axes`` whose summand is ``coef * mask``) with the mask's
-    invariant conjuncts and coefficient moved out (the module docstring), or ``None`` when
-    nothing moves or the new sums would not be cheaper."""
+    """``red`` (a float sum over ``axes`` of ``coef * mask``) with the mask's invariant conjuncts and
+    coefficient moved out, or ``None`` when nothing moves or it is no cheaper."""
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or not dt.is_float(red.dtype):
         return None

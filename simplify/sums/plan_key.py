@@ -34,9 +34,8 @@ class _PositionSpeller(Speller):
 
 
 def shape_key(variables: Sequence[Expr], affine: Sequence[Expr]) -> tuple | None:
-    """A key equal for two questions that differ by a renaming of ``variables`` which keeps
-    positions, names, ranges and relative creation order; None where the conditions use a
-    node this spelling does not cover (a read, a sum, a variable not among ``variables``)."""
+    """A key equal for two questions that differ by a renaming of ``variables`` keeping positions, names,
+    ranges and creation order; None where a node is not covered."""
     sp = _PositionSpeller(variables)
     if len(sp.pos) != len(variables):
         return None

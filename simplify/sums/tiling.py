@@ -19,9 +19,8 @@ from .split import group_terms
 
 
 def tiles_box(axes: Sequence[Expr], body: Expr, ctx=None) -> bool:
-    """Whether ``body`` is a sum of 2+ groups of terms whose affine nonzeroness conditions
-    over ``axes`` are pairwise disjoint, none the whole box, and together cover the box, each
-    condition a conjunction of tests of one axis each."""
+    """Whether ``body`` is a sum of 2+ groups of terms whose affine nonzeroness conditions over ``axes``
+    (each testing one axis at a time) partition the box."""
     groups = group_terms(body, ctx)
     if groups is None or not axes:
         return False

@@ -299,9 +299,8 @@ class _Builder:
         return assume(e, self.facts, self.ctx) if self.facts else e
 
     def _canonical_atom(self, e: Expr) -> Expr:
-        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number),
-        simplified under the enclosing sums' conditions -- ``exp(scaled[i, j] - m[i])`` and
-        ``exp(scores[i, j] / 8 - m[i])`` are one atom when ``scaled = scores / 8``."""
+        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number) and
+        simplified under the enclosing sums' conditions."""
         def inline(node: Expr) -> Expr | None:
             t = node.arg
             if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:
@@ -536,9 +535,8 @@ class _Builder:
         return x.op is Op.REDUCE and len(x.src) == 2 and x.arg.combiner.kind == "sum"
 
     def _sum_atom(self, vs: list[Expr], conds: list[Expr], m: Mono, e: Expr) -> Expr:
-        """``[sum over vs where conds of m]``, its variables named by position, range and
-        level (one more than the highest level named inside): equal sums are one atom, and a
-        sum inside never binds a name that an enclosing one renames its variables to."""
+        """``[sum over vs where conds of m]``, its variables named by position, range and level (above the
+        highest named inside): equal sums are one atom, no name captured."""
         named = self.shared.levels
         level = 1 + max((named.get(y, 0) for x, _ in m for y in self.shared.variables(x)), default=0)
         names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]

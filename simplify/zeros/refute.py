@@ -244,9 +244,8 @@ _ATTEMPTS = ((0, "shared"), (0, "near"), (1, "anywhere"))
 
 
 class Refuter:
-    """The random models of one optimizer call (see the module docstring) and its counts:
-    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up`` and the
-    ``steps`` (node evaluations) they took."""
+    """The random models of one optimizer call (the module docstring) and its counts: ``tried``,
+    ``refuted``, ``zero``, ``gave up`` and the ``steps`` taken."""
 
     def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
         self.models = (_Model(seed, False), _Model(seed + 1_000_003, True))

@@ -578,9 +578,8 @@ class AdjointBuilder:
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
-        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, counted
-        from the factors' bits that the zero test of :meth:`contributions` reads too (a factor
-        0 in one rounding only, ``a * a + c`` fused or not, is 0 on both sides or on neither)."""
+        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, from the factors'
+        bits that :meth:`contributions`' zero test reads too."""
         found = self._prods.get(op)
         if found is not None:
             return found

@@ -151,9 +151,8 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
 
 
 def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
-    """``a`` where ``x`` beats ``y`` (:func:`beats`, a ``max``/``min`` of ``kind``), ``b``
-    where ``y`` beats ``x``, ``a + b`` at a tie: the combining rule of a tie count (reverse
-    mode's even split) and of a tangent sum (forward mode's mean)."""
+    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie:
+    how tie counts and tangent sums combine."""
     return choice(Op.SELECT, beats(kind, x, y), a, choice(Op.SELECT, beats(kind, y, x), b, a + b))
 
 

@@ -14,9 +14,8 @@ from ..ir.rewrite import rewrite, walk_along
 
 
 def unguarded_reads(source: Expr) -> set[Expr]:
-    """The reads of ``source`` evaluated at every point (not only in a branch of an
-    ``if_then_else``, nor only where a reduction's ``where`` holds): those whose gather
-    indices may be checked wherever the term runs."""
+    """The reads of ``source`` evaluated at every point (in no ``if_then_else`` branch nor ``where``):
+    those whose gather indices may stay checked."""
     def evaluated(node: Expr) -> tuple[Expr, ...]:
         lazy = node.op is Op.IF_THEN_ELSE or node.op is Op.REDUCE and node.src[0] is not TRUE
         return node.src[:1] if lazy else node.src

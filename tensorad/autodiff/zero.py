@@ -112,9 +112,8 @@ def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
 
 
 def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tangent:
-    """Linear ``f`` (a product or quotient by the chain rule's next factor) applied below the
-    selects, negations and sums of ``a`` that lead to a gate, and inside the gates: every
-    strong zero of ``a`` stays 0 whatever ``f`` multiplies it by."""
+    """Linear ``f`` (a product or quotient by the next factor) applied below the selects, negations and
+    sums of ``a`` that lead to a gate, and inside the gates."""
     if zero_branch(a) is not None:
         return _inside_gates(a, lambda x: _push(x, f, depth))
     if depth == 0 or not _holds_gate(a, depth):
@@ -129,9 +128,8 @@ def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tan
 
 
 def mul(a: Tangent, b: Tangent) -> Tangent:
-    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and the zero
-    branches of a select factor stay strong zeros (the product goes inside the select, and
-    below the selects, negations and sums that lead to one)."""
+    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and a select factor's zero
+    branches stay strong zeros (:func:`_push`)."""
     if a is ZERO or b is ZERO:
         return ZERO
     if _holds_gate(a):

@@ -221,9 +221,8 @@ batching.primitive_batchers[call_p] = _batch_rule
 
 # ---- the user's function: first order with residuals -----------------------------------------
 class _Level:
-    """The first-order forms of a function for one set of differentiated inputs: the forward
-    that also computes the saved values, the tangent program, and the backward that reads the
-    saved values (operands after the free ones)."""
+    """The first-order forms of a function for one set of differentiated inputs: the forward that also
+    computes the saved values, the tangent program, and the backward reading them."""
 
     def __init__(self, base: Program, fn: Function, mask: tuple[bool, ...]) -> None:
         self.fn, self.mask = fn, mask

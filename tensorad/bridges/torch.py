@@ -278,9 +278,8 @@ _forward.register_autograd(_backward_formula, setup_context=_setup_context)
 
 
 class _Apply(torch.autograd.Function):
-    """The same formula as an ``autograd.Function`` with ``setup_context``: the form that
-    ``torch.func`` transforms accept (a custom op's own autograd is not).  Its first argument is
-    the operator pair."""
+    """The same formula as an ``autograd.Function`` with ``setup_context``, the form ``torch.func``
+    transforms accept; its first argument is the operator pair."""
 
     @staticmethod
     def forward(op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -381,9 +380,8 @@ class TorchOp:
 
 @torch._dynamo.assume_constant_result
 def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: tuple[bool, ...]) -> int:
-    """The key of the operator pair for a signature and the inputs needing gradients, found
-    (or made) in Python while ``torch.compile`` traces a call; the compiled graph holds the key.
-    The pair lives as long as the signature stays in ``op``'s cache."""
+    """The key of the operator pair for a signature and the inputs needing gradients, found or made while
+    ``torch.compile`` traces; it lives while the signature stays cached."""
     function = op.function(key, static)
     return function.operator([requires[k] for k in function._wrt_pos]).key
 

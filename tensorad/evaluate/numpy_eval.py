@@ -492,9 +492,8 @@ def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) ->
 
 
 def _widest_reduction(bodies: Sequence[Expr]) -> int:
-    """The most reduce points an array of the bodies spans per outer point: the product of the
-    extents of the reductions nested along one path (each reduction's arrays span its own axes
-    and those of the reductions around it; the other reduce axes of the grid stay size 1)."""
+    """The most reduce points an array of the bodies spans per outer point: the product of the extents of
+    the reductions nested along one path."""
     width: dict[Expr, int] = {}
     for b in bodies:
         for node in walk(b):  # (operands first)

@@ -119,9 +119,8 @@ def bits(dtype: str) -> int:
 
 
 def narrows(src: str, dst: str) -> bool:
-    """Whether an integer cast from ``src`` to ``dst`` can change the value (``int64`` to
-    ``int32`` wraps, as NumPy's ``astype`` does); a cast to the same or a wider type cannot --
-    integer arithmetic is exact in 64 bits whatever its node's type."""
+    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing cast wraps, as
+    NumPy's ``astype``); a same or wider type cannot."""
     return is_int(src) and is_int(dst) and bits(dst) < bits(src)
 
 

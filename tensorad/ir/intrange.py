@@ -84,9 +84,8 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
 
 
 def may_fault(e: Expr, memo: dict | None = None) -> bool:
-    """Whether computing ``e`` at a point its guards exclude could fail: ``e`` holds a gather
-    index checked at run time (``mode="raise"``) or a read whose indices' interval bounds
-    over their variables' ranges (a gather index anywhere in its range) leave the tensor."""
+    """Whether computing ``e`` where its guards exclude could fail: it holds a checked gather index or a
+    read whose indices' interval bounds leave the tensor."""
     memo = {} if memo is None else memo
     for n in walk(e):
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
@@ -117,9 +116,8 @@ INT32 = _RANGE["int32"]
 
 
 def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
-    """Whether the integer cast ``cast`` leaves its operand's value unchanged: a cast to the
-    same or a wider type always does; a narrowing one (``int64`` to ``int32``, which wraps)
-    when the operand's index bounds are proved within the narrower type."""
+    """Whether the integer cast ``cast`` keeps its operand's value: a same or wider type always does, a
+    narrowing one when the operand's bounds are proved within it."""
     src = cast.src[0]
     if not dt.narrows(src.dtype, cast.dtype):
         return True

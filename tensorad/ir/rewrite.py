@@ -241,9 +241,8 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
 
 
 def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
-    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and
-    the nodes rebuilt are shared between the calls (a loop nest's statements, each index and
-    value of each, all take the same loop variables)."""
+    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and the rebuilt
+    nodes are shared between the calls."""
     if not mapping:
         return lambda root: root
     if not any(k.src for k in mapping):
@@ -295,9 +294,8 @@ def operands(node: Expr) -> tuple[Expr, ...]:
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: the
-    results of earlier calls with the same ``fn`` (:func:`rewrite`'s), when ``fn``'s answer
-    for a node does not change between them."""
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: earlier calls'
+    results with the same ``fn`` (:func:`rewrite`'s)."""
     return rewrite(root, {Op.READ: fn}, memo)
 
 

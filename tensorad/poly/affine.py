@@ -79,9 +79,8 @@ class IndexSpace:
         return self._make_box(variables)
 
     def _make_box(self, variables: Iterable[Expr]) -> isl.Set:
-        """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set
-        that intersecting ``v >= lo`` and ``v < hi`` one at a time gives, printed alike (a
-        test compares them), in a third of the time -- the optimizer builds one per plan."""
+        """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set that
+        intersecting the bounds one at a time gives, printed alike."""
         variables = list(variables)
         if not all(v in self.pos for v in variables):
             return self._intersected_box(variables)

@@ -52,9 +52,8 @@ def _structure(e: Expr, memo: dict) -> tuple:
 
 
 def _sorted_terms(items: list[tuple[Expr, int]]) -> list[tuple[Expr, int]]:
-    """``items`` sorted by :func:`atom_key` of their atoms.  Variables come first, ordered by
-    name and creation, which costs no structure; an atom's structural key -- as large as its
-    tree -- is built only when two or more atoms are not variables (one alone is last)."""
+    """``items`` sorted by :func:`atom_key` of their atoms; the structural keys of atoms that are not
+    variables are built only when two or more of them are."""
     variables = [t for t in items if t[0].op is Op.VAR]
     others = len(items) - len(variables)
     if others > 1:

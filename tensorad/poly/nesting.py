@@ -67,9 +67,8 @@ def ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
 
 def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             reads: Sequence[Expr]) -> tuple[isl.Set, isl.Set, set]:
-    """``(dom, proj, used)`` of ``reduce_{raxes where cond}`` over ``axes``: the affine set of
-    the representable conjuncts, its projection onto the axes, and the variables the reads
-    and the other conjuncts use (an axis among them sees different terms at every point)."""
+    """``(dom, proj, used)`` of ``reduce_{raxes where cond}`` over ``axes``: the representable conjuncts'
+    set, its projection onto the axes, and the variables the rest uses."""
     space = IndexSpace(tuple(axes) + tuple(raxes))
     dom, used = space.box(), set()
     for term in chain(cond, Op.AND):

@@ -104,9 +104,8 @@ def _stored(t: Any, dtype: str) -> Any:
 
 
 def keeps_storage(fn: Callable) -> Callable:
-    """``fn`` (an operator) made to store its float32 results in the half dtype of its tensor
-    arguments: computed in float32, rounded once at the end, like one PyTorch CPU kernel.  The
-    operators it calls inside compute in float32 throughout (only the outermost one rounds)."""
+    """``fn`` (an operator) made to store its float32 results in its tensor arguments' half dtype,
+    computed in float32 and rounded once at the end (the outermost operator only)."""
 
     @functools.wraps(fn)
     def op(*args: Any, **kwargs: Any) -> Any:

@@ -256,9 +256,8 @@ class Function:
 
 
 class Residuals(tuple):
-    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that
-    knows the function whose forward made it (``maker``): the backward passes the arrays that
-    function's kernels made without checking each again."""
+    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that knows the
+    function whose forward made it (``maker``), so they are not checked again."""
 
     maker: Function | None = None
 

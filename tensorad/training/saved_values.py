@@ -31,9 +31,8 @@ HEAVY = UNARY_MATH | {Op.POW}
 
 @dataclass(frozen=True)
 class _Value:
-    """A candidate: ``node`` over the index variables ``axes`` (in the source op's order);
-    ``pattern``: its spelling (:class:`_Speller`); ``itself``: the source's own tensor when the
-    value is its whole body over its axes (then that tensor is saved, no new one is made)."""
+    """A candidate: ``node`` over the index variables ``axes``; ``pattern`` its spelling
+    (:class:`_Speller`); ``itself`` the source's own tensor when the value is its whole body."""
 
     node: Expr
     axes: tuple[Expr, ...]
@@ -47,9 +46,8 @@ class _Value:
 
 
 class _Speller:
-    """One spelling per value: reads of the forward's cheap elementwise tensors replaced by
-    their bodies, so ``exp(scores[i, j] - m[i])`` and the backward's inlined
-    ``exp(0.5 * dot[i, j] - m[i])`` are one pattern."""
+    """One spelling per value: reads of the forward's cheap elementwise tensors replaced by their bodies,
+    so that both passes' spellings of one value are one pattern."""
 
     def __init__(self, forward: Sequence[Tensor]) -> None:
         # cheap tensors only (the optimizer inlines those into the gradients): a spelling never
@@ -119,9 +117,8 @@ def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[E
 
 @dataclass(frozen=True)
 class Shared:
-    """The programs rewritten to read the shared values: ``outputs`` and ``grads``; ``values``:
-    the value tensors the backward reads (to be saved); ``original``: each rewritten tensor ->
-    the tensor of the given programs it stands for."""
+    """The programs rewritten to read the shared values (``outputs``, ``grads``); ``values``: the value
+    tensors the backward reads; ``original``: rewritten -> given tensor."""
 
     outputs: list[Tensor]
     grads: list[Tensor]
@@ -180,9 +177,8 @@ class _Rebuild:
         self.made: dict[_Value, Tensor | None] = {}
 
     def feeds(self, tensor: Tensor, c: _Value) -> bool:
-        """Whether ``tensor`` is one of the tensors ``c``'s value is computed from (reading the
-        value there would be a cycle).  Only forward tensors can be (the value reads the
-        forward's), so the graph is walked only for them, once per value."""
+        """Whether ``tensor`` is one of the tensors ``c``'s value is computed from (reading the value
+        there would be a cycle); only forward tensors are walked."""
         if tensor not in self.forward_set:
             return False
         if c not in self.producers:
