@@ -279,9 +279,8 @@ def _copies(state: _Rewriting) -> None:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
 
 
-# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse first, so that
-# footprints see the new reads; bounds proved before the passes that make new ops (each proves its own);
-# speculation, after the proof, turns safe lazy choices eager.
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse first, for
+# footprints to see; bounds before the passes making ops; speculation after the proof.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _reuse,                          # a stored transcendental value read instead of recomputed
     _footprints,                     # temporaries shrunk to the points their readers read
@@ -336,8 +335,7 @@ class _LoweringMemo:
         if found is None:
             p, core = u.plan, u.plan.core
             sides = (core.gemm.a, core.gemm.b) if isinstance(core, ProductCall) else ()  # (padded copies)
-            # a scatter's specs read what its conditions, guards and targets read (a winner's
-            # sentinel test moved out of the body into a spec)
+            # a scatter's specs read what its conditions, guards and targets read
             spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, sc.cond, sc.guard)) \
                 if isinstance(p, ScatterNest) else ()
             found = self.reads[u] = frozenset(n.arg for b in {*p.bodies, *core.bodies, *sides, *spec}
@@ -360,8 +358,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         return Tensor(alias.get(op, op), v)
 
     input_set = set(inputs)
-    # which tensors need a buffer: outputs, and what a later group reads (an unread output of
-    # a multi-output op, or a reduction read only from its accumulators, needs none)
+    # which tensors need a buffer: outputs, and what a later group reads
     group_of = {u.op: k for k, g in enumerate(groups) for u in g.units}
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):

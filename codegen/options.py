@@ -16,8 +16,7 @@ from tensorad.ir.tensor import Tensor
 from .target import Target, parse_target
 
 MAX_THREADS = 1024
-# tile entries: MR and NR are register-tile sides (the register check bounds them further),
-# KC and MC cache blocks
+# tile entries: MR and NR register-tile sides, KC and MC cache blocks
 TILE_LIMITS = (("MR", 256), ("NR", 1024), ("KC", 1 << 20), ("MC", 1 << 20))
 PACK_LIMIT = 256 << 20  # bytes of packed A and B blocks, allocated on every call
 VECTOR_WIDTHS = (1, 2, 4, 8, 16, 32, 64)

@@ -128,8 +128,7 @@ define void @fma(ptr %p) {
 }
 """
 _FMA_MNEMONICS = ("vfmadd", "vfmsub", "fmla", "xvmadd")
-# half conversions: compiled for the target, a conversion instruction in the assembly (rather
-# than a library call or integer code) says the target has it
+# half conversions: a conversion instruction in the target's assembly says it has one
 _HALF_PROBE_IR = """
 define void @f16(ptr %p, ptr %q) {
   %a = load <8 x half>, ptr %p
@@ -311,13 +310,12 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         fma = any(m in asm for m in _FMA_MNEMONICS)
         f16c, bf16 = _half_probe(tm)
     if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
-        # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
-        # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
+        # LLVM tunes some AVX-512 CPUs for 256-bit vectors; ours use 512 (``+prefer-256-bit`` asks
+        # otherwise)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     if x86:
-        # LLVM's vectorizer takes AVX-512 gathers for cheap, where loads and shuffles are faster; so, as
-        # XLA's CPU backend does, vectorize without gathers and scatters unless asked
-        # (``-mattr=-prefer-no-gather``): a tuning preference, not an instruction set.
+        # Vectorize without gathers and scatters (slower than loads and shuffles), as XLA's CPU backend
+        # does, unless ``-mattr=-prefer-no-gather`` asks: a tuning preference.
         for tune in ("prefer-no-gather", "prefer-no-scatter"):
             if not any(tune in f for f in mattr):
                 features = f"{features},+{tune}" if features else f"+{tune}"
@@ -325,8 +323,7 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
     made = Target(spec, triple, cpu, features, bits, regs, fma, is_host=host and not mattr,
                   f16c=f16c, bf16=bf16)
     if host or made.runs_here(host_target()):
-        # code that can run on this machine meets its caches: an AVX2 target on an AVX-512 host,
-        # or "-mcpu=haswell" on a Zen host, is blocked for the caches it will run with
+        # code that runs on this machine is blocked for the caches it will run with
         l1d, l2, l3 = _host_caches()
         line, page = _host_line_and_page()
         made = replace(made, l1d=l1d, l2=l2, l3=l3, line=line, page=page)

@@ -217,7 +217,6 @@ class _Pass:
                 if spelled is not red:
                     self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
                 # and with its cheap producers read through, as adjoint sums spell their terms
-                # (a layer norm of a residual: its mean's sum of ``add`` is ``sum_k (X + R)``)
                 inlined = self.inline(spelled)
                 if inlined is not spelled:
                     self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))

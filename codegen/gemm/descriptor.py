@@ -45,17 +45,15 @@ SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
 H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see gemmlib)
-# the address of the parallel loop's shared schedule ``{i64 next, i64 team, i64 chunk}`` (0: the call runs
-# ``[lo, hi)`` whole): each thread takes the next chunk of blocks, from ``lo + chunk * next++``, until
-# none is left
+# the parallel loop's shared schedule ``{i64 next, i64 team, i64 chunk}`` (0: the call runs ``[lo, hi)``):
+# each thread takes chunk ``next++``
 H_SHARED = H_BPRE + 1
-# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none), called once a block of
-# C is complete: it recomputes the block's NaN elements exactly (contraction.exact_term)
+# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none): a finished block's NaN
+# elements recomputed exactly
 H_FIX = H_SHARED + 1
 H_FIXCTX = H_FIX + 1
 # side A's band (contraction.Band): 1 where a bound holds, the bound's constant, the extent of the
-# reduction axes after the first: rows [r, r + rows) run only the flat k in [(r + lo) * inner, (r + rows +
-# hi) * inner)
+# reduction axes after the first
 H_BAND_LO_ON = H_FIXCTX + 1
 H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1

@@ -1,23 +1,16 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
 Specialized only on the target (vector width, FMA), dtype, MR and NR; sizes, strides, layouts and cache
-blocks are read at run time from a descriptor (:mod:`.gemm.descriptor`).  Kernels declare
-``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT links them to it.
+blocks are read at run time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call
+``tensorad_gemm_<v>_driver(desc, lo, hi)``, which the JIT links.
 
 The library comes in pieces, each built on first use or linked from the disk cache
-(:mod:`.jit.disk_cache`); a build compiles only the pieces its products link and records each in its
-:class:`.runtime.kernel.Compiled`.  A piece's entry is keyed by the piece, the target, LLVM and the
-library's version (:mod:`.gemm.version`), records the key's full text (compared on reading) and must be
-sound object code (:mod:`.jit.object_check`).  The pieces' vector code is SSA already, so they skip LLVM's
-IR optimizer; the transposing and copying packers get :func:`.jit.engine.promote`, the stride-2 copy
-``-O1`` (:func:`light`):
-
-* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (:mod:`.gemm.pack_routines`);
-* one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
-  ``tensorad_gemm_f32_8x32_packB_copy``, whose address a kernel stores in the descriptor (or its own
-  packing function's).
-
-The driver, BLIS-style (:mod:`.gemm.microkernel`):
+(:mod:`.jit.disk_cache`) under a key of the piece, the target, LLVM and :mod:`.gemm.version`, whose text
+is compared on reading (and the object code checked, :mod:`.jit.object_check`): the core (``driver``,
+``micro``, ``tables``: :mod:`.gemm.pack_routines`) and one packing routine per side and mode
+(``tensorad_gemm_f32_8x32_packB_copy``), whose address a kernel stores in the descriptor.  Their vector
+code is SSA already: no IR optimizer but :func:`light`'s.  The driver, BLIS-style
+(:mod:`.gemm.microkernel`):
 
     for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
@@ -25,12 +18,10 @@ The driver, BLIS-style (:mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-A side B that is a plain read contiguous along its columns is read in place
-(:func:`.gemm.microkernel.reads_b_in_place`), the first row tile packing a shared panel for the others.
-Panels and tables live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an ``MR x NR`` tile
-of C in ``MR*NR/VW`` vector registers: per ``k``, ``NR/VW`` loads of B, ``MR`` broadcasts of A and
-``MR*NR/VW`` fused multiply-adds; the first ``kc`` block stores the tile, later ones add to it; edge tiles
-go through a stack tile."""
+A side B contiguous along its columns is read in place (:func:`.gemm.microkernel.reads_b_in_place`).
+Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an ``MR x NR`` tile of C in
+vector registers, per ``k`` loading B, broadcasting A and fusing multiply-adds; the first ``kc`` block
+stores the tile, later ones add to it; edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
@@ -247,9 +238,7 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    # C's tile is read or written only after the k loop: ask for its lines now, so that their misses
-    # overlap the multiply-adds (a prefetch never faults, so an edge tile's rows past C's end are
-    # harmless).
+    # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
     steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
@@ -394,8 +383,7 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
                                     val = b.fadd(b.load(ptr, typ=vt, align=es), val)
                                 b.store(val, ptr, align=es)
         with other:
-            # an edge tile: its rows' whole vectors go straight to C, the rest of each row
-            # (cols % vw) through the stack tile element by element
+            # an edge tile: its rows' whole vectors go straight to C, the rest through the stack tile
             whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
             for r in range(mr):
                 for v in range(nv):
@@ -461,9 +449,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
-    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next chunk, and
-    # the packing choices below weigh a thread's share; without one, the call's chunk is all of
-    # ``[lo, hi)``
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next chunk
+    # (without one, all of ``[lo, hi)``)
     dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
     shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
     team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
@@ -485,8 +472,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     first_chunk = next_chunk(False)
     share = b.select(b.icmp_signed("<", first_chunk, hi),
                      b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
-    # side A packed once for the call when it reads no batch axis and this call runs several blocks (at k0
-    # * Mpad + ic * kcl), else per block
+    # side A packed once for the call when it reads no batch axis and the call runs several blocks
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
                  b.icmp_signed(">", share, I64(1)))
@@ -498,8 +484,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 mcl = imin(b, mc, b.sub(M, ic))
                 at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                 b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
-    # side B likewise when it reads no batch axis and this call runs more blocks than there are
-    # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
+    # side B likewise when it reads no batch axis and the call runs more blocks than column blocks
     npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
     preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
                   b.icmp_signed(">", share, njc))
@@ -553,8 +538,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                            # the k of this block that the tile's band reaches, [klo, khi)
-                            # (none: micro stores zeros on the first block, adds none later)
+                            # the k of this block that the tile's band reaches, [klo, khi) (none: zeros on
+                            # the first block)
                             row = b.add(ic, ir_)
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)

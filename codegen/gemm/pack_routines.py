@@ -459,8 +459,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                 st(b, grp_lo, g, I64(0))
                 st(b, grp_hi, g, run)
             with loop(b, 0, width, name="rows") as w:
-                # a row past the last panel's ``valid`` ones reads the last row's tables and is empty:
-                # masked loads of nothing (zeros), so that an edge panel is packed by transposes too
+                # a row past the last panel's ``valid`` ones is empty: masked loads of nothing (zeros)
                 o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
                 a, e = _interval(
                     b, side, nchk,
@@ -499,8 +498,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                                 else:
                                     b.call(masked_fn, list(here))
 
-            # the rest of a run of at least bs: its last bs positions transposed again (the same values
-            # where it overlaps)
+            # the rest of a run of at least bs: its last bs positions transposed again (the same values)
             tail = b.and_(b.icmp_signed(">", run, nblk), b.icmp_signed(">=", run, I64(bs)))
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
                 block(imin(b, kb, b.sub(run, I64(bs))))
@@ -590,10 +588,8 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
             b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-    # checked indices the same at every outer position and every panel whole (a channels-last
-    # convolution's weight gradient): each ``k``'s test once for all the panels, a byte per ``k``; then
-    # blocks of ``K_BLOCK`` rows panel by panel, so that the source rows stay in L1 and each panel is
-    # written in one stretch
+    # checked indices the same at every outer position and every panel whole: each ``k``'s test once, a
+    # byte per ``k``; then ``K_BLOCK`` rows at a time panel by panel, the source rows in L1
     shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
                     b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
                            _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
@@ -647,8 +643,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                 with loop(b, 0, klen, name="fk") as kk:
                     row_copies(kk)
             with checked:
-                # checked indices the same at every position of the panel (they read only ``k``): per
-                # ``k`` one test, then the whole row or zeros
+                # checked indices that read only ``k``: one test per ``k``, then the whole row or zeros
                 uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
                 with b.if_else(uniform) as (rows, general):
                     with rows:

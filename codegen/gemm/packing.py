@@ -140,8 +140,7 @@ class Packer:
 
         if not k_inner:
             self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
-        # (kept rolled: a panel's body, even with no loop of its own -- the zero rows of a
-        # partial panel alone when ``_pack_rows`` packed it -- is no work to unroll)
+        # (kept rolled: a panel's body is no work to unroll)
         with for_range(b, 0, npanel, name="pp", unroll=False) as p:
             em.push()
             first = b.add(o0, b.mul(p, I64(width)))
@@ -168,8 +167,8 @@ class Packer:
         last outer axis is a constant-trip loop LLVM unrolls into vector code; another goes run by run."""
         b, em = self.b, self.em
         last = outer[-1]
-        # a panel row narrower than a vector becomes vector code only across ``k`` (the loop vectorizer);
-        # a wider one once LLVM unrolls it (SLP).  Never unrolled here: that costs compile time.
+        # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled (SLP); never
+        # unrolled here
         across_k = width < self.vw
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)

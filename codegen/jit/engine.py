@@ -155,13 +155,9 @@ def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
     pb.getModulePassManager().run(mod, pb)
 
 
-def llvm_version() -> str:
-    return ".".join(str(x) for x in llvm.llvm_version_info)
-
-
 def toolchain() -> str:
     """The LLVM and llvmlite versions (part of every cache key of object code)."""
-    return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
+    return f"{'.'.join(str(x) for x in llvm.llvm_version_info)}|llvmlite {llvmlite.__version__}"
 
 
 def fingerprint(target: Target | None = None) -> str:
@@ -365,8 +361,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is caught and the
     module compiled again with its width hints renamed out of LLVM's reach.  Anything else written to
     stderr is passed on."""
-    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
-    # the library's pieces the cores are busy already)
+    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
         with captured_stderr() as err:

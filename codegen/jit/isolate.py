@@ -38,8 +38,7 @@ except ImportError:  # (Windows: no fork either, every step runs in the process)
 
 _RAISED = 3  # the child's exit status when the step raised a Python exception
 
-# the CPU seconds one compile child may use: far past a module's optimization time, so a child still
-# running is looping
+# the CPU seconds one compile child may use: far past any module's optimization time
 CPU_LIMIT_SECONDS = 20
 
 #: the wall seconds a child may use no CPU at all before it is taken for blocked: a compile

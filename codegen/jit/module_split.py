@@ -19,8 +19,7 @@ _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 
-# the instruction lines a part must hold to be worth a compile child of its own (a fork, a parse and the
-# pipeline's fixed work, on another core)
+# the instruction lines a part must hold to be worth a compile child of its own
 MIN_PART_LINES = 120
 
 BUNDLE_MAGIC = b"TADOBJS1"

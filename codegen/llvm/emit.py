@@ -68,8 +68,7 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
 # keeps ``P_main`` optimized, unless the program is past this many pointers or steps (then its glue is a
 # function per this many steps, ``P_glue<j>``: :meth:`ModuleEmitter.main_function`, all ``optnone``).
 GLUE_OPT_LIMIT = 64
-# chunks per thread of a parallel loop's dynamic schedule (see P_omp): a delayed thread's share is taken
-# by the others, and a chunk's call and atomic add are small next to its work
+# chunks per thread of a parallel loop's dynamic schedule (P_omp)
 DYNAMIC_CHUNKS = 4
 # vectors in the body of a loop LLVM vectorizes (its interleave count is at most 4 on x86)
 VECTOR_BODY = 4
@@ -129,13 +128,12 @@ class ModuleEmitter:
         self.data_offset = data_offset
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
-        # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer after
-        # the buffers
+        # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
-        # a nest's name-free key -> (its function, its buffers' pointer positions in key order, where each
-        # is among the function's parameters): identical nests are one function (:mod:`.loops.nest_key`)
+        # a nest's name-free key -> (its function, its buffers' pointer positions): identical nests are
+        # one function
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
@@ -376,8 +374,7 @@ class ModuleEmitter:
         region = fn.args[0]
         args = b.inttoptr(b.load(region_field(b, region, 0), typ=I64), PTR)
         shared = region_field(b, region, 1)
-        # (a large program's parallel nest loads only its own pointers: all of them, in each of
-        # hundreds of nests, is quadratic)
+        # (a large program's parallel nest loads only its own pointers)
         ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
         own = [ptrs[p] for p in self.params[k]]
         first, stop, step = nest.attrs["range"]
@@ -445,10 +442,8 @@ class ModuleEmitter:
             self._steps(b, args, nthreads, self.program.steps, self._load_pointers(b, args), by_step)
             b.ret_void()
             return fn
-        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading the pointers its steps
-        # pass (one function of all the steps would keep thousands of pointers live); runs of equal
-        # segments are one loop each over a table of pointer positions (:mod:`.llvm.glue_table`), the rest
-        # straight
+        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading its steps' pointers;
+        # runs of equal segments loop over a table of pointer positions (:mod:`.llvm.glue_table`)
         steps = self.program.steps
         start = 0
         for first, stop, unit in self._runs(by_step):

@@ -186,8 +186,7 @@ class ExprEmitter:
         self.lazy: dict[Expr, Expr] = {}
         # checked mode: ``check(tensor, kind, index_exprs, values)`` emits a bounds test
         self.check: Callable | None = None
-        # ``gather_check(node, value, position)``: the run-time test of a gather index under
-        # mode="raise" (every kernel that has one gets it; see :mod:`.llvm.bounds_checks`)
+        # ``gather_check(node, value, position)``: the run-time test of a gather index under mode="raise"
         self.gather_check: Callable | None = None
         # out-of-line math (:mod:`.llvm.math_functions`): a module's library, or None for inline code
         self.mathlib = None
@@ -327,8 +326,8 @@ class ExprEmitter:
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
-        # rebuilt nodes with a READ or a checked gather index under them (children come first): a branch
-        # that may raise stays behind its condition even when it reads no memory
+        # rebuilt nodes with a READ or a checked gather index under them: a branch that may raise stays
+        # lazy
         reads: set[Expr] = set()
 
         def rule(node: Expr) -> Expr | None:
@@ -460,8 +459,7 @@ def const_value(dtype: str, value) -> ir.Constant:
 
 def _const(node: Expr) -> ir.Value:
     if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
-        # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
-        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does
+        # an int32 constant past int32 is exact index arithmetic: i64, as in ``ta.evaluate``
         return I64(int(node.arg))
     return const_value(node.dtype, node.arg)
 

@@ -107,17 +107,15 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
 
     if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
-    # a window: the update runs in a loop inside this one, which starts its accumulators (neither a loop
-    # around a one-element reduction nor one around the loop that starts them is a window)
+    # a window: the update runs in a loop inside this one, which starts its accumulators
     starts: dict[tuple, int] = {}
     for s, depth in found:
         if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
     selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
-    # the windows move with the loop: an update that reads no memory at an address of ``loop``'s variable
-    # is invariant in it, or tests it only in selects (LLVM hoists or if-converts it, then declines the
-    # hint aloud)
+    # the windows move with the loop: an update reading no memory at an address of ``loop``'s variable is
+    # invariant in it, or tests it only in selects
     if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)
@@ -181,8 +179,8 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
 
     if any((st := step(s, loop.var)) is None or st <= SCATTER_STRIDE for s in stores):
         return []
-    # kept rolled only where LLVM can vectorize instead: every store inside moves with the
-    # kept loop by a few elements (a 14 x 14 plane's row loop, 14 apart, was 1.7x slower rolled)
+    # kept rolled only where LLVM can vectorize instead: every store inside moves a few elements with the
+    # kept loop
     return [x for x in long if all((st := step(s, x.var)) is not None and st <= SCATTER_STRIDE
                                    for s in stores_in(x.body))]
 

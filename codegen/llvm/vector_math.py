@@ -294,8 +294,7 @@ def emit_erf(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
         span = hi - 2.5
         tail = m.div(m.horner(m.sub(m.mul(ac, m.c(2 / span)), m.c((2.5 + hi) / span)), k["tail"]), ac)
         q = m.sel(m.cmp("<", ac, m.c(2.5)), mid, tail)
-    # past hi, 1 - g q rounds to 1 (erfc(hi) is under half an ulp of 1): the clamp gives +-1,
-    # also at +-inf; NaN takes the small piece (an unordered test), which is NaN
+    # past hi, 1 - g q rounds to 1: the clamp gives +-1, also at +-inf; NaN takes the small piece (NaN)
     big = m.copysign(m.sub(m.c(1.0), m.mul(g, q)), x)
     return m.sel(m.b.fcmp_unordered("<", a, m.c(1.0)), small, big)
 
@@ -403,8 +402,7 @@ def _pow_magnitude(m: _Math, x, y, double_double: bool):
     p2, e2 = _two_product(m, y, l2)
     hi, e3 = _two_sum(m, p1, p2)
     s, e4 = _two_sum(m, hi, m.exact_add(m.exact_add(m.exact_add(e1, e2), e3), m.b.fmul(y, l3)))
-    # past |s| = 1000 exp(s) is inf or 0 either way, and the error terms of a huge y log|x|
-    # may be inf or NaN (inf * (1 + -inf) would give -inf): no correction there
+    # past |s| = 1000 exp(s) is inf or 0 either way, and the error terms may be inf or NaN: no correction
     err = m.sel(m.cmp("<", m.fabs(s), m.c(1000.0)), e4, m.c(0.0))
     return s, _exp_dd(m, s, err)
 

@@ -43,13 +43,9 @@ def has_divs(stmts: Sequence[PolyStmt]) -> bool:
         if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
             return True
         for t in s.schedule:
-            if isinstance(t, Expr) and _has_div(t):
+            if isinstance(t, Expr) and any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(t)):
                 return True
     return False
-
-
-def _has_div(e: Expr) -> bool:
-    return any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(e))
 
 
 def _reached(inst: Instance, stmt: PolyStmt) -> isl.Set:

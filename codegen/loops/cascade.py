@@ -35,9 +35,8 @@ from tensorad.ir.rewrite import walk
 from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
 from .isl_ast import subst_stmt
 
-# Terms per innermost block: in strict order, blocks of 16 keep each block's error at ``16 * eps`` and
-# make independent chains the CPU overlaps; with fast math LLVM sums each block in vector lanes and
-# reduces them at the block's end.
+# Terms per innermost block: strict sums of 16 keep each block's error at ``16 * eps``; fast math sums
+# each block in vector lanes.
 BLOCK_STRICT = 16
 BLOCK_FAST = 4096
 # Partials per block of an upper level (run once per block below: they cost nothing).

@@ -150,8 +150,7 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     for loop in reversed(loops[:depth - 1]):
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
-    # a plain nest of its own body, also for a renamed one (:class:`.loops.shared_nests.RenamedNest`:
-    # its code is no longer its source's, and a copy of its source's would lack the source)
+    # a plain nest of its own body, a renamed one too (:class:`.loops.shared_nests.RenamedNest`)
     return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
                 dict(nest.attrs))
 

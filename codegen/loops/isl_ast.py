@@ -134,8 +134,8 @@ class AstConverter:
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.loops.ast_check.scans_exactly`
-        # whether isl's loops divide (a floor division or modulo, a loop step > 1): then isl has
-        # found a stride, also in a domain without divisions, and may have dropped points
+        # whether isl's loops divide (a floor division, modulo or step > 1): it found a stride, may have
+        # dropped points
         self.divides = False
 
     def _iterator(self, it: str) -> str:
@@ -191,8 +191,7 @@ class AstConverter:
         it = self._iterator(raw)
         dim = int(it[1:]) if it[1:].isdigit() else 0
         name, lo_r, hi_r = self.hints[dim] if dim < len(self.hints) else ("t", 0, 1)
-        # named after a statement this loop runs (in a fused nest another statement's
-        # variable at the same depth would name, say, a digit loop of a split axis `ry`)
+        # named after a statement this loop runs (not another statement's variable at the same depth)
         inner = _statements_under(n)
         name = next((x for x in (_loop_name(s, dim) for tag, s in self.stmts.items() if tag in inner)
                      if x is not None), name)
@@ -227,8 +226,7 @@ class AstConverter:
         tag = e.op_get_arg(0).id_get_id().get_name()
         s = self.stmts[tag]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
-        # (inserted by increasing position; the dimensions need not be in that order: a strip
-        # form's first loop runs a reduction variable that comes after the output's)
+        # (inserted by increasing position, the dimensions in any order)
         for k, d in sorted((k, d) for d, k in enumerate(self.peeled.get(tag, ()))):
             args.insert(k, self.scope[f"c{d}"])
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
@@ -295,10 +293,9 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-# isl's scan of a domain with several nested floors and a ``mod`` can run for hours where the
-# division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than ``AST_DIVISIONS``
-# divisions in a piece goes to the hulls at once, and any other with divisions gets ``AST_OPERATIONS`` of
-# isl's operations (deterministic).
+# isl's scan of a domain with nested floors and a ``mod`` can run for hours: a map with more than
+# ``AST_DIVISIONS`` divisions in a piece goes to the hulls (:func:`build_loops`) at once, another with
+# divisions gets ``AST_OPERATIONS`` operations.
 AST_DIVISIONS = 3
 AST_OPERATIONS = 320_000
 
@@ -421,8 +418,7 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
     if v not in s.vars or any(isinstance(t, Expr) and v in _vars_of(t) for t in s.schedule[1:]):
         return None
     if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
-        # projecting out variables of a domain with divisions can take isl exponential time; isl's own AST
-        # builder scans it in milliseconds
+        # projecting out variables of a domain with divisions can take isl exponential time
         return None
     i = s.vars.index(v)
     n = len(s.vars)
@@ -454,8 +450,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     try:
         body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
     except (isl.Error, _AstBudgetSpent):
-        # isl's AST builder can also fail on divisions outright, or spend its budget: the division-free
-        # hulls below are the way out
+        # isl's AST builder can fail on divisions, or spend its budget: the division-free hulls below
         if not divs:
             raise
     else:

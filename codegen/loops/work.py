@@ -160,8 +160,7 @@ class WorkCounter:
                              "in it, so no closed form applies")
         keep = [v for v in inner if v is not s.var and v in env]
         out = np.zeros(n, np.int64)
-        # expand the frontier in chunks of about CHUNK points (a point with more trips than
-        # that is split into several chunks of its own)
+        # expand the frontier in chunks of about CHUNK points (a point of more trips split into several)
         pts = np.repeat(np.arange(n), -(-trips // CHUNK))  # one row per (point, chunk of trips)
         part = np.arange(pts.size) - np.repeat(np.cumsum(-(-trips // CHUNK)) - -(-trips // CHUNK),
                                                -(-trips // CHUNK))

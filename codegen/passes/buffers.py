@@ -136,8 +136,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             continue
         axes = frozenset(t_op.axes)
         tensor = Tensor(t_op, 0)
-        # the candidates: nodes of the pattern's operation, and of its operands' operations when none of
-        # them is an axis (which matches anything)
+        # the candidates: nodes of the pattern's operation (or its operands', where none is an axis)
         kind = pattern.op if any(x in axes for x in pattern.src) else (
             pattern.op, tuple(x.op for x in pattern.src))
 
@@ -151,8 +150,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             bind: dict = {}
             return match_pattern(pattern, node, axes, bind) and len(bind) == len(axes)
 
-        # (only the later readers of a tensor the pattern reads: linear in a long chain; a
-        # reader's body is rewritten only where a node of the pattern's kind matches it)
+        # (only the later readers of a tensor the pattern reads, where a node of its kind matches)
         for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
             if not any(matches(n) for n in by_kind(reader, old).get(kind, ())):

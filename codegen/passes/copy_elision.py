@@ -53,8 +53,7 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
         return Expr(Op.READ, node.dtype, node.src, Tensor(dst, 0))
 
     moved = set(taken.values())
-    # every reader is rerouted, the moved outputs too: a temporary's body may read another elided
-    # temporary
+    # every reader is rerouted, the moved outputs too (a temporary may read another elided one)
     for op in ops:
         if op not in taken:
             bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])

@@ -134,8 +134,7 @@ def share_scatter_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
         if any(n.op is Op.READ and n.arg in taken for op in rest
                for b in changed.get(op, bodies[op]) for n in walk(b)):
             continue  # a read of a scatter outside the sum: no gain
-        # after every op its body reads (the scatters, and what the mask reads: a value the
-        # backward recomputes), before its first reader
+        # after every op its body reads (the scatters, what the mask reads), before its first reader
         read = {n.arg.op for n in walk(body) if n.op is Op.READ}
         at = max(k for k, op in enumerate(new_ops) if op in read) + 1
         if at > min(new_ops.index(op) for op in changed):

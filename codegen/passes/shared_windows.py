@@ -129,8 +129,7 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
     groups: dict[Expr, tuple[ComputeOp, list]] = {}
     axes_of: dict[tuple, tuple[Expr, ...]] = {}
     for op in ops:
-        # (a reduction over an empty box reads nothing: the ops its body names may be dead,
-        # dropped by liveness -- an operand read them, KeyError at build)
+        # (a reduction over an empty box reads nothing: the ops its body names may be dead)
         for b in (b for b in bodies[op] if not empty_reduction(b)):
             for node, principal, entries, ranges in _sites(b, whole):
                 shape = tuple(principal.shape)

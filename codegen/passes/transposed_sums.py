@@ -61,8 +61,7 @@ def _transposed(a_op: ComputeOp, a: Expr, b_op: ComputeOp, b: Expr) -> tuple[int
                for k, p in enumerate(perm)):
             continue
         mapping = {**{a_op.axes[k]: b_op.axes[p] for k, p in enumerate(perm)}, **dict(zip(ra, rb))}
-        # at once: the two sums may share axis variables, and a permutation of shared axes
-        # is a cycle that repeated replacement would never leave
+        # at once: a permutation of shared axes is a cycle repeated replacement would never leave
         moved = [simultaneous(mapping)(s) for s in a.src]
         if all(_same(x, y, {}) for x, y in zip(moved, b.src)):
             return perm
@@ -73,8 +72,7 @@ def merge_transposed(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> 
     """``ops`` without each sum that an earlier one computes transposed (an output keeps its
     own); readers of a dropped sum read the earlier one; ``bodies`` is updated in place."""
     out_ops = {t.op for t in outputs}
-    # compared only within a bucket of the same shape (sorted), sum ranges and tensors read:
-    # near-linear in a long program
+    # compared only within a bucket of the same shape, sum ranges and tensors read
     buckets: dict[tuple, list[tuple[ComputeOp, Expr]]] = {}
     dropped: dict[ComputeOp, tuple[ComputeOp, tuple[int, ...]]] = {}
     for b_op in ops:

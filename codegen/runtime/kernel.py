@@ -40,8 +40,7 @@ def _array_data_offset() -> int | None:
 
 
 ARRAY_DATA_OFFSET = _array_data_offset()
-# ctypes makes function prototypes of at most 1024 arguments: a kernel with more buffers (a long
-# chain's temporaries) is called through ``P_main`` and an array of pointers
+# ctypes prototypes take at most 1024 arguments: more buffers go through ``P_main`` and a pointer array
 CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
 
 
@@ -62,8 +61,7 @@ def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
-# outputs of at most this many bytes share one allocation per call; a larger output has its own, so that
-# keeping one alive never keeps another large one
+# outputs of at most this many bytes share one allocation per call
 SHARED_OUTPUT_BYTES = 1 << 16
 
 
@@ -182,8 +180,8 @@ class Kernel:
                  signature: Signature | None = None, origin: str | None = None) -> None:
         """``lowered``: the loop program or a function returning it (lowered on demand); ``signature``:
         the arguments (default: ``lowered``'s); ``origin``: how ``ta.build`` obtained the code."""
-        # how ``ta.build`` obtained this kernel's code: ``"compiled"``, ``"disk"`` or ``"memory"``;
-        # ``None`` for a loaded or unpickled kernel
+        # how ``ta.build`` obtained the code: ``"compiled"``, ``"disk"`` or ``"memory"``; ``None``:
+        # loaded, unpickled
         self.origin = origin
         #: the candidate strategies ``tune=True`` measured for this build (0: none, or found
         #: in the disk cache)
@@ -197,8 +195,7 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
-        # a temporary is a byte array one cache line longer than its buffer, which starts on the
-        # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
+        # a temporary is a byte array one cache line longer than its buffer, which starts on a line in it
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]

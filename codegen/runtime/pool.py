@@ -1,29 +1,23 @@
 """tensorad's own parallel runtime: a thread pool whose parallel regions never wait for a thread that has
 not started.
 
-Kernels call ``GOMP_parallel(body, data, n, 0)``, ``omp_get_thread_num()`` and ``omp_get_num_threads()``
-(:mod:`.llvm.emit`); this module defines those symbols in a small LLVM IR module of its own, so the same
-object code runs here or on libgomp (:mod:`.runtime.threads`), whose regions end at a barrier that waits a
-scheduler tick for a descheduled worker.
+This module defines ``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` (what kernels
+call, :mod:`.llvm.emit`) in an LLVM IR module of its own, so the same code runs here or on libgomp
+(:mod:`.runtime.threads`), whose regions wait a scheduler tick for a descheduled worker.  A region's ``n``
+thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
 
-A region's ``n`` thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
-
-* the caller publishes the job (body and data), then the ticket ``(g + 1, n, 1)`` (number 0 is its own),
-  wakes sleeping workers (a futex on the generation), and runs ``body`` as thread 0;
+* the caller publishes the job, then the ticket ``(g + 1, n, 1)`` (number 0 is its own), wakes sleeping
+  workers (a futex on the generation) and runs ``body`` as thread 0;
 * a worker claims number ``next`` by compare-and-swap, runs ``body`` as that thread, and counts it done;
-* the caller then claims every number not yet claimed and runs them itself, and waits only for the numbers
-  workers claimed.
+* the caller then runs every number not yet claimed itself and waits only for those workers claimed.
 
-Every number runs exactly once, whoever claims it, so a body dividing work by thread number or a shared
-chunk counter computes the same values.  The generation makes a stale claim fail; the next region is
-published only after every number of this one is done.
-
-The running body's thread number is kept with ``pthread_setspecific`` (JIT code has no ELF TLS).  One
-region at a time uses the workers: a second caller runs all ``n`` numbers itself.  After ``fork`` regions
-run on the caller until new workers start (:func:`ensure_workers` after :func:`_after_fork`).  Workers are
-daemon threads that enter ``tensorad_pool_work`` through ``ctypes`` and never return to Python; an idle
-one spins about ``IDLE_SPIN_CYCLES`` time-stamp cycles, then sleeps on the futex, and a waiting caller
-spins ``WAIT_SPIN_CYCLES``."""
+Every number runs exactly once, so a body dividing work by thread number or a shared counter computes the
+same values.  The generation makes a stale claim fail; the next region is published only after every
+number of this one is done.  The thread number is kept with ``pthread_setspecific``.  A second caller
+while a region runs runs all ``n`` numbers itself, as the caller does after ``fork`` until new workers
+start (:func:`ensure_workers`, :func:`_after_fork`).  Workers are daemon threads in ``tensorad_pool_work``
+(through ``ctypes``); an idle one spins ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then
+they sleep on the futex."""
 
 from __future__ import annotations
 

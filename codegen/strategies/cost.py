@@ -58,8 +58,7 @@ GUARDED_PACK = 4  # a range-guarded element costs this many plain ones to pack
 CALL_CYCLES = 5000  # a micro-kernel call: descriptors, buffers, the parallel region
 
 
-# cycles more to pack an element of a side that reads more than the L2 holds (the packer waits for L3 or
-# memory)
+# cycles more to pack an element of a side that reads more than the L2 holds
 SPILLED_PACK = 1.0
 
 
@@ -152,8 +151,7 @@ def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
 def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
     lanes = vector_lanes(ctx, spec.dtype)
-    # the register tile computes whole MR x NR tiles: a product of 3 rows runs a 4-row tile
-    # (over the k steps of its rows' band, if any)
+    # the register tile computes whole MR x NR tiles (over its rows' band's k steps, if any)
     cols = -(-spec.N // spec.nr) * spec.nr
     macs = spec.batches * spec.k_steps * spec.mr * cols
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY

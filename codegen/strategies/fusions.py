@@ -81,8 +81,7 @@ class ProductEpilogue:
     PRODUCTS = (MicroKernel, PaddedMicroKernel)
 
     def match(self, op, bodies, ctx):
-        # the finisher evaluates no reduction, and no gather index under mode="raise", whose
-        # run-time test only a nest emits (as the packers)
+        # the finisher evaluates no reduction and no checked gather index (only a nest tests those)
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []

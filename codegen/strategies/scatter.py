@@ -122,8 +122,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     for t in rest:
         cond = t if cond is TRUE else logical(Op.AND, cond, t)
     value = substitute(value, solved)
-    # output axes before every solved one (batch, channels: each its own targets) run
-    # outermost, the others innermost; the adds into one element keep the reduce axes' order
+    # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)
     free = [a for a in op.axes if a not in solved]
     loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \

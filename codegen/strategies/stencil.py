@@ -205,11 +205,10 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     ``budget`` taps, some axis shifting a read index along an output axis, and a weight per tap that no
     such output axis indexes: a depthwise or grouped convolution's input gradient and forward) as an
     elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order,
-    its guards decided per piece of its box (:mod:`.loops.box_pieces`).
-
-    Reduction axes of more values that shift no read stay a sum around the unrolled taps (one pass over
-    the output row per channel), when what each pass re-reads (:func:`_reread_bytes`) stays within
-    ``reread_limit`` bytes.  ``None`` when ``op`` is not such a sum."""
+    its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
+    that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
+    when what each pass re-reads (:func:`_reread_bytes`) stays within ``reread_limit`` bytes.  ``None``
+    when ``op`` is not such a sum."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner

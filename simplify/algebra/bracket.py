@@ -77,8 +77,7 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
         cur[cur.index(g)] = c
         cur.remove(j)
     order = _first_seen(body, cur)
-    # axes start at 0, as the language's do (a free variable of a shrunk range [lo, hi) is
-    # read at ``v - lo``): evaluate and codegen size a tensor by its axes' ``hi``
+    # axes start at 0, as the language's do: a free variable of range [lo, hi) is read at ``v - lo``
     low = {v: v.lo if v.lo and v.hi is not None else 0 for v in order}
     axes = tuple(var(f"_b{k}", v.lo if not low[v] else 0, v.hi - low[v] if low[v] else v.hi, v.dtype)
                  for k, v in enumerate(order))

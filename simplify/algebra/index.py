@@ -96,8 +96,7 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     if not is_int(a):
         return None
     fa, fb = to_linear(a, _forms(memo)), to_linear(b, _forms(memo))
-    # integer data wraps like NumPy's: an ordering of data is rewritten only when every side is proved
-    # within the type (an equality is kept by adding to both sides, modulo 2^bits)
+    # integer data wraps: an ordering of data is rewritten only when every side is proved within the type
     of_data = node.op not in (Op.EQ, Op.NE) and (_reads_data(a) or _reads_data(b))
     if of_data and not (_fits(fa, a.dtype, memo) and _fits(fb, a.dtype, memo)):
         return None

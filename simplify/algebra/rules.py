@@ -78,10 +78,6 @@ def rebuild_gate(e: Expr, x: Expr) -> Expr:
     return Expr(e.op, x.dtype, (e.src[0], x, zero_like(x)))
 
 
-def has_reads(e: Expr) -> bool:
-    return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
-
-
 # ---- the table -----------------------------------------------------------------------------
 
 def _neg(x: Expr) -> Expr:
@@ -118,7 +114,7 @@ def _merge_gates(n: Expr, c: Expr, x: Expr, y: Expr) -> Expr | None:
     d, inner = g
     if n.op is Op.SELECT and x.op is Op.SELECT:
         return Expr(Op.SELECT, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
-    if n.op is Op.IF_THEN_ELSE and not has_reads(d):  # d may be evaluated unguarded
+    if n.op is Op.IF_THEN_ELSE and not any(m.op in (Op.READ, Op.REDUCE) for m in walk(d)):  # d runs anywhere
         return Expr(Op.IF_THEN_ELSE, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
     return None
 

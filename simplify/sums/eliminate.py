@@ -169,13 +169,11 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         return Plan((), (), TRUE, (), empty=True)
     mapping: dict[Expr, Expr] = {}
     rvars = list(rvars)
-    # A variable no condition mentions is not determined (with two or more values), its range is its own
-    # and its least value a constant: what isl would answer, known without asking.
+    # A variable no condition mentions is undetermined, its range its own: what isl would answer.
     mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
     free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
             and r.hi - r.lo > 1}
-    # 1. eliminate determined variables, best candidate first; a variable the set does not determine stays
-    #    undetermined on its projections, so it is not asked again.
+    # 1. eliminate determined variables, best first; an undetermined one stays so on projections.
     undetermined = set(free)
     while rvars:
         best = None

@@ -95,8 +95,8 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
         elif n.op is Op.MUL:
             a, b = go(n.src[0]), go(n.src[1])
             if not distribute and all(mentions(s, bound) for s in n.src):
-                # a variant sum times a variant factor stays one factor: H * (X - mean) is
-                # not H * X - H * mean (that would cancel catastrophically in the sum)
+                # a variant sum times a variant factor stays one factor (distributed, it would cancel
+                # catastrophically)
                 a, b = (x if len(x) == 1 else [_collapse(s, bound)]
                         for x, s in ((a, n.src[0]), (b, n.src[1])))
             if len(a) * len(b) > MAX_TERMS:
@@ -579,8 +579,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])
-    # the bracket, computed on the whole box of the axes and outer variables, keeps the outer conjuncts
-    # too: they keep its reads in bounds
+    # the bracket keeps the outer conjuncts too: they keep its reads in bounds
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),
                    product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),

@@ -140,11 +140,9 @@ class ProofMemo:
     nodes it asked for, in order); a later proof that asks for a kept node walks the records, spending
     each new node's cost in the conversion's order, so its budget runs out (``_TooBig``) at the same node.
     An atom whose inlining the budget would cut short has another spelling: the proof restarts without
-    replay (:class:`_Cut`) and keeps nothing.
-
-    An expanded sum's variables are made once per read node and the positional ones once per call, so
-    equal nodes of two proofs are one node; a read is never expanded inside its own expansion, so no
-    variable is captured."""
+    replay (:class:`_Cut`) and keeps nothing.  An expanded sum's variables are made once per read node and
+    the positional ones once per call, so equal nodes of two proofs are one node; a read is never expanded
+    inside its own expansion, so no variable is captured."""
 
     def __init__(self, pure: ProofMemo | None = None) -> None:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
@@ -415,13 +413,12 @@ class _Builder:
         return out
 
     def _domain_sum(self, vs: list[Expr], conds: list[Expr], dep: Mono, e: Expr) -> Mono:
-        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).
-
-        A finite sum over a polyhedral domain may be taken in any order, each condition travelling with
-        the innermost sum that mentions its variable.  So the nested sums among ``dep`` are first
-        flattened into one domain, then the variables are summed innermost first, the one the fewest
-        factors mention first (ties: by what they are), each as an atom ``[sum_v where C_v of F_v]`` over
-        the factors and conditions that mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
+        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).  A finite sum
+        over a polyhedral domain may be taken in any order, each condition travelling with the innermost
+        sum that mentions its variable.  So the nested sums among ``dep`` are first flattened into one
+        domain, then the variables are summed innermost first, the one the fewest factors mention first
+        (ties: by what they are), each as an atom ``[sum_v where C_v of F_v]`` over the factors and
+        conditions that mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
         ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s expansion, and
         cancels.  Variables every factor mentions stay one atom; factors no variable mentions move out."""
         f: dict[Expr, int] = dict(dep)
@@ -434,8 +431,7 @@ class _Builder:
             if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
                 continue
             del f[x]
-            # (named apart: a new sum's names are a level no sum inside binds, so no free
-            # variable under it may have one)
+            # (a new sum's names are a level no sum inside binds: no free variable under it has one)
             axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
             mapping, memo = dict(zip(x.arg.axes, axes)), {}
             vs.extend(axes)

@@ -1,35 +1,27 @@
 """A cheap, sound "not zero" tried before a zero-proof: a sum nonzero at one point of a model.
 
-Most zero-proofs the optimizer asks for (:func:`.zeros.polynomial.provably_zero`) fail, expensively.  A
-term nonzero in *one* model of what the proof assumes cannot be identically zero: :meth:`Refuter.refutes`
-looks for such a value, and the proof runs only where it finds none (the same answers, by construction).
-
-The model evaluates the term in exact arithmetic (ints and fractions, :mod:`.zeros.rational`):
+Most zero-proofs (:func:`.zeros.polynomial.provably_zero`) fail, expensively.  A term nonzero in *one*
+model of what the proof assumes is not identically zero: :meth:`Refuter.refutes` looks for such a value,
+and the proof runs only where it finds none (the same answers, by construction).  The model evaluates
+exactly (ints and fractions, :mod:`.zeros.rational`):
 
 * free index variables take random points of their ranges; a placeholder element is a random small value,
-  the same for every read of it in every proof of the call;
-* an element of a computed tensor is its body at its indices (memoized per call, at a bounded depth:
+  the same for every read in every proof of the call;
+* a computed element is its body at its indices (memoized per call, at a bounded depth:
   :meth:`Refuter._value`);
-* a sum over ``[lo, hi)`` ranges sums a few sample points per axis, chosen once per range: a fixed *linear
-  functional* that is linear, lets factors free of the axes out, ignores the axes' names and order and
-  commutes with nested sums, all the proof assumes of a sum; other reductions combine over the same
-  points;
-* ``exp``, ``log``, ``tanh``, ... are the float64 function rounded to :data:`ROUND_BITS` bits (the true
-  value where constant folding folds them); outside a domain any deterministic value will do;
-* an operator over constants is exact, and the model gives up where constant folding
-  (:func:`.algebra.consts.fold_constant`) would round to another value.
+* a sum sums a few sample points per axis, chosen once per range: a fixed *linear functional*, which is
+  all the proof assumes of a sum; other reductions combine over the same points;
+* ``exp``, ``log``, ... are the float64 function rounded to :data:`ROUND_BITS` bits (the true value where
+  constant folding folds them);
+* an operator over constants is exact; the model gives up where :func:`.algebra.consts.fold_constant`
+  would round to another value.
 
-Every step of the proof holds in this model, so a term the proof shows zero is 0 here.  The evaluation is
-bounded (:data:`MAX_STEPS` node evaluations, :data:`MAX_BITS`-bit numbers) and gives up (the proof runs)
-on what it does not model: a division by zero, an infinite constant, an integer outside its type, a
-variable without a range.  One gap: the proof folds float arithmetic on constant indices of a producer's
-body, which the model computes exactly.
-
-The :class:`Refuter` of the call's context is seeded and holds two models for the call: the first (integer
-data near 0, free variables near the start of their ranges) answers nearly every question; the last
-attempt uses the second (integer data spread wide, its own sample points, free variables anywhere),
-spending at most :data:`WIDE_STEPS` after a term that was 0 in the first.  A point where a model has no
-value is skipped."""
+Every step of the proof holds in this model.  The evaluation is bounded (:data:`MAX_STEPS`,
+:data:`MAX_BITS`) and gives up on a division by zero, an infinite constant, an integer outside its type, a
+variable without a range.  One gap: the proof folds float arithmetic on a producer's constant indices,
+which the model computes exactly.  The seeded :class:`Refuter` holds two models per call: the first (data
+near 0, variables near their ranges' start) answers nearly every question; the last attempt uses the
+second (data spread wide, variables anywhere), spending at most :data:`WIDE_STEPS` after a zero."""
 
 from __future__ import annotations
 
@@ -114,8 +106,7 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-_squash(x)))
 
 
-# A deterministic function of the exact argument is all the model needs; outside a function's domain any
-# value will do.  Each is the true function where :func:`.algebra.consts.fold_constant` folds it.
+# A deterministic function of the exact argument is all the model needs (the true one where folded).
 _MATH: dict[Op, Callable[[float], float]] = {
     Op.EXP: lambda x: math.exp(_squash(x)), Op.LOG: _log, Op.SQRT: lambda x: math.sqrt(abs(x)),
     Op.TANH: math.tanh, Op.SIGMOID: _sigmoid, Op.SIN: math.sin, Op.COS: math.cos,

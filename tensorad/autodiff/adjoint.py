@@ -199,8 +199,7 @@ class AdjointBuilder:
         body = op.body[0]
         ra: ReduceArg = body.arg
         if any(k.extent <= 0 for k in ra.axes):
-            # An empty box: the reduction is its identity, a constant (a winner would be a clipped
-            # sentinel outside the box).
+            # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
@@ -221,8 +220,8 @@ class AdjointBuilder:
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
-                # max/min: every element equal to the result gets head / ties; the first winner by index
-                # always does, the others by comparing values.
+                # max/min: the first winner by index always gets head / ties, the other tied elements by
+                # value.
                 count = ties[tuple(iv)]
                 source = self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
@@ -374,14 +373,13 @@ class AdjointBuilder:
     def _destination(self, op: ComputeOp, source: Expr,
                      site: Expr) -> tuple[Tensor, tuple[int, ...], Expr, list[Expr]] | None:
         """``(E, dims, rest, guards)``: where a lone winner's head lands, computed once per output by a
-        tensor the forward saves (``Role.SAVED``).
-
-        ``E(i)`` is the row-major offset, within the axes ``dims`` of ``x`` the window moves along, of the
-        read ``x[phi(i, k*)]`` at the winner ``k* = unflatten(W(i))``; or -1 where the ``where`` or the
-        read's guard fails at ``k*``, and (max/min) ``-1 - T(i)`` where ``T(i) > 1`` (the tie term decodes
-        the count and finds the tied points by value).  The backward then reads neither ``W`` nor ``T``;
-        the scatter tests ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative
-        under its ``guards``.  ``None`` when :meth:`_landing` declines the form."""
+        tensor the forward saves (``Role.SAVED``).  ``E(i)`` is the row-major offset, within the axes
+        ``dims`` of ``x`` the window moves along, of the read ``x[phi(i, k*)]`` at the winner
+        ``k* = unflatten(W(i))``; or -1 where the ``where`` or the read's guard fails at ``k*``, and
+        (max/min) ``-1 - T(i)`` where ``T(i) > 1`` (the tie term decodes the count and finds the tied
+        points by value).  The backward then reads neither ``W`` nor ``T``; the scatter tests
+        ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative under its
+        ``guards``.  ``None`` when :meth:`_landing` declines the form."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
@@ -453,19 +451,17 @@ class AdjointBuilder:
     def _saved(self, op: ComputeOp) -> Tensor | None:
         """Values stored once (``Role.SAVED``) so that a max/min/prod's winner and tie or zero test
         compare the same bits, for a source that may round differently where computed again; ``None`` when
-        the source recomputes exactly.
-
-        An elementwise tensor the source reads is copied once (``C.tie``, its own shape) and read from the
-        copy; only a source that still rounds twice is stored over the whole reduction domain (``Y.tie``).
-        """
+        the source recomputes exactly.  An elementwise tensor the source reads is copied once (``C.tie``,
+        its own shape) and read from the copy; only a source that still rounds twice is stored over the
+        whole reduction domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
         source = body.src[1]
         found = None
         if not recomputes_exactly(source, inlined=True):
-            # Keyed by tensor, not by read: ``rewrite`` rebuilds bottom-up, so a read whose index reads a
-            # copied tensor is a new node by the time the rule sees it.
+            # Keyed by tensor: ``rewrite`` rebuilds bottom-up, so a read whose index reads a copy is new
+            # by then.
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
                       and roundings(n.arg.op.body[n.arg.value_index], True)}
             source = rewrite(source, lambda n: self._copy(n.arg)[tuple(n.src)]

@@ -47,8 +47,7 @@ def direct_jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None =
     check_float(input, "jacobian")
     if isinstance(output.op, ComputeOp) and output != input and input not in op_reads(output.op) \
             and input in tensor_graph([output]):
-        # the elementwise Jacobian would treat the tensors in between as constants: a zero
-        # that is not the derivative
+        # the elementwise Jacobian would take the tensors in between as constants: a wrong zero
         raise ValueError(f"Jacobian({output.name}, {input.name}): {output.name} reads {input.name} only "
                          f"through other tensors; Jacobian differentiates one tensor's body -- use "
                          f"JacobianRecursive({output.name}, [{input.name}]) for the whole chain")

@@ -43,8 +43,7 @@ def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
 
 
 def _cast(n: Expr, da: Tangent) -> Tangent:
-    # float -> float passes the derivative on; anything from or to an integer is piecewise
-    # constant and has derivative 0 (the int-to-float case is an index used as a value).
+    # float -> float passes the derivative on; to or from an integer is piecewise constant: 0.
     return to_dtype(da, n.dtype) if dt.is_float(n.src[0].dtype) else ZERO
 
 
@@ -57,9 +56,8 @@ def _abs(n: Expr, da: Tangent) -> Tangent:
 
 
 def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie, and da + db where a and b are
-    # unordered: PyTorch's backward of torch.maximum/minimum.  ``relu`` is a select, so its derivative at
-    # 0 is 0.
+    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie, da + db where unordered
+    # (PyTorch's).
     if not dt.is_float(n.dtype):
         return ZERO
     a, b = n.src
@@ -70,8 +68,7 @@ def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
 
 
-# Past this square, e^(-a^2) is below the dtype's smallest normal number (e^-87.34 in float32,
-# e^-708.4 in float64): erf' is 0 there, not a subnormal.
+# Past this square, e^(-a^2) is below the dtype's smallest normal number: erf' is 0 there.
 _ERF_NORMAL_SQUARE = {"float32": -math.log(2.0 ** -126), "float64": -math.log(2.0 ** -1022)}
 
 
@@ -144,8 +141,7 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
 }
 
 
-# forward mode's table (``ta.jvp``): :data:`TANGENT_RULES` with a ``max``/``min`` reduction's tangent the
-# mean of its tied points' tangents, so ``h . J u == u . J^T h`` at a tie
+# forward mode's table (``ta.jvp``): a ``max``/``min``'s tangent is its ties' mean
 # (:func:`.combiners.reduce_tangent`)
 FORWARD_RULES: dict[Op, Callable[..., Tangent]] = {**TANGENT_RULES, Op.REDUCE: _reduce_mean_ties}
 

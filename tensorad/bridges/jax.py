@@ -47,13 +47,11 @@ from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trac
 
 
 class Program:
-    """``outputs`` as a function of the placeholders ``free``, run by one kernel.
-
-    ``linear``: positions in ``free`` in which the program is linear (JAX may transpose there).
-    ``frozen``: positions that carry no derivative (outside the user's ``wrt``).  ``n_saved``: operands
-    after ``free`` the kernel may read (saved forward values) but the mathematics does not depend on.
-    ``run``: the kernel on all operands (default: built over ``free``).  ``jvp_rule``/``transpose_rule``
-    replace the generic rules."""
+    """``outputs`` as a function of the placeholders ``free``, run by one kernel.  ``linear``: positions
+    in ``free`` in which the program is linear (JAX may transpose there). ``frozen``: positions that carry
+    no derivative (outside the user's ``wrt``).  ``n_saved``: operands after ``free`` the kernel may read
+    (saved forward values) but the mathematics does not depend on. ``run``: the kernel on all operands
+    (default: built over ``free``).  ``jvp_rule``/``transpose_rule`` replace the generic rules."""
 
     def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
                  linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,

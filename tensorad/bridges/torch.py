@@ -103,8 +103,8 @@ class TorchFunction:
         self._check(tensors)
         grad = torch.is_grad_enabled()
         mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
-        # kernels read memory in row-major order: a strided view or a channels-last tensor
-        # is copied first (a differentiable copy)
+        # kernels read memory row-major: a strided or channels-last tensor is copied first
+        # (differentiably)
         tensors = tuple(t if t.is_contiguous() else t.contiguous() for t in tensors)
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
@@ -172,11 +172,10 @@ class _Operator:
         n = len(self.function.outputs)
         ctx.operator = self  # the graph keeps the function alive until its backward is gone
         ctx.mark_non_differentiable(*output[n:])
-        # The saved values get no gradient: autograd would otherwise allocate and zero-fill a head for
-        # each on every backward.
+        # The saved values get no gradient (autograd would zero-fill a head for each on every backward).
         ctx.set_materialize_grads(False)
-        # Only what a backward reads, as PyTorch's own operators: an output or input changed in place
-        # afterwards is an error only where the gradient needs its old values.
+        # Only what a backward reads: a tensor changed in place afterwards is an error only where it is
+        # read.
         keep_in, keep_out = self.kept
         ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
                               *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
@@ -310,12 +309,11 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 class TorchOp:
     """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any shapes:
     one :class:`TorchFunction` per signature (shapes, dtypes and static keyword values), made on its first
-    call and kept in a bounded LRU cache (``signatures``).
-
-    Under ``torch.compile(fullgraph=True)`` a new signature is made while the graph is traced; sizes are
-    specialized, so each new shape is a new graph (as ``dynamic=False``).  A compiled graph names its
-    operator pair by key: the signature must still be cached when it runs (else a clear error;
-    ``max_signatures`` bounds how many a model may alternate between)."""
+    call and kept in a bounded LRU cache (``signatures``).  Under ``torch.compile(fullgraph=True)`` a new
+    signature is made while the graph is traced; sizes are specialized, so each new shape is a new graph
+    (as ``dynamic=False``).  A compiled graph names its operator pair by key: the signature must still be
+    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model may alternate
+    between)."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
@@ -358,8 +356,8 @@ class TorchOp:
             if t.device.type != "cpu":
                 raise ValueError(f"{self.__name__}: argument {k}: tensorad kernels run on the CPU, "
                                  f"got a tensor on {t.device}")
-        # operator.index: under torch.compile a symbolic size becomes a guarded constant (one
-        # graph per shape, as a fixed-size program needs)
+        # operator.index: under torch.compile a symbolic size becomes a guarded constant (a graph per
+        # shape)
         return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
 
     def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:

@@ -162,15 +162,13 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.COS: lambda n, a: np.cos(a),                                  # cos a
     Op.ERF: lambda n, a: _erf(a),                                    # 2/sqrt(pi) int_0^a e^-t^2 dt
 }
-# Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand), READ (gather with
-# clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes), DATA_INDEX (checked, clipped or
-# wrapped).
+# Context-dependent ops, handled by _Grid: VAR, READ (clamped, poisoned), IF_THEN_ELSE, REDUCE,
+# DATA_INDEX.
 CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-# The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order,
-# the last two by the parity of each element's index, and axis by axis (the module's docstring).
+# The summation orders of evaluate_in_order (the module's docstring).
 ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd", "nested")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 # The math functions that ``rounded_math`` computes in float64 for float32 operands.

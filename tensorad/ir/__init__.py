@@ -46,8 +46,7 @@ from .rewrite import (
 )
 from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Provenance, Role, Tensor, read
 
-# The text forms of nodes and tensors come from the printer, which reads tensors and the
-# rewriter; attaching them here, once every module of the IR is loaded, keeps imports acyclic.
+# The printer's text forms, attached once every module of the IR is loaded (imports stay acyclic).
 Expr.__repr__ = Expr.__str__ = expr_to_str
 Tensor.__str__ = tensor_to_str
 Tensor._repr_html_ = tensor_to_html

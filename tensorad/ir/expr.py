@@ -70,8 +70,7 @@ class Op(enum.Enum):
     READ = "read"
     REDUCE = "reduce"
 
-    # Members are singletons, so identity is equality: hashed by identity (a C slot) instead
-    # of Enum's hash of the name, a Python call at every table lookup keyed by an op.
+    # Members are singletons: hashed by identity (a C slot), not by Enum's hash of the name.
     __hash__ = object.__hash__
 
 
@@ -274,7 +273,6 @@ class Expr:
         return cast(dtype, self)
 
     # ``repr``/``str`` are the printer's :func:`.printer.expr_to_str`, attached by the package
-    # (the printer reads tensors and the rewriter, which read these nodes)
 
 
 def _is_scalar(x: Any) -> bool:

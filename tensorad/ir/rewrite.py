@@ -175,12 +175,11 @@ _ABSENT = object()
 
 
 def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = None) -> Expr:
-    """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.
-
-    A rule returns a replacement node or ``None``; a replacement is itself rewritten.  Iterative: one work
-    stack holds the walk and the rewriting of replacements; ``memo`` maps every visited node to its
-    result, and a frame is a node with its operand iterator or ``(key, before, rounds, replacement)``
-    waiting for a replacement's result."""
+    """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.  A rule
+    returns a replacement node or ``None``; a replacement is itself rewritten.  Iterative: one work stack
+    holds the walk and the rewriting of replacements; ``memo`` maps every visited node to its result, and
+    a frame is a node with its operand iterator or ``(key, before, rounds, replacement)`` waiting for a
+    replacement's result."""
     memo = {} if memo is None else memo
     if isinstance(rules, Mapping):
         table = rules

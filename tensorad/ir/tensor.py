@@ -128,8 +128,7 @@ class ComputeOp:
 SHIFT_ATTR = "shift"
 
 
-# Broadcasting arithmetic on whole tensors (``exps / sumexps`` in the seed) is defined by the
-# operator library; it registers its functions here so that the IR does not import it.
+# Broadcasting arithmetic on tensors, registered here by the operator library (not imported by the IR).
 TENSOR_OPERATORS: dict[str, Callable[..., Tensor]] = {}
 
 
@@ -210,8 +209,8 @@ class Tensor:
         return True
 
     def __iter__(self):
-        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are not
-        # bounds-checked until a compute is built): list(T), np.asarray(T), ndarray == T hung.
+        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are unchecked until
+        # compute).
         raise TypeError(f"tensor {self.name!r} is not iterable: read its elements with "
                         f"{self.name}[i, ...] inside ta.compute, or pass a list of tensors")
 
@@ -228,8 +227,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
 
-    # ``str`` and the notebook's HTML form are the printer's (:func:`.printer.tensor_to_str`,
-    # :func:`.printer.tensor_to_html`), attached by the package: the printer reads tensors
+    # ``str`` and the HTML form are the printer's, attached by the package
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self) if not cycle else repr(self))

@@ -22,11 +22,10 @@ _OUT = isl.dim_type.out
 _SET = isl.dim_type.set
 
 
-# isl counts a set with divisions by scanning it, which can take minutes.  The counts are cost estimates,
-# so a set with more than ``COUNT_DIVISIONS`` divisions in a piece is not counted, and any other with
-# divisions gets ``COUNT_OPERATIONS`` of isl's operations (deterministic) in a context of its own; the
-# caller takes ``None`` as "too costly to know" and keeps its plain form or estimates by
-# :func:`count_bound`.
+# isl counts a set with divisions by scanning it, which can take minutes: a set with more than
+# ``COUNT_DIVISIONS`` divisions in a piece is not counted, any other with divisions gets
+# ``COUNT_OPERATIONS`` of isl's operations; ``None`` means "too costly to know" (:func:`count_bound`
+# estimates).
 COUNT_DIVISIONS = 2
 COUNT_OPERATIONS = 100_000
 
@@ -172,8 +171,7 @@ class IndexSet:
             dom = self.set
             if not dom.intersect(diff.lt_set(space.constant(0))).is_empty():
                 continue  # not a lower bound everywhere
-            # max(v - lo) over the set: as the range of a map, so that isl maximizes over a set
-            # (``PwAff.max_val`` refuses quasi-affine pieces: "expecting integer affine expression")
+            # max(v - lo) as the range of a map (``PwAff.max_val`` refuses quasi-affine pieces)
             values = isl.Map.from_pw_aff(diff.intersect_domain(dom)).range()
             ext = int(val_to_fraction(values.dim_max_val(0))) + 1
             out.append((lo, ext, a.dim(isl.dim_type.div)))

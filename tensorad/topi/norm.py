@@ -103,8 +103,7 @@ def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
                   read: Callable[[Index, Index], Index], name: str) -> tuple[Tensor, Tensor]:
     """``mean`` and the population variance over the groups ``read(s, k)`` (see :func:`_moments`)."""
     count = prod(extents)
-    # no element in a group: then no output element either (the groups' axes are the
-    # output's), so any scale serves (1/0 raised ZeroDivisionError while defining)
+    # no element in a group: then no output element either, so any scale serves
     inv = const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
 
     def axes_k() -> Index:

@@ -38,8 +38,7 @@ from ..simplify import Optimizer
 from ..topi import add
 from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_values
 
-# ``build``'s own parameters besides the lowering options (cache, ...): passed to ``build``
-# only, never to ``lower``; the target is both's (a plan's tiles are the target's)
+# ``build``'s own parameters besides the lowering options: passed to ``build`` only
 _BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options",
                                                                 "target"}
 
@@ -241,7 +240,7 @@ class Function:
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [_zero_head(ph) if h is None else _scalar_head(h, ph)
+        given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
         arrays = (*residuals, *given)
         if type(residuals) is Residuals and residuals.maker is self and self._known is not None:
@@ -249,8 +248,8 @@ class Function:
         else:
             res = self.backward_kernel.call(arrays, out=out)
             if type(residuals) is Residuals and residuals.maker is self:
-                # the saved values this function's kernels made passed the backward's checks:
-                # the kernels make them of the same shapes and dtypes on every call
+                # the saved values this function's kernels made are of the right shapes and dtypes: not
+                # checked again
                 self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
 
@@ -277,10 +276,6 @@ def _scalar_head(h: Any, head: Tensor) -> Any:
     if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
         return np.asarray(h, dtype=head.dtype)
     return h
-
-
-def _zero_head(head: Tensor) -> np.ndarray:
-    return np.zeros(head.shape, head.dtype)
 
 
 def _zeros(x: Tensor) -> Tensor:

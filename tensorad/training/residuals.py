@@ -91,13 +91,12 @@ def _chooser(policy: Policy, outputs: set[Tensor]) -> Callable[[Tensor], bool]:
 
 @dataclass(frozen=True)
 class ResidualPlan:
-    """What the forward saves for the backward.
-
-    ``inputs``: the inputs the backward reads (indices into the function's inputs); ``saved``: the forward
-    tensors it reads instead of recomputing, producers first; ``extras``: those of ``saved`` that are not
-    outputs; ``outputs`` and ``grads``: the forward's outputs and the gradients as computed with residuals
-    (reading :mod:`.training.saved_values`'s shared values where saved).  The residuals are the values of
-    ``inputs`` then ``saved``.  ``original``: each rewritten tensor -> the given tensor it stands for."""
+    """What the forward saves for the backward.  ``inputs``: the inputs the backward reads (indices into
+    the function's inputs); ``saved``: the forward tensors it reads instead of recomputing, producers
+    first; ``extras``: those of ``saved`` that are not outputs; ``outputs`` and ``grads``: the forward's
+    outputs and the gradients as computed with residuals (reading :mod:`.training.saved_values`'s shared
+    values where saved).  The residuals are the values of ``inputs`` then ``saved``.  ``original``: each
+    rewritten tensor -> the given tensor it stands for."""
 
     inputs: tuple[int, ...]
     saved: tuple[Tensor, ...]
@@ -179,8 +178,8 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     choose = _chooser(policy, set(outputs))
     chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
               and (t in values or choose(t))}
-    # a value the backward compares with a saved tensor made from it (a max's tie test reads
-    # ``Y.tie`` and the winner computed from it) comes from the same pass: saved with it
+    # a value the backward compares with a saved tensor made from it comes from the same pass: saved with
+    # it
     chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
                if _must_share(r) and r not in on_head}
     chosen |= _same_pass(chosen, on_head)

@@ -50,8 +50,7 @@ class _Speller:
     so that both passes' spellings of one value are one pattern."""
 
     def __init__(self, forward: Sequence[Tensor]) -> None:
-        # cheap tensors only (the optimizer inlines those into the gradients): a spelling never
-        # crosses another transcendental value, so a long chain of them spells in linear size
+        # cheap tensors only (those the optimizer inlines), so a spelling stays linear in size
         self.inline = {t for t in forward if isinstance(t.op, ComputeOp) and not t.op.is_reduction
                        and t.op.provenance.role is not Role.SAVED
                        and not any(n.op in HEAVY for b in t.op.body for n in walk(b))}
