@@ -99,7 +99,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                                         gomp, ARRAY_DATA_OFFSET, opts.checked)),
                                    fingerprint(tgt)])
     key = digest(key_text)
-    expect = _signature_of_tensors(outs, ins)
+    expect = {"inputs": [[list(t.shape), t.dtype] for t in ins],
+              "outputs": [[list(t.shape), t.dtype] for t in outs]}
     origin = "memory"
     compiled = compiled_cache.COMPILED.get(key)
     if compiled is None or not _fits(compiled.meta, key_text, expect):
@@ -123,12 +124,6 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature, origin)
 
 
-def _signature_of_tensors(outputs: list[Tensor], inputs: list[Tensor]) -> dict:
-    """The argument shapes and dtypes an entry for this call must have been compiled for."""
-    return {"inputs": [[list(t.shape), t.dtype] for t in inputs],
-            "outputs": [[list(t.shape), t.dtype] for t in outputs]}
-
-
 def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
     """Whether linked code (its entry's metadata) was compiled for exactly this key and call."""
     return meta is not None and meta.get("key") == key_text and all(
@@ -140,7 +135,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     and the kernel's signature (argument shapes and dtypes, temporaries, work)."""
     name = lowered.program.name
     prog = lowered.program
-    checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
+    checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(lowered.program) else None
     direct = call_entry(len(lowered.program.arguments) + (checks is not None))
     with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
         offset = ARRAY_DATA_OFFSET if direct else None
@@ -169,11 +164,6 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     diskcache.put(key, _pack_entry(meta, obj, text))
     return compiled
 
-
-def _needs_record(lowered, opts: Options) -> bool:
-    """A violation record (:mod:`.llvm.bounds_checks`): for ``checked=True``, and for every program with a
-    gather index under ``mode="raise"`` (tested at run time in every kernel)."""
-    return bool(opts.checked) or has_raise_gather(lowered.program)
 
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target

@@ -223,7 +223,7 @@ class _Reader(pickle.Unpickler):
             return self._fresh("var", k, lambda: var(name, lo, hi, dtype))
         if what == "new placeholder":
             _, k, name, shape, dtype = pid
-            return self._fresh("placeholder", k, lambda: _placeholder_op(name, shape, dtype))
+            return self._fresh("placeholder", k, lambda: placeholder(shape, dtype, name).op)
         raise pickle.UnpicklingError(f"unknown reference {what!r}")
 
     def _fresh(self, kind: str, k: Any, make: Callable[[], Any]) -> Any:
@@ -231,10 +231,6 @@ class _Reader(pickle.Unpickler):
         if key not in self.new:
             self.new[key] = make()
         return self.new[key]
-
-
-def _placeholder_op(name: str, shape: tuple[int, ...], dtype: str) -> PlaceholderOp:
-    return placeholder(shape, dtype, name).op
 
 
 def _load(payload: bytes, graph: GraphKey) -> list[Tensor] | None:

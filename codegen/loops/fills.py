@@ -126,10 +126,6 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
     return loops, depth
 
 
-def _parallel_loops(stmts: tuple) -> list[Loop]:
-    return [s for s in walk_stmts(stmts) if isinstance(s, Loop) and s.kind == "parallel"]
-
-
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its slice first), or
     ``None`` when it owns no slices or shares a loop inside a slice's iteration among threads."""
@@ -137,7 +133,7 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     loops, depth = owned_depth(program, buf, nest)
     if depth == 0:
         return None
-    shared = _parallel_loops(nest.body)
+    shared = [s for s in walk_stmts(nest.body) if isinstance(s, Loop) and s.kind == "parallel"]
     if any(all(p is not loop for loop in loops[:depth]) for p in shared):
         return None  # (every thread runs the loops outside a deeper parallel loop: each would fill)
     prefix = tuple(loop.var for loop in loops[:depth])

@@ -259,11 +259,6 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
     return out
 
 
-def _heavy(u: Unit) -> int:
-    """Expensive operations in a unit's statements (each shared node once)."""
-    return len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})
-
-
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     """Consecutive units grouped greedily (aligned, as a sibling reduction, or as a :func:`strip_siblings`
     of every member; a strip-form reduction joins no aligned group), at most :data:`MAX_MEMBERS` per group
@@ -274,7 +269,7 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     heavy = 0
     for u in units:
         g = groups[-1] if groups else None
-        h = _heavy(u)
+        h = len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})  # each shared node once
         if g is not None and (g.strips or len(g.units) == 1) and len(g.units) < MAX_MEMBERS \
                 and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u, alias) for v in g.units):
             g.units.append(u)

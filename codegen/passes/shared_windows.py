@@ -29,12 +29,6 @@ MIN_READS = 3.0  # and all readers at least this many times in all
 _UNSAFE = (Op.FLOORDIV, Op.MOD, Op.DATA_INDEX, Op.REDUCE)
 
 
-def _movable(node: Expr) -> bool:
-    """Whether ``node`` may be computed at points no reader reads: no operation that can
-    fault (integer division, a data-dependent index) or that is not elementwise."""
-    return not any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(node))
-
-
 def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
     """``(principal tensor, its index entries)`` when ``node`` is an operand (see the module
     docstring), else ``None``."""
@@ -57,7 +51,7 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
         seen |= vs
     if any(not set(r.src) <= set(entries) for r in reads):
         return None
-    if not _movable(node):
+    if any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(node)):  # may fault
         return None
     return principal.arg, entries
 

@@ -126,10 +126,6 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
     return iters * (2 + access + heavy_count(bodies)) / lanes
 
 
-def is_guarded(side) -> bool:
-    return side.op in (Op.IF_THEN_ELSE, Op.SELECT)
-
-
 def padded_cycles(pieces: list, ctx: PlanContext) -> float:
     """The pieces of :func:`.gemm.contraction.pad_contraction`: each one's copies and product."""
     total = 0.0
@@ -142,7 +138,7 @@ def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle (``GUARDED_PACK``
     times more under a range guard), and :data:`SPILLED_PACK` more for the share of what the side reads
     past the target's L2."""
-    cycles = (GUARDED_PACK if is_guarded(side) else 1) / lanes
+    cycles = (GUARDED_PACK if side.op in (Op.IF_THEN_ELSE, Op.SELECT) else 1) / lanes
     read = {n.arg for n in walk(side) if n.op is Op.READ}
     footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)
     return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
@@ -180,14 +176,9 @@ def recompute_cost(value: Expr, target: Target) -> float:
     return ops / _lanes(value.dtype, target)
 
 
-def save_cost(value: Expr, target: Target) -> float:
-    """Estimated cycles per element to store ``value`` in the forward and load it in the backward."""
-    return 2 / _lanes(value.dtype, target)
-
-
 def worth_saving(value: Expr, target: Target) -> bool:
     """Whether loading ``value`` (stored by the forward) beats computing it again."""
-    return recompute_cost(value, target) > save_cost(value, target)
+    return recompute_cost(value, target) > 2 / _lanes(value.dtype, target)  # a store and a load
 
 
 def _lanes(dtype: str, target: Target) -> int:

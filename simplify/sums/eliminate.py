@@ -81,16 +81,11 @@ def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:
             return found
     if not made:
         made.append(space_of(variables, ctx))
-    answer = _is_affine(made[0], c)
+    answer = not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and made[0].is_affine(c)
     if shape is not None:
         ctx.counts["affine test"] += 1
         ctx.affine[shape] = answer
     return answer
-
-
-def _is_affine(space: IndexSpace, c: Expr) -> bool:
-    """A condition isl represents that reads no data (not even in terms that cancel)."""
-    return not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and space.is_affine(c)
 
 
 def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:

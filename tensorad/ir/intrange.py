@@ -20,10 +20,6 @@ _RANGE = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": INT64, "bool": (0, 1)}
 Bound = tuple[int, int] | None
 
 
-def _hull(*bs: tuple[int, int]) -> tuple[int, int]:
-    return min(b[0] for b in bs), max(b[1] for b in bs)
-
-
 def _mul(a, b):
     ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
     return min(ps), max(ps)
@@ -74,7 +70,7 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
             return src if lo <= src[0] and src[1] <= hi else (lo, hi)  # int32 casts wrap
         if node.op in (Op.SELECT, Op.IF_THEN_ELSE):
             a, b = kids[1], kids[2]
-            return None if a is None or b is None else _hull(a, b)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
         rule = _ARITH.get(node.op)
         if rule is None or any(k is None for k in kids):
             return None
