@@ -279,8 +279,7 @@ def _copies(state: _Rewriting) -> None:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
 
 
-# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse first, for
-# footprints to see; bounds before the passes making ops; speculation after the proof.
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`).
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _reuse,                          # a stored transcendental value read instead of recomputed
     _footprints,                     # temporaries shrunk to the points their readers read

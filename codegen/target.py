@@ -310,12 +310,10 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         fma = any(m in asm for m in _FMA_MNEMONICS)
         f16c, bf16 = _half_probe(tm)
     if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
-        # LLVM tunes some AVX-512 CPUs for 256-bit vectors; ours use 512 (``+prefer-256-bit`` asks
-        # otherwise)
+        # LLVM tunes some AVX-512 CPUs for 256-bit vectors; ours use 512 (``+prefer-256-bit``)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     if x86:
-        # Vectorize without gathers and scatters (slower than loads and shuffles), as XLA's CPU backend
-        # does, unless ``-mattr=-prefer-no-gather`` asks: a tuning preference.
+        # Vectorize without gathers and scatters (as XLA does) unless ``-mattr=-prefer-no-gather``.
         for tune in ("prefer-no-gather", "prefer-no-scatter"):
             if not any(tune in f for f in mattr):
                 features = f"{features},+{tune}" if features else f"+{tune}"

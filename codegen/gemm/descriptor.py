@@ -45,15 +45,12 @@ SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
 H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see gemmlib)
-# the parallel loop's shared schedule ``{i64 next, i64 team, i64 chunk}`` (0: the call runs ``[lo, hi)``):
-# each thread takes chunk ``next++``
+# the shared schedule ``{i64 next, i64 team, i64 chunk}`` (0: the call runs ``[lo, hi)``)
 H_SHARED = H_BPRE + 1
-# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none): a finished block's NaN
-# elements recomputed exactly
+# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none)
 H_FIX = H_SHARED + 1
 H_FIXCTX = H_FIX + 1
-# side A's band (contraction.Band): 1 where a bound holds, the bound's constant, the extent of the
-# reduction axes after the first
+# side A's band (contraction.Band): bound flags, constants, and the inner reduction extent
 H_BAND_LO_ON = H_FIXCTX + 1
 H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1

@@ -449,8 +449,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
-    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next chunk
-    # (without one, all of ``[lo, hi)``)
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are its next chunk
     dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
     shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
     team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
@@ -538,8 +537,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                            # the k of this block that the tile's band reaches, [klo, khi) (none: zeros on
-                            # the first block)
+                            # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
                             row = b.add(ic, ir_)
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)

@@ -167,8 +167,7 @@ class Packer:
         last outer axis is a constant-trip loop LLVM unrolls into vector code; another goes run by run."""
         b, em = self.b, self.em
         last = outer[-1]
-        # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled (SLP); never
-        # unrolled here
+        # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here
         across_k = width < self.vw
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)

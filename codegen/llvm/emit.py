@@ -132,8 +132,7 @@ class ModuleEmitter:
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
-        # a nest's name-free key -> (its function, its buffers' pointer positions): identical nests are
-        # one function
+        # a nest's name-free key -> (its function, its buffers' pointer positions)
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)

@@ -326,8 +326,7 @@ class ExprEmitter:
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
-        # rebuilt nodes with a READ or a checked gather index under them: a branch that may raise stays
-        # lazy
+        # nodes with a READ or a checked gather index under them: a branch that may raise stays lazy
         reads: set[Expr] = set()
 
         def rule(node: Expr) -> Expr | None:

@@ -114,8 +114,7 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
     selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
-    # the windows move with the loop: an update reading no memory at an address of ``loop``'s variable is
-    # invariant in it, or tests it only in selects
+    # the windows move with the loop: an update not reading at ``loop``'s variable is invariant in it
     if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)
@@ -179,8 +178,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
 
     if any((st := step(s, loop.var)) is None or st <= SCATTER_STRIDE for s in stores):
         return []
-    # kept rolled only where LLVM can vectorize instead: every store inside moves a few elements with the
-    # kept loop
+    # kept rolled only where every store inside moves a few elements with the kept loop
     return [x for x in long if all((st := step(s, x.var)) is not None and st <= SCATTER_STRIDE
                                    for s in stores_in(x.body))]
 

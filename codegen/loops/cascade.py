@@ -35,8 +35,7 @@ from tensorad.ir.rewrite import walk
 from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
 from .isl_ast import subst_stmt
 
-# Terms per innermost block: strict sums of 16 keep each block's error at ``16 * eps``; fast math sums
-# each block in vector lanes.
+# Terms per innermost block (strict sums of 16 err ``16 * eps``; fast math sums blocks in lanes)
 BLOCK_STRICT = 16
 BLOCK_FAST = 4096
 # Partials per block of an upper level (run once per block below: they cost nothing).

@@ -238,8 +238,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         update = (If(rest, update, (), affine=False),)
     evalue = None
     if epilogue is not None:
-        # the consumer's own select(c, ., 0) domain restricts the reduction; it reads output
-        # ``value_index``
+        # the consumer's own select(c, ., 0) domain restricts the reduction; it reads ``value_index``
         edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[red.arg.value_index]))
         if not dom.is_subset(edom):
             dom = dom.intersect(edom)

@@ -134,8 +134,7 @@ class AstConverter:
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.loops.ast_check.scans_exactly`
-        # whether isl's loops divide (a floor division, modulo or step > 1): it found a stride, may have
-        # dropped points
+        # whether isl's loops divide (floor division, modulo, step > 1): points may have been dropped
         self.divides = False
 
     def _iterator(self, it: str) -> str:

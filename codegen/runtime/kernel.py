@@ -180,8 +180,7 @@ class Kernel:
                  signature: Signature | None = None, origin: str | None = None) -> None:
         """``lowered``: the loop program or a function returning it (lowered on demand); ``signature``:
         the arguments (default: ``lowered``'s); ``origin``: how ``ta.build`` obtained the code."""
-        # how ``ta.build`` obtained the code: ``"compiled"``, ``"disk"`` or ``"memory"``; ``None``:
-        # loaded, unpickled
+        # how ``ta.build`` got the code: ``"compiled"``, ``"disk"``, ``"memory"``; ``None``: loaded
         self.origin = origin
         #: the candidate strategies ``tune=True`` measured for this build (0: none, or found
         #: in the disk cache)

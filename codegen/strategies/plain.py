@@ -103,8 +103,8 @@ class CollapsedLoops:
                                       for b in bodies):
             return []
         if default_spec(op, bodies, ctx) is not None:
-            # a product's plain loops re-read both sides per output point, which the short-loop gain does
-            # not price
+            # a product's plain loops re-read both sides per output point (not priced by the short-loop
+            # gain)
             return []
         found = _collapsible(bodies[0])
         if found is None:

@@ -95,8 +95,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
         elif n.op is Op.MUL:
             a, b = go(n.src[0]), go(n.src[1])
             if not distribute and all(mentions(s, bound) for s in n.src):
-                # a variant sum times a variant factor stays one factor (distributed, it would cancel
-                # catastrophically)
+                # a variant sum times a variant factor stays one factor (distributed, it cancels badly)
                 a, b = (x if len(x) == 1 else [_collapse(s, bound)]
                         for x, s in ((a, n.src[0]), (b, n.src[1])))
             if len(a) * len(b) > MAX_TERMS:

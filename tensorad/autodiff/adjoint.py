@@ -220,7 +220,7 @@ class AdjointBuilder:
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
-                # max/min: the first winner by index always gets head / ties, the other tied elements by
+                # max/min: the first winner by index always gets head / ties, other tied elements by
                 # value.
                 count = ties[tuple(iv)]
                 source = self._compared_source(op, m)
@@ -460,8 +460,7 @@ class AdjointBuilder:
         source = body.src[1]
         found = None
         if not recomputes_exactly(source, inlined=True):
-            # Keyed by tensor: ``rewrite`` rebuilds bottom-up, so a read whose index reads a copy is new
-            # by then.
+            # Keyed by tensor: ``rewrite`` rebuilds bottom-up, so a read of a copy is a new node by then.
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
                       and roundings(n.arg.op.body[n.arg.value_index], True)}
             source = rewrite(source, lambda n: self._copy(n.arg)[tuple(n.src)]

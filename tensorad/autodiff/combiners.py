@@ -137,8 +137,7 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
     leaves = dict(zip(comb.lhs + comb.rhs, xd + yd))
     kind, _ = classify(comb)
     if kind in ("max", "min") and comb.arity == 1:
-        # Not ``maximum``'s tie rule (not associative over three ties): the first winner's tangent
-        # (:func:`beats`).
+        # Not ``maximum``'s tie rule (not associative over three ties): the first winner's tangent.
         x, y = comb.lhs[0], comb.rhs[0]
         ders = (choice(Op.SELECT, at_least(kind, x, y), xd[0], yd[0]),)
     else:

@@ -56,8 +56,7 @@ def _abs(n: Expr, da: Tangent) -> Tangent:
 
 
 def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie, da + db where unordered
-    # (PyTorch's).
+    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie, da + db unordered (PyTorch's).
     if not dt.is_float(n.dtype):
         return ZERO
     a, b = n.src
@@ -141,8 +140,7 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
 }
 
 
-# forward mode's table (``ta.jvp``): a ``max``/``min``'s tangent is its ties' mean
-# (:func:`.combiners.reduce_tangent`)
+# forward mode's table: a ``max``/``min``'s tangent is its ties' mean (:func:`.combiners.reduce_tangent`)
 FORWARD_RULES: dict[Op, Callable[..., Tangent]] = {**TANGENT_RULES, Op.REDUCE: _reduce_mean_ties}
 
 

@@ -104,7 +104,6 @@ class TorchFunction:
         grad = torch.is_grad_enabled()
         mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
         # kernels read memory row-major: a strided or channels-last tensor is copied first
-        # (differentiably)
         tensors = tuple(t if t.is_contiguous() else t.contiguous() for t in tensors)
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
@@ -174,8 +173,7 @@ class _Operator:
         ctx.mark_non_differentiable(*output[n:])
         # The saved values get no gradient (autograd would zero-fill a head for each on every backward).
         ctx.set_materialize_grads(False)
-        # Only what a backward reads: a tensor changed in place afterwards is an error only where it is
-        # read.
+        # Only what a backward reads: a tensor changed in place later is an error only where read.
         keep_in, keep_out = self.kept
         ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
                               *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
@@ -356,8 +354,7 @@ class TorchOp:
             if t.device.type != "cpu":
                 raise ValueError(f"{self.__name__}: argument {k}: tensorad kernels run on the CPU, "
                                  f"got a tensor on {t.device}")
-        # operator.index: under torch.compile a symbolic size becomes a guarded constant (a graph per
-        # shape)
+        # operator.index: under torch.compile a symbolic size becomes a guarded constant
         return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
 
     def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:

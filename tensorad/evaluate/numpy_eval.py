@@ -162,8 +162,7 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.COS: lambda n, a: np.cos(a),                                  # cos a
     Op.ERF: lambda n, a: _erf(a),                                    # 2/sqrt(pi) int_0^a e^-t^2 dt
 }
-# Context-dependent ops, handled by _Grid: VAR, READ (clamped, poisoned), IF_THEN_ELSE, REDUCE,
-# DATA_INDEX.
+# Context-dependent ops, handled by _Grid: VAR, READ, IF_THEN_ELSE, REDUCE, DATA_INDEX.
 CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
 # Built-in reducers: the NumPy fold of each kind.

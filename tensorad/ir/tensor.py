@@ -209,8 +209,7 @@ class Tensor:
         return True
 
     def __iter__(self):
-        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are unchecked until
-        # compute).
+        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are unchecked here).
         raise TypeError(f"tensor {self.name!r} is not iterable: read its elements with "
                         f"{self.name}[i, ...] inside ta.compute, or pass a list of tensors")
 

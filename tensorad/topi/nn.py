@@ -195,8 +195,7 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
         r, c = _scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx
         if src is not x or not any(pads):
             return reducer(src[ax[:lead] + (r, c)], [ry, rx])
-        # max: the -inf padding read under the window's guard, so that the saved winner is an offset into
-        # X
+        # max: the -inf padding read under the window's guard: the saved winner is an offset into X
         inside = _inside(r, top, h, bottom) & _inside(c, left, wd, right)
         read = x[ax[:lead] + (r - top if top else r, c - left if left else c)]
         return reducer(lang.if_then_else(inside, read, dt.min_value(x.dtype)), [ry, rx])

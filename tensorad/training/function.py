@@ -248,8 +248,7 @@ class Function:
         else:
             res = self.backward_kernel.call(arrays, out=out)
             if type(residuals) is Residuals and residuals.maker is self:
-                # the saved values this function's kernels made are of the right shapes and dtypes: not
-                # checked again
+                # this function's kernels made the saved values: not checked again
                 self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
 

@@ -178,8 +178,7 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     choose = _chooser(policy, set(outputs))
     chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
               and (t in values or choose(t))}
-    # a value the backward compares with a saved tensor made from it comes from the same pass: saved with
-    # it
+    # a value the backward compares with a saved tensor made from it is saved with it
     chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
                if _must_share(r) and r not in on_head}
     chosen |= _same_pass(chosen, on_head)
