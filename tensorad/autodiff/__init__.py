@@ -13,7 +13,8 @@ Modules:
   differences;
 * ``rules`` one tangent rule per ``Op``; ``combiners`` what autodiff knows of reducers; ``zero`` symbolic
   zeros; ``emptiness`` tangents of empty reductions; ``gathers`` checked gathers in derivatives;
-  ``retype`` a program promoted to float64; ``build`` shared builders."""
+  ``shifts`` stabilizing shifts the outputs cancel (constants for differentiation); ``retype`` a program
+  promoted to float64; ``build`` shared builders."""
 
 from .chain import jacobian
 from .forward import hessian_vector_product, jvp

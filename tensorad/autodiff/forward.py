@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 
 from ..ir.expr import Expr, Op, cast, choice, const
 from ..ir.rewrite import substitute, tensor_graph, walk
-from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, Tensor
 from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
 from .gathers import unchecked_read_index, unguarded_reads
 from .reverse import jacobian_recursive
 from .rules import FORWARD_RULES, tangent
+from .shifts import cancelling_shifts
 from .zero import ZERO, Tangent, zero_branch
 
 Optimizer = Callable[[Tensor], Tensor]
@@ -53,9 +54,11 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
     gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
     for x, v in zip(inputs, tangents):
         dot[x] = v
-    for op in dict.fromkeys(t.op for t in tensor_graph(outputs)):  # producers first
+    graph = tensor_graph(outputs)
+    shifts = {t.op for t in cancelling_shifts(graph, outputs)}  # no tangent flows through them
+    for op in dict.fromkeys(t.op for t in graph):  # producers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
-        if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op.attr(SHIFT_ATTR):
+        if not isinstance(op, ComputeOp) or all(t in dot for t in outs) or op in shifts:
             continue
 
         everywhere = set().union(*(unguarded_reads(b) for b in op.body))

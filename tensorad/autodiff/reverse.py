@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
-from ..ir.tensor import SHIFT_ATTR, ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, Tensor
 from .adjoint import AdjointBuilder
 from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
+from .shifts import cancelling_shifts
 from .zero import sum_all
 
 Optimizer = Callable[[Tensor], Tensor]
@@ -38,13 +39,13 @@ def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
     return tuple(head.shape[:head.ndim - n])
 
 
-def _relevant(graph: list[Tensor], inputs: set[Tensor]) -> set[Tensor]:
+def _relevant(graph: list[Tensor], inputs: set[Tensor], output: Tensor) -> set[Tensor]:
     """Floating-point tensors of ``graph`` that are inputs or depend on one (a stabilizing
-    shift, ``SHIFT_ATTR``, cancels out of its consumers: no derivative flows through it)."""
+    shift cancels out of ``output``: no derivative flows through it, :mod:`.shifts`)."""
+    shifts = cancelling_shifts(graph, [output])
     found: set[Tensor] = set()
     for t in graph:  # producers first
-        if t in inputs or (isinstance(t.op, ComputeOp) and dt.is_float(t.dtype)
-                           and not t.op.attr(SHIFT_ATTR)
+        if t in inputs or (isinstance(t.op, ComputeOp) and dt.is_float(t.dtype) and t not in shifts
                            and any(d in found for d in op_reads(t.op))):
             found.add(t)
     return found
@@ -112,7 +113,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
     original: dict[Tensor, Tensor] = {}
     for t in [*override, *inputs, output, *graph]:
         original.setdefault(t, t)
-    relevant = _relevant(graph, set(inputs))
+    relevant = _relevant(graph, set(inputs), output)
     adj = _Adjoints(prefix, optimizer)
     if output in relevant:
         adj.done[output] = head

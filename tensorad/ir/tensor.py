@@ -123,11 +123,6 @@ class ComputeOp:
         return dict(self.attrs).get(key, default)
 
 
-# ``attrs`` key of a stabilizing shift: a tensor (a softmax's row max) that its consumers cancel exactly,
-# so autodiff may treat it as a constant.  Set only by operators that own every reader of the tensor.
-SHIFT_ATTR = "shift"
-
-
 # Broadcasting arithmetic on tensors, registered here by the operator library (not imported by the IR).
 TENSOR_OPERATORS: dict[str, Callable[..., Tensor]] = {}
 

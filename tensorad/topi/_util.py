@@ -67,15 +67,13 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
 
 
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
-                tag: str = "", axis_names: Sequence[str] | None = None,
-                attrs: dict | None = None) -> Tensor:
+                tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
     """A one-output compute whose body is ``fbody(axes)``, with readable axis names (``ax0, ax1, ...``
-    unless ``axis_names`` says otherwise); ``attrs`` annotate the op (``{SHIFT_ATTR: True}``: a
-    stabilizing shift)."""
+    unless ``axis_names`` says otherwise)."""
     shape = tuple(shape)
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
-    return make_compute(name, axes, (fbody(axes),), tag, attrs)[0]
+    return make_compute(name, axes, (fbody(axes),), tag)[0]
 
 
 # ---- half storage: an operator on half tensors returns half tensors, as PyTorch's do ------

@@ -10,7 +10,6 @@ import math
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
-from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
 from ._util import check_tensor, new_compute
@@ -58,7 +57,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
         s = lang.reduce_axis((0, keys), "s")
         return _reducer.max(scores[ax + (s,)], s, where=mask(ax[b], s))
 
-    m = new_compute(lead + (length,), row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True})
+    m = new_compute(lead + (length,), row_max, f"{name}.max", "softmax_max")
 
     def exps(ax: Index) -> Expr:
         e = lang.exp(scores[ax] - m[ax[:-1]])

@@ -9,7 +9,6 @@ from __future__ import annotations
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
-from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
 from ._util import check_tensor, is_int, new_compute
@@ -103,7 +102,7 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignor
         c = lang.reduce_axis((0, classes), "c")
         return _reducer.max(logits[r + (c,)], c)
 
-    m = new_compute(labels.shape, row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True})
+    m = new_compute(labels.shape, row_max, f"{name}.max", "softmax_max")
 
     def row_sum(r: Index) -> Expr:
         c = lang.reduce_axis((0, classes), "c")

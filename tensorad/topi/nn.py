@@ -15,7 +15,6 @@ from typing import Any
 from tensorad.ir import Expr, Tensor, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
-from tensorad.ir.tensor import SHIFT_ATTR
 from tensorad.lang import tensor_lang as lang
 
 from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis
@@ -256,7 +255,7 @@ def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
         k = lang.reduce_axis((0, n), "k")
         return _reducer.max(x[_with_axis(ax, axis, k)], k)
 
-    return new_compute(reduced, row_max, f"{name}.max", "softmax_max", attrs={SHIFT_ATTR: True}), axis
+    return new_compute(reduced, row_max, f"{name}.max", "softmax_max"), axis
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
