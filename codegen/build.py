@@ -169,9 +169,8 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
           ) -> Compiled | None:
     """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache off): an entry
-    is linked only when its metadata is exactly what this program needs (the key, entry names, the
-    argument shapes and dtypes ``expect``, argument count, runtime, known library symbols) and its object
-    code is sound; else the caller rebuilds and rewrites it."""
+    is linked only when its metadata is exactly what this program needs (key, entry names, the shapes and
+    dtypes ``expect``, argument count, runtime, known library symbols) and its object code is sound."""
     payload = diskcache.get(key)
     if payload is None:
         return None

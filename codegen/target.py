@@ -236,10 +236,9 @@ def host_features() -> dict[str, bool]:
 
 
 def needed_features(target: Target) -> list[str]:
-    """The CPU features (LLVM's names, sorted) that code compiled for ``target`` may use: for ``"llvm"``
-    every feature the host has; for a named CPU or ``-mattr``, the features ``-mattr`` switches on and, on
-    x86, those the probe showed (AVX-512 or AVX vectors, FMA, F16C, AVX512-BF16), as LLVM reports neither
-    what a CPU name implies nor what switching a feature off takes with it.  Tuning preferences are left
+    """The CPU features (LLVM's names, sorted) that code for ``target`` may use: the host's for
+    ``"llvm"``; else those ``-mattr`` switches on and, on x86, those the probe showed (LLVM reports
+    neither what a CPU name implies nor what switching a feature off takes).  Tuning preferences are left
     out."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])

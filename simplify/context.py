@@ -21,9 +21,8 @@ from .zeros.refute import Refuter
 
 class OptimizerContext:
     """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
-    ``refute=False`` runs every zero-proof in full (no :class:`.zeros.refute.Refuter` first);
-    ``share_plans=False`` makes every elimination plan and lifted guard afresh (no renaming,
-    :mod:`.sums.plan_key`, :mod:`.sums.lift_sharing`).  Both give the same results, only slower."""
+    ``refute=False`` (no :class:`.zeros.refute.Refuter`) and ``share_plans=False`` (no renamed plans:
+    :mod:`.sums.plan_key`, :mod:`.sums.lift_sharing`) give the same results, slower."""
 
     def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form

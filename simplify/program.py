@@ -302,10 +302,9 @@ def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None =
 
 
 class Optimizer:
-    """The optimizer as a function of one tensor, with one context for every call (the adjoints of one
-    ``JacobianRecursive`` call), so terms equal across adjoints become one tensor.  One per top-level
-    call, never shared between threads.  ``refute`` and ``share_plans``: see
-    :class:`.context.OptimizerContext`."""
+    """The optimizer as a function of one tensor, with one context for every call (an autodiff call's
+    adjoints: equal terms become one tensor); one per top-level call and thread.  ``refute``,
+    ``share_plans``: :class:`.context.OptimizerContext`."""
 
     def __init__(self, refute: bool = True, share_plans: bool = True) -> None:
         self.context = OptimizerContext(refute=refute, share_plans=share_plans)

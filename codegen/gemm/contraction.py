@@ -140,11 +140,9 @@ class Contraction:
 
 @dataclass(frozen=True)
 class Band:
-    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the digits
-    (``value - lo``) of ``m`` and of the first reduction axis ``kf``; ``inner`` is the extent of the
-    reduction axes after ``kf``.  A causal triangle or a sliding window: the driver (:mod:`.gemm.library`)
-    runs each micro-tile of rows only over the ``k`` its rows reach (a skipped product is 0, or NaN at an
-    inf of B, which :func:`exact_term`'s fixer recomputes as 0 anyway)."""
+    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the digits of
+    ``m`` and of the first reduction axis ``kf`` (``inner``: the extent of the axes after it): the driver
+    (:mod:`.gemm.library`) runs each row tile only over the ``k`` its band reaches."""
 
     lo: int | None
     hi: int | None
@@ -207,9 +205,8 @@ def _product(fs: list[Expr], dtype: str) -> Expr:
 
 def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and their
-    conditions' conjuncts: a masked term is a term of the sum under ``c`` (a convolution's gradient behind
-    a ReLU is the product of the masked head and ``W``), so the conjuncts join the reduction condition and
-    go to their side."""
+    conditions' conjuncts: a masked term is a term of the sum under ``c``, so the conjuncts join the
+    reduction condition and go to their side."""
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
@@ -229,11 +226,10 @@ def _is_const(e: Expr, value: float) -> bool:
 
 
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
-    """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts that read tensors (a mask)
-    tested inside the others, so that those reads happen only where the index conditions hold.  The mask's
-    choice is made eager where :func:`.passes.speculate.speculate` finds it safe, and the index
-    conditions' choice too (a ``select``) when ``value`` reads in bounds on the whole box and is cheap
-    (:func:`_eager`): a branch per packed element keeps the packers scalar."""
+    """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts reading tensors (a mask)
+    tested inside the others.  Choices are eager (``select``) where :func:`.passes.speculate.speculate`
+    finds a mask's safe, and an index condition's where ``value`` is in bounds and cheap (:func:`_eager`).
+    """
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
@@ -293,9 +289,8 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
     """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or ``% F`` (``F``
-    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F``: a grouped
-    convolution's output channel, split, gives ``g`` as a batch axis and ``j`` as rows, one product per
-    group."""
+    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped
+    convolution: one product per group)."""
     found: dict[tuple[Expr, int], None] = {}
     for n in walk(red):
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:
@@ -388,10 +383,10 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
 
 def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
                axes: tuple[Expr, ...]) -> Expr | None:
-    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else ``0`` (never
-    ``0 * inf``); ``None`` without conditions.  The packed kernel multiplies a side's guarded zero by the
-    other side, NaN at an inf there, and such a product is NaN wherever it is wrong, so the micro-kernel's
-    fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this term, in order over ``k``."""
+    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else ``0``; ``None``
+    without conditions.  The packed kernel's ``0 * inf`` (a side's guarded zero times the other) is NaN
+    wherever it is wrong, so the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this
+    term."""
     if not cond:
         return None
     value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))
@@ -403,10 +398,9 @@ OUTER_RUN = 8  # a read this contiguous along its outer axes is copied whatever 
 
 
 def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    """The reduction axes of a product in the order its packers read best (the sum is reassociated
-    anyway): a side read along ``k`` is packed by register transposes only over a run of unit stride along
-    the trailing ``k`` axes.  ``sides`` are ``(side, its outer axes)``; each read of a side not contiguous
-    along its outer axes counts its run; the given order is kept unless another has longer runs."""
+    """The reduction axes in the order the packers read best (the sum is reassociated anyway): register
+    transposes need a unit-stride run along the trailing ``k`` axes.  ``sides``:
+    ``(side, its outer axes)``; the given order is kept unless another gives the reads longer runs."""
     if not 2 <= len(k) <= K_ORDER_MAX:
         return k
     coefs = []
@@ -525,11 +519,9 @@ def a_packed_once(c: Contraction, mr: int) -> bool:
 
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int, k: int | None = None,
                  nc: int | None = None) -> tuple[int, int]:
-    """``(KC, MC)``: the ``KC x NR`` panel of B reused across the A panels stays in half of L1 (at least
-    ``KC_MIN``), the ``MC x KC`` block of A reused across the B panels in a quarter of L2.  Given ``k``
-    and the column blocks' width ``nc``, ``KC`` is longer (at most ``KC_MAX``, in equal blocks of ``k``)
-    where B's ``KC x NC`` block still fits half of L2: each block of ``k`` loads and stores every tile of
-    C once more, which costs more than reading B's panel from L2."""
+    """``(KC, MC)``: B's ``KC x NR`` panel stays in half of L1 (``KC >= KC_MIN``), A's ``MC x KC`` block
+    in a quarter of L2.  ``KC`` is longer (up to ``KC_MAX``, equal blocks of ``k``) where B's ``KC x NC``
+    block (``nc`` wide) fits half of L2: each ``k`` block reloads every tile of C."""
     es = 4 if dtype == "float32" else 8
     kc = max(KC_MIN, min(512, target.l1d // (2 * nr * es) // 16 * 16))
     if k is not None and nc is not None:
@@ -562,11 +554,9 @@ NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per 
 
 
 def column_block(n: int, batches: int, nr: int) -> int:
-    """``NC``: the width of the column blocks of an ``n``-column product over ``batches`` batch points.
-    The parallel loop runs over batch points times column blocks and needs only ``PARALLEL_BLOCKS`` of
-    them, so the columns are cut no more than that asks (each block packs A again), into equal blocks of
-    at most ``NC_MAX`` (whole ``NR`` panels), a few kept even in number so that two threads share them
-    evenly."""
+    """``NC``: the column block width of an ``n``-column product over ``batches`` batch points: the
+    parallel loop (batch points times column blocks) needs only ``PARALLEL_BLOCKS`` blocks, each packing A
+    again; equal blocks of at most ``NC_MAX`` (whole panels), a few kept even in number."""
     batches = max(1, batches)
     cols = max(-(-PARALLEL_BLOCKS // batches), -(-n // max(nr, NC_MAX // nr * nr)), 1)
     while batches * cols % 2 and batches * cols < 4 * PARALLEL_BLOCKS and cols < n:
@@ -613,10 +603,9 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 
 
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
-    """``c`` as pieces ``(copies, spec, batch range)``: each side that is a range-guarded read reads a
-    zero-padded copy (:mod:`.gemm.padding`) made by ``copies`` just before the piece; a copy past
-    ``limit`` elements is made per chunk of the first batch axis (``batch range = (axis, lo, hi)``).
-    Without padding, the one piece is ``([], c, None)``."""
+    """``c`` as pieces ``(copies, spec, batch range)``: each range-guarded side reads a zero-padded copy
+    (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
+    ``limit`` elements (``batch range = (axis, lo, hi)``); without padding, ``([], c, None)``."""
     from .padding import plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay

@@ -224,10 +224,9 @@ def k_unroll(mr: int, es: int, fma: bool) -> int:
 
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
                strided: bool = False, packs: bool = False) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` with
-    ``vw``-lane vectors (without hardware FMA, a multiply and an add).  ``strided``:
-    ``micro(..., first, ldb)`` reads B's ``nr`` columns in place, rows ``ldb`` apart; ``packs`` too:
-    ``micro(..., first, ldb, dst)`` also packs them into the panel at ``dst``."""
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` in
+    ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
+    apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
     fn = ir.Function(m, ir.FunctionType(VOID, params), name)
@@ -303,10 +302,9 @@ class MicroSteps:
         return new
 
     def ahead(self, kv: ir.Value) -> None:
-        """Ask for the panels' lines a little ahead, once per ``unroll`` steps (neither panel is in L1
-        when a call starts): the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows
-        of B read in place) and of A ``PREFETCH_A`` bytes ahead (past a panel's end, the next one: a
-        prefetch never faults)."""
+        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place) and of A ``PREFETCH_A``
+        bytes ahead (a prefetch never faults)."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)
@@ -410,9 +408,8 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
                 micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
-    read in place (:data:`.gemm.descriptor.H_BDIRECT`) a block's whole panels go to ``micro_strided``, or
-    (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's ``micro_packing`` packs them for the others; a
-    block's last, narrower panel is packed beforehand."""
+    read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
+    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")

@@ -59,11 +59,10 @@ KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the o
 
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
-    """The distance (in elements) of B's rows when the driver reads side B in place rather than packing it
-    first, else 0.  Read in place, B's panels are packed by the first row tile's micro-kernel where more
-    than ``KEEP_TILES`` row tiles read them.  B must be a plain read (no range checks, no batch axis)
-    whose columns are one contiguous run and whose ``k`` steps by one stride, of a product without a band
-    that does not pack B once per call anyway."""
+    """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
+    first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
+    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product without a band.
+    """
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
@@ -167,9 +166,8 @@ class GemmEmitter:
     def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int
                   ) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` for a product with an epilogue:
-        :meth:`_fixer`'s NaN repair first, then each element of the finished block (batch point ``bflat``,
-        columns ``[jc, jc + ncl)``) is replaced by the consumer's value there, a unit-stride loop along
-        the last column axis."""
+        :meth:`_fixer`'s NaN repair, then each element of the finished block replaced by the consumer's
+        value there (a unit-stride loop along the last column axis)."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)

@@ -520,9 +520,8 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
                      checked: bool) -> None:
     """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run positions
-    ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at ``k = kk + kb``;
-    ``checked``: lane ``l`` of row ``r`` loaded only where ``kb + pos[l]`` is in
-    ``[row_lo[r], row_hi[r])``."""
+    ``kb .. kb + bs`` (``at``: the first's offset), transposed into ``pdst`` at ``k = kk + kb``;
+    ``checked``: lanes loaded only inside their row's interval."""
     vt = ir.VectorType(t, bs)
     i32 = ir.IntType(32)
     mt = ir.VectorType(I1, bs)
@@ -690,11 +689,10 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
-    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at least one
-    vector goes in blocks of :data:`K_BLOCK` rows, run by run with the rows innermost: a run's length,
-    offset and column are the same in every row, so the inner loop's branches go one way.  A run's rows
-    are stored before the next run's, so a short piece's whole vector spills only within its row.  A row
-    narrower than a vector keeps the rows outermost, where every short piece may spill."""
+    """One panel, run by run (windows, padding, edge panels).  A row of at least one vector goes in blocks
+    of :data:`K_BLOCK` rows, run by run with the rows innermost (the branches go one way), each run's rows
+    stored before the next, so a short piece's whole vector spills only within its row; a narrower row
+    keeps the rows outermost."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))

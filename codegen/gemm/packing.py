@@ -161,10 +161,10 @@ class Packer:
             em.pop()
 
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
-        """The panels of a side read contiguously along the panel rows (a transposed operand, a masked or
-        scaled row), :data:`ROWS_BLOCK` values of ``k`` at a time, panel by panel, so that the block's
-        source rows stay in L1 and each panel is written in order.  A full panel inside one run of the
-        last outer axis is a constant-trip loop LLVM unrolls into vector code; another goes run by run."""
+        """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
+        at a time, panel by panel (the source rows stay in L1, each panel written in order).  A full panel
+        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes; another goes run by
+        run."""
         b, em = self.b, self.em
         last = outer[-1]
         # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here

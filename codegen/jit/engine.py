@@ -79,9 +79,8 @@ def _count_maps() -> int | None:
 
 def _room_for_object(s: _JitState) -> None:
     """Raise before an engine would map past the OS's limit on a process's memory mappings
-    (``vm.max_map_count``), where LLVM's section allocator aborts the process.  The mappings are counted
-    (``/proc/self/maps``) at the first link, then only when an estimate (the last count plus
-    ``MAPS_PER_OBJECT`` per object linked since) comes near the limit."""
+    (``vm.max_map_count``), where LLVM aborts: counted in ``/proc/self/maps`` at the first link, then when
+    the last count plus ``MAPS_PER_OBJECT`` per object linked since nears the limit."""
     limit = s.map_limit
     if limit is None:
         return  # (not Linux: no such limit to watch)
@@ -167,11 +166,9 @@ def fingerprint(target: Target | None = None) -> str:
 
 
 def source_hash() -> str:
-    """The LLVM and llvmlite versions and the hash of tensorad's source (code generator, simplifier, core,
-    autodiff, operator library, facade), so that an edited compiler never meets object code or a
-    differentiated program (:mod:`tensorad.diffcache`) it did not produce, and a key taken before lowering
-    (:mod:`.jit.build_key`) names the lowering code.  Computed once per process and remembered in the disk
-    cache by the files' stamps (:func:`_source_stamp`)."""
+    """The LLVM and llvmlite versions and the hash of tensorad's source, so that an edited compiler never
+    meets object code or a differentiated program (:mod:`tensorad.diffcache`) it did not produce; computed
+    once per process and remembered in the disk cache by the files' stamps (:func:`_source_stamp`)."""
     if _PROCESS.source_hash is None:  # (the source stands for tensorad's version: reading the package
         paths = _compiler_sources()  # metadata costs 10 ms, a third of a cached build)
         stamp = _source_stamp(paths)
@@ -282,10 +279,8 @@ class Pipeline:
 
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (:mod:`.jit.isolate`): the one asked for, then
-    without SLP vectorization and VectorCombine's shuffle folds, then without any vectorizer (``-O1``),
-    then no optimizer pass (``-O0``, compiled in this process).  ``-O1`` runs in a child too (llvmlite's
-    optimizer keeps memory of every module it optimizes).  ``-O0`` and the library's light pipeline are
-    their own only rung, compiled in this process."""
+    without SLP vectorization and VectorCombine's shuffle folds, then ``-O1`` (in a child too), then
+    ``-O0`` in this process.  ``-O0`` and the library's light pipeline are their own only rung."""
     if light or opt_level < 1:
         return [Pipeline(opt_level, light=light)]
     if opt_level == 1:
@@ -322,10 +317,9 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
                     target: Target | None = None) -> list[tuple[bytes, float]]:
-    """:func:`compile_object` of several independent modules, each
-    ``(its IR text, made on demand; opt_level; light)``, with the CPU seconds each took: each in a forked
-    child, as many at a time as this process has CPUs.  A module whose child dies goes on down its ladder
-    here."""
+    """:func:`compile_object` of several independent modules (each
+    ``(its IR text, made on demand; opt_level; light)``) with each one's CPU seconds: each in a forked
+    child, as many at a time as there are CPUs; a module whose child dies goes on down its ladder here."""
     target = target or host()
     def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
         begin = isolate.cpu_seconds()
@@ -422,10 +416,9 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
 
 
 class LinkedCode:
-    """A kernel's object code linked into an MCJIT engine of its own, and the addresses of its entry
-    points (``addresses``), valid while this object lives (its caller holds it:
-    :class:`.runtime.kernel.Compiled`).  Collected, the engine is disposed of; at interpreter exit the
-    code is left mapped (a daemon thread may still run it)."""
+    """A kernel's object code linked into an MCJIT engine of its own, with its entry ``addresses``, valid
+    while this object lives (:class:`.runtime.kernel.Compiled` holds it); collected, the engine is
+    disposed of (at interpreter exit the code stays mapped)."""
 
     __slots__ = ("addresses", "__weakref__")
 

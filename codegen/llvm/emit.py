@@ -84,11 +84,9 @@ def _fills_in_a_loop(step) -> bool:
 
 
 def nest_trips(s: Loop) -> int | None:
-    """For a loop with loops inside: how many times full unrolling would copy its innermost body (the
-    product of constant trip counts down its deepest path); ``None`` without inner loops or with a bound
-    that is not constant.  An outer loop above :data:`UNROLL_NEST_LIMIT` copies, of at least
-    :data:`WINDOW_TRIPS` trips, is emitted with unrolling off; smaller windows (``3 x 3``, ``7 x 7``, a
-    ``14 x 14`` plane) stay unrollable."""
+    """For a loop with loops inside, how many times full unrolling would copy its innermost body (constant
+    trips down its deepest path), else ``None``.  An outer loop past :data:`UNROLL_NEST_LIMIT` copies, of
+    at least :data:`WINDOW_TRIPS` trips, gets unrolling off; small windows stay unrollable."""
 
     def deepest(stmts: tuple) -> int | None:
         best = 1
@@ -402,9 +400,8 @@ class ModuleEmitter:
 
     def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
         """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
-        per thread (one when the parallel loop sits inside other loops), a multiple of the nest's
-        ``grain`` and, when there are trips enough, of a vector body, so that each trip runs as one
-        thread's would (vector and scalar code may round differently).  A matrix product's trips are its
+        per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
+        of a vector body (vector and scalar code may round differently).  A product's trips are its
         blocks."""
         first, stop, step = nest.attrs["range"]
         trips = (stop - first + step - 1) // step

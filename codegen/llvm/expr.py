@@ -70,11 +70,9 @@ def _raises(node: Expr) -> bool:
 
 
 def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """``freeze value``: the same value, which instcombine cannot reason through.  A float min/max-shaped
-    select is frozen because LLVM 22's instcombine folds a compare of one such select with the constant it
-    was selected against as if NaN could not arise (an argmax over a guarded ``-1`` default returned NaN).
-    A freeze, unlike an ``llvm.arithmetic.fence``, keeps the loop vectorizable and costs no instruction.
-    """
+    """``freeze value``: the same value, which instcombine cannot reason through (LLVM 22 folds a compare
+    of a float min/max-shaped select with its constant as if NaN could not arise).  Unlike an
+    ``llvm.arithmetic.fence``, it keeps loops vectorizable and costs no instruction."""
     instr = ir.Instruction(b.block, value.type, "freeze", [value])
     b._insert(instr)
     return instr
@@ -408,10 +406,9 @@ class ExprEmitter:
         return self.b.sub(q, self.b.zext(neg, t))
 
     def float_divmod(self, dtype: str, a: ir.Value, bv: ir.Value, mod: bool) -> ir.Value:
-        """``a // b`` or ``a % b`` of floats as NumPy and ``ta.evaluate`` compute them: the remainder is
-        ``fmod``'s, exact, moved to the divisor's sign; the quotient ``(a - mod) / b``, rounded to the
-        nearest integer (``floor(a / b)`` would round first).  No fast-math flags: the special values are
-        part of the answer."""
+        """``a // b`` or ``a % b`` of floats as NumPy and ``ta.evaluate`` compute them: the remainder
+        ``fmod``'s, moved to the divisor's sign; the quotient ``(a - mod) / b`` rounded to an integer.  No
+        fast-math flags: the special values are part of the answer."""
         b, t = self.b, a.type
         zero, half, one = t(0.0), t(0.5), t(1.0)
         fmod = b.frem(a, bv)
@@ -569,10 +566,9 @@ def _value_rules(em: ExprEmitter) -> dict:
         return em.call("pow", node.dtype, x, y, flags=fl(node))
 
     def small_power(node, x, n: int):
-        """``x ** n`` by multiplication.  ``x * x`` and ``1 / x`` round once, as the correctly rounded
-        power does, with ``pow``'s special values: always.  Cubes and fourth powers round twice, so only
-        under fast math.  No fast-math flags (a contraction in one copy of an expression and not another
-        would break exact ties)."""
+        """``x ** n`` by multiplication: squares and ``1 / x`` always (one rounding, as the correct
+        power), cubes and fourth powers under fast math only (two).  No fast-math flags: a contraction in
+        one copy of an expression and not another breaks exact ties."""
         k = abs(n)
         out = x if k == 1 else b.fmul(x, x)
         if k > 2:

@@ -16,10 +16,9 @@ _ids = itertools.count(1)
 
 def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
                   masked_tail: bool = False):
-    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer (``masked_tail``: the remainder in
-    masked vector iterations), or ``vectorize=False`` (which also keeps the loop rolled), or
-    ``unroll=False`` alone.  A loop ID refers to itself, which llvmlite cannot build: a unique placeholder
-    operand is turned into the reference by :func:`finish_ir`."""
+    """An ``llvm.loop`` node: ``width`` lanes for the vectorizer (``masked_tail``: the remainder masked),
+    or ``vectorize=False`` (rolled too), or ``unroll=False`` alone.  Its self-reference, which llvmlite
+    cannot build, is a unique placeholder that :func:`finish_ir` replaces."""
     def hint(*ops):
         return module.add_metadata([ir.MetaDataString(module, ops[0]), *ops[1:]])
 

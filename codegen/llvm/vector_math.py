@@ -337,11 +337,10 @@ def _two_sum(m: _Math, x, y):
 
 
 def _log_split(m: _Math, x):
-    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` whose sum carries about 70 bits: the
-    first two exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo`` a few percent of the total.
-    ``s = s_hi + s_lo = f / (2 + f)`` in double-double, ``s_lo = (f - s_hi d_hi - s_hi d_lo) / d_hi`` with
-    ``2 + f = d_hi + d_lo``.  For ``|x|`` positive and finite (0 gives the value of 1; the callers take
-    its limit)."""
+    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` carrying about 70 bits: the first two
+    exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``; ``s = s_hi + s_lo = f / (2 + f)`` in
+    double-double, ``s_lo = (f - s_hi d_hi - s_hi d_lo) / d_hi``, ``2 + f = d_hi + d_lo``.  For positive
+    finite ``|x|``."""
     a = m.fabs(x)
     e, f = _log_parts(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a))
     two = m.c(2.0)
@@ -362,11 +361,9 @@ _EXP_TAYLOR = [1.0 / math.factorial(k) for k in range(15, 1, -1)]  # e^r = 1 + r
 
 
 def _exp_dd(m: _Math, s, t):
-    """``exp(s + t)`` in float64 for a double-double ``s + t`` (``|t| <= ulp(s)``), rounded once at the
-    end: the argument is reduced in double-double (``r = rh + rl``, ``ln 2`` to about 130 bits),
-    ``e^rh = 1 + rh + rh^2 Q(rh)`` kept as ``h + lo + q`` (``Q`` Taylor's to ``rh^13 / 15!``) and
-    ``e^r = e^rh (1 + rl)`` with ``rl``'s product taken with ``h + q``.  The error before the last
-    rounding is under 0.3 ulp, so a representable power (``4.0 ** 2.0``) is exact."""
+    """``exp(s + t)`` in float64 for a double-double ``s + t`` (``|t| <= ulp(s)``), rounded once: reduced
+    in double-double (``r = rh + rl``, ``ln 2`` to 130 bits), ``e^rh = 1 + rh + rh^2 Q(rh)`` kept as
+    ``h + lo + q``, ``e^r = e^rh (1 + rl)``.  Under 0.3 ulp before rounding: exact powers stay exact."""
     k = _EXP["float64"]
     s = m.clamp(s, k["lo"], k["hi"])  # past the range of finite, nonzero results
     n, ni = m.round_int(m.mul(s, m.c(k["log2e"])))

@@ -171,11 +171,10 @@ class _Deps:
 
 def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value,
                           trips: int | None = None) -> bool:
-    """For a loop asked to vectorize *after* LLVM unrolls its inner loops
-    (:func:`codegen.llvm.unrolled_chains.window_vector_width`; ``iv`` its induction variable, ``trips``
-    its constant trip count or ``None``): no block calls anything but an LLVM intrinsic and no branch
-    leaves the loop but to its exit; below :data:`TINY_TRIPS`, every address moves affinely with ``iv``.
-    Each failure would be a remark on stderr."""
+    """For a loop asked to vectorize after LLVM unrolls its inner loops
+    (:func:`codegen.llvm.unrolled_chains.window_vector_width`; ``iv``, ``trips``: its variable and
+    constant trips): no call but intrinsics, no branch out but its exit, and below :data:`TINY_TRIPS`
+    affine addresses."""
     inside = set(map(id, blocks)) | {id(exit_)}
     deps = _Deps({id(i) for bb in blocks for i in bb.instructions})
     tiny = _tiny(trips, blocks, exit_, iv, deps)

@@ -132,10 +132,9 @@ class _Cascade:
         return self.loop(Loop(st.var, st.lo, st.hi, body, st.step, st.kind, st.dim), t, levels)
 
     def loop(self, loop: Loop, t: float, levels: int) -> tuple[tuple, float, int]:
-        """A reduction loop adding ``t`` terms into ``acc`` per iteration: as it is while its terms fit
-        one block, else cut into blocks of ``g`` iterations summed into partials, and the loop of blocks
-        blocked again while too long.  Returns the statements, their adds into ``acc`` and the cut levels
-        below."""
+        """A reduction loop adding ``t`` terms into ``acc`` per iteration, cut into blocks of ``g``
+        iterations summed into partials (and blocked again while too long) unless its terms fit one block.
+        Returns the statements, their adds into ``acc`` and the cut levels below."""
         limit = self.upper if levels else self.block
         m = const_trips(loop)
         if t == 0 or (m is not None and m * t <= limit):

@@ -187,10 +187,8 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[isl.Set, list[Expr]]:
     """``(affine set, sources)``: a max or min's one source ``if_then_else(c, e, id)`` (or ``select``),
-    ``id`` its identity and ``c`` affine, combines nothing where ``c`` fails, so the update runs on ``c``
-    only, reading ``e`` (loops that skip a padded window's padding).  Exact: ``max(a, -inf)`` is ``a`` at
-    every ``a``.  Sums keep their ``select(c, e, 0)`` bodies: eliminating those zeros is the optimizer's
-    job, and ``work`` measures what it left."""
+    ``c`` affine, combines nothing where ``c`` fails (``max(a, -inf)`` is ``a`` at every ``a``), so the
+    update runs on ``c`` only, reading ``e``.  Sums keep their zeros: the optimizer's job."""
     universe = space.universe()
     if comb.kind not in ("max", "min") or comb.arity != 1 or len(sources) != 1:
         return universe, sources

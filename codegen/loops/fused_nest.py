@@ -69,11 +69,10 @@ def _pointwise(u, tau, member, split=None) -> bool:
 
 
 def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
-    """Per member ``(unit, tau, statements, bodies, split)`` of a group: the position of the earlier
-    member whose inner loops it shares, or ``None``.  ``alias`` maps a unit's op to the op whose tensors
-    it writes.  Consecutive elementwise members of one shape, their prefixes at the same axes, share their
-    inner loops when each reads the run's earlier members only at its own point; statements then run in
-    member order at each point (schedule ``prefix, run, axes, member, output``)."""
+    """Per member ``(unit, tau, statements, bodies, split)``: the position of the earlier member whose
+    inner loops it shares, or ``None`` (``alias``: a unit's op -> the op it writes for).  Consecutive
+    elementwise members of one shape share when each reads the run's earlier members only at its own
+    point."""
     alias = alias or {}
     runs: list[list[int]] = []
     run: list[int] = []

@@ -344,10 +344,9 @@ def _divisions(umap: isl.UnionMap) -> int:
 def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
           budget: int | None = None) -> tuple[tuple, AstConverter | None]:
     """isl's AST of the statements, converted.  Statements are tagged ``S0``, ``S1``, ... by order, so
-    those differing only in names and bodies give one union map; ``scans`` (owned by one ``lower`` call)
-    keeps the AST and time ranges per map text, each use converting with its own bodies.  ``budget``: isl
-    operations the AST may take (and at most :data:`AST_DIVISIONS` divisions), else
-    :class:`_AstBudgetSpent`."""
+    those differing in names and bodies only give one map; ``scans`` (one ``lower`` call's) keeps the AST
+    per map text.  ``budget``: isl operations (and :data:`AST_DIVISIONS`), else :class:`_AstBudgetSpent`.
+    """
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)
@@ -386,10 +385,9 @@ PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
 
 def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
     """The leading time dimensions every statement schedules by one of its own variables over one range
-    ``[lo, hi)`` that nothing else mentions (a batch or channel loop around the nest), and the statements
-    without them (each keeps at least one dimension): those are plain loops around the rest
-    (:meth:`AstConverter.outer`), and isl's time grows with the dimensions it scans.  Returns the ranges,
-    the statements left and per statement the positions of the variables taken out."""
+    nothing else mentions (a batch loop around the nest), built as plain loops
+    (:meth:`AstConverter.outer`); returns the ranges, the statements left and the positions of the
+    variables taken out."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]
@@ -437,11 +435,10 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
-    """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over domains or
-    schedules with divisions, or in which isl divides, are checked to reach exactly the domains
-    (:mod:`.loops.ast_check`) and rebuilt over division-free hulls (or boxes) with the exact test inside
-    when they do not or are too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).  ``scans``:
-    the caller's memo of isl's ASTs (:func:`_scan`), or ``None``."""
+    """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over divisions
+    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact
+    test inside where wrong or too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).
+    ``scans``: :func:`_scan`'s memo."""
     if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)

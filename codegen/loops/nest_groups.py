@@ -260,10 +260,9 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
 
 
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
-    """Consecutive units grouped greedily (aligned, as a sibling reduction, or as a :func:`strip_siblings`
-    of every member; a strip-form reduction joins no aligned group), at most :data:`MAX_MEMBERS` per group
-    and :data:`.passes.buffers.INLINE_BUDGET` expensive operations in all (LLVM's time on one body grows
-    faster than its length)."""
+    """Consecutive units grouped greedily (aligned, a sibling reduction, or :func:`strip_siblings` of
+    every member), at most :data:`MAX_MEMBERS` per group and :data:`.passes.buffers.INLINE_BUDGET`
+    expensive operations in all."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0

@@ -73,9 +73,8 @@ STRIP_ACCESS = 0.5
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
     """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
-    axis innermost (a loop shorter than 8 costed 4 more) or the last output axis innermost, accumulating
-    in an output strip that costs :data:`STRIP_ACCESS` (in L1), so that the strips win where the reads
-    cost the same either way."""
+    axis innermost (a loop shorter than 8 costed 4 more) or the last output axis, in an L1 strip costing
+    :data:`STRIP_ACCESS` (strips win ties)."""
     cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
     return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
 
@@ -120,10 +119,9 @@ MIN_STRIP = 64
 
 
 def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
-    """Elements of the output strip that the buffer form accumulates at once.  A one-axis output (a column
-    sum) is cut into ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP``
-    elements, each a whole number of ``line``-byte cache lines (no two threads store into one line; a
-    kernel's buffers start on a line: :class:`.runtime.kernel.Kernel`)."""
+    """Elements of the output strip the buffer form accumulates at once: a one-axis output is cut into
+    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, each of whole
+    ``line``-byte cache lines."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
@@ -136,11 +134,9 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
-    """The statements to scan (schedules possibly rewritten) and nest attributes.  ``allow_buffer=False``
-    keeps a reduction's scalar accumulators (a fused nest reads them); ``fuse_outer=False`` leaves the
-    outer loops alone; ``plan``: the loop order the strategy chose (a :class:`ReductionNest`'s ``strips``,
-    a :class:`ScanNest`; else :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips
-    share the L1 (:mod:`.loops.strip_groups`)."""
+    """The statements to scan and nest attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
+    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone; ``plan``: the strategy's loop
+    order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction

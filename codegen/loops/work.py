@@ -228,9 +228,8 @@ class WorkCounter:
     def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
                          trips: np.ndarray) -> np.ndarray | None:
         """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s bounds are
-        ``min``/``max`` trees of affine functions of ``v``: between consecutive crossings the trips are
-        affine, so each piece is an arithmetic series (checked at three points).  ``None`` when a bound is
-        not piecewise affine or the frontier is too wide."""
+        ``min``/``max`` trees of affine functions of ``v``: an arithmetic series per piece between
+        crossings; ``None`` if not so or the frontier is too wide."""
         if n > PIECEWISE_POINTS:
             return None
         out = []

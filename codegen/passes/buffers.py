@@ -100,11 +100,9 @@ def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inli
 
 
 def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
-    """Reads of a materialized elementwise value instead of computing it again: where a later op's body
-    contains the body of a materialized op ``T`` (no reduction, a transcendental function in it, stored in
-    the type it computes) at some index, it reads ``T`` there (the softmax gradient's ``exp(z - m)``).
-    ``check(op, bodies)`` proves the new reads in bounds, else the bodies stay.  ``bodies`` is updated in
-    place."""
+    """Reads of a materialized elementwise value (a transcendental function, no reduction, stored in the
+    type it computes) where a later body computes it again (the softmax gradient's ``exp(z - m)``), where
+    ``check(op, bodies)`` proves them in bounds.  ``bodies`` is updated in place."""
     position = {op: k for k, op in enumerate(ops)}
     kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
 

@@ -16,10 +16,9 @@ _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 
 @dataclass
 class Compiled:
-    """Object code linked into the JIT: the entry addresses and the IR it came from.  ``code`` owns the
-    linked code (a :class:`.jit.engine.LinkedCode`), freed with this object.  ``source`` is the emitted IR
-    text, or a function returning it (compressed until asked); the optimized IR and assembly are
-    recomputed from it on demand."""
+    """Object code linked into the JIT: entry addresses and their IR.  ``code`` (a
+    :class:`.jit.engine.LinkedCode`) is freed with this object; ``source`` is the emitted IR text or a
+    function returning it, from which the optimized IR and assembly are recomputed on demand."""
 
     key: str
     main_address: int

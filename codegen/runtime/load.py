@@ -123,10 +123,9 @@ def _verified_bytes(path: Path, side: Path, recorded: dict[str, Any]) -> bytes:
 
 
 def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:
-    """``data`` (verified bytes of ``path``) written to ``<fresh directory of mode 0700>/<hash>.so`` and
-    opened: no other user can change it before the mapping, and the dynamic loader, which reuses a loaded
-    library of the same path, can only match the same code.  It is removed once mapped.  The system
-    temporary directory is tried first, then the library's own."""
+    """``data`` (the verified bytes of ``path``) written to ``<fresh 0700 directory>/<hash>.so`` and
+    opened, so that what is mapped is what was checked (a loaded path can only match the same code), then
+    removed; in the system temporary directory, else the library's own."""
     failures = []
     for parent in (None, path.parent):
         try:

@@ -93,10 +93,9 @@ def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:
-    """How much slower per element an accumulating innermost loop of ``trips`` runs than a long one: each
-    vectorized iteration adds ``IC`` vectors into ``IC`` accumulators and waits for the add's latency, a
-    long loop keeping ``INTERLEAVE`` in flight, and the rest runs as a scalar chain at one latency per
-    element.  With the best ``IC`` (8 lanes): 3136 -> 1, 196 -> 1.6, 48 -> 2, 56 -> 4, 14 -> 16."""
+    """How much slower per element an accumulating innermost loop of ``trips`` runs than a long one: a
+    vectorized iteration adds ``IC`` vectors into ``IC`` accumulators (``INTERLEAVE`` when long), the rest
+    a scalar chain.  With 8 lanes: 3136 -> 1, 196 -> 1.6, 48 -> 2, 56 -> 4, 14 -> 16."""
     if trips < 8:
         return 1.0  # (not vectorized: the access cost's short-loop term counts it)
     vf = lanes

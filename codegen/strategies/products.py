@@ -226,10 +226,9 @@ def _reads_divided(body: Expr) -> bool:
 
 
 class ParityLoops:
-    """A reduction that reads its output axes divided and remaindered (a strided depthwise or grouped
-    convolution's input gradient) as one reduction per residue class of its output
-    (:mod:`.strategies.parity`), each with affine indices and only the taps that apply, and a gather; each
-    class is planned in turn."""
+    """A reduction that reads its output axes divided and remaindered (a strided depthwise convolution's
+    input gradient) as one reduction per residue class (:mod:`.strategies.parity`), each with affine
+    indices, and a gather; each planned in turn."""
 
     name = "parity-loops"
 

@@ -107,10 +107,9 @@ def _update(info: ReductionInfo, outs: tuple[Buffer, ...], accs: Sequence[Expr])
 
 def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
               accs: Sequence[Expr] = ()) -> list[PolyStmt]:
-    """The statements of the scan: ``out[x] = out[x - step e_j]`` where ``x`` carries, the identity
-    elsewhere, then ``out[x] = combine(out[x], src)`` over the fresh terms, for each buffer of ``outs``
-    (:func:`scan_buffers`; ``accs``: the op's accumulators).  Time: the output axes up to ``j`` (negated
-    downwards), the phase, the reduction axes, the output axes after ``j``."""
+    """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
+    ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
+    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest."""
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v

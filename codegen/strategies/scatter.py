@@ -176,10 +176,9 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
 
 
 def _hoisting_order(spec: ScatterSpec) -> tuple[tuple[Expr, ...], tuple | None]:
-    """The spec's loop order and its :func:`_hoist` split; when its own order hoists no test that reads
-    data, an order that does: the output axes such a test reads (kept as they are in the target) moved out
-    to just after the last reduce axis it reads (``T(b, i, c) > 1`` tested once per output, not per
-    ``k``).  Only kept output axes move, so the adds into each element keep their order."""
+    """The spec's loop order and its :func:`_hoist` split; when that hoists no test reading data, an order
+    that does: the kept output axes such a test reads moved just after the last reduce axis it reads
+    (tested once per output).  Each element's adds keep their order."""
     split = _hoist(spec.loop_vars, spec.cond)
     if split is not None and reads_data(split[2]):
         return spec.loop_vars, split
@@ -209,11 +208,9 @@ def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
 
 
 def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
-    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs: one nest for all when
-    they share outer loops (:func:`_fused`), else one per spec.  A nest is serial, except over a leading
-    output axis every spec keeps as it is, or, for a gather's scatter, over the columns
-    (:func:`split_columns`), as ``opts`` decides; the order of the adds into one element is the same at
-    any thread count."""
+    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs (one for all when they
+    share outer loops, :func:`_fused`): serial, except over a leading axis every spec keeps, or a gather's
+    columns (:func:`split_columns`); each element's adds in one order at any thread count."""
     if isinstance(specs, ScatterSpec):
         specs = (specs,)
     stmts = [_statement(s, out, f"S{k}") for k, s in enumerate(specs)]
@@ -278,10 +275,8 @@ def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffe
 
 def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
     """The nest with the loop over an output axis no gather fixes (``j`` of ``dE[d(i), j] += H[i, j]``)
-    shared among threads, each scanning every ``i`` but adding into its own columns only: the serial
-    result bit for bit.  Chunks are whole cache lines (``grain`` trips).  ``None`` when the nest is too
-    small to share, no such axis has a single constant-bounded loop, or it cannot give two threads a cache
-    line each."""
+    shared among threads by whole cache lines (``grain``), each adding into its own columns only: the
+    serial result bit for bit.  ``None`` when too small, or no such axis has one constant-bounded loop."""
     if not opts.parallel or work < opts.parallel_min_work:
         return None
     target = opts.target or parse_target()

@@ -29,9 +29,8 @@ def all_of(cs: list[Expr]) -> Expr:
 
 def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
     """``(conjuncts, value)``: ``e`` is ``value`` where every conjunct holds and 0 elsewhere, peeling
-    ``select(c, x, 0)`` / ``if_then_else(c, x, 0)`` nests (and ``select(c, 0, x)`` as ``!c`` when
-    ``negated``).  The conjuncts may be computed wherever ``e`` is, in any order; the value only where all
-    hold."""
+    ``select(c, x, 0)`` / ``if_then_else(c, x, 0)`` (``select(c, 0, x)`` as ``!c`` when ``negated``);
+    conjuncts may be computed wherever ``e`` is."""
     guards: list[Expr] = []
     lazy: list[Expr] = []  # the conjuncts of the if_then_else guards passed, as peeled
     memo: dict = {}

@@ -87,11 +87,9 @@ def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
 
 
 def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
-    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.  With
-    ``L = a - b``, an inequality becomes ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0``), the coefficients' gcd
-    is divided out (the constant rounded the safe way) and both sides get positive coefficients
-    (``0 <= h - 2*oh`` becomes ``2*oh <= h``).  With one read of data it stands alone on the left:
-    ``Winner[i] == 3*kh + kw``."""
+    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``: ``L = a - b``,
+    ``L < 0`` as ``L + 1 <= 0``, the gcd divided out (the constant rounded safely), positive coefficients
+    on both sides (``2*oh <= h``); one read of data alone on the left (``Winner[i] == 3*kh + kw``)."""
     a, b = node.src
     if not is_int(a):
         return None

@@ -256,11 +256,10 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
 
 
 def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
-    """The non-affine guard of a planned sum as ``(outer, inner)``: the source is computed where ``outer``
-    holds and then ``inner`` (``True`` when there is nothing to nest).  The range guards of substituted
-    equations keep the residual conjuncts' reads in bounds; as ``&&`` computes both operands, a residual
-    conjunct that may fault once substituted stays in an inner, lazy ``if_then_else`` under them, and one
-    that cannot fault joins them."""
+    """The non-affine guard of a planned sum as ``(outer, inner)`` (``inner``: ``True`` when nothing
+    nests): the substituted equations' range guards keep the residual conjuncts' reads in bounds, and a
+    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both
+    sides)."""
     guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
     rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
     memo: dict = {}

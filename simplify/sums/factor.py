@@ -175,10 +175,9 @@ def _count(red: Expr) -> int | None:
 
 
 def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
-    """Where the domain of ``red`` has a point, as a condition on ``axes`` (``TRUE``: everywhere);
-    ``None`` when isl cannot tell.  Only the variables the condition mentions enter the isl set (another
-    ranges over a nonempty box, unless its range is empty), and the answer, memoized by the call's context
-    under that key, depends on those alone."""
+    """Where the domain of ``red`` has a point, as a condition on ``axes`` (``TRUE``: everywhere), or
+    ``None`` when isl cannot tell; only the variables the condition mentions enter the set, and the answer
+    is memoized under that key."""
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
@@ -244,9 +243,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
 
     def nest(coef: Expr, factors: tuple[Expr, ...]) -> Expr | None:
         """``sum_{O, I} coef a(O) f(O, I)`` as ``sum_O coef a(O) [sum_I f](O)``: factors free of the inner
-        variables ``I`` move out of an inner bracket over the axes and ``O``, made when there are such
-        factors (kept only if another sum shares it: :func:`fold_nested`), else only taken from the table.
-        """
+        variables ``I`` move out of a bracket over the axes and ``O`` (kept only if shared:
+        :func:`fold_nested`), or a bracket the table holds."""
         if len(rvars) < 2:
             return None
         seen = [frozenset(r for r in rvars if mentions(f, frozenset((r,)))) for f in factors]
@@ -572,9 +570,8 @@ def inside_vars(inside: Expr) -> frozenset:
 def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
                 outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
     """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket
-    sums the factors that use an inner variable under every conjunct; the outer sum keeps the other
-    conjuncts and runs only where the inner domain has a point.  ``None`` when isl cannot tell where that
-    is empty."""
+    sums the factors using an inner variable under every conjunct, the outer sum runs where the inner
+    domain has a point; ``None`` when isl cannot tell."""
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])

@@ -557,10 +557,9 @@ class _Builder:
 
 
 def provably_zero(e: Expr, ctx=None) -> bool:
-    """Whether ``e`` is identically zero as a polynomial over its atoms (see the module docstring).  Each
-    call has its own expansion budget, so the answer depends on ``e`` alone; the context memoizes it
-    (asked with its axes renamed, :meth:`ProofMemo.closed`) and replays the nodes other proofs converted
-    (:class:`ProofMemo`)."""
+    """Whether ``e`` is identically zero as a polynomial over its atoms (the module docstring), with a
+    budget of its own, so the answer depends on ``e`` alone; the context memoizes it
+    (:meth:`ProofMemo.closed`) and replays other proofs' nodes (:class:`ProofMemo`)."""
     e = unscaled(e)
     if ctx is None:
         return _prove(e, None)

@@ -289,10 +289,9 @@ class Refuter:
     # ---- the models' random choices ---------------------------------------------------------
 
     def _point(self, v: Expr, how: str, slot: int) -> int:
-        """A free variable's value: near the start of its range on the first two attempts, then anywhere,
-        in the second model.  The shared points are drawn once per model, range and ``slot`` (the
-        variable's place among the question's free variables of that range), so that questions read the
-        same kept elements; the "near" points are drawn afresh."""
+        """A free variable's value: near the start of its range on the first two attempts, anywhere in the
+        second model; the shared points drawn once per model, range and ``slot`` (the variable's place
+        among the question's), so questions read kept elements (the "near" points drawn afresh)."""
         if v.lo is None or v.hi is None or v.lo >= v.hi:
             raise _GiveUp
         m = self.model
@@ -332,9 +331,8 @@ class Refuter:
 
     def _value(self, e: Expr, env: dict) -> Any:
         """``e``'s value in the current model, at a bounded depth: past :data:`MAX_DEPTH` the innermost
-        element is set aside, evaluated and kept first, and the evaluation starts again, so every element
-        of a long chain is evaluated once.  The elements set aside are the model's (``resume``): a
-        question whose budget runs out leaves them to the next."""
+        element is set aside, evaluated and kept first (the model's ``resume``, left to the next question
+        when a budget runs out), so each element is evaluated once."""
         pending = self.model.resume
         while True:
             self.depth = 0

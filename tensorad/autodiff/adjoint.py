@@ -48,10 +48,9 @@ ONE_ROUNDING_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
 
 
 def recomputes_exactly(expr: Expr, inlined: bool = False) -> bool:
-    """Whether every evaluation of ``expr`` gives the same bits however it is compiled: its float values
-    come from reads, constants, casts, choices, negation, ``abs``, ``max``/``min`` and at most one
-    ``+ - * /`` (nothing to contract into an FMA or fold differently).  ``inlined``: count the arithmetic
-    of the elementwise tensors ``expr`` reads too, as the optimizer inlines them."""
+    """Whether every evaluation of ``expr`` gives the same bits however compiled: float values from reads,
+    constants, casts, choices, negation, ``abs``, ``max``/``min`` and one ``+ - * /`` at most (nothing to
+    contract or fold).  ``inlined``: the elementwise tensors it reads count too."""
     return roundings(expr, inlined) <= 1
 
 
@@ -450,10 +449,8 @@ class AdjointBuilder:
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
         """Values stored once (``Role.SAVED``) so that a max/min/prod's winner and tie or zero test
-        compare the same bits, for a source that may round differently where computed again; ``None`` when
-        the source recomputes exactly.  An elementwise tensor the source reads is copied once (``C.tie``,
-        its own shape) and read from the copy; only a source that still rounds twice is stored over the
-        whole reduction domain (``Y.tie``)."""
+        compare the same bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
+        reads copied (``C.tie``), or a source still rounding twice stored over the domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]

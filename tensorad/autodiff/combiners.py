@@ -174,11 +174,9 @@ def mean_tie_reducer(comb: CommReducer) -> CommReducer:
 
 
 def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], tangent: TangentRule, ties: str = "first") -> Tangent:
-    """Forward-mode tangent of a ``REDUCE`` node given its sources' tangents; ``tangent`` differentiates a
-    custom combine (:func:`.rules.tangent`).  ``ties`` is a ``max``/``min``'s rule at tied points:
-    ``"first"``, the first winner's tangent (:func:`pair_reducer`, ``ta.Jacobian``'s), or ``"mean"``, the
-    mean of the tied tangents (:func:`mean_tie_reducer`, forward mode's: ``h . J u == u . J^T h`` at a tie
-    too)."""
+    """Forward-mode tangent of a ``REDUCE`` node from its sources' tangents (``tangent`` differentiates a
+    custom combine, :func:`.rules.tangent`); ``ties``: ``"first"``, the first winner's tangent
+    (:func:`pair_reducer`), or ``"mean"`` (:func:`mean_tie_reducer`, forward mode's)."""
     ra: ReduceArg = node.arg
     cond, srcs = node.src[0], node.src[1:]
     if all(d is ZERO for d in dsrc):
@@ -225,10 +223,9 @@ def flat_index(axes: Sequence[Expr]) -> Expr | None:
 
 
 def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
-    """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index
-    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically).  For
-    ``max``/``min`` a last value counts the points tied with the winner (``cx + cy`` at a tie, else the
-    better side's), for reverse mode's even split."""
+    """Combiner over ``(values..., k0, ..., k{n-1})`` also tracking the winning index (``n_index == 1``:
+    flattened; more: one per axis, lexicographic); for ``max``/``min`` a last value counts the ties
+    (``cx + cy`` at a tie, else the better side's)."""
     key = ("winner", n_index)
     found = comb.derived.get(key)
     if found is not None:

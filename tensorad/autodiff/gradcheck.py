@@ -57,10 +57,9 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, *, feed: Mappin
               low: float = -1.0, high: float = 1.0, max_elements: int = 64, n_directions: int = 3,
               reverse: bool = True, forward: bool = True, optimizer: Optimizer | None = None,
               override: Mapping | None = None) -> bool:
-    """Check ``output``'s derivatives by ``inputs`` (placeholders); ``True`` or raise.  ``feed`` gives
-    data for some placeholders (others get uniform values in ``[low, high)``, integers in ``[-3, 3]``);
-    ``optimizer`` is applied to the derivatives; ``override`` goes to reverse mode (its functions receive
-    the float64 copies)."""
+    """Check ``output``'s derivatives by ``inputs``; ``True`` or raise.  ``feed`` fixes some placeholders
+    (others: uniform in ``[low, high)``, integers in ``[-3, 3]``); ``optimizer`` is applied to the
+    derivatives; ``override`` goes to reverse mode (on float64 copies)."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for x in inputs:
         if not isinstance(x, Tensor) or not x.is_placeholder:

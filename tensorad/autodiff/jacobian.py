@@ -39,10 +39,9 @@ def reads_only_directly(output: Tensor, input: Tensor) -> bool:  # noqa: A002
 
 
 def direct_jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
-    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``,
-    from the direct reads of ``input`` by ``output``'s body only (the elementwise Jacobian; see
-    :func:`tensorad.autodiff.chain.jacobian` for the one that follows every path).
-    ``optimizer`` (a ``Tensor -> Tensor`` pass) is applied to the result."""
+    """``d output[i...] / d input[j...]`` (shape ``output.shape + input.shape``) from the direct reads of
+    ``input`` by ``output``'s body only (:func:`tensorad.autodiff.chain.jacobian` follows every path);
+    ``optimizer`` is applied to the result."""
     check_float(output, "jacobian")
     check_float(input, "jacobian")
     if isinstance(output.op, ComputeOp) and output != input and input not in op_reads(output.op) \

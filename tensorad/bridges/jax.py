@@ -367,11 +367,10 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 # ---- ta.jax.op: a decorated function compiled per signature ----------------------------------
 class JaxOp:
-    """``fn`` (written with tensorad over placeholders) as a JAX function on arrays of any shapes: one
-    :class:`JaxFunction` per signature (shapes and dtypes after JAX's dtype rules, and static keyword
-    values), made on its first call (under ``jit``: while tracing) and kept in a bounded LRU cache
-    (``signatures``).  A jitted computation keeps the programs it traced.  A 64-bit program without JAX's
-    64-bit mode is an error naming ``jax_enable_x64``."""
+    """``fn`` (tensorad over placeholders) as a JAX function on arrays of any shapes: one
+    :class:`JaxFunction` per signature (shapes, JAX dtypes, static keyword values), made on its first call
+    (or trace) and kept in a bounded LRU cache (``signatures``).  A 64-bit program needs
+    ``jax_enable_x64``."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",

@@ -56,10 +56,9 @@ def torch_dtype(dtype: str) -> torch.dtype:
 
 
 class TorchFunction:
-    """A callable on torch tensors (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it.  A call computes only what its inputs' ``requires_grad`` asks for: one
-    operator pair per set of inputs that need gradients, built on first use; with none the forward saves
-    nothing."""
+    """A callable on torch tensors (the module docstring); ``.function`` is the tensorad :class:`Function`
+    behind it.  A call computes only what its inputs' ``requires_grad`` asks for: an operator pair per set
+    of inputs needing gradients, built on first use."""
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",

@@ -442,10 +442,9 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
 
 def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                  identity: Any) -> np.ndarray:
-    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first: each point
-    of the outer axes gets the partial fold of the inner ones, in index order, and the partials are folded
-    in turn (a sum regrouped over its axes, as the optimizer's brackets and a kernel's partial sums
-    compute it)."""
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first: partial
+    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a sum regrouped
+    over its axes)."""
     acc = np.where(mask, s, np.asarray(identity, s.dtype))
     everywhere = np.ones((), bool)
     for p in reversed(pos):
@@ -469,10 +468,9 @@ GRID_BUDGET = 1 << 21
 
 
 def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) -> list[tuple[range, ...]]:
-    """The outer index ranges of the boxes an op's grid is evaluated in: axes ``extents``, each point
-    carrying ``inner`` reduce points.  Trailing axes stay whole while the box fits ``budget``, the next
-    axis is cut into blocks that fit and the axes before it go one index at a time.  A reduction is never
-    cut: when one outer point's alone passes the budget, each outer point is a box."""
+    """The outer index ranges of the boxes an op's grid is evaluated in (axes ``extents``, ``inner``
+    reduce points each): trailing axes whole while the box fits ``budget``, the next cut into blocks,
+    those before one index at a time; a reduction is never cut."""
     k, size = len(extents), max(inner, 1)
     while k > 0 and size * extents[k - 1] <= budget:
         size *= extents[k - 1]
@@ -502,10 +500,9 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 
 def exact_indices(body: Expr) -> Expr:
-    """``body`` with the int32 constants of its read indices made int64, outside the gathers in them: a
-    read's index is exact index arithmetic, as compiled code computes it in 64 bits, where an int32 value
-    elsewhere wraps (a constant an inliner put in place of an axis variable).  What lies under a
-    ``DATA_INDEX`` is data."""
+    """``body`` with the int32 constants of its read indices made int64, outside gathers: a read's index
+    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere wraps.  What lies
+    under a ``DATA_INDEX`` is data."""
     memo: dict[tuple[Expr, bool], Expr] = {}
     stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
     while stack:
@@ -583,9 +580,8 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
                       unsigned_zeros: bool = False, given: dict | None = None,
                       jitter: tuple[int, float] | None = None) -> Any:
     """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of :data:`ORDERS`;
-    ``"numpy"`` is :func:`evaluate` itself).  ``strong_zero``, ``rounded_math``, ``unsigned_zeros``,
-    ``given`` and ``jitter=(seed, ulps)`` are the module docstring's allowances; a test's, never a user's
-    answer."""
+    ``"numpy"``: :func:`evaluate`).  ``strong_zero``, ``rounded_math``, ``unsigned_zeros``, ``given``,
+    ``jitter=(seed, ulps)``: the module docstring's allowances."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)

@@ -123,10 +123,9 @@ def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
 
 
 def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
-    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps, so that inlining it would
-    change what a reader sees: the body computes exactly in 64 bits (an index variable or ``int64`` value
-    among its operands) and ``bounds(body)`` (``(lo, hi)`` or ``None``) does not prove it within int32.
-    Every inliner asks this."""
+    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps (inlined, a reader would
+    see another): it computes exactly in 64 bits (an index variable or ``int64`` operand) and
+    ``bounds(body)`` (or ``None``) does not prove it within int32."""
     if body.dtype != "int32":
         return False
     b = bounds(body)

@@ -127,10 +127,9 @@ _SHORT = 64  # operand texts up to this length are passed to the table as they a
 
 
 def fold_text(expr: Expr, table: dict) -> str:
-    """The text of ``expr`` by the printing ``table``, in time and space linear in its size: a long
-    operand text reaches its user's rule as a short reference, expanded once at the end.  When the tree is
-    much larger than the DAG, every shared non-leaf node is printed once, named ``@k`` in a
-    ``let @1 = ...; @2 = ... in ...`` prefix.  Small expressions print as the plain fold would."""
+    """The text of ``expr`` by the printing ``table``, linear in its size: long operand texts pass as
+    references expanded once at the end, and when the tree is much larger than the DAG each shared node is
+    printed once as ``@k`` in a ``let @1 = ...; ... in ...`` prefix."""
     order = list(walk(expr))
     uses: dict[Expr, int] = {}
     size: dict[Expr, int] = {}

@@ -175,11 +175,9 @@ _ABSENT = object()
 
 
 def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = None) -> Expr:
-    """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.  A rule
-    returns a replacement node or ``None``; a replacement is itself rewritten.  Iterative: one work stack
-    holds the walk and the rewriting of replacements; ``memo`` maps every visited node to its result, and
-    a frame is a node with its operand iterator or ``(key, before, rounds, replacement)`` waiting for a
-    replacement's result."""
+    """Rebuild ``root`` bottom-up, applying ``rules`` (a replacement node or ``None``) to each rebuilt
+    node to a fixed point; a replacement is rewritten too.  One work stack holds the walk and the
+    replacements; ``memo`` maps each visited node to its result."""
     memo = {} if memo is None else memo
     if isinstance(rules, Mapping):
         table = rules
@@ -232,10 +230,9 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
 
 
 def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
-    """Replace variables (or any nodes) by expressions everywhere under ``root``; a replacement is
-    substituted again (``rewrite``'s semantics).  When every key is a leaf and no replacement contains a
-    key, one memoized walk rebuilds only the nodes above a key.  Leaf keys whose replacements lead back to
-    themselves (``{i: j, j: i}``, ``{i: i + 1}``) are replaced at once, not round the cycle."""
+    """Replace variables (or any nodes) by expressions under ``root``, a replacement substituted again
+    (``rewrite``'s semantics); leaf keys whose replacements hold no key take one memoized walk, and keys
+    whose replacements lead back to themselves (``{i: j, j: i}``) are replaced at once."""
     return substituter(mapping)(root) if mapping else root
 
 

@@ -82,10 +82,9 @@ def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
 
 
 class Speller:
-    """Numbers variables and expression nodes by first appearance, appending lines to ``lines``.
-    Subclasses spell what a variable (:meth:`var_data`), a read (:meth:`read`) and other payloads
-    (:meth:`other`) hold; by default a variable's range, a reduction's combiner and axes, else
-    :func:`hashable`."""
+    """Numbers variables and nodes by first appearance into ``lines``.  Subclasses spell what a variable
+    (:meth:`var_data`), a read (:meth:`read`) and other payloads (:meth:`other`) hold; by default a range,
+    a reduction's combiner and axes, :func:`hashable`."""
 
     def __init__(self) -> None:
         self.vars: dict[Expr, int] = {}

@@ -23,10 +23,9 @@ class OutOfBoundsError(IndexError):
 
 
 def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[Expr, isl.Set]]:
-    """Every read under ``body`` with the set of points at which it is evaluated: wherever one of its
-    users is, restricted to its branch (an ``if_then_else``'s condition or its negation, a reduction's
-    ``where``).  Users come before operands in reversed post-order, so one pass suffices (a shared node
-    takes the union of its users' sets)."""
+    """Every read under ``body`` with the points where it is evaluated: wherever a user is, restricted to
+    its branch (an ``if_then_else`` condition or its negation, a ``where``); users before operands, so one
+    pass suffices (a shared node unites its users' sets)."""
     order = list(walk(body))
     has_read: set[Expr] = set()
     for node in order:

@@ -117,9 +117,8 @@ def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: s
                  attrs: dict | None = None, check_bounds: bool = True,
                  provenance: Provenance | None = None) -> tuple[Tensor, ...]:
     """The op behind :func:`compute`, from axis variables and bodies: lifts nested reductions, checks the
-    body form and (unless ``check_bounds=False``) proves every read in bounds.  ``provenance`` records why
-    the op exists (default: a user op); without a group it gets a fresh one, shared by the reductions
-    lifted out of its bodies."""
+    body form and (unless ``check_bounds=False``) proves reads in bounds.  ``provenance`` (default: a user
+    op) without a group gets a fresh one, shared with the lifted reductions."""
     if provenance is None:
         provenance = Provenance(Role.USER, new_group())
     elif not provenance.group:

@@ -283,10 +283,9 @@ def _zeros(x: Tensor) -> Tensor:
 
 
 class ValueAndGrad:
-    """``ta.value_and_grad(loss, params)``: a callable returning a scalar loss and its gradients with
-    respect to ``params`` (a :class:`Function` underneath, as :attr:`function`, run with the head 1).  It
-    takes arrays for :attr:`inputs`: ``inputs`` when given, else every placeholder the loss reads, in
-    :func:`tensorad.ir.placeholders`' order."""
+    """``ta.value_and_grad(loss, params)``: a callable returning a scalar loss and its gradients by
+    ``params`` (a :class:`Function`, :attr:`function`, with the head 1), taking arrays for :attr:`inputs`
+    (default: the placeholders the loss reads, in :func:`tensorad.ir.placeholders`' order)."""
 
     def __init__(self, loss: Tensor, params: Sequence[Tensor] | Tensor,
                  inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",

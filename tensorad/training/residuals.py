@@ -51,11 +51,10 @@ def _decides_by_comparing(t: Tensor) -> bool:
 
 
 def _same_pass(chosen: set[Tensor], on_head: set[Tensor]) -> set[Tensor]:
-    """The tensors to save beside ``chosen`` so that the backward compares the forward's bits: a saved
-    winner ``W = argmax_k f(R[k])`` is compared with ``f(R[k])`` computed in the backward, and a
-    recomputed ``R`` may round differently (no point would equal the winner).  So every tensor such a
-    ``W`` reads is saved too, unless recomputing it is exact
-    (:func:`~.autodiff.adjoint.recomputes_exactly`, over tensors saved, placeholders or exact)."""
+    """The tensors to save beside ``chosen`` so that the backward compares the forward's bits: what a
+    saved winner ``W = argmax_k f(R[k])`` reads is saved too (recomputed, ``R`` may round differently),
+    unless recomputing is exact (:func:`~.autodiff.adjoint.recomputes_exactly`, over saved, placeholder or
+    exact tensors)."""
     todo = [r for t in chosen if _decides_by_comparing(t) for r in op_reads(t.op)]
     seen: set[Tensor] = set()
     more: set[Tensor] = set()
