@@ -28,7 +28,7 @@ from itertools import combinations
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
-from tensorad.ir.rewrite import free_vars, walk
+from tensorad.ir.rewrite import free_vars, reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.nesting import scan_axes
@@ -55,22 +55,21 @@ def mentions(e: Expr, bound: frozenset) -> bool:
     return any(n in bound for n in walk(e))
 
 
-def _factors(e: Expr) -> tuple[Expr, ...]:
-    if e.op is Op.MUL:
-        return _factors(e.src[0]) + _factors(e.src[1])
-    return (e,)
-
-
 def _collapse(e: Expr, bound: frozenset) -> Term:
-    """A product kept whole: its invariant factors are the coefficient, the rest its factors."""
-    coef: Expr = const(1, e.dtype)
-    factors = []
-    for f in _factors(e):
-        if mentions(f, bound):
-            factors.append(f)
-        else:
-            coef = coef * f
-    return coef, tuple(factors)
+    """A product kept whole: its invariant factors, divisors and signs are the coefficient (in
+    the order :func:`scaled` applies them back), the rest its factors: ``-((X - m) / s) / s``
+    is ``(-(1/s))/s`` times ``X - m``."""
+    if e.op is Op.MUL:
+        (ca, fa), (cb, fb) = _collapse(e.src[0], bound), _collapse(e.src[1], bound)
+        one = const(1, e.dtype)
+        return (cb if ca is one else ca if cb is one else ca * cb), fa + fb
+    if e.op is Op.DIV and not mentions(e.src[1], bound):
+        c, f = _collapse(e.src[0], bound)
+        return c / e.src[1], f
+    if e.op is Op.NEG:
+        c, f = _collapse(e.src[0], bound)
+        return -c, f
+    return (const(1, e.dtype), (e,)) if mentions(e, bound) else (e, ())
 
 
 def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
@@ -371,7 +370,9 @@ def is_sum_op(op: object) -> bool:
 
 def _folded(node: Expr, brackets: set) -> Expr | None:
     """``coef * T[i]`` (or ``T[i] / coef``, ``-T[i]``) for a bracket ``T`` read once, as
-    ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in)."""
+    ``T'[i]`` with ``T' = sum coef' * f`` (the innermost step of :func:`scaled` moves back in).
+    A divisor moves in only to a sum of the kernel's inputs alone, which shares the row's loop
+    through it; elsewhere it stays out, one division a row instead of one a point."""
     if node.op not in (Op.MUL, Op.DIV, Op.NEG):
         return None
     for k in ((0, 1) if node.op is Op.MUL else (0,)):
@@ -386,6 +387,8 @@ def _folded(node: Expr, brackets: set) -> Expr | None:
                 or any(n.op is Op.REDUCE for n in walk(coef)):
             continue
         red = op.body[0]
+        if node.op is Op.DIV and any(not t.is_placeholder for t in reads(red)):
+            continue  # divided once a row, not once a point, where the sum shares the row anyway
         moved = _subst(coef, dict(zip(idx, op.axes)))
         if breaks_scan(op.axes, red, moved):
             continue

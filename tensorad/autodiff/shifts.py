@@ -200,15 +200,19 @@ class _Proof:
         return True
 
 
-def _read_in_exp(graph: Sequence[Tensor]) -> set[Tensor]:
-    """Tensors some body reads inside an ``exp``: the only candidates worth a proof."""
+def _candidates(graph: Sequence[Tensor]) -> set[Tensor]:
+    """The tensors worth a proof: those some body reads inside an ``exp``, and row maxima and
+    minima (the shifts people write, also as ``A = X - m; exp(A)``)."""
     found: set[Tensor] = set()
     for op in dict.fromkeys(t.op for t in graph):
-        if isinstance(op, ComputeOp):
-            for body in op.body:
-                for node in walk(body):
-                    if node.op is Op.EXP:
-                        found.update(r.arg for r in walk(node.src[0]) if r.op is Op.READ)
+        if not isinstance(op, ComputeOp):
+            continue
+        if op.is_reduction and op.body[0].arg.combiner.kind in ("max", "min"):
+            found.add(Tensor(op, 0))
+        for body in op.body:
+            for node in walk(body):
+                if node.op is Op.EXP:
+                    found.update(r.arg for r in walk(node.src[0]) if r.op is Op.READ)
     return found
 
 
@@ -217,7 +221,7 @@ def cancelling_shifts(graph: Sequence[Tensor], outputs: Sequence[Tensor]) -> set
     ``outputs`` is invariant to: ``outputs(m + c) == outputs(m)`` for every ``c`` of ``m``'s shape."""
     graph = list(graph)
     found = set()
-    for m in _read_in_exp(graph):
+    for m in _candidates(graph):
         if (m in outputs or not isinstance(m.op, ComputeOp) or m.op.num_outputs != 1
                 or not dt.is_float(m.dtype)):
             continue

@@ -84,6 +84,16 @@ def test_a_masked_softmax_cancels_its_shift():
     assert ta.gradcheck(P, [S])
 
 
+def test_a_shift_subtracted_in_its_own_tensor_cancels():
+    X, m, _ = _rows()
+    A = ta.compute(X.shape, lambda i, j: X[i, j] - m[i], name="A")
+    k = ta.reduce_axis((0, X.shape[1]), "k")
+    se = ta.compute(m.shape, lambda i: ta.sum(ta.exp(A[i, k]), k), name="se")
+    Y = ta.compute(X.shape, lambda i, j: A[i, j] - ta.log(se[i]), name="Y")
+    assert cancelling_shifts(tensor_graph([Y]), [Y]) == {m}
+    assert ta.gradcheck(Y, [X])
+
+
 def _kept(build):
     X, m, Y = build()
     assert m not in cancelling_shifts(tensor_graph([Y]), [Y])
