@@ -1,9 +1,7 @@
 """Code generation: tensors -> loop program (isl) -> LLVM IR (llvmlite) -> JIT -> Kernel.
 
-``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``);
-``build`` compiles it for the host CPU and returns a callable :class:`Kernel`.
-
-The pipeline, one room each:
+``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``); ``build``
+compiles it and returns a callable :class:`Kernel`.  The rooms:
 
 * ``passes/``      rewrites of the tensor program before planning (buffers, shared sums)
 * ``strategies/``  how each op is computed: registered strategies, cost model, tuning
@@ -13,16 +11,10 @@ The pipeline, one room each:
 * ``jit/``         object code compiled through LLVM's JIT, checked, and cached on disk
 * ``runtime/``     kernels called on arrays, their thread pool, export and loading
 
-and at the top:
-
-* ``options``  the options of ``lower`` and ``build``, and their checks
-* ``target``   the CPU that code is generated for
-* ``program``  the loop program: buffers, nests, statements (the form ``lower`` returns)
-* ``lower``    tensors to a loop program
-* ``build``    key, look up, else lower, emit, compile, link, wrap in a ``Kernel``
-* ``tune``     ``ta.lower`` and ``ta.build``: ``tune=True`` measures the candidate strategies
-  and pins the winners before lowering or building
-"""
+and at the top: ``options`` the options of ``lower`` and ``build`` and their checks; ``target`` the CPU
+code is generated for; ``program`` the loop program; ``lower`` tensors to a loop program; ``build`` key,
+look up, else lower, emit, compile, link, wrap; ``tune`` the entry points, where ``tune=True`` measures
+the candidate strategies and pins the winners first."""
 
 from .lower import LoweredFunc
 from .runtime.export import ExportError, LoadError

@@ -1,30 +1,19 @@
 """``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
-Compiled code is cached at two levels, both keyed by a SHA-256 of the text of
-:func:`.jit.build_key.describe` -- a canonical description of the tensor DAG, the inputs, every
-option, the target and :func:`.jit.engine.fingerprint` (LLVM version, the compiler's source), taken
-*before* lowering -- or, where the program cannot be described before lowering (``tune=True``),
-of the loop program's text with the same options:
+Compiled code is cached at two levels, keyed by a SHA-256 of :func:`.jit.build_key.describe`'s text (the
+tensor DAG, the inputs, every option, the target and :func:`.jit.engine.fingerprint`), taken *before*
+lowering, or where that cannot be (``tune=True``) of the loop program's text with the same options:
 
-* in the process (:data:`.runtime.compiled_cache.COMPILED`, a bounded cache): a
-  rebuild of a program whose kernel is alive, or among the last few built, costs the
-  description and a dictionary lookup;
-* on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither
-  lowering nor LLVM (milliseconds).  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``)
-  neither reads nor writes it.
+* in the process (:data:`.runtime.compiled_cache.COMPILED`): a rebuild of a program whose kernel is alive
+  or recent is a lookup;
+* on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither lowering
+  nor LLVM.  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``) neither reads nor writes it.
 
-A disk entry holds the object code, the entry-point names, the matrix-product libraries it
-calls (:mod:`.gemm.library`, loaded first so that the linker finds them), the key text in full and
-the kernel's signature (argument shapes and dtypes, temporaries, work), both compared with
-this call's before anything is linked, and the emitted IR (compressed; ``kernel.llvm_ir``
-recomputes the optimized IR from it on demand).  A kernel found in a cache lowers only when
-``kernel.lowered`` is asked for.
-
-A kernel's code is linked into an engine of its own (:func:`.jit.engine.link_object`) and
-owned by its :class:`Compiled`: it is freed when the last kernel over it, and the cache's
-strong reference, are gone.  The matrix-product library's pieces it calls stay for the
-process (:mod:`.gemm.library`).
-"""
+A disk entry holds the object code, the entry names, the matrix-product libraries it calls
+(:mod:`.gemm.library`), the key text and the kernel's signature (both compared with this call's before
+linking) and the compressed emitted IR.  A cached kernel lowers only when ``kernel.lowered`` is asked for.
+Its code is linked into an engine of its own (:func:`.jit.engine.link_object`), owned by its
+:class:`Compiled` and freed with the last kernel over it and the cache's reference."""
 
 from __future__ import annotations
 
@@ -66,24 +55,20 @@ _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 @fewer_collections()
 def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
-    """Compile ``outputs`` as functions of ``inputs`` for ``target`` (:mod:`.target`):
-    ``"llvm"`` the host CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for
-    a CPU whose vectors this machine lacks compiles (its ``asm`` can be read) but refuses to run.
+    """Compile ``outputs`` as functions of ``inputs`` for ``target`` (:mod:`.target`): ``"llvm"`` the host
+    CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for a CPU whose vectors this
+    machine lacks compiles (its ``asm`` can be read) but refuses to run.
 
-    Options (:class:`.options.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when
-    set, else the CPUs this process may run on), ``fastmath``
-    (default True: reductions may be reassociated -- vectorized sums round differently from a
-    sequential loop -- and multiply-adds fused; ``False`` keeps IEEE order), ``opt_level``
-    (0-3), ``vector_width``, ``tile`` and ``microkernel`` (the contraction kernel),
-    ``parallel``, ``parallel_min_work``, ``inline``, ``materialize``, ``fuse``, ``checked``
-    (bounds checks on every load and store; an out-of-bounds access raises ``IndexError``),
-    ``tune`` (measure the candidate strategies on random data and keep the winners in the disk
-    cache per target: :mod:`.tune`).
-    ``cache=False`` skips the on-disk cache of compiled code (the in-process one still holds).
+    Options (:class:`.options.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when set, else the
+    CPUs this process may run on), ``fastmath`` (default True: reductions may be reassociated and
+    multiply-adds fused; ``False`` keeps IEEE order), ``opt_level`` (0-3), ``vector_width``, ``tile`` and
+    ``microkernel`` (the contraction kernel), ``parallel``, ``parallel_min_work``, ``inline``,
+    ``materialize``, ``fuse``, ``checked`` (bounds checks on every load and store: an out-of-bounds access
+    raises ``IndexError``), ``tune`` (measure the candidate strategies and keep the winners per target:
+    :mod:`.tune`).  ``cache=False`` skips the on-disk cache.
 
-    The cache key is computed before lowering (:mod:`.jit.build_key`): a kernel found in the
-    process or on disk is returned without lowering; ``kernel.lowered`` lowers on first use.
-    """
+    A kernel found in the process or on disk (:mod:`.jit.build_key`) is returned without lowering;
+    ``kernel.lowered`` lowers on first use."""
     if not isinstance(target, (str, Target)):
         raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
                          f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
@@ -114,7 +99,8 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                                                         gomp, ARRAY_DATA_OFFSET, opts.checked)),
                                    fingerprint(tgt)])
     key = digest(key_text)
-    expect = _signature_of_tensors(outs, ins)
+    expect = {"inputs": [[list(t.shape), t.dtype] for t in ins],
+              "outputs": [[list(t.shape), t.dtype] for t in outs]}
     origin = "memory"
     compiled = compiled_cache.COMPILED.get(key)
     if compiled is None or not _fits(compiled.meta, key_text, expect):
@@ -138,12 +124,6 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature, origin)
 
 
-def _signature_of_tensors(outputs: list[Tensor], inputs: list[Tensor]) -> dict:
-    """The argument shapes and dtypes an entry for this call must have been compiled for."""
-    return {"inputs": [[list(t.shape), t.dtype] for t in inputs],
-            "outputs": [[list(t.shape), t.dtype] for t in outputs]}
-
-
 def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
     """Whether linked code (its entry's metadata) was compiled for exactly this key and call."""
     return meta is not None and meta.get("key") == key_text and all(
@@ -155,7 +135,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     and the kernel's signature (argument shapes and dtypes, temporaries, work)."""
     name = lowered.program.name
     prog = lowered.program
-    checks = Checks(every_access=opts.checked) if _needs_record(lowered, opts) else None
+    checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(lowered.program) else None
     direct = call_entry(len(lowered.program.arguments) + (checks is not None))
     with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
         offset = ARRAY_DATA_OFFSET if direct else None
@@ -185,19 +165,12 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     return compiled
 
 
-def _needs_record(lowered, opts: Options) -> bool:
-    """A violation record (:mod:`.llvm.bounds_checks`): for ``checked=True``, and for every program with a
-    gather index under ``mode="raise"`` (tested at run time in every kernel)."""
-    return bool(opts.checked) or has_raise_gather(lowered.program)
-
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
           ) -> Compiled | None:
-    """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache
-    off): an entry is linked only when its metadata is exactly what this program needs (the
-    key in full, entry names derived from the key, the argument shapes and dtypes of the call
-    ``expect``, a consistent argument count, runtime, known library symbols) and its object
-    code is structurally sound -- anything else is rebuilt (and rewritten) by the caller."""
+    """The kernel from the disk cache, or ``None`` (absent, unreadable, malformed, or cache off): an entry
+    is linked only when its metadata is exactly what this program needs (key, entry names, the shapes and
+    dtypes ``expect``, argument count, runtime, known library symbols) and its object code is sound."""
     payload = diskcache.get(key)
     if payload is None:
         return None

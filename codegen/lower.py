@@ -1,13 +1,9 @@
-"""``ta.lower``: tensors to a loop program (API.md section 3).
-
-Steps: collect the ops between the outputs and the given inputs; choose which get buffers
-(:mod:`.passes.buffers`); substitute inlined bodies; run the pre-planning rewrites of
-:data:`PRE_PLANNING_PASSES` in order (proving every read of the result in bounds on the way);
-plan each op's strategy (:mod:`.strategies`); turn each materialized op into polyhedral statements
-(:mod:`.loops.domain`), pick loop order, tiling and parallel loops (:mod:`.loops.schedule`), and
-let isl build exact loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`); cut
-float32 sums into blocks of partial sums (:mod:`.loops.cascade`).
-"""
+"""``ta.lower``: tensors to a loop program (API.md section 3).  Steps: collect the ops between the outputs
+and the inputs; choose buffers (:mod:`.passes.buffers`) and substitute inlined bodies; run
+:data:`PRE_PLANNING_PASSES` in order (proving reads in bounds on the way); plan each op's strategy
+(:mod:`.strategies`); build polyhedral statements (:mod:`.loops.domain`), schedules
+(:mod:`.loops.schedule`) and isl's loops (:mod:`.loops.isl_ast`); count the work (:mod:`.loops.work`);
+block float32 sums (:mod:`.loops.cascade`)."""
 
 from __future__ import annotations
 
@@ -174,13 +170,9 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
           name: str = "kernel", **options: Any) -> LoweredFunc:
     """The loop nest of ``outputs`` computed from ``inputs`` (see the module docstring).
 
-    Accepts the options of ``build`` (:class:`.options.Options`); those that only change
-    compilation are ignored here.  Each call lowers afresh: no process-wide memo, so what a call
-    returns never depends on what the process lowered before (``ta.build`` skips lowering when
-    its disk cache has the kernel, :mod:`.jit.build_key`).
-    ``tune=True`` measures the strategies offered and lowers with the winners (:mod:`.tune`,
-    which measures before lowering runs).
-    """
+    Accepts the options of ``build`` (:class:`.options.Options`); those that only change compilation are
+    ignored.  Each call lowers afresh, with no process-wide memo.  ``tune=True`` lowers with the
+    strategies measured fastest (:mod:`.tune`)."""
     outputs, inputs = check_arguments(outputs, inputs, name)
     full = Options.make(options)
     opts = full.for_lowering()
@@ -287,9 +279,7 @@ def _copies(state: _Rewriting) -> None:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
 
 
-#: The rewrites between choosing buffers and planning, in order (:mod:`.passes`): reuse comes
-#: first so that footprints see the new reads; bounds are proved before the passes that make
-#: new ops (each proves its own); speculation, after the proof, turns safe lazy choices eager.
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`).
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _reuse,                          # a stored transcendental value read instead of recomputed
     _footprints,                     # temporaries shrunk to the points their readers read
@@ -305,14 +295,9 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
 
 
 def _live_ops(ops: list[ComputeOp], bodies: dict, outputs: list[Tensor]) -> list[ComputeOp]:
-    """The ops that the outputs read, once inlining has settled who reads whom.  The graph of
-    the outputs holds every op that an op of theirs reads, also through outputs of a
-    multi-output op that nobody reads: when the read one is inlined (``t1.v0 = 0.5``), the
-    reduction lifted out of the other (``t1.red``) was lowered as a nest that stored nothing
-    (work for nothing, and ``chunk_size`` of a parallel nest without buffers
-    raised ``ValueError``).  A reduction over an empty box (``reduce_axis((0, 0))``) is its
-    identity and reads nothing: a reduction lifted out of its source was lowered into its nest,
-    computing values nobody reads (the same ``ValueError``)."""
+    """The ops that the outputs read, once inlining has settled who reads whom: not the reductions lifted
+    out of an output of a multi-output op that nobody reads, nor those of a reduction over an empty box
+    (its identity, which reads nothing)."""
     known = set(ops)
     live = {t.op for t in outputs if t.op in known}
     todo = list(live)
@@ -333,10 +318,9 @@ def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:
 
 
 class _LoweringMemo:
-    """What one ``lower`` call keeps between its attempts (a group that cannot be fused is
-    split and the program lowered again): the tensors each unit reads, the buffers, and the
-    steps of every group whose buffers did not change.  Without it each retry re-lowers every
-    group, quadratic in the number of ops for a long chain."""
+    """What one ``lower`` call keeps between its attempts (an unfusable group is split and the program
+    lowered again): the tensors each unit reads, the buffers, and the steps of every group whose buffers
+    did not change."""
 
     def __init__(self) -> None:
         self.reads: dict[Unit, frozenset] = {}
@@ -350,8 +334,7 @@ class _LoweringMemo:
         if found is None:
             p, core = u.plan, u.plan.core
             sides = (core.gemm.a, core.gemm.b) if isinstance(core, ProductCall) else ()  # (padded copies)
-            # a scatter's specs read what its conditions, guards and targets read (a winner's
-            # sentinel test moved out of the body into a spec)
+            # a scatter's specs read what its conditions, guards and targets read
             spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, sc.cond, sc.guard)) \
                 if isinstance(p, ScatterNest) else ()
             found = self.reads[u] = frozenset(n.arg for b in {*p.bodies, *core.bodies, *sides, *spec}
@@ -374,8 +357,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         return Tensor(alias.get(op, op), v)
 
     input_set = set(inputs)
-    # which tensors need a buffer: outputs, and what a later group reads (an unread output of
-    # a multi-output op, or a reduction read only from its accumulators, needs none)
+    # which tensors need a buffer: outputs, and what a later group reads
     group_of = {u.op: k for k, g in enumerate(groups) for u in g.units}
     read_by: dict[Tensor, set[int]] = {}
     for k, g in enumerate(groups):
@@ -433,10 +415,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
 
 
 def _storing(steps: list | None) -> list | None:
-    """``steps`` without the nests that store nothing: a nest has no effect but its stores, and
-    one without any computes for nothing (an argmax fused into a consumer of
-    shape ``(0,)``, whose stores are all dropped -- 36 iterations, and a parallel nest without
-    buffers that ``llvm_emit.chunk_size`` could not size)."""
+    """``steps`` without the nests that store nothing (a nest has no effect but its stores)."""
     return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
 
 
@@ -447,9 +426,8 @@ def _blocked(steps: list | None, opts: Options) -> list | None:
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
                      scans: dict | None = None, alias: dict | None = None) -> list | None:
-    """The steps of one group (``None``: its members cannot be fused exactly; ``scans``: the
-    call's memo of isl ASTs, :func:`.loops.isl_ast.build_loops`; ``alias``: a unit's op -> the op
-    whose tensors it writes)."""
+    """The steps of one group (``None``: its members cannot be fused exactly); ``scans``: the call's isl
+    ASTs (:func:`.loops.isl_ast.build_loops`); ``alias``: a unit's op -> the op it writes for."""
     if g.strips:
         return lower_strips(g, bodies, outs_of, opts, scans)
     if len(g.units) > 1:

@@ -1,12 +1,9 @@
-"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks: every option's
-type and range, before any work.
+"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks: every option's type and
+range, before any work.
 
-A bad option is a clear error naming the option, what it must be and what it got -- never a
-hang or a crash later (``tile=(10**6, 16, 10**6, 10**6)`` unrolled a micro-kernel
-of a million rows and never finished compiling).  Checks that need the product's shape and
-dtype (the tile's relation to the vector width and registers) are in
-:func:`.gemm.contraction.check_tile`; the target facts they read are here.
-"""
+A bad option is a clear error naming the option, what it must be and what it got, never a hang or a crash
+later.  Checks that need the product's shape and dtype are in :func:`.gemm.contraction.check_tile`; the
+target facts they read are here."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from tensorad.ir.tensor import Tensor
 from .target import Target, parse_target
 
 MAX_THREADS = 1024
-# tile entries: MR and NR are register-tile sides (the register check bounds them further),
-# KC and MC cache blocks
+# tile entries: MR and NR register-tile sides, KC and MC cache blocks
 TILE_LIMITS = (("MR", 256), ("NR", 1024), ("KC", 1 << 20), ("MC", 1 << 20))
 PACK_LIMIT = 256 << 20  # bytes of packed A and B blocks, allocated on every call
 VECTOR_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
@@ -78,39 +74,29 @@ def choices(value: Any) -> tuple:
 class Options:
     """Options of ``lower``/``build`` (hashable: they key the caches).
 
-    * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set,
-      else the CPUs this process may run on; settable later as ``kernel.num_threads``);
-      ``parallel=False`` never makes a parallel loop;
-      ``parallel_min_work``: nests with fewer innermost-body executions (weighted by their
-      transcendental functions, :func:`work_weight`) stay on one thread.
-    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked; long
-      matrix-product sums split in halves, :mod:`.gemm.splitk`) and multiply-adds fused, so sums
-      round differently from a sequential loop; nothing else (no reciprocals, no
-      approximations, no finite-math assumptions: results at 0, inf, NaN and near the ends of
-      the range are IEEE's).  ``False`` adds in the loop program's order, the same on every
-      target (and so never uses the micro-kernel).  Either way float32 sums accumulate in
-      blocks, :mod:`.loops.cascade` (smaller ones under ``False``, where nothing vectorizes
-      them), so their rounding error grows like ``log n``.
-    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer for
-      innermost loops LLVM can vectorize (:mod:`.llvm.vectorizable`; 1 disables it; the micro-kernel's
-      explicit vectors are not affected).
+    * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set, else the CPUs
+      this process may run on; settable as ``kernel.num_threads``); ``parallel=False`` makes no parallel
+      loop; ``parallel_min_work``: nests with fewer innermost-body executions (weighted by
+      :func:`work_weight`) stay on one thread.
+    * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked, split in halves:
+      :mod:`.gemm.splitk`) and multiply-adds fused; nothing else, so results at 0, inf, NaN and the ends
+      of the range are IEEE's.  ``False`` adds in the loop program's order, the same on every target (so
+      never the micro-kernel).  Either way float32 sums accumulate in blocks (:mod:`.loops.cascade`).
+    * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer where LLVM can take
+      them (:mod:`.llvm.vectorizable`; 1 disables it).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
-      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False``
-      never; ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
-    * ``inline`` / ``materialize``: tensors forced into their readers / into buffers;
-      ``fuse=False`` turns epilogue fusion and nest fusion (:mod:`.loops.nest_groups`) off.
-    * ``target``: the CPU to generate code for (:class:`.target.Target`, or a spec string
-      such as ``"llvm -mcpu=haswell"``; default the host) -- it shapes the loop program too
-      (the micro-kernel's register tile and cache blocks).
-    * ``checked``: bounds checks on every load and store (:mod:`.llvm.bounds_checks`); a violation raises
-      ``IndexError``.  Contractions then take plain loops (the micro-kernel is not instrumented).
-    * ``tune``: measure the candidate strategies (and tiles) of every op that has several on
-      random data of the actual shapes, and keep the winners in the disk cache per target
-      (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies as ``tune`` records them
-      (``lower(...).offered`` lists the points and labels; a label not offered is ignored);
-      ``variants=True`` offers every variant of each strategy (register tiles, cache blocks),
-      as ``tune`` does.
-    """
+      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False`` never;
+      ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
+    * ``inline`` / ``materialize``: tensors forced into their readers / into buffers; ``fuse=False`` turns
+      epilogue and nest fusion (:mod:`.loops.nest_groups`) off.
+    * ``target``: the CPU to generate code for (:class:`.target.Target` or a spec such as
+      ``"llvm -mcpu=haswell"``; default the host), which shapes the loop program too.
+    * ``checked``: bounds checks on every load and store (:mod:`.llvm.bounds_checks`), raising
+      ``IndexError``; contractions then take plain loops.
+    * ``tune``: measure the candidate strategies of every op that has several and keep the winners per
+      target (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies (``lower(...).offered`` lists
+      them; a label not offered is ignored); ``variants=True`` offers every variant of each strategy, as
+      ``tune`` does."""
 
     parallel: bool = True
     microkernel: bool | None = None

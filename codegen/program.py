@@ -1,24 +1,19 @@
 """The loop program that ``lower`` produces and ``build`` compiles: buffers, nests, statements.
 
-A :class:`Program` is a list of steps run in order; a step is a :class:`Fill` (a whole buffer set
-to one value, e.g. the zero-fill of an output whose nonzero region is a sub-domain) or a
-:class:`Nest` (the loops of one materialized tensor).  Statements are immutable dataclasses:
+A :class:`Program` is a list of steps run in order, each a :class:`Fill` (a whole buffer set to one value)
+or a :class:`Nest` (the loops of one materialized tensor).  Statements are immutable dataclasses:
 
-* :class:`Loop`   -- ``for var in range(lo, hi, step)``; ``lo``/``hi`` are index expressions of
-  enclosing loop variables (exact bounds from isl's AST builder);
-* :class:`If`     -- a guard; ``affine`` guards come from isl (they bound the iteration domain
-  and are evaluated when counting work), the others are data-dependent tests in a body;
+* :class:`Loop`  -- ``for var in range(lo, hi, step)``, with exact bounds over enclosing loop variables;
+* :class:`If`  -- a guard: ``affine`` ones come from isl (they bound the domain and are evaluated when
+  counting work), the others are data-dependent tests;
 * :class:`Store`  -- ``buffer[index] = value``;
 * :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
 
-``counted=False`` marks per-element bookkeeping (accumulator initialisation, the final store of
-an accumulator, a fused epilogue): it runs but is not work (:mod:`.loops.work`).  ``owner`` names the
-member op of a fused nest (:mod:`.loops.fused_nest`) a statement belongs to: work counts one body
-execution per owner, so fusing nests never changes ``work``.
-
-Expressions are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer
-they read; loop variables are index ``VAR`` nodes; accumulators are value ``VAR`` nodes.
-"""
+``counted=False`` marks per-element bookkeeping (accumulator initialisation and final store, a fused
+epilogue): it runs but is not work (:mod:`.loops.work`).  ``owner`` names the member op of a fused nest
+(:mod:`.loops.fused_nest`) a statement belongs to: work counts one body execution per owner.  Expressions
+are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer they read, loop
+variables are index ``VAR`` nodes, accumulators value ``VAR`` nodes."""
 
 from __future__ import annotations
 
@@ -172,12 +167,9 @@ def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None
 
 
 class ProgramPrinter:
-    """Readable, deterministic and exact text of a program (it also keys the kernel cache).
-
-    ``names``: a :class:`Namer` shared with other printouts (``tensorad show`` prints a tensor
-    and its loops with one), so that a buffer is shown under its tensor's name there; without
-    it buffers keep the names lowering gave them.
-    """
+    """Readable, deterministic and exact text of a program (it also keys the kernel cache).  ``names``: a
+    :class:`Namer` shared with other printouts, so that a buffer shows under its tensor's name there;
+    without it buffers keep lowering's names."""
 
     def __init__(self, program: Program, names: Namer | None = None) -> None:
         self.program = program

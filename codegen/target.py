@@ -1,47 +1,28 @@
 """The CPU that code is generated for: a :class:`Target` read by every code-generation decision.
 
-A target is named TVM-style: ``"llvm"`` (the host CPU with all its features),
-``"llvm -mcpu=haswell"`` (a named CPU with its own features), ``"llvm -mattr=-avx512f"`` (the
-host with features switched on or off), or both options.  What the code generator needs to know
-is then *asked of LLVM*, not looked up in a table of CPUs: a probe module with a 512-bit and a
-256-bit vector add and a fused multiply-add is compiled for the target, and its assembly tells
-the widest vector register (``zmm``/``ymm``/``xmm``) and whether FMA is an instruction.  So any
-CPU LLVM knows works, and ``-mattr=-avx512f`` on an AVX-512 host gives exactly AVX2 code.
+A target is named TVM-style: ``"llvm"`` (the host CPU), ``"llvm -mcpu=haswell"``,
+``"llvm -mattr=-avx512f"``, or both options.  What the code generator needs is *asked of LLVM*: a probe
+module with 512- and 256-bit vector adds and a fused multiply-add is compiled for the target, and its
+assembly tells the widest vector register and whether FMA is an instruction.  From that:
 
-From that:
+* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register);
+* ``vector_registers`` -- 32 with AVX-512, 16 otherwise on x86 (:func:`.gemm.contraction.register_tile`);
+* ``fma`` -- fused multiply-add in hardware;
+* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512,
+  :mod:`.llvm.masked_tails`);
+* ``f16c``/``bf16`` -- float16 (F16C) and bfloat16 (AVX512-BF16) conversion instructions;
+  :mod:`.llvm.half` uses F16C's, and AVX512-BF16's is reported only (it flushes subnormal inputs);
+* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named CPU that
+  runs here; else typical sizes);
+* ``line``/``page`` -- the cache line and memory page in bytes (sysfs and ``sysconf``, else 64 and 4096).
 
-* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register): the
-  micro-kernel's register tile, the packing routines' vectors and the math lowering use it;
-* ``vector_registers`` -- 32 with AVX-512 (``zmm0-31``), 16 otherwise on x86: register tiles
-  are chosen so that accumulators and operands fit (:func:`.gemm.contraction.register_tile`);
-* ``fma`` -- fused multiply-add in hardware (else ``llvm.fma`` would be a libm call);
-* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512):
-  short loops fold their remainder into masked iterations (:mod:`.llvm.masked_tails`);
-* ``f16c``/``bf16`` -- float32 <-> float16 (F16C) and float32 -> bfloat16 (AVX512-BF16)
-  conversion instructions; :mod:`.llvm.half` uses F16C's (exact) and emits integer code without
-  them; AVX512-BF16's is reported only (it flushes subnormal inputs to zero, so integer code
-  rounds to bfloat16 on every target);
-* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named
-  CPU whose code runs on the host; a named CPU that cannot run here gets typical sizes), for
-  the matrix-product cache blocks and fills (:mod:`.loops.fills`);
-* ``line``/``page`` -- the cache line and the memory page in bytes (the same way: sysfs and
-  ``sysconf``, else 64 and 4096): threads that share a buffer split it on these boundaries.
-
-On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` (LLVM tuning flags: the
-vectorizer uses loads and shuffles, not gathers and scatters) unless the spec names either.
-
-``needed_features(target)`` names the CPU features code for a target may use and
-``missing_features`` those of them this host lacks: an exported kernel records the first, and
-``ta.load`` refuses a library for which the second is not empty.
-
-``key`` (triple, CPU, features, and the caches the code was blocked for) keys the kernel caches.
-Targets are made once per spec string per process (the probe costs ~10 ms); the memo only saves
-that time, it never changes a result.
-
-LLVM's native target is initialized here (:func:`initialize`) and target machines are made here
-(:func:`new_target_machine`, which turns LLVM's "not a recognized processor/feature" warnings into
-a ``ValueError``), so that the JIT (:mod:`.jit.engine`) builds on targets and never the reverse.
-"""
+On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` unless the spec names either.
+``needed_features(target)`` names the CPU features its code may use and ``missing_features`` those the
+host lacks (an exported kernel records the first; ``ta.load`` refuses a library where the second is not
+empty).  ``key`` (triple, CPU, features, caches) keys the kernel caches.  Targets are made once per spec
+string per process, a memo that never changes a result.  LLVM's native target is initialized
+(:func:`initialize`) and target machines are made (:func:`new_target_machine`, LLVM's unknown processor or
+feature warnings as a ``ValueError``) here, so that the JIT builds on targets."""
 
 from __future__ import annotations
 
@@ -61,9 +42,8 @@ _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _FEATURE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
 
 class _Process:
-    """What this module keeps for the life of the process: whether LLVM's native target is
-    initialized, and the targets made (by spec: a memo of the probe, bounded by the specs a
-    process names, that never changes a result)."""
+    """What this module keeps for the life of the process: whether LLVM's native target is initialized,
+    and the targets made by spec (a memo that never changes a result)."""
 
     def __init__(self) -> None:
         self.llvm_lock = threading.RLock()  # LLVM's initialization and target machines
@@ -101,9 +81,8 @@ def new_target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachi
 
 
 class captured_stderr:  # noqa: N801 - used as a context manager
-    """Redirects file descriptor 2 to a temporary file; calling the result reads it.  (Held
-    for the creation of one target machine, once per target and process: what another thread
-    writes to stderr in that millisecond lands in the file.)"""
+    """Redirects file descriptor 2 to a temporary file; calling the result reads it (held while one target
+    machine is made)."""
 
     def __enter__(self):
         self.text = ""
@@ -149,8 +128,7 @@ define void @fma(ptr %p) {
 }
 """
 _FMA_MNEMONICS = ("vfmadd", "vfmsub", "fmla", "xvmadd")
-# half conversions: compiled for the target, a conversion instruction in the assembly (rather
-# than a library call or integer code) says the target has it
+# half conversions: a conversion instruction in the target's assembly says it has one
 _HALF_PROBE_IR = """
 define void @f16(ptr %p, ptr %q) {
   %a = load <8 x half>, ptr %p
@@ -207,9 +185,8 @@ class Target:
 
     @property
     def masked_memory(self) -> bool:
-        """Whether a masked vector load or store costs about what a plain one does: x86 with
-        AVX-512's mask registers (AVX2's ``vmaskmov`` store is microcoded on AMD).  Short loops
-        then fold their scalar remainder into masked vector iterations (:mod:`.llvm.masked_tails`)."""
+        """Whether a masked vector load or store costs about a plain one's: x86 with AVX-512's mask
+        registers (:mod:`.llvm.masked_tails`)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
@@ -249,9 +226,8 @@ def host_target() -> Target:
 
 
 def host_features() -> dict[str, bool]:
-    """Every CPU feature LLVM knows for this host's architecture (LLVM's names, such as
-    ``avx512f`` or ``amx-tile``), each with whether this host has it; empty where LLVM cannot
-    tell (not x86 or AArch64)."""
+    """Every CPU feature LLVM knows for this host's architecture, each with whether this host has it;
+    empty where LLVM cannot tell."""
     initialize()
     try:
         return dict(llvm.get_host_cpu_features())
@@ -260,13 +236,10 @@ def host_features() -> dict[str, bool]:
 
 
 def needed_features(target: Target) -> list[str]:
-    """The CPU features (LLVM's names, sorted) that code compiled for ``target`` may use.
-
-    For ``"llvm"`` (the host) that is every feature the host has.  For a named CPU or
-    ``-mattr``, the features ``-mattr`` switches on and, on x86, those the target's probe
-    showed (AVX-512 or AVX vectors, FMA, F16C, AVX512-BF16): LLVM reports neither the features a
-    CPU name implies nor which ones switching a feature off takes with it, so the list is what
-    the code generator relied on.  Tuning preferences (``prefer-no-gather``) are left out."""
+    """The CPU features (LLVM's names, sorted) that code for ``target`` may use: the host's for
+    ``"llvm"``; else those ``-mattr`` switches on and, on x86, those the probe showed (LLVM reports
+    neither what a CPU name implies nor what switching a feature off takes).  Tuning preferences are left
+    out."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
     on: dict[str, bool] = {}
@@ -336,15 +309,10 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
         fma = any(m in asm for m in _FMA_MNEMONICS)
         f16c, bf16 = _half_probe(tm)
     if bits == 512 and not any("prefer-256-bit" in f for f in mattr):
-        # LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; full 512-bit registers measured
-        # faster for our kernels (``-mattr=+prefer-256-bit`` asks for the other)
+        # LLVM tunes some AVX-512 CPUs for 256-bit vectors; ours use 512 (``+prefer-256-bit``)
         features = f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
     if x86:
-        # LLVM's vectorizer takes AVX-512 gathers for cheap; on an Emerald Rapids Xeon a max pool's
-        # stride-2 reads as gathers ran 4.3x slower than as loads and shuffles, and on the CPUs
-        # with the gather data sampling mitigation every gather is slower still.  So, as XLA's
-        # CPU backend does, vectorize without gathers and scatters unless asked
-        # (``-mattr=-prefer-no-gather``): a tuning preference, not an instruction set.
+        # Vectorize without gathers and scatters (as XLA does) unless ``-mattr=-prefer-no-gather``.
         for tune in ("prefer-no-gather", "prefer-no-scatter"):
             if not any(tune in f for f in mattr):
                 features = f"{features},+{tune}" if features else f"+{tune}"
@@ -352,8 +320,7 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
     made = Target(spec, triple, cpu, features, bits, regs, fma, is_host=host and not mattr,
                   f16c=f16c, bf16=bf16)
     if host or made.runs_here(host_target()):
-        # code that can run on this machine meets its caches: an AVX2 target on an AVX-512 host,
-        # or "-mcpu=haswell" on a Zen host, is blocked for the caches it will run with
+        # code that runs on this machine is blocked for the caches it will run with
         l1d, l2, l3 = _host_caches()
         line, page = _host_line_and_page()
         made = replace(made, l1d=l1d, l2=l2, l3=l3, line=line, page=page)
@@ -405,9 +372,8 @@ def _host_line_and_page() -> tuple[int, int]:
 
 
 def default_num_threads() -> int:
-    """Threads a kernel uses by default: ``OMP_NUM_THREADS`` when set (its first entry, as
-    libgomp reads it), else the CPUs this process may run on (its affinity), as NumPy's BLAS and
-    PyTorch do."""
+    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry when set, else the CPUs this
+    process may run on."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env:
         try:

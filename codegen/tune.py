@@ -1,32 +1,18 @@
-"""``ta.lower`` and ``ta.build``, with ``tune=True`` decided before either runs: measure the
-candidate strategies of a program and keep the winners per target.
+"""``ta.lower`` and ``ta.build``, with ``tune=True`` decided before either runs: measure the candidate
+strategies of a program and keep the winners per target.
 
-:func:`lower` and :func:`build` are the package's entry points.  Without ``tune`` they are
-the lowering and building drivers (:mod:`.lower`, :mod:`.build`); with it, the winners are
-found first (building a kernel per candidate) and passed on as pinned ``choices``, so neither
-lowering nor building measures anything itself.
+:func:`lower` and :func:`build` are the package's entry points: without ``tune`` the drivers
+(:mod:`.lower`, :mod:`.build`); with it, the winners are found first and passed on as pinned ``choices``.
+The program is lowered as usual; every *point* offered more than one candidate
+(:mod:`.strategies.registry`) whose costliest candidate the cost model puts at :data:`MIN_CYCLES` or more
+is measured, heaviest first, one at a time (earlier points keep their winners): built with each candidate
+pinned, run on random data of the actual shapes, the least of a few timed calls on the kernel's threads
+winning.  The others keep the cost model's choice.
 
-Lowering offers each op the candidates of every registered strategy (:mod:`.strategies.registry`) and,
-without tuning, keeps the cheapest by the cost model.  With ``tune=True`` the program is first
-lowered as usual; every *point* (an op) that was offered more than one candidate -- plain loops
-or strips, the micro-kernel with or without padded copies or split sums, other register tiles
-and cache blocks -- is then measured: the program is built with that point pinned to each
-candidate in turn (the points tuned before it keep their winners), run on random data of the
-actual shapes, and the fastest (the least of a few timed calls, on the threads the kernel will
-use) wins.  One point at a time, the heaviest first: the cost is the sum of the candidates, not
-their product.  Only the points the cost model puts at :data:`MIN_CYCLES` or more for their
-costliest candidate are measured: below that a call's overhead and the timer's noise are as
-large as any difference between candidates, while every candidate costs a whole build -- a
-program of twenty tiny ops took minutes to tune and gained nothing.  The
-others keep the cost model's choice.
-
-The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under a key made of the untuned
-loop program, the options that change speed (threads, opt level, vector width, fast math) and
-:func:`.jit.engine.fingerprint` of the target (CPU, features, LLVM and tensorad versions): the next
-``tune=True`` build of the same program for the same target -- in this process or another --
-measures nothing.  ``cache=False`` neither reads nor writes them.  A kernel built with
-``tune=True`` says how many candidates its build measured (``kernel.measured``).
-"""
+The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under the untuned loop program, the
+options that change speed and :func:`.jit.engine.fingerprint` of the target, so the next such build
+measures nothing.  ``cache=False`` neither reads nor writes them.  ``kernel.measured`` says how many
+candidates a build measured."""
 
 from __future__ import annotations
 
@@ -95,9 +81,8 @@ def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],
 
 def tuned_choices(base, outputs: list[Tensor], inputs: list[Tensor], name: str, options: dict[str, Any],
                   target: Target) -> tuple[dict[str, str], int]:
-    """``{point: label}`` for every point of ``base`` (the untuned :class:`.lower.LoweredFunc`)
-    offered several candidates and worth measuring: from the disk cache, else measured (and
-    stored); and the number of candidates measured."""
+    """``{point: label}`` for every point of ``base`` (untuned) worth measuring, from the disk cache or
+    measured and stored; and the number of candidates measured."""
     points = worth_measuring(base)
     if not points:
         return {}, 0

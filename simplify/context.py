@@ -1,14 +1,9 @@
 """The memo tables of one optimizer call.
 
-Every table the optimizer keeps lives in an :class:`OptimizerContext` that the caller owns and
-passes down: simplified expressions, elimination plans, optimized ops and the table of
-structurally equal ops.  Nothing is kept at module level, so a result never depends on what
-the process optimized before, tables are freed with the call, and two threads optimizing at
-once share nothing.  ``ta.JacobianRecursive`` uses one context for all the adjoints of one
-call (split terms equal across adjoints become one tensor); ``OptimizeAndLiftNonzeronessConditions``
-uses a fresh one per call.  Pure per-node analyses (linear forms, interval bounds, guards) are
-memoized only within the call that computes them.
-"""
+An :class:`OptimizerContext`, owned by the caller and passed down, holds every table the optimizer keeps:
+simplified expressions, elimination plans, optimized ops, structurally equal ops.  Nothing is kept at
+module level.  ``ta.JacobianRecursive`` uses one context for all the adjoints of one call (equal split
+terms become one tensor); ``OptimizeAndLiftNonzeronessConditions`` a fresh one per call."""
 
 from __future__ import annotations
 
@@ -26,12 +21,8 @@ from .zeros.refute import Refuter
 
 class OptimizerContext:
     """Memo tables of one optimizer call; ``trace`` (a Counter) records the rules that fire.
-    ``refute=False`` runs every zero-proof in full (no :class:`.zeros.refute.Refuter` first: the
-    answers are the same, only slower -- the tests compare the two).  ``share_plans=False``
-    makes every elimination plan and lifted guard for its own variables (no renaming of an
-    equal one, :mod:`.sums.plan_key`, nor a lifted body renamed from an equal one's,
-    :mod:`.sums.lift_sharing`:
-    the same results, only slower)."""
+    ``refute=False`` (no :class:`.zeros.refute.Refuter`) and ``share_plans=False`` (no renamed plans:
+    :mod:`.sums.plan_key`, :mod:`.sums.lift_sharing`) give the same results, slower."""
 
     def __init__(self, trace: Counter | None = None, refute: bool = True, share_plans: bool = True) -> None:
         self.simplified: dict[Expr, Expr] = {}  # expression -> its simplified form
@@ -65,9 +56,8 @@ class OptimizerContext:
         self.trace = trace
 
     def space(self, variables) -> IndexSpace:
-        """The call's one :class:`IndexSpace` over ``variables`` (in order): its conversions
-        of index expressions and conditions to isl are kept, so a condition the optimizer
-        classifies (``split_affine``) and then intersects is converted once."""
+        """The call's one :class:`IndexSpace` over ``variables`` (in order), whose isl conversions are
+        kept, so that a condition is converted once."""
         key = tuple(variables)
         found = self.spaces.get(key)
         if found is None:

@@ -1,13 +1,9 @@
 """Common-subexpression elimination for tensors.
 
-Expressions are hash-consed, so equal expressions are already one node.  Two *ops* that
-compute the same thing differ only in their axis variables (every op has its own).  The
-canonical key of an op replaces its axes and reduction variables by positional variables
-``(position, lo, hi)`` shared by all ops; ops with equal keys (and dtype-equal bodies) are
-the same tensor, and :class:`OpTable` hands back the first one created.  Tensor reads in a
-body refer to ops that were canonicalised before (producers first), so the key is structural
-all the way down.
-"""
+Equal expressions are one node already, but two ops that compute the same thing differ in their axis
+variables.  An op's canonical key replaces its axes and reduction variables by positional variables
+``(position, lo, hi)``; ops with equal keys are the same tensor, and :class:`OpTable` hands back the first
+one created.  Producers are canonicalised first, so the key is structural all the way down."""
 
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """Moving bodies between tensors: inlining cheap producers, fusing gathers of reductions.
 
-* :func:`is_cheap` -- a non-reduction body worth substituting into its readers: no
-  transcendental function, power or reduction, at most four reads, small (a division is cheap
-  next to a loop nest of its own).  Inlining
-  such a producer exposes its ``select``/``if_then_else`` guards to the nonzeroness of the
-  reader (the seed's ``matmul(H, Jacobian)`` needs exactly that) and costs no extra loop.
+* :func:`is_cheap` -- a non-reduction body worth substituting into its readers (no transcendental, power
+  or reduction, at most four reads, small): inlined, its guards count for the reader's nonzeroness.
 * :func:`inline_read` -- the producer's body at the read's indices.
-* :func:`fuse_gather` -- a non-reduction body that is *linear* in a single read of a sum
-  ``P`` (``P[idx]``, ``P[idx] * g``, ``if_then_else(c, P[idx], 0)``, ...) becomes one sum
-  over ``P``'s reduction variables: ``ctx(sum_k s_k) = sum_k ctx(s_k)`` when ``ctx(0) = 0``
-  and ``ctx`` adds nothing.  The adjoint of an injective op (pad, reshape, transpose, slice)
-  is such a gather of the next adjoint; fused, the sum runs over the smaller tensor's points
-  only (a padded convolution's input gradient no longer sums over the padding).
-"""
+* :func:`fuse_gather` -- a non-reduction body *linear* in a single read of a sum ``P`` becomes one sum
+  over ``P``'s reduction variables: ``ctx(sum_k s_k) = sum_k ctx(s_k)`` when ``ctx(0) = 0``.  The adjoint
+  of an injective op (pad, reshape, transpose, slice) is such a gather; fused, the sum runs over the
+  smaller tensor's points only."""
 
 from __future__ import annotations
 

@@ -1,24 +1,15 @@
 """The nonzeroness optimizer on a tensor and the tensors it owns.
 
-``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns*: the
-reductions the language lifted out of ``T``'s body (role ``LIFTED`` in ``T``'s provenance
-group, named ``T.red``, ``T.red2``, ...: autodiff's adjoint ``X.grad = term1 + term2 + ...``
-lifts every reduction term this way) and the tensors this pass creates itself (roles
-``SPLIT`` and ``MERGED``: split terms ``T.t0``, merged sums ``T.m0``).  Roles come from
-:class:`~tensorad.ir.tensor.Provenance`, never from names.  Other tensors -- the user's
-forward computation, adjoints optimized before -- are only *read*: a cheap non-reduction is
-inlined into ``T`` (its guards then count for ``T``'s nonzeroness), and a gather of an
-adjoint sum may be fused into ``T`` (:func:`.inlining.fuse_gather`); neither changes them, so
-nothing the user computes is duplicated behind their back.
+``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns*: the reductions lifted
+out of its body (role ``LIFTED`` in its provenance group) and the tensors this pass creates (roles
+``SPLIT`` and ``MERGED``).  Other tensors are only *read*: a cheap non-reduction is inlined into ``T`` and
+a gather of an adjoint sum may be fused into it (:func:`.inlining.fuse_gather`), neither changing them.
 
-Per op: inline cheap producers, optimize the body (:mod:`.sums.lift`), merge sums over the same
-domain (:mod:`.sums.merge`), fuse a gathered adjoint sum and optimize again, replace a sum that is
-provably zero by 0 (:mod:`.zeros.polynomial`), and merge structurally equal helper ops
-(:mod:`.cse`).  An op whose body does not change is returned as is.  Dead code needs no pass
-of its own: a tensor no longer read (inlined, fused, proved zero) is simply not reachable
-from the result.  Results are memoized per op in the call's :class:`.context.OptimizerContext`,
-so within one call (the adjoints of one ``JacobianRecursive``) an op is optimized once.
-"""
+Per op: inline cheap producers, optimize the body (:mod:`.sums.lift`), merge sums over one domain
+(:mod:`.sums.merge`), fuse a gathered adjoint sum and optimize again, replace a provably zero sum by 0
+(:mod:`.zeros.polynomial`) and merge structurally equal helper ops (:mod:`.cse`).  An unchanged op is
+returned as is; a tensor no longer read is not reachable from the result.  Results are memoized per op in
+the call's :class:`.context.OptimizerContext`."""
 
 from __future__ import annotations
 
@@ -61,14 +52,9 @@ def _inlinable(t: Tensor) -> bool:
 
 def _inlined_size_within(t: Tensor, budget: int,
                          inlinable: Callable[[Tensor], bool] = _inlinable) -> bool:
-    """Whether ``t``'s body, with the cheap producers it reads inlined in turn (as the rewriter
-    will), stays within ``budget`` nodes counted as a tree.
-
-    Each producer is cheap on its own, but a chain of them is not: ``Y_k = 0.5 Y_{k-1}^2 + 0.1``
-    inlined transitively puts the whole forward chain into every adjoint -- quadratic size over
-    a chain's gradient, and a rewriter nesting as deep as the chain.  The search
-    stops as soon as the budget is spent, so it costs O(budget) per read.
-    """
+    """Whether ``t``'s body, with the cheap producers it reads inlined in turn, stays within ``budget``
+    nodes counted as a tree: a chain of cheap producers is not cheap (inlined transitively, a forward
+    chain would enter every adjoint).  Stops once the budget is spent: O(budget) per read."""
     stack = [t]
     while stack:
         u = stack.pop()
@@ -87,9 +73,7 @@ class _Pass:
         self.top = top
         self.group = top.provenance.group
         self.ctx = ctx
-        # the bodies inlined (rewrite's memo), into a sum or not: a read's inlining is the
-        # same at every call of this pass (the ops it optimizes are kept), and a body is
-        # inlined again after each step that rewrites it, mostly of the same nodes
+        # the bodies inlined (rewrite's memo): a read's inlining is the same at every call of this pass
         self.inlined: tuple[dict, dict] = ({}, {})
 
     def remember(self, old: ComputeOp, new: ComputeOp) -> ComputeOp:
@@ -104,10 +88,9 @@ class _Pass:
                                      and op.provenance.group == self.group)
 
     def mergeable(self, op: ComputeOp, axes: Sequence[Expr]) -> bool:
-        """A sum :mod:`.sums.merge` may merge into a body over ``axes``: not a bracket
-        :mod:`.sums.factor` made, and owned -- or an adjoint sum over no fewer points, read
-        whole as :func:`.inlining.fuse_gather` reads one (``X X^T``'s adjoint of the transpose,
-        read transposed beside ``H X``: one sum of ``(H + H^T) X``)."""
+        """A sum :mod:`.sums.merge` may merge into a body over ``axes``: not a bracket :mod:`.sums.factor`
+        made, and owned, or an adjoint sum over no fewer points read whole as
+        :func:`.inlining.fuse_gather` reads one."""
         if op in self.ctx.factored:
             return False
         return self.owns(op) or (op.provenance.role is Role.ADJOINT
@@ -132,9 +115,8 @@ class _Pass:
         return None
 
     def inlinable(self, t: Tensor) -> bool:
-        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: pure functions of the (immutable)
-        tensor, kept for the call -- every read of a producer in every adjoint asks again, and
-        each answer walks the producer's body and the chain of cheap bodies it reads."""
+        """:func:`_inlinable` within :data:`MAX_INLINED_NODES`: a pure function of the (immutable) tensor,
+        kept for the call."""
         found = self.ctx.inlinable.get((t, True))
         if found is None:
             found = self.ctx.inlinable[(t, True)] = self.cheap(t) and \
@@ -149,9 +131,8 @@ class _Pass:
         return found
 
     def tiles(self, op: ComputeOp) -> bool:
-        """Whether ``op``'s body is pieces tiling its box (:mod:`.sums.tiling`): a sum reading it
-        keeps one read of it (of the first op with its body) instead of splitting into one
-        sum per piece."""
+        """Whether ``op``'s body is pieces tiling its box (:mod:`.sums.tiling`), so that a sum reading it
+        is not split into one sum per piece."""
         found = self.ctx.tiles.get(op)
         if found is None:
             found = self.ctx.tiles[op] = tiles_box(op.axes, op.body[0], self.ctx)
@@ -236,7 +217,6 @@ class _Pass:
                 if spelled is not red:
                     self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
                 # and with its cheap producers read through, as adjoint sums spell their terms
-                # (a layer norm of a residual: its mean's sum of ``add`` is ``sum_k (X + R)``)
                 inlined = self.inline(spelled)
                 if inlined is not spelled:
                     self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))
@@ -306,9 +286,8 @@ class _Pass:
 
 
 def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None = None) -> Tensor:
-    """An equivalent tensor with reductions over zeros eliminated (see the module docstring).
-
-    ``ctx`` holds the memo tables; without one, a fresh context serves this call only."""
+    """An equivalent tensor with reductions over zeros eliminated (see the module docstring); ``ctx``
+    holds the memo tables (default: a fresh context)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"OptimizeAndLiftNonzeronessConditions: expected a Tensor, got "
                         f"{type(tensor).__name__}")
@@ -323,11 +302,9 @@ def optimize_and_lift_nonzeroness(tensor: Tensor, ctx: OptimizerContext | None =
 
 
 class Optimizer:
-    """The optimizer as a function of one tensor, with one context for every call: autodiff
-    optimizes each adjoint of one ``JacobianRecursive`` call with it, so terms equal across
-    adjoints become one tensor.  Make one per top-level call (never share it between threads).
-    ``refute=False``: every zero-proof runs in full; ``share_plans=False``: no elimination plan
-    renamed from another's (:class:`.context.OptimizerContext`)."""
+    """The optimizer as a function of one tensor, with one context for every call (an autodiff call's
+    adjoints: equal terms become one tensor); one per top-level call and thread.  ``refute``,
+    ``share_plans``: :class:`.context.OptimizerContext`."""
 
     def __init__(self, refute: bool = True, share_plans: bool = True) -> None:
         self.context = OptimizerContext(refute=refute, share_plans=share_plans)
@@ -336,16 +313,14 @@ class Optimizer:
         return optimize_and_lift_nonzeroness(tensor, self.context)
 
     def finish(self, tensors: Sequence[Tensor]) -> list[Tensor]:
-        """The call's results once every tensor is optimized: sums factored for sharing that
-        no other sum shared are folded back (:func:`.sums.factor.fold_nested`,
-        :func:`.sums.factor.fold_unshared`)."""
+        """The call's results once every tensor is optimized: brackets no other sum shared are folded back
+        (:func:`.sums.factor.fold_nested`, :func:`.sums.factor.fold_unshared`)."""
         tensors = self.share_late(tensors)
         return fold_unshared(fold_nested(tensors, self.context.nested), self.context.brackets)
 
     def share_late(self, tensors: Sequence[Tensor]) -> list[Tensor]:
-        """Adjoint sums optimized before a bracket they contain was made (``b.grad`` before
-        group norm's per-(n, c) sums of ``H``) read it now: ``sum_O [sum_I f]``
-        (:func:`.sums.factor.nested_share`); only brackets the result already computes are used."""
+        """Adjoint sums optimized before a bracket they contain was made read it now
+        (:func:`.sums.factor.nested_share`), if the result already computes it."""
         ctx = self.context
         graph = tensor_graph(tensors)
         live = {t.op for t in graph}

@@ -12,8 +12,7 @@ Packages and modules below the facade:
   NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
 * ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
   ``ta.jax``;
-* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command.
-"""
+* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command."""
 
 from __future__ import annotations
 
@@ -76,8 +75,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``input`` also reaches ``output`` through other tensors, e.g. for the Jacobian of a gradient).
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
-    elementwise Jacobian (a reduction over zeros, as in the seed tutorial).
-    """
+    elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
             _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
@@ -139,8 +137,7 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
     """Reverse and forward mode against float64 central finite differences; True or raises.
 
     With ``optimize=True`` (the default) the derivatives checked are the optimized ones that
-    ``JacobianRecursive`` and ``jvp`` return.  Options: see ``tensorad.autodiff.gradcheck``.
-    """
+    ``JacobianRecursive`` and ``jvp`` return.  Options: see ``tensorad.autodiff.gradcheck``."""
     return _autodiff.gradcheck(output, inputs, optimizer=_optimizer(optimize), **options)
 
 

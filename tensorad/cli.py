@@ -1,18 +1,13 @@
 """The ``tensorad`` command line (``pyproject``: ``tensorad = "tensorad.cli:main"``).
 
 * ``tensorad --version``
-* ``tensorad show FILE.py:TENSOR`` -- runs the script, takes its tensor variable ``TENSOR`` and
-  prints the tensor, its optimized gradient with respect to every placeholder it depends on
-  (reverse mode with a head placeholder ``head`` of the tensor's shape) and, where code
-  generation is available, the lowered loops of each gradient with their work count; one name
-  means one tensor in all of them.  ``--timings`` also compiles the gradients and prints the
-  time of every compiler stage.
-* ``tensorad bench [ARGS...]`` -- the benchmark table: ``python -m benchmarks ARGS...``.
+* ``tensorad show FILE.py:TENSOR`` -- runs the script and prints its tensor ``TENSOR``, its optimized
+  gradient with respect to every placeholder it depends on (reverse mode, head ``head``) and, where code
+  generation is available, each gradient's lowered loops and work; ``--timings`` also compiles them and
+  prints every compiler stage's time.
+* ``tensorad bench [ARGS...]`` -- ``python -m benchmarks ARGS...``.
 
-Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line.
-
-It sits beside the facade and uses the public API (``import tensorad as ta``).
-"""
+Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line."""
 
 from __future__ import annotations
 
@@ -188,11 +183,8 @@ def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
 # ---- bench --------------------------------------------------------------------------------
 
 def _find_benchmarks() -> str:
-    """Where ``python -m benchmarks`` would find the package, else a :class:`UsageError`.
-
-    As ``python -m`` does, the current folder comes first; the repository that holds the
-    (editable-installed) ``tensorad`` package is tried last.
-    """
+    """Where ``python -m benchmarks`` would find the package (the current folder first, the repository of
+    the installed ``tensorad`` last), else a :class:`UsageError`."""
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)

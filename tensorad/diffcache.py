@@ -1,29 +1,21 @@
 """A disk cache of differentiated programs: a new process skips autodiff and the optimizer.
 
-Differentiating a layer with the nonzeroness optimizer takes 10-200 ms of isl and rewriting,
-more than linking its cached kernels (:mod:`.jit.build_key`), and a training script pays it
-again in every process.  So the tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``,
-``hessian_vector_product`` and ``ta.function`` compute are kept in the kernels' disk cache
-(:mod:`.jit.disk_cache`: checked entries, never trusted, rebuilt when anything is wrong).
+The tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``, ``hessian_vector_product`` and
+``ta.function`` compute are kept in the kernels' disk cache (:mod:`.jit.disk_cache`: checked entries,
+rebuilt when anything is wrong).
 
-**The key** is the canonical text of the DAG the call reads (:func:`.jit.build_key.describe_graph`:
-every op, expression, constant bit for bit, variable range and tensor name, in order of first
-reach from the call's tensors), which tensors play which part (output, inputs, head, tangents),
-the call's options and :func:`.jit.engine.source_hash` (an edited tensorad keys anew).  A call
-with ``override`` functions is never cached (a Python function has no text to key).
+**The key** is the canonical text of the DAG the call reads (:func:`.jit.build_key.describe_graph`), which
+tensors play which part, the call's options and :func:`.jit.engine.source_hash`.  A call with ``override``
+functions is never cached.
 
-**The entry** is the result pickled with every object of the user's DAG written as its number
-in that text (a tensor, variable, combiner or provenance group), so that loading binds the
-result to the tensors of *this* call.  What the differentiation made itself is written whole,
-and on loading gets fresh identities: new variables, placeholders and groups are numbered in
-this process as if made now (identities are process-wide counters; an old number could alias
-one of this process's).  The built-in reducers' combiners (one per dtype in a process) are
-written by kind and dtypes and bound to this process's.  Objects are written children first,
-one at a time, so a long chain pickles without deep recursion.
+**The entry** is the result pickled with every object of the user's DAG written as its number in that
+text, so that loading binds the result to this call's tensors.  What the differentiation made is written
+whole and gets fresh identities on loading (new variables, placeholders and groups numbered in this
+process); the built-in reducers' combiners are written by kind and dtypes.  Objects are written children
+first, without deep recursion.
 
-Loading checks nothing the key does not: a damaged entry is caught by the disk cache's hash, and
-an entry that does not unpickle as a list of tensors is treated as missing.
-"""
+A damaged entry is caught by the disk cache's hash; one that does not unpickle as a list of tensors is
+treated as missing."""
 
 from __future__ import annotations
 
@@ -47,11 +39,9 @@ _BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.m
 
 def cached(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple,
            compute: Callable[[], list[Tensor]]) -> list[Tensor]:
-    """``compute()``, or its result read from the disk cache.
-
-    ``parts`` are the call's tensors by role (e.g. ``[[output], inputs, [head]]``); ``kind`` and
-    ``options`` (plain values) name the call.  Anything that cannot be keyed (arguments that
-    are not tensors: the call itself reports them) is computed, never cached."""
+    """``compute()``, or its result read from the disk cache.  ``parts`` are the call's tensors by role
+    (``[[output], inputs, [head]]``); ``kind`` and ``options`` (plain values) name the call.  What cannot
+    be keyed is computed, never cached."""
     try:
         keyed = key_of(kind, parts, options) if diskcache.enabled() else None
     except Exception:  # noqa: BLE001 -- a malformed argument: the call itself reports it
@@ -233,7 +223,7 @@ class _Reader(pickle.Unpickler):
             return self._fresh("var", k, lambda: var(name, lo, hi, dtype))
         if what == "new placeholder":
             _, k, name, shape, dtype = pid
-            return self._fresh("placeholder", k, lambda: _placeholder_op(name, shape, dtype))
+            return self._fresh("placeholder", k, lambda: placeholder(shape, dtype, name).op)
         raise pickle.UnpicklingError(f"unknown reference {what!r}")
 
     def _fresh(self, kind: str, k: Any, make: Callable[[], Any]) -> Any:
@@ -241,10 +231,6 @@ class _Reader(pickle.Unpickler):
         if key not in self.new:
             self.new[key] = make()
         return self.new[key]
-
-
-def _placeholder_op(name: str, shape: tuple[int, ...], dtype: str) -> PlaceholderOp:
-    return placeholder(shape, dtype, name).op
 
 
 def _load(payload: bytes, graph: GraphKey) -> list[Tensor] | None:

@@ -9,5 +9,4 @@ library they call.
 * ``pack_routines``  the library's generic packing routines for any linear read
 * ``packing``        packing a contraction's two sides into the micro-kernel's panels
 * ``microkernel``    contractions emitted as calls into the library
-* ``version``        the library's version: a hash of the source its object code depends on
-"""
+* ``version``        the library's version: a hash of the source its object code depends on"""

@@ -1,31 +1,25 @@
 """Recognizing contractions: reductions that are a matrix product in disguise.
 
-A sum reduction ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its
-output axes split into
-
-* ``n``: a suffix of the output axes (contiguous in C) read only by some factors (side B),
-* ``m``: other output axes read only by the other factors (side A), consecutive in C, so
-  that their strides chain and they are one row index (:func:`row_axes`),
-* ``batch``: the remaining output axes (read by either side),
-
-and each conjunct of the condition involves only side A's axes or only side B's (with the
-reduction axes ``k`` and the batch axes, which both sides share).  Then, for each batch point,
+A sum ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its output axes split into
+``n`` (a suffix of the output axes read only by some factors: side B), ``m`` (other output axes read only
+by the other factors, side A, consecutive in C so that they are one row index: :func:`row_axes`) and
+``batch`` (the rest), and each conjunct of the condition involves only side A's axes or only side B's
+(besides ``k`` and the batch axes).  Then, for each batch point,
 
     C[m, n] = sum_k A(m, k) * B(k, n)   with  A = if_then_else(cA, prod(FA), 0),
                                                B = if_then_else(cB, prod(FB), 0)
 
-and the micro-kernel (:mod:`.gemm.microkernel`) computes it from packed panels of ``A`` and ``B``,
-evaluating these expressions while packing -- so convolutions (``X[n, c, y + ry, x + rx]``),
-padding guards, transposed and batched operands all take the fast path.  Examples:
+which the micro-kernel (:mod:`.gemm.microkernel`) computes from panels packed by evaluating these
+expressions, so convolutions, padding guards, transposed and batched operands all take the fast path.
+Examples:
 
 * dense ``X[i, k] * W[j, k]``: m = i, n = (j,), k = (k,);
-* conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,),
-  m = f, n = (y, x), k = (c, ry, rx);
-* its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``:
-  m = f, n = (c, ry, rx), k = (b, y, x);
-* a channels-last conv2d ``X[b, y + ry, x + rx, c] * W[ry, rx, c, f]`` into ``Y[b, y, x, f]``:
-  batch = (b,), m = (y, x), n = (f,), k = (ry, rx, c) -- one product of ``H * W`` rows.
-"""
+* conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,), m = f, n =
+  (y, x), k = (c, ry, rx);
+* its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``: m = f, n =
+  (c, ry, rx), k = (b, y, x);
+* a channels-last conv2d ``X[b, y + ry, x + rx, c] * W[ry, rx, c, f]`` into ``Y[b, y, x, f]``: batch =
+  (b,), m = (y, x), n = (f,), k = (ry, rx, c)."""
 
 from __future__ import annotations
 
@@ -83,10 +77,9 @@ class Contraction:
         return self.c_index or tuple(self.c.op.axes)
 
     def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
-        """``(stride, first)``: the stride in C's buffer (whose axes step by ``strides``) of each
-        axis of the product, and the offset of its first point (each axis at its ``lo``: a
-        chunk of the batch starts at its first row; a split axis ``f = F g + j`` steps by
-        ``F`` rows along ``g`` and one along ``j``)."""
+        """``(stride, first)``: the stride in C's buffer (axes stepping by ``strides``) of each axis of
+        the product, and the offset of its first point (a split axis ``f = F g + j`` steps by ``F`` rows
+        along ``g`` and one along ``j``)."""
         stride: dict[Expr, int] = {}
         first = 0
         for e, st in zip(self.c_at, strides):
@@ -125,9 +118,8 @@ class Contraction:
 
     @property
     def k_steps(self) -> int:
-        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or
-        fewer within a :attr:`band` (each tile of ``MR`` rows only over the ``k`` that its rows'
-        band reaches)."""
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or fewer within
+        a :attr:`band`."""
         tiles = -(-self.M // self.mr)
         if self.band is None:
             return tiles * self.K
@@ -148,14 +140,9 @@ class Contraction:
 
 @dataclass(frozen=True)
 class Band:
-    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the
-    digits (``value - lo``) of ``m`` and of the first reduction axis ``kf``; ``inner`` is the
-    extent of the reduction axes after ``kf`` (the flat ``k`` is ``kf * inner + ...``).  A causal
-    triangle's ``sum_{j <= i}`` (attention's output and its gradients: half their terms are
-    zero) or a sliding window's ``|j - i| <= w``: the driver (:mod:`.gemm.library`) runs each
-    micro-tile of rows ``[r, r + rows)`` only over the ``k`` its rows reach, skipping products
-    whose A side is a guarded zero (their value is 0, or NaN at an inf of B, which
-    :func:`exact_term`'s fixer would recompute as 0 anyway)."""
+    """Side A is zero unless ``lo + m <= kf <= hi + m`` (either bound may be absent), in the digits of
+    ``m`` and of the first reduction axis ``kf`` (``inner``: the extent of the axes after it): the driver
+    (:mod:`.gemm.library`) runs each row tile only over the ``k`` its band reaches."""
 
     lo: int | None
     hi: int | None
@@ -173,9 +160,8 @@ _BOUNDS = {Op.LE: (1, 0), Op.LT: (1, -1), Op.GE: (-1, 0), Op.GT: (-1, -1)}
 
 
 def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
-    """The :class:`Band` that the conjuncts ``conds`` of side A's guard set: those of the form
-    ``kf <= m + c`` or ``kf >= m + c`` (integer, unit coefficients, no other variable) on
-    ``m`` and the first reduction axis ``kf``; ``None`` without one."""
+    """The :class:`Band` set by side A's conjuncts ``kf <= m + c`` or ``kf >= m + c`` (unit coefficients,
+    no other variable) on ``m`` and the first reduction axis ``kf``; else ``None``."""
     if not k:
         return None
     kf = k[0]
@@ -218,13 +204,9 @@ def _product(fs: list[Expr], dtype: str) -> Expr:
 
 
 def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
-    """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and the
-    conjuncts of their conditions.
-
-    A masked term is a term of the sum whose condition is ``c``: the gradient of a convolution
-    followed by ReLU, ``sum select(Y[n, f, y - ry, x - rx] >= 0, H[..] * W[..], 0)``, is the
-    product of the masked head ``if_then_else(Y >= 0, H, 0)`` (the side that reads the same
-    point) and ``W``; the mask's conjuncts join the reduction condition and go to their side."""
+    """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and their
+    conditions' conjuncts: a masked term is a term of the sum under ``c``, so the conjuncts join the
+    reduction condition and go to their side."""
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
@@ -244,15 +226,10 @@ def _is_const(e: Expr, value: float) -> bool:
 
 
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
-    """``if_then_else(cond, value, 0)`` over the box of ``axes``; conjuncts that read tensors
-    (a mask) are tested inside the others, so that those reads happen only where the index
-    conditions hold.  The mask's choice is made eager where :func:`.passes.speculate.speculate` finds
-    that safe (a data test, a cheap value): a lazy one branches on data in the packers and in
-    padded copies (a ReLU mask is taken half the time: a misprediction every other element).
-    The index conditions' choice is eager too (a ``select``) when ``value`` reads in bounds on
-    the whole box and costs no more than an arithmetic expression (:func:`_eager`): a causal
-    triangle ``k >= m`` over a transposed operand was a branch per packed element, which kept
-    the packer's loops scalar."""
+    """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts reading tensors (a mask)
+    tested inside the others.  Choices are eager (``select``) where :func:`.passes.speculate.speculate`
+    finds a mask's safe, and an index condition's where ``value`` is in bounds and cheap (:func:`_eager`).
+    """
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
@@ -267,11 +244,9 @@ def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
 
 
 def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
-    """Whether computing ``value`` where an index condition fails is safe and cheap: every read
-    in bounds on the box (the condition is not what keeps it there: a padded window's is),
-    no transcendental function, reduction or checked gather index, few nodes, and no integer
-    division (a floating-point division by zero is an inf the choice drops; an integer one
-    traps)."""
+    """Whether computing ``value`` where an index condition fails is safe and cheap: every read in bounds
+    on the box, no transcendental function, reduction, checked gather index or integer division, few
+    nodes."""
     return (cheap(value, UNARY_MATH | {Op.REDUCE})
             and not any(n.op in _DIVISIONS and n.dtype in INT_DTYPES for n in walk(value))
             and _in_bounds(value, axes))
@@ -313,13 +288,9 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
 
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
-    """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or
-    ``% F`` (``F`` dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``,
-    ``j < F``.  A grouped convolution reads its input's channel ``(f // F) * C_g + c`` for its
-    output channel ``f`` and its weights at ``f``: no axis is read by one side only until
-    ``f`` is split, when ``g`` (both sides) is a batch axis and ``j`` (the weights) the rows
-    -- one product per group.  Its input gradient reads ``(7 - f) // 8``-like forms of its
-    channel, its weight gradient ``f // F``."""
+    """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or ``% F`` (``F``
+    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped
+    convolution: one product per group)."""
     found: dict[tuple[Expr, int], None] = {}
     for n in walk(red):
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:
@@ -379,17 +350,12 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
 
 def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
              target: Target) -> tuple[Expr, ...]:
-    """The product's rows among the output axes ``outer`` (all but the columns): the longest
-    run (most rows) of ``cands`` that are consecutive in ``outer`` -- C is row-major, so their
-    strides chain and the run is one row index whose stride is its last axis's.  A
-    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows, not ``W``
-    products of ``H`` rows, each too short to reuse its panels of B and taking its own call of
-    the micro-tiles (its edge tiles, its loads of C).  Leading axes of the run stay batch axes
-    while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks (the rows of a product are not shared among threads), or while
-    it would cut the columns into more blocks than the longest axis alone, each block packing
-    A again (a dense layer over ``(b, s)`` tokens, 8 x 128 of them, into 2048 columns: all
-    tokens as rows would take 4 column blocks, ``s`` over 8 batch points takes 3)."""
+    """The product's rows among the output axes ``outer`` (all but the columns): the longest run of
+    ``cands`` consecutive in ``outer`` (C is row-major, so their strides chain into one row index), so
+    that a channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows.  Leading axes of the
+    run stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
+    ``PARALLEL_BLOCKS`` blocks, or while the columns would be cut into more blocks than with the longest
+    axis alone (each block packs A again)."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:
@@ -417,13 +383,10 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
 
 def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
                axes: tuple[Expr, ...]) -> Expr | None:
-    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else none
-    (``0``, never ``0 * inf``); ``None`` without conditions.  The packed kernel multiplies a
-    side's guarded zero by the other side, NaN at an inf or NaN there: an excluded term of
-    a causal triangle, a padded window's gradient.  Such a product is NaN wherever it is
-    wrong (an excluded term adds ``0 * finite = 0``, an included one the same as here), so
-    recomputing the NaN elements of C from this term, in order over ``k`` (:mod:`.gemm.microkernel`'s
-    fixer), makes it exact at the cost of a scan of C -- and a scalar sum per NaN element."""
+    """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else ``0``; ``None``
+    without conditions.  The packed kernel's ``0 * inf`` (a side's guarded zero times the other) is NaN
+    wherever it is wrong, so the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this
+    term."""
     if not cond:
         return None
     value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))
@@ -435,15 +398,9 @@ OUTER_RUN = 8  # a read this contiguous along its outer axes is copied whatever 
 
 
 def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    """The reduction axes of a product in the order its packers read best: the sum is the same
-    in any order (the micro-kernel reassociates it anyway, so ``fastmath=False`` never runs
-    it), but a side read along ``k`` is packed by register transposes only over a run of unit
-    stride along the trailing ``k`` axes, else element by element.  An input gradient of a
-    channels-last convolution sums ``H[n, y - ry + 1, x - rx + 1, o] * W[ry, rx, c, o]`` over
-    ``(o, ry, rx)`` as the optimizer left it: no run (``rx`` steps by -64); over ``(ry, rx, o)``
-    runs of 64.  ``sides`` are ``(side, its outer axes)``; each read of a side that is not
-    contiguous along its outer axes (those are copied) counts its run; the given order is
-    kept unless another has longer runs."""
+    """The reduction axes in the order the packers read best (the sum is reassociated anyway): register
+    transposes need a unit-stride run along the trailing ``k`` axes.  ``sides``:
+    ``(side, its outer axes)``; the given order is kept unless another gives the reads longer runs."""
     if not 2 <= len(k) <= K_ORDER_MAX:
         return k
     coefs = []
@@ -470,10 +427,8 @@ def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
-    """``conds`` without the affine conjuncts that hold on the whole box of ``axes``: a
-    residue class of a strided convolution's gradient (:mod:`.strategies.parity`) keeps the kernel's
-    and the input's range tests, which its narrowed axes make always true; left in, they
-    would make a plain side a guarded one (packed element by element, never copied)."""
+    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's
+    range tests, :mod:`.strategies.parity`), which would make a plain side a guarded one."""
     from tensorad.poly.affine import IndexSpace, NotAffine
 
     space = IndexSpace(axes)
@@ -507,23 +462,18 @@ KC_MAX = 1024  # the longest k block (cache_blocks)
 
 
 def operand_registers(target: Target) -> int:
-    """Vector registers a micro-kernel ``k`` step holds besides the accumulators and B's
-    vectors: A's broadcast and, without FMA, the product ``a * b`` before it is added (a
-    multiply then an add: without a register of its own for it, the tile spilled and reloaded
-    an accumulator every ``k`` step: AVX's 4 x 24 took 42 instructions for its 12
-    multiply-adds, its 6 x 16 now 37 with no memory access but the loads)."""
+    """Vector registers a micro-kernel ``k`` step holds besides the accumulators and B's vectors: A's
+    broadcast and, without FMA, the product ``a * b`` before it is added."""
     return 1 if target.fma else 2
 
 
 def register_tile(target: Target, dtype: str) -> tuple[int, int]:
-    """``(MR, NR)`` of the micro-kernel for ``target``.  An ``MR x NR`` tile of C lives in
-    ``MR * NV`` vector registers (``NR = NV * lanes``), and each ``k`` step also holds ``NV``
-    vectors of B and :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with
-    FMA, ``+ 2`` without.  Per ``k`` step the kernel loads ``MR + NV`` values for ``MR * NV``
-    multiply-adds, so among the tiles that fit (``NV <= NV_MAX``, ``MR <= MR_MAX``) it takes
-    the fewest loads per multiply-add.  AVX2 (16 registers of 8 floats): 4 x 24 (measured
-    10-70% faster than 6 x 16 on an AMD EPYC); AVX without FMA 6 x 16 (the 512^3 float32
-    product 1.3-1.5x faster than the spilling 4 x 24); AVX-512 (32 registers of 16 floats): 8 x 48."""
+    """``(MR, NR)`` of the micro-kernel for ``target``.  An ``MR x NR`` tile of C lives in ``MR * NV``
+    vector registers (``NR = NV * lanes``), and a ``k`` step also holds ``NV`` vectors of B and
+    :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with FMA, ``+ 2`` without.  A step
+    loads ``MR + NV`` values for ``MR * NV`` multiply-adds, so among the tiles that fit (``NV <= NV_MAX``,
+    ``MR <= MR_MAX``) the fewest loads per multiply-add wins: AVX2 4 x 24, AVX without FMA 6 x 16, AVX-512
+    8 x 48 (float32)."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):
@@ -542,21 +492,12 @@ NARROW_GAIN = 0.9  # a narrower tile must save more than this much of the defaul
 
 
 def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool = False) -> int:
-    """``NR`` for a product of ``n`` columns over ``batches`` batch points: the register tile's
-    default ``nr``, or a narrower one (fewer vectors, the same ``MR``) whose panels pad fewer
-    columns.  An edge panel is computed whole (its columns past ``n`` are zeros), and a ``k``
-    step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots: its
-    multiply-adds, its loads (as many units), or the latency that too few accumulators leave
-    idle.  A narrower tile is taken when its ``ceil(n / NR)`` panels cost under
-    ``NARROW_GAIN`` of the default's and it cuts the columns into no more blocks
-    (:func:`column_block`: each block packs side A again -- ``[128 x 12544] @ [12544 x 64]``
-    took 6.2 ms in four 16-wide blocks, 4.9 in three 24-wide), unless side A is packed once
-    per call whatever the blocks (``a_once``, :func:`.gemm.microkernel.packs_a_once`: on an AVX-512
-    Xeon ``[512 x 1024] @ [1024 x 256]`` ran 5-8% faster in four 32-wide blocks than in
-    three 48-wide ones, whose last panel computes 48 columns of 16).  AVX2's 4 x 24 computed 48
-    columns of a bilinear form's 32 (4 x 16 1.3x faster) and 72 of attention's 64 (1.1x); 40
-    or 48 columns keep it (modeled and measured equal), as does any product over ~100
-    columns."""
+    """``NR`` for a product of ``n`` columns over ``batches`` batch points: the register tile's ``nr``, or
+    a narrower one (the same ``MR``) whose panels pad fewer columns.  An edge panel is computed whole, and
+    a ``k`` step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots.  A
+    narrower tile is taken when its ``ceil(n / NR)`` panels cost under ``NARROW_GAIN`` of the default's
+    and it cuts the columns into no more blocks (:func:`column_block`: each packs A again), unless A is
+    packed once per call anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`)."""
     def cost(nv: int) -> int:
         return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
 
@@ -570,28 +511,17 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool
 
 
 def a_packed_once(c: Contraction, mr: int) -> bool:
-    """Whether the driver packs side A once per call (when the call runs several blocks)
-    rather than once per block (``MR``-high panels): A reads no batch axis (a convolution's
-    weights, any unbatched product: every batch point and column block reads the same A) and
-    fits ``APRE_LIMIT``."""
+    """Whether the driver packs side A once per call rather than once per block: A reads no batch axis
+    (every batch point and column block reads the same A) and fits ``APRE_LIMIT``."""
     es = 4 if c.dtype == "float32" else 8
     return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
 
 
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int, k: int | None = None,
                  nc: int | None = None) -> tuple[int, int]:
-    """``(KC, MC)``: the ``KC x NR`` panel of B that the micro-kernel reuses across the A
-    panels stays in half of L1 (at least ``KC_MIN``), and the ``MC x KC`` block of A that is
-    reused across the B panels in a quarter of L2 (the rest of L2 holds B's block and C).
-
-    Given the product's ``k`` and its column blocks' width ``nc``, ``KC`` is longer where B's
-    ``KC x NC`` block still fits half of L2 (at most ``KC_MAX``), in equal blocks of ``k``:
-    each block of ``k`` loads, adds and stores every tile of C once more, which costs more than
-    a panel of B read from L2 rather than L1 -- on an AVX-512 Xeon (2 MiB L2) the 1024^3
-    float32 product ran 173 GFLOP/s in four blocks of 256, 192 in two of 512 (torch.mm 208);
-    a convolution's ``[64 x 576] @ [576 x 3136]``, whose 816-wide column blocks of B fill L2,
-    keeps its 256.  A 512 KiB L2 (AMD EPYC) keeps ``KC_MIN`` for any block of 170 or more
-    columns."""
+    """``(KC, MC)``: B's ``KC x NR`` panel stays in half of L1 (``KC >= KC_MIN``), A's ``MC x KC`` block
+    in a quarter of L2.  ``KC`` is longer (up to ``KC_MAX``, equal blocks of ``k``) where B's ``KC x NC``
+    block (``nc`` wide) fits half of L2: each ``k`` block reloads every tile of C."""
     es = 4 if dtype == "float32" else 8
     kc = max(KC_MIN, min(512, target.l1d // (2 * nr * es) // 16 * 16))
     if k is not None and nc is not None:
@@ -624,14 +554,9 @@ NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per 
 
 
 def column_block(n: int, batches: int, nr: int) -> int:
-    """``NC``: the width of the column blocks of an ``n``-column product over ``batches``
-    batch points.  The parallel loop runs over batch points times column blocks, and needs
-    only ``PARALLEL_BLOCKS`` of them in all: a batched product cuts its columns no more than
-    that asks, because each column block packs side A again (attention's ``dS @ K``, 8 heads
-    of ``[256 x 256] @ [256 x 64]``, packed A three times with ``NC = 24``).  Blocks are
-    at most ``NC_MAX`` wide and of equal width (rounded up to whole ``NR`` panels).  A few
-    blocks are kept even in number (5 batch points: 2 columns blocks each), so that two
-    threads share them evenly."""
+    """``NC``: the column block width of an ``n``-column product over ``batches`` batch points: the
+    parallel loop (batch points times column blocks) needs only ``PARALLEL_BLOCKS`` blocks, each packing A
+    again; equal blocks of at most ``NC_MAX`` (whole panels), a few kept even in number."""
     batches = max(1, batches)
     cols = max(-(-PARALLEL_BLOCKS // batches), -(-n // max(nr, NC_MAX // nr * nr)), 1)
     while batches * cols % 2 and batches * cols < 4 * PARALLEL_BLOCKS and cols < n:
@@ -642,17 +567,15 @@ def column_block(n: int, batches: int, nr: int) -> int:
 
 def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, int, int],
                target: Target) -> tuple[int, int, int, int]:
-    """A user's ``(MR, NR, KC, MC)`` (``None`` entries: the default) checked against the
-    micro-kernel and the target, with ``KC`` and ``MC`` clamped to the product's own size.
+    """A user's ``(MR, NR, KC, MC)`` (``None`` entries: the default) checked against the micro-kernel and
+    the target, ``KC`` and ``MC`` clamped to the product's size:
 
-    * ``NR`` a multiple of the vector width, ``MC`` a multiple of ``MR`` (a default ``MC`` is
-      rounded down to one);
-    * the ``MR x NR`` accumulator tile at most twice the target's vector register file
-      (:func:`.options.register_file_bytes` of ``target``): past it every ``k`` step spills, and the
-      fully unrolled micro-kernel grows with ``MR * NR`` (``MR = 1024`` took 14 s to compile,
-      ``10**6`` never finished);
-    * the packed blocks (``(MC + MR) x KC`` of A, ``NC x KC`` of B) under
-      :data:`.options.PACK_LIMIT` bytes (they are allocated on every call)."""
+    * ``NR`` a multiple of the vector width, ``MC`` of ``MR`` (a default ``MC`` rounded down to one);
+    * the ``MR x NR`` accumulator tile at most twice the register file
+      (:func:`.options.register_file_bytes`): past it every step spills and the unrolled kernel's compile
+      time explodes;
+    * the packed blocks (``(MC + MR) x KC`` of A, ``NC x KC`` of B) under :data:`.options.PACK_LIMIT`
+      bytes (allocated on every call)."""
     from ..options import PACK_LIMIT, register_file_bytes
 
     t = (list(tile) + [None] * 4)[:4]
@@ -680,11 +603,9 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 
 
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
-    """``c`` as pieces ``(copies, spec, batch range)``: each side that is a range-guarded read
-    reads a zero-padded copy instead (:mod:`.gemm.padding`), computed by ``copies`` just before the
-    piece.  A copy larger than ``limit`` elements is made per chunk of the first batch axis
-    (``batch range = (axis, lo, hi)``: the piece computes those batch points only); without
-    padding, the one piece is ``([], c, None)``."""
+    """``c`` as pieces ``(copies, spec, batch range)``: each range-guarded side reads a zero-padded copy
+    (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
+    ``limit`` elements (``batch range = (axis, lo, hi)``); without padding, ``([], c, None)``."""
     from .padding import plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
@@ -728,10 +649,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
-    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds,
-    at least ``MIN_ROWS`` rows and one vector of the target's columns (a single-channel
-    convolution's weight gradient, 16 x 9, is one; an RGB input's gradient, 3 rows, another;
-    the cost model then weighs it against the loops, counting the register tile's idle rows)."""
+    """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds, at least
+    ``MIN_ROWS`` rows and one vector of columns (the cost model then weighs it against the loops)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:

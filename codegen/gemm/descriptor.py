@@ -1,31 +1,18 @@
 """The descriptor of one contraction, read at run time by the generic matrix-product library.
 
-A contraction nest (:mod:`.gemm.microkernel`) does not emit its own packing loops and micro-kernel:
-it fills a descriptor -- a flat ``i64`` array -- and calls the library's driver
-(:mod:`.gemm.library`), which is compiled once per process (or loaded from the disk cache) for each
-(dtype, MR, NR).  So a kernel with a matrix product compiles in milliseconds, not in the 100-300
-ms that LLVM spent on per-kernel packing code.
-
-Each side (A: rows ``m``, B: columns ``n``) is described as a read whose element address is
-linear in the *digits* of three axis groups -- the batch axes, the side's outer axes (``m`` or
-``n``) and the reduction axes ``k``, each flattened row-major:
+A contraction nest (:mod:`.gemm.microkernel`) fills a descriptor, a flat ``i64`` array, and calls the
+library's driver (:mod:`.gemm.library`), compiled once per process per (dtype, MR, NR).  Each side (A:
+rows ``m``, B: columns ``n``) is described as a read whose address is linear in the *digits* of three
+row-major axis groups (batch, the side's outer axes, ``k``)::
 
     address = base + const + sum_axis coef[axis] * digit(axis)          (digit = value - lo)
 
-optionally guarded by range checks on some of the read's indices (a padded convolution's
-``if_then_else(0 <= y - ry < H, X[.., y - ry, ..], 0)``): ``0 <= chk_const[d] + sum coef_d *
-digit < size[d]``.  A side that is not such a read (a product of factors, a non-affine index)
-gets a specialized packing function emitted in the kernel, called through the same descriptor.
-
-Packing modes (chosen here, statically): ``TRANSPOSE`` -- the read is contiguous along ``k``
-(``X[i, k]`` of a dense layer, a convolution's input windows in its weight gradient): register
-transposes, masked where a range check fails; ``TRANSPOSE2`` -- the same for a read at stride 2
-along ``k`` (a stride-2 convolution's weight gradient), every other lane of two loads; ``COPY``
--- contiguous along the outer axes (``B[k, j]``, convolution windows): run-wise copies, with
-range checks as zero-filled interval ends; ``COPY2`` -- at stride 2 along the outer axes (a
-stride-2 convolution's input windows): every other lane of two loads per vector, range checks
-as interval ends; ``GATHER`` -- anything else linear, element by element.
-"""
+optionally guarded by range checks ``0 <= chk_const[d] + sum coef_d * digit < size[d]`` (padding).
+Another side gets a packing function in the kernel, called through the descriptor.  Packing modes (chosen
+here): ``TRANSPOSE`` (contiguous along ``k``: register transposes, masked where a range check fails),
+``TRANSPOSE2`` (stride 2 along ``k``), ``COPY`` (contiguous along the outer axes: run-wise copies, range
+checks as zero-filled interval ends), ``COPY2`` (stride 2 along the outer axes) and ``GATHER`` (element by
+element)."""
 
 from __future__ import annotations
 
@@ -58,18 +45,12 @@ SIDE_A = H_CCOEF + MAXBATCH
 SIDE_B = SIDE_A + SIDE_LEN
 H_APRE = SIDE_B + SIDE_LEN  # 1: side A reads no batch axis (packed once per call, see gemmlib)
 H_BPRE = H_APRE + 1  # 1: side B reads no batch axis (packed once per call, see gemmlib)
-# the address of the parallel loop's shared schedule ``{i64 next, i64 team, i64 chunk}`` (0:
-# the call runs ``[lo, hi)`` whole): the team's threads each take the next chunk of blocks,
-# from ``lo + chunk * next++``, until none is left (see gemmlib's driver and llvm_emit's ``P_omp``)
+# the shared schedule ``{i64 next, i64 team, i64 chunk}`` (0: the call runs ``[lo, hi)``)
 H_SHARED = H_BPRE + 1
-# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none), called
-# once a block of C is complete: it recomputes the block's NaN elements exactly, term by term
-# (a side's condition packed as a zero gives ``0 * inf``; see contraction.exact_term)
+# the kernel's fixer ``fix(ctx, cbase, bflat, jc, ncl)`` and its tensors (0: none)
 H_FIX = H_SHARED + 1
 H_FIXCTX = H_FIX + 1
-# side A's band (contraction.Band): 1 where a bound holds, the bound's constant, the extent of
-# the reduction axes after the first: a micro-tile of rows [r, r + rows) runs only the flat k in
-# [(r + lo) * inner, (r + rows + hi) * inner)
+# side A's band (contraction.Band): bound flags, constants, and the inner reduction extent
 H_BAND_LO_ON = H_FIXCTX + 1
 H_BAND_LO = H_BAND_LO_ON + 1
 H_BAND_HI_ON = H_BAND_LO + 1

@@ -1,32 +1,16 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
-Specialized only on what shapes the fast code -- the target (its vector width, FMA), dtype,
-MR and NR -- with everything else (sizes, strides, layouts, cache blocks) read at run time from a descriptor
-(:mod:`.gemm.descriptor`).  Kernels declare ``tensorad_gemm_<v>_driver(desc, lo, hi)`` and the JIT
-links them to it, so their own code is a few stores and a call.
+Specialized only on the target (vector width, FMA), dtype, MR and NR; sizes, strides, layouts and cache
+blocks are read at run time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call
+``tensorad_gemm_<v>_driver(desc, lo, hi)``, which the JIT links.
 
 The library comes in pieces, each built on first use or linked from the disk cache
-(:mod:`.jit.disk_cache`) in about a millisecond: a build compiles only the pieces its products link
-(and records, in its :class:`.runtime.kernel.Compiled`, each piece and whether it was compiled, read
-from disk or linked already).  A piece's entry is keyed by the piece, the whole target, LLVM
-and the library's version (:mod:`.gemm.version`: the source of this module's import closure, not
-the whole compiler's, so an edit of lowering or the optimizer keeps the library on disk); it
-records that key's full text before the object code, compared on reading; the object code
-must be sound (:mod:`.jit.object_check`): anything else is compiled again and rewritten.
-
-Its fast paths are explicit vector code in SSA form, so LLVM's IR optimizer has little to add:
-the pieces skip it and only the code generator runs -- a quarter of ``-O3``'s build time, for
-the same GEMM speed (measured).  The transposing and copying packers, which keep loop values
-in stack slots, get :func:`.jit.engine.promote` -- SROA, instcombine, simplifycfg: what ``-O1`` did
-for them (2% on a dense layer over none), in a quarter of its time, packing as fast (measured
-on packing-bound products and convolution weight gradients); the stride-2 copy keeps ``-O1``:
-
-* the core: ``driver``, ``micro`` (the micro-kernel) and ``tables`` (see :mod:`.gemm.pack_routines`);
-* one packing routine per side (A, B) and mode (transpose, copy, gather), e.g.
-  ``tensorad_gemm_f32_8x32_packB_copy`` -- a kernel stores the address of the one it needs in
-  the descriptor, or of its own packing function for a side that is not a plain linear read.
-
-The driver, BLIS-style (see :mod:`.gemm.microkernel`):
+(:mod:`.jit.disk_cache`) under a key of the piece, the target, LLVM and :mod:`.gemm.version`, whose text
+is compared on reading (and the object code checked, :mod:`.jit.object_check`): the core (``driver``,
+``micro``, ``tables``: :mod:`.gemm.pack_routines`) and one packing routine per side and mode
+(``tensorad_gemm_f32_8x32_packB_copy``), whose address a kernel stores in the descriptor.  Their vector
+code is SSA already: no IR optimizer but :func:`light`'s.  The driver, BLIS-style
+(:mod:`.gemm.microkernel`):
 
     for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
@@ -34,16 +18,10 @@ The driver, BLIS-style (see :mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-Side B that is a plain read contiguous along its columns is not packed beforehand
-(:func:`.gemm.microkernel.reads_b_in_place`): the micro-kernel reads its rows in place, and
-where many row tiles share a panel the first one packs it for the others as it reads it.
-
-Panels and tables live in ``aligned_alloc`` buffers per call (and so per thread).  The
-micro-kernel keeps an ``MR x NR`` tile of C in ``MR*NR/VW`` vector registers: per ``k``,
-``NR/VW`` vector loads of B, ``MR`` broadcasts of A, ``MR*NR/VW`` fused multiply-adds, in steps of
-as many ``k`` as make a line of A's panel; the first ``kc`` block stores the tile, later ones
-add it; edge tiles go through a stack tile.
-"""
+A side B contiguous along its columns is read in place (:func:`.gemm.microkernel.reads_b_in_place`).
+Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an ``MR x NR`` tile of C in
+vector registers, per ``k`` loading B, broadcasting A and fusing multiply-adds; the first ``kc`` block
+stores the tile, later ones add to it; edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
@@ -65,8 +43,7 @@ from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loo
 
 class _Resident:
     """The pieces (:func:`piece_name`) linked into the JIT's resident engine
-    (:func:`.jit.engine.load_object`), for the life of the process: shared by every kernel, at
-    most one per piece and target."""
+    (:func:`.jit.engine.load_object`) for the life of the process, one per piece and target."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -115,10 +92,9 @@ def parse_symbol(symbol: str) -> tuple | None:
 
 
 class LinkPlan:
-    """What linking the library pieces that define ``symbols`` (and the cores they call)
-    takes: each piece is linked already, read from the disk cache, or compiled --
-    :meth:`modules` are the ones to compile, which a build compiles beside its kernel
-    (:func:`.jit.engine.compile_kernel`), and :meth:`link` stores and links their object code."""
+    """What linking the library pieces that define ``symbols`` (and the cores they call) takes:
+    :meth:`modules` are the pieces to compile, which a build compiles beside its kernel
+    (:func:`.jit.engine.compile_kernel`), and :meth:`link` stores and links their code."""
 
     def __init__(self, symbols: Iterable[str], target: Target):
         self.target = target
@@ -152,10 +128,9 @@ class LinkPlan:
                  light(piece[4])) for _, _, _, piece in self.todo]
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
-        """Store the pieces compiled (object code and CPU seconds, in order of ``todo``), link
-        every piece not linked yet, and record in ``linked`` (the calling build's record:
-        piece name -> how it was obtained) ``"process"`` (linked already), ``"disk"`` or
-        ``"compiled"``."""
+        """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
+        not linked yet, and record in ``linked`` how each was obtained (``"process"``, ``"disk"`` or
+        ``"compiled"``)."""
         origins = {name: "process" for name in self.wanted}
         objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
         for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
@@ -173,10 +148,9 @@ class LinkPlan:
 
 
 def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
-    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for
-    ``target``, into the JIT, each once: from the disk cache when it is there, else compiled
-    (all at once, :func:`.jit.engine.compile_objects`) and stored.  ``linked``: see
-    :meth:`LinkPlan.link`."""
+    """Link the library pieces defining ``symbols`` (and the cores they call), compiled for ``target``,
+    into the JIT, each once: from the disk cache, else compiled (:func:`.jit.engine.compile_objects`) and
+    stored.  ``linked``: see :meth:`LinkPlan.link`."""
     plan = LinkPlan(symbols, target)
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
@@ -189,17 +163,14 @@ def _level(part) -> int:
 
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.engine.promote`'s light pipeline: the transposing
-    packers and the copying one (their loops keep values in stack slots: the copy's flags of
-    checks shared by a panel or by all).  The stride-2 copy keeps ``-O1`` (6% faster packing
-    than the light pipeline, measured); the core and the gathering packer get no IR
-    optimization (SSA already)."""
+    packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
+    ``-O1``; the core and the gathering packer get no IR optimization."""
     return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY)
 
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:
-    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its full text:
-    the piece (dtype, MR, NR, target tag, part), the whole target, LLVM and
-    :func:`.gemm.version.version` (the source the library's code depends on)."""
+    """The disk-cache key of the piece defining ``symbol`` for ``target``, and its text: the piece (dtype,
+    MR, NR, target tag, part), the target, LLVM and :func:`.gemm.version.version`."""
     piece = parse_symbol(symbol)
     if piece is None:
         raise ValueError(f"not a matrix-product library function: {symbol}")
@@ -239,30 +210,23 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 
 # ---- the micro-kernel ------------------------------------------------------------------------
 
-# how far ahead the micro-kernel's k loop prefetches its panels, in bytes: measured on the
-# 1024^3 float32 product, on an AVX-512 Xeon for both its own (8 x 48) and AVX2's (4 x 24)
-# tile -- 0.83-0.84 of torch.mm's speed without, 0.87-0.88 with C's tile alone, 0.92-0.95 with
-# both panels too (B 768-3072 and A 1024-2048 bytes ahead all within noise of each other)
+# how far ahead the micro-kernel's k loop prefetches its panels, in bytes
 PREFETCH_A, PREFETCH_B = 2048, 1536
 # how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
 PREFETCH_ROWS = 8
 
 
 def k_unroll(mr: int, es: int, fma: bool) -> int:
-    """The ``k`` steps of one iteration of the micro-kernel's loop (the rest run one by one):
-    as many as make a line of A's panel, one prefetch per line and one loop test per iteration
-    (AVX2's 4 x 24 float32 tile 1.05-1.3x faster in four steps, AVX-512's 8 x 48 as fast in
-    two).  Without FMA one: SSE's 6 x 8 tile spilled its registers in two."""
+    """The ``k`` steps of one iteration of the micro-kernel's loop (the rest run one by one): as many as
+    make a line of A's panel, one prefetch and loop test each; one without FMA (registers would spill)."""
     return max(1, 64 // (mr * es)) if fma else 1
 
 
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
                strided: bool = False, packs: bool = False) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel``
-    with ``vw``-lane vectors (``nr`` a multiple of ``vw``); without hardware FMA, a multiply
-    and an add (``llvm.fma`` would be a library call).  ``strided``: ``micro(..., first, ldb)``
-    reads B's ``nr`` columns in place, its rows ``ldb`` elements apart; ``packs`` too:
-    ``micro(..., first, ldb, dst)`` also packs them as it goes, into the panel at ``dst``."""
+    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` in
+    ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
+    apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
     fn = ir.Function(m, ir.FunctionType(VOID, params), name)
@@ -273,10 +237,7 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    # C's tile is read or written only after the k loop: ask for its lines now, so that their
-    # misses overlap the multiply-adds instead of stalling the stores (C is rarely in cache:
-    # a 1024^3 float32 product's C is 4 MiB).  A prefetch never faults, so an edge tile's rows
-    # past C's end are harmless.
+    # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
     steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
@@ -292,9 +253,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 
 class MicroSteps:
-    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` tile of
-    accumulators: B's panel at ``bp`` (rows ``ldb`` apart if given, else ``nr``: packed),
-    packed on into ``dst`` if given, A's panel at ``ap``."""
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given, A's at ``ap``.
+    """
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
                  bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
@@ -341,12 +302,9 @@ class MicroSteps:
         return new
 
     def ahead(self, kv: ir.Value) -> None:
-        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: A's panel
-        changes with every call (the inner loop of the driver runs the A panels of a block past
-        one B panel), and neither panel is in L1 when a call starts (B's 512 x 48 float32 panel
-        is 96 KiB): the lines of the ``unroll`` rows of B ``PREFETCH_B`` bytes ahead
-        (``PREFETCH_ROWS`` rows of B read in place, each row's lines) and of A ``PREFETCH_A``
-        bytes ahead (past a panel's end: the next panel, or nothing -- a prefetch never faults)."""
+        """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place) and of A ``PREFETCH_A``
+        bytes ahead (a prefetch never faults)."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)
@@ -423,8 +381,7 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
                                     val = b.fadd(b.load(ptr, typ=vt, align=es), val)
                                 b.store(val, ptr, align=es)
         with other:
-            # an edge tile: its rows' whole vectors go straight to C, the rest of each row
-            # (cols % vw) through the stack tile element by element
+            # an edge tile: its rows' whole vectors go straight to C, the rest through the stack tile
             whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
             for r in range(mr):
                 for v in range(nv):
@@ -450,11 +407,9 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
                 micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
-    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.
-    With B read in place (:data:`.gemm.descriptor.H_BDIRECT`), a block's whole panels go to
-    ``micro_strided`` unpacked, or (:data:`.gemm.descriptor.H_BKEEP`) the first row tile's
-    ``micro_packing`` packs them for the others; only a block's last, narrower panel is packed
-    beforehand."""
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
+    read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
+    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
     fn.attributes.add("nounwind")
@@ -491,9 +446,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     tab = b.mul(b.add(b.add(mc, nc), kc), I64(2 + gd.MAXCHK))
     scratch = b.call(alloc, [I64(64), round64(b.mul(tab, I64(8)))])
     nb = ld(b, desc, gd.H_NB)
-    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are the team's next
-    # chunk (none left: a late thread packs nothing), and the packing choices below weigh a
-    # thread's share of the blocks; without one, the call's chunk is all of ``[lo, hi)``
+    # a shared schedule ``{next, team, chunk}``: this thread's first blocks are its next chunk
     dynamic = b.icmp_unsigned("!=", ld(b, desc, gd.H_SHARED), I64(0))
     shared = b.select(dynamic, b.inttoptr(ld(b, desc, gd.H_SHARED), PTR), desc, name="shared")
     team_size = b.select(dynamic, ld(b, shared, 1), I64(1))
@@ -515,9 +468,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     first_chunk = next_chunk(False)
     share = b.select(b.icmp_signed("<", first_chunk, hi),
                      b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
-    # side A packed once for the whole call when it reads no batch axis and this call runs
-    # several blocks (batch points or column blocks, which all read the same A; each block
-    # of the packed A at k0 * Mpad + ic * kcl), else per block as usual
+    # side A packed once for the call when it reads no batch axis and the call runs several blocks
     mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
     pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
                  b.icmp_signed(">", share, I64(1)))
@@ -529,8 +480,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 mcl = imin(b, mc, b.sub(M, ic))
                 at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                 b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
-    # side B likewise when it reads no batch axis and this call runs more blocks than there are
-    # column blocks (several batch points read each block of B, at k0 * Npad + jc * kcl)
+    # side B likewise when it reads no batch axis and the call runs more blocks than column blocks
     npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
     preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
                   b.icmp_signed(">", share, njc))
@@ -584,8 +534,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = imin(b, I64(mr), b.sub(mcl, ir_))
-                            # the k of this block that the tile's band reaches, [klo, khi)
-                            # (none: micro stores zeros on the first block, adds none later)
+                            # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
                             row = b.add(ic, ir_)
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)

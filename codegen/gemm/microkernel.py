@@ -10,20 +10,14 @@ For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
                                           per k: NR/VW vector loads of B, MR broadcasts of A,
                                           MR*NR/VW fused multiply-adds; then C (+)= tile
 
-That code is generic: :mod:`.gemm.library` compiles it once per process for each (dtype, MR, NR),
-and a nest only fills a descriptor (:mod:`.gemm.descriptor`: sizes, cache blocks, C's layout, and each
-side's layout as a linear read, possibly range-checked) and calls the library's driver -- so a
-kernel with matrix products compiles as fast as one without.  A side that is not a plain
-(possibly padded) linear read -- a product of factors, a non-affine index, a guard that is not
-a range check -- gets a packing function of its own in the kernel (:mod:`.gemm.packing`, which
-evaluates any expression), called by the driver through the descriptor.
-
-Packing evaluates ``A`` and ``B`` at flattened indices, so every layout becomes unit-stride and
-the edges are zero-padded; the first ``kc`` block stores into C, later blocks add (C is never
-zero-filled).  The plain loop nest is still what ``lower`` prints and counts (the same
-iterations); the note on the nest says that it is emitted as this kernel.  Strict mode
-(``fastmath=False``) does not use it: blocking over ``k`` reassociates the sums.
-"""
+:mod:`.gemm.library` compiles that code once per process per (dtype, MR, NR); a nest only fills a
+descriptor (:mod:`.gemm.descriptor`: sizes, cache blocks, C's layout, each side as a linear read, possibly
+range-checked) and calls the library's driver.  A side that is not a plain linear read gets a packing
+function of its own in the kernel (:mod:`.gemm.packing`), called through the descriptor.  Packing
+evaluates ``A`` and ``B`` at flattened indices and zero-pads the edges; the first ``kc`` block stores into
+C, later ones add.  ``lower`` prints and counts the plain loop nest (the same iterations), noted as
+emitted by this kernel.  Strict mode (``fastmath=False``) does not use it: blocking over ``k``
+reassociates the sums."""
 
 from __future__ import annotations
 
@@ -46,17 +40,15 @@ PTR = ir.PointerType()
 
 
 def packs_a_once(s: Contraction) -> bool:
-    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`).  An
-    unbatched product's four column blocks would pack A four times (a transposed A of 1024 x
-    512: 10.5 ms against 8.0 packed once)."""
+    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`) rather than once
+    per column block."""
     return a_packed_once(s, s.mr)
 
 
 def packs_b_once(s: Contraction) -> bool:
-    """Whether side B is packed once per call (when the call runs more blocks than there are
-    column blocks, so several batch points read each) rather than once per block: a batched
-    product whose B reads no batch axis (shared weights, ``X[b, y, x, c] W[c, o]`` of a
-    channels-last convolution batched over ``(b, y)``) and fits ``APRE_LIMIT``."""
+    """Whether side B is packed once per call rather than once per block: a batched product whose B reads
+    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than there are
+    column blocks."""
     es = 4 if s.dtype == "float32" else 8
     return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
             and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
@@ -67,16 +59,10 @@ KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the o
 
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
-    """The distance (in elements) of B's rows when the driver reads side B in place rather
-    than packing it beforehand, else 0.  Packing B first reads and writes all of it once more:
-    a product of few rows (``[32 x 1000] @ [1000 x 1000]``) spent a third of its time so.  Read
-    in place, B's panels are packed by the first row tile's micro-kernel as it reads them where
-    more than ``KEEP_TILES`` row tiles read them (fewer re-read B's rows from the cache: four
-    AVX-512 tiles of 8 rows ran 4% faster so; eight AVX2 tiles of 4 rows as fast or faster
-    reading them packed).  B must be a plain read (no range
-    checks, no batch axis) whose columns are one contiguous run and whose ``k`` steps by one
-    stride, of a product without a band (each row tile reads all of ``k``) that does not pack
-    B once per call anyway."""
+    """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
+    first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
+    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product without a band.
+    """
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
@@ -180,11 +166,8 @@ class GemmEmitter:
     def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int
                   ) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` for a product with an epilogue:
-        the NaN repair of :meth:`_fixer` first (where terms are excluded), then each element of
-        the finished block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) is
-        replaced by the consumer's value at that point, the consumer reading the element where
-        it read the product.  Along a run of the last column axis the consumer is a loop of
-        unit-stride code that LLVM vectorizes, as the consumer's own nest would have been."""
+        :meth:`_fixer`'s NaN repair, then each element of the finished block replaced by the consumer's
+        value there (a unit-stride loop along the last column axis)."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
@@ -235,10 +218,9 @@ class GemmEmitter:
         return tensors, ctx
 
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: the elements of C's complete
-        block (batch point ``bflat``, columns ``[jc, jc + ncl)``, every row) that came out NaN,
-        recomputed by :meth:`_repairer`.  The block is scanned first (:func:`nan_scan`, vector
-        code run for every block); only a block with a NaN is repaired."""
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: a complete block of C (batch point
+        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), and only a block with
+        one repaired (:meth:`_repairer`)."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
@@ -256,15 +238,9 @@ class GemmEmitter:
         return fn, ctx
 
     def _repairer(self, tensors: list, strides_of, fastmath) -> ir.Function:
-        """``repair(ctx, cbase, bflat, jc, ncl)``: each NaN element of a block of C recomputed
-        as the sum of :attr:`.Contraction.exact` over ``k`` in order, which ends at its first
-        NaN (an included NaN: the element is NaN).
-
-        A NaN in a product's result is rare (an infinity times an excluded term's zero, or a
-        NaN in the data), so the repair is cold code, compiled ``optnone`` as the glue is
-        (:data:`.llvm.emit.GLUE_OPT_LIMIT`): optimized, the scans and repairs of its four
-        products were a third of the LLVM time of a masked convolution's backward (~25 ms
-        each of ~310)."""
+        """``repair(ctx, cbase, bflat, jc, ncl)``: each NaN element of a block of C recomputed as the sum
+        of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code, compiled
+        ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
         s = self.s
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
         fn = ir.Function(self.m, fnty, f"{self.name}_repair")
@@ -338,11 +314,9 @@ class GemmEmitter:
 
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
-    """``scan(block, ldc, rows, cols) -> i1``: whether a block of C (``rows`` rows of ``cols``
-    elements, ``ldc`` apart) holds a NaN -- one function per module and element type, shared
-    by every product's :meth:`GemmEmitter._fixer` (it runs after every block: vector
-    code, an OR of unordered tests, which carry no fast-math flags: ``nnan`` would fold them
-    away)."""
+    """``scan(block, ldc, rows, cols) -> i1``: whether a block of C holds a NaN; one function per module
+    and element type, shared by every product's :meth:`GemmEmitter._fixer`: vector code, an OR of
+    unordered tests without fast-math flags."""
     name = f"tensorad_nan_scan_{t}"
     if name in module.globals:
         return module.globals[name]

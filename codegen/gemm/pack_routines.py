@@ -1,33 +1,24 @@
-"""The library's generic packing routines: any linear read, described at run time (:mod:`.gemm.descriptor`).
+"""The library's generic packing routines: any linear read, described at run time
+(:mod:`.gemm.descriptor`).
 
-``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills the panels
-``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR, fixed per
-routine) and zero-pads the last panel, like the per-kernel packer of :mod:`.gemm.packing` -- but it
-reads the side's description instead of being compiled for it.
+``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills
+``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR) and zero-pads the last
+panel, like :mod:`.gemm.packing`'s per-kernel packer but reading the side's description.  It first
+tabulates the side's address (and range-checked indices) along the two groups, ``ooff[o]`` and
+``koff[k]``, so that element ``(o, k)`` is at ``src + ooff[o] + koff[k]`` (digits stepped like an
+odometer), then ``run[i]``, the length of the unit-stride stretch starting at ``i`` (a backward scan, so
+axes that merge are one run).  The modes:
 
-First it tabulates the side's address (and range-checked indices) along the two groups:
-``ooff[o]`` for the outer positions and ``koff[k]`` for the reduction positions, so that the
-element at ``(o, k)`` is at ``src + ooff[o] + koff[k]`` -- the batch point and the constant are
-folded into ``ooff``.  The digits of the flat positions are stepped like an odometer: one
-multiply-add per axis at each carry, a vectorizable ramp along the last axis.  Then ``run[i]``,
-the length of the unit-stride stretch starting at ``i``, by a backward scan (so a layout whose
-axes merge, ``W[f, c, ry, rx]`` over ``k = (c, ry, rx)``, is one long run).  The modes:
-
-* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks go through
-  register transposes (``bs`` vector loads, one per panel row; Eklundh's shuffles; ``bs``
-  vector stores), the rest of a run of at least ``bs`` as its last block again (overlapping:
-  the same values), a shorter run as one masked block stored up to the run's end;
-* ``COPY`` (contiguous along the outer axes): run-wise copies, each run in a block of rows of
-  ``k`` at a time (:func:`_copy_runs`); a range-checked index
-  ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval ``[a, e)``,
-  so a padded read is zeros, a copy, zeros -- no test per element; checks that read only ``k``
-  (a channels-last convolution's windows over panels of channels) are tested once per row of
-  a panel, or, shared by every panel of the call, once per ``k`` for all of them;
-* ``COPY2`` (at stride 2 along the outer axes: a stride-2 convolution's windows): per ``k``,
-  run-wise like ``COPY``, each vector the even lanes of two loads (nothing past the run's last
-  element is read); range checks of step 2 along a run as zero-filled interval ends;
-* ``GATHER``: element by element through the tables.
-"""
+* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes
+  (Eklundh's shuffles), a run's rest of at least ``bs`` as its last block again (overlapping, the same
+  values), a shorter run as one masked block stored up to the run's end;
+* ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time (:func:`_copy_runs`);
+  a range-checked index ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval, so a
+  padded read is zeros, a copy, zeros; checks that read only ``k`` are tested once per panel row, or once
+  per ``k`` for all panels when every panel shares them;
+* ``COPY2`` (stride 2 along the outer axes): like ``COPY``, each vector the even lanes of two loads
+  (nothing past the run is read);
+* ``GATHER``: element by element through the tables."""
 
 from __future__ import annotations
 
@@ -104,17 +95,12 @@ SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last v
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
          limit: ir.Value | None = None) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) -- explicit vectors of
-    the target's ``vw`` lanes, so that the routine is fast without LLVM's loop vectorizer (the
-    library is compiled at ``-O1``).  The rest of a run of at least ``vw`` is its last ``vw``
-    elements copied again by one plain vector; a shorter run is one masked load (nothing past
-    ``e`` is read) and a masked store, or with ``spill=True`` a whole vector store, which
-    writes up to ``vw - 1`` elements past ``e`` -- for a caller whose later stores overwrite
-    them (a panel filled in ascending order, :data:`SLACK` elements allocated past its end);
-    with ``limit``, only a store that ends by ``dst[limit]`` spills, one that would pass it
-    goes element by element (from ``limit`` on lie values stored already).
-    Masked loads and stores are slow, microcoded on AMD CPUs, and a panel made of short runs --
-    a convolution's window rows of 13 or 28 in 24-wide panels -- ended every run in one."""
+    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) in explicit ``vw``-lane vectors.
+    A run's rest of at least ``vw`` is its last ``vw`` elements copied again; a shorter run is one masked
+    load and store, or with ``spill=True`` a whole vector store that writes up to ``vw - 1`` elements past
+    ``e`` (for a caller whose later stores overwrite them: :data:`SLACK` elements are allocated past a
+    panel's end); with ``limit``, only a store ending by ``dst[limit]`` spills, another goes element by
+    element.  Masked memory operations are slow on some CPUs (microcoded on AMD)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     zero = ir.Constant(vt, None)
@@ -138,9 +124,8 @@ def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = Fal
 
 def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
                  limit: ir.Value | None = None) -> None:
-    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store
-    or (``spill``) a whole one -- with ``limit``, whole only if it ends by ``dst[limit]``, else
-    element by element."""
+    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store or
+    (``spill``) a whole one, whole with ``limit`` only if it ends by ``dst[limit]``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -249,10 +234,8 @@ def emit_table(module: ir.Module, name: str) -> ir.Function:
 
 
 def emit_runs(module: ir.Module, name: str) -> ir.Function:
-    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = length of the stretch
-    from ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a
-    backward scan; without checked indices, one compare per element with the run length in a
-    register)."""
+    """``runs(off, chk, count, nchk, step, run, stride)``: ``run[i]`` = the length of the stretch from
+    ``i`` where ``off`` grows by ``stride`` and each checked index by its ``step`` (a backward scan)."""
     fn, b = new_function(module, name, [PTR, PTR, I64, I64, PTR, PTR, I64])
     off, chk, count, nchk, step, run, stride = fn.args
     with b.if_then(b.icmp_signed(">", count, I64(0))):
@@ -296,9 +279,8 @@ def emit_runs(module: ir.Module, name: str) -> ir.Function:
 # ---- the packing routines --------------------------------------------------------------------
 
 def emit_tables(module: ir.Module, name: str, table: ir.Function, runs: ir.Function) -> ir.Function:
-    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in
-    ``scratch`` (layout: :func:`table_pointers`); ``what`` 1 adds ``krun``, 2 adds ``orun``,
-    3 ``krun`` of stride-2 runs, 4 ``orun`` of stride-2 runs."""
+    """``tables(side, bflat, o0, olen, k0, klen, scratch, what)``: the side's tables in ``scratch``
+    (:func:`table_pointers`); ``what`` 1 adds ``krun``, 2 ``orun``, 3 and 4 their stride-2 runs."""
     fn, b = new_function(module, name, [PTR, I64, I64, I64, I64, I64, PTR, I64], internal=False)
     side, bflat, o0, olen, k0, klen, scratch, what = fn.args
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
@@ -432,23 +414,14 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
 
 def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                     checks, kstride: int = 1) -> None:
-    """Register transposes per run of ``k``.  With range-checked indices (a convolution's
-    weight gradient reading its unpadded input), each panel row is valid on an interval of the
-    run (the runs also keep every checked index on its step): blocks inside every row's
-    interval are plain loads, the others masked loads (zeros outside, nothing read there).
-    Without checked indices every row of a panel is valid on every run, so the rows' offsets
-    and intervals are set once per panel, not once per run: a convolution's weight gradient
-    runs ``k`` in runs of its output's width (16 at 16 x 16), and per-run row tables took
-    most of its packing.  A run shorter than a block (a width of 7, 13 or 14) is one masked
-    block whose columns past the run are not stored.
-    ``kstride`` 2: a run steps 2 elements; a row of a block is the even lanes of two loads,
-    ``[0, bs)`` and ``[bs - 1, 2 bs - 1)`` (so nothing past the block's last element is read).
-
-    The plain blocks of a panel row are unrolled (independent blocks: 12% on a dense layer),
-    once: a run's last block, transposed again where a run is not a whole number of blocks, is
-    one more trip of the block loop.  The masked block, a border's, is emitted once -- a
-    function of the block's first row -- when a panel has several blocks: its code is most of
-    the routine's, and LLVM's time grows with the routine's size."""
+    """Register transposes per run of ``k``.  With range-checked indices each panel row is valid on an
+    interval of the run: blocks inside every row's interval are plain loads, the others masked loads
+    (zeros outside, nothing read there).  Without them every row is valid on every run, so the rows'
+    offsets and intervals are set once per panel, not per run.  A run shorter than a block is one masked
+    block whose columns past the run are not stored.  ``kstride`` 2: a row of a block is the even lanes
+    of two loads, ``[0, bs)`` and ``[bs - 1, 2 bs - 1)``.  The plain blocks of a row are unrolled once (a
+    run's last block is one more trip of the block loop); the masked block is emitted once as a function
+    of its first row when a panel has several blocks, to bound the routine's size."""
     side, ochk, kchk, nchk = checks
     ngroups = width // bs
     ksteps = _ksteps(b, side)
@@ -469,10 +442,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         first = b.mul(p, I64(width))
         valid = imin(b, I64(width), b.sub(olen, first))
         pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
-        # a row past the last panel's ``valid`` ones reads the last row's tables and is empty:
-        # its blocks are masked loads of nothing (zeros), as a padded window's rows are -- an
-        # edge panel (a grouped convolution's weight gradient, 36 columns in one 48-wide
-        # panel) packed by transposes, not element by element
+        # a row past the last panel's ``valid`` ones is empty: masked loads of nothing (zeros)
         with loop(b, 0, width, name="po") as w:
             o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
             st(b, row_off, w, ld(b, ooff, o))
@@ -508,9 +478,8 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                             else:
                                 b.call(masked_fn, list(here))
 
-            # the rest of a run of at least bs: its last bs positions transposed again (the
-            # same values where it overlaps) -- one more trip of the block loop; a shorter
-            # run: one masked block, stored up to the run's end
+            # a run's rest of at least bs: its last bs positions again (the same values); a
+            # shorter run: one masked block, stored up to the run's end
             tail = b.icmp_signed(">", run, nblk)
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
                 block(imax(b, imin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
@@ -664,12 +633,8 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
             b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-    # checked indices the same at every outer position and every panel whole (a channels-last
-    # convolution's weight gradient: ``X[n, y + ry - 1, x + rx - 1, c]`` over panels of ``c``):
-    # each ``k``'s test once for all the panels, kept in a byte per ``k``; then blocks of
-    # ``K_BLOCK`` rows panel by panel, so that the block's source rows stay in L1 and each
-    # panel is written in one stretch (row ``k`` of every panel at once: stores a panel apart,
-    # ``width * klen`` elements, all in one set of the L1 -- slower than the tests saved)
+    # checked indices the same at every outer position and every panel whole: each ``k``'s test once, a
+    # byte per ``k``; then ``K_BLOCK`` rows at a time panel by panel, the source rows in L1
     shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
                     b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
                            _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
@@ -723,9 +688,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                 with loop(b, 0, klen, name="fk") as kk:
                     row_copies(kk)
             with checked:
-                # checked indices the same at every position of the panel (they read only ``k``:
-                # a channels-last convolution's windows, ``X[n, y + ry - 1, x + rx - 1, c]`` over
-                # panels of ``c``): per ``k`` one test, then the whole row or zeros
+                # checked indices that read only ``k``: one test per ``k``, then the whole row or zeros
                 uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
                 with b.if_else(uniform) as (rows, general):
                     with rows:
@@ -772,16 +735,10 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
                slot, zero, vw) -> None:
-    """One panel, run by run (convolution windows, padding, edge panels).  A panel row of at
-    least one vector goes in blocks of :data:`K_BLOCK` rows, in a block run by run, the rows
-    innermost: a run's length, source offset and column are the same in every row, so the
-    inner loop's branches (``copy``'s paths, the number of vectors) go one way at each trip.
-    With the rows outermost, each row's runs between branches taken by the run's length, the
-    4x4 stride-2 transposed convolution (16 of a 17-wide padded row in 24-wide panels: runs of
-    16 + 8 and 8 + 16) spent half of its micro-kernel's time packing.  A run's rows are stored
-    before the next run's, so a short piece's whole vector spills only within its row (past
-    ``limit`` lies the next row, stored already).  A panel row narrower than a vector (side A's
-    4 or 8 under 8 or 16 lanes) keeps the rows outermost, where every short piece may spill."""
+    """One panel, run by run (windows, padding, edge panels).  A row of at least one vector goes in blocks
+    of :data:`K_BLOCK` rows, run by run with the rows innermost (the branches go one way), each run's rows
+    stored before the next, so a short piece's whole vector spills only within its row; a narrower row
+    keeps the rows outermost."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
@@ -823,10 +780,9 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
-    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
-    pointers ``row, src``): the run's vectors unrolled, each under a test of ``n`` decided
-    before the rows (the library gets no loop-invariant code motion), then its rest as
-    :func:`copy` ends a run: the last ``vw`` elements again, or a short one."""
+    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
+    the run's vectors unrolled, each under a test of ``n`` decided before the rows, then its rest as
+    :func:`copy` ends a run."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nvec = b.sdiv(n, I64(vw))
@@ -852,9 +808,9 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
 
 def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
                 vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run of the outer
-    positions, ``row[i] = src[at + 2 i]`` on the interval where the checked indices (step 0 or
-    2 along the run) are in range, zeros around it and past ``valid``."""
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run,
+    ``row[i] = src[at + 2 i]`` where the checked indices are in range, zeros around it and past ``valid``.
+    """
     steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
@@ -883,9 +839,8 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
 
 
 def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
-    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector of ``vw`` is the even lanes of
-    the loads at ``2 i`` and the odd lanes of the load at ``2 i + vw - 1``, so the last element
-    read is ``src[2 (i + vw - 1)]``, one the copy needs; the rest element by element."""
+    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector is the even lanes of the loads at ``2 i``
+    and ``2 i + vw - 1`` (nothing read past ``src[2 (i + vw - 1)]``); the rest element by element."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     i32 = ir.IntType(32)

@@ -1,21 +1,15 @@
 """Packing the two sides of a contraction into the micro-kernel's panels.
 
-``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w,
-k0 + k)`` -- ``p`` a panel of ``W`` rows (MR for side A, NR for side B), ``k`` the reduction
-index, both flattened over their axes -- and zero-pads past ``olen``.
+``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w, k0 + k)``
+(``p`` a panel of ``W`` rows, MR for A and NR for B; indices flattened over their axes) and zero-pads past
+``olen``.
 
-* The general path evaluates ``expr`` with the expression emitter (any reads, guards,
-  arithmetic).  Its inner loop runs along the group in which ``expr`` reads memory
-  contiguously, walked in runs along the group's last axis (digits decomposed once per run), so
-  that it vectorizes even for convolution windows.
-* A plain read that is contiguous along ``k`` but strided along the panel rows (``W[j, k]`` of a
-  dense layer as side B, ``X[i, k]`` as side A, the input windows of a convolution's weight
-  gradient) is a transposition: the general path would end in scatter stores.  It is done
-  instead in registers, per contiguous run of ``k`` and a VW x VW block at a time: VW vector
-  loads (one per panel row), Eklundh's transpose -- log2(VW) stages; at distance ``d`` rows
-  ``i`` and ``i + d`` (``i & d == 0``) swap their off-diagonal ``d``-blocks, one two-source
-  shuffle each -- and VW vector stores along the panel.
-"""
+* The general path evaluates ``expr`` with the expression emitter, its inner loop along the group that
+  ``expr`` reads contiguously, in runs along the group's last axis.
+* A plain read contiguous along ``k`` but strided along the panel rows is a transposition, done in
+  registers per run of ``k``, a VW x VW block at a time: VW vector loads, Eklundh's transpose (log2(VW)
+  stages; at distance ``d`` rows ``i`` and ``i + d``, ``i & d == 0``, swap their off-diagonal
+  ``d``-blocks, one shuffle each) and VW vector stores."""
 
 from __future__ import annotations
 
@@ -88,9 +82,9 @@ class Packer:
             inner *= ax.extent
 
     def runs(self, axes, start: ir.Value, count: ir.Value, body) -> None:
-        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last
-        of ``axes``: digits decomposed once per run (all but the last stay bound in the body),
-        the last one runs from ``first`` for ``seglen`` steps, at offset ``pos``."""
+        """``body(pos, seglen, first)`` once per run of ``[start, start + count)`` along the last of
+        ``axes``, the other digits bound once per run, the last from ``first`` for ``seglen`` steps at
+        offset ``pos``."""
         b, em = self.b, self.em
         last = axes[-1]
         pre = b.block
@@ -114,11 +108,9 @@ class Packer:
         b.position_at_end(done)
 
     def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of
-        ``start + i``, walked in runs along the last axis (affine inside a run).
-        ``vectorize=False``: ``count`` is at most a panel's width, too short for the loop
-        vectorizer to pay (kept from it: its vector body would never run, and analysing it
-        was most of a packer's LLVM time)."""
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in
+        runs along the last axis (affine inside a run).  ``vectorize=False``: ``count`` is at most a
+        panel's width, kept from the loop vectorizer."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
@@ -148,8 +140,7 @@ class Packer:
 
         if not k_inner:
             self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
-        # (kept rolled: a panel's body, even with no loop of its own -- the zero rows of a
-        # partial panel alone when ``_pack_rows`` packed it -- is no work to unroll)
+        # (kept rolled: a panel's body is no work to unroll)
         with for_range(b, 0, npanel, name="pp", unroll=False) as p:
             em.push()
             first = b.add(o0, b.mul(p, I64(width)))
@@ -170,22 +161,13 @@ class Packer:
             em.pop()
 
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
-        """The panels of a side read contiguously along the panel rows (``A[k, m]`` of a
-        transposed operand, a masked or scaled row), :data:`ROWS_BLOCK` values of ``k`` at a
-        time, panel by panel: the block's source rows stay in the first-level cache while
-        every panel reads its stretch of them, and each panel is written in order (panel by
-        panel over all of ``k``, a panel of 4 rows kept one cache line of each source row,
-        which was gone by the next panel; ``k`` outermost, the stores stride a panel apart).
-        A full panel inside one run of the last outer axis is ``width`` elements at
-        consecutive offsets: a loop of constant trip count, which LLVM unrolls into vector
-        code; any other panel goes run by run."""
+        """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
+        at a time, panel by panel (the source rows stay in L1, each panel written in order).  A full panel
+        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes; another goes run by
+        run."""
         b, em = self.b, self.em
         last = outer[-1]
-        # a panel row narrower than a vector becomes vector code only across ``k`` (LLVM's
-        # loop vectorizer on the ``k`` loop, its stores interleaved); a wider one is vector
-        # code already once LLVM unrolls it (its SLP vectorizer), and the loop vectorizer
-        # would only analyse the unrolled row.  Never unrolled: its copies and remainders cost
-        # compile time, not packing time.
+        # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here
         across_k = width < self.vw
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
@@ -215,9 +197,8 @@ class Packer:
                 em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
-        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks of
-        the run go through ``bs`` x ``bs`` register transposes (``bs`` vector loads, one per
-        panel row, and ``bs`` vector stores along the panel); the rest element by element."""
+        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
+        ``bs`` x ``bs`` register transposes; the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)

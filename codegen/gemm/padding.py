@@ -5,26 +5,17 @@ A convolution's input gradient reads the head inside a window that leaves it at 
     dX[n, c, y, x] = sum_{f, ry, rx} if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26,
                                                   H[n, f, y - ry, x - rx], 0) * W[f, c, ry, rx]
 
-(the same form as a padded forward convolution).  The micro-kernel packs that side element by
-element under the range checks.  When the guard says exactly "the read is in bounds", the side
-equals a plain read of a zero-padded copy::
+When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy,
+packed like a forward convolution's window::
 
     Hp[n, f, y', x'] = if_then_else(2 <= y' < 28 && 2 <= x' < 28, H[n, f, y' - 2, x' - 2], 0)
     side             = Hp[n, f, y - ry + 2, x - rx + 2]
 
-which packs like a forward convolution's window: one pass over the padded size (a few percent
-of the contraction's time) saves a third of it (conv2d's input gradient: 6.7 ms against 8.0).
-
-A side that needs no padding but tests a mask at each element (``if_then_else(Y[idx] > 0,
-H[idx], 0)``, a ReLU-masked head as a weight gradient reads it) is copied the same way with no
-padding, when packing it once per column block would cost more than the copy.
-
-A temporary never outgrows the kernel's arguments.  When the whole copy would, and the read's
-first index is the contraction's first batch axis (the batch of a convolution), the batch is
-done in *chunks*: the copy of chunk ``c`` (``Hp_c[n', ...] = padded H[n' + c0, ...]``), then
-the contraction's blocks for those batch points reading ``Hp_c[n - c0, ...]`` -- all chunks
-share one buffer.
-"""
+A side that tests a mask at each element (a ReLU-masked head) is copied likewise, without padding, when
+packing it once per column block would cost more than the copy.  A temporary never outgrows the kernel's
+arguments: when the copy would, and the read's first index is the first batch axis, the batch is done in
+*chunks* sharing one buffer (``Hp_c[n', ...] = padded H[n' + c0, ...]``, then the product's blocks for
+those batch points)."""
 
 from __future__ import annotations
 
@@ -41,9 +32,8 @@ MAX_GROWTH = 4.0  # the copy's size over the tensor's
 
 @dataclass(frozen=True, eq=False)
 class Padding:
-    """A side ``if_then_else(in_bounds(T[idx]), v, 0)`` and its padding per dimension, where
-    ``v`` is ``T[idx]`` or a pointwise expression of reads all at ``idx`` (``read`` is the first
-    of them): a ReLU-masked head ``if_then_else(Y[idx] >= 0, H[idx], 0)`` is copied masked."""
+    """A side ``if_then_else(in_bounds(T[idx]), v, 0)`` and its padding per dimension, ``v`` being
+    ``T[idx]`` or a pointwise expression of reads all at ``idx`` (``read`` the first)."""
 
     read: Expr
     lows: tuple[int, ...]
@@ -93,9 +83,8 @@ class Padding:
 
 
 def _pointwise_read(value: Expr) -> Expr | None:
-    """The first read of ``value`` when every read in it is at the same index of tensors of the
-    same shape and no variable appears outside those indices (so a copy can compute it at each
-    point), else ``None``."""
+    """The first read of ``value`` when every read in it is at one index of tensors of one shape and no
+    variable appears outside those indices, else ``None``."""
     reads = [n for n in walk(value) if n.op is Op.READ]
     if not reads or any(r.src != reads[0].src or r.arg.shape != reads[0].arg.shape for r in reads):
         return None
@@ -108,10 +97,9 @@ def _is_zero(e: Expr) -> bool:
 
 
 def _masked_copy(side: Expr) -> Padding | None:
-    """A copy of ``side`` with no padding when ``side`` is a masked pointwise value,
-    ``if_then_else(Y[idx] > 0, H[idx], 0)`` (the head of a convolution with ReLU, as its
-    weight gradient reads it): the packers then read plain values instead of testing the
-    mask each time they pack the side (once per column block)."""
+    """An unpadded copy of ``side`` when it is a masked pointwise value
+    (``if_then_else(Y[idx] > 0, H[idx], 0)``), so that the packers read plain values instead of testing
+    the mask once per column block."""
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
     read = _pointwise_read(side)
@@ -121,9 +109,8 @@ def _masked_copy(side: Expr) -> Padding | None:
 
 
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
-    """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is
-    not a read guarded by exactly its own bounds (or a masked pointwise value,
-    :func:`_masked_copy`), or needs no copy."""
+    """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is neither a
+    read guarded by exactly its bounds nor a masked pointwise value, or needs no copy."""
     if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
         return _masked_copy(side)
     cond, value = side.src[0], side.src[1]

@@ -1,17 +1,13 @@
 """Split-K: a contraction with few, unevenly shared column blocks is summed in two halves.
 
-The micro-kernel's parallel loop runs over batch points x blocks of columns.  A convolution's
-weight gradient ``dW[f, c, ry, rx] = sum_{n, y, x} H[n, f, y, x] * X[n, c, y + ry, x + rx]``
-has only 153 columns -- three blocks, which two threads share 2 : 1 -- but a long sum (21632
-terms).  Splitting the sum's outermost axis in two turns the halves into a batch axis::
+A convolution's weight gradient may have few column blocks (three, shared 2 : 1 by two threads) but a long
+sum.  Splitting the sum's outermost axis in two makes the halves a batch axis::
 
     P[s, f, c, ry, rx] = sum_{n' < 16, y, x} H[16 s + n', f, y, x] * X[16 s + n', c, ...]
     dW[f, c, ry, rx]   = P[0, f, c, ry, rx] + P[1, f, c, ry, rx]
 
-so the matrix product has twice as many blocks (6: shared 3 : 3), and the combining pass is
-tiny (the size of the output).  Only under fast math (the halves reassociate the sum), for long
-sums whose outermost axis has an even extent.
-"""
+with twice the blocks and a combining pass the size of the output.  Only under fast math, for long sums
+whose outermost axis has an even extent."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """The version of the matrix-product library: a hash of the source its object code depends on.
 
-A library piece's object code (:mod:`.gemm.library`) is a function of the target, LLVM and the Python
-code that writes and compiles its IR: ``gemmlib`` and the modules it imports, transitively
-(``packlib``, ``irloops``, ``jit``, ...) -- not of the rest of the compiler.  Keying the pieces'
-disk entries by that closure, rather than by :func:`.jit.engine.fingerprint`'s whole compiler, keeps
-them valid across edits of lowering, scheduling, the optimizer or autodiff: the next process
-links them from disk instead of compiling the library again (0.3-0.6 CPU-s in a layer's first
-build, measured by ``python -m benchmarks.compile_time``).  Kernels keep the whole fingerprint.
-
-The closure is read from the sources' import statements (relative imports and ``tensorad.*``
-ones, including those under ``TYPE_CHECKING`` and inside functions), once per process with the
-hash, from the files :func:`.jit.engine.fingerprint` reads anyway (a cached build computes that): about
-a millisecond of regular expressions.
-"""
+A library piece's object code (:mod:`.gemm.library`) depends on the target, LLVM and the Python code that
+writes and compiles its IR: ``gemmlib`` and the modules it imports, transitively, not the rest of the
+compiler.  Keyed by that closure, the pieces' disk entries stay valid across edits of lowering or the
+optimizer (kernels keep :func:`.jit.engine.fingerprint`).  The closure is read from the sources' import
+statements (relative and ``tensorad.*`` ones, under ``TYPE_CHECKING`` and inside functions too), once per
+process, from the files :func:`.jit.engine.fingerprint` reads."""
 
 from __future__ import annotations
 
@@ -53,9 +46,8 @@ def _path(module: str, memo: dict[str, str | None]) -> str | None:
 
 
 def _find(module: str) -> str | None:
-    """The source file of a ``tensorad`` module (a package's ``__init__.py``), or ``None``.
-    Packages are found where the import system put them (an editable install maps
-    ``tensorad.codegen`` to a folder outside ``tensorad/``)."""
+    """The source file of a ``tensorad`` module (a package's ``__init__.py``) where the import system put
+    it, or ``None``."""
     parts = module.split(".")
     if parts[0] != "tensorad":
         return None
@@ -73,10 +65,9 @@ def _find(module: str) -> str | None:
 
 
 def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | None]) -> set[str]:
-    """The ``tensorad`` modules whose source ``text`` (the source of ``module``) uses: for
-    ``from P import a, b`` the submodules ``P.a``, ``P.b`` where they are modules, else ``P``
-    itself.  (Importing ``P.a`` also runs ``P/__init__``, whose own imports shape no code
-    here: a package's initializer is followed only where names are taken from it.)"""
+    """The ``tensorad`` modules the source ``text`` of ``module`` uses: for ``from P import a, b`` the
+    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (a package's initializer is followed
+    only where names are taken from it)."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for dots, name, names in _statements(_FROM, text):
@@ -100,9 +91,8 @@ def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | Non
 
 
 def closure(root: str, read: Callable[[str], bytes | None] | None = None) -> dict[str, bytes]:
-    """The source of ``root`` and of every ``tensorad`` module it imports, transitively
-    (module name -> source bytes); ``read(path)`` gives a file's bytes when the caller has
-    read it already (else ``None``: read here)."""
+    """The source of ``root`` and of every ``tensorad`` module it imports, transitively (name -> bytes);
+    ``read(path)`` gives a file's bytes the caller read already, else ``None``."""
     sources: dict[str, bytes] = {}
     memo: dict[str, str | None] = {}  # module -> its file (or None)
     todo = [root]

@@ -5,5 +5,4 @@
 * ``module_split``   a kernel's module cut into parts compiled side by side
 * ``object_check``   a structural check of object code before the JIT links it
 * ``disk_cache``     a persistent object cache shared by processes, never trusted blindly
-* ``build_key``      the cache key of a ``ta.build``, computed before lowering
-"""
+* ``build_key``      the cache key of a ``ta.build``, computed before lowering"""

@@ -1,33 +1,24 @@
-"""The cache key of a ``ta.build``, computed from what lowering reads -- before lowering.
+"""The cache key of a ``ta.build``, computed from what lowering reads, before lowering.
 
-A cached kernel in a new process should cost a file read and a link, not a lowering (isl loop
-building, strategies and IR emission take 50 ms-1 s per layer).  So the key is a canonical text
-of everything lowering and compilation depend on:
+A cached kernel in a new process should cost a file read and a link, not a lowering.  So the key is a
+canonical text of everything lowering and compilation depend on:
 
-* the tensor DAG between the outputs and the inputs: every compute op reached (tag, role and
-  group of its provenance, attributes, axes with their bounds, bodies), every expression node
-  (op, dtype, operands, payload: constants bit-exact, variable bounds, reduction combiners,
-  axes and conditions, gather extents, modes and the tensor names their errors print);
+* the tensor DAG between the outputs and the inputs: every compute op reached (tag, role and group,
+  attributes, axes and bounds, bodies) and every expression node (op, dtype, operands, payload: bit-exact
+  constants, variable bounds, combiners, gather extents and modes);
 * the inputs in order (shape, dtype, placeholder or given compute tensor) and the outputs;
-* every option (defaults resolved), the whole target description (CPU, features, vector shape,
-  cache sizes), whether parallel loops call libgomp, the array layout the call entry reads,
-  and :func:`.jit.engine.fingerprint` (LLVM version, tensorad version, the source of the compiler).
+* every option (defaults resolved), the whole target description, whether parallel loops call libgomp, the
+  array layout the call entry reads, and :func:`.jit.engine.fingerprint`.
 
-Tensors, variables, combiners and provenance groups are numbered in order of first reach from
-the outputs (a deterministic walk), so the text does not depend on object ids, uids or
-process-wide counters.  Names are left out -- a program rebuilt with other tensor and axis
-names gets the same key: lowering reads no name (strategies and passes read roles, never
-names), the emitted code holds none, and a kernel takes its argument names (its error
-messages) from the tensors of the call.  Names are part of the key exactly where they reach
-the kernel or steer lowering: bounds-checked code and gathers under ``mode="raise"`` (their
-run-time errors print tensor and index names) and pinned strategy ``choices`` (keyed by op
-names).
+Tensors, variables, combiners and provenance groups are numbered in order of first reach from the outputs,
+so the text depends on no object id or counter.  Names are left out (lowering reads none, the code holds
+none, a kernel's error messages name the call's tensors), except where they reach the kernel or steer
+lowering: bounds-checked code and gathers under ``mode="raise"`` (their errors print names) and pinned
+``choices`` (keyed by op names).
 
-:func:`describe` returns ``None`` where the program cannot be keyed before lowering (``tune``
-measures, an attribute value of an unknown kind, a placeholder missing from the inputs, an
-``inline``/``materialize`` tensor outside the program); ``build`` then lowers first and keys the
-program text as before.  Within one call, nodes are kept in dictionaries of this call only.
-"""
+:func:`describe` returns ``None`` where the program cannot be keyed before lowering (``tune``, an
+attribute value of an unknown kind, a placeholder missing from the inputs, an ``inline``/``materialize``
+tensor outside the program); ``build`` then keys the lowered program's text."""
 
 from __future__ import annotations
 
@@ -228,10 +219,9 @@ class _Describer:
 
 @dataclasses.dataclass(frozen=True)
 class GraphKey:
-    """The key text of a tensor DAG and the numbering it was written with: the reference of
-    every tensor reached (``ph<k>`` for placeholders, ``op<n>.<v>`` for compute outputs), the
-    number of every variable, combiner and provenance group.  Two DAGs with equal texts are
-    numbered alike, so these numbers name the same objects of either DAG."""
+    """The key text of a tensor DAG and its numbering: the reference of every tensor reached (``ph<k>``,
+    ``op<n>.<v>``) and the number of every variable, combiner and provenance group, which name the same
+    objects in any DAG of the same text."""
 
     text: str
     tensors: dict[Tensor, str]
@@ -241,10 +231,9 @@ class GraphKey:
 
 
 def describe_graph(roots: list[Tensor]) -> GraphKey | None:
-    """The canonical text of the DAG reached from ``roots`` (in order), names included --
-    placeholders numbered in order of first reach, as compute ops are -- or ``None`` where it
-    holds something the text cannot write exactly.  The key of a differentiation
-    (:mod:`tensorad.diffcache`): what it returns is named after these tensors."""
+    """The canonical text of the DAG reached from ``roots`` (in order), names included, placeholders
+    numbered in order of first reach, or ``None`` where it holds something the text cannot write exactly:
+    the key of a differentiation (:mod:`tensorad.diffcache`)."""
     d = _Describer(list(roots), [], None, None, False, None, names=True)
     d.placeholder_of = {}
     try:

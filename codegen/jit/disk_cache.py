@@ -1,27 +1,17 @@
 """A persistent cache of compiled object code, shared by processes, that cannot be fooled.
 
-Entries are files named by a SHA-256 key (the caller hashes everything that determines the
-code: the program text, options, target triple, CPU name and features, LLVM version and the
-code generator's own source -- :func:`.jit.engine.fingerprint`).  The directory is
-``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad``, created with mode 0700;
-``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, and so does :func:`disabled`
-(``ta.build(..., cache=False)``) in its thread.  A process with no home directory (``HOME``
-unset and no passwd entry, as in some containers) and no ``TENSORAD_CACHE_DIR`` or
-``XDG_CACHE_HOME`` has no cache: builds go on without it, and a warning naming
-``TENSORAD_CACHE_DIR`` is given once per process.
+Entries are files named by a SHA-256 key of everything that determines the code
+(:func:`.jit.engine.fingerprint` among it), in ``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad`` (mode
+0700).  ``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, as :func:`disabled` does in its thread
+(``ta.build(..., cache=False)``).  A process with no home directory and no ``TENSORAD_CACHE_DIR`` or
+``XDG_CACHE_HOME`` has no cache and warns once.
 
-An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: it names the key it
-was written for, so another kernel's valid entry copied over this key's file is rejected, and
-its hash covers the payload (the object code), so a damaged or truncated file is rejected.
-Only a regular file owned by the user, no larger than :data:`MAX_ENTRY_BYTES`, is read: it is
-opened without following a symbolic link and without blocking (a FIFO or a link to
-``/dev/zero`` is never read).  Whatever is wrong with an entry, :func:`get` answers ``None`` and
-the caller rebuilds and rewrites it -- a cache only saves time, it never raises.
-
-Writes go to a temporary file in the same directory and are renamed into place (atomic on
-POSIX: a reader sees a whole entry or none).  A cache that cannot be written (read-only home,
-full disk) is silently skipped.
-"""
+An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: another key's entry copied over
+this file and a damaged or truncated file are both rejected.  Only a regular file owned by the user, no
+larger than :data:`MAX_ENTRY_BYTES`, is read, opened without following a link and without blocking.
+Whatever is wrong, :func:`get` answers ``None`` and the caller rebuilds: a cache never raises.  Writes go
+to a temporary file renamed into place (a reader sees a whole entry or none); a cache that cannot be
+written is skipped."""
 
 from __future__ import annotations
 

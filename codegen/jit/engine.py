@@ -1,31 +1,22 @@
 """LLVM's JIT: compiling modules to object code, and linking object code into MCJIT engines.
 
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
-``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a
-module to object code for the target's CPU and features.  ``optimized_ir`` and ``assembly``
-give the IR and machine code text on demand.  Each module is parsed into an LLVM context of
-its own, freed with it (:func:`_module`), never into LLVM's global context, which keeps what
-every module parsed into it used for the life of the process.
+``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a module for
+the target's CPU and features; ``optimized_ir`` and ``assembly`` give the texts on demand.  Each module is
+parsed into an LLVM context of its own, freed with it (:func:`_module`).
 
-Object code is linked (fresh, or read back from the disk cache) in one of two ways:
+Object code is linked (fresh, or from the disk cache) in one of two ways:
 
-* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the
-  :class:`LinkedCode` it returns.  MCJIT cannot unload an object from an engine, but disposing
-  of an engine frees everything linked into it (code and data pages, unwind tables, the
-  debugger's record), so a kernel's code lives exactly as long as something refers to it and
-  a process that builds kernels without end keeps flat memory and mappings;
-* :func:`load_object` -- code every kernel may call, linked for the life of the process into
-  the one resident engine: the parallel runtime (:mod:`.runtime.pool`, once) and the
-  matrix-product library's pieces (:mod:`.gemm.library`, once per piece and target: a bounded
-  set).  Their global symbols are published to the process (``llvm.add_symbol``), where the
-  kernels' engines resolve them.
+* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the :class:`LinkedCode`
+  it returns: disposing of the engine frees everything linked into it, so a kernel's code lives as long as
+  something refers to it;
+* :func:`load_object` -- code every kernel may call, linked for the life of the process into the one
+  resident engine (the parallel runtime, :mod:`.runtime.pool`; the matrix-product library's pieces,
+  :mod:`.gemm.library`), its global symbols published (``llvm.add_symbol``) for the kernels' engines.
 
-Target machines are made from a target's triple, CPU and features (:func:`target_machine`);
-:func:`.target.new_target_machine` turns LLVM's "not a recognized processor/feature" warnings (printed
-on stderr, then ignored by LLVM) into a ``ValueError``.  Code for any x86 CPU can be compiled on
-any x86 machine; the engine links it all, and :class:`.runtime.kernel.Kernel` refuses to run code whose
-vectors the host lacks.
-"""
+Target machines come from :func:`target_machine` (:func:`.target.new_target_machine`).  Code for any x86
+CPU compiles on any x86 machine; :class:`.runtime.kernel.Kernel` refuses to run code whose vectors the
+host lacks."""
 
 from __future__ import annotations
 
@@ -88,12 +79,8 @@ def _count_maps() -> int | None:
 
 def _room_for_object(s: _JitState) -> None:
     """Raise before an engine would map past the OS's limit on a process's memory mappings
-    (``vm.max_map_count``, 65,530 by default): each object linked has its own code and data
-    mappings while its kernel lives, and past the limit LLVM's section allocator aborts the
-    process (a process holding about 30,000 kernels).  The mappings are counted
-    (``/proc/self/maps``) at the first link, then only when an estimate -- the last count plus
-    ``MAPS_PER_OBJECT`` per object linked since, freed ones not subtracted -- comes near the
-    limit."""
+    (``vm.max_map_count``), where LLVM aborts: counted in ``/proc/self/maps`` at the first link, then when
+    the last count plus ``MAPS_PER_OBJECT`` per object linked since nears the limit."""
     limit = s.map_limit
     if limit is None:
         return  # (not Linux: no such limit to watch)
@@ -114,9 +101,8 @@ def _room_for_object(s: _JitState) -> None:
 
 
 class _Process:
-    """What the JIT keeps for the life of the process, each made once: the resident engine's
-    state (:func:`state`), one target machine per target the process names (bounded by those
-    targets), and the hash of the compiler's source (:func:`source_hash`)."""
+    """What the JIT keeps for the life of the process, each made once: the resident engine's state
+    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`)."""
 
     def __init__(self) -> None:
         self.state: _JitState | None = None
@@ -158,10 +144,6 @@ def state() -> _JitState:
     return _PROCESS.state
 
 
-def data_layout(target: Target | None = None) -> str:
-    return str(target_machine(target or host()).target_data)
-
-
 def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
              slp: bool = True) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
@@ -172,13 +154,9 @@ def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
     pb.getModulePassManager().run(mod, pb)
 
 
-def llvm_version() -> str:
-    return ".".join(str(x) for x in llvm.llvm_version_info)
-
-
 def toolchain() -> str:
     """The LLVM and llvmlite versions (part of every cache key of object code)."""
-    return f"{llvm_version()}|llvmlite {llvmlite.__version__}"
+    return f"{'.'.join(str(x) for x in llvm.llvm_version_info)}|llvmlite {llvmlite.__version__}"
 
 
 def fingerprint(target: Target | None = None) -> str:
@@ -188,14 +166,9 @@ def fingerprint(target: Target | None = None) -> str:
 
 
 def source_hash() -> str:
-    """The LLVM and llvmlite versions and the hash of tensorad's source -- the code generator,
-    the simplifier, the core (IR, language, polyhedral tools), autodiff, the operator library
-    and the facade -- so that an edited compiler never meets object code or a differentiated
-    program (:mod:`tensorad.diffcache`) it did not produce, and a cache key taken before
-    lowering (:mod:`.jit.build_key`) names the lowering code too.  Computed once per process (it is
-    the code this process runs), and remembered in the disk cache for the files' stamps
-    (:func:`_source_stamp`): a new process whose files are the ones hashed before reads the
-    hash instead of the 1.6 MB of source (4.4 of a cached rebuild's ~20 ms)."""
+    """The LLVM and llvmlite versions and the hash of tensorad's source, so that an edited compiler never
+    meets object code or a differentiated program (:mod:`tensorad.diffcache`) it did not produce; computed
+    once per process and remembered in the disk cache by the files' stamps (:func:`_source_stamp`)."""
     if _PROCESS.source_hash is None:  # (the source stands for tensorad's version: reading the package
         paths = _compiler_sources()  # metadata costs 10 ms, a third of a cached build)
         stamp = _source_stamp(paths)
@@ -217,9 +190,8 @@ def source_hash() -> str:
 
 
 def _source_stamp(paths: list[str]) -> str:
-    """What identifies the contents of ``paths`` without reading them, as Python's own bytecode
-    cache does and more strictly: each file's size, modification and change times and inode
-    (a write moves the change time, which no call can set back), and the toolchain."""
+    """What identifies the contents of ``paths`` without reading them: each file's size, modification and
+    change times and inode (no call can set a change time back), and the toolchain."""
     lines = [toolchain()]
     for path in paths:
         st = os.stat(path)
@@ -265,10 +237,8 @@ def _compiler_sources() -> list[str]:
 
 
 def _module(ir_text: str) -> llvm.ModuleRef:
-    """``ir_text`` parsed into an LLVM context of its own, which the module holds and which is
-    disposed of with it.  LLVM's global context keeps every constant, type and metadata node
-    of every module ever parsed into it for the life of the process (about 0.3 KiB a small
-    kernel compiled in this process, each distinct program adding its own constants)."""
+    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it
+    (LLVM's global context keeps what every module used for the life of the process)."""
     return llvm.parse_assembly(ir_text, context=llvm.create_context())
 
 
@@ -280,9 +250,8 @@ def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
 
 
 def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
-    """The light pipeline of hand-written vector code: stack slots to registers (SROA),
-    instruction combining and control-flow simplification -- what ``-O1`` did for the
-    library's packers, in a quarter of its time."""
+    """The light pipeline of hand-written vector code: SROA, instruction combining and control-flow
+    simplification."""
     pb = llvm.create_pass_builder(target_machine(target or host()),
                                   llvm.create_pipeline_tuning_options(speed_level=0))
     mpm = llvm.create_new_module_pass_manager()
@@ -309,15 +278,9 @@ class Pipeline:
 
 
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
-    """The pipelines tried in order when LLVM aborts (see :mod:`.jit.isolate`): the one asked for,
-    then ones without what the abort may sit in -- SLP vectorization and VectorCombine's
-    shuffle folds of its code, then every vectorizer (``-O1``), then no optimizer
-    pass at all (``-O0``, the last, compiled in this process).  ``-O1`` runs in a child too,
-    with ``-O0`` after it: llvmlite's optimizer keeps some memory of every module it optimizes
-    (tens of KiB), so a process that builds kernels without end optimizes none itself.  ``-O0``
-    and the library's light pipeline are their own only rung, compiled in this process: the
-    aborts seen were in vectorized code, a child costs 5-10 ms of CPU, and the library's pieces
-    are compiled once per process."""
+    """The pipelines tried in order when LLVM aborts (:mod:`.jit.isolate`): the one asked for, then
+    without SLP vectorization and VectorCombine's shuffle folds, then ``-O1`` (in a child too), then
+    ``-O0`` in this process.  ``-O0`` and the library's light pipeline are their own only rung."""
     if light or opt_level < 1:
         return [Pipeline(opt_level, light=light)]
     if opt_level == 1:
@@ -343,10 +306,9 @@ def _contained(rungs: list[Pipeline], step) -> bytes:
 
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
-    """Parse, verify, optimize and compile a module to relocatable object code (``light``:
-    the :func:`promote` pipeline instead of ``opt_level``'s).  Optimizing runs in a child
-    process, so that an LLVM abort costs a retry on the next rung of :func:`ladder`, not the
-    caller's process."""
+    """Parse, verify, optimize and compile a module to relocatable object code (``light``: the
+    :func:`promote` pipeline), optimizing in a child process: an LLVM abort costs a retry on the next rung
+    of :func:`ladder`."""
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)
@@ -355,11 +317,9 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
                     target: Target | None = None) -> list[tuple[bytes, float]]:
-    """:func:`compile_object` of several independent modules -- each ``(its IR text, made on
-    demand; opt_level; light)`` -- at once, with the CPU seconds each took: each in a forked
-    child (its text made there too), as many at a time as this process has CPUs (a kernel and
-    the library pieces it links, compiled side by side on a first build).  A module whose
-    child dies goes on down its ladder, here."""
+    """:func:`compile_object` of several independent modules (each
+    ``(its IR text, made on demand; opt_level; light)``) with each one's CPU seconds: each in a forked
+    child, as many at a time as there are CPUs; a module whose child dies goes on down its ladder here."""
     target = target or host()
     def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
         begin = isolate.cpu_seconds()
@@ -389,20 +349,13 @@ _PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a 
 def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
-    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled, its object code (a :func:`.jit.module_split.bundle` where the module was compiled
-    in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
-    (:func:`compile_objects`: the library pieces it links, compiled at the same time).
-
-    LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
-    declines, and a build must write nothing.  The emitter hints only loops that
-    :mod:`.llvm.vectorizable` and :mod:`.llvm.unrolled_chains` judge LLVM will take; where a judgement still
-    misses (a 2-trip window loop, declined for a value "not identified as
-    reduction"), the remark is caught here and the module compiled again with its width hints
-    renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
-    hint.  Anything else written to stderr meanwhile is passed on."""
-    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
-    # the library's pieces the cores are busy already)
+    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
+    compiled, its object code (a :func:`.jit.module_split.bundle` where compiled in parts), and the object
+    code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).  A build must write
+    nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is caught and the
+    module compiled again with its width hints renamed out of LLVM's reach.  Anything else written to
+    stderr is passed on."""
+    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
         with captured_stderr() as err:
@@ -441,11 +394,9 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
-    """Link object code (or a :func:`.jit.module_split.bundle` of the parts of one module) into
-    the resident engine, for the life of the process, and publish its global symbols to the
-    kernels' engines; returns the addresses of ``names``.  For code shared by every kernel
-    (the parallel runtime, the matrix-product library's pieces): a kernel's own code goes
-    through :func:`link_object`."""
+    """Link object code (or a :func:`.jit.module_split.bundle`) into the resident engine for the life of
+    the process and publish its global symbols to the kernels' engines; returns the addresses of
+    ``names``.  For code shared by every kernel; a kernel's own goes through :func:`link_object`."""
     s = state()
     parts = unbundle(obj)
     with _LOCK:
@@ -465,11 +416,9 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
 
 
 class LinkedCode:
-    """A kernel's object code linked into an MCJIT engine of its own, and the addresses of its
-    entry points (``addresses``), valid while this object lives.  Whoever calls the code holds
-    it (:class:`.runtime.kernel.Compiled`); when it is collected, the engine is disposed of:
-    code and data pages unmapped, unwind tables deregistered.  At interpreter exit the code is
-    left mapped (a daemon thread may still be running it)."""
+    """A kernel's object code linked into an MCJIT engine of its own, with its entry ``addresses``, valid
+    while this object lives (:class:`.runtime.kernel.Compiled` holds it); collected, the engine is
+    disposed of (at interpreter exit the code stays mapped)."""
 
     __slots__ = ("addresses", "__weakref__")
 
@@ -487,10 +436,9 @@ def _dispose(engine: llvm.ExecutionEngine, objects: list) -> None:
 
 
 def link_object(obj: bytes, names: list[str]) -> LinkedCode:
-    """Link a kernel's object code (or a :func:`.jit.module_split.bundle` of the parts of one
-    module) into a new engine; symbols it does not define resolve to the process's (the C
-    library, the parallel runtime, the matrix-product library: :func:`load_object`).  Returns
-    the owner of the code, with the addresses of ``names``."""
+    """Link a kernel's object code (or a :func:`.jit.module_split.bundle`) into a new engine, its
+    undefined symbols resolved to the process's (:func:`load_object`); returns the owner of the code, with
+    the addresses of ``names``."""
     s = state()
     parts = unbundle(obj)
     with _LOCK:
@@ -516,10 +464,8 @@ def live_kernels() -> int:
 
 
 def _new_engine(triple: str) -> llvm.ExecutionEngine:
-    """An empty MCJIT engine that only links object code.  It compiles nothing, so its target
-    machine -- which it owns -- is the triple's generic one (a CPU's feature list costs 0.2 ms
-    to parse), and the empty module an engine starts with is taken out again (finalizing would
-    compile it: 0.1-0.5 ms)."""
+    """An empty MCJIT engine that only links object code: its own target machine is the triple's generic
+    one, and its initial empty module is taken out again (finalizing would compile it)."""
     tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")
     empty = llvm.parse_assembly("")
     empty.triple = triple
@@ -529,9 +475,8 @@ def _new_engine(triple: str) -> llvm.ExecutionEngine:
 
 
 def _check_resolved(parts: list[bytes], resident: Callable[[str], int] | None = None) -> None:
-    """Raise unless every symbol ``parts`` use is defined by one of them or by the process
-    (or by ``resident``, the resident engine's lookup): the linker would bind it to address 0,
-    and a call would crash the process."""
+    """Raise unless every symbol ``parts`` use is defined by one of them, the process or ``resident`` (the
+    resident engine's lookup): the linker would bind it to address 0."""
     siblings = {n for p in parts for n in defined_symbols(p)} if len(parts) > 1 else set()
     missing = [n for p in parts for n in undefined_symbols(p) if n not in siblings
                and not llvm.address_of_symbol(n) and not (resident and resident(n))]

@@ -1,36 +1,19 @@
 """LLVM's internal failures, contained: a compile step that may abort the process runs in a fork.
 
-LLVM stops the whole process when one of its own assertions fails -- LLVM 22.1's VectorCombine
-does on the SLP vector code of some fully unrolled reductions (a
-ReLU-masked bias gradient summed over a 3x6x2 box in float64 on an AVX2 target) -- and Python
-cannot catch an ``abort()``.  :func:`in_child` runs a step in a child of this process (a fork:
-the module text and every target machine are already there) and takes the step's bytes back
-through a pipe.  A child killed by a signal gives ``None``, and the caller retries with a safer
-pipeline (:func:`.jit.engine.compile_object`'s ladder).  A Python exception in the child (a parse or
-verification error: the caller's own error) is raised by running the step again in this
-process, with its real traceback.  Without ``os.fork``, or when a fork fails (no memory for a
-huge process's page tables, no process left), the step runs here.
+LLVM aborts the process when one of its assertions fails, which Python cannot catch.  :func:`in_child`
+runs a step in a forked child and takes its bytes back through a pipe.  A child killed by a signal gives
+``None``, and the caller retries with a safer pipeline (:func:`.jit.engine.compile_object`'s ladder).  A
+Python exception in the child is raised by running the step again here, with its real traceback.  Without
+``os.fork``, or when a fork fails, the step runs here.
 
-LLVM can also fail by never finishing: 22.1's SLP vectorizer loops forever on one checked-mode
-gather loop for AVX2.  A child therefore runs under a CPU-time limit
-(:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``): past it the kernel stops the child with
-``SIGXCPU``, and the caller's ladder treats it as it treats an abort.  CPU time, not wall time,
-so that a loaded machine does not turn a slow compile into a different program.  A child also
-dies with its parent (``PR_SET_PDEATHSIG``): a worker killed mid-compile leaves no orphan
-spinning in LLVM.
+A child runs under a CPU-time limit (:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``, so that load does not
+change the program), as LLVM may also loop forever, and dies with its parent (``PR_SET_PDEATHSIG``).  A
+fork copies only the forking thread, so a lock another thread held stays held in the child, which then
+waits using no CPU: a child whose CPU time (``/proc``) has not moved for :data:`STALL_SECONDS`, looked at
+every :data:`_LOOK_SECONDS`, is killed as aborted.  A child that has exited is taken at once.
 
-A fork copies only the forking thread: a lock that another thread of the parent held at that
-moment (a communication library's, a runtime's) stays held in the child for ever, and a child
-that waits for it uses no CPU, so no CPU limit ends it.  The parent therefore looks at a silent
-child every :data:`_LOOK_SECONDS`: one whose CPU time (Linux's ``/proc``) has not moved for
-:data:`STALL_SECONDS` is killed and counts as aborted.  A child that has exited is taken at
-once, even while its pipe is still open in some process forked meanwhile by another thread.
-
-The child runs only LLVM and this module's few lines, then leaves by ``os._exit`` (no exit
-handlers, no flushing of the parent's buffers).  What it writes on stderr (LLVM's remarks) goes
-to a file that the parent copies to its own file descriptor 2 -- where a capture the caller holds
-reads it -- when the child succeeded; an aborted child's last words are dropped with it.
-"""
+The child leaves by ``os._exit``.  What it writes on stderr goes to a file that the parent copies to its
+own file descriptor 2 when the child succeeded."""
 
 from __future__ import annotations
 
@@ -55,9 +38,7 @@ except ImportError:  # (Windows: no fork either, every step runs in the process)
 
 _RAISED = 3  # the child's exit status when the step raised a Python exception
 
-#: the CPU seconds one compile child may use: a layer's module optimizes in 5-300 ms, so a
-#: child still running after 60 times that is looping, not working (and the rung below it
-#: compiles the same module correctly, only without what was looping)
+# the CPU seconds one compile child may use: far past any module's optimization time
 CPU_LIMIT_SECONDS = 20
 
 #: the wall seconds a child may use no CPU at all before it is taken for blocked: a compile
@@ -69,16 +50,14 @@ _LOOK_SECONDS = 1.0
 
 
 def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
-    """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a
-    signal (LLVM aborted, or ran past ``cpu_limit`` CPU seconds, :data:`CPU_LIMIT_SECONDS`
-    unless given); a Python error of ``step`` is raised here."""
+    """``step()``'s bytes, computed in a forked child; ``None`` when the child died of a signal (an abort,
+    or past ``cpu_limit``, default :data:`CPU_LIMIT_SECONDS`); ``step``'s Python error is raised here."""
     return start(step, cpu_limit).result()
 
 
 def in_children(steps: Sequence[Callable[[], bytes]], jobs: int) -> list[tuple[bytes | None, float]]:
-    """Every step's :func:`in_child` result and the CPU seconds it took, the steps run in
-    forked children at most ``jobs`` at a time -- the next one started as soon as any finishes
-    (independent modules compiled on the cores a process may use)."""
+    """Every step's :func:`in_child` result and CPU seconds, the steps run in forked children at most
+    ``jobs`` at a time, the next started as soon as one finishes."""
     results: list[tuple[bytes | None, float]] = [(None, 0.0)] * len(steps)
     queue = list(enumerate(steps))[::-1]
     running: dict[int, tuple[int, Child]] = {}
@@ -256,10 +235,9 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
 
 
 def _bound(cpu_limit: float, parent: int) -> None:
-    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``; no core file), and die
-    with ``parent`` (Linux; elsewhere the parent's :meth:`Child.kill` is what is left).  Only
-    system calls: nothing here may enter the dynamic loader or import, which another thread of
-    the parent may have held at the fork."""
+    """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``, no core file) and die with
+    ``parent`` (Linux).  System calls only: nothing that may enter the dynamic loader or import, whose
+    locks another thread may have held at the fork."""
     if resource is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -294,9 +272,8 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process plus those of the children it has waited for -- the compile
-    children included, which ``time.process_time`` misses.  (Benchmarks and statistics time
-    compilation with this clock.)"""
+    """CPU seconds of this process plus those of the children it has waited for (the compile children,
+    which ``time.process_time`` misses)."""
     import time
 
     if resource is None:

@@ -1,26 +1,14 @@
-"""A kernel's module cut into parts that LLVM optimizes side by side, and their object code
-kept together.
+"""A kernel's module cut into parts that LLVM optimizes side by side, and their object code kept together.
 
-A backward's module holds ten or twenty loop nests, each a function of its own (``noinline``:
-:mod:`.llvm.emit`), and LLVM optimizes them one after the other: a stride-2 convolution's
-gradients spend ~150 ms of -O3 in one process while the machine's other core waits.  Nothing
-the optimizer does crosses from one nest to another -- each is external and ``noinline``, and
-its helpers (a product's NaN repair, the math library) are internal functions it alone calls
--- so the module can be cut between nests, as LLVM's own parallel code generation cuts a
-module for LTO: each part keeps some of the external functions, a copy of every internal
-function and private constant they reach, and a declaration of each external function of
-another part they call; the JIT links the parts' object code together, each call across parts
-resolved like a call into the matrix-product library.
-
-:func:`split` does the cut on the module text as :mod:`.llvm.emit` writes it (one top-level
-entity a line, a definition's body up to its closing brace), balanced by the instructions of
-the functions (an ``optnone`` one's a tenth: code generation alone); a module too small to
-repay a second compile child's fixed cost (~13 ms of CPU, measured) stays whole, and so does one
-with a global that is not private to it (the math library's ``llvm.compiler.used``, which
-keeps its vector variants for the vectorizers: each part would need its own filtered list).
-:func:`bundle` keeps the parts' object code as one ``bytes`` (the disk cache, pickling); a
-single object is its own bundle.
-"""
+Each loop nest of a module is an external ``noinline`` function and its helpers are internal functions it
+alone calls, so nothing the optimizer does crosses nests, and the module can be cut between them, as
+LLVM's parallel code generation cuts a module for LTO: each part keeps some external functions, a copy of
+every internal function and private constant they reach, and declarations of the other parts' functions
+they call; the JIT links the parts' code together.  :func:`split` cuts the module text as
+:mod:`.llvm.emit` writes it (one entity a line), balanced by instructions (an ``optnone`` function's count
+a tenth); a module too small to repay a second compile child, or with a global not private to it (the math
+library's ``llvm.compiler.used``), stays whole.  :func:`bundle` keeps the parts' object code as one
+``bytes``; a single object is its own bundle."""
 
 from __future__ import annotations
 
@@ -31,12 +19,7 @@ _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 
-#: the instruction lines a part must hold to be worth a compile child of its own: LLVM's -O3
-#: takes ~0.1-0.15 ms of CPU a line of these kernels, and a part costs ~13 ms of CPU more than
-#: inside the whole (a fork, a parse, the pipeline's fixed work) -- on the other core, which
-#: is idle.  On cold builds of five layers (wall, 2 cores): 400 splits only the largest
-#: backward modules, 120 every layer's (a stride-2 convolution 0.46 s against 0.51 unsplit, the
-#: GELU MLP 0.27 against 0.36, attention 0.33 against 0.39), a forward of ~280 lines too
+# the instruction lines a part must hold to be worth a compile child of its own
 MIN_PART_LINES = 120
 
 BUNDLE_MAGIC = b"TADOBJS1"

@@ -1,16 +1,11 @@
-"""A structural check of object code before it is handed to the JIT linker.
+"""A structural check of object code before it is handed to the JIT linker, whose input junk crashes the
+process: a second line after the disk cache's hash (:mod:`.jit.disk_cache`), so that even a forged entry
+is rebuilt.
 
-LLVM's runtime linker trusts its input: junk or a truncated file makes ``add_object_file``
-crash the process (measured: a segmentation fault).  Object code read back from the disk cache
-has passed its hash (:mod:`.jit.disk_cache`), so damage cannot reach here by accident; this check
-is the second line, so that even a deliberately forged entry is rebuilt instead of crashing.
-
-For ELF (Linux, the BSDs): 64-bit little-endian relocatable file for the host's machine, a
-section header table inside the file with entries of the standard size, and every section
-that occupies file space inside the file.  Mach-O (macOS): the 64-bit magic and a header that
-fits.  A bundle of the parts of one module (:mod:`.jit.module_split`) is sound when it is well formed
-and each part is; anything else is refused.
-"""
+For ELF: a 64-bit little-endian relocatable file for the host's machine, a section header table inside the
+file with entries of the standard size, and every section that occupies file space inside it.  Mach-O: the
+64-bit magic and a header that fits.  A bundle (:mod:`.jit.module_split`) is sound when it is well formed
+and each part is."""
 
 from __future__ import annotations
 
@@ -70,9 +65,8 @@ _STB_GLOBAL = 1
 
 
 def undefined_symbols(obj: bytes) -> list[str]:
-    """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT
-    must resolve: libgomp, libc, the matrix-product library).  Weak ones may stay unresolved and
-    are left out; for Mach-O the list is empty (not read)."""
+    """The global symbols sound ELF object code ``obj`` uses but does not define (what the JIT must
+    resolve), weak ones left out; for Mach-O empty (not read)."""
     return [name for name, defined in _global_symbols(obj) if not defined]
 
 

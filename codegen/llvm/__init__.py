@@ -10,5 +10,4 @@
 * ``ir_loops``        small helpers for hand-written IR loops
 * ``unrolled_chains`` loops LLVM's vectorizer must not see, and windows it must be asked to
 * ``masked_tails``    short innermost loops with one masked vector tail
-* ``vectorizable``    whether LLVM's loop vectorizer can take an innermost loop as emitted
-"""
+* ``vectorizable``    whether LLVM's loop vectorizer can take an innermost loop as emitted"""

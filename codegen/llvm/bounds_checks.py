@@ -1,25 +1,20 @@
 """Bounds checks for ``build(..., checked=True)``: every load and store of the generated code.
 
-Each access site (a load or a store of one tensor at index expressions) gets a number.  Before
-the access, the emitted code tests every index against its buffer's extent, ``0 <= v < n``, with
-one unsigned comparison (a negative ``v`` is a huge unsigned number).  A failing test branches to
-a cold block that records the violation in an ``int64`` record passed as one more buffer
-argument, then returns from the nest function without touching memory:
+Each access site (a load or store of one tensor) gets a number.  Before the access the code tests every
+index against its buffer's extent with one unsigned comparison (``0 <= v < n``); a failure branches to a
+cold block that records it in an ``int64`` record, one more buffer argument, and returns from the nest
+without touching memory:
 
-    record[0] = site + 1      (0: no violation; written by compare-and-swap, so with several
-                               threads the first violation wins and the others leave it alone)
+    record[0] = site + 1      (0: no violation; compare-and-swap, so the first thread's wins)
     record[1 + d] = v_d       (the index values of that access; written only by the winner)
 
-The entry point returns after any nest that left a violation, and :meth:`Checks.raise_for`
-turns a nonzero record into an ``IndexError`` naming the tensor, the access, the index
-expressions and their values.  Matrix products are lowered to plain loops in checked mode (the
-packed micro-kernel's loads are not instrumented), so every access is checked.
+The entry point returns after a nest that left a violation, and :meth:`Checks.raise_for` turns the record
+into an ``IndexError`` naming the tensor, the access, the index expressions and their values.  Matrix
+products are plain loops in checked mode, so every access is checked.
 
-Gather indices (``DATA_INDEX`` nodes under ``mode="raise"``) are checked the same way in every
-kernel that has them, ``checked`` or not (:meth:`Checks.emit_gather`): the record then holds
-the index value and the position of the element it was read from (``I[3] = 7``), and the
-error names the gathered tensor, its axis, the value and that position.
-"""
+Gather indices (``DATA_INDEX`` under ``mode="raise"``) are checked the same way in every kernel,
+``checked`` or not (:meth:`Checks.emit_gather`): the record holds the value and the position it was read
+from (``I[3] = 7``)."""
 
 from __future__ import annotations
 
@@ -40,9 +35,9 @@ I64 = ir.IntType(64)
 
 @dataclass(frozen=True)
 class Site:
-    """One checked access: ``kind`` is ``"read"`` or ``"write"``; ``index`` the printed indices.
-    A gather index (``kind="gather"``): ``tensor`` and ``shape`` are the gathered tensor and
-    the extent of its axis, ``index`` is ``(axis, printed index, tensor read, its ndim)``."""
+    """One checked access: ``kind`` ``"read"`` or ``"write"``, ``index`` the printed indices; for
+    ``kind="gather"``, ``tensor`` and ``shape`` the gathered tensor and axis extent, ``index``
+    ``(axis, printed index, tensor read, its ndim)``."""
 
     tensor: str
     kind: str
@@ -60,9 +55,8 @@ class Checks:
 
     def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],
              index_exprs: tuple, values: list[ir.Value]) -> None:
-        """Test ``values`` against ``shape``; on failure record the site and return (``ret void``).
-
-        Leaves ``b`` positioned in the block where the access may proceed."""
+        """Test ``values`` against ``shape``; on failure record the site and ``ret void``.  Leaves ``b``
+        in the block where the access may proceed."""
         if not shape:
             return
         site = len(self.sites)
@@ -86,9 +80,9 @@ class Checks:
 
     def emit_gather(self, b: ir.IRBuilder, record: ir.Value, node, value: ir.Value,
                     position: tuple[str, list[ir.Value]] | None) -> None:
-        """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent;
-        on failure record the value and ``position`` (the tensor the index was read from and
-        the coordinates of the element) and return.  Leaves ``b`` where the access may proceed."""
+        """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent; on failure
+        record it and ``position`` (where it was read from) and return.  Leaves ``b`` where the access may
+        proceed."""
         info = node.arg
         site = len(self.sites)
         src, coords = position if position is not None else ("", [])

@@ -1,31 +1,25 @@
 """LLVM IR for a whole loop program.
 
-Module layout (``P`` is a prefix unique to the program, so many kernels share one JIT engine):
+Module layout (``P`` a prefix unique to the program, so many kernels share one JIT engine):
 
-* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the
-  buffers that nest reads or writes (:func:`.program.nest_buffers`; all of them for a micro-kernel nest)
-  and, in checked mode, the violation record: a program of N nests over N buffers stays linear
-  in size, not N x N parameters and call operands.  A parallel nest runs its outermost loop
-  over ``[lo, hi)`` only, a serial one ignores them.
-  ``noalias`` is sound because the kernel refuses outputs that overlap other arguments.
+* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the buffers it
+  reads or writes (:func:`.program.nest_buffers`) and, in checked mode, the violation record.  A parallel
+  nest runs its outermost loop over ``[lo, hi)`` only.  ``noalias`` is sound: the kernel refuses outputs
+  that overlap other arguments.
 * ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
-  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack, ``next = 0``
-  on entry.  Its ``n = ceil((H - L) / s)`` trips are dealt in chunks of ``c``
-  (:meth:`ModuleEmitter.chunk_size`): each thread takes chunk ``j = next++`` (an ``atomicrmw
-  add``), runs ``[L + j*c*s, min(L + (j+1)*c*s, H))`` and takes the next until none is left, so
-  a thread that starts late or runs slow holds nobody back.  A matrix product (``gemm`` nest)
-  is called once with the whole range and the address of ``next``: its driver takes chunks of
-  blocks likewise (:data:`.gemm.descriptor.H_SHARED`).  Each element is computed by one iteration, as
-  by one thread.
-* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.loops.fills`): thread ``t`` fills its chunk of
-  whole pages.
-* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` (inputs, outputs,
-  temporaries) and runs the steps in order: fills (``llvm.memset`` for zero), then each nest,
-  through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
+  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack.  Its
+  ``ceil((H - L) / s)`` trips are dealt in chunks of ``c`` (:meth:`ModuleEmitter.chunk_size`): each thread
+  takes chunk ``j = next++`` (``atomicrmw add``) until none is left.  A matrix product is called once with
+  the whole range and the address of ``next`` (:data:`.gemm.descriptor.H_SHARED`).  Each element is
+  computed by one iteration.
+* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.loops.fills`): thread ``t`` fills its chunk of whole
+  pages.
+* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` and runs the steps in
+  order: fills, then each nest, through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and
+  libgomp is present.
 
-Loops are emitted rotated (test before entry, test again at the latch) with ``i64`` induction
-variables; accumulators live in stack slots that SROA promotes to registers.
-"""
+Loops are emitted rotated with ``i64`` induction variables; accumulators live in stack slots that SROA
+promotes to registers."""
 
 from __future__ import annotations
 
@@ -50,20 +44,17 @@ from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
 from .vectorizable import loop_blocks_widenable, vectorizable
 
-# Fast-math flags (``fastmath=True``), per instruction.  Values may fuse multiply-adds
-# (``contract``); the combining operations of a reduction (the nodes that read the accumulator:
-# ``acc + x``, ``maximum(acc, x)``, see :func:`combining_nodes`) also get ``reassoc``, which is
-# what lets LLVM vectorize and interleave them.  Nothing else: ``arcp`` (x / y as x * (1 / y),
-# 1 / sqrt(x) as an rsqrt estimate), ``afn``, ``nnan``/``ninf``, ``nsz`` change results at large
-# magnitudes and at 0, inf and NaN (a softmax gradient's E / S / S became E / (S * S),
-# which overflows float32).  The target machine and functions carry no unsafe-fp-math options.
+# Fast-math flags (``fastmath=True``), per instruction: values may contract into fused multiply-adds
+# (``contract``), and the combining operations of a reduction (:func:`combining_nodes`) also get
+# ``reassoc``, which lets LLVM vectorize them.  Nothing else: ``arcp``, ``afn``, ``nnan``/``ninf`` and
+# ``nsz`` change results at large magnitudes and at 0, inf and NaN.  The target machine and functions
+# carry no unsafe-fp-math options.
 VALUE_FLAGS = ("contract",)
 
 
 def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
-    """The nodes of an accumulator update that read one of its own ``accumulators``: the
-    reducer's combining operations (``acc + x`` in ``acc = acc + H[k] * (E[k] / s)``), the only
-    instructions that get ``reassoc``; the summand ``x`` itself keeps IEEE semantics."""
+    """The nodes of an accumulator update that read one of its ``accumulators``: the reducer's combining
+    operations, the only instructions given ``reassoc`` (the summand keeps IEEE semantics)."""
     out: set[Expr] = set(accumulators)
     for v in values:
         for n in walk(v):  # operands before users
@@ -72,19 +63,12 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
     return frozenset(out)
 
 
-# The glue functions (``P_main``, ``P_call``, each parallel nest's ``P_omp``) only load
-# pointers and call the nests, once per kernel call or per chunk of a parallel loop: they are
-# compiled ``optnone`` (no IR passes; the fast instruction selector and register allocator), a
-# few nanoseconds per call at run time.  Optimized, they took 15-25% of the LLVM time of a
-# benchmark layer's module (python -m benchmarks.compile_time) and superlinear time in long
-# programs (2.5 and 1.3 CPU-s of 5.5 for a 1,000-step chain's P_main and P_call).  The one loop
-# over elements glue can hold, a serial fill of a non-zero value, keeps ``P_main`` optimized,
-# unless the program is past this many pointers or steps (then its glue is a function per this
-# many steps, ``P_glue<j>``, see :meth:`ModuleEmitter.main_function`, all ``optnone``).
+# The glue functions (``P_main``, ``P_call``, each ``P_omp``) only load pointers and call the nests: they
+# are compiled ``optnone``.  A serial fill of a non-zero value, the one loop over elements glue can hold,
+# keeps ``P_main`` optimized, unless the program is past this many pointers or steps (then its glue is a
+# function per this many steps, ``P_glue<j>``: :meth:`ModuleEmitter.main_function`, all ``optnone``).
 GLUE_OPT_LIMIT = 64
-# chunks per thread of a parallel loop's dynamic schedule (see P_omp): enough that a delayed
-# thread's share is taken by the others, few enough that a chunk's call and its atomic add are
-# nothing next to its work (a parallel loop has at least ``parallel_min_work``)
+# chunks per thread of a parallel loop's dynamic schedule (P_omp)
 DYNAMIC_CHUNKS = 4
 # vectors in the body of a loop LLVM vectorizes (its interleave count is at most 4 on x86)
 VECTOR_BODY = 4
@@ -100,17 +84,9 @@ def _fills_in_a_loop(step) -> bool:
 
 
 def nest_trips(s: Loop) -> int | None:
-    """For a loop with loops inside: how many times full unrolling would copy its innermost
-    body (the product of constant trip counts down its deepest path); ``None`` for a loop
-    without inner loops or with a bound that is not constant.
-
-    An outer loop above :data:`UNROLL_NEST_LIMIT` of at least :data:`WINDOW_TRIPS` trips is
-    emitted with unrolling off: LLVM would otherwise fully unroll the constant loops inside it
-    and spend its loop vectorizer's time on the unrolled body in the loop around it (a batch
-    norm forward built in 0.21 CPU-s, 0.12 without).  Up to 256 copies are left to LLVM (a
-    ``14 x 14`` plane unrolled is vectorized as one 196-element run, faster than two loops),
-    and the loops of a ``3 x 3`` or ``7 x 7`` window stay unrollable (unrolled, the loop inside
-    them runs as straight vector code: a max pool's forward was 2.7x slower with them rolled)."""
+    """For a loop with loops inside, how many times full unrolling would copy its innermost body (constant
+    trips down its deepest path), else ``None``.  An outer loop past :data:`UNROLL_NEST_LIMIT` copies, of
+    at least :data:`WINDOW_TRIPS` trips, gets unrolling off; small windows stay unrollable."""
 
     def deepest(stmts: tuple) -> int | None:
         best = 1
@@ -150,14 +126,11 @@ class ModuleEmitter:
         self.data_offset = data_offset
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
-        # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer after
-        # the buffers
+        # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
-        # a nest's name-free key -> (its function, its buffers' pointer positions in key order,
-        # where each of them is among the function's parameters): identical nests of a long
-        # chain are one function (:mod:`.loops.nest_key`); checked code names buffers in its records
+        # a nest's name-free key -> (its function, its buffers' pointer positions)
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
@@ -398,8 +371,7 @@ class ModuleEmitter:
         region = fn.args[0]
         args = b.inttoptr(b.load(region_field(b, region, 0), typ=I64), PTR)
         shared = region_field(b, region, 1)
-        # (a large program's parallel nest loads only its own pointers: all of them, in each of
-        # hundreds of nests, is quadratic)
+        # (a large program's parallel nest loads only its own pointers)
         ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
         own = [ptrs[p] for p in self.params[k]]
         first, stop, step = nest.attrs["range"]
@@ -427,13 +399,10 @@ class ModuleEmitter:
         return fn
 
     def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
-        """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about
-        ``DYNAMIC_CHUNKS`` per thread (one when the parallel loop sits inside other loops, which
-        each chunk runs again: a scatter's columns under its scan of the rows), a multiple of
-        the nest's ``grain`` (a scatter's column chunks are whole cache lines) and, when there
-        are trips enough, of a vector body: a loop LLVM vectorizes then runs each trip in the
-        vector body or the scalar rest as one thread does (the two may round differently,
-        with fused multiply-adds).  A matrix product's trips are its blocks."""
+        """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
+        per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
+        of a vector body (vector and scalar code may round differently).  A product's trips are its
+        blocks."""
         first, stop, step = nest.attrs["range"]
         trips = (stop - first + step - 1) // step
         whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
@@ -450,9 +419,8 @@ class ModuleEmitter:
 
     # ---- the entry point ------------------------------------------------------------------
     def _glue(self, fn: ir.Function, steps=()) -> None:
-        """``optnone`` for a glue function (see :data:`GLUE_OPT_LIMIT`): always, unless it
-        fills a buffer with a non-zero value in a loop (one of ``steps``) in a program that is
-        not large."""
+        """``optnone`` for a glue function (:data:`GLUE_OPT_LIMIT`), unless it fills a buffer with a
+        non-zero value in a loop (one of ``steps``) in a program that is not large."""
         if self._large() or not any(_fills_in_a_loop(s) for s in steps):
             fn.attributes.add("noinline")
             fn.attributes.add("optnone")
@@ -470,12 +438,8 @@ class ModuleEmitter:
             self._steps(b, args, nthreads, self.program.steps, self._load_pointers(b, args), by_step)
             b.ret_void()
             return fn
-        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading the pointers
-        # its steps pass where they pass them: one function of all the steps, every pointer
-        # loaded at its entry, kept thousands of pointers live across tens of thousands of
-        # instructions (LLVM's register allocator: 10 of 14 CPU-s at 3,000 chain steps)
-        # runs of equal segments (a long chain's fills and calls over other buffers) are one
-        # loop each over a table of pointer positions (:mod:`.llvm.glue_table`), the rest straight
+        # a large program's glue is a call per GLUE_OPT_LIMIT steps, each loading its steps' pointers;
+        # runs of equal segments loop over a table of pointer positions (:mod:`.llvm.glue_table`)
         steps = self.program.steps
         start = 0
         for first, stop, unit in self._runs(by_step):
@@ -620,15 +584,12 @@ class ModuleEmitter:
                     b.ret_void()
 
     def call_function(self, main: ir.Function) -> ir.Function:
-        """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's
-        data pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls
-        ``P_main`` -- a ctypes call that skips building the pointer array in Python (which
-        cost about 1 us per argument).  Used only when that offset was verified at import.
-
-        A temporary's array is one cache line longer than the buffer (:class:`.runtime.kernel.Kernel`),
-        and its pointer is moved up to the next line here: threads sharing a parallel loop over it
-        then own whole lines (false sharing, :func:`.loops.schedule.strip_length`), at no cost to the
-        Python side of the call (aligning there costs microseconds a buffer)."""
+        """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's data
+        pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls ``P_main``, so that
+        Python builds no pointer array; used only when that offset was verified at import.  A temporary's
+        array is one cache line longer than its buffer (:class:`.runtime.kernel.Kernel`) and its pointer
+        is moved up to the next line here, so that threads sharing a parallel loop over it own whole
+        lines."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
         self._glue(fn)
@@ -649,9 +610,8 @@ class ModuleEmitter:
         return fn
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
-        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of
-        the buffer, each a whole number of the target's pages, so that threads neither share a
-        cache line nor fault in the same page."""
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of the
+        buffer, each a whole number of pages (no shared cache line or page fault)."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))

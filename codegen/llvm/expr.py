@@ -1,31 +1,23 @@
 """LLVM IR for expressions: two fold tables, one for values and one for index arithmetic.
 
-* **Index mode** computes ``int32`` index expressions (tensor indices, loop bounds, isl guards)
-  in ``i64`` -- no overflow for big tensors, and the form LLVM's loop analyses like.  Floor
-  division and modulo by a positive constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``,
+* **Index mode** computes ``int32`` index expressions (indices, loop bounds, isl guards) in ``i64``.
+  Floor division and modulo by a positive constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``,
   ``r = srem(a, c) + c * (srem(a, c) < 0)``; by a power of two, ``ashr`` and ``and``.
-* **Value mode** computes in each node's own dtype, except that index arithmetic is exact:
-  a loop variable is an ``i64`` whatever its dtype, and an ``int32`` node with an ``i64``
-  operand is computed in ``i64`` (its other operands sign-extended) -- ``i * 100000 < 10``
-  does not wrap; an ``int32`` constant past int32 is an ``i64`` too.  ``int32``
-  values read from tensors, and arithmetic among them only, wrap like NumPy's; an ``int32``
-  result is truncated where it is stored (a buffer or an accumulator), as NumPy's ``astype``
-  does.  ``ta.evaluate`` follows the same rule.
-  Integer ``//`` and ``%`` by a runtime divisor guard division by zero and ``INT_MIN // -1``
-  (both would trap): they give 0 there.  Float-to-int casts saturate (``fptosi.sat``).
+* **Value mode** computes in each node's dtype, except that index arithmetic is exact: a loop variable is
+  an ``i64``, an ``int32`` node with an ``i64`` operand is computed in ``i64``, and an ``int32`` constant
+  past int32 is an ``i64``.  ``int32`` values read from tensors, and arithmetic among them only, wrap like
+  NumPy's; an ``int32`` result is truncated where stored (as ``ta.evaluate`` does).  Integer ``//`` and
+  ``%`` by a runtime divisor give 0 at a zero divisor and ``INT_MIN // -1``; float-to-int casts saturate
+  (``fptosi.sat``).
 
-``IF_THEN_ELSE`` is lazy: before folding, each one whose branches read memory or test a gather
-index at run time (``mode="raise"``) is replaced by a
-placeholder variable; when the fold reaches the placeholder, the condition is computed and
-each branch is emitted in its own block (with its own memo scope), joined by a phi.  ``SELECT``
-computes both branches (the language guarantees both are in bounds).
+``IF_THEN_ELSE`` is lazy: one whose branches read memory or test a gather index is replaced by a
+placeholder before folding; at the placeholder the condition is computed and each branch emitted in its
+own block and memo scope, joined by a phi.  ``SELECT`` computes both branches (both are in bounds by the
+language).
 
-Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm.vector_math`, no library
-calls), or calls of the module's own out-of-line copy of that code when a nest or module has
-many of them (:mod:`.llvm.math_functions`); the rest are LLVM intrinsics (``llvm.sqrt.f32``,
-``llvm.sin.f64``, ...);
-``maximum``/``minimum`` of floats propagate NaN like NumPy (``llvm.maximum``).
-"""
+Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm.vector_math`) or calls of
+the module's out-of-line copy (:mod:`.llvm.math_functions`); the rest are LLVM intrinsics.
+``maximum``/``minimum`` of floats propagate NaN (``llvm.maximum``)."""
 
 from __future__ import annotations
 
@@ -78,31 +70,22 @@ def _raises(node: Expr) -> bool:
 
 
 def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """``freeze value``: the same value, but instcombine cannot reason through it.
-
-    A float min/max-shaped select is frozen because LLVM 22's instcombine folds a compare of
-    one such select with the constant it was selected against as if NaN could not arise:
-    ``a = select(-1 >= v, -1, v)`` (NaN for a NaN ``v``), ``select(a >= -1, a, -1)`` (-1 for
-    a NaN ``a``) became ``a`` -- an argmax combiner over a guarded ``-1`` default returned NaN
-    where the fold in order gives -1 (at every opt level above 0).  A
-    freeze, unlike an ``llvm.arithmetic.fence``, leaves the loop vectorizable and costs no
-    instruction."""
+    """``freeze value``: the same value, which instcombine cannot reason through (LLVM 22 folds a compare
+    of a float min/max-shaped select with its constant as if NaN could not arise).  Unlike an
+    ``llvm.arithmetic.fence``, it keeps loops vectorizable and costs no instruction."""
     instr = ir.Instruction(b.block, value.type, "freeze", [value])
     b._insert(instr)
     return instr
 
 
 def recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]:
-    """``(index expression, stride)`` terms of a flat address.  Dimensions read as the digits
-    of one value are merged, so the divisions are never computed and the access is seen as
-    unit stride (floor division and its remainder, constant positive divisors):
+    """``(index expression, stride)`` terms of a flat address, with dimensions read as the digits of one
+    value merged (constant positive divisors), so that no division is computed and the access is seen as
+    unit stride:
 
-    * ``e // c`` at stride ``c * s`` and ``e % c`` at stride ``s`` address ``e * s``
-      (``(e // c) * c + e % c == e``: a reduction over a collapsed ``y, x`` reads
-      ``X[.., k // W, k % W]``);
-    * ``(e // c) % d`` at stride ``c * s`` and ``e % c`` at stride ``s`` address
-      ``(e % (c * d)) * s``, which the first rule may then merge with ``e // (c * d)``: a
-      flattened ``X[n, c, y, x]`` read as ``X[i, j // (H W), (j // W) % H, j % W]`` is
+    * ``e // c`` at stride ``c * s`` and ``e % c`` at stride ``s`` address ``e * s``;
+    * ``(e // c) % d`` at stride ``c * s`` and ``e % c`` at stride ``s`` address ``(e % (c * d)) * s``,
+      which the first rule may merge with ``e // (c * d)``: ``X[i, j // (H W), (j // W) % H, j % W]`` is
       ``X[i, j]``."""
     terms: list[tuple[Expr | None, int]] = list(zip(index, strides))
     changed = True
@@ -147,9 +130,8 @@ def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
 
 
 class ScopedMemo:
-    """A memo table with nested scopes: what is added inside a scope is forgotten when it is
-    popped.  One dictionary plus an undo log per scope, so a lookup costs O(1) at any nesting
-    depth (a chain of dictionaries costs O(depth) per lookup: quadratic for deep nests)."""
+    """A memo table with nested scopes, what a scope adds forgotten when it is popped: one dictionary plus
+    an undo log per scope, O(1) lookups at any depth."""
 
     def __init__(self) -> None:
         self._table: dict = {}
@@ -184,9 +166,8 @@ _MISSING = object()
 
 
 class ExprEmitter:
-    """Emits expressions of one function body; ``env`` maps loop variables to ``i64`` values,
-    ``accs`` maps accumulator variables to their stack slots, ``pointer(tensor)`` gives the base
-    pointer of a tensor's buffer (and ``strides(tensor)`` its element strides)."""
+    """Emits expressions of one function body: ``env`` maps loop variables to ``i64`` values, ``accs``
+    accumulators to stack slots, ``pointer(tensor)`` a buffer's base (``strides(tensor)`` its strides)."""
 
     def __init__(self, builder: ir.IRBuilder, pointer: Callable, strides: Callable,
                  fastmath: tuple[str, ...] = (), target=None) -> None:
@@ -203,8 +184,7 @@ class ExprEmitter:
         self.lazy: dict[Expr, Expr] = {}
         # checked mode: ``check(tensor, kind, index_exprs, values)`` emits a bounds test
         self.check: Callable | None = None
-        # ``gather_check(node, value, position)``: the run-time test of a gather index under
-        # mode="raise" (every kernel that has one gets it; see :mod:`.llvm.bounds_checks`)
+        # ``gather_check(node, value, position)``: the run-time test of a gather index under mode="raise"
         self.gather_check: Callable | None = None
         # out-of-line math (:mod:`.llvm.math_functions`): a module's library, or None for inline code
         self.mathlib = None
@@ -225,13 +205,9 @@ class ExprEmitter:
 
     # ---- entry points ---------------------------------------------------------------------
     def value(self, e: Expr) -> ir.Value:
-        """Emit ``e`` (its value in the current block).
-
-        An explicit work stack instead of recursion, so nesting depth is unbounded: ``eval``
-        items push their operands, ``apply`` items fold a node from its operands' values, and a
-        lazy ``if_then_else`` pushes its steps (condition, branch, join) as callables, each
-        branch in its own memo scope.
-        """
+        """Emit ``e`` (its value in the current block), with a work stack instead of recursion: ``eval``
+        items push their operands, ``apply`` items fold a node, and a lazy ``if_then_else`` pushes its
+        steps (condition, branch, join) as callables, each branch in its own memo scope."""
         e = self._lazify(e)
         stack: list = [(_EVAL, e)]
         values: list[ir.Value] = []
@@ -348,10 +324,7 @@ class ExprEmitter:
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e
-        # rebuilt nodes with a READ or a checked gather index under them (children come first):
-        # a branch that may raise stays behind its condition even when it reads no memory
-        # (``take(k0[i] * 3 - 1, mode='raise')`` with ``k0`` inlined is constants
-        # only, and as a select its check fired where the guard keeping it in range failed)
+        # nodes with a READ or a checked gather index under them: a branch that may raise stays lazy
         reads: set[Expr] = set()
 
         def rule(node: Expr) -> Expr | None:
@@ -433,12 +406,9 @@ class ExprEmitter:
         return self.b.sub(q, self.b.zext(neg, t))
 
     def float_divmod(self, dtype: str, a: ir.Value, bv: ir.Value, mod: bool) -> ir.Value:
-        """``a // b`` or ``a % b`` of floats as NumPy (and Python) compute them, as ``ta.evaluate``
-        does: the remainder is ``fmod``'s, exact, moved to the divisor's sign; the quotient is
-        ``(a - mod) / b``, exact but for rounding, to the nearest integer.  ``floor(a / b)``
-        rounds first (``0.9 // 0.1`` gave 9.0, NumPy 8.0; ``0.5 % 0.1`` gave 0, NumPy 0.1),
-        and ``a - floor(a / b) * b`` loses the remainder of a large ``a`` and is NaN for
-        ``b = inf``.  No fast-math flags: the special values are part of the answer."""
+        """``a // b`` or ``a % b`` of floats as NumPy and ``ta.evaluate`` compute them: the remainder
+        ``fmod``'s, moved to the divisor's sign; the quotient ``(a - mod) / b`` rounded to an integer.  No
+        fast-math flags: the special values are part of the answer."""
         b, t = self.b, a.type
         zero, half, one = t(0.0), t(0.5), t(1.0)
         fmod = b.frem(a, bv)
@@ -485,8 +455,7 @@ def const_value(dtype: str, value) -> ir.Constant:
 
 def _const(node: Expr) -> ir.Value:
     if node.dtype == "int32" and not -(1 << 31) <= int(node.arg) < (1 << 31):
-        # an int32 constant past int32 is exact index arithmetic: i64, so that the operation
-        # it meets is computed in i64 (``widen``), as ``ta.evaluate`` does
+        # an int32 constant past int32 is exact index arithmetic: i64, as in ``ta.evaluate``
         return I64(int(node.arg))
     return const_value(node.dtype, node.arg)
 
@@ -597,13 +566,9 @@ def _value_rules(em: ExprEmitter) -> dict:
         return em.call("pow", node.dtype, x, y, flags=fl(node))
 
     def small_power(node, x, n: int):
-        """``x ** n`` by multiplication.  ``x * x`` and ``1 / x`` round once, as the correctly
-        rounded power does, and NaN, +-inf, -0 and overflow come out as ``pow`` says: always
-        (a variance's ``(x - m) ** 2``: one multiply, not the ~40 operations of the general
-        power).  Cubes and fourth powers (GELU's ``0.044715 x ** 3``) round twice -- an ulp or
-        two, the special values still exact -- so only under fast math.  No fast-math flags,
-        as the power's call had none: a contracted ``x * x + c`` is an FMA in one copy of an
-        expression and not in another, and an argmax's exact tie among copies broke."""
+        """``x ** n`` by multiplication: squares and ``1 / x`` always (one rounding, as the correct
+        power), cubes and fourth powers under fast math only (two).  No fast-math flags: a contraction in
+        one copy of an expression and not another breaks exact ties."""
         k = abs(n)
         out = x if k == 1 else b.fmul(x, x)
         if k > 2:

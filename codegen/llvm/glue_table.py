@@ -1,21 +1,14 @@
 """Repeated glue as one loop over a table of pointer positions (a long chain's glue).
 
-A long chain's program is a handful of distinct *segments* -- the fills before a nest, then the
-call of the nest's function (:mod:`.loops.nest_key`: equal nests are one function) -- repeated over
-other buffers thousands of times.  Emitted straight, its glue is tens of thousands of pointer
-loads, ``memset`` and call instructions that Python formats and LLVM parses and compiles one by
-one.  :func:`runs` finds maximal runs of consecutive segments with one :func:`signature` --
-the same steps, fills of the same size, dtype and value, calls of the same function with the
-same constant operands; or of a few segments repeated, ``A B A B ...`` -- and the emitter
-(:meth:`.llvm.emit.ModuleEmitter.main_function`) runs each run of at least :data:`MIN_RUN`
-repetitions as one loop over a constant table holding each repetition's pointer positions: the
-glue's size is that of its distinct segments, not of the program.
+A long chain's program repeats a handful of distinct *segments* (the fills before a nest, then the call of
+its function) over other buffers thousands of times.  :func:`runs` finds maximal runs of consecutive
+segments with one :func:`signature` (or of a few segments repeated, ``A B A B ...``), and
+:meth:`.llvm.emit.ModuleEmitter.main_function` runs each run of at least :data:`MIN_RUN` as one loop over
+a constant table of each repetition's pointer positions.
 
-A signature is exact: everything the emitted code of a segment reads besides its pointers is
-in it (function identity, the range operands, a micro-kernel's extra operand, a fill's bytes,
-dtype and value node -- hash-consed, so ``0.0`` and ``-0.0`` differ); a segment with a
-parallel step (a ``GOMP_parallel`` call and its region) has none and stays straight.
-"""
+A signature holds everything a segment's code reads besides its pointers (function identity, range
+operands, a micro-kernel's extra operand, a fill's bytes, dtype and value node); a segment with a parallel
+step has none and stays straight."""
 
 from __future__ import annotations
 
@@ -57,10 +50,9 @@ def fill_signature(step: Fill) -> tuple:
 
 def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
          ) -> list[tuple[int, int, int]]:
-    """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least``
-    repetitions of ``period <= longest`` consecutive signatures (never ``None``): a chain whose
-    nests alternate -- a reduction every few steps -- repeats a pair of segments.  Scanned left
-    to right, at each segment the period covering the most segments (the shortest of those)."""
+    """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least`` repetitions
+    of ``period <= longest`` consecutive signatures, scanned left to right, at each segment the period
+    covering the most (the shortest of those)."""
     out = []
     k, n = 0, len(sigs)
     while k < n:

@@ -1,36 +1,22 @@
 """Conversions between the half storage types (float16, bfloat16) and float32, in LLVM IR.
 
-A half value travels through the generated code as its ``i16`` bit pattern: it is loaded,
-stored and selected as an integer, and only converted where the IR says ``cast``.  Arithmetic
-never runs in a half type (``tensorad/ir/dtype.py``), so these four conversions are all there
-is.  The float16 ones are an instruction where the target has it (F16C, which is exact) and integer
-code where it does not, read from the :class:`~.target.Target` (``f16c``), never from a CPU name.
-All are scalar code without branches, so LLVM's loop vectorizer widens them.
+A half value travels as its ``i16`` bits (loaded, stored and selected as an integer) and is converted only
+at a ``cast``; arithmetic never runs in a half type.  The float16 conversions are an instruction where the
+:class:`~.target.Target` has F16C (``f16c``), else integer code; all are branch-free, so they vectorize.
 
-* **float16 -> float32**: F16C ``fpext half`` (``vcvtph2ps``); else, with ``h`` the bits,
-  ``o = (h & 0x7fff) << 13`` re-biased by ``+ (127 - 15) << 23``; an Inf/NaN exponent gets
-  another ``(128 - 16) << 23``; a zero/subnormal exponent is fixed by one exact float
-  subtraction (``o + 2^23 as float - 2^-14``); then the sign ``(h & 0x8000) << 16``.
-  Exact for every input (subnormals included; NaN stays NaN with its payload).
-* **float32 -> float16**, round to nearest, ties to even: F16C ``fptrunc`` (``vcvtps2ph``),
-  except of a float32 that a ``fptrunc double`` just made: LLVM's code generator folds such
-  two roundings into one where values carry ``contract`` -- another result at a tie, and a call
-  of compiler-rt's ``__truncdfhf2``, which the JIT lacks -- so those take
-  the integer code below (vector code too; an ``llvm.arithmetic.fence`` between would keep
-  the loop scalar);
-  else, on ``f = |x|`` bits: ``f >= 65536.0`` gives Inf (``0x7c00``) or a quiet NaN
-  (``0x7e00``); ``f < 2^-14`` (a subnormal or zero result) adds ``0.5f`` as a float, so the
-  FPU's own nearest-even rounding places the bits, and subtracts its bits; otherwise
-  ``(f + 0xc8000fff + ((f >> 13) & 1)) >> 13`` re-biases and rounds (ties go to the even
-  mantissa; a carry rounds up into the exponent, up to Inf).  Worked example: 1 + 2^-11 (a tie
-  between 1 and 1 + 2^-10) has bits 0x3f801000; mantissa bit 13 is 0, so
-  ``(0x3f801000 + 0xc8000fff) >> 13 = 0x3c00``: 1.0, the even neighbour.
-* **bfloat16 -> float32**: ``(h as i32) << 16``, bit for bit (no instruction is faster).
+* **float16 -> float32**: F16C ``fpext half``; else ``o = (h & 0x7fff) << 13`` re-biased by
+  ``+ (127 - 15) << 23``, an Inf/NaN exponent by another ``(128 - 16) << 23``, a zero/subnormal exponent
+  fixed by one exact float subtraction (``o + 2^23 as float - 2^-14``), then the sign
+  ``(h & 0x8000) << 16``.  Exact for every input.
+* **float32 -> float16**, round to nearest, ties to even: F16C ``fptrunc``, except of a float32 that a
+  ``fptrunc double`` just made (LLVM would fold the two roundings into one); else, on ``f = |x|`` bits:
+  ``f >= 65536.0`` gives Inf (``0x7c00``) or a quiet NaN (``0x7e00``); ``f < 2^-14`` adds ``0.5f`` as a
+  float (the FPU rounds) and subtracts its bits; otherwise ``(f + 0xc8000fff + ((f >> 13) & 1)) >> 13``
+  re-biases and rounds (a carry rounds into the exponent).
+* **bfloat16 -> float32**: ``(h as i32) << 16``.
 * **float32 -> bfloat16**, round to nearest, ties to even, on every target:
-  ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits, and a NaN keeps its sign and top payload
-  with the quiet bit set: ``(x >> 16) | 0x40``.  AVX512-BF16's ``vcvtneps2bf16`` (what LLVM makes
-  of ``fptrunc bfloat`` there) is not used: it treats subnormal inputs as zero, so 2.2e-39 would
-  become 0 on such CPUs and its nearest bfloat16 elsewhere (seen on an Emerald Rapids Xeon).
+  ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits; a NaN keeps its sign and top payload, quieted:
+  ``(x >> 16) | 0x40``.  AVX512-BF16's ``vcvtneps2bf16`` is not used: it flushes subnormal inputs to zero.
 """
 
 from __future__ import annotations

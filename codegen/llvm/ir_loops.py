@@ -16,13 +16,9 @@ _ids = itertools.count(1)
 
 def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
                   masked_tail: bool = False):
-    """An ``llvm.loop`` node: ``width`` lanes for the loop vectorizer (``masked_tail``: its
-    remainder folded into masked vector iterations, :mod:`.llvm.masked_tails`), or ``vectorize=False``
-    (which also keeps the loop rolled), or ``unroll=False`` alone.
-
-    A loop ID must be a distinct node that refers to itself, which llvmlite cannot build: it
-    gets a unique placeholder first operand that :func:`finish_ir` turns into the reference.
-    """
+    """An ``llvm.loop`` node: ``width`` lanes for the vectorizer (``masked_tail``: the remainder masked),
+    or ``vectorize=False`` (rolled too), or ``unroll=False`` alone.  Its self-reference, which llvmlite
+    cannot build, is a unique placeholder that :func:`finish_ir` replaces."""
     def hint(*ops):
         return module.add_metadata([ir.MetaDataString(module, ops[0]), *ops[1:]])
 
@@ -47,11 +43,9 @@ def finish_ir(text: str) -> str:
 @contextmanager
 def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
               name: str = "i", vectorize: bool = True, unroll: bool = True):
-    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive
-    i64 value); the body is the with-block.  ``vectorize=False`` keeps LLVM's loop vectorizer
-    and unroller off it (short remainder loops, the library's packing loops); ``unroll=False``
-    the unroller alone (a loop LLVM should vectorize, whose unrolled copies and remainders
-    would only cost compile time)."""
+    """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive i64
+    value); the body is the with-block.  ``vectorize=False`` keeps LLVM's vectorizer and unroller off it,
+    ``unroll=False`` the unroller alone."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
     step = I64(step) if isinstance(step, int) else step

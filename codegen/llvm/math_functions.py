@@ -1,23 +1,15 @@
 """Out-of-line vector math: one internal function per (function, type) per module.
 
-:mod:`.llvm.vector_math` writes exp, log, tanh, sigmoid, erf and pow as 30-150 instructions of
-straight-line code.  Inlined at every use, a program with hundreds of uses (a long elementwise
-chain and its gradient) hands LLVM hundreds of copies, and LLVM's time grows with them (each
-copy is optimized, vectorized and compiled on its own).  Out of line, each function is
-compiled once per module and its uses are calls:
+Inlined at every use, :mod:`.llvm.vector_math`'s 30-150 instructions per call cost LLVM time per copy; out
+of line, each is compiled once per module:
 
-* ``P_math_<fn>_<f32|f64>`` -- the scalar function (``noinline``, no memory access), carrying
-  the ``vector-function-abi-variant`` attribute that names
-* ``P_math_<fn>_v<L><f32|f64>`` -- its vector form on ``L`` lanes (``L`` = the target's lanes
-  for the dtype), which LLVM's loop and SLP vectorizers call in vectorized loops instead of
-  the scalar one (the variants are kept in ``llvm.compiler.used`` until they do).
+* ``P_math_<fn>_<f32|f64>`` -- the scalar function (``noinline``, no memory access), whose
+  ``vector-function-abi-variant`` attribute names
+* ``P_math_<fn>_v<L><f32|f64>`` -- its vector form on the target's ``L`` lanes, which LLVM's vectorizers
+  call in vectorized loops (kept in ``llvm.compiler.used`` until they do).
 
-Inline code runs faster (no call, no spill of the vector registers live across it), so the
-choice is a cost decision made per nest: :func:`inline_budget` lets the first uses of a module
-stay inline -- at most :data:`NEST_INLINE_SITES` per nest and :data:`MODULE_INLINE_SITES` per
-module -- and the rest call the library.  Ordinary layers (a softmax, GELU, attention) have a
-few uses and keep inline code; only long programs call.
-"""
+Inline code runs faster, so :func:`inline_budget` keeps the first uses inline (at most
+:data:`NEST_INLINE_SITES` per nest and :data:`MODULE_INLINE_SITES` per module) and the rest call."""
 
 from __future__ import annotations
 

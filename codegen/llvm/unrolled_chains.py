@@ -1,20 +1,12 @@
-"""Loops that LLVM's loop vectorizer must not see -- long unrolled chains of selecting combiners
--- and loops it must be asked to vectorize: the windows of a short one (:func:`window_vector_width`).
+"""Loops that LLVM's loop vectorizer must not see -- long unrolled chains of selecting combiners -- and
+loops it must be asked to vectorize: the windows of a short one (:func:`window_vector_width`).
 
-A reduction whose combiner reads an accumulator along several paths -- argmax's
-``acc1' = select(acc1 >= x, acc1, x)`` reads ``acc1`` in the condition and in the choice --
-becomes, once LLVM fully unrolls its constant-trip loops, a chain of ``n`` updates whose DAG has
-about ``2**n`` paths.  When that chain sits in a loop the vectorizer then tries (it does not
-depend on the loop's variable, so every value in it is uniform), VPlan's
-``vputils::isSingleScalar`` walks the operands recursively without a memo and visits every
-path: an argmax over ``r0 in [1, 10), r1 in [0, 4)`` (36 updates, 2**36 paths) inside a loop of 3
-did not compile in an hour.
-
-:func:`chain_paths` counts those paths exactly (a matrix power on the combiner's path counts,
-Python ints); a loop around a chain with more than :data:`PATH_LIMIT` paths is emitted with the
-vectorizer (and unroller) off.  Small windows -- the 2x2 or 3x3 winner reductions of pooling
-gradients, 16 or 512 paths -- keep the vectorized outer loop.
-"""
+A reduction whose combiner reads an accumulator along several paths (argmax's
+``select(acc1 >= x, acc1, x)``) becomes, once LLVM unrolls its constant-trip loops, a chain of ``n``
+updates with about ``2**n`` paths, which VPlan's ``vputils::isSingleScalar`` walks without a memo when the
+chain sits in a loop it tries.  :func:`chain_paths` counts those paths exactly; a loop around a chain of
+more than :data:`PATH_LIMIT` paths is emitted with the vectorizer and unroller off.  Small windows
+(pooling gradients' 2x2 or 3x3) keep the vectorized outer loop."""
 
 from __future__ import annotations
 
@@ -44,13 +36,9 @@ def path_matrix(values: tuple[Expr, ...], targets: tuple[Expr, ...]) -> list[lis
 
 
 def chain_paths(m: list[list[int]], steps: int, limit: int = PATH_LIMIT) -> int:
-    """The most paths from one accumulator after ``steps`` updates to the initial ones (the
-    row sums of ``M**steps``), stopping once past ``limit``.
-
-    The counts stay below ``limit`` forever for most combiners (a sum's chain is one line), so
-    the row vector then repeats: from its first repetition the rest of the sequence is a known
-    cycle and the answer is read off it -- the work is bounded by the states seen, never by
-    ``steps`` (a sum over a 256 x 256 window unrolled inside a loop once cost 10^5 updates)."""
+    """The most paths from one accumulator after ``steps`` updates to the initial ones (the row sums of
+    ``M**steps``), stopping past ``limit``.  When the counts stay below ``limit`` the row vector repeats,
+    and the rest is read off the cycle: the work is bounded by the states seen, not by ``steps``."""
     rows = tuple([1] * len(m))  # paths from each accumulator to the initial values, after 0 steps
     states: list[tuple[int, ...]] = [rows]
     first = {rows: 0}
@@ -92,17 +80,12 @@ WINDOW_COPIES = 64  # inner loops unrolled into at most this many copies: a wind
 
 
 def window_vector_width(loop: Loop, lanes) -> int | None:
-    """Lanes to ask of LLVM's loop vectorizer for ``loop`` when it runs over the windows of a
-    short selecting reduction -- a max pool's winner ``(value, first index, ties)`` over a
-    2 x 2 window: its inner loops all have constant trips (LLVM unrolls them fully, so
-    ``loop`` becomes the innermost loop), at most :data:`WINDOW_COPIES` copies of a body whose
-    accumulators are read along several paths (a selecting combiner; its chain is within
-    :data:`PATH_LIMIT`, checked before).  LLVM's cost model declines such a loop (stride-2
-    loads, selects), and it then runs as scalar code with unpredictable branches: the CNN's
-    pooling forward, 64 x 16 x 14 x 14 windows, takes 2.8 ms against 5.4 (AMD EPYC, AVX2) asked
-    for 4 of its 8 lanes.  ``lanes(dtype)`` is the target's; the width is the power of two up to the
-    lanes of the accumulators' widest type that leaves the fewest vector iterations plus
-    scalar remainder for the loop's trip count (14: 4 lanes, 3 + 2).  ``None``: not such a
+    """Lanes to ask of LLVM's loop vectorizer for ``loop`` when it runs over the windows of a short
+    selecting reduction (a max pool's winner over a 2 x 2 window): its inner loops have constant trips
+    (unrolled fully, ``loop`` becomes innermost), at most :data:`WINDOW_COPIES` copies of a body whose
+    accumulators are read along several paths, within :data:`PATH_LIMIT`.  LLVM's cost model declines such
+    a loop unasked.  The width is the power of two up to the accumulators' widest type's ``lanes(dtype)``
+    that leaves the fewest vector plus scalar iterations (14 trips: 4 lanes, 3 + 2).  ``None``: not such a
     loop."""
     trips = const_trips(loop)
     if trips is None or trips < 2:
@@ -124,20 +107,14 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
 
     if not any(isinstance(s, Loop) for s in loop.body) or not visit(loop.body, 1, 0):
         return None
-    # a window: the update runs in a loop inside this one, which starts its accumulators (an
-    # update started at its own depth reduces over nothing here: a loop of
-    # output rows around a one-element reduction is no window; a loop around the one that
-    # starts them is no window either: both hinted, LLVM declined one aloud)
+    # a window: the update runs in a loop inside this one, which starts its accumulators
     starts: dict[tuple, int] = {}
     for s, depth in found:
         if max(map(sum, path_matrix(s.values, s.targets)), default=0) == 0:
             starts[s.targets] = min(depth, starts.get(s.targets, depth))
     selecting = [s for s, depth in found if depth > 0 and starts.get(s.targets) == 0
                  and max(map(sum, path_matrix(s.values, s.targets)), default=0) > 1]
-    # the windows move with the loop: an update that reads no memory at an address of
-    # ``loop``'s variable is invariant in it, or tests it only in selects (LLVM hoists or
-    # if-converts it, then declines the hint aloud: an argmax over a column read the
-    # same for every output element, Jacobian rows chosen by ``jac_i1 == ...``)
+    # the windows move with the loop: an update not reading at ``loop``'s variable is invariant in it
     if not any(_reads_at(v, loop.var) for s in selecting for v in s.values):
         return None
     width = min(lanes(t.dtype) for s in selecting for t in s.targets)
@@ -156,22 +133,14 @@ SCATTER_STRIDE = 8  # a store moving at most this many elements a trip can still
 
 
 def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
-    """The loops of at least :data:`WINDOW_TRIPS` trips with loops inside them, within ``loop``,
-    that must stay rolled because, fully unrolled, they would leave ``loop`` the innermost loop
-    around more than :data:`WINDOW_COPIES` (and at most ``largest``, past which LLVM unrolls
-    nothing) copies of their body, every store of which moves by more than
-    :data:`SCATTER_STRIDE` elements a trip of ``loop`` (vectorized, each would be a scatter):
-    LLVM's loop-access analysis (the loop vectorizer's and load elimination's, quadratic in the
-    accesses) spends its time on that body and the vectorizer declines it.  Kept rolled -- when
-    its own stores move by at most :data:`SCATTER_STRIDE` with it -- the inner loop is the
-    innermost and LLVM vectorizes it instead: a stride-2 convolution's input
-    gradient, interleaving 28 x 2 x 2 x 2 residue-class values into its rows, compiled its nest
-    in 0.18 CPU-s, 0.05 with its row loop rolled.  Short loops (windows, residue classes) stay
-    unrollable, and innermost loops LLVM's (its vectorized loops keep their unrolling: a
-    dense layer's bias add, 256-trip rows under a 512-row loop, was 3-6% slower with them
-    rolled).  A window loop (:func:`window_vector_width`) keeps its own hint alone (its body is
-    the window's selects, far past LLVM's unrolling budget).  ``strides(tensor)``: the tensor's
-    element strides."""
+    """The loops of at least :data:`WINDOW_TRIPS` trips with loops inside, within ``loop``, that must stay
+    rolled: fully unrolled, they would leave ``loop`` innermost around more than :data:`WINDOW_COPIES`
+    (and at most ``largest``) copies of a body each of whose stores moves by more than
+    :data:`SCATTER_STRIDE` elements a trip of ``loop`` (scatters if vectorized), on which LLVM's
+    loop-access analysis spends quadratic time and the vectorizer declines.  Kept rolled, when its own
+    stores move by at most :data:`SCATTER_STRIDE` with it, the inner loop is innermost and vectorized.
+    Short loops stay unrollable, innermost loops LLVM's, and a window loop (:func:`window_vector_width`)
+    keeps its own hint.  ``strides(tensor)``: the tensor's element strides."""
     if const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
         return []
     stores: list[Store] = []
@@ -209,8 +178,7 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
 
     if any((st := step(s, loop.var)) is None or st <= SCATTER_STRIDE for s in stores):
         return []
-    # kept rolled only where LLVM can vectorize instead: every store inside moves with the
-    # kept loop by a few elements (a 14 x 14 plane's row loop, 14 apart, was 1.7x slower rolled)
+    # kept rolled only where every store inside moves a few elements with the kept loop
     return [x for x in long if all((st := step(s, x.var)) is not None and st <= SCATTER_STRIDE
                                    for s in stores_in(x.body))]
 

@@ -1,27 +1,19 @@
 """Vector math as inline IR: exp, log, tanh, sigmoid, erf and pow with no library calls.
 
-A call to ``expf`` stops LLVM's loop vectorizer (there is no vector math library in the JIT),
-and intrinsics such as ``llvm.ldexp`` or ``llvm.roundeven`` become scalar libm calls on CPUs
-without a matching instruction (``ldexp`` is ``vscalef`` only on AVX-512).  So every function
-here is built from operations every x86-64 CPU has in vector form -- add, multiply (fused when
-the target has FMA: only the ``contract`` flag is set), divide, compare, select, min/max,
-integer add/shift/and on the bit patterns -- on any float or double (or vector) value.
+A call to ``expf`` stops LLVM's loop vectorizer, and ``llvm.ldexp`` or ``llvm.roundeven`` become libm
+calls on CPUs without a matching instruction.  So every function is built from operations every x86-64 CPU
+has in vector form (add, multiply, fused where the target has FMA, divide, compare, select, min/max,
+integer add/shift/and on the bits), on float or double scalars or vectors.  Two bit tricks:
 
-Two bit tricks replace ``roundeven``/``fptosi``/``ldexp``:
+* **round to an integer**: ``t = v + M`` with ``M = 1.5 * 2^23`` (``1.5 * 2^52`` for double) rounds ``v``
+  (``|v| < 2^22``) into the last mantissa bits of ``t``: ``n = t - M`` (exact), as an integer
+  ``bits(t) - bits(M)``;
+* **scale by 2^n**: ``2^k`` has the bits ``(k + bias) << mantissa_bits``; ``n`` may reach -150 (float) /
+  -1077 (double), so ``x * 2^n = (x * 2^(n >> 1)) * 2^(n - (n >> 1))``: both factors normal, the first
+  product exact, the second rounding once, correctly into the subnormals, to 0 and to inf.
 
-* **round to an integer**: ``t = v + M`` with ``M = 1.5 * 2^23`` (float; ``1.5 * 2^52``
-  double) rounds ``v`` to the nearest integer in the last mantissa bits of ``t``
-  (``|v| < 2^22``), so ``n = t - M`` (exact) and, as an integer, ``bits(t) - bits(M)``;
-* **scale by 2^n**: ``2^k`` is the float with exponent field ``k + bias``: ``(k + bias) <<
-  mantissa_bits``.  ``n`` may reach -150 (float) / -1077 (double), below the smallest normal
-  exponent, so ``x * 2^n = (x * 2^(n >> 1)) * 2^(n - (n >> 1))``: both factors are normal, the
-  first product is exact and the second rounds once -- correctly into the subnormals, to 0
-  and to inf.
-
-The functions (``r`` the reduced argument; Cephes' polynomials for exp and tanh, the atanh
-series for log,
-our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and within 1e-6
-(float32) / 1e-15 (float64) relative of NumPy over the whole range, tested in
+The functions (``r`` the reduced argument; Cephes' polynomials for exp and tanh, the atanh series for log,
+least-squares fits for erf from ``tools/fit_erf.py``; about 1 ulp, tested against NumPy in
 ``tests/codegen/test_vector_math.py``):
 
     exp(x)   = 2^n e^r,  n = round(x log2 e),  r = x - n C1 - n C2      (C1 + C2 = ln 2, C1 short)
@@ -30,19 +22,14 @@ our own least-squares fits for erf -- ``tools/fit_erf.py``; about 1 ulp, and wit
     tanh(x)  = x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (exp(2|x|) + 1))
     sigmoid  = 1 / (1 + t) for x >= 0, t / (1 + t) for x < 0,  t = exp(-|x|)  (no overflow)
     erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|)): float32 one
-               polynomial Q on [1, 4) (no division), float64 two pieces, the second Q2(s) / |x|;
-               exp(-x^2) there is a normal number: one scaling, no clamp; one select
+               polynomial Q on [1, 4), float64 two pieces, the second Q2(s) / |x|
     pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
-               negative x and non-integer y; float32 computes in plain float64 (y log|x|
-               must carry more bits than the result), float64 carries log|x| in about 70 bits
-               and y log|x| in two doubles (Dekker's products), whose exponential reduces the
-               pair in double-double and rounds once (:func:`_exp_dd`): a power the dtype holds
-               (4^2, 3^20, 2^-3) is exact, others within 1 ulp for |y log x| up to about 150,
-               growing to 4e-15 relative at the overflow limit (709: log|x|'s 70 bits).
+               negative x and non-integer y; float32 computes in float64, float64 carries
+               log|x| in about 70 bits and y log|x| in two doubles, exponentiated in
+               double-double and rounded once (:func:`_exp_dd`): exact powers stay exact
 
-NaN inputs give NaN, infinities and zeros give the IEEE limits (exp(-inf) = 0, log(0) = -inf,
-log(-1) = NaN, tanh(inf) = 1, erf(-inf) = -1, ...).
-"""
+NaN inputs give NaN, infinities and zeros the IEEE limits (exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
+tanh(inf) = 1, erf(-inf) = -1, ...)."""
 
 from __future__ import annotations
 
@@ -156,9 +143,8 @@ class _Math:
         return self.call("copysign", x, sign)
 
     def clamp(self, x, lo: float, hi: float):
-        """``min(max(x, lo), hi)``, NaN passing through: ``x < lo ? lo : x`` is one x86
-        ``max`` that returns its second operand when either is NaN, so no caller needs a NaN
-        test of its own (``exp``'s was three of its forty instructions a vector)."""
+        """``min(max(x, lo), hi)``, NaN passing through: ``x < lo ? lo : x`` is one x86 ``max``, which
+        returns its second operand when either is NaN."""
         lo_c, hi_c = self.c(lo), self.c(hi)
         x = self.sel(self.cmp("<", x, lo_c), lo_c, x)
         return self.sel(self.cmp(">", x, hi_c), hi_c, x)
@@ -201,9 +187,8 @@ class _Math:
 
 
 def _exp_core(m: _Math, x, normal: bool = False):
-    """``exp`` of a non-NaN ``x`` (NaN is patched by the callers); ``normal``: the caller
-    knows ``x`` lies in ``[-80, 0]`` (float64: ``[-700, 0]``), where the result is a normal number:
-    no clamp, and one scaling by ``2^n``."""
+    """``exp`` of a non-NaN ``x`` (the callers patch NaN); ``normal``: ``x`` lies in ``[-80, 0]``
+    (float64: ``[-700, 0]``), so the result is normal: no clamp, one scaling."""
     k = _EXP[m.dtype]
     if not normal:
         x = m.clamp(x, k["lo"], k["hi"])  # past the range of finite, nonzero results
@@ -244,9 +229,8 @@ def _log_parts(m: _Math, x):
 
 def _log1p_reduced(m: _Math, f):
     """``log(1 + f)`` for ``f`` in ``[sqrt(1/2) - 1, sqrt(2) - 1]``: with ``s = f / (2 + f)``,
-    ``log(1 + f) = 2 atanh(s) = 2s + s T(s^2)``, ``T(u) = sum_k 2 u^k / (2k + 1)`` (the atanh
-    series: ``|s| <= 0.172``, so 5 terms reach float precision and 11 double), and ``2s = f -
-    s f``, so ``log(1 + f) = f - s (f - T)``: ``f`` exact plus a small correction."""
+    ``log(1 + f) = 2 atanh(s) = 2s + s T(s^2)``, ``T(u) = sum_k 2 u^k / (2k + 1)`` (``|s| <= 0.172``: 5
+    terms for float, 11 for double), and ``2s = f - s f``, so ``log(1 + f) = f - s (f - T)``."""
     s = m.div(f, m.add(m.c(2.0), f))
     u = m.mul(s, s)
     coeffs = [2.0 / (2 * k + 1) for k in range(_LOG_TERMS[m.dtype], 0, -1)] + [0.0]
@@ -310,8 +294,7 @@ def emit_erf(b: ir.IRBuilder, x: ir.Value, flags=()) -> ir.Value:
         span = hi - 2.5
         tail = m.div(m.horner(m.sub(m.mul(ac, m.c(2 / span)), m.c((2.5 + hi) / span)), k["tail"]), ac)
         q = m.sel(m.cmp("<", ac, m.c(2.5)), mid, tail)
-    # past hi, 1 - g q rounds to 1 (erfc(hi) is under half an ulp of 1): the clamp gives +-1,
-    # also at +-inf; NaN takes the small piece (an unordered test), which is NaN
+    # past hi, 1 - g q rounds to 1: the clamp gives +-1, also at +-inf; NaN takes the small piece (NaN)
     big = m.copysign(m.sub(m.c(1.0), m.mul(g, q)), x)
     return m.sel(m.b.fcmp_unordered("<", a, m.c(1.0)), small, big)
 
@@ -354,12 +337,10 @@ def _two_sum(m: _Math, x, y):
 
 
 def _log_split(m: _Math, x):
-    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` whose sum carries about 70
-    bits: ``e ln2_hi`` and ``2 s_hi`` are exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``
-    is a few percent of the total, so its rounding is negligible.  ``s = s_hi + s_lo = f / (2 +
-    f)`` in double-double: ``2 + f = d_hi + d_lo`` (exact), ``s_lo = (f - s_hi d_hi - s_hi d_lo)
-    / d_hi`` with ``s_hi d_hi`` an exact product.  For ``|x|`` positive and finite (0 gives the
-    value of 1; the callers take its limit)."""
+    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` carrying about 70 bits: the first two
+    exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``; ``s = s_hi + s_lo = f / (2 + f)`` in
+    double-double, ``s_lo = (f - s_hi d_hi - s_hi d_lo) / d_hi``, ``2 + f = d_hi + d_lo``.  For positive
+    finite ``|x|``."""
     a = m.fabs(x)
     e, f = _log_parts(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a))
     two = m.c(2.0)
@@ -380,15 +361,9 @@ _EXP_TAYLOR = [1.0 / math.factorial(k) for k in range(15, 1, -1)]  # e^r = 1 + r
 
 
 def _exp_dd(m: _Math, s, t):
-    """``exp(s + t)`` in float64 for a double-double ``s + t`` (``|t| <= ulp(s)``), with one
-    rounding at the end: the argument is reduced in double-double (``r = rh + rl``, ``ln 2``
-    to about 130 bits; ``rl`` carries ``t``, up to ``1e-13``), ``e^rh = 1 + rh + rh^2 Q(rh)`` is
-    kept as ``h + lo + q`` (``1 + rh = h + lo`` exactly; ``Q`` Taylor's to ``rh^13 / 15!``,
-    truncation ``2e-21``), and ``e^r = e^rh (1 + rl)``, ``rl``'s product taken with ``h + q``
-    (with ``h`` alone, ``rl q`` was 25 ulps missing at ``|s|`` near 700).  Before the last
-    rounding the error is under 0.3 ulp, so an exactly representable power (``4.0 ** 2.0 =
-    16``) comes out exact -- ``exp(s) (1 + t)`` with ``exp``'s own ulp of error gave
-    15.999999999999998 (``int(pow(4, 2))`` was 15)."""
+    """``exp(s + t)`` in float64 for a double-double ``s + t`` (``|t| <= ulp(s)``), rounded once: reduced
+    in double-double (``r = rh + rl``, ``ln 2`` to 130 bits), ``e^rh = 1 + rh + rh^2 Q(rh)`` kept as
+    ``h + lo + q``, ``e^r = e^rh (1 + rl)``.  Under 0.3 ulp before rounding: exact powers stay exact."""
     k = _EXP["float64"]
     s = m.clamp(s, k["lo"], k["hi"])  # past the range of finite, nonzero results
     n, ni = m.round_int(m.mul(s, m.c(k["log2e"])))
@@ -403,9 +378,8 @@ def _exp_dd(m: _Math, s, t):
 
 
 def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
-    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64: ``y
-    log|x|`` there errs by about ``|s| 2^-52`` (``|s| < 104`` before float32 overflows), some
-    1e-14 of the result, far under a float32 ulp -- no double-double (1.7x faster)."""
+    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64, whose
+    ``y log|x|`` errs far under a float32 ulp (no double-double)."""
     m = _Math(b, x.type)
     if m.dtype == "float32":
         dt = ir.DoubleType() if m.lanes is None else ir.VectorType(ir.DoubleType(), m.lanes)
@@ -425,8 +399,7 @@ def _pow_magnitude(m: _Math, x, y, double_double: bool):
     p2, e2 = _two_product(m, y, l2)
     hi, e3 = _two_sum(m, p1, p2)
     s, e4 = _two_sum(m, hi, m.exact_add(m.exact_add(m.exact_add(e1, e2), e3), m.b.fmul(y, l3)))
-    # past |s| = 1000 exp(s) is inf or 0 either way, and the error terms of a huge y log|x|
-    # may be inf or NaN (inf * (1 + -inf) would give -inf): no correction there
+    # past |s| = 1000 exp(s) is inf or 0 either way, and the error terms may be inf or NaN: no correction
     err = m.sel(m.cmp("<", m.fabs(s), m.c(1000.0)), e4, m.c(0.0))
     return s, _exp_dd(m, s, err)
 

@@ -1,31 +1,19 @@
-"""Whether LLVM's loop vectorizer can take an innermost loop as emitted, so that a requested
-``vector_width`` hint goes only where it can be honoured.
+"""Whether LLVM's loop vectorizer can take an innermost loop as emitted, so that a ``vector_width`` hint
+goes only where it can be honoured: a hinted loop's every failure is an always-printed remark on stderr.
 
-A ``llvm.loop.vectorize.width`` hint makes the vectorizer report every failure on that loop as
-an always-printed remark ("remark: <unknown>:0:0: loop not vectorized: ...") on the process's
-stderr, which a user's build must not write.  A loop this test rejects gets no hint: LLVM
-then decides alone (and silently) -- it could not have used the hint anyway.
+The test is conservative (a rejected loop gets no hint; LLVM decides alone).  It reads the loop's LLVM IR,
+one basic block, and asks:
 
-The test is conservative (a loop it rejects may still be vectorizable; then LLVM's own cost
-model picks the width).  It reads the loop's LLVM IR, one basic block, and asks:
-
-* no control flow inside the body (lazy branches, ``If`` statements, bounds checks, a gather's
-  range test: "early exit", "control flow cannot be substituted for a select");
-* every call is to an LLVM intrinsic (a library function cannot be widened);
-* every store to an accumulator slot (an ``alloca``) is a reduction LLVM recognizes: the slot
-  loaded once, combined by one integer ``add``/``mul``/``and``/``or``/``xor`` or a float
-  ``fadd``/``fmul`` carrying ``reassoc`` (an argmax's select chain, an IEEE min/max or an
-  in-order float sum is not one: "value that could not be identified as reduction");
-* every other store's address is affine in the loop variable -- it moves with it ("write to
-  a loop invariant address"), through no loaded value (a scatter), no ``%``/``//``/select
-  (two iterations could store to one place) -- and a buffer both stored and loaded in the
-  loop is read only where it is written (no carried memory dependence);
-* a constant trip count is at least :data:`TINY_TRIPS`: below it LLVM vectorizes only without
-  runtime checks and says so when it would need them ("runtime SCEV checks needed").  A loop
-  that compares its induction variable (``if i <= 1``, ``select(i == 0, ...)``) may first lose
-  up to :data:`PEEL_MAX` iterations to loop peeling, which makes such a compare invariant in
-  the rest: its trip count counts that much less (17 trips, 2 peeled).
-"""
+* no control flow inside the body (lazy branches, ``If`` statements, bounds checks, a gather's range
+  test);
+* every call is to an LLVM intrinsic;
+* every store to an accumulator slot (an ``alloca``) is a reduction LLVM recognizes: loaded once, combined
+  by one integer ``add``/``mul``/``and``/``or``/``xor`` or a float ``fadd``/``fmul`` with ``reassoc``;
+* every other store's address is affine in the loop variable, through no loaded value, ``%``, ``//`` or
+  select, and a buffer both stored and loaded is read only where it is written;
+* a constant trip count is at least :data:`TINY_TRIPS` (below it LLVM vectorizes only without runtime
+  checks), counting up to :data:`PEEL_MAX` fewer for a loop that compares its induction variable (loop
+  peeling)."""
 
 from __future__ import annotations
 
@@ -39,9 +27,9 @@ _FLOAT_REDUCTIONS = frozenset({"fadd", "fmul"})
 
 
 def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: int | None = None) -> bool:
-    """True when the innermost loop whose body is ``body`` (entered with the induction
-    variable ``iv``; ``latch`` is the block that branches back; ``trips`` its trip count when
-    constant) can take a width hint.  ``slots`` are the function's accumulator ``alloca``s."""
+    """Whether the innermost loop of ``body`` (induction variable ``iv``, back branch in ``latch``,
+    ``trips`` its constant trip count) can take a width hint; ``slots``: the function's accumulator
+    ``alloca``s."""
     if body is not latch:
         return False
     slots = set(map(id, slots))
@@ -84,10 +72,9 @@ def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: in
 
 
 def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value, deps: _Deps) -> bool:
-    """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations of the loop: a constant
-    trip count below it, or within :data:`PEEL_MAX` of it when a compare other than the loop's
-    own exit test (the branch to ``exit_``, or back to the one-block body) reads ``iv`` -- a
-    float compare too: ``float(3 i) > 0`` is ``i > 0`` once LLVM's instcombine has run."""
+    """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations: a constant trip count below it, or
+    within :data:`PEEL_MAX` of it when a compare other than the loop's exit test reads ``iv`` (float
+    compares included)."""
     if trips is None:
         return False
     if trips < TINY_TRIPS:
@@ -184,15 +171,10 @@ class _Deps:
 
 def loop_blocks_widenable(blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value,
                           trips: int | None = None) -> bool:
-    """For a loop asked to vectorize *after* LLVM unrolls its inner loops (a max pool's window
-    loop, :func:`codegen.llvm.unrolled_chains.window_vector_width`; ``iv`` its induction variable, ``trips``
-    its trip count when constant): no block calls anything but an LLVM intrinsic ("call
-    instruction cannot be vectorized": a half-precision conversion, an out-of-line math
-    function), and no branch leaves the loop but to its own exit ("early exit": a checked
-    build's bounds test, which returns).  Below :data:`TINY_TRIPS` LLVM vectorizes without
-    run-time checks only, so there every address must also move affinely with ``iv``
-    ("runtime SCEV checks needed": ``X[int32(i * 5 % 2)]``).  Each failure
-    would make the hint a remark on stderr."""
+    """For a loop asked to vectorize after LLVM unrolls its inner loops
+    (:func:`codegen.llvm.unrolled_chains.window_vector_width`; ``iv``, ``trips``: its variable and
+    constant trips): no call but intrinsics, no branch out but its exit, and below :data:`TINY_TRIPS`
+    affine addresses."""
     inside = set(map(id, blocks)) | {id(exit_)}
     deps = _Deps({id(i) for bb in blocks for i in bb.instructions})
     tiny = _tiny(trips, blocks, exit_, iv, deps)

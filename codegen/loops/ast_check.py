@@ -1,25 +1,14 @@
-"""Proof that isl's loops scan exactly the statements' domains, and a safe rebuild when not.
+r"""Proof that isl's loops scan exactly the statements' domains, and a safe rebuild when not.
 
-isl's AST builder has been seen to drop iterations when a domain has strides whose offset
-is a division of an outer loop: ``{ U[a, i] : 0 <= a < 10, 0 <= i < 4, i mod 2 = floor(a/5) }``
-scanned in order ``(a, i)`` comes out as one ``U(a, a / 5)`` per ``a`` -- half of the points.
-Output axes scanned as one loop (``t = 5 a + b``, :func:`.loops.schedule.fuse_short_outer`) create
-exactly such offsets from a plain ``%`` condition.  A wrong loop nest is a wrong
-answer, so loops built from domains with divisions are checked, symbolically:
-
-* while the AST is converted, every statement instance it runs is recorded with its
-  surroundings -- the enclosing loops ``for c in range(lo, hi, step)`` and the affine ``if``
-  conditions (:class:`Instance`);
-* the set of points those loops reach is built in isl: the constraints ``lo <= c < hi``,
-  ``(c - lo) % step == 0`` and the conditions over the loop variables, with ``x_k == arg_k``
-  for the statement's variables, projected onto the statement's variables;
-* its union over the statement's instances must equal the statement's domain.
-
-When it does not, the nest is rebuilt with each domain replaced by its hull without
-divisions (``isl_set_remove_divs``: the constraints that mention a division dropped, an
-over-approximation) and the exact domain tested by an affine ``if`` inside the statement:
-slower loops, the same points.  Work stays exact (:mod:`.loops.work` masks affine ``if``\\ s).
-"""
+isl's AST builder can drop iterations when a domain has strides whose offset is a division of an outer
+loop (``{ U[a, i] : 0 <= a < 10, 0 <= i < 4, i mod 2 = floor(a/5) }`` in order ``(a, i)`` comes out as one
+``U(a, a / 5)`` per ``a``), and output axes scanned as one loop (:func:`.loops.schedule.fuse_short_outer`)
+make such offsets.  So loops built from domains with divisions are checked symbolically: every statement
+instance the converted AST runs is recorded with its enclosing loops and affine ``if`` conditions
+(:class:`Instance`), the points those reach are built in isl and projected onto the statement's variables,
+and their union must equal the statement's domain.  Otherwise the nest is rebuilt over each domain's
+division-free hull (``isl_set_remove_divs``) with the exact domain tested by an affine ``if`` inside: the
+same points.  Work stays exact (:mod:`.loops.work` masks affine ``if``\ s)."""
 
 from __future__ import annotations
 
@@ -54,13 +43,9 @@ def has_divs(stmts: Sequence[PolyStmt]) -> bool:
         if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
             return True
         for t in s.schedule:
-            if isinstance(t, Expr) and _has_div(t):
+            if isinstance(t, Expr) and any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(t)):
                 return True
     return False
-
-
-def _has_div(e: Expr) -> bool:
-    return any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(e))
 
 
 def _reached(inst: Instance, stmt: PolyStmt) -> isl.Set:
@@ -118,12 +103,9 @@ def _box(domain: isl.Set) -> isl.Set:
 
 
 def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolyStmt]:
-    """Each statement over its division-free hull, its exact domain tested inside.  A domain
-    without divisions in which isl still found a stride and dropped points
-    (``8 - 10 a + 6 b <= 15 c <= 11 - 10 a + 6 b``, scanned along ``5 a + b``) is scanned over
-    its bounding box instead; ``boxes``: every statement over its bounding box (a hull can keep
-    a stride of its own -- an equality ``10 d = 50 - 5 a - 2 b - 15 c`` -- that isl drops points
-    of under a schedule merging ``a`` and ``b`` into one loop)."""
+    """Each statement over its division-free hull, its exact domain tested inside; a domain without
+    divisions in which isl still dropped points of a stride is scanned over its bounding box instead.
+    ``boxes``: every statement over its bounding box (a hull can keep a stride of its own)."""
     out = []
     for s in stmts:
         hull = _box(s.domain) if boxes else s.domain.remove_divs()

@@ -1,18 +1,14 @@
 """An elementwise body's affine zero-guards decided per piece of its box.
 
-A small stencil applied over a big output (:mod:`.strategies.stencil`: a depthwise convolution's input
-gradient with its ``3 x 3`` taps unrolled) is a sum of guarded terms, each read only where its
-shifted index stays inside the input::
+A small stencil over a big output (:mod:`.strategies.stencil`) is a sum of guarded terms, each read only
+where its shifted index stays inside the input::
 
     dX[n, c, y, x] = if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...
 
-Emitted as written, every point tests every guard and LLVM cannot vectorize the lazy reads.
-The guards' sets cut the box into pieces (the interior, where all hold, edges and corners); in
-each piece every guard is either true or false throughout, so the piece's statement reads its
-terms unguarded (or adds a zero), and isl scans the pieces as separate loops: the interior's is
-a plain vectorizable loop.  Only ops that ask for it (:data:`GUARD_ATTR`, set by the strategy
-that made them) are cut, into at most :data:`MAX_PIECES` pieces.
-"""
+The guards' sets cut the box into pieces (the interior, edges, corners), in each of which every guard is
+true or false throughout, so each piece reads its terms unguarded and isl scans the pieces as separate
+loops: the interior's is vectorizable.  Only ops that ask (:data:`GUARD_ATTR`) are cut, into at most
+:data:`MAX_PIECES` pieces."""
 
 from __future__ import annotations
 
@@ -37,9 +33,8 @@ def _guards(body: Expr) -> list[Expr]:
 
 
 def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:
-    """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded
-    choices, each choice replaced by its branch where the piece decides it; ``None`` when there
-    is nothing to cut or the pieces would be more than :data:`MAX_PIECES`."""
+    """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded choices,
+    each decided in each piece; ``None`` when nothing is cut or past :data:`MAX_PIECES`."""
     sets: dict[Expr, isl.Set] = {}
     for n in _guards(body):
         try:

@@ -1,13 +1,9 @@
 """float32 sums accumulated in blocks (cascade summation), so rounding error grows slowly with n.
 
-A scalar accumulator that adds ``n`` terms one after another, ``acc = acc + x[k]``, carries
-a rounding error that grows like ``n * eps`` (``eps = 2**-24`` for float32): each add rounds
-the running total, which is as large as the whole sum.  For ``2**22`` terms that is a relative
-error of about 1e-2 -- NumPy's pairwise sum stays near 1e-7.  Cascade summation cuts the terms
-into blocks: each block is summed into a fresh partial accumulator, which is then added to
-the total once.  With blocks of ``B0`` terms and upper levels of at most ``B`` partials each,
-the error of ``n`` terms is bounded by about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 +
-ceil(log_B(n / B0))`` levels -- it grows like ``log n``, not ``n``::
+A scalar accumulator adding ``n`` terms in turn carries an error growing like ``n * eps``.  Cascade
+summation sums blocks of ``B0`` terms into fresh partial accumulators, added to the total once, with upper
+levels of at most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for
+``L = 1 + ceil(log_B(n / B0))`` levels::
 
     acc = 0                                         acc = 0
     for k in range(0, n):             ->            for kb in range(0, n // B0):
@@ -18,22 +14,15 @@ ceil(log_B(n / B0))`` levels -- it grows like ``log n``, not ``n``::
                                                     (a last, shorter block; more levels
                                                      when n // B0 > B)
 
-The blocking is a rewrite of the loop program after isl has built its loops, so the order of
-the additions is the program's: with ``fastmath=False`` every target adds the same terms in
-the same order (the result is the same bits on every CPU), and with ``fastmath=True`` LLVM
-may vectorize and reassociate each innermost block (its lanes are further partial sums) but
-never mixes blocks.  Blocks follow the loops: a reduction over several axes (``sum_{n, s}``
-of a batch norm) is cut at a loop boundary when the terms below it reach ``B0``; an axis
-longer than a block is split into a block loop and an offset loop.  A loop whose bounds are
-not constant (a triangle ``k <= i``) is not split; it is cut between its iterations when each
-fills a block, and otherwise left to the loops around it.
+The blocking rewrites the loop program after isl has built its loops, so the order of additions is the
+program's: with ``fastmath=False`` every target gives the same bits, and with ``fastmath=True`` LLVM may
+vectorize each innermost block but never mixes blocks.  A reduction over several axes is cut at a loop
+boundary where the terms below reach ``B0``; a longer axis is split into a block loop and an offset loop;
+a loop with non-constant bounds is not split, only cut between iterations that each fill a block.
 
-What is rewritten: a loop all of whose mentions of a float32 accumulator are sum updates
-``acc = acc + x`` (or ``x + acc``), with ``x`` not reading it -- a reduction loop of that
-accumulator.  float64 and integer sums, and max, min, products and other combiners, keep
-their sequential loops.  The partial accumulators' initialisations and the block combines
-are bookkeeping (``counted=False``), so ``work`` is unchanged: it counts the terms.
-"""
+Rewritten: a loop all of whose mentions of a float32 accumulator are sum updates ``acc = acc + x`` with
+``x`` not reading it.  Other dtypes and combiners keep their loops.  The partial accumulators' bookkeeping
+is ``counted=False``: ``work`` is unchanged."""
 
 from __future__ import annotations
 
@@ -46,12 +35,7 @@ from tensorad.ir.rewrite import walk
 from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
 from .isl_ast import subst_stmt
 
-# Terms per innermost block.  Strict IEEE order (``fastmath=False``) adds them one by one:
-# blocks of 16 keep each block's error at ``16 * eps`` and make the blocks independent chains
-# that the CPU overlaps (strict sums ran 1.7-3x faster).  With fast math LLVM sums each block
-# in vector lanes (64 partial sums of float32 with AVX-512 at its interleave of 4, 32 with
-# AVX2) and reduces them across lanes at the block's end; at 4096 terms that reduction costs
-# nothing measurable on a sum in the L2 (1024 cost 10-20%), and each lane adds 64-128 terms.
+# Terms per innermost block (strict sums of 16 err ``16 * eps``; fast math sums blocks in lanes)
 BLOCK_STRICT = 16
 BLOCK_FAST = 4096
 # Partials per block of an upper level (run once per block below: they cost nothing).
@@ -148,10 +132,9 @@ class _Cascade:
         return self.loop(Loop(st.var, st.lo, st.hi, body, st.step, st.kind, st.dim), t, levels)
 
     def loop(self, loop: Loop, t: float, levels: int) -> tuple[tuple, float, int]:
-        """A reduction loop whose body adds ``t`` terms into ``acc`` per iteration: as it is
-        while its terms fit one block, else cut into blocks of ``g`` iterations, each summed
-        into a partial -- and the loop of blocks blocked again while it is itself too long.
-        Returns the statements, the adds into ``acc`` they make and the cut levels below."""
+        """A reduction loop adding ``t`` terms into ``acc`` per iteration, cut into blocks of ``g``
+        iterations summed into partials (and blocked again while too long) unless its terms fit one block.
+        Returns the statements, their adds into ``acc`` and the cut levels below."""
         limit = self.upper if levels else self.block
         m = const_trips(loop)
         if t == 0 or (m is not None and m * t <= limit):

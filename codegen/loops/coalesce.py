@@ -1,37 +1,23 @@
 """The last two axes of an elementwise nest scanned as one loop, when its rows are short.
 
-An elementwise op over a small feature map (group norm's output over NCHW, 28 x 28)::
-
-    for y in range(0, 28):
-      for x in range(0, 28):
-        Y[n, c, y, x] = (X[n, c, y, x] - m) * r * g + b
-
-is one contiguous run of 784 elements in every access, but LLVM sees a 28-trip inner loop: it
-unrolls it fully (before the vectorizer runs), then vectorizes the ``y`` loop at stride 28 --
-gathers on AVX-512, scalar loads and inserts on AVX2.  Scanning ``t = y * 28 + x`` instead::
+An elementwise op over a small feature map is one contiguous run in every access, but LLVM sees a short
+inner loop, unrolls it and vectorizes the outer one at a stride.  Scanning ``t = y * E_x + x`` instead::
 
     for y.x in range(0, 784):
       Y[n, c, y.x // 28, y.x % 28] = (X[n, c, y.x // 28, y.x % 28] - m) * r * g + b
 
-gives one long unit-stride loop: every address is ``[.., t // E, t % E]`` at strides
-``(E s, s)``, which :func:`.llvm.expr.recombine_digits` emits as ``t * s`` -- no division is
-ever computed.  So the transformation applies only when that holds for every access:
+gives one unit-stride loop whose addresses :func:`.llvm.expr.recombine_digits` emits as ``t * s``, with no
+division.  It applies only when:
 
-* ``y`` and ``x`` are the op's last two axes, ranges ``[0, E_y)`` and ``[0, E_x)``, not split
-  into digits (:mod:`.loops.stripmine`; other axes may be);
-* every read uses them only as adjacent dimensions ``[.., y, x, ..]`` (exactly those
-  variables) at strides ``(E_x, 1)`` inside the tensor (a checked build's messages then never
-  name ``t // E``), or not at all; nothing else of the body
-  (a condition, a value, another index, a gather index) uses them;
-* the rows are short for the target: ``E_x`` is not a whole number of the vectorized loop's
-  iterations (``block`` elements: lanes times LLVM's interleave) and is below
-  :data:`SHORT_BLOCKS` of them.  A long row loses little to its tail, and leaving it alone
-  keeps such nests' loops as they were.
+* ``y`` and ``x`` are the op's last two axes, ranges ``[0, E_y)`` and ``[0, E_x)``, not split into digits
+  (:mod:`.loops.stripmine`);
+* every read uses them only as adjacent dimensions ``[.., y, x, ..]`` at strides ``(E_x, 1)``, or not at
+  all, and nothing else of the body uses them;
+* the rows are short: ``E_x`` is not a whole number of the vectorized loop's iterations (``block``
+  elements) and is below :data:`SHORT_BLOCKS` of them.
 
-Rectangular bounds only (both ranges constant; a reduction's last two axes have their own
-strategy, :class:`.strategies.plain.CollapsedLoops`).  The work is unchanged: the loop runs
-``E_y * E_x`` times per outer point, as the two did.
-"""
+Rectangular bounds only (a reduction's last two axes: :class:`.strategies.plain.CollapsedLoops`).  The
+work is unchanged."""
 
 from __future__ import annotations
 
@@ -58,9 +44,8 @@ def vector_block(target: Target, dtype: str) -> int:
 
 
 def short_rows(extent: int, block: int) -> bool:
-    """Whether a contiguous inner loop of ``extent`` trips runs poorly on its own: not a whole
-    number of ``block``-element vector iterations, and fewer than :data:`SHORT_BLOCKS` of them
-    (7, 14, 28, 56 for float32 on AVX2 and AVX-512; not 64 on AVX2, whose block is 32)."""
+    """Whether a contiguous inner loop of ``extent`` trips runs poorly alone: not a whole number of
+    ``block``-element vector iterations, and fewer than :data:`SHORT_BLOCKS` of them."""
     return extent % block != 0 and extent < SHORT_BLOCKS * block
 
 
@@ -85,9 +70,8 @@ def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
 
 def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | None, block: int
                    ) -> AxisSplit | None:
-    """``split`` (the digit split of :func:`.loops.stripmine.plan_split`, or ``None``) with ``op``'s
-    last two axes scanned as one variable when the module docstring's conditions hold, else
-    ``split`` unchanged."""
+    """``split`` (:func:`.loops.stripmine.plan_split`'s, or ``None``) with ``op``'s last two axes as one
+    variable when the module docstring's conditions hold."""
     if op.is_reduction or len(op.axes) < 2:
         return split
     a, b = op.axes[-2], op.axes[-1]
@@ -113,10 +97,9 @@ def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | N
 
 
 def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Target) -> AxisSplit | None:
-    """The split a unit (:class:`.loops.nest_groups.Unit`) of an elementwise op is lowered with: its own
-    digit split, plus its last two axes scanned as one loop when :func:`coalesce_split`
-    allows and neither is in ``tau``, the prefix its fused nest scans (a gemm, a scatter, a
-    reduction or an epilogue unit has none)."""
+    """The split an elementwise unit (:class:`.loops.nest_groups.Unit`) is lowered with: its own digit
+    split, plus its last two axes as one loop when :func:`coalesce_split` allows and neither is in ``tau``
+    (its fused nest's prefix)."""
     op, plan = unit.op, unit.plan
     if not isinstance(plan, PointwiseNest):
         return None

@@ -1,23 +1,18 @@
 """Iteration domains of one materialized op, as polyhedral statements for isl's AST builder.
 
-A :class:`PolyStmt` is a templated list of program statements over its variables, the isl set of
-points where it runs, and its place in time (a schedule: one affine expression per time
-dimension).  Two forms come out of here:
+A :class:`PolyStmt` is a templated list of program statements over its variables, the isl set where it
+runs and its schedule (one affine expression per time dimension).  Two forms:
 
-* **Elementwise** ``T[x] = body``.  A body ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` (the
-  form the nonzeroness optimizer produces) is split: the output is zero-filled (a memset, not
-  work) and the statement runs only on ``box ∩ affine(c)``; the non-affine rest of ``c`` stays
-  a choice in the value.  ``select(c, 0, e)`` is the same with ``!c``.
-* **Reduction** ``T[x] = reduce_{r : c(x, r)} src``: three statements, ``init`` (accumulators
-  take the identity), ``update`` (combine; a non-affine rest of ``c`` is an ``if``) and
-  ``store``.  The update runs on ``D = box(x, r) ∩ affine(c)``; init and store on the
-  projection of ``D`` onto ``x`` -- where that projection misses part of the output box (a
-  condition on outer axes only, or an empty reduction range), the output is filled with the
-  identity first.
+* **Elementwise** ``T[x] = body``.  A body ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` is split: the
+  output is zero-filled and the statement runs only on ``box ∩ affine(c)``; the non-affine rest of ``c``
+  stays a choice in the value.  ``select(c, 0, e)`` likewise with ``!c``.
+* **Reduction** ``T[x] = reduce_{r : c(x, r)} src``: ``init`` (the identity), ``update`` (combine; a
+  non-affine rest of ``c`` is an ``if``) and ``store``.  The update runs on ``D = box(x, r) ∩ affine(c)``,
+  init and store on ``D``'s projection onto ``x``; where that misses part of the output box the output is
+  filled with the identity first.
 
-Example: ``C[i] = sum_{k : k <= i} A[k]`` gives ``D = {(i, k) : 0 <= k <= i < n}``; isl turns it
-into ``for i in range(0, n): for k in range(0, i + 1)`` -- exactly ``n(n+1)/2`` updates.
-"""
+``C[i] = sum_{k : k <= i} A[k]`` gives ``D = {(i, k) : 0 <= k <= i < n}``:
+``for i in range(0, n): for k in range(0, i + 1)``, exactly ``n(n+1)/2`` updates."""
 
 from __future__ import annotations
 
@@ -161,10 +156,8 @@ DENSITY_POINTS = 1 << 16  # a condition over a larger box is taken as dense (cou
 
 
 def where_density(op: ComputeOp, bodies: tuple[Expr, ...]) -> float:
-    """The fraction of a reduction's box (output and reduction axes) where its affine
-    where-condition holds, counted over the box of the axes the condition reads (1.0 past
-    :data:`DENSITY_POINTS` of them, or when it is not affine).  A residue class (``% 2``:
-    a strided convolution's input gradient) is taken as dense: loops over it test each point."""
+    """The fraction of a reduction's box where its affine where-condition holds, counted over the axes the
+    condition reads (1.0 past :data:`DENSITY_POINTS` of them, when not affine, or for a residue class)."""
     red = bodies[0]
     cond = red.src[0]
     axes = tuple(op.axes) + tuple(red.arg.axes)
@@ -193,14 +186,9 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 
 def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[isl.Set, list[Expr]]:
-    """``(affine set, sources)``: a max or min reducer's one source ``if_then_else(c, e, id)``
-    (or ``select``), ``id`` its identity (-inf, inf) and ``c`` affine, combines ``id`` --
-    nothing -- where ``c`` fails, so the update runs on ``c`` only, reading ``e``: a padded
-    window's max ``max(acc, if_then_else(0 <= 2x + rx - 1, X[..], -inf))`` becomes loops whose
-    bounds skip the padding, and the guard leaves the vectorized body.  Exact: ``max(a, -inf)``
-    and ``min(a, inf)`` are ``a`` at every ``a`` (NaN, -0 included).  Sums keep their
-    ``select(c, e, 0)`` bodies: eliminating those zeros is the optimizer's job, and ``work``
-    of an unoptimized program measures what it left (a raw Jacobian's delta sums)."""
+    """``(affine set, sources)``: a max or min's one source ``if_then_else(c, e, id)`` (or ``select``),
+    ``c`` affine, combines nothing where ``c`` fails (``max(a, -inf)`` is ``a`` at every ``a``), so the
+    update runs on ``c`` only, reading ``e``.  Sums keep their zeros: the optimizer's job."""
     universe = space.universe()
     if comb.kind not in ("max", "min") or comb.arity != 1 or len(sources) != 1:
         return universe, sources
@@ -248,9 +236,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         update = (If(rest, update, (), affine=False),)
     evalue = None
     if epilogue is not None:
-        # the consumer's own select(c, ., 0) domain restricts the whole reduction
-        # the value the consumer reads: the reduction's output (value ``value_index`` of a
-        # multi-value reducer whose op keeps one output, e.g. a forward-mode argmax value)
+        # the consumer's own select(c, ., 0) domain restricts the reduction; it reads ``value_index``
         edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[red.arg.value_index]))
         if not dom.is_subset(edom):
             dom = dom.intersect(edom)

@@ -1,27 +1,15 @@
 """Where a program's fills run: fused into the nest that then writes the buffer, or in parallel.
 
-A :class:`~.program.Fill` (the zero or identity fill of an output whose nonzero region is a
-sub-domain, a scatter's zero fill) is one ``memset`` of the whole buffer before the nests.
-Two costs follow when the buffer is large (max pooling's 25.7 MB ``X.grad``):
+A :class:`~.program.Fill` is one ``memset`` of a whole buffer before the nests: on one thread, and for a
+buffer past the L2 a second pass of memory traffic.  :func:`place_fills` moves a fill *into* the first
+nest that touches its buffer when that nest owns slices of it: a perfect prefix of loops
+``v_0 .. v_{k-1}``, each over its whole axis with step 1, and every access of the buffer in the nest
+(data-dependent ones included) has ``v_j`` as its index ``j`` for ``j < k``.  Each iteration then zeroes
+its own slice first (uncounted stores), on the thread that writes it; the results are those of
+fill-then-nest bit for bit.
 
-* it runs on one thread while the nest after it runs on all of them;
-* a buffer larger than the L2 cache is written to memory by the fill and read back by the
-  nest: two passes of memory traffic where one would do.
-
-:func:`place_fills` therefore moves a fill *into* the first nest that touches its buffer when
-that nest owns slices of it: the nest is a perfect prefix of loops ``v_0 .. v_{k-1}``, each over
-the whole axis ``[0, shape[j])`` with step 1, and every access of the buffer in the nest (stores
-and reads, data-dependent ones included: a scatter's ``X.grad[v_0, v_1, W(i) // 3 + 2y, ..]``)
-has ``v_j`` itself as its index ``j`` for ``j < k``.  Then the iteration ``(v_0 .. v_{k-1})``
-touches only the slice ``B[v_0, .., v_{k-1}, :, ..]``, no other iteration touches it, so that
-iteration may zero it first (uncounted stores: bookkeeping, not work).  A parallel outermost
-loop shares those iterations among threads, so each thread fills the slices it will write,
-while they are in its cache; the results are those of the fill-then-nest order bit for bit.
-
-A fill that cannot be fused (a scatter through a gather index on the leading axis, a nest
-whose accesses mix slices) is marked ``parallel`` when the build may be and it is worth
-sharing: :mod:`.llvm.emit` then splits it among the threads by page-aligned chunks.
-"""
+A fill that cannot be fused is marked ``parallel`` when the build may be and it is worth it:
+:mod:`.llvm.emit` splits it among the threads by page-aligned chunks."""
 
 from __future__ import annotations
 
@@ -114,9 +102,8 @@ def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | N
 
 
 def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
-    """The loops ``v_0 .. v_{k-1}`` of the nest's perfect prefix and ``k``: every access of
-    ``buf`` in the nest has ``v_j`` as its index ``j`` and loop ``j`` runs over the whole axis
-    ``j`` (step 1), for ``j < k``."""
+    """The loops ``v_0 .. v_{k-1}`` of the nest's perfect prefix and ``k``: for ``j < k`` every access of
+    ``buf`` has index ``j`` ``v_j``, and loop ``j`` runs over the whole axis."""
     loops: list[Loop] = []
     stmts = nest.body
     while len(stmts) == 1 and isinstance(stmts[0], Loop) and len(loops) < len(buf.shape):
@@ -139,20 +126,14 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
     return loops, depth
 
 
-def _parallel_loops(stmts: tuple) -> list[Loop]:
-    return [s for s in walk_stmts(stmts) if isinstance(s, Loop) and s.kind == "parallel"]
-
-
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
-    """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its own
-    slice first), or ``None`` when the nest does not own slices of the buffer or shares a loop
-    inside a slice's iteration among threads (a scatter's columns: every thread runs the
-    slice's iteration, and one would fill what another has added to)."""
+    """``nest`` with ``fill`` moved into it (each iteration of its owning loops fills its slice first), or
+    ``None`` when it owns no slices or shares a loop inside a slice's iteration among threads."""
     buf = fill.buffer
     loops, depth = owned_depth(program, buf, nest)
     if depth == 0:
         return None
-    shared = _parallel_loops(nest.body)
+    shared = [s for s in walk_stmts(nest.body) if isinstance(s, Loop) and s.kind == "parallel"]
     if any(all(p is not loop for loop in loops[:depth]) for p in shared):
         return None  # (every thread runs the loops outside a deeper parallel loop: each would fill)
     prefix = tuple(loop.var for loop in loops[:depth])
@@ -165,8 +146,7 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
     for loop in reversed(loops[:depth - 1]):
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
-    # a plain nest of its own body, also for a renamed one (:class:`.loops.shared_nests.RenamedNest`:
-    # its code is no longer its source's, and a copy of its source's would lack the source)
+    # a plain nest of its own body, a renamed one too (:class:`.loops.shared_nests.RenamedNest`)
     return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
                 dict(nest.attrs))
 

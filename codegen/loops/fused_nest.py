@@ -1,24 +1,17 @@
 """Lowering one fused group (:mod:`.loops.nest_groups`) to a single nest.
 
-Each member's statements come from its own domain and schedule (as if lowered alone, minus
-the outer-loop fusion and, for reductions read from their accumulators, minus the buffer
-form); each schedule is then prefixed with the member's tau and its position in the group::
+Each member's statements come from its own domain and schedule, prefixed with the member's tau and its
+position in the group::
 
     max:     I[i] -> [i, 0, i, 0, 0]    U[i, k] -> [i, 0, i, 1, k]
     exp:     S[i, j] -> [i, 1, i, j, 0]
     sum:     I[i] -> [i, 2, i, 0, 0]    U[i, k] -> [i, 2, i, 1, k]
     divide:  S[i, j] -> [i, 3, i, j, 0]
 
-and isl scans the union once.  Reads of a reduction whose value at a prefix point is one
-element are replaced by its accumulators (written earlier in the same prefix iteration).
-When a short first prefix axis leaves a single thread idle (a batch of 1), the first two
-prefix axes are scanned as one, as :func:`.loops.schedule.fuse_short_outer` does for one op.
-
-Work is counted per member (:func:`.loops.work.count_work` with each statement's owner): members
-whose statements all run directly in the prefix loop (an elementwise chain ``s0[i]``,
-``t1[i] = tanh(s0[i])``, ... fused into one loop whose body stores each of them) count one body
-execution each, as they would in nests of their own.
-"""
+and isl scans the union once.  Reads of a reduction whose value at a prefix point is one element read its
+accumulators.  A short first prefix axis is scanned as one with the second, as
+:func:`.loops.schedule.fuse_short_outer` does.  Work is counted per member (:func:`.loops.work.count_work`
+with owners)."""
 
 from __future__ import annotations
 
@@ -67,9 +60,8 @@ def _scanned(u, split) -> tuple | None:
 
 
 def _pointwise(u, tau, member, split=None) -> bool:
-    """Whether ``u`` is elementwise and scanned as its own axes in order (no digits; its last
-    two perhaps as one), its prefix among them: each statement's schedule is ``axes +
-    (output index,)``."""
+    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them): each
+    statement's schedule is ``axes + (output index,)``."""
     axes = _scanned(u, split)
     return axes is not None and all(v in axes for v in tau) and all(
         tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
@@ -77,18 +69,10 @@ def _pointwise(u, tau, member, split=None) -> bool:
 
 
 def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
-    """Per member ``(unit, tau, statements, bodies, split)`` of a group: the position of the
-    earlier member whose inner loops it shares, or ``None`` (its own loops, as before).
-    ``alias`` maps a unit's op to the op whose tensors it writes (readers read those).
-
-    Consecutive elementwise members of one shape, their prefixes at the same axes, share their
-    inner loops when each reads the run's earlier members only at its own point (a residual
-    add's ``dR[i, j] = dX[i, j]`` right after ``dX[i, j] = ...``): one loop over ``j`` stores
-    both, the value still in a register, instead of a second pass over the row.  Statements
-    then run in member order at each point (schedule ``prefix, run, axes, member, output``), so
-    a read at the reader's own point finds the value written; a read anywhere else would not,
-    and keeps the member in loops of its own (a hoisting plan's op, which
-    writes the tensor its reader reads at ``[.., ax2 - 3]``, was not seen as read)."""
+    """Per member ``(unit, tau, statements, bodies, split)``: the position of the earlier member whose
+    inner loops it shares, or ``None`` (``alias``: a unit's op -> the op it writes for).  Consecutive
+    elementwise members of one shape share when each reads the run's earlier members only at its own
+    point."""
     alias = alias or {}
     runs: list[list[int]] = []
     run: list[int] = []
@@ -119,9 +103,8 @@ def shared_positions(members: list, alias: dict | None = None) -> list[int | Non
 
 
 def _loop_shape(tau, member) -> tuple | None:
-    """The loops a reduction member's statements run inside the prefix -- per statement with
-    a loop, in order, its schedule past the prefix, each variable by its range -- or ``None``
-    when none has a loop."""
+    """The loops a reduction member's statements run inside the prefix (per statement with a loop, its
+    schedule past the prefix, variables by range), or ``None``."""
     fixed = set(tau)
     looped = []
     for st in member:
@@ -135,19 +118,12 @@ def _loop_shape(tau, member) -> tuple | None:
 
 def shared_reductions(members: list, accumulators: list, epilogues: list,
                       alias: dict | None = None) -> dict[int, int]:
-    """Sibling reductions in one pass: member -> the earlier member whose loops it shares.
-
-    Consecutive reductions whose statements run in the same loops (the same ranges, in the
-    same schedule order), none reading what an earlier one of the run computes (its tensors,
-    its accumulators), share those loops: a layer norm's backward sums ``H * xhat * gamma``
-    and ``H * gamma`` over a row in one loop instead of two; a group norm's backward, the same
-    two sums per channel, in one loop over the channels.  Each member's statements keep their
-    order (the member's index is the schedule's last dimension); across members only reads
-    could order them, and there are none in the inits and updates (``members``' bodies: a
-    reduction's sources).  A fused epilogue (``epilogues``) may read an earlier member's
-    result where the update is the only statement in a loop: the write-backs then run after
-    every update of the prefix point, in member order; with loops around them too (a
-    channel's sums, written back per channel) it may not."""
+    """Sibling reductions in one pass: member -> the earlier member whose loops it shares.  Consecutive
+    reductions whose statements run in the same loops, none reading what an earlier one computes, share
+    them (a layer norm's backward sums ``H * xhat * gamma`` and ``H * gamma`` in one loop).  Each member's
+    statements keep their order (the member index is the schedule's last dimension).  A fused epilogue
+    (``epilogues``) may read an earlier member's result only where the update is the only statement in a
+    loop."""
     alias = alias or {}
     out: dict[int, int] = {}
     run: list[int] = []

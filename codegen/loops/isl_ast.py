@@ -1,16 +1,10 @@
 """Polyhedral statements to loop statements through isl's AST builder.
 
-The statements' domains, tagged with their names, and their schedules form one isl union map
-``{ S[x] -> [t0, t1, ...] }``; ``AstBuild.node_from_schedule_map`` scans it in time order and
-returns an AST of ``for``/``if``/block/user nodes with exact, possibly non-rectangular bounds.
-We convert that AST to :mod:`.program` statements: each ``for`` gets a fresh loop variable
-(named after the axis its time dimension schedules), each user node ``S(e0, e1, ...)`` becomes
-the statement's templated body with its variables replaced by the AST expressions.
-
-isl AST division operators: ``fdiv_q`` is floor division, ``pdiv_q``/``div`` divide non-negative
-operands (or exactly), so all three are the IR's floor division; ``pdiv_r``/``zdiv_r`` only
-appear compared with zero, where floor modulo gives the same answer.
-"""
+The statements' domains and schedules form one isl union map ``{ S[x] -> [t0, t1, ...] }``, which
+``AstBuild.node_from_schedule_map`` scans into an AST with exact bounds; each ``for`` becomes a fresh loop
+variable (named after its axis), each user node ``S(e0, e1, ...)`` the statement's body with its variables
+replaced.  isl's ``fdiv_q``, ``pdiv_q`` and ``div`` are the IR's floor division; ``pdiv_r``/``zdiv_r``
+appear only compared with zero, where floor modulo answers the same."""
 
 from __future__ import annotations
 
@@ -42,9 +36,8 @@ _NARY = {_E.max: Op.MAXIMUM, _E.min: Op.MINIMUM}
 
 
 def _statement_map(s: PolyStmt, ndim: int, name: str | None = None) -> isl.Map:
-    """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain: each time dimension is an
-    isl function built from its linear form (:class:`tensorad.poly.IndexSpace`), never text.
-    ``name`` tags it instead of the statement's own name; the variables are named by position."""
+    """``{ S[x] -> [t0(x), ..., 0] }`` on the statement's domain, each time dimension an isl function of
+    its linear form, tagged ``name``, the variables named by position."""
     name = s.name if name is None else name
     space = IndexSpace(s.vars)
     times = [space.aff(t) if isinstance(t, Expr) else space.constant(t) for t in s.schedule]
@@ -80,9 +73,8 @@ def _loop_name(s: PolyStmt, d: int) -> str | None:
 
 def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap,
                ranges: list[tuple[int, int]] | None = None) -> list[tuple[str, int, int]]:
-    """Per time dimension: a default loop name and the range of values it takes (a loop takes
-    its name from the statements it runs, :meth:`AstConverter.loop`); ``ranges``: those
-    ranges, known already (:func:`_time_ranges`)."""
+    """Per time dimension, a default loop name and the range of its values (``ranges``: those known
+    already, :func:`_time_ranges`)."""
     ndim = max(len(s.schedule) for s in stmts)
     ranges = _time_ranges(umap, ndim) if ranges is None else ranges
     return [(next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t"), *ranges[d])
@@ -142,8 +134,7 @@ class AstConverter:
         self.scope: dict[str, Expr] = {}
         self.frame: list = []  # enclosing loops (var, lo, hi, step) and affine conditions
         self.instances: list[Instance] = []  # every user node, for :func:`.loops.ast_check.scans_exactly`
-        # whether isl's loops divide (a floor division or modulo, a loop step > 1): then isl has
-        # found a stride, also in a domain without divisions, and may have dropped points
+        # whether isl's loops divide (floor division, modulo, step > 1): points may have been dropped
         self.divides = False
 
     def _iterator(self, it: str) -> str:
@@ -152,10 +143,9 @@ class AstConverter:
         return f"c{int(it[1:]) + self.offset}" if self.offset and it[1:].isdigit() else it
 
     def outer(self, box: list[tuple[int, int]], inner) -> tuple:
-        """The loops isl builds over the leading time dimensions ``box`` (``(lo, hi)``, the
-        same for every statement and constrained by nothing else), around ``inner()`` -- the
-        conversion of the AST isl built for the other dimensions: a loop per dimension, as
-        :meth:`loop` converts isl's ``for (c = lo; c <= hi - 1; c += 1)``."""
+        """The loops over the leading time dimensions ``box`` (``(lo, hi)`` each) around ``inner()``, the
+        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`
+        converts isl's."""
         if not box:
             return inner()
         dim = self.offset - len(box)
@@ -200,8 +190,7 @@ class AstConverter:
         it = self._iterator(raw)
         dim = int(it[1:]) if it[1:].isdigit() else 0
         name, lo_r, hi_r = self.hints[dim] if dim < len(self.hints) else ("t", 0, 1)
-        # named after a statement this loop runs (in a fused nest another statement's
-        # variable at the same depth would name, say, a digit loop of a split axis `ry`)
+        # named after a statement this loop runs (not another statement's variable at the same depth)
         inner = _statements_under(n)
         name = next((x for x in (_loop_name(s, dim) for tag, s in self.stmts.items() if tag in inner)
                      if x is not None), name)
@@ -236,8 +225,7 @@ class AstConverter:
         tag = e.op_get_arg(0).id_get_id().get_name()
         s = self.stmts[tag]
         args = [self.expr(e.op_get_arg(k + 1)) for k in range(e.op_get_n_arg() - 1)]
-        # (inserted by increasing position; the dimensions need not be in that order: a strip
-        # form's first loop runs a reduction variable that comes after the output's)
+        # (inserted by increasing position, the dimensions in any order)
         for k, d in sorted((k, d) for d, k in enumerate(self.peeled.get(tag, ()))):
             args.insert(k, self.scope[f"c{d}"])
         loops = tuple(f for f in self.frame if isinstance(f, tuple))
@@ -276,12 +264,9 @@ class AstConverter:
 
 
 def _loop_value(arg: Expr) -> Expr:
-    """A statement variable's value in isl's loops, as the statement reads it.  A variable is
-    exact index arithmetic (an ``i64`` loop counter); where isl fixes it to a constant its value
-    comes as ``int32`` constants (``(2 * 1) + 0``), which the statement's own ``int32`` constants
-    would then combine with in ``i32`` and wrap -- ``(1073741824 * ((2 * 1) + 0)) % 3`` is 1, not
-    2 -- where constants alone are data-like (a folded ``int32(-9) -
-    int32(2147483647)`` wraps).  So such a value is one ``int64`` constant."""
+    """A statement variable's value in isl's loops: exact index arithmetic, so a value isl fixes to
+    ``int32`` constants (``(2 * 1) + 0``), which the statement's ``int32`` constants would combine with in
+    ``i32`` and wrap, is one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")
@@ -307,13 +292,9 @@ def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
             for s, t in zip(stmts, padded)]
 
 
-# isl's scan of a domain with several nested floors and a ``mod`` can run for hours (four
-# floors and a ``mod 21`` in a 5-dimensional domain) where loops over the
-# division-free hulls take milliseconds (:func:`build_loops`).  So a map with more than
-# ``AST_DIVISIONS`` divisions in one of its pieces goes to the hulls at once (the benchmarks'
-# have at most 2: a strip's block index, a parity), and any other map with divisions gets
-# ``AST_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``: deterministic, unlike
-# a clock; the benchmarks' largest takes 80,000, in 40 ms; that 5-d domain spends 320,000 in 19 s).
+# isl's scan of a domain with nested floors and a ``mod`` can run for hours: a map with more than
+# ``AST_DIVISIONS`` divisions in a piece goes to the hulls (:func:`build_loops`) at once, another with
+# divisions gets ``AST_OPERATIONS`` operations.
 AST_DIVISIONS = 3
 AST_OPERATIONS = 320_000
 
@@ -323,11 +304,8 @@ class _AstBudgetSpent(Exception):
 
 
 class _BudgetContexts(threading.local):
-    """Each thread's isl context for the ASTs built under an operations budget (:func:`_ast`),
-    made on the thread's first such AST and kept while the thread lives.  A context per AST
-    would stay in the process for good (about 8 KiB each): islpy frees a context when its
-    count of the context's users falls to zero, and never takes back the count that each isl
-    function consuming an object of the context adds."""
+    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on its first and kept while the
+    thread lives (islpy never frees a context its functions consumed objects of)."""
 
     ctx: isl.Context | None = None
 
@@ -336,11 +314,9 @@ _BUDGETED = _BudgetContexts()
 
 
 def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
-    """isl's AST of ``umap``.  With a ``budget``, it is built in this thread's context for
-    budgeted ASTs (:class:`_BudgetContexts`), which isl stops after that many operations
-    (``isl.Error``), so that the stop never reaches another thread's isl calls in the shared
-    context; the budget is lifted once the AST is built or the build stopped, as the
-    converter's reads of it count operations too."""
+    """isl's AST of ``umap``; with a ``budget``, built in this thread's budget context
+    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``), the budget
+    lifted once the build is over."""
     def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
         build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
         return build.node_from_schedule_map(umap)
@@ -367,13 +343,10 @@ def _divisions(umap: isl.UnionMap) -> int:
 
 def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
           budget: int | None = None) -> tuple[tuple, AstConverter | None]:
-    """isl's AST of the statements, converted.  The statements are tagged ``S0``, ``S1``, ...
-    by their order (one tag per distinct name), so statements that differ only in their
-    names and bodies -- an elementwise chain's nests, the repeated layers of a gradient --
-    give the same union map; ``scans`` (owned by one ``lower`` call) keeps the AST and the
-    time ranges built for each map's text, and each use converts it with its own bodies.
-    ``budget``: isl operations the AST may take (:data:`AST_OPERATIONS`; and at most
-    :data:`AST_DIVISIONS` divisions), else :class:`_AstBudgetSpent`."""
+    """isl's AST of the statements, converted.  Statements are tagged ``S0``, ``S1``, ... by order, so
+    those differing in names and bodies only give one map; ``scans`` (one ``lower`` call's) keeps the AST
+    per map text.  ``budget``: isl operations (and :data:`AST_DIVISIONS`), else :class:`_AstBudgetSpent`.
+    """
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)
@@ -411,15 +384,10 @@ PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
 
 
 def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
-    """The leading time dimensions that every statement schedules by one of its own variables
-    over the same range ``[lo, hi)``, which no other constraint of its domain and no other
-    time dimension mentions -- a batch or channel loop around the whole nest -- and the
-    statements without them (each keeps one time dimension at least).  isl's AST of such a
-    product is a plain loop over that range around the AST of the rest
-    (:meth:`AstConverter.outer` builds those loops), and isl's time grows with the dimensions
-    it scans: a convolution gradient's nest of 8 time dimensions is built in half the time
-    without its two outer ones.  Returns the ranges, the statements left, and per statement
-    the positions of the variables taken out, one per dimension taken out, in its order."""
+    """The leading time dimensions every statement schedules by one of its own variables over one range
+    nothing else mentions (a batch loop around the nest), built as plain loops
+    (:meth:`AstConverter.outer`); returns the ranges, the statements left and the positions of the
+    variables taken out."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]
@@ -439,19 +407,15 @@ def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolySt
 
 
 def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
-    """``(i, (lo, hi))`` when ``s``'s first time dimension is its variable ``i``, mentioned by no
-    other time dimension, and its domain is ``[lo, hi)`` for that variable times a set of the
-    others (at least :data:`PEEL_MIN_TRIPS` values); else ``None``."""
+    """``(i, (lo, hi))`` when ``s``'s first time dimension is its variable ``i``, in no other, and its
+    domain is ``[lo, hi)`` (at least :data:`PEEL_MIN_TRIPS` values) times a set of the others."""
     if not s.schedule or not isinstance(s.schedule[0], Expr) or s.schedule[0].op is not Op.VAR:
         return None
     v = s.schedule[0]
     if v not in s.vars or any(isinstance(t, Expr) and v in _vars_of(t) for t in s.schedule[1:]):
         return None
     if any(bs.dim(isl.dim_type.div) for bs in s.domain.get_basic_sets()):
-        # (projecting out the other variables of a domain with divisions -- residue classes of
-        # sums of variables -- can take isl's hull and equality tests exponential time: a
-        # 3-variable domain with two nested floors did not finish in an hour;
-        # isl's own AST builder scans it in milliseconds)
+        # projecting out variables of a domain with divisions can take isl exponential time
         return None
     i = s.vars.index(v)
     n = len(s.vars)
@@ -471,14 +435,10 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
-    """The loop statements that run ``stmts`` over their domains in schedule order.
-
-    Loops over domains or schedules with divisions, and loops in which isl divides, are
-    checked to reach exactly the domains, and rebuilt over division-free hulls (or boxes)
-    with the exact test inside when they do not (:mod:`.loops.ast_check`: isl's AST builder can
-    drop strided iterations) or when they are too hard for isl (:data:`AST_DIVISIONS`,
-    :data:`AST_OPERATIONS`).  ``scans``: a memo of isl's ASTs owned by the caller
-    (:func:`_scan`), or ``None``."""
+    """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over divisions
+    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact
+    test inside where wrong or too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).
+    ``scans``: :func:`_scan`'s memo."""
     if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)
@@ -486,9 +446,7 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     try:
         body, conv = _scan(stmts, scans, AST_OPERATIONS if divs else None)
     except (isl.Error, _AstBudgetSpent):
-        # isl's AST builder can also fail outright on divisions: a ``%`` condition on an axis
-        # that a fused loop recovers with a division ("cannot handle void
-        # expression"), or spend its budget; the division-free hulls below are its other way out
+        # isl's AST builder can fail on divisions, or spend its budget: the division-free hulls below
         if not divs:
             raise
     else:

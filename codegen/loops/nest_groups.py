@@ -1,9 +1,7 @@
 """Nest fusion: consecutive ops that walk the same outer loops become one loop nest.
 
-Lowered one by one, a softmax is four passes over its rows (max, exp, sum, divide), each its
-own nest with its own temporary; a max-pool gradient computes every window's winner into a
-temporary and then gathers from it.  When each op reads the ops before it only at the point
-its own outer loops are at, they can share those loops::
+When each op reads the ops before it only at the point its own outer loops are at, they can share those
+loops::
 
     for i:                                  for (n, c, y, x) windows:
       m = max_k X[i, k]                       w = argmax over the 2 x 2 window
@@ -11,26 +9,16 @@ its own outer loops are at, they can share those loops::
       s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
       for j: Y[i, j] = E[i, j] / s
 
-Terms.  A *unit* is what one nest computes alone, a planned :class:`.strategies.registry.Step`:
-an op (its axes perhaps split into digits by :mod:`.loops.stripmine`), or a reduction with its
-fused epilogue (:mod:`.strategies.epilogue`).  A *group* is a run of consecutive units with a
-*prefix*: for each unit, ``depth`` of its outer loop variables (its *tau*; variables of extent
-1 are left out), scanned together.  A unit ``C`` joins a group when every read of a member ``P``
-in ``C`` maps ``P``'s tau to plain outer variables of ``C``, the same for every such read
-(``E[i, k]`` read by the sum maps ``E``'s tau ``(i,)`` to the sum's ``(i,)``): then all of
-``P`` that ``C`` reads at a prefix point is computed at that prefix point, earlier in the same
-iteration.  ``depth`` shrinks to what every member agrees on.
+A *unit* is what one nest computes alone, a planned :class:`.strategies.registry.Step` (an op, perhaps
+with split axes, or a reduction with its fused epilogue).  A *group* is a run of consecutive units with a
+*prefix*: ``depth`` outer loop variables of each (its *tau*, extent-1 variables left out) scanned
+together.  A unit ``C`` joins when every read of a member ``P`` maps ``P``'s tau to plain outer variables
+of ``C``, the same for every read: then what ``C`` reads of ``P`` at a prefix point is computed earlier in
+that iteration.  ``depth`` shrinks to what every member agrees on.
 
-Statements are scheduled ``tau + (position in the group,) + own schedule``, so isl scans the
-prefix once and each unit's own loops inside it, in order.  A reduction whose whole value at a
-prefix point is one element (its other axes have extent 1) is read by the later members from
-its accumulators (the ``m`` and ``s`` above), and needs no buffer unless something outside the
-group reads it.
-
-Work stays exact: the counter counts one innermost-body execution per member and block
-execution (:func:`.loops.work.count_work` with owners), so members side by side in the prefix loop
--- an elementwise chain, one loop storing every link -- count as their own nests would.
-"""
+Statements are scheduled ``tau + (position in the group,) + own schedule``.  A reduction whose value at a
+prefix point is one element is read from its accumulators and needs no buffer unless something outside the
+group reads it.  Work stays exact: :func:`.loops.work.count_work` counts per member."""
 
 from __future__ import annotations
 
@@ -174,13 +162,9 @@ def _extents(u: Unit) -> tuple[int, ...]:
 
 
 def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
-    """(depth, tau) with which a reduction that reads no member joins ``group`` as a sibling:
-    its outer loops are the group's prefix (same extents) and it reads a tensor a member
-    reads, so its pass over that tensor's slice at a prefix point finds it in cache
-    (batch norm's ``dgamma[c]`` and ``dbeta[c]`` both sum ``H[n, c, y, x]`` over n, y, x).
-    A read of a member under its original name counts (an argmax reading a
-    hoisted log-softmax at other points joined its loop as a "sibling" and read elements not
-    yet computed)."""
+    """(depth, tau) with which a reduction that reads no member joins ``group`` as a sibling: its outer
+    loops are the group's prefix and it reads a tensor a member reads (batch norm's ``dgamma[c]`` and
+    ``dbeta[c]`` both sum ``H[n, c, y, x]``).  A read of a member under its original name counts."""
     members = _members(group, alias)
     if not _plain_reduction(unit) or any(_product(u) for u in group.units):
         return None
@@ -200,11 +184,9 @@ def _strip_reduction(u: Unit) -> bool:
 
 
 def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]] | None:
-    """(depth, tau) with which a strip-form reduction ``u`` (or one with its epilogue) joins
-    the one strip-form reduction of ``g`` that it reads at its own rows: the two share every
-    outer loop but the strips' last axis, ``u``'s pass over a row after ``g``'s (a max pool's
-    maximum and the sum of the points equal to it: one pass over ``X``'s rows, one parallel
-    region).  ``None`` unless the rows align."""
+    """(depth, tau) with which a strip-form reduction ``u`` (or one with its epilogue) joins the one
+    strip-form reduction of ``g`` it reads at its own rows: they share every outer loop but the strips'
+    last axis, ``u``'s pass over a row after ``g``'s.  ``None`` unless the rows align."""
     (p,) = g.units
     if not (_strips(p) and p.outer and _strips(u) and u.outer):
         return None
@@ -222,14 +204,9 @@ def _red_extents(u: Unit) -> tuple[int, ...]:
 
 
 def strip_siblings(a: Unit, b: Unit, alias: dict | None = None) -> bool:
-    """Whether strip-form reductions ``a`` and ``b`` can share one pass: the same output and
-    reduction extents (so the same strips and the same row loops) and a tensor both read, and
-    neither reads the other (``dgamma[j] = sum_i H[i, j] * xhat[i, j]`` and
-    ``dbeta[j] = sum_i H[i, j]``: one pass over H's rows updates both strips).  Not an op
-    whose guards are decided per piece of its box (:mod:`.loops.box_pieces`: a stem convolution's input
-    gradient, a sum over 64 channels of unrolled taps per stride class): the members' pieces
-    would cut each other's loops, and four classes' taps in one loop body were not vectorized
-    (33 ms against 8 apart)."""
+    """Whether strip-form reductions ``a`` and ``b`` can share one pass: the same output and reduction
+    extents, a tensor both read, and neither reads the other.  Not an op whose guards are decided per
+    piece of its box (:mod:`.loops.box_pieces`), whose pieces would cut the others' loops."""
     if not (_strip_reduction(a) and _strip_reduction(b)) or a.op.attr(GUARD_ATTR) or b.op.attr(GUARD_ATTR):
         return False
     if tuple(v.extent for v in a.outer) != tuple(v.extent for v in b.outer) \
@@ -242,11 +219,9 @@ def strip_siblings(a: Unit, b: Unit, alias: dict | None = None) -> bool:
 
 
 def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
-    """``units`` with each plain reduction moved up to just after an earlier one that it can
-    join as a sibling (same outer extents, a shared input), when no unit in between computes
-    anything it reads -- so that :func:`plan_groups` finds them next to each other (likewise a
-    strip-form reduction after an earlier :func:`strip_siblings` one).  ``alias``
-    maps a unit's op to the op whose tensors it writes (a split-K sum, a parity gather)."""
+    """``units`` with each plain reduction moved up to just after an earlier one it can join as a sibling
+    (likewise a strip-form reduction after an earlier :func:`strip_siblings` one), when no unit between
+    computes anything it reads.  ``alias`` maps a unit's op to the op whose tensors it writes."""
     alias = alias or {}
     out = list(units)
     k = 1
@@ -284,25 +259,16 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
     return out
 
 
-def _heavy(u: Unit) -> int:
-    """Expensive operations in a unit's statements (each shared node once)."""
-    return len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})
-
-
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
-    """Consecutive units grouped greedily (a unit joins the group before it when aligned, or
-    as a sibling reduction, or as a :func:`strip_siblings` of every member; a strip-form
-    reduction is in no aligned group, whose members accumulate in registers one output point at
-    a time: a column sum there walks its input down the columns), at most
-    :data:`MAX_MEMBERS` per group and at most :data:`.passes.buffers.INLINE_BUDGET` expensive
-    operations in all: the members' bodies become one loop body, and LLVM's time on one
-    straight-line body grows faster than its length."""
+    """Consecutive units grouped greedily (aligned, a sibling reduction, or :func:`strip_siblings` of
+    every member), at most :data:`MAX_MEMBERS` per group and :data:`.passes.buffers.INLINE_BUDGET`
+    expensive operations in all."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0
     for u in units:
         g = groups[-1] if groups else None
-        h = _heavy(u)
+        h = len({n for e in u.check for n in walk(e) if n.op in EXPENSIVE})  # each shared node once
         if g is not None and (g.strips or len(g.units) == 1) and len(g.units) < MAX_MEMBERS \
                 and heavy + h <= INLINE_BUDGET and all(strip_siblings(v, u, alias) for v in g.units):
             g.units.append(u)

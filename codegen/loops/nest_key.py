@@ -1,19 +1,12 @@
 """A name-free key of a loop nest, so identical nests are emitted once.
 
-A long chain's program is a handful of distinct nests repeated thousands of times, each over
-other buffers: ``s8+t9+...`` computes what ``s0+t1+...`` computes, from and into other arrays.
-:func:`nest_key` spells a nest with its buffers numbered by first use (and every loop variable
-and accumulator by first appearance), keeping everything that reaches the nest's LLVM function:
-statements and their order, loop bounds, steps and kinds, guards, expressions with their dtypes
-and constants bit-exact, the buffers' dtypes, shapes and strides, the accumulators' dtypes, and
-whether the nest is parallel.  What does not reach it is left out: names, the nest's notes and
-work, the owner ops of a fused nest's statements.  Two nests with one key are one function
-called with different pointers: :class:`.llvm.emit.ModuleEmitter` emits the first and maps the
-second's buffers onto its parameters through the numbering (``order``).
-
-A nest the key cannot spell exactly (a node payload it does not know, a micro-kernel's
-``gemm``) has no key and is emitted on its own, as before.
-"""
+:func:`nest_key` spells a nest with its buffers numbered by first use (loop variables and accumulators by
+first appearance), keeping everything that reaches its LLVM function: statements and order, loop bounds,
+steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
+strides, the accumulators' dtypes, and whether it is parallel.  Names, notes, work and owners are left
+out.  :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto
+its parameters (``order``).  A nest the key cannot spell (an unknown payload, a micro-kernel's ``gemm``)
+has no key."""
 
 from __future__ import annotations
 
@@ -68,9 +61,8 @@ class _Speller(Speller):
 
 
 def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, list[Buffer]] | None:
-    """``(key, order)``: the nest's name-free key and its buffers in the order the key numbers
-    them (``buffer_of`` maps a tensor to the buffer it lives in); ``None`` for a nest the key
-    cannot spell (see the module docstring)."""
+    """``(key, order)``: the nest's name-free key and its buffers in the key's order (``buffer_of``: a
+    tensor's buffer); ``None`` for a nest the key cannot spell."""
     if "gemm" in nest.attrs:
         return None
     sp = _Speller(buffer_of)

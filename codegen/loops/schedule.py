@@ -1,21 +1,16 @@
 """Schedule choices for one nest: loop order and which loop runs in parallel.
 
-The domain module gives each statement the natural schedule: output axes in order (the last one
-innermost, so stores are unit-stride), and for a reduction a scalar accumulator per output
-element with the reduction axes innermost.  That is right when the innermost reduction axis
-walks memory with unit stride (``X[i, k] * W[j, k]``).  When the last *output* axis does better
-(``A[i, k] * B[k, j]``, pooling windows of 2, convolutions over ``x``), the reduction is
-rescheduled to accumulate in the output buffer with that axis innermost, tiled so that the
-accumulated strip stays in L1:
+The natural schedule puts the output axes in order (the last innermost) and, for a reduction, a scalar
+accumulator per output element with the reduction axes innermost.  When the last *output* axis walks
+memory better (``A[i, k] * B[k, j]``, pooling windows, convolutions over ``x``), the reduction accumulates
+in the output buffer with that axis innermost, in strips that stay in L1::
 
     for i, for jt:                              # jt = j // T
         for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
         for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
 
-Each output element still combines its terms in the order of the reduction axes, so this form
-is exact also in strict mode.  The outermost output axis (or strip) is the parallel loop.
-Matmul-like contractions are handed to :mod:`.gemm.microkernel` instead (when enabled).
-"""
+Each element still combines its terms in the order of the reduction axes (exact in strict mode).  The
+outermost output axis (or strip) is the parallel loop."""
 
 from __future__ import annotations
 
@@ -77,14 +72,9 @@ STRIP_ACCESS = 0.5
 
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
-    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the
-    last reduction axis ``r`` innermost (scalar accumulators; a loop shorter than 8 is costed
-    4 more: it hardly vectorizes) or the last output axis ``o`` innermost (accumulating in a
-    strip of the output).  The strip is loaded and stored with unit stride and stays in L1:
-    :data:`STRIP_ACCESS`, less than a unit-stride read that streams from memory, so that
-    where the reads cost the same either way the strips win -- their innermost loop is the
-    strip's length, long and contiguous, while the reduction's may be short and strided
-    (a log-softmax over the 21 channels of NCHW: 16 KB between terms)."""
+    """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
+    axis innermost (a loop shorter than 8 costed 4 more) or the last output axis, in an L1 strip costing
+    :data:`STRIP_ACCESS` (strips win ties)."""
     cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
     return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
 
@@ -129,15 +119,9 @@ MIN_STRIP = 64
 
 
 def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
-    """Elements of the output strip that the buffer form accumulates at once.
-
-    A one-axis output (a column sum ``B[j] = sum_i H[i, j]``) has no other loop to share among
-    threads, so it is cut into ``PARALLEL_STRIPS`` strips (each thread then reads its part of
-    every row, contiguous) as long as a strip keeps ``MIN_STRIP`` elements.  Such a strip is a
-    whole number of cache lines (``line`` bytes): each thread stores its strip once per row, and
-    two threads storing into one line row after row -- a layer norm's ``dgamma`` over 1,000
-    columns in strips of 250 -- pass the line between their cores on every row (a kernel's
-    buffers start on a line when it runs on several threads, :class:`.runtime.kernel.Kernel`)."""
+    """Elements of the output strip the buffer form accumulates at once: a one-axis output is cut into
+    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, each of whole
+    ``line``-byte cache lines."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
@@ -150,14 +134,9 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, dict]:
-    """The statements to scan (schedules possibly rewritten) and nest attributes.
-
-    ``allow_buffer=False`` keeps a reduction's scalar accumulators (a fused nest reads them);
-    ``fuse_outer=False`` leaves the outer loops alone (a fused nest schedules its prefix);
-    ``plan``: a reduction's loop order as its strategy chose it (a :class:`ReductionNest`'s
-    ``strips``, where the output can hold the sums; a :class:`ScanNest`; else by
-    :func:`prefer_buffer_form`); ``strips_share``: how many reductions' strips share the L1
-    (sibling strip reductions in one pass, :mod:`.loops.strip_groups`)."""
+    """The statements to scan and nest attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
+    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone; ``plan``: the strategy's loop
+    order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
     attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
@@ -195,10 +174,9 @@ FUSE_BELOW = 8
 
 
 def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
-    """Scan the first two output axes as one loop when the first is too short to share among
-    threads (a batch of 1 or 2): time ``a0 * E1 + a1``; isl recovers ``a0`` and ``a1`` with
-    a division and a remainder.  Only when a third time dimension scanning an axis stays
-    inside, so that the innermost loop keeps its unit stride."""
+    """Scan the first two output axes as one loop (time ``a0 * E1 + a1``) when the first is too short to
+    share among threads, and a third time dimension scanning an axis stays inside (keeping the innermost
+    unit stride)."""
     def axis(t):
         return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
 
@@ -227,20 +205,16 @@ HEAVY_WEIGHT = 4  # a vectorized exp costs about as much as 4 vector loads, stor
 
 
 def work_weight(exprs) -> int:
-    """How many plain innermost-body executions one execution of a body with ``exprs`` is
-    worth, for the parallel threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function
-    (a softmax row of exps is worth sharing long before a row of copies is)."""
+    """How many plain innermost-body executions one of a body with ``exprs`` is worth for the parallel
+    threshold: 1, plus ``HEAVY_WEIGHT`` per transcendental function."""
     heavy = sum(1 for e in exprs for n in walk(e) if n.op in HEAVY)
     return 1 + HEAVY_WEIGHT * min(heavy, 4)
 
 
 def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
-    """Mark the outermost loop parallel when it is the only top statement, has constant bounds
-    and scans the time dimension the schedule declared parallel (an output axis: each
-    iteration writes its own elements), and the nest has enough work to share: with less than
-    ``opts.parallel_min_work`` (times ``weight``, see :func:`work_weight`) waking a second
-    thread costs more than it saves (and on a loaded machine a sleeping worker can wait a
-    whole scheduler time slice, ~4 ms)."""
+    """Mark the outermost loop parallel when it is the only top statement, has constant bounds, scans the
+    time dimension declared parallel (an output axis), and the nest has at least
+    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share."""
     if not opts.parallel or work * weight < opts.parallel_min_work or len(body) != 1 \
             or not isinstance(body[0], Loop):
         return body, False

@@ -1,27 +1,16 @@
 """Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
-A long chain's program is a handful of distinct nests repeated thousands of times over other
-tensors: ``s8+t9+...`` is ``s0+t1+...`` reading and writing other arrays.  Lowering one group
-(domains, schedule, isl's loops, work) costs far more than renaming a lowered nest, so
-:class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames the
-steps it made for every group with the same key.
+:class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames its steps for every
+group with the same key.  :func:`group_key` spells everything lowering reads from a group, tensors, ops
+and buffers numbered by first use, names left out: units and forms, bodies, expressions with dtypes and
+bit-exact constants, variables by first appearance *with* names and ranges (a shared nest keeps the first
+group's loop variables), combiners, each op's tag, role, attrs, axes and outputs, each tensor's shape,
+dtype and buffer, and which reductions are read from accumulators.  A group the key cannot spell (a matrix
+product, a scatter, split axes, strips, an unknown payload) is lowered on its own, as is one whose steps
+hold something the renaming would miss.
 
-:func:`group_key` spells everything lowering reads from a group, with tensors, ops and buffers
-numbered by first use and names left out: the units and their forms, the bodies lowering is
-given, every expression with dtypes and constants bit-exact, variables by first appearance
-*with* their names and ranges (a shared nest keeps the first group's loop variables, so its
-printout is the one lowering would give), combiners, each op's tag, role, attrs, axes and
-outputs, each tensor's shape, dtype and buffer (kind, shape, dtype), and which reductions are
-read from accumulators.  The call's options and target are one per memo.  A group the key
-cannot spell exactly -- a matrix product, a scatter, split axes, strips, a payload it does not
-know or that cannot be hashed -- is lowered on its own, as are groups whose lowered steps hold
-something the renaming would miss (checked when the first is lowered).
-
-Names reach a lowered nest only in its name and note; the lowering passes write them as
-:func:`marked` names, which :meth:`SharedLowering.steps` replaces (the first group's own names,
-or the renamed group's) before anything reads them.  A renaming that would map one name to two
-(two tensors of one name) lowers the group afresh.
-"""
+Names reach a lowered nest only in its name and note, written as :func:`marked` names that
+:meth:`SharedLowering.steps` replaces; a renaming mapping one name to two lowers the group afresh."""
 
 from __future__ import annotations
 
@@ -150,9 +139,8 @@ class _Entry:
 
 
 class SharedLowering:
-    """One ``lower`` call's table of lowered groups by :func:`group_key` (no module state).
-
-    ``lowered``/``renamed`` count the groups lowered and the groups made by renaming."""
+    """One ``lower`` call's lowered groups by :func:`group_key`; ``lowered``/``renamed`` count the groups
+    lowered and made by renaming."""
 
     def __init__(self) -> None:
         self.table: dict[tuple, _Entry] = {}
@@ -222,19 +210,16 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
 
 
 def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
-    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors``
-    (``seen``: the nodes checked already, all fine; a payload the renaming does not rewrite
-    may name a tensor)."""
+    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors`` (``seen``: the
+    nodes checked already)."""
     return all(n.arg in tensors if n.op is Op.READ else
                n.op is Op.VAR or n.op is Op.CONST or n.arg is None or isinstance(n.arg, str)
                for n in walk_along(root, operands, seen))
 
 
 class RenamedNest(Nest):
-    """A nest made by renaming ``source`` (a lowered nest with the same key): its body is
-    renamed when first read -- a build reads only ``source``'s (:meth:`buffer` maps its
-    buffers to this nest's: :mod:`.llvm.emit` calls one function for both), a printout
-    reads this one's."""
+    """A nest made by renaming ``source`` (a lowered nest with the same key), its body renamed when first
+    read: a build reads only ``source``'s (:meth:`buffer` maps the buffers), a printout this one's."""
 
     def __init__(self, name: str, body: tuple | None, outputs: tuple, work: int = 0, note: str = "",
                  parallel: bool = False, accumulators: tuple = (), attrs: dict | None = None, *,

@@ -1,22 +1,16 @@
 """Axes read through floor division or modulo are scanned as loops over their digits.
 
-A body that reads ``H[y // 2, x // 2]`` (an average-pool gradient) or ``X[i // 500,
-(i // 25) % 20, i % 25]`` (flatten) computes a division and a remainder per element and reads
-memory with a stride LLVM cannot see, so it vectorizes into gathers.  Writing each such axis as
-mixed-radix digits turns the arithmetic into loop structure::
+A body that reads ``H[y // 2, x // 2]`` or ``X[i // 500, (i // 25) % 20, i % 25]`` computes divisions per
+element and vectorizes into gathers.  Mixed-radix digits turn the arithmetic into loop structure::
 
     for x in range(0, 100):                 for q in range(0, 50):
       G[x] = H[x // 2] * 0.25        ->       for r in range(0, 2):   # x = 2 q + r
                                                 G[2 q + r] = H[q] * 0.25
 
-The divisors of one axis must form a chain (``25 | 500``): the digits of ``i`` are then
-``i % 25``, ``(i // 25) % 20`` and ``i // 500``, and every division and remainder of the body
-simplifies to one digit (:func:`tensorad.simplify.algebra.index` rules, with the digits' ranges).  The
-digits are scanned in the axis's place, most significant first, so the order of the points
-(and of the stores) is unchanged; an extent that the largest divisor does not divide gets the
-constraint ``2 q + r < extent``.  The inner digit loops are short and constant, so LLVM unrolls
-them and vectorizes the loop around them (interleaved loads and stores instead of gathers).
-"""
+The divisors of one axis must form a chain (``25 | 500``), so every division and remainder simplifies to
+one digit (:func:`tensorad.simplify.algebra.index`).  The digits are scanned in the axis's place, most
+significant first (the order of the points is unchanged); an extent the largest divisor does not divide
+gets ``2 q + r < extent``."""
 
 from __future__ import annotations
 
@@ -56,10 +50,8 @@ class AxisSplit:
         return simplify_index(substitute(e, self.value))
 
     def pieces(self, space) -> list:
-        """The split box as isl sets: with an extent that the divisor does not divide, the
-        last value of the top digit is a piece of its own (``q < top - 1``: all remainders;
-        ``q == top - 1``: the rest), so that isl scans the full part with constant inner
-        bounds (which LLVM unrolls) instead of ``min(..)`` bounds on every iteration."""
+        """The split box as isl sets: where the divisor does not divide the extent, the top digit's last
+        value is a piece of its own, so that isl scans the rest with constant inner bounds."""
         box = space.box()
         for c in self.constraints:
             box = box.intersect(space.cond(c))

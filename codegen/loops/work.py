@@ -1,34 +1,21 @@
 """Exact work of a loop nest: how many times innermost loop bodies execute.
 
-isl has no cardinality in islpy, so we count with the loop structure itself.  The count of a
-block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one value
-per point for each loop variable in scope):
+The count of a block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one
+value per point per loop variable in scope):
 
-* a loop whose body's bounds and guards do not mention its variable contributes
-  ``trips * count(body)`` -- so a box costs a product of extents, whatever its size
-  (32 x 3000 x 10000 dense: three multiplications);
-* otherwise the loop is expanded: every point of the frontier is repeated once per iteration
-  and the body is counted on the expanded frontier (a triangle ``k <= i`` expands ``i`` only,
-  and the inner loop is ``i + 1`` trips in closed form);
-* an affine ``if`` (from isl) masks the frontier;
-* a block execution that runs a counted statement outside its inner loops is one execution of
-  an innermost body -- also when loops sit beside it (isl splits ``min``/``max`` bounds and
-  sub-domains into pieces: ``Y1[i] = ..; if i <= 2: ..``); several counted statements of one
-  op in one body execution count once, those of different ops (a fused nest) once per op;
-  bookkeeping (``counted=False``: accumulator init, final stores, fused epilogues) never
-  counts; a data-dependent ``if`` guarding loops (a scatter's rare
-  case, its test hoisted out of them: a max's tied points) is one execution, the test's.
+* a loop whose body's bounds and guards do not mention its variable contributes ``trips * count(body)``;
+* otherwise the loop is expanded: every frontier point is repeated per iteration and the body counted on
+  the expanded frontier;
+* an affine ``if`` masks the frontier;
+* a block execution that runs a counted statement outside its inner loops is one innermost-body execution,
+  also beside loops; several counted statements of one op in one execution count once, of different ops
+  once per op; bookkeeping (``counted=False``) never counts; a data-dependent ``if`` guarding loops is one
+  execution, the test's.
 
-Frontiers are processed in chunks so memory stays bounded however deep the expansion goes.
-A loop whose only statement is an inner loop of unit step with affine bounds and a body that
-depends on neither variable is summed in closed form instead of expanded (an arithmetic series
-clipped at zero trips: the triangle ``k <= i`` of ``2**40`` rows costs a few operations).
-
-Counts are exact integers: int64 arrays while no product or sum can reach ``2**62``, Python
-ints (object arrays) past that -- a ``2**40 x 2**40`` op has ``2**80`` units of work, not 0
-.  An expansion of more than :data:`EXPAND_LIMIT` points is refused with a
-clear error instead of running for hours.
-"""
+Frontiers are processed in chunks.  A loop whose only statement is an inner unit-step loop with affine
+bounds and a body independent of both variables is summed in closed form (:meth:`WorkCounter.series`).
+Counts are exact: int64 while nothing can reach ``2**62``, Python ints past that.  An expansion past
+:data:`EXPAND_LIMIT` points is a clear error."""
 
 from __future__ import annotations
 
@@ -103,8 +90,7 @@ def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
 
 class WorkCounter:
     """A block execution counts one innermost-body execution per distinct owner
-    (:func:`.program.owner_of`) of the counted statements it runs directly, so a fused nest
-    whose body stores several ops (:mod:`.loops.fused_nest`) counts each op's body once."""
+    (:func:`.program.owner_of`) of the counted statements it runs directly (:mod:`.loops.fused_nest`)."""
 
     def __init__(self) -> None:
         self._deps: dict[int, frozenset] = {}
@@ -137,14 +123,9 @@ class WorkCounter:
         return nested
 
     def parts(self, stmts: tuple, env: dict, n: int) -> tuple[dict, np.ndarray]:
-        """({owner: 1 where this block execution runs a counted statement of that owner outside
-        any inner loop}, executions of innermost bodies inside its inner loops), per frontier
-        point.
-
-        A counted statement beside a loop (``x = ..; if c: for k: ..``, as isl splits a
-        domain into pieces) is an innermost-body execution of its own; counted statements of
-        one owner in one body execution (plain, or under affine ``if``s: the stores of a
-        multi-output op on different sub-domains) count once together."""
+        """({owner: 1 where this block execution runs a counted statement of that owner outside any inner
+        loop}, executions of innermost bodies inside its inner loops), per frontier point.  Counted
+        statements of one owner in one body execution count once together."""
         direct: dict = {}
         nested = np.zeros(n, np.int64)
         for s in stmts:
@@ -179,8 +160,7 @@ class WorkCounter:
                              "in it, so no closed form applies")
         keep = [v for v in inner if v is not s.var and v in env]
         out = np.zeros(n, np.int64)
-        # expand the frontier in chunks of about CHUNK points (a point with more trips than
-        # that is split into several chunks of its own)
+        # expand the frontier in chunks of about CHUNK points (a point of more trips split into several)
         pts = np.repeat(np.arange(n), -(-trips // CHUNK))  # one row per (point, chunk of trips)
         part = np.arange(pts.size) - np.repeat(np.cumsum(-(-trips // CHUNK)) - -(-trips // CHUNK),
                                                -(-trips // CHUNK))
@@ -208,16 +188,13 @@ class WorkCounter:
         return out
 
     def series(self, s: Loop, env: dict, n: int, lo: np.ndarray, trips: np.ndarray):
-        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when
-        ``s``'s body is one loop ``t`` of unit step (beside plain statements) whose bounds are
-        affine in ``v`` and whose body depends on neither ``v`` nor ``t``'s variable; ``None``
-        otherwise.
-
-        With ``v = lo + step * m`` (``m`` in ``[0, T)``), the trips of ``t`` are
-        ``max(0, A*m + B)``: ``A = a * step``, ``B = a * lo + b`` where ``a`` is ``v``'s
-        coefficient in ``hi_t - lo_t`` and ``b`` its value at ``v = 0``.  The positive terms
-        form one run of ``m`` (from ``m0 = floor(-B / A) + 1`` when ``A > 0``, below
-        ``m1 = ceil(B / -A)`` when ``A < 0``): an arithmetic series."""
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v)) * count(t.body)`` in closed form, when ``s``'s
+        body is one unit-step loop ``t`` (beside plain statements) with bounds affine in ``v`` and a body
+        depending on neither variable; else ``None``.  With ``v = lo + step * m``, ``m`` in ``[0, T)``,
+        the trips are ``max(0, A*m + B)``, ``A = a * step``, ``B = a * lo + b`` (``a`` the coefficient of
+        ``v`` in ``hi_t - lo_t``, ``b`` its value at 0): the positive terms form one run of ``m`` (from
+        ``floor(-B / A) + 1`` when ``A > 0``, below ``ceil(B / -A)`` when ``A < 0``), an arithmetic
+        series."""
         loops = [x for x in s.body if isinstance(x, Loop)]
         others = [x for x in s.body if not isinstance(x, Loop)]
         if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
@@ -250,12 +227,9 @@ class WorkCounter:
 
     def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
                          trips: np.ndarray) -> np.ndarray | None:
-        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s
-        bounds are ``min``/``max`` trees of affine functions of ``v`` (isl's
-        ``range(i + 1, min(n, 2 * i))``): between two consecutive crossings of those lines
-        (or with zero trips) the trips are affine in ``v``, so each piece is an arithmetic
-        series (checked at three points).  ``None`` when a bound is not piecewise affine or
-        the frontier is too wide for a per-point Python sum."""
+        """``sum over v in s of max(0, hi_t(v) - lo_t(v))`` per frontier point when ``t``'s bounds are
+        ``min``/``max`` trees of affine functions of ``v``: an arithmetic series per piece between
+        crossings; ``None`` if not so or the frontier is too wide."""
         if n > PIECEWISE_POINTS:
             return None
         out = []
@@ -278,9 +252,8 @@ def _has_loop(s) -> bool:
 
 
 def counted(s) -> bool:
-    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is;
-    one guarding loops (a scatter's rare case, its test hoisted out of them: ties of a max)
-    is one execution, the test's: what runs when it fails, the common case."""
+    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is; one guarding
+    loops is one execution, the test's."""
     if isinstance(s, If):
         return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
     return s.counted
@@ -292,9 +265,8 @@ def _vars(e: Expr) -> set:
 
 def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: int,
                    bounds: tuple) -> int | None:
-    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m``, with
-    ``bounds`` = ``t``'s (hi, lo) as :func:`_py_function`; ``None`` when a bound is not a
-    piecewise-affine function of ``v``."""
+    """``sum over m in [0, count) of max(0, hi_t - lo_t)`` at ``v = first + step * m`` (``bounds``:
+    ``t``'s, as :func:`_py_function`); ``None`` when a bound is not piecewise affine in ``v``."""
     hi_at, lo_at = bounds
 
     def f(m: int) -> int:
@@ -327,10 +299,9 @@ def _piecewise_sum(t: Loop, v: Expr, point: dict, first: int, step: int, count: 
 
 
 def _lines(e: Expr, v: Expr, point: dict, pairs: list) -> list[tuple[int, int]] | None:
-    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when
-    ``e`` is built from affine terms by ``+ - min max`` and constant factors; every
-    ``min``/``max`` adds its operands' line sets to ``pairs`` (where its choice can change).
-    ``None`` otherwise."""
+    """The lines ``a * v + b`` (at this frontier point) that ``e`` equals piecewise, when built from
+    affine terms by ``+ - min max`` and constant factors, each ``min``/``max`` adding its operands' lines
+    to ``pairs``; else ``None``."""
     op = e.op
     if op is Op.VAR:
         return [(1, 0)] if e is v else [(0, point[e])] if e in point else None
@@ -365,9 +336,8 @@ _PY_BINARY = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
 
 
 def _py_function(e: Expr):
-    """``e`` as a Python function of a point (``{var: int}``): the expression is walked once,
-    then each evaluation is nested closure calls (the loop counter evaluates the same bounds
-    at many frontier points).  ``None`` when ``e`` is not integer arithmetic."""
+    """``e`` as a Python function of a point (``{var: int}``) made by one walk (evaluations are nested
+    closure calls), or ``None`` when ``e`` is not integer arithmetic."""
     def rule(node: Expr, *kids):
         op = node.op
         if any(k is None for k in kids):

@@ -10,5 +10,4 @@ them in order.
 * ``copy_elision``     an output that copies a temporary computes the temporary itself
 * ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1
 * ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
-* ``shared_windows``   a compound operand read through windows, computed once as a tensor
-"""
+* ``shared_windows``   a compound operand read through windows, computed once as a tensor"""

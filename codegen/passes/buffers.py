@@ -1,25 +1,18 @@
 """Which tensors get a buffer and which are recomputed inside their consumers.
 
-The rule (visible in the printed program as ``# inlined: ...`` and ``allocate ...``):
+The rule (printed as ``# inlined: ...`` and ``allocate ...``):
 
-* outputs and reductions are materialized (a reduction recomputed per use multiplies work),
-  and values whose readers must see the same bits (``Role.SAVED``: a max gradient's tie test);
-* a non-reduction tensor is inlined into its readers -- unless recomputing it costs more than
-  storing it: its body has a transcendental function or several reads, and its readers read it
-  at least twice per element (``reads / size >= 2``, estimated from the readers' iteration
-  boxes) -- the softmax ``exp`` read by both the sum and the division;
-* but a tensor larger than every input and output together is never materialized when it can
-  be inlined (a Jacobian-sized intermediate must not reach memory);
-* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor
-  whose body, with its inlined producers substituted, would pass it is materialized (a long
-  elementwise chain becomes one nest per ``INLINE_BUDGET`` operations).  LLVM's time on one
-  straight-line body grows faster than its length (the register allocator's is about
-  quadratic), so this keeps compile time linear in the program; a producer shared by two
-  readers is counted in both (an over-estimate: at worst it materializes earlier).
+* outputs, reductions and values whose readers must see the same bits (``Role.SAVED``) are materialized;
+* a non-reduction tensor is inlined into its readers, unless recomputing costs more than storing: its body
+  has a transcendental function or several reads and its readers read it at least twice per element
+  (``reads / size >= 2``, from the readers' iteration boxes);
+* but a tensor larger than every input and output together is never materialized when it can be inlined;
+* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations (LLVM's time on one
+  body grows faster than its length): a tensor whose body, producers substituted, would pass it is
+  materialized (a producer shared by two readers counts in both).
 
-:func:`inline_bodies` then substitutes the bodies of inlined tensors into their readers, giving
-each materialized op bodies that read only buffers.
-"""
+:func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
+op reads only buffers."""
 
 from __future__ import annotations
 
@@ -107,13 +100,9 @@ def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inli
 
 
 def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
-    """Reads of a materialized elementwise value instead of computing it again: where a later
-    op's body contains the body of a materialized op ``T`` (no reduction, a transcendental
-    function in it, stored in the type it computes) at some index, it reads ``T`` there.  The
-    softmax gradient ``(dP / s - c) * exp(z - m)`` reads the ``exp(z - m)`` its program
-    stores anyway.  ``check(op, bodies)`` proves the new reads in bounds (the reader may
-    evaluate the expression where ``T`` has no element: then its bodies stay as they were).
-    ``bodies`` is updated in place."""
+    """Reads of a materialized elementwise value (a transcendental function, no reduction, stored in the
+    type it computes) where a later body computes it again (the softmax gradient's ``exp(z - m)``), where
+    ``check(op, bodies)`` proves them in bounds.  ``bodies`` is updated in place."""
     position = {op: k for k, op in enumerate(ops)}
     kinds: dict[ComputeOp, tuple[tuple, dict]] = {}  # reader -> (its bodies, their nodes by op)
 
@@ -145,9 +134,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             continue
         axes = frozenset(t_op.axes)
         tensor = Tensor(t_op, 0)
-        # (the candidates: nodes of the pattern's operation -- and of its operands' operations
-        # when none of them is an axis, which matches anything: a long gradient's bodies hold
-        # hundreds of products, few of them a product of a tanh and a constant)
+        # the candidates: nodes of the pattern's operation (or its operands', where none is an axis)
         kind = pattern.op if any(x in axes for x in pattern.src) else (
             pattern.op, tuple(x.op for x in pattern.src))
 
@@ -161,8 +148,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             bind: dict = {}
             return match_pattern(pattern, node, axes, bind) and len(bind) == len(axes)
 
-        # (only the later readers of a tensor the pattern reads: linear in a long chain; a
-        # reader's body is rewritten only where a node of the pattern's kind matches it)
+        # (only the later readers of a tensor the pattern reads, where a node of its kind matches)
         for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
             if not any(matches(n) for n in by_kind(reader, old).get(kind, ())):

@@ -1,23 +1,15 @@
 """Costly operations shared by the branches of an eager choice, computed once.
 
-A ``select`` computes every branch (vector code blends them), so a division or a
-transcendental function repeated in its branches is paid once per branch.  Gradients are full
-of such trees: the adjoint of ``X * clip(X + 3, 0, 6) / 6`` (hardswish) chooses among
-``H * (X / 6)``, ``H * ((X * 0.5) / 6)``, ``H * ((X * 0.25) / 6)`` and ``0`` by the ties of its
-``max`` and ``min`` -- three divisions per element where one does::
+A ``select`` computes every branch, so a division or transcendental function repeated in its branches is
+paid per branch (hardswish's adjoint chooses among ``H * (X / 6)``, ``H * ((X * 0.5) / 6)``, ...)::
 
     select(c1, H * (X / 6), select(c2, 0, H * ((X * 0.5) / 6)))
       -> select(c1, V, select(c2, 0, V))    with  V = H * (select(c1, X, select(c2, X, X * 0.5)) / 6)
 
-The branches that share a *context* ``C[.]`` -- equal but for one operand somewhere inside,
-the *hole* -- become one ``C[H]``, where ``H`` is the same tree of choices over their holes (the
-other branches give any hole: each was computed anyway).  Wherever the original picks
-``C[a]``, ``H`` picks ``a``: the same operations on the same values, bit for bit.  The hole
-may not be an operand of ``+``/``-``/negation (a product there may be contracted into a
-fused multiply-add, which a chosen value no longer is) nor an index of a read (the read is the
-hole: a chosen index would be a gather), and only lazy-free trees are touched
-(``if_then_else`` evaluates one branch: its others may read out of bounds).
-"""
+Branches that share a *context* ``C[.]``, equal but for one operand inside (the *hole*), become one
+``C[H]``, ``H`` the same tree of choices over their holes (other branches give any hole): the same
+operations on the same values, bit for bit.  The hole may not be an operand of ``+``/``-``/negation (a
+contracted FMA would change) nor a read's index, and only lazy-free trees are touched."""
 
 from __future__ import annotations
 

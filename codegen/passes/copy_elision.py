@@ -1,24 +1,15 @@
 """Copy elision: an output that is a plain copy of a temporary computes the temporary itself.
 
-A gradient that flows unchanged into several inputs -- the residual add ``Y = f(X + R)``, whose
-``dX`` and ``dR`` are both ``dS`` with ``S = X + R`` -- is lowered as a temporary ``dS`` and one
-copying nest per output::
+A gradient flowing unchanged into several inputs (a residual add's ``dX`` and ``dR``, both ``dS``) is a
+temporary and one copying nest per output::
 
     dS[i, j] = ...            (a temporary: one write, then two reads)
     dX[i, j] = dS[i, j]
     dR[i, j] = dS[i, j]
 
-The first output that copies ``dS`` at its own point computes ``dS``'s body instead, and every
-other reader of ``dS`` reads that output (it holds the same values, computed at ``dS``'s place
-in the program)::
-
-    dX[i, j] = ...
-    dR[i, j] = dX[i, j]
-
-one pass and one temporary fewer; values are unchanged (the same expression is evaluated once,
-as before).  Only elementwise temporaries (no reduction) of one value, copied whole in the same
-dtype.
-"""
+The first output that copies ``dS`` at its own point computes ``dS``'s body instead, and every other
+reader of ``dS`` reads that output (``dX[i, j] = ...``, ``dR[i, j] = dX[i, j]``); the same expression is
+evaluated once.  Only elementwise temporaries of one value, copied whole in the same dtype."""
 
 from __future__ import annotations
 
@@ -37,9 +28,8 @@ def _copied(op: ComputeOp, body: Expr) -> ComputeOp | None:
 
 
 def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list[ComputeOp]:
-    """``ops`` with each elementwise temporary that an output copies whole replaced by that
-    output, placed where the temporary was; ``bodies`` is updated in place (the elided
-    temporaries' entries are dropped)."""
+    """``ops`` with each elementwise temporary that an output copies whole replaced by that output, in its
+    place; ``bodies`` is updated in place."""
     out_ops = {t.op for t in outputs}
     position = {op: k for k, op in enumerate(ops)}
     taken: dict[ComputeOp, ComputeOp] = {}  # temporary -> the output that computes it
@@ -63,9 +53,7 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
         return Expr(Op.READ, node.dtype, node.src, Tensor(dst, 0))
 
     moved = set(taken.values())
-    # every reader is rerouted, the moved outputs too: a temporary's body read another elided
-    # temporary (``power = pow(abs(exp) + 0.5, 1.5)``, both saved by ``ta.function`` as
-    # ``power.tie`` and ``exp.tie``: a reader of ``exp`` found no buffer)
+    # every reader is rerouted, the moved outputs too (a temporary may read another elided one)
     for op in ops:
         if op not in taken:
             bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])

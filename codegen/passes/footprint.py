@@ -1,24 +1,15 @@
 """Shrink a materialized tensor to the points its readers read.
 
-A tensor the program materializes is computed over its whole box.  When every reader reads
-only part of it -- causal attention written by hand materializes ``scores[i, j]`` (and
-``scaled = scores / 8``) on the square, while every consumer reads ``j <= i`` -- the rest is
-work whose values nobody uses.  :func:`shrink_to_footprints` asks isl for the *footprint* of
-each materialized tensor that is not an output: the union over every read of it, in every
-materialized body (inlined producers included), of the image of the reader's points under the
-read's index map.  A read's points are its reader's box and reduction ranges, narrowed by the
-guards on the way to it: a sum's ``where``, the taken branch of a lazy ``if_then_else``
-(conditions isl cannot represent are taken as possibly true, so the footprint is a superset).
-Readers are done first (consumers before producers), so a tensor shrunk already reads only
-within its own footprint.
+When every reader reads only part of a materialized tensor (hand-written causal attention's
+``scores[i, j]``, read at ``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for
+the *footprint* of each materialized tensor that is not an output: the union over every read of it, in
+every materialized body, of the reader's points under the read's index map, narrowed by the guards on the
+way (a ``where``, the taken branch of a lazy ``if_then_else``; conditions isl cannot represent are
+possibly true, a superset).  Consumers come first, so a shrunk tensor reads within its own footprint.
 
-A tensor whose footprint is a proper part of its box (at most :data:`MAX_FRACTION` of it,
-described without divisions) gets the footprint as a guard: a sum's ``where`` gains it (the
-points outside hold the identity), another body becomes ``if_then_else(footprint, body, 0)``
-(zero-filled outside) -- the loop builder then iterates over the footprint only.  Values
-outside are never read, so results do not change; reads stay in bounds (the guard only
-removes points).
-"""
+A footprint that is at most :data:`MAX_FRACTION` of the box (without divisions) becomes a guard: a sum's
+``where`` gains it, another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never
+read, so results do not change."""
 
 from __future__ import annotations
 
@@ -76,11 +67,9 @@ def _bounded_vars(body: Expr) -> list[Expr]:
 
 
 class _Call:
-    """What one :func:`shrink_to_footprints` call shares between its reads and tensors: every
-    tensor's points are described over *canonical* axes -- one variable per (position, range)
-    -- so tensors of one shape share an isl space, their guarded boxes and their footprint
-    conditions (a long chain has thousands of tensors of a few shapes; converting each
-    tensor's own axes cost a box and a guard conversion per read)."""
+    """What one :func:`shrink_to_footprints` call shares between its reads and tensors: points are
+    described over *canonical* axes, one variable per (position, range), so tensors of one shape share an
+    isl space, guarded boxes and footprint conditions."""
 
     def __init__(self) -> None:
         self.axes: dict[tuple, Expr] = {}
@@ -91,9 +80,8 @@ class _Call:
         self.unions: dict[tuple, tuple] = {}  # (id(a), id(b)) -> (a, b, their union)
 
     def union(self, a: isl.Set, b: isl.Set) -> isl.Set:
-        """``a | b``, one set object per pair of set objects: a long chain's tensors each have
-        the same footprint from their readers' (shared) images, and one object is converted
-        to a guard once (``held``), not printed and converted per tensor."""
+        """``a | b``, one set object per pair of set objects, so that tensors sharing a footprint convert
+        it to a guard once (``held``)."""
         found = self.unions.get((id(a), id(b)))
         if found is None:
             found = self.unions[(id(a), id(b))] = (a, b, a.union(b))  # (a, b kept: ids not reused)
@@ -128,11 +116,9 @@ class _Call:
 
 def _image(read: Expr, guards: tuple[Expr, ...], free: list[Expr], call: _Call,
            body: dict | None = None) -> isl.Set | None:
-    """The points of the read tensor that ``read`` reads (a set over its canonical axes,
-    :class:`_Call`), or ``None`` when an index is not affine (then the whole box); ``free``:
-    the body's :func:`_bounded_vars`, renamed to canonical variables, so reads alike up to
-    their variables' names share one image.  ``body``: what the reads of one body share (the
-    renaming, and its guards renamed: a long chain's body reads under its own footprint)."""
+    """The points of the read tensor that ``read`` reads (a set over its canonical axes), or ``None`` when
+    an index is not affine (the whole box); ``free``: the body's :func:`_bounded_vars`, renamed
+    canonically; ``body``: what the reads of one body share (the renaming and its guards)."""
     axes = call.canonical(read.arg.op)
     body = {} if body is None else body
     if "rename" not in body:
@@ -170,10 +156,8 @@ def _image(read: Expr, guards: tuple[Expr, ...], free: list[Expr], call: _Call,
 
 
 def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
-    """Whether ``read`` reads the whole box of its tensor, decided without isl: no guard, each
-    index a distinct variable whose range contains its axis's, and every variable of the body
-    with a non-empty range (then :func:`_image` is the box).  A long chain's gradient reads
-    most of its thousands of materialized steps this way."""
+    """Whether ``read`` reads its tensor's whole box, decided without isl: no guard, each index a distinct
+    variable whose range contains its axis's, every variable of the body with a non-empty range."""
     if guards or len(set(read.src)) != len(read.src):
         return False
     for a, e in zip(read.arg.op.axes, read.src):
@@ -183,9 +167,8 @@ def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
 
 
 def count_points(s: isl.Set) -> int:
-    """The number of points of a bounded set: the product of its extents when it is a box (one
-    piece, no divisions, equal to the box of its bounds), else isl's count -- which walks the
-    points (0.1 s CPU for a 1.6-million-point box: a max pool gradient's footprint)."""
+    """The number of points of a bounded set: the product of its extents when it is a box, else isl's
+    count (which walks the points)."""
     if s.n_basic_set() == 1 and not s.get_basic_sets()[0].dim(isl.dim_type.div):
         n = s.dim(isl.dim_type.set)
         lo = [s.dim_min_val(d).to_python() for d in range(n)]
@@ -216,12 +199,9 @@ def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
 
 
 def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
-    """The footprint ``fp`` as a condition over ``space``'s variables, or None where it is not
-    used: the whole box, more than :data:`MAX_FRACTION` of it, more than :data:`MAX_PIECES`
-    pieces, or divisions.  The shape is judged first, before isl compares or counts: on a set
-    with divisions (existentials with large coefficients, as a deep nest of lifted reductions
-    makes in a Hessian-vector product) ``is_equal`` and ``count_val`` take seconds each, for a guard
-    that would be rejected anyway."""
+    """The footprint ``fp`` as a condition over ``space``'s variables, or None where it is not used: the
+    whole box, more than :data:`MAX_FRACTION` of it, more than :data:`MAX_PIECES` pieces, or divisions
+    (judged first, as isl's ``is_equal`` and ``count_val`` are slow on those)."""
     box = space.box()
     fp = fp.intersect(box).coalesce()
     pieces = fp.get_basic_sets()

@@ -1,24 +1,15 @@
 """One buffer for a masked sum of scatter-adds that several consumers read.
 
-A max pool's gradient is two scatter-adds (:mod:`.strategies.scatter`): the winners ``R1`` and the other
-tied points ``R2``.  Behind a ReLU, every consumer of the pool's input gradient reads
+A max pool's gradient is two scatter-adds (:mod:`.strategies.scatter`), the winners ``R1`` and the tied
+points ``R2``, and behind a ReLU every consumer reads ``select(conv[j] + b <= 0, 0, R1[j] + R2[j])``.
+Materialized once as ``S[j]``, the ``scatter-sum`` strategy (:class:`.strategies.scatter.ScatterSum`) adds
+both scatters straight into ``S``'s buffer, each add under the mask at the point it lands on
+(``mask(j) * sum_k x_k = sum_k mask(j) x_k``).
 
-    select(conv[j] + b <= 0, 0, R1[j] + R2[j])
-
--- a convolution's weight gradient and its bias gradient each read three arrays of the
-activation's size, and each of ``R1``, ``R2`` is zero-filled first.  Materializing that
-expression once as a tensor ``S[j]`` lets the ``scatter-sum`` strategy
-(:class:`.strategies.scatter.ScatterSum`) add both scatters straight into ``S``'s buffer, each add
-under the mask tested at the point it lands on (``mask(j) * sum_k x_k = sum_k mask(j) x_k``):
-one fill, one buffer, and each consumer reads one array.
-
-:func:`share_scatter_sums` finds such expressions in the inlined bodies: an ``ADD`` tree of
-reads of scatter reductions (at least two), optionally under ``select``/``if_then_else``
-masks with a zero branch, all reads at one index of distinct loop variables.  Equal
-expressions (the same body once their index is renamed to the new tensor's axes) share one
-tensor.  A scatter is taken only when every read of it is inside such an expression (else
-its buffer is needed anyway) and it is not an output.
-"""
+:func:`share_scatter_sums` finds such expressions in the inlined bodies: an ``ADD`` tree of reads of at
+least two scatter reductions, optionally under zero-branch masks, all reads at one index of distinct loop
+variables; equal expressions share one tensor.  A scatter is taken only when every read of it is inside
+such an expression and it is not an output."""
 
 from __future__ import annotations
 
@@ -53,10 +44,9 @@ def _terms(e: Expr) -> list[Expr]:
 
 
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
-    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct
-    scatter ops at one index, each entry a distinct variable from 0 plus a constant (a read
-    through padding: the ``scatter-sum`` strategy adds at shifted points), every variable of
-    ``node`` among them."""
+    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops
+    at one index, each entry a distinct variable plus a constant, every variable of ``node`` among them.
+    """
     terms = _terms(_unmask(node))
     if len(terms) < 2:
         return None
@@ -101,10 +91,9 @@ def _outermost(root: Expr, scatters: set[ComputeOp], skip: set[Expr]) -> list[tu
 
 def share_scatter_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
                        check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
-    """``ops`` with a new elementwise op for each shared (masked) sum of scatter-adds, placed
-    after the scatters it reads; its readers' ``bodies`` read it instead (updated in place).
-    ``check(op, bodies)`` proves a new op's reads in bounds over its whole box (else the
-    expression stays where it is)."""
+    """``ops`` with a new elementwise op for each shared (masked) sum of scatter-adds, after the scatters
+    it reads; its readers' ``bodies`` read it (updated in place).  ``check(op, bodies)`` proves its reads
+    in bounds, else the expression stays."""
     scatters = {op for op in ops if op.is_reduction and op.num_outputs == 1
                 and Tensor(op, 0) not in outputs and match_scatter(op, bodies[op]) is not None}
     if len(scatters) < 2:
@@ -145,8 +134,7 @@ def share_scatter_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
         if any(n.op is Op.READ and n.arg in taken for op in rest
                for b in changed.get(op, bodies[op]) for n in walk(b)):
             continue  # a read of a scatter outside the sum: no gain
-        # after every op its body reads (the scatters, and what the mask reads: a value the
-        # backward recomputes), before its first reader
+        # after every op its body reads (the scatters, what the mask reads), before its first reader
         read = {n.arg.op for n in walk(body) if n.op is Op.READ}
         at = max(k for k, op in enumerate(new_ops) if op in read) + 1
         if at > min(new_ops.index(op) for op in changed):

@@ -1,32 +1,17 @@
 """A compound operand that sums read through windows, computed once as a tensor.
 
 A convolution's gradients behind a bias and a ReLU read the masked head
+``select(conv[n, f, y', x'] + b[f] <= 0, 0, H[n, f, y', x'])`` through nine windows per point.  Computed
+once as ``M[n, f, y, x]``, every product reads one plain array (padded once, :mod:`.gemm.padding`).
 
-    select(conv[n, f, y', x'] + b[f] <= 0, 0, H[n, f, y', x'])
-
-X's gradient at ``y' = y - ry + 1, x' = x - rx + 1``: each point of the mask is read by nine
-windows, so the packer of that product evaluated it (three loads, an add, a compare) nine
-times per point, and W's and b's gradients evaluated it once more each.  Computing it once,
-``M[n, f, y, x]``, and reading ``M`` instead leaves every product a plain read of one array
-(padded once for the windows, :mod:`.gemm.padding`): the backward of conv 3x3 pad 1 + bias + ReLU
-at batch 32, 128 channels, 28 x 28 ran in 108 ms instead of 133 (1 thread, AVX-512 Xeon).
-
-:func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of
-at least two reads, all at sub-tuples of one *principal* index ``(e_0, .., e_{d-1})`` (the
-read with the most entries), with no variable outside those entries, whose entries are
-distinct, non-constant and share no variable (so that ``M[s_0, .., s_{d-1}]``, the
-expression with each ``e_k`` replaced by ``s_k``, is it at every point read).  Equal operands
-(the same expression once renamed) share one tensor over the principal tensor's shape.  One
-is materialized when its readers re-read it: the *expansion* of a site -- the product of the
-ranges of the variables its entries use, over the tensor's size: how many times each point
-is read -- is at least :data:`MIN_EXPANSION` at some site and all sites' expansions add up
-to :data:`MIN_READS`, so one extra pass over the tensor is repaid (a dense layer's
-``dY * relu'(z)``, read once by each of three gradients, stays inline).  Operations that
-could fault at a point no reader reads (integer division) are never moved; every read of
-the new op is proved in bounds over its whole box, and every read of it in its readers
-(``check``), else the operand stays; a guard of the index alone (padding's
-``if_then_else(0 <= y' < H, .., 0)``) is never part of an operand.
-"""
+:func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of at least two
+reads, all at sub-tuples of one *principal* index ``(e_0, .., e_{d-1})``, with no variable outside those
+entries, which are distinct, non-constant and share no variable.  Equal operands share one tensor over the
+principal tensor's shape.  One is materialized when a site's *expansion* (the product of the ranges of its
+entries' variables over the tensor's size) is at least :data:`MIN_EXPANSION` and all sites' add up to
+:data:`MIN_READS`.  Operations that could fault where no reader reads (integer division) are never moved;
+the new op's reads and the reads of it are proved in bounds (``check``), else the operand stays; a guard
+of the index alone is never part of an operand."""
 
 from __future__ import annotations
 
@@ -42,12 +27,6 @@ MIN_EXPANSION = 2.0  # some reader reads each point at least this many times (a 
 MIN_READS = 3.0  # and all readers at least this many times in all
 
 _UNSAFE = (Op.FLOORDIV, Op.MOD, Op.DATA_INDEX, Op.REDUCE)
-
-
-def _movable(node: Expr) -> bool:
-    """Whether ``node`` may be computed at points no reader reads: no operation that can
-    fault (integer division, a data-dependent index) or that is not elementwise."""
-    return not any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(node))
 
 
 def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
@@ -72,15 +51,14 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
         seen |= vs
     if any(not set(r.src) <= set(entries) for r in reads):
         return None
-    if not _movable(node):
+    if any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(node)):  # may fault
         return None
     return principal.arg, entries
 
 
 def _expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
-    """How many times a site reads each point of the operand's box: the ranges of its
-    entries' variables (narrowed by the index guards around the site, ``ranges``) over the
-    box's size (``None`` for a variable without a range)."""
+    """How many times a site reads each point of the operand's box: the ranges of its entries' variables
+    (narrowed, ``ranges``) over the box's size; ``None`` for a variable without a range."""
     points = 1
     for v in {v for e in entries for v in free_vars(e)}:
         lo, hi = ranges.get(v, (v.arg.lo, v.arg.hi))
@@ -95,9 +73,8 @@ _NEGATE = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT}
 
 
 def _narrowed(cond: Expr, ranges: dict, negate: bool = False) -> dict:
-    """``ranges`` (variable -> ``(lo, hi)``) narrowed by what ``cond`` (or its negation) says
-    of single variables: the conjuncts ``v < c``, ``c <= v``, ``v == c`` and the like; any
-    other conjunct says nothing here (the ranges stay an over-estimate)."""
+    """``ranges`` (variable -> ``(lo, hi)``) narrowed by what ``cond`` (or its negation) says of single
+    variables (``v < c``, ``c <= v``, ``v == c``); an over-estimate."""
     if not negate and cond.op is Op.AND:
         return _narrowed(cond.src[1], _narrowed(cond.src[0], ranges))
     op, (a, b) = cond.op, cond.src if len(cond.src) == 2 else (None, None)
@@ -139,16 +116,14 @@ def _sites(root: Expr, skip: set) -> list[tuple[Expr, Tensor, tuple[Expr, ...], 
 
 def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
                             check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
-    """``ops`` with a new elementwise op for each operand worth computing once, placed after
-    the ops it reads and before its first reader, whose ``bodies`` read it instead (updated
-    in place).  ``check(op, bodies)`` proves a new op's reads in bounds over its whole box."""
+    """``ops`` with a new elementwise op per operand worth computing once, before its first reader, whose
+    ``bodies`` read it (in place); ``check(op, bodies)`` proves its reads in bounds."""
     whole = {bodies[op][0] for op in ops if len(bodies[op]) == 1 and not op.is_reduction}
     # canonical body -> (its new op, the sites reading it: (op, node, entries, expansion))
     groups: dict[Expr, tuple[ComputeOp, list]] = {}
     axes_of: dict[tuple, tuple[Expr, ...]] = {}
     for op in ops:
-        # (a reduction over an empty box reads nothing: the ops its body names may be dead,
-        # dropped by liveness -- an operand read them, KeyError at build)
+        # (a reduction over an empty box reads nothing: the ops its body names may be dead)
         for b in (b for b in bodies[op] if not empty_reduction(b)):
             for node, principal, entries, ranges in _sites(b, whole):
                 shape = tuple(principal.shape)

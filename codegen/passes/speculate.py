@@ -1,27 +1,16 @@
 """Lazy choices made eager where that is safe: ``if_then_else`` -> ``select`` on data tests.
 
-``if_then_else(c, a, b)`` evaluates only the taken branch, so the emitter gives it real
-branches -- which stop LLVM's loop vectorizer.  The laziness only matters for reads that
-would be out of bounds in the branch ``c`` excludes.  The bounds checker
-(``tensorad.lang.bounds``) proves every read over the domain of its guards, and it cannot use a
-*data-dependent* test (``W[i // 2] == i % 2``): it takes such an atom as possibly true (and its
-negation as possibly false), i.e. it proved the reads of both branches on the enclosing guard
-alone.  So when every atom of ``c`` reads data, both branches are in bounds wherever the choice
-itself runs, and computing both (a ``select``) is safe.  Example, the max-pool gradient::
+``if_then_else(c, a, b)`` is emitted as branches, which stop LLVM's vectorizer; its laziness only matters
+for reads out of bounds in the branch ``c`` excludes.  The bounds checker (``tensorad.lang.bounds``) takes
+a *data-dependent* atom as possibly true (and its negation as possibly false): it proved both branches'
+reads on the enclosing guard alone.  So when every atom of ``c`` reads data, a ``select`` is safe::
 
     if_then_else(winner[y // 2, x // 2] == (y % 2) * 2 + x % 2, H[y // 2, x // 2], 0)
       -> select(...)        (H's read is in bounds for every (y, x): no branch needed)
 
-Only cheap branches are speculated (no transcendental functions, divisions or reductions;
-``abs`` is cheap: a smooth-L1 loss's ``|d| < 1`` test and ``|d| - 0.5`` branch left its sum
-a branch per element, scalar code), so a rarely-taken expensive branch stays lazy.
-
-A gather index (``DATA_INDEX``) reads data too, but the bounds checker does *not* give it up:
-it enters the proof as an opaque variable over its range, so an atom such as
-``data_index(I[i], 9) + 2 < 3`` is a constraint the proof used (the guard of
-``X[.., data_index(..) + 2]``).  An atom counts as data-dependent only when it reads data
-outside every gather index.
-"""
+Only cheap branches are speculated (no transcendental function, division or reduction).  A gather index
+enters the bounds proof as an opaque variable, so an atom counts as data-dependent only when it reads data
+outside every gather index."""
 
 from __future__ import annotations
 
@@ -42,9 +31,8 @@ def data_dependent(c: Expr) -> bool:
 
 
 def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
-    """Small, none of the ``costly`` ops, and no gather index checked at run time
-    (``mode="raise"``): the bounds proof took that index as in range, which only the branch's
-    guard may make true (``if_then_else(L[r] != -100, X[r, L[r]], 0)``)."""
+    """Small, none of the ``costly`` ops, and no checked gather index (the bounds proof took it as in
+    range, which only the branch's guard may make true)."""
     count = 0
     for n in walk(e):
         count += 1
@@ -63,10 +51,8 @@ def _rule(node: Expr) -> Expr | None:
 
 
 def speculate(body: Expr) -> Expr:
-    """``body`` with safe, cheap ``if_then_else`` nodes turned into ``select`` (see above).
-
-    Sound only for bodies whose reads the bounds checker has proved (``lower`` checks every
-    inlined body first)."""
+    """``body`` with safe, cheap ``if_then_else`` nodes turned into ``select`` (see above); sound only for
+    bodies whose reads the bounds checker has proved."""
     if not any(n.op is Op.IF_THEN_ELSE and data_dependent(n.src[0]) for n in walk(body)):
         return body  # (no choice to make eager: the rule's test reads the same atoms rebuilt)
     return rewrite(body, {Op.IF_THEN_ELSE: _rule})

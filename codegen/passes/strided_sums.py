@@ -1,21 +1,17 @@
 """Strided reduction axes: a sum that only counts one residue class of an axis, re-indexed.
 
-The weight gradient of a transposed convolution with stride 2 (and the residue classes of its
-forward, :mod:`.strategies.parity`) sums over the points of the zero-dilated input that hold a value::
+A stride-2 transposed convolution's weight gradient sums over the points of the zero-dilated input that
+hold a value::
 
     dW[c, f, i, j] = sum_{n, y, x : y % 2 == 0 && x % 2 == 0} H[n, f, i + y, j + x] * X[n, c, y // 2, x // 2]
 
-Loops skip the other points (isl steps by 2), but a matrix product of these operands packs
-every point of ``y`` and ``x`` and multiplies three zeros for each term.  A conjunct
-``(a k + c) % m == r`` of the condition, with ``k`` a reduction axis, ``a = +-1`` and no other
-variable, holds exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point
-``>= lo``), so the sum runs over the new axis ``k'`` instead and the conjunct goes away::
+A conjunct ``(a k + c) % m == r``, ``k`` a reduction axis, ``a = +-1`` and no other variable, holds
+exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point ``>= lo``), so the sum runs
+over ``k'`` and the conjunct goes::
 
     dW[c, f, i, j] = sum_{n, y', x'} H[n, f, i + 2 y', j + 2 x'] * X[n, c, y', x']
 
-The terms and their order are unchanged (``k'`` increases with ``k``), so the result is
-bit for bit the same.
-"""
+The terms and their order are unchanged: bit for bit the same."""
 
 from __future__ import annotations
 
@@ -29,9 +25,8 @@ from ..loops.stripmine import simplify_index
 
 
 def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
-    """``(k, m, k0)`` when ``c`` is ``(a k + c0) % m == r`` (either side) with ``k`` one of
-    ``axes``, ``a = +-1``, constants ``m > 1`` and ``0 <= r < m``: ``c`` holds iff
-    ``k % m == k0``."""
+    """``(k, m, k0)`` when ``c`` is ``(a k + c0) % m == r`` with ``k`` one of ``axes``, ``a = +-1``,
+    ``m > 1`` and ``0 <= r < m``: ``c`` holds iff ``k % m == k0``."""
     if c.op is not Op.EQ:
         return None
     lhs, rhs = c.src

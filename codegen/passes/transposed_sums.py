@@ -1,19 +1,13 @@
 """One sum computed once when the program spells it twice, once transposed.
 
-Reverse mode can reach one product by two paths and spell it in two layouts.  SwiGLU,
-``Y = (silu(X W1^T) * (X W3^T)) W2^T``: the gradient of the product ``G = dY W2`` feeds both
-factors, and the program holds it twice::
+Reverse mode can reach one product by two paths in two layouts (SwiGLU's ``dY W2``)::
 
     A[j, i] = sum_r W2[r, j] * dY[i, r]      (2048 x 256, read by dW3 and one half of dX)
     B[i, j] = sum_r dY[i, r] * W2[r, j]      (256 x 2048, read by the silu branch)
 
-two matrix products of the same 402M multiply-adds.  ``B[i, j]`` is ``A[j, i]``: the same
-terms, the output axes permuted, factors in another order.  The later one is dropped and its
-readers read the earlier one with their indices permuted (``B[e0, e1]`` -> ``A[e1, e0]``).
-Equality is structural: output axes matched under each permutation, reduction axes in
-order, and ``+``/``*`` operands in either order (exact in IEEE arithmetic); both sums run over
-the same terms, so the values are those of the same sum (as any other blocking of it).
-"""
+``B[i, j]`` is ``A[j, i]``, so the later one is dropped and its readers read the earlier with their
+indices permuted.  Equality is structural: output axes matched under each permutation, reduction axes in
+order, ``+``/``*`` operands in either order (exact in IEEE arithmetic)."""
 
 from __future__ import annotations
 
@@ -67,8 +61,7 @@ def _transposed(a_op: ComputeOp, a: Expr, b_op: ComputeOp, b: Expr) -> tuple[int
                for k, p in enumerate(perm)):
             continue
         mapping = {**{a_op.axes[k]: b_op.axes[p] for k, p in enumerate(perm)}, **dict(zip(ra, rb))}
-        # at once: the two sums may share axis variables, and a permutation of shared axes
-        # is a cycle that repeated replacement would never leave
+        # at once: a permutation of shared axes is a cycle repeated replacement would never leave
         moved = [simultaneous(mapping)(s) for s in a.src]
         if all(_same(x, y, {}) for x, y in zip(moved, b.src)):
             return perm
@@ -79,8 +72,7 @@ def merge_transposed(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> 
     """``ops`` without each sum that an earlier one computes transposed (an output keeps its
     own); readers of a dropped sum read the earlier one; ``bodies`` is updated in place."""
     out_ops = {t.op for t in outputs}
-    # compared only within a bucket of the same shape (sorted), sum ranges and tensors read:
-    # near-linear in a long program
+    # compared only within a bucket of the same shape, sum ranges and tensors read
     buckets: dict[tuple, list[tuple[ComputeOp, Expr]]] = {}
     dropped: dict[ComputeOp, tuple[ComputeOp, tuple[int, ...]]] = {}
     for b_op in ops:

@@ -8,5 +8,4 @@
 * ``pool``            tensorad's own thread pool for parallel regions
 * ``export``          ``kernel.export``: a shared library, a C header and a description
 * ``load``            ``ta.load``: an exported library checked, then mapped
-* ``pickling``        a kernel's state when pickled, and the kernel made again from it
-"""
+* ``pickling``        a kernel's state when pickled, and the kernel made again from it"""

@@ -16,15 +16,9 @@ _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 
 @dataclass
 class Compiled:
-    """Object code linked into the JIT: the entry addresses and the IR it came from.
-
-    ``code`` owns the linked code (a :class:`.jit.engine.LinkedCode`): the addresses stay valid
-    while this object lives, and the code is freed with it -- every kernel over it holds it.
-
-    ``source`` is the emitted (unoptimized) IR text, or a function returning it (an entry read
-    from the disk cache keeps it compressed until asked); the optimized IR and the assembly
-    are recomputed from it on demand -- the same deterministic pipeline that produced the code.
-    """
+    """Object code linked into the JIT: entry addresses and their IR.  ``code`` (a
+    :class:`.jit.engine.LinkedCode`) is freed with this object; ``source`` is the emitted IR text or a
+    function returning it, from which the optimized IR and assembly are recomputed on demand."""
 
     key: str
     main_address: int

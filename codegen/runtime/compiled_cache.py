@@ -1,19 +1,10 @@
 """The process's cache of compiled code: ``ta.build`` of a program compiled already is a lookup.
 
 A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its
-:class:`.runtime.compiled.Compiled` and holds two kinds of reference:
-
-* a weak one to every entry some kernel still uses: two kernels of one program share one
-  compiled object for as long as either lives, and the entry leaves with its last kernel --
-  its code is then freed (:class:`.jit.engine.LinkedCode`);
-* a strong one to the ``recent`` entries built or found most recently, so that a program
-  rebuilt in a loop (each kernel dropped before the next build) is still a lookup rather than
-  a read of the disk cache or, with ``cache=False``, a compile.
-
-So the cache holds no more than the kernels alive plus ``recent`` entries: a process that builds
-kernels without end keeps flat memory.  :data:`COMPILED` is the process's cache (``ta.build``
-and unpickling read it).
-"""
+:class:`.runtime.compiled.Compiled` with a weak reference to every entry some kernel uses (the entry and
+its code leave with its last kernel, :class:`.jit.engine.LinkedCode`) and a strong one to the ``recent``
+entries (a program rebuilt in a loop is still a lookup).  So it holds no more than the kernels alive plus
+``recent`` entries.  :data:`COMPILED` is the process's cache."""
 
 from __future__ import annotations
 

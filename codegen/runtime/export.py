@@ -1,31 +1,24 @@
 """Kernels that leave the process as files: ``kernel.export(path)``.
 
-**Export** writes three files beside each other (``name`` is the path without ``.so``):
+Export writes three files (``name`` is the path without ``.so``):
 
-* ``name.so`` -- a shared library linked by the system C compiler (``cc -shared``) from the
-  kernel's LLVM IR compiled again as position-independent code, the matrix-product library
-  pieces it calls (:mod:`.gemm.library`) and a small C wrapper.  A parallel kernel calls libgomp's
-  ``GOMP_parallel`` and is linked with ``-lgomp`` (``libgomp.so.1`` is then a dependency of the
-  library; the Python thread-pool fallback of :mod:`.runtime.threads` cannot travel in a file).
+* ``name.so`` -- a shared library linked by the system C compiler (``cc -shared``) from the kernel's LLVM
+  IR compiled again as position-independent code, the matrix-product library pieces it calls
+  (:mod:`.gemm.library`) and a small C wrapper; a parallel kernel is linked with ``-lgomp``.
 * ``name.h`` -- the C interface, one function::
 
       void name(const float *X, const float *W, float *Y, int num_threads);
 
-  Arguments are plain pointers to row-major (C-contiguous) arrays of exactly the tensors'
-  shapes: the inputs in the order given to ``build``, then the outputs; ``num_threads`` <= 1
-  runs serially.  Temporaries are allocated (and freed) inside the call.  Output arrays must
-  not overlap any other argument.
-* ``name.json`` -- what :func:`load_kernel` checks the library and calls against: the
-  library's size and SHA-256 hash, the target it was compiled for (triple, CPU and the CPU
-  features its code may use, :func:`.target.needed_features`), names, shapes and dtypes of the
-  arguments, the entry symbol, the work count and the loop program text.
+  Arguments are pointers to C-contiguous arrays of exactly the tensors' shapes: the inputs in ``build``'s
+  order, then the outputs (which must not overlap any other argument); ``num_threads`` <= 1 runs serially.
+  Temporaries are allocated inside the call.
+* ``name.json`` -- what :func:`load_kernel` checks: the library's size and SHA-256, its target (triple,
+  CPU, features: :func:`.target.needed_features`), the arguments' names, shapes and dtypes, the entry
+  symbol, the work and the loop program text.
 
-Each file is written to a new temporary file in its directory and renamed into place, so a
-process that has the old library loaded keeps its code (the old file is never rewritten), and a
-reader sees a whole old or a whole new file.
-
-Loading is :mod:`.runtime.load`'s; pickling, :mod:`.runtime.pickling`'s.
-"""
+Each file is written to a temporary file and renamed into place, so a process that loaded the old library
+keeps its code, and a reader sees a whole file.  Loading is :mod:`.runtime.load`'s; pickling
+:mod:`.runtime.pickling`'s."""
 
 from __future__ import annotations
 
@@ -56,9 +49,8 @@ class ExportError(RuntimeError):
 
 
 class LoadError(ExportError):
-    """``ta.load`` refused a library: it is not the one its ``.json`` describes (truncated,
-    damaged, replaced), it was compiled for a CPU with features this host lacks, or its ``.json``
-    predates the checks.  The message names the file and what is wrong."""
+    """``ta.load`` refused a library: not the one its ``.json`` describes, compiled for CPU features this
+    host lacks, or described by an old ``.json``; the message says which."""
 
 
 # ---- export -----------------------------------------------------------------------------------
@@ -101,9 +93,8 @@ def _header(fn: str, specs: dict) -> str:
 
 
 def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
-    """The C entry point: the argument array, and each temporary on a cache line of the kernel's
-    target (``line``, as :class:`.runtime.kernel.Kernel` places them: threads that split a buffer own
-    whole lines; the code itself assumes only its elements' alignment)."""
+    """The C entry point: the argument array, and each temporary on a cache line of the target (``line``),
+    as :class:`.runtime.kernel.Kernel` places them."""
     n_io = len(specs["inputs"]) + len(specs["outputs"])
     n_all = n_io + len(specs["temps"])
     args = [f"a{k}" for k in range(n_io)]
@@ -192,9 +183,8 @@ def _target_record(target: Target) -> dict[str, Any]:
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic on POSIX:
-    an existing file, perhaps mapped by a process that loaded it, is never rewritten).  ``mode``
-    is masked by the umask, as for a file a compiler or ``open`` creates."""
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (an existing file is never
+    rewritten); ``mode`` is masked by the umask."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

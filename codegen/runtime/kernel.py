@@ -1,10 +1,5 @@
-"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4).
-
-Any object with ``__dlpack__`` (a PyTorch tensor, a JAX array, a CuPy array on the CPU) is
-accepted in place of a NumPy array: :func:`as_array` views its memory through
-``np.from_dlpack`` without copying, so a kernel reads a framework's tensor and writes into
-one passed as ``out=`` directly.
-"""
+"""``Kernel``: a compiled loop program called on NumPy arrays (API.md section 4), or on any object with
+``__dlpack__`` viewed without a copy (:func:`as_array`), outputs included."""
 
 from __future__ import annotations
 
@@ -30,11 +25,8 @@ from .threads import ensure_workers
 
 
 class KernelArgumentError(TypeError, ValueError):
-    """A wrong argument to a kernel: count, type, shape, dtype or layout.
-
-    It is both a ``TypeError`` and a ``ValueError`` so that either ``except`` clause catches it;
-    the message names the tensor and says what was expected.
-    """
+    """A wrong argument to a kernel (count, type, shape, dtype or layout), both a ``TypeError`` and a
+    ``ValueError``; the message names the tensor and what was expected."""
 
 
 def _array_data_offset() -> int | None:
@@ -48,8 +40,7 @@ def _array_data_offset() -> int | None:
 
 
 ARRAY_DATA_OFFSET = _array_data_offset()
-# ctypes makes function prototypes of at most 1024 arguments: a kernel with more buffers (a long
-# chain's temporaries) is called through ``P_main`` and an array of pointers
+# ctypes prototypes take at most 1024 arguments: more buffers go through ``P_main`` and a pointer array
 CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
 
 
@@ -62,23 +53,15 @@ def data_address(a: np.ndarray) -> int:
 
 
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
-    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary.
-
-    A kernel called on several threads allocates its outputs so: threads sharing a parallel
-    loop over a buffer's columns or strips (:func:`.loops.schedule.strip_length`, a scatter's column
-    chunks) own whole cache lines of it only when the buffer starts on a line.  NumPy aligns to
-    16 bytes; at 48 bytes past a line, a layer norm's ``dgamma`` strips put one line in two
-    threads' stores on every row (2-3x slower at 2 threads than at 1).  One thread shares no
-    line, and this costs microseconds a buffer (its Python calls) where ``np.empty`` costs
-    0.3: a 1-thread call allocates with ``np.empty``."""
+    """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary, so that
+    threads sharing a parallel loop over its columns or strips (:func:`.loops.schedule.strip_length`) own
+    whole cache lines.  A 1-thread call allocates with ``np.empty`` (cheaper)."""
     dt = np.dtype(dtype)
     raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
     return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
-#: outputs of at most this many bytes share one allocation per call (a call returning eighty
-#: small saved activations spent most of its time allocating them one by one); a larger output
-#: has its own, so that keeping one output alive never keeps another large one
+# outputs of at most this many bytes share one allocation per call
 SHARED_OUTPUT_BYTES = 1 << 16
 
 
@@ -110,12 +93,9 @@ def call_entry(nargs: int) -> bool:
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
-    """``a`` as a NumPy array sharing its memory (no copy); ``role`` names it in errors.
-
-    NumPy arrays and scalars pass through; other objects go through the DLPack protocol.  An
-    object that DLPack cannot export on the CPU (a GPU tensor, a tensor that requires grad)
-    is a :class:`KernelArgumentError` that says why.
-    """
+    """``a`` as a NumPy array sharing its memory (``role`` names it in errors): NumPy arrays and scalars
+    pass through, other objects go through DLPack, and one DLPack cannot export on the CPU is a
+    :class:`KernelArgumentError` saying why."""
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):
@@ -155,9 +135,8 @@ def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
 
 @dataclass(frozen=True)
 class Signature:
-    """What a call of a kernel needs besides its code: the inputs and outputs (name, shape,
-    NumPy dtype), the temporaries (shape, dtype) in the order of the code's arguments, and the
-    work count.  A kernel read from the cache has it from the entry, without lowering."""
+    """What a call of a kernel needs besides its code: inputs and outputs (name, shape, dtype),
+    temporaries (shape, dtype) in argument order, and the work."""
 
     inputs: tuple
     outputs: tuple
@@ -183,34 +162,25 @@ class Signature:
 class Kernel:
     """A compiled kernel: ``kernel(*arrays, out=None)``.
 
-    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use
-    are accepted and ignored).  Each must be a NumPy array (or an object with ``__dlpack__``,
-    viewed without a copy) with exactly the tensor's shape and dtype -- float32 where float64
-    is expected is an error, not a silent cast.  Non-contiguous (or misaligned) inputs are
-    copied to a contiguous array first.  ``out=`` (an array, or a tuple with one array per
-    output) receives the results in place; such arrays must be C-contiguous, writeable and not
-    overlap any other argument.  Returns one array for one output, a tuple for several (the
-    ``out=`` objects themselves when given); arrays the kernel allocates on several threads
-    start on a cache line (:func:`empty_aligned_all`: the small ones of a call share one
-    allocation; an ``out=`` array that does not start on a line may run slower there).
+    Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use are
+    accepted and ignored), each a NumPy array (or an object with ``__dlpack__``, viewed without a copy)
+    with exactly the tensor's shape and dtype: float32 where float64 is expected is an error, not a silent
+    cast.  Non-contiguous inputs are copied first.  ``out=`` (an array, or a tuple of one per output)
+    receives the results in place; such arrays must be C-contiguous, writeable and not overlap another
+    argument.  Returns one array for one output, a tuple for several (the ``out=`` objects when given);
+    arrays allocated for several threads start on a cache line (:func:`empty_aligned_all`).
 
-    The call releases the GIL, so several Python threads may call one kernel at once; its only
-    state is its *workspace*: the temporaries of a finished call are kept for the next one
-    (a call takes them under a lock, a concurrent call makes its own), since fresh buffers of
-    megabytes cost a page fault per page on every call -- a strided convolution's gradient ran
-    15 ms in a process that had just freed larger buffers, 20 ms without its workspace.
-    ``keep_workspace = False`` (settable) frees them after each call; ``release_workspace()``
-    frees them now.  ``num_threads`` (settable) is the number of threads of each parallel loop.
-    """
+    The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
+    *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
+    makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
+    ``release_workspace()`` now.  ``num_threads`` (settable) is the number of threads of each parallel
+    loop."""
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:
-        """``lowered``: the loop program, or a function returning it (a kernel read from the
-        cache lowers only when ``kernel.lowered`` is asked for); ``signature``: the arguments
-        (default: those of ``lowered``); ``origin``: how ``ta.build`` obtained the code."""
-        #: how ``ta.build`` obtained this kernel's code: ``"compiled"`` (LLVM compiled it),
-        #: ``"disk"`` (read from the disk cache and linked) or ``"memory"`` (the code of a kernel
-        #: of the same program this process holds); ``None`` for a loaded or unpickled kernel
+        """``lowered``: the loop program or a function returning it (lowered on demand); ``signature``:
+        the arguments (default: ``lowered``'s); ``origin``: how ``ta.build`` obtained the code."""
+        # how ``ta.build`` got the code: ``"compiled"``, ``"disk"``, ``"memory"``; ``None``: loaded
         self.origin = origin
         #: the candidate strategies ``tune=True`` measured for this build (0: none, or found
         #: in the disk cache)
@@ -224,8 +194,7 @@ class Kernel:
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
-        # a temporary is a byte array one cache line longer than its buffer, which starts on the
-        # first line in it (the code moves the pointer up, ``P_call``; ``P_main``: this class)
+        # a temporary is a byte array one cache line longer than its buffer, which starts on a line in it
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
@@ -311,10 +280,9 @@ class Kernel:
         return self.call(arrays, out=out)
 
     def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
-        """``kernel(*arrays, out=out)``.  ``known[k]`` true says that ``arrays[k]`` is an array
-        that a kernel allocated and returned for an output whose shape and dtype are exactly
-        those of input ``k`` (``ta.function``'s backward reads its forward's saved values so):
-        it is passed without the input's check, a cost paid per array per call."""
+        """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
+        allocated for an output of input ``k``'s exact shape and dtype, passed without the input's check.
+        """
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):

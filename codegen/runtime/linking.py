@@ -1,6 +1,5 @@
-"""Linking a kernel's object code: the library pieces it calls first, then its own code in an
-engine of its own (:func:`.jit.engine.link_object`), giving the :class:`.runtime.compiled.Compiled`
-that owns it."""
+"""Linking a kernel's object code: the library pieces it calls first, then its own code in an engine of
+its own (:func:`.jit.engine.link_object`), owned by a :class:`.runtime.compiled.Compiled`."""
 
 from __future__ import annotations
 
@@ -16,10 +15,9 @@ from .threads import parallel_runtime
 
 def link(key: str, obj: bytes, meta: dict, source: str | Callable[[], str], opt_level: int,
          target: Target, pieces: tuple[gemmlib.LinkPlan, list] | None = None) -> Compiled:
-    """Link a kernel's object code (``meta``: its entry as :func:`_compile` writes it) and the
-    library pieces it calls (``pieces``: a plan whose pieces were compiled beside the kernel,
-    and their object code; else they are linked or read from disk by name).  The result owns
-    the code; :data:`.runtime.compiled_cache.COMPILED` does not hold it until :meth:`~.CompiledCache.put`."""
+    """Link a kernel's object code (``meta``: its entry as :func:`_compile` writes it) and the library
+    pieces it calls (``pieces``: a plan compiled beside the kernel, with their code; else linked or read
+    by name).  The result owns the code."""
     if meta["gomp"] and parallel_runtime() is None:  # its GOMP_* symbols, before the engine links
         raise RuntimeError("this kernel runs parallel loops, but no parallel runtime could be set up")
     library: dict[str, str] = {}  # the library pieces this kernel links, and how each was obtained

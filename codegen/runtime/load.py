@@ -1,18 +1,12 @@
-"""``ta.load(path)``: a kernel from a library written by ``kernel.export(path)``
-(:mod:`.runtime.export`), checked before it is mapped.
+"""``ta.load(path)``: a kernel from a library written by ``kernel.export(path)`` (:mod:`.runtime.export`),
+checked before it is mapped.
 
-``ta.load("name.so")`` reads the library's bytes once and checks them against the
-``.json`` *before anything is mapped*: a truncated, damaged or replaced library (whose mapping
-would raise SIGBUS or run changed code) and a library for a CPU with features this host lacks
-(whose code would raise SIGILL) are refused with :class:`LoadError`.  The verified bytes are
-then written to a private file (a fresh directory of mode 0700, named by the hash) and that
-file is opened with ``ctypes``, so what is mapped is exactly what was checked, whatever happens
-to the user's file meanwhile, and each load of a changed library maps the new code (the dynamic
-loader reuses a loaded library of the same path).  A ``.json`` written before the size, hash and
-target were recorded is refused, asking to export the kernel again: without them the library
-cannot be checked.  The ``.json`` itself is trusted (it says how the library is called).  The
-result is a :class:`~.runtime.kernel.Kernel` with the same argument checks as a built one.
-"""
+The library's bytes are read once and checked against the ``.json`` *before anything is mapped*: a
+truncated, damaged or replaced library and one for CPU features this host lacks are refused with
+:class:`LoadError`, as is a ``.json`` without size, hash and target.  The verified bytes are written to a
+private file (:func:`_open_private_copy`) and opened with ``ctypes``, so what is mapped is exactly what
+was checked.  The ``.json`` itself is trusted.  The result is a :class:`~.runtime.kernel.Kernel` with a
+built one's argument checks."""
 
 from __future__ import annotations
 
@@ -129,13 +123,9 @@ def _verified_bytes(path: Path, side: Path, recorded: dict[str, Any]) -> bytes:
 
 
 def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:
-    """``data`` (verified bytes of ``path``) written to a new private file and opened.
-
-    The file is ``<fresh directory of mode 0700>/<hash>.so``: no other user can change it between
-    the write and the mapping, and the dynamic loader -- which returns an already loaded library
-    for a path it has seen -- can only match a library of the same hash, i.e. the same code.  It
-    is removed once mapped (the mapping keeps it).  The system temporary directory is tried
-    first, then the library's own (where the temporary one does not allow executable mappings)."""
+    """``data`` (the verified bytes of ``path``) written to ``<fresh 0700 directory>/<hash>.so`` and
+    opened, so that what is mapped is what was checked (a loaded path can only match the same code), then
+    removed; in the system temporary directory, else the library's own."""
     failures = []
     for parent in (None, path.parent):
         try:

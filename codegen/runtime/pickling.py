@@ -1,12 +1,8 @@
-"""Kernels that travel as Python objects: the state a pickled kernel carries, and the kernel
-made again from it.
+"""Kernels that travel as Python objects: a pickled kernel's state, and the kernel made again from it.
 
-A pickled kernel keeps the object code the JIT linked and its IR: in a process on the same
-target the object code is linked again (as the disk cache does); elsewhere the IR is compiled
-again for the host.  The functions here take the kernel class as an argument
-(:meth:`.runtime.kernel.Kernel.__reduce__` passes it), so that this module builds on kernels'
-parts and never imports the kernel itself.
-"""
+A pickled kernel keeps its object code and IR: on the same target the code is linked again, elsewhere the
+IR is compiled for the host.  The functions take the kernel class as an argument
+(:meth:`.runtime.kernel.Kernel.__reduce__`), so this module never imports the kernel."""
 
 from __future__ import annotations
 

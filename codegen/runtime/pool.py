@@ -1,47 +1,23 @@
-"""tensorad's own parallel runtime: a thread pool whose parallel regions never wait for a thread
-that has not started.
+"""tensorad's own parallel runtime: a thread pool whose parallel regions never wait for a thread that has
+not started.
 
-Kernels call ``GOMP_parallel(body, data, n, 0)`` and ``omp_get_thread_num()`` /
-``omp_get_num_threads()`` (:mod:`.llvm.emit`); this module gives those three symbols to the JIT
-from a small module of its own, written in LLVM IR below, so that the same object code runs on
-libgomp (:mod:`.runtime.threads`) or here.
+This module defines ``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` (what kernels
+call, :mod:`.llvm.emit`) in an LLVM IR module of its own, so the same code runs here or on libgomp
+(:mod:`.runtime.threads`), whose regions wait a scheduler tick for a descheduled worker.  A region's ``n``
+thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
 
-Why not libgomp: a libgomp region ends at a barrier that waits for every thread of the team.
-When another process holds the core a worker would run on, the worker is runnable but does not
-run until the scheduler's next tick, and the region -- tens of microseconds of work -- takes a
-multiple of the tick (4 ms): measured on a 2-core machine with one busy process pinned to the
-second core, a 2-thread mean over 16x256x14x14 took 16 ms per call (median) instead of 0.06 ms.
-PyTorch's OpenMP regions stall the same way.
+* the caller publishes the job, then the ticket ``(g + 1, n, 1)`` (number 0 is its own), wakes sleeping
+  workers (a futex on the generation) and runs ``body`` as thread 0;
+* a worker claims number ``next`` by compare-and-swap, runs ``body`` as that thread, and counts it done;
+* the caller then runs every number not yet claimed itself and waits only for those workers claimed.
 
-How a region runs here.  The team's ``n`` thread numbers are handed out from one 64-bit word,
-the ticket ``generation:32 | n:16 | next:16``:
-
-* the caller publishes the job (body and data), then the ticket ``(g + 1, n, 1)`` -- number 0
-  is its own -- wakes sleeping workers (a futex on the generation, only when some sleep), and
-  runs ``body`` as thread 0;
-* a worker claims thread number ``next`` by compare-and-swap of the ticket, runs ``body`` as
-  that thread, and counts it done;
-* the caller, back from its own share, claims every number nobody has claimed yet and runs them
-  itself, then waits only for the numbers workers claimed -- threads that are running.
-
-So a descheduled worker costs nothing: the caller does its share.  Every number runs exactly
-once, by whichever thread claims it, so a body that divides work by thread number (the parallel
-fills) or by a shared chunk counter (the parallel loops, the product driver) computes the same
-values whoever runs it.  The generation in the ticket makes a stale claim (a worker that read
-the ticket of a finished region) fail its compare-and-swap; the next region is published only
-after every number of this one is done, so a claimed number's job cannot change under it.
-
-The thread number of the running body is kept per thread with ``pthread_setspecific`` (JIT code
-cannot use ELF thread-local storage).  One region at a time uses the workers: a second caller
-(another Python thread, or a body that starts a region) finds the pool taken and runs all ``n``
-numbers itself.  After ``fork`` the child has no workers; its regions run on the caller until
-new workers start (:func:`ensure_workers` after :func:`_after_fork`).
-
-Workers are Python daemon threads that enter ``tensorad_pool_work`` through ``ctypes`` (which
-releases the GIL) and never come back into Python.  An idle worker spins for about
-``IDLE_SPIN_CYCLES`` time-stamp cycles, then sleeps on the futex; a caller waiting for running
-workers spins ``WAIT_SPIN_CYCLES``, then sleeps.
-"""
+Every number runs exactly once, so a body dividing work by thread number or a shared counter computes the
+same values.  The generation makes a stale claim fail; the next region is published only after every
+number of this one is done.  The thread number is kept with ``pthread_setspecific``.  A second caller
+while a region runs runs all ``n`` numbers itself, as the caller does after ``fork`` until new workers
+start (:func:`ensure_workers`, :func:`_after_fork`).  Workers are daemon threads in ``tensorad_pool_work``
+(through ``ctypes``); an idle one spins ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then
+they sleep on the futex."""
 
 from __future__ import annotations
 
@@ -394,9 +370,8 @@ def ir_text() -> str:
 
 
 def start() -> Pool:
-    """Compile and link the runtime module (once per process, :mod:`.runtime.threads` holds the pool)
-    and create its thread-number key.  The JIT resolves the kernels' ``GOMP_*``/``omp_*``
-    calls to it afterwards."""
+    """Compile and link the runtime module (once per process) and create its thread-number key; the JIT
+    then resolves the kernels' ``GOMP_*``/``omp_*`` calls to it."""
     from ..jit import disk_cache as diskcache
     from ..jit import engine as jit
 

@@ -1,18 +1,14 @@
 """The parallel runtime of generated kernels: tensorad's own thread pool, or libgomp.
 
-Parallel loops call ``GOMP_parallel(body, data, nthreads, 0)``; the outlined ``body(data)``
-takes chunks of the iterations from a counter in ``data`` until none is left (a parallel fill
-asks ``omp_get_thread_num()`` / ``omp_get_num_threads()`` for its share).  The object code
-names those three symbols either way, so cached and exported kernels work with both runtimes:
+Parallel loops call ``GOMP_parallel(body, data, nthreads, 0)`` and ``body`` takes chunks from a counter in
+``data`` (a parallel fill asks ``omp_get_thread_num()`` / ``omp_get_num_threads()``), so cached and
+exported kernels work with both runtimes:
 
-* **the pool** (default, :mod:`.runtime.pool`): the symbols resolve to a small JIT-compiled runtime
-  whose regions never wait for a worker that has not started -- on a loaded machine the
-  caller runs the missing threads' shares itself instead of waiting a scheduler tick.
-* **libgomp** (``TENSORAD_PARALLEL_RUNTIME=gomp``, or when the pool cannot be set up): loaded
-  once per process with ``llvm.load_library_permanently``; torch ships its own libgomp under
-  the same soname, and if one is already in the process it is used rather than a second copy.
-  Exported kernels (:mod:`.runtime.export`) always link libgomp.
-"""
+* **the pool** (default, :mod:`.runtime.pool`): a small JIT-compiled runtime whose caller runs the shares
+  of workers that have not started;
+* **libgomp** (``TENSORAD_PARALLEL_RUNTIME=gomp``, or when the pool cannot be set up): loaded once per
+  process with ``llvm.load_library_permanently``, reusing a libgomp already in the process.  Exported
+  kernels (:mod:`.runtime.export`) always link libgomp."""
 
 from __future__ import annotations
 

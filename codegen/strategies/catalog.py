@@ -1,7 +1,6 @@
-"""The registered code-generation strategies (:mod:`.strategies.registry`), in order: every
-op is offered every strategy's candidates, and among candidates of equal cost the one
-registered first wins.  Adding a strategy is a class in the module of its kind and a place in
-this list; the cost model is :mod:`.strategies.cost`."""
+"""The registered code-generation strategies (:mod:`.strategies.registry`), in order: among candidates of
+equal cost the one registered first wins.  A strategy is a class in its kind's module and a place in this
+list."""
 
 from __future__ import annotations
 

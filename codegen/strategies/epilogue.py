@@ -1,14 +1,10 @@
 """Epilogue fusion: an elementwise consumer applied as a reduction stores its results.
 
-The language lifts ``sum(...) * 0.25`` into a reduction ``R`` and a consumer
-``C[x] = R[x] * 0.25``; left alone that is a temporary the size of the output and a second pass
-over memory.  When ``C`` is the only reader of ``R``, reads it exactly at its own index ``x``
-(same shape), and the reduction writes every output element (no identity fill), the
-reduction's nest stores ``C``'s body with ``R[x]`` replaced by the accumulated value -- ``R``
-gets no buffer and ``C`` no nest of its own.  A consumer ``select(c, R[x] ..., 0)`` (the
-optimizer's form) also restricts the reduction to ``c`` (see ``domain.reduction_domain``).
-The fused nest runs where ``C``'s nest would have (after everything ``C`` reads).
-"""
+For a lifted reduction ``R`` and its consumer ``C[x] = R[x] * 0.25``: when ``C`` is ``R``'s only reader,
+reads it exactly at its own index (same shape) and the reduction writes every output element, the
+reduction's nest stores ``C``'s body with ``R[x]`` replaced by the accumulated value, and ``R`` gets no
+buffer.  A consumer ``select(c, R[x] ..., 0)`` also restricts the reduction to ``c``
+(``domain.reduction_domain``).  The fused nest runs where ``C``'s would have."""
 
 from __future__ import annotations
 

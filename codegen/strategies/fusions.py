@@ -19,10 +19,9 @@ from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 
 
 def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
-    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads (in
-    program order) that ``op`` alone reads, only at its own index, of its shape, one output
-    and not an output of the program, and that ``fits(r, chosen)`` (the strategy's own test of
-    how ``r`` was planned); ``None`` when there is none."""
+    """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads that only
+    ``op`` reads, at its own index, of its shape, one output and not a program output, and that
+    ``fits(r, chosen)``; else ``None``."""
     if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
         return None
     body = bodies[0]
@@ -41,9 +40,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
 
 
 class EpilogueFusion:
-    """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): no temporary,
-    no second pass.  The reduction must be the consumer's only at-point read of it, read by
-    nothing else, not an output, one plain nest writing its whole box."""
+    """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
+    reduction is read only by it, at its point, is not an output, and is one plain nest over its box."""
 
     name = "epilogue"
 
@@ -60,10 +58,8 @@ class EpilogueFusion:
 
     @staticmethod
     def _strips(cand, ctx) -> bool:
-        """Whether the fused reduction accumulates in strips: its own choice, except that strips
-        accumulate in the output buffer, which a consumer of another dtype (a float32 sum
-        rounded to bfloat16) cannot hold: fused, it keeps scalar accumulators, and the cost says
-        whether that beats strips in its own float32 temporary plus the consumer's pass."""
+        """Whether the fused reduction accumulates in strips: its own choice, unless the consumer's dtype
+        cannot hold the sums (fused, it keeps scalar accumulators)."""
         r = cand.data.reduction.op
         return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
 
@@ -74,21 +70,18 @@ class EpilogueFusion:
 
 
 class ProductEpilogue:
-    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``, a gradient's
-    ``dY * f'(u)`` after its product) applied by the product itself: the micro-kernel's driver
-    calls a finisher on each block of C it completes (all of ``k`` summed, the block still in
-    cache), which replaces C by the consumer's value in place (:mod:`.gemm.microkernel`).  C lives in
-    the consumer's buffer, so the product's temporary and the consumer's pass over memory are
-    gone.  The product must be planned as the micro-kernel (plain or over padded copies), read
-    by nothing else, read by the consumer only at its own index, of the consumer's shape and
-    dtype, and not an output; the consumer holds no reduction and no checked gather."""
+    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``) applied by the product itself:
+    the micro-kernel's driver calls a finisher on each completed block of C, which replaces C by the
+    consumer's value in place (:mod:`.gemm.microkernel`); C lives in the consumer's buffer.  The product
+    must be planned as the micro-kernel (plain or padded), read by nothing else, read by the consumer only
+    at its own index, of its shape and dtype, and not an output; the consumer holds no reduction and no
+    checked gather."""
 
     name = "product-epilogue"
     PRODUCTS = (MicroKernel, PaddedMicroKernel)
 
     def match(self, op, bodies, ctx):
-        # the finisher evaluates no reduction, and no gather index under mode="raise", whose
-        # run-time test only a nest emits (as the packers)
+        # the finisher evaluates no reduction and no checked gather index (only a nest tests those)
         if any(n.op is Op.REDUCE or (n.op is Op.DATA_INDEX and n.arg.mode == "raise")
                for n in walk(bodies[0])):
             return []

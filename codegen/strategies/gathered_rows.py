@@ -1,17 +1,13 @@
 """Gathered rows copied once, so that a product reading them is a matrix product.
 
-``C[i, j] = sum_k E[I[i], k] * W[k, j]`` (an embedding times a weight) reads ``E`` through a
-checked gather index: the micro-kernel's packers cannot raise the ``IndexError`` an index out
-of range must give, so the product ran as loops.  :func:`gather_rows` splits it in two:
+``C[i, j] = sum_k E[I[i], k] * W[k, j]`` reads ``E`` through a checked gather index, which the
+micro-kernel's packers cannot check.  :func:`gather_rows` splits it in two:
 
     G[i, k] = E[I[i], k]                 a copy: one checked index per point, a row at a time
     C[i, j] = sum_k G[i, k] * W[k, j]    a plain product, packed like any other
 
-The copy costs ``N*K`` element moves against the product's ``N*K*J`` multiply-adds.  Only a
-read that every point of the sum evaluates is copied: one under a lazy guard, or in a sum with a
-``where`` condition, may hold an index the program never reads (``if_then_else(L[r] != -100,
-X[r, L[r]], 0)``), and copying it over the whole box would raise where the program does not.
-"""
+Only a read that every point of the sum evaluates is copied: one under a lazy guard or a ``where`` may
+hold an index the program never reads."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ def _guarded_reads(e: Expr) -> set[Expr]:
 
 
 def gather_rows(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(copies, product)``: one copy op per read of ``body`` (a sum) that goes through a
-    checked gather index, and ``op`` reading those copies instead; ``None`` when there is no
-    such read or one may not be evaluated everywhere (see the module docstring)."""
+    """``(copies, product)``: a copy op per read of ``body`` (a sum) through a checked gather index, and
+    ``op`` reading the copies; ``None`` when there is none or one may not run everywhere."""
     if body.op is not Op.REDUCE or body.src[0] is not TRUE:
         return None
     gathered = [n for n in walk(body) if n.op is Op.READ and any(_checked(i) for i in n.src)]

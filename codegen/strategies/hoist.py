@@ -1,23 +1,18 @@
-"""Expensive subexpressions that depend on fewer axes than their op, computed once per point of
-their own axes.
+"""Expensive subexpressions that depend on fewer axes than their op, computed once per point of their own
+axes.
 
-A log-softmax over the channels of NCHW reads ``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] -
-log(s[n, y, x])``: the log depends on ``(n, y, x)`` only, yet the loops evaluate it for every
-channel.  LLVM moves an invariant out of the innermost loop, but ``c`` is an outer loop there, so
-the op pays 21 logs where one would do.  :func:`hoist_invariants` splits such an op in two::
+In a log-softmax over the channels of NCHW,
+``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - log(s[n, y, x])``, the log depends on ``(n, y, x)`` only,
+and ``c`` is an outer loop, out of LLVM's reach.  :func:`hoist_invariants` splits such an op::
 
     T[n, y, x]    = log(s[n, y, x])                 once per point of its own axes
     Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - T[n, y, x]
 
 A subexpression is taken when it holds a transcendental function or a power
-(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point (an invariant of
-the innermost loop LLVM moves out itself) but not every such axis, holds no reduction, and is
-evaluated at every point of the op: one under a ``select`` or ``if_then_else`` branch may read
-an index that only its guard keeps in range, and the temporary would evaluate it everywhere.
-Every point of the temporary is a point the op evaluates (each axis has a point), so the
-temporary reads what the op read, no more.  The stored value is the one the op computed, so the
-result is the same.  Whether the split pays is the cost model's call (:class:`.strategies.hoist.Hoist`).
-"""
+(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point but not every such
+axis, holds no reduction, and is evaluated at every point of the op (not under a guard that may keep its
+reads in range).  The temporary reads what the op read and stores the value the op computed.  Whether it
+pays is :class:`.strategies.hoist.Hoist`'s cost."""
 
 from __future__ import annotations
 
@@ -33,12 +28,8 @@ _GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
 
 
 def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
-    """The maximal subexpressions of ``body`` worth computing once per point of their axes.
-
-    What the descent asks of a node -- does its subtree hold a reduction, a heavy function,
-    which repeated axes -- is one bit mask per node, folded once over the DAG: asking each
-    visited node's subtree again walked a long gradient's inlined chain once per level
-    (quadratic in the body)."""
+    """The maximal subexpressions of ``body`` worth computing once per point of their axes, from one bit
+    mask per node (a reduction, a heavy function, which repeated axes) folded once over the DAG."""
     repeated = [a for a in axes if a.extent > 1]
     if not repeated:
         return []
@@ -70,9 +61,8 @@ def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
 
 
 def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Expr, int]:
-    """Each node of ``body``: the ``bit`` of every variable of ``bit`` its subtree uses, with
-    ``heavy`` when it holds a :data:`.loops.schedule.HEAVY` function and ``reduce`` a reduction (a
-    reduction-free subtree's variables are its free variables)."""
+    """Each node of ``body``: the ``bit`` of every variable its subtree uses, with ``heavy`` for a
+    :data:`.loops.schedule.HEAVY` function and ``reduce`` for a reduction."""
     masks: dict[Expr, int] = {}
     for n in walk(body):
         op = n.op
@@ -84,9 +74,8 @@ def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Ex
 
 
 def hoist_invariants(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(temporaries, op')``: one op per subexpression of ``body`` (``op``'s one elementwise
-    body) that :func:`_candidates` takes, over the axes it uses, and ``op`` reading them; ``None``
-    when there is none (see the module docstring)."""
+    """``(temporaries, op')``: an op per subexpression :func:`_candidates` takes from ``body``, over its
+    axes, and ``op`` reading them; ``None`` when there is none."""
     if op.is_reduction or op.num_outputs != 1 or not op.axes \
             or any(a.lo != 0 or a.extent < 1 for a in op.axes):
         return None
@@ -117,10 +106,9 @@ def _replace(root: Expr, mapping: dict[Expr, Expr]) -> Expr:
 
 
 class Hoist:
-    """An elementwise op whose transcendental subexpression depends on fewer axes than the op
-    (a log-softmax over NCHW's channels: ``log(s[n, y, x])`` for every channel): that part
-    computed once per point of its own axes into a temporary (:mod:`.strategies.hoist`), then the op
-    reading it; both planned in turn."""
+    """An elementwise op whose transcendental subexpression depends on fewer axes than the op: that part
+    computed once per point of its axes into a temporary (:mod:`.strategies.hoist`), then the op; both
+    planned in turn."""
 
     name = "hoist"
 

@@ -1,24 +1,19 @@
 """Parity decomposition: a strided convolution's input gradient as stride-1 convolutions.
 
-The input gradient of a convolution with stride 2 sums over the kernel taps that land on each
-input point, and which taps those are depends on the point's parity::
+A stride-2 convolution's input gradient sums over the taps that land on each input point, which depend on
+its parity::
 
     dX[n, c, y, x] = sum_{f, i, j} H[n, f, y', x'] * W[f, c, 2 - 2 i - (y + 1) % 2, 2 - 2 j - (x + 1) % 2]
                      with y' = y + i - (y + 1) // 2 (and x' alike)
 
-so no single matrix product computes it, and the loops test ``% 2`` in their innermost body.
-Fixing the residue of every such axis (``y = 2 q + r``) turns each divided and remaindered index
-into an affine one (``(2 q + r + 1) // 2 = q + (r + 1) // 2``, ``(2 q + r + 1) % 2 = (r + 1) % 2``):
-each of the ``2 x 2`` residue classes is a stride-1 convolution of ``H`` with a sub-kernel of
-``W`` -- a matrix product -- over a quarter of the output::
+Fixing the residue of every such axis (``y = 2 q + r``) makes each index affine, so each of the ``2 x 2``
+residue classes is a stride-1 convolution, a matrix product, over a quarter of the output::
 
     P_rs[n, c, q, p] = sum_{f, i, j} H[n, f, q + i + .., p + j + ..] * W[f, c, 2 - 2 i - .., ..]
     dX[n, c, y, x]   = P_{y % 2, x % 2}[n, c, y // 2, x // 2]
 
-The second line is a copy (scanned digit by digit, :mod:`.loops.stripmine`).  Each output element
-still sums the same terms in the same order, so the split is exact.  It is used only when every
-piece is a matrix product (:func:`decompose` receives the test).
-"""
+The second line is a copy (:mod:`.loops.stripmine`).  Each element sums the same terms in the same order:
+exact.  Used only when every piece is a matrix product (:func:`decompose`'s test)."""
 
 from __future__ import annotations
 
@@ -42,11 +37,8 @@ MAX_PIECES = 16   # residue classes over all split axes
 
 def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
     """For each output axis ``a`` read as ``(a + e) // m`` or ``(a + e) % m`` (``e`` an integer
-    combination of reduction axes and a constant, ``m > 1`` constant), the least common
-    multiple of its moduli; empty when there are none or when the pieces would be too many or
-    too small.  (A transposed convolution's ``(y - ry) % 2 == 0``: fixing ``y``'s residue
-    leaves a condition on ``ry`` alone, which :func:`.passes.strided_sums.unstride` turns into a sum over
-    the taps that apply.)"""
+    combination of reduction axes and a constant, ``m > 1``), the lcm of its moduli; empty when there are
+    none or the pieces would be too many or too small."""
     axes = set(op.axes)
     reduced = set(body.arg.axes) if body.op is Op.REDUCE else set()
     found: dict[Expr, int] = {}
@@ -73,11 +65,9 @@ def residue_moduli(op: ComputeOp, body: Expr) -> dict[Expr, int]:
 
 def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], object], memo: dict | None = None
               ) -> tuple[list[ComputeOp], list, ComputeOp] | None:
-    """``(pieces, their product specs, gather)`` for a reduction ``op`` whose residue classes
-    are all matrix products (``is_product(piece)`` returns the spec or ``None``); the gather
-    computes ``op``'s values from the pieces.  ``None`` when ``op`` does not decompose so.
-    ``memo`` (owned by one planning call) keeps the pieces and gathers made for ``op``, so the
-    strategies that both decompose it (a product per class, loops per class) build them once."""
+    """``(pieces, their product specs, gather)`` for a reduction ``op`` whose residue classes are all
+    matrix products (``is_product(piece)``: the spec or ``None``); ``None`` otherwise.  ``memo`` (owned by
+    one planning call) keeps the pieces and gathers made for ``op``."""
     if not op.is_reduction or body.op is not Op.REDUCE:
         return None
     moduli = residue_moduli(op, body)
@@ -105,11 +95,8 @@ def decompose(op: ComputeOp, body: Expr, is_product: Callable[[ComputeOp], objec
 
 
 def _no_terms(piece: ComputeOp) -> bool:
-    """Whether no point of ``piece``'s box meets its sum's condition: a residue class of a
-    strided 1x1 convolution's input gradient other than the sampled one.  Three of its four
-    classes are zeros; as products they cost as much as the fourth, so counted as products the
-    product over the whole output (four times its terms, as packed zeros) would win: 12.4 ms
-    against 3.2 for the one class (8 x 256 x 28 x 28 from 512 channels, one thread, AVX-512)."""
+    """Whether no point of ``piece``'s box meets its sum's condition (a strided 1x1 convolution's input
+    gradient's unsampled classes), so that it is not costed as a product of packed zeros."""
     red = piece.body[0]
     if any(a.extent <= 0 for a in red.arg.axes):
         return True
@@ -145,9 +132,8 @@ def _piece(op: ComputeOp, body: Expr, moduli: dict, r_of: dict) -> ComputeOp:
 
 
 def _tighten(axes: list[Expr], red: Expr) -> Expr:
-    """``red`` with each reduction axis narrowed to where its condition can hold (a residue
-    class of a stride-2 gradient meets 1 or 2 of 3 kernel taps per axis: the piece's matrix
-    product is then as long as its real sum, not the whole kernel)."""
+    """``red`` with each reduction axis narrowed to where its condition can hold, so that a residue
+    class's product is as long as its real sum."""
     ra: ReduceArg = red.arg
     space = IndexSpace(tuple(axes) + tuple(ra.axes))
     dom = space.box().intersect(space.cond(red.src[0], exact=False))  # a superset: safe bounds

@@ -62,11 +62,9 @@ class Strips:
 
 
 def _collapsible(red) -> tuple | None:
-    """``(a, b, stride of b per read)`` when the last two reduction axes ``a, b`` are read
-    only as adjacent dimensions ``[.., a, b, ..]`` with ``stride(a) == extent(b) * stride(b)``
-    in every read (a pooling window over whole rows ``X[n, c, y, x]``): one loop over
-    ``k = a * extent(b) + b`` then walks the same memory in one run.  ``None`` otherwise (also
-    when ``a`` or ``b`` appears anywhere else: in the condition, a value, another index)."""
+    """``(a, b, stride of b per read)`` when the last two reduction axes ``a, b`` are read only as
+    adjacent dimensions ``[.., a, b, ..]`` with ``stride(a) == extent(b) * stride(b)`` in every read, so
+    that one loop over ``k = a * extent(b) + b`` walks the same memory; ``None`` otherwise."""
     if len(red.arg.axes) < 2:
         return None
     a, b = red.arg.axes[-2:]
@@ -94,11 +92,9 @@ def _collapsible(red) -> tuple | None:
 
 
 class CollapsedLoops:
-    """A reduction whose last two axes walk one contiguous run (``sum_{y, x} X[n, c, y, x]``)
-    as one loop over both (:func:`_collapsible`): the vectorized innermost loop is ``H x W``
-    long instead of ``W`` (a 14 x 14 global average pool: 196 instead of 14, no scalar tail).
-    The reads become ``X[n, c, k // W, k % W]``, which the address computation recombines into
-    ``k`` (:func:`.llvm.expr.recombine_digits`)."""
+    """A reduction whose last two axes walk one contiguous run (``sum_{y, x} X[n, c, y, x]``) as one loop
+    over both (:func:`_collapsible`): the reads become ``X[n, c, k // W, k % W]``, which the address
+    computation recombines into ``k`` (:func:`.llvm.expr.recombine_digits`)."""
 
     name = "collapse"
 
@@ -107,9 +103,8 @@ class CollapsedLoops:
                                       for b in bodies):
             return []
         if default_spec(op, bodies, ctx) is not None:
-            # a matrix product's plain loops re-read both sides for every output point, which
-            # the short-loop gain does not price: on AVX-512 a 1x1 convolution's weight
-            # gradient (K = 25,088) came out 3x under the micro-kernel and ran 2.7x slower
+            # a product's plain loops re-read both sides per output point (not priced by the short-loop
+            # gain)
             return []
         found = _collapsible(bodies[0])
         if found is None:
@@ -170,10 +165,8 @@ class Scan:
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):
-        """Each update, vectorized across the output axes after the scanned one, and each
-        point's carried copy, a row copied through memory there.  A scan along the last axis
-        is a scalar chain whose carried value stays in a register (the copy's store forwards
-        to the update's load): its updates alone."""
+        """Each update, vectorized across the output axes after the scanned one, and each point's carried
+        copy; along the last axis a scalar chain in a register: its updates alone."""
         spec, op = cand.data, cand.op
         vector = spec.axis < len(op.axes) - 1
         lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1

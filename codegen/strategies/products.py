@@ -1,7 +1,6 @@
-"""Strategies of matrix products: the packed micro-kernel, with its guarded sides padded, its
-sum split in halves, one product per residue class of a strided convolution's gradient
-(and the same as plain loops), a sum of products term by term, and gathered rows copied so
-that a product reads them; the contraction candidates they share."""
+"""Strategies of matrix products: the packed micro-kernel, plain, padded, split in halves, per residue
+class (and the same as loops), term by term, and over copied gathered rows; and the candidates they share.
+"""
 
 from __future__ import annotations
 
@@ -74,13 +73,9 @@ SPARSE_PRODUCT = 0.25  # a product whose terms are under this fraction of what i
 
 
 def _sparse(spec: Contraction, op: ComputeOp, bodies: tuple) -> bool:
-    """Whether the terms of ``op``'s sum (its where-condition's points,
-    :func:`.loops.domain.where_density`) are under ``SPARSE_PRODUCT`` of the multiply-adds the
-    micro-kernel runs: every point of the box, or of its rows' band (a causal triangle's,
-    :attr:`.Contraction.band`), the excluded ones as packed zeros.  Plain loops scan the
-    domain alone: the border of a tap stencil's weight gradient (:mod:`.strategies.stencil`), a tenth of
-    its box, made the weight gradient 4.4 ms as a product, 2.0 as loops (a grouped
-    convolution, 4 channels a group, 8 x 128 x 28 x 28, 2 threads)."""
+    """Whether the terms of ``op``'s sum (:func:`.loops.domain.where_density`) are under
+    ``SPARSE_PRODUCT`` of the multiply-adds the micro-kernel runs over the box or its rows' band
+    (:attr:`.Contraction.band`), the excluded ones as packed zeros; plain loops scan the domain alone."""
     computed = spec.k_steps / (-(-spec.M // spec.mr) * spec.K)
     return where_density(op, bodies) < SPARSE_PRODUCT * computed
 
@@ -108,9 +103,8 @@ class MicroKernel:
 
 
 class PaddedMicroKernel:
-    """The micro-kernel reading zero-padded copies of its range-guarded sides
-    (:mod:`.gemm.padding`), made per chunk of the batch when a whole copy would outgrow the
-    kernel's arguments."""
+    """The micro-kernel reading zero-padded copies of its range-guarded sides (:mod:`.gemm.padding`), per
+    chunk of the batch where a whole copy would outgrow the arguments."""
 
     name = "padded"
 
@@ -168,11 +162,9 @@ class SplitK:
 
 
 class Parity:
-    """A strided convolution's input gradient, which is no product, as one product per
-    residue class of its output (:mod:`.strategies.parity`) and a gather; only when every class is one.
-    Also offered beside a product whose guards zero most of its terms (a transposed
-    convolution's forward: each output point meets 1 of the 4 taps of a 2x2 stride 2 kernel),
-    where the classes' products are shorter."""
+    """A strided convolution's input gradient as one product per residue class of its output
+    (:mod:`.strategies.parity`) and a gather, when every class is one; also beside a product whose guards
+    zero most of its terms, where the classes' products are shorter."""
 
     name = "parity"
 
@@ -193,9 +185,8 @@ class Parity:
 
 
 class TermSplit:
-    """A sum reduction of several terms, each a product, that is no product itself (a Gram
-    matrix's gradient ``sum_j H[i, j] F[j, k] + H[j, i] F[j, k]``): one product per term, then
-    the pass adding them (:mod:`.strategies.term_split`); under fast math only (the sum reassociates)."""
+    """A sum of terms that are products, and no product itself: one product per term, then the adding pass
+    (:mod:`.strategies.term_split`); fast math only."""
 
     name = "split-terms"
 
@@ -235,11 +226,9 @@ def _reads_divided(body: Expr) -> bool:
 
 
 class ParityLoops:
-    """A reduction that reads its output axes divided and remaindered (``(x + 1) // 2``,
-    ``(x + 1) % 2``: a strided depthwise or grouped convolution's input gradient, whose loops
-    test a residue in their innermost body and read at non-affine indices) as one reduction per
-    residue class of its output (:mod:`.strategies.parity`), each with affine indices and only the taps
-    that apply, and a gather; each class is planned in turn (loops, strips, a product)."""
+    """A reduction that reads its output axes divided and remaindered (a strided depthwise convolution's
+    input gradient) as one reduction per residue class (:mod:`.strategies.parity`), each with affine
+    indices, and a gather; each planned in turn."""
 
     name = "parity-loops"
 
@@ -266,9 +255,8 @@ class ParityLoops:
 
 
 class GatheredRows:
-    """A product reading rows through a checked gather index (``E[I[i], k] * W[k, j]``, which
-    the packers cannot check): the rows copied once (:mod:`.strategies.gathered_rows`), then a plain
-    product."""
+    """A product reading rows through a checked gather index: the rows copied once
+    (:mod:`.strategies.gathered_rows`), then a plain product."""
 
     name = "gathered"
 

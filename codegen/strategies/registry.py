@@ -1,29 +1,20 @@
 """Code-generation strategies as registered objects, and the driver that chooses among them.
 
-Each materialized op can be computed in several ways: plain loops (scalar accumulators, or
-accumulating whole output strips), the packed micro-kernel when it is a matrix product, with
-its guarded sides padded first, its sum split in halves, one product per residue class of a
-strided convolution's gradient, or as the epilogue of the reduction it reads.  Each way is a
-:class:`Strategy`:
+Each way of computing an op is a :class:`Strategy`:
 
-* ``match(op, bodies, ctx)`` -- the candidates it offers for ``op`` (empty: it does not apply;
-  several: variants such as register tiles, which ``tune=True`` measures);
-* ``cost(candidate, target)`` -- estimated cycles on one core of ``target`` (the cost model);
-* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (a :class:`Step` of one
-  kind: an elementwise or reduction nest, a scan, scatter-adds, a micro-kernel call, an
-  epilogue stored by its reduction's nest or call) and new ops for the registry to plan in
-  turn (:class:`Open`: a split-K half, a parity piece), plus buffers shared between ops
-  (``alias``) and earlier ops whose values it computes itself (``absorbs``: an epilogue's
-  reduction).
+* ``match(op, bodies, ctx)`` -- the candidates it offers (none: it does not apply; several: variants,
+  which ``tune=True`` measures);
+* ``cost(candidate, target)`` -- estimated cycles on one core of ``target``;
+* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (a :class:`Step` of one kind), new
+  ops to plan in turn (:class:`Open`), buffers shared between ops (``alias``) and earlier ops whose values
+  it computes itself (``absorbs``).
 
-:func:`plan_ops` asks every strategy of the registry for every op, in order, keeps the first
-candidate of the first strategy the options force (:attr:`PlanContext.forced`) if any, else
-the cheapest (cost minus the cost of the plans it absorbs; ties go to the strategy registered
-first), and expands its plan.  It knows no strategy by name.  A candidate is named by its
-strategy and variant (``Candidate.label``) and its op by a *point* (the op's name and
-position, and its parent's point for planned sub-ops): ``Options.choices`` pins a point to a
-label (what :mod:`.tune` measured), and :attr:`PlanContext.offered` records what was offered.
-"""
+:func:`plan_ops` asks every registered strategy for every op, keeps the first candidate of the first
+strategy the options force (:attr:`PlanContext.forced`), else the cheapest (cost minus the cost of the
+plans it absorbs; ties to the strategy registered first), and expands its plan; it knows no strategy by
+name.  A candidate is named by its strategy and variant (``Candidate.label``), its op by a *point* (name
+and position, and its parent's point): ``Options.choices`` pins a point to a label, and
+:attr:`PlanContext.offered` records what was offered."""
 
 from __future__ import annotations
 
@@ -225,9 +216,8 @@ def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
 
 
 def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
-    """Each op's alias followed to its end: a plan may rewrite an op that an outer plan made
-    (a strided sum unrolled, then its loop-invariant factor hoisted), and the
-    readers name the first op, so the last must store into its buffer."""
+    """Each op's alias followed to its end: a plan may rewrite an op an outer plan made, and the readers
+    name the first op, so the last stores into its buffer."""
     out = {}
     for op, target in alias.items():
         seen = {op}

@@ -1,35 +1,23 @@
-"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by
-carrying the running value along that axis instead of reducing again at every point.
+r"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by carrying
+the running value along that axis.
 
-``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the
-condition do not mention ``j``, and the affine sets nest: ``D(j - 1) ⊆ D(j)`` (a prefix sum,
-``k <= j + c``: scanned upwards) or ``D(j + 1) ⊆ D(j)`` (a suffix sum, ``k >= j``, the adjoint
-of a prefix sum: scanned downwards).  Then
+``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
+mention ``j`` and the affine sets nest, ``D(j - 1) ⊆ D(j)`` (a prefix sum: scanned upwards) or
+``D(j + 1) ⊆ D(j)`` (a suffix sum: downwards), is
 
-    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \\ D(j -/+ 1)} src(r)
+    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \ D(j -/+ 1)} src(r)
 
-where ``j -/+ 1`` is computed too, and the whole reduction where it is not (the first point of
-each row).  A prefix sum over ``n`` points makes ``n`` updates instead of ``n (n + 1) / 2``.
-isl proves the nesting and gives both sets exactly, so any affine bounds, offsets, other axes
-and reduction axes qualify; the scanned axis may be anywhere, and the output axes after it run
-innermost (vectorized across them), the ones before it are parallel.  Sums, products, max
-and min qualify (no inverse is needed; a sliding window's sets do not nest: plain loops).
+where ``j -/+ 1`` is computed too, and the whole reduction at each row's first point: ``n`` updates
+instead of ``n (n + 1) / 2``.  isl proves the nesting and gives both sets exactly.  The output axes after
+the scanned one run innermost (vectorized), those before are parallel.  Sums, products, max and min
+qualify.
 
-Order: a prefix sum adds its terms in the order of the plain sequential loop (``((x0 + x1) +
-x2) ...``); a suffix sum in the reversed order, which fast math allows (``fastmath=False``
-keeps plain loops for anything but a proven same-order prefix: one reduction axis whose new
-terms all follow the ones it carries).
-
-Other combiners -- several values, or a custom kind: a max carrying its winner's index and
-tie count ``(v, k, t)``, which reverse mode builds for a running max -- are scanned only in
-that same order.  Then the scan is the plain loop's left fold itself, cut where each point
-ends: ``out[j] = (...((e + x0) + x1) ... + x_j)`` with ``e`` the identity and ``+`` the
-combiner, and ``out[j - 1]`` is that fold stopped one term earlier, so no law of the
-combiner (associativity, commutativity) is needed and every value is the plain loop's, bit
-for bit.  Each value is carried in its own output, so each needs a buffer: an op keeping
-fewer outputs than its combiner has values stays plain.  For example, the running winner of
-``Y[i] = max_{k <= i} X[k]`` over ``X = [1, 3, 3, 2]`` carries ``(1, 0, 1), (3, 1, 1), (3,
-1, 2), (3, 1, 2)``: 4 updates where the plain loops make 10."""
+Order: a prefix sum adds in the plain sequential loop's order; a suffix sum in reversed order, which only
+fast math allows (``fastmath=False`` scans only a proven same-order prefix).  Other combiners (several
+values, a custom kind: the winner ``(v, k, t)`` of a running max) are scanned only in that order, where
+the scan is the plain loop's left fold cut where each point ends, so no law of the combiner is needed and
+every value is the plain loop's, bit for bit.  Each value is carried in its own output: an op keeping
+fewer outputs than its combiner has values stays plain."""
 
 from __future__ import annotations
 
@@ -61,16 +49,14 @@ class ScanSpec:
 
 
 def any_order(combiner) -> bool:
-    """Whether a scan of ``combiner`` may combine its terms in another order than the plain
-    loop's (under fast math): one value, a built-in kind (:data:`COMBINERS`).  Any other
-    combiner is scanned only in the plain loop's order (the module docstring)."""
+    """Whether a scan of ``combiner`` may combine its terms out of the plain loop's order (under fast
+    math): one value of a built-in kind (:data:`COMBINERS`)."""
     return combiner.arity == 1 and combiner.kind in COMBINERS
 
 
 def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
-    """The cheapest scan of ``info`` (fewest updates), when one carries terms; else ``None``.
-    ``ordered``: only a scan that combines in the plain loop's order (``fastmath=False``, and
-    always for a combiner that is not :func:`any_order`)."""
+    """The cheapest scan of ``info`` (fewest updates) that carries terms, else ``None``; ``ordered``: only
+    one in the plain loop's order."""
     comb = info.combiner
     if not info.outer or not info.raxes or info.epilogue is not None:
         return None
@@ -95,9 +81,8 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
 
 
 def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer, ...] | None:
-    """The buffers a scan of ``info`` carries its values in, one per value of its combiner
-    (``outputs`` by value index), when each value has one of its accumulator's dtype; else
-    ``None`` (a value computed in no buffer cannot be carried)."""
+    """The buffers a scan of ``info`` carries its values in, one per combiner value (``outputs`` by value
+    index) of its accumulator's dtype; else ``None``."""
     dtypes = info.combiner.dtypes
     if len(outputs) != len(dtypes) or any(b is None or b.dtype != d for b, d in zip(outputs, dtypes)):
         return None
@@ -122,12 +107,9 @@ def _update(info: ReductionInfo, outs: tuple[Buffer, ...], accs: Sequence[Expr])
 
 def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
               accs: Sequence[Expr] = ()) -> list[PolyStmt]:
-    """The statements of the scan: ``out[x] = out[x - step e_j]`` where ``x`` carries, the
-    identity elsewhere, then ``out[x] = combine(out[x], src)`` over the fresh terms, for each
-    buffer of ``outs`` (:func:`scan_buffers`; ``accs``: the op's accumulators, which a
-    combiner of several values updates through).  Time: the output axes up to ``j`` (``j``
-    negated downwards), the phase, the reduction axes, the output axes after ``j``
-    (innermost: vectorized across)."""
+    """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
+    ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
+    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest."""
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v

@@ -1,33 +1,20 @@
 """Scatter-add: a sum whose output axis is fixed by a gather index, lowered to N*J adds.
 
-The adjoint of a gather ``Y[i, j] = E[I[i], j]`` comes out of autodiff (head-product form,
-:mod:`tensorad.autodiff.adjoint`) as
+The adjoint of a gather ``Y[i, j] = E[I[i], j]`` is
+``dE[v, j] = sum_i if_then_else(data_index(I[i]) == v, H[i, j], 0)``: ``V*N*J`` work.  The condition fixes
+``v``, so it is the scatter-add ``dE = 0; for i, j: dE[data_index(I[i]), j] += H[i, j]`` (``N*J``).
+:func:`match_scatter` finds every output axis ``v`` with a conjunct ``v == d`` (in the ``where`` or the
+source's zero-guard), ``d`` a gather index expression free of ``v`` (an equation is solved for an axis
+under ``+``/``-``: :func:`isolate`); :func:`lower_scatter` zero-fills the output and emits
+``out[x/v := d] += src`` over the remaining axes, the rest of the condition as its guard.  The adds into
+each element run in the order of the reduce axes, as ``ta.evaluate``'s sum, so the result is
+deterministic.
 
-    dE[v, j] = sum_i  if_then_else(data_index(I[i]) == v, H[i, j], 0)
-
--- correct, but a loop over the whole vocabulary ``v`` for each ``(i, j)``: ``V*N*J`` work.
-The condition fixes ``v`` for each ``(i, j)``, so the same sum is the scatter-add
-
-    dE[...] = 0;  for i, j:  dE[data_index(I[i]), j] += H[i, j]
-
-with one add per read element (``N*J``).  :func:`match_scatter` finds every output axis ``v``
-with a conjunct ``v == d`` (in the reduction's ``where`` or the zero-guard of its source) where
-``d`` is a gather index expression free of ``v``; :func:`lower_scatter` zero-fills the output
-and emits the update ``out[x/v := d] = out[x/v := d] + src`` over the remaining output axes and
-the reduce axes, the rest of the condition as its guard.  The nest is serial (a data-dependent
-address cannot be split among threads without races), so the result is deterministic:
-the adds happen in the order of the reduce axes, as ``ta.evaluate``'s sum does.
-
-The same form serves a max/min/argmax gradient, which autodiff writes from the saved winner
-index ``W(i)`` (:mod:`tensorad.autodiff.adjoint`): ``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``
--- one add per output, whatever the window.  So: an equation is solved for an axis under
-``+``/``-`` (:func:`isolate`); a data-dependent test that reads only outer loop variables (a
-window with ties, ``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`); a leading
-output axis kept as it is in the target (batch, channels) may run in parallel, since its
-points add into disjoint elements; and a sum of scatter-adds read at shifted points (the
-winners and the ties through the padding: ``X.grad[j] = R1[j + 1] + R2[j + 1]``) scatters
-straight into its own buffer (:func:`shifted`, the ``scatter-sum`` strategy).
-"""
+The same form serves a max/min/argmax gradient from its saved winner
+(``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``): a data-dependent test of outer variables only
+(``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`), a leading output axis kept as it is may
+run in parallel, and a sum of scatter-adds read at shifted points scatters straight into its own buffer
+(:func:`shifted`, the ``scatter-sum`` strategy)."""
 
 from __future__ import annotations
 
@@ -76,9 +63,8 @@ def _gathers(e: Expr) -> bool:
 
 
 def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
-    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient
-    in the linear form of ``lhs - rhs`` is 1 or -1 and no other atom mentions it (``q // 3 ==
-    a - 2 * y`` gives ``a == 2 * y + q // 3``); else ``None``."""
+    """``d`` free of ``a`` with ``lhs == rhs`` exactly when ``a == d``, when ``a``'s coefficient in
+    ``lhs - rhs`` is +-1 and no other atom mentions it; else ``None``."""
     if not dt.is_int(lhs.dtype):
         return None
     g = solve_for(to_linear(lhs) - to_linear(rhs), a)
@@ -136,8 +122,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     for t in rest:
         cond = t if cond is TRUE else logical(Op.AND, cond, t)
     value = substitute(value, solved)
-    # output axes before every solved one (batch, channels: each its own targets) run
-    # outermost, the others innermost; the adds into one element keep the reduce axes' order
+    # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)
     free = [a for a in op.axes if a not in solved]
     loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \
@@ -149,9 +134,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
 
 
 def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
-    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``
-    (``X.grad[j] = pad.grad[j + 1]``): targets moved by ``-offsets``, and only those inside
-    ``shape`` (the rest would land in what the reader never reads: padding)."""
+    """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``: targets moved by
+    ``-offsets``, only those inside ``shape`` kept."""
     target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
     cond = spec.cond
     for t, n in zip(target, shape):
@@ -164,10 +148,9 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
 
 
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
-    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of
-    ``loop_vars`` after ``p`` outer variables where a data-dependent conjunct reads only the
-    outer ones (the rare case of a scatter, ``T(i) > 1``, tested once per outer point instead
-    of once per inner point), with every affine conjunct on one side only; else ``None``."""
+    """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of ``loop_vars`` after
+    ``p`` outer variables where a data-dependent conjunct reads only the outer ones (tested once per outer
+    point), every affine conjunct on one side; else ``None``."""
     parts = conjuncts(cond)
     for p in range(1, len(loop_vars)):
         outer = set(loop_vars[:p])
@@ -193,16 +176,9 @@ def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Ex
 
 
 def _hoisting_order(spec: ScatterSpec) -> tuple[tuple[Expr, ...], tuple | None]:
-    """The spec's loop order and its :func:`_hoist` split; when its own order hoists no test
-    that reads data (none, or an index test such as ``data_index(t) <= i``), an order that
-    does: the output axes a data-dependent test reads (kept as they are in the target) moved
-    out to just after the last reduce axis it reads.
-
-    A max over a middle axis, ``Y[b, i, c] = max_{k <= i} X[b, k, c]``, scatters its tied
-    points over ``(b, i, k, c)`` (the kept axis ``c`` innermost) under ``T(b, i, c) > 1``, a
-    test that reads ``c``: inside ``k``, tested at every ``(b, i, k, c)``.  Over ``(b, i, c,
-    k)`` it is tested once per output.  Only kept output axes move, so the reduce axes keep
-    their order, and with it the order of the adds into each element."""
+    """The spec's loop order and its :func:`_hoist` split; when that hoists no test reading data, an order
+    that does: the kept output axes such a test reads moved just after the last reduce axis it reads
+    (tested once per output).  Each element's adds keep their order."""
     split = _hoist(spec.loop_vars, spec.cond)
     if split is not None and reads_data(split[2]):
         return spec.loop_vars, split
@@ -232,13 +208,9 @@ def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
 
 
 def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
-    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs: one nest for
-    all of them when they share outer loops (:func:`_fused`: a max's winners and its tied
-    points, one pass over the windows), else one nest per spec.  A nest is serial, except over
-    a leading output axis that every spec keeps as it is (each of its points adds into elements
-    of its own: a batch or channel axis), or, for a gather's scatter, over the columns
-    (:func:`split_columns`); ``opts`` decides.  Either way the order of the adds into one
-    element is fixed by the loops, the same at any thread count."""
+    """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs (one for all when they
+    share outer loops, :func:`_fused`): serial, except over a leading axis every spec keeps, or a gather's
+    columns (:func:`split_columns`); each element's adds in one order at any thread count."""
     if isinstance(specs, ScatterSpec):
         specs = (specs,)
     stmts = [_statement(s, out, f"S{k}") for k, s in enumerate(specs)]
@@ -268,9 +240,8 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
 
 
 def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
-    """The statements scheduled to share their first ``c`` loops (``c`` >= 1: the longest
-    prefix of loop variables with equal ranges in all of them), statement ``k`` after
-    statement ``k - 1`` inside; ``None`` when they share none."""
+    """The statements scheduled to share their first ``c >= 1`` loops (equal ranges in all), statement
+    ``k`` after ``k - 1`` inside; ``None`` when they share none."""
     c = 0
     while all(len(st.vars) > c for st in stmts) and len({(v.arg.lo, v.arg.hi) for v in
                                                          (st.vars[c] for st in stmts)}) == 1:
@@ -303,13 +274,9 @@ def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffe
 
 
 def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
-    """The nest with the loop over an output axis that no gather fixes (``j`` of
-    ``dE[d(i), j] += H[i, j]``) shared among threads, each scanning every ``i`` but adding only
-    into its own columns: no two threads write one element, and each element's adds keep the
-    serial order (that of ``i``), so the result is the serial one bit for bit at any thread
-    count.  Chunks are whole cache lines of the output (``grain`` trips).  ``None`` when the
-    nest is too small to share, no such axis has a single loop with constant bounds, or it is
-    too short to give two threads a cache line each."""
+    """The nest with the loop over an output axis no gather fixes (``j`` of ``dE[d(i), j] += H[i, j]``)
+    shared among threads by whole cache lines (``grain``), each adding into its own columns only: the
+    serial result bit for bit.  ``None`` when too small, or no such axis has one constant-bounded loop."""
     if not opts.parallel or work < opts.parallel_min_work:
         return None
     target = opts.target or parse_target()
@@ -400,9 +367,8 @@ def _zero(e: Expr) -> bool:
 
 
 class ScatterSum:
-    """A sum of scatter-adds read at shifted points (an adjoint's terms, ``X.grad[j] =
-    R1[j + 1] + R2[j + 1]``: a max pool's winners and its ties, through the padding) as
-    scatter-adds straight into the sum's buffer: one fill, no temporaries, no adding pass."""
+    """A sum of scatter-adds read at shifted points (``X.grad[j] = R1[j + 1] + R2[j + 1]``) as
+    scatter-adds straight into the sum's buffer: one fill, no temporaries."""
 
     name = "scatter-sum"
 

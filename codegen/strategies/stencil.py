@@ -1,33 +1,25 @@
 """Taps: a small output of shifted products as one stream with an accumulator per tap, and the dual.
 
-A depthwise convolution's weight gradient sums, for each of its ``3 x 3`` taps, a product of
-two reads whose indices differ by the tap's offset::
+A depthwise convolution's weight gradient sums, per ``3 x 3`` tap, a product of two reads whose indices
+differ by the tap's offset::
 
     dW[c, 0, kh, kw] = sum_{n, y, x} H[n, c, y, x] * X[n, c, y + kh - 1, x + kw - 1]
                        where 0 <= y + kh - 1 < 56 and 0 <= x + kw - 1 < 56
 
-Plain loops make nine passes over ``H`` and ``X`` (one per tap), each a horizontal sum of short
-rows.  Where every tap's condition holds -- the *interior*, the intersection of the taps'
-domains -- the taps' terms share one stream: a reduction over the output's other axes with one
-value per tap (a tuple of ``K`` sums, their accumulators held in vector registers while the
-innermost axis is vectorized), each value the source with its tap's constants substituted::
+Where every tap's condition holds (the *interior*) the taps share one stream: a reduction with one value
+per tap, their accumulators in vector registers::
 
     A_t[c, 0]          = sum_{interior (n, y, x)} H[n, c, y, x] * X[n, c, y + kh_t - 1, x + kw_t - 1]
     B[c, 0, kh, kw]    = sum_{n, y, x} ... where (the tap's condition) and not (interior)
     dW[c, 0, kh, kw]   = A_{(kh, kw)}[c, 0] + B[c, 0, kh, kw]
 
-``B`` is the border (each tap's points outside the interior), ``dW`` a gather of ``K`` values
-per output point.  The tap axes are found by structure: output axes of few values that shift a
-read index together with a reduction axis.  The interior's sums add in another order than the
-plain loops, so the split is offered only under fast math; :class:`.strategies.stencil.TapAccumulators`
-costs it against the other strategies (a dense convolution's weight gradient, a matrix product,
-stays with the micro-kernel).
+The tap axes are found by structure: output axes of few values that shift a read index together with a
+reduction axis.  The interior adds in another order, so the split is offered only under fast math, costed
+by :class:`.strategies.stencil.TapAccumulators`.
 
-The dual (:func:`unroll_taps`): a sum *over* a few taps at each point of a big output -- the
-input gradient ``dX[n, c, y, x] = sum_{kh, kw} H[n, c, y - kh + 1, x - kw + 1] * W[c, 0, kh, kw]``
--- is one elementwise op adding a term per tap, each under its tap's condition; the guards are
-decided per piece of the box (:mod:`.loops.box_pieces`), so the interior is one loop of ``K`` multiply-adds
-per point with the weights held in registers, instead of ``K`` passes over each output row.
+The dual (:func:`unroll_taps`): a sum *over* a few taps at each point of a big output (an input gradient
+``dX[n, c, y, x] = sum_{kh, kw} H[n, c, y - kh + 1, x - kw + 1] * W[c, 0, kh, kw]``) is one elementwise op
+adding a term per tap under its tap's condition, decided per piece of the box (:mod:`.loops.box_pieces`).
 """
 
 from __future__ import annotations
@@ -78,9 +70,8 @@ def _sum_of(n: int, dtype: str) -> CommReducer:
 
 
 def _shifts(body: Expr, moving: set, by: set, unit: bool = False) -> set:
-    """The variables of ``by`` that some read index of ``body``'s source adds (as a term of
-    its linear form, any coefficient: a dilation's ``2 ry``) to a variable of ``moving`` (of
-    coefficient +-1 with ``unit``: a window that slides by one point, not a pooling stride)."""
+    """The variables of ``by`` that some read index of ``body``'s source adds (any coefficient) to a
+    variable of ``moving`` (of coefficient +-1 with ``unit``)."""
     found = set()
     for n in walk(body.src[1]):
         if n.op is not Op.READ:
@@ -115,10 +106,9 @@ def _range_points(space: IndexSpace, dom, axes) -> int:
 
 
 def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit | None:
-    """The split of a one-source sum ``op`` into interior, border and gather, when it has tap
-    axes of at most ``budget`` taps in all, a stream (its last reduction axis) of at least
-    ``lanes`` points, and an interior holding :data:`MIN_INTERIOR` of each tap's points;
-    ``None`` otherwise (a pooling window's few points are no stream)."""
+    """The split of a one-source sum ``op`` into interior, border and gather, with tap axes of at most
+    ``budget`` taps, a stream of at least ``lanes`` points and an interior of :data:`MIN_INTERIOR` of each
+    tap's points; else ``None``."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner
@@ -192,11 +182,9 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
 
 
 def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
-    """The most bytes a read of ``src`` over ``channels`` covers before it is read again.  A
-    read that no output axis ``c`` indexes (a stem's head ``H[n, f, y', x']`` in the gradient
-    of input channel ``c``) is read again for each value of ``c``; between two such passes it
-    covers its tensor for fixed values of the output axes before ``c`` that it reads (``H[n]``:
-    the tensor's bytes over their extents)."""
+    """The most bytes a read of ``src`` over ``channels`` covers before it is read again: a read no output
+    axis ``c`` indexes is read again per value of ``c``, covering its tensor over the extents of the
+    output axes before ``c`` that it reads."""
     worst = 0
     for n in walk(src):
         if n.op is not Op.READ or not set(free_vars(n)) & set(channels):
@@ -213,25 +201,14 @@ def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
 
 def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
                 reread_limit: int | None = None) -> ComputeOp | None:
-    """The dual: a sum over a few taps (reduction axes of at most :data:`MAX_TAP_EXTENT`
-    values, 2 to ``budget`` taps in all, some axis of several values shifting a read index along
-    an output axis that moves it by one -- the others, a grouped convolution's few channels of
-    a group, only index -- and a weight per tap -- a read by the taps and none of those output
-    axes: a depthwise or grouped convolution's input gradient and forward, not a box blur)
-    as an elementwise op adding one term per tap,
-    ``if_then_else(tap's condition, source, 0)`` (the term itself where the condition holds on
-    the whole box), in the order the loops add them.  The op asks for its guards to be decided
-    per piece of its box (:mod:`.loops.box_pieces`): its interior is one unguarded loop whose taps'
-    invariant factors stay in registers.
-
-    Reduction axes of more values that shift no read along an output axis -- the channels a
-    dense convolution with few outputs sums, a stem's input gradient over 64 channels of 3 x 3
-    taps per stride class -- stay a sum around the unrolled taps (with the conditions that read
-    them and no tap): each of its steps adds every tap to the output row at once, one pass over
-    it per channel instead of one per channel and tap -- when what each pass over the channels
-    reads again (:func:`_reread_bytes`) stays within ``reread_limit`` bytes (a product packs
-    that once for all its rows: a 224 x 224 stem with 16 input channels ran 389 ms so, 119 as
-    products).  ``None`` when ``op`` is not such a sum."""
+    """The dual: a sum over a few taps (reduction axes of at most :data:`MAX_TAP_EXTENT` values, 2 to
+    ``budget`` taps, some axis shifting a read index along an output axis, and a weight per tap that no
+    such output axis indexes: a depthwise or grouped convolution's input gradient and forward) as an
+    elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order,
+    its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
+    that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
+    when what each pass re-reads (:func:`_reread_bytes`) stays within ``reread_limit`` bytes.  ``None``
+    when ``op`` is not such a sum."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner
@@ -296,10 +273,8 @@ RESERVED_REGISTERS = 4  # vector registers a tap stream keeps for its loads and 
 
 
 class _Taps(ABC):
-    """What both tap strategies share: under fast math only (their sums add in another order
-    than the plain loops: a skipped term adds no zero, ``-0.0`` stays ``-0.0``), one sum
-    matched once per planning call; the target's vector registers less
-    :data:`RESERVED_REGISTERS` hold the taps (one accumulator each, or one weight each)."""
+    """What both tap strategies share: fast math only (their sums add in another order), one sum matched
+    once per planning call, the vector registers less :data:`RESERVED_REGISTERS` holding the taps."""
 
     name = ""
 
@@ -322,9 +297,9 @@ class _Taps(ABC):
 
 
 class TapAccumulators(_Taps):
-    """A sum whose output axes include a few *taps* that shift its reads (a depthwise
-    convolution's weight gradient) as one stream over the taps' common interior with one vector
-    accumulator per tap, its border, and a gather (:func:`.strategies.stencil.split_taps`)."""
+    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps'
+    interior with a vector accumulator per tap, its border, and a gather
+    (:func:`.strategies.stencil.split_taps`)."""
 
     name = "taps"
 
@@ -347,10 +322,9 @@ class TapAccumulators(_Taps):
 
 
 class TapStencil(_Taps):
-    """The dual: a sum over a few taps that shift its reads (a depthwise or grouped
-    convolution's input gradient, its forward) as one elementwise op adding a term per tap,
-    its guards decided per piece of the box (:func:`.strategies.stencil.unroll_taps`): the interior is one
-    vectorized loop with the taps' invariant factors in registers (or loaded, past them)."""
+    """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
+    (:func:`.strategies.stencil.unroll_taps`), its interior a vectorized loop with the taps' factors in
+    registers."""
 
     name = "stencil"
 
@@ -358,9 +332,8 @@ class TapStencil(_Taps):
         return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
 
     def cost(self, cand, ctx):
-        """The plain loops of the unrolled op (for a sum over channels around the taps, in
-        the better of its two loop orders), plus a load per point for each loop-invariant
-        factor past the registers (:data:`RESERVED_REGISTERS` kept for the stream)."""
+        """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
+        load per point per invariant factor past the registers."""
         unrolled = cand.data
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)

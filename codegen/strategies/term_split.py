@@ -1,22 +1,13 @@
 """A sum of several products summed as one product per term, then added.
 
-A reduction whose summand is a sum of terms is no matrix product, though each term may be
-one.  The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` reads ``F``
-through both of its operands::
-
-    dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + H[b, j, i] F[b, j, k]
-
-and ran as plain loops (a strip of ``k`` per ``(i, j)``), 1.4x PyTorch's two batched
-products.  Summed term by term, each is a product (one reads ``H`` transposed)::
+The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` is no product, but each of its
+terms is one::
 
     P0[b, i, k] = sum_j H[b, i, j] F[b, j, k]        P1[b, i, k] = sum_j H[b, j, i] F[b, j, k]
     dF[b, i, k] = P0[b, i, k] + P1[b, i, k]
 
-Factoring ``F`` out instead, ``(H[b, i, j] + H[b, j, i]) F[b, j, k]``, would be one product
-but not the same function at an inf: ``0 * inf + 1 * inf`` is NaN, ``(0 + 1) * inf`` is inf.
-Summing the terms apart only reassociates the sum (the same terms, added in another order),
-so it is offered under fast math only, as the micro-kernel is.
-"""
+(Factoring ``F`` out would change the value at an inf.)  Summing the terms apart reassociates the sum, so
+it is offered under fast math only."""
 
 from __future__ import annotations
 
@@ -28,9 +19,8 @@ MAX_TERMS = 4  # more terms: more passes over the output than one loop nest save
 
 
 def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
-    """``e`` as ``sum sign * term`` over its additions and subtractions (each term with its
-    sign, left to right); past ``limit`` terms, the first ``limit + 1`` (no deeper walk: a long
-    chain's sums are thousands deep)."""
+    """``e`` as ``sum sign * term`` over its additions and subtractions, left to right; past ``limit``
+    terms, the first ``limit + 1``."""
     out: list[tuple[int, Expr]] = []
     stack = [(1, e)]
     while stack and len(out) <= limit:
@@ -44,9 +34,8 @@ def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
 
 
 def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
-    """``(parts, total)``: one reduction per term of ``op``'s summand (its condition and axes),
-    over fresh output axes, and the op adding them with their signs (``op``'s values; its buffer
-    is ``op``'s); ``None`` when ``body`` is not a sum reduction of 2 to ``MAX_TERMS`` terms."""
+    """``(parts, total)``: one reduction per term of ``op``'s summand over fresh axes, and the op adding
+    them (``op``'s buffer); ``None`` unless 2 to ``MAX_TERMS`` terms."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
             or any(a.lo != 0 for a in op.axes):
         return None

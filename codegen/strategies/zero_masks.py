@@ -1,22 +1,11 @@
 """Zero masks peeled off a value without computing a guarded read outside its guard.
 
-A scatter tests the masks of its source, ``if_then_else(c, select(d, e, 0), 0)``, as one
-condition ``c && d`` of its nest and adds ``e`` where it holds (:mod:`.strategies.scatter`; a
-scatter-sum's mask at the point an add lands on, :mod:`.strategies.scatter`).  But ``&&`` computes
-both operands -- in the IR (``ta.evaluate``, the bounds proof) as in LLVM -- while the
-``if_then_else`` computed ``d`` only where ``c`` holds, and ``d`` may be valid only there:
-``c = 0 <= 2 g[i] < 3`` guards ``d = X[2 g[i]] > 0``, a checked gather index (the kernel
-raised IndexError at ``g[i] = -3``: the gradient of a guarded ReLU of a gather),
-or a read proved in bounds only under ``c`` (an index ``I[i] - 2`` under
-``I[i] >= 2``: a wild read).
-
-So a conjunct below a lazy guard that may fault (:func:`may_fault`) is kept lazy,
-``if_then_else(G, d, false)``, ``G`` being the conjunction of the lazy guards above it: the
-peeled conjuncts compute exactly what the nest computed, in any order.  One that cannot
-fault -- an index test, a read in bounds on its variables' whole ranges (a scatter's
-equation ``data_index(I[i]) == v``, a ReLU mask at the output point) -- stays a plain
-conjunct, which the scatter can solve or hoist.
-"""
+A scatter tests its source's masks, ``if_then_else(c, select(d, e, 0), 0)``, as one condition ``c && d``
+(:mod:`.strategies.scatter`).  But ``&&`` computes both operands, while the ``if_then_else`` computed
+``d`` only where ``c`` holds, where it may alone be valid (a checked gather index, a read proved in bounds
+only under ``c``).  So a conjunct below a lazy guard that may fault (:func:`may_fault`) stays lazy,
+``if_then_else(G, d, false)`` with ``G`` the lazy guards above it; one that cannot fault stays a plain
+conjunct, which the scatter can solve or hoist."""
 
 from __future__ import annotations
 
@@ -39,11 +28,9 @@ def all_of(cs: list[Expr]) -> Expr:
 
 
 def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
-    """``(conjuncts, value)``: ``e`` is ``value`` where every conjunct holds and 0 elsewhere,
-    peeling ``select(c, x, 0)`` / ``if_then_else(c, x, 0)`` nests (and ``select(c, 0, x)`` as
-    ``!c`` when ``negated``: true at NaN, as the select's choice of ``x`` is).  Each conjunct
-    may be computed wherever ``e`` is (see the module docstring), together with the others
-    in any order; the value only where all hold."""
+    """``(conjuncts, value)``: ``e`` is ``value`` where every conjunct holds and 0 elsewhere, peeling
+    ``select(c, x, 0)`` / ``if_then_else(c, x, 0)`` (``select(c, 0, x)`` as ``!c`` when ``negated``);
+    conjuncts may be computed wherever ``e`` is."""
     guards: list[Expr] = []
     lazy: list[Expr] = []  # the conjuncts of the if_then_else guards passed, as peeled
     memo: dict = {}

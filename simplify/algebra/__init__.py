@@ -5,5 +5,4 @@
 * ``ranges``   interval bounds of integer index expressions
 * ``consts``   constant folding with the IR's exact semantics
 * ``logic``    conditions as lists of conjuncts and disjuncts, and back
-* ``bracket``  one spelling for a bracket sum, whatever axes it was written over
-"""
+* ``bracket``  one spelling for a bracket sum, whatever axes it was written over"""

@@ -1,24 +1,17 @@
 """One spelling for a bracket sum, whatever the axes it was written over.
 
-:mod:`.sums.factor` turns sums into *brackets*: tensors over the free variables a sum uses.  The
-same bracket reaches it over different variables.  In group norm the adjoint of the variance
-of group ``(n, G)`` sums ``H[n, 2G + j, h, w] (X[n, 2G + j, h, w] - mean[n, G])`` over ``h, w``
-for each channel ``j`` of the group, and ``gamma``'s adjoint sums the same values over ``h, w``
-for each channel ``c`` as ``H[n, c, h, w] (X[n, c, h, w] - mean[n, c // 2])``: one tensor
-over ``(n, c)``, read at ``c = 2G + j``.  :func:`canonical` rewrites a bracket so that both
-become one key of the call's op table:
+:mod:`.sums.factor`'s *brackets* (tensors over the free variables a sum uses) reach it over different
+variables: in group norm, the variance's adjoint sums over ``h, w`` per group ``G`` and channel ``j`` what
+``gamma``'s sums per channel ``c = 2G + j``.  :func:`canonical` rewrites a bracket to one key of the
+call's op table:
 
-* a unit variable (range of one point) is its constant;
-* *digits merge*: two free variables ``G in [0, M)``, ``j in [0, s)`` that an index reads as
-  ``s*G + j`` (times a constant) become one ``c in [0, M*s)`` with ``G = c // s``,
-  ``j = c % s`` -- a bijection, so the rewrite is exact whatever the body does with them;
-  the simplifier folds ``s*(c // s) + c % s`` back to ``c``;
-* the free variables, and the sum's own variables, are ordered by first appearance in the
-  body (a post-order walk of the structure), so the order the caller wrote them in is gone.
+* a unit variable (a range of one point) is its constant;
+* *digits merge*: free variables ``G in [0, M)``, ``j in [0, s)`` read as ``s*G + j`` become one
+  ``c in [0, M*s)`` with ``G = c // s``, ``j = c % s`` (a bijection: exact);
+* the free variables and the sum's own are ordered by first appearance in the body.
 
 The result is ``(axes, body, index)``: ``body`` over the fresh ``axes`` equals the original at
-``axes = index`` (expressions over the original variables), so the original is ``T[index]``.
-"""
+``axes = index``, so the original is ``T[index]``."""
 
 from __future__ import annotations
 
@@ -84,8 +77,7 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
         cur[cur.index(g)] = c
         cur.remove(j)
     order = _first_seen(body, cur)
-    # axes start at 0, as the language's do (a free variable of a shrunk range [lo, hi) is
-    # read at ``v - lo``): evaluate and codegen size a tensor by its axes' ``hi``
+    # axes start at 0, as the language's do: a free variable of range [lo, hi) is read at ``v - lo``
     low = {v: v.lo if v.lo and v.hi is not None else 0 for v in order}
     axes = tuple(var(f"_b{k}", v.lo if not low[v] else 0, v.hi - low[v] if low[v] else v.hi, v.dtype)
                  for k, v in enumerate(order))

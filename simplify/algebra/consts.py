@@ -1,11 +1,8 @@
 """Scalar evaluation of expressions with the IR's exact semantics: constant folding.
 
-``evaluate_scalar(e, env)`` computes ``e`` for given values of its variables, rounding
-``float32`` results to ``float32`` (NumPy scalars), with floor division and modulo for
-integers.  The algebraic simplifier folds an operator whose operands are all constants with
-it; the tests check every rewrite rule by evaluating both sides at random points with it.
-Reads and reductions have no scalar value here (they raise).
-"""
+``evaluate_scalar(e, env)`` computes ``e`` for given values of its variables, rounding ``float32`` results
+to ``float32``, with floor division and modulo for integers.  The simplifier folds constant operators with
+it and the tests check every rewrite rule with it; reads and reductions raise."""
 
 from __future__ import annotations
 
@@ -137,18 +134,15 @@ def evaluate_scalar(e: Expr, env: Mapping[Expr, Any] | None = None) -> Any:
         return fold(e, _visit(env or {}))
 
 
-# Functions that NumPy and the generated code (inline vector math, ``codegen/llvm/vector_math.py``)
-# round differently: folded here, ``pow(0.5, 1.5)`` may differ by an ulp from the same
-# expression computed at run time elsewhere in the program, and code that compares a value
-# with its recomputation (a max's tie count in its gradient) then miscounts.  They are folded
-# only where every correct implementation gives the same bits.
+# Functions that NumPy and the generated code (``codegen/llvm/vector_math.py``) round differently: folded
+# only where every correct implementation gives the same bits, as code that compares a value with its
+# recomputation (a max's tie count) must see one value.
 INEXACT = frozenset({Op.POW, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.ERF})
 
 
 def _exact_case(node: Expr) -> bool:
-    """``node`` (an INEXACT op over constants) has an exactly defined value: ``x ** 0``,
-    ``1 ** y``, or one of ``exp``/``log``/``tanh``/``sigmoid``/``sin``/``cos``/``erf`` at the
-    point where it is 0, 1 or 1/2."""
+    """``node`` (an INEXACT op over constants) has an exact value: ``x ** 0``, ``1 ** y``, or
+    ``exp``/``log``/``tanh``/``sigmoid``/``sin``/``cos``/``erf`` where it is 0, 1 or 1/2."""
     args = [float(s.arg) for s in node.src]
     if node.op is Op.POW:
         return args[1] == 0.0 or args[0] == 1.0
@@ -156,11 +150,8 @@ def _exact_case(node: Expr) -> bool:
 
 
 def fold_constant(node: Expr) -> Expr | None:
-    """``node`` as a constant when all its operands are constants, else ``None``.
-
-    Integer division or modulo by zero and results that are not finite are left unfolded
-    (the run-time behaviour is the code generator's to define).
-    """
+    """``node`` as a constant when all its operands are constants, else ``None``; integer division or
+    modulo by zero and non-finite results are left unfolded."""
     if node.op in (Op.CONST, Op.VAR, Op.READ, Op.REDUCE) or not node.src:
         return None
     if any(s.op is not Op.CONST for s in node.src):

@@ -1,11 +1,7 @@
-"""Integer index arithmetic: linear normal forms, comparisons, floor division and modulo.
-
-The integer half of the algebraic simplifier (:mod:`.algebra.rules` puts these functions in its
-table).  Index expressions are linear forms over atoms (:mod:`tensorad.poly.linear`); a comparison of two
-of them is decided by the ranges of the variables when intervals suffice (:mod:`.algebra.ranges`),
-otherwise written in one canonical form, so that equal conditions are equal nodes -- which
-the nonzeroness machinery relies on when it matches a guard with a fact.
-"""
+"""Integer index arithmetic: linear normal forms, comparisons, floor division and modulo: the integer half
+of :mod:`.algebra.rules`' table.  A comparison of two linear forms (:mod:`tensorad.poly.linear`) is
+decided by ranges where intervals suffice (:mod:`.algebra.ranges`), else written in one canonical form, so
+that equal conditions are equal nodes."""
 
 from __future__ import annotations
 
@@ -20,11 +16,8 @@ from .ranges import bounds, linear_bounds
 
 
 class IndexMemo:
-    """The per-node index analyses of one optimizer call: linear forms, interval bounds and
-    negations.  Nodes are immutable and hash-consed, so each is a pure function of its node;
-    the call's :class:`.context.OptimizerContext` owns one, so a form is taken apart once per
-    call instead of once per rule that reads it (``a <= b`` and its negation, ``a + b`` and
-    every sum above it).  Without one, each function call starts afresh."""
+    """The per-node index analyses of one optimizer call (linear forms, interval bounds, negations), owned
+    by the call's :class:`.context.OptimizerContext`; without one, each call starts afresh."""
 
     __slots__ = ("forms", "bounds", "negations")
 
@@ -57,11 +50,9 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     out = from_linear(to_linear(node, _forms(memo)), node.dtype)
     if out is node:
         return None
-    # Collected in exact integers, a constant may leave the dtype: an int32 constant past its
-    # range is exact index arithmetic (int64) in ta.evaluate and the kernels, while int32 data
-    # -- casts of floats among it -- wraps.  ``int32(-9.0) - int32(3e10)`` wraps to 2147483640;
-    # folded, it was -2147483656: such a form is left as written, like
-    # fold_constant leaves an operation whose result leaves its dtype.
+    # Collected in exact integers, a constant may leave the dtype: exact index arithmetic there, while
+    # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written, as fold_constant
+    # leaves an operation whose result leaves its dtype.
     lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
     if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
         return None
@@ -96,22 +87,14 @@ def _decide(op: Op, lo: int | None, hi: int | None) -> Expr | None:
 
 
 def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
-    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``.
-
-    ``L = a - b``; inequalities become ``L' <= 0`` (``L < 0`` is ``L + 1 <= 0`` for integers),
-    the gcd of the coefficients is divided out (rounding the constant the safe way), and the
-    result is written with positive coefficients on both sides: ``0 <= h - 2*oh`` becomes
-    ``2*oh <= h``.  An (in)equality with one read of data writes the read alone on the left:
-    ``Winner[i] == 3*kh + kw``.
-    """
+    """Integer ``a op b``: decided by ranges, else ``P == N`` / ``P != N`` / ``P <= N``: ``L = a - b``,
+    ``L < 0`` as ``L + 1 <= 0``, the gcd divided out (the constant rounded safely), positive coefficients
+    on both sides (``2*oh <= h``); one read of data alone on the left (``Winner[i] == 3*kh + kw``)."""
     a, b = node.src
     if not is_int(a):
         return None
     fa, fb = to_linear(a, _forms(memo)), to_linear(b, _forms(memo))
-    # integer data wraps like NumPy's: a side whose exact value may leave its type is not the
-    # value compared, and a moved term may wrap (``7 < INT_MIN`` became
-    # ``7 <= INT_MIN - 1``, true); an ordering of data is rewritten only when every side is
-    # proved within the type (an equality is kept by adding to both sides, modulo 2^bits)
+    # integer data wraps: an ordering of data is rewritten only when every side is proved within the type
     of_data = node.op not in (Op.EQ, Op.NE) and (_reads_data(a) or _reads_data(b))
     if of_data and not (_fits(fa, a.dtype, memo) and _fits(fb, a.dtype, memo)):
         return None

@@ -1,7 +1,6 @@
 """Conditions as lists: conjuncts and disjuncts of ``&&``/``||`` chains, and back.
 
-Comparisons of expressions with ``==`` build nodes, so membership is by identity (:func:`has`).
-"""
+Comparisons of expressions with ``==`` build nodes, so membership is by identity (:func:`has`)."""
 
 from __future__ import annotations
 

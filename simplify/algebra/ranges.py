@@ -1,13 +1,9 @@
 """Interval bounds of integer index expressions, from the ranges of their variables.
 
-``bounds(e)`` is ``(lo, hi)``, inclusive, with ``None`` for "unbounded".  It is the cheap
-half of deciding comparisons (``i + 1 <= 10`` for ``i`` in ``[0, 10)`` is true by intervals
-alone); what intervals cannot decide, isl can (see :mod:`.sums.eliminate`).  An expression is
-read as its linear form (:mod:`tensorad.poly.linear`): the form's bounds over the box of its
-atoms are exact (:func:`linear_bounds`), and only the atoms (``//``, ``%``, max/min, choices,
-casts) have rules here.  Results are memoized per node within one call (``memo``): nodes are
-hash-consed and variable ranges never change.
-"""
+``bounds(e)`` is ``(lo, hi)``, inclusive, ``None`` for unbounded: the cheap half of deciding comparisons
+(isl is the other, :mod:`.sums.eliminate`).  A linear form's bounds over the box of its atoms are exact
+(:func:`linear_bounds`); the atoms (``//``, ``%``, max/min, choices, casts) have rules here.  Memoized per
+node within one call (``memo``)."""
 
 from __future__ import annotations
 
@@ -67,9 +63,8 @@ def _union(a: Bound, b: Bound) -> Bound:
 
 
 def linear_bounds(f: Linear, atom: Callable[[Expr], Bound]) -> Bound:
-    """Exact bounds of ``c0 + sum(k * atom)`` given each atom's bounds: every atom occurs once
-    in a form (coefficients collected), so the box of the atoms' ranges gives the form's
-    extremes -- ``i - i + 3`` is ``[3, 3]`` where interval arithmetic on the tree would widen."""
+    """Exact bounds of ``c0 + sum(k * atom)`` from each atom's bounds: every atom occurs once in a form,
+    so ``i - i + 3`` is ``[3, 3]``."""
     lo = hi = f.const
     for a, k in f.terms:
         a_lo, a_hi = atom(a)
@@ -152,13 +147,9 @@ class _Bounds:
 
 
 def bounds(e: Expr, memo: dict | None = None, forms: dict | None = None) -> Bound:
-    """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side).
-
-    ``e`` is read as its linear form (:mod:`tensorad.poly.linear`, the one analyzer of index
-    arithmetic) and bounded exactly over the box of its atoms' ranges; an atom's range comes
-    from its own rule (variables, ``//``, ``%``, max/min, choices, casts, gather indices).
-    Iterative (atoms first), so an expression of any depth takes no Python recursion.
-    ``memo``/``forms``: the caller's memos of bounds and linear forms (nodes are immutable)."""
+    """Inclusive ``(lo, hi)`` of integer expression ``e`` (``None``: unbounded that side): its linear form
+    bounded exactly over the box of its atoms' ranges, each atom's from its own rule.  Iterative.
+    ``memo``/``forms``: the caller's memos of bounds and linear forms."""
     memo = {} if memo is None else memo
     found = memo.get(e)
     if found is None:

@@ -1,28 +1,20 @@
 """Algebraic simplification: a table of rewrite rules keyed by ``Op``, run by ``ir.rewrite``.
 
-Every rule is one line: a name, the math in a comment, a function ``(node, *operands) ->
-replacement | None``.  Before the rules of a node run, a node whose operands are all
-constants is folded (:func:`.algebra.consts.fold_constant`).  Integer ``+ - * neg`` are normalised as
-linear forms (:mod:`tensorad.poly.linear`: ``i + 1 - 1`` -> ``i``), integer comparisons are decided by the
-ranges of their variables when intervals suffice (:mod:`.algebra.ranges`) and otherwise put in one
-canonical form (``lhs <= rhs`` / ``lhs == rhs`` with positive coefficients, gcd divided out).
+Every rule is one line: a name, the math in a comment, a function
+``(node, *operands) -> replacement | None``.  A node whose operands are all constants is folded first
+(:func:`.algebra.consts.fold_constant`).  Integer ``+ - * neg`` are normalised as linear forms
+(:mod:`tensorad.poly.linear`); integer comparisons are decided by ranges where intervals suffice
+(:mod:`.algebra.ranges`), else put in one canonical form.
 
-NaN/inf policy: every rule is exact, at inf and NaN too, so optimized code
-computes the value ``ta.evaluate`` and a plain build compute (one language, one meaning).  A
-literal zero is an IEEE value: ``0 * x``, ``0 / x``, ``x - x`` and the gate products
-``select(c, x, 0) * y``, ``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other
-operand *absorbs* the zero (:func:`absorbs`: finite wherever computed), never where it could be
-inf or NaN at run time; ``0 / x`` is never rewritten (a user's ``0.0 / x`` at ``x = 0`` is NaN,
-and a comparison on it must see NaN).  Derivatives get their strong
-zeros where they are built (``tensorad/autodiff/zero.py``: a symbolic ``ZERO`` is never
-multiplied, a product goes inside a zero-branch select), so evaluate, plain builds and
-optimized code see them alike; the one licensed difference left is the nonzeroness lifting of
-:mod:`.zeros.nonzero` (a term a mask switches off is skipped).  Constant folding never folds a
-non-finite float or an integer division by zero.
+NaN/inf policy: every rule is exact, at inf and NaN too, so optimized code computes what ``ta.evaluate``
+and a plain build compute.  ``0 * x``, ``x - x`` and the gate products ``select(c, x, 0) * y``,
+``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other operand *absorbs* the zero
+(:func:`absorbs`); ``0 / x`` never is.  Derivatives get their strong zeros where they are built
+(``tensorad/autodiff/zero.py``); the one licensed difference left is :mod:`.zeros.nonzero`'s lifting.
+Constant folding never folds a non-finite float or an integer division by zero.
 
-A node whose op has no entry in :data:`ALGEBRA_RULES` is a clear error (a test walks
-``Op``); ops without algebraic rules have an empty tuple.
-"""
+An op without an entry in :data:`ALGEBRA_RULES` is an error (a test walks ``Op``); ops without rules have
+an empty tuple."""
 
 from __future__ import annotations
 
@@ -63,10 +55,9 @@ def is_zero(e: Expr) -> bool:
 
 
 def absorbs(e: Expr, divisor: bool = False) -> bool:
-    """``0 * e`` (``0 / e`` for a ``divisor``) is exactly 0 (up to the sign of the zero): ``e``
-    is finite wherever it is computed -- an integer, a float cast of an integer or a finite
-    constant -- and, as a divisor, a nonzero constant.  Anything else may be inf or NaN (or 0)
-    at run time, where the IEEE result is NaN."""
+    """``0 * e`` (``0 / e`` for a ``divisor``) is exactly 0, up to the zero's sign: ``e`` is finite
+    wherever computed (an integer, a float cast of one, a finite constant) and, as a divisor, a nonzero
+    constant."""
     if e.op is Op.CONST:
         return e.dtype != dt.BOOL and math.isfinite(e.arg) and not (divisor and e.arg == 0)
     if divisor or e.dtype == dt.BOOL:
@@ -85,10 +76,6 @@ def gated(e: Expr) -> tuple[Expr, Expr] | None:
 def rebuild_gate(e: Expr, x: Expr) -> Expr:
     """The gate of ``e`` (a select or if_then_else with 0 else-branch) around ``x``."""
     return Expr(e.op, x.dtype, (e.src[0], x, zero_like(x)))
-
-
-def has_reads(e: Expr) -> bool:
-    return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
 
 
 # ---- the table -----------------------------------------------------------------------------
@@ -110,9 +97,8 @@ def _cast_gate(n: Expr, a: Expr) -> Expr | None:
 
 
 def _half_round_trip(n: Expr, a: Expr) -> Expr | None:
-    """``bfloat16(float32(h)) = h`` for any bfloat16 value ``h`` (a rounding cast or a read of a
-    bfloat16 tensor): float32 holds every half value, so widening and rounding again to the
-    same half type changes nothing."""
+    """``bfloat16(float32(h)) = h`` for any half value ``h`` (a rounding cast or a read of a half tensor):
+    float32 holds every half value."""
     if dt.is_half(n.dtype) and a.op is Op.CAST and a.dtype == "float32" and a.src[0].dtype == n.dtype:
         return a.src[0]
     return None
@@ -128,7 +114,7 @@ def _merge_gates(n: Expr, c: Expr, x: Expr, y: Expr) -> Expr | None:
     d, inner = g
     if n.op is Op.SELECT and x.op is Op.SELECT:
         return Expr(Op.SELECT, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
-    if n.op is Op.IF_THEN_ELSE and not has_reads(d):  # d may be evaluated unguarded
+    if n.op is Op.IF_THEN_ELSE and not any(m.op in (Op.READ, Op.REDUCE) for m in walk(d)):  # d runs anywhere
         return Expr(Op.IF_THEN_ELSE, n.dtype, (Expr(Op.AND, dt.BOOL, (c, d)), inner, y))
     return None
 
@@ -287,11 +273,9 @@ def _applier(trace: Counter | None, memo: IndexMemo) -> Callable[[Expr], Expr | 
 
 
 def simplify_expr(e: Expr, ctx=None) -> Expr:
-    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.
-
-    ``ctx`` (an :class:`.context.OptimizerContext`) keeps the memos across calls (results and
-    the index analyses, ``ctx.index``) and may record the rules that fire (``ctx.trace``);
-    without one the memos live for this call."""
+    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.  ``ctx`` (an
+    :class:`.context.OptimizerContext`) keeps the memos across calls and may record the rules that fire
+    (``ctx.trace``)."""
     if ctx is None:
         return rewrite(e, _applier(None, IndexMemo()), {})
     return rewrite(e, _applier(ctx.trace, ctx.index), ctx.simplified)

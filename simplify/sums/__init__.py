@@ -9,5 +9,4 @@
 * ``masked``        a mask's invariant conjuncts and factors moved out of its sum where that is
                     cheaper (a suffix sum whose summand divides by ``D[k]`` becomes a scan)
 * ``merge``         sums over the same domain merged into one reduction
-* ``tiling``        whether an elementwise body is a sum of pieces that tile its box
-"""
+* ``tiling``        whether an elementwise body is a sum of pieces that tile its box"""

@@ -1,29 +1,22 @@
 """Reduction-variable elimination: solve a sum's where-condition for its reduction variables.
 
-``sum over (k...) where C of f`` is rewritten with the integer set ``D`` of points
-(outer axes x reduction variables) where the affine conjuncts of ``C`` hold:
+``sum over (k...) where C of f`` is rewritten with the integer set ``D`` (outer axes x reduction
+variables) where the affine conjuncts of ``C`` hold:
 
-1. **Eliminate**: a reduction variable ``k`` that ``D`` determines (the map "other variables
-   -> k" is single-valued) is replaced by that function everywhere and dropped; ``D`` becomes
-   its projection.  Candidates are ranked by number of pieces, then number of divs (flatten:
-   ``ax1 == (k // 500) % 10 && ...`` gives ``k = 500*ax1 + 25*ax2 + ax3``; a stride-2 window
-   ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
-2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``, e.g.
-   ``k == Winner[i]``) substitutes ``k := e``; the constraints ``D`` put on ``k`` become a
-   (non-affine) guard on ``e``.  For a ``k`` that indexes a read only when ``e`` reads data
-   through gather indices alone (``b == data_index(S[k])``: ``H[b]`` becomes the gather
-   ``H[data_index(S[k])]``); any other data in a read index is not quasi-affine, so such a sum
-   keeps ``k`` and the test.
-3. **Tighten** what is left: a variable gets its exact constant range on ``D``, or is
-   *deskewed* -- ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)`` when a lower bound
-   ``lo`` (a piece of isl's lexmin) gives a shorter range (pooling gradients iterate over the
-   window footprint only: ``oh = ceil((h - 2) / 2) + oh'``, ``oh'`` in ``[0, 2)``).
-4. The where-condition is ``D`` gisted against the box of the remaining variables: only
-   constraints the variable ranges do not already imply stay.
+1. **Eliminate**: a reduction variable ``k`` that ``D`` determines is replaced by that function and
+   dropped; ``D`` becomes its projection.  Candidates rank by number of pieces, then of divs (a stride-2
+   window ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
+2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``: ``k == Winner[i]``)
+   substitutes ``k := e``, and ``D``'s constraints on ``k`` become a guard on ``e``.  A ``k`` that indexes
+   a read is substituted only when ``e`` reads data through gather indices alone (a read index must stay
+   quasi-affine).
+3. **Tighten** the rest: a variable gets its exact constant range on ``D``, or is *deskewed*,
+   ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)``, when a lower bound ``lo`` (a piece of isl's
+   lexmin) gives a shorter range (pooling gradients iterate over the window footprint only).
+4. The where-condition is ``D`` gisted against the box of the remaining variables.
 
-The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts, so
-it is memoized in the optimizer's context; applying a plan to a source is a substitution.
-"""
+The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts and is memoized in
+the optimizer's context; applying it is a substitution."""
 
 from __future__ import annotations
 
@@ -68,11 +61,8 @@ def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
 
 def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
                  ctx=None) -> tuple[list[Expr], list[Expr]]:
-    """Conjuncts isl represents exactly over ``variables`` and the rest (residual).
-
-    Each answer is kept in the call's context up to a renaming of ``variables``
-    (:func:`.sums.plan_key.shape_key`): every adjoint of a long chain asks about its own fresh axes
-    whether ``i == 0 or i == 9`` is affine, and isl converts it once, not once per link."""
+    """Conjuncts isl represents exactly over ``variables``, and the rest (residual).  Each answer is kept
+    in the call's context up to a renaming of ``variables`` (:func:`.sums.plan_key.shape_key`)."""
     made: list[IndexSpace] = []  # (the space, made when first needed)
     affine, residual = [], []
     for c in conds:
@@ -91,16 +81,11 @@ def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:
             return found
     if not made:
         made.append(space_of(variables, ctx))
-    answer = _is_affine(made[0], c)
+    answer = not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and made[0].is_affine(c)
     if shape is not None:
         ctx.counts["affine test"] += 1
         ctx.affine[shape] = answer
     return answer
-
-
-def _is_affine(space: IndexSpace, c: Expr) -> bool:
-    """A condition isl represents that reads no data (not even in terms that cancel)."""
-    return not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c)) and space.is_affine(c)
 
 
 def _compose(mapping: dict[Expr, Expr], v: Expr, value: Expr) -> None:
@@ -129,11 +114,9 @@ def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]
 
 def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
               equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
-    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.
-
-    ``indices`` are the index expressions of the reads in the sum: a data-dependent equation
-    is not used for a variable that appears in one (a read index must stay quasi-affine).
-    """
+    """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.  ``indices``: the
+    index expressions of the sum's reads; a data-dependent equation is not used for a variable that
+    appears in one."""
     variables = list(outer) + list(rvars)
     sharing = ctx is not None and ctx.share_plans and not equations
     shape = shape_key(variables, affine) if sharing else None
@@ -160,16 +143,14 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
 
 
 def _gathers_data(e: Expr) -> bool:
-    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque
-    index of a plain variable (a max gradient's window point ``data_index(t)``, kept opaque
-    so that its sum stays a scatter) is no gather to substitute into a read."""
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque index of a
+    plain variable is no gather to substitute into a read."""
     return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
 
 
 def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
-    """Whether a sum without conditions over ``rvars`` keeps them as they are: every range
-    nonempty (a box, no point missing) and every reduction variable's at least two points
-    (none determined) -- the plan isl would make is the identity, asked of it for nothing."""
+    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has two or more
+    points): isl's plan would be the identity."""
     return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
         and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
 
@@ -183,16 +164,11 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         return Plan((), (), TRUE, (), empty=True)
     mapping: dict[Expr, Expr] = {}
     rvars = list(rvars)
-    # A variable no condition mentions ranges over its whole range whatever the others are
-    # (the set is its range times the rest, projections keep that): with two or more values
-    # it is not determined, its range is its own and its least value a constant -- what the
-    # isl questions below would answer, known without asking them.
+    # A variable no condition mentions is undetermined, its range its own: what isl would answer.
     mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
     free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
             and r.hi - r.lo > 1}
-    # 1. eliminate determined variables, best candidate first.  A variable the set does not
-    # determine stays undetermined on its projections (two of its values beside one point of
-    # the others remain two beside that point's projection): it is not asked again.
+    # 1. eliminate determined variables, best first; an undetermined one stays so on projections.
     undetermined = set(free)
     while rvars:
         best = None
@@ -280,16 +256,10 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
 
 
 def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
-    """The non-affine guard of a planned sum as ``(outer, inner)``: the source is computed
-    where ``outer`` holds and then ``inner`` (``True`` when there is nothing to nest).
-
-    The range guards of substituted equations (``3 <= w <= 7`` for ``i := w - 3``) keep the
-    residual conjuncts' reads in bounds (``X[i]`` became ``X[w - 3]``).  ``&&`` computes both
-    operands -- in ``ta.evaluate``, the bounds proof and LLVM -- so a residual conjunct that
-    may fault once substituted stays in an inner, lazy ``if_then_else`` under the range
-    guards (a max gradient's tie test read out of its winner tensor's
-    bounds); one that cannot fault joins them in one conjunction, as before.
-    """
+    """The non-affine guard of a planned sum as ``(outer, inner)`` (``inner``: ``True`` when nothing
+    nests): the substituted equations' range guards keep the residual conjuncts' reads in bounds, and a
+    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both
+    sides)."""
     guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
     rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
     memo: dict = {}

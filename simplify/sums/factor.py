@@ -5,30 +5,21 @@ A sum over ``k`` is linear in its source, so factors that do not mention ``k`` m
     sum_k (a * f(k) + b * g(k))  =  a * [sum_k f(k)] + b * [sum_k g(k)]          (linearity)
     sum_{k in box} c             =  c * |box|                                     (a count)
 
-Autodiff builds adjoint sums whose sources carry per-row factors: in batch norm's gradient
-``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and ``gamma.grad[c] = sum_k H * (X - mean) *
-rstd[c]`` are one sum ``[sum_k H * (X - mean)]`` times different factors, and
-``mean.grad[c] = sum_k (H * u[c] + v[c] * (mean[c] - X))`` is ``u * [sum_k H] + v * (|box| *
-mean - [sum_k X])``, whose brackets are ``beta.grad`` and the forward ``mean``'s own sum.
-Written as brackets, the sums become tensors of the call's :class:`~.cse.OpTable`, so equal
-brackets -- across adjoints, and with the forward sums the gradient reads -- are one tensor.
+In batch norm's gradient ``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and
+``gamma.grad[c] = sum_k H * (X - mean) * rstd[c]`` are one bracket ``[sum_k H * (X - mean)]`` times
+different factors.  Brackets are tensors of the call's :class:`~.cse.OpTable`, so equal brackets, across
+adjoints and with the forward's sums, are one tensor.
 
-:func:`factor_sum` rewrites one sum only when that does not add a pass: every bracket must
-be a count, provably zero (:mod:`.zeros.polynomial`) or a sum the table already holds, except at
-most one new sum (the *remainder*: the sum of every term not shared, as one reduction).  A
-variant factor that is itself a sum (``mean - X``) is expanded only when that makes its
-brackets shared or counts (``sum_k (mean - X) = |box| * mean - [sum_k X]``); otherwise it is
-kept whole, so ``sum_k H * (X - mean)`` is never rewritten as ``sum_k H * X - mean * sum_k H``
-(which would cancel catastrophically).  Only *sum* reductions are touched (max, min, prod and
-custom combiners are not linear).
+:func:`factor_sum` rewrites a sum only when that adds no pass: every bracket is a count, provably zero
+(:mod:`.zeros.polynomial`) or a sum the table holds, except at most one new sum (the *remainder*).  A
+variant factor that is itself a sum (``mean - X``) is expanded only when that makes its brackets shared or
+counts, so ``sum_k H * (X - mean)`` never becomes ``sum_k H * X - mean * sum_k H`` (catastrophic
+cancellation).  Only *sum* reductions are touched.
 
-A sum over an empty domain is ``0`` whatever its terms, but ``coef * [sum]`` is ``coef * 0``,
-which is NaN when ``coef`` is inf or NaN at run time (an empty max is
-``-inf``).  So the rewritten sum keeps the emptiness of its domain as a guard on the output axes,
-``if_then_else(exists k: cond(i, k), coef * [sum], 0)``: the strong zero of the original.  isl
-projects the where-condition onto the axes; where no point's domain is empty there is no guard,
-and a where-condition isl cannot represent is not rewritten.
-"""
+A sum over an empty domain is ``0``, but ``coef * [sum]`` is NaN when ``coef`` is inf or NaN, so the
+rewritten sum keeps its domain's emptiness as a guard on the output axes,
+``if_then_else(exists k: cond(i, k), coef * [sum], 0)`` (no guard where no point's domain is empty; a
+where-condition isl cannot represent is not rewritten)."""
 
 from __future__ import annotations
 
@@ -82,11 +73,9 @@ def _collapse(e: Expr, bound: frozenset) -> Term:
 
 
 def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
-    """``e`` as ``sum(coef * prod(variant factors))``: coefficients free of ``bound``.
-
-    Invariant subexpressions are one coefficient; products and quotients by invariants move
-    the invariant into the coefficient; ``+``, ``-``, negation split terms.  A product of two
-    variant sums is distributed only with ``distribute`` (else it is one variant factor)."""
+    """``e`` as ``sum(coef * prod(variant factors))``, coefficients free of ``bound``: invariant
+    subexpressions are one coefficient, products and quotients by invariants move into it, ``+``, ``-``
+    and negation split terms.  A product of two variant sums is distributed only with ``distribute``."""
     memo: dict[Expr, list[Term]] = {}
 
     def go(n: Expr) -> list[Term]:
@@ -105,8 +94,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
         elif n.op is Op.MUL:
             a, b = go(n.src[0]), go(n.src[1])
             if not distribute and all(mentions(s, bound) for s in n.src):
-                # a variant sum times a variant factor stays one factor: H * (X - mean) is
-                # not H * X - H * mean (that would cancel catastrophically in the sum)
+                # a variant sum times a variant factor stays one factor (distributed, it cancels badly)
                 a, b = (x if len(x) == 1 else [_collapse(s, bound)]
                         for x, s in ((a, n.src[0]), (b, n.src[1])))
             if len(a) * len(b) > MAX_TERMS:
@@ -186,15 +174,9 @@ def _count(red: Expr) -> int | None:
 
 
 def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
-    """Where the domain of ``red`` (a sum over its variables where its condition) has a point,
-    as a condition on ``axes`` (``TRUE``: everywhere); ``None`` when isl cannot tell.
-
-    Only the variables the condition mentions enter the isl set: another one ranges over a
-    nonempty box whatever the rest is, so it neither empties the domain nor constrains the
-    axes (a variable with an empty range keeps them all: then the whole domain is empty).  The
-    answer depends on the condition and those variables alone, so the call's context memoizes
-    it under that key: the sums of one adjoint, nested over different outer variables, share
-    their conditions (:func:`_nest_split` asks up to ``2^k`` times per sum)."""
+    """Where the domain of ``red`` has a point, as a condition on ``axes`` (``TRUE``: everywhere), or
+    ``None`` when isl cannot tell; only the variables the condition mentions enter the set, and the answer
+    is memoized under that key."""
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
@@ -259,10 +241,9 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         return ax + tuple(r for r in outer if r in free)
 
     def nest(coef: Expr, factors: tuple[Expr, ...]) -> Expr | None:
-        """``sum_{O, I} coef a(O) f(O, I)`` as ``sum_O coef a(O) [sum_I f](O)``: factors free of
-        the inner variables ``I`` move out of an inner bracket over the axes and ``O``.  With
-        such factors the bracket is made (a per-(n, c) partial sum, kept only if another sum
-        shares it: :func:`fold_nested`); with none, only a bracket the table holds is used."""
+        """``sum_{O, I} coef a(O) f(O, I)`` as ``sum_O coef a(O) [sum_I f](O)``: factors free of the inner
+        variables ``I`` move out of a bracket over the axes and ``O`` (kept only if shared:
+        :func:`fold_nested`), or a bracket the table holds."""
         if len(rvars) < 2:
             return None
         seen = [frozenset(r for r in rvars if mentions(f, frozenset((r,)))) for f in factors]
@@ -361,11 +342,9 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
 
 
 def _shared_coefficients(rest: list[Term], plan: _Plan, place, dtype: str) -> list[Term]:
-    """``rest`` with the terms of one coefficient whose variant parts, added, make a bracket
-    that costs no pass (``place``) moved into ``plan``: ``sum_k (a X[k] + a R[k])`` is
-    ``a [sum_k (X[k] + R[k])]`` -- a residual layer norm's mean gradient, whose bracket is the
-    forward's own sum of the residual ``X + R`` (one pass over both inputs fewer).  Not for a
-    constant coefficient: moving it out shares nothing new (the sum itself is that bracket)."""
+    """``rest`` with the terms of one coefficient whose variant parts, added, make a bracket that costs no
+    pass (``place``) moved into ``plan``: ``sum_k (a X[k] + a R[k])`` is ``a [sum_k (X[k] + R[k])]``, the
+    forward's own sum in a residual layer norm.  Not for a constant coefficient."""
     by_coef: dict[Expr, list[Term]] = {}
     for coef, factors in rest:
         by_coef.setdefault(coef, []).append((coef, factors))
@@ -422,10 +401,9 @@ def _folded(node: Expr, brackets: set) -> Expr | None:
 
 
 def breaks_scan(axes: Sequence[Expr], red: Expr, coef: Expr) -> bool:
-    """Whether ``coef``, moved into the sum ``red`` over ``axes``, reads an axis along which
-    the sum is a scan (:func:`tensorad.poly.nesting.scan_axes`): ``[sum_{i >= k} H[i]] / D[k]``
-    is a reverse scan and an elementwise division (about ``n`` terms), ``sum_{i >= k} H[i] /
-    D[k]`` a triangle (``n (n + 1) / 2``)."""
+    """Whether ``coef``, moved into the sum ``red`` over ``axes``, reads an axis along which the sum is a
+    scan (:func:`tensorad.poly.nesting.scan_axes`): ``[sum_{i >= k} H[i]] / D[k]`` is about ``n`` terms,
+    ``sum_{i >= k} H[i] / D[k]`` ``n (n + 1) / 2``."""
     used = set(free_vars(coef))
     return any(a in used for a in scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
 
@@ -437,14 +415,9 @@ def _subst(e: Expr, m: dict) -> Expr:
 
 
 def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
-    """``outputs`` with every bracket read exactly once folded back into its sum.
-
-    :func:`factor_sum` moves a single bracket's coefficient out so that a later sum can share
-    it; when none did, ``coef * [sum_k f]`` is one more tensor between a sum and its reader
-    (a sum over a row whose coefficient reads the row's forward statistics no longer shares
-    the row's loop with them), so it becomes ``sum_k coef * f`` again (the same work) --
-    unless the coefficient reads an axis the bracket is scanned along (:func:`breaks_scan`):
-    folded back, the sum would be reduced again at every point of that axis."""
+    """``outputs`` with every bracket read exactly once folded back into its sum: ``coef * [sum_k f]``
+    becomes ``sum_k coef * f`` (the same work, one tensor fewer), unless the coefficient reads an axis the
+    bracket is scanned along (:func:`breaks_scan`)."""
     from tensorad.ir.rewrite import replace_reads, rewrite
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
@@ -455,11 +428,9 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
 
 
 def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]:
-    """The graph of ``outputs`` rebuilt by ``bodies(op, once, read)`` -- an op's new bodies,
-    given the ops of ``ops`` read exactly once and not outputs (``once``, the ones to fold
-    back), and ``read``, the :func:`replace_reads` callback that points reads at rebuilt
-    tensors -- producers before consumers.  The walk :func:`fold_unshared` and
-    :func:`fold_nested` share."""
+    """The graph of ``outputs`` rebuilt by ``bodies(op, once, read)``, producers first: an op's new
+    bodies, given ``once`` (the ops read exactly once and not outputs) and ``read`` (the
+    :func:`replace_reads` callback).  The walk :func:`fold_unshared` and :func:`fold_nested` share."""
     from tensorad.ir.rewrite import tensor_graph
 
     if not ops:
@@ -543,9 +514,8 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
 
 
 def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
-    """``outputs`` with every nested bracket read exactly once folded back into the sum that
-    reads it: ``sum_O c [sum_I f]`` is ``sum_{O, I} c f`` again (the work of one pass, where
-    the nest costs a pass and a small sum) unless another sum shares the bracket."""
+    """``outputs`` with every nested bracket read exactly once folded back into its sum
+    (``sum_O c [sum_I f]`` is ``sum_{O, I} c f``), unless another sum shares it."""
     from tensorad.ir.rewrite import replace_reads
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
@@ -602,17 +572,13 @@ def inside_vars(inside: Expr) -> frozenset:
 
 def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
                 outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
-    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the
-    bracket sums the factors that use an inner variable under every conjunct; the outer
-    sum keeps the other conjuncts and runs only where the inner domain has a point (else
-    ``coef * [empty sum]`` is NaN when ``coef`` is inf, where the original has no term).
-    ``None`` when isl cannot tell where the inner domain is empty."""
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket
+    sums the factors using an inner variable under every conjunct, the outer sum runs where the inner
+    domain has a point; ``None`` when isl cannot tell."""
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])
-    # the bracket is a tensor over the axes and the outer variables, computed on their whole
-    # box: it keeps the outer conjuncts too, which keep its reads in bounds where no outer term
-    # reads it (head[.., i1 + (a + 1) % 5, ..] past the end)
+    # the bracket keeps the outer conjuncts too: they keep its reads in bounds
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),
                    product([f for f, v in zip(factors, seen) if v & inner], red.dtype)),
@@ -627,9 +593,8 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
-    """``outputs`` with the ops in ``bodies`` given those bodies (which read the original ops),
-    every reader rebuilt to read the new ones: producers first, by a depth-first walk of the
-    new reads (no recursion)."""
+    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt to read the new
+    ones, producers first (no recursion)."""
     from tensorad.ir.rewrite import reads, replace_reads
 
     def deps(op: ComputeOp) -> list[Tensor]:

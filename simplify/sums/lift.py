@@ -1,25 +1,18 @@
 """Optimize one compute body: lift nonzeroness, split sums, eliminate reduction variables.
 
-* a **sum** ``sum over k where C of f``: if ``f``'s terms are nonzero in different places the
-  sum is split, one reduction (own tensor) per group of terms (:mod:`.sums.split`); otherwise the
-  affine conjuncts of ``nz(f)`` join ``C`` (``f`` is simplified assuming them), and the plan of
-  :mod:`.sums.eliminate` substitutes determined variables, tightens the rest and gists ``C``.
-  A conjunct the substitution made affine (an equation through an opaque index of a variable
-  the plan fixed) has the sum solved again, so that it does not stay in a guard beside tests
-  of data (:func:`_turned_affine`).
-  Non-affine conditions stay in the source, as ``if_then_else(guard, f, 0)``, so the where-
-  condition is affine (the code generator makes it exact loop bounds) and reads inside the
-  guard are only evaluated where the affine part holds.  With no variable left the reduction
-  disappears: ``if_then_else(C, f, 0)``.
-* a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the box
-  of the axes, become ``if_then_else(cond, e', 0)`` at the top (``e'`` simplified under them).
-* other reductions (max, min, prod, custom) keep their meaning: only their expressions are
-  simplified and an empty domain becomes the identity.
+* a **sum** ``sum over k where C of f``: terms of ``f`` nonzero in different places are split into one
+  reduction each (:mod:`.sums.split`); otherwise the affine conjuncts of ``nz(f)`` join ``C`` and
+  :mod:`.sums.eliminate`'s plan substitutes determined variables, tightens the rest and gists ``C``.  A
+  conjunct the substitution made affine has the sum solved again (:func:`_turned_affine`).  Non-affine
+  conditions stay in the source as ``if_then_else(guard, f, 0)``, so the where-condition is affine; with
+  no variable left the reduction is ``if_then_else(C, f, 0)``.
+* a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the axes' box, become
+  ``if_then_else(cond, e', 0)``.
+* other reductions keep their meaning: their expressions are simplified and an empty domain becomes the
+  identity.
 
-Guards are ``if_then_else``, not ``select``: after substitution ``f`` reads at indices such as
-``H[(h - kh) // 2]`` that are in bounds only where the guard holds, and ``select`` would
-evaluate them everywhere.
-"""
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read at indices in bounds only
+where the guard holds."""
 
 from __future__ import annotations
 
@@ -63,11 +56,8 @@ def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
 
 
 def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None:
-    """Where the conjuncts ``affine`` hold, gisted against the box of ``axes`` (None: nowhere).
-
-    Memoized in the call's context up to a renaming of the axes (:func:`.sums.plan_key.shape_key`):
-    every adjoint of a long elementwise chain has fresh axes and the same guard -- ``i == 0 or
-    i == 9`` where a loss reads two points -- so isl is asked once, not once per link."""
+    """Where the conjuncts ``affine`` hold, gisted against the box of ``axes`` (None: nowhere); memoized
+    in the call's context up to a renaming of the axes (:func:`.sums.plan_key.shape_key`)."""
     shape = shape_key(axes, affine) if ctx is not None and ctx.share_plans else None
     if shape is not None:
         found = ctx.guards.get(shape)
@@ -84,11 +74,8 @@ def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None
 
 def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
                  split: bool = True, ctx=None) -> Expr:
-    """A sum-reduction body rewritten as described in the module docstring.
-
-    ``make(name, axes, body)`` creates a tensor for a split-off term (the caller decides how
-    it is optimized and registered).
-    """
+    """A sum-reduction body rewritten as the module docstring says; ``make(name, axes, body)`` creates a
+    tensor for a split-off term."""
     cond, src = simplify_expr(red.src[0], ctx), simplify_expr(red.src[1], ctx)
     rvars = list(red.arg.axes)
     if cond is FALSE or is_zero(src):
@@ -116,9 +103,8 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
 
 def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
               ctx=None) -> Expr:
-    """One sum (no split): lift, plan, apply -- and again when eliminating variables made a
-    conjunct left beside the data tests affine (:func:`_turned_affine`).  A round follows only
-    a round that eliminated a variable: there are at most as many as reduction variables."""
+    """One sum (no split): lift, plan, apply, again while eliminating variables made a residual conjunct
+    affine (:func:`_turned_affine`; at most one round per variable)."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)
@@ -144,19 +130,13 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
 
 
 def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], ctx) -> bool:
-    """Whether a conjunct of the non-affine ``residual`` has, after the plan's substitution,
-    an affine conjunct over the axes and the plan's reduction variables.
-
-    Such a conjunct was left in the guard beside the data-dependent parts, unseen by the plan
-    that could solve it.  A sum over ``(k, g)`` where ``k == j + g*i && X[k] > W[i, j]``: the
-    product ``g*i`` keeps the equation out of the affine set; ``g`` ranges over one point and
-    is eliminated (``g := 0``), after which ``k == j`` is affine but was never solved, a pass
-    over every ``k`` for each ``j``.  Solving the sum again lifts it:
+    """Whether a conjunct of the non-affine ``residual`` has, after the plan's substitution, an affine
+    conjunct over the axes and the plan's reduction variables, which the plan could solve
+    (``k == j + g*i`` once ``g := 0``).  Solving the sum again lifts it:
 
         sum_r [A(o, r) && B(o, r)] g(o, r) = sum_{r : A(o, r)} [B(o, r)] g(o, r)
 
-    for ``A`` affine and ``B`` anything -- for ``A`` the equation ``r == f(o)``, the one point
-    ``[lo <= f(o) < hi] [B(o, f(o))] g(o, f(o))``."""
+    for ``A`` affine and ``B`` anything."""
     if not residual:
         return False
     substituted = [c for e in apply_plan(plan, list(residual), ctx) for c in conjuncts(e)]

@@ -1,30 +1,18 @@
-"""Guard lifting done once per body shape and renamed for the others (a long chain's
-optimizer).
+"""Guard lifting done once per body shape and renamed for the others (a long chain's optimizer).
 
-Every adjoint of a long elementwise chain has the same body up to its tensors and its fresh
-axes: ``if_then_else(i == 0 || i == 9, t3.grad[i] * f(s2[i]), 0)`` is
-``if_then_else(i' == 0 || i' == 9, t5.grad[i'] * f(s4[i']), 0)`` renamed, and
-:func:`.sums.lift.lift_body` -- simplification, the nonzeroness fold, the affine split, isl's box
-guard and the simplification under it -- computed the same result for each, renamed.
-:class:`LiftMemo` (held by the optimizer call's :class:`.context.OptimizerContext`, never a
-module) keys a body with :class:`tensorad.ir.spelling.Speller`'s numbering and keeps the first
-result, renamed for every body with the same key.
+The adjoints of a long elementwise chain have one body up to their tensors and fresh axes, and
+:func:`.sums.lift.lift_body` computes the same result for each, renamed.  :class:`LiftMemo` (held by the
+call's :class:`.context.OptimizerContext`) keys a body with :class:`tensorad.ir.spelling.Speller`'s
+numbering and renames the first result for every body with the same key.  The key spells everything
+lifting reads, so it is exact:
 
-The key spells everything lifting reads, and so is exact:
+* the axes and every node (variables with names, dtypes and ranges; constants bit-exact);
+* each tensor read: kind, shape, dtype, output index, tag, attrs, role, axes and guard
+  (:func:`.zeros.nonzero.tensor_guard`);
+* the orders rules sort by (:func:`tensorad.poly.linear.atom_key`), as ranks with ties.
 
-* the axes and every node, variables by first appearance with their names, dtypes and ranges,
-  constants bit-exact;
-* each tensor read, by first use: placeholder or computed, shape, dtype, output index, its
-  op's tag, attrs, role and axes, and its guard (:func:`.zeros.nonzero.tensor_guard`, what the
-  nonzeroness fold reads of it) spelled over its axes;
-* the orders that rules sort by (:func:`tensorad.poly.linear.atom_key`): the variables by
-  name then creation, the tensors by identity without the name (a placeholder's uid, a
-  compute op's provenance group), each as ranks with ties.
-
-A body with a node the renaming would not reach -- a reduction, a gather index (its payload
-names a tensor) -- or a result holding a variable or tensor the key did not number is lifted
-on its own, as is every body of a call that traces its rules (the trace counts each firing).
-"""
+A body with a node the renaming does not reach (a reduction, a gather index), a result with a variable or
+tensor the key did not number, and every body of a call that traces its rules are lifted on their own."""
 
 from __future__ import annotations
 

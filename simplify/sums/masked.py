@@ -1,31 +1,20 @@
 """A masked sum's conjuncts and factors that read no reduction variable, moved out of the sum.
 
-A sum whose summand is a mask ``select(c, a, 0)`` keeps the mask's invariant parts inside it,
-where :func:`.factor.terms` does not look.  With ``E``, ``m`` and ``d`` free of the reduction
-variables ``r`` (reading the output axes only) and ``C`` the conjuncts that read ``r``::
+With ``E``, ``m`` and ``d`` free of the reduction variables ``r`` and ``C`` the conjuncts that read
+``r``::
 
     sum_{r in W} select(C(r) && E, a(r), 0) = select(E, [sum_{r in W} select(C(r), a(r), 0)], 0)
     sum_{r in W} select(C(r), m * a(r), 0)  = select(N > 0, m * [sum_{r in W} select(C(r), a(r), 0)], 0)
     sum_{r in W} select(C(r), a(r) / d, 0)  = select(N > 0, [sum_{r in W} select(C(r), a(r), 0)] / d, 0)
 
-with ``N = sum_{r in W} select(C(r), 1, 0)``, the count of the terms the mask keeps.  The first
-is exact: where ``E`` is false every term is a zero of the mask, where it is true the sums are
-equal.  The others reassociate the sum, as :mod:`.factor` does for a multiplier (rounding
-only): ``m * (x + y)`` for ``m * x + m * y``, ``(x + y) / d`` for ``x / d + y / d``.  Where the
-mask keeps no term the original is ``0`` whatever ``m`` and ``d`` are, while ``m * 0`` is NaN
-at ``m = inf`` and ``0 / d`` at ``d = 0``: the count keeps that strong zero (a coefficient
-that is a finite constant needs no count; without ``C`` the domain's own emptiness guards, as
-in :mod:`.factor`).  The branches of an ``if_then_else`` are evaluated only where taken, so
-a lazy mask stays lazy outside: ``m`` is read only where a term was selected.
+with ``N = sum_{r in W} select(C(r), 1, 0)``.  The first is exact; the others reassociate (rounding only),
+and the count keeps the strong zero where the mask keeps no term (``m * 0`` is NaN at ``m = inf``; a
+finite constant coefficient needs no count).  A lazy ``if_then_else`` mask stays lazy outside.
 
-The rule is a cost decision: it applies only where every new sum is cheaper than the old one
--- it has lost a non-unit output axis, or it is a scan along an axis the old one was not
-(:func:`tensorad.poly.nesting.scan_axes`).  A prefix product's gradient is such a sum:
-``sum_{i >= k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` reads ``k`` only through the divisor
-``D[k]``, and without it the sum is a reverse scan -- ``n`` updates instead of ``n (n + 1) / 2``.
-The new sums are not folded back by :func:`.factor.fold_unshared` (which would put ``m`` under
-the mask's zero branch).
-"""
+A cost decision: it applies only where every new sum has lost a non-unit output axis or is a scan along an
+axis the old one was not (:func:`tensorad.poly.nesting.scan_axes`): a prefix product's gradient
+``sum_{i >= k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` becomes a reverse scan.
+:func:`.factor.fold_unshared` does not fold the new sums back."""
 
 from __future__ import annotations
 
@@ -60,10 +49,9 @@ def _mask(e: Expr) -> bool:
 
 
 def _split_conjuncts(mask: Expr, factors: Sequence[Expr], bound: frozenset) -> tuple[list, list]:
-    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out:
-    the ones reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that
-    reads a variable the factors read (it may guard their reads: ``k < n - 1`` before
-    ``X[k + 1, i]``; a condition itself is evaluated everywhere, ``&&`` is not lazy)."""
+    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out: the ones
+    reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that reads a variable the
+    factors read (it may guard their reads)."""
     read = {v for f in factors for v in free_vars(f)} if mask.op is Op.IF_THEN_ELSE else set()
     inside, outside = [], []
     for c in conjuncts(mask.src[0]):
@@ -81,11 +69,9 @@ def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
 
 
 def _cheaper(axes: Sequence[Expr], red: Expr, parts: _Parts, brackets: Sequence[Bracket]) -> bool:
-    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red``
-    is not (the module docstring).  A lost axis does not count where a kept conjunct equates
-    an output axis with an index read from data (``ax0 == I[r]``, an embedding's gradient):
-    the sum is then a scatter that visits only its terms, and the new form would write every
-    output element instead."""
+    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red`` is not.  A
+    lost axis does not count where a kept conjunct equates an output axis with data (``ax0 == I[r]``):
+    that sum is a scatter."""
     before = set(scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
     scatter = any(_gathered_axis(c, axes) for c in parts.inside)
     for ax, body in brackets:
@@ -156,9 +142,8 @@ def _counted(parts: _Parts) -> bool:
 
 
 def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
-    """``red`` (a float sum over ``axes`` whose summand is ``coef * mask``) with the mask's
-    invariant conjuncts and coefficient moved out (the module docstring), or ``None`` when
-    nothing moves or the new sums would not be cheaper."""
+    """``red`` (a float sum over ``axes`` of ``coef * mask``) with the mask's invariant conjuncts and
+    coefficient moved out, or ``None`` when nothing moves or it is no cheaper."""
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or not dt.is_float(red.dtype):
         return None

@@ -1,13 +1,9 @@
 """Merge sums over the same domain: ``R1[idx] + R2[idx]`` -> one reduction.
 
-Autodiff gives every read site its own reduction (so that each can be solved alone); after
-solving, two of them often iterate over the same points -- ``adj_M[i] = sum_j -H[i, j] +
-sum_k -a[i] * exp(...)`` in a log-softmax.  Two loop nests over one domain do the work of one:
-the additive terms of a body that read sums with equal domains (the same indices, reduction
-ranges and where-condition once the reduction variables are renamed by position) are replaced
-by a read of one sum of their sources.  Only sums the caller allows (``mergeable``: ones the
-optimizer owns) are merged, so a tensor read elsewhere is never duplicated.
-"""
+Autodiff gives every read site its own reduction; after solving, several often iterate over the same
+points.  The additive terms of a body that read sums with equal domains (indices, reduction ranges and
+where-condition, reduction variables renamed by position) become a read of one sum of their sources.  Only
+sums the caller allows (``mergeable``) are merged."""
 
 from __future__ import annotations
 
@@ -65,12 +61,8 @@ def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
 
 
 def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[Expr]) -> bool:
-    """Whether one nest over the union of the domains ``conds`` (over the axes and the shared
-    positional reduction variables) runs its body fewer times than one nest per domain:
-    shifted windows that overlap (bilinear upsampling's two taps along an axis) do.  The
-    union has fewer points than the domains together exactly when two of them share one, so
-    isl is asked whether a pair intersects -- counting every domain's points and the union's
-    took a third of bilinear upsampling's gradient."""
+    """Whether one nest over the union of the domains ``conds`` runs its body fewer times than one nest
+    per domain, that is, whether two of them intersect (shifted windows that overlap)."""
     variables = list(axes) + list(rvars)
     if any(v.lo is None or v.hi is None for v in variables):
         return False

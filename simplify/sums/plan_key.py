@@ -1,19 +1,10 @@
-"""Elimination plans shared between sums equal up to the names' identities of their variables.
+"""Elimination plans shared between sums equal up to the identities of their variables.
 
-:func:`.sums.eliminate.make_plan` asks isl the same questions again and again for sums that differ
-only in *which* variable objects they use: every split term of a sum gets fresh copies of the
-axes (``optimize_sum``), and every adjoint of a matrix product sums over its own ``k``.  A
-plan depends on the variables only through their positions, ranges, names (a deskewed
-variable keeps its name) and the order in which the rewrite rules sort them (by name, then by
-creation: :func:`tensorad.poly.linear.atom_key`); so :func:`shape_key` spells a plan's
-question with each variable replaced by that data, and :func:`rename` turns the plan found
-for one spelling into the plan of another -- the variables swapped, each variable the plan
-created (a deskewed or tightened axis) made afresh in the same order, so it sorts after every
-existing one exactly as the one the plan would have created.
-
-Only plans without data-dependent equations are shared this way (those read tensors; they
-keep the exact key).  The tables live in the optimizer call's context.
-"""
+A plan depends on the variables only through their positions, ranges, names and the order the rewrite
+rules sort them in (:func:`tensorad.poly.linear.atom_key`).  :func:`shape_key` spells a plan's question
+with each variable replaced by that data, and :func:`rename` turns the plan for one spelling into the plan
+of another: the variables swapped, each variable the plan created made afresh in the same order.  Plans
+with data-dependent equations keep the exact key.  The tables live in the optimizer call's context."""
 
 from __future__ import annotations
 
@@ -43,9 +34,8 @@ class _PositionSpeller(Speller):
 
 
 def shape_key(variables: Sequence[Expr], affine: Sequence[Expr]) -> tuple | None:
-    """A key equal for two questions that differ by a renaming of ``variables`` which keeps
-    positions, names, ranges and relative creation order; None where the conditions use a
-    node this spelling does not cover (a read, a sum, a variable not among ``variables``)."""
+    """A key equal for two questions that differ by a renaming of ``variables`` keeping positions, names,
+    ranges and creation order; None where a node is not covered."""
     sp = _PositionSpeller(variables)
     if len(sp.pos) != len(variables):
         return None

@@ -1,16 +1,10 @@
 """Split a sum's source into terms that are nonzero in different places (DESIGN.md lesson 1).
 
-``sum_k H[k] * (select(k == j, 1, 0) + select(9 - k == j, 1, 0))`` has the nonzeroness
-``k == j || 9 - k == j``: no variable is determined by it, and a solver would keep the whole
-loop.  Distributed, it is two sums, each with one equation that eliminates ``k``.
-
-:func:`expand` writes an expression as a signed sum of terms (a fold over
-:data:`EXPAND_RULES`): products distribute over sums, ``select(c, a, b)`` becomes
-``select(c, a, 0) + select(!c, b, 0)``, negation and subtraction give signs, a quotient keeps
-its denominator.  :func:`group_terms` groups the terms by their nonzeroness condition; only
-when there are two or more groups is splitting worth it.  Expansion is bounded
-(:data:`MAX_TERMS`), beyond that a subexpression stays one term.
-"""
+``sum_k H[k] * (select(k == j, 1, 0) + select(9 - k == j, 1, 0))`` determines no variable; distributed, it
+is two sums, each with an equation that eliminates ``k``.  :func:`expand` writes an expression as a signed
+sum of terms (a fold over :data:`EXPAND_RULES`: products distribute, ``select(c, a, b)`` is
+``select(c, a, 0) + select(!c, b, 0)``, a quotient keeps its denominator), bounded by :data:`MAX_TERMS`;
+:func:`group_terms` groups them by nonzeroness."""
 
 from __future__ import annotations
 

@@ -3,5 +3,4 @@
 * ``nonzero``     ``nz(e)``, the condition outside which ``e`` is zero, and ``assume``
 * ``polynomial``  sums proved identically zero as polynomials whose atoms include sums
 * ``refute``      a cheap, sound "not zero" tried first: a sum nonzero at one point
-* ``rational``    exact rational arithmetic for the refuter
-"""
+* ``rational``    exact rational arithmetic for the refuter"""

@@ -1,10 +1,8 @@
 """Nonzeroness: a condition under which an expression may be nonzero, and using it.
 
-``nonzero(e)`` over-approximates where ``e != 0``: if the condition is false, ``e`` is zero
-under the *strong* reading, where a zero (a mask's or a literal one) times or divided by
-anything is zero.  Lifting on it skips such terms, so where their other factor is inf or NaN
-optimized code gives 0 and ``ta.evaluate`` NaN: the one licensed difference of optimized code
-(docs/conventions.md; :mod:`.algebra.rules` itself is exact).  It is a fold over :data:`NZ_RULES`:
+``nonzero(e)`` over-approximates where ``e != 0`` under the *strong* reading, where a zero times or
+divided by anything is zero: the one licensed difference of optimized code (docs/conventions.md;
+:mod:`.algebra.rules` itself is exact).  It is a fold over :data:`NZ_RULES`:
 
     nz(c)                  = c != 0                  constants
     nz(select(c, a, b))    = c && nz(a) || !c && nz(b)
@@ -17,9 +15,7 @@ optimized code gives 0 and ``ta.evaluate`` NaN: the one licensed difference of o
     nz(T[idx])             = guard(T)[axes := idx]   (see :func:`tensor_guard`)
     nz(anything else)      = True                variables, exp, log, reductions, ...
 
-:func:`assume` simplifies an expression under facts known to hold (atoms of a condition that
-guards it): each fact becomes ``True`` and the algebra removes the guards it decided.
-"""
+:func:`assume` simplifies an expression under facts known to hold: each fact becomes ``True``."""
 
 from __future__ import annotations
 
@@ -104,12 +100,9 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
 
 
 def tensor_guard(t: Tensor) -> Expr:
-    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known).
-
-    A non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)`` has guard ``c``; a sum
-    has the conjuncts of its where-condition that mention no reduction variable.  Only
-    conditions without reads are used (they are evaluated at other points than the read).
-    """
+    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): ``c`` of a
+    non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, or a sum's where-conjuncts free of
+    reduction variables.  Only conditions without reads are used."""
     op = t.op
     if not isinstance(op, ComputeOp):
         return TRUE
@@ -140,12 +133,8 @@ def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
 
 
 def nonzero(e: Expr, ctx=None) -> Expr:
-    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`).
-
-    With a context, the fold's values -- each a pure function of its node -- and the tensors'
-    guards are the call's (``ctx.nz``, ``ctx.nz_rules``): the optimizer asks about the same
-    adjoint bodies again and again (519 guards of 74 tensors in the Transformer block's call),
-    and now computes each guard and each node's value once."""
+    """A (simplified) condition outside which ``e`` is zero (``ctx``: see :func:`.simplify_expr`); with a
+    context, the fold's values and the tensors' guards are the call's (``ctx.nz``, ``ctx.nz_rules``)."""
     if ctx is None:
         return simplify_expr(fold(e, NZ_RULES), ctx)
     if ctx.nz_rules is None:
@@ -155,12 +144,9 @@ def nonzero(e: Expr, ctx=None) -> Expr:
 
 
 def assume(e: Expr, facts: Iterable[Expr], ctx=None) -> Expr:
-    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``).
-
-    A constant fact adds nothing: ``True`` holds everywhere, and under ``False`` no point is
-    left, so ``e`` is as good as any answer (the callers' plans find the empty domain).  It
-    must not enter the mapping: ``False -> True`` beside ``True -> False`` would swap the two
-    constants forever (a tangent whose nonzeroness simplified to ``False``)."""
+    """``e`` simplified where every condition in ``facts`` holds (facts become ``True``).  A constant fact
+    adds nothing (under ``False`` any answer will do) and must not enter the mapping, where
+    ``False -> True`` beside ``True -> False`` would swap the constants forever."""
     mapping = {}
     for f in facts:
         if f.op is Op.CONST:

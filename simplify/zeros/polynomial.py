@@ -1,35 +1,26 @@
 """Proving a sum identically zero: expressions as polynomials whose atoms include sums.
 
-The gradient of a softmax by its row maximum is zero (the output does not change when every
-input of a row is shifted), but symbolically it is ``sum_j adj_E[i, j] * -E[i, j]`` with
-``adj_E = H / S + adj_S`` and ``adj_S = sum_j H * -(E / S) / S``: only algebra across sums
-shows it -- and then the max's winner tensor and a whole pass disappear from the gradient.
+The gradient of a softmax by its row maximum is zero, but symbolically it is
+``sum_j adj_E[i, j] * -E[i, j]`` with ``adj_E = H / S + adj_S`` and ``adj_S = sum_j H * -(E / S) / S``:
+only algebra across sums shows it, and then the max's winner and a whole pass leave the gradient.
 
-An expression becomes a polynomial with exact rational coefficients over *atoms*, with
-integer (also negative) exponents:
+An expression becomes a polynomial with exact rational coefficients over *atoms*, with integer (also
+negative) exponents:
 
 * ``+ - * neg`` and division by a single monomial are exact polynomial arithmetic;
-* a read of a non-reduction tensor is its body at the read's indices; a read of a sum is that
-  sum at the indices (a bounded number of expansions);
-* a sum ``sum_k where c of P`` is linear: each monomial splits into the factors free of ``k``
-  and the rest, and ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]`` where the bracket is one
-  atom, its reduction variables renamed by position, range and nesting level so that equal
-  sums are equal atoms and no sum inside captures a name; the sums nested in ``D`` are taken
-  in a canonical order (Fubini's exchange, :meth:`_Builder._domain_sum`);
+* a read of a non-reduction tensor is its body at the read's indices, a read of a sum that sum there (a
+  bounded number of expansions);
+* a sum ``sum_k where c of P`` is linear: ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]``, the bracket one
+  atom with its variables renamed by position, range and nesting level (equal sums are equal atoms, no
+  name is captured), nested sums taken in a canonical order (Fubini, :meth:`_Builder._domain_sum`);
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
-``provably_zero(e)`` holds when the polynomial is 0 (the proofs of one optimizer call share
-the nodes they convert, by exact replay: :class:`ProofMemo`).  With a context, the cheap
-checks come first: the refuter (:mod:`.zeros.refute`: a nonzero value at a point of a model in which
-every step of the proof holds means "not zero") within :data:`FIRST_STEPS` node evaluations
-(a question about elements other questions evaluated costs a few), then the proof within
-:data:`QUICK_EXPANSIONS` (small layers' proofs finish there), then the refuter with its whole
-budget, and only then a layered proof (:func:`_layered`) and the proof in full -- the same
-answers, by construction.  It is only
-ever used to *remove* a tensor: a polynomial that grows past :data:`MAX_TERMS` or an
-expansion budget means "not known to be zero".  The identities used (``(1/S) * S = 1``) hold
-in real arithmetic, so the removed value is zero up to rounding for finite values (real-number
-identities: at inf or NaN the removed value may have been NaN, docs/conventions.md).
+``provably_zero(e)`` holds when the polynomial is 0.  With a context the cheap checks come first, with the
+same answers by construction: the refuter (:mod:`.zeros.refute`) within :data:`FIRST_STEPS`, the proof
+within :data:`QUICK_EXPANSIONS`, the refuter with its whole budget, a layered proof (:func:`_layered`),
+and the proof in full.  It is only used to *remove* a tensor: a polynomial past :data:`MAX_TERMS` or the
+expansion budget means "not known to be zero".  The identities hold in real arithmetic, so the removed
+value is zero up to rounding for finite values (at inf or NaN it may have been NaN: docs/conventions.md).
 """
 
 from __future__ import annotations
@@ -143,23 +134,15 @@ def _factors(e: Expr) -> list[tuple[Expr, int]]:
 
 
 class ProofMemo:
-    """What the zero-proofs of one optimizer call share (held by the call's context).
-
-    Proofs of one call expand the same tensors again and again (every bracket of one sum reads
-    the same adjoints).  A proof's answer must not change with what was proved before, and its
-    expansion budget is counted per proof, so sharing is exact *replay*: every node a
-    conversion computes is kept as a :class:`_Record` -- its polynomial, what it spent of the
-    budget itself (one expansion, or the reads an atom's spelling inlined) and the nodes it
-    asked for, in order -- and a later proof that asks for a kept node walks the records
-    instead of converting: each node not yet in its own memo spends its cost in the same
-    order as the conversion would, so the budget runs out (``_TooBig``) at the same node.  An
-    atom whose inlining the budget would cut short has another spelling: the proof starts
-    again without replay (:class:`_Cut`), and a proof that cut an atom short keeps nothing.
-
-    The variables of an expanded sum are made once per read node (not per expansion), and
-    the positional variables once per call, so equal nodes of two proofs are one node.  A
-    read is never expanded inside its own expansion (tensors form a DAG), so no variable is
-    captured."""
+    """What the zero-proofs of one optimizer call share (held by the call's context), by exact *replay*: a
+    proof's answer must not depend on what was proved before, and its budget is per proof.  Every node a
+    conversion computes is kept as a :class:`_Record` (its polynomial, what it spent of the budget, the
+    nodes it asked for, in order); a later proof that asks for a kept node walks the records, spending
+    each new node's cost in the conversion's order, so its budget runs out (``_TooBig``) at the same node.
+    An atom whose inlining the budget would cut short has another spelling: the proof restarts without
+    replay (:class:`_Cut`) and keeps nothing.  An expanded sum's variables are made once per read node and
+    the positional ones once per call, so equal nodes of two proofs are one node; a read is never expanded
+    inside its own expansion, so no variable is captured."""
 
     def __init__(self, pure: ProofMemo | None = None) -> None:
         self.records: dict[tuple, _Record] = {}  # (node, facts) -> its conversion
@@ -176,11 +159,9 @@ class ProofMemo:
         self.bodies: dict[tuple, Expr] = {}  # (read, facts) -> its producer's body there
 
     def closed(self, e: Expr) -> Expr:
-        """``e`` with the axes of its outermost sum renamed by position and range: questions
-        equal up to those axes -- a long chain's adjoint summed over a fresh axis by each
-        bracket that asks -- are one node, one answer and one set of expansions.  The names
-        appear only as that sum's own axes: a question that already mentions one (asked
-        inside another renamed one) is kept as it is, so no name is captured."""
+        """``e`` with the axes of its outermost sum renamed by position and range, so that questions equal
+        up to those axes are one node, one answer and one set of expansions.  A question that already
+        mentions one of those names is kept as it is (no capture)."""
         if e.op is not Op.REDUCE or (self.bound and not self.variables(e).isdisjoint(self.bound.values())):
             return e
         axes = []
@@ -316,9 +297,8 @@ class _Builder:
         return assume(e, self.facts, self.ctx) if self.facts else e
 
     def _canonical_atom(self, e: Expr) -> Expr:
-        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number),
-        simplified under the enclosing sums' conditions -- ``exp(scaled[i, j] - m[i])`` and
-        ``exp(scores[i, j] / 8 - m[i])`` are one atom when ``scaled = scores / 8``."""
+        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number) and
+        simplified under the enclosing sums' conditions."""
         def inline(node: Expr) -> Expr | None:
             t = node.arg
             if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:
@@ -433,21 +413,14 @@ class _Builder:
         return out
 
     def _domain_sum(self, vs: list[Expr], conds: list[Expr], dep: Mono, e: Expr) -> Mono:
-        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).
-
-        A finite sum over a polyhedral domain may be taken in any order: with ``C`` the
-        conjunction of its conditions, ``sum_{n} [c(n)] sum_{q} [c'(n, q)] f`` is
-        ``sum_{(n, q)} [c & c'] f``, which is again ``sum_{q} sum_{n} [c & c'] f`` -- no bound
-        needs projecting, since each condition travels with the innermost sum that mentions
-        its variable.  So the nested sums among ``dep`` (at power 1, over the outer variables)
-        are first *flattened* into one domain, and then the variables are summed innermost
-        first, the one that the fewest factors mention (ties: by what they are), each as an atom
-        ``[sum_v where C_v of F_v]`` over the factors ``F_v`` and conditions ``C_v`` that
-        mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
-        ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s own
-        expansion, and cancels.  Variables that every factor mentions stay one atom over
-        them all (the plain form of a sum over several axes); factors no variable mentions
-        move out."""
+        """``sum over vs where conds of dep`` as a product of sum atoms (Fubini's exchange).  A finite sum
+        over a polyhedral domain may be taken in any order, each condition travelling with the innermost
+        sum that mentions its variable.  So the nested sums among ``dep`` are first flattened into one
+        domain, then the variables are summed innermost first, the one the fewest factors mention first
+        (ties: by what they are), each as an atom ``[sum_v where C_v of F_v]`` over the factors and
+        conditions that mention it: ``sum_{n} sum_{q >= n} g(q) e(q, n) / S(q)^2`` becomes
+        ``sum_{q} g(q) [sum_{n <= q} e(q, n)] / S(q)^2``, whose bracket is ``S(q)``'s expansion, and
+        cancels.  Variables every factor mentions stay one atom; factors no variable mentions move out."""
         f: dict[Expr, int] = dict(dep)
         outer = set(vs)
         pending = [x for x, p in dep if p == 1 and self._is_sum(x)]
@@ -458,8 +431,7 @@ class _Builder:
             if f.get(x) != 1 or outer.isdisjoint(self.shared.unbound(x)):
                 continue
             del f[x]
-            # (named apart: a new sum's names are a level no sum inside binds, so no free
-            # variable under it may have one)
+            # (a new sum's names are a level no sum inside binds: no free variable under it has one)
             axes = [self.positional(len(vs) + k, a, "_t") for k, a in enumerate(x.arg.axes)]
             mapping, memo = dict(zip(x.arg.axes, axes)), {}
             vs.extend(axes)
@@ -508,10 +480,9 @@ class _Builder:
         return out
 
     def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:
-        """A key of summing ``v`` first that names no variable of the domain: the factors
-        (with their powers) and conditions that mention ``v``, every variable of the domain
-        one placeholder per range, ``v`` another in its conditions -- so two domains that
-        differ only in their variables' order choose alike."""
+        """A key of summing ``v`` first that names no variable of the domain (the factors, powers and
+        conditions that mention ``v``, each variable one placeholder per range), so that domains differing
+        only in their variables' order choose alike."""
         mapping, memo, keys = blank
         out = []
         for x, p in factors.items():
@@ -526,10 +497,9 @@ class _Builder:
         return tuple(sorted(out))
 
     def rename(self, e: Expr, mapping: dict, memo: dict) -> Expr:
-        """``e`` with the free occurrences of ``mapping``'s variables replaced (a sum that binds
-        one keeps it), rebuilding only the nodes that mention one (``memo``: the nodes rebuilt,
-        shared by the calls with one mapping).  No name is captured: the new names are
-        temporaries or a level that no sum inside binds."""
+        """``e`` with the free occurrences of ``mapping``'s variables replaced (a sum that binds one keeps
+        it), rebuilding only the nodes that mention one (``memo``, shared by the calls with one mapping);
+        the new names are temporaries or a level no sum inside binds."""
         keys, free = mapping.keys(), self.shared.free
         if keys.isdisjoint(self.shared.variables(e)):  # (and every node under e is in free)
             return e
@@ -561,9 +531,8 @@ class _Builder:
         return x.op is Op.REDUCE and len(x.src) == 2 and x.arg.combiner.kind == "sum"
 
     def _sum_atom(self, vs: list[Expr], conds: list[Expr], m: Mono, e: Expr) -> Expr:
-        """``[sum over vs where conds of m]``, its variables named by position, range and
-        level (one more than the highest level named inside): equal sums are one atom, and a
-        sum inside never binds a name that an enclosing one renames its variables to."""
+        """``[sum over vs where conds of m]``, its variables named by position, range and level (above the
+        highest named inside): equal sums are one atom, no name captured."""
         named = self.shared.levels
         level = 1 + max((named.get(y, 0) for x, _ in m for y in self.shared.variables(x)), default=0)
         names = [self.positional(k, v, f"_s{level}_") for k, v in enumerate(vs)]
@@ -588,14 +557,9 @@ class _Builder:
 
 
 def provably_zero(e: Expr, ctx=None) -> bool:
-    """Whether ``e`` is identically zero as a polynomial over its atoms (see the docstring).
-
-    Each call starts a fresh conversion (its own expansion budget), so the answer depends on
-    ``e`` alone: the call's context memoizes it (the optimizer asks again about the same sums
-    when it factors and when it optimizes an op; a sum is asked with its axes renamed by
-    position, :meth:`ProofMemo.closed`), and the nodes other proofs of the call converted
-    are replayed, not converted again, spending this proof's budget as converting them would
-    (:class:`ProofMemo`)."""
+    """Whether ``e`` is identically zero as a polynomial over its atoms (the module docstring), with a
+    budget of its own, so the answer depends on ``e`` alone; the context memoizes it
+    (:meth:`ProofMemo.closed`) and replays other proofs' nodes (:class:`ProofMemo`)."""
     e = unscaled(e)
     if ctx is None:
         return _prove(e, None)
@@ -606,11 +570,9 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
 
 def unscaled(e: Expr) -> Expr:
-    """A float sum ``sum(c * f)``, ``sum(f * c)`` or ``sum(-f)`` (``c`` a finite nonzero
-    constant, repeatedly) as ``sum(f)``: zero exactly when it is -- the polynomial is scaled by
-    ``c``, its conversion and terms the same, and the refuter's values scaled -- so the
-    proof of one answers the other (a mean's adjoint asks about ``sum(x)``, ``sum(-x)`` and
-    ``sum(-x * 0.0625)``: one proof, not three).  Anything else is returned as it is."""
+    """A float sum ``sum(c * f)``, ``sum(f * c)`` or ``sum(-f)`` (``c`` a finite nonzero constant,
+    repeatedly) as ``sum(f)``, zero exactly when it is: one proof answers all.  Anything else is returned
+    as it is."""
     if e.op is not Op.REDUCE or len(e.src) != 2 or e.arg.combiner.kind != "sum" or not dt.is_float(e.dtype):
         return e
     body = e.src[1]
@@ -662,12 +624,9 @@ def _prove(e: Expr, ctx) -> bool:
 
 
 def sum_depths(e: Expr, deepest: int, most: int, memo: dict | None = None) -> dict:
-    """The sum tensors that ``e`` reaches within ``deepest``, by their depth: the fewest sums
-    read on the way (``e`` reads its own at depth 1; reads through elementwise tensors add
-    none), at most ``most`` tensors visited, the nearest first (a proof's budget expands
-    fewer: a long chain is not walked to its end).  ``memo``: each body's reads, kept by the
-    call's context (every proof of a long chain's adjoints walks the same few hundred bodies
-    of its nearest tensors)."""
+    """The sum tensors ``e`` reaches within ``deepest``, by depth (the fewest sums read on the way;
+    ``e``'s own at 1, elementwise tensors add none), at most ``most`` visited, nearest first.  ``memo``:
+    each body's reads, kept by the call's context."""
     memo = {} if memo is None else memo
 
     def reads(x: Expr) -> list:
@@ -698,12 +657,9 @@ def sum_depths(e: Expr, deepest: int, most: int, memo: dict | None = None) -> di
 
 
 def _layered(e: Expr, ctx) -> bool:
-    """Whether ``e`` is zero as a polynomial whose atoms include the reads of the sums deeper
-    than :data:`LAYERS` (or than all but the deepest: else the full proof's own question),
-    the sums within it expanded.  Any set of expanded reads gives a sound proof, and a shallow
-    one is small: the full proof expands every sum it meets until its budget or its terms run
-    out, where the reason a sum is zero -- a softmax's rows summing to one, through the keys'
-    sum of attention -- lies a few sums down and the deeper expansions only add terms."""
+    """Whether ``e`` is zero as a polynomial whose atoms include the reads of the sums deeper than
+    :data:`LAYERS` (or than all but the deepest), the sums within expanded: sound for any set of expanded
+    reads, and small where the reason for zero lies a few sums down."""
     depths = sum_depths(e, LAYERS + 1, 4 * MAX_EXPANSIONS, None if ctx is None else ctx.body_reads)
     layer = min(LAYERS, max(depths.values(), default=0) - 1)
     if layer < 1:
@@ -724,12 +680,8 @@ def _layered(e: Expr, ctx) -> bool:
 
 
 def _quick(e: Expr, ctx) -> bool | None:
-    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there
-    without cutting an atom's inlining short (the full proof converts the same nodes in the
-    same order, so it answers the same), ``None`` when it runs out -- then the refuter
-    (:mod:`.zeros.refute`) with its whole budget and, if that finds no nonzero point, the full
-    proof.  Most proofs of small layers finish here, cheaper than a long refutation (the
-    refuter's first, short try comes before: a question about elements evaluated already)."""
+    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there without
+    cutting an atom's inlining short (the full proof would answer the same), else ``None``."""
     try:
         try:
             b = _Builder(ctx, ctx.proofs, budget=QUICK_EXPANSIONS)

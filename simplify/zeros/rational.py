@@ -1,18 +1,9 @@
 """Exact rational arithmetic for the refuter (:mod:`.zeros.refute`), on Python ints and ``Fraction``s.
 
-The refuter's model evaluates terms exactly (floats would round a true identity to a nonzero),
-and its values are mostly non-dyadic rationals once a softmax or a normalization divides: a
-``Fraction`` operator goes through ``numbers``' dispatch, property reads and a checked
-constructor, three quarters of its cost.  These functions compute the same values from the
-numerators and denominators directly (the gcd steps of ``fractions``' own algorithms) and build
-the result without re-checking it; a value whose denominator is 1 is returned as an ``int``,
-so integer arithmetic stays on Python's fast path.  The values are equal to ``Fraction``'s --
-only the time differs (a test compares them at random operands).
-
-``mul`` and ``div`` return ``None`` where a numerator or denominator would pass ``bits`` bits
-(the caller gives up: its numbers have grown past what it evaluates); ``add`` and ``sub``
-never do, as the refuter bounds only products and quotients.
-"""
+The same values as ``Fraction``'s operators, computed from numerators and denominators directly
+(``fractions``' gcd steps) without its dispatch and checks; a value whose denominator is 1 is an ``int``.
+``mul`` and ``div`` return ``None`` where a numerator or denominator would pass ``bits`` bits; ``add`` and
+``sub`` never do."""
 
 from __future__ import annotations
 

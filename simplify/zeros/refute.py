@@ -1,65 +1,27 @@
 """A cheap, sound "not zero" tried before a zero-proof: a sum nonzero at one point of a model.
 
-Nearly every zero-proof the optimizer asks for (:func:`.zeros.polynomial.provably_zero`) fails, and
-a failing proof is the expensive kind: it expands producers until its budget runs out.  A
-term that has a nonzero value in *one* model of what the proof assumes cannot be identically
-zero, so the proof could only have answered "not zero": :meth:`Refuter.refutes` computes such
-a value and the proof runs only where it finds none (the answers are the same by construction,
-only the time differs).
+Most zero-proofs (:func:`.zeros.polynomial.provably_zero`) fail, expensively.  A term nonzero in *one*
+model of what the proof assumes is not identically zero: :meth:`Refuter.refutes` looks for such a value,
+and the proof runs only where it finds none (the same answers, by construction).  The model evaluates
+exactly (ints and fractions, :mod:`.zeros.rational`):
 
-The model evaluates the term itself, in exact arithmetic (Python ints and fractions, added and
-multiplied by :mod:`.zeros.rational` without ``Fraction``'s operator dispatch; floats would round true
-identities such as a sum minus the same sum in another order to a nonzero):
+* free index variables take random points of their ranges; a placeholder element is a random small value,
+  the same for every read in every proof of the call;
+* a computed element is its body at its indices (memoized per call, at a bounded depth:
+  :meth:`Refuter._value`);
+* a sum sums a few sample points per axis, chosen once per range: a fixed *linear functional*, which is
+  all the proof assumes of a sum; other reductions combine over the same points;
+* ``exp``, ``log``, ... are the float64 function rounded to :data:`ROUND_BITS` bits (the true value where
+  constant folding folds them);
+* an operator over constants is exact; the model gives up where :func:`.algebra.consts.fold_constant`
+  would round to another value.
 
-* the free index variables take random points of their ranges; a placeholder element is a
-  random small value (the same for every read of that element, in every proof of the call);
-* an element of a computed tensor is its body at the element's indices (memoized per call,
-  as is an element without a value -- a budget stop is neither -- in a table per tensor that
-  each read node finds once; evaluated at a bounded depth: :meth:`Refuter._value`);
-* a sum over axes with ranges ``[lo, hi)`` is the sum over a few sample points of each axis,
-  chosen at random once per range -- not the whole sum, but a fixed *linear functional*: it
-  is linear, factors free of the axes move out of it, it does not depend on the axes' names
-  or order, and nested sums commute, which is all the proof assumes of a sum; other
-  reductions (max, min, prod, argmax) combine their source over the same sample points;
-* ``exp``, ``log``, ``tanh``, ... are the float64 function of the exact argument rounded to
-  :data:`ROUND_BITS` bits (a deterministic value, as good as a random one, and the true one
-  where constant folding folds them: ``exp(0) = 1``); outside a function's domain any
-  deterministic value will do;
-* an operator over constants is exact, and the model gives up where constant folding
-  (:func:`.algebra.consts.fold_constant`, which rounds to the node's dtype) would give another value
-  (``0.1f * 0.1f``): the proof computes such a node exactly where it converts it as it
-  stands and folds it where it simplifies first (a producer's body, an atom).
-
-Every step the proof takes -- polynomial arithmetic over its atoms, a read replaced by its
-producer's body, a sum split by linearity, simplification under a sum's condition (the model
-evaluates a sum's body only where its condition holds) -- holds in this model, so a term the
-proof would show zero has value 0 here.  The evaluation is bounded (:data:`MAX_STEPS` node
-evaluations, numbers of at most :data:`MAX_BITS` bits) and gives up -- the proof then runs as
-before -- on anything it does not model: a division by zero, an infinite constant (an empty
-max), an integer outside its type, a variable without a range.  One gap is left: a
-producer's body read at *constant* indices is simplified by the proof, so float arithmetic on
-its index values (``float(i) * 0.1f`` read at ``i = 3``) is folded and rounded there and exact
-here; a proof that cancels such a rounded constant against an exact one could differ (no
-program of the tests or benchmarks has one: their results are unchanged, byte for byte).
-
-The random choices come from the :class:`Refuter` of the optimizer call's context (seeded:
-the same program gives the same answers, and the answers never depend on them anyway).  It
-holds two models, each kept for the call: the first (integer data near 0, free variables near
-the start of their ranges) answers nearly every question; the last attempt evaluates in the
-second (integer data spread wide, its own sample points, free variables anywhere), where
-rows gathered by token ids differ and a causal row has more than one key -- terms that are 0
-at every point of the first for such reasons alone are refuted there, not proved in full.
-That attempt spends at most :data:`WIDE_STEPS` after a term that is 0 at the first model's
-points: such a term is most often zero in real arithmetic, so the proof runs anyway and the
-attempt's steps are lost, and the second model, read by few questions, holds few elements, so
-an attempt there evaluates the term's producers afresh (the Transformer block's key-gradient
-sum, zero in real arithmetic, spent 7,526 steps there -- a third of the call's -- before its
-proof; the terms the second model refutes in the tests and benchmarks take at most about
-1,000).  A term without a value at the first model's points keeps the whole budget there: what
-has no value in one model (numbers past :data:`MAX_BITS` in a long chain) is most often without
-one in the other, and kept once found, the element gives up at once when asked again.
-A point where a model has no value is skipped (another may have one).
-"""
+Every step of the proof holds in this model.  The evaluation is bounded (:data:`MAX_STEPS`,
+:data:`MAX_BITS`) and gives up on a division by zero, an infinite constant, an integer outside its type, a
+variable without a range.  One gap: the proof folds float arithmetic on a producer's constant indices,
+which the model computes exactly.  The seeded :class:`Refuter` holds two models per call: the first (data
+near 0, variables near their ranges' start) answers nearly every question; the last attempt uses the
+second (data spread wide, variables anywhere), spending at most :data:`WIDE_STEPS` after a zero."""
 
 from __future__ import annotations
 
@@ -78,13 +40,8 @@ from tensorad.ir.tensor import ComputeOp, PlaceholderOp
 from ..algebra.consts import fold_constant
 from . import rational
 
-MAX_STEPS = 20_000  # node evaluations one refutation may spend (all its points together;
-#                     a variable or a constant is a lookup, not a step)
-MAX_BITS = 16_384  # a number past this many bits (numerator or denominator): give up (a
-#                   second encoder layer's elements need a few thousand: at 2,048 the model had
-#                   no value for 182 of its 254 questions, and 84 failing proofs ran, 4.4 CPU-s;
-#                   a 1,000-step chain with a mean every 8 steps takes as long at 16,384, 35%
-#                   longer at 32,768)
+MAX_STEPS = 20_000  # node evaluations one refutation may spend, all its points together
+MAX_BITS = 16_384  # a number past this many bits (numerator or denominator): give up
 POINTS = 3  # points tried (the first two near the start of every free variable's range)
 WIDE_STEPS = 2_000  # the most the last point (the second model's) may spend after a zero
 NEAR = 4  # "near the start of a range": its first NEAR points
@@ -149,9 +106,7 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-_squash(x)))
 
 
-# A deterministic function of the exact argument is all the model needs (the proof treats these
-# as opaque atoms); outside a function's domain any value will do.  Each is the true function
-# where constant folding folds it (exp(0) = 1, log(1) = 0, ...: :func:`.algebra.consts.fold_constant`).
+# A deterministic function of the exact argument is all the model needs (the true one where folded).
 _MATH: dict[Op, Callable[[float], float]] = {
     Op.EXP: lambda x: math.exp(_squash(x)), Op.LOG: _log, Op.SQRT: lambda x: math.sqrt(abs(x)),
     Op.TANH: math.tanh, Op.SIGMOID: _sigmoid, Op.SIN: math.sin, Op.COS: math.cos,
@@ -245,12 +200,9 @@ _UNARY: dict[Op, Callable[[Any], Any]] = {
 
 
 class _Model:
-    """One random interpretation of the placeholders and sums, kept for the whole call: its
-    placeholder elements, the sample points of each axis range, the free variables' shared
-    first points, and the elements of computed tensors evaluated in it (the memo that makes
-    later questions about the same tensors cheap).  ``wide``: integer placeholder elements
-    are drawn from a wide range (distinct token ids: rows gathered by them differ) instead of
-    near 0 (where they meet small free variables and sample points)."""
+    """One random interpretation of the placeholders and sums, kept for the call: placeholder elements,
+    each axis range's sample points, the free variables' shared first points and the computed elements
+    (``tables``).  ``wide``: integer placeholder elements drawn from a wide range instead of near 0."""
 
     __slots__ = ("rng", "wide", "tables", "sites", "samples", "points", "resume")
 
@@ -267,10 +219,9 @@ class _Model:
 
 
 class _Site:
-    """What a read node reads in one model: its tensor's ``table`` of elements (shared by every
-    read of the tensor, found by the op's hash once per read node, not at every element read),
-    the ``axes`` and ``body`` that compute an element -- for a placeholder ``None`` and its
-    dtype -- and whether every index is a variable (``direct``: looked up in place)."""
+    """What a read node reads in one model: its tensor's ``table`` of elements (shared by every read of
+    the tensor), the ``axes`` and ``body`` that compute an element (``None`` and the dtype for a
+    placeholder), and whether every index is a variable (``direct``)."""
 
     __slots__ = ("table", "axes", "body", "direct")
 
@@ -284,9 +235,8 @@ _ATTEMPTS = ((0, "shared"), (0, "near"), (1, "anywhere"))
 
 
 class Refuter:
-    """The random models of one optimizer call (see the module docstring) and its counts:
-    ``tried``, ``refuted``, ``zero`` (0 at every point: the proof runs), ``gave up`` and the
-    ``steps`` (node evaluations) they took."""
+    """The random models of one optimizer call (the module docstring) and its counts: ``tried``,
+    ``refuted``, ``zero``, ``gave up`` and the ``steps`` taken."""
 
     def __init__(self, seed: int = 0, steps: int = MAX_STEPS) -> None:
         self.models = (_Model(seed, False), _Model(seed + 1_000_003, True))
@@ -299,10 +249,9 @@ class Refuter:
         self.counts: dict[str, int] = {"tried": 0, "refuted": 0, "zero": 0, "gave up": 0, "steps": 0}
 
     def refutes(self, e: Expr, steps: int | None = None) -> bool:
-        """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the models (so
-        not identically zero); False also when a model has no value for it.  The budget of
-        :data:`MAX_STEPS` node evaluations (or ``steps``) is for all the points together, the
-        second model's at most :data:`WIDE_STEPS` of it when the first model's were 0."""
+        """Whether ``e`` is nonzero at one of :data:`POINTS` random points of the models; False also when
+        no model has a value.  :data:`MAX_STEPS` (or ``steps``) is the budget of all the points together,
+        the second model's at most :data:`WIDE_STEPS` of it after zeros."""
         self.counts["tried"] += 1
         budget = self.left = self.steps if steps is None else steps
         evaluated = False  # 0 at some point (not only points without a value)
@@ -340,13 +289,9 @@ class Refuter:
     # ---- the models' random choices ---------------------------------------------------------
 
     def _point(self, v: Expr, how: str, slot: int) -> int:
-        """A free variable's value: near the start of its range on the first two attempts
-        (where masks such as ``j <= i`` and small integer data meet the sums' sample points),
-        then anywhere, in the second model.  The shared points are drawn once per model,
-        range and ``slot`` (the variable's place among the question's free variables of that
-        range): questions about the same tensors then read the same elements, which the
-        model keeps (``tables``) -- most questions are refuted at the first; the "near"
-        points are drawn afresh."""
+        """A free variable's value: near the start of its range on the first two attempts, anywhere in the
+        second model; the shared points drawn once per model, range and ``slot`` (the variable's place
+        among the question's), so questions read kept elements (the "near" points drawn afresh)."""
         if v.lo is None or v.hi is None or v.lo >= v.hi:
             raise _GiveUp
         m = self.model
@@ -385,18 +330,9 @@ class Refuter:
     # ---- evaluation ---------------------------------------------------------------------------
 
     def _value(self, e: Expr, env: dict) -> Any:
-        """``e``'s value in the current model.  An element of a long chain of tensors reads
-        the one before, and so on: evaluated inside one another, they would go as deep as the
-        chain -- a RecursionError, or the budget spent at the bottom of it, before any element
-        was kept, so that every later question walked the whole chain again (quadratic in its
-        length).  Past :data:`MAX_DEPTH` the innermost element is set aside, evaluated (and
-        kept) first, and the evaluation starts again: every element is evaluated once, at a
-        bounded depth, and what one question evaluated serves the next.
-
-        The elements set aside are the model's (``resume``): a question whose budget runs out
-        on the way down leaves them to the next, which goes on from there before its own term
-        -- a chain deeper than one budget is evaluated across questions, each element once,
-        not walked down again by every question and kept by none."""
+        """``e``'s value in the current model, at a bounded depth: past :data:`MAX_DEPTH` the innermost
+        element is set aside, evaluated and kept first (the model's ``resume``, left to the next question
+        when a budget runs out), so each element is evaluated once."""
         pending = self.model.resume
         while True:
             self.depth = 0
@@ -436,10 +372,8 @@ class Refuter:
         return out
 
     def _fold(self, e: Expr, exact: Any) -> Any:
-        """An operator over constants, ``exact`` its exact value: the proof computes it exactly
-        where it converts the node as it stands, but folds it where it simplifies first (a
-        producer's body, an atom), rounding to the node's dtype -- the model gives up where
-        the two differ (``0.1f * 0.1f``), so it never means what the proof does not."""
+        """An operator over constants, ``exact`` its exact value; gives up where folding to the node's
+        dtype (as the proof does where it simplifies first) would differ."""
         found = self.folded.get(e, _MISSING)
         if found is _MISSING:
             c = fold_constant(e)

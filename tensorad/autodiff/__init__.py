@@ -1,27 +1,20 @@
 """Automatic differentiation of tensor expressions (API.md section 2).
 
-* :func:`jacobian` -- the Jacobian of a tensor by a tensor (elementwise when it reads it
-  directly, the chain rule over the DAG otherwise);
-* :func:`jacobian_recursive` -- reverse accumulation over the tensor DAG with a head;
-* :func:`jvp` / :func:`hessian_vector_product` -- forward mode and forward-over-reverse;
-* :func:`gradcheck` -- both modes against central finite differences in float64;
-* :func:`generalized_matmul` / :func:`inline_non_reductions` -- the seed's manual path.
-
-Derivative rules live in one table (:data:`rules.TANGENT_RULES`); gradients are ordinary
-tensors of the same IR, so they can be differentiated again.  This package never imports the
-optimizer: the facade passes it in as ``optimizer`` (a ``Tensor -> Tensor`` function).
+Derivative rules live in one table (:data:`rules.TANGENT_RULES`); gradients are ordinary tensors of the
+same IR, so they can be differentiated again.  This package never imports the optimizer: the facade passes
+it in as ``optimizer`` (a ``Tensor -> Tensor`` function).
 
 Modules:
 
-* ``jacobian`` the elementwise Jacobian of a tensor by a tensor it reads; ``chain`` the full
-  Jacobian over every path; ``reverse`` reverse accumulation (``jacobian_recursive``);
-  ``forward`` ``jvp`` and Hessian-vector products; ``adjoint`` one consumer's adjoint in
-  head-product form; ``manual`` the seed's manual path; ``gradcheck`` against finite differences;
-* ``rules`` one tangent rule per ``Op``; ``combiners`` what autodiff knows of reducers;
-  ``zero`` symbolic zeros; ``emptiness`` tangents of empty reductions; ``gathers`` checked
-  gathers in derivatives; ``shifts`` stabilizing shifts the outputs cancel (constants for
-  differentiation); ``retype`` a program promoted to float64; ``build`` shared builders.
-"""
+* ``jacobian`` the elementwise Jacobian of a tensor by a tensor it reads; ``chain`` the full Jacobian over
+  every path; ``reverse`` reverse accumulation (``jacobian_recursive``); ``forward`` ``jvp`` and
+  Hessian-vector products; ``adjoint`` one consumer's adjoint in head-product form; ``manual`` the seed's
+  manual path (``generalized_matmul``, ``inline_non_reductions``); ``gradcheck`` against finite
+  differences;
+* ``rules`` one tangent rule per ``Op``; ``combiners`` what autodiff knows of reducers; ``zero`` symbolic
+  zeros; ``emptiness`` tangents of empty reductions; ``gathers`` checked gathers in derivatives;
+  ``shifts`` stabilizing shifts the outputs cancel (constants for differentiation); ``retype`` a program
+  promoted to float64; ``build`` shared builders."""
 
 from .chain import jacobian
 from .forward import hessian_vector_product, jvp

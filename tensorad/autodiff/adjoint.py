@@ -1,39 +1,26 @@
 """Adjoint contributions of one consumer op, built directly in head-product form.
 
-For a consumer ``Y[i] = f(i)`` (or ``Y[i] = sum_k where c(i, k) of f(i, k)``) that reads ``X``
-at ``X[phi(i, k)]``, the contribution to ``adj_X[p, j]`` of that one read site is ::
+For a consumer ``Y[i] = sum_k where c(i, k) of f(i, k)`` (or ``Y[i] = f(i)``) that reads ``X`` at
+``X[phi(i, k)]``, one read site contributes to ``adj_X[p, j]`` ::
 
     sum over (i, k) where c(i, k) && phi(i, k) == j  of  H[p, i] * df/dX[phi](i, k)
 
-with ``H = adj_Y`` (shape ``prefix + Y.shape``).  One term per read site: a body such as
-``A[i, j] + A[j, i]`` gives two reductions, each with an equation ``phi == j`` that the
-optimizer can solve on its own (DESIGN.md lesson 1).  ``i`` and ``k`` are fresh reduce
-variables; without the optimizer the term is correct but iterates over all of ``(i, k)``.
+with ``H = adj_Y`` (shape ``prefix + Y.shape``) and ``i``, ``k`` fresh reduce variables: one term per read
+site, each with an equation ``phi == j`` the optimizer solves (DESIGN.md lesson 1).
 
-Reductions with other combiners (DESIGN.md lesson 2):
+Other combiners (DESIGN.md lesson 2):
 
-* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
-  reduction over the same domain carrying ``(value..., k)``, ``k`` the flattened index of the
-  winning point -- is computed once per op; the head is routed to the winning element only, by
-  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
-  counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
-  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
-  max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
-  over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
-  loops that vectorize, where the winner reduction is a chain of compares and blends -- except
-  for a running max/min (``max_{k <= i}``): there the sum compares every term with ``Y[i]``
-  (quadratic), while the winner reduction is scanned in one update per term (:func:`_running`).
-* ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
-  product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
-  ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
-  ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
-* any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
-  the head (the only case that builds a Jacobian-sized temporary).
+* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` over the same
+  domain carries ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner
+  only (``flat(k) == W(i)``).  For max/min every element tied with the result gets ``H / T``, ``T(i)`` the
+  tie count (PyTorch's ``amax``).  A source that recomputes exactly takes ``T`` and the lone winner from
+  one vectorizable sum (:meth:`AdjointBuilder._lone_winner`), except a running max/min (:func:`_running`).
+* ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
+  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.
+* any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head.
 
-A built-in max, min or product reduction over a box of one point (a 1 x 1 pooling window) is
-its source at that point, or its identity where the where-condition fails there: its
-contribution is the elementwise one, with no winner, tie count or zero count.
-"""
+A built-in max, min or product over a box of one point is its source there (or its identity where the
+condition fails): its contribution is the elementwise one."""
 
 from __future__ import annotations
 
@@ -61,22 +48,16 @@ ONE_ROUNDING_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV})
 
 
 def recomputes_exactly(expr: Expr, inlined: bool = False) -> bool:
-    """Whether every evaluation of ``expr`` gives the same bits, wherever and however it is
-    compiled: its float values come from reads, constants, casts, choices, negation, ``abs``,
-    ``max``/``min`` and at most one ``+ - * /`` (IEEE-rounded the same everywhere: with no
-    second arithmetic operation there is nothing to contract into an FMA or to fold
-    differently; integer index arithmetic is exact).  A math function or a second operation
-    may round differently where it is computed again.  ``inlined``: count the arithmetic of
-    the elementwise tensors ``expr`` reads too (the optimizer and code generation inline them
-    into the reader: ``Y[i] = A[i] * B[i]`` read by ``Y[i] + C[i]`` is two roundings)."""
+    """Whether every evaluation of ``expr`` gives the same bits however compiled: float values from reads,
+    constants, casts, choices, negation, ``abs``, ``max``/``min`` and one ``+ - * /`` at most (nothing to
+    contract or fold).  ``inlined``: the elementwise tensors it reads count too."""
     return roundings(expr, inlined) <= 1
 
 
 def roundings(expr: Expr, inlined: bool = False) -> float:
-    """The number of rounding float operations of ``expr`` (2 for two or more, or a math function),
-    counted up to 2; ``inlined``: with those of the elementwise tensors it reads, as they would
-    be inlined (each tensor counted once and memoized, with a work list: a chain of 10,000
-    ReLUs nests no calls, a diamond does not explode)."""
+    """The number of rounding float operations of ``expr``, counted up to 2 (a math function counts 2);
+    ``inlined``: with those of the elementwise tensors it reads, each counted once, with a work list (no
+    recursion on long chains)."""
     own, reads = _own_roundings(expr, inlined)
     if not reads:
         return own
@@ -124,14 +105,9 @@ def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
 
 
 def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
-    """For a read ``X[phi(i)]`` that is a bijection of the consumer's domain onto ``X``'s
-    (each index a distinct axis, ``0 <= i_a < X.shape[k]`` exactly: identity or transpose),
-    ``{axis: k}`` -- ``i_a = j_k`` is the only point with ``phi(i) == j`` -- else ``None``.
-
-    Elementwise consumers read their inputs this way; their adjoint terms then need no
-    reduction for the optimizer to solve (a long elementwise chain differentiates in linear
-    time with a small constant).
-    """
+    """For a read ``X[phi(i)]`` that is a bijection of the consumer's domain onto ``X``'s (each index a
+    distinct axis with ``0 <= i_a < X.shape[k]`` exactly), ``{axis: k}`` -- ``i_a = j_k`` is the only
+    point with ``phi(i) == j`` -- else ``None``: such a term needs no reduction."""
     if len(site.src) != len(axes) or len(axes) != len(x.shape):
         return None
     inverse: dict[Expr, int] = {}
@@ -192,11 +168,9 @@ def _is_zero(e: Expr) -> bool:
 
 
 def _running(op: ComputeOp) -> bool:
-    """Whether ``op`` is a running reduction, an ordered upward scan along an output axis
-    (:func:`~tensorad.poly.nesting.ordered_prefix_axes`): a cumulative max ``Y[i] = max_{k <=
-    i} X[k]``.  Its winner is then the reduction carrying ``(value, index, ties)``, which code
-    generation scans in ``n`` updates per row; :meth:`AdjointBuilder._lone_winner`'s sum
-    compares every term with ``Y[i]``, a source that moves with ``i``: no scan, ``n^2 / 2``."""
+    """Whether ``op`` is a running reduction (:func:`~tensorad.poly.nesting.ordered_prefix_axes`),
+    ``Y[i] = max_{k <= i} X[k]``: its winner reduction scans in ``n`` updates per row, where
+    :meth:`AdjointBuilder._lone_winner`'s sum would take ``n^2 / 2``."""
     body = op.body[0]
     return bool(ordered_prefix_axes(op.axes, body.arg.axes, body.src[0], body.src[1:]))
 
@@ -224,9 +198,7 @@ class AdjointBuilder:
         body = op.body[0]
         ra: ReduceArg = body.arg
         if any(k.extent <= 0 for k in ra.axes):
-            # an empty box: the reduction is its identity, a constant.  (A selecting reducer's
-            # winner would be its sentinel, clipped onto a point outside the box: a gradient
-            # of H, or H / 0 ties, at an element the reduction never read.)
+            # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
@@ -247,9 +219,8 @@ class AdjointBuilder:
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
-                # max/min: every element equal to the result gets head / (number of ties);
-                # the first winner by index always does (exact even if the source, computed
-                # again here, rounded differently), the others by comparing values.
+                # max/min: the first winner by index always gets head / ties, other tied elements by
+                # value.
                 count = ties[tuple(iv)]
                 source = self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
@@ -311,21 +282,15 @@ class AdjointBuilder:
                               ties: Tensor | None, sole: bool = False) -> list[Expr]:
         """The terms of a selecting reduction whose winner is one flattened index ``W(i)``.
 
-        The first winner's point is data: ``k* = unflatten(W(i))``, each digit a gather index
-        (``DATA_INDEX``, clipped: an empty reduction's sentinel lands on a point whose
-        condition is false).  So the main term is a sum over ``i`` alone, ``sum_i where
-        c(i, k*) && phi(i, k*) == j of H[i] * df/dX(i, k*) [/ T(i)]``, which code generation
-        lowers as a scatter-add of one element per output (:mod:`codegen.scatter`), not as
-        a pass over every window containing ``j``.  For ``max``/``min`` the other tied points
-        get ``H / T`` from a second term over the window, guarded by ``T(i) > 1``, which code
-        generation tests once per output (:func:`_point_term`); a winner index that is the
-        sentinel (:meth:`_lone_winner`'s tied windows) adds nothing, its tie term all.
+        The winner's point ``k* = unflatten(W(i))`` is data (``DATA_INDEX`` digits, clipped), so the main
+        term ``sum_i where c(i, k*) && phi(i, k*) == j of H[i] * df/dX(i, k*) [/ T(i)]`` is a sum over
+        ``i`` alone: a scatter-add of one element per output.  For ``max``/``min`` the other tied points
+        get ``H / T`` from a second term guarded by ``T(i) > 1`` (:meth:`_point_term`); a sentinel winner
+        adds nothing.
 
-        When ``op`` is ``x``'s only consumer and reads it once, over no more outputs than ``x``
-        has elements, every term of ``adj_x`` is such a scatter: the winner's indices that the
-        window does not move are opaque too (``sole``), so that the optimizer does not solve the
-        outputs for them -- a min over a middle axis would become a pass over every element of
-        ``x`` testing ``E(i) == j``, where nothing else makes one."""
+        When ``op`` is ``x``'s only consumer and reads it once, over no more outputs than ``x`` has
+        elements, the winner's indices the window does not move are opaque too (``sole``), so that the
+        optimizer does not solve the outputs for them."""
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
@@ -344,11 +309,9 @@ class AdjointBuilder:
     def _point_term(self, op: ComputeOp, source: Expr, site: Expr, d: Expr, h: Tensor, x: Tensor,
                     p: Sequence[Expr], j: Sequence[Expr], index: Tensor, ties: Tensor | None,
                     best: Tensor | None, opaque: bool = False) -> Expr:
-        """One read site's term at the winner (``best is None``), or at the other tied points:
-        a sum over the outputs and a window point ``t`` (an opaque index, so that the term
-        stays a scatter from the outputs -- solved for the outputs, it would visit every
-        window of every element) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``; the
-        winner's term under ``W(i) != SENTINEL``."""
+        """One read site's term at the winner (``best is None``, under ``W(i) != SENTINEL``) or at the
+        other tied points: a sum over the outputs and an opaque window point ``t`` (the term stays a
+        scatter) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
         size = _box_size(ra.axes)
@@ -366,10 +329,8 @@ class AdjointBuilder:
             at = [_digit(flat, x.shape, dims, k) if k in dims
                   else data_index(unchecked(rename(t, m)), x.shape[k], "clip", landed.name, k) if opaque
                   else unchecked(rename(t, m)) for k, t in enumerate(site.src)]
-            # the read's guards over the output axes again: E(i) >= 0 implies them, but only
-            # they show that the reads in ``rest`` (which the window does not move) lie in
-            # bounds (``L0[.., i + 1]`` under ``i + 1 < 7``, which a data test
-            # cannot prove); a guard that moves with the window (a pool's padding) stays in E
+            # The read's guards over the output axes: E(i) >= 0 implies them, but only they prove the
+            # reads in ``rest`` in bounds; a guard that moves with the window (padding) stays in E.
             window = set(ra.axes)
             kept = [rename(g, m) for g in guards if not window & set(free_vars(g))]
             where = all_of([*kept, compare(Op.GE, e, const(0, e.dtype)), equal_all(at, j)])
@@ -410,25 +371,14 @@ class AdjointBuilder:
     # ---- helper tensors -----------------------------------------------------------------
     def _destination(self, op: ComputeOp, source: Expr,
                      site: Expr) -> tuple[Tensor, tuple[int, ...], Expr, list[Expr]] | None:
-        """``(E, dims, rest, guards)``: where a lone winner's head lands, computed once per output point
-        by a tensor the forward saves (``Role.SAVED``) instead of by the backward's scatter.
-
-        ``E(i)`` is the row-major offset, within the axes ``dims`` of ``x`` that the window
-        moves along, of the read ``site = x[phi(i, k)]`` of the first source at the winner
-        ``k* = unflatten(W(i))`` -- the tap's index vector composed with the window's map -- or
-        a negative code where no lone winner adds there: -1 where the reduction's ``where``
-        fails at ``k*`` (an empty window's sentinel) or the read's own guard fails (padding
-        read under ``if_then_else``), and (max/min) ``-1 - T(i)`` where ``T(i) > 1``: the tie
-        term decodes the count from it and finds the tied points by their values, so the
-        backward reads neither ``W`` nor ``T`` and the forward stores neither (one int per
-        window, as PyTorch's indices).  Where a winner adds, its read ran in the forward, so
-        its index lies in ``x`` (the bounds every definition proves).  The scatter then tests
-        ``E(i) >= 0`` and adds at ``E(i)``'s digits, which code generation reads as one flat
-        address: no clip of ``W``, division or padding test per window (a max pool's 3x3
-        window stored ``ry * 3 + rx``: each add divided by 3 and tested the padding).
-        ``rest``: the read's derivative under its guards (index conditions, ``guards``).
-        ``None`` when :meth:`_landing` declines the form: the digits are then computed in the
-        scatter."""
+        """``(E, dims, rest, guards)``: where a lone winner's head lands, computed once per output by a
+        tensor the forward saves (``Role.SAVED``).  ``E(i)`` is the row-major offset, within the axes
+        ``dims`` of ``x`` the window moves along, of the read ``x[phi(i, k*)]`` at the winner
+        ``k* = unflatten(W(i))``; or -1 where the ``where`` or the read's guard fails at ``k*``, and
+        (max/min) ``-1 - T(i)`` where ``T(i) > 1`` (the tie term decodes the count and finds the tied
+        points by value).  The backward then reads neither ``W`` nor ``T``; the scatter tests
+        ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative under its
+        ``guards``.  ``None`` when :meth:`_landing` declines the form."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
@@ -468,11 +418,9 @@ class AdjointBuilder:
 
     @staticmethod
     def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
-        """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window,
-        the guards it runs under (the zero branches of its derivative: padding read under an
-        ``if_then_else``) and its derivative under them, when ``rest`` and the guards' and
-        indices' reads do not depend on the window point (and ``x``'s moving axes hold fewer
-        than 2**31 elements) -- the form :meth:`_destination` saves -- else ``None``."""
+        """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window, its guards
+        (the zero branches of its derivative) and its derivative under them, when those do not depend on
+        the window point and ``x``'s moving axes hold fewer than 2**31 elements; else ``None``."""
         body = op.body[0]
         window = set(body.arg.axes)
         dims = tuple(k for k, e in enumerate(site.src) if window & set(free_vars(e)))
@@ -490,12 +438,9 @@ class AdjointBuilder:
         return dims, guards, rest
 
     def _compared_source(self, op: ComputeOp, m: dict) -> Expr:
-        """The source of a max/min/prod ``op`` at the point ``m`` (renamed variables), for the
-        tests that compare it -- the tie test ``source == winner``, the zero test ``source ==
-        0`` of a product (:meth:`_prod`) -- and for the reductions whose results they are
-        compared with: the source where every evaluation gives the same bits (its inexact
-        elementwise reads replaced by their saved copies), else a read of the tensor
-        ``op.tie`` (see :meth:`_saved`)."""
+        """The source of a max/min/prod ``op`` at the point ``m``, for the tie test and a product's zero
+        test and the reductions they compare with: the source itself where it recomputes exactly (inexact
+        elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
@@ -503,28 +448,16 @@ class AdjointBuilder:
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
-        """For a max/min/prod whose source may round differently where it is computed again
-        (any float arithmetic or math function: constant folding, FMA contraction, another
-        build's options), values stored once so that the winner and the tie
-        test (a product's zero count and its zero test) compare the same bits (``Role.SAVED``:
-        materialized, never inlined, saved with the winner by ``ta.function``); ``None`` when
-        the source alone recomputes exactly (reads, selects, casts, max/min, negation,
-        constants: max pooling, softmax).
-
-        An elementwise tensor the source reads is inlined into both by the optimizer, so its
-        arithmetic counts too (``min`` over ``C[i] = S[i] * 2 + a``).  Such a
-        tensor is copied once (``C.tie``, its own shape) and the source reads the copy; only a
-        source that still rounds twice is stored over the whole reduction domain (``Y.tie``:
-        one value per output and window point)."""
+        """Values stored once (``Role.SAVED``) so that a max/min/prod's winner and tie or zero test
+        compare the same bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
+        reads copied (``C.tie``), or a source still rounding twice stored over the domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
         source = body.src[1]
         found = None
         if not recomputes_exactly(source, inlined=True):
-            # keyed by tensor, not by read: ``rewrite`` rebuilds bottom-up, so a read whose index
-            # reads another copied tensor (``T[C[j]]``) is a new node by the
-            # time the rule sees it
+            # Keyed by tensor: ``rewrite`` rebuilds bottom-up, so a read of a copy is a new node by then.
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
                       and roundings(n.arg.op.body[n.arg.value_index], True)}
             source = rewrite(source, lambda n: self._copy(n.arg)[tuple(n.src)]
@@ -555,10 +488,9 @@ class AdjointBuilder:
         return found
 
     def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
-        """``(value, index, ties)`` of the op's winner reduction (built once): its first value,
-        the flattened index of the winning point (:func:`combiners.flat_index`) -- or ``(k0,
-        k1, ...)`` when the reduced box is too large to flatten into an int32 -- and, for
-        ``max``/``min``, the number of points tied with the winner (else ``None``)."""
+        """``(value, index, ties)`` of the op's winner reduction (built once): its first value, the
+        flattened winning point (:func:`combiners.flat_index`, or ``(k0, k1, ...)`` when the box does not
+        fit an int32) and, for ``max``/``min``, the tie count (else ``None``)."""
         found = self._winners.get(op)
         if found is not None:
             return found
@@ -590,18 +522,12 @@ class AdjointBuilder:
         return found
 
     def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
-        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly (also through
-        the elementwise tensors it reads, which both passes inline alike), by one sum
-        that vectorizes instead of one reduction carrying value, index and count (a chain of
-        compares and blends per point, and a guarded read in it a branch per lane: 4.7 times
-        the maximum alone).  The value is the op's own ``Y`` (the forward computes no second
-        maximum and saves no copy of it); ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``,
-        ``K`` a power of two above the box's size, holds the ties ``T = A % K`` and, when ``T
-        == 1``, the lone winner's flattened point ``A // K`` (else the index is the sentinel:
-        every tied point is found by the tie test).  A source ``if_then_else(g, e, c)`` whose
-        guard reads no data (padding read under the window's guard) is summed as ``e`` where
-        ``g`` holds and ``c`` elsewhere, so the optimizer makes ``g`` loop bounds.  ``None``
-        when ``A`` could pass an int32."""
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, from one vectorizable
+        sum: the value is ``Y`` itself, and ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a
+        power of two above the box's size, holds the ties ``T = A % K`` and, when ``T == 1``, the lone
+        winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
+        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` when ``A`` could pass an
+        int32."""
         body = op.body[0]
         size = _box_size(body.arg.axes)
         scale = 1 << size.bit_length()
@@ -644,9 +570,8 @@ class AdjointBuilder:
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
-        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, counted
-        from the factors' bits that the zero test of :meth:`contributions` reads too (a factor
-        0 in one rounding only, ``a * a + c`` fused or not, is 0 on both sides or on neither)."""
+        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, from the factors'
+        bits that :meth:`contributions`' zero test reads too."""
         found = self._prods.get(op)
         if found is not None:
             return found

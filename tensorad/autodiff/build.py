@@ -1,9 +1,6 @@
-"""Small builders shared by the autodiff modules: fresh variables, renaming, conditions, tensors.
-
-Every tensor autodiff creates gets its own axis and reduce-axis variables (copies with the
-same names and ranges), so no two ops share a variable; :func:`rename` substitutes variables
-everywhere, including the axes listed inside ``REDUCE`` nodes.
-"""
+"""Small builders shared by the autodiff modules: fresh variables, renaming, conditions, tensors.  Every
+tensor autodiff creates gets its own axis and reduce-axis variables, so no two ops share one;
+:func:`rename` substitutes variables everywhere, the axes inside ``REDUCE`` nodes included."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """``jacobian(Y, X)``: the full Jacobian ``d Y / d X``, whichever way ``Y`` depends on ``X``.
 
-When ``Y``'s body is the only place that reads ``X`` the elementwise Jacobian of its body is the
-answer (:func:`.jacobian.direct_jacobian`, the seed tutorial's form).  When ``X`` also reaches
-``Y`` through other tensors (``Y = f(Z)``, ``Z = g(X)``; or ``Y`` a gradient that reads ``X``
-both directly and through the forward's intermediates), the elementwise Jacobian would miss
-those paths -- and silently give zeros -- so the chain rule over the tensor DAG is applied
-instead: reverse accumulation with the identity head, whose result has the same shape
-``Y.shape + X.shape``.
-"""
+When only ``Y``'s body reads ``X``, the elementwise Jacobian of its body is the answer
+(:func:`.jacobian.direct_jacobian`).  When ``X`` also reaches ``Y`` through other tensors, that would miss
+those paths, so reverse accumulation with the identity head is applied instead (the same shape
+``Y.shape + X.shape``)."""
 
 from __future__ import annotations
 

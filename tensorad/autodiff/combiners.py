@@ -1,32 +1,20 @@
 """What autodiff knows about reduction combiners: their kind, their derivative, their winner.
 
-* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``,
-  ``select`` (a custom combiner that picks one side, such as argmax: every result element is a
-  ``select`` between ``lhs[t]`` and ``rhs[t]`` under one common condition, or a ``max``/``min``
-  of them) or ``generic``.  Built-in reducers carry their kind; a custom combiner written as
+* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``, ``select`` (a
+  custom combiner that picks one side under one common condition, as argmax) or ``generic``; a custom
   ``x + y`` or ``x * y`` is recognised structurally.
-* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
-  sums, and for every other combiner the seed's generic form -- a reduction over pairs
-  ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
-  of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
-  running value when a reduction is evaluated in order -- the first winner, the seed's rule,
-  which ``ta.Jacobian`` keeps).  Forward mode (``ta.jvp``) asks instead for the mean of the
-  tied points' tangents (:func:`mean_tie_reducer`), the transpose of reverse mode's even split
-  of a tie (:func:`winner_reducer`): with the first winner's tangent, ``h . J u`` and
-  ``u . J^T h`` differed at a tie (a float16 program's quantized data).
-* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
-  max/min winner is found, NaN included (the section "the order of a max/min" below).
-* :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
-  selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
-  the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
-  a 2x2 window: 0..3), so the winner costs one index register, one temporary and one
-  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it :func:`beats`
-  the rhs, or ties with it with a smaller-or-equal index: flattening preserves lexicographic
-  order, so ties go to the first winner in loop order (as PyTorch's ``max(dim)``), and the
-  rule is a total order on (value, index) -- commutative and associative, so the result does
-  not depend on the order of evaluation.  A custom selecting combiner keeps its own
-  condition, so the winner is the one its forward value chose.  The index identity is the
-  largest int32, which no real index equals.
+* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE``: a sum of tangents for sums, otherwise a
+  reduction over pairs ``(der, value)`` whose combiner is the original one differentiated (for ``max``,
+  ``select(x >= y | isnan(x), x.der, y.der)``: the first winner, which ``ta.Jacobian`` keeps).  ``ta.jvp``
+  takes the mean of the tied points' tangents instead (:func:`mean_tie_reducer`), the transpose of reverse
+  mode's even split of a tie.
+* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every max/min winner is
+  found, NaN included (the section "the order of a max/min" below).
+* :func:`winner_reducer` is the combiner of reverse mode's *winner* reduction (DESIGN.md lesson 2): the
+  original values and one int32 index, the row-major flattened reduce point.  For ``max``/``min`` the lhs
+  wins when it :func:`beats` the rhs, or ties with a smaller-or-equal index: a total order on (value,
+  index), so the first winner in loop order wins (as PyTorch's ``max(dim)``) whatever the evaluation
+  order.  A custom selecting combiner keeps its own condition.  The index identity is the largest int32.
 """
 
 from __future__ import annotations
@@ -48,25 +36,18 @@ INDEX_SENTINEL = dt.max_value("int32")
 
 
 # ---- the order of a max/min -----------------------------------------------------------------
-# A max/min reduction computes IEEE 754-2019's maximum/minimum: a NaN anywhere in the window
-# makes the result NaN (as torch.max, numpy.max).  Which point is the winner then?  The order
-# every winner test uses ranks a NaN above every number for max (below every number for min:
-# the NaN is what a min selects too) and all NaNs equal to each other:
+# A max/min reduction computes IEEE 754-2019's maximum/minimum: a NaN in the window makes the result NaN.
+# Every winner test ranks a NaN above every number for max (below for min) and all NaNs equal:
 #
 #     at_least(x, y)   =  x >= y  |  isnan(x)          (max; x <= y | isnan(x) for min)
 #     beats(x, y)      =  !at_least(y, x)
 #     ties(x, y)       =  at_least(x, y) & at_least(y, x)  =  x == y  |  (isnan(x) & isnan(y))
 #
-# a total preorder, so "the first point of the window that no point beats" is a commutative,
-# associative rule, and the result is NaN exactly where the winner is a NaN.  So a NaN
-# window's winner is its first NaN (the index torch.max(x, dim) and numpy.argmax return), and
-# its NaNs tie: the head is split evenly among them, as among any tied points
-# (docs/conventions.md; torch.max(x) without ``dim`` does exactly this).  A tie test compares
-# a point ``s`` of a window with the window's result ``Y``; since a NaN point makes ``Y``
-# NaN, ``ties(s, Y)`` is ``s == Y | isnan(s)`` there (:func:`ties_result`: a compare and an
-# or more than ``s == Y``).  ``isnan(x)`` is ``x != x`` (an unordered compare: no build
-# option makes it false, fast math included -- codegen sets no ``nnan``).  On numbers the
-# rules are the plain compares (forward mode's ``x >= y``: the seed's combiner).
+# a total preorder, so "the first point that no point beats" is commutative and associative, and the
+# result is NaN exactly where the winner is.  A NaN window's winner is its first NaN and its NaNs tie
+# (docs/conventions.md).  Since a NaN point makes ``Y`` NaN, ``ties(s, Y)`` is ``s == Y | isnan(s)``
+# (:func:`ties_result`).  ``isnan(x)`` is ``x != x``, which no build option makes false (codegen sets no
+# ``nnan``).
 
 
 def _isnan(x: Expr) -> Expr:
@@ -156,9 +137,7 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
     leaves = dict(zip(comb.lhs + comb.rhs, xd + yd))
     kind, _ = classify(comb)
     if kind in ("max", "min") and comb.arity == 1:
-        # not the tie rule of ``maximum`` ((x.der + y.der) / 2 is not associative over three
-        # ties): the first winner's tangent, an associative choice (the seed's combiner), in
-        # the order of :func:`beats` (a NaN window: its first NaN's tangent)
+        # Not ``maximum``'s tie rule (not associative over three ties): the first winner's tangent.
         x, y = comb.lhs[0], comb.rhs[0]
         ders = (choice(Op.SELECT, at_least(kind, x, y), xd[0], yd[0]),)
     else:
@@ -171,17 +150,15 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
 
 
 def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
-    """``a`` where ``x`` beats ``y`` (:func:`beats`, a ``max``/``min`` of ``kind``), ``b``
-    where ``y`` beats ``x``, ``a + b`` at a tie: the combining rule of a tie count (reverse
-    mode's even split) and of a tangent sum (forward mode's mean)."""
+    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie:
+    how tie counts and tangent sums combine."""
     return choice(Op.SELECT, beats(kind, x, y), a, choice(Op.SELECT, beats(kind, y, x), b, a + b))
 
 
 def mean_tie_reducer(comb: CommReducer) -> CommReducer:
-    """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side
-    that :func:`beats` the other keeps its tangent sum and count, tied sides add theirs -- the
-    tangent sum and the number of the tied points, whose quotient is the mean of their tangents
-    (commutative and associative, like :func:`winner_reducer`'s count)."""
+    """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side that
+    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (whose quotient is the
+    mean tangent)."""
     found = comb.derived.get("mean")
     if found is not None:
         return found
@@ -197,14 +174,9 @@ def mean_tie_reducer(comb: CommReducer) -> CommReducer:
 
 
 def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], tangent: TangentRule, ties: str = "first") -> Tangent:
-    """Forward-mode tangent of a ``REDUCE`` node given the tangents of its sources; ``tangent``
-    differentiates a custom combine (:func:`.rules.tangent`, which calls this for reductions).
-
-    ``ties`` is the rule of a ``max``/``min`` at tied points: ``"first"``, the first winner's
-    tangent (the seed's pair combiner, :func:`pair_reducer`: ``ta.Jacobian`` prints as the
-    seed's max pool), or ``"mean"``, the mean of the tied points' tangents
-    (:func:`mean_tie_reducer`; forward mode's: the transpose of reverse mode's even split, so
-    that ``h . J u == u . J^T h`` at a tie too, as in JAX and PyTorch's ``amax``)."""
+    """Forward-mode tangent of a ``REDUCE`` node from its sources' tangents (``tangent`` differentiates a
+    custom combine, :func:`.rules.tangent`); ``ties``: ``"first"``, the first winner's tangent
+    (:func:`pair_reducer`), or ``"mean"`` (:func:`mean_tie_reducer`, forward mode's)."""
     ra: ReduceArg = node.arg
     cond, srcs = node.src[0], node.src[1:]
     if all(d is ZERO for d in dsrc):
@@ -251,12 +223,9 @@ def flat_index(axes: Sequence[Expr]) -> Expr | None:
 
 
 def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
-    """Combiner over ``(values..., k0, ..., k{n-1})`` that also tracks the winning index
-    (``n_index == 1``: the flattened index; more: one per axis, compared lexicographically).
-
-    For ``max``/``min`` a last value counts the points that tie with the winner (``(x, cx) +
-    (y, cy)`` keeps the count of the strictly better side, or ``cx + cy`` at a tie), so that
-    reverse mode can split the gradient evenly among tied elements (PyTorch's ``amax``)."""
+    """Combiner over ``(values..., k0, ..., k{n-1})`` also tracking the winning index (``n_index == 1``:
+    flattened; more: one per axis, lexicographic); for ``max``/``min`` a last value counts the ties
+    (``cx + cy`` at a tie, else the better side's)."""
     key = ("winner", n_index)
     found = comb.derived.get(key)
     if found is not None:

@@ -1,19 +1,11 @@
 """Where a reduction runs over nothing: the tangent there is a strong zero.
 
-A reduction whose ``where`` leaves no point for some outputs -- ``max(x[r], where=i % 2 == 0)``
-at odd ``i`` -- yields its combiner's identity there (``-inf`` for a max), which no input moves:
-its derivative is exactly 0.  Forward mode computes that 0 as a sum of no tangents, and the next
-factor of the chain rule, evaluated at the identity, may be infinite (``pow'(inf)``,
-``sqrt'(0)``): ``0 * inf`` made the jvp NaN where the reverse gradient, which sends nothing to an
-empty reduction's sources, is 0 (the function is constant there, and central
-differences agree with 0).  So the tangent of such a reduction is ``select(empty, 0, d)``, a
-zero-branch gate that :func:`.zero.mul` keeps strong, and forward mode carries the gate across the
-tensor that stores it (:mod:`.forward`).
-
-The emptiness condition is exact on the affine part of the ``where``; a conjunct that reads data
-is dropped, which only enlarges the domain, so the gate is put only where the reduction is
-certainly empty.
-"""
+A reduction whose ``where`` leaves no point for some outputs yields its identity there, which no input
+moves: its derivative is 0, but the next chain-rule factor evaluated at the identity may be infinite
+(``0 * inf``).  So the tangent of such a reduction is ``select(empty, 0, d)``, a gate that
+:func:`.zero.mul` keeps strong, carried by forward mode across the tensor that stores it
+(:mod:`.forward`).  The emptiness condition is exact on the affine part of the ``where``; a conjunct that
+reads data is dropped (the gate only where the reduction is certainly empty)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Forward mode: ``jvp`` (tangent propagation over the DAG) and Hessian-vector products.
 
-``jvp(Y, inputs, tangents)`` gives every tensor ``T`` between the inputs and ``Y`` a tangent
-tensor ``dT`` of ``T``'s shape, producers first: the body of ``dT`` is the tangent of ``T``'s
-body in which a read ``S[idx]`` of a tensor with a tangent becomes ``dS[idx]``.  Sums stay
-sums; every other reduction becomes the seed's ``(derivative, value)`` pair reduction, which in
-forward mode costs no more than the original (no Jacobian-sized temporaries).
-
-``hessian_vector_product`` is forward-over-reverse: the gradients of a scalar are ordinary
-tensors, so their jvp along ``vectors`` is ``H v``.
-"""
+``jvp(Y, inputs, tangents)`` gives every tensor ``T`` between the inputs and ``Y`` a tangent tensor
+``dT``, producers first: the tangent of ``T``'s body in which a read ``S[idx]`` becomes ``dS[idx]``.  Sums
+stay sums; other reductions become ``(derivative, value)`` pair reductions.  ``hessian_vector_product`` is
+forward-over-reverse: the jvp of a scalar's gradients along ``vectors``."""
 
 from __future__ import annotations
 
@@ -53,9 +48,8 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 
 def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
           optimizer: Optimizer | None) -> list[Tensor]:
-    """The jvp of each of ``outputs`` in one pass over their common graph: a tensor that
-    several outputs depend on gets one tangent, shared (the gradients of a Hessian-vector
-    product share most of their producers)."""
+    """The jvp of each of ``outputs`` in one pass over their common graph: a tensor several outputs depend
+    on gets one tangent."""
     dot: dict[Tensor, Tensor] = {}
     gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
     for x, v in zip(inputs, tangents):
@@ -102,10 +96,9 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
 
 
 def _index_gate(d: Tangent) -> tuple[Expr, int] | None:
-    """``(cond, k)`` when tangent ``d`` is a zero-branch gate on a condition of indices alone
-    (branch ``k`` of ``select(cond, ., .)`` is the strong zero: an empty reduction's,
-    :mod:`.emptiness`): a read of the tensor storing ``d`` carries the same gate, so the next
-    factor of the chain rule stays outside its zeros."""
+    """``(cond, k)`` when tangent ``d`` is a zero-branch gate on a condition of indices alone (branch
+    ``k`` of ``select(cond, ., .)`` the strong zero, :mod:`.emptiness`): a read of the tensor storing
+    ``d`` carries the same gate."""
     if d is ZERO or (k := zero_branch(d)) is None:
         return None
     if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(d.src[0])):

@@ -1,19 +1,11 @@
 """``gradcheck``: reverse and forward mode against central finite differences, in float64.
 
-The program is first promoted to float64 (:mod:`retype`), so float32 programs are checked
-without float32 rounding.  Every placeholder gets random data (``feed`` may fix some); a random
-head ``H`` and random tangents ``V`` are placeholders too.  With ``J_m`` the Jacobian of the
-output by input ``m`` computed by central differences (one element at a time when the inputs
-are small, else along ``n_directions`` random directions ``U``):
-
-* reverse mode: ``jacobian_recursive(Y, inputs, H)[m]`` must equal ``H . J_m`` (element by
-  element; along a direction: ``sum_m <grad_m, U_m> == <H, J U>``);
-* forward mode: ``jvp(Y, inputs, V)`` must equal ``sum_m J_m V_m``.
-
-A value passes when ``|analytic - numeric| <= atol + rtol * |numeric|``; entries whose
-finite difference is not finite (an output that is inf/NaN) are not compared.  Failure raises
-:class:`GradcheckError` naming the worst mismatch.
-"""
+The program is promoted to float64 (:mod:`retype`).  Every placeholder gets random data (``feed`` may fix
+some), and so do a head ``H`` and tangents ``V``.  With ``J_m`` the output's Jacobian by input ``m`` from
+central differences (element by element for small inputs, else along ``n_directions`` random directions
+``U``): reverse mode must give ``H . J_m`` (along a direction, ``sum_m <grad_m, U_m> == <H, J U>``) and
+forward mode ``sum_m J_m V_m``, each within ``atol + rtol * |numeric|``; entries whose finite difference
+is not finite are skipped.  A failure raises :class:`GradcheckError` naming the worst mismatch."""
 
 from __future__ import annotations
 
@@ -65,13 +57,9 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, *, feed: Mappin
               low: float = -1.0, high: float = 1.0, max_elements: int = 64, n_directions: int = 3,
               reverse: bool = True, forward: bool = True, optimizer: Optimizer | None = None,
               override: Mapping | None = None) -> bool:
-    """Check ``output``'s derivatives by ``inputs`` (placeholders); ``True`` or raise.
-
-    ``feed`` gives data for some placeholders (others get uniform values in ``[low, high)``,
-    integers in ``[-3, 3]``); ``optimizer`` is applied to the derivative tensors as autodiff
-    would be by the facade; ``override`` is passed to the reverse mode (its functions receive
-    the float64 copies of the tensors).
-    """
+    """Check ``output``'s derivatives by ``inputs``; ``True`` or raise.  ``feed`` fixes some placeholders
+    (others: uniform in ``[low, high)``, integers in ``[-3, 3]``); ``optimizer`` is applied to the
+    derivatives; ``override`` goes to reverse mode (on float64 copies)."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for x in inputs:
         if not isinstance(x, Tensor) or not x.is_placeholder:

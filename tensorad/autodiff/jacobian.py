@@ -1,13 +1,9 @@
 """``jacobian(Y, X)``: the elementwise Jacobian of a tensor by a tensor it reads directly.
 
-``J[i..., jac_i0, ...] = d Y[i...] / d X[jac_i0, ...]``.  The body of ``Y`` is differentiated
-with the tangent rules; a read ``X[idx]`` becomes ``select(jac_i == idx, 1, 0)`` (1 where the
-read element is the one we differentiate by), reads of other tensors are constants.  A sum
-becomes the sum of the derivatives; any other combiner becomes a reduction over
-``(derivative, value)`` pairs (the seed's max-pool form).  The result is the raw Jacobian --
-a reduction over mostly zeros -- until the nonzeroness optimizer (passed in by the facade as
-``optimizer``) removes them.
-"""
+``J[i..., jac_i0, ...] = d Y[i...] / d X[jac_i0, ...]``: ``Y``'s body is differentiated with the tangent
+rules, a read ``X[idx]`` having the tangent ``select(jac_i == idx, 1, 0)``.  A sum becomes the sum of the
+derivatives, any other combiner a reduction over ``(derivative, value)`` pairs.  The result is the raw
+Jacobian until ``optimizer`` (the facade's nonzeroness optimizer) removes its zeros."""
 
 from __future__ import annotations
 
@@ -43,17 +39,14 @@ def reads_only_directly(output: Tensor, input: Tensor) -> bool:  # noqa: A002
 
 
 def direct_jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
-    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``,
-    from the direct reads of ``input`` by ``output``'s body only (the elementwise Jacobian; see
-    :func:`tensorad.autodiff.chain.jacobian` for the one that follows every path).
-    ``optimizer`` (a ``Tensor -> Tensor`` pass) is applied to the result.
-    """
+    """``d output[i...] / d input[j...]`` (shape ``output.shape + input.shape``) from the direct reads of
+    ``input`` by ``output``'s body only (:func:`tensorad.autodiff.chain.jacobian` follows every path);
+    ``optimizer`` is applied to the result."""
     check_float(output, "jacobian")
     check_float(input, "jacobian")
     if isinstance(output.op, ComputeOp) and output != input and input not in op_reads(output.op) \
             and input in tensor_graph([output]):
-        # the elementwise Jacobian would treat the tensors in between as constants: a zero
-        # that is not the derivative
+        # the elementwise Jacobian would take the tensors in between as constants: a wrong zero
         raise ValueError(f"Jacobian({output.name}, {input.name}): {output.name} reads {input.name} only "
                          f"through other tensors; Jacobian differentiates one tensor's body -- use "
                          f"JacobianRecursive({output.name}, [{input.name}]) for the whole chain")

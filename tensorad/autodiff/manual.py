@@ -1,13 +1,9 @@
-"""The seed's manual path: ``generalized_matmul`` with a head, then ``inline_non_reductions``.
-
-``jacobian_recursive`` builds head products directly; these two functions let a user do the
-same by hand, as the seed tutorial does::
+"""The seed's manual path: ``generalized_matmul`` with a head, then ``inline_non_reductions``::
 
     J = jacobian(Y, W)                       # [i..., j...]
     G = generalized_matmul(H, J, Y.ndim)     # sum over i of H[p, i] * J[i, j]
     G = inline_non_reductions(G, [J])        # put J's body into G's reduction
-    G = optimize(G)
-"""
+    G = optimize(G)"""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ def generalized_matmul(a: Tensor, b: Tensor, ndims: int) -> Tensor:
     """Contract the last ``ndims`` axes of ``a`` with the first ``ndims`` axes of ``b``.
 
     ``C[p..., q...] = sum over k of a[p..., k...] * b[k..., q...]``: a matrix product of
-    ``a`` and ``b`` reshaped to matrices, reshaped back (``ndims=0`` is the outer product).
-    """
+    ``a`` and ``b`` reshaped to matrices, reshaped back (``ndims=0`` is the outer product)."""
     if not 0 <= ndims <= min(a.ndim, b.ndim):
         raise ValueError(f"generalized_matmul: cannot contract {ndims} axes of tensors with "
                          f"shapes {list(a.shape)} and {list(b.shape)}")
@@ -46,13 +41,9 @@ def generalized_matmul(a: Tensor, b: Tensor, ndims: int) -> Tensor:
 
 
 def inline_non_reductions(tensor: Tensor, tensors: Sequence[Tensor]) -> Tensor:
-    """``tensor`` with every read of a listed non-reduction tensor replaced by its body.
-
-    Inlining repeats until no listed tensor is read (a listed tensor whose body reads another
-    is inlined transitively).  Listed reductions and placeholders are left as reads, and so is
-    an ``int32`` tensor whose store may wrap a value its body computes exactly (inlined, the
-    reader would see the exact value: :func:`tensorad.ir.intrange.wraps_where_stored`).
-    """
+    """``tensor`` with every read of a listed non-reduction tensor replaced by its body, transitively.
+    Listed reductions and placeholders stay reads, and so does an ``int32`` tensor whose store may wrap a
+    value its body computes exactly (:func:`tensorad.ir.intrange.wraps_where_stored`)."""
     if not isinstance(tensor.op, ComputeOp):
         return tensor
     inline = {t for t in tensors if isinstance(t.op, ComputeOp) and not t.op.is_reduction

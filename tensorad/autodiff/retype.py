@@ -1,9 +1,6 @@
-"""Promote a program to float64: the same tensor DAG with every float32 (or half) value made float64.
-
-``gradcheck`` differentiates and finite-differences the float64 copy, so its comparisons are
-not limited by float32 rounding whatever dtype the user's program has.  Placeholders become new
-float64 placeholders (same names and shapes); integer tensors are kept.
-"""
+"""Promote a program to float64: the same tensor DAG with every float32 (or half) value made float64, so
+that ``gradcheck``'s comparisons are not limited by rounding.  Placeholders become new float64
+placeholders (same names and shapes); integer tensors are kept."""
 
 from __future__ import annotations
 

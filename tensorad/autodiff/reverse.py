@@ -1,22 +1,14 @@
 """``jacobian_recursive``: reverse accumulation over the tensor DAG.
 
-The tensors between ``output`` and the inputs are visited consumers first.  Each tensor's
-adjoint ``adj_T`` (shape ``prefix + T.shape``, dtype ``T.dtype``) is one compute whose body is
-the sum of the contributions of all of its consumers (:mod:`adjoint`), built once and then read
-by every contribution it makes in turn.  Only tensors on a path from an input to ``output``
-are differentiated; inputs that ``output`` does not depend on get zero tensors.
+Tensors between ``output`` and the inputs are visited consumers first; each one's adjoint ``adj_T`` (shape
+``prefix + T.shape``) is one compute whose body sums the contributions of its consumers (:mod:`adjoint`).
+Only tensors on a path from an input to ``output`` are differentiated; other inputs get zero tensors.
 
-``head`` (shape ``prefix + output.shape``) is the adjoint of ``output``; ``None`` means the
-identity, so the results are full Jacobians (``prefix == output.shape``).  ``override`` maps a
-tensor to ``fn(tensor, input, adj_tensor) -> tensor of shape prefix + input.shape``, which
-replaces the derivative rule of that tensor: it is called once per (tensor, direct input).
-``optimizer`` (the facade passes the nonzeroness optimizer) is applied to every adjoint as soon
-as it is complete, before its consumers read it.
-
-Result form: ``adj_X`` has axes ``ax0 ... ax{n-1}`` (prefix then ``X``'s dimensions) and the
-body ``term_1 + term_2 + ...``; each term of a reduction is lifted into its own tensor
-``<X>.grad.red<n>`` by the language (see :mod:`adjoint` for the form of a term).
-"""
+``head`` (shape ``prefix + output.shape``) is ``output``'s adjoint; ``None`` means the identity (full
+Jacobians).  ``override`` maps a tensor to ``fn(tensor, input, adj_tensor)``, which replaces its
+derivative rule, called once per (tensor, direct input).  ``optimizer`` is applied to every adjoint as
+soon as it is complete.  Each term of a reduction is lifted into its own tensor ``<X>.grad.red<n>`` by the
+language."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """Derivative rules: one tangent rule per :class:`Op`, driven by :func:`tensorad.ir.rewrite.fold`.
 
-A rule receives the node and the tangents of its operands (an ``Expr`` of the operand's dtype,
-or the symbolic :data:`ZERO`) and returns the node's tangent -- forward-mode differentiation
-of one scalar expression.  Every other derivative in tensorad is built from this table:
-
-* ``jacobian``: tangent of a body where a read of the input ``X[idx]`` has the tangent
-  ``select(jac_j == idx, 1, 0)`` (the derivative of ``X[idx]`` by ``X[jac_j]``);
-* reverse mode: the partial derivative by one read site (that read has tangent 1, every
-  other read 0), multiplied by the head inside a reduction;
-* ``jvp``: reads of tensors with a tangent tensor ``dT`` have tangent ``dT[idx]``.
-
-The leaves (``VAR`` and ``READ``) are constants here; each mode overrides them.  Integer and
-boolean nodes always have the tangent ``ZERO`` (index arithmetic, comparisons, logic), so rules
-only ever see floating-point nodes.  Ties of ``max``/``min``/``abs`` pick a documented side.
-"""
+A rule receives the node and its operands' tangents (an ``Expr`` or the symbolic :data:`ZERO`) and returns
+the node's tangent.  Every derivative is built from this table, each mode giving the leaves (``VAR``,
+``READ``) their tangents: ``jacobian`` gives a read of the input ``X[idx]`` the tangent
+``select(jac_j == idx, 1, 0)``; reverse mode gives one read site 1 and every other 0; ``jvp`` gives a read
+of a tensor with a tangent tensor ``dT`` the tangent ``dT[idx]``.  Integer and boolean nodes have the
+tangent ``ZERO``, so rules see only floating-point nodes."""
 
 from __future__ import annotations
 
@@ -28,11 +20,10 @@ from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
 
 def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d a^b = b a^(b-1) da + a^b log(a) db.  At a zero or infinite base the products are
-    # 0 * inf; there the values are PyTorch's (the limits where the function is constant): the
-    # da term is 0 where b == 0 (a^0 = 1 for every a), the db term is 0 where a == 0 and b >= 0
-    # (0^b is constant for b > 0) and where a == +inf and b < 0 (inf^b = 0 for b < 0).  A
-    # constant exponent or a finite positive constant base needs no test.
+    # d a^b = b a^(b-1) da + a^b log(a) db.  Where that is 0 * inf the values are PyTorch's (the limits
+    # where the function is constant): the da term is 0 where b == 0, the db term 0 where a == 0 and b >=
+    # 0 and where a == +inf and b < 0.  A constant exponent or a finite positive constant base needs no
+    # test.
     a, b = n.src
     zero = const(0, b.dtype)
     d_base: Tangent = ZERO
@@ -52,8 +43,7 @@ def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
 
 
 def _cast(n: Expr, da: Tangent) -> Tangent:
-    # float -> float passes the derivative on; anything from or to an integer is piecewise
-    # constant and has derivative 0 (the int-to-float case is an index used as a value).
+    # float -> float passes the derivative on; to or from an integer is piecewise constant: 0.
     return to_dtype(da, n.dtype) if dt.is_float(n.src[0].dtype) else ZERO
 
 
@@ -66,10 +56,7 @@ def _abs(n: Expr, da: Tangent) -> Tangent:
 
 
 def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
-    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie a == b, and
-    # da + db where a and b are unordered (a NaN): PyTorch's backward for torch.maximum and
-    # torch.minimum (a tie splits, a NaN takes the whole gradient on both sides); JAX gives 0
-    # at a NaN.  ``relu`` is written as a select so that its derivative at 0 is 0 (torch.relu).
+    # d max(a, b) = da where a > b, db where a < b, (da + db) / 2 at a tie, da + db unordered (PyTorch's).
     if not dt.is_float(n.dtype):
         return ZERO
     a, b = n.src
@@ -80,22 +67,16 @@ def _extremum(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     return choose(Op.SELECT, compare(win, a, b), da, tie, n.dtype)
 
 
-# Past this square, e^(-a^2) is below the dtype's smallest normal number (e^-87.34 in float32,
-# e^-708.4 in float64): erf' is 0 there, not a subnormal.
+# Past this square, e^(-a^2) is below the dtype's smallest normal number: erf' is 0 there.
 _ERF_NORMAL_SQUARE = {"float32": -math.log(2.0 ** -126), "float64": -math.log(2.0 ** -1022)}
 
 
 def _erf(n: Expr, da: Tangent) -> Tangent:
     # d erf(a) = 2/sqrt(pi) e^(-a^2) da where e^(-a^2) is a normal number, else 0:
-    # ``select(a^2 < L, 2/sqrt(pi) e^(-a^2), 0)``, L = -ln(smallest normal).  Only subnormal
-    # values of erf' become 0 (under 1.2e-38 in float32): no operation of the derivative then
-    # has a subnormal operand or result, each of which costs a microcode assist of ~150 cycles
-    # on x86 (GELU's backward on a layer's data, 1.5% of its values past |a| = 9.35: 5.6 -> 4.7
-    # ms); PyTorch's GELU flushes them likewise.  The select also makes the second derivative 0
-    # where the first is 0: e^(-a^2) (-2a da) is inf * 0 = NaN at a = +-inf (an empty min
-    # reduction) or where 2a overflows, in the branch the select does not take.  NaN keeps NaN
-    # (the comparison fails and takes the zero branch only for a^2 >= L: a NaN square selects
-    # the exponential, which is NaN).
+    # ``select(a^2 < L, 2/sqrt(pi) e^(-a^2), 0)``, L = -ln(smallest normal), so that no operation of the
+    # derivative has a subnormal operand (a microcode assist on x86; PyTorch's GELU flushes them too).
+    # The select also makes the second derivative 0 where the first is 0 (not inf * 0 at a = +-inf).  A
+    # NaN square selects the exponential: NaN stays NaN.
     a = n.src[0]
     square = a * a
     limit = const(_ERF_NORMAL_SQUARE.get(dt.compute_dtype(a.dtype), _ERF_NORMAL_SQUARE["float32"]), a.dtype)
@@ -159,20 +140,14 @@ TANGENT_RULES: dict[Op, Callable[..., Tangent]] = {
 }
 
 
-#: forward mode's table (``ta.jvp``, the forward half of an HVP): :data:`TANGENT_RULES` with a
-#: ``max``/``min`` reduction's tangent the mean of its tied points' tangents -- the transpose of
-#: reverse mode's even split, so ``h . J u == u . J^T h`` at a tie (``TANGENT_RULES`` keeps the
-#: seed's first winner, for ``ta.Jacobian``: see :func:`.combiners.reduce_tangent`)
+# forward mode's table: a ``max``/``min``'s tangent is its ties' mean (:func:`.combiners.reduce_tangent`)
 FORWARD_RULES: dict[Op, Callable[..., Tangent]] = {**TANGENT_RULES, Op.REDUCE: _reduce_mean_ties}
 
 
 def tangent(expr: Expr, leaf: Callable[[Expr], Tangent],
             rules: Mapping[Op, Callable[..., Tangent]] = TANGENT_RULES) -> Tangent:
-    """The tangent of ``expr`` given the tangents of its leaves.
-
-    ``leaf(node)`` gives the tangent of every ``VAR`` and ``READ`` node (return ``ZERO`` for
-    constants).  Integer and boolean nodes get ``ZERO`` without consulting a rule.
-    """
+    """The tangent of ``expr`` given the tangents of its leaves: ``leaf(node)`` gives every ``VAR`` and
+    ``READ`` node's; integer and boolean nodes get ``ZERO`` without a rule."""
 
     def visit(node: Expr, *d: Tangent) -> Tangent:
         if not dt.is_float(node.dtype):

@@ -1,22 +1,14 @@
 """Symbolic zeros and zero-aware expression arithmetic for derivative construction.
 
-Derivatives are mostly zero: the derivative of ``A[i] * B[i]`` with respect to ``A`` does not
-involve ``B``'s derivative at all.  Rather than building ``0 * x`` nodes and hoping a simplifier
-removes them, a derivative that is known to vanish is the Python object :data:`ZERO` (the idea
-of JAX's symbolic zeros).  The helpers below build expressions and never multiply by it:
-``mul(ZERO, x)`` is ``ZERO``, ``add(ZERO, x)`` is ``x``, ``select(c, ZERO, ZERO)`` is ``ZERO``.
-Only where a value is needed (a tensor body, a reduction source) does :func:`materialize` turn
-``ZERO`` into a constant of the right dtype.
+A derivative known to vanish is the Python object :data:`ZERO` (JAX's symbolic zeros), and the helpers
+below never multiply by it: ``mul(ZERO, x)`` is ``ZERO``, ``add(ZERO, x)`` is ``x``,
+``select(c, ZERO, ZERO)`` is ``ZERO``.  :func:`materialize` turns ``ZERO`` into a constant where a value
+is needed.
 
-A zero *branch* stays strong too: the tangent of ``select(c, a, x)`` by ``x`` is
-``select(c, 0, dx)``, zero wherever ``c`` picks ``a``.  Multiplying that select by the next
-partial of the chain rule, evaluated at the chosen ``a``, would give ``0 * inf = NaN`` where
-the partial is infinite there (``sqrt(select(x < 0, 0, x))``: ``1 / (2 sqrt(0))``;
-``erf''(-inf)``).  So :func:`mul` and :func:`div` put the other factor inside such a
-select, ``select(c, 0, x) * y = select(c, 0, x * y)``: 0 where the branch is not taken, as
-PyTorch's and JAX's masking ``where`` give, and as the math gives (the function is locally
-constant there).  The simplifier's NaN policy says the same of every symbolic zero.
-"""
+A zero *branch* stays strong too: :func:`mul` and :func:`div` put the other factor inside a gate,
+``select(c, 0, x) * y = select(c, 0, x * y)``, so that a partial infinite at the untaken branch
+(``sqrt(select(x < 0, 0, x))``) gives 0 there and not ``0 * inf = NaN``, as PyTorch's and JAX's masking
+``where`` and the math give."""
 
 from __future__ import annotations
 
@@ -105,12 +97,9 @@ GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate belo
 
 
 def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
-    """Whether a zero-branch gate is reached from ``e`` through float selects, negations,
-    sums and differences within ``depth`` levels (``abs``'s tangent nests its operand's in two
-    selects; a product's tangent is a sum of two: without sums, the jvp of ``erf(|m1 + m2|^1.5)``
-    over two empty maxima was ``(0 + 0) * erf'(inf) pow'(inf)``, NaN).  The products this
-    spreads over a sum's gated terms once let a scatter compute a guarded gather's mask outside
-    its guard: that was the scatter's (codegen/strategies/zero_masks.py)."""
+    """Whether a zero-branch gate is reached from ``e`` through float selects, negations, sums and
+    differences within ``depth`` levels (``abs``'s tangent nests its operand's in two selects; a product's
+    tangent is a sum of two)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:
@@ -123,9 +112,8 @@ def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
 
 
 def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tangent:
-    """Linear ``f`` (a product or quotient by the chain rule's next factor) applied below the
-    selects, negations and sums of ``a`` that lead to a gate, and inside the gates: every
-    strong zero of ``a`` stays 0 whatever ``f`` multiplies it by."""
+    """Linear ``f`` (a product or quotient by the next factor) applied below the selects, negations and
+    sums of ``a`` that lead to a gate, and inside the gates."""
     if zero_branch(a) is not None:
         return _inside_gates(a, lambda x: _push(x, f, depth))
     if depth == 0 or not _holds_gate(a, depth):
@@ -140,9 +128,8 @@ def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tan
 
 
 def mul(a: Tangent, b: Tangent) -> Tangent:
-    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and the zero
-    branches of a select factor stay strong zeros (the product goes inside the select, and
-    below the selects, negations and sums that lead to one)."""
+    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and a select factor's zero
+    branches stay strong zeros (:func:`_push`)."""
     if a is ZERO or b is ZERO:
         return ZERO
     if _holds_gate(a):

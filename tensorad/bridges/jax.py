@@ -7,30 +7,22 @@
     def dense_relu(X, W, B):
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
-Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program` (tensor
-program outputs over placeholder inputs).  The primitive's rules are tensorad's own:
+Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program`.  Its rules are
+tensorad's own:
 
-* **evaluation**: the program's kernel, through ``jax.pure_callback`` under ``jit`` (the
-  callback receives NumPy arrays; kernels read them in place);
-* **JVP**: the program ``sum_j J_j . t_j`` built by tensorad's forward mode (``jvp``), a new
-  program linear in the tangents;
-* **transpose** (of a program linear in some inputs, as every JVP program is): the program
-  ``J^T head`` built by tensorad's reverse mode (``JacobianRecursive``);
-* **vmap**: one program with the batch as a leading axis (``batch_program`` of
-  :mod:`tensorad.lang.batching`), built once per batch size and set of batched arguments: one
-  kernel call.
+* **evaluation**: the program's kernel, through ``jax.pure_callback`` under ``jit``;
+* **JVP**: the program ``sum_j J_j . t_j`` built by tensorad's forward mode, linear in the tangents;
+* **transpose** (of a program linear in some inputs): ``J^T head`` by tensorad's reverse mode;
+* **vmap**: one program with the batch as a leading axis (:mod:`tensorad.lang.batching`), one kernel call.
 
-Every derived program is again a ``Program`` with the same rules, so ``jax.grad(jax.grad(f))``,
-``jax.hessian`` (forward over reverse) and ``check_grads(order=2)`` differentiate tensorad's own
-derivative programs.  First order keeps the residuals of :class:`tensorad.training.function.Function`: under
-``grad`` the JVP of a user function runs the forward kernel that also computes the saved values
-(reductions, max pooling's winner), and the transpose runs the backward kernel that reads them.
-Those two fast forms take the saved values as extra operands that do not count for
-differentiation: their derivatives are those of the programs that recompute from the inputs
-(the saved values are functions of the inputs), so every higher order is exact.
+Every derived program is again a ``Program``, so ``jax.grad(jax.grad(f))``, ``jax.hessian`` and
+``check_grads(order=2)`` differentiate tensorad's own derivatives.  First order keeps the residuals of
+:class:`tensorad.training.function.Function`: under ``grad`` the JVP runs the forward kernel that also
+computes the saved values, and the transpose the backward kernel that reads them.  Saved values are extra
+operands that do not count for differentiation (their derivatives are those of the programs that recompute
+them), so every higher order is exact.
 
-Importing this module imports JAX; ``import tensorad`` does not.
-"""
+Importing this module imports JAX; ``import tensorad`` does not."""
 
 from __future__ import annotations
 
@@ -55,16 +47,11 @@ from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trac
 
 
 class Program:
-    """``outputs`` as a function of the placeholders ``free``, run by one kernel.
-
-    ``linear``: positions in ``free`` in which the program is linear (JAX may transpose it
-    there).  ``frozen``: positions in ``free`` that carry no derivative (inputs outside the
-    user's ``wrt``: as ``stop_gradient``, at every order).  ``n_saved``: operands after ``free``
-    that the kernel may read (saved forward values) but that the mathematics does not depend
-    on.  ``run``: the kernel on all operands (default: the program built over ``free``).
-    ``jvp_rule``/``transpose_rule`` replace the generic ones (the first-order forms that keep
-    residuals).
-    """
+    """``outputs`` as a function of the placeholders ``free``, run by one kernel.  ``linear``: positions
+    in ``free`` in which the program is linear (JAX may transpose there). ``frozen``: positions that carry
+    no derivative (outside the user's ``wrt``).  ``n_saved``: operands after ``free`` the kernel may read
+    (saved forward values) but the mathematics does not depend on. ``run``: the kernel on all operands
+    (default: built over ``free``).  ``jvp_rule``/``transpose_rule`` replace the generic rules."""
 
     def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
                  linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,
@@ -232,9 +219,8 @@ batching.primitive_batchers[call_p] = _batch_rule
 
 # ---- the user's function: first order with residuals -----------------------------------------
 class _Level:
-    """The first-order forms of a function for one set of differentiated inputs: the forward
-    that also computes the saved values, the tangent program, and the backward that reads the
-    saved values (operands after the free ones)."""
+    """The first-order forms of a function for one set of differentiated inputs: the forward that also
+    computes the saved values, the tangent program, and the backward reading them."""
 
     def __init__(self, base: Program, fn: Function, mask: tuple[bool, ...]) -> None:
         self.fn, self.mask = fn, mask
@@ -359,11 +345,9 @@ def check_x64(tensors: Sequence[Tensor], what: str) -> None:
 
 
 def _hold_programs_weakly() -> None:
-    """JAX's caches keyed by a primitive's parameters (its abstract evaluation's, among them)
-    keep their keys strongly unless the key's type is listed as weak: listed, a program
-    (and the kernels it owns) lives as long as its function or a jitted computation using it,
-    not as long as the cache.  The list is JAX's internal one, the one it uses for jaxprs;
-    where a JAX release lacks it, those caches' own bounds still apply."""
+    """List :class:`Program` among JAX's weakly held key types (its internal list, as for jaxprs), so that
+    a program and its kernels live as long as their function or a jitted computation, not as long as JAX's
+    caches; where a release lacks the list, those caches' bounds apply."""
     from jax._src import util
 
     weak = getattr(util, "weakref_cache_key_types", None)
@@ -383,14 +367,10 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 # ---- ta.jax.op: a decorated function compiled per signature ----------------------------------
 class JaxOp:
-    """``fn`` (written with tensorad over placeholders) as a JAX function on arrays of any
-    shapes: one :class:`JaxFunction` per signature (the arrays' shapes and dtypes after JAX's
-    dtype rules, and the static keyword values), made on the first call with it (under ``jit``:
-    while tracing) and kept in a bounded LRU cache (``signatures``).  It composes with ``jit``,
-    ``grad``, ``vmap`` as ``ta.jax.function`` does; a jitted computation keeps the programs it
-    traced, so an eviction does not invalidate it.  A 64-bit program without JAX's 64-bit
-    mode is a clear error naming ``jax_enable_x64``.
-    """
+    """``fn`` (tensorad over placeholders) as a JAX function on arrays of any shapes: one
+    :class:`JaxFunction` per signature (shapes, JAX dtypes, static keyword values), made on its first call
+    (or trace) and kept in a bounded LRU cache (``signatures``).  A 64-bit program needs
+    ``jax_enable_x64``."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",

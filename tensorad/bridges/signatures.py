@@ -1,12 +1,9 @@
-"""What ``ta.torch.op`` and ``ta.jax.op`` share: a call's signature, the placeholders the user's
-function is traced on, and the bounded cache of what each signature compiled to.
+"""What ``ta.torch.op`` and ``ta.jax.op`` share: a call's signature, the placeholders the user's function
+is traced on, and the bounded cache of what each signature compiled to.
 
-A tensorad program has fixed shapes, so a decorated function is compiled once per signature
-(the arrays' shapes and dtypes, and the static keyword values).  The compiled callables live in a
-:class:`SignatureCache` owned by the decorated function: least recently used first out, at most
-``max_signatures`` of them, and an evicted one is no longer referenced from here (the bridges
-register nothing that outlives it, so it is freed once no autograd graph or trace holds it).
-"""
+A decorated function is compiled once per signature (shapes, dtypes and static keyword values) into a
+:class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``, an evicted one
+no longer referenced from here."""
 
 from __future__ import annotations
 

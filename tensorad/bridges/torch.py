@@ -7,25 +7,19 @@
     def dense_relu(X, W, B):
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
-Two operators are registered with ``torch.library.custom_op``, once for every function:
+Two operators are registered with ``torch.library.custom_op`` for every function:
 ``tensorad::forward(key, args)`` (the outputs and the saved values that are not outputs) and
-``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake (meta)
-implementation, so ``torch.compile(fullgraph=True)`` traces through them without a graph break,
-and the forward with ``register_autograd``, so eager autograd, ``torch.func.grad`` and
-AOTAutograd use :class:`tensorad.training.function.Function`'s forward/backward (the backward reads the
-residuals; it does not recompute saved reductions).  ``key`` names one function's operator pair
-in a registry that holds it weakly: nothing registered with torch refers to a function, so one
-the user drops is freed with its kernels (an autograd graph or a compiled graph that still
-refers to it keeps it alive as long as it lives).
+``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake implementation, so
+``torch.compile(fullgraph=True)`` traces through them, and the forward with ``register_autograd``, so
+eager autograd, ``torch.func.grad`` and AOTAutograd use :class:`tensorad.training.function.Function`'s
+forward/backward.  ``key`` names the pair in a registry that holds the function weakly: one the user drops
+is freed with its kernels.
 
-Higher order: when the backward runs with grad mode on (``create_graph=True``, double backward,
-``gradgradcheck``), it calls instead the gradient program as a tensorad function of its own
-(``grads`` as functions of the inputs and the heads), which is differentiable again by the same
-mechanism, so every order comes from tensorad's own derivatives.
+Higher order: a backward run with grad mode on (``create_graph=True``) calls the gradient program as a
+tensorad function of its own, differentiable again the same way.
 
-Kernels read and write the torch tensors' memory through DLPack (no copies).  Only CPU
-tensors are accepted.  Importing this module imports torch; ``import tensorad`` does not.
-"""
+Kernels read and write the torch tensors' memory through DLPack (no copies); only CPU tensors are
+accepted.  Importing this module imports torch; ``import tensorad`` does not."""
 
 from __future__ import annotations
 
@@ -62,14 +56,9 @@ def torch_dtype(dtype: str) -> torch.dtype:
 
 
 class TorchFunction:
-    """A callable on torch tensors (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it (gradients for every ``wrt`` tensor).
-
-    Like PyTorch's own operators, a call computes only what its inputs' ``requires_grad``
-    asks for: one operator pair per set of inputs that need gradients, built on first use.
-    Without any (inference, ``torch.no_grad``) the forward saves nothing; with some, the
-    backward computes only their gradients and the forward saves only what those read.
-    """
+    """A callable on torch tensors (the module docstring); ``.function`` is the tensorad :class:`Function`
+    behind it.  A call computes only what its inputs' ``requires_grad`` asks for: an operator pair per set
+    of inputs needing gradients, built on first use."""
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
@@ -113,8 +102,7 @@ class TorchFunction:
         self._check(tensors)
         grad = torch.is_grad_enabled()
         mask = tuple(grad and tensors[k].requires_grad for k in self._wrt_pos)
-        # kernels read memory in row-major order: a strided view or a channels-last tensor
-        # is copied first (a differentiable copy)
+        # kernels read memory row-major: a strided or channels-last tensor is copied first
         tensors = tuple(t if t.is_contiguous() else t.contiguous() for t in tensors)
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
@@ -182,13 +170,9 @@ class _Operator:
         n = len(self.function.outputs)
         ctx.operator = self  # the graph keeps the function alive until its backward is gone
         ctx.mark_non_differentiable(*output[n:])
-        # the saved values get no gradient: without this, autograd would allocate and
-        # zero-fill a head for each of them on every backward (a max pool's winner, the
-        # convolution it read: megabytes of memset per step that nothing reads)
+        # The saved values get no gradient (autograd would zero-fill a head for each on every backward).
         ctx.set_materialize_grads(False)
-        # only what a backward reads, as PyTorch's own operators: an output or input that
-        # is changed in place afterwards (``out += identity``) is then an error only where
-        # the gradient needed its old values
+        # Only what a backward reads: a tensor changed in place later is an error only where read.
         keep_in, keep_out = self.kept
         ctx.save_for_backward(*[a if keep else None for a, keep in zip(args, keep_in)],
                               *[o if k >= n or k in keep_out else None for k, o in enumerate(output)])
@@ -290,9 +274,8 @@ _forward.register_autograd(_backward_formula, setup_context=_setup_context)
 
 
 class _Apply(torch.autograd.Function):
-    """The same formula as an ``autograd.Function`` with ``setup_context``: the form that
-    ``torch.func`` transforms accept (a custom op's own autograd is not).  Its first argument is
-    the operator pair."""
+    """The same formula as an ``autograd.Function`` with ``setup_context``, the form ``torch.func``
+    transforms accept; its first argument is the operator pair."""
 
     @staticmethod
     def forward(op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -321,19 +304,13 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 # ---- ta.torch.op: a decorated function compiled per signature --------------------------------
 class TorchOp:
-    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any
-    shapes: one :class:`TorchFunction` per signature (the tensors' shapes and dtypes, and the
-    static keyword values), made on the first call with it and kept in a bounded LRU cache
-    (``signatures``).  Each call computes only the gradients its inputs' ``requires_grad``
-    asks for (none under ``torch.no_grad``: then no backward kernel is built).
-
-    Under ``torch.compile(fullgraph=True)`` nothing must run eagerly first: a signature not seen
-    yet is made in Python while the graph is traced (its kernels are built on the first run).
-    Sizes are specialized (a tensorad program has fixed sizes), so each new shape is a new graph,
-    as with ``dynamic=False``, within ``torch._dynamo.config.recompile_limit``.  A compiled graph
-    names its operator pair by key: the signature must still be in the cache when the graph
-    runs (else a clear error; ``max_signatures`` bounds how many a model may alternate between).
-    """
+    """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any shapes:
+    one :class:`TorchFunction` per signature (shapes, dtypes and static keyword values), made on its first
+    call and kept in a bounded LRU cache (``signatures``).  Under ``torch.compile(fullgraph=True)`` a new
+    signature is made while the graph is traced; sizes are specialized, so each new shape is a new graph
+    (as ``dynamic=False``).  A compiled graph names its operator pair by key: the signature must still be
+    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model may alternate
+    between)."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
@@ -376,8 +353,7 @@ class TorchOp:
             if t.device.type != "cpu":
                 raise ValueError(f"{self.__name__}: argument {k}: tensorad kernels run on the CPU, "
                                  f"got a tensor on {t.device}")
-        # operator.index: under torch.compile a symbolic size becomes a guarded constant (one
-        # graph per shape, as a fixed-size program needs)
+        # operator.index: under torch.compile a symbolic size becomes a guarded constant
         return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
 
     def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:
@@ -398,9 +374,8 @@ class TorchOp:
 
 @torch._dynamo.assume_constant_result
 def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: tuple[bool, ...]) -> int:
-    """The key of the operator pair for a signature and the inputs needing gradients, found
-    (or made) in Python while ``torch.compile`` traces a call; the compiled graph holds the key.
-    The pair lives as long as the signature stays in ``op``'s cache."""
+    """The key of the operator pair for a signature and the inputs needing gradients, found or made while
+    ``torch.compile`` traces; it lives while the signature stays cached."""
     function = op.function(key, static)
     return function.operator([requires[k] for k in function._wrt_pos]).key
 
@@ -423,10 +398,9 @@ def tensorad_dtype(dtype: torch.dtype) -> str:
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
        policy: Policy = "default", **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
-    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders with
-    the tensors' shapes and dtypes (and the keyword arguments, as static values) and returns a
-    tensorad tensor or a tuple of them; see :class:`TorchOp`.  Options are those of
-    ``ta.function`` (``policy``) and of ``ta.build``."""
+    """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders of the
+    tensors' shapes and dtypes (keyword arguments as static values) and returns tensorad tensors
+    (:class:`TorchOp`).  Options are ``ta.function``'s and ``ta.build``'s."""
     def wrap(f: Callable) -> TorchOp:
         return TorchOp(f, max_signatures=max_signatures, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

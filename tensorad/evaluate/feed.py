@@ -1,16 +1,9 @@
-"""Checking what ``ta.evaluate`` is fed: placeholders to NumPy arrays.
+"""Checking what ``ta.evaluate`` is fed: placeholders to NumPy arrays, never a silent wrong answer.
 
-The policy (user-friendly, but never a silent wrong answer):
-
-* every key must be a placeholder tensor (a computed tensor or anything else is a ``TypeError``);
-  placeholders the outputs do not use are accepted (and still checked);
-* every placeholder the outputs depend on must be present (``ValueError`` naming it);
-* the array must have exactly the placeholder's shape (``ValueError``);
-* any numeric array is cast to the placeholder's dtype, except that float values fed to an
-  integer placeholder, non-bool values fed to a bool placeholder and integers that do not fit
-  the placeholder's integer type are rejected (``TypeError`` / ``ValueError``): those casts
-  would change the values.
-"""
+* every key must be a placeholder (else ``TypeError``); unused placeholders are accepted and checked;
+* every placeholder the outputs depend on must be present, with exactly its shape (``ValueError``);
+* an array is cast to the placeholder's dtype, except floats to an integer placeholder, non-bools to a
+  bool one and integers that do not fit (``TypeError`` / ``ValueError``)."""
 
 from __future__ import annotations
 

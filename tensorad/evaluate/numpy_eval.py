@@ -1,79 +1,47 @@
-"""``ta.evaluate``: a slow, plain-NumPy reference evaluator of the whole language.
-
-It is the test oracle of the project, so it is written for obvious correctness, not speed:
+"""``ta.evaluate``: a slow, plain-NumPy reference evaluator of the whole language, the test oracle,
+written for obvious correctness:
 
 * Tensors are evaluated once each, producers before consumers (``ir.rewrite.tensor_graph``).
-* A compute op is evaluated over a broadcast index grid: axis ``d`` of the op is
-  ``arange(extent)`` laid along grid dimension ``d``; each reduce axis of its body gets a grid
-  dimension of its own after those.  A body is then one ``ir.rewrite.fold`` with the table
-  ``ARRAY_RULES`` (one NumPy function per ``Op``): every node becomes an array broadcastable
-  to the grid.  A ``REDUCE`` folds its sources over its own grid dimensions (keeping them with
-  size 1): ``np.add/maximum/minimum/multiply.reduce`` with the ``where`` condition as a mask
-  for the built-in reducers; for a custom combiner (argmax, ...) the combiner expression is
-  evaluated, vectorized over the outer points, once per reduce point in C order of the
-  reduce axes: ``acc = combine(lhs=acc, rhs=value)`` where the condition holds, starting
-  from the identity.  The combiner's own tie rule decides ties.
-* Values are computed in the tensor's dtype (float32 in float32), except that index
-  arithmetic is exact, as in compiled code: index variables are int64 arrays, and an int32
-  node computed from one keeps NumPy's int64 result (``(i * 100000) % 7`` does not wrap).
-  int32 values read from tensors, and arithmetic among them only, wrap like NumPy's; results
-  are converted to their tensor's dtype when stored.  Integer ``//`` and ``%`` are floor
-  division and modulo with Python semantics (``np.floor_divide``, ``np.mod``).
-* ``if_then_else`` is lazy without ever indexing out of bounds: every read clamps its indices
-  into the tensor and marks the points where they were out of bounds as *poisoned*; poison
-  flows up through every operation except the untaken branch of an ``if_then_else`` and the
-  points a reduction's ``where`` excludes.  A poisoned point left in a result is an
-  :class:`OutOfBoundsError` naming the compute, the read, the index values and the point --
-  a read that is out of bounds where it is really evaluated.  Floating-point warnings are
-  silenced (the untaken branch may compute ``log(-1)``, the taken one gives NaN as compiled
-  code would).
-* Summation order: a sum or product is NumPy's reduction (pairwise for sums), one IEEE
-  rounding of the formula among many; a kernel may round it in another order.
-  :func:`evaluate_in_order` folds every built-in sum and product of the program one term at a
-  time instead, in index order (``"sequential"``, as a strict kernel's loop does) or in reverse
-  (``"reversed"``): the spread between orders tells a test how order-sensitive a result is
-  (the fuzz oracle's allowance, ``fuzz/checks.Case.order_spread``).  ``"mixed"`` and
-  ``"mixed-odd"`` fold each element of a reduction in one of the two, by the parity of its
-  index (``"mixed"`` reverses the odd ones), and move it up or down (by that parity) by the
-  rounding a reassociation of its terms may add: a kernel may order two elements of one
-  reduction differently (LLVM reassociates one unrolled copy of a loop and not another), so
-  two elements that are equal in every single order can differ, and a comparison of them
-  flip.  ``"nested"`` folds a reduction over several axes axis by axis,
-  the last first, each in index order: partial sums per point of the outer axes, then their
-  sum -- a regrouped sum.  Max and min do not depend on the order; custom combiners fold in
-  index order (their tie rule), except one that is a bare ``x + y`` or ``x * y``, which fast
-  math reassociates as it does a built-in sum: it follows the order too.
-* Strong zeros: with ``strong_zero=True`` (:func:`evaluate_in_order`) a product with a zero
-  factor is zero whatever the other factor is (``0 * inf = 0 * NaN = 0``, in ``*`` and in
-  ``prod``), the convention of calculus instead of IEEE's.  A derivative that is NaN in IEEE
-  arithmetic but finite with strong zeros is NaN only by a zero adjoint meeting an infinite
-  local derivative in the chain rule, as PyTorch and JAX give it (the fuzz oracle's test of
-  such a NaN, ``fuzz/checks.Case.chain_rule_nans``); never a user's answer.
-* Rounded math: with ``rounded_math=True`` (:func:`evaluate_in_order`) the transcendental
-  functions of a float32 value (:data:`ROUNDED_MATH`) are computed in float64 and rounded once
-  to float32 -- correctly rounded where NumPy's float32 routines may be an ulp off (``tanh`` of
-  -9.517245 is -0.99999998917: -1.0 rounded, NumPy's float32 gives -0.99999994, and a ``//``
-  after it turns that ulp into 1).  Another rounding a kernel may have, for a
-  test's allowance; never a user's answer.
-* Unsigned zeros: with ``unsigned_zeros=True`` (:func:`evaluate_in_order`) every zero a node
-  computes (or reads) is ``+0``.  Optimized code may give a zero the other sign
-  (docs/conventions.md: ``-select(c, x, 0)`` is ``select(c, -x, 0)`` there), and with it the
-  sign of an infinity that divides by it or raises it to a negative power
-  (``pow(-(0.0), -3)`` is ``-inf``, its optimized form ``+inf``, and a max over it 9 or inf).
-  The value optimized code may have, for a test's allowance; never a user's answer.
-* Given values: ``given={tensor: array}`` (:func:`evaluate_in_order`) takes those computed
-  tensors' values as they are instead of computing them -- a backward program evaluated on the
-  values a compiled forward saved for it (the fuzz oracle's ``split`` check, which asks how far
-  rounding in those values can move a gradient).
-* Jittered reads: with ``jitter=(seed, ulps)`` (:func:`evaluate_in_order`) every float value
-  read from a tensor is moved by a random ``u`` ulps, ``|u| <= |ulps|``, drawn per read and
-  element in evaluation order (a negative ``ulps`` mirrors the same draws).  A fast-math kernel
-  rounds each occurrence of a value on its own (LLVM contracts ``t - s * c`` into a fused
-  multiply-add at one occurrence and not at another), so two occurrences that cancel in exact
-  arithmetic -- a layer norm's centred row in its gradient, ``sum_k (x_k - mean) = 0`` -- need
-  not cancel in the kernel.  How far that moves a result is a test's
-  allowance; never a user's answer.
-"""
+* A compute op is evaluated over a broadcast index grid: op axis ``d`` is ``arange(extent)`` along grid
+  dimension ``d``, and each reduce axis of its body gets a dimension after those.  A body is one
+  ``ir.rewrite.fold`` with ``ARRAY_RULES`` (one NumPy function per ``Op``).  A ``REDUCE`` folds its
+  sources over its own dimensions (kept with size 1): ``np.add/maximum/minimum/multiply.reduce`` masked by
+  ``where`` for built-in reducers; a custom combiner is evaluated once per reduce point in C order,
+  ``acc = combine(lhs=acc, rhs=value)`` where the condition holds, from the identity (its own tie rule
+  decides ties).
+* Values are computed in the tensor's dtype, except that index arithmetic is exact as in compiled code:
+  index variables are int64 arrays and an int32 node computed from one keeps NumPy's int64 result; int32
+  values read from tensors, and arithmetic among them only, wrap.  Integer ``//`` and ``%`` are Python's
+  floor division and modulo.
+* ``if_then_else`` is lazy without indexing out of bounds: a read clamps its indices and marks the points
+  out of bounds as *poisoned*; poison flows up through every operation except an untaken branch and the
+  points a ``where`` excludes.  A poisoned point left in a result is an :class:`OutOfBoundsError` naming
+  the compute, the read, the index values and the point.  Floating-point warnings are silenced.
+* Summation order: a sum or product is NumPy's reduction (pairwise for sums).  :func:`evaluate_in_order`
+  folds every built-in sum and product one term at a time instead: in index order (``"sequential"``),
+  reversed (``"reversed"``), per element by the parity of its index and moved by the rounding a
+  reassociation may add (``"mixed"``, ``"mixed-odd"``: a kernel may order two elements of one reduction
+  differently), or axis by axis, the last first (``"nested"``: a regrouped sum).  The spread between
+  orders is a test's allowance (``fuzz/checks.Case.order_spread``).  Max and min do not depend on the
+  order; custom combiners fold in index order, except a bare ``x + y`` or ``x * y``, which follows the
+  order.
+* Strong zeros (``strong_zero=True``): a product with a zero factor is zero whatever the other factor
+  (``0 * inf = 0 * NaN = 0``, in ``*`` and ``prod``), calculus's convention; a NaN derivative that is
+  finite with strong zeros comes from a zero adjoint meeting an infinite local derivative, as PyTorch and
+  JAX give it (``fuzz/checks.Case.chain_rule_nans``).
+* Rounded math (``rounded_math=True``): the transcendental functions of a float32 value
+  (:data:`ROUNDED_MATH`) are computed in float64 and rounded once, where NumPy's float32 routines may be
+  an ulp off.
+* Unsigned zeros (``unsigned_zeros=True``): every zero a node computes or reads is ``+0``, as optimized
+  code may give a zero the other sign (docs/conventions.md), and with it an infinity that divides by it.
+* Given values (``given={tensor: array}``): those computed tensors' values are taken as they are (a
+  backward evaluated on what a compiled forward saved: the fuzz oracle's ``split`` check).
+* Jittered reads (``jitter=(seed, ulps)``): every float value read from a tensor moves by a random ``u``
+  ulps, ``|u| <= |ulps|``, drawn per read and element in evaluation order (a negative ``ulps`` mirrors the
+  draws): a fast-math kernel rounds each occurrence of a value on its own, so occurrences that cancel
+  exactly need not cancel there.
+
+The last five are a test's allowances, never a user's answer."""
 
 from __future__ import annotations
 
@@ -194,15 +162,12 @@ ARRAY_RULES: dict[Op, Any] = {
     Op.COS: lambda n, a: np.cos(a),                                  # cos a
     Op.ERF: lambda n, a: _erf(a),                                    # 2/sqrt(pi) int_0^a e^-t^2 dt
 }
-# Context-dependent ops, handled by _Grid: VAR (the index grid or a combiner's operand),
-# READ (gather with clamping and poison), IF_THEN_ELSE (lazy), REDUCE (fold over axes).
-# DATA_INDEX (a gather index: checked, clipped or wrapped; see tensorad.ir.expr.DataIndex).
+# Context-dependent ops, handled by _Grid: VAR, READ, IF_THEN_ELSE, REDUCE, DATA_INDEX.
 CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
 # Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-# The summation orders of evaluate_in_order: NumPy's own, index order, reverse index order,
-# the last two by the parity of each element's index, and axis by axis (the module's docstring).
+# The summation orders of evaluate_in_order (the module's docstring).
 ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd", "nested")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 # The math functions that ``rounded_math`` computes in float64 for float32 operands.
@@ -387,11 +352,9 @@ class _Grid:
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
     def _in_order(self, pos: tuple[int, ...], fold) -> np.ndarray:
-        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order:
-        forward, reversed, or each element by the parity of its index over the whole grid --
-        an element equal to its neighbour in every order because neither reads the axis
-        between them is still folded the other way (``"mixed"``: odd elements reversed;
-        ``"mixed-odd"``: even ones)."""
+        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order: forward,
+        reversed, or each element by the parity of its index over the whole grid (``"mixed"``: odd
+        elements reversed; ``"mixed-odd"``: even ones)."""
         if self.order in ("sequential", "reversed", "nested"):  # (nested: custom combiners in index order)
             return fold(self.order == "reversed")
         outer = tuple(1 if d in pos else n for d, n in enumerate(self.grid_shape))
@@ -404,9 +367,8 @@ class _Grid:
         out = np.where(up, back, fwd)
         if out.dtype.kind != "f":
             return out
-        # and moved apart by the rounding a reassociation of n terms may add (n/2 ulps of the
-        # result, up or down by the parity): two elements equal in every order -- one value
-        # reassociated two ways -- then compare either way
+        # and moved apart by the rounding a reassociation of n terms may add (n/2 ulps, up or down by
+        # parity), so that two elements equal in every order compare either way
         terms = int(np.prod([self.grid_shape[d] for d in pos], dtype=np.int64))
         step = out.dtype.type(terms * np.finfo(out.dtype).eps / 2)
         one = out.dtype.type(1)
@@ -464,10 +426,9 @@ class _Grid:
 
 def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                    identity: Any, reverse: bool) -> np.ndarray:
-    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` (kept with size 1) where
-    ``mask`` holds, one term at a time from the identity: ``((id + s0) + s1) + ...`` over the
-    reduce points in C order (``reverse``: the last point first), rounded in ``s``'s dtype --
-    a strict kernel's accumulation loop.  A masked-out point adds the identity (exact)."""
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` (kept with size 1) where ``mask`` holds,
+    one term at a time from the identity in C order (``reverse``: last first), rounded in ``s``'s dtype: a
+    strict kernel's loop.  A masked-out point adds the identity."""
     last = tuple(range(-len(pos), 0))
     terms = np.moveaxis(np.where(mask, s, np.asarray(identity, s.dtype)), pos, last)
     outer = terms.shape[:terms.ndim - len(pos)]
@@ -481,12 +442,9 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
 
 def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                  identity: Any) -> np.ndarray:
-    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first:
-    each point of the outer axes gets the partial fold of the inner ones (in index order), and
-    the partials are folded in turn -- the order of a sum regrouped over its axes, as the
-    optimizer's brackets (``sum_{r1, r2} f(r2) = |r1| [sum_r2 f]``) and a kernel's partial sums
-    compute it (``+-1e30`` terms cancel in each partial, and a one-accumulator
-    fold loses the small term at every step)."""
+    """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first: partial
+    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a sum regrouped
+    over its axes)."""
     acc = np.where(mask, s, np.asarray(identity, s.dtype))
     everywhere = np.ones((), bool)
     for p in reversed(pos):
@@ -504,19 +462,15 @@ def _reduce_axes(bodies: Sequence[Expr]) -> list[Expr]:
     return list(out)
 
 
-# Points of one op's grid evaluated at once: every node of a body is an array of up to this many
-# elements (8 bytes each for indices and float64), and a body's nodes are all held until it is
-# done.  A larger grid -- an unoptimized convolution gradient's outer axes times its reduce axes
-# reach 2e9 points -- is cut into boxes of its outer axes (a 17 GiB mask).
+# Points of one op's grid evaluated at once (every node of a body is an array of up to this many elements,
+# all held until the body is done); a larger grid is cut into boxes of its outer axes.
 GRID_BUDGET = 1 << 21
 
 
 def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) -> list[tuple[range, ...]]:
-    """The outer index ranges of the boxes an op's grid is evaluated in: axes ``extents``, each
-    point carrying ``inner`` reduce points.  Trailing axes stay whole while the box fits
-    ``budget``; the next axis is cut into blocks that fit, and the axes before it are taken one
-    index at a time.  A reduction is never cut (its fold order stays the evaluator's): when one
-    outer point's reduction alone passes the budget, each outer point is a box."""
+    """The outer index ranges of the boxes an op's grid is evaluated in (axes ``extents``, ``inner``
+    reduce points each): trailing axes whole while the box fits ``budget``, the next cut into blocks,
+    those before one index at a time; a reduction is never cut."""
     k, size = len(extents), max(inner, 1)
     while k > 0 and size * extents[k - 1] <= budget:
         size *= extents[k - 1]
@@ -533,9 +487,8 @@ def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) ->
 
 
 def _widest_reduction(bodies: Sequence[Expr]) -> int:
-    """The most reduce points an array of the bodies spans per outer point: the product of the
-    extents of the reductions nested along one path (each reduction's arrays span its own axes
-    and those of the reductions around it; the other reduce axes of the grid stay size 1)."""
+    """The most reduce points an array of the bodies spans per outer point: the product of the extents of
+    the reductions nested along one path."""
     width: dict[Expr, int] = {}
     for b in bodies:
         for node in walk(b):  # (operands first)
@@ -547,12 +500,9 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 
 def exact_indices(body: Expr) -> Expr:
-    """``body`` with the int32 constants of its read indices made int64, outside the gathers
-    in them: a read's index is index arithmetic, exact as compiled code computes it (in 64
-    bits, :meth:`codegen.llvm.expr.ExprEmitter.index`), where an int32 value elsewhere wraps.
-    An axis variable is exact already; a constant an inliner put in its place (``t0[7]`` of
-    ``t0[i] = x0[(i * 1073741824 + 3) % 5]``) is made so here.  What lies
-    under a gather (``DATA_INDEX``) is data."""
+    """``body`` with the int32 constants of its read indices made int64, outside gathers: a read's index
+    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere wraps.  What lies
+    under a ``DATA_INDEX`` is data."""
     memo: dict[tuple[Expr, bool], Expr] = {}
     stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
     while stack:
@@ -579,10 +529,9 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
                 strong_zero: bool = False, rounded_math: bool = False,
                 unsigned_zeros: bool = False,
                 jitter: tuple[np.random.Generator, float] | None = None) -> list[np.ndarray]:
-    """The arrays of every output of compute ``op``, given the arrays of what it reads (sums
-    and products folded in ``order``, one of :data:`ORDERS`; the other options: the module's
-    docstring; ``jitter`` here is a generator and the ulps).  Outer points are independent,
-    so a large grid is evaluated box by box (:func:`grid_boxes`)."""
+    """The arrays of every output of compute ``op`` from the arrays it reads (``order`` one of
+    :data:`ORDERS`; ``jitter`` a generator and the ulps; the rest as the module docstring says), box by
+    box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
@@ -621,9 +570,8 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
 def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
     """Evaluate ``outputs`` (a tensor or a list/tuple of tensors) with NumPy.
 
-    ``feed`` maps placeholders to arrays (see ``feed.py`` for what is accepted).  Returns one
-    array for one tensor, a list (tuple) of arrays for a list (tuple) of tensors.
-    """
+    ``feed`` maps placeholders to arrays (see ``feed.py``).  Returns one array for one tensor, a list
+    (tuple) of arrays for a list (tuple) of tensors."""
     return evaluate_in_order(outputs, feed, "numpy")
 
 
@@ -631,16 +579,9 @@ def evaluate_in_order(outputs: Tensor | Sequence[Tensor], feed: dict, order: str
                       strong_zero: bool = False, rounded_math: bool = False,
                       unsigned_zeros: bool = False, given: dict | None = None,
                       jitter: tuple[int, float] | None = None) -> Any:
-    """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of
-    :data:`ORDERS`: ``"numpy"`` is :func:`evaluate` itself; ``"sequential"`` and
-    ``"reversed"`` add one term at a time in index order or its reverse).  Each is a correct
-    rounding of the same formula; how far they spread measures a result's sensitivity to the
-    summation order, which no kernel is bound to (a test's allowance, never a user's answer).
-    ``strong_zero``: a zero factor makes a product zero whatever the other factor;
-    ``rounded_math``: float32 math functions computed in float64, rounded once;
-    ``unsigned_zeros``: every zero a node makes is ``+0``; ``given``: values of computed tensors
-    taken as they are; ``jitter=(seed, ulps)``: every float read moved by its own random ulps
-    (all: the module's docstring)."""
+    """:func:`evaluate` with every built-in sum and product folded in ``order`` (one of :data:`ORDERS`;
+    ``"numpy"``: :func:`evaluate`).  ``strong_zero``, ``rounded_math``, ``unsigned_zeros``, ``given``,
+    ``jitter=(seed, ulps)``: the module docstring's allowances."""
     if order not in ORDERS:
         raise ValueError(f"evaluate_in_order: order must be one of {ORDERS}, got {order!r}")
     single = isinstance(outputs, Tensor)

@@ -1,13 +1,10 @@
-"""The IR: hash-consed scalar expressions, tensors, reducers, the rewriter and the printer.
+"""The IR: hash-consed scalar expressions, tensors, reducers, the rewriter and the printer; it imports no
+other part of tensorad.
 
-Nothing here imports any other part of tensorad; every other package builds on this one.
-
-Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` tensors and
-their ops; ``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism;
-``printer`` text and HTML forms; ``spelling`` name-free spellings; ``intrange`` proofs that
-index arithmetic fits 64 bits; ``collect`` fewer garbage collections while compiling;
-``trace`` stage times and texts.
-"""
+Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` tensors and their ops;
+``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism; ``printer`` text and HTML
+forms; ``spelling`` name-free spellings; ``intrange`` proofs that index arithmetic fits 64 bits;
+``collect`` fewer garbage collections while compiling; ``trace`` stage times and texts."""
 
 from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
 from .expr import (
@@ -49,8 +46,7 @@ from .rewrite import (
 )
 from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Provenance, Role, Tensor, read
 
-# The text forms of nodes and tensors come from the printer, which reads tensors and the
-# rewriter; attaching them here, once every module of the IR is loaded, keeps imports acyclic.
+# The printer's text forms, attached once every module of the IR is loaded (imports stay acyclic).
 Expr.__repr__ = Expr.__str__ = expr_to_str
 Tensor.__str__ = tensor_to_str
 Tensor._repr_html_ = tensor_to_html

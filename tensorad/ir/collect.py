@@ -1,24 +1,12 @@
-"""Fewer garbage collections while the compiler runs (:func:`fewer_collections`): around
-``Jacobian``, ``JacobianRecursive``, ``jvp``, the HVP, ``lower`` and ``build``.
+"""Fewer garbage collections while the compiler runs (:func:`fewer_collections`): around ``Jacobian``,
+``JacobianRecursive``, ``jvp``, the HVP, ``lower`` and ``build``.
 
-Differentiating, optimizing, lowering and emitting a layer allocates hundreds of thousands of short-lived
-containers (expression nodes, tuples, memo entries) while the process holds every module it
-imported.  With CPython's default thresholds (a young collection every 700 net allocations,
-an older one every 10 of those, a full one every 10 older ones) such a call runs dozens of
-collections, and each full one walks every object of the process again -- numpy, islpy,
-llvmlite and the whole IR -- to find the few cycles the call made: the Transformer block's
-gradient ran 66 collections, one of them full, about 8% of its CPU time.  During the call the
-young threshold is :data:`YOUNG` instead (the older generations' thresholds count young
-collections, so they run as much less often): the same garbage is found in 7 collections.
-A 60-op chain's differentiate, lower and build ran 30 collections, then 2; a 2,000-op chain's
-collections took 2.1-2.5 of its 15-18 CPU-s.
-
-Only when to collect changes, never what a program computes.  The setting is the process's
-(``gc`` has no other), so calls that overlap -- nested, or in two threads -- share one
-raised threshold: the first to enter saves the old one and the last to leave puts it back,
-unless the user set another meanwhile; a threshold of 0 (collection off) or one already as
-high is left alone.
-"""
+These calls allocate hundreds of thousands of short-lived containers, and each full collection walks every
+object of the process; during a call the young threshold is :data:`YOUNG` (the older generations count
+young collections, so they run less often too).  Only when to collect changes, never what a program
+computes.  The setting is the process's, so overlapping calls share one raised threshold: the first to
+enter saves the old one and the last to leave restores it, unless the user set another meanwhile; a
+threshold of 0 or one already as high is left alone."""
 
 from __future__ import annotations
 

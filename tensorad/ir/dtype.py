@@ -1,15 +1,9 @@
 """Data types of the IR: names, classification and promotion.
 
-Types are plain strings (``"float32"``, ``"int32"``, ``"bool"``) so that they print, hash and
-compare without ceremony.  Index variables are ``int32``; code generation may widen index
-arithmetic to 64 bits, the IR's meaning does not change.
-
-``float16`` and ``bfloat16`` are storage types (``HALF_DTYPES``): a tensor may hold them, but
-arithmetic never runs in them.  The language converts every read of a half tensor to
-``float32`` with an explicit ``CAST`` and every half result is a ``CAST`` of a ``float32``
-value, so reductions accumulate in float32 as PyTorch's CPU kernels do, and the optimizer and
-autodiff see ordinary float32 math.  A ``CAST`` to a half type rounds to nearest, ties to even.
-"""
+Types are plain strings (``"float32"``, ``"int32"``, ``"bool"``).  Index variables are ``int32``; code
+generation may widen index arithmetic to 64 bits.  ``float16`` and ``bfloat16`` (``HALF_DTYPES``) only
+store: every read of a half tensor is a ``CAST`` to ``float32`` and every half result a ``CAST`` of a
+``float32`` value (round to nearest, ties to even), so arithmetic runs in float32."""
 
 from __future__ import annotations
 
@@ -67,10 +61,9 @@ def round_to(value: float, dtype: str) -> float:
 
 
 def float_to_int(values, dtype: str):
-    """Float ``values`` (a NumPy array or a scalar) converted to the integer ``dtype`` as every
-    part of tensorad converts them (generated code's ``fptosi.sat``): toward zero, saturated at
-    the type's ends (inf included), NaN to 0.  NumPy's ``astype`` leaves out-of-range values
-    undefined (INT_MIN on x86)."""
+    """Float ``values`` (an array or a scalar) converted to the integer ``dtype`` as generated code does
+    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (NumPy's ``astype`` leaves
+    out-of-range values undefined)."""
     info = np.iinfo(dtype)
     a = np.asarray(values, np.float64)
     with np.errstate(invalid="ignore"):
@@ -81,10 +74,8 @@ def float_to_int(values, dtype: str):
 
 
 def maximum(a, b):
-    """Elementwise IEEE 754-2019 ``maximum``, the semantics generated code has
-    (``llvm.maximum``): NaN propagates and ``-0 < +0``, so ``maximum(-0.0, +0.0)`` is ``+0.0``
-    in either order.  NumPy's ``maximum`` returns one operand of an equal pair by position, a
-    sign of zero that a later division turns into the sign of an infinity."""
+    """Elementwise IEEE 754-2019 ``maximum``, as generated code's ``llvm.maximum``: NaN propagates and
+    ``-0 < +0`` in either order (NumPy's picks an equal pair's operand by position)."""
     out = np.maximum(a, b)
     if np.result_type(out).kind != "f":
         return out
@@ -128,9 +119,8 @@ def bits(dtype: str) -> int:
 
 
 def narrows(src: str, dst: str) -> bool:
-    """Whether an integer cast from ``src`` to ``dst`` can change the value (``int64`` to
-    ``int32`` wraps, as NumPy's ``astype`` does); a cast to the same or a wider type cannot --
-    integer arithmetic is exact in 64 bits whatever its node's type."""
+    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing cast wraps, as
+    NumPy's ``astype``); a same or wider type cannot."""
     return is_int(src) and is_int(dst) and bits(dst) < bits(src)
 
 

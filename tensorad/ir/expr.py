@@ -1,21 +1,13 @@
 """Scalar expression nodes: one immutable, hash-consed class for the whole expression IR.
 
-Every node is ``Expr(op, dtype, src, arg)``:
+Every node is ``Expr(op, dtype, src, arg)``: ``op`` an :class:`Op`, ``dtype`` the result's dtype string,
+``src`` the operand nodes, and ``arg`` the non-expression payload (a constant's value, a variable's
+:class:`VarInfo`, a ``READ``'s tensor, a ``REDUCE``'s :class:`ReduceArg`).
 
-* ``op``    -- an :class:`Op`, what the node computes;
-* ``dtype`` -- the result type, a dtype string;
-* ``src``   -- the operand nodes (a tuple of ``Expr``);
-* ``arg``   -- the non-expression payload: a constant's value, a variable's :class:`VarInfo`,
-  the tensor a ``READ`` reads, the :class:`ReduceArg` of a ``REDUCE``.
-
-Nodes are hash-consed: building the same node twice returns the same object, so structural
-equality is identity, hashing is O(1) and memo tables keyed by nodes are free.  Because the
-language lets ``a == b`` build a comparison, ``bool()`` of an ``EQ``/``NE`` node answers the
-identity question (so dicts and ``in`` work), and ``bool()`` of any other node raises.
-
-Operand dtypes are made explicit at construction: a binary node's operands share one dtype
-(ints are cast to float where they meet floats), so no later pass has to guess conversions.
-"""
+Building the same node twice returns the same object, so structural equality is identity and memo tables
+keyed by nodes are free.  As ``a == b`` builds a comparison, ``bool()`` of an ``EQ``/``NE`` node answers
+the identity question, and ``bool()`` of any other node raises.  A binary node's operands share one dtype
+(ints are cast to float where they meet floats)."""
 
 from __future__ import annotations
 
@@ -78,8 +70,7 @@ class Op(enum.Enum):
     READ = "read"
     REDUCE = "reduce"
 
-    # Members are singletons, so identity is equality: hashed by identity (a C slot) instead
-    # of Enum's hash of the name, a Python call at every table lookup keyed by an op.
+    # Members are singletons: hashed by identity (a C slot), not by Enum's hash of the name.
     __hash__ = object.__hash__
 
 
@@ -111,12 +102,9 @@ class VarInfo:
 
 @dataclass(frozen=True)
 class ReduceArg:
-    """The payload of a ``REDUCE`` node.
-
-    ``src`` of the node is ``(condition, *sources)``; the combiner folds the sources over
-    every point of ``axes`` where ``condition`` holds, starting from the combiner's identity;
-    the node's value is element ``value_index`` of the combined tuple.
-    """
+    """The payload of a ``REDUCE`` node, whose ``src`` is ``(condition, *sources)``: the combiner folds
+    the sources over every point of ``axes`` where ``condition`` holds, from its identity; the node's
+    value is element ``value_index`` of the result."""
 
     combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
     axes: tuple  # tuple of VAR Exprs with ranges
@@ -128,15 +116,11 @@ GATHER_MODES = ("raise", "clip", "wrap")
 
 @dataclass(frozen=True)
 class DataIndex:
-    """The payload of a ``DATA_INDEX`` node: an index read from data (``E[I[i], j]``).
-
-    The node's value is its operand ``v`` brought into ``[0, extent)`` as ``np.take`` does:
-    ``mode="raise"`` keeps ``v`` and makes an out-of-range value a run-time ``IndexError``
-    (``ta.evaluate`` and built kernels alike), ``"clip"`` is ``min(max(v, 0), extent - 1)``,
-    ``"wrap"`` is ``v mod extent``.  So the value always lies in ``[0, extent)``: the bounds
-    proof and the optimizer treat the node as an opaque value in that range.  ``tensor`` and
-    ``axis`` name what it indexes, for error messages only.
-    """
+    """The payload of a ``DATA_INDEX`` node: an index read from data (``E[I[i], j]``), brought into
+    ``[0, extent)`` as ``np.take`` does: ``mode="raise"`` makes an out-of-range value a run-time
+    ``IndexError``, ``"clip"`` is ``min(max(v, 0), extent - 1)``, ``"wrap"`` is ``v mod extent``.  The
+    bounds proof and the optimizer treat the node as an opaque value in range.  ``tensor`` and ``axis``
+    name what it indexes, for error messages."""
 
     extent: int
     mode: str
@@ -289,7 +273,6 @@ class Expr:
         return cast(dtype, self)
 
     # ``repr``/``str`` are the printer's :func:`.printer.expr_to_str`, attached by the package
-    # (the printer reads tensors and the rewriter, which read these nodes)
 
 
 def _is_scalar(x: Any) -> bool:
@@ -300,10 +283,8 @@ _INTEGERS = (bool, int)
 
 
 class _Ref(weakref.ref):
-    """A weak reference to a hash-consed node that knows the node's key in the table.  The
-    table is a plain dict of these, not a ``WeakValueDictionary``, whose ``get`` and whose
-    references' constructors are Python calls: a node made and freed costs a third as much
-    (the optimizer makes and drops nodes by the thousand)."""
+    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict of
+    these is cheaper than a ``WeakValueDictionary``)."""
 
     __slots__ = ("key",)
 
@@ -312,9 +293,8 @@ _TABLE = Expr._table
 
 
 def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -> None:
-    """A node died: its entry goes, unless a new node took the key already (atomic: the entry
-    is removed only while it still holds a dead reference).  (Its globals bound as defaults:
-    nodes die at interpreter exit too.)"""
+    """A node died: its entry goes unless a new node took the key already (its globals bound as defaults:
+    nodes die at interpreter exit too)."""
     remove(table, ref.key)
 
 

@@ -1,16 +1,10 @@
 """Index arithmetic must be exact: a proof that it fits 64 bits, or a clear error.
 
-Compiled code and ``ta.evaluate`` compute index arithmetic (loop and reduce variables,
-constants, ``+ - * // %``, ``min``/``max``, selects and casts of them) in 64-bit integers.  That
-is exact unless a value passes ``2**63``; :func:`check_index_range` bounds every integer node by
-interval arithmetic over the variables' ranges (Python ints, so the bounds themselves never
-overflow) and raises a ``ValueError`` naming the expression when one could.  Values read from
-integer tensors, reduction accumulators and float-to-int casts are data, not indices: they
-wrap like NumPy's, and nodes that depend on them are not checked.
-
-Example: ``i * 10**10 * 10**10`` with ``i < 30000`` reaches ``3 * 10**24``: refused;
-``(i * 100000) % 7`` reaches ``3 * 10**9``: exact in 64 bits, accepted.
-"""
+Compiled code and ``ta.evaluate`` compute index arithmetic in 64-bit integers.  :func:`check_index_range`
+bounds every integer node by interval arithmetic over the variables' ranges (Python ints) and raises a
+``ValueError`` naming an expression that could pass ``2**63``.  Values read from integer tensors,
+accumulators and float-to-int casts are data: they wrap like NumPy's and are not checked.
+``i * 10**10 * 10**10`` with ``i < 30000`` is refused; ``(i * 100000) % 7`` is accepted."""
 
 from __future__ import annotations
 
@@ -24,10 +18,6 @@ _RANGE = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": INT64, "bool": (0, 1)}
 
 # A node's bound: (lo, hi) for index arithmetic, None for data (or a non-integer value).
 Bound = tuple[int, int] | None
-
-
-def _hull(*bs: tuple[int, int]) -> tuple[int, int]:
-    return min(b[0] for b in bs), max(b[1] for b in bs)
 
 
 def _mul(a, b):
@@ -80,7 +70,7 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
             return src if lo <= src[0] and src[1] <= hi else (lo, hi)  # int32 casts wrap
         if node.op in (Op.SELECT, Op.IF_THEN_ELSE):
             a, b = kids[1], kids[2]
-            return None if a is None or b is None else _hull(a, b)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
         rule = _ARITH.get(node.op)
         if rule is None or any(k is None for k in kids):
             return None
@@ -90,9 +80,8 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
 
 
 def may_fault(e: Expr, memo: dict | None = None) -> bool:
-    """Whether computing ``e`` at a point its guards exclude could fail: ``e`` holds a gather
-    index checked at run time (``mode="raise"``) or a read whose indices' interval bounds
-    over their variables' ranges (a gather index anywhere in its range) leave the tensor."""
+    """Whether computing ``e`` where its guards exclude could fail: it holds a checked gather index or a
+    read whose indices' interval bounds leave the tensor."""
     memo = {} if memo is None else memo
     for n in walk(e):
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
@@ -123,9 +112,8 @@ INT32 = _RANGE["int32"]
 
 
 def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
-    """Whether the integer cast ``cast`` leaves its operand's value unchanged: a cast to the
-    same or a wider type always does; a narrowing one (``int64`` to ``int32``, which wraps)
-    when the operand's index bounds are proved within the narrower type."""
+    """Whether the integer cast ``cast`` keeps its operand's value: a same or wider type always does, a
+    narrowing one when the operand's bounds are proved within it."""
     src = cast.src[0]
     if not dt.narrows(src.dtype, cast.dtype):
         return True
@@ -135,14 +123,9 @@ def cast_keeps_value(cast: Expr, memo: dict | None = None) -> bool:
 
 
 def wraps_where_stored(body: Expr, bounds=index_bounds) -> bool:
-    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps, so that inlining
-    it into a reader would change what the reader sees: the body computes exactly in 64 bits
-    (an index variable or an ``int64`` value among its operands, as compiled code and
-    ``ta.evaluate`` both do) and ``bounds(body)`` -- ``(lo, hi)`` or ``None`` when unknown --
-    does not prove it within int32.  Every inliner asks this (``ta.InlineNonReductions``, the
-    optimizer, the code generator's choice of buffers); the simplifier passes its sharper
-    bounds of data.  Stored and inlined differ where a store wraps: ``int32(i * -3 - 2) -
-    int32(x * 1e10)`` read through a sigmoid and summed gives 45 stored and 18 inlined."""
+    """Whether an ``int32`` tensor's ``body`` may hold a value its store wraps (inlined, a reader would
+    see another): it computes exactly in 64 bits (an index variable or ``int64`` operand) and
+    ``bounds(body)`` (or ``None``) does not prove it within int32."""
     if body.dtype != "int32":
         return False
     b = bounds(body)

@@ -1,9 +1,5 @@
-"""Text and HTML forms of expressions and tensors (the seed tutorial's format).
-
-Output is deterministic: tensors and variables are shown by name, and two different objects
-that share a name are told apart by a ``#2``/``.1`` suffix given in order of first appearance
-(never by address or uid, which change from run to run).
-"""
+"""Text and HTML forms of expressions and tensors (the seed tutorial's format), deterministic: objects are
+shown by name, two that share a name told apart by a ``#2``/``.1`` suffix in order of first appearance."""
 
 from __future__ import annotations
 
@@ -131,15 +127,9 @@ _SHORT = 64  # operand texts up to this length are passed to the table as they a
 
 
 def fold_text(expr: Expr, table: dict) -> str:
-    """The text of ``expr`` by the printing ``table``, in time and space linear in its size.
-
-    A fold that concatenated operand texts would copy a depth-``d`` nest ``d`` times (quadratic)
-    and print a DAG as a tree (exponential: ``y = x * x`` repeated).  Here a long operand text
-    reaches its user's rule as a short reference, and the references are expanded once at the
-    end.  When the tree is much larger than the DAG, every shared non-leaf node is printed once,
-    named ``@k`` in a ``let @1 = ...; @2 = ... in ...`` prefix (names of shared values, not an
-    evaluation order).  Small expressions print exactly as the plain fold would.
-    """
+    """The text of ``expr`` by the printing ``table``, linear in its size: long operand texts pass as
+    references expanded once at the end, and when the tree is much larger than the DAG each shared node is
+    printed once as ``@k`` in a ``let @1 = ...; ... in ...`` prefix."""
     order = list(walk(expr))
     uses: dict[Expr, int] = {}
     size: dict[Expr, int] = {}
@@ -237,11 +227,9 @@ def _consumers_first(tensor: Tensor) -> list[Tensor]:
 
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
-    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.
-
-    ``namer``: share tensor names with other printouts (``tensorad show`` prints a tensor, its
-    gradients and their loops with one :class:`Namer`, so ``dense#2`` is the same tensor in
-    all of them); by default the printout names its tensors on its own."""
+    """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.  ``namer``:
+    a :class:`Namer` shared with other printouts (``tensorad show``), so that a name means one tensor in
+    all of them."""
     namer = Namer() if namer is None else namer
     blocks = [_op_lines(t, namer.for_block()) for t in _consumers_first(tensor)]
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"

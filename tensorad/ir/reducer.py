@@ -1,13 +1,9 @@
 """Commutative reducers: the combiner of a ``REDUCE`` node.
 
-A :class:`CommReducer` is ``(lhs, rhs) -> result`` over tuples of value variables, with an
-identity tuple.  ``kind`` names the built-in reducers (``sum``, ``max``, ``min``, ``prod``) so
-that passes can give them dedicated rules; user combiners have kind ``custom``.
-
-:class:`Reducer` is the user-facing callable (``ta.sum``, ``ta.comm_reducer(...)``): calling it
-on source expressions builds the ``REDUCE`` nodes, instantiating one ``CommReducer`` per tuple of
-source dtypes (cached, so equal reductions hash-cons to equal nodes).
-"""
+A :class:`CommReducer` is ``(lhs, rhs) -> result`` over tuples of value variables, with an identity;
+``kind`` names the built-ins (``sum``, ``max``, ``min``, ``prod``), else ``custom``.  :class:`Reducer` is
+the user-facing callable (``ta.sum``, ``ta.comm_reducer(...)``) that builds ``REDUCE`` nodes, with one
+cached ``CommReducer`` per tuple of source dtypes."""
 
 from __future__ import annotations
 
@@ -46,8 +42,7 @@ class Reducer:
     """A reduction the user calls like ``ta.sum(expr, axis, where=None)``.
 
     ``fcombine(lhs, rhs)`` and ``fidentity(*dtypes)`` receive/return single expressions for a
-    one-value reducer and tuples for a multi-value reducer (argmax: ``(index, value)``).
-    """
+    one-value reducer and tuples for a multi-value reducer (argmax: ``(index, value)``)."""
 
     def __init__(self, fcombine: Callable, fidentity: Callable, name: str = "reducer",
                  kind: str = "custom") -> None:

@@ -1,17 +1,13 @@
 """The one traversal mechanism of the IR: bottom-up folds and rule-driven rewrites.
 
-* :func:`fold` computes a value per node from the values of its operands, driven by a function
-  or by a table ``{Op: fn(node, *operand_values)}`` -- evaluation, printing, derivatives and LLVM
-  emission are all folds.
-* :func:`rewrite` rebuilds an expression bottom-up and applies rules at every node until none
-  fires -- simplification, substitution and inlining are all rewrites.
-* :func:`fold_along` is a fold that descends only where the analysis says (linear forms do
-  not look inside their atoms).
+* :func:`fold` computes a value per node from its operands' values, by a function or a table
+  ``{Op: fn(node, *operand_values)}`` (evaluation, printing, derivatives, LLVM emission).
+* :func:`rewrite` rebuilds an expression bottom-up, applying rules at every node until none fires
+  (simplification, substitution, inlining).
+* :func:`fold_along` is a fold that descends only where the analysis says.
 
-Both are iterative (deep expressions do not hit Python's recursion limit) and memoized per call
-(a shared subexpression is visited once).  Everything here is deterministic: orders follow the
-first appearance in a left-to-right post-order walk, never a hash.
-"""
+Both are iterative (no recursion limit) and memoized per call; orders follow the first appearance in a
+left-to-right post-order walk, never a hash."""
 
 from __future__ import annotations
 
@@ -28,20 +24,14 @@ Rule = Callable[[Expr], "Expr | None"]
 
 
 class MissingRuleError(NotImplementedError):
-    """A rule table has no entry for an op: a clear error instead of a wrong answer.
-
-    Every table of the project covers every :class:`Op` (tests walk the enum), so this is raised
-    only for a table that is deliberately partial or for a new op not yet given its rules.
-    """
+    """A rule table has no entry for an op: a clear error instead of a wrong answer (tests walk the
+    :class:`Op` enum over every table)."""
 
 
 def walk(root: Expr) -> Iterator[Expr]:
-    """Every distinct node under ``root``, operands before users (post-order).
-
-    A stack of operand iterators, a set of the nodes (their hash is their identity) and a
-    leaf yielded where it is met: each node is pushed once, every walk of the compiler is one
-    (a long chain's bodies are walked some 25 times each when lowered).  Inside
-    :func:`kept_walks` a root's order is kept after its first walk and read back after."""
+    """Every distinct node under ``root``, operands before users (post-order), each pushed once on a stack
+    of operand iterators.  Inside :func:`kept_walks` a root's order is kept after its first walk and read
+    back after."""
     memo = _KEPT.get()
     if memo is None or not root.src:
         return _walk(root)
@@ -116,10 +106,8 @@ def _walk(root: Expr) -> Iterator[Expr]:
 
 
 def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | None = None) -> Iterator[Any]:
-    """Every node (an expression, or a tensor of a graph) reached from ``root`` through
-    ``operands(node)`` (the nodes an analysis descends into), each once, users before operands
-    (a stack: the last operand first); the nodes in ``seen`` are skipped, and ``seen`` grows
-    with those yielded."""
+    """Every node reached from ``root`` through ``operands(node)``, each once, users before operands (a
+    stack: the last operand first), skipping the nodes in ``seen``, which grows with those yielded."""
     seen = set() if seen is None else seen
     stack = [root]
     while stack:
@@ -132,10 +120,8 @@ def walk_along(root: Any, operands: Callable[[Any], Iterable[Any]], seen: set | 
 
 def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Callable[[Expr], Any],
                memo: dict) -> Any:
-    """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root``
-    through ``operands(node)`` (not necessarily ``node.src``: the nodes an analysis descends
-    into), operands first; nodes already in ``memo`` are not visited again.  Iterative, so
-    chains of any depth take no Python recursion (linear forms and isl conversion use it)."""
+    """``memo[root]`` after ``memo[node] = visit(node)`` at every node reached from ``root`` through
+    ``operands(node)``, operands first, nodes already in ``memo`` skipped; iterative."""
     stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()
@@ -151,11 +137,8 @@ def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Ca
 
 def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]],
          memo: dict | None = None) -> Any:
-    """Fold ``root`` bottom-up: ``visit(node, *operand_results)`` at every node.
-
-    ``visit`` may be a table keyed by :class:`Op`; a node whose op has no entry raises
-    ``MissingRuleError`` naming the op (a missing rule is a clear error, not a wrong answer).
-    """
+    """Fold ``root`` bottom-up: ``visit(node, *operand_results)`` at every node.  ``visit`` may be a table
+    keyed by :class:`Op`; an op with no entry raises ``MissingRuleError``."""
     memo = {} if memo is None else memo
     if isinstance(visit, Mapping):
         table = visit
@@ -174,11 +157,9 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
 
 
 def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) -> Any:
-    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone,
-    not on what was visited before), with ``memo`` kept by the caller across calls: a subtree
-    whose root is in ``memo`` is not walked again -- :func:`fold` walks every node of
-    ``root`` at each call, though the values are read back -- so asking about bodies that
-    share most of their nodes costs only the nodes new to ``memo``."""
+    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with
+    ``memo`` kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again, so
+    bodies that share most nodes cost only the new ones."""
     def visit(node: Expr) -> Any:
         try:
             fn = table[node.op]
@@ -194,17 +175,9 @@ _ABSENT = object()
 
 
 def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = None) -> Expr:
-    """Rebuild ``root`` bottom-up, applying ``rules`` to each rebuilt node to a fixed point.
-
-    A rule returns a replacement node or ``None`` (no change).  A replacement is itself
-    rewritten, so rules may produce nodes other rules simplify further.
-
-    Iterative: one work stack holds both the walk over ``root`` and the rewriting of
-    replacements (a rule that inlines a tensor whose body reads another inlined tensor, 10,000
-    times over, nests no Python calls).  ``memo`` maps every visited node to its result; a
-    node's operands are read back from it, so a frame is a node and its operand iterator, or
-    ``(key, before, rounds, replacement)`` waiting for a replacement's result.
-    """
+    """Rebuild ``root`` bottom-up, applying ``rules`` (a replacement node or ``None``) to each rebuilt
+    node to a fixed point; a replacement is rewritten too.  One work stack holds the walk and the
+    replacements; ``memo`` maps each visited node to its result."""
     memo = {} if memo is None else memo
     if isinstance(rules, Mapping):
         table = rules
@@ -257,22 +230,15 @@ def rewrite(root: Expr, rules: Rule | Mapping[Op, Rule], memo: dict | None = Non
 
 
 def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
-    """Replace variables (or any nodes) by expressions, everywhere under ``root``.
-
-    The replacement of a node is substituted again (``rewrite``'s semantics).  When every key
-    is a leaf and no replacement contains a key -- renaming or instantiating variables, what
-    nearly every caller does -- that changes nothing, and one memoized walk rebuilds only the
-    nodes above a key (the optimizer substitutes into large adjoint bodies many times).  Leaf
-    keys whose replacements lead back to themselves (``{i: j, j: i}``, ``{i: i + 1}``: a
-    producer inlined into a consumer that shares its axis variables, permuted) have no
-    repeated-replacement meaning, which would go round the cycle: they are replaced at once."""
+    """Replace variables (or any nodes) by expressions under ``root``, a replacement substituted again
+    (``rewrite``'s semantics); leaf keys whose replacements hold no key take one memoized walk, and keys
+    whose replacements lead back to themselves (``{i: j, j: i}``) are replaced at once."""
     return substituter(mapping)(root) if mapping else root
 
 
 def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
-    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and
-    the nodes rebuilt are shared between the calls (a loop nest's statements, each index and
-    value of each, all take the same loop variables)."""
+    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and the rebuilt
+    nodes are shared between the calls."""
     if not mapping:
         return lambda root: root
     if not any(k.src for k in mapping):
@@ -324,9 +290,8 @@ def operands(node: Expr) -> tuple[Expr, ...]:
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: the
-    results of earlier calls with the same ``fn`` (:func:`rewrite`'s), when ``fn``'s answer
-    for a node does not change between them."""
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: earlier calls'
+    results with the same ``fn`` (:func:`rewrite`'s)."""
     return rewrite(root, {Op.READ: fn}, memo)
 
 
@@ -379,12 +344,9 @@ def op_reads(op: ComputeOp) -> list[Tensor]:
 
 
 def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list[Tensor]:
-    """Every tensor the outputs depend on (themselves included), producers before consumers.
-
-    Tensors in ``stop`` are included but not expanded (what they read is not visited unless
-    something else reads it).  Deterministic: a depth-first post-order following reads in order
-    of appearance.
-    """
+    """Every tensor the outputs depend on (themselves included), producers before consumers, in a
+    depth-first post-order following reads in order of appearance.  Tensors in ``stop`` are included but
+    not expanded."""
     stop = set(stop)
     order: dict[Tensor, None] = {}
     done_ops: set = set()

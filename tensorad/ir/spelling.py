@@ -1,21 +1,15 @@
-"""Name-free spellings: the one numbering machinery behind every key that shares work between
-things equal up to a renaming of their variables, tensors and buffers.
+"""Name-free spellings: the one numbering machinery behind every key that shares work between things equal
+up to a renaming of their variables, tensors and buffers.
 
-A long chain's program repeats a handful of shapes thousands of times over other tensors and
-fresh variables.  A key that spells a thing with each variable, expression node, tensor, op
-and buffer numbered by first appearance is equal for two things exactly when one is the other
-renamed -- as far as the spelling goes: each user decides what a variable, a read or an op
-line holds (its :class:`Speller` subclass), so that everything its work reads is spelled
-and nothing else.  Users: :mod:`tensorad.codegen.loops.nest_key` (loop nests emitted once),
-:mod:`tensorad.codegen.loops.shared_nests` (groups lowered once), :mod:`tensorad.simplify.sums.lift_sharing`
-(the optimizer's guard lifting done once per body shape), :mod:`tensorad.simplify.sums.plan_key`
-(isl's answers shared between questions over other variables).  :func:`renamed` turns what
-was made for one thing into what the same work makes for another with the same key.
+A key that numbers each variable, node, tensor, op and buffer by first appearance is equal for two things
+exactly when one is the other renamed, as far as the spelling goes: each user's :class:`Speller` subclass
+spells everything its work reads.  Users: :mod:`tensorad.codegen.loops.nest_key`,
+:mod:`tensorad.codegen.loops.shared_nests`, :mod:`tensorad.simplify.sums.lift_sharing`,
+:mod:`tensorad.simplify.sums.plan_key`.  :func:`renamed` turns what was made for one thing into what the
+same work makes for another with the same key.
 
-Constants are spelled bit-exactly (``0.0`` and ``-0.0``, every NaN payload differ), also
-inside tuples; a payload that cannot be hashed makes the thing :class:`Unkeyable`.  Spelling
-is iterative: no recursion limit, each shared node once.
-"""
+Constants are spelled bit-exactly (``0.0`` and ``-0.0`` and NaN payloads differ); an unhashable payload
+makes the thing :class:`Unkeyable`.  Iterative, each shared node once."""
 
 from __future__ import annotations
 
@@ -66,10 +60,9 @@ def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
 
 def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
             variables: Mapping[Expr, Expr] | None = None) -> Expr:
-    """``root`` with each read of a tensor of ``tensors`` reading its image and, given
-    ``variables``, each variable replaced by its image (``memo``: the nodes renamed by earlier
-    calls with the same maps).  :class:`Unkeyable` where ``root`` reads another tensor, holds
-    another variable, or a gather index or a sum (payloads a renaming does not reach)."""
+    """``root`` with each read of a tensor of ``tensors`` reading its image and each variable of
+    ``variables`` replaced by its image (``memo``: earlier calls' nodes).  :class:`Unkeyable` where
+    ``root`` reads another tensor, holds another variable, or a gather index or a sum."""
     def rebuilt(n: Expr) -> Expr:
         op = n.op
         if op is Op.VAR and variables is not None:
@@ -89,10 +82,9 @@ def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
 
 
 class Speller:
-    """Numbers variables and expression nodes by first appearance, appending their lines to
-    ``lines``.  Subclasses spell what a variable (:meth:`var_data`), a read (:meth:`read`) and
-    other payloads (:meth:`other`) hold for their key; the defaults: a variable's range, a
-    reduction's combiner and axes, any other payload through :func:`hashable`."""
+    """Numbers variables and nodes by first appearance into ``lines``.  Subclasses spell what a variable
+    (:meth:`var_data`), a read (:meth:`read`) and other payloads (:meth:`other`) hold; by default a range,
+    a reduction's combiner and axes, :func:`hashable`."""
 
     def __init__(self) -> None:
         self.vars: dict[Expr, int] = {}

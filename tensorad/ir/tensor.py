@@ -1,18 +1,10 @@
 """Tensors and the operations that define them: the nodes of the tensor DAG.
 
-A :class:`Tensor` is output ``value_index`` of an operation:
-
-* :class:`PlaceholderOp` -- an input with a shape and dtype (and a uid: two placeholders are
-  never the same tensor, whatever their names);
-* :class:`ComputeOp` -- ``body[v]`` evaluated at every point of ``axes`` (index variables with
-  ranges ``[0, shape[d])``), with its :class:`Provenance` (user, lifted reduction, adjoint,
-  split or merged term: the passes read roles there, never in names).  A body is either free
-  of reductions or a single ``REDUCE`` node; several bodies (a multi-output op) are all
-  reductions over one combiner and axes, or all reduction-free.
-
-All of these are frozen dataclasses: immutable, hashable, structurally compared (expressions
-inside compare by identity thanks to hash-consing).
-"""
+A :class:`Tensor` is output ``value_index`` of a :class:`PlaceholderOp` (an input with a shape, a dtype
+and a uid) or a :class:`ComputeOp` (``body[v]`` at every point of ``axes``, with its :class:`Provenance`).
+A body is free of reductions or a single ``REDUCE``; the bodies of a multi-output op are all reductions
+over one combiner and axes, or all reduction-free.  All are frozen dataclasses (expressions inside compare
+by identity)."""
 
 from __future__ import annotations
 
@@ -28,11 +20,8 @@ from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
 
 
 def _kept_hash(obj: Any) -> int:
-    """The ``__hash__`` of the frozen dataclasses below: the generated hash's value (of the
-    fields ``type(obj)._hashed`` names), computed once and kept on the object -- tensors and
-    ops key every table of the compiler, and the generated ``__hash__`` rebuilt and hashed the
-    field tuple (op -> provenance -> role) at every lookup; a kept one is one attribute read.
-    The stored value never travels: ``__getstate__`` drops it (string hashes differ between
+    """The ``__hash__`` of the frozen dataclasses below: the hash of the fields ``type(obj)._hashed``
+    names, computed once and kept on the object; ``__getstate__`` drops it (string hashes differ between
     processes)."""
     try:
         return obj._hash
@@ -89,12 +78,9 @@ def new_group() -> int:
 
 @dataclass(frozen=True)
 class Provenance:
-    """The typed origin of a compute op.
-
-    ``group`` is shared by the op a ``compute`` call made and the reductions lifted out of its
-    body, so the optimizer knows which lifted reductions a tensor owns; ``source`` is the
-    tensor it derives from (the input of an adjoint, the tensor a term was split from), for
-    reading only -- it takes no part in equality."""
+    """The typed origin of a compute op.  ``group`` is shared by a ``compute`` call's op and the
+    reductions lifted out of its body; ``source`` is the tensor it derives from (an adjoint's input, a
+    split term's tensor), for reading only: it takes no part in equality."""
 
     role: Role = Role.USER
     group: int = 0
@@ -137,8 +123,7 @@ class ComputeOp:
         return dict(self.attrs).get(key, default)
 
 
-# Broadcasting arithmetic on whole tensors (``exps / sumexps`` in the seed) is defined by the
-# operator library; it registers its functions here so that the IR does not import it.
+# Broadcasting arithmetic on tensors, registered here by the operator library (not imported by the IR).
 TENSOR_OPERATORS: dict[str, Callable[..., Tensor]] = {}
 
 
@@ -219,8 +204,7 @@ class Tensor:
         return True
 
     def __iter__(self):
-        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are not
-        # bounds-checked until a compute is built): list(T), np.asarray(T), ndarray == T hung.
+        # Without this, iter() would call __getitem__(0), (1), ... forever (reads are unchecked here).
         raise TypeError(f"tensor {self.name!r} is not iterable: read its elements with "
                         f"{self.name}[i, ...] inside ta.compute, or pass a list of tensors")
 
@@ -237,8 +221,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
 
-    # ``str`` and the notebook's HTML form are the printer's (:func:`.printer.tensor_to_str`,
-    # :func:`.printer.tensor_to_html`), attached by the package: the printer reads tensors
+    # ``str`` and the HTML form are the printer's, attached by the package
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self) if not cycle else repr(self))
@@ -255,14 +238,10 @@ def _is_view(key: tuple, ndim: int) -> bool:
 
 
 def read(tensor: Tensor, indices: tuple, mode: str | None = None) -> Expr:
-    """``tensor[indices]``: an integer index expression per dimension.
-
-    An index that reads data (``E[I[i], j]``: ``I`` an integer tensor) is a gather: it is
-    wrapped in a ``DATA_INDEX`` node (:func:`~tensorad.ir.expr.data_index`) with ``mode``
-    (default ``"raise"``: a value out of range is a run-time ``IndexError``).  With
-    ``mode="clip"`` or ``"wrap"`` an index of loop variables is clipped (``min``/``max``) or
-    wrapped (``%``) as well, in plain index arithmetic that the bounds proof reads exactly.
-    """
+    """``tensor[indices]``: an integer index expression per dimension.  An index that reads data is a
+    gather, wrapped in a ``DATA_INDEX`` node (:func:`~tensorad.ir.expr.data_index`) with ``mode``
+    (``"raise"``: out of range is a run-time ``IndexError``); with ``"clip"`` or ``"wrap"`` an index of
+    loop variables is clipped or wrapped too, in index arithmetic the bounds proof reads exactly."""
     if any(isinstance(i, slice) for i in indices) or indices is Ellipsis:
         raise TypeError(f"{tensor.name}[...]: slices are not expressions; index every "
                         f"dimension with an index variable or integer expression inside "

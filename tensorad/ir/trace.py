@@ -1,14 +1,9 @@
 """Seeing what the compiler does: stage times to ``logging`` and each stage's text to files.
 
-Stages (names as logged): ``define`` (a ``compute`` checked and built), ``differentiate``
-(an autodiff call, the optimizer included), ``optimize`` (the nonzeroness optimizer on one
-tensor), ``lower`` (tensors to a loop program), ``llvm`` (LLVM IR emitted, optimized and
-compiled to object code), ``jit`` (object code linked), and the events ``cache hit`` (memory
-or disk) and ``cache miss``.
-
-Switched on by the environment or, for a block of code, by :func:`config` (a context manager;
-the setting lives in a ``contextvars.ContextVar``, so it follows threads and tasks that copy
-the context and never changes what is computed)::
+Stages: ``define``, ``differentiate`` (the optimizer included), ``optimize``, ``lower``, ``llvm``
+(emitted, optimized, compiled), ``jit`` (linked), and the events ``cache hit`` and ``cache miss``.
+Switched on by the environment or, for a block, by :func:`config` (a ``contextvars.ContextVar``: it
+follows copied contexts and never changes what is computed)::
 
     TENSORAD_LOG=passes      every stage's time at INFO level on the logger "tensorad"
     TENSORAD_DUMP=DIR        each stage's text in DIR: printed tensors (.txt), the loop
@@ -17,8 +12,7 @@ the context and never changes what is computed)::
     with ta.config(log="passes", dump="/tmp/dump"):
         kernel = ta.build(...)
 
-:func:`collect` gathers the stage times of a block (``tensorad show --timings`` prints them).
-"""
+:func:`collect` gathers the stage times of a block (``tensorad show --timings``)."""
 
 from __future__ import annotations
 
@@ -68,18 +62,15 @@ def current() -> Config:
 
 @functools.lru_cache(maxsize=8)
 def _from_environment(log: str | None, dump: str | None) -> Config:
-    """The configuration the environment's values ask for: parsed once per pair of values, not
-    at every stage (every op a long chain defines, differentiates and optimizes is one, and the
-    parse cost more than the rest of a small op's stage); a bad value raises every time."""
+    """The configuration the environment's values ask for, parsed once per pair of values (not at every
+    stage); a bad value raises every time."""
     return Config(_parse_log(log, "TENSORAD_LOG"), Path(dump) if dump else None)
 
 
 @contextmanager
 def config(log: str | None = None, dump: str | os.PathLike | None = None) -> Iterator[Config]:
-    """``with ta.config(log="passes", dump=DIR):`` -- report the stages of the code inside.
-
-    ``log=None``/``dump=None`` turn that report off inside the block (the environment's
-    setting does not apply there)."""
+    """``with ta.config(log="passes", dump=DIR):`` -- report the stages of the code inside;
+    ``log=None``/``dump=None`` turn that report off inside the block."""
     if log is not None and not isinstance(log, str):
         raise TypeError(f"config: log must be a string such as 'passes', got {type(log).__name__}")
     if dump is not None and not isinstance(dump, (str, os.PathLike)):

@@ -1,8 +1,7 @@
 """The user's tensor-expression language (API.md section 1).
 
 Modules: ``tensor_lang`` placeholders, compute, reduce axes, scalar functions; ``bounds``
-definition-time bounds checking; ``batching`` a program with a batch axis in front (``vmap``).
-"""
+definition-time bounds checking; ``batching`` a program with a batch axis in front (``vmap``)."""
 
 from .bounds import OutOfBoundsError, check_op_bounds
 from .tensor_lang import (

@@ -1,14 +1,10 @@
 """A tensor program with a batch axis in front: what ``vmap`` of a tensorad program computes.
 
-``batch_program(outputs, inputs, batched, size)`` rewrites the program so that each input
-flagged in ``batched`` gains a leading axis of length ``size`` and every tensor that depends on
-one of them gains that axis too (its reads of batched tensors take the batch index first);
-tensors that depend on no batched input are shared, unchanged.  The result is one program
-(one kernel) for the whole batch, not a loop of calls: a convolution over a batch of weight
-sets becomes one convolution with a batch axis.  Reductions keep their axes (each batch
-element reduces over its own data); the bodies, tags, attributes and provenance are kept, so
-autodiff and the optimizer treat the batched program as they treat the original.
-"""
+``batch_program(outputs, inputs, batched, size)`` gives each input flagged in ``batched`` a leading axis
+of length ``size``, and every tensor that depends on one of them that axis too (its reads of batched
+tensors take the batch index first); other tensors are shared unchanged.  The result is one program for
+the whole batch.  Reductions keep their axes; bodies, tags, attributes and provenance are kept, so
+autodiff and the optimizer treat it as the original."""
 
 from __future__ import annotations
 

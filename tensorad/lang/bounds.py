@@ -1,17 +1,11 @@
 """Definition-time bounds checking: no read of a compute may fall outside its tensor.
 
-For each read ``T[idx]`` in a compute body we build, with isl, the set of points of the
-compute's domain (its axes, the reduction's axes and ``where`` condition, and the conditions of
-the ``if_then_else`` branches that guard the read) at which some index leaves ``[0, shape)``.
-A nonempty set is an error naming the tensor, the index and one offending point.
-
-Guards that isl cannot represent (data-dependent conditions) are taken as possibly true, so the
-check stays sound: such a guard cannot excuse an out-of-bounds read.  An index that is not
-quasi-affine cannot be checked and is rejected with a clear message.  A gather index (a
-``DATA_INDEX`` node, ``E[I[i], j]``) is in range by construction (checked at run time,
-clipped or wrapped): it enters the proof as an opaque variable over that range, so an index
-computed from it (``X[I[i] + 1]`` after a pass substitutes) is still proved exactly in the rest.
-"""
+For each read ``T[idx]`` of a body, isl builds the set of points of the compute's domain (axes, reduction
+axes and ``where``, and the ``if_then_else`` conditions guarding the read) at which an index leaves
+``[0, shape)``; a nonempty set is an error naming the tensor, the index and one offending point.  Guards
+isl cannot represent are taken as possibly true (sound); an index that is not quasi-affine is rejected.  A
+gather index (``DATA_INDEX``) is in range by construction and enters the proof as an opaque variable over
+that range."""
 
 from __future__ import annotations
 
@@ -29,14 +23,9 @@ class OutOfBoundsError(IndexError):
 
 
 def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[Expr, isl.Set]]:
-    """Every read under ``body`` with the set of points at which it is evaluated.
-
-    A node is evaluated wherever one of its users is, restricted by the branch it sits in: the
-    branches of an ``if_then_else`` under its condition (then) or its negation (else), a
-    reduction's sources under its ``where``.  Users come before operands in reversed post-order,
-    so one pass over the DAG suffices: linear in its size (a shared node takes the union of its
-    users' sets), with no recursion and no enumeration of paths, whatever the nesting depth.
-    """
+    """Every read under ``body`` with the points where it is evaluated: wherever a user is, restricted to
+    its branch (an ``if_then_else`` condition or its negation, a ``where``); users before operands, so one
+    pass suffices (a shared node unites its users' sets)."""
     order = list(walk(body))
     has_read: set[Expr] = set()
     for node in order:
@@ -71,10 +60,8 @@ def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[
 
 
 def _needs_proof(node: Expr, ranged: frozenset) -> bool:
-    """A read whose indices are not all in range by their form (those need no proof): a
-    constant in ``[0, size)``, or one of the compute's own variables (``ranged``: its axes and
-    reduction axes) whose whole range lies in ``[0, size)`` -- the common ``Y[i] = f(X[i])``,
-    which a long chain repeats thousands of times."""
+    """A read whose indices are not all in range by their form: a constant in ``[0, size)``, or a variable
+    of ``ranged`` (the compute's axes and reduction axes) whose whole range lies in ``[0, size)``."""
     return node.op is Op.READ and not all(
         (0 <= i.arg < s) if i.op is Op.CONST else
         (i in ranged and 0 <= i.lo and i.hi <= s) if i.op is Op.VAR else False

@@ -1,11 +1,8 @@
 """The user's language (API.md section 1): placeholders, compute, reduce axes, scalar functions.
 
-``compute`` names its axes after the parameters of ``fcompute`` (``lambda i, j: ...`` gives axes
-``i`` and ``j``), accepts tuple bodies (one op, several output tensors), and lifts reductions
-that are nested inside a larger expression into tensors of their own, so that in the IR every
-reduction is the whole body of its compute (the form autodiff, the optimizer and lowering use).
-Every new compute is checked for out-of-bounds reads before it is returned.
-"""
+``compute`` names its axes after ``fcompute``'s parameters, accepts tuple bodies (one op, several tensors)
+and lifts nested reductions into tensors of their own, so that every reduction is the whole body of its
+compute.  Every new compute is checked for out-of-bounds reads."""
 
 from __future__ import annotations
 
@@ -60,11 +57,9 @@ def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
 
 
 def _positional(fcompute: Callable) -> tuple[list[str], int, bool]:
-    """The names of ``fcompute``'s positional parameters, how many of them have no default,
-    and whether it takes ``*args`` instead.  A plain function's are read from its code object,
-    as ``inspect.signature`` would give them: that call cost more than the rest of defining a
-    small compute (a long chain's define phase); anything else -- a wrapper, a partial, a
-    method, a callable object, a declared ``__signature__`` -- asks ``inspect``."""
+    """The names of ``fcompute``'s positional parameters, how many have no default, and whether it takes
+    ``*args``: read from a plain function's code object, else (wrappers, partials, callables,
+    ``__signature__``) from ``inspect``."""
     if type(fcompute) is FunctionType and not hasattr(fcompute, "__wrapped__") \
             and not hasattr(fcompute, "__signature__"):
         code = fcompute.__code__
@@ -103,8 +98,7 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     ``dtype`` (default: the body's) stores the values in another dtype, with an explicit
     ``cast``: ``dtype="bfloat16"`` computes in float32 and stores rounded to bfloat16.
     ``check_bounds=False`` skips the isl bounds proof: for tensorad's own passes (autodiff, the
-    optimizer), whose reads are in bounds by construction and which build many tensors.
-    """
+    optimizer), whose reads are in bounds by construction and which build many tensors."""
     shape = _check_shape(shape, f"compute {name!r}")
     axes = tuple(var(n, 0, s) for n, s in zip(_axis_names(fcompute, len(shape)), shape))
     result = fcompute(*axes)
@@ -122,13 +116,9 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
 def make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: str = "",
                  attrs: dict | None = None, check_bounds: bool = True,
                  provenance: Provenance | None = None) -> tuple[Tensor, ...]:
-    """The op behind :func:`compute`, from axis variables (``var(name, 0, extent)``) and bodies.
-
-    Passes that already hold axes and bodies call this; it lifts nested reductions, checks the
-    body form and (unless ``check_bounds=False``) proves every read in bounds.
-    ``provenance`` records why the op exists (default: a user op); without a group it gets a
-    fresh one, which the reductions lifted out of its bodies share (role ``LIFTED``).
-    """
+    """The op behind :func:`compute`, from axis variables and bodies: lifts nested reductions, checks the
+    body form and (unless ``check_bounds=False``) proves reads in bounds.  ``provenance`` (default: a user
+    op) without a group gets a fresh one, shared with the lifted reductions."""
     if provenance is None:
         provenance = Provenance(Role.USER, new_group())
     elif not provenance.group:
@@ -204,17 +194,11 @@ def _check_body_form(bodies: tuple[Expr, ...], nodes: list[list[Expr]], axes: tu
 
 def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
                             name: str, check_bounds: bool, group: int) -> tuple[Expr, ...]:
-    """Turn every reduction that is not a whole body into a read of a new tensor.
-
-    ``compute((n,), lambda i: sum(A[i, k], k) / n)`` becomes ``R = compute((n,), lambda i:
-    sum(A[i, k], k))`` and ``compute((n,), lambda i: R[i] / n)``; the new tensor is indexed by
-    the compute's own axes (its shape is the compute's), named ``<name>.red``, with role
-    ``LIFTED`` in the compute's ``group`` (what makes it the compute's own, not its name).
-    A reduction nested in another's source may read the outer one's axes
-    (``sum(A[k, i] * sum(A[k, j], j), k)``: an inner sum per ``k``); each such axis ``k`` in
-    ``[lo, hi)`` becomes one more axis of the new tensor, of extent ``hi - lo``, read at
-    ``k - lo`` (the innermost reductions are lifted first, so any depth works).
-    """
+    """Turn every reduction that is not a whole body into a read of a new tensor ``<name>.red`` over the
+    compute's axes, of role ``LIFTED`` in the compute's ``group``:
+    ``compute((n,), lambda i: sum(A[i, k], k) / n)`` becomes ``R[i] = sum(A[i, k], k)`` and ``R[i] / n``.
+    An outer reduction's axis ``k`` in ``[lo, hi)`` that an inner one reads becomes one more axis of the
+    new tensor, read at ``k - lo`` (innermost first, so any depth works)."""
     own = set(axes)
     lifted: dict[Expr, tuple[Expr, tuple[Expr, ...]]] = {}
     count = [0]

@@ -1,13 +1,9 @@
-"""The boundary between the IR and isl: index expressions and conditions as isl objects.
+"""The boundary between the IR and isl: every part of tensorad that reasons about integer index sets
+converts through this package, so isl objects never enter the IR.
 
-Every part of tensorad that reasons about integer index sets (bounds checking, the
-nonzeroness optimizer, loop generation, work counting) converts through this package, so isl
-objects never enter the IR and the conversion rules live in one place.
-
-Modules: ``affine`` quasi-affine expressions as isl objects; ``domain`` integer sets over IR
-variables; ``linear`` linear forms of index expressions; ``nesting`` reduction domains that
-nest along an output axis (running reductions, scans); ``to_expr`` isl results back to IR.
-"""
+Modules: ``affine`` quasi-affine expressions as isl objects; ``domain`` integer sets over IR variables;
+``linear`` linear forms of index expressions; ``nesting`` reduction domains that nest along an output axis
+(scans); ``to_expr`` isl results back to IR."""
 
 from .affine import IndexSpace, NotAffine, point_str
 

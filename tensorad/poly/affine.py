@@ -1,15 +1,10 @@
 """Quasi-affine index expressions and conditions as isl piecewise-affine functions and sets.
 
-An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensions; it turns
-integer expressions built from ``+ - *`` (by constants), ``//`` and ``%`` (by positive
-constants), ``max``/``min`` into ``isl.PwAff`` and boolean conditions into ``isl.Set``.
-Expressions are read as linear forms (:mod:`.linear`, the one analyzer of index arithmetic)
-and built with islpy's constructors (``Aff`` coefficients, ``PwAff`` operations), never by
-formatting text for isl to parse; integers stay exact past 64 bits.
-Everything else raises :class:`NotAffine` -- or, for conditions converted with
-``exact=False``, becomes "unknown" and is over-approximated by the universe (sound for
-questions of the form "can this read be out of bounds?").
-"""
+An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensions and turns integer
+expressions of ``+ - *`` (by constants), ``//`` and ``%`` (by positive constants) and ``max``/``min`` into
+``isl.PwAff``, and conditions into ``isl.Set``, through islpy's constructors (never text), exact past 64
+bits.  Anything else raises :class:`NotAffine`, or, in a condition converted with ``exact=False``, is
+over-approximated by the universe."""
 
 from __future__ import annotations
 
@@ -52,13 +47,9 @@ def _val(n: int) -> isl.Val:
 
 
 class IndexSpace:
-    """isl conversions over a fixed, ordered set of index variables.
-
-    ``opaque``: ``DATA_INDEX`` nodes (gather indices, read from data) to treat as variables of
-    the space ranging over ``[0, extent)`` -- an over-approximation (any value in range, at any
-    point), sound for "can this read be out of bounds?" and exact for everything that does not
-    depend on them.  Without it such a node is :class:`NotAffine`.
-    """
+    """isl conversions over a fixed, ordered set of index variables.  ``opaque``: ``DATA_INDEX`` nodes to
+    treat as variables ranging over ``[0, extent)`` (an over-approximation, sound for "can this read be
+    out of bounds?"); without it such a node is :class:`NotAffine`."""
 
     def __init__(self, variables: Sequence[Expr], opaque: Sequence[Expr] = ()) -> None:
         self.vars = list(dict.fromkeys(list(variables) + list(opaque)))
@@ -88,9 +79,8 @@ class IndexSpace:
         return self._make_box(variables)
 
     def _make_box(self, variables: Iterable[Expr]) -> isl.Set:
-        """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set
-        that intersecting ``v >= lo`` and ``v < hi`` one at a time gives, printed alike (a
-        test compares them), in a third of the time -- the optimizer builds one per plan."""
+        """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set that
+        intersecting the bounds one at a time gives, printed alike."""
         variables = list(variables)
         if not all(v in self.pos for v in variables):
             return self._intersected_box(variables)
@@ -117,14 +107,9 @@ class IndexSpace:
         return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
 
     def aff(self, e: Expr) -> isl.PwAff:
-        """``e`` as a piecewise quasi-affine function of the space's variables.
-
-        ``e`` is read as a linear form (:mod:`.linear`): its coefficients of variables go into
-        one ``isl.Aff``, each other atom is converted by :data:`_ATOMS` and added scaled.
-        Iterative (:func:`fold_along`, an atom's operands before the atom), so an index
-        expression of any depth converts without reaching Python's recursion limit; results
-        are memoized per space, so a shared subexpression converts once.
-        """
+        """``e`` as a piecewise quasi-affine function of the space's variables: its linear form's variable
+        coefficients in one ``isl.Aff``, each other atom converted by :data:`_ATOMS` and added scaled.
+        Iterative (:func:`fold_along`) and memoized per space."""
         found = self._aff_memo.get(e)
         if found is not None:
             return found
@@ -183,14 +168,9 @@ class IndexSpace:
 
     # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
-        """The set where boolean ``c`` holds.
-
-        With ``exact=False`` an atom isl cannot represent (a data-dependent test) is taken as
-        possibly true: the result is then a superset, valid only where a superset is safe.
-        Negation of an inexact set is not a superset, so under ``NOT`` unknown atoms are
-        taken as possibly false instead.  Iterative and memoized like :meth:`aff`: a
-        condition of any depth converts without recursion.
-        """
+        """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
+        as possibly true (a superset), and under ``NOT`` as possibly false.  Iterative and memoized like
+        :meth:`aff`."""
         memo = self._cond_memo
         root = (c, exact, True)
         stack: list[tuple[tuple[Expr, bool, bool], bool]] = [(root, False)]
@@ -294,9 +274,8 @@ def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b else
     return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
 
 
-# The atoms of a linear form that isl represents, besides the space's variables: op -> (the
-# operands converted first, or ``None`` when the node is not quasi-affine; the function of the
-# node from theirs).  A product of two non-constant forms, a read, float arithmetic: not here.
+# The atoms of a linear form that isl represents, besides the space's variables: op -> (the operands
+# converted first, or ``None`` when not quasi-affine; the node's function of theirs).
 _ATOMS = {
     Op.FLOORDIV: (_div_operands, _floordiv),
     Op.MOD: (_div_operands, _mod),

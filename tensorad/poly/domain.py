@@ -1,21 +1,10 @@
 """Integer sets over named IR variables: the isl questions the nonzeroness optimizer asks.
 
-An :class:`IndexSet` pairs an ordered list of IR variables with an ``isl.Set`` over them.  It
-answers, in IR terms:
-
-* ``solve(v)``   -- is ``v`` determined by the other variables on the set?  If so, as which
-  quasi-affine function (isl: the map others -> v is single-valued; ``as_pw_multi_aff``)?
-* ``project_out(v)`` -- the set of the other variables for which some ``v`` exists;
-* ``constraints_on(v)`` -- only what the set says about ``v`` once the others are fixed;
-* ``const_range(v)`` -- the smallest and largest value of ``v`` on the set;
-* ``lower_bounds(v, over)`` -- candidate lower bounds of ``v`` as functions of ``over``
-  (isl's ``lexmin`` pieces), each checked to bound ``v`` on the whole set, with the extent
-  ``max(v - bound) + 1`` -- what "deskewing" a reduction variable needs;
-* ``gist(context)`` / ``to_cond()`` -- the set simplified against known constraints, as an IR
-  condition.
-
-Everything stays in isl until a result is converted with :mod:`.to_expr`.
-"""
+An :class:`IndexSet` pairs an ordered list of IR variables with an ``isl.Set`` over them and answers in IR
+terms: ``solve(v)`` (is ``v`` a quasi-affine function of the others on the set?), ``project_out(v)``,
+``constraints_on(v)`` (what the set says of ``v`` once the others are fixed), ``const_range(v)``,
+``lower_bounds(v, over)`` (what deskewing a reduction variable needs), ``gist(context)`` and
+``to_cond()``.  Results are converted to IR by :mod:`.to_expr`."""
 
 from __future__ import annotations
 
@@ -33,13 +22,10 @@ _OUT = isl.dim_type.out
 _SET = isl.dim_type.set
 
 
-# isl counts a set with divisions by scanning it, and a few nested divisions with large
-# coefficients take it seconds to minutes (a Hessian-vector product's footprint, three divisions: 13 CPU-s).
-# The library's counts are cost estimates (a scan's updates, a merge's body runs), so a set with
-# more than ``COUNT_DIVISIONS`` divisions in a piece is not counted at all, and any other with
-# divisions gets ``COUNT_OPERATIONS`` of isl's operations (``isl_ctx_set_max_operations``:
-# deterministic, unlike a clock) in a context of its own; the caller takes ``None`` as "too
-# costly to know": it keeps its plain form, or estimates by :func:`count_bound`.
+# isl counts a set with divisions by scanning it, which can take minutes: a set with more than
+# ``COUNT_DIVISIONS`` divisions in a piece is not counted, any other with divisions gets
+# ``COUNT_OPERATIONS`` of isl's operations; ``None`` means "too costly to know" (:func:`count_bound`
+# estimates).
 COUNT_DIVISIONS = 2
 COUNT_OPERATIONS = 100_000
 
@@ -164,12 +150,9 @@ class IndexSet:
         return int(lo), int(hi)
 
     def lower_bounds(self, v: Expr, over: Sequence[Expr]) -> list[tuple[Expr, int]]:
-        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents.
-
-        The pieces of ``lexmin v`` (as a function of ``over``; other variables projected out)
-        are the candidates; a candidate ``a`` qualifies when ``v >= a`` on the whole set, and
-        its extent is ``max(v - a) + 1``.  Sorted by extent, then by number of divs.
-        """
+        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents: the
+        pieces of ``lexmin v`` over ``over`` for which ``v >= a`` on the set, each with extent
+        ``max(v - a) + 1``, sorted by extent, then by number of divs."""
         keep = [x for x in self.vars if x is v or any(x is o for o in over)]
         proj = self.project_onto(keep)
         k = proj._pos(v)
@@ -188,8 +171,7 @@ class IndexSet:
             dom = self.set
             if not dom.intersect(diff.lt_set(space.constant(0))).is_empty():
                 continue  # not a lower bound everywhere
-            # max(v - lo) over the set: as the range of a map, so that isl maximizes over a set
-            # (``PwAff.max_val`` refuses quasi-affine pieces: "expecting integer affine expression")
+            # max(v - lo) as the range of a map (``PwAff.max_val`` refuses quasi-affine pieces)
             values = isl.Map.from_pw_aff(diff.intersect_domain(dom)).range()
             ext = int(val_to_fraction(values.dim_max_val(0))) + 1
             out.append((lo, ext, a.dim(isl.dim_type.div)))
@@ -215,10 +197,7 @@ def _space(variables: Sequence[Expr], space: IndexSpace | None) -> IndexSpace:
 
 
 def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
-    """The smallest and largest value ``pa`` takes on its domain, both inclusive.
-
-    Taken from the image set (``dim_min_val``), not ``isl_pw_aff_min_val``: the latter raises
-    "expecting integer affine expression" on some domains with divisions (a `where` with a
-    modulo) where the set question is answered exactly."""
+    """The smallest and largest value ``pa`` takes on its domain, both inclusive, from the image set
+    (``isl_pw_aff_min_val`` raises on some domains with divisions)."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()

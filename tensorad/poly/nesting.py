@@ -1,22 +1,15 @@
-"""Reductions whose domains nest along an output axis: the running reductions (scans).
+r"""Reductions whose domains nest along an output axis: the running reductions (scans).
 
-For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D`` (output axes then
-reduction axes), the sets *nest upwards* along ``j`` when every term of ``D(j - 1)`` is a term
-of ``D(j)``: ``Y[j]`` is then ``Y[j - 1]`` combined with the terms ``D(j) \\ D(j - 1)``, and
-a whole row costs one update per term instead of one per (point, term).  A prefix sum
-``D(j) = {k : k <= j}`` nests upwards; its adjoint, the suffix sum ``{k : k >= j}``, nests
-downwards (``D(j + 1) ⊆ D(j)``); a sliding window ``{k : j - 2 <= k <= j}`` does not nest.
-
-The scan is *ordered* when, with one reduction axis, every term a point adds lies past the
-last term it carries: it then combines the terms in the plain loop's order (``k`` rising), so
-it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j`` is ordered
-upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
+For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the sets *nest upwards* along
+``j`` when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one
+update per term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a
+sliding window not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds
+lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is,
+``k >= n - 1 - j`` is not.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry; the optimizer
-asks :func:`scan_axes` whether a sum it rewrites becomes a scan (a factor that reads the scanned
-axis, moved out of the sum).
-"""
+:func:`ordered_prefix_axes` for a winner reduction a scan can carry; the optimizer asks :func:`scan_axes`
+whether a sum it rewrites becomes a scan."""
 
 from __future__ import annotations
 
@@ -46,11 +39,10 @@ def lift(s: isl.Set, like: isl.Set) -> isl.Set:
 
 
 def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, isl.Set] | None:
-    """``(carry, prev)`` when the sets of ``dom`` (over output then reduction axes; ``proj``
-    its projection onto the output axes) nest along output dimension ``pos`` in direction
-    ``step`` (+1: each point extends its predecessor ``j - 1``; -1: its successor ``j + 1``):
-    ``carry`` the points whose predecessor is computed too, ``prev`` the terms they carry.
-    ``None`` when nothing is carried or a carried term leaves the set."""
+    """``(carry, prev)`` when the sets of ``dom`` (``proj``: its projection onto the outputs) nest along
+    output dimension ``pos`` in direction ``step`` (+1: a point extends ``j - 1``): the points whose
+    predecessor is computed and the terms they carry; ``None`` when nothing is or a term leaves the set.
+    """
     carry = proj.intersect(shift(proj, pos, step))
     prev = shift(dom, pos, step).intersect(lift(carry, dom))
     if prev.is_empty() or not prev.is_subset(dom):
@@ -75,9 +67,8 @@ def ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
 
 def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             reads: Sequence[Expr]) -> tuple[isl.Set, isl.Set, set]:
-    """``(dom, proj, used)`` of ``reduce_{raxes where cond}`` over ``axes``: the affine set of
-    the representable conjuncts, its projection onto the axes, and the variables the reads
-    and the other conjuncts use (an axis among them sees different terms at every point)."""
+    """``(dom, proj, used)`` of ``reduce_{raxes where cond}`` over ``axes``: the representable conjuncts'
+    set, its projection onto the axes, and the variables the rest uses."""
     space = IndexSpace(tuple(axes) + tuple(raxes))
     dom, used = space.box(), set()
     for term in chain(cond, Op.AND):
@@ -92,13 +83,10 @@ def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                         reads: Sequence[Expr]) -> list[Expr]:
-    """The output axes along which the reduction ``reduce_{raxes where cond}`` of a body over
-    ``axes`` is an ordered upward scan (see the module docstring): the affine conjuncts of
-    ``cond`` mention the axis and nest along it (a prefix that grows: an axis the condition does
-    not mention sees the same set at every point), and neither the expressions ``reads`` (the
-    sources) nor the conjuncts isl cannot represent mention it.  Worked example:
-    ``max_k X[b, k] where k <= i`` over ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives
-    ``[b, i]``."""
+    """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` is an ordered upward scan:
+    the affine conjuncts of ``cond`` mention the axis and nest along it, and neither ``reads`` (the
+    sources) nor the conjuncts isl cannot represent mention it.  ``max_k X[b, k] where k <= i`` over
+    ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives ``[b, i]``."""
     if len(raxes) != 1:
         return []
     dom, proj, used = _domain(axes, raxes, cond, reads)
@@ -115,12 +103,10 @@ def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
               reads: Sequence[Expr]) -> list[Expr]:
-    """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` nests, upwards
-    or downwards, in any order: the axes code generation may scan a sum along (fast math),
-    each row costing about its terms once.  The condition must bound the axis (else every
-    point sees one set: nothing to scan), and neither ``reads`` nor the conjuncts isl cannot
-    represent may mention it.  ``sum_i H[i] where i >= k`` over ``(k,)`` gives ``[k]``;
-    ``sum_i H[i] / D[k] where i >= k`` gives ``[]``."""
+    """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` nests, upwards or
+    downwards, in any order (a sum scanned under fast math): the condition bounds the axis, and neither
+    ``reads`` nor the conjuncts isl cannot represent mention it.  ``sum_i H[i] where i >= k`` over
+    ``(k,)`` gives ``[k]``; ``sum_i H[i] / D[k] where i >= k`` gives ``[]``."""
     if not raxes:
         return []
     dom, proj, used = _domain(axes, raxes, cond, reads)

@@ -1,20 +1,14 @@
-"""isl results back to IR: quasi-affine functions and sets as index expressions and conditions.
+"""isl results back to IR: quasi-affine functions and sets as index expressions and conditions (the other
+direction of :mod:`.affine`).
 
-The other direction of :mod:`.affine`.  Conventions:
-
-* an ``isl.Aff`` over variables ``x`` is ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` with
-  rational coefficients; we scale by the common denominator ``D`` so that every coefficient is
-  an integer and write ``(...) // D`` (exact: isl only hands out integer-valued functions for
-  integer points of their domain here).  A div ``floor(d_j)`` recurses into ``d_j`` -- only for
-  divs with a nonzero coefficient, the others may be stale;
-* ``Val.to_python`` raises on rationals, so values are read as numerator and denominator,
-  both exact Python ints;
-* a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator (the denominator is positive);
-* a set is the disjunction of its basic sets, each the conjunction of its constraints
-  (existentially quantified variables are made explicit divs first, so ``exists e: x = 2e``
-  becomes ``x - 2*(x // 2) == 0``, which the simplifier prints as ``x % 2 == 0``);
-* a piecewise function with several pieces becomes a ``select`` chain over the pieces' domains.
-"""
+* an ``isl.Aff`` ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` is scaled by its common denominator ``D``
+  and written ``(...) // D`` (exact: isl hands out integer-valued functions here); a div with a nonzero
+  coefficient recurses into ``d_j``;
+* values are read as exact numerator and denominator;
+* a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator;
+* a set is the disjunction of its basic sets, each the conjunction of its constraints (existentials made
+  explicit divs first: ``exists e: x = 2e`` becomes ``x - 2*(x // 2) == 0``);
+* a piecewise function of several pieces is a ``select`` chain over the pieces' domains."""
 
 from __future__ import annotations
 
@@ -31,11 +25,8 @@ _DIV = isl.dim_type.div
 
 
 def val_to_fraction(v: isl.Val) -> Fraction | int:
-    """An isl rational exactly: an ``int`` when it is an integer (most coefficients), else a
-    Fraction -- read from isl's one text of it, ``n`` or ``n/d`` (``to_python`` refuses
-    non-integers and prints the value again, ``get_num_si`` truncates past 64 bits; the
-    numerator and denominator read as isl values were five calls into isl and a checked
-    Fraction, some 8% of the optimizer's plans).  An infinity or NaN is a ``ValueError``."""
+    """An isl rational exactly, an ``int`` or a Fraction, read from isl's text of it (``n`` or ``n/d``);
+    an infinity or NaN is a ``ValueError``."""
     text = v.to_str()
     if "/" in text:
         num, den = text.split("/")

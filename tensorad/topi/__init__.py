@@ -21,8 +21,7 @@ exactly what a user would have written by hand.
 
 Modules: ``nn`` (dense, convolution, pooling, softmax, activations), ``spatial`` (transposed
 convolution, upsampling), ``norm``, ``attention``, ``loss``, ``gather``, ``linalg``,
-``broadcast``, ``math``, ``reduction``, ``transform``; ``_util`` shared argument checks.
-"""
+``broadcast``, ``math``, ``reduction``, ``transform``; ``_util`` shared argument checks."""
 
 from tensorad.ir.tensor import TENSOR_OPERATORS
 

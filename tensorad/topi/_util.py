@@ -1,8 +1,5 @@
-"""Shared helpers of the operator library: argument checking and building one compute.
-
-Every operator checks its arguments here so that a bad call fails at the call with a message
-naming the operator and what it expected, never later inside autodiff or lowering.
-"""
+"""Shared helpers of the operator library: argument checks, so that a bad call fails at the call with a
+message naming the operator, and building one compute."""
 
 from __future__ import annotations
 
@@ -71,11 +68,8 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
 
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
-    """A one-output compute whose body is ``fbody(axes)`` (the axes as one tuple).
-
-    Generic n-d operators use this instead of ``compute(shape, lambda *i: ...)`` to give their
-    axes readable names (``ax0, ax1, ...`` unless ``axis_names`` says otherwise).
-    """
+    """A one-output compute whose body is ``fbody(axes)``, with readable axis names (``ax0, ax1, ...``
+    unless ``axis_names`` says otherwise)."""
     shape = tuple(shape)
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
@@ -108,9 +102,8 @@ def _stored(t: Any, dtype: str) -> Any:
 
 
 def keeps_storage(fn: Callable) -> Callable:
-    """``fn`` (an operator) made to store its float32 results in the half dtype of its tensor
-    arguments: computed in float32, rounded once at the end, like one PyTorch CPU kernel.  The
-    operators it calls inside compute in float32 throughout (only the outermost one rounds)."""
+    """``fn`` (an operator) made to store its float32 results in its tensor arguments' half dtype,
+    computed in float32 and rounded once at the end (the outermost operator only)."""
 
     @functools.wraps(fn)
     def op(*args: Any, **kwargs: Any) -> Any:

@@ -1,11 +1,7 @@
-"""Scaled dot-product attention, written as five computes (scores, row max, exponentials, row
-sum, weighted values) so that autodiff sees an ordinary softmax of a matrix product.
-
-With ``causal=True`` the mask ``s <= l`` (top-left aligned, as PyTorch's ``is_causal``) is a
-``where`` condition of every reduction over keys and an ``if_then_else`` on the
-exponentials: the optimizer turns it into triangular loop bounds, so neither the forward
-nor the gradient computes the masked half.
-"""
+"""Scaled dot-product attention as five computes (scores, row max, exponentials, row sum, weighted
+values): an ordinary softmax of a matrix product to autodiff.  With ``causal=True`` the mask ``s <= l``
+(PyTorch's ``is_causal``) is a ``where`` of every reduction over keys and an ``if_then_else`` on the
+exponentials, which the optimizer turns into triangular loop bounds."""
 
 from __future__ import annotations
 

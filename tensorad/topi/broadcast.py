@@ -1,13 +1,7 @@
-"""Broadcasting binary arithmetic between tensors and Python scalars (NumPy's rules).
-
-Shapes are aligned at their last axes; two sizes agree when they are equal or one of them is 1,
-and a size-1 axis is read at index 0 for every output index.  Example: ``A [3, 1]`` plus
-``B [4]`` gives ``Y [3, 4]`` with ``Y[i, j] = A[i, 0] + B[j]``.  A Python number on either side
-becomes a constant of the tensor's dtype (``X * 2`` stays float32 for a float32 ``X``).
-
-These functions also give ``Tensor`` its ``+ - * /`` and unary ``-`` (see
-``tensorad.ir.tensor.TENSOR_OPERATORS``; the package registers them on import).
-"""
+"""Broadcasting binary arithmetic between tensors and Python scalars (NumPy's rules): shapes aligned at
+their last axes, a size-1 axis read at index 0 (``A [3, 1]`` plus ``B [4]`` is
+``Y[i, j] = A[i, 0] + B[j]``), a Python number a constant of the tensor's dtype.  These also give
+``Tensor`` its ``+ - * /`` and unary ``-`` (``tensorad.ir.tensor.TENSOR_OPERATORS``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Gathers: ``take``, ``index_select``, ``embedding`` and ``embedding_bag``.
 
-Each is one compute whose read of the source tensor is indexed by data (``W[I[i], d]``): a
-gather index (``DATA_INDEX``, see :class:`tensorad.ir.expr.DataIndex`) under ``mode``
-``"raise"`` (an index out of range is a run-time ``IndexError``, in ``ta.evaluate`` and in
-built kernels), ``"clip"`` or ``"wrap"`` (as ``np.take``).  Their gradient with respect to
-the source is a scatter-add (one add per element read, :mod:`tensorad.codegen.strategies.scatter`);
-index tensors are integers and get no gradient.
+Each is one compute whose read of the source is indexed by data (``W[I[i], d]``), a ``DATA_INDEX``
+(:class:`tensorad.ir.expr.DataIndex`) of ``mode`` ``"raise"``, ``"clip"`` or ``"wrap"``.  The gradient by
+the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors get no gradient.
 """
 
 from __future__ import annotations

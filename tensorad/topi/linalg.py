@@ -1,9 +1,5 @@
-"""Matrix products with NumPy's ``matmul`` semantics.
-
-``matmul(A [n, k], B [k, m])`` is ``Y[i, j] = sum_r A[i, r] * B[r, j]``.  Leading (batch)
-axes broadcast against each other as in ``add``; a 1-d ``A`` acts as a row ``[1, k]`` and a 1-d
-``B`` as a column ``[k, 1]``, the unit axis being dropped from the result.
-"""
+"""Matrix products with NumPy's ``matmul`` semantics: ``Y[i, j] = sum_r A[i, r] * B[r, j]``, leading axes
+broadcast as in ``add``, a 1-d ``A`` a row and a 1-d ``B`` a column whose unit axis is dropped."""
 
 from __future__ import annotations
 

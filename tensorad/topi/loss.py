@@ -1,12 +1,8 @@
 """Losses over integer class labels: ``cross_entropy`` and ``nll_loss``.
 
-The labelled logit is a gather, ``if_then_else(L[r] != ignore_index, X[r, L[r]], 0)``: one
-read per row (a pass over the classes, ``sum_c select(L[r] == c, X[r, c], 0)``, costs ``C``
-times more), and its gradient is one store per row, not a one-hot pass.  Labels equal to
-``ignore_index`` contribute nothing and are left out of the mean, as in PyTorch; any other
-label outside ``[0, C)`` raises ``IndexError`` when the loss is computed (the gather's
-run-time check, as PyTorch does).
-"""
+The labelled logit is a gather, ``if_then_else(L[r] != ignore_index, X[r, L[r]], 0)``: one read per row,
+and its gradient one store per row.  Labels equal to ``ignore_index`` contribute nothing and are left out
+of the mean; any other label outside ``[0, C)`` raises ``IndexError`` when computed, as in PyTorch."""
 
 from __future__ import annotations
 

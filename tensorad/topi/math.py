@@ -1,9 +1,5 @@
-"""Elementwise operators on one tensor, and tensors filled with a constant.
-
-Each is one compute ``Y[i...] = f(X[i...])`` named after the operator and tagged
-``"elemwise"``; the scalar function comes from the language, so autodiff differentiates it with
-its ordinary rule table.
-"""
+"""Elementwise operators on one tensor, each one compute ``Y[i...] = f(X[i...])`` tagged ``"elemwise"``,
+and tensors filled with a constant."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Layouts are NCHW for activations and OIHW for convolution weights.  Padding is a
 own (``pad``: an ``if_then_else`` that reads the input only inside it), so a convolution or a
 pool reads a padded tensor everywhere in bounds and their reductions stay condition-free --
 except max pooling, which reads its ``-inf`` padding under the window's own ``if_then_else``: its
-gradient then scatters straight into ``X`` at offsets its forward saved.
-"""
+gradient then scatters straight into ``X`` at offsets its forward saved."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def dense(x: Tensor, w: Tensor, b: Tensor | None = None, name: str = "dense") ->
     ``X`` may have any leading axes, as PyTorch's ``linear``: ``Y[..., j] = sum_k X[..., k]
     W[j, k] (+ B[j])`` for ``X [..., in]``.
 
-    With a bias the product is a tensor of its own (``dense.red``) and ``dense`` adds ``B``.
-    """
+    With a bias the product is a tensor of its own (``dense.red``) and ``dense`` adds ``B``."""
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
     if len(x.shape) < 2:
@@ -83,8 +81,7 @@ def pad(x: Tensor, pad_before: Sequence[int] | int, pad_after: Sequence[int] | i
     """``X`` with ``pad_before[d]`` elements of ``pad_value`` before axis ``d``, ``pad_after[d]`` after.
 
     ``Y[i] = if_then_else(pad_before <= i < pad_before + n, X[i - pad_before], pad_value)``,
-    testing only the sides that have padding.
-    """
+    testing only the sides that have padding."""
     check_tensor(x, name)
     before = as_tuple(pad_before, x.ndim, name, "pad_before")
     after = before if pad_after is None else as_tuple(pad_after, x.ndim, name, "pad_after")
@@ -121,8 +118,7 @@ def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: A
     where ``Xp`` is ``X`` zero-padded and ``g(f) = (f // (F/groups)) * (C/groups)`` is the first
     input channel of ``f``'s group (0 without groups; ``groups=C`` is a depthwise convolution);
     strides and dilation are an int or a pair, padding an int, a pair ``(h, w)`` (both sides)
-    or ``[top, left, bottom, right]``.
-    """
+    or ``[top, left, bottom, right]``."""
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
     check_ndim(x, name, 4, "NCHW")
@@ -169,8 +165,7 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
     (or an int, or a pair for both sides); every padding must be smaller than the kernel so
     that each window holds an input element.  Max pooling pads with ``-inf``.  Average
     pooling divides the window sum by the full window size, padding included, when
-    ``count_include_pad`` is true, and by the number of input elements in the window otherwise.
-    """
+    ``count_include_pad`` is true, and by the number of input elements in the window otherwise."""
     if pool_type not in ("avg", "max"):
         raise ValueError(f"pool: pool_type must be 'avg' or 'max', got {pool_type!r}")
     name = name or f"{pool_type}_pool"
@@ -199,8 +194,7 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
         r, c = _scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx
         if src is not x or not any(pads):
             return reducer(src[ax[:lead] + (r, c)], [ry, rx])
-        # max: the padding (-inf) read under the window's own guard, not from a padded copy,
-        # so that the winner's saved destination is an offset into X itself (no shift)
+        # max: the -inf padding read under the window's guard: the saved winner is an offset into X
         inside = _inside(r, top, h, bottom) & _inside(c, left, wd, right)
         read = x[ax[:lead] + (r - top if top else r, c - left if left else c)]
         return reducer(lang.if_then_else(inside, read, dt.min_value(x.dtype)), [ry, rx])
@@ -300,8 +294,7 @@ def log_softmax(x: Tensor, axis: int = -1, name: str = "log_softmax") -> Tensor:
 def flatten(x: Tensor, name: str = "flatten") -> Tensor:
     """``X [n, d1, ..., dk]`` as ``[n, d1*...*dk]`` (row-major; a 1-d ``X`` becomes ``[n, 1]``).
 
-    For 4-d ``X [n, c, h, w]``: ``Y[i, k] = X[i, k // (h*w), (k // w) % h, k % w]``.
-    """
+    For 4-d ``X [n, c, h, w]``: ``Y[i, k] = X[i, k // (h*w), (k // w) % h, k % w]``."""
     check_tensor(x, name)
     if x.ndim == 0:
         raise ValueError(f"{name}: cannot flatten a 0-d tensor")
@@ -330,8 +323,7 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
     """GELU elementwise, as ``torch.nn.functional.gelu``.
 
     ``approximate="none"``: ``x/2 (1 + erf(x / sqrt 2))``;
-    ``approximate="tanh"``: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
-    """
+    ``approximate="tanh"``: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     check_tensor(x, name)
     if not dt.is_float(x.dtype):
         raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")

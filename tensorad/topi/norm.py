@@ -17,8 +17,7 @@ where ``s(i)`` maps an element to its statistics group and ``c(i)`` to its affin
 
 RMS norm has no mean: ``Y = X / sqrt(mean(X^2) + eps) * gamma`` over the trailing axes.
 
-Every piece is an ordinary compute, so autodiff differentiates it like a user's program.
-"""
+Every piece is an ordinary compute, so autodiff differentiates it like a user's program."""
 
 from __future__ import annotations
 
@@ -60,9 +59,8 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean"
 def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
         name: str = "var") -> Tensor:
     """The variance of ``X`` over ``axis``: ``sum((X - mean)^2) / (M - ddof)`` (NumPy's ``ddof``;
-    ``ddof=1`` is PyTorch's default unbiased estimate).  With no degree of freedom left
-    (``M <= ddof``) the sum is divided by zero, as NumPy and PyTorch do: ``inf``, or NaN where
-    the sum is 0 (one element, equal elements, no element)."""
+    ``ddof=1`` is PyTorch's default).  With ``M <= ddof`` the sum is divided by zero, as NumPy and PyTorch
+    do."""
     _check_float(x, name)
     if not is_int(ddof) or ddof < 0:
         raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
@@ -105,8 +103,7 @@ def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
                   read: Callable[[Index, Index], Index], name: str) -> tuple[Tensor, Tensor]:
     """``mean`` and the population variance over the groups ``read(s, k)`` (see :func:`_moments`)."""
     count = prod(extents)
-    # no element in a group: then no output element either (the groups' axes are the
-    # output's), so any scale serves (1/0 raised ZeroDivisionError while defining)
+    # no element in a group: then no output element either, so any scale serves
     inv = const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
 
     def axes_k() -> Index:
@@ -170,8 +167,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     last axis without gamma).
 
     ``Y = (X - mean) / sqrt(var + eps) * gamma + beta`` with mean and (biased) variance over
-    the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``.
-    """
+    the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``."""
     _check_float(x, name)
     eps = _check_eps(eps, name)
     lead, norm = _split_trailing(x, gamma, ndim, name)
@@ -191,8 +187,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 
     Training (the default when no running statistics are given): mean and biased variance over
     every axis but ``axis``.  Inference (``training=False``): the given ``running_mean`` and
-    ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``.
-    """
+    ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``."""
     _check_float(x, name)
     eps = _check_eps(eps, name)
     axis = normalize_axis(axis, x.ndim, name)
@@ -221,10 +216,9 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 
 def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: float = 0.1,
                      axis: int = 1, name: str = "batch_norm") -> tuple[Tensor, Tensor]:
-    """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch's
-    ``batch_norm(..., training=True, momentum=)`` updates them in place: ``(1 - momentum) *
-    running + momentum * batch``, the batch's variance unbiased (``n / (n - 1)`` times the
-    population variance the normalization uses).  Returns ``(new_mean, new_var)``, each ``[C]``."""
+    """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch updates them:
+    ``(1 - momentum) * running + momentum * batch``, the batch's variance unbiased.  Returns
+    ``(new_mean, new_var)``, each ``[C]``."""
     _check_float(x, name)
     axis = normalize_axis(axis, x.ndim, name)
     c = x.shape[axis]
@@ -285,10 +279,9 @@ def instance_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = 
 
 def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
              ndim: int | None = None, name: str = "rms_norm") -> Tensor:
-    """RMS normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the last
-    axis without gamma): ``Y = X * rsqrt(mean(X^2) + eps) * gamma``, as
-    ``torch.nn.functional.rms_norm(X, gamma.shape, gamma, eps)``; ``eps=None`` is the machine
-    epsilon of X's compute dtype (PyTorch's default)."""
+    """RMS normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the last axis):
+    ``Y = X * rsqrt(mean(X^2) + eps) * gamma``, as ``torch.nn.functional.rms_norm``; ``eps=None`` is the
+    machine epsilon of X's compute dtype."""
     _check_float(x, name)
     wide = dt.compute_dtype(x.dtype)
     if eps is None:

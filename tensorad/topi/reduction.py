@@ -1,10 +1,6 @@
-"""Reductions of a tensor over some of its axes: ``sum``, ``max``, ``min``, ``prod``.
-
-``sum(X, axis=1)`` for ``X [n, m, p]`` is one compute ``Y[i, j] = sum_k X[i, k, j]`` with a
-reduce axis ``k`` over ``[0, m)``; ``keepdims=True`` keeps the reduced axis with size 1
-(``Y [n, 1, p]``, read back as ``Y[i, 0, j]``); ``axis=None`` reduces every axis into a 0-d
-tensor.  Negative axes count from the end, as in NumPy.
-"""
+"""Reductions of a tensor over some of its axes: ``sum``, ``max``, ``min``, ``prod``.  ``sum(X, axis=1)``
+for ``X [n, m, p]`` is ``Y[i, j] = sum_k X[i, k, j]``; ``keepdims=True`` keeps the axis with size 1;
+``axis=None`` reduces every axis; negative axes count from the end."""
 
 from __future__ import annotations
 

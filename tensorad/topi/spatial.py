@@ -1,16 +1,10 @@
 """Layers that move data across spatial positions: ``conv2d_transpose`` and ``upsampling``.
 
-Both are written as gathers with quasi-affine indices (``//`` and ``%`` by constants), so the
-optimizer inverts them exactly with isl when it builds their gradients:
-
-* the transposed convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact
-  (a ``where`` condition of its reduction), so its work is the true number of products, not
-  the ``s^2`` times larger work of a convolution over a zero-dilated input;
-* bilinear upsampling by an integer factor has the source coordinate ``q / (2s)`` with the
-  integer ``q = 2y + 1 - s`` (half-pixel centres, ``align_corners=False``) or
-  ``y (n-1) / (ns - 1)`` (``align_corners=True``): its floor and its fraction are integer
-  arithmetic, and the clamped edges are ``if_then_else`` cases.
-"""
+Both are gathers with quasi-affine indices, which the optimizer inverts exactly with isl: the transposed
+convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact (a ``where`` condition), so
+its work is the true number of products; bilinear upsampling's source coordinate is a ratio of integer
+expressions, so its floor and fraction are integer arithmetic and the clamped edges ``if_then_else``
+cases."""
 
 from __future__ import annotations
 
@@ -37,8 +31,7 @@ def conv2d_transpose(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0,
     ``Y[n, f, y, x] = sum_{c, ry, rx} X[n, c, iy, ix] * W[c, f, ry, rx]`` over the points where
     ``iy = (y + ph - ry*dh) / sh`` (and ``ix`` likewise) is an exact division inside ``X``;
     ``Ho = (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1``.  ``padding`` and ``output_padding``
-    are an int or a pair; ``output_padding`` must be smaller than the stride or the dilation.
-    """
+    are an int or a pair; ``output_padding`` must be smaller than the stride or the dilation."""
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
     check_ndim(x, name, 4, "NCHW")
@@ -84,8 +77,7 @@ def _interp_axis(x: Tensor, axis: int, s: int, align_corners: bool, name: str) -
 
     With ``num / den`` the source coordinate of output ``o`` (``num`` an integer expression):
     ``i0 = num // den``, ``lam = (num % den) / den``; the result is ``X[0]`` where ``num < 0``,
-    ``X[n-1]`` where ``i0 >= n - 1``, else ``(1 - lam) X[i0] + lam X[i0 + 1]``.
-    """
+    ``X[n-1]`` where ``i0 >= n - 1``, else ``(1 - lam) X[i0] + lam X[i0 + 1]``."""
     n = x.shape[axis]
     out = n * s
     shape = x.shape[:axis] + (out,) + x.shape[axis + 1:]
@@ -114,8 +106,7 @@ def upsampling(x: Tensor, scale_factor: Any, method: str = "nearest", align_corn
 
     ``method="nearest"``: ``Y[..., y, x] = X[..., y // sh, x // sw]``; ``method="bilinear"``:
     as ``torch.nn.functional.interpolate(mode="bilinear", align_corners=...)``, computed
-    separably (along H, then along W).
-    """
+    separably (along H, then along W)."""
     check_tensor(x, name, "X")
     if x.ndim < 2:
         raise ValueError(f"{name}: X must have at least 2 axes [..., H, W], got shape {x.shape}")

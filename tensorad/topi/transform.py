@@ -1,9 +1,6 @@
-"""Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...
-
-They are pure index maps, so their derivatives are index maps too; the nonzeroness optimizer
-has to invert them (``//`` and ``%`` in reshape, the ``if_then_else`` chain of concatenate),
-which is why they are written plainly here rather than special-cased.
-"""
+"""Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...  Pure
+index maps written plainly, whose derivatives the optimizer inverts (``//`` and ``%``, ``if_then_else``
+chains)."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
 
     Leading and trailing axes that keep their size map straight through; the axes in between
     go through the row-major flat index.  Flatten ``[n, c, h, w] -> [n, c*h*w]`` reads
-    ``X[i, k // (h*w), (k // w) % h, k % w]``.
-    """
+    ``X[i, k // (h*w), (k // w) % h, k % w]``."""
     check_tensor(x, name)
     shape = _target_shape(x, shape, name)
     if prod(shape) == 0:  # nothing to read (the flat index would divide by an extent 0)
@@ -203,8 +199,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
     """The tensors joined along ``axis``; every other axis must agree.
 
     ``Y[..., j, ...] = if_then_else(j < n0, T0[..., j, ...], if_then_else(j < n0 + n1,
-    T1[..., j - n0, ...], ...))``: only the branch that holds reads, so no read leaves bounds.
-    """
+    T1[..., j - n0, ...], ...))``: only the branch that holds reads, so no read leaves bounds."""
     if isinstance(tensors, Tensor) or not isinstance(tensors, (tuple, list)) or not tensors:
         raise TypeError(f"{name}: expects a nonempty list of tensors, got {tensors!r}")
     for t in tensors:
@@ -241,8 +236,7 @@ def split(x: Tensor, indices_or_sections: int | Sequence[int], axis: int = 0,
     """``X`` cut along ``axis``: into ``n`` equal parts (an int), or at the given indices.
 
     ``split(X, [2, 5])`` on an axis of size 7 gives the pieces ``[0, 2)``, ``[2, 5)``, ``[5, 7)``;
-    piece ``p`` reads ``X[..., j + start_p, ...]``.
-    """
+    piece ``p`` reads ``X[..., j + start_p, ...]``."""
     check_tensor(x, name)
     axis = normalize_axis(axis, x.ndim, name)
     n = x.shape[axis]

@@ -5,20 +5,14 @@
     y, res = f.forward(x, w)                    # the forward and what the backward needs
     (gw,) = f.backward(res, h)                  # one head per output -> one gradient per wrt
 
-One output gives one value (``Y`` or ``[Y]`` alike), several a tuple, as a kernel's call does;
-``backward`` always returns a tuple, one gradient per ``wrt`` tensor.
+One output gives one value, several a tuple; ``backward`` returns one gradient per ``wrt`` tensor.  This
+is the shape of ``torch.autograd.Function`` and ``jax.custom_vjp``, so the bridges are thin.  The gradient
+program is ``sum_k J_k^T head_k``; a checkpoint policy chooses what the forward saves
+(:mod:`.training.residuals`).  Three kernels are built on first use: the forward, the forward with
+residuals, and the backward.
 
-This is the shape of a framework's custom operation (``torch.autograd.Function``,
-``jax.custom_vjp``), so the bridges (:mod:`.bridges.torch`, :mod:`.bridges.jax`) are thin.  The
-gradient program is ``sum_k J_k^T head_k`` from ``JacobianRecursive`` with the nonzeroness
-optimizer; what the forward saves is a checkpoint policy (:mod:`.training.residuals`).  Three kernels
-are built on first use: the forward alone, the forward with its residuals, and the backward
-(whose inputs are the residuals and the heads).  ``f.lower_backward().work`` counts the
-backward's work: a reduction the forward saved is not in it.
-
-Arrays are NumPy arrays or any ``__dlpack__`` objects (as for kernels); ``out=`` receives the
-results in place.  A head may be ``None`` (a zero head: that output does not reach the loss).
-"""
+Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results in place.  A head may be
+``None`` (a zero head)."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ from ..simplify import Optimizer
 from ..topi import add
 from .residuals import Policy, ResidualPlan, check_policy, plan_residuals, same_values
 
-# ``build``'s own parameters besides the lowering options (cache, ...): passed to ``build``
-# only, never to ``lower``; the target is both's (a plan's tiles are the target's)
+# ``build``'s own parameters besides the lowering options: passed to ``build`` only
 _BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inputs", "name", "options",
                                                                 "target"}
 
@@ -247,7 +240,7 @@ class Function:
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [_zero_head(ph) if h is None else _scalar_head(h, ph)
+        given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
         arrays = (*residuals, *given)
         if type(residuals) is Residuals and residuals.maker is self and self._known is not None:
@@ -255,16 +248,14 @@ class Function:
         else:
             res = self.backward_kernel.call(arrays, out=out)
             if type(residuals) is Residuals and residuals.maker is self:
-                # the saved values this function's kernels made passed the backward's checks:
-                # the kernels make them of the same shapes and dtypes on every call
+                # this function's kernels made the saved values: not checked again
                 self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
 
 
 class Residuals(tuple):
-    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that
-    knows the function whose forward made it (``maker``): the backward passes the arrays that
-    function's kernels made without checking each again."""
+    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that knows the
+    function whose forward made it (``maker``), so they are not checked again."""
 
     maker: Function | None = None
 
@@ -286,22 +277,15 @@ def _scalar_head(h: Any, head: Tensor) -> Any:
     return h
 
 
-def _zero_head(head: Tensor) -> np.ndarray:
-    return np.zeros(head.shape, head.dtype)
-
-
 def _zeros(x: Tensor) -> Tensor:
     """The gradient of an input that no floating-point output depends on."""
     return compute(x.shape, lambda *i: const(0.0, x.dtype), name=f"{x.name}.grad")
 
 
 class ValueAndGrad:
-    """``ta.value_and_grad(loss, params)``: a callable whose one call returns a scalar loss and
-    its gradients with respect to ``params`` -- the forward that keeps its residuals, then the
-    backward of the head 1 (a :class:`Function` underneath, as :attr:`function`).
-
-    It takes arrays for :attr:`inputs`: ``inputs`` when given, else every placeholder the loss
-    reads, in the order :func:`tensorad.ir.placeholders` gives."""
+    """``ta.value_and_grad(loss, params)``: a callable returning a scalar loss and its gradients by
+    ``params`` (a :class:`Function`, :attr:`function`, with the head 1), taking arrays for :attr:`inputs`
+    (default: the placeholders the loss reads, in :func:`tensorad.ir.placeholders`' order)."""
 
     def __init__(self, loss: Tensor, params: Sequence[Tensor] | Tensor,
                  inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",

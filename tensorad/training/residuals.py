@@ -1,27 +1,18 @@
 """Which forward values a backward reads from the forward, and which it recomputes.
 
-A reverse-mode gradient ``grads = J^T heads`` is a tensor program over the inputs and the heads.
-The part of it that does not depend on a head (the forward's own values: a matrix product, a
-softmax's row sums, max pooling's winner) can be computed by the forward and *saved*, or
-recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
+The part of a gradient ``grads = J^T heads`` that does not depend on a head can be computed by the forward
+and *saved*, or recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
 ``checkpoint_policies`` do:
 
-* ``"default"``: save reductions and the outputs (the forward computes those anyway), recompute
-  elementwise values (cheaper to recompute inside the backward's loops than to store and read),
-  except a transcendental value the forward computes anyway and the backward would compute
-  again, where the target's cost model says a load is cheaper (:mod:`.training.saved_values`:
-  log-softmax's ``exp(z - m)``, computed by the forward's row sum);
-* ``"save_all"``: save every forward value the backward reads (the values of
-  :mod:`.training.saved_values` too);
-* ``"recompute_all"``: save nothing; the backward starts again from the inputs;
+* ``"default"``: save reductions and the outputs, recompute elementwise values, except a transcendental
+  value both passes compute where the target's cost model says a load is cheaper
+  (:mod:`.training.saved_values`);
+* ``"save_all"``: save every forward value the backward reads;
+* ``"recompute_all"``: save nothing;
 * a function ``policy(tensor) -> bool`` (True: save it).
 
-The plan cuts the backward's tensor graph at the saved tensors: the backward kernel takes them
-as inputs (so it never recomputes what was saved: a saved reduction is not in its loops), and
-only the saved tensors that the cut graph still reaches are kept.  Example, ``Y = exp(X W^T) /
-rowsum(exp(X W^T))`` with grads for X and W: the default saves ``X W^T`` (the dense) and the
-row sums; the backward reads them, X, W and the head, and recomputes ``exp`` elementwise.
-"""
+The plan cuts the backward's graph at the saved tensors, which the backward kernel takes as inputs; only
+those the cut graph still reaches are kept."""
 
 from __future__ import annotations
 
@@ -53,25 +44,17 @@ def _must_share(t: Tensor) -> bool:
 
 
 def _decides_by_comparing(t: Tensor) -> bool:
-    """Whether the backward compares values with ``t`` to make a discrete choice: a reduction
-    that is not a sum (a max's winner and tie count, a product's zero count).  Its gradient
-    tests ``source == winner`` (or ``source == 0``) at points it computes again."""
+    """Whether the backward compares values with ``t`` to make a discrete choice: a reduction that is not
+    a sum (a max's winner and ties, a product's zero count)."""
     return isinstance(t.op, ComputeOp) and t.op.is_reduction and any(
         b.op is Op.REDUCE and classify(b.arg.combiner)[0] != "sum" for b in t.op.body)
 
 
 def _same_pass(chosen: set[Tensor], on_head: set[Tensor]) -> set[Tensor]:
-    """The tensors to save beside ``chosen`` so that the backward compares the forward's bits.
-
-    A saved winner ``W = argmax_k f(R[k])`` is compared in the backward with ``f(R[k])``
-    computed there.  If ``R`` is recomputed -- by another build (other options: another
-    summation order, FMA contraction), or by another strategy in the backward's kernel -- its
-    bits may differ, no point equals the winner and the gradient is lost
-    (a triangular product ``R`` read by a saved min's winner, forward and backward built with
-    different targets).  So every tensor such a ``W`` reads is saved too, unless recomputing
-    it is exact: an elementwise body of reads, choices and one rounding
-    (:func:`~.autodiff.adjoint.recomputes_exactly`) over tensors that are themselves saved,
-    placeholders, or exact (followed back)."""
+    """The tensors to save beside ``chosen`` so that the backward compares the forward's bits: what a
+    saved winner ``W = argmax_k f(R[k])`` reads is saved too (recomputed, ``R`` may round differently),
+    unless recomputing is exact (:func:`~.autodiff.adjoint.recomputes_exactly`, over saved, placeholder or
+    exact tensors)."""
     todo = [r for t in chosen if _decides_by_comparing(t) for r in op_reads(t.op)]
     seen: set[Tensor] = set()
     more: set[Tensor] = set()
@@ -107,17 +90,12 @@ def _chooser(policy: Policy, outputs: set[Tensor]) -> Callable[[Tensor], bool]:
 
 @dataclass(frozen=True)
 class ResidualPlan:
-    """What the forward saves for the backward.
-
-    ``inputs``: the inputs the backward reads (indices into the function's inputs);
-    ``saved``: the forward tensors it reads instead of recomputing them, in graph order
-    (producers first); ``extras``: those of ``saved`` that are not outputs (the forward computes
-    them beside its outputs); ``outputs``: the function's outputs as the forward with residuals
-    computes them; ``grads``: the gradients as the backward computes them (both read the
-    shared values of :mod:`.training.saved_values` where the policy saves them).  The residuals are the
-    values of ``inputs`` then ``saved``.  ``original``: each tensor so rewritten -> the given
-    tensor it stands for.
-    """
+    """What the forward saves for the backward.  ``inputs``: the inputs the backward reads (indices into
+    the function's inputs); ``saved``: the forward tensors it reads instead of recomputing, producers
+    first; ``extras``: those of ``saved`` that are not outputs; ``outputs`` and ``grads``: the forward's
+    outputs and the gradients as computed with residuals (reading :mod:`.training.saved_values`'s shared
+    values where saved).  The residuals are the values of ``inputs`` then ``saved``.  ``original``: each
+    rewritten tensor -> the given tensor it stands for."""
 
     inputs: tuple[int, ...]
     saved: tuple[Tensor, ...]
@@ -156,11 +134,9 @@ class ResidualPlan:
 
 
 def same_values(y: Tensor, w: Tensor) -> bool:
-    """Whether ``w`` (one value of a tuple reduction) holds exactly the values of the
-    reduction ``y``: the same box, condition and source, and a combiner whose element is
-    ``y``'s own combiner (its update reads only its own operands).  Max pooling's winner
-    reduction carries the maximum as its first value; a forward that saves the winner then
-    need not compute the maximum a second time."""
+    """Whether ``w`` (one value of a tuple reduction) holds exactly the values of the reduction ``y``: the
+    same box, condition and source, and a combiner whose element is ``y``'s own (max pooling's winner
+    carries the maximum: the forward need not compute it twice)."""
     if not (isinstance(y.op, ComputeOp) and isinstance(w.op, ComputeOp) and y.op.is_reduction
             and w.op.is_reduction) or y.op is w.op or y.shape != w.shape or y.dtype != w.dtype:
         return False
@@ -184,11 +160,9 @@ def same_values(y: Tensor, w: Tensor) -> bool:
 def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: Sequence[Tensor],
                    grads: Sequence[Tensor], policy: Policy,
                    worth: Callable[[Expr], bool] | None = None) -> ResidualPlan:
-    """The plan for ``grads`` (tensors over ``inputs`` and ``heads``) under ``policy``.
-
-    ``worth(value)``: the target's cost model for sharing a transcendental value between the
-    forward and the backward (:mod:`.training.saved_values`; ``None``: never shared).  Used by the
-    ``"default"`` and ``"save_all"`` policies."""
+    """The plan for ``grads`` (tensors over ``inputs`` and ``heads``) under ``policy``; ``worth(value)``:
+    the target's cost model for sharing a transcendental value between the passes
+    (:mod:`.training.saved_values`; ``None``: never shared)."""
     values: tuple[Tensor, ...] = ()
     original: dict[Tensor, Tensor] = {}
     if worth is not None and policy in ("default", "save_all"):
@@ -203,8 +177,7 @@ def plan_residuals(outputs: Sequence[Tensor], inputs: Sequence[Tensor], heads: S
     choose = _chooser(policy, set(outputs))
     chosen = {t for t in graph if not t.is_placeholder and t not in on_head and t not in grad_set
               and (t in values or choose(t))}
-    # a value the backward compares with a saved tensor made from it (a max's tie test reads
-    # ``Y.tie`` and the winner computed from it) comes from the same pass: saved with it
+    # a value the backward compares with a saved tensor made from it is saved with it
     chosen |= {r for t in chosen if isinstance(t.op, ComputeOp) for r in op_reads(t.op)
                if _must_share(r) and r not in on_head}
     chosen |= _same_pass(chosen, on_head)

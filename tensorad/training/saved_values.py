@@ -1,30 +1,18 @@
 """Elementwise values that the forward computes and the backward would compute again: saved.
 
-A gradient often needs a transcendental value that its forward computed and threw away:
-log-softmax's backward needs ``exp(z - m)``, which the forward's row sum computed inside its
-reduction.  Recomputing it costs the backward one exponential per element; JAX's pullback
-instead keeps the value.  :func:`share_values` makes such a value a tensor ``E`` over the box
-of its index variables and rewrites both programs to read it: the forward's op (and any other
-op that computes the same value) reads ``E`` where it computed the value, and the backward's
-ops read ``E`` where they recomputed it.  The residual planner then saves ``E``
-(:mod:`.training.residuals`, under the ``"default"`` and ``"save_all"`` policies), so the forward
-computes each exponential once, stores it, and the backward loads it.
+A gradient often needs a transcendental value its forward computed and threw away (log-softmax's backward
+needs the ``exp(z - m)`` of the forward's row sum).  :func:`share_values` makes such a value a tensor
+``E`` over the box of its index variables and rewrites both programs to read it; the residual planner then
+saves ``E`` (:mod:`.training.residuals`).  A value (a transcendental function or a power) is shared when:
 
-A value (a node whose operation is a transcendental function or a power) is shared when:
+* it lies in a forward op's body, outside any lazy ``if_then_else`` and any ``where``-reduction, and its
+  index variables are that op's axes or reduction axes;
+* ``E`` is no larger than the largest tensor the value reads and every read in it is in bounds on the
+  whole box (isl's proof);
+* the backward contains it, each index variable bound to one whose range lies inside ``E``'s;
+* ``worth(value)`` says a load beats recomputing (:func:`tensorad.codegen.strategies.cost.worth_saving`).
 
-* it lies in a body of an op of the forward, outside any lazy ``if_then_else`` and in a
-  reduction without a ``where``-condition (so ``E`` over its whole box computes nothing the
-  forward skips), and its index variables are that op's axes or reduction axes;
-* ``E`` is no larger than the largest tensor the value reads (saving it costs no more memory
-  than one of its operands) and every read in it is in bounds on the whole box (isl's proof);
-* the backward contains it, each index variable bound to a variable whose range lies inside
-  ``E``'s (so the new read is in bounds wherever it runs);
-* ``worth(value)`` says a load beats recomputing (the target's cost model,
-  :func:`tensorad.codegen.strategies.cost.worth_saving`: per element, a store in the forward and a
-  load in the backward against the value's arithmetic).
-
-Nothing here depends on names or shapes: the match is structural (:func:`.ir.rewrite.match_pattern`).
-"""
+The match is structural (:func:`.ir.rewrite.match_pattern`), never by names or shapes."""
 
 from __future__ import annotations
 
@@ -43,9 +31,8 @@ HEAVY = UNARY_MATH | {Op.POW}
 
 @dataclass(frozen=True)
 class _Value:
-    """A candidate: ``node`` over the index variables ``axes`` (in the source op's order);
-    ``pattern``: its spelling (:class:`_Speller`); ``itself``: the source's own tensor when the
-    value is its whole body over its axes (then that tensor is saved, no new one is made)."""
+    """A candidate: ``node`` over the index variables ``axes``; ``pattern`` its spelling
+    (:class:`_Speller`); ``itself`` the source's own tensor when the value is its whole body."""
 
     node: Expr
     axes: tuple[Expr, ...]
@@ -59,13 +46,11 @@ class _Value:
 
 
 class _Speller:
-    """One spelling per value: reads of the forward's cheap elementwise tensors replaced by
-    their bodies, so ``exp(scores[i, j] - m[i])`` and the backward's inlined
-    ``exp(0.5 * dot[i, j] - m[i])`` are one pattern."""
+    """One spelling per value: reads of the forward's cheap elementwise tensors replaced by their bodies,
+    so that both passes' spellings of one value are one pattern."""
 
     def __init__(self, forward: Sequence[Tensor]) -> None:
-        # cheap tensors only (the optimizer inlines those into the gradients): a spelling never
-        # crosses another transcendental value, so a long chain of them spells in linear size
+        # cheap tensors only (those the optimizer inlines), so a spelling stays linear in size
         self.inline = {t for t in forward if isinstance(t.op, ComputeOp) and not t.op.is_reduction
                        and t.op.provenance.role is not Role.SAVED
                        and not any(n.op in HEAVY for b in t.op.body for n in walk(b))}
@@ -131,9 +116,8 @@ def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[E
 
 @dataclass(frozen=True)
 class Shared:
-    """The programs rewritten to read the shared values: ``outputs`` and ``grads``; ``values``:
-    the value tensors the backward reads (to be saved); ``original``: each rewritten tensor ->
-    the tensor of the given programs it stands for."""
+    """The programs rewritten to read the shared values (``outputs``, ``grads``); ``values``: the value
+    tensors the backward reads; ``original``: rewritten -> given tensor."""
 
     outputs: list[Tensor]
     grads: list[Tensor]
@@ -192,9 +176,8 @@ class _Rebuild:
         self.made: dict[_Value, Tensor | None] = {}
 
     def feeds(self, tensor: Tensor, c: _Value) -> bool:
-        """Whether ``tensor`` is one of the tensors ``c``'s value is computed from (reading the
-        value there would be a cycle).  Only forward tensors can be (the value reads the
-        forward's), so the graph is walked only for them, once per value."""
+        """Whether ``tensor`` is one of the tensors ``c``'s value is computed from (reading the value
+        there would be a cycle); only forward tensors are walked."""
         if tensor not in self.forward_set:
             return False
         if c not in self.producers:
