@@ -22,7 +22,7 @@ from .cost import (
 )
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import find_scan
+from .scan import carried, find_scan
 
 
 class Loops:
@@ -144,12 +144,14 @@ def _carries_every_value(op, bodies) -> bool:
         and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
 
 
-def _keeps_every_value(op, ctx) -> bool:
-    """Whether each value of ``op`` gets a buffer -- an output of the program, or read by
-    another op -- which a scan carries it in (an unread value of a multi-output op has none)."""
+def _keeps_carried_values(op, bodies, ctx) -> bool:
+    """Whether each value of ``op`` that a scan carries (:func:`.strategies.scan.carried`)
+    gets a buffer -- an output of the program, or read by another op -- which a scan carries
+    it in (an unread value of a multi-output op has none)."""
     read = {n.arg.value_index for r in ctx.readers.get(op, ()) for b in ctx.bodies[r] for n in walk(b)
             if n.op is Op.READ and n.arg.op is op}
-    return all(v in read or Tensor(op, v) in ctx.outputs for v in range(op.num_outputs))
+    kept = {v for v in range(op.num_outputs) if v in read or Tensor(op, v) in ctx.outputs}
+    return carried(bodies[0].arg.combiner, kept) <= kept
 
 
 class Scan:
@@ -159,7 +161,7 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_every_value(op, ctx):
+        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_carried_values(op, bodies, ctx):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:

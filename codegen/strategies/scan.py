@@ -27,7 +27,8 @@ ends: ``out[j] = (...((e + x0) + x1) ... + x_j)`` with ``e`` the identity and ``
 combiner, and ``out[j - 1]`` is that fold stopped one term earlier, so no law of the
 combiner (associativity, commutativity) is needed and every value is the plain loop's, bit
 for bit.  Each value is carried in its own output, so each needs a buffer: an op keeping
-fewer outputs than its combiner has values stays plain.  For example, the running winner of
+fewer outputs than its combiner has values stays plain, unless the values it drops are dead
+(no kept value's combine reads them: :func:`carried`).  For example, the running winner of
 ``Y[i] = max_{k <= i} X[k]`` over ``X = [1, 3, 3, 2]`` carries ``(1, 0, 1), (3, 1, 1), (3,
 1, 2), (3, 1, 2)``: 4 updates where the plain loops make 10."""
 
@@ -94,33 +95,54 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
     return best
 
 
-def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer, ...] | None:
+def carried(combiner, kept: set[int]) -> set[int]:
+    """The values of ``combiner`` a scan carries to compute the values ``kept``: those and
+    every value whose running value a carried value's combine reads.  A value outside it is
+    dead (the multiplier of :func:`tensorad.autodiff.combiners.recurrence_reducer`, whose
+    fold reads only the sum)."""
+    need, todo = set(kept), list(kept)
+    while todo:
+        used = set(free_vars(combiner.result[todo.pop()]))
+        for v, lhs in enumerate(combiner.lhs):
+            if lhs in used and v not in need:
+                need.add(v)
+                todo.append(v)
+    return need
+
+
+def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer | None, ...] | None:
     """The buffers a scan of ``info`` carries its values in, one per value of its combiner
-    (``outputs`` by value index), when each value has one of its accumulator's dtype; else
-    ``None`` (a value computed in no buffer cannot be carried)."""
+    (``outputs`` by value index; ``None`` for a dead value, :func:`carried`), when each
+    carried value has one of its accumulator's dtype; else ``None`` (a value computed in no
+    buffer cannot be carried)."""
     dtypes = info.combiner.dtypes
-    if len(outputs) != len(dtypes) or any(b is None or b.dtype != d for b, d in zip(outputs, dtypes)):
+    if len(outputs) != len(dtypes):
+        return None
+    need = carried(info.combiner, {v for v, b in enumerate(outputs) if b is not None})
+    if any(outputs[v] is None or outputs[v].dtype != dtypes[v] for v in need):
         return None
     return tuple(outputs)
 
 
-def _update(info: ReductionInfo, outs: tuple[Buffer, ...], accs: Sequence[Expr]) -> tuple:
-    """``out[x] = combine(out[x], src)``: one store for one value; for several, their new
-    values assigned at once to the accumulators ``accs`` (each reads the old ones), then stored."""
+def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr]) -> tuple:
+    """``out[x] = combine(out[x], src)`` for each carried value (a buffer in ``outs``): one
+    store for one value; for several, their new values assigned at once to their accumulators
+    ``accs`` (each reads the old ones), then stored."""
     comb, outer = info.combiner, info.outer
-    here = {lhs: Expr(Op.READ, b.dtype, outer, b.tensor) for lhs, b in zip(comb.lhs, outs)}
-    combined = tuple(substitute(r, {**here, **dict(zip(comb.rhs, info.sources))}) for r in comb.result)
-    if len(outs) == 1:
-        update: tuple = (Store(outs[0], outer, combined[0]),)
+    live = [v for v, b in enumerate(outs) if b is not None]
+    here = {comb.lhs[v]: Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) for v in live}
+    combined = tuple(substitute(comb.result[v], {**here, **dict(zip(comb.rhs, info.sources))}) for v in live)
+    if len(live) == 1:
+        update: tuple = (Store(outs[live[0]], outer, combined[0]),)
     else:
-        update = (Assign(tuple(accs), combined),
-                  *(Store(b, outer, a, counted=False) for b, a in zip(outs, accs)))
+        update = (Assign(tuple(accs[v] for v in live), combined),
+                  *(Store(outs[v], outer, accs[v], counted=False) for v in live))
     if info.rest is not TRUE:
         update = (If(info.rest, update, (), affine=False),)
     return update
 
 
-def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
+def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSpec,
               accs: Sequence[Expr] = ()) -> list[PolyStmt]:
     """The statements of the scan: ``out[x] = out[x - step e_j]`` where ``x`` carries, the
     identity elsewhere, then ``out[x] = combine(out[x], src)`` over the fresh terms, for each
@@ -132,8 +154,9 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
     p, j = spec.axis, info.outer[spec.axis]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
                     for v in outer)
-    carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False) for b in outs)
-    identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity))
+    carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
+                  for b in outs if b is not None)
+    identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
     head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
     tail = tuple(outer[p + 1:])
     first = head + (0,) + (0,) * len(raxes) + tail

@@ -43,11 +43,12 @@ from collections.abc import Callable, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
 from ..ir.intrange import index_bounds
+from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.nesting import ordered_prefix_axes
+from ..poly.nesting import ordered_prefix_axes, plain_prefix
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .gathers import unchecked, unguarded_reads
@@ -208,6 +209,7 @@ class AdjointBuilder:
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
+        self._running: dict[ComputeOp, Tensor] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
@@ -262,6 +264,10 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
         if kind == "prod":
+            running = self._running_product(op, heads[0], len(p))
+            if running is not None:
+                others, cond, source = running
+                return self._site_terms(op.axes, (), cond, source, others, x, p, j)
             zeros, nonzero = self._prod(op)
 
             def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
@@ -666,6 +672,67 @@ class AdjointBuilder:
             out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
         found = self._prods[op] = (out[0], out[1])
         return found
+
+    def _running_product(self, op: ComputeOp, head: Tensor, n_prefix: int) -> tuple[Tensor, Expr, Expr] | None:
+        """``(G, cond, g)`` for a running product ``Y[j] = prod_{k <= j where c(k)} g(k)`` (a
+        plain prefix, :func:`~tensorad.poly.nesting.plain_prefix`; the other output axes
+        ride along): ``G[j]`` is the adjoint of the term ``g(j)`` -- each term ``k`` enters at
+        ``j = k`` -- and ``cond``, ``g`` the condition and source over the output axes.  Else
+        ``None``.  Division-free::
+
+            G[k] = sum_{j >= k} H[j] prod_{i <= j, i != k} g(i) = E[k] S[k],
+            E[k] = prod_{i < k} g(i),   S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)
+                                             = H[k] + g(k + 1) S[k + 1]
+
+        (``g(i) = 1`` where ``c(i)`` fails), ``E`` a running product and ``S`` the reversed fold
+        of the recurrence's pairs ``(g(j + 1), H[j])`` (:func:`combiners.recurrence_reducer`):
+        two scans of one update per point.  Every product is strong in its zero factors
+        (:func:`combiners.strong_product`), so a term with a zero factor is 0 whatever the
+        other factors are, as :meth:`_prod`'s zero count makes it: no NaN of ``0 * inf``."""
+        body = op.body[0]
+        found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
+        if found is None:
+            return None
+        pos, rest = found
+        jax, (k,) = op.axes[pos], body.arg.axes
+        cond, source = rename(all_of(rest), {k: jax}), rename(body.src[1], {k: jax})
+        cached = self._running.get(op)
+        if cached is None:
+            cached = self._running[op] = self._running_adjoint(op, head, n_prefix, pos, cond, source)
+        return cached, cond, source
+
+    def _running_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, cond: Expr,
+                         source: Expr) -> Tensor:
+        """``G`` of :meth:`_running_product` over the head's prefix and ``op``'s axes."""
+        d, lo, hi, comb = source.dtype, op.axes[pos].lo, op.axes[pos].hi, op.body[0].arg.combiner
+        pv = axis_vars(head.shape[:n_prefix], prefix="p")
+        m = copy_vars(op.axes)
+        av = [m[a] for a in op.axes]
+        t = av[pos]
+
+        def at(e: Expr) -> list[Expr]:
+            return av[:pos] + [e] + av[pos + 1:]
+
+        def term(e: Expr) -> Expr:  # g at position e of the scanned axis, 1 where c fails
+            to = {**m, op.axes[pos]: e}
+            g = rename(source, to)
+            return g if cond is TRUE else choice(Op.IF_THEN_ELSE, rename(cond, to), g, const(1, d))
+
+        def fold(name: str, comb: CommReducer, where: Expr, u: Expr, src: tuple, axes: list) -> tuple:
+            return compute(f"{op.name}.{name}", axes,
+                           [Expr(Op.REDUCE, d, (where,) + src, ReduceArg(comb, (u,), v)) for v in range(len(src))])
+
+        u, w = var("u", lo, hi), var("w", lo, hi)
+        (before,) = fold("before", combiners.strong_product_reducer(comb), compare(Op.LT, w, t), w,
+                         (term(w),), av)
+        rev = const(lo + hi - 1, u.dtype) - u  # (the suffix folded from its end)
+        pair = (choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
+                       term(rev + const(1, u.dtype))),
+                cast(d, head[tuple(pv) + tuple(at(rev))]))
+        after = fold("after", combiners.recurrence_reducer(comb), compare(Op.LE, u, t), u, pair, pv + av)[1]
+        back = const(lo + hi - 1, t.dtype) - t
+        value = combiners.strong_product(before[tuple(at(t))], after[tuple(pv) + tuple(at(back))])
+        return compute(f"{op.name}.others", pv + av, [value])[0]
 
     def _generic_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                        p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:

@@ -27,6 +27,9 @@
   not depend on the order of evaluation.  A custom selecting combiner keeps its own
   condition, so the winner is the one its forward value chose.  The index identity is the
   largest int32, which no real index equals.
+* :func:`recurrence_reducer` is the combiner of a first-order linear recurrence, which
+  reverse mode builds for a running product: the maps ``s -> a s + b`` composed in order;
+  :func:`strong_product_reducer` a product whose zero factors are strong (``0 * inf = 0``).
 """
 
 from __future__ import annotations
@@ -278,4 +281,42 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
                       comb.result + idx + counts[2], comb.identity + ident + counts[3])
     comb.derived[key] = red
+    return red
+
+
+# ---- reverse mode: running products -------------------------------------------------------
+
+def strong_product(a: Expr, b: Expr) -> Expr:
+    """``a * b``, but 0 where either factor is 0 (``0 * inf = 0``): a product's terms with a
+    zero factor are zeros of calculus, as a product's gradient counts them (PyTorch's too)."""
+    zero = const(0, a.dtype)
+    either = logical(Op.OR, compare(Op.EQ, a, zero), compare(Op.EQ, b, zero))
+    return choice(Op.SELECT, either, zero, a * b)
+
+
+def strong_product_reducer(comb: CommReducer) -> CommReducer:
+    """``comb`` (a product) with :func:`strong_product` as its combine."""
+    found = comb.derived.get("strong")
+    if found is None:
+        (x,), (y,) = comb.lhs, comb.rhs
+        found = comb.derived["strong"] = CommReducer(f"{comb.name}.strong", "custom", (x,), (y,),
+                                                     (strong_product(x, y),), comb.identity)
+    return found
+
+
+def recurrence_reducer(comb: CommReducer) -> CommReducer:
+    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps
+    ``s -> a s + b`` in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``,
+    each product a :func:`strong_product`.  A fold of ``(a_0, b_0) ... (a_m, b_m)`` holds in
+    its second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from ``s_{-1} = 0``.  It is
+    associative, not commutative: a reduction over it folds in index order, as every custom
+    combiner does (a scan of it carries the plain loop's left fold, which reads no ``a1``)."""
+    found = comb.derived.get("recurrence")
+    if found is not None:
+        return found
+    (d,) = comb.dtypes
+    xa, xb, ya, yb = (var(name, dtype=d) for name in ("a.x", "b.x", "a.y", "b.y"))
+    red = CommReducer(f"{comb.name}.recurrence", "custom", (xa, xb), (ya, yb),
+                      (strong_product(xa, ya), strong_product(ya, xb) + yb), (const(1, d), const(0, d)))
+    comb.derived["recurrence"] = red
     return red

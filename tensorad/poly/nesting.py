@@ -13,7 +13,8 @@ it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j
 upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry; the optimizer
+:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry, and
+:func:`plain_prefix` whether a product's adjoint is a linear recurrence; the optimizer
 asks :func:`scan_axes` whether a sum it rewrites becomes a scan (a factor that reads the scanned
 axis, moved out of the sum).
 """
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from ..ir.expr import Expr, Op
+from ..ir.expr import Expr, Op, compare
 from ..ir.rewrite import chain, free_vars
 from .affine import IndexSpace, NotAffine
 
@@ -128,3 +129,35 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return [j for pos, j in enumerate(axes)
             if j not in used and j.extent >= 2 and j in bounded
             and any(nesting(dom, proj, pos, step) is not None for step in (1, -1))]
+
+
+def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+                 reads: Sequence[Expr]) -> tuple[int, list[Expr]] | None:
+    """``(pos, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix along
+    the output axis ``j = axes[pos]``: one reduction axis ``k`` over ``j``'s range, the
+    conjuncts of ``cond`` that mention ``j`` say exactly ``k <= j`` (isl proves it), and
+    ``rest``, the other conjuncts, and ``reads`` do not mention ``j``.  Then the point ``j``
+    reduces the terms ``k <= j`` that ``rest`` keeps, each term ``k`` entering at ``j = k``.
+    ``prod_k X[i, k] where k <= j`` over ``(i, j)`` gives ``(1, [])``; ``where k < j`` gives
+    ``None`` (the first point reduces nothing)."""
+    if len(raxes) != 1:
+        return None
+    (k,) = raxes
+    terms = list(chain(cond, Op.AND))
+    used = {v for e in reads for v in free_vars(e)}
+    for pos, j in enumerate(axes):
+        if (j.lo, j.hi) != (k.lo, k.hi) or j in used:
+            continue
+        ties = [t for t in terms if j in free_vars(t)]
+        if not ties or any(set(free_vars(t)) - {j, k} for t in ties):
+            continue
+        space = IndexSpace((j, k))
+        try:
+            dom = space.box()
+            for t in ties:
+                dom = dom.intersect(space.cond(t))
+        except NotAffine:
+            continue
+        if dom.is_equal(space.box().intersect(space.cond(compare(Op.LE, k, j)))):
+            return pos, [t for t in terms if j not in free_vars(t)]
+    return None
