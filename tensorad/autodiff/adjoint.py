@@ -674,37 +674,40 @@ class AdjointBuilder:
         return found
 
     def _running_product(self, op: ComputeOp, head: Tensor, n_prefix: int) -> tuple[Tensor, Expr, Expr] | None:
-        """``(G, cond, g)`` for a running product ``Y[j] = prod_{k <= j where c(k)} g(k)`` (a
-        plain prefix, :func:`~tensorad.poly.nesting.plain_prefix`; the other output axes
-        ride along): ``G[j]`` is the adjoint of the term ``g(j)`` -- each term ``k`` enters at
-        ``j = k`` -- and ``cond``, ``g`` the condition and source over the output axes.  Else
-        ``None``.  Division-free::
+        """``(G, cond, g)`` for a running product ``Y[j] = prod_{k <= j where c(k)} g(k)`` (or
+        ``k >= j``: a plain prefix or suffix, :func:`~tensorad.poly.nesting.plain_prefix`; the
+        other output axes ride along): ``G[j]`` is the adjoint of the term ``g(j)`` -- each
+        term ``k`` enters at ``j = k`` -- and ``cond``, ``g`` the condition and source over the
+        output axes.  Else ``None``.  Division-free, for a prefix (a suffix mirrored)::
 
             G[k] = sum_{j >= k} H[j] prod_{i <= j, i != k} g(i) = E[k] S[k],
             E[k] = prod_{i < k} g(i),   S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)
                                              = H[k] + g(k + 1) S[k + 1]
 
-        (``g(i) = 1`` where ``c(i)`` fails), ``E`` a running product and ``S`` the reversed fold
-        of the recurrence's pairs ``(g(j + 1), H[j])`` (:func:`combiners.recurrence_reducer`):
-        two scans of one update per point.  Every product is strong in its zero factors
+        (``g(i) = 1`` where ``c(i)`` fails), ``E`` a running product and ``S`` the fold of the
+        recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`):
+        two ordered scans of one update per point.  Every product is strong in its zero factors
         (:func:`combiners.strong_product`), so a term with a zero factor is 0 whatever the
         other factors are, as :meth:`_prod`'s zero count makes it: no NaN of ``0 * inf``."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
         if found is None:
             return None
-        pos, rest = found
+        pos, step, rest = found
         jax, (k,) = op.axes[pos], body.arg.axes
         cond, source = rename(all_of(rest), {k: jax}), rename(body.src[1], {k: jax})
         cached = self._running.get(op)
         if cached is None:
-            cached = self._running[op] = self._running_adjoint(op, head, n_prefix, pos, cond, source)
+            cached = self._running[op] = self._running_adjoint(op, head, n_prefix, pos, step, cond, source)
         return cached, cond, source
 
-    def _running_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, cond: Expr,
-                         source: Expr) -> Tensor:
-        """``G`` of :meth:`_running_product` over the head's prefix and ``op``'s axes."""
+    def _running_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
+                         cond: Expr, source: Expr) -> Tensor:
+        """``G`` of :meth:`_running_product` over the head's prefix and ``op``'s axes.  Both folds
+        run over a mirrored index ``q`` (the real position ``q`` for a prefix, ``c - q`` for a
+        suffix, ``c = lo + hi - 1``), so each is an ordered prefix that a scan carries."""
         d, lo, hi, comb = source.dtype, op.axes[pos].lo, op.axes[pos].hi, op.body[0].arg.combiner
+        c = lo + hi - 1
         pv = axis_vars(head.shape[:n_prefix], prefix="p")
         m = copy_vars(op.axes)
         av = [m[a] for a in op.axes]
@@ -712,6 +715,12 @@ class AdjointBuilder:
 
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
+
+        def back(e: Expr, shift: int = 0) -> Expr:  # c - e + shift, its mirror
+            return const(c + shift, e.dtype) - e
+
+        def real(e: Expr) -> Expr:  # the position of mirrored index e
+            return e if step > 0 else back(e)
 
         def term(e: Expr) -> Expr:  # g at position e of the scanned axis, 1 where c fails
             to = {**m, op.axes[pos]: e}
@@ -724,14 +733,14 @@ class AdjointBuilder:
 
         u, w = var("u", lo, hi), var("w", lo, hi)
         (before,) = fold("before", combiners.strong_product_reducer(comb), compare(Op.LT, w, t), w,
-                         (term(w),), av)
-        rev = const(lo + hi - 1, u.dtype) - u  # (the suffix folded from its end)
-        pair = (choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
-                       term(rev + const(1, u.dtype))),
-                cast(d, head[tuple(pv) + tuple(at(rev))]))
+                         (term(real(w)),), av)
+        # the suffix of mirrored index q folded from its end: u runs over positions rev(u) = c - u
+        nxt, here = (back(u, 1), back(u)) if step > 0 else (u - const(1, u.dtype), u)
+        pair = (choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d), term(nxt)),
+                cast(d, head[tuple(pv) + tuple(at(here))]))
         after = fold("after", combiners.recurrence_reducer(comb), compare(Op.LE, u, t), u, pair, pv + av)[1]
-        back = const(lo + hi - 1, t.dtype) - t
-        value = combiners.strong_product(before[tuple(at(t))], after[tuple(pv) + tuple(at(back))])
+        value = combiners.strong_product(before[tuple(at(real(t)))],
+                                         after[tuple(pv) + tuple(at(back(t) if step > 0 else t))])
         return compute(f"{op.name}.others", pv + av, [value])[0]
 
     def _generic_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,

@@ -132,14 +132,15 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 
 def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
-                 reads: Sequence[Expr]) -> tuple[int, list[Expr]] | None:
-    """``(pos, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix along
-    the output axis ``j = axes[pos]``: one reduction axis ``k`` over ``j``'s range, the
-    conjuncts of ``cond`` that mention ``j`` say exactly ``k <= j`` (isl proves it), and
-    ``rest``, the other conjuncts, and ``reads`` do not mention ``j``.  Then the point ``j``
-    reduces the terms ``k <= j`` that ``rest`` keeps, each term ``k`` entering at ``j = k``.
-    ``prod_k X[i, k] where k <= j`` over ``(i, j)`` gives ``(1, [])``; ``where k < j`` gives
-    ``None`` (the first point reduces nothing)."""
+                 reads: Sequence[Expr]) -> tuple[int, int, list[Expr]] | None:
+    """``(pos, step, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix
+    (``step = 1``) or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one
+    reduction axis ``k`` over ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say
+    exactly ``k <= j`` (``k >= j``; isl proves it), and ``rest``, the other conjuncts, and
+    ``reads`` do not mention ``j``.  Then the point ``j`` reduces the terms on its side that
+    ``rest`` keeps, each term ``k`` entering at ``j = k``.  ``prod_k X[i, k] where k <= j``
+    over ``(i, j)`` gives ``(1, 1, [])``; ``where k < j`` gives ``None`` (the first point
+    reduces nothing)."""
     if len(raxes) != 1:
         return None
     (k,) = raxes
@@ -158,6 +159,7 @@ def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                 dom = dom.intersect(space.cond(t))
         except NotAffine:
             continue
-        if dom.is_equal(space.box().intersect(space.cond(compare(Op.LE, k, j)))):
-            return pos, [t for t in terms if j not in free_vars(t)]
+        for step, side in ((1, Op.LE), (-1, Op.GE)):
+            if dom.is_equal(space.box().intersect(space.cond(compare(side, k, j)))):
+                return pos, step, [t for t in terms if j not in free_vars(t)]
     return None
