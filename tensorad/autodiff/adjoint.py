@@ -687,7 +687,7 @@ class AdjointBuilder:
         (``g(i) = 1`` where ``c(i)`` fails), ``E`` a running product and ``S`` the fold of the
         recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`):
         two ordered scans of one update per point.  Every product is strong in its zero factors
-        (:func:`combiners.strong_product`), so a term with a zero factor is 0 whatever the
+        ``g`` (:func:`combiners.strong_product`), so a term with a zero factor is 0 whatever the
         other factors are, as :meth:`_prod`'s zero count makes it: no NaN of ``0 * inf``."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])

@@ -286,28 +286,32 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
 
 # ---- reverse mode: running products -------------------------------------------------------
 
-def strong_product(a: Expr, b: Expr) -> Expr:
-    """``a * b``, but 0 where either factor is 0 (``0 * inf = 0``): a product's terms with a
-    zero factor are zeros of calculus, as a product's gradient counts them (PyTorch's too)."""
+def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
+    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other
+    is (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a
+    product's gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite
+    factor stays NaN, as in the chain rule (docs/conventions.md)."""
     zero = const(0, a.dtype)
-    either = logical(Op.OR, compare(Op.EQ, a, zero), compare(Op.EQ, b, zero))
-    return choice(Op.SELECT, either, zero, a * b)
+    cond = compare(Op.EQ, a, zero)
+    if both:
+        cond = logical(Op.OR, cond, compare(Op.EQ, b, zero))
+    return choice(Op.SELECT, cond, zero, a * b)
 
 
 def strong_product_reducer(comb: CommReducer) -> CommReducer:
-    """``comb`` (a product) with :func:`strong_product` as its combine."""
+    """``comb`` (a product) with :func:`strong_product` in both factors as its combine."""
     found = comb.derived.get("strong")
     if found is None:
         (x,), (y,) = comb.lhs, comb.rhs
         found = comb.derived["strong"] = CommReducer(f"{comb.name}.strong", "custom", (x,), (y,),
-                                                     (strong_product(x, y),), comb.identity)
+                                                     (strong_product(x, y, both=True),), comb.identity)
     return found
 
 
 def recurrence_reducer(comb: CommReducer) -> CommReducer:
     """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps
     ``s -> a s + b`` in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``,
-    each product a :func:`strong_product`.  A fold of ``(a_0, b_0) ... (a_m, b_m)`` holds in
+    each product a :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ... (a_m, b_m)`` holds in
     its second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from ``s_{-1} = 0``.  It is
     associative, not commutative: a reduction over it folds in index order, as every custom
     combiner does (a scan of it carries the plain loop's left fold, which reads no ``a1``)."""
@@ -317,6 +321,6 @@ def recurrence_reducer(comb: CommReducer) -> CommReducer:
     (d,) = comb.dtypes
     xa, xb, ya, yb = (var(name, dtype=d) for name in ("a.x", "b.x", "a.y", "b.y"))
     red = CommReducer(f"{comb.name}.recurrence", "custom", (xa, xb), (ya, yb),
-                      (strong_product(xa, ya), strong_product(ya, xb) + yb), (const(1, d), const(0, d)))
+                      (strong_product(ya, xa, both=True), strong_product(ya, xb) + yb), (const(1, d), const(0, d)))
     comb.derived["recurrence"] = red
     return red
