@@ -20,8 +20,9 @@ a lazy mask stays lazy outside: ``m`` is read only where a term was selected.
 
 The rule is a cost decision: it applies only where every new sum is cheaper than the old one
 -- it has lost a non-unit output axis, or it is a scan along an axis the old one was not
-(:func:`tensorad.poly.nesting.scan_axes`).  A prefix product's gradient is such a sum:
-``sum_{i >= k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` reads ``k`` only through the divisor
+(:func:`tensorad.poly.nesting.scan_axes`).  The gradient of a prefix product that reverse mode
+does not build as a recurrence (``prod_{k < i}``, whose first point is empty) is such a sum:
+``sum_{i > k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` reads ``k`` only through the divisor
 ``D[k]``, and without it the sum is a reverse scan -- ``n`` updates instead of ``n (n + 1) / 2``.
 The new sums are not folded back by :func:`.factor.fold_unshared` (which would put ``m`` under
 the mask's zero branch).

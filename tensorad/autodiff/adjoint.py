@@ -27,6 +27,9 @@ Reductions with other combiners (DESIGN.md lesson 2):
   product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
   ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
   ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
+  A running product (``prod_{k <= j}``, a cumulative product) takes instead the products on
+  either side of each term: an exclusive running product and a linear recurrence of the head,
+  two scans without division or count (:meth:`AdjointBuilder._running_product`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
 
