@@ -161,7 +161,8 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_carried_values(op, bodies, ctx):
+        if not op.is_reduction or not _carries_every_value(op, bodies) \
+                or not _keeps_carried_values(op, bodies, ctx):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:

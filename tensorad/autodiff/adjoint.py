@@ -676,7 +676,8 @@ class AdjointBuilder:
         found = self._prods[op] = (out[0], out[1])
         return found
 
-    def _running_product(self, op: ComputeOp, head: Tensor, n_prefix: int) -> tuple[Tensor, Expr, Expr] | None:
+    def _running_product(self, op: ComputeOp, head: Tensor,
+                         n_prefix: int) -> tuple[Tensor, Expr, Expr] | None:
         """``(G, cond, g)`` for a running product ``Y[j] = prod_{k <= j where c(k)} g(k)`` (or
         ``k >= j``: a plain prefix or suffix, :func:`~tensorad.poly.nesting.plain_prefix`; the
         other output axes ride along): ``G[j]`` is the adjoint of the term ``g(j)`` -- each
@@ -731,8 +732,8 @@ class AdjointBuilder:
             return g if cond is TRUE else choice(Op.IF_THEN_ELSE, rename(cond, to), g, const(1, d))
 
         def fold(name: str, comb: CommReducer, where: Expr, u: Expr, src: tuple, axes: list) -> tuple:
-            return compute(f"{op.name}.{name}", axes,
-                           [Expr(Op.REDUCE, d, (where,) + src, ReduceArg(comb, (u,), v)) for v in range(len(src))])
+            bodies = [Expr(Op.REDUCE, d, (where,) + src, ReduceArg(comb, (u,), v)) for v in range(len(src))]
+            return compute(f"{op.name}.{name}", axes, bodies)
 
         u, w = var("u", lo, hi), var("w", lo, hi)
         (before,) = fold("before", combiners.strong_product_reducer(comb), compare(Op.LT, w, t), w,
