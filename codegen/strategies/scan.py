@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
-from tensorad.ir.rewrite import free_vars, substitute
+from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.poly import nesting as nest
 from tensorad.poly.domain import count_bound
 
@@ -102,7 +102,7 @@ def carried(combiner, kept: set[int]) -> set[int]:
     fold reads only the sum)."""
     need, todo = set(kept), list(kept)
     while todo:
-        used = set(free_vars(combiner.result[todo.pop()]))
+        used = {n for n in walk(combiner.result[todo.pop()]) if n.op is Op.VAR}
         for v, lhs in enumerate(combiner.lhs):
             if lhs in used and v not in need:
                 need.add(v)

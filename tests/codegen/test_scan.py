@@ -125,3 +125,22 @@ def test_a_value_no_kept_value_reads_is_not_carried():
         s = a[:, j] * s + b[:, j]
         want[:, j] = s
     np.testing.assert_allclose(ta.build([S], [A, B])(a, b), want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_kept_index_carries_the_value_its_combine_compares():
+    """A running argmax ``(index, value)`` whose index alone is kept: the index's combine
+    compares the running values, so the value is carried too, and with no buffer for it the
+    reduction keeps its plain loops.  Oracle: NumPy's argmax of each prefix."""
+    r, n = 3, 24
+
+    def combine(x, y):
+        keep = x[1] >= y[1]
+        return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+    argmax = ta.comm_reducer(combine, lambda di, dv: (ta.const(-1, di), ta.min_value(dv)), name="argmax")
+    X = ta.placeholder((r, n), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    index, _ = ta.compute((r, n), lambda i, j: argmax((k, X[i, k]), k, where=k <= j), name="A")
+    x = RNG.normal(size=(r, n))
+    want = np.array([[np.argmax(row[:j + 1]) for j in range(n)] for row in x])
+    np.testing.assert_array_equal(ta.build([index], [X])(x), want)
