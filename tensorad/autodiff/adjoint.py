@@ -46,7 +46,6 @@ from collections.abc import Callable, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
 from ..ir.intrange import index_bounds
-from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
@@ -205,6 +204,13 @@ def _running(op: ComputeOp) -> bool:
     return bool(ordered_prefix_axes(op.axes, body.arg.axes, body.src[0], body.src[1:]))
 
 
+def _factor(cond: Expr, source: Expr) -> Expr:
+    """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
+    if cond is TRUE:
+        return source
+    return choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
@@ -212,7 +218,7 @@ class AdjointBuilder:
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
-        self._running: dict[ComputeOp, Tensor] = {}
+        self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
@@ -266,11 +272,11 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
+        if kind in ("prod", "recurrence"):
+            line = self._line_terms(op, heads, x, p, j, kind)
+            if line is not None:
+                return line
         if kind == "prod":
-            running = self._running_product(op, heads[0], len(p))
-            if running is not None:
-                others, cond, source = running
-                return self._site_terms(op.axes, (), cond, source, others, x, p, j)
             zeros, nonzero = self._prod(op)
 
             def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
@@ -676,42 +682,44 @@ class AdjointBuilder:
         found = self._prods[op] = (out[0], out[1])
         return found
 
-    def _running_product(self, op: ComputeOp, head: Tensor,
-                         n_prefix: int) -> tuple[Tensor, Expr, Expr] | None:
-        """``(G, cond, g)`` for a running product ``Y[j] = prod_{k <= j where c(k)} g(k)`` (or
-        ``k >= j``: a plain prefix or suffix, :func:`~tensorad.poly.nesting.plain_prefix`; the
-        other output axes ride along): ``G[j]`` is the adjoint of the term ``g(j)`` -- each
-        term ``k`` enters at ``j = k`` -- and ``cond``, ``g`` the condition and source over the
-        output axes.  Else ``None``.  Division-free, for a prefix (a suffix mirrored)::
-
-            G[k] = sum_{j >= k} H[j] prod_{i <= j, i != k} g(i) = E[k] S[k],
-            E[k] = prod_{i < k} g(i),   S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)
-                                             = H[k] + g(k + 1) S[k + 1]
-
-        (``g(i) = 1`` where ``c(i)`` fails), ``E`` a running product and ``S`` the fold of the
-        recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`):
-        two ordered scans of one update per point.  Every product is strong in its zero factors
-        ``g`` (:func:`combiners.strong_product`), so a term with a zero factor is 0 whatever the
-        other factors are, as :meth:`_prod`'s zero count makes it: no NaN of ``0 * inf``."""
+    def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
+                    j: Sequence[Expr], kind: str) -> list[Expr] | None:
+        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`)
+        that runs along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`;
+        the other output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint
+        of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
+        read at each site as an elementwise op's head.  ``None`` for another domain, or a
+        recurrence whose running product has a head (the generic rule)."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
-        if found is None:
+        if found is None or (kind == "recurrence" and set(heads) != {1}):
             return None
         pos, step, rest = found
         jax, (k,) = op.axes[pos], body.arg.axes
-        cond, source = rename(all_of(rest), {k: jax}), rename(body.src[1], {k: jax})
-        cached = self._running.get(op)
-        if cached is None:
-            cached = self._running[op] = self._running_adjoint(op, head, n_prefix, pos, step, cond, source)
-        return cached, cond, source
+        cond = rename(all_of(rest), {k: jax})
+        sources = [rename(e, {k: jax}) for e in body.src[1:]]
+        key = (op, heads[max(heads)])
+        if key not in self._lines:
+            self._lines[key] = self._line_adjoints(op, heads[max(heads)], len(p), pos, step, cond, sources)
+        return [t for src, adj in zip(sources, self._lines[key])
+                for t in self._site_terms(op.axes, (), cond, src, adj, x, p, j)]
 
-    def _running_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
-                         cond: Expr, source: Expr) -> Tensor:
-        """``G`` of :meth:`_running_product` over the head's prefix and ``op``'s axes.  Both folds
-        run over a mirrored index ``q`` (the real position ``q`` for a prefix, ``c - q`` for a
-        suffix, ``c = lo + hi - 1``), so each is an ordered prefix that a scan carries."""
-        d, lo, hi, comb = source.dtype, op.axes[pos].lo, op.axes[pos].hi, op.body[0].arg.combiner
-        c = lo + hi - 1
+    def _line_adjoints(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
+                       cond: Expr, sources: Sequence[Expr]) -> list[Tensor]:
+        """The adjoint of each source at its term, over the head's prefix and ``op``'s axes.
+        Division-free, for a prefix (a suffix mirrored); ``g`` the factor (the source of a
+        product, the multiplier ``a`` of a recurrence), 1 where ``c(k)`` fails::
+
+            product     Y[j] = prod_{k <= j} g(k):   G[k] = E[k] S[k],  E[k] = prod_{i < k} g(i)
+            recurrence  B[j] = a(j) B[j - 1] + b(j): G_b[k] = S[k],     G_a[k] = B[k - 1] S[k]
+
+        with ``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i) = H[k] + g(k + 1) S[k + 1]``
+        (:meth:`_suffix_recurrence`) and ``B[lo - 1] = 0``: the adjoint of a recurrence is a
+        recurrence again, so every order of derivative stays a few scans.  Every product is
+        strong in its zero factors ``g`` (:func:`combiners.strong_product`), so a term with a
+        zero factor is 0 whatever the other factors are, as :meth:`_prod`'s zero count makes
+        it: no NaN of ``0 * inf``."""
+        d, lo, hi = sources[0].dtype, op.axes[pos].lo, op.axes[pos].hi
         pv = axis_vars(head.shape[:n_prefix], prefix="p")
         m = copy_vars(op.axes)
         av = [m[a] for a in op.axes]
@@ -720,32 +728,52 @@ class AdjointBuilder:
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
 
-        def back(e: Expr, shift: int = 0) -> Expr:  # c - e + shift, its mirror
-            return const(c + shift, e.dtype) - e
+        first = const(lo if step > 0 else hi - 1, t.dtype)
+        prev = t - const(step, t.dtype)
+        after = self._suffix_recurrence(op, head, pv, m, pos, step, _factor(cond, sources[0]))
+        g_after = after[tuple(pv) + tuple(av)]
+        if len(sources) == 2:  # a recurrence: its sum before the term
+            carried = Tensor(op, 1)[tuple(at(prev))]
+            before = choice(Op.IF_THEN_ELSE, compare(Op.EQ, t, first), const(0, d), carried)
+            values = [before * g_after, g_after]
+        else:
+            w = var("w", lo, hi)
+            real = w if step > 0 else const(lo + hi - 1, w.dtype) - w
+            term = rename(_factor(cond, sources[0]), {**m, op.axes[pos]: real})
+            exclusive = combiners.strong_product_reducer(prod_reducer.instantiate((d,)))
+            (prefix,) = compute(f"{op.name}.before", av, [Expr(Op.REDUCE, d, (compare(Op.LT, w, t), term),
+                                                                ReduceArg(exclusive, (w,), 0))])
+            mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
+            values = [combiners.strong_product(prefix[tuple(at(mirrored))], g_after)]
+        return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
 
-        def real(e: Expr) -> Expr:  # the position of mirrored index e
-            return e if step > 0 else back(e)
+    def _suffix_recurrence(self, op: ComputeOp, head: Tensor, pv: list[Expr], m: dict, pos: int,
+                           step: int, factor: Expr) -> Tensor:
+        """``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)`` over ``pv`` and ``op``'s axes (the
+        copies ``m``), ``g`` the expression ``factor`` at the scanned axis: the fold of the
+        recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`),
+        an ordered prefix over a mirrored index that a scan carries, then read back in place.
+        A suffix (``step = -1``) mirrored: ``S[k] = sum_{j <= k} H[j] prod_{j <= i < k} g(i)``."""
+        jax = op.axes[pos]
+        lo, hi, d = jax.lo, jax.hi, factor.dtype
+        av = [m[a] for a in op.axes]
+        t, u = av[pos], var("u", lo, hi)
 
-        def term(e: Expr) -> Expr:  # g at position e of the scanned axis, 1 where c fails
-            to = {**m, op.axes[pos]: e}
-            g = rename(source, to)
-            return g if cond is TRUE else choice(Op.IF_THEN_ELSE, rename(cond, to), g, const(1, d))
+        def at(e: Expr) -> list[Expr]:
+            return av[:pos] + [e] + av[pos + 1:]
 
-        def fold(name: str, comb: CommReducer, where: Expr, u: Expr, src: tuple, axes: list) -> tuple:
-            bodies = [Expr(Op.REDUCE, d, (where,) + src, ReduceArg(comb, (u,), v)) for v in range(len(src))]
-            return compute(f"{op.name}.{name}", axes, bodies)
-
-        u, w = var("u", lo, hi), var("w", lo, hi)
-        (before,) = fold("before", combiners.strong_product_reducer(comb), compare(Op.LT, w, t), w,
-                         (term(real(w)),), av)
-        # the suffix of mirrored index q folded from its end: u runs over positions rev(u) = c - u
-        nxt, here = (back(u, 1), back(u)) if step > 0 else (u - const(1, u.dtype), u)
-        pair = (choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d), term(nxt)),
-                cast(d, head[tuple(pv) + tuple(at(here))]))
-        after = fold("after", combiners.recurrence_reducer(comb), compare(Op.LE, u, t), u, pair, pv + av)[1]
-        value = combiners.strong_product(before[tuple(at(real(t)))],
-                                         after[tuple(pv) + tuple(at(back(t) if step > 0 else t))])
-        return compute(f"{op.name}.others", pv + av, [value])[0]
+        # u runs over the positions from the end: rev(u) = lo + hi - 1 - u for a prefix, u for a suffix
+        nxt, here = ((const(lo + hi, u.dtype) - u, const(lo + hi - 1, u.dtype) - u) if step > 0
+                     else (u - const(1, u.dtype), u))
+        a = choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
+                   rename(factor, {**m, jax: nxt}))
+        b = cast(d, head[tuple(pv) + tuple(at(here))])
+        rec = combiners.recurrence_reducer(prod_reducer.instantiate((d,)))
+        src = (compare(Op.LE, u, t), a, b)
+        fold = compute(f"{op.name}.after", pv + av,
+                       [Expr(Op.REDUCE, d, src, ReduceArg(rec, (u,), v)) for v in (0, 1)])
+        back = const(lo + hi - 1, t.dtype) - t if step > 0 else t
+        return compute(f"{op.name}.suffix", pv + av, [fold[1][tuple(pv) + tuple(at(back))]])[0]
 
     def _generic_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                        p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:

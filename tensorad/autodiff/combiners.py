@@ -1,6 +1,7 @@
 """What autodiff knows about reduction combiners: their kind, their derivative, their winner.
 
 * :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``,
+  ``recurrence`` (:func:`recurrence_reducer`, reverse mode's own),
   ``select`` (a custom combiner that picks one side, such as argmax: every result element is a
   ``select`` between ``lhs[t]`` and ``rhs[t]`` under one common condition, or a ``max``/``min``
   of them) or ``generic``.  Built-in reducers carry their kind; a custom combiner written as
@@ -40,6 +41,7 @@ from collections.abc import Callable, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const, logical, logical_not, var
 from ..ir.reducer import CommReducer
+from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
@@ -108,6 +110,9 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
     (over ``comb.lhs``/``comb.rhs``) under which the left operand is the result."""
     if comb.kind in ("sum", "prod"):
         return comb.kind, None
+    derived = _derived_from_prod(comb)
+    if derived is not None:
+        return derived, None
     if comb.kind in ("max", "min"):
         return comb.kind, None
     if comb.arity == 1:
@@ -125,6 +130,16 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
     if cond is not None:
         return "select", cond
     return "generic", None
+
+
+def _derived_from_prod(comb: CommReducer) -> str | None:
+    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"``
+    for its :func:`recurrence_reducer`; else ``None``."""
+    if not comb.dtypes or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
+        return None
+    made = prod_reducer.instantiate(comb.dtypes[:1]).derived
+    return next((kind for key, kind in (("strong", "prod"), ("recurrence", "recurrence"))
+                 if made.get(key) is comb), None)
 
 
 def _common_selection(comb: CommReducer) -> Expr | None:

@@ -121,3 +121,25 @@ def test_a_running_product_of_an_expression_equals_differences(case, numeric_gra
     x, h = rng.uniform(0.5, 1.2, (r, n)), rng.normal(size=(r, n))
     want = numeric_grad(fn, [x], h)[0]
     np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-7, atol=1e-7)
+
+
+def test_the_gradient_of_the_gradient_is_scans_too(numeric_grad):
+    """The first gradient's recurrence differentiates as a recurrence (its adjoint runs the
+    other way), not by the generic rule's Jacobian of every output by every input: linear in
+    ``n``, by ``X`` and by the head.  Oracle: central differences of the NumPy formula."""
+    r, n = 4, 32
+    X, H, (dX,) = _running((r, n), 1)
+    W = ta.placeholder((r, n), "float32", "W")
+    by_x, by_h = (ta.JacobianRecursive(dX, [t], W)[0] for t in (X, H))
+    assert ta.lower([by_x], [X, H, W], target=AVX512).work <= 10 * r * n
+    assert ta.lower([by_h], [X, H, W], target=AVX512).work <= 3 * r * n
+
+    r, n = 2, 8
+    X, H, (dX,) = _running((r, n), 1, dtype=F64)
+    W = ta.placeholder((r, n), F64, "W")
+    grads = ta.JacobianRecursive(dX, [X, H], W)
+    rng = np.random.default_rng(10)
+    x, h, w = rng.uniform(0.5, 1.5, (r, n)), rng.normal(size=(r, n)), rng.normal(size=(r, n))
+    want = numeric_grad(_others, [x, h], w)
+    for got, expected in zip(ta.build(list(grads), [X, H, W])(x, h, w), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-7)
