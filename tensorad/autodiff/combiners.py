@@ -43,6 +43,7 @@ from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const,
 from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
+from ..ir.rewrite import substitute
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
 
@@ -134,12 +135,21 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
 
 def _derived_from_prod(comb: CommReducer) -> str | None:
     """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"``
-    for its :func:`recurrence_reducer`; else ``None``."""
-    if not comb.dtypes or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
+    for its :func:`recurrence_reducer`; else ``None``.  Compared up to the names of their
+    variables: a program read back from the disk cache holds copies of them."""
+    if comb.arity > 2 or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
         return None
-    made = prod_reducer.instantiate(comb.dtypes[:1]).derived
-    return next((kind for key, kind in (("strong", "prod"), ("recurrence", "recurrence"))
-                 if made.get(key) is comb), None)
+    base = prod_reducer.instantiate(comb.dtypes[:1])
+    for made, kind in ((strong_product_reducer(base), "prod"), (recurrence_reducer(base), "recurrence")):
+        if made.arity == comb.arity and made.identity == comb.identity and _same_results(made, comb):
+            return kind
+    return None
+
+
+def _same_results(a: CommReducer, b: CommReducer) -> bool:
+    """Whether ``b``'s results are ``a``'s with ``a``'s operands renamed to ``b``'s."""
+    renamed = dict(zip(a.lhs + a.rhs, b.lhs + b.rhs))
+    return all(substitute(r, renamed) is q for r, q in zip(a.result, b.result))
 
 
 def _common_selection(comb: CommReducer) -> Expr | None:
