@@ -145,13 +145,14 @@ def _carries_every_value(op, bodies) -> bool:
 
 
 def _keeps_carried_values(op, bodies, ctx) -> bool:
-    """Whether each value of ``op`` that a scan carries (:func:`.strategies.scan.carried`)
-    gets a buffer -- an output of the program, or read by another op -- which a scan carries
-    it in (an unread value of a multi-output op has none)."""
-    read = {n.arg.value_index for r in ctx.readers.get(op, ()) for b in ctx.bodies[r] for n in walk(b)
-            if n.op is Op.READ and n.arg.op is op}
+    """Whether ``op`` keeps a value -- an output of the program, or read by an op of some
+    elements -- and each value that a scan carries to compute the kept ones
+    (:func:`.strategies.scan.carried`) gets a buffer, which a scan carries it in (an unread
+    value of a multi-output op has none).  (An op read only by empty ops computes nothing.)"""
+    read = {n.arg.value_index for r in ctx.readers.get(op, ()) if math.prod(r.shape)
+            for b in ctx.bodies[r] for n in walk(b) if n.op is Op.READ and n.arg.op is op}
     kept = {v for v in range(op.num_outputs) if v in read or Tensor(op, v) in ctx.outputs}
-    return carried(bodies[0].arg.combiner, kept) <= kept
+    return bool(kept) and carried(bodies[0].arg.combiner, kept) <= kept
 
 
 class Scan:
