@@ -29,7 +29,8 @@ Reductions with other combiners (DESIGN.md lesson 2):
   ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
   A running product (``prod_{k <= j}``, a cumulative product) takes instead the products on
   either side of each term: an exclusive running product and a linear recurrence of the head,
-  two scans without division or count (:meth:`AdjointBuilder._running_product`).
+  two scans without division or count (:meth:`AdjointBuilder._line_terms`, which differentiates
+  the recurrence as a recurrence again).
 * any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
   the head (the only case that builds a Jacobian-sized temporary).
 
@@ -728,13 +729,12 @@ class AdjointBuilder:
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
 
-        first = const(lo if step > 0 else hi - 1, t.dtype)
-        prev = t - const(step, t.dtype)
         after = self._suffix_recurrence(op, head, pv, m, pos, step, _factor(cond, sources[0]))
         g_after = after[tuple(pv) + tuple(av)]
         if len(sources) == 2:  # a recurrence: its sum before the term
-            carried = Tensor(op, 1)[tuple(at(prev))]
-            before = choice(Op.IF_THEN_ELSE, compare(Op.EQ, t, first), const(0, d), carried)
+            first = compare(Op.EQ, t, const(lo if step > 0 else hi - 1, t.dtype))
+            carried = Tensor(op, 1)[tuple(at(t - const(step, t.dtype)))]
+            before = choice(Op.IF_THEN_ELSE, first, const(0, d), carried)
             values = [before * g_after, g_after]
         else:
             w = var("w", lo, hi)

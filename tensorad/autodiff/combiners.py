@@ -109,13 +109,11 @@ def _sides(e: Expr, x: Expr, y: Expr) -> bool:
 def classify(comb: CommReducer) -> tuple[str, Expr | None]:
     """``(kind, lhs_wins)``: the kind of ``comb`` and, for selecting kinds, the condition
     (over ``comb.lhs``/``comb.rhs``) under which the left operand is the result."""
-    if comb.kind in ("sum", "prod"):
+    if comb.kind in ("sum", "prod", "max", "min"):
         return comb.kind, None
     derived = _derived_from_prod(comb)
     if derived is not None:
         return derived, None
-    if comb.kind in ("max", "min"):
-        return comb.kind, None
     if comb.arity == 1:
         r, x, y = comb.result[0], comb.lhs[0], comb.rhs[0]
         ident = comb.identity[0]

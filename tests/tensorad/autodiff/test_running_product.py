@@ -1,6 +1,6 @@
 """The gradient of a running product ``Y[j] = prod_{k <= j} X[k]`` (or ``k >= j``): the adjoint
 of the term ``k`` is ``E[k] S[k]``, an exclusive running product times the reversed linear
-recurrence ``S[k] = H[k] + X[k + 1] S[k + 1]``, both scans (``AdjointBuilder._running_product``).
+recurrence ``S[k] = H[k] + X[k + 1] S[k + 1]``, both scans (``AdjointBuilder._line_terms``).
 No division and no zero count: three passes, under the hand-written form's four (the forward,
 the exclusive product, the recurrence, the product of the two).
 
