@@ -22,7 +22,7 @@ from .cost import (
 )
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import find_scan
+from .scan import carried, find_scan
 
 
 class Loops:
@@ -139,12 +139,15 @@ def _carries_every_value(op, bodies) -> bool:
         and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
 
 
-def _keeps_every_value(op, ctx) -> bool:
-    """Whether each value of ``op`` gets a buffer -- an output of the program, or read by
-    another op -- which a scan carries it in (an unread value of a multi-output op has none)."""
-    read = {n.arg.value_index for r in ctx.readers.get(op, ()) for b in ctx.bodies[r] for n in walk(b)
-            if n.op is Op.READ and n.arg.op is op}
-    return all(v in read or Tensor(op, v) in ctx.outputs for v in range(op.num_outputs))
+def _keeps_carried_values(op, bodies, ctx) -> bool:
+    """Whether ``op`` keeps a value -- an output of the program, or read by an op of some
+    elements -- and each value that a scan carries to compute the kept ones
+    (:func:`.strategies.scan.carried`) gets a buffer, which a scan carries it in (an unread
+    value of a multi-output op has none).  (An op read only by empty ops computes nothing.)"""
+    read = {n.arg.value_index for r in ctx.readers.get(op, ()) if math.prod(r.shape)
+            for b in ctx.bodies[r] for n in walk(b) if n.op is Op.READ and n.arg.op is op}
+    kept = {v for v in range(op.num_outputs) if v in read or Tensor(op, v) in ctx.outputs}
+    return bool(kept) and carried(bodies[0].arg.combiner, kept) <= kept
 
 
 class Scan:
@@ -154,7 +157,8 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_every_value(op, ctx):
+        if not op.is_reduction or not _carries_every_value(op, bodies) \
+                or not _keeps_carried_values(op, bodies, ctx):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:

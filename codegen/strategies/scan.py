@@ -1,23 +1,36 @@
-r"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by carrying
-the running value along that axis.
+"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by
+carrying the running value along that axis instead of reducing again at every point.
 
-``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
-mention ``j`` and the affine sets nest, ``D(j - 1) ⊆ D(j)`` (a prefix sum: scanned upwards) or
-``D(j + 1) ⊆ D(j)`` (a suffix sum: downwards), is
+``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the
+condition do not mention ``j``, and the affine sets nest: ``D(j - 1) ⊆ D(j)`` (a prefix sum,
+``k <= j + c``: scanned upwards) or ``D(j + 1) ⊆ D(j)`` (a suffix sum, ``k >= j``, the adjoint
+of a prefix sum: scanned downwards).  Then
 
-    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \ D(j -/+ 1)} src(r)
+    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \\ D(j -/+ 1)} src(r)
 
-where ``j -/+ 1`` is computed too, and the whole reduction at each row's first point: ``n`` updates
-instead of ``n (n + 1) / 2``.  isl proves the nesting and gives both sets exactly.  The output axes after
-the scanned one run innermost (vectorized), those before are parallel.  Sums, products, max and min
-qualify.
+where ``j -/+ 1`` is computed too, and the whole reduction where it is not (the first point of
+each row).  A prefix sum over ``n`` points makes ``n`` updates instead of ``n (n + 1) / 2``.
+isl proves the nesting and gives both sets exactly, so any affine bounds, offsets, other axes
+and reduction axes qualify; the scanned axis may be anywhere, and the output axes after it run
+innermost (vectorized across them), the ones before it are parallel.  Sums, products, max
+and min qualify (no inverse is needed; a sliding window's sets do not nest: plain loops).
 
-Order: a prefix sum adds in the plain sequential loop's order; a suffix sum in reversed order, which only
-fast math allows (``fastmath=False`` scans only a proven same-order prefix).  Other combiners (several
-values, a custom kind: the winner ``(v, k, t)`` of a running max) are scanned only in that order, where
-the scan is the plain loop's left fold cut where each point ends, so no law of the combiner is needed and
-every value is the plain loop's, bit for bit.  Each value is carried in its own output: an op keeping
-fewer outputs than its combiner has values stays plain."""
+Order: a prefix sum adds its terms in the order of the plain sequential loop (``((x0 + x1) +
+x2) ...``); a suffix sum in the reversed order, which fast math allows (``fastmath=False``
+keeps plain loops for anything but a proven same-order prefix: one reduction axis whose new
+terms all follow the ones it carries).
+
+Other combiners -- several values, or a custom kind: a max carrying its winner's index and
+tie count ``(v, k, t)``, which reverse mode builds for a running max -- are scanned only in
+that same order.  Then the scan is the plain loop's left fold itself, cut where each point
+ends: ``out[j] = (...((e + x0) + x1) ... + x_j)`` with ``e`` the identity and ``+`` the
+combiner, and ``out[j - 1]`` is that fold stopped one term earlier, so no law of the
+combiner (associativity, commutativity) is needed and every value is the plain loop's, bit
+for bit.  Each value is carried in its own output, so each needs a buffer: an op keeping
+fewer outputs than its combiner has values stays plain, unless the values it drops are dead
+(no kept value's combine reads them: :func:`carried`).  For example, the running winner of
+``Y[i] = max_{k <= i} X[k]`` over ``X = [1, 3, 3, 2]`` carries ``(1, 0, 1), (3, 1, 1), (3,
+1, 2), (3, 1, 2)``: 4 updates where the plain loops make 10."""
 
 from __future__ import annotations
 
@@ -27,7 +40,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
-from tensorad.ir.rewrite import free_vars, substitute
+from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.poly import nesting as nest
 from tensorad.poly.domain import count_bound
 
@@ -80,32 +93,54 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
     return best
 
 
-def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer, ...] | None:
-    """The buffers a scan of ``info`` carries its values in, one per combiner value (``outputs`` by value
-    index) of its accumulator's dtype; else ``None``."""
+def carried(combiner, kept: set[int]) -> set[int]:
+    """The values of ``combiner`` a scan carries to compute the values ``kept``: those and
+    every value whose running value a carried value's combine reads.  A value outside it is
+    dead (the multiplier of :func:`tensorad.autodiff.combiners.recurrence_reducer`, whose
+    fold reads only the sum)."""
+    need, todo = set(kept), list(kept)
+    while todo:
+        used = {n for n in walk(combiner.result[todo.pop()]) if n.op is Op.VAR}
+        for v, lhs in enumerate(combiner.lhs):
+            if lhs in used and v not in need:
+                need.add(v)
+                todo.append(v)
+    return need
+
+
+def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer | None, ...] | None:
+    """The buffers a scan of ``info`` carries its values in, one per value of its combiner
+    (``outputs`` by value index; ``None`` for a dead value, :func:`carried`), when each
+    carried value has one of its accumulator's dtype; else ``None`` (a value computed in no
+    buffer cannot be carried)."""
     dtypes = info.combiner.dtypes
-    if len(outputs) != len(dtypes) or any(b is None or b.dtype != d for b, d in zip(outputs, dtypes)):
+    if len(outputs) != len(dtypes):
+        return None
+    need = carried(info.combiner, {v for v, b in enumerate(outputs) if b is not None})
+    if any(outputs[v] is None or outputs[v].dtype != dtypes[v] for v in need):
         return None
     return tuple(outputs)
 
 
-def _update(info: ReductionInfo, outs: tuple[Buffer, ...], accs: Sequence[Expr]) -> tuple:
-    """``out[x] = combine(out[x], src)``: one store for one value; for several, their new
-    values assigned at once to the accumulators ``accs`` (each reads the old ones), then stored."""
+def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr]) -> tuple:
+    """``out[x] = combine(out[x], src)`` for each carried value (a buffer in ``outs``): one
+    store for one value; for several, their new values assigned at once to their accumulators
+    ``accs`` (each reads the old ones), then stored."""
     comb, outer = info.combiner, info.outer
-    here = {lhs: Expr(Op.READ, b.dtype, outer, b.tensor) for lhs, b in zip(comb.lhs, outs)}
-    combined = tuple(substitute(r, {**here, **dict(zip(comb.rhs, info.sources))}) for r in comb.result)
-    if len(outs) == 1:
-        update: tuple = (Store(outs[0], outer, combined[0]),)
+    live = [v for v, b in enumerate(outs) if b is not None]
+    here = {comb.lhs[v]: Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) for v in live}
+    combined = tuple(substitute(comb.result[v], {**here, **dict(zip(comb.rhs, info.sources))}) for v in live)
+    if len(live) == 1:
+        update: tuple = (Store(outs[live[0]], outer, combined[0]),)
     else:
-        update = (Assign(tuple(accs), combined),
-                  *(Store(b, outer, a, counted=False) for b, a in zip(outs, accs)))
+        update = (Assign(tuple(accs[v] for v in live), combined),
+                  *(Store(outs[v], outer, accs[v], counted=False) for v in live))
     if info.rest is not TRUE:
         update = (If(info.rest, update, (), affine=False),)
     return update
 
 
-def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
+def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSpec,
               accs: Sequence[Expr] = ()) -> list[PolyStmt]:
     """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
     ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
@@ -114,8 +149,9 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer, ...], spec: ScanSpec,
     p, j = spec.axis, info.outer[spec.axis]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
                     for v in outer)
-    carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False) for b in outs)
-    identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity))
+    carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
+                  for b in outs if b is not None)
+    identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
     head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
     tail = tuple(outer[p + 1:])
     first = head + (0,) + (0,) * len(raxes) + tail

@@ -1,26 +1,43 @@
 """Adjoint contributions of one consumer op, built directly in head-product form.
 
-For a consumer ``Y[i] = sum_k where c(i, k) of f(i, k)`` (or ``Y[i] = f(i)``) that reads ``X`` at
-``X[phi(i, k)]``, one read site contributes to ``adj_X[p, j]`` ::
+For a consumer ``Y[i] = f(i)`` (or ``Y[i] = sum_k where c(i, k) of f(i, k)``) that reads ``X``
+at ``X[phi(i, k)]``, the contribution to ``adj_X[p, j]`` of that one read site is ::
 
     sum over (i, k) where c(i, k) && phi(i, k) == j  of  H[p, i] * df/dX[phi](i, k)
 
-with ``H = adj_Y`` (shape ``prefix + Y.shape``) and ``i``, ``k`` fresh reduce variables: one term per read
-site, each with an equation ``phi == j`` the optimizer solves (DESIGN.md lesson 1).
+with ``H = adj_Y`` (shape ``prefix + Y.shape``).  One term per read site: a body such as
+``A[i, j] + A[j, i]`` gives two reductions, each with an equation ``phi == j`` that the
+optimizer can solve on its own (DESIGN.md lesson 1).  ``i`` and ``k`` are fresh reduce
+variables; without the optimizer the term is correct but iterates over all of ``(i, k)``.
 
-Other combiners (DESIGN.md lesson 2):
+Reductions with other combiners (DESIGN.md lesson 2):
 
-* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` over the same
-  domain carries ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner
-  only (``flat(k) == W(i)``).  For max/min every element tied with the result gets ``H / T``, ``T(i)`` the
-  tie count (PyTorch's ``amax``).  A source that recomputes exactly takes ``T`` and the lone winner from
-  one vectorizable sum (:meth:`AdjointBuilder._lone_winner`), except a running max/min (:func:`_running`).
-* ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
-  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.
-* any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head.
+* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
+  reduction over the same domain carrying ``(value..., k)``, ``k`` the flattened index of the
+  winning point -- is computed once per op; the head is routed to the winning element only, by
+  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
+  counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
+  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
+  max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
+  over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
+  loops that vectorize, where the winner reduction is a chain of compares and blends -- except
+  for a running max/min (``max_{k <= i}``): there the sum compares every term with ``Y[i]``
+  (quadratic), while the winner reduction is scanned in one update per term (:func:`_running`).
+* ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
+  product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
+  ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
+  ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
+  A running product (``prod_{k <= j}``, a cumulative product) takes instead the products on
+  either side of each term: an exclusive running product and a linear recurrence of the head,
+  two scans without division or count (:meth:`AdjointBuilder._line_terms`, which differentiates
+  the recurrence as a recurrence again).
+* any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
+  the head (the only case that builds a Jacobian-sized temporary).
 
-A built-in max, min or product over a box of one point is its source there (or its identity where the
-condition fails): its contribution is the elementwise one."""
+A built-in max, min or product reduction over a box of one point (a 1 x 1 pooling window) is
+its source at that point, or its identity where the where-condition fails there: its
+contribution is the elementwise one, with no winner, tie count or zero count.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +51,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.nesting import ordered_prefix_axes
+from ..poly.nesting import ordered_prefix_axes, plain_prefix
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .gathers import unchecked, unguarded_reads
@@ -175,6 +192,13 @@ def _running(op: ComputeOp) -> bool:
     return bool(ordered_prefix_axes(op.axes, body.arg.axes, body.src[0], body.src[1:]))
 
 
+def _factor(cond: Expr, source: Expr) -> Expr:
+    """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
+    if cond is TRUE:
+        return source
+    return choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
+
+
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
@@ -182,6 +206,7 @@ class AdjointBuilder:
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
+        self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
@@ -232,6 +257,10 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
+        if kind in ("prod", "recurrence"):
+            line = self._line_terms(op, heads, x, p, j, kind)
+            if line is not None:
+                return line
         if kind == "prod":
             zeros, nonzero = self._prod(op)
 
@@ -591,6 +620,98 @@ class AdjointBuilder:
             out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
         found = self._prods[op] = (out[0], out[1])
         return found
+
+    def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
+                    j: Sequence[Expr], kind: str) -> list[Expr] | None:
+        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`)
+        that runs along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`;
+        the other output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint
+        of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
+        read at each site as an elementwise op's head.  ``None`` for another domain, or a
+        recurrence whose running product has a head (the generic rule)."""
+        body = op.body[0]
+        found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
+        if found is None or (kind == "recurrence" and set(heads) != {1}):
+            return None
+        pos, step, rest = found
+        jax, (k,) = op.axes[pos], body.arg.axes
+        cond = rename(all_of(rest), {k: jax})
+        sources = [rename(e, {k: jax}) for e in body.src[1:]]
+        key = (op, heads[max(heads)])
+        if key not in self._lines:
+            self._lines[key] = self._line_adjoints(op, heads[max(heads)], len(p), pos, step, cond, sources)
+        return [t for src, adj in zip(sources, self._lines[key])
+                for t in self._site_terms(op.axes, (), cond, src, adj, x, p, j)]
+
+    def _line_adjoints(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
+                       cond: Expr, sources: Sequence[Expr]) -> list[Tensor]:
+        """The adjoint of each source at its term, over the head's prefix and ``op``'s axes.
+        Division-free, for a prefix (a suffix mirrored); ``g`` the factor (the source of a
+        product, the multiplier ``a`` of a recurrence), 1 where ``c(k)`` fails::
+
+            product     Y[j] = prod_{k <= j} g(k):   G[k] = E[k] S[k],  E[k] = prod_{i < k} g(i)
+            recurrence  B[j] = a(j) B[j - 1] + b(j): G_b[k] = S[k],     G_a[k] = B[k - 1] S[k]
+
+        with ``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i) = H[k] + g(k + 1) S[k + 1]``
+        (:meth:`_suffix_recurrence`) and ``B[lo - 1] = 0``: the adjoint of a recurrence is a
+        recurrence again, so every order of derivative stays a few scans.  Every product is
+        strong in its zero factors ``g`` (:func:`combiners.strong_product`), so a term with a
+        zero factor is 0 whatever the other factors are, as :meth:`_prod`'s zero count makes
+        it: no NaN of ``0 * inf``."""
+        d, lo, hi = sources[0].dtype, op.axes[pos].lo, op.axes[pos].hi
+        pv = axis_vars(head.shape[:n_prefix], prefix="p")
+        m = copy_vars(op.axes)
+        av = [m[a] for a in op.axes]
+        t = av[pos]
+
+        def at(e: Expr) -> list[Expr]:
+            return av[:pos] + [e] + av[pos + 1:]
+
+        after = self._suffix_recurrence(op, head, pv, m, pos, step, _factor(cond, sources[0]))
+        g_after = after[tuple(pv) + tuple(av)]
+        if len(sources) == 2:  # a recurrence: its sum before the term
+            first = compare(Op.EQ, t, const(lo if step > 0 else hi - 1, t.dtype))
+            carried = Tensor(op, 1)[tuple(at(t - const(step, t.dtype)))]
+            before = choice(Op.IF_THEN_ELSE, first, const(0, d), carried)
+            values = [before * g_after, g_after]
+        else:
+            w = var("w", lo, hi)
+            real = w if step > 0 else const(lo + hi - 1, w.dtype) - w
+            term = rename(_factor(cond, sources[0]), {**m, op.axes[pos]: real})
+            exclusive = combiners.strong_product_reducer(prod_reducer.instantiate((d,)))
+            (prefix,) = compute(f"{op.name}.before", av, [Expr(Op.REDUCE, d, (compare(Op.LT, w, t), term),
+                                                                ReduceArg(exclusive, (w,), 0))])
+            mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
+            values = [combiners.strong_product(prefix[tuple(at(mirrored))], g_after)]
+        return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
+
+    def _suffix_recurrence(self, op: ComputeOp, head: Tensor, pv: list[Expr], m: dict, pos: int,
+                           step: int, factor: Expr) -> Tensor:
+        """``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)`` over ``pv`` and ``op``'s axes (the
+        copies ``m``), ``g`` the expression ``factor`` at the scanned axis: the fold of the
+        recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`),
+        an ordered prefix over a mirrored index that a scan carries, then read back in place.
+        A suffix (``step = -1``) mirrored: ``S[k] = sum_{j <= k} H[j] prod_{j <= i < k} g(i)``."""
+        jax = op.axes[pos]
+        lo, hi, d = jax.lo, jax.hi, factor.dtype
+        av = [m[a] for a in op.axes]
+        t, u = av[pos], var("u", lo, hi)
+
+        def at(e: Expr) -> list[Expr]:
+            return av[:pos] + [e] + av[pos + 1:]
+
+        # u runs over the positions from the end: rev(u) = lo + hi - 1 - u for a prefix, u for a suffix
+        nxt, here = ((const(lo + hi, u.dtype) - u, const(lo + hi - 1, u.dtype) - u) if step > 0
+                     else (u - const(1, u.dtype), u))
+        a = choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
+                   rename(factor, {**m, jax: nxt}))
+        b = cast(d, head[tuple(pv) + tuple(at(here))])
+        rec = combiners.recurrence_reducer(prod_reducer.instantiate((d,)))
+        src = (compare(Op.LE, u, t), a, b)
+        fold = compute(f"{op.name}.after", pv + av,
+                       [Expr(Op.REDUCE, d, src, ReduceArg(rec, (u,), v)) for v in (0, 1)])
+        back = const(lo + hi - 1, t.dtype) - t if step > 0 else t
+        return compute(f"{op.name}.suffix", pv + av, [fold[1][tuple(pv) + tuple(at(back))]])[0]
 
     def _generic_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                        p: Sequence[Expr], j: Sequence[Expr]) -> list[Expr]:

@@ -1,20 +1,36 @@
 """What autodiff knows about reduction combiners: their kind, their derivative, their winner.
 
-* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``, ``select`` (a
-  custom combiner that picks one side under one common condition, as argmax) or ``generic``; a custom
+* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``,
+  ``recurrence`` (:func:`recurrence_reducer`, reverse mode's own),
+  ``select`` (a custom combiner that picks one side, such as argmax: every result element is a
+  ``select`` between ``lhs[t]`` and ``rhs[t]`` under one common condition, or a ``max``/``min``
+  of them) or ``generic``.  Built-in reducers carry their kind; a custom combiner written as
   ``x + y`` or ``x * y`` is recognised structurally.
-* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE``: a sum of tangents for sums, otherwise a
-  reduction over pairs ``(der, value)`` whose combiner is the original one differentiated (for ``max``,
-  ``select(x >= y | isnan(x), x.der, y.der)``: the first winner, which ``ta.Jacobian`` keeps).  ``ta.jvp``
-  takes the mean of the tied points' tangents instead (:func:`mean_tie_reducer`), the transpose of reverse
-  mode's even split of a tie.
-* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every max/min winner is
-  found, NaN included (the section "the order of a max/min" below).
-* :func:`winner_reducer` is the combiner of reverse mode's *winner* reduction (DESIGN.md lesson 2): the
-  original values and one int32 index, the row-major flattened reduce point.  For ``max``/``min`` the lhs
-  wins when it :func:`beats` the rhs, or ties with a smaller-or-equal index: a total order on (value,
-  index), so the first winner in loop order wins (as PyTorch's ``max(dim)``) whatever the evaluation
-  order.  A custom selecting combiner keeps its own condition.  The index identity is the largest int32.
+* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
+  sums, and for every other combiner the seed's generic form -- a reduction over pairs
+  ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
+  of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
+  running value when a reduction is evaluated in order -- the first winner, the seed's rule,
+  which ``ta.Jacobian`` keeps).  Forward mode (``ta.jvp``) asks instead for the mean of the
+  tied points' tangents (:func:`mean_tie_reducer`), the transpose of reverse mode's even split
+  of a tie (:func:`winner_reducer`): with the first winner's tangent, ``h . J u`` and
+  ``u . J^T h`` differed at a tie (a float16 program's quantized data).
+* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
+  max/min winner is found, NaN included (the section "the order of a max/min" below).
+* :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
+  selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
+  the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
+  a 2x2 window: 0..3), so the winner costs one index register, one temporary and one
+  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it :func:`beats`
+  the rhs, or ties with it with a smaller-or-equal index: flattening preserves lexicographic
+  order, so ties go to the first winner in loop order (as PyTorch's ``max(dim)``), and the
+  rule is a total order on (value, index) -- commutative and associative, so the result does
+  not depend on the order of evaluation.  A custom selecting combiner keeps its own
+  condition, so the winner is the one its forward value chose.  The index identity is the
+  largest int32, which no real index equals.
+* :func:`recurrence_reducer` is the combiner of a first-order linear recurrence, which
+  reverse mode builds for a running product: the maps ``s -> a s + b`` composed in order;
+  :func:`strong_product_reducer` a product whose zero factors are strong (``0 * inf = 0``).
 """
 
 from __future__ import annotations
@@ -25,7 +41,9 @@ from collections.abc import Callable, Sequence
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const, logical, logical_not, var
 from ..ir.reducer import CommReducer
+from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
+from ..ir.rewrite import substitute
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
 
@@ -84,10 +102,11 @@ def _sides(e: Expr, x: Expr, y: Expr) -> bool:
 def classify(comb: CommReducer) -> tuple[str, Expr | None]:
     """``(kind, lhs_wins)``: the kind of ``comb`` and, for selecting kinds, the condition
     (over ``comb.lhs``/``comb.rhs``) under which the left operand is the result."""
-    if comb.kind in ("sum", "prod"):
+    if comb.kind in ("sum", "prod", "max", "min"):
         return comb.kind, None
-    if comb.kind in ("max", "min"):
-        return comb.kind, None
+    derived = _derived_from_prod(comb)
+    if derived is not None:
+        return derived, None
     if comb.arity == 1:
         r, x, y = comb.result[0], comb.lhs[0], comb.rhs[0]
         ident = comb.identity[0]
@@ -103,6 +122,25 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
     if cond is not None:
         return "select", cond
     return "generic", None
+
+
+def _derived_from_prod(comb: CommReducer) -> str | None:
+    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"``
+    for its :func:`recurrence_reducer`; else ``None``.  Compared up to the names of their
+    variables: a program read back from the disk cache holds copies of them."""
+    if comb.arity > 2 or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
+        return None
+    base = prod_reducer.instantiate(comb.dtypes[:1])
+    for made, kind in ((strong_product_reducer(base), "prod"), (recurrence_reducer(base), "recurrence")):
+        if made.arity == comb.arity and made.identity == comb.identity and _same_results(made, comb):
+            return kind
+    return None
+
+
+def _same_results(a: CommReducer, b: CommReducer) -> bool:
+    """Whether ``b``'s results are ``a``'s with ``a``'s operands renamed to ``b``'s."""
+    renamed = dict(zip(a.lhs + a.rhs, b.lhs + b.rhs))
+    return all(substitute(r, renamed) is q for r, q in zip(a.result, b.result))
 
 
 def _common_selection(comb: CommReducer) -> Expr | None:
@@ -247,4 +285,48 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
                       comb.result + idx + counts[2], comb.identity + ident + counts[3])
     comb.derived[key] = red
+    return red
+
+
+# ---- reverse mode: running products -------------------------------------------------------
+
+def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
+    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other
+    is (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a
+    product's gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite
+    factor stays NaN, as in the chain rule (docs/conventions.md)."""
+    zero = const(0, a.dtype)
+    cond = compare(Op.EQ, a, zero)
+    if both:
+        cond = logical(Op.OR, cond, compare(Op.EQ, b, zero))
+    return choice(Op.SELECT, cond, zero, a * b)
+
+
+def strong_product_reducer(comb: CommReducer) -> CommReducer:
+    """``comb`` (a product) with :func:`strong_product` in both factors as its combine."""
+    found = comb.derived.get("strong")
+    if found is None:
+        (x,), (y,) = comb.lhs, comb.rhs
+        found = comb.derived["strong"] = CommReducer(f"{comb.name}.strong", "custom", (x,), (y,),
+                                                     (strong_product(x, y, both=True),), comb.identity)
+    return found
+
+
+def recurrence_reducer(comb: CommReducer) -> CommReducer:
+    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps
+    ``s -> a s + b`` in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``,
+    each product a :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ...
+    (a_m, b_m)`` holds in its second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from
+    ``s_{-1} = 0``.  It is associative (in exact arithmetic), not commutative: a reduction
+    over it folds in index order, as every custom combiner does (a scan of it carries the plain
+    loop's left fold, whose sum reads no ``a1``)."""
+    found = comb.derived.get("recurrence")
+    if found is not None:
+        return found
+    (d,) = comb.dtypes
+    xa, xb, ya, yb = (var(name, dtype=d) for name in ("a.x", "b.x", "a.y", "b.y"))
+    red = CommReducer(f"{comb.name}.recurrence", "custom", (xa, xb), (ya, yb),
+                      (strong_product(ya, xa, both=True), strong_product(ya, xb) + yb),
+                      (const(1, d), const(0, d)))
+    comb.derived["recurrence"] = red
     return red

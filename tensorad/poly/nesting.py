@@ -1,15 +1,23 @@
-r"""Reductions whose domains nest along an output axis: the running reductions (scans).
+"""Reductions whose domains nest along an output axis: the running reductions (scans).
 
-For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the sets *nest upwards* along
-``j`` when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one
-update per term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a
-sliding window not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds
-lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is,
-``k >= n - 1 - j`` is not.
+For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D`` (output axes then
+reduction axes), the sets *nest upwards* along ``j`` when every term of ``D(j - 1)`` is a term
+of ``D(j)``: ``Y[j]`` is then ``Y[j - 1]`` combined with the terms ``D(j) \\ D(j - 1)``, and
+a whole row costs one update per term instead of one per (point, term).  A prefix sum
+``D(j) = {k : k <= j}`` nests upwards; its adjoint, the suffix sum ``{k : k >= j}``, nests
+downwards (``D(j + 1) ⊆ D(j)``); a sliding window ``{k : j - 2 <= k <= j}`` does not nest.
+
+The scan is *ordered* when, with one reduction axis, every term a point adds lies past the
+last term it carries: it then combines the terms in the plain loop's order (``k`` rising), so
+it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j`` is ordered
+upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` for a winner reduction a scan can carry; the optimizer asks :func:`scan_axes`
-whether a sum it rewrites becomes a scan."""
+:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry, and
+:func:`plain_prefix` whether a product's adjoint is a linear recurrence; the optimizer
+asks :func:`scan_axes` whether a sum it rewrites becomes a scan (a factor that reads the scanned
+axis, moved out of the sum).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from ..ir.expr import Expr, Op
+from ..ir.expr import Expr, Op, compare
 from ..ir.rewrite import chain, free_vars
 from .affine import IndexSpace, NotAffine
 
@@ -114,3 +122,37 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return [j for pos, j in enumerate(axes)
             if j not in used and j.extent >= 2 and j in bounded
             and any(nesting(dom, proj, pos, step) is not None for step in (1, -1))]
+
+
+def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+                 reads: Sequence[Expr]) -> tuple[int, int, list[Expr]] | None:
+    """``(pos, step, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix
+    (``step = 1``) or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one
+    reduction axis ``k`` over ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say
+    exactly ``k <= j`` (``k >= j``; isl proves it), and ``rest``, the other conjuncts, and
+    ``reads`` do not mention ``j``.  Then the point ``j`` reduces the terms on its side that
+    ``rest`` keeps, each term ``k`` entering at ``j = k``.  ``prod_k X[i, k] where k <= j``
+    over ``(i, j)`` gives ``(1, 1, [])``; ``where k < j`` gives ``None`` (the first point
+    reduces nothing)."""
+    if len(raxes) != 1:
+        return None
+    (k,) = raxes
+    terms = list(chain(cond, Op.AND))
+    used = {v for e in reads for v in free_vars(e)}
+    for pos, j in enumerate(axes):
+        if (j.lo, j.hi) != (k.lo, k.hi) or j in used:
+            continue
+        ties = [t for t in terms if j in free_vars(t)]
+        if not ties or any(set(free_vars(t)) - {j, k} for t in ties):
+            continue
+        space = IndexSpace((j, k))
+        try:
+            dom = space.box()
+            for t in ties:
+                dom = dom.intersect(space.cond(t))
+        except NotAffine:
+            continue
+        for step, side in ((1, Op.LE), (-1, Op.GE)):
+            if dom.is_equal(space.box().intersect(space.cond(compare(side, k, j)))):
+                return pos, step, [t for t in terms if j not in free_vars(t)]
+    return None

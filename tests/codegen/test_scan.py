@@ -103,3 +103,44 @@ def test_a_running_max_down_the_first_axis_under_a_second_bound():
     a = RNG.standard_normal((9, 9)).astype(np.float32)
     want = np.array([[a[i:j + 1, j].max() if i <= j else -np.inf for j in range(9)] for i in range(9)])
     np.testing.assert_array_equal(ta.build([R], [A], checked=True)(a), want.astype(np.float32))
+
+
+def test_a_value_no_kept_value_reads_is_not_carried():
+    """A recurrence ``s[j] = a[j] s[j - 1] + b[j]`` written as the composition of the maps
+    ``s -> a s + b`` (a pair: the product of the ``a``, the sum): only the sum is kept, and
+    its combine reads no running product, so the scan carries the sum alone -- one update per
+    point -- where a scan needing both values would have no buffer for the product.  Oracle:
+    the recurrence written out in NumPy."""
+    r, n = 3, 40
+    compose = ta.comm_reducer(lambda x, y: (x[0] * y[0], y[0] * x[1] + y[1]),
+                              lambda da, db: (ta.const(1, da), ta.const(0, db)), name="affine")
+    A, B = ta.placeholder((r, n), "float64", "A"), ta.placeholder((r, n), "float64", "B")
+    k = ta.reduce_axis((0, n), "k")
+    _, S = ta.compute((r, n), lambda i, j: compose((A[i, k], B[i, k]), k, where=k <= j), name="S")
+    assert ta.lower([S], [A, B]).work == r * n
+
+    a, b = RNG.uniform(-1, 1, (2, r, n))
+    want, s = np.empty((r, n)), np.zeros(r)
+    for j in range(n):
+        s = a[:, j] * s + b[:, j]
+        want[:, j] = s
+    np.testing.assert_allclose(ta.build([S], [A, B])(a, b), want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_kept_index_carries_the_value_its_combine_compares():
+    """A running argmax ``(index, value)`` whose index alone is kept: the index's combine
+    compares the running values, so the value is carried too, and with no buffer for it the
+    reduction keeps its plain loops.  Oracle: NumPy's argmax of each prefix."""
+    r, n = 3, 24
+
+    def combine(x, y):
+        keep = x[1] >= y[1]
+        return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+    argmax = ta.comm_reducer(combine, lambda di, dv: (ta.const(-1, di), ta.min_value(dv)), name="argmax")
+    X = ta.placeholder((r, n), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    index, _ = ta.compute((r, n), lambda i, j: argmax((k, X[i, k]), k, where=k <= j), name="A")
+    x = RNG.normal(size=(r, n))
+    want = np.array([[np.argmax(row[:j + 1]) for j in range(n)] for row in x])
+    np.testing.assert_array_equal(ta.build([index], [X])(x), want)

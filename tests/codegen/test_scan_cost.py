@@ -93,3 +93,12 @@ def test_a_running_max_gradient_splits_ties(n):
             tied = x[i, :j + 1] == x[i, :j + 1].max()
             want[i, :j + 1] += np.where(tied, h[i, j] / tied.sum(), 0.0)
     np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+@pytest.mark.parametrize("n", [8, 16])
+def test_a_short_prefix_product_gradient_scans_in_order(target, n):
+    """The gradient's exclusive product and recurrence combine in order (custom combiners):
+    their strips are not vectorized either, so both scan: two scans and the product."""
+    X, H, grads = _gradient("prod", 4, n)
+    assert ta.lower(grads, [X, H], target=target).work == 3 * 4 * n - 4

@@ -1,7 +1,7 @@
 """A sum whose masked summand read the output index only through a factor or a conjunct was
 reduced again at every output point.
 
-The gradient of a prefix product ``Y[i] = prod_{k <= i} X[k]`` is two sums over ``i >= k``:
+The gradient of an exclusive prefix product ``Y[i] = prod_{k < i} X[k]`` is two sums over ``i > k``:
 ``sum_i select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` (``Z`` the zero count, ``P`` the product of
 the nonzero factors, ``D[k]`` the factor ``X[k]`` or 1 at a zero) and ``sum_i select(Z[i] == 1
 && X[k] == 0, H[i] * P[i], 0)``.  Each summand reads ``k`` only through the divisor or the
@@ -10,6 +10,9 @@ optimizer now moves a mask's factors and conjuncts that read no reduction variab
 sum when what is left is a scan or a smaller tensor (``simplify/sums/masked.py``): each sum
 is a reverse scan, the divisor and the conjunct an elementwise step, and a count of the kept
 terms keeps the sum's strong zero (``0 / D`` is NaN at ``D = 0`` where no term is kept).
+
+(An inclusive prefix product ``k <= i`` is a recurrence reverse mode builds itself:
+``tests/tensorad/autodiff/test_running_product.py``.)
 
 Oracles: float64 central differences (``numeric_grad``) of NumPy's ``cumprod`` and
 ``cumsum``, and a NumPy formula for the other program.
@@ -26,8 +29,9 @@ TARGET = "llvm -mcpu=skylake-avx512"
 PER_ELEMENT = 8  # passes of the gradient per element: helpers, sums, counts, the epilogue
 
 
-def _cumulative(kind, shape: tuple[int, ...], axis: int):
-    """``Y = cum<kind>(X, axis)`` as a reduction ``where k <= i`` and its gradient."""
+def _cumulative(kind, shape: tuple[int, ...], axis: int, strict: bool = False):
+    """``Y = cum<kind>(X, axis)`` as a reduction ``where k <= i`` (``strict``: ``k < i``, the
+    exclusive form) and its gradient."""
     n = shape[axis]
     X = ta.placeholder(shape, "float64", name="X")
     k = ta.reduce_axis((0, n), "k")
@@ -35,11 +39,17 @@ def _cumulative(kind, shape: tuple[int, ...], axis: int):
     def body(*idx):
         read = list(idx)
         read[axis] = k
-        return kind(X[tuple(read)], axis=k, where=k <= idx[axis])
+        return kind(X[tuple(read)], axis=k, where=k < idx[axis] if strict else k <= idx[axis])
 
     Y = ta.compute(shape, body, name="Y")
     H = ta.placeholder(shape, "float64", name="H")
     return X, H, ta.JacobianRecursive(Y, [X], H)
+
+
+def _exclusive_cumprod(a: np.ndarray, axis: int) -> np.ndarray:
+    """``prod_{k < i} a[k]`` along ``axis`` (1 at the first point)."""
+    c = np.cumprod(a, axis=axis)
+    return np.concatenate([np.ones_like(np.take(c, [0], axis)), np.delete(c, -1, axis)], axis)
 
 
 def _values(grads, X, H, x: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -57,7 +67,7 @@ def _with_zeros(shape: tuple[int, ...], axis: int, zeros: tuple[int, ...], seed:
 
 @pytest.mark.parametrize("shape, axis", [((64,), 0), ((8, 64), 1), ((64, 8), 0)])
 def test_a_prefix_product_gradient_is_linear(shape, axis):
-    X, H, grads = _cumulative(ta.prod, shape, axis)
+    X, H, grads = _cumulative(ta.prod, shape, axis, strict=True)
     size = int(np.prod(shape))
     work = ta.lower(grads, [X, H], target=TARGET).work
     assert work <= PER_ELEMENT * size, f"gradient work {work} > {PER_ELEMENT} x {size}"
@@ -66,10 +76,10 @@ def test_a_prefix_product_gradient_is_linear(shape, axis):
 @pytest.mark.parametrize("shape, axis", [((7,), 0), ((3, 6), 1), ((6, 3), 0)])
 @pytest.mark.parametrize("zeros", [(), (2,), (1, 4), (0,)])
 def test_a_prefix_product_gradient_matches_differences(shape, axis, zeros, numeric_grad):
-    X, H, grads = _cumulative(ta.prod, shape, axis)
+    X, H, grads = _cumulative(ta.prod, shape, axis, strict=True)
     x = _with_zeros(shape, axis, zeros, seed=len(zeros) + axis)
     h = np.random.default_rng(3).normal(size=shape)
-    want = numeric_grad(lambda a: np.cumprod(a, axis=axis), [x], h)[0]
+    want = numeric_grad(lambda a: _exclusive_cumprod(a, axis), [x], h)[0]
     np.testing.assert_allclose(_values(grads, X, H, x, h), want, rtol=1e-7, atol=1e-7)
 
 

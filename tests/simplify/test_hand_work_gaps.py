@@ -163,3 +163,13 @@ def test_min_gradient_scatters_to_the_winners(axis):
     h = rng.standard_normal(Y.shape).astype(np.float32)
     got = ta.build(list(grads), [A, H])(a, h)
     np.testing.assert_allclose(got, _min_gradient(a.astype(np.float64), h, axis), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("target", [TARGET, "llvm -mcpu=haswell"])
+def test_a_cumulative_product_gradient_reaches_hand_work(target):
+    """The products on either side of each factor, the one after it a linear recurrence of the
+    head: two scans and their product, no division, zero count or tie test."""
+    (wl,) = [w for w in W.gap_workloads() if w.name == "cumprod"]
+    H = ta.placeholder(wl.output.shape, name="H")
+    grads = ta.JacobianRecursive(wl.output, wl.inputs, H)
+    assert ta.lower(list(grads), list(wl.inputs) + [H], target=target).work <= wl.hand_work

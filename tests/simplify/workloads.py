@@ -330,7 +330,9 @@ def _prefix(kind: str) -> Workload:
     # (R*N), plus for max the winners' routing and for prod the products on either side (R*N each).
     # Scans are linear asymptotically: along a row of N = 16 the cost model keeps the vectorized
     # quadratic loops of a sum or product (N (N + 1) / 2 terms a row) on AVX-512, as fast as the
-    # scalar chain of a scan there; from N = 32, and on narrower vectors from N = 16, it scans
+    # scalar chain of a scan there; from N = 32, and on narrower vectors from N = 16, it scans.
+    # A product's gradient scans at every length: its exclusive product and recurrence combine
+    # in order, unvectorized in any loops
     passes = {"sum": 2, "max": 3, "prod": 4}[kind]
     return Workload(f"cum{kind}", Y, [X], f"scan, suffix scans: {passes}*R*N", passes * r * n)
 
