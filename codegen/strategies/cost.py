@@ -106,11 +106,8 @@ def short_loop_factor(trips: int, lanes: int) -> float:
 
 
 def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = False) -> float:
-    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``.
-    Accumulators that must combine in the loop's order (:func:`.strategies.scan.any_order`:
-    several values, a custom kind) are scalar chains: their loop over the reduction is not
-    vectorized, and neither are their strips (a custom product's strips, the exclusive product
-    of a cumulative product's gradient, run several times slower than its scan)."""
+    """Plain loops over ``op``'s box (and its reduction's), an output axis innermost if ``strips``;
+    order-bound accumulators (:func:`.strategies.scan.any_order`) are scalar chains, strips too."""
     iters = math.prod(a.extent for a in op.axes)
     lanes = vector_lanes(ctx, op.body[0].dtype)
     if op.is_reduction:

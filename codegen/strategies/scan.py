@@ -1,36 +1,24 @@
-"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by
-carrying the running value along that axis instead of reducing again at every point.
+r"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by carrying
+the running value along that axis.
 
-``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the
-condition do not mention ``j``, and the affine sets nest: ``D(j - 1) ⊆ D(j)`` (a prefix sum,
-``k <= j + c``: scanned upwards) or ``D(j + 1) ⊆ D(j)`` (a suffix sum, ``k >= j``, the adjoint
-of a prefix sum: scanned downwards).  Then
+``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
+mention ``j`` and the affine sets nest, ``D(j - 1) ⊆ D(j)`` (a prefix sum: scanned upwards) or
+``D(j + 1) ⊆ D(j)`` (a suffix sum: downwards), is
 
-    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \\ D(j -/+ 1)} src(r)
+    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \ D(j -/+ 1)} src(r)
 
-where ``j -/+ 1`` is computed too, and the whole reduction where it is not (the first point of
-each row).  A prefix sum over ``n`` points makes ``n`` updates instead of ``n (n + 1) / 2``.
-isl proves the nesting and gives both sets exactly, so any affine bounds, offsets, other axes
-and reduction axes qualify; the scanned axis may be anywhere, and the output axes after it run
-innermost (vectorized across them), the ones before it are parallel.  Sums, products, max
-and min qualify (no inverse is needed; a sliding window's sets do not nest: plain loops).
+where ``j -/+ 1`` is computed too, and the whole reduction at each row's first point: ``n`` updates
+instead of ``n (n + 1) / 2``.  isl proves the nesting and gives both sets exactly.  The output axes after
+the scanned one run innermost (vectorized), those before are parallel.  Sums, products, max and min
+qualify.
 
-Order: a prefix sum adds its terms in the order of the plain sequential loop (``((x0 + x1) +
-x2) ...``); a suffix sum in the reversed order, which fast math allows (``fastmath=False``
-keeps plain loops for anything but a proven same-order prefix: one reduction axis whose new
-terms all follow the ones it carries).
-
-Other combiners -- several values, or a custom kind: a max carrying its winner's index and
-tie count ``(v, k, t)``, which reverse mode builds for a running max -- are scanned only in
-that same order.  Then the scan is the plain loop's left fold itself, cut where each point
-ends: ``out[j] = (...((e + x0) + x1) ... + x_j)`` with ``e`` the identity and ``+`` the
-combiner, and ``out[j - 1]`` is that fold stopped one term earlier, so no law of the
-combiner (associativity, commutativity) is needed and every value is the plain loop's, bit
-for bit.  Each value is carried in its own output, so each needs a buffer: an op keeping
-fewer outputs than its combiner has values stays plain, unless the values it drops are dead
-(no kept value's combine reads them: :func:`carried`).  For example, the running winner of
-``Y[i] = max_{k <= i} X[k]`` over ``X = [1, 3, 3, 2]`` carries ``(1, 0, 1), (3, 1, 1), (3,
-1, 2), (3, 1, 2)``: 4 updates where the plain loops make 10."""
+Order: a prefix sum adds in the plain sequential loop's order; a suffix sum in reversed order, which only
+fast math allows (``fastmath=False`` scans only a proven same-order prefix).  Other combiners (several
+values, a custom kind: the winner ``(v, k, t)`` of a running max) are scanned only in that order, where
+the scan is the plain loop's left fold cut where each point ends, so no law of the combiner is needed and
+every value is the plain loop's, bit for bit.  Each value is carried in its own output: an op keeping
+fewer outputs than its combiner has values stays plain, unless the values it drops are dead (no kept
+value's combine reads them: :func:`carried`)."""
 
 from __future__ import annotations
 
@@ -109,10 +97,8 @@ def carried(combiner, kept: set[int]) -> set[int]:
 
 
 def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer | None, ...] | None:
-    """The buffers a scan of ``info`` carries its values in, one per value of its combiner
-    (``outputs`` by value index; ``None`` for a dead value, :func:`carried`), when each
-    carried value has one of its accumulator's dtype; else ``None`` (a value computed in no
-    buffer cannot be carried)."""
+    """The buffers a scan of ``info`` carries its values in, one per combiner value (``outputs`` by value
+    index; ``None`` for a dead value, :func:`carried`) of its accumulator's dtype; else ``None``."""
     dtypes = info.combiner.dtypes
     if len(outputs) != len(dtypes):
         return None

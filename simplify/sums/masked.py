@@ -1,32 +1,20 @@
 """A masked sum's conjuncts and factors that read no reduction variable, moved out of the sum.
 
-A sum whose summand is a mask ``select(c, a, 0)`` keeps the mask's invariant parts inside it,
-where :func:`.factor.terms` does not look.  With ``E``, ``m`` and ``d`` free of the reduction
-variables ``r`` (reading the output axes only) and ``C`` the conjuncts that read ``r``::
+With ``E``, ``m`` and ``d`` free of the reduction variables ``r`` and ``C`` the conjuncts that read
+``r``::
 
     sum_{r in W} select(C(r) && E, a(r), 0) = select(E, [sum_{r in W} select(C(r), a(r), 0)], 0)
     sum_{r in W} select(C(r), m * a(r), 0)  = select(N > 0, m * [sum_{r in W} select(C(r), a(r), 0)], 0)
     sum_{r in W} select(C(r), a(r) / d, 0)  = select(N > 0, [sum_{r in W} select(C(r), a(r), 0)] / d, 0)
 
-with ``N = sum_{r in W} select(C(r), 1, 0)``, the count of the terms the mask keeps.  The first
-is exact: where ``E`` is false every term is a zero of the mask, where it is true the sums are
-equal.  The others reassociate the sum, as :mod:`.factor` does for a multiplier (rounding
-only): ``m * (x + y)`` for ``m * x + m * y``, ``(x + y) / d`` for ``x / d + y / d``.  Where the
-mask keeps no term the original is ``0`` whatever ``m`` and ``d`` are, while ``m * 0`` is NaN
-at ``m = inf`` and ``0 / d`` at ``d = 0``: the count keeps that strong zero (a coefficient
-that is a finite constant needs no count; without ``C`` the domain's own emptiness guards, as
-in :mod:`.factor`).  The branches of an ``if_then_else`` are evaluated only where taken, so
-a lazy mask stays lazy outside: ``m`` is read only where a term was selected.
+with ``N = sum_{r in W} select(C(r), 1, 0)``.  The first is exact; the others reassociate (rounding only),
+and the count keeps the strong zero where the mask keeps no term (``m * 0`` is NaN at ``m = inf``; a
+finite constant coefficient needs no count).  A lazy ``if_then_else`` mask stays lazy outside.
 
-The rule is a cost decision: it applies only where every new sum is cheaper than the old one
--- it has lost a non-unit output axis, or it is a scan along an axis the old one was not
-(:func:`tensorad.poly.nesting.scan_axes`).  The gradient of a prefix product that reverse mode
-does not build as a recurrence (``prod_{k < i}``, whose first point is empty) is such a sum:
-``sum_{i > k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` reads ``k`` only through the divisor
-``D[k]``, and without it the sum is a reverse scan -- ``n`` updates instead of ``n (n + 1) / 2``.
-The new sums are not folded back by :func:`.factor.fold_unshared` (which would put ``m`` under
-the mask's zero branch).
-"""
+A cost decision: it applies only where every new sum has lost a non-unit output axis or is a scan along an
+axis the old one was not (:func:`tensorad.poly.nesting.scan_axes`): the gradient of an exclusive prefix
+product ``sum_{i > k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` becomes a reverse scan.
+:func:`.factor.fold_unshared` does not fold the new sums back."""
 
 from __future__ import annotations
 

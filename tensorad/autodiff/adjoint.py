@@ -1,43 +1,28 @@
 """Adjoint contributions of one consumer op, built directly in head-product form.
 
-For a consumer ``Y[i] = f(i)`` (or ``Y[i] = sum_k where c(i, k) of f(i, k)``) that reads ``X``
-at ``X[phi(i, k)]``, the contribution to ``adj_X[p, j]`` of that one read site is ::
+For a consumer ``Y[i] = sum_k where c(i, k) of f(i, k)`` (or ``Y[i] = f(i)``) that reads ``X`` at
+``X[phi(i, k)]``, one read site contributes to ``adj_X[p, j]`` ::
 
     sum over (i, k) where c(i, k) && phi(i, k) == j  of  H[p, i] * df/dX[phi](i, k)
 
-with ``H = adj_Y`` (shape ``prefix + Y.shape``).  One term per read site: a body such as
-``A[i, j] + A[j, i]`` gives two reductions, each with an equation ``phi == j`` that the
-optimizer can solve on its own (DESIGN.md lesson 1).  ``i`` and ``k`` are fresh reduce
-variables; without the optimizer the term is correct but iterates over all of ``(i, k)``.
+with ``H = adj_Y`` (shape ``prefix + Y.shape``) and ``i``, ``k`` fresh reduce variables: one term per read
+site, each with an equation ``phi == j`` the optimizer solves (DESIGN.md lesson 1).
 
-Reductions with other combiners (DESIGN.md lesson 2):
+Other combiners (DESIGN.md lesson 2):
 
-* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* tensor ``W`` -- one
-  reduction over the same domain carrying ``(value..., k)``, ``k`` the flattened index of the
-  winning point -- is computed once per op; the head is routed to the winning element only, by
-  adding ``flat(k0, k1, ...) == W(i)`` to the condition.  Ties: for max/min the winner also
-  counts the tied points ``T(i)`` and every element equal to the result gets ``H / T`` (an even
-  split, as PyTorch's ``amax``); custom combiners (argmax) follow their own condition.  A
-  max/min whose source recomputes exactly takes ``T`` and the lone winner's ``k`` from one sum
-  over the points equal to its own result instead (:meth:`AdjointBuilder._lone_winner`): two
-  loops that vectorize, where the winner reduction is a chain of compares and blends -- except
-  for a running max/min (``max_{k <= i}``): there the sum compares every term with ``Y[i]``
-  (quadratic), while the winner reduction is scanned in one update per term (:func:`_running`).
-* ``prod``: ``dY/dg(i,k)`` is the product of the other factors, from a zero count ``Z`` and the
-  product of the nonzero factors ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when
-  ``Z == 1``, else 0 -- exact with zeros, no division by zero.  ``Z``, ``P`` and the test
-  ``g == 0`` read one copy of ``g``'s bits where ``g`` could round differently (as the tie test).
-  A running product (``prod_{k <= j}``, a cumulative product) takes instead the products on
-  either side of each term: an exclusive running product and a linear recurrence of the head,
-  two scans without division or count (:meth:`AdjointBuilder._line_terms`, which differentiates
-  the recurrence as a recurrence again).
-* any other combiner: the generic ``(derivative, value)`` Jacobian of the op, contracted with
-  the head (the only case that builds a Jacobian-sized temporary).
+* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` over the same
+  domain carries ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner
+  only (``flat(k) == W(i)``).  For max/min every element tied with the result gets ``H / T``, ``T(i)`` the
+  tie count (PyTorch's ``amax``).  A source that recomputes exactly takes ``T`` and the lone winner from
+  one vectorizable sum (:meth:`AdjointBuilder._lone_winner`), except a running max/min (:func:`_running`).
+* ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
+  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product (``k <= j`` or
+  ``k >= j``) takes the products on either side of each term instead: an exclusive running product and a
+  linear recurrence of the head, two scans without division (:meth:`AdjointBuilder._line_terms`).
+* any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head.
 
-A built-in max, min or product reduction over a box of one point (a 1 x 1 pooling window) is
-its source at that point, or its identity where the where-condition fails there: its
-contribution is the elementwise one, with no winner, tie count or zero count.
-"""
+A built-in max, min or product over a box of one point is its source there (or its identity where the
+condition fails): its contribution is the elementwise one."""
 
 from __future__ import annotations
 

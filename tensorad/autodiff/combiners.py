@@ -1,36 +1,24 @@
 """What autodiff knows about reduction combiners: their kind, their derivative, their winner.
 
-* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``,
-  ``recurrence`` (:func:`recurrence_reducer`, reverse mode's own),
-  ``select`` (a custom combiner that picks one side, such as argmax: every result element is a
-  ``select`` between ``lhs[t]`` and ``rhs[t]`` under one common condition, or a ``max``/``min``
-  of them) or ``generic``.  Built-in reducers carry their kind; a custom combiner written as
-  ``x + y`` or ``x * y`` is recognised structurally.
-* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE`` node: a sum of tangents for
-  sums, and for every other combiner the seed's generic form -- a reduction over pairs
-  ``(der, value)`` whose combiner is the original one differentiated (the derivative combiner
-  of ``max`` is ``select(x >= y | isnan(x), x.der, y.der)``: ties go to the left operand, which is the
-  running value when a reduction is evaluated in order -- the first winner, the seed's rule,
-  which ``ta.Jacobian`` keeps).  Forward mode (``ta.jvp``) asks instead for the mean of the
-  tied points' tangents (:func:`mean_tie_reducer`), the transpose of reverse mode's even split
-  of a tie (:func:`winner_reducer`): with the first winner's tangent, ``h . J u`` and
-  ``u . J^T h`` differed at a tie (a float16 program's quantized data).
-* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every
-  max/min winner is found, NaN included (the section "the order of a max/min" below).
-* :func:`winner_reducer` is the combiner of the *winner* reduction that reverse mode builds for
-  selecting combiners (DESIGN.md lesson 2): it carries the original values and ONE int32 index,
-  the row-major flattening of the reduce-axis point (``k = (k0 - lo0) * E1 + (k1 - lo1)`` for
-  a 2x2 window: 0..3), so the winner costs one index register, one temporary and one
-  comparison instead of one per axis.  For ``max``/``min`` the lhs wins when it :func:`beats`
-  the rhs, or ties with it with a smaller-or-equal index: flattening preserves lexicographic
-  order, so ties go to the first winner in loop order (as PyTorch's ``max(dim)``), and the
-  rule is a total order on (value, index) -- commutative and associative, so the result does
-  not depend on the order of evaluation.  A custom selecting combiner keeps its own
-  condition, so the winner is the one its forward value chose.  The index identity is the
-  largest int32, which no real index equals.
-* :func:`recurrence_reducer` is the combiner of a first-order linear recurrence, which
-  reverse mode builds for a running product: the maps ``s -> a s + b`` composed in order;
-  :func:`strong_product_reducer` a product whose zero factors are strong (``0 * inf = 0``).
+* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``, ``recurrence``
+  (:func:`recurrence_reducer`, reverse mode's own), ``select`` (a custom combiner that picks one side
+  under one common condition, as argmax) or ``generic``; a custom ``x + y`` or ``x * y`` is recognised
+  structurally.
+* :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE``: a sum of tangents for sums, otherwise a
+  reduction over pairs ``(der, value)`` whose combiner is the original one differentiated (for ``max``,
+  ``select(x >= y | isnan(x), x.der, y.der)``: the first winner, which ``ta.Jacobian`` keeps).  ``ta.jvp``
+  takes the mean of the tied points' tangents instead (:func:`mean_tie_reducer`), the transpose of reverse
+  mode's even split of a tie.
+* :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every max/min winner is
+  found, NaN included (the section "the order of a max/min" below).
+* :func:`winner_reducer` is the combiner of reverse mode's *winner* reduction (DESIGN.md lesson 2): the
+  original values and one int32 index, the row-major flattened reduce point.  For ``max``/``min`` the lhs
+  wins when it :func:`beats` the rhs, or ties with a smaller-or-equal index: a total order on (value,
+  index), so the first winner in loop order wins (as PyTorch's ``max(dim)``) whatever the evaluation
+  order.  A custom selecting combiner keeps its own condition.  The index identity is the largest int32.
+* :func:`recurrence_reducer` is the combiner of a first-order linear recurrence, which reverse mode builds
+  for a running product: the maps ``s -> a s + b`` composed in order; :func:`strong_product_reducer` a
+  product whose zero factors are strong (``0 * inf = 0``).
 """
 
 from __future__ import annotations

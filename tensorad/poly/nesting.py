@@ -1,23 +1,16 @@
-"""Reductions whose domains nest along an output axis: the running reductions (scans).
+r"""Reductions whose domains nest along an output axis: the running reductions (scans).
 
-For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D`` (output axes then
-reduction axes), the sets *nest upwards* along ``j`` when every term of ``D(j - 1)`` is a term
-of ``D(j)``: ``Y[j]`` is then ``Y[j - 1]`` combined with the terms ``D(j) \\ D(j - 1)``, and
-a whole row costs one update per term instead of one per (point, term).  A prefix sum
-``D(j) = {k : k <= j}`` nests upwards; its adjoint, the suffix sum ``{k : k >= j}``, nests
-downwards (``D(j + 1) ⊆ D(j)``); a sliding window ``{k : j - 2 <= k <= j}`` does not nest.
-
-The scan is *ordered* when, with one reduction axis, every term a point adds lies past the
-last term it carries: it then combines the terms in the plain loop's order (``k`` rising), so
-it is that loop's left fold cut at each point, exact for any combiner.  ``k <= j`` is ordered
-upwards; ``k >= n - 1 - j`` nests upwards too, but adds its new terms first: not ordered.
+For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the sets *nest upwards* along
+``j`` when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one
+update per term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a
+sliding window not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds
+lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is,
+``k >= n - 1 - j`` is not.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` to choose a winner reduction that a scan can carry, and
-:func:`plain_prefix` whether a product's adjoint is a linear recurrence; the optimizer
-asks :func:`scan_axes` whether a sum it rewrites becomes a scan (a factor that reads the scanned
-axis, moved out of the sum).
-"""
+:func:`ordered_prefix_axes` for a winner reduction a scan can carry and :func:`plain_prefix` whether a
+product's adjoint is a linear recurrence; the optimizer asks :func:`scan_axes` whether a sum it rewrites
+becomes a scan."""
 
 from __future__ import annotations
 
