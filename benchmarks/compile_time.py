@@ -26,6 +26,13 @@ width hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.engine.comp
 library's pieces are apart, in ``library`` (CPU time: a first build compiles them beside the
 kernel, in children of their own, so the wall time of both is shorter than their sum).
 
+``--library-on-disk`` starts each cold build with what a machine compiles once on disk -- the
+library's pieces the workload links and the thread pool's runtime, from a build before the
+timed ones -- and nothing else: the cold build of a user whose machine has built before.
+``--jax`` times JAX's cold ``jax.jit(...).lower(...).compile()`` of the same forward and
+gradient program (:func:`benchmarks.sys_jax.compile_seconds`), in a fresh process after each
+tensorad pair (its ``build`` columns: tracing and autodiff are inside them).
+
 Each figure is the median of ``--repeat`` process pairs, with the machine's load beside it.
 Timing lives here, never in the tests (a loaded machine makes timed asserts flaky).
 """
@@ -90,14 +97,15 @@ print(json.dumps(t))
 """
 
 
-# Removes every entry of the cache directory but the matrix-product library's pieces (whose
-# stored key text begins "gemmlib", :func:`tensorad.codegen.gemm.library.entry_key`).
+# Removes every entry of the cache directory but what is compiled once per machine: the
+# matrix-product library's pieces and the thread pool's runtime (whose stored key texts begin
+# "gemmlib" and "pool", :func:`tensorad.codegen.gemm.library.entry_key`, :mod:`tensorad.codegen.runtime.pool`).
 _KEEP_LIBRARY = r"""
 import os, sys
 from tensorad.codegen.jit import disk_cache
 for f in os.listdir(sys.argv[1]):
     payload = disk_cache.get(f[:-len(".bin")]) if f.endswith(".bin") else None
-    if payload is None or payload[4:11] != b"gemmlib":
+    if payload is None or not payload[4:].startswith((b"gemmlib\n", b"pool\n")):
         os.unlink(os.path.join(sys.argv[1], f))
 """
 
@@ -125,7 +133,8 @@ def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES) -> dict[s
 
 
 def _library_only(name: str, library_dir: str, tiny: bool) -> None:
-    """Fill ``library_dir`` with the library pieces the workload links, and nothing else."""
+    """Fill ``library_dir`` with the library pieces the workload links and the thread pool's
+    runtime, and nothing else."""
     _run(name, library_dir, tiny)
     subprocess.run([sys.executable, "-c", _KEEP_LIBRARY, library_dir], check=True, timeout=600,
                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -163,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
     ap.add_argument("--library-on-disk", action="store_true",
-                    help="cold builds start with the library's pieces on disk (and nothing else)")
+                    help="cold builds start with the library's pieces and the thread pool on disk "
+                         "(and nothing else)")
     ap.add_argument("--jax", action="store_true", help="time JAX's cold compile of the same too")
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args(argv)

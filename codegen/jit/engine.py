@@ -46,7 +46,7 @@ from ..gemm import version as libversion
 from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
 from . import disk_cache as diskcache
 from . import isolate
-from .module_split import bundle, split, unbundle
+from .module_split import bundle, merge_duplicates, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
 _LOCK = threading.RLock()
@@ -390,7 +390,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled, its object code (a :func:`.jit.module_split.bundle` where the module was compiled
+    text it compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a :func:`.jit.module_split.bundle` where the module was compiled
     in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
     (:func:`compile_objects`: the library pieces it links, compiled at the same time).
 
@@ -401,8 +401,9 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     reduction"), the remark is caught here and the module compiled again with its width hints
     renamed out of LLVM's reach -- LLVM then decides alone, silently, as for any loop without a
     hint.  Anything else written to stderr meanwhile is passed on."""
-    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`; beside
-    # the library's pieces the cores are busy already)
+    # (its identical internal functions merged, a kernel compiled alone is cut into parts for the
+    # idle cores, :mod:`.jit.module_split`; beside the library's pieces the cores are busy already)
+    ir_text = merge_duplicates(ir_text)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
         with captured_stderr() as err:

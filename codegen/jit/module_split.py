@@ -1,5 +1,5 @@
 """A kernel's module cut into parts that LLVM optimizes side by side, and their object code
-kept together.
+kept together; its identical internal functions merged first.
 
 A backward's module holds ten or twenty loop nests, each a function of its own (``noinline``:
 :mod:`.llvm.emit`), and LLVM optimizes them one after the other: a stride-2 convolution's
@@ -16,10 +16,18 @@ resolved like a call into the matrix-product library.
 entity a line, a definition's body up to its closing brace), balanced by the instructions of
 the functions (an ``optnone`` one's a tenth: code generation alone); a module too small to
 repay a second compile child's fixed cost (~13 ms of CPU, measured) stays whole, and so does one
-with a global that is not private to it (the math library's ``llvm.compiler.used``, which
-keeps its vector variants for the vectorizers: each part would need its own filtered list).
+with another global that is not private to it.  The math library's ``llvm.compiler.used``
+(which keeps its vector variants for the vectorizers) is filtered per part: each part lists the
+variants it holds, and a scalar math function reaches its variant through the
+``vector-function-abi-variant`` attribute that names it.
 :func:`bundle` keeps the parts' object code as one ``bytes`` (the disk cache, pickling); a
 single object is its own bundle.
+
+:func:`merge_duplicates` keeps one of each set of internal functions whose text is the same but
+for their names and their loops' own (``distinct``) metadata nodes -- the packing functions of
+an LSTM's twelve identical weight-gradient products, say -- and points every use at it, so
+LLVM optimizes and compiles that code once.  An internal function is named only inside its
+module, so no caller outside can tell.
 """
 
 from __future__ import annotations
@@ -28,8 +36,13 @@ import re
 import struct
 
 _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
+_LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
+_DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
+_VARIANTS = re.compile(r'"vector-function-abi-variant"="([^"]*)"')
+_VARIANT_NAME = re.compile(r'\(([-\w.$]+)\)')
+USED = "llvm.compiler.used"
 
 #: the instruction lines a part must hold to be worth a compile child of its own: LLVM's -O3
 #: takes ~0.1-0.15 ms of CPU a line of these kernels, and a part costs ~13 ms of CPU more than
@@ -52,21 +65,25 @@ class _Entity:
         self.kind = "other"  # declarations, metadata, attribute groups: copied into every part
         self.local = True
         self.cost = 0
+        variants: list[str] = []  # (a scalar math function's vector forms, named in an attribute)
         if (m := _DEFINE.match(head)) is not None:
             self.kind, self.name, self.local = "function", m.group(2).strip('"'), m.group(1) is not None
             self.cost = max(0, len(lines) - 3)
             if " optnone" in head.split(")")[-1]:  # (code generation alone: a tenth, measured)
                 self.cost //= 10
+            variants = [n for v in _VARIANTS.findall(head) for n in _VARIANT_NAME.findall(v)]
         elif (m := _GLOBAL.match(head)) is not None:
             self.kind, self.name = "global", m.group(1).strip('"')
             self.local = m.group(2) in ("private", "internal")
+            if self.name == USED and m.group(2) == "appending":
+                self.kind = "used"  # (filtered per part: see the module docstring)
         if self.kind == "function":
             body = "\n".join(lines[1:])
-        elif self.kind == "global":
+        elif self.kind in ("global", "used"):
             body = head.split("=", 1)[1]
         else:  # (a declaration names only itself; metadata naming a function keeps the module whole)
             body = "" if head.startswith("declare") else "\n".join(lines)
-        self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
+        self.uses = ({a or b for a, b in _NAME.findall(body)} | set(variants)) - {self.name}
 
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""
@@ -149,6 +166,7 @@ def split(text: str, parts: int) -> list[str]:
     if sum(1 for b in bins if b) < 2:
         return [text]
     shared = [e for e in entities if e.kind == "other"]
+    used = [n for e in entities if e.kind == "used" for n in sorted(e.uses)]
     out = []
     for b in bins:
         own = {r.name for r in b}
@@ -157,8 +175,17 @@ def split(text: str, parts: int) -> list[str]:
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
-        out.append("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n")
+        kept = _used_line([n for n in used if n in keep])
+        out.append("\n".join(header + decls + [ln for e in body + shared for ln in e.lines] + kept) + "\n")
     return out
+
+
+def _used_line(names: list[str]) -> list[str]:
+    """A part's ``llvm.compiler.used``: the kept functions among those the module listed."""
+    if not names:
+        return []
+    listed = ", ".join(f'ptr @"{n}"' for n in names)
+    return [f'@"{USED}" = appending global [{len(names)} x ptr] [{listed}], section "llvm.metadata"']
 
 
 def bundle(objects: list[bytes]) -> bytes:
@@ -185,3 +212,34 @@ def unbundle(data: bytes) -> list[bytes]:
     if at != len(data) or any(len(o) == 0 or o.startswith(BUNDLE_MAGIC) for o in out):
         raise ValueError("malformed object bundle")
     return out
+
+
+def merge_duplicates(text: str) -> str:
+    """Module ``text`` with each set of identical internal functions (see the module
+    docstring) defined once; ``text`` itself when it has none or is not one this reads."""
+    try:
+        header, entities = _entities(text)
+    except ValueError:
+        return text
+    loops = {m.group(1): m.group(2).strip() for e in entities if e.kind == "other"
+             if (m := _DISTINCT_NODE.match(e.lines[0])) is not None}
+    sizes: dict[int, int] = {}
+    internal = [e for e in entities if e.kind == "function" and e.local]
+    for e in internal:
+        sizes[len(e.lines)] = sizes.get(len(e.lines), 0) + 1
+    first: dict[str, str] = {}  # a function's text, its own name and loop nodes left out -> its name
+    merged: dict[str, str] = {}  # a duplicate's name -> the name of the one kept
+    for e in internal:
+        if sizes[len(e.lines)] < 2:
+            continue
+        shape = _LOOP_NODE.sub(lambda m: "!llvm.loop !{" + loops.get(m.group(1), m.group(1)) + "}",
+                               "\n".join(e.lines).replace(f'@"{e.name}"', "@SELF"))
+        kept = first.setdefault(shape, e.name)
+        if kept != e.name:
+            merged[e.name] = kept
+    if not merged:
+        return text
+    lines = [ln for e in entities if e.name not in merged for ln in e.lines]
+    body = _NAME.sub(lambda m: f'@"{merged[m.group(1) or m.group(2)]}"'
+                     if (m.group(1) or m.group(2)) in merged else m.group(0), "\n".join(lines))
+    return "\n".join(header + [body]) + "\n"
