@@ -99,7 +99,8 @@ print(json.dumps(t))
 
 # Removes every entry of the cache directory but what is compiled once per machine: the
 # matrix-product library's pieces and the thread pool's runtime (whose stored key texts begin
-# "gemmlib" and "pool", :func:`tensorad.codegen.gemm.library.entry_key`, :mod:`tensorad.codegen.runtime.pool`).
+# "gemmlib" and "pool": :func:`tensorad.codegen.gemm.library.entry_key`,
+# :mod:`tensorad.codegen.runtime.pool`).
 _KEEP_LIBRARY = r"""
 import os, sys
 from tensorad.codegen.jit import disk_cache
@@ -117,7 +118,8 @@ w = workloads.BY_NAME[sys.argv[1]]
 sys_jax.setup(1)
 t = sys_jax.compile_seconds(w, workloads.make_inputs(w, tiny=sys.argv[2] == "1"))
 zero = {s: 0.0 for s in ("define", "cpu_define", "differentiate", "cpu_differentiate")}
-print(json.dumps({**zero, **{k.replace("fwd", "build_fwd").replace("bwd", "build_bwd"): v for k, v in t.items()}}))
+print(json.dumps({**zero, **{k.replace("fwd", "build_fwd").replace("bwd", "build_bwd"): v
+                             for k, v in t.items()}}))
 """
 
 

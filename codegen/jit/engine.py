@@ -390,8 +390,9 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR
-    text it compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a :func:`.jit.module_split.bundle` where the module was compiled
-    in parts side by side), and the object code and CPU seconds of the modules ``beside`` it
+    text it compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object
+    code (a :func:`.jit.module_split.bundle` where the module was compiled in parts side by
+    side), and the object code and CPU seconds of the modules ``beside`` it
     (:func:`compile_objects`: the library pieces it links, compiled at the same time).
 
     LLVM prints an always-on remark on stderr ("loop not vectorized: ...") for a hinted loop it
