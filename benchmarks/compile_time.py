@@ -138,7 +138,9 @@ def _library_only(name: str, library_dir: str, tiny: bool) -> None:
     """Fill ``library_dir`` with the library pieces the workload links and the thread pool's
     runtime, and nothing else."""
     _run(name, library_dir, tiny)
+    env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     subprocess.run([sys.executable, "-c", _KEEP_LIBRARY, library_dir], check=True, timeout=600,
+                   env={**env, "TENSORAD_CACHE_DIR": library_dir},
                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
