@@ -16,10 +16,8 @@ resolved like a call into the matrix-product library.
 entity a line, a definition's body up to its closing brace), balanced by the instructions of
 the functions (an ``optnone`` one's a tenth: code generation alone); a module too small to
 repay a second compile child's fixed cost (~13 ms of CPU, measured) stays whole, and so does one
-with another global that is not private to it.  The math library's ``llvm.compiler.used``
-(which keeps its vector variants for the vectorizers) is filtered per part: each part lists the
-variants it holds, and a scalar math function reaches its variant through the
-``vector-function-abi-variant`` attribute that names it.
+with a global that is not private to it (the math library's ``llvm.compiler.used``, which
+keeps its vector variants for the vectorizers: each part would need its own filtered list).
 :func:`bundle` keeps the parts' object code as one ``bytes`` (the disk cache, pickling); a
 single object is its own bundle.
 
@@ -40,9 +38,6 @@ _LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
 _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
-_VARIANTS = re.compile(r'"vector-function-abi-variant"="([^"]*)"')
-_VARIANT_NAME = re.compile(r'\(([-\w.$]+)\)')
-USED = "llvm.compiler.used"
 
 #: the instruction lines a part must hold to be worth a compile child of its own: LLVM's -O3
 #: takes ~0.1-0.15 ms of CPU a line of these kernels, and a part costs ~13 ms of CPU more than
@@ -65,25 +60,21 @@ class _Entity:
         self.kind = "other"  # declarations, metadata, attribute groups: copied into every part
         self.local = True
         self.cost = 0
-        variants: list[str] = []  # (a scalar math function's vector forms, named in an attribute)
         if (m := _DEFINE.match(head)) is not None:
             self.kind, self.name, self.local = "function", m.group(2).strip('"'), m.group(1) is not None
             self.cost = max(0, len(lines) - 3)
             if " optnone" in head.split(")")[-1]:  # (code generation alone: a tenth, measured)
                 self.cost //= 10
-            variants = [n for v in _VARIANTS.findall(head) for n in _VARIANT_NAME.findall(v)]
         elif (m := _GLOBAL.match(head)) is not None:
             self.kind, self.name = "global", m.group(1).strip('"')
             self.local = m.group(2) in ("private", "internal")
-            if self.name == USED and m.group(2) == "appending":
-                self.kind = "used"  # (filtered per part: see the module docstring)
         if self.kind == "function":
             body = "\n".join(lines[1:])
-        elif self.kind in ("global", "used"):
+        elif self.kind == "global":
             body = head.split("=", 1)[1]
         else:  # (a declaration names only itself; metadata naming a function keeps the module whole)
             body = "" if head.startswith("declare") else "\n".join(lines)
-        self.uses = ({a or b for a, b in _NAME.findall(body)} | set(variants)) - {self.name}
+        self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
 
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""
@@ -166,7 +157,6 @@ def split(text: str, parts: int) -> list[str]:
     if sum(1 for b in bins if b) < 2:
         return [text]
     shared = [e for e in entities if e.kind == "other"]
-    used = [n for e in entities if e.kind == "used" for n in sorted(e.uses)]
     out = []
     for b in bins:
         own = {r.name for r in b}
@@ -175,17 +165,8 @@ def split(text: str, parts: int) -> list[str]:
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
-        kept = _used_line([n for n in used if n in keep])
-        out.append("\n".join(header + decls + [ln for e in body + shared for ln in e.lines] + kept) + "\n")
+        out.append("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n")
     return out
-
-
-def _used_line(names: list[str]) -> list[str]:
-    """A part's ``llvm.compiler.used``: the kept functions among those the module listed."""
-    if not names:
-        return []
-    listed = ", ".join(f'ptr @"{n}"' for n in names)
-    return [f'@"{USED}" = appending global [{len(names)} x ptr] [{listed}], section "llvm.metadata"']
 
 
 def bundle(objects: list[bytes]) -> bytes:
