@@ -26,6 +26,13 @@ width hint LLVM declines compiles twice, :func:`tensorad.codegen.jit.engine.comp
 library's pieces are apart, in ``library`` (CPU time: a first build compiles them beside the
 kernel, in children of their own, so the wall time of both is shorter than their sum).
 
+``--library-on-disk`` starts each cold build with what a machine compiles once on disk -- the
+library's pieces the workload links and the thread pool's runtime, from a build before the
+timed ones -- and nothing else: the cold build of a user whose machine has built before.
+``--jax`` times JAX's cold ``jax.jit(...).lower(...).compile()`` of the same forward and
+gradient program (:func:`benchmarks.sys_jax.compile_seconds`), in a fresh process after each
+tensorad pair (its ``build`` columns: tracing and autodiff are inside them).
+
 Each figure is the median of ``--repeat`` process pairs, with the machine's load beside it.
 Timing lives here, never in the tests (a loaded machine makes timed asserts flaky).
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,26 +97,72 @@ print(json.dumps(t))
 """
 
 
-def _run(name: str, cache_dir: str, tiny: bool) -> dict[str, float]:
+# Removes every entry of the cache directory but what is compiled once per machine: the
+# matrix-product library's pieces and the thread pool's runtime (whose stored key texts begin
+# "gemmlib" and "pool": :func:`tensorad.codegen.gemm.library.entry_key`,
+# :mod:`tensorad.codegen.runtime.pool`).
+_KEEP_LIBRARY = r"""
+import os, sys
+from tensorad.codegen.jit import disk_cache
+for f in os.listdir(sys.argv[1]):
+    payload = disk_cache.get(f[:-len(".bin")]) if f.endswith(".bin") else None
+    if payload is None or not payload[4:].startswith((b"gemmlib\n", b"pool\n")):
+        os.unlink(os.path.join(sys.argv[1], f))
+"""
+
+# A cold JAX compile of the same forward and gradient program, in a fresh process.
+_JAX = r"""
+import json, sys
+from benchmarks import sys_jax, workloads
+w = workloads.BY_NAME[sys.argv[1]]
+sys_jax.setup(1)
+t = sys_jax.compile_seconds(w, workloads.make_inputs(w, tiny=sys.argv[2] == "1"))
+zero = {s: 0.0 for s in ("define", "cpu_define", "differentiate", "cpu_differentiate")}
+print(json.dumps({**zero, **{k.replace("fwd", "build_fwd").replace("bwd", "build_bwd"): v
+                             for k, v in t.items()}}))
+"""
+
+
+def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     env["TENSORAD_CACHE_DIR"] = cache_dir
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", _STAGES, name, "1" if tiny else "0"], env=env, cwd=root,
+    out = subprocess.run([sys.executable, "-c", script, name, "1" if tiny else "0"], env=env, cwd=root,
                          capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1] or "{}")
 
 
-def measure(names: list[str], repeat: int, tiny: bool = False) -> dict:
-    """Median stage times per workload, cold (empty cache) and cached (a new process)."""
+def _library_only(name: str, library_dir: str, tiny: bool) -> None:
+    """Fill ``library_dir`` with the library pieces the workload links and the thread pool's
+    runtime, and nothing else."""
+    _run(name, library_dir, tiny)
+    env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
+    subprocess.run([sys.executable, "-c", _KEEP_LIBRARY, library_dir], check=True, timeout=600,
+                   env={**env, "TENSORAD_CACHE_DIR": library_dir},
+                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def measure(names: list[str], repeat: int, tiny: bool = False, library_on_disk: bool = False,
+            jax: bool = False) -> dict:
+    """Median stage times per workload, cold (empty cache; with ``library_on_disk``, empty but
+    for the library's pieces) and cached (a new process); with ``jax``, JAX's cold compile of
+    the same (``jax``), each run interleaved with tensorad's."""
     results: dict = {"load_before": load_snapshot(), "workloads": {}}
     for w in workloads.select(names):
-        runs: dict[str, list[dict[str, float]]] = {"cold": [], "cached": []}
-        for _ in range(repeat):
-            with tempfile.TemporaryDirectory() as cache_dir:
-                runs["cold"].append(_run(w.name, cache_dir, tiny))
-                runs["cached"].append(_run(w.name, cache_dir, tiny))
+        runs: dict[str, list[dict[str, float]]] = {"cold": [], "cached": [], **({"jax": []} if jax else {})}
+        with tempfile.TemporaryDirectory() as library_dir:
+            if library_on_disk:
+                _library_only(w.name, library_dir, tiny)
+            for _ in range(repeat):
+                with tempfile.TemporaryDirectory() as parent:
+                    cache_dir = os.path.join(parent, "cache")
+                    shutil.copytree(library_dir, cache_dir)
+                    runs["cold"].append(_run(w.name, cache_dir, tiny))
+                    runs["cached"].append(_run(w.name, cache_dir, tiny))
+                if jax:
+                    runs["jax"].append(_run(w.name, library_dir, tiny, _JAX))
         results["workloads"][w.name] = {
             mode: {stage: statistics.median(r.get(stage, 0.0) for r in rs) for stage in set().union(*rs)}
             for mode, rs in runs.items()}
@@ -121,20 +175,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workloads", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
+    ap.add_argument("--library-on-disk", action="store_true",
+                    help="cold builds start with the library's pieces and the thread pool on disk "
+                         "(and nothing else)")
+    ap.add_argument("--jax", action="store_true", help="time JAX's cold compile of the same too")
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args(argv)
-    res = measure([n for n in args.workloads.split(",") if n], args.repeat, args.tiny)
+    res = measure([n for n in args.workloads.split(",") if n], args.repeat, args.tiny, args.library_on_disk,
+                  args.jax)
     print(f"load before {res['load_before']}, after {res['load_after']}")
-    head = ("workload", "mode", "define", "diff+opt", "build fwd", "build bwd", "total", "library", "w/o lib")
-    print("{:<18} {:<7} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}  (ms, CPU time of the process)"
-          .format(*head))
+    head = ("workload", "mode", "define", "diff+opt", "build fwd", "build bwd", "total", "library", "w/o lib",
+            "wall")
+    print("{:<18} {:<7} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8}  (ms, CPU time of the process; "
+          "wall: the total's wall time; jax: jit(...).lower(...).compile())".format(*head))
     stages = ("define", "differentiate", "build_fwd", "build_bwd")
     for name, modes in res["workloads"].items():
         for mode, t in modes.items():
             cpu = [t["cpu_" + s] * 1e3 for s in stages]
             lib = t.get("cpu_library", 0.0) * 1e3
+            wall = sum(t[s] for s in stages) * 1e3
             print(f"{name:<18} {mode:<7} {cpu[0]:8.1f} {cpu[1]:9.1f} {cpu[2]:10.1f} {cpu[3]:10.1f} "
-                  f"{sum(cpu):8.1f} {lib:8.1f} {sum(cpu) - lib:8.1f}")
+                  f"{sum(cpu):8.1f} {lib:8.1f} {sum(cpu) - lib:8.1f} {wall:8.1f}")
     print("\nthe cold builds by phase (ms CPU): lower (whole, LLVM excluded), LLVM IR emission, the kernels'"
           " LLVM parse, passes and code generation (the library's pieces apart, in 'library')")
     print("{:<18} {:>8} {:>8} {:>8} {:>8}".format("workload", "lower", "IR", "LLVM", "library"))

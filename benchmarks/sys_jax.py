@@ -238,3 +238,25 @@ def sweep(task: str, arrays) -> Phase:
     if task not in fns:
         raise Unavailable(f"no sweep task {task!r}")
     return _jitted(jax.jit(fns[task]), [jnp.asarray(a) for a in arrays.values()])
+
+
+def compile_seconds(workload, arrays) -> dict[str, float]:
+    """A cold ``jax.jit(...).lower(...).compile()`` of the forward and of the gradient program
+    (the inputs and the head to the gradients asked for, as ``ta.build`` of the gradients
+    takes them), neither run: wall seconds ``fwd``/``bwd`` and CPU seconds ``cpu_fwd``/``cpu_bwd``
+    (the process's, XLA's threads included)."""
+    model = _model(workload.kind, workload.params)
+    idx = tuple(list(arrays).index(g) for g in workload.grads)
+
+    def gradients(*args):
+        _, pullback = jax.vjp(model, *args[:-1])
+        grads = pullback(args[-1])
+        return tuple(grads[i] for i in idx)
+    args = [jnp.asarray(a) for a in arrays.values()]
+    y = jax.eval_shape(model, *args)
+    out: dict[str, float] = {}
+    for stage, fn, fn_args in (("fwd", model, args), ("bwd", gradients, args + [jnp.ones(y.shape, y.dtype)])):
+        t0, c0 = time.perf_counter(), time.process_time()
+        jax.jit(fn).lower(*fn_args).compile()
+        out[stage], out["cpu_" + stage] = time.perf_counter() - t0, time.process_time() - c0
+    return out

@@ -37,7 +37,7 @@ from ..gemm import version as libversion
 from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
 from . import disk_cache as diskcache
 from . import isolate
-from .module_split import bundle, split, unbundle
+from .module_split import bundle, merge_duplicates, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
 _LOCK = threading.RLock()
@@ -350,12 +350,13 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
-    compiled, its object code (a :func:`.jit.module_split.bundle` where compiled in parts), and the object
-    code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).  A build must write
-    nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is caught and the
-    module compiled again with its width hints renamed out of LLVM's reach.  Anything else written to
-    stderr is passed on."""
-    # (a kernel compiled alone is cut into parts for the idle cores, :mod:`.jit.module_split`)
+    compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
+    :func:`.jit.module_split.bundle` where compiled in parts), and the object code and CPU seconds of the
+    modules ``beside`` it (:func:`compile_objects`).  A build must write nothing: where LLVM still declines
+    a hinted loop (a remark on stderr), the remark is caught and the module compiled again with its width
+    hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
+    # (twin internal functions merged; a kernel compiled alone is cut into parts for the idle cores)
+    ir_text = merge_duplicates(ir_text)
     parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
     with _LOCK:
         with captured_stderr() as err:

@@ -8,7 +8,11 @@ they call; the JIT links the parts' code together.  :func:`split` cuts the modul
 :mod:`.llvm.emit` writes it (one entity a line), balanced by instructions (an ``optnone`` function's count
 a tenth); a module too small to repay a second compile child, or with a global not private to it (the math
 library's ``llvm.compiler.used``), stays whole.  :func:`bundle` keeps the parts' object code as one
-``bytes``; a single object is its own bundle."""
+``bytes``; a single object is its own bundle.
+
+:func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
+their names and their loops' own (``distinct``) metadata nodes (an LSTM's identical packing functions) and
+points every use at it: an internal function is named only inside its module, so no caller can tell."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ import re
 import struct
 
 _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
+_LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
+_DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 
@@ -168,3 +174,34 @@ def unbundle(data: bytes) -> list[bytes]:
     if at != len(data) or any(len(o) == 0 or o.startswith(BUNDLE_MAGIC) for o in out):
         raise ValueError("malformed object bundle")
     return out
+
+
+def merge_duplicates(text: str) -> str:
+    """Module ``text`` with each set of identical internal functions (see the module
+    docstring) defined once; ``text`` itself when it has none or is not one this reads."""
+    try:
+        header, entities = _entities(text)
+    except ValueError:
+        return text
+    loops = {m.group(1): m.group(2).strip() for e in entities if e.kind == "other"
+             if (m := _DISTINCT_NODE.match(e.lines[0])) is not None}
+    sizes: dict[int, int] = {}
+    internal = [e for e in entities if e.kind == "function" and e.local]
+    for e in internal:
+        sizes[len(e.lines)] = sizes.get(len(e.lines), 0) + 1
+    first: dict[str, str] = {}  # a function's text, its own name and loop nodes left out -> its name
+    merged: dict[str, str] = {}  # a duplicate's name -> the name of the one kept
+    for e in internal:
+        if sizes[len(e.lines)] < 2:
+            continue
+        shape = _LOOP_NODE.sub(lambda m: "!llvm.loop !{" + loops.get(m.group(1), m.group(1)) + "}",
+                               "\n".join(e.lines).replace(f'@"{e.name}"', "@SELF"))
+        kept = first.setdefault(shape, e.name)
+        if kept != e.name:
+            merged[e.name] = kept
+    if not merged:
+        return text
+    lines = [ln for e in entities if e.name not in merged for ln in e.lines]
+    body = _NAME.sub(lambda m: f'@"{merged[m.group(1) or m.group(2)]}"'
+                     if (m.group(1) or m.group(2)) in merged else m.group(0), "\n".join(lines))
+    return "\n".join(header + [body]) + "\n"

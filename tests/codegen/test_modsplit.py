@@ -2,7 +2,8 @@
 module LLVM accepts, every function is defined in exactly one part (its internal helpers
 copied where called), the JIT links the parts with calls across them, and the kernel computes
 what ``ta.evaluate`` does -- for random programs cut at every nest, for the disk cache and for
-pickling.  Malformed bundles are refused, not linked."""
+pickling.  Malformed bundles are refused, not linked.  Identical internal functions of a
+module are merged into one."""
 
 from __future__ import annotations
 
@@ -105,6 +106,75 @@ def test_a_module_with_a_shared_global_stays_whole():
         assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [alone + '!0 = !{ptr @"a"}\n']
 
 
+_TWINS = textwrap.dedent("""
+    define internal void @"pack1"(ptr %p, i64 %n) nounwind {
+    entry:
+      br label %"loop"
+    loop:
+      %i = phi i64 [0, %"entry"], [%j, %"loop"]
+      %q = getelementptr inbounds float, ptr %p, i64 %i
+      store float 0.0, ptr %q
+      %j = add nsw i64 %i, 1
+      %c = icmp slt i64 %j, %n
+      br i1 %c, label %"loop", label %"exit", !llvm.loop !2
+    exit:
+      ret void
+    }
+    define internal void @"pack2"(ptr %p, i64 %n) nounwind {
+    entry:
+      br label %"loop"
+    loop:
+      %i = phi i64 [0, %"entry"], [%j, %"loop"]
+      %q = getelementptr inbounds float, ptr %p, i64 %i
+      store float 0.0, ptr %q
+      %j = add nsw i64 %i, 1
+      %c = icmp slt i64 %j, %n
+      br i1 %c, label %"loop", label %"exit", !llvm.loop !3
+    exit:
+      ret void
+    }
+    define internal void @"pack3"(ptr %p, i64 %n) nounwind {
+    entry:
+      br label %"loop"
+    loop:
+      %i = phi i64 [0, %"entry"], [%j, %"loop"]
+      %q = getelementptr inbounds float, ptr %p, i64 %i
+      store float 1.0, ptr %q
+      %j = add nsw i64 %i, 1
+      %c = icmp slt i64 %j, %n
+      br i1 %c, label %"loop", label %"exit", !llvm.loop !4
+    exit:
+      ret void
+    }
+    define void @"nest"(ptr %p, ptr %t) nounwind {
+      call void @"pack1"(ptr %p, i64 4)
+      call void @"pack2"(ptr %p, i64 8)
+      call void @"pack3"(ptr %p, i64 8)
+      store ptr @"pack2", ptr %t
+      ret void
+    }
+    !0 = !{ !"llvm.loop.vectorize.enable", i1 0 }
+    !1 = !{ !"llvm.loop.unroll.disable" }
+    !2 = distinct !{ !2, !0, !1 }
+    !3 = distinct !{ !3, !0, !1 }
+    !4 = distinct !{ !4, !0, !1 }
+""")
+
+
+def test_identical_internal_functions_are_merged_into_one():
+    merged = modsplit.merge_duplicates(_TWINS)
+    mod = llvm.parse_assembly(merged)
+    mod.verify()
+    assert sorted(f.name for f in mod.functions if not f.is_declaration) == ["nest", "pack1", "pack3"]
+    assert 'call void @"pack1"(ptr %p, i64 8)' in merged and 'store ptr @"pack1"' in merged
+    # (another loop metadata, another function; an external function is never merged)
+    other = _TWINS.replace("!3 = distinct !{ !3, !0, !1 }", "!3 = distinct !{ !3, !1 }")
+    assert modsplit.merge_duplicates(other) == other
+    external = _TWINS.replace('define internal void @"pack2"', 'define void @"pack2"')
+    assert modsplit.merge_duplicates(external) == external
+    assert modsplit.merge_duplicates(merged) == merged
+
+
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -183,3 +253,47 @@ def test_bundles_round_trip_and_malformed_ones_are_refused():
     # the parts call each other: the symbols one leaves undefined, another defines
     defined = {n for p in parts for n in objcheck.defined_symbols(p)}
     assert any(n in defined for p in parts for n in objcheck.undefined_symbols(p))
+
+
+def _lstm_loss(x, h, c, wih, whh, b):
+    """NumPy float64: the sum of an LSTM's last hidden state (gates i, f, g, o)."""
+    def sig(v):
+        return 1 / (1 + np.exp(-v))
+    for t in range(x.shape[0]):
+        i, f, g, o = np.split(x[t] @ wih.T + h @ whh.T + b, 4, axis=1)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+    return h.sum()
+
+
+def test_the_steps_of_an_lstm_share_one_packing_function_and_its_gradient_is_right():
+    steps, batch, width = 4, 8, 16
+    nn = ta.topi.nn
+    X = ta.placeholder((steps, batch, width), "float32", "X")
+    h0, c0 = (ta.placeholder((batch, width), "float32", n) for n in ("h0", "c0"))
+    Wih, Whh = (ta.placeholder((4 * width, width), "float32", n) for n in ("Wih", "Whh"))
+    b = ta.placeholder((4 * width,), "float32", "b")
+    h, c = h0, c0
+    for t in range(steps):
+        i, f, g, o = ta.topi.split(nn.dense(X[t], Wih) + nn.dense(h, Whh, b), 4, axis=1)
+        c = ta.topi.sigmoid(f) * c + ta.topi.sigmoid(i) * ta.topi.tanh(g)
+        h = ta.topi.sigmoid(o) * ta.topi.tanh(c)
+    loss = ta.topi.sum(h)
+    head = ta.placeholder(loss.shape, "float32", "H")
+    kern = ta.build(list(ta.JacobianRecursive(loss, [Whh], head)), [X, h0, c0, Wih, Whh, b, head],
+                    cache=False, microkernel=True)
+    text = kern.llvm_ir_unoptimized
+    packers = re.findall(r'^define internal void @"(\w+_pack[AB])"', text, re.M)
+    uses = sum(len(re.findall(rf'ptrtoint [^@]*@"{p}"', text)) for p in packers)
+    assert packers and uses > len(packers)  # (one packing function serves several steps' products)
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(-0.5, 0.5, t.shape) for t in (X, h0, c0, Wih, Whh, b)]
+    got = kern(*[a.astype(np.float32) for a in args], np.float32(1.0))
+    want, eps = np.zeros(Whh.shape), 1e-6
+    for index in np.ndindex(*Whh.shape):
+        plus, minus = args[4].copy(), args[4].copy()
+        plus[index] += eps
+        minus[index] -= eps
+        rise = _lstm_loss(*args[:4], plus, args[5]) - _lstm_loss(*args[:4], minus, args[5])
+        want[index] = rise / (2 * eps)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
