@@ -1,4 +1,4 @@
-"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by carrying
+r"""Running reductions (scans): a reduction whose terms along one output axis nest, computed by carrying
 the running value along that axis.
 
 ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
