@@ -1,7 +1,7 @@
 """Code generation: tensors -> loop program (isl) -> LLVM IR (llvmlite) -> JIT -> Kernel.
 
 ``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``); ``build``
-compiles it and returns a callable :class:`Kernel`.  The rooms:
+compiles it and returns a callable :class:`Kernel`.
 
 * ``passes/``      rewrites of the tensor program before planning (buffers, shared sums)
 * ``strategies/``  how each op is computed: registered strategies, cost model, tuning
@@ -10,11 +10,9 @@ compiles it and returns a callable :class:`Kernel`.  The rooms:
 * ``llvm/``        LLVM IR for expressions and loop programs
 * ``jit/``         object code compiled through LLVM's JIT, checked, and cached on disk
 * ``runtime/``     kernels called on arrays, their thread pool, export and loading
-
-and at the top: ``options`` the options of ``lower`` and ``build`` and their checks; ``target`` the CPU
-code is generated for; ``program`` the loop program; ``lower`` tensors to a loop program; ``build`` key,
-look up, else lower, emit, compile, link, wrap; ``tune`` the entry points, where ``tune=True`` measures
-the candidate strategies and pins the winners first."""
+* ``options`` the options of ``lower`` and ``build``; ``target`` the CPU code is generated for;
+  ``program`` the loop program; ``lower`` tensors to a loop program; ``build`` key, look up, else lower,
+  emit, compile, link, wrap; ``tune`` the entry points, measuring candidates where ``tune=True``."""
 
 from .lower import LoweredFunc
 from .runtime.export import ExportError, LoadError

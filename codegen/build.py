@@ -1,19 +1,16 @@
 """``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
-Compiled code is cached at two levels, keyed by a SHA-256 of :func:`.jit.build_key.describe`'s text (the
-tensor DAG, the inputs, every option, the target and :func:`.jit.engine.fingerprint`), taken *before*
-lowering, or where that cannot be (``tune=True``) of the loop program's text with the same options:
+Compiled code is cached at two levels, keyed by a SHA-256 of :func:`.jit.build_key.describe`'s text,
+taken *before* lowering, or where that cannot be (``tune=True``) of the loop program's text:
 
-* in the process (:data:`.runtime.compiled_cache.COMPILED`): a rebuild of a program whose kernel is alive
-  or recent is a lookup;
+* in the process (:data:`.runtime.compiled_cache.COMPILED`): a rebuild of a live or recent kernel is a
+  lookup;
 * on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither lowering
   nor LLVM.  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``) neither reads nor writes it.
 
-A disk entry holds the object code, the entry names, the matrix-product libraries it calls
-(:mod:`.gemm.library`), the key text and the kernel's signature (both compared with this call's before
-linking) and the compressed emitted IR.  A cached kernel lowers only when ``kernel.lowered`` is asked for.
-Its code is linked into an engine of its own (:func:`.jit.engine.link_object`), owned by its
-:class:`Compiled` and freed with the last kernel over it and the cache's reference."""
+A disk entry holds the object code, the entry names, the libraries it calls, the key text and the kernel's
+signature (both compared before linking) and the compressed IR.  A cached kernel lowers only when
+``kernel.lowered`` is asked for.  Its code is linked into an engine owned by its :class:`Compiled`."""
 
 from __future__ import annotations
 

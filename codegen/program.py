@@ -2,18 +2,13 @@
 
 A :class:`Program` is a list of steps run in order, each a :class:`Fill` (a whole buffer set to one value)
 or a :class:`Nest` (the loops of one materialized tensor).  Statements are immutable dataclasses:
+:class:`Loop` (exact bounds over enclosing loop variables), :class:`If` (``affine`` guards from isl, else
+data-dependent tests), :class:`Store` and :class:`Assign` (a simultaneous assignment of accumulators).
 
-* :class:`Loop`  -- ``for var in range(lo, hi, step)``, with exact bounds over enclosing loop variables;
-* :class:`If`  -- a guard: ``affine`` ones come from isl (they bound the domain and are evaluated when
-  counting work), the others are data-dependent tests;
-* :class:`Store`  -- ``buffer[index] = value``;
-* :class:`Assign` -- a simultaneous assignment of scalar accumulators (reductions).
-
-``counted=False`` marks per-element bookkeeping (accumulator initialisation and final store, a fused
-epilogue): it runs but is not work (:mod:`.loops.work`).  ``owner`` names the member op of a fused nest
-(:mod:`.loops.fused_nest`) a statement belongs to: work counts one body execution per owner.  Expressions
-are IR :class:`~tensorad.ir.Expr` nodes: ``READ`` nodes name the tensor whose buffer they read, loop
-variables are index ``VAR`` nodes, accumulators value ``VAR`` nodes."""
+``counted=False`` marks per-element bookkeeping: it runs but is not work (:mod:`.loops.work`).  ``owner``
+names the member op of a fused nest a statement belongs to: work counts one body execution per owner.
+Expressions are IR nodes: ``READ`` nodes name the tensor whose buffer they read, loop variables are index
+``VAR`` nodes, accumulators value ``VAR`` nodes."""
 
 from __future__ import annotations
 

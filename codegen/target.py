@@ -1,28 +1,20 @@
 """The CPU that code is generated for: a :class:`Target` read by every code-generation decision.
 
 A target is named TVM-style: ``"llvm"`` (the host CPU), ``"llvm -mcpu=haswell"``,
-``"llvm -mattr=-avx512f"``, or both options.  What the code generator needs is *asked of LLVM*: a probe
-module with 512- and 256-bit vector adds and a fused multiply-add is compiled for the target, and its
-assembly tells the widest vector register and whether FMA is an instruction.  From that:
+``"llvm -mattr=-avx512f"``, or both.  A probe module compiled for the target tells, from its assembly, the
+widest vector register and whether FMA is an instruction.  From that:
 
-* ``vector_bits`` -- the vector width (``lanes(dtype)`` elements per register);
-* ``vector_registers`` -- 32 with AVX-512, 16 otherwise on x86 (:func:`.gemm.contraction.register_tile`);
-* ``fma`` -- fused multiply-add in hardware;
-* ``masked_memory`` -- masked vector loads and stores as cheap as plain ones (AVX-512,
-  :mod:`.llvm.masked_tails`);
-* ``f16c``/``bf16`` -- float16 (F16C) and bfloat16 (AVX512-BF16) conversion instructions;
-  :mod:`.llvm.half` uses F16C's, and AVX512-BF16's is reported only (it flushes subnormal inputs);
-* ``l1d``/``l2``/``l3`` -- data cache sizes in bytes (the host's from sysfs, also for a named CPU that
-  runs here; else typical sizes);
-* ``line``/``page`` -- the cache line and memory page in bytes (sysfs and ``sysconf``, else 64 and 4096).
+* ``vector_bits`` (``lanes(dtype)``), ``vector_registers`` (32 with AVX-512, else 16 on x86), ``fma``;
+* ``masked_memory`` -- masked loads and stores as cheap as plain ones (AVX-512, :mod:`.llvm.masked_tails`);
+* ``f16c``/``bf16`` -- half conversion instructions (:mod:`.llvm.half` uses F16C's only);
+* ``l1d``/``l2``/``l3``, ``line``/``page`` -- cache, line and page sizes (sysfs and ``sysconf`` for a CPU
+  that runs here, else typical sizes).
 
 On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` unless the spec names either.
-``needed_features(target)`` names the CPU features its code may use and ``missing_features`` those the
-host lacks (an exported kernel records the first; ``ta.load`` refuses a library where the second is not
-empty).  ``key`` (triple, CPU, features, caches) keys the kernel caches.  Targets are made once per spec
-string per process, a memo that never changes a result.  LLVM's native target is initialized
-(:func:`initialize`) and target machines are made (:func:`new_target_machine`, LLVM's unknown processor or
-feature warnings as a ``ValueError``) here, so that the JIT builds on targets."""
+``needed_features`` names the CPU features a target's code may use, ``missing_features`` those the host
+lacks (``ta.load`` refuses such a library).  ``key`` keys the kernel caches.  Targets are memoized per spec
+string.  LLVM's native target is initialized (:func:`initialize`) and target machines are made
+(:func:`new_target_machine`, LLVM's warnings as a ``ValueError``) here."""
 
 from __future__ import annotations
 

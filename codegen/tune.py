@@ -1,18 +1,14 @@
 """``ta.lower`` and ``ta.build``, with ``tune=True`` decided before either runs: measure the candidate
 strategies of a program and keep the winners per target.
 
-:func:`lower` and :func:`build` are the package's entry points: without ``tune`` the drivers
-(:mod:`.lower`, :mod:`.build`); with it, the winners are found first and passed on as pinned ``choices``.
-The program is lowered as usual; every *point* offered more than one candidate
-(:mod:`.strategies.registry`) whose costliest candidate the cost model puts at :data:`MIN_CYCLES` or more
-is measured, heaviest first, one at a time (earlier points keep their winners): built with each candidate
-pinned, run on random data of the actual shapes, the least of a few timed calls on the kernel's threads
-winning.  The others keep the cost model's choice.
+Without ``tune`` :func:`lower` and :func:`build` call the drivers; with it, the winners are found first
+and passed on as pinned ``choices``.  Every *point* offered more than one candidate whose costliest one
+the cost model puts at :data:`MIN_CYCLES` or more is measured, heaviest first, one at a time: built with
+each candidate pinned, run on random data of the actual shapes, the least of a few timed calls winning.
 
-The winners are stored in the disk cache (:mod:`.jit.disk_cache`) under the untuned loop program, the
-options that change speed and :func:`.jit.engine.fingerprint` of the target, so the next such build
-measures nothing.  ``cache=False`` neither reads nor writes them.  ``kernel.measured`` says how many
-candidates a build measured."""
+The winners are stored in the disk cache under the untuned loop program, the options that change speed
+and the target's :func:`.jit.engine.fingerprint`.  ``cache=False`` neither reads nor writes them.
+``kernel.measured`` says how many candidates a build measured."""
 
 from __future__ import annotations
 

@@ -4,17 +4,13 @@
 equivalent tensor without sums over zeros: reduction variables the nonzeroness conditions determine are
 solved with isl and substituted, the others iterate over tight ranges.
 
-Rooms:
-
 * ``algebra/`` -- algebraic simplification (``simplify_expr``) and the index arithmetic, bounds, constant
   folding and condition lists it rests on;
 * ``zeros/`` -- nonzeroness conditions (``nonzero``, ``assume``) and proofs that a sum is zero;
-* ``sums/`` -- sums split by nonzeroness, reduction variables eliminated with isl, factors lifted,
-  same-domain sums merged.
-
-Modules at the top: ``program`` the pass over a tensor and the tensors it owns; ``inlining`` cheap
-producers inlined, gathers of reductions fused; ``cse`` structurally equal ops merged; ``context`` the
-memo tables of one call.  isl is only reached through ``tensorad.poly``."""
+* ``sums/`` -- sums split by nonzeroness, reduction variables eliminated, factors lifted, sums merged;
+* ``program`` the pass over a tensor and the tensors it owns; ``inlining`` cheap producers inlined,
+  gathers of reductions fused; ``cse`` structurally equal ops merged; ``context`` the memo tables of one
+  call.  isl is only reached through ``tensorad.poly``."""
 
 from .algebra.rules import ALGEBRA_RULES, simplify_expr
 from .context import OptimizerContext

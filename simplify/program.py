@@ -1,15 +1,13 @@
 """The nonzeroness optimizer on a tensor and the tensors it owns.
 
-``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns*: the reductions lifted
-out of its body (role ``LIFTED`` in its provenance group) and the tensors this pass creates (roles
-``SPLIT`` and ``MERGED``).  Other tensors are only *read*: a cheap non-reduction is inlined into ``T`` and
-a gather of an adjoint sum may be fused into it (:func:`.inlining.fuse_gather`), neither changing them.
+``optimize_and_lift_nonzeroness(T)`` rewrites ``T``'s op and the ops ``T`` *owns* (roles ``LIFTED`` in
+its provenance group, ``SPLIT`` and ``MERGED``).  Other tensors are only *read*: a cheap non-reduction is
+inlined into ``T`` and a gather of an adjoint sum may be fused into it (:func:`.inlining.fuse_gather`).
 
-Per op: inline cheap producers, optimize the body (:mod:`.sums.lift`), merge sums over one domain
-(:mod:`.sums.merge`), fuse a gathered adjoint sum and optimize again, replace a provably zero sum by 0
-(:mod:`.zeros.polynomial`) and merge structurally equal helper ops (:mod:`.cse`).  An unchanged op is
-returned as is; a tensor no longer read is not reachable from the result.  Results are memoized per op in
-the call's :class:`.context.OptimizerContext`."""
+Per op: inline cheap producers, optimize the body (:mod:`.sums.lift`), merge sums over one domain, fuse a
+gathered adjoint sum and optimize again, replace a provably zero sum by 0 and merge structurally equal
+helper ops (:mod:`.cse`).  An unchanged op is returned as is.  Results are memoized per op in the call's
+:class:`.context.OptimizerContext`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,16 @@
 """A disk cache of differentiated programs: a new process skips autodiff and the optimizer.
 
 The tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``, ``hessian_vector_product`` and
-``ta.function`` compute are kept in the kernels' disk cache (:mod:`.jit.disk_cache`: checked entries,
-rebuilt when anything is wrong).
+``ta.function`` compute are kept in the kernels' disk cache (:mod:`.jit.disk_cache`).
 
 **The key** is the canonical text of the DAG the call reads (:func:`.jit.build_key.describe_graph`), which
 tensors play which part, the call's options and :func:`.jit.engine.source_hash`.  A call with ``override``
 functions is never cached.
 
 **The entry** is the result pickled with every object of the user's DAG written as its number in that
-text, so that loading binds the result to this call's tensors.  What the differentiation made is written
-whole and gets fresh identities on loading (new variables, placeholders and groups numbered in this
-process); the built-in reducers' combiners are written by kind and dtypes.  Objects are written children
-first, without deep recursion.
-
-A damaged entry is caught by the disk cache's hash; one that does not unpickle as a list of tensors is
-treated as missing."""
+text, so that loading binds the result to this call's tensors; what the differentiation made gets fresh
+identities on loading.  Objects are written children first, without deep recursion.  An entry that does
+not unpickle as a list of tensors is treated as missing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Contractions: reductions recognized as matrix products, and the packed matrix-product
-library they call.
+"""Contractions: reductions recognized as matrix products, and the packed matrix-product library they call.
 
 * ``contraction``    reductions that are a (batched) matrix product in disguise
 * ``splitk``         long sums with few, unevenly shared column blocks summed in two halves

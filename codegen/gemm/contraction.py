@@ -2,24 +2,19 @@
 
 A sum ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its output axes split into
 ``n`` (a suffix of the output axes read only by some factors: side B), ``m`` (other output axes read only
-by the other factors, side A, consecutive in C so that they are one row index: :func:`row_axes`) and
-``batch`` (the rest), and each conjunct of the condition involves only side A's axes or only side B's
-(besides ``k`` and the batch axes).  Then, for each batch point,
+by the other factors, consecutive in C: :func:`row_axes`) and ``batch`` (the rest), and each conjunct of
+the condition involves only side A's axes or only side B's (besides ``k`` and the batch axes).  Then
 
     C[m, n] = sum_k A(m, k) * B(k, n)   with  A = if_then_else(cA, prod(FA), 0),
                                                B = if_then_else(cB, prod(FB), 0)
 
-which the micro-kernel (:mod:`.gemm.microkernel`) computes from panels packed by evaluating these
-expressions, so convolutions, padding guards, transposed and batched operands all take the fast path.
-Examples:
+which the micro-kernel computes from panels packed by evaluating these expressions.  Examples:
 
 * dense ``X[i, k] * W[j, k]``: m = i, n = (j,), k = (k,);
 * conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,), m = f, n =
   (y, x), k = (c, ry, rx);
 * its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``: m = f, n =
-  (c, ry, rx), k = (b, y, x);
-* a channels-last conv2d ``X[b, y + ry, x + rx, c] * W[ry, rx, c, f]`` into ``Y[b, y, x, f]``: batch =
-  (b,), m = (y, x), n = (f,), k = (ry, rx, c)."""
+  (c, ry, rx), k = (b, y, x)."""
 
 from __future__ import annotations
 

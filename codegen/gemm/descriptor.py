@@ -1,18 +1,15 @@
 """The descriptor of one contraction, read at run time by the generic matrix-product library.
 
-A contraction nest (:mod:`.gemm.microkernel`) fills a descriptor, a flat ``i64`` array, and calls the
-library's driver (:mod:`.gemm.library`), compiled once per process per (dtype, MR, NR).  Each side (A:
-rows ``m``, B: columns ``n``) is described as a read whose address is linear in the *digits* of three
-row-major axis groups (batch, the side's outer axes, ``k``)::
+A contraction nest fills a descriptor, a flat ``i64`` array, and calls the library's driver.  Each side
+(A: rows ``m``, B: columns ``n``) is a read whose address is linear in the *digits* of three row-major
+axis groups (batch, the side's outer axes, ``k``)::
 
     address = base + const + sum_axis coef[axis] * digit(axis)          (digit = value - lo)
 
 optionally guarded by range checks ``0 <= chk_const[d] + sum coef_d * digit < size[d]`` (padding).
-Another side gets a packing function in the kernel, called through the descriptor.  Packing modes (chosen
-here): ``TRANSPOSE`` (contiguous along ``k``: register transposes, masked where a range check fails),
-``TRANSPOSE2`` (stride 2 along ``k``), ``COPY`` (contiguous along the outer axes: run-wise copies, range
-checks as zero-filled interval ends), ``COPY2`` (stride 2 along the outer axes) and ``GATHER`` (element by
-element)."""
+Another side gets a packing function in the kernel.  Packing modes (chosen here): ``TRANSPOSE``
+(contiguous along ``k``), ``TRANSPOSE2`` (stride 2 along ``k``), ``COPY`` (contiguous along the outer
+axes), ``COPY2`` (stride 2 along them) and ``GATHER`` (element by element)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """The generic matrix-product library: driver, packers and micro-kernel, compiled once per process.
 
-Specialized only on the target (vector width, FMA), dtype, MR and NR; sizes, strides, layouts and cache
-blocks are read at run time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call
-``tensorad_gemm_<v>_driver(desc, lo, hi)``, which the JIT links.
+Specialized only on the target, dtype, MR and NR; sizes, strides, layouts and cache blocks are read at run
+time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_<v>_driver(desc, lo, hi)``.
 
-The library comes in pieces, each built on first use or linked from the disk cache
-(:mod:`.jit.disk_cache`) under a key of the piece, the target, LLVM and :mod:`.gemm.version`, whose text
-is compared on reading (and the object code checked, :mod:`.jit.object_check`): the core (``driver``,
-``micro``, ``tables``: :mod:`.gemm.pack_routines`) and one packing routine per side and mode
-(``tensorad_gemm_f32_8x32_packB_copy``), whose address a kernel stores in the descriptor.  Their vector
-code is SSA already: no IR optimizer but :func:`light`'s.  The driver, BLIS-style
-(:mod:`.gemm.microkernel`):
+The library comes in pieces, each built on first use or linked from the disk cache under a key of the
+piece, the target, LLVM and :mod:`.gemm.version`: the core (``driver``, ``micro``, ``tables``:
+:mod:`.gemm.pack_routines`) and one packing routine per side and mode, whose address a kernel stores in the
+descriptor.  Their vector code is SSA already: no IR optimizer but :func:`light`'s.  The driver,
+BLIS-style (:mod:`.gemm.microkernel`):
 
     for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
       for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
@@ -18,10 +15,9 @@ code is SSA already: no IR optimizer but :func:`light`'s.  The driver, BLIS-styl
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-A side B contiguous along its columns is read in place (:func:`.gemm.microkernel.reads_b_in_place`).
-Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an ``MR x NR`` tile of C in
-vector registers, per ``k`` loading B, broadcasting A and fusing multiply-adds; the first ``kc`` block
-stores the tile, later ones add to it; edge tiles go through a stack tile."""
+A side B contiguous along its columns is read in place.  Panels live in ``aligned_alloc`` buffers per
+call.  The micro-kernel keeps an ``MR x NR`` tile of C in registers; the first ``kc`` block stores the
+tile, later ones add to it; edge tiles go through a stack tile."""
 
 from __future__ import annotations
 

@@ -3,21 +3,15 @@
 For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
 
     for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
-      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels, k-major (or
-                                          read it in place: reads_b_in_place)
-        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels, k-major
-          for jr, ir in micro-tiles:      MR x NR tile of C in MR*NR/VW vector registers:
-                                          per k: NR/VW vector loads of B, MR broadcasts of A,
-                                          MR*NR/VW fused multiply-adds; then C (+)= tile
+      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels (or in place)
+        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels
+          for jr, ir in micro-tiles:      MR x NR tile of C in vector registers, per k: loads
+                                          of B, broadcasts of A, fused multiply-adds
 
-:mod:`.gemm.library` compiles that code once per process per (dtype, MR, NR); a nest only fills a
-descriptor (:mod:`.gemm.descriptor`: sizes, cache blocks, C's layout, each side as a linear read, possibly
-range-checked) and calls the library's driver.  A side that is not a plain linear read gets a packing
-function of its own in the kernel (:mod:`.gemm.packing`), called through the descriptor.  Packing
-evaluates ``A`` and ``B`` at flattened indices and zero-pads the edges; the first ``kc`` block stores into
-C, later ones add.  ``lower`` prints and counts the plain loop nest (the same iterations), noted as
-emitted by this kernel.  Strict mode (``fastmath=False``) does not use it: blocking over ``k``
-reassociates the sums."""
+A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the library's driver
+(:mod:`.gemm.library`); a side that is not a plain linear read gets a packing function of its own in the
+kernel (:mod:`.gemm.packing`).  ``lower`` prints and counts the plain loop nest (the same iterations).
+Strict mode (``fastmath=False``) does not use it: blocking over ``k`` reassociates the sums."""
 
 from __future__ import annotations
 

@@ -1,23 +1,17 @@
 """The library's generic packing routines: any linear read, described at run time
 (:mod:`.gemm.descriptor`).
 
-``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills
-``dst[p][k][w] = value(o0 + p*W + w, k0 + k)`` (``W`` the panel width, MR or NR) and zero-pads the last
-panel, like :mod:`.gemm.packing`'s per-kernel packer but reading the side's description.  It first
-tabulates the side's address (and range-checked indices) along the two groups, ``ooff[o]`` and
-``koff[k]``, so that element ``(o, k)`` is at ``src + ooff[o] + koff[k]`` (digits stepped like an
-odometer), then ``run[i]``, the length of the unit-stride stretch starting at ``i`` (a backward scan, so
-axes that merge are one run).  The modes:
+``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills ``dst[p][k][w] = value(o0 + p*W + w, k0 +
+k)`` (``W`` the panel width) and zero-pads the last panel.  It first tabulates the side's address along
+the two groups, ``ooff[o]`` and ``koff[k]`` (element ``(o, k)`` at ``src + ooff[o] + koff[k]``), then
+``run[i]``, the length of the unit-stride stretch starting at ``i``.  The modes:
 
-* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes
-  (Eklundh's shuffles), a run's rest of at least ``bs`` as its last block again (overlapping, the same
-  values), a shorter run as one masked block stored up to the run's end;
-* ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time (:func:`_copy_runs`);
-  a range-checked index ``x(i) = x0 + step*i`` (step -1, 0 or 1) along a run is valid on an interval, so a
-  padded read is zeros, a copy, zeros; checks that read only ``k`` are tested once per panel row, or once
-  per ``k`` for all panels when every panel shares them;
-* ``COPY2`` (stride 2 along the outer axes): like ``COPY``, each vector the even lanes of two loads
-  (nothing past the run is read);
+* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes,
+  a run's rest of at least ``bs`` as an overlapping last block, a shorter run as one masked block;
+* ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time; a range-checked index
+  ``x0 + step*i`` (step -1, 0 or 1) is valid on an interval, so a padded read is zeros, a copy, zeros;
+  checks that read only ``k`` are tested once per panel row, or once per ``k`` for all panels;
+* ``COPY2`` (stride 2 along the outer axes): like ``COPY``, each vector the even lanes of two loads;
 * ``GATHER``: element by element through the tables."""
 
 from __future__ import annotations

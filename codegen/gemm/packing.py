@@ -1,15 +1,13 @@
 """Packing the two sides of a contraction into the micro-kernel's panels.
 
 ``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w, k0 + k)``
-(``p`` a panel of ``W`` rows, MR for A and NR for B; indices flattened over their axes) and zero-pads past
-``olen``.
+(``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.
 
 * The general path evaluates ``expr`` with the expression emitter, its inner loop along the group that
   ``expr`` reads contiguously, in runs along the group's last axis.
 * A plain read contiguous along ``k`` but strided along the panel rows is a transposition, done in
   registers per run of ``k``, a VW x VW block at a time: VW vector loads, Eklundh's transpose (log2(VW)
-  stages; at distance ``d`` rows ``i`` and ``i + d``, ``i & d == 0``, swap their off-diagonal
-  ``d``-blocks, one shuffle each) and VW vector stores."""
+  stages of one shuffle per row pair) and VW vector stores."""
 
 from __future__ import annotations
 

@@ -5,17 +5,11 @@ A convolution's input gradient reads the head inside a window that leaves it at 
     dX[n, c, y, x] = sum_{f, ry, rx} if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26,
                                                   H[n, f, y - ry, x - rx], 0) * W[f, c, ry, rx]
 
-When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy,
-packed like a forward convolution's window::
-
-    Hp[n, f, y', x'] = if_then_else(2 <= y' < 28 && 2 <= x' < 28, H[n, f, y' - 2, x' - 2], 0)
-    side             = Hp[n, f, y - ry + 2, x - rx + 2]
-
-A side that tests a mask at each element (a ReLU-masked head) is copied likewise, without padding, when
-packing it once per column block would cost more than the copy.  A temporary never outgrows the kernel's
-arguments: when the copy would, and the read's first index is the first batch axis, the batch is done in
-*chunks* sharing one buffer (``Hp_c[n', ...] = padded H[n' + c0, ...]``, then the product's blocks for
-those batch points)."""
+When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy
+``Hp[n, f, y - ry + 2, x - rx + 2]``.  A side that tests a mask at each element (a ReLU-masked head) is
+copied likewise, without padding, when packing it once per column block would cost more.  A temporary
+never outgrows the kernel's arguments: when the copy would, and the read's first index is the first batch
+axis, the batch is done in *chunks* sharing one buffer."""
 
 from __future__ import annotations
 

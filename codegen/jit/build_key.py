@@ -3,22 +3,18 @@
 A cached kernel in a new process should cost a file read and a link, not a lowering.  So the key is a
 canonical text of everything lowering and compilation depend on:
 
-* the tensor DAG between the outputs and the inputs: every compute op reached (tag, role and group,
-  attributes, axes and bounds, bodies) and every expression node (op, dtype, operands, payload: bit-exact
-  constants, variable bounds, combiners, gather extents and modes);
-* the inputs in order (shape, dtype, placeholder or given compute tensor) and the outputs;
-* every option (defaults resolved), the whole target description, whether parallel loops call libgomp, the
-  array layout the call entry reads, and :func:`.jit.engine.fingerprint`.
+* the tensor DAG between the outputs and the inputs: every compute op reached and every expression node
+  (op, dtype, operands, payload: bit-exact constants, variable bounds, combiners, gather extents and modes);
+* the inputs in order and the outputs; every option (defaults resolved), the whole target, whether
+  parallel loops call libgomp, the call entry's array layout, and :func:`.jit.engine.fingerprint`.
 
-Tensors, variables, combiners and provenance groups are numbered in order of first reach from the outputs,
-so the text depends on no object id or counter.  Names are left out (lowering reads none, the code holds
-none, a kernel's error messages name the call's tensors), except where they reach the kernel or steer
-lowering: bounds-checked code and gathers under ``mode="raise"`` (their errors print names) and pinned
-``choices`` (keyed by op names).
+Tensors, variables, combiners and provenance groups are numbered in order of first reach, so the text
+depends on no object id or counter.  Names are left out, except where they reach the kernel or steer
+lowering: bounds-checked code and gathers under ``mode="raise"`` and pinned ``choices``.
 
-:func:`describe` returns ``None`` where the program cannot be keyed before lowering (``tune``, an
-attribute value of an unknown kind, a placeholder missing from the inputs, an ``inline``/``materialize``
-tensor outside the program); ``build`` then keys the lowered program's text."""
+:func:`describe` returns ``None`` where the program cannot be keyed before lowering (``tune``, an unknown
+attribute kind, a placeholder missing from the inputs, an ``inline``/``materialize`` tensor outside the
+program); ``build`` then keys the lowered program's text."""
 
 from __future__ import annotations
 

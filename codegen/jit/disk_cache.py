@@ -1,17 +1,15 @@
 """A persistent cache of compiled object code, shared by processes, that cannot be fooled.
 
-Entries are files named by a SHA-256 key of everything that determines the code
-(:func:`.jit.engine.fingerprint` among it), in ``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad`` (mode
-0700).  ``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, as :func:`disabled` does in its thread
-(``ta.build(..., cache=False)``).  A process with no home directory and no ``TENSORAD_CACHE_DIR`` or
-``XDG_CACHE_HOME`` has no cache and warns once.
+Entries are files named by a SHA-256 key of everything that determines the code, in
+``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad`` (mode 0700).  ``TENSORAD_NO_DISK_CACHE=1`` turns the
+cache off, as :func:`disabled` does in its thread.  A process with no home directory and no cache
+variable has no cache and warns once.
 
 An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: another key's entry copied over
 this file and a damaged or truncated file are both rejected.  Only a regular file owned by the user, no
-larger than :data:`MAX_ENTRY_BYTES`, is read, opened without following a link and without blocking.
-Whatever is wrong, :func:`get` answers ``None`` and the caller rebuilds: a cache never raises.  Writes go
-to a temporary file renamed into place (a reader sees a whole entry or none); a cache that cannot be
-written is skipped."""
+larger than :data:`MAX_ENTRY_BYTES`, is read, without following a link or blocking.  Whatever is wrong,
+:func:`get` answers ``None``: a cache never raises.  Writes go to a temporary file renamed into place; a
+cache that cannot be written is skipped."""
 
 from __future__ import annotations
 

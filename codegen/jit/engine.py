@@ -1,22 +1,18 @@
 """LLVM's JIT: compiling modules to object code, and linking object code into MCJIT engines.
 
-``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager at
-``speed_level=opt_level`` with loop and SLP vectorization, tuned for the target) and compiles a module for
-the target's CPU and features; ``optimized_ir`` and ``assembly`` give the texts on demand.  Each module is
-parsed into an LLVM context of its own, freed with it (:func:`_module`).
+``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager with loop and SLP
+vectorization) and compiles a module for the target; ``optimized_ir`` and ``assembly`` give the texts on
+demand.  Each module is parsed into an LLVM context of its own, freed with it (:func:`_module`).
 
 Object code is linked (fresh, or from the disk cache) in one of two ways:
 
-* :func:`link_object` -- a kernel's code, in an MCJIT engine of its own, owned by the :class:`LinkedCode`
-  it returns: disposing of the engine frees everything linked into it, so a kernel's code lives as long as
-  something refers to it;
-* :func:`load_object` -- code every kernel may call, linked for the life of the process into the one
-  resident engine (the parallel runtime, :mod:`.runtime.pool`; the matrix-product library's pieces,
-  :mod:`.gemm.library`), its global symbols published (``llvm.add_symbol``) for the kernels' engines.
+* :func:`link_object` -- a kernel's code, in an MCJIT engine owned by the :class:`LinkedCode` it returns,
+  so a kernel's code lives as long as something refers to it;
+* :func:`load_object` -- code every kernel may call (the parallel runtime, the matrix-product library),
+  linked for the life of the process into the one resident engine, its global symbols published.
 
-Target machines come from :func:`target_machine` (:func:`.target.new_target_machine`).  Code for any x86
-CPU compiles on any x86 machine; :class:`.runtime.kernel.Kernel` refuses to run code whose vectors the
-host lacks."""
+Code for any x86 CPU compiles on any x86 machine; :class:`.runtime.kernel.Kernel` refuses to run code
+whose vectors the host lacks."""
 
 from __future__ import annotations
 

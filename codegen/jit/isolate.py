@@ -1,19 +1,14 @@
 """LLVM's internal failures, contained: a compile step that may abort the process runs in a fork.
 
-LLVM aborts the process when one of its assertions fails, which Python cannot catch.  :func:`in_child`
-runs a step in a forked child and takes its bytes back through a pipe.  A child killed by a signal gives
-``None``, and the caller retries with a safer pipeline (:func:`.jit.engine.compile_object`'s ladder).  A
-Python exception in the child is raised by running the step again here, with its real traceback.  Without
-``os.fork``, or when a fork fails, the step runs here.
+:func:`in_child` runs a step in a forked child and takes its bytes back through a pipe.  A child killed by
+a signal gives ``None``, and the caller retries with a safer pipeline (:func:`.jit.engine.compile_object`).
+A Python exception in the child is raised by running the step again here.  Without ``os.fork``, or when a
+fork fails, the step runs here.
 
-A child runs under a CPU-time limit (:data:`CPU_LIMIT_SECONDS`, ``RLIMIT_CPU``, so that load does not
-change the program), as LLVM may also loop forever, and dies with its parent (``PR_SET_PDEATHSIG``).  A
-fork copies only the forking thread, so a lock another thread held stays held in the child, which then
-waits using no CPU: a child whose CPU time (``/proc``) has not moved for :data:`STALL_SECONDS`, looked at
-every :data:`_LOOK_SECONDS`, is killed as aborted.  A child that has exited is taken at once.
-
-The child leaves by ``os._exit``.  What it writes on stderr goes to a file that the parent copies to its
-own file descriptor 2 when the child succeeded."""
+A child runs under a CPU-time limit (:data:`CPU_LIMIT_SECONDS`) and dies with its parent.  A lock another
+thread held at the fork stays held in the child, which then waits using no CPU: a child whose CPU time has
+not moved for :data:`STALL_SECONDS`, looked at every :data:`_LOOK_SECONDS`, is killed as aborted.  The
+child leaves by ``os._exit``; its stderr goes to a file the parent copies to its own when it succeeded."""
 
 from __future__ import annotations
 

@@ -1,18 +1,14 @@
 """A kernel's module cut into parts that LLVM optimizes side by side, and their object code kept together.
 
 Each loop nest of a module is an external ``noinline`` function and its helpers are internal functions it
-alone calls, so nothing the optimizer does crosses nests, and the module can be cut between them, as
-LLVM's parallel code generation cuts a module for LTO: each part keeps some external functions, a copy of
-every internal function and private constant they reach, and declarations of the other parts' functions
-they call; the JIT links the parts' code together.  :func:`split` cuts the module text as
-:mod:`.llvm.emit` writes it (one entity a line), balanced by instructions (an ``optnone`` function's count
-a tenth); a module too small to repay a second compile child, or with a global not private to it (the math
-library's ``llvm.compiler.used``), stays whole.  :func:`bundle` keeps the parts' object code as one
-``bytes``; a single object is its own bundle.
+alone calls, so the module can be cut between nests, as LLVM's parallel code generation cuts one for LTO:
+each part keeps some external functions, a copy of every internal function and private constant they
+reach, and declarations of the other parts' functions they call.  :func:`split` cuts the module text (one
+entity a line), balanced by instructions; a module too small to repay a second compile child, or with a
+global not private to it, stays whole.  :func:`bundle` keeps the parts' object code as one ``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
-their names and their loops' own (``distinct``) metadata nodes (an LSTM's identical packing functions) and
-points every use at it: an internal function is named only inside its module, so no caller can tell."""
+their names and their loops' own metadata nodes, and points every use at it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Bounds checks for ``build(..., checked=True)``: every load and store of the generated code.
 
-Each access site (a load or store of one tensor) gets a number.  Before the access the code tests every
-index against its buffer's extent with one unsigned comparison (``0 <= v < n``); a failure branches to a
-cold block that records it in an ``int64`` record, one more buffer argument, and returns from the nest
-without touching memory:
+Each access site gets a number.  Before the access the code tests every index against its buffer's extent
+with one unsigned comparison; a failure branches to a cold block that records it in an ``int64`` record,
+one more buffer argument, and returns from the nest without touching memory:
 
     record[0] = site + 1      (0: no violation; compare-and-swap, so the first thread's wins)
     record[1 + d] = v_d       (the index values of that access; written only by the winner)
 
 The entry point returns after a nest that left a violation, and :meth:`Checks.raise_for` turns the record
-into an ``IndexError`` naming the tensor, the access, the index expressions and their values.  Matrix
-products are plain loops in checked mode, so every access is checked.
-
-Gather indices (``DATA_INDEX`` under ``mode="raise"``) are checked the same way in every kernel,
-``checked`` or not (:meth:`Checks.emit_gather`): the record holds the value and the position it was read
-from (``I[3] = 7``)."""
+into an ``IndexError`` naming the tensor, the access, the index expressions and their values.  Gather
+indices under ``mode="raise"`` are checked the same way in every kernel (:meth:`Checks.emit_gather`)."""
 
 from __future__ import annotations
 

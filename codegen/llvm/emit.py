@@ -2,21 +2,16 @@
 
 Module layout (``P`` a prefix unique to the program, so many kernels share one JIT engine):
 
-* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking the buffers it
-  reads or writes (:func:`.program.nest_buffers`) and, in checked mode, the violation record.  A parallel
-  nest runs its outermost loop over ``[lo, hi)`` only.  ``noalias`` is sound: the kernel refuses outputs
-  that overlap other arguments.
-* ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop ``range(L, H, s)`` for libgomp;
-  ``region`` is ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack.  Its
-  ``ceil((H - L) / s)`` trips are dealt in chunks of ``c`` (:meth:`ModuleEmitter.chunk_size`): each thread
-  takes chunk ``j = next++`` (``atomicrmw add``) until none is left.  A matrix product is called once with
-  the whole range and the address of ``next`` (:data:`.gemm.descriptor.H_SHARED`).  Each element is
-  computed by one iteration.
-* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.loops.fills`): thread ``t`` fills its chunk of whole
-  pages.
-* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers from ``args`` and runs the steps in
-  order: fills, then each nest, through ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and
-  libgomp is present.
+* ``P_nest<k>(ptr noalias b_i, ..., i64 lo, i64 hi)`` -- one function per nest, taking its buffers
+  (:func:`.program.nest_buffers`) and, in checked mode, the violation record; a parallel nest runs its
+  outermost loop over ``[lo, hi)`` only.  ``noalias`` is sound: outputs may not overlap other arguments.
+* ``P_omp<k>(ptr region)`` -- the outlined body of a parallel loop for libgomp; ``region`` is
+  ``{ptr args, i64 next, i64 team, i64 c}`` on ``P_main``'s stack.  Each thread takes chunk ``j = next++``
+  (``atomicrmw add``, :meth:`ModuleEmitter.chunk_size`) until none is left; a matrix product is called
+  once with the whole range and the address of ``next`` (:data:`.gemm.descriptor.H_SHARED`).
+* ``P_fill<k>(ptr args)`` -- a parallel fill (:mod:`.loops.fills`) of whole pages per thread.
+* ``P_main(ptr args, i32 nthreads)`` -- loads the buffer pointers and runs fills, then each nest, through
+  ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
 
 Loops are emitted rotated with ``i64`` induction variables; accumulators live in stack slots that SROA
 promotes to registers."""

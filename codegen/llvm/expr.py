@@ -1,23 +1,20 @@
 """LLVM IR for expressions: two fold tables, one for values and one for index arithmetic.
 
-* **Index mode** computes ``int32`` index expressions (indices, loop bounds, isl guards) in ``i64``.
-  Floor division and modulo by a positive constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``,
-  ``r = srem(a, c) + c * (srem(a, c) < 0)``; by a power of two, ``ashr`` and ``and``.
-* **Value mode** computes in each node's dtype, except that index arithmetic is exact: a loop variable is
-  an ``i64``, an ``int32`` node with an ``i64`` operand is computed in ``i64``, and an ``int32`` constant
-  past int32 is an ``i64``.  ``int32`` values read from tensors, and arithmetic among them only, wrap like
-  NumPy's; an ``int32`` result is truncated where stored (as ``ta.evaluate`` does).  Integer ``//`` and
-  ``%`` by a runtime divisor give 0 at a zero divisor and ``INT_MIN // -1``; float-to-int casts saturate
-  (``fptosi.sat``).
+* **Index mode** computes ``int32`` index expressions in ``i64``.  Floor division and modulo by a positive
+  constant ``c``: ``q = sdiv(a, c) - (srem(a, c) < 0)``, ``r = srem(a, c) + c * (srem(a, c) < 0)``; by a
+  power of two, ``ashr`` and ``and``.
+* **Value mode** computes in each node's dtype, with exact index arithmetic as ``ta.evaluate``: a loop
+  variable, an ``int32`` node with an ``i64`` operand and an ``int32`` constant past int32 are ``i64``;
+  ``int32`` values read from tensors, and arithmetic among them only, wrap.  Integer ``//`` and ``%`` by a
+  runtime divisor give 0 at a zero divisor and ``INT_MIN // -1``; float-to-int casts saturate.
 
-``IF_THEN_ELSE`` is lazy: one whose branches read memory or test a gather index is replaced by a
-placeholder before folding; at the placeholder the condition is computed and each branch emitted in its
-own block and memo scope, joined by a phi.  ``SELECT`` computes both branches (both are in bounds by the
-language).
+``IF_THEN_ELSE`` is lazy: one whose branches read memory or test a gather index is a placeholder while
+folding, where the condition is computed and each branch emitted in its own block and memo scope, joined
+by a phi.  ``SELECT`` computes both branches.
 
 Math: exp, log, tanh, sigmoid, erf and pow are inline vector code (:mod:`.llvm.vector_math`) or calls of
-the module's out-of-line copy (:mod:`.llvm.math_functions`); the rest are LLVM intrinsics.
-``maximum``/``minimum`` of floats propagate NaN (``llvm.maximum``)."""
+an out-of-line copy (:mod:`.llvm.math_functions`); the rest are LLVM intrinsics.  Float
+``maximum``/``minimum`` propagate NaN."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Repeated glue as one loop over a table of pointer positions (a long chain's glue).
 
 A long chain's program repeats a handful of distinct *segments* (the fills before a nest, then the call of
-its function) over other buffers thousands of times.  :func:`runs` finds maximal runs of consecutive
-segments with one :func:`signature` (or of a few segments repeated, ``A B A B ...``), and
-:meth:`.llvm.emit.ModuleEmitter.main_function` runs each run of at least :data:`MIN_RUN` as one loop over
-a constant table of each repetition's pointer positions.
-
-A signature holds everything a segment's code reads besides its pointers (function identity, range
-operands, a micro-kernel's extra operand, a fill's bytes, dtype and value node); a segment with a parallel
-step has none and stays straight."""
+its function) over other buffers.  :func:`runs` finds maximal runs of consecutive segments with one
+:func:`signature` (or of a few segments repeated), and the main function runs each run of at least
+:data:`MIN_RUN` as one loop over a constant table of each repetition's pointer positions.  A signature
+holds everything a segment's code reads besides its pointers; a segment with a parallel step has none."""
 
 from __future__ import annotations
 

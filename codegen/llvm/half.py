@@ -1,23 +1,19 @@
 """Conversions between the half storage types (float16, bfloat16) and float32, in LLVM IR.
 
-A half value travels as its ``i16`` bits (loaded, stored and selected as an integer) and is converted only
-at a ``cast``; arithmetic never runs in a half type.  The float16 conversions are an instruction where the
-:class:`~.target.Target` has F16C (``f16c``), else integer code; all are branch-free, so they vectorize.
+A half value travels as its ``i16`` bits and is converted only at a ``cast``; arithmetic never runs in a
+half type.  The float16 conversions are an instruction where the target has F16C, else integer code; all
+are branch-free, so they vectorize.
 
-* **float16 -> float32**: F16C ``fpext half``; else ``o = (h & 0x7fff) << 13`` re-biased by
-  ``+ (127 - 15) << 23``, an Inf/NaN exponent by another ``(128 - 16) << 23``, a zero/subnormal exponent
-  fixed by one exact float subtraction (``o + 2^23 as float - 2^-14``), then the sign
-  ``(h & 0x8000) << 16``.  Exact for every input.
-* **float32 -> float16**, round to nearest, ties to even: F16C ``fptrunc``, except of a float32 that a
-  ``fptrunc double`` just made (LLVM would fold the two roundings into one); else, on ``f = |x|`` bits:
-  ``f >= 65536.0`` gives Inf (``0x7c00``) or a quiet NaN (``0x7e00``); ``f < 2^-14`` adds ``0.5f`` as a
-  float (the FPU rounds) and subtracts its bits; otherwise ``(f + 0xc8000fff + ((f >> 13) & 1)) >> 13``
-  re-biases and rounds (a carry rounds into the exponent).
+* **float16 -> float32**: ``o = (h & 0x7fff) << 13`` re-biased by ``+ (127 - 15) << 23``, an Inf/NaN
+  exponent by another ``(128 - 16) << 23``, a zero/subnormal one fixed by one exact float subtraction
+  (``o + 2^23 as float - 2^-14``), then the sign ``(h & 0x8000) << 16``.  Exact for every input.
+* **float32 -> float16**, ties to even: F16C ``fptrunc``, except of a float32 that a ``fptrunc double``
+  just made (LLVM would fold the two roundings into one); else, on ``f = |x|`` bits: ``f >= 65536.0``
+  gives Inf or a quiet NaN; ``f < 2^-14`` adds ``0.5f`` as a float and subtracts its bits; otherwise
+  ``(f + 0xc8000fff + ((f >> 13) & 1)) >> 13`` re-biases and rounds.
 * **bfloat16 -> float32**: ``(h as i32) << 16``.
-* **float32 -> bfloat16**, round to nearest, ties to even, on every target:
-  ``(x + 0x7fff + ((x >> 16) & 1)) >> 16`` on the bits; a NaN keeps its sign and top payload, quieted:
-  ``(x >> 16) | 0x40``.  AVX512-BF16's ``vcvtneps2bf16`` is not used: it flushes subnormal inputs to zero.
-"""
+* **float32 -> bfloat16**, ties to even: ``(x + 0x7fff + ((x >> 16) & 1)) >> 16``; a NaN keeps its sign
+  and top payload, quieted.  AVX512-BF16's ``vcvtneps2bf16`` flushes subnormal inputs: not used."""
 
 from __future__ import annotations
 

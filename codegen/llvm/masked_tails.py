@@ -1,22 +1,18 @@
 """Short innermost loops on a target with masked vector memory operations: one masked tail.
 
-LLVM runs a vectorized loop of ``T`` trips as ``T // VF`` vector iterations and ``T % VF`` scalar ones,
-each as long as a vector one.  With cheap masked loads and stores that never fault (AVX-512's mask
-registers), such a loop is asked to fold its tail into masked vector iterations
-(``llvm.loop.vectorize.predicate.enable``, the target's lanes as width).  The rule, on the loop as
-lowered:
+LLVM runs a vectorized loop of ``T`` trips as ``T // VF`` vector iterations and ``T % VF`` scalar ones.
+With cheap masked loads and stores that never fault (AVX-512), such a loop is asked to fold its tail into
+masked vector iterations (``llvm.loop.vectorize.predicate.enable``) when:
 
 * the target has masked vector memory operations (:attr:`.target.Target.masked_memory`);
 * the loop is innermost, of constant trips ``T`` with ``L < T < SHORT_VECTORS * L`` and ``T % L != 0``
   (``L``: the lanes of its narrowest-laned dtype);
-* its statements are stores (no accumulator), each moving by one element a trip, and every read moves by
-  one element or not at all (a strided read would become a masked gather);
-* LLVM can take a width hint there (:func:`.llvm.vectorizable.vectorizable`).
+* its statements are stores, each moving by one element a trip, and every read moves by one element or
+  not at all; and LLVM can take a width hint there (:func:`.llvm.vectorizable.vectorizable`).
 
-Such a loop is also kept from LLVM's unroller when it is :func:`pointwise` (nothing else in its nest reads
-it), so that SLP does not pack its unrolled copies; without masked memory such a row
-(:func:`short_row_width`) is asked for the target's lanes with a plain remainder, kept rolled too.  A
-stencil stays unrollable: its unrolled rows share loads."""
+Such a loop is also kept from LLVM's unroller when it is :func:`pointwise`, so that SLP does not pack its
+unrolled copies; without masked memory such a row (:func:`short_row_width`) is asked for the target's
+lanes with a plain remainder, kept rolled too.  A stencil stays unrollable: its rows share loads."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Out-of-line vector math: one internal function per (function, type) per module.
 
-Inlined at every use, :mod:`.llvm.vector_math`'s 30-150 instructions per call cost LLVM time per copy; out
-of line, each is compiled once per module:
-
-* ``P_math_<fn>_<f32|f64>`` -- the scalar function (``noinline``, no memory access), whose
-  ``vector-function-abi-variant`` attribute names
-* ``P_math_<fn>_v<L><f32|f64>`` -- its vector form on the target's ``L`` lanes, which LLVM's vectorizers
-  call in vectorized loops (kept in ``llvm.compiler.used`` until they do).
+Inlined at every use, :mod:`.llvm.vector_math`'s 30-150 instructions per call cost LLVM time per copy;
+out of line, each is compiled once per module: ``P_math_<fn>_<f32|f64>``, the scalar function
+(``noinline``), whose ``vector-function-abi-variant`` attribute names ``P_math_<fn>_v<L><f32|f64>``, its
+vector form, which LLVM's vectorizers call in vectorized loops (kept in ``llvm.compiler.used``).
 
 Inline code runs faster, so :func:`inline_budget` keeps the first uses inline (at most
 :data:`NEST_INLINE_SITES` per nest and :data:`MODULE_INLINE_SITES` per module) and the rest call."""

@@ -1,35 +1,26 @@
 """Vector math as inline IR: exp, log, tanh, sigmoid, erf and pow with no library calls.
 
 A call to ``expf`` stops LLVM's loop vectorizer, and ``llvm.ldexp`` or ``llvm.roundeven`` become libm
-calls on CPUs without a matching instruction.  So every function is built from operations every x86-64 CPU
-has in vector form (add, multiply, fused where the target has FMA, divide, compare, select, min/max,
-integer add/shift/and on the bits), on float or double scalars or vectors.  Two bit tricks:
+calls on CPUs without the instruction, so every function uses operations every x86-64 CPU has in vector
+form, on float or double scalars or vectors.  Two bit tricks:
 
-* **round to an integer**: ``t = v + M`` with ``M = 1.5 * 2^23`` (``1.5 * 2^52`` for double) rounds ``v``
-  (``|v| < 2^22``) into the last mantissa bits of ``t``: ``n = t - M`` (exact), as an integer
-  ``bits(t) - bits(M)``;
-* **scale by 2^n**: ``2^k`` has the bits ``(k + bias) << mantissa_bits``; ``n`` may reach -150 (float) /
-  -1077 (double), so ``x * 2^n = (x * 2^(n >> 1)) * 2^(n - (n >> 1))``: both factors normal, the first
-  product exact, the second rounding once, correctly into the subnormals, to 0 and to inf.
+* **round to an integer**: ``t = v + M``, ``M = 1.5 * 2^23`` (``1.5 * 2^52`` for double), rounds ``v``
+  (``|v| < 2^22``) into the last mantissa bits of ``t``: ``n = t - M``, as an integer ``bits(t) - bits(M)``;
+* **scale by 2^n**: ``2^k`` has the bits ``(k + bias) << mantissa_bits``; ``x * 2^n = (x * 2^(n >> 1)) *
+  2^(n - (n >> 1))``: both factors normal, rounding once, correctly into the subnormals, 0 and inf.
 
-The functions (``r`` the reduced argument; Cephes' polynomials for exp and tanh, the atanh series for log,
-least-squares fits for erf from ``tools/fit_erf.py``; about 1 ulp, tested against NumPy in
-``tests/codegen/test_vector_math.py``):
+The functions (Cephes' polynomials for exp and tanh, the atanh series for log, fits for erf from
+``tools/fit_erf.py``; about 1 ulp, tested in ``tests/codegen/test_vector_math.py``):
 
     exp(x)   = 2^n e^r,  n = round(x log2 e),  r = x - n C1 - n C2      (C1 + C2 = ln 2, C1 short)
-    log(x)   = e ln 2 + log(1 + f),  x = 2^e (1 + f),  1 + f in [sqrt(1/2), sqrt(2)),
-               log(1 + f) = 2 atanh(f / (2 + f)) by its series
+    log(x)   = e ln 2 + 2 atanh(f / (2 + f)),  x = 2^e (1 + f),  1 + f in [sqrt(1/2), sqrt(2))
     tanh(x)  = x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (exp(2|x|) + 1))
-    sigmoid  = 1 / (1 + t) for x >= 0, t / (1 + t) for x < 0,  t = exp(-|x|)  (no overflow)
-    erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|)): float32 one
-               polynomial Q on [1, 4), float64 two pieces, the second Q2(s) / |x|
-    pow(x,y) = exp(y log|x|) with the IEEE special cases, a sign for odd integer y and NaN for
-               negative x and non-integer y; float32 computes in float64, float64 carries
-               log|x| in about 70 bits and y log|x| in two doubles, exponentiated in
-               double-double and rounded once (:func:`_exp_dd`): exact powers stay exact
+    sigmoid  = 1 / (1 + t) for x >= 0, t / (1 + t) for x < 0,  t = exp(-|x|)
+    erf(x)   = x P(2x^2 - 1) for |x| < 1, else sign(x) (1 - exp(-x^2) Q(|x|))
+    pow(x,y) = exp(y log|x|) with the IEEE special cases; float32 in float64, float64 in
+               double-double (:func:`_exp_dd`), rounded once: exact powers stay exact
 
-NaN inputs give NaN, infinities and zeros the IEEE limits (exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
-tanh(inf) = 1, erf(-inf) = -1, ...)."""
+NaN inputs give NaN, infinities and zeros the IEEE limits (exp(-inf) = 0, log(0) = -inf, erf(-inf) = -1)."""
 
 from __future__ import annotations
 

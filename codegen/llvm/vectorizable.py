@@ -1,19 +1,15 @@
 """Whether LLVM's loop vectorizer can take an innermost loop as emitted, so that a ``vector_width`` hint
 goes only where it can be honoured: a hinted loop's every failure is an always-printed remark on stderr.
 
-The test is conservative (a rejected loop gets no hint; LLVM decides alone).  It reads the loop's LLVM IR,
-one basic block, and asks:
+The test is conservative.  It reads the loop's LLVM IR, one basic block, and asks:
 
-* no control flow inside the body (lazy branches, ``If`` statements, bounds checks, a gather's range
-  test);
-* every call is to an LLVM intrinsic;
-* every store to an accumulator slot (an ``alloca``) is a reduction LLVM recognizes: loaded once, combined
-  by one integer ``add``/``mul``/``and``/``or``/``xor`` or a float ``fadd``/``fmul`` with ``reassoc``;
+* no control flow inside the body, and every call to an LLVM intrinsic;
+* every store to an accumulator slot is a reduction LLVM recognizes: loaded once, combined by one integer
+  ``add``/``mul``/``and``/``or``/``xor`` or a float ``fadd``/``fmul`` with ``reassoc``;
 * every other store's address is affine in the loop variable, through no loaded value, ``%``, ``//`` or
   select, and a buffer both stored and loaded is read only where it is written;
-* a constant trip count is at least :data:`TINY_TRIPS` (below it LLVM vectorizes only without runtime
-  checks), counting up to :data:`PEEL_MAX` fewer for a loop that compares its induction variable (loop
-  peeling)."""
+* a constant trip count is at least :data:`TINY_TRIPS`, counting up to :data:`PEEL_MAX` fewer for a loop
+  that compares its induction variable (loop peeling)."""
 
 from __future__ import annotations
 

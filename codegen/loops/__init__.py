@@ -1,5 +1,5 @@
-"""Polyhedral loop building: iteration domains as isl sets, schedules, isl's AST builder,
-nest fusion, and exact work counts.
+"""Polyhedral loop building: iteration domains as isl sets, schedules, isl's AST builder, nest fusion,
+and exact work counts.
 
 * ``domain``         one materialized op's iteration domains as polyhedral statements
 * ``schedule``       loop order (scalar accumulator or accumulate-in-output), parallel loop

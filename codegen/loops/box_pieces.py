@@ -1,14 +1,13 @@
 """An elementwise body's affine zero-guards decided per piece of its box.
 
-A small stencil over a big output (:mod:`.strategies.stencil`) is a sum of guarded terms, each read only
-where its shifted index stays inside the input::
+A small stencil over a big output is a sum of guarded terms, each read only where its shifted index stays
+inside the input::
 
     dX[n, c, y, x] = if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...
 
 The guards' sets cut the box into pieces (the interior, edges, corners), in each of which every guard is
-true or false throughout, so each piece reads its terms unguarded and isl scans the pieces as separate
-loops: the interior's is vectorizable.  Only ops that ask (:data:`GUARD_ATTR`) are cut, into at most
-:data:`MAX_PIECES` pieces."""
+constant, so isl scans the pieces as separate unguarded loops.  Only ops that ask (:data:`GUARD_ATTR`)
+are cut, into at most :data:`MAX_PIECES` pieces."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """float32 sums accumulated in blocks (cascade summation), so rounding error grows slowly with n.
 
-A scalar accumulator adding ``n`` terms in turn carries an error growing like ``n * eps``.  Cascade
-summation sums blocks of ``B0`` terms into fresh partial accumulators, added to the total once, with upper
-levels of at most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for
-``L = 1 + ceil(log_B(n / B0))`` levels::
+Blocks of ``B0`` terms go to fresh partial accumulators, added to the total once, with upper levels of at
+most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 + ceil(log_B(n / B0))``
+levels, against ``n * eps`` for one accumulator::
 
     acc = 0                                         acc = 0
     for k in range(0, n):             ->            for kb in range(0, n // B0):
@@ -14,15 +13,12 @@ levels of at most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`
                                                     (a last, shorter block; more levels
                                                      when n // B0 > B)
 
-The blocking rewrites the loop program after isl has built its loops, so the order of additions is the
-program's: with ``fastmath=False`` every target gives the same bits, and with ``fastmath=True`` LLVM may
-vectorize each innermost block but never mixes blocks.  A reduction over several axes is cut at a loop
-boundary where the terms below reach ``B0``; a longer axis is split into a block loop and an offset loop;
-a loop with non-constant bounds is not split, only cut between iterations that each fill a block.
+The blocking rewrites the loop program after isl, so every target gives the same bits without fastmath.
+A reduction over several axes is cut at a loop boundary where the terms below reach ``B0``; a longer axis
+is split; a loop with non-constant bounds is only cut between iterations that each fill a block.
 
-Rewritten: a loop all of whose mentions of a float32 accumulator are sum updates ``acc = acc + x`` with
-``x`` not reading it.  Other dtypes and combiners keep their loops.  The partial accumulators' bookkeeping
-is ``counted=False``: ``work`` is unchanged."""
+Rewritten: a loop whose every mention of a float32 accumulator is a sum update ``acc = acc + x``, ``x`` not
+reading it.  The partial accumulators' bookkeeping is ``counted=False``: ``work`` is unchanged."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """Where a program's fills run: fused into the nest that then writes the buffer, or in parallel.
 
-A :class:`~.program.Fill` is one ``memset`` of a whole buffer before the nests: on one thread, and for a
-buffer past the L2 a second pass of memory traffic.  :func:`place_fills` moves a fill *into* the first
-nest that touches its buffer when that nest owns slices of it: a perfect prefix of loops
-``v_0 .. v_{k-1}``, each over its whole axis with step 1, and every access of the buffer in the nest
-(data-dependent ones included) has ``v_j`` as its index ``j`` for ``j < k``.  Each iteration then zeroes
-its own slice first (uncounted stores), on the thread that writes it; the results are those of
-fill-then-nest bit for bit.
-
-A fill that cannot be fused is marked ``parallel`` when the build may be and it is worth it:
-:mod:`.llvm.emit` splits it among the threads by page-aligned chunks."""
+A :class:`~.program.Fill` is one ``memset`` of a whole buffer on one thread.  :func:`place_fills` moves a
+fill *into* the first nest that touches its buffer when that nest owns slices of it: a perfect prefix of
+loops ``v_0 .. v_{k-1}``, each over its whole axis with step 1, and every access of the buffer in the nest
+has ``v_j`` as its index ``j`` for ``j < k``.  Each iteration then zeroes its own slice first (uncounted
+stores): bit for bit fill-then-nest.  A fill that cannot be fused is marked ``parallel`` when the build may
+be and it is worth it (page-aligned chunks per thread)."""
 
 from __future__ import annotations
 

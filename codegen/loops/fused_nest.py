@@ -9,9 +9,7 @@ position in the group::
     divide:  S[i, j] -> [i, 3, i, j, 0]
 
 and isl scans the union once.  Reads of a reduction whose value at a prefix point is one element read its
-accumulators.  A short first prefix axis is scanned as one with the second, as
-:func:`.loops.schedule.fuse_short_outer` does.  Work is counted per member (:func:`.loops.work.count_work`
-with owners)."""
+accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member."""
 
 from __future__ import annotations
 

@@ -3,22 +3,20 @@
 When each op reads the ops before it only at the point its own outer loops are at, they can share those
 loops::
 
-    for i:                                  for (n, c, y, x) windows:
-      m = max_k X[i, k]                       w = argmax over the 2 x 2 window
-      for j: E[i, j] = exp(X[i, j] - m)       for (r, s) in the window:
-      s = sum_k E[i, k]                         G[n, c, 2y + r, 2x + s] = (w == 2r + s) ? H : 0
+    for i:
+      m = max_k X[i, k]
+      for j: E[i, j] = exp(X[i, j] - m)
+      s = sum_k E[i, k]
       for j: Y[i, j] = E[i, j] / s
 
-A *unit* is what one nest computes alone, a planned :class:`.strategies.registry.Step` (an op, perhaps
-with split axes, or a reduction with its fused epilogue).  A *group* is a run of consecutive units with a
+A *unit* is a planned :class:`.strategies.registry.Step`.  A *group* is a run of consecutive units with a
 *prefix*: ``depth`` outer loop variables of each (its *tau*, extent-1 variables left out) scanned
 together.  A unit ``C`` joins when every read of a member ``P`` maps ``P``'s tau to plain outer variables
-of ``C``, the same for every read: then what ``C`` reads of ``P`` at a prefix point is computed earlier in
-that iteration.  ``depth`` shrinks to what every member agrees on.
+of ``C``, the same for every read; ``depth`` shrinks to what every member agrees on.
 
 Statements are scheduled ``tau + (position in the group,) + own schedule``.  A reduction whose value at a
 prefix point is one element is read from its accumulators and needs no buffer unless something outside the
-group reads it.  Work stays exact: :func:`.loops.work.count_work` counts per member."""
+group reads it.  :func:`.loops.work.count_work` counts per member."""
 
 from __future__ import annotations
 

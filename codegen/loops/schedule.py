@@ -1,16 +1,16 @@
 """Schedule choices for one nest: loop order and which loop runs in parallel.
 
-The natural schedule puts the output axes in order (the last innermost) and, for a reduction, a scalar
-accumulator per output element with the reduction axes innermost.  When the last *output* axis walks
-memory better (``A[i, k] * B[k, j]``, pooling windows, convolutions over ``x``), the reduction accumulates
-in the output buffer with that axis innermost, in strips that stay in L1::
+The natural schedule puts the output axes in order and, for a reduction, a scalar accumulator per output
+element with the reduction axes innermost.  When the last *output* axis walks memory better
+(``A[i, k] * B[k, j]``, pooling windows), the reduction accumulates in the output buffer with that axis
+innermost, in strips that stay in L1::
 
     for i, for jt:                              # jt = j // T
         for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
         for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
 
-Each element still combines its terms in the order of the reduction axes (exact in strict mode).  The
-outermost output axis (or strip) is the parallel loop."""
+Each element combines its terms in the order of the reduction axes.  The outermost output axis (or strip)
+is the parallel loop."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
 :class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames its steps for every
-group with the same key.  :func:`group_key` spells everything lowering reads from a group, tensors, ops
-and buffers numbered by first use, names left out: units and forms, bodies, expressions with dtypes and
-bit-exact constants, variables by first appearance *with* names and ranges (a shared nest keeps the first
-group's loop variables), combiners, each op's tag, role, attrs, axes and outputs, each tensor's shape,
-dtype and buffer, and which reductions are read from accumulators.  A group the key cannot spell (a matrix
-product, a scatter, split axes, strips, an unknown payload) is lowered on its own, as is one whose steps
-hold something the renaming would miss.
+group with the same key.  :func:`group_key` spells everything lowering reads from a group, numbered by
+first use, names left out except variables' (a shared nest keeps the first group's loop variables).  A
+group the key cannot spell (a matrix product, a scatter, split axes, strips, an unknown payload) is
+lowered on its own, as is one whose steps hold something the renaming would miss.
 
 Names reach a lowered nest only in its name and note, written as :func:`marked` names that
 :meth:`SharedLowering.steps` replaces; a renaming mapping one name to two lowers the group afresh."""

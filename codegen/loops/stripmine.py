@@ -7,10 +7,9 @@ element and vectorizes into gathers.  Mixed-radix digits turn the arithmetic int
       G[x] = H[x // 2] * 0.25        ->       for r in range(0, 2):   # x = 2 q + r
                                                 G[2 q + r] = H[q] * 0.25
 
-The divisors of one axis must form a chain (``25 | 500``), so every division and remainder simplifies to
-one digit (:func:`tensorad.simplify.algebra.index`).  The digits are scanned in the axis's place, most
-significant first (the order of the points is unchanged); an extent the largest divisor does not divide
-gets ``2 q + r < extent``."""
+The divisors of one axis must form a chain (``25 | 500``).  The digits are scanned in the axis's place,
+most significant first (the order of the points is unchanged); an extent the largest divisor does not
+divide gets ``2 q + r < extent``."""
 
 from __future__ import annotations
 

@@ -4,18 +4,15 @@ The count of a block is computed for a whole *frontier* of outer-loop points at 
 value per point per loop variable in scope):
 
 * a loop whose body's bounds and guards do not mention its variable contributes ``trips * count(body)``;
-* otherwise the loop is expanded: every frontier point is repeated per iteration and the body counted on
-  the expanded frontier;
+  otherwise every frontier point is repeated per iteration and the body counted on the expanded frontier;
 * an affine ``if`` masks the frontier;
-* a block execution that runs a counted statement outside its inner loops is one innermost-body execution,
-  also beside loops; several counted statements of one op in one execution count once, of different ops
-  once per op; bookkeeping (``counted=False``) never counts; a data-dependent ``if`` guarding loops is one
-  execution, the test's.
+* a block execution that runs a counted statement outside its inner loops is one innermost-body execution;
+  counted statements of one op in one execution count once, of different ops once per op; bookkeeping
+  (``counted=False``) never counts; a data-dependent ``if`` guarding loops is one execution, the test's.
 
-Frontiers are processed in chunks.  A loop whose only statement is an inner unit-step loop with affine
-bounds and a body independent of both variables is summed in closed form (:meth:`WorkCounter.series`).
-Counts are exact: int64 while nothing can reach ``2**62``, Python ints past that.  An expansion past
-:data:`EXPAND_LIMIT` points is a clear error."""
+A loop whose only statement is an inner unit-step loop with affine bounds and a body independent of both
+variables is summed in closed form (:meth:`WorkCounter.series`).  Counts are exact (Python ints past
+``2**62``); an expansion past :data:`EXPAND_LIMIT` points is a clear error."""
 
 from __future__ import annotations
 

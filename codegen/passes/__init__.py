@@ -1,6 +1,5 @@
-"""Rewrites of the tensor program before planning: which tensors get buffers, and sums
-computed once where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
-them in order.
+"""Rewrites of the tensor program before planning: which tensors get buffers, and sums computed once
+where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs them in order.
 
 * ``buffers``          which tensors get a buffer; the others are inlined into their readers
 * ``footprint``        a materialized tensor shrunk to the points its readers read

@@ -3,13 +3,11 @@
 The rule (printed as ``# inlined: ...`` and ``allocate ...``):
 
 * outputs, reductions and values whose readers must see the same bits (``Role.SAVED``) are materialized;
-* a non-reduction tensor is inlined into its readers, unless recomputing costs more than storing: its body
-  has a transcendental function or several reads and its readers read it at least twice per element
-  (``reads / size >= 2``, from the readers' iteration boxes);
+* a non-reduction tensor is inlined into its readers, unless its body has a transcendental function or
+  several reads and its readers read it at least twice per element;
 * but a tensor larger than every input and output together is never materialized when it can be inlined;
-* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations (LLVM's time on one
-  body grows faster than its length): a tensor whose body, producers substituted, would pass it is
-  materialized (a producer shared by two readers counts in both).
+* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor whose body,
+  producers substituted, would pass it is materialized.
 
 :func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
 op reads only buffers."""

@@ -1,15 +1,9 @@
 """Copy elision: an output that is a plain copy of a temporary computes the temporary itself.
 
-A gradient flowing unchanged into several inputs (a residual add's ``dX`` and ``dR``, both ``dS``) is a
-temporary and one copying nest per output::
-
-    dS[i, j] = ...            (a temporary: one write, then two reads)
-    dX[i, j] = dS[i, j]
-    dR[i, j] = dS[i, j]
-
-The first output that copies ``dS`` at its own point computes ``dS``'s body instead, and every other
-reader of ``dS`` reads that output (``dX[i, j] = ...``, ``dR[i, j] = dX[i, j]``); the same expression is
-evaluated once.  Only elementwise temporaries of one value, copied whole in the same dtype."""
+A gradient flowing unchanged into several inputs (a residual add's ``dX`` and ``dR``) is a temporary
+``dS`` and one copying nest per output.  The first output that copies ``dS`` at its own point computes
+``dS``'s body instead, and every other reader of ``dS`` reads that output (``dR[i, j] = dX[i, j]``).  Only
+elementwise temporaries of one value, copied whole in the same dtype."""
 
 from __future__ import annotations
 

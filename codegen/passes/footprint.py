@@ -1,15 +1,12 @@
 """Shrink a materialized tensor to the points its readers read.
 
-When every reader reads only part of a materialized tensor (hand-written causal attention's
-``scores[i, j]``, read at ``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for
-the *footprint* of each materialized tensor that is not an output: the union over every read of it, in
-every materialized body, of the reader's points under the read's index map, narrowed by the guards on the
-way (a ``where``, the taken branch of a lazy ``if_then_else``; conditions isl cannot represent are
-possibly true, a superset).  Consumers come first, so a shrunk tensor reads within its own footprint.
+When every reader reads only part of a materialized tensor (causal attention's ``scores[i, j]``, read at
+``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for the *footprint* of each
+materialized tensor that is not an output: the union over its reads of the reader's points under the
+read's index map, narrowed by the guards on the way (a superset).  Consumers come first.
 
-A footprint that is at most :data:`MAX_FRACTION` of the box (without divisions) becomes a guard: a sum's
-``where`` gains it, another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never
-read, so results do not change."""
+A footprint that is at most :data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it,
+another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never read."""
 
 from __future__ import annotations
 

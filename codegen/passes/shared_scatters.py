@@ -1,13 +1,11 @@
 """One buffer for a masked sum of scatter-adds that several consumers read.
 
-A max pool's gradient is two scatter-adds (:mod:`.strategies.scatter`), the winners ``R1`` and the tied
-points ``R2``, and behind a ReLU every consumer reads ``select(conv[j] + b <= 0, 0, R1[j] + R2[j])``.
-Materialized once as ``S[j]``, the ``scatter-sum`` strategy (:class:`.strategies.scatter.ScatterSum`) adds
-both scatters straight into ``S``'s buffer, each add under the mask at the point it lands on
-(``mask(j) * sum_k x_k = sum_k mask(j) x_k``).
+A max pool's gradient is two scatter-adds, the winners ``R1`` and the tied points ``R2``, and behind a
+ReLU every consumer reads ``select(conv[j] + b <= 0, 0, R1[j] + R2[j])``.  Materialized once as ``S[j]``,
+the ``scatter-sum`` strategy adds both scatters straight into ``S``'s buffer, each add under the mask.
 
 :func:`share_scatter_sums` finds such expressions in the inlined bodies: an ``ADD`` tree of reads of at
-least two scatter reductions, optionally under zero-branch masks, all reads at one index of distinct loop
+least two scatter reductions, optionally under zero-branch masks, all at one index of distinct loop
 variables; equal expressions share one tensor.  A scatter is taken only when every read of it is inside
 such an expression and it is not an output."""
 

@@ -1,17 +1,15 @@
 """A compound operand that sums read through windows, computed once as a tensor.
 
 A convolution's gradients behind a bias and a ReLU read the masked head
-``select(conv[n, f, y', x'] + b[f] <= 0, 0, H[n, f, y', x'])`` through nine windows per point.  Computed
-once as ``M[n, f, y, x]``, every product reads one plain array (padded once, :mod:`.gemm.padding`).
+``select(conv[n, f, y', x'] + b[f] <= 0, 0, H[n, f, y', x'])`` through nine windows per point; computed
+once as ``M[n, f, y, x]``, every product reads one plain array.
 
 :func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of at least two
-reads, all at sub-tuples of one *principal* index ``(e_0, .., e_{d-1})``, with no variable outside those
-entries, which are distinct, non-constant and share no variable.  Equal operands share one tensor over the
-principal tensor's shape.  One is materialized when a site's *expansion* (the product of the ranges of its
-entries' variables over the tensor's size) is at least :data:`MIN_EXPANSION` and all sites' add up to
-:data:`MIN_READS`.  Operations that could fault where no reader reads (integer division) are never moved;
-the new op's reads and the reads of it are proved in bounds (``check``), else the operand stays; a guard
-of the index alone is never part of an operand."""
+reads, all at sub-tuples of one *principal* index, with no variable outside those entries, which are
+distinct, non-constant and share no variable.  Equal operands share one tensor.  One is materialized when
+a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`.
+Operations that could fault (integer division) are never moved; the new reads are proved in bounds, else
+the operand stays; a guard of the index alone is never part of an operand."""
 
 from __future__ import annotations
 

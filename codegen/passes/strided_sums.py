@@ -7,11 +7,7 @@ hold a value::
 
 A conjunct ``(a k + c) % m == r``, ``k`` a reduction axis, ``a = +-1`` and no other variable, holds
 exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point ``>= lo``), so the sum runs
-over ``k'`` and the conjunct goes::
-
-    dW[c, f, i, j] = sum_{n, y', x'} H[n, f, i + 2 y', j + 2 x'] * X[n, c, y', x']
-
-The terms and their order are unchanged: bit for bit the same."""
+over ``k'`` without the conjunct.  The terms and their order are unchanged: bit for bit the same."""
 
 from __future__ import annotations
 

@@ -2,23 +2,21 @@
 
 Export writes three files (``name`` is the path without ``.so``):
 
-* ``name.so`` -- a shared library linked by the system C compiler (``cc -shared``) from the kernel's LLVM
-  IR compiled again as position-independent code, the matrix-product library pieces it calls
-  (:mod:`.gemm.library`) and a small C wrapper; a parallel kernel is linked with ``-lgomp``.
+* ``name.so`` -- a shared library linked by ``cc -shared`` from the kernel's LLVM IR compiled as
+  position-independent code, the matrix-product library pieces it calls and a small C wrapper (with
+  ``-lgomp`` for a parallel kernel).
 * ``name.h`` -- the C interface, one function::
 
       void name(const float *X, const float *W, float *Y, int num_threads);
 
-  Arguments are pointers to C-contiguous arrays of exactly the tensors' shapes: the inputs in ``build``'s
-  order, then the outputs (which must not overlap any other argument); ``num_threads`` <= 1 runs serially.
-  Temporaries are allocated inside the call.
-* ``name.json`` -- what :func:`load_kernel` checks: the library's size and SHA-256, its target (triple,
-  CPU, features: :func:`.target.needed_features`), the arguments' names, shapes and dtypes, the entry
-  symbol, the work and the loop program text.
+  Pointers to C-contiguous arrays of the tensors' shapes: the inputs in ``build``'s order, then the outputs
+  (overlapping no other argument); ``num_threads`` <= 1 runs serially.
+* ``name.json`` -- what :func:`load_kernel` checks: the library's size and SHA-256, its target
+  (:func:`.target.needed_features`), the arguments' names, shapes and dtypes, the entry symbol, the work
+  and the loop program text.
 
 Each file is written to a temporary file and renamed into place, so a process that loaded the old library
-keeps its code, and a reader sees a whole file.  Loading is :mod:`.runtime.load`'s; pickling
-:mod:`.runtime.pickling`'s."""
+keeps its code, and a reader sees a whole file."""
 
 from __future__ import annotations
 

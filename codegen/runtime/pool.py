@@ -2,22 +2,18 @@
 not started.
 
 This module defines ``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` (what kernels
-call, :mod:`.llvm.emit`) in an LLVM IR module of its own, so the same code runs here or on libgomp
-(:mod:`.runtime.threads`), whose regions wait a scheduler tick for a descheduled worker.  A region's ``n``
-thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
+call) in an LLVM IR module of its own, so the same code runs here or on libgomp (:mod:`.runtime.threads`).
+A region's ``n`` thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
 
 * the caller publishes the job, then the ticket ``(g + 1, n, 1)`` (number 0 is its own), wakes sleeping
   workers (a futex on the generation) and runs ``body`` as thread 0;
 * a worker claims number ``next`` by compare-and-swap, runs ``body`` as that thread, and counts it done;
 * the caller then runs every number not yet claimed itself and waits only for those workers claimed.
 
-Every number runs exactly once, so a body dividing work by thread number or a shared counter computes the
-same values.  The generation makes a stale claim fail; the next region is published only after every
-number of this one is done.  The thread number is kept with ``pthread_setspecific``.  A second caller
-while a region runs runs all ``n`` numbers itself, as the caller does after ``fork`` until new workers
-start (:func:`ensure_workers`, :func:`_after_fork`).  Workers are daemon threads in ``tensorad_pool_work``
-(through ``ctypes``); an idle one spins ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then
-they sleep on the futex."""
+Every number runs exactly once.  The generation makes a stale claim fail; the next region is published
+only after every number of this one is done.  A second caller while a region runs runs all ``n`` numbers
+itself, as the caller does after ``fork`` until new workers start (:func:`ensure_workers`).  An idle worker
+spins ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then they sleep on the futex."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """The parallel runtime of generated kernels: tensorad's own thread pool, or libgomp.
 
-Parallel loops call ``GOMP_parallel(body, data, nthreads, 0)`` and ``body`` takes chunks from a counter in
-``data`` (a parallel fill asks ``omp_get_thread_num()`` / ``omp_get_num_threads()``), so cached and
-exported kernels work with both runtimes:
-
-* **the pool** (default, :mod:`.runtime.pool`): a small JIT-compiled runtime whose caller runs the shares
-  of workers that have not started;
-* **libgomp** (``TENSORAD_PARALLEL_RUNTIME=gomp``, or when the pool cannot be set up): loaded once per
-  process with ``llvm.load_library_permanently``, reusing a libgomp already in the process.  Exported
-  kernels (:mod:`.runtime.export`) always link libgomp."""
+Parallel loops call ``GOMP_parallel(body, data, nthreads, 0)``, so cached and exported kernels work with
+both runtimes: **the pool** (default, :mod:`.runtime.pool`), or **libgomp**
+(``TENSORAD_PARALLEL_RUNTIME=gomp``, or when the pool cannot be set up), loaded once per process, reusing
+a libgomp already there.  Exported kernels always link libgomp."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How each op is computed: the registered strategies and their cost model.
 
-* ``registry``       plan steps (a kind per nest or call), strategies as registered objects (match,
-                     cost, lower), and the driver keeping the forced or cheapest
+* ``registry``       plan steps, strategies as registered objects (match, cost, lower), and the driver
 * ``catalog``        the registered strategies, in order, and those ``microkernel=True`` forces
 * ``cost``           the cost model in cycles; whether a backward loads or recomputes a value
 * ``plain``          plain loops: accumulators, strips, collapsed axes, scans

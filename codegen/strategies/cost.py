@@ -1,35 +1,26 @@
 """The cost model of the code-generation strategies (and of a value stored or computed again).
 
-Costs are estimated cycles on one core of the target: coarse, but they must order the candidates an op is
-offered:
+Costs are estimated cycles on one core of the target: coarse, but they must order an op's candidates:
 
 * **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``, with the innermost
-  variable's access cost (:func:`.loops.schedule.access_cost`: 0 invariant, 1 unit stride, 2 small stride,
-  3 gather) over every read; an order-bound accumulator at one lane;
-* **strips** -- the same with the last *output* axis innermost (:func:`.loops.schedule.buffer_form`);
-* **collapse** -- the plain loops scaled by :func:`short_loop_factor` of both axes against the last;
+  variable's :func:`.loops.schedule.access_cost` over every read; an order-bound accumulator at one lane;
+* **strips** -- the same with the last *output* axis innermost; **collapse** -- the plain loops scaled by
+  :func:`short_loop_factor`;
 * **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (:func:`pack_cycles`), times the
-  load imbalance of its blocks over ``PLAN_THREADS`` threads, plus a call;
-* **padded** -- the micro-kernel over zero-padded copies, plus the copies;
-* **split-K** -- the two halves plus the adding pass; **parity** -- the classes' products plus the gather;
-  **split-terms** -- the terms' products plus the adding pass;
-* **epilogue** / **product-epilogue** -- the consumer's loops less the temporary no longer written and
-  read;
-* **scatter** -- one add per point of its loops; **scatter-sum** -- the scatters it absorbs plus one fill;
+  load imbalance over ``PLAN_THREADS`` threads, plus a call; **padded** -- plus the padded copies;
+* **split-K**, **parity**, **split-terms** -- the parts' products plus the adding pass or gather;
+* **epilogue** / **product-epilogue** -- the consumer's loops less the temporary no longer written and read;
+* **scatter** -- one add per point; **scatter-sum** -- the scatters it absorbs plus one fill;
 * **gathered** -- the rows' copy plus the product of the copy;
-* **scan** -- one update per new term and one copy per output point, vectorized across the later output
-  axes (along the last axis, a scalar chain);
-* **taps** -- the interior's stream of ``K`` multiply-adds and ``K + 1`` loads per point, the border as
-  plain loops, and the gather; **stencil** -- its dual's elementwise op.
+* **scan** -- one update per new term and one copy per output point, vectorized across later output axes;
+* **taps** -- ``K`` multiply-adds and ``K + 1`` loads per interior point, the border as plain loops, and the
+  gather; **stencil** -- its dual's elementwise op.
 
-**Saving or recomputing** (:func:`worth_saving`, for :mod:`tensorad.training.saved_values`), per vector of
-``target.lanes(dtype)`` elements: a unit-stride load or store costs 1, an arithmetic operation 1, a
-transcendental function ``HEAVY_WEIGHT`` (:mod:`.loops.schedule`).  Saving costs 2 (a store and a load);
-recomputing the value's reads and operations: ``exp(z[i, j] - m[i])`` (7) is saved, ``abs(z[i])`` (2)
-recomputed.
+**Saving or recomputing** (:func:`worth_saving`), per vector of ``target.lanes(dtype)`` elements: a
+unit-stride load, store or arithmetic operation costs 1, a transcendental ``HEAVY_WEIGHT``.  Saving costs 2
+(a store and a load): ``exp(z[i, j] - m[i])`` (7) is saved, ``abs(z[i])`` (2) recomputed.
 
-Without ``tune=True`` the matches keep their thresholds and the cheapest candidate wins; with it, the
-micro-kernel also offers other tiles and cache blocks, which :mod:`.tune` measures."""
+With ``tune=True`` the micro-kernel also offers other tiles and cache blocks, which :mod:`.tune` measures."""
 
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 """Expensive subexpressions that depend on fewer axes than their op, computed once per point of their own
 axes.
 
-In a log-softmax over the channels of NCHW,
-``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - log(s[n, y, x])``, the log depends on ``(n, y, x)`` only,
-and ``c`` is an outer loop, out of LLVM's reach.  :func:`hoist_invariants` splits such an op::
+In a log-softmax over NCHW's channels, ``Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - log(s[n, y, x])``,
+the log depends on ``(n, y, x)`` only, and ``c`` is an outer loop.  :func:`hoist_invariants` splits it::
 
     T[n, y, x]    = log(s[n, y, x])                 once per point of its own axes
     Y[n, c, y, x] = X[n, c, y, x] - m[n, y, x] - T[n, y, x]
 
-A subexpression is taken when it holds a transcendental function or a power
-(:data:`.loops.schedule.HEAVY`), uses the op's innermost axis of more than one point but not every such
-axis, holds no reduction, and is evaluated at every point of the op (not under a guard that may keep its
-reads in range).  The temporary reads what the op read and stores the value the op computed.  Whether it
-pays is :class:`.strategies.hoist.Hoist`'s cost."""
+A subexpression is taken when it holds a transcendental function or a power, uses the op's innermost axis
+of more than one point but not every such axis, holds no reduction, and is evaluated at every point of the
+op.  Whether it pays is :class:`Hoist`'s cost."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """Parity decomposition: a strided convolution's input gradient as stride-1 convolutions.
 
 A stride-2 convolution's input gradient sums over the taps that land on each input point, which depend on
-its parity::
-
-    dX[n, c, y, x] = sum_{f, i, j} H[n, f, y', x'] * W[f, c, 2 - 2 i - (y + 1) % 2, 2 - 2 j - (x + 1) % 2]
-                     with y' = y + i - (y + 1) // 2 (and x' alike)
-
-Fixing the residue of every such axis (``y = 2 q + r``) makes each index affine, so each of the ``2 x 2``
-residue classes is a stride-1 convolution, a matrix product, over a quarter of the output::
+its parity.  Fixing the residue of every such axis (``y = 2 q + r``) makes each index affine, so each of
+the ``2 x 2`` residue classes is a stride-1 convolution, a matrix product, over a quarter of the output::
 
     P_rs[n, c, q, p] = sum_{f, i, j} H[n, f, q + i + .., p + j + ..] * W[f, c, 2 - 2 i - .., ..]
     dX[n, c, y, x]   = P_{y % 2, x % 2}[n, c, y // 2, x // 2]

@@ -2,18 +2,15 @@
 
 Each way of computing an op is a :class:`Strategy`:
 
-* ``match(op, bodies, ctx)`` -- the candidates it offers (none: it does not apply; several: variants,
-  which ``tune=True`` measures);
+* ``match(op, bodies, ctx)`` -- the candidates it offers (several: variants, which ``tune=True`` measures);
 * ``cost(candidate, target)`` -- estimated cycles on one core of ``target``;
-* ``lower(candidate, ctx)`` -- a :class:`Plan`: the units it computes (a :class:`Step` of one kind), new
-  ops to plan in turn (:class:`Open`), buffers shared between ops (``alias``) and earlier ops whose values
-  it computes itself (``absorbs``).
+* ``lower(candidate, ctx)`` -- a :class:`Plan`: its units (a :class:`Step` of one kind), new ops to plan
+  in turn (:class:`Open`), buffers shared between ops (``alias``) and earlier ops it absorbs.
 
-:func:`plan_ops` asks every registered strategy for every op, keeps the first candidate of the first
-strategy the options force (:attr:`PlanContext.forced`), else the cheapest (cost minus the cost of the
-plans it absorbs; ties to the strategy registered first), and expands its plan; it knows no strategy by
-name.  A candidate is named by its strategy and variant (``Candidate.label``), its op by a *point* (name
-and position, and its parent's point): ``Options.choices`` pins a point to a label, and
+:func:`plan_ops` keeps the first candidate of the first strategy the options force
+(:attr:`PlanContext.forced`), else the cheapest (cost minus the plans it absorbs; ties to the strategy
+registered first), and expands its plan; it knows no strategy by name.  A candidate is named by its
+``Candidate.label``, its op by a *point*: ``Options.choices`` pins a point to a label, and
 :attr:`PlanContext.offered` records what was offered."""
 
 from __future__ import annotations

@@ -2,23 +2,19 @@ r"""Running reductions (scans): a reduction whose terms along one output axis ne
 the running value along that axis.
 
 ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
-mention ``j`` and the affine sets nest, ``D(j - 1) ⊆ D(j)`` (a prefix sum: scanned upwards) or
-``D(j + 1) ⊆ D(j)`` (a suffix sum: downwards), is
+mention ``j`` and isl proves ``D(j - 1) ⊆ D(j)`` (a prefix: scanned upwards) or ``D(j + 1) ⊆ D(j)`` (a
+suffix: downwards), is
 
     Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \ D(j -/+ 1)} src(r)
 
-where ``j -/+ 1`` is computed too, and the whole reduction at each row's first point: ``n`` updates
-instead of ``n (n + 1) / 2``.  isl proves the nesting and gives both sets exactly.  The output axes after
-the scanned one run innermost (vectorized), those before are parallel.  Sums, products, max and min
-qualify.
+and the whole reduction at each row's first point: ``n`` updates instead of ``n (n + 1) / 2``.  Later
+output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
 
-Order: a prefix sum adds in the plain sequential loop's order; a suffix sum in reversed order, which only
-fast math allows (``fastmath=False`` scans only a proven same-order prefix).  Other combiners (several
-values, a custom kind: the winner ``(v, k, t)`` of a running max) are scanned only in that order, where
-the scan is the plain loop's left fold cut where each point ends, so no law of the combiner is needed and
-every value is the plain loop's, bit for bit.  Each value is carried in its own output: an op keeping
-fewer outputs than its combiner has values stays plain, unless the values it drops are dead (no kept
-value's combine reads them: :func:`carried`)."""
+Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
+Other combiners (several values, a custom kind) are scanned only in the plain loop's order, a left fold cut
+where each point ends, so every value is the plain loop's, bit for bit.  Each value is carried in its own
+output: an op keeping fewer outputs than its combiner has values stays plain, unless the values it drops
+are dead (:func:`carried`)."""
 
 from __future__ import annotations
 

@@ -3,17 +3,14 @@
 The adjoint of a gather ``Y[i, j] = E[I[i], j]`` is
 ``dE[v, j] = sum_i if_then_else(data_index(I[i]) == v, H[i, j], 0)``: ``V*N*J`` work.  The condition fixes
 ``v``, so it is the scatter-add ``dE = 0; for i, j: dE[data_index(I[i]), j] += H[i, j]`` (``N*J``).
-:func:`match_scatter` finds every output axis ``v`` with a conjunct ``v == d`` (in the ``where`` or the
-source's zero-guard), ``d`` a gather index expression free of ``v`` (an equation is solved for an axis
-under ``+``/``-``: :func:`isolate`); :func:`lower_scatter` zero-fills the output and emits
+:func:`match_scatter` finds every output axis ``v`` with a conjunct ``v == d``, ``d`` a gather index
+expression free of ``v`` (:func:`isolate`); :func:`lower_scatter` zero-fills the output and emits
 ``out[x/v := d] += src`` over the remaining axes, the rest of the condition as its guard.  The adds into
-each element run in the order of the reduce axes, as ``ta.evaluate``'s sum, so the result is
-deterministic.
+each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.
 
-The same form serves a max/min/argmax gradient from its saved winner
-(``dP[.., 2y + W(i) // 3, ..] += H[i] / T(i)``): a data-dependent test of outer variables only
-(``T(i) > 1``) is hoisted out of the inner loops (:func:`_hoist`), a leading output axis kept as it is may
-run in parallel, and a sum of scatter-adds read at shifted points scatters straight into its own buffer
+The same form serves a max/min/argmax gradient from its saved winner: a data-dependent test of outer
+variables only is hoisted out of the inner loops (:func:`_hoist`), a leading output axis may run in
+parallel, and a sum of scatter-adds read at shifted points scatters straight into its own buffer
 (:func:`shifted`, the ``scatter-sum`` strategy)."""
 
 from __future__ import annotations

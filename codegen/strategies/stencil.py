@@ -6,21 +6,14 @@ differ by the tap's offset::
     dW[c, 0, kh, kw] = sum_{n, y, x} H[n, c, y, x] * X[n, c, y + kh - 1, x + kw - 1]
                        where 0 <= y + kh - 1 < 56 and 0 <= x + kw - 1 < 56
 
-Where every tap's condition holds (the *interior*) the taps share one stream: a reduction with one value
-per tap, their accumulators in vector registers::
-
-    A_t[c, 0]          = sum_{interior (n, y, x)} H[n, c, y, x] * X[n, c, y + kh_t - 1, x + kw_t - 1]
-    B[c, 0, kh, kw]    = sum_{n, y, x} ... where (the tap's condition) and not (interior)
-    dW[c, 0, kh, kw]   = A_{(kh, kw)}[c, 0] + B[c, 0, kh, kw]
-
-The tap axes are found by structure: output axes of few values that shift a read index together with a
-reduction axis.  The interior adds in another order, so the split is offered only under fast math, costed
-by :class:`.strategies.stencil.TapAccumulators`.
+Where every tap's condition holds (the *interior*) the taps share one stream, their accumulators in
+vector registers; the border is a plain sum ``B`` per tap: ``dW = A_{(kh, kw)} + B``.  The tap axes are
+output axes of few values that shift a read index together with a reduction axis.  The interior adds in
+another order, so the split is offered only under fast math (:class:`TapAccumulators`).
 
 The dual (:func:`unroll_taps`): a sum *over* a few taps at each point of a big output (an input gradient
 ``dX[n, c, y, x] = sum_{kh, kw} H[n, c, y - kh + 1, x - kw + 1] * W[c, 0, kh, kw]``) is one elementwise op
-adding a term per tap under its tap's condition, decided per piece of the box (:mod:`.loops.box_pieces`).
-"""
+adding a term per tap under its tap's condition, decided per piece of the box (:mod:`.loops.box_pieces`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """A sum of several products summed as one product per term, then added.
 
 The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` is no product, but each of its
-terms is one::
-
-    P0[b, i, k] = sum_j H[b, i, j] F[b, j, k]        P1[b, i, k] = sum_j H[b, j, i] F[b, j, k]
-    dF[b, i, k] = P0[b, i, k] + P1[b, i, k]
-
-(Factoring ``F`` out would change the value at an inf.)  Summing the terms apart reassociates the sum, so
-it is offered under fast math only."""
+terms is one: ``dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + sum_j H[b, j, i] F[b, j, k]``.  (Factoring
+``F`` out would change the value at an inf.)  Summing the terms apart reassociates the sum, so it is
+offered under fast math only."""
 
 from __future__ import annotations
 

@@ -1,17 +1,15 @@
 """One spelling for a bracket sum, whatever the axes it was written over.
 
-:mod:`.sums.factor`'s *brackets* (tensors over the free variables a sum uses) reach it over different
-variables: in group norm, the variance's adjoint sums over ``h, w`` per group ``G`` and channel ``j`` what
-``gamma``'s sums per channel ``c = 2G + j``.  :func:`canonical` rewrites a bracket to one key of the
-call's op table:
+:mod:`.sums.factor`'s *brackets* reach it over different variables (group norm sums per group ``G`` and
+channel ``j`` what ``gamma``'s sums per channel ``c = 2G + j``).  :func:`canonical` rewrites a bracket to
+one key of the call's op table:
 
 * a unit variable (a range of one point) is its constant;
 * *digits merge*: free variables ``G in [0, M)``, ``j in [0, s)`` read as ``s*G + j`` become one
   ``c in [0, M*s)`` with ``G = c // s``, ``j = c % s`` (a bijection: exact);
 * the free variables and the sum's own are ordered by first appearance in the body.
 
-The result is ``(axes, body, index)``: ``body`` over the fresh ``axes`` equals the original at
-``axes = index``, so the original is ``T[index]``."""
+The result is ``(axes, body, index)``: the original is ``T[index]`` for ``T[axes] = body``."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Algebraic simplification: a table of rewrite rules keyed by ``Op``, run by ``ir.rewrite``.
 
-Every rule is one line: a name, the math in a comment, a function
-``(node, *operands) -> replacement | None``.  A node whose operands are all constants is folded first
-(:func:`.algebra.consts.fold_constant`).  Integer ``+ - * neg`` are normalised as linear forms
-(:mod:`tensorad.poly.linear`); integer comparisons are decided by ranges where intervals suffice
-(:mod:`.algebra.ranges`), else put in one canonical form.
+Every rule is one line: a name, the math in a comment, a function ``(node, *operands) -> replacement |
+None``.  All-constant nodes are folded first (:func:`.algebra.consts.fold_constant`).  Integer ``+ - *
+neg`` are normalised as linear forms; integer comparisons are decided by ranges (:mod:`.algebra.ranges`),
+else put in one canonical form.
 
-NaN/inf policy: every rule is exact, at inf and NaN too, so optimized code computes what ``ta.evaluate``
-and a plain build compute.  ``0 * x``, ``x - x`` and the gate products ``select(c, x, 0) * y``,
-``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other operand *absorbs* the zero
-(:func:`absorbs`); ``0 / x`` never is.  Derivatives get their strong zeros where they are built
-(``tensorad/autodiff/zero.py``); the one licensed difference left is :mod:`.zeros.nonzero`'s lifting.
-Constant folding never folds a non-finite float or an integer division by zero.
-
-An op without an entry in :data:`ALGEBRA_RULES` is an error (a test walks ``Op``); ops without rules have
-an empty tuple."""
+NaN/inf policy: every rule is exact, at inf and NaN too.  ``0 * x``, ``x - x`` and the gate products
+``select(c, x, 0) * y``, ``select(c, x, 0) / y``, ``T(c) * y`` are rewritten only where the other operand
+*absorbs* the zero (:func:`absorbs`); ``0 / x`` never is.  The one licensed difference is
+:mod:`.zeros.nonzero`'s lifting.  Constant folding never folds a non-finite float or an integer division
+by zero.  Every ``Op`` has an entry in :data:`ALGEBRA_RULES` (ops without rules an empty tuple)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@
 * ``lift``          one compute body optimized: lift, split, eliminate
 * ``lift_sharing``  guard lifting done once per body shape and renamed for the others
 * ``factor``        loop-invariant terms factored out of sums; equal sums shared
-* ``masked``        a mask's invariant conjuncts and factors moved out of its sum where that is
-                    cheaper (a suffix sum whose summand divides by ``D[k]`` becomes a scan)
+* ``masked``        a mask's invariant conjuncts and factors moved out of its sum where that is cheaper
 * ``merge``         sums over the same domain merged into one reduction
 * ``tiling``        whether an elementwise body is a sum of pieces that tile its box"""

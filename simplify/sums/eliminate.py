@@ -4,15 +4,12 @@
 variables) where the affine conjuncts of ``C`` hold:
 
 1. **Eliminate**: a reduction variable ``k`` that ``D`` determines is replaced by that function and
-   dropped; ``D`` becomes its projection.  Candidates rank by number of pieces, then of divs (a stride-2
-   window ``h == 2*oh + kh`` gives ``kh = h - 2*oh`` before ``oh = (h - kh) // 2``).
+   dropped; ``D`` becomes its projection.  Candidates rank by number of pieces, then of divs.
 2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``: ``k == Winner[i]``)
-   substitutes ``k := e``, and ``D``'s constraints on ``k`` become a guard on ``e``.  A ``k`` that indexes
-   a read is substituted only when ``e`` reads data through gather indices alone (a read index must stay
-   quasi-affine).
+   substitutes ``k := e``, and ``D``'s constraints on ``k`` become a guard on ``e``; where ``k`` indexes a
+   read, only when ``e`` reads data through gather indices alone.
 3. **Tighten** the rest: a variable gets its exact constant range on ``D``, or is *deskewed*,
-   ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)``, when a lower bound ``lo`` (a piece of isl's
-   lexmin) gives a shorter range (pooling gradients iterate over the window footprint only).
+   ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)``, when a piece of isl's lexmin gives a shorter range.
 4. The where-condition is ``D`` gisted against the box of the remaining variables.
 
 The isl half (a :class:`Plan`) depends only on the variables and the affine conjuncts and is memoized in

@@ -5,21 +5,17 @@ A sum over ``k`` is linear in its source, so factors that do not mention ``k`` m
     sum_k (a * f(k) + b * g(k))  =  a * [sum_k f(k)] + b * [sum_k g(k)]          (linearity)
     sum_{k in box} c             =  c * |box|                                     (a count)
 
-In batch norm's gradient ``var.grad[c] = sum_k H * (X - mean) * gamma[c]`` and
-``gamma.grad[c] = sum_k H * (X - mean) * rstd[c]`` are one bracket ``[sum_k H * (X - mean)]`` times
-different factors.  Brackets are tensors of the call's :class:`~.cse.OpTable`, so equal brackets, across
-adjoints and with the forward's sums, are one tensor.
+Brackets are tensors of the call's :class:`~.cse.OpTable`, so equal brackets (batch norm's
+``[sum_k H * (X - mean)]`` in two gradients) are one tensor.
 
-:func:`factor_sum` rewrites a sum only when that adds no pass: every bracket is a count, provably zero
-(:mod:`.zeros.polynomial`) or a sum the table holds, except at most one new sum (the *remainder*).  A
-variant factor that is itself a sum (``mean - X``) is expanded only when that makes its brackets shared or
-counts, so ``sum_k H * (X - mean)`` never becomes ``sum_k H * X - mean * sum_k H`` (catastrophic
+:func:`factor_sum` rewrites a sum only when that adds no pass: every bracket is a count, provably zero or
+a sum the table holds, except at most one new sum (the *remainder*).  A variant factor that is itself a
+sum (``mean - X``) is expanded only when that makes its brackets shared or counts (no catastrophic
 cancellation).  Only *sum* reductions are touched.
 
-A sum over an empty domain is ``0``, but ``coef * [sum]`` is NaN when ``coef`` is inf or NaN, so the
-rewritten sum keeps its domain's emptiness as a guard on the output axes,
-``if_then_else(exists k: cond(i, k), coef * [sum], 0)`` (no guard where no point's domain is empty; a
-where-condition isl cannot represent is not rewritten)."""
+``coef * [sum]`` over an empty domain is NaN when ``coef`` is inf or NaN, so the rewritten sum keeps its
+domain's emptiness as a guard, ``if_then_else(exists k: cond(i, k), coef * [sum], 0)`` (none where no
+domain is empty; a where-condition isl cannot represent is not rewritten)."""
 
 from __future__ import annotations
 

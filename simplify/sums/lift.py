@@ -1,18 +1,17 @@
 """Optimize one compute body: lift nonzeroness, split sums, eliminate reduction variables.
 
-* a **sum** ``sum over k where C of f``: terms of ``f`` nonzero in different places are split into one
-  reduction each (:mod:`.sums.split`); otherwise the affine conjuncts of ``nz(f)`` join ``C`` and
-  :mod:`.sums.eliminate`'s plan substitutes determined variables, tightens the rest and gists ``C``.  A
-  conjunct the substitution made affine has the sum solved again (:func:`_turned_affine`).  Non-affine
-  conditions stay in the source as ``if_then_else(guard, f, 0)``, so the where-condition is affine; with
-  no variable left the reduction is ``if_then_else(C, f, 0)``.
+* a **sum** ``sum over k where C of f``: terms of ``f`` nonzero in different places are split
+  (:mod:`.sums.split`); otherwise the affine conjuncts of ``nz(f)`` join ``C`` and
+  :mod:`.sums.eliminate`'s plan substitutes determined variables, tightens the rest and gists ``C``, again
+  where the substitution made a conjunct affine (:func:`_turned_affine`).  Non-affine conditions stay in
+  the source as ``if_then_else(guard, f, 0)``; with no variable left the reduction is
+  ``if_then_else(C, f, 0)``.
 * a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the axes' box, become
   ``if_then_else(cond, e', 0)``.
-* other reductions keep their meaning: their expressions are simplified and an empty domain becomes the
-  identity.
+* other reductions are simplified, and an empty domain becomes the identity.
 
-Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read at indices in bounds only
-where the guard holds."""
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read in bounds only where the
+guard holds."""
 
 from __future__ import annotations
 

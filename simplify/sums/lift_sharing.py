@@ -1,15 +1,11 @@
 """Guard lifting done once per body shape and renamed for the others (a long chain's optimizer).
 
-The adjoints of a long elementwise chain have one body up to their tensors and fresh axes, and
-:func:`.sums.lift.lift_body` computes the same result for each, renamed.  :class:`LiftMemo` (held by the
-call's :class:`.context.OptimizerContext`) keys a body with :class:`tensorad.ir.spelling.Speller`'s
-numbering and renames the first result for every body with the same key.  The key spells everything
-lifting reads, so it is exact:
-
-* the axes and every node (variables with names, dtypes and ranges; constants bit-exact);
-* each tensor read: kind, shape, dtype, output index, tag, attrs, role, axes and guard
-  (:func:`.zeros.nonzero.tensor_guard`);
-* the orders rules sort by (:func:`tensorad.poly.linear.atom_key`), as ranks with ties.
+The adjoints of a long elementwise chain have one body up to their tensors and fresh axes.
+:class:`LiftMemo` (held by the call's :class:`.context.OptimizerContext`) keys a body with
+:class:`tensorad.ir.spelling.Speller`'s numbering and renames the first result for every body with the same
+key.  The key spells everything lifting reads, so it is exact: the axes and every node (variables with
+names, dtypes and ranges; constants bit-exact); each tensor read's kind, shape, dtype, output index, tag,
+attrs, role, axes and guard; the orders rules sort by (:func:`tensorad.poly.linear.atom_key`), as ranks.
 
 A body with a node the renaming does not reach (a reduction, a gather index), a result with a variable or
 tensor the key did not number, and every body of a call that traces its rules are lifted on their own."""

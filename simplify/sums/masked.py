@@ -7,14 +7,12 @@ With ``E``, ``m`` and ``d`` free of the reduction variables ``r`` and ``C`` the 
     sum_{r in W} select(C(r), m * a(r), 0)  = select(N > 0, m * [sum_{r in W} select(C(r), a(r), 0)], 0)
     sum_{r in W} select(C(r), a(r) / d, 0)  = select(N > 0, [sum_{r in W} select(C(r), a(r), 0)] / d, 0)
 
-with ``N = sum_{r in W} select(C(r), 1, 0)``.  The first is exact; the others reassociate (rounding only),
-and the count keeps the strong zero where the mask keeps no term (``m * 0`` is NaN at ``m = inf``; a
-finite constant coefficient needs no count).  A lazy ``if_then_else`` mask stays lazy outside.
+with ``N = sum_{r in W} select(C(r), 1, 0)``.  The first is exact; the others reassociate, and the count
+keeps the strong zero where the mask keeps no term (a finite constant coefficient needs none).  A lazy
+``if_then_else`` mask stays lazy outside.
 
-A cost decision: it applies only where every new sum has lost a non-unit output axis or is a scan along an
-axis the old one was not (:func:`tensorad.poly.nesting.scan_axes`): the gradient of an exclusive prefix
-product ``sum_{i > k} select(Z[i] == 0, H[i] * P[i] / D[k], 0)`` becomes a reverse scan.
-:func:`.factor.fold_unshared` does not fold the new sums back."""
+It applies only where every new sum has lost a non-unit output axis or is a scan along an axis the old one
+was not (:func:`tensorad.poly.nesting.scan_axes`); :func:`.factor.fold_unshared` does not fold them back."""
 
 from __future__ import annotations
 

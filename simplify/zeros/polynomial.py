@@ -1,27 +1,23 @@
 """Proving a sum identically zero: expressions as polynomials whose atoms include sums.
 
-The gradient of a softmax by its row maximum is zero, but symbolically it is
-``sum_j adj_E[i, j] * -E[i, j]`` with ``adj_E = H / S + adj_S`` and ``adj_S = sum_j H * -(E / S) / S``:
-only algebra across sums shows it, and then the max's winner and a whole pass leave the gradient.
+The gradient of a softmax by its row maximum is zero, but only algebra across sums shows it
+(``sum_j adj_E[i, j] * -E[i, j]`` with ``adj_E = H / S + adj_S``, ``adj_S = sum_j H * -(E / S) / S``).
 
-An expression becomes a polynomial with exact rational coefficients over *atoms*, with integer (also
-negative) exponents:
+An expression becomes a polynomial with exact rational coefficients over *atoms*, with integer exponents:
 
 * ``+ - * neg`` and division by a single monomial are exact polynomial arithmetic;
 * a read of a non-reduction tensor is its body at the read's indices, a read of a sum that sum there (a
   bounded number of expansions);
-* a sum ``sum_k where c of P`` is linear: ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]``, the bracket one
-  atom with its variables renamed by position, range and nesting level (equal sums are equal atoms, no
-  name is captured), nested sums taken in a canonical order (Fubini, :meth:`_Builder._domain_sum`);
+* a sum is linear: ``sum_k (c * I * D(k)) = c * I * [sum_k D(k)]``, the bracket one atom with its
+  variables renamed by position, range and nesting level, nested sums in a canonical order
+  (:meth:`_Builder._domain_sum`);
 * anything else (``exp``, a ``select``, a placeholder read) is an atom as it stands.
 
-``provably_zero(e)`` holds when the polynomial is 0.  With a context the cheap checks come first, with the
-same answers by construction: the refuter (:mod:`.zeros.refute`) within :data:`FIRST_STEPS`, the proof
-within :data:`QUICK_EXPANSIONS`, the refuter with its whole budget, a layered proof (:func:`_layered`),
-and the proof in full.  It is only used to *remove* a tensor: a polynomial past :data:`MAX_TERMS` or the
-expansion budget means "not known to be zero".  The identities hold in real arithmetic, so the removed
-value is zero up to rounding for finite values (at inf or NaN it may have been NaN: docs/conventions.md).
-"""
+``provably_zero(e)`` holds when the polynomial is 0.  With a context the cheap checks come first: the
+refuter (:mod:`.zeros.refute`) within :data:`FIRST_STEPS`, the proof within :data:`QUICK_EXPANSIONS`, the
+refuter in full, a layered proof (:func:`_layered`), and the proof in full.  Past :data:`MAX_TERMS` or
+the expansion budget the answer is "not known to be zero".  The identities hold in real arithmetic, so a
+removed value is zero up to rounding for finite values (docs/conventions.md)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,21 @@
 """A cheap, sound "not zero" tried before a zero-proof: a sum nonzero at one point of a model.
 
-Most zero-proofs (:func:`.zeros.polynomial.provably_zero`) fail, expensively.  A term nonzero in *one*
-model of what the proof assumes is not identically zero: :meth:`Refuter.refutes` looks for such a value,
-and the proof runs only where it finds none (the same answers, by construction).  The model evaluates
-exactly (ints and fractions, :mod:`.zeros.rational`):
+A term nonzero in *one* model of what a zero-proof (:func:`.zeros.polynomial.provably_zero`) assumes is not
+identically zero: :meth:`Refuter.refutes` looks for such a value, and the proof runs only where it finds
+none (the same answers, by construction).  The model evaluates exactly (:mod:`.zeros.rational`):
 
 * free index variables take random points of their ranges; a placeholder element is a random small value,
-  the same for every read in every proof of the call;
-* a computed element is its body at its indices (memoized per call, at a bounded depth:
-  :meth:`Refuter._value`);
+  the same for every read in the call; a computed element is its body at its indices (memoized, at a
+  bounded depth: :meth:`Refuter._value`);
 * a sum sums a few sample points per axis, chosen once per range: a fixed *linear functional*, which is
   all the proof assumes of a sum; other reductions combine over the same points;
-* ``exp``, ``log``, ... are the float64 function rounded to :data:`ROUND_BITS` bits (the true value where
-  constant folding folds them);
-* an operator over constants is exact; the model gives up where :func:`.algebra.consts.fold_constant`
-  would round to another value.
+* ``exp``, ``log``, ... are the float64 function rounded to :data:`ROUND_BITS` bits; an operator over
+  constants is exact, and the model gives up where :func:`.algebra.consts.fold_constant` would round.
 
-Every step of the proof holds in this model.  The evaluation is bounded (:data:`MAX_STEPS`,
-:data:`MAX_BITS`) and gives up on a division by zero, an infinite constant, an integer outside its type, a
-variable without a range.  One gap: the proof folds float arithmetic on a producer's constant indices,
-which the model computes exactly.  The seeded :class:`Refuter` holds two models per call: the first (data
-near 0, variables near their ranges' start) answers nearly every question; the last attempt uses the
-second (data spread wide, variables anywhere), spending at most :data:`WIDE_STEPS` after a zero."""
+The evaluation is bounded (:data:`MAX_STEPS`, :data:`MAX_BITS`) and gives up on a division by zero, an
+infinite constant, an integer outside its type, a variable without a range.  The seeded :class:`Refuter`
+holds two models: the first (data near 0, variables near their ranges' start) answers nearly every
+question; the last attempt uses the second (spread wide), spending at most :data:`WIDE_STEPS`."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Automatic differentiation of tensor expressions (API.md section 2).
 
 Derivative rules live in one table (:data:`rules.TANGENT_RULES`); gradients are ordinary tensors of the
-same IR, so they can be differentiated again.  This package never imports the optimizer: the facade passes
-it in as ``optimizer`` (a ``Tensor -> Tensor`` function).
-
-Modules:
+same IR.  The facade passes the optimizer in as ``optimizer`` (a ``Tensor -> Tensor`` function).
 
 * ``jacobian`` the elementwise Jacobian of a tensor by a tensor it reads; ``chain`` the full Jacobian over
-  every path; ``reverse`` reverse accumulation (``jacobian_recursive``); ``forward`` ``jvp`` and
-  Hessian-vector products; ``adjoint`` one consumer's adjoint in head-product form; ``manual`` the seed's
-  manual path (``generalized_matmul``, ``inline_non_reductions``); ``gradcheck`` against finite
-  differences;
+  every path; ``reverse`` reverse accumulation; ``forward`` ``jvp`` and Hessian-vector products;
+  ``adjoint`` one consumer's adjoint in head-product form; ``manual`` ``generalized_matmul`` and
+  ``inline_non_reductions``; ``gradcheck`` against finite differences;
 * ``rules`` one tangent rule per ``Op``; ``combiners`` what autodiff knows of reducers; ``zero`` symbolic
   zeros; ``emptiness`` tangents of empty reductions; ``gathers`` checked gathers in derivatives;
-  ``shifts`` stabilizing shifts the outputs cancel (constants for differentiation); ``retype`` a program
-  promoted to float64; ``build`` shared builders."""
+  ``shifts`` stabilizing shifts; ``retype`` a program promoted to float64; ``build`` shared builders."""
 
 from .chain import jacobian
 from .forward import hessian_vector_product, jvp

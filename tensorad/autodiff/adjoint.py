@@ -5,24 +5,20 @@ For a consumer ``Y[i] = sum_k where c(i, k) of f(i, k)`` (or ``Y[i] = f(i)``) th
 
     sum over (i, k) where c(i, k) && phi(i, k) == j  of  H[p, i] * df/dX[phi](i, k)
 
-with ``H = adj_Y`` (shape ``prefix + Y.shape``) and ``i``, ``k`` fresh reduce variables: one term per read
-site, each with an equation ``phi == j`` the optimizer solves (DESIGN.md lesson 1).
+with ``H = adj_Y`` and ``i``, ``k`` fresh reduce variables: an equation ``phi == j`` the optimizer solves.
 
-Other combiners (DESIGN.md lesson 2):
+Other combiners:
 
-* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` over the same
-  domain carries ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner
-  only (``flat(k) == W(i)``).  For max/min every element tied with the result gets ``H / T``, ``T(i)`` the
-  tie count (PyTorch's ``amax``).  A source that recomputes exactly takes ``T`` and the lone winner from
-  one vectorizable sum (:meth:`AdjointBuilder._lone_winner`), except a running max/min (:func:`_running`).
+* ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` carries
+  ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
+  every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``); a source
+  that recomputes exactly takes ``T`` and the lone winner from one sum (:meth:`AdjointBuilder._lone_winner`).
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
-  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product (``k <= j`` or
-  ``k >= j``) takes the products on either side of each term instead: an exclusive running product and a
-  linear recurrence of the head, two scans without division (:meth:`AdjointBuilder._line_terms`).
+  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product takes an exclusive
+  running product and a recurrence of the head, two scans (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head.
 
-A built-in max, min or product over a box of one point is its source there (or its identity where the
-condition fails): its contribution is the elementwise one."""
+A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
 
 from __future__ import annotations
 

@@ -1,25 +1,20 @@
 """What autodiff knows about reduction combiners: their kind, their derivative, their winner.
 
-* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``, ``recurrence``
-  (:func:`recurrence_reducer`, reverse mode's own), ``select`` (a custom combiner that picks one side
-  under one common condition, as argmax) or ``generic``; a custom ``x + y`` or ``x * y`` is recognised
-  structurally.
+* :func:`classify` sorts a :class:`CommReducer` into ``sum``, ``prod``, ``max``, ``min``, ``recurrence``,
+  ``select`` (a custom combiner that picks one side under one common condition, as argmax) or
+  ``generic``; a custom ``x + y`` or ``x * y`` is recognised structurally.
 * :func:`reduce_tangent` is the forward-mode rule of a ``REDUCE``: a sum of tangents for sums, otherwise a
-  reduction over pairs ``(der, value)`` whose combiner is the original one differentiated (for ``max``,
-  ``select(x >= y | isnan(x), x.der, y.der)``: the first winner, which ``ta.Jacobian`` keeps).  ``ta.jvp``
-  takes the mean of the tied points' tangents instead (:func:`mean_tie_reducer`), the transpose of reverse
-  mode's even split of a tie.
+  reduction over pairs ``(der, value)`` with the combiner differentiated (for ``max``, the first winner's
+  tangent, as ``ta.Jacobian``); ``ta.jvp`` takes the mean of the tied points' tangents
+  (:func:`mean_tie_reducer`), the transpose of reverse mode's even split of a tie.
 * :func:`at_least`, :func:`beats` and :func:`ties_result`: the one order by which every max/min winner is
   found, NaN included (the section "the order of a max/min" below).
-* :func:`winner_reducer` is the combiner of reverse mode's *winner* reduction (DESIGN.md lesson 2): the
-  original values and one int32 index, the row-major flattened reduce point.  For ``max``/``min`` the lhs
-  wins when it :func:`beats` the rhs, or ties with a smaller-or-equal index: a total order on (value,
-  index), so the first winner in loop order wins (as PyTorch's ``max(dim)``) whatever the evaluation
-  order.  A custom selecting combiner keeps its own condition.  The index identity is the largest int32.
-* :func:`recurrence_reducer` is the combiner of a first-order linear recurrence, which reverse mode builds
-  for a running product: the maps ``s -> a s + b`` composed in order; :func:`strong_product_reducer` a
-  product whose zero factors are strong (``0 * inf = 0``).
-"""
+* :func:`winner_reducer` is the combiner of reverse mode's *winner* reduction: the original values and the
+  row-major flattened reduce point (int32).  For ``max``/``min`` the lhs wins when it :func:`beats` the
+  rhs, or ties with a smaller-or-equal index: the first winner in loop order wins (as PyTorch's
+  ``max(dim)``) whatever the evaluation order.  The index identity is the largest int32.
+* :func:`recurrence_reducer`: the maps ``s -> a s + b`` composed in order, reverse mode's combiner for a
+  running product; :func:`strong_product_reducer` a product whose zero factors are strong."""
 
 from __future__ import annotations
 

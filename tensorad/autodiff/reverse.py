@@ -4,11 +4,9 @@ Tensors between ``output`` and the inputs are visited consumers first; each one'
 ``prefix + T.shape``) is one compute whose body sums the contributions of its consumers (:mod:`adjoint`).
 Only tensors on a path from an input to ``output`` are differentiated; other inputs get zero tensors.
 
-``head`` (shape ``prefix + output.shape``) is ``output``'s adjoint; ``None`` means the identity (full
-Jacobians).  ``override`` maps a tensor to ``fn(tensor, input, adj_tensor)``, which replaces its
-derivative rule, called once per (tensor, direct input).  ``optimizer`` is applied to every adjoint as
-soon as it is complete.  Each term of a reduction is lifted into its own tensor ``<X>.grad.red<n>`` by the
-language."""
+``head`` is ``output``'s adjoint; ``None`` means the identity.  ``override`` maps a tensor to
+``fn(tensor, input, adj_tensor)``, replacing its derivative rule.  ``optimizer`` is applied to every
+adjoint as soon as it is complete."""
 
 from __future__ import annotations
 

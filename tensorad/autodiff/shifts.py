@@ -1,21 +1,19 @@
 """Stabilizing shifts: tensors whose outputs do not change when the shift changes.
 
-A softmax, a log-softmax and a log-sum-exp subtract the row max ``m`` before ``exp`` to keep it
-finite; the result is the same for any ``m``.  The derivative through ``m`` is then zero, but
-written out it is a sum of terms that cancel only algebraically (``h - h * se / se``), and
-routing it to the max's winners costs passes.  :func:`cancelling_shifts` finds such tensors by
-structure, whoever wrote the program: each is then a constant for differentiation.
+A softmax, a log-softmax and a log-sum-exp subtract the row max ``m`` before ``exp``; the result is the
+same for any ``m``, so the derivative through ``m`` is zero, but written out it cancels only
+algebraically.  :func:`cancelling_shifts` finds such tensors by structure: each is then a constant for
+differentiation.
 
-The proof replaces ``m[idx]`` by ``m[idx] + c[idx]`` (``c`` arbitrary) and carries, for each
-expression downstream, how it changes:
+The proof replaces ``m[idx]`` by ``m[idx] + c[idx]`` (``c`` arbitrary) and carries, for each expression
+downstream, how it changes:
 
 * ``add``: ``v + sum_k a_k c[key_k]`` (a difference ``X - m``, a max of shifted values, a log);
-* ``mul``: ``v * exp(sum_k a_k c[key_k])`` (an ``exp`` of an ``add``, their products, quotients
-  and sums over axes the keys do not mention);
+* ``mul``: ``v * exp(sum_k a_k c[key_k])`` (an ``exp`` of an ``add``, products, quotients, sums over axes
+  the keys do not mention);
 * invariant (no terms), zero (a literal 0: any ``mul`` form), or unknown (``None``).
 
-A shift cancels for the outputs when every output is invariant.
-"""
+A shift cancels for the outputs when every output is invariant."""
 
 from __future__ import annotations
 

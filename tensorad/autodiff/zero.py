@@ -1,14 +1,12 @@
 """Symbolic zeros and zero-aware expression arithmetic for derivative construction.
 
-A derivative known to vanish is the Python object :data:`ZERO` (JAX's symbolic zeros), and the helpers
-below never multiply by it: ``mul(ZERO, x)`` is ``ZERO``, ``add(ZERO, x)`` is ``x``,
-``select(c, ZERO, ZERO)`` is ``ZERO``.  :func:`materialize` turns ``ZERO`` into a constant where a value
-is needed.
+A derivative known to vanish is the Python object :data:`ZERO`, and the helpers below never multiply by
+it: ``mul(ZERO, x)`` is ``ZERO``, ``add(ZERO, x)`` is ``x``.  :func:`materialize` turns ``ZERO`` into a
+constant where a value is needed.
 
 A zero *branch* stays strong too: :func:`mul` and :func:`div` put the other factor inside a gate,
 ``select(c, 0, x) * y = select(c, 0, x * y)``, so that a partial infinite at the untaken branch
-(``sqrt(select(x < 0, 0, x))``) gives 0 there and not ``0 * inf = NaN``, as PyTorch's and JAX's masking
-``where`` and the math give."""
+(``sqrt(select(x < 0, 0, x))``) gives 0 there, as PyTorch's and JAX's masking ``where`` give."""
 
 from __future__ import annotations
 

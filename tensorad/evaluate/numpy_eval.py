@@ -3,43 +3,30 @@ written for obvious correctness:
 
 * Tensors are evaluated once each, producers before consumers (``ir.rewrite.tensor_graph``).
 * A compute op is evaluated over a broadcast index grid: op axis ``d`` is ``arange(extent)`` along grid
-  dimension ``d``, and each reduce axis of its body gets a dimension after those.  A body is one
-  ``ir.rewrite.fold`` with ``ARRAY_RULES`` (one NumPy function per ``Op``).  A ``REDUCE`` folds its
-  sources over its own dimensions (kept with size 1): ``np.add/maximum/minimum/multiply.reduce`` masked by
-  ``where`` for built-in reducers; a custom combiner is evaluated once per reduce point in C order,
-  ``acc = combine(lhs=acc, rhs=value)`` where the condition holds, from the identity (its own tie rule
-  decides ties).
-* Values are computed in the tensor's dtype, except that index arithmetic is exact as in compiled code:
-  index variables are int64 arrays and an int32 node computed from one keeps NumPy's int64 result; int32
-  values read from tensors, and arithmetic among them only, wrap.  Integer ``//`` and ``%`` are Python's
-  floor division and modulo.
-* ``if_then_else`` is lazy without indexing out of bounds: a read clamps its indices and marks the points
-  out of bounds as *poisoned*; poison flows up through every operation except an untaken branch and the
-  points a ``where`` excludes.  A poisoned point left in a result is an :class:`OutOfBoundsError` naming
-  the compute, the read, the index values and the point.  Floating-point warnings are silenced.
-* Summation order: a sum or product is NumPy's reduction (pairwise for sums).  :func:`evaluate_in_order`
-  folds every built-in sum and product one term at a time instead: in index order (``"sequential"``),
-  reversed (``"reversed"``), per element by the parity of its index and moved by the rounding a
-  reassociation may add (``"mixed"``, ``"mixed-odd"``: a kernel may order two elements of one reduction
-  differently), or axis by axis, the last first (``"nested"``: a regrouped sum).  The spread between
-  orders is a test's allowance (``fuzz/checks.Case.order_spread``).  Max and min do not depend on the
-  order; custom combiners fold in index order, except a bare ``x + y`` or ``x * y``, which follows the
-  order.
-* Strong zeros (``strong_zero=True``): a product with a zero factor is zero whatever the other factor
-  (``0 * inf = 0 * NaN = 0``, in ``*`` and ``prod``), calculus's convention; a NaN derivative that is
-  finite with strong zeros comes from a zero adjoint meeting an infinite local derivative, as PyTorch and
-  JAX give it (``fuzz/checks.Case.chain_rule_nans``).
-* Rounded math (``rounded_math=True``): the transcendental functions of a float32 value
-  (:data:`ROUNDED_MATH`) are computed in float64 and rounded once, where NumPy's float32 routines may be
-  an ulp off.
-* Unsigned zeros (``unsigned_zeros=True``): every zero a node computes or reads is ``+0``, as optimized
-  code may give a zero the other sign (docs/conventions.md), and with it an infinity that divides by it.
-* Given values (``given={tensor: array}``): those computed tensors' values are taken as they are (a
-  backward evaluated on what a compiled forward saved: the fuzz oracle's ``split`` check).
-* Jittered reads (``jitter=(seed, ulps)``): every float value read from a tensor moves by a random ``u``
-  ulps, ``|u| <= |ulps|``, drawn per read and element in evaluation order (a negative ``ulps`` mirrors the
-  draws): a fast-math kernel rounds each occurrence of a value on its own, so occurrences that cancel
-  exactly need not cancel there.
+  dimension ``d``, each reduce axis a dimension after those; a body is one ``ir.rewrite.fold`` with
+  ``ARRAY_RULES``.  A ``REDUCE`` folds its sources over its own dimensions: ``np.<ufunc>.reduce`` masked by
+  ``where`` for built-in reducers; a custom combiner per reduce point in C order, from the identity.
+* Values are computed in the tensor's dtype; index arithmetic is exact (int64 index arrays), int32 values
+  read from tensors, and arithmetic among them only, wrap.  Integer ``//`` and ``%`` floor.
+* ``if_then_else`` is lazy: a read clamps its indices and *poisons* the points out of bounds; poison flows
+  up except through an untaken branch or a ``where``-excluded point, and a poisoned result point is an
+  :class:`OutOfBoundsError`.  Floating-point warnings are silenced.
+* Summation order: NumPy's reduction (pairwise for sums); :func:`evaluate_in_order` folds built-in sums and
+  products one term at a time: ``"sequential"``, ``"reversed"``, by index parity with a reassociation's
+  rounding (``"mixed"``, ``"mixed-odd"``), or axis by axis, the last first (``"nested"``).  The spread
+  between orders is a test's allowance (``fuzz/checks.Case.order_spread``); custom combiners fold in index
+  order, except a bare ``x + y`` or ``x * y``.
+* Strong zeros (``strong_zero=True``): a product with a zero factor is zero (``0 * inf = 0 * NaN = 0``), as
+  PyTorch and JAX give a derivative whose adjoint is zero (``fuzz/checks.Case.chain_rule_nans``).
+* Rounded math (``rounded_math=True``): float32 transcendental functions (:data:`ROUNDED_MATH`) are
+  computed in float64 and rounded once.
+* Unsigned zeros (``unsigned_zeros=True``): every zero is ``+0``, as optimized code may flip a zero's sign
+  (docs/conventions.md), and with it an infinity that divides by it.
+* Given values (``given={tensor: array}``): those computed tensors' values are taken as they are (the fuzz
+  oracle's ``split`` check).
+* Jittered reads (``jitter=(seed, ulps)``): every float read moves by a random ``u`` ulps,
+  ``|u| <= |ulps|``, per read and element in evaluation order (negative ``ulps`` mirrors the draws), as a
+  fast-math kernel rounds each occurrence of a value on its own.
 
 The last five are a test's allowances, never a user's answer."""
 

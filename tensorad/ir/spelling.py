@@ -3,13 +3,9 @@ up to a renaming of their variables, tensors and buffers.
 
 A key that numbers each variable, node, tensor, op and buffer by first appearance is equal for two things
 exactly when one is the other renamed, as far as the spelling goes: each user's :class:`Speller` subclass
-spells everything its work reads.  Users: :mod:`tensorad.codegen.loops.nest_key`,
-:mod:`tensorad.codegen.loops.shared_nests`, :mod:`tensorad.simplify.sums.lift_sharing`,
-:mod:`tensorad.simplify.sums.plan_key`.  :func:`renamed` turns what was made for one thing into what the
-same work makes for another with the same key.
-
-Constants are spelled bit-exactly (``0.0`` and ``-0.0`` and NaN payloads differ); an unhashable payload
-makes the thing :class:`Unkeyable`.  Iterative, each shared node once."""
+spells everything its work reads.  :func:`renamed` turns what was made for one thing into what the same
+work makes for another with the same key.  Constants are spelled bit-exactly; an unhashable payload makes
+the thing :class:`Unkeyable`.  Iterative, each shared node once."""
 
 from __future__ import annotations
 

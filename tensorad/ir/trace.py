@@ -1,9 +1,8 @@
 """Seeing what the compiler does: stage times to ``logging`` and each stage's text to files.
 
-Stages: ``define``, ``differentiate`` (the optimizer included), ``optimize``, ``lower``, ``llvm``
-(emitted, optimized, compiled), ``jit`` (linked), and the events ``cache hit`` and ``cache miss``.
-Switched on by the environment or, for a block, by :func:`config` (a ``contextvars.ContextVar``: it
-follows copied contexts and never changes what is computed)::
+Stages: ``define``, ``differentiate``, ``optimize``, ``lower``, ``llvm``, ``jit``, and the events
+``cache hit`` and ``cache miss``.  Switched on by the environment or, for a block, by :func:`config` (a
+``contextvars.ContextVar``; it never changes what is computed)::
 
     TENSORAD_LOG=passes      every stage's time at INFO level on the logger "tensorad"
     TENSORAD_DUMP=DIR        each stage's text in DIR: printed tensors (.txt), the loop

@@ -2,14 +2,11 @@
 
 The one module that takes index expressions apart: ``+``, ``-`` and products by a constant make a linear
 form over *atoms* (variables, reads, ``//``/``%``, casts, anything not linear).  Its readers: the
-simplifier's normal form (``simplify/algebra/index.py``; :func:`from_linear` orders atoms by
-:func:`atom_key`, a structural key, so ``i + j`` and ``j + i`` become one node), the isl boundary
-(:class:`.affine.IndexSpace`), code generation's stride analysis (:func:`var_coefficients`) and equations
-``f == 0`` solved for a variable of coefficient +-1 (:func:`solve_for`).
+simplifier's normal form (:func:`from_linear` orders atoms by :func:`atom_key`, so ``i + j`` and ``j + i``
+become one node), the isl boundary, stride analysis (:func:`var_coefficients`) and :func:`solve_for`.
 
-A float constant or float arithmetic is an atom (``0.3 * i`` is never truncated).  One non-linear identity
-needs the whole form: :func:`to_linear` turns isl's ``m*x - m*c*(x // c)`` back into ``m * (x % c)`` (and
-``m*c*(x // c) + m*(x % c)`` into ``m*x``)."""
+A float constant or float arithmetic is an atom.  :func:`to_linear` turns isl's ``m*x - m*c*(x // c)``
+back into ``m * (x % c)`` (and ``m*c*(x // c) + m*(x % c)`` into ``m*x``)."""
 
 from __future__ import annotations
 

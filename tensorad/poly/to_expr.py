@@ -1,10 +1,8 @@
 """isl results back to IR: quasi-affine functions and sets as index expressions and conditions (the other
 direction of :mod:`.affine`).
 
-* an ``isl.Aff`` ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` is scaled by its common denominator ``D``
-  and written ``(...) // D`` (exact: isl hands out integer-valued functions here); a div with a nonzero
-  coefficient recurses into ``d_j``;
-* values are read as exact numerator and denominator;
+* an ``isl.Aff`` ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` is written ``(...) // D`` (exact: isl
+  hands out integer-valued functions here), a div recursing into ``d_j``; values are exact fractions;
 * a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator;
 * a set is the disjunction of its basic sets, each the conjunction of its constraints (existentials made
   explicit divs first: ``exists e: x = 2e`` becomes ``x - 2*(x // 2) == 0``);

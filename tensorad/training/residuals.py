@@ -2,14 +2,9 @@
 
 The part of a gradient ``grads = J^T heads`` that does not depend on a head can be computed by the forward
 and *saved*, or recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
-``checkpoint_policies`` do:
-
-* ``"default"``: save reductions and the outputs, recompute elementwise values, except a transcendental
-  value both passes compute where the target's cost model says a load is cheaper
-  (:mod:`.training.saved_values`);
-* ``"save_all"``: save every forward value the backward reads;
-* ``"recompute_all"``: save nothing;
-* a function ``policy(tensor) -> bool`` (True: save it).
+``checkpoint_policies`` do: ``"default"`` saves reductions, the outputs and the transcendental values
+:mod:`.training.saved_values` finds cheaper to load; ``"save_all"`` every forward value the backward reads;
+``"recompute_all"`` nothing; a function ``policy(tensor) -> bool`` what it returns True for.
 
 The plan cuts the backward's graph at the saved tensors, which the backward kernel takes as inputs; only
 those the cut graph still reaches are kept."""

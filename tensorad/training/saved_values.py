@@ -1,9 +1,9 @@
 """Elementwise values that the forward computes and the backward would compute again: saved.
 
 A gradient often needs a transcendental value its forward computed and threw away (log-softmax's backward
-needs the ``exp(z - m)`` of the forward's row sum).  :func:`share_values` makes such a value a tensor
-``E`` over the box of its index variables and rewrites both programs to read it; the residual planner then
-saves ``E`` (:mod:`.training.residuals`).  A value (a transcendental function or a power) is shared when:
+needs the forward's ``exp(z - m)``).  :func:`share_values` makes such a value a tensor ``E`` over the box
+of its index variables and rewrites both programs to read it; the residual planner then saves ``E``.  A
+value (a transcendental function or a power) is shared when:
 
 * it lies in a forward op's body, outside any lazy ``if_then_else`` and any ``where``-reduction, and its
   index variables are that op's axes or reduction axes;
@@ -12,7 +12,7 @@ saves ``E`` (:mod:`.training.residuals`).  A value (a transcendental function or
 * the backward contains it, each index variable bound to one whose range lies inside ``E``'s;
 * ``worth(value)`` says a load beats recomputing (:func:`tensorad.codegen.strategies.cost.worth_saving`).
 
-The match is structural (:func:`.ir.rewrite.match_pattern`), never by names or shapes."""
+The match is structural (:func:`.ir.rewrite.match_pattern`)."""
 
 from __future__ import annotations
 
