@@ -106,46 +106,25 @@ def test_a_module_with_a_shared_global_stays_whole():
         assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [alone + '!0 = !{ptr @"a"}\n']
 
 
-_TWINS = textwrap.dedent("""
-    define internal void @"pack1"(ptr %p, i64 %n) nounwind {
+def _pack(name: str, value: str, loop_md: int) -> str:
+    """An internal loop storing ``value``, its loop metadata node ``!loop_md``."""
+    return textwrap.dedent(f"""
+    define internal void @"{name}"(ptr %p, i64 %n) nounwind {{
     entry:
       br label %"loop"
     loop:
       %i = phi i64 [0, %"entry"], [%j, %"loop"]
       %q = getelementptr inbounds float, ptr %p, i64 %i
-      store float 0.0, ptr %q
+      store float {value}, ptr %q
       %j = add nsw i64 %i, 1
       %c = icmp slt i64 %j, %n
-      br i1 %c, label %"loop", label %"exit", !llvm.loop !2
+      br i1 %c, label %"loop", label %"exit", !llvm.loop !{loop_md}
     exit:
       ret void
-    }
-    define internal void @"pack2"(ptr %p, i64 %n) nounwind {
-    entry:
-      br label %"loop"
-    loop:
-      %i = phi i64 [0, %"entry"], [%j, %"loop"]
-      %q = getelementptr inbounds float, ptr %p, i64 %i
-      store float 0.0, ptr %q
-      %j = add nsw i64 %i, 1
-      %c = icmp slt i64 %j, %n
-      br i1 %c, label %"loop", label %"exit", !llvm.loop !3
-    exit:
-      ret void
-    }
-    define internal void @"pack3"(ptr %p, i64 %n) nounwind {
-    entry:
-      br label %"loop"
-    loop:
-      %i = phi i64 [0, %"entry"], [%j, %"loop"]
-      %q = getelementptr inbounds float, ptr %p, i64 %i
-      store float 1.0, ptr %q
-      %j = add nsw i64 %i, 1
-      %c = icmp slt i64 %j, %n
-      br i1 %c, label %"loop", label %"exit", !llvm.loop !4
-    exit:
-      ret void
-    }
+    }}""")
+
+
+_TWINS = _pack("pack1", "0.0", 2) + _pack("pack2", "0.0", 3) + _pack("pack3", "1.0", 4) + textwrap.dedent("""
     define void @"nest"(ptr %p, ptr %t) nounwind {
       call void @"pack1"(ptr %p, i64 4)
       call void @"pack2"(ptr %p, i64 8)
