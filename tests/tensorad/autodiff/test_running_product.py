@@ -59,7 +59,7 @@ def test_a_long_running_product_gradient_is_three_scans(target, n):
 
 
 def test_the_gradient_equals_pytorch_with_zeros():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     r, n = 5, 33
     X, H, grads = _running((r, n), 1, dtype=F64)
     rng = np.random.default_rng(2)
