@@ -86,23 +86,30 @@ def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil)
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def _check_weight_gradient(size, stride: int, pad: int, target: str):
+    """The micro-kernel build of a 3x3 convolution's weight gradient over 2 x 3 x ``size`` images,
+    checked at 1 and 2 threads against the float64 NumPy formula."""
+    X = ta.placeholder((2, 3) + size, "float32", "X")
+    W = ta.placeholder((5, 3, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, stride, pad)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    (gw,) = ta.JacobianRecursive(Y, [W], H)
+    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
+    x, h = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(H.shape).astype(np.float32)
+    want = _conv_grads(x.astype(np.float64), np.zeros(W.shape), h.astype(np.float64), stride, pad, 1)[1]
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, h), want, rtol=1e-4, atol=1e-4)
+    return kern
+
+
 @pytest.mark.parametrize("size,pad", [((13, 25), 1), ((16, 28), 0), ((11, 21), 1)])
 def test_stride_2_weight_gradient_with_short_rows_packs_by_transposes(size, pad):
     # output rows of 13, 13 and 11 (a ResNet stage's 14 x 14): one register transpose of 8
     # every-other elements per row and the rest element by element -- not run-wise copies
     # of the kernel's 3-wide rows (8 x 128 x 28 x 28 -> 256 channels: 26 ms against 43)
-    X = ta.placeholder((2, 3) + size, "float32", "X")
-    W = ta.placeholder((5, 3, 3, 3), "float32", "W")
-    Y = ta.topi.nn.conv2d(X, W, 2, pad)
-    H = ta.placeholder(Y.shape, "float32", "H")
-    (gw,) = ta.JacobianRecursive(Y, [W], H)
-    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target="llvm -mcpu=haswell")
+    kern = _check_weight_gradient(size, 2, pad, "llvm -mcpu=haswell")
     assert "packB_transpose2" in kern._compiled.llvm_ir_unoptimized
-    x, h = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(H.shape).astype(np.float32)
-    want = _conv_grads(x.astype(np.float64), np.zeros(W.shape), h.astype(np.float64), 2, pad, 1)[1]
-    for threads in (1, 2):
-        kern.num_threads = threads
-        np.testing.assert_allclose(kern(x, h), want, rtol=1e-4, atol=1e-4)
 
 
 def _descriptor_fields(kern) -> list[list[int]]:
@@ -174,16 +181,6 @@ def test_weight_gradient_with_rows_shorter_than_a_transpose_block(target, size, 
     shorter than a register-transpose block here; each run is one masked block whose positions
     past the run are not stored, with or without range checks, in panels whose last one is
     partly empty (3 channels x 9 taps = 27 columns).  Oracle: the NumPy formula, float64."""
-    X = ta.placeholder((2, 3) + size, "float32", "X")
-    W = ta.placeholder((5, 3, 3, 3), "float32", "W")
-    Y = ta.topi.nn.conv2d(X, W, 1, pad)
-    H = ta.placeholder(Y.shape, "float32", "H")
-    (gw,) = ta.JacobianRecursive(Y, [W], H)
-    kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
+    kern = _check_weight_gradient(size, 1, pad, target)
     assert ".padded" not in str(kern.lowered)
     assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
-    x, h = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(H.shape).astype(np.float32)
-    want = _conv_grads(x.astype(np.float64), np.zeros(W.shape), h.astype(np.float64), 1, pad, 1)[1]
-    for threads in (1, 2):
-        kern.num_threads = threads
-        np.testing.assert_allclose(kern(x, h), want, rtol=1e-4, atol=1e-4)
