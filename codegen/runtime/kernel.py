@@ -86,6 +86,27 @@ def empty_aligned_all(specs: Sequence[tuple[tuple[int, ...], np.dtype]], offsets
             for (s, d), off in zip(specs, offsets)]
 
 
+def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[int, int] | None:
+    """A pair ``(k, j)`` where output ``k`` shares memory with argument ``j`` of ``ins + outs``
+    (C-contiguous arrays, so each is one byte range), or ``None``.  The ranges are sorted once and
+    swept: a range starting before the farthest end seen so far overlaps the range reaching it, so
+    a kernel with many outputs pays ``n log n``, not a test per pair."""
+    n = len(ins)
+    spans = sorted((a.ctypes.data, a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
+    reach = reach_out = 0  # the farthest end of any range so far, and of an output's range
+    who = who_out = -1
+    for start, size, j in spans:
+        if j >= n and start < reach:
+            return j - n, who
+        if j < n and start < reach_out:
+            return who_out - n, j
+        if start + size > reach:
+            reach, who = start + size, j
+        if j >= n and start + size > reach_out:
+            reach_out, who_out = start + size, j
+    return None
+
+
 def call_entry(nargs: int) -> bool:
     """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
     reads each array's data pointer itself, see :mod:`.llvm.emit`)."""
@@ -351,7 +372,7 @@ class Kernel:
             raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
                                       f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
         outs = []
-        for k, (g, (name, shape, dtype)) in enumerate(zip(given, self._outputs)):
+        for g, (name, shape, dtype) in zip(given, self._outputs):
             if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
                 raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
                                           f"(any object with __dlpack__ is also accepted)")
@@ -363,8 +384,11 @@ class Kernel:
             if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
                 raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
                                           f"array (outputs are written in place, never copied)")
-            for other in ins + outs[:k]:
-                if a.size and other.size and np.may_share_memory(a, other):
-                    raise KernelArgumentError(f"out {name}: overlaps another argument of the kernel")
             outs.append(a)
+        clash = overlapping_output(ins, outs)
+        if clash is not None:
+            k, j = clash
+            other = f"input {self._inputs[j][0]}" if j < len(ins) else f"out {self._outputs[j - len(ins)][0]}"
+            raise KernelArgumentError(f"out {self._outputs[k][0]}: overlaps {other} (outputs are "
+                                      f"written in place: each needs memory of its own)")
         return given, outs

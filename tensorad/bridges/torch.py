@@ -148,22 +148,23 @@ class _Operator:
         return torch.ops.tensorad.backward(self.key, args)
 
     # ---- what the generic operators run ------------------------------------------------------
+    @cached_property
     def forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         fn = self.function
         return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs + list(fn.plan.extras)]
 
     def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        outs = [torch.empty(s, dtype=d) for s, d in self.forward_specs()]
-        self.function.forward_parts(*[a.detach() for a in args], out=outs)
+        outs = [torch.empty(s, dtype=d) for s, d in self.forward_specs]
+        self.function.forward_parts(*[_array(a) for a in args], out=[_array(o) for o in outs])
         return outs
 
     def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         f = self.function
         nres = len(f.plan.sources)
         given = iter(args[nres:])  # one head per float output; an integer output has none
-        heads = [None if ph is None else next(given).detach() for ph in f.heads]
-        outs = [torch.empty(s, dtype=d) for s, d in self.grad_specs()]
-        f.backward([a.detach() for a in args[:nres]], *heads, out=outs)
+        heads = [None if ph is None else _array(next(given)) for ph in f.heads]
+        outs = [torch.empty(s, dtype=d) for s, d in self.grad_specs]
+        f.backward([_array(a) for a in args[:nres]], *heads, out=[_array(o) for o in outs])
         return outs
 
     def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
@@ -195,6 +196,7 @@ class _Operator:
         keep_in = [i in f.plan.inputs or x in read for i, x in enumerate(f.inputs)]
         return keep_in, {k for kind, k in f.plan.sources if kind == "output"}
 
+    @cached_property
     def grad_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [(tuple(x.shape), torch_dtype(x.dtype)) for x in self.function.wrt]
 
@@ -232,6 +234,17 @@ class _Operator:
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
 
 
+def _array(t: torch.Tensor) -> Any:
+    """A tensor's memory as a NumPy array (``.numpy()``: the cheapest view of a CPU tensor), or the
+    detached tensor where NumPy has no view of it (bfloat16, another device: the kernel's DLPack
+    path views it or says why not)."""
+    t = t.detach()
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):
+        return t
+
+
 def _live(key: int) -> _Operator:
     op = _LIVE.get(key)
     if op is None:
@@ -247,7 +260,7 @@ def _forward(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
 
 @_forward.register_fake
 def _(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
-    specs = _live(key).forward_specs()
+    specs = _live(key).forward_specs
     return [args[0].new_empty(s, dtype=d) if args else torch.empty(s, dtype=d) for s, d in specs]
 
 
@@ -258,7 +271,7 @@ def _backward(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
 
 @_backward.register_fake
 def _(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [args[0].new_empty(s, dtype=d) for s, d in _live(key).grad_specs()]
+    return [args[0].new_empty(s, dtype=d) for s, d in _live(key).grad_specs]
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: Sequence[torch.Tensor]) -> None:

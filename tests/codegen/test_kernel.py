@@ -100,6 +100,37 @@ def test_out_overlapping_an_input_is_refused():
         kern(a, out=a)
 
 
+def test_overlap_sweep_agrees_with_numpy_on_random_layouts():
+    """Outputs and inputs cut from one buffer at random offsets: the sorted sweep reports an
+    overlap exactly when some output shares memory with another argument (``np.shares_memory``
+    decides), and the pair it names does overlap; inputs may overlap each other."""
+    from tensorad.codegen.runtime.kernel import overlapping_output
+
+    rng = np.random.default_rng(0)
+    buf = np.zeros(64, np.float32)
+    for _ in range(300):
+        cut = [buf[o:o + n] for o, n in zip(rng.integers(0, 60, 7), rng.integers(0, 5, 7))]
+        ins, outs = cut[:3], cut[3:]
+        args = ins + outs
+        found = overlapping_output(ins, outs)
+        truth = any(np.shares_memory(outs[k], a) for k in range(len(outs))
+                    for j, a in enumerate(args) if j != len(ins) + k)
+        assert (found is not None) == truth
+        if found is not None:
+            k, j = found
+            assert j != len(ins) + k and np.shares_memory(outs[k], args[j])
+
+
+def test_out_overlapping_another_output_names_both():
+    A = ta.placeholder((4,), "float32", "A")
+    P = ta.compute((4,), lambda i: A[i] + 1.0, name="P")
+    Q = ta.compute((4,), lambda i: A[i] * 2.0, name="Q")
+    kern = ta.build([P, Q], [A])
+    b = np.zeros(6, np.float32)
+    with pytest.raises(ValueError, match="out Q: overlaps out P|out P: overlaps out Q"):
+        kern(np.ones(4, np.float32), out=(b[:4], b[2:]))
+
+
 def test_several_outputs_return_a_tuple_in_order():
     A = ta.placeholder((3,), "float64", "A")
     P = ta.compute((3,), lambda i: A[i] + 1.0, name="P")
