@@ -4,9 +4,10 @@
 The program is a chain of ``depth`` layers ``h = tanh(dense(h, W))`` over a 4 x 8 batch, with
 ``wrt=[W]``: the forward saves one activation per layer, so the backward reads ``depth`` saved
 values (the case where a per-array cost shows).  ``kernels`` times the two compiled entry points
-alone, called on arrays allocated once; ``call`` times ``f.forward`` then ``f.backward``; the
-two are interleaved, and the medians of the rounds are printed with their difference, the
-overhead.  Timing lives here, never in the tests.
+alone, called on arrays allocated once; ``call`` times ``f.forward`` then ``f.backward``;
+``torch`` (where PyTorch is installed) times the same program through ``ta.torch.function``:
+``loss(x, w).backward()``.  They are interleaved, and the medians of the rounds are printed
+with their differences from ``kernels``, the overheads.  Timing lives here, never in the tests.
 """
 
 from __future__ import annotations
@@ -14,19 +15,37 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from .machine import load_snapshot
 
 
-def chain(ta, depth: int):
+def chain(ta, depth: int, bridge: Callable | None = None):
     X = ta.placeholder((4, 8), name="X")
     W = ta.placeholder((8, 8), name="W")
     h = X
     for _ in range(depth):
         h = ta.topi.tanh(ta.topi.nn.dense(h, W))
-    return ta.function(ta.topi.sum(h), [X, W], wrt=[W])
+    return (bridge or ta.function)(ta.topi.sum(h), [X, W], wrt=[W])
+
+
+def _torch_call(ta, depth: int, threads: int, x: np.ndarray, w: np.ndarray) -> Callable | None:
+    """One training step of the chain through the PyTorch bridge (``None`` without PyTorch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    fn = chain(ta, depth, ta.torch.function)
+    for k in (fn.function.residual_kernel, fn.function.backward_kernel):
+        k.num_threads = threads
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w).requires_grad_()
+
+    def step() -> None:
+        fn(xt, wt).backward()
+        wt.grad = None
+    return step
 
 
 def _entry(kernel, arrays: list) -> tuple:
@@ -60,16 +79,22 @@ def measure(depth: int, threads: int, rounds: int = 15, calls: int = 200) -> dic
         _, res = f.forward(x, w)
         f.backward(res, 1.0)
 
-    times: dict[str, list[float]] = {"kernels": [], "call": []}
+    runs = {"kernels": kernels, "call": call}
+    bridged = _torch_call(ta, depth, threads, x, w)
+    if bridged is not None:
+        bridged()
+        runs["torch"] = bridged
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
-        for name, fn in (("kernels", kernels), ("call", call)):
+        for name, fn in runs.items():
             t = time.perf_counter()
             for _ in range(calls):
                 fn()
             times[name].append((time.perf_counter() - t) / calls * 1e6)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"depth": depth, "threads": threads, "saved": len(residuals), **med,
-            "overhead": med["call"] - med["kernels"]}
+            "overhead": med["call"] - med["kernels"],
+            "torch_overhead": med["torch"] - med["kernels"] if "torch" in med else float("nan")}
 
 
 def main() -> None:
@@ -78,12 +103,14 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     args = ap.parse_args()
     print(f"load before: {load_snapshot()}")
-    print(f"{'depth':>5} {'threads':>7} {'saved':>5} {'kernels us':>10} {'call us':>8} {'overhead us':>11}")
+    print(f"{'depth':>5} {'threads':>7} {'saved':>5} {'kernels us':>10} {'call us':>8} {'overhead us':>11} "
+          f"{'torch us':>8} {'torch overhead us':>17}")
     for depth in map(int, args.depth.split(",")):
         for threads in map(int, args.threads.split(",")):
             r = measure(depth, threads)
             print(f"{r['depth']:>5} {r['threads']:>7} {r['saved']:>5} {r['kernels']:>10.1f} "
-                  f"{r['call']:>8.1f} {r['overhead']:>11.1f}")
+                  f"{r['call']:>8.1f} {r['overhead']:>11.1f} {r.get('torch', float('nan')):>8.1f} "
+                  f"{r['torch_overhead']:>17.1f}")
 
 
 if __name__ == "__main__":
