@@ -230,7 +230,7 @@ def data_address(node: Expr) -> Expr | None:
         a, b = b, a
     v = b.src[0] if b.op is Op.CAST else b
     if a.op is not Op.READ or not is_int(a) or v.op is not Op.VAR or v.lo is None or v.hi is None \
-            or v.lo < 0 or not is_int(v):
+            or v.lo < 0 or not is_int(v) or v.hi > min(dt.max_value(a.dtype), dt.max_value(b.dtype)):
         return None
     address = Expr(Op.EQ, dt.BOOL, (data_index(a, v.hi, "clip"), v))
     lo = Expr(Op.GE, dt.BOOL, (a, const(v.lo, a.dtype)))
