@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const, data_index
 from tensorad.ir.rewrite import walk
 from tensorad.poly.linear import Linear, from_linear, to_linear
 
@@ -218,3 +218,21 @@ def minmax_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> 
     a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
     b_wins = (hi is not None and hi <= 0) if node.op is Op.MAXIMUM else (lo is not None and lo >= 0)
     return a if a_wins else b if b_wins else None
+
+
+def data_address(node: Expr) -> Expr | None:
+    """``D == v``, ``D`` an integer read of data and ``v`` an index variable over ``[lo, hi)``, ``lo >= 0``:
+    ``lo <= D && D < hi && data_index(D, hi, clip) == v``, the same test with ``D`` as an address (a gather
+    index), so that a sum over ``v`` is solved by it (``sum_c [L[n] == c] W[c]`` is ``W[L[n]]``) and a sum
+    over ``D``'s own axes is a scatter-add (``dW[c] = sum_n [L[n] == c] H[n]``)."""
+    a, b = node.src
+    if a.op is not Op.READ:
+        a, b = b, a
+    v = b.src[0] if b.op is Op.CAST else b
+    if a.op is not Op.READ or not is_int(a) or v.op is not Op.VAR or v.lo is None or v.hi is None \
+            or v.lo < 0 or not is_int(v) or v.hi > min(dt.max_value(a.dtype), dt.max_value(b.dtype)):
+        return None
+    address = Expr(Op.EQ, dt.BOOL, (data_index(a, v.hi, "clip"), v))
+    lo = Expr(Op.GE, dt.BOOL, (a, const(v.lo, a.dtype)))
+    hi = Expr(Op.LT, dt.BOOL, (a, const(v.hi, a.dtype)))
+    return Expr(Op.AND, dt.BOOL, (Expr(Op.AND, dt.BOOL, (lo, hi)), address))

@@ -26,6 +26,7 @@ from .consts import fold_constant
 from .index import (
     IndexMemo,
     canonical_compare,
+    data_address,
     floordiv_rule,
     minmax_rule,
     mod_rule,
@@ -229,6 +230,7 @@ ALGEBRA_RULES: dict[Op, tuple[Rule, ...]] = {
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
     ALGEBRA_RULES[_op] = (("int-compare",  # decide or normalise
                            lambda n, a, b, memo=None: canonical_compare(n, memo)),)
+ALGEBRA_RULES[Op.EQ] += (("eq-data-address", lambda n, a, b: data_address(n)),)  # D == v: D an address
 for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
             Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
     ALGEBRA_RULES[_op] = ()  # constant folding only

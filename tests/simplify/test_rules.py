@@ -15,6 +15,7 @@ from tensorad.simplify.zeros.nonzero import NZ_RULES
 
 import tensorad as ta
 from tensorad.ir import FALSE, TRUE, Expr, Op, var
+from tensorad.ir.rewrite import walk
 
 IV = var("i", 0, 7)
 JV = var("j", 0, 5)
@@ -167,9 +168,12 @@ def test_random_expressions_preserve_values_and_cover_every_rule():
 
 
 def reductions(ctx=None) -> None:
-    """The REDUCE rules, which need reductions rather than scalars."""
+    """The rules that need reads or reductions rather than scalars (values: ``test_data_address.py``)."""
     k = ta.reduce_axis((0, 4), "k")
     A = ta.placeholder((4,), name="A")
+    L = ta.placeholder((4,), "int64", name="L")
+    address = simplify_expr(L[k] == JV, ctx)  # lo <= L[k] < hi && data_index(L[k]) == j
+    assert any(n.op is Op.DATA_INDEX for n in walk(address))
     assert simplify_expr(ta.sum(A[k], k, where=FALSE), ctx).op is Op.CONST
     assert simplify_expr(ta.sum(ta.cast("float32", k) * 0.0, k), ctx).op is Op.CONST
     assert simplify_expr(ta.sum(A[k] * 0.0, k), ctx).op is Op.REDUCE  # A may hold inf or NaN
