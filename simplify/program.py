@@ -222,6 +222,8 @@ class _Pass:
         inlined = self.inline(spelled)
         if inlined is not spelled:
             table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))
+        if is_adjoint(op) or self.owns(op):
+            return  # (the optimizer's own sums, fused into their gathers)
         solved = inlined if inlined.src[0] is TRUE else \
             solve_sum(op.axes, inlined.arg.axes, inlined.src[0], inlined.src[1], inlined, self.ctx)
         spelling = canonical(op.axes, solved if solved.op is Op.REDUCE else inlined, self.ctx)
