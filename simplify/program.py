@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tensorad.ir.expr import TRUE, Expr, Op, const, var
+from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .algebra.bracket import canonical
+from .algebra.logic import conjuncts
 from .algebra.ranges import wraps_where_stored
 from .algebra.rules import simplify_expr
 from .context import OptimizerContext
@@ -206,9 +207,9 @@ class _Pass:
 
     def register_sum(self, op: ComputeOp) -> None:
         """``op`` in the table as written and, a forward sum not being rewritten, as the optimizer spells
-        it: unit variables substituted, cheap producers read through, the where-condition solved
-        (``q // s == g`` as ``q = s*g + r``) and the canonical spelling of brackets, whose term order
-        comes from positions, not the user's names."""
+        it: unit variables substituted, cheap producers read through, the equations of the
+        where-condition solved (``q // s == g`` as ``q = s*g + r``), and in the canonical spelling
+        of brackets, whose term order comes from positions, not the user's names."""
         table = self.ctx.table
         table.register(op)
         red = op.body[0]
@@ -224,8 +225,9 @@ class _Pass:
             table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))
         if is_adjoint(op) or self.owns(op):
             return  # (the optimizer's own sums, fused into their gathers)
-        solved = inlined if inlined.src[0] is TRUE else \
-            solve_sum(op.axes, inlined.arg.axes, inlined.src[0], inlined.src[1], inlined, self.ctx)
+        # an equation of the where-condition determines a variable: the sum is reparametrized
+        solved = solve_sum(op.axes, inlined.arg.axes, inlined.src[0], inlined.src[1], inlined, self.ctx) \
+            if any(c.op is Op.EQ for c in conjuncts(inlined.src[0])) else inlined
         spelling = canonical(op.axes, solved if solved.op is Op.REDUCE else inlined, self.ctx)
         table.register_view(op, ComputeOp(op.name, op.tag, spelling.axes, (spelling.body,)), spelling.back)
 
