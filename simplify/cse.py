@@ -43,7 +43,8 @@ def signature(bodies: tuple[Expr, ...]) -> tuple:
 
 class OpTable:
     """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.
-    :meth:`may_hold` answers "certainly not held" without building a key."""
+    :meth:`may_hold` answers "certainly not held" without building a key; :meth:`read` reads the op or view
+    held with an op's key."""
 
     def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}
@@ -51,7 +52,7 @@ class OpTable:
         self._sigs: set[tuple] = set()
         self._keys: dict[ComputeOp, tuple] = {}  # op -> canonical_key(op)
         self._signatures: dict[tuple, tuple] = {}  # bodies -> signature(bodies): asked again
-        #   for one op (``may_hold``, then ``lookup`` and ``register``), each a walk of its bodies
+        #   for one op (``may_hold``, then ``read`` and ``register``), each a walk of its bodies
         self._views: dict[tuple, tuple[ComputeOp, tuple[Expr, ...], tuple[Expr, ...]]] = {}
         #   key -> (op held, the axes of the spelling, op's index over them)
 
@@ -79,14 +80,8 @@ class OpTable:
         return found
 
     def may_hold(self, bodies: tuple[Expr, ...]) -> bool:
-        """False when no op held has ``bodies``' signature (then :meth:`lookup` finds none)."""
+        """False when no op held has ``bodies``' signature (then :meth:`read` finds none)."""
         return self.signature(bodies) in self._sigs
-
-    def lookup(self, op: ComputeOp) -> ComputeOp | None:
-        """The op held with ``op``'s key, if any (nothing is added)."""
-        if not self.may_hold(op.body):
-            return None
-        return self._ops.get(self.key(op))
 
     def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
         """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is

@@ -171,10 +171,9 @@ class _Pass:
         if not self.ctx.table.may_hold((body,)):  # (canonical spellings read the same tensors)
             return None
         found = self.ctx.table.read(ComputeOp("", "", tuple(free), (body,)), free)
-        if found is not None:
-            return found
-        spelling = canonical(free, body, self.ctx)
-        found = self.ctx.table.read(ComputeOp("", "", spelling.axes, (spelling.body,)), spelling.index)
+        if found is None:
+            spelling = canonical(free, body, self.ctx)
+            found = self.ctx.table.read(ComputeOp("", "", spelling.axes, (spelling.body,)), spelling.index)
         return None if found is None else simplify_expr(found, self.ctx)
 
     def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
