@@ -396,6 +396,25 @@ def _folded(node: Expr, brackets: set) -> Expr | None:
     return None
 
 
+def _renamed(body: Expr, axes: Sequence[Expr], brackets: set) -> Expr:
+    """A body that is only a read of a bracket read once, at its own axes in another order
+    (``T[c, b, a]``), or that read where a condition holds and 0 elsewhere, as the bracket's sum
+    over those axes, the condition joining its where-condition (a sum over no terms is 0): the sum
+    written where it is read, not summed in another layout and copied."""
+    guard, read = None, body
+    if body.op is Op.IF_THEN_ELSE and body.src[2].op is Op.CONST and body.src[2].value == 0:
+        guard, read = body.src[0], body.src[1]
+    if read.op is not Op.READ or read.arg.op not in brackets or set(read.src) != set(axes) \
+            or len(read.src) != len(axes):
+        return body
+    red = read.arg.op.body[0]
+    m = dict(zip(read.arg.op.axes, read.src))
+    cond, *src = (_subst(x, m) for x in red.src)
+    if guard is not None:
+        cond = guard if cond.op is Op.CONST and cond.value else Expr(Op.AND, cond.dtype, (guard, cond))
+    return Expr(Op.REDUCE, red.dtype, (cond, *src), red.arg)
+
+
 def breaks_scan(axes: Sequence[Expr], red: Expr, coef: Expr) -> bool:
     """Whether ``coef``, moved into the sum ``red`` over ``axes``, reads an axis along which the sum is a
     scan (:func:`tensorad.poly.nesting.scan_axes`): ``[sum_{i >= k} H[i]] / D[k]`` is about ``n`` terms,
@@ -417,8 +436,18 @@ def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
     from tensorad.ir.rewrite import replace_reads, rewrite
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
-        table = dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), lambda n: _folded(n, once))
-        return tuple(rewrite(replace_reads(b, read), table) for b in op.body)
+        folded: set = set()  # the brackets made here, each read once, by this op
+
+        def fold(node: Expr) -> Expr | None:
+            made = _folded(node, once)
+            if made is not None:
+                folded.add(made.arg.op)
+            return made
+
+        table = dict.fromkeys((Op.MUL, Op.DIV, Op.NEG), fold)
+        own = op.body if len(op.body) != 1 else (_renamed(op.body[0], op.axes, once),)
+        made = tuple(rewrite(replace_reads(b, read), table) for b in own)
+        return made if len(made) != 1 else (_renamed(made[0], op.axes, folded),)
 
     return _fold_read_once(outputs, brackets, bodies)
 
