@@ -10,7 +10,11 @@ The rule (printed as ``# inlined: ...`` and ``allocate ...``):
   producers substituted, would pass it is materialized.
 
 :func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
-op reads only buffers."""
+op reads only buffers.  :func:`store_operands` then stores, in place of a materialized elementwise tensor
+``T``, the value a sum reads of it through windows as a factor of its product (``max(T, 0)``, the ReLU a
+convolution's weight gradient reads nine times per point): where computing the value once per read costs
+more than a store and a load per read (:func:`.strategies.cost.recompute_cost`), and ``T``'s other readers
+read each point at most once, ``T`` is inlined into them, so the stores stay as many."""
 
 from __future__ import annotations
 
@@ -18,9 +22,13 @@ import math
 
 from tensorad.simplify.algebra.ranges import wraps_where_stored
 
-from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
+from tensorad.ir.dtype import is_float, is_int
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
+from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
+
+from ..strategies.cost import recompute_cost
+from ..target import Target
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -37,19 +45,22 @@ def _cost(body: Expr) -> tuple[int, int]:
     return reads, heavy
 
 
+def must_store(op: ComputeOp, kept: set) -> bool:
+    """Whether ``op`` is materialized whatever it costs: an output or forced (``kept``), a reduction, a
+    value whose readers must see the same bits, or one that wraps where it is stored."""
+    return op in kept or op.is_reduction or op.provenance.role is Role.SAVED \
+        or any(wraps_where_stored(b) for b in op.body)
+
+
 def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: set[Tensor],
                         force_inline: set = frozenset(), force_materialize: set = frozenset()
                         ) -> set[ComputeOp]:
     """The compute ops that get buffers (see the module docstring)."""
     ops = [t.op for t in tensors if isinstance(t.op, ComputeOp) and t not in inputs]
     ops = list(dict.fromkeys(ops))
-    out_ops = {t.op for t in outputs}
+    kept = {t.op for t in outputs} | set(force_materialize)
     limit = sum(t.size for t in list(inputs) + list(outputs))
-    chosen: set[ComputeOp] = set()
-    for op in ops:
-        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED \
-                or any(wraps_where_stored(b) for b in op.body):
-            chosen.add(op)
+    chosen = {op for op in ops if must_store(op, kept)}
     # reads of each op by every other op, weighted by the reader's iteration box
     uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)
     for reader in ops:
@@ -154,6 +165,98 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
             if any(a is not b for a, b in zip(new, old)) and check(reader, new):
                 bodies[reader] = new
+
+
+def _factors(e: Expr):
+    """The factors of the product ``e``, looking through guards of the index alone (``if_then_else(in
+    range, v, 0)``)."""
+    if e.op is Op.MUL:
+        for s in e.src:
+            yield from _factors(s)
+    elif e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[2].op is Op.CONST and e.src[2].arg == 0 \
+            and not any(n.op is Op.READ for n in walk(e.src[0])):
+        yield from _factors(e.src[1])
+    else:
+        yield e
+
+
+def _pointwise_read(value: Expr) -> Expr | None:
+    """The first read of ``value`` when ``value`` computes a float of reads all at one index of tensors of
+    one shape, with no variable outside that index and nothing that could fault, else ``None``."""
+    reads = [n for n in walk(value) if n.op is Op.READ]
+    if value.op is Op.READ or not is_float(value.dtype) or not reads \
+            or any(r.src != reads[0].src or r.arg.shape != reads[0].arg.shape for r in reads):
+        return None
+    outside = replace_reads(value, lambda n: const(0, n.dtype))
+    if free_vars(outside) or any(n.op in (Op.DATA_INDEX, Op.REDUCE) or (n.op in (Op.DIV, Op.FLOORDIV, Op.MOD)
+                                                                        and is_int(n.dtype)) for n in walk(outside)):
+        return None
+    return reads[0]
+
+
+def _expansion(read: Expr) -> float:
+    """How many times the loops around ``read`` read each point of its tensor (the ranges of its index's
+    variables over the tensor's size)."""
+    points = 1
+    for v in {v for e in read.src for v in free_vars(e)}:
+        if v.arg.lo is None or v.arg.hi is None:
+            return math.inf
+        points *= max(0, v.arg.hi - v.arg.lo)
+    return points / max(1, read.arg.size)
+
+
+def _windowed_operands(op: ComputeOp, body: Expr, tensor: Tensor, target: Target) -> dict[Expr, Expr]:
+    """``{factor: its value over tensor's axes}``: the factors of ``op``'s sum ``body`` that are pointwise
+    values of ``tensor`` read through windows, where computing one once per read costs more than storing it
+    and loading it per read."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2:
+        return {}
+    found = {}
+    axes = tensor.op.axes
+    for f in _factors(body.src[1]):
+        read = _pointwise_read(f)
+        if read is None or read.arg != tensor:
+            continue
+        value = replace_reads(f, lambda n: Expr(Op.READ, n.dtype, axes, n.arg))
+        load = recompute_cost(Expr(Op.READ, f.dtype, axes, tensor), target)
+        times = _expansion(read)
+        if times >= 2 and times * recompute_cost(value, target) > load * (1 + times):
+            found[f] = value
+    return found
+
+
+def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[ComputeOp], kept: set,
+                   target: Target) -> list[ComputeOp]:
+    """``ops`` with each materialized elementwise tensor whose windowed operand is stored in its place (see
+    the module docstring) replaced by that operand's new op; ``bodies`` and ``materialized`` are updated in
+    place.  ``kept``: the ops that keep their buffers (outputs, forced)."""
+    for t_op in [op for op in ops if not must_store(op, kept) and op.num_outputs == 1
+                 and not any(n.op in EXPENSIVE for n in walk(bodies[op][0]))]:
+        tensor = Tensor(t_op, 0)
+        sites = {op: found for op in ops if op.is_reduction
+                 for found in [_windowed_operands(op, bodies[op][0], tensor, target)] if found}
+        values = {v for found in sites.values() for v in found.values()}
+        if len(values) != 1:
+            continue
+        value = values.pop()
+        new = ComputeOp(f"{t_op.name}.operand", t_op.tag, t_op.axes, (value,), (), t_op.provenance)
+        changed = {op: tuple(substitute(b, {f: Expr(Op.READ, f.dtype, _pointwise_read(f).src, Tensor(new, 0))
+                                            for f in found}) for b in bodies[op])
+                   for op, found in sites.items()}
+        changed[new] = (value,)
+        readers = {**bodies, **changed}
+        if any(_expansion(n) > 1 for op, bs in readers.items() if op is not t_op
+               for b in bs for n in walk(b) if n.op is Op.READ and n.arg == tensor):
+            continue  # (a reader reads a point more than once: it would compute the value each time)
+
+        def inline(node: Expr, t_op=t_op, body=bodies.pop(t_op)[0]) -> Expr | None:
+            return substitute(body, dict(zip(t_op.axes, node.src))) if node.arg.op is t_op else None
+        del readers[t_op]
+        bodies.update({op: tuple(replace_reads(b, inline) for b in bs) for op, bs in readers.items()})
+        ops = [new if op is t_op else op for op in ops]
+        materialized.discard(t_op)
+        materialized.add(new)
+    return ops
 
 
 def inline_bodies(op: ComputeOp, materialized: set[ComputeOp], inputs: set[Tensor]) -> tuple[Expr, ...]:
