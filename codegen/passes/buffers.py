@@ -19,6 +19,7 @@ read each point at most once, ``T`` is inlined into them, so the stores stay as 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from tensorad.simplify.algebra.ranges import wraps_where_stored
 
@@ -27,6 +28,7 @@ from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
 from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
+from ..gemm.padding import pointwise_read
 from ..strategies.cost import recompute_cost
 from ..target import Target
 
@@ -167,7 +169,7 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
                 bodies[reader] = new
 
 
-def _factors(e: Expr):
+def _factors(e: Expr) -> Iterator[Expr]:
     """The factors of the product ``e``, looking through guards of the index alone (``if_then_else(in
     range, v, 0)``)."""
     if e.op is Op.MUL:
@@ -178,20 +180,6 @@ def _factors(e: Expr):
         yield from _factors(e.src[1])
     else:
         yield e
-
-
-def _pointwise_read(value: Expr) -> Expr | None:
-    """The first read of ``value`` when ``value`` computes a float of reads all at one index of tensors of
-    one shape, with no variable outside that index and nothing that could fault, else ``None``."""
-    reads = [n for n in walk(value) if n.op is Op.READ]
-    if value.op is Op.READ or not is_float(value.dtype) or not reads \
-            or any(r.src != reads[0].src or r.arg.shape != reads[0].arg.shape for r in reads):
-        return None
-    outside = replace_reads(value, lambda n: const(0, n.dtype))
-    if free_vars(outside) or any(n.op in (Op.DATA_INDEX, Op.REDUCE) or (n.op in (Op.DIV, Op.FLOORDIV, Op.MOD)
-                                                                        and is_int(n.dtype)) for n in walk(outside)):
-        return None
-    return reads[0]
 
 
 def _expansion(read: Expr) -> float:
@@ -205,24 +193,53 @@ def _expansion(read: Expr) -> float:
     return points / max(1, read.arg.size)
 
 
-def _windowed_operands(op: ComputeOp, body: Expr, tensor: Tensor, target: Target) -> dict[Expr, Expr]:
-    """``{factor: its value over tensor's axes}``: the factors of ``op``'s sum ``body`` that are pointwise
-    values of ``tensor`` read through windows, where computing one once per read costs more than storing it
-    and loading it per read."""
+def _may_fault(value: Expr) -> bool:
+    """Whether ``value``, its reads aside, holds an operation that could fault where its guard kept it from
+    running (integer division, a data index) or a reduction."""
+    return any(n.op in (Op.DATA_INDEX, Op.REDUCE, Op.FLOORDIV, Op.MOD) or (n.op is Op.DIV and is_int(n.dtype))
+               for n in walk(replace_reads(value, lambda n: const(0, n.dtype))))
+
+
+def _windowed_operands(body: Expr, target: Target) -> Iterator[tuple[Expr, Expr]]:
+    """``(factor, its first read)`` for each factor of the sum ``body`` that computes a float pointwise of
+    reads through windows, where computing it once per read costs more than a store per point and a load per
+    read."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2:
-        return {}
-    found = {}
-    axes = tensor.op.axes
+        return
     for f in _factors(body.src[1]):
-        read = _pointwise_read(f)
-        if read is None or read.arg != tensor:
+        read = pointwise_read(f)
+        if read is None or f.op is Op.READ or not is_float(f.dtype) or _may_fault(f):
             continue
-        value = replace_reads(f, lambda n: Expr(Op.READ, n.dtype, axes, n.arg))
-        load = recompute_cost(Expr(Op.READ, f.dtype, axes, tensor), target)
         times = _expansion(read)
-        if times >= 2 and times * recompute_cost(value, target) > load * (1 + times):
-            found[f] = value
-    return found
+        if times >= 2 and times * recompute_cost(f, target) > (1 + times) * recompute_cost(read, target):
+            yield f, read
+
+
+def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target: Target
+                    ) -> tuple[ComputeOp, dict] | None:
+    """``(op, bodies)``: the op storing the one windowed operand the sums read of ``t_op``, and the bodies
+    of every other op, the sums reading the new op instead; ``None`` when the sums read several operands of
+    it, or another op reads a point of it more than once (it would compute ``t_op`` each time)."""
+    tensor = Tensor(t_op, 0)
+
+    def at_axes(n: Expr) -> Expr:
+        return Expr(Op.READ, n.dtype, t_op.axes, n.arg)
+    sites = {op: {f: r for f, r in _windowed_operands(bodies[op][0], target) if r.arg == tensor}
+             for op in ops if op.is_reduction}
+    values = {replace_reads(f, at_axes) for found in sites.values() for f in found}
+    if len(values) != 1:
+        return None
+    value = values.pop()
+    new = ComputeOp(f"{t_op.name}.operand", t_op.tag, t_op.axes, (value,), (), t_op.provenance)
+    readers = {op: bs for op, bs in bodies.items() if op is not t_op}
+    readers[new] = (value,)
+    for op, found in sites.items():
+        stored = {f: Expr(Op.READ, f.dtype, r.src, Tensor(new, 0)) for f, r in found.items()}
+        readers[op] = tuple(substitute(b, stored) for b in bodies[op]) if stored else bodies[op]
+    if any(_expansion(n) > 1 for bs in readers.values() for b in bs for n in walk(b)
+           if n.op is Op.READ and n.arg == tensor):
+        return None
+    return new, readers
 
 
 def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[ComputeOp], kept: set,
@@ -230,28 +247,17 @@ def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[Compute
     """``ops`` with each materialized elementwise tensor whose windowed operand is stored in its place (see
     the module docstring) replaced by that operand's new op; ``bodies`` and ``materialized`` are updated in
     place.  ``kept``: the ops that keep their buffers (outputs, forced)."""
-    for t_op in [op for op in ops if not must_store(op, kept) and op.num_outputs == 1
+    read = {r.arg.op for op in ops if op.is_reduction for _, r in _windowed_operands(bodies[op][0], target)}
+    for t_op in [op for op in ops if op in read and not must_store(op, kept) and op.num_outputs == 1
                  and not any(n.op in EXPENSIVE for n in walk(bodies[op][0]))]:
-        tensor = Tensor(t_op, 0)
-        sites = {op: found for op in ops if op.is_reduction
-                 for found in [_windowed_operands(op, bodies[op][0], tensor, target)] if found}
-        values = {v for found in sites.values() for v in found.values()}
-        if len(values) != 1:
+        stored = _stored_operand(t_op, ops, bodies, target)
+        if stored is None:
             continue
-        value = values.pop()
-        new = ComputeOp(f"{t_op.name}.operand", t_op.tag, t_op.axes, (value,), (), t_op.provenance)
-        changed = {op: tuple(substitute(b, {f: Expr(Op.READ, f.dtype, _pointwise_read(f).src, Tensor(new, 0))
-                                            for f in found}) for b in bodies[op])
-                   for op, found in sites.items()}
-        changed[new] = (value,)
-        readers = {**bodies, **changed}
-        if any(_expansion(n) > 1 for op, bs in readers.items() if op is not t_op
-               for b in bs for n in walk(b) if n.op is Op.READ and n.arg == tensor):
-            continue  # (a reader reads a point more than once: it would compute the value each time)
+        new, readers = stored
+        body = bodies.pop(t_op)[0]
 
-        def inline(node: Expr, t_op=t_op, body=bodies.pop(t_op)[0]) -> Expr | None:
+        def inline(node: Expr, t_op=t_op, body=body) -> Expr | None:
             return substitute(body, dict(zip(t_op.axes, node.src))) if node.arg.op is t_op else None
-        del readers[t_op]
         bodies.update({op: tuple(replace_reads(b, inline) for b in bs) for op, bs in readers.items()})
         ops = [new if op is t_op else op for op in ops]
         materialized.discard(t_op)
