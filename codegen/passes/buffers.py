@@ -200,19 +200,23 @@ def _may_fault(value: Expr) -> bool:
                for n in walk(replace_reads(value, lambda n: const(0, n.dtype))))
 
 
-def _windowed_operands(body: Expr, target: Target) -> Iterator[tuple[Expr, Expr]]:
-    """``(factor, its first read)`` for each factor of the sum ``body`` that computes a float pointwise of
-    reads through windows, where computing it once per read costs more than a store per point and a load per
-    read."""
+def _windowed_operands(body: Expr, target: Target) -> Iterator[tuple[Expr, Expr, Expr]]:
+    """``(factor, its first read, its value over that computed tensor's axes)`` for each factor of the sum
+    ``body`` that computes a float pointwise of reads through windows, where computing it once per read
+    costs more than a store per point and a load per read."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2:
         return
     for f in _factors(body.src[1]):
         read = pointwise_read(f)
-        if read is None or f.op is Op.READ or not is_float(f.dtype) or _may_fault(f):
+        if read is None or f.op is Op.READ or not isinstance(read.arg.op, ComputeOp) \
+                or not is_float(f.dtype) or _may_fault(f):
             continue
+        axes = read.arg.op.axes
+        value = replace_reads(f, lambda n, axes=axes: Expr(Op.READ, n.dtype, axes, n.arg))
         times = _expansion(read)
-        if times >= 2 and times * recompute_cost(f, target) > (1 + times) * recompute_cost(read, target):
-            yield f, read
+        load = recompute_cost(Expr(Op.READ, read.dtype, axes, read.arg), target)
+        if times >= 2 and times * recompute_cost(value, target) > (1 + times) * load:
+            yield f, read, value
 
 
 def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target: Target
@@ -221,12 +225,9 @@ def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target:
     of every other op, the sums reading the new op instead; ``None`` when the sums read several operands of
     it, or another op reads a point of it more than once (it would compute ``t_op`` each time)."""
     tensor = Tensor(t_op, 0)
-
-    def at_axes(n: Expr) -> Expr:
-        return Expr(Op.READ, n.dtype, t_op.axes, n.arg)
-    sites = {op: {f: r for f, r in _windowed_operands(bodies[op][0], target) if r.arg == tensor}
+    sites = {op: [(f, r, v) for f, r, v in _windowed_operands(bodies[op][0], target) if r.arg == tensor]
              for op in ops if op.is_reduction}
-    values = {replace_reads(f, at_axes) for found in sites.values() for f in found}
+    values = {v for found in sites.values() for _, _, v in found}
     if len(values) != 1:
         return None
     value = values.pop()
@@ -234,7 +235,7 @@ def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target:
     readers = {op: bs for op, bs in bodies.items() if op is not t_op}
     readers[new] = (value,)
     for op, found in sites.items():
-        stored = {f: Expr(Op.READ, f.dtype, r.src, Tensor(new, 0)) for f, r in found.items()}
+        stored = {f: Expr(Op.READ, f.dtype, r.src, Tensor(new, 0)) for f, r, _ in found}
         readers[op] = tuple(substitute(b, stored) for b in bodies[op]) if stored else bodies[op]
     if any(_expansion(n) > 1 for bs in readers.values() for b in bs for n in walk(b)
            if n.op is Op.READ and n.arg == tensor):
@@ -245,9 +246,10 @@ def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target:
 def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[ComputeOp], kept: set,
                    target: Target) -> list[ComputeOp]:
     """``ops`` with each materialized elementwise tensor whose windowed operand is stored in its place (see
-    the module docstring) replaced by that operand's new op; ``bodies`` and ``materialized`` are updated in
-    place.  ``kept``: the ops that keep their buffers (outputs, forced)."""
-    read = {r.arg.op for op in ops if op.is_reduction for _, r in _windowed_operands(bodies[op][0], target)}
+    the module docstring) replaced by that operand's new op, after the ops it reads; ``bodies`` and
+    ``materialized`` are updated in place.  ``kept``: the ops that keep their buffers (outputs, forced)."""
+    read = {r.arg.op for op in ops if op.is_reduction
+            for _, r, _ in _windowed_operands(bodies[op][0], target)}
     for t_op in [op for op in ops if op in read and not must_store(op, kept) and op.num_outputs == 1
                  and not any(n.op in EXPENSIVE for n in walk(bodies[op][0]))]:
         stored = _stored_operand(t_op, ops, bodies, target)
@@ -259,7 +261,9 @@ def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[Compute
         def inline(node: Expr, t_op=t_op, body=body) -> Expr | None:
             return substitute(body, dict(zip(t_op.axes, node.src))) if node.arg.op is t_op else None
         bodies.update({op: tuple(replace_reads(b, inline) for b in bs) for op, bs in readers.items()})
-        ops = [new if op is t_op else op for op in ops]
+        after = {n.arg.op for n in walk(new.body[0]) if n.op is Op.READ}  # (t_op and the others it reads)
+        at = max(k for k, op in enumerate(ops) if op in after) + 1
+        ops = [op for op in ops[:at] + [new] + ops[at:] if op is not t_op]
         materialized.discard(t_op)
         materialized.add(new)
     return ops
