@@ -12,9 +12,10 @@ The rule (printed as ``# inlined: ...`` and ``allocate ...``):
 :func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
 op reads only buffers.  :func:`store_operands` then stores, in place of a materialized elementwise tensor
 ``T``, the value a sum reads of it through windows as a factor of its product (``max(T, 0)``, the ReLU a
-convolution's weight gradient reads nine times per point): where computing the value once per read costs
-more than a store and a load per read (:func:`.strategies.cost.recompute_cost`), and ``T``'s other readers
-read each point at most once, ``T`` is inlined into them, so the stores stay as many."""
+convolution's weight gradient reads nine times per point), where computing the value once per read costs
+more than a store per point and a load per read (:func:`.strategies.cost.recompute_cost`) and ``T``'s other
+readers read each point at most once: ``T`` is inlined into them, so the stores stay as many, and the
+product reads a plain array."""
 
 from __future__ import annotations
 
