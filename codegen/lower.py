@@ -35,7 +35,7 @@ from .loops.shared_nests import SharedLowering, marked
 from .loops.strip_groups import lower_strips
 from .loops.work import count_work
 from .options import Options
-from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized
+from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized, store_operands
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
@@ -193,10 +193,12 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         if t.is_placeholder and t not in input_set:
             raise ValueError(f"tensor {t.name!r} {list(t.shape)} is needed to compute the outputs "
                              f"but is not among the inputs ({', '.join(i.name for i in inputs) or 'none'})")
-    materialized = choose_materialized(tensors, outputs, input_set,
-                                       set(t.op for t in opts.inline), set(t.op for t in opts.materialize))
+    forced = set(t.op for t in opts.materialize)
+    materialized = choose_materialized(tensors, outputs, input_set, set(t.op for t in opts.inline), forced)
     ops = [op for op in dict.fromkeys(t.op for t in tensors if t not in input_set) if op in materialized]
     bodies = {op: inline_bodies(op, materialized, input_set) for op in ops}
+    target = opts.target or parse_target()
+    ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
     state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse)
     for rewrite in PRE_PLANNING_PASSES:
@@ -207,7 +209,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
         for n in (n for b in bodies[op] for n in walk(b)):
             if n.op is Op.READ and n.arg.op in readers and op not in readers[n.arg.op]:
                 readers[n.arg.op].append(op)
-    ctx = PlanContext(opts=opts, target=opts.target or parse_target(), outputs=frozenset(outputs),
+    ctx = PlanContext(opts=opts, target=target, outputs=frozenset(outputs),
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
                       forced=MICROKERNEL_FIRST if opts.microkernel is True else (),

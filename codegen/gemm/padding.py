@@ -76,7 +76,7 @@ class Padding:
         return op, Expr(Op.READ, dtype, idx, Tensor(op, 0))
 
 
-def _pointwise_read(value: Expr) -> Expr | None:
+def pointwise_read(value: Expr) -> Expr | None:
     """The first read of ``value`` when every read in it is at one index of tensors of one shape and no
     variable appears outside those indices, else ``None``."""
     reads = [n for n in walk(value) if n.op is Op.READ]
@@ -96,7 +96,7 @@ def _masked_copy(side: Expr) -> Padding | None:
     the mask once per column block."""
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
-    read = _pointwise_read(side)
+    read = pointwise_read(side)
     if read is None:
         return None
     return Padding(read, (0,) * len(read.src), (0,) * len(read.src), side)
@@ -108,7 +108,7 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
         return _masked_copy(side)
     cond, value = side.src[0], side.src[1]
-    read = value if value.op is Op.READ else _pointwise_read(value)
+    read = value if value.op is Op.READ else pointwise_read(value)
     if read is None:
         return None
     t: Tensor = read.arg
@@ -134,4 +134,4 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     return plan if plan.size <= MAX_GROWTH * t.size else None
 
 
-__all__ = ["Padding", "plan_padding"]
+__all__ = ["Padding", "plan_padding", "pointwise_read"]

@@ -1,7 +1,8 @@
 """Rewrites of the tensor program before planning: which tensors get buffers, and sums computed once
 where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs them in order.
 
-* ``buffers``          which tensors get a buffer; the others are inlined into their readers
+* ``buffers``          which tensors get a buffer (a sum's windowed operand in place of its input); the others
+                       are inlined into their readers
 * ``footprint``        a materialized tensor shrunk to the points its readers read
 * ``speculate``        ``if_then_else`` on data tests made ``select`` where that is safe
 * ``choice_factoring`` costly operations shared by an eager choice's branches, computed once

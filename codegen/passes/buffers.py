@@ -10,17 +10,28 @@ The rule (printed as ``# inlined: ...`` and ``allocate ...``):
   producers substituted, would pass it is materialized.
 
 :func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
-op reads only buffers."""
+op reads only buffers.  :func:`store_operands` then stores, in place of a materialized elementwise tensor
+``T``, the value a sum reads of it through windows as a factor of its product (``max(T, 0)``, the ReLU a
+convolution's weight gradient reads nine times per point), where computing the value once per read costs
+more than a store per point and a load per read (:func:`.strategies.cost.recompute_cost`) and ``T``'s other
+readers read each point at most once: ``T`` is inlined into them, so the stores stay as many, and the
+product reads a plain array."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from tensorad.simplify.algebra.ranges import wraps_where_stored
 
-from tensorad.ir.expr import UNARY_MATH, Expr, Op
-from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
+from tensorad.ir.dtype import is_float, is_int
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
+from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
+
+from ..gemm.padding import pointwise_read
+from ..strategies.cost import recompute_cost
+from ..target import Target
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -37,19 +48,22 @@ def _cost(body: Expr) -> tuple[int, int]:
     return reads, heavy
 
 
+def must_store(op: ComputeOp, kept: set) -> bool:
+    """Whether ``op`` is materialized whatever it costs: an output or forced (``kept``), a reduction, a
+    value whose readers must see the same bits, or one that wraps where it is stored."""
+    return op in kept or op.is_reduction or op.provenance.role is Role.SAVED \
+        or any(wraps_where_stored(b) for b in op.body)
+
+
 def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: set[Tensor],
                         force_inline: set = frozenset(), force_materialize: set = frozenset()
                         ) -> set[ComputeOp]:
     """The compute ops that get buffers (see the module docstring)."""
     ops = [t.op for t in tensors if isinstance(t.op, ComputeOp) and t not in inputs]
     ops = list(dict.fromkeys(ops))
-    out_ops = {t.op for t in outputs}
+    kept = {t.op for t in outputs} | set(force_materialize)
     limit = sum(t.size for t in list(inputs) + list(outputs))
-    chosen: set[ComputeOp] = set()
-    for op in ops:
-        if op in out_ops or op.is_reduction or op in force_materialize or op.provenance.role is Role.SAVED \
-                or any(wraps_where_stored(b) for b in op.body):
-            chosen.add(op)
+    chosen = {op for op in ops if must_store(op, kept)}
     # reads of each op by every other op, weighted by the reader's iteration box
     uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)
     for reader in ops:
@@ -154,6 +168,106 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
             new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
             if any(a is not b for a, b in zip(new, old)) and check(reader, new):
                 bodies[reader] = new
+
+
+def _factors(e: Expr) -> Iterator[Expr]:
+    """The factors of the product ``e``, looking through guards of the index alone (``if_then_else(in
+    range, v, 0)``)."""
+    if e.op is Op.MUL:
+        for s in e.src:
+            yield from _factors(s)
+    elif e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[2].op is Op.CONST and e.src[2].arg == 0 \
+            and not any(n.op is Op.READ for n in walk(e.src[0])):
+        yield from _factors(e.src[1])
+    else:
+        yield e
+
+
+def _expansion(read: Expr) -> float:
+    """How many times the loops around ``read`` read each point of its tensor (the ranges of its index's
+    variables over the tensor's size)."""
+    points = 1
+    for v in {v for e in read.src for v in free_vars(e)}:
+        if v.arg.lo is None or v.arg.hi is None:
+            return math.inf
+        points *= max(0, v.arg.hi - v.arg.lo)
+    return points / max(1, read.arg.size)
+
+
+def _may_fault(value: Expr) -> bool:
+    """Whether ``value``, its reads aside, holds an operation that could fault where its guard kept it from
+    running (integer division, a data index) or a reduction."""
+    return any(n.op in (Op.DATA_INDEX, Op.REDUCE, Op.FLOORDIV, Op.MOD) or (n.op is Op.DIV and is_int(n.dtype))
+               for n in walk(replace_reads(value, lambda n: const(0, n.dtype))))
+
+
+def _windowed_operands(body: Expr, target: Target) -> Iterator[tuple[Expr, Expr, Expr]]:
+    """``(factor, its first read, its value over that computed tensor's axes)`` for each factor of the sum
+    ``body`` that computes a float pointwise of reads through windows, where computing it once per read
+    costs more than a store per point and a load per read."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2:
+        return
+    for f in _factors(body.src[1]):
+        read = pointwise_read(f)
+        if read is None or f.op is Op.READ or not isinstance(read.arg.op, ComputeOp) \
+                or not is_float(f.dtype) or _may_fault(f):
+            continue
+        axes = read.arg.op.axes
+        value = replace_reads(f, lambda n, axes=axes: Expr(Op.READ, n.dtype, axes, n.arg))
+        times = _expansion(read)
+        load = recompute_cost(Expr(Op.READ, read.dtype, axes, read.arg), target)
+        if times >= 2 and times * recompute_cost(value, target) > (1 + times) * load:
+            yield f, read, value
+
+
+def _stored_operand(t_op: ComputeOp, ops: list[ComputeOp], bodies: dict, target: Target
+                    ) -> tuple[ComputeOp, dict] | None:
+    """``(op, bodies)``: the op storing the one windowed operand the sums read of ``t_op``, and the bodies
+    of every other op, the sums reading the new op instead; ``None`` when the sums read several operands of
+    it, or another op reads a point of it more than once (it would compute ``t_op`` each time)."""
+    tensor = Tensor(t_op, 0)
+    sites = {op: [(f, r, v) for f, r, v in _windowed_operands(bodies[op][0], target) if r.arg == tensor]
+             for op in ops if op.is_reduction}
+    values = {v for found in sites.values() for _, _, v in found}
+    if len(values) != 1:
+        return None
+    value = values.pop()
+    new = ComputeOp(f"{t_op.name}.operand", t_op.tag, t_op.axes, (value,), (), t_op.provenance)
+    readers = {op: bs for op, bs in bodies.items() if op is not t_op}
+    readers[new] = (value,)
+    for op, found in sites.items():
+        stored = {f: Expr(Op.READ, f.dtype, r.src, Tensor(new, 0)) for f, r, _ in found}
+        readers[op] = tuple(substitute(b, stored) for b in bodies[op]) if stored else bodies[op]
+    if any(_expansion(n) > 1 for bs in readers.values() for b in bs for n in walk(b)
+           if n.op is Op.READ and n.arg == tensor):
+        return None
+    return new, readers
+
+
+def store_operands(ops: list[ComputeOp], bodies: dict, materialized: set[ComputeOp], kept: set,
+                   target: Target) -> list[ComputeOp]:
+    """``ops`` with each materialized elementwise tensor whose windowed operand is stored in its place (see
+    the module docstring) replaced by that operand's new op, after the ops it reads; ``bodies`` and
+    ``materialized`` are updated in place.  ``kept``: the ops that keep their buffers (outputs, forced)."""
+    read = {r.arg.op for op in ops if op.is_reduction
+            for _, r, _ in _windowed_operands(bodies[op][0], target)}
+    for t_op in [op for op in ops if op in read and not must_store(op, kept) and op.num_outputs == 1
+                 and not any(n.op in EXPENSIVE for n in walk(bodies[op][0]))]:
+        stored = _stored_operand(t_op, ops, bodies, target)
+        if stored is None:
+            continue
+        new, readers = stored
+        body = bodies.pop(t_op)[0]
+
+        def inline(node: Expr, t_op=t_op, body=body) -> Expr | None:
+            return substitute(body, dict(zip(t_op.axes, node.src))) if node.arg.op is t_op else None
+        bodies.update({op: tuple(replace_reads(b, inline) for b in bs) for op, bs in readers.items()})
+        after = {n.arg.op for n in walk(new.body[0]) if n.op is Op.READ}  # (t_op and the others it reads)
+        at = max(k for k, op in enumerate(ops) if op in after) + 1
+        ops = [op for op in ops[:at] + [new] + ops[at:] if op is not t_op]
+        materialized.discard(t_op)
+        materialized.add(new)
+    return ops
 
 
 def inline_bodies(op: ComputeOp, materialized: set[ComputeOp], inputs: set[Tensor]) -> tuple[Expr, ...]:
