@@ -80,8 +80,8 @@ def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple
 
 def accumulator_access(reads: list[Expr], r: Expr, strides_of) -> int:
     """The access cost of an accumulating loop over the reduction axis ``r``: :func:`access_cost`, 4 more
-    when it is shorter than 8 (too short to vectorize)."""
-    return access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
+    when it runs 2 to 7 times (too short to vectorize; an axis of one point is no loop)."""
+    return access_cost(reads, r, strides_of) + (4 if 1 < r.extent < 8 else 0)
 
 
 def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:
