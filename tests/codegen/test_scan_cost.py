@@ -115,3 +115,14 @@ def test_a_short_prefix_product_gradient_scans_in_order(target, n):
     their strips are not vectorized either, so both scan: two scans and the product."""
     X, H, grads = _gradient("prod", 4, n)
     assert ta.lower(grads, [X, H], target=target).work == 3 * 4 * n - 4
+
+
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+def test_a_reduction_over_one_point_is_no_loop(target):
+    """A reduction axis of one point costs no short loop: the max over it is computed in its
+    reader's loop (one body run per output), not scanned along the output and read back."""
+    x = ta.placeholder((), "float64", "x")
+    r = ta.reduce_axis((0, 1), "r")
+    m = ta.compute((4,), lambda i: ta.max(ta.exp(ta.minimum(x[()], 3.0)), axis=r), name="m")
+    y = ta.compute((4,), lambda i: m[i] * 0.5 + ta.cast("float64", i), name="y")
+    assert ta.lower([y], [x], target=target).work == 4
