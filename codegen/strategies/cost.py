@@ -3,7 +3,7 @@
 Costs are estimated cycles on one core of the target: coarse, but they must order an op's candidates:
 
 * **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``, with the innermost
-  variable's :func:`.loops.schedule.access_cost` over every read (an accumulating loop shorter than 8,
+  variable's :func:`.loops.schedule.access_cost` over every read (an accumulating loop of 2 to 7 points,
   :func:`.loops.schedule.accumulator_access`, 4 more); an order-bound accumulator at one lane;
 * **strips** -- the same with the last *output* axis innermost; **collapse** -- the plain loops scaled by
   :func:`short_loop_factor`;
