@@ -53,11 +53,7 @@ FUZZ_FINDINGS: dict[int, str] = {
 }
 
 #: programs known to break the invariant, with the class of program and why (one line each)
-ALLOWED: dict[str, str] = {
-    "topi-embedding_bag_mean-small": "embedding bag over a tiny table (skylake): the cost model takes "
-                                     "the vectorized compare-and-sum over every bag instead of the scatter",
-    **{f"fuzz-{seed}": why for seed, why in FUZZ_FINDINGS.items()},
-}
+ALLOWED: dict[str, str] = {f"fuzz-{seed}": why for seed, why in FUZZ_FINDINGS.items()}
 
 
 @dataclass(frozen=True)

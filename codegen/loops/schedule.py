@@ -73,10 +73,15 @@ STRIP_ACCESS = 0.5
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
     """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
-    axis innermost (a loop shorter than 8 costed 4 more) or the last output axis, in an L1 strip costing
+    axis innermost (:func:`accumulator_access`) or the last output axis, in an L1 strip costing
     :data:`STRIP_ACCESS` (strips win ties)."""
-    cost_acc = access_cost(reads, r, strides_of) + (4 if r.extent < 8 else 0)
-    return cost_acc, access_cost(reads, o, strides_of) + STRIP_ACCESS
+    return accumulator_access(reads, r, strides_of), access_cost(reads, o, strides_of) + STRIP_ACCESS
+
+
+def accumulator_access(reads: list[Expr], r: Expr, strides_of) -> int:
+    """The access cost of an accumulating loop over the reduction axis ``r``: :func:`access_cost`, 4 more
+    when it runs 2 to 7 times (too short to vectorize; an axis of one point is no loop)."""
+    return access_cost(reads, r, strides_of) + (4 if 1 < r.extent < 8 else 0)
 
 
 def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:

@@ -3,7 +3,8 @@
 Costs are estimated cycles on one core of the target: coarse, but they must order an op's candidates:
 
 * **plain loops** -- ``iterations x (2 + access cost + 4 per transcendental) / lanes``, with the innermost
-  variable's :func:`.loops.schedule.access_cost` over every read; an order-bound accumulator at one lane;
+  variable's :func:`.loops.schedule.access_cost` over every read (an accumulating loop of 2 to 7 points,
+  :func:`.loops.schedule.accumulator_access`, 4 more); an order-bound accumulator at one lane;
 * **strips** -- the same with the last *output* axis innermost; **collapse** -- the plain loops scaled by
   :func:`short_loop_factor`;
 * **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (:func:`pack_cycles`), times the
@@ -32,7 +33,7 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..gemm.contraction import Contraction
-from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, strides, strip_access_costs
+from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, accumulator_access, strides, strip_access_costs
 from ..target import Target
 from .registry import PlanContext
 from .scan import any_order
@@ -108,9 +109,10 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
         costs = strip_costs(op, bodies)
         if costs is not None:
             access = costs[1] if strips else costs[0]
+        elif red.arg.axes:
+            access = accumulator_access(reads_in(red.src), red.arg.axes[-1], strides)
         else:
-            inner = red.arg.axes[-1] if red.arg.axes else (op.axes[-1] if op.axes else None)
-            access = access_cost(reads_in(red.src), inner, strides) if inner is not None else 0
+            access = access_cost(reads_in(red.src), op.axes[-1], strides) if op.axes else 0
     else:
         access = access_cost(reads_in(bodies), op.axes[-1], strides) if op.axes else 0
     return iters * (2 + access + heavy_count(bodies)) / lanes

@@ -83,7 +83,20 @@ def test_prefix_sum_and_product_gradients_equal_differences(kind, n, numeric_gra
     np.testing.assert_allclose(ta.build(grads, [X, H])(x, h), want, rtol=1e-7, atol=1e-7)
 
 
-@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("kind", ["sum", "max", "prod"])
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+def test_a_prefix_gradient_over_rows_of_four_is_linear(kind, target):
+    """Within 1.25x of the hand count: the forward scan and the suffix scans, ``R * N`` each (two
+    for a sum, three for a max, four for a product).  A running max routes the head to each
+    row's lone winner by one add per output (a scatter), not by a test of every point of the row
+    per output: an accumulating loop over four points is too short to vectorize, whether or not
+    its op could also accumulate in strips."""
+    X, H, grads = _gradient(kind, 4, 4)
+    passes = {"sum": 2, "max": 3, "prod": 4}[kind]
+    assert ta.lower(grads, [X, H], target=target).work <= 1.25 * passes * 4 * 4
+
+
+@pytest.mark.parametrize("n", [4, 8, 16, 32])
 def test_a_running_max_gradient_splits_ties(n):
     X, H, grads = _gradient("max", 3, n, "float64")
     x, h = _data(3, n), np.random.default_rng(n).normal(size=(3, n))
@@ -102,3 +115,14 @@ def test_a_short_prefix_product_gradient_scans_in_order(target, n):
     their strips are not vectorized either, so both scan: two scans and the product."""
     X, H, grads = _gradient("prod", 4, n)
     assert ta.lower(grads, [X, H], target=target).work == 3 * 4 * n - 4
+
+
+@pytest.mark.parametrize("target", [AVX512, HASWELL])
+def test_a_reduction_over_one_point_is_no_loop(target):
+    """A reduction axis of one point costs no short loop: the max over it is computed in its
+    reader's loop (one body run per output), not scanned along the output and read back."""
+    x = ta.placeholder((), "float64", "x")
+    r = ta.reduce_axis((0, 1), "r")
+    m = ta.compute((4,), lambda i: ta.max(ta.exp(ta.minimum(x[()], 3.0)), axis=r), name="m")
+    y = ta.compute((4,), lambda i: m[i] * 0.5 + ta.cast("float64", i), name="y")
+    assert ta.lower([y], [x], target=target).work == 4

@@ -329,8 +329,8 @@ def _prefix(kind: str) -> Workload:
     # the forward is a scan (R*N); the adjoint of a prefix reduction is a suffix scan of the head
     # (R*N), plus for max the winners' routing and for prod the products on either side (R*N each).
     # Scans are linear asymptotically: along a row of N = 16 the cost model keeps the vectorized
-    # quadratic loops of a sum or product (N (N + 1) / 2 terms a row) on AVX-512, as fast as the
-    # scalar chain of a scan there; from N = 32, and on narrower vectors from N = 16, it scans.
+    # quadratic loops of a sum or product (N (N + 1) / 2 terms a row) on AVX-512, where it prices
+    # the scalar chain of a scan as high; from N = 32, and on narrower vectors from N = 16, it scans.
     # A product's gradient scans at every length: its exclusive product and recurrence combine
     # in order, unvectorized in any loops
     passes = {"sum": 2, "max": 3, "prod": 4}[kind]
