@@ -53,7 +53,7 @@ def _exclusive_cumprod(a: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _values(grads, X, H, x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    return ta.build(grads, [X, H], target=TARGET)(x, h)
+    return ta.build(grads, [X, H])(x, h)
 
 
 def _with_zeros(shape: tuple[int, ...], axis: int, zeros: tuple[int, ...], seed: int) -> np.ndarray:
@@ -121,7 +121,7 @@ def test_a_divisor_and_a_conjunct_of_the_output_index_leave_the_sum():
     w = rng.uniform(0.5, 2.0, m)
     w[:3] = 0.0
     b[:3] = -1.0  # a zero divisor where the conjunct drops every term: 0, not x / 0
-    got = ta.build([opt], inputs, target=TARGET)(a, x, b, w)
+    got = ta.build([opt], inputs)(a, x, b, w)
     np.testing.assert_allclose(got, _outer_mask_want(a, x, b, w), rtol=1e-12)
 
 
@@ -133,7 +133,7 @@ def test_a_divisor_keeps_the_zero_of_a_sum_that_keeps_no_term():
     opt = ta.OptimizeAndLiftNonzeronessConditions(Y)
     a, x = -np.ones(n), np.arange(n, dtype=np.float64)
     b, w = np.ones(m), np.array([0.0, np.inf, np.nan, 2.0, -0.0])
-    got = ta.build([opt], inputs, target=TARGET)(a, x, b, w)
+    got = ta.build([opt], inputs)(a, x, b, w)
     np.testing.assert_array_equal(got, np.zeros(m))
     np.testing.assert_array_equal(ta.evaluate([opt], dict(zip(inputs, (a, x, b, w))))[0], np.zeros(m))
 
@@ -155,7 +155,7 @@ def test_a_lazy_mask_keeps_the_conjunct_guarding_its_reads():
     a, x, b, w = rng.normal(size=n), rng.normal(size=(n, m)), rng.normal(size=p), rng.uniform(1, 2, p)
     want = np.array([[sum(x[r, j + 1] / w[k] for r in range(n) if j + 1 < m and a[r] > 0 and b[k] > 0)
                       for k in range(p)] for j in range(m)])
-    np.testing.assert_allclose(ta.build([opt], inputs, target=TARGET)(a, x, b, w), want, rtol=1e-12)
+    np.testing.assert_allclose(ta.build([opt], inputs)(a, x, b, w), want, rtol=1e-12)
     np.testing.assert_allclose(ta.evaluate([opt], dict(zip(inputs, (a, x, b, w))))[0], want, rtol=1e-12)
 
 
