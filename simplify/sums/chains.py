@@ -180,7 +180,8 @@ class _Builder:
         if isinstance(child, Leaf) and not child.reduced:
             return self.operands[child.index]
         if isinstance(child, Leaf):
-            mask, parts, inner = 1 << child.index, [self.operands[child.index]], self.orders.reads[child.index]
+            mask, parts = 1 << child.index, [self.operands[child.index]]
+            inner = self.orders.reads[child.index]
         else:
             mask, parts = child.mask, [self.child(c) for c in child.children]
             inner = frozenset().union(*(self.reads(c) for c in child.children))

@@ -37,15 +37,15 @@ def _gradients(Y, inputs):
 
 
 def _chain3(bn, p, q, r, s):
-    """``Y[b, i, l] = sum_{j, k} A[b, i, j] B[b, j, k] C[b, k, l]`` (no batch axis when ``bn`` is 0)."""
+    """``Y[b, i, o] = sum_{j, k} A[b, i, j] B[b, j, k] C[b, k, o]`` (no batch axis when ``bn`` is 0)."""
     lead = (bn,) if bn else ()
     A, B, C = _p(lead + (p, q), "A"), _p(lead + (q, r), "B"), _p(lead + (r, s), "C")
     j, k = _r(q, "j"), _r(r, "k")
     if bn:
-        Y = ta.compute((bn, p, s), lambda b, i, l: ta.sum(A[b, i, j] * B[b, j, k] * C[b, k, l], [j, k]),
+        Y = ta.compute((bn, p, s), lambda b, i, o: ta.sum(A[b, i, j] * B[b, j, k] * C[b, k, o], [j, k]),
                        name="Y")
     else:
-        Y = ta.compute((p, s), lambda i, l: ta.sum(A[i, j] * B[j, k] * C[k, l], [j, k]), name="Y")
+        Y = ta.compute((p, s), lambda i, o: ta.sum(A[i, j] * B[j, k] * C[k, o], [j, k]), name="Y")
     return [A, B, C], Y
 
 
@@ -95,8 +95,8 @@ def test_order_follows_the_sizes():
 
 def _chain4(n):
     A, B, C, D = (_p((n, n), s) for s in "ABCD")
-    j, k, l = _r(n, "j"), _r(n, "k"), _r(n, "l")
-    Y = ta.compute((n, n), lambda i, m: ta.sum(A[i, j] * B[j, k] * C[k, l] * D[l, m], [j, k, l]), name="Y")
+    j, k, o = _r(n, "j"), _r(n, "k"), _r(n, "o")
+    Y = ta.compute((n, n), lambda i, m: ta.sum(A[i, j] * B[j, k] * C[k, o] * D[o, m], [j, k, o]), name="Y")
     return [A, B, C, D], Y
 
 
@@ -150,11 +150,11 @@ def test_bilinear_form(bn):
 
 
 def _broadcast_chain(n):
-    """``Y[i, l] = sum_{j, k} (A[i, j] E[i, j]) B[j, k] s[k] C[k, l]``: an elementwise product and a
+    """``Y[i, o] = sum_{j, k} (A[i, j] E[i, j]) B[j, k] s[k] C[k, o]``: an elementwise product and a
     broadcast vector among the factors."""
     A, E, B, s, C = _p((n, n), "A"), _p((n, n), "E"), _p((n, n), "B"), _p((n,), "s"), _p((n, n), "C")
     j, k = _r(n, "j"), _r(n, "k")
-    Y = ta.compute((n, n), lambda i, l: ta.sum(A[i, j] * E[i, j] * B[j, k] * s[k] * C[k, l], [j, k]),
+    Y = ta.compute((n, n), lambda i, o: ta.sum(A[i, j] * E[i, j] * B[j, k] * s[k] * C[k, o], [j, k]),
                    name="Y")
     return [A, E, B, s, C], Y
 
@@ -187,11 +187,11 @@ def test_broadcast_chain_values(numeric_grad):
 
 
 def test_sum_with_a_term_that_is_not_a_product(numeric_grad):
-    """``sum_{j, k} (A[i, j] B[j, k] C[k, l] + E[j, k])``: values stay right."""
+    """``sum_{j, k} (A[i, j] B[j, k] C[k, o] + E[j, k])``: values stay right."""
     p, q, r, s = 3, 4, 2, 3
     A, B, C, E = _p((p, q), "A"), _p((q, r), "B"), _p((r, s), "C"), _p((q, r), "E")
     j, k = _r(q, "j"), _r(r, "k")
-    Y = ta.compute((p, s), lambda i, l: ta.sum(A[i, j] * B[j, k] * C[k, l] + E[j, k], [j, k]), name="Y")
+    Y = ta.compute((p, s), lambda i, o: ta.sum(A[i, j] * B[j, k] * C[k, o] + E[j, k], [j, k]), name="Y")
     inputs = [A, B, C, E]
     H, grads = _gradients(Y, inputs)
     rng = np.random.default_rng(5)
