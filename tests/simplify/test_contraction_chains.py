@@ -4,12 +4,15 @@ a chain with a broadcast and an elementwise factor, a sum with a term that is no
 
 Work is counted on a pinned target against pairwise hand counts (each gradient written as
 matrix products an expert chooses); values are checked against NumPy ``einsum`` formulas
-written here and float64 central differences."""
+written here and float64 central differences; random ``einsum``-shaped sums check values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from tensorad.simplify import Optimizer
 
 import tensorad as ta
 from tensorad.ir.rewrite import tensor_graph
@@ -206,3 +209,47 @@ def test_sum_with_a_term_that_is_not_a_product(numeric_grad):
     got = ta.build(grads, inputs + [H])(*values, h)
     for g, fd in zip(got, numeric_grad(forward, values, head=h)):
         np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-8)
+
+
+SIZES = {"a": 2, "b": 3, "j": 2, "k": 3, "o": 4}
+letters = st.lists(st.sampled_from(sorted(SIZES)), min_size=1, max_size=3, unique=True).map("".join)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(out=st.sampled_from(["", "a", "ab", "ba"]), factors=st.lists(letters, min_size=2, max_size=4),
+       seed=st.integers(0, 2 ** 16))
+def test_random_contractions_keep_values(out, factors, seed):
+    """Random ``einsum``-shaped sums (each factor its own tensor over distinct letters): the optimized
+    forward and every gradient equal NumPy's ``einsum``."""
+    summed = sorted(set("".join(factors)) - set(out))
+    assume(len(summed) >= 2)
+    shape = tuple(SIZES[c] for c in out) or (1,)
+    inputs = [_p(tuple(SIZES[c] for c in f), f"F{n}") for n, f in enumerate(factors)]
+    rvars = {c: _r(SIZES[c], c) for c in summed}
+
+    def body(*ax):
+        env = dict(zip(out, ax)) | rvars
+        term = None
+        for t, f in zip(inputs, factors):
+            read = t[tuple(env[c] for c in f)]
+            term = read if term is None else term * read
+        return ta.sum(term, [rvars[c] for c in summed])
+
+    Y = ta.compute(shape, body, name="Y")
+    H, grads = _gradients(Y, inputs)
+    optimizer = Optimizer()  # as a gradient's call runs it: brackets unshared are folded back
+    (forward,) = optimizer.finish([optimizer(Y)])
+    rng = np.random.default_rng(seed)
+    values = [rng.standard_normal(t.shape) for t in inputs]
+    h = rng.standard_normal(H.shape)
+    feed = dict(zip(inputs + [H], values + [h]))
+    spec = ",".join(factors)
+    want = np.einsum(f"{spec},{out}->{out}", *values, np.ones(shape[:len(out)])).reshape(shape)
+    np.testing.assert_allclose(ta.evaluate(forward, feed), want, rtol=1e-10, atol=1e-10)
+    head = h if out else h[0]
+    for n, (g, f) in enumerate(zip(ta.evaluate(grads, feed), factors)):
+        others = [v for m, v in enumerate(values) if m != n]
+        rest = [x for m, x in enumerate(factors) if m != n]
+        ones = np.ones(g.shape)  # (a letter only this factor reads: the gradient is constant along it)
+        expected = np.einsum(",".join([out, f] + rest) + f"->{f}", head, ones, *others)
+        np.testing.assert_allclose(g, expected, rtol=1e-10, atol=1e-10)
