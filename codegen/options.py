@@ -79,9 +79,12 @@ class Options:
       loop; ``parallel_min_work``: nests with fewer innermost-body executions (weighted by
       :func:`work_weight`) stay on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked, split in halves:
-      :mod:`.gemm.splitk`) and multiply-adds fused; nothing else, so results at 0, inf, NaN and the ends
-      of the range are IEEE's.  ``False`` adds in the loop program's order, the same on every target (so
-      never the micro-kernel).  Either way float32 sums accumulate in blocks (:mod:`.loops.cascade`).
+      :mod:`.gemm.splitk`), multiply-adds fused, and the terms of a sum that share a factor summed as
+      one product of their added cofactors (:mod:`.strategies.term_split`, which gives inf where the
+      terms give ``inf - inf``: docs/conventions.md); nothing else, so other results at 0, inf, NaN
+      and the ends of the range are IEEE's.  ``False`` adds in the loop program's order, the same on
+      every target (so never the micro-kernel).  Either way float32 sums accumulate in blocks
+      (:mod:`.loops.cascade`).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer where LLVM can take
       them (:mod:`.llvm.vectorizable`; 1 disables it).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least

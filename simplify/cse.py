@@ -3,13 +3,16 @@
 Equal expressions are one node already, but two ops that compute the same thing differ in their axis
 variables.  An op's canonical key replaces its axes and reduction variables by positional variables
 ``(position, lo, hi)``; ops with equal keys are the same tensor, and :class:`OpTable` hands back the first
-one created.  Producers are canonicalised first, so the key is structural all the way down."""
+one created.  Producers are canonicalised first, so the key is structural all the way down.  A tensor may
+also be held as a *view*: the read of another tensor, over other axes, that equals it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import reads
-from tensorad.ir.tensor import ComputeOp
+from tensorad.ir.rewrite import reads, substitute
+from tensorad.ir.tensor import ComputeOp, Tensor
 
 from .inlining import rename_reduce
 
@@ -40,7 +43,8 @@ def signature(bodies: tuple[Expr, ...]) -> tuple:
 
 class OpTable:
     """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.
-    :meth:`may_hold` answers "certainly not held" without building a key."""
+    :meth:`may_hold` answers "certainly not held" without building a key; :meth:`read` reads the op or view
+    held with an op's key."""
 
     def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}
@@ -48,7 +52,9 @@ class OpTable:
         self._sigs: set[tuple] = set()
         self._keys: dict[ComputeOp, tuple] = {}  # op -> canonical_key(op)
         self._signatures: dict[tuple, tuple] = {}  # bodies -> signature(bodies): asked again
-        #   for one op (``may_hold``, then ``lookup`` and ``register``), each a walk of its bodies
+        #   for one op (``may_hold``, then ``read`` and ``register``), each a walk of its bodies
+        self._views: dict[tuple, tuple[ComputeOp, tuple[Expr, ...], tuple[Expr, ...]]] = {}
+        #   key -> (op held, the axes of the spelling, op's index over them)
 
     def key(self, op: ComputeOp) -> tuple:
         """:func:`canonical_key` of ``op``, kept per op (asked again for one op: looked up,
@@ -74,14 +80,8 @@ class OpTable:
         return found
 
     def may_hold(self, bodies: tuple[Expr, ...]) -> bool:
-        """False when no op held has ``bodies``' signature (then :meth:`lookup` finds none)."""
+        """False when no op held has ``bodies``' signature (then :meth:`read` finds none)."""
         return self.signature(bodies) in self._sigs
-
-    def lookup(self, op: ComputeOp) -> ComputeOp | None:
-        """The op held with ``op``'s key, if any (nothing is added)."""
-        if not self.may_hold(op.body):
-            return None
-        return self._ops.get(self.key(op))
 
     def register(self, op: ComputeOp, as_op: ComputeOp | None = None) -> None:
         """Hold ``op`` under the key of ``as_op`` (default: its own) unless an equal op is
@@ -89,3 +89,24 @@ class OpTable:
         spelled = op if as_op is None else as_op
         self._sigs.add(self.signature(spelled.body))
         self._ops.setdefault(self.key(spelled), op)
+
+    def register_view(self, op: ComputeOp, spelled: ComputeOp, index: Sequence[Expr]) -> None:
+        """Hold ``op[index]`` (``index`` over ``spelled``'s axes) as the tensor ``spelled``, unless one is
+        held already: read by :meth:`read`, never handed back by :meth:`intern`."""
+        self._sigs.add(self.signature(spelled.body))
+        self._views.setdefault(self.key(spelled), (op, spelled.axes, tuple(index)))
+
+    def read(self, op: ComputeOp, at: Sequence[Expr]) -> Expr | None:
+        """A read equal to ``op`` at the point ``at`` of its axes, of a tensor or view held with its key."""
+        if not self.may_hold(op.body):
+            return None
+        key = self.key(op)
+        found = self._ops.get(key)
+        if found is not None:
+            return Tensor(found, 0)[tuple(at)]
+        view = self._views.get(key)
+        if view is None:
+            return None
+        held, axes, index = view
+        point = dict(zip(axes, at))
+        return Tensor(held, 0)[tuple(substitute(i, point) for i in index)]

@@ -18,13 +18,14 @@ from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, 
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 from .algebra.bracket import canonical
+from .algebra.logic import conjuncts
 from .algebra.ranges import wraps_where_stored
 from .algebra.rules import simplify_expr
 from .context import OptimizerContext
 from .inlining import box_points, fuse_gather, inline_read, is_cheap
 from .sums.chains import contract_chain
 from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
-from .sums.lift import lift_body, optimize_sum, simplify_reduction
+from .sums.lift import lift_body, optimize_sum, simplify_reduction, solve_sum
 from .sums.masked import lift_masked
 from .sums.merge import merge_sums
 from .sums.tiling import tiles_box
@@ -170,12 +171,11 @@ class _Pass:
         ``free``, as written or in its canonical spelling (:mod:`.algebra.bracket`), if one is held."""
         if not self.ctx.table.may_hold((body,)):  # (canonical spellings read the same tensors)
             return None
-        found = self.ctx.table.lookup(ComputeOp("", "", tuple(free), (body,)))
-        if found is not None:
-            return Tensor(found, 0)[tuple(free)]
-        axes, cbody, index = canonical(free, body, self.ctx)
-        found = self.ctx.table.lookup(ComputeOp("", "", axes, (cbody,)))
-        return None if found is None else Tensor(found, 0)[index]
+        found = self.ctx.table.read(ComputeOp("", "", tuple(free), (body,)), free)
+        if found is None:
+            spelling = canonical(free, body, self.ctx)
+            found = self.ctx.table.read(ComputeOp("", "", spelling.axes, (spelling.body,)), spelling.index)
+        return None if found is None else simplify_expr(found, self.ctx)
 
     def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
         """:func:`.sums.factor.factor_sum` with brackets made as this pass's tensors, each in its
@@ -183,7 +183,7 @@ class _Pass:
         made = iter(range(1 << 30))
 
         def make(free: Sequence[Expr], body: Expr, alone: bool, nested: bool) -> Expr:
-            ax, cbody, index = canonical(free, body, self.ctx)
+            ax, cbody, index, _ = canonical(free, body, self.ctx)
             unoptimized = ComputeOp("", "", ax, (cbody,))
             t = self.make(f"{name}.f{next(made)}", ax, cbody)
             self.ctx.table.register(t.op, unoptimized)  # found by its spelling before optimizing
@@ -203,24 +203,35 @@ class _Pass:
         """Sums ``body`` reads join the table, so that equal brackets become reads of them."""
         seen = self.ctx.registered
         for t in reads(body):
-            op = t.op
-            if is_sum_op(op) and op not in seen:
-                seen.add(op)
-                self.ctx.table.register(op)
-                # a forward sum is not rewritten: hold it also as the optimizer spells it
-                red = op.body[0]
-                unit = {r: const(r.lo, r.dtype) for r in red.arg.axes if r.hi == r.lo + 1}
-                spelled = Expr(Op.REDUCE, red.dtype,
-                               tuple(simplify_expr(substitute(s, unit), self.ctx) for s in red.src),
-                               type(red.arg)(red.arg.combiner,
-                                             tuple(r for r in red.arg.axes if r not in unit),
-                                             red.arg.value_index))
-                if spelled is not red:
-                    self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
-                # and with its cheap producers read through, as adjoint sums spell their terms
-                inlined = self.inline(spelled)
-                if inlined is not spelled:
-                    self.ctx.table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))
+            if is_sum_op(t.op) and t.op not in seen:
+                seen.add(t.op)
+                self.register_sum(t.op)
+
+    def register_sum(self, op: ComputeOp) -> None:
+        """``op`` in the table as written and, a forward sum not being rewritten, as the optimizer spells
+        it: unit variables substituted, cheap producers read through, the equations of the
+        where-condition solved (``q // s == g`` as ``q = s*g + r``), and in the canonical spelling
+        of brackets, whose term order comes from positions, not the user's names."""
+        table = self.ctx.table
+        table.register(op)
+        red = op.body[0]
+        unit = {r: const(r.lo, r.dtype) for r in red.arg.axes if r.hi == r.lo + 1}
+        spelled = Expr(Op.REDUCE, red.dtype,
+                       tuple(simplify_expr(substitute(s, unit), self.ctx) for s in red.src),
+                       type(red.arg)(red.arg.combiner, tuple(r for r in red.arg.axes if r not in unit),
+                                     red.arg.value_index))
+        if spelled is not red:
+            table.register(op, ComputeOp(op.name, op.tag, op.axes, (spelled,)))
+        inlined = self.inline(spelled)
+        if inlined is not spelled:
+            table.register(op, ComputeOp(op.name, op.tag, op.axes, (inlined,)))
+        if is_adjoint(op) or self.owns(op):
+            return  # (the optimizer's own sums, fused into their gathers)
+        # an equation of the where-condition determines a variable: the sum is reparametrized
+        solved = solve_sum(op.axes, inlined.arg.axes, inlined.src[0], inlined.src[1], inlined, self.ctx) \
+            if any(c.op is Op.EQ for c in conjuncts(inlined.src[0])) else inlined
+        spelling = canonical(op.axes, solved if solved.op is Op.REDUCE else inlined, self.ctx)
+        table.register_view(op, ComputeOp(op.name, op.tag, spelling.axes, (spelling.body,)), spelling.back)
 
     def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
         ctx = self.ctx

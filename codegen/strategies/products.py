@@ -18,7 +18,7 @@ from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
 from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall
-from .term_split import split_terms
+from .term_split import shared_factor, split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
 TILE_VARIANTS = ((None, None, 512), ("mr+2", 2, None), (None, 1, None))
@@ -210,6 +210,29 @@ class TermSplit:
     def lower(self, cand, ctx):
         parts, _, total = cand.data
         return Plan([Open(p, p.body) for p in parts] + [Open(total, total.body)], alias={total: cand.op})
+
+
+class SharedFactor:
+    """A sum of terms that are products sharing a factor, and no product itself: one product of the
+    added cofactors and that factor (:func:`.strategies.term_split.shared_factor`); fast math only."""
+
+    name = "shared-factor"
+
+    def match(self, op, bodies, ctx):
+        if not ctx.opts.fastmath or not op.is_reduction or len(bodies) != 1 \
+                or default_spec(op, bodies, ctx) is not None:
+            return []
+        body = shared_factor(bodies[0])
+        if body is None:
+            return []
+        spec = default_spec(op, (body,), ctx)
+        return [] if spec is None else [Candidate(self, op, (body,), spec)]
+
+    def cost(self, cand, ctx):
+        return contraction_cycles(cand.data, ctx)
+
+    def lower(self, cand, ctx):
+        return Plan([ProductCall(cand.op, cand.bodies, cand.data)])
 
 
 def _box(op: ComputeOp) -> int:

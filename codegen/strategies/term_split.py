@@ -1,13 +1,16 @@
-"""A sum of several products summed as one product per term, then added.
+"""A sum of several products: one product per term, then added, or one product of a factor all
+the terms share.
 
 The gradient of a Gram matrix ``G[b, i, j] = sum_k F[b, i, k] F[b, j, k]`` is no product, but each of its
-terms is one: ``dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + sum_j H[b, j, i] F[b, j, k]``.  (Factoring
-``F`` out would change the value at an inf.)  Summing the terms apart reassociates the sum, so it is
-offered under fast math only."""
+terms is one: ``dF[b, i, k] = sum_j H[b, i, j] F[b, j, k] + sum_j H[b, j, i] F[b, j, k]``.  Summing the
+terms apart reassociates the sum; adding the cofactors of the shared ``F[b, j, k]`` first,
+``sum_j (H[b, i, j] + H[b, j, i]) F[b, j, k]``, is one product for two, and changes the value where ``F``
+is infinite and the cofactors have opposite signs (inf instead of NaN) or their sum overflows.  Both
+are offered under fast math only."""
 
 from __future__ import annotations
 
-from tensorad.ir.expr import Expr, Op, ReduceArg, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -27,6 +30,41 @@ def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
         else:
             out.append((sign, x))
     return out
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """``e`` as the factors of its multiplications."""
+    if e.op is Op.MUL:
+        return _factors(e.src[0]) + _factors(e.src[1])
+    return [e]
+
+
+def shared_factor(body: Expr) -> Expr | None:
+    """A sum ``sum (s1 a1 x + s2 a2 x + ...)`` as ``sum (s1 a1 + s2 a2 + ...) x`` for a read ``x``
+    that is a factor of every term (``None`` if there is none, or fewer than 2 terms)."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2:
+        return None
+    cond, src = body.src
+    found = terms(src)
+    if not 2 <= len(found) <= MAX_TERMS:
+        return None
+    split = [(sign, _factors(t)) for sign, t in found]
+    common = [f for f in split[0][1] if f.op is Op.READ and all(f in fs for _, fs in split[1:])]
+    if not common:
+        return None
+    x = common[0]
+    total = None
+    for sign, fs in split:
+        rest = list(fs)
+        rest.remove(x)
+        co = rest[0] if rest else const(1.0, x.dtype)
+        for f in rest[1:]:
+            co = Expr(Op.MUL, co.dtype, (co, f))
+        if total is None:
+            total = co if sign > 0 else Expr(Op.NEG, co.dtype, (co,))
+        else:
+            total = Expr(Op.ADD if sign > 0 else Op.SUB, co.dtype, (total, co))
+    return Expr(Op.REDUCE, body.dtype, (cond, Expr(Op.MUL, src.dtype, (total, x))), body.arg)
 
 
 def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
@@ -58,4 +96,4 @@ def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] 
     return parts, ComputeOp(op.name, op.tag, out_axes, (total,))
 
 
-__all__ = ["split_terms", "terms", "MAX_TERMS"]
+__all__ = ["split_terms", "shared_factor", "terms", "MAX_TERMS"]

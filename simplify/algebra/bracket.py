@@ -9,11 +9,13 @@ one key of the call's op table:
   ``c in [0, M*s)`` with ``G = c // s``, ``j = c % s`` (a bijection: exact);
 * the free variables and the sum's own are ordered by first appearance in the body.
 
-The result is ``(axes, body, index)``: the original is ``T[index]`` for ``T[axes] = body``."""
+The result is a :class:`Spelling` ``(axes, body, index, back)``: the original is ``T[index]`` for
+``T[axes] = body``, and ``T[axes]`` is the original at the free variables ``back``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute, walk
@@ -22,6 +24,16 @@ from tensorad.poly.linear import to_linear
 from .rules import simplify_expr
 
 MAX_MERGES = 8
+
+
+class Spelling(NamedTuple):
+    """A bracket in its canonical spelling: ``T[axes] = body``, the original ``T[index]``; the original's
+    free variables are ``back`` over ``axes`` (``T[axes]`` is the original there)."""
+
+    axes: tuple[Expr, ...]
+    body: Expr
+    index: tuple[Expr, ...]
+    back: tuple[Expr, ...]
 
 
 def _first_seen(body: Expr, candidates: Sequence[Expr]) -> list[Expr]:
@@ -55,11 +67,13 @@ def _simplify(body: Expr, ctx) -> Expr:
     return Expr(Op.REDUCE, body.dtype, tuple(simplify_expr(s, ctx) for s in body.src), body.arg)
 
 
-def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, ...], Expr, tuple[Expr, ...]]:
-    """``(axes, body', index)`` with ``body == body'[axes := index]`` (see the module docstring)."""
+def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> Spelling:
+    """``(axes, body', index, back)`` with ``body == body'[axes := index]`` and
+    ``body' == body[free := back]`` (see the module docstring)."""
     of: dict[Expr, Expr] = {}  # current free variable -> its value over the original ones
     unit = {v: const(v.lo, v.dtype) for v in free if v.lo is not None and v.hi == v.lo + 1}
     cur = [v for v in free if v not in unit]
+    back = {v: unit.get(v, v) for v in free}  # original free variable -> its value over the current ones
     for v in cur:
         of[v] = v
     if unit:
@@ -70,7 +84,9 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
             break
         g, j, s = pair
         c = var(f"{g.name}_{j.name}", 0, g.hi * s, g.dtype)
-        body = _simplify(substitute(body, {g: c // s, j: c % s}), ctx)
+        digits = {g: c // s, j: c % s}
+        body = _simplify(substitute(body, digits), ctx)
+        back = {v: substitute(e, digits) for v, e in back.items()}
         of[c] = of[g] * s + of[j]
         cur[cur.index(g)] = c
         cur.remove(j)
@@ -89,5 +105,6 @@ def canonical(free: Sequence[Expr], body: Expr, ctx=None) -> tuple[tuple[Expr, .
                     ReduceArg(ra.combiner, tuple(fresh[r] for r in rvars), ra.value_index))
     else:
         body = substitute(body, mapping)
-    return axes, _simplify(body, ctx), tuple(simplify_expr(of[v] - low[v] if low[v] else of[v], ctx)
-                                             for v in order)
+    return Spelling(axes, _simplify(body, ctx),
+                    tuple(simplify_expr(of[v] - low[v] if low[v] else of[v], ctx) for v in order),
+                    tuple(simplify_expr(substitute(back[v], mapping), ctx) for v in free))

@@ -128,6 +128,17 @@ def test_canonical_spelling_merges_digits_and_orders_axes():
     assert [str(e) for e in one[2]] == ["n", "((2 * G) + j)"] and [str(e) for e in two[2]] == ["n", "c"]
 
 
+def test_canonical_spelling_reads_the_original_back_at_its_axes():
+    """The original's free variables over the canonical axes: a unit variable its point, merged
+    digits the quotient and remainder of their axis."""
+    X = ta.placeholder((2, 4, 3), name="X")
+    n, G, u, j = var("n", 0, 2), var("G", 0, 2), var("u", 3, 4), var("j", 0, 2)
+    r = ta.reduce_axis((0, 3), "r")
+    spelled = canonical([n, G, u, j], ta.sum(X[n, 2 * G + j, r + u - 3], r))
+    assert [(a.lo, a.hi) for a in spelled.axes] == [(0, 2), (0, 4)]
+    assert [str(e) for e in spelled.back] == ["_b0", "(_b1 // 2)", "3", "(_b1 % 2)"]
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([(2, 4, 3, 2), (1, 6, 2, 3), (3, 4, 2, 1)]), st.data(), st.booleans(),
        st.integers(0, 2**31 - 1))

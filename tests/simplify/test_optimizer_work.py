@@ -143,8 +143,8 @@ def test_an_op_table_keys_and_signs_each_op_once(monkeypatch):
     monkeypatch.setattr(cse, "signature", lambda *a: sigs.append(1) or real_sig(*a))
     X = ta.placeholder((4, 5), name="X")
     table, op, other = OpTable(), _sum_op(X, "A"), _sum_op(X, "B")
-    assert table.lookup(op) is None
-    assert table.intern(op) is op and table.lookup(op) is op
+    assert table.read(op, op.axes) is None
+    assert table.intern(op) is op and table.read(op, op.axes).arg.op is op
     table.register(op)
     assert table.intern(other) is op  # (the same sum over other variables: one tensor)
     assert len(keys) == 2 and len(sigs) == 1

@@ -87,6 +87,22 @@ def test_structurally_equal_ops_are_merged():
     assert table.intern(T3.op) is T3.op
 
 
+def test_a_view_is_read_at_its_index_and_never_interned():
+    """``T[i, 0]`` held as the tensor ``V[i] = sum_k A[i, k]``: an equal sum over other variables
+    reads ``T`` there; interning an equal op does not hand ``T`` (of other axes) back."""
+    A = ta.placeholder((4, 4), name="A")
+    k1, k2, k3 = (ta.reduce_axis((0, 4), "k") for _ in range(3))
+    T = ta.compute((4, 1), lambda i, u: ta.sum(A[i, k1 + u], k1), name="T")
+    V = ta.compute((4,), lambda i: ta.sum(A[i, k2], k2), name="V")
+    table = OpTable()
+    table.register_view(T.op, V.op, (V.op.axes[0], ta.const(0, "int32")))
+    W = ta.compute((4,), lambda i: ta.sum(A[i, k3], k3), name="W")
+    j = W.op.axes[0]
+    got = table.read(W.op, (j,))
+    assert got.arg.op is T.op and got.src[0] is j and got.src[1].op is Op.CONST and got.src[1].arg == 0
+    assert table.intern(W.op) is W.op
+
+
 def test_constant_zero_tensors_are_inlined_away():
     B = ta.placeholder((4,), name="B")
     Z = ta.compute((4,), lambda i: ta.cast("float32", i) * 0.0, name="Z")
