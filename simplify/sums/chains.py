@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import product as combinations_of
+from itertools import product as choices
 from math import prod
 
 from tensorad.ir import dtype as dt
@@ -98,14 +98,14 @@ class _Orders:
             out.append((self.size(own), kept, Leaf(i, True)))
         return out
 
-    def step(self, mask: int, out: frozenset, whole: bool) -> tuple[int, tuple[Child, ...]]:
-        """The cheapest step over ``mask``'s operands whose loops also run over ``out`` (``whole``: one
-        block of every operand allowed)."""
+    def step(self, mask: int, out: frozenset) -> tuple[int, tuple[Child, ...]]:
+        """The cheapest step over two or more blocks of ``mask``'s operands whose loops also run over
+        ``out``."""
         found: tuple[int, tuple[Child, ...]] | None = None
         for blocks in _partitions(mask):
-            if len(blocks) == 1 and not whole:
+            if len(blocks) == 1:
                 continue
-            for chosen in combinations_of(*(self.options(b) for b in blocks)):
+            for chosen in choices(*(self.options(b) for b in blocks)):
                 cost = sum(c for c, _, _ in chosen) + self.size(out.union(*(r for _, r, _ in chosen)))
                 if found is None or cost < found[0]:
                     found = (cost, tuple(ch for _, _, ch in chosen))
@@ -115,7 +115,7 @@ class _Orders:
     def intermediate(self, mask: int) -> tuple[int, tuple[Child, ...]]:
         found = self.best.get(mask)
         if found is None:
-            found = self.best[mask] = self.step(mask, frozenset(), False)
+            found = self.best[mask] = self.step(mask, frozenset())
         return found
 
 
@@ -143,7 +143,7 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     if not 2 <= len(reads) <= MAX_OPERANDS or set(rvars) - frozenset().union(*reads):
         return None
     orders = _Orders(reads, frozenset(axes), {v: v.hi - v.lo for v in scope})
-    cost, children = orders.step(orders.full, frozenset(axes), True)
+    cost, children = orders.step(orders.full, frozenset(axes))
     if cost >= orders.size(frozenset(scope)):
         return None
     built = _Builder(orders, [product(fs, red.dtype) for fs in operands.values()], scope, red, lookup, make)
