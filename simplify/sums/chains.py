@@ -7,7 +7,8 @@ nested sums whose results are materialized::
 
 The *operands* are the sum's variant factors grouped by the variables they read (``x(i, j) * y(i, j)``
 is one operand).  A *step* sums a product of operands and intermediates over the variables no other
-operand and no axis reads; it costs the size of the box of every variable it reads.  :func:`contract_chain`
+operand and no axis reads; it costs the size of the box of every variable it reads (axes no operand
+reads left out: lowering sums once for all their points).  :func:`contract_chain`
 finds the steps with the fewest multiply-adds exactly (every partition of every subset of at most
 :data:`MAX_OPERANDS` operands) and rewrites the sum only where they cost fewer than the sum as written.
 Intermediates are tensors over the variables their results keep (the table's, where it holds an equal
@@ -141,10 +142,11 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
         operands.setdefault(frozenset(n for n in _variables(f) if n in scope), []).append(f)
     reads = list(operands)
     if not 2 <= len(reads) <= MAX_OPERANDS or set(rvars) - frozenset().union(*reads):
-        return None
-    orders = _Orders(reads, frozenset(axes), {v: v.hi - v.lo for v in scope})
-    cost, children = orders.step(orders.full, frozenset(axes))
-    if cost >= orders.size(frozenset(scope)):
+        return None  # (a variable no operand reads: a count, :mod:`.factor`'s)
+    read = frozenset().union(*reads)  # (an axis no operand reads is one lowering hoists the sum out of)
+    orders = _Orders(reads, frozenset(axes) & read, {v: v.hi - v.lo for v in scope})
+    cost, children = orders.step(orders.full, orders.keep)
+    if cost >= orders.size(read):
         return None
     built = _Builder(orders, [product(fs, red.dtype) for fs in operands.values()], scope, red, lookup, make)
     src = scaled(coef, product([built.child(c) for c in children], red.dtype))
