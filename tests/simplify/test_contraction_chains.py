@@ -253,3 +253,19 @@ def test_random_contractions_keep_values(out, factors, seed):
         ones = np.ones(g.shape)  # (a letter only this factor reads: the gradient is constant along it)
         expected = np.einsum(",".join([out, f] + rest) + f"->{f}", head, ones, *others)
         np.testing.assert_allclose(g, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_axis_no_factor_reads():
+    """``Y[a, i] = sum_{j, k} A[i, j] B[j, k] c[k]``: lowering sums once for every ``a``, so the plan
+    is ``T = B c`` then ``A T``, ``|j k| + |i j|``."""
+    na, n = 10, 8
+    A, B, c = _p((n, n), "A"), _p((n, n), "B"), _p((n,), "c")
+    j, k = _r(n, "j"), _r(n, "k")
+    Y = ta.compute((na, n), lambda a, i: ta.sum(A[i, j] * B[j, k] * c[k], [j, k]), name="Y")
+    optimizer = Optimizer()
+    (forward,) = optimizer.finish([optimizer(Y)])
+    assert _work([forward], [A, B, c]) == 2 * n * n
+    rng = np.random.default_rng(6)
+    a, b, cv = rng.standard_normal((n, n)), rng.standard_normal((n, n)), rng.standard_normal(n)
+    want = np.broadcast_to(a @ (b @ cv), (na, n))
+    np.testing.assert_allclose(ta.build([forward], [A, B, c])(a, b, cv), want, rtol=1e-12, atol=1e-12)
