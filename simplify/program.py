@@ -23,6 +23,7 @@ from .algebra.ranges import wraps_where_stored
 from .algebra.rules import simplify_expr
 from .context import OptimizerContext
 from .inlining import box_points, fuse_gather, inline_read, is_cheap
+from .sums.chains import contract_chain
 from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
 from .sums.lift import lift_body, optimize_sum, simplify_reduction, solve_sum
 from .sums.masked import lift_masked
@@ -194,6 +195,8 @@ class _Pass:
             return t[index]
 
         lifted = lift_masked(axes, red, make, self.ctx)
+        if lifted is None:
+            lifted = contract_chain(axes, red, self.lookup, make, self.ctx)
         return lifted if lifted is not None else factor_sum(axes, red, self.lookup, make, self.ctx)
 
     def register_reads(self, body: Expr) -> None:
