@@ -13,9 +13,9 @@ output axes run innermost (vectorized), earlier ones parallel.  Sums, products, 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
 order, a left fold cut where each point ends, so every value is the plain loop's, bit for bit (a suffix
-``k >= j`` over the reversed axis ``k' = n - 1 - k``, as reverse mode writes a suffix's winner).  Each value is carried in its own
-output: an op keeping fewer outputs than its combiner has values stays plain, unless the values it drops
-are dead (:func:`carried`)."""
+``k >= j`` over the reversed axis ``k' = n - 1 - k``, as reverse mode writes a suffix's winner).  Each
+value is carried in its own output: an op keeping fewer outputs than its combiner has values stays plain,
+unless the values it drops are dead (:func:`carried`)."""
 
 from __future__ import annotations
 
