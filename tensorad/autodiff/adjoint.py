@@ -13,6 +13,8 @@ Other combiners:
   ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
   every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``); a source
   that recomputes exactly takes ``T`` and the lone winner from one sum (:meth:`AdjointBuilder._lone_winner`).
+  A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
+  suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
   when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product takes an exclusive
   running product and a recurrence of the head, two scans (:meth:`AdjointBuilder._line_terms`).
