@@ -137,3 +137,31 @@ def test_the_gradient_of_a_running_suffix_winner_is_its_scan_and_one_add_per_out
     X, Y, H, dX = _running(kind, (32, 128), 1, True)
     low = ta.lower([dX], [X, H], target=AVX512)
     assert low.work == 2 * 32 * 128, str(low)
+
+
+@pytest.mark.parametrize("suffix", [False, True], ids=["prefix", "suffix"])
+def test_a_running_user_argmax_gradient_goes_to_the_element_its_combiner_chose(suffix):
+    """A user's argmax keeps the left operand at a tie: the first in the loop's order wins (the
+    smallest index, for a suffix too; its winner is not reduced over the reversed axis)."""
+    def combine(a, b):
+        return ta.select(a[0] >= b[0], a[0], b[0]), ta.select(a[0] >= b[0], a[1], b[1])
+
+    def identity(t0, t1):
+        return ta.const(float("-inf"), t0), ta.const(-1, t1)
+
+    argmax = ta.comm_reducer(combine, identity, "argmax")
+    n = 12
+    X = ta.placeholder((5, n), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    v, _ = ta.compute((5, n), lambda b, j: argmax((X[b, k], k), k, where=(k >= j) if suffix else (k <= j)),
+                      "am")
+    H = ta.placeholder((5, n), "float64", "H")
+    dX = ta.JacobianRecursive(v, [X], H)[0]
+    x, h = RNG.integers(-3, 3, (5, n)).astype(np.float64), RNG.standard_normal((5, n))
+    want = np.zeros_like(x)
+    for b in range(5):
+        for j in range(n):
+            lo = j if suffix else 0
+            span = x[b, lo:] if suffix else x[b, :j + 1]
+            want[b, lo + int(np.argmax(span))] += h[b, j]
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
