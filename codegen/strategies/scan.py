@@ -11,10 +11,11 @@ and the whole reduction at each row's first point: ``n`` updates instead of ``n 
 output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
-Other combiners (several values, a custom kind) are scanned only in the plain loop's order, a left fold cut
-where each point ends, so every value is the plain loop's, bit for bit.  Each value is carried in its own
-output: an op keeping fewer outputs than its combiner has values stays plain, unless the values it drops
-are dead (:func:`carried`)."""
+Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
+order, a left fold cut where each point ends, so every value is the plain loop's, bit for bit (a suffix
+``k >= j`` over the reversed axis ``k' = n - 1 - k``, as reverse mode writes a suffix's winner).  Each
+value is carried in its own output: an op keeping fewer outputs than its combiner has values stays plain,
+unless the values it drops are dead (:func:`carried`)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
             fresh = dom.subtract(prev)
             updates = count_bound(fresh)  # (a cost estimate: exact unless isl might take long)
             if best is None or updates < best.updates:
-                if not ordered or (step == 1 and nest.ordered(fresh, prev, len(info.outer))):
+                if not ordered or nest.ordered(fresh, prev, len(info.outer)):
                     best = ScanSpec(pos, step, carry, fresh, updates)
     return best
 

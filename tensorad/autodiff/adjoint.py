@@ -13,6 +13,8 @@ Other combiners:
   ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
   every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``); a source
   that recomputes exactly takes ``T`` and the lone winner from one sum (:meth:`AdjointBuilder._lone_winner`).
+  A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
+  suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
   when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product takes an exclusive
   running product and a recurrence of the head, two scans (:meth:`AdjointBuilder._line_terms`).
@@ -32,7 +34,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.nesting import ordered_prefix_axes, plain_prefix
+from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
 from .gathers import unchecked, unguarded_reads
@@ -165,12 +167,17 @@ def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
 
 
-def _running(op: ComputeOp) -> bool:
-    """Whether ``op`` is a running reduction (:func:`~tensorad.poly.nesting.ordered_prefix_axes`),
-    ``Y[i] = max_{k <= i} X[k]``: its winner reduction scans in ``n`` updates per row, where
-    :meth:`AdjointBuilder._lone_winner`'s sum would take ``n^2 / 2``."""
+def _running(op: ComputeOp) -> int | None:
+    """The order of ``op``'s running reduction (:func:`~tensorad.poly.nesting.running_order`):
+    ``1`` for ``Y[i] = max_{k <= i} X[k]``, ``-1`` for ``max_{k >= i}`` (its winner reduction runs
+    over the reversed axis: a max/min's winner is the same in any order, a custom combiner's is the
+    first in the loop's), ``None`` for another domain.  A running winner scans in ``n`` updates per
+    row, where :meth:`AdjointBuilder._lone_winner`'s sum would take ``n^2 / 2``."""
     body = op.body[0]
-    return bool(ordered_prefix_axes(op.axes, body.arg.axes, body.src[0], body.src[1:]))
+    order = running_order(op.axes, body.arg.axes, body.src[0], body.src[1:])
+    if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):
+        return None
+    return order
 
 
 def _factor(cond: Expr, source: Expr) -> Expr:
@@ -388,13 +395,15 @@ class AdjointBuilder:
         (max/min) ``-1 - T(i)`` where ``T(i) > 1`` (the tie term decodes the count and finds the tied
         points by value).  The backward then reads neither ``W`` nor ``T``; the scatter tests
         ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative under its
-        ``guards``.  ``None`` when :meth:`_landing` declines the form."""
+        ``guards``.  ``None`` when :meth:`_landing` declines the form, and for a running reduction
+        (:func:`_running`), whose scan stores ``W`` and ``T`` at every output: the scatter reads them,
+        one pass over the outputs fewer."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
         self._destinations[key] = None
         body = op.body[0]
-        landing = self._landing(op, site) if source is body.src[1] else None
+        landing = self._landing(op, site) if source is body.src[1] and _running(op) is None else None
         _, winner, ties = self._winner(op)
         if landing is None or len(winner) != 1:
             return None
@@ -510,12 +519,19 @@ class AdjointBuilder:
         kv = tuple(m[k] for k in ra.axes)
         flat = combiners.flat_index(kv)
         keys = (flat,) if flat is not None else kv
+        order = _running(op)
+        if order == -1:  # a suffix: over the reversed axis, scanned in the plain loop's order
+            rev = copy_vars(kv)
+            back = {k: const(k.lo + k.hi - 1, k.dtype) - rev[k] for k in kv}
+            keys = tuple(rename(e, back) for e in keys)
+            m.update({a: back[m[a]] for a in ra.axes})
+            kv = tuple(rev[k] for k in kv)
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
         kind = combiners.classify(ra.combiner)[0]
         lone = (self._lone_winner(op) if kind in ("max", "min") and flat is not None
                 and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True)
-                and not _running(op) else None)
+                and order is None else None)
         if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
             self._winners[op] = lone
             return lone

@@ -4,11 +4,13 @@ For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the s
 ``j`` when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one
 update per term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a
 sliding window not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds
-lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is,
-``k >= n - 1 - j`` is not.
+lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is
+(and ``k <= n - 1 - j``, downwards), ``k >= j`` is not.  Such a suffix is ordered *reversed*: each term a
+point adds lies before the first it carries, so a reduction over the reversed axis ``k' = n - 1 - k``
+scans in order.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`ordered_prefix_axes` for a winner reduction a scan can carry and :func:`plain_prefix` whether a
+:func:`running_order` for a winner reduction a scan can carry and :func:`plain_prefix` whether a
 product's adjoint is a linear recurrence; the optimizer asks :func:`scan_axes` whether a sum it rewrites
 becomes a scan."""
 
@@ -56,13 +58,18 @@ def _as_map(s: isl.Set, n_out: int) -> isl.Map:
     return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n_out)
 
 
-def ordered(fresh: isl.Set, prev: isl.Set, n_out: int) -> bool:
+def ordered(fresh: isl.Set, prev: isl.Set, n_out: int, reverse: bool = False) -> bool:
     """One reduction axis, and at every point its first new term (of ``fresh``) lies past its
-    last carried one (of ``prev``): the scan combines in the plain loop's order."""
+    last carried one (of ``prev``): the scan combines in the plain loop's order.  ``reverse``: the
+    same with the reduction axis reversed (its last new term lies before its first carried one)."""
     if fresh.dim(isl.dim_type.set) != n_out + 1:
         return False
-    first = _as_map(fresh, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
-    last = _as_map(prev, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
+    if reverse:
+        first = _as_map(prev, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
+        last = _as_map(fresh, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
+    else:
+        first = _as_map(fresh, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
+        last = _as_map(prev, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
     return first.le_set(last).is_empty()
 
 
@@ -82,23 +89,30 @@ def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return dom, dom.project_out(isl.dim_type.set, len(axes), len(raxes)), used
 
 
-def ordered_prefix_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
-                        reads: Sequence[Expr]) -> list[Expr]:
-    """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` is an ordered upward scan:
-    the affine conjuncts of ``cond`` mention the axis and nest along it, and neither ``reads`` (the
-    sources) nor the conjuncts isl cannot represent mention it.  ``max_k X[b, k] where k <= i`` over
-    ``(b, i)`` gives ``[i]``; ``where k <= b + i`` gives ``[b, i]``."""
+def running_order(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
+                  reads: Sequence[Expr]) -> int | None:
+    """``1`` when ``reduce_{raxes where cond}`` over ``axes`` is an ordered scan, upwards or downwards,
+    along an output axis: the affine conjuncts of ``cond`` mention the axis and nest along it, and
+    neither ``reads`` (the sources) nor the conjuncts isl cannot represent mention it; ``-1`` when it is
+    one only with its reduction axis reversed; else ``None``.  ``max_k X[b, k] where k <= i`` over
+    ``(b, i)`` gives ``1``, ``where k >= i`` gives ``-1`` (each point adds its first term)."""
     if len(raxes) != 1:
-        return []
+        return None
     dom, proj, used = _domain(axes, raxes, cond, reads)
     bounded = set(free_vars(cond))  # (an axis the condition does not bound: one set throughout)
-    found = []
+    found = None
     for pos, j in enumerate(axes):
         if j in used or j.extent < 2 or j not in bounded:
             continue
-        nested = nesting(dom, proj, pos, 1)
-        if nested is not None and ordered(dom.subtract(nested[1]), nested[1], len(axes)):
-            found.append(j)
+        for step in (1, -1):
+            nested = nesting(dom, proj, pos, step)
+            if nested is None:
+                continue
+            fresh = dom.subtract(nested[1])
+            if ordered(fresh, nested[1], len(axes)):
+                return 1
+            if found is None and ordered(fresh, nested[1], len(axes), reverse=True):
+                found = -1
     return found
 
 
