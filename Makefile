@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test test-fast bench bench-readme docs lint clean runtime fuzz
+.PHONY: test test-fast test-as bench bench-readme docs lint clean runtime fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_
         tests/test_source_history.py
 test-fast: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -n 2 $(FAST)
+
+# the suite as if on another CPU (tools/pretend_cpu.py): an AMD EPYC Zen 3 by default, AVX2 only
+CPU ?= znver3,512
+test-as: $(VENV)/.test-installed
+	TENSORAD_PRETEND_CPU=$(CPU) PYTHONPATH=tools $(BIN)/python -m pytest -n 2 -p pretend_cpu $(or $(TESTS),tests)
 
 # results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
 # the README's table and chart (benchmarks/readme/), and refuses a quick or busy one

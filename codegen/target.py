@@ -313,7 +313,7 @@ def _make(spec: str, cpu: str | None, mattr: list[str]) -> Target:
                   f16c=f16c, bf16=bf16)
     if host or made.runs_here(host_target()):
         # code that runs on this machine is blocked for the caches it will run with
-        l1d, l2, l3 = _host_caches()
+        l1d, l2, l3 = host_caches()
         line, page = _host_line_and_page()
         made = replace(made, l1d=l1d, l2=l2, l3=l3, line=line, page=page)
     return made
@@ -329,7 +329,7 @@ def _half_probe(tm) -> tuple[bool, bool]:
     return any(m in f16 for m in _F16C_MNEMONICS), any(m in bf for m in _BF16_MNEMONICS)
 
 
-def _host_caches() -> tuple[int, int, int]:
+def host_caches() -> tuple[int, int, int]:
     """L1 data, L2 and L3 sizes of CPU 0 (sysfs), the defaults where unknown."""
     found = {}
     root = Path("/sys/devices/system/cpu/cpu0/cache")
