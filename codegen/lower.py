@@ -36,6 +36,7 @@ from .loops.strip_groups import lower_strips
 from .loops.work import count_work
 from .options import Options
 from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized, store_operands
+from .passes.chains import contract_sums
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
@@ -252,6 +253,10 @@ def _reuse(state: _Rewriting) -> None:
     reuse_materialized(state.ops, state.bodies, _reads_in_bounds)
 
 
+def _chains(state: _Rewriting) -> None:
+    state.ops = contract_sums(state.ops, state.bodies)
+
+
 def _footprints(state: _Rewriting) -> None:
     state.bodies = shrink_to_footprints(state.ops, state.bodies, {t.op for t in state.outputs})
 
@@ -284,6 +289,7 @@ def _copies(state: _Rewriting) -> None:
 # The rewrites between choosing buffers and planning, in order (:mod:`.passes`).
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _reuse,                          # a stored transcendental value read instead of recomputed
+    _chains,                         # a sum of a product over several variables as nested sums
     _footprints,                     # temporaries shrunk to the points their readers read
     _prove_bounds,
     _scatters,                       # one buffer for a masked sum of scatter-adds read twice
