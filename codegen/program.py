@@ -86,9 +86,6 @@ class Assign:
     owner: object = None  # as Store's
 
 
-Stmt = Loop | If | Store | Assign
-
-
 @dataclass(frozen=True, eq=False)
 class Fill:
     """``buffer[...] = value`` everywhere (a memset for zero); not counted as work.

@@ -63,8 +63,6 @@ DESC_LEN = H_BKEEP + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
-POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
-                  SIDE_B + S_CTX, H_FIX, H_FIXCTX)
 
 
 def group_base(g: int) -> int:

@@ -39,7 +39,7 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
         for idx, s in zip(r.src, strides_of(r.arg)):
             co = var_coefficients(idx)
             if co is None:
-                known = known and v not in walk_vars(idx)
+                known = known and v not in {n for n in walk(idx) if n.op is Op.VAR}
                 continue
             stride += co.get(v, 0) * s
         if not known:
@@ -47,10 +47,6 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
         else:
             cost += 0 if stride == 0 else 1 if abs(stride) == 1 else 2 if abs(stride) <= 4 else 3
     return cost
-
-
-def walk_vars(e: Expr) -> set:
-    return {n for n in walk(e) if n.op is Op.VAR}
 
 
 def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:

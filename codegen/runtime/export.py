@@ -34,7 +34,7 @@ import numpy as np
 
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
-from ..target import Target, needed_features
+from ..target import needed_features
 from .pickling import specs_of
 
 LIBRARY_FORMAT = 2  # of an exported kernel's .json (1: before size, hash and target were recorded)
@@ -167,17 +167,14 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     _replace(path.with_suffix(".h"), header.encode(), 0o666)
     meta = {"format": LIBRARY_FORMAT, "function": fn, "main": c.meta["main"],
             "library": {"bytes": len(library), "sha256": hashlib.sha256(library).hexdigest()},
-            "target": _target_record(target), **specs,
+            # what ``load`` checks the host against: the triple, CPU and features the code may use
+            "target": {"spec": target.spec, "triple": target.triple, "cpu": target.cpu,
+                       "features": needed_features(target)}, **specs,
             "num_threads": kernel.num_threads, "work": kernel.work, "text": kernel.lowered.text,
             "uses_gomp": c.uses_gomp, "opt_level": c.opt_level}
     _replace(path.with_suffix(".json"), json.dumps(meta, indent=1).encode(), 0o666)
     return str(path)
 
-
-def _target_record(target: Target) -> dict[str, Any]:
-    """What ``load`` checks the host against: the triple, CPU and features the code may use."""
-    return {"spec": target.spec, "triple": target.triple, "cpu": target.cpu,
-            "features": needed_features(target)}
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:

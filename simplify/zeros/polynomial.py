@@ -38,8 +38,8 @@ from .nonzero import assume
 MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
-QUICK_EXPANSIONS = 1  # the budget of a proof tried before the refuter (:func:`_quick`; 2 spent
-#                       its second expansion on the Transformer block's 21 questions for no answer)
+QUICK_EXPANSIONS = 1  # the budget of a proof tried before the refuter (:func:`_quick`)
+
 LAYERS = 3  # the depth of the sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]

@@ -131,14 +131,6 @@ def _bind(program: Program, *operands: Any) -> list:
     return call_p.bind(*operands, program=program)
 
 
-def _impl(*operands: Any, program: Program) -> list:
-    return [jax.numpy.asarray(r) for r in program.run(*(np.asarray(a) for a in operands))]
-
-
-def _abstract(*operands: Any, program: Program) -> list:
-    return program.avals
-
-
 def _lowering(*operands: Any, program: Program) -> list:
     def host(*arrays: np.ndarray) -> list[np.ndarray]:
         return program.run(*arrays)
@@ -209,8 +201,10 @@ def _batch_rule(operands: Sequence[Any], dims: Sequence[Any], *, program: Progra
                   for b, o in zip(bp.outputs, program.outputs)]
 
 
-call_p.def_impl(_impl)
-call_p.def_abstract_eval(_abstract)
+call_p.def_impl(lambda *operands, program: [jax.numpy.asarray(r)
+                                            for r in program.run(*(np.asarray(a) for a in operands))])
+call_p.def_abstract_eval(lambda *operands, program: program.avals)
+
 mlir.register_lowering(call_p, mlir.lower_fun(_lowering, multiple_results=True))
 ad.primitive_jvps[call_p] = _jvp_rule
 ad.primitive_transposes[call_p] = _transpose_rule

@@ -96,10 +96,6 @@ def _reassociable(comb: Any) -> bool:
     return r.op in (Op.ADD, Op.MUL) and {id(x) for x in r.src} == {id(comb.lhs[0]), id(comb.rhs[0])}
 
 
-def _strong_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a * b`` where a zero factor gives zero whatever the other is (``0 * inf = 0``)."""
-    return np.where((a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b))
-
 
 def _in_float64(fn):
     """``fn`` computed in float64 for float32 operands, its result rounded once to float32."""
@@ -218,7 +214,10 @@ class _Grid:
                            Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
                            Op.DATA_INDEX: self._data_index})
         if strong_zero:
-            self.table[Op.MUL] = _lift(lambda n, a, b: _strong_multiply(a, b))
+            # a zero factor gives zero whatever the other is (0 * inf = 0)
+            self.table[Op.MUL] = _lift(lambda n, a, b: np.where(
+                (a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b)))
+
         if rounded_math:
             self.table.update({op: _lift(_in_float64(ARRAY_RULES[op])) for op in ROUNDED_MATH})
         if unsigned_zeros:
