@@ -223,8 +223,8 @@ def _is_const(e: Expr, value: float) -> bool:
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
     """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts reading tensors (a mask)
     tested inside the others.  Choices are eager (``select``) where :func:`.passes.speculate.speculate`
-    finds a mask's safe, and an index condition's where ``value`` is in bounds and cheap (:func:`_eager`).
-    """
+    finds a mask's safe, an index condition's where ``value`` is in bounds and cheap (:func:`_eager`)."""
+
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:

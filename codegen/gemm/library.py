@@ -250,8 +250,8 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 class MicroSteps:
     """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
-    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given, A's at ``ap``.
-    """
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``."""
+
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
                  bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:

@@ -55,8 +55,8 @@ KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the o
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
-    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product without a band.
-    """
+    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
+
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0

@@ -802,9 +802,9 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
 
 def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
                 vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run,
-    ``row[i] = src[at + 2 i]`` where the checked indices are in range, zeros around it and past ``valid``.
-    """
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run, ``row[i] = src[at + 2 i]``
+    where the checked indices are in range, zeros around it and past ``valid``."""
+
     steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))

@@ -44,8 +44,8 @@ def lift(s: isl.Set, like: isl.Set) -> isl.Set:
 def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, isl.Set] | None:
     """``(carry, prev)`` when the sets of ``dom`` (``proj``: its projection onto the outputs) nest along
     output dimension ``pos`` in direction ``step`` (+1: a point extends ``j - 1``): the points whose
-    predecessor is computed and the terms they carry; ``None`` when nothing is or a term leaves the set.
-    """
+    predecessor is computed and the terms they carry; ``None`` if nothing is or a term leaves the set."""
+
     carry = proj.intersect(shift(proj, pos, step))
     prev = shift(dom, pos, step).intersect(lift(carry, dom))
     if prev.is_empty() or not prev.is_subset(dom):

@@ -2,8 +2,8 @@
 
 Each is one compute whose read of the source is indexed by data (``W[I[i], d]``), a ``DATA_INDEX``
 (:class:`tensorad.ir.expr.DataIndex`) of ``mode`` ``"raise"``, ``"clip"`` or ``"wrap"``.  The gradient by
-the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors get no gradient.
-"""
+the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors have none."""
+
 
 from __future__ import annotations
 
