@@ -58,7 +58,6 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
     The options are :class:`.options.Options`'s; ``cache=False`` skips the on-disk cache.
 
-
     A kernel found in the process or on disk (:mod:`.jit.build_key`) is returned without lowering;
     ``kernel.lowered`` lowers on first use."""
     if not isinstance(target, (str, Target)):

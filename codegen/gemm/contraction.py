@@ -113,8 +113,7 @@ class Contraction:
 
     @property
     def k_steps(self) -> int:
-        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or fewer within
-        a :attr:`band`."""
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, fewer in a band."""
         tiles = -(-self.M // self.mr)
         if self.band is None:
             return tiles * self.K
@@ -224,7 +223,6 @@ def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
     """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts reading tensors (a mask)
     tested inside the others.  Choices are eager (``select``) where :func:`.passes.speculate.speculate`
     finds a mask's safe, an index condition's where ``value`` is in bounds and cheap (:func:`_eager`)."""
-
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
@@ -240,8 +238,7 @@ def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
 
 def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
     """Whether computing ``value`` where an index condition fails is safe and cheap: every read in bounds
-    on the box, no transcendental function, reduction, checked gather index or integer division, few
-    nodes."""
+    on the box, no transcendental function, reduction, checked gather index, integer division; few nodes."""
     return (cheap(value, UNARY_MATH | {Op.REDUCE})
             and not any(n.op in _DIVISIONS and n.dtype in INT_DTYPES for n in walk(value))
             and _in_bounds(value, axes))
@@ -380,8 +377,7 @@ def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
                axes: tuple[Expr, ...]) -> Expr | None:
     """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else ``0``; ``None``
     without conditions.  The packed kernel's ``0 * inf`` (a side's guarded zero times the other) is NaN
-    wherever it is wrong, so the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this
-    term."""
+    wherever it is wrong: the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this term."""
     if not cond:
         return None
     value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))

@@ -118,8 +118,7 @@ class LinkPlan:
                 self.on_disk[name] = obj
 
     def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
-        """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (in order of
-        ``todo``)."""
+        """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (``todo``'s order)."""
         return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
                  light(piece[4])) for _, _, _, piece in self.todo]
 
@@ -251,7 +250,6 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 class MicroSteps:
     """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
     at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``."""
-
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
                  bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:

@@ -34,15 +34,13 @@ PTR = ir.PointerType()
 
 
 def packs_a_once(s: Contraction) -> bool:
-    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`) rather than once
-    per column block."""
+    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`), not per block."""
     return a_packed_once(s, s.mr)
 
 
 def packs_b_once(s: Contraction) -> bool:
     """Whether side B is packed once per call rather than once per block: a batched product whose B reads
-    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than there are
-    column blocks."""
+    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than columns do."""
     es = 4 if s.dtype == "float32" else 8
     return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
             and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
@@ -56,7 +54,6 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
     must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
-
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0

@@ -481,11 +481,10 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 
 
 def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs, tables) -> None:
-    """The intervals of the run at ``kk`` where each row of the panel reads in range
-    (``row_lo``, ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of
-    a group's rows (their checked indices' outer parts in ``row_chk``, ``width`` per index):
-    per run, a few vector operations per group and checked index instead of a scalar interval
-    per row."""
+    """The intervals of the run at ``kk`` where each row of the panel reads in range (``row_lo``,
+    ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of a group's rows (their
+    checked indices' outer parts in ``row_chk``, ``width`` per index): per run, a few vector operations
+    per group and checked index."""
     row_chk, row_lo, row_hi, grp_lo, grp_hi = tables
     vt = ir.VectorType(I64, bs)
     zero = ir.Constant(vt, None)
@@ -715,8 +714,7 @@ def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
 
 
 def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
-    """Whether every checked index is in range at outer position ``o`` and reduction position
-    ``kk``."""
+    """Whether every checked index is in range at outer position ``o`` and reduction position ``kk``."""
     flag = entry_alloca(b, I1, "inr")
     b.store(I1(1), flag)
     with loop(b, 0, nchk, name="rd") as d:
@@ -804,7 +802,6 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
                 vw) -> None:
     """Panels of a side read at stride 2 along its outer axes: per ``k`` and run, ``row[i] = src[at + 2 i]``
     where the checked indices are in range, zeros around it and past ``valid``."""
-
     steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))

@@ -161,8 +161,7 @@ class Packer:
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
         """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
         at a time, panel by panel (the source rows stay in L1, each panel written in order).  A full panel
-        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes; another goes run by
-        run."""
+        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes, another run by run."""
         b, em = self.b, self.em
         last = outer[-1]
         # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here

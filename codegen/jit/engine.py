@@ -246,8 +246,7 @@ def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
 
 
 def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
-    """The light pipeline of hand-written vector code: SROA, instruction combining and control-flow
-    simplification."""
+    """The light pipeline of hand-written vector code: SROA, instruction combining, CFG simplification."""
     pb = llvm.create_pass_builder(target_machine(target or host()),
                                   llvm.create_pipeline_tuning_options(speed_level=0))
     mpm = llvm.create_new_module_pass_manager()
@@ -303,8 +302,7 @@ def _contained(rungs: list[Pipeline], step) -> bytes:
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
     """Parse, verify, optimize and compile a module to relocatable object code (``light``: the
-    :func:`promote` pipeline), optimizing in a child process: an LLVM abort costs a retry on the next rung
-    of :func:`ladder`."""
+    :func:`promote` pipeline), optimizing in a child process: an LLVM abort retries a :func:`ladder` rung."""
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)

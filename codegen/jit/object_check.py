@@ -1,11 +1,9 @@
 """A structural check of object code before it is handed to the JIT linker, whose input junk crashes the
-process: a second line after the disk cache's hash (:mod:`.jit.disk_cache`), so that even a forged entry
-is rebuilt.
+process: a second line after the disk cache's hash (:mod:`.jit.disk_cache`): a forged entry is rebuilt.
 
 For ELF: a 64-bit little-endian relocatable file for the host's machine, a section header table inside the
 file with entries of the standard size, and every section that occupies file space inside it.  Mach-O: the
-64-bit magic and a header that fits.  A bundle (:mod:`.jit.module_split`) is sound when it is well formed
-and each part is."""
+64-bit magic and a header that fits.  A bundle (:mod:`.jit.module_split`): well formed, each part sound."""
 
 from __future__ import annotations
 

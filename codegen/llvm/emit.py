@@ -396,8 +396,7 @@ class ModuleEmitter:
     def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
         """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
         per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
-        of a vector body (vector and scalar code may round differently).  A product's trips are its
-        blocks."""
+        of a vector body (vector and scalar code may round differently); a product's: its blocks."""
         first, stop, step = nest.attrs["range"]
         trips = (stop - first + step - 1) // step
         whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
@@ -583,8 +582,7 @@ class ModuleEmitter:
         pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls ``P_main``, so that
         Python builds no pointer array; used only when that offset was verified at import.  A temporary's
         array is one cache line longer than its buffer (:class:`.runtime.kernel.Kernel`) and its pointer
-        is moved up to the next line here, so that threads sharing a parallel loop over it own whole
-        lines."""
+        is moved up to the next line here: threads sharing a parallel loop over it own whole lines."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
         self._glue(fn)
@@ -627,8 +625,7 @@ class ModuleEmitter:
 
     def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill, lo: ir.Value | None = None,
              hi: ir.Value | None = None) -> None:
-        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is
-        not empty)."""
+        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is not empty)."""
         buf = step.buffer
         if buf.size == 0:
             return

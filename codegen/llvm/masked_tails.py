@@ -31,7 +31,6 @@ _LANED = ("float32", "float64", "int32", "int64")
 def masked_tail_width(loop: Loop, target: Target, strides_of) -> int | None:
     """The width to ask of LLVM's vectorizer, its tail folded into masked iterations, for the innermost
     ``loop`` on ``target`` (``strides_of``: element strides), or ``None`` (the module docstring's rule)."""
-
     return short_row_width(loop, target, strides_of) if target.masked_memory else None
 
 

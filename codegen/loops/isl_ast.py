@@ -346,7 +346,6 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
     """isl's AST of the statements, converted.  Statements are tagged ``S0``, ``S1``, ... by order, so
     those differing in names and bodies only give one map; ``scans`` (one ``lower`` call's) keeps the AST
     per map text.  ``budget``: isl operations (and :data:`AST_DIVISIONS`), or :class:`_AstBudgetSpent`."""
-
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)

@@ -303,7 +303,6 @@ class Kernel:
     def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
         """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
         allocated for an output of input ``k``'s exact shape and dtype, passed without the input check."""
-
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):

@@ -1,7 +1,6 @@
 """Strategies of matrix products: the packed micro-kernel, plain, padded, split in halves, per residue
 class (and the same as loops), term by term, and over copied gathered rows; the candidates they share."""
 
-
 from __future__ import annotations
 
 import math

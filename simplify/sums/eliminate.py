@@ -112,8 +112,7 @@ def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]
 def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
               equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
     """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.  ``indices``: the
-    index expressions of the sum's reads; a data-dependent equation is not used for a variable that
-    appears in one."""
+    index expressions of the sum's reads; a data-dependent equation is not used for a variable in one."""
     variables = list(outer) + list(rvars)
     sharing = ctx is not None and ctx.share_plans and not equations
     shape = shape_key(variables, affine) if sharing else None
@@ -255,8 +254,7 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
 def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
     """The non-affine guard of a planned sum as ``(outer, inner)`` (``inner``: ``True`` when nothing
     nests): the substituted equations' range guards keep the residual conjuncts' reads in bounds, and a
-    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both
-    sides)."""
+    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both)."""
     guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
     rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
     memo: dict = {}

@@ -484,8 +484,7 @@ def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]
 
 
 def _linear_in(e: Expr, read: Expr) -> bool:
-    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators
-    and negations only."""
+    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators, negations."""
     while e is not read:
         if e.op is Op.NEG:
             e = e.src[0]

@@ -10,8 +10,7 @@
   ``if_then_else(cond, e', 0)``.
 * other reductions are simplified, and an empty domain becomes the identity.
 
-Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read in bounds only where the
-guard holds."""
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read in bounds only under them."""
 
 from __future__ import annotations
 

@@ -91,7 +91,6 @@ NZ_RULES = {
 }
 for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
     NZ_RULES[_op] = lambda n, *a: TRUE                 # may be nonzero anywhere
-
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
 

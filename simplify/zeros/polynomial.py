@@ -39,7 +39,6 @@ MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
 QUICK_EXPANSIONS = 1  # the budget of a proof tried before the refuter (:func:`_quick`)
-
 LAYERS = 3  # the depth of the sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]
@@ -567,8 +566,7 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
 def unscaled(e: Expr) -> Expr:
     """A float sum ``sum(c * f)``, ``sum(f * c)`` or ``sum(-f)`` (``c`` a finite nonzero constant,
-    repeatedly) as ``sum(f)``, zero exactly when it is: one proof answers all.  Anything else is returned
-    as it is."""
+    repeatedly) as ``sum(f)``, zero exactly when it is: one proof answers all.  Anything else as it is."""
     if e.op is not Op.REDUCE or len(e.src) != 2 or e.arg.combiner.kind != "sum" or not dt.is_float(e.dtype):
         return e
     body = e.src[1]

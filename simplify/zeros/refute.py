@@ -433,8 +433,7 @@ class Refuter:
         return found
 
     def _points(self, e: Expr, env: dict):
-        """``(environment, memo)`` for each sample point of the reduction's axes where its
-        condition holds."""
+        """``(environment, memo)`` for each sample point of the reduction's axes where its condition holds."""
         axes, cond = e.arg.axes, e.src[0]
         always = cond.op is _CONST  # (most sums' condition: tested once)
         if always and not self._eval(cond, env, {}):

@@ -78,8 +78,7 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
 
 
 def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
-    """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once
-    per read)."""
+    """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once per read)."""
     count, reads = 0.0, []
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
@@ -94,8 +93,7 @@ def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
 
 
 def _inlinable(t: Tensor) -> bool:
-    """Whether a reader of ``t`` may see ``t``'s body inlined: an elementwise compute that is
-    not ``Role.SAVED``."""
+    """Whether a reader of ``t`` may see ``t``'s body inlined: an elementwise compute not ``Role.SAVED``."""
     return isinstance(t.op, ComputeOp) and not t.op.is_reduction and t.op.provenance.role is not Role.SAVED
 
 
@@ -552,8 +550,7 @@ class AdjointBuilder:
         sum: the value is ``Y`` itself, and ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a
         power of two above the box's size, holds the ties ``T = A % K`` and, when ``T == 1``, the lone
         winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
-        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` when ``A`` could pass an
-        int32."""
+        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
         size = _box_size(body.arg.axes)
         scale = 1 << size.bit_length()

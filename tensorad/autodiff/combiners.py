@@ -178,8 +178,7 @@ def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
 
 def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side that
-    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (whose quotient is the
-    mean tangent)."""
+    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (quotient: the mean)."""
     found = comb.derived.get("mean")
     if found is not None:
         return found

@@ -24,8 +24,7 @@ def unguarded_reads(source: Expr) -> set[Expr]:
 
 
 def unchecked(e: Expr) -> Expr:
-    """``e`` with its ``mode="raise"`` gather indices clipped instead (see the module
-    docstring)."""
+    """``e`` with its ``mode="raise"`` gather indices clipped instead (see the module docstring)."""
     def rule(n: Expr) -> Expr | None:
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))

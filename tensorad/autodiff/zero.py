@@ -138,8 +138,7 @@ def mul(a: Tangent, b: Tangent) -> Tangent:
 
 
 def div(a: Tangent, b: Expr) -> Tangent:
-    """``a / b``; the zero branches of a select numerator stay strong zeros (``0 / 0`` there
-    would be NaN)."""
+    """``a / b``; the zero branches of a select numerator stay strong zeros (not ``0 / 0 = NaN``)."""
     if a is ZERO:
         return ZERO
     return _push(a, lambda x: x / b)

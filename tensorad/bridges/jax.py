@@ -204,7 +204,6 @@ def _batch_rule(operands: Sequence[Any], dims: Sequence[Any], *, program: Progra
 call_p.def_impl(lambda *operands, program: [jax.numpy.asarray(r)
                                             for r in program.run(*(np.asarray(a) for a in operands))])
 call_p.def_abstract_eval(lambda *operands, program: program.avals)
-
 mlir.register_lowering(call_p, mlir.lower_fun(_lowering, multiple_results=True))
 ad.primitive_jvps[call_p] = _jvp_rule
 ad.primitive_transposes[call_p] = _transpose_rule
@@ -363,8 +362,7 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 class JaxOp:
     """``fn`` (tensorad over placeholders) as a JAX function on arrays of any shapes: one
     :class:`JaxFunction` per signature (shapes, JAX dtypes, static keyword values), made on its first call
-    (or trace) and kept in a bounded LRU cache (``signatures``).  A 64-bit program needs
-    ``jax_enable_x64``."""
+    (or trace), kept in a bounded LRU cache (``signatures``).  A 64-bit program needs ``jax_enable_x64``."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",

@@ -44,8 +44,7 @@ class SignatureCache(Generic[V]):
         return self._entries.get(key)
 
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
-        """The entry for ``key``, made on a miss; the least recently used one past the bound is
-        dropped."""
+        """The entry for ``key``, made on a miss; the least recently used one past the bound is dropped."""
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)

@@ -85,8 +85,7 @@ class TorchFunction:
         return self
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
-        """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
-        (default: all)."""
+        """The operator pair computing the gradients of the ``wrt`` tensors ``needs`` flags (default: all)."""
         mask = tuple(needs) if needs is not None else (True,) * len(self.function.wrt)
         op = self._operators.get(mask)
         if op is None:
@@ -322,8 +321,7 @@ class TorchOp:
     call and kept in a bounded LRU cache (``signatures``).  Under ``torch.compile(fullgraph=True)`` a new
     signature is made while the graph is traced; sizes are specialized, so each new shape is a new graph
     (as ``dynamic=False``).  A compiled graph names its operator pair by key: the signature must still be
-    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model may alternate
-    between)."""
+    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model alternates among)."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",

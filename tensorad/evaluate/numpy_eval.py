@@ -217,7 +217,6 @@ class _Grid:
             # a zero factor gives zero whatever the other is (0 * inf = 0)
             self.table[Op.MUL] = _lift(lambda n, a, b: np.where(
                 (a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b)))
-
         if rounded_math:
             self.table.update({op: _lift(_in_float64(ARRAY_RULES[op])) for op in ROUNDED_MATH})
         if unsigned_zeros:
@@ -429,8 +428,7 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
 def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                  identity: Any) -> np.ndarray:
     """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first: partial
-    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a sum regrouped
-    over its axes)."""
+    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a regrouped sum)."""
     acc = np.where(mask, s, np.asarray(identity, s.dtype))
     everywhere = np.ones((), bool)
     for p in reversed(pos):

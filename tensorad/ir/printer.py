@@ -224,8 +224,7 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
     """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.  ``namer``:
-    a :class:`Namer` shared with other printouts (``tensorad show``), so that a name means one tensor in
-    all of them."""
+    a :class:`Namer` shared with other printouts (``tensorad show``): a name means one tensor in all."""
     namer = Namer() if namer is None else namer
     # the tensor, then the tensors it reads in order of appearance, depth-first (pre-order)
     order = walk_along(tensor, lambda t: op_reads(t.op)[::-1] if isinstance(t.op, ComputeOp) else ())

@@ -30,8 +30,7 @@ class MissingRuleError(NotImplementedError):
 
 def walk(root: Expr) -> Iterator[Expr]:
     """Every distinct node under ``root``, operands before users (post-order), each pushed once on a stack
-    of operand iterators.  Inside :func:`kept_walks` a root's order is kept after its first walk and read
-    back after."""
+    of operand iterators.  Inside :func:`kept_walks` a root's order is kept from its first walk on."""
     memo = _KEPT.get()
     if memo is None or not root.src:
         return _walk(root)
@@ -345,8 +344,7 @@ def op_reads(op: ComputeOp) -> list[Tensor]:
 
 def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list[Tensor]:
     """Every tensor the outputs depend on (themselves included), producers before consumers, in a
-    depth-first post-order following reads in order of appearance.  Tensors in ``stop`` are included but
-    not expanded."""
+    depth-first post-order following reads in order of appearance; those in ``stop`` are not expanded."""
     stop = set(stop)
     order: dict[Tensor, None] = {}
     done_ops: set = set()

@@ -169,8 +169,7 @@ class IndexSpace:
     # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
-        as possibly true (a superset), and under ``NOT`` as possibly false.  Iterative and memoized like
-        :meth:`aff`."""
+        as possibly true (a superset), under ``NOT`` as possibly false.  Iterative, memoized (:meth:`aff`)."""
         memo = self._cond_memo
         root = (c, exact, True)
         stack: list[tuple[tuple[Expr, bool, bool], bool]] = [(root, False)]

@@ -4,7 +4,6 @@ Each is one compute whose read of the source is indexed by data (``W[I[i], d]``)
 (:class:`tensorad.ir.expr.DataIndex`) of ``mode`` ``"raise"``, ``"clip"`` or ``"wrap"``.  The gradient by
 the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors have none."""
 
-
 from __future__ import annotations
 
 from math import prod

@@ -3,8 +3,7 @@
 Both are gathers with quasi-affine indices, which the optimizer inverts exactly with isl: the transposed
 convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact (a ``where`` condition), so
 its work is the true number of products; bilinear upsampling's source coordinate is a ratio of integer
-expressions, so its floor and fraction are integer arithmetic and the clamped edges ``if_then_else``
-cases."""
+expressions: its floor and fraction are integer arithmetic, the clamped edges ``if_then_else`` cases."""
 
 from __future__ import annotations
 

@@ -127,8 +127,7 @@ class Shared:
 
 def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
                  worth: Callable[[Expr], bool]) -> Shared:
-    """The programs rewritten to read the values worth sharing (unchanged, with no values, when
-    none qualifies)."""
+    """The programs rewritten to read the values worth sharing (unchanged, no values, if none qualifies)."""
     forward = tensor_graph(outputs)
     forward_set = set(forward)
     fwd_ops = list(dict.fromkeys(t.op for t in forward if isinstance(t.op, ComputeOp)))
