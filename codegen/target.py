@@ -230,8 +230,7 @@ def host_features() -> dict[str, bool]:
 def needed_features(target: Target) -> list[str]:
     """The CPU features (LLVM's names, sorted) that code for ``target`` may use: the host's for
     ``"llvm"``; else those ``-mattr`` switches on and, on x86, those the probe showed (LLVM reports
-    neither what a CPU name implies nor what switching a feature off takes).  Tuning preferences are left
-    out."""
+    neither what a CPU name implies nor what switching a feature off takes); no tuning preferences."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
     on: dict[str, bool] = {}
@@ -364,8 +363,7 @@ def _host_line_and_page() -> tuple[int, int]:
 
 
 def default_num_threads() -> int:
-    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry when set, else the CPUs this
-    process may run on."""
+    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry if set, else the usable CPUs."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env:
         try:

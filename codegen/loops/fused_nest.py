@@ -69,8 +69,7 @@ def _pointwise(u, tau, member, split=None) -> bool:
 def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
     """Per member ``(unit, tau, statements, bodies, split)``: the position of the earlier member whose
     inner loops it shares, or ``None`` (``alias``: a unit's op -> the op it writes for).  Consecutive
-    elementwise members of one shape share when each reads the run's earlier members only at its own
-    point."""
+    elementwise members of one shape share when each reads the run's earlier members at its point only."""
     alias = alias or {}
     runs: list[list[int]] = []
     run: list[int] = []
@@ -120,8 +119,7 @@ def shared_reductions(members: list, accumulators: list, epilogues: list,
     reductions whose statements run in the same loops, none reading what an earlier one computes, share
     them (a layer norm's backward sums ``H * xhat * gamma`` and ``H * gamma`` in one loop).  Each member's
     statements keep their order (the member index is the schedule's last dimension).  A fused epilogue
-    (``epilogues``) may read an earlier member's result only where the update is the only statement in a
-    loop."""
+    (``epilogues``) may read an earlier member's result only where the update is alone in a loop."""
     alias = alias or {}
     out: dict[int, int] = {}
     run: list[int] = []

@@ -144,8 +144,7 @@ class AstConverter:
 
     def outer(self, box: list[tuple[int, int]], inner) -> tuple:
         """The loops over the leading time dimensions ``box`` (``(lo, hi)`` each) around ``inner()``, the
-        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`
-        converts isl's."""
+        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`'s."""
         if not box:
             return inner()
         dim = self.offset - len(box)

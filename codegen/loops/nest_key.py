@@ -5,8 +5,7 @@ first appearance), keeping everything that reaches its LLVM function: statements
 steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
 strides, the accumulators' dtypes, and whether it is parallel.  Names, notes, work and owners are left
 out.  :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto
-its parameters (``order``).  A nest the key cannot spell (an unknown payload, a micro-kernel's ``gemm``)
-has no key."""
+its parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 

@@ -176,8 +176,7 @@ FUSE_BELOW = 8
 
 def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
     """Scan the first two output axes as one loop (time ``a0 * E1 + a1``) when the first is too short to
-    share among threads, and a third time dimension scanning an axis stays inside (keeping the innermost
-    unit stride)."""
+    share among threads, and a third time dimension scanning an axis stays inside (innermost unit stride)."""
     def axis(t):
         return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
 
@@ -228,8 +227,7 @@ def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: in
 
 
 def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:
-    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as it
-    stand)."""
+    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as they stand)."""
     out = []
     for st in stmts:
         if axis not in st.vars:

@@ -194,8 +194,7 @@ class Kernel:
     The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
     *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
     makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
-    ``release_workspace()`` now.  ``num_threads`` (settable) is the number of threads of each parallel
-    loop."""
+    ``release_workspace()`` now.  ``num_threads`` (settable): the threads of each parallel loop."""
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:

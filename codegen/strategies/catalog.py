@@ -1,6 +1,5 @@
 """The registered code-generation strategies (:mod:`.strategies.registry`), in order: among candidates of
-equal cost the one registered first wins.  A strategy is a class in its kind's module and a place in this
-list."""
+equal cost the one registered first wins.  A strategy is a class in its kind's module and a place here."""
 
 from __future__ import annotations
 

@@ -316,8 +316,7 @@ class TapAccumulators(_Taps):
 
 class TapStencil(_Taps):
     """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
-    (:func:`.strategies.stencil.unroll_taps`), its interior a vectorized loop with the taps' factors in
-    registers."""
+    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers."""
 
     name = "stencil"
 
