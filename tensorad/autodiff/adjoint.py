@@ -56,8 +56,7 @@ def recomputes_exactly(expr: Expr, inlined: bool = False) -> bool:
 
 def roundings(expr: Expr, inlined: bool = False) -> float:
     """The number of rounding float operations of ``expr``, counted up to 2 (a math function counts 2);
-    ``inlined``: with those of the elementwise tensors it reads, each counted once, with a work list (no
-    recursion on long chains)."""
+    ``inlined``: with those of the elementwise tensors it reads, each counted once (iteratively)."""
     own, reads = _own_roundings(expr, inlined)
     if not reads:
         return own
@@ -394,8 +393,7 @@ class AdjointBuilder:
         points by value).  The backward then reads neither ``W`` nor ``T``; the scatter tests
         ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative under its
         ``guards``.  ``None`` when :meth:`_landing` declines the form, and for a running reduction
-        (:func:`_running`), whose scan stores ``W`` and ``T`` at every output: the scatter reads them,
-        one pass over the outputs fewer."""
+        (:func:`_running`), whose scan stores ``W`` and ``T`` at every output: the scatter reads them."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]

@@ -48,8 +48,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 
 def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
           optimizer: Optimizer | None) -> list[Tensor]:
-    """The jvp of each of ``outputs`` in one pass over their common graph: a tensor several outputs depend
-    on gets one tangent."""
+    """The jvp of each of ``outputs`` in one pass over their common graph (one tangent per tensor)."""
     dot: dict[Tensor, Tensor] = {}
     gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
     for x, v in zip(inputs, tangents):

@@ -5,8 +5,7 @@ Tensors between ``output`` and the inputs are visited consumers first; each one'
 Only tensors on a path from an input to ``output`` are differentiated; other inputs get zero tensors.
 
 ``head`` is ``output``'s adjoint; ``None`` means the identity.  ``override`` maps a tensor to
-``fn(tensor, input, adj_tensor)``, replacing its derivative rule.  ``optimizer`` is applied to every
-adjoint as soon as it is complete."""
+``fn(tensor, input, adj_tensor)``, replacing its derivative rule; ``optimizer`` runs on each whole adjoint."""
 
 from __future__ import annotations
 

@@ -96,8 +96,7 @@ GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate belo
 
 def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
     """Whether a zero-branch gate is reached from ``e`` through float selects, negations, sums and
-    differences within ``depth`` levels (``abs``'s tangent nests its operand's in two selects; a product's
-    tangent is a sum of two)."""
+    differences within ``depth`` levels (``abs``'s tangent nests its operand's in two selects)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:

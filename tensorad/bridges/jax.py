@@ -276,8 +276,7 @@ def _as_list(parts: tuple[list, list]) -> list:
 
 
 class JaxFunction:
-    """A callable on JAX arrays (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it."""
+    """A callable on JAX arrays (see the module docstring); ``.function``: the :class:`Function` behind it."""
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",

@@ -2,8 +2,7 @@
 is traced on, and the bounded cache of what each signature compiled to.
 
 A decorated function is compiled once per signature (shapes, dtypes and static keyword values) into a
-:class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``, an evicted one
-no longer referenced from here."""
+:class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``."""
 
 from __future__ import annotations
 

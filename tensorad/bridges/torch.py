@@ -128,8 +128,7 @@ class TorchFunction:
 
 
 class _Operator:
-    """One operator pair (forward, backward) for one ``Function``, reached by the generic
-    operators through its ``key``."""
+    """One operator pair (forward, backward) for one ``Function``, reached by the generic operators by key."""
 
     def __init__(self, function: Function, name: str, policy: Policy, build_options: dict) -> None:
         self.function = fn = function
@@ -235,8 +234,7 @@ class _Operator:
 
 def _array(t: torch.Tensor) -> Any:
     """A tensor's memory as a NumPy array (``.numpy()``: the cheapest view of a CPU tensor), or the
-    detached tensor where NumPy has no view of it (bfloat16, another device: the kernel's DLPack
-    path views it or says why not)."""
+    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path)."""
     t = t.detach()
     try:
         return t.numpy()

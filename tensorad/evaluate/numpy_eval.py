@@ -471,8 +471,7 @@ def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) ->
 
 
 def _widest_reduction(bodies: Sequence[Expr]) -> int:
-    """The most reduce points an array of the bodies spans per outer point: the product of the extents of
-    the reductions nested along one path."""
+    """The most reduce points an array of the bodies spans per outer point (nested reductions' extents)."""
     width: dict[Expr, int] = {}
     for b in bodies:
         for node in walk(b):  # (operands first)
@@ -485,8 +484,7 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 def exact_indices(body: Expr) -> Expr:
     """``body`` with the int32 constants of its read indices made int64, outside gathers: a read's index
-    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere wraps.  What lies
-    under a ``DATA_INDEX`` is data."""
+    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere (data) wraps."""
     memo: dict[tuple[Expr, bool], Expr] = {}
     stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
     while stack:
