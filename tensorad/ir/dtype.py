@@ -62,8 +62,7 @@ def round_to(value: float, dtype: str) -> float:
 
 def float_to_int(values, dtype: str):
     """Float ``values`` (an array or a scalar) converted to the integer ``dtype`` as generated code does
-    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (NumPy's ``astype`` leaves
-    out-of-range values undefined)."""
+    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (unlike NumPy's ``astype``)."""
     info = np.iinfo(dtype)
     a = np.asarray(values, np.float64)
     with np.errstate(invalid="ignore"):

@@ -411,8 +411,7 @@ def widen(x: Expr) -> Expr:
 
 
 def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
-    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype);
-    half operands compute in float32."""
+    """Both operands as Exprs of one dtype (Python scalars adopt the other's); halves compute in float32."""
     if not isinstance(a, Expr):
         b = widen(as_expr(b))
         a = as_expr(a, b.dtype)

@@ -24,8 +24,7 @@ Rule = Callable[[Expr], "Expr | None"]
 
 
 class MissingRuleError(NotImplementedError):
-    """A rule table has no entry for an op: a clear error instead of a wrong answer (tests walk the
-    :class:`Op` enum over every table)."""
+    """A rule table has no entry for an op: a clear error, not a wrong answer (tests walk :class:`Op`)."""
 
 
 def walk(root: Expr) -> Iterator[Expr]:
@@ -236,8 +235,7 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
 
 
 def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
-    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and the rebuilt
-    nodes are shared between the calls."""
+    """:func:`substitute` with one ``mapping`` for many roots, checked once, the rebuilt nodes shared."""
     if not mapping:
         return lambda root: root
     if not any(k.src for k in mapping):

@@ -104,8 +104,7 @@ class IndexSet:
         raise ValueError(f"{v} is not a variable of this set")
 
     def solve(self, v: Expr) -> Solution | None:
-        """``v`` as a function of the other variables, if the set determines it (``None`` for
-        an empty set: nothing to determine)."""
+        """``v`` as a function of the other variables, if the set determines it (``None`` if empty)."""
         k = self._pos(v)
         if self.set.is_empty():
             return None

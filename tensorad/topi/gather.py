@@ -56,8 +56,7 @@ def take(x: Tensor, indices: Tensor, axis: int | None = None, mode: str = "raise
 
 def index_select(x: Tensor, indices: Tensor, axis: int = 0, mode: str = "raise",
                  name: str = "index_select") -> Tensor:
-    """``torch.index_select(x, axis, indices)`` for a 1-d ``indices``: ``x``'s shape with
-    ``axis`` of length ``len(indices)``."""
+    """``torch.index_select(x, axis, indices)`` for a 1-d ``indices``: ``axis`` of length ``len(indices)``."""
     _check(x, indices, mode, name)
     if indices.ndim != 1:
         raise ValueError(f"{name}: indices must be 1-d, got shape {indices.shape}")

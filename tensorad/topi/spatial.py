@@ -103,9 +103,8 @@ def upsampling(x: Tensor, scale_factor: Any, method: str = "nearest", align_corn
                name: str = "upsampling") -> Tensor:
     """Upsampling of the last two axes (H, W) of ``X`` by integer factors.
 
-    ``method="nearest"``: ``Y[..., y, x] = X[..., y // sh, x // sw]``; ``method="bilinear"``:
-    as ``torch.nn.functional.interpolate(mode="bilinear", align_corners=...)``, computed
-    separably (along H, then along W)."""
+    ``method="nearest"``: ``Y[..., y, x] = X[..., y // sh, x // sw]``; ``method="bilinear"``: as
+    ``torch.nn.functional.interpolate(mode="bilinear", align_corners=...)``, along H, then along W."""
     check_tensor(x, name, "X")
     if x.ndim < 2:
         raise ValueError(f"{name}: X must have at least 2 axes [..., H, W], got shape {x.shape}")

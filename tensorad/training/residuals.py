@@ -101,8 +101,7 @@ class ResidualPlan:
 
     @cached_property
     def sources(self) -> tuple[tuple[str, int], ...]:
-        """Where each residual comes from: ``("input", i)``, ``("output", k)``, ``("extra", j)``
-        (found once: a call only reads it)."""
+        """Where each residual comes from: ``("input", i)``, ``("output", k)`` or ``("extra", j)``."""
         extras: dict[Tensor, int] = {}
         outputs: dict[Tensor, int] = {}
         for j, t in enumerate(self.extras):

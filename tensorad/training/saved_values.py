@@ -66,8 +66,7 @@ class _Speller:
 
 
 def _lazy_free_nodes(body: Expr) -> list[Expr]:
-    """The nodes of ``body`` that run wherever the body runs: not under a lazy choice's branches,
-    not in a reduction's condition."""
+    """The nodes of ``body`` that run wherever it runs: not under a lazy choice or in a reduction's where."""
     def unconditional(n: Expr) -> tuple[Expr, ...]:
         if n.op is Op.IF_THEN_ELSE:
             return n.src[:1]  # the condition runs; the branches only where chosen
