@@ -92,8 +92,7 @@ def _cast_gate(n: Expr, a: Expr) -> Expr | None:
 
 
 def _half_round_trip(n: Expr, a: Expr) -> Expr | None:
-    """``bfloat16(float32(h)) = h`` for any half value ``h`` (a rounding cast or a read of a half tensor):
-    float32 holds every half value."""
+    """``bfloat16(float32(h)) = h`` for any half value ``h`` (a rounding cast or a read of a half tensor)."""
     if dt.is_half(n.dtype) and a.op is Op.CAST and a.dtype == "float32" and a.src[0].dtype == n.dtype:
         return a.src[0]
     return None

@@ -51,8 +51,7 @@ MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are n
 
 
 def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
-    """An isl space over ``variables``: the call's own (its conversions kept) when there is a
-    context, else a fresh one."""
+    """An isl space over ``variables``: the call's own (its conversions kept) given a context, else new."""
     return IndexSpace(variables) if ctx is None else ctx.space(variables)
 
 

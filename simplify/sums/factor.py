@@ -171,8 +171,7 @@ def _count(red: Expr) -> int | None:
 
 def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     """Where the domain of ``red`` has a point, as a condition on ``axes`` (``TRUE``: everywhere), or
-    ``None`` when isl cannot tell; only the variables the condition mentions enter the set, and the answer
-    is memoized under that key."""
+    ``None`` when isl cannot tell; only the variables the condition mentions enter the set (the memo key)."""
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
@@ -227,8 +226,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
                     ReduceArg(red.arg.combiner, rvars, 0))
 
     def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
-        """The axes a bracket depends on (then the ``outer`` sum variables it reads): a
-        bracket is a tensor over those only."""
+        """The axes a bracket depends on (then the ``outer`` sum variables it reads): its tensor's axes."""
         free = set(walk(body))
         ax = tuple(a for a in axes if a in free)
         dropped = [a for a in axes if a not in free]
@@ -617,8 +615,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
-    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt to read the new
-    ones, producers first (no recursion)."""
+    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt, producers first."""
     from tensorad.ir.rewrite import reads, replace_reads
 
     def deps(op: ComputeOp) -> list[Tensor]:

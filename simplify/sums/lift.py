@@ -72,8 +72,7 @@ def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None
 
 def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
                  split: bool = True, ctx=None) -> Expr:
-    """A sum-reduction body rewritten as the module docstring says; ``make(name, axes, body)`` creates a
-    tensor for a split-off term."""
+    """A sum-reduction body rewritten as the module docstring says; ``make(name, axes, body)``: a new term."""
     cond, src = simplify_expr(red.src[0], ctx), simplify_expr(red.src[1], ctx)
     rvars = list(red.arg.axes)
     if cond is FALSE or is_zero(src):

@@ -101,8 +101,7 @@ class _Parts:
 
 
 def _parts(red: Expr, ctx=None) -> _Parts | None:
-    """``red``'s summand split as :class:`_Parts`, or ``None`` when it is not one masked term
-    or nothing would move out."""
+    """``red``'s summand split as :class:`_Parts`, or ``None`` (not one masked term, or nothing moves out)."""
     bound = frozenset(red.arg.axes)
     outer = _single_term(red.src[1], bound)
     if outer is None or len(outer[1]) != 1 or not _mask(outer[1][0]):

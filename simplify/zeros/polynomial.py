@@ -542,8 +542,7 @@ class _Builder:
                     ReduceArg(e.arg.combiner, tuple(names), 0))
 
     def product(self, m: Mono, dtype: str) -> Expr:
-        """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
-        their variant factors)."""
+        """:func:`_product_expr`, once per monomial in a conversion (sums of one source share factors)."""
         key = (m, dtype)
         found = self.products.get(key)
         if found is None:
