@@ -73,8 +73,7 @@ class Contraction:
 
     def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
         """``(stride, first)``: the stride in C's buffer (axes stepping by ``strides``) of each axis of
-        the product, and the offset of its first point (a split axis ``f = F g + j`` steps by ``F`` rows
-        along ``g`` and one along ``j``)."""
+        the product, and the offset of its first point (split ``f = F g + j``: ``F`` rows per ``g``)."""
         stride: dict[Expr, int] = {}
         first = 0
         for e, st in zip(self.c_at, strides):
@@ -281,8 +280,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
     """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or ``% F`` (``F``
-    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped
-    convolution: one product per group)."""
+    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped conv)."""
     found: dict[tuple[Expr, int], None] = {}
     for n in walk(red):
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:

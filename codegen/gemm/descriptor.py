@@ -91,8 +91,7 @@ class SidePlan:
 
 
 def runs(axes, coefs, stride: int = 1) -> int:
-    """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last
-    axis steps otherwise)."""
+    """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last axis does not)."""
     if not axes or coefs[-1] != stride:
         return 0
     run = axes[-1].extent

@@ -124,8 +124,7 @@ class LinkPlan:
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
         """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
-        not linked yet, and record in ``linked`` how each was obtained (``"process"``, ``"disk"`` or
-        ``"compiled"``)."""
+        not linked yet, and record in ``linked`` how each came (``"process"``, ``"disk"``, ``"compiled"``)."""
         origins = {name: "process" for name in self.wanted}
         objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
         for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
@@ -151,8 +150,7 @@ def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] 
 
 
 def _level(part) -> int:
-    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (see
-    :func:`light`), none for the others."""
+    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (:func:`light`), else 0."""
     return 1 if part != "core" and part[1] == gd.COPY2 else 0
 
 

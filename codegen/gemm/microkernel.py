@@ -210,8 +210,7 @@ class GemmEmitter:
 
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: a complete block of C (batch point
-        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), and only a block with
-        one repaired (:meth:`_repairer`)."""
+        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])

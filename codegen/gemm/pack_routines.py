@@ -483,8 +483,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs, tables) -> None:
     """The intervals of the run at ``kk`` where each row of the panel reads in range (``row_lo``,
     ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of a group's rows (their
-    checked indices' outer parts in ``row_chk``, ``width`` per index): per run, a few vector operations
-    per group and checked index."""
+    checked indices' outer parts in ``row_chk``, ``width`` per index)."""
     row_chk, row_lo, row_hi, grp_lo, grp_hi = tables
     vt = ir.VectorType(I64, bs)
     zero = ir.Constant(vt, None)
@@ -773,8 +772,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
     """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
-    the run's vectors unrolled, each under a test of ``n`` decided before the rows, then its rest as
-    :func:`copy` ends a run."""
+    the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as :func:`copy`."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nvec = b.sdiv(n, I64(vw))

@@ -92,8 +92,7 @@ def _is_zero(e: Expr) -> bool:
 
 def _masked_copy(side: Expr) -> Padding | None:
     """An unpadded copy of ``side`` when it is a masked pointwise value
-    (``if_then_else(Y[idx] > 0, H[idx], 0)``), so that the packers read plain values instead of testing
-    the mask once per column block."""
+    (``if_then_else(Y[idx] > 0, H[idx], 0)``): the packers read plain values, not the mask per block."""
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
     read = pointwise_read(side)

@@ -66,8 +66,7 @@ def _find(module: str) -> str | None:
 
 def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | None]) -> set[str]:
     """The ``tensorad`` modules the source ``text`` of ``module`` uses: for ``from P import a, b`` the
-    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (a package's initializer is followed
-    only where names are taken from it)."""
+    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (whose initializer is then followed)."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for dots, name, names in _statements(_FROM, text):
