@@ -156,8 +156,7 @@ def toolchain() -> str:
 
 
 def fingerprint(target: Target | None = None) -> str:
-    """What besides the program determines the machine code: the target (triple, CPU,
-    features) and :func:`source_hash`."""
+    """What besides the program determines the machine code: the target and :func:`source_hash`."""
     return "|".join([(target or host()).key, source_hash()])
 
 
@@ -258,8 +257,7 @@ def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
-    :func:`promote` pipeline."""
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or :func:`promote`'s."""
 
     level: int
     slp: bool = True

@@ -267,8 +267,7 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process plus those of the children it has waited for (the compile children,
-    which ``time.process_time`` misses)."""
+    """CPU seconds of this process plus those of the children it has waited for (the compile children)."""
     import time
 
     if resource is None:

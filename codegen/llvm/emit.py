@@ -357,8 +357,7 @@ class ModuleEmitter:
         return out
 
     def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
-        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop
-        (see the module docstring)."""
+        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
         fn.attributes.add("nounwind")
         self._glue(fn)

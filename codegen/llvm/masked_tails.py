@@ -75,8 +75,7 @@ def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:
 
 def pointwise(loop: Loop, read_in_nest) -> bool:
     """Whether each tensor ``loop``'s statements read is read at one index only (a copy, a mask, an
-    elementwise function; not a stencil), and nothing in its nest reads what it stores
-    (``read_in_nest(tensor)``)."""
+    elementwise function; not a stencil), and nothing in its nest reads what it stores (``read_in_nest``)."""
     if any(read_in_nest(s.buffer.tensor) for s in loop.body):
         return False
     reads: dict = {}

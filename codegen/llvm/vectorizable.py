@@ -82,8 +82,7 @@ def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Val
 
 
 def _reduction(value, loads: list) -> bool:
-    """``value`` is ``op(load slot, x)`` with ``op`` one LLVM reduces, and that load the slot's
-    only one in the loop."""
+    """``value`` is ``op(load slot, x)`` with ``op`` one LLVM reduces, that load the slot's only one."""
     if len(loads) != 1 or not isinstance(value, ir.Instruction):
         return False
     (load,) = loads

@@ -91,8 +91,7 @@ def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | N
 
 def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Target) -> AxisSplit | None:
     """The split an elementwise unit (:class:`.loops.nest_groups.Unit`) is lowered with: its own digit
-    split, plus its last two axes as one loop when :func:`coalesce_split` allows and neither is in ``tau``
-    (its fused nest's prefix)."""
+    split, plus its last two axes as one loop when :func:`coalesce_split` allows and neither is in ``tau``."""
     op, plan = unit.op, unit.plan
     if not isinstance(plan, PointwiseNest):
         return None

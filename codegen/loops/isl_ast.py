@@ -73,8 +73,7 @@ def _loop_name(s: PolyStmt, d: int) -> str | None:
 
 def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap,
                ranges: list[tuple[int, int]] | None = None) -> list[tuple[str, int, int]]:
-    """Per time dimension, a default loop name and the range of its values (``ranges``: those known
-    already, :func:`_time_ranges`)."""
+    """Per time dimension, a default loop name and the range of its values (``ranges``: those known)."""
     ndim = max(len(s.schedule) for s in stmts)
     ranges = _time_ranges(umap, ndim) if ranges is None else ranges
     return [(next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t"), *ranges[d])
@@ -314,8 +313,7 @@ _BUDGETED = _BudgetContexts()
 
 def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
     """isl's AST of ``umap``; with a ``budget``, built in this thread's budget context
-    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``), the budget
-    lifted once the build is over."""
+    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``) until done."""
     def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
         build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
         return build.node_from_schedule_map(umap)
