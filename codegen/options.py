@@ -1,5 +1,4 @@
-"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks: every option's type and
-range, before any work.
+"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks before any work.
 
 A bad option is a clear error naming the option, what it must be and what it got, never a hang or a crash
 later.  Checks that need the product's shape and dtype are in :func:`.gemm.contraction.check_tile`; the

@@ -291,8 +291,7 @@ def walk_stmts(stmts: tuple):
 
 
 def stmt_exprs(s) -> tuple:
-    """The expressions of one statement, not those of the statements inside it (bounds, a
-    condition, indices and values)."""
+    """The expressions of one statement (bounds, a condition, indices, values), not of those inside it."""
     if isinstance(s, Loop):
         return (s.lo, s.hi)
     if isinstance(s, If):

@@ -121,8 +121,7 @@ MIN_STRIP = 64
 
 def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
     """Elements of the output strip the buffer form accumulates at once: a one-axis output is cut into
-    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, each of whole
-    ``line``-byte cache lines."""
+    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, of whole lines."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:

@@ -366,6 +366,5 @@ def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
 
 
 def count_work(body: tuple) -> int:
-    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), as
-    an exact Python int."""
+    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), an exact int."""
     return int(WorkCounter().block(body, {}, 1)[0])

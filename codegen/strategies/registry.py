@@ -185,8 +185,7 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
 
 def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
              ) -> tuple[list[Step], dict[ComputeOp, ComputeOp]]:
-    """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains
-    the bodies of every new op."""
+    """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains new ops'."""
     alias: dict[ComputeOp, ComputeOp] = {}
     items_of: dict[ComputeOp, list[Step]] = {}
 
