@@ -150,8 +150,7 @@ def _differentiating(detail: str) -> Iterator[None]:
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
-    """One optimizer (and so one memo context) per call of the facade, its calls timed as the
-    ``optimize`` stage (``TENSORAD_LOG=passes``)."""
+    """One optimizer (and so one memo context) per call of the facade, timed as the ``optimize`` stage."""
     if not optimize:
         return None
     optimizer = Optimizer()
@@ -206,8 +205,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``ta.torch`` and ``ta.jax``: the framework bridges, imported on first use so that
-    ``import tensorad`` never imports PyTorch or JAX."""
+    """``ta.torch``, ``ta.jax``: the framework bridges, imported on use (never by ``import tensorad``)."""
     if name in ("torch", "jax"):
         import importlib
 

@@ -303,8 +303,7 @@ class AdjointBuilder:
         adds nothing.
 
         When ``op`` is ``x``'s only consumer and reads it once, over no more outputs than ``x`` has
-        elements, the winner's indices the window does not move are opaque too (``sole``), so that the
-        optimizer does not solve the outputs for them."""
+        elements, the winner's indices the window does not move are opaque too (``sole``): not solved for."""
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]

@@ -171,8 +171,7 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
 
 
 def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
-    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie:
-    how tie counts and tangent sums combine."""
+    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie."""
     return choice(Op.SELECT, beats(kind, x, y), a, choice(Op.SELECT, beats(kind, y, x), b, a + b))
 
 
@@ -231,8 +230,7 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
 
 
 def flat_index(axes: Sequence[Expr]) -> Expr | None:
-    """The row-major flattening of a point of ``axes`` (0 for the first point, in loop order),
-    or ``None`` when the box is too large for an int32."""
+    """The row-major flattening of a point of ``axes`` (0 for the first), or ``None`` past an int32."""
     if math.prod(max(a.extent, 1) for a in axes) >= INDEX_SENTINEL:
         return None
     out: Expr | None = None

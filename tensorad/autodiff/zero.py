@@ -125,8 +125,7 @@ def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tan
 
 
 def mul(a: Tangent, b: Tangent) -> Tangent:
-    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and a select factor's zero
-    branches stay strong zeros (:func:`_push`)."""
+    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a 1 is dropped, a select's zero branches stay strong."""
     if a is ZERO or b is ZERO:
         return ZERO
     if _holds_gate(a):

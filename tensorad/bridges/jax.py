@@ -101,8 +101,7 @@ class Program:
         return self._cached(("jvp", mask), make)
 
     def transpose_program(self, needed: tuple[bool, ...]) -> Program:
-        """``J^T head`` for the inputs flagged in ``needed``: a program of ``free`` and one head
-        per float output, linear in the heads."""
+        """``J^T head`` for the inputs flagged in ``needed``: a program of ``free`` and the float heads."""
         def make() -> Program:
             wrt = [x for x, m in zip(self.free, needed) if m]
             fn = Function(self.outputs, self.free, wrt, self.policy, **self.build_options)
@@ -352,8 +351,7 @@ _hold_programs_weakly()
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              **options: Any) -> JaxFunction:
-    """``ta.jax.function`` (API.md section 6): options are those of ``ta.function``
-    (``wrt``, ``policy``) and of ``ta.build``."""
+    """``ta.jax.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
     return JaxFunction(outputs, inputs, **options)
 
 

@@ -307,8 +307,7 @@ def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options:
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              **options: Any) -> TorchFunction:
-    """``ta.torch.function`` (API.md section 6): options are those of ``ta.function``
-    (``wrt``, ``policy``) and of ``ta.build``."""
+    """``ta.torch.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
     return TorchFunction(outputs, inputs, **options)
 
 
@@ -343,8 +342,7 @@ class TorchOp:
         return self.signatures.get(key, lambda: self._make(key[0], static))
 
     def _traced_call(self, key: tuple, static: dict[str, Any], tensors: Sequence[torch.Tensor]):
-        """The call as ``torch.compile`` records it: the registered operator, named by its key
-        (a constant found in Python while tracing)."""
+        """The call as ``torch.compile`` records it: the registered operator, named by its (constant) key."""
         grad = torch.is_grad_enabled()
         requires = tuple(grad and t.requires_grad for t in tensors)
         operator = _traced_operator(self, key, static, requires)

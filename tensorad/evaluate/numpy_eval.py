@@ -362,8 +362,7 @@ class _Grid:
 
     def _fold_custom(self, comb: Any, pos: tuple[int, ...], mask: np.ndarray,
                      srcs: list[np.ndarray], reverse: bool = False) -> list[np.ndarray]:
-        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point
-        (in reverse index order with ``reverse``)."""
+        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point (``reverse``d)."""
         last = tuple(range(-len(pos), 0))
         mask = np.moveaxis(mask, pos, last)
         srcs = [np.moveaxis(s, pos, last) for s in srcs]

@@ -118,8 +118,7 @@ def bits(dtype: str) -> int:
 
 
 def narrows(src: str, dst: str) -> bool:
-    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing cast wraps, as
-    NumPy's ``astype``); a same or wider type cannot."""
+    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing one wraps)."""
     return is_int(src) and is_int(dst) and bits(dst) < bits(src)
 
 

@@ -283,8 +283,7 @@ _INTEGERS = (bool, int)
 
 
 class _Ref(weakref.ref):
-    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict of
-    these is cheaper than a ``WeakValueDictionary``)."""
+    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict's)."""
 
     __slots__ = ("key",)
 

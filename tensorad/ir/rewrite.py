@@ -287,8 +287,7 @@ def operands(node: Expr) -> tuple[Expr, ...]:
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: earlier calls'
-    results with the same ``fn`` (:func:`rewrite`'s)."""
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: :func:`rewrite`'s."""
     return rewrite(root, {Op.READ: fn}, memo)
 
 

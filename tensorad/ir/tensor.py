@@ -189,8 +189,7 @@ class Tensor:
         return read(self, indices)
 
     def take(self, *indices: Any, mode: str = "raise") -> Expr:
-        """``self[indices]`` with an explicit gather ``mode`` (``"raise"``, ``"clip"``,
-        ``"wrap"``, as in ``np.take``); see :func:`read`."""
+        """``self[indices]`` with an explicit gather ``mode``: ``"raise"``, ``"clip"`` or ``"wrap"``."""
         return read(self, indices, mode)
 
     def __len__(self) -> int:
