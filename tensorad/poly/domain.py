@@ -31,8 +31,7 @@ COUNT_OPERATIONS = 100_000
 
 
 def bounded_count(s: isl.Set) -> int | None:
-    """The number of points of the bounded set ``s``, or ``None`` where isl might take long to
-    count them (see :data:`COUNT_OPERATIONS`)."""
+    """The points of the bounded set ``s``, or ``None`` if isl may take long (:data:`COUNT_OPERATIONS`)."""
     divisions = max((b.dim(isl.dim_type.div) for b in s.get_basic_sets()), default=0)
     if not divisions:
         return int(s.count_val().to_python())

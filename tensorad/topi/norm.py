@@ -215,8 +215,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: float = 0.1,
                      axis: int = 1, name: str = "batch_norm") -> tuple[Tensor, Tensor]:
     """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch updates them:
-    ``(1 - momentum) * running + momentum * batch``, the batch's variance unbiased.  Returns
-    ``(new_mean, new_var)``, each ``[C]``."""
+    ``(1 - momentum) * running + momentum * batch`` (unbiased batch variance): ``(new_mean, new_var)``."""
     _check_float(x, name)
     axis = normalize_axis(axis, x.ndim, name)
     c = x.shape[axis]

@@ -118,8 +118,7 @@ class ResidualPlan:
         return tuple(first[kind] + k for kind, k in self.sources)
 
     def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
-        """The residuals among the function's input ``arrays``, its ``outputs`` and the
-        ``extras`` the forward saved beside them."""
+        """The residuals among the function's input ``arrays``, its ``outputs`` and the saved ``extras``."""
         if len(outputs) != len(self.outputs) or len(extras) != len(self.extras):
             raise ValueError(f"residuals: expected {len(self.outputs)} outputs and {len(self.extras)} "
                              f"saved values, got {len(outputs)} and {len(extras)}")

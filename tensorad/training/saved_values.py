@@ -100,8 +100,7 @@ def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: 
 
 
 def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[Expr, ...] | None:
-    """The indices at which ``node`` reads ``value``'s tensor, or None when it is not the value
-    at index variables inside the tensor's box."""
+    """The indices at which ``node`` reads ``value``'s tensor, or None unless at variables in its box."""
     bind: dict = {}
     if not match_pattern(value.pattern, node, frozenset(value.axes), bind) or len(bind) != len(value.axes):
         return None
