@@ -53,8 +53,7 @@ def _cast(node: Expr, v):
 
 
 def _data_index(info: Any, a: Any) -> int:
-    """A gather index of a constant: clipped or wrapped; out of range under ``raise`` it has no
-    value (left for run time, where it raises)."""
+    """A gather index of a constant: clipped or wrapped; out of range under ``raise``, left for run time."""
     n, a = info.extent, int(a)
     if info.mode == "clip":
         return min(max(a, 0), n - 1)

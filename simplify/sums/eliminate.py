@@ -144,8 +144,7 @@ def _gathers_data(e: Expr) -> bool:
 
 
 def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
-    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has two or more
-    points): isl's plan would be the identity."""
+    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has 2+ points)."""
     return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
         and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
 

@@ -292,8 +292,7 @@ class _Builder:
         return assume(e, self.facts, self.ctx) if self.facts else e
 
     def _canonical_atom(self, e: Expr) -> Expr:
-        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number) and
-        simplified under the enclosing sums' conditions."""
+        """An atom spelled one way: non-reduction reads inlined (bounded), simplified under its sums."""
         def inline(node: Expr) -> Expr | None:
             t = node.arg
             if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:

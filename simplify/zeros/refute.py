@@ -416,8 +416,7 @@ class Refuter:
         return site
 
     def _element(self, site: _Site, idx: tuple) -> Any:
-        """A computed tensor's element not evaluated yet in the model, evaluated (its value,
-        or that it has none, is kept; a budget stop is not)."""
+        """A computed tensor's element, evaluated in the model once (a budget stop is not kept)."""
         if self.depth >= MAX_DEPTH:
             raise _Deep((site, idx))
         self.depth += 1
@@ -472,8 +471,7 @@ class Refuter:
         return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
 
     def _combine(self, e: Expr, env: dict) -> Any:
-        """A custom or multi-value reduction (argmax): its combiner over the sample points,
-        starting from the first (the identity is neutral)."""
+        """A custom or multi-value reduction (argmax): its combiner over the sample points from the first."""
         combiner = e.arg.combiner
         acc = None
         for inner, memo in self._points(e, env):
