@@ -248,8 +248,7 @@ _DIVISIONS = frozenset({Op.DIV, Op.FLOORDIV, Op.MOD})
 
 def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,
                       target: Target | None = None) -> Contraction | None:
-    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), its tiles chosen for
-    ``target`` (default: the host), or ``None``."""
+    """The :class:`Contraction` of ``op`` (inlined ``bodies``) tiled for ``target`` (host), or ``None``."""
     if not op.is_reduction or len(bodies) != 1 or not op.axes:
         return None
     red = bodies[0]

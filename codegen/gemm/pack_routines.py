@@ -45,8 +45,7 @@ def st(b: ir.IRBuilder, base: ir.Value, idx, v: ir.Value, t: ir.Type = I64) -> N
 
 
 def entry_alloca(b: ir.IRBuilder, t: ir.Type, name: str, size: int | None = None) -> ir.Value:
-    """A stack slot in the function's entry block (one per call, not per loop iteration --
-    and promoted to a register by ``-O1``)."""
+    """A stack slot in the function's entry block (one per call; promoted to a register by ``-O1``)."""
     with b.goto_entry_block():
         return b.alloca(t, size=None if size is None else I64(size), name=name)
 
@@ -333,8 +332,7 @@ MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "trans
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
               tables: ir.Function, vw: int) -> ir.Function:
-    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, with
-    vectors of ``vw`` lanes (the target's)."""
+    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, ``vw`` lanes wide."""
     fn, b = new_function(module, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], internal=False)
     side, dst, bflat, o0, olen, k0, klen, scratch = fn.args
     dst.add_attribute("noalias")
@@ -523,8 +521,7 @@ def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
 
 
 def _interval_of(b, a, e, x0, size, step) -> tuple[ir.Value, ir.Value]:
-    """``[a, e)`` narrowed to the positions ``i`` where ``x0 + step * i`` lies in ``[0, size)``
-    (``step`` -1, 0, 1 or 2; scalars or vectors alike)."""
+    """``[a, e)`` narrowed to the ``i`` where ``x0 + step * i`` lies in ``[0, size)`` (``step`` -1 to 2)."""
     def smax(x, y):
         return b.select(b.icmp_signed(">", x, y), x, y)
 
@@ -699,8 +696,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
 
 
 def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
-    """Whether every checked index has one value over the ``width`` outer positions from
-    ``first`` (its outer part, ``ochk``, equal at each)."""
+    """Whether each checked index's outer part (``ochk``) is one value on the ``width`` rows at ``first``."""
     flag = entry_alloca(b, I1, "uni")
     b.store(I1(1), flag)
     with loop(b, 0, nchk, name="ud") as d:

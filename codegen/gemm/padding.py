@@ -46,8 +46,7 @@ class Padding:
         return n
 
     def copy(self, first: int = 0, count: int | None = None) -> tuple[ComputeOp, Expr]:
-        """``(op, side)``: the padded copy of rows ``[first, first + count)`` of dimension 0
-        (all of it by default) and the side reading it."""
+        """``(op, side)``: the padded copy of rows ``[first, first + count)`` (default all), its reader."""
         t: Tensor = self.read.arg
         shape = self.shape
         if count is not None:

@@ -20,8 +20,7 @@ _SHT_NOBITS = 8
 
 
 def object_is_sound(obj: bytes) -> bool:
-    """True when ``obj`` is well-formed object code for this machine (see the module docstring),
-    or a :func:`.jit.module_split.bundle` of such."""
+    """True when ``obj`` is well-formed object code for this machine, or a bundle of such."""
     if not isinstance(obj, (bytes, bytearray)):
         return False
     if obj.startswith(BUNDLE_MAGIC):
