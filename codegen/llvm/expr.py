@@ -379,8 +379,7 @@ class ExprEmitter:
 
     # ---- helpers used by the rule tables --------------------------------------------------
     def math(self, name: str, *args: ir.Value) -> ir.Value:
-        """A vector-math function (:mod:`.llvm.vector_math`): inline code, or a call of the module's
-        out-of-line library when :attr:`mathlib` is set."""
+        """A vector-math function (:mod:`.llvm.vector_math`): inline, or a call of :attr:`mathlib` if set."""
         if self.mathlib is None:
             return EMIT[name](self.b, *args)
         return self.mathlib.call(self.b, name, *args)

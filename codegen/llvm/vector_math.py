@@ -379,8 +379,7 @@ def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
 
 
 def _pow_magnitude(m: _Math, x, y, double_double: bool):
-    """``(s, exp(s))`` with ``s = y log|x|``; ``double_double``: ``s`` carried in two doubles
-    and its exponential rounded once (float64 results)."""
+    """``(s, exp(s))``, ``s = y log|x|``; ``double_double``: ``s`` in two doubles, ``exp`` rounded once."""
     if not double_double:
         a = m.fabs(x)
         s = m.mul(y, _log_finite(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a)))

@@ -94,8 +94,7 @@ def _reduction(value, loads: list) -> bool:
 
 
 def _affine(ptr, iv, deps: _Deps) -> bool:
-    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded
-    value on the way is not: it depends on data)."""
+    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded one is not)."""
     stack, seen = [ptr], set()
     while stack:
         x = stack.pop()
