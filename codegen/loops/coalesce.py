@@ -43,8 +43,7 @@ def short_rows(extent: int, block: int) -> bool:
 
 
 def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
-    """Whether every read of ``bodies`` walks ``a, b`` as one run, or does not use them, and
-    nothing else uses them (see the module docstring)."""
+    """Whether every read of ``bodies`` walks ``a, b`` as one run or not at all, and nothing else does."""
     pair = {a, b}
     for n in (n for e in bodies for n in walk(e) if n.op is Op.READ):
         at = [d for d, i in enumerate(n.src) if i in pair]

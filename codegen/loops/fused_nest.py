@@ -58,8 +58,7 @@ def _scanned(u, split) -> tuple | None:
 
 
 def _pointwise(u, tau, member, split=None) -> bool:
-    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them): each
-    statement's schedule is ``axes + (output index,)``."""
+    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them)."""
     axes = _scanned(u, split)
     return axes is not None and all(v in axes for v in tau) and all(
         tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)

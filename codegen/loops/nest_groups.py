@@ -36,8 +36,7 @@ MAX_MEMBERS = 8
 
 @dataclass(eq=False)
 class Unit:
-    """What one nest computes alone (see the module docstring): a planned step, and its
-    statements' outer variables as alignment reads them."""
+    """What one nest computes alone: a planned step, its statements' outer variables as alignment reads."""
 
     plan: Step
     outer: tuple[Expr, ...]  # the statements' outer variables (digits when split)

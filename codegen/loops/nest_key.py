@@ -18,8 +18,7 @@ from ..program import Assign, Buffer, If, Loop, Nest, Store
 
 
 class _Speller(Speller):
-    """Numbers buffers, variables and expression nodes by first appearance (a variable by its
-    range alone: a nest's loop variables are its own)."""
+    """Numbers buffers, variables and expression nodes by first appearance (a variable by its range alone)."""
 
     def __init__(self, buffer_of: Callable[[object], Buffer]) -> None:
         super().__init__()
