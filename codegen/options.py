@@ -50,8 +50,7 @@ def tile(value: Any) -> tuple:
 
 
 def register_file_bytes(target) -> int:
-    """Bytes of ``target``'s vector register file (a :class:`.target.Target`: 32 x 64 with
-    AVX-512, 16 x 32 with AVX, 16 x 16 with SSE)."""
+    """Bytes of ``target``'s vector register file (32 x 64 with AVX-512, 16 x 32 with AVX, 16 x 16 SSE)."""
     return target.vector_registers * target.vector_bits // 8
 
 

@@ -177,8 +177,7 @@ class Target:
 
     @property
     def masked_memory(self) -> bool:
-        """Whether a masked vector load or store costs about a plain one's: x86 with AVX-512's mask
-        registers (:mod:`.llvm.masked_tails`)."""
+        """Whether a masked vector load or store costs about a plain one's (AVX-512's mask registers)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
@@ -192,8 +191,7 @@ class Target:
 
 
 def parse_target(spec: str | Target | None = None) -> Target:
-    """The :class:`Target` of ``spec`` (``None`` or ``"llvm"``: the host); a bad spec is a
-    ``ValueError`` that says what is accepted."""
+    """The :class:`Target` of ``spec`` (``None``, ``"llvm"``: the host); a bad spec is a ``ValueError``."""
     if isinstance(spec, Target):
         return spec
     if spec is None:

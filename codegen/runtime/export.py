@@ -91,8 +91,7 @@ def _header(fn: str, specs: dict) -> str:
 
 
 def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
-    """The C entry point: the argument array, and each temporary on a cache line of the target (``line``),
-    as :class:`.runtime.kernel.Kernel` places them."""
+    """The C entry point: the argument array, each temporary on a cache line (``line``) as a Kernel's."""
     n_io = len(specs["inputs"]) + len(specs["outputs"])
     n_all = n_io + len(specs["temps"])
     args = [f"a{k}" for k in range(n_io)]
@@ -178,8 +177,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (an existing file is never
-    rewritten); ``mode`` is masked by the umask."""
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path``; ``mode`` is umask-masked."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

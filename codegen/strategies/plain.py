@@ -120,8 +120,7 @@ class CollapsedLoops:
         return [Candidate(self, op, new, (a, b, bodies), single_nest=True)]
 
     def cost(self, cand, ctx):
-        """The plain loops' cost, scaled by how much faster the long loop accumulates
-        (:func:`short_loop_factor` of both lengths)."""
+        """The plain loops' cost, scaled by :func:`short_loop_factor` of both lengths."""
         a, b, original = cand.data
         lanes = vector_lanes(ctx, cand.op.body[0].dtype)
         gain = short_loop_factor(a.extent * b.extent, lanes) / short_loop_factor(b.extent, lanes)

@@ -39,8 +39,7 @@ def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
 
 
 def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tuple[str, Contraction]]:
-    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), or none
-    when ``op`` is not a product worth it."""
+    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), if one is worth it."""
     opts = ctx.opts
     if opts.microkernel is False or not op.is_reduction:
         return []

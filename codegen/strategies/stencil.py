@@ -300,8 +300,7 @@ class TapAccumulators(_Taps):
         return split_taps(op, body, self._budget(ctx), vector_lanes(ctx, body.dtype))
 
     def cost(self, cand, ctx):
-        """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
-        border's share of the plain loops, and the gather."""
+        """Per interior point ``K`` multiply-adds and ``K + 1`` reads, the border's plain loops, a gather."""
         split = cand.data
         lanes = vector_lanes(ctx, cand.op.body[0].dtype)
         stream = split.interior_points * (1 + 2 * split.taps) / lanes
