@@ -216,8 +216,7 @@ def host_target() -> Target:
 
 
 def host_features() -> dict[str, bool]:
-    """Every CPU feature LLVM knows for this host's architecture, each with whether this host has it;
-    empty where LLVM cannot tell."""
+    """Every CPU feature LLVM knows for this host's architecture and whether the host has it (or empty)."""
     initialize()
     try:
         return dict(llvm.get_host_cpu_features())

@@ -434,8 +434,7 @@ def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
 
 
 def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
-    """Whether every read of ``side`` is in bounds on the whole box of ``axes`` (packing
-    evaluates each side there, under its own guards only)."""
+    """Whether every read of ``side`` is in bounds on the box of ``axes`` (where packing evaluates it)."""
     try:
         check_op_bounds(ComputeOp("pack", "", axes, (side,)))
     except OutOfBoundsError:

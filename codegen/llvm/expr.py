@@ -107,8 +107,7 @@ def _const_div(n: Expr, op: Op) -> tuple[Expr, int] | None:
 
 
 def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
-    """One expression at stride ``sr`` for the digits ``q`` (stride ``sq``) and ``r``
-    (stride ``sr``), or None (see :func:`recombine_digits`)."""
+    """One expression at stride ``sr`` for the digits ``q`` (stride ``sq``) and ``r`` (``sr``), or None."""
     rem = _const_div(r, Op.MOD)
     if rem is None:
         return None

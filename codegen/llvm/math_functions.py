@@ -71,8 +71,7 @@ class _Attributes(ir.values.FunctionAttributes):
 
 
 class MathLibrary:
-    """The out-of-line math functions of one module (made on first use); ``lanes(dtype)``
-    gives the vector width of the variants (the target's)."""
+    """The out-of-line math functions of one module (made on first use), ``lanes(dtype)`` lanes wide."""
 
     def __init__(self, module: ir.Module, prefix: str, lanes) -> None:
         self.module = module

@@ -136,8 +136,7 @@ class _Entry:
 
 
 class SharedLowering:
-    """One ``lower`` call's lowered groups by :func:`group_key`; ``lowered``/``renamed`` count the groups
-    lowered and made by renaming."""
+    """One ``lower`` call's lowered groups by :func:`group_key`; ``lowered``, ``renamed``: counts of each."""
 
     def __init__(self) -> None:
         self.table: dict[tuple, _Entry] = {}
@@ -207,8 +206,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
 
 
 def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
-    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors`` (``seen``: the
-    nodes checked already)."""
+    """Whether every tensor ``root`` names (a read, any payload) is among ``tensors`` (``seen``: checked)."""
     return all(n.arg in tensors if n.op is Op.READ else
                n.op is Op.VAR or n.op is Op.CONST or n.arg is None or isinstance(n.arg, str)
                for n in walk_along(root, operands, seen))

@@ -276,8 +276,7 @@ class ParityLoops:
 
 
 class GatheredRows:
-    """A product reading rows through a checked gather index: the rows copied once
-    (:mod:`.strategies.gathered_rows`), then a plain product."""
+    """A product reading rows through a checked gather index: the rows copied once, then a plain product."""
 
     name = "gathered"
 

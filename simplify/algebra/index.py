@@ -138,8 +138,7 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
 
 
 def _fits(f: Linear, dtype: str, memo: IndexMemo | None) -> bool:
-    """Whether the exact value of form ``f`` is proved within ``dtype`` (then its wrapping
-    computation gives it: + - * are exact modulo 2^bits)."""
+    """Whether the exact value of form ``f`` is proved within ``dtype`` (+ - * are exact modulo 2^bits)."""
     lo, hi = form_bounds(f, memo)
     return lo is not None and hi is not None and dt.min_value(dtype) <= lo and hi <= dt.max_value(dtype)
 

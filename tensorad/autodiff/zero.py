@@ -59,8 +59,7 @@ def neg(a: Tangent) -> Tangent:
 
 
 def zero_branch(e: Expr) -> int | None:
-    """1 or 2: which branch of a float ``select``/``if_then_else`` is the constant 0 (the
-    other one is not); ``None`` when ``e`` is no such gate."""
+    """1 or 2: which branch of a float ``select``/``if_then_else`` alone is the constant 0, else ``None``."""
     if e.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not dt.is_float(e.dtype):
         return None
     zero = [k for k in (1, 2) if e.src[k].op is Op.CONST and e.src[k].arg == 0]

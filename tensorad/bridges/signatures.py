@@ -58,8 +58,7 @@ class SignatureCache(Generic[V]):
 
 
 def static_key(static: dict[str, Any]) -> tuple:
-    """The static keyword values as a hashable part of the signature (Python scalars, strings,
-    ``None`` and tuples or lists of them)."""
+    """The static keyword values as a hashable part of the signature (scalars, strings, ``None``, tuples)."""
     return tuple(sorted((name, _frozen(name, value)) for name, value in static.items()))
 
 

@@ -292,8 +292,7 @@ _TABLE = Expr._table
 
 
 def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -> None:
-    """A node died: its entry goes unless a new node took the key already (its globals bound as defaults:
-    nodes die at interpreter exit too)."""
+    """A node died: its entry goes unless a new node took the key already (globals bound as defaults)."""
     remove(table, ref.key)
 
 
