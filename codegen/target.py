@@ -163,8 +163,7 @@ class Target:
 
     @property
     def key(self) -> str:
-        """What determines the machine code: triple, CPU, features and the shape the code
-        generator chose from them (vector width, registers, FMA)."""
+        """What determines the machine code: triple, CPU, features, and the vector width, registers, FMA."""
         return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}x{self.vector_registers}"
                 f"|{'fma' if self.fma else 'nofma'}|{self.l1d},{self.l2},{self.l3},{self.line},{self.page}")
 

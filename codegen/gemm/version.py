@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 
 class _Process:
-    """The versions computed in this process (root module -> its version: the source this
-    process runs, so computed once), one per root asked for."""
+    """The versions computed in this process (root module -> its version), one per root asked for."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -173,8 +173,7 @@ class Child:
 
 
 def _readable(fd: int) -> bool:
-    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS` (``poll``:
-    any descriptor number, where ``select`` stops at 1024)."""
+    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS` (``poll``: any fd)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(_LOOK_SECONDS * 1000))

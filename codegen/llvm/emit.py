@@ -445,8 +445,7 @@ class ModuleEmitter:
         return fn
 
     def _straight(self, b: ir.IRBuilder, fn: ir.Function, start: int, stop: int, by_step: dict) -> None:
-        """Calls from ``P_main`` of one glue function per ``GLUE_OPT_LIMIT`` of steps
-        ``[start, stop)``, each loading the pointers its steps pass."""
+        """Calls from ``P_main`` of a glue function per ``GLUE_OPT_LIMIT`` of steps ``[start, stop)``."""
         steps = self.program.steps
         args, nthreads = fn.args
         for j in range(start, stop, GLUE_OPT_LIMIT):

@@ -44,8 +44,7 @@ def math_sites(exprs) -> int:
 
 
 class InlineBudget:
-    """Which nests of one module inline their math (see the module docstring): owned by one
-    module emission, asked once per nest in program order."""
+    """Which nests of one module inline their math: owned by one emission, asked per nest in order."""
 
     def __init__(self, nest_sites: int | None = None, module_sites: int | None = None) -> None:
         self.nest_sites = NEST_INLINE_SITES if nest_sites is None else nest_sites

@@ -201,8 +201,7 @@ def cascade_body(body: tuple, accumulators: tuple[Expr, ...], fastmath: bool) ->
 
 
 def cascade_sums(steps: list, fastmath: bool) -> list:
-    """``steps`` with every nest's float32 sums blocked (a matrix product's nest is the
-    micro-kernel's, blocked by its own ``KC``: left as it is)."""
+    """``steps`` with every nest's float32 sums blocked (a micro-kernel's nest is blocked by its ``KC``)."""
     out = []
     for st in steps:
         if isinstance(st, Nest) and "gemm" not in st.attrs and st.accumulators:

@@ -100,8 +100,7 @@ def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Ta
 
 
 def only_merged(split: AxisSplit | None) -> bool:
-    """Whether ``split`` only scans pairs of axes as one (no digits): its statements' variables
-    are still one per position of the op's axes, in order."""
+    """Whether ``split`` only scans pairs of axes as one (no digits): a variable per axis, in order."""
     return split is not None and bool(split.merged) and len(split.value) == 2 * len(split.merged)
 
 

@@ -42,8 +42,7 @@ def unmarked(text: str, names: dict[str, str] | None = None) -> str:
 
 
 class _Speller(Speller):
-    """Numbers tensors, ops, buffers, variables (with their names: a shared nest keeps the
-    first group's) and expression nodes by first appearance."""
+    """Numbers tensors, ops, buffers, variables (named: a shared nest keeps the first group's) and nodes."""
 
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
         super().__init__()

@@ -383,8 +383,7 @@ class _Builder:
         return _atom(self._canonical_atom(e))
 
     def _sum(self, e: Expr) -> Poly:
-        """``sum_k where c of P``: factors free of ``k`` move out, the rest is summed as one
-        domain with the sums it contains (:meth:`_domain_sum`)."""
+        """``sum_k where c of P``: factors free of ``k`` move out, the rest is one :meth:`_domain_sum`."""
         cond, src = e.src
         rvars = e.arg.axes
         bound = set(rvars)

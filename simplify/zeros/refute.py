@@ -299,8 +299,7 @@ class Refuter:
         return found
 
     def _sample(self, v: Expr) -> tuple[int, ...]:
-        """The sample points of a reduction axis with ``v``'s range: the first point, one near
-        it and one anywhere (chosen once per range and model)."""
+        """The sample points of an axis with ``v``'s range: the first, one near, one anywhere (kept)."""
         key = (v.lo, v.hi)
         m = self.model
         found = m.samples.get(key)

@@ -56,8 +56,7 @@ def _isnan(x: Expr) -> Expr:
 
 
 def at_least(kind: str, x: Expr, y: Expr) -> Expr:
-    """Whether ``x`` is as good as ``y`` or better for a ``kind`` (``max``/``min``) reduction:
-    ``x >= y`` (``<=``), or ``x`` a NaN (the order above)."""
+    """Whether ``x`` is as good as ``y`` or better for ``max`` (``min``): ``x >= y`` (``<=``) or NaN."""
     plain = compare(Op.GE if kind == "max" else Op.LE, x, y)
     return logical(Op.OR, plain, _isnan(x)) if dt.is_float(x.dtype) else plain
 

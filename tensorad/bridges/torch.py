@@ -368,8 +368,7 @@ class TorchOp:
         return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
 
     def __reduce__(self) -> str | tuple:
-        """Pickled by reference where it is a module's decorated function, else as its
-        definition (a module holding it is saved with ``torch.save``)."""
+        """Pickled by reference where it is a module's decorated function, else as its definition."""
         module = sys.modules.get(self.__module__)
         if module is not None and getattr(module, self.__qualname__, None) is self:
             return self.__qualname__

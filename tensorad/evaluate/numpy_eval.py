@@ -166,8 +166,7 @@ def _or(*masks: Any) -> Any:
 
 
 def _unsigned(rule):
-    """``rule`` with every zero of its float result made ``+0`` (``x + 0`` is ``+0`` for
-    ``x = -0`` in IEEE round-to-nearest): ``unsigned_zeros``."""
+    """``rule`` with every zero of its float result made ``+0`` (``x + 0``, IEEE): ``unsigned_zeros``."""
     def unsigned(node: Expr, *args: tuple) -> tuple:
         out, poison = rule(node, *args)
         out = np.asarray(out)
