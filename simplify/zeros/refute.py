@@ -299,7 +299,7 @@ class Refuter:
         return found
 
     def _sample(self, v: Expr) -> tuple[int, ...]:
-        """The sample points of an axis with ``v``'s range: the first, one near, one anywhere (kept)."""
+        """Sample points of an axis with ``v``'s range: the first, one near, one anywhere (kept per range)."""
         key = (v.lo, v.hi)
         m = self.model
         found = m.samples.get(key)
