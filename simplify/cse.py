@@ -41,9 +41,8 @@ def signature(bodies: tuple[Expr, ...]) -> tuple:
 
 
 class OpTable:
-    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.
-    :meth:`may_hold` answers "certainly not held" without building a key; :meth:`read` reads the op or view
-    held with an op's key."""
+    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.  :meth:`may_hold`
+    answers "certainly not held" without a key; :meth:`read` reads the op or view held with an op's key."""
 
     def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}

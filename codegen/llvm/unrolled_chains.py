@@ -83,10 +83,9 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     """Lanes to ask of LLVM's loop vectorizer for ``loop`` when it runs over the windows of a short
     selecting reduction (a max pool's winner over a 2 x 2 window): its inner loops have constant trips
     (unrolled fully, ``loop`` becomes innermost), at most :data:`WINDOW_COPIES` copies of a body whose
-    accumulators are read along several paths, within :data:`PATH_LIMIT`.  LLVM's cost model declines such
-    a loop unasked.  The width is the power of two up to the accumulators' widest type's ``lanes(dtype)``
-    that leaves the fewest vector plus scalar iterations (14 trips: 4 lanes, 3 + 2).  ``None``: not such a
-    loop."""
+    accumulators are read along several paths, within :data:`PATH_LIMIT`.  The width is the power of two
+    up to the accumulators' widest type's ``lanes(dtype)`` that leaves the fewest vector plus scalar
+    iterations (14 trips: 4 lanes, 3 + 2).  ``None``: not such a loop."""
     trips = const_trips(loop)
     if trips is None or trips < 2:
         return None

@@ -381,9 +381,8 @@ PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
 
 def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
     """The leading time dimensions every statement schedules by one of its own variables over one range
-    nothing else mentions (a batch loop around the nest), built as plain loops
-    (:meth:`AstConverter.outer`); returns the ranges, the statements left and the positions of the
-    variables taken out."""
+    nothing else mentions (a batch loop around the nest), built as plain loops (:meth:`AstConverter.outer`):
+    the ranges, the statements left and the positions of the variables taken out."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]

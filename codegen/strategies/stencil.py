@@ -290,9 +290,8 @@ class _Taps(ABC):
 
 
 class TapAccumulators(_Taps):
-    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps'
-    interior with a vector accumulator per tap, its border, and a gather
-    (:func:`.strategies.stencil.split_taps`)."""
+    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps' interior
+    with a vector accumulator per tap, its border, and a gather (:func:`.strategies.stencil.split_taps`)."""
 
     name = "taps"
 

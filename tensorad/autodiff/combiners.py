@@ -292,13 +292,12 @@ def strong_product_reducer(comb: CommReducer) -> CommReducer:
 
 
 def recurrence_reducer(comb: CommReducer) -> CommReducer:
-    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps
-    ``s -> a s + b`` in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``,
-    each product a :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ...
-    (a_m, b_m)`` holds in its second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from
-    ``s_{-1} = 0``.  It is associative (in exact arithmetic), not commutative: a reduction
-    over it folds in index order, as every custom combiner does (a scan of it carries the plain
-    loop's left fold, whose sum reads no ``a1``)."""
+    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps ``s -> a s + b``
+    in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``, each product a
+    :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ... (a_m, b_m)`` holds in its
+    second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from ``s_{-1} = 0``.  It is associative (in
+    exact arithmetic), not commutative: a reduction over it folds in index order, as every custom
+    combiner does (a scan of it carries the plain loop's left fold, whose sum reads no ``a1``)."""
     found = comb.derived.get("recurrence")
     if found is not None:
         return found
