@@ -459,8 +459,7 @@ def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     vector registers (``NR = NV * lanes``), and a ``k`` step also holds ``NV`` vectors of B and
     :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with FMA, ``+ 2`` without.  A step
     loads ``MR + NV`` values for ``MR * NV`` multiply-adds, so among the tiles that fit (``NV <= NV_MAX``,
-    ``MR <= MR_MAX``) the fewest loads per multiply-add wins: AVX2 4 x 24, AVX without FMA 6 x 16, AVX-512
-    8 x 48 (float32)."""
+    ``MR <= MR_MAX``) the fewest loads per multiply-add wins (float32 AVX2: 4 x 24, AVX-512: 8 x 48)."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):

@@ -431,9 +431,8 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over divisions
-    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact
-    test inside where wrong or too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).
-    ``scans``: :func:`_scan`'s memo."""
+    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact test
+    inside where wrong or hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`); ``scans``: a memo."""
     if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)

@@ -257,9 +257,8 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
 
 
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
-    """Consecutive units grouped greedily (aligned, a sibling reduction, or :func:`strip_siblings` of
-    every member), at most :data:`MAX_MEMBERS` per group and :data:`.passes.buffers.INLINE_BUDGET`
-    expensive operations in all."""
+    """Consecutive units grouped greedily (aligned, a sibling reduction, :func:`strip_siblings` of every
+    member), a group at most :data:`MAX_MEMBERS` and :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0

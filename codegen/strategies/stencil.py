@@ -200,8 +200,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order,
     its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
     that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
-    when what each pass re-reads (:func:`_reread_bytes`) stays within ``reread_limit`` bytes.  ``None``
-    when ``op`` is not such a sum."""
+    when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner

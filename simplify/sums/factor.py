@@ -52,9 +52,9 @@ def mentions(e: Expr, bound: frozenset) -> bool:
 
 
 def _collapse(e: Expr, bound: frozenset) -> Term:
-    """A product kept whole: its invariant factors, divisors and signs are the coefficient (in
-    the order :func:`scaled` applies them back), the rest its factors: ``-((X - m) / s) / s``
-    is ``(-(1/s))/s`` times ``X - m``."""
+    """A product kept whole: its invariant factors, divisors and signs are the coefficient (in the order
+    :func:`scaled` applies them back), the rest its factors: ``-((X - m) / s) / s`` is ``(-(1/s))/s`` times
+    ``X - m``."""
     if e.op is Op.MUL:
         (ca, fa), (cb, fb) = _collapse(e.src[0], bound), _collapse(e.src[1], bound)
         one = const(1, e.dtype)

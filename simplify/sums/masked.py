@@ -67,9 +67,8 @@ def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
 
 
 def _cheaper(axes: Sequence[Expr], red: Expr, parts: _Parts, brackets: Sequence[Bracket]) -> bool:
-    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red`` is not.  A
-    lost axis does not count where a kept conjunct equates an output axis with data (``ax0 == I[r]``):
-    that sum is a scatter."""
+    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red`` is not (a lost
+    axis a kept conjunct equates with data, ``ax0 == I[r]``, not counting: that sum is a scatter)."""
     before = set(scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
     scatter = any(_gathered_axis(c, axes) for c in parts.inside)
     for ax, body in brackets:

@@ -614,12 +614,11 @@ class AdjointBuilder:
 
     def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
                     j: Sequence[Expr], kind: str) -> list[Expr] | None:
-        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`)
-        that runs along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`;
-        the other output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint
-        of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
-        read at each site as an elementwise op's head.  ``None`` for another domain, or a
-        recurrence whose running product has a head (the generic rule)."""
+        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
+        along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
+        output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint of each source at its
+        term is a tensor over the output axes (:meth:`_line_adjoints`), read at each site as an elementwise
+        op's head.  ``None`` for another domain, or a recurrence whose running product has a head."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
         if found is None or (kind == "recurrence" and set(heads) != {1}):

@@ -510,8 +510,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
                 unsigned_zeros: bool = False,
                 jitter: tuple[np.random.Generator, float] | None = None) -> list[np.ndarray]:
     """The arrays of every output of compute ``op`` from the arrays it reads (``order`` one of
-    :data:`ORDERS`; ``jitter`` a generator and the ulps; the rest as the module docstring says), box by
-    box (:func:`grid_boxes`)."""
+    :data:`ORDERS`; ``jitter`` a generator and the ulps), box by box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)
