@@ -198,8 +198,7 @@ def _product(fs: list[Expr], dtype: str) -> Expr:
 
 def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and their
-    conditions' conjuncts: a masked term is a term of the sum under ``c``, so the conjuncts join the
-    reduction condition and go to their side."""
+    conditions' conjuncts, which join the reduction condition and go to their side."""
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
@@ -340,11 +339,10 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
 def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
              target: Target) -> tuple[Expr, ...]:
     """The product's rows among the output axes ``outer`` (all but the columns): the longest run of
-    ``cands`` consecutive in ``outer`` (C is row-major, so their strides chain into one row index), so
-    that a channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows.  Leading axes of the
-    run stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks, or while the columns would be cut into more blocks than with the longest
-    axis alone (each block packs A again)."""
+    ``cands`` consecutive in ``outer`` (C is row-major: their strides chain into one row index; a
+    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows).  Leading axes of the run
+    stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
+    ``PARALLEL_BLOCKS`` blocks, or the columns more blocks than with the longest axis alone."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:

@@ -143,8 +143,7 @@ class LinkPlan:
 
 def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
     """Link the library pieces defining ``symbols`` (and the cores they call), compiled for ``target``,
-    into the JIT, each once: from the disk cache, else compiled (:func:`.jit.engine.compile_objects`) and
-    stored.  ``linked``: see :meth:`LinkPlan.link`."""
+    into the JIT, each once: from the disk cache, else compiled and stored (``linked``: see ``link``)."""
     plan = LinkPlan(symbols, target)
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
@@ -295,8 +294,7 @@ class MicroSteps:
 
     def ahead(self, kv: ir.Value) -> None:
         """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
-        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place) and of A ``PREFETCH_A``
-        bytes ahead (a prefetch never faults)."""
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)

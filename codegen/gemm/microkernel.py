@@ -305,8 +305,7 @@ class GemmEmitter:
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
     """``scan(block, ldc, rows, cols) -> i1``: whether a block of C holds a NaN; one function per module
-    and element type, shared by every product's :meth:`GemmEmitter._fixer`: vector code, an OR of
-    unordered tests without fast-math flags."""
+    and element type (:meth:`GemmEmitter._fixer`'s), an OR of unordered tests without fast-math flags."""
     name = f"tensorad_nan_scan_{t}"
     if name in module.globals:
         return module.globals[name]

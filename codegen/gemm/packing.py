@@ -106,9 +106,8 @@ class Packer:
         b.position_at_end(done)
 
     def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in
-        runs along the last axis (affine inside a run).  ``vectorize=False``: ``count`` is at most a
-        panel's width, kept from the loop vectorizer."""
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in runs
+        along the last axis.  ``vectorize=False``: kept from the vectorizer (``count`` at most a panel's)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):

@@ -216,8 +216,7 @@ class _Describer:
 @dataclasses.dataclass(frozen=True)
 class GraphKey:
     """The key text of a tensor DAG and its numbering: the reference of every tensor reached (``ph<k>``,
-    ``op<n>.<v>``) and the number of every variable, combiner and provenance group, which name the same
-    objects in any DAG of the same text."""
+    ``op<n>.<v>``) and the number of every variable, combiner and provenance group (alike in alike DAGs)."""
 
     text: str
     tensors: dict[Tensor, str]

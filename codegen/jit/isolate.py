@@ -230,8 +230,7 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
 
 def _bound(cpu_limit: float, parent: int) -> None:
     """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``, no core file) and die with
-    ``parent`` (Linux).  System calls only: nothing that may enter the dynamic loader or import, whose
-    locks another thread may have held at the fork."""
+    ``parent`` (Linux).  System calls only: nothing that may take the loader's or import's locks."""
     if resource is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)

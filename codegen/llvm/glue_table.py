@@ -45,8 +45,7 @@ def fill_signature(step: Fill) -> tuple:
 def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
          ) -> list[tuple[int, int, int]]:
     """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least`` repetitions
-    of ``period <= longest`` consecutive signatures, scanned left to right, at each segment the period
-    covering the most (the shortest of those)."""
+    of ``period <= longest`` consecutive signatures, left to right, each the period covering most."""
     out = []
     k, n = 0, len(sigs)
     while k < n:

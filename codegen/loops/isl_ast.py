@@ -262,9 +262,8 @@ class AstConverter:
 
 
 def _loop_value(arg: Expr) -> Expr:
-    """A statement variable's value in isl's loops: exact index arithmetic, so a value isl fixes to
-    ``int32`` constants (``(2 * 1) + 0``), which the statement's ``int32`` constants would combine with in
-    ``i32`` and wrap, is one ``int64`` constant."""
+    """A statement variable's value in isl's loops, exact: ``int32`` constants isl fixes (``(2 * 1) + 0``),
+    which would wrap with the statement's ``int32`` constants in ``i32``, are one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")

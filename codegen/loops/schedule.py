@@ -69,8 +69,7 @@ STRIP_ACCESS = 0.5
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
     """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
-    axis innermost (:func:`accumulator_access`) or the last output axis, in an L1 strip costing
-    :data:`STRIP_ACCESS` (strips win ties)."""
+    axis innermost (:func:`accumulator_access`) or the last output axis (:data:`STRIP_ACCESS`; wins ties)."""
     return accumulator_access(reads, r, strides_of), access_cost(reads, o, strides_of) + STRIP_ACCESS
 
 
