@@ -160,8 +160,7 @@ def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None
 
 class ProgramPrinter:
     """Readable, deterministic and exact text of a program (it also keys the kernel cache).  ``names``: a
-    :class:`Namer` shared with other printouts, so that a buffer shows under its tensor's name there;
-    without it buffers keep lowering's names."""
+    :class:`Namer` shared with other printouts (buffers shown under their tensors' names), else lowering's."""
 
     def __init__(self, program: Program, names: Namer | None = None) -> None:
         self.program = program

@@ -89,8 +89,7 @@ def empty_aligned_all(specs: Sequence[tuple[tuple[int, ...], np.dtype]], offsets
 def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[int, int] | None:
     """A pair ``(k, j)`` where output ``k`` shares memory with argument ``j`` of ``ins + outs``
     (C-contiguous arrays, so each is one byte range), or ``None``.  The ranges are sorted once and
-    swept: a range starting before the farthest end seen so far overlaps the range reaching it, so
-    a kernel with many outputs pays ``n log n``, not a test per pair."""
+    swept: a range starting before the farthest end seen so far overlaps the range reaching it."""
     n = len(ins)
     spans = sorted((a.ctypes.data, a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
     reach = reach_out = 0  # the farthest end of any range so far, and of an output's range
@@ -115,8 +114,7 @@ def call_entry(nargs: int) -> bool:
 
 def as_array(a: Any, role: str) -> np.ndarray:
     """``a`` as a NumPy array sharing its memory (``role`` names it in errors): NumPy arrays and scalars
-    pass through, other objects go through DLPack, and one DLPack cannot export on the CPU is a
-    :class:`KernelArgumentError` saying why."""
+    pass through, others through DLPack, or a :class:`KernelArgumentError` saying why not on the CPU."""
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):
