@@ -248,8 +248,7 @@ def _reads_divided(body: Expr) -> bool:
 
 class ParityLoops:
     """A reduction that reads its output axes divided and remaindered (a strided depthwise convolution's
-    input gradient) as one reduction per residue class (:mod:`.strategies.parity`), each with affine
-    indices, and a gather; each planned in turn."""
+    input gradient) as one affine reduction per residue class (:mod:`.strategies.parity`) and a gather."""
 
     name = "parity-loops"
 

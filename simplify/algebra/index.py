@@ -1,7 +1,6 @@
 """Integer index arithmetic: linear normal forms, comparisons, floor division and modulo: the integer half
 of :mod:`.algebra.rules`' table.  A comparison of two linear forms (:mod:`tensorad.poly.linear`) is
-decided by ranges where intervals suffice (:mod:`.algebra.ranges`), else written in one canonical form, so
-that equal conditions are equal nodes."""
+decided by ranges where intervals suffice (:mod:`.algebra.ranges`), else written in one canonical form."""
 
 from __future__ import annotations
 

@@ -428,9 +428,8 @@ def _subst(e: Expr, m: dict) -> Expr:
 
 
 def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
-    """``outputs`` with every bracket read exactly once folded back into its sum: ``coef * [sum_k f]``
-    becomes ``sum_k coef * f`` (the same work, one tensor fewer), unless the coefficient reads an axis the
-    bracket is scanned along (:func:`breaks_scan`)."""
+    """``outputs`` with every bracket read exactly once folded back into its sum, ``coef * [sum_k f]`` as
+    ``sum_k coef * f``, unless ``coef`` reads an axis the bracket scans along (:func:`breaks_scan`)."""
     from tensorad.ir.rewrite import replace_reads, rewrite
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:

@@ -474,8 +474,7 @@ class _Builder:
 
     def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:
         """A key of summing ``v`` first that names no variable of the domain (the factors, powers and
-        conditions that mention ``v``, each variable one placeholder per range), so that domains differing
-        only in their variables' order choose alike."""
+        conditions that mention ``v``, each variable one placeholder per range): alike in any order."""
         mapping, memo, keys = blank
         out = []
         for x, p in factors.items():
