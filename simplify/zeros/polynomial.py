@@ -614,9 +614,8 @@ def _prove(e: Expr, ctx) -> bool:
 
 
 def sum_depths(e: Expr, deepest: int, most: int, memo: dict | None = None) -> dict:
-    """The sum tensors ``e`` reaches within ``deepest``, by depth (the fewest sums read on the way;
-    ``e``'s own at 1, elementwise tensors add none), at most ``most`` visited, nearest first.  ``memo``:
-    each body's reads, kept by the call's context."""
+    """The sum tensors ``e`` reaches within ``deepest``, by depth (the fewest sums read on the way; ``e``'s
+    own at 1), at most ``most`` visited, nearest first.  ``memo``: each body's reads, the context's."""
     memo = {} if memo is None else memo
 
     def reads(x: Expr) -> list:

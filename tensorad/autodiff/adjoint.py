@@ -168,8 +168,7 @@ def _running(op: ComputeOp) -> int | None:
     """The order of ``op``'s running reduction (:func:`~tensorad.poly.nesting.running_order`):
     ``1`` for ``Y[i] = max_{k <= i} X[k]``, ``-1`` for ``max_{k >= i}`` (its winner reduction runs
     over the reversed axis: a max/min's winner is the same in any order, a custom combiner's is the
-    first in the loop's), ``None`` for another domain.  A running winner scans in ``n`` updates per
-    row, where :meth:`AdjointBuilder._lone_winner`'s sum would take ``n^2 / 2``."""
+    first in the loop's), ``None`` for another domain."""
     body = op.body[0]
     order = running_order(op.axes, body.arg.axes, body.src[0], body.src[1:])
     if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):

@@ -107,9 +107,8 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
 
 
 def _derived_from_prod(comb: CommReducer) -> str | None:
-    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"``
-    for its :func:`recurrence_reducer`; else ``None``.  Compared up to the names of their
-    variables: a program read back from the disk cache holds copies of them."""
+    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"`` for its
+    :func:`recurrence_reducer`; else ``None``.  Compared up to variable names (disk-cache copies)."""
     if comb.arity > 2 or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
         return None
     base = prod_reducer.instantiate(comb.dtypes[:1])
@@ -270,10 +269,9 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
 # ---- reverse mode: running products -------------------------------------------------------
 
 def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
-    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other
-    is (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a
-    product's gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite
-    factor stays NaN, as in the chain rule (docs/conventions.md)."""
+    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other is
+    (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a product's
+    gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite factor stays NaN."""
     zero = const(0, a.dtype)
     cond = compare(Op.EQ, a, zero)
     if both:

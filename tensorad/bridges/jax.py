@@ -390,9 +390,8 @@ class JaxOp:
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
        policy: Policy = "default", **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
-    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with
-    the arrays' shapes and dtypes (and the keyword arguments, as static values) and returns a
-    tensorad tensor or a tuple of them; see :class:`JaxOp`."""
+    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with the arrays'
+    shapes and dtypes (keyword arguments as static values) and returns tensors; see :class:`JaxOp`."""
     def wrap(f: Callable) -> JaxOp:
         return JaxOp(f, max_signatures=max_signatures, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

@@ -336,9 +336,8 @@ class _Grid:
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
     def _in_order(self, pos: tuple[int, ...], fold) -> np.ndarray:
-        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order: forward,
-        reversed, or each element by the parity of its index over the whole grid (``"mixed"``: odd
-        elements reversed; ``"mixed-odd"``: even ones)."""
+        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order: forward, reversed,
+        or by index parity over the grid (``"mixed"``: odd elements reversed; ``"mixed-odd"``: even)."""
         if self.order in ("sequential", "reversed", "nested"):  # (nested: custom combiners in index order)
             return fold(self.order == "reversed")
         outer = tuple(1 if d in pos else n for d, n in enumerate(self.grid_shape))

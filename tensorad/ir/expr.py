@@ -102,9 +102,8 @@ class VarInfo:
 
 @dataclass(frozen=True)
 class ReduceArg:
-    """The payload of a ``REDUCE`` node, whose ``src`` is ``(condition, *sources)``: the combiner folds
-    the sources over every point of ``axes`` where ``condition`` holds, from its identity; the node's
-    value is element ``value_index`` of the result."""
+    """The payload of a ``REDUCE`` node, ``src`` ``(condition, *sources)``: the combiner folds the sources
+    over every point of ``axes`` where ``condition`` holds, from its identity; the node: ``value_index``'s."""
 
     combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
     axes: tuple  # tuple of VAR Exprs with ranges

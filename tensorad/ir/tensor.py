@@ -173,9 +173,9 @@ class Tensor:
         return math.prod(self.shape)
 
     def __getitem__(self, indices: Any) -> Expr | Tensor:
-        """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view,
-        ``X[:, 1]``, ``X[..., 1:-1]``, ``X[0]`` (a tensor: a key with a slice, ``...`` or
-        ``None``, or integers fewer than the rank; made by the operator library)."""
+        """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view, ``X[:, 1]``,
+        ``X[..., 1:-1]``, ``X[0]`` (a tensor: a key with a slice, ``...``, ``None``, or fewer integers
+        than the rank; made by the operator library)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
         if _is_view(indices, self.ndim):

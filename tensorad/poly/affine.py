@@ -241,9 +241,9 @@ def _cast_operands(e: Expr) -> tuple[Expr, ...] | None:
 
 
 def _cast(space: IndexSpace, e: Expr) -> isl.PwAff:
-    """An integer cast: the operand itself, or -- narrowing a value it may not hold -- the
-    operand wrapped into the type, ``((a + 2**(b-1)) mod 2**b) - 2**(b-1)``: quasi-affine, so
-    a wrapping index stays exact in isl (``int32(int64(i) * 100000) % 7``)."""
+    """An integer cast: the operand itself, or -- narrowing a value it may not hold -- the operand wrapped
+    into the type, ``((a + 2**(b-1)) mod 2**b) - 2**(b-1)``: quasi-affine, so a wrapping index stays
+    exact in isl (``int32(int64(i) * 100000) % 7``)."""
     a = space._aff_memo[e.src[0]]
     if cast_keeps_value(e):
         return a
