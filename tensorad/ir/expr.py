@@ -103,7 +103,7 @@ class VarInfo:
 @dataclass(frozen=True)
 class ReduceArg:
     """The payload of a ``REDUCE`` node, ``src`` ``(condition, *sources)``: the combiner folds the sources
-    over every point of ``axes`` where ``condition`` holds, from its identity; the node: ``value_index``'s."""
+    over every point of ``axes`` where ``condition`` holds, from its identity, into result ``value_index``."""
 
     combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
     axes: tuple  # tuple of VAR Exprs with ranges
