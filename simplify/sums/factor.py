@@ -593,9 +593,9 @@ def inside_vars(inside: Expr) -> frozenset:
 
 def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
                 outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
-    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket
-    sums the factors using an inner variable under every conjunct, the outer sum runs where the inner
-    domain has a point; ``None`` when isl cannot tell."""
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket sums
+    the factors using an inner variable under every conjunct, the outer sum runs where the inner domain
+    has a point; ``None`` when isl cannot tell."""
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])

@@ -47,9 +47,8 @@ def _mask(e: Expr) -> bool:
 
 
 def _split_conjuncts(mask: Expr, factors: Sequence[Expr], bound: frozenset) -> tuple[list, list]:
-    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out: the ones
-    reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that reads a variable the
-    factors read (it may guard their reads)."""
+    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out: those reading
+    no variable of ``bound``, except, in a lazy ``if_then_else``, one reading a variable the factors read."""
     read = {v for f in factors for v in free_vars(f)} if mask.op is Op.IF_THEN_ELSE else set()
     inside, outside = [], []
     for c in conjuncts(mask.src[0]):

@@ -155,9 +155,8 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
 
 
 def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) -> Any:
-    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with
-    ``memo`` kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again, so
-    bodies that share most nodes cost only the new ones."""
+    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with ``memo``
+    kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again."""
     def visit(node: Expr) -> Any:
         try:
             fn = table[node.op]

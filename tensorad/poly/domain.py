@@ -148,9 +148,9 @@ class IndexSet:
         return int(lo), int(hi)
 
     def lower_bounds(self, v: Expr, over: Sequence[Expr]) -> list[tuple[Expr, int]]:
-        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents: the
-        pieces of ``lexmin v`` over ``over`` for which ``v >= a`` on the set, each with extent
-        ``max(v - a) + 1``, sorted by extent, then by number of divs."""
+        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents: the pieces
+        of ``lexmin v`` over ``over`` for which ``v >= a`` on the set, each with extent ``max(v - a) + 1``,
+        sorted by extent, then by number of divs."""
         keep = [x for x in self.vars if x is v or any(x is o for o in over)]
         proj = self.project_onto(keep)
         k = proj._pos(v)
