@@ -41,9 +41,8 @@ from .vectorizable import loop_blocks_widenable, vectorizable
 
 # Fast-math flags (``fastmath=True``), per instruction: values may contract into fused multiply-adds
 # (``contract``), and the combining operations of a reduction (:func:`combining_nodes`) also get
-# ``reassoc``, which lets LLVM vectorize them.  Nothing else: ``arcp``, ``afn``, ``nnan``/``ninf`` and
-# ``nsz`` change results at large magnitudes and at 0, inf and NaN.  The target machine and functions
-# carry no unsafe-fp-math options.
+# ``reassoc``, which lets LLVM vectorize them.  Nothing else (``arcp``, ``afn``, ``nnan``/``ninf`` and ``nsz``
+# change results at large magnitudes and at 0, inf and NaN); no unsafe-fp-math options either.
 VALUE_FLAGS = ("contract",)
 
 

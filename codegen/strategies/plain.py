@@ -103,8 +103,7 @@ class CollapsedLoops:
                                       for b in bodies):
             return []
         if default_spec(op, bodies, ctx) is not None:
-            # a product's plain loops re-read both sides per output point (not priced by the short-loop
-            # gain)
+            # a product's plain loops re-read both sides per output point (unpriced by the short-loop gain)
             return []
         found = _collapsible(bodies[0])
         if found is None:

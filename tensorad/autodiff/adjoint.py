@@ -228,8 +228,7 @@ class AdjointBuilder:
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
-                # max/min: the first winner by index always gets head / ties, other tied elements by
-                # value.
+                # max/min: the first winner by index always gets head / ties, other tied ones by value.
                 count = ties[tuple(iv)]
                 source = self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),

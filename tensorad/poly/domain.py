@@ -24,8 +24,7 @@ _SET = isl.dim_type.set
 
 # isl counts a set with divisions by scanning it, which can take minutes: a set with more than
 # ``COUNT_DIVISIONS`` divisions in a piece is not counted, any other with divisions gets
-# ``COUNT_OPERATIONS`` of isl's operations; ``None`` means "too costly to know" (:func:`count_bound`
-# estimates).
+# ``COUNT_OPERATIONS`` of isl's operations; ``None``: too costly to know (:func:`count_bound` estimates).
 COUNT_DIVISIONS = 2
 COUNT_OPERATIONS = 100_000
 
