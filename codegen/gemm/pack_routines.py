@@ -470,8 +470,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                             else:
                                 b.call(masked_fn, list(here))
 
-            # a run's rest of at least bs: its last bs positions again (the same values); a
-            # shorter run: one masked block, stored up to the run's end
+            # a run's rest of at least bs: its last bs positions again; a shorter run: one masked block
             tail = b.icmp_signed(">", run, nblk)
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
                 block(imax(b, imin(b, kb, b.sub(run, I64(bs))), I64(0)), run)

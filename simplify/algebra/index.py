@@ -50,8 +50,7 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     if out is node:
         return None
     # Collected in exact integers, a constant may leave the dtype: exact index arithmetic there, while
-    # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written, as fold_constant
-    # leaves an operation whose result leaves its dtype.
+    # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written (as fold_constant).
     lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
     if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
         return None

@@ -203,8 +203,7 @@ class _Model:
     def __init__(self, seed: int, wide: bool) -> None:
         self.rng = random.Random(seed)
         self.wide = wide
-        # (placeholder op) or (compute op, output) -> {index: element value, or _NONE}: a
-        # placeholder's random elements, a computed tensor's evaluated ones
+        # (placeholder op) or (compute op, output) -> {index: element value (random, or evaluated) or _NONE}
         self.tables: dict[tuple, dict[tuple, Any]] = {}
         self.sites: dict[Expr, _Site] = {}  # read node -> its tensor's table, axes and body
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points

@@ -140,8 +140,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
                                      f"{list(got.shape) if isinstance(got, Tensor) else got!r}")
                 adj.add(x, [cast(dt.compute_dtype(x.dtype), got[tuple(p) + tuple(j)])])
             if plain:
-                # (an input's adjoint is only stored; an intermediate's is read by the next
-                # adjoints, which take in a gather of it but not a scatter)
+                # (an input's adjoint is only stored; an intermediate's is read by the next adjoints)
                 sole = x.is_placeholder and consumers[x] == 1
                 adj.add(x, builder.contributions(op, plain, x, p, j, sole))
 

@@ -43,8 +43,7 @@ from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trac
 
 _SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
 _KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
-# the live operator pairs by key; held weakly, so a pair lives as long as its function does
-# (or an autograd graph or a compiled graph that still refers to it)
+# the live operator pairs by key, held weakly: a pair lives as long as its function or a graph using it
 _LIVE: weakref.WeakValueDictionary[int, _Operator] = weakref.WeakValueDictionary()
 
 

@@ -63,8 +63,7 @@ class Op(enum.Enum):
     SIN = "sin"
     COS = "cos"
     ERF = "erf"
-    # a data-dependent index (a gather): an integer value checked, clipped or wrapped into
-    # [0, extent) of one axis of the tensor it indexes (arg: DataIndex)
+    # a gather index: an integer checked, clipped or wrapped into [0, extent) of an axis (arg: DataIndex)
     DATA_INDEX = "data_index"
     # tensor access and reduction
     READ = "read"
@@ -296,8 +295,7 @@ def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -
 
 
 def _arg_key(arg: Any) -> Any:
-    # Constants: keep int 1, float 1.0 and True apart even though they compare equal, and
-    # -0.0 apart from 0.0 (equal, but 1/x tells them apart: -inf and inf).
+    # Constants: keep int 1, float 1.0 and True apart even though they compare equal, and -0.0 from 0.0.
     if isinstance(arg, float):
         return (float, arg, math.copysign(1.0, arg))
     if isinstance(arg, (bool, int)):
