@@ -64,8 +64,7 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
 
         def leaf(node: Expr, everywhere: set = everywhere) -> Tangent:
             if node.op is Op.READ and node.arg in dot:
-                # (a guarded read's tangent may run where its guard fails once the optimizer
-                # lifts the guard out of a sum: its checked gathers are clipped, .gathers)
+                # (a guard the optimizer lifts out of a sum may fail: checked gathers clipped, .gathers)
                 index = node.src if node in everywhere else unchecked_read_index(
                     node.src, node.arg.shape, node.arg.name)
                 read = cast(node.dtype, dot[node.arg][index])

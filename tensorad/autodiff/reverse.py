@@ -105,8 +105,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         prefix = _check_head(output, head)
 
     graph = tensor_graph([output])
-    # the caller's own tensor objects (API.md: an override receives the original tensors, so
-    # ``out is t2`` holds): a tensor rebuilt here as ``Tensor(op, v)`` is equal, not identical
+    # the caller's own tensor objects (API.md: an override receives the originals; a rebuilt one is not)
     original: dict[Tensor, Tensor] = {}
     for t in [*override, *inputs, output, *graph]:
         original.setdefault(t, t)
