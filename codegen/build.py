@@ -122,8 +122,7 @@ def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_text: str = "") -> Compiled:
-    """LLVM on the lowered program; the entry written records ``key_text`` (the key in full)
-    and the kernel's signature (argument shapes and dtypes, temporaries, work)."""
+    """LLVM on the lowered program; the entry written records ``key_text`` and the kernel's signature."""
     name = lowered.program.name
     prog = lowered.program
     checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(lowered.program) else None

@@ -38,8 +38,7 @@ from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loo
 
 
 class _Resident:
-    """The pieces (:func:`piece_name`) linked into the JIT's resident engine
-    (:func:`.jit.engine.load_object`) for the life of the process, one per piece and target."""
+    """The pieces (:func:`piece_name`) linked into the JIT's resident engine, one per piece and target."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -50,8 +49,7 @@ _RESIDENT = _Resident()
 
 
 def target_tag(target: Target) -> str:
-    """A short name of the target in library symbols: one process may link libraries for
-    several targets (an AVX2 and an AVX-512 build of the same product), which must not clash."""
+    """A short name of the target in library symbols, so that libraries for several targets never clash."""
     return "t" + hashlib.sha256(target.key.encode()).hexdigest()[:10]
 
 

@@ -281,8 +281,7 @@ class GemmEmitter:
         return fn
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
-        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
-        expression (any reads, guards, arithmetic) with the ordinary expression emitter."""
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
         s = self.s
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
         fn = ir.Function(self.m, fnty, name)

@@ -110,8 +110,7 @@ def closure(root: str, read: Callable[[str], bytes | None] | None = None) -> dic
 
 def version(root: str = "tensorad.codegen.gemm.library", read: Callable[[str], bytes | None] | None = None
             ) -> str:
-    """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per
-    process (:func:`.jit.engine.fingerprint` computes it from the files it reads anyway)."""
+    """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per process."""
     v = _PROCESS.versions.get(root)
     if v is None:
         with _PROCESS.lock:
@@ -125,7 +124,6 @@ def version(root: str = "tensorad.codegen.gemm.library", read: Callable[[str], b
 
 
 def remember(v: str, root: str = "tensorad.codegen.gemm.library") -> None:
-    """Take ``v`` as ``root``'s version in this process (read back with the source hash that
-    :func:`.jit.engine.source_hash` remembered for these very files)."""
+    """Take ``v`` as ``root``'s version in this process (read back with :func:`.jit.engine.source_hash`)."""
     with _PROCESS.lock:
         _PROCESS.versions.setdefault(root, v)

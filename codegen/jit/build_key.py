@@ -36,8 +36,7 @@ VERSION = "buildkey-1"
 
 def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target, gomp: bool,
              data_offset: int | None) -> str | None:
-    """The key text of building ``outputs`` from ``inputs`` (see the module docstring), or
-    ``None`` when the program must be lowered before it can be keyed."""
+    """The key text of building ``outputs`` from ``inputs``, or ``None`` when it must be lowered first."""
     if opts.tune:
         return None
     try:

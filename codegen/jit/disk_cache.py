@@ -111,8 +111,7 @@ def put(key: str, payload: bytes) -> None:
 
 
 def get_object(key: str, key_text: str) -> bytes | None:
-    """Object code stored by :func:`put_object` for exactly ``key_text`` (the full text behind
-    the hash ``key``) whose code is sound, else ``None`` (the caller compiles it again)."""
+    """Object code :func:`put_object` stored for exactly ``key_text`` whose code is sound, else ``None``."""
     payload = get(key)
     if payload is None or len(payload) < 4:
         return None

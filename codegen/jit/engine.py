@@ -126,8 +126,7 @@ def host() -> Target:
 
 
 def state() -> _JitState:
-    """The JIT's state for the host (created once per process, thread-safe): the resident engine
-    of :func:`load_object`, the kernels' code alive, the count of mappings."""
+    """The JIT's state (one per process, thread-safe): the resident engine, kernels' code, mapping count."""
     if _PROCESS.state is None:
         with _LOCK:
             if _PROCESS.state is None:
@@ -195,8 +194,7 @@ def _source_stamp(paths: list[str]) -> str:
 
 
 def _remembered(key: str, stamp: str) -> tuple[str, str] | None:
-    """``(source hash, library version)`` recorded under ``key`` for exactly ``stamp``, or
-    ``None`` (absent, malformed, another stamp: computed again and rewritten)."""
+    """``(source hash, library version)`` recorded under ``key`` for exactly ``stamp``, else ``None``."""
     payload = diskcache.get(key)
     try:
         record = json.loads(payload) if payload is not None else None
@@ -210,8 +208,7 @@ def _remembered(key: str, stamp: str) -> tuple[str, str] | None:
 
 
 def _compiler_sources() -> list[str]:
-    """The Python files of tensorad's packages -- the core, the simplifier and the code
-    generator, each with its subpackages, wherever the install put them -- in a fixed order."""
+    """The Python files of tensorad's packages and subpackages, wherever installed, in a fixed order."""
     import importlib.util
 
     files = []
@@ -368,8 +365,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 
 def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
-    """Like :func:`compile_object`, but position-independent code for a shared library (the
-    JIT's own objects use the JIT code model and cannot be linked by ``cc -shared``)."""
+    """Like :func:`compile_object`, but position-independent code for a shared library (``cc -shared``)."""
     target = target or host()
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
