@@ -71,8 +71,7 @@ UNROLL_NEST_LIMIT = 256
 
 
 def _fills_in_a_loop(step) -> bool:
-    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero
-    value (zeros are a ``memset``, see :meth:`ModuleEmitter.fill`)."""
+    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero value."""
     return (isinstance(step, Fill) and step.buffer.size > 0
             and not (step.value.op is Op.CONST and not step.value.arg))
 
@@ -263,8 +262,7 @@ class ModuleEmitter:
         return fn
 
     def block(self, em: ExprEmitter, stmts: tuple, range_override=None) -> None:
-        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
-        scatter may share an inner loop among threads: :mod:`.strategies.scatter`)."""
+        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a scatter's)."""
         for s in stmts:
             if isinstance(s, Loop):
                 self.loop(em, s, range_override)
@@ -600,8 +598,7 @@ class ModuleEmitter:
         return fn
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
-        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of the
-        buffer, each a whole number of pages (no shared cache line or page fault)."""
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` whole-page chunks."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))

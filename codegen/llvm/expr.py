@@ -54,8 +54,7 @@ _EVAL, _APPLY, _STEP = "eval", "apply", "step"  # the kinds of work items of Exp
 
 
 def _float_minmax_shaped(node: Expr) -> bool:
-    """Whether ``node`` is ``select(a <cmp> b, a, b)`` (either order) on floats: the shape
-    LLVM's instcombine reads as a min/max, whatever its NaN behaviour."""
+    """Whether ``node`` is ``select(a <cmp> b, a, b)`` (either order) on floats: a min/max to instcombine."""
     cond, x, y = node.src
     return (node.dtype.startswith("float") and cond.op in _ICMP and cond.src[0].dtype.startswith("float")
             and {cond.src[0], cond.src[1]} == {x, y})
@@ -126,8 +125,7 @@ def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
 
 
 class ScopedMemo:
-    """A memo table with nested scopes, what a scope adds forgotten when it is popped: one dictionary plus
-    an undo log per scope, O(1) lookups at any depth."""
+    """A memo table with nested scopes, what a scope adds forgotten when it is popped (an undo log)."""
 
     def __init__(self) -> None:
         self._table: dict = {}

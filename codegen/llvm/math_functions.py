@@ -29,8 +29,7 @@ _F32, _F64 = ir.FloatType(), ir.DoubleType()
 
 
 def math_sites(exprs) -> int:
-    """How many distinct float math nodes (the ones :data:`MATH_OPS` names) ``exprs`` hold:
-    what inline emission would copy (a node used twice in one nest is emitted once)."""
+    """How many distinct float math nodes (:data:`MATH_OPS`) ``exprs`` hold: what inline emission copies."""
     seen: set[int] = set()
     count = 0
     for e in exprs:

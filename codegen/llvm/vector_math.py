@@ -369,8 +369,7 @@ def _exp_dd(m: _Math, s, t):
 
 
 def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
-    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64, whose
-    ``y log|x|`` errs far under a float32 ulp (no double-double)."""
+    """``x ** y`` with NumPy's (C99's) special cases; float32 computes in plain float64."""
     m = _Math(b, x.type)
     if m.dtype == "float32":
         dt = ir.DoubleType() if m.lanes is None else ir.VectorType(ir.DoubleType(), m.lanes)

@@ -40,8 +40,7 @@ def _box_work(group: Group) -> int:
 
 
 def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
-    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (no
-    rewrite when there are none: an elementwise chain's members, thousands of bodies)."""
+    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (none: unchanged)."""
     if not acc_of:
         return body
     return replace_reads(body, lambda n: acc_of.get(n.arg))

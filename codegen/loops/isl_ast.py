@@ -277,8 +277,7 @@ def subst_stmt(st, mapping: dict, sub=None):
 
 
 def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
-    """The statements with the time dimensions dropped that are one constant in every
-    schedule (they order nothing, and each costs isl's AST builder time)."""
+    """The statements with the time dimensions dropped that are one constant in every schedule."""
     ndim = max(len(s.schedule) for s in stmts)
     padded = [tuple(s.schedule) + (0,) * (ndim - len(s.schedule)) for s in stmts]
     keep = [d for d in range(ndim)
@@ -301,8 +300,7 @@ class _AstBudgetSpent(Exception):
 
 
 class _BudgetContexts(threading.local):
-    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on its first and kept while the
-    thread lives (islpy never frees a context its functions consumed objects of)."""
+    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on first use, kept for the thread."""
 
     ctx: isl.Context | None = None
 
