@@ -22,8 +22,7 @@ VECTOR_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 
 
 def integer(name: str, value: Any, lo: int, hi: int | None = None, what: str = "", note: str = "") -> int:
-    """``value`` as an int in ``[lo, hi]`` (NumPy integers accepted; bools, floats and strings
-    are not: ``2.0`` threads or ``True`` as an opt level are mistakes, not numbers)."""
+    """``value`` as an int in ``[lo, hi]`` (NumPy integers accepted; bools, floats, strings are not)."""
     bad = isinstance(value, bool)
     if not bad:
         try:

@@ -135,8 +135,7 @@ def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, 
 
 
 def _plain_reduction(u: Unit) -> bool:
-    """A reduction of its own with scalar accumulators, scanned or scattered (a strip form would
-    lose its rows in a group, whose members accumulate in registers)."""
+    """A reduction of its own with scalar accumulators, scanned or scattered (no strip form in a group)."""
     return u.op.is_reduction and not isinstance(u.plan, (PointwiseNest, ProductCall, EpilogueStep)) \
         and not _strips(u)
 

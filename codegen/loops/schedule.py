@@ -50,8 +50,7 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
 
 
 def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
-    """Accumulate into the output with the last output axis innermost (instead of a scalar
-    accumulator with the last reduction axis innermost) when that accesses memory better."""
+    """Accumulate into the output with the last output axis innermost when that accesses memory better."""
     if info.combiner.arity != 1 or not info.outer or not info.raxes:
         return False
     if info.epilogue is not None and out_dtype != info.acc.dtype:

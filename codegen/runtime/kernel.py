@@ -45,8 +45,7 @@ CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
 
 
 def data_address(a: np.ndarray) -> int:
-    """The address of ``a``'s first element, read from the array object (``a.ctypes.data``
-    builds a ctypes object: ten times slower, a cost paid per buffer per call)."""
+    """The address of ``a``'s first element, read from the array object (faster than ``a.ctypes.data``)."""
     if ARRAY_DATA_OFFSET is None:
         return a.ctypes.data
     return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
@@ -107,8 +106,7 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
 
 
 def call_entry(nargs: int) -> bool:
-    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
-    reads each array's data pointer itself, see :mod:`.llvm.emit`)."""
+    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (:mod:`.llvm.emit`)."""
     return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
 
 

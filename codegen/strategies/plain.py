@@ -44,8 +44,7 @@ class Loops:
 
 
 class Strips:
-    """A reduction accumulated in strips of its output, the last output axis innermost
-    (:func:`.loops.schedule.buffer_form`): a column sum reads whole rows."""
+    """A reduction accumulated in strips of its output, the last output axis innermost (a column sum)."""
 
     name = "strips"
 
