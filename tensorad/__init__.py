@@ -143,8 +143,7 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 @contextmanager
 def _differentiating(detail: str) -> Iterator[None]:
-    """A differentiation call: timed as the ``differentiate`` stage, run with fewer garbage
-    collections (:mod:`.ir.collect`: the call allocates many short-lived nodes)."""
+    """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
     with _trace.stage("differentiate", detail), _fewer_collections():
         yield
 

@@ -138,8 +138,7 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
 
 
 def _gathers_data(e: Expr) -> bool:
-    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque index of a
-    plain variable is no gather to substitute into a read."""
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``), not of a plain variable."""
     return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
 
 

@@ -110,8 +110,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
 
 
 def _key(e: Expr) -> tuple:
-    """A shallow deterministic order of factors (not by address, nor by a tensor's name; a
-    structural key would cost the size of the expression as a tree)."""
+    """A shallow deterministic order of factors (not by address, nor by a tensor's name)."""
     arg = e.arg
     if e.op is Op.READ:
         op = arg.op

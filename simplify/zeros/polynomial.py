@@ -50,8 +50,7 @@ class _TooBig(Exception):
 
 
 def _mono_mul(a: Mono, b: Mono, keys: dict) -> Mono:
-    """``a * b``, atoms in :func:`atom_key` order (``keys``: the call's memo of structural keys,
-    so equal subtrees have one key object and compare by identity)."""
+    """``a * b``, atoms in :func:`atom_key` order (``keys``: the call's memo of structural keys)."""
     d = dict(a)
     for atom, e in b:
         d[atom] = d.get(atom, 0) + e
@@ -287,8 +286,7 @@ class _Builder:
         return memo[key]
 
     def _under_facts(self, e: Expr) -> Expr:
-        """``e`` simplified where the where-conditions of the enclosing sums hold (an
-        ``if_then_else(j <= i, x, 0)`` read inside ``sum over j <= i`` is ``x``)."""
+        """``e`` simplified where the where-conditions of the enclosing sums hold."""
         return assume(e, self.facts, self.ctx) if self.facts else e
 
     def _canonical_atom(self, e: Expr) -> Expr:

@@ -147,8 +147,7 @@ def _conjuncts(e: Expr) -> list[Expr]:
 
 
 def _holds(c: Expr) -> bool:
-    """Whether the integer comparison ``c`` holds over its operands' interval bounds (the
-    padding guard ``2 y + W // 3 < 57`` of a window that never reaches the bottom pad)."""
+    """Whether the integer comparison ``c`` holds over its operands' interval bounds (a padding guard)."""
     if c.op is Op.CONST:
         return bool(c.arg)
     if c.op not in (Op.LT, Op.LE, Op.GE, Op.GT) or not dt.is_int(c.src[0].dtype):

@@ -325,8 +325,7 @@ class JaxFunction:
 
 
 def check_x64(tensors: Sequence[Tensor], what: str) -> None:
-    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would silently make
-    the arrays 32-bit, and the kernel would then refuse them)."""
+    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would make it 32-bit)."""
     wide = sorted({t.dtype for t in tensors if np.dtype(t.dtype).itemsize == 8
                    and jax.dtypes.canonicalize_dtype(np.dtype(t.dtype)) != np.dtype(t.dtype)})
     if wide:

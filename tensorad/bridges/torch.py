@@ -79,8 +79,7 @@ class TorchFunction:
         return _rebuild, (self._outputs, self.function.inputs, self._wrt, self.policy, self.build_options)
 
     def __deepcopy__(self, memo: dict) -> TorchFunction:
-        """Itself: a function holds no state a copy could change (``copy.deepcopy(model)``
-        for an EMA or a checkpoint shares it, as it shares ``torch.nn.functional``)."""
+        """Itself: a function holds no state a copy could change (as ``torch.nn.functional``)."""
         return self
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:

@@ -222,8 +222,7 @@ class _Grid:
             self.table = {op: _unsigned(rule) for op, rule in self.table.items()}
 
     def release(self) -> None:
-        """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
-        which only the cyclic collector would free: box after box, memory would pile up)."""
+        """Drop the arrays of the grid now (its table's bound methods make a reference cycle)."""
         self.memo.clear()
         self.reduced.clear()
         self.oob.clear()
