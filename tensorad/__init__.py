@@ -167,8 +167,7 @@ def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor])
 
 
 def _listed(tensors: object) -> list:
-    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key
-    (anything else as a list the key refuses: the call itself reports it)."""
+    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key."""
     if isinstance(tensors, Tensor):
         return [tensors]
     return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]

@@ -100,8 +100,7 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
 
 def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
               ctx=None) -> Expr:
-    """One sum (no split): lift, plan, apply, again while eliminating variables made a residual conjunct
-    affine (:func:`_turned_affine`; at most one round per variable)."""
+    """One sum (no split): lift, plan, apply, again while eliminating made a residual conjunct affine."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)

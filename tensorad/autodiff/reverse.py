@@ -37,8 +37,7 @@ def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
 
 
 def _relevant(graph: list[Tensor], inputs: set[Tensor], output: Tensor) -> set[Tensor]:
-    """Floating-point tensors of ``graph`` that are inputs or depend on one (a stabilizing
-    shift cancels out of ``output``: no derivative flows through it, :mod:`.shifts`)."""
+    """Floating-point tensors of ``graph`` that are inputs or depend on one, past cancelling shifts."""
     shifts = cancelling_shifts(graph, [output])
     found: set[Tensor] = set()
     for t in graph:  # producers first
