@@ -37,7 +37,7 @@ def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
 
 
 def _relevant(graph: list[Tensor], inputs: set[Tensor], output: Tensor) -> set[Tensor]:
-    """Floating-point tensors of ``graph`` on inputs, through no cancelling shift (:mod:`.shifts`)."""
+    """Floating-point tensors of ``graph`` that are or depend on inputs, not through a cancelling shift."""
     shifts = cancelling_shifts(graph, [output])
     found: set[Tensor] = set()
     for t in graph:  # producers first
