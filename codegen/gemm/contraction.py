@@ -413,8 +413,7 @@ def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
-    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's
-    range tests, :mod:`.strategies.parity`), which would make a plain side a guarded one."""
+    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's)."""
     from tensorad.poly.affine import IndexSpace, NotAffine
 
     space = IndexSpace(axes)

@@ -229,8 +229,7 @@ def _compiler_sources() -> list[str]:
 
 
 def _module(ir_text: str) -> llvm.ModuleRef:
-    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it
-    (LLVM's global context keeps what every module used for the life of the process)."""
+    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it."""
     return llvm.parse_assembly(ir_text, context=llvm.create_context())
 
 
@@ -453,8 +452,7 @@ def live_kernels() -> int:
 
 
 def _new_engine(triple: str) -> llvm.ExecutionEngine:
-    """An empty MCJIT engine that only links object code: its own target machine is the triple's generic
-    one, and its initial empty module is taken out again (finalizing would compile it)."""
+    """An empty MCJIT engine that only links object code (the triple's generic target machine, no module)."""
     tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")
     empty = llvm.parse_assembly("")
     empty.triple = triple

@@ -47,8 +47,7 @@ VALUE_FLAGS = ("contract",)
 
 
 def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
-    """The nodes of an accumulator update that read one of its ``accumulators``: the reducer's combining
-    operations, the only instructions given ``reassoc`` (the summand keeps IEEE semantics)."""
+    """The nodes of an accumulator update reading one of its ``accumulators``: those given ``reassoc``."""
     out: set[Expr] = set(accumulators)
     for v in values:
         for n in walk(v):  # operands before users
