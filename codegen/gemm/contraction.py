@@ -413,7 +413,7 @@ def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
-    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's)."""
+    """``conds`` without the affine conjuncts true on the box of ``axes`` (a residue class's range tests)."""
     from tensorad.poly.affine import IndexSpace, NotAffine
 
     space = IndexSpace(axes)
