@@ -667,8 +667,7 @@ def _layered(e: Expr, ctx) -> bool:
 
 
 def _quick(e: Expr, ctx) -> bool | None:
-    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there without
-    cutting an atom's inlining short (the full proof would answer the same), else ``None``."""
+    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer if it ends there, no inlining cut."""
     try:
         try:
             b = _Builder(ctx, ctx.proofs, budget=QUICK_EXPANSIONS)

@@ -73,8 +73,7 @@ def float_to_int(values, dtype: str):
 
 
 def maximum(a, b):
-    """Elementwise IEEE 754-2019 ``maximum``, as generated code's ``llvm.maximum``: NaN propagates and
-    ``-0 < +0`` in either order (NumPy's picks an equal pair's operand by position)."""
+    """Elementwise IEEE 754-2019 ``maximum``, as ``llvm.maximum``: NaN propagates, ``-0 < +0`` either way."""
     out = np.maximum(a, b)
     if np.result_type(out).kind != "f":
         return out

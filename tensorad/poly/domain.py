@@ -46,8 +46,7 @@ def bounded_count(s: isl.Set) -> int | None:
 
 
 def count_bound(s: isl.Set) -> int:
-    """An upper bound on the points of the bounded set ``s``: :func:`bounded_count` where it
-    gives one, else the count of ``s`` without its divisions (a superset: no division to scan)."""
+    """An upper bound on the points of the bounded set ``s``: :func:`bounded_count`, else ``s``'s hull's."""
     n = bounded_count(s)
     return int(s.remove_divs().count_val().to_python()) if n is None else n
 
