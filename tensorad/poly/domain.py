@@ -46,7 +46,7 @@ def bounded_count(s: isl.Set) -> int | None:
 
 
 def count_bound(s: isl.Set) -> int:
-    """An upper bound on the points of the bounded set ``s``: :func:`bounded_count`, else ``s`` sans divs'."""
+    """Bounds the points of the bounded set ``s``: :func:`bounded_count`, else the count without divisions."""
     n = bounded_count(s)
     return int(s.remove_divs().count_val().to_python()) if n is None else n
 
