@@ -56,13 +56,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     CPU, ``"llvm -mcpu=NAME"``, ``"llvm -mattr=+f,-g"``.  A kernel built for a CPU whose vectors this
     machine lacks compiles (its ``asm`` can be read) but refuses to run.
 
-    Options (:class:`.options.Options`): ``num_threads`` (default: ``OMP_NUM_THREADS`` when set, else the
-    CPUs this process may run on), ``fastmath`` (default True: reductions may be reassociated and
-    multiply-adds fused; ``False`` keeps IEEE order), ``opt_level`` (0-3), ``vector_width``, ``tile`` and
-    ``microkernel`` (the contraction kernel), ``parallel``, ``parallel_min_work``, ``inline``,
-    ``materialize``, ``fuse``, ``checked`` (bounds checks on every load and store: an out-of-bounds access
-    raises ``IndexError``), ``tune`` (measure the candidate strategies and keep the winners per target:
-    :mod:`.tune`).  ``cache=False`` skips the on-disk cache.
+    The options are :class:`.options.Options`'s; ``cache=False`` skips the on-disk cache.
 
     A kernel found in the process or on disk (:mod:`.jit.build_key`) is returned without lowering;
     ``kernel.lowered`` lowers on first use."""
@@ -128,8 +122,7 @@ def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
 
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_text: str = "") -> Compiled:
-    """LLVM on the lowered program; the entry written records ``key_text`` (the key in full)
-    and the kernel's signature (argument shapes and dtypes, temporaries, work)."""
+    """LLVM on the lowered program; the entry written records ``key_text`` and the kernel's signature."""
     name = lowered.program.name
     prog = lowered.program
     checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(lowered.program) else None

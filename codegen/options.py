@@ -1,5 +1,4 @@
-"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks: every option's type and
-range, before any work.
+"""The options of ``lower`` and ``build`` (:class:`Options`), and their checks before any work.
 
 A bad option is a clear error naming the option, what it must be and what it got, never a hang or a crash
 later.  Checks that need the product's shape and dtype are in :func:`.gemm.contraction.check_tile`; the
@@ -23,8 +22,7 @@ VECTOR_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 
 
 def integer(name: str, value: Any, lo: int, hi: int | None = None, what: str = "", note: str = "") -> int:
-    """``value`` as an int in ``[lo, hi]`` (NumPy integers accepted; bools, floats and strings
-    are not: ``2.0`` threads or ``True`` as an opt level are mistakes, not numbers)."""
+    """``value`` as an int in ``[lo, hi]`` (NumPy integers accepted; bools, floats, strings are not)."""
     bad = isinstance(value, bool)
     if not bad:
         try:
@@ -51,8 +49,7 @@ def tile(value: Any) -> tuple:
 
 
 def register_file_bytes(target) -> int:
-    """Bytes of ``target``'s vector register file (a :class:`.target.Target`: 32 x 64 with
-    AVX-512, 16 x 32 with AVX, 16 x 16 with SSE)."""
+    """Bytes of ``target``'s vector register file (32 x 64 with AVX-512, 16 x 32 with AVX, 16 x 16 SSE)."""
     return target.vector_registers * target.vector_bits // 8
 
 

@@ -86,9 +86,6 @@ class Assign:
     owner: object = None  # as Store's
 
 
-Stmt = Loop | If | Store | Assign
-
-
 @dataclass(frozen=True, eq=False)
 class Fill:
     """``buffer[...] = value`` everywhere (a memset for zero); not counted as work.
@@ -163,8 +160,7 @@ def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None
 
 class ProgramPrinter:
     """Readable, deterministic and exact text of a program (it also keys the kernel cache).  ``names``: a
-    :class:`Namer` shared with other printouts, so that a buffer shows under its tensor's name there;
-    without it buffers keep lowering's names."""
+    :class:`Namer` shared with other printouts (buffers shown under their tensors' names), else lowering's."""
 
     def __init__(self, program: Program, names: Namer | None = None) -> None:
         self.program = program
@@ -294,8 +290,7 @@ def walk_stmts(stmts: tuple):
 
 
 def stmt_exprs(s) -> tuple:
-    """The expressions of one statement, not those of the statements inside it (bounds, a
-    condition, indices and values)."""
+    """The expressions of one statement (bounds, a condition, indices, values), not of those inside it."""
     if isinstance(s, Loop):
         return (s.lo, s.hi)
     if isinstance(s, If):

@@ -163,8 +163,7 @@ class Target:
 
     @property
     def key(self) -> str:
-        """What determines the machine code: triple, CPU, features and the shape the code
-        generator chose from them (vector width, registers, FMA)."""
+        """What determines the machine code: triple, CPU, features, and the vector width, registers, FMA."""
         return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}x{self.vector_registers}"
                 f"|{'fma' if self.fma else 'nofma'}|{self.l1d},{self.l2},{self.l3},{self.line},{self.page}")
 
@@ -177,8 +176,7 @@ class Target:
 
     @property
     def masked_memory(self) -> bool:
-        """Whether a masked vector load or store costs about a plain one's: x86 with AVX-512's mask
-        registers (:mod:`.llvm.masked_tails`)."""
+        """Whether a masked vector load or store costs about a plain one's (AVX-512's mask registers)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:
@@ -192,8 +190,7 @@ class Target:
 
 
 def parse_target(spec: str | Target | None = None) -> Target:
-    """The :class:`Target` of ``spec`` (``None`` or ``"llvm"``: the host); a bad spec is a
-    ``ValueError`` that says what is accepted."""
+    """The :class:`Target` of ``spec`` (``None``, ``"llvm"``: the host); a bad spec is a ``ValueError``."""
     if isinstance(spec, Target):
         return spec
     if spec is None:
@@ -218,8 +215,7 @@ def host_target() -> Target:
 
 
 def host_features() -> dict[str, bool]:
-    """Every CPU feature LLVM knows for this host's architecture, each with whether this host has it;
-    empty where LLVM cannot tell."""
+    """Every CPU feature LLVM knows for this host's architecture and whether the host has it (or empty)."""
     initialize()
     try:
         return dict(llvm.get_host_cpu_features())
@@ -230,8 +226,7 @@ def host_features() -> dict[str, bool]:
 def needed_features(target: Target) -> list[str]:
     """The CPU features (LLVM's names, sorted) that code for ``target`` may use: the host's for
     ``"llvm"``; else those ``-mattr`` switches on and, on x86, those the probe showed (LLVM reports
-    neither what a CPU name implies nor what switching a feature off takes).  Tuning preferences are left
-    out."""
+    neither what a CPU name implies nor what switching a feature off takes); no tuning preferences."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
     on: dict[str, bool] = {}
@@ -364,8 +359,7 @@ def _host_line_and_page() -> tuple[int, int]:
 
 
 def default_num_threads() -> int:
-    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry when set, else the CPUs this
-    process may run on."""
+    """Threads a kernel uses by default: ``OMP_NUM_THREADS``'s first entry if set, else the usable CPUs."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env:
         try:
@@ -383,7 +377,3 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-__all__ = ["Target", "parse_target", "host_target", "host_features", "needed_features",
-           "missing_features", "default_num_threads", "usable_cpus"]

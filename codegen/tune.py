@@ -62,8 +62,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],
                    target: Target | None) -> tuple[dict[str, Any], int]:
-    """``options`` with ``tune`` replaced by the pinned choices of its measured winners, and the
-    number of candidates measured."""
+    """``options`` with ``tune`` replaced by its measured winners as pinned choices, and how many measured."""
     outputs, inputs = check_arguments(outputs, inputs, name)
     target = target or parse_target()
     plain = {k: v for k, v in options.items() if k not in ("tune", "target")}
@@ -140,8 +139,7 @@ def _read(key: str, base) -> dict[str, str] | None:
 
 
 def _random(t: Tensor, rng: np.random.Generator) -> np.ndarray:
-    """Data for input ``t``: standard normal floats; zero integers and booleans (always a
-    valid index or label)."""
+    """Data for input ``t``: standard normal floats; zero integers and booleans (a valid index, label)."""
     if t.dtype.startswith("float"):
         return rng.standard_normal(t.shape).astype(t.dtype)
     return np.zeros(t.shape, dtype=t.dtype)
@@ -159,6 +157,3 @@ def _time(kernel, data: list[np.ndarray]) -> float:
         took = time.perf_counter() - start
         best, spent, runs = min(best, took), spent + took, runs + 1
     return best
-
-
-__all__ = ["lower", "build", "tuned_choices", "worth_measuring", "MIN_CYCLES"]

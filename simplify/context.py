@@ -56,8 +56,7 @@ class OptimizerContext:
         self.trace = trace
 
     def space(self, variables) -> IndexSpace:
-        """The call's one :class:`IndexSpace` over ``variables`` (in order), whose isl conversions are
-        kept, so that a condition is converted once."""
+        """The call's one :class:`IndexSpace` over ``variables`` (in order): a condition converted once."""
         key = tuple(variables)
         found = self.spaces.get(key)
         if found is None:

@@ -26,8 +26,7 @@ def _canon_var(canon: dict, kind: str, k: int, v: Expr) -> Expr:
 
 
 def canonical_key(op: ComputeOp, canon: dict) -> tuple:
-    """Bodies with positional variables (from ``canon``, shared by the keys compared):
-    equal keys mean equal tensors."""
+    """Bodies with positional variables (``canon``, shared by the keys compared): equal keys, equal ops."""
     mapping = {a: _canon_var(canon, "a", k, a) for k, a in enumerate(op.axes)}
     for k, r in enumerate(op.reduce_axes):
         mapping[r] = _canon_var(canon, "r", k, r)
@@ -42,9 +41,8 @@ def signature(bodies: tuple[Expr, ...]) -> tuple:
 
 
 class OpTable:
-    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.
-    :meth:`may_hold` answers "certainly not held" without building a key; :meth:`read` reads the op or view
-    held with an op's key."""
+    """Structurally equal ops merged: ``intern(op)`` returns the first op with its key.  :meth:`may_hold`
+    answers "certainly not held" without a key; :meth:`read` reads the op or view held with an op's key."""
 
     def __init__(self) -> None:
         self._ops: dict[tuple, ComputeOp] = {}
@@ -57,8 +55,7 @@ class OpTable:
         #   key -> (op held, the axes of the spelling, op's index over them)
 
     def key(self, op: ComputeOp) -> tuple:
-        """:func:`canonical_key` of ``op``, kept per op (asked again for one op: looked up,
-        then interned or registered)."""
+        """:func:`canonical_key` of ``op``, kept per op (looked up, then interned or registered)."""
         found = self._keys.get(op)
         if found is None:
             found = self._keys[op] = canonical_key(op, self._canon)

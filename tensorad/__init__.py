@@ -143,15 +143,13 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 @contextmanager
 def _differentiating(detail: str) -> Iterator[None]:
-    """A differentiation call: timed as the ``differentiate`` stage, run with fewer garbage
-    collections (:mod:`.ir.collect`: the call allocates many short-lived nodes)."""
+    """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
     with _trace.stage("differentiate", detail), _fewer_collections():
         yield
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
-    """One optimizer (and so one memo context) per call of the facade, its calls timed as the
-    ``optimize`` stage (``TENSORAD_LOG=passes``)."""
+    """One optimizer (and so one memo context) per call of the facade, timed as the ``optimize`` stage."""
     if not optimize:
         return None
     optimizer = Optimizer()
@@ -169,8 +167,7 @@ def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor])
 
 
 def _listed(tensors: object) -> list:
-    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key
-    (anything else as a list the key refuses: the call itself reports it)."""
+    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key."""
     if isinstance(tensors, Tensor):
         return [tensors]
     return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
@@ -206,8 +203,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``ta.torch`` and ``ta.jax``: the framework bridges, imported on first use so that
-    ``import tensorad`` never imports PyTorch or JAX."""
+    """``ta.torch``, ``ta.jax``: the framework bridges, imported on use (never by ``import tensorad``)."""
     if name in ("torch", "jax"):
         import importlib
 

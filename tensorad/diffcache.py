@@ -127,8 +127,7 @@ def _dump(result: list[Tensor], graph: GraphKey) -> bytes | None:
 
 
 def _children_first(result: list[Tensor], graph: GraphKey) -> list[Any]:
-    """The tensors and expressions the result is made of, each after what it holds (the
-    call's own tensors, written as numbers, are not entered)."""
+    """The tensors and expressions the result is made of, each after what it holds (not the call's own)."""
     order: list[Any] = []
     seen: set[int] = set()
     stack: list[tuple[Any, bool]] = [(t, False) for t in reversed(result)]

@@ -73,8 +73,7 @@ class Contraction:
 
     def c_layout(self, strides) -> tuple[dict[Expr, int], int]:
         """``(stride, first)``: the stride in C's buffer (axes stepping by ``strides``) of each axis of
-        the product, and the offset of its first point (a split axis ``f = F g + j`` steps by ``F`` rows
-        along ``g`` and one along ``j``)."""
+        the product, and the offset of its first point (split ``f = F g + j``: ``F`` rows per ``g``)."""
         stride: dict[Expr, int] = {}
         first = 0
         for e, st in zip(self.c_at, strides):
@@ -113,8 +112,7 @@ class Contraction:
 
     @property
     def k_steps(self) -> int:
-        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, or fewer within
-        a :attr:`band`."""
+        """The ``k`` steps the micro-tiles of one column panel run: ``ceil(M / MR) * K``, fewer in a band."""
         tiles = -(-self.M // self.mr)
         if self.band is None:
             return tiles * self.K
@@ -200,8 +198,7 @@ def _product(fs: list[Expr], dtype: str) -> Expr:
 
 def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     """``src`` without its outer masks ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, and their
-    conditions' conjuncts: a masked term is a term of the sum under ``c``, so the conjuncts join the
-    reduction condition and go to their side."""
+    conditions' conjuncts, which join the reduction condition and go to their side."""
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
@@ -223,8 +220,7 @@ def _is_const(e: Expr, value: float) -> bool:
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
     """``if_then_else(cond, value, 0)`` over the box of ``axes``, the conjuncts reading tensors (a mask)
     tested inside the others.  Choices are eager (``select``) where :func:`.passes.speculate.speculate`
-    finds a mask's safe, and an index condition's where ``value`` is in bounds and cheap (:func:`_eager`).
-    """
+    finds a mask's safe, an index condition's where ``value`` is in bounds and cheap (:func:`_eager`)."""
     reading = [c for c in cond if any(n.op is Op.READ for n in walk(c))]
     for group in (reading, [c for c in cond if c not in reading]):
         if group:
@@ -240,8 +236,7 @@ def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
 
 def _eager(value: Expr, axes: tuple[Expr, ...]) -> bool:
     """Whether computing ``value`` where an index condition fails is safe and cheap: every read in bounds
-    on the box, no transcendental function, reduction, checked gather index or integer division, few
-    nodes."""
+    on the box, no transcendental function, reduction, checked gather index, integer division; few nodes."""
     return (cheap(value, UNARY_MATH | {Op.REDUCE})
             and not any(n.op in _DIVISIONS and n.dtype in INT_DTYPES for n in walk(value))
             and _in_bounds(value, axes))
@@ -252,8 +247,7 @@ _DIVISIONS = frozenset({Op.DIV, Op.FLOORDIV, Op.MOD})
 
 def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | None = None,
                       target: Target | None = None) -> Contraction | None:
-    """The :class:`Contraction` form of ``op`` (inlined ``bodies``), its tiles chosen for
-    ``target`` (default: the host), or ``None``."""
+    """The :class:`Contraction` of ``op`` (inlined ``bodies``) tiled for ``target`` (host), or ``None``."""
     if not op.is_reduction or len(bodies) != 1 or not op.axes:
         return None
     red = bodies[0]
@@ -284,8 +278,7 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
     """``(f, (g, j))`` for each output axis ``f`` that ``red`` reads through ``// F`` or ``% F`` (``F``
-    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped
-    convolution: one product per group)."""
+    dividing its extent), as ``f = F g + j`` over new axes ``g < extent / F``, ``j < F`` (a grouped conv)."""
     found: dict[tuple[Expr, int], None] = {}
     for n in walk(red):
         if n.op not in (Op.FLOORDIV, Op.MOD) or n.src[1].op is not Op.CONST or n.dtype not in INT_DTYPES:
@@ -346,11 +339,10 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
 def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
              target: Target) -> tuple[Expr, ...]:
     """The product's rows among the output axes ``outer`` (all but the columns): the longest run of
-    ``cands`` consecutive in ``outer`` (C is row-major, so their strides chain into one row index), so
-    that a channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows.  Leading axes of the
-    run stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks, or while the columns would be cut into more blocks than with the longest
-    axis alone (each block packs A again)."""
+    ``cands`` consecutive in ``outer`` (C is row-major: their strides chain into one row index; a
+    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows).  Leading axes of the run
+    stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
+    ``PARALLEL_BLOCKS`` blocks, or the columns more blocks than with the longest axis alone."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:
@@ -380,8 +372,7 @@ def exact_term(cond: list[Expr], fa: list[Expr], fb: list[Expr], dtype: str,
                axes: tuple[Expr, ...]) -> Expr | None:
     """The term ``prod(fa) * prod(fb)`` where every conjunct of ``cond`` holds, else ``0``; ``None``
     without conditions.  The packed kernel's ``0 * inf`` (a side's guarded zero times the other) is NaN
-    wherever it is wrong, so the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this
-    term."""
+    wherever it is wrong: the fixer (:mod:`.gemm.microkernel`) recomputes C's NaN elements from this term."""
     if not cond:
         return None
     value = Expr(Op.MUL, dtype, (_product(fa, dtype), _product(fb, dtype)))
@@ -422,8 +413,7 @@ def k_order(sides, k: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 
 def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
-    """``conds`` without the affine conjuncts that hold on the whole box of ``axes`` (a residue class's
-    range tests, :mod:`.strategies.parity`), which would make a plain side a guarded one."""
+    """``conds`` without the affine conjuncts true on the box of ``axes`` (a residue class's range tests)."""
     from tensorad.poly.affine import IndexSpace, NotAffine
 
     space = IndexSpace(axes)
@@ -441,8 +431,7 @@ def _unless_implied(conds: list[Expr], axes: tuple[Expr, ...]) -> list[Expr]:
 
 
 def _in_bounds(side: Expr, axes: tuple[Expr, ...]) -> bool:
-    """Whether every read of ``side`` is in bounds on the whole box of ``axes`` (packing
-    evaluates each side there, under its own guards only)."""
+    """Whether every read of ``side`` is in bounds on the box of ``axes`` (where packing evaluates it)."""
     try:
         check_op_bounds(ComputeOp("pack", "", axes, (side,)))
     except OutOfBoundsError:
@@ -467,8 +456,7 @@ def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     vector registers (``NR = NV * lanes``), and a ``k`` step also holds ``NV`` vectors of B and
     :func:`operand_registers` more: ``MR * NV + NV + 1 <= registers`` with FMA, ``+ 2`` without.  A step
     loads ``MR + NV`` values for ``MR * NV`` multiply-adds, so among the tiles that fit (``NV <= NV_MAX``,
-    ``MR <= MR_MAX``) the fewest loads per multiply-add wins: AVX2 4 x 24, AVX without FMA 6 x 16, AVX-512
-    8 x 48 (float32)."""
+    ``MR <= MR_MAX``) the fewest loads per multiply-add wins (float32 AVX2: 4 x 24, AVX-512: 8 x 48)."""
     vw, regs = target.lanes(dtype), target.vector_registers
     best = None
     for nv in range(1, NV_MAX + 1):
@@ -652,6 +640,3 @@ def worth_it(c: Contraction, forced: bool | None) -> bool:
         return True
     lanes = (c.target or host_target()).lanes(c.dtype)
     return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
-
-
-__all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

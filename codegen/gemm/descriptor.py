@@ -63,8 +63,6 @@ DESC_LEN = H_BKEEP + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
-POINTER_FIELDS = (H_C, SIDE_A + S_BASE, SIDE_A + S_FN, SIDE_A + S_CTX, SIDE_B + S_BASE, SIDE_B + S_FN,
-                  SIDE_B + S_CTX, H_FIX, H_FIXCTX)
 
 
 def group_base(g: int) -> int:
@@ -93,8 +91,7 @@ class SidePlan:
 
 
 def runs(axes, coefs, stride: int = 1) -> int:
-    """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last
-    axis steps otherwise)."""
+    """Length of the run of addresses ``stride`` apart along the trailing axes (0: the last axis does not)."""
     if not axes or coefs[-1] != stride:
         return 0
     run = axes[-1].extent

@@ -38,8 +38,7 @@ from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loo
 
 
 class _Resident:
-    """The pieces (:func:`piece_name`) linked into the JIT's resident engine
-    (:func:`.jit.engine.load_object`) for the life of the process, one per piece and target."""
+    """The pieces (:func:`piece_name`) linked into the JIT's resident engine, one per piece and target."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -50,8 +49,7 @@ _RESIDENT = _Resident()
 
 
 def target_tag(target: Target) -> str:
-    """A short name of the target in library symbols: one process may link libraries for
-    several targets (an AVX2 and an AVX-512 build of the same product), which must not clash."""
+    """A short name of the target in library symbols, so that libraries for several targets never clash."""
     return "t" + hashlib.sha256(target.key.encode()).hexdigest()[:10]
 
 
@@ -118,15 +116,13 @@ class LinkPlan:
                 self.on_disk[name] = obj
 
     def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
-        """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (in order of
-        ``todo``)."""
+        """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (``todo``'s order)."""
         return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
                  light(piece[4])) for _, _, _, piece in self.todo]
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
         """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
-        not linked yet, and record in ``linked`` how each was obtained (``"process"``, ``"disk"`` or
-        ``"compiled"``)."""
+        not linked yet, and record in ``linked`` how each came (``"process"``, ``"disk"``, ``"compiled"``)."""
         origins = {name: "process" for name in self.wanted}
         objects = {name: (obj, "disk") for name, obj in self.on_disk.items()}
         for (name, key, key_text, _), (obj, _) in zip(self.todo, compiled):
@@ -145,15 +141,13 @@ class LinkPlan:
 
 def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] | None = None) -> None:
     """Link the library pieces defining ``symbols`` (and the cores they call), compiled for ``target``,
-    into the JIT, each once: from the disk cache, else compiled (:func:`.jit.engine.compile_objects`) and
-    stored.  ``linked``: see :meth:`LinkPlan.link`."""
+    into the JIT, each once: from the disk cache, else compiled and stored (``linked``: see ``link``)."""
     plan = LinkPlan(symbols, target)
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
 
 def _level(part) -> int:
-    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (see
-    :func:`light`), none for the others."""
+    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (:func:`light`), else 0."""
     return 1 if part != "core" and part[1] == gd.COPY2 else 0
 
 
@@ -250,8 +244,7 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 class MicroSteps:
     """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
-    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given, A's at ``ap``.
-    """
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``."""
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
                  bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
@@ -299,8 +292,7 @@ class MicroSteps:
 
     def ahead(self, kv: ir.Value) -> None:
         """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
-        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place) and of A ``PREFETCH_A``
-        bytes ahead (a prefetch never faults)."""
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)

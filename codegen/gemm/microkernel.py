@@ -34,15 +34,13 @@ PTR = ir.PointerType()
 
 
 def packs_a_once(s: Contraction) -> bool:
-    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`) rather than once
-    per column block."""
+    """Whether side A is packed once per call (:func:`.gemm.contraction.a_packed_once`), not per block."""
     return a_packed_once(s, s.mr)
 
 
 def packs_b_once(s: Contraction) -> bool:
     """Whether side B is packed once per call rather than once per block: a batched product whose B reads
-    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than there are
-    column blocks."""
+    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than columns do."""
     es = 4 if s.dtype == "float32" else 8
     return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
             and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
@@ -55,8 +53,7 @@ KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the o
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
-    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product without a band.
-    """
+    must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
         return 0
@@ -213,8 +210,7 @@ class GemmEmitter:
 
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: a complete block of C (batch point
-        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), and only a block with
-        one repaired (:meth:`_repairer`)."""
+        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
@@ -285,8 +281,7 @@ class GemmEmitter:
         return fn
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
-        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, evaluating its
-        expression (any reads, guards, arithmetic) with the ordinary expression emitter."""
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
         s = self.s
         fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
         fn = ir.Function(self.m, fnty, name)
@@ -309,8 +304,7 @@ class GemmEmitter:
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
     """``scan(block, ldc, rows, cols) -> i1``: whether a block of C holds a NaN; one function per module
-    and element type, shared by every product's :meth:`GemmEmitter._fixer`: vector code, an OR of
-    unordered tests without fast-math flags."""
+    and element type (:meth:`GemmEmitter._fixer`'s), an OR of unordered tests without fast-math flags."""
     name = f"tensorad_nan_scan_{t}"
     if name in module.globals:
         return module.globals[name]

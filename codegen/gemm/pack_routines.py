@@ -45,8 +45,7 @@ def st(b: ir.IRBuilder, base: ir.Value, idx, v: ir.Value, t: ir.Type = I64) -> N
 
 
 def entry_alloca(b: ir.IRBuilder, t: ir.Type, name: str, size: int | None = None) -> ir.Value:
-    """A stack slot in the function's entry block (one per call, not per loop iteration --
-    and promoted to a register by ``-O1``)."""
+    """A stack slot in the function's entry block (one per call; promoted to a register by ``-O1``)."""
     with b.goto_entry_block():
         return b.alloca(t, size=None if size is None else I64(size), name=name)
 
@@ -333,8 +332,7 @@ MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "trans
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
               tables: ir.Function, vw: int) -> ir.Function:
-    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, with
-    vectors of ``vw`` lanes (the target's)."""
+    """The generic ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` of one mode, ``vw`` lanes wide."""
     fn, b = new_function(module, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], internal=False)
     side, dst, bflat, o0, olen, k0, klen, scratch = fn.args
     dst.add_attribute("noalias")
@@ -472,8 +470,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
                             else:
                                 b.call(masked_fn, list(here))
 
-            # a run's rest of at least bs: its last bs positions again (the same values); a
-            # shorter run: one masked block, stored up to the run's end
+            # a run's rest of at least bs: its last bs positions again; a shorter run: one masked block
             tail = b.icmp_signed(">", run, nblk)
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
                 block(imax(b, imin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
@@ -481,11 +478,9 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
 
 
 def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs, tables) -> None:
-    """The intervals of the run at ``kk`` where each row of the panel reads in range
-    (``row_lo``, ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of
-    a group's rows (their checked indices' outer parts in ``row_chk``, ``width`` per index):
-    per run, a few vector operations per group and checked index instead of a scalar interval
-    per row."""
+    """The intervals of the run at ``kk`` where each row of the panel reads in range (``row_lo``,
+    ``row_hi``), and each group of ``bs`` rows' common interval -- as vectors of a group's rows (their
+    checked indices' outer parts in ``row_chk``, ``width`` per index)."""
     row_chk, row_lo, row_hi, grp_lo, grp_hi = tables
     vt = ir.VectorType(I64, bs)
     zero = ir.Constant(vt, None)
@@ -525,8 +520,7 @@ def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
 
 
 def _interval_of(b, a, e, x0, size, step) -> tuple[ir.Value, ir.Value]:
-    """``[a, e)`` narrowed to the positions ``i`` where ``x0 + step * i`` lies in ``[0, size)``
-    (``step`` -1, 0, 1 or 2; scalars or vectors alike)."""
+    """``[a, e)`` narrowed to the ``i`` where ``x0 + step * i`` lies in ``[0, size)`` (``step`` -1 to 2)."""
     def smax(x, y):
         return b.select(b.icmp_signed(">", x, y), x, y)
 
@@ -701,8 +695,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
 
 
 def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
-    """Whether every checked index has one value over the ``width`` outer positions from
-    ``first`` (its outer part, ``ochk``, equal at each)."""
+    """Whether each checked index's outer part (``ochk``) is one value on the ``width`` rows at ``first``."""
     flag = entry_alloca(b, I1, "uni")
     b.store(I1(1), flag)
     with loop(b, 0, nchk, name="ud") as d:
@@ -715,8 +708,7 @@ def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
 
 
 def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
-    """Whether every checked index is in range at outer position ``o`` and reduction position
-    ``kk``."""
+    """Whether every checked index is in range at outer position ``o`` and reduction position ``kk``."""
     flag = entry_alloca(b, I1, "inr")
     b.store(I1(1), flag)
     with loop(b, 0, nchk, name="rd") as d:
@@ -775,8 +767,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
     """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
-    the run's vectors unrolled, each under a test of ``n`` decided before the rows, then its rest as
-    :func:`copy` ends a run."""
+    the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as :func:`copy`."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     nvec = b.sdiv(n, I64(vw))
@@ -802,9 +793,8 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
 
 def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
                 vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run,
-    ``row[i] = src[at + 2 i]`` where the checked indices are in range, zeros around it and past ``valid``.
-    """
+    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run, ``row[i] = src[at + 2 i]``
+    where the checked indices are in range, zeros around it and past ``valid``."""
     steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))

@@ -106,9 +106,8 @@ class Packer:
         b.position_at_end(done)
 
     def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in
-        runs along the last axis (affine inside a run).  ``vectorize=False``: ``count`` is at most a
-        panel's width, kept from the loop vectorizer."""
+        """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in runs
+        along the last axis.  ``vectorize=False``: kept from the vectorizer (``count`` at most a panel's)."""
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
@@ -161,8 +160,7 @@ class Packer:
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
         """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
         at a time, panel by panel (the source rows stay in L1, each panel written in order).  A full panel
-        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes; another goes run by
-        run."""
+        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes, another run by run."""
         b, em = self.b, self.em
         last = outer[-1]
         # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here

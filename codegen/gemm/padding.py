@@ -46,8 +46,7 @@ class Padding:
         return n
 
     def copy(self, first: int = 0, count: int | None = None) -> tuple[ComputeOp, Expr]:
-        """``(op, side)``: the padded copy of rows ``[first, first + count)`` of dimension 0
-        (all of it by default) and the side reading it."""
+        """``(op, side)``: the padded copy of rows ``[first, first + count)`` (default all), its reader."""
         t: Tensor = self.read.arg
         shape = self.shape
         if count is not None:
@@ -92,8 +91,7 @@ def _is_zero(e: Expr) -> bool:
 
 def _masked_copy(side: Expr) -> Padding | None:
     """An unpadded copy of ``side`` when it is a masked pointwise value
-    (``if_then_else(Y[idx] > 0, H[idx], 0)``), so that the packers read plain values instead of testing
-    the mask once per column block."""
+    (``if_then_else(Y[idx] > 0, H[idx], 0)``): the packers read plain values, not the mask per block."""
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
     read = pointwise_read(side)
@@ -132,6 +130,3 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
         return _masked_copy(side)
     plan = Padding(read, tuple(lows), tuple(highs), None if value is read else value)
     return plan if plan.size <= MAX_GROWTH * t.size else None
-
-
-__all__ = ["Padding", "plan_padding", "pointwise_read"]

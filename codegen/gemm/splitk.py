@@ -29,8 +29,7 @@ def wants_split(spec: Contraction) -> bool:
 
 
 def split_k(op: ComputeOp, body: Expr) -> tuple[ComputeOp, ComputeOp]:
-    """``(P, R)``: the halves (batch axis first) and the op adding them, over fresh axes;
-    ``R`` computes ``op``'s values (its buffer is ``op``'s)."""
+    """``(P, R)``: the halves (batch axis first) and the op adding them, on fresh axes, in ``op``'s buffer."""
     ra: ReduceArg = body.arg
     k0 = ra.axes[0]
     half = k0.extent // 2
@@ -47,6 +46,3 @@ def split_k(op: ComputeOp, body: Expr) -> tuple[ComputeOp, ComputeOp]:
     total = Expr(Op.ADD, body.dtype, (Expr(Op.READ, body.dtype, (const(0),) + out_axes, t),
                                       Expr(Op.READ, body.dtype, (const(1),) + out_axes, t)))
     return part, ComputeOp(op.name, op.tag, out_axes, (total,))
-
-
-__all__ = ["wants_split", "split_k"]

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 
 class _Process:
-    """The versions computed in this process (root module -> its version: the source this
-    process runs, so computed once), one per root asked for."""
+    """The versions computed in this process (root module -> its version), one per root asked for."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -66,8 +65,7 @@ def _find(module: str) -> str | None:
 
 def _imports(module: str, text: str, is_package: bool, memo: dict[str, str | None]) -> set[str]:
     """The ``tensorad`` modules the source ``text`` of ``module`` uses: for ``from P import a, b`` the
-    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (a package's initializer is followed
-    only where names are taken from it)."""
+    submodules ``P.a``, ``P.b`` where they are modules, else ``P`` (whose initializer is then followed)."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for dots, name, names in _statements(_FROM, text):
@@ -112,8 +110,7 @@ def closure(root: str, read: Callable[[str], bytes | None] | None = None) -> dic
 
 def version(root: str = "tensorad.codegen.gemm.library", read: Callable[[str], bytes | None] | None = None
             ) -> str:
-    """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per
-    process (:func:`.jit.engine.fingerprint` computes it from the files it reads anyway)."""
+    """A hash of the source of ``root``'s import closure (:func:`closure`), computed once per process."""
     v = _PROCESS.versions.get(root)
     if v is None:
         with _PROCESS.lock:
@@ -127,7 +124,6 @@ def version(root: str = "tensorad.codegen.gemm.library", read: Callable[[str], b
 
 
 def remember(v: str, root: str = "tensorad.codegen.gemm.library") -> None:
-    """Take ``v`` as ``root``'s version in this process (read back with the source hash that
-    :func:`.jit.engine.source_hash` remembered for these very files)."""
+    """Take ``v`` as ``root``'s version in this process (read back with :func:`.jit.engine.source_hash`)."""
     with _PROCESS.lock:
         _PROCESS.versions.setdefault(root, v)

@@ -36,8 +36,7 @@ VERSION = "buildkey-1"
 
 def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target, gomp: bool,
              data_offset: int | None) -> str | None:
-    """The key text of building ``outputs`` from ``inputs`` (see the module docstring), or
-    ``None`` when the program must be lowered before it can be keyed."""
+    """The key text of building ``outputs`` from ``inputs``, or ``None`` when it must be lowered first."""
     if opts.tune:
         return None
     try:
@@ -216,8 +215,7 @@ class _Describer:
 @dataclasses.dataclass(frozen=True)
 class GraphKey:
     """The key text of a tensor DAG and its numbering: the reference of every tensor reached (``ph<k>``,
-    ``op<n>.<v>``) and the number of every variable, combiner and provenance group, which name the same
-    objects in any DAG of the same text."""
+    ``op<n>.<v>``) and the number of every variable, combiner and provenance group (alike in alike DAGs)."""
 
     text: str
     tensors: dict[Tensor, str]

@@ -111,8 +111,7 @@ def put(key: str, payload: bytes) -> None:
 
 
 def get_object(key: str, key_text: str) -> bytes | None:
-    """Object code stored by :func:`put_object` for exactly ``key_text`` (the full text behind
-    the hash ``key``) whose code is sound, else ``None`` (the caller compiles it again)."""
+    """Object code :func:`put_object` stored for exactly ``key_text`` whose code is sound, else ``None``."""
     payload = get(key)
     if payload is None or len(payload) < 4:
         return None
@@ -125,8 +124,7 @@ def get_object(key: str, key_text: str) -> bytes | None:
 
 
 def read_at_most(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the open file ``fd``, read in chunks (never more, whatever the
-    file claims or becomes while it is read)."""
+    """Up to ``limit`` bytes of the open file ``fd``, read in chunks (never more, whatever the file says)."""
     chunks, left = [], limit
     while left > 0:
         chunk = os.read(fd, min(left, 1 << 20))
@@ -186,8 +184,7 @@ def _read_entry(path: Path) -> bytes | None:
 
 
 def _make_directory(d: Path) -> None:
-    """Create the cache directory private to the user (mode 0700); refuse one owned by another
-    user (``OSError``: the entry is then not written)."""
+    """Create the cache directory private to the user (mode 0700); one owned by another is an ``OSError``."""
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.stat(d)
     if hasattr(os, "getuid") and st.st_uid != os.getuid():

@@ -126,8 +126,7 @@ def host() -> Target:
 
 
 def state() -> _JitState:
-    """The JIT's state for the host (created once per process, thread-safe): the resident engine
-    of :func:`load_object`, the kernels' code alive, the count of mappings."""
+    """The JIT's state (one per process, thread-safe): the resident engine, kernels' code, mapping count."""
     if _PROCESS.state is None:
         with _LOCK:
             if _PROCESS.state is None:
@@ -156,8 +155,7 @@ def toolchain() -> str:
 
 
 def fingerprint(target: Target | None = None) -> str:
-    """What besides the program determines the machine code: the target (triple, CPU,
-    features) and :func:`source_hash`."""
+    """What besides the program determines the machine code: the target and :func:`source_hash`."""
     return "|".join([(target or host()).key, source_hash()])
 
 
@@ -196,8 +194,7 @@ def _source_stamp(paths: list[str]) -> str:
 
 
 def _remembered(key: str, stamp: str) -> tuple[str, str] | None:
-    """``(source hash, library version)`` recorded under ``key`` for exactly ``stamp``, or
-    ``None`` (absent, malformed, another stamp: computed again and rewritten)."""
+    """``(source hash, library version)`` recorded under ``key`` for exactly ``stamp``, else ``None``."""
     payload = diskcache.get(key)
     try:
         record = json.loads(payload) if payload is not None else None
@@ -211,8 +208,7 @@ def _remembered(key: str, stamp: str) -> tuple[str, str] | None:
 
 
 def _compiler_sources() -> list[str]:
-    """The Python files of tensorad's packages -- the core, the simplifier and the code
-    generator, each with its subpackages, wherever the install put them -- in a fixed order."""
+    """The Python files of tensorad's packages and subpackages, wherever installed, in a fixed order."""
     import importlib.util
 
     files = []
@@ -233,8 +229,7 @@ def _compiler_sources() -> list[str]:
 
 
 def _module(ir_text: str) -> llvm.ModuleRef:
-    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it
-    (LLVM's global context keeps what every module used for the life of the process)."""
+    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it."""
     return llvm.parse_assembly(ir_text, context=llvm.create_context())
 
 
@@ -246,8 +241,7 @@ def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
 
 
 def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
-    """The light pipeline of hand-written vector code: SROA, instruction combining and control-flow
-    simplification."""
+    """The light pipeline of hand-written vector code: SROA, instruction combining, CFG simplification."""
     pb = llvm.create_pass_builder(target_machine(target or host()),
                                   llvm.create_pipeline_tuning_options(speed_level=0))
     mpm = llvm.create_new_module_pass_manager()
@@ -259,8 +253,7 @@ def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or the light
-    :func:`promote` pipeline."""
+    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or :func:`promote`'s."""
 
     level: int
     slp: bool = True
@@ -303,8 +296,7 @@ def _contained(rungs: list[Pipeline], step) -> bytes:
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
     """Parse, verify, optimize and compile a module to relocatable object code (``light``: the
-    :func:`promote` pipeline), optimizing in a child process: an LLVM abort costs a retry on the next rung
-    of :func:`ladder`."""
+    :func:`promote` pipeline), optimizing in a child process: an LLVM abort retries a :func:`ladder` rung."""
     target = target or host()
     with _LOCK:
         target_machine(target)  # (made here, once: the children inherit it)
@@ -372,8 +364,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 
 def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
-    """Like :func:`compile_object`, but position-independent code for a shared library (the
-    JIT's own objects use the JIT code model and cannot be linked by ``cc -shared``)."""
+    """Like :func:`compile_object`, but position-independent code for a shared library (``cc -shared``)."""
     target = target or host()
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
@@ -461,8 +452,7 @@ def live_kernels() -> int:
 
 
 def _new_engine(triple: str) -> llvm.ExecutionEngine:
-    """An empty MCJIT engine that only links object code: its own target machine is the triple's generic
-    one, and its initial empty module is taken out again (finalizing would compile it)."""
+    """An empty MCJIT engine that only links object code (the triple's generic target machine, no module)."""
     tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")
     empty = llvm.parse_assembly("")
     empty.triple = triple

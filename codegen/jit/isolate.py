@@ -173,8 +173,7 @@ class Child:
 
 
 def _readable(fd: int) -> bool:
-    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS` (``poll``:
-    any descriptor number, where ``select`` stops at 1024)."""
+    """Whether ``fd`` has bytes (or its end) to read within :data:`_LOOK_SECONDS` (``poll``: any fd)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(_LOOK_SECONDS * 1000))
@@ -231,8 +230,7 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
 
 def _bound(cpu_limit: float, parent: int) -> None:
     """In a fresh child: stop at ``cpu_limit`` CPU seconds (``SIGXCPU``, no core file) and die with
-    ``parent`` (Linux).  System calls only: nothing that may enter the dynamic loader or import, whose
-    locks another thread may have held at the fork."""
+    ``parent`` (Linux).  System calls only: nothing that may take the loader's or import's locks."""
     if resource is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -267,8 +265,7 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process plus those of the children it has waited for (the compile children,
-    which ``time.process_time`` misses)."""
+    """CPU seconds of this process plus those of the children it has waited for (the compile children)."""
     import time
 
     if resource is None:

@@ -1,11 +1,9 @@
 """A structural check of object code before it is handed to the JIT linker, whose input junk crashes the
-process: a second line after the disk cache's hash (:mod:`.jit.disk_cache`), so that even a forged entry
-is rebuilt.
+process: a second line after the disk cache's hash (:mod:`.jit.disk_cache`): a forged entry is rebuilt.
 
 For ELF: a 64-bit little-endian relocatable file for the host's machine, a section header table inside the
 file with entries of the standard size, and every section that occupies file space inside it.  Mach-O: the
-64-bit magic and a header that fits.  A bundle (:mod:`.jit.module_split`) is sound when it is well formed
-and each part is."""
+64-bit magic and a header that fits.  A bundle (:mod:`.jit.module_split`): well formed, each part sound."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ _SHT_NOBITS = 8
 
 
 def object_is_sound(obj: bytes) -> bool:
-    """True when ``obj`` is well-formed object code for this machine (see the module docstring),
-    or a :func:`.jit.module_split.bundle` of such."""
+    """True when ``obj`` is well-formed object code for this machine, or a bundle of such."""
     if not isinstance(obj, (bytes, bytearray)):
         return False
     if obj.startswith(BUNDLE_MAGIC):

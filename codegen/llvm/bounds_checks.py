@@ -76,8 +76,7 @@ class Checks:
     def emit_gather(self, b: ir.IRBuilder, record: ir.Value, node, value: ir.Value,
                     position: tuple[str, list[ir.Value]] | None) -> None:
         """Test gather index ``value`` (``i64``) of ``DATA_INDEX`` ``node`` against its extent; on failure
-        record it and ``position`` (where it was read from) and return.  Leaves ``b`` where the access may
-        proceed."""
+        record it and ``position`` (where it was read from) and return; ``b`` is left where access runs."""
         info = node.arg
         site = len(self.sites)
         src, coords = position if position is not None else ("", [])

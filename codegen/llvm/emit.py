@@ -41,15 +41,13 @@ from .vectorizable import loop_blocks_widenable, vectorizable
 
 # Fast-math flags (``fastmath=True``), per instruction: values may contract into fused multiply-adds
 # (``contract``), and the combining operations of a reduction (:func:`combining_nodes`) also get
-# ``reassoc``, which lets LLVM vectorize them.  Nothing else: ``arcp``, ``afn``, ``nnan``/``ninf`` and
-# ``nsz`` change results at large magnitudes and at 0, inf and NaN.  The target machine and functions
-# carry no unsafe-fp-math options.
+# ``reassoc``, which lets LLVM vectorize them.  Nothing else (``arcp``, ``afn``, ``nnan``/``ninf`` and ``nsz``
+# change results at large magnitudes and at 0, inf and NaN); no unsafe-fp-math options either.
 VALUE_FLAGS = ("contract",)
 
 
 def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) -> frozenset[Expr]:
-    """The nodes of an accumulator update that read one of its ``accumulators``: the reducer's combining
-    operations, the only instructions given ``reassoc`` (the summand keeps IEEE semantics)."""
+    """The nodes of an accumulator update reading one of its ``accumulators``: those given ``reassoc``."""
     out: set[Expr] = set(accumulators)
     for v in values:
         for n in walk(v):  # operands before users
@@ -72,8 +70,7 @@ UNROLL_NEST_LIMIT = 256
 
 
 def _fills_in_a_loop(step) -> bool:
-    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero
-    value (zeros are a ``memset``, see :meth:`ModuleEmitter.fill`)."""
+    """Whether glue that runs ``step`` serially runs a loop over elements: a fill of a non-zero value."""
     return (isinstance(step, Fill) and step.buffer.size > 0
             and not (step.value.op is Op.CONST and not step.value.arg))
 
@@ -264,8 +261,7 @@ class ModuleEmitter:
         return fn
 
     def block(self, em: ExprEmitter, stmts: tuple, range_override=None) -> None:
-        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a
-        scatter may share an inner loop among threads: :mod:`.strategies.scatter`)."""
+        """``range_override``: the ``[lo, hi)`` of the nest's parallel loop, at any depth (a scatter's)."""
         for s in stmts:
             if isinstance(s, Loop):
                 self.loop(em, s, range_override)
@@ -357,8 +353,7 @@ class ModuleEmitter:
         return out
 
     def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
-        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop
-        (see the module docstring)."""
+        """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_omp{k}")
         fn.attributes.add("nounwind")
         self._glue(fn)
@@ -396,8 +391,7 @@ class ModuleEmitter:
     def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
         """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
         per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
-        of a vector body (vector and scalar code may round differently).  A product's trips are its
-        blocks."""
+        of a vector body (vector and scalar code may round differently); a product's: its blocks."""
         first, stop, step = nest.attrs["range"]
         trips = (stop - first + step - 1) // step
         whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
@@ -447,8 +441,7 @@ class ModuleEmitter:
         return fn
 
     def _straight(self, b: ir.IRBuilder, fn: ir.Function, start: int, stop: int, by_step: dict) -> None:
-        """Calls from ``P_main`` of one glue function per ``GLUE_OPT_LIMIT`` of steps
-        ``[start, stop)``, each loading the pointers its steps pass."""
+        """Calls from ``P_main`` of a glue function per ``GLUE_OPT_LIMIT`` of steps ``[start, stop)``."""
         steps = self.program.steps
         args, nthreads = fn.args
         for j in range(start, stop, GLUE_OPT_LIMIT):
@@ -583,8 +576,7 @@ class ModuleEmitter:
         pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls ``P_main``, so that
         Python builds no pointer array; used only when that offset was verified at import.  A temporary's
         array is one cache line longer than its buffer (:class:`.runtime.kernel.Kernel`) and its pointer
-        is moved up to the next line here, so that threads sharing a parallel loop over it own whole
-        lines."""
+        is moved up to the next line here: threads sharing a parallel loop over it own whole lines."""
         n = self.nptr
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
         self._glue(fn)
@@ -605,8 +597,7 @@ class ModuleEmitter:
         return fn
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
-        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` chunks of the
-        buffer, each a whole number of pages (no shared cache line or page fault)."""
+        """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` whole-page chunks."""
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), f"{self.prefix}_fill{k}")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -627,8 +618,7 @@ class ModuleEmitter:
 
     def fill(self, b: ir.IRBuilder, ptr: ir.Value, step: Fill, lo: ir.Value | None = None,
              hi: ir.Value | None = None) -> None:
-        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is
-        not empty)."""
+        """Fill the buffer's elements ``[lo, hi)`` (all of them by default; a given range is not empty)."""
         buf = step.buffer
         if buf.size == 0:
             return

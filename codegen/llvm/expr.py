@@ -54,8 +54,7 @@ _EVAL, _APPLY, _STEP = "eval", "apply", "step"  # the kinds of work items of Exp
 
 
 def _float_minmax_shaped(node: Expr) -> bool:
-    """Whether ``node`` is ``select(a <cmp> b, a, b)`` (either order) on floats: the shape
-    LLVM's instcombine reads as a min/max, whatever its NaN behaviour."""
+    """Whether ``node`` is ``select(a <cmp> b, a, b)`` (either order) on floats: a min/max to instcombine."""
     cond, x, y = node.src
     return (node.dtype.startswith("float") and cond.op in _ICMP and cond.src[0].dtype.startswith("float")
             and {cond.src[0], cond.src[1]} == {x, y})
@@ -107,8 +106,7 @@ def _const_div(n: Expr, op: Op) -> tuple[Expr, int] | None:
 
 
 def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
-    """One expression at stride ``sr`` for the digits ``q`` (stride ``sq``) and ``r``
-    (stride ``sr``), or None (see :func:`recombine_digits`)."""
+    """One expression at stride ``sr`` for the digits ``q`` (stride ``sq``) and ``r`` (``sr``), or None."""
     rem = _const_div(r, Op.MOD)
     if rem is None:
         return None
@@ -127,8 +125,7 @@ def _merge_digits(q: Expr, sq: int, r: Expr, sr: int) -> Expr | None:
 
 
 class ScopedMemo:
-    """A memo table with nested scopes, what a scope adds forgotten when it is popped: one dictionary plus
-    an undo log per scope, O(1) lookups at any depth."""
+    """A memo table with nested scopes, what a scope adds forgotten when it is popped (an undo log)."""
 
     def __init__(self) -> None:
         self._table: dict = {}
@@ -379,8 +376,7 @@ class ExprEmitter:
 
     # ---- helpers used by the rule tables --------------------------------------------------
     def math(self, name: str, *args: ir.Value) -> ir.Value:
-        """A vector-math function (:mod:`.llvm.vector_math`): inline code, or a call of the module's
-        out-of-line library when :attr:`mathlib` is set."""
+        """A vector-math function (:mod:`.llvm.vector_math`): inline, or a call of :attr:`mathlib` if set."""
         if self.mathlib is None:
             return EMIT[name](self.b, *args)
         return self.mathlib.call(self.b, name, *args)

@@ -19,8 +19,7 @@ MAX_PERIOD = 8
 
 
 def segments(steps: Sequence) -> list[tuple[int, int]]:
-    """``[start, stop)`` of each segment of ``steps``: the fills up to and including a nest (a
-    trailing run of fills is a last segment of its own)."""
+    """``[start, stop)`` of each segment of ``steps``: the fills up to and including a nest, or to the end."""
     out: list[tuple[int, int]] = []
     start = 0
     for k, step in enumerate(steps):
@@ -33,8 +32,7 @@ def segments(steps: Sequence) -> list[tuple[int, int]]:
 
 
 def signature(steps: Sequence, describe: Callable[[object], tuple | None]) -> tuple | None:
-    """The signature of one segment: each step's ``describe`` (``None`` for a step that cannot
-    run from a table, and then the segment has none)."""
+    """The signature of one segment: each step's ``describe``; ``None`` if a step cannot run from a table."""
     out = tuple(map(describe, steps))
     return None if any(d is None for d in out) else out
 
@@ -47,8 +45,7 @@ def fill_signature(step: Fill) -> tuple:
 def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_PERIOD
          ) -> list[tuple[int, int, int]]:
     """``(first, stop, period)`` (segment numbers) of each maximal run of at least ``least`` repetitions
-    of ``period <= longest`` consecutive signatures, scanned left to right, at each segment the period
-    covering the most (the shortest of those)."""
+    of ``period <= longest`` consecutive signatures, left to right, each the period covering most."""
     out = []
     k, n = 0, len(sigs)
     while k < n:
@@ -68,6 +65,3 @@ def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_
         else:
             k += 1
     return out
-
-
-__all__ = ["MAX_PERIOD", "MIN_RUN", "fill_signature", "runs", "segments", "signature"]

@@ -30,8 +30,7 @@ _LANED = ("float32", "float64", "int32", "int64")
 
 def masked_tail_width(loop: Loop, target: Target, strides_of) -> int | None:
     """The width to ask of LLVM's vectorizer, its tail folded into masked iterations, for the innermost
-    ``loop`` on ``target`` (``strides_of``: element strides), or ``None`` (the module docstring's rule).
-    """
+    ``loop`` on ``target`` (``strides_of``: element strides), or ``None`` (the module docstring's rule)."""
     return short_row_width(loop, target, strides_of) if target.masked_memory else None
 
 
@@ -76,8 +75,7 @@ def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:
 
 def pointwise(loop: Loop, read_in_nest) -> bool:
     """Whether each tensor ``loop``'s statements read is read at one index only (a copy, a mask, an
-    elementwise function; not a stencil), and nothing in its nest reads what it stores
-    (``read_in_nest(tensor)``)."""
+    elementwise function; not a stencil), and nothing in its nest reads what it stores (``read_in_nest``)."""
     if any(read_in_nest(s.buffer.tensor) for s in loop.body):
         return False
     reads: dict = {}

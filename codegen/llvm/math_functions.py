@@ -29,8 +29,7 @@ _F32, _F64 = ir.FloatType(), ir.DoubleType()
 
 
 def math_sites(exprs) -> int:
-    """How many distinct float math nodes (the ones :data:`MATH_OPS` names) ``exprs`` hold:
-    what inline emission would copy (a node used twice in one nest is emitted once)."""
+    """How many distinct float math nodes (:data:`MATH_OPS`) ``exprs`` hold: what inline emission copies."""
     seen: set[int] = set()
     count = 0
     for e in exprs:
@@ -44,8 +43,7 @@ def math_sites(exprs) -> int:
 
 
 class InlineBudget:
-    """Which nests of one module inline their math (see the module docstring): owned by one
-    module emission, asked once per nest in program order."""
+    """Which nests of one module inline their math: owned by one emission, asked per nest in order."""
 
     def __init__(self, nest_sites: int | None = None, module_sites: int | None = None) -> None:
         self.nest_sites = NEST_INLINE_SITES if nest_sites is None else nest_sites
@@ -71,8 +69,7 @@ class _Attributes(ir.values.FunctionAttributes):
 
 
 class MathLibrary:
-    """The out-of-line math functions of one module (made on first use); ``lanes(dtype)``
-    gives the vector width of the variants (the target's)."""
+    """The out-of-line math functions of one module (made on first use), ``lanes(dtype)`` lanes wide."""
 
     def __init__(self, module: ir.Module, prefix: str, lanes) -> None:
         self.module = module

@@ -83,10 +83,9 @@ def window_vector_width(loop: Loop, lanes) -> int | None:
     """Lanes to ask of LLVM's loop vectorizer for ``loop`` when it runs over the windows of a short
     selecting reduction (a max pool's winner over a 2 x 2 window): its inner loops have constant trips
     (unrolled fully, ``loop`` becomes innermost), at most :data:`WINDOW_COPIES` copies of a body whose
-    accumulators are read along several paths, within :data:`PATH_LIMIT`.  LLVM's cost model declines such
-    a loop unasked.  The width is the power of two up to the accumulators' widest type's ``lanes(dtype)``
-    that leaves the fewest vector plus scalar iterations (14 trips: 4 lanes, 3 + 2).  ``None``: not such a
-    loop."""
+    accumulators are read along several paths, within :data:`PATH_LIMIT`.  The width is the power of two
+    up to the accumulators' widest type's ``lanes(dtype)`` that leaves the fewest vector plus scalar
+    iterations (14 trips: 4 lanes, 3 + 2).  ``None``: not such a loop."""
     trips = const_trips(loop)
     if trips is None or trips < 2:
         return None
@@ -137,10 +136,10 @@ def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     rolled: fully unrolled, they would leave ``loop`` innermost around more than :data:`WINDOW_COPIES`
     (and at most ``largest``) copies of a body each of whose stores moves by more than
     :data:`SCATTER_STRIDE` elements a trip of ``loop`` (scatters if vectorized), on which LLVM's
-    loop-access analysis spends quadratic time and the vectorizer declines.  Kept rolled, when its own
-    stores move by at most :data:`SCATTER_STRIDE` with it, the inner loop is innermost and vectorized.
-    Short loops stay unrollable, innermost loops LLVM's, and a window loop (:func:`window_vector_width`)
-    keeps its own hint.  ``strides(tensor)``: the tensor's element strides."""
+    loop-access analysis spends quadratic time.  Kept rolled, when its own stores move by at most
+    :data:`SCATTER_STRIDE` with it, the inner loop is innermost and vectorized.  Short loops stay
+    unrollable, innermost loops LLVM's, and a window loop (:func:`window_vector_width`) keeps its own
+    hint.  ``strides(tensor)``: the tensor's element strides."""
     if const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
         return []
     stores: list[Store] = []

@@ -369,8 +369,7 @@ def _exp_dd(m: _Math, s, t):
 
 
 def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
-    """``x ** y`` with NumPy's (C99's) special cases.  float32 computes in plain float64, whose
-    ``y log|x|`` errs far under a float32 ulp (no double-double)."""
+    """``x ** y`` with NumPy's (C99's) special cases; float32 computes in plain float64."""
     m = _Math(b, x.type)
     if m.dtype == "float32":
         dt = ir.DoubleType() if m.lanes is None else ir.VectorType(ir.DoubleType(), m.lanes)
@@ -379,8 +378,7 @@ def emit_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
 
 
 def _pow_magnitude(m: _Math, x, y, double_double: bool):
-    """``(s, exp(s))`` with ``s = y log|x|``; ``double_double``: ``s`` carried in two doubles
-    and its exponential rounded once (float64 results)."""
+    """``(s, exp(s))``, ``s = y log|x|``; ``double_double``: ``s`` in two doubles, ``exp`` rounded once."""
     if not double_double:
         a = m.fabs(x)
         s = m.mul(y, _log_finite(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a)))

@@ -24,8 +24,7 @@ _FLOAT_REDUCTIONS = frozenset({"fadd", "fmul"})
 
 def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: int | None = None) -> bool:
     """Whether the innermost loop of ``body`` (induction variable ``iv``, back branch in ``latch``,
-    ``trips`` its constant trip count) can take a width hint; ``slots``: the function's accumulator
-    ``alloca``s."""
+    ``trips`` its constant trip count) can take a width hint; ``slots``: its accumulator ``alloca``s."""
     if body is not latch:
         return False
     slots = set(map(id, slots))
@@ -69,8 +68,7 @@ def vectorizable(body: ir.Block, latch: ir.Block, iv: ir.Value, slots, trips: in
 
 def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Value, deps: _Deps) -> bool:
     """Whether LLVM may see fewer than :data:`TINY_TRIPS` iterations: a constant trip count below it, or
-    within :data:`PEEL_MAX` of it when a compare other than the loop's exit test reads ``iv`` (float
-    compares included)."""
+    within :data:`PEEL_MAX` of it when a compare (float ones too) other than the exit test reads ``iv``."""
     if trips is None:
         return False
     if trips < TINY_TRIPS:
@@ -84,8 +82,7 @@ def _tiny(trips: int | None, blocks: list[ir.Block], exit_: ir.Block, iv: ir.Val
 
 
 def _reduction(value, loads: list) -> bool:
-    """``value`` is ``op(load slot, x)`` with ``op`` one LLVM reduces, and that load the slot's
-    only one in the loop."""
+    """``value`` is ``op(load slot, x)`` with ``op`` one LLVM reduces, that load the slot's only one."""
     if len(loads) != 1 or not isinstance(value, ir.Instruction):
         return False
     (load,) = loads
@@ -97,8 +94,7 @@ def _reduction(value, loads: list) -> bool:
 
 
 def _affine(ptr, iv, deps: _Deps) -> bool:
-    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded
-    value on the way is not: it depends on data)."""
+    """Every value between ``iv`` and the address ``ptr`` is an affine operation (a loaded one is not)."""
     stack, seen = [ptr], set()
     while stack:
         x = stack.pop()

@@ -89,8 +89,7 @@ def scans_exactly(stmts: Sequence[PolyStmt], instances: Sequence[Instance]) -> b
 
 
 def _box(domain: isl.Set) -> isl.Set:
-    """The smallest box around ``domain``: each variable between its extremes (``domain``
-    itself when it is empty or unbounded: there is no box to scan instead)."""
+    """The smallest box around ``domain`` (``domain`` itself when it is empty or unbounded)."""
     box = isl.Set.universe(domain.get_space())
     for d in range(domain.dim(isl.dim_type.set)):
         lo, hi = domain.dim_min_val(d), domain.dim_max_val(d)
@@ -119,6 +118,3 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
         out.append(PolyStmt(s.name, s.vars, hull, (If(cond, tuple(s.body), (), affine=True),),
                             s.schedule))
     return out
-
-
-__all__ = ["Instance", "has_divs", "scans_exactly", "guarded_hulls"]

@@ -51,8 +51,7 @@ def is_sum_update(st, acc: Expr) -> bool:
 
 
 def _mentions(st, acc: Expr) -> list:
-    """The statements under ``st`` (itself included) that mention ``acc``, and ``False``
-    entries for loop bounds or conditions that do."""
+    """The statements under ``st`` (itself too) that mention ``acc``; ``False`` for bounds, tests that do."""
     found: list = []
     if isinstance(st, Loop):
         if acc in walk(st.lo) or acc in walk(st.hi):
@@ -99,8 +98,8 @@ class _Cascade:
         return p
 
     def stmts(self, body: tuple) -> tuple[tuple, float, int]:
-        """``body`` rewritten, the adds into ``acc`` one execution makes (``inf``: unknown),
-        and the number of cut levels below (0: none)."""
+        """``body`` rewritten, the adds into ``acc`` one execution makes (``inf``: unknown), and the
+        number of cut levels below (0: none)."""
         out, terms, levels = [], 0.0, 0
         for st in body:
             new, t, lv = self.stmt(st)
@@ -189,8 +188,7 @@ def _renamed(st, acc: Expr, p: Expr):
 
 
 def cascade_body(body: tuple, accumulators: tuple[Expr, ...], fastmath: bool) -> tuple[tuple, tuple]:
-    """``body`` with the float32 sums of ``accumulators`` blocked (see the module docstring),
-    and the partial accumulators it added."""
+    """``body`` with the float32 sums of ``accumulators`` blocked, and the partial accumulators it added."""
     block = BLOCK_FAST if fastmath else BLOCK_STRICT
     added: list[Expr] = []
     for acc in accumulators:
@@ -203,8 +201,7 @@ def cascade_body(body: tuple, accumulators: tuple[Expr, ...], fastmath: bool) ->
 
 
 def cascade_sums(steps: list, fastmath: bool) -> list:
-    """``steps`` with every nest's float32 sums blocked (a matrix product's nest is the
-    micro-kernel's, blocked by its own ``KC``: left as it is)."""
+    """``steps`` with every nest's float32 sums blocked (a micro-kernel's nest is blocked by its ``KC``)."""
     out = []
     for st in steps:
         if isinstance(st, Nest) and "gemm" not in st.attrs and st.accumulators:

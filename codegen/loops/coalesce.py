@@ -43,8 +43,7 @@ def short_rows(extent: int, block: int) -> bool:
 
 
 def _contiguous_pair(bodies: tuple[Expr, ...], a: Expr, b: Expr) -> bool:
-    """Whether every read of ``bodies`` walks ``a, b`` as one run, or does not use them, and
-    nothing else uses them (see the module docstring)."""
+    """Whether every read of ``bodies`` walks ``a, b`` as one run or not at all, and nothing else does."""
     pair = {a, b}
     for n in (n for e in bodies for n in walk(e) if n.op is Op.READ):
         at = [d for d, i in enumerate(n.src) if i in pair]
@@ -91,8 +90,7 @@ def coalesce_split(op: ComputeOp, bodies: tuple[Expr, ...], split: AxisSplit | N
 
 def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Target) -> AxisSplit | None:
     """The split an elementwise unit (:class:`.loops.nest_groups.Unit`) is lowered with: its own digit
-    split, plus its last two axes as one loop when :func:`coalesce_split` allows and neither is in ``tau``
-    (its fused nest's prefix)."""
+    split, plus its last two axes as one loop when :func:`coalesce_split` allows and neither is in ``tau``."""
     op, plan = unit.op, unit.plan
     if not isinstance(plan, PointwiseNest):
         return None
@@ -102,9 +100,5 @@ def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Ta
 
 
 def only_merged(split: AxisSplit | None) -> bool:
-    """Whether ``split`` only scans pairs of axes as one (no digits): its statements' variables
-    are still one per position of the op's axes, in order."""
+    """Whether ``split`` only scans pairs of axes as one (no digits): a variable per axis, in order."""
     return split is not None and bool(split.merged) and len(split.value) == 2 * len(split.merged)
-
-
-__all__ = ["coalesce_split", "unit_split", "only_merged", "short_rows", "vector_block", "SHORT_BLOCKS"]

@@ -40,8 +40,7 @@ def _box_work(group: Group) -> int:
 
 
 def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
-    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (no
-    rewrite when there are none: an elementwise chain's members, thousands of bodies)."""
+    """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (none: unchanged)."""
     if not acc_of:
         return body
     return replace_reads(body, lambda n: acc_of.get(n.arg))
@@ -58,8 +57,7 @@ def _scanned(u, split) -> tuple | None:
 
 
 def _pointwise(u, tau, member, split=None) -> bool:
-    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them): each
-    statement's schedule is ``axes + (output index,)``."""
+    """Whether ``u`` is elementwise, scanned as its own axes in order (its prefix among them)."""
     axes = _scanned(u, split)
     return axes is not None and all(v in axes for v in tau) and all(
         tuple(st.vars) == axes and tuple(st.schedule[:-1]) == axes and isinstance(st.schedule[-1], int)
@@ -69,8 +67,7 @@ def _pointwise(u, tau, member, split=None) -> bool:
 def shared_positions(members: list, alias: dict | None = None) -> list[int | None]:
     """Per member ``(unit, tau, statements, bodies, split)``: the position of the earlier member whose
     inner loops it shares, or ``None`` (``alias``: a unit's op -> the op it writes for).  Consecutive
-    elementwise members of one shape share when each reads the run's earlier members only at its own
-    point."""
+    elementwise members of one shape share when each reads the run's earlier members at its point only."""
     alias = alias or {}
     runs: list[list[int]] = []
     run: list[int] = []
@@ -120,8 +117,7 @@ def shared_reductions(members: list, accumulators: list, epilogues: list,
     reductions whose statements run in the same loops, none reading what an earlier one computes, share
     them (a layer norm's backward sums ``H * xhat * gamma`` and ``H * gamma`` in one loop).  Each member's
     statements keep their order (the member index is the schedule's last dimension).  A fused epilogue
-    (``epilogues``) may read an earlier member's result only where the update is the only statement in a
-    loop."""
+    (``epilogues``) may read an earlier member's result only where the update is alone in a loop."""
     alias = alias or {}
     out: dict[int, int] = {}
     run: list[int] = []
@@ -212,6 +208,3 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     name = "+".join(marked(u.op.name) for u in group.units)
     nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
-
-
-__all__ = ["lower_group"]

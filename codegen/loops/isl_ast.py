@@ -73,8 +73,7 @@ def _loop_name(s: PolyStmt, d: int) -> str | None:
 
 def _dim_hints(stmts: Sequence[PolyStmt], umap: isl.UnionMap,
                ranges: list[tuple[int, int]] | None = None) -> list[tuple[str, int, int]]:
-    """Per time dimension, a default loop name and the range of its values (``ranges``: those known
-    already, :func:`_time_ranges`)."""
+    """Per time dimension, a default loop name and the range of its values (``ranges``: those known)."""
     ndim = max(len(s.schedule) for s in stmts)
     ranges = _time_ranges(umap, ndim) if ranges is None else ranges
     return [(next((n for n in (_loop_name(s, d) for s in stmts) if n is not None), "t"), *ranges[d])
@@ -144,8 +143,7 @@ class AstConverter:
 
     def outer(self, box: list[tuple[int, int]], inner) -> tuple:
         """The loops over the leading time dimensions ``box`` (``(lo, hi)`` each) around ``inner()``, the
-        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`
-        converts isl's."""
+        conversion of the AST isl built for the other dimensions: a loop per dimension, as :meth:`loop`'s."""
         if not box:
             return inner()
         dim = self.offset - len(box)
@@ -264,9 +262,8 @@ class AstConverter:
 
 
 def _loop_value(arg: Expr) -> Expr:
-    """A statement variable's value in isl's loops: exact index arithmetic, so a value isl fixes to
-    ``int32`` constants (``(2 * 1) + 0``), which the statement's ``int32`` constants would combine with in
-    ``i32`` and wrap, is one ``int64`` constant."""
+    """A statement variable's value in isl's loops, exact: ``int32`` constants isl fixes (``(2 * 1) + 0``),
+    which would wrap with the statement's ``int32`` constants in ``i32``, are one ``int64`` constant."""
     bound = index_bounds(arg)
     if bound is not None and bound[0] == bound[1] and not any(n.op is Op.VAR for n in walk(arg)):
         return const(bound[0], "int64")
@@ -280,8 +277,7 @@ def subst_stmt(st, mapping: dict, sub=None):
 
 
 def compact(stmts: Sequence[PolyStmt]) -> list[PolyStmt]:
-    """The statements with the time dimensions dropped that are one constant in every
-    schedule (they order nothing, and each costs isl's AST builder time)."""
+    """The statements with the time dimensions dropped that are one constant in every schedule."""
     ndim = max(len(s.schedule) for s in stmts)
     padded = [tuple(s.schedule) + (0,) * (ndim - len(s.schedule)) for s in stmts]
     keep = [d for d in range(ndim)
@@ -304,8 +300,7 @@ class _AstBudgetSpent(Exception):
 
 
 class _BudgetContexts(threading.local):
-    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on its first and kept while the
-    thread lives (islpy never frees a context its functions consumed objects of)."""
+    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on first use, kept for the thread."""
 
     ctx: isl.Context | None = None
 
@@ -315,8 +310,7 @@ _BUDGETED = _BudgetContexts()
 
 def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
     """isl's AST of ``umap``; with a ``budget``, built in this thread's budget context
-    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``), the budget
-    lifted once the build is over."""
+    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``) until done."""
     def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
         build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
         return build.node_from_schedule_map(umap)
@@ -345,8 +339,7 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
           budget: int | None = None) -> tuple[tuple, AstConverter | None]:
     """isl's AST of the statements, converted.  Statements are tagged ``S0``, ``S1``, ... by order, so
     those differing in names and bodies only give one map; ``scans`` (one ``lower`` call's) keeps the AST
-    per map text.  ``budget``: isl operations (and :data:`AST_DIVISIONS`), else :class:`_AstBudgetSpent`.
-    """
+    per map text.  ``budget``: isl operations (and :data:`AST_DIVISIONS`), or :class:`_AstBudgetSpent`."""
     tags: dict[str, str] = {}
     names = [tags.setdefault(s.name, f"S{len(tags)}") for s in stmts]
     box, inner, peeled = _peel(stmts)
@@ -385,9 +378,8 @@ PEEL_MIN_TRIPS = 2  # (isl writes a one-trip loop as its value, no loop)
 
 def _peel(stmts: Sequence[PolyStmt]) -> tuple[list[tuple[int, int]], list[PolyStmt], list[tuple[int, ...]]]:
     """The leading time dimensions every statement schedules by one of its own variables over one range
-    nothing else mentions (a batch loop around the nest), built as plain loops
-    (:meth:`AstConverter.outer`); returns the ranges, the statements left and the positions of the
-    variables taken out."""
+    nothing else mentions (a batch loop around the nest), built as plain loops (:meth:`AstConverter.outer`):
+    the ranges, the statements left and the positions of the variables taken out."""
     box: list[tuple[int, int]] = []
     current = list(stmts)
     positions: list[list[int]] = [[] for _ in stmts]
@@ -436,9 +428,8 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
     """The loop statements that run ``stmts`` over their domains in schedule order.  Loops over divisions
-    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact
-    test inside where wrong or too hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`).
-    ``scans``: :func:`_scan`'s memo."""
+    are checked (:mod:`.loops.ast_check`) and rebuilt over division-free hulls or boxes with the exact test
+    inside where wrong or hard for isl (:data:`AST_DIVISIONS`, :data:`AST_OPERATIONS`); ``scans``: a memo."""
     if not stmts:  # (an op computed at no point)
         return ()
     stmts = compact(stmts)
@@ -459,6 +450,3 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
             return body
     raise IslAstError("isl built loops that do not scan the statements' domains "
                       f"({', '.join(s.name for s in stmts)}): an internal error, please report it")
-
-
-__all__ = ["build_loops", "schedule_map", "subst_stmt"]

@@ -36,8 +36,7 @@ MAX_MEMBERS = 8
 
 @dataclass(eq=False)
 class Unit:
-    """What one nest computes alone (see the module docstring): a planned step, and its
-    statements' outer variables as alignment reads them."""
+    """What one nest computes alone: a planned step, its statements' outer variables as alignment reads."""
 
     plan: Step
     outer: tuple[Expr, ...]  # the statements' outer variables (digits when split)
@@ -136,8 +135,7 @@ def _alignment(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, 
 
 
 def _plain_reduction(u: Unit) -> bool:
-    """A reduction of its own with scalar accumulators, scanned or scattered (a strip form would
-    lose its rows in a group, whose members accumulate in registers)."""
+    """A reduction of its own with scalar accumulators, scanned or scattered (no strip form in a group)."""
     return u.op.is_reduction and not isinstance(u.plan, (PointwiseNest, ProductCall, EpilogueStep)) \
         and not _strips(u)
 
@@ -258,9 +256,8 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
 
 
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
-    """Consecutive units grouped greedily (aligned, a sibling reduction, or :func:`strip_siblings` of
-    every member), at most :data:`MAX_MEMBERS` per group and :data:`.passes.buffers.INLINE_BUDGET`
-    expensive operations in all."""
+    """Consecutive units grouped greedily (aligned, a sibling reduction, :func:`strip_siblings` of every
+    member), a group at most :data:`MAX_MEMBERS` and :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0
@@ -298,6 +295,3 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     for g in groups:
         g.taus = [t[:g.depth] for t in g.taus]
     return groups
-
-
-__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]

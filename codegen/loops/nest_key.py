@@ -5,8 +5,7 @@ first appearance), keeping everything that reaches its LLVM function: statements
 steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
 strides, the accumulators' dtypes, and whether it is parallel.  Names, notes, work and owners are left
 out.  :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto
-its parameters (``order``).  A nest the key cannot spell (an unknown payload, a micro-kernel's ``gemm``)
-has no key."""
+its parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from ..program import Assign, Buffer, If, Loop, Nest, Store
 
 
 class _Speller(Speller):
-    """Numbers buffers, variables and expression nodes by first appearance (a variable by its
-    range alone: a nest's loop variables are its own)."""
+    """Numbers buffers, variables and expression nodes by first appearance (a variable by its range alone)."""
 
     def __init__(self, buffer_of: Callable[[object], Buffer]) -> None:
         super().__init__()
@@ -74,6 +72,3 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
     order = list(sp.buffers)
     buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
     return (nest.parallel, accs, body, tuple(sp.lines), buffers), order
-
-
-__all__ = ["nest_key"]

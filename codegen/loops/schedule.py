@@ -39,7 +39,7 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
         for idx, s in zip(r.src, strides_of(r.arg)):
             co = var_coefficients(idx)
             if co is None:
-                known = known and v not in walk_vars(idx)
+                known = known and v not in {n for n in walk(idx) if n.op is Op.VAR}
                 continue
             stride += co.get(v, 0) * s
         if not known:
@@ -49,13 +49,8 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
     return cost
 
 
-def walk_vars(e: Expr) -> set:
-    return {n for n in walk(e) if n.op is Op.VAR}
-
-
 def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
-    """Accumulate into the output with the last output axis innermost (instead of a scalar
-    accumulator with the last reduction axis innermost) when that accesses memory better."""
+    """Accumulate into the output with the last output axis innermost when that accesses memory better."""
     if info.combiner.arity != 1 or not info.outer or not info.raxes:
         return False
     if info.epilogue is not None and out_dtype != info.acc.dtype:
@@ -73,8 +68,7 @@ STRIP_ACCESS = 0.5
 
 def strip_access_costs(reads: list[Expr], o: Expr, r: Expr, strides_of) -> tuple[float, float]:
     """``(accumulators, strips)``: the access costs of a reduction's two loop orders, the last reduction
-    axis innermost (:func:`accumulator_access`) or the last output axis, in an L1 strip costing
-    :data:`STRIP_ACCESS` (strips win ties)."""
+    axis innermost (:func:`accumulator_access`) or the last output axis (:data:`STRIP_ACCESS`; wins ties)."""
     return accumulator_access(reads, r, strides_of), access_cost(reads, o, strides_of) + STRIP_ACCESS
 
 
@@ -125,8 +119,7 @@ MIN_STRIP = 64
 
 def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int = 64) -> int:
     """Elements of the output strip the buffer form accumulates at once: a one-axis output is cut into
-    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, each of whole
-    ``line``-byte cache lines."""
+    ``PARALLEL_STRIPS`` strips for the threads while a strip keeps ``MIN_STRIP`` elements, of whole lines."""
     size = max(1, bits(dtype) // 8)
     tile = l1d // STRIP_L1_SHARE // max(4, size)
     if single_axis:
@@ -180,8 +173,7 @@ FUSE_BELOW = 8
 
 def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
     """Scan the first two output axes as one loop (time ``a0 * E1 + a1``) when the first is too short to
-    share among threads, and a third time dimension scanning an axis stays inside (keeping the innermost
-    unit stride)."""
+    share among threads, and a third time dimension scanning an axis stays inside (innermost unit stride)."""
     def axis(t):
         return isinstance(t, Expr) and t.op is Op.VAR and t.lo == 0
 
@@ -232,8 +224,7 @@ def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: in
 
 
 def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:
-    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as it
-    stand)."""
+    """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as they stand)."""
     out = []
     for st in stmts:
         if axis not in st.vars:

@@ -42,8 +42,7 @@ def unmarked(text: str, names: dict[str, str] | None = None) -> str:
 
 
 class _Speller(Speller):
-    """Numbers tensors, ops, buffers, variables (with their names: a shared nest keeps the
-    first group's) and expression nodes by first appearance."""
+    """Numbers tensors, ops, buffers, variables (named: a shared nest keeps the first group's) and nodes."""
 
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
         super().__init__()
@@ -136,8 +135,7 @@ class _Entry:
 
 
 class SharedLowering:
-    """One ``lower`` call's lowered groups by :func:`group_key`; ``lowered``/``renamed`` count the groups
-    lowered and made by renaming."""
+    """One ``lower`` call's lowered groups by :func:`group_key`; ``lowered``, ``renamed``: counts of each."""
 
     def __init__(self) -> None:
         self.table: dict[tuple, _Entry] = {}
@@ -207,8 +205,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
 
 
 def _reads_within(root: Expr, tensors: set, seen: set) -> bool:
-    """Whether every tensor ``root`` names (a read, or any payload) is among ``tensors`` (``seen``: the
-    nodes checked already)."""
+    """Whether every tensor ``root`` names (a read, any payload) is among ``tensors`` (``seen``: checked)."""
     return all(n.arg in tensors if n.op is Op.READ else
                n.op is Op.VAR or n.op is Op.CONST or n.arg is None or isinstance(n.arg, str)
                for n in walk_along(root, operands, seen))
@@ -290,6 +287,3 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
                                    dict(st.attrs), source=st, rename=stmts, buffers=bmap,
                                    source_buffers=entry.tensor_buffers))
     return out
-
-
-__all__ = ["RenamedNest", "SharedLowering", "group_key", "marked", "unmarked"]

@@ -24,8 +24,7 @@ NOTE = "accumulates in the output, innermost loop over its last axis"
 
 def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
                  scans: dict | None = None) -> list | None:
-    """The steps (fills, then one nest) of a strips group, or ``None`` when a member does not
-    take the strip form (the group is then lowered member by member)."""
+    """The steps (fills, then one nest) of a strips group, or ``None`` if a member takes no strip form."""
     n = len(group.units)
     fills, stmts, accs, names, notes, outputs = [], [], [], [], [], []
     attrs0: dict | None = None
@@ -59,6 +58,3 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
     attrs["note"] = note
     nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
-
-
-__all__ = ["lower_strips"]

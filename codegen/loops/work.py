@@ -190,8 +190,7 @@ class WorkCounter:
         depending on neither variable; else ``None``.  With ``v = lo + step * m``, ``m`` in ``[0, T)``,
         the trips are ``max(0, A*m + B)``, ``A = a * step``, ``B = a * lo + b`` (``a`` the coefficient of
         ``v`` in ``hi_t - lo_t``, ``b`` its value at 0): the positive terms form one run of ``m`` (from
-        ``floor(-B / A) + 1`` when ``A > 0``, below ``ceil(B / -A)`` when ``A < 0``), an arithmetic
-        series."""
+        ``floor(-B / A) + 1`` when ``A > 0``, below ``ceil(B / -A)`` when ``A < 0``): arithmetic series."""
         loops = [x for x in s.body if isinstance(x, Loop)]
         others = [x for x in s.body if not isinstance(x, Loop)]
         if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
@@ -367,6 +366,5 @@ def _sum_by(owner: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
 
 
 def count_work(body: tuple) -> int:
-    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), as
-    an exact Python int."""
+    """Executions of innermost loop bodies in ``body`` (a nest without loops runs once), an exact int."""
     return int(WorkCounter().block(body, {}, 1)[0])

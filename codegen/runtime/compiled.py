@@ -31,8 +31,7 @@ class Compiled:
     meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
     obj: bytes | None = None  # the object code that was linked, for pickling
     checks: Checks | None = None  # checked mode: the access sites (the record is the last argument)
-    # the matrix-product library pieces linked for this code (gemmlib.piece_name) and how each
-    # was obtained when it was linked: "compiled", "disk" (the disk cache) or "process" (linked before)
+    # the library pieces linked for this code (gemmlib.piece_name): "compiled", "disk" or "process"
     library: dict[str, str] = field(default_factory=dict)
     code: Any = None  # the owner of the linked code (None: code that lives as long as the process)
 

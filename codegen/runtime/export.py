@@ -34,7 +34,7 @@ import numpy as np
 
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
-from ..target import Target, needed_features
+from ..target import needed_features
 from .pickling import specs_of
 
 LIBRARY_FORMAT = 2  # of an exported kernel's .json (1: before size, hash and target were recorded)
@@ -91,8 +91,7 @@ def _header(fn: str, specs: dict) -> str:
 
 
 def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
-    """The C entry point: the argument array, and each temporary on a cache line of the target (``line``),
-    as :class:`.runtime.kernel.Kernel` places them."""
+    """The C entry point: the argument array, each temporary on a cache line (``line``) as a Kernel's."""
     n_io = len(specs["inputs"]) + len(specs["outputs"])
     n_all = n_io + len(specs["temps"])
     args = [f"a{k}" for k in range(n_io)]
@@ -167,22 +166,18 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     _replace(path.with_suffix(".h"), header.encode(), 0o666)
     meta = {"format": LIBRARY_FORMAT, "function": fn, "main": c.meta["main"],
             "library": {"bytes": len(library), "sha256": hashlib.sha256(library).hexdigest()},
-            "target": _target_record(target), **specs,
+            # what ``load`` checks the host against: the triple, CPU and features the code may use
+            "target": {"spec": target.spec, "triple": target.triple, "cpu": target.cpu,
+                       "features": needed_features(target)}, **specs,
             "num_threads": kernel.num_threads, "work": kernel.work, "text": kernel.lowered.text,
             "uses_gomp": c.uses_gomp, "opt_level": c.opt_level}
     _replace(path.with_suffix(".json"), json.dumps(meta, indent=1).encode(), 0o666)
     return str(path)
 
 
-def _target_record(target: Target) -> dict[str, Any]:
-    """What ``load`` checks the host against: the triple, CPU and features the code may use."""
-    return {"spec": target.spec, "triple": target.triple, "cpu": target.cpu,
-            "features": needed_features(target)}
-
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (an existing file is never
-    rewritten); ``mode`` is masked by the umask."""
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path``; ``mode`` is umask-masked."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -203,6 +198,3 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
-
-
-__all__ = ["ExportError", "LoadError", "export_kernel"]

@@ -45,8 +45,7 @@ CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
 
 
 def data_address(a: np.ndarray) -> int:
-    """The address of ``a``'s first element, read from the array object (``a.ctypes.data``
-    builds a ctypes object: ten times slower, a cost paid per buffer per call)."""
+    """The address of ``a``'s first element, read from the array object (faster than ``a.ctypes.data``)."""
     if ARRAY_DATA_OFFSET is None:
         return a.ctypes.data
     return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
@@ -89,8 +88,7 @@ def empty_aligned_all(specs: Sequence[tuple[tuple[int, ...], np.dtype]], offsets
 def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[int, int] | None:
     """A pair ``(k, j)`` where output ``k`` shares memory with argument ``j`` of ``ins + outs``
     (C-contiguous arrays, so each is one byte range), or ``None``.  The ranges are sorted once and
-    swept: a range starting before the farthest end seen so far overlaps the range reaching it, so
-    a kernel with many outputs pays ``n log n``, not a test per pair."""
+    swept: a range starting before the farthest end seen so far overlaps the range reaching it."""
     n = len(ins)
     spans = sorted((a.ctypes.data, a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
     reach = reach_out = 0  # the farthest end of any range so far, and of an output's range
@@ -108,15 +106,13 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
 
 
 def call_entry(nargs: int) -> bool:
-    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (which
-    reads each array's data pointer itself, see :mod:`.llvm.emit`)."""
+    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (:mod:`.llvm.emit`)."""
     return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
     """``a`` as a NumPy array sharing its memory (``role`` names it in errors): NumPy arrays and scalars
-    pass through, other objects go through DLPack, and one DLPack cannot export on the CPU is a
-    :class:`KernelArgumentError` saying why."""
+    pass through, others through DLPack, or a :class:`KernelArgumentError` saying why not on the CPU."""
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):
@@ -194,8 +190,7 @@ class Kernel:
     The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
     *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
     makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
-    ``release_workspace()`` now.  ``num_threads`` (settable) is the number of threads of each parallel
-    loop."""
+    ``release_workspace()`` now.  ``num_threads`` (settable): the threads of each parallel loop."""
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:
@@ -302,8 +297,7 @@ class Kernel:
 
     def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
         """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
-        allocated for an output of input ``k``'s exact shape and dtype, passed without the input's check.
-        """
+        allocated for an output of input ``k``'s exact shape and dtype, passed without the input check."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):

@@ -43,8 +43,7 @@ def kernel_state(kernel: Any) -> dict[str, Any]:
 
 def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: int, work: int,
                       text: str) -> Any:
-    """A kernel (of class ``cls``, :class:`.runtime.kernel.Kernel`) over ``compiled`` whose
-    argument checks come from ``specs``."""
+    """A :class:`.runtime.kernel.Kernel` of class ``cls`` over ``compiled``, its checks from ``specs``."""
     def buffers(items, kind):
         return [Buffer(n, tuple(s), d, kind, None) for n, s, d in items]
 
@@ -57,8 +56,7 @@ def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: i
 
 
 def restore_kernel(cls: type, state: dict[str, Any]) -> Any:
-    """Unpickle (a kernel of class ``cls``): link the object code again (same target) or
-    recompile the IR (another one)."""
+    """Unpickle a kernel of class ``cls``: link the object code again (same target) or recompile the IR."""
     if state.get("format") != FORMAT:
         raise ValueError(f"a pickled tensorad kernel of format {state.get('format')!r}; "
                          f"this version reads format {FORMAT}")

@@ -336,8 +336,7 @@ class Pool:
                 self._workers.append(t)
 
     def stop_workers(self) -> None:
-        """End every worker thread (regions then run on their callers until
-        :meth:`ensure_workers` starts new ones)."""
+        """End every worker thread (regions run on their callers until :meth:`ensure_workers`)."""
         with self._lock:
             self._stop_all()
             for t in self._workers:

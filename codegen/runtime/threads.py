@@ -40,8 +40,7 @@ def _already_loaded() -> str | None:
 
 
 def parallel_runtime() -> str | None:
-    """The runtime of parallel loops: :data:`POOL`, or the libgomp in use (a path or soname);
-    ``None`` when neither can be set up."""
+    """The runtime of parallel loops: :data:`POOL`, or the libgomp in use (a path or soname), or ``None``."""
     if _RUNTIME.loaded is False:
         with _RUNTIME.lock:
             if _RUNTIME.loaded is False:
@@ -53,8 +52,7 @@ def parallel_runtime() -> str | None:
 
 
 def ensure_workers(num_threads: int) -> None:
-    """Start the pool's workers a region of ``num_threads`` threads uses (no-op on libgomp,
-    which starts its own)."""
+    """Start the pool's workers a region of ``num_threads`` threads uses (a no-op on libgomp)."""
     if _RUNTIME.pool is not None and num_threads > 1:
         _RUNTIME.pool.ensure_workers(num_threads - 1)
 

@@ -1,6 +1,5 @@
 """The registered code-generation strategies (:mod:`.strategies.registry`), in order: among candidates of
-equal cost the one registered first wins.  A strategy is a class in its kind's module and a place in this
-list."""
+equal cost the one registered first wins.  A strategy is a class in its kind's module and a place here."""
 
 from __future__ import annotations
 
@@ -19,6 +18,3 @@ REGISTRY = (Loops(), Strips(), CollapsedLoops(), pr.MicroKernel(), pr.PaddedMicr
 #: what ``microkernel=True`` forces, the first offered first: split-K (offered where threads share
 #: blocks unevenly), products where the plain micro-kernel takes none, the plain micro-kernel
 MICROKERNEL_FIRST = (pr.SplitK, pr.PaddedMicroKernel, pr.Parity, pr.GatheredRows, pr.MicroKernel)
-
-
-__all__ = ["REGISTRY", "MICROKERNEL_FIRST"]

@@ -128,8 +128,7 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle (``GUARDED_PACK``
-    times more under a range guard), and :data:`SPILLED_PACK` more for the share of what the side reads
-    past the target's L2."""
+    times more under a range guard), :data:`SPILLED_PACK` more for what the side reads past the L2."""
     cycles = (GUARDED_PACK if side.op in (Op.IF_THEN_ELSE, Op.SELECT) else 1) / lanes
     read = {n.arg for n in walk(side) if n.op is Op.READ}
     footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)

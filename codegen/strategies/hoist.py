@@ -104,8 +104,7 @@ def _replace(root: Expr, mapping: dict[Expr, Expr]) -> Expr:
 
 class Hoist:
     """An elementwise op whose transcendental subexpression depends on fewer axes than the op: that part
-    computed once per point of its axes into a temporary (:mod:`.strategies.hoist`), then the op; both
-    planned in turn."""
+    computed once per point of its axes into a temporary (:mod:`.strategies.hoist`), then the op."""
 
     name = "hoist"
 

@@ -44,8 +44,7 @@ class Loops:
 
 
 class Strips:
-    """A reduction accumulated in strips of its output, the last output axis innermost
-    (:func:`.loops.schedule.buffer_form`): a column sum reads whole rows."""
+    """A reduction accumulated in strips of its output, the last output axis innermost (a column sum)."""
 
     name = "strips"
 
@@ -103,8 +102,7 @@ class CollapsedLoops:
                                       for b in bodies):
             return []
         if default_spec(op, bodies, ctx) is not None:
-            # a product's plain loops re-read both sides per output point (not priced by the short-loop
-            # gain)
+            # a product's plain loops re-read both sides per output point (unpriced by the short-loop gain)
             return []
         found = _collapsible(bodies[0])
         if found is None:
@@ -120,8 +118,7 @@ class CollapsedLoops:
         return [Candidate(self, op, new, (a, b, bodies), single_nest=True)]
 
     def cost(self, cand, ctx):
-        """The plain loops' cost, scaled by how much faster the long loop accumulates
-        (:func:`short_loop_factor` of both lengths)."""
+        """The plain loops' cost, scaled by :func:`short_loop_factor` of both lengths."""
         a, b, original = cand.data
         lanes = vector_lanes(ctx, cand.op.body[0].dtype)
         gain = short_loop_factor(a.extent * b.extent, lanes) / short_loop_factor(b.extent, lanes)

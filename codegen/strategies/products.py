@@ -1,6 +1,5 @@
 """Strategies of matrix products: the packed micro-kernel, plain, padded, split in halves, per residue
-class (and the same as loops), term by term, and over copied gathered rows; and the candidates they share.
-"""
+class (and the same as loops), term by term, and over copied gathered rows; the candidates they share."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
 
 
 def contraction_specs(op: ComputeOp, bodies: tuple, ctx: PlanContext) -> list[tuple[str, Contraction]]:
-    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), or none
-    when ``op`` is not a product worth it."""
+    """``(variant, spec)`` of every micro-kernel tiling of ``op`` (the default first), if one is worth it."""
     opts = ctx.opts
     if opts.microkernel is False or not op.is_reduction:
         return []
@@ -250,8 +248,7 @@ def _reads_divided(body: Expr) -> bool:
 
 class ParityLoops:
     """A reduction that reads its output axes divided and remaindered (a strided depthwise convolution's
-    input gradient) as one reduction per residue class (:mod:`.strategies.parity`), each with affine
-    indices, and a gather; each planned in turn."""
+    input gradient) as one affine reduction per residue class (:mod:`.strategies.parity`) and a gather."""
 
     name = "parity-loops"
 
@@ -278,8 +275,7 @@ class ParityLoops:
 
 
 class GatheredRows:
-    """A product reading rows through a checked gather index: the rows copied once
-    (:mod:`.strategies.gathered_rows`), then a plain product."""
+    """A product reading rows through a checked gather index: the rows copied once, then a plain product."""
 
     name = "gathered"
 

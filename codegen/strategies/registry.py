@@ -185,8 +185,7 @@ def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str
 
 def plan_ops(ops: list[ComputeOp], bodies: dict, ctx: PlanContext
              ) -> tuple[list[Step], dict[ComputeOp, ComputeOp]]:
-    """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains
-    the bodies of every new op."""
+    """The units of ``ops`` (in order) and the buffers shared between ops; ``bodies`` gains new ops'."""
     alias: dict[ComputeOp, ComputeOp] = {}
     items_of: dict[ComputeOp, list[Step]] = {}
 
@@ -223,7 +222,3 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
             target = alias[target]
         out[op] = target
     return out
-
-
-__all__ = ["Step", "PointwiseNest", "ReductionNest", "ScanNest", "ScatterNest", "ProductCall",
-           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]

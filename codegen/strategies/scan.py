@@ -79,10 +79,9 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
 
 
 def carried(combiner, kept: set[int]) -> set[int]:
-    """The values of ``combiner`` a scan carries to compute the values ``kept``: those and
-    every value whose running value a carried value's combine reads.  A value outside it is
-    dead (the multiplier of :func:`tensorad.autodiff.combiners.recurrence_reducer`, whose
-    fold reads only the sum)."""
+    """The values of ``combiner`` a scan carries to compute the values ``kept``: those and every value
+    whose running value a carried value's combine reads.  A value outside it is dead (the multiplier of
+    :func:`tensorad.autodiff.combiners.recurrence_reducer`, whose fold reads only the sum)."""
     need, todo = set(kept), list(kept)
     while todo:
         used = {n for n in walk(combiner.result[todo.pop()]) if n.op is Op.VAR}

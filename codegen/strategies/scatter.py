@@ -327,8 +327,7 @@ def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
 
 
 class Scatter:
-    """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.strategies.scatter`): one
-    serial add per point of the other axes, instead of a pass over the gathered axis."""
+    """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.strategies.scatter`)."""
 
     name = "scatter"
 

@@ -200,8 +200,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order,
     its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
     that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
-    when what each pass re-reads (:func:`_reread_bytes`) stays within ``reread_limit`` bytes.  ``None``
-    when ``op`` is not such a sum."""
+    when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
     if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
         return None
     comb = body.arg.combiner
@@ -290,9 +289,8 @@ class _Taps(ABC):
 
 
 class TapAccumulators(_Taps):
-    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps'
-    interior with a vector accumulator per tap, its border, and a gather
-    (:func:`.strategies.stencil.split_taps`)."""
+    """A sum whose output axes include a few *taps* shifting its reads, as a stream over the taps' interior
+    with a vector accumulator per tap, its border, and a gather (:func:`.strategies.stencil.split_taps`)."""
 
     name = "taps"
 
@@ -300,8 +298,7 @@ class TapAccumulators(_Taps):
         return split_taps(op, body, self._budget(ctx), vector_lanes(ctx, body.dtype))
 
     def cost(self, cand, ctx):
-        """Per interior point ``K`` multiply-adds and ``K + 1`` reads (a vector each), the
-        border's share of the plain loops, and the gather."""
+        """Per interior point ``K`` multiply-adds and ``K + 1`` reads, the border's plain loops, a gather."""
         split = cand.data
         lanes = vector_lanes(ctx, cand.op.body[0].dtype)
         stream = split.interior_points * (1 + 2 * split.taps) / lanes
@@ -316,8 +313,7 @@ class TapAccumulators(_Taps):
 
 class TapStencil(_Taps):
     """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
-    (:func:`.strategies.stencil.unroll_taps`), its interior a vectorized loop with the taps' factors in
-    registers."""
+    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers."""
 
     name = "stencil"
 
@@ -341,6 +337,3 @@ class TapStencil(_Taps):
 
     def lower(self, cand, ctx):
         return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
-
-
-__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

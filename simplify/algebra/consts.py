@@ -53,8 +53,7 @@ def _cast(node: Expr, v):
 
 
 def _data_index(info: Any, a: Any) -> int:
-    """A gather index of a constant: clipped or wrapped; out of range under ``raise`` it has no
-    value (left for run time, where it raises)."""
+    """A gather index of a constant: clipped or wrapped; out of range under ``raise``, left for run time."""
     n, a = info.extent, int(a)
     if info.mode == "clip":
         return min(max(a, 0), n - 1)
@@ -135,8 +134,7 @@ def evaluate_scalar(e: Expr, env: Mapping[Expr, Any] | None = None) -> Any:
 
 
 # Functions that NumPy and the generated code (``codegen/llvm/vector_math.py``) round differently: folded
-# only where every correct implementation gives the same bits, as code that compares a value with its
-# recomputation (a max's tie count) must see one value.
+# only where every correct implementation gives the same bits (a max's tie count compares recomputations).
 INEXACT = frozenset({Op.POW, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.ERF})
 
 

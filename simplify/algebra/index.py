@@ -1,7 +1,6 @@
 """Integer index arithmetic: linear normal forms, comparisons, floor division and modulo: the integer half
 of :mod:`.algebra.rules`' table.  A comparison of two linear forms (:mod:`tensorad.poly.linear`) is
-decided by ranges where intervals suffice (:mod:`.algebra.ranges`), else written in one canonical form, so
-that equal conditions are equal nodes."""
+decided by ranges where intervals suffice (:mod:`.algebra.ranges`), else written in one canonical form."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     if out is node:
         return None
     # Collected in exact integers, a constant may leave the dtype: exact index arithmetic there, while
-    # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written, as fold_constant
-    # leaves an operation whose result leaves its dtype.
+    # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written (as fold_constant).
     lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
     if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
         return None
@@ -138,8 +136,7 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
 
 
 def _fits(f: Linear, dtype: str, memo: IndexMemo | None) -> bool:
-    """Whether the exact value of form ``f`` is proved within ``dtype`` (then its wrapping
-    computation gives it: + - * are exact modulo 2^bits)."""
+    """Whether the exact value of form ``f`` is proved within ``dtype`` (+ - * are exact modulo 2^bits)."""
     lo, hi = form_bounds(f, memo)
     return lo is not None and hi is not None and dt.min_value(dtype) <= lo and hi <= dt.max_value(dtype)
 

@@ -2,8 +2,7 @@
 
 ``bounds(e)`` is ``(lo, hi)``, inclusive, ``None`` for unbounded: the cheap half of deciding comparisons
 (isl is the other, :mod:`.sums.eliminate`).  A linear form's bounds over the box of its atoms are exact
-(:func:`linear_bounds`); the atoms (``//``, ``%``, max/min, choices, casts) have rules here.  Memoized per
-node within one call (``memo``)."""
+(:func:`linear_bounds`); the atoms (``//``, ``%``, max/min, choices, casts) have rules here (``memo``)."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def _union(a: Bound, b: Bound) -> Bound:
 
 
 def linear_bounds(f: Linear, atom: Callable[[Expr], Bound]) -> Bound:
-    """Exact bounds of ``c0 + sum(k * atom)`` from each atom's bounds: every atom occurs once in a form,
-    so ``i - i + 3`` is ``[3, 3]``."""
+    """Exact bounds of ``c0 + sum(k * atom)`` from each atom's bounds (every atom occurs once in a form)."""
     lo = hi = f.const
     for a, k in f.terms:
         a_lo, a_hi = atom(a)

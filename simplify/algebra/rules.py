@@ -52,8 +52,7 @@ def is_zero(e: Expr) -> bool:
 
 def absorbs(e: Expr, divisor: bool = False) -> bool:
     """``0 * e`` (``0 / e`` for a ``divisor``) is exactly 0, up to the zero's sign: ``e`` is finite
-    wherever computed (an integer, a float cast of one, a finite constant) and, as a divisor, a nonzero
-    constant."""
+    wherever computed (an integer, a float cast of one, a finite constant); a divisor: a nonzero constant."""
     if e.op is Op.CONST:
         return e.dtype != dt.BOOL and math.isfinite(e.arg) and not (divisor and e.arg == 0)
     if divisor or e.dtype == dt.BOOL:
@@ -93,8 +92,7 @@ def _cast_gate(n: Expr, a: Expr) -> Expr | None:
 
 
 def _half_round_trip(n: Expr, a: Expr) -> Expr | None:
-    """``bfloat16(float32(h)) = h`` for any half value ``h`` (a rounding cast or a read of a half tensor):
-    float32 holds every half value."""
+    """``bfloat16(float32(h)) = h`` for any half value ``h`` (a rounding cast or a read of a half tensor)."""
     if dt.is_half(n.dtype) and a.op is Op.CAST and a.dtype == "float32" and a.src[0].dtype == n.dtype:
         return a.src[0]
     return None
@@ -270,9 +268,8 @@ def _applier(trace: Counter | None, memo: IndexMemo) -> Callable[[Expr], Expr | 
 
 
 def simplify_expr(e: Expr, ctx=None) -> Expr:
-    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.  ``ctx`` (an
-    :class:`.context.OptimizerContext`) keeps the memos across calls and may record the rules that fire
-    (``ctx.trace``)."""
+    """``e`` rewritten with :data:`ALGEBRA_RULES` to a fixed point.  ``ctx`` (an optimizer call's
+    :class:`.context.OptimizerContext`) keeps the memos and may record the rules that fire (``ctx.trace``)."""
     if ctx is None:
         return rewrite(e, _applier(None, IndexMemo()), {})
     return rewrite(e, _applier(ctx.trace, ctx.index), ctx.simplified)

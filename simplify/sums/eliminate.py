@@ -51,8 +51,7 @@ MAX_PIECES = 3  # a piecewise solution becomes a select chain; more pieces are n
 
 
 def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
-    """An isl space over ``variables``: the call's own (its conversions kept) when there is a
-    context, else a fresh one."""
+    """An isl space over ``variables``: the call's own (its conversions kept) given a context, else new."""
     return IndexSpace(variables) if ctx is None else ctx.space(variables)
 
 
@@ -112,8 +111,7 @@ def equation_for(eq: Expr, rvars: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]
 def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Expr],
               equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
     """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.  ``indices``: the
-    index expressions of the sum's reads; a data-dependent equation is not used for a variable that
-    appears in one."""
+    index expressions of the sum's reads; a data-dependent equation is not used for a variable in one."""
     variables = list(outer) + list(rvars)
     sharing = ctx is not None and ctx.share_plans and not equations
     shape = shape_key(variables, affine) if sharing else None
@@ -140,14 +138,12 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
 
 
 def _gathers_data(e: Expr) -> bool:
-    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``); an opaque index of a
-    plain variable is no gather to substitute into a read."""
+    """Whether ``e`` holds a gather index read from data (``data_index(S[k])``), not of a plain variable."""
     return any(n.op is Op.DATA_INDEX and any(m.op is Op.READ for m in walk(n.src[0])) for n in walk(e))
 
 
 def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
-    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has two or more
-    points): isl's plan would be the identity."""
+    """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has 2+ points)."""
     return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
         and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
 
@@ -255,8 +251,7 @@ def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:
 def guard_of(plan: Plan, residual: Sequence[Expr], ctx=None) -> tuple[Expr, Expr]:
     """The non-affine guard of a planned sum as ``(outer, inner)`` (``inner``: ``True`` when nothing
     nests): the substituted equations' range guards keep the residual conjuncts' reads in bounds, and a
-    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both
-    sides)."""
+    residual conjunct that may fault stays in an inner, lazy ``if_then_else`` (``&&`` computes both)."""
     guards = [c for g in plan.guards for c in conjuncts(simplify_expr(g, ctx))]
     rest = [c for p in apply_plan(plan, list(residual), ctx) for c in conjuncts(simplify_expr(p, ctx))]
     memo: dict = {}

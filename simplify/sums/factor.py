@@ -52,9 +52,9 @@ def mentions(e: Expr, bound: frozenset) -> bool:
 
 
 def _collapse(e: Expr, bound: frozenset) -> Term:
-    """A product kept whole: its invariant factors, divisors and signs are the coefficient (in
-    the order :func:`scaled` applies them back), the rest its factors: ``-((X - m) / s) / s``
-    is ``(-(1/s))/s`` times ``X - m``."""
+    """A product kept whole: its invariant factors, divisors and signs are the coefficient (in the order
+    :func:`scaled` applies them back), the rest its factors: ``-((X - m) / s) / s`` is ``(-(1/s))/s`` times
+    ``X - m``."""
     if e.op is Op.MUL:
         (ca, fa), (cb, fb) = _collapse(e.src[0], bound), _collapse(e.src[1], bound)
         one = const(1, e.dtype)
@@ -110,8 +110,7 @@ def terms(e: Expr, bound: frozenset, distribute: bool = False) -> list[Term]:
 
 
 def _key(e: Expr) -> tuple:
-    """A shallow deterministic order of factors (not by address, nor by a tensor's name; a
-    structural key would cost the size of the expression as a tree)."""
+    """A shallow deterministic order of factors (not by address, nor by a tensor's name)."""
     arg = e.arg
     if e.op is Op.READ:
         op = arg.op
@@ -171,8 +170,7 @@ def _count(red: Expr) -> int | None:
 
 def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     """Where the domain of ``red`` has a point, as a condition on ``axes`` (``TRUE``: everywhere), or
-    ``None`` when isl cannot tell; only the variables the condition mentions enter the set, and the answer
-    is memoized under that key."""
+    ``None`` when isl cannot tell; only the variables the condition mentions enter the set (the memo key)."""
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
@@ -227,8 +225,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
                     ReduceArg(red.arg.combiner, rvars, 0))
 
     def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
-        """The axes a bracket depends on (then the ``outer`` sum variables it reads): a
-        bracket is a tensor over those only."""
+        """The axes a bracket depends on (then the ``outer`` sum variables it reads): its tensor's axes."""
         free = set(walk(body))
         ax = tuple(a for a in axes if a in free)
         dropped = [a for a in axes if a not in free]
@@ -430,9 +427,8 @@ def _subst(e: Expr, m: dict) -> Expr:
 
 
 def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
-    """``outputs`` with every bracket read exactly once folded back into its sum: ``coef * [sum_k f]``
-    becomes ``sum_k coef * f`` (the same work, one tensor fewer), unless the coefficient reads an axis the
-    bracket is scanned along (:func:`breaks_scan`)."""
+    """``outputs`` with every bracket read exactly once folded back into its sum, ``coef * [sum_k f]`` as
+    ``sum_k coef * f``, unless ``coef`` reads an axis the bracket scans along (:func:`breaks_scan`)."""
     from tensorad.ir.rewrite import replace_reads, rewrite
 
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
@@ -484,8 +480,7 @@ def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]
 
 
 def _linear_in(e: Expr, read: Expr) -> bool:
-    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators
-    and negations only."""
+    """``e`` is ``c * read`` with ``c`` free of ``read``: reached through products, numerators, negations."""
     while e is not read:
         if e.op is Op.NEG:
             e = e.src[0]
@@ -597,9 +592,9 @@ def inside_vars(inside: Expr) -> frozenset:
 
 def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: Sequence[frozenset],
                 outer: frozenset, ctx=None) -> tuple[Expr, tuple[Expr, ...], Expr] | None:
-    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket
-    sums the factors using an inner variable under every conjunct, the outer sum runs where the inner
-    domain has a point; ``None`` when isl cannot tell."""
+    """``(inner bracket, outer variables, outer where)`` of ``red`` nested over ``outer``: the bracket sums
+    the factors using an inner variable under every conjunct, the outer sum runs where the inner domain
+    has a point; ``None`` when isl cannot tell."""
     rvars = red.arg.axes
     inner = frozenset(r for r in rvars if r not in outer)
     cs = conjuncts(red.src[0])
@@ -618,8 +613,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
-    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt to read the new
-    ones, producers first (no recursion)."""
+    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt, producers first."""
     from tensorad.ir.rewrite import reads, replace_reads
 
     def deps(op: ComputeOp) -> list[Tensor]:

@@ -10,8 +10,7 @@
   ``if_then_else(cond, e', 0)``.
 * other reductions are simplified, and an empty domain becomes the identity.
 
-Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read in bounds only where the
-guard holds."""
+Guards are ``if_then_else``, not ``select``: after substitution ``f`` may read in bounds only under them."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None
 
 def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
                  split: bool = True, ctx=None) -> Expr:
-    """A sum-reduction body rewritten as the module docstring says; ``make(name, axes, body)`` creates a
-    tensor for a split-off term."""
+    """A sum-reduction body rewritten as the module docstring says; ``make(name, axes, body)``: a new term."""
     cond, src = simplify_expr(red.src[0], ctx), simplify_expr(red.src[1], ctx)
     rvars = list(red.arg.axes)
     if cond is FALSE or is_zero(src):
@@ -102,8 +100,7 @@ def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Exp
 
 def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr, red: Expr,
               ctx=None) -> Expr:
-    """One sum (no split): lift, plan, apply, again while eliminating variables made a residual conjunct
-    affine (:func:`_turned_affine`; at most one round per variable)."""
+    """One sum (no split): lift, plan, apply, again while eliminating made a residual conjunct affine."""
     variables = list(axes) + list(rvars)
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)

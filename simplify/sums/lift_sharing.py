@@ -63,8 +63,7 @@ class _BodySpeller(Speller):
 
 
 class LiftMemo:
-    """One optimizer call's lifted bodies by name-free key; ``lifted`` and ``renamed`` count
-    the bodies lifted and those made by renaming."""
+    """One optimizer call's lifted bodies by name-free key; ``lifted``, ``renamed``: how many of each."""
 
     def __init__(self) -> None:
         self.table: dict[tuple, tuple[Expr, list[Expr], list[Tensor]]] = {}
@@ -73,8 +72,7 @@ class LiftMemo:
 
     def lift(self, axes: Sequence[Expr], body: Expr, guard_of: Callable[[Tensor], Expr],
              compute: Callable[[], Expr]) -> Expr:
-        """``compute()`` (the lifting of ``body`` over ``axes``), or the lifting of a body with
-        the same key renamed (see the module docstring)."""
+        """``compute()`` (the lifting of ``body`` over ``axes``), or that of a body of its key, renamed."""
         sp = _BodySpeller(guard_of)
         try:
             head = tuple(sp.var(a) for a in axes)
@@ -97,6 +95,3 @@ class LiftMemo:
         if found is None:
             self.table[key] = (out, variables, tensors)
         return out
-
-
-__all__ = ["LiftMemo"]

@@ -47,9 +47,8 @@ def _mask(e: Expr) -> bool:
 
 
 def _split_conjuncts(mask: Expr, factors: Sequence[Expr], bound: frozenset) -> tuple[list, list]:
-    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out: the ones
-    reading no variable of ``bound``, except, in a lazy ``if_then_else``, one that reads a variable the
-    factors read (it may guard their reads)."""
+    """The conjuncts of ``mask``'s condition that stay in the sum, and those that move out: those reading
+    no variable of ``bound``, except, in a lazy ``if_then_else``, one reading a variable the factors read."""
     read = {v for f in factors for v in free_vars(f)} if mask.op is Op.IF_THEN_ELSE else set()
     inside, outside = [], []
     for c in conjuncts(mask.src[0]):
@@ -67,9 +66,8 @@ def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
 
 
 def _cheaper(axes: Sequence[Expr], red: Expr, parts: _Parts, brackets: Sequence[Bracket]) -> bool:
-    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red`` is not.  A
-    lost axis does not count where a kept conjunct equates an output axis with data (``ax0 == I[r]``):
-    that sum is a scatter."""
+    """Every bracket has lost a non-unit axis of ``axes`` or is a scan along an axis ``red`` is not (a lost
+    axis a kept conjunct equates with data, ``ax0 == I[r]``, not counting: that sum is a scatter)."""
     before = set(scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
     scatter = any(_gathered_axis(c, axes) for c in parts.inside)
     for ax, body in brackets:
@@ -101,8 +99,7 @@ class _Parts:
 
 
 def _parts(red: Expr, ctx=None) -> _Parts | None:
-    """``red``'s summand split as :class:`_Parts`, or ``None`` when it is not one masked term
-    or nothing would move out."""
+    """``red``'s summand split as :class:`_Parts`, or ``None`` (not one masked term, or nothing moves out)."""
     bound = frozenset(red.arg.axes)
     outer = _single_term(red.src[1], bound)
     if outer is None or len(outer[1]) != 1 or not _mask(outer[1][0]):

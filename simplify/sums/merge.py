@@ -61,8 +61,7 @@ def _instantiate(read: Expr, pos: dict) -> tuple[tuple, Expr, Expr, ReduceArg]:
 
 
 def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[Expr]) -> bool:
-    """Whether one nest over the union of the domains ``conds`` runs its body fewer times than one nest
-    per domain, that is, whether two of them intersect (shifted windows that overlap)."""
+    """Whether one nest over the union of the domains ``conds`` runs its body fewer times: two intersect."""
     variables = list(axes) + list(rvars)
     if any(v.lo is None or v.hi is None for v in variables):
         return False

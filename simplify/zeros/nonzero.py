@@ -61,10 +61,6 @@ def _cast(n: Expr, a: Expr) -> Expr:
     return n.src[0] if n.src[0].dtype == dt.BOOL else a
 
 
-def _true(n: Expr, *args: Expr) -> Expr:
-    return TRUE
-
-
 def _same(n: Expr, a: Expr, *rest: Expr) -> Expr:
     return a
 
@@ -94,7 +90,7 @@ NZ_RULES = {
     Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
 }
 for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
-    NZ_RULES[_op] = _true                              # may be nonzero anywhere
+    NZ_RULES[_op] = lambda n, *a: TRUE                 # may be nonzero anywhere
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
 

@@ -38,8 +38,7 @@ from .nonzero import assume
 MAX_TERMS = 48
 MAX_EXPANSIONS = 64
 FIRST_STEPS = 100  # the refuter's budget before the quick proof (:func:`provably_zero`)
-QUICK_EXPANSIONS = 1  # the budget of a proof tried before the refuter (:func:`_quick`; 2 spent
-#                       its second expansion on the Transformer block's 21 questions for no answer)
+QUICK_EXPANSIONS = 1  # the budget of a proof tried before the refuter (:func:`_quick`)
 LAYERS = 3  # the depth of the sums a layered proof expands (:func:`_layered`)
 
 Mono = tuple[tuple[Expr, int], ...]
@@ -51,8 +50,7 @@ class _TooBig(Exception):
 
 
 def _mono_mul(a: Mono, b: Mono, keys: dict) -> Mono:
-    """``a * b``, atoms in :func:`atom_key` order (``keys``: the call's memo of structural keys,
-    so equal subtrees have one key object and compare by identity)."""
+    """``a * b``, atoms in :func:`atom_key` order (``keys``: the call's memo of structural keys)."""
     d = dict(a)
     for atom, e in b:
         d[atom] = d.get(atom, 0) + e
@@ -288,13 +286,11 @@ class _Builder:
         return memo[key]
 
     def _under_facts(self, e: Expr) -> Expr:
-        """``e`` simplified where the where-conditions of the enclosing sums hold (an
-        ``if_then_else(j <= i, x, 0)`` read inside ``sum over j <= i`` is ``x``)."""
+        """``e`` simplified where the where-conditions of the enclosing sums hold."""
         return assume(e, self.facts, self.ctx) if self.facts else e
 
     def _canonical_atom(self, e: Expr) -> Expr:
-        """An atom spelled one way: reads of non-reduction tensors inlined (a bounded number) and
-        simplified under the enclosing sums' conditions."""
+        """An atom spelled one way: non-reduction reads inlined (bounded), simplified under its sums."""
         def inline(node: Expr) -> Expr | None:
             t = node.arg
             if not isinstance(t.op, ComputeOp) or t.op.num_outputs != 1 or t.op.is_reduction:
@@ -385,8 +381,7 @@ class _Builder:
         return _atom(self._canonical_atom(e))
 
     def _sum(self, e: Expr) -> Poly:
-        """``sum_k where c of P``: factors free of ``k`` move out, the rest is summed as one
-        domain with the sums it contains (:meth:`_domain_sum`)."""
+        """``sum_k where c of P``: factors free of ``k`` move out, the rest is one :meth:`_domain_sum`."""
         cond, src = e.src
         rvars = e.arg.axes
         bound = set(rvars)
@@ -477,8 +472,7 @@ class _Builder:
 
     def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:
         """A key of summing ``v`` first that names no variable of the domain (the factors, powers and
-        conditions that mention ``v``, each variable one placeholder per range), so that domains differing
-        only in their variables' order choose alike."""
+        conditions that mention ``v``, each variable one placeholder per range): alike in any order."""
         mapping, memo, keys = blank
         out = []
         for x, p in factors.items():
@@ -543,8 +537,7 @@ class _Builder:
                     ReduceArg(e.arg.combiner, tuple(names), 0))
 
     def product(self, m: Mono, dtype: str) -> Expr:
-        """:func:`_product_expr`, once per monomial in a conversion (sums of one source share
-        their variant factors)."""
+        """:func:`_product_expr`, once per monomial in a conversion (sums of one source share factors)."""
         key = (m, dtype)
         found = self.products.get(key)
         if found is None:
@@ -567,8 +560,7 @@ def provably_zero(e: Expr, ctx=None) -> bool:
 
 def unscaled(e: Expr) -> Expr:
     """A float sum ``sum(c * f)``, ``sum(f * c)`` or ``sum(-f)`` (``c`` a finite nonzero constant,
-    repeatedly) as ``sum(f)``, zero exactly when it is: one proof answers all.  Anything else is returned
-    as it is."""
+    repeatedly) as ``sum(f)``, zero exactly when it is: one proof answers all.  Anything else as it is."""
     if e.op is not Op.REDUCE or len(e.src) != 2 or e.arg.combiner.kind != "sum" or not dt.is_float(e.dtype):
         return e
     body = e.src[1]
@@ -620,9 +612,8 @@ def _prove(e: Expr, ctx) -> bool:
 
 
 def sum_depths(e: Expr, deepest: int, most: int, memo: dict | None = None) -> dict:
-    """The sum tensors ``e`` reaches within ``deepest``, by depth (the fewest sums read on the way;
-    ``e``'s own at 1, elementwise tensors add none), at most ``most`` visited, nearest first.  ``memo``:
-    each body's reads, kept by the call's context."""
+    """The sum tensors ``e`` reaches within ``deepest``, by depth (the fewest sums read on the way; ``e``'s
+    own at 1), at most ``most`` visited, nearest first.  ``memo``: each body's reads, the context's."""
     memo = {} if memo is None else memo
 
     def reads(x: Expr) -> list:
@@ -676,8 +667,7 @@ def _layered(e: Expr, ctx) -> bool:
 
 
 def _quick(e: Expr, ctx) -> bool | None:
-    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer when it finishes there without
-    cutting an atom's inlining short (the full proof would answer the same), else ``None``."""
+    """The proof of ``e`` within :data:`QUICK_EXPANSIONS`: its answer if it ends there, no inlining cut."""
     try:
         try:
             b = _Builder(ctx, ctx.proofs, budget=QUICK_EXPANSIONS)

@@ -24,8 +24,7 @@ def make(n: int, d: int) -> Any:
 
 
 def parts(v: Any) -> tuple[int, int]:
-    """``v``'s numerator and denominator (``v`` an int, a bool or a ``Fraction``; anything else
-    is a ``TypeError``)."""
+    """``v``'s numerator and denominator (``v`` an int, a bool or a ``Fraction``, else ``TypeError``)."""
     t = type(v)
     if t is Fraction:
         return v._numerator, v._denominator

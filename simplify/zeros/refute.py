@@ -203,8 +203,7 @@ class _Model:
     def __init__(self, seed: int, wide: bool) -> None:
         self.rng = random.Random(seed)
         self.wide = wide
-        # (placeholder op) or (compute op, output) -> {index: element value, or _NONE}: a
-        # placeholder's random elements, a computed tensor's evaluated ones
+        # (placeholder op) or (compute op, output) -> {index: element value (random, or evaluated) or _NONE}
         self.tables: dict[tuple, dict[tuple, Any]] = {}
         self.sites: dict[Expr, _Site] = {}  # read node -> its tensor's table, axes and body
         self.samples: dict[tuple[int, int], tuple] = {}  # axis range -> its sample points
@@ -299,8 +298,7 @@ class Refuter:
         return found
 
     def _sample(self, v: Expr) -> tuple[int, ...]:
-        """The sample points of a reduction axis with ``v``'s range: the first point, one near
-        it and one anywhere (chosen once per range and model)."""
+        """Sample points of an axis with ``v``'s range: the first, one near, one anywhere (kept per range)."""
         key = (v.lo, v.hi)
         m = self.model
         found = m.samples.get(key)
@@ -416,8 +414,7 @@ class Refuter:
         return site
 
     def _element(self, site: _Site, idx: tuple) -> Any:
-        """A computed tensor's element not evaluated yet in the model, evaluated (its value,
-        or that it has none, is kept; a budget stop is not)."""
+        """A computed tensor's element, evaluated in the model once (a budget stop is not kept)."""
         if self.depth >= MAX_DEPTH:
             raise _Deep((site, idx))
         self.depth += 1
@@ -433,8 +430,7 @@ class Refuter:
         return found
 
     def _points(self, e: Expr, env: dict):
-        """``(environment, memo)`` for each sample point of the reduction's axes where its
-        condition holds."""
+        """``(environment, memo)`` for each sample point of the reduction's axes where its condition holds."""
         axes, cond = e.arg.axes, e.src[0]
         always = cond.op is _CONST  # (most sums' condition: tested once)
         if always and not self._eval(cond, env, {}):
@@ -473,8 +469,7 @@ class Refuter:
         return _const(combiner.identity[0]) if acc is None else acc  # (no point in the domain)
 
     def _combine(self, e: Expr, env: dict) -> Any:
-        """A custom or multi-value reduction (argmax): its combiner over the sample points,
-        starting from the first (the identity is neutral)."""
+        """A custom or multi-value reduction (argmax): its combiner over the sample points from the first."""
         combiner = e.arg.combiner
         acc = None
         for inner, memo in self._points(e, env):

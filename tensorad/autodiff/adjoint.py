@@ -56,8 +56,7 @@ def recomputes_exactly(expr: Expr, inlined: bool = False) -> bool:
 
 def roundings(expr: Expr, inlined: bool = False) -> float:
     """The number of rounding float operations of ``expr``, counted up to 2 (a math function counts 2);
-    ``inlined``: with those of the elementwise tensors it reads, each counted once, with a work list (no
-    recursion on long chains)."""
+    ``inlined``: with those of the elementwise tensors it reads, each counted once (iteratively)."""
     own, reads = _own_roundings(expr, inlined)
     if not reads:
         return own
@@ -78,8 +77,7 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
 
 
 def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
-    """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once
-    per read)."""
+    """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once per read)."""
     count, reads = 0.0, []
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
@@ -94,8 +92,7 @@ def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
 
 
 def _inlinable(t: Tensor) -> bool:
-    """Whether a reader of ``t`` may see ``t``'s body inlined: an elementwise compute that is
-    not ``Role.SAVED``."""
+    """Whether a reader of ``t`` may see ``t``'s body inlined: an elementwise compute not ``Role.SAVED``."""
     return isinstance(t.op, ComputeOp) and not t.op.is_reduction and t.op.provenance.role is not Role.SAVED
 
 
@@ -150,8 +147,7 @@ def _conjuncts(e: Expr) -> list[Expr]:
 
 
 def _holds(c: Expr) -> bool:
-    """Whether the integer comparison ``c`` holds over its operands' interval bounds (the
-    padding guard ``2 y + W // 3 < 57`` of a window that never reaches the bottom pad)."""
+    """Whether the integer comparison ``c`` holds over its operands' interval bounds (a padding guard)."""
     if c.op is Op.CONST:
         return bool(c.arg)
     if c.op not in (Op.LT, Op.LE, Op.GE, Op.GT) or not dt.is_int(c.src[0].dtype):
@@ -171,8 +167,7 @@ def _running(op: ComputeOp) -> int | None:
     """The order of ``op``'s running reduction (:func:`~tensorad.poly.nesting.running_order`):
     ``1`` for ``Y[i] = max_{k <= i} X[k]``, ``-1`` for ``max_{k >= i}`` (its winner reduction runs
     over the reversed axis: a max/min's winner is the same in any order, a custom combiner's is the
-    first in the loop's), ``None`` for another domain.  A running winner scans in ``n`` updates per
-    row, where :meth:`AdjointBuilder._lone_winner`'s sum would take ``n^2 / 2``."""
+    first in the loop's), ``None`` for another domain."""
     body = op.body[0]
     order = running_order(op.axes, body.arg.axes, body.src[0], body.src[1:])
     if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):
@@ -232,8 +227,7 @@ class AdjointBuilder:
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
-                # max/min: the first winner by index always gets head / ties, other tied elements by
-                # value.
+                # max/min: the first winner by index always gets head / ties, other tied ones by value.
                 count = ties[tuple(iv)]
                 source = self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
@@ -306,8 +300,7 @@ class AdjointBuilder:
         adds nothing.
 
         When ``op`` is ``x``'s only consumer and reads it once, over no more outputs than ``x`` has
-        elements, the winner's indices the window does not move are opaque too (``sole``), so that the
-        optimizer does not solve the outputs for them."""
+        elements, the winner's indices the window does not move are opaque too (``sole``): not solved for."""
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
@@ -396,8 +389,7 @@ class AdjointBuilder:
         points by value).  The backward then reads neither ``W`` nor ``T``; the scatter tests
         ``E(i) >= 0`` and adds at ``E(i)``'s digits.  ``rest``: the read's derivative under its
         ``guards``.  ``None`` when :meth:`_landing` declines the form, and for a running reduction
-        (:func:`_running`), whose scan stores ``W`` and ``T`` at every output: the scatter reads them,
-        one pass over the outputs fewer."""
+        (:func:`_running`), whose scan stores ``W`` and ``T`` at every output: the scatter reads them."""
         key = (op, site)
         if key in self._destinations:
             return self._destinations[key]
@@ -552,8 +544,7 @@ class AdjointBuilder:
         sum: the value is ``Y`` itself, and ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a
         power of two above the box's size, holds the ties ``T = A % K`` and, when ``T == 1``, the lone
         winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
-        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` when ``A`` could pass an
-        int32."""
+        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
         size = _box_size(body.arg.axes)
         scale = 1 << size.bit_length()
@@ -620,12 +611,11 @@ class AdjointBuilder:
 
     def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
                     j: Sequence[Expr], kind: str) -> list[Expr] | None:
-        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`)
-        that runs along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`;
-        the other output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint
-        of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
-        read at each site as an elementwise op's head.  ``None`` for another domain, or a
-        recurrence whose running product has a head (the generic rule)."""
+        """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
+        along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
+        output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint of each source at its
+        term is a tensor over the output axes (:meth:`_line_adjoints`), read at each site as an elementwise
+        op's head.  ``None`` for another domain, or a recurrence whose running product has a head."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
         if found is None or (kind == "recurrence" and set(heads) != {1}):

@@ -1,9 +1,8 @@
 """``jacobian(Y, X)``: the full Jacobian ``d Y / d X``, whichever way ``Y`` depends on ``X``.
 
 When only ``Y``'s body reads ``X``, the elementwise Jacobian of its body is the answer
-(:func:`.jacobian.direct_jacobian`).  When ``X`` also reaches ``Y`` through other tensors, that would miss
-those paths, so reverse accumulation with the identity head is applied instead (the same shape
-``Y.shape + X.shape``)."""
+(:func:`.jacobian.direct_jacobian`).  When ``X`` also reaches ``Y`` through other tensors, it is reverse
+accumulation with the identity head (the same shape ``Y.shape + X.shape``)."""
 
 from __future__ import annotations
 

@@ -56,8 +56,7 @@ def _isnan(x: Expr) -> Expr:
 
 
 def at_least(kind: str, x: Expr, y: Expr) -> Expr:
-    """Whether ``x`` is as good as ``y`` or better for a ``kind`` (``max``/``min``) reduction:
-    ``x >= y`` (``<=``), or ``x`` a NaN (the order above)."""
+    """Whether ``x`` is as good as ``y`` or better for ``max`` (``min``): ``x >= y`` (``<=``) or NaN."""
     plain = compare(Op.GE if kind == "max" else Op.LE, x, y)
     return logical(Op.OR, plain, _isnan(x)) if dt.is_float(x.dtype) else plain
 
@@ -108,9 +107,8 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
 
 
 def _derived_from_prod(comb: CommReducer) -> str | None:
-    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"``
-    for its :func:`recurrence_reducer`; else ``None``.  Compared up to the names of their
-    variables: a program read back from the disk cache holds copies of them."""
+    """``"prod"`` for :func:`strong_product_reducer` of a built-in product, ``"recurrence"`` for its
+    :func:`recurrence_reducer`; else ``None``.  Compared up to variable names (disk-cache copies)."""
     if comb.arity > 2 or any(d != comb.dtypes[0] for d in comb.dtypes) or not dt.is_float(comb.dtypes[0]):
         return None
     base = prod_reducer.instantiate(comb.dtypes[:1])
@@ -171,15 +169,13 @@ def pair_reducer(comb: CommReducer, tangent: TangentRule) -> CommReducer:
 
 
 def tie_sum(kind: str, x: Expr, y: Expr, a: Expr, b: Expr) -> Expr:
-    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie:
-    how tie counts and tangent sums combine."""
+    """``a`` where ``x`` beats ``y`` (:func:`beats`), ``b`` where ``y`` beats ``x``, ``a + b`` at a tie."""
     return choice(Op.SELECT, beats(kind, x, y), a, choice(Op.SELECT, beats(kind, y, x), b, a + b))
 
 
 def mean_tie_reducer(comb: CommReducer) -> CommReducer:
     """Forward mode's combiner of a ``max``/``min`` over ``(tangent, value, count)``: the side that
-    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (whose quotient is the
-    mean tangent)."""
+    :func:`beats` the other keeps its tangent sum and count, tied sides add theirs (quotient: the mean)."""
     found = comb.derived.get("mean")
     if found is not None:
         return found
@@ -232,8 +228,7 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
 
 
 def flat_index(axes: Sequence[Expr]) -> Expr | None:
-    """The row-major flattening of a point of ``axes`` (0 for the first point, in loop order),
-    or ``None`` when the box is too large for an int32."""
+    """The row-major flattening of a point of ``axes`` (0 for the first), or ``None`` past an int32."""
     if math.prod(max(a.extent, 1) for a in axes) >= INDEX_SENTINEL:
         return None
     out: Expr | None = None
@@ -274,10 +269,9 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
 # ---- reverse mode: running products -------------------------------------------------------
 
 def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
-    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other
-    is (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a
-    product's gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite
-    factor stays NaN, as in the chain rule (docs/conventions.md)."""
+    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other is
+    (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a product's
+    gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite factor stays NaN."""
     zero = const(0, a.dtype)
     cond = compare(Op.EQ, a, zero)
     if both:
@@ -296,13 +290,12 @@ def strong_product_reducer(comb: CommReducer) -> CommReducer:
 
 
 def recurrence_reducer(comb: CommReducer) -> CommReducer:
-    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps
-    ``s -> a s + b`` in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``,
-    each product a :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ...
-    (a_m, b_m)`` holds in its second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from
-    ``s_{-1} = 0``.  It is associative (in exact arithmetic), not commutative: a reduction
-    over it folds in index order, as every custom combiner does (a scan of it carries the plain
-    loop's left fold, whose sum reads no ``a1``)."""
+    """The combiner over pairs ``(a, b)`` of ``comb``'s dtype that composes the affine maps ``s -> a s + b``
+    in order: ``(a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2)``, identity ``(1, 0)``, each product a
+    :func:`strong_product` in its factor ``a2``.  A fold of ``(a_0, b_0) ... (a_m, b_m)`` holds in its
+    second value the recurrence ``s_m = a_m s_{m-1} + b_m`` from ``s_{-1} = 0``.  It is associative (in
+    exact arithmetic), not commutative: a reduction over it folds in index order, as every custom
+    combiner does (a scan of it carries the plain loop's left fold, whose sum reads no ``a1``)."""
     found = comb.derived.get("recurrence")
     if found is not None:
         return found

@@ -48,8 +48,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 
 def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
           optimizer: Optimizer | None) -> list[Tensor]:
-    """The jvp of each of ``outputs`` in one pass over their common graph: a tensor several outputs depend
-    on gets one tangent."""
+    """The jvp of each of ``outputs`` in one pass over their common graph (one tangent per tensor)."""
     dot: dict[Tensor, Tensor] = {}
     gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
     for x, v in zip(inputs, tangents):
@@ -65,8 +64,7 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
 
         def leaf(node: Expr, everywhere: set = everywhere) -> Tangent:
             if node.op is Op.READ and node.arg in dot:
-                # (a guarded read's tangent may run where its guard fails once the optimizer
-                # lifts the guard out of a sum: its checked gathers are clipped, .gathers)
+                # (a guard the optimizer lifts out of a sum may fail: checked gathers clipped, .gathers)
                 index = node.src if node in everywhere else unchecked_read_index(
                     node.src, node.arg.shape, node.arg.name)
                 read = cast(node.dtype, dot[node.arg][index])

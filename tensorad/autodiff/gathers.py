@@ -14,8 +14,7 @@ from ..ir.rewrite import rewrite, walk_along
 
 
 def unguarded_reads(source: Expr) -> set[Expr]:
-    """The reads of ``source`` evaluated at every point (in no ``if_then_else`` branch nor ``where``):
-    those whose gather indices may stay checked."""
+    """The reads of ``source`` evaluated at every point (in no ``if_then_else`` branch nor ``where``)."""
     def evaluated(node: Expr) -> tuple[Expr, ...]:
         lazy = node.op is Op.IF_THEN_ELSE or node.op is Op.REDUCE and node.src[0] is not TRUE
         return node.src[:1] if lazy else node.src
@@ -24,8 +23,7 @@ def unguarded_reads(source: Expr) -> set[Expr]:
 
 
 def unchecked(e: Expr) -> Expr:
-    """``e`` with its ``mode="raise"`` gather indices clipped instead (see the module
-    docstring)."""
+    """``e`` with its ``mode="raise"`` gather indices clipped instead (see the module docstring)."""
     def rule(n: Expr) -> Expr | None:
         if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return Expr(Op.DATA_INDEX, n.dtype, n.src, replace(n.arg, mode="clip"))

@@ -40,8 +40,7 @@ def reads_only_directly(output: Tensor, input: Tensor) -> bool:  # noqa: A002
 
 def direct_jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
     """``d output[i...] / d input[j...]`` (shape ``output.shape + input.shape``) from the direct reads of
-    ``input`` by ``output``'s body only (:func:`tensorad.autodiff.chain.jacobian` follows every path);
-    ``optimizer`` is applied to the result."""
+    ``input`` by ``output``'s body only (``chain.jacobian`` follows every path), then ``optimizer``."""
     check_float(output, "jacobian")
     check_float(input, "jacobian")
     if isinstance(output.op, ComputeOp) and output != input and input not in op_reads(output.op) \

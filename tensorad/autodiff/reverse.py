@@ -5,8 +5,7 @@ Tensors between ``output`` and the inputs are visited consumers first; each one'
 Only tensors on a path from an input to ``output`` are differentiated; other inputs get zero tensors.
 
 ``head`` is ``output``'s adjoint; ``None`` means the identity.  ``override`` maps a tensor to
-``fn(tensor, input, adj_tensor)``, replacing its derivative rule.  ``optimizer`` is applied to every
-adjoint as soon as it is complete."""
+``fn(tensor, input, adj_tensor)``, replacing its derivative rule; ``optimizer`` runs on each whole adjoint."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def _check_head(output: Tensor, head: Tensor) -> tuple[int, ...]:
 
 
 def _relevant(graph: list[Tensor], inputs: set[Tensor], output: Tensor) -> set[Tensor]:
-    """Floating-point tensors of ``graph`` that are inputs or depend on one (a stabilizing
-    shift cancels out of ``output``: no derivative flows through it, :mod:`.shifts`)."""
+    """Floating-point tensors of ``graph`` that are or depend on inputs, not through a cancelling shift."""
     shifts = cancelling_shifts(graph, [output])
     found: set[Tensor] = set()
     for t in graph:  # producers first
@@ -106,8 +104,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         prefix = _check_head(output, head)
 
     graph = tensor_graph([output])
-    # the caller's own tensor objects (API.md: an override receives the original tensors, so
-    # ``out is t2`` holds): a tensor rebuilt here as ``Tensor(op, v)`` is equal, not identical
+    # the caller's own tensor objects (API.md: an override receives the originals; a rebuilt one is not)
     original: dict[Tensor, Tensor] = {}
     for t in [*override, *inputs, output, *graph]:
         original.setdefault(t, t)
@@ -141,8 +138,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
                                      f"{list(got.shape) if isinstance(got, Tensor) else got!r}")
                 adj.add(x, [cast(dt.compute_dtype(x.dtype), got[tuple(p) + tuple(j)])])
             if plain:
-                # (an input's adjoint is only stored; an intermediate's is read by the next
-                # adjoints, which take in a gather of it but not a scatter)
+                # (an input's adjoint is only stored; an intermediate's is read by the next adjoints)
                 sole = x.is_placeholder and consumers[x] == 1
                 adj.add(x, builder.contributions(op, plain, x, p, j, sole))
 

@@ -21,9 +21,8 @@ from .zero import ZERO, Tangent, add, choose, div, mul, neg, sub, to_dtype
 
 def _pow(n: Expr, da: Tangent, db: Tangent) -> Tangent:
     # d a^b = b a^(b-1) da + a^b log(a) db.  Where that is 0 * inf the values are PyTorch's (the limits
-    # where the function is constant): the da term is 0 where b == 0, the db term 0 where a == 0 and b >=
-    # 0 and where a == +inf and b < 0.  A constant exponent or a finite positive constant base needs no
-    # test.
+    # where the function is constant): the da term is 0 where b == 0, the db term 0 where a == 0 and
+    # b >= 0 and where a == +inf and b < 0 (no test for a constant exponent or finite positive base).
     a, b = n.src
     zero = const(0, b.dtype)
     d_base: Tangent = ZERO

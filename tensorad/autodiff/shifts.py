@@ -199,8 +199,7 @@ class _Proof:
 
 
 def _candidates(graph: Sequence[Tensor]) -> set[Tensor]:
-    """The tensors worth a proof: those some body reads inside an ``exp``, and row maxima and
-    minima (the shifts people write, also as ``A = X - m; exp(A)``)."""
+    """The tensors worth a proof: those some body reads inside an ``exp``, and row maxima and minima."""
     found: set[Tensor] = set()
     for op in dict.fromkeys(t.op for t in graph):
         if not isinstance(op, ComputeOp):

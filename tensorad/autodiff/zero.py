@@ -59,8 +59,7 @@ def neg(a: Tangent) -> Tangent:
 
 
 def zero_branch(e: Expr) -> int | None:
-    """1 or 2: which branch of a float ``select``/``if_then_else`` is the constant 0 (the
-    other one is not); ``None`` when ``e`` is no such gate."""
+    """1 or 2: which branch of a float ``select``/``if_then_else`` alone is the constant 0, else ``None``."""
     if e.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not dt.is_float(e.dtype):
         return None
     zero = [k for k in (1, 2) if e.src[k].op is Op.CONST and e.src[k].arg == 0]
@@ -96,8 +95,7 @@ GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate belo
 
 def _holds_gate(e: Expr, depth: int = GATE_DEPTH) -> bool:
     """Whether a zero-branch gate is reached from ``e`` through float selects, negations, sums and
-    differences within ``depth`` levels (``abs``'s tangent nests its operand's in two selects; a product's
-    tangent is a sum of two)."""
+    differences within ``depth`` levels (``abs``'s tangent nests its operand's in two selects)."""
     if depth == 0 or not dt.is_float(e.dtype):
         return False
     if zero_branch(e) is not None:
@@ -126,8 +124,7 @@ def _push(a: Expr, f: Callable[[Expr], Tangent], depth: int = GATE_DEPTH) -> Tan
 
 
 def mul(a: Tangent, b: Tangent) -> Tangent:
-    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a constant 1 is dropped, and a select factor's zero
-    branches stay strong zeros (:func:`_push`)."""
+    """``a * b``; a factor ``ZERO`` gives ``ZERO``, a 1 is dropped, a select's zero branches stay strong."""
     if a is ZERO or b is ZERO:
         return ZERO
     if _holds_gate(a):
@@ -138,8 +135,7 @@ def mul(a: Tangent, b: Tangent) -> Tangent:
 
 
 def div(a: Tangent, b: Expr) -> Tangent:
-    """``a / b``; the zero branches of a select numerator stay strong zeros (``0 / 0`` there
-    would be NaN)."""
+    """``a / b``; the zero branches of a select numerator stay strong zeros (not ``0 / 0 = NaN``)."""
     if a is ZERO:
         return ZERO
     return _push(a, lambda x: x / b)

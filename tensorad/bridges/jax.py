@@ -101,8 +101,7 @@ class Program:
         return self._cached(("jvp", mask), make)
 
     def transpose_program(self, needed: tuple[bool, ...]) -> Program:
-        """``J^T head`` for the inputs flagged in ``needed``: a program of ``free`` and one head
-        per float output, linear in the heads."""
+        """``J^T head`` for the inputs flagged in ``needed``: a program of ``free`` and the float heads."""
         def make() -> Program:
             wrt = [x for x, m in zip(self.free, needed) if m]
             fn = Function(self.outputs, self.free, wrt, self.policy, **self.build_options)
@@ -129,14 +128,6 @@ call_p.multiple_results = True
 
 def _bind(program: Program, *operands: Any) -> list:
     return call_p.bind(*operands, program=program)
-
-
-def _impl(*operands: Any, program: Program) -> list:
-    return [jax.numpy.asarray(r) for r in program.run(*(np.asarray(a) for a in operands))]
-
-
-def _abstract(*operands: Any, program: Program) -> list:
-    return program.avals
 
 
 def _lowering(*operands: Any, program: Program) -> list:
@@ -209,8 +200,9 @@ def _batch_rule(operands: Sequence[Any], dims: Sequence[Any], *, program: Progra
                   for b, o in zip(bp.outputs, program.outputs)]
 
 
-call_p.def_impl(_impl)
-call_p.def_abstract_eval(_abstract)
+call_p.def_impl(lambda *operands, program: [jax.numpy.asarray(r)
+                                            for r in program.run(*(np.asarray(a) for a in operands))])
+call_p.def_abstract_eval(lambda *operands, program: program.avals)
 mlir.register_lowering(call_p, mlir.lower_fun(_lowering, multiple_results=True))
 ad.primitive_jvps[call_p] = _jvp_rule
 ad.primitive_transposes[call_p] = _transpose_rule
@@ -283,8 +275,7 @@ def _as_list(parts: tuple[list, list]) -> list:
 
 
 class JaxFunction:
-    """A callable on JAX arrays (see the module docstring); ``.function`` is the tensorad
-    :class:`Function` behind it."""
+    """A callable on JAX arrays (see the module docstring); ``.function``: the :class:`Function` behind it."""
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
@@ -334,8 +325,7 @@ class JaxFunction:
 
 
 def check_x64(tensors: Sequence[Tensor], what: str) -> None:
-    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would silently make
-    the arrays 32-bit, and the kernel would then refuse them)."""
+    """A clear error where a 64-bit dtype meets JAX without 64-bit mode (JAX would make it 32-bit)."""
     wide = sorted({t.dtype for t in tensors if np.dtype(t.dtype).itemsize == 8
                    and jax.dtypes.canonicalize_dtype(np.dtype(t.dtype)) != np.dtype(t.dtype)})
     if wide:
@@ -360,8 +350,7 @@ _hold_programs_weakly()
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              **options: Any) -> JaxFunction:
-    """``ta.jax.function`` (API.md section 6): options are those of ``ta.function``
-    (``wrt``, ``policy``) and of ``ta.build``."""
+    """``ta.jax.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
     return JaxFunction(outputs, inputs, **options)
 
 
@@ -369,8 +358,7 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 class JaxOp:
     """``fn`` (tensorad over placeholders) as a JAX function on arrays of any shapes: one
     :class:`JaxFunction` per signature (shapes, JAX dtypes, static keyword values), made on its first call
-    (or trace) and kept in a bounded LRU cache (``signatures``).  A 64-bit program needs
-    ``jax_enable_x64``."""
+    (or trace), kept in a bounded LRU cache (``signatures``).  A 64-bit program needs ``jax_enable_x64``."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
@@ -401,9 +389,8 @@ class JaxOp:
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
        policy: Policy = "default", **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
-    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with
-    the arrays' shapes and dtypes (and the keyword arguments, as static values) and returns a
-    tensorad tensor or a tuple of them; see :class:`JaxOp`."""
+    """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with the arrays'
+    shapes and dtypes (keyword arguments as static values) and returns tensors; see :class:`JaxOp`."""
     def wrap(f: Callable) -> JaxOp:
         return JaxOp(f, max_signatures=max_signatures, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

@@ -2,8 +2,7 @@
 is traced on, and the bounded cache of what each signature compiled to.
 
 A decorated function is compiled once per signature (shapes, dtypes and static keyword values) into a
-:class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``, an evicted one
-no longer referenced from here."""
+:class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ class SignatureCache(Generic[V]):
         return self._entries.get(key)
 
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
-        """The entry for ``key``, made on a miss; the least recently used one past the bound is
-        dropped."""
+        """The entry for ``key``, made on a miss; the least recently used one past the bound is dropped."""
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
@@ -60,8 +58,7 @@ class SignatureCache(Generic[V]):
 
 
 def static_key(static: dict[str, Any]) -> tuple:
-    """The static keyword values as a hashable part of the signature (Python scalars, strings,
-    ``None`` and tuples or lists of them)."""
+    """The static keyword values as a hashable part of the signature (scalars, strings, ``None``, tuples)."""
     return tuple(sorted((name, _frozen(name, value)) for name, value in static.items()))
 
 

@@ -43,8 +43,7 @@ from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trac
 
 _SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
 _KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
-# the live operator pairs by key; held weakly, so a pair lives as long as its function does
-# (or an autograd graph or a compiled graph that still refers to it)
+# the live operator pairs by key, held weakly: a pair lives as long as its function or a graph using it
 _LIVE: weakref.WeakValueDictionary[int, _Operator] = weakref.WeakValueDictionary()
 
 
@@ -80,13 +79,11 @@ class TorchFunction:
         return _rebuild, (self._outputs, self.function.inputs, self._wrt, self.policy, self.build_options)
 
     def __deepcopy__(self, memo: dict) -> TorchFunction:
-        """Itself: a function holds no state a copy could change (``copy.deepcopy(model)``
-        for an EMA or a checkpoint shares it, as it shares ``torch.nn.functional``)."""
+        """Itself: a function holds no state a copy could change (as ``torch.nn.functional``)."""
         return self
 
     def operator(self, needs: Sequence[bool] | None = None) -> _Operator:
-        """The operator pair computing the gradients of the ``wrt`` tensors flagged in ``needs``
-        (default: all)."""
+        """The operator pair computing the gradients of the ``wrt`` tensors ``needs`` flags (default: all)."""
         mask = tuple(needs) if needs is not None else (True,) * len(self.function.wrt)
         op = self._operators.get(mask)
         if op is None:
@@ -129,8 +126,7 @@ class TorchFunction:
 
 
 class _Operator:
-    """One operator pair (forward, backward) for one ``Function``, reached by the generic
-    operators through its ``key``."""
+    """One operator pair (forward, backward) for one ``Function``, reached by the generic operators by key."""
 
     def __init__(self, function: Function, name: str, policy: Policy, build_options: dict) -> None:
         self.function = fn = function
@@ -236,8 +232,7 @@ class _Operator:
 
 def _array(t: torch.Tensor) -> Any:
     """A tensor's memory as a NumPy array (``.numpy()``: the cheapest view of a CPU tensor), or the
-    detached tensor where NumPy has no view of it (bfloat16, another device: the kernel's DLPack
-    path views it or says why not)."""
+    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path)."""
     t = t.detach()
     try:
         return t.numpy()
@@ -310,8 +305,7 @@ def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options:
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              **options: Any) -> TorchFunction:
-    """``ta.torch.function`` (API.md section 6): options are those of ``ta.function``
-    (``wrt``, ``policy``) and of ``ta.build``."""
+    """``ta.torch.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
     return TorchFunction(outputs, inputs, **options)
 
 
@@ -322,8 +316,7 @@ class TorchOp:
     call and kept in a bounded LRU cache (``signatures``).  Under ``torch.compile(fullgraph=True)`` a new
     signature is made while the graph is traced; sizes are specialized, so each new shape is a new graph
     (as ``dynamic=False``).  A compiled graph names its operator pair by key: the signature must still be
-    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model may alternate
-    between)."""
+    cached when it runs (else a clear error; ``max_signatures`` bounds how many a model alternates among)."""
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
@@ -347,8 +340,7 @@ class TorchOp:
         return self.signatures.get(key, lambda: self._make(key[0], static))
 
     def _traced_call(self, key: tuple, static: dict[str, Any], tensors: Sequence[torch.Tensor]):
-        """The call as ``torch.compile`` records it: the registered operator, named by its key
-        (a constant found in Python while tracing)."""
+        """The call as ``torch.compile`` records it: the registered operator, named by its (constant) key."""
         grad = torch.is_grad_enabled()
         requires = tuple(grad and t.requires_grad for t in tensors)
         operator = _traced_operator(self, key, static, requires)
@@ -374,8 +366,7 @@ class TorchOp:
         return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
 
     def __reduce__(self) -> str | tuple:
-        """Pickled by reference where it is a module's decorated function, else as its
-        definition (a module holding it is saved with ``torch.save``)."""
+        """Pickled by reference where it is a module's decorated function, else as its definition."""
         module = sys.modules.get(self.__module__)
         if module is not None and getattr(module, self.__qualname__, None) is self:
             return self.__qualname__

@@ -96,10 +96,6 @@ def _reassociable(comb: Any) -> bool:
     return r.op in (Op.ADD, Op.MUL) and {id(x) for x in r.src} == {id(comb.lhs[0]), id(comb.rhs[0])}
 
 
-def _strong_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a * b`` where a zero factor gives zero whatever the other is (``0 * inf = 0``)."""
-    return np.where((a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b))
-
 
 def _in_float64(fn):
     """``fn`` computed in float64 for float32 operands, its result rounded once to float32."""
@@ -170,8 +166,7 @@ def _or(*masks: Any) -> Any:
 
 
 def _unsigned(rule):
-    """``rule`` with every zero of its float result made ``+0`` (``x + 0`` is ``+0`` for
-    ``x = -0`` in IEEE round-to-nearest): ``unsigned_zeros``."""
+    """``rule`` with every zero of its float result made ``+0`` (``x + 0``, IEEE): ``unsigned_zeros``."""
     def unsigned(node: Expr, *args: tuple) -> tuple:
         out, poison = rule(node, *args)
         out = np.asarray(out)
@@ -218,15 +213,16 @@ class _Grid:
                            Op.IF_THEN_ELSE: self._if_then_else, Op.REDUCE: self._reduce,
                            Op.DATA_INDEX: self._data_index})
         if strong_zero:
-            self.table[Op.MUL] = _lift(lambda n, a, b: _strong_multiply(a, b))
+            # a zero factor gives zero whatever the other is (0 * inf = 0)
+            self.table[Op.MUL] = _lift(lambda n, a, b: np.where(
+                (a == 0) | (b == 0), np.zeros((), np.result_type(a, b)), np.multiply(a, b)))
         if rounded_math:
             self.table.update({op: _lift(_in_float64(ARRAY_RULES[op])) for op in ROUNDED_MATH})
         if unsigned_zeros:
             self.table = {op: _unsigned(rule) for op, rule in self.table.items()}
 
     def release(self) -> None:
-        """Drop the arrays of the grid now (its table's bound methods make a reference cycle,
-        which only the cyclic collector would free: box after box, memory would pile up)."""
+        """Drop the arrays of the grid now (its table's bound methods make a reference cycle)."""
         self.memo.clear()
         self.reduced.clear()
         self.oob.clear()
@@ -339,9 +335,8 @@ class _Grid:
         return [(a, poison) for a in self._fold_custom(comb, pos, mask, srcs)]
 
     def _in_order(self, pos: tuple[int, ...], fold) -> np.ndarray:
-        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order: forward,
-        reversed, or each element by the parity of its index over the whole grid (``"mixed"``: odd
-        elements reversed; ``"mixed-odd"``: even ones)."""
+        """``fold(reverse)`` (a fold over grid dimensions ``pos``) in this grid's order: forward, reversed,
+        or by index parity over the grid (``"mixed"``: odd elements reversed; ``"mixed-odd"``: even)."""
         if self.order in ("sequential", "reversed", "nested"):  # (nested: custom combiners in index order)
             return fold(self.order == "reversed")
         outer = tuple(1 if d in pos else n for d, n in enumerate(self.grid_shape))
@@ -364,8 +359,7 @@ class _Grid:
 
     def _fold_custom(self, comb: Any, pos: tuple[int, ...], mask: np.ndarray,
                      srcs: list[np.ndarray], reverse: bool = False) -> list[np.ndarray]:
-        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point
-        (in reverse index order with ``reverse``)."""
+        """Sequential fold of a custom combiner: acc = combine(acc, value) per reduce point (``reverse``d)."""
         last = tuple(range(-len(pos), 0))
         mask = np.moveaxis(mask, pos, last)
         srcs = [np.moveaxis(s, pos, last) for s in srcs]
@@ -430,8 +424,7 @@ def _fold_in_order(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, 
 def _fold_nested(ufunc: Any, s: np.ndarray, mask: np.ndarray, pos: tuple[int, ...],
                  identity: Any) -> np.ndarray:
     """``ufunc``'s fold of ``s`` over the grid dimensions ``pos`` axis by axis, the last first: partial
-    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a sum regrouped
-    over its axes)."""
+    folds of the inner axes, in index order, per point of the outer ones, folded in turn (a regrouped sum)."""
     acc = np.where(mask, s, np.asarray(identity, s.dtype))
     everywhere = np.ones((), bool)
     for p in reversed(pos):
@@ -474,8 +467,7 @@ def grid_boxes(extents: Sequence[int], inner: int, budget: int = GRID_BUDGET) ->
 
 
 def _widest_reduction(bodies: Sequence[Expr]) -> int:
-    """The most reduce points an array of the bodies spans per outer point: the product of the extents of
-    the reductions nested along one path."""
+    """The most reduce points an array of the bodies spans per outer point (nested reductions' extents)."""
     width: dict[Expr, int] = {}
     for b in bodies:
         for node in walk(b):  # (operands first)
@@ -488,8 +480,7 @@ def _widest_reduction(bodies: Sequence[Expr]) -> int:
 
 def exact_indices(body: Expr) -> Expr:
     """``body`` with the int32 constants of its read indices made int64, outside gathers: a read's index
-    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere wraps.  What lies
-    under a ``DATA_INDEX`` is data."""
+    is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere (data) wraps."""
     memo: dict[tuple[Expr, bool], Expr] = {}
     stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
     while stack:
@@ -517,8 +508,7 @@ def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "n
                 unsigned_zeros: bool = False,
                 jitter: tuple[np.random.Generator, float] | None = None) -> list[np.ndarray]:
     """The arrays of every output of compute ``op`` from the arrays it reads (``order`` one of
-    :data:`ORDERS`; ``jitter`` a generator and the ulps; the rest as the module docstring says), box by
-    box (:func:`grid_boxes`)."""
+    :data:`ORDERS`; ``jitter`` a generator and the ulps), box by box (:func:`grid_boxes`)."""
     check_index_range(op.body, f"evaluate: {op.name}")  # index arithmetic fits int64 (exact)
     outer = tuple(op.shape)
     red = _reduce_axes(op.body)

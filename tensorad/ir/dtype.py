@@ -62,8 +62,7 @@ def round_to(value: float, dtype: str) -> float:
 
 def float_to_int(values, dtype: str):
     """Float ``values`` (an array or a scalar) converted to the integer ``dtype`` as generated code does
-    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (NumPy's ``astype`` leaves
-    out-of-range values undefined)."""
+    (``fptosi.sat``): toward zero, saturated at the type's ends, NaN to 0 (unlike NumPy's ``astype``)."""
     info = np.iinfo(dtype)
     a = np.asarray(values, np.float64)
     with np.errstate(invalid="ignore"):
@@ -74,8 +73,7 @@ def float_to_int(values, dtype: str):
 
 
 def maximum(a, b):
-    """Elementwise IEEE 754-2019 ``maximum``, as generated code's ``llvm.maximum``: NaN propagates and
-    ``-0 < +0`` in either order (NumPy's picks an equal pair's operand by position)."""
+    """Elementwise IEEE 754-2019 ``maximum``, as ``llvm.maximum``: NaN propagates, ``-0 < +0`` either way."""
     out = np.maximum(a, b)
     if np.result_type(out).kind != "f":
         return out
@@ -119,8 +117,7 @@ def bits(dtype: str) -> int:
 
 
 def narrows(src: str, dst: str) -> bool:
-    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing cast wraps, as
-    NumPy's ``astype``); a same or wider type cannot."""
+    """Whether an integer cast from ``src`` to ``dst`` can change the value (a narrowing one wraps)."""
     return is_int(src) and is_int(dst) and bits(dst) < bits(src)
 
 

@@ -63,8 +63,7 @@ class Op(enum.Enum):
     SIN = "sin"
     COS = "cos"
     ERF = "erf"
-    # a data-dependent index (a gather): an integer value checked, clipped or wrapped into
-    # [0, extent) of one axis of the tensor it indexes (arg: DataIndex)
+    # a gather index: an integer checked, clipped or wrapped into [0, extent) of an axis (arg: DataIndex)
     DATA_INDEX = "data_index"
     # tensor access and reduction
     READ = "read"
@@ -102,9 +101,8 @@ class VarInfo:
 
 @dataclass(frozen=True)
 class ReduceArg:
-    """The payload of a ``REDUCE`` node, whose ``src`` is ``(condition, *sources)``: the combiner folds
-    the sources over every point of ``axes`` where ``condition`` holds, from its identity; the node's
-    value is element ``value_index`` of the result."""
+    """The payload of a ``REDUCE`` node, ``src`` ``(condition, *sources)``: the combiner folds the sources
+    over every point of ``axes`` where ``condition`` holds, from its identity, into result ``value_index``."""
 
     combiner: Any  # tensorad.ir.reducer.CommReducer (kept untyped to avoid an import cycle)
     axes: tuple  # tuple of VAR Exprs with ranges
@@ -283,8 +281,7 @@ _INTEGERS = (bool, int)
 
 
 class _Ref(weakref.ref):
-    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict of
-    these is cheaper than a ``WeakValueDictionary``)."""
+    """A weak reference to a hash-consed node that knows the node's key in the table (a plain dict's)."""
 
     __slots__ = ("key",)
 
@@ -293,14 +290,12 @@ _TABLE = Expr._table
 
 
 def _drop(ref: _Ref, table: dict = _TABLE, remove: Any = _remove_dead_weakref) -> None:
-    """A node died: its entry goes unless a new node took the key already (its globals bound as defaults:
-    nodes die at interpreter exit too)."""
+    """A node died: its entry goes unless a new node took the key already (globals bound as defaults)."""
     remove(table, ref.key)
 
 
 def _arg_key(arg: Any) -> Any:
-    # Constants: keep int 1, float 1.0 and True apart even though they compare equal, and
-    # -0.0 apart from 0.0 (equal, but 1/x tells them apart: -inf and inf).
+    # Constants: keep int 1, float 1.0 and True apart even though they compare equal, and -0.0 from 0.0.
     if isinstance(arg, float):
         return (float, arg, math.copysign(1.0, arg))
     if isinstance(arg, (bool, int)):
@@ -411,8 +406,7 @@ def widen(x: Expr) -> Expr:
 
 
 def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
-    """Make both operands Exprs of one dtype (Python scalars adopt the other side's dtype);
-    half operands compute in float32."""
+    """Both operands as Exprs of one dtype (Python scalars adopt the other's); halves compute in float32."""
     if not isinstance(a, Expr):
         b = widen(as_expr(b))
         a = as_expr(a, b.dtype)

@@ -221,17 +221,14 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
     return lines
 
 
-def _consumers_first(tensor: Tensor) -> list[Tensor]:
-    """The tensor, then the tensors it reads in order of appearance, depth-first (pre-order)."""
-    return list(walk_along(tensor, lambda t: op_reads(t.op)[::-1] if isinstance(t.op, ComputeOp) else ()))
-
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
     """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.  ``namer``:
-    a :class:`Namer` shared with other printouts (``tensorad show``), so that a name means one tensor in
-    all of them."""
+    a :class:`Namer` shared with other printouts (``tensorad show``): a name means one tensor in all."""
     namer = Namer() if namer is None else namer
-    blocks = [_op_lines(t, namer.for_block()) for t in _consumers_first(tensor)]
+    # the tensor, then the tensors it reads in order of appearance, depth-first (pre-order)
+    order = walk_along(tensor, lambda t: op_reads(t.op)[::-1] if isinstance(t.op, ComputeOp) else ())
+    blocks = [_op_lines(t, namer.for_block()) for t in order]
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 
 

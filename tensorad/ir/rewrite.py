@@ -24,14 +24,12 @@ Rule = Callable[[Expr], "Expr | None"]
 
 
 class MissingRuleError(NotImplementedError):
-    """A rule table has no entry for an op: a clear error instead of a wrong answer (tests walk the
-    :class:`Op` enum over every table)."""
+    """A rule table has no entry for an op: a clear error, not a wrong answer (tests walk :class:`Op`)."""
 
 
 def walk(root: Expr) -> Iterator[Expr]:
     """Every distinct node under ``root``, operands before users (post-order), each pushed once on a stack
-    of operand iterators.  Inside :func:`kept_walks` a root's order is kept after its first walk and read
-    back after."""
+    of operand iterators.  Inside :func:`kept_walks` a root's order is kept from its first walk on."""
     memo = _KEPT.get()
     if memo is None or not root.src:
         return _walk(root)
@@ -157,9 +155,8 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
 
 
 def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) -> Any:
-    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with
-    ``memo`` kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again, so
-    bodies that share most nodes cost only the new ones."""
+    """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with ``memo``
+    kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again."""
     def visit(node: Expr) -> Any:
         try:
             fn = table[node.op]
@@ -237,8 +234,7 @@ def substitute(root: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
 
 
 def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
-    """:func:`substitute` with one ``mapping`` for many roots: the mapping is checked once and the rebuilt
-    nodes are shared between the calls."""
+    """:func:`substitute` with one ``mapping`` for many roots, checked once, the rebuilt nodes shared."""
     if not mapping:
         return lambda root: root
     if not any(k.src for k in mapping):
@@ -290,8 +286,7 @@ def operands(node: Expr) -> tuple[Expr, ...]:
 
 
 def replace_reads(root: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
-    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: earlier calls'
-    results with the same ``fn`` (:func:`rewrite`'s)."""
+    """Rewrite every ``READ`` node with ``fn`` (inlining, renaming tensors); ``memo``: :func:`rewrite`'s."""
     return rewrite(root, {Op.READ: fn}, memo)
 
 
@@ -345,8 +340,7 @@ def op_reads(op: ComputeOp) -> list[Tensor]:
 
 def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list[Tensor]:
     """Every tensor the outputs depend on (themselves included), producers before consumers, in a
-    depth-first post-order following reads in order of appearance.  Tensors in ``stop`` are included but
-    not expanded."""
+    depth-first post-order following reads in order of appearance; those in ``stop`` are not expanded."""
     stop = set(stop)
     order: dict[Tensor, None] = {}
     done_ops: set = set()

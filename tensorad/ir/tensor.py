@@ -3,8 +3,7 @@
 A :class:`Tensor` is output ``value_index`` of a :class:`PlaceholderOp` (an input with a shape, a dtype
 and a uid) or a :class:`ComputeOp` (``body[v]`` at every point of ``axes``, with its :class:`Provenance`).
 A body is free of reductions or a single ``REDUCE``; the bodies of a multi-output op are all reductions
-over one combiner and axes, or all reduction-free.  All are frozen dataclasses (expressions inside compare
-by identity)."""
+over one combiner and axes, or all reduction-free.  All are frozen dataclasses (expressions: by identity)."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
 
 def _kept_hash(obj: Any) -> int:
     """The ``__hash__`` of the frozen dataclasses below: the hash of the fields ``type(obj)._hashed``
-    names, computed once and kept on the object; ``__getstate__`` drops it (string hashes differ between
-    processes)."""
+    names, computed once and kept on the object; ``__getstate__`` drops it (string hashes vary by process)."""
     try:
         return obj._hash
     except AttributeError:
@@ -175,9 +173,9 @@ class Tensor:
         return math.prod(self.shape)
 
     def __getitem__(self, indices: Any) -> Expr | Tensor:
-        """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view,
-        ``X[:, 1]``, ``X[..., 1:-1]``, ``X[0]`` (a tensor: a key with a slice, ``...`` or
-        ``None``, or integers fewer than the rank; made by the operator library)."""
+        """An element read, ``X[i, j]`` (an expression: inside ``ta.compute``), or a view, ``X[:, 1]``,
+        ``X[..., 1:-1]``, ``X[0]`` (a tensor: a key with a slice, ``...``, ``None``, or fewer integers
+        than the rank; made by the operator library)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
         if _is_view(indices, self.ndim):
@@ -191,8 +189,7 @@ class Tensor:
         return read(self, indices)
 
     def take(self, *indices: Any, mode: str = "raise") -> Expr:
-        """``self[indices]`` with an explicit gather ``mode`` (``"raise"``, ``"clip"``,
-        ``"wrap"``, as in ``np.take``); see :func:`read`."""
+        """``self[indices]`` with an explicit gather ``mode``: ``"raise"``, ``"clip"`` or ``"wrap"``."""
         return read(self, indices, mode)
 
     def __len__(self) -> int:

@@ -61,8 +61,7 @@ def current() -> Config:
 
 @functools.lru_cache(maxsize=8)
 def _from_environment(log: str | None, dump: str | None) -> Config:
-    """The configuration the environment's values ask for, parsed once per pair of values (not at every
-    stage); a bad value raises every time."""
+    """The configuration the environment's values ask for, parsed once per pair; a bad value always raises."""
     return Config(_parse_log(log, "TENSORAD_LOG"), Path(dump) if dump else None)
 
 
@@ -150,7 +149,3 @@ def dump(stem: str, suffix: str, text: str | Callable[[], str]) -> Path | None:
 
 def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
-__all__ = ["Config", "LOGGER", "collect", "config", "current", "dump", "dumping", "record", "short_hash",
-           "stage"]

@@ -18,8 +18,7 @@ from .tensor_lang import make_compute, placeholder
 
 def batch_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], batched: Sequence[bool],
                   size: int) -> tuple[list[Tensor], list[Tensor]]:
-    """``(outputs, inputs)`` of the batched program; an output that depends on no batched input
-    is returned unchanged (it has no batch axis)."""
+    """``(outputs, inputs)`` of the batched program; an output on no batched input is unchanged."""
     if len(batched) != len(inputs):
         raise ValueError(f"batch_program: {len(inputs)} inputs but {len(batched)} batch flags")
     if not isinstance(size, int) or size < 1:

@@ -4,8 +4,7 @@ For each read ``T[idx]`` of a body, isl builds the set of points of the compute'
 axes and ``where``, and the ``if_then_else`` conditions guarding the read) at which an index leaves
 ``[0, shape)``; a nonempty set is an error naming the tensor, the index and one offending point.  Guards
 isl cannot represent are taken as possibly true (sound); an index that is not quasi-affine is rejected.  A
-gather index (``DATA_INDEX``) is in range by construction and enters the proof as an opaque variable over
-that range."""
+gather index (``DATA_INDEX``) is in range by construction: an opaque variable over that range."""
 
 from __future__ import annotations
 

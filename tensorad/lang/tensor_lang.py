@@ -58,8 +58,7 @@ def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
 
 def _positional(fcompute: Callable) -> tuple[list[str], int, bool]:
     """The names of ``fcompute``'s positional parameters, how many have no default, and whether it takes
-    ``*args``: read from a plain function's code object, else (wrappers, partials, callables,
-    ``__signature__``) from ``inspect``."""
+    ``*args``: from a plain function's code object, else (wrappers, partials, ...) from ``inspect``."""
     if type(fcompute) is FunctionType and not hasattr(fcompute, "__wrapped__") \
             and not hasattr(fcompute, "__signature__"):
         code = fcompute.__code__

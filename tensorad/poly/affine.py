@@ -169,8 +169,7 @@ class IndexSpace:
     # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
-        as possibly true (a superset), and under ``NOT`` as possibly false.  Iterative and memoized like
-        :meth:`aff`."""
+        as possibly true (a superset), under ``NOT`` as possibly false.  Iterative, memoized (:meth:`aff`)."""
         memo = self._cond_memo
         root = (c, exact, True)
         stack: list[tuple[tuple[Expr, bool, bool], bool]] = [(root, False)]
@@ -242,9 +241,9 @@ def _cast_operands(e: Expr) -> tuple[Expr, ...] | None:
 
 
 def _cast(space: IndexSpace, e: Expr) -> isl.PwAff:
-    """An integer cast: the operand itself, or -- narrowing a value it may not hold -- the
-    operand wrapped into the type, ``((a + 2**(b-1)) mod 2**b) - 2**(b-1)``: quasi-affine, so
-    a wrapping index stays exact in isl (``int32(int64(i) * 100000) % 7``)."""
+    """An integer cast: the operand itself, or -- narrowing a value it may not hold -- the operand wrapped
+    into the type, ``((a + 2**(b-1)) mod 2**b) - 2**(b-1)``: quasi-affine, so a wrapping index stays
+    exact in isl (``int32(int64(i) * 100000) % 7``)."""
     a = space._aff_memo[e.src[0]]
     if cast_keeps_value(e):
         return a

@@ -24,15 +24,13 @@ _SET = isl.dim_type.set
 
 # isl counts a set with divisions by scanning it, which can take minutes: a set with more than
 # ``COUNT_DIVISIONS`` divisions in a piece is not counted, any other with divisions gets
-# ``COUNT_OPERATIONS`` of isl's operations; ``None`` means "too costly to know" (:func:`count_bound`
-# estimates).
+# ``COUNT_OPERATIONS`` of isl's operations; ``None``: too costly to know (:func:`count_bound` estimates).
 COUNT_DIVISIONS = 2
 COUNT_OPERATIONS = 100_000
 
 
 def bounded_count(s: isl.Set) -> int | None:
-    """The number of points of the bounded set ``s``, or ``None`` where isl might take long to
-    count them (see :data:`COUNT_OPERATIONS`)."""
+    """The points of the bounded set ``s``, or ``None`` if isl may take long (:data:`COUNT_OPERATIONS`)."""
     divisions = max((b.dim(isl.dim_type.div) for b in s.get_basic_sets()), default=0)
     if not divisions:
         return int(s.count_val().to_python())
@@ -48,8 +46,7 @@ def bounded_count(s: isl.Set) -> int | None:
 
 
 def count_bound(s: isl.Set) -> int:
-    """An upper bound on the points of the bounded set ``s``: :func:`bounded_count` where it
-    gives one, else the count of ``s`` without its divisions (a superset: no division to scan)."""
+    """Bounds the points of the bounded set ``s``: :func:`bounded_count`, else the count without divisions."""
     n = bounded_count(s)
     return int(s.remove_divs().count_val().to_python()) if n is None else n
 
@@ -104,8 +101,7 @@ class IndexSet:
         raise ValueError(f"{v} is not a variable of this set")
 
     def solve(self, v: Expr) -> Solution | None:
-        """``v`` as a function of the other variables, if the set determines it (``None`` for
-        an empty set: nothing to determine)."""
+        """``v`` as a function of the other variables, if the set determines it (``None`` if empty)."""
         k = self._pos(v)
         if self.set.is_empty():
             return None
@@ -150,9 +146,9 @@ class IndexSet:
         return int(lo), int(hi)
 
     def lower_bounds(self, v: Expr, over: Sequence[Expr]) -> list[tuple[Expr, int]]:
-        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents: the
-        pieces of ``lexmin v`` over ``over`` for which ``v >= a`` on the set, each with extent
-        ``max(v - a) + 1``, sorted by extent, then by number of divs."""
+        """Single-piece lower bounds ``lo(over)`` of ``v`` valid on the whole set, with extents: the pieces
+        of ``lexmin v`` over ``over`` for which ``v >= a`` on the set, each with extent ``max(v - a) + 1``,
+        sorted by extent, then by number of divs."""
         keep = [x for x in self.vars if x is v or any(x is o for o in over)]
         proj = self.project_onto(keep)
         k = proj._pos(v)

@@ -142,8 +142,7 @@ def _combine(e: Expr, memo: dict) -> Linear:
 
 
 def to_linear(e: Expr, memo: dict | None = None) -> Linear:
-    """The linear form of integer expression ``e`` (atoms are its non-linear subterms), iterative;
-    ``memo`` (node -> form) may be shared by calls."""
+    """The linear form of integer expression ``e`` (atoms: its non-linear subterms); ``memo``: node->form."""
     if memo is None:
         memo = {}
     found = memo.get(e)
@@ -156,8 +155,7 @@ def to_linear(e: Expr, memo: dict | None = None) -> Linear:
 
 
 def _fold_mod(f: Linear, memo: dict) -> Linear:
-    """``m*x - m*c*(x // c)`` -> ``m*(x % c)``, and ``m*c*(x // c) + m*(x % c)`` -> ``m*x``
-    (floor semantics: x = c*(x//c) + x%c)."""
+    """``m*x - m*c*(x // c)`` -> ``m*(x % c)``, and ``m*c*(x // c) + m*(x % c)`` -> ``m*x`` (floored)."""
     d = f.as_dict()
     for atom, k in f.terms:
         if atom.op is not Op.FLOORDIV or atom.src[1].op is not Op.CONST:

@@ -11,8 +11,7 @@ scans in order.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
 :func:`running_order` for a winner reduction a scan can carry and :func:`plain_prefix` whether a
-product's adjoint is a linear recurrence; the optimizer asks :func:`scan_axes` whether a sum it rewrites
-becomes a scan."""
+product's adjoint is a linear recurrence; the optimizer asks :func:`scan_axes` whether its sum is a scan."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ def lift(s: isl.Set, like: isl.Set) -> isl.Set:
 def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, isl.Set] | None:
     """``(carry, prev)`` when the sets of ``dom`` (``proj``: its projection onto the outputs) nest along
     output dimension ``pos`` in direction ``step`` (+1: a point extends ``j - 1``): the points whose
-    predecessor is computed and the terms they carry; ``None`` when nothing is or a term leaves the set.
-    """
+    predecessor is computed and the terms they carry; ``None`` if nothing is or a term leaves the set."""
     carry = proj.intersect(shift(proj, pos, step))
     prev = shift(dom, pos, step).intersect(lift(carry, dom))
     if prev.is_empty() or not prev.is_subset(dom):
@@ -133,14 +131,13 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                  reads: Sequence[Expr]) -> tuple[int, int, list[Expr]] | None:
-    """``(pos, step, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix
-    (``step = 1``) or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one
-    reduction axis ``k`` over ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say
-    exactly ``k <= j`` (``k >= j``; isl proves it), and ``rest``, the other conjuncts, and
-    ``reads`` do not mention ``j``.  Then the point ``j`` reduces the terms on its side that
-    ``rest`` keeps, each term ``k`` entering at ``j = k``.  ``prod_k X[i, k] where k <= j``
-    over ``(i, j)`` gives ``(1, 1, [])``; ``where k < j`` gives ``None`` (the first point
-    reduces nothing)."""
+    """``(pos, step, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix (``step = 1``)
+    or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one reduction axis ``k`` over
+    ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say exactly ``k <= j`` (``k >= j``; isl
+    proves it), and ``rest``, the other conjuncts, and ``reads`` do not mention ``j``.  Then the point
+    ``j`` reduces the terms on its side that ``rest`` keeps, each term ``k`` entering at ``j = k``.
+    ``prod_k X[i, k] where k <= j`` over ``(i, j)`` gives ``(1, 1, [])``; ``where k < j`` gives ``None``
+    (the first point reduces nothing)."""
     if len(raxes) != 1:
         return None
     (k,) = raxes

@@ -23,8 +23,7 @@ _DIV = isl.dim_type.div
 
 
 def val_to_fraction(v: isl.Val) -> Fraction | int:
-    """An isl rational exactly, an ``int`` or a Fraction, read from isl's text of it (``n`` or ``n/d``);
-    an infinity or NaN is a ``ValueError``."""
+    """An isl rational as an ``int`` or Fraction, from its text ``n`` or ``n/d`` (inf, NaN: ValueError)."""
     text = v.to_str()
     if "/" in text:
         num, den = text.split("/")

@@ -68,8 +68,7 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
 
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
-    """A one-output compute whose body is ``fbody(axes)``, with readable axis names (``ax0, ax1, ...``
-    unless ``axis_names`` says otherwise)."""
+    """A one-output compute whose body is ``fbody(axes)``, its axes ``ax0, ax1, ...`` or ``axis_names``."""
     shape = tuple(shape)
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))

@@ -2,8 +2,7 @@
 
 Each is one compute whose read of the source is indexed by data (``W[I[i], d]``), a ``DATA_INDEX``
 (:class:`tensorad.ir.expr.DataIndex`) of ``mode`` ``"raise"``, ``"clip"`` or ``"wrap"``.  The gradient by
-the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors get no gradient.
-"""
+the source is a scatter-add (:mod:`tensorad.codegen.strategies.scatter`); index tensors have none."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def take(x: Tensor, indices: Tensor, axis: int | None = None, mode: str = "raise
 
 def index_select(x: Tensor, indices: Tensor, axis: int = 0, mode: str = "raise",
                  name: str = "index_select") -> Tensor:
-    """``torch.index_select(x, axis, indices)`` for a 1-d ``indices``: ``x``'s shape with
-    ``axis`` of length ``len(indices)``."""
+    """``torch.index_select(x, axis, indices)`` for a 1-d ``indices``: ``axis`` of length ``len(indices)``."""
     _check(x, indices, mode, name)
     if indices.ndim != 1:
         raise ValueError(f"{name}: indices must be 1-d, got shape {indices.shape}")

@@ -35,8 +35,7 @@ def _check(x: Tensor, labels: Tensor, reduction: str, ignore_index: int, op: str
 
 
 def _picked(x: Tensor, labels: Tensor, ignore_index: int, name: str) -> Tensor:
-    """``P[r] = X[r, L[r]]`` (a gather, checked at run time), 0 where ``L[r]`` is ``ignore_index``
-    (the lazy choice never evaluates that read)."""
+    """``P[r] = X[r, L[r]]`` (a gather checked at run time), 0 where ``L[r]`` is ``ignore_index`` (lazily)."""
 
     def body(r: Index) -> Expr:
         zero = const(0.0, dt.compute_dtype(x.dtype))

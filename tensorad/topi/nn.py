@@ -311,8 +311,7 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
 
 
 def silu(x: Tensor, name: str = "silu") -> Tensor:
-    """SiLU (swish) elementwise, ``X * sigmoid(X)``, as ``torch.nn.functional.silu`` (SwiGLU's
-    gate: ``silu(X W1^T) * (X W3^T)``)."""
+    """SiLU (swish) elementwise, ``X * sigmoid(X)``, as ``torch.nn.functional.silu``."""
     check_tensor(x, name)
     if not dt.is_float(x.dtype):
         raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")

@@ -47,9 +47,8 @@ def _scaled(t: Tensor, factor: float, name: str) -> Tensor:
 
 
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
-    """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all).  Over
-    no element it is NaN, as NumPy's and PyTorch's (``0 / 0``; ``X`` is empty then, and so is
-    its gradient)."""
+    """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all).  Over no element
+    it is NaN, as NumPy's and PyTorch's (``0 / 0``; ``X`` is empty then, and so is its gradient)."""
     _check_float(x, name)
     axes = normalize_axes(axis, x.ndim, name)
     count = prod(x.shape[d] for d in axes)
@@ -59,8 +58,7 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean"
 def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
         name: str = "var") -> Tensor:
     """The variance of ``X`` over ``axis``: ``sum((X - mean)^2) / (M - ddof)`` (NumPy's ``ddof``;
-    ``ddof=1`` is PyTorch's default).  With ``M <= ddof`` the sum is divided by zero, as NumPy and PyTorch
-    do."""
+    ``ddof=1`` is PyTorch's default).  With ``M <= ddof`` the sum is divided by zero, as in NumPy, PyTorch."""
     _check_float(x, name)
     if not is_int(ddof) or ddof < 0:
         raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
@@ -217,8 +215,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: float = 0.1,
                      axis: int = 1, name: str = "batch_norm") -> tuple[Tensor, Tensor]:
     """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch updates them:
-    ``(1 - momentum) * running + momentum * batch``, the batch's variance unbiased.  Returns
-    ``(new_mean, new_var)``, each ``[C]``."""
+    ``(1 - momentum) * running + momentum * batch`` (unbiased batch variance): ``(new_mean, new_var)``."""
     _check_float(x, name)
     axis = normalize_axis(axis, x.ndim, name)
     c = x.shape[axis]

@@ -3,8 +3,7 @@
 Both are gathers with quasi-affine indices, which the optimizer inverts exactly with isl: the transposed
 convolution reads ``X[(y + p - ry*d) / s]`` only where that division is exact (a ``where`` condition), so
 its work is the true number of products; bilinear upsampling's source coordinate is a ratio of integer
-expressions, so its floor and fraction are integer arithmetic and the clamped edges ``if_then_else``
-cases."""
+expressions: its floor and fraction are integer arithmetic, the clamped edges ``if_then_else`` cases."""
 
 from __future__ import annotations
 
@@ -104,9 +103,8 @@ def upsampling(x: Tensor, scale_factor: Any, method: str = "nearest", align_corn
                name: str = "upsampling") -> Tensor:
     """Upsampling of the last two axes (H, W) of ``X`` by integer factors.
 
-    ``method="nearest"``: ``Y[..., y, x] = X[..., y // sh, x // sw]``; ``method="bilinear"``:
-    as ``torch.nn.functional.interpolate(mode="bilinear", align_corners=...)``, computed
-    separably (along H, then along W)."""
+    ``method="nearest"``: ``Y[..., y, x] = X[..., y // sh, x // sw]``; ``method="bilinear"``: as
+    ``torch.nn.functional.interpolate(mode="bilinear", align_corners=...)``, along H, then along W."""
     check_tensor(x, name, "X")
     if x.ndim < 2:
         raise ValueError(f"{name}: X must have at least 2 axes [..., H, W], got shape {x.shape}")

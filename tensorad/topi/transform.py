@@ -1,6 +1,5 @@
 """Operators that move elements without arithmetic: reshape, transpose, concatenate, split, ...  Pure
-index maps written plainly, whose derivatives the optimizer inverts (``//`` and ``%``, ``if_then_else``
-chains)."""
+index maps written plainly, whose derivatives the optimizer inverts (``//``, ``%``, ``if_then_else``)."""
 
 from __future__ import annotations
 

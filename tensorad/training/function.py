@@ -8,8 +8,7 @@
 One output gives one value, several a tuple; ``backward`` returns one gradient per ``wrt`` tensor.  This
 is the shape of ``torch.autograd.Function`` and ``jax.custom_vjp``, so the bridges are thin.  The gradient
 program is ``sum_k J_k^T head_k``; a checkpoint policy chooses what the forward saves
-(:mod:`.training.residuals`).  Three kernels are built on first use: the forward, the forward with
-residuals, and the backward.
+(:mod:`.training.residuals`).  Three kernels, built on first use: forward, forward with residuals, backward.
 
 Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results in place.  A head may be
 ``None`` (a zero head)."""
@@ -231,8 +230,7 @@ class Function:
         return outs, extras
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
-        """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head
-        per output (``None``: zero)."""
+        """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head per output."""
         if len(heads) != len(self.outputs):
             raise ValueError(f"backward takes one head per output ({len(self.outputs)}), got {len(heads)}")
         if not isinstance(residuals, (tuple, list)) or len(residuals) != len(self.plan.sources):

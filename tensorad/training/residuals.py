@@ -101,8 +101,7 @@ class ResidualPlan:
 
     @cached_property
     def sources(self) -> tuple[tuple[str, int], ...]:
-        """Where each residual comes from: ``("input", i)``, ``("output", k)``, ``("extra", j)``
-        (found once: a call only reads it)."""
+        """Where each residual comes from: ``("input", i)``, ``("output", k)`` or ``("extra", j)``."""
         extras: dict[Tensor, int] = {}
         outputs: dict[Tensor, int] = {}
         for j, t in enumerate(self.extras):
@@ -119,8 +118,7 @@ class ResidualPlan:
         return tuple(first[kind] + k for kind, k in self.sources)
 
     def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
-        """The residuals among the function's input ``arrays``, its ``outputs`` and the
-        ``extras`` the forward saved beside them."""
+        """The residuals among the function's input ``arrays``, its ``outputs`` and the saved ``extras``."""
         if len(outputs) != len(self.outputs) or len(extras) != len(self.extras):
             raise ValueError(f"residuals: expected {len(self.outputs)} outputs and {len(self.extras)} "
                              f"saved values, got {len(outputs)} and {len(extras)}")

@@ -66,8 +66,7 @@ class _Speller:
 
 
 def _lazy_free_nodes(body: Expr) -> list[Expr]:
-    """The nodes of ``body`` that run wherever the body runs: not under a lazy choice's branches,
-    not in a reduction's condition."""
+    """The nodes of ``body`` that run wherever it runs: not under a lazy choice or in a reduction's where."""
     def unconditional(n: Expr) -> tuple[Expr, ...]:
         if n.op is Op.IF_THEN_ELSE:
             return n.src[:1]  # the condition runs; the branches only where chosen
@@ -101,8 +100,7 @@ def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: 
 
 
 def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[Expr, ...] | None:
-    """The indices at which ``node`` reads ``value``'s tensor, or None when it is not the value
-    at index variables inside the tensor's box."""
+    """The indices at which ``node`` reads ``value``'s tensor, or None unless at variables in its box."""
     bind: dict = {}
     if not match_pattern(value.pattern, node, frozenset(value.axes), bind) or len(bind) != len(value.axes):
         return None
@@ -127,8 +125,7 @@ class Shared:
 
 def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
                  worth: Callable[[Expr], bool]) -> Shared:
-    """The programs rewritten to read the values worth sharing (unchanged, with no values, when
-    none qualifies)."""
+    """The programs rewritten to read the values worth sharing (unchanged, no values, if none qualifies)."""
     forward = tensor_graph(outputs)
     forward_set = set(forward)
     fwd_ops = list(dict.fromkeys(t.op for t in forward if isinstance(t.op, ComputeOp)))
