@@ -640,3 +640,6 @@ def worth_it(c: Contraction, forced: bool | None) -> bool:
         return True
     lanes = (c.target or host_target()).lanes(c.dtype)
     return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
+
+
+__all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

@@ -130,3 +130,6 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
         return _masked_copy(side)
     plan = Padding(read, tuple(lows), tuple(highs), None if value is read else value)
     return plan if plan.size <= MAX_GROWTH * t.size else None
+
+
+__all__ = ["Padding", "plan_padding", "pointwise_read"]

@@ -46,3 +46,6 @@ def split_k(op: ComputeOp, body: Expr) -> tuple[ComputeOp, ComputeOp]:
     total = Expr(Op.ADD, body.dtype, (Expr(Op.READ, body.dtype, (const(0),) + out_axes, t),
                                       Expr(Op.READ, body.dtype, (const(1),) + out_axes, t)))
     return part, ComputeOp(op.name, op.tag, out_axes, (total,))
+
+
+__all__ = ["wants_split", "split_k"]

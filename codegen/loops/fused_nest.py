@@ -208,3 +208,6 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     name = "+".join(marked(u.op.name) for u in group.units)
     nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
+
+
+__all__ = ["lower_group"]

@@ -295,3 +295,6 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     for g in groups:
         g.taus = [t[:g.depth] for t in g.taus]
     return groups
+
+
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]

@@ -72,3 +72,6 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
     order = list(sp.buffers)
     buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
     return (nest.parallel, accs, body, tuple(sp.lines), buffers), order
+
+
+__all__ = ["nest_key"]

@@ -148,3 +148,6 @@ def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:
 
 def _unavailable(path: Path) -> str:
     raise AttributeError(f"a kernel loaded from {path} has no LLVM IR (build it to see its IR)")
+
+
+__all__ = ["load_kernel"]

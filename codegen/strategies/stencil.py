@@ -337,3 +337,6 @@ class TapStencil(_Taps):
 
     def lower(self, cand, ctx):
         return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
+
+
+__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

@@ -94,3 +94,6 @@ def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] 
         else:
             total = Expr(Op.ADD if sign > 0 else Op.SUB, body.dtype, (total, read))
     return parts, ComputeOp(op.name, op.tag, out_axes, (total,))
+
+
+__all__ = ["split_terms", "shared_factor", "terms", "MAX_TERMS"]

@@ -52,3 +52,6 @@ def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
             lazy += here
         e = inner
     return guards, e
+
+
+__all__ = ["may_fault", "peel_masks"]

@@ -122,3 +122,6 @@ class Speller:
 
     def other(self, e: Expr) -> object:
         return hashable(e.arg)
+
+
+__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "renamed", "spell"]
