@@ -42,7 +42,7 @@ FUZZ_FINDINGS: dict[int, str] = {
     60: "a term times the constant 0: the forward folds it away, the gradient still sums it",
     75: _COMBINER, 88: _WINNER, 89: _COMBINER,
     103: "a strided read in three terms: three parity classes, each a pass over the window",
-    125: _COMBINER, 135: _COMBINER, 138: _COPIED, 143: _SLICE,
+    125: _COMBINER, 132: _SCANNED_MIN, 135: _COMBINER, 138: _COPIED, 143: _SLICE,
     144: "a one-element forward: the zero fill and a scatter of its gradient exceed the bound by one",
     155: _SCANNED_MIN,
     161: _SLICE, 184: _SLICE, 208: _SLICE, 222: _COMBINER, 227: _WINNER, 228: _WINNER, 286: _WINNER,
