@@ -26,7 +26,7 @@ from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg
 from tensorad.ir.rewrite import walk
 
 from ..algebra.rules import simplify_expr
-from .factor import Lookup, Make, TooManyTerms, like_terms, product, scaled, terms
+from .factor import Lookup, Make, one_term, product, scaled
 
 MAX_OPERANDS = 6  # more operands than this: the sum is left as it is
 
@@ -130,13 +130,10 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     scope = tuple(axes) + tuple(rvars)
     if any(v.lo is None or v.hi is None or v.hi <= v.lo for v in scope):
         return None
-    try:
-        groups = list(like_terms(terms(red.src[1], frozenset(rvars))).values())
-    except TooManyTerms:
+    found = one_term(red)
+    if found is None:
         return None
-    if len(groups) != 1:
-        return None
-    coef, factors = groups[0]
+    coef, factors = found
     operands: dict[frozenset, list[Expr]] = {}
     for f in factors:
         operands.setdefault(frozenset(n for n in _variables(f) if n in scope), []).append(f)

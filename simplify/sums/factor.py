@@ -549,6 +549,16 @@ def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
     return _fold_read_once(outputs, nested, bodies)
 
 
+def one_term(red: Expr) -> tuple[Expr, list[Expr]] | None:
+    """``(coef, factors)`` of a sum ``red`` whose summand is one product term (``coef`` free of the
+    summed variables), or ``None``."""
+    try:
+        groups = list(like_terms(terms(red.src[1], frozenset(red.arg.axes))).values())
+    except TooManyTerms:
+        return None
+    return groups[0] if len(groups) == 1 else None
+
+
 def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> Expr | None:
     """``red`` (a sum of one term) as ``sum_O c [sum_I f]`` over a bracket the table holds, or
     ``None``.  For the sums optimized before the bracket was made (:meth:`.program.Optimizer.finish`)."""
@@ -556,15 +566,10 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
             or len(red.arg.axes) < 2 or not dt.is_float(red.dtype):
         return None
     rvars = red.arg.axes
-    try:
-        groups = list(like_terms(terms(red.src[1], frozenset(rvars))).values())
-    except TooManyTerms:
+    found = one_term(red)
+    if found is None or not found[1]:
         return None
-    if len(groups) != 1:
-        return None
-    coef, factors = groups[0]
-    if not factors:
-        return None
+    coef, factors = found
     seen = [frozenset(r for r in rvars if mentions(f, frozenset((r,)))) for f in factors]
     for k in range(len(rvars) - 1, 0, -1):
         for sub in combinations(rvars, k):
