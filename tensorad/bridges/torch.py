@@ -150,8 +150,12 @@ class _Operator:
         return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs + list(fn.plan.extras)]
 
     def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        arrays = [_array(a) for a in args]
+        if _numpy_dtypes(self.forward_specs):  # the kernel's own new arrays, viewed as tensors
+            outs, extras = self.function.forward_parts(*arrays)
+            return [torch.from_numpy(o) for o in outs + extras]
         outs = [torch.empty(s, dtype=d) for s, d in self.forward_specs]
-        self.function.forward_parts(*[_array(a) for a in args], out=[_array(o) for o in outs])
+        self.function.forward_parts(*arrays, out=[_array(o) for o in outs])
         return outs
 
     def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -159,8 +163,11 @@ class _Operator:
         nres = len(f.plan.sources)
         given = iter(args[nres:])  # one head per float output; an integer output has none
         heads = [None if ph is None else _array(next(given)) for ph in f.heads]
+        residuals = [_array(a) for a in args[:nres]]
+        if _numpy_dtypes(self.grad_specs):
+            return [torch.from_numpy(g) for g in f.backward(residuals, *heads)]
         outs = [torch.empty(s, dtype=d) for s, d in self.grad_specs]
-        f.backward([_array(a) for a in args[:nres]], *heads, out=[_array(o) for o in outs])
+        f.backward(residuals, *heads, out=[_array(o) for o in outs])
         return outs
 
     def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
@@ -238,6 +245,11 @@ def _array(t: torch.Tensor) -> Any:
         return t.numpy()
     except (TypeError, RuntimeError):
         return t
+
+
+def _numpy_dtypes(specs: list[tuple[tuple[int, ...], torch.dtype]]) -> bool:
+    """Whether ``torch.from_numpy`` views arrays of every dtype of ``specs`` (not bfloat16)."""
+    return all(d is not torch.bfloat16 for _, d in specs)
 
 
 def _live(key: int) -> _Operator:
