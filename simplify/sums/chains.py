@@ -157,17 +157,16 @@ def _variables(e: Expr) -> Iterator[Expr]:
     return (n for n in walk(e) if n.op is Op.VAR)
 
 
+@dataclass
 class _Builder:
     """The expressions of a plan's children: operands as written, intermediates as reads of tensors."""
 
-    def __init__(self, orders: _Orders, operands: list[Expr], scope: Sequence[Expr], red: Expr,
-                 lookup: Lookup, make: Make) -> None:
-        self.orders = orders
-        self.operands = operands
-        self.scope = scope
-        self.red = red
-        self.lookup = lookup
-        self.make = make
+    orders: _Orders
+    operands: list[Expr]
+    scope: Sequence[Expr]
+    red: Expr
+    lookup: Lookup
+    make: Make
 
     def reads(self, child: Child) -> frozenset:
         if isinstance(child, Node):
