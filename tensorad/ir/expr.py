@@ -100,6 +100,22 @@ class VarInfo:
 
 
 @dataclass(frozen=True)
+class SizeInfo(VarInfo):
+    """A size variable (``ta.size_var``): an integer in ``[min, max]`` (``max`` ``None``: unbounded), a
+    multiple of ``multiple_of``; usable in shapes, reduction bounds and expressions.  Its ``lo`` and
+    ``hi`` stay ``None``: it ranges over no loop."""
+
+    min: int = 1
+    max: int | None = None
+    multiple_of: int = 1
+
+
+def is_size(e: Expr) -> bool:
+    """Whether ``e`` is a size variable (its kind, never its name, says so)."""
+    return e.op is Op.VAR and type(e.arg) is SizeInfo
+
+
+@dataclass(frozen=True)
 class ReduceArg:
     """The payload of a ``REDUCE`` node, ``src`` ``(condition, *sources)``: the combiner folds the sources
     over every point of ``axes`` where ``condition`` holds, from its identity, into result ``value_index``."""
