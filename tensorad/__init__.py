@@ -12,7 +12,8 @@ Packages and modules below the facade:
   NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
 * ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
   ``ta.jax``;
-* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command."""
+* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command;
+  ``symbolic`` programs with size variables: evaluated, lowered and built at their arrays' sizes."""
 
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ from . import autodiff as _autodiff
 from . import diffcache as _diffcache
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
-from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen import Kernel, LoweredFunc
 from .codegen import load_kernel as load
-from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
@@ -36,6 +36,7 @@ from .ir.trace import config
 from .lang import (
     OutOfBoundsError,
     abs,
+    bind,
     cast,
     compute,
     const,
@@ -54,11 +55,13 @@ from .lang import (
     select,
     sigmoid,
     sin,
+    size_var,
     sqrt,
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .training.function import Function, function, value_and_grad
+from .symbolic import build, evaluate, function, lower
+from .training.function import Function, value_and_grad
 
 __version__ = "0.1.0"
 
@@ -192,7 +195,7 @@ InlineNonReductions = inline_non_reductions
 
 __all__ = [
     "Expr", "Op", "Tensor", "Kernel", "LoweredFunc", "FLOAT_DTYPES", "INT_DTYPES",
-    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "prod", "comm_reducer",
+    "placeholder", "compute", "reduce_axis", "size_var", "bind", "sum", "max", "min", "prod", "comm_reducer",
     "select", "if_then_else", "const", "cast", "exp", "log", "sqrt", "tanh", "sigmoid", "abs",
     "power", "sin", "cos", "erf", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",

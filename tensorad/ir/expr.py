@@ -110,9 +110,9 @@ class SizeInfo(VarInfo):
     multiple_of: int = 1
 
 
-def is_size(e: Expr) -> bool:
+def is_size(e: Any) -> bool:
     """Whether ``e`` is a size variable (its kind, never its name, says so)."""
-    return e.op is Op.VAR and type(e.arg) is SizeInfo
+    return isinstance(e, Expr) and e.op is Op.VAR and type(e.arg) is SizeInfo
 
 
 @dataclass(frozen=True)
