@@ -22,7 +22,9 @@ MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used fir
 
 
 def _listed(tensors: Any) -> list:
-    return [tensors] if isinstance(tensors, Tensor) else list(tensors) if isinstance(tensors, (list, tuple)) else []
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    return list(tensors) if isinstance(tensors, (list, tuple)) else []
 
 
 def _symbolic(*groups: Any) -> bool:

@@ -148,6 +148,21 @@ class DataIndex:
                 f"{self.extent}; mode='clip' or 'wrap' bring it into range), at {where}")
 
 
+class SizeDecisionError(TypeError):
+    """A choice that depends on the values of size variables (``ta.size_var``), made where only static
+    sizes are handled."""
+
+
+def _nodes(root: Expr) -> list[Expr]:
+    stack, seen = [root], {}
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen[n] = None
+            stack.extend(n.src)
+    return list(seen)
+
+
 class Expr:
     """An immutable, hash-consed expression node.  See the module docstring."""
 
@@ -244,6 +259,11 @@ class Expr:
             return self.src[0] is not self.src[1]
         if self.op is Op.CONST and self.dtype == dt.BOOL:
             return bool(self.arg)
+        sizes = sorted({n.name for n in _nodes(self) if is_size(n)})
+        if sizes:
+            raise SizeDecisionError(
+                f"a decision on the size variables {', '.join(sizes)} ({self}) that tensorad makes only "
+                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))")
         raise TypeError(
             "the truth value of a tensor expression is not known when it is built; "
             "use ta.select(cond, a, b) or ta.if_then_else(cond, a, b) for a data-dependent "

@@ -31,7 +31,8 @@ from .tensor_lang import (
                           tanh,
 )
 
-__all__ = ["OutOfBoundsError", "check_op_bounds", "bind", "size_var", "abs", "cast", "compute", "const", "cos",
+__all__ = ["OutOfBoundsError", "check_op_bounds", "bind", "size_var", "abs", "cast", "compute", "const",
+           "cos",
            "erf", "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value",
            "minimum",
            "placeholder", "power", "reduce_axis", "select", "sigmoid", "sin", "sqrt", "tanh"]

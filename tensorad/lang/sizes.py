@@ -23,13 +23,13 @@ _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
 def size_var(name: str, min: int = 1, max: int | None = None,  # noqa: A002
              multiple_of: int | None = None) -> Expr:
     """A symbolic size ``name``: an integer in ``[min, max]``, a multiple of ``multiple_of``."""
-    for what, v in (("min", min), ("max", max), ("multiple_of", multiple_of)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (what != "min")):
-            raise ValueError(f"size_var {name!r}: {what} must be a {'non-negative' if what == 'min' else 'positive'}"
-                             f" int, got {v!r}")
+    for what, v, least in (("min", min, 0), ("max", max, 1), ("multiple_of", multiple_of, 1)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise ValueError(f"size_var {name!r}: {what} must be an int >= {least}, got {v!r}")
     if max is not None and max < min:
         raise ValueError(f"size_var {name!r}: max {max} is below min {min}")
-    return Expr(Op.VAR, dt.INDEX, (), SizeInfo(str(name), fresh_uid(), None, None, min, max, multiple_of or 1))
+    info = SizeInfo(str(name), fresh_uid(), None, None, min, max, multiple_of or 1)
+    return Expr(Op.VAR, dt.INDEX, (), info)
 
 
 def _bounds(op: PlaceholderOp | ComputeOp) -> list:

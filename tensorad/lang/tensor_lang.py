@@ -41,8 +41,8 @@ def _bound(s: Any) -> int | Expr | None:
     if hasattr(s, "item") and not isinstance(s, Expr):
         s = s.item()
     if isinstance(s, Expr):
-        ok = dt.is_int(s.dtype) and all(is_size(n) or n.op not in (Op.VAR, Op.READ, Op.REDUCE) for n in walk(s))
-        return s if ok else None
+        free = all(is_size(n) or n.op not in (Op.VAR, Op.READ, Op.REDUCE) for n in walk(s))
+        return s if free and dt.is_int(s.dtype) else None
     return None if isinstance(s, bool) or not isinstance(s, int) else s
 
 

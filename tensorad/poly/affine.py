@@ -17,7 +17,7 @@ from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, compare, is_size
 from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
-from ..ir.rewrite import fold_along
+from ..ir.rewrite import fold_along, walk
 from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
@@ -239,6 +239,18 @@ class IndexSpace:
 
 
 _INT = ("int32", "int64")
+
+
+def always(c: Expr | bool) -> bool:
+    """Whether condition ``c`` on size variables holds at every admissible size (``False`` where that is
+    not decided); a Python bool is itself."""
+    if not isinstance(c, Expr):
+        return bool(c)
+    space = IndexSpace([n for n in walk(c) if is_size(n)])
+    try:
+        return space.box().is_subset(space.cond(c))
+    except NotAffine:
+        return False
 
 
 def _is_atom(e: Expr, form: Linear) -> bool:
