@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, SizeInfo, const, fresh_uid, is_size, var
 from ..ir.rewrite import fold, rewrite, tensor_graph, walk
-from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Tensor
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
             Op.FLOORDIV: operator.floordiv, Op.MOD: operator.mod, Op.NEG: operator.neg,
@@ -97,14 +98,11 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Te
     program maps to itself.  Each size is checked (:func:`check_size`); a missing or unknown name is
     an error."""
     found = program_sizes(tensors)
-    unknown = set(sizes) - {v.name for v in found}
-    if unknown:
-        raise ValueError(f"bind: the program has no size named {', '.join(sorted(unknown))}"
-                         f" (its sizes: {', '.join(v.name for v in found) or 'none'})")
-    missing = [v.name for v in found if v.name not in sizes]
-    if missing:
-        raise ValueError(f"bind: no value for size {', '.join(missing)}: pass "
-                         + ", ".join(f"{m}=..." for m in missing))
+    names = [v.name for v in found]
+    for bad, says in ((sorted(set(sizes) - set(names)), "the program has no size named"),
+                      ([m for m in names if m not in sizes], "no value given for size")):
+        if bad:
+            raise ValueError(f"bind: {says} {', '.join(bad)} (its sizes: {', '.join(names) or 'none'})")
     values = {v: check_size(v, sizes[v.name]) for v in found}
     new: dict[Tensor, Tensor] = {}
     made: dict[ComputeOp, ComputeOp] = {}
@@ -144,9 +142,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
         return None
 
     memo: dict = {}
-    source = op.provenance.source
-    provenance = Provenance(op.provenance.role, op.provenance.group,
-                            new.get(source, source) if isinstance(source, Tensor) else source)
+    provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
                      tuple(rewrite(b, rule, memo) for b in op.body), op.attrs, provenance)
 

@@ -51,8 +51,7 @@ def test_lower_at_sizes_and_work_at():
     lowered = ta.lower(Y, inputs)
     with pytest.raises(TypeError, match=r"\.work_at\(n=\.\.\.\)"):
         _ = lowered.work
-    X, W, B = ta.placeholder((7, 8), name="X"), ta.placeholder((5, 8), name="W"), ta.placeholder((5,), name="B")
-    static = ta.lower(ta.topi.nn.dense(X, W, B), [X, W, B]).work  # written with integer sizes
+    static = ta.lower(*CASES["dense"][0](7)).work  # written with integer sizes
     assert lowered.work_at(n=7) == ta.lower(Y, inputs, sizes={"n": 7}).work == static == 7 * 5 * 8
 
 

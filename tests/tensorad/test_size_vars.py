@@ -16,9 +16,10 @@ def rand(*shape):
     return RNG.standard_normal(shape).astype("float32")
 
 
-def dense_program():
-    n = ta.size_var("n")
-    X, W, B = ta.placeholder((n, 8), name="X"), ta.placeholder((5, 8), name="W"), ta.placeholder((5,), name="B")
+def dense_program(n=None):
+    """``dense`` over a batch of ``n`` rows (default: a size variable)."""
+    n = ta.size_var("n") if n is None else n
+    X, W, B = (ta.placeholder(s, name=x) for s, x in (((n, 8), "X"), ((5, 8), "W"), ((5,), "B")))
     return ta.topi.nn.dense(X, W, B), [X, W, B]
 
 
@@ -133,7 +134,7 @@ def test_bind_checks_each_size_and_names_it():
         ta.bind(X, n=104)
     with pytest.raises(ValueError, match="size n = 6 is not a multiple of 4"):
         ta.bind(X, n=6)
-    with pytest.raises(ValueError, match="no value for size n"):
+    with pytest.raises(ValueError, match="no value given for size n"):
         ta.bind(X)
     with pytest.raises(ValueError, match="has no size named m"):
         ta.bind(X, n=8, m=3)
