@@ -116,3 +116,7 @@ def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default"
     return SizedCallable(lambda new: Function(_like(outputs, new), _like(inputs, new),
                                               None if wrt is None else _like(wrt, new), policy,
                                               **build_options), roots, _listed(inputs), "ta.function")
+
+
+for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):
+    _wrapper.__doc__ = f"{_base.__doc__}\n\n    {_wrapper.__doc__}"
