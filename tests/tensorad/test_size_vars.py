@@ -184,3 +184,54 @@ def test_size_var_arguments_checked():
         ta.size_var("n", min=2, max=1)
     with pytest.raises(ValueError, match="multiple_of must be an int >= 1"):
         ta.size_var("n", multiple_of=0)
+
+
+def test_two_sizes_dense_and_its_jacobian():
+    n, m = ta.size_var("n"), ta.size_var("m")
+    X, W = ta.placeholder((n, m), name="X"), ta.placeholder((5, m), name="W")
+    Y = ta.topi.nn.dense(X, W)
+    J = ta.Jacobian(Y, W, optimize=False)
+    x, w = rand(3, 4), rand(5, 4)
+    np.testing.assert_allclose(ta.evaluate(Y, {X: x, W: w}), x @ w.T, rtol=1e-5, atol=1e-6)
+    want = np.einsum("jp,ik->ijpk", np.eye(5), x)  # dY[i, j] / dW[p, k]
+    np.testing.assert_allclose(ta.evaluate(J, {X: x, W: w}), want, rtol=1e-6)
+
+
+def test_jvp_of_reduction_empty_at_some_points_matches_bound_program():
+    """A running max over ``k < i`` is empty at ``i = 0``: its tangent's gate holds there at every size."""
+    n = ta.size_var("n")
+    X, T = ta.placeholder((n,), name="X"), ta.placeholder((n,), name="T")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.max(ta.exp(X[k]), axis=k, where=k < i), name="Y")
+    L = ta.compute((n,), lambda i: ta.log(Y[i]), name="L")
+    J = ta.jvp(L, [X], [T], optimize=False)
+    for size in (1, 7):
+        L_b, X_b, T_b = ta.bind([L, X, T], n=size)
+        x, t = rand(size), rand(size)
+        want = ta.evaluate(ta.jvp(L_b, [X_b], [T_b]), {X_b: x, T_b: t})
+        got = ta.evaluate(J, {X: x, T: t})
+        assert got[0] == 0.0
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_attention_with_symbolic_sequence_length_gradient_matches_bound_program():
+    n = ta.size_var("n")
+    Q, K, V = (ta.placeholder((2, n, 4), name=c) for c in "QKV")
+    Y = ta.topi.nn.scaled_dot_product_attention(Q, K, V, causal=True)
+    grads = ta.JacobianRecursive(ta.topi.sum(Y), [Q, K, V], optimize=False)
+    bound = ta.bind([*grads, Y, Q, K, V], n=5)
+    static = ta.JacobianRecursive(ta.topi.sum(bound[3]), bound[4:])
+    feed = {t: rand(2, 5, 4) for t in bound[4:]}
+    for a, b in zip(ta.evaluate(bound[:3], feed), ta.evaluate(static, feed)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_hessian_vector_product_of_symbolic_program():
+    n = ta.size_var("n")
+    X, V = ta.placeholder((n, 3), name="X"), ta.placeholder((n, 3), name="V")
+    loss = ta.topi.sum(ta.topi.tanh(X))
+    (Hv,) = ta.hessian_vector_product(loss, [X], [V], optimize=False)
+    x, v = rand(7, 3).astype("float64"), rand(7, 3)
+    t = np.tanh(x)
+    np.testing.assert_allclose(ta.evaluate(Hv, {X: x.astype("float32"), V: v}), -2 * t * (1 - t * t) * v,
+                               rtol=1e-4, atol=1e-5)
