@@ -10,8 +10,8 @@ functions is never cached.
 **The entry** is the result pickled with every object of the user's DAG written as its number in that
 text, so that loading binds the result to this call's tensors; what the differentiation made gets fresh
 identities on loading.  A program with size variables (``ta.size_var``) is not cached.  Objects are
-written children first, without deep recursion.  An entry that does
-not unpickle as a list of tensors is treated as missing."""
+written children first, without deep recursion.  An entry that does not unpickle as a list of tensors is
+treated as missing."""
 
 from __future__ import annotations
 

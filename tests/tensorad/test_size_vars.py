@@ -235,3 +235,9 @@ def test_hessian_vector_product_of_symbolic_program():
     t = np.tanh(x)
     np.testing.assert_allclose(ta.evaluate(Hv, {X: x.astype("float32"), V: v}), -2 * t * (1 - t * t) * v,
                                rtol=1e-4, atol=1e-5)
+
+
+def test_decision_on_sizes_made_only_at_static_sizes_is_a_clear_error():
+    n = ta.size_var("n")
+    with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
+        ta.topi.mean(ta.placeholder((n, 8), name="X"))  # 1 / count, or NaN over no element
