@@ -98,6 +98,14 @@ class SizedCallable:
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
 
+    def forward(self, *arrays: Any) -> tuple[Any, Any]:
+        """``ta.function``'s ``(outputs, residuals)``, by the static function at the arrays' sizes."""
+        return self.at(**read_sizes(self.inputs, arrays, self.name)).forward(*arrays)
+
+    def backward(self, residuals: Any, *heads: Any) -> tuple:
+        """``ta.function``'s gradients, by the static function that made ``residuals``."""
+        return residuals.maker.backward(residuals, *heads)
+
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program gives a :class:`SizedCallable` over static kernels."""

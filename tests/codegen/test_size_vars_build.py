@@ -61,3 +61,20 @@ def test_function_on_symbolic_program():
     for n in (1, 7):
         x = rand(n, 6)
         np.testing.assert_allclose(f(x), CASES["softmax"][2](x.astype("float64"), x)[0], rtol=1e-5)
+
+
+def test_function_forward_and_backward_optimized_at_each_size():
+    """``ta.function`` binds before it differentiates: each size's backward is the optimized one."""
+    Y, inputs = CASES["dense"][0]()
+    f = ta.function(Y, inputs)
+    for n in (1, 7):
+        values, h = CASES["dense"][1](n), rand(n, 5)
+        want_y, want_grads = CASES["dense"][2](*values, h)
+        y, residuals = f.forward(*values)
+        np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+        for got, want in zip(f.backward(residuals, h), want_grads):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    static = f.at(n=7)
+    X7, W7, B7 = static.inputs
+    plain = ta.function(ta.topi.nn.dense(X7, W7, B7), [X7, W7, B7])
+    assert static.lower_backward().work == plain.lower_backward().work
