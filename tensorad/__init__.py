@@ -12,7 +12,8 @@ Packages and modules below the facade:
   NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
 * ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
   ``ta.jax``;
-* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command."""
+* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command;
+  ``symbolic`` programs with size variables: evaluated, lowered and built at their arrays' sizes."""
 
 from __future__ import annotations
 
@@ -23,19 +24,20 @@ from . import autodiff as _autodiff
 from . import diffcache as _diffcache
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
-from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen import Kernel, LoweredFunc
 from .codegen import load_kernel as load
-from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
 from .ir import trace as _trace
 from .ir.collect import fewer_collections as _fewer_collections
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
+from .ir.expr import SizeDecisionError as _SizeDecisionError
 from .ir.trace import config
 from .lang import (
     OutOfBoundsError,
     abs,
+    bind,
     cast,
     compute,
     const,
@@ -54,11 +56,14 @@ from .lang import (
     select,
     sigmoid,
     sin,
+    size_var,
     sqrt,
     tanh,
 )
+from .lang.sizes import program_sizes as _program_sizes
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .training.function import Function, function, value_and_grad
+from .symbolic import build, evaluate, function, lower
+from .training.function import Function, value_and_grad
 
 __version__ = "0.1.0"
 
@@ -76,6 +81,7 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
+    _check_optimizable(optimize, output, input)
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
             _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
@@ -93,6 +99,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
         return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                                          optimizer=opt))
 
+    _check_optimizable(optimize, output, inputs)
     with _differentiating(f"JacobianRecursive({_name(output)})"):
         if override:  # (functions: nothing to key them by)
             result = differentiate()
@@ -110,6 +117,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         opt = _optimizer(optimize)
         return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
 
+    _check_optimizable(optimize, output, inputs)
     with _differentiating(f"jvp({_name(output)})"):
         result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
@@ -125,6 +133,7 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
         opt = _optimizer(optimize)
         return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
 
+    _check_optimizable(optimize, output, inputs)
     with _differentiating(f"hessian_vector_product({_name(output)})"):
         result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
@@ -146,6 +155,17 @@ def _differentiating(detail: str) -> Iterator[None]:
     """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
     with _trace.stage("differentiate", detail), _fewer_collections():
         yield
+
+
+def _check_optimizable(optimize: bool, *tensors: object) -> None:
+    """The nonzeroness optimizer reasons over static sizes: a symbolic program is differentiated with
+    ``optimize=False``, or bound first."""
+    sizes = optimize and _program_sizes([t for g in tensors for t in _listed(g) if isinstance(t, Tensor)])
+    if sizes:
+        raise _SizeDecisionError(
+            f"the nonzeroness optimizer needs static sizes, and this program has the size variables "
+            f"{', '.join(v.name for v in sizes)}: differentiate it with optimize=False (a symbolic "
+            f"gradient), or bind the sizes first (ta.bind(tensors, {sizes[0].name}=...))")
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
@@ -192,7 +212,7 @@ InlineNonReductions = inline_non_reductions
 
 __all__ = [
     "Expr", "Op", "Tensor", "Kernel", "LoweredFunc", "FLOAT_DTYPES", "INT_DTYPES",
-    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "prod", "comm_reducer",
+    "placeholder", "compute", "reduce_axis", "size_var", "bind", "sum", "max", "min", "prod", "comm_reducer",
     "select", "if_then_else", "const", "cast", "exp", "log", "sqrt", "tanh", "sigmoid", "abs",
     "power", "sin", "cos", "erf", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",
