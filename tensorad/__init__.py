@@ -32,12 +32,10 @@ from .ir import reducer as _reducer
 from .ir import trace as _trace
 from .ir.collect import fewer_collections as _fewer_collections
 from .ir.dtype import FLOAT_DTYPES, INT_DTYPES
-from .ir.expr import SizeDecisionError as _SizeDecisionError
 from .ir.trace import config
 from .lang import (
     OutOfBoundsError,
     abs,
-    bind,
     cast,
     compute,
     const,
@@ -60,9 +58,10 @@ from .lang import (
     sqrt,
     tanh,
 )
-from .lang.sizes import program_sizes as _program_sizes
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .symbolic import build, evaluate, function, lower
+from .symbolic import bind, build, evaluate, function, lower
+from .symbolic import deferred as _deferred
+from .symbolic import symbolic as _symbolic
 from .training.function import Function, value_and_grad
 
 __version__ = "0.1.0"
@@ -81,7 +80,8 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
-    _check_optimizable(optimize, output, input)
+    if optimize and _symbolic(output, input):
+        return _deferred([Jacobian(output, input, False)], lambda im: [Jacobian(im(output), im(input))])[0]
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
             _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
@@ -99,7 +99,10 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
         return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                                          optimizer=opt))
 
-    _check_optimizable(optimize, output, inputs)
+    if optimize and _symbolic(output, inputs, head):
+        raw = JacobianRecursive(output, inputs, head, override, False)
+        return _deferred(raw, lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
+            im(t): f for t, f in override.items()}))
     with _differentiating(f"JacobianRecursive({_name(output)})"):
         if override:  # (functions: nothing to key them by)
             result = differentiate()
@@ -117,7 +120,9 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         opt = _optimizer(optimize)
         return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
 
-    _check_optimizable(optimize, output, inputs)
+    if optimize and _symbolic(output, inputs, tangents):
+        return _deferred([jvp(output, inputs, tangents, False)],
+                         lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
     with _differentiating(f"jvp({_name(output)})"):
         result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
@@ -133,7 +138,9 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
         opt = _optimizer(optimize)
         return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
 
-    _check_optimizable(optimize, output, inputs)
+    if optimize and _symbolic(output, inputs, vectors):
+        return _deferred(hessian_vector_product(output, inputs, vectors, False),
+                         lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
     with _differentiating(f"hessian_vector_product({_name(output)})"):
         result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
@@ -155,17 +162,6 @@ def _differentiating(detail: str) -> Iterator[None]:
     """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
     with _trace.stage("differentiate", detail), _fewer_collections():
         yield
-
-
-def _check_optimizable(optimize: bool, *tensors: object) -> None:
-    """The nonzeroness optimizer reasons over static sizes: a symbolic program is differentiated with
-    ``optimize=False``, or bound first."""
-    sizes = optimize and _program_sizes([t for g in tensors for t in _listed(g) if isinstance(t, Tensor)])
-    if sizes:
-        raise _SizeDecisionError(
-            f"the nonzeroness optimizer needs static sizes, and this program has the size variables "
-            f"{', '.join(v.name for v in sizes)}: differentiate it with optimize=False (a symbolic "
-            f"gradient), or bind the sizes first (ta.bind(tensors, {sizes[0].name}=...))")
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:

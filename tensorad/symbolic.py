@@ -2,11 +2,14 @@
 the sizes first (``tensorad.lang.sizes``), and everything below them sees a static program.
 
 A built kernel or function of a symbolic program reads its sizes from its arrays' shapes and keeps one
-static kernel per size in a bounded cache it owns: each new size compiles once."""
+static kernel per size in a bounded cache it owns: each new size compiles once.  An optimized
+derivative of a symbolic program (:func:`deferred`) is the raw derivative until its sizes are bound:
+binding redoes the differentiation on the static program, where the nonzeroness optimizer runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .bridges.signatures import SignatureCache
@@ -14,7 +17,8 @@ from .codegen import LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .evaluate import evaluate as _evaluate
-from .ir.tensor import Tensor
+from .ir.tensor import Provenance, Role, Tensor
+from .lang import compute
 from .lang.sizes import bind_program, program_sizes, read_sizes
 from .training.function import Function
 
@@ -27,7 +31,8 @@ def _listed(tensors: Any) -> list:
     return list(tensors) if isinstance(tensors, (list, tuple)) else []
 
 
-def _symbolic(*groups: Any) -> bool:
+def symbolic(*groups: Any) -> bool:
+    """Whether the program of the tensors in ``groups`` (tensors, lists, tuples) has size variables."""
     tensors = [t for g in groups for t in _listed(g) if isinstance(t, Tensor)]
     return bool(tensors) and bool(program_sizes(tensors))
 
@@ -36,16 +41,61 @@ def _like(tensors: Any, new: dict[Tensor, Tensor]) -> Any:
     """``tensors`` (a tensor, list or tuple) with each tensor replaced by its image in ``new``."""
     if isinstance(tensors, Tensor):
         return new.get(tensors, tensors)
+    if tensors is None:
+        return None
     out = [new.get(t, t) if isinstance(t, Tensor) else t for t in tensors]
     return tuple(out) if isinstance(tensors, tuple) else out
 
 
+@dataclass(frozen=True, eq=False)
+class DeferredCall:
+    """A differentiation of a symbolic program: ``redo(image)`` makes it on the static program, where
+    ``image`` maps the call's arguments (tensors, lists, ``None``) to their static images."""
+
+    redo: Callable[[Callable[[Any], Any]], list[Tensor]]
+
+
+def deferred(raw: list[Tensor], redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> list[Tensor]:
+    """A copy of each raw derivative in ``raw`` of role ``DEFERRED``: binding its sizes gives, in its
+    place, the ``k``-th result of ``redo`` on the static program (:class:`DeferredCall`)."""
+    call, out = DeferredCall(redo), []
+    for k, g in enumerate(raw):
+        t = compute(g.shape, lambda *i, g=g: g[i], name=g.name)
+        out.append(Tensor(replace(t.op, provenance=Provenance(Role.DEFERRED, source=(call, k))), 0))
+    return out
+
+
+def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor, Tensor]:
+    """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``."""
+    made: dict[DeferredCall, list[Tensor]] = {}
+
+    def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
+        call, k = t.op.provenance.source
+        if call not in made:
+            def image(x: Any) -> Any:
+                ts = _listed(x)
+                bind_program(ts, {v.name: sizes[v.name] for v in program_sizes(ts)}, resolve, new)
+                return _like(x, new)
+            made[call] = call.redo(image)
+        return made[call][k]
+    return bind_program(tensors, sizes, resolve)
+
+
+def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None,
+         **sizes: int) -> Any:
+    """The static program of ``tensors`` (a tensor, or a list or tuple, returned alike) at ``sizes``,
+    given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
+    if feed:
+        sizes = {**read_sizes(list(feed), list(feed.values()), "bind"), **sizes}
+    return _like(tensors, bind_all(_listed(tensors), sizes))
+
+
 def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
     """``ta.evaluate``: a symbolic program runs at the sizes its fed arrays have."""
-    if not isinstance(feed, dict) or not _symbolic(outputs, list(feed)):
+    if not isinstance(feed, dict) or not symbolic(outputs, list(feed)):
         return _evaluate(outputs, feed)
     keys = [k for k in feed if isinstance(k, Tensor)]
-    new = bind_program(_listed(outputs) + keys, read_sizes(keys, [feed[k] for k in keys], "evaluate"))
+    new = bind_all(_listed(outputs) + keys, read_sizes(keys, [feed[k] for k in keys], "evaluate"))
     return _evaluate(_like(outputs, new), {new.get(k, k): v for k, v in feed.items()})
 
 
@@ -75,9 +125,9 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
     """``ta.lower``: a symbolic program is lowered at ``sizes``, or, without them, waits for
     ``.work_at(...)``."""
     if sizes is None:
-        return SymbolicLowered(outputs, inputs, {"name": name, **options}) if _symbolic(outputs, inputs) \
+        return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
-    new = bind_program(_listed(outputs) + _listed(inputs), sizes)
+    new = bind_all(_listed(outputs) + _listed(inputs), sizes)
     return _lower(_like(outputs, new), _like(inputs, new), name, **options)
 
 
@@ -93,7 +143,7 @@ class SizedCallable:
     def at(self, **sizes: int) -> Any:
         """The static kernel or function at ``sizes`` (made on first use)."""
         return self.static.get(tuple(sorted(sizes.items())),
-                               lambda: self.make(bind_program(self.roots, sizes)))
+                               lambda: self.make(bind_all(self.roots, sizes)))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -109,7 +159,7 @@ class SizedCallable:
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program gives a :class:`SizedCallable` over static kernels."""
-    if not _symbolic(outputs, inputs):
+    if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
     return SizedCallable(lambda new: _build(_like(outputs, new), _like(inputs, new), *args, **options),
                          _listed(outputs) + _listed(inputs), _listed(inputs), "ta.build")
@@ -118,7 +168,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
              **build_options: Any) -> Any:
     """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
-    if not _symbolic(outputs, inputs):
+    if not symbolic(outputs, inputs):
         return Function(outputs, inputs, wrt, policy, **build_options)
     roots = _listed(outputs) + _listed(inputs) + _listed(wrt)
     return SizedCallable(lambda new: Function(_like(outputs, new), _like(inputs, new),

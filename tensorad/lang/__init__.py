@@ -5,7 +5,7 @@ definition-time bounds checking; ``batching`` a program with a batch axis in fro
 size variables, and binding a symbolic program to integer sizes."""
 
 from .bounds import OutOfBoundsError, check_op_bounds
-from .sizes import bind, size_var
+from .sizes import size_var
 from .tensor_lang import (
                           abs,
                           cast,
@@ -31,7 +31,7 @@ from .tensor_lang import (
                           tanh,
 )
 
-__all__ = ["OutOfBoundsError", "check_op_bounds", "bind", "size_var", "abs", "cast", "compute", "const",
+__all__ = ["OutOfBoundsError", "check_op_bounds", "size_var", "abs", "cast", "compute", "const",
            "cos",
            "erf", "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value",
            "minimum",

@@ -7,14 +7,14 @@ axis range and body of a program; the passes below the facade see only its stati
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, ReduceArg, SizeInfo, const, fresh_uid, is_size, var
 from ..ir.rewrite import fold, rewrite, tensor_graph, walk
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
             Op.FLOORDIV: operator.floordiv, Op.MOD: operator.mod, Op.NEG: operator.neg,
@@ -93,10 +93,13 @@ def read_sizes(inputs: Sequence[Tensor], arrays: Sequence[Any], who: str) -> dic
     return {v.name: n for v, (n, _) in seen.items()}
 
 
-def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor, Tensor]:
+def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
+                 resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None = None,
+                 new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static
     program maps to itself.  Each size is checked (:func:`check_size`); a missing or unknown name is
-    an error."""
+    an error.  ``resolve(t, new)`` gives the image of a tensor of role ``DEFERRED`` (else it is bound
+    as it is); ``new``, the images found so far, is extended in place."""
     found = program_sizes(tensors)
     names = [v.name for v in found]
     for bad, says in ((sorted(set(sizes) - set(names)), "the program has no size named"),
@@ -104,10 +107,14 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Te
         if bad:
             raise ValueError(f"bind: {says} {', '.join(bad)} (its sizes: {', '.join(names) or 'none'})")
     values = {v: check_size(v, sizes[v.name]) for v in found}
-    new: dict[Tensor, Tensor] = {}
+    new = {} if new is None else new
     made: dict[ComputeOp, ComputeOp] = {}
     for t in tensor_graph(tensors):
-        if t.is_placeholder:
+        if t in new:
+            continue
+        if resolve is not None and not t.is_placeholder and t.op.provenance.role is Role.DEFERRED:
+            new[t] = resolve(t, new)
+        elif t.is_placeholder:
             shape = tuple(size_value(s, values) for s in t.shape)
             new[t] = t if shape == t.shape else Tensor(PlaceholderOp(t.name, shape, t.dtype, fresh_uid()))
         else:
@@ -146,15 +153,3 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
                      tuple(rewrite(b, rule, memo) for b in op.body), op.attrs, provenance)
 
-
-def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None,
-         **sizes: int) -> Any:
-    """The static program of ``tensors`` (a tensor, or a list or tuple, returned alike) at ``sizes``,
-    given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
-    single = isinstance(tensors, Tensor)
-    ts = [tensors] if single else list(tensors)
-    if feed:
-        sizes = {**read_sizes(list(feed), list(feed.values()), "bind"), **sizes}
-    new = bind_program(ts, sizes)
-    out = [new[t] for t in ts]
-    return out[0] if single else type(tensors)(out) if isinstance(tensors, tuple) else out
