@@ -104,16 +104,21 @@ def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple
     return tuple(outputs)
 
 
-def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr]) -> tuple:
+def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr],
+            carried_in: Sequence[Expr] | None = None) -> tuple:
     """``out[x] = combine(out[x], src)`` for each carried value (a buffer in ``outs``): one
     store for one value; for several, their new values assigned at once to their accumulators
-    ``accs`` (each reads the old ones), then stored."""
+    ``accs`` (each reads the old ones), then stored.  ``carried_in``: the running values are the
+    accumulators themselves (:func:`scan_form` along the last axis), assigned, not stored."""
     comb, outer = info.combiner, info.outer
     live = [v for v, b in enumerate(outs) if b is not None]
-    here = {comb.lhs[v]: Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) for v in live}
+    here = {comb.lhs[v]: (Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) if carried_in is None
+                          else carried_in[v]) for v in live}
     combined = tuple(substitute(comb.result[v], {**here, **dict(zip(comb.rhs, info.sources))}) for v in live)
-    if len(live) == 1:
-        update: tuple = (Store(outs[live[0]], outer, combined[0]),)
+    if carried_in is not None:
+        update: tuple = (Assign(tuple(accs[v] for v in live), combined),)
+    elif len(live) == 1:
+        update = (Store(outs[live[0]], outer, combined[0]),)
     else:
         update = (Assign(tuple(accs[v] for v in live), combined),
                   *(Store(outs[v], outer, accs[v], counted=False) for v in live))
@@ -126,20 +131,35 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
               accs: Sequence[Expr] = ()) -> list[PolyStmt]:
     """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
     ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
-    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest."""
+    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest.
+
+    Along the last output axis, consecutive points of ``j`` run one after the other, so the running
+    values stay in the accumulators: the identity where ``x`` does not carry, the fresh terms combined
+    into them, and one store per point (a row of loads, combines and stores that LLVM can vectorize
+    across rows once it unrolls the row)."""
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
+    head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
+    tail = tuple(outer[p + 1:])
+    first = head + (0,) + (0,) * len(raxes) + tail
+    fresh = head + (1,) + tuple(raxes) + tail
+    fresh_points = info.outer_domain.subtract(spec.carry)
+    if not tail and accs:
+        live = [v for v, b in enumerate(outs) if b is not None]
+        start = Assign(tuple(accs[v] for v in live), tuple(comb.identity[v] for v in live), counted=False)
+        stores = tuple(Store(outs[v], outer, accs[v], counted=False) for v in live)
+        return [
+            PolyStmt("I", outer, fresh_points, (start,), first),
+            PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, accs), fresh),
+            PolyStmt("W", outer, info.outer_domain, stores, head + (2,) + (0,) * len(raxes)),
+        ]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
                     for v in outer)
     carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
                   for b in outs if b is not None)
     identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
-    head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
-    tail = tuple(outer[p + 1:])
-    first = head + (0,) + (0,) * len(raxes) + tail
     return [
         PolyStmt("C", outer, spec.carry, carry, first),
-        PolyStmt("I", outer, info.outer_domain.subtract(spec.carry), identity, first),
-        PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs),
-                 head + (1,) + tuple(raxes) + tail),
+        PolyStmt("I", outer, fresh_points, identity, first),
+        PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs), fresh),
     ]
