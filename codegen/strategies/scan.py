@@ -128,15 +128,15 @@ def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence
 
 
 def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSpec,
-              accs: Sequence[Expr] = ()) -> list[PolyStmt]:
+              accs: Sequence[Expr] = (), in_registers: bool = False) -> list[PolyStmt]:
     """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
     ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
     accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest.
 
-    Along the last output axis, consecutive points of ``j`` run one after the other, so the running
-    values stay in the accumulators: the identity where ``x`` does not carry, the fresh terms combined
-    into them, and one store per point (a row of loads, combines and stores that LLVM can vectorize
-    across rows once it unrolls the row)."""
+    ``in_registers`` (:func:`rows_in_registers`), along the last output axis, where consecutive points of
+    ``j`` run one after the other: the running values stay in the accumulators -- the identity where ``x``
+    does not carry, the fresh terms combined into them, one store per point -- so that a short row is
+    straight loads, combines and stores once LLVM unrolls it, which it vectorizes across rows."""
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
     head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
@@ -144,7 +144,7 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
     first = head + (0,) + (0,) * len(raxes) + tail
     fresh = head + (1,) + tuple(raxes) + tail
     fresh_points = info.outer_domain.subtract(spec.carry)
-    if not tail and accs:
+    if in_registers and not tail and accs:
         live = [v for v, b in enumerate(outs) if b is not None]
         start = Assign(tuple(accs[v] for v in live), tuple(comb.identity[v] for v in live), counted=False)
         stores = tuple(Store(outs[v], outer, accs[v], counted=False) for v in live)
@@ -163,3 +163,11 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
         PolyStmt("I", outer, fresh_points, identity, first),
         PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs), fresh),
     ]
+
+
+def rows_in_registers(spec: ScanSpec, rank: int, target) -> bool:
+    """Whether :func:`scan_form` carries the running values of ``spec`` (over an op of ``rank`` output axes)
+    in registers, row by row: along the last axis, for a target that transposes rows in registers
+    cheaply (:attr:`.target.Target.paired_permutes`); elsewhere LLVM's transposes of the rows cost more
+    than the copies of the carried values in memory."""
+    return spec.axis == rank - 1 and target.paired_permutes
