@@ -6,8 +6,8 @@ widest vector register and whether FMA is an instruction.  From that:
 
 * ``vector_bits`` (``lanes(dtype)``), ``vector_registers`` (32 with AVX-512, else 16 on x86), ``fma``;
 * ``masked_memory`` -- masked loads and stores as cheap as plain ones (AVX-512, :mod:`.llvm.masked_tails`);
-* ``paired_permutes`` -- a vector's lanes picked out of two registers by one shuffle (AVX-512), so that
-  rows transposed in registers cost a shuffle a vector (scans vectorized across rows, :mod:`.strategies.scan`);
+* ``paired_permutes`` -- a vector's lanes picked out of two registers by one shuffle (AVX-512): rows
+  transposed in registers cost a shuffle a vector (scans vectorized across rows, :mod:`.strategies.scan`);
 * ``f16c``/``bf16`` -- half conversion instructions (:mod:`.llvm.half` uses F16C's only);
 * ``l1d``/``l2``/``l3``, ``line``/``page`` -- cache, line and page sizes (sysfs and ``sysconf`` for a CPU
   that runs here, else typical sizes).

@@ -9,6 +9,9 @@ suffix: downwards), is
 
 and the whole reduction at each row's first point: ``n`` updates instead of ``n (n + 1) / 2``.  Later
 output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
+Along the last axis, on a target that transposes rows in registers cheaply, the running values stay in
+registers and each point is stored once (:func:`rows_in_registers`): LLVM vectorizes a short row's
+unrolled chain across rows.
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
@@ -31,6 +34,7 @@ from tensorad.poly.domain import count_bound
 
 from ..loops.domain import PolyStmt, ReductionInfo
 from ..program import Assign, Buffer, If, Store
+from ..target import Target
 
 COMBINERS = ("sum", "max", "min", "prod")
 
@@ -105,17 +109,17 @@ def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple
 
 
 def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr],
-            carried_in: Sequence[Expr] | None = None) -> tuple:
+            in_registers: bool = False) -> tuple:
     """``out[x] = combine(out[x], src)`` for each carried value (a buffer in ``outs``): one
     store for one value; for several, their new values assigned at once to their accumulators
-    ``accs`` (each reads the old ones), then stored.  ``carried_in``: the running values are the
-    accumulators themselves (:func:`scan_form` along the last axis), assigned, not stored."""
+    ``accs`` (each reads the old ones), then stored.  ``in_registers``: the running values are the
+    accumulators ``accs`` themselves (:func:`scan_form`), assigned, not stored."""
     comb, outer = info.combiner, info.outer
     live = [v for v, b in enumerate(outs) if b is not None]
-    here = {comb.lhs[v]: (Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) if carried_in is None
-                          else carried_in[v]) for v in live}
+    here = {comb.lhs[v]: accs[v] if in_registers else Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor)
+            for v in live}
     combined = tuple(substitute(comb.result[v], {**here, **dict(zip(comb.rhs, info.sources))}) for v in live)
-    if carried_in is not None:
+    if in_registers:
         update: tuple = (Assign(tuple(accs[v] for v in live), combined),)
     elif len(live) == 1:
         update = (Store(outs[live[0]], outer, combined[0]),)
@@ -143,14 +147,14 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
     tail = tuple(outer[p + 1:])
     first = head + (0,) + (0,) * len(raxes) + tail
     fresh = head + (1,) + tuple(raxes) + tail
-    fresh_points = info.outer_domain.subtract(spec.carry)
+    starts = info.outer_domain.subtract(spec.carry)
     if in_registers and not tail and accs:
         live = [v for v, b in enumerate(outs) if b is not None]
         start = Assign(tuple(accs[v] for v in live), tuple(comb.identity[v] for v in live), counted=False)
         stores = tuple(Store(outs[v], outer, accs[v], counted=False) for v in live)
         return [
-            PolyStmt("I", outer, fresh_points, (start,), first),
-            PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, accs), fresh),
+            PolyStmt("I", outer, starts, (start,), first),
+            PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, in_registers=True), fresh),
             PolyStmt("W", outer, info.outer_domain, stores, head + (2,) + (0,) * len(raxes)),
         ]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
@@ -160,12 +164,12 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
     identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
     return [
         PolyStmt("C", outer, spec.carry, carry, first),
-        PolyStmt("I", outer, fresh_points, identity, first),
+        PolyStmt("I", outer, starts, identity, first),
         PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs), fresh),
     ]
 
 
-def rows_in_registers(spec: ScanSpec, rank: int, target) -> bool:
+def rows_in_registers(spec: ScanSpec, rank: int, target: Target) -> bool:
     """Whether :func:`scan_form` carries the running values of ``spec`` (over an op of ``rank`` output axes)
     in registers, row by row: along the last axis, for a target that transposes rows in registers
     cheaply (:attr:`.target.Target.paired_permutes`); elsewhere LLVM's transposes of the rows cost more
