@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import islpy as isl
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, compare, is_size
+from ..ir.expr import Expr, Op, SizeDecisionError, compare, is_size
 from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
 from ..ir.rewrite import fold_along, walk
@@ -26,6 +26,11 @@ _SET = isl.dim_type.set
 
 class NotAffine(ValueError):
     """An index expression or condition that isl cannot represent exactly."""
+
+
+class SizeNotPlaced(NotAffine, SizeDecisionError):
+    """A size variable met by a space that does not hold it: a caller that takes what isl cannot
+    represent conservatively does so; any other reports that the analysis needs static sizes."""
 
 
 _CHUNK = 62
@@ -173,6 +178,9 @@ class IndexSpace:
         """An atom of a linear form that is not a variable of the space, by :data:`_ATOMS`."""
         if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
             raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
+        if is_size(e):
+            raise SizeNotPlaced(f"this analysis needs static sizes, and the program has the size variable "
+                                f"{e.name}: bind the sizes first (ta.bind(tensors, {e.name}=...))")
         if e.op is Op.VAR:
             raise NotAffine(f"variable {e.name!r} is not an index variable here")
         if e.op is Op.MUL:

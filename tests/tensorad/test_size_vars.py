@@ -275,3 +275,19 @@ def test_decision_on_sizes_made_only_at_static_sizes_is_a_clear_error():
     n = ta.size_var("n")
     with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
         ta.topi.mean(ta.placeholder((n, 8), name="X"))  # 1 / count, or NaN over no element
+
+
+def test_max_over_symbolic_rows_differentiated_at_static_sizes_or_a_clear_error():
+    """The winner of a max whose output has a symbolic extent is found by an analysis over static
+    sizes: differentiating the symbolic program is a clear error that says to bind, and the bound
+    program's gradient is exact."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    k = ta.reduce_axis((0, 4), "k")
+    Y = ta.compute((n,), lambda i: ta.max(X[i, k], axis=k), name="Y")
+    with pytest.raises(SizeDecisionError, match=r"static sizes.*ta\.bind\(tensors, n=\.\.\.\)"):
+        ta.JacobianRecursive(Y, [X], ta.placeholder((n,), name="H"))
+    Y3, X3 = ta.bind([Y, X], n=3)
+    x = np.array([[1, 5, 2, 5], [0, -1, 3, 2], [7, 7, 7, 7]], "float32")
+    (g,) = ta.evaluate(ta.JacobianRecursive(ta.topi.sum(Y3), [X3]), {X3: x})
+    np.testing.assert_allclose(g, [[0, .5, 0, .5], [0, 0, 1, 0], [.25] * 4])
