@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import tensorad as ta
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import walk
 
 TARGET = "llvm -mcpu=skylake-avx512"
 F64 = "float64"
@@ -57,3 +59,20 @@ def test_a_shared_computed_side_b_too_large_to_keep_is_packed_per_batch_point():
     k = ta.reduce_axis((0, kk), "k")
     Y = ta.compute((nb, m, n), lambda b, i, j: ta.sum(A[b, i, k] * (U[k, j] * V[k, j]), axis=k), name="Y")
     _check(Y, [A, U, V], lambda a, u, v: a @ (u * v), nb * m * n * kk + nb * kk * n)
+
+
+def test_a_side_packed_per_column_block_is_computed_once_into_a_copy():
+    """``sum_k exp(X[b, i, k]) * W[k, j]``: side A reads the batch axis, so the library packs it for each
+    block of columns; 1024 columns take several blocks, so computing ``exp`` once per point into a copy
+    (2 * 64 * 96 values) that the product reads costs less than the packing computing it per block."""
+    nb, m, n, kk = 2, 64, 1024, 96
+    X, W = ta.placeholder((nb, m, kk), F64, "X"), ta.placeholder((kk, n), F64, "W")
+    k = ta.reduce_axis((0, kk), "k")
+    Y = ta.compute((nb, m, n), lambda b, i, j: ta.sum(ta.exp(X[b, i, k]) * W[k, j], axis=k), name="Y")
+    _check(Y, [X, W], lambda x, w: np.exp(x) @ w, nb * m * n * kk + nb * m * kk)
+    lowered = ta.lower([Y], [X, W], target=TARGET)
+    product = next(s for s in lowered.program.steps if "gemm" in getattr(s, "attrs", {}))
+    side = product.attrs["gemm"].a
+    assert side.op is Op.READ and any(e.op is Op.EXP for e in walk(side.arg.op.body[0])), side
+    packed = ta.lower([Y], [X, W], target=TARGET, choices={p: "microkernel" for p, _, _ in lowered.offered})
+    assert packed.work > lowered.work
