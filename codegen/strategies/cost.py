@@ -129,11 +129,11 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle (``GUARDED_PACK``
-    times more under a range guard), plus computing it where it is an expression (:func:`recompute_cost`),
-    :data:`SPILLED_PACK` more for what the side reads past the L2."""
+    times more under a guard), plus its transcendental functions where it is an expression, priced as plain
+    loops price them (:func:`heavy_count`), :data:`SPILLED_PACK` more for what the side reads past the L2."""
     cycles = (GUARDED_PACK if side.op in (Op.IF_THEN_ELSE, Op.SELECT) else 1) / lanes
     if computes(side):
-        cycles += recompute_cost(side, ctx.target)
+        cycles += heavy_count([side]) / lanes
     read = {n.arg for n in walk(side) if n.op is Op.READ}
     footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)
     return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
