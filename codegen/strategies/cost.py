@@ -15,6 +15,7 @@ Costs are estimated cycles on one core of the target: coarse, but they must orde
 * **scatter** -- one add per point; **scatter-sum** -- the scatters it absorbs plus one fill;
 * **gathered** -- the rows' copy plus the product of the copy;
 * **scan** -- one update per new term and one copy per output point, vectorized across later output axes;
+  along the last axis its updates alone, vectorized across the rows where they stay in registers;
 * **taps** -- ``K`` multiply-adds and ``K + 1`` loads per interior point, the border as plain loops, and the
   gather; **stencil** -- its dual's elementwise op.
 

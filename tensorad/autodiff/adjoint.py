@@ -34,6 +34,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
+from ..poly.affine import always
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -115,8 +116,8 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
     return inverse
 
 
-def _box_size(axes: Sequence[Expr]) -> int:
-    return math.prod(max(a.extent, 1) for a in axes)
+def _box_size(axes: Sequence[Expr]) -> int | Expr:
+    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
 
 
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
@@ -205,7 +206,7 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         body = op.body[0]
         ra: ReduceArg = body.arg
-        if any(k.extent <= 0 for k in ra.axes):
+        if any(always(k.extent <= 0) for k in ra.axes):
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
