@@ -151,9 +151,6 @@ class _Pass:
                        provenance=Provenance(role, self.group, Tensor(self.top, 0)))
         return Tensor(self.ctx.table.intern(self.op(op)), 0)
 
-    def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
-        return self.make(name, axes, body, split=False)
-
     def _fresh(self, axes: Sequence[Expr], body: Expr) -> tuple[list[Expr], Expr]:
         """``axes`` and ``body`` with fresh axis and reduction variables (one op's own)."""
         rvars = body.arg.axes if body.op is Op.REDUCE else ()
@@ -252,8 +249,8 @@ class _Pass:
         else:
             body = self.lift(axes, body)
         if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
-            merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes), self.make_merged,
-                                name, ctx)
+            merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes),
+                                lambda n, a, b: self.make(n, a, b, split=False), name, ctx)
             if merged is not None:
                 body = self.lift(axes, self.inline(merged))
         return body

@@ -139,9 +139,6 @@ class _Operator:
         """The forward as the registered operator (traced as such by ``torch.compile``)."""
         return torch.ops.tensorad.forward(self.key, args)
 
-    def backward_op(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        return torch.ops.tensorad.backward(self.key, args)
-
     # ---- what the generic operators run ------------------------------------------------------
     @cached_property
     def forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -217,7 +214,7 @@ class _Operator:
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             residuals = f.plan.residuals(list(args), list(outs), list(extras))
-            grads = self.backward_op([*residuals, *float_heads])
+            grads = torch.ops.tensorad.backward(self.key, [*residuals, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
