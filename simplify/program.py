@@ -96,7 +96,6 @@ class _Pass:
         return self.owns(op) or (op.provenance.role is Role.ADJOINT
                                  and box_points(axes) <= box_points(op.axes))
 
-    # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
         t: Tensor = node.arg
         op = t.op
@@ -144,7 +143,6 @@ class _Pass:
             return replace_reads(body, lambda n: self._read(n, in_sum=True), self.inlined[1])
         return replace_reads(body, self._read, self.inlined[0])
 
-    # ---- ops -----------------------------------------------------------------------------
     def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:
         role = Role.SPLIT if split else Role.MERGED
         op = ComputeOp(name, "", tuple(axes), (body,),

@@ -70,7 +70,6 @@ class _Describer:
         self.names_from_start = self.names
         self.placeholder_of: dict[Tensor, int] | None = None  # (a graph key numbers placeholders)
 
-    # ---- references -----------------------------------------------------------------------
     def tensor(self, t: Tensor) -> str:
         k = self.input_of.get(t)
         if k is not None:
@@ -112,7 +111,6 @@ class _Describer:
             return "(" + ",".join(self.value(x) for x in v) + ")"
         raise Unkeyable
 
-    # ---- expressions ------------------------------------------------------------------------
     def expr(self, root: Expr) -> int:
         """The number of ``root``; writes a line for every node not written yet (operands
         first; iterative, so long chains of operations need no recursion)."""
@@ -159,7 +157,6 @@ class _Describer:
             self.lines.append(f"c{n} {c.kind} {c.name!r} {parts}")
         return n
 
-    # ---- the whole key ----------------------------------------------------------------------
     def text(self) -> str:
         head = [VERSION]
         for k, t in enumerate(self.inputs):

@@ -68,7 +68,6 @@ class Program:
         self.jvp_rule: Callable | None = None
         self.transpose_rule: Callable | None = None
 
-    # ---- running ------------------------------------------------------------------------
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         if self._run is not None:
             return self._run(*arrays)
@@ -85,7 +84,6 @@ class Program:
             found = self._derived[key] = make()
         return found
 
-    # ---- derived programs ---------------------------------------------------------------
     def jvp_program(self, mask: tuple[bool, ...]) -> Program:
         """``sum_j J_j t_j`` over the inputs flagged in ``mask``: a program of ``free`` and one
         tangent per flagged input, linear in the tangents (one output per float output)."""
@@ -120,7 +118,6 @@ class Program:
         return self._cached(("batch", size, mask), make)
 
 
-# ---- the primitive --------------------------------------------------------------------------
 call_p = Primitive("tensorad_call")
 call_p.multiple_results = True
 

@@ -231,7 +231,6 @@ class _Grid:
     def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
         return fold(e, self.table, self.memo)
 
-    # ---- context rules -------------------------------------------------------------------
     def _var(self, node: Expr) -> tuple:
         try:
             return self.env[node], None
@@ -297,7 +296,6 @@ class _Grid:
             self.reduced[key] = self._fold_reduction(ra, cond, sources)
         return self.reduced[key][ra.value_index]
 
-    # ---- reductions ----------------------------------------------------------------------
     def _fold_reduction(self, ra: Any, cond: tuple, sources: Sequence[tuple]) -> list[tuple]:
         comb = ra.combiner
         pos = tuple(self.axis_pos[a] for a in ra.axes)
@@ -380,7 +378,6 @@ class _Grid:
             acc = [np.where(here, n, a).astype(a.dtype) for n, a in zip(new, acc)]
         return [np.expand_dims(a, tuple(sorted(pos))) for a in acc]
 
-    # ---- errors --------------------------------------------------------------------------
     def out_of_bounds(self, op: ComputeOp, poison: np.ndarray, shape: tuple[int, ...]) -> Exception:
         """The error for a poisoned result: which read, which index values, at which point."""
         outer = tuple(np.argwhere(np.broadcast_to(poison, shape))[0][:len(op.axes)])
