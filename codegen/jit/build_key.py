@@ -1,7 +1,6 @@
 """The cache key of a ``ta.build``, computed from what lowering reads, before lowering.
 
-A cached kernel in a new process should cost a file read and a link, not a lowering.  So the key is a
-canonical text of everything lowering and compilation depend on:
+The key is a canonical text of everything lowering and compilation depend on:
 
 * the tensor DAG between the outputs and the inputs: every compute op reached and every expression node
   (op, dtype, operands, payload: bit-exact constants, variable bounds, combiners, gather extents and modes);

@@ -148,9 +148,7 @@ ARRAY_RULES: dict[Op, Any] = {
 # Context-dependent ops, handled by _Grid: VAR, READ, IF_THEN_ELSE, REDUCE, DATA_INDEX.
 CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
-# Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-# The summation orders of evaluate_in_order (the module's docstring).
 ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd", "nested")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 # The math functions that ``rounded_math`` computes in float64 for float32 operands.
