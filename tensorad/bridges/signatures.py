@@ -40,10 +40,6 @@ class SignatureCache(Generic[V]):
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
 
-    def peek(self, key: Hashable) -> V | None:
-        """The entry without marking it used (a lookup that must not change the cache)."""
-        return self._entries.get(key)
-
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
         """The entry for ``key``, made on a miss; the least recently used one past the bound is dropped."""
         found = self._entries.get(key)
