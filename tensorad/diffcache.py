@@ -70,8 +70,6 @@ def key_of(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple) -> tupl
     return digest(text), graph
 
 
-# ---- writing --------------------------------------------------------------------------------
-
 class _Writer(pickle.Pickler):
     """Pickles a result, writing the call's own objects as their numbers in the key."""
 
@@ -176,8 +174,6 @@ def _leaves(values: list[Any]) -> list[Any]:
             stack.extend(v)
     return out
 
-
-# ---- reading --------------------------------------------------------------------------------
 
 class _Reader(pickle.Unpickler):
     """Unpickles an entry against the numbering of this call's DAG; objects the

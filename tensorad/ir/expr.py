@@ -210,7 +210,6 @@ class Expr:
         return Expr(self.op, dtype or self.dtype, self.src if src is None else tuple(src),
                     self.arg if arg is None else arg)
 
-    # ---- variable and constant accessors -------------------------------------------------
     @property
     def name(self) -> str:
         if self.op is not Op.VAR:
@@ -251,7 +250,6 @@ class Expr:
             raise AttributeError(f"a {self.op.name} node reads no tensor")
         return self.arg
 
-    # ---- truth value ---------------------------------------------------------------------
     def __bool__(self) -> bool:
         if self.op is Op.EQ:
             return self.src[0] is self.src[1]
@@ -338,8 +336,6 @@ def _arg_key(arg: Any) -> Any:
         return (type(arg), arg)
     return arg
 
-
-# ---- constructors ------------------------------------------------------------------------
 
 def const(value: Any, dtype: str | None = None) -> Expr:
     """A constant node; ``dtype`` defaults to bool / int32 / float32 by the Python type."""

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, ReduceArg, SizeInfo, const, fresh_uid, is_size, var
-from ..ir.rewrite import fold, rewrite, tensor_graph, walk
+from ..ir.expr import Expr, Op, SizeInfo, const, fresh_uid, is_size, var
+from ..ir.rewrite import fold, rename, tensor_graph, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
@@ -137,19 +137,13 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
         if (lo, hi) != (v.lo, v.hi):
             mapping[v] = var(v.name, lo, hi, v.dtype)
 
-    def rule(node: Expr) -> Expr | None:
-        if node.op is Op.VAR:
-            return mapping.get(node)
-        if node.op is Op.READ and new.get(node.arg, node.arg) is not node.arg:
+    def read(node: Expr) -> Expr | None:
+        if new.get(node.arg, node.arg) is not node.arg:
             return Expr(Op.READ, node.dtype, node.src, new[node.arg])
-        if node.op is Op.REDUCE and any(a in mapping for a in node.arg.axes):
-            ra = node.arg
-            return node.replace(arg=ReduceArg(ra.combiner, tuple(mapping.get(a, a) for a in ra.axes),
-                                              ra.value_index))
         return None
 
     memo: dict = {}
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
-                     tuple(rewrite(b, rule, memo) for b in op.body), op.attrs, provenance)
+                     tuple(rename(b, mapping, read, memo) for b in op.body), op.attrs, provenance)
 

@@ -246,8 +246,6 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
     return tuple(out)
 
 
-# ---- scalar functions ------------------------------------------------------------------
-
 def select(cond: Any, a: Any, b: Any) -> Expr:
     """``a`` where ``cond`` holds else ``b``; both branches are evaluated (and bounds-checked)."""
     return choice(Op.SELECT, cond, a, b)

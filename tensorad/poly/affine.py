@@ -79,7 +79,6 @@ class IndexSpace:
         self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
         self._box: isl.Set | None = None
 
-    # ---- sets -----------------------------------------------------------------------------
     def universe(self) -> isl.Set:
         return isl.Set.universe(self.space)
 
@@ -122,7 +121,6 @@ class IndexSpace:
                 s = s.intersect(self.cond(compare(Op.EQ, v % v.arg.multiple_of, 0)))
         return s
 
-    # ---- expressions ----------------------------------------------------------------------
     def constant(self, c: int) -> isl.PwAff:
         return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
 
@@ -193,7 +191,6 @@ class IndexSpace:
                             "(use + - * by constants, // and % by positive constants)")
         return rule[1](self, e)
 
-    # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
         as possibly true (a superset), under ``NOT`` as possibly false.  Iterative, memoized (:meth:`aff`)."""
