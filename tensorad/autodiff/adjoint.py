@@ -211,9 +211,12 @@ class AdjointBuilder:
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
-        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1:
-            # one point: the value is its source there (the identity where ``cond`` fails; a
-            # built-in identity is neutral, a custom one may win against the source)
+        constant = not (set(free_vars(cond)) | set(free_vars(body.src[1]))) & set(ra.axes)
+        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1 or \
+                ra.combiner.kind in ("max", "min") and constant:
+            # one point, or a max/min of a source no point changes (every point ties: the head split
+            # evenly sums back whole): the value is its source at the first point (the identity where
+            # ``cond`` fails; a built-in identity is neutral, a custom one may win against the source)
             point = {k: const(k.lo, k.dtype) for k in ra.axes}
             return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
                                     heads[0], x, p, j)
