@@ -14,7 +14,8 @@ TARGET = "llvm -mcpu=skylake-avx512"
 def test_gradient_of_max_over_unchanging_source_is_the_routed_head(reduce):
     X = ta.placeholder((3,), "float64", name="X")
     r, s = ta.reduce_axis((-1, 16), "r"), ta.reduce_axis((0, 4), "s")
-    Y = ta.compute((3, 5), lambda i, j: reduce(X[i] * 2.0, axis=[r, s]), name="Y")
+    q = ta.reduce_axis((-1, 0), "q")  # (one point: what the source reads of it does not change)
+    Y = ta.compute((3, 5), lambda i, j: reduce(X[i] * 2.0 + ta.cast("float64", q), axis=[r, s, q]), name="Y")
     H = ta.placeholder((3, 5), "float64", name="H")
     (g,) = ta.JacobianRecursive(Y, [X], H)
     x, h = np.array([0.5, -1.0, 2.0]), np.random.default_rng(0).uniform(-1, 1, (3, 5))
