@@ -132,15 +132,15 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
 
 def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) -> ComputeOp:
     """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
-    if not _op_sizes(op) and not any(n.op is Op.READ and new[n.arg] is not n.arg
-                                       for b in op.body for n in walk(b)):
-        return op
-    mapping: dict[Expr, Expr] = {v: const(n, v.dtype) for v, n in values.items()}
-    rvars = [a for b in op.body for n in walk(b) if n.op is Op.REDUCE for a in n.arg.axes]
-    for v in dict.fromkeys((*op.axes, *rvars)):
+    nodes = [n for b in op.body for n in walk(b)]
+    mapping: dict[Expr, Expr] = {}
+    for v in dict.fromkeys((*op.axes, *(a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes))):
         lo, hi = size_value(v.lo, values), size_value(v.hi, values)
         if (lo, hi) != (v.lo, v.hi):
             mapping[v] = var(v.name, lo, hi, v.dtype)
+    if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
+        return op
+    mapping.update({v: const(n, v.dtype) for v, n in values.items()})
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:
