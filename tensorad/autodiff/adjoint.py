@@ -309,7 +309,7 @@ class AdjointBuilder:
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
-        opaque = sole and len(sites) == 1 and _box_size(op.axes) <= math.prod(x.shape)
+        opaque = sole and len(sites) == 1 and always(_box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
             for site in read_sites(source, x):

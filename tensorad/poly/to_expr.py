@@ -48,7 +48,7 @@ def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int,
     for k in range(aff.dim(_PARAM)):
         f = val_to_fraction(aff.get_coefficient_val(_PARAM, k))
         if f:
-            coefs.append((f, aff.get_dim_id(_PARAM, k).user))
+            coefs.append((f, aff.get_space().get_dim_id(_PARAM, k).user))
     for j in range(aff.dim(_DIV)):
         f = val_to_fraction(aff.get_coefficient_val(_DIV, j))
         if f:

@@ -271,12 +271,6 @@ def test_hessian_vector_product_of_symbolic_program():
                                rtol=1e-4, atol=1e-5)
 
 
-def test_decision_on_sizes_made_only_at_static_sizes_is_a_clear_error():
-    n = ta.size_var("n")
-    with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
-        ta.topi.mean(ta.placeholder((n, 8), name="X"))  # 1 / count, or NaN over no element
-
-
 def test_max_over_symbolic_rows_differentiated_at_static_sizes_or_a_clear_error():
     """The winner of a max whose output has a symbolic extent is found by an analysis over static
     sizes: differentiating the symbolic program is a clear error that says to bind, and the bound

@@ -1,0 +1,88 @@
+"""Size variables as isl parameters (``tensorad.poly``): sets hold at every admissible size, results
+read the size back as its ``Expr``; and the operators that then take a symbolic extent, against NumPy
+float64 at sizes 1, 7 and 64."""
+
+from __future__ import annotations
+
+import islpy as isl
+import numpy as np
+import pytest
+from tensorad.simplify.algebra.consts import evaluate_scalar
+
+import tensorad as ta
+from tensorad.ir import Op, var
+from tensorad.ir.expr import SizeDecisionError
+from tensorad.ir.rewrite import walk
+from tensorad.poly.affine import IndexSpace, always
+from tensorad.poly.domain import IndexSet
+
+SIZES = (1, 7, 64)
+RNG = np.random.default_rng(1)
+
+
+def test_static_space_has_no_parameters():
+    i = var("i", 0, 8)
+    space = IndexSpace([i])
+    s = space.cond(~(i < 3))
+    assert not space.params and s.dim(isl.dim_type.param) == 0
+
+
+def test_sets_over_a_size_hold_at_every_admissible_size():
+    n = ta.size_var("n")
+    i = var("i", 0, n)
+    assert not IndexSet.from_conditions([i], []).is_empty()
+    assert IndexSet.from_conditions([i], [i >= n]).is_empty()
+    assert not IndexSet.from_conditions([i], [i >= 1]).is_empty()  # nonempty at n >= 2
+    assert always(n >= 1) and not always(n >= 2) and always(ta.size_var("m", min=2) >= 2)
+
+
+def test_multiple_of_is_a_constraint_of_the_parameter():
+    m = ta.size_var("m", multiple_of=2)
+    i = var("i", 0, m)
+    assert IndexSet.from_conditions([i], [2 * i + 1 == m]).is_empty()
+    assert not IndexSet.from_conditions([i], [2 * i == m]).is_empty()
+    assert always(m % 2 == 0) and not always(ta.size_var("k") % 2 == 0)
+
+
+def test_complement_stays_at_admissible_sizes():
+    n = ta.size_var("n", min=3, max=5)
+    assert always(~(n < 3)) and always(~(n > 5))
+    assert IndexSpace([]).cond(~(n <= 5)).is_empty()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_solution_reads_the_size_back(size):
+    n = ta.size_var("n")
+    i, k = var("i", 0, n), var("k", 0, n)
+    sol = IndexSet.from_conditions([i, k], [i + k == n - 1]).solve(k)
+    assert sol is not None and sol.pieces == 1
+    for x in {0, size // 2, size - 1}:
+        assert evaluate_scalar(sol.value, {i: x, n: size}) == size - 1 - x
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_condition_of_a_set_reads_the_size_back(size):
+    n = ta.size_var("n")
+    i = var("i", 0, n)
+    cond = IndexSet.from_conditions([i], [i + 2 < n]).to_cond()
+    assert any(x is n for x in walk(cond) if x.op is Op.VAR)
+    assert [x for x in range(size) if evaluate_scalar(cond, {i: x, n: size})] == list(range(size - 2))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_mean_over_a_symbolic_axis_divides_by_the_size(axis, size):
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 6), name="X")
+    M = ta.topi.mean(X, axis=axis)
+    x = RNG.standard_normal((size, 6)).astype("float32")
+    np.testing.assert_allclose(ta.evaluate(M, {X: x}), x.astype("float64").mean(axis), rtol=1e-5, atol=1e-6)
+    (g,) = ta.JacobianRecursive(ta.topi.sum(M), [X])
+    count = {None: 6 * size, 0: size, 1: 6}[axis]
+    np.testing.assert_allclose(ta.evaluate(g, {X: x}), np.full((size, 6), 1 / count), rtol=1e-6)
+
+
+def test_variance_whose_divisor_depends_on_the_size_is_a_clear_error():
+    n = ta.size_var("n")
+    with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
+        ta.topi.var(ta.placeholder((n, 8), name="X"), axis=0, ddof=1)  # n - 1 may be 0
