@@ -28,7 +28,21 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
+from ..ir.expr import (
+    FALSE,
+    TRUE,
+    Expr,
+    Op,
+    ReduceArg,
+    as_expr,
+    cast,
+    choice,
+    compare,
+    const,
+    data_index,
+    logical,
+    var,
+)
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
@@ -116,21 +130,16 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
     return inverse
 
 
-def _box_size(axes: Sequence[Expr]) -> int | Expr:
-    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
-
-
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
     """The point of ``axes`` whose row-major flattening (:func:`combiners.flat_index`) is
     ``flat``: ``k_a = lo_a + (flat // stride_a) % extent_a``."""
     out = []
-    stride = _box_size(axes)
     for n, a in enumerate(axes):
-        stride //= max(a.extent, 1)
-        digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
+        stride = combiners.box_size(axes[n + 1:])
+        digit = flat // as_expr(stride, dt.INDEX) if stride != 1 else flat
         if n:
-            digit = digit % const(a.extent, dt.INDEX)
-        out.append(digit + const(a.lo, dt.INDEX) if a.lo else digit)
+            digit = digit % as_expr(a.extent, dt.INDEX)
+        out.append(digit + as_expr(a.lo, dt.INDEX) if a.lo != 0 else digit)
     return out
 
 
@@ -214,7 +223,7 @@ class AdjointBuilder:
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if always(k.extent == 1)}
         read = set(free_vars(rename(cond, single))) | set(free_vars(rename(body.src[1], single)))
-        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1 or \
+        if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1 or \
                 ra.combiner.kind in ("max", "min") and not read & set(ra.axes):
             # one point, or a max/min of a source no point changes (every point ties: the head split
             # evenly sums back whole): the value is its source at the first point (the identity where
@@ -309,7 +318,7 @@ class AdjointBuilder:
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
-        opaque = sole and len(sites) == 1 and always(_box_size(op.axes) <= math.prod(x.shape))
+        opaque = sole and len(sites) == 1 and always(combiners.box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
             for site in read_sites(source, x):
@@ -329,7 +338,7 @@ class AdjointBuilder:
         scatter) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
-        size = _box_size(ra.axes)
+        size = combiners.box_size(ra.axes)
         m = copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
         conds: list[Expr] = []
@@ -410,10 +419,10 @@ class AdjointBuilder:
         iv = [m[a] for a in op.axes]
         if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
             jv, quotient = self._quotients[op]  # (clipped like a winner's index: a data index
-            point = data_index(rename(quotient, dict(zip(jv, iv))), _box_size(ra.axes), "clip",  # the
-                               f"{op.name}.hits")  # where-condition and guards read at the point)
+            point = data_index(rename(quotient, dict(zip(jv, iv))), combiners.box_size(ra.axes),  # the
+                               "clip", f"{op.name}.hits")  # where-condition and guards read at the point)
         else:
-            point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+            point = data_index(winner[0][tuple(iv)], combiners.box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
                  for c in _conjuncts(g) if not _holds(c)]
@@ -449,7 +458,7 @@ class AdjointBuilder:
             return None
         if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
             return None  # (a read the forward would make at every output point, unguarded)
-        if math.prod([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
+        if not always(math.prod([site.arg.shape[k] for k in dims]) < dt.max_value("int32")):
             return None
         return dims, guards, rest
 
@@ -551,7 +560,7 @@ class AdjointBuilder:
         winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
         data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
-        size = _box_size(body.arg.axes)
+        size = combiners.box_size(body.arg.axes)
         scale = 1 << size.bit_length()
         if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
             return None

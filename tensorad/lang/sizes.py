@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, SizeInfo, const, fresh_uid, is_size, var
-from ..ir.rewrite import fold, rename, tensor_graph, walk
+from ..ir.expr import Expr, Op, SizeInfo, const, data_index, fresh_uid, is_size, var
+from ..ir.rewrite import fold, rename, rewrite, tensor_graph, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
@@ -44,6 +44,8 @@ def _op_sizes(op: PlaceholderOp | ComputeOp) -> list[Expr]:
             found.append(n)
         elif n.op is Op.REDUCE:
             bounds += [b for a in n.arg.axes for b in (a.lo, a.hi)]
+        elif n.op is Op.DATA_INDEX:
+            bounds.append(n.arg.extent)
     return list(dict.fromkeys(found + sizes_in(bounds)))
 
 
@@ -147,8 +149,13 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
             return Expr(Op.READ, node.dtype, node.src, new[node.arg])
         return None
 
+    def gather(n: Expr) -> Expr:  # a gather whose extent is in sizes
+        return data_index(n.src[0], size_value(n.arg.extent, values), n.arg.mode, n.arg.tensor, n.arg.axis)
+
     memo: dict = {}
+    bodies = tuple(rename(b, mapping, read, memo) for b in op.body)
+    if any(n.op is Op.DATA_INDEX and isinstance(n.arg.extent, Expr) for n in nodes):
+        bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
-    return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
-                     tuple(rename(b, mapping, read, memo) for b in op.body), op.attrs, provenance)
+    return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes), bodies, op.attrs, provenance)
 
