@@ -86,3 +86,46 @@ def test_variance_whose_divisor_depends_on_the_size_is_a_clear_error():
     n = ta.size_var("n")
     with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
         ta.topi.var(ta.placeholder((n, 8), name="X"), axis=0, ddof=1)  # n - 1 may be 0
+
+
+def window_extreme_oracle(x, h, kind):
+    """``d sum_i H[i] * max_k X[i, k] / dX`` (or min): the head split evenly over each row's ties."""
+    best = x.max(1, keepdims=True) if kind == "max" else x.min(1, keepdims=True)
+    win = x == best
+    return h[:, None] * win / win.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("optimize", [False, True])
+def test_max_and_min_over_a_symbolic_window_gradient_at_each_size(kind, optimize):
+    """The window's extent is the size: the winner's flat index is the window point, unbounded in int32
+    terms, so it is kept per axis; evaluated and built at each size."""
+    m = ta.size_var("m")
+    X, H = ta.placeholder((3, m), name="X"), ta.placeholder((3,), name="H")
+    k = ta.reduce_axis((0, m), "k")
+    reduce = ta.max if kind == "max" else ta.min
+    Y = ta.compute((3,), lambda i: reduce(X[i, k], axis=k), name="Y")
+    (g,) = ta.JacobianRecursive(Y, [X], H, optimize=optimize)
+    kernel = ta.build(g, [X, H])
+    for size in SIZES:
+        x = RNG.integers(0, 3, (3, size)).astype("float32")  # ties in most rows
+        h = RNG.standard_normal(3).astype("float32")
+        want = window_extreme_oracle(x.astype("float64"), h.astype("float64"), kind)
+        np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-6)
+        np.testing.assert_allclose(kernel(x, h), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_gather_whose_extent_is_a_size_and_its_gradient(optimize):
+    n = ta.size_var("n")
+    X, idx = ta.placeholder((n,), name="X"), ta.placeholder((4,), "int32", name="I")
+    Y = ta.compute((4,), lambda i: X.take(idx[i], mode="clip") * X[idx[i] % 1], name="Y")
+    (g,) = ta.JacobianRecursive(ta.topi.sum(Y), [X], optimize=optimize)
+    for size in SIZES:
+        x, ix = RNG.standard_normal(size).astype("float32"), np.array([-1, 0, 3, 99], "int32")
+        hit = np.clip(ix, 0, size - 1)
+        np.testing.assert_array_equal(ta.evaluate(Y, {X: x, idx: ix}), x[hit] * x[0])
+        want = np.zeros(size)
+        np.add.at(want, hit, x[0])
+        want[0] += x[hit].astype("float64").sum()
+        np.testing.assert_allclose(ta.evaluate(g, {X: x, idx: ix}), want, rtol=1e-5, atol=1e-6)
