@@ -3,8 +3,9 @@ the sizes first (``tensorad.lang.sizes``), and everything below them sees a stat
 
 A built kernel or function of a symbolic program reads its sizes from its arrays' shapes and keeps one
 static kernel per size in a bounded cache it owns: each new size compiles once.  An optimized
-derivative of a symbolic program (:func:`deferred`) is the raw derivative until its sizes are bound:
-binding redoes the differentiation on the static program, where the nonzeroness optimizer runs."""
+derivative of a symbolic program is optimized over its sizes; where a decision of the optimizer
+depends on a size it is the raw derivative until its sizes are bound (:func:`deferred`): binding redoes
+the differentiation on the static program."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .codegen import LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .evaluate import evaluate as _evaluate
+from .ir.expr import SizeDecisionError
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
 from .lang.sizes import bind_program, program_sizes, read_sizes
@@ -59,11 +61,18 @@ class DeferredCall:
     redo: Callable[[Callable[[Any], Any]], list[Tensor]]
 
 
-def deferred(raw: list[Tensor], redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> list[Tensor]:
-    """A copy of each raw derivative in ``raw`` of role ``DEFERRED``: binding its sizes gives, in its
-    place, the ``k``-th result of ``redo`` on the static program (:class:`DeferredCall`)."""
+def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
+             redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> list[Tensor]:
+    """The optimized derivatives of a symbolic program made over its sizes (``make``); where a decision
+    of the optimizer depends on the sizes (``SizeDecisionError``), a copy of each raw derivative of
+    ``raw()`` of role ``DEFERRED``: binding its sizes gives, in its place, the ``k``-th result of ``redo``
+    on the static program (:class:`DeferredCall`)."""
+    try:
+        return make()
+    except SizeDecisionError:
+        pass
     call, out = DeferredCall(redo), []
-    for k, g in enumerate(raw):
+    for k, g in enumerate(raw()):
         t = compute(g.shape, lambda *i, g=g: g[i], name=g.name)
         out.append(Tensor(replace(t.op, provenance=Provenance(Role.DEFERRED, source=(call, k))), 0))
     return out

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 import islpy as isl
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, is_size
+from ..ir.expr import Expr, Op, SizeDecisionError, is_size, logical_not
 from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
-from ..ir.rewrite import fold_along
+from ..ir.rewrite import fold_along, walk
 from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
@@ -270,6 +270,20 @@ def admissible(space: isl.Space) -> isl.Set:
 
 def _constant(local: isl.LocalSpace, c: int) -> isl.PwAff:
     return isl.PwAff.from_aff(isl.Aff.zero_on_domain(local).set_constant_val(_val(c)))
+
+
+def decide(c: Expr | bool) -> bool:
+    """Condition ``c`` on size variables, where it is the same at every admissible size; one whose truth
+    depends on the size raises :class:`~tensorad.ir.expr.SizeDecisionError`, naming the sizes."""
+    if not isinstance(c, Expr):
+        return bool(c)
+    if always(c):
+        return True
+    if always(logical_not(c)):
+        return False
+    sizes = sorted({n.name for n in walk(c) if is_size(n)})
+    raise SizeDecisionError(f"a decision on the size variables {', '.join(sizes)} ({expr_to_str(c)}) that "
+                            f"depends on their values: bind them first (ta.bind(tensors, {sizes[0]}=...))")
 
 
 def always(c: Expr | bool) -> bool:
