@@ -112,7 +112,8 @@ def _atom(e: Expr, memo: dict) -> Bound:
     if op is Op.CAST and e.src[0].dtype == dt.BOOL:
         return 0, 1
     if op is Op.DATA_INDEX:  # a gather index: checked, clipped or wrapped into [0, extent)
-        return 0, e.arg.extent - 1
+        hi = memo[e.arg.extent][1] if isinstance(e.arg.extent, Expr) else e.arg.extent
+        return 0, None if hi is None else hi - 1
     return _UNBOUNDED  # a read of data, a product of two variables, ...
 
 
@@ -134,6 +135,8 @@ class _Bounds:
             return e.src
         if op is Op.VAR:
             return tuple(b for b in (e.lo, e.hi) if isinstance(b, Expr))
+        if op is Op.DATA_INDEX and isinstance(e.arg.extent, Expr):
+            return (e.arg.extent,)
         if op in (Op.FLOORDIV, Op.MOD):
             return e.src[:1]
         if op in (Op.SELECT, Op.IF_THEN_ELSE):

@@ -195,7 +195,8 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self) -> None:
+    def __init__(self, holds: Callable[[Expr | bool], bool] = always) -> None:
+        self.holds = holds  # a condition on sizes: ``always``, or ``decide`` where the choice must be exact
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
@@ -215,13 +216,13 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         body = op.body[0]
         ra: ReduceArg = body.arg
-        if any(always(k.extent <= 0) for k in ra.axes):
+        if any(self.holds(k.extent <= 0) for k in ra.axes):
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
-        single = {k: v for k, v in point.items() if always(k.extent == 1)}
+        single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
         read = set(free_vars(rename(cond, single))) | set(free_vars(rename(body.src[1], single)))
         if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1 or \
                 ra.combiner.kind in ("max", "min") and not read & set(ra.axes):
@@ -236,7 +237,7 @@ class AdjointBuilder:
             best, winner, ties = self._winner(op)
 
             def at_winner(m: dict, iv: list, kv: list, v: int) -> tuple[list[Expr], Expr | None]:
-                flat = combiners.flat_index(kv) if len(winner) == 1 else None
+                flat = combiners.flat_index(kv, self.holds) if len(winner) == 1 else None
                 keys = [flat] if flat is not None else kv
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
@@ -318,7 +319,7 @@ class AdjointBuilder:
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
-        opaque = sole and len(sites) == 1 and always(combiners.box_size(op.axes) <= math.prod(x.shape))
+        opaque = sole and len(sites) == 1 and self.holds(combiners.box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
             for site in read_sites(source, x):
@@ -441,8 +442,7 @@ class AdjointBuilder:
         found = self._destinations[key] = (offsets, dims, rest, guards)
         return found
 
-    @staticmethod
-    def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
+    def _landing(self, op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
         """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window, its guards
         (the zero branches of its derivative) and its derivative under them, when those do not depend on
         the window point and ``x``'s moving axes hold fewer than 2**31 elements; else ``None``."""
@@ -458,7 +458,7 @@ class AdjointBuilder:
             return None
         if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
             return None  # (a read the forward would make at every output point, unguarded)
-        if not always(math.prod([site.arg.shape[k] for k in dims]) < dt.max_value("int32")):
+        if not self.holds(math.prod([site.arg.shape[k] for k in dims]) < dt.max_value("int32")):
             return None
         return dims, guards, rest
 
@@ -523,7 +523,7 @@ class AdjointBuilder:
         ra = body.arg
         m = copy_vars(op.axes + ra.axes)
         kv = tuple(m[k] for k in ra.axes)
-        flat = combiners.flat_index(kv)
+        flat = combiners.flat_index(kv, self.holds)
         keys = (flat,) if flat is not None else kv
         order = _running(op)
         if order == -1:  # a suffix: over the reversed axis, scanned in the plain loop's order
@@ -575,7 +575,7 @@ class AdjointBuilder:
         for where, e in parts:
             m = copy_vars(op.axes + body.arg.axes)
             iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]
-            flat = combiners.flat_index(kv)
+            flat = combiners.flat_index(kv, self.holds)
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
             same = combiners.ties_result(rename(e, m), value[tuple(iv)])

@@ -246,10 +246,10 @@ def box_size(axes: Sequence[Expr]) -> int | Expr:
     return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
 
 
-def flat_index(axes: Sequence[Expr]) -> Expr | None:
+def flat_index(axes: Sequence[Expr], holds: Callable[[Expr | bool], bool] = always) -> Expr | None:
     """The row-major flattening of a point of ``axes`` (0 for the first), or ``None`` past an int32 (at
-    some admissible size)."""
-    if not always(box_size(axes) < INDEX_SENTINEL):
+    some admissible size, ``holds`` deciding for sizes)."""
+    if not holds(box_size(axes) < INDEX_SENTINEL):
         return None
     out: Expr | None = None
     for a in axes:

@@ -16,6 +16,7 @@ from ..ir import dtype as dt
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
+from ..poly.affine import always, decide
 from .adjoint import AdjointBuilder
 from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
 from .shifts import cancelling_shifts
@@ -112,7 +113,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
     adj = _Adjoints(prefix, optimizer)
     if output in relevant:
         adj.done[output] = head
-    builder = AdjointBuilder()
+    builder = AdjointBuilder(always if optimizer is None else decide)  # (exact where optimized)
     ops = list(dict.fromkeys(t.op for t in graph))
     consumers = Counter(x for op in ops if isinstance(op, ComputeOp) for x in op_reads(op))
     for op in reversed(ops):  # consumers first
