@@ -103,11 +103,13 @@ class VarInfo:
 class SizeInfo(VarInfo):
     """A size variable (``ta.size_var``): an integer in ``[min, max]`` (``max`` ``None``: unbounded), a
     multiple of ``multiple_of``; usable in shapes, reduction bounds and expressions.  Its ``lo`` and
-    ``hi`` stay ``None``: it ranges over no loop."""
+    ``hi`` stay ``None``: it ranges over no loop.  ``case_of``: the size whose values it narrows, in one
+    case of a derivative made per case (``tensorad.symbolic``)."""
 
     min: int = 1
     max: int | None = None
     multiple_of: int = 1
+    case_of: Expr | None = None
 
 
 def is_size(e: Any) -> bool:
@@ -151,7 +153,11 @@ class DataIndex:
 
 class SizeDecisionError(TypeError):
     """A choice that depends on the values of size variables (``ta.size_var``), made where only static
-    sizes are handled."""
+    sizes are handled; ``condition``: the condition on the sizes it asked, where known."""
+
+    def __init__(self, message: str, condition: Expr | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
 
 
 def _nodes(root: Expr) -> list[Expr]:
@@ -262,7 +268,7 @@ class Expr:
         if sizes:
             raise SizeDecisionError(
                 f"a decision on the size variables {', '.join(sizes)} ({self}) that tensorad makes only "
-                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))")
+                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))", self)
         raise TypeError(
             "the truth value of a tensor expression is not known when it is built; "
             "use ta.select(cond, a, b) or ta.if_then_else(cond, a, b) for a data-dependent "

@@ -64,16 +64,21 @@ def program_sizes(tensors: Iterable[Tensor]) -> list[Expr]:
     return found
 
 
-def size_value(e: int | Expr, values: Mapping[Expr, int]) -> int:
-    """An integer expression in sizes at ``values``."""
+def size_value(e: int | Expr, values: Mapping[Expr, int | Expr]) -> int | Expr:
+    """An integer expression in sizes at ``values`` (an expression where a value is a size variable)."""
     if not isinstance(e, Expr):
         return e
+    if any(isinstance(x, Expr) for x in values.values()):
+        return rename(e, values)
     return fold(e, lambda n, *a: values[n] if n.op is Op.VAR else n.arg if n.op is Op.CONST
                 else _INT_OPS[n.op](*a))
 
 
-def check_size(v: Expr, value: Any) -> int:
-    """``value`` for size variable ``v``, or an error naming the size and what it breaks."""
+def check_size(v: Expr, value: Any) -> int | Expr:
+    """``value`` for size variable ``v``, or an error naming the size and what it breaks; a size
+    variable (a case of ``v``'s values, :func:`~tensorad.symbolic.deferred`) is taken as it is."""
+    if is_size(value):
+        return value
     info = v.arg
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"size {v.name} must be an int, got {value!r}")
@@ -101,7 +106,7 @@ def read_sizes(inputs: Sequence[Tensor], arrays: Sequence[Any], who: str) -> dic
     return {v.name: n for v, (n, _) in seen.items()}
 
 
-def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
+def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
                  resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None = None,
                  new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static
@@ -132,7 +137,7 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
     return new
 
 
-def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) -> ComputeOp:
+def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor]) -> ComputeOp:
     """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
     nodes = [n for b in op.body for n in walk(b)]
     mapping: dict[Expr, Expr] = {}
@@ -142,7 +147,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
             mapping[v] = var(v.name, lo, hi, v.dtype)
     if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
         return op
-    mapping.update({v: const(n, v.dtype) for v, n in values.items()})
+    mapping.update({v: n if isinstance(n, Expr) else const(n, v.dtype) for v, n in values.items()})
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:

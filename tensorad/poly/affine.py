@@ -283,7 +283,33 @@ def decide(c: Expr | bool) -> bool:
         return False
     sizes = sorted({n.name for n in walk(c) if is_size(n)})
     raise SizeDecisionError(f"a decision on the size variables {', '.join(sizes)} ({expr_to_str(c)}) that "
-                            f"depends on their values: bind them first (ta.bind(tensors, {sizes[0]}=...))")
+                            f"depends on their values: bind them first (ta.bind(tensors, {sizes[0]}=...))", c)
+
+
+def size_cases(c: Expr) -> tuple[Expr, list[tuple[int, int | None]]] | None:
+    """``(v, [(lo, hi), ...])``: the admissible values of the one size variable ``v`` of condition ``c``
+    split into the intervals (``hi`` ``None``: unbounded) where ``c`` holds and where it does not, or
+    ``None`` where they are not intervals (or ``c`` has other variables, or isl does not represent it)."""
+    sizes = list(dict.fromkeys(n for n in walk(c) if n.op is Op.VAR))
+    space = IndexSpace([])
+    try:
+        holds = space.cond(c)
+    except NotAffine:
+        return None
+    if len(sizes) != 1 or not is_size(sizes[0]):
+        return None
+    cases = []
+    for part in (holds, space.outside(holds)):
+        line = part.params().move_dims(_SET, 0, _PARAM, 0, 1) if part.dim(_PARAM) else None
+        if line is None or line.is_empty():
+            continue
+        lo, hi = line.dim_min_val(0).to_python(), line.dim_max_val(0)
+        hi = None if hi.is_infty() else hi.to_python()
+        interval = space.cond(sizes[0] >= lo if hi is None else (sizes[0] >= lo) & (sizes[0] <= hi))
+        if not interval.params().is_equal(part.params()):
+            return None
+        cases.append((lo, hi))
+    return sizes[0], sorted(cases)
 
 
 def always(c: Expr | bool) -> bool:
