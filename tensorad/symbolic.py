@@ -100,7 +100,7 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
     narrowed size variable of a longer one, then read back over the program's own tensors; ``None`` where
     the condition does not split so, or a case is not made over its sizes."""
     split = None if condition is None else size_cases(condition)
-    if split is None or split[0].arg.case_of is not None:  # (cases are not split again)
+    if split is None or len(split[1]) < 2 or split[0].arg.case_of is not None:  # (a case is not split)
         return None
     v, cases = split
     made = []

@@ -34,6 +34,7 @@ from ..ir.expr import (
     Expr,
     Op,
     ReduceArg,
+    SizeDecisionError,
     as_expr,
     cast,
     choice,
@@ -48,7 +49,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.affine import always
+from ..poly.affine import always, decide
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -195,8 +196,9 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self, holds: Callable[[Expr | bool], bool] = always) -> None:
-        self.holds = holds  # a condition on sizes: ``always``, or ``decide`` where the choice must be exact
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact  # choices on sizes as at every static size, else raise (an optimized derivative)
+        self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
@@ -561,6 +563,10 @@ class AdjointBuilder:
         data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
         size = combiners.box_size(body.arg.axes)
+        if isinstance(size, Expr):  # (``K`` is a power of two above the size: a static choice)
+            if self.exact:
+                raise SizeDecisionError(f"{op.name}: a lone winner's code depends on the window size {size}")
+            return None
         scale = 1 << size.bit_length()
         if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
             return None

@@ -16,7 +16,6 @@ from ..ir import dtype as dt
 from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
-from ..poly.affine import always, decide
 from .adjoint import AdjointBuilder
 from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
 from .shifts import cancelling_shifts
@@ -113,7 +112,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
     adj = _Adjoints(prefix, optimizer)
     if output in relevant:
         adj.done[output] = head
-    builder = AdjointBuilder(always if optimizer is None else decide)  # (exact where optimized)
+    builder = AdjointBuilder(exact=optimizer is not None)
     ops = list(dict.fromkeys(t.op for t in graph))
     consumers = Counter(x for op in ops if isinstance(op, ComputeOp) for x in op_reads(op))
     for op in reversed(ops):  # consumers first
