@@ -12,9 +12,11 @@ from tensorad.simplify.algebra.consts import evaluate_scalar
 import tensorad as ta
 from tensorad.ir import Op, var
 from tensorad.ir.expr import SizeDecisionError
-from tensorad.ir.rewrite import walk
-from tensorad.poly.affine import IndexSpace, always
+from tensorad.ir.rewrite import tensor_graph, walk
+from tensorad.ir.tensor import Role
+from tensorad.poly.affine import IndexSpace, always, decide, size_cases
 from tensorad.poly.domain import IndexSet
+from tensorad.symbolic import DeferredCall
 
 SIZES = (1, 7, 64)
 RNG = np.random.default_rng(1)
@@ -129,3 +131,60 @@ def test_gather_whose_extent_is_a_size_and_its_gradient(optimize):
         np.add.at(want, hit, x[0])
         want[0] += x[hit].astype("float64").sum()
         np.testing.assert_allclose(ta.evaluate(g, {X: x, idx: ix}), want, rtol=1e-5, atol=1e-6)
+
+
+def test_decide_holds_at_every_size_or_names_the_size():
+    n = ta.size_var("n")
+    assert decide(n >= 1) and not decide(n < 1) and decide(ta.size_var("m", min=2) > 1)
+    with pytest.raises(SizeDecisionError, match=r"size variables n \(\(n > 1\)\) that depends") as e:
+        decide(n > 1)
+    assert e.value.condition is not None
+
+
+def test_size_cases_are_the_intervals_isl_gives():
+    n, m = ta.size_var("n"), ta.size_var("m", multiple_of=2)
+    assert size_cases(n > 1) == (n, [(1, 1), (2, None)])
+    assert size_cases(n - 3 > 3) == (n, [(1, 6), (7, None)])
+    assert size_cases(m > 4) == (m, [(2, 4), (6, None)])
+    assert size_cases(n % 2 == 0) is None  # not intervals
+    assert size_cases((n > 1) & (m > 1)) is None  # two sizes
+
+
+def layer_programs(n):
+    X, W, B = (ta.placeholder(s, name=x) for s, x in (((n, 8), "X"), ((5, 8), "W"), ((5,), "B")))
+    yield "dense", ta.topi.nn.dense(X, W, B), [X, W, B]
+    X, K = ta.placeholder((n, 2, 6, 6), name="X"), ta.placeholder((3, 2, 3, 3), name="K")
+    yield "conv", ta.topi.nn.conv2d(X, K, padding=1), [X, K]
+    X = ta.placeholder((n, 6), name="X")
+    yield "softmax", ta.topi.nn.softmax(X), [X]
+    X, G, B = ta.placeholder((n, 6), name="X"), ta.placeholder((6,), name="G"), ta.placeholder((6,), name="B")
+    yield "layer_norm", ta.topi.nn.layer_norm(X, G, B), [X, G, B]
+    X = ta.placeholder((n, 2, 6, 6), name="X")
+    yield "max_pool", ta.topi.nn.pool(X, 2, 2, 0, "max"), [X]
+
+
+def redone_at_bind(tensors):
+    """Whether binding redoes a differentiation on the static program (no derivative over the sizes)."""
+    return any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
+               and isinstance(t.op.provenance.source[0], DeferredCall) for t in tensor_graph(tensors))
+
+
+@pytest.mark.parametrize("case", ["dense", "conv", "softmax", "layer_norm", "max_pool"])
+def test_optimized_gradient_over_sizes_has_the_static_work_and_bits_at_each_size(case):
+    """The optimizer runs over the sizes (per case of their values where a choice depends on them, as a
+    one-row batch): bound at each size, the gradient has the work and the bits of the gradient of the
+    program written at that size."""
+    name, Y, inputs = next(p for p in layer_programs(ta.size_var("n")) if p[0] == case)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(Y, inputs, H)
+    assert not redone_at_bind(grads)
+    target = "llvm -mcpu=skylake-avx512"
+    for size in SIZES:
+        bound = ta.bind([*grads, Y, H, *inputs], n=size)
+        g, (Y_b, H_b, *ins) = bound[:len(grads)], bound[len(grads):]
+        static = ta.JacobianRecursive(Y_b, ins, H_b)
+        work = [ta.lower(d, [*ins, H_b], target=target).work for d in (g, static)]
+        assert work[0] == work[1]
+        feed = {t: RNG.standard_normal(t.shape).astype("float32") for t in [*ins, H_b]}
+        for got, want in zip(ta.evaluate(g, feed), ta.evaluate(static, feed)):
+            np.testing.assert_array_equal(got, want)
