@@ -234,15 +234,21 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                          listed(outputs) + listed(inputs), listed(inputs), "ta.build")
 
 
+def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
+    """``make(outputs, inputs, wrt)`` (a function of a program, ``ta.function``'s or a bridge's); for a
+    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size."""
+    if not symbolic(outputs, inputs):
+        return make(outputs, inputs, wrt)
+    roots = listed(outputs) + listed(inputs) + listed(wrt)
+    return SizedCallable(lambda new: make(_like(outputs, new), _like(inputs, new), _like(wrt, new)), roots,
+                         listed(inputs), name)
+
+
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
              **build_options: Any) -> Any:
     """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
-    if not symbolic(outputs, inputs):
-        return Function(outputs, inputs, wrt, policy, **build_options)
-    roots = listed(outputs) + listed(inputs) + listed(wrt)
-    return SizedCallable(lambda new: Function(_like(outputs, new), _like(inputs, new),
-                                              None if wrt is None else _like(wrt, new), policy,
-                                              **build_options), roots, listed(inputs), "ta.function")
+    return per_size(lambda o, i, w: Function(o, i, w, policy, **build_options), outputs, inputs, wrt,
+                    "ta.function")
 
 
 for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):

@@ -188,3 +188,48 @@ def test_optimized_gradient_over_sizes_has_the_static_work_and_bits_at_each_size
         feed = {t: RNG.standard_normal(t.shape).astype("float32") for t in [*ins, H_b]}
         for got, want in zip(ta.evaluate(g, feed), ta.evaluate(static, feed)):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [("n", -1), ("n", 24), (-1,), ("n", 6, 4)])
+def test_reshape_over_a_symbolic_batch_and_its_gradient(shape):
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 2, 3, 4), name="X")
+    R = ta.topi.reshape(X, tuple(n if s == "n" else s for s in shape))
+    H = ta.placeholder(R.shape, name="H")
+    (g,) = ta.JacobianRecursive(R, [X], H)
+    for size in SIZES:
+        x = RNG.standard_normal((size, 2, 3, 4)).astype("float32")
+        want = x.reshape([size if s == "n" else s for s in shape])
+        np.testing.assert_array_equal(ta.evaluate(R, {X: x}), want)
+        h = RNG.standard_normal(want.shape).astype("float32")
+        np.testing.assert_array_equal(ta.evaluate(g, {X: x, H: h}), h.reshape(x.shape))
+
+
+def test_torch_function_of_a_symbolic_program_at_each_size():
+    torch = pytest.importorskip("torch")
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 8), name="X"), ta.placeholder((5, 8), name="W")
+    f = ta.torch.function(ta.topi.nn.softmax(ta.topi.nn.dense(X, W)), [X, W])
+    for size in SIZES:
+        x64, w64 = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in ((size, 8), (5, 8)))
+        x, w = (t.detach().float().requires_grad_() for t in (x64, w64))
+        h = torch.randn(size, 5, dtype=torch.float64)
+        torch.testing.assert_close(f(x, w).double(), torch.softmax(x64 @ w64.T, 1), rtol=1e-5, atol=1e-6)
+        (f(x, w).double() * h).sum().backward()
+        (torch.softmax(x64 @ w64.T, 1) * h).sum().backward()
+        for got, want in ((x.grad, x64.grad), (w.grad, w64.grad)):
+            torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_jax_function_of_a_symbolic_program_at_each_size():
+    jax = pytest.importorskip("jax")
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 8), name="X"), ta.placeholder((5, 8), name="W")
+    f = ta.jax.function(ta.topi.nn.dense(X, W), [X, W])
+    for size in SIZES:
+        x, w = (RNG.standard_normal(s).astype("float32") for s in ((size, 8), (5, 8)))
+        np.testing.assert_allclose(f(x, w), x.astype("float64") @ w.T, rtol=1e-5, atol=1e-5)
+        gx, gw = jax.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=(0, 1))(x, w)
+        y = x.astype("float64") @ w.T
+        np.testing.assert_allclose(gx, 2 * y @ w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(gw, 2 * y.T @ x, rtol=1e-4, atol=1e-4)
