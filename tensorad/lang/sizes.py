@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from ..ir import dtype as dt
 from ..ir.expr import Expr, Op, SizeInfo, const, data_index, fresh_uid, is_size, var
 from ..ir.rewrite import fold, rename, rewrite, tensor_graph, walk
@@ -137,6 +139,36 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
     return new
 
 
+def _folded(body: Expr, values: dict[Expr, int]) -> Expr:
+    """``body`` with each largest expression of sizes and constants (``1.0 / float64(n)``) its value at
+    ``values``, computed as the kernel would (IEEE arithmetic in its type): the constant that the
+    program written at those sizes holds."""
+    def visit(n: Expr, *kids: tuple[Any, Expr, bool]) -> tuple[Any, Expr, bool]:
+        sized = is_size(n) or any(k[2] for k in kids)
+        value = values[n] if is_size(n) else _typed(n.dtype, n.arg) if n.op is Op.CONST else None
+        if n.op in _FOLDS and all(k[0] is not None for k in kids) and (dt.is_int(n.dtype) or n.op in _EXACT):
+            value = _typed(n.dtype, kids[0][0]) if n.op is Op.CAST else _FOLDS[n.op](*(k[0] for k in kids))
+        if value is not None:
+            return value, n, sized
+        src = tuple(const(k[0], s.dtype) if k[0] is not None and k[2] else k[1] for k, s in zip(kids, n.src))
+        return None, n if all(a is b for a, b in zip(src, n.src)) else n.replace(src=src), False
+
+    with np.errstate(all="ignore"):
+        value, out, sized = fold(body, visit)
+    return const(value, body.dtype) if value is not None and sized else out
+
+
+def _typed(dtype: str, v: Any) -> Any:
+    """``v`` as a value of ``dtype`` (an int, or a NumPy float32 or float64); ``None`` for other types."""
+    if dt.is_int(dtype):
+        return int(v)
+    return np.dtype(dtype).type(v) if dtype in ("float32", "float64") else None
+
+
+_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv}
+_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST)  # on floats: IEEE, as the kernel
+
+
 def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor]) -> ComputeOp:
     """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
     nodes = [n for b in op.body for n in walk(b)]
@@ -148,6 +180,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
     if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
         return op
     mapping.update({v: n if isinstance(n, Expr) else const(n, v.dtype) for v, n in values.items()})
+    static = not any(isinstance(n, Expr) for n in values.values())
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:
@@ -158,7 +191,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
         return data_index(n.src[0], size_value(n.arg.extent, values), n.arg.mode, n.arg.tensor, n.arg.axis)
 
     memo: dict = {}
-    bodies = tuple(rename(b, mapping, read, memo) for b in op.body)
+    bodies = tuple(rename(_folded(b, values) if static else b, mapping, read, memo) for b in op.body)
     if any(n.op is Op.DATA_INDEX and isinstance(n.arg.extent, Expr) for n in nodes):
         bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))

@@ -43,10 +43,11 @@ def _check_float(x: Tensor, op: str) -> None:
 
 
 def _scaled(t: Tensor, factor: float | Expr, name: str) -> Tensor:
-    """``t * factor``; a factor in sizes is ``1 / count``, computed in ``t``'s compute type (``inf`` over no
-    element, so the mean there is NaN as ``0 / 0``)."""
+    """``t * factor``; a factor in sizes is ``1 / count``, computed in float64 as a static factor is (``inf``
+    over no element, so the mean there is NaN as ``0 / 0``)."""
     cd = dt.compute_dtype(t.dtype)
-    k = const(1.0, cd) / cast(cd, factor) if isinstance(factor, Expr) else const(factor, cd)
+    k = const(factor, cd) if not isinstance(factor, Expr) else \
+        cast(cd, const(1.0, "float64") / cast("float64", factor))
     return new_compute(t.shape, lambda ax: t[ax] * k, name, "elemwise")
 
 
