@@ -233,3 +233,20 @@ def test_jax_function_of_a_symbolic_program_at_each_size():
         y = x.astype("float64") @ w.T
         np.testing.assert_allclose(gx, 2 * y @ w, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(gw, 2 * y.T @ x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bound_mean_is_the_mean_written_at_that_size(dtype):
+    """Binding folds ``1 / float64(n)`` into the constant the static program holds: the same work and
+    bits."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 6), dtype, name="X")
+    M = ta.topi.mean(ta.topi.exp(X), axis=0)
+    target = "llvm -mcpu=skylake-avx512"
+    for size in SIZES:
+        M_b, X_b = ta.bind([M, X], n=size)
+        X_s = ta.placeholder((size, 6), dtype, name="X")
+        M_s = ta.topi.mean(ta.topi.exp(X_s), axis=0)
+        assert ta.lower(M_b, [X_b], target=target).work == ta.lower(M_s, [X_s], target=target).work
+        x = RNG.standard_normal((size, 6)).astype(dtype)
+        np.testing.assert_array_equal(ta.evaluate(M_b, {X_b: x}), ta.evaluate(M_s, {X_s: x}))
