@@ -3,9 +3,10 @@ the sizes first (``tensorad.lang.sizes``), and everything below them sees a stat
 
 A built kernel or function of a symbolic program reads its sizes from its arrays' shapes and keeps one
 static kernel per size in a bounded cache it owns: each new size compiles once.  An optimized
-derivative of a symbolic program is optimized over its sizes; where a decision of the optimizer
-depends on a size it is the raw derivative until its sizes are bound (:func:`deferred`): binding redoes
-the differentiation on the static program."""
+derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
+choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
+is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
+program."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 A size variable is an integer ``Expr`` of kind :class:`~tensorad.ir.expr.SizeInfo`, usable in shapes,
 reduction bounds and bodies.  :func:`bind_program` substitutes integers for the sizes in every shape,
-axis range and body of a program; the passes below the facade see only its static result."""
+axis range and body of a program (an expression of sizes and constants becomes the constant the
+program written at those sizes holds), or narrower size variables (a case of their values); the passes
+below the facade see only its static result."""
 
 from __future__ import annotations
 
