@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from tensorad.ir.expr import SizeDecisionError
 from tensorad.lang.sizes import program_sizes
 
 SIZES = (1, 7, 64)
