@@ -8,6 +8,7 @@ also be held as a *view*: the read of another tensor, over other axes, that equa
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from tensorad.ir.expr import Expr, Op, var
@@ -35,8 +36,8 @@ def canonical_key(op: ComputeOp, canon: dict) -> tuple:
 
 def signature(bodies: tuple[Expr, ...]) -> tuple:
     """What every spelling of one tensor shares, cheap to compute: the dtypes, the tensors read
-    and the reduction ranges (no variable names, no index expressions)."""
-    ranges = tuple(sorted((r.lo, r.hi) for b in bodies if b.op is Op.REDUCE for r in b.arg.axes))
+    and the reduction ranges, as a multiset (no variable names, no index expressions)."""
+    ranges = frozenset(Counter((r.lo, r.hi) for b in bodies if b.op is Op.REDUCE for r in b.arg.axes).items())
     return (tuple(b.dtype for b in bodies), frozenset(t for b in bodies for t in reads(b)), ranges)
 
 

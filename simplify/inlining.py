@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import decide
 
 from .algebra.rules import is_zero
 
@@ -78,8 +79,8 @@ def _linear_in(e: Expr, target: Expr) -> bool:
     return True
 
 
-def box_points(axes: Sequence[Expr]) -> int:
-    """The number of points of the box the ``axes`` span."""
+def box_points(axes: Sequence[Expr]) -> int | Expr:
+    """The number of points of the box the ``axes`` span (an expression in sizes, over sizes)."""
     return math.prod(a.hi - a.lo for a in axes)
 
 
@@ -94,7 +95,7 @@ def fuse_gather(axes: Sequence[Expr], body: Expr, fusable: Callable[[ComputeOp],
     target = reads[0]
     op: ComputeOp = target.arg.op
     red = op.body[0]
-    if red.arg.combiner.kind != "sum" or not fusable(op) or box_points(axes) > box_points(op.axes):
+    if red.arg.combiner.kind != "sum" or not fusable(op) or decide(box_points(axes) > box_points(op.axes)):
         return None
     if not _linear_in(body, target):
         return None

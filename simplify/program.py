@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
+from tensorad.poly.affine import decide
 
 from .algebra.bracket import canonical
 from .algebra.logic import conjuncts
@@ -94,7 +95,7 @@ class _Pass:
         if op in self.ctx.factored:
             return False
         return self.owns(op) or (op.provenance.role is Role.ADJOINT
-                                 and box_points(axes) <= box_points(op.axes))
+                                 and decide(box_points(axes) <= box_points(op.axes)))
 
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
         t: Tensor = node.arg

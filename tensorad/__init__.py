@@ -82,7 +82,9 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
     if optimize and _symbolic(output, input):
-        return _deferred([Jacobian(output, input, False)], lambda im: [Jacobian(im(output), im(input))])[0]
+        return _deferred(lambda: [_autodiff.jacobian(output, input, optimizer=_optimizer(True))],
+                         lambda: [Jacobian(output, input, False)],
+                         lambda im: [Jacobian(im(output), im(input))])[0]
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
             _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
@@ -101,9 +103,9 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                                                          optimizer=opt))
 
     if optimize and _symbolic(output, inputs, head):
-        raw = JacobianRecursive(output, inputs, head, override, False)
-        return _deferred(raw, lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
-            im(t): f for t, f in override.items()}))
+        return _deferred(differentiate, lambda: JacobianRecursive(output, inputs, head, override, False),
+                         lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
+                             im(t): f for t, f in override.items()}))
     with _differentiating(f"JacobianRecursive({_name(output)})"):
         if override:  # (functions: nothing to key them by)
             result = differentiate()
@@ -122,7 +124,7 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
 
     if optimize and _symbolic(output, inputs, tangents):
-        return _deferred([jvp(output, inputs, tangents, False)],
+        return _deferred(differentiate, lambda: [jvp(output, inputs, tangents, False)],
                          lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
     with _differentiating(f"jvp({_name(output)})"):
         result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
@@ -140,7 +142,7 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
         return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
 
     if optimize and _symbolic(output, inputs, vectors):
-        return _deferred(hessian_vector_product(output, inputs, vectors, False),
+        return _deferred(differentiate, lambda: hessian_vector_product(output, inputs, vectors, False),
                          lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
     with _differentiating(f"hessian_vector_product({_name(output)})"):
         result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],

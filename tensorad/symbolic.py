@@ -3,8 +3,10 @@ the sizes first (``tensorad.lang.sizes``), and everything below them sees a stat
 
 A built kernel or function of a symbolic program reads its sizes from its arrays' shapes and keeps one
 static kernel per size in a bounded cache it owns: each new size compiles once.  An optimized
-derivative of a symbolic program (:func:`deferred`) is the raw derivative until its sizes are bound:
-binding redoes the differentiation on the static program, where the nonzeroness optimizer runs."""
+derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
+choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
+is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
+program."""
 
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from .codegen import LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .evaluate import evaluate as _evaluate
+from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
+from .ir.rewrite import tensor_graph
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
 from .lang.sizes import bind_program, program_sizes, read_sizes
+from .poly.affine import size_cases
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
@@ -59,29 +64,90 @@ class DeferredCall:
     redo: Callable[[Callable[[Any], Any]], list[Tensor]]
 
 
-def deferred(raw: list[Tensor], redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> list[Tensor]:
-    """A copy of each raw derivative in ``raw`` of role ``DEFERRED``: binding its sizes gives, in its
-    place, the ``k``-th result of ``redo`` on the static program (:class:`DeferredCall`)."""
-    call, out = DeferredCall(redo), []
-    for k, g in enumerate(raw):
+@dataclass(frozen=True, eq=False)
+class CasesCall:
+    """A differentiation of a symbolic program optimized per case of the values of ``size``: each case
+    ``(lo, hi, derivatives)`` holds for ``lo <= size <= hi`` (``hi`` ``None``: unbounded), its derivatives
+    over the program's own tensors."""
+
+    size: Expr
+    cases: tuple[tuple[int, int | None, tuple[Tensor, ...]], ...]
+
+    def at(self, value: int) -> tuple[Tensor, ...]:
+        return next(c for lo, hi, c in self.cases if lo <= value and (hi is None or value <= hi))
+
+
+def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
+             redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> list[Tensor]:
+    """The optimized derivatives of a symbolic program made over its sizes (``make``).  Where a decision
+    of the optimizer depends on a size (``SizeDecisionError``), a copy of each raw derivative of ``raw()``
+    of role ``DEFERRED``, whose binding gives the ``k``-th derivative of the case that holds, each case of
+    the decision's values made by ``redo`` over that case's sizes (:class:`CasesCall`), or, where the
+    cases do not hold a size either, the ``k``-th result of ``redo`` on the static program."""
+    try:
+        return make()
+    except SizeDecisionError as e:
+        call = _cases(e.condition, redo) or DeferredCall(redo)
+    out = []
+    for k, g in enumerate(raw()):
         t = compute(g.shape, lambda *i, g=g: g[i], name=g.name)
         out.append(Tensor(replace(t.op, provenance=Provenance(Role.DEFERRED, source=(call, k))), 0))
     return out
 
 
+def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> CasesCall | None:
+    """The derivatives of ``redo`` for each interval of values of the one size that ``condition`` is
+    about (:func:`~tensorad.poly.affine.size_cases`): at the value of a one-value interval, over a
+    narrowed size variable of a longer one, then read back over the program's own tensors; ``None`` where
+    the condition does not split so, or a case is not made over its sizes."""
+    split = None if condition is None else size_cases(condition)
+    if split is None or len(split[1]) < 2 or split[0].arg.case_of is not None:  # (a case is not split)
+        return None
+    v, cases = split
+    made = []
+    for lo, hi in cases:
+        value = lo if lo == hi else Expr(Op.VAR, v.dtype, (), replace(v.arg, uid=fresh_uid(), min=lo, max=hi,
+                                                                       case_of=v))
+        new: dict[Tensor, Tensor] = {}
+        try:
+            derivatives = redo(_image({v.name: value}, new, None))
+        except SizeDecisionError:
+            return None
+        if any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
+               for t in tensor_graph(derivatives)):
+            return None
+        back = {b: t for t, b in new.items()}
+        sizes = {s.name: v if s is value else s for s in program_sizes(derivatives)}
+        bind_program(derivatives, sizes, None, back)
+        made.append((lo, hi, tuple(back[d] for d in derivatives)))
+    return CasesCall(v, tuple(made))
+
+
+def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
+           resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None) -> Callable[[Any], Any]:
+    """A call's arguments (tensors, lists, ``None``) to their images at ``sizes`` (by name; a size not
+    named keeps itself), bound into ``new``."""
+    def image(x: Any) -> Any:
+        ts = listed(x)
+        bind_program(ts, {s.name: sizes.get(s.name, s) for s in program_sizes(ts)}, resolve, new)
+        return _like(x, new)
+    return image
+
+
 def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor, Tensor]:
-    """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``."""
-    made: dict[DeferredCall, list[Tensor]] = {}
+    """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes`` (or
+    its case that holds there bound)."""
+    made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
 
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
         call, k = t.op.provenance.source
         if call not in made:
-            def image(x: Any) -> Any:
-                ts = listed(x)
-                bind_program(ts, {v.name: sizes[v.name] for v in program_sizes(ts)}, resolve, new)
-                return _like(x, new)
-            made[call] = call.redo(image)
-        return made[call][k]
+            if isinstance(call, CasesCall):
+                made[call] = list(call.at(sizes[call.size.name]))
+                _image(sizes, new, resolve)(made[call])
+            else:
+                made[call] = call.redo(_image(sizes, new, resolve))
+        return new.get(made[call][k], made[call][k])
     return bind_program(tensors, sizes, resolve)
 
 
@@ -169,15 +235,21 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                          listed(outputs) + listed(inputs), listed(inputs), "ta.build")
 
 
+def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
+    """``make(outputs, inputs, wrt)`` (a function of a program, ``ta.function``'s or a bridge's); for a
+    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size."""
+    if not symbolic(outputs, inputs):
+        return make(outputs, inputs, wrt)
+    roots = listed(outputs) + listed(inputs) + listed(wrt)
+    return SizedCallable(lambda new: make(_like(outputs, new), _like(inputs, new), _like(wrt, new)), roots,
+                         listed(inputs), name)
+
+
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
              **build_options: Any) -> Any:
     """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
-    if not symbolic(outputs, inputs):
-        return Function(outputs, inputs, wrt, policy, **build_options)
-    roots = listed(outputs) + listed(inputs) + listed(wrt)
-    return SizedCallable(lambda new: Function(_like(outputs, new), _like(inputs, new),
-                                              None if wrt is None else _like(wrt, new), policy,
-                                              **build_options), roots, listed(inputs), "ta.function")
+    return per_size(lambda o, i, w: Function(o, i, w, policy, **build_options), outputs, inputs, wrt,
+                    "ta.function")
 
 
 for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):

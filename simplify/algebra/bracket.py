@@ -52,7 +52,7 @@ def _digit_pair(body: Expr, free: set) -> tuple[Expr, Expr, int] | None:
             f = to_linear(idx, memo)
             terms = [(a, k) for a, k in f.terms if a in free]
             for j, kj in terms:
-                if j.lo != 0 or j.hi is None or j.hi < 2:
+                if j.lo != 0 or not isinstance(j.hi, int) or j.hi < 2:  # (a digit base is an int)
                     continue
                 s = j.hi
                 for g, kg in terms:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import Expr, Op, is_size
 from tensorad.ir.intrange import wraps_where_stored as _wraps_where_stored
 from tensorad.ir.rewrite import fold_along
 from tensorad.poly.linear import Linear, int_constant, to_linear
@@ -84,8 +84,13 @@ def _atom(e: Expr, memo: dict) -> Bound:
     if op is Op.CONST:
         c = int_constant(e)
         return (c, c) if c is not None else (math.floor(e.arg), math.ceil(e.arg))
-    if op is Op.VAR:
-        return (e.lo, e.hi - 1) if e.lo is not None and e.hi is not None else _UNBOUNDED
+    if op is Op.VAR:  # a size: its admissible values; bounds in sizes: their own bounds
+        if is_size(e):
+            return e.arg.min, e.arg.max
+        if e.lo is None or e.hi is None:
+            return _UNBOUNDED
+        hi = memo[e.hi][1] if isinstance(e.hi, Expr) else e.hi
+        return memo[e.lo][0] if isinstance(e.lo, Expr) else e.lo, None if hi is None else hi - 1
     if op in (Op.FLOORDIV, Op.MOD):
         c = int_constant(e.src[1])
         if c is None or c <= 0:
@@ -107,7 +112,8 @@ def _atom(e: Expr, memo: dict) -> Bound:
     if op is Op.CAST and e.src[0].dtype == dt.BOOL:
         return 0, 1
     if op is Op.DATA_INDEX:  # a gather index: checked, clipped or wrapped into [0, extent)
-        return 0, e.arg.extent - 1
+        hi = memo[e.arg.extent][1] if isinstance(e.arg.extent, Expr) else e.arg.extent
+        return 0, None if hi is None else hi - 1
     return _UNBOUNDED  # a read of data, a product of two variables, ...
 
 
@@ -127,6 +133,10 @@ class _Bounds:
         op = e.op
         if op in (Op.MAXIMUM, Op.MINIMUM):
             return e.src
+        if op is Op.VAR:
+            return tuple(b for b in (e.lo, e.hi) if isinstance(b, Expr))
+        if op is Op.DATA_INDEX and isinstance(e.arg.extent, Expr):
+            return (e.arg.extent,)
         if op in (Op.FLOORDIV, Op.MOD):
             return e.src[:1]
         if op in (Op.SELECT, Op.IF_THEN_ELSE):

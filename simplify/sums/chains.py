@@ -24,6 +24,7 @@ from math import prod
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg
 from tensorad.ir.rewrite import walk
+from tensorad.poly.affine import decide
 
 from ..algebra.rules import simplify_expr
 from .factor import Lookup, Make, one_term, product, scaled
@@ -128,7 +129,7 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
         return None
     rvars = red.arg.axes
     scope = tuple(axes) + tuple(rvars)
-    if any(v.lo is None or v.hi is None or v.hi <= v.lo for v in scope):
+    if any(v.lo is None or v.hi is None or decide(v.hi <= v.lo) for v in scope):
         return None
     found = one_term(red)
     if found is None:

@@ -25,7 +25,7 @@ from tensorad.ir.expr import TRUE, Expr, Op, var
 from tensorad.ir.intrange import may_fault
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
-from tensorad.poly.affine import IndexSpace
+from tensorad.poly.affine import IndexSpace, decide
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import solve_for, to_linear
 
@@ -144,8 +144,8 @@ def _gathers_data(e: Expr) -> bool:
 
 def _unconstrained(outer: list[Expr], rvars: list[Expr]) -> bool:
     """Whether a sum without conditions over ``rvars`` keeps them as they are (every range has 2+ points)."""
-    return all(v.lo is not None and v.hi is not None and v.lo < v.hi for v in outer) \
-        and all(r.lo is not None and r.hi is not None and r.hi - r.lo > 1 for r in rvars)
+    return all(v.lo is not None and v.hi is not None and decide(v.lo < v.hi) for v in outer) \
+        and all(r.lo is not None and r.hi is not None and decide(r.hi - r.lo > 1) for r in rvars)
 
 
 def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
@@ -160,7 +160,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
     # A variable no condition mentions is undetermined, its range its own: what isl would answer.
     mentioned = {n for c in affine for n in walk(c) if n.op is Op.VAR}
     free = {r for r in rvars if r not in mentioned and r.lo is not None and r.hi is not None
-            and r.hi - r.lo > 1}
+            and decide(r.hi - r.lo > 1)}
     # 1. eliminate determined variables, best first; an undetermined one stays so on projections.
     undetermined = set(free)
     while rvars:
@@ -216,13 +216,14 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
             ctx.counts["lower bounds"] += 1
         candidates = dom.lower_bounds(r, outer)
         best = next(((b, ext) for b, ext in candidates
-                     if ext < hi - lo + 1 and free_vars(b)), None)
+                     if free_vars(b) and decide(ext < hi - lo + 1)), None)
         if best is not None:
             b, ext = best
             nv = var(r.name, 0, ext)
             shift[r] = simplify_expr(b + nv, ctx)
         else:
-            nv = var(r.name, lo, hi + 1) if (lo, hi + 1) != (r.lo, r.hi) else r
+            end = hi + 1 if isinstance(hi, int) else simplify_expr(hi + 1, ctx)
+            nv = var(r.name, lo, end) if (lo, end) != (r.lo, r.hi) else r
             if nv is not r:
                 shift[r] = nv
         new_vars.append(nv)

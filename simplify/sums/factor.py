@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, cast, const
 from tensorad.ir.rewrite import free_vars, reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import decide
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.nesting import scan_axes
 
@@ -156,7 +157,7 @@ def like_terms(ts: list[Term]) -> dict[tuple, tuple[Expr, tuple[Expr, ...]]]:
     return out
 
 
-def _count(red: Expr) -> int | None:
+def _count(red: Expr) -> int | Expr | None:
     """``|box|`` of an unconditioned reduction over ``red``'s variables."""
     if red.src[0] is not TRUE:
         return None
@@ -164,7 +165,7 @@ def _count(red: Expr) -> int | None:
     for r in red.arg.axes:
         if r.lo is None or r.hi is None:
             return None
-        n *= max(r.hi - r.lo, 0)
+        n *= r.hi - r.lo if decide(r.hi > r.lo) else 0
     return n
 
 
@@ -176,7 +177,8 @@ def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
         return TRUE
     rvars = tuple(red.arg.axes)
     used = {n for n in walk(cond) if n.op is Op.VAR}
-    if all(v in used or (v.lo is not None and v.hi is not None and v.hi > v.lo) for v in tuple(axes) + rvars):
+    if all(v in used or (v.lo is not None and v.hi is not None and decide(v.hi > v.lo))
+           for v in tuple(axes) + rvars):
         axes, rvars = tuple(a for a in axes if a in used), tuple(r for r in rvars if r in used)
     key = (tuple(axes), rvars, cond)
     memo = ctx.nonempty if ctx is not None else {}
@@ -230,7 +232,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         ax = tuple(a for a in axes if a in free)
         dropped = [a for a in axes if a not in free]
         # dropping only unit axes makes no smaller tensor: keep the op's own axes then
-        ax = ax if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+        ax = ax if any(decide(a.hi - a.lo > 1) for a in dropped) else tuple(axes)
         return ax + tuple(r for r in outer if r in free)
 
     def nest(coef: Expr, factors: tuple[Expr, ...]) -> Expr | None:
@@ -268,7 +270,8 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         if not factors:
             if count is None:
                 return False
-            plan.out.append(scaled(coef, const(float(count), red.dtype)))
+            size = const(float(count), red.dtype) if isinstance(count, int) else cast(red.dtype, count)
+            plan.out.append(scaled(coef, size))
             return True
         body = bracket(factors)
         ax = used(body)

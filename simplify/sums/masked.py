@@ -23,6 +23,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
 from tensorad.ir.reducer import reducer_of
 from tensorad.ir.rewrite import free_vars, walk
+from tensorad.poly.affine import decide
 from tensorad.poly.nesting import scan_axes
 
 from ..algebra.logic import all_of, conjuncts
@@ -62,7 +63,7 @@ def _over(axes: Sequence[Expr], body: Expr) -> tuple[Expr, ...]:
     free = set(free_vars(body))
     kept = tuple(a for a in axes if a in free)
     dropped = [a for a in axes if a not in free]
-    return kept if any(a.hi - a.lo > 1 for a in dropped) else tuple(axes)
+    return kept if any(decide(a.hi - a.lo > 1) for a in dropped) else tuple(axes)
 
 
 def _cheaper(axes: Sequence[Expr], red: Expr, parts: _Parts, brackets: Sequence[Bracket]) -> bool:

@@ -28,13 +28,28 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, compare, const, data_index, logical, var
+from ..ir.expr import (
+    FALSE,
+    TRUE,
+    Expr,
+    Op,
+    ReduceArg,
+    SizeDecisionError,
+    as_expr,
+    cast,
+    choice,
+    compare,
+    const,
+    data_index,
+    logical,
+    var,
+)
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.affine import always
+from ..poly.affine import always, decide
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -116,21 +131,16 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
     return inverse
 
 
-def _box_size(axes: Sequence[Expr]) -> int | Expr:
-    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
-
-
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
     """The point of ``axes`` whose row-major flattening (:func:`combiners.flat_index`) is
     ``flat``: ``k_a = lo_a + (flat // stride_a) % extent_a``."""
     out = []
-    stride = _box_size(axes)
     for n, a in enumerate(axes):
-        stride //= max(a.extent, 1)
-        digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
+        stride = combiners.box_size(axes[n + 1:])
+        digit = flat // as_expr(stride, dt.INDEX) if stride != 1 else flat
         if n:
-            digit = digit % const(a.extent, dt.INDEX)
-        out.append(digit + const(a.lo, dt.INDEX) if a.lo else digit)
+            digit = digit % as_expr(a.extent, dt.INDEX)
+        out.append(digit + as_expr(a.lo, dt.INDEX) if a.lo != 0 else digit)
     return out
 
 
@@ -186,7 +196,9 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact  # choices on sizes as at every static size, else raise (an optimized derivative)
+        self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
@@ -206,15 +218,15 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         body = op.body[0]
         ra: ReduceArg = body.arg
-        if any(always(k.extent <= 0) for k in ra.axes):
+        if any(self.holds(k.extent <= 0) for k in ra.axes):
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
-        single = {k: v for k, v in point.items() if always(k.extent == 1)}
+        single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
         read = set(free_vars(rename(cond, single))) | set(free_vars(rename(body.src[1], single)))
-        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1 or \
+        if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1 or \
                 ra.combiner.kind in ("max", "min") and not read & set(ra.axes):
             # one point, or a max/min of a source no point changes (every point ties: the head split
             # evenly sums back whole): the value is its source at the first point (the identity where
@@ -227,7 +239,7 @@ class AdjointBuilder:
             best, winner, ties = self._winner(op)
 
             def at_winner(m: dict, iv: list, kv: list, v: int) -> tuple[list[Expr], Expr | None]:
-                flat = combiners.flat_index(kv) if len(winner) == 1 else None
+                flat = combiners.flat_index(kv, self.holds) if len(winner) == 1 else None
                 keys = [flat] if flat is not None else kv
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
@@ -309,7 +321,7 @@ class AdjointBuilder:
         body = op.body[0]
         terms: list[Expr] = []
         sites = [(v, site) for v in heads for site in read_sites(body.src[1 + v], x)]
-        opaque = sole and len(sites) == 1 and _box_size(op.axes) <= math.prod(x.shape)
+        opaque = sole and len(sites) == 1 and self.holds(combiners.box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
             for site in read_sites(source, x):
@@ -329,7 +341,7 @@ class AdjointBuilder:
         scatter) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
-        size = _box_size(ra.axes)
+        size = combiners.box_size(ra.axes)
         m = copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
         conds: list[Expr] = []
@@ -410,10 +422,10 @@ class AdjointBuilder:
         iv = [m[a] for a in op.axes]
         if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
             jv, quotient = self._quotients[op]  # (clipped like a winner's index: a data index
-            point = data_index(rename(quotient, dict(zip(jv, iv))), _box_size(ra.axes), "clip",  # the
-                               f"{op.name}.hits")  # where-condition and guards read at the point)
+            point = data_index(rename(quotient, dict(zip(jv, iv))), combiners.box_size(ra.axes),  # the
+                               "clip", f"{op.name}.hits")  # where-condition and guards read at the point)
         else:
-            point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+            point = data_index(winner[0][tuple(iv)], combiners.box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
                  for c in _conjuncts(g) if not _holds(c)]
@@ -432,8 +444,7 @@ class AdjointBuilder:
         found = self._destinations[key] = (offsets, dims, rest, guards)
         return found
 
-    @staticmethod
-    def _landing(op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
+    def _landing(self, op: ComputeOp, site: Expr) -> tuple[tuple[int, ...], list[Expr], Expr] | None:
         """``(dims, guards, rest)``: the axes of the read ``site`` that move with the window, its guards
         (the zero branches of its derivative) and its derivative under them, when those do not depend on
         the window point and ``x``'s moving axes hold fewer than 2**31 elements; else ``None``."""
@@ -449,7 +460,7 @@ class AdjointBuilder:
             return None
         if any(n.op is Op.READ for e in (*guards, *(site.src[k] for k in dims)) for n in walk(e)):
             return None  # (a read the forward would make at every output point, unguarded)
-        if math.prod([site.arg.shape[k] for k in dims]) >= dt.max_value("int32"):
+        if not self.holds(math.prod([site.arg.shape[k] for k in dims]) < dt.max_value("int32")):
             return None
         return dims, guards, rest
 
@@ -514,7 +525,7 @@ class AdjointBuilder:
         ra = body.arg
         m = copy_vars(op.axes + ra.axes)
         kv = tuple(m[k] for k in ra.axes)
-        flat = combiners.flat_index(kv)
+        flat = combiners.flat_index(kv, self.holds)
         keys = (flat,) if flat is not None else kv
         order = _running(op)
         if order == -1:  # a suffix: over the reversed axis, scanned in the plain loop's order
@@ -551,7 +562,11 @@ class AdjointBuilder:
         winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
         data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
-        size = _box_size(body.arg.axes)
+        size = combiners.box_size(body.arg.axes)
+        if isinstance(size, Expr):  # (``K`` is a power of two above the size: a static choice)
+            if self.exact:
+                raise SizeDecisionError(f"{op.name}: a lone winner's code depends on the window size {size}")
+            return None
         scale = 1 << size.bit_length()
         if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
             return None
@@ -566,7 +581,7 @@ class AdjointBuilder:
         for where, e in parts:
             m = copy_vars(op.axes + body.arg.axes)
             iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]
-            flat = combiners.flat_index(kv)
+            flat = combiners.flat_index(kv, self.holds)
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
             same = combiners.ties_result(rename(e, m), value[tuple(iv)])

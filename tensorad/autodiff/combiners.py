@@ -22,11 +22,25 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, ReduceArg, binary, cast, choice, compare, const, logical, logical_not, var
+from ..ir.expr import (
+    Expr,
+    Op,
+    ReduceArg,
+    as_expr,
+    binary,
+    cast,
+    choice,
+    compare,
+    const,
+    logical,
+    logical_not,
+    var,
+)
 from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import substitute
+from ..poly.affine import always
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
 
@@ -227,14 +241,20 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
     return out
 
 
-def flat_index(axes: Sequence[Expr]) -> Expr | None:
-    """The row-major flattening of a point of ``axes`` (0 for the first), or ``None`` past an int32."""
-    if math.prod(max(a.extent, 1) for a in axes) >= INDEX_SENTINEL:
+def box_size(axes: Sequence[Expr]) -> int | Expr:
+    """The points of the box of ``axes``, each counted as at least one (an expression in sizes)."""
+    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
+
+
+def flat_index(axes: Sequence[Expr], holds: Callable[[Expr | bool], bool] = always) -> Expr | None:
+    """The row-major flattening of a point of ``axes`` (0 for the first), or ``None`` past an int32 (at
+    some admissible size, ``holds`` deciding for sizes)."""
+    if not holds(box_size(axes) < INDEX_SENTINEL):
         return None
     out: Expr | None = None
     for a in axes:
         digit = a if not a.lo else a - const(a.lo, dt.INDEX)
-        out = digit if out is None else out * const(a.extent, dt.INDEX) + digit
+        out = digit if out is None else out * as_expr(a.extent, dt.INDEX) + digit
     return const(0, dt.INDEX) if out is None else out
 
 

@@ -6,13 +6,12 @@ moves: its derivative is 0, but the next chain-rule factor evaluated at the iden
 :func:`.zero.mul` keeps strong, carried by forward mode across the tensor that stores it
 (:mod:`.forward`).  The emptiness condition is exact on the affine part of the ``where``; a conjunct that
 reads data is dropped (the gate only where the reduction is certainly empty).  Size variables stay in
-the condition, as parameters: it holds at the sizes where the reduction is empty."""
+the condition (isl parameters): it holds at the sizes where the reduction is empty."""
 
 from __future__ import annotations
 
 from ..ir.expr import Expr, Op
 from ..ir.rewrite import chain, free_vars, walk
-from ..lang.sizes import sizes_in
 from ..poly.affine import IndexSpace, always
 from ..poly.domain import IndexSet
 
@@ -32,7 +31,6 @@ def empty_where(node: Expr) -> Expr | None:
     outer = list(dict.fromkeys(v for c in kept for v in free_vars(c) if v not in rvars))
     if any(v.lo is None or v.hi is None for v in outer + rvars):
         return None
-    outer += sizes_in([b for v in outer + rvars for b in (v.lo, v.hi)] + kept)  # kept, as parameters
     space = IndexSpace(outer + rvars)
     kept = [c for c in kept if space.is_affine(c)]
     domain = IndexSet.from_conditions(outer + rvars, kept, space).project_onto(outer)

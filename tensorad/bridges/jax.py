@@ -40,6 +40,7 @@ from ..ir.tensor import Tensor
 from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
+from ..symbolic import per_size
 from ..training.function import Function, distinct_computes
 from ..training.residuals import Policy
 from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
@@ -345,9 +346,10 @@ _hold_programs_weakly()
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
-             **options: Any) -> JaxFunction:
-    """``ta.jax.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
-    return JaxFunction(outputs, inputs, **options)
+             wrt: Sequence[Tensor] | Tensor | None = None, **options: Any) -> JaxFunction:
+    """``ta.jax.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s.  A
+    symbolic program gives one function per size its arrays' shapes give (``tensorad.symbolic``)."""
+    return per_size(lambda o, i, w: JaxFunction(o, i, w, **options), outputs, inputs, wrt, "ta.jax.function")
 
 
 # ---- ta.jax.op: a decorated function compiled per signature ----------------------------------

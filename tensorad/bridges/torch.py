@@ -36,6 +36,7 @@ import torch
 from ..ir.dtype import ALL_DTYPES
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
+from ..symbolic import per_size
 from ..training.function import Function
 from ..training.residuals import Policy
 from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
@@ -312,9 +313,11 @@ def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options:
 
 
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
-             **options: Any) -> TorchFunction:
-    """``ta.torch.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s."""
-    return TorchFunction(outputs, inputs, **options)
+             wrt: Sequence[Tensor] | Tensor | None = None, **options: Any) -> TorchFunction:
+    """``ta.torch.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s.  A
+    symbolic program gives one function per size its tensors' shapes give (``tensorad.symbolic``)."""
+    return per_size(lambda o, i, w: TorchFunction(o, i, w, **options), outputs, inputs, wrt,
+                    "ta.torch.function")
 
 
 # ---- ta.torch.op: a decorated function compiled per signature --------------------------------

@@ -103,11 +103,13 @@ class VarInfo:
 class SizeInfo(VarInfo):
     """A size variable (``ta.size_var``): an integer in ``[min, max]`` (``max`` ``None``: unbounded), a
     multiple of ``multiple_of``; usable in shapes, reduction bounds and expressions.  Its ``lo`` and
-    ``hi`` stay ``None``: it ranges over no loop."""
+    ``hi`` stay ``None``: it ranges over no loop.  ``case_of``: the size whose values it narrows, in one
+    case of a derivative made per case (``tensorad.symbolic``)."""
 
     min: int = 1
     max: int | None = None
     multiple_of: int = 1
+    case_of: Expr | None = None
 
 
 def is_size(e: Any) -> bool:
@@ -134,9 +136,10 @@ class DataIndex:
     ``[0, extent)`` as ``np.take`` does: ``mode="raise"`` makes an out-of-range value a run-time
     ``IndexError``, ``"clip"`` is ``min(max(v, 0), extent - 1)``, ``"wrap"`` is ``v mod extent``.  The
     bounds proof and the optimizer treat the node as an opaque value in range.  ``tensor`` and ``axis``
-    name what it indexes, for error messages."""
+    name what it indexes, for error messages.  ``extent`` may be an integer expression in size variables
+    (binding the sizes makes it an int)."""
 
-    extent: int
+    extent: int | Expr
     mode: str
     tensor: str
     axis: int
@@ -150,7 +153,11 @@ class DataIndex:
 
 class SizeDecisionError(TypeError):
     """A choice that depends on the values of size variables (``ta.size_var``), made where only static
-    sizes are handled."""
+    sizes are handled; ``condition``: the condition on the sizes it asked, where known."""
+
+    def __init__(self, message: str, condition: Expr | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
 
 
 def _nodes(root: Expr) -> list[Expr]:
@@ -261,7 +268,7 @@ class Expr:
         if sizes:
             raise SizeDecisionError(
                 f"a decision on the size variables {', '.join(sizes)} ({self}) that tensorad makes only "
-                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))")
+                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))", self)
         raise TypeError(
             "the truth value of a tensor expression is not known when it is built; "
             "use ta.select(cond, a, b) or ta.if_then_else(cond, a, b) for a data-dependent "
@@ -362,15 +369,19 @@ def var(name: str, lo: int | None = None, hi: int | None = None, dtype: str = dt
     return Expr(Op.VAR, dtype, (), VarInfo(name, fresh_uid(), lo, hi))
 
 
-def data_index(value: Any, extent: int, mode: str = "raise", tensor: str = "?", axis: int = 0) -> Expr:
-    """``value`` (an integer expression read from data) as an index into ``[0, extent)``;
-    see :class:`DataIndex` for the modes.  A ``DATA_INDEX`` operand is taken as is."""
+def data_index(value: Any, extent: int | Expr, mode: str = "raise", tensor: str = "?", axis: int = 0) -> Expr:
+    """``value`` (an integer expression read from data) as an index into ``[0, extent)``, ``extent`` an
+    int or an integer expression in size variables; see :class:`DataIndex` for the modes.  A
+    ``DATA_INDEX`` operand is taken as is."""
     if mode not in GATHER_MODES:
         raise ValueError(f"gather mode must be one of {', '.join(map(repr, GATHER_MODES))}, got {mode!r}")
     value = as_expr(value)
     if not dt.is_int(value.dtype):
         raise TypeError(f"{tensor}: index {axis} must be an integer expression, got "
                         f"{value.dtype} expression {value}")
+    if isinstance(extent, Expr) and dt.is_int(extent.dtype) \
+            and all(is_size(n) for n in _nodes(extent) if n.op in (Op.VAR, Op.READ, Op.REDUCE)):
+        return Expr(Op.DATA_INDEX, dt.INDEX, (value,), DataIndex(extent, mode, str(tensor), int(axis)))
     if isinstance(extent, bool) or not isinstance(extent, int) or extent < 0:
         raise ValueError(f"{tensor}: axis {axis} has no valid extent ({extent!r})")
     if extent == 0:

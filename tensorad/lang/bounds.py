@@ -5,7 +5,7 @@ axes and ``where``, and the ``if_then_else`` conditions guarding the read) at wh
 ``[0, shape)``; a nonempty set is an error naming the tensor, the index and one offending point.  Guards
 isl cannot represent are taken as possibly true (sound); an index that is not quasi-affine is rejected.  A
 gather index (``DATA_INDEX``) is in range by construction: an opaque variable over that range.  Size
-variables are dimensions of the space over their admissible values: a read is proven for every size."""
+variables are parameters of the space over their admissible values: a read is proven for every size."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from ..ir.printer import expr_to_str
 from ..ir.rewrite import walk
 from ..ir.tensor import ComputeOp
 from ..poly.affine import IndexSpace, NotAffine, point_str
-from .sizes import sizes_in
 
 
 class OutOfBoundsError(IndexError):
@@ -82,8 +81,6 @@ def check_op_bounds(op: ComputeOp) -> None:
     if not any(_needs_proof(n, ranged) for b in bodies for n in walk(b)):
         return
     axes = list(op.axes) + list(op.reduce_axes)
-    axes += sizes_in([b for a in axes for b in (a.lo, a.hi)] + list(bodies)
-                     + [s for b in bodies for n in walk(b) if n.op is Op.READ for s in n.arg.shape])
     opaque = [n for b in bodies for n in walk(b) if n.op is Op.DATA_INDEX]
     space = IndexSpace(axes, opaque)  # gather indices: any value in their range
     domain = space.box()

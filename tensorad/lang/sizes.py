@@ -2,7 +2,9 @@
 
 A size variable is an integer ``Expr`` of kind :class:`~tensorad.ir.expr.SizeInfo`, usable in shapes,
 reduction bounds and bodies.  :func:`bind_program` substitutes integers for the sizes in every shape,
-axis range and body of a program; the passes below the facade see only its static result."""
+axis range and body of a program (an expression of sizes and constants becomes the constant the
+program written at those sizes holds), or narrower size variables (a case of their values); the passes
+below the facade see only its static result."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, SizeInfo, const, fresh_uid, is_size, var
-from ..ir.rewrite import fold, rename, tensor_graph, walk
+from ..ir.expr import Expr, Op, SizeInfo, const, data_index, fresh_uid, is_size, var
+from ..ir.rewrite import fold, rename, rewrite, tensor_graph, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
@@ -44,6 +48,8 @@ def _op_sizes(op: PlaceholderOp | ComputeOp) -> list[Expr]:
             found.append(n)
         elif n.op is Op.REDUCE:
             bounds += [b for a in n.arg.axes for b in (a.lo, a.hi)]
+        elif n.op is Op.DATA_INDEX:
+            bounds.append(n.arg.extent)
     return list(dict.fromkeys(found + sizes_in(bounds)))
 
 
@@ -62,16 +68,21 @@ def program_sizes(tensors: Iterable[Tensor]) -> list[Expr]:
     return found
 
 
-def size_value(e: int | Expr, values: Mapping[Expr, int]) -> int:
-    """An integer expression in sizes at ``values``."""
+def size_value(e: int | Expr, values: Mapping[Expr, int | Expr]) -> int | Expr:
+    """An integer expression in sizes at ``values`` (an expression where a value is a size variable)."""
     if not isinstance(e, Expr):
         return e
+    if any(isinstance(x, Expr) for x in values.values()):
+        return rename(e, values)
     return fold(e, lambda n, *a: values[n] if n.op is Op.VAR else n.arg if n.op is Op.CONST
                 else _INT_OPS[n.op](*a))
 
 
-def check_size(v: Expr, value: Any) -> int:
-    """``value`` for size variable ``v``, or an error naming the size and what it breaks."""
+def check_size(v: Expr, value: Any) -> int | Expr:
+    """``value`` for size variable ``v``, or an error naming the size and what it breaks; a size
+    variable (a case of ``v``'s values, :func:`~tensorad.symbolic.deferred`) is taken as it is."""
+    if is_size(value):
+        return value
     info = v.arg
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"size {v.name} must be an int, got {value!r}")
@@ -99,7 +110,7 @@ def read_sizes(inputs: Sequence[Tensor], arrays: Sequence[Any], who: str) -> dic
     return {v.name: n for v, (n, _) in seen.items()}
 
 
-def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
+def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
                  resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None = None,
                  new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static
@@ -130,7 +141,37 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
     return new
 
 
-def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) -> ComputeOp:
+def _folded(body: Expr, values: dict[Expr, int]) -> Expr:
+    """``body`` with each largest expression of sizes and constants (``1.0 / float64(n)``) its value at
+    ``values``, computed as the kernel would (IEEE arithmetic in its type): the constant that the
+    program written at those sizes holds."""
+    def visit(n: Expr, *kids: tuple[Any, Expr, bool]) -> tuple[Any, Expr, bool]:
+        sized = is_size(n) or any(k[2] for k in kids)
+        value = values[n] if is_size(n) else _typed(n.dtype, n.arg) if n.op is Op.CONST else None
+        if n.op in _FOLDS and all(k[0] is not None for k in kids) and (dt.is_int(n.dtype) or n.op in _EXACT):
+            value = _typed(n.dtype, kids[0][0]) if n.op is Op.CAST else _FOLDS[n.op](*(k[0] for k in kids))
+        if value is not None:
+            return value, n, sized
+        src = tuple(const(k[0], s.dtype) if k[0] is not None and k[2] else k[1] for k, s in zip(kids, n.src))
+        return None, n if all(a is b for a, b in zip(src, n.src)) else n.replace(src=src), False
+
+    with np.errstate(all="ignore"):
+        value, out, sized = fold(body, visit)
+    return const(value, body.dtype) if value is not None and sized else out
+
+
+def _typed(dtype: str, v: Any) -> Any:
+    """``v`` as a value of ``dtype`` (an int, or a NumPy float32 or float64); ``None`` for other types."""
+    if dt.is_int(dtype):
+        return int(v)
+    return np.dtype(dtype).type(v) if dtype in ("float32", "float64") else None
+
+
+_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv}
+_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST)  # on floats: IEEE, as the kernel
+
+
+def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor]) -> ComputeOp:
     """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
     nodes = [n for b in op.body for n in walk(b)]
     mapping: dict[Expr, Expr] = {}
@@ -140,15 +181,21 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
             mapping[v] = var(v.name, lo, hi, v.dtype)
     if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
         return op
-    mapping.update({v: const(n, v.dtype) for v, n in values.items()})
+    mapping.update({v: n if isinstance(n, Expr) else const(n, v.dtype) for v, n in values.items()})
+    static = not any(isinstance(n, Expr) for n in values.values())
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:
             return Expr(Op.READ, node.dtype, node.src, new[node.arg])
         return None
 
+    def gather(n: Expr) -> Expr:  # a gather whose extent is in sizes
+        return data_index(n.src[0], size_value(n.arg.extent, values), n.arg.mode, n.arg.tensor, n.arg.axis)
+
     memo: dict = {}
+    bodies = tuple(rename(_folded(b, values) if static else b, mapping, read, memo) for b in op.body)
+    if any(n.op is Op.DATA_INDEX and isinstance(n.arg.extent, Expr) for n in nodes):
+        bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
-    return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
-                     tuple(rename(b, mapping, read, memo) for b in op.body), op.attrs, provenance)
+    return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes), bodies, op.attrs, provenance)
 

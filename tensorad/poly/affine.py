@@ -4,8 +4,9 @@ An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensio
 expressions of ``+ - *`` (by constants), ``//`` and ``%`` (by positive constants) and ``max``/``min`` into
 ``isl.PwAff``, and conditions into ``isl.Set``, through islpy's constructors (never text), exact past 64
 bits.  Anything else raises :class:`NotAffine`, or, in a condition converted with ``exact=False``, is
-over-approximated by the universe.  A size variable (``ta.size_var``) is a dimension like the others,
-bounded by its admissible values, so a set empty over the space is empty at every size."""
+over-approximated by the universe.  A size variable (``ta.size_var``) met in an expression is an isl
+parameter (its ``isl.Id`` holds the size's ``Expr``), restricted to its admissible values: a set empty
+over the space is empty at every size, and a static program's spaces have no parameters."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import islpy as isl
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, SizeDecisionError, compare, is_size
+from ..ir.expr import Expr, Op, SizeDecisionError, is_size, logical_not
 from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
 from ..ir.rewrite import fold_along, walk
@@ -22,15 +23,11 @@ from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
 _SET = isl.dim_type.set
+_PARAM = isl.dim_type.param
 
 
 class NotAffine(ValueError):
     """An index expression or condition that isl cannot represent exactly."""
-
-
-class SizeNotPlaced(NotAffine, SizeDecisionError):
-    """A size variable met by a space that does not hold it: a caller that takes what isl cannot
-    represent conservatively does so; any other reports that the analysis needs static sizes."""
 
 
 _CHUNK = 62
@@ -52,14 +49,10 @@ def _val(n: int) -> isl.Val:
     return out.neg() if n < 0 else out
 
 
-def _range(v: Expr) -> tuple[int | Expr, int | Expr | None]:
-    """``(lo, hi)`` of a dimension: a variable's range (integers or expressions in sizes), a size
-    variable's admissible values (``hi`` ``None``: unbounded), a gather index's ``[0, extent)``."""
-    if v.op is not Op.VAR:
-        return (0, v.arg.extent)
-    if is_size(v):
-        return (v.arg.min, None if v.arg.max is None else v.arg.max + 1)
-    return (v.lo, v.hi)
+def _range(v: Expr) -> tuple[int | Expr, int | Expr]:
+    """``(lo, hi)`` of a dimension: a variable's range (integers or expressions in sizes), a gather
+    index's ``[0, extent)``."""
+    return (0, v.arg.extent) if v.op is not Op.VAR else (v.lo, v.hi)
 
 
 class IndexSpace:
@@ -74,13 +67,15 @@ class IndexSpace:
                  for k, v in enumerate(self.vars)]
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.local = isl.LocalSpace.from_space(self.space)
+        self.params: dict[Expr, int] = {}  # the size variables met: isl parameters, by position
         self._aff_memo: dict[Expr, isl.PwAff] = {}
         self._form_memo: dict[Expr, Linear] = {}
         self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
         self._box: isl.Set | None = None
 
     def universe(self) -> isl.Set:
-        return isl.Set.universe(self.space)
+        """Every point, at the admissible values of the parameters met so far."""
+        return admissible(self.space)
 
     def empty(self) -> isl.Set:
         return isl.Set.empty(self.space)
@@ -114,15 +109,11 @@ class IndexSpace:
         for v in variables:
             pa = self.aff(v)
             lo, hi = _range(v)
-            s = s.intersect(pa.ge_set(self.bound(lo)))
-            if hi is not None:
-                s = s.intersect(pa.lt_set(self.bound(hi)))
-            if is_size(v) and v.arg.multiple_of > 1:
-                s = s.intersect(self.cond(compare(Op.EQ, v % v.arg.multiple_of, 0)))
+            s = s.intersect(pa.ge_set(self.bound(lo))).intersect(pa.lt_set(self.bound(hi)))
         return s
 
     def constant(self, c: int) -> isl.PwAff:
-        return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
+        return _constant(self.local, c)
 
     def bound(self, b: int | Expr) -> isl.PwAff:
         """A bound of a range or a shape: an integer, or an expression in size variables of the space."""
@@ -177,8 +168,7 @@ class IndexSpace:
         if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
             raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
         if is_size(e):
-            raise SizeNotPlaced(f"this analysis needs static sizes, and the program has the size variable "
-                                f"{e.name}: bind the sizes first (ta.bind(tensors, {e.name}=...))")
+            return self._param(e)
         if e.op is Op.VAR:
             raise NotAffine(f"variable {e.name!r} is not an index variable here")
         if e.op is Op.MUL:
@@ -190,6 +180,22 @@ class IndexSpace:
             raise NotAffine(f"{expr_to_str(e)} is not a quasi-affine index expression "
                             "(use + - * by constants, // and % by positive constants)")
         return rule[1](self, e)
+
+    def outside(self, s: isl.Set) -> isl.Set:
+        """The complement of ``s``, at admissible sizes."""
+        return s.complement().intersect(self.universe()) if self.params else s.complement()
+
+    def _param(self, v: Expr) -> isl.PwAff:
+        """Size variable ``v`` as an isl parameter (added to the space on first use), on its admissible
+        values only, so that every set made from it holds at admissible sizes alone."""
+        if v not in self.params:
+            self.params[v] = len(self.params)
+            self.space = self.space.add_dims(_PARAM, 1).set_dim_id(_PARAM, self.params[v],
+                                                                    isl.Id(_ident(v.name), user=v))
+            self.local = isl.LocalSpace.from_space(self.space)
+            self._box = None
+        return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.local, _PARAM, self.params[v])).intersect_domain(
+            self.universe())
 
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
@@ -213,7 +219,7 @@ class IndexSpace:
                 stack.append((key, True))
                 stack.extend((k, False) for k in reversed(operands) if k not in memo)
             elif node.op is Op.NOT:
-                memo[key] = memo[operands[0]].complement()
+                memo[key] = self.outside(memo[operands[0]])
             elif node.op is Op.AND:
                 memo[key] = memo[operands[0]].intersect(memo[operands[1]])
             else:
@@ -246,14 +252,75 @@ class IndexSpace:
 _INT = ("int32", "int64")
 
 
+def admissible(space: isl.Space) -> isl.Set:
+    """The universe of ``space`` at the admissible values of its parameters, size variables (each
+    ``isl.Id``'s user): ``min <= v <= max``, ``v`` a multiple of ``multiple_of``."""
+    s = isl.Set.universe(space)
+    local = isl.LocalSpace.from_space(space)
+    for k in range(space.dim(_PARAM)):
+        info = space.get_dim_id(_PARAM, k).user.arg
+        n = isl.PwAff.from_aff(isl.Aff.var_on_domain(local, _PARAM, k))
+        s = s.intersect(n.ge_set(_constant(local, info.min)))
+        if info.max is not None:
+            s = s.intersect(n.le_set(_constant(local, info.max)))
+        if info.multiple_of > 1:
+            s = s.intersect(n.mod_val(_val(info.multiple_of)).eq_set(_constant(local, 0)))
+    return s
+
+
+def _constant(local: isl.LocalSpace, c: int) -> isl.PwAff:
+    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(local).set_constant_val(_val(c)))
+
+
+def decide(c: Expr | bool) -> bool:
+    """Condition ``c`` on size variables, where it is the same at every admissible size; one whose truth
+    depends on the size raises :class:`~tensorad.ir.expr.SizeDecisionError`, naming the sizes."""
+    if not isinstance(c, Expr):
+        return bool(c)
+    if always(c):
+        return True
+    if always(logical_not(c)):
+        return False
+    sizes = sorted({n.name for n in walk(c) if is_size(n)})
+    raise SizeDecisionError(f"a decision on the size variables {', '.join(sizes)} ({expr_to_str(c)}) that "
+                            f"depends on their values: bind them first (ta.bind(tensors, {sizes[0]}=...))", c)
+
+
+def size_cases(c: Expr) -> tuple[Expr, list[tuple[int, int | None]]] | None:
+    """``(v, [(lo, hi), ...])``: the admissible values of the one size variable ``v`` of condition ``c``
+    split into the intervals (``hi`` ``None``: unbounded) where ``c`` holds and where it does not, or
+    ``None`` where they are not intervals (or ``c`` has other variables, or isl does not represent it)."""
+    sizes = list(dict.fromkeys(n for n in walk(c) if n.op is Op.VAR))
+    space = IndexSpace([])
+    try:
+        holds = space.cond(c)
+    except NotAffine:
+        return None
+    if len(sizes) != 1 or not is_size(sizes[0]):
+        return None
+    cases = []
+    for part in (holds, space.outside(holds)):
+        line = part.params().move_dims(_SET, 0, _PARAM, 0, 1) if part.dim(_PARAM) else None
+        if line is None or line.is_empty():
+            continue
+        lo, hi = line.dim_min_val(0).to_python(), line.dim_max_val(0)
+        hi = None if hi.is_infty() else hi.to_python()
+        interval = space.cond(sizes[0] >= lo if hi is None else (sizes[0] >= lo) & (sizes[0] <= hi))
+        if not interval.params().is_equal(part.params()):
+            return None
+        cases.append((lo, hi))
+    return sizes[0], sorted(cases)
+
+
 def always(c: Expr | bool) -> bool:
     """Whether condition ``c`` on size variables holds at every admissible size (``False`` where that is
     not decided); a Python bool is itself."""
     if not isinstance(c, Expr):
         return bool(c)
-    space = IndexSpace([n for n in walk(c) if is_size(n)])
+    space = IndexSpace([])
     try:
-        return space.box().is_subset(space.cond(c))
+        holds = space.cond(c)
+        return space.universe().is_subset(holds)
     except NotAffine:
         return False
 
@@ -306,7 +373,8 @@ def _minimum(space: IndexSpace, e: Expr) -> isl.PwAff:
 def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b elsewhere
     c = space.cond(e.src[0])
     a, b = space._aff_memo[e.src[1]], space._aff_memo[e.src[2]]
-    return a.intersect_domain(c).union_add(b.intersect_domain(c.complement()))
+    return a.intersect_domain(c).union_add(b.intersect_domain(space.outside(c)))
+
 
 
 # The atoms of a linear form that isl represents, besides the space's variables: op -> (the operands
@@ -332,7 +400,12 @@ def _ident(name: str) -> str:
 
 
 def point_str(space: IndexSpace, s: isl.Set) -> str:
-    """One point of nonempty ``s`` as ``name=value, ...`` (for error messages)."""
+    """One point of nonempty ``s`` as ``name=value, ...``, sizes last (for error messages)."""
     p = s.sample_point()
-    vals = [p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(space.vars))]
-    return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}={x}" for v, x in zip(space.vars, vals))
+    dims = [(_SET, k, v) for k, v in enumerate(space.vars)]
+    dims += [(_PARAM, k, s.get_dim_id(_PARAM, k).user) for k in range(s.dim(_PARAM))]
+
+
+    return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}="
+                     f"{p.get_coordinate_val(t, k).to_python()}" for t, k, v in dims)
+

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cmp_to_key
 
 import islpy as isl
 
-from ..ir.expr import Expr
-from .affine import IndexSpace
+from ..ir.expr import Expr, Op, SizeDecisionError
+from .affine import IndexSpace, admissible, decide
 from .to_expr import aff_to_expr, pieces_to_expr, pw_aff_pieces, set_to_cond, val_to_fraction
 
 _IN = isl.dim_type.in_
 _OUT = isl.dim_type.out
 _SET = isl.dim_type.set
+_PARAM = isl.dim_type.param
 
 
 # isl counts a set with divisions by scanning it, which can take minutes: a set with more than
@@ -136,9 +138,12 @@ class IndexSet:
         ctx = ctx.set_dim_id(_SET, k, self.set.get_dim_id(_SET, k))
         return IndexSet(self.vars, self.set.gist(ctx))
 
-    def const_range(self, v: Expr) -> tuple[int, int]:
-        """Inclusive ``(min, max)`` of ``v`` on the (nonempty, bounded) set."""
+    def const_range(self, v: Expr) -> tuple[int | Expr, int | Expr]:
+        """Inclusive ``(min, max)`` of ``v`` on the (nonempty, bounded) set; on a set over sizes, each an
+        expression in them (:func:`size_bound`)."""
         k = self._pos(v)
+        if self.set.dim(_PARAM):
+            return size_bound(self.set.dim_min(k)), size_bound(self.set.dim_max(k))
         lo = val_to_fraction(self.set.dim_min_val(k))
         hi = val_to_fraction(self.set.dim_max_val(k))
         return int(lo), int(hi)
@@ -167,9 +172,10 @@ class IndexSet:
                 continue  # not a lower bound everywhere
             # max(v - lo) as the range of a map (``PwAff.max_val`` refuses quasi-affine pieces)
             values = isl.Map.from_pw_aff(diff.intersect_domain(dom)).range()
-            ext = int(val_to_fraction(values.dim_max_val(0))) + 1
-            out.append((lo, ext, a.dim(isl.dim_type.div)))
-        out.sort(key=lambda t: (t[1], t[2]))
+            top = size_bound(values.dim_max(0)) if values.dim(_PARAM) else values.dim_max_val(0).to_python()
+            out.append((lo, top + 1, a.dim(isl.dim_type.div)))
+        out.sort(key=cmp_to_key(lambda a, b: -1 if decide(a[1] < b[1]) else 1 if decide(b[1] < a[1])
+                                else a[2] - b[2]))
         return [(lo, ext) for lo, ext, _ in out]
 
     def gist(self, context: IndexSet) -> IndexSet:
@@ -188,6 +194,17 @@ def _space(variables: Sequence[Expr], space: IndexSpace | None) -> IndexSpace:
     if space.vars != list(dict.fromkeys(variables)):
         raise ValueError("the index space must be over the same variables, in order")
     return space
+
+
+def size_bound(pa: isl.PwAff) -> int | Expr:
+    """A bound that depends on sizes only, as an int or an expression in them: one quasi-affine piece over
+    every admissible size, else the bound depends on the size in pieces (``SizeDecisionError``)."""
+    pieces: list[tuple[isl.Set, isl.Aff]] = []
+    pa.foreach_piece(lambda s, a: pieces.append((s, a)))
+    if len(pieces) != 1 or not admissible(pa.get_domain_space()).params().is_subset(pieces[0][0].params()):
+        raise SizeDecisionError(f"a bound that depends on the sizes in pieces ({pa}): bind them first")
+    e = aff_to_expr(pieces[0][1], [])
+    return e.arg if e.op is Op.CONST else e
 
 
 def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:

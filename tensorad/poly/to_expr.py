@@ -6,7 +6,9 @@ direction of :mod:`.affine`).
 * a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator;
 * a set is the disjunction of its basic sets, each the conjunction of its constraints (existentials made
   explicit divs first: ``exists e: x = 2e`` becomes ``x - 2*(x // 2) == 0``);
-* a piecewise function of several pieces is a ``select`` chain over the pieces' domains."""
+* a piecewise function of several pieces is a ``select`` chain over the pieces' domains;
+* a parameter is the size variable its ``isl.Id`` holds; constraints that the sizes' admissible values
+  imply are left out."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from math import lcm
 import islpy as isl
 
 from ..ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
+from .affine import admissible
 
 _IN = isl.dim_type.in_
 _DIV = isl.dim_type.div
+_PARAM = isl.dim_type.param
 
 
 def val_to_fraction(v: isl.Val) -> Fraction | int:
@@ -41,6 +45,10 @@ def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int,
         f = val_to_fraction(aff.get_coefficient_val(_IN, k))
         if f:
             coefs.append((f, variables[k]))
+    for k in range(aff.dim(_PARAM)):
+        f = val_to_fraction(aff.get_coefficient_val(_PARAM, k))
+        if f:
+            coefs.append((f, aff.get_space().get_dim_id(_PARAM, k).user))
     for j in range(aff.dim(_DIV)):
         f = val_to_fraction(aff.get_coefficient_val(_DIV, j))
         if f:
@@ -92,6 +100,8 @@ def set_to_cond(s: isl.Set | isl.BasicSet, variables: Sequence[Expr]) -> Expr:
         s = isl.Set.from_basic_set(s)
     if s.is_empty():
         return FALSE
+    if s.dim(_PARAM):
+        s = s.gist_params(admissible(s.get_space()).params())
     s = s.coalesce().compute_divs()
     out = FALSE
     for bs in s.get_basic_sets():

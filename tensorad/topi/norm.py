@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any
 
-from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import Expr, Tensor, cast, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
@@ -42,8 +42,13 @@ def _check_float(x: Tensor, op: str) -> None:
         raise TypeError(f"{op}: needs a float tensor, {x.name} is {x.dtype}")
 
 
-def _scaled(t: Tensor, factor: float, name: str) -> Tensor:
-    return new_compute(t.shape, lambda ax: t[ax] * const(factor, dt.compute_dtype(t.dtype)), name, "elemwise")
+def _scaled(t: Tensor, factor: float | Expr, name: str) -> Tensor:
+    """``t * factor``; a factor in sizes is ``1 / count``, computed in float64 as a static factor is (``inf``
+    over no element, so the mean there is NaN as ``0 / 0``)."""
+    cd = dt.compute_dtype(t.dtype)
+    k = const(factor, cd) if not isinstance(factor, Expr) else \
+        cast(cd, const(1.0, "float64") / cast("float64", factor))
+    return new_compute(t.shape, lambda ax: t[ax] * k, name, "elemwise")
 
 
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
@@ -52,7 +57,8 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean"
     _check_float(x, name)
     axes = normalize_axes(axis, x.ndim, name)
     count = prod(x.shape[d] for d in axes)
-    return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), 1.0 / count if count else float("nan"), name)
+    factor = count if isinstance(count, Expr) else 1.0 / count if count else float("nan")
+    return _scaled(_sum(x, axes, keepdims, f"{name}.sum"), factor, name)
 
 
 def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,

@@ -3,6 +3,7 @@ index maps written plainly, whose derivatives the optimizer inverts (``//``, ``%
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from math import prod
 from typing import Any
@@ -13,22 +14,27 @@ from tensorad.lang import if_then_else
 from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
 
 
-def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int, ...]:
-    """``shape`` with one ``-1`` inferred from ``X``'s size; a mismatch is an error."""
-    if is_int(shape):
+def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
+    """``shape`` with one ``-1`` inferred from ``X``'s size; a mismatch is an error.  An entry of ``X``'s
+    shape in sizes (``ta.size_var``) stands in ``shape`` as it is, or in the ``-1``."""
+    if is_int(shape) or isinstance(shape, Expr):
         shape = (shape,)
-    if not isinstance(shape, (tuple, list)) or not all(is_int(s) for s in shape):
+    if not isinstance(shape, (tuple, list)) or not all(is_int(s) or isinstance(s, Expr) for s in shape):
         raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}")
     shape = tuple(shape)
-    unknown = [d for d, s in enumerate(shape) if s == -1]
-    if len(unknown) > 1 or any(s < -1 for s in shape):
+    ints = [s for s in shape if is_int(s)]
+    unknown = [d for d, s in enumerate(shape) if is_int(s) and s == -1]
+    if len(unknown) > 1 or any(s < -1 for s in ints):
         raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
-    if unknown:
-        known = prod(s for s in shape if s != -1)
-        if known == 0 or x.size % known:
+    sized, given = (Counter(s for s in t if isinstance(s, Expr)) for t in (x.shape, shape))
+    size = prod(s for s in x.shape if is_int(s))
+    if unknown and not given - sized:
+        known = prod(s for s in ints if s != -1)
+        if known == 0 or size % known:
             raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
-        shape = shape[:unknown[0]] + (x.size // known,) + shape[unknown[0] + 1:]
-    if prod(shape) != x.size:
+        rest = prod((sized - given).elements(), start=size // known)
+        shape = shape[:unknown[0]] + (rest,) + shape[unknown[0] + 1:]
+    elif prod(ints) != size or given != sized:
         raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
                          f"(size {prod(shape)})")
     return shape
@@ -59,9 +65,8 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
         for a, s in zip(mid_ax, mid_dst):  # row-major flat index of the middle axes
             flat = a if flat is None else flat * s + a
         idx: list[Expr | int] = []
-        stride = prod(mid_src)
         for d, s in enumerate(mid_src):
-            stride //= s
+            stride = prod(mid_src[d + 1:])
             if s == 1:
                 idx.append(0)
                 continue

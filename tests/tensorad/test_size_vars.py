@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from tensorad.ir.expr import SizeDecisionError
 from tensorad.lang.sizes import program_sizes
 
 SIZES = (1, 7, 64)
@@ -271,23 +270,22 @@ def test_hessian_vector_product_of_symbolic_program():
                                rtol=1e-4, atol=1e-5)
 
 
-def test_decision_on_sizes_made_only_at_static_sizes_is_a_clear_error():
-    n = ta.size_var("n")
-    with pytest.raises(SizeDecisionError, match=r"size variables n .*ta\.bind\(tensors, n=\.\.\.\)"):
-        ta.topi.mean(ta.placeholder((n, 8), name="X"))  # 1 / count, or NaN over no element
+def max_rows_oracle(x, h):
+    """``d sum(H * max_k X[i, k]) / dX``: the head split evenly over the tied winners of each row."""
+    win = x == x.max(1, keepdims=True)
+    return h[:, None] * win / win.sum(1, keepdims=True)
 
 
-def test_max_over_symbolic_rows_differentiated_at_static_sizes_or_a_clear_error():
-    """The winner of a max whose output has a symbolic extent is found by an analysis over static
-    sizes: differentiating the symbolic program is a clear error that says to bind, and the bound
-    program's gradient is exact."""
+@pytest.mark.parametrize("optimize", [False, True])
+def test_max_over_symbolic_rows_gradient_at_each_size(optimize):
+    """A max whose outputs have a symbolic extent: the winner's landing point is a gather whose
+    extent is the size, bound with the program."""
     n = ta.size_var("n")
-    X = ta.placeholder((n, 4), name="X")
+    X, H = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="H")
     k = ta.reduce_axis((0, 4), "k")
     Y = ta.compute((n,), lambda i: ta.max(X[i, k], axis=k), name="Y")
-    with pytest.raises(SizeDecisionError, match=r"static sizes.*ta\.bind\(tensors, n=\.\.\.\)"):
-        ta.JacobianRecursive(Y, [X], ta.placeholder((n,), name="H"))
-    Y3, X3 = ta.bind([Y, X], n=3)
-    x = np.array([[1, 5, 2, 5], [0, -1, 3, 2], [7, 7, 7, 7]], "float32")
-    (g,) = ta.evaluate(ta.JacobianRecursive(ta.topi.sum(Y3), [X3]), {X3: x})
-    np.testing.assert_allclose(g, [[0, .5, 0, .5], [0, 0, 1, 0], [.25] * 4])
+    (g,) = ta.JacobianRecursive(Y, [X], H, optimize=optimize)
+    for size in SIZES:
+        x = RNG.integers(0, 3, (size, 4)).astype("float32")  # ties in most rows
+        h = rand(size)
+        np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), max_rows_oracle(x, h), rtol=1e-6)
