@@ -19,10 +19,12 @@ from .codegen import lower as _lower
 from .evaluate import evaluate as _evaluate
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .lang.sizes import bind_program, program_sizes, read_sizes
+from .codegen.runtime.rows import RowsKernel
+from .lang.sizes import bind_program, program_sizes, read_sizes, row_size
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
+ROWS = 16  # the rows of a generic kernel's block, rounded up to a multiple of the size's unit
 
 
 def listed(tensors: Any) -> list:
@@ -137,11 +139,14 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
 
 class SizedCallable:
     """A kernel or function of a symbolic program: each call reads the sizes from its arrays, and
-    runs the static callable made for them (made once per size, kept in a bounded cache)."""
+    runs the static callable made for them (made once per size, kept in a bounded cache).  ``generic``
+    is false: ``why`` says why one compile cannot serve every size."""
+
+    generic = False
 
     def __init__(self, make: Callable[[dict[Tensor, Tensor]], Any], roots: list[Tensor],
-                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES) -> None:
-        self.make, self.roots, self.inputs, self.name = make, roots, inputs, name
+                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES, why: str = "") -> None:
+        self.make, self.roots, self.inputs, self.name, self.why = make, roots, inputs, name, why
         self.static: SignatureCache[Any] = SignatureCache(max_sizes)
 
     def at(self, **sizes: int) -> Any:
@@ -162,11 +167,43 @@ class SizedCallable:
 
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
-    """``ta.build``: a symbolic program gives a :class:`SizedCallable` over static kernels."""
+    """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
+    (:func:`row_blocks`), any other a :class:`SizedCallable` over static kernels."""
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
-    return SizedCallable(lambda new: _build(_like(outputs, new), _like(inputs, new), *args, **options),
-                         listed(outputs) + listed(inputs), listed(inputs), "ta.build")
+    roots, ins = listed(outputs) + listed(inputs), listed(inputs)
+
+    def make(new: dict[Tensor, Tensor]) -> Any:
+        return _build(_like(outputs, new), _like(inputs, new), *args, **options)
+
+    size, blocks, why = row_blocks(listed(outputs), ins, options)
+    if size is None:
+        return SizedCallable(make, roots, ins, "ta.build", why=why)
+    parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
+    return RowsKernel(size, parts, [_leads(t, size) for t in ins], [_leads(t, size) for t in listed(outputs)],
+                      [t.name for t in ins])
+
+
+def _leads(t: Tensor, size: Any) -> bool:
+    return bool(t.shape) and t.shape[0] is size
+
+
+def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict) -> tuple[Any, tuple[int, ...], str]:
+    """``(size, (block, unit), "")``: the rows of a generic kernel's block and of its tail unit, for a
+    program of independent rows of ``size`` (:func:`~tensorad.lang.sizes.row_size`) read from an input;
+    else ``(None, (), why)``."""
+    size, why = row_size(outputs + inputs)
+    if size is None:
+        return None, (), why
+    info = size.arg
+    unit = info.multiple_of
+    block = unit * -(-ROWS // unit) if info.max is None else min(unit * -(-ROWS // unit), info.max - info.max % unit)
+    for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
+                      (not any(_leads(t, size) for t in inputs), f"no input has {size.name} rows"),
+                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value {info.min}")):
+        if bad:
+            return None, (), says
+    return size, tuple(dict.fromkeys((block, unit))), ""
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",

@@ -152,3 +152,53 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes),
                      tuple(rename(b, mapping, read, memo) for b in op.body), op.attrs, provenance)
 
+
+
+def row_size(tensors: Sequence[Tensor]) -> tuple[Expr | None, str]:
+    """The size ``n`` along which the program of ``tensors`` is a stack of independent rows, or ``None``
+    and why not.  Rows are independent when ``n`` is the program's one size, the leading extent of the
+    tensors it sizes and of nothing else, and each op sized by it reads a tensor sized by it only at its
+    own row (its first axis, read at index 0 and nowhere else); its other ops read no such tensor.  Such
+    a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b`` rows."""
+    found = program_sizes(tensors)
+    if len(found) != 1:
+        return None, f"the program has {len(found)} size variables, not one"
+    n = found[0]
+    for t in tensor_graph(tensors):
+        why = _row_breach(t, n)
+        if why:
+            return None, f"{t.name}: {why}"
+    return n, ""
+
+
+def _row_breach(t: Tensor, n: Expr) -> str:
+    """Why tensor ``t`` breaks the independence of the rows of size ``n`` (:func:`row_size`), or ``""``."""
+    rows = bool(t.shape) and t.shape[0] is n
+    if sizes_in(t.shape[1:] if rows else t.shape):
+        return f"size {n.name} in its shape {t.shape} past the leading extent"
+    if t.is_placeholder:
+        return ""
+    op = t.op
+    row = op.axes[0] if rows else None
+    if rows and (isinstance(row.lo, Expr) or row.lo != 0 or row.hi is not n) or sizes_in(b for v in op.axes[1:] for b in (v.lo, v.hi)):
+        return f"its axes run over size {n.name} other than as its rows"
+    nodes = [m for b in op.body for m in walk(b)]
+    pins = {c for r in nodes if r.op is Op.REDUCE for c in _conjuncts(r.src[0])
+            if c.op is Op.EQ and any(x is row for x in c.src) and row is not None}
+    rowlike = {row} | {x for c in pins for x in c.src}
+    for node in nodes:
+        if is_size(node):
+            return f"reads size {n.name} as a value"
+        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if sizes_in((a.lo, a.hi))):
+            return f"sums over size {n.name} other than at its own row"
+        sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
+        if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
+            return f"reads its row index as a value, or a tensor of size {n.name} other than at its own row"
+    if any(b in rowlike for b in op.body):
+        return "is its row index"
+    return ""
+
+
+def _conjuncts(c: Expr) -> list[Expr]:
+    """The operands of a chain of ``AND`` nodes (``c`` itself when it is no ``AND``)."""
+    return [x for y in c.src for x in _conjuncts(y)] if c.op is Op.AND else [c]
