@@ -16,10 +16,10 @@ from .bridges.signatures import SignatureCache
 from .codegen import LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
+from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .codegen.runtime.rows import RowsKernel
 from .lang.sizes import bind_program, program_sizes, read_sizes, row_size
 from .training.function import Function
 
@@ -188,7 +188,8 @@ def _leads(t: Tensor, size: Any) -> bool:
     return bool(t.shape) and t.shape[0] is size
 
 
-def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict) -> tuple[Any, tuple[int, ...], str]:
+def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
+               ) -> tuple[Any, tuple[int, ...], str]:
     """``(size, (block, unit), "")``: the rows of a generic kernel's block and of its tail unit, for a
     program of independent rows of ``size`` (:func:`~tensorad.lang.sizes.row_size`) read from an input;
     else ``(None, (), why)``."""
@@ -197,10 +198,12 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict) -> tu
         return None, (), why
     info = size.arg
     unit = info.multiple_of
-    block = unit * -(-ROWS // unit) if info.max is None else min(unit * -(-ROWS // unit), info.max - info.max % unit)
+    block = unit * -(-ROWS // unit)
+    if info.max is not None:
+        block = min(block, info.max - info.max % unit)
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
                       (not any(_leads(t, size) for t in inputs), f"no input has {size.name} rows"),
-                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value {info.min}")):
+                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value")):
         if bad:
             return None, (), says
     return size, tuple(dict.fromkeys((block, unit))), ""

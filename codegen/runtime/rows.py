@@ -144,9 +144,10 @@ class RowsKernel:
         if len(arrays) != len(sig.inputs):
             raise KernelArgumentError(f"kernel takes {len(sig.inputs)} input arrays, got {len(arrays)}")
         n = self.rows(arrays)
-        ins = [Kernel.check_input(a, (name, (n, *s[1:]) if on else s, d))
-               for a, on, (name, s, d) in zip(arrays, self.sized_inputs, sig.inputs)]
-        outs = [np.empty((n, *s[1:]) if on else s, d) for on, (_, s, d) in zip(self.sized_outputs, sig.outputs)]
+        ins = [Kernel.check_input(a, (name, (n, *shape[1:]) if on else shape, d))
+               for a, on, (name, shape, d) in zip(arrays, self.sized_inputs, sig.inputs)]
+        outs = [np.empty((n, *shape[1:]) if on else shape, d)
+                for on, (_, shape, d) in zip(self.sized_outputs, sig.outputs)]
         (b_addrs, b_temps), (u_addrs, u_temps) = (p.arguments(ins + outs, self.line) for p in (block, unit))
         stop = n - n % block.rows
         driver()(block.kernel.entry(), b_addrs.ctypes.data, block.bytes.ctypes.data, len(b_addrs), stop,

@@ -180,7 +180,8 @@ def _row_breach(t: Tensor, n: Expr) -> str:
         return ""
     op = t.op
     row = op.axes[0] if rows else None
-    if rows and (isinstance(row.lo, Expr) or row.lo != 0 or row.hi is not n) or sizes_in(b for v in op.axes[1:] for b in (v.lo, v.hi)):
+    runs = [row.lo] if rows else [b for v in op.axes for b in (v.lo, v.hi)]
+    if rows and row.hi is not n or sizes_in(runs + [b for v in op.axes[1:] for b in (v.lo, v.hi)]):
         return f"its axes run over size {n.name} other than as its rows"
     nodes = [m for b in op.body for m in walk(b)]
     pins = {c for r in nodes if r.op is Op.REDUCE for c in _conjuncts(r.src[0])
@@ -193,7 +194,7 @@ def _row_breach(t: Tensor, n: Expr) -> str:
             return f"sums over size {n.name} other than at its own row"
         sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
-            return f"reads its row index as a value, or a tensor of size {n.name} other than at its own row"
+            return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
     if any(b in rowlike for b in op.body):
         return "is its row index"
     return ""
