@@ -17,53 +17,79 @@ from tensorad.ir.expr import Expr
 from tensorad.lang.sizes import check_size
 
 from ..jit.engine import compile_object, load_object
-from .kernel import Kernel, KernelArgumentError
+from .kernel import Kernel, KernelArgumentError, data_address
 
-# rows(main, args, row_bytes, nargs, first, stop, step, nthreads): main(args + r * row_bytes, nthreads)
-# for r in first, first + step, ... below stop; run(block..., unit..., nthreads) runs both parts
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width}: for each part p of desc (main, temps, ntemps, rows,
+# threads), largest blocks first, main(given + r * moves ++ temps, threads) on each next block of rows
+# [r, r + rows) that fits below n
 _DRIVER = """
-define internal void @rows(ptr %main, ptr %args, ptr %bytes, i64 %nargs, i64 %first, i64 %stop, i64 %step,
-                           i32 %nthreads) {
+define void @tensorad_rows(ptr %frame) {
 entry:
-  %local = alloca ptr, i64 %nargs
-  %any = icmp slt i64 %first, %stop
-  br i1 %any, label %row, label %done
-row:
-  %r = phi i64 [%first, %entry], [%rn, %call]
-  br label %arg
+  %desc = load ptr, ptr %frame
+  %g1 = getelementptr i64, ptr %frame, i64 1
+  %parts = load i64, ptr %g1
+  %g2 = getelementptr i64, ptr %frame, i64 2
+  %n = load i64, ptr %g2
+  %g3 = getelementptr i64, ptr %frame, i64 3
+  %given = load ptr, ptr %g3
+  %g4 = getelementptr i64, ptr %frame, i64 4
+  %moves = load ptr, ptr %g4
+  %g5 = getelementptr i64, ptr %frame, i64 5
+  %m = load i64, ptr %g5
+  %g6 = getelementptr i64, ptr %frame, i64 6
+  %width = load i64, ptr %g6
+  %local = alloca ptr, i64 %width
+  %tail = getelementptr ptr, ptr %local, i64 %m
+  br label %part
+part:
+  %p = phi i64 [0, %entry], [%pn, %next]
+  %r0 = phi i64 [0, %entry], [%r, %next]
+  %d = getelementptr [5 x i64], ptr %desc, i64 %p
+  %f1 = getelementptr i64, ptr %d, i64 1
+  %f2 = getelementptr i64, ptr %d, i64 2
+  %f3 = getelementptr i64, ptr %d, i64 3
+  %f4 = getelementptr i64, ptr %d, i64 4
+  %main = load ptr, ptr %d
+  %temps = load ptr, ptr %f1
+  %ntemps = load i64, ptr %f2
+  %rows = load i64, ptr %f3
+  %t64 = load i64, ptr %f4
+  %threads = trunc i64 %t64 to i32
+  %bytes = shl i64 %ntemps, 3
+  call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
+  br label %test
+test:
+  %r = phi i64 [%r0, %part], [%end, %call]
+  %end = add i64 %r, %rows
+  %fits = icmp sle i64 %end, %n
+  br i1 %fits, label %arg, label %next
 arg:
-  %k = phi i64 [0, %row], [%kn, %arg]
-  %pa = getelementptr ptr, ptr %args, i64 %k
-  %p = load ptr, ptr %pa
-  %pb = getelementptr i64, ptr %bytes, i64 %k
-  %b = load i64, ptr %pb
-  %off = mul i64 %b, %r
-  %q = getelementptr i8, ptr %p, i64 %off
+  %k = phi i64 [0, %test], [%kn, %arg]
+  %pa = getelementptr ptr, ptr %given, i64 %k
+  %a = load ptr, ptr %pa
+  %pm = getelementptr i64, ptr %moves, i64 %k
+  %mv = load i64, ptr %pm
+  %off = mul i64 %mv, %r
+  %q = getelementptr i8, ptr %a, i64 %off
   %pl = getelementptr ptr, ptr %local, i64 %k
   store ptr %q, ptr %pl
   %kn = add i64 %k, 1
-  %more = icmp slt i64 %kn, %nargs
+  %more = icmp slt i64 %kn, %m
   br i1 %more, label %arg, label %call
 call:
-  call void %main(ptr %local, i32 %nthreads)
-  %rn = add i64 %r, %step
-  %go = icmp slt i64 %rn, %stop
-  br i1 %go, label %row, label %done
+  call void %main(ptr %local, i32 %threads)
+  br label %test
+next:
+  %pn = add i64 %p, 1
+  %again = icmp slt i64 %pn, %parts
+  br i1 %again, label %part, label %done
 done:
   ret void
 }
 
-define void @tensorad_rows(ptr %bmain, ptr %bargs, ptr %bbytes, i64 %bn, i64 %bstop, i64 %bstep, i32 %bt,
-                           ptr %umain, ptr %uargs, ptr %ubytes, i64 %un, i64 %ustop, i64 %ustep, i32 %ut) {
-entry:
-  call void @rows(ptr %bmain, ptr %bargs, ptr %bbytes, i64 %bn, i64 0, i64 %bstop, i64 %bstep, i32 %bt)
-  call void @rows(ptr %umain, ptr %uargs, ptr %ubytes, i64 %un, i64 %bstop, i64 %ustop, i64 %ustep, i32 %ut)
-  ret void
-}
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-_PART = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-         ctypes.c_int32)
-_RUN = ctypes.CFUNCTYPE(None, *_PART, *_PART)
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class _Process:
@@ -72,6 +98,7 @@ class _Process:
     def __init__(self) -> None:
         self.run: Any = None
         self.lock = threading.Lock()
+        self.checked = -1  # the last count of rows checked against the size's constraints
 
 
 _PROCESS = _Process()
@@ -87,70 +114,83 @@ def driver() -> Any:
     return _PROCESS.run
 
 
-class _Part:
-    """One compiled block of rows: its kernel, the bytes a row moves each argument by, its temporaries."""
-
-    def __init__(self, rows: int, kernel: Kernel, sized: Sequence[bool]) -> None:
-        self.rows, self.kernel = rows, kernel
-        sig = kernel.signature
-        specs = [(s, d) for _, s, d in (*sig.inputs, *sig.outputs)]
-        moves = [d.itemsize * math.prod(s[1:]) if on else 0 for (s, d), on in zip(specs, sized, strict=True)]
-        self.bytes = np.array(moves + [0] * len(sig.temps), np.int64)
-        self.temps = [(d.itemsize * math.prod(s), d) for s, d in sig.temps]
-
-    def arguments(self, arrays: list[np.ndarray], line: int) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The pointer array of a call on ``arrays`` (inputs, outputs) with fresh temporaries, each starting
-        on a ``line``-byte boundary, and the temporaries' storage."""
-        temps = [np.empty(n + line, np.uint8) for n, _ in self.temps]
-        addrs = np.array([a.ctypes.data for a in arrays] + [t.ctypes.data for t in temps], np.uintp)
-        first = len(arrays)
-        addrs[first:] += -addrs[first:] % line
-        return addrs, temps
-
-
 class RowsKernel:
     """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: arrays sized by it have ``n``
     leading rows (``sized_inputs``), the others their static shape; outputs sized by it get ``n`` rows.
     ``generic`` is true: one compile serves every size.  ``parts``: ``(rows, kernel)`` of the block, then
-    of the tail unit."""
+    of the tail unit; each call's arguments are one pointer array, the block's then the unit's, each
+    the arrays' pointers then the part's temporaries' (fresh per call, each starting on a cache line)."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
                  sized_outputs: Sequence[bool], names: Sequence[str]) -> None:
-        self.size, self.names = size, list(names)
+        self.size, self.names, self.parts = size, list(names), parts
         self.sized_inputs, self.sized_outputs = list(sized_inputs), list(sized_outputs)
-        sized = self.sized_inputs + self.sized_outputs
-        self.parts = [_Part(rows, k, sized) for rows, k in parts]
+        sig = parts[-1][1].signature
+        self.inputs = [(name, shape[1:] if on else None, shape, d)
+                       for on, (name, shape, d) in zip(self.sized_inputs, sig.inputs)]
+        self.outputs = [(shape[1:] if on else None, shape, d) for on, (_, shape, d) in zip(sized_outputs, sig.outputs)]
+        specs = [(s, d) for _, s, d in (*sig.inputs, *sig.outputs)]
+        self.moves = np.array([d.itemsize * math.prod(s[1:]) if on else 0
+                               for (s, d), on in zip(specs, self.sized_inputs + self.sized_outputs)], np.int64)
         self.line = 64
+        self.width = len(specs) + max(len(k.signature.temps) for _, k in parts)
+        self.lock = threading.Lock()
+        self.kept: list = []  # a finished call's workspace, for the next
+        self.checked = -1  # the last count of rows checked against the size's constraints
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
         seen: tuple[int, str] | None = None
-        for a, on, name in zip(arrays, self.sized_inputs, self.names):
+        for a, (name, rest, _, _) in zip(arrays, self.inputs):
             shape = getattr(a, "shape", ())
-            if on and shape:
+            if rest is not None and shape:
                 if seen is not None and seen[0] != shape[0]:
                     raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen[1]} gives "
                                      f"{seen[0]}, {name} gives {shape[0]} (axis 0)")
                 seen = seen or (shape[0], name)
         if seen is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
-        return check_size(self.size, seen[0])
+        if seen[0] != self.checked:
+            self.checked = check_size(self.size, seen[0])
+        return seen[0]
+
+    def _workspace(self) -> tuple[Any, Any, list]:
+        """A finished call's array pointers, driver frame, and what the frame points to (the part
+        descriptions, the temporaries and their pointers), or new ones."""
+        with self.lock:
+            if self.kept:
+                return self.kept.pop()
+        desc = (ctypes.c_int64 * (5 * len(self.parts)))()
+        temps = []
+        for k, (rows, kernel) in enumerate(self.parts):
+            sizes = [d.itemsize * math.prod(s) + self.line for s, d in kernel.signature.temps]
+            arrays = [np.empty(size, np.uint8) for size in sizes]
+            addrs = np.array([data_address(t) for t in arrays], np.uint64)
+            addrs += -addrs % np.uint64(self.line)
+            temps += [arrays, addrs]
+            desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(sizes), rows, kernel.num_threads]
+        given = (ctypes.c_void_p * len(self.moves))()
+        frame = (ctypes.c_int64 * 7)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                     data_address(self.moves), len(self.moves), self.width)
+        return given, frame, [desc, temps]
 
     def __call__(self, *arrays: Any) -> Any:
-        block, unit = self.parts[0], self.parts[-1]
-        sig = unit.kernel.signature
-        if len(arrays) != len(sig.inputs):
-            raise KernelArgumentError(f"kernel takes {len(sig.inputs)} input arrays, got {len(arrays)}")
+        if len(arrays) != len(self.inputs):
+            raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
+                                      f"({', '.join(self.names)}), got {len(arrays)}")
         n = self.rows(arrays)
-        ins = [Kernel.check_input(a, (name, (n, *shape[1:]) if on else shape, d))
-               for a, on, (name, shape, d) in zip(arrays, self.sized_inputs, sig.inputs)]
-        outs = [np.empty((n, *shape[1:]) if on else shape, d)
-                for on, (_, shape, d) in zip(self.sized_outputs, sig.outputs)]
-        (b_addrs, b_temps), (u_addrs, u_temps) = (p.arguments(ins + outs, self.line) for p in (block, unit))
-        stop = n - n % block.rows
-        driver()(block.kernel.entry(), b_addrs.ctypes.data, block.bytes.ctypes.data, len(b_addrs), stop,
-                 block.rows, block.kernel.num_threads, unit.kernel.entry(), u_addrs.ctypes.data,
-                 unit.bytes.ctypes.data, len(u_addrs), n, unit.rows, unit.kernel.num_threads)
+        ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
+               for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
+        outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d in self.outputs]
+        work = self._workspace()
+        given, frame, _ = work
+        for j, a in enumerate(ins + outs):
+            given[j] = data_address(a)
+        frame[2] = n
+        driver()(frame)
+        with self.lock:
+            if not self.kept:
+                self.kept.append(work)
         return outs[0] if len(outs) == 1 else tuple(outs)
