@@ -24,7 +24,7 @@ from .lang.sizes import bind_program, program_sizes, read_sizes, row_size
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
-ROWS = 16  # the rows of a generic kernel's block, rounded up to a multiple of the size's unit
+ROWS = (256, 16)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 
 
 def listed(tensors: Any) -> list:
@@ -190,23 +190,21 @@ def _leads(t: Tensor, size: Any) -> bool:
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
                ) -> tuple[Any, tuple[int, ...], str]:
-    """``(size, (block, unit), "")``: the rows of a generic kernel's block and of its tail unit, for a
-    program of independent rows of ``size`` (:func:`~tensorad.lang.sizes.row_size`) read from an input;
-    else ``(None, (), why)``."""
+    """``(size, blocks, "")``: the rows of each block of a generic kernel, largest first, the last the
+    size's unit, for a program of independent rows of ``size`` (:func:`~tensorad.lang.sizes.row_size`)
+    read from an input; else ``(None, (), why)``."""
     size, why = row_size(outputs + inputs)
     if size is None:
         return None, (), why
     info = size.arg
-    unit = info.multiple_of
-    block = unit * -(-ROWS // unit)
-    if info.max is not None:
-        block = min(block, info.max - info.max % unit)
+    unit, most = info.multiple_of, info.max or max(ROWS)
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
                       (not any(_leads(t, size) for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value")):
         if bad:
             return None, (), says
-    return size, tuple(dict.fromkeys((block, unit))), ""
+    rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
+    return size, tuple(dict.fromkeys([*rounded, unit])), ""
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",

@@ -1,7 +1,7 @@
-"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_size`) compiled once,
-at a block of ``b`` rows and at its tail unit of ``u`` rows, and run at any count of rows by a driver
-that calls the block's code on consecutive blocks, then the unit's on the rest, each on pointers moved
-by its first row.  The driver is compiled once per process."""
+"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_size`) compiled once
+per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
+by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
+arrays' pointers moved to the block's first row.  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from tensorad.ir.expr import Expr
 from tensorad.lang.sizes import check_size
 
 from ..jit.engine import compile_object, load_object
+from ..target import host_target
 from .kernel import Kernel, KernelArgumentError, data_address
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width}: for each part p of desc (main, temps, ntemps, rows,
-# threads), largest blocks first, main(given + r * moves ++ temps, threads) on each next block of rows
-# [r, r + rows) that fits below n
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width}: for each part of desc
+# (main, temps, ntemps, rows, threads), largest blocks first, main(given + r * moves ++ temps, threads)
+# on each next block of rows [r, r + rows) that fits below n
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
@@ -115,30 +116,44 @@ def driver() -> Any:
 
 
 class RowsKernel:
-    """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: arrays sized by it have ``n``
-    leading rows (``sized_inputs``), the others their static shape; outputs sized by it get ``n`` rows.
-    ``generic`` is true: one compile serves every size.  ``parts``: ``(rows, kernel)`` of the block, then
-    of the tail unit; each call's arguments are one pointer array, the block's then the unit's, each
-    the arrays' pointers then the part's temporaries' (fresh per call, each starting on a cache line)."""
+    """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: inputs sized by it
+    (``sized_inputs``) have ``n`` leading rows, the others their static shape; outputs sized by it get
+    ``n`` rows.  ``generic`` is true: its compiles serve every size.  ``parts``: ``(rows, kernel)``,
+    largest first, the last one's rows dividing every admissible size.  Its state is a finished call's
+    workspace (the driver's frame, the parts' temporaries, each starting on a cache line), kept for the
+    next call as a :class:`Kernel` keeps its own."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
                  sized_outputs: Sequence[bool], names: Sequence[str]) -> None:
         self.size, self.names, self.parts = size, list(names), parts
-        self.sized_inputs, self.sized_outputs = list(sized_inputs), list(sized_outputs)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
-                       for on, (name, shape, d) in zip(self.sized_inputs, sig.inputs)]
-        self.outputs = [(shape[1:] if on else None, shape, d) for on, (_, shape, d) in zip(sized_outputs, sig.outputs)]
-        specs = [(s, d) for _, s, d in (*sig.inputs, *sig.outputs)]
-        self.moves = np.array([d.itemsize * math.prod(s[1:]) if on else 0
-                               for (s, d), on in zip(specs, self.sized_inputs + self.sized_outputs)], np.int64)
-        self.line = 64
-        self.width = len(specs) + max(len(k.signature.temps) for _, k in parts)
+                       for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
+        self.outputs = [(shape[1:] if on else None, shape, d)
+                        for on, (_, shape, d) in zip(sized_outputs, sig.outputs, strict=True)]
+        self.moves = np.array([d.itemsize * math.prod(shape[1:]) if rest is not None else 0
+                               for (_, rest, shape, d) in self.inputs] +
+                              [d.itemsize * math.prod(shape[1:]) if rest is not None else 0
+                               for (rest, shape, d) in self.outputs], np.int64)
+        self.line = host_target().line
+        self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.lock = threading.Lock()
         self.kept: list = []  # a finished call's workspace, for the next
         self.checked = -1  # the last count of rows checked against the size's constraints
+
+    @property
+    def num_threads(self) -> int:
+        """The threads of each part's parallel loops (settable)."""
+        return self.parts[0][1].num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        for _, k in self.parts:
+            k.num_threads = n
+        with self.lock:
+            self.kept.clear()
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
@@ -163,18 +178,19 @@ class RowsKernel:
             if self.kept:
                 return self.kept.pop()
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
-        temps = []
+        held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
-            sizes = [d.itemsize * math.prod(s) + self.line for s, d in kernel.signature.temps]
-            arrays = [np.empty(size, np.uint8) for size in sizes]
-            addrs = np.array([data_address(t) for t in arrays], np.uint64)
+            temps = [np.empty(d.itemsize * math.prod(s) + self.line, np.uint8)
+                     for s, d in kernel.signature.temps]
+            addrs = np.array([data_address(t) for t in temps], np.uint64)
             addrs += -addrs % np.uint64(self.line)
-            temps += [arrays, addrs]
-            desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(sizes), rows, kernel.num_threads]
+            held += [temps, addrs]
+            desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(temps), rows,
+                                     kernel.num_threads]
         given = (ctypes.c_void_p * len(self.moves))()
         frame = (ctypes.c_int64 * 7)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
                                      data_address(self.moves), len(self.moves), self.width)
-        return given, frame, [desc, temps]
+        return given, frame, held
 
     def __call__(self, *arrays: Any) -> Any:
         if len(arrays) != len(self.inputs):
