@@ -1,0 +1,174 @@
+"""Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
+(its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
+ladder, forward and raw gradient, against NumPy formulas in float64; programs whose rows are not
+independent keep one static kernel per size and say why."""
+
+import re
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+import tensorad.symbolic as symbolic
+
+SIZES = (1, 7, 64, 300, 1000)
+RNG = np.random.default_rng(1)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def layer_norm(x, g, b):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+
+
+def dense(x, w, b):
+    return x @ w.T + b
+
+
+def row_loss(x, t):
+    """Cross entropy per row: ``logsumexp(x) - <t, x>``."""
+    m = x.max(-1)
+    return m + np.log(np.exp(x - m[:, None]).sum(-1)) - (t * x).sum(-1)
+
+
+def _program(case, n):
+    X = ta.placeholder((n, 24), name="X")
+    if case == "softmax":
+        return ta.topi.nn.softmax(X), [X], softmax
+    if case == "layer_norm":
+        G, B = ta.placeholder((24,), name="G"), ta.placeholder((24,), name="B")
+        return ta.topi.nn.layer_norm(X, G, B), [X, G, B], layer_norm
+    if case == "dense":
+        W, B = ta.placeholder((10, 24), name="W"), ta.placeholder((10,), name="B")
+        return ta.topi.nn.dense(X, W, B), [X, W, B], dense
+    T = ta.placeholder((n, 24), name="T")
+    k = ta.reduce_axis((0, 24), "k")
+    m = ta.compute((n,), lambda i: ta.max(X[i, k], axis=k), name="m")
+    k2 = ta.reduce_axis((0, 24), "k2")
+    s = ta.compute((n,), lambda i: ta.sum(ta.exp(X[i, k2] - m[i]), axis=k2), name="s")
+    k3 = ta.reduce_axis((0, 24), "k3")
+    return ta.compute((n,), lambda i: m[i] + ta.log(s[i]) - ta.sum(T[i, k3] * X[i, k3], axis=k3),
+                      name="loss"), [X, T], row_loss
+
+
+def _central_gradient(f, values, h, eps=1e-6):
+    """d sum(f(values) * h) / d values[0], by float64 central differences."""
+    x = values[0].astype("float64")
+    rest = [v.astype("float64") for v in values[1:]]
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        up, down = x.copy(), x.copy()
+        up[idx] += eps
+        down[idx] -= eps
+        grad[idx] = ((f(up, *rest) - f(down, *rest)) * h).sum() / (2 * eps)
+    return grad
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The static kernels ``ta.build`` compiles for a symbolic program, counted."""
+    made = []
+    real = symbolic._build
+
+    def counting(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(symbolic, "_build", counting)
+    return made
+
+
+@pytest.mark.parametrize("case", ["softmax", "layer_norm", "dense", "row_loss"])
+def test_generic_kernel_built_once_runs_every_size(case, builds):
+    n = ta.size_var("n")
+    Y, inputs, oracle = _program(case, n)
+    H = ta.placeholder(Y.shape, name="H")
+    (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), inputs[:1], optimize=False)
+    forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
+    assert forward.generic and backward.generic
+    compiled = len(builds)
+    assert compiled == len(forward.parts) + len(backward.parts) == 6  # blocks of 256, 16 and 1 rows
+    for size in SIZES:
+        values = [rand(size, *t.shape[1:]) if t.shape[0] is n else rand(*t.shape) for t in inputs]
+        want = oracle(*(v.astype("float64") for v in values))
+        np.testing.assert_allclose(forward(*values), want, rtol=1e-4, atol=1e-5)
+        h = rand(*want.shape)
+        got = backward(*values, h)
+        assert got.shape == (size, 24)
+        if size <= 7:  # (central differences cost a forward per element)
+            np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
+    assert len(builds) == compiled  # no size compiles
+
+
+def test_gradient_across_blocks_matches_softmax_formula():
+    """At 1000 rows (three blocks of 256, 14 of 16, 8 rows) each row's raw gradient is its own."""
+    n = ta.size_var("n")
+    Y, (X,), _ = _program("softmax", n)
+    H = ta.placeholder(Y.shape, name="H")
+    kernel = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X], optimize=False), [X, H])
+    x, h = rand(1000, 24), rand(1000, 24)
+    s = softmax(x.astype("float64"))
+    np.testing.assert_allclose(kernel(x, h), s * (h - (h * s).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+
+
+def test_unit_of_a_multiple_of_size_ends_the_ladder():
+    n = ta.size_var("n", multiple_of=4, max=64)
+    X = ta.placeholder((n, 3), name="X")
+    kernel = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
+    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 16, 4]
+    for size in (4, 12, 36, 64):
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), x * 2.0 + 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="size n = 6 is not a multiple of 4"):
+        kernel(rand(6, 3))
+    with pytest.raises(ValueError, match=r"size n = 68 is outside its admissible range \[1, 64\]"):
+        kernel(rand(68, 3))
+
+
+def test_generic_kernel_checks_arrays_against_each_other_and_their_shapes():
+    n = ta.size_var("n")
+    X, V = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="V")
+    kernel = ta.build(ta.compute((n, 4), lambda i, j: X[i, j] * V[i], name="Y"), [X, V])
+    assert kernel.generic
+    with pytest.raises(ValueError, match=r"disagree on size n: X gives 3, V gives 2"):
+        kernel(rand(3, 4), rand(2))
+    with pytest.raises(ta.codegen.KernelArgumentError, match=r"input X: expected shape \[3, 4\], got \[3, 5\]"):
+        kernel(rand(3, 5), rand(3))
+    with pytest.raises(ta.codegen.KernelArgumentError, match="expected dtype float32"):
+        kernel(rand(3, 4).astype("float64"), rand(3))
+
+
+@pytest.mark.parametrize("body, why", [
+    (lambda X, n: ta.topi.sum(X), "other than at its row"),
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] * i, name="Y"), "row index as a value"),
+    (lambda X, n: ta.compute((n - 1, 4), lambda i, j: X[i + 1, j], name="Y"), "past the leading extent|as its rows"),
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] / n, name="Y"), "reads size n as a value"),
+])
+def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    Y = body(X, n)
+    kernel = ta.build(Y, [X])
+    assert not kernel.generic and kernel.why
+    assert re.search(why, kernel.why), kernel.why
+    x = rand(5, 4)
+    np.testing.assert_allclose(kernel(x), ta.evaluate(Y, {X: x}), rtol=1e-5)
+
+
+def test_weight_gradient_sums_over_the_batch_and_builds_per_size():
+    n = ta.size_var("n")
+    Y, (X, W, B), _ = _program("dense", n)
+    H = ta.placeholder(Y.shape, name="H")
+    (dW,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [W], optimize=False)
+    kernel = ta.build(dW, [X, W, B, H])
+    assert not kernel.generic and "W.grad" in kernel.why
+    x, h = rand(7, 24), rand(7, 10)
+    np.testing.assert_allclose(kernel(x, rand(10, 24), rand(10), h), h.T.astype("float64") @ x, rtol=1e-4,
+                               atol=1e-5)
