@@ -139,7 +139,6 @@ class RowsKernel:
                                for (rest, shape, d) in self.outputs], np.int64)
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
-        self.lock = threading.Lock()
         self.kept: list = []  # a finished call's workspace, for the next
         self.checked = -1  # the last count of rows checked against the size's constraints
 
@@ -152,8 +151,7 @@ class RowsKernel:
     def num_threads(self, n: int) -> None:
         for _, k in self.parts:
             k.num_threads = n
-        with self.lock:
-            self.kept.clear()
+        self.kept.clear()
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
@@ -172,11 +170,8 @@ class RowsKernel:
         return seen[0]
 
     def _workspace(self) -> tuple[Any, Any, list]:
-        """A finished call's array pointers, driver frame, and what the frame points to (the part
-        descriptions, the temporaries and their pointers), or new ones."""
-        with self.lock:
-            if self.kept:
-                return self.kept.pop()
+        """New array pointers, a driver frame, and what the frame points to (the part descriptions, the
+        temporaries and their pointers)."""
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
@@ -200,13 +195,14 @@ class RowsKernel:
         ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
                for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
         outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d in self.outputs]
-        work = self._workspace()
+        try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
+            work = self.kept.pop()
+        except IndexError:
+            work = self._workspace()
         given, frame, _ = work
-        for j, a in enumerate(ins + outs):
-            given[j] = data_address(a)
+        given[:len(self.moves)] = [data_address(a) for a in ins + outs]
         frame[2] = n
         driver()(frame)
-        with self.lock:
-            if not self.kept:
-                self.kept.append(work)
+        if not self.kept:
+            self.kept.append(work)
         return outs[0] if len(outs) == 1 else tuple(outs)
