@@ -18,9 +18,11 @@ from tensorad.lang.sizes import check_size
 
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
-from .kernel import Kernel, KernelArgumentError, data_address
+from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width}: for each part of desc
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset}: given holds the arrays'
+# objects, whose data pointers are read at offset (given holds the pointers themselves where offset < 0);
+# then for each part of desc
 # (main, temps, ntemps, rows, threads), largest blocks first, main(given + r * moves ++ temps, threads)
 # on each next block of rows [r, r + rows) that fits below n
 _DRIVER = """
@@ -39,12 +41,27 @@ entry:
   %m = load i64, ptr %g5
   %g6 = getelementptr i64, ptr %frame, i64 6
   %width = load i64, ptr %g6
+  %g7 = getelementptr i64, ptr %frame, i64 7
+  %offset = load i64, ptr %g7
+  %objects = icmp sge i64 %offset, 0
+  br i1 %objects, label %data, label %start
+data:
+  %j = phi i64 [0, %entry], [%jn, %data]
+  %po = getelementptr ptr, ptr %given, i64 %j
+  %o = load ptr, ptr %po
+  %pd = getelementptr i8, ptr %o, i64 %offset
+  %dp = load ptr, ptr %pd
+  store ptr %dp, ptr %po
+  %jn = add i64 %j, 1
+  %dmore = icmp slt i64 %jn, %m
+  br i1 %dmore, label %data, label %start
+start:
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   br label %part
 part:
-  %p = phi i64 [0, %entry], [%pn, %next]
-  %r0 = phi i64 [0, %entry], [%r, %next]
+  %p = phi i64 [0, %start], [%pn, %next]
+  %r0 = phi i64 [0, %start], [%r, %next]
   %d = getelementptr [5 x i64], ptr %desc, i64 %p
   %f1 = getelementptr i64, ptr %d, i64 1
   %f2 = getelementptr i64, ptr %d, i64 2
@@ -100,6 +117,8 @@ class _Process:
         self.run: Any = None
         self.lock = threading.Lock()
         self.checked = -1  # the last count of rows checked against the size's constraints
+        # what the driver is given of an array: the object, whose data pointer it reads, if it can
+        self.address = data_address if ARRAY_DATA_OFFSET is None else id
 
 
 _PROCESS = _Process()
@@ -141,6 +160,8 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
         self.checked = -1  # the last count of rows checked against the size's constraints
+        # what the driver is given of an array: the object, whose data pointer it reads, if it can
+        self.address = data_address if ARRAY_DATA_OFFSET is None else id
 
     @property
     def num_threads(self) -> int:
@@ -183,8 +204,9 @@ class RowsKernel:
             desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(temps), rows,
                                      kernel.num_threads]
         given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 7)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                     data_address(self.moves), len(self.moves), self.width)
+        frame = (ctypes.c_int64 * 8)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                     data_address(self.moves), len(self.moves), self.width,
+                                     -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET)
         return given, frame, held
 
     def __call__(self, *arrays: Any) -> Any:
@@ -200,7 +222,7 @@ class RowsKernel:
         except IndexError:
             work = self._workspace()
         given, frame, _ = work
-        given[:len(self.moves)] = [data_address(a) for a in ins + outs]
+        given[:len(self.moves)] = [self.address(a) for a in ins + outs]
         frame[2] = n
         driver()(frame)
         if not self.kept:
