@@ -174,6 +174,18 @@ class RowsKernel:
             k.num_threads = n
         self.kept.clear()
 
+    def blocks(self, n: int) -> list[int]:
+        """How many blocks of each part a call of ``n`` rows runs (as the driver takes them)."""
+        counts, first = [], 0
+        for rows, _ in self.parts:
+            counts.append((n - first) // rows)
+            first += counts[-1] * rows
+        return counts
+
+    def work_at(self, n: int) -> int:
+        """The work of a call of ``n`` rows: each part's work for each of its blocks."""
+        return sum(c * k.work for c, (_, k) in zip(self.blocks(check_size(self.size, n)), self.parts))
+
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
         seen: tuple[int, str] | None = None

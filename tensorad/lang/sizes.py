@@ -2,7 +2,9 @@
 
 A size variable is an integer ``Expr`` of kind :class:`~tensorad.ir.expr.SizeInfo`, usable in shapes,
 reduction bounds and bodies.  :func:`bind_program` substitutes integers for the sizes in every shape,
-axis range and body of a program; the passes below the facade see only its static result."""
+axis range and body of a program; the passes below the facade see only its static result.
+:func:`row_size` says whether a program is a stack of independent rows, one static program for every
+count of rows."""
 
 from __future__ import annotations
 

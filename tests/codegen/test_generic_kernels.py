@@ -105,6 +105,10 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         if size <= 7:  # (central differences cost a forward per element)
             np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
     assert len(builds) == compiled  # no size compiles
+    for size in (1, 7, 300):
+        static = _program(case, size)
+        assert forward.work_at(size) == ta.lower(*static[:2]).work
+        assert forward.blocks(size) == [size // 256, size % 256 // 16, size % 16]
 
 
 def test_gradient_across_blocks_matches_softmax_formula():
