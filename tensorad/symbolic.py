@@ -22,7 +22,7 @@ from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .lang.sizes import bind_program, program_sizes, read_sizes, row_size
+from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
@@ -178,35 +178,34 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     def make(new: dict[Tensor, Tensor]) -> Any:
         return _build(_like(outputs, new), _like(inputs, new), *args, **options)
 
-    size, blocks, why = row_blocks(listed(outputs), ins, options)
+    size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
         return SizedCallable(make, roots, ins, "ta.build", why=why)
     parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
-    return RowsKernel(size, parts, [_leads(t, size) for t in ins], [_leads(t, size) for t in listed(outputs)],
-                      [t.name for t in ins])
-
-
-def _leads(t: Tensor, size: Any) -> bool:
-    return bool(t.shape) and t.shape[0] is size
+    return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
+                      [kinds[t] for t in listed(outputs)], [t.name for t in ins])
 
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
-               ) -> tuple[Any, tuple[int, ...], str]:
-    """``(size, blocks, "")``: the rows of each block of a generic kernel, largest first, the last the
-    size's unit, for a program of independent rows of ``size`` (:func:`~tensorad.lang.sizes.row_size`)
-    read from an input; else ``(None, (), why)``."""
-    size, why = row_size(outputs + inputs)
+               ) -> tuple[Any, dict[Tensor, RowKind], tuple[int, ...], str]:
+    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input,
+    each tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the
+    rows of each block of a generic kernel, largest first, the last the size's unit; else
+    ``(None, {}, (), why)``."""
+    size, kinds, why = row_plan(outputs, inputs)
     if size is None:
-        return None, (), why
+        return None, {}, (), why
     info = size.arg
     unit, most = info.multiple_of, info.max or max(ROWS)
+    sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
-                      (not any(_leads(t, size) for t in inputs), f"no input has {size.name} rows"),
-                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value")):
+                      (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
+                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
+                      (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
         if bad:
-            return None, (), says
+            return None, {}, (), says
     rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
-    return size, tuple(dict.fromkeys([*rounded, unit])), ""
+    return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",

@@ -14,21 +14,23 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir.expr import Expr
-from tensorad.lang.sizes import check_size
+from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset}: given holds the arrays'
-# objects, whose data pointers are read at offset (given holds the pointers themselves where offset < 0);
-# then for each part of desc
-# (main, temps, ntemps, rows, threads), largest blocks first, main(given + r * moves ++ temps, threads)
-# on each next block of rows [r, r + rows) that fits below n
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
+# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
+# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
+# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
+# where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
+# scratch and then added into its array
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
-  %desc = load ptr, ptr %frame
+  %g0 = getelementptr i64, ptr %frame, i64 0
+  %desc = load ptr, ptr %g0
   %g1 = getelementptr i64, ptr %frame, i64 1
   %parts = load i64, ptr %g1
   %g2 = getelementptr i64, ptr %frame, i64 2
@@ -43,6 +45,12 @@ entry:
   %width = load i64, ptr %g6
   %g7 = getelementptr i64, ptr %frame, i64 7
   %offset = load i64, ptr %g7
+  %g8 = getelementptr i64, ptr %frame, i64 8
+  %sums = load ptr, ptr %g8
+  %g9 = getelementptr i64, ptr %frame, i64 9
+  %nsums = load i64, ptr %g9
+  %local = alloca ptr, i64 %width
+  %tail = getelementptr ptr, ptr %local, i64 %m
   %objects = icmp sge i64 %offset, 0
   br i1 %objects, label %data, label %start
 data:
@@ -56,8 +64,6 @@ data:
   %dmore = icmp slt i64 %jn, %m
   br i1 %dmore, label %data, label %start
 start:
-  %local = alloca ptr, i64 %width
-  %tail = getelementptr ptr, ptr %local, i64 %m
   br label %part
 part:
   %p = phi i64 [0, %start], [%pn, %next]
@@ -77,7 +83,7 @@ part:
   call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
   br label %test
 test:
-  %r = phi i64 [%r0, %part], [%end, %call]
+  %r = phi i64 [%r0, %part], [%end, %acc_test]
   %end = add i64 %r, %rows
   %fits = icmp sle i64 %end, %n
   br i1 %fits, label %arg, label %next
@@ -93,10 +99,68 @@ arg:
   store ptr %q, ptr %pl
   %kn = add i64 %k, 1
   %more = icmp slt i64 %kn, %m
-  br i1 %more, label %arg, label %call
+  br i1 %more, label %arg, label %set_test
+set_test:
+  %s = phi i64 [0, %arg], [%sn, %set]
+  %sany = icmp slt i64 %s, %nsums
+  br i1 %sany, label %set, label %call
+set:
+  %se = getelementptr [4 x i64], ptr %sums, i64 %s
+  %sidx = load i64, ptr %se
+  %se1 = getelementptr i64, ptr %se, i64 1
+  %scratch = load ptr, ptr %se1
+  %sl = getelementptr ptr, ptr %local, i64 %sidx
+  store ptr %scratch, ptr %sl
+  %sn = add i64 %s, 1
+  br label %set_test
 call:
   call void %main(ptr %local, i32 %threads)
-  br label %test
+  br label %acc_test
+acc_test:
+  %e = phi i64 [0, %call], [%en, %acc_next]
+  %eany = icmp slt i64 %e, %nsums
+  br i1 %eany, label %acc_one, label %test
+acc_one:
+  %ae = getelementptr [4 x i64], ptr %sums, i64 %e
+  %aidx = load i64, ptr %ae
+  %ae1 = getelementptr i64, ptr %ae, i64 1
+  %scratch2 = load ptr, ptr %ae1
+  %ae2 = getelementptr i64, ptr %ae, i64 2
+  %count = load i64, ptr %ae2
+  %ae3 = getelementptr i64, ptr %ae, i64 3
+  %kind = load i64, ptr %ae3
+  %pdst = getelementptr ptr, ptr %given, i64 %aidx
+  %dst = load ptr, ptr %pdst
+  %cany = icmp sgt i64 %count, 0
+  %wide = icmp eq i64 %kind, 1
+  br i1 %cany, label %pick, label %acc_next
+pick:
+  br i1 %wide, label %add64, label %add32
+add64:
+  %i64 = phi i64 [0, %pick], [%in64, %add64]
+  %ps64 = getelementptr double, ptr %scratch2, i64 %i64
+  %vs64 = load double, ptr %ps64
+  %pd64 = getelementptr double, ptr %dst, i64 %i64
+  %vd64 = load double, ptr %pd64
+  %sum64 = fadd double %vd64, %vs64
+  store double %sum64, ptr %pd64
+  %in64 = add i64 %i64, 1
+  %more64 = icmp slt i64 %in64, %count
+  br i1 %more64, label %add64, label %acc_next
+add32:
+  %i32 = phi i64 [0, %pick], [%in32, %add32]
+  %ps32 = getelementptr float, ptr %scratch2, i64 %i32
+  %vs32 = load float, ptr %ps32
+  %pd32 = getelementptr float, ptr %dst, i64 %i32
+  %vd32 = load float, ptr %pd32
+  %sum32 = fadd float %vd32, %vs32
+  store float %sum32, ptr %pd32
+  %in32 = add i64 %i32, 1
+  %more32 = icmp slt i64 %in32, %count
+  br i1 %more32, label %add32, label %acc_next
+acc_next:
+  %en = add i64 %e, 1
+  br label %acc_test
 next:
   %pn = add i64 %p, 1
   %again = icmp slt i64 %pn, %parts
@@ -136,26 +200,29 @@ def driver() -> Any:
 
 class RowsKernel:
     """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: inputs sized by it
-    (``sized_inputs``) have ``n`` leading rows, the others their static shape; outputs sized by it get
-    ``n`` rows.  ``generic`` is true: its compiles serve every size.  ``parts``: ``(rows, kernel)``,
-    largest first, the last one's rows dividing every admissible size.  Its state is a finished call's
-    workspace (the driver's frame, the parts' temporaries, each starting on a cache line), kept for the
-    next call as a :class:`Kernel` keeps its own."""
+    (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
+    :class:`~tensorad.lang.sizes.RowKind` (``kinds``): ``n`` rows, a static shape, or a sum over the rows
+    (each block's sum added).  ``generic`` is true: its compiles serve every size.  ``parts``:
+    ``(rows, kernel)``, largest first, the last one's rows dividing every admissible size.  Its state is a
+    finished call's workspace (the driver's frame, the parts' temporaries, each starting on a cache line,
+    the sums' scratch), kept for the next call as a :class:`Kernel` keeps its own."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
-                 sized_outputs: Sequence[bool], names: Sequence[str]) -> None:
+                 kinds: Sequence[RowKind], names: Sequence[str]) -> None:
         self.size, self.names, self.parts = size, list(names), parts
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
-        self.outputs = [(shape[1:] if on else None, shape, d)
-                        for on, (_, shape, d) in zip(sized_outputs, sig.outputs, strict=True)]
+        self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
+                        for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
         self.moves = np.array([d.itemsize * math.prod(shape[1:]) if rest is not None else 0
                                for (_, rest, shape, d) in self.inputs] +
                               [d.itemsize * math.prod(shape[1:]) if rest is not None else 0
-                               for (rest, shape, d) in self.outputs], np.int64)
+                               for (rest, shape, d, _) in self.outputs], np.int64)
+        self.sums = [(len(self.inputs) + k, shape, d) for k, (_, shape, d, summed) in enumerate(self.outputs)
+                     if summed]
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
@@ -215,10 +282,16 @@ class RowsKernel:
             held += [temps, addrs]
             desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(temps), rows,
                                      kernel.num_threads]
+        scratch = [np.empty(shape, d) for _, shape, d in self.sums]
+        sums = (ctypes.c_int64 * (4 * len(self.sums) or 1))()
+        for k, ((slot, _, d), a) in enumerate(zip(self.sums, scratch)):
+            sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
+        held += [scratch, sums]
         given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 8)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                     data_address(self.moves), len(self.moves), self.width,
-                                     -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET)
+        frame = (ctypes.c_int64 * 10)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                      data_address(self.moves), len(self.moves), self.width,
+                                      -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
+                                      ctypes.addressof(sums), len(self.sums))
         return given, frame, held
 
     def __call__(self, *arrays: Any) -> Any:
@@ -228,7 +301,8 @@ class RowsKernel:
         n = self.rows(arrays)
         ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
                for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
-        outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d in self.outputs]
+        outs = [np.zeros(shape, d) if summed else np.empty(shape if rest is None else (n, *rest), d)
+                for rest, shape, d, summed in self.outputs]
         try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
             work = self.kept.pop()
         except IndexError:

@@ -3,7 +3,7 @@
 A size variable is an integer ``Expr`` of kind :class:`~tensorad.ir.expr.SizeInfo`, usable in shapes,
 reduction bounds and bodies.  :func:`bind_program` substitutes integers for the sizes in every shape,
 axis range and body of a program; the passes below the facade see only its static result.
-:func:`row_size` says whether a program is a stack of independent rows, one static program for every
+:func:`row_plan` says whether a program is a stack of independent rows, one static program for every
 count of rows."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from enum import Enum
 from typing import Any
 
 from ..ir import dtype as dt
@@ -156,38 +157,69 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
 
 
 
-def row_size(tensors: Sequence[Tensor]) -> tuple[Expr | None, str]:
-    """The size ``n`` along which the program of ``tensors`` is a stack of independent rows, or ``None``
-    and why not.  Rows are independent when ``n`` is the program's one size, the leading extent of the
-    tensors it sizes and of nothing else, and each op sized by it reads a tensor sized by it only at its
-    own row (its first axis, read at index 0 and nowhere else); its other ops read no such tensor.  Such
-    a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b`` rows."""
-    found = program_sizes(tensors)
+class RowKind(Enum):
+    """What a tensor of a program of independent rows (:func:`row_plan`) is at a block of its rows."""
+
+    ROWS = "rows"  # one row per row of the batch: the block's rows
+    WHOLE = "whole"  # no rows and no read of one: the same at every block
+    SUM = "sum"  # a sum over the rows: the sum of the blocks' sums
+
+
+def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
+             ) -> tuple[Expr | None, dict[Tensor, RowKind], str]:
+    """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
+    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``.  Rows are independent when ``n``
+    is the program's one size, the leading extent of the tensors it sizes and of nothing else; an op of
+    ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
+    nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
+    at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
+    Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
+    rows, its sums over the rows added up."""
+    found = program_sizes([*outputs, *inputs])
     if len(found) != 1:
-        return None, f"the program has {len(found)} size variables, not one"
-    n = found[0]
-    for t in tensor_graph(tensors):
-        why = _row_breach(t, n)
+        return None, {}, f"the program has {len(found)} size variables, not one"
+    n, kinds = found[0], {}
+    for t in tensor_graph([*outputs, *inputs]):
+        kind, why = _row_kind(t, n, kinds)
         if why:
-            return None, f"{t.name}: {why}"
-    return n, ""
+            return None, {}, f"{t.name}: {why}"
+        kinds[t] = kind
+    return n, kinds, ""
 
 
-def _row_breach(t: Tensor, n: Expr) -> str:
-    """Why tensor ``t`` breaks the independence of the rows of size ``n`` (:func:`row_size`), or ``""``."""
+def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind | None, str]:
+    """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
+    given its producers' ``kinds``, or ``(None, why not)``."""
     rows = bool(t.shape) and t.shape[0] is n
     if sizes_in(t.shape[1:] if rows else t.shape):
-        return f"size {n.name} in its shape {t.shape} past the leading extent"
+        return None, f"size {n.name} in its shape {t.shape} past the leading extent"
     if t.is_placeholder:
-        return ""
+        return RowKind.ROWS if rows else RowKind.WHOLE, ""
     op = t.op
-    row = op.axes[0] if rows else None
-    runs = [row.lo] if rows else [b for v in op.axes for b in (v.lo, v.hi)]
-    if rows and row.hi is not n or sizes_in(runs + [b for v in op.axes[1:] for b in (v.lo, v.hi)]):
-        return f"its axes run over size {n.name} other than as its rows"
     nodes = [m for b in op.body for m in walk(b)]
+    summed = [x.arg for x in nodes if x.op is Op.READ and kinds.get(x.arg) is RowKind.SUM]
+    if summed:
+        deferred = op.provenance.role is Role.DEFERRED
+        return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
+    runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
+    if rows and (op.axes[0].hi is not n or sizes_in([op.axes[0].lo])) or sizes_in(runs):
+        return None, f"its axes run over size {n.name} other than as its rows"
+    total = op.body[0] if len(op.body) == 1 and op.body[0].op is Op.REDUCE else None
+    over = [] if total is None or total.arg.combiner.kind != "sum" else \
+        [a for a in total.arg.axes if a.hi is n and type(a.lo) is int and a.lo == 0]
+    row = op.axes[0] if rows else over[0] if over else None
+    why = _row_breach(op, nodes, row, n)
+    if why:
+        return None, why
+    return RowKind.ROWS if rows else RowKind.SUM if row is not None else RowKind.WHOLE, ""
+
+
+def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> str:
+    """Why ``op`` (its bodies' ``nodes``) reads other than the row ``row`` of the tensors of ``n`` rows,
+    or ``""``.  A reduction axis over ``[0, n)`` that a sum's condition pins to ``row`` is ``row``."""
     pins = {c for r in nodes if r.op is Op.REDUCE for c in _conjuncts(r.src[0])
-            if c.op is Op.EQ and any(x is row for x in c.src) and row is not None}
+            if c.op is Op.EQ and row is not None and any(x is row for x in c.src)
+            and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
     rowlike = {row} | {x for c in pins for x in c.src}
     for node in nodes:
         if is_size(node):

@@ -1,7 +1,7 @@
 """Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
 (its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
-ladder, forward and raw gradient, against NumPy formulas in float64; programs whose rows are not
-independent keep one static kernel per size and say why."""
+ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
+float64; programs whose rows are not independent keep one static kernel per size and say why."""
 
 import re
 
@@ -150,7 +150,7 @@ def test_generic_kernel_checks_arrays_against_each_other_and_their_shapes():
 
 
 @pytest.mark.parametrize("body, why", [
-    (lambda X, n: ta.topi.sum(X), "other than at its row"),
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[0, j], name="Y"), "other than at its row"),
     (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] * i, name="Y"), "row index as a value"),
     (lambda X, n: ta.compute((n - 1, 4), lambda i, j: X[i + 1, j], name="Y"),
      "past the leading extent|as its rows"),
@@ -167,13 +167,45 @@ def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
     np.testing.assert_allclose(kernel(x), ta.evaluate(Y, {X: x}), rtol=1e-5)
 
 
-def test_weight_gradient_sums_over_the_batch_and_builds_per_size():
+@pytest.mark.parametrize("optimize", [False, True])
+def test_weight_gradients_sum_over_the_blocks(optimize):
+    """A dense layer's gradient with respect to its weight and bias sums over the rows: each block's
+    sum is added (the optimized gradient is the one of each block's static program)."""
     n = ta.size_var("n")
     Y, (X, W, B), _ = _program("dense", n)
     H = ta.placeholder(Y.shape, name="H")
-    (dW,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [W], optimize=False)
-    kernel = ta.build(dW, [X, W, B, H])
-    assert not kernel.generic and "W.grad" in kernel.why
-    x, h = rand(7, 24), rand(7, 10)
-    np.testing.assert_allclose(kernel(x, rand(10, 24), rand(10), h), h.T.astype("float64") @ x, rtol=1e-4,
-                               atol=1e-5)
+    grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W, B], optimize=optimize)
+    kernel = ta.build(grads, [X, W, B, H])
+    loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
+    assert kernel.generic and loss.generic
+    w = rand(10, 24)
+    for size in (1, 7, 300, 1000):
+        x, b, h = rand(size, 24), rand(10), rand(size, 10)
+        x64, h64 = x.astype("float64"), h.astype("float64")
+        dx, dw, db = kernel(x, w, b, h)
+        np.testing.assert_allclose(dx, h64 @ w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(dw, h64.T @ x64, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(db, h64.sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(loss(x, w, b, h), ((x64 @ w.T + b) * h64).sum(), rtol=1e-4)
+
+
+def test_mean_over_the_batch_builds_per_size():
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    mean = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k) / n, name="mean")
+    kernel = ta.build(mean, [X])
+    assert not kernel.generic and "a sum over n rows" in kernel.why  # (divided by n afterwards)
+    x = rand(7, 4)
+    np.testing.assert_allclose(kernel(x), x.astype("float64").mean(0), rtol=1e-5)
+
+
+def test_sum_read_by_another_op_builds_per_size():
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    total = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k), name="total")
+    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X])
+    assert not kernel.generic and "reads total, a sum over n rows" in kernel.why
+    x = rand(7, 4)
+    np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)

@@ -23,10 +23,7 @@ def test_built_forward_and_gradient_at_each_size(case):
         got_grads = backward(*values, h)
         for got, want in zip([got_grads] if len(grads) == 1 else got_grads, want_grads):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    assert forward.generic != (case == "conv")  # (a padded batch is not independent rows)
-    assert backward.generic == (case == "softmax")  # (dense and conv's weight gradients sum over rows)
-    if not forward.generic:
-        assert len(forward.static) == len(SIZES)
+    assert forward.generic and backward.generic  # (weight gradients: sums over the rows)
 
 
 def test_kernel_keeps_a_bounded_cache_of_static_kernels():
