@@ -26,7 +26,7 @@ from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_pl
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
-ROWS = (256, 16)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
+ROWS = (256, 32, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 
 
 def listed(tensors: Any) -> list:

@@ -25,7 +25,7 @@ from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address
 # offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
-# scratch and then added into its array
+# array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
@@ -85,6 +85,7 @@ part:
 test:
   %r = phi i64 [%r0, %part], [%end, %acc_test]
   %end = add i64 %r, %rows
+  %later = icmp sgt i64 %r, 0
   %fits = icmp sle i64 %end, %n
   br i1 %fits, label %arg, label %next
 arg:
@@ -102,7 +103,8 @@ arg:
   br i1 %more, label %arg, label %set_test
 set_test:
   %s = phi i64 [0, %arg], [%sn, %set]
-  %sany = icmp slt i64 %s, %nsums
+  %sin = icmp slt i64 %s, %nsums
+  %sany = and i1 %sin, %later
   br i1 %sany, label %set, label %call
 set:
   %se = getelementptr [4 x i64], ptr %sums, i64 %s
@@ -118,7 +120,8 @@ call:
   br label %acc_test
 acc_test:
   %e = phi i64 [0, %call], [%en, %acc_next]
-  %eany = icmp slt i64 %e, %nsums
+  %ein = icmp slt i64 %e, %nsums
+  %eany = and i1 %ein, %later
   br i1 %eany, label %acc_one, label %test
 acc_one:
   %ae = getelementptr [4 x i64], ptr %sums, i64 %e
@@ -301,7 +304,7 @@ class RowsKernel:
         n = self.rows(arrays)
         ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
                for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
-        outs = [np.zeros(shape, d) if summed else np.empty(shape if rest is None else (n, *rest), d)
+        outs = [np.zeros(shape, d) if summed and not n else np.empty(shape if rest is None else (n, *rest), d)
                 for rest, shape, d, summed in self.outputs]
         try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
             work = self.kept.pop()

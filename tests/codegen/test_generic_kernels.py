@@ -94,7 +94,7 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
     forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
     assert forward.generic and backward.generic
     compiled = len(builds)
-    assert compiled == len(forward.parts) + len(backward.parts) == 6  # blocks of 256, 16 and 1 rows
+    assert compiled == len(forward.parts) + len(backward.parts) == 8  # blocks of 256, 32, 4 and 1 rows
     for size in SIZES:
         values = [rand(size, *t.shape[1:]) if t.shape[0] is n else rand(*t.shape) for t in inputs]
         want = oracle(*(v.astype("float64") for v in values))
@@ -108,11 +108,11 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
     for size in (1, 7, 300):
         static = _program(case, size)
         assert forward.work_at(size) == ta.lower(*static[:2]).work
-        assert forward.blocks(size) == [size // 256, size % 256 // 16, size % 16]
+        assert forward.blocks(size) == [size // 256, size % 256 // 32, size % 32 // 4, size % 4]
 
 
 def test_gradient_across_blocks_matches_softmax_formula():
-    """At 1000 rows (three blocks of 256, 14 of 16, 8 rows) each row's raw gradient is its own."""
+    """At 1000 rows (three blocks of 256, seven of 32, two of 4) each row's raw gradient is its own."""
     n = ta.size_var("n")
     Y, (X,), _ = _program("softmax", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -126,7 +126,7 @@ def test_unit_of_a_multiple_of_size_ends_the_ladder():
     n = ta.size_var("n", multiple_of=4, max=64)
     X = ta.placeholder((n, 3), name="X")
     kernel = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
-    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 16, 4]
+    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 32, 4]
     for size in (4, 12, 36, 64):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), x * 2.0 + 1.0, rtol=1e-6)
@@ -187,6 +187,18 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
         np.testing.assert_allclose(dw, h64.T @ x64, rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(db, h64.sum(0), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(loss(x, w, b, h), ((x64 @ w.T + b) * h64).sum(), rtol=1e-4)
+
+
+def test_sum_over_rows_at_every_count_of_rows_from_none():
+    """The first block writes a sum over the rows, each later one adds to it; no rows give zeros."""
+    n = ta.size_var("n", min=0)
+    X = ta.placeholder((n, 3), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    kernel = ta.build(ta.compute((3,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="total"), [X])
+    assert kernel.generic
+    for size in (0, 1, 4, 5, 37, 300):
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
 
 
 def test_mean_over_the_batch_builds_per_size():
