@@ -183,9 +183,6 @@ class _Process:
     def __init__(self) -> None:
         self.run: Any = None
         self.lock = threading.Lock()
-        self.checked = -1  # the last count of rows checked against the size's constraints
-        # what the driver is given of an array: the object, whose data pointer it reads, if it can
-        self.address = data_address if ARRAY_DATA_OFFSET is None else id
 
 
 _PROCESS = _Process()
