@@ -1,12 +1,12 @@
 """Programs with size variables at the facade: ``evaluate``, ``lower``, ``build`` and ``function`` bind
 the sizes first (``tensorad.lang.sizes``), and everything below them sees a static program.
 
-A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_size`) is
-generic: it compiles once, at a few block sizes, and runs every size (:mod:`tensorad.codegen.runtime.rows`).
-Any other built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per
-size in a bounded cache it owns: each new size compiles once.  An optimized
-derivative of a symbolic program (:func:`deferred`) is the raw derivative until its sizes are bound:
-binding redoes the differentiation on the static program, where the nonzeroness optimizer runs."""
+A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
+is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`).  Any other
+built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
+a bounded cache it owns: each new size compiles once.  An optimized derivative of a symbolic program
+(:func:`deferred`) is the raw derivative until its sizes are bound: binding redoes the differentiation on
+the static program, where the nonzeroness optimizer runs."""
 
 from __future__ import annotations
 

@@ -156,7 +156,6 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) 
                      tuple(rename(b, mapping, read, memo) for b in op.body), op.attrs, provenance)
 
 
-
 class RowKind(Enum):
     """What a tensor of a program of independent rows (:func:`row_plan`) is at a block of its rows."""
 
