@@ -18,7 +18,8 @@ from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
-from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address
+from .kernel import (ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address,
+                     overlapping_output)
 
 # tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
 # the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
@@ -294,15 +295,34 @@ class RowsKernel:
                                       ctypes.addressof(sums), len(self.sums))
         return given, frame, held
 
-    def __call__(self, *arrays: Any) -> Any:
+    def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
+        """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
+        given = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(given) != len(self.outputs):
+            raise KernelArgumentError(f"out= must be {len(self.outputs)} array(s), got {len(given)}")
+        outs = []
+        for k, (g, (rest, shape, d, _)) in enumerate(zip(given, self.outputs)):
+            a, want = as_array(g, f"out {k}"), shape if rest is None else (n, *rest)
+            if a.dtype != d or a.shape != want or not (a.flags.c_contiguous and a.flags.writeable):
+                raise KernelArgumentError(f"out {k}: expected a C-contiguous, writeable {d} array of shape "
+                                          f"{list(want)}, got {a.dtype} {list(a.shape)}")
+            outs.append(a)
+        if overlapping_output(ins, outs) is not None:
+            raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
+        return outs
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(self.names)}), got {len(arrays)}")
         n = self.rows(arrays)
         ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
                for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
-        outs = [np.zeros(shape, d) if summed and not n else np.empty(shape if rest is None else (n, *rest), d)
-                for rest, shape, d, summed in self.outputs]
+        outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs] \
+            if out is None else self._given(out, n, ins)
+        for a, (_, _, _, summed) in zip(outs, self.outputs):
+            if summed and not n:  # (no block writes it)
+                a[...] = 0
         try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
             work = self.kept.pop()
         except IndexError:
@@ -313,4 +333,5 @@ class RowsKernel:
         driver()(frame)
         if not self.kept:
             self.kept.append(work)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
+        return res[0] if len(res) == 1 else tuple(res)
