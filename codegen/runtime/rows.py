@@ -18,8 +18,7 @@ from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
-from .kernel import (ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address,
-                     overlapping_output)
+from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
 
 # tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
 # the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
