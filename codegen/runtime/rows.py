@@ -205,13 +205,15 @@ class RowsKernel:
     (each block's sum added).  ``generic`` is true: its compiles serve every size.  ``parts``:
     ``(rows, kernel)``, largest first, the last one's rows dividing every admissible size.  Its state is a
     finished call's workspace (the driver's frame, the parts' temporaries, each starting on a cache line,
-    the sums' scratch), kept for the next call as a :class:`Kernel` keeps its own."""
+    the sums' scratch), kept for the next call as a :class:`Kernel` keeps its own; pickled, it keeps its
+    parts (each :class:`Kernel` pickled as it is)."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
                  kinds: Sequence[RowKind], names: Sequence[str]) -> None:
         self.size, self.names, self.parts = size, list(names), parts
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names)  # (what pickling keeps)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
@@ -229,6 +231,9 @@ class RowsKernel:
         self.checked = -1  # the last count of rows checked against the size's constraints
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
         self.address = data_address if ARRAY_DATA_OFFSET is None else id
+
+    def __reduce__(self):
+        return RowsKernel, self.made
 
     @property
     def num_threads(self) -> int:

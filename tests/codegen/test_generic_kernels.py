@@ -3,6 +3,7 @@
 ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
 float64; programs whose rows are not independent keep one static kernel per size and say why."""
 
+import pickle
 import re
 
 import numpy as np
@@ -134,6 +135,17 @@ def test_unit_of_a_multiple_of_size_ends_the_ladder():
         kernel(rand(6, 3))
     with pytest.raises(ValueError, match=r"size n = 68 is outside its admissible range \[1, 64\]"):
         kernel(rand(68, 3))
+
+
+def test_generic_kernel_pickles_and_runs_on_threads():
+    n = ta.size_var("n")
+    Y, inputs, oracle = _program("layer_norm", n)
+    kernel = pickle.loads(pickle.dumps(ta.build(Y, inputs)))
+    kernel.num_threads = 2
+    assert kernel.generic and kernel.num_threads == 2
+    values = [rand(300, 24), rand(24), rand(24)]
+    np.testing.assert_allclose(kernel(*values), oracle(*(v.astype("float64") for v in values)), rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_generic_kernel_checks_arrays_against_each_other_and_their_shapes():
