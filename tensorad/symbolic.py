@@ -1,8 +1,10 @@
 """Programs with size variables at the facade: ``evaluate``, ``lower``, ``build`` and ``function`` bind
 the sizes first (``tensorad.lang.sizes``), and everything below them sees a static program.
 
-A built kernel or function of a symbolic program reads its sizes from its arrays' shapes and keeps one
-static kernel per size in a bounded cache it owns: each new size compiles once.  An optimized
+A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
+is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`).  Any other
+built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
+a bounded cache it owns: each new size compiles once.  An optimized
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
 choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
 is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
@@ -18,16 +20,18 @@ from .bridges.signatures import SignatureCache
 from .codegen import LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
+from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
 from .ir.rewrite import tensor_graph
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .lang.sizes import bind_program, program_sizes, read_sizes
+from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
+ROWS = (256, 32, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 
 
 def listed(tensors: Any) -> list:
@@ -203,11 +207,14 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
 
 class SizedCallable:
     """A kernel or function of a symbolic program: each call reads the sizes from its arrays, and
-    runs the static callable made for them (made once per size, kept in a bounded cache)."""
+    runs the static callable made for them (made once per size, kept in a bounded cache).  ``generic``
+    is false: ``why`` says why one compile cannot serve every size."""
+
+    generic = False
 
     def __init__(self, make: Callable[[dict[Tensor, Tensor]], Any], roots: list[Tensor],
-                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES) -> None:
-        self.make, self.roots, self.inputs, self.name = make, roots, inputs, name
+                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES, why: str = "") -> None:
+        self.make, self.roots, self.inputs, self.name, self.why = make, roots, inputs, name, why
         self.static: SignatureCache[Any] = SignatureCache(max_sizes)
 
     def at(self, **sizes: int) -> Any:
@@ -228,11 +235,43 @@ class SizedCallable:
 
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
-    """``ta.build``: a symbolic program gives a :class:`SizedCallable` over static kernels."""
+    """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
+    (:func:`row_blocks`), any other a :class:`SizedCallable` over static kernels."""
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
-    return SizedCallable(lambda new: _build(_like(outputs, new), _like(inputs, new), *args, **options),
-                         listed(outputs) + listed(inputs), listed(inputs), "ta.build")
+    roots, ins = listed(outputs) + listed(inputs), listed(inputs)
+
+    def make(new: dict[Tensor, Tensor]) -> Any:
+        return _build(_like(outputs, new), _like(inputs, new), *args, **options)
+
+    size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
+    if size is None:
+        return SizedCallable(make, roots, ins, "ta.build", why=why)
+    parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
+    return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
+                      [kinds[t] for t in listed(outputs)], [t.name for t in ins])
+
+
+def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
+               ) -> tuple[Any, dict[Tensor, RowKind], tuple[int, ...], str]:
+    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input,
+    each tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the
+    rows of each block of a generic kernel, largest first, the last the size's unit; else
+    ``(None, {}, (), why)``."""
+    size, kinds, why = row_plan(outputs, inputs)
+    if size is None:
+        return None, {}, (), why
+    info = size.arg
+    unit, most = info.multiple_of, info.max or max(ROWS)
+    sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
+    for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
+                      (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
+                      (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
+                      (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
+        if bad:
+            return None, {}, (), says
+    rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
+    return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
 
 
 def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:

@@ -205,7 +205,7 @@ class Kernel:
         self._refuse = refuse  # why this kernel cannot run here (compiled for another CPU)
         self._compiled = compiled
         self.num_threads = num_threads
-        sig = signature or Signature.of_program(lowered)
+        sig = self.signature = signature or Signature.of_program(lowered)
         self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
@@ -271,6 +271,15 @@ class Kernel:
     def work(self) -> int:
         return self._work
 
+    def entry(self) -> int:
+        """The address of the code's ``P_main(ptr args, i32 nthreads)``, for a driver that calls it on
+        pointers of its own (:mod:`.rows`); refuses as a call does."""
+        if self._refuse is not None:
+            raise RuntimeError(self._refuse)
+        if self._compiled.checks is not None:
+            raise ValueError("a checked kernel takes a violation record: call it, not its entry")
+        return self._compiled.main_address
+
     def export(self, path: str) -> str:
         """Write a shared library ``path`` (``name.so``), a C header ``name.h`` with one function
         taking plain pointers, and ``name.json`` (what ``ta.load`` checks); see :mod:`.runtime.export`."""
@@ -301,7 +310,7 @@ class Kernel:
             names = ", ".join(n for n, _, _ in self._inputs)
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
-        check = self._check_input
+        check = self.check_input
         if known:
             ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self._inputs, known, strict=True)]
         else:
@@ -330,7 +339,9 @@ class Kernel:
         return res[0] if len(res) == 1 else tuple(res)
 
     @staticmethod
-    def _check_input(a: Any, spec) -> np.ndarray:
+    def check_input(a: Any, spec: tuple) -> np.ndarray:
+        """``a`` as a C-contiguous array of ``spec``'s ``(name, shape, dtype)``, or a
+        :class:`KernelArgumentError` naming what differs."""
         name, shape, dtype = spec
         if type(a) is np.ndarray and a.dtype == dtype and a.shape == shape:  # (the usual case, at
             flags = a.flags  # a third of the cost: this runs per input per call)

@@ -4,13 +4,16 @@ A size variable is an integer ``Expr`` of kind :class:`~tensorad.ir.expr.SizeInf
 reduction bounds and bodies.  :func:`bind_program` substitutes integers for the sizes in every shape,
 axis range and body of a program (an expression of sizes and constants becomes the constant the
 program written at those sizes holds), or narrower size variables (a case of their values); the passes
-below the facade see only its static result."""
+below the facade see only its static result.
+:func:`row_plan` says whether a program is a stack of independent rows, one static program for every
+count of rows."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -199,3 +202,84 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes), bodies, op.attrs, provenance)
 
+
+class RowKind(Enum):
+    """What a tensor of a program of independent rows (:func:`row_plan`) is at a block of its rows."""
+
+    ROWS = "rows"  # one row per row of the batch: the block's rows
+    WHOLE = "whole"  # no rows and no read of one: the same at every block
+    SUM = "sum"  # a sum over the rows: the sum of the blocks' sums
+
+
+def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
+             ) -> tuple[Expr | None, dict[Tensor, RowKind], str]:
+    """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
+    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``.  Rows are independent when ``n``
+    is the program's one size, the leading extent of the tensors it sizes and of nothing else; an op of
+    ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
+    nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
+    at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
+    Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
+    rows, its sums over the rows added up."""
+    found = program_sizes([*outputs, *inputs])
+    if len(found) != 1:
+        return None, {}, f"the program has {len(found)} size variables, not one"
+    n, kinds = found[0], {}
+    for t in tensor_graph([*outputs, *inputs]):
+        kind, why = _row_kind(t, n, kinds)
+        if why:
+            return None, {}, f"{t.name}: {why}"
+        kinds[t] = kind
+    return n, kinds, ""
+
+
+def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind | None, str]:
+    """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
+    given its producers' ``kinds``, or ``(None, why not)``."""
+    rows = bool(t.shape) and t.shape[0] is n
+    if sizes_in(t.shape[1:] if rows else t.shape):
+        return None, f"size {n.name} in its shape {t.shape} past the leading extent"
+    if t.is_placeholder:
+        return RowKind.ROWS if rows else RowKind.WHOLE, ""
+    op = t.op
+    nodes = [m for b in op.body for m in walk(b)]
+    summed = [x.arg for x in nodes if x.op is Op.READ and kinds.get(x.arg) is RowKind.SUM]
+    if summed:
+        deferred = op.provenance.role is Role.DEFERRED
+        return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
+    runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
+    if rows and (op.axes[0].hi is not n or sizes_in([op.axes[0].lo])) or sizes_in(runs):
+        return None, f"its axes run over size {n.name} other than as its rows"
+    total = op.body[0] if len(op.body) == 1 and op.body[0].op is Op.REDUCE else None
+    over = [] if total is None or total.arg.combiner.kind != "sum" else \
+        [a for a in total.arg.axes if a.hi is n and type(a.lo) is int and a.lo == 0]
+    row = op.axes[0] if rows else over[0] if over else None
+    why = _row_breach(op, nodes, row, n)
+    if why:
+        return None, why
+    return RowKind.ROWS if rows else RowKind.SUM if row is not None else RowKind.WHOLE, ""
+
+
+def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> str:
+    """Why ``op`` (its bodies' ``nodes``) reads other than the row ``row`` of the tensors of ``n`` rows,
+    or ``""``.  A reduction axis over ``[0, n)`` that a sum's condition pins to ``row`` is ``row``."""
+    pins = {c for r in nodes if r.op is Op.REDUCE for c in _conjuncts(r.src[0])
+            if c.op is Op.EQ and row is not None and any(x is row for x in c.src)
+            and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
+    rowlike = {row} | {x for c in pins for x in c.src}
+    for node in nodes:
+        if is_size(node):
+            return f"reads size {n.name} as a value"
+        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if sizes_in((a.lo, a.hi))):
+            return f"sums over size {n.name} other than at its own row"
+        sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
+        if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
+            return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
+    if any(b in rowlike for b in op.body):
+        return "is its row index"
+    return ""
+
+
+def _conjuncts(c: Expr) -> list[Expr]:
+    """The operands of a chain of ``AND`` nodes (``c`` itself when it is no ``AND``)."""
+    return [x for y in c.src for x in _conjuncts(y)] if c.op is Op.AND else [c]

@@ -86,7 +86,7 @@ def pad(x: Tensor, pad_before: Sequence[int] | int, pad_after: Sequence[int] | i
     before = as_tuple(pad_before, x.ndim, name, "pad_before")
     after = before if pad_after is None else as_tuple(pad_after, x.ndim, name, "pad_after")
     value = const(pad_value, dt.compute_dtype(x.dtype))
-    shape = tuple(s + p + q for s, p, q in zip(x.shape, before, after))
+    shape = tuple(s + p + q if p or q else s for s, p, q in zip(x.shape, before, after))
 
     def body(ax: tuple[Expr, ...]) -> Expr:
         cond = None

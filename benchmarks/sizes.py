@@ -1,0 +1,118 @@
+"""``python -m benchmarks.sizes [--sizes 1,7,64,1000,4096] [--threads 1] [--rounds 15] [--layers a,b]``:
+each layer of the ``layers`` suite (``workloads.LAYERS``, its full per-row shapes) and a softmax, written
+once with a symbolic batch ``n``, forward and backward (the optimized gradient of ``sum(Y * H)`` with
+respect to the workload's inputs), built once (a generic kernel where ``kernel.generic``), against the
+static kernel built for each size.
+
+Each round times one batch of calls of each kernel, interleaved; the table prints the median ratio
+generic / static per layer, pass and size (ratios only: the machine may be shared), ``-`` where the
+inputs would pass 64 MB, ``per size`` where the program compiles once per size (``kernel.why``); a
+layer whose operators need a static batch says why.  With
+one thread the clock is the calling thread's CPU time, which other processes do not inflate.  Timing
+lives here, never in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+from .sys_tensorad import topi_forward
+from .workloads import LAYERS, Workload, make_inputs
+
+SOFTMAX = Workload("softmax", "softmax", "softmax over 256 features (grad X)", {"X": (1024, 256)},
+                   {"X": (4, 8)}, ("X",), (0.0, 0.0), suite="layers")
+MAX_BYTES = 64 << 20
+
+
+def _per_call(fn: Callable[[], object], calls: int, clock: Callable[[], float]) -> float:
+    start = clock()
+    for _ in range(calls):
+        fn()
+    return (clock() - start) / calls
+
+
+def compare(generic: Callable[[], object], static: Callable[[], object], rounds: int,
+            clock: Callable[[], float] = time.perf_counter) -> float:
+    """The median over interleaved rounds of the generic call's time over the static one's."""
+    once = _per_call(static, 3, clock)
+    calls = max(1, int(2e-3 / max(once, 1e-7)))
+    ratios = []
+    for _ in range(rounds):
+        g, s = _per_call(generic, calls, clock), _per_call(static, calls, clock)
+        ratios.append(g / s)
+    return statistics.median(ratios)
+
+
+def programs(ta, w: Workload, n) -> list[tuple[list, list]]:
+    """The forward and backward ``(outputs, inputs)`` of ``w`` over a batch of ``n`` (an int or a size
+    variable): inputs whose leading extent is the first input's take ``n`` rows."""
+    shapes = w.input_shapes()
+    batch = next(iter(shapes.values()))[0]
+    p = {k: ta.placeholder((n, *s[1:]) if s[0] == batch else s, name=k) for k, s in shapes.items()}
+    inputs = list(p.values())
+    Y = topi_forward(w.kind, p, w.params)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [p[g] for g in w.grads])
+    return [([Y], inputs), (grads, [*inputs, H])]
+
+
+def _arrays(w: Workload, static_inputs: list, n: int) -> list[np.ndarray]:
+    """The workload's inputs with ``n`` rows where the program takes ``n`` (rows repeated past its
+    batch), and a head."""
+    given = make_inputs(w)
+    out = []
+    for t in static_inputs:
+        a = given.get(t.name)
+        if a is None:  # the head
+            a = np.random.default_rng(1).uniform(-1, 1, size=tuple(t.shape)).astype(np.float32)
+        elif a.shape != tuple(t.shape):
+            a = np.ascontiguousarray(np.resize(a, tuple(t.shape)))
+        out.append(a)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,7,64,1000,4096")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--layers", default="")
+    args = parser.parse_args(argv)
+    import tensorad as ta
+    from tensorad.ir.expr import SizeDecisionError
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    clock = time.thread_time if args.threads == 1 else time.perf_counter
+    chosen = [w for w in [SOFTMAX, *LAYERS] if not args.layers or w.name in args.layers.split(",")]
+    print(f"{'layer':<18}{'pass':<10}" + "".join(f"{'n=' + str(n):>10}" for n in sizes), flush=True)
+    for w in chosen:
+        try:
+            symbolic = programs(ta, w, ta.size_var("n"))
+        except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
+            print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
+            continue
+        for (outputs, inputs), label in zip(symbolic, ("forward", "backward")):
+            generic = ta.build(outputs, inputs, num_threads=args.threads)
+            row = f"{w.name:<18}{label:<10}"
+            for n in sizes:
+                static_out, static_in = programs(ta, w, n)[label == "backward"]
+                arrays = _arrays(w, static_in, n)
+                if not generic.generic or sum(a.nbytes for a in arrays) > MAX_BYTES:
+                    row += f"{'per size' if not generic.generic else '-':>10}"
+                    continue
+                static = ta.build(static_out, static_in, num_threads=args.threads)
+                for got, want in zip(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static))):
+                    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+                ratio = compare(partial(generic, *arrays), partial(static, *arrays), args.rounds, clock)
+                row += f"{ratio:>10.2f}"
+            print(row + ("" if generic.generic else f"   ({generic.why})"), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_size`) compiled once
+per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
+by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
+arrays' pointers moved to the block's first row.  The driver is compiled once per process."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorad.ir.expr import Expr
+from tensorad.lang.sizes import RowKind, check_size
+
+from ..jit.engine import compile_object, load_object
+from ..target import host_target
+from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
+
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
+# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
+# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
+# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
+# where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
+# array by the first block, to its scratch and then added into its array by each later one
+_DRIVER = """
+define void @tensorad_rows(ptr %frame) {
+entry:
+  %g0 = getelementptr i64, ptr %frame, i64 0
+  %desc = load ptr, ptr %g0
+  %g1 = getelementptr i64, ptr %frame, i64 1
+  %parts = load i64, ptr %g1
+  %g2 = getelementptr i64, ptr %frame, i64 2
+  %n = load i64, ptr %g2
+  %g3 = getelementptr i64, ptr %frame, i64 3
+  %given = load ptr, ptr %g3
+  %g4 = getelementptr i64, ptr %frame, i64 4
+  %moves = load ptr, ptr %g4
+  %g5 = getelementptr i64, ptr %frame, i64 5
+  %m = load i64, ptr %g5
+  %g6 = getelementptr i64, ptr %frame, i64 6
+  %width = load i64, ptr %g6
+  %g7 = getelementptr i64, ptr %frame, i64 7
+  %offset = load i64, ptr %g7
+  %g8 = getelementptr i64, ptr %frame, i64 8
+  %sums = load ptr, ptr %g8
+  %g9 = getelementptr i64, ptr %frame, i64 9
+  %nsums = load i64, ptr %g9
+  %local = alloca ptr, i64 %width
+  %tail = getelementptr ptr, ptr %local, i64 %m
+  %objects = icmp sge i64 %offset, 0
+  br i1 %objects, label %data, label %start
+data:
+  %j = phi i64 [0, %entry], [%jn, %data]
+  %po = getelementptr ptr, ptr %given, i64 %j
+  %o = load ptr, ptr %po
+  %pd = getelementptr i8, ptr %o, i64 %offset
+  %dp = load ptr, ptr %pd
+  store ptr %dp, ptr %po
+  %jn = add i64 %j, 1
+  %dmore = icmp slt i64 %jn, %m
+  br i1 %dmore, label %data, label %start
+start:
+  br label %part
+part:
+  %p = phi i64 [0, %start], [%pn, %next]
+  %r0 = phi i64 [0, %start], [%r, %next]
+  %d = getelementptr [5 x i64], ptr %desc, i64 %p
+  %f1 = getelementptr i64, ptr %d, i64 1
+  %f2 = getelementptr i64, ptr %d, i64 2
+  %f3 = getelementptr i64, ptr %d, i64 3
+  %f4 = getelementptr i64, ptr %d, i64 4
+  %main = load ptr, ptr %d
+  %temps = load ptr, ptr %f1
+  %ntemps = load i64, ptr %f2
+  %rows = load i64, ptr %f3
+  %t64 = load i64, ptr %f4
+  %threads = trunc i64 %t64 to i32
+  %bytes = shl i64 %ntemps, 3
+  call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
+  br label %test
+test:
+  %r = phi i64 [%r0, %part], [%end, %acc_test]
+  %end = add i64 %r, %rows
+  %later = icmp sgt i64 %r, 0
+  %fits = icmp sle i64 %end, %n
+  br i1 %fits, label %arg, label %next
+arg:
+  %k = phi i64 [0, %test], [%kn, %arg]
+  %pa = getelementptr ptr, ptr %given, i64 %k
+  %a = load ptr, ptr %pa
+  %pm = getelementptr i64, ptr %moves, i64 %k
+  %mv = load i64, ptr %pm
+  %off = mul i64 %mv, %r
+  %q = getelementptr i8, ptr %a, i64 %off
+  %pl = getelementptr ptr, ptr %local, i64 %k
+  store ptr %q, ptr %pl
+  %kn = add i64 %k, 1
+  %more = icmp slt i64 %kn, %m
+  br i1 %more, label %arg, label %set_test
+set_test:
+  %s = phi i64 [0, %arg], [%sn, %set]
+  %sin = icmp slt i64 %s, %nsums
+  %sany = and i1 %sin, %later
+  br i1 %sany, label %set, label %call
+set:
+  %se = getelementptr [4 x i64], ptr %sums, i64 %s
+  %sidx = load i64, ptr %se
+  %se1 = getelementptr i64, ptr %se, i64 1
+  %scratch = load ptr, ptr %se1
+  %sl = getelementptr ptr, ptr %local, i64 %sidx
+  store ptr %scratch, ptr %sl
+  %sn = add i64 %s, 1
+  br label %set_test
+call:
+  call void %main(ptr %local, i32 %threads)
+  br label %acc_test
+acc_test:
+  %e = phi i64 [0, %call], [%en, %acc_next]
+  %ein = icmp slt i64 %e, %nsums
+  %eany = and i1 %ein, %later
+  br i1 %eany, label %acc_one, label %test
+acc_one:
+  %ae = getelementptr [4 x i64], ptr %sums, i64 %e
+  %aidx = load i64, ptr %ae
+  %ae1 = getelementptr i64, ptr %ae, i64 1
+  %scratch2 = load ptr, ptr %ae1
+  %ae2 = getelementptr i64, ptr %ae, i64 2
+  %count = load i64, ptr %ae2
+  %ae3 = getelementptr i64, ptr %ae, i64 3
+  %kind = load i64, ptr %ae3
+  %pdst = getelementptr ptr, ptr %given, i64 %aidx
+  %dst = load ptr, ptr %pdst
+  %cany = icmp sgt i64 %count, 0
+  %wide = icmp eq i64 %kind, 1
+  br i1 %cany, label %pick, label %acc_next
+pick:
+  br i1 %wide, label %add64, label %add32
+add64:
+  %i64 = phi i64 [0, %pick], [%in64, %add64]
+  %ps64 = getelementptr double, ptr %scratch2, i64 %i64
+  %vs64 = load double, ptr %ps64
+  %pd64 = getelementptr double, ptr %dst, i64 %i64
+  %vd64 = load double, ptr %pd64
+  %sum64 = fadd double %vd64, %vs64
+  store double %sum64, ptr %pd64
+  %in64 = add i64 %i64, 1
+  %more64 = icmp slt i64 %in64, %count
+  br i1 %more64, label %add64, label %acc_next
+add32:
+  %i32 = phi i64 [0, %pick], [%in32, %add32]
+  %ps32 = getelementptr float, ptr %scratch2, i64 %i32
+  %vs32 = load float, ptr %ps32
+  %pd32 = getelementptr float, ptr %dst, i64 %i32
+  %vd32 = load float, ptr %pd32
+  %sum32 = fadd float %vd32, %vs32
+  store float %sum32, ptr %pd32
+  %in32 = add i64 %i32, 1
+  %more32 = icmp slt i64 %in32, %count
+  br i1 %more32, label %add32, label %acc_next
+acc_next:
+  %en = add i64 %e, 1
+  br label %acc_test
+next:
+  %pn = add i64 %p, 1
+  %again = icmp slt i64 %pn, %parts
+  br i1 %again, label %part, label %done
+done:
+  ret void
+}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+"""
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _Process:
+    """The driver, compiled and linked into the resident engine on first use."""
+
+    def __init__(self) -> None:
+        self.run: Any = None
+        self.lock = threading.Lock()
+
+
+_PROCESS = _Process()
+
+
+def driver() -> Any:
+    """The process's driver (``tensorad_rows``), compiled on first use."""
+    if _PROCESS.run is None:
+        with _PROCESS.lock:
+            if _PROCESS.run is None:
+                address = load_object(compile_object(_DRIVER, 2), ["tensorad_rows"])["tensorad_rows"]
+                _PROCESS.run = _RUN(address)
+    return _PROCESS.run
+
+
+class RowsKernel:
+    """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: inputs sized by it
+    (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
+    :class:`~tensorad.lang.sizes.RowKind` (``kinds``): ``n`` rows, a static shape, or a sum over the rows
+    (each block's sum added).  ``generic`` is true: its compiles serve every size.  ``parts``:
+    ``(rows, kernel)``, largest first, the last one's rows dividing every admissible size.  Its state is a
+    finished call's workspace (the driver's frame, the parts' temporaries, each starting on a cache line,
+    the sums' scratch), kept for the next call as a :class:`Kernel` keeps its own; pickled, it keeps its
+    parts (each :class:`Kernel` pickled as it is)."""
+
+    generic = True
+
+    def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
+                 kinds: Sequence[RowKind], names: Sequence[str]) -> None:
+        self.size, self.names, self.parts = size, list(names), parts
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names)  # (what pickling keeps)
+        sig = parts[-1][1].signature
+        self.inputs = [(name, shape[1:] if on else None, shape, d)
+                       for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
+        self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
+                        for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
+        self.moves = np.array([d.itemsize * math.prod(shape[1:]) if rest is not None else 0
+                               for (_, rest, shape, d) in self.inputs] +
+                              [d.itemsize * math.prod(shape[1:]) if rest is not None else 0
+                               for (rest, shape, d, _) in self.outputs], np.int64)
+        self.sums = [(len(self.inputs) + k, shape, d) for k, (_, shape, d, summed) in enumerate(self.outputs)
+                     if summed]
+        self.line = host_target().line
+        self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
+        self.kept: list = []  # a finished call's workspace, for the next
+        self.checked = -1  # the last count of rows checked against the size's constraints
+        # what the driver is given of an array: the object, whose data pointer it reads, if it can
+        self.address = data_address if ARRAY_DATA_OFFSET is None else id
+
+    def __reduce__(self):
+        return RowsKernel, self.made
+
+    @property
+    def num_threads(self) -> int:
+        """The threads of each part's parallel loops (settable)."""
+        return self.parts[0][1].num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        for _, k in self.parts:
+            k.num_threads = n
+        self.kept.clear()
+
+    def blocks(self, n: int) -> list[int]:
+        """How many blocks of each part a call of ``n`` rows runs (as the driver takes them)."""
+        counts, first = [], 0
+        for rows, _ in self.parts:
+            counts.append((n - first) // rows)
+            first += counts[-1] * rows
+        return counts
+
+    def work_at(self, n: int) -> int:
+        """The work of a call of ``n`` rows: each part's work for each of its blocks."""
+        return sum(c * k.work for c, (_, k) in zip(self.blocks(check_size(self.size, n)), self.parts))
+
+    def rows(self, arrays: Sequence[Any]) -> int:
+        """The count of rows the arrays give, checked against the size's constraints and among them."""
+        seen: tuple[int, str] | None = None
+        for a, (name, rest, _, _) in zip(arrays, self.inputs):
+            shape = getattr(a, "shape", ())
+            if rest is not None and shape:
+                if seen is not None and seen[0] != shape[0]:
+                    raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen[1]} gives "
+                                     f"{seen[0]}, {name} gives {shape[0]} (axis 0)")
+                seen = seen or (shape[0], name)
+        if seen is None:
+            raise KernelArgumentError(f"no array gives size {self.size.name}")
+        if seen[0] != self.checked:
+            self.checked = check_size(self.size, seen[0])
+        return seen[0]
+
+    def _workspace(self) -> tuple[Any, Any, list]:
+        """New array pointers, a driver frame, and what the frame points to (the part descriptions, the
+        temporaries and their pointers)."""
+        desc = (ctypes.c_int64 * (5 * len(self.parts)))()
+        held: list = [desc]
+        for k, (rows, kernel) in enumerate(self.parts):
+            temps = [np.empty(d.itemsize * math.prod(s) + self.line, np.uint8)
+                     for s, d in kernel.signature.temps]
+            addrs = np.array([data_address(t) for t in temps], np.uint64)
+            addrs += -addrs % np.uint64(self.line)
+            held += [temps, addrs]
+            desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(temps), rows,
+                                     kernel.num_threads]
+        scratch = [np.empty(shape, d) for _, shape, d in self.sums]
+        sums = (ctypes.c_int64 * (4 * len(self.sums) or 1))()
+        for k, ((slot, _, d), a) in enumerate(zip(self.sums, scratch)):
+            sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
+        held += [scratch, sums]
+        given = (ctypes.c_void_p * len(self.moves))()
+        frame = (ctypes.c_int64 * 10)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                      data_address(self.moves), len(self.moves), self.width,
+                                      -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
+                                      ctypes.addressof(sums), len(self.sums))
+        return given, frame, held
+
+    def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
+        """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
+        given = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(given) != len(self.outputs):
+            raise KernelArgumentError(f"out= must be {len(self.outputs)} array(s), got {len(given)}")
+        outs = []
+        for k, (g, (rest, shape, d, _)) in enumerate(zip(given, self.outputs)):
+            a, want = as_array(g, f"out {k}"), shape if rest is None else (n, *rest)
+            if a.dtype != d or a.shape != want or not (a.flags.c_contiguous and a.flags.writeable):
+                raise KernelArgumentError(f"out {k}: expected a C-contiguous, writeable {d} array of shape "
+                                          f"{list(want)}, got {a.dtype} {list(a.shape)}")
+            outs.append(a)
+        if overlapping_output(ins, outs) is not None:
+            raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
+        return outs
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        if len(arrays) != len(self.inputs):
+            raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
+                                      f"({', '.join(self.names)}), got {len(arrays)}")
+        n = self.rows(arrays)
+        ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
+               for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
+        outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs] \
+            if out is None else self._given(out, n, ins)
+        for a, (_, _, _, summed) in zip(outs, self.outputs):
+            if summed and not n:  # (no block writes it)
+                a[...] = 0
+        try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
+            work = self.kept.pop()
+        except IndexError:
+            work = self._workspace()
+        given, frame, _ = work
+        given[:len(self.moves)] = [self.address(a) for a in ins + outs]
+        frame[2] = n
+        driver()(frame)
+        if not self.kept:
+            self.kept.append(work)
+        res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
+        return res[0] if len(res) == 1 else tuple(res)

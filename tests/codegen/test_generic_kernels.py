@@ -1,0 +1,242 @@
+"""Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
+(its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
+ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
+float64; programs whose rows are not independent keep one static kernel per size and say why."""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+import tensorad.symbolic as symbolic
+
+SIZES = (1, 7, 64, 300, 1000)
+RNG = np.random.default_rng(1)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def layer_norm(x, g, b):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+
+
+def dense(x, w, b):
+    return x @ w.T + b
+
+
+def row_loss(x, t):
+    """Cross entropy per row: ``logsumexp(x) - <t, x>``."""
+    m = x.max(-1)
+    return m + np.log(np.exp(x - m[:, None]).sum(-1)) - (t * x).sum(-1)
+
+
+def _program(case, n):
+    X = ta.placeholder((n, 24), name="X")
+    if case == "softmax":
+        return ta.topi.nn.softmax(X), [X], softmax
+    if case == "layer_norm":
+        G, B = ta.placeholder((24,), name="G"), ta.placeholder((24,), name="B")
+        return ta.topi.nn.layer_norm(X, G, B), [X, G, B], layer_norm
+    if case == "dense":
+        W, B = ta.placeholder((10, 24), name="W"), ta.placeholder((10,), name="B")
+        return ta.topi.nn.dense(X, W, B), [X, W, B], dense
+    T = ta.placeholder((n, 24), name="T")
+    k = ta.reduce_axis((0, 24), "k")
+    m = ta.compute((n,), lambda i: ta.max(X[i, k], axis=k), name="m")
+    k2 = ta.reduce_axis((0, 24), "k2")
+    s = ta.compute((n,), lambda i: ta.sum(ta.exp(X[i, k2] - m[i]), axis=k2), name="s")
+    k3 = ta.reduce_axis((0, 24), "k3")
+    return ta.compute((n,), lambda i: m[i] + ta.log(s[i]) - ta.sum(T[i, k3] * X[i, k3], axis=k3),
+                      name="loss"), [X, T], row_loss
+
+
+def _central_gradient(f, values, h, eps=1e-6):
+    """d sum(f(values) * h) / d values[0], by float64 central differences."""
+    x = values[0].astype("float64")
+    rest = [v.astype("float64") for v in values[1:]]
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        up, down = x.copy(), x.copy()
+        up[idx] += eps
+        down[idx] -= eps
+        grad[idx] = ((f(up, *rest) - f(down, *rest)) * h).sum() / (2 * eps)
+    return grad
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The static kernels ``ta.build`` compiles for a symbolic program, counted."""
+    made = []
+    real = symbolic._build
+
+    def counting(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(symbolic, "_build", counting)
+    return made
+
+
+@pytest.mark.parametrize("case", ["softmax", "layer_norm", "dense", "row_loss"])
+def test_generic_kernel_built_once_runs_every_size(case, builds):
+    n = ta.size_var("n")
+    Y, inputs, oracle = _program(case, n)
+    H = ta.placeholder(Y.shape, name="H")
+    (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), inputs[:1], optimize=False)
+    forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
+    assert forward.generic and backward.generic
+    compiled = len(builds)
+    assert compiled == len(forward.parts) + len(backward.parts) == 8  # blocks of 256, 32, 4 and 1 rows
+    for size in SIZES:
+        values = [rand(size, *t.shape[1:]) if t.shape[0] is n else rand(*t.shape) for t in inputs]
+        want = oracle(*(v.astype("float64") for v in values))
+        np.testing.assert_allclose(forward(*values), want, rtol=1e-4, atol=1e-5)
+        h = rand(*want.shape)
+        got = backward(*values, h)
+        assert got.shape == (size, 24)
+        if size <= 7:  # (central differences cost a forward per element)
+            np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
+    assert len(builds) == compiled  # no size compiles
+    for size in (1, 7, 300):
+        static = _program(case, size)
+        assert forward.work_at(size) == ta.lower(*static[:2]).work
+        assert forward.blocks(size) == [size // 256, size % 256 // 32, size % 32 // 4, size % 4]
+
+
+def test_gradient_across_blocks_matches_softmax_formula():
+    """At 1000 rows (three blocks of 256, seven of 32, two of 4) each row's raw gradient is its own."""
+    n = ta.size_var("n")
+    Y, (X,), _ = _program("softmax", n)
+    H = ta.placeholder(Y.shape, name="H")
+    kernel = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X], optimize=False), [X, H])
+    x, h = rand(1000, 24), rand(1000, 24)
+    s = softmax(x.astype("float64"))
+    np.testing.assert_allclose(kernel(x, h), s * (h - (h * s).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+
+
+def test_unit_of_a_multiple_of_size_ends_the_ladder():
+    n = ta.size_var("n", multiple_of=4, max=64)
+    X = ta.placeholder((n, 3), name="X")
+    kernel = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
+    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 32, 4]
+    for size in (4, 12, 36, 64):
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), x * 2.0 + 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="size n = 6 is not a multiple of 4"):
+        kernel(rand(6, 3))
+    with pytest.raises(ValueError, match=r"size n = 68 is outside its admissible range \[1, 64\]"):
+        kernel(rand(68, 3))
+
+
+def test_generic_kernel_pickles_and_runs_on_threads():
+    n = ta.size_var("n")
+    Y, inputs, oracle = _program("layer_norm", n)
+    kernel = pickle.loads(pickle.dumps(ta.build(Y, inputs)))
+    kernel.num_threads = 2
+    assert kernel.generic and kernel.num_threads == 2
+    values = [rand(300, 24), rand(24), rand(24)]
+    np.testing.assert_allclose(kernel(*values), oracle(*(v.astype("float64") for v in values)), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_generic_kernel_checks_arrays_against_each_other_and_their_shapes():
+    n = ta.size_var("n")
+    X, V = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="V")
+    kernel = ta.build(ta.compute((n, 4), lambda i, j: X[i, j] * V[i], name="Y"), [X, V])
+    assert kernel.generic
+    with pytest.raises(ValueError, match=r"disagree on size n: X gives 3, V gives 2"):
+        kernel(rand(3, 4), rand(2))
+    with pytest.raises(ta.codegen.KernelArgumentError, match=r"X: expected shape \[3, 4\], got \[3, 5\]"):
+        kernel(rand(3, 5), rand(3))
+    with pytest.raises(ta.codegen.KernelArgumentError, match="expected dtype float32"):
+        kernel(rand(3, 4).astype("float64"), rand(3))
+    x, v, y = rand(37, 4), rand(37), np.empty((37, 4), np.float32)
+    assert kernel(x, v, out=y) is y
+    np.testing.assert_allclose(y, x * v[:, None], rtol=1e-6)
+    with pytest.raises(ta.codegen.KernelArgumentError, match=r"out 0: .* \[37, 4\], got float32 \[36, 4\]"):
+        kernel(x, v, out=y[:36])
+    with pytest.raises(ta.codegen.KernelArgumentError, match="overlaps"):
+        kernel(x, v, out=x)
+
+
+@pytest.mark.parametrize("body, why", [
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[0, j], name="Y"), "other than at its row"),
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] * i, name="Y"), "row index as a value"),
+    (lambda X, n: ta.compute((n - 1, 4), lambda i, j: X[i + 1, j], name="Y"),
+     "past the leading extent|as its rows"),
+    (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] / n, name="Y"), "reads size n as a value"),
+])
+def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    Y = body(X, n)
+    kernel = ta.build(Y, [X])
+    assert not kernel.generic and kernel.why
+    assert re.search(why, kernel.why), kernel.why
+    x = rand(5, 4)
+    np.testing.assert_allclose(kernel(x), ta.evaluate(Y, {X: x}), rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_weight_gradients_sum_over_the_blocks(optimize):
+    """A dense layer's gradient with respect to its weight and bias sums over the rows: each block's
+    sum is added (the optimized gradient is the one of each block's static program)."""
+    n = ta.size_var("n")
+    Y, (X, W, B), _ = _program("dense", n)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W, B], optimize=optimize)
+    kernel = ta.build(grads, [X, W, B, H])
+    loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
+    assert kernel.generic and loss.generic
+    w = rand(10, 24)
+    for size in (1, 7, 300, 1000):
+        x, b, h = rand(size, 24), rand(10), rand(size, 10)
+        x64, h64 = x.astype("float64"), h.astype("float64")
+        dx, dw, db = kernel(x, w, b, h)
+        np.testing.assert_allclose(dx, h64 @ w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(dw, h64.T @ x64, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(db, h64.sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(loss(x, w, b, h), ((x64 @ w.T + b) * h64).sum(), rtol=1e-4)
+
+
+def test_sum_over_rows_at_every_count_of_rows_from_none():
+    """The first block writes a sum over the rows, each later one adds to it; no rows give zeros."""
+    n = ta.size_var("n", min=0)
+    X = ta.placeholder((n, 3), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    kernel = ta.build(ta.compute((3,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="total"), [X])
+    assert kernel.generic
+    for size in (0, 1, 4, 5, 37, 300):
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_mean_over_the_batch_builds_per_size():
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    mean = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k) / n, name="mean")
+    kernel = ta.build(mean, [X])
+    assert not kernel.generic and "a sum over n rows" in kernel.why  # (divided by n afterwards)
+    x = rand(7, 4)
+    np.testing.assert_allclose(kernel(x), x.astype("float64").mean(0), rtol=1e-5)
+
+
+def test_sum_read_by_another_op_builds_per_size():
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    total = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k), name="total")
+    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X])
+    assert not kernel.generic and "reads total, a sum over n rows" in kernel.why
+    x = rand(7, 4)
+    np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)
