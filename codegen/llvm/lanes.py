@@ -1,29 +1,47 @@
-"""An innermost loop of order-free updates (a max/min winner's value, first index and tie count) combined
-in lanes, so that LLVM's vectorizer takes it.
+"""Loops of order-free updates (a max/min winner's value, first index and tie count) run in lanes, so
+that LLVM's vectorizer takes them.
 
 Such an update is a chain of compares and selects through every accumulator, no reduction LLVM
-recognizes.  Its combiner gives the same bits in any order (:attr:`CommReducer.order_free`), so the loop
-runs as ``lanes`` independent accumulators, each term going to lane ``k % lanes``::
+recognizes.  Its combiner gives the same bits in any order (:attr:`CommReducer.order_free`), so the
+loop over its terms may run as ``n`` independent accumulators, term ``k`` going to lane ``k % n``
+(*inner lanes*)::
 
-    lane[l] = identity                                   for l < lanes
-    for ko in range(lo, lo + whole, lanes):              # whole: the trips, rounded down to lanes
-        for l in range(lanes): lane[l] = update(lane[l], term(ko + l))       # vectorized
-    for l in range(lanes): acc = combine(acc, lane[l])   # in lane order
+    lane[l] = identity                                  for l < n
+    for ko in range(lo, lo + whole, n):                 # whole: the trips, rounded down to n
+        for l in range(n): lane[l] = update(lane[l], term(ko + l))      # vectorized
+    for l in range(n): acc = combine(acc, lane[l])      # in lane order
     for k in range(lo + whole, hi): acc = update(acc, term(k))
+
+When the terms walk memory better along the output axis ``j`` of the loop around (a max over a middle
+axis, a pooling window), ``n`` outputs accumulate side by side instead (*outer lanes*), each lane one
+output, in the order of the plain loops::
+
+    for jo in range(lo, lo + whole, n):
+        for l in range(n): lane[l] = identity
+        for k...: for l in range(n): lane[l] = update(lane[l], term(jo + l, k))   # vectorized
+        for l in range(n): (the stores after the reduction, reading lane[l] at j = jo + l)
+    for j in range(lo + whole, hi): (the plain body)
 
 The lanes live in stack arrays of the nest's function; the loop program and its work are unchanged."""
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
+
 import llvmlite.ir as ir
 
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.expr import Op
+from tensorad.ir.rewrite import free_vars, substitute, walk
 
-from ..program import Assign, Loop, const_trips
+from ..loops.schedule import access_cost, strides
+from ..program import Assign, Loop, const_trips, walk_stmts
 from .expr import LLTYPE
 from .ir_loops import I64, for_range, loop_metadata
+from .vectorizable import vectorizable
 
 MIN_LANES = 16  # LLVM's vectorizer leaves a loop of fewer trips alone
+MAX_OUTER = 256  # outer lanes: the outputs side by side, a strip whose lanes stay in L1
 
 
 def lane_updates(s: Loop) -> tuple[Assign, ...] | None:
@@ -41,56 +59,154 @@ def lane_count(s: Loop, lanes: int) -> int | None:
     return n if trips is not None and trips >= 2 * n else None
 
 
-def emit_lanes(emitter, em, s: Loop, updates: tuple[Assign, ...], n: int) -> None:
-    """Emit ``s`` as :data:`n` lanes (the module docstring); ``emitter`` the module emitter (its
-    :meth:`block` emits an update), ``em`` the expression emitter."""
-    b = em.b
-    targets = [t for a in updates for t in a.targets]
-    here = b.block
-    b.position_before(b.function.entry_basic_block.terminator)
-    arrays = {t: b.alloca(ir.ArrayType(LLTYPE[t.dtype], n), name=f"{t.name}.lanes") for t in targets}
-    b.position_at_end(here)
+def outer_form(s: Loop, lanes: int) -> tuple[int, tuple, Loop, tuple] | None:
+    """``(n, inits, reduction, after)`` when the body of the output loop ``s`` is the accumulators'
+    initialisation, one loop nest of order-free updates (bounds free of ``s``'s variable) and statements
+    without loops, and its terms walk memory better along ``s`` than along the innermost reduction loop
+    (or that loop is too short for inner lanes); else ``None``."""
+    unit = max(MIN_LANES, lanes)
+    trips = const_trips(s)
+    if s.kind != "serial" or s.step != 1 or trips is None or trips < unit:
+        return None
+    n = min(trips, MAX_OUTER) // unit * unit
+    k = next((i for i, x in enumerate(s.body) if isinstance(x, Loop)), None)
+    if k is None or not all(isinstance(x, Assign) and not x.counted for x in s.body[:k]):
+        return None
+    red, after = s.body[k], s.body[k + 1:]
+    inner, loops = red, [red]
+    while len(inner.body) == 1 and isinstance(inner.body[0], Loop):
+        inner = inner.body[0]
+        loops.append(inner)
+    updates = lane_updates(inner)
+    if updates is None or any(s.var in free_vars(e) for x in loops for e in (x.lo, x.hi)) \
+            or any(isinstance(x, (Loop, Assign)) for x in walk_stmts(after)):
+        return None
+    targets = {t for a in updates for t in a.targets}
+    if {t for a in s.body[:k] for t in a.targets} != targets:
+        return None
+    reads = [r for a in updates for v in a.values for r in walk(v) if r.op is Op.READ]
+    terms = math.prod(const_trips(x) or 0 for x in loops)
+    if terms < 2 * n or lane_count(inner, lanes) is not None and \
+            access_cost(reads, s.var, strides) >= access_cost(reads, inner.var, strides):
+        return None
+    return n, s.body[:k], red, after
 
-    def lane(t, at):
-        return b.gep(arrays[t], [I64(0), at], inbounds=True)
 
-    with for_range(b, 0, n, name="lane.init") as at:
-        for a in updates:
-            for t, v in zip(a.targets, a.combiner.identity):
-                em.push()
-                b.store(em.narrow(em.value(v), LLTYPE[t.dtype]), lane(t, at))
-                em.pop()
-    lo, hi = em.index(s.lo), em.index(s.hi)
-    whole = b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), I64(n)), I64(n)))
-    slots = dict(em.accs)
-    with for_range(b, lo, whole, n, name=f"{s.var.name}.o") as ko:
-        pre, body = b.block, b.append_basic_block(f"{s.var.name}.lane")
+class _Lanes:
+    """The lane arrays of some accumulators, in the entry block of the function being emitted."""
+
+    def __init__(self, emitter, em, targets, n: int) -> None:
+        self.emitter, self.em, self.n = emitter, em, n
+        b = em.b
+        here = b.block
+        b.position_before(b.function.entry_basic_block.terminator)
+        self.arrays = {t: b.alloca(ir.ArrayType(LLTYPE[t.dtype], n), name=f"{t.name}.lanes") for t in targets}
+        b.position_at_end(here)
+
+    def at(self, t, lane: ir.Value) -> ir.Value:
+        return self.em.b.gep(self.arrays[t], [I64(0), lane], inbounds=True)
+
+    @contextmanager
+    def each(self, var=None, base: ir.Value | None = None):
+        """A loop over the lanes, each accumulator bound to its lane (``var`` to ``base`` + the lane),
+        with a width hint where LLVM can take one (:func:`.llvm.vectorizable.vectorizable`)."""
+        em, b = self.em, self.em.b
+        slots, bound = dict(em.accs), em.env.get(var)
+        pre, body = b.block, b.append_basic_block("lane")
         b.branch(body)
         b.position_at_end(body)
-        iv = b.phi(I64, name=f"{s.var.name}.l")
-        iv.add_incoming(I64(0), pre)
-        em.env[s.var] = b.add(ko, iv, flags=("nsw",))
-        em.accs.update({t: lane(t, iv) for t in targets})
-        emitter.block(em, updates)
+        lane = b.phi(I64, name="lane")
+        lane.add_incoming(I64(0), pre)
+        em.accs.update({t: self.at(t, lane) for t in self.arrays})
+        if var is not None:
+            em.env[var] = b.add(base, lane, flags=("nsw",))
+        em.push()
+        yield lane
+        em.pop()
+        em.accs.clear()
         em.accs.update(slots)
-        nxt = b.add(iv, I64(1), flags=("nsw",))
-        iv.add_incoming(nxt, b.block)
-        done = b.append_basic_block(f"{s.var.name}.lanes.done")
-        br = b.cbranch(b.icmp_signed("<", nxt, I64(n)), body, done)
-        br.set_metadata("llvm.loop", loop_metadata(b.module, width=n, unroll=False))
+        if bound is not None:
+            em.env[var] = bound
+        elif var is not None:
+            del em.env[var]
+        nxt = b.add(lane, I64(1), flags=("nsw",))
+        lane.add_incoming(nxt, b.block)
+        done = b.append_basic_block("lane.done")
+        br = b.cbranch(b.icmp_signed("<", nxt, I64(self.n)), body, done)
+        if True or vectorizable(body, b.block, lane, slots.values(), self.n):
+            br.set_metadata("llvm.loop", loop_metadata(b.module, width=self.n, unroll=False))
         b.position_at_end(done)
-    with for_range(b, 0, n, name="lane.merge", vectorize=False) as at:
+
+    def init(self, inits: tuple[Assign, ...], var=None, base=None) -> None:
+        with self.each(var, base):
+            self.emitter.block(self.em, inits)
+
+    def whole(self, s: Loop) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """``(lo, lo + whole, hi)`` of ``s``: its trips rounded down to the lanes."""
+        b, em = self.em.b, self.em
+        lo, hi = em.index(s.lo), em.index(s.hi)
+        return lo, b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), I64(self.n)), I64(self.n))), hi
+
+
+def emit_inner_lanes(emitter, em, s: Loop, updates: tuple[Assign, ...], n: int) -> None:
+    """Emit ``s`` in inner lanes (the module docstring); ``emitter`` the module emitter (its :meth:`block`
+    emits statements), ``em`` the expression emitter."""
+    b = em.b
+    lanes = _Lanes(emitter, em, [t for a in updates for t in a.targets], n)
+    lanes.init(tuple(Assign(a.targets, a.combiner.identity, counted=False) for a in updates))
+    lo, whole, hi = lanes.whole(s)
+    with for_range(b, lo, whole, n, name=f"{s.var.name}.o") as ko:
+        with lanes.each(s.var, ko):
+            emitter.block(em, updates)
+    with for_range(b, I64(0), I64(n), name="lane.merge", vectorize=False) as lane:
         for a in updates:
             comb = a.combiner
             em.push()
-            em.accs.update({r: lane(t, at) for r, t in zip(comb.rhs, a.targets)})
+            em.accs.update({r: lanes.at(t, lane) for r, t in zip(comb.rhs, a.targets)})
             merged = [em.value(substitute(r, dict(zip(comb.lhs, a.targets)))) for r in comb.result]
             for t, v in zip(a.targets, merged):
                 b.store(em.narrow(v, LLTYPE[t.dtype]), em.accs[t])
             for r in comb.rhs:
                 del em.accs[r]
             em.pop()
-    with for_range(b, whole, hi, name=f"{s.var.name}.tail", vectorize=False) as k:
+    _plain(emitter, em, s, whole, hi)
+
+
+def emit_outer_lanes(emitter, em, s: Loop, form: tuple) -> None:
+    """Emit the output loop ``s`` in outer lanes (:func:`outer_form`'s ``form``)."""
+    n, inits, red, after = form
+    b = em.b
+    lanes = _Lanes(emitter, em, [t for a in inits for t in a.targets], n)
+    lo, whole, hi = lanes.whole(s)
+    with for_range(b, lo, whole, n, name=f"{s.var.name}.o") as jo:
+        lanes.init(inits, s.var, jo)
+        _reduction(lanes, red, s.var, jo)
+        with lanes.each(s.var, jo):
+            emitter.block(em, after)
+    _plain(emitter, em, s, whole, hi)
+
+
+def _reduction(lanes: _Lanes, loop: Loop, var, base) -> None:
+    """The reduction nest ``loop``, its innermost updates run over the lanes."""
+    em = lanes.em
+    with for_range(em.b, em.index(loop.lo), em.index(loop.hi), loop.step, name=loop.var.name) as k:
+        em.env[loop.var] = k
+        if isinstance(loop.body[0], Loop):
+            _reduction(lanes, loop.body[0], var, base)
+        else:
+            with lanes.each(var, base):
+                lanes.emitter.block(em, loop.body)
+        del em.env[loop.var]
+
+
+def _plain(emitter, em, s: Loop, lo: ir.Value, hi: ir.Value) -> None:
+    """``s``'s body over ``[lo, hi)``: the trips the lanes leave."""
+    with for_range(em.b, lo, hi, name=f"{s.var.name}.tail", vectorize=False) as k:
         em.env[s.var] = k
-        emitter.block(em, updates)
+        em.push()
+        emitter.block(em, s.body)
+        em.pop()
     del em.env[s.var]
+
+
+__all__ = ["lane_updates", "lane_count", "outer_form", "emit_inner_lanes", "emit_outer_lanes"]
