@@ -538,12 +538,19 @@ class AdjointBuilder:
             kv = tuple(rev[k] for k in kv)
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
-        if combiners.classify(ra.combiner)[0] in ("max", "min"):
+        tied = combiners.classify(ra.combiner)[0] in ("max", "min")
+        if tied:
             sources = (_eager(self._compared_source(op, m)),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
-        outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
+        iv = [m[a] for a in op.axes]
+        used = [v for v in iv if not tied or any(v in free_vars(e) for e in src)]  # (others: one winner)
+        outs = compute(f"{op.name}.winner", used, bodies)
+        if len(used) < len(iv):
+            jv = axis_vars(op.shape)
+            at = tuple(j for v, j in zip(iv, jv) if v in used)
+            outs = [compute(f"{t.name}.all", jv, [t[at]])[0] for t in outs]
         arity = ra.combiner.arity
         idx = outs[arity:arity + len(keys)]
         ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
