@@ -4,7 +4,7 @@ Reverse mode finds a max's winner, first index and tie count in one pass (``tens
 reduction), whose first output is the max itself: its combiner's first result combines its first
 operands as the max's does, from the same identity, over the same box, condition and source.  When the
 program needs the max as well (a later layer reads the pooled values), its readers read the winner's
-first output, computed in the max's place, and the max is not computed."""
+first output, computed where the first of the two was, and the max is not computed."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def _computed_by(y_op: ComputeOp, ops: list[ComputeOp], bodies: dict) -> Compute
 
 
 def read_maxima_from_winners(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list[ComputeOp]:
-    """``ops`` with each max/min that a winner computes (not an output) replaced by that winner, in the
-    max's place; its readers read the winner's first output.  ``bodies`` is updated in place."""
+    """``ops`` with each max/min that a winner computes (not an output) replaced by that winner, at the
+    first of the two places; the max's readers read the winner's first output.  ``bodies`` is updated
+    in place."""
     out_ops = {t.op for t in outputs}
     taken: dict[ComputeOp, ComputeOp] = {}
     for op in ops:
@@ -66,10 +67,9 @@ def read_maxima_from_winners(ops: list[ComputeOp], bodies: dict, outputs: frozen
         w = taken.get(node.arg.op)
         return None if w is None else Expr(Op.READ, node.dtype, node.src, Tensor(w, 0))
 
-    moved = set(taken.values())
     for op in ops:
         bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])
-    result = [taken.get(op, op) for op in ops if op not in moved]
+    result = list(dict.fromkeys(taken.get(op, op) for op in ops))  # (the winner reads what the max reads)
     for op in taken:
         del bodies[op]
     return result
