@@ -133,7 +133,7 @@ class _Lanes:
         lane.add_incoming(nxt, b.block)
         done = b.append_basic_block("lane.done")
         br = b.cbranch(b.icmp_signed("<", nxt, I64(self.n)), body, done)
-        if True or vectorizable(body, b.block, lane, slots.values(), self.n):
+        if vectorizable(body, b.block, lane, slots.values()):  # (no trip count: never unrolled nor peeled)
             br.set_metadata("llvm.loop", loop_metadata(b.module, width=self.n, unroll=False))
         b.position_at_end(done)
 
