@@ -28,25 +28,13 @@ from tensorad.ir.rewrite import walk
 from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
-from ..program import (
-    Assign,
-    Fill,
-    If,
-    Loop,
-    Nest,
-    Program,
-    Store,
-    const_trips,
-    nest_buffers,
-    nest_exprs,
-    walk_stmts,
-)
+from ..program import Assign, Fill, If, Loop, Nest, Program, Store, const_trips, nest_buffers, nest_exprs
 from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import declare, loop_metadata
-from .lanes import emit_inner_lanes, emit_outer_lanes, lane_count, lane_updates, outer_form
+from .lanes import emit_in_lanes
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
@@ -297,7 +285,7 @@ class ModuleEmitter:
                 raise TypeError(f"unknown statement {s!r}")
 
     def loop(self, em: ExprEmitter, s: Loop, range_override=None) -> None:
-        if self._lanes_form(em, s):
+        if emit_in_lanes(self, em, s, self._lanes):  # (order-free updates: see .lanes)
             return
         b = em.b
         if s.kind == "parallel" and range_override is not None:
@@ -341,25 +329,6 @@ class ModuleEmitter:
         elif id(s) in self._rolled:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
-
-    def _lanes_form(self, em: ExprEmitter, s: Loop) -> bool:
-        """Whether ``s`` was emitted in lanes (:mod:`.llvm.lanes`): its order-free updates', or those of
-        the reduction nest it holds."""
-        if s.kind != "serial":
-            return False
-        accs = [a for a in walk_stmts(s.body) if isinstance(a, Assign) and a.combiner is not None]
-        if not accs:
-            return False
-        width = self._lanes(accs[0].targets[0].dtype)
-        form = outer_form(s, width)
-        if form is not None:
-            emit_outer_lanes(self, em, s, form)
-            return True
-        updates = lane_updates(s)
-        n = lane_count(s, width) if updates is not None else None
-        if n is not None:
-            emit_inner_lanes(self, em, s, updates, n)
-        return n is not None
 
     def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
         b = em.b

@@ -13,8 +13,8 @@ loop over its terms may run as ``n`` independent accumulators, term ``k`` going 
     for k in range(lo + whole, hi): acc = update(acc, term(k))
 
 When the terms walk memory better along the output axis ``j`` of the loop around (a max over a middle
-axis, a pooling window), ``n`` outputs accumulate side by side instead (*outer lanes*), each lane one
-output, in the order of the plain loops::
+axis, at least ``2n`` terms an output), ``n`` outputs accumulate side by side instead (*outer lanes*),
+each lane one output, in the order of the plain loops::
 
     for jo in range(lo, lo + whole, n):
         for l in range(n): lane[l] = identity
@@ -44,52 +44,58 @@ MIN_LANES = 16  # LLVM's vectorizer leaves a loop of fewer trips alone
 MAX_OUTER = 256  # outer lanes: the outputs side by side, a strip whose lanes stay in L1
 
 
-def lane_updates(s: Loop) -> tuple[Assign, ...] | None:
-    """The order-free updates of an innermost loop of unit step made only of them, else ``None``."""
-    if s.step != 1 or not s.body or not all(isinstance(a, Assign) and a.combiner is not None for a in s.body):
+def emit_in_lanes(emitter, em, s: Loop, lanes_of) -> bool:
+    """Whether the loop ``s`` was emitted in lanes (the module docstring): the updates in it or in the
+    reduction nest it holds; ``lanes_of(dtype)`` a vector register's lanes."""
+    acc = next((a for a in walk_stmts(s.body) if isinstance(a, Assign) and a.combiner is not None), None)
+    if acc is None or s.kind != "serial":
+        return False
+    lanes = lanes_of(acc.targets[0].dtype)
+    form = _outer_form(s, lanes)
+    if form is not None:
+        _outer_lanes(emitter, em, s, *form)
+        return True
+    updates = _updates(s, max(MIN_LANES, lanes))
+    if updates is not None:
+        _inner_lanes(emitter, em, s, updates, max(MIN_LANES, lanes))
+    return updates is not None
+
+
+def _updates(s: Loop, n: int) -> tuple[Assign, ...] | None:
+    """The order-free updates of an innermost serial loop of unit step made only of them whose constant
+    trips fill two rounds of ``n`` lanes, else ``None``."""
+    if s.step != 1 or (const_trips(s) or 0) < 2 * n or not s.body \
+            or not all(isinstance(a, Assign) and a.combiner is not None for a in s.body):
         return None
     return s.body
 
 
-def lane_count(s: Loop, lanes: int) -> int | None:
-    """The lanes for ``s`` (``lanes``: a vector register's, at least :data:`MIN_LANES`), or ``None`` when
-    its constant trips do not fill two rounds of them."""
-    n = max(MIN_LANES, lanes)
-    trips = const_trips(s)
-    return n if trips is not None and trips >= 2 * n else None
-
-
-def outer_form(s: Loop, lanes: int) -> tuple[int, tuple, Loop, tuple] | None:
+def _outer_form(s: Loop, lanes: int) -> tuple[int, tuple, Loop, tuple] | None:
     """``(n, inits, reduction, after)`` when the body of the output loop ``s`` is the accumulators'
-    initialisation, one loop nest of order-free updates (bounds free of ``s``'s variable) and statements
-    without loops, and its terms walk memory better along ``s`` than along the innermost reduction loop
-    (or that loop is too short for inner lanes); else ``None``."""
-    unit = max(MIN_LANES, lanes)
-    trips = const_trips(s)
-    if s.kind != "serial" or s.step != 1 or trips is None or trips < unit:
-        return None
-    n = min(trips, MAX_OUTER) // unit * unit
+    initialisation, one loop nest of at least ``2n`` order-free updates (bounds free of ``s``'s variable)
+    and statements without loops, and its terms walk memory better along ``s`` than along the innermost
+    reduction loop (or that loop is too short for inner lanes); else ``None``."""
+    unit, trips = max(MIN_LANES, lanes), const_trips(s) or 0
     k = next((i for i, x in enumerate(s.body) if isinstance(x, Loop)), None)
-    if k is None or not all(isinstance(x, Assign) and not x.counted for x in s.body[:k]):
+    if s.step != 1 or trips < unit or k is None or not all(isinstance(x, Assign) and not x.counted
+                                                           for x in s.body[:k]):
         return None
-    red, after = s.body[k], s.body[k + 1:]
-    inner, loops = red, [red]
-    while len(inner.body) == 1 and isinstance(inner.body[0], Loop):
-        inner = inner.body[0]
-        loops.append(inner)
-    updates = lane_updates(inner)
+    n, loops = min(trips, MAX_OUTER) // unit * unit, [s.body[k]]
+    while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], Loop):
+        loops.append(loops[-1].body[0])
+    inner = loops[-1]
+    updates = _updates(inner, 0)
+    after = s.body[k + 1:]
     if updates is None or any(s.var in free_vars(e) for x in loops for e in (x.lo, x.hi)) \
-            or any(isinstance(x, (Loop, Assign)) for x in walk_stmts(after)):
-        return None
-    targets = {t for a in updates for t in a.targets}
-    if {t for a in s.body[:k] for t in a.targets} != targets:
+            or any(isinstance(x, (Loop, Assign)) for x in walk_stmts(after)) \
+            or {t for a in s.body[:k] for t in a.targets} != {t for a in updates for t in a.targets} \
+            or math.prod(const_trips(x) or 0 for x in loops) < 2 * n:
         return None
     reads = [r for a in updates for v in a.values for r in walk(v) if r.op is Op.READ]
-    terms = math.prod(const_trips(x) or 0 for x in loops)
-    if terms < 2 * n or lane_count(inner, lanes) is not None and \
+    if _updates(inner, unit) is not None and \
             access_cost(reads, s.var, strides) >= access_cost(reads, inner.var, strides):
         return None
-    return n, s.body[:k], red, after
+    return n, s.body[:k], s.body[k], after
 
 
 class _Lanes:
@@ -148,9 +154,9 @@ class _Lanes:
         return lo, b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), I64(self.n)), I64(self.n))), hi
 
 
-def emit_inner_lanes(emitter, em, s: Loop, updates: tuple[Assign, ...], n: int) -> None:
-    """Emit ``s`` in inner lanes (the module docstring); ``emitter`` the module emitter (its :meth:`block`
-    emits statements), ``em`` the expression emitter."""
+def _inner_lanes(emitter, em, s: Loop, updates: tuple[Assign, ...], n: int) -> None:
+    """``s`` in inner lanes; ``emitter`` the module emitter (its :meth:`block` emits statements), ``em``
+    the expression emitter."""
     b = em.b
     lanes = _Lanes(emitter, em, [t for a in updates for t in a.targets], n)
     lanes.init(tuple(Assign(a.targets, a.combiner.identity, counted=False) for a in updates))
@@ -172,9 +178,8 @@ def emit_inner_lanes(emitter, em, s: Loop, updates: tuple[Assign, ...], n: int) 
     _plain(emitter, em, s, whole, hi)
 
 
-def emit_outer_lanes(emitter, em, s: Loop, form: tuple) -> None:
-    """Emit the output loop ``s`` in outer lanes (:func:`outer_form`'s ``form``)."""
-    n, inits, red, after = form
+def _outer_lanes(emitter, em, s: Loop, n: int, inits: tuple, red: Loop, after: tuple) -> None:
+    """The output loop ``s`` in outer lanes (:func:`_outer_form`)."""
     b = em.b
     lanes = _Lanes(emitter, em, [t for a in inits for t in a.targets], n)
     lo, whole, hi = lanes.whole(s)
@@ -209,4 +214,4 @@ def _plain(emitter, em, s: Loop, lo: ir.Value, hi: ir.Value) -> None:
     del em.env[s.var]
 
 
-__all__ = ["lane_updates", "lane_count", "outer_form", "emit_inner_lanes", "emit_outer_lanes"]
+__all__ = ["emit_in_lanes"]
