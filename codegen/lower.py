@@ -23,6 +23,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
 
+from .gemm.contraction import pack_work
 from .loops.cascade import cascade_sums
 from .loops.coalesce import unit_split
 from .loops.domain import covers_box, op_domain
@@ -474,8 +475,10 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
     if parallel:
         attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
-    if gemm is not None:  # printed and counted as the plain loops, emitted as the micro-kernel
-        note = gemm.describe()
+    if gemm is not None:  # printed and counted as the plain loops and the packing's evaluations
+        packed = pack_work(gemm)
+        work += packed
+        note = gemm.describe() + (f"; its packing computes {packed} values" if packed else "")
         if batch_range is not None:
             axis, first, stop = batch_range
             note += f" for {axis.name} in {first}..{stop - 1}"

@@ -6,6 +6,8 @@ widest vector register and whether FMA is an instruction.  From that:
 
 * ``vector_bits`` (``lanes(dtype)``), ``vector_registers`` (32 with AVX-512, else 16 on x86), ``fma``;
 * ``masked_memory`` -- masked loads and stores as cheap as plain ones (AVX-512, :mod:`.llvm.masked_tails`);
+* ``paired_permutes`` -- a vector's lanes picked out of two registers by one shuffle (AVX-512): rows
+  transposed in registers cost a shuffle a vector (scans vectorized across rows, :mod:`.strategies.scan`);
 * ``f16c``/``bf16`` -- half conversion instructions (:mod:`.llvm.half` uses F16C's only);
 * ``l1d``/``l2``/``l3``, ``line``/``page`` -- cache, line and page sizes (sysfs and ``sysconf`` for a CPU
   that runs here, else typical sizes).
@@ -177,6 +179,12 @@ class Target:
     @property
     def masked_memory(self) -> bool:
         """Whether a masked vector load or store costs about a plain one's (AVX-512's mask registers)."""
+        return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
+
+    @property
+    def paired_permutes(self) -> bool:
+        """Whether one shuffle picks a vector's lanes out of two registers (AVX-512's ``vpermt2ps``): a
+        block of short rows is transposed in registers at a shuffle a vector."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
     def runs_here(self, host: Target) -> bool:

@@ -32,6 +32,9 @@ Every check compares tensorad with an oracle it did not compute:
   the inputs and of the head (``ta.lower(...).work``, exact), unless :data:`.cheap.ALLOWED`
   names the program.  Not one of :data:`ALL` (the differential checks the test suite rotates
   over): ``python -m fuzz`` runs it on every program by default (:data:`EVERY`).
+* ``sizes``: one extent made a size variable ``n``: bound at that extent, the program's values;
+  built once, at three more, the values, optimized and raw gradients and work of the program
+  written at that size, bit for bit (by default too, like ``cheap_gradient``).
 
 Every check also fails when LLVM writes a diagnostic ("remark: ... loop not vectorized") to the
 process's stderr: a user's build prints nothing.
@@ -43,6 +46,7 @@ differs; any other exception is a failure of the program too (a crash of tensora
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -61,7 +65,8 @@ DERIVATIVE = ("reverse", "jvp", "hvp", "split", "jacobian")
 SPLIT_POLICIES = ("default", "save_all", "recompute_all")
 ALL = FORWARD + DERIVATIVE
 WORK = ("cheap_gradient",)
-EVERY = ALL + WORK  # what ``python -m fuzz`` runs by default
+SIZES = ("sizes",)
+EVERY = ALL + WORK + SIZES  # what ``python -m fuzz`` runs by default
 FINITE_DIFFERENCES = ("reverse", "hvp", "jacobian")  # not run on a program with steps (``Program.steps``)
 JACOBIAN_MAX = 4096  # elements of an input's full Jacobian that the ``jacobian`` check builds
 
@@ -596,6 +601,49 @@ class Case:
                                f"other values than the one computed")
 
     # ---- derivatives (float64) ------------------------------------------------------------
+    def sizes(self):
+        """The program with one extent ``e`` made a size variable ``n >= e`` (``job["sized"]``): bound at
+        ``e`` it computes the program's bits; built once, at ``e + 3`` its outputs and its optimized
+        gradient give the bits and the work of the program written at that size."""
+        sized = self.job.get("sized")
+        if sized is None:
+            return
+        try:
+            sym, static = load(sized["symbolic"]), load(sized["static"])
+        except Invalid:  # a read leaves its tensor at some size
+            return
+        from tensorad.ir.expr import SizeDecisionError
+
+        with contextlib.suppress(SizeDecisionError):  # a decision made only at static sizes: a clear error
+            self._sizes(sym, static, sized)
+
+    def _sizes(self, sym: dict, static: dict, sized: dict) -> None:
+        ta = self.ta
+        own = ta.evaluate(sym["OUT"], dict(zip(sym["INPUTS"], self.args())))
+        _same("the program bound at its own size", own, ta.evaluate(self.ns["OUT"], self.feed))
+        options = {k: v for k, v in self.options.items() if k != "tune"}
+        outs, raws = [[ns["OUT"]] for ns in (sym, static)], []
+        if self.job["safe"] and sym["OUT"].dtype in ta.FLOAT_DTYPES:
+            for ns, out in zip((sym, static), outs):
+                fin = [p for p in ns["INPUTS"] if p.dtype in ta.FLOAT_DTYPES]
+                ns["INPUTS"].append(head := ta.placeholder(ns["OUT"].shape, ns["OUT"].dtype, name="head"))
+                out += ta.JacobianRecursive(ns["OUT"], fin, head)
+                raws.append(ta.JacobianRecursive(ns["OUT"], fin, head, optimize=False))
+        feed = fdata.feed(static["INPUTS"], self.profile, self.seed)
+        args = [feed[p] for p in static["INPUTS"]]
+        if raws:  # the raw symbolic gradient, evaluated at the new size
+            values = [ta.evaluate(r, dict(zip(ns["INPUTS"], args))) for r, ns in zip(raws, (sym, static))]
+            for t, g, w in zip(raws[1], *values):
+                _same(f"raw {t.name} at size {sized['at']}", g, w)
+        got = _tuple(ta.build(outs[0], sym["INPUTS"], **options)(*args))
+        for t, g, w in zip(outs[1], got, _tuple(ta.build(outs[1], static["INPUTS"], **options)(*args))):
+            _same(f"{t.name} at size {sized['at']}", g, w)
+        at = {"n": sized["at"]}
+        work = [ta.lower(o, ns["INPUTS"], **options, **({"sizes": at} if ns is sym else {})).work
+                for o, ns in zip(outs, (sym, static))]
+        if work[0] != work[1]:
+            raise Mismatch(f"work at size {sized['at']}: {work[0]} bound, {work[1]} written at that size")
+
     def _grad_setup(self):
         """The float64 program with a head ``_H``, tangents ``_U``, its float inputs ``_FIN`` and a
         feed for all of them."""
@@ -976,6 +1024,13 @@ class Case:
                     more = more_noise() if more is None else more
                     compare(f"{what} {t.name}", g, w, t.dtype, noise=extra[0][k] + more[k],
                             alternatives=extra[1][k], **kw)
+
+
+def _same(what: str, got, want) -> None:
+    """Bit-identical values (NaN equal to NaN), else a :class:`Mismatch`."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or not np.array_equal(got, want, equal_nan=got.dtype.kind in "fc"):
+        raise Mismatch(f"{what}: values differ from the static program's")
 
 
 def _widen(worst: list, moved, base) -> None:

@@ -125,27 +125,37 @@ class Program:
     def placeholders(self) -> list[Def]:
         return [d for d in self.defs if d.body is None]
 
-    def render(self, dtype: str | None = None) -> str:
-        """Python source defining ``INPUTS``, ``TENSORS`` (every computed tensor) and ``OUT``."""
+    def render(self, dtype: str | None = None, size: tuple[int, int | None] | None = None) -> str:
+        """Python source defining ``INPUTS``, ``TENSORS`` (every computed tensor) and ``OUT``.
+        ``size = (e, m)``: every shape entry and reduction bound equal to ``e`` written as ``m``, or,
+        for ``m`` ``None``, as the size variable ``SIZE`` (``ta.size_var("n", min=e)``)."""
         needed = self._needed()
         lines = ["import tensorad as ta", "", f"DT = {dtype or self.dtype!r}", PRELUDE]
+        if size is not None and size[1] is None:
+            lines.append(f'SIZE = ta.size_var("n", min={size[0]})')
+
+        def extent(e: int) -> str:
+            return str(e) if size is None or e != size[0] else "SIZE" if size[1] is None else str(size[1])
+
+        def shape(d: Def) -> str:
+            return f"({''.join(extent(e) + ', ' for e in d.shape)[:-2]}{',' if len(d.shape) == 1 else ''})"
         for d in self.defs:
             if d.name not in needed:
                 continue
             if d.body is None:
-                lines.append(f"{d.name} = ta.placeholder({d.shape!r}, {d.dtype}, name={d.name!r})")
+                lines.append(f"{d.name} = ta.placeholder({shape(d)}, {d.dtype}, name={d.name!r})")
                 continue
             for r, lo, hi in d.raxes:
-                lines.append(f"{r} = ta.reduce_axis(({lo}, {hi}), name={r!r})")
+                lines.append(f"{r} = ta.reduce_axis(({lo}, {extent(hi)}), name={r!r})")
             if d.axes == ("topi",):  # a library layer
                 lines.append(f"{d.name} = {d.body.render()}")
                 continue
             if d.dtype != "DT":  # an integer compute: its casts fix its dtype
-                lines.append(f"{d.name} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: "
+                lines.append(f"{d.name} = ta.compute({shape(d)}, lambda {', '.join(d.axes)}: "
                              f"{d.body.render()}, name={d.name!r})")
                 continue
             lhs = ", ".join(d.names)
-            lines.append(f"{lhs} = ta.compute({d.shape!r}, lambda {', '.join(d.axes)}: {d.body.render()}, "
+            lines.append(f"{lhs} = ta.compute({shape(d)}, lambda {', '.join(d.axes)}: {d.body.render()}, "
                          f"name={d.name!r}{', dtype=DT' if d.stored else ''})")
         ins = [d.name for d in self.placeholders]
         outs = [n for d in self.defs if d.body is not None and d.name in needed for n in d.names]

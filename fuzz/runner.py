@@ -41,10 +41,15 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
     checks = [c for c in checks if (prog.safe or c not in DERIVATIVE) and c not in skip] or ["forward"]
     if prog.torch and "torch" not in checks:
         checks.append("torch")
-    return {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
-            "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
-            "checks": checks, "all_outputs": seed % 3 != 0, "calling": prog.calling,
-            "torch": prog.torch or None}
+    job = {"source": prog.render(), "source64": prog.render("float64"), "dtype": prog.dtype,
+           "options": dict(prog.options), "data": prog.data, "seed": seed, "safe": prog.safe,
+           "checks": checks, "all_outputs": seed % 3 != 0, "calling": prog.calling,
+           "torch": prog.torch or None}
+    extents = [d.shape[0] for d in prog.placeholders if d.shape]
+    if "sizes" in checks and extents and not prog.torch:  # one extent made a size, and 3 more
+        job["sized"] = {"symbolic": prog.render(size=(extents[0], None)),
+                        "static": prog.render(size=(extents[0], extents[0] + 3)), "at": extents[0] + 3}
+    return job
 
 
 def _worker(conn, cache_dir: str | None, parent: int, fault_log: str | None = None

@@ -96,7 +96,6 @@ class _Pass:
         return self.owns(op) or (op.provenance.role is Role.ADJOINT
                                  and box_points(axes) <= box_points(op.axes))
 
-    # ---- reads ---------------------------------------------------------------------------
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
         t: Tensor = node.arg
         op = t.op
@@ -144,15 +143,11 @@ class _Pass:
             return replace_reads(body, lambda n: self._read(n, in_sum=True), self.inlined[1])
         return replace_reads(body, self._read, self.inlined[0])
 
-    # ---- ops -----------------------------------------------------------------------------
     def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:
         role = Role.SPLIT if split else Role.MERGED
         op = ComputeOp(name, "", tuple(axes), (body,),
                        provenance=Provenance(role, self.group, Tensor(self.top, 0)))
         return Tensor(self.ctx.table.intern(self.op(op)), 0)
-
-    def make_merged(self, name: str, axes: Sequence[Expr], body: Expr) -> Tensor:
-        return self.make(name, axes, body, split=False)
 
     def _fresh(self, axes: Sequence[Expr], body: Expr) -> tuple[list[Expr], Expr]:
         """``axes`` and ``body`` with fresh axis and reduction variables (one op's own)."""
@@ -252,8 +247,8 @@ class _Pass:
         else:
             body = self.lift(axes, body)
         if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
-            merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes), self.make_merged,
-                                name, ctx)
+            merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes),
+                                lambda n, a, b: self.make(n, a, b, split=False), name, ctx)
             if merged is not None:
                 body = self.lift(axes, self.inline(merged))
         return body

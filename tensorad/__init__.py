@@ -12,7 +12,8 @@ Packages and modules below the facade:
   NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
 * ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
   ``ta.jax``;
-* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command."""
+* ``diffcache`` a disk cache of differentiated programs; ``cli`` the ``tensorad`` command;
+  ``symbolic`` programs with size variables: evaluated, lowered and built at their arrays' sizes."""
 
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ from . import autodiff as _autodiff
 from . import diffcache as _diffcache
 from . import topi
 from .autodiff import generalized_matmul, inline_non_reductions
-from .codegen import Kernel, LoweredFunc, build, lower
+from .codegen import Kernel, LoweredFunc
 from .codegen import load_kernel as load
-from .evaluate import evaluate
 from .ir import Expr, Op, Tensor, comm_reducer
 from .ir import print_tensor_recursively as PrintTensorRecursively
 from .ir import reducer as _reducer
@@ -54,11 +54,15 @@ from .lang import (
     select,
     sigmoid,
     sin,
+    size_var,
     sqrt,
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .training.function import Function, function, value_and_grad
+from .symbolic import bind, build, evaluate, function, lower
+from .symbolic import deferred as _deferred
+from .symbolic import symbolic as _symbolic
+from .training.function import Function, value_and_grad
 
 __version__ = "0.1.0"
 
@@ -76,6 +80,8 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
+    if optimize and _symbolic(output, input):
+        return _deferred([Jacobian(output, input, False)], lambda im: [Jacobian(im(output), im(input))])[0]
     with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
         result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
             _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
@@ -93,6 +99,10 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
         return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                                          optimizer=opt))
 
+    if optimize and _symbolic(output, inputs, head):
+        raw = JacobianRecursive(output, inputs, head, override, False)
+        return _deferred(raw, lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
+            im(t): f for t, f in override.items()}))
     with _differentiating(f"JacobianRecursive({_name(output)})"):
         if override:  # (functions: nothing to key them by)
             result = differentiate()
@@ -110,6 +120,9 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         opt = _optimizer(optimize)
         return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
 
+    if optimize and _symbolic(output, inputs, tangents):
+        return _deferred([jvp(output, inputs, tangents, False)],
+                         lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
     with _differentiating(f"jvp({_name(output)})"):
         result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
@@ -125,6 +138,9 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
         opt = _optimizer(optimize)
         return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
 
+    if optimize and _symbolic(output, inputs, vectors):
+        return _deferred(hessian_vector_product(output, inputs, vectors, False),
+                         lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
     with _differentiating(f"hessian_vector_product({_name(output)})"):
         result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
                                    (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
@@ -192,7 +208,7 @@ InlineNonReductions = inline_non_reductions
 
 __all__ = [
     "Expr", "Op", "Tensor", "Kernel", "LoweredFunc", "FLOAT_DTYPES", "INT_DTYPES",
-    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "prod", "comm_reducer",
+    "placeholder", "compute", "reduce_axis", "size_var", "bind", "sum", "max", "min", "prod", "comm_reducer",
     "select", "if_then_else", "const", "cast", "exp", "log", "sqrt", "tanh", "sigmoid", "abs",
     "power", "sin", "cos", "erf", "maximum", "minimum", "min_value", "max_value", "OutOfBoundsError",
     "Jacobian", "JacobianRecursive", "gradient", "jvp", "hessian_vector_product",

@@ -80,8 +80,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-# ---- show ---------------------------------------------------------------------------------
-
 def _load_tensor(target: str, as_main: bool) -> tuple[Tensor, str]:
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
@@ -179,8 +177,6 @@ def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
           file=out)
     print(f"{lowered.text_with(names)}\n", file=out)
 
-
-# ---- bench --------------------------------------------------------------------------------
 
 def _find_benchmarks() -> str:
     """Where ``python -m benchmarks`` would find the package (the current folder first, the repository of

@@ -9,8 +9,9 @@ functions is never cached.
 
 **The entry** is the result pickled with every object of the user's DAG written as its number in that
 text, so that loading binds the result to this call's tensors; what the differentiation made gets fresh
-identities on loading.  Objects are written children first, without deep recursion.  An entry that does
-not unpickle as a list of tensors is treated as missing."""
+identities on loading.  A program with size variables (``ta.size_var``) is not cached.  Objects are
+written children first, without deep recursion.  An entry that does not unpickle as a list of tensors is
+treated as missing."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .ir.expr import Expr, Op, ReduceArg, var
 from .ir.reducer import CommReducer
 from .ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 from .lang import placeholder
+from .lang.sizes import program_sizes
 
 VERSION = "diffcache-1"
 _BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.max, _reducer.min)}
@@ -59,7 +61,7 @@ def cached(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple,
 def key_of(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple) -> tuple[str, GraphKey] | None:
     """The disk cache key of a call and the numbering of its DAG, or ``None``: not keyable."""
     roots = [t for part in parts for t in part]
-    if not all(isinstance(t, Tensor) for t in roots):
+    if not all(isinstance(t, Tensor) for t in roots) or program_sizes(roots):
         return None
     graph = describe_graph(roots)
     if graph is None:
@@ -67,8 +69,6 @@ def key_of(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple) -> tupl
     text = "\n".join([VERSION, kind, repr(options), repr([len(p) for p in parts]), source_hash(), graph.text])
     return digest(text), graph
 
-
-# ---- writing --------------------------------------------------------------------------------
 
 class _Writer(pickle.Pickler):
     """Pickles a result, writing the call's own objects as their numbers in the key."""
@@ -174,8 +174,6 @@ def _leaves(values: list[Any]) -> list[Any]:
             stack.extend(v)
     return out
 
-
-# ---- reading --------------------------------------------------------------------------------
 
 class _Reader(pickle.Unpickler):
     """Unpickles an entry against the numbering of this call's DAG; objects the

@@ -1,6 +1,6 @@
 """Contractions: reductions recognized as matrix products, and the packed matrix-product library they call.
 
-* ``contraction``    reductions that are a (batched) matrix product in disguise
+* ``contraction``    reductions that are a (batched) matrix product in disguise; what packing them computes
 * ``splitk``         long sums with few, unevenly shared column blocks summed in two halves
 * ``padding``        zero-padded copies for range-guarded sides of a contraction
 * ``descriptor``     one contraction's descriptor, read by the library at run time

@@ -500,6 +500,48 @@ def a_packed_once(c: Contraction, mr: int) -> bool:
     return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
 
 
+def b_packed_once(c: Contraction) -> bool:
+    """Whether the driver packs side B once per call rather than once per block: a batched product whose B
+    reads no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than
+    columns do."""
+    es = 4 if c.dtype == "float32" else 8
+    return (c.batches > 1 and not set(free_vars(c.b)) & set(c.batch)
+            and c.nc % c.nr == 0  # (the pre-packed blocks lie at jc * KC)
+            and -(-c.N // c.nr) * c.nr * c.K * es <= APRE_LIMIT)
+
+
+def packed_elements(c: Contraction) -> tuple[int, int]:
+    """The elements of sides A and B that one call packs, at one thread: side A once per call where
+    :func:`a_packed_once`, else once per batch point and column block; side B once per call where
+    :func:`b_packed_once`, else once per batch point."""
+    njc = -(-c.N // c.nc)
+    a = c.M * c.K * (1 if a_packed_once(c, c.mr) else c.batches * njc)
+    return a, c.K * c.N * (1 if b_packed_once(c) else c.batches)
+
+
+def computes(side: Expr) -> bool:
+    """Whether packing ``side`` computes each element (its own packer evaluates an expression), rather than
+    copying a read (range-guarded or converted)."""
+    if side.op in (Op.IF_THEN_ELSE, Op.SELECT) and side.src[2].op is Op.CONST and side.src[2].arg == 0 \
+            and not any(n.op is Op.READ for n in walk(side.src[0])):
+        side = side.src[1]
+    while side.op is Op.CAST:
+        side = side.src[0]
+    return side.op is not Op.READ
+
+
+def side_points(c: Contraction, side: Expr) -> int:
+    """The distinct points of ``side`` (side A or B of ``c``): the box of the product's axes it reads."""
+    used = set(free_vars(side))
+    return math.prod(ax.extent for ax in c.batch + c.m + c.n + c.k if ax in used)
+
+
+def pack_work(c: Contraction) -> int:
+    """The evaluations of its computed sides (:func:`computes`) that one call's packing runs."""
+    a, b = packed_elements(c)
+    return a * computes(c.a) + b * computes(c.b)
+
+
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int, k: int | None = None,
                  nc: int | None = None) -> tuple[int, int]:
     """``(KC, MC)``: B's ``KC x NR`` panel stays in half of L1 (``KC >= KC_MIN``), A's ``MC x KC`` block
@@ -588,8 +630,9 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
     """``c`` as pieces ``(copies, spec, batch range)``: each range-guarded side reads a zero-padded copy
     (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
-    ``limit`` elements (``batch range = (axis, lo, hi)``); without padding, ``([], c, None)``."""
-    from .padding import plan_padding
+    ``limit`` elements (``batch range = (axis, lo, hi)``), and each computed side that packing would compute
+    more than once per point reads a copy computed once; without copies, ``([], c, None)``."""
+    from .padding import computed_copy, plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
         return [([], c, None)]
@@ -601,6 +644,12 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
     for name, plan in whole.items():
         op, sides[name] = plan.copy()
         copies.append(op)
+    packed = dict(zip("ab", packed_elements(c)))
+    for name, side, axes in (("a", c.a, c.batch + c.m + c.k), ("b", c.b, c.batch + c.n + c.k)):
+        points = side_points(c, side)
+        if plans[name] is None and computes(side) and packed[name] > points and points <= limit:
+            op, sides[name] = computed_copy(side, axes, f"{c.c.op.name}.{name}")
+            copies.append(op)
     chunked = None
     if len(big) == 1 and c.batch:
         plan = plans[big[0]]

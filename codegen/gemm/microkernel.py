@@ -25,7 +25,7 @@ from ..llvm.expr import ExprEmitter
 from ..llvm.ir_loops import declare, for_range
 from . import descriptor as gd
 from . import library as gemmlib
-from .contraction import Contraction, a_packed_once
+from .contraction import Contraction, a_packed_once, b_packed_once
 from .pack_routines import entry_alloca
 from .packing import Packer
 
@@ -38,15 +38,6 @@ def packs_a_once(s: Contraction) -> bool:
     return a_packed_once(s, s.mr)
 
 
-def packs_b_once(s: Contraction) -> bool:
-    """Whether side B is packed once per call rather than once per block: a batched product whose B reads
-    no batch axis (shared weights) and fits ``APRE_LIMIT``, when the call runs more blocks than columns do."""
-    es = 4 if s.dtype == "float32" else 8
-    return (s.batches > 1 and not set(free_vars(s.b)) & set(s.batch)
-            and s.nc % s.nr == 0  # (the pre-packed blocks lie at jc * KC)
-            and -(-s.N // s.nr) * s.nr * s.K * es <= gd.APRE_LIMIT)
-
-
 KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the others (reads_b_in_place)
 
 
@@ -55,7 +46,7 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
     must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
-            or set(free_vars(s.b)) & set(s.batch) or packs_b_once(s)):
+            or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s)):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
@@ -88,7 +79,7 @@ class GemmEmitter:
         fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
                   gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
         fields[gd.H_APRE] = int(packs_a_once(s))
-        fields[gd.H_BPRE] = int(packs_b_once(s))
+        fields[gd.H_BPRE] = int(b_packed_once(s))
         if s.band is not None:
             fields[gd.H_BAND_LO_ON], fields[gd.H_BAND_LO] = int(s.band.lo is not None), s.band.lo or 0
             fields[gd.H_BAND_HI_ON], fields[gd.H_BAND_HI] = int(s.band.hi is not None), s.band.hi or 0

@@ -7,7 +7,8 @@ A convolution's input gradient reads the head inside a window that leaves it at 
 
 When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy
 ``Hp[n, f, y - ry + 2, x - rx + 2]``.  A side that tests a mask at each element (a ReLU-masked head) is
-copied likewise, without padding, when packing it once per column block would cost more.  A temporary
+copied likewise, without padding, when packing it once per column block would cost more; so is any
+computed side that packing would compute more than once per point (:func:`computed_copy`).  A temporary
 never outgrows the kernel's arguments: when the copy would, and the read's first index is the first batch
 axis, the batch is done in *chunks* sharing one buffer."""
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op, choice, compare, const, logical, var
-from tensorad.ir.rewrite import free_vars, replace_reads, walk
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
@@ -89,6 +90,18 @@ def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
 
 
+def computed_copy(side: Expr, axes: tuple[Expr, ...], name: str) -> tuple[ComputeOp, Expr]:
+    """``(op, side)``: a computed side stored once over the box of the ``axes`` it reads (from 0 up), and
+    its read, where packing it would compute each of its points more than once."""
+    used = set(free_vars(side))
+    kept = [a for a in axes if a in used]
+    paxes = tuple(var(f"p{d}", 0, a.extent) for d, a in enumerate(kept))
+    body = substitute(side, {a: p + const(a.lo, a.dtype) if a.lo else p for a, p in zip(kept, paxes)})
+    op = ComputeOp(name, "", paxes, (body,))
+    idx = tuple(a - const(a.lo, a.dtype) if a.lo else a for a in kept)
+    return op, Expr(Op.READ, side.dtype, idx, Tensor(op, 0))
+
+
 def _masked_copy(side: Expr) -> Padding | None:
     """An unpadded copy of ``side`` when it is a masked pointwise value
     (``if_then_else(Y[idx] > 0, H[idx], 0)``): the packers read plain values, not the mask per block."""
@@ -132,4 +145,4 @@ def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     return plan if plan.size <= MAX_GROWTH * t.size else None
 
 
-__all__ = ["Padding", "plan_padding", "pointwise_read"]
+__all__ = ["Padding", "computed_copy", "plan_padding", "pointwise_read"]

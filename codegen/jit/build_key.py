@@ -1,7 +1,6 @@
 """The cache key of a ``ta.build``, computed from what lowering reads, before lowering.
 
-A cached kernel in a new process should cost a file read and a link, not a lowering.  So the key is a
-canonical text of everything lowering and compilation depend on:
+The key is a canonical text of everything lowering and compilation depend on:
 
 * the tensor DAG between the outputs and the inputs: every compute op reached and every expression node
   (op, dtype, operands, payload: bit-exact constants, variable bounds, combiners, gather extents and modes);
@@ -70,7 +69,6 @@ class _Describer:
         self.names_from_start = self.names
         self.placeholder_of: dict[Tensor, int] | None = None  # (a graph key numbers placeholders)
 
-    # ---- references -----------------------------------------------------------------------
     def tensor(self, t: Tensor) -> str:
         k = self.input_of.get(t)
         if k is not None:
@@ -112,7 +110,6 @@ class _Describer:
             return "(" + ",".join(self.value(x) for x in v) + ")"
         raise Unkeyable
 
-    # ---- expressions ------------------------------------------------------------------------
     def expr(self, root: Expr) -> int:
         """The number of ``root``; writes a line for every node not written yet (operands
         first; iterative, so long chains of operations need no recursion)."""
@@ -159,7 +156,6 @@ class _Describer:
             self.lines.append(f"c{n} {c.kind} {c.name!r} {parts}")
         return n
 
-    # ---- the whole key ----------------------------------------------------------------------
     def text(self) -> str:
         head = [VERSION]
         for k, t in enumerate(self.inputs):

@@ -1,9 +1,8 @@
 """A persistent cache of compiled object code, shared by processes, that cannot be fooled.
 
-Entries are files named by a SHA-256 key of everything that determines the code, in
-``$TENSORAD_CACHE_DIR`` or ``~/.cache/tensorad`` (mode 0700).  ``TENSORAD_NO_DISK_CACHE=1`` turns the
-cache off, as :func:`disabled` does in its thread.  A process with no home directory and no cache
-variable has no cache and warns once.
+Entries are files named by a SHA-256 key of everything that determines the code, in ``$TENSORAD_CACHE_DIR`` or
+``~/.cache/tensorad`` (mode 0700).  ``TENSORAD_NO_DISK_CACHE=1`` turns the cache off, as :func:`disabled` does
+in its thread.  A process with no home directory and no cache variable has no cache and warns once.
 
 An entry is ``MAGIC | len(key) | key | sha256(key | payload) | payload``: another key's entry copied over
 this file and a damaged or truncated file are both rejected.  Only a regular file owned by the user, no

@@ -446,11 +446,6 @@ def link_object(obj: bytes, names: list[str]) -> LinkedCode:
     return code
 
 
-def live_kernels() -> int:
-    """The number of kernels' code linked by :func:`link_object` and not freed yet."""
-    return len(state().linked)
-
-
 def _new_engine(triple: str) -> llvm.ExecutionEngine:
     """An empty MCJIT engine that only links object code (the triple's generic target machine, no module)."""
     tm = llvm.Target.from_triple(triple).create_target_machine(opt=0, codemodel="jitdefault")

@@ -170,7 +170,6 @@ class ModuleEmitter:
             self.call_function(main)
         return self.module
 
-    # ---- nests ----------------------------------------------------------------------------
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
         """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
         with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers."""
@@ -347,7 +346,6 @@ class ModuleEmitter:
             b.branch(join_bb)
         b.position_at_end(join_bb)
 
-    # ---- parallel outlining ---------------------------------------------------------------
     def _load_pointers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
         out = []
         for k in range(self.nptr):
@@ -409,7 +407,6 @@ class ModuleEmitter:
         unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
         return b.mul(b.sdiv(b.add(chunk, b.sub(unit, I64(1))), unit), unit)
 
-    # ---- the entry point ------------------------------------------------------------------
     def _glue(self, fn: ir.Function, steps=()) -> None:
         """``optnone`` for a glue function (:data:`GLUE_OPT_LIMIT`), unless it fills a buffer with a
         non-zero value in a loop (one of ``steps``) in a program that is not large."""

@@ -197,7 +197,6 @@ class ExprEmitter:
         self.vmemo.pop()
         self.imemo.pop()
 
-    # ---- entry points ---------------------------------------------------------------------
     def value(self, e: Expr) -> ir.Value:
         """Emit ``e`` (its value in the current block), with a work stack instead of recursion: ``eval``
         items push their operands, ``apply`` items fold a node, and a lazy ``if_then_else`` pushes its
@@ -314,7 +313,6 @@ class ExprEmitter:
         return [I64(x.constant) if x.type == I32 and isinstance(x, ir.Constant)
                 else self.b.sext(x, I64) if x.type == I32 else x for x in xs]
 
-    # ---- lazy if_then_else ----------------------------------------------------------------
     def _lazify(self, e: Expr) -> Expr:
         if not any(n.op is Op.IF_THEN_ELSE for n in walk(e)):
             return e

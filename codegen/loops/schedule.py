@@ -24,7 +24,7 @@ from tensorad.poly.linear import var_coefficients
 from ..options import Options
 from ..program import Buffer, If, Loop, Store
 from ..strategies.registry import ReductionNest, ScanNest, Step
-from ..strategies.scan import find_scan, scan_buffers, scan_form
+from ..strategies.scan import find_scan, rows_in_registers, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
 
@@ -151,7 +151,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
         if spec.axis > 0:
             attrs["parallel_dim"] = 0
-        return scan_form(info, outs, spec, dom.accumulators), attrs
+        in_registers = rows_in_registers(spec, len(info.outer), opts.target or parse_target())
+        return scan_form(info, outs, spec, dom.accumulators, in_registers), attrs
     if wanted:
         out = outputs[0]
         target = opts.target or parse_target()

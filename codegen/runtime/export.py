@@ -51,8 +51,6 @@ class LoadError(ExportError):
     host lacks, or described by an old ``.json``; the message says which."""
 
 
-# ---- export -----------------------------------------------------------------------------------
-
 def _c_name(stem: str) -> str:
     name = re.sub(r"\W", "_", stem)
     return name if name and not name[0].isdigit() else f"k_{name}"

@@ -254,7 +254,6 @@ class Kernel:
         if self._compiled.uses_gomp:
             ensure_workers(self._num_threads)
 
-    # ---- introspection --------------------------------------------------------------------
     @property
     def llvm_ir(self) -> str:
         """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted)."""
@@ -272,7 +271,6 @@ class Kernel:
     def work(self) -> int:
         return self._work
 
-    # ---- shipping -------------------------------------------------------------------------
     def export(self, path: str) -> str:
         """Write a shared library ``path`` (``name.so``), a C header ``name.h`` with one function
         taking plain pointers, and ``name.json`` (what ``ta.load`` checks); see :mod:`.runtime.export`."""
@@ -291,7 +289,6 @@ class Kernel:
         outs = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._outputs)
         return f"<Kernel ({ins}) -> ({outs}), work={self.work}, threads={self.num_threads}>"
 
-    # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.call(arrays, out=out)
 

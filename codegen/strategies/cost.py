@@ -7,13 +7,15 @@ Costs are estimated cycles on one core of the target: coarse, but they must orde
   :func:`.loops.schedule.accumulator_access`, 4 more); an order-bound accumulator at one lane;
 * **strips** -- the same with the last *output* axis innermost; **collapse** -- the plain loops scaled by
   :func:`short_loop_factor`;
-* **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (:func:`pack_cycles`), times the
+* **micro-kernel** -- ``MACs / (lanes x FMA) / efficiency``, plus packing (:func:`pack_cycles`: each element
+  as many times as the library packs it, a computed side's expression each time), times the
   load imbalance over ``PLAN_THREADS`` threads, plus a call; **padded** -- plus the padded copies;
 * **split-K**, **parity**, **split-terms** -- the parts' products plus the adding pass or gather;
 * **epilogue** / **product-epilogue** -- the consumer's loops less the temporary no longer written and read;
 * **scatter** -- one add per point; **scatter-sum** -- the scatters it absorbs plus one fill;
 * **gathered** -- the rows' copy plus the product of the copy;
 * **scan** -- one update per new term and one copy per output point, vectorized across later output axes;
+  along the last axis its updates alone, vectorized across the rows where they stay in registers;
 * **taps** -- ``K`` multiply-adds and ``K + 1`` loads per interior point, the border as plain loops, and the
   gather; **stencil** -- its dual's elementwise op.
 
@@ -32,7 +34,7 @@ from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
 
-from ..gemm.contraction import Contraction
+from ..gemm.contraction import Contraction, computes, packed_elements
 from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, accumulator_access, strides, strip_access_costs
 from ..target import Target
 from .registry import PlanContext
@@ -128,8 +130,11 @@ def padded_cycles(pieces: list, ctx: PlanContext) -> float:
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
     """Cycles to pack one element of ``side`` into its panel: a vector's worth a cycle (``GUARDED_PACK``
-    times more under a range guard), :data:`SPILLED_PACK` more for what the side reads past the L2."""
+    times more under a guard), plus its transcendental functions where it is an expression, priced as plain
+    loops price them (:func:`heavy_count`), :data:`SPILLED_PACK` more for what the side reads past the L2."""
     cycles = (GUARDED_PACK if side.op in (Op.IF_THEN_ELSE, Op.SELECT) else 1) / lanes
+    if computes(side):
+        cycles += heavy_count([side]) / lanes
     read = {n.arg for n in walk(side) if n.op is Op.READ}
     footprint = sum(math.prod(t.shape) * bits(t.dtype) // 8 for t in read)
     return cycles + SPILLED_PACK * max(0.0, 1.0 - ctx.target.l2 / max(1, footprint))
@@ -142,8 +147,7 @@ def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     cols = -(-spec.N // spec.nr) * spec.nr
     macs = spec.batches * spec.k_steps * spec.mr * cols
     compute = macs / (lanes * (2 if ctx.target.fma else 1)) / EFFICIENCY
-    a_packs = spec.batches * spec.M * spec.K * -(-spec.N // spec.nc)  # A again per column block
-    b_packs = spec.batches * spec.K * spec.N
+    a_packs, b_packs = packed_elements(spec)
     pack = a_packs * pack_cycles(spec.a, lanes, ctx) + b_packs * pack_cycles(spec.b, lanes, ctx)
     blocks = max(1, spec.blocks)
     threads = PLAN_THREADS if ctx.opts.parallel else 1

@@ -22,7 +22,7 @@ from .cost import (
 )
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import carried, find_scan
+from .scan import carried, find_scan, rows_in_registers
 
 
 class Loops:
@@ -167,12 +167,17 @@ class Scan:
 
     def cost(self, cand, ctx):
         """Each update, vectorized across the output axes after the scanned one, and each point's carried
-        copy; along the last axis a scalar chain in a register: its updates alone."""
+        copy; along the last axis a chain in a register per row: its updates alone, vectorized across the
+        rows (as many lanes as rows, at most a vector's) where they are transposed in registers
+        (:func:`.strategies.scan.rows_in_registers`)."""
         spec, op = cand.data, cand.op
-        vector = spec.axis < len(op.axes) - 1
-        lanes = vector_lanes(ctx, op.body[0].dtype) if vector else 1
-        access = access_cost(reads_in(cand.bodies), op.axes[-1], strides) if vector else 1
-        copies = 2 * math.prod(a.extent for a in op.axes) if vector else 0
+        lanes = vector_lanes(ctx, op.body[0].dtype)
+        if spec.axis == len(op.axes) - 1:
+            rows = math.prod(a.extent for a in op.axes[:-1])
+            lanes = min(lanes, rows) if rows_in_registers(spec, len(op.axes), ctx.target) else 1
+            return spec.updates * (3 + heavy_count(cand.bodies)) / lanes
+        access = access_cost(reads_in(cand.bodies), op.axes[-1], strides)
+        copies = 2 * math.prod(a.extent for a in op.axes)
         return (spec.updates * (2 + access + heavy_count(cand.bodies)) + copies) / lanes
 
     def lower(self, cand, ctx):

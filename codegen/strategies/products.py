@@ -118,18 +118,24 @@ class PaddedMicroKernel:
         return padded_cycles(cand.data, ctx)
 
     def lower(self, cand, ctx):
-        steps: list = []
-        alias = {}
-        first_copy = None
-        for copies, spec, batch_range in cand.data:  # zero-padded copies, then the product
-            for copy in copies:
-                steps.append(PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)))
-                if batch_range is not None:  # the chunks' copies share one buffer
-                    first_copy = first_copy or copy
-                    if copy is not first_copy:
-                        alias[copy] = first_copy
-            steps.append(ProductCall(cand.op, cand.bodies, spec, batch_range))
-        return Plan(steps, alias)
+        return padded_plan(cand.op, cand.bodies, cand.data)
+
+
+def padded_plan(op: ComputeOp, bodies: tuple, pieces: list) -> Plan:
+    """The steps of :func:`.gemm.contraction.pad_contraction`'s pieces: each one's copies, then its
+    product."""
+    steps: list = []
+    alias = {}
+    first_copy = None
+    for copies, spec, batch_range in pieces:
+        for copy in copies:
+            steps.append(PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)))
+            if batch_range is not None:  # the chunks' copies share one buffer
+                first_copy = first_copy or copy
+                if copy is not first_copy:
+                    alias[copy] = first_copy
+        steps.append(ProductCall(op, bodies, spec, batch_range))
+    return Plan(steps, alias)
 
 
 class SplitK:
@@ -212,7 +218,8 @@ class TermSplit:
 
 class SharedFactor:
     """A sum of terms that are products sharing a factor, and no product itself: one product of the
-    added cofactors and that factor (:func:`.strategies.term_split.shared_factor`); fast math only."""
+    added cofactors and that factor (:func:`.strategies.term_split.shared_factor`), or of copies of its sides
+    as the padded strategy makes them (``:copied``); fast math only."""
 
     name = "shared-factor"
 
@@ -224,13 +231,17 @@ class SharedFactor:
         if body is None:
             return []
         spec = default_spec(op, (body,), ctx)
-        return [] if spec is None else [Candidate(self, op, (body,), spec)]
+        if spec is None:
+            return []
+        pieces = pad_contraction(spec, ctx.largest)
+        copied = [Candidate(self, op, (body,), pieces, "copied")] if pieces[0][0] or len(pieces) > 1 else []
+        return [Candidate(self, op, (body,), [([], spec, None)])] + copied
 
     def cost(self, cand, ctx):
-        return contraction_cycles(cand.data, ctx)
+        return padded_cycles(cand.data, ctx)
 
     def lower(self, cand, ctx):
-        return Plan([ProductCall(cand.op, cand.bodies, cand.data)])
+        return padded_plan(cand.op, cand.bodies, cand.data)
 
 
 def _box(op: ComputeOp) -> int:

@@ -9,6 +9,9 @@ suffix: downwards), is
 
 and the whole reduction at each row's first point: ``n`` updates instead of ``n (n + 1) / 2``.  Later
 output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
+Along the last axis, on a target that transposes rows in registers cheaply, the running values stay in
+registers and each point is stored once (:func:`rows_in_registers`): LLVM vectorizes a short row's
+unrolled chain across rows.
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
@@ -31,6 +34,7 @@ from tensorad.poly.domain import count_bound
 
 from ..loops.domain import PolyStmt, ReductionInfo
 from ..program import Assign, Buffer, If, Store
+from ..target import Target
 
 COMBINERS = ("sum", "max", "min", "prod")
 
@@ -104,16 +108,21 @@ def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple
     return tuple(outputs)
 
 
-def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr]) -> tuple:
+def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr],
+            in_registers: bool = False) -> tuple:
     """``out[x] = combine(out[x], src)`` for each carried value (a buffer in ``outs``): one
     store for one value; for several, their new values assigned at once to their accumulators
-    ``accs`` (each reads the old ones), then stored."""
+    ``accs`` (each reads the old ones), then stored.  ``in_registers``: the running values are the
+    accumulators ``accs`` themselves (:func:`scan_form`), assigned, not stored."""
     comb, outer = info.combiner, info.outer
     live = [v for v, b in enumerate(outs) if b is not None]
-    here = {comb.lhs[v]: Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor) for v in live}
+    here = {comb.lhs[v]: accs[v] if in_registers else Expr(Op.READ, outs[v].dtype, outer, outs[v].tensor)
+            for v in live}
     combined = tuple(substitute(comb.result[v], {**here, **dict(zip(comb.rhs, info.sources))}) for v in live)
-    if len(live) == 1:
-        update: tuple = (Store(outs[live[0]], outer, combined[0]),)
+    if in_registers:
+        update: tuple = (Assign(tuple(accs[v] for v in live), combined),)
+    elif len(live) == 1:
+        update = (Store(outs[live[0]], outer, combined[0]),)
     else:
         update = (Assign(tuple(accs[v] for v in live), combined),
                   *(Store(outs[v], outer, accs[v], counted=False) for v in live))
@@ -123,23 +132,46 @@ def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence
 
 
 def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSpec,
-              accs: Sequence[Expr] = ()) -> list[PolyStmt]:
+              accs: Sequence[Expr] = (), in_registers: bool = False) -> list[PolyStmt]:
     """The scan's statements: ``out[x] = out[x - step e_j]`` where ``x`` carries (else the identity), then
     ``out[x] = combine(out[x], src)`` over the fresh terms, per buffer of ``outs`` (``accs``: the op's
-    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest."""
+    accumulators).  Time: output axes to ``j`` (negated downwards), phase, reduction axes, the rest.
+
+    ``in_registers`` (:func:`rows_in_registers`), along the last output axis, where consecutive points of
+    ``j`` run one after the other: the running values stay in the accumulators -- the identity where ``x``
+    does not carry, the fresh terms combined into them, one store per point -- so that a short row is
+    straight loads, combines and stores once LLVM unrolls it, which it vectorizes across rows."""
     outer, raxes, comb = info.outer, info.raxes, info.combiner
     p, j = spec.axis, info.outer[spec.axis]
+    head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
+    tail = tuple(outer[p + 1:])
+    first = head + (0,) + (0,) * len(raxes) + tail
+    fresh = head + (1,) + tuple(raxes) + tail
+    starts = info.outer_domain.subtract(spec.carry)
+    if in_registers and not tail and accs:
+        live = [v for v, b in enumerate(outs) if b is not None]
+        start = Assign(tuple(accs[v] for v in live), tuple(comb.identity[v] for v in live), counted=False)
+        stores = tuple(Store(outs[v], outer, accs[v], counted=False) for v in live)
+        return [
+            PolyStmt("I", outer, starts, (start,), first),
+            PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, in_registers=True), fresh),
+            PolyStmt("W", outer, info.outer_domain, stores, head + (2,) + (0,) * len(raxes)),
+        ]
     shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
                     for v in outer)
     carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
                   for b in outs if b is not None)
     identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
-    head = tuple(outer[:p]) + ((j if spec.step > 0 else const(0, j.dtype) - j),)
-    tail = tuple(outer[p + 1:])
-    first = head + (0,) + (0,) * len(raxes) + tail
     return [
         PolyStmt("C", outer, spec.carry, carry, first),
-        PolyStmt("I", outer, info.outer_domain.subtract(spec.carry), identity, first),
-        PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs),
-                 head + (1,) + tuple(raxes) + tail),
+        PolyStmt("I", outer, starts, identity, first),
+        PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs), fresh),
     ]
+
+
+def rows_in_registers(spec: ScanSpec, rank: int, target: Target) -> bool:
+    """Whether :func:`scan_form` carries the running values of ``spec`` (over an op of ``rank`` output axes)
+    in registers, row by row: along the last axis, for a target that transposes rows in registers
+    cheaply (:attr:`.target.Target.paired_permutes`); elsewhere LLVM's transposes of the rows cost more
+    than the copies of the carried values in memory."""
+    return spec.axis == rank - 1 and target.paired_permutes

@@ -162,8 +162,6 @@ def negate(c: Expr, memo: IndexMemo | None = None) -> Expr | None:
     return None
 
 
-# ---- floor division and modulo -----------------------------------------------------------
-
 def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
     """``f = c*Q + R``: Q takes the terms (and constant part) divisible by ``c``."""
     q = Linear(tuple((t, k // c) for t, k in f.terms if k % c == 0), f.const // c)

@@ -40,8 +40,6 @@ from .logic import conjuncts, disjuncts, has
 Rule = tuple[str, Callable[..., "Expr | None"]]
 
 
-# ---- predicates and small builders ------------------------------------------------------
-
 def is_const(e: Expr, v: float | None = None) -> bool:
     return e.op is Op.CONST and e.dtype != dt.BOOL and (v is None or e.arg == v)
 
@@ -72,8 +70,6 @@ def rebuild_gate(e: Expr, x: Expr) -> Expr:
     """The gate of ``e`` (a select or if_then_else with 0 else-branch) around ``x``."""
     return Expr(e.op, x.dtype, (e.src[0], x, zero_like(x)))
 
-
-# ---- the table -----------------------------------------------------------------------------
 
 def _neg(x: Expr) -> Expr:
     return Expr(Op.NEG, x.dtype, (x,))
@@ -233,8 +229,6 @@ for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGM
             Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
     ALGEBRA_RULES[_op] = ()  # constant folding only
 
-
-# ---- the driver -----------------------------------------------------------------------------
 
 _LINEAR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG})
 # which rules read per-node index analyses (a ``memo`` keyword: the call's IndexMemo)

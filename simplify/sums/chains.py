@@ -136,7 +136,7 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     coef, factors = found
     operands: dict[frozenset, list[Expr]] = {}
     for f in factors:
-        operands.setdefault(frozenset(n for n in _variables(f) if n in scope), []).append(f)
+        operands.setdefault(frozenset(n for n in walk(f) if n in scope), []).append(f)
     reads = list(operands)
     if not 2 <= len(reads) <= MAX_OPERANDS or set(rvars) - frozenset().union(*reads):
         return None  # (a variable no operand reads: a count, :mod:`.factor`'s)
@@ -151,10 +151,6 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     if not left:
         return simplify_expr(src, ctx)
     return Expr(Op.REDUCE, red.dtype, (TRUE, simplify_expr(src, ctx)), ReduceArg(red.arg.combiner, left, 0))
-
-
-def _variables(e: Expr) -> Iterator[Expr]:
-    return (n for n in walk(e) if n.op is Op.VAR)
 
 
 @dataclass

@@ -279,8 +279,6 @@ class Refuter:
         self.counts["zero" if evaluated else "gave up"] += 1
         return False
 
-    # ---- the models' random choices ---------------------------------------------------------
-
     def _point(self, v: Expr, how: str, slot: int) -> int:
         """A free variable's value: near the start of its range on the first two attempts, anywhere in the
         second model; the shared points drawn once per model, range and ``slot`` (the variable's place
@@ -318,8 +316,6 @@ class Refuter:
         if dt.is_int(dtype):
             return m.rng.randrange(0, min(WIDE, dt.max_value(dtype) + 1) if m.wide else NEAR)
         return m.rng.choice(_DATA)
-
-    # ---- evaluation ---------------------------------------------------------------------------
 
     def _value(self, e: Expr, env: dict) -> Any:
         """``e``'s value in the current model, at a bounded depth: past :data:`MAX_DEPTH` the innermost

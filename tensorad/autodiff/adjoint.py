@@ -34,6 +34,7 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
+from ..poly.affine import always
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -127,7 +128,8 @@ def _eager(source: Expr) -> Expr:
         return None if index == n.src else Expr(Op.READ, n.dtype, index, n.arg)
 
     def eager(n: Expr) -> Expr | None:
-        if n.op is not Op.IF_THEN_ELSE or reads_data(n.src[0]):
+        if n.op is not Op.IF_THEN_ELSE or reads_data(n.src[0]) or any(  # (sizes known)
+                not isinstance(d, int) for r in walk(n) if r.op is Op.READ for d in r.arg.shape):
             return None
         return choice(Op.SELECT, n.src[0], *(rewrite(x, clipped) for x in n.src[1:]))
 
@@ -139,8 +141,8 @@ def _inside(e: Expr, size: int) -> bool:
     return bounds is not None and bounds[0] >= 0 and bounds[1] < size
 
 
-def _box_size(axes: Sequence[Expr]) -> int:
-    return math.prod(max(a.extent, 1) for a in axes)
+def _box_size(axes: Sequence[Expr]) -> int | Expr:
+    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
 
 
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
@@ -228,7 +230,7 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         body = op.body[0]
         ra: ReduceArg = body.arg
-        if any(k.extent <= 0 for k in ra.axes):
+        if any(always(k.extent <= 0) for k in ra.axes):
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)

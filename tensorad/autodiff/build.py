@@ -1,15 +1,15 @@
-"""Small builders shared by the autodiff modules: fresh variables, renaming, conditions, tensors.  Every
-tensor autodiff creates gets its own axis and reduce-axis variables, so no two ops share one;
-:func:`rename` substitutes variables everywhere, the axes inside ``REDUCE`` nodes included."""
+"""Small builders shared by the autodiff modules: fresh variables, conditions, tensors.  Every tensor
+autodiff creates gets its own axis and reduce-axis variables, so no two ops share one
+(:func:`~tensorad.ir.rewrite.rename` substitutes them, the axes inside ``REDUCE`` nodes included)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, var
+from ..ir.expr import TRUE, Expr, Op, choice, compare, const, logical, var
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import rewrite
+from ..ir.rewrite import rename as rename
 from ..ir.tensor import Provenance, Role, Tensor
 from ..lang import make_compute
 
@@ -21,23 +21,6 @@ def copy_vars(variables: Sequence[Expr]) -> dict[Expr, Expr]:
 
 def axis_vars(shape: Sequence[int], prefix: str = "ax", start: int = 0) -> list[Expr]:
     return [var(f"{prefix}{start + d}", 0, s) for d, s in enumerate(shape)]
-
-
-def rename(expr: Expr, mapping: Mapping[Expr, Expr]) -> Expr:
-    """Substitute variables in ``expr``, also in the axes of its reductions."""
-    if not mapping:
-        return expr
-
-    def rule(node: Expr) -> Expr | None:
-        if node.op is Op.VAR:
-            return mapping.get(node)
-        if node.op is Op.REDUCE and any(a in mapping for a in node.arg.axes):
-            ra = node.arg
-            return node.replace(arg=ReduceArg(ra.combiner, tuple(mapping.get(a, a) for a in ra.axes),
-                                              ra.value_index))
-        return None
-
-    return rewrite(expr, rule)
 
 
 def all_of(conds: Sequence[Expr]) -> Expr:

@@ -5,13 +5,15 @@ moves: its derivative is 0, but the next chain-rule factor evaluated at the iden
 (``0 * inf``).  So the tangent of such a reduction is ``select(empty, 0, d)``, a gate that
 :func:`.zero.mul` keeps strong, carried by forward mode across the tensor that stores it
 (:mod:`.forward`).  The emptiness condition is exact on the affine part of the ``where``; a conjunct that
-reads data is dropped (the gate only where the reduction is certainly empty)."""
+reads data is dropped (the gate only where the reduction is certainly empty).  Size variables stay in
+the condition, as parameters: it holds at the sizes where the reduction is empty."""
 
 from __future__ import annotations
 
 from ..ir.expr import Expr, Op
 from ..ir.rewrite import chain, free_vars, walk
-from ..poly.affine import IndexSpace
+from ..lang.sizes import sizes_in
+from ..poly.affine import IndexSpace, always
 from ..poly.domain import IndexSet
 
 
@@ -24,12 +26,13 @@ def empty_where(node: Expr) -> Expr | None:
     over no point, or ``None`` where it is never certainly empty (or that is not decided)."""
     rvars = list(node.arg.axes)
     cond = node.src[0]
-    if cond.op is Op.CONST and cond.arg and all(v.hi > v.lo for v in rvars):
+    if cond.op is Op.CONST and cond.arg and all(always(v.hi > v.lo) for v in rvars):
         return None  # a full box: the common case, decided without isl
     kept = [c for c in chain(cond, Op.AND) if not _reads_data(c)]
     outer = list(dict.fromkeys(v for c in kept for v in free_vars(c) if v not in rvars))
     if any(v.lo is None or v.hi is None for v in outer + rvars):
         return None
+    outer += sizes_in([b for v in outer + rvars for b in (v.lo, v.hi)] + kept)  # kept, as parameters
     space = IndexSpace(outer + rvars)
     kept = [c for c in kept if space.is_affine(c)]
     domain = IndexSet.from_conditions(outer + rvars, kept, space).project_onto(outer)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.expr import Expr, Op
-from ..ir.rewrite import op_reads, tensor_graph
+from ..ir.rewrite import op_reads, rename, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
-from .build import axis_vars, check_float, compute, copy_vars, delta, equal_all, identity, rename
+from .build import axis_vars, check_float, compute, copy_vars, delta, equal_all, identity
 from .rules import tangent
 from .zero import ZERO, Tangent, materialize
 

@@ -1,9 +1,8 @@
 """Stabilizing shifts: tensors whose outputs do not change when the shift changes.
 
-A softmax, a log-softmax and a log-sum-exp subtract the row max ``m`` before ``exp``; the result is the
-same for any ``m``, so the derivative through ``m`` is zero, but written out it cancels only
-algebraically.  :func:`cancelling_shifts` finds such tensors by structure: each is then a constant for
-differentiation.
+A softmax, a log-softmax and a log-sum-exp subtract the row max ``m`` before ``exp``; the result is the same
+for any ``m``, so the derivative through ``m`` is zero, but written out it cancels only algebraically.
+:func:`cancelling_shifts` finds such tensors by structure: each is then a constant for differentiation.
 
 The proof replaces ``m[idx]`` by ``m[idx] + c[idx]`` (``c`` arbitrary) and carries, for each expression
 downstream, how it changes:

@@ -26,7 +26,6 @@ Importing this module imports JAX; ``import tensorad`` does not."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,8 +41,8 @@ from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
 from ..training.function import Function, distinct_computes
-from ..training.residuals import Policy, check_policy
-from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
+from ..training.residuals import Policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
 
 
 class Program:
@@ -69,7 +68,6 @@ class Program:
         self.jvp_rule: Callable | None = None
         self.transpose_rule: Callable | None = None
 
-    # ---- running ------------------------------------------------------------------------
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         if self._run is not None:
             return self._run(*arrays)
@@ -86,7 +84,6 @@ class Program:
             found = self._derived[key] = make()
         return found
 
-    # ---- derived programs ---------------------------------------------------------------
     def jvp_program(self, mask: tuple[bool, ...]) -> Program:
         """``sum_j J_j t_j`` over the inputs flagged in ``mask``: a program of ``free`` and one
         tangent per flagged input, linear in the tangents (one output per float output)."""
@@ -121,7 +118,6 @@ class Program:
         return self._cached(("batch", size, mask), make)
 
 
-# ---- the primitive --------------------------------------------------------------------------
 call_p = Primitive("tensorad_call")
 call_p.multiple_results = True
 
@@ -355,36 +351,25 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 
 # ---- ta.jax.op: a decorated function compiled per signature ----------------------------------
-class JaxOp:
+class JaxOp(SignatureOp):
     """``fn`` (tensorad over placeholders) as a JAX function on arrays of any shapes: one
     :class:`JaxFunction` per signature (shapes, JAX dtypes, static keyword values), made on its first call
     (or trace), kept in a bounded LRU cache (``signatures``).  A 64-bit program needs ``jax_enable_x64``."""
 
-    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
-                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
-                 **build_options: Any) -> None:
-        if not callable(fn):
-            raise TypeError(f"ta.jax.op: expected a function, got {type(fn).__name__}")
-        check_policy(policy)
-        self.fn = fn
-        self.policy, self.build_options = policy, build_options
-        self.signatures: SignatureCache[JaxFunction] = SignatureCache(max_signatures)
-        functools.update_wrapper(self, fn)
+    bridge = "ta.jax.op"
+    function_type = JaxFunction
+    signatures: SignatureCache[JaxFunction]
 
     def __call__(self, *arrays: Any, **static: Any) -> Any:
         arrays = tuple(a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a) for a in arrays)
         signature = self.signature(arrays)
         key = (signature, static_key(static))
-        function = self.signatures.get(key, lambda: self._make(signature, static))
+        function = self.signatures.get(key, lambda: self.make(signature, static))
         return function(*(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature)))
 
     def signature(self, arrays: Sequence[Any]) -> tuple:
         """The shapes and dtypes (as JAX holds them: float64 is float32 without 64-bit mode)."""
         return tuple((tuple(a.shape), str(jax.dtypes.canonicalize_dtype(a.dtype))) for a in arrays)
-
-    def _make(self, signature: tuple, static: dict[str, Any]) -> JaxFunction:
-        outputs, inputs = trace(self.fn, signature, static, f"ta.jax.op {self.__name__}")
-        return JaxFunction(outputs, inputs, policy=self.policy, **self.build_options)
 
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,

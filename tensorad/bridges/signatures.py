@@ -1,11 +1,12 @@
 """What ``ta.torch.op`` and ``ta.jax.op`` share: a call's signature, the placeholders the user's function
-is traced on, and the bounded cache of what each signature compiled to.
+is traced on, the bounded cache of what each signature compiled to, and their base :class:`SignatureOp`.
 
 A decorated function is compiled once per signature (shapes, dtypes and static keyword values) into a
 :class:`SignatureCache` it owns: least recently used first out, at most ``max_signatures``."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -13,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from ..ir.tensor import Tensor
 from ..lang import placeholder
+from ..training.residuals import Policy, check_policy
 
 DEFAULT_MAX_SIGNATURES = 32
 
@@ -37,10 +39,6 @@ class SignatureCache(Generic[V]):
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
-
-    def peek(self, key: Hashable) -> V | None:
-        """The entry without marking it used (a lookup that must not change the cache)."""
-        return self._entries.get(key)
 
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
         """The entry for ``key``, made on a miss; the least recently used one past the bound is dropped."""
@@ -96,3 +94,27 @@ def trace(fn: Callable, specs: Sequence[tuple[tuple[int, ...], str]], static: di
         return list(result), inputs
     raise TypeError(f"{what}: {getattr(fn, '__name__', 'fn')} must return a tensorad tensor or a tuple "
                     f"of them, got {type(result).__name__}")
+
+
+class SignatureOp:
+    """``fn`` (tensorad over placeholders) compiled per signature into a ``function_type`` of its
+    outputs and placeholders, kept in :attr:`signatures`; ``bridge`` names the decorator in messages."""
+
+    bridge: str
+    function_type: type
+
+    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
+                 **build_options: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"{self.bridge}: expected a function, got {type(fn).__name__}")
+        check_policy(policy)
+        self.fn = fn
+        self.policy, self.build_options = policy, build_options
+        self.signatures = SignatureCache(max_signatures)
+        functools.update_wrapper(self, fn)
+
+    def make(self, signature: tuple, static: dict[str, Any]) -> Any:
+        """The function of ``signature`` (shapes and dtypes) and the static keyword values."""
+        outputs, inputs = trace(self.fn, signature, static, f"{self.bridge} {self.__name__}")
+        return self.function_type(outputs, inputs, policy=self.policy, **self.build_options)

@@ -23,7 +23,6 @@ accepted.  Importing this module imports torch; ``import tensorad`` does not."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import sys
@@ -38,8 +37,8 @@ from ..ir.dtype import ALL_DTYPES
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..training.function import Function
-from ..training.residuals import Policy, check_policy
-from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, static_key, trace
+from ..training.residuals import Policy
+from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
 
 _SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
 _KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
@@ -140,9 +139,6 @@ class _Operator:
         """The forward as the registered operator (traced as such by ``torch.compile``)."""
         return torch.ops.tensorad.forward(self.key, args)
 
-    def backward_op(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        return torch.ops.tensorad.backward(self.key, args)
-
     # ---- what the generic operators run ------------------------------------------------------
     @cached_property
     def forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -218,7 +214,7 @@ class _Operator:
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             residuals = f.plan.residuals(list(args), list(outs), list(extras))
-            grads = self.backward_op([*residuals, *float_heads])
+            grads = torch.ops.tensorad.backward(self.key, [*residuals, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
@@ -322,7 +318,7 @@ def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tens
 
 
 # ---- ta.torch.op: a decorated function compiled per signature --------------------------------
-class TorchOp:
+class TorchOp(SignatureOp):
     """``fn`` (written with tensorad over placeholders) as a PyTorch operator on tensors of any shapes:
     one :class:`TorchFunction` per signature (shapes, dtypes and static keyword values), made on its first
     call and kept in a bounded LRU cache (``signatures``).  Under ``torch.compile(fullgraph=True)`` a new
@@ -330,16 +326,9 @@ class TorchOp:
     (as ``dynamic=False``).  A compiled graph names its operator pair by key: the signature must still be
     cached when it runs (else a clear error; ``max_signatures`` bounds how many a model alternates among)."""
 
-    def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
-                 max_signatures: int = DEFAULT_MAX_SIGNATURES, policy: Policy = "default",
-                 **build_options: Any) -> None:
-        if not callable(fn):
-            raise TypeError(f"ta.torch.op: expected a function, got {type(fn).__name__}")
-        check_policy(policy)
-        self.fn = fn
-        self.policy, self.build_options = policy, build_options
-        self.signatures: SignatureCache[TorchFunction] = SignatureCache(max_signatures)
-        functools.update_wrapper(self, fn)
+    bridge = "ta.torch.op"
+    function_type = TorchFunction
+    signatures: SignatureCache[TorchFunction]
 
     def __call__(self, *tensors: torch.Tensor, **static: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
         key = (self.signature(tensors), static_key(static))
@@ -349,7 +338,7 @@ class TorchOp:
 
     def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
         """The compiled function of a signature (made on a miss)."""
-        return self.signatures.get(key, lambda: self._make(key[0], static))
+        return self.signatures.get(key, lambda: self.make(key[0], static))
 
     def _traced_call(self, key: tuple, static: dict[str, Any], tensors: Sequence[torch.Tensor]):
         """The call as ``torch.compile`` records it: the registered operator, named by its (constant) key."""
@@ -372,10 +361,6 @@ class TorchOp:
                                  f"got a tensor on {t.device}")
         # operator.index: under torch.compile a symbolic size becomes a guarded constant
         return tuple((tuple(operator.index(d) for d in t.shape), tensorad_dtype(t.dtype)) for t in tensors)
-
-    def _make(self, signature: tuple, static: dict[str, Any]) -> TorchFunction:
-        outputs, inputs = trace(self.fn, signature, static, f"ta.torch.op {self.__name__}")
-        return TorchFunction(outputs, inputs, policy=self.policy, **self.build_options)
 
     def __reduce__(self) -> str | tuple:
         """Pickled by reference where it is a module's decorated function, else as its definition."""

@@ -148,9 +148,7 @@ ARRAY_RULES: dict[Op, Any] = {
 # Context-dependent ops, handled by _Grid: VAR, READ, IF_THEN_ELSE, REDUCE, DATA_INDEX.
 CONTEXT_OPS = frozenset({Op.VAR, Op.READ, Op.IF_THEN_ELSE, Op.REDUCE, Op.DATA_INDEX})
 
-# Built-in reducers: the NumPy fold of each kind.
 BUILTIN_FOLDS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-# The summation orders of evaluate_in_order (the module's docstring).
 ORDERS = ("numpy", "sequential", "reversed", "mixed", "mixed-odd", "nested")
 ORDERED_FOLDS = frozenset({"sum", "prod"})  # the folds whose rounding depends on the order
 # The math functions that ``rounded_math`` computes in float64 for float32 operands.
@@ -231,7 +229,6 @@ class _Grid:
     def eval(self, e: Expr) -> tuple[np.ndarray, Any]:
         return fold(e, self.table, self.memo)
 
-    # ---- context rules -------------------------------------------------------------------
     def _var(self, node: Expr) -> tuple:
         try:
             return self.env[node], None
@@ -297,7 +294,6 @@ class _Grid:
             self.reduced[key] = self._fold_reduction(ra, cond, sources)
         return self.reduced[key][ra.value_index]
 
-    # ---- reductions ----------------------------------------------------------------------
     def _fold_reduction(self, ra: Any, cond: tuple, sources: Sequence[tuple]) -> list[tuple]:
         comb = ra.combiner
         pos = tuple(self.axis_pos[a] for a in ra.axes)
@@ -380,7 +376,6 @@ class _Grid:
             acc = [np.where(here, n, a).astype(a.dtype) for n, a in zip(new, acc)]
         return [np.expand_dims(a, tuple(sorted(pos))) for a in acc]
 
-    # ---- errors --------------------------------------------------------------------------
     def out_of_bounds(self, op: ComputeOp, poison: np.ndarray, shape: tuple[int, ...]) -> Exception:
         """The error for a poisoned result: which read, which index values, at which point."""
         outer = tuple(np.argwhere(np.broadcast_to(poison, shape))[0][:len(op.axes)])

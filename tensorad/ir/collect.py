@@ -1,9 +1,7 @@
 """Fewer garbage collections while the compiler runs (:func:`fewer_collections`): around ``Jacobian``,
 ``JacobianRecursive``, ``jvp``, the HVP, ``lower`` and ``build``.
 
-These calls allocate hundreds of thousands of short-lived containers, and each full collection walks every
-object of the process; during a call the young threshold is :data:`YOUNG` (the older generations count
-young collections, so they run less often too).  Only when to collect changes, never what a program
+During a call the young threshold is :data:`YOUNG`.  Only when to collect changes, never what a program
 computes.  The setting is the process's, so overlapping calls share one raised threshold: the first to
 enter saves the old one and the last to leave restores it, unless the user set another meanwhile; a
 threshold of 0 or one already as high is left alone."""

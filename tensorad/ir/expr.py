@@ -100,6 +100,22 @@ class VarInfo:
 
 
 @dataclass(frozen=True)
+class SizeInfo(VarInfo):
+    """A size variable (``ta.size_var``): an integer in ``[min, max]`` (``max`` ``None``: unbounded), a
+    multiple of ``multiple_of``; usable in shapes, reduction bounds and expressions.  Its ``lo`` and
+    ``hi`` stay ``None``: it ranges over no loop."""
+
+    min: int = 1
+    max: int | None = None
+    multiple_of: int = 1
+
+
+def is_size(e: Any) -> bool:
+    """Whether ``e`` is a size variable (its kind, never its name, says so)."""
+    return isinstance(e, Expr) and e.op is Op.VAR and type(e.arg) is SizeInfo
+
+
+@dataclass(frozen=True)
 class ReduceArg:
     """The payload of a ``REDUCE`` node, ``src`` ``(condition, *sources)``: the combiner folds the sources
     over every point of ``axes`` where ``condition`` holds, from its identity, into result ``value_index``."""
@@ -130,6 +146,21 @@ class DataIndex:
         return (f"{who}: gather index out of range: {index} = {value} indexes axis {self.axis} "
                 f"of tensor {self.tensor}, of size {self.extent} (valid: 0 <= index < "
                 f"{self.extent}; mode='clip' or 'wrap' bring it into range), at {where}")
+
+
+class SizeDecisionError(TypeError):
+    """A choice that depends on the values of size variables (``ta.size_var``), made where only static
+    sizes are handled."""
+
+
+def _nodes(root: Expr) -> list[Expr]:
+    stack, seen = [root], {}
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen[n] = None
+            stack.extend(n.src)
+    return list(seen)
 
 
 class Expr:
@@ -179,7 +210,6 @@ class Expr:
         return Expr(self.op, dtype or self.dtype, self.src if src is None else tuple(src),
                     self.arg if arg is None else arg)
 
-    # ---- variable and constant accessors -------------------------------------------------
     @property
     def name(self) -> str:
         if self.op is not Op.VAR:
@@ -220,7 +250,6 @@ class Expr:
             raise AttributeError(f"a {self.op.name} node reads no tensor")
         return self.arg
 
-    # ---- truth value ---------------------------------------------------------------------
     def __bool__(self) -> bool:
         if self.op is Op.EQ:
             return self.src[0] is self.src[1]
@@ -228,6 +257,11 @@ class Expr:
             return self.src[0] is not self.src[1]
         if self.op is Op.CONST and self.dtype == dt.BOOL:
             return bool(self.arg)
+        sizes = sorted({n.name for n in _nodes(self) if is_size(n)})
+        if sizes:
+            raise SizeDecisionError(
+                f"a decision on the size variables {', '.join(sizes)} ({self}) that tensorad makes only "
+                f"at static sizes here: bind them first (ta.bind(tensors, {sizes[0]}=...))")
         raise TypeError(
             "the truth value of a tensor expression is not known when it is built; "
             "use ta.select(cond, a, b) or ta.if_then_else(cond, a, b) for a data-dependent "
@@ -302,8 +336,6 @@ def _arg_key(arg: Any) -> Any:
         return (type(arg), arg)
     return arg
 
-
-# ---- constructors ------------------------------------------------------------------------
 
 def const(value: Any, dtype: str | None = None) -> Expr:
     """A constant node; ``dtype`` defaults to bool / int32 / float32 by the Python type."""

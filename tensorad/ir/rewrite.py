@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from operator import is_not
 from typing import Any
 
-from .expr import Expr, Op
+from .expr import Expr, Op, ReduceArg
 from .tensor import ComputeOp, Tensor
 
 Rule = Callable[[Expr], "Expr | None"]
@@ -244,6 +244,27 @@ def substituter(mapping: Mapping[Expr, Expr]) -> Callable[[Expr], Expr]:
             return simultaneous(mapping)
     done: dict = {}
     return lambda root: rewrite(root, lambda n: mapping.get(n), done)
+
+
+def rename(root: Expr, mapping: Mapping[Expr, Expr], read: Rule | None = None,
+           memo: dict | None = None) -> Expr:
+    """``root`` with variables replaced by ``mapping``, the axes of its reductions included, and each
+    ``READ`` node by ``read`` when given (a replacement or ``None``); ``memo``: :func:`rewrite`'s."""
+    if not mapping and read is None:
+        return root
+
+    def rule(node: Expr) -> Expr | None:
+        if node.op is Op.VAR:
+            return mapping.get(node)
+        if node.op is Op.READ and read is not None:
+            return read(node)
+        if node.op is Op.REDUCE and any(a in mapping for a in node.arg.axes):
+            ra = node.arg
+            return node.replace(arg=ReduceArg(ra.combiner, tuple(mapping.get(a, a) for a in ra.axes),
+                                              ra.value_index))
+        return None
+
+    return rewrite(root, rule, memo)
 
 
 def _cyclic(graph: Mapping[Expr, list[Expr]]) -> bool:

@@ -64,6 +64,8 @@ class Role(enum.Enum):
     MERGED = "merged"  # sums over one domain merged by the optimizer (``T.m0``): not split again
     SAVED = "saved"  # values two passes must read bit-identical (a max gradient's tie test,
     #                  ``Y.tie``): always materialized, never inlined or recomputed
+    DEFERRED = "deferred"  # a symbolic program's optimized derivative, a copy of the raw one until its
+    #                        sizes are bound: ``source`` is ``(call, k)``, the binding redoes the call
 
 
 _groups = itertools.count(1)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir.expr import Expr, Op, ReduceArg, var
-from ..ir.rewrite import rewrite, tensor_graph, walk
+from ..ir.expr import Expr, Op, var
+from ..ir.rewrite import rename, tensor_graph, walk
 from ..ir.tensor import ComputeOp, Tensor
 from .tensor_lang import make_compute, placeholder
 
@@ -55,19 +55,11 @@ def _batch_op(op: ComputeOp, new: dict[Tensor, Tensor], changed: set[Tensor],
     reduce_axes = {a for b in op.body for n in walk(b) if n.op is Op.REDUCE for a in n.arg.axes}
     fresh = {v: var(v.name, v.lo, v.hi) for v in (*op.axes, *sorted(reduce_axes, key=lambda v: v.name))}
 
-    def rule(node: Expr) -> Expr | None:
-        if node.op is Op.VAR:
-            return fresh.get(node)
-        if node.op is Op.READ and node.arg in reads_batched:
-            return new[node.arg][(bvar, *node.src)]
-        if node.op is Op.REDUCE and any(a in fresh for a in node.arg.axes):
-            ra = node.arg
-            return node.replace(arg=ReduceArg(ra.combiner, tuple(fresh.get(a, a) for a in ra.axes),
-                                              ra.value_index))
-        return None
+    def read(node: Expr) -> Expr | None:
+        return new[node.arg][(bvar, *node.src)] if node.arg in reads_batched else None
 
     memo: dict = {}
-    bodies = [rewrite(b, rule, memo) for b in op.body]
+    bodies = [rename(b, fresh, read, memo) for b in op.body]
     axes = [bvar, *(fresh[a] for a in op.axes)]
     return make_compute(op.name, axes, bodies, op.tag, dict(op.attrs), check_bounds=False,
                         provenance=op.provenance)

@@ -4,7 +4,8 @@ For each read ``T[idx]`` of a body, isl builds the set of points of the compute'
 axes and ``where``, and the ``if_then_else`` conditions guarding the read) at which an index leaves
 ``[0, shape)``; a nonempty set is an error naming the tensor, the index and one offending point.  Guards
 isl cannot represent are taken as possibly true (sound); an index that is not quasi-affine is rejected.  A
-gather index (``DATA_INDEX``) is in range by construction: an opaque variable over that range."""
+gather index (``DATA_INDEX``) is in range by construction: an opaque variable over that range.  Size
+variables are dimensions of the space over their admissible values: a read is proven for every size."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..ir.printer import expr_to_str
 from ..ir.rewrite import walk
 from ..ir.tensor import ComputeOp
 from ..poly.affine import IndexSpace, NotAffine, point_str
+from .sizes import sizes_in
 
 
 class OutOfBoundsError(IndexError):
@@ -62,9 +64,14 @@ def _needs_proof(node: Expr, ranged: frozenset) -> bool:
     """A read whose indices are not all in range by their form: a constant in ``[0, size)``, or a variable
     of ``ranged`` (the compute's axes and reduction axes) whose whole range lies in ``[0, size)``."""
     return node.op is Op.READ and not all(
-        (0 <= i.arg < s) if i.op is Op.CONST else
-        (i in ranged and 0 <= i.lo and i.hi <= s) if i.op is Op.VAR else False
+        _le(0, i.arg) and _le(i.arg + 1, s) if i.op is Op.CONST else
+        (i in ranged and _le(0, i.lo) and _le(i.hi, s)) if i.op is Op.VAR else False
         for i, s in zip(node.src, node.arg.shape))
+
+
+def _le(a: int | Expr, b: int | Expr) -> bool:
+    """``a <= b`` by form: integers, or one expression in sizes (an axis over a whole symbolic extent)."""
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a <= b)
 
 
 def check_op_bounds(op: ComputeOp) -> None:
@@ -75,6 +82,8 @@ def check_op_bounds(op: ComputeOp) -> None:
     if not any(_needs_proof(n, ranged) for b in bodies for n in walk(b)):
         return
     axes = list(op.axes) + list(op.reduce_axes)
+    axes += sizes_in([b for a in axes for b in (a.lo, a.hi)] + list(bodies)
+                     + [s for b in bodies for n in walk(b) if n.op is Op.READ for s in n.arg.shape])
     opaque = [n for b in bodies for n in walk(b) if n.op is Op.DATA_INDEX]
     space = IndexSpace(axes, opaque)  # gather indices: any value in their range
     domain = space.box()
@@ -98,7 +107,7 @@ def check_op_bounds(op: ComputeOp) -> None:
                     raise OutOfBoundsError(
                         f"{op.name}: cannot check the read {expr_to_str(rd)}: index {d} "
                         f"({expr_to_str(idx)}) is not quasi-affine ({exc})") from None
-                bad = where.intersect(pa.lt_set(space.constant(0)).union(pa.ge_set(space.constant(size))))
+                bad = where.intersect(pa.lt_set(space.constant(0)).union(pa.ge_set(space.bound(size))))
                 if not bad.is_empty():
                     raise OutOfBoundsError(
                         f"{op.name}: read {expr_to_str(rd)} can be out of bounds of tensor "

@@ -13,45 +13,55 @@ from typing import Any
 
 from ..ir import dtype as dt
 from ..ir import trace
-from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, unary, var
+from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, is_size, unary, var
 from ..ir.rewrite import free_vars, rewrite, substitute, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 
 
-def _check_shape(shape: Any, what: str) -> tuple[int, ...]:
-    if isinstance(shape, int):
+def _check_shape(shape: Any, what: str) -> tuple[int | Expr, ...]:
+    if isinstance(shape, (int, Expr)):
         shape = (shape,)
     try:
-        shape = tuple(shape)
+        out = tuple(map(_bound, shape))
     except TypeError:
-        raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}") from None
-    out = []
-    for s in shape:
-        if isinstance(s, Expr) and s.op is Op.CONST:
-            s = s.arg
-        if hasattr(s, "item") and not isinstance(s, Expr):
-            s = s.item()
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}")
-        if s < 0:
-            raise ValueError(f"{what}: negative dimension in shape {shape!r}")
-        out.append(s)
-    return tuple(out)
+        out = (None,)
+    if any(s is None for s in out):
+        raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r} (or of sizes: "
+                        f"integer expressions of ta.size_var)")
+    if any(isinstance(s, int) and s < 0 for s in out):
+        raise ValueError(f"{what}: negative dimension in shape {shape!r}")
+    return out
 
 
-def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
+def _bound(s: Any) -> int | Expr | None:
+    """A shape entry or range bound as an int or an integer expression of size variables; ``None`` if
+    it is neither."""
+    if isinstance(s, Expr) and s.op is Op.CONST:
+        s = s.arg
+    if hasattr(s, "item") and not isinstance(s, Expr):
+        s = s.item()
+    if isinstance(s, Expr):
+        free = all(is_size(n) or n.op not in (Op.VAR, Op.READ, Op.REDUCE) for n in walk(s))
+        return s if free and dt.is_int(s.dtype) else None
+    return None if isinstance(s, bool) or not isinstance(s, int) else s
+
+
+def placeholder(shape: Sequence[int | Expr], dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor of ``shape`` and ``dtype``."""
     shape = _check_shape(shape, f"placeholder {name!r}")
     return Tensor(PlaceholderOp(name, shape, dt.check_dtype(dtype), fresh_uid()))
 
 
-def reduce_axis(dom: tuple[int, int], name: str = "k") -> Expr:
-    """A reduction variable ranging over ``lo <= k < hi``."""
+def reduce_axis(dom: tuple[int | Expr, int | Expr], name: str = "k") -> Expr:
+    """A reduction variable ranging over ``lo <= k < hi`` (bounds: ints or expressions in sizes)."""
     try:
-        lo, hi = (int(d.arg) if isinstance(d, Expr) else int(d) for d in dom)
+        lo, hi = (_bound(d) if isinstance(d, Expr) else int(d) for d in dom)
+        if lo is None or hi is None:
+            raise TypeError
     except (TypeError, ValueError):
-        raise TypeError(f"reduce_axis {name!r}: dom must be a pair (lo, hi) of ints, got {dom!r}") from None
-    if hi < lo:
+        raise TypeError(f"reduce_axis {name!r}: dom must be a pair (lo, hi) of ints or sizes, "
+                        f"got {dom!r}") from None
+    if isinstance(lo, int) and isinstance(hi, int) and hi < lo:
         raise ValueError(f"reduce_axis {name!r}: empty or negative range [{lo}, {hi})")
     return var(name, lo, hi)
 
@@ -88,7 +98,7 @@ def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
     return names
 
 
-def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "",
+def compute(shape: Sequence[int | Expr], fcompute: Callable, name: str = "compute", tag: str = "",
             attrs: dict | None = None, check_bounds: bool = True,
             dtype: str | None = None) -> Tensor | tuple[Tensor, ...]:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
@@ -186,7 +196,7 @@ def _check_body_form(bodies: tuple[Expr, ...], nodes: list[list[Expr]], axes: tu
                 raise ValueError(f"compute {name!r}: variable {v.name!r} is neither an axis of "
                                  "this compute nor a reduce axis of its reduction")
         for node in body_nodes:
-            if node.op is Op.VAR and node.lo is None:
+            if node.op is Op.VAR and node.lo is None and not is_size(node):
                 raise ValueError(f"compute {name!r}: uses a reducer's combiner variable "
                                  f"{node.name!r} outside its combiner")
 
@@ -235,8 +245,6 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
             out.append(rewrite(b, lift))
     return tuple(out)
 
-
-# ---- scalar functions ------------------------------------------------------------------
 
 def select(cond: Any, a: Any, b: Any) -> Expr:
     """``a`` where ``cond`` holds else ``b``; both branches are evaluated (and bounds-checked)."""

@@ -5,6 +5,6 @@ Modules: ``affine`` quasi-affine expressions as isl objects; ``domain`` integer 
 ``linear`` linear forms of index expressions; ``nesting`` reduction domains that nest along an output axis
 (scans); ``to_expr`` isl results back to IR."""
 
-from .affine import IndexSpace, NotAffine, point_str
+from .affine import IndexSpace, NotAffine, always, point_str
 
-__all__ = ["IndexSpace", "NotAffine", "point_str"]
+__all__ = ["IndexSpace", "NotAffine", "always", "point_str"]

@@ -4,7 +4,8 @@ An :class:`IndexSpace` fixes an ordered list of IR variables as isl set dimensio
 expressions of ``+ - *`` (by constants), ``//`` and ``%`` (by positive constants) and ``max``/``min`` into
 ``isl.PwAff``, and conditions into ``isl.Set``, through islpy's constructors (never text), exact past 64
 bits.  Anything else raises :class:`NotAffine`, or, in a condition converted with ``exact=False``, is
-over-approximated by the universe."""
+over-approximated by the universe.  A size variable (``ta.size_var``) is a dimension like the others,
+bounded by its admissible values, so a set empty over the space is empty at every size."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from collections.abc import Iterable, Sequence
 import islpy as isl
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op
+from ..ir.expr import Expr, Op, SizeDecisionError, compare, is_size
 from ..ir.intrange import cast_keeps_value
 from ..ir.printer import expr_to_str
-from ..ir.rewrite import fold_along
+from ..ir.rewrite import fold_along, walk
 from .linear import Linear, int_constant, to_linear
 
 CTX = isl.DEFAULT_CONTEXT
@@ -25,6 +26,11 @@ _SET = isl.dim_type.set
 
 class NotAffine(ValueError):
     """An index expression or condition that isl cannot represent exactly."""
+
+
+class SizeNotPlaced(NotAffine, SizeDecisionError):
+    """A size variable met by a space that does not hold it: a caller that takes what isl cannot
+    represent conservatively does so; any other reports that the analysis needs static sizes."""
 
 
 _CHUNK = 62
@@ -46,6 +52,16 @@ def _val(n: int) -> isl.Val:
     return out.neg() if n < 0 else out
 
 
+def _range(v: Expr) -> tuple[int | Expr, int | Expr | None]:
+    """``(lo, hi)`` of a dimension: a variable's range (integers or expressions in sizes), a size
+    variable's admissible values (``hi`` ``None``: unbounded), a gather index's ``[0, extent)``."""
+    if v.op is not Op.VAR:
+        return (0, v.arg.extent)
+    if is_size(v):
+        return (v.arg.min, None if v.arg.max is None else v.arg.max + 1)
+    return (v.lo, v.hi)
+
+
 class IndexSpace:
     """isl conversions over a fixed, ordered set of index variables.  ``opaque``: ``DATA_INDEX`` nodes to
     treat as variables ranging over ``[0, extent)`` (an over-approximation, sound for "can this read be
@@ -63,7 +79,6 @@ class IndexSpace:
         self._cond_memo: dict[tuple[Expr, bool, bool], isl.Set] = {}
         self._box: isl.Set | None = None
 
-    # ---- sets -----------------------------------------------------------------------------
     def universe(self) -> isl.Set:
         return isl.Set.universe(self.space)
 
@@ -82,12 +97,12 @@ class IndexSpace:
         """The box as one basic set of constraints ``v - lo >= 0``, ``hi - 1 - v >= 0``: the set that
         intersecting the bounds one at a time gives, printed alike."""
         variables = list(variables)
-        if not all(v in self.pos for v in variables):
+        if not all(v in self.pos and all(type(b) is int for b in _range(v)) for v in variables):
             return self._intersected_box(variables)
         bs = isl.BasicSet.universe(self.space)
         for v in variables:
             k = self.pos[v]
-            lo, hi = (v.lo, v.hi) if v.op is Op.VAR else (0, v.arg.extent)
+            lo, hi = _range(v)
             ge = isl.Constraint.inequality_alloc(self.local).set_coefficient_val(_SET, k, _val(1))
             lt = isl.Constraint.inequality_alloc(self.local).set_coefficient_val(_SET, k, _val(-1))
             bs = bs.add_constraint(ge.set_constant_val(_val(-lo)))
@@ -98,13 +113,20 @@ class IndexSpace:
         s = self.universe()
         for v in variables:
             pa = self.aff(v)
-            lo, hi = (v.lo, v.hi) if v.op is Op.VAR else (0, v.arg.extent)
-            s = s.intersect(pa.ge_set(self.constant(lo))).intersect(pa.lt_set(self.constant(hi)))
+            lo, hi = _range(v)
+            s = s.intersect(pa.ge_set(self.bound(lo)))
+            if hi is not None:
+                s = s.intersect(pa.lt_set(self.bound(hi)))
+            if is_size(v) and v.arg.multiple_of > 1:
+                s = s.intersect(self.cond(compare(Op.EQ, v % v.arg.multiple_of, 0)))
         return s
 
-    # ---- expressions ----------------------------------------------------------------------
     def constant(self, c: int) -> isl.PwAff:
         return isl.PwAff.from_aff(isl.Aff.zero_on_domain(self.local).set_constant_val(_val(c)))
+
+    def bound(self, b: int | Expr) -> isl.PwAff:
+        """A bound of a range or a shape: an integer, or an expression in size variables of the space."""
+        return self.aff(b) if isinstance(b, Expr) else self.constant(b)
 
     def aff(self, e: Expr) -> isl.PwAff:
         """``e`` as a piecewise quasi-affine function of the space's variables: its linear form's variable
@@ -154,6 +176,9 @@ class IndexSpace:
         """An atom of a linear form that is not a variable of the space, by :data:`_ATOMS`."""
         if e.dtype not in _INT:  # float arithmetic rounds: 0.3 * i is not an integer function
             raise NotAffine(f"{expr_to_str(e)} is a {e.dtype} expression, not an integer index expression")
+        if is_size(e):
+            raise SizeNotPlaced(f"this analysis needs static sizes, and the program has the size variable "
+                                f"{e.name}: bind the sizes first (ta.bind(tensors, {e.name}=...))")
         if e.op is Op.VAR:
             raise NotAffine(f"variable {e.name!r} is not an index variable here")
         if e.op is Op.MUL:
@@ -166,7 +191,6 @@ class IndexSpace:
                             "(use + - * by constants, // and % by positive constants)")
         return rule[1](self, e)
 
-    # ---- conditions -----------------------------------------------------------------------
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
         as possibly true (a superset), under ``NOT`` as possibly false.  Iterative, memoized (:meth:`aff`)."""
@@ -220,6 +244,18 @@ class IndexSpace:
 
 
 _INT = ("int32", "int64")
+
+
+def always(c: Expr | bool) -> bool:
+    """Whether condition ``c`` on size variables holds at every admissible size (``False`` where that is
+    not decided); a Python bool is itself."""
+    if not isinstance(c, Expr):
+        return bool(c)
+    space = IndexSpace([n for n in walk(c) if is_size(n)])
+    try:
+        return space.box().is_subset(space.cond(c))
+    except NotAffine:
+        return False
 
 
 def _is_atom(e: Expr, form: Linear) -> bool:

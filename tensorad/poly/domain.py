@@ -68,7 +68,6 @@ class IndexSet:
         self.vars = list(variables)
         self.set = s
 
-    # ---- construction ---------------------------------------------------------------------
     @classmethod
     def from_conditions(cls, variables: Sequence[Expr], conds: Sequence[Expr],
                         space: IndexSpace | None = None) -> IndexSet:
@@ -87,7 +86,6 @@ class IndexSet:
         space = _space(variables, space)
         return cls(space.vars, space.box(bounded))
 
-    # ---- questions ------------------------------------------------------------------------
     def is_empty(self) -> bool:
         return self.set.is_empty()
 

@@ -1,13 +1,12 @@
 r"""Reductions whose domains nest along an output axis: the running reductions (scans).
 
-For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the sets *nest upwards* along
-``j`` when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one
-update per term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a
-sliding window not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds
-lies past the last term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is
-(and ``k <= n - 1 - j``, downwards), ``k >= j`` is not.  Such a suffix is ordered *reversed*: each term a
-point adds lies before the first it carries, so a reduction over the reversed axis ``k' = n - 1 - k``
-scans in order.
+For ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` over an affine set ``D``, the sets *nest upwards* along ``j``
+when ``D(j - 1) ⊆ D(j)``: ``Y[j]`` is ``Y[j - 1]`` combined with the terms ``D(j) \ D(j - 1)``, one update per
+term.  A prefix sum ``{k : k <= j}`` nests upwards, its adjoint ``{k : k >= j}`` downwards, a sliding window
+not at all.  The scan is *ordered* when, with one reduction axis, every term a point adds lies past the last
+term it carries (the plain loop's left fold, exact for any combiner): ``k <= j`` is (and ``k <= n - 1 - j``,
+downwards), ``k >= j`` is not.  Such a suffix is ordered *reversed*: each term a point adds lies before the
+first it carries, so a reduction over the reversed axis ``k' = n - 1 - k`` scans in order.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
 :func:`running_order` for a winner reduction a scan can carry and :func:`plain_prefix` whether a

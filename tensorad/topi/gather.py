@@ -79,13 +79,12 @@ def embedding_bag(weight: Tensor, indices: Tensor, reduce: str = "mean",
     (``reduce``: ``"sum"`` or ``"mean"``; an empty bag gives zeros), each row scaled by
     ``per_sample_weights`` (the shape of ``indices``; ``"sum"`` only, as in PyTorch).
 
-    Bags of one length: ``indices [bags, n]``, bag ``b`` is row ``b``.  Bags of any lengths, as
-    PyTorch's ``offsets``: ``indices [n]`` and ``offsets [bags]`` (integers), bag ``b`` is
-    ``indices[offsets[b]:offsets[b + 1]]`` (the last one runs to ``n``).  As in PyTorch the
-    offsets start at 0 and do not decrease; an index before the first offset belongs to no
-    bag, a run-time ``IndexError``.  Each index's bag is found once (``bag[k] = #{b : offsets[b]
-    <= k} - 1``, ``bags * n`` integer work), so the bags are a gather and the sum and its
-    gradient are scatter-adds of ``n * dim`` work."""
+    Bags of one length: ``indices [bags, n]``, bag ``b`` is row ``b``.  Bags of any lengths, as PyTorch's
+    ``offsets``: ``indices [n]`` and ``offsets [bags]`` (integers), bag ``b`` is
+    ``indices[offsets[b]:offsets[b + 1]]`` (the last one runs to ``n``).  As in PyTorch the offsets start at 0
+    and do not decrease; an index before the first offset belongs to no bag, a run-time ``IndexError``.  Each
+    index's bag is found once (``bag[k] = #{b : offsets[b] <= k} - 1``, ``bags * n`` integer work), so the
+    bags are a gather and the sum and its gradient are scatter-adds of ``n * dim`` work."""
     _check(weight, indices, mode, name)
     if weight.ndim != 2:
         raise ValueError(f"{name}: weight must be 2-d [vocabulary, dim], got shape {weight.shape}")

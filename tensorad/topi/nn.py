@@ -114,11 +114,10 @@ def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: A
            groups: int = 1, name: str = "conv2d") -> Tensor:
     """2-d convolution (cross-correlation), ``X [N, C, H, W]`` with ``W [F, C/groups, KH, KW]``.
 
-    ``Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, g(f) + c, y*sh + ry*dh, x*sw + rx*dw] * W[f, c, ry, rx]``
-    where ``Xp`` is ``X`` zero-padded and ``g(f) = (f // (F/groups)) * (C/groups)`` is the first
-    input channel of ``f``'s group (0 without groups; ``groups=C`` is a depthwise convolution);
-    strides and dilation are an int or a pair, padding an int, a pair ``(h, w)`` (both sides)
-    or ``[top, left, bottom, right]``."""
+    ``Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, g(f) + c, y*sh + ry*dh, x*sw + rx*dw] * W[f, c, ry, rx]`` where
+    ``Xp`` is ``X`` zero-padded and ``g(f) = (f // (F/groups)) * (C/groups)`` is the first input channel of
+    ``f``'s group (0 without groups; ``groups=C`` is a depthwise convolution); strides and dilation are an int
+    or a pair, padding an int, a pair ``(h, w)`` (both sides) or ``[top, left, bottom, right]``."""
     check_tensor(x, name, "X")
     check_tensor(w, name, "W")
     check_ndim(x, name, 4, "NCHW")

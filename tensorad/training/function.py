@@ -154,7 +154,6 @@ class Function:
         """The gradients as the backward kernel computes them (reading the saved values)."""
         return list(self.plan.grads)
 
-    # ---- kernels --------------------------------------------------------------------------
     @cached_property
     def forward_kernel(self) -> Kernel:
         return build(self.outputs, self.inputs, name="forward", **self.build_options)
@@ -194,7 +193,6 @@ class Function:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
         return lower(self._backward_grads, self._backward_inputs(), **self.lower_options)
 
-    # ---- calling --------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.forward_kernel(*arrays, out=out)
 

@@ -46,6 +46,11 @@ RSS_PER_CYCLE = 6 * 1024
 MAPS_GROWTH = 64  # mappings the whole soak may add (the allocator's arenas; code adds none)
 
 
+def live_kernels() -> int:
+    """The number of kernels' code linked by ``link_object`` and not freed yet."""
+    return len(jit.state().linked)
+
+
 def _rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -117,7 +122,7 @@ def test_build_call_drop_keeps_memory_and_mappings_flat():
     assert grew_rss < RSS_PER_CYCLE * SOAK_CYCLES, (
         f"RSS grew {grew_rss / 1024:.0f} KiB over {SOAK_CYCLES} kernels built and dropped "
         f"({grew_rss / SOAK_CYCLES:.0f} bytes each)")
-    assert jit.live_kernels() <= RECENT + 8  # (the cache's recent entries, kernels of other tests)
+    assert live_kernels() <= RECENT + 8  # (the cache's recent entries, kernels of other tests)
 
 
 def _module_text(n: int) -> str:
@@ -201,13 +206,13 @@ def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
     for n in range(alive + RECENT):
         kept[n % alive] = (n, _build(X, 10_000 + n))
     gc.collect()
-    maps, live = _maps(), jit.live_kernels()
+    maps, live = _maps(), live_kernels()
     for n in range(alive + RECENT, cycles):
         kept[n % alive] = (n, _build(X, 10_000 + n))
         if n % 100 == 99:
             gc.collect()
     gc.collect()
-    assert jit.live_kernels() <= live + 4
+    assert live_kernels() <= live + 4
     assert _maps() - maps < MAPS_GROWTH
     for entry in kept:  # every survivor runs its own code after hundreds of others were freed
         n, kernel = entry
@@ -221,14 +226,14 @@ def test_kernels_of_one_program_share_code_that_leaves_with_the_last(monkeypatch
     gc.collect()
     first, second = _build(X, 20_001), _build(X, 20_001)
     assert first._compiled is second._compiled
-    live = jit.live_kernels()
+    live = live_kernels()
     del first
     gc.collect()
-    assert jit.live_kernels() == live and len(compiled_cache.COMPILED) == 1
+    assert live_kernels() == live and len(compiled_cache.COMPILED) == 1
     np.testing.assert_allclose(second(x), _expect(x, 20_001), rtol=1e-6)
     del second
     gc.collect()
-    assert jit.live_kernels() == live - 1 and len(compiled_cache.COMPILED) == 0
+    assert live_kernels() == live - 1 and len(compiled_cache.COMPILED) == 0
     np.testing.assert_allclose(_build(X, 20_001)(x), _expect(x, 20_001), rtol=1e-6)  # linked anew
 
 

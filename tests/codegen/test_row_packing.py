@@ -53,7 +53,9 @@ def test_triangular_transposed_side_packs_without_branches(tile, target):
             kern.num_threads = threads
             np.testing.assert_allclose(kern(s, q), want, rtol=1e-4, atol=1e-4)
     assert "matrix product" in str(ta.lower([C], [S, Q], microkernel=True, target=target, **opts))
-    kern = ta.build([C], [S, Q], microkernel=True, target="llvm -mcpu=haswell", **opts)
+    lowered = ta.lower([C], [S, Q], microkernel=True, target="llvm -mcpu=haswell", **opts)
+    packed_side = {point: "microkernel" for point, _, _ in lowered.offered}  # (packed, not copied first)
+    kern = ta.build([C], [S, Q], microkernel=True, target="llvm -mcpu=haswell", choices=packed_side, **opts)
     raw = _function(kern._compiled.llvm_ir_unoptimized, "packA")
     assert "ite.then" not in raw  # the triangle is a select, not a branch per element
     assert "pkb.body" in raw  # k in blocks, panel by panel

@@ -4,7 +4,8 @@
   ``H^T X``, a sum the optimizer does not own.  An adjoint sum read whole over no more points
   than it has merges into the reader's sum (:meth:`simplify.program._Pass.mergeable`): one
   pass over ``j`` adds ``H[a, j] X[j, b] + H[j, a] X[j, b]``, ``n^2 d`` body runs; where a
-  matrix product pays, that sum is one product of the summed head ``(H + H^T) X``, not two.
+  matrix product pays, that sum is one product of the summed head ``(H + H^T) X``, not two (its
+  packing computes the ``n^2`` values of the summed head once).
 * a max pool with a 1 x 1 window is a max over one point: its source there.  Its adjoint is
   the elementwise one (the head routed to the element read) with no winner, tie count or tie
   term; the same for min and product reductions over one point, whose where-condition may
@@ -43,7 +44,9 @@ def test_gram_gradient_is_one_sum_of_both_products(n, d):
     H = ta.placeholder(G.shape, F64, name="H")
     (dX,) = ta.JacobianRecursive(G, [X], H)
     work = _work([dX], [X, H])
-    assert work <= n * n * d, f"gram gradient work {work} > n^2 d = {n * n * d}: two products kept"
+    # (a product's packing computes the summed head once: n^2 more)
+    assert work <= n * n * d + n * n, f"gram gradient work {work} > n^2 d + n^2 = {n * n * (d + 1)}: " \
+        "two products kept"
 
     rng = np.random.default_rng(3)
     x, h = rng.standard_normal((n, d)), rng.standard_normal((n, n))

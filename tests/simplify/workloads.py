@@ -328,9 +328,9 @@ def _prefix(kind: str) -> Workload:
     Y = ta.compute((r, n), lambda i, j: reduce(X[i, k], k, where=k <= j), name=f"cum{kind}")
     # the forward is a scan (R*N); the adjoint of a prefix reduction is a suffix scan of the head
     # (R*N), plus for max the winners' routing and for prod the products on either side (R*N each).
-    # Scans are linear asymptotically: along a row of N = 16 the cost model keeps the vectorized
-    # quadratic loops of a sum or product (N (N + 1) / 2 terms a row) on AVX-512, where it prices
-    # the scalar chain of a scan as high; from N = 32, and on narrower vectors from N = 16, it scans.
+    # On AVX-512 the scans' rows are vectorized across rows (transposed in registers): linear at
+    # every length.  On AVX2 a scan is a scalar chain per row: the cost model keeps the vectorized
+    # quadratic loops along a row of N = 8 (N (N + 1) / 2 terms a row) and scans rows of 4 and 16.
     # A product's gradient scans at every length: its exclusive product and recurrence combine
     # in order, unvectorized in any loops
     passes = {"sum": 2, "max": 3, "prod": 4}[kind]
