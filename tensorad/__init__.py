@@ -61,6 +61,7 @@ from .lang import (
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
 from .symbolic import bind, build, evaluate, function, lower
 from .symbolic import deferred as _deferred
+from .symbolic import listed as _listed
 from .symbolic import symbolic as _symbolic
 from .training.function import Function, value_and_grad
 
@@ -107,7 +108,7 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
         if override:  # (functions: nothing to key them by)
             result = differentiate()
         else:
-            result = _diffcache.cached("reverse", [[output], _listed(inputs), [] if head is None else [head]],
+            result = _diffcache.cached("reverse", [[output], _listed(inputs), _listed(head)],
                                        (optimize, isinstance(inputs, Tensor)), differentiate)
     _dump_tensors("gradient", result)
     return result
@@ -180,13 +181,6 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
 def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor]) -> list[Tensor]:
     """The optimizer's last step over all the results of one call (see ``Optimizer.finish``)."""
     return tensors if optimizer is None else optimizer.finish(tensors)  # type: ignore[attr-defined]
-
-
-def _listed(tensors: object) -> list:
-    """A call's tensor or sequence of tensors as a list, for the differentiation cache's key."""
-    if isinstance(tensors, Tensor):
-        return [tensors]
-    return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
 
 
 def _name(x: object) -> str:

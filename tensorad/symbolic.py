@@ -25,15 +25,19 @@ from .training.function import Function
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 
 
-def _listed(tensors: Any) -> list:
+def listed(tensors: Any) -> list:
+    """A call's tensor, or list or tuple of tensors, as a list (``None``: empty; any other object: itself,
+    for the call to report)."""
     if isinstance(tensors, Tensor):
         return [tensors]
-    return list(tensors) if isinstance(tensors, (list, tuple)) else []
+    if tensors is None:
+        return []
+    return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
 
 
 def symbolic(*groups: Any) -> bool:
     """Whether the program of the tensors in ``groups`` (tensors, lists, tuples) has size variables."""
-    tensors = [t for g in groups for t in _listed(g) if isinstance(t, Tensor)]
+    tensors = [t for g in groups for t in listed(g) if isinstance(t, Tensor)]
     return bool(tensors) and bool(program_sizes(tensors))
 
 
@@ -73,7 +77,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor
         call, k = t.op.provenance.source
         if call not in made:
             def image(x: Any) -> Any:
-                ts = _listed(x)
+                ts = listed(x)
                 bind_program(ts, {v.name: sizes[v.name] for v in program_sizes(ts)}, resolve, new)
                 return _like(x, new)
             made[call] = call.redo(image)
@@ -87,7 +91,7 @@ def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None =
     given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
     if feed:
         sizes = {**read_sizes(list(feed), list(feed.values()), "bind"), **sizes}
-    return _like(tensors, bind_all(_listed(tensors), sizes))
+    return _like(tensors, bind_all(listed(tensors), sizes))
 
 
 def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
@@ -95,7 +99,7 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
     if not isinstance(feed, dict) or not symbolic(outputs, list(feed)):
         return _evaluate(outputs, feed)
     keys = [k for k in feed if isinstance(k, Tensor)]
-    new = bind_all(_listed(outputs) + keys, read_sizes(keys, [feed[k] for k in keys], "evaluate"))
+    new = bind_all(listed(outputs) + keys, read_sizes(keys, [feed[k] for k in keys], "evaluate"))
     return _evaluate(_like(outputs, new), {new.get(k, k): v for k, v in feed.items()})
 
 
@@ -104,7 +108,7 @@ class SymbolicLowered:
 
     def __init__(self, outputs: Any, inputs: Any, options: dict) -> None:
         self.outputs, self.inputs, self.options = outputs, inputs, options
-        self.sizes = [v.name for v in program_sizes(_listed(outputs) + _listed(inputs))]
+        self.sizes = [v.name for v in program_sizes(listed(outputs) + listed(inputs))]
 
     def at(self, **sizes: int) -> LoweredFunc:
         """The static program's lowering at ``sizes``."""
@@ -127,7 +131,7 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
     if sizes is None:
         return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
-    new = bind_all(_listed(outputs) + _listed(inputs), sizes)
+    new = bind_all(listed(outputs) + listed(inputs), sizes)
     return _lower(_like(outputs, new), _like(inputs, new), name, **options)
 
 
@@ -162,7 +166,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
     return SizedCallable(lambda new: _build(_like(outputs, new), _like(inputs, new), *args, **options),
-                         _listed(outputs) + _listed(inputs), _listed(inputs), "ta.build")
+                         listed(outputs) + listed(inputs), listed(inputs), "ta.build")
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
@@ -170,10 +174,10 @@ def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default"
     """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
     if not symbolic(outputs, inputs):
         return Function(outputs, inputs, wrt, policy, **build_options)
-    roots = _listed(outputs) + _listed(inputs) + _listed(wrt)
+    roots = listed(outputs) + listed(inputs) + listed(wrt)
     return SizedCallable(lambda new: Function(_like(outputs, new), _like(inputs, new),
                                               None if wrt is None else _like(wrt, new), policy,
-                                              **build_options), roots, _listed(inputs), "ta.function")
+                                              **build_options), roots, listed(inputs), "ta.function")
 
 
 for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):

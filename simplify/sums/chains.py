@@ -136,7 +136,7 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     coef, factors = found
     operands: dict[frozenset, list[Expr]] = {}
     for f in factors:
-        operands.setdefault(frozenset(n for n in walk(f) if n in scope), []).append(f)
+        operands.setdefault(frozenset(n for n in walk(f) if n.op is Op.VAR and n in scope), []).append(f)
     reads = list(operands)
     if not 2 <= len(reads) <= MAX_OPERANDS or set(rvars) - frozenset().union(*reads):
         return None  # (a variable no operand reads: a count, :mod:`.factor`'s)

@@ -235,10 +235,14 @@ class AdjointBuilder:
             return []
         kind, _ = combiners.classify(ra.combiner)
         cond = body.src[0]
-        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1:
-            # one point: the value is its source there (the identity where ``cond`` fails; a
-            # built-in identity is neutral, a custom one may win against the source)
-            point = {k: const(k.lo, k.dtype) for k in ra.axes}
+        point = {k: const(k.lo, k.dtype) for k in ra.axes}
+        single = {k: v for k, v in point.items() if always(k.extent == 1)}
+        read = set(free_vars(rename(cond, single))) | set(free_vars(rename(body.src[1], single)))
+        if ra.combiner.kind in ("max", "min", "prod") and _box_size(ra.axes) == 1 or \
+                ra.combiner.kind in ("max", "min") and not read & set(ra.axes):
+            # one point, or a max/min of a source no point changes (every point ties: the head split
+            # evenly sums back whole): the value is its source at the first point (the identity where
+            # ``cond`` fails; a built-in identity is neutral, a custom one may win against the source)
             return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
                                     heads[0], x, p, j)
         if kind == "sum":

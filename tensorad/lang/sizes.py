@@ -33,12 +33,18 @@ def size_var(name: str, min: int = 1, max: int | None = None,  # noqa: A002
     return Expr(Op.VAR, dt.INDEX, (), info)
 
 
-def _bounds(op: PlaceholderOp | ComputeOp) -> list:
-    """The shape entries and range bounds of an op (ints or expressions in sizes)."""
+def _op_sizes(op: PlaceholderOp | ComputeOp) -> list[Expr]:
+    """The size variables of an op's shape, its axes' and reduction axes' ranges and its bodies (one walk
+    of each body)."""
     if isinstance(op, PlaceholderOp):
-        return list(op.shape)
-    rvars = [a for b in op.body for n in walk(b) if n.op is Op.REDUCE for a in n.arg.axes]
-    return [b for v in (*op.axes, *rvars) for b in (v.lo, v.hi)] + list(op.body)
+        return sizes_in(op.shape)
+    bounds, found = [b for v in op.axes for b in (v.lo, v.hi)], []
+    for n in (n for b in op.body for n in walk(b)):
+        if is_size(n):
+            found.append(n)
+        elif n.op is Op.REDUCE:
+            bounds += [b for a in n.arg.axes for b in (a.lo, a.hi)]
+    return list(dict.fromkeys(found + sizes_in(bounds)))
 
 
 def sizes_in(items: Iterable[Any]) -> list[Expr]:
@@ -48,7 +54,7 @@ def sizes_in(items: Iterable[Any]) -> list[Expr]:
 
 def program_sizes(tensors: Iterable[Tensor]) -> list[Expr]:
     """The size variables of the program of ``tensors``; two of one name are an error."""
-    found = sizes_in(b for t in tensor_graph(tensors) for b in _bounds(t.op))
+    found = list(dict.fromkeys(v for t in tensor_graph(tensors) for v in _op_sizes(t.op)))
     names: dict[str, Expr] = {}
     for v in found:
         if names.setdefault(v.name, v) is not v:
@@ -126,16 +132,15 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int],
 
 def _bind_op(op: ComputeOp, values: dict[Expr, int], new: dict[Tensor, Tensor]) -> ComputeOp:
     """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
-    bounds = _bounds(op)
-    if not sizes_in(bounds) and not any(n.op is Op.READ and new[n.arg] is not n.arg
-                                       for b in op.body for n in walk(b)):
-        return op
-    mapping: dict[Expr, Expr] = {v: const(n, v.dtype) for v, n in values.items()}
-    rvars = [a for b in op.body for n in walk(b) if n.op is Op.REDUCE for a in n.arg.axes]
-    for v in dict.fromkeys((*op.axes, *rvars)):
+    nodes = [n for b in op.body for n in walk(b)]
+    mapping: dict[Expr, Expr] = {}
+    for v in dict.fromkeys((*op.axes, *(a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes))):
         lo, hi = size_value(v.lo, values), size_value(v.hi, values)
         if (lo, hi) != (v.lo, v.hi):
             mapping[v] = var(v.name, lo, hi, v.dtype)
+    if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
+        return op
+    mapping.update({v: const(n, v.dtype) for v, n in values.items()})
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:

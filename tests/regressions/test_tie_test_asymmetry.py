@@ -5,11 +5,12 @@ against an inline ``pow``, one ulp apart, counted 1 of 6 ties and gave H/6).
 
 Here the forward (which saves the winner, ``ta.function``'s default policy) is built with fast
 math, so ``x0 * x1 + z`` is one FMA, and the backward without it, so the backward's copy of
-the source rounds twice: at ``x0 = x1 = 1 + 2^-27, z = -1`` the two differ by 2^-54.  Every
-point ties (the source does not depend on ``k``); the gradient is the head's sum times the
-other factor.  A source that may round differently (here two operations) is stored once
-(``Y.tie``) and read by both sides; a source of reads, choices, casts and at most one
-arithmetic operation recomputes exactly and is not stored (work unchanged).
+the source rounds twice: at ``x0 = x1 = 1 + 2^-27, z[k] = -1`` the two differ by 2^-54.  Every
+point ties (``z`` holds one value four times); the gradient is the head's sum times the other
+factor, and a quarter of the head's sum for each ``z[k]``.  A source that may round differently
+(here two operations) is stored once (``Y.tie``) and read by both sides; a source of reads,
+choices, casts and at most one arithmetic operation recomputes exactly and is not stored (work
+unchanged).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ A = 1 + 2.0**-27
 
 def _program(op):
     x = ta.placeholder((2,), "float64", name="x")
-    z = ta.placeholder((1,), "float64", name="z")
+    z = ta.placeholder((4,), "float64", name="z")
     k = ta.reduce_axis((0, 4), name="k")
-    Y = ta.compute((3,), lambda i: op(x[0] * x[1] + z[0], axis=[k]), name="Y")
+    Y = ta.compute((3,), lambda i: op(x[0] * x[1] + z[k], axis=[k]), name="Y")
     return x, z, Y
 
 
@@ -40,13 +41,13 @@ def _winner_only(t):  # a user policy that saves the winner and would recompute 
 @pytest.mark.parametrize("policy", ["default", "save_all", "recompute_all", _winner_only])
 def test_forward_and_backward_built_differently_count_every_tie(op, policy):
     x, z, Y = _program(op)
-    xv, zv, h = np.array([A, A]), np.array([-1.0]), np.array([1.0, 2.0, -0.5])
+    xv, zv, h = np.array([A, A]), np.full(4, -1.0), np.array([1.0, 2.0, -0.5])
     fused = ta.function(Y, [x, z], policy=policy, fastmath=True)
     strict = ta.function(Y, [x, z], policy=policy, fastmath=False)
     _, residuals = fused.forward(xv, zv)  # on an FMA target its values differ from strict's
     gx, gz = strict.backward(residuals, h)
     np.testing.assert_allclose(gx, h.sum() * xv[::-1], rtol=1e-15)
-    np.testing.assert_allclose(gz, [h.sum()], rtol=1e-15)
+    np.testing.assert_allclose(gz, np.full(4, h.sum() / 4), rtol=1e-15)
 
 
 def test_a_source_that_rounds_is_stored_once_and_an_exact_one_is_not():
