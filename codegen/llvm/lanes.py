@@ -80,7 +80,7 @@ def _outer_form(s: Loop, lanes: int) -> tuple[int, tuple, Loop, tuple] | None:
     if s.step != 1 or trips < unit or k is None or not all(isinstance(x, Assign) and not x.counted
                                                            for x in s.body[:k]):
         return None
-    n, loops = min(trips, MAX_OUTER) // unit * unit, [s.body[k]]
+    n, loops = trips if trips <= MAX_OUTER else MAX_OUTER // unit * unit, [s.body[k]]
     while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], Loop):
         loops.append(loops[-1].body[0])
     inner = loops[-1]
@@ -88,8 +88,7 @@ def _outer_form(s: Loop, lanes: int) -> tuple[int, tuple, Loop, tuple] | None:
     after = s.body[k + 1:]
     if updates is None or any(s.var in free_vars(e) for x in loops for e in (x.lo, x.hi)) \
             or any(isinstance(x, (Loop, Assign)) for x in walk_stmts(after)) \
-            or {t for a in s.body[:k] for t in a.targets} != {t for a in updates for t in a.targets} \
-            or math.prod(const_trips(x) or 0 for x in loops) < 2 * n:
+            or {t for a in s.body[:k] for t in a.targets} != {t for a in updates for t in a.targets}:
         return None
     reads = [r for a in updates for v in a.values for r in walk(v) if r.op is Op.READ]
     if _updates(inner, unit) is not None and \

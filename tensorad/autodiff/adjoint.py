@@ -12,7 +12,9 @@ Other combiners:
 * ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` carries
   ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
   every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``), all three
-  from one pass (:meth:`AdjointBuilder._winner`).
+  from one pass (:meth:`AdjointBuilder._winner`), or, for a source that recomputes exactly and whose reads
+  walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one sum beside
+  the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
@@ -116,29 +118,10 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
     return inverse
 
 
-def _eager(source: Expr) -> Expr:
-    """A winner reduction's source without branches: ``if_then_else(g, e, c)`` whose guard ``g`` reads no
-    data (a padded window's) as ``select(g, e, c)``, each read of ``e`` and ``c`` whose index may leave its
-    axis clipped into it (the same bits where ``g`` holds), so that the update vectorizes."""
-    def clipped(n: Expr) -> Expr | None:
-        if n.op is not Op.READ:
-            return None
-        index = tuple(e if _inside(e, size) else data_index(e, size, "clip", n.arg.name, k)
-                      for k, (e, size) in enumerate(zip(n.src, n.arg.shape)))
-        return None if index == n.src else Expr(Op.READ, n.dtype, index, n.arg)
-
-    def eager(n: Expr) -> Expr | None:
-        if n.op is not Op.IF_THEN_ELSE or reads_data(n.src[0]) or any(  # (sizes known)
-                not isinstance(d, int) for r in walk(n) if r.op is Op.READ for d in r.arg.shape):
-            return None
-        return choice(Op.SELECT, n.src[0], *(rewrite(x, clipped) for x in n.src[1:]))
-
-    return rewrite(source, eager)
-
-
-def _inside(e: Expr, size: int) -> bool:
-    bounds = index_bounds(e)
-    return bounds is not None and bounds[0] >= 0 and bounds[1] < size
+def _along_outputs(source: Expr, outputs: Sequence[Expr]) -> bool:
+    """Whether every read of ``source`` indexes its last (contiguous) dimension by an output axis."""
+    reads = [r for r in walk(source) if r.op is Op.READ]
+    return bool(reads) and all(set(free_vars(r.src[-1])) & set(outputs) for r in reads)
 
 
 def _box_size(axes: Sequence[Expr]) -> int | Expr:
@@ -213,6 +196,7 @@ class AdjointBuilder:
 
     def __init__(self) -> None:
         self._winners: dict[ComputeOp, tuple] = {}
+        self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
         self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
@@ -432,7 +416,12 @@ class AdjointBuilder:
         ra: ReduceArg = body.arg
         m = copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
-        point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
+        if op in self._quotients:  # a lone winner's point, read where T == 1 (below) alone
+            jv, quotient = self._quotients[op]  # (clipped like a winner's index: a data index
+            point = data_index(rename(quotient, dict(zip(jv, iv))), _box_size(ra.axes), "clip",  # the
+                               f"{op.name}.hits")  # where-condition and guards read at the point)
+        else:
+            point = data_index(winner[0][tuple(iv)], _box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
                  for c in _conjuncts(g) if not _holds(c)]
@@ -545,8 +534,14 @@ class AdjointBuilder:
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
         tied = combiners.classify(ra.combiner)[0] in ("max", "min")
+        lone = (self._lone_winner(op) if tied and flat is not None and ra.combiner.arity == 1
+                and order is None and recomputes_exactly(body.src[1], inlined=True)
+                and _along_outputs(body.src[1], op.axes) else None)
+        if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
+            self._winners[op] = lone
+            return lone
         if tied:
-            sources = (_eager(self._compared_source(op, m)),)
+            sources = (self._compared_source(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
@@ -562,6 +557,53 @@ class AdjointBuilder:
         ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None
         found = self._winners[op] = (outs[0], idx, ties)
         return found
+
+    def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, from one vectorizable
+        sum: the value is ``Y`` itself, and ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a
+        power of two above the box's size, holds the ties ``T = A % K`` and, when ``T == 1``, the lone
+        winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
+        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
+        body = op.body[0]
+        size = _box_size(body.arg.axes)
+        scale = 1 << size.bit_length()
+        if size + scale * size * (size - 1) // 2 >= dt.max_value("int32"):
+            return None
+        value = Tensor(op, 0)
+        cond, s = body.src
+        parts = [(cond, s)]
+        if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
+            g = s.src[0]
+            parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
+        jv = axis_vars(op.shape)
+        a: Expr | None = None
+        for where, e in parts:
+            m = copy_vars(op.axes + body.arg.axes)
+            iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]
+            flat = combiners.flat_index(kv)
+            assert flat is not None
+            weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
+            same = combiners.ties_result(rename(e, m), value[tuple(iv)])
+            where = rename(where, m)
+            if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
+                used = [k for k, v in enumerate(iv) if v in free_vars(where)]
+                (acc,) = compute(f"{op.name}.hits", [iv[k] for k in used], [sum_reducer(weight, kv, where)])
+                at = rename(same, dict(zip(iv, jv)))
+                term = choice(Op.SELECT, at, acc[tuple(jv[k] for k in used)], const(0, dt.INDEX))
+            else:
+                hit = choice(Op.SELECT, same, weight, const(0, dt.INDEX))
+                where = None if where is TRUE else where
+                (acc,) = compute(f"{op.name}.hits", iv, [sum_reducer(hit, kv, where)])
+                term = acc[tuple(jv)]
+            a = term if a is None else a + term
+        assert a is not None
+        ties, quotient = a % const(scale, dt.INDEX), a // const(scale, dt.INDEX)
+        self._quotients[op] = (jv, quotient)
+        lone = choice(Op.SELECT, compare(Op.EQ, ties, const(1, dt.INDEX)), quotient,
+                      const(combiners.INDEX_SENTINEL, dt.INDEX))
+        kv = axis_vars(op.shape)  # (each compute over variables of its own)
+        return (value, compute(f"{op.name}.first", jv, [lone]),
+                compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
         """``(Z, P)``: the number of zero factors and the product of the nonzero ones, from the factors'
