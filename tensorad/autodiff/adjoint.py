@@ -119,8 +119,9 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
 
 
 def _along_outputs(source: Expr, outputs: Sequence[Expr]) -> bool:
-    """Whether every read of ``source`` indexes its last (contiguous) dimension by an output axis."""
-    reads = [r for r in walk(source) if r.op is Op.READ]
+    """Whether every read of ``source`` (of a tensor with axes) indexes its last (contiguous) dimension by
+    an output axis."""
+    reads = [r for r in walk(source) if r.op is Op.READ and r.src]
     return bool(reads) and all(set(free_vars(r.src[-1])) & set(outputs) for r in reads)
 
 
