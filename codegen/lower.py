@@ -41,7 +41,6 @@ from .passes.chains import contract_sums
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
-from .passes.shared_maxima import read_maxima_from_winners
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
@@ -279,10 +278,6 @@ def _windows(state: _Rewriting) -> None:
     state.ops = share_windowed_operands(state.ops, state.bodies, _reads_in_bounds)
 
 
-def _maxima(state: _Rewriting) -> None:
-    state.ops = read_maxima_from_winners(state.ops, state.bodies, state.outputs)
-
-
 def _transposed(state: _Rewriting) -> None:
     state.ops = merge_transposed(state.ops, state.bodies, state.outputs)
 
@@ -300,7 +295,6 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _prove_bounds,
     _scatters,                       # one buffer for a masked sum of scatter-adds read twice
     _windows,                        # a compound operand read through windows computed once
-    _maxima,                         # a max that a winner reduction computes too, read from it
     _each_body(speculate),           # safe if_then_else made select
     _each_body(factor_choices),      # costly contexts of eager choices computed once
     _transposed,                     # a sum spelled twice, once transposed, computed once

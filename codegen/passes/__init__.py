@@ -10,6 +10,5 @@ where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
 * ``transposed_sums``  one sum computed once when the program spells it twice, once transposed
 * ``copy_elision``     an output that copies a temporary computes the temporary itself
 * ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1
-* ``shared_maxima``    a max or min that a winner reduction computes too, read from the winner
 * ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
 * ``shared_windows``   a compound operand read through windows, computed once as a tensor"""
