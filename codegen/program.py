@@ -84,6 +84,9 @@ class Assign:
     values: tuple[Expr, ...]
     counted: bool = True  # False: accumulator initialisation (bookkeeping, not work)
     owner: object = None  # as Store's
+    #: the update's combiner when it is order-free (:attr:`CommReducer.order_free`): its loop's terms
+    #: may be combined in lanes (:mod:`.llvm.lanes`)
+    combiner: object = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -254,7 +257,7 @@ def map_stmt(st, expr: Callable[[Expr], Expr], leaf: Callable | None = None):
     if isinstance(st, Store):
         made = Store(st.buffer, tuple(map(expr, st.index)), expr(st.value), st.counted, st.owner)
     elif isinstance(st, Assign):
-        made = Assign(st.targets, tuple(map(expr, st.values)), st.counted, st.owner)
+        made = replace(st, values=tuple(map(expr, st.values)))
     else:
         raise TypeError(f"unknown statement {st!r}")
     return made if leaf is None else leaf(made)

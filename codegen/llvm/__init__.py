@@ -10,4 +10,5 @@
 * ``ir_loops``        small helpers for hand-written IR loops
 * ``unrolled_chains`` loops LLVM's vectorizer must not see, and windows it must be asked to
 * ``masked_tails``    short innermost loops with one masked vector tail
+* ``lanes``           loops of order-free updates (a max/min winner's) run in lanes LLVM vectorizes
 * ``vectorizable``    whether LLVM's loop vectorizer can take an innermost loop as emitted"""

@@ -34,6 +34,7 @@ from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import declare, loop_metadata
+from .lanes import emit_in_lanes
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
@@ -283,6 +284,8 @@ class ModuleEmitter:
                 raise TypeError(f"unknown statement {s!r}")
 
     def loop(self, em: ExprEmitter, s: Loop, range_override=None) -> None:
+        if emit_in_lanes(self, em, s, self._lanes):  # (order-free updates: see .lanes)
+            return
         b = em.b
         if s.kind == "parallel" and range_override is not None:
             lo, hi = range_override

@@ -229,7 +229,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     accs = tuple(var(f"acc{i}" if comb.arity > 1 else "acc", dtype=d) for i, d in enumerate(comb.dtypes))
     mapping = {**dict(zip(comb.lhs, accs)), **dict(zip(comb.rhs, sources))}
     combined = tuple(substitute(r, mapping) for r in comb.result)
-    update: tuple = (Assign(accs, combined),)
+    update: tuple = (Assign(accs, combined, combiner=comb if comb.order_free else None),)
     if rest is not TRUE:
         update = (If(rest, update, (), affine=False),)
     evalue = None

@@ -52,7 +52,7 @@ class _Speller(Speller):
                             tuple(self.expr(i) for i in s.index), self.expr(s.value)))
             elif isinstance(s, Assign):
                 out.append(("A", tuple(self.expr(t) for t in s.targets),
-                            tuple(self.expr(v) for v in s.values)))
+                            tuple(self.expr(v) for v in s.values), s.combiner))
             else:
                 raise Unkeyable(f"statement {type(s).__name__}")
         return tuple(out)

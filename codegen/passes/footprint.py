@@ -2,8 +2,9 @@
 
 When every reader reads only part of a materialized tensor (causal attention's ``scores[i, j]``, read at
 ``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for the *footprint* of each
-materialized tensor that is not an output: the union over its reads of the reader's points under the
-read's index map, narrowed by the guards on the way (a superset).  Consumers come first.
+materialized tensor that is not an output (each output of a multi-output reduction alike): the union over
+its reads of the reader's points under the read's index map, narrowed by the guards on the way (a
+superset).  Consumers come first.
 
 A footprint that is at most :data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it,
 another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never read."""
@@ -222,18 +223,19 @@ def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
 
 
 def _restricted(op: ComputeOp, bodies: tuple[Expr, ...], cond: Expr) -> tuple[Expr, ...]:
+    if bodies[0].op is Op.REDUCE:  # (each output of a multi-output reduction alike)
+        where = cond if bodies[0].src[0] is TRUE else logical(Op.AND, bodies[0].src[0], cond)
+        return tuple(Expr(Op.REDUCE, b.dtype, (where,) + b.src[1:],
+                          ReduceArg(b.arg.combiner, b.arg.axes, b.arg.value_index)) for b in bodies)
     (body,) = bodies
-    if body.op is Op.REDUCE:
-        where = cond if body.src[0] is TRUE else logical(Op.AND, body.src[0], cond)
-        return (Expr(Op.REDUCE, body.dtype, (where,) + body.src[1:],
-                     ReduceArg(body.arg.combiner, body.arg.axes, body.arg.value_index)),)
     return (Expr(Op.IF_THEN_ELSE, body.dtype, (cond, body, const(0, body.dtype))),)
 
 
 def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -> dict:
     """``bodies`` (op -> its inlined bodies, ops producers first) with every materialized op
     that no output is made of restricted to its footprint (see the module docstring)."""
-    targets = {op for op in ops if op.num_outputs == 1 and op not in outputs}
+    targets = {op for op in ops if op not in outputs
+               and (op.num_outputs == 1 or all(b.op is Op.REDUCE for b in bodies[op]))}
     if not targets:
         return bodies
     bodies = dict(bodies)

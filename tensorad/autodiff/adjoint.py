@@ -11,8 +11,10 @@ Other combiners:
 
 * ``max``, ``min`` and selecting custom combiners (argmax): a *winner* reduction ``W`` carries
   ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
-  every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``); a source
-  that recomputes exactly takes ``T`` and the lone winner from one sum (:meth:`AdjointBuilder._lone_winner`).
+  every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``), all three
+  from one pass (:meth:`AdjointBuilder._winner`), or, for a source that recomputes exactly and whose reads
+  walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one sum beside
+  the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
@@ -129,6 +131,13 @@ def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int]
             return None
         inverse[e] = k
     return inverse
+
+
+def _along_outputs(source: Expr, outputs: Sequence[Expr]) -> bool:
+    """Whether every read of ``source`` (of a tensor with axes) indexes its last (contiguous) dimension by
+    an output axis."""
+    reads = [r for r in walk(source) if r.op is Op.READ and r.src]
+    return bool(reads) and all(set(free_vars(r.src[-1])) & set(outputs) for r in reads)
 
 
 def _unflatten(flat: Expr, axes: Sequence[Expr]) -> list[Expr]:
@@ -536,19 +545,25 @@ class AdjointBuilder:
             kv = tuple(rev[k] for k in kv)
         red = combiners.winner_reducer(ra.combiner, len(keys))
         sources = tuple(rename(s, m) for s in body.src[1:])
-        kind = combiners.classify(ra.combiner)[0]
-        lone = (self._lone_winner(op) if kind in ("max", "min") and flat is not None
-                and ra.combiner.arity == 1 and recomputes_exactly(body.src[1], inlined=True)
-                and order is None else None)
+        tied = combiners.classify(ra.combiner)[0] in ("max", "min")
+        lone = (self._lone_winner(op) if tied and flat is not None and ra.combiner.arity == 1
+                and order is None and recomputes_exactly(body.src[1], inlined=True)
+                and _along_outputs(body.src[1], op.axes) else None)
         if lone is not None:  # (the maximum and the sum compute the source alike: the same bits)
             self._winners[op] = lone
             return lone
-        if kind in ("max", "min"):
+        if tied:
             sources = (self._compared_source(op, m),)
         src = (rename(body.src[0], m),) + sources + keys
         src += (const(1, red.lhs[-1].dtype),) * (len(red.lhs) - len(src) + 1)  # each point counts 1
         bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
-        outs = compute(f"{op.name}.winner", [m[a] for a in op.axes], bodies)
+        iv = [m[a] for a in op.axes]
+        used = [v for v in iv if not tied or any(v in free_vars(e) for e in src)]  # (others: one winner)
+        outs = compute(f"{op.name}.winner", used, bodies)
+        if len(used) < len(iv):
+            jv = axis_vars(op.shape)
+            at = tuple(j for v, j in zip(iv, jv) if v in used)
+            outs = [compute(f"{t.name}.all", jv, [t[at]])[0] for t in outs]
         arity = ra.combiner.arity
         idx = outs[arity:arity + len(keys)]
         ties = outs[arity + len(keys)] if len(outs) > arity + len(keys) else None

@@ -281,7 +281,8 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     idx = tuple(choice(Op.SELECT, lhs_wins, a, b) for a, b in zip(kl, kr))
     ident = tuple(const(INDEX_SENTINEL, dt.INDEX) for _ in range(n_index))
     red = CommReducer(f"{comb.name}.winner", "custom", comb.lhs + kl + counts[0], comb.rhs + kr + counts[1],
-                      comb.result + idx + counts[2], comb.identity + ident + counts[3])
+                      comb.result + idx + counts[2], comb.identity + ident + counts[3],
+                      order_free=kind in ("max", "min"))
     comb.derived[key] = red
     return red
 

@@ -25,6 +25,9 @@ class CommReducer:
     rhs: tuple[Expr, ...]
     result: tuple[Expr, ...]
     identity: tuple[Expr, ...]
+    #: a custom combiner whose terms give the same bits combined in any order and grouping (a
+    #: winner's: ties broken by index, counts added); code generation may then combine in lanes
+    order_free: bool = False
     #: the combiners autodiff derives from this one (its pair, mean-tie and winner forms), each
     #: made once, so that derived nodes hash-cons; they live as long as this combiner
     derived: dict = field(default_factory=dict, compare=False, repr=False)

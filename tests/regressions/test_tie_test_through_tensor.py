@@ -111,7 +111,7 @@ def test_an_inexact_elementwise_read_is_copied_at_its_own_shape():
 
 
 def test_a_saved_winner_takes_the_reduction_it_read_with_it():
-    x, z, Y = _through_reduction(ta.max)  # (an exact source: the maximum is the winner's value)
-    f = ta.function(Y, [x, z], policy=lambda t: t.name == "Y")
+    x, z, Y = _through_reduction(ta.max)
+    f = ta.function(Y, [x, z], policy=_winner_only)
     names = {t.name for t in f.plan.saved}
-    assert names == {"Y", "S"}, names
+    assert names == {"Y.winner", "S"}, names

@@ -177,3 +177,48 @@ def test_a_cumulative_product_gradient_reaches_hand_work(target):
     H = ta.placeholder(wl.output.shape, name="H")
     grads = ta.JacobianRecursive(wl.output, wl.inputs, H)
     assert ta.lower(list(grads), list(wl.inputs) + [H], target=target).work <= wl.hand_work
+
+
+def _range_of_rows(X):
+    n, m = X.shape
+    a, b = ta.reduce_axis((0, m), "a"), ta.reduce_axis((0, m), "b")
+    return ta.compute((n,), lambda i: ta.max(X[i, a], axis=a) - ta.min(X[i, b], axis=b), name="Y")
+
+
+def test_max_minus_min_gradient_finds_each_winner_in_one_pass():
+    """``Y[n] = max_a X[n, a] - min_b X[n, b]``: each winner, first index and tie count from one pass
+    over ``X`` (the max's and the min's in one loop), then ``dX`` written once.  Hand count: ``N*M``
+    per winner + ``N*M`` for ``dX``; here also ``2N`` destinations and ``N`` tied rows' scatter."""
+    n, m = 256, 512
+    X = ta.placeholder((n, m), "float32", name="X")
+    Y = _range_of_rows(X)
+    H = ta.placeholder((n,), "float32", name="H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert _work([dX], [X, H]) <= 3 * n * m + 3 * n
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_minus_min_gradient_with_ties_and_nans_vs_numpy(threads):
+    """Rows with tied maxima and minima, NaNs (which win a max and a min, every NaN tied), ``-inf``
+    and ``inf``: each tied element gets ``H / T`` of its side (PyTorch's ``amax``), a NumPy float64
+    formula written here."""
+    rng = np.random.default_rng(11)
+    n, m = 9, 70
+    x = rng.integers(-3, 4, (n, m)).astype(np.float64)
+    x[1, [4, 40]] = np.nan
+    x[2, 7] = np.nan
+    x[3] = -np.inf
+    x[4, 5], x[4, 66] = np.inf, -np.inf
+    x[5] = 2.0
+    h = rng.standard_normal(n)
+    X = ta.placeholder((n, m), F64, name="X")
+    H = ta.placeholder((n,), F64, name="H")
+    (dX,) = ta.JacobianRecursive(_range_of_rows(X), [X], H)
+    got = ta.build([dX], [X, H], num_threads=threads)(x, h)
+    want = np.zeros_like(x)
+    for i in range(n):
+        row = x[i]
+        for sign, best in ((1.0, np.max(row)), (-1.0, np.min(row))):
+            tied = np.isnan(row) if np.isnan(best) else row == best
+            want[i] += sign * h[i] * tied / tied.sum()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

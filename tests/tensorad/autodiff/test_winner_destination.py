@@ -232,3 +232,24 @@ def test_a_box_too_large_for_the_sum_keeps_the_winner_reduction():
     got = _grad(x, big, h, checked=True)
     tied = x == x.max(axis=1, keepdims=True)
     np.testing.assert_allclose(got, tied * (h / tied.sum(axis=1))[:, None], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_over_a_middle_axis_with_ties_and_nans_vs_numpy(dtype):
+    """``Y[n, c] = max_a X[n, a, c]`` over 70 points a column of 37 (its reads walk memory along ``c``: the
+    maximum, then one sum of the points equal to it).  Ties, NaNs (every NaN tied) and a column of
+    ``-inf``; a NumPy formula."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2, 3, (3, 70, 37)).astype(dtype)
+    x[0, [3, 50], 4] = np.nan
+    x[1, :, 36] = -np.inf
+    x[2, 9, 33] = np.nan
+    h = rng.standard_normal((3, 37)).astype(dtype)
+    X, H = ta.placeholder(x.shape, dtype, name="X"), ta.placeholder(h.shape, dtype, name="H")
+    a = ta.reduce_axis((0, 70), "a")
+    Y = ta.compute((3, 37), lambda n, c: ta.max(X[n, a, c], axis=a), name="Y")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    got = ta.build([dX], [X, H])(x, h)
+    best = np.max(x, axis=1, keepdims=True)
+    tied = np.where(np.isnan(best), np.isnan(x), x == best)
+    np.testing.assert_allclose(got, tied * (h[:, None, :] / tied.sum(axis=1, keepdims=True)), rtol=1e-6)
