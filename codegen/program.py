@@ -96,6 +96,11 @@ class Fill:
     parallel: bool = False
 
 
+# ``Nest.attrs[SCALAR_ROWS]``: the nest's loops around loops stay rolled and scalar (LLVM's vectorizer off):
+# a scan's rows, each a chain of its own (:func:`.strategies.scan.row_lanes`)
+SCALAR_ROWS = "scalar_rows"
+
+
 @dataclass(eq=False)
 class Nest:
     """The loops computing one materialized op; ``parallel`` marks a parallel outermost loop."""
