@@ -178,15 +178,15 @@ def rows_in_registers(spec: ScanSpec, rank: int) -> bool:
 
 # The price of a scan's update along the last axis (:func:`update_cycles`), in the plain loops' cycles:
 CARRY = 1  # the term's load and the point's store; a row's chain overlaps the next rows' (out of order)
-SCALAR_EXTREME = 4  # more for a float max or min on a scalar: sign test and branch, max, NaN test, blend
+SCALAR_EXTREME = 1  # more for a float max or min on a scalar: LLVM orders signed zeros by a branch
 
 
 def combine_cycles(combiner, scalar: bool) -> int:
-    """One combine of ``combiner``: an instruction, and :data:`SCALAR_EXTREME` more per float max or min
-    on a scalar (a vector max or min is priced as the plain loops price it)."""
-    extremes = {n for e in combiner.result for n in walk(e)
-                if n.op in (Op.MAXIMUM, Op.MINIMUM) and n.dtype.startswith("float")}
-    return 1 + (SCALAR_EXTREME * len(extremes) if scalar else 0)
+    """One combine of ``combiner``: an instruction, and :data:`SCALAR_EXTREME` more on a scalar where it
+    takes a float max or min (a vector max or min is priced as the plain loops price it)."""
+    extreme = any(n.op in (Op.MAXIMUM, Op.MINIMUM) and n.dtype.startswith("float")
+                  for e in combiner.result for n in walk(e))
+    return 1 + (SCALAR_EXTREME if scalar and extreme else 0)
 
 
 def transpose_shuffles(rows: int, target: Target) -> int:
