@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
+from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.poly import nesting as nest
 from tensorad.poly.domain import count_bound
@@ -181,7 +182,7 @@ CARRY = 1  # the term's load and the point's store; a row's chain overlaps the n
 SCALAR_EXTREME = 1  # more for a float max or min on a scalar: LLVM orders signed zeros by a branch
 
 
-def combine_cycles(combiner, scalar: bool) -> int:
+def combine_cycles(combiner: CommReducer, scalar: bool) -> int:
     """One combine of ``combiner``: an instruction, and :data:`SCALAR_EXTREME` more on a scalar where it
     takes a float max or min (a vector max or min is priced as the plain loops price it)."""
     extreme = any(n.op in (Op.MAXIMUM, Op.MINIMUM) and n.dtype.startswith("float")
@@ -196,13 +197,13 @@ def transpose_shuffles(rows: int, target: Target) -> int:
     return 1 if target.paired_permutes else 2 * rows - 1
 
 
-def _cycles(combiner, heavy: int, rows: int, target: Target) -> float:
+def _cycles(combiner: CommReducer, heavy: int, rows: int, target: Target) -> float:
     if rows < 2:
         return CARRY + combine_cycles(combiner, True) + heavy
     return (CARRY + combine_cycles(combiner, False) + heavy + transpose_shuffles(rows, target)) / rows
 
 
-def row_lanes(combiner, rows: int, target: Target) -> int:
+def row_lanes(combiner: CommReducer, rows: int, target: Target) -> int:
     """The rows a scan of ``combiner`` along the last axis of ``rows`` rows updates at once: a vector's
     lanes of rows where that prices below a scalar chain per row (:func:`update_cycles`), else 1."""
     try:
@@ -212,7 +213,7 @@ def row_lanes(combiner, rows: int, target: Target) -> int:
     return lanes if _cycles(combiner, 0, lanes, target) < _cycles(combiner, 0, 1, target) else 1
 
 
-def update_cycles(combiner, rows: int, target: Target, heavy: int = 0) -> float:
+def update_cycles(combiner: CommReducer, rows: int, target: Target, heavy: int = 0) -> float:
     """Cycles per update of a scan of ``combiner`` along the last axis of ``rows`` rows (``heavy``: the
     transcendental functions' weight of its terms): ``CARRY``, the combine (:func:`combine_cycles`) and
     ``heavy``, and each vector's transposes, shared by its rows where they run vectorized

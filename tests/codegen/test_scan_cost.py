@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import tensorad as ta
 from tensorad.codegen.strategies.scan import row_lanes
 from tensorad.codegen.target import parse_target
+
+import tensorad as ta
 
 AVX512 = "llvm -mcpu=skylake-avx512"
 HASWELL = "llvm -mcpu=haswell"
