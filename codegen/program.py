@@ -96,9 +96,9 @@ class Fill:
     parallel: bool = False
 
 
-# ``Nest.attrs[SCALAR_ROWS]``: the nest's loops around loops stay rolled and scalar (LLVM's vectorizer off):
-# a scan's rows, each a chain of its own (:func:`.strategies.scan.row_lanes`)
-SCALAR_ROWS = "scalar_rows"
+# ``Nest.attrs[ROW_LANES]``: a scan's rows (:func:`.strategies.scan.row_lanes`), updated this many at once by
+# the nest's loops around loops: 1, rolled and scalar (LLVM's vectorizer off), else vectorized at that width
+ROW_LANES = "row_lanes"
 
 
 @dataclass(eq=False)

@@ -24,9 +24,9 @@ from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
-from ..program import SCALAR_ROWS, Buffer, If, Loop, Store
+from ..program import ROW_LANES, Buffer, If, Loop, Store
 from ..strategies.registry import ReductionNest, ScanNest, Step
-from ..strategies.scan import find_scan, row_lanes, rows_in_registers, scan_buffers, scan_form
+from ..strategies.scan import find_scan, pinned_row_lanes, rows_in_registers, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
 
@@ -154,9 +154,11 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         if spec.axis > 0:
             attrs["parallel_dim"] = 0
         in_registers = rows_in_registers(spec, len(info.outer))
-        rows = math.prod(v.extent for v in info.outer[:-1])
-        if in_registers and row_lanes(info.combiner, rows, opts.target or parse_target()) == 1:
-            attrs[SCALAR_ROWS] = True
+        if in_registers:
+            rows = math.prod(v.extent for v in info.outer[:-1])
+            lanes = pinned_row_lanes(info.combiner, rows, opts.target or parse_target())
+            if lanes is not None:
+                attrs[ROW_LANES] = lanes
         return scan_form(info, outs, spec, dom.accumulators, in_registers), attrs
     if wanted:
         out = outputs[0]

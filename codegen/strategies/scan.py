@@ -12,7 +12,7 @@ output axes run innermost (vectorized), earlier ones parallel.  Sums, products, 
 Along the last axis the running values stay in registers and each point is stored once
 (:func:`rows_in_registers`): a chain per row, which LLVM vectorizes across rows (a short row's unrolled
 chain, transposed) where :func:`row_lanes` prices that below the scalar chains, and otherwise leaves to
-run one row after another, the chains of neighbouring rows overlapping (:data:`.program.SCALAR_ROWS`).
+run one row after another, the chains of neighbouring rows overlapping (:func:`pinned_row_lanes`).
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
@@ -211,6 +211,16 @@ def row_lanes(combiner: CommReducer, rows: int, target: Target) -> int:
     except ValueError:  # (bool and other narrow types: kept scalar)
         return 1
     return lanes if _cycles(combiner, 0, lanes, target) < _cycles(combiner, 0, 1, target) else 1
+
+
+def pinned_row_lanes(combiner: CommReducer, rows: int, target: Target) -> int | None:
+    """The rows' width the code of a scan along the last axis is held to (:data:`.program.ROW_LANES`):
+    1 where :func:`row_lanes` keeps them scalar, the vector of rows where a scalar combine would cost
+    more than a vector one (a float max or min), else ``None`` (LLVM's vectorizer decides)."""
+    lanes = row_lanes(combiner, rows, target)
+    if lanes == 1 or combine_cycles(combiner, True) > combine_cycles(combiner, False):
+        return lanes
+    return None
 
 
 def update_cycles(combiner: CommReducer, rows: int, target: Target, heavy: int = 0) -> float:
