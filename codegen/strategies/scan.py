@@ -12,7 +12,9 @@ output axes run innermost (vectorized), earlier ones parallel.  Sums, products, 
 Along the last axis the running values stay in registers and each point is stored once
 (:func:`rows_in_registers`): a chain per row, which LLVM vectorizes across rows (a short row's unrolled
 chain, transposed) where :func:`row_lanes` prices that below the scalar chains, and otherwise leaves to
-run one row after another, the chains of neighbouring rows overlapping (:func:`pinned_row_lanes`).
+run one row after another, the chains of neighbouring rows overlapping.  The code is held to that choice
+(:func:`pinned_row_lanes`): scalar rows stay scalar, and a float max's or min's vectorized rows stay
+vectorized at longer rows too (16, 32), where LLVM would leave a scalar max's branch in each step.
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's

@@ -6,9 +6,9 @@ A scan along the last axis is a chain per row whose running value stays in a reg
 combine per point.  Where the target transposes rows in registers at a shuffle a vector
 (AVX-512's paired permutes), a short row's chains are vectorized across the rows.  Elsewhere
 (AVX2) a transpose costs a shuffle per lane: a sum's or a product's one-instruction step runs as
-scalar chains, one row after another, while a float max's several-instruction scalar step (NaN
-and signed-zero safe) is vectorized across the rows.  Either way the scan costs less than the
-quadratic loops at every length, forward and gradient.
+scalar chains, one row after another, while a float max's scalar step (NaN and signed-zero safe:
+a branch and several instructions) is vectorized across the rows, at every length.  Either way
+the scan costs less than the quadratic loops at every length, forward and gradient.
 
 Work is counted on pinned targets, each count beside its formula; values are checked against
 NumPy formulas (``np.cumsum``, ``np.maximum.accumulate``, ``np.cumprod``) and float64 central
@@ -101,19 +101,20 @@ def test_a_scan_runs_scalar_chains_or_rows_vectorized_by_its_step_and_target(row
     assert row_lanes(_prefix("max", rows, 8, "int32")[1].op.body[0].arg.combiner, rows, haswell) == 1
 
 
-def test_avx2_code_of_a_scan_is_scalar_chains_for_a_sum_and_vectors_of_rows_for_a_max():
+@pytest.mark.parametrize("n", [8, 16, 32])
+def test_avx2_code_of_a_scan_is_scalar_chains_for_a_sum_and_vectors_of_rows_for_a_max(n):
     """The emitted code follows the choice: no vector register in a cumulative sum's rows,
-    vector maxima across the rows of a cumulative max."""
-    X, Y = _prefix("sum", 64, 8)
+    vector maxima across the rows of a cumulative max, rows of 16 and 32 too."""
+    X, Y = _prefix("sum", 64, n)
     sum_asm = ta.build([Y], [X], target=HASWELL, parallel=False).asm
     assert "vaddss" in sum_asm and "ymm" not in sum_asm
-    X, Y = _prefix("max", 64, 8)
+    X, Y = _prefix("max", 64, n)
     assert "vmaxps" in ta.build([Y], [X], target=HASWELL, parallel=False).asm
 
 
 @pytest.mark.parametrize("target", ["llvm", HASWELL])
 @pytest.mark.parametrize("kind", ["max", "min"])
-@pytest.mark.parametrize("n", [4, 8, 16])
+@pytest.mark.parametrize("n", [4, 8, 16, 32])
 @pytest.mark.parametrize("form", ["scan", "loops"])
 def test_a_running_max_keeps_nans_and_ties(kind, n, form, target):
     """A NaN stays from its point on; tied values give the value (``np.maximum.accumulate``,
