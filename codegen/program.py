@@ -96,8 +96,9 @@ class Fill:
     parallel: bool = False
 
 
-# ``Nest.attrs[ROW_LANES]``: a scan's rows (:func:`.strategies.scan.row_lanes`), updated this many at once by
-# the nest's loops around loops: 1, rolled and scalar (LLVM's vectorizer off), else vectorized at that width
+# ``Nest.attrs[ROW_LANES] = (lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of
+# its first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's vectorizer
+# off), else vectorized at that width
 ROW_LANES = "row_lanes"
 
 

@@ -72,7 +72,7 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
         return None
     order = list(sp.buffers)
     buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
-    return (nest.parallel, nest.attrs.get(ROW_LANES, 0), accs, body, tuple(sp.lines), buffers), order
+    return (nest.parallel, nest.attrs.get(ROW_LANES), accs, body, tuple(sp.lines), buffers), order
 
 
 __all__ = ["nest_key"]

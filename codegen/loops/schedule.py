@@ -158,7 +158,7 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
             rows = math.prod(v.extent for v in info.outer[:-1])
             lanes = pinned_row_lanes(info.combiner, rows, opts.target or parse_target())
             if lanes is not None:
-                attrs[ROW_LANES] = lanes
+                attrs[ROW_LANES] = (lanes, len(info.outer) - 1)
         return scan_form(info, outs, spec, dom.accumulators, in_registers), attrs
     if wanted:
         out = outputs[0]
