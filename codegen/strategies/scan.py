@@ -217,11 +217,11 @@ def row_lanes(combiner: CommReducer, rows: int, target: Target) -> int:
 
 def pinned_row_lanes(combiner: CommReducer, rows: int, target: Target) -> int | None:
     """The rows' width the code of a scan along the last axis is held to (:data:`.program.ROW_LANES`):
-    1 where :func:`row_lanes` keeps them scalar, the vector of rows where a scalar combine would cost
-    more than a vector one (a float max or min), else ``None`` (LLVM's vectorizer decides)."""
+    1 where :func:`row_lanes` keeps them scalar, the vector of rows (a power of two) where a scalar
+    combine would cost more than a vector one (a float max or min), else ``None`` (LLVM decides)."""
     lanes = row_lanes(combiner, rows, target)
     if lanes == 1 or combine_cycles(combiner, True) > combine_cycles(combiner, False):
-        return lanes
+        return 1 << (lanes.bit_length() - 1)
     return None
 
 

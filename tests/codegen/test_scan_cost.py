@@ -134,6 +134,22 @@ def test_a_running_max_keeps_nans_and_ties(kind, n, form, target):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("target", ["llvm", HASWELL])
+@pytest.mark.parametrize("reach", [1, 2])
+def test_a_running_max_over_six_rows_of_batches_equals_numpy(reach, target):
+    """Six rows (two batches of three) held to a vector of four, each point adding ``reach``
+    terms (``k <= reach j``), with NaNs and ties."""
+    X = ta.placeholder((2, 3, 10), "float32", "X")
+    k = ta.reduce_axis((0, 10), "k")
+    Y = ta.compute((2, 3, 10), lambda b, i, j: ta.max(X[b, i, k], k, where=k <= reach * j), name="Y")
+    x = np.round(np.random.default_rng(reach).uniform(-2, 2, (2, 3, 10)) * 2).astype(np.float32) / 2
+    x[0, 1, 4] = np.nan
+    x[1, 2, 0] = np.nan
+    got = ta.build([Y], [X], target=target)(x)
+    want = np.stack([np.maximum.reduce(x[..., :min(reach * j, 9) + 1], axis=-1) for j in range(10)], -1)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("kind", ["sum", "max", "prod"])
 @pytest.mark.parametrize("form", ["scan", "loops", "strips"])
 @pytest.mark.parametrize("n", [4, 8, 16, 20])
