@@ -99,6 +99,12 @@ class Fill:
     parallel: bool = False
 
 
+# ``Nest.attrs[ROW_LANES] = (lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of
+# its first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's vectorizer
+# off), else vectorized at that width
+ROW_LANES = "row_lanes"
+
+
 @dataclass(eq=False)
 class Nest:
     """The loops computing one materialized op; ``parallel`` marks a parallel outermost loop."""

@@ -28,7 +28,19 @@ from tensorad.ir.rewrite import walk
 from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
-from ..program import Assign, Fill, If, Loop, Nest, Program, Store, const_trips, nest_buffers, nest_exprs
+from ..program import (
+    ROW_LANES,
+    Assign,
+    Fill,
+    If,
+    Loop,
+    Nest,
+    Program,
+    Store,
+    const_trips,
+    nest_buffers,
+    nest_exprs,
+)
 from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
@@ -130,6 +142,7 @@ class ModuleEmitter:
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
+        self._row_lanes = (0, 0)  # its scan's rows: lanes and loops (.program.ROW_LANES)
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -255,8 +268,10 @@ class ModuleEmitter:
                 em.b, record, node, value, position)
         read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
         self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
+        self._row_lanes = nest.attrs.get(ROW_LANES, (0, 0))
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         self._read_in_nest = lambda tensor: True
+        self._row_lanes = (0, 0)
         b.ret_void()
         return fn
 
@@ -307,8 +322,12 @@ class ModuleEmitter:
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
-        if unrolled_chain_too_long(s):  # LLVM's vectorizer would not return (see .chains)
+        lanes, loops = self._row_lanes
+        rows = 0 <= s.dim < loops  # (a loop over a scan's rows: .program.ROW_LANES)
+        if unrolled_chain_too_long(s) or (rows and lanes == 1):  # (or LLVM's vectorizer would not return)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
+        elif rows:
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=lanes))
         elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (const_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)

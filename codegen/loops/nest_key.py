@@ -3,9 +3,10 @@
 :func:`nest_key` spells a nest with its buffers numbered by first use (loop variables and accumulators by
 first appearance), keeping everything that reaches its LLVM function: statements and order, loop bounds,
 steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
-strides, the accumulators' dtypes, and whether it is parallel.  Names, notes, work and owners are left
-out.  :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto
-its parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
+strides, the accumulators' dtypes, whether it is parallel and how its rows run
+(:data:`.program.ROW_LANES`).  Names, notes, work and owners are left out.
+:class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
+parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from tensorad.ir.expr import DataIndex, Expr
 from tensorad.ir.spelling import Speller, Unkeyable
 
-from ..program import Assign, Buffer, If, Loop, Nest, Store
+from ..program import ROW_LANES, Assign, Buffer, If, Loop, Nest, Store
 
 
 class _Speller(Speller):
@@ -71,7 +72,7 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
         return None
     order = list(sp.buffers)
     buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
-    return (nest.parallel, accs, body, tuple(sp.lines), buffers), order
+    return (nest.parallel, nest.attrs.get(ROW_LANES), accs, body, tuple(sp.lines), buffers), order
 
 
 __all__ = ["nest_key"]

@@ -14,6 +14,8 @@ is the parallel loop."""
 
 from __future__ import annotations
 
+import math
+
 from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
 from tensorad.ir.rewrite import substitute, walk
@@ -22,9 +24,9 @@ from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
-from ..program import Buffer, If, Loop, Store
+from ..program import ROW_LANES, Buffer, If, Loop, Store
 from ..strategies.registry import ReductionNest, ScanNest, Step
-from ..strategies.scan import find_scan, rows_in_registers, scan_buffers, scan_form
+from ..strategies.scan import find_scan, pinned_row_lanes, rows_in_registers, scan_buffers, scan_form
 from ..target import parse_target
 from .domain import OpDomain, PolyStmt, ReductionInfo
 
@@ -151,7 +153,12 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
         if spec.axis > 0:
             attrs["parallel_dim"] = 0
-        in_registers = rows_in_registers(spec, len(info.outer), opts.target or parse_target())
+        in_registers = rows_in_registers(spec, len(info.outer))
+        if in_registers:
+            rows = math.prod(v.extent for v in info.outer[:-1])
+            lanes = pinned_row_lanes(info.combiner, rows, opts.target or parse_target())
+            if lanes is not None:
+                attrs[ROW_LANES] = (lanes, len(info.outer) - 1)
         return scan_form(info, outs, spec, dom.accumulators, in_registers), attrs
     if wanted:
         out = outputs[0]

@@ -15,7 +15,8 @@ Costs are estimated cycles on one core of the target: coarse, but they must orde
 * **scatter** -- one add per point; **scatter-sum** -- the scatters it absorbs plus one fill;
 * **gathered** -- the rows' copy plus the product of the copy;
 * **scan** -- one update per new term and one copy per output point, vectorized across later output axes;
-  along the last axis its updates alone, vectorized across the rows where they stay in registers;
+  along the last axis its updates alone, as scalar chains or vectorized across the rows with their
+  transposes, whichever prices less (:func:`.strategies.scan.update_cycles`);
 * **taps** -- ``K`` multiply-adds and ``K + 1`` loads per interior point, the border as plain loops, and the
   gather; **stencil** -- its dual's elementwise op.
 

@@ -22,7 +22,7 @@ from .cost import (
 )
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import carried, find_scan, rows_in_registers
+from .scan import carried, find_scan, rows_in_registers, update_cycles
 
 
 class Loops:
@@ -167,17 +167,16 @@ class Scan:
 
     def cost(self, cand, ctx):
         """Each update, vectorized across the output axes after the scanned one, and each point's carried
-        copy; along the last axis a chain in a register per row: its updates alone, vectorized across the
-        rows (as many lanes as rows, at most a vector's) where they are transposed in registers
-        (:func:`.strategies.scan.rows_in_registers`)."""
+        copy; along the last axis a chain in a register per row: its updates alone, each priced by
+        :func:`.strategies.scan.update_cycles` (scalar chains, or vectorized across the rows)."""
         spec, op = cand.data, cand.op
-        lanes = vector_lanes(ctx, op.body[0].dtype)
-        if spec.axis == len(op.axes) - 1:
+        if rows_in_registers(spec, len(op.axes)):
             rows = math.prod(a.extent for a in op.axes[:-1])
-            lanes = min(lanes, rows) if rows_in_registers(spec, len(op.axes), ctx.target) else 1
-            return spec.updates * (3 + heavy_count(cand.bodies)) / lanes
+            comb = cand.bodies[0].arg.combiner
+            return spec.updates * update_cycles(comb, rows, ctx.target, heavy_count(cand.bodies))
         access = access_cost(reads_in(cand.bodies), op.axes[-1], strides)
         copies = 2 * math.prod(a.extent for a in op.axes)
+        lanes = vector_lanes(ctx, op.body[0].dtype)
         return (spec.updates * (2 + access + heavy_count(cand.bodies)) + copies) / lanes
 
     def lower(self, cand, ctx):

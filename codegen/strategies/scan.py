@@ -9,9 +9,12 @@ suffix: downwards), is
 
 and the whole reduction at each row's first point: ``n`` updates instead of ``n (n + 1) / 2``.  Later
 output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
-Along the last axis, on a target that transposes rows in registers cheaply, the running values stay in
-registers and each point is stored once (:func:`rows_in_registers`): LLVM vectorizes a short row's
-unrolled chain across rows.
+Along the last axis the running values stay in registers and each point is stored once
+(:func:`rows_in_registers`): a chain per row, which LLVM vectorizes across rows (a short row's unrolled
+chain, transposed) where :func:`row_lanes` prices that below the scalar chains, and otherwise leaves to
+run one row after another, the chains of neighbouring rows overlapping.  The code is held to that choice
+(:func:`pinned_row_lanes`): scalar rows stay scalar, and a float max's or min's vectorized rows stay
+vectorized at longer rows too (16, 32), where LLVM would leave a scalar max's branch in each step.
 
 Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed order, only under fast math.
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tensorad.ir.expr import TRUE, Expr, Op, const
+from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.poly import nesting as nest
 from tensorad.poly.domain import count_bound
@@ -169,9 +173,61 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
     ]
 
 
-def rows_in_registers(spec: ScanSpec, rank: int, target: Target) -> bool:
+def rows_in_registers(spec: ScanSpec, rank: int) -> bool:
     """Whether :func:`scan_form` carries the running values of ``spec`` (over an op of ``rank`` output axes)
-    in registers, row by row: along the last axis, for a target that transposes rows in registers
-    cheaply (:attr:`.target.Target.paired_permutes`); elsewhere LLVM's transposes of the rows cost more
-    than the copies of the carried values in memory."""
-    return spec.axis == rank - 1 and target.paired_permutes
+    in registers, row by row: along the last axis."""
+    return spec.axis == rank - 1
+
+
+# The price of a scan's update along the last axis (:func:`update_cycles`), in the plain loops' cycles:
+CARRY = 1  # the term's load and the point's store; a row's chain overlaps the next rows' (out of order)
+SCALAR_EXTREME = 1  # more for a float max or min on a scalar: LLVM orders signed zeros by a branch
+
+
+def combine_cycles(combiner: CommReducer, scalar: bool) -> int:
+    """One combine of ``combiner``: an instruction, and :data:`SCALAR_EXTREME` more on a scalar where it
+    takes a float max or min (a vector max or min is priced as the plain loops price it)."""
+    extreme = any(n.op in (Op.MAXIMUM, Op.MINIMUM) and n.dtype.startswith("float")
+                  for e in combiner.result for n in walk(e))
+    return 1 + (SCALAR_EXTREME if scalar and extreme else 0)
+
+
+def transpose_shuffles(rows: int, target: Target) -> int:
+    """Shuffles per vector of ``rows`` rows, transposed in and out of registers: one where the target
+    picks lanes out of two registers (:attr:`.target.Target.paired_permutes`), else ``2 rows - 1``
+    (inserted and extracted lane by lane)."""
+    return 1 if target.paired_permutes else 2 * rows - 1
+
+
+def _cycles(combiner: CommReducer, heavy: int, rows: int, target: Target) -> float:
+    if rows < 2:
+        return CARRY + combine_cycles(combiner, True) + heavy
+    return (CARRY + combine_cycles(combiner, False) + heavy + transpose_shuffles(rows, target)) / rows
+
+
+def row_lanes(combiner: CommReducer, rows: int, target: Target) -> int:
+    """The rows a scan of ``combiner`` along the last axis of ``rows`` rows updates at once: a vector's
+    lanes of rows where that prices below a scalar chain per row (:func:`update_cycles`), else 1."""
+    try:
+        lanes = min(target.lanes(combiner.dtypes[0]), rows)
+    except ValueError:  # (bool and other narrow types: kept scalar)
+        return 1
+    return lanes if _cycles(combiner, 0, lanes, target) < _cycles(combiner, 0, 1, target) else 1
+
+
+def pinned_row_lanes(combiner: CommReducer, rows: int, target: Target) -> int | None:
+    """The rows' width the code of a scan along the last axis is held to (:data:`.program.ROW_LANES`):
+    1 where :func:`row_lanes` keeps them scalar, the vector of rows (a power of two) where a scalar
+    combine would cost more than a vector one (a float max or min), else ``None`` (LLVM decides)."""
+    lanes = row_lanes(combiner, rows, target)
+    if lanes == 1 or combine_cycles(combiner, True) > combine_cycles(combiner, False):
+        return 1 << (lanes.bit_length() - 1)
+    return None
+
+
+def update_cycles(combiner: CommReducer, rows: int, target: Target, heavy: int = 0) -> float:
+    """Cycles per update of a scan of ``combiner`` along the last axis of ``rows`` rows (``heavy``: the
+    transcendental functions' weight of its terms): ``CARRY``, the combine (:func:`combine_cycles`) and
+    ``heavy``, and each vector's transposes, shared by its rows where they run vectorized
+    (:func:`row_lanes`)."""
+    return _cycles(combiner, heavy, row_lanes(combiner, rows, target), target)

@@ -328,9 +328,8 @@ def _prefix(kind: str) -> Workload:
     Y = ta.compute((r, n), lambda i, j: reduce(X[i, k], k, where=k <= j), name=f"cum{kind}")
     # the forward is a scan (R*N); the adjoint of a prefix reduction is a suffix scan of the head
     # (R*N), plus for max the winners' routing and for prod the products on either side (R*N each).
-    # On AVX-512 the scans' rows are vectorized across rows (transposed in registers): linear at
-    # every length.  On AVX2 a scan is a scalar chain per row: the cost model keeps the vectorized
-    # quadratic loops along a row of N = 8 (N (N + 1) / 2 terms a row) and scans rows of 4 and 16.
+    # Linear at every length on AVX-512 and AVX2 alike: a scan's rows are vectorized across rows
+    # (transposed in registers) or, a sum's and a product's on AVX2, run as scalar chains.
     # A product's gradient scans at every length: its exclusive product and recurrence combine
     # in order, unvectorized in any loops
     passes = {"sum": 2, "max": 3, "prod": 4}[kind]
