@@ -218,15 +218,10 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
     apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
-    fn = ir.Function(m, ir.FunctionType(VOID, params), name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    fn, b = pl.new_function(m, name, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
     steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
@@ -399,10 +394,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
     (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
-    fn.attributes.add("nounwind")
+    fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     M, N, K = ld(b, desc, gd.H_M), ld(b, desc, gd.H_N), ld(b, desc, gd.H_K)
     kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
     ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)

@@ -26,11 +26,12 @@ from ..llvm.ir_loops import declare, for_range
 from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
-from .pack_routines import entry_alloca
+from .pack_routines import entry_alloca, new_function
 from .packing import Packer
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
+_FIX_ARGS = [PTR, PTR, I64, I64, I64]  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
 
 
 def packs_a_once(s: Contraction) -> bool:
@@ -159,20 +160,11 @@ class GemmEmitter:
         b.store(exact[1] if exact else ir.Constant(PTR, None), ctx)
         for i, t in enumerate(tensors):
             b.store(ptr_of(t), b.gep(ctx, [I64(i + 1)], inbounds=True, source_etype=PTR))
-        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]),
-                         f"{self.name}_finish")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
         if exact is not None:
             f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
-        ptrs = {t: f.load(f.gep(fctx, [I64(i + 1)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
-        digits = Packer(f, em, s.k, self.t, self.vw)
-        if s.batch:
-            digits.bind(s.batch, bflat)
+        em, digits = self._emitter(f, fctx, 1, tensors, strides_of, fastmath, bflat)
         with for_range(f, 0, s.M, name="em", vectorize=False) as m:
             em.push()
             digits.bind(s.m, m)
@@ -204,13 +196,9 @@ class GemmEmitter:
         ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
-        fn = ir.Function(self.m, fnty, f"{self.name}_fix")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, f = new_function(self.m, f"{self.name}_fix", _FIX_ARGS, attrs=("nounwind",))
         repair = self._repairer(tensors, strides_of, fastmath)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
         fctx, cbase, bflat, jc, ncl = fn.args
         block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
         with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), I64(s.M), ncl])):
@@ -223,19 +211,10 @@ class GemmEmitter:
         of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code, compiled
         ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
         s = self.s
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
-        fn = ir.Function(self.m, fnty, f"{self.name}_repair")
-        fn.linkage = "internal"
-        for attr in ("nounwind", "cold", "noinline", "optnone"):
-            fn.attributes.add(attr)
+        fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
+                             attrs=("nounwind", "cold", "noinline", "optnone"))
         fctx, cbase, bflat, jc, ncl = fn.args
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
-        ptrs = {t: f.load(f.gep(fctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
-        digits = Packer(f, em, s.k, self.t, self.vw)
-        if s.batch:
-            digits.bind(s.batch, bflat)
+        em, digits = self._emitter(f, fctx, 0, tensors, strides_of, fastmath, bflat)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
@@ -273,24 +252,26 @@ class GemmEmitter:
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
         """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
-        s = self.s
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
-        fn = ir.Function(self.m, fnty, name)
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
         side, dst, bflat, o0, olen, k0, klen, _ = fn.args
         dst.add_attribute("noalias")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
-        ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath, target=s.target)  # half: F16C
-        packer = Packer(b, em, s.k, self.t, self.vw)
-        if s.batch:
-            packer.bind(s.batch, bflat)
+        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat)
         packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()
         return fn
+
+    def _emitter(self, f: ir.IRBuilder, ctx: ir.Value, first: int, tensors: list, strides_of, fastmath,
+                 bflat: ir.Value) -> tuple[ExprEmitter, Packer]:
+        """An expression emitter reading the pointers of ``tensors`` from ``ctx[first:]`` (half: F16C), and
+        a packer over ``k`` with the batch point ``bflat`` bound."""
+        ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
+        packer = Packer(f, em, self.s.k, self.t, self.vw)
+        if self.s.batch:
+            packer.bind(self.s.batch, bflat)
+        return em, packer
 
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
@@ -299,12 +280,8 @@ def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
     name = f"tensorad_nan_scan_{t}"
     if name in module.globals:
         return module.globals[name]
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64, I64]), name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    fn, f = new_function(module, name, [PTR, I64, I64, I64], ret=I1)
     block, ldc, rows, cols = fn.args
-    f = ir.IRBuilder(fn.append_basic_block("entry"))
     seen = entry_alloca(f, I1, "seen")
     f.store(I1(0), seen)
     with for_range(f, 0, rows, name="sm", vectorize=False) as m:

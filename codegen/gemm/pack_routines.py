@@ -151,12 +151,14 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
                     st(b, dst, b.add(at, i), x, t)
 
 
-def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
-    fn = ir.Function(module, ir.FunctionType(VOID, args), name)
+def new_function(module: ir.Module, name: str, args: list, internal: bool = True,
+                 attrs: tuple[str, ...] = ("nounwind", "noinline"), ret: ir.Type = VOID) -> tuple:
+    """A function of ``args`` (internal unless told) with ``attrs``, and a builder at its entry block."""
+    fn = ir.Function(module, ir.FunctionType(ret, args), name)
     if internal:
         fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    for attr in attrs:
+        fn.attributes.add(attr)
     return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
 

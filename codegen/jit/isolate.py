@@ -266,8 +266,6 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 def cpu_seconds() -> float:
     """CPU seconds of this process plus those of the children it has waited for (the compile children)."""
-    import time
-
     if resource is None:
         return time.process_time()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
