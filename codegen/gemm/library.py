@@ -218,7 +218,8 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
     apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    fn, b = pl.new_function(m, name, [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs)
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
+    fn, b = pl.new_function(m, name, params)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")

@@ -74,7 +74,7 @@ def _count_maps() -> int | None:
 
 
 def _add_objects(s: _JitState, engine: llvm.ExecutionEngine, parts: list[bytes]) -> list:
-    """``parts`` linked into ``engine`` (each after :func:`_room_for_object`) and finalized; their object files."""
+    """``parts`` linked into ``engine`` (each after :func:`_room_for_object`), finalized; their objects."""
     refs = []
     for p in parts:
         _room_for_object(s)
