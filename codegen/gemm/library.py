@@ -34,7 +34,8 @@ from ..target import Target
 from . import descriptor as gd
 from . import pack_routines as pl
 from . import version as libversion
-from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
+from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, ld, loop, smin
+from .packing import advancing
 
 
 class _Resident:
@@ -276,12 +277,10 @@ class MicroSteps:
                 b.store(bvec[v], b.gep(self.dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
                         align=self.panel_align)
         aoff = b.mul(kv, I64(self.mr))
-        undef = ir.Constant(vt, ir.Undefined)
-        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
         new = []
         for r in range(self.mr):
             a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+            splat = pl.splat(b, a, vw)
             new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
                         else b.fadd(b.fmul(splat, bvec[v]), accs[r][v]) for v in range(nv)])
         return new
@@ -457,9 +456,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
     with b.if_then(pre):
         with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
-            kcl = imin(b, kc, b.sub(K, k0))
+            kcl = smin(b, kc, b.sub(K, k0))
             with loop(b, 0, M, mc, name="pic", vectorize=False) as ic:
-                mcl = imin(b, mc, b.sub(M, ic))
+                mcl = smin(b, mc, b.sub(M, ic))
                 at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                 b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
     # side B likewise when it reads no batch axis and the call runs more blocks than column blocks
@@ -469,13 +468,13 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
     with b.if_then(preb):
         with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
-            kcl = imin(b, kc, b.sub(K, k0))
+            kcl = smin(b, kc, b.sub(K, k0))
             with loop(b, 0, N, nc, name="pjc", vectorize=False) as jc:
-                ncl = imin(b, nc, b.sub(N, jc))
+                ncl = smin(b, nc, b.sub(N, jc))
                 at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
                 b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
-    with pl.advancing(b, first_chunk, hi, name="chunk") as (start, after):
-        with loop(b, start, imin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
+    with advancing(b, first_chunk, hi, name="chunk") as (start, after):
+        with loop(b, start, smin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
             bflat = b.sdiv(pb, njc)
             jb = b.srem(pb, njc)
             # C's offset at the batch point (row-major digits of bflat)
@@ -492,9 +491,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
             cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
             jc = b.mul(jb, nc)
-            ncl = imin(b, nc, b.sub(N, jc))
+            ncl = smin(b, nc, b.sub(N, jc))
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
-                kcl = imin(b, kc, b.sub(K, k0))
+                kcl = smin(b, kc, b.sub(K, k0))
                 first = b.icmp_signed("==", k0, I64(0))
                 # (B read in place: only the block's last panel, if narrower, is packed)
                 whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
@@ -506,24 +505,24 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
-                    mcl = imin(b, mc, b.sub(M, ic))
+                    mcl = smin(b, mc, b.sub(M, ic))
                     with b.if_then(b.not_(pre)):
                         b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
                     at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                     ablock = b.select(pre, at, ap)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
-                        cols = imin(b, I64(nr), b.sub(ncl, jr))
+                        cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
-                            rows = imin(b, I64(mr), b.sub(mcl, ir_))
+                            rows = smin(b, I64(mr), b.sub(mcl, ir_))
                             # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
                             row = b.add(ic, ir_)
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)
-                            klo = imin(b, imax(b, start, k0), kend)
+                            klo = smin(b, imax(b, start, k0), kend)
                             end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner),
                                            kend)
-                            khi = imin(b, imax(b, end, klo), kend)
+                            khi = smin(b, imax(b, end, klo), kend)
                             skip = b.sub(klo, k0)
                             apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
                                            inbounds=True, source_etype=t)

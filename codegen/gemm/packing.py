@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
@@ -40,6 +42,30 @@ def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
                 total += co.get(v, 0) * st
             return total
     return None
+
+
+def c64(x) -> ir.Value:
+    return I64(x) if isinstance(x, int) else x
+
+
+@contextmanager
+def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
+    """``pos = start; while pos < stop: <body>; pos = next`` -- the body sets ``nxt[0]``."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    pos = b.phi(I64, name=name)
+    pos.add_incoming(c64(start), pre)
+    b.cbranch(b.icmp_signed("<", pos, c64(stop)), body, done)
+    b.position_at_end(body)
+    nxt: list = [None]
+    yield pos, nxt
+    pos.add_incoming(nxt[0], b.block)
+    b.branch(head)
+    b.position_at_end(done)
 
 
 def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -85,25 +111,14 @@ class Packer:
         offset ``pos``."""
         b, em = self.b, self.em
         last = axes[-1]
-        pre = b.block
-        head = b.append_basic_block("run.head")
-        run = b.append_basic_block("run.body")
-        done = b.append_basic_block("run.done")
-        b.branch(head)
-        b.position_at_end(head)
-        pos = b.phi(I64, name="run.pos")
-        pos.add_incoming(I64(0), pre)
-        b.cbranch(b.icmp_signed("<", pos, count), run, done)
-        b.position_at_end(run)
-        em.push()
-        self.bind(axes, b.add(start, pos))
-        first = em.env[last]
-        seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
-        body(pos, seglen, first)
-        em.pop()
-        pos.add_incoming(b.add(pos, seglen), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        with advancing(b, 0, count, "run") as (pos, nxt):
+            em.push()
+            self.bind(axes, b.add(start, pos))
+            first = em.env[last]
+            seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
+            body(pos, seglen, first)
+            em.pop()
+            nxt[0] = b.add(pos, seglen)
 
     def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in runs
