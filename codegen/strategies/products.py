@@ -16,7 +16,7 @@ from ..loops.stripmine import plan_split
 from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
-from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall
+from .registry import Candidate, Plan, PlanContext, PointwiseNest, ProductCall, pieces_then
 from .term_split import shared_factor, split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
@@ -161,8 +161,7 @@ class SplitK:
         return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
 
     def lower(self, cand, ctx):
-        part, _, total = cand.data
-        return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
+        return pieces_then([cand.data[0]], cand.data[2], cand.op)
 
 
 class Parity:
@@ -183,9 +182,7 @@ class Parity:
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):
-        pieces, _, gather = cand.data
-        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
-                    alias={gather: cand.op})
+        return pieces_then(cand.data[0], cand.data[2], cand.op)
 
 
 class TermSplit:
@@ -212,8 +209,7 @@ class TermSplit:
         return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(total, total.body, ctx)
 
     def lower(self, cand, ctx):
-        parts, _, total = cand.data
-        return Plan([Open(p, p.body) for p in parts] + [Open(total, total.body)], alias={total: cand.op})
+        return pieces_then(cand.data[0], cand.data[2], cand.op)
 
 
 class SharedFactor:
@@ -280,9 +276,7 @@ class ParityLoops:
         return best + loop_cycles(gather, gather.body, ctx)
 
     def lower(self, cand, ctx):
-        pieces, _, gather = cand.data
-        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
-                    alias={gather: cand.op})
+        return pieces_then(cand.data[0], cand.data[2], cand.op)
 
 
 class GatheredRows:
@@ -307,6 +301,4 @@ class GatheredRows:
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
 
     def lower(self, cand, ctx):
-        copies, product, _ = cand.data
-        return Plan([Open(c, c.body) for c in copies] + [Open(product, product.body)],
-                    alias={product: cand.op})
+        return pieces_then(cand.data[0], cand.data[1], cand.op)

@@ -51,10 +51,6 @@ class ScatterSpec:
     guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
 def _gathers(e: Expr) -> bool:
     return any(n.op is Op.DATA_INDEX for n in walk(e))
 
@@ -97,13 +93,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     # later solutions may mention earlier axes: substitute until no solved axis is left
     for a in list(solved):
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
-    ranges = []
-    for a, d in solved.items():  # the gather's range may exceed the axis: keep it in [0, extent)
-        lo, hi = index_bounds(d) or (None, None)
-        if lo is None or lo < 0:
-            ranges.append(d >= 0)
-        if hi is None or hi >= a.hi:
-            ranges.append(d < a.hi)
+    # the gather's range may exceed the axis: keep it in [0, extent)
+    ranges = [test for a, d in solved.items() for test in _range_tests(d, a.hi)]
     rest = []
     for t in terms:
         if t in used:  # (true by construction once the axis is solved)
@@ -134,14 +125,14 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
     """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``: targets moved by
     ``-offsets``, only those inside ``shape`` kept."""
     target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
-    cond = spec.cond
-    for t, n in zip(target, shape):
-        lo, hi = index_bounds(t) or (None, None)
-        if lo is None or lo < 0:
-            cond = all_of([cond, t >= 0])
-        if hi is None or hi >= n:
-            cond = all_of([cond, t < n])
+    cond = all_of([spec.cond] + [test for t, n in zip(target, shape) for test in _range_tests(t, n)])
     return ScatterSpec(target, spec.loop_vars, spec.value, cond, spec.guard)
+
+
+def _range_tests(t: Expr, n: int) -> list[Expr]:
+    """The tests ``t >= 0`` and ``t < n`` that the bounds of index ``t`` do not prove."""
+    lo, hi = index_bounds(t) or (None, None)
+    return ([t >= 0] if lo is None or lo < 0 else []) + ([t < n] if hi is None or hi >= n else [])
 
 
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
@@ -195,13 +186,13 @@ def _hoisting_order(spec: ScatterSpec) -> tuple[tuple[Expr, ...], tuple | None]:
     return spec.loop_vars, split
 
 
-def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
-    """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
+def _guarded_stmt(name: str, variables: tuple[Expr, ...], cond: Expr, body: tuple) -> PolyStmt:
+    """``body`` over the box of ``variables`` where ``cond`` holds (its affine part as the domain)."""
     space = IndexSpace(variables)
     aff, rest = split_condition(space, cond)
     if rest is not TRUE:
         body = (If(rest, body, (), affine=False),)
-    return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
+    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
 
 
 def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
@@ -227,13 +218,9 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     order, split = _hoisting_order(spec)
     if split is not None:
         p, outer_aff, test, inner_aff, inner_rest = split
-        inner = _scan(order[p:], all_of([inner_aff, inner_rest]), body)
+        inner = build_loops([_guarded_stmt("S", order[p:], all_of([inner_aff, inner_rest]), body)])
         variables, cond, body = order[:p], outer_aff, (If(test, inner, (), affine=False),)
-    space = IndexSpace(variables)
-    aff, rest = split_condition(space, cond)
-    if rest is not TRUE:
-        body = (If(rest, body, (), affine=False),)
-    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
+    return _guarded_stmt(name, variables, cond, body)
 
 
 def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
@@ -356,10 +343,6 @@ def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | No
             return None
         offsets.append(f.const)
     return e.arg, tuple(offsets)
-
-
-def _zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0
 
 
 class ScatterSum:

@@ -35,7 +35,7 @@ from tensorad.poly.linear import to_linear
 
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
 from .cost import loop_cycles, reads_in, vector_lanes
-from .registry import Candidate, Open, Plan
+from .registry import Candidate, pieces_then
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -87,6 +87,14 @@ def tap_axes(op: ComputeOp, body: Expr) -> tuple[Expr, ...]:
     return tuple(a for a in op.axes if a in found and 2 <= a.extent <= MAX_TAP_EXTENT)
 
 
+def _float_sum(op: ComputeOp, body: Expr) -> bool:
+    """Whether ``op`` is one float sum ``body`` of one value."""
+    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
+        return False
+    comb = body.arg.combiner
+    return comb.kind == "sum" and comb.arity == 1 and body.dtype in ("float32", "float64")
+
+
 def _range_points(space: IndexSpace, dom, axes) -> int:
     """Points of the bounding box of ``dom`` over ``axes`` (0 when ``dom`` is empty)."""
     if dom.is_empty():
@@ -102,17 +110,10 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     """The split of a one-source sum ``op`` into interior, border and gather, with tap axes of at most
     ``budget`` taps, a stream of at least ``lanes`` points and an interior of :data:`MIN_INTERIOR` of each
     tap's points; else ``None``."""
-    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
-        return None
-    comb = body.arg.combiner
-    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
-        return None
-    if not body.arg.axes or body.arg.axes[-1].extent < lanes:
+    if not _float_sum(op, body) or not body.arg.axes or body.arg.axes[-1].extent < lanes:
         return None
     taps = tap_axes(op, body)
-    k = 1
-    for a in taps:
-        k *= a.extent
+    k = math.prod(a.extent for a in taps)
     if not taps or k > budget:
         return None
     cond, src = body.src
@@ -134,9 +135,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     tap_points = [_range_points(space, s, outer + raxes) for s in tap_sets]
     if interior_points == 0 or any(interior_points < MIN_INTERIOR * t for t in tap_points):
         return None
-    box = 1
-    for a in outer + raxes:
-        box *= a.extent
+    box = math.prod(a.extent for a in outer + raxes)
     border_fraction = sum(t - interior_points for t in tap_points) / (box * k)
 
     dtype = body.dtype
@@ -201,10 +200,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
     that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
     when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
-    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
-        return None
-    comb = body.arg.combiner
-    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+    if not _float_sum(op, body):
         return None
     raxes = tuple(body.arg.axes)
     sliding_axes = _shifts(body, _moving(op.axes), set(raxes), unit=True)
@@ -212,9 +208,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     if kept and (reread_limit is None or _reread_bytes(op, body.src[1], kept) > reread_limit):
         return None
     raxes = tuple(a for a in raxes if a not in kept)
-    k = 1
-    for a in raxes:
-        k *= a.extent
+    k = math.prod(a.extent for a in raxes)
     if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
     cond, src = body.src
@@ -257,7 +251,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
         return None  # (guards that stay in the loop body: the plain loops do better)
     if channels:
         total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
-                     ReduceArg(comb, channels, 0))
+                     ReduceArg(body.arg.combiner, channels, 0))
     return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
 
 
@@ -307,8 +301,7 @@ class TapAccumulators(_Taps):
 
     def lower(self, cand, ctx):
         split = cand.data
-        return Plan([Open(split.interior, split.interior.body), Open(split.border, split.border.body),
-                     Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
+        return pieces_then([split.interior, split.border], split.gather, cand.op)
 
 
 class TapStencil(_Taps):
@@ -336,7 +329,7 @@ class TapStencil(_Taps):
         return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
 
     def lower(self, cand, ctx):
-        return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
+        return pieces_then([], cand.data, cand.op)
 
 
 __all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]
