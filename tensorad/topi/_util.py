@@ -21,6 +21,14 @@ def check_tensor(x: Any, op: str, what: str = "input") -> Tensor:
     return x
 
 
+def check_float(x: Any, op: str) -> Tensor:
+    """``x`` itself if it is a floating-point tensor, else an error naming ``op``."""
+    check_tensor(x, op)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{op}: needs a float tensor, {x.name} is {x.dtype}")
+    return x
+
+
 def check_ndim(x: Tensor, op: str, ndim: int, layout: str = "") -> None:
     if x.ndim != ndim:
         layout = f" ({layout})" if layout else ""
@@ -96,8 +104,7 @@ def _storage_dtype(args: Sequence[Any]) -> str | None:
 def _stored(t: Any, dtype: str) -> Any:
     if not isinstance(t, Tensor) or t.dtype != dt.compute_dtype(dtype):
         return t
-    axes = tuple(var(f"ax{d}", 0, s) for d, s in enumerate(t.shape))
-    return make_compute(f"{t.name}.{dtype}", axes, (cast(dtype, t[axes]),), "elemwise")[0]
+    return new_compute(t.shape, lambda axes: cast(dtype, t[axes]), f"{t.name}.{dtype}", "elemwise")
 
 
 def keeps_storage(fn: Callable) -> Callable:

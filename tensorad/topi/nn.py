@@ -17,7 +17,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis
+from ._util import as_tuple, check_float, check_ndim, check_tensor, is_int, new_compute, normalize_axis
 from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
@@ -241,9 +241,7 @@ def _without_axis(ax: tuple[Expr, ...], axis: int) -> tuple[Expr, ...]:
 
 def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
     """The max of ``X`` along ``axis`` (a tensor without that axis) and the normalized axis."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     if x.ndim == 0:
         raise ValueError(f"{name}: cannot take a softmax of a 0-d tensor")
     axis = normalize_axis(axis, x.ndim, name)
@@ -311,9 +309,7 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
 
 def silu(x: Tensor, name: str = "silu") -> Tensor:
     """SiLU (swish) elementwise, ``X * sigmoid(X)``, as ``torch.nn.functional.silu``."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     return elemwise(x, lambda v: v * lang.sigmoid(v), name)
 
 
@@ -322,9 +318,7 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
 
     ``approximate="none"``: ``x/2 (1 + erf(x / sqrt 2))``;
     ``approximate="tanh"``: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     c = lambda v: const(v, dt.compute_dtype(x.dtype))  # noqa: E731
     if approximate == "none":
         return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.erf(v * c(math.sqrt(0.5)))), name)
