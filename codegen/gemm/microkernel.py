@@ -1,12 +1,5 @@
-"""Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library.
-
-For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
-
-    for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
-      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels (or in place)
-        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels
-          for jr, ir in micro-tiles:      MR x NR tile of C in vector registers, per k: loads
-                                          of B, broadcasts of A, fused multiply-adds
+"""Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library, whose driver
+runs ``C[m, n] = sum_k A(m, k) * B(k, n)`` BLIS-style for each batch point (:mod:`.gemm.library`).
 
 A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the library's driver
 (:mod:`.gemm.library`); a side that is not a plain linear read gets a packing function of its own in the
