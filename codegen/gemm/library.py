@@ -63,8 +63,7 @@ def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
 
 
 def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
-    names = {m: n for n, m in pl.MODES.items()}
-    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{names[mode]}"
+    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{pl.MODE_NAMES[mode]}"
 
 
 def parse_symbol(symbol: str) -> tuple | None:
@@ -118,8 +117,10 @@ class LinkPlan:
 
     def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
         """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (``todo``'s order)."""
-        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
-                 light(piece[4])) for _, _, _, piece in self.todo]
+        # (-O1 for the stride-2 copying packer, which :func:`light` leaves out, else no optimizer)
+        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target),
+                 int(piece[4] != "core" and piece[4][1] == gd.COPY2), light(piece[4]))
+                for *_, piece in self.todo]
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
         """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
@@ -147,11 +148,6 @@ def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] 
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
 
-def _level(part) -> int:
-    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (:func:`light`), else 0."""
-    return 1 if part != "core" and part[1] == gd.COPY2 else 0
-
-
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.engine.promote`'s light pipeline: the transposing
     packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
@@ -175,8 +171,7 @@ def piece_name(dtype: str, mr: int, nr: int, tag: str, part) -> str:
     head = f"{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{tag}"
     if part == "core":
         return head + "_core"
-    names = {m: n for n, m in pl.MODES.items()}
-    return f"{head}_pack{part[0]}_{names[part[1]]}"
+    return f"{head}_pack{part[0]}_{pl.MODE_NAMES[part[1]]}"
 
 
 def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:

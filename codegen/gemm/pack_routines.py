@@ -297,6 +297,7 @@ def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
 
 MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2,
          "copy2": gd.COPY2}
+MODE_NAMES = {m: n for n, m in MODES.items()}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
