@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
 
@@ -37,15 +37,11 @@ def _unmask(e: Expr) -> Expr:
     return e
 
 
-def _terms(e: Expr) -> list[Expr]:
-    return _terms(e.src[0]) + _terms(e.src[1]) if e.op is Op.ADD else [e]
-
-
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
     """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops
     at one index, each entry a distinct variable plus a constant, every variable of ``node`` among them.
     """
-    terms = _terms(_unmask(node))
+    terms = chain(_unmask(node), Op.ADD)
     if len(terms) < 2:
         return None
     index, ops = None, []

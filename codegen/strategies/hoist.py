@@ -111,8 +111,7 @@ class Hoist:
     def match(self, op, bodies, ctx):
         if len(bodies) != 1 or (found := hoist_invariants(op, bodies[0])) is None:
             return []
-        temps, rest = found
-        return [Candidate(self, op, bodies, (temps, rest))]
+        return [Candidate(self, op, bodies, found)]
 
     def cost(self, cand, ctx):
         temps, rest = cand.data
