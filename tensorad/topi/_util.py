@@ -74,6 +74,11 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
     return vals
 
 
+def scale(v: Expr, factor: int) -> Expr:
+    """``v * factor``, or ``v`` itself for a factor 1."""
+    return v if factor == 1 else v * factor
+
+
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
     """A one-output compute whose body is ``fbody(axes)``, its axes ``ax0, ax1, ...`` or ``axis_names``."""
