@@ -444,30 +444,23 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     first_chunk = next_chunk(False)
     share = b.select(b.icmp_signed("<", first_chunk, hi),
                      b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
-    # side A packed once for the call when it reads no batch axis and the call runs several blocks
-    mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
-    pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
-                 b.icmp_signed(">", share, I64(1)))
-    apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
-    with b.if_then(pre):
-        with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
-            kcl = smin(b, kc, b.sub(K, k0))
-            with loop(b, 0, M, mc, name="pic", vectorize=False) as ic:
-                mcl = smin(b, mc, b.sub(M, ic))
-                at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
-                b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
-    # side B likewise when it reads no batch axis and the call runs more blocks than column blocks
-    npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
-    preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
-                  b.icmp_signed(">", share, njc))
-    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
-    with b.if_then(preb):
-        with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
-            kcl = smin(b, kc, b.sub(K, k0))
-            with loop(b, 0, N, nc, name="pjc", vectorize=False) as jc:
-                ncl = smin(b, nc, b.sub(N, jc))
-                at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
-                b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
+    def packed_once(field, more_than, outer, block, tile, pack, side, empty, names) -> tuple:
+        """``(padded rows, flag, buffer)``: a side packed once for the call, where ``field`` says it reads
+        no batch axis and the call runs more than ``more_than`` blocks."""
+        pad = b.mul(b.sdiv(b.add(outer, I64(tile - 1)), I64(tile)), I64(tile))
+        on = b.and_(b.icmp_signed("!=", ld(b, desc, field), I64(0)), b.icmp_signed(">", share, more_than))
+        buf = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(on, pad, I64(empty)), K), I64(es)))])
+        with b.if_then(on):
+            with loop(b, 0, K, kc, name=names[0], vectorize=False) as k0:
+                kcl = smin(b, kc, b.sub(K, k0))
+                with loop(b, 0, outer, block, name=names[1], vectorize=False) as o0:
+                    olen = smin(b, block, b.sub(outer, o0))
+                    at = b.gep(buf, [b.add(b.mul(k0, pad), b.mul(o0, kcl))], inbounds=True, source_etype=t)
+                    b.call(pack, [side, at, b.sdiv(lo, njc), o0, olen, k0, kcl, scratch])
+        return pad, on, buf
+
+    mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
+    npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
     with advancing(b, first_chunk, hi, name="chunk") as (start, after):
         with loop(b, start, smin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
             bflat = b.sdiv(pb, njc)
