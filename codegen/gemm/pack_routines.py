@@ -522,10 +522,8 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
     v32 = ir.VectorType(i32, bs)
     zero_v = ir.Constant(vt, None)
 
-    def splat(x):
-        undef = ir.Constant(v32, ir.Undefined)
-        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
-                                ir.Constant(v32, None))
+    def lanes_of(x):
+        return splat(b, b.trunc(x, i32), bs)
 
     def load_part(o, shift, pos, use, r):
         """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
@@ -535,10 +533,10 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
             return b.load(ptr, typ=vt, align=es)
         mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
                         [PTR, i32, mt, vt])
-        lanes = b.add(ir.Constant(v32, pos), splat(kb))
+        lanes = b.add(ir.Constant(v32, pos), lanes_of(kb))
         hi = smin(b, ld(b, row_hi, r), limit)
-        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
-                    b.icmp_signed("<", lanes, splat(hi)))
+        ok = b.and_(b.icmp_signed(">=", lanes, lanes_of(ld(b, row_lo, r))),
+                    b.icmp_signed("<", lanes, lanes_of(hi)))
         if not all(use):
             ok = b.and_(ok, ir.Constant(mt, use))
         ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
