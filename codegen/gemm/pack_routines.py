@@ -341,11 +341,16 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
     else:
         with loop(b, 0, npanel, name="gp") as p:
-            first = b.mul(p, I64(width))
-            valid = smin(b, I64(width), b.sub(olen, first))
-            gather(first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t))
+            gather(*_panel(b, t, p, width, olen, klen, dst))
     b.ret_void()
     return fn
+
+
+def _panel(b: ir.IRBuilder, t: ir.Type, p, width: int, olen, klen, dst) -> tuple:
+    """Panel ``p``'s first row, its rows before ``olen`` and its place in ``dst``."""
+    first = b.mul(p, I64(width))
+    valid = smin(b, I64(width), b.sub(olen, first))
+    return first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
 
 
 def _ksteps(b: ir.IRBuilder, side) -> ir.Value:
@@ -401,9 +406,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         mb.ret_void()
 
     with loop(b, 0, npanel, name="tp") as p:
-        first = b.mul(p, I64(width))
-        valid = smin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         # a row past the last panel's ``valid`` ones is empty: masked loads of nothing (zeros)
         with loop(b, 0, width, name="po") as w:
             o = smin(b, b.add(first, w), b.sub(olen, I64(1)))
@@ -619,9 +622,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                  slot, vl, vt, es, zero, vw) -> None:
     """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
-        first = b.mul(p, I64(width))
-        valid = smin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
         whole = b.and_(b.icmp_signed("==", valid, I64(width)),
                        b.icmp_signed(">=", ld(b, orun, first), I64(width)))
@@ -761,9 +762,7 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
     with loop(b, 0, npanel, name="sp") as p:
-        first = b.mul(p, I64(width))
-        valid = smin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         with loop(b, 0, klen, name="sk") as kk:
             kof = ld(b, koff, kk)
             row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
