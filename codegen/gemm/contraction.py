@@ -530,12 +530,6 @@ def computes(side: Expr) -> bool:
     return side.op is not Op.READ
 
 
-def side_points(c: Contraction, side: Expr) -> int:
-    """The distinct points of ``side`` (side A or B of ``c``): the box of the product's axes it reads."""
-    used = set(free_vars(side))
-    return math.prod(ax.extent for ax in c.batch + c.m + c.n + c.k if ax in used)
-
-
 def pack_work(c: Contraction) -> int:
     """The evaluations of its computed sides (:func:`computes`) that one call's packing runs."""
     a, b = packed_elements(c)
@@ -646,7 +640,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         copies.append(op)
     packed = dict(zip("ab", packed_elements(c)))
     for name, side, axes in (("a", c.a, c.batch + c.m + c.k), ("b", c.b, c.batch + c.n + c.k)):
-        points = side_points(c, side)
+        used = set(free_vars(side))  # its distinct points: the box of the product's axes it reads
+        points = math.prod(ax.extent for ax in c.batch + c.m + c.n + c.k if ax in used)
         if plans[name] is None and computes(side) and packed[name] > points and points <= limit:
             op, sides[name] = computed_copy(side, axes, f"{c.c.op.name}.{name}")
             copies.append(op)
