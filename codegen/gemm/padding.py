@@ -14,6 +14,7 @@ axis, the batch is done in *chunks* sharing one buffer."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op, choice, compare, const, logical, var
@@ -41,10 +42,7 @@ class Padding:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def copy(self, first: int = 0, count: int | None = None) -> tuple[ComputeOp, Expr]:
         """``(op, side)``: the padded copy of rows ``[first, first + count)`` (default all), its reader."""
