@@ -121,12 +121,9 @@ class GemmEmitter:
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
-        if s.epilogue is not None:
-            fix, ctx = self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
-            put(gd.H_FIX, fix)
-            put(gd.H_FIXCTX, ctx)
-        elif s.exact is not None:
-            fix, ctx = self._fixer(b, ptr_of, strides_of, fastmath)
+        if s.epilogue is not None or s.exact is not None:
+            fix, ctx = (self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
+                        if s.epilogue is not None else self._fixer(b, ptr_of, strides_of, fastmath))
             put(gd.H_FIX, fix)
             put(gd.H_FIXCTX, ctx)
         if shared is not None:
