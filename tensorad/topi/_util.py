@@ -74,6 +74,16 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
     return vals
 
 
+def input_index(out: Sequence[Expr], ks: Sequence[Expr], axes: Sequence[int], ndim: int,
+                  keepdims: bool) -> list[Expr]:
+    """The input index of a reduction over ``axes``: each reduced axis from ``ks``, the others from the
+    output index ``out`` (which holds the reduced axes too, of size 1, with ``keepdims``)."""
+    red, kept = iter(ks), iter(out)
+    if keepdims:
+        return [next(red) if d in axes else out[d] for d in range(ndim)]
+    return [next(red) if d in axes else next(kept) for d in range(ndim)]
+
+
 def scale(v: Expr, factor: int) -> Expr:
     """``v * factor``, or ``v`` itself for a factor 1."""
     return v if factor == 1 else v * factor

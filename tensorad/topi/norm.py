@@ -30,7 +30,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_float, check_tensor, is_int, new_compute, normalize_axes, normalize_axis
+from ._util import check_float, check_tensor, input_index, is_int, new_compute, normalize_axes, normalize_axis
 from .reduction import sum as _sum
 
 Index = tuple[Expr, ...]
@@ -63,16 +63,8 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
     inv = const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
 
     def body(out: Index) -> Expr:
-        ks = iter([lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes])
-        rest = iter(out)
-        idx = []
-        for d in range(x.ndim):
-            if d in axes:
-                idx.append(next(ks))
-                if keepdims:
-                    next(rest)
-            else:
-                idx.append(next(rest))
+        ks = [lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes]
+        idx = input_index(out, ks, axes, x.ndim, keepdims)
         centered = x[tuple(idx)] - m[tuple(0 if d in axes else i for d, i in enumerate(idx))]
         red = [i for d, i in enumerate(idx) if d in axes]
         return _reducer.sum(centered * centered, red) * inv
