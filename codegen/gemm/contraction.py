@@ -25,6 +25,7 @@ from typing import Any
 
 from tensorad.simplify import simplify_expr
 from tensorad.simplify.algebra.logic import conjuncts
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.dtype import INT_DTYPES
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
@@ -202,19 +203,15 @@ def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
-        if _is_const(b, 0):
+        if is_zero(b):
             masks += conjuncts(c)
             src = a
-        elif _is_const(a, 0):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
+        elif is_zero(a):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
             masks.append(logical_not(c))
             src = b
         else:
             break
     return src, masks
-
-
-def _is_const(e: Expr, value: float) -> bool:
-    return e.op is Op.CONST and e.arg == value
 
 
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:

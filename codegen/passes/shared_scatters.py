@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tensorad.simplify.algebra.rules import is_zero
+
 from tensorad.ir.expr import Expr, Op, var
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -21,16 +23,12 @@ from tensorad.poly.linear import to_linear
 from ..strategies.scatter import match_scatter
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
 def _unmask(e: Expr) -> Expr:
     """The value under ``select``/``if_then_else`` masks whose other branch is zero."""
     while e.op in (Op.SELECT, Op.IF_THEN_ELSE):
-        if _is_zero(e.src[2]):
+        if is_zero(e.src[2]):
             e = e.src[1]
-        elif _is_zero(e.src[1]):
+        elif is_zero(e.src[1]):
             e = e.src[2]
         else:
             break
