@@ -242,13 +242,11 @@ class Function:
         given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
         arrays = (*residuals, *given)
-        if type(residuals) is Residuals and residuals.maker is self and self._known is not None:
-            res = self.backward_kernel.call(arrays, out=out, known=self._known)
-        else:
-            res = self.backward_kernel.call(arrays, out=out)
-            if type(residuals) is Residuals and residuals.maker is self:
-                # this function's kernels made the saved values: not checked again
-                self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
+        ours = type(residuals) is Residuals and residuals.maker is self
+        res = self.backward_kernel.call(arrays, out=out, known=self._known if ours and self._known else ())
+        if ours and self._known is None:
+            # this function's kernels made the saved values: not checked again
+            self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
 
 
