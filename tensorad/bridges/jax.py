@@ -219,14 +219,12 @@ class _Level:
         n_in = len(fn.inputs)
 
         def backward(*a: Any) -> list:
-            return list(fn.backward(list(a[n_free:]), *self._heads(a[n_in:n_free])))
+            given = iter(a[n_in:n_free])  # a head per float output, None for another
+            return list(fn.backward(list(a[n_free:]), *(next(given) if ph is not None else None
+                                                         for ph in fn.heads)))
         self.backward = Program(full.outputs, full.free, base.build_options, full.linear,
                                 n_saved=n_saved, policy=base.policy, run=backward, frozen=base.frozen)
         self.backward._derived = full._derived
-
-    def _heads(self, given: Sequence[Any]) -> list:
-        it = iter(given)
-        return [next(it) if ph is not None else None for ph in self.fn.heads]
 
     def _forward_jvp(self, base: Program, n_out: int, primals: Sequence[Any], tangents: Sequence[Any]):
         """Outputs: the function's tangents; saved values: none (see the module docstring)."""
