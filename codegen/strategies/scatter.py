@@ -32,7 +32,7 @@ from ..loops.domain import PolyStmt, split_condition
 from ..loops.isl_ast import build_loops
 from ..loops.schedule import mark_parallel
 from ..loops.work import count_work
-from ..program import Buffer, Fill, If, Loop, Nest, Store
+from ..program import Buffer, Fill, If, Loop, Nest, Store, walk_stmts
 from ..program import stores as stores_in
 from ..target import parse_target
 from .cost import vector_lanes
@@ -273,7 +273,7 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         v = stores[0].index[d]  # (isl's loops scan fresh variables)
         if v.op is not Op.VAR or any(st.index[d] is not v for st in stores):
             continue
-        loops = _loops_over(body, v)
+        loops = [s for s in walk_stmts(body) if isinstance(s, Loop) and s.var is v]
         if len(loops) != 1:
             continue
         loop = loops[0]
@@ -286,18 +286,6 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
         return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
     return None
-
-
-def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
-    found = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            if s.var is v:
-                found.append(s)
-            found += _loops_over(s.body, v)
-        elif isinstance(s, If):
-            found += _loops_over(s.then, v) + _loops_over(s.orelse, v)
-    return found
 
 
 def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
