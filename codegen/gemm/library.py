@@ -312,9 +312,8 @@ class MicroSteps:
         kv = b.phi(I64, name=name)
         kv.add_incoming(lo, pre)
         accs = [[b.phi(self.vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
-        for r in range(mr):
-            for v in range(nv):
-                accs[r][v].add_incoming(accs0[r][v], pre)
+        for phi, value in zip(sum(accs, []), sum(accs0, [])):
+            phi.add_incoming(value, pre)
         if fetching:
             self.ahead(kv)
         new = accs
@@ -322,16 +321,14 @@ class MicroSteps:
             new = self.step(b.add(kv, I64(u)) if u else kv, new)
         nxt = b.add(kv, I64(by))
         kv.add_incoming(nxt, b.block)
-        for r in range(mr):
-            for v in range(nv):
-                accs[r][v].add_incoming(new[r][v], b.block)
+        for phi, value in zip(sum(accs, []), sum(new, [])):
+            phi.add_incoming(value, b.block)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
         b.position_at_end(exit_)
         out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
-        for r in range(mr):
-            for v in range(nv):
-                out[r][v].add_incoming(accs0[r][v], pre)
-                out[r][v].add_incoming(new[r][v], body)
+        for phi, first, last in zip(sum(out, []), sum(accs0, []), sum(new, [])):
+            phi.add_incoming(first, pre)
+            phi.add_incoming(last, body)
         return out
 
 
