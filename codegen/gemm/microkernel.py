@@ -20,7 +20,7 @@ from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
 from .pack_routines import entry_alloca, new_function
-from .packing import Packer
+from .packing import Packer, pushed
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -155,21 +155,17 @@ class GemmEmitter:
         if exact is not None:
             f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
         em, digits = self._emitter(f, fctx, 1, tensors, strides_of, fastmath, bflat)
-        with for_range(f, 0, s.M, name="em", vectorize=False) as m:
-            em.push()
+        with for_range(f, 0, s.M, name="em", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en") as j:
-                    em.push()
+                with for_range(f, 0, seglen, name="en") as j, pushed(em):
                     em.env[s.n[-1]] = f.add(first, j)
                     at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                     em.env[value] = f.load(at, typ=self.t)
                     f.store(em.value(expr), at)
-                    em.pop()
             digits.runs(s.n, jc, ncl, run)
-            em.pop()
         f.ret_void()
         return fn, ctx
 
@@ -208,8 +204,7 @@ class GemmEmitter:
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
-        with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
-            em.push()
+        with for_range(f, 0, s.M, name="fm", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
             with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
@@ -236,7 +231,6 @@ class GemmEmitter:
                     f.position_at_end(done)
                     f.store(f.load(acc, typ=self.t), at)
                     em.pop()
-            em.pop()
         f.ret_void()
         return fn
 
