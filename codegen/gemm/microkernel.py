@@ -210,8 +210,7 @@ class GemmEmitter:
             with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
                 at = f.gep(row, [j], inbounds=True, source_etype=self.t)
                 v = f.load(at, typ=self.t)
-                with f.if_then(f.fcmp_unordered("uno", v, v)):
-                    em.push()
+                with f.if_then(f.fcmp_unordered("uno", v, v)), pushed(em):
                     digits.bind(s.n, f.add(jc, j))
                     f.store(self.t(0.0), acc)
                     f.store(I64(0), kpos)
@@ -222,15 +221,13 @@ class GemmEmitter:
                     more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
                     f.cbranch(more, body, done)
                     f.position_at_end(body)
-                    em.push()
-                    digits.bind(s.k, kk)
-                    f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
-                    em.pop()
+                    with pushed(em):
+                        digits.bind(s.k, kk)
+                        f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
                     f.store(f.add(kk, I64(1)), kpos)
                     f.branch(head)
                     f.position_at_end(done)
                     f.store(f.load(acc, typ=self.t), at)
-                    em.pop()
         f.ret_void()
         return fn
 
