@@ -339,8 +339,7 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
     es = 4 if isinstance(t, ir.FloatType) else 8
     mr, nv = len(res), len(res[0])
     nr, vt = nv * vw, ir.VectorType(t, vw)
-    with b.goto_entry_block():
-        tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
+    tile = entry_alloca(b, ir.ArrayType(t, mr * nr), "tile")
     full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
     with b.if_else(full) as (then, other):
         with then:
