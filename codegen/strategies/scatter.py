@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from tensorad.simplify.algebra.logic import conjuncts
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
@@ -106,9 +106,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
             u = choice(Op.IF_THEN_ELSE, all_of(ranges), u, FALSE)
         rest.append(u)
     rest += ranges
-    cond = TRUE
-    for t in rest:
-        cond = t if cond is TRUE else logical(Op.AND, cond, t)
+    cond = all_of(rest)
     value = substitute(value, solved)
     # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)

@@ -25,7 +25,7 @@ from itertools import product
 from tensorad.simplify.algebra.logic import all_of, conjuncts
 
 from tensorad.ir.dtype import bits
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
 from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -36,6 +36,7 @@ from tensorad.poly.linear import to_linear
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
 from .cost import loop_cycles, reads_in, vector_lanes
 from .registry import Candidate, pieces_then
+from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -121,10 +122,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     outer = tuple(a for a in op.axes if a not in taps)
     values = list(product(*(range(a.lo, a.hi) for a in taps)))
     per_tap = [dict(zip(taps, (const(v, "int64") for v in vals))) for vals in values]
-    inside = TRUE
-    for m in per_tap:
-        c = substitute(cond, m)
-        inside = c if inside is TRUE else logical(Op.AND, inside, c)
+    inside = and_of([substitute(cond, m) for m in per_tap])
     space = IndexSpace(outer + raxes)
     try:
         interior_set = space.box().intersect(space.cond(inside))
