@@ -165,12 +165,9 @@ class Function:
     def _copied(self) -> dict[int, int]:
         """``{output k: extra j}`` for outputs whose values a saved extra holds (a max pool
         and its winner's maximum): the forward with residuals computes them once and copies."""
-        found: dict[int, int] = {}
-        for k, o in enumerate(self.plan.outputs):
-            j = next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
-            if j is not None:
-                found[k] = j
-        return found
+        holder = {k: next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
+                  for k, o in enumerate(self.plan.outputs)}
+        return {k: j for k, j in holder.items() if j is not None}
 
     def _residual_outputs(self) -> list[Tensor]:
         return ([o for k, o in enumerate(self.plan.outputs) if k not in self._copied]
