@@ -24,7 +24,7 @@ from .packing import Packer, pushed
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
-_FIX_ARGS = [PTR, PTR, I64, I64, I64]  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
+_FIX_ARGS = (PTR, PTR, I64, I64, I64)  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
 
 
 def packs_a_once(s: Contraction) -> bool:

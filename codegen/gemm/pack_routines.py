@@ -16,6 +16,7 @@ the two groups, ``ooff[o]`` and ``koff[k]`` (element ``(o, k)`` at ``src + ooff[
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import llvmlite.ir as ir
@@ -118,7 +119,7 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
                     st(b, dst, b.add(at, i), x, t)
 
 
-def new_function(module: ir.Module, name: str, args: list, internal: bool = True,
+def new_function(module: ir.Module, name: str, args: Sequence[ir.Type], internal: bool = True,
                  attrs: tuple[str, ...] = ("nounwind", "noinline"), ret: ir.Type = VOID) -> tuple:
     """A function of ``args`` (internal unless told) with ``attrs``, and a builder at its entry block."""
     fn = ir.Function(module, ir.FunctionType(ret, args), name)
