@@ -25,6 +25,7 @@ from typing import Any
 
 from tensorad.simplify import simplify_expr
 from tensorad.simplify.algebra.logic import conjuncts
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.dtype import INT_DTYPES
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, choice, const, logical, logical_not, var
@@ -202,19 +203,15 @@ def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
     masks: list[Expr] = []
     while src.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = src.src
-        if _is_const(b, 0):
+        if is_zero(b):
             masks += conjuncts(c)
             src = a
-        elif _is_const(a, 0):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
+        elif is_zero(a):  # select(c, 0, e): the term is e where !c (kept as !c: NaN-exact)
             masks.append(logical_not(c))
             src = b
         else:
             break
     return src, masks
-
-
-def _is_const(e: Expr, value: float) -> bool:
-    return e.op is Op.CONST and e.arg == value
 
 
 def _guarded(cond: list[Expr], value: Expr, axes: tuple[Expr, ...]) -> Expr:
@@ -530,12 +527,6 @@ def computes(side: Expr) -> bool:
     return side.op is not Op.READ
 
 
-def side_points(c: Contraction, side: Expr) -> int:
-    """The distinct points of ``side`` (side A or B of ``c``): the box of the product's axes it reads."""
-    used = set(free_vars(side))
-    return math.prod(ax.extent for ax in c.batch + c.m + c.n + c.k if ax in used)
-
-
 def pack_work(c: Contraction) -> int:
     """The evaluations of its computed sides (:func:`computes`) that one call's packing runs."""
     a, b = packed_elements(c)
@@ -646,7 +637,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         copies.append(op)
     packed = dict(zip("ab", packed_elements(c)))
     for name, side, axes in (("a", c.a, c.batch + c.m + c.k), ("b", c.b, c.batch + c.n + c.k)):
-        points = side_points(c, side)
+        used = set(free_vars(side))  # its distinct points: the box of the product's axes it reads
+        points = math.prod(ax.extent for ax in c.batch + c.m + c.n + c.k if ax in used)
         if plans[name] is None and computes(side) and packed[name] > points and points <= limit:
             op, sides[name] = computed_copy(side, axes, f"{c.c.op.name}.{name}")
             copies.append(op)

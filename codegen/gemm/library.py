@@ -34,7 +34,8 @@ from ..target import Target
 from . import descriptor as gd
 from . import pack_routines as pl
 from . import version as libversion
-from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, imin, ld, loop
+from .pack_routines import I1, I64, PTR, VOID, entry_alloca, imax, ld, loop, smin
+from .packing import advancing
 
 
 class _Resident:
@@ -62,8 +63,7 @@ def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
 
 
 def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
-    names = {m: n for n, m in pl.MODES.items()}
-    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{names[mode]}"
+    return f"{prefix(dtype, mr, nr, target)}_pack{side}_{pl.MODE_NAMES[mode]}"
 
 
 def parse_symbol(symbol: str) -> tuple | None:
@@ -117,8 +117,10 @@ class LinkPlan:
 
     def modules(self) -> list[tuple[Callable[[], str], int, bool]]:
         """The pieces to compile, as :func:`.jit.engine.compile_objects` takes them (``todo``'s order)."""
-        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target), _level(piece[4]),
-                 light(piece[4])) for _, _, _, piece in self.todo]
+        # (-O1 for the stride-2 copying packer, which :func:`light` leaves out, else no optimizer)
+        return [(lambda p=piece: piece_ir(p[0], p[1], p[2], p[4], self.target),
+                 int(piece[4] != "core" and piece[4][1] == gd.COPY2), light(piece[4]))
+                for *_, piece in self.todo]
 
     def link(self, compiled: list[tuple[bytes, float]], linked: dict[str, str] | None = None) -> None:
         """Store the pieces compiled (object code and CPU seconds, in ``todo``'s order), link every piece
@@ -146,11 +148,6 @@ def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] 
     plan.link(jit.compile_objects(plan.modules(), target), linked)
 
 
-def _level(part) -> int:
-    """The optimization level of a piece: ``-O1`` for the stride-2 copying packer (:func:`light`), else 0."""
-    return 1 if part != "core" and part[1] == gd.COPY2 else 0
-
-
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.engine.promote`'s light pipeline: the transposing
     packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
@@ -174,8 +171,7 @@ def piece_name(dtype: str, mr: int, nr: int, tag: str, part) -> str:
     head = f"{'f32' if dtype == 'float32' else 'f64'}_{mr}x{nr}_{tag}"
     if part == "core":
         return head + "_core"
-    names = {m: n for n, m in pl.MODES.items()}
-    return f"{head}_pack{part[0]}_{names[part[1]]}"
+    return f"{head}_pack{part[0]}_{pl.MODE_NAMES[part[1]]}"
 
 
 def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
@@ -219,14 +215,10 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
     apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
-    fn = ir.Function(m, ir.FunctionType(VOID, params), name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    fn, b = pl.new_function(m, name, params)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
     for a in fn.args[:3] + fn.args[9:]:
         a.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
     steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
     for r in range(mr):
@@ -280,12 +272,10 @@ class MicroSteps:
                 b.store(bvec[v], b.gep(self.dst, [b.add(drow, I64(v * vw))], inbounds=True, source_etype=t),
                         align=self.panel_align)
         aoff = b.mul(kv, I64(self.mr))
-        undef = ir.Constant(vt, ir.Undefined)
-        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), vw), None)
         new = []
         for r in range(self.mr):
             a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
-            splat = b.shuffle_vector(b.insert_element(undef, a, ir.IntType(32)(0)), undef, lanes0)
+            splat = pl.splat(b, a, vw)
             new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
                         else b.fadd(b.fmul(splat, bvec[v]), accs[r][v]) for v in range(nv)])
         return new
@@ -322,9 +312,8 @@ class MicroSteps:
         kv = b.phi(I64, name=name)
         kv.add_incoming(lo, pre)
         accs = [[b.phi(self.vt, name=f"c{r}_{v}") for v in range(nv)] for r in range(mr)]
-        for r in range(mr):
-            for v in range(nv):
-                accs[r][v].add_incoming(accs0[r][v], pre)
+        for phi, value in zip(sum(accs, []), sum(accs0, [])):
+            phi.add_incoming(value, pre)
         if fetching:
             self.ahead(kv)
         new = accs
@@ -332,16 +321,14 @@ class MicroSteps:
             new = self.step(b.add(kv, I64(u)) if u else kv, new)
         nxt = b.add(kv, I64(by))
         kv.add_incoming(nxt, b.block)
-        for r in range(mr):
-            for v in range(nv):
-                accs[r][v].add_incoming(new[r][v], b.block)
+        for phi, value in zip(sum(accs, []), sum(new, [])):
+            phi.add_incoming(value, b.block)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
         b.position_at_end(exit_)
         out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
-        for r in range(mr):
-            for v in range(nv):
-                out[r][v].add_incoming(accs0[r][v], pre)
-                out[r][v].add_incoming(new[r][v], body)
+        for phi, first, last in zip(sum(out, []), sum(accs0, []), sum(new, [])):
+            phi.add_incoming(first, pre)
+            phi.add_incoming(last, body)
         return out
 
 
@@ -352,8 +339,7 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
     es = 4 if isinstance(t, ir.FloatType) else 8
     mr, nv = len(res), len(res[0])
     nr, vt = nv * vw, ir.VectorType(t, vw)
-    with b.goto_entry_block():
-        tile = b.alloca(ir.ArrayType(t, mr * nr), name="tile")
+    tile = entry_alloca(b, ir.ArrayType(t, mr * nr), "tile")
     full = b.and_(b.icmp_signed("==", rows, I64(mr)), b.icmp_signed("==", cols, I64(nr)))
     with b.if_else(full) as (then, other):
         with then:
@@ -399,10 +385,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
     (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64, I64]), name)
-    fn.attributes.add("nounwind")
+    fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     M, N, K = ld(b, desc, gd.H_M), ld(b, desc, gd.H_N), ld(b, desc, gd.H_K)
     kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
     ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)
@@ -456,32 +440,25 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
     first_chunk = next_chunk(False)
     share = b.select(b.icmp_signed("<", first_chunk, hi),
                      b.sdiv(b.add(b.sub(hi, lo), b.sub(team_size, I64(1))), team_size), I64(0))
-    # side A packed once for the call when it reads no batch axis and the call runs several blocks
-    mpad = b.mul(b.sdiv(b.add(M, I64(mr - 1)), I64(mr)), I64(mr))
-    pre = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_APRE), I64(0)),
-                 b.icmp_signed(">", share, I64(1)))
-    apre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(pre, mpad, I64(1)), K), I64(es)))])
-    with b.if_then(pre):
-        with loop(b, 0, K, kc, name="pkc", vectorize=False) as k0:
-            kcl = imin(b, kc, b.sub(K, k0))
-            with loop(b, 0, M, mc, name="pic", vectorize=False) as ic:
-                mcl = imin(b, mc, b.sub(M, ic))
-                at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
-                b.call(fa, [side_a, at, b.sdiv(lo, njc), ic, mcl, k0, kcl, scratch])
-    # side B likewise when it reads no batch axis and the call runs more blocks than column blocks
-    npad = b.mul(b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), I64(nr))
-    preb = b.and_(b.icmp_signed("!=", ld(b, desc, gd.H_BPRE), I64(0)),
-                  b.icmp_signed(">", share, njc))
-    bpre = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(preb, npad, I64(0)), K), I64(es)))])
-    with b.if_then(preb):
-        with loop(b, 0, K, kc, name="pkcb", vectorize=False) as k0:
-            kcl = imin(b, kc, b.sub(K, k0))
-            with loop(b, 0, N, nc, name="pjc", vectorize=False) as jc:
-                ncl = imin(b, nc, b.sub(N, jc))
-                at = b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True, source_etype=t)
-                b.call(fb, [side_b, at, b.sdiv(lo, njc), jc, ncl, k0, kcl, scratch])
-    with pl.advancing(b, first_chunk, hi, name="chunk") as (start, after):
-        with loop(b, start, imin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
+    def packed_once(field, more_than, outer, block, tile, pack, side, empty, names) -> tuple:
+        """``(padded rows, flag, buffer)``: a side packed once for the call, where ``field`` says it reads
+        no batch axis and the call runs more than ``more_than`` blocks."""
+        pad = b.mul(b.sdiv(b.add(outer, I64(tile - 1)), I64(tile)), I64(tile))
+        on = b.and_(b.icmp_signed("!=", ld(b, desc, field), I64(0)), b.icmp_signed(">", share, more_than))
+        buf = b.call(alloc, [I64(64), round64(b.mul(b.mul(b.select(on, pad, I64(empty)), K), I64(es)))])
+        with b.if_then(on):
+            with loop(b, 0, K, kc, name=names[0], vectorize=False) as k0:
+                kcl = smin(b, kc, b.sub(K, k0))
+                with loop(b, 0, outer, block, name=names[1], vectorize=False) as o0:
+                    olen = smin(b, block, b.sub(outer, o0))
+                    at = b.gep(buf, [b.add(b.mul(k0, pad), b.mul(o0, kcl))], inbounds=True, source_etype=t)
+                    b.call(pack, [side, at, b.sdiv(lo, njc), o0, olen, k0, kcl, scratch])
+        return pad, on, buf
+
+    mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
+    npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
+    with advancing(b, first_chunk, hi, name="chunk") as (start, after):
+        with loop(b, start, smin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
             bflat = b.sdiv(pb, njc)
             jb = b.srem(pb, njc)
             # C's offset at the batch point (row-major digits of bflat)
@@ -498,9 +475,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
             cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
             jc = b.mul(jb, nc)
-            ncl = imin(b, nc, b.sub(N, jc))
+            ncl = smin(b, nc, b.sub(N, jc))
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
-                kcl = imin(b, kc, b.sub(K, k0))
+                kcl = smin(b, kc, b.sub(K, k0))
                 first = b.icmp_signed("==", k0, I64(0))
                 # (B read in place: only the block's last panel, if narrower, is packed)
                 whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
@@ -512,24 +489,24 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
-                    mcl = imin(b, mc, b.sub(M, ic))
+                    mcl = smin(b, mc, b.sub(M, ic))
                     with b.if_then(b.not_(pre)):
                         b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
                     at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                     ablock = b.select(pre, at, ap)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
-                        cols = imin(b, I64(nr), b.sub(ncl, jr))
+                        cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
-                            rows = imin(b, I64(mr), b.sub(mcl, ir_))
+                            rows = smin(b, I64(mr), b.sub(mcl, ir_))
                             # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
                             row = b.add(ic, ir_)
                             kend = b.add(k0, kcl)
                             start = b.select(band_lo_on, b.mul(b.add(row, band_lo), band_inner), k0)
-                            klo = imin(b, imax(b, start, k0), kend)
+                            klo = smin(b, imax(b, start, k0), kend)
                             end = b.select(band_hi_on, b.mul(b.add(b.add(row, rows), band_hi), band_inner),
                                            kend)
-                            khi = imin(b, imax(b, end, klo), kend)
+                            khi = smin(b, imax(b, end, klo), kend)
                             skip = b.sub(klo, k0)
                             apanel = b.gep(ablock, [b.add(b.mul(ir_, kcl), b.mul(skip, I64(mr)))],
                                            inbounds=True, source_etype=t)

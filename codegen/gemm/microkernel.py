@@ -1,12 +1,5 @@
-"""Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library.
-
-For each batch point, ``C[m, n] = sum_k A(m, k) * B(k, n)`` runs BLIS-style:
-
-    for (batch, jc) in batch points x blocks of NC columns     (the parallel loop)
-      for kc in blocks of KC:             pack B(kc.., jc..) into NR-wide panels (or in place)
-        for ic in blocks of MC rows:      pack A(ic.., kc..) into MR-high panels
-          for jr, ir in micro-tiles:      MR x NR tile of C in vector registers, per k: loads
-                                          of B, broadcasts of A, fused multiply-adds
+"""Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library, whose driver
+runs ``C[m, n] = sum_k A(m, k) * B(k, n)`` BLIS-style for each batch point (:mod:`.gemm.library`).
 
 A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the library's driver
 (:mod:`.gemm.library`); a side that is not a plain linear read gets a packing function of its own in the
@@ -26,11 +19,12 @@ from ..llvm.ir_loops import declare, for_range
 from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
-from .pack_routines import entry_alloca
-from .packing import Packer
+from .pack_routines import entry_alloca, new_function
+from .packing import Packer, pushed
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
+_FIX_ARGS = (PTR, PTR, I64, I64, I64)  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
 
 
 def packs_a_once(s: Contraction) -> bool:
@@ -127,12 +121,9 @@ class GemmEmitter:
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
-        if s.epilogue is not None:
-            fix, ctx = self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
-            put(gd.H_FIX, fix)
-            put(gd.H_FIXCTX, ctx)
-        elif s.exact is not None:
-            fix, ctx = self._fixer(b, ptr_of, strides_of, fastmath)
+        if s.epilogue is not None or s.exact is not None:
+            fix, ctx = (self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
+                        if s.epilogue is not None else self._fixer(b, ptr_of, strides_of, fastmath))
             put(gd.H_FIX, fix)
             put(gd.H_FIXCTX, ctx)
         if shared is not None:
@@ -159,35 +150,22 @@ class GemmEmitter:
         b.store(exact[1] if exact else ir.Constant(PTR, None), ctx)
         for i, t in enumerate(tensors):
             b.store(ptr_of(t), b.gep(ctx, [I64(i + 1)], inbounds=True, source_etype=PTR))
-        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]),
-                         f"{self.name}_finish")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
         if exact is not None:
             f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
-        ptrs = {t: f.load(f.gep(fctx, [I64(i + 1)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
-        digits = Packer(f, em, s.k, self.t, self.vw)
-        if s.batch:
-            digits.bind(s.batch, bflat)
-        with for_range(f, 0, s.M, name="em", vectorize=False) as m:
-            em.push()
+        em, digits = self._emitter(f, fctx, 1, tensors, strides_of, fastmath, bflat)
+        with for_range(f, 0, s.M, name="em", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en") as j:
-                    em.push()
+                with for_range(f, 0, seglen, name="en") as j, pushed(em):
                     em.env[s.n[-1]] = f.add(first, j)
                     at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                     em.env[value] = f.load(at, typ=self.t)
                     f.store(em.value(expr), at)
-                    em.pop()
             digits.runs(s.n, jc, ncl, run)
-            em.pop()
         f.ret_void()
         return fn, ctx
 
@@ -204,13 +182,9 @@ class GemmEmitter:
         ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of)
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
-        fn = ir.Function(self.m, fnty, f"{self.name}_fix")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, f = new_function(self.m, f"{self.name}_fix", _FIX_ARGS, attrs=("nounwind",))
         repair = self._repairer(tensors, strides_of, fastmath)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
         fctx, cbase, bflat, jc, ncl = fn.args
         block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
         with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), I64(s.M), ncl])):
@@ -223,31 +197,20 @@ class GemmEmitter:
         of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code, compiled
         ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
         s = self.s
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
-        fn = ir.Function(self.m, fnty, f"{self.name}_repair")
-        fn.linkage = "internal"
-        for attr in ("nounwind", "cold", "noinline", "optnone"):
-            fn.attributes.add(attr)
+        fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
+                             attrs=("nounwind", "cold", "noinline", "optnone"))
         fctx, cbase, bflat, jc, ncl = fn.args
-        f = ir.IRBuilder(fn.append_basic_block("entry"))
-        ptrs = {t: f.load(f.gep(fctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=s.target)
-        digits = Packer(f, em, s.k, self.t, self.vw)
-        if s.batch:
-            digits.bind(s.batch, bflat)
+        em, digits = self._emitter(f, fctx, 0, tensors, strides_of, fastmath, bflat)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
-        with for_range(f, 0, s.M, name="fm", vectorize=False) as m:
-            em.push()
+        with for_range(f, 0, s.M, name="fm", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
             with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
                 at = f.gep(row, [j], inbounds=True, source_etype=self.t)
                 v = f.load(at, typ=self.t)
-                with f.if_then(f.fcmp_unordered("uno", v, v)):
-                    em.push()
+                with f.if_then(f.fcmp_unordered("uno", v, v)), pushed(em):
                     digits.bind(s.n, f.add(jc, j))
                     f.store(self.t(0.0), acc)
                     f.store(I64(0), kpos)
@@ -258,39 +221,38 @@ class GemmEmitter:
                     more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
                     f.cbranch(more, body, done)
                     f.position_at_end(body)
-                    em.push()
-                    digits.bind(s.k, kk)
-                    f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
-                    em.pop()
+                    with pushed(em):
+                        digits.bind(s.k, kk)
+                        f.store(f.fadd(f.load(acc, typ=self.t), em.value(s.exact)), acc)
                     f.store(f.add(kk, I64(1)), kpos)
                     f.branch(head)
                     f.position_at_end(done)
                     f.store(f.load(acc, typ=self.t), at)
-                    em.pop()
-            em.pop()
         f.ret_void()
         return fn
 
     def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
         """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
-        s = self.s
-        fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, I64, PTR])
-        fn = ir.Function(self.m, fnty, name)
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
         side, dst, bflat, o0, olen, k0, klen, _ = fn.args
         dst.add_attribute("noalias")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
-        ptrs = {t: b.load(b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR), typ=PTR)
-                for i, t in enumerate(tensors)}
-        em = ExprEmitter(b, lambda t: ptrs[t], strides_of, fastmath, target=s.target)  # half: F16C
-        packer = Packer(b, em, s.k, self.t, self.vw)
-        if s.batch:
-            packer.bind(s.batch, bflat)
+        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat)
         packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()
         return fn
+
+    def _emitter(self, f: ir.IRBuilder, ctx: ir.Value, first: int, tensors: list, strides_of, fastmath,
+                 bflat: ir.Value) -> tuple[ExprEmitter, Packer]:
+        """An expression emitter reading the pointers of ``tensors`` from ``ctx[first:]`` (half: F16C), and
+        a packer over ``k`` with the batch point ``bflat`` bound."""
+        ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i, t in enumerate(tensors)}
+        em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
+        packer = Packer(f, em, self.s.k, self.t, self.vw)
+        if self.s.batch:
+            packer.bind(self.s.batch, bflat)
+        return em, packer
 
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
@@ -299,12 +261,8 @@ def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
     name = f"tensorad_nan_scan_{t}"
     if name in module.globals:
         return module.globals[name]
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64, I64]), name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    fn, f = new_function(module, name, [PTR, I64, I64, I64], ret=I1)
     block, ldc, rows, cols = fn.args
-    f = ir.IRBuilder(fn.append_basic_block("entry"))
     seen = entry_alloca(f, I1, "seen")
     f.store(I1(0), seen)
     with for_range(f, 0, rows, name="sm", vectorize=False) as m:

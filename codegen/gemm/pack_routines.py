@@ -16,14 +16,14 @@ the two groups, ``ooff[o]`` and ``koff[k]`` (element ``(o, k)`` at ``src + ooff[
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import partial
 
 import llvmlite.ir as ir
 
-from ..llvm.ir_loops import declare, for_range
+from ..llvm.ir_loops import declare, for_range, smin
 from . import descriptor as gd
-from .packing import transpose
+from .packing import advancing, c64, transpose
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -31,10 +31,6 @@ VOID = ir.VoidType()
 
 
 # ---- small IR helpers ------------------------------------------------------------------------
-
-def c64(x) -> ir.Value:
-    return I64(x) if isinstance(x, int) else x
-
 
 def ld(b: ir.IRBuilder, base: ir.Value, idx, t: ir.Type = I64) -> ir.Value:
     return b.load(b.gep(base, [c64(idx)], inbounds=True, source_etype=t), typ=t)
@@ -50,36 +46,12 @@ def entry_alloca(b: ir.IRBuilder, t: ir.Type, name: str, size: int | None = None
         return b.alloca(t, size=None if size is None else I64(size), name=name)
 
 
-def imin(b, x, y):
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
 def imax(b, x, y):
     return b.select(b.icmp_signed(">", x, y), x, y)
 
 
 # The library's loops: only those asked to be (``vectorize=True``) are vectorized or unrolled.
 loop = partial(for_range, vectorize=False)
-
-
-@contextmanager
-def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
-    """``pos = start; while pos < stop: <body>; pos = next`` -- the body sets ``nxt[0]``."""
-    pre = b.block
-    head = b.append_basic_block(f"{name}.head")
-    body = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    pos = b.phi(I64, name=name)
-    pos.add_incoming(c64(start), pre)
-    b.cbranch(b.icmp_signed("<", pos, c64(stop)), body, done)
-    b.position_at_end(body)
-    nxt: list = [None]
-    yield pos, nxt
-    pos.add_incoming(nxt[0], b.block)
-    b.branch(head)
-    b.position_at_end(done)
 
 
 K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
@@ -124,11 +96,7 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
     mt = ir.VectorType(I1, vw)
     zero = ir.Constant(vt, None)
     lanes = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
-    splat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I64, vw), ir.Undefined), rest,
-                                              ir.IntType(32)(0)),
-                             ir.Constant(ir.VectorType(I64, vw), ir.Undefined),
-                             ir.Constant(ir.VectorType(ir.IntType(32), vw), None))
-    mask = b.icmp_signed("<", lanes, splat)
+    mask = b.icmp_signed("<", lanes, splat(b, rest, vw))
     suffix = f"v{vw}{'f32' if es == 4 else 'f64'}.p0"
     if src is None:
         v = zero
@@ -151,12 +119,14 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
                     st(b, dst, b.add(at, i), x, t)
 
 
-def new_function(module: ir.Module, name: str, args: list, internal: bool = True) -> tuple:
-    fn = ir.Function(module, ir.FunctionType(VOID, args), name)
+def new_function(module: ir.Module, name: str, args: Sequence[ir.Type], internal: bool = True,
+                 attrs: tuple[str, ...] = ("nounwind", "noinline"), ret: ir.Type = VOID) -> tuple:
+    """A function of ``args`` (internal unless told) with ``attrs``, and a builder at its entry block."""
+    fn = ir.Function(module, ir.FunctionType(ret, args), name)
     if internal:
         fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
+    for attr in attrs:
+        fn.attributes.add(attr)
     return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
 
@@ -199,7 +169,7 @@ def emit_table(module: ir.Module, name: str) -> ir.Function:
                 b.store(b.add(b.load(acc), b.mul(ld(b, digits, ax), field(ax, 1))), acc)
             o = b.load(acc)
             dl = ld(b, digits, lastax)
-            seg = imin(b, b.sub(ext_last, dl), b.sub(count, i))
+            seg = smin(b, b.sub(ext_last, dl), b.sub(count, i))
             with loop(b, 0, seg, name="ramp") as r:
                 st(b, off, b.add(i, r), b.add(o, b.mul(r, coef_last)))
             with loop(b, 0, nchk, name="chk") as d:
@@ -328,6 +298,7 @@ def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
 
 MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2,
          "copy2": gd.COPY2}
+MODE_NAMES = {m: n for n, m in MODES.items()}
 
 
 def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
@@ -371,11 +342,16 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
     else:
         with loop(b, 0, npanel, name="gp") as p:
-            first = b.mul(p, I64(width))
-            valid = imin(b, I64(width), b.sub(olen, first))
-            gather(first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t))
+            gather(*_panel(b, t, p, width, olen, klen, dst))
     b.ret_void()
     return fn
+
+
+def _panel(b: ir.IRBuilder, t: ir.Type, p, width: int, olen, klen, dst) -> tuple:
+    """Panel ``p``'s first row, its rows before ``olen`` and its place in ``dst``."""
+    first = b.mul(p, I64(width))
+    valid = smin(b, I64(width), b.sub(olen, first))
+    return first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
 
 
 def _ksteps(b: ir.IRBuilder, side) -> ir.Value:
@@ -401,7 +377,7 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
         b.store(a, lo_slot)
         b.store(e, hi_slot)
     e = imax(b, b.load(hi_slot), I64(0))
-    return imin(b, b.load(lo_slot), e), e
+    return smin(b, b.load(lo_slot), e), e
 
 
 def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
@@ -431,12 +407,10 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         mb.ret_void()
 
     with loop(b, 0, npanel, name="tp") as p:
-        first = b.mul(p, I64(width))
-        valid = imin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         # a row past the last panel's ``valid`` ones is empty: masked loads of nothing (zeros)
         with loop(b, 0, width, name="po") as w:
-            o = imin(b, b.add(first, w), b.sub(olen, I64(1)))
+            o = smin(b, b.add(first, w), b.sub(olen, I64(1)))
             st(b, row_off, w, ld(b, ooff, o))
             with loop(b, 0, nchk, name="pc") as d:
                 st(b, row_chk, b.add(b.mul(d, I64(width)), w), ld(b, ochk, b.add(b.mul(d, olen), o)))
@@ -473,7 +447,7 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
             # a run's rest of at least bs: its last bs positions again; a shorter run: one masked block
             tail = b.icmp_signed(">", run, nblk)
             with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
-                block(imax(b, imin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
+                block(imax(b, smin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
             nxt[0] = b.add(kk, run)
 
 
@@ -489,20 +463,20 @@ def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs,
     lo_slot, hi_slot = entry_alloca(b, vt, "rlo"), entry_alloca(b, vt, "rhi")
     for g in range(0, width, bs):
         b.store(zero, lo_slot)
-        b.store(_splat(b, run, bs), hi_slot)
+        b.store(splat(b, run, bs), hi_slot)
         with loop(b, 0, nchk, name="iv") as d:
             at = b.gep(row_chk, [b.add(b.mul(d, I64(width)), I64(g))], inbounds=True, source_etype=I64)
             x0 = b.add(b.load(b.bitcast(at, ir.PointerType(vt)), typ=vt, align=8),
-                       _splat(b, ld(b, kchk, b.add(b.mul(d, klen), kk)), bs))
+                       splat(b, ld(b, kchk, b.add(b.mul(d, klen), kk)), bs))
             a, e = _interval_of(b, b.load(lo_slot), b.load(hi_slot), x0,
-                                _splat(b, ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), bs), ld(b, ksteps, d))
+                                splat(b, ld(b, side, b.add(I64(gd.S_CHKSIZE), d)), bs), ld(b, ksteps, d))
             b.store(a, lo_slot)
             b.store(e, hi_slot)
         e = b.load(hi_slot)
         e = b.select(b.icmp_signed(">", e, zero), e, zero)
         a = b.load(lo_slot)
         a = b.select(b.icmp_signed("<", a, e), a, e)
-        live = b.icmp_signed("<", ir.Constant(vt, list(range(g, g + bs))), _splat(b, valid, bs))
+        live = b.icmp_signed("<", ir.Constant(vt, list(range(g, g + bs))), splat(b, valid, bs))
         a, e = b.select(live, a, zero), b.select(live, e, zero)
         for table, v in ((row_lo, a), (row_hi, e)):
             at = b.gep(table, [I64(g)], inbounds=True, source_etype=I64)
@@ -511,7 +485,7 @@ def _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs,
         st(b, grp_hi, g // bs, b.call(smin, [e]))
 
 
-def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+def splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
     """``x`` in each of ``n`` lanes."""
     vt = ir.VectorType(x.type, n)
     undef = ir.Constant(vt, ir.Undefined)
@@ -521,24 +495,18 @@ def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
 
 def _interval_of(b, a, e, x0, size, step) -> tuple[ir.Value, ir.Value]:
     """``[a, e)`` narrowed to the ``i`` where ``x0 + step * i`` lies in ``[0, size)`` (``step`` -1 to 2)."""
-    def smax(x, y):
-        return b.select(b.icmp_signed(">", x, y), x, y)
-
-    def smin(x, y):
-        return b.select(b.icmp_signed("<", x, y), x, y)
-
     def const(v):
         vector = isinstance(x0.type, ir.VectorType)
         return ir.Constant(x0.type, [v] * x0.type.count if vector else v)
 
     inb = b.and_(b.icmp_signed(">=", x0, const(0)), b.icmp_signed("<", x0, size))
     # step 1: x0 + i in [0, size) <=> -x0 <= i < size - x0
-    a1, e1 = smax(a, b.sub(const(0), x0)), smin(e, b.sub(size, x0))
+    a1, e1 = imax(b, a, b.sub(const(0), x0)), smin(b, e, b.sub(size, x0))
     # step -1: x0 - i in [0, size) <=> x0 - size < i <= x0
-    a2, e2 = smax(a, b.add(b.sub(x0, size), const(1))), smin(e, b.add(x0, const(1)))
+    a2, e2 = imax(b, a, b.add(b.sub(x0, size), const(1))), smin(b, e, b.add(x0, const(1)))
     # step 2: x0 + 2 i in [0, size) <=> ceil(-x0 / 2) <= i < ceil((size - x0) / 2)
-    a3 = smax(a, b.ashr(b.sub(const(1), x0), const(1)))
-    e3 = smin(e, b.ashr(b.add(b.sub(size, x0), const(1)), const(1)))
+    a3 = imax(b, a, b.ashr(b.sub(const(1), x0), const(1)))
+    e3 = smin(b, e, b.ashr(b.add(b.sub(size, x0), const(1)), const(1)))
     up, down = b.icmp_signed("==", step, I64(1)), b.icmp_signed("==", step, I64(-1))
     up2 = b.icmp_signed("==", step, I64(2))
     return (b.select(up, a1, b.select(down, a2, b.select(up2, a3, a))),
@@ -558,10 +526,8 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
     v32 = ir.VectorType(i32, bs)
     zero_v = ir.Constant(vt, None)
 
-    def splat(x):
-        undef = ir.Constant(v32, ir.Undefined)
-        return b.shuffle_vector(b.insert_element(undef, b.trunc(x, i32), i32(0)), undef,
-                                ir.Constant(v32, None))
+    def lanes_of(x):
+        return splat(b, b.trunc(x, i32), bs)
 
     def load_part(o, shift, pos, use, r):
         """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
@@ -571,10 +537,10 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
             return b.load(ptr, typ=vt, align=es)
         mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
                         [PTR, i32, mt, vt])
-        lanes = b.add(ir.Constant(v32, pos), splat(kb))
-        hi = imin(b, ld(b, row_hi, r), limit)
-        ok = b.and_(b.icmp_signed(">=", lanes, splat(ld(b, row_lo, r))),
-                    b.icmp_signed("<", lanes, splat(hi)))
+        lanes = b.add(ir.Constant(v32, pos), lanes_of(kb))
+        hi = smin(b, ld(b, row_hi, r), limit)
+        ok = b.and_(b.icmp_signed(">=", lanes, lanes_of(ld(b, row_lo, r))),
+                    b.icmp_signed("<", lanes, lanes_of(hi)))
         if not all(use):
             ok = b.and_(ok, ir.Constant(mt, use))
         ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], source_etype=t)  # (masked lanes: not read)
@@ -640,7 +606,7 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
                 st(b, oks, kk, b.zext(ok, I8), I8)
             with loop(b, 0, klen, K_BLOCK, name="kb") as k0:
-                k1 = imin(b, b.add(k0, I64(K_BLOCK)), klen)
+                k1 = smin(b, b.add(k0, I64(K_BLOCK)), klen)
                 with loop(b, 0, npanel, name="sp") as p:
                     with loop(b, k0, k1, name="sk") as kk:
                         with b.if_else(b.icmp_unsigned("!=", ld(b, oks, kk, I8), I8(0))) as (inside, outside):
@@ -657,9 +623,7 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                  slot, vl, vt, es, zero, vw) -> None:
     """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
-        first = b.mul(p, I64(width))
-        valid = imin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
         whole = b.and_(b.icmp_signed("==", valid, I64(width)),
                        b.icmp_signed(">=", ld(b, orun, first), I64(width)))
@@ -732,7 +696,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
     def run_rows(k0, k1, bounded: bool):
         with advancing(b, 0, valid, "cw") as (w, nxt):
             o = b.add(first, w)
-            seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+            seg = smin(b, ld(b, orun, o), b.sub(valid, w))
             base = b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t)
             lim = b.sub(I64(width), w) if bounded else None
 
@@ -762,7 +726,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
     bounded = width >= vw
     step = K_BLOCK if bounded else 1
     with loop(b, 0, klen, step, name="cb") as k0:
-        run_rows(k0, imin(b, b.add(k0, I64(step)), klen), bounded)
+        run_rows(k0, smin(b, b.add(k0, I64(step)), klen), bounded)
 
 
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
@@ -799,15 +763,13 @@ def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen,
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
     with loop(b, 0, npanel, name="sp") as p:
-        first = b.mul(p, I64(width))
-        valid = imin(b, I64(width), b.sub(olen, first))
-        pdst = b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
         with loop(b, 0, klen, name="sk") as kk:
             kof = ld(b, koff, kk)
             row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
             with advancing(b, 0, valid, "sw") as (w, nxt):
                 o = b.add(first, w)
-                seg = imin(b, ld(b, orun, o), b.sub(valid, w))
+                seg = smin(b, ld(b, orun, o), b.sub(valid, w))
                 a, e = _interval(
                     b, side, nchk,
                     lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Expr, Op
@@ -40,6 +42,38 @@ def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
                 total += co.get(v, 0) * st
             return total
     return None
+
+
+def c64(x) -> ir.Value:
+    return I64(x) if isinstance(x, int) else x
+
+
+@contextmanager
+def advancing(b: ir.IRBuilder, start, stop, name: str = "pos"):
+    """``pos = start; while pos < stop: <body>; pos = next`` -- the body sets ``nxt[0]``."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    pos = b.phi(I64, name=name)
+    pos.add_incoming(c64(start), pre)
+    b.cbranch(b.icmp_signed("<", pos, c64(stop)), body, done)
+    b.position_at_end(body)
+    nxt: list = [None]
+    yield pos, nxt
+    pos.add_incoming(nxt[0], b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+@contextmanager
+def pushed(em: ExprEmitter):
+    """A scope of ``em``'s bindings: pushed on entry, popped on exit."""
+    em.push()
+    yield em
+    em.pop()
 
 
 def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -85,25 +119,12 @@ class Packer:
         offset ``pos``."""
         b, em = self.b, self.em
         last = axes[-1]
-        pre = b.block
-        head = b.append_basic_block("run.head")
-        run = b.append_basic_block("run.body")
-        done = b.append_basic_block("run.done")
-        b.branch(head)
-        b.position_at_end(head)
-        pos = b.phi(I64, name="run.pos")
-        pos.add_incoming(I64(0), pre)
-        b.cbranch(b.icmp_signed("<", pos, count), run, done)
-        b.position_at_end(run)
-        em.push()
-        self.bind(axes, b.add(start, pos))
-        first = em.env[last]
-        seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
-        body(pos, seglen, first)
-        em.pop()
-        pos.add_incoming(b.add(pos, seglen), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        with advancing(b, 0, count, "run") as (pos, nxt), pushed(em):
+            self.bind(axes, b.add(start, pos))
+            first = em.env[last]
+            seglen = smin(b, b.sub(I64(last.hi), first), b.sub(count, pos))
+            body(pos, seglen, first)
+            nxt[0] = b.add(pos, seglen)
 
     def segments(self, axes, start: ir.Value, count: ir.Value, body, vectorize: bool = True) -> None:
         """``body(i)`` for ``i`` in ``[0, count)`` with ``axes`` bound to the digits of ``start + i``, in runs
@@ -111,11 +132,9 @@ class Packer:
         b, em, last = self.b, self.em, axes[-1]
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i:
-                em.push()
+            with for_range(b, 0, seglen, name="seg", vectorize=vectorize) as i, pushed(em):
                 em.env[last] = b.add(first, i)
                 body(b.add(pos, i))
-                em.pop()
 
         self.runs(axes, start, count, run)
 
@@ -138,24 +157,20 @@ class Packer:
         if not k_inner:
             self._pack_rows(expr, outer, o0, olen, width, k0, klen, npanel, slot)
         # (kept rolled: a panel's body is no work to unroll)
-        with for_range(b, 0, npanel, name="pp", unroll=False) as p:
-            em.push()
+        with for_range(b, 0, npanel, name="pp", unroll=False) as p, pushed(em):
             first = b.add(o0, b.mul(p, I64(width)))
             valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
             if transposing:
                 self.runs(self.kaxes, k0, klen, lambda pos, seglen, kfirst, p=p, first=first, valid=valid:
                           self._run(dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot))
             elif k_inner:
-                with for_range(b, 0, valid, name="pw") as w:
-                    em.push()
+                with for_range(b, 0, valid, name="pw") as w, pushed(em):
                     self.bind(outer, b.add(first, w))
                     self.segments(self.kaxes, k0, klen,
                                   lambda i, w=w, p=p: b.store(em.value(expr), slot(p, i, w)))
-                    em.pop()
             with for_range(b, valid, width, name="zw", vectorize=False) as w:
                 with for_range(b, 0, klen, name="zk", vectorize=False) as kk:
                     b.store(t(0.0), slot(p, kk, w))
-            em.pop()
 
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
         """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
@@ -167,30 +182,24 @@ class Packer:
         across_k = width < self.vw
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
-            with for_range(b, 0, npanel, name="pp") as p:
-                em.push()
+            with for_range(b, 0, npanel, name="pp") as p, pushed(em):
                 first = b.add(o0, b.mul(p, I64(width)))
                 valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
                 self.bind(outer, first)
                 start = em.env[last]
                 fits = b.and_(b.icmp_signed("==", valid, I64(width)),
                               b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
-                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk:
-                    em.push()
+                with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk, pushed(em):
                     self.bind(self.kaxes, b.add(k0, kk))
                     with b.if_else(fits) as (whole, part):
                         with whole:
-                            with for_range(b, 0, width, name="pf") as w:
-                                em.push()
+                            with for_range(b, 0, width, name="pf") as w, pushed(em):
                                 em.env[last] = b.add(start, w)
                                 b.store(em.value(expr), slot(p, kk, w))
-                                em.pop()
                         with part:
                             self.segments(outer, first, valid,
                                           lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
                                           vectorize=False)
-                    em.pop()
-                em.pop()
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
         """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
@@ -201,8 +210,7 @@ class Packer:
         es = 4 if isinstance(t, ir.FloatType) else 8
         full = b.icmp_signed("==", valid, I64(width))
         nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
-        with for_range(b, 0, nb, bs, name="tk") as kb:
-            em.push()
+        with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
             em.env[klast] = b.add(kfirst, kb)
             for g in range(width // bs):
                 rows = []
@@ -215,13 +223,8 @@ class Packer:
                 for c, col in enumerate(transpose(b, rows)):
                     base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
                     b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
-            em.pop()
-        with for_range(b, 0, valid, name="rw", vectorize=False) as w:
-            em.push()
+        with for_range(b, 0, valid, name="rw", vectorize=False) as w, pushed(em):
             self.bind(outer, b.add(first, w))
-            with for_range(b, nb, seglen, name="rk", vectorize=False) as i:
-                em.push()
+            with for_range(b, nb, seglen, name="rk", vectorize=False) as i, pushed(em):
                 em.env[klast] = b.add(kfirst, i)
                 b.store(em.value(expr), slot(p, b.add(pos, i), w))
-                em.pop()
-            em.pop()

@@ -14,7 +14,10 @@ axis, the batch is done in *chunks* sharing one buffer."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.expr import Expr, Op, choice, compare, const, logical, var
 from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
@@ -41,10 +44,7 @@ class Padding:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def copy(self, first: int = 0, count: int | None = None) -> tuple[ComputeOp, Expr]:
         """``(op, side)``: the padded copy of rows ``[first, first + count)`` (default all), its reader."""
@@ -86,10 +86,6 @@ def pointwise_read(value: Expr) -> Expr | None:
     return None if free_vars(outside) else reads[0]
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
 def computed_copy(side: Expr, axes: tuple[Expr, ...], name: str) -> tuple[ComputeOp, Expr]:
     """``(op, side)``: a computed side stored once over the box of the ``axes`` it reads (from 0 up), and
     its read, where packing it would compute each of its points more than once."""
@@ -116,7 +112,7 @@ def _masked_copy(side: Expr) -> Padding | None:
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:
     """The :class:`Padding` of ``side`` over the box of ``axes``, or ``None`` when the side is neither a
     read guarded by exactly its bounds nor a masked pointwise value, or needs no copy."""
-    if side.op is not Op.IF_THEN_ELSE or not _is_zero(side.src[2]):
+    if side.op is not Op.IF_THEN_ELSE or not is_zero(side.src[2]):
         return _masked_copy(side)
     cond, value = side.src[0], side.src[1]
     read = value if value.op is Op.READ else pointwise_read(value)

@@ -89,10 +89,7 @@ class _Describer:
         return f"op{n}.{t.value_index}"
 
     def group(self, g: int) -> int:
-        n = self.group_of.get(g)
-        if n is None:
-            n = self.group_of[g] = len(self.group_of)
-        return n
+        return self.group_of.setdefault(g, len(self.group_of))
 
     def value(self, v: Any) -> str:
         """An attribute value, exactly."""

@@ -19,7 +19,7 @@ import struct
 import tempfile
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .object_check import object_is_sound
@@ -92,7 +92,7 @@ def put(key: str, payload: bytes) -> None:
     target = path_of(key) if enabled() else None
     if target is None:
         return
-    try:
+    with suppress(OSError):
         _make_directory(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
         try:
@@ -100,13 +100,9 @@ def put(key: str, payload: bytes) -> None:
                 f.write(pack(key, payload))
             os.replace(tmp, target)
         except BaseException:
-            try:
+            with suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
-    except OSError:
-        pass
 
 
 def get_object(key: str, key_text: str) -> bytes | None:

@@ -73,6 +73,17 @@ def _count_maps() -> int | None:
         return None
 
 
+def _add_objects(s: _JitState, engine: llvm.ExecutionEngine, parts: list[bytes]) -> list:
+    """``parts`` linked into ``engine`` (each after :func:`_room_for_object`), finalized; their objects."""
+    refs = []
+    for p in parts:
+        _room_for_object(s)
+        refs.append(llvm.ObjectFileRef.from_data(p))
+        engine.add_object_file(refs[-1])
+    engine.finalize_object()
+    return refs
+
+
 def _room_for_object(s: _JitState) -> None:
     """Raise before an engine would map past the OS's limit on a process's memory mappings
     (``vm.max_map_count``), where LLVM aborts: counted in ``/proc/self/maps`` at the first link, then when
@@ -233,10 +244,10 @@ def _module(ir_text: str) -> llvm.ModuleRef:
     return llvm.parse_assembly(ir_text, context=llvm.create_context())
 
 
-def _parse(ir_text: str, target: Target) -> llvm.ModuleRef:
+def _parse(ir_text: str, target: Target, tm: llvm.TargetMachine | None = None) -> llvm.ModuleRef:
     mod = _module(ir_text)
     mod.triple = target.triple
-    mod.data_layout = str(target_machine(target).target_data)
+    mod.data_layout = str((tm or target_machine(target)).target_data)
     return mod
 
 
@@ -277,11 +288,11 @@ def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
 
 
-def _emit(ir_text: str, pipeline: Pipeline, target: Target) -> bytes:
-    mod = _parse(ir_text, target)
+def _emit(ir_text: str, pipeline: Pipeline, target: Target, tm: llvm.TargetMachine | None = None) -> bytes:
+    mod = _parse(ir_text, target, tm)
     mod.verify()
     pipeline.run(mod, target)
-    return target_machine(target).emit_object(mod)
+    return (tm or target_machine(target)).emit_object(mod)
 
 
 def _contained(rungs: list[Pipeline], step) -> bytes:
@@ -369,16 +380,7 @@ def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | Non
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
-
-        def step(pipeline: Pipeline) -> bytes:
-            mod = _module(ir_text)
-            mod.triple = target.triple
-            mod.data_layout = str(tm.target_data)
-            mod.verify()
-            pipeline.run(mod, target)
-            return tm.emit_object(mod)
-
-        return _contained(ladder(opt_level), step)
+        return _contained(ladder(opt_level), lambda p: _emit(ir_text, p, target, tm))
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
@@ -389,12 +391,7 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
     parts = unbundle(obj)
     with _LOCK:
         _check_resolved(parts, lambda n: s.engine.get_function_address(n))
-        for p in parts:
-            _room_for_object(s)
-            ref = llvm.ObjectFileRef.from_data(p)
-            s.engine.add_object_file(ref)
-            s.resident.append(ref)
-        s.engine.finalize_object()
+        s.resident += _add_objects(s, s.engine, parts)
         for p in parts:
             for n in defined_symbols(p):
                 llvm.add_symbol(n, s.engine.get_global_value_address(n))
@@ -432,13 +429,7 @@ def link_object(obj: bytes, names: list[str]) -> LinkedCode:
     with _LOCK:
         _check_resolved(parts)
         engine = _new_engine(s.triple)
-        objects = []
-        for p in parts:
-            _room_for_object(s)
-            ref = llvm.ObjectFileRef.from_data(p)
-            engine.add_object_file(ref)
-            objects.append(ref)
-        engine.finalize_object()
+        objects = _add_objects(s, engine, parts)
         addrs = {n: engine.get_function_address(n) for n in names}
         code = LinkedCode(engine, objects, addrs)
         s.linked.add(code)

@@ -197,10 +197,8 @@ def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
     errors = tempfile.TemporaryFile()
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # (nothing buffered is written twice)
-        try:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
             stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
     parent = os.getpid()
     try:
         with warnings.catch_warnings():  # Python 3.12+ and JAX's fork hook warn about forking a
@@ -266,8 +264,6 @@ def _here(step: Callable[[], bytes]) -> Child:
 
 def cpu_seconds() -> float:
     """CPU seconds of this process plus those of the children it has waited for (the compile children)."""
-    import time
-
     if resource is None:
         return time.process_time()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)

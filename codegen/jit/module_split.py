@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections import Counter
 
 _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
 _LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
@@ -181,10 +182,8 @@ def merge_duplicates(text: str) -> str:
         return text
     loops = {m.group(1): m.group(2).strip() for e in entities if e.kind == "other"
              if (m := _DISTINCT_NODE.match(e.lines[0])) is not None}
-    sizes: dict[int, int] = {}
     internal = [e for e in entities if e.kind == "function" and e.local]
-    for e in internal:
-        sizes[len(e.lines)] = sizes.get(len(e.lines), 0) + 1
+    sizes = Counter(len(e.lines) for e in internal)
     first: dict[str, str] = {}  # a function's text, its own name and loop nodes left out -> its name
     merged: dict[str, str] = {}  # a duplicate's name -> the name of the one kept
     for e in internal:

@@ -27,7 +27,7 @@ from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 class _Intermediates:
     """The intermediates of one program: equal ones are one op.  Those of the sum being rewritten are
-    ``pending`` until :meth:`keep` adds them to the program (or :meth:`drop` forgets them)."""
+    ``pending`` until :meth:`keep` adds them to the program (or they are dropped)."""
 
     def __init__(self) -> None:
         self.table = OpTable()
@@ -55,9 +55,6 @@ class _Intermediates:
             self.table.intern(op)
         return kept
 
-    def drop(self) -> None:
-        self.pending = []
-
 
 def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
     """``ops`` with the intermediates of every sum :func:`contract_chain` rewrites, each before its first
@@ -70,7 +67,7 @@ def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
             made.reader = op
             new = contract_chain(op.axes, body, made.lookup, made.make)
             if new is None or new.op is not Op.REDUCE:  # (an elementwise result: the op stays a sum)
-                made.drop()
+                made.pending = []
             else:
                 bodies[op] = (new,)
                 kept = made.keep()

@@ -13,39 +13,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tensorad.simplify.algebra.rules import is_zero
+
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.linear import to_linear
 
 from ..strategies.scatter import match_scatter
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
-
-
 def _unmask(e: Expr) -> Expr:
     """The value under ``select``/``if_then_else`` masks whose other branch is zero."""
     while e.op in (Op.SELECT, Op.IF_THEN_ELSE):
-        if _is_zero(e.src[2]):
+        if is_zero(e.src[2]):
             e = e.src[1]
-        elif _is_zero(e.src[1]):
+        elif is_zero(e.src[1]):
             e = e.src[2]
         else:
             break
     return e
 
 
-def _terms(e: Expr) -> list[Expr]:
-    return _terms(e.src[0]) + _terms(e.src[1]) if e.op is Op.ADD else [e]
-
-
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
     """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops
     at one index, each entry a distinct variable plus a constant, every variable of ``node`` among them.
     """
-    terms = _terms(_unmask(node))
+    terms = chain(_unmask(node), Op.ADD)
     if len(terms) < 2:
         return None
     index, ops = None, []

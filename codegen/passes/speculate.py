@@ -33,9 +33,7 @@ def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
     count = 0
     for n in walk(e):
         count += 1
-        if n.op in costly or count > MAX_BRANCH_NODES:
-            return False
-        if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
+        if n.op in costly or count > MAX_BRANCH_NODES or n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return False
     return True
 

@@ -19,7 +19,7 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..loops.schedule import HEAVY
 from .cost import loop_cycles
-from .registry import Candidate, Open, Plan
+from .registry import Candidate, pieces_then
 
 _GUARDS = (Op.SELECT, Op.IF_THEN_ELSE)
 
@@ -111,13 +111,11 @@ class Hoist:
     def match(self, op, bodies, ctx):
         if len(bodies) != 1 or (found := hoist_invariants(op, bodies[0])) is None:
             return []
-        temps, rest = found
-        return [Candidate(self, op, bodies, (temps, rest))]
+        return [Candidate(self, op, bodies, found)]
 
     def cost(self, cand, ctx):
         temps, rest = cand.data
         return sum(loop_cycles(t, t.body, ctx) for t in temps) + loop_cycles(rest, rest.body, ctx)
 
     def lower(self, cand, ctx):
-        temps, rest = cand.data
-        return Plan([Open(t, t.body) for t in temps] + [Open(rest, rest.body)], alias={rest: cand.op})
+        return pieces_then(*cand.data, cand.op)

@@ -12,14 +12,7 @@ from tensorad.ir.tensor import Tensor
 from ..loops.domain import reduction_domain
 from ..loops.schedule import access_cost, strides
 from ..loops.stripmine import plan_split
-from .cost import (
-    heavy_count,
-    loop_cycles,
-    reads_in,
-    short_loop_factor,
-    strip_costs,
-    vector_lanes,
-)
+from .cost import heavy_count, loop_cycles, reads_in, short_loop_factor, strip_costs, vector_lanes
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
 from .scan import carried, find_scan, rows_in_registers, update_cycles

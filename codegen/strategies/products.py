@@ -16,7 +16,7 @@ from ..loops.stripmine import plan_split
 from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
 from .parity import decompose, residue_moduli
-from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall
+from .registry import Candidate, Plan, PlanContext, PointwiseNest, ProductCall, pieces_then
 from .term_split import shared_factor, split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
@@ -161,11 +161,22 @@ class SplitK:
         return contraction_cycles(part_spec, ctx) + loop_cycles(total, total.body, ctx)
 
     def lower(self, cand, ctx):
-        part, _, total = cand.data
-        return Plan([Open(part, part.body), Open(total, total.body)], alias={total: cand.op})
+        return pieces_then([cand.data[0]], cand.data[2], cand.op)
 
 
-class Parity:
+class _Pieces:
+    """Candidates whose data is ``(pieces, their product specs, the op that gathers or adds them)``: the
+    pieces planned in turn, then that op, in ``op``'s buffer."""
+
+    def cost(self, cand, ctx):
+        pieces, specs, last = cand.data
+        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(last, last.body, ctx)
+
+    def lower(self, cand, ctx):
+        return pieces_then(cand.data[0], cand.data[2], cand.op)
+
+
+class Parity(_Pieces):
     """A strided convolution's input gradient as one product per residue class of its output
     (:mod:`.strategies.parity`) and a gather, when every class is one; also beside a product whose guards
     zero most of its terms, where the classes' products are shorter."""
@@ -178,17 +189,8 @@ class Parity:
         found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx), ctx.memo)
         return [] if found is None else [Candidate(self, op, bodies, found)]
 
-    def cost(self, cand, ctx):
-        pieces, specs, gather = cand.data
-        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(gather, gather.body, ctx)
 
-    def lower(self, cand, ctx):
-        pieces, _, gather = cand.data
-        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
-                    alias={gather: cand.op})
-
-
-class TermSplit:
+class TermSplit(_Pieces):
     """A sum of terms that are products, and no product itself: one product per term, then the adding pass
     (:mod:`.strategies.term_split`); fast math only."""
 
@@ -206,14 +208,6 @@ class TermSplit:
         if any(s is None for s in specs):
             return []
         return [Candidate(self, op, bodies, (parts, specs, total))]
-
-    def cost(self, cand, ctx):
-        parts, specs, total = cand.data
-        return sum(contraction_cycles(s, ctx) for s in specs) + loop_cycles(total, total.body, ctx)
-
-    def lower(self, cand, ctx):
-        parts, _, total = cand.data
-        return Plan([Open(p, p.body) for p in parts] + [Open(total, total.body)], alias={total: cand.op})
 
 
 class SharedFactor:
@@ -257,7 +251,7 @@ def _reads_divided(body: Expr) -> bool:
                for n in walk(body))
 
 
-class ParityLoops:
+class ParityLoops(_Pieces):
     """A reduction that reads its output axes divided and remaindered (a strided depthwise convolution's
     input gradient) as one affine reduction per residue class (:mod:`.strategies.parity`) and a gather."""
 
@@ -278,11 +272,6 @@ class ParityLoops:
         pieces, _, gather = cand.data
         best = sum(min(loop_cycles(p, p.body, ctx), loop_cycles(p, p.body, ctx, strips=True)) for p in pieces)
         return best + loop_cycles(gather, gather.body, ctx)
-
-    def lower(self, cand, ctx):
-        pieces, _, gather = cand.data
-        return Plan([Open(p, p.body) for p in pieces] + [Open(gather, gather.body)],
-                    alias={gather: cand.op})
 
 
 class GatheredRows:
@@ -307,6 +296,4 @@ class GatheredRows:
         return contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
 
     def lower(self, cand, ctx):
-        copies, product, _ = cand.data
-        return Plan([Open(c, c.body) for c in copies] + [Open(product, product.body)],
-                    alias={product: cand.op})
+        return pieces_then(cand.data[0], cand.data[1], cand.op)

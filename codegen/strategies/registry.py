@@ -163,6 +163,11 @@ class PlanContext:
         return own - sum(self.costs.get(a, 0.0) for a in cand.absorbs)
 
 
+def pieces_then(pieces: list[ComputeOp], last: ComputeOp, op: ComputeOp) -> Plan:
+    """``pieces`` planned in turn, then ``last``, which stores into ``op``'s buffer."""
+    return Plan([Open(p, p.body) for p in [*pieces, last]], alias={last: op})
+
+
 def choose(op: ComputeOp, bodies: tuple[Expr, ...], ctx: PlanContext, point: str) -> Candidate:
     cands = ctx.candidates(op, bodies)
     if not cands:
@@ -225,4 +230,4 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
 
 
 __all__ = ["Step", "PointwiseNest", "ReductionNest", "ScanNest", "ScatterNest", "ProductCall",
-           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "plan_ops"]
+           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "pieces_then", "plan_ops"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from tensorad.simplify.algebra.logic import conjuncts
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, logical
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
@@ -32,7 +32,7 @@ from ..loops.domain import PolyStmt, split_condition
 from ..loops.isl_ast import build_loops
 from ..loops.schedule import mark_parallel
 from ..loops.work import count_work
-from ..program import Buffer, Fill, If, Loop, Nest, Store
+from ..program import Buffer, Fill, If, Loop, Nest, Store, walk_stmts
 from ..program import stores as stores_in
 from ..target import parse_target
 from .cost import vector_lanes
@@ -49,10 +49,6 @@ class ScatterSpec:
     value: Expr
     cond: Expr
     guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
-
-
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
 
 
 def _gathers(e: Expr) -> bool:
@@ -97,13 +93,8 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     # later solutions may mention earlier axes: substitute until no solved axis is left
     for a in list(solved):
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
-    ranges = []
-    for a, d in solved.items():  # the gather's range may exceed the axis: keep it in [0, extent)
-        lo, hi = index_bounds(d) or (None, None)
-        if lo is None or lo < 0:
-            ranges.append(d >= 0)
-        if hi is None or hi >= a.hi:
-            ranges.append(d < a.hi)
+    # the gather's range may exceed the axis: keep it in [0, extent)
+    ranges = [test for a, d in solved.items() for test in _range_tests(d, a.hi)]
     rest = []
     for t in terms:
         if t in used:  # (true by construction once the axis is solved)
@@ -115,9 +106,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
             u = choice(Op.IF_THEN_ELSE, all_of(ranges), u, FALSE)
         rest.append(u)
     rest += ranges
-    cond = TRUE
-    for t in rest:
-        cond = t if cond is TRUE else logical(Op.AND, cond, t)
+    cond = all_of(rest)
     value = substitute(value, solved)
     # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)
@@ -134,14 +123,14 @@ def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...])
     """``spec`` adding into a tensor that reads the scattered one at ``[j + offsets]``: targets moved by
     ``-offsets``, only those inside ``shape`` kept."""
     target = tuple(t - c if c else t for t, c in zip(spec.target, offsets))
-    cond = spec.cond
-    for t, n in zip(target, shape):
-        lo, hi = index_bounds(t) or (None, None)
-        if lo is None or lo < 0:
-            cond = all_of([cond, t >= 0])
-        if hi is None or hi >= n:
-            cond = all_of([cond, t < n])
+    cond = all_of([spec.cond] + [test for t, n in zip(target, shape) for test in _range_tests(t, n)])
     return ScatterSpec(target, spec.loop_vars, spec.value, cond, spec.guard)
+
+
+def _range_tests(t: Expr, n: int) -> list[Expr]:
+    """The tests ``t >= 0`` and ``t < n`` that the bounds of index ``t`` do not prove."""
+    lo, hi = index_bounds(t) or (None, None)
+    return ([t >= 0] if lo is None or lo < 0 else []) + ([t < n] if hi is None or hi >= n else [])
 
 
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
@@ -195,13 +184,13 @@ def _hoisting_order(spec: ScatterSpec) -> tuple[tuple[Expr, ...], tuple | None]:
     return spec.loop_vars, split
 
 
-def _scan(variables: tuple[Expr, ...], cond: Expr, body: tuple) -> tuple:
-    """Loops over the box of ``variables`` where ``cond`` holds, running ``body``."""
+def _guarded_stmt(name: str, variables: tuple[Expr, ...], cond: Expr, body: tuple) -> PolyStmt:
+    """``body`` over the box of ``variables`` where ``cond`` holds (its affine part as the domain)."""
     space = IndexSpace(variables)
     aff, rest = split_condition(space, cond)
     if rest is not TRUE:
         body = (If(rest, body, (), affine=False),)
-    return build_loops([PolyStmt("S", variables, space.box().intersect(aff), body, variables)])
+    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
 
 
 def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
@@ -227,13 +216,9 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     order, split = _hoisting_order(spec)
     if split is not None:
         p, outer_aff, test, inner_aff, inner_rest = split
-        inner = _scan(order[p:], all_of([inner_aff, inner_rest]), body)
+        inner = build_loops([_guarded_stmt("S", order[p:], all_of([inner_aff, inner_rest]), body)])
         variables, cond, body = order[:p], outer_aff, (If(test, inner, (), affine=False),)
-    space = IndexSpace(variables)
-    aff, rest = split_condition(space, cond)
-    if rest is not TRUE:
-        body = (If(rest, body, (), affine=False),)
-    return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
+    return _guarded_stmt(name, variables, cond, body)
 
 
 def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
@@ -286,7 +271,7 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         v = stores[0].index[d]  # (isl's loops scan fresh variables)
         if v.op is not Op.VAR or any(st.index[d] is not v for st in stores):
             continue
-        loops = _loops_over(body, v)
+        loops = [s for s in walk_stmts(body) if isinstance(s, Loop) and s.var is v]
         if len(loops) != 1:
             continue
         loop = loops[0]
@@ -299,18 +284,6 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
         return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
     return None
-
-
-def _loops_over(stmts: tuple, v: Expr) -> list[Loop]:
-    found = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            if s.var is v:
-                found.append(s)
-            found += _loops_over(s.body, v)
-        elif isinstance(s, If):
-            found += _loops_over(s.then, v) + _loops_over(s.orelse, v)
-    return found
 
 
 def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
@@ -356,10 +329,6 @@ def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | No
             return None
         offsets.append(f.const)
     return e.arg, tuple(offsets)
-
-
-def _zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0
 
 
 class ScatterSum:

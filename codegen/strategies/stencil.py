@@ -25,7 +25,7 @@ from itertools import product
 from tensorad.simplify.algebra.logic import all_of, conjuncts
 
 from tensorad.ir.dtype import bits
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
 from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -35,7 +35,8 @@ from tensorad.poly.linear import to_linear
 
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
 from .cost import loop_cycles, reads_in, vector_lanes
-from .registry import Candidate, Open, Plan
+from .registry import Candidate, pieces_then
+from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
 MIN_INTERIOR = 0.5  # of each tap's points: the shared stream must carry most of the work
@@ -87,6 +88,14 @@ def tap_axes(op: ComputeOp, body: Expr) -> tuple[Expr, ...]:
     return tuple(a for a in op.axes if a in found and 2 <= a.extent <= MAX_TAP_EXTENT)
 
 
+def _float_sum(op: ComputeOp, body: Expr) -> bool:
+    """Whether ``op`` is one float sum ``body`` of one value."""
+    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
+        return False
+    comb = body.arg.combiner
+    return comb.kind == "sum" and comb.arity == 1 and body.dtype in ("float32", "float64")
+
+
 def _range_points(space: IndexSpace, dom, axes) -> int:
     """Points of the bounding box of ``dom`` over ``axes`` (0 when ``dom`` is empty)."""
     if dom.is_empty():
@@ -102,17 +111,10 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     """The split of a one-source sum ``op`` into interior, border and gather, with tap axes of at most
     ``budget`` taps, a stream of at least ``lanes`` points and an interior of :data:`MIN_INTERIOR` of each
     tap's points; else ``None``."""
-    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
-        return None
-    comb = body.arg.combiner
-    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
-        return None
-    if not body.arg.axes or body.arg.axes[-1].extent < lanes:
+    if not _float_sum(op, body) or not body.arg.axes or body.arg.axes[-1].extent < lanes:
         return None
     taps = tap_axes(op, body)
-    k = 1
-    for a in taps:
-        k *= a.extent
+    k = math.prod(a.extent for a in taps)
     if not taps or k > budget:
         return None
     cond, src = body.src
@@ -120,10 +122,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     outer = tuple(a for a in op.axes if a not in taps)
     values = list(product(*(range(a.lo, a.hi) for a in taps)))
     per_tap = [dict(zip(taps, (const(v, "int64") for v in vals))) for vals in values]
-    inside = TRUE
-    for m in per_tap:
-        c = substitute(cond, m)
-        inside = c if inside is TRUE else logical(Op.AND, inside, c)
+    inside = and_of([substitute(cond, m) for m in per_tap])
     space = IndexSpace(outer + raxes)
     try:
         interior_set = space.box().intersect(space.cond(inside))
@@ -134,9 +133,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     tap_points = [_range_points(space, s, outer + raxes) for s in tap_sets]
     if interior_points == 0 or any(interior_points < MIN_INTERIOR * t for t in tap_points):
         return None
-    box = 1
-    for a in outer + raxes:
-        box *= a.extent
+    box = math.prod(a.extent for a in outer + raxes)
     border_fraction = sum(t - interior_points for t in tap_points) / (box * k)
 
     dtype = body.dtype
@@ -201,10 +198,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
     that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
     when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
-    if not op.is_reduction or body.op is not Op.REDUCE or len(op.body) != 1:
-        return None
-    comb = body.arg.combiner
-    if comb.kind != "sum" or comb.arity != 1 or body.dtype not in ("float32", "float64"):
+    if not _float_sum(op, body):
         return None
     raxes = tuple(body.arg.axes)
     sliding_axes = _shifts(body, _moving(op.axes), set(raxes), unit=True)
@@ -212,9 +206,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
     if kept and (reread_limit is None or _reread_bytes(op, body.src[1], kept) > reread_limit):
         return None
     raxes = tuple(a for a in raxes if a not in kept)
-    k = 1
-    for a in raxes:
-        k *= a.extent
+    k = math.prod(a.extent for a in raxes)
     if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
     cond, src = body.src
@@ -257,7 +249,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
         return None  # (guards that stay in the loop body: the plain loops do better)
     if channels:
         total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
-                     ReduceArg(comb, channels, 0))
+                     ReduceArg(body.arg.combiner, channels, 0))
     return ComputeOp(op.name, op.tag, axes, (total,), ((GUARD_ATTR, True),))
 
 
@@ -307,8 +299,7 @@ class TapAccumulators(_Taps):
 
     def lower(self, cand, ctx):
         split = cand.data
-        return Plan([Open(split.interior, split.interior.body), Open(split.border, split.border.body),
-                     Open(split.gather, split.gather.body)], alias={split.gather: cand.op})
+        return pieces_then([split.interior, split.border], split.gather, cand.op)
 
 
 class TapStencil(_Taps):
@@ -336,7 +327,7 @@ class TapStencil(_Taps):
         return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
 
     def lower(self, cand, ctx):
-        return Plan([Open(cand.data, cand.data.body)], alias={cand.data: cand.op})
+        return pieces_then([], cand.data, cand.op)
 
 
 __all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]

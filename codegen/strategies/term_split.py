@@ -11,7 +11,7 @@ are offered under fast math only."""
 from __future__ import annotations
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.rewrite import chain, substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 MAX_TERMS = 4  # more terms: more passes over the output than one loop nest saves
@@ -32,13 +32,6 @@ def terms(e: Expr, limit: int = MAX_TERMS) -> list[tuple[int, Expr]]:
     return out
 
 
-def _factors(e: Expr) -> list[Expr]:
-    """``e`` as the factors of its multiplications."""
-    if e.op is Op.MUL:
-        return _factors(e.src[0]) + _factors(e.src[1])
-    return [e]
-
-
 def shared_factor(body: Expr) -> Expr | None:
     """A sum ``sum (s1 a1 x + s2 a2 x + ...)`` as ``sum (s1 a1 + s2 a2 + ...) x`` for a read ``x``
     that is a factor of every term (``None`` if there is none, or fewer than 2 terms)."""
@@ -48,7 +41,7 @@ def shared_factor(body: Expr) -> Expr | None:
     found = terms(src)
     if not 2 <= len(found) <= MAX_TERMS:
         return None
-    split = [(sign, _factors(t)) for sign, t in found]
+    split = [(sign, chain(t, Op.MUL)) for sign, t in found]
     common = [f for f in split[0][1] if f.op is Op.READ and all(f in fs for _, fs in split[1:])]
     if not common:
         return None

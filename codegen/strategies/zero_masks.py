@@ -10,13 +10,10 @@ conjunct, which the scatter can solve or hoist."""
 from __future__ import annotations
 
 from tensorad.simplify.algebra.logic import conjuncts
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, logical, logical_not
 from tensorad.ir.intrange import may_fault
-
-
-def _zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.dtype != "bool" and e.arg == 0
 
 
 def all_of(cs: list[Expr]) -> Expr:
@@ -36,9 +33,9 @@ def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
     memo: dict = {}
     while e.op in (Op.SELECT, Op.IF_THEN_ELSE) and e.src[1].dtype != "bool":
         c, a, b = e.src
-        if _zero(b):
+        if is_zero(b):
             cond, inner = c, a
-        elif negated and _zero(a):
+        elif negated and is_zero(a):
             cond, inner = logical_not(c), b
         else:
             break

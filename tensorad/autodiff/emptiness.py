@@ -16,10 +16,6 @@ from ..poly.affine import IndexSpace, always
 from ..poly.domain import IndexSet
 
 
-def _reads_data(c: Expr) -> bool:
-    return any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(c))
-
-
 def empty_where(node: Expr) -> Expr | None:
     """The condition on the free index variables of ``REDUCE`` ``node`` under which it reduces
     over no point, or ``None`` where it is never certainly empty (or that is not decided)."""
@@ -27,7 +23,8 @@ def empty_where(node: Expr) -> Expr | None:
     cond = node.src[0]
     if cond.op is Op.CONST and cond.arg and all(always(v.hi > v.lo) for v in rvars):
         return None  # a full box: the common case, decided without isl
-    kept = [c for c in chain(cond, Op.AND) if not _reads_data(c)]
+    kept = [c for c in chain(cond, Op.AND)
+            if not any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(c))]
     outer = list(dict.fromkeys(v for c in kept for v in free_vars(c) if v not in rvars))
     if any(v.lo is None or v.hi is None for v in outer + rvars):
         return None

@@ -49,10 +49,8 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
 def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
           optimizer: Optimizer | None) -> list[Tensor]:
     """The jvp of each of ``outputs`` in one pass over their common graph (one tangent per tensor)."""
-    dot: dict[Tensor, Tensor] = {}
+    dot: dict[Tensor, Tensor] = dict(zip(inputs, tangents))
     gates: dict[Tensor, tuple[Expr, int, list[Expr]]] = {}  # see _index_gate
-    for x, v in zip(inputs, tangents):
-        dot[x] = v
     graph = tensor_graph(outputs)
     shifts = {t.op for t in cancelling_shifts(graph, outputs)}  # no tangent flows through them
     for op in dict.fromkeys(t.op for t in graph):  # producers first

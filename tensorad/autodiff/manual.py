@@ -56,13 +56,8 @@ def inline_non_reductions(tensor: Tensor, tensors: Sequence[Tensor]) -> Tensor:
         return rename(op.body[node.arg.value_index], dict(zip(op.axes, node.src)))
 
     op = tensor.op
-    if not any(r.op is Op.READ and r.arg in inline for b in op.body for r in _reads(b)):
+    if not any(r.op is Op.READ and r.arg in inline for b in op.body for r in walk(b)):
         return tensor
     m = copy_vars(op.axes + op.reduce_axes)
     bodies = [rename(rewrite(b, rule), m) for b in op.body]
     return compute(op.name, [m[a] for a in op.axes], bodies, op.provenance)[tensor.value_index]
-
-
-
-def _reads(expr: Expr) -> list[Expr]:
-    return [n for n in walk(expr) if n.op is Op.READ]

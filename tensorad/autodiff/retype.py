@@ -69,7 +69,6 @@ def promote_to_float64(outputs: Sequence[Tensor]) -> dict[Tensor, Tensor]:
     done_ops: dict = {}
     for t in tensor_graph(outputs):  # producers first
         if t.op not in done_ops:
-            first = pro.tensor(t)
-            done_ops[t.op] = first.op
+            done_ops[t.op] = pro.tensor(t).op
         pro.tensors[t] = Tensor(done_ops[t.op], t.value_index)
     return pro.tensors

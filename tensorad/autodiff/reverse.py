@@ -148,8 +148,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         if a is None:
             a = zeros(prefix + tuple(x.shape), x.dtype, f"{x.name}.grad", adjoint_of(x))
         elif a.dtype != x.dtype:  # the head itself, when an input is the output
-            src = a
             axes = axis_vars(a.shape)
-            a = compute(f"{x.name}.grad", axes, [cast(x.dtype, src[tuple(axes)])], adjoint_of(x))[0]
+            a = compute(f"{x.name}.grad", axes, [cast(x.dtype, a[tuple(axes)])], adjoint_of(x))[0]
         results.append(a)
     return results

@@ -76,8 +76,7 @@ class Program:
             from ..codegen import build
 
             self._kernel = build(self.outputs, self.free, name="jax_call", **self.build_options)
-        res = self._kernel(*arrays[:len(self.free)])
-        return list(res) if isinstance(res, tuple) else [res]
+        return _listed(self._kernel(*arrays[:len(self.free)]))
 
     def _cached(self, key: Any, make: Callable[[], Program]) -> Program:
         found = self._derived.get(key)
@@ -113,8 +112,7 @@ class Program:
         """The program over a batch of ``size`` (leading axis) of the inputs flagged in ``mask``."""
         def make() -> Program:
             outs, free = batch_program(self.outputs, self.free, mask, size)
-            linear = [k for k in self.linear]
-            return Program(outs, free, self.build_options, linear, policy=self.policy,
+            return Program(outs, free, self.build_options, self.linear, policy=self.policy,
                            frozen=self.frozen)
         return self._cached(("batch", size, mask), make)
 
@@ -128,9 +126,7 @@ def _bind(program: Program, *operands: Any) -> list:
 
 
 def _lowering(*operands: Any, program: Program) -> list:
-    def host(*arrays: np.ndarray) -> list[np.ndarray]:
-        return program.run(*arrays)
-    return jax.pure_callback(host, program.avals, *operands, vmap_method="sequential")
+    return jax.pure_callback(program.run, program.avals, *operands, vmap_method="sequential")
 
 
 def _zero_like(aval: Any) -> ad.Zero:
@@ -151,10 +147,6 @@ def _tangents_out(program: Program, float_tangents: list) -> list:
 def _jvp_rule(primals: Sequence[Any], tangents: Sequence[Any], *, program: Program):
     if program.jvp_rule is not None:
         return program.jvp_rule(primals, tangents)
-    return _generic_jvp(program, primals, tangents)
-
-
-def _generic_jvp(program: Program, primals: Sequence[Any], tangents: Sequence[Any]):
     n = len(program.free)
     mask = _float_mask(program, tangents[:n])  # saved operands: no derivative of their own
     outs = _bind(program, *primals)
@@ -228,14 +220,12 @@ class _Level:
         n_in = len(fn.inputs)
 
         def backward(*a: Any) -> list:
-            return list(fn.backward(list(a[n_free:]), *self._heads(a[n_in:n_free])))
+            given = iter(a[n_in:n_free])  # a head per float output, None for another
+            return list(fn.backward(list(a[n_free:]), *(next(given) if ph is not None else None
+                                                         for ph in fn.heads)))
         self.backward = Program(full.outputs, full.free, base.build_options, full.linear,
                                 n_saved=n_saved, policy=base.policy, run=backward, frozen=base.frozen)
         self.backward._derived = full._derived
-
-    def _heads(self, given: Sequence[Any]) -> list:
-        it = iter(given)
-        return [next(it) if ph is not None else None for ph in self.fn.heads]
 
     def _forward_jvp(self, base: Program, n_out: int, primals: Sequence[Any], tangents: Sequence[Any]):
         """Outputs: the function's tangents; saved values: none (see the module docstring)."""
@@ -255,11 +245,7 @@ class _Level:
         heads = [_instantiate(c, a) for c, a in zip(cts, self.tangent.avals)]
         ins = [np.zeros(a.aval.shape, a.aval.dtype) if ad.is_undefined_primal(a) else a for a in inputs]
         grads = iter(_bind(self.backward, *ins, *heads, *saved))
-        result: list[Any] = [None] * len(operands)
-        for k, u in enumerate(undefined):
-            if u:
-                result[k] = next(grads)
-        return result
+        return [next(grads) if u else None for u in undefined]
 
 
 def _listed(res: Any) -> list:

@@ -70,22 +70,16 @@ def _frozen(name: str, value: Any) -> Hashable:
                     f"positionally)")
 
 
-def parameter_names(fn: Callable, count: int) -> list[str]:
-    """Names for the placeholders: ``fn``'s positional parameters (``in<k>`` past them)."""
+def trace(fn: Callable, specs: Sequence[tuple[tuple[int, ...], str]], static: dict[str, Any],
+          what: str) -> tuple[Tensor | list[Tensor], list[Tensor]]:
+    """``fn`` called on placeholders of the given shapes and dtypes (and the static values), named after
+    its positional parameters (``in<k>`` past them): its output tensor(s) and the placeholders."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
-    positional = [p.name for p in params
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return [positional[k] if k < len(positional) else f"in{k}" for k in range(count)]
-
-
-def trace(fn: Callable, specs: Sequence[tuple[tuple[int, ...], str]], static: dict[str, Any],
-          what: str) -> tuple[Tensor | list[Tensor], list[Tensor]]:
-    """``fn`` called on placeholders of the given shapes and dtypes (and the static values):
-    its output tensor(s) and the placeholders."""
-    names = parameter_names(fn, len(specs))
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [positional[k] if k < len(positional) else f"in{k}" for k in range(len(specs))]
     inputs = [placeholder(shape, dtype, name) for (shape, dtype), name in zip(specs, names)]
     result = fn(*inputs, **static)
     if isinstance(result, Tensor):

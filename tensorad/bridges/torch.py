@@ -148,12 +148,8 @@ class _Operator:
 
     def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         arrays = [_array(a) for a in args]
-        if _numpy_dtypes(self.forward_specs):  # the kernel's own new arrays, viewed as tensors
-            outs, extras = self.function.forward_parts(*arrays)
-            return [torch.from_numpy(o) for o in outs + extras]
-        outs = [torch.empty(s, dtype=d) for s, d in self.forward_specs]
-        self.function.forward_parts(*arrays, out=[_array(o) for o in outs])
-        return outs
+        parts = self.function.forward_parts
+        return _results(self.forward_specs, lambda out: sum(parts(*arrays, out=out), []))
 
     def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         f = self.function
@@ -161,11 +157,7 @@ class _Operator:
         given = iter(args[nres:])  # one head per float output; an integer output has none
         heads = [None if ph is None else _array(next(given)) for ph in f.heads]
         residuals = [_array(a) for a in args[:nres]]
-        if _numpy_dtypes(self.grad_specs):
-            return [torch.from_numpy(g) for g in f.backward(residuals, *heads)]
-        outs = [torch.empty(s, dtype=d) for s, d in self.grad_specs]
-        f.backward(residuals, *heads, out=[_array(o) for o in outs])
-        return outs
+        return _results(self.grad_specs, lambda out: f.backward(residuals, *heads, out=out))
 
     def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
         n = len(self.function.outputs)
@@ -244,9 +236,14 @@ def _array(t: torch.Tensor) -> Any:
         return t
 
 
-def _numpy_dtypes(specs: list[tuple[tuple[int, ...], torch.dtype]]) -> bool:
-    """Whether ``torch.from_numpy`` views arrays of every dtype of ``specs`` (not bfloat16)."""
-    return all(d is not torch.bfloat16 for _, d in specs)
+def _results(specs: list[tuple[tuple[int, ...], torch.dtype]], compute: Callable) -> list[torch.Tensor]:
+    """``compute(out)``'s results as tensors: the kernel's own new arrays viewed (``out=None``) where
+    ``torch.from_numpy`` views every dtype of ``specs``, else new tensors it writes (bfloat16)."""
+    if all(d is not torch.bfloat16 for _, d in specs):
+        return [torch.from_numpy(a) for a in compute(None)]
+    outs = [torch.empty(s, dtype=d) for s, d in specs]
+    compute([_array(o) for o in outs])
+    return outs
 
 
 def _live(key: int) -> _Operator:

@@ -96,7 +96,6 @@ def _reassociable(comb: Any) -> bool:
     return r.op in (Op.ADD, Op.MUL) and {id(x) for x in r.src} == {id(comb.lhs[0]), id(comb.rhs[0])}
 
 
-
 def _in_float64(fn):
     """``fn`` computed in float64 for float32 operands, its result rounded once to float32."""
     def rule(node: Expr, *args: np.ndarray) -> np.ndarray:

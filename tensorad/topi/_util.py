@@ -21,6 +21,14 @@ def check_tensor(x: Any, op: str, what: str = "input") -> Tensor:
     return x
 
 
+def check_float(x: Any, op: str) -> Tensor:
+    """``x`` itself if it is a floating-point tensor, else an error naming ``op``."""
+    check_tensor(x, op)
+    if not dt.is_float(x.dtype):
+        raise TypeError(f"{op}: needs a float tensor, {x.name} is {x.dtype}")
+    return x
+
+
 def check_ndim(x: Tensor, op: str, ndim: int, layout: str = "") -> None:
     if x.ndim != ndim:
         layout = f" ({layout})" if layout else ""
@@ -66,6 +74,21 @@ def as_tuple(value: Any, n: int, op: str, what: str, minimum: int = 0) -> tuple[
     return vals
 
 
+def input_index(out: Sequence[Expr], ks: Sequence[Expr], axes: Sequence[int], ndim: int,
+                  keepdims: bool) -> list[Expr]:
+    """The input index of a reduction over ``axes``: each reduced axis from ``ks``, the others from the
+    output index ``out`` (which holds the reduced axes too, of size 1, with ``keepdims``)."""
+    red, kept = iter(ks), iter(out)
+    if keepdims:
+        return [next(red) if d in axes else out[d] for d in range(ndim)]
+    return [next(red) if d in axes else next(kept) for d in range(ndim)]
+
+
+def scale(v: Expr, factor: int) -> Expr:
+    """``v * factor``, or ``v`` itself for a factor 1."""
+    return v if factor == 1 else v * factor
+
+
 def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr], name: str,
                 tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
     """A one-output compute whose body is ``fbody(axes)``, its axes ``ax0, ax1, ...`` or ``axis_names``."""
@@ -96,8 +119,7 @@ def _storage_dtype(args: Sequence[Any]) -> str | None:
 def _stored(t: Any, dtype: str) -> Any:
     if not isinstance(t, Tensor) or t.dtype != dt.compute_dtype(dtype):
         return t
-    axes = tuple(var(f"ax{d}", 0, s) for d, s in enumerate(t.shape))
-    return make_compute(f"{t.name}.{dtype}", axes, (cast(dtype, t[axes]),), "elemwise")[0]
+    return new_compute(t.shape, lambda axes: cast(dtype, t[axes]), f"{t.name}.{dtype}", "elemwise")
 
 
 def keeps_storage(fn: Callable) -> Callable:

@@ -17,7 +17,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import as_tuple, check_ndim, check_tensor, is_int, new_compute, normalize_axis
+from ._util import as_tuple, check_float, check_ndim, check_tensor, is_int, new_compute, normalize_axis, scale
 from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
@@ -99,10 +99,6 @@ def pad(x: Tensor, pad_before: Sequence[int] | int, pad_after: Sequence[int] | i
     return new_compute(shape, body, name, "injective")
 
 
-def _scale(v: Expr, factor: int) -> Expr:
-    return v if factor == 1 else v * factor
-
-
 def _out_size(size: int, lo: int, hi: int, window: int, stride: int, op: str, what: str) -> int:
     if size + lo + hi < window:
         raise ValueError(f"{op}: the {what} window of extent {window} is larger than the padded "
@@ -146,12 +142,12 @@ def conv2d(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0, dilation: A
     rx = lang.reduce_axis((0, kw), "rx")
 
     def channel(ff: Expr) -> Expr:
-        return rc if groups == 1 else (ff // fg) * cg + rc if fg > 1 else _scale(ff, cg) + rc
+        return rc if groups == 1 else (ff // fg) * cg + rc if fg > 1 else scale(ff, cg) + rc
 
     return lang.compute(
         (n, f, ho, wo),
         lambda nn, ff, yy, xx: _reducer.sum(
-            x[nn, channel(ff), _scale(yy, sh) + _scale(ry, dh), _scale(xx, sw) + _scale(rx, dw)]
+            x[nn, channel(ff), scale(yy, sh) + scale(ry, dh), scale(xx, sw) + scale(rx, dw)]
             * w[ff, rc, ry, rx], [rc, ry, rx]),
         name=name, tag="conv2d_nchw" if groups == 1 else "group_conv2d_nchw")
 
@@ -190,7 +186,7 @@ def pool(x: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
     def window(ax: tuple[Expr, ...], reducer) -> Expr:
         ry = lang.reduce_axis((0, kh), "ry")
         rx = lang.reduce_axis((0, kw), "rx")
-        r, c = _scale(ax[lead], sh) + ry, _scale(ax[lead + 1], sw) + rx
+        r, c = scale(ax[lead], sh) + ry, scale(ax[lead + 1], sw) + rx
         if src is not x or not any(pads):
             return reducer(src[ax[:lead] + (r, c)], [ry, rx])
         # max: the -inf padding read under the window's guard: the saved winner is an offset into X
@@ -223,7 +219,7 @@ def _inside(i: Expr, lo: int, size: int, hi: int) -> Expr:
 
 def _valid(o: Expr, stride: int, lo: int, window: int, size: int, out: int) -> Expr | int:
     """How many of the window ``[o*stride - lo, o*stride - lo + window)`` lie in ``[0, size)``."""
-    start = _scale(o, stride) - lo if lo else _scale(o, stride)
+    start = scale(o, stride) - lo if lo else scale(o, stride)
     first: Expr | int = lang.maximum(start, 0) if lo else start
     last: Expr | int = start + window
     if (out - 1) * stride - lo + window > size:
@@ -241,9 +237,7 @@ def _without_axis(ax: tuple[Expr, ...], axis: int) -> tuple[Expr, ...]:
 
 def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
     """The max of ``X`` along ``axis`` (a tensor without that axis) and the normalized axis."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     if x.ndim == 0:
         raise ValueError(f"{name}: cannot take a softmax of a 0-d tensor")
     axis = normalize_axis(axis, x.ndim, name)
@@ -311,9 +305,7 @@ def relu(x: Tensor, name: str = "relu") -> Tensor:
 
 def silu(x: Tensor, name: str = "silu") -> Tensor:
     """SiLU (swish) elementwise, ``X * sigmoid(X)``, as ``torch.nn.functional.silu``."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     return elemwise(x, lambda v: v * lang.sigmoid(v), name)
 
 
@@ -322,9 +314,7 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
 
     ``approximate="none"``: ``x/2 (1 + erf(x / sqrt 2))``;
     ``approximate="tanh"``: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
-    check_tensor(x, name)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{name}: needs a float tensor, {x.name} is {x.dtype}")
+    check_float(x, name)
     c = lambda v: const(v, dt.compute_dtype(x.dtype))  # noqa: E731
     if approximate == "none":
         return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.erf(v * c(math.sqrt(0.5)))), name)

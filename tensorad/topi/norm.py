@@ -30,16 +30,10 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
+from ._util import check_float, check_tensor, input_index, is_int, new_compute, normalize_axes, normalize_axis
 from .reduction import sum as _sum
 
 Index = tuple[Expr, ...]
-
-
-def _check_float(x: Tensor, op: str) -> None:
-    check_tensor(x, op)
-    if not dt.is_float(x.dtype):
-        raise TypeError(f"{op}: needs a float tensor, {x.name} is {x.dtype}")
 
 
 def _scaled(t: Tensor, factor: float | Expr, name: str) -> Tensor:
@@ -54,7 +48,7 @@ def _scaled(t: Tensor, factor: float | Expr, name: str) -> Tensor:
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "mean") -> Tensor:
     """The mean of ``X`` over ``axis`` (an int, a sequence of ints, or ``None`` for all).  Over no element
     it is NaN, as NumPy's and PyTorch's (``0 / 0``; ``X`` is empty then, and so is its gradient)."""
-    _check_float(x, name)
+    check_float(x, name)
     axes = normalize_axes(axis, x.ndim, name)
     count = prod(x.shape[d] for d in axes)
     factor = count if isinstance(count, Expr) else 1.0 / count if count else float("nan")
@@ -65,7 +59,7 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
         name: str = "var") -> Tensor:
     """The variance of ``X`` over ``axis``: ``sum((X - mean)^2) / (M - ddof)`` (NumPy's ``ddof``;
     ``ddof=1`` is PyTorch's default).  With ``M <= ddof`` the sum is divided by zero, as in NumPy, PyTorch."""
-    _check_float(x, name)
+    check_float(x, name)
     if not is_int(ddof) or ddof < 0:
         raise ValueError(f"{name}: ddof must be a non-negative int, got {ddof!r}")
     axes = normalize_axes(axis, x.ndim, name)
@@ -75,16 +69,8 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
     inv = const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
 
     def body(out: Index) -> Expr:
-        ks = iter([lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes])
-        rest = iter(out)
-        idx = []
-        for d in range(x.ndim):
-            if d in axes:
-                idx.append(next(ks))
-                if keepdims:
-                    next(rest)
-            else:
-                idx.append(next(rest))
+        ks = [lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes]
+        idx = input_index(out, ks, axes, x.ndim, keepdims)
         centered = x[tuple(idx)] - m[tuple(0 if d in axes else i for d, i in enumerate(idx))]
         red = [i for d, i in enumerate(idx) if d in axes]
         return _reducer.sum(centered * centered, red) * inv
@@ -172,7 +158,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
 
     ``Y = (X - mean) / sqrt(var + eps) * gamma + beta`` with mean and (biased) variance over
     the normalized axes, as ``torch.nn.functional.layer_norm(X, gamma.shape, gamma, beta, eps)``."""
-    _check_float(x, name)
+    check_float(x, name)
     eps = _check_eps(eps, name)
     lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
@@ -192,7 +178,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     Training (the default when no running statistics are given): mean and biased variance over
     every axis but ``axis``.  Inference (``training=False``): the given ``running_mean`` and
     ``running_var`` (tensors of shape ``[C]``).  ``gamma``/``beta`` have shape ``[C]``."""
-    _check_float(x, name)
+    check_float(x, name)
     eps = _check_eps(eps, name)
     axis = normalize_axis(axis, x.ndim, name)
     c = x.shape[axis]
@@ -222,7 +208,7 @@ def batch_norm_stats(x: Tensor, running_mean: Tensor, running_var: Tensor, momen
                      axis: int = 1, name: str = "batch_norm") -> tuple[Tensor, Tensor]:
     """The running statistics a training step of :func:`batch_norm` leaves, as PyTorch updates them:
     ``(1 - momentum) * running + momentum * batch`` (unbiased batch variance): ``(new_mean, new_var)``."""
-    _check_float(x, name)
+    check_float(x, name)
     axis = normalize_axis(axis, x.ndim, name)
     c = x.shape[axis]
     rm = _affine_param(running_mean, (c,), name, "running_mean")
@@ -248,7 +234,7 @@ def group_norm(x: Tensor, num_groups: int, gamma: Tensor | None = None, beta: Te
     """Group normalization of ``X [N, C, *spatial]``: channels split into ``num_groups`` groups
     of ``C / num_groups``; statistics per ``(n, group)`` over the group's channels and every
     spatial position; ``gamma``/``beta`` per channel ``[C]`` (``torch``'s ``group_norm``)."""
-    _check_float(x, name)
+    check_float(x, name)
     eps = _check_eps(eps, name)
     if x.ndim < 2:
         raise ValueError(f"{name}: X must be [N, C, ...], got shape {x.shape}")
@@ -274,7 +260,7 @@ def instance_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = 
     """Instance normalization of ``X [N, C, *spatial]``: statistics per ``(n, c)`` over the
     spatial axes, ``gamma``/``beta`` per channel ``[C]`` (``torch.nn.functional.instance_norm``
     with ``use_input_stats=True``): group norm with one channel per group."""
-    _check_float(x, name)
+    check_float(x, name)
     if x.ndim < 3:
         raise ValueError(f"{name}: X must be [N, C, spatial...], got shape {x.shape}")
     return group_norm(x, x.shape[1], gamma, beta, eps, name)
@@ -285,7 +271,7 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
     """RMS normalization over the trailing ``ndim`` axes (default: ``gamma.ndim``, or the last axis):
     ``Y = X * rsqrt(mean(X^2) + eps) * gamma``, as ``torch.nn.functional.rms_norm``; ``eps=None`` is the
     machine epsilon of X's compute dtype."""
-    _check_float(x, name)
+    check_float(x, name)
     wide = dt.compute_dtype(x.dtype)
     if eps is None:
         eps = 2.0 ** -23 if wide == "float32" else 2.0 ** -52

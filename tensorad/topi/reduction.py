@@ -10,7 +10,7 @@ from tensorad.ir import Tensor
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import reduce_axis
 
-from ._util import check_tensor, new_compute, normalize_axes
+from ._util import check_tensor, input_index, new_compute, normalize_axes
 
 
 def reduce(x: Tensor, kind: str, axis: Any = None, keepdims: bool = False,
@@ -32,13 +32,7 @@ def reduce(x: Tensor, kind: str, axis: Any = None, keepdims: bool = False,
 
     def body(out_axes):
         ks = [reduce_axis((0, x.shape[d]), n) for d, n in zip(axes, red_names)]
-        it_red = iter(ks)
-        if keepdims:
-            idx = [next(it_red) if d in axes else out_axes[d] for d in range(x.ndim)]
-        else:
-            it_out = iter(out_axes)
-            idx = [next(it_red) if d in axes else next(it_out) for d in range(x.ndim)]
-        return reducer(x[tuple(idx)], ks)
+        return reducer(x[tuple(input_index(out_axes, ks, axes, x.ndim, keepdims))], ks)
 
     return new_compute(out_shape, body, name, "reduce", names)
 

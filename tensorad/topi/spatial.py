@@ -14,11 +14,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import as_tuple, check_ndim, check_tensor, new_compute
-
-
-def _scale(v: Expr, factor: int) -> Expr:
-    return v if factor == 1 else v * factor
+from ._util import as_tuple, check_ndim, check_tensor, new_compute, scale
 
 
 def conv2d_transpose(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0,
@@ -56,7 +52,7 @@ def conv2d_transpose(x: Tensor, w: Tensor, strides: Any = 1, padding: Any = 0,
     rx = lang.reduce_axis((0, kw), "rx")
 
     def source(o: Expr, p: int, r: Expr, d: int, s: int, size: int) -> tuple[Expr, Expr]:
-        t = o + p - _scale(r, d) if p else o - _scale(r, d)
+        t = o + p - scale(r, d) if p else o - scale(r, d)
         cond = (t >= 0) & (t <= (size - 1) * s)
         if s > 1:
             cond = cond & (t % s == 0)

@@ -111,7 +111,8 @@ class Function:
     @cached_property
     def heads(self) -> list[Tensor | None]:
         """One head placeholder per floating-point output (``None`` for an integer output)."""
-        return [_head(o) if dt.is_float(o.dtype) else None for o in self.outputs]
+        return [placeholder(o.shape, o.dtype, f"{o.name}.head") if dt.is_float(o.dtype) else None
+                for o in self.outputs]
 
     @cached_property
     def grads(self) -> list[Tensor]:
@@ -129,7 +130,9 @@ class Function:
                 continue
             parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
             total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
-        grads = [_zeros(x) if t is None else t for x, t in zip(self.wrt, total)]
+        # (zeros for an input that no floating-point output depends on)
+        grads = [compute(x.shape, lambda *i, x=x: const(0.0, x.dtype), name=f"{x.name}.grad") if t is None
+                 else t for x, t in zip(self.wrt, total)]
         return distinct_computes(grads, "grad")
 
     @cached_property
@@ -162,12 +165,9 @@ class Function:
     def _copied(self) -> dict[int, int]:
         """``{output k: extra j}`` for outputs whose values a saved extra holds (a max pool
         and its winner's maximum): the forward with residuals computes them once and copies."""
-        found: dict[int, int] = {}
-        for k, o in enumerate(self.plan.outputs):
-            j = next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
-            if j is not None:
-                found[k] = j
-        return found
+        holder = {k: next((j for j, e in enumerate(self.plan.extras) if same_values(o, e)), None)
+                  for k, o in enumerate(self.plan.outputs)}
+        return {k: j for k, j in holder.items() if j is not None}
 
     def _residual_outputs(self) -> list[Tensor]:
         return ([o for k, o in enumerate(self.plan.outputs) if k not in self._copied]
@@ -239,13 +239,11 @@ class Function:
         given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
         arrays = (*residuals, *given)
-        if type(residuals) is Residuals and residuals.maker is self and self._known is not None:
-            res = self.backward_kernel.call(arrays, out=out, known=self._known)
-        else:
-            res = self.backward_kernel.call(arrays, out=out)
-            if type(residuals) is Residuals and residuals.maker is self:
-                # this function's kernels made the saved values: not checked again
-                self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
+        ours = type(residuals) is Residuals and residuals.maker is self
+        res = self.backward_kernel.call(arrays, out=out, known=self._known if ours and self._known else ())
+        if ours and self._known is None:
+            # this function's kernels made the saved values: not checked again
+            self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
         return res if isinstance(res, tuple) else (res,)
 
 
@@ -259,10 +257,6 @@ class Residuals(tuple):
         return tuple, (tuple(self),)
 
 
-def _head(output: Tensor) -> Tensor:
-    return placeholder(output.shape, output.dtype, f"{output.name}.head")
-
-
 def _scalar_head(h: Any, head: Tensor) -> Any:
     """A 0-d head given as a Python number or a 0-d array of another dtype, as the head's array
     (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
@@ -271,11 +265,6 @@ def _scalar_head(h: Any, head: Tensor) -> Any:
     if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
         return np.asarray(h, dtype=head.dtype)
     return h
-
-
-def _zeros(x: Tensor) -> Tensor:
-    """The gradient of an input that no floating-point output depends on."""
-    return compute(x.shape, lambda *i: const(0.0, x.dtype), name=f"{x.name}.grad")
 
 
 class ValueAndGrad:
