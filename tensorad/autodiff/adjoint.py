@@ -41,6 +41,7 @@ from ..ir.expr import (
     cast,
     choice,
     compare,
+    conjuncts,
     const,
     data_index,
     logical,
@@ -160,10 +161,6 @@ def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Exp
     stride = math.prod([shape[q] for q in dims[n + 1:]])
     digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
     return digit % const(shape[k], dt.INDEX) if n else digit
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.src[0]) + _conjuncts(e.src[1]) if e.op is Op.AND else [e]
 
 
 def _holds(c: Expr) -> bool:
@@ -437,7 +434,7 @@ class AdjointBuilder:
             point = data_index(winner[0][tuple(iv)], combiners.box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
-                 for c in _conjuncts(g) if not _holds(c)]
+                 for c in conjuncts(g) if not _holds(c)]
         none = const(-1, dt.INDEX)
         if ties is not None:
             count = ties[tuple(iv)]
