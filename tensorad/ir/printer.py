@@ -221,7 +221,6 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
     return lines
 
 
-
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:
     """``ta.PrintTensorRecursively``: the tensor, then every tensor it reads, consumers first.  ``namer``:
     a :class:`Namer` shared with other printouts (``tensorad show``): a name means one tensor in all."""

@@ -376,7 +376,6 @@ def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b else
     return a.intersect_domain(c).union_add(b.intersect_domain(space.outside(c)))
 
 
-
 # The atoms of a linear form that isl represents, besides the space's variables: op -> (the operands
 # converted first, or ``None`` when not quasi-affine; the node's function of theirs).
 _ATOMS = {
@@ -405,7 +404,5 @@ def point_str(space: IndexSpace, s: isl.Set) -> str:
     dims = [(_SET, k, v) for k, v in enumerate(space.vars)]
     dims += [(_PARAM, k, s.get_dim_id(_PARAM, k).user) for k in range(s.dim(_PARAM))]
 
-
     return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}="
                      f"{p.get_coordinate_val(t, k).to_python()}" for t, k, v in dims)
-

@@ -69,4 +69,3 @@ for _name in nn.__all__:
 
 TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
                         negative=negative, getitem=keeps_storage(index))
-

@@ -322,4 +322,3 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
         return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.tanh(
             c(math.sqrt(2 / math.pi)) * (v + c(0.044715) * v * v * v))), name)
     raise ValueError(f"{name}: approximate must be 'none' or 'tanh', got {approximate!r}")
-
