@@ -17,8 +17,7 @@ Packages and modules below the facade:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 from . import autodiff as _autodiff
 from . import diffcache as _diffcache
@@ -81,15 +80,11 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
-    if optimize and _symbolic(output, input):
-        return _deferred(lambda: [_autodiff.jacobian(output, input, optimizer=_optimizer(True))],
-                         lambda: [Jacobian(output, input, False)],
-                         lambda im: [Jacobian(im(output), im(input))])[0]
-    with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
-        result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
-            _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
-    _dump_tensors("jacobian", [result])
-    return result
+    return _differentiated("jacobian", f"Jacobian({_name(output)}, {_name(input)})", optimize,
+                           (output, input), ("jacobian", [[output], [input]], (optimize,)),
+                           lambda: [_autodiff.jacobian(output, input, optimizer=_optimizer(optimize))],
+                           lambda: [Jacobian(output, input, False)],
+                           lambda im: [Jacobian(im(output), im(input))])[0]
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -102,18 +97,13 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
         return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
                                                          optimizer=opt))
 
-    if optimize and _symbolic(output, inputs, head):
-        return _deferred(differentiate, lambda: JacobianRecursive(output, inputs, head, override, False),
-                         lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
-                             im(t): f for t, f in override.items()}))
-    with _differentiating(f"JacobianRecursive({_name(output)})"):
-        if override:  # (functions: nothing to key them by)
-            result = differentiate()
-        else:
-            result = _diffcache.cached("reverse", [[output], _listed(inputs), _listed(head)],
-                                       (optimize, isinstance(inputs, Tensor)), differentiate)
-    _dump_tensors("gradient", result)
-    return result
+    key = None if override else (  # (functions: nothing to key them by)
+        "reverse", [[output], _listed(inputs), _listed(head)], (optimize, isinstance(inputs, Tensor)))
+    return _differentiated("gradient", f"JacobianRecursive({_name(output)})", optimize,
+                           (output, inputs, head), key, differentiate,
+                           lambda: JacobianRecursive(output, inputs, head, override, False),
+                           lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
+                               im(t): f for t, f in override.items()}))
 
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
@@ -123,15 +113,11 @@ def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Te
         opt = _optimizer(optimize)
         return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
 
-    if optimize and _symbolic(output, inputs, tangents):
-        return _deferred(differentiate, lambda: [jvp(output, inputs, tangents, False)],
-                         lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
-    with _differentiating(f"jvp({_name(output)})"):
-        result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
-                                   (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
-                                   differentiate)[0]
-    _dump_tensors("jvp", [result])
-    return result
+    return _differentiated("jvp", f"jvp({_name(output)})", optimize, (output, inputs, tangents),
+                           ("jvp", [[output], _listed(inputs), _listed(tangents)],
+                            (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor))),
+                           differentiate, lambda: [jvp(output, inputs, tangents, False)],
+                           lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
 
 
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
@@ -141,15 +127,11 @@ def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
         opt = _optimizer(optimize)
         return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
 
-    if optimize and _symbolic(output, inputs, vectors):
-        return _deferred(differentiate, lambda: hessian_vector_product(output, inputs, vectors, False),
-                         lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
-    with _differentiating(f"hessian_vector_product({_name(output)})"):
-        result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
-                                   (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
-                                   differentiate)
-    _dump_tensors("hvp", result)
-    return result
+    return _differentiated("hvp", f"hessian_vector_product({_name(output)})", optimize,
+                           (output, inputs, vectors), ("hvp", [[output], _listed(inputs), _listed(vectors)],
+                            (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor))),
+                           differentiate, lambda: hessian_vector_product(output, inputs, vectors, False),
+                           lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
 
 
 def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool = True, **options) -> bool:
@@ -160,11 +142,19 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
     return _autodiff.gradcheck(output, inputs, optimizer=_optimizer(optimize), **options)
 
 
-@contextmanager
-def _differentiating(detail: str) -> Iterator[None]:
-    """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
+def _differentiated(what: str, detail: str, optimize: bool, args: tuple, key: tuple | None,
+                    differentiate: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
+                    redo: Callable[[Callable], list[Tensor]]) -> list[Tensor]:
+    """One differentiation of the facade: of a symbolic program (``args``), deferred over its sizes
+    (:func:`~tensorad.symbolic.deferred`); else ``differentiate()``, read from the disk cache by ``key``
+    (``(kind, parts, options)``; ``None``: not cached), timed as the ``differentiate`` stage with fewer
+    garbage collections, its results dumped as ``what``."""
+    if optimize and _symbolic(*args):
+        return _deferred(differentiate, raw, redo)
     with _trace.stage("differentiate", detail), _fewer_collections():
-        yield
+        result = differentiate() if key is None else _diffcache.cached(*key, differentiate)
+    _dump_tensors(what, result)
+    return result
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
