@@ -28,8 +28,7 @@ from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "silu", "erf", "layer_norm", "batch_norm",
-           "batch_norm_stats",
-           "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
+           "batch_norm_stats", "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
            "cross_entropy", "nll_loss", "embedding", "embedding_bag"]
 
 
