@@ -50,7 +50,7 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import free_vars, rewrite, walk
+from ..ir.rewrite import fold_along, free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..poly.affine import always, decide
 from ..poly.nesting import plain_prefix, running_order
@@ -80,18 +80,13 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
     if not reads:
         return own
     memo: dict[Tensor, float] = {}
-    todo = list(reads)
-    while todo:
-        t = todo[-1]
-        if t in memo:
-            todo.pop()
-            continue
+
+    def visit(t: Tensor) -> float:
         n, below = _own_roundings(t.op.body[t.value_index], True)
-        missing = [r for r in below if r not in memo]
-        if missing:
-            todo.extend(missing)
-            continue
-        memo[todo.pop()] = min(2.0, n + sum(memo[r] for r in below))
+        return min(2.0, n + sum(memo[r] for r in below))
+
+    for t in reads:
+        fold_along(t, lambda r: _own_roundings(r.op.body[r.value_index], True)[1], visit, memo)
     return min(2.0, own + sum(memo[r] for r in reads))
 
 
