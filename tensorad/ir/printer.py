@@ -48,9 +48,7 @@ class Namer:
 
     def tensor(self, t: Tensor) -> str:
         name = self.op_name(t.op)
-        if t.op.num_outputs > 1:
-            return f"{name}.v{t.value_index}"
-        return name
+        return f"{name}.v{t.value_index}" if t.op.num_outputs > 1 else name
 
 
 def _float_text(v: float, dtype: str) -> str:

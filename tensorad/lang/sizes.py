@@ -275,6 +275,4 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
         sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
-    if any(b in rowlike for b in op.body):
-        return "is its row index"
-    return ""
+    return "is its row index" if any(b in rowlike for b in op.body) else ""
