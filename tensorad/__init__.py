@@ -82,9 +82,9 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
     return _differentiated("jacobian", f"Jacobian({_name(output)}, {_name(input)})", optimize,
                            (output, input), ("jacobian", [[output], [input]], (optimize,)),
-                           lambda: [_autodiff.jacobian(output, input, optimizer=_optimizer(optimize))],
+                           lambda opt: [_autodiff.jacobian(output, input, optimizer=opt)],
                            lambda: [Jacobian(output, input, False)],
-                           lambda im: [Jacobian(im(output), im(input))])[0]
+                           lambda im: [Jacobian(im(output), im(input))], finish=False)[0]
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -92,15 +92,12 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
-                                                         optimizer=opt))
-
     key = None if override else (  # (functions: nothing to key them by)
         "reverse", [[output], _listed(inputs), _listed(head)], (optimize, isinstance(inputs, Tensor)))
     return _differentiated("gradient", f"JacobianRecursive({_name(output)})", optimize,
-                           (output, inputs, head), key, differentiate,
+                           (output, inputs, head), key,
+                           lambda opt: _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                                                    optimizer=opt),
                            lambda: JacobianRecursive(output, inputs, head, override, False),
                            lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
                                im(t): f for t, f in override.items()}))
@@ -109,28 +106,23 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
-
     return _differentiated("jvp", f"jvp({_name(output)})", optimize, (output, inputs, tangents),
                            ("jvp", [[output], _listed(inputs), _listed(tangents)],
                             (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor))),
-                           differentiate, lambda: [jvp(output, inputs, tangents, False)],
+                           lambda opt: [_autodiff.jvp(output, inputs, tangents, optimizer=opt)],
+                           lambda: [jvp(output, inputs, tangents, False)],
                            lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
 
 
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
-
     return _differentiated("hvp", f"hessian_vector_product({_name(output)})", optimize,
                            (output, inputs, vectors), ("hvp", [[output], _listed(inputs), _listed(vectors)],
                             (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor))),
-                           differentiate, lambda: hessian_vector_product(output, inputs, vectors, False),
+                           lambda opt: _autodiff.hessian_vector_product(output, inputs, vectors,
+                                                                        optimizer=opt),
+                           lambda: hessian_vector_product(output, inputs, vectors, False),
                            lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
 
 
@@ -143,12 +135,18 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
 
 
 def _differentiated(what: str, detail: str, optimize: bool, args: tuple, key: tuple | None,
-                    differentiate: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
-                    redo: Callable[[Callable], list[Tensor]]) -> list[Tensor]:
-    """One differentiation of the facade: of a symbolic program (``args``), deferred over its sizes
-    (:func:`~tensorad.symbolic.deferred`); else ``differentiate()``, read from the disk cache by ``key``
-    (``(kind, parts, options)``; ``None``: not cached), timed as the ``differentiate`` stage with fewer
-    garbage collections, its results dumped as ``what``."""
+                    make: Callable[[Callable | None], list[Tensor]], raw: Callable[[], list[Tensor]],
+                    redo: Callable[[Callable], list[Tensor]], finish: bool = True) -> list[Tensor]:
+    """One differentiation of the facade: ``make(optimizer)`` with one optimizer (``None`` without
+    ``optimize``), whose last step (``Optimizer.finish``) runs over all its results where ``finish``.  Of a
+    symbolic program (``args``) it is deferred over the sizes (:func:`~tensorad.symbolic.deferred`); else
+    read from the disk cache by ``key`` (``(kind, parts, options)``; ``None``: not cached), timed as the
+    ``differentiate`` stage with fewer garbage collections, its results dumped as ``what``."""
+    def differentiate() -> list[Tensor]:
+        opt = _optimizer(optimize)
+        made = make(opt)
+        return made if opt is None or not finish else opt.finish(made)  # type: ignore[attr-defined]
+
     if optimize and _symbolic(*args):
         return _deferred(differentiate, raw, redo)
     with _trace.stage("differentiate", detail), _fewer_collections():
@@ -168,11 +166,6 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
             return optimizer(tensor)
     traced.finish = optimizer.finish  # type: ignore[attr-defined]
     return traced
-
-
-def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor]) -> list[Tensor]:
-    """The optimizer's last step over all the results of one call (see ``Optimizer.finish``)."""
-    return tensors if optimizer is None else optimizer.finish(tensors)  # type: ignore[attr-defined]
 
 
 def _name(x: object) -> str:
