@@ -151,7 +151,10 @@ def _differentiated(what: str, detail: str, optimize: bool, args: tuple, key: tu
         return _deferred(differentiate, raw, redo)
     with _trace.stage("differentiate", detail), _fewer_collections():
         result = differentiate() if key is None else _diffcache.cached(*key, differentiate)
-    _dump_tensors(what, result)
+    if _trace.dumping():  # TENSORAD_DUMP: the printed results
+        text = "\n".join(PrintTensorRecursively(t) for t in result)
+        first = result[0].name if result else ""
+        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
     return result
 
 
@@ -171,14 +174,6 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
 def _name(x: object) -> str:
     """A tensor's name for a log line (the call itself reports a bad argument)."""
     return x.name if isinstance(x, Tensor) else type(x).__name__
-
-
-def _dump_tensors(what: str, tensors: Sequence[Tensor]) -> None:
-    """``TENSORAD_DUMP``: the printed result tensors of a differentiation."""
-    if _trace.dumping():
-        text = "\n".join(PrintTensorRecursively(t) for t in tensors)
-        first = tensors[0].name if tensors else ""
-        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
 
 
 gradient = JacobianRecursive
